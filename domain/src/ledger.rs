@@ -1,0 +1,539 @@
+//! The credit ledger: append-only transactions, pure rules for applying them, grant lots and the
+//! spend order.
+//!
+//! Truth is the balance and the ledger: every transaction records its signed amount and the
+//! balance after it, and the balance equals the sum of the amounts. Reservations are two-phase
+//! (TigerBeetle's pending/post/void): a hold lowers the balance at once; settling returns the
+//! unused part (or takes the overrun, capped at what is available); releasing returns all of it.
+//!
+//! Grant lots attribute credits to the grant they came from, so that expiry and refund clawback
+//! can take back exactly the unspent part of one grant. Spends draw lots down soonest expiry
+//! first, then oldest first. Holds do not draw lots down (only what is finally charged does), so
+//! `sum(lot remaining) = balance + outstanding holds`; expiry and clawback therefore take at most
+//! the balance, and what they cannot take is recorded as a shortfall.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::credits::{CreditDelta, Credits, CreditsError};
+use crate::time::Timestamp;
+
+/// The kinds of credit transaction, each with a stable type code used to localise its
+/// description.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TransactionKind {
+    /// Credits bought with a credits plan.
+    PurchaseGrant,
+    /// Credits granted for a paid subscription period.
+    SubscriptionGrant,
+    /// Credits spent by usage.
+    Consumption,
+    /// Credits held for work whose cost is known afterwards.
+    ReservationHold,
+    /// A hold settled with the actual cost: the unused part returned, or the overrun taken.
+    ReservationSettle,
+    /// A hold released unused, or expired.
+    ReservationRelease,
+    /// Unspent credits of a refunded purchase taken back.
+    RefundClawback,
+    /// A correction by an administrator.
+    AdminAdjustment,
+    /// Unspent credits of a grant that reached its expiry.
+    Expiry,
+}
+
+/// Which signs a kind's amounts may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sign {
+    Increase,
+    Decrease,
+    Either,
+}
+
+impl TransactionKind {
+    /// Every kind.
+    pub const ALL: [TransactionKind; 9] = [
+        TransactionKind::PurchaseGrant,
+        TransactionKind::SubscriptionGrant,
+        TransactionKind::Consumption,
+        TransactionKind::ReservationHold,
+        TransactionKind::ReservationSettle,
+        TransactionKind::ReservationRelease,
+        TransactionKind::RefundClawback,
+        TransactionKind::AdminAdjustment,
+        TransactionKind::Expiry,
+    ];
+
+    /// The stable type code (storage, API, and the key of the localised description).
+    #[must_use]
+    pub const fn code(self) -> &'static str {
+        match self {
+            TransactionKind::PurchaseGrant => "purchase_grant",
+            TransactionKind::SubscriptionGrant => "subscription_grant",
+            TransactionKind::Consumption => "consumption",
+            TransactionKind::ReservationHold => "reservation_hold",
+            TransactionKind::ReservationSettle => "reservation_settle",
+            TransactionKind::ReservationRelease => "reservation_release",
+            TransactionKind::RefundClawback => "refund_clawback",
+            TransactionKind::AdminAdjustment => "admin_adjustment",
+            TransactionKind::Expiry => "expiry",
+        }
+    }
+
+    /// Parse a type code.
+    #[must_use]
+    pub fn parse(code: &str) -> Option<Self> {
+        TransactionKind::ALL.into_iter().find(|k| k.code() == code)
+    }
+
+    const fn sign(self) -> Sign {
+        match self {
+            TransactionKind::PurchaseGrant
+            | TransactionKind::SubscriptionGrant
+            | TransactionKind::ReservationRelease => Sign::Increase,
+            TransactionKind::Consumption
+            | TransactionKind::ReservationHold
+            | TransactionKind::RefundClawback
+            | TransactionKind::Expiry => Sign::Decrease,
+            TransactionKind::ReservationSettle | TransactionKind::AdminAdjustment => Sign::Either,
+        }
+    }
+
+    /// Whether this kind creates a grant lot (credits that can later expire or be clawed back).
+    #[must_use]
+    pub const fn creates_lot(self) -> bool {
+        matches!(
+            self,
+            TransactionKind::PurchaseGrant | TransactionKind::SubscriptionGrant
+        )
+    }
+}
+
+impl fmt::Display for TransactionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+/// Why a ledger operation was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LedgerError {
+    /// The balance does not cover the amount.
+    #[error("insufficient credits: requested {requested}, available {available}")]
+    InsufficientCredits {
+        /// What was asked for.
+        requested: Credits,
+        /// What the balance held.
+        available: Credits,
+    },
+    /// The amount's sign does not fit the transaction kind, or it is zero where that is meaningless.
+    #[error("a {kind} transaction cannot have amount {amount}")]
+    WrongSign {
+        /// The kind.
+        kind: TransactionKind,
+        /// The refused amount.
+        amount: CreditDelta,
+    },
+    /// The balance would exceed the largest representable amount.
+    #[error("balance would exceed the largest amount")]
+    Overflow,
+    /// No such reservation is pending.
+    #[error("no pending reservation {0}")]
+    UnknownReservation(String),
+}
+
+impl From<CreditsError> for LedgerError {
+    fn from(e: CreditsError) -> Self {
+        match e {
+            CreditsError::Insufficient {
+                requested,
+                available,
+            } => LedgerError::InsufficientCredits {
+                requested,
+                available,
+            },
+            _ => LedgerError::Overflow,
+        }
+    }
+}
+
+/// Apply a transaction of `kind` and `amount` to `balance`, returning the balance after it.
+///
+/// # Errors
+/// An amount whose sign does not fit the kind; a decrease larger than the balance; an overflow.
+pub fn post(
+    balance: Credits,
+    kind: TransactionKind,
+    amount: CreditDelta,
+) -> Result<Credits, LedgerError> {
+    let sign_ok = match kind.sign() {
+        Sign::Increase => amount.hundredths() > 0,
+        Sign::Decrease => amount.hundredths() < 0,
+        Sign::Either => amount.hundredths() != 0,
+    };
+    if !sign_ok {
+        return Err(LedgerError::WrongSign { kind, amount });
+    }
+    Ok(balance.apply(amount)?)
+}
+
+/// What a settle charges: the actual cost, capped at the hold plus what is available, and the
+/// ledger amount that settles it (positive returns the unused part of the hold, negative takes
+/// an overrun).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settlement {
+    /// What the work finally costs the user.
+    pub charged: Credits,
+    /// The settle transaction's amount: `held - charged`.
+    pub amount: CreditDelta,
+}
+
+/// Settle a hold of `held` with actual usage `actual`, when `available` is the balance.
+#[must_use]
+pub fn settle(held: Credits, actual: Credits, available: Credits) -> Settlement {
+    let ceiling = held.checked_add(available).unwrap_or(actual);
+    let charged = actual.min(ceiling);
+    let amount = CreditDelta::from_hundredths(held.hundredths() - charged.hundredths())
+        .expect("the difference of two valid amounts is a valid delta");
+    Settlement { charged, amount }
+}
+
+/// The part of a grant a lot still holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantLot {
+    /// The lot's id (the grant transaction's id).
+    pub id: i64,
+    /// Unspent credits of the grant.
+    pub remaining: Credits,
+    /// When the grant's credits expire, if they do.
+    pub expires_at: Option<Timestamp>,
+    /// When it was granted.
+    pub granted_at: Timestamp,
+}
+
+/// How much to draw from which lot to spend `amount`: soonest expiry first (never-expiring
+/// last), then oldest first. Returns `(lot id, amount)` pairs; lots that cover less than
+/// `amount` in total are drawn to zero and the rest is left unattributed.
+#[must_use]
+pub fn allocate_spend(lots: &[GrantLot], amount: Credits) -> Vec<(i64, Credits)> {
+    let mut order: Vec<&GrantLot> = lots.iter().filter(|l| !l.remaining.is_zero()).collect();
+    order.sort_by_key(|l| (l.expires_at.is_none(), l.expires_at, l.granted_at, l.id));
+    let mut left = amount;
+    let mut draws = Vec::new();
+    for lot in order {
+        if left.is_zero() {
+            break;
+        }
+        let take = lot.remaining.min(left);
+        draws.push((lot.id, take));
+        left = left.checked_sub(take).expect("take is at most left");
+    }
+    draws
+}
+
+/// What a clawback or expiry takes, and what it could not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Takeback {
+    /// Taken from the balance.
+    pub taken: Credits,
+    /// Wanted but not available (already spent or held).
+    pub shortfall: Credits,
+}
+
+/// Take back `wanted` credits, at most what the lot still holds and never more than `balance`.
+#[must_use]
+pub fn take_back(wanted: Credits, lot_remaining: Credits, balance: Credits) -> Takeback {
+    let taken = wanted.min(lot_remaining).min(balance);
+    Takeback {
+        taken,
+        shortfall: wanted.checked_sub(taken).unwrap_or(Credits::ZERO),
+    }
+}
+
+/// The credits a refund of `refunded_minor` out of `price_minor` should take back from a grant of
+/// `granted`: the same proportion, rounded up to the credit unit (a full refund takes it all).
+#[must_use]
+pub fn refund_share(granted: Credits, refunded_minor: i64, price_minor: i64) -> Credits {
+    if price_minor <= 0 || refunded_minor >= price_minor {
+        return granted;
+    }
+    let refunded = i128::from(refunded_minor.max(0));
+    let share = (i128::from(granted.hundredths()) * refunded + i128::from(price_minor) - 1)
+        / i128::from(price_minor);
+    Credits::from_hundredths(i64::try_from(share).unwrap_or(i64::MAX))
+        .unwrap_or(granted)
+        .min(granted)
+}
+
+/// One ledger entry as the pure account model records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerEntry {
+    /// The kind.
+    pub kind: TransactionKind,
+    /// The signed amount.
+    pub amount: CreditDelta,
+    /// The balance after it.
+    pub balance_after: Credits,
+}
+
+/// A pure model of one user's credit account: the reference the stores are tested against and
+/// the engine of the in-memory fake.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CreditAccount {
+    balance: Credits,
+    entries: Vec<LedgerEntry>,
+    holds: BTreeMap<String, Credits>,
+}
+
+impl CreditAccount {
+    /// The current balance (available credits; held credits are already deducted).
+    #[must_use]
+    pub fn balance(&self) -> Credits {
+        self.balance
+    }
+    /// Every entry, oldest first.
+    #[must_use]
+    pub fn entries(&self) -> &[LedgerEntry] {
+        &self.entries
+    }
+    /// Pending holds by reservation id.
+    #[must_use]
+    pub fn holds(&self) -> &BTreeMap<String, Credits> {
+        &self.holds
+    }
+
+    /// Record a transaction.
+    ///
+    /// # Errors
+    /// As [`post`].
+    pub fn record(
+        &mut self,
+        kind: TransactionKind,
+        amount: CreditDelta,
+    ) -> Result<&LedgerEntry, LedgerError> {
+        let balance_after = post(self.balance, kind, amount)?;
+        self.balance = balance_after;
+        self.entries.push(LedgerEntry {
+            kind,
+            amount,
+            balance_after,
+        });
+        Ok(self.entries.last().expect("just pushed"))
+    }
+
+    /// Hold `amount` under `reservation`.
+    ///
+    /// # Errors
+    /// Insufficient credits, or a zero amount.
+    pub fn hold(&mut self, reservation: &str, amount: Credits) -> Result<(), LedgerError> {
+        self.record(TransactionKind::ReservationHold, amount.as_decrease())?;
+        self.holds.insert(reservation.to_owned(), amount);
+        Ok(())
+    }
+
+    /// Settle a pending hold with the actual cost.
+    ///
+    /// # Errors
+    /// [`LedgerError::UnknownReservation`].
+    pub fn settle(
+        &mut self,
+        reservation: &str,
+        actual: Credits,
+    ) -> Result<Settlement, LedgerError> {
+        let held = *self
+            .holds
+            .get(reservation)
+            .ok_or_else(|| LedgerError::UnknownReservation(reservation.to_owned()))?;
+        let s = settle(held, actual, self.balance);
+        if s.amount.hundredths() != 0 {
+            self.record(TransactionKind::ReservationSettle, s.amount)?;
+        }
+        self.holds.remove(reservation);
+        Ok(s)
+    }
+
+    /// Release a pending hold unused.
+    ///
+    /// # Errors
+    /// [`LedgerError::UnknownReservation`].
+    pub fn release(&mut self, reservation: &str) -> Result<Credits, LedgerError> {
+        let held = *self
+            .holds
+            .get(reservation)
+            .ok_or_else(|| LedgerError::UnknownReservation(reservation.to_owned()))?;
+        self.record(TransactionKind::ReservationRelease, held.as_increase())?;
+        self.holds.remove(reservation);
+        Ok(held)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn c(h: i64) -> Credits {
+        Credits::from_hundredths(h).unwrap()
+    }
+
+    #[test]
+    fn type_codes_are_stable_and_round_trip() {
+        let codes: Vec<&str> = TransactionKind::ALL.iter().map(|k| k.code()).collect();
+        assert_eq!(
+            codes,
+            [
+                "purchase_grant",
+                "subscription_grant",
+                "consumption",
+                "reservation_hold",
+                "reservation_settle",
+                "reservation_release",
+                "refund_clawback",
+                "admin_adjustment",
+                "expiry"
+            ]
+        );
+        for k in TransactionKind::ALL {
+            assert_eq!(TransactionKind::parse(k.code()), Some(k));
+        }
+    }
+
+    #[test]
+    fn posting_refuses_wrong_signs_and_negative_balances() {
+        assert!(matches!(
+            post(c(0), TransactionKind::PurchaseGrant, c(5).as_decrease()),
+            Err(LedgerError::WrongSign { .. })
+        ));
+        assert!(matches!(
+            post(c(0), TransactionKind::Consumption, c(5).as_increase()),
+            Err(LedgerError::WrongSign { .. })
+        ));
+        assert_eq!(
+            post(c(3), TransactionKind::Consumption, c(5).as_decrease()),
+            Err(LedgerError::InsufficientCredits {
+                requested: c(5),
+                available: c(3)
+            })
+        );
+        assert_eq!(
+            post(c(5), TransactionKind::Consumption, c(5).as_decrease()),
+            Ok(c(0))
+        );
+    }
+
+    #[test]
+    fn spend_order_is_soonest_expiry_then_oldest() {
+        let t = Timestamp::from_unix_millis;
+        let lots = vec![
+            GrantLot {
+                id: 1,
+                remaining: c(100),
+                expires_at: None,
+                granted_at: t(1),
+            },
+            GrantLot {
+                id: 2,
+                remaining: c(100),
+                expires_at: Some(t(500)),
+                granted_at: t(3),
+            },
+            GrantLot {
+                id: 3,
+                remaining: c(100),
+                expires_at: Some(t(200)),
+                granted_at: t(4),
+            },
+            GrantLot {
+                id: 4,
+                remaining: c(100),
+                expires_at: None,
+                granted_at: t(0),
+            },
+        ];
+        assert_eq!(
+            allocate_spend(&lots, c(250)),
+            vec![(3, c(100)), (2, c(100)), (4, c(50))]
+        );
+    }
+
+    #[test]
+    fn settle_returns_the_unused_part_or_takes_the_overrun_up_to_what_is_available() {
+        assert_eq!(
+            settle(c(100), c(30), c(0)),
+            Settlement {
+                charged: c(30),
+                amount: CreditDelta::from_hundredths(70).unwrap()
+            }
+        );
+        assert_eq!(
+            settle(c(100), c(150), c(20)),
+            Settlement {
+                charged: c(120),
+                amount: CreditDelta::from_hundredths(-20).unwrap()
+            }
+        );
+    }
+
+    #[test]
+    fn refunds_take_back_the_unspent_share_and_record_the_shortfall() {
+        assert_eq!(refund_share(c(10_000), 500, 1000), c(5_000));
+        assert_eq!(refund_share(c(10_000), 1000, 1000), c(10_000));
+        assert_eq!(refund_share(c(100), 1, 3), c(34));
+        assert_eq!(
+            take_back(c(5_000), c(3_000), c(10_000)),
+            Takeback {
+                taken: c(3_000),
+                shortfall: c(2_000)
+            }
+        );
+        assert_eq!(
+            take_back(c(5_000), c(5_000), c(1_000)),
+            Takeback {
+                taken: c(1_000),
+                shortfall: c(4_000)
+            }
+        );
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Grant(i64),
+        Spend(i64),
+        Hold(u8, i64),
+        Settle(u8, i64),
+        Release(u8),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (1_i64..100_000).prop_map(Op::Grant),
+            (1_i64..50_000).prop_map(Op::Spend),
+            (0_u8..4, 1_i64..50_000).prop_map(|(r, a)| Op::Hold(r, a)),
+            (0_u8..4, 0_i64..80_000).prop_map(|(r, a)| Op::Settle(r, a)),
+            (0_u8..4).prop_map(Op::Release),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn any_sequence_keeps_the_balance_equal_to_the_ledger_and_never_negative(ops in proptest::collection::vec(op(), 1..60)) {
+            let mut account = CreditAccount::default();
+            for op in ops {
+                let _ = match op {
+                    Op::Grant(h) => account.record(TransactionKind::PurchaseGrant, c(h).as_increase()).map(|_| ()),
+                    Op::Spend(h) => account.record(TransactionKind::Consumption, c(h).as_decrease()).map(|_| ()),
+                    Op::Hold(r, h) if !account.holds().contains_key(&r.to_string()) => account.hold(&r.to_string(), c(h)),
+                    Op::Hold(..) => Ok(()),
+                    Op::Settle(r, h) => account.settle(&r.to_string(), c(h)).map(|_| ()),
+                    Op::Release(r) => account.release(&r.to_string()).map(|_| ()),
+                };
+                let sum: i64 = account.entries().iter().map(|e| e.amount.hundredths()).sum();
+                prop_assert_eq!(sum, account.balance().hundredths());
+                prop_assert!(account.balance().hundredths() >= 0);
+                if let Some(last) = account.entries().last() {
+                    prop_assert_eq!(last.balance_after, account.balance());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! Tally's pure business core.
+//!
+//! Money, credits, provider capabilities, plans, orders, subscriptions, the credit ledger and the
+//! consumption rules. Nothing here performs I/O, is async or knows a wire format: every edge of
+//! the system converts its own types into these through their validating constructors.
+//!
+//! Architecture Invariant: this crate depends on no adapter technology (no tokio, serde, sea-orm,
+//! poem or reqwest). `tests/tests/dependency_rule.rs` enforces it.
+#![deny(missing_docs)]
+
+pub mod consumption;
+pub mod credits;
+pub mod ids;
+pub mod ledger;
+pub mod money;
+pub mod order;
+pub mod plan;
+pub mod provider;
+pub mod subscription;
+pub mod time;
+
+pub use consumption::{
+    ConsumptionError, ConsumptionMode, ConsumptionRules, FeatureName, ModelName, Multiplier,
+    TokenCount, UnknownModelPolicy, Usage,
+};
+pub use credits::{CreditDelta, Credits, CreditsError};
+pub use ids::{IdError, IdempotencyKey, OrderId, PlanId, ReservationId, SubscriptionId, UserId};
+pub use ledger::{GrantLot, LedgerError, TransactionKind};
+pub use money::{Currency, Money, MoneyError};
+pub use order::{Order, OrderStatus, OrderTransitionError, PlanSnapshot, Transition};
+pub use plan::{
+    AppEnvironment, Duration, Locale, Months, Plan, PlanDraft, PlanError, PlanErrors, PlanText,
+    PlanType, ProviderRefs, Visibility,
+};
+pub use provider::{CapabilityError, ProviderId, TestMode};
+pub use subscription::{
+    BillingPeriod, RenewalIntent, Subscription, SubscriptionError, SubscriptionEvent,
+    SubscriptionStatus,
+};
+pub use time::Timestamp;

@@ -1,0 +1,421 @@
+//! Orders: one attempt by one user to buy one plan, and its state machine.
+//!
+//! ```text
+//! pending ──► paid ──► partially_refunded ──► refunded
+//!    │          └───────────────────────────► refunded
+//!    ├──► failed      (terminal)
+//!    ├──► cancelled   (terminal)
+//!    └──► expired     (terminal)
+//! ```
+
+use std::fmt;
+
+use crate::credits::Credits;
+use crate::ids::{OrderId, PlanId, UserId};
+use crate::money::{Money, MoneyError};
+use crate::plan::{Duration, Plan, PlanType};
+use crate::provider::ProviderId;
+use crate::time::Timestamp;
+
+/// The plan as it was when the order was placed: later catalog edits never change an order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanSnapshot {
+    /// The plan's id.
+    pub plan_id: PlanId,
+    /// Its type.
+    pub plan_type: PlanType,
+    /// The price charged, in the environment the order was placed in.
+    pub price: Money,
+    /// Credits granted per purchase or per paid period.
+    pub credits: Option<Credits>,
+    /// Access period, billing period, or credits validity.
+    pub duration: Option<Duration>,
+}
+
+impl PlanSnapshot {
+    /// Snapshot `plan` at `price` (the price for the environment the order is placed in).
+    #[must_use]
+    pub fn of(plan: &Plan, price: Money) -> Self {
+        Self {
+            plan_id: plan.id().clone(),
+            plan_type: plan.plan_type(),
+            price,
+            credits: plan.credits(),
+            duration: plan.duration(),
+        }
+    }
+}
+
+/// Where an order is in its life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OrderStatus {
+    /// Created; waiting for the provider to report the payment.
+    Pending,
+    /// The provider confirmed the payment.
+    Paid {
+        /// When the payment was confirmed.
+        paid_at: Timestamp,
+    },
+    /// The provider reported the payment failed (terminal).
+    Failed {
+        /// Why, in words safe to show the user.
+        reason: String,
+    },
+    /// The user or the service cancelled before payment (terminal).
+    Cancelled,
+    /// Nobody paid within the order's lifetime (terminal).
+    Expired,
+    /// Part of the payment was refunded; more may follow.
+    PartiallyRefunded {
+        /// When the payment was confirmed.
+        paid_at: Timestamp,
+        /// The total refunded so far, below the price.
+        refunded: Money,
+    },
+    /// The whole payment was refunded (terminal).
+    Refunded {
+        /// When the payment was confirmed.
+        paid_at: Timestamp,
+    },
+}
+
+impl OrderStatus {
+    /// The stable status code used in storage and the API.
+    #[must_use]
+    pub const fn code(&self) -> &'static str {
+        match self {
+            OrderStatus::Pending => "pending",
+            OrderStatus::Paid { .. } => "paid",
+            OrderStatus::Failed { .. } => "failed",
+            OrderStatus::Cancelled => "cancelled",
+            OrderStatus::Expired => "expired",
+            OrderStatus::PartiallyRefunded { .. } => "partially_refunded",
+            OrderStatus::Refunded { .. } => "refunded",
+        }
+    }
+
+    /// Whether no transition leaves this state.
+    #[must_use]
+    pub const fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            OrderStatus::Failed { .. }
+                | OrderStatus::Cancelled
+                | OrderStatus::Expired
+                | OrderStatus::Refunded { .. }
+        )
+    }
+}
+
+impl fmt::Display for OrderStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+/// Whether a transition changed the order or found it already there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    /// The order moved to the new state.
+    Applied,
+    /// The order was already in that state (a duplicate or second event for the same fact).
+    AlreadyDone,
+}
+
+/// Why an order cannot make a transition.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OrderTransitionError {
+    /// The move is not an edge of the state machine.
+    #[error("order cannot go from {from} to {to}")]
+    NotAllowed {
+        /// Current status code.
+        from: &'static str,
+        /// Requested status code.
+        to: &'static str,
+    },
+    /// A refund amount is zero, in another currency, or more than was paid.
+    #[error("invalid refund amount: {0}")]
+    InvalidRefund(String),
+}
+
+impl From<MoneyError> for OrderTransitionError {
+    fn from(e: MoneyError) -> Self {
+        OrderTransitionError::InvalidRefund(e.to_string())
+    }
+}
+
+/// An order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Order {
+    /// Our id, sent to the provider as its reference.
+    pub id: OrderId,
+    /// Who buys.
+    pub user_id: UserId,
+    /// Who takes the payment.
+    pub provider: ProviderId,
+    /// What is bought, frozen at creation.
+    pub plan: PlanSnapshot,
+    /// Where the order is.
+    pub status: OrderStatus,
+    /// When it was created.
+    pub created_at: Timestamp,
+    /// When a still-pending order expires.
+    pub expires_at: Timestamp,
+}
+
+impl Order {
+    /// A new pending order.
+    #[must_use]
+    pub fn place(
+        id: OrderId,
+        user_id: UserId,
+        provider: ProviderId,
+        plan: PlanSnapshot,
+        now: Timestamp,
+        lifetime_ms: i64,
+    ) -> Self {
+        Self {
+            id,
+            user_id,
+            provider,
+            plan,
+            status: OrderStatus::Pending,
+            created_at: now,
+            expires_at: now.plus_millis(lifetime_ms),
+        }
+    }
+
+    fn not_allowed(&self, to: &'static str) -> OrderTransitionError {
+        OrderTransitionError::NotAllowed {
+            from: self.status.code(),
+            to,
+        }
+    }
+
+    /// The provider confirmed payment.
+    ///
+    /// # Errors
+    /// The order is failed, cancelled or expired. (A payment confirmed after expiry or cancel is
+    /// real money: the caller records it for an admin rather than dropping it.)
+    pub fn mark_paid(&mut self, now: Timestamp) -> Result<Transition, OrderTransitionError> {
+        match self.status {
+            OrderStatus::Pending => {
+                self.status = OrderStatus::Paid { paid_at: now };
+                Ok(Transition::Applied)
+            }
+            OrderStatus::Paid { .. }
+            | OrderStatus::PartiallyRefunded { .. }
+            | OrderStatus::Refunded { .. } => Ok(Transition::AlreadyDone),
+            _ => Err(self.not_allowed("paid")),
+        }
+    }
+
+    /// The provider reported the payment failed.
+    ///
+    /// # Errors
+    /// The order is not pending (a late failure never undoes a payment).
+    pub fn mark_failed(
+        &mut self,
+        reason: impl Into<String>,
+    ) -> Result<Transition, OrderTransitionError> {
+        self.end_pending(
+            OrderStatus::Failed {
+                reason: reason.into(),
+            },
+            "failed",
+        )
+    }
+
+    /// The user or the service cancelled the order before payment.
+    ///
+    /// # Errors
+    /// The order is not pending.
+    pub fn cancel(&mut self) -> Result<Transition, OrderTransitionError> {
+        self.end_pending(OrderStatus::Cancelled, "cancelled")
+    }
+
+    /// The order's lifetime passed without payment.
+    ///
+    /// # Errors
+    /// The order is not pending.
+    pub fn expire(&mut self) -> Result<Transition, OrderTransitionError> {
+        self.end_pending(OrderStatus::Expired, "expired")
+    }
+
+    fn end_pending(
+        &mut self,
+        to: OrderStatus,
+        code: &'static str,
+    ) -> Result<Transition, OrderTransitionError> {
+        if self.status.code() == code {
+            return Ok(Transition::AlreadyDone);
+        }
+        if self.status != OrderStatus::Pending {
+            return Err(self.not_allowed(code));
+        }
+        self.status = to;
+        Ok(Transition::Applied)
+    }
+
+    /// The provider refunded `total_refunded` of this order so far (providers report the running
+    /// total). A total below the price makes the order partially refunded; the full price
+    /// refunds it.
+    ///
+    /// # Errors
+    /// The order was never paid, the total is zero, in another currency, above the price, or
+    /// below what was already refunded.
+    pub fn refund(&mut self, total_refunded: Money) -> Result<Transition, OrderTransitionError> {
+        let price = self.plan.price;
+        if total_refunded.currency() != price.currency() {
+            return Err(
+                MoneyError::CurrencyMismatch(total_refunded.currency(), price.currency()).into(),
+            );
+        }
+        if total_refunded.is_zero() || total_refunded.amount_minor() > price.amount_minor() {
+            return Err(OrderTransitionError::InvalidRefund(format!(
+                "{total_refunded} against a price of {price}"
+            )));
+        }
+        let (paid_at, already) = match &self.status {
+            OrderStatus::Paid { paid_at } => (*paid_at, 0),
+            OrderStatus::PartiallyRefunded { paid_at, refunded } => {
+                (*paid_at, refunded.amount_minor())
+            }
+            OrderStatus::Refunded { .. } => return Ok(Transition::AlreadyDone),
+            _ => return Err(self.not_allowed("refunded")),
+        };
+        if total_refunded.amount_minor() <= already {
+            return Ok(Transition::AlreadyDone);
+        }
+        self.status = if total_refunded.amount_minor() == price.amount_minor() {
+            OrderStatus::Refunded { paid_at }
+        } else {
+            OrderStatus::PartiallyRefunded {
+                paid_at,
+                refunded: total_refunded,
+            }
+        };
+        Ok(Transition::Applied)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::money::Currency;
+    use proptest::prelude::*;
+
+    fn order() -> Order {
+        let plan = PlanSnapshot {
+            plan_id: PlanId::new("credits-100").unwrap(),
+            plan_type: PlanType::Credits,
+            price: Money::from_minor(1000, Currency::Usd).unwrap(),
+            credits: Some(Credits::from_whole(100).unwrap()),
+            duration: None,
+        };
+        Order::place(
+            OrderId::new("o1").unwrap(),
+            UserId::new("u1").unwrap(),
+            ProviderId::CardGateway,
+            plan,
+            Timestamp::from_unix_millis(0),
+            60_000,
+        )
+    }
+
+    fn usd(minor: i64) -> Money {
+        Money::from_minor(minor, Currency::Usd).unwrap()
+    }
+
+    #[test]
+    fn pending_to_paid_then_duplicate_is_already_done() {
+        let mut o = order();
+        assert_eq!(
+            o.mark_paid(Timestamp::from_unix_millis(5)),
+            Ok(Transition::Applied)
+        );
+        assert_eq!(
+            o.mark_paid(Timestamp::from_unix_millis(9)),
+            Ok(Transition::AlreadyDone)
+        );
+        assert_eq!(
+            o.status,
+            OrderStatus::Paid {
+                paid_at: Timestamp::from_unix_millis(5)
+            }
+        );
+        assert!(o.cancel().is_err());
+        assert!(o.mark_failed("late").is_err());
+    }
+
+    #[test]
+    fn partial_then_full_refund() {
+        let mut o = order();
+        o.mark_paid(Timestamp::from_unix_millis(1)).unwrap();
+        assert_eq!(o.refund(usd(300)), Ok(Transition::Applied));
+        assert_eq!(o.status.code(), "partially_refunded");
+        assert_eq!(o.refund(usd(300)), Ok(Transition::AlreadyDone));
+        assert_eq!(o.refund(usd(1000)), Ok(Transition::Applied));
+        assert_eq!(o.status.code(), "refunded");
+        assert!(o.refund(usd(1001)).is_err());
+    }
+
+    #[test]
+    fn refunds_of_unpaid_orders_and_bad_amounts_are_refused() {
+        let mut o = order();
+        assert!(matches!(
+            o.refund(usd(100)),
+            Err(OrderTransitionError::NotAllowed { .. })
+        ));
+        o.mark_paid(Timestamp::from_unix_millis(1)).unwrap();
+        assert!(o.refund(usd(0)).is_err());
+        assert!(
+            o.refund(Money::from_minor(100, Currency::Eur).unwrap())
+                .is_err()
+        );
+        assert!(o.refund(usd(1001)).is_err());
+    }
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Pay,
+        Fail,
+        Cancel,
+        Expire,
+        Refund(i64),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            Just(Step::Pay),
+            Just(Step::Fail),
+            Just(Step::Cancel),
+            Just(Step::Expire),
+            (1_i64..=1000).prop_map(Step::Refund)
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn no_transition_leaves_a_terminal_state_except_the_refund_path(steps in proptest::collection::vec(step(), 1..12)) {
+            let mut o = order();
+            for s in steps {
+                let before = o.status.clone();
+                let _ = match s {
+                    Step::Pay => o.mark_paid(Timestamp::from_unix_millis(1)),
+                    Step::Fail => o.mark_failed("x"),
+                    Step::Cancel => o.cancel(),
+                    Step::Expire => o.expire(),
+                    Step::Refund(m) => o.refund(usd(m)),
+                };
+                if before.is_terminal() {
+                    prop_assert_eq!(&o.status, &before);
+                }
+                if matches!(before, OrderStatus::Paid { .. } | OrderStatus::PartiallyRefunded { .. }) {
+                    let still_paid = matches!(o.status, OrderStatus::Paid { .. } | OrderStatus::PartiallyRefunded { .. } | OrderStatus::Refunded { .. });
+                    prop_assert!(still_paid, "a paid order left the refund path: {:?}", o.status);
+                }
+            }
+        }
+    }
+}

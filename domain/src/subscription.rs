@@ -1,0 +1,348 @@
+//! Subscriptions and their lifecycle.
+//!
+//! ```text
+//! trialing ──► active ◄──► past_due
+//!    │           │            │
+//!    └───────────┴────────────┴──► canceled ──► expired
+//!                                      (expired is terminal)
+//! ```
+//! Events carry the provider's time. An event older than the last one applied is refused
+//! (CORRECTNESS.md invariant 7), and a renewal never moves the billing period backwards.
+
+use std::fmt;
+
+use crate::ids::{PlanId, SubscriptionId, UserId};
+use crate::order::Transition;
+use crate::provider::ProviderId;
+use crate::time::Timestamp;
+
+/// Where a subscription is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SubscriptionStatus {
+    /// In a free trial.
+    Trialing,
+    /// Paid up for the current period.
+    Active,
+    /// A renewal payment failed; the provider is retrying.
+    PastDue,
+    /// Ended at the provider; access lasts to the end of the paid period.
+    Canceled,
+    /// Over (terminal).
+    Expired,
+}
+
+impl SubscriptionStatus {
+    /// The stable code used in storage and the API.
+    #[must_use]
+    pub const fn code(self) -> &'static str {
+        match self {
+            SubscriptionStatus::Trialing => "trialing",
+            SubscriptionStatus::Active => "active",
+            SubscriptionStatus::PastDue => "past_due",
+            SubscriptionStatus::Canceled => "canceled",
+            SubscriptionStatus::Expired => "expired",
+        }
+    }
+
+    /// Parse the stable code.
+    #[must_use]
+    pub fn parse(code: &str) -> Option<Self> {
+        use SubscriptionStatus::*;
+        [Trialing, Active, PastDue, Canceled, Expired]
+            .into_iter()
+            .find(|s| s.code() == code)
+    }
+}
+
+impl fmt::Display for SubscriptionStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+/// What happens at the end of the current period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RenewalIntent {
+    /// The provider bills the next period.
+    Renews,
+    /// The subscription ends when the current period does (`cancel_at_period_end`).
+    EndsAtPeriodEnd,
+}
+
+/// A paid period `[start, end)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BillingPeriod {
+    start: Timestamp,
+    end: Timestamp,
+}
+
+impl BillingPeriod {
+    /// A period; `None` unless `start < end`.
+    #[must_use]
+    pub fn new(start: Timestamp, end: Timestamp) -> Option<Self> {
+        (start < end).then_some(Self { start, end })
+    }
+    /// Start, inclusive.
+    #[must_use]
+    pub const fn start(&self) -> Timestamp {
+        self.start
+    }
+    /// End, exclusive.
+    #[must_use]
+    pub const fn end(&self) -> Timestamp {
+        self.end
+    }
+}
+
+/// A normalized lifecycle event from a provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubscriptionEvent {
+    /// The first payment succeeded (or the trial converted).
+    Activated(BillingPeriod),
+    /// A renewal payment succeeded for a new period.
+    Renewed(BillingPeriod),
+    /// A renewal payment failed.
+    PastDue,
+    /// The customer asked to end at the period's end.
+    CancelScheduled,
+    /// A scheduled cancellation was withdrawn.
+    CancelWithdrawn,
+    /// The provider ended the subscription.
+    Canceled,
+    /// The subscription ran out.
+    Expired,
+}
+
+/// Why a subscription event was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubscriptionError {
+    /// The event happened before the last one applied.
+    #[error("event at {event_at} is older than the last applied event at {last_event_at}")]
+    Stale {
+        /// The event's time.
+        event_at: Timestamp,
+        /// The last applied event's time.
+        last_event_at: Timestamp,
+    },
+    /// The event is not allowed in the current state.
+    #[error("subscription cannot take {event} while {from}")]
+    NotAllowed {
+        /// Current status.
+        from: SubscriptionStatus,
+        /// The event, in words.
+        event: &'static str,
+    },
+}
+
+/// A user's subscription to a recurring plan at one provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subscription {
+    /// Our id.
+    pub id: SubscriptionId,
+    /// The subscriber.
+    pub user_id: UserId,
+    /// The recurring plan.
+    pub plan_id: PlanId,
+    /// The provider billing it.
+    pub provider: ProviderId,
+    /// The provider's id for it.
+    pub provider_subscription_id: String,
+    /// Where it is.
+    pub status: SubscriptionStatus,
+    /// The period paid for.
+    pub current_period: BillingPeriod,
+    /// Whether it renews.
+    pub renewal: RenewalIntent,
+    /// The provider time of the last applied event.
+    pub last_event_at: Timestamp,
+}
+
+impl Subscription {
+    /// Apply a provider event that happened at `event_at`.
+    ///
+    /// # Errors
+    /// [`SubscriptionError::Stale`] for an event older than the last applied one or a renewal
+    /// for a period that is not newer; [`SubscriptionError::NotAllowed`] for events an ended
+    /// subscription cannot take.
+    pub fn apply(
+        &mut self,
+        event: SubscriptionEvent,
+        event_at: Timestamp,
+    ) -> Result<Transition, SubscriptionError> {
+        if event_at < self.last_event_at {
+            return Err(SubscriptionError::Stale {
+                event_at,
+                last_event_at: self.last_event_at,
+            });
+        }
+        let outcome = self.transition(event, event_at)?;
+        self.last_event_at = event_at;
+        Ok(outcome)
+    }
+
+    fn transition(
+        &mut self,
+        event: SubscriptionEvent,
+        event_at: Timestamp,
+    ) -> Result<Transition, SubscriptionError> {
+        use SubscriptionStatus::*;
+        let ended = matches!(self.status, Canceled | Expired);
+        match event {
+            SubscriptionEvent::Activated(period) | SubscriptionEvent::Renewed(period) => {
+                if ended {
+                    return Err(self.not_allowed("a payment"));
+                }
+                if period.end <= self.current_period.end && self.status == Active {
+                    return Ok(Transition::AlreadyDone);
+                }
+                if period.end < self.current_period.end {
+                    return Err(SubscriptionError::Stale {
+                        event_at,
+                        last_event_at: self.last_event_at,
+                    });
+                }
+                self.current_period = period;
+                self.status = Active;
+                Ok(Transition::Applied)
+            }
+            SubscriptionEvent::PastDue => self.set_status(PastDue, !ended, "past due"),
+            SubscriptionEvent::CancelScheduled => {
+                self.set_renewal(RenewalIntent::EndsAtPeriodEnd, ended)
+            }
+            SubscriptionEvent::CancelWithdrawn => self.set_renewal(RenewalIntent::Renews, ended),
+            SubscriptionEvent::Canceled => {
+                self.set_status(Canceled, self.status != Expired, "a cancellation")
+            }
+            SubscriptionEvent::Expired => self.set_status(Expired, true, "an expiry"),
+        }
+    }
+
+    fn set_status(
+        &mut self,
+        to: SubscriptionStatus,
+        allowed: bool,
+        event: &'static str,
+    ) -> Result<Transition, SubscriptionError> {
+        if self.status == to {
+            return Ok(Transition::AlreadyDone);
+        }
+        if !allowed {
+            return Err(self.not_allowed(event));
+        }
+        self.status = to;
+        Ok(Transition::Applied)
+    }
+
+    fn set_renewal(
+        &mut self,
+        to: RenewalIntent,
+        ended: bool,
+    ) -> Result<Transition, SubscriptionError> {
+        if ended {
+            return Err(self.not_allowed("a renewal change"));
+        }
+        if self.renewal == to {
+            return Ok(Transition::AlreadyDone);
+        }
+        self.renewal = to;
+        Ok(Transition::Applied)
+    }
+
+    fn not_allowed(&self, event: &'static str) -> SubscriptionError {
+        SubscriptionError::NotAllowed {
+            from: self.status,
+            event,
+        }
+    }
+
+    /// Whether the subscriber has access at `now`: active, trialing or past due (the provider is
+    /// still retrying), or canceled with paid time left.
+    #[must_use]
+    pub fn grants_access_at(&self, now: Timestamp) -> bool {
+        match self.status {
+            SubscriptionStatus::Trialing
+            | SubscriptionStatus::Active
+            | SubscriptionStatus::PastDue => true,
+            SubscriptionStatus::Canceled => now < self.current_period.end,
+            SubscriptionStatus::Expired => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(ms: i64) -> Timestamp {
+        Timestamp::from_unix_millis(ms)
+    }
+
+    fn period(start: i64, end: i64) -> BillingPeriod {
+        BillingPeriod::new(t(start), t(end)).unwrap()
+    }
+
+    fn sub(status: SubscriptionStatus) -> Subscription {
+        Subscription {
+            id: SubscriptionId::new("s1").unwrap(),
+            user_id: UserId::new("u1").unwrap(),
+            plan_id: PlanId::new("pro-monthly").unwrap(),
+            provider: ProviderId::CardGateway,
+            provider_subscription_id: "sub_1".into(),
+            status,
+            current_period: period(0, 100),
+            renewal: RenewalIntent::Renews,
+            last_event_at: t(10),
+        }
+    }
+
+    #[test]
+    fn a_renewal_extends_the_period() {
+        let mut s = sub(SubscriptionStatus::Active);
+        assert_eq!(
+            s.apply(SubscriptionEvent::Renewed(period(100, 200)), t(100)),
+            Ok(Transition::Applied)
+        );
+        assert_eq!(s.current_period, period(100, 200));
+        assert_eq!(
+            s.apply(SubscriptionEvent::Renewed(period(100, 200)), t(101)),
+            Ok(Transition::AlreadyDone)
+        );
+    }
+
+    #[test]
+    fn an_event_older_than_the_recorded_state_is_refused() {
+        let mut s = sub(SubscriptionStatus::Active);
+        s.apply(SubscriptionEvent::Canceled, t(50)).unwrap();
+        let stale = s.apply(SubscriptionEvent::Renewed(period(100, 200)), t(20));
+        assert!(matches!(stale, Err(SubscriptionError::Stale { .. })));
+        assert_eq!(s.status, SubscriptionStatus::Canceled);
+    }
+
+    #[test]
+    fn past_due_recovers_on_payment_and_ended_subscriptions_stay_ended() {
+        let mut s = sub(SubscriptionStatus::Active);
+        s.apply(SubscriptionEvent::PastDue, t(90)).unwrap();
+        assert_eq!(s.status, SubscriptionStatus::PastDue);
+        s.apply(SubscriptionEvent::Renewed(period(100, 200)), t(95))
+            .unwrap();
+        assert_eq!(s.status, SubscriptionStatus::Active);
+        s.apply(SubscriptionEvent::Expired, t(300)).unwrap();
+        assert!(
+            s.apply(SubscriptionEvent::Renewed(period(300, 400)), t(301))
+                .is_err()
+        );
+        assert!(s.apply(SubscriptionEvent::Canceled, t(302)).is_err());
+    }
+
+    #[test]
+    fn cancel_at_period_end_keeps_access_until_the_end() {
+        let mut s = sub(SubscriptionStatus::Trialing);
+        s.apply(SubscriptionEvent::Activated(period(0, 100)), t(11))
+            .unwrap();
+        s.apply(SubscriptionEvent::CancelScheduled, t(12)).unwrap();
+        assert_eq!(s.renewal, RenewalIntent::EndsAtPeriodEnd);
+        s.apply(SubscriptionEvent::Canceled, t(13)).unwrap();
+        assert!(s.grants_access_at(t(99)));
+        assert!(!s.grants_access_at(t(100)));
+    }
+}
