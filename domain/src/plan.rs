@@ -406,14 +406,14 @@ impl Plan {
         check_price_relations(&mut c, price, original_price, development_price);
         let duration = plan_type.and_then(|t| check_duration(&mut c, t, draft.months));
         let credits = plan_type.and_then(|t| check_credits(&mut c, t, draft.credits));
-        if let (Some(p), Some(t), Some(cur)) = (provider, plan_type, currency) {
-            if let Err(e) = p.supports(t, cur) {
-                let field = match e {
-                    CapabilityError::PlanTypeNotSupported { .. } => "duration.type",
-                    CapabilityError::CurrencyNotSupported { .. } => "currency",
-                };
-                c.fail(field, PlanProblem::Capability(e));
-            }
+        if let (Some(p), Some(t), Some(cur)) = (provider, plan_type, currency)
+            && let Err(e) = p.supports(t, cur)
+        {
+            let field = match e {
+                CapabilityError::PlanTypeNotSupported { .. } => "duration.type",
+                CapabilityError::CurrencyNotSupported { .. } => "currency",
+            };
+            c.fail(field, PlanProblem::Capability(e));
         }
         if let (Some(p), Some(t)) = (provider, plan_type) {
             check_provider_refs(&mut c, p, t, &draft.provider_refs);
@@ -653,18 +653,17 @@ fn check_provider_refs(
         ("morCProductId", &refs.mor_c_product_id),
     ];
     for (field, value) in fields {
-        if let Some(v) = value {
-            if v.trim().is_empty()
+        if let Some(v) = value
+            && (v.trim().is_empty()
                 || v.chars().count() > MAX_PROVIDER_REF_CHARS
-                || v.chars().any(char::is_control)
-            {
-                c.fail(
-                    field,
-                    PlanProblem::Invalid(format!(
-                        "must be 1 to {MAX_PROVIDER_REF_CHARS} printable characters"
-                    )),
-                );
-            }
+                || v.chars().any(char::is_control))
+        {
+            c.fail(
+                field,
+                PlanProblem::Invalid(format!(
+                    "must be 1 to {MAX_PROVIDER_REF_CHARS} printable characters"
+                )),
+            );
         }
     }
     let recurring = plan_type == PlanType::Recurring;

@@ -1,1 +1,2 @@
-//! Black-box tests live in tests/.
+//! Support for Tally's black-box tests: every test module compiles into the one `api` test
+//! binary under `tests/api/`.

@@ -1,0 +1,13 @@
+//! Ports: the traits the use cases need from the outside world.
+//!
+//! Each port method is one atomic business operation; no transaction ever spans two calls.
+//! Adapters implement them (`store` for storage, `gateways` for providers, `bootstrap` for the
+//! clock, ids and secrets); `testing` has in-memory fakes.
+
+pub mod gateway;
+pub mod runtime;
+pub mod store;
+
+pub use gateway::*;
+pub use runtime::*;
+pub use store::*;

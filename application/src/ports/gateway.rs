@@ -1,0 +1,311 @@
+//! The payment gateway port: one narrow trait that each of the seven providers implements.
+//!
+//! A gateway speaks its provider's wire protocol; the use cases only see the normalized types
+//! here. Provider status enums map into [`PaymentStatus`] exhaustively, unknown = `Pending`;
+//! only an explicit success or failure is terminal.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use domain::{BillingPeriod, Money, OrderId, Plan, PlanSnapshot, ProviderId, Timestamp, UserId};
+
+use crate::ports::store::CheckoutTarget;
+
+/// Why a gateway call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// The provider refused the request (bad credentials, unknown price, invalid amount, …).
+    #[error("provider refused the request: {0}")]
+    Rejected(String),
+    /// The provider could not be reached or timed out.
+    #[error("provider unreachable: {0}")]
+    Unreachable(String),
+    /// The provider answered something we cannot read.
+    #[error("unexpected provider response: {0}")]
+    BadResponse(String),
+    /// The operation does not exist in this provider's protocol.
+    #[error("not supported by this provider")]
+    NotSupported,
+}
+
+/// Why a webhook was refused before anything changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WebhookError {
+    /// A signature header is missing or malformed.
+    #[error("signature missing or malformed")]
+    MissingSignature,
+    /// The signature does not verify.
+    #[error("signature does not verify")]
+    BadSignature,
+    /// The timestamp is outside the tolerance window.
+    #[error("timestamp outside the tolerance window")]
+    Stale,
+    /// The body cannot be decrypted or parsed.
+    #[error("payload cannot be read: {0}")]
+    Malformed(String),
+}
+
+/// Ask for a checkout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckoutRequest {
+    /// Our order id, sent as the provider's reference.
+    pub order_id: OrderId,
+    /// The buyer.
+    pub user_id: UserId,
+    /// The buyer's e-mail address, where the provider wants one.
+    pub customer_email: Option<String>,
+    /// The plan as bought.
+    pub snapshot: PlanSnapshot,
+    /// The plan's current definition (provider ids, texts).
+    pub plan: Plan,
+    /// Where the provider sends the buyer after paying.
+    pub success_url: String,
+    /// Where the provider sends the buyer after cancelling.
+    pub cancel_url: String,
+    /// Where the provider posts webhooks.
+    pub notify_url: String,
+    /// When our order expires.
+    pub expires_at: Timestamp,
+}
+
+/// A created checkout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkout {
+    /// The provider's id for it.
+    pub provider_reference: Option<String>,
+    /// Where the buyer pays.
+    pub target: CheckoutTarget,
+}
+
+/// A payment's state at the provider, normalized.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PaymentStatus {
+    /// Not paid yet (also every provider state we do not know).
+    Pending,
+    /// Paid.
+    Succeeded {
+        /// What was paid.
+        amount: Money,
+        /// When.
+        paid_at: Timestamp,
+    },
+    /// Failed or closed without payment.
+    Failed {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The headers and raw body of a webhook call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookRequest {
+    /// Headers, names lower-cased.
+    pub headers: BTreeMap<String, String>,
+    /// The raw body.
+    pub body: Vec<u8>,
+}
+
+/// A verified webhook: its id and type, and what it means.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedWebhook {
+    /// The provider's event id (deduplication key).
+    pub event_id: String,
+    /// The provider's event type.
+    pub event_type: String,
+    /// What it means; empty for event types Tally does not handle.
+    pub events: Vec<PaymentEvent>,
+}
+
+/// Identifies our order in a provider event: our id, the provider's reference, or both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderLocator {
+    /// Our order id, from the provider's reference or metadata field.
+    pub order_id: Option<OrderId>,
+    /// The provider's payment reference.
+    pub provider_reference: Option<String>,
+}
+
+/// A normalized provider event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PaymentEvent {
+    /// A one-time or credits payment, or a subscription's first payment, succeeded.
+    PaymentSucceeded {
+        /// Which order.
+        order: OrderLocator,
+        /// What was paid.
+        amount: Money,
+        /// When.
+        occurred_at: Timestamp,
+    },
+    /// A payment failed.
+    PaymentFailed {
+        /// Which order.
+        order: OrderLocator,
+        /// Why.
+        reason: String,
+        /// When.
+        occurred_at: Timestamp,
+    },
+    /// A subscription started.
+    SubscriptionActivated {
+        /// The order that started it.
+        order: OrderLocator,
+        /// The provider's subscription id.
+        provider_subscription_id: String,
+        /// The first paid period.
+        period: BillingPeriod,
+        /// When.
+        occurred_at: Timestamp,
+    },
+    /// A subscription was paid for a new period.
+    SubscriptionRenewed {
+        /// The provider's subscription id.
+        provider_subscription_id: String,
+        /// The new period.
+        period: BillingPeriod,
+        /// What was paid.
+        amount: Money,
+        /// When.
+        occurred_at: Timestamp,
+    },
+    /// A subscription's renewal payment failed.
+    SubscriptionPastDue {
+        /// The provider's subscription id.
+        provider_subscription_id: String,
+        /// When.
+        occurred_at: Timestamp,
+    },
+    /// A subscription will end at its period's end.
+    SubscriptionCancelScheduled {
+        /// The provider's subscription id.
+        provider_subscription_id: String,
+        /// When.
+        occurred_at: Timestamp,
+    },
+    /// A subscription ended.
+    SubscriptionCanceled {
+        /// The provider's subscription id.
+        provider_subscription_id: String,
+        /// When.
+        occurred_at: Timestamp,
+    },
+    /// A subscription ran out.
+    SubscriptionExpired {
+        /// The provider's subscription id.
+        provider_subscription_id: String,
+        /// When.
+        occurred_at: Timestamp,
+    },
+    /// A payment was refunded, fully or in part.
+    Refunded {
+        /// Which order.
+        order: OrderLocator,
+        /// The total refunded so far for this payment.
+        total_refunded: Money,
+        /// When.
+        occurred_at: Timestamp,
+    },
+}
+
+/// How to answer the provider's webhook call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookAck {
+    /// HTTP status.
+    pub status: u16,
+    /// Content type.
+    pub content_type: &'static str,
+    /// Body.
+    pub body: String,
+}
+
+/// One payment provider.
+#[async_trait]
+pub trait PaymentGateway: Send + Sync + 'static {
+    /// Which provider this is.
+    fn provider(&self) -> ProviderId;
+
+    /// Whether this gateway talks to the local sandbox rather than the real provider.
+    fn is_sandbox(&self) -> bool;
+
+    /// Create a checkout for a one-time, credits or subscription order.
+    ///
+    /// # Errors
+    /// [`GatewayError`]; the caller marks the order failed.
+    async fn create_checkout(&self, request: &CheckoutRequest) -> Result<Checkout, GatewayError>;
+
+    /// Ask the provider for an order's payment state.
+    ///
+    /// # Errors
+    /// [`GatewayError`].
+    async fn query_payment(
+        &self,
+        order: &OrderId,
+        provider_reference: Option<&str>,
+    ) -> Result<PaymentStatus, GatewayError>;
+
+    /// Close an unpaid order at the provider, where the protocol allows.
+    ///
+    /// # Errors
+    /// [`GatewayError::NotSupported`] where the protocol has no close; other failures.
+    async fn close_payment(
+        &self,
+        order: &OrderId,
+        provider_reference: Option<&str>,
+    ) -> Result<(), GatewayError>;
+
+    /// Cancel a subscription at the end of its current period.
+    ///
+    /// # Errors
+    /// [`GatewayError`].
+    async fn cancel_subscription(&self, provider_subscription_id: &str)
+    -> Result<(), GatewayError>;
+
+    /// Verify a webhook exactly as the provider signs it and parse it into normalized events.
+    ///
+    /// # Errors
+    /// [`WebhookError`]; nothing may change for a refused webhook.
+    async fn verify_webhook(
+        &self,
+        request: &WebhookRequest,
+    ) -> Result<VerifiedWebhook, WebhookError>;
+
+    /// The answer the provider expects for a webhook that was accepted (`Ok`) or refused.
+    fn webhook_ack(&self, accepted: Result<(), &WebhookError>) -> WebhookAck;
+}
+
+/// The gateways by provider.
+#[derive(Clone, Default)]
+pub struct Gateways(BTreeMap<ProviderId, Arc<dyn PaymentGateway>>);
+
+impl Gateways {
+    /// An empty registry.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Register a gateway under its provider, replacing any earlier one.
+    #[must_use]
+    pub fn with(mut self, gateway: Arc<dyn PaymentGateway>) -> Self {
+        self.0.insert(gateway.provider(), gateway);
+        self
+    }
+
+    /// The gateway of `provider`.
+    #[must_use]
+    pub fn get(&self, provider: ProviderId) -> Option<&Arc<dyn PaymentGateway>> {
+        self.0.get(&provider)
+    }
+
+    /// Providers that have a gateway.
+    pub fn providers(&self) -> impl Iterator<Item = ProviderId> + '_ {
+        self.0.keys().copied()
+    }
+}
+
+impl std::fmt::Debug for Gateways {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.keys()).finish()
+    }
+}

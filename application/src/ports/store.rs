@@ -1,0 +1,854 @@
+//! Storage ports: users, sessions, API keys, dynamic plans, orders, subscriptions, the webhook
+//! inbox, idempotency records and the credit ledger.
+//!
+//! Contract for every adapter: a method either commits all of its effect or none of it; a
+//! database that stays busy (SQLite `BUSY`, PostgreSQL serialization failure or deadlock) past a
+//! bounded number of retries MUST surface as [`StoreError::Busy`]; a stored row that fails the
+//! domain's validating constructors MUST surface as [`StoreError::Corrupt`], never a panic.
+
+use async_trait::async_trait;
+use domain::{
+    BillingPeriod, CreditDelta, Credits, IdempotencyKey, Locale, Order, OrderId, OrderStatus, Plan,
+    PlanId, ProviderId, ReservationId, Subscription, SubscriptionId, Timestamp, TransactionKind,
+    UserId,
+};
+
+use crate::accounts::{ApiKey, Email, PasswordHash, Role, TokenHash, User};
+use crate::pagination::{Page, PageRequest};
+
+/// What any storage operation can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The row does not exist.
+    #[error("not found")]
+    NotFound,
+    /// A uniqueness rule or an expected state did not hold (the caller may re-read and retry).
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The database stayed busy past the retry budget, or is unreachable.
+    #[error("database busy or unavailable")]
+    Busy(#[source] anyhow::Error),
+    /// A stored row failed validation.
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+    /// Anything else.
+    #[error(transparent)]
+    Unexpected(#[from] anyhow::Error),
+}
+
+/// Whether an idempotent command ran now or returned an earlier outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replay {
+    /// The command took effect now.
+    Fresh,
+    /// The same key and request were seen before; this is the first outcome again.
+    Replayed,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Users, sessions and API keys
+
+/// A user to create.
+#[derive(Debug, Clone)]
+pub struct NewUser {
+    /// Id.
+    pub id: UserId,
+    /// Sign-in address (unique).
+    pub email: Email,
+    /// Password hash; `None` for users who sign in through a host application's JWTs.
+    pub password_hash: Option<PasswordHash>,
+    /// Role.
+    pub role: Role,
+    /// Now.
+    pub created_at: Timestamp,
+}
+
+/// Users and their sign-in sessions.
+#[async_trait]
+pub trait UserRepository: Send + Sync + 'static {
+    /// Create a user.
+    ///
+    /// # Errors
+    /// MUST return [`StoreError::Conflict`] when the e-mail address or id is taken.
+    async fn create_user(&self, user: &NewUser) -> Result<User, StoreError>;
+
+    /// Find a user and its password hash by e-mail address.
+    ///
+    /// # Errors
+    /// Storage failures only; an unknown address is `Ok(None)`.
+    async fn find_user_by_email(
+        &self,
+        email: &Email,
+    ) -> Result<Option<(User, Option<PasswordHash>)>, StoreError>;
+
+    /// Find a user by id.
+    ///
+    /// # Errors
+    /// Storage failures only.
+    async fn find_user(&self, id: &UserId) -> Result<Option<User>, StoreError>;
+
+    /// Create the user `id` if it does not exist (for subjects of trusted host-application JWTs),
+    /// with `email` as a placeholder address, and return it.
+    ///
+    /// # Errors
+    /// Storage failures only.
+    async fn ensure_user(
+        &self,
+        id: &UserId,
+        email: &Email,
+        now: Timestamp,
+    ) -> Result<User, StoreError>;
+
+    /// Change a user's role.
+    ///
+    /// # Errors
+    /// MUST return [`StoreError::NotFound`] for an unknown user.
+    async fn set_role(&self, id: &UserId, role: Role) -> Result<(), StoreError>;
+
+    /// Store a session token's hash for `user` until `expires_at`.
+    ///
+    /// # Errors
+    /// Storage failures only.
+    async fn create_session(
+        &self,
+        token: &TokenHash,
+        user: &UserId,
+        now: Timestamp,
+        expires_at: Timestamp,
+    ) -> Result<(), StoreError>;
+
+    /// The user of an unexpired session.
+    ///
+    /// # Errors
+    /// Storage failures only; unknown or expired sessions are `Ok(None)`.
+    async fn find_session_user(
+        &self,
+        token: &TokenHash,
+        now: Timestamp,
+    ) -> Result<Option<User>, StoreError>;
+
+    /// Delete a session (sign out). Deleting an unknown session is not an error.
+    ///
+    /// # Errors
+    /// Storage failures only.
+    async fn delete_session(&self, token: &TokenHash) -> Result<(), StoreError>;
+}
+
+/// Service API keys (stored hashed).
+#[async_trait]
+pub trait ApiKeyRepository: Send + Sync + 'static {
+    /// Store a new key's record and hash.
+    ///
+    /// # Errors
+    /// MUST return [`StoreError::Conflict`] when the id or hash exists.
+    async fn create_api_key(&self, key: &ApiKey, hash: &TokenHash) -> Result<(), StoreError>;
+
+    /// The unrevoked key with this hash.
+    ///
+    /// # Errors
+    /// Storage failures only.
+    async fn find_api_key(&self, hash: &TokenHash) -> Result<Option<ApiKey>, StoreError>;
+
+    /// Every key, newest first, revoked ones included.
+    ///
+    /// # Errors
+    /// Storage failures only.
+    async fn list_api_keys(&self) -> Result<Vec<ApiKey>, StoreError>;
+
+    /// Revoke a key. Revoking a revoked key is not an error.
+    ///
+    /// # Errors
+    /// MUST return [`StoreError::NotFound`] for an unknown id.
+    async fn revoke_api_key(&self, id: &str, now: Timestamp) -> Result<(), StoreError>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dynamic plans
+
+/// How a dynamic plan is listed (the dynamic-mode extras of spec section 1).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Listing {
+    /// Position on `/pricing`, ascending.
+    pub sort_order: i32,
+    /// Locales the plan is shown in; empty means every locale.
+    pub locales: Vec<Locale>,
+}
+
+/// A plan in the dynamic table. The strikethrough price is the plan's `originalAmount` and the
+/// hidden flag its visibility.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPlan {
+    /// The validated plan.
+    pub plan: Plan,
+    /// Listing extras.
+    pub listing: Listing,
+}
+
+/// What an import of static plans did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ImportReport {
+    /// Plans that were new.
+    pub created: u32,
+    /// Plans that replaced a stored plan of the same id (listing kept).
+    pub updated: u32,
+}
+
+/// The dynamic plans table (`pricing_plan`).
+#[async_trait]
+pub trait PlanRepository: Send + Sync + 'static {
+    /// Every stored plan in listing order (sort order, then id).
+    ///
+    /// # Errors
+    /// Storage failures; [`StoreError::Corrupt`] for a row that is not a valid plan.
+    async fn list_plans(&self) -> Result<Vec<StoredPlan>, StoreError>;
+
+    /// One plan.
+    ///
+    /// # Errors
+    /// As [`PlanRepository::list_plans`].
+    async fn find_plan(&self, id: &PlanId) -> Result<Option<StoredPlan>, StoreError>;
+
+    /// Add a plan.
+    ///
+    /// # Errors
+    /// MUST return [`StoreError::Conflict`] when the id exists.
+    async fn create_plan(&self, plan: &StoredPlan, now: Timestamp) -> Result<(), StoreError>;
+
+    /// Replace a plan of the same id.
+    ///
+    /// # Errors
+    /// MUST return [`StoreError::NotFound`] for an unknown id.
+    async fn update_plan(&self, plan: &StoredPlan, now: Timestamp) -> Result<(), StoreError>;
+
+    /// Remove a plan. Orders keep their own snapshot of it.
+    ///
+    /// # Errors
+    /// MUST return [`StoreError::NotFound`] for an unknown id.
+    async fn delete_plan(&self, id: &PlanId) -> Result<(), StoreError>;
+
+    /// Give the listed plans sort orders 0, 1, 2, … in the given order, in one transaction;
+    /// plans not listed keep their order after them.
+    ///
+    /// # Errors
+    /// MUST return [`StoreError::NotFound`] when an id is unknown (and change nothing).
+    async fn reorder_plans(&self, ids: &[PlanId], now: Timestamp) -> Result<(), StoreError>;
+
+    /// Insert or replace these plans, in one transaction, keeping stored listings.
+    ///
+    /// # Errors
+    /// Storage failures; nothing is written on error.
+    async fn import_plans(
+        &self,
+        plans: &[Plan],
+        now: Timestamp,
+    ) -> Result<ImportReport, StoreError>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Orders and idempotency
+
+/// What the provider's checkout gave back for an order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckoutRecord {
+    /// The provider's id for the payment (session, order, trade number).
+    pub provider_reference: Option<String>,
+    /// Where to send the buyer, or what to encode in the QR code.
+    pub target: CheckoutTarget,
+}
+
+/// Where the buyer pays.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckoutTarget {
+    /// A page to redirect to.
+    Redirect(String),
+    /// A payment link to show as a QR code (`wallet_qr`).
+    QrCode(String),
+}
+
+/// An order with what the store keeps beside the domain order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderRecord {
+    /// The order.
+    pub order: Order,
+    /// The checkout, once the gateway created it.
+    pub checkout: Option<CheckoutRecord>,
+    /// When it last changed.
+    pub updated_at: Timestamp,
+    /// A verified provider event that did not match the order (amount or currency), for admins.
+    pub mismatch: Option<String>,
+}
+
+/// The idempotency facts of a money-moving request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyRecord {
+    /// The caller's key.
+    pub key: IdempotencyKey,
+    /// A fingerprint of the request body, to tell a retry from a different request.
+    pub request_hash: String,
+}
+
+/// What creating an order did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreateOrderOutcome {
+    /// The order was created.
+    Created,
+    /// The key was used before with the same request: the earlier order.
+    Replayed(OrderRecord),
+    /// The key was used before with a different request.
+    KeyConflict,
+}
+
+/// Orders.
+#[async_trait]
+pub trait OrderRepository: Send + Sync + 'static {
+    /// Create a pending order and, when given, its idempotency record, in one transaction.
+    ///
+    /// # Errors
+    /// Storage failures. A reused key is an `Ok` outcome, not an error.
+    async fn create_order(
+        &self,
+        order: &Order,
+        idempotency: Option<&IdempotencyRecord>,
+    ) -> Result<CreateOrderOutcome, StoreError>;
+
+    /// Record the checkout of a pending order.
+    ///
+    /// # Errors
+    /// MUST return [`StoreError::NotFound`] for an unknown order and [`StoreError::Conflict`]
+    /// when the order is no longer pending.
+    async fn attach_checkout(
+        &self,
+        id: &OrderId,
+        checkout: &CheckoutRecord,
+        now: Timestamp,
+    ) -> Result<(), StoreError>;
+
+    /// Move an order from `expected` (a status code) to `status`, only if it is still in
+    /// `expected` (compare-and-set).
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`]; [`StoreError::Conflict`] when the order is no longer in `expected`.
+    async fn transition_order(
+        &self,
+        id: &OrderId,
+        expected: &str,
+        status: &OrderStatus,
+        now: Timestamp,
+    ) -> Result<(), StoreError>;
+
+    /// One order.
+    ///
+    /// # Errors
+    /// Storage failures; [`StoreError::Corrupt`] for an invalid row.
+    async fn find_order(&self, id: &OrderId) -> Result<Option<OrderRecord>, StoreError>;
+
+    /// The order a provider knows by `reference`.
+    ///
+    /// # Errors
+    /// As [`OrderRepository::find_order`].
+    async fn find_order_by_reference(
+        &self,
+        provider: ProviderId,
+        reference: &str,
+    ) -> Result<Option<OrderRecord>, StoreError>;
+
+    /// A user's orders, newest first.
+    ///
+    /// # Errors
+    /// As [`OrderRepository::find_order`].
+    async fn list_orders(
+        &self,
+        user: &UserId,
+        page: PageRequest,
+    ) -> Result<Page<OrderRecord>, StoreError>;
+
+    /// Up to `limit` pending orders created before `created_before`, oldest first, for the
+    /// reconciler. On PostgreSQL the rows are claimed with `FOR UPDATE SKIP LOCKED` for
+    /// `lease_ms`, so that several instances never work on the same order at once.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn claim_pending_orders(
+        &self,
+        created_before: Timestamp,
+        limit: u32,
+        now: Timestamp,
+        lease_ms: i64,
+    ) -> Result<Vec<OrderRecord>, StoreError>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Subscriptions
+
+/// Subscriptions.
+#[async_trait]
+pub trait SubscriptionRepository: Send + Sync + 'static {
+    /// One subscription.
+    ///
+    /// # Errors
+    /// Storage failures; [`StoreError::Corrupt`] for an invalid row.
+    async fn find_subscription(
+        &self,
+        id: &SubscriptionId,
+    ) -> Result<Option<Subscription>, StoreError>;
+
+    /// The subscription a provider knows by its id.
+    ///
+    /// # Errors
+    /// As [`SubscriptionRepository::find_subscription`].
+    async fn find_subscription_by_provider_id(
+        &self,
+        provider: ProviderId,
+        provider_subscription_id: &str,
+    ) -> Result<Option<Subscription>, StoreError>;
+
+    /// The subscription created by an order.
+    ///
+    /// # Errors
+    /// As [`SubscriptionRepository::find_subscription`].
+    async fn find_subscription_by_order(
+        &self,
+        order: &OrderId,
+    ) -> Result<Option<Subscription>, StoreError>;
+
+    /// A user's subscriptions, most recently changed first.
+    ///
+    /// # Errors
+    /// As [`SubscriptionRepository::find_subscription`].
+    async fn list_subscriptions(&self, user: &UserId) -> Result<Vec<Subscription>, StoreError>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Credit ledger
+
+/// A credit transaction as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreditTransaction {
+    /// Id (increasing).
+    pub id: i64,
+    /// Whose balance.
+    pub user_id: UserId,
+    /// Kind (its code localises the description).
+    pub kind: TransactionKind,
+    /// Signed amount.
+    pub amount: CreditDelta,
+    /// Balance after it.
+    pub balance_after: Credits,
+    /// What it relates to.
+    pub context: UsageContext,
+    /// When.
+    pub created_at: Timestamp,
+}
+
+/// What a credit transaction relates to, for the history.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UsageContext {
+    /// The order that bought or refunded the credits.
+    pub order_id: Option<OrderId>,
+    /// The subscription whose period granted them.
+    pub subscription_id: Option<SubscriptionId>,
+    /// The reservation held, settled or released.
+    pub reservation_id: Option<ReservationId>,
+    /// The feature used.
+    pub feature: Option<String>,
+    /// The AI model used.
+    pub model: Option<String>,
+    /// Tokens used.
+    pub tokens: Option<u64>,
+    /// A free-text note (admin adjustments).
+    pub note: Option<String>,
+}
+
+/// Spend credits now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumeCommand {
+    /// Whose credits.
+    pub user_id: UserId,
+    /// The cost.
+    pub amount: Credits,
+    /// Makes the call safe to retry.
+    pub idempotency: IdempotencyRecord,
+    /// What was used.
+    pub context: UsageContext,
+    /// Now.
+    pub now: Timestamp,
+}
+
+/// Why spending credits was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum SpendError {
+    /// The balance does not cover the cost.
+    #[error("insufficient credits: requested {requested}, available {available}")]
+    Insufficient {
+        /// The cost.
+        requested: Credits,
+        /// The balance.
+        available: Credits,
+    },
+    /// The idempotency key was used with a different request.
+    #[error("idempotency key reused with a different request")]
+    IdempotencyConflict,
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A credit reservation (a two-phase hold).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reservation {
+    /// Id.
+    pub id: ReservationId,
+    /// Whose credits.
+    pub user_id: UserId,
+    /// Held amount.
+    pub held: Credits,
+    /// Where it is.
+    pub status: ReservationStatus,
+    /// What it is for.
+    pub context: UsageContext,
+    /// When made.
+    pub created_at: Timestamp,
+    /// When an unsettled hold is released by itself.
+    pub expires_at: Timestamp,
+}
+
+/// Where a reservation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReservationStatus {
+    /// Holding credits.
+    Pending,
+    /// Settled: `charged` was finally spent, for a reported usage of `actual`.
+    Settled {
+        /// The usage reported at settle.
+        actual: Credits,
+        /// What was charged (at most the hold plus what was available).
+        charged: Credits,
+    },
+    /// Released unused.
+    Released,
+    /// Released by itself at expiry.
+    Expired,
+}
+
+impl ReservationStatus {
+    /// The stable code.
+    #[must_use]
+    pub const fn code(&self) -> &'static str {
+        match self {
+            ReservationStatus::Pending => "pending",
+            ReservationStatus::Settled { .. } => "settled",
+            ReservationStatus::Released => "released",
+            ReservationStatus::Expired => "expired",
+        }
+    }
+}
+
+/// Hold credits for work whose cost is known afterwards.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReserveCommand {
+    /// The new reservation's id.
+    pub reservation_id: ReservationId,
+    /// Whose credits.
+    pub user_id: UserId,
+    /// The estimate to hold.
+    pub amount: Credits,
+    /// Makes the call safe to retry.
+    pub idempotency: IdempotencyRecord,
+    /// What it is for.
+    pub context: UsageContext,
+    /// Now.
+    pub now: Timestamp,
+    /// When the hold lapses by itself.
+    pub expires_at: Timestamp,
+}
+
+/// Why a settle or release was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ReservationError {
+    /// No such reservation for this user.
+    #[error("reservation not found")]
+    NotFound,
+    /// The reservation was already resolved differently (released, expired, or settled with
+    /// another amount).
+    #[error("reservation is already {0}")]
+    AlreadyResolved(&'static str),
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Where grant credits come from; UNIQUE in storage, so one source grants once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GrantSource {
+    /// A paid credits order.
+    Order(OrderId),
+    /// A paid billing period of a subscription, identified by the period's start.
+    SubscriptionPeriod(SubscriptionId, BillingPeriod),
+    /// An administrator's adjustment, by a unique reference.
+    Admin(String),
+}
+
+/// Grant credits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantCommand {
+    /// To whom.
+    pub user_id: UserId,
+    /// How much.
+    pub amount: Credits,
+    /// From what (unique).
+    pub source: GrantSource,
+    /// When the granted credits expire, if they do.
+    pub expires_at: Option<Timestamp>,
+    /// Now.
+    pub now: Timestamp,
+}
+
+/// Take back the unspent part of an order's grant after a refund.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClawbackCommand {
+    /// Whose credits.
+    pub user_id: UserId,
+    /// The refunded order whose grant is clawed back.
+    pub order_id: OrderId,
+    /// How much the refund should take back (the refunded share of the grant, not yet clawed back).
+    pub wanted: Credits,
+    /// Now.
+    pub now: Timestamp,
+}
+
+/// What a grant, clawback or expiry did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LedgerEffect {
+    /// A transaction was written.
+    Written(CreditTransaction),
+    /// Nothing to do: already granted, nothing left to take, or nothing due.
+    Nothing,
+}
+
+/// An administrator's signed correction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdjustCommand {
+    /// Whose credits.
+    pub user_id: UserId,
+    /// Signed amount.
+    pub amount: CreditDelta,
+    /// Why, shown in the history.
+    pub note: String,
+    /// Unique reference (makes the adjustment idempotent).
+    pub reference: String,
+    /// Now.
+    pub now: Timestamp,
+}
+
+/// The credit ledger. Balances never go below zero (the database enforces it too); every
+/// change writes one append-only transaction recording the balance after it.
+#[async_trait]
+pub trait CreditLedger: Send + Sync + 'static {
+    /// The balance (0 for a user with no credits yet).
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn balance(&self, user: &UserId) -> Result<Credits, StoreError>;
+
+    /// A page of a user's transactions, newest first.
+    ///
+    /// # Errors
+    /// Storage failures; [`StoreError::Corrupt`] for an invalid row.
+    async fn transactions(
+        &self,
+        user: &UserId,
+        page: PageRequest,
+    ) -> Result<Page<CreditTransaction>, StoreError>;
+
+    /// Spend `amount`: conditional decrement and ledger insert in one transaction. The same key
+    /// and request hash return the first transaction with [`Replay::Replayed`].
+    ///
+    /// # Errors
+    /// [`SpendError::Insufficient`] (nothing written); [`SpendError::IdempotencyConflict`].
+    async fn consume(
+        &self,
+        command: &ConsumeCommand,
+    ) -> Result<(CreditTransaction, Replay), SpendError>;
+
+    /// Hold `amount` under a new reservation. The same key and request hash return the first
+    /// reservation.
+    ///
+    /// # Errors
+    /// As [`CreditLedger::consume`].
+    async fn reserve(&self, command: &ReserveCommand) -> Result<(Reservation, Replay), SpendError>;
+
+    /// Settle a pending reservation of `user` with the actual usage: the unused part of the hold
+    /// returns to the balance, an overrun is taken up to what is available. Settling again with
+    /// the same `actual` returns the first outcome.
+    ///
+    /// # Errors
+    /// [`ReservationError::NotFound`]; [`ReservationError::AlreadyResolved`].
+    async fn settle(
+        &self,
+        user: &UserId,
+        id: &ReservationId,
+        actual: Credits,
+        now: Timestamp,
+    ) -> Result<(Reservation, Replay), ReservationError>;
+
+    /// Release a pending reservation unused. Releasing again returns the first outcome.
+    ///
+    /// # Errors
+    /// [`ReservationError::NotFound`]; [`ReservationError::AlreadyResolved`] when settled or expired.
+    async fn release(
+        &self,
+        user: &UserId,
+        id: &ReservationId,
+        now: Timestamp,
+    ) -> Result<(Reservation, Replay), ReservationError>;
+
+    /// A user's pending reservations.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn pending_reservations(&self, user: &UserId) -> Result<Vec<Reservation>, StoreError>;
+
+    /// Release up to `limit` pending reservations whose `expires_at` has passed; returns how many.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn expire_reservations(&self, now: Timestamp, limit: u32) -> Result<u32, StoreError>;
+
+    /// Grant credits once per source.
+    ///
+    /// # Errors
+    /// Storage failures; a second grant for the same source is `Ok(LedgerEffect::Nothing)`.
+    async fn grant(&self, command: &GrantCommand) -> Result<LedgerEffect, StoreError>;
+
+    /// Write `expiry` transactions for up to `limit` grants past their expiry with credits left.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn expire_grants(&self, now: Timestamp, limit: u32) -> Result<u32, StoreError>;
+
+    /// An administrator's signed correction; a negative one never takes the balance below zero.
+    ///
+    /// # Errors
+    /// [`SpendError::Insufficient`] for a decrease larger than the balance.
+    async fn adjust(&self, command: &AdjustCommand) -> Result<LedgerEffect, SpendError>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The webhook pipeline's single transaction
+
+/// The inbox row of one provider event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboxEntry {
+    /// Provider.
+    pub provider: ProviderId,
+    /// The provider's event id (UNIQUE with the provider).
+    pub event_id: String,
+    /// The provider's event type.
+    pub event_type: String,
+    /// The raw body, kept for audit and replay.
+    pub payload: String,
+    /// What processing decided, as a short code (`applied`, `ignored`, `stale`, `mismatch`, …).
+    pub outcome: String,
+    /// Details for admins.
+    pub detail: Option<String>,
+    /// Now.
+    pub received_at: Timestamp,
+}
+
+/// An order change within a payment event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderChange {
+    /// The order.
+    pub order_id: OrderId,
+    /// The status code it must still have (compare-and-set).
+    pub expected: &'static str,
+    /// Its new status (may equal the old one when only `mismatch` is recorded).
+    pub status: OrderStatus,
+    /// A mismatch to record on the order.
+    pub mismatch: Option<String>,
+}
+
+/// A subscription change within a payment event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubscriptionChange {
+    /// Create it (UNIQUE on provider and provider subscription id).
+    Create(Subscription, Option<OrderId>),
+    /// Replace it, only if its `last_event_at` is still `expected_last_event_at` (compare-and-set).
+    Update {
+        /// The new state.
+        subscription: Subscription,
+        /// The state's `last_event_at` when it was read.
+        expected_last_event_at: Timestamp,
+    },
+}
+
+/// Everything one verified provider event changes, applied in one transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentEventCommand {
+    /// The inbox row; a duplicate `(provider, event_id)` makes the whole command a no-op.
+    pub inbox: InboxEntry,
+    /// Order transition.
+    pub order: Option<OrderChange>,
+    /// Subscription change.
+    pub subscription: Option<SubscriptionChange>,
+    /// Credits to grant (once per source).
+    pub grant: Option<GrantCommand>,
+    /// Credits to take back after a refund.
+    pub clawback: Option<ClawbackCommand>,
+}
+
+/// What applying a payment event did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PaymentEventOutcome {
+    /// Everything was applied.
+    Applied {
+        /// The grant, clawback or nothing.
+        ledger: Vec<LedgerEffect>,
+    },
+    /// The event was seen before; nothing changed.
+    Duplicate,
+}
+
+/// The webhook inbox and the single transaction of the webhook pipeline.
+#[async_trait]
+pub trait PaymentEventStore: Send + Sync + 'static {
+    /// Apply every part of `command` in one transaction, or none of it.
+    ///
+    /// # Errors
+    /// MUST return [`StoreError::Conflict`] when a compare-and-set fails (another event changed
+    /// the order or subscription since it was read; the caller re-reads and retries), and roll
+    /// back everything.
+    async fn apply_payment_event(
+        &self,
+        command: &PaymentEventCommand,
+    ) -> Result<PaymentEventOutcome, StoreError>;
+
+    /// Record an event that changes nothing (unknown type, stale, unverifiable order), once.
+    ///
+    /// # Errors
+    /// Storage failures; a duplicate is `Ok(false)`.
+    async fn record_event(&self, entry: &InboxEntry) -> Result<bool, StoreError>;
+}
+
+/// Everything the use cases persist, in one bound.
+pub trait Store:
+    UserRepository
+    + ApiKeyRepository
+    + PlanRepository
+    + OrderRepository
+    + SubscriptionRepository
+    + CreditLedger
+    + PaymentEventStore
+{
+}
+
+impl<T> Store for T where
+    T: UserRepository
+        + ApiKeyRepository
+        + PlanRepository
+        + OrderRepository
+        + SubscriptionRepository
+        + CreditLedger
+        + PaymentEventStore
+{
+}

@@ -1,0 +1,95 @@
+//! The canonical service: wires the ports into the use cases.
+//!
+//! `Service` is generic over the store, clock, id generator and secret hasher (one
+//! implementation per binary) and holds the gateways by provider (`dyn`, chosen at runtime).
+//! The HTTP adapter depends on it through the use-case functions' types only.
+
+use domain::{AppEnvironment, ConsumptionRules, Plan};
+
+use std::sync::Arc;
+
+use crate::ports::{Clock, Gateways, HostTokenVerifier, IdGenerator, SecretHasher, Store};
+use crate::use_cases::plans::PricingMode;
+
+/// Settings the use cases read.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// `PRICING_MODE`.
+    pub pricing_mode: PricingMode,
+    /// `APP_ENV`: which plan price applies.
+    pub environment: AppEnvironment,
+    /// The static catalog (`config/payment.toml`).
+    pub catalog: Vec<Plan>,
+    /// The consumption rules (`config/credits.toml`).
+    pub consumption: ConsumptionRules,
+    /// `APP_BASE_URL`, without a trailing slash: return and webhook URLs start with it.
+    pub base_url: String,
+    /// How long a pending order waits for payment before it expires.
+    pub order_lifetime_ms: i64,
+    /// How long a sign-in session lasts.
+    pub session_lifetime_ms: i64,
+    /// How long an unsettled credit reservation holds credits.
+    pub reservation_lifetime_ms: i64,
+    /// How many times a webhook's transaction is recomputed after a concurrent change.
+    pub webhook_conflict_retries: u32,
+}
+
+/// The service: ports plus settings.
+pub struct Service<S, C, I, H> {
+    pub(crate) store: S,
+    pub(crate) clock: C,
+    pub(crate) ids: I,
+    pub(crate) hasher: H,
+    pub(crate) gateways: Gateways,
+    pub(crate) config: ServiceConfig,
+    pub(crate) host_tokens: Option<Arc<dyn HostTokenVerifier>>,
+}
+
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
+    /// Wire a service.
+    pub fn new(
+        store: S,
+        clock: C,
+        ids: I,
+        hasher: H,
+        gateways: Gateways,
+        config: ServiceConfig,
+    ) -> Self {
+        Self {
+            store,
+            clock,
+            ids,
+            hasher,
+            gateways,
+            config,
+            host_tokens: None,
+        }
+    }
+
+    /// Also accept a host application's tokens as sign-in.
+    #[must_use]
+    pub fn with_host_tokens(mut self, verifier: Arc<dyn HostTokenVerifier>) -> Self {
+        self.host_tokens = Some(verifier);
+        self
+    }
+
+    /// The store (for readiness checks and background workers).
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ServiceConfig {
+        &self.config
+    }
+
+    /// The gateways.
+    pub fn gateways(&self) -> &Gateways {
+        &self.gateways
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+}

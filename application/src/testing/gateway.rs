@@ -1,0 +1,174 @@
+//! `FakeGateway`: a scriptable payment gateway for use-case and HTTP tests.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use domain::{OrderId, ProviderId};
+
+use super::lock;
+use crate::ports::{
+    Checkout, CheckoutRequest, CheckoutTarget, GatewayError, PaymentGateway, PaymentStatus,
+    VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
+};
+
+/// The header a test puts the "signature" of a prepared webhook in.
+pub const FAKE_SIGNATURE_HEADER: &str = "x-fake-signature";
+
+#[derive(Debug, Default)]
+struct Script {
+    fail_checkout: Option<String>,
+    statuses: BTreeMap<String, PaymentStatus>,
+    webhooks: BTreeMap<String, VerifiedWebhook>,
+    checkouts: Vec<CheckoutRequest>,
+    closed: Vec<OrderId>,
+    cancelled_subscriptions: Vec<String>,
+}
+
+/// A gateway whose answers a test scripts; it records what it was asked.
+#[derive(Debug)]
+pub struct FakeGateway {
+    provider: ProviderId,
+    script: Mutex<Script>,
+}
+
+impl FakeGateway {
+    /// A fake for `provider` that creates checkouts and knows no payments.
+    #[must_use]
+    pub fn new(provider: ProviderId) -> Self {
+        Self {
+            provider,
+            script: Mutex::new(Script::default()),
+        }
+    }
+
+    /// Make checkout creation fail with `reason` (or succeed again with `None`).
+    pub fn fail_checkouts(&self, reason: Option<&str>) {
+        lock(&self.script).fail_checkout = reason.map(str::to_owned);
+    }
+
+    /// What `query_payment` answers for `order`.
+    pub fn set_status(&self, order: &OrderId, status: PaymentStatus) {
+        lock(&self.script)
+            .statuses
+            .insert(order.as_str().to_owned(), status);
+    }
+
+    /// A webhook that verifies when its request carries `signature` in [`FAKE_SIGNATURE_HEADER`].
+    pub fn prepare_webhook(&self, signature: &str, webhook: VerifiedWebhook) {
+        lock(&self.script)
+            .webhooks
+            .insert(signature.to_owned(), webhook);
+    }
+
+    /// Checkouts requested so far.
+    #[must_use]
+    pub fn checkouts(&self) -> Vec<CheckoutRequest> {
+        lock(&self.script).checkouts.clone()
+    }
+
+    /// Orders closed so far.
+    #[must_use]
+    pub fn closed(&self) -> Vec<OrderId> {
+        lock(&self.script).closed.clone()
+    }
+
+    /// Subscriptions cancelled so far.
+    #[must_use]
+    pub fn cancelled_subscriptions(&self) -> Vec<String> {
+        lock(&self.script).cancelled_subscriptions.clone()
+    }
+}
+
+#[async_trait]
+impl PaymentGateway for FakeGateway {
+    fn provider(&self) -> ProviderId {
+        self.provider
+    }
+
+    fn is_sandbox(&self) -> bool {
+        true
+    }
+
+    async fn create_checkout(&self, request: &CheckoutRequest) -> Result<Checkout, GatewayError> {
+        let mut script = lock(&self.script);
+        script.checkouts.push(request.clone());
+        if let Some(reason) = &script.fail_checkout {
+            return Err(GatewayError::Rejected(reason.clone()));
+        }
+        let url = format!(
+            "https://fake.invalid/{}/checkout/{}",
+            self.provider, request.order_id
+        );
+        let target = if self.provider.pays_by_qr_code() {
+            CheckoutTarget::QrCode(url)
+        } else {
+            CheckoutTarget::Redirect(url)
+        };
+        Ok(Checkout {
+            provider_reference: Some(format!("ref_{}", request.order_id)),
+            target,
+        })
+    }
+
+    async fn query_payment(
+        &self,
+        order: &OrderId,
+        _reference: Option<&str>,
+    ) -> Result<PaymentStatus, GatewayError> {
+        Ok(lock(&self.script)
+            .statuses
+            .get(order.as_str())
+            .cloned()
+            .unwrap_or(PaymentStatus::Pending))
+    }
+
+    async fn close_payment(
+        &self,
+        order: &OrderId,
+        _reference: Option<&str>,
+    ) -> Result<(), GatewayError> {
+        lock(&self.script).closed.push(order.clone());
+        Ok(())
+    }
+
+    async fn cancel_subscription(
+        &self,
+        provider_subscription_id: &str,
+    ) -> Result<(), GatewayError> {
+        lock(&self.script)
+            .cancelled_subscriptions
+            .push(provider_subscription_id.to_owned());
+        Ok(())
+    }
+
+    async fn verify_webhook(
+        &self,
+        request: &WebhookRequest,
+    ) -> Result<VerifiedWebhook, WebhookError> {
+        let signature = request
+            .headers
+            .get(FAKE_SIGNATURE_HEADER)
+            .ok_or(WebhookError::MissingSignature)?;
+        lock(&self.script)
+            .webhooks
+            .get(signature)
+            .cloned()
+            .ok_or(WebhookError::BadSignature)
+    }
+
+    fn webhook_ack(&self, accepted: Result<(), &WebhookError>) -> WebhookAck {
+        match accepted {
+            Ok(()) => WebhookAck {
+                status: 200,
+                content_type: "text/plain",
+                body: "ok".into(),
+            },
+            Err(e) => WebhookAck {
+                status: 400,
+                content_type: "text/plain",
+                body: e.to_string(),
+            },
+        }
+    }
+}

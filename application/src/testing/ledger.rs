@@ -1,0 +1,416 @@
+//! The in-memory credit ledger: balances, append-only transactions, grant lots, reservations.
+
+use std::collections::BTreeMap;
+
+use domain::ledger::{self, GrantLot};
+use domain::{CreditDelta, Credits, ReservationId, Timestamp, TransactionKind, UserId};
+
+use crate::ports::{
+    AdjustCommand, ClawbackCommand, ConsumeCommand, CreditTransaction, GrantCommand, GrantSource,
+    LedgerEffect, Replay, Reservation, ReservationError, ReservationStatus, ReserveCommand,
+    SpendError, StoreError, UsageContext,
+};
+
+#[derive(Debug, Clone)]
+pub(super) struct Lot {
+    lot: GrantLot,
+    user: UserId,
+    source: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(super) struct Ledger {
+    pub(super) balances: BTreeMap<UserId, Credits>,
+    pub(super) transactions: Vec<CreditTransaction>,
+    lots: Vec<Lot>,
+    reservations: BTreeMap<ReservationId, (Reservation, String, String)>,
+    spend_keys: BTreeMap<(UserId, String), (String, i64)>,
+}
+
+fn source_key(source: &GrantSource) -> String {
+    match source {
+        GrantSource::Order(o) => format!("order:{o}"),
+        GrantSource::SubscriptionPeriod(s, p) => {
+            format!("subscription_period:{s}:{}", p.start().unix_millis())
+        }
+        GrantSource::Admin(r) => format!("admin:{r}"),
+    }
+}
+
+impl Ledger {
+    pub(super) fn balance(&self, user: &UserId) -> Credits {
+        self.balances.get(user).copied().unwrap_or_default()
+    }
+
+    fn write(
+        &mut self,
+        user: &UserId,
+        kind: TransactionKind,
+        amount: CreditDelta,
+        context: UsageContext,
+        now: Timestamp,
+    ) -> Result<CreditTransaction, SpendError> {
+        let after = ledger::post(self.balance(user), kind, amount).map_err(|e| match e {
+            ledger::LedgerError::InsufficientCredits {
+                requested,
+                available,
+            } => SpendError::Insufficient {
+                requested,
+                available,
+            },
+            other => SpendError::Store(StoreError::Unexpected(anyhow::anyhow!(other.to_string()))),
+        })?;
+        self.balances.insert(user.clone(), after);
+        let tx = CreditTransaction {
+            id: i64::try_from(self.transactions.len()).unwrap_or(i64::MAX) + 1,
+            user_id: user.clone(),
+            kind,
+            amount,
+            balance_after: after,
+            context,
+            created_at: now,
+        };
+        self.transactions.push(tx.clone());
+        Ok(tx)
+    }
+
+    fn draw_lots(&mut self, user: &UserId, amount: Credits) {
+        let lots: Vec<GrantLot> = self
+            .lots
+            .iter()
+            .filter(|l| &l.user == user)
+            .map(|l| l.lot.clone())
+            .collect();
+        for (id, take) in ledger::allocate_spend(&lots, amount) {
+            if let Some(l) = self.lots.iter_mut().find(|l| l.lot.id == id) {
+                l.lot.remaining = l.lot.remaining.checked_sub(take).unwrap_or_default();
+            }
+        }
+    }
+
+    pub(super) fn consume(
+        &mut self,
+        c: &ConsumeCommand,
+    ) -> Result<(CreditTransaction, Replay), SpendError> {
+        let key = (c.user_id.clone(), c.idempotency.key.as_str().to_owned());
+        if let Some((hash, id)) = self.spend_keys.get(&key) {
+            if hash != &c.idempotency.request_hash {
+                return Err(SpendError::IdempotencyConflict);
+            }
+            let tx = self
+                .transactions
+                .iter()
+                .find(|t| t.id == *id)
+                .cloned()
+                .ok_or(StoreError::NotFound)?;
+            return Ok((tx, Replay::Replayed));
+        }
+        let tx = self.write(
+            &c.user_id,
+            TransactionKind::Consumption,
+            c.amount.as_decrease(),
+            c.context.clone(),
+            c.now,
+        )?;
+        self.draw_lots(&c.user_id, c.amount);
+        self.spend_keys
+            .insert(key, (c.idempotency.request_hash.clone(), tx.id));
+        Ok((tx, Replay::Fresh))
+    }
+
+    pub(super) fn reserve(
+        &mut self,
+        c: &ReserveCommand,
+    ) -> Result<(Reservation, Replay), SpendError> {
+        let existing = self
+            .reservations
+            .values()
+            .find(|(r, _, key)| r.user_id == c.user_id && key == c.idempotency.key.as_str());
+        if let Some((r, hash, _)) = existing {
+            if hash != &c.idempotency.request_hash {
+                return Err(SpendError::IdempotencyConflict);
+            }
+            return Ok((r.clone(), Replay::Replayed));
+        }
+        let context = UsageContext {
+            reservation_id: Some(c.reservation_id.clone()),
+            ..c.context.clone()
+        };
+        self.write(
+            &c.user_id,
+            TransactionKind::ReservationHold,
+            c.amount.as_decrease(),
+            context,
+            c.now,
+        )?;
+        let r = Reservation {
+            id: c.reservation_id.clone(),
+            user_id: c.user_id.clone(),
+            held: c.amount,
+            status: ReservationStatus::Pending,
+            context: c.context.clone(),
+            created_at: c.now,
+            expires_at: c.expires_at,
+        };
+        let entry = (
+            r.clone(),
+            c.idempotency.request_hash.clone(),
+            c.idempotency.key.as_str().to_owned(),
+        );
+        self.reservations.insert(c.reservation_id.clone(), entry);
+        Ok((r, Replay::Fresh))
+    }
+
+    fn pending(&self, user: &UserId, id: &ReservationId) -> Result<Reservation, ReservationError> {
+        self.reservations
+            .get(id)
+            .filter(|(r, ..)| &r.user_id == user)
+            .map(|(r, ..)| r.clone())
+            .ok_or(ReservationError::NotFound)
+    }
+
+    fn set_status(&mut self, id: &ReservationId, status: ReservationStatus) -> Reservation {
+        let entry = self.reservations.get_mut(id).expect("checked by pending()");
+        entry.0.status = status;
+        entry.0.clone()
+    }
+
+    fn resolve_context(r: &Reservation) -> UsageContext {
+        UsageContext {
+            reservation_id: Some(r.id.clone()),
+            ..r.context.clone()
+        }
+    }
+
+    pub(super) fn settle(
+        &mut self,
+        user: &UserId,
+        id: &ReservationId,
+        actual: Credits,
+        now: Timestamp,
+    ) -> Result<(Reservation, Replay), ReservationError> {
+        let r = self.pending(user, id)?;
+        match r.status {
+            ReservationStatus::Settled { actual: a, .. } if a == actual => {
+                return Ok((r, Replay::Replayed));
+            }
+            ReservationStatus::Pending => {}
+            other => return Err(ReservationError::AlreadyResolved(other.code())),
+        }
+        let s = ledger::settle(r.held, actual, self.balance(user));
+        if s.amount.hundredths() != 0 {
+            self.write(
+                user,
+                TransactionKind::ReservationSettle,
+                s.amount,
+                Self::resolve_context(&r),
+                now,
+            )
+            .map_err(spend_to_reservation)?;
+        }
+        self.draw_lots(user, s.charged);
+        Ok((
+            self.set_status(
+                id,
+                ReservationStatus::Settled {
+                    actual,
+                    charged: s.charged,
+                },
+            ),
+            Replay::Fresh,
+        ))
+    }
+
+    pub(super) fn release(
+        &mut self,
+        user: &UserId,
+        id: &ReservationId,
+        now: Timestamp,
+        status: ReservationStatus,
+    ) -> Result<(Reservation, Replay), ReservationError> {
+        let r = self.pending(user, id)?;
+        match r.status {
+            s if s == status => return Ok((r, Replay::Replayed)),
+            ReservationStatus::Pending => {}
+            other => return Err(ReservationError::AlreadyResolved(other.code())),
+        }
+        self.write(
+            user,
+            TransactionKind::ReservationRelease,
+            r.held.as_increase(),
+            Self::resolve_context(&r),
+            now,
+        )
+        .map_err(spend_to_reservation)?;
+        Ok((self.set_status(id, status), Replay::Fresh))
+    }
+
+    pub(super) fn pending_reservations(&self, user: &UserId) -> Vec<Reservation> {
+        self.reservations
+            .values()
+            .map(|(r, ..)| r)
+            .filter(|r| &r.user_id == user && r.status == ReservationStatus::Pending)
+            .cloned()
+            .collect()
+    }
+
+    pub(super) fn expire_reservations(&mut self, now: Timestamp, limit: u32) -> u32 {
+        let due: Vec<(UserId, ReservationId)> = self
+            .reservations
+            .values()
+            .map(|(r, ..)| r)
+            .filter(|r| r.status == ReservationStatus::Pending && r.expires_at <= now)
+            .take(limit as usize)
+            .map(|r| (r.user_id.clone(), r.id.clone()))
+            .collect();
+        let mut n = 0;
+        for (user, id) in due {
+            if self
+                .release(&user, &id, now, ReservationStatus::Expired)
+                .is_ok()
+            {
+                n += 1;
+            }
+        }
+        n
+    }
+
+    pub(super) fn grant(&mut self, c: &GrantCommand) -> Result<LedgerEffect, StoreError> {
+        let key = source_key(&c.source);
+        if self.lots.iter().any(|l| l.source == key) {
+            return Ok(LedgerEffect::Nothing);
+        }
+        let (kind, context) = match &c.source {
+            GrantSource::Order(o) => (
+                TransactionKind::PurchaseGrant,
+                UsageContext {
+                    order_id: Some(o.clone()),
+                    ..UsageContext::default()
+                },
+            ),
+            GrantSource::SubscriptionPeriod(s, _) => (
+                TransactionKind::SubscriptionGrant,
+                UsageContext {
+                    subscription_id: Some(s.clone()),
+                    ..UsageContext::default()
+                },
+            ),
+            GrantSource::Admin(r) => (
+                TransactionKind::AdminAdjustment,
+                UsageContext {
+                    note: Some(r.clone()),
+                    ..UsageContext::default()
+                },
+            ),
+        };
+        let tx = self
+            .write(&c.user_id, kind, c.amount.as_increase(), context, c.now)
+            .map_err(spend_to_store)?;
+        let lot = GrantLot {
+            id: tx.id,
+            remaining: c.amount,
+            expires_at: c.expires_at,
+            granted_at: c.now,
+        };
+        self.lots.push(Lot {
+            lot,
+            user: c.user_id.clone(),
+            source: key,
+        });
+        Ok(LedgerEffect::Written(tx))
+    }
+
+    pub(super) fn clawback(&mut self, c: &ClawbackCommand) -> Result<LedgerEffect, StoreError> {
+        let key = source_key(&GrantSource::Order(c.order_id.clone()));
+        let Some(index) = self.lots.iter().position(|l| l.source == key) else {
+            return Ok(LedgerEffect::Nothing);
+        };
+        let t = ledger::take_back(
+            c.wanted,
+            self.lots[index].lot.remaining,
+            self.balance(&c.user_id),
+        );
+        if t.taken.is_zero() {
+            return Ok(LedgerEffect::Nothing);
+        }
+        let context = UsageContext {
+            order_id: Some(c.order_id.clone()),
+            ..UsageContext::default()
+        };
+        let tx = self
+            .write(
+                &c.user_id,
+                TransactionKind::RefundClawback,
+                t.taken.as_decrease(),
+                context,
+                c.now,
+            )
+            .map_err(spend_to_store)?;
+        let lot = &mut self.lots[index].lot;
+        lot.remaining = lot.remaining.checked_sub(t.taken).unwrap_or_default();
+        Ok(LedgerEffect::Written(tx))
+    }
+
+    pub(super) fn expire_grants(&mut self, now: Timestamp, limit: u32) -> u32 {
+        let mut n = 0;
+        for i in 0..self.lots.len() {
+            if n >= limit {
+                break;
+            }
+            let Lot { lot, user, .. } = self.lots[i].clone();
+            if lot.expires_at.is_none_or(|e| e > now) || lot.remaining.is_zero() {
+                continue;
+            }
+            let taken = lot.remaining.min(self.balance(&user));
+            if !taken.is_zero() {
+                let _ = self.write(
+                    &user,
+                    TransactionKind::Expiry,
+                    taken.as_decrease(),
+                    UsageContext::default(),
+                    now,
+                );
+            }
+            self.lots[i].lot.remaining = Credits::ZERO;
+            n += 1;
+        }
+        n
+    }
+
+    pub(super) fn adjust(&mut self, c: &AdjustCommand) -> Result<LedgerEffect, SpendError> {
+        if c.amount.is_decrease() {
+            let context = UsageContext {
+                note: Some(c.note.clone()),
+                ..UsageContext::default()
+            };
+            let tx = self.write(
+                &c.user_id,
+                TransactionKind::AdminAdjustment,
+                c.amount,
+                context,
+                c.now,
+            )?;
+            self.draw_lots(&c.user_id, c.amount.magnitude());
+            return Ok(LedgerEffect::Written(tx));
+        }
+        let grant = GrantCommand {
+            user_id: c.user_id.clone(),
+            amount: c.amount.magnitude(),
+            source: GrantSource::Admin(c.reference.clone()),
+            expires_at: None,
+            now: c.now,
+        };
+        Ok(self.grant(&grant)?)
+    }
+}
+
+fn spend_to_store(e: SpendError) -> StoreError {
+    match e {
+        SpendError::Store(s) => s,
+        other => StoreError::Unexpected(anyhow::anyhow!(other.to_string())),
+    }
+}
+
+fn spend_to_reservation(e: SpendError) -> ReservationError {
+    ReservationError::Store(spend_to_store(e))
+}

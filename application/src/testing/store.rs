@@ -1,0 +1,644 @@
+//! `InMemoryStore`: every storage port over one mutex-guarded state.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use domain::{
+    Credits, Order, OrderId, OrderStatus, Plan, PlanId, ProviderId, ReservationId, Subscription,
+    SubscriptionId, Timestamp, UserId,
+};
+
+use super::ledger::Ledger;
+use super::lock;
+use crate::accounts::{ApiKey, Email, PasswordHash, Role, TokenHash, User};
+use crate::pagination::{Page, PageRequest};
+use crate::ports::*;
+
+#[derive(Debug, Clone, Default)]
+struct State {
+    users: BTreeMap<UserId, (User, Option<PasswordHash>)>,
+    sessions: BTreeMap<TokenHash, (UserId, Timestamp)>,
+    api_keys: Vec<(ApiKey, TokenHash)>,
+    plans: BTreeMap<PlanId, StoredPlan>,
+    orders: BTreeMap<OrderId, OrderRecord>,
+    idempotency: BTreeMap<(UserId, String), (String, OrderId)>,
+    subscriptions: BTreeMap<SubscriptionId, (Subscription, Option<OrderId>)>,
+    inbox: BTreeSet<(ProviderId, String)>,
+    inbox_entries: Vec<InboxEntry>,
+    ledger: Ledger,
+}
+
+/// Every storage port in memory. Cheap to create; one per test.
+#[derive(Debug, Default)]
+pub struct InMemoryStore(Mutex<State>);
+
+impl InMemoryStore {
+    /// An empty store.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every inbox entry recorded so far (for assertions).
+    #[must_use]
+    pub fn inbox(&self) -> Vec<InboxEntry> {
+        lock(&self.0).inbox_entries.clone()
+    }
+
+    /// Every credit transaction of every user, oldest first (for assertions).
+    #[must_use]
+    pub fn all_transactions(&self) -> Vec<CreditTransaction> {
+        lock(&self.0).ledger.transactions.clone()
+    }
+
+    /// Run `f` on a copy of the state and keep the copy only if `f` succeeds: all or nothing.
+    fn atomically<T, E>(&self, f: impl FnOnce(&mut State) -> Result<T, E>) -> Result<T, E> {
+        let mut guard = lock(&self.0);
+        let mut draft = guard.clone();
+        let out = f(&mut draft)?;
+        *guard = draft;
+        Ok(out)
+    }
+}
+
+fn paged<T: Clone>(all: Vec<T>, page: PageRequest) -> Page<T> {
+    let total = all.len() as u64;
+    let offset = usize::try_from(page.offset()).unwrap_or(usize::MAX);
+    let items = all
+        .into_iter()
+        .skip(offset)
+        .take(page.limit() as usize)
+        .collect();
+    Page {
+        items,
+        request: page,
+        total,
+    }
+}
+
+#[async_trait]
+impl UserRepository for InMemoryStore {
+    async fn create_user(&self, user: &NewUser) -> Result<User, StoreError> {
+        self.atomically(|s| {
+            if s.users.contains_key(&user.id)
+                || s.users.values().any(|(u, _)| u.email == user.email)
+            {
+                return Err(StoreError::Conflict("user exists".into()));
+            }
+            let created = User {
+                id: user.id.clone(),
+                email: user.email.clone(),
+                role: user.role,
+                created_at: user.created_at,
+            };
+            s.users.insert(
+                user.id.clone(),
+                (created.clone(), user.password_hash.clone()),
+            );
+            Ok(created)
+        })
+    }
+
+    async fn find_user_by_email(
+        &self,
+        email: &Email,
+    ) -> Result<Option<(User, Option<PasswordHash>)>, StoreError> {
+        Ok(lock(&self.0)
+            .users
+            .values()
+            .find(|(u, _)| &u.email == email)
+            .cloned())
+    }
+
+    async fn find_user(&self, id: &UserId) -> Result<Option<User>, StoreError> {
+        Ok(lock(&self.0).users.get(id).map(|(u, _)| u.clone()))
+    }
+
+    async fn ensure_user(
+        &self,
+        id: &UserId,
+        email: &Email,
+        now: Timestamp,
+    ) -> Result<User, StoreError> {
+        self.atomically(|s| {
+            let entry = s.users.entry(id.clone()).or_insert_with(|| {
+                (
+                    User {
+                        id: id.clone(),
+                        email: email.clone(),
+                        role: Role::User,
+                        created_at: now,
+                    },
+                    None,
+                )
+            });
+            Ok(entry.0.clone())
+        })
+    }
+
+    async fn set_role(&self, id: &UserId, role: Role) -> Result<(), StoreError> {
+        self.atomically(|s| {
+            let (user, _) = s.users.get_mut(id).ok_or(StoreError::NotFound)?;
+            user.role = role;
+            Ok(())
+        })
+    }
+
+    async fn create_session(
+        &self,
+        token: &TokenHash,
+        user: &UserId,
+        _now: Timestamp,
+        expires_at: Timestamp,
+    ) -> Result<(), StoreError> {
+        lock(&self.0)
+            .sessions
+            .insert(token.clone(), (user.clone(), expires_at));
+        Ok(())
+    }
+
+    async fn find_session_user(
+        &self,
+        token: &TokenHash,
+        now: Timestamp,
+    ) -> Result<Option<User>, StoreError> {
+        let s = lock(&self.0);
+        Ok(s.sessions
+            .get(token)
+            .filter(|(_, exp)| *exp > now)
+            .and_then(|(u, _)| s.users.get(u))
+            .map(|(u, _)| u.clone()))
+    }
+
+    async fn delete_session(&self, token: &TokenHash) -> Result<(), StoreError> {
+        lock(&self.0).sessions.remove(token);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ApiKeyRepository for InMemoryStore {
+    async fn create_api_key(&self, key: &ApiKey, hash: &TokenHash) -> Result<(), StoreError> {
+        self.atomically(|s| {
+            if s.api_keys.iter().any(|(k, h)| k.id == key.id || h == hash) {
+                return Err(StoreError::Conflict("api key exists".into()));
+            }
+            s.api_keys.push((key.clone(), hash.clone()));
+            Ok(())
+        })
+    }
+
+    async fn find_api_key(&self, hash: &TokenHash) -> Result<Option<ApiKey>, StoreError> {
+        Ok(lock(&self.0)
+            .api_keys
+            .iter()
+            .find(|(k, h)| h == hash && k.revoked_at.is_none())
+            .map(|(k, _)| k.clone()))
+    }
+
+    async fn list_api_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
+        Ok(lock(&self.0)
+            .api_keys
+            .iter()
+            .rev()
+            .map(|(k, _)| k.clone())
+            .collect())
+    }
+
+    async fn revoke_api_key(&self, id: &str, now: Timestamp) -> Result<(), StoreError> {
+        self.atomically(|s| {
+            let (key, _) = s
+                .api_keys
+                .iter_mut()
+                .find(|(k, _)| k.id == id)
+                .ok_or(StoreError::NotFound)?;
+            key.revoked_at.get_or_insert(now);
+            Ok(())
+        })
+    }
+}
+
+#[async_trait]
+impl PlanRepository for InMemoryStore {
+    async fn list_plans(&self) -> Result<Vec<StoredPlan>, StoreError> {
+        let mut plans: Vec<StoredPlan> = lock(&self.0).plans.values().cloned().collect();
+        plans.sort_by(|a, b| {
+            (a.listing.sort_order, a.plan.id()).cmp(&(b.listing.sort_order, b.plan.id()))
+        });
+        Ok(plans)
+    }
+
+    async fn find_plan(&self, id: &PlanId) -> Result<Option<StoredPlan>, StoreError> {
+        Ok(lock(&self.0).plans.get(id).cloned())
+    }
+
+    async fn create_plan(&self, plan: &StoredPlan, _now: Timestamp) -> Result<(), StoreError> {
+        self.atomically(|s| {
+            if s.plans.contains_key(plan.plan.id()) {
+                return Err(StoreError::Conflict("plan exists".into()));
+            }
+            s.plans.insert(plan.plan.id().clone(), plan.clone());
+            Ok(())
+        })
+    }
+
+    async fn update_plan(&self, plan: &StoredPlan, _now: Timestamp) -> Result<(), StoreError> {
+        self.atomically(|s| {
+            let stored = s
+                .plans
+                .get_mut(plan.plan.id())
+                .ok_or(StoreError::NotFound)?;
+            *stored = plan.clone();
+            Ok(())
+        })
+    }
+
+    async fn delete_plan(&self, id: &PlanId) -> Result<(), StoreError> {
+        self.atomically(|s| s.plans.remove(id).map(|_| ()).ok_or(StoreError::NotFound))
+    }
+
+    async fn reorder_plans(&self, ids: &[PlanId], _now: Timestamp) -> Result<(), StoreError> {
+        self.atomically(|s| {
+            let count = i32::try_from(ids.len()).unwrap_or(i32::MAX);
+            for (position, id) in ids.iter().enumerate() {
+                let plan = s.plans.get_mut(id).ok_or(StoreError::NotFound)?;
+                plan.listing.sort_order = i32::try_from(position).unwrap_or(i32::MAX);
+            }
+            for plan in s.plans.values_mut().filter(|p| !ids.contains(p.plan.id())) {
+                plan.listing.sort_order = plan.listing.sort_order.saturating_add(count);
+            }
+            Ok(())
+        })
+    }
+
+    async fn import_plans(
+        &self,
+        plans: &[Plan],
+        _now: Timestamp,
+    ) -> Result<ImportReport, StoreError> {
+        self.atomically(|s| {
+            let mut report = ImportReport::default();
+            for plan in plans {
+                match s.plans.get_mut(plan.id()) {
+                    Some(stored) => {
+                        stored.plan = plan.clone();
+                        report.updated += 1;
+                    }
+                    None => {
+                        let listing = Listing {
+                            sort_order: i32::try_from(s.plans.len()).unwrap_or(i32::MAX),
+                            locales: Vec::new(),
+                        };
+                        s.plans.insert(
+                            plan.id().clone(),
+                            StoredPlan {
+                                plan: plan.clone(),
+                                listing,
+                            },
+                        );
+                        report.created += 1;
+                    }
+                }
+            }
+            Ok(report)
+        })
+    }
+}
+
+#[async_trait]
+impl OrderRepository for InMemoryStore {
+    async fn create_order(
+        &self,
+        order: &Order,
+        idempotency: Option<&IdempotencyRecord>,
+    ) -> Result<CreateOrderOutcome, StoreError> {
+        self.atomically(|s| {
+            if let Some(record) = idempotency {
+                let key = (order.user_id.clone(), record.key.as_str().to_owned());
+                if let Some((hash, existing)) = s.idempotency.get(&key) {
+                    if hash != &record.request_hash {
+                        return Ok(CreateOrderOutcome::KeyConflict);
+                    }
+                    let found = s
+                        .orders
+                        .get(existing)
+                        .cloned()
+                        .ok_or(StoreError::NotFound)?;
+                    return Ok(CreateOrderOutcome::Replayed(found));
+                }
+                s.idempotency
+                    .insert(key, (record.request_hash.clone(), order.id.clone()));
+            }
+            if s.orders.contains_key(&order.id) {
+                return Err(StoreError::Conflict("order exists".into()));
+            }
+            let record = OrderRecord {
+                order: order.clone(),
+                checkout: None,
+                updated_at: order.created_at,
+                mismatch: None,
+            };
+            s.orders.insert(order.id.clone(), record);
+            Ok(CreateOrderOutcome::Created)
+        })
+    }
+
+    async fn attach_checkout(
+        &self,
+        id: &OrderId,
+        checkout: &CheckoutRecord,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.atomically(|s| {
+            let r = s.orders.get_mut(id).ok_or(StoreError::NotFound)?;
+            if r.order.status != OrderStatus::Pending {
+                return Err(StoreError::Conflict("order is not pending".into()));
+            }
+            r.checkout = Some(checkout.clone());
+            r.updated_at = now;
+            Ok(())
+        })
+    }
+
+    async fn transition_order(
+        &self,
+        id: &OrderId,
+        expected: &str,
+        status: &OrderStatus,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.atomically(|s| transition(s, id, expected, status, None, now))
+    }
+
+    async fn find_order(&self, id: &OrderId) -> Result<Option<OrderRecord>, StoreError> {
+        Ok(lock(&self.0).orders.get(id).cloned())
+    }
+
+    async fn find_order_by_reference(
+        &self,
+        provider: ProviderId,
+        reference: &str,
+    ) -> Result<Option<OrderRecord>, StoreError> {
+        Ok(lock(&self.0)
+            .orders
+            .values()
+            .find(|r| {
+                r.order.provider == provider
+                    && r.checkout
+                        .as_ref()
+                        .and_then(|c| c.provider_reference.as_deref())
+                        == Some(reference)
+            })
+            .cloned())
+    }
+
+    async fn list_orders(
+        &self,
+        user: &UserId,
+        page: PageRequest,
+    ) -> Result<Page<OrderRecord>, StoreError> {
+        let mut all: Vec<OrderRecord> = lock(&self.0)
+            .orders
+            .values()
+            .filter(|r| &r.order.user_id == user)
+            .cloned()
+            .collect();
+        all.sort_by(|a, b| {
+            (b.order.created_at, &b.order.id).cmp(&(a.order.created_at, &a.order.id))
+        });
+        Ok(paged(all, page))
+    }
+
+    async fn claim_pending_orders(
+        &self,
+        created_before: Timestamp,
+        limit: u32,
+        _now: Timestamp,
+        _lease_ms: i64,
+    ) -> Result<Vec<OrderRecord>, StoreError> {
+        let mut due: Vec<OrderRecord> = lock(&self.0)
+            .orders
+            .values()
+            .filter(|r| {
+                r.order.status == OrderStatus::Pending && r.order.created_at < created_before
+            })
+            .cloned()
+            .collect();
+        due.sort_by_key(|r| r.order.created_at);
+        due.truncate(limit as usize);
+        Ok(due)
+    }
+}
+
+fn transition(
+    s: &mut State,
+    id: &OrderId,
+    expected: &str,
+    status: &OrderStatus,
+    mismatch: Option<&String>,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    let r = s.orders.get_mut(id).ok_or(StoreError::NotFound)?;
+    if r.order.status.code() != expected {
+        return Err(StoreError::Conflict(format!(
+            "order is {}, not {expected}",
+            r.order.status
+        )));
+    }
+    r.order.status = status.clone();
+    if let Some(m) = mismatch {
+        r.mismatch = Some(m.clone());
+    }
+    r.updated_at = now;
+    Ok(())
+}
+
+#[async_trait]
+impl SubscriptionRepository for InMemoryStore {
+    async fn find_subscription(
+        &self,
+        id: &SubscriptionId,
+    ) -> Result<Option<Subscription>, StoreError> {
+        Ok(lock(&self.0).subscriptions.get(id).map(|(s, _)| s.clone()))
+    }
+
+    async fn find_subscription_by_provider_id(
+        &self,
+        provider: ProviderId,
+        provider_subscription_id: &str,
+    ) -> Result<Option<Subscription>, StoreError> {
+        Ok(lock(&self.0)
+            .subscriptions
+            .values()
+            .find(|(s, _)| {
+                s.provider == provider && s.provider_subscription_id == provider_subscription_id
+            })
+            .map(|(s, _)| s.clone()))
+    }
+
+    async fn find_subscription_by_order(
+        &self,
+        order: &OrderId,
+    ) -> Result<Option<Subscription>, StoreError> {
+        Ok(lock(&self.0)
+            .subscriptions
+            .values()
+            .find(|(_, o)| o.as_ref() == Some(order))
+            .map(|(s, _)| s.clone()))
+    }
+
+    async fn list_subscriptions(&self, user: &UserId) -> Result<Vec<Subscription>, StoreError> {
+        let mut subs: Vec<Subscription> = lock(&self.0)
+            .subscriptions
+            .values()
+            .filter(|(s, _)| &s.user_id == user)
+            .map(|(s, _)| s.clone())
+            .collect();
+        subs.sort_by_key(|s| std::cmp::Reverse(s.last_event_at));
+        Ok(subs)
+    }
+}
+
+#[async_trait]
+impl CreditLedger for InMemoryStore {
+    async fn balance(&self, user: &UserId) -> Result<Credits, StoreError> {
+        Ok(lock(&self.0).ledger.balance(user))
+    }
+
+    async fn transactions(
+        &self,
+        user: &UserId,
+        page: PageRequest,
+    ) -> Result<Page<CreditTransaction>, StoreError> {
+        let all: Vec<CreditTransaction> = lock(&self.0)
+            .ledger
+            .transactions
+            .iter()
+            .rev()
+            .filter(|t| &t.user_id == user)
+            .cloned()
+            .collect();
+        Ok(paged(all, page))
+    }
+
+    async fn consume(
+        &self,
+        command: &ConsumeCommand,
+    ) -> Result<(CreditTransaction, Replay), SpendError> {
+        self.atomically(|s| s.ledger.consume(command))
+    }
+
+    async fn reserve(&self, command: &ReserveCommand) -> Result<(Reservation, Replay), SpendError> {
+        self.atomically(|s| s.ledger.reserve(command))
+    }
+
+    async fn settle(
+        &self,
+        user: &UserId,
+        id: &ReservationId,
+        actual: Credits,
+        now: Timestamp,
+    ) -> Result<(Reservation, Replay), ReservationError> {
+        self.atomically(|s| s.ledger.settle(user, id, actual, now))
+    }
+
+    async fn release(
+        &self,
+        user: &UserId,
+        id: &ReservationId,
+        now: Timestamp,
+    ) -> Result<(Reservation, Replay), ReservationError> {
+        self.atomically(|s| s.ledger.release(user, id, now, ReservationStatus::Released))
+    }
+
+    async fn pending_reservations(&self, user: &UserId) -> Result<Vec<Reservation>, StoreError> {
+        Ok(lock(&self.0).ledger.pending_reservations(user))
+    }
+
+    async fn expire_reservations(&self, now: Timestamp, limit: u32) -> Result<u32, StoreError> {
+        self.atomically(|s| Ok(s.ledger.expire_reservations(now, limit)))
+    }
+
+    async fn grant(&self, command: &GrantCommand) -> Result<LedgerEffect, StoreError> {
+        self.atomically(|s| s.ledger.grant(command))
+    }
+
+    async fn expire_grants(&self, now: Timestamp, limit: u32) -> Result<u32, StoreError> {
+        self.atomically(|s| Ok(s.ledger.expire_grants(now, limit)))
+    }
+
+    async fn adjust(&self, command: &AdjustCommand) -> Result<LedgerEffect, SpendError> {
+        self.atomically(|s| s.ledger.adjust(command))
+    }
+}
+
+#[async_trait]
+impl PaymentEventStore for InMemoryStore {
+    async fn apply_payment_event(
+        &self,
+        c: &PaymentEventCommand,
+    ) -> Result<PaymentEventOutcome, StoreError> {
+        self.atomically(|s| {
+            if !s.inbox.insert((c.inbox.provider, c.inbox.event_id.clone())) {
+                return Ok(PaymentEventOutcome::Duplicate);
+            }
+            s.inbox_entries.push(c.inbox.clone());
+            if let Some(o) = &c.order {
+                transition(
+                    s,
+                    &o.order_id,
+                    o.expected,
+                    &o.status,
+                    o.mismatch.as_ref(),
+                    c.inbox.received_at,
+                )?;
+            }
+            match &c.subscription {
+                Some(SubscriptionChange::Create(sub, order)) => {
+                    let exists = s.subscriptions.values().any(|(x, _)| {
+                        x.provider == sub.provider
+                            && x.provider_subscription_id == sub.provider_subscription_id
+                    });
+                    if exists || s.subscriptions.contains_key(&sub.id) {
+                        return Err(StoreError::Conflict("subscription exists".into()));
+                    }
+                    s.subscriptions
+                        .insert(sub.id.clone(), (sub.clone(), order.clone()));
+                }
+                Some(SubscriptionChange::Update {
+                    subscription,
+                    expected_last_event_at,
+                }) => {
+                    let (stored, _) = s
+                        .subscriptions
+                        .get_mut(&subscription.id)
+                        .ok_or(StoreError::NotFound)?;
+                    if stored.last_event_at != *expected_last_event_at {
+                        return Err(StoreError::Conflict("subscription changed".into()));
+                    }
+                    *stored = subscription.clone();
+                }
+                None => {}
+            }
+            let mut ledger = Vec::new();
+            if let Some(g) = &c.grant {
+                ledger.push(s.ledger.grant(g)?);
+            }
+            if let Some(cb) = &c.clawback {
+                ledger.push(s.ledger.clawback(cb)?);
+            }
+            Ok(PaymentEventOutcome::Applied { ledger })
+        })
+    }
+
+    async fn record_event(&self, entry: &InboxEntry) -> Result<bool, StoreError> {
+        self.atomically(|s| {
+            if !s.inbox.insert((entry.provider, entry.event_id.clone())) {
+                return Ok(false);
+            }
+            s.inbox_entries.push(entry.clone());
+            Ok(true)
+        })
+    }
+}

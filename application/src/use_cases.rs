@@ -1,0 +1,35 @@
+//! One file per use case: its request, response, error enum and function body.
+
+pub mod accounts;
+pub mod api_keys;
+pub mod cancel_payment;
+pub mod credits;
+pub mod handle_webhook;
+pub mod initiate_payment;
+pub mod manage_plans;
+pub mod plans;
+pub mod query_payment;
+pub mod reconcile;
+pub mod report_status;
+
+use crate::ports::StoreError;
+
+/// Failures every use case shares: the database is unavailable, or something unexpected.
+#[derive(Debug, thiserror::Error)]
+pub enum InfraError {
+    /// The database is down or busy beyond the retry budget (HTTP 503).
+    #[error("service temporarily unavailable")]
+    Unavailable(#[source] anyhow::Error),
+    /// Anything else (HTTP 500; the cause is logged, never shown).
+    #[error("unexpected error")]
+    Unexpected(#[source] anyhow::Error),
+}
+
+impl From<StoreError> for InfraError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Busy(cause) => InfraError::Unavailable(cause),
+            other => InfraError::Unexpected(anyhow::Error::new(other)),
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! Accounts: register, sign in, sign out, and who is calling (session, API key or host token).
+
+use domain::UserId;
+
+use super::InfraError;
+use crate::accounts::{AccountError, ApiKey, Email, Password, Role, Scope, User};
+use crate::ports::{Clock, IdGenerator, NewUser, SecretHasher, Store, StoreError};
+use crate::service::Service;
+
+/// The prefix of every service API key, so leaked keys are recognisable.
+pub const API_KEY_PREFIX: &str = "tly_";
+
+/// A signed-in user and the session token to present.
+#[derive(Debug, Clone)]
+pub struct SignedIn {
+    /// The user.
+    pub user: User,
+    /// The secret session token (shown once; only its hash is stored).
+    pub token: String,
+    /// When the session ends.
+    pub expires_at: domain::Timestamp,
+}
+
+/// Who is calling.
+#[derive(Debug, Clone)]
+pub enum Principal {
+    /// A signed-in user (session cookie, bearer session token or host token).
+    User(User),
+    /// A server-side caller with a service API key.
+    Service(ApiKey),
+}
+
+impl Principal {
+    /// Whether this principal may act with `scope`.
+    #[must_use]
+    pub fn has_scope(&self, scope: Scope) -> bool {
+        matches!(self, Principal::Service(key) if key.scopes.contains(&scope))
+    }
+}
+
+/// Why an account operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AccountsError {
+    /// Bad e-mail address or password form.
+    #[error(transparent)]
+    Invalid(#[from] AccountError),
+    /// The e-mail address is taken.
+    #[error("an account with this email address exists")]
+    EmailTaken,
+    /// Wrong e-mail address or password (one message for both).
+    #[error("email address or password is wrong")]
+    WrongCredentials,
+    /// No valid credential.
+    #[error("not signed in")]
+    Unauthenticated,
+    /// Infrastructure.
+    #[error(transparent)]
+    Infra(#[from] InfraError),
+}
+
+impl From<StoreError> for AccountsError {
+    fn from(e: StoreError) -> Self {
+        AccountsError::Infra(e.into())
+    }
+}
+
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
+    /// Create an account with `role` and sign it in.
+    ///
+    /// # Errors
+    /// Bad input, a taken address, infrastructure.
+    pub async fn register(
+        &self,
+        email: &str,
+        password: String,
+        role: Role,
+    ) -> Result<SignedIn, AccountsError> {
+        let email = Email::parse(email)?;
+        let password = Password::parse(password)?;
+        let hash = self
+            .hasher
+            .hash_password(&password)
+            .map_err(|e| InfraError::Unexpected(anyhow::anyhow!(e)))?;
+        let id =
+            UserId::new(self.ids.new_id("usr")).map_err(|e| InfraError::Unexpected(e.into()))?;
+        let new = NewUser {
+            id,
+            email,
+            password_hash: Some(hash),
+            role,
+            created_at: self.clock.now(),
+        };
+        let user = match self.store.create_user(&new).await {
+            Ok(user) => user,
+            Err(StoreError::Conflict(_)) => return Err(AccountsError::EmailTaken),
+            Err(e) => return Err(e.into()),
+        };
+        self.open_session(user).await
+    }
+
+    /// Sign in with e-mail address and password.
+    ///
+    /// # Errors
+    /// [`AccountsError::WrongCredentials`] for any mismatch.
+    pub async fn sign_in(&self, email: &str, password: String) -> Result<SignedIn, AccountsError> {
+        let (Ok(email), Ok(password)) = (Email::parse(email), Password::parse(password)) else {
+            return Err(AccountsError::WrongCredentials);
+        };
+        let Some((user, Some(hash))) = self.store.find_user_by_email(&email).await? else {
+            return Err(AccountsError::WrongCredentials);
+        };
+        if !self.hasher.verify_password(&password, &hash) {
+            return Err(AccountsError::WrongCredentials);
+        }
+        self.open_session(user).await
+    }
+
+    async fn open_session(&self, user: User) -> Result<SignedIn, AccountsError> {
+        let token = self.ids.new_secret();
+        let now = self.clock.now();
+        let expires_at = now.plus_millis(self.config.session_lifetime_ms);
+        self.store
+            .create_session(&self.hasher.hash_token(&token), &user.id, now, expires_at)
+            .await?;
+        Ok(SignedIn {
+            user,
+            token,
+            expires_at,
+        })
+    }
+
+    /// Sign out: the session token stops working.
+    ///
+    /// # Errors
+    /// Infrastructure only.
+    pub async fn sign_out(&self, token: &str) -> Result<(), AccountsError> {
+        Ok(self
+            .store
+            .delete_session(&self.hasher.hash_token(token))
+            .await?)
+    }
+
+    /// Who presents `token`: an API key (`tly_…`), a session token, or a host token.
+    ///
+    /// # Errors
+    /// [`AccountsError::Unauthenticated`] when nothing matches.
+    pub async fn authenticate(&self, token: &str) -> Result<Principal, AccountsError> {
+        if token.is_empty() || token.len() > 4096 {
+            return Err(AccountsError::Unauthenticated);
+        }
+        let now = self.clock.now();
+        let hash = self.hasher.hash_token(token);
+        if token.starts_with(API_KEY_PREFIX) {
+            return self
+                .store
+                .find_api_key(&hash)
+                .await?
+                .map(Principal::Service)
+                .ok_or(AccountsError::Unauthenticated);
+        }
+        if let Some(user) = self.store.find_session_user(&hash, now).await? {
+            return Ok(Principal::User(user));
+        }
+        let subject = self
+            .host_tokens
+            .as_ref()
+            .and_then(|v| v.verify(token, now))
+            .ok_or(AccountsError::Unauthenticated)?;
+        let id = UserId::new(subject).map_err(|_| AccountsError::Unauthenticated)?;
+        let placeholder = Email::parse(&format!("{id}@host.invalid"))
+            .map_err(|_| AccountsError::Unauthenticated)?;
+        Ok(Principal::User(
+            self.store.ensure_user(&id, &placeholder, now).await?,
+        ))
+    }
+
+    /// Make a user an administrator (the `tally admin` command).
+    ///
+    /// # Errors
+    /// Unknown user, infrastructure.
+    pub async fn promote_to_admin(&self, email: &str) -> Result<User, AccountsError> {
+        let email = Email::parse(email)?;
+        let (user, _) = self
+            .store
+            .find_user_by_email(&email)
+            .await?
+            .ok_or(AccountsError::WrongCredentials)?;
+        self.store.set_role(&user.id, Role::Admin).await?;
+        Ok(User {
+            role: Role::Admin,
+            ..user
+        })
+    }
+}

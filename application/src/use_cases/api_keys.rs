@@ -1,0 +1,101 @@
+//! Service API keys: created by admins, shown once, stored hashed, scoped, revocable.
+
+use super::InfraError;
+use super::accounts::API_KEY_PREFIX;
+use crate::accounts::{AccountError, ApiKey, Scope, User};
+use crate::ports::{Clock, IdGenerator, SecretHasher, Store, StoreError};
+use crate::service::Service;
+
+/// A new key and its secret, which is never shown again.
+#[derive(Debug, Clone)]
+pub struct CreatedApiKey {
+    /// The stored record.
+    pub key: ApiKey,
+    /// The secret to give the caller.
+    pub secret: String,
+}
+
+/// Why a key operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiKeyError {
+    /// Bad name or scope.
+    #[error("{0}")]
+    Invalid(String),
+    /// No such key.
+    #[error("api key not found")]
+    NotFound,
+    /// Infrastructure.
+    #[error(transparent)]
+    Infra(#[from] InfraError),
+}
+
+impl From<StoreError> for ApiKeyError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound => ApiKeyError::NotFound,
+            other => ApiKeyError::Infra(other.into()),
+        }
+    }
+}
+
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
+    /// Create a key named `name` with `scopes`, owned by `admin`.
+    ///
+    /// # Errors
+    /// A name that is empty or over 100 characters, no or unknown scopes.
+    pub async fn create_api_key(
+        &self,
+        admin: &User,
+        name: &str,
+        scopes: &[String],
+    ) -> Result<CreatedApiKey, ApiKeyError> {
+        let name = name.trim();
+        if name.is_empty() || name.chars().count() > 100 {
+            return Err(ApiKeyError::Invalid(
+                "name must be 1 to 100 characters".into(),
+            ));
+        }
+        let mut parsed = scopes
+            .iter()
+            .map(|s| Scope::parse(s))
+            .collect::<Result<Vec<_>, AccountError>>()
+            .map_err(|e| ApiKeyError::Invalid(e.to_string()))?;
+        parsed.sort();
+        parsed.dedup();
+        if parsed.is_empty() {
+            return Err(ApiKeyError::Invalid(
+                "at least one scope is required".into(),
+            ));
+        }
+        let secret = format!("{API_KEY_PREFIX}{}", self.ids.new_secret());
+        let key = ApiKey {
+            id: self.ids.new_id("key"),
+            owner: admin.id.clone(),
+            name: name.to_owned(),
+            prefix: secret.chars().take(API_KEY_PREFIX.len() + 6).collect(),
+            scopes: parsed,
+            created_at: self.clock.now(),
+            revoked_at: None,
+        };
+        self.store
+            .create_api_key(&key, &self.hasher.hash_token(&secret))
+            .await?;
+        Ok(CreatedApiKey { key, secret })
+    }
+
+    /// Every key, newest first.
+    ///
+    /// # Errors
+    /// Infrastructure only.
+    pub async fn list_api_keys(&self) -> Result<Vec<ApiKey>, ApiKeyError> {
+        Ok(self.store.list_api_keys().await?)
+    }
+
+    /// Revoke a key; it stops working at once.
+    ///
+    /// # Errors
+    /// [`ApiKeyError::NotFound`].
+    pub async fn revoke_api_key(&self, id: &str) -> Result<(), ApiKeyError> {
+        Ok(self.store.revoke_api_key(id, self.clock.now()).await?)
+    }
+}

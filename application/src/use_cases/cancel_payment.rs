@@ -1,0 +1,194 @@
+//! Cancel a payment: a pending order is cancelled (and closed at the provider where the protocol
+//! allows); a subscription order's subscription is cancelled at period end through its
+//! provider; a paid one-time or credits order is not cancellable.
+
+use domain::{OrderStatus, PlanType, Subscription, SubscriptionEvent, Transition};
+
+use super::InfraError;
+use super::query_payment::QueryPaymentError;
+use crate::accounts::User;
+use crate::ports::{
+    Clock, GatewayError, IdGenerator, InboxEntry, OrderRecord, PaymentEventCommand, SecretHasher,
+    Store, StoreError, SubscriptionChange,
+};
+use crate::service::Service;
+
+/// What cancelling did.
+#[derive(Debug, Clone)]
+pub enum CancelOutcome {
+    /// The pending order is cancelled (now or before).
+    OrderCancelled(OrderRecord),
+    /// The subscription ends at the end of its current period.
+    SubscriptionEndsAtPeriodEnd(OrderRecord, Subscription),
+}
+
+/// Why a payment could not be cancelled.
+#[derive(Debug, thiserror::Error)]
+pub enum CancelPaymentError {
+    /// No such order of this user.
+    #[error("order not found")]
+    NotFound,
+    /// The order is paid (one-time or credits), failed or expired.
+    #[error("order is {0} and cannot be cancelled")]
+    NotCancellable(&'static str),
+    /// The provider could not be told; nothing changed, the caller may retry.
+    #[error("payment provider failed: {0}")]
+    Gateway(String),
+    /// Infrastructure.
+    #[error(transparent)]
+    Infra(#[from] InfraError),
+}
+
+impl From<QueryPaymentError> for CancelPaymentError {
+    fn from(e: QueryPaymentError) -> Self {
+        match e {
+            QueryPaymentError::NotFound => CancelPaymentError::NotFound,
+            QueryPaymentError::Infra(i) => CancelPaymentError::Infra(i),
+        }
+    }
+}
+
+impl From<StoreError> for CancelPaymentError {
+    fn from(e: StoreError) -> Self {
+        CancelPaymentError::Infra(e.into())
+    }
+}
+
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
+    /// Cancel the caller's order `order_id`.
+    ///
+    /// # Errors
+    /// See [`CancelPaymentError`].
+    pub async fn cancel_payment(
+        &self,
+        user: &User,
+        order_id: &str,
+    ) -> Result<CancelOutcome, CancelPaymentError> {
+        let record = self.own_order(user, order_id).await?;
+        match (&record.order.status, record.order.plan.plan_type) {
+            (OrderStatus::Pending, _) => self.cancel_pending(record).await,
+            (OrderStatus::Cancelled, _) => Ok(CancelOutcome::OrderCancelled(record)),
+            (OrderStatus::Paid { .. }, PlanType::Recurring) => {
+                self.cancel_subscription(record).await
+            }
+            (status, _) => Err(CancelPaymentError::NotCancellable(status.code())),
+        }
+    }
+
+    async fn cancel_pending(
+        &self,
+        record: OrderRecord,
+    ) -> Result<CancelOutcome, CancelPaymentError> {
+        let order = &record.order;
+        if let Some(gateway) = self.gateways.get(order.provider) {
+            let reference = record
+                .checkout
+                .as_ref()
+                .and_then(|c| c.provider_reference.as_deref());
+            match gateway.close_payment(&order.id, reference).await {
+                Ok(()) | Err(GatewayError::NotSupported) => {}
+                Err(e) => return Err(CancelPaymentError::Gateway(e.to_string())),
+            }
+        }
+        let mut cancelled = order.clone();
+        if cancelled.cancel() == Ok(Transition::Applied) {
+            match self
+                .store
+                .transition_order(&order.id, "pending", &cancelled.status, self.clock.now())
+                .await
+            {
+                Ok(()) => {}
+                // Paid or expired meanwhile: report the state it is really in.
+                Err(StoreError::Conflict(_)) => return self.refreshed_state(&record).await,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let fresh = self
+            .store
+            .find_order(&order.id)
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        Ok(CancelOutcome::OrderCancelled(fresh))
+    }
+
+    async fn refreshed_state(
+        &self,
+        record: &OrderRecord,
+    ) -> Result<CancelOutcome, CancelPaymentError> {
+        let fresh = self
+            .store
+            .find_order(&record.order.id)
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        match fresh.order.status {
+            OrderStatus::Cancelled => Ok(CancelOutcome::OrderCancelled(fresh)),
+            ref other => Err(CancelPaymentError::NotCancellable(other.code())),
+        }
+    }
+
+    async fn cancel_subscription(
+        &self,
+        record: OrderRecord,
+    ) -> Result<CancelOutcome, CancelPaymentError> {
+        let subscription = self
+            .store
+            .find_subscription_by_order(&record.order.id)
+            .await?
+            .ok_or(CancelPaymentError::NotCancellable("paid"))?;
+        let gateway = self
+            .gateways
+            .get(subscription.provider)
+            .ok_or_else(|| CancelPaymentError::Gateway("provider is not configured".into()))?;
+        gateway
+            .cancel_subscription(&subscription.provider_subscription_id)
+            .await
+            .map_err(|e| CancelPaymentError::Gateway(e.to_string()))?;
+        let now = self.clock.now().max(subscription.last_event_at);
+        let mut updated = subscription.clone();
+        match updated.apply(SubscriptionEvent::CancelScheduled, now) {
+            Ok(Transition::Applied) => {}
+            Ok(Transition::AlreadyDone) => {
+                return Ok(CancelOutcome::SubscriptionEndsAtPeriodEnd(
+                    record,
+                    subscription,
+                ));
+            }
+            Err(_) => {
+                return Err(CancelPaymentError::NotCancellable(
+                    subscription.status.code(),
+                ));
+            }
+        }
+        let command = PaymentEventCommand {
+            inbox: InboxEntry {
+                provider: subscription.provider,
+                event_id: format!("tally:cancel-at-period-end:{}", subscription.id),
+                event_type: "tally.subscription.cancel_requested".into(),
+                payload: String::new(),
+                outcome: "applied".into(),
+                detail: Some(format!(
+                    "requested by the subscriber through order {}",
+                    record.order.id
+                )),
+                received_at: self.clock.now(),
+            },
+            order: None,
+            subscription: Some(SubscriptionChange::Update {
+                subscription: updated.clone(),
+                expected_last_event_at: subscription.last_event_at,
+            }),
+            grant: None,
+            clawback: None,
+        };
+        match self.store.apply_payment_event(&command).await {
+            Ok(_) | Err(StoreError::Conflict(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let current = self
+            .store
+            .find_subscription(&subscription.id)
+            .await?
+            .unwrap_or(updated);
+        Ok(CancelOutcome::SubscriptionEndsAtPeriodEnd(record, current))
+    }
+}

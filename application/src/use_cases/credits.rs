@@ -1,0 +1,263 @@
+//! Credits: balance, transaction history, consumption (fixed or per token) and the two-phase
+//! reserve / settle / release.
+
+use domain::{
+    ConsumptionError, Credits, FeatureName, IdempotencyKey, ModelName, ReservationId, TokenCount,
+    Usage, UserId,
+};
+
+use super::InfraError;
+use crate::pagination::{Page, PageRequest};
+use crate::ports::{
+    Clock, ConsumeCommand, CreditTransaction, IdGenerator, IdempotencyRecord, Replay, Reservation,
+    ReservationError, ReserveCommand, SecretHasher, SpendError, Store, StoreError, UsageContext,
+};
+use crate::service::Service;
+
+/// What a consumption or reservation is for, as the caller describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageRequest {
+    /// A fixed-cost feature (`chat`, `image`, …); absent for a per-token chat.
+    pub feature: Option<String>,
+    /// The AI model.
+    pub model: Option<String>,
+    /// Tokens used (consume, settle) or estimated (reserve).
+    pub tokens: Option<i64>,
+}
+
+/// Spend credits for one use.
+#[derive(Debug, Clone)]
+pub struct ConsumeCredits {
+    /// Whose credits.
+    pub user_id: String,
+    /// What was used.
+    pub usage: UsageRequest,
+    /// `Idempotency-Key` (required).
+    pub idempotency_key: IdempotencyKey,
+}
+
+/// Why credits could not be spent, held, settled or released.
+#[derive(Debug, thiserror::Error)]
+pub enum CreditsError {
+    /// No such user.
+    #[error("user not found")]
+    UserNotFound,
+    /// The usage cannot be priced (unknown feature or model, bad token count).
+    #[error("{0}")]
+    InvalidUsage(String),
+    /// The balance does not cover the cost.
+    #[error("insufficient credits: requested {requested}, available {available}")]
+    Insufficient {
+        /// The cost.
+        requested: Credits,
+        /// The balance.
+        available: Credits,
+    },
+    /// The idempotency key was used with a different request.
+    #[error("idempotency key reused with a different request")]
+    IdempotencyConflict,
+    /// No such reservation of this user.
+    #[error("reservation not found")]
+    ReservationNotFound,
+    /// The reservation was resolved differently before.
+    #[error("reservation is already {0}")]
+    AlreadyResolved(&'static str),
+    /// Infrastructure.
+    #[error(transparent)]
+    Infra(#[from] InfraError),
+}
+
+impl From<StoreError> for CreditsError {
+    fn from(e: StoreError) -> Self {
+        CreditsError::Infra(e.into())
+    }
+}
+
+impl From<SpendError> for CreditsError {
+    fn from(e: SpendError) -> Self {
+        match e {
+            SpendError::Insufficient {
+                requested,
+                available,
+            } => CreditsError::Insufficient {
+                requested,
+                available,
+            },
+            SpendError::IdempotencyConflict => CreditsError::IdempotencyConflict,
+            SpendError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<ReservationError> for CreditsError {
+    fn from(e: ReservationError) -> Self {
+        match e {
+            ReservationError::NotFound => CreditsError::ReservationNotFound,
+            ReservationError::AlreadyResolved(s) => CreditsError::AlreadyResolved(s),
+            ReservationError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<ConsumptionError> for CreditsError {
+    fn from(e: ConsumptionError) -> Self {
+        CreditsError::InvalidUsage(e.to_string())
+    }
+}
+
+/// Parse a usage description into the domain's [`Usage`] and the context stored with it.
+///
+/// # Errors
+/// Names out of form, a bad token count, or neither a feature nor a model with tokens.
+pub fn parse_usage(request: &UsageRequest) -> Result<(Usage, UsageContext), ConsumptionError> {
+    let model = request.model.as_deref().map(ModelName::new).transpose()?;
+    let usage = match (&request.feature, model, request.tokens) {
+        (Some(feature), model, _) => Usage::Feature {
+            feature: FeatureName::new(feature.as_str())?,
+            model,
+        },
+        (None, Some(model), Some(tokens)) => Usage::Chat {
+            model,
+            tokens: TokenCount::new(tokens)?,
+        },
+        (None, _, _) => {
+            return Err(ConsumptionError::InvalidName(
+                "give a feature, or a model with tokens".into(),
+            ));
+        }
+    };
+    let context = UsageContext {
+        feature: request.feature.clone(),
+        model: request.model.clone(),
+        tokens: request.tokens.and_then(|t| u64::try_from(t).ok()),
+        ..UsageContext::default()
+    };
+    Ok((usage, context))
+}
+
+fn fingerprint(kind: &str, user: &str, usage: &UsageRequest) -> String {
+    format!(
+        "{kind}:{user}:{:?}:{:?}:{:?}",
+        usage.feature, usage.model, usage.tokens
+    )
+}
+
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
+    /// A user's balance.
+    ///
+    /// # Errors
+    /// Infrastructure only.
+    pub async fn balance(&self, user: &UserId) -> Result<Credits, InfraError> {
+        Ok(self.store.balance(user).await?)
+    }
+
+    /// A page of a user's credit transactions, newest first.
+    ///
+    /// # Errors
+    /// Infrastructure only.
+    pub async fn transaction_history(
+        &self,
+        user: &UserId,
+        page: PageRequest,
+    ) -> Result<Page<CreditTransaction>, InfraError> {
+        Ok(self.store.transactions(user, page).await?)
+    }
+
+    async fn existing_user(&self, raw: &str) -> Result<UserId, CreditsError> {
+        let id = UserId::new(raw).map_err(|_| CreditsError::UserNotFound)?;
+        self.store
+            .find_user(&id)
+            .await?
+            .map(|u| u.id)
+            .ok_or(CreditsError::UserNotFound)
+    }
+
+    /// Spend credits for one use: its cost by the consumption rules, decremented atomically.
+    ///
+    /// # Errors
+    /// See [`CreditsError`]; insufficient credits write nothing.
+    pub async fn consume_credits(
+        &self,
+        request: ConsumeCredits,
+    ) -> Result<(CreditTransaction, Replay), CreditsError> {
+        let user_id = self.existing_user(&request.user_id).await?;
+        let (usage, context) = parse_usage(&request.usage)?;
+        let amount = self.config.consumption.cost(&usage)?;
+        let command = ConsumeCommand {
+            idempotency: IdempotencyRecord {
+                key: request.idempotency_key,
+                request_hash: fingerprint("consume", user_id.as_str(), &request.usage),
+            },
+            user_id,
+            amount,
+            context,
+            now: self.clock.now(),
+        };
+        Ok(self.store.consume(&command).await?)
+    }
+
+    /// Hold the estimated cost of a use whose real cost is known afterwards.
+    ///
+    /// # Errors
+    /// See [`CreditsError`].
+    pub async fn reserve_credits(
+        &self,
+        request: ConsumeCredits,
+    ) -> Result<(Reservation, Replay), CreditsError> {
+        let user_id = self.existing_user(&request.user_id).await?;
+        let (usage, context) = parse_usage(&request.usage)?;
+        let amount = self.config.consumption.cost(&usage)?;
+        let now = self.clock.now();
+        let reservation_id = ReservationId::new(self.ids.new_id("res"))
+            .map_err(|e| InfraError::Unexpected(e.into()))?;
+        let command = ReserveCommand {
+            reservation_id,
+            idempotency: IdempotencyRecord {
+                key: request.idempotency_key,
+                request_hash: fingerprint("reserve", user_id.as_str(), &request.usage),
+            },
+            user_id,
+            amount,
+            context,
+            now,
+            expires_at: now.plus_millis(self.config.reservation_lifetime_ms),
+        };
+        Ok(self.store.reserve(&command).await?)
+    }
+
+    /// Settle a reservation with the actual usage.
+    ///
+    /// # Errors
+    /// See [`CreditsError`].
+    pub async fn settle_reservation(
+        &self,
+        user_id: &str,
+        reservation_id: &str,
+        actual: &UsageRequest,
+    ) -> Result<(Reservation, Replay), CreditsError> {
+        let user_id = self.existing_user(user_id).await?;
+        let id =
+            ReservationId::new(reservation_id).map_err(|_| CreditsError::ReservationNotFound)?;
+        let (usage, _) = parse_usage(actual)?;
+        let cost = self.config.consumption.cost(&usage)?;
+        Ok(self
+            .store
+            .settle(&user_id, &id, cost, self.clock.now())
+            .await?)
+    }
+
+    /// Release a reservation unused.
+    ///
+    /// # Errors
+    /// See [`CreditsError`].
+    pub async fn release_reservation(
+        &self,
+        user_id: &str,
+        reservation_id: &str,
+    ) -> Result<(Reservation, Replay), CreditsError> {
+        let user_id = self.existing_user(user_id).await?;
+        let id =
+            ReservationId::new(reservation_id).map_err(|_| CreditsError::ReservationNotFound)?;
+        Ok(self.store.release(&user_id, &id, self.clock.now()).await?)
+    }
+}

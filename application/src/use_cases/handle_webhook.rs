@@ -1,0 +1,572 @@
+//! Handle a provider webhook: verify, then apply each normalized event in one database
+//! transaction (CORRECTNESS.md invariants 3 to 7).
+//!
+//! The pipeline: raw bytes and headers → the gateway's verification (a refused webhook changes
+//! nothing) → for each event, read the order or subscription, decide with the domain state
+//! machines, and hand the store one [`PaymentEventCommand`]: inbox row, order transition,
+//! subscription change, grant, clawback. A duplicate inbox row makes it a no-op; a concurrent
+//! change of the same order or subscription makes the store refuse it, and the event is
+//! re-read and re-decided, a bounded number of times.
+
+use domain::ledger::refund_share;
+use domain::{
+    BillingPeriod, Duration, Money, Order, OrderStatus, PlanType, ProviderId, RenewalIntent,
+    Subscription, SubscriptionEvent, SubscriptionId, SubscriptionStatus, Timestamp, Transition,
+};
+
+use super::InfraError;
+use super::plans::find_plan;
+use crate::ports::{
+    ClawbackCommand, Clock, GrantCommand, GrantSource, IdGenerator, InboxEntry, OrderChange,
+    OrderLocator, OrderRecord, PaymentEvent, PaymentEventCommand, SecretHasher, Store, StoreError,
+    SubscriptionChange, WebhookAck, WebhookError, WebhookRequest,
+};
+use crate::service::Service;
+
+/// The largest webhook body kept in the inbox, in bytes.
+pub const MAX_STORED_PAYLOAD_BYTES: usize = 256 * 1024;
+/// Days per month when a credits plan's `duration.months` sets its credits' expiry.
+const DAYS_PER_MONTH: i64 = 30;
+
+/// Why a webhook was not accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum HandleWebhookError {
+    /// Not a provider id, or the provider is not configured.
+    #[error("unknown provider")]
+    UnknownProvider,
+    /// Verification failed; nothing changed. `ack` is the answer the provider expects.
+    #[error("webhook refused: {reason}")]
+    Rejected {
+        /// Why.
+        reason: WebhookError,
+        /// What to answer.
+        ack: WebhookAck,
+    },
+    /// Infrastructure (the provider retries later).
+    #[error(transparent)]
+    Infra(#[from] InfraError),
+}
+
+impl From<StoreError> for HandleWebhookError {
+    fn from(e: StoreError) -> Self {
+        HandleWebhookError::Infra(e.into())
+    }
+}
+
+/// What to do with one event.
+enum Decision {
+    /// Apply this command.
+    Apply(PaymentEventCommand),
+    /// Record the event with this outcome; change nothing else.
+    Record(&'static str, Option<String>),
+}
+
+/// The inbox facts shared by the decisions of one event.
+struct Received {
+    provider: ProviderId,
+    event_id: String,
+    event_type: String,
+    payload: String,
+    now: Timestamp,
+}
+
+impl Received {
+    fn entry(&self, outcome: &str, detail: Option<String>) -> InboxEntry {
+        InboxEntry {
+            provider: self.provider,
+            event_id: self.event_id.clone(),
+            event_type: self.event_type.clone(),
+            payload: self.payload.clone(),
+            outcome: outcome.to_owned(),
+            detail,
+            received_at: self.now,
+        }
+    }
+
+    fn command(&self, outcome: &str, detail: Option<String>) -> PaymentEventCommand {
+        PaymentEventCommand {
+            inbox: self.entry(outcome, detail),
+            order: None,
+            subscription: None,
+            grant: None,
+            clawback: None,
+        }
+    }
+}
+
+fn payload_text(body: &[u8]) -> String {
+    let end = body.len().min(MAX_STORED_PAYLOAD_BYTES);
+    String::from_utf8_lossy(&body[..end]).into_owned()
+}
+
+/// When credits granted at `from` by a plan of `duration` expire.
+fn credits_expiry(duration: Option<Duration>, from: Timestamp) -> Option<Timestamp> {
+    match duration {
+        Some(Duration::Months(m)) => Some(from.plus_days(i64::from(m.get()) * DAYS_PER_MONTH)),
+        Some(Duration::Lifetime) | None => None,
+    }
+}
+
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
+    /// Handle `POST /api/payment/webhook/:provider`.
+    ///
+    /// # Errors
+    /// See [`HandleWebhookError`].
+    pub async fn handle_webhook(
+        &self,
+        provider: &str,
+        request: WebhookRequest,
+    ) -> Result<WebhookAck, HandleWebhookError> {
+        let provider: ProviderId = provider
+            .parse()
+            .map_err(|_| HandleWebhookError::UnknownProvider)?;
+        let gateway = self
+            .gateways
+            .get(provider)
+            .ok_or(HandleWebhookError::UnknownProvider)?
+            .clone();
+        let verified = match gateway.verify_webhook(&request).await {
+            Ok(v) => v,
+            Err(reason) => {
+                let ack = gateway.webhook_ack(Err(&reason));
+                return Err(HandleWebhookError::Rejected { reason, ack });
+            }
+        };
+        let payload = payload_text(&request.body);
+        let now = self.clock.now();
+        let received = |event_id: String| Received {
+            provider,
+            event_id,
+            event_type: verified.event_type.clone(),
+            payload: payload.clone(),
+            now,
+        };
+        if verified.events.is_empty() {
+            let entry = received(verified.event_id.clone())
+                .entry("ignored", Some("event type not handled".into()));
+            self.store.record_event(&entry).await?;
+        }
+        for (index, event) in verified.events.iter().enumerate() {
+            // One inbox row per event; a webhook carrying several events gets suffixed ids.
+            let event_id = if index == 0 {
+                verified.event_id.clone()
+            } else {
+                format!("{}#{index}", verified.event_id)
+            };
+            self.apply_event(&received(event_id), event).await?;
+        }
+        Ok(gateway.webhook_ack(Ok(())))
+    }
+
+    /// Apply an event learnt by asking the provider (reconciliation) through the webhook path.
+    pub(super) async fn apply_reconciled(
+        &self,
+        provider: ProviderId,
+        event_id: String,
+        event: &PaymentEvent,
+    ) -> Result<(), HandleWebhookError> {
+        let received = Received {
+            provider,
+            event_id,
+            event_type: "tally.reconcile".into(),
+            payload: String::new(),
+            now: self.clock.now(),
+        };
+        self.apply_event(&received, event).await
+    }
+
+    /// Decide and apply one event, re-deciding after a concurrent change.
+    async fn apply_event(
+        &self,
+        received: &Received,
+        event: &PaymentEvent,
+    ) -> Result<(), HandleWebhookError> {
+        let attempts = self.config.webhook_conflict_retries.max(1);
+        for attempt in 1..=attempts {
+            let command = match self.decide(received, event).await? {
+                Decision::Record(outcome, detail) => {
+                    self.store
+                        .record_event(&received.entry(outcome, detail))
+                        .await?;
+                    return Ok(());
+                }
+                Decision::Apply(command) => command,
+            };
+            match self.store.apply_payment_event(&command).await {
+                Ok(_) => return Ok(()),
+                Err(StoreError::Conflict(_)) if attempt < attempts => {}
+                Err(StoreError::Conflict(what)) => {
+                    return Err(InfraError::Unavailable(anyhow::anyhow!(
+                        "webhook kept conflicting: {what}"
+                    ))
+                    .into());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    async fn decide(
+        &self,
+        r: &Received,
+        event: &PaymentEvent,
+    ) -> Result<Decision, HandleWebhookError> {
+        match event {
+            PaymentEvent::PaymentSucceeded {
+                order,
+                amount,
+                occurred_at,
+            } => {
+                let Some(record) = self.locate(r.provider, order).await? else {
+                    return Ok(unknown_order());
+                };
+                Ok(decide_paid(r, &record, *amount, *occurred_at))
+            }
+            PaymentEvent::PaymentFailed { order, reason, .. } => {
+                let Some(record) = self.locate(r.provider, order).await? else {
+                    return Ok(unknown_order());
+                };
+                let mut o = record.order.clone();
+                Ok(match o.mark_failed(reason.clone()) {
+                    Ok(Transition::Applied) => Decision::Apply(with_order(
+                        r.command("applied", None),
+                        &record.order,
+                        o.status,
+                        None,
+                    )),
+                    _ => Decision::Record(
+                        "ignored",
+                        Some(format!("order is {}", record.order.status)),
+                    ),
+                })
+            }
+            PaymentEvent::SubscriptionActivated {
+                order,
+                provider_subscription_id,
+                period,
+                occurred_at,
+            } => {
+                let Some(record) = self.locate(r.provider, order).await? else {
+                    return Ok(unknown_order());
+                };
+                self.decide_activation(r, &record, provider_subscription_id, *period, *occurred_at)
+                    .await
+            }
+            PaymentEvent::SubscriptionRenewed {
+                provider_subscription_id,
+                period,
+                occurred_at,
+                ..
+            } => {
+                self.decide_lifecycle(
+                    r,
+                    provider_subscription_id,
+                    SubscriptionEvent::Renewed(*period),
+                    *occurred_at,
+                )
+                .await
+            }
+            PaymentEvent::SubscriptionPastDue {
+                provider_subscription_id,
+                occurred_at,
+            } => {
+                self.decide_lifecycle(
+                    r,
+                    provider_subscription_id,
+                    SubscriptionEvent::PastDue,
+                    *occurred_at,
+                )
+                .await
+            }
+            PaymentEvent::SubscriptionCancelScheduled {
+                provider_subscription_id,
+                occurred_at,
+            } => {
+                self.decide_lifecycle(
+                    r,
+                    provider_subscription_id,
+                    SubscriptionEvent::CancelScheduled,
+                    *occurred_at,
+                )
+                .await
+            }
+            PaymentEvent::SubscriptionCanceled {
+                provider_subscription_id,
+                occurred_at,
+            } => {
+                self.decide_lifecycle(
+                    r,
+                    provider_subscription_id,
+                    SubscriptionEvent::Canceled,
+                    *occurred_at,
+                )
+                .await
+            }
+            PaymentEvent::SubscriptionExpired {
+                provider_subscription_id,
+                occurred_at,
+            } => {
+                self.decide_lifecycle(
+                    r,
+                    provider_subscription_id,
+                    SubscriptionEvent::Expired,
+                    *occurred_at,
+                )
+                .await
+            }
+            PaymentEvent::Refunded {
+                order,
+                total_refunded,
+                ..
+            } => {
+                let Some(record) = self.locate(r.provider, order).await? else {
+                    return Ok(unknown_order());
+                };
+                Ok(decide_refund(r, &record, *total_refunded))
+            }
+        }
+    }
+
+    async fn locate(
+        &self,
+        provider: ProviderId,
+        locator: &OrderLocator,
+    ) -> Result<Option<OrderRecord>, StoreError> {
+        let by_id = match &locator.order_id {
+            Some(id) => self.store.find_order(id).await?,
+            None => None,
+        };
+        let found = match (by_id, &locator.provider_reference) {
+            (Some(r), _) => Some(r),
+            (None, Some(reference)) => {
+                self.store
+                    .find_order_by_reference(provider, reference)
+                    .await?
+            }
+            (None, None) => None,
+        };
+        // An event of one provider never touches another provider's order.
+        Ok(found.filter(|r| r.order.provider == provider))
+    }
+
+    async fn decide_activation(
+        &self,
+        r: &Received,
+        record: &OrderRecord,
+        provider_subscription_id: &str,
+        period: BillingPeriod,
+        occurred_at: Timestamp,
+    ) -> Result<Decision, HandleWebhookError> {
+        let existing = self
+            .store
+            .find_subscription_by_provider_id(r.provider, provider_subscription_id)
+            .await?;
+        let mut command = r.command("applied", None);
+        let subscription = match existing {
+            Some(current) => {
+                let mut next = current.clone();
+                match next.apply(SubscriptionEvent::Activated(period), occurred_at) {
+                    Ok(Transition::Applied) => {}
+                    Ok(Transition::AlreadyDone) => {}
+                    Err(e) => return Ok(Decision::Record("stale", Some(e.to_string()))),
+                }
+                command.subscription = Some(SubscriptionChange::Update {
+                    subscription: next.clone(),
+                    expected_last_event_at: current.last_event_at,
+                });
+                next
+            }
+            None => {
+                let id = SubscriptionId::new(self.ids.new_id("sub"))
+                    .map_err(|e| InfraError::Unexpected(e.into()))?;
+                let created = Subscription {
+                    id,
+                    user_id: record.order.user_id.clone(),
+                    plan_id: record.order.plan.plan_id.clone(),
+                    provider: r.provider,
+                    provider_subscription_id: provider_subscription_id.to_owned(),
+                    status: SubscriptionStatus::Active,
+                    current_period: period,
+                    renewal: RenewalIntent::Renews,
+                    last_event_at: occurred_at,
+                };
+                command.subscription = Some(SubscriptionChange::Create(
+                    created.clone(),
+                    Some(record.order.id.clone()),
+                ));
+                created
+            }
+        };
+        let mut order = record.order.clone();
+        if order.mark_paid(occurred_at) == Ok(Transition::Applied) {
+            command = with_order(command, &record.order, order.status, None);
+        }
+        command.grant = record
+            .order
+            .plan
+            .credits
+            .map(|amount| period_grant(&subscription, period, amount, r.now));
+        Ok(Decision::Apply(command))
+    }
+
+    async fn decide_lifecycle(
+        &self,
+        r: &Received,
+        provider_subscription_id: &str,
+        event: SubscriptionEvent,
+        occurred_at: Timestamp,
+    ) -> Result<Decision, HandleWebhookError> {
+        let Some(current) = self
+            .store
+            .find_subscription_by_provider_id(r.provider, provider_subscription_id)
+            .await?
+        else {
+            return Ok(Decision::Record(
+                "unknown_subscription",
+                Some(provider_subscription_id.chars().take(128).collect()),
+            ));
+        };
+        let mut next = current.clone();
+        match next.apply(event, occurred_at) {
+            Ok(Transition::Applied) => {}
+            Ok(Transition::AlreadyDone) if !matches!(event, SubscriptionEvent::Renewed(_)) => {
+                return Ok(Decision::Record("duplicate_state", None));
+            }
+            Ok(Transition::AlreadyDone) => {}
+            Err(e) => return Ok(Decision::Record("stale", Some(e.to_string()))),
+        }
+        let mut command = r.command("applied", None);
+        command.subscription = Some(SubscriptionChange::Update {
+            subscription: next.clone(),
+            expected_last_event_at: current.last_event_at,
+        });
+        if let SubscriptionEvent::Renewed(period) = event {
+            let plan = find_plan(
+                self.config.pricing_mode,
+                &self.config.catalog,
+                &self.store,
+                &current.plan_id,
+            )
+            .await?;
+            command.grant = plan
+                .and_then(|p| p.credits())
+                .map(|amount| period_grant(&next, period, amount, r.now));
+        }
+        Ok(Decision::Apply(command))
+    }
+}
+
+fn unknown_order() -> Decision {
+    Decision::Record("unknown_order", None)
+}
+
+fn with_order(
+    mut command: PaymentEventCommand,
+    before: &Order,
+    status: OrderStatus,
+    mismatch: Option<String>,
+) -> PaymentEventCommand {
+    command.order = Some(OrderChange {
+        order_id: before.id.clone(),
+        expected: before.status.code(),
+        status,
+        mismatch,
+    });
+    command
+}
+
+fn period_grant(
+    subscription: &Subscription,
+    period: BillingPeriod,
+    amount: domain::Credits,
+    now: Timestamp,
+) -> GrantCommand {
+    GrantCommand {
+        user_id: subscription.user_id.clone(),
+        amount,
+        source: GrantSource::SubscriptionPeriod(subscription.id.clone(), period),
+        // A subscription's credits are that period's allowance.
+        expires_at: Some(period.end()),
+        now,
+    }
+}
+
+/// A payment succeeded: check it against the order, mark it paid, grant credits once.
+fn decide_paid(
+    r: &Received,
+    record: &OrderRecord,
+    amount: Money,
+    occurred_at: Timestamp,
+) -> Decision {
+    let order = &record.order;
+    if amount != order.plan.price {
+        let detail = format!("paid {amount}, order price {}", order.plan.price);
+        let command = with_order(
+            r.command("mismatch", Some(detail.clone())),
+            order,
+            order.status.clone(),
+            Some(detail),
+        );
+        return Decision::Apply(command);
+    }
+    let mut next = order.clone();
+    match next.mark_paid(occurred_at) {
+        Ok(Transition::Applied) => {}
+        Ok(Transition::AlreadyDone) if order.plan.plan_type != PlanType::Credits => {
+            return Decision::Record("duplicate_state", None);
+        }
+        Ok(Transition::AlreadyDone) => {}
+        Err(_) => {
+            let detail = format!("payment received for a {} order", order.status);
+            let command = with_order(
+                r.command("late_payment", Some(detail.clone())),
+                order,
+                order.status.clone(),
+                Some(detail),
+            );
+            return Decision::Apply(command);
+        }
+    }
+    let mut command = r.command("applied", None);
+    if next.status != order.status {
+        command = with_order(command, order, next.status.clone(), None);
+    }
+    if order.plan.plan_type == PlanType::Credits {
+        command.grant = order.plan.credits.map(|credits| GrantCommand {
+            user_id: order.user_id.clone(),
+            amount: credits,
+            source: GrantSource::Order(order.id.clone()),
+            expires_at: credits_expiry(order.plan.duration, occurred_at),
+            now: r.now,
+        });
+    }
+    Decision::Apply(command)
+}
+
+/// A refund: move the order along the refund path and take back the refunded share of its
+/// credits (never more than is unspent; the store records the shortfall).
+fn decide_refund(r: &Received, record: &OrderRecord, total_refunded: Money) -> Decision {
+    let order = &record.order;
+    let already = match &order.status {
+        OrderStatus::PartiallyRefunded { refunded, .. } => refunded.amount_minor(),
+        _ => 0,
+    };
+    let mut next = order.clone();
+    match next.refund(total_refunded) {
+        Ok(Transition::Applied) => {}
+        Ok(Transition::AlreadyDone) => return Decision::Record("duplicate_state", None),
+        Err(e) => return Decision::Record("refund_refused", Some(e.to_string())),
+    }
+    let mut command = with_order(r.command("applied", None), order, next.status.clone(), None);
+    if let (PlanType::Credits, Some(credits)) = (order.plan.plan_type, order.plan.credits) {
+        let delta = total_refunded.amount_minor() - already;
+        command.clawback = Some(ClawbackCommand {
+            user_id: order.user_id.clone(),
+            order_id: order.id.clone(),
+            wanted: refund_share(credits, delta, order.plan.price.amount_minor()),
+            now: r.now,
+        });
+    }
+    Decision::Apply(command)
+}

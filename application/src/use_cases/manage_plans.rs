@@ -1,0 +1,197 @@
+//! Manage dynamic plans (admin): create, update, hide, delete, reorder, import from config.
+
+use domain::{Locale, Plan, PlanDraft, PlanError, PlanId};
+
+use super::InfraError;
+use crate::ports::{
+    Clock, IdGenerator, ImportReport, Listing, SecretHasher, Store, StoreError, StoredPlan,
+};
+use crate::service::Service;
+
+/// The most locales one plan may be restricted to.
+pub const MAX_LOCALES: usize = 20;
+
+/// A plan as an admin submits it.
+#[derive(Debug, Clone, Default)]
+pub struct PlanInput {
+    /// The plan's fields.
+    pub draft: PlanDraft,
+    /// Position on `/pricing`.
+    pub sort_order: i32,
+    /// Locales it is shown in (empty: all).
+    pub locales: Vec<String>,
+}
+
+/// One field an admin must correct.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// The field, as the spec spells it.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Why a plan change failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ManagePlansError {
+    /// The plan breaks rules; every broken rule is listed.
+    #[error("plan is invalid")]
+    Invalid(Vec<FieldError>),
+    /// No such plan.
+    #[error("plan not found")]
+    NotFound,
+    /// A plan with this id exists.
+    #[error("a plan with this id exists")]
+    Exists,
+    /// Infrastructure.
+    #[error(transparent)]
+    Infra(#[from] InfraError),
+}
+
+impl From<StoreError> for ManagePlansError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound => ManagePlansError::NotFound,
+            StoreError::Conflict(_) => ManagePlansError::Exists,
+            other => ManagePlansError::Infra(other.into()),
+        }
+    }
+}
+
+fn field_error(e: &PlanError) -> FieldError {
+    FieldError {
+        field: e.field.clone(),
+        message: e.problem.to_string(),
+    }
+}
+
+/// Validate an admin's plan input.
+///
+/// # Errors
+/// Every rule the plan or its listing breaks.
+pub fn validate(input: &PlanInput) -> Result<StoredPlan, ManagePlansError> {
+    let mut errors = Vec::new();
+    let plan = Plan::from_draft(&input.draft)
+        .map_err(|e| errors.extend(e.0.iter().map(field_error)))
+        .ok();
+    let mut locales = Vec::new();
+    for tag in &input.locales {
+        match Locale::parse(tag) {
+            Some(l) if !locales.contains(&l) => locales.push(l),
+            Some(_) => {}
+            None => errors.push(FieldError {
+                field: "locales".into(),
+                message: format!("{tag:?} is not a locale tag"),
+            }),
+        }
+    }
+    if locales.len() > MAX_LOCALES {
+        errors.push(FieldError {
+            field: "locales".into(),
+            message: format!("at most {MAX_LOCALES} locales"),
+        });
+    }
+    match plan {
+        Some(plan) if errors.is_empty() => Ok(StoredPlan {
+            plan,
+            listing: Listing {
+                sort_order: input.sort_order,
+                locales,
+            },
+        }),
+        _ => Err(ManagePlansError::Invalid(errors)),
+    }
+}
+
+fn plan_id(raw: &str) -> Result<PlanId, ManagePlansError> {
+    PlanId::new(raw).map_err(|_| ManagePlansError::NotFound)
+}
+
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
+    /// Add a dynamic plan.
+    ///
+    /// # Errors
+    /// Invalid input, an existing id, infrastructure.
+    pub async fn create_plan(&self, input: &PlanInput) -> Result<StoredPlan, ManagePlansError> {
+        let plan = validate(input)?;
+        self.store.create_plan(&plan, self.clock.now()).await?;
+        Ok(plan)
+    }
+
+    /// Replace dynamic plan `id` (the id in the input must match).
+    ///
+    /// # Errors
+    /// Invalid input, unknown plan, infrastructure.
+    pub async fn update_plan(
+        &self,
+        id: &str,
+        input: &PlanInput,
+    ) -> Result<StoredPlan, ManagePlansError> {
+        if input.draft.id != id {
+            return Err(ManagePlansError::Invalid(vec![FieldError {
+                field: "id".into(),
+                message: "cannot be changed".into(),
+            }]));
+        }
+        let plan = validate(input)?;
+        self.store.update_plan(&plan, self.clock.now()).await?;
+        Ok(plan)
+    }
+
+    /// Hide or list a dynamic plan.
+    ///
+    /// # Errors
+    /// Unknown plan, infrastructure.
+    pub async fn set_plan_hidden(
+        &self,
+        id: &str,
+        hidden: bool,
+    ) -> Result<StoredPlan, ManagePlansError> {
+        let stored = self
+            .store
+            .find_plan(&plan_id(id)?)
+            .await?
+            .ok_or(ManagePlansError::NotFound)?;
+        let mut draft = stored.plan.to_draft();
+        draft.hidden = hidden;
+        let plan = Plan::from_draft(&draft)
+            .map_err(|e| ManagePlansError::Invalid(e.0.iter().map(field_error).collect()))?;
+        let updated = StoredPlan {
+            plan,
+            listing: stored.listing,
+        };
+        self.store.update_plan(&updated, self.clock.now()).await?;
+        Ok(updated)
+    }
+
+    /// Delete a dynamic plan (orders keep their snapshot).
+    ///
+    /// # Errors
+    /// Unknown plan, infrastructure.
+    pub async fn delete_plan(&self, id: &str) -> Result<(), ManagePlansError> {
+        Ok(self.store.delete_plan(&plan_id(id)?).await?)
+    }
+
+    /// Put dynamic plans in this order.
+    ///
+    /// # Errors
+    /// An unknown id (nothing changes), infrastructure.
+    pub async fn reorder_plans(&self, ids: &[String]) -> Result<(), ManagePlansError> {
+        let ids = ids
+            .iter()
+            .map(|i| plan_id(i))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(self.store.reorder_plans(&ids, self.clock.now()).await?)
+    }
+
+    /// Copy the static catalog into the dynamic table (existing ids are replaced, listings kept).
+    ///
+    /// # Errors
+    /// Infrastructure only.
+    pub async fn import_static_plans(&self) -> Result<ImportReport, ManagePlansError> {
+        Ok(self
+            .store
+            .import_plans(&self.config.catalog, self.clock.now())
+            .await?)
+    }
+}

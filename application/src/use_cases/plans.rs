@@ -1,0 +1,112 @@
+//! List plans (static catalog or dynamic table, by `PRICING_MODE`) and resolve one plan.
+
+use domain::{Locale, Plan, PlanId, Visibility};
+
+use super::InfraError;
+use crate::ports::{Listing, PlanRepository, StoredPlan};
+
+/// Where `/pricing` and purchases take plans from (`PRICING_MODE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PricingMode {
+    /// `static` (default): plans from `config/payment.toml`.
+    Static,
+    /// `dynamic`: plans from the `pricing_plan` table, managed at `/admin/pricing`.
+    Dynamic,
+}
+
+impl PricingMode {
+    /// The setting's spelling.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PricingMode::Static => "static",
+            PricingMode::Dynamic => "dynamic",
+        }
+    }
+
+    /// Parse the setting.
+    #[must_use]
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "static" => Some(PricingMode::Static),
+            "dynamic" => Some(PricingMode::Dynamic),
+            _ => None,
+        }
+    }
+}
+
+/// Which plans a listing includes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    /// Visitors of `/pricing`: hidden plans and plans not shown in the locale are left out.
+    Public,
+    /// Administrators: everything.
+    Admin,
+}
+
+/// The plans of the live pricing mode, in listing order, filtered for `audience` and `locale`.
+///
+/// # Errors
+/// The dynamic table cannot be read.
+pub async fn list_plans(
+    mode: PricingMode,
+    catalog: &[Plan],
+    store: &impl PlanRepository,
+    audience: Audience,
+    locale: Option<&Locale>,
+) -> Result<Vec<StoredPlan>, InfraError> {
+    let plans = match mode {
+        PricingMode::Static => static_listing(catalog),
+        PricingMode::Dynamic => store.list_plans().await?,
+    };
+    Ok(plans
+        .into_iter()
+        .filter(|p| audience == Audience::Admin || is_listed(p, locale))
+        .collect())
+}
+
+/// The static catalog as listings, in file order.
+#[must_use]
+pub fn static_listing(catalog: &[Plan]) -> Vec<StoredPlan> {
+    catalog
+        .iter()
+        .enumerate()
+        .map(|(i, plan)| StoredPlan {
+            plan: plan.clone(),
+            listing: Listing {
+                sort_order: i32::try_from(i).unwrap_or(i32::MAX),
+                locales: Vec::new(),
+            },
+        })
+        .collect()
+}
+
+fn is_listed(plan: &StoredPlan, locale: Option<&Locale>) -> bool {
+    if plan.plan.visibility() == Visibility::Hidden {
+        return false;
+    }
+    match locale {
+        Some(locale) if !plan.listing.locales.is_empty() => plan
+            .listing
+            .locales
+            .iter()
+            .any(|l| l == locale || l.language() == locale.language()),
+        _ => true,
+    }
+}
+
+/// The plan `id` of the live pricing mode, hidden or not (hidden plans stay purchasable by id).
+///
+/// # Errors
+/// The dynamic table cannot be read.
+pub async fn find_plan(
+    mode: PricingMode,
+    catalog: &[Plan],
+    store: &impl PlanRepository,
+    id: &PlanId,
+) -> Result<Option<Plan>, InfraError> {
+    match mode {
+        PricingMode::Static => Ok(catalog.iter().find(|p| p.id() == id).cloned()),
+        PricingMode::Dynamic => Ok(store.find_plan(id).await?.map(|p| p.plan)),
+    }
+}

@@ -1,0 +1,154 @@
+//! Reconciliation: recover lost webhooks, expire stale orders, release lapsed reservations and
+//! expired grants. Run periodically by a background worker; safe on several instances because
+//! orders are claimed (`FOR UPDATE SKIP LOCKED` on PostgreSQL) and every effect goes through the
+//! same idempotent path as a webhook.
+
+use domain::{OrderStatus, Transition};
+
+use super::InfraError;
+use super::handle_webhook::HandleWebhookError;
+use crate::ports::{
+    Clock, GatewayError, IdGenerator, OrderLocator, OrderRecord, PaymentEvent, PaymentStatus,
+    SecretHasher, Store, StoreError,
+};
+use crate::service::Service;
+
+/// Bounds of one reconciliation pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReconcileSettings {
+    /// Orders pending longer than this are asked about at their provider.
+    pub pending_after_ms: i64,
+    /// At most this many orders, reservations and grants per pass, each.
+    pub batch: u32,
+    /// How long a claimed order is left to this instance.
+    pub lease_ms: i64,
+}
+
+/// What one pass did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReconcileReport {
+    /// Orders looked at.
+    pub checked: u32,
+    /// Orders found paid or failed at the provider and updated.
+    pub resolved: u32,
+    /// Orders expired.
+    pub expired: u32,
+    /// Reservations released at expiry.
+    pub reservations_released: u32,
+    /// Grants expired.
+    pub grants_expired: u32,
+}
+
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
+    /// One reconciliation pass.
+    ///
+    /// # Errors
+    /// Infrastructure; provider failures for single orders are skipped (retried next pass).
+    pub async fn reconcile(
+        &self,
+        settings: ReconcileSettings,
+    ) -> Result<ReconcileReport, InfraError> {
+        let now = self.clock.now();
+        let mut report = ReconcileReport::default();
+        let due = self
+            .store
+            .claim_pending_orders(
+                now.plus_millis(-settings.pending_after_ms),
+                settings.batch,
+                now,
+                settings.lease_ms,
+            )
+            .await?;
+        for record in due {
+            report.checked += 1;
+            match self.reconcile_order(&record).await {
+                Ok(Some(true)) => report.resolved += 1,
+                Ok(Some(false)) => report.expired += 1,
+                Ok(None) => {}
+                Err(HandleWebhookError::Infra(e)) => return Err(e),
+                Err(_) => {}
+            }
+        }
+        report.reservations_released = self.store.expire_reservations(now, settings.batch).await?;
+        report.grants_expired = self.store.expire_grants(now, settings.batch).await?;
+        Ok(report)
+    }
+
+    /// `Some(true)` when resolved from the provider, `Some(false)` when expired, `None` otherwise.
+    async fn reconcile_order(
+        &self,
+        record: &OrderRecord,
+    ) -> Result<Option<bool>, HandleWebhookError> {
+        let order = &record.order;
+        let reference = record
+            .checkout
+            .as_ref()
+            .and_then(|c| c.provider_reference.as_deref());
+        let locator = OrderLocator {
+            order_id: Some(order.id.clone()),
+            provider_reference: reference.map(str::to_owned),
+        };
+        let status = match self.gateways.get(order.provider) {
+            Some(gateway) => gateway.query_payment(&order.id, reference).await,
+            None => Err(GatewayError::NotSupported),
+        };
+        let now = self.clock.now();
+        let event = match status {
+            Ok(PaymentStatus::Succeeded { amount, paid_at }) => PaymentEvent::PaymentSucceeded {
+                order: locator,
+                amount,
+                occurred_at: paid_at,
+            },
+            Ok(PaymentStatus::Failed { reason }) => PaymentEvent::PaymentFailed {
+                order: locator,
+                reason,
+                occurred_at: now,
+            },
+            Ok(PaymentStatus::Pending) | Err(_) if now >= order.expires_at => {
+                return self.expire_order(record).await;
+            }
+            Ok(PaymentStatus::Pending) | Err(_) => return Ok(None),
+        };
+        let event_id = format!(
+            "tally:reconcile:{}:{}",
+            order.id,
+            match &event {
+                PaymentEvent::PaymentSucceeded { .. } => "paid",
+                _ => "failed",
+            }
+        );
+        self.apply_reconciled(order.provider, event_id, &event)
+            .await?;
+        Ok(Some(true))
+    }
+
+    async fn expire_order(&self, record: &OrderRecord) -> Result<Option<bool>, HandleWebhookError> {
+        let order = &record.order;
+        if let Some(gateway) = self.gateways.get(order.provider) {
+            let reference = record
+                .checkout
+                .as_ref()
+                .and_then(|c| c.provider_reference.as_deref());
+            // Best effort: an order the provider cannot close still expires here.
+            let _ = gateway.close_payment(&order.id, reference).await;
+        }
+        let mut next = order.clone();
+        if next.expire() != Ok(Transition::Applied) {
+            return Ok(None);
+        }
+        match self
+            .store
+            .transition_order(
+                &order.id,
+                "pending",
+                &OrderStatus::Expired,
+                self.clock.now(),
+            )
+            .await
+        {
+            Ok(()) => Ok(Some(false)),
+            Err(StoreError::Conflict(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+}

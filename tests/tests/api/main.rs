@@ -1,0 +1,3 @@
+//! Tally's black-box test binary: one binary, one module per area.
+
+mod dependency_rule;
