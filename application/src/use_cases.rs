@@ -12,6 +12,9 @@ pub mod query_payment;
 pub mod reconcile;
 pub mod report_status;
 
+#[cfg(test)]
+mod tests;
+
 use crate::ports::StoreError;
 
 /// Failures every use case shares: the database is unavailable, or something unexpected.

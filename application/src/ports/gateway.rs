@@ -208,6 +208,24 @@ pub enum PaymentEvent {
     },
 }
 
+/// Which payment at the provider: our order id and the provider's reference when known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentRef {
+    /// Our order id.
+    pub order_id: OrderId,
+    /// The provider's id for the payment, from the checkout.
+    pub provider_reference: Option<String>,
+}
+
+/// The webhook outcome an acknowledgement is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AckFor {
+    /// Verified and processed (or a harmless duplicate).
+    Accepted,
+    /// Refused before anything changed.
+    Refused(WebhookError),
+}
+
 /// How to answer the provider's webhook call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookAck {
@@ -220,6 +238,7 @@ pub struct WebhookAck {
 }
 
 /// One payment provider.
+#[cfg_attr(test, mockall::automock)]
 #[async_trait]
 pub trait PaymentGateway: Send + Sync + 'static {
     /// Which provider this is.
@@ -238,21 +257,13 @@ pub trait PaymentGateway: Send + Sync + 'static {
     ///
     /// # Errors
     /// [`GatewayError`].
-    async fn query_payment(
-        &self,
-        order: &OrderId,
-        provider_reference: Option<&str>,
-    ) -> Result<PaymentStatus, GatewayError>;
+    async fn query_payment(&self, payment: &PaymentRef) -> Result<PaymentStatus, GatewayError>;
 
     /// Close an unpaid order at the provider, where the protocol allows.
     ///
     /// # Errors
     /// [`GatewayError::NotSupported`] where the protocol has no close; other failures.
-    async fn close_payment(
-        &self,
-        order: &OrderId,
-        provider_reference: Option<&str>,
-    ) -> Result<(), GatewayError>;
+    async fn close_payment(&self, payment: &PaymentRef) -> Result<(), GatewayError>;
 
     /// Cancel a subscription at the end of its current period.
     ///
@@ -270,8 +281,8 @@ pub trait PaymentGateway: Send + Sync + 'static {
         request: &WebhookRequest,
     ) -> Result<VerifiedWebhook, WebhookError>;
 
-    /// The answer the provider expects for a webhook that was accepted (`Ok`) or refused.
-    fn webhook_ack(&self, accepted: Result<(), &WebhookError>) -> WebhookAck;
+    /// The answer the provider expects for a webhook that was accepted or refused.
+    fn webhook_ack(&self, outcome: &AckFor) -> WebhookAck;
 }
 
 /// The gateways by provider.

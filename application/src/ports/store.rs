@@ -278,6 +278,20 @@ pub struct OrderRecord {
     pub mismatch: Option<String>,
 }
 
+impl OrderRecord {
+    /// The order as the provider knows it.
+    #[must_use]
+    pub fn payment_ref(&self) -> crate::ports::PaymentRef {
+        crate::ports::PaymentRef {
+            order_id: self.order.id.clone(),
+            provider_reference: self
+                .checkout
+                .as_ref()
+                .and_then(|c| c.provider_reference.clone()),
+        }
+    }
+}
+
 /// The idempotency facts of a money-moving request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdempotencyRecord {

@@ -8,8 +8,8 @@ use domain::{OrderId, ProviderId};
 
 use super::lock;
 use crate::ports::{
-    Checkout, CheckoutRequest, CheckoutTarget, GatewayError, PaymentGateway, PaymentStatus,
-    VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
+    AckFor, Checkout, CheckoutRequest, CheckoutTarget, GatewayError, PaymentGateway, PaymentRef,
+    PaymentStatus, VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
 };
 
 /// The header a test puts the "signature" of a prepared webhook in.
@@ -111,24 +111,16 @@ impl PaymentGateway for FakeGateway {
         })
     }
 
-    async fn query_payment(
-        &self,
-        order: &OrderId,
-        _reference: Option<&str>,
-    ) -> Result<PaymentStatus, GatewayError> {
+    async fn query_payment(&self, payment: &PaymentRef) -> Result<PaymentStatus, GatewayError> {
         Ok(lock(&self.script)
             .statuses
-            .get(order.as_str())
+            .get(payment.order_id.as_str())
             .cloned()
             .unwrap_or(PaymentStatus::Pending))
     }
 
-    async fn close_payment(
-        &self,
-        order: &OrderId,
-        _reference: Option<&str>,
-    ) -> Result<(), GatewayError> {
-        lock(&self.script).closed.push(order.clone());
+    async fn close_payment(&self, payment: &PaymentRef) -> Result<(), GatewayError> {
+        lock(&self.script).closed.push(payment.order_id.clone());
         Ok(())
     }
 
@@ -157,14 +149,14 @@ impl PaymentGateway for FakeGateway {
             .ok_or(WebhookError::BadSignature)
     }
 
-    fn webhook_ack(&self, accepted: Result<(), &WebhookError>) -> WebhookAck {
-        match accepted {
-            Ok(()) => WebhookAck {
+    fn webhook_ack(&self, outcome: &AckFor) -> WebhookAck {
+        match outcome {
+            AckFor::Accepted => WebhookAck {
                 status: 200,
                 content_type: "text/plain",
                 body: "ok".into(),
             },
-            Err(e) => WebhookAck {
+            AckFor::Refused(e) => WebhookAck {
                 status: 400,
                 content_type: "text/plain",
                 body: e.to_string(),

@@ -81,11 +81,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ) -> Result<CancelOutcome, CancelPaymentError> {
         let order = &record.order;
         if let Some(gateway) = self.gateways.get(order.provider) {
-            let reference = record
-                .checkout
-                .as_ref()
-                .and_then(|c| c.provider_reference.as_deref());
-            match gateway.close_payment(&order.id, reference).await {
+            match gateway.close_payment(&record.payment_ref()).await {
                 Ok(()) | Err(GatewayError::NotSupported) => {}
                 Err(e) => return Err(CancelPaymentError::Gateway(e.to_string())),
             }

@@ -17,9 +17,9 @@ use domain::{
 use super::InfraError;
 use super::plans::find_plan;
 use crate::ports::{
-    ClawbackCommand, Clock, GrantCommand, GrantSource, IdGenerator, InboxEntry, OrderChange,
-    OrderLocator, OrderRecord, PaymentEvent, PaymentEventCommand, SecretHasher, Store, StoreError,
-    SubscriptionChange, WebhookAck, WebhookError, WebhookRequest,
+    AckFor, ClawbackCommand, Clock, GrantCommand, GrantSource, IdGenerator, InboxEntry,
+    OrderChange, OrderLocator, OrderRecord, PaymentEvent, PaymentEventCommand, SecretHasher, Store,
+    StoreError, SubscriptionChange, WebhookAck, WebhookError, WebhookRequest,
 };
 use crate::service::Service;
 
@@ -128,7 +128,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let verified = match gateway.verify_webhook(&request).await {
             Ok(v) => v,
             Err(reason) => {
-                let ack = gateway.webhook_ack(Err(&reason));
+                let ack = gateway.webhook_ack(&AckFor::Refused(reason.clone()));
                 return Err(HandleWebhookError::Rejected { reason, ack });
             }
         };
@@ -155,7 +155,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             };
             self.apply_event(&received(event_id), event).await?;
         }
-        Ok(gateway.webhook_ack(Ok(())))
+        Ok(gateway.webhook_ack(&AckFor::Accepted))
     }
 
     /// Apply an event learnt by asking the provider (reconciliation) through the webhook path.

@@ -80,16 +80,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         record: &OrderRecord,
     ) -> Result<Option<bool>, HandleWebhookError> {
         let order = &record.order;
-        let reference = record
-            .checkout
-            .as_ref()
-            .and_then(|c| c.provider_reference.as_deref());
+        let payment = record.payment_ref();
         let locator = OrderLocator {
             order_id: Some(order.id.clone()),
-            provider_reference: reference.map(str::to_owned),
+            provider_reference: payment.provider_reference.clone(),
         };
         let status = match self.gateways.get(order.provider) {
-            Some(gateway) => gateway.query_payment(&order.id, reference).await,
+            Some(gateway) => gateway.query_payment(&payment).await,
             None => Err(GatewayError::NotSupported),
         };
         let now = self.clock.now();
@@ -125,12 +122,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     async fn expire_order(&self, record: &OrderRecord) -> Result<Option<bool>, HandleWebhookError> {
         let order = &record.order;
         if let Some(gateway) = self.gateways.get(order.provider) {
-            let reference = record
-                .checkout
-                .as_ref()
-                .and_then(|c| c.provider_reference.as_deref());
             // Best effort: an order the provider cannot close still expires here.
-            let _ = gateway.close_payment(&order.id, reference).await;
+            let _ = gateway.close_payment(&record.payment_ref()).await;
         }
         let mut next = order.clone();
         if next.expire() != Ok(Transition::Applied) {

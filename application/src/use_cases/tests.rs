@@ -1,0 +1,7 @@
+//! Use-case tests against the in-memory fakes, and mockall tests of gateway interactions.
+
+mod accounts_and_plans;
+mod credits;
+mod harness;
+mod payments;
+mod webhooks;

@@ -1,0 +1,157 @@
+//! Accounts, API keys and plan listing.
+
+use domain::{Locale, ProviderId};
+
+use super::harness::*;
+use crate::accounts::{Role, Scope};
+use crate::use_cases::accounts::{AccountsError, Principal};
+use crate::use_cases::manage_plans::{ManagePlansError, PlanInput};
+use crate::use_cases::plans::{Audience, PricingMode, list_plans};
+
+#[tokio::test]
+async fn register_sign_in_authenticate_and_sign_out() {
+    let h = Harness::new();
+    let signed = h
+        .service
+        .register("Ada@Example.com", "password123".into(), Role::User)
+        .await
+        .unwrap();
+    assert_eq!(signed.user.email.as_str(), "ada@example.com");
+    let taken = h
+        .service
+        .register("ada@example.com", "password123".into(), Role::User)
+        .await
+        .unwrap_err();
+    assert!(matches!(taken, AccountsError::EmailTaken));
+    let wrong = h
+        .service
+        .sign_in("ada@example.com", "wrong-password".into())
+        .await
+        .unwrap_err();
+    assert!(matches!(wrong, AccountsError::WrongCredentials));
+    let session = h
+        .service
+        .sign_in("ada@example.com", "password123".into())
+        .await
+        .unwrap();
+    assert!(
+        matches!(h.service.authenticate(&session.token).await.unwrap(), Principal::User(u) if u.id == signed.user.id)
+    );
+    h.service.sign_out(&session.token).await.unwrap();
+    assert!(matches!(
+        h.service.authenticate(&session.token).await,
+        Err(AccountsError::Unauthenticated)
+    ));
+    h.service.clock().advance_ms(86_400_001);
+    assert!(matches!(
+        h.service.authenticate(&signed.token).await,
+        Err(AccountsError::Unauthenticated)
+    ));
+}
+
+#[tokio::test]
+async fn api_keys_are_shown_once_scoped_and_revocable() {
+    let h = Harness::new();
+    let admin = h
+        .service
+        .register("root@example.com", "password123".into(), Role::Admin)
+        .await
+        .unwrap()
+        .user;
+    let created = h
+        .service
+        .create_api_key(&admin, "backend", &["credits:consume".into()])
+        .await
+        .unwrap();
+    assert!(created.secret.starts_with("tly_"));
+    let principal = h.service.authenticate(&created.secret).await.unwrap();
+    assert!(principal.has_scope(Scope::CreditsConsume));
+    assert!(!principal.has_scope(Scope::CreditsRead));
+    assert!(
+        h.service
+            .create_api_key(&admin, "x", &["credits:everything".into()])
+            .await
+            .is_err()
+    );
+    h.service.revoke_api_key(&created.key.id).await.unwrap();
+    assert!(h.service.authenticate(&created.secret).await.is_err());
+}
+
+#[tokio::test]
+async fn static_listing_hides_hidden_plans_and_dynamic_listing_follows_sort_order_and_locales() {
+    let h = Harness::new();
+    let catalog = catalog();
+    let listed = list_plans(
+        PricingMode::Static,
+        &catalog,
+        h.service.store(),
+        Audience::Public,
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(listed.len(), 4);
+    assert_eq!(h.service.import_static_plans().await.unwrap().created, 4);
+    h.service.set_plan_hidden("lifetime", true).await.unwrap();
+    h.service
+        .reorder_plans(&["qr-credits".into(), "credits-100".into()])
+        .await
+        .unwrap();
+    let mut restricted = PlanInput {
+        draft: plan("zh-only", "wallet_web", "one_time", "1", "CNY", None).to_draft(),
+        sort_order: 99,
+        locales: vec!["zh-CN".into()],
+    };
+    h.service.create_plan(&restricted).await.unwrap();
+    let en = Locale::parse("en").unwrap();
+    let zh = Locale::parse("zh-CN").unwrap();
+    let ids = |plans: Vec<crate::ports::StoredPlan>| {
+        plans
+            .iter()
+            .map(|p| p.plan.id().as_str().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let public_en = list_plans(
+        PricingMode::Dynamic,
+        &catalog,
+        h.service.store(),
+        Audience::Public,
+        Some(&en),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ids(public_en), ["qr-credits", "credits-100", "pro-monthly"]);
+    let public_zh = list_plans(
+        PricingMode::Dynamic,
+        &catalog,
+        h.service.store(),
+        Audience::Public,
+        Some(&zh),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ids(public_zh).last().map(String::as_str), Some("zh-only"));
+    let admin = list_plans(
+        PricingMode::Dynamic,
+        &catalog,
+        h.service.store(),
+        Audience::Admin,
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(admin.len(), 5);
+    restricted.draft.amount = Some("-1".parse().unwrap());
+    restricted.locales.push("not a locale".into());
+    let ManagePlansError::Invalid(errors) = h
+        .service
+        .update_plan("zh-only", &restricted)
+        .await
+        .unwrap_err()
+    else {
+        panic!()
+    };
+    let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+    assert_eq!(fields, ["amount", "locales"]);
+    let _ = ProviderId::ALL;
+}

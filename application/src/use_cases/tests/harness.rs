@@ -1,0 +1,238 @@
+//! A service over in-memory fakes with a small catalog, and builders for provider events.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use domain::consumption::ConsumptionSettings;
+use domain::{
+    AppEnvironment, BillingPeriod, ConsumptionMode, ConsumptionRules, Credits, FeatureName,
+    ModelName, Money, Multiplier, OrderId, Plan, PlanDraft, PlanText, ProviderId, ProviderRefs,
+    Timestamp, UnknownModelPolicy,
+};
+
+use crate::accounts::{Role, User};
+use crate::ports::{
+    Gateways, OrderLocator, PaymentEvent, PaymentGateway, VerifiedWebhook, WebhookRequest,
+};
+use crate::service::{Service, ServiceConfig};
+use crate::testing::{
+    FAKE_SIGNATURE_HEADER, FakeGateway, FixedClock, InMemoryStore, PlainHasher, SequentialIds,
+};
+use crate::use_cases::plans::PricingMode;
+
+pub type TestService = Service<InMemoryStore, FixedClock, SequentialIds, PlainHasher>;
+
+pub const START_MS: i64 = 1_800_000_000_000;
+
+pub fn plan(
+    id: &str,
+    provider: &str,
+    kind: &str,
+    amount: &str,
+    currency: &str,
+    credits: Option<&str>,
+) -> Plan {
+    let mut i18n = BTreeMap::new();
+    i18n.insert(
+        "en".to_owned(),
+        PlanText {
+            name: id.to_owned(),
+            ..PlanText::default()
+        },
+    );
+    Plan::from_draft(&PlanDraft {
+        id: id.into(),
+        provider: Some(provider.into()),
+        amount: Some(amount.parse().unwrap()),
+        currency: Some(currency.into()),
+        months: match kind {
+            "one_time" => Some(999_999),
+            "recurring" => Some(1),
+            _ => None,
+        },
+        duration_type: Some(kind.into()),
+        credits: credits.map(|c| c.parse().unwrap()),
+        provider_refs: ProviderRefs {
+            card_gateway_price_id: Some("price_x".into()),
+            ..ProviderRefs::default()
+        },
+        i18n,
+        ..PlanDraft::default()
+    })
+    .unwrap()
+}
+
+pub fn catalog() -> Vec<Plan> {
+    vec![
+        plan(
+            "credits-100",
+            "card_gateway",
+            "credits",
+            "10",
+            "USD",
+            Some("100"),
+        ),
+        plan("lifetime", "card_gateway", "one_time", "99", "USD", None),
+        plan(
+            "pro-monthly",
+            "card_gateway",
+            "recurring",
+            "9.99",
+            "USD",
+            Some("50"),
+        ),
+        plan("qr-credits", "wallet_qr", "credits", "1", "CNY", Some("10")),
+    ]
+}
+
+pub fn rules() -> ConsumptionRules {
+    let mut fixed_costs = BTreeMap::new();
+    fixed_costs.insert(
+        FeatureName::new("chat").unwrap(),
+        Credits::from_whole(1).unwrap(),
+    );
+    fixed_costs.insert(
+        FeatureName::new("image").unwrap(),
+        Credits::from_whole(5).unwrap(),
+    );
+    let mut model_multipliers = BTreeMap::new();
+    model_multipliers.insert(
+        ModelName::new("big").unwrap(),
+        Multiplier::from_ten_thousandths(20_000).unwrap(),
+    );
+    ConsumptionRules::new(ConsumptionSettings {
+        mode: ConsumptionMode::Dynamic,
+        fixed_costs,
+        cost_per_kilo_token: Credits::from_whole(1).unwrap(),
+        model_multipliers,
+        default_multiplier: Multiplier::ONE,
+        unknown_model: UnknownModelPolicy::Refuse,
+    })
+    .unwrap()
+}
+
+pub fn config() -> ServiceConfig {
+    ServiceConfig {
+        pricing_mode: PricingMode::Static,
+        environment: AppEnvironment::Production,
+        catalog: catalog(),
+        consumption: rules(),
+        base_url: "http://tally.test".into(),
+        order_lifetime_ms: 3_600_000,
+        session_lifetime_ms: 86_400_000,
+        reservation_lifetime_ms: 600_000,
+        webhook_conflict_retries: 5,
+    }
+}
+
+pub struct Harness {
+    pub service: TestService,
+    pub gateways: BTreeMap<ProviderId, Arc<FakeGateway>>,
+}
+
+impl Harness {
+    pub fn new() -> Self {
+        Self::with(config(), |_| None)
+    }
+
+    /// A harness where `replace` may swap in another gateway for a provider.
+    pub fn with(
+        config: ServiceConfig,
+        replace: impl Fn(ProviderId) -> Option<Arc<dyn PaymentGateway>>,
+    ) -> Self {
+        let mut gateways = Gateways::new();
+        let mut fakes = BTreeMap::new();
+        for p in ProviderId::ALL {
+            match replace(p) {
+                Some(g) => gateways = gateways.with(g),
+                None => {
+                    let fake = Arc::new(FakeGateway::new(p));
+                    fakes.insert(p, fake.clone());
+                    gateways = gateways.with(fake);
+                }
+            }
+        }
+        let service = Service::new(
+            InMemoryStore::new(),
+            FixedClock::at(START_MS),
+            SequentialIds::default(),
+            PlainHasher,
+            gateways,
+            config,
+        );
+        Self {
+            service,
+            gateways: fakes,
+        }
+    }
+
+    pub fn fake(&self, p: ProviderId) -> &FakeGateway {
+        &self.gateways[&p]
+    }
+
+    pub async fn user(&self, email: &str) -> User {
+        self.service
+            .register(email, "password123".into(), Role::User)
+            .await
+            .unwrap()
+            .user
+    }
+
+    /// Deliver a webhook for `provider` carrying `events` under `event_id`.
+    pub async fn deliver(
+        &self,
+        provider: ProviderId,
+        event_id: &str,
+        events: Vec<PaymentEvent>,
+    ) -> Result<crate::ports::WebhookAck, crate::use_cases::handle_webhook::HandleWebhookError>
+    {
+        let signature = format!("sig-{event_id}");
+        self.fake(provider).prepare_webhook(
+            &signature,
+            VerifiedWebhook {
+                event_id: event_id.into(),
+                event_type: "test.event".into(),
+                events,
+            },
+        );
+        let mut headers = BTreeMap::new();
+        headers.insert(FAKE_SIGNATURE_HEADER.to_owned(), signature);
+        self.service
+            .handle_webhook(
+                provider.as_str(),
+                WebhookRequest {
+                    headers,
+                    body: b"{}".to_vec(),
+                },
+            )
+            .await
+    }
+}
+
+pub fn paid(order: &OrderId, amount: Money) -> PaymentEvent {
+    PaymentEvent::PaymentSucceeded {
+        order: by_id(order),
+        amount,
+        occurred_at: Timestamp::from_unix_millis(START_MS + 1_000),
+    }
+}
+
+pub fn by_id(order: &OrderId) -> OrderLocator {
+    OrderLocator {
+        order_id: Some(order.clone()),
+        provider_reference: None,
+    }
+}
+
+pub fn usd(minor: i64) -> Money {
+    Money::from_minor(minor, domain::Currency::Usd).unwrap()
+}
+
+pub fn period(start_days: i64, end_days: i64) -> BillingPeriod {
+    let t = |d: i64| Timestamp::from_unix_millis(START_MS).plus_days(d);
+    BillingPeriod::new(t(start_days), t(end_days)).unwrap()
+}
+
+pub fn credits(whole: i64) -> Credits {
+    Credits::from_whole(whole).unwrap()
+}

@@ -1,0 +1,262 @@
+//! The webhook pipeline: one grant per payment, mismatches, stale events, subscriptions,
+//! refunds and reconciliation.
+
+use domain::{OrderId, OrderStatus, ProviderId, SubscriptionStatus, Timestamp, TransactionKind};
+
+use super::harness::*;
+use crate::accounts::User;
+use crate::pagination::PageRequest;
+use crate::ports::*;
+use crate::use_cases::handle_webhook::HandleWebhookError;
+use crate::use_cases::initiate_payment::InitiatePayment;
+use crate::use_cases::reconcile::ReconcileSettings;
+
+async fn order(h: &Harness, user: &User, plan: &str) -> OrderId {
+    let request = InitiatePayment {
+        user: user.clone(),
+        plan_id: plan.into(),
+        provider: "card_gateway".into(),
+        idempotency_key: None,
+    };
+    h.service
+        .initiate_payment(request)
+        .await
+        .unwrap()
+        .order
+        .order
+        .id
+}
+
+async fn balance(h: &Harness, user: &User) -> i64 {
+    h.service.balance(&user.id).await.unwrap().hundredths()
+}
+
+fn grants(h: &Harness) -> usize {
+    h.service
+        .store()
+        .all_transactions()
+        .iter()
+        .filter(|t| t.kind.creates_lot())
+        .count()
+}
+
+#[tokio::test]
+async fn a_paid_credits_order_grants_its_credits_exactly_once() {
+    let h = Harness::new();
+    let user = h.user("a@example.com").await;
+    let id = order(&h, &user, "credits-100").await;
+    let ack = h
+        .deliver(ProviderId::CardGateway, "evt_1", vec![paid(&id, usd(1000))])
+        .await
+        .unwrap();
+    assert_eq!(ack.status, 200);
+    // The same event again, and a different event for the same payment.
+    h.deliver(ProviderId::CardGateway, "evt_1", vec![paid(&id, usd(1000))])
+        .await
+        .unwrap();
+    h.deliver(ProviderId::CardGateway, "evt_2", vec![paid(&id, usd(1000))])
+        .await
+        .unwrap();
+    assert_eq!(balance(&h, &user).await, 10_000);
+    assert_eq!(grants(&h), 1);
+    let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
+    assert!(matches!(record.order.status, OrderStatus::Paid { .. }));
+}
+
+#[tokio::test]
+async fn a_refused_signature_changes_nothing() {
+    let h = Harness::new();
+    let mut headers = std::collections::BTreeMap::new();
+    headers.insert(
+        crate::testing::FAKE_SIGNATURE_HEADER.to_owned(),
+        "forged".to_owned(),
+    );
+    let err = h
+        .service
+        .handle_webhook(
+            "card_gateway",
+            WebhookRequest {
+                headers,
+                body: b"{}".to_vec(),
+            },
+        )
+        .await
+        .unwrap_err();
+    let HandleWebhookError::Rejected { ack, .. } = err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(ack.status, 400);
+    assert!(h.service.store().inbox().is_empty());
+    assert!(matches!(
+        h.service
+            .handle_webhook(
+                "paypal",
+                WebhookRequest {
+                    headers: Default::default(),
+                    body: vec![]
+                }
+            )
+            .await,
+        Err(HandleWebhookError::UnknownProvider)
+    ));
+}
+
+#[tokio::test]
+async fn an_amount_mismatch_is_recorded_and_grants_nothing() {
+    let h = Harness::new();
+    let user = h.user("a@example.com").await;
+    let id = order(&h, &user, "credits-100").await;
+    h.deliver(ProviderId::CardGateway, "evt_1", vec![paid(&id, usd(1))])
+        .await
+        .unwrap();
+    assert_eq!(balance(&h, &user).await, 0);
+    let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
+    assert_eq!(record.order.status, OrderStatus::Pending);
+    assert!(record.mismatch.unwrap().contains("0.01 USD"));
+    assert_eq!(h.service.store().inbox()[0].outcome, "mismatch");
+}
+
+#[tokio::test]
+async fn an_event_for_another_providers_order_changes_nothing() {
+    let h = Harness::new();
+    let user = h.user("a@example.com").await;
+    let id = order(&h, &user, "credits-100").await;
+    h.deliver(ProviderId::MorA, "evt_x", vec![paid(&id, usd(1000))])
+        .await
+        .unwrap();
+    assert_eq!(balance(&h, &user).await, 0);
+    assert_eq!(h.service.store().inbox()[0].outcome, "unknown_order");
+}
+
+#[tokio::test]
+async fn subscriptions_grant_each_paid_period_once_and_ignore_stale_events() {
+    let h = Harness::new();
+    let user = h.user("a@example.com").await;
+    let id = order(&h, &user, "pro-monthly").await;
+    let at = |ms: i64| Timestamp::from_unix_millis(START_MS + ms);
+    let activated = PaymentEvent::SubscriptionActivated {
+        order: by_id(&id),
+        provider_subscription_id: "sub_1".into(),
+        period: period(0, 30),
+        occurred_at: at(10),
+    };
+    h.deliver(ProviderId::CardGateway, "e1", vec![activated.clone()])
+        .await
+        .unwrap();
+    h.deliver(ProviderId::CardGateway, "e1-again", vec![activated])
+        .await
+        .unwrap();
+    assert_eq!(balance(&h, &user).await, 5_000);
+    let renewed = PaymentEvent::SubscriptionRenewed {
+        provider_subscription_id: "sub_1".into(),
+        period: period(30, 60),
+        amount: usd(999),
+        occurred_at: at(100),
+    };
+    h.deliver(ProviderId::CardGateway, "e2", vec![renewed.clone()])
+        .await
+        .unwrap();
+    h.deliver(ProviderId::CardGateway, "e2-other-id", vec![renewed])
+        .await
+        .unwrap();
+    assert_eq!(grants(&h), 2);
+    // A cancellation from before the renewal arrives late: stored, ignored.
+    let stale = PaymentEvent::SubscriptionCanceled {
+        provider_subscription_id: "sub_1".into(),
+        occurred_at: at(50),
+    };
+    h.deliver(ProviderId::CardGateway, "e0", vec![stale])
+        .await
+        .unwrap();
+    let status = h.service.report_status(&user).await.unwrap();
+    let sub = status.subscription.unwrap();
+    assert_eq!(sub.status, SubscriptionStatus::Active);
+    assert_eq!(sub.current_period, period(30, 60));
+    assert_eq!(h.service.store().inbox().last().unwrap().outcome, "stale");
+    let order = h.service.query_payment(&user, id.as_str()).await.unwrap();
+    assert!(matches!(order.order.status, OrderStatus::Paid { .. }));
+}
+
+#[tokio::test]
+async fn a_refund_claws_back_the_unspent_share_and_records_what_was_spent() {
+    let h = Harness::new();
+    let user = h.user("a@example.com").await;
+    let id = order(&h, &user, "credits-100").await;
+    h.deliver(ProviderId::CardGateway, "paid", vec![paid(&id, usd(1000))])
+        .await
+        .unwrap();
+    let at = Timestamp::from_unix_millis(START_MS + 9);
+    // Half refunded: half of the 100 credits come back out.
+    let half = PaymentEvent::Refunded {
+        order: by_id(&id),
+        total_refunded: usd(500),
+        occurred_at: at,
+    };
+    h.deliver(ProviderId::CardGateway, "r1", vec![half.clone()])
+        .await
+        .unwrap();
+    h.deliver(ProviderId::CardGateway, "r1-dup", vec![half])
+        .await
+        .unwrap();
+    assert_eq!(balance(&h, &user).await, 5_000);
+    let full = PaymentEvent::Refunded {
+        order: by_id(&id),
+        total_refunded: usd(1000),
+        occurred_at: at,
+    };
+    h.deliver(ProviderId::CardGateway, "r2", vec![full])
+        .await
+        .unwrap();
+    assert_eq!(balance(&h, &user).await, 0);
+    let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
+    assert!(matches!(record.order.status, OrderStatus::Refunded { .. }));
+    let history = h
+        .service
+        .transaction_history(&user.id, PageRequest::new(None, None).unwrap())
+        .await
+        .unwrap();
+    let clawbacks = history
+        .items
+        .iter()
+        .filter(|t| t.kind == TransactionKind::RefundClawback)
+        .count();
+    assert_eq!(clawbacks, 2);
+}
+
+#[tokio::test]
+async fn the_reconciler_completes_an_order_whose_webhook_was_lost_and_expires_abandoned_ones() {
+    let h = Harness::new();
+    let user = h.user("a@example.com").await;
+    let lost = order(&h, &user, "credits-100").await;
+    let abandoned = order(&h, &user, "lifetime").await;
+    h.fake(ProviderId::CardGateway).set_status(
+        &lost,
+        PaymentStatus::Succeeded {
+            amount: usd(1000),
+            paid_at: Timestamp::from_unix_millis(START_MS + 1),
+        },
+    );
+    let settings = ReconcileSettings {
+        pending_after_ms: 60_000,
+        batch: 10,
+        lease_ms: 30_000,
+    };
+    // Too early: nothing is due.
+    assert_eq!(h.service.reconcile(settings).await.unwrap().checked, 0);
+    h.service.clock().advance_ms(120_000);
+    let report = h.service.reconcile(settings).await.unwrap();
+    assert_eq!((report.checked, report.resolved), (2, 1));
+    assert_eq!(balance(&h, &user).await, 10_000);
+    // A second pass finds nothing new and grants nothing twice.
+    h.service.reconcile(settings).await.unwrap();
+    assert_eq!(grants(&h), 1);
+    h.service.clock().advance_ms(4_000_000);
+    let report = h.service.reconcile(settings).await.unwrap();
+    assert_eq!(report.expired, 1);
+    let record = h
+        .service
+        .query_payment(&user, abandoned.as_str())
+        .await
+        .unwrap();
+    assert_eq!(record.order.status, OrderStatus::Expired);
+}
