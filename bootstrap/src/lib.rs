@@ -1,1 +1,12 @@
-//! placeholder
+//! Tally's settings, wiring and command line.
+//!
+//! `bootstrap` is the only crate that sees every other one: it reads the configuration files,
+//! builds the adapters and hands them to the application. The `tally` binary (`src/main.rs`)
+//! only parses the command line and calls [`cli::run`].
+//!
+//! - [`catalog`]: the static plan catalog (`payment.toml`) and the consumption rules
+//!   (`credits.toml`), read exactly and validated as a whole.
+//! - [`cli`]: the `tally` subcommands.
+
+pub mod catalog;
+pub mod cli;

@@ -1,0 +1,168 @@
+//! `tally check-config`: validate the static catalog and show what it declares.
+//!
+//! On success the plans are printed as an aligned table with a summary of the consumption rules;
+//! on failure every problem is printed to stderr, one per line, and the exit status is
+//! [`EXIT_INVALID_CONFIG`](super::EXIT_INVALID_CONFIG).
+
+use std::fmt::Write as _;
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use domain::consumption::ConsumptionMode;
+use domain::plan::Prominence;
+use domain::{Duration, Plan, UnknownModelPolicy, Visibility};
+
+use super::{ConfigDirArgs, EXIT_INVALID_CONFIG};
+use crate::catalog::{self, Catalog};
+
+const HEADER: [&str; 9] = [
+    "ID",
+    "PROVIDER",
+    "TYPE",
+    "PRICE",
+    "ORIGINAL",
+    "DEV PRICE",
+    "DURATION",
+    "CREDITS",
+    "FLAGS",
+];
+
+/// Check the configuration in `args.config`, writing the report to `out` or the problems to
+/// `err`.
+///
+/// # Errors
+/// Writing to `out` or `err` failed.
+pub(super) fn run(
+    args: &ConfigDirArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    let dir = args.config.display();
+    match catalog::load(&args.config) {
+        Ok(catalog) => {
+            let report = format!(
+                "{}\n{}\n{dir}: {} plans and the consumption rules are valid\n",
+                plan_table(catalog.plans()),
+                consumption_summary(&catalog),
+                catalog.plans().len()
+            );
+            out.write_all(report.as_bytes())
+                .context("cannot write the report to stdout")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(errors) => {
+            let mut report = String::new();
+            for error in &errors {
+                let _ = writeln!(report, "{error}");
+            }
+            let _ = writeln!(report, "{dir}: {} problems found", errors.len());
+            err.write_all(report.as_bytes())
+                .context("cannot write the problems to stderr")?;
+            Ok(ExitCode::from(EXIT_INVALID_CONFIG))
+        }
+    }
+}
+
+/// The plans as an aligned text table, one row per plan.
+fn plan_table(plans: &[Plan]) -> String {
+    let none = || "-".to_owned();
+    let rows: Vec<[String; 9]> = plans
+        .iter()
+        .map(|plan| {
+            [
+                plan.id().to_string(),
+                plan.provider().to_string(),
+                plan.plan_type().to_string(),
+                plan.price().to_string(),
+                plan.original_price().map_or_else(none, |m| m.to_string()),
+                plan.development_price()
+                    .map_or_else(none, |m| m.to_string()),
+                plan.duration().map_or_else(none, duration_label),
+                plan.credits().map_or_else(none, |c| c.to_string()),
+                flags(plan),
+            ]
+        })
+        .collect();
+    let header = HEADER.map(str::to_owned);
+    let mut widths = [0_usize; 9];
+    for row in std::iter::once(&header).chain(&rows) {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut table = String::new();
+    for row in std::iter::once(&header).chain(&rows) {
+        let mut line = String::new();
+        for (cell, width) in row.iter().zip(widths) {
+            let _ = write!(line, "{cell:<width$}  ");
+        }
+        table.push_str(line.trim_end());
+        table.push('\n');
+    }
+    table
+}
+
+fn duration_label(duration: Duration) -> String {
+    match duration {
+        Duration::Lifetime => "lifetime".to_owned(),
+        Duration::Months(months) if months.get() == 1 => "1 month".to_owned(),
+        Duration::Months(months) => format!("{} months", months.get()),
+    }
+}
+
+fn flags(plan: &Plan) -> String {
+    let mut flags = Vec::new();
+    if plan.visibility() == Visibility::Hidden {
+        flags.push("hidden");
+    }
+    if plan.prominence() == Prominence::Recommended {
+        flags.push("recommended");
+    }
+    if flags.is_empty() {
+        "-".to_owned()
+    } else {
+        flags.join(",")
+    }
+}
+
+/// One line describing the consumption rules.
+fn consumption_summary(catalog: &Catalog) -> String {
+    let settings = catalog.consumption().settings();
+    let mode = match settings.mode {
+        ConsumptionMode::Dynamic => format!(
+            "dynamic mode, chat costs {} credits per 1000 tokens",
+            settings.cost_per_kilo_token
+        ),
+        ConsumptionMode::Fixed => "fixed mode".to_owned(),
+    };
+    let fixed_costs: Vec<String> = settings
+        .fixed_costs
+        .iter()
+        .map(|(feature, cost)| format!("{feature} {cost}"))
+        .collect();
+    let multipliers: Vec<String> = std::iter::once(format!(
+        "default x{}",
+        settings.default_multiplier.to_decimal()
+    ))
+    .chain(
+        settings
+            .model_multipliers
+            .iter()
+            .map(|(model, m)| format!("{model} x{}", m.to_decimal())),
+    )
+    .collect();
+    let unknown = match settings.unknown_model {
+        UnknownModelPolicy::UseDefault => "charged at the default multiplier",
+        UnknownModelPolicy::Refuse => "refused",
+    };
+    format!(
+        "consumption: {mode}; fixed costs: {}; multipliers: {}; unknown models: {unknown}",
+        if fixed_costs.is_empty() {
+            "none".to_owned()
+        } else {
+            fixed_costs.join(", ")
+        },
+        multipliers.join(", ")
+    )
+}
