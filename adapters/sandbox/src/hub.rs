@@ -1,0 +1,533 @@
+//! The sandbox's state: simulated payments and subscriptions, and webhook delivery.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use application::ports::Clock;
+use domain::{Currency, ProviderId};
+use serde::Serialize;
+
+use crate::simulator::Simulator;
+
+/// The most payments the sandbox keeps (oldest are dropped first); it is a development tool.
+const MAX_PAYMENTS: usize = 10_000;
+/// How long a webhook delivery may take.
+const DELIVERY_TIMEOUT_MS: u64 = 10_000;
+
+/// Why a sandbox action failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SandboxError {
+    /// No such payment or subscription.
+    #[error("not found")]
+    NotFound,
+    /// The action does not fit the current state.
+    #[error("{0}")]
+    Conflict(String),
+}
+
+/// What a payment buys.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "type")]
+pub enum SimKind {
+    /// A single payment.
+    OneTime,
+    /// The first payment of a subscription billed every `interval_months`.
+    Subscription {
+        /// Billing period in months.
+        interval_months: u32,
+        /// The provider-side plan or price id, if the gateway sent one.
+        plan_ref: Option<String>,
+    },
+}
+
+/// Where a simulated payment is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SimStatus {
+    /// Waiting for the buyer.
+    Open,
+    /// Approved by the buyer, waiting for the merchant's capture (PayPal).
+    Approved,
+    /// Paid.
+    Paid,
+    /// The payment failed.
+    Declined,
+    /// The buyer cancelled, or the merchant closed it.
+    Canceled,
+}
+
+/// A simulated payment (a checkout session, order, trade or transaction).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SimPayment {
+    /// The provider's id for it.
+    pub id: String,
+    /// Provider.
+    #[serde(serialize_with = "provider_id")]
+    pub provider: ProviderId,
+    /// Tally's order id (the provider's reference field).
+    pub order_id: String,
+    /// Amount in minor units.
+    pub amount_minor: i64,
+    /// Currency.
+    #[serde(serialize_with = "currency_code")]
+    pub currency: Currency,
+    /// What it buys.
+    pub kind: SimKind,
+    /// Where it is.
+    pub status: SimStatus,
+    /// Where the browser goes after paying.
+    pub success_url: String,
+    /// Where the browser goes after cancelling.
+    pub cancel_url: String,
+    /// Where webhooks go.
+    pub notify_url: String,
+    /// Refunded so far, minor units.
+    pub refunded_minor: i64,
+    /// The subscription it started, once paid.
+    pub subscription_id: Option<String>,
+    /// Created, ms since the epoch.
+    pub created_at_ms: i64,
+    /// Provider-specific values the simulator keeps (product id, customer email, …).
+    pub extra: BTreeMap<String, String>,
+}
+
+/// Where a simulated subscription is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SimSubscriptionStatus {
+    /// Renewing.
+    Active,
+    /// Ends at the period's end.
+    CancelScheduled,
+    /// Ended.
+    Canceled,
+}
+
+/// A simulated subscription.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SimSubscription {
+    /// The provider's id for it.
+    pub id: String,
+    /// Provider.
+    #[serde(serialize_with = "provider_id")]
+    pub provider: ProviderId,
+    /// The payment that started it.
+    pub payment_id: String,
+    /// Tally's order id.
+    pub order_id: String,
+    /// Current period start, ms.
+    pub period_start_ms: i64,
+    /// Current period end, ms.
+    pub period_end_ms: i64,
+    /// Billing period in months.
+    pub interval_months: u32,
+    /// Where it is.
+    pub status: SimSubscriptionStatus,
+    /// Amount per period, minor units.
+    pub amount_minor: i64,
+    /// Currency.
+    #[serde(serialize_with = "currency_code")]
+    pub currency: Currency,
+    /// Where webhooks go.
+    pub notify_url: String,
+    /// How many renewals so far.
+    pub renewals: u32,
+}
+
+/// Something that happened at the simulated provider, to be told to Tally by webhook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SimEvent {
+    /// A payment (one-time, credits, or a subscription's first) succeeded.
+    Paid(SimPayment),
+    /// A payment was approved by the buyer and awaits capture (PayPal).
+    Approved(SimPayment),
+    /// A payment failed.
+    Declined(SimPayment),
+    /// A subscription started with its first payment.
+    SubscriptionStarted(SimPayment, SimSubscription),
+    /// A subscription renewed; the string is the renewal invoice or transaction id.
+    Renewed(SimSubscription, String),
+    /// A subscription will end at its period's end.
+    SubscriptionCancelScheduled(SimSubscription),
+    /// A subscription ended.
+    SubscriptionCanceled(SimSubscription),
+    /// A payment was refunded by `amount_minor` (the payment carries the new total).
+    Refunded {
+        /// The payment after the refund.
+        payment: SimPayment,
+        /// The refund's id.
+        refund_id: String,
+        /// This refund's amount.
+        amount_minor: i64,
+    },
+}
+
+/// A signed webhook request, ready to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimWebhook {
+    /// Headers (signature, timestamp, ids).
+    pub headers: Vec<(String, String)>,
+    /// Content type of the body.
+    pub content_type: String,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+/// A delivery attempt, for the dashboard and tests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Delivery {
+    /// Provider.
+    #[serde(serialize_with = "provider_id")]
+    pub provider: ProviderId,
+    /// Where it went.
+    pub url: String,
+    /// The HTTP status Tally answered, or `None` when it was dropped or unreachable.
+    pub status: Option<u16>,
+    /// What Tally answered (first 200 characters).
+    pub answer: String,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    payments: BTreeMap<String, SimPayment>,
+    subscriptions: BTreeMap<String, SimSubscription>,
+    deliveries: Vec<Delivery>,
+    drop_webhooks: u32,
+    counter: u64,
+}
+
+/// The sandbox's state and webhook sender.
+pub struct Hub {
+    state: Mutex<State>,
+    http: reqwest::Client,
+    public_base_url: String,
+    clock: Arc<dyn Clock>,
+    simulators: Mutex<BTreeMap<ProviderId, Arc<dyn Simulator>>>,
+    started: OnceLock<()>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Hub {
+    /// An empty hub reachable at `public_base_url`.
+    #[must_use]
+    pub fn new(public_base_url: &str, clock: Arc<dyn Clock>) -> Self {
+        gateways::install_crypto_provider();
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_millis(DELIVERY_TIMEOUT_MS))
+            .build()
+            .unwrap_or_else(|_| reqwest::Client::new());
+        Self {
+            state: Mutex::new(State::default()),
+            http,
+            public_base_url: public_base_url.trim_end_matches('/').to_owned(),
+            clock,
+            simulators: Mutex::new(BTreeMap::new()),
+            started: OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn register(&self, simulator: Arc<dyn Simulator>) {
+        lock(&self.simulators).insert(simulator.provider(), simulator);
+        let _ = self.started.set(());
+    }
+
+    /// The simulator of `provider`.
+    #[must_use]
+    pub fn simulator(&self, provider: ProviderId) -> Option<Arc<dyn Simulator>> {
+        lock(&self.simulators).get(&provider).cloned()
+    }
+
+    pub(crate) fn simulators(&self) -> Vec<Arc<dyn Simulator>> {
+        lock(&self.simulators).values().cloned().collect()
+    }
+
+    /// The public base URL (without `/sandbox`).
+    #[must_use]
+    pub fn public_base_url(&self) -> &str {
+        &self.public_base_url
+    }
+
+    /// The hosted checkout page of a payment.
+    #[must_use]
+    pub fn checkout_url(&self, payment_id: &str) -> String {
+        format!("{}/sandbox/checkout/{payment_id}", self.public_base_url)
+    }
+
+    /// Now, in milliseconds.
+    #[must_use]
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now().unix_millis()
+    }
+
+    /// A new id such as `cs_sandbox_7`.
+    #[must_use]
+    pub fn new_id(&self, prefix: &str) -> String {
+        let mut state = lock(&self.state);
+        state.counter += 1;
+        format!("{prefix}{}{}", self.now_ms(), state.counter)
+    }
+
+    /// Store a new payment.
+    pub fn insert_payment(&self, payment: SimPayment) {
+        let mut state = lock(&self.state);
+        if state.payments.len() >= MAX_PAYMENTS {
+            let oldest = state.payments.keys().next().cloned();
+            if let Some(oldest) = oldest {
+                state.payments.remove(&oldest);
+            }
+        }
+        state.payments.insert(payment.id.clone(), payment);
+    }
+
+    /// A payment by id.
+    #[must_use]
+    pub fn payment(&self, id: &str) -> Option<SimPayment> {
+        lock(&self.state).payments.get(id).cloned()
+    }
+
+    /// The newest payment of `provider` for Tally's order `order_id`.
+    #[must_use]
+    pub fn payment_for_order(&self, provider: ProviderId, order_id: &str) -> Option<SimPayment> {
+        lock(&self.state).payments.values().filter(|p| p.provider == provider && p.order_id == order_id).max_by_key(|p| p.created_at_ms).cloned()
+    }
+
+    /// Every payment, newest first.
+    #[must_use]
+    pub fn payments(&self) -> Vec<SimPayment> {
+        let mut all: Vec<SimPayment> = lock(&self.state).payments.values().cloned().collect();
+        all.sort_by_key(|p| std::cmp::Reverse(p.created_at_ms));
+        all
+    }
+
+    /// Change a payment.
+    ///
+    /// # Errors
+    /// [`SandboxError::NotFound`], or what `change` returns.
+    pub fn update_payment<T>(&self, id: &str, change: impl FnOnce(&mut SimPayment) -> Result<T, SandboxError>) -> Result<T, SandboxError> {
+        let mut state = lock(&self.state);
+        let payment = state.payments.get_mut(id).ok_or(SandboxError::NotFound)?;
+        change(payment)
+    }
+
+    /// A subscription by id.
+    #[must_use]
+    pub fn subscription(&self, id: &str) -> Option<SimSubscription> {
+        lock(&self.state).subscriptions.get(id).cloned()
+    }
+
+    /// Every subscription.
+    #[must_use]
+    pub fn subscriptions(&self) -> Vec<SimSubscription> {
+        lock(&self.state).subscriptions.values().cloned().collect()
+    }
+
+    /// Change a subscription.
+    ///
+    /// # Errors
+    /// [`SandboxError::NotFound`], or what `change` returns.
+    pub fn update_subscription<T>(&self, id: &str, change: impl FnOnce(&mut SimSubscription) -> Result<T, SandboxError>) -> Result<T, SandboxError> {
+        let mut state = lock(&self.state);
+        let subscription = state.subscriptions.get_mut(id).ok_or(SandboxError::NotFound)?;
+        change(subscription)
+    }
+
+    /// Every delivery attempt so far.
+    #[must_use]
+    pub fn deliveries(&self) -> Vec<Delivery> {
+        lock(&self.state).deliveries.clone()
+    }
+
+    /// Drop the next `count` webhooks instead of sending them (to test reconciliation).
+    pub fn drop_next_webhooks(&self, count: u32) {
+        lock(&self.state).drop_webhooks = count;
+    }
+
+    /// Mark a payment paid (starting its subscription, if it is one) and send the webhooks.
+    ///
+    /// # Errors
+    /// Unknown payment, or not open or approved.
+    pub async fn complete_payment(&self, id: &str) -> Result<SimPayment, SandboxError> {
+        let now = self.now_ms();
+        let payment = self.update_payment(id, |p| match p.status {
+            SimStatus::Open | SimStatus::Approved => {
+                p.status = SimStatus::Paid;
+                Ok(p.clone())
+            }
+            other => Err(SandboxError::Conflict(format!("payment is {other:?}"))),
+        })?;
+        let event = match &payment.kind {
+            SimKind::OneTime => SimEvent::Paid(payment.clone()),
+            SimKind::Subscription { interval_months, .. } => {
+                let subscription = SimSubscription {
+                    id: self.new_id("sub_sandbox_"),
+                    provider: payment.provider,
+                    payment_id: payment.id.clone(),
+                    order_id: payment.order_id.clone(),
+                    period_start_ms: now,
+                    period_end_ms: add_months(now, *interval_months),
+                    interval_months: *interval_months,
+                    status: SimSubscriptionStatus::Active,
+                    amount_minor: payment.amount_minor,
+                    currency: payment.currency,
+                    notify_url: payment.notify_url.clone(),
+                    renewals: 0,
+                };
+                lock(&self.state).subscriptions.insert(subscription.id.clone(), subscription.clone());
+                self.update_payment(id, |p| {
+                    p.subscription_id = Some(subscription.id.clone());
+                    Ok(())
+                })?;
+                SimEvent::SubscriptionStarted(payment.clone(), subscription)
+            }
+        };
+        self.dispatch(payment.provider, &payment.notify_url, &event).await;
+        Ok(self.payment(id).unwrap_or(payment))
+    }
+
+    /// The buyer's payment failed.
+    ///
+    /// # Errors
+    /// Unknown payment, or not open.
+    pub async fn decline_payment(&self, id: &str) -> Result<SimPayment, SandboxError> {
+        let payment = self.set_status(id, SimStatus::Declined)?;
+        self.dispatch(payment.provider, &payment.notify_url, &SimEvent::Declined(payment.clone())).await;
+        Ok(payment)
+    }
+
+    /// The buyer cancelled, or the merchant closed the payment. No webhook.
+    ///
+    /// # Errors
+    /// Unknown payment, or not open.
+    pub fn cancel_payment(&self, id: &str) -> Result<SimPayment, SandboxError> {
+        self.set_status(id, SimStatus::Canceled)
+    }
+
+    /// Move an open (or approved) payment to `status`.
+    ///
+    /// # Errors
+    /// Unknown payment, or already finished.
+    pub fn set_status(&self, id: &str, status: SimStatus) -> Result<SimPayment, SandboxError> {
+        self.update_payment(id, |p| match p.status {
+            SimStatus::Open | SimStatus::Approved => {
+                p.status = status;
+                Ok(p.clone())
+            }
+            other => Err(SandboxError::Conflict(format!("payment is {other:?}"))),
+        })
+    }
+
+    /// Bill the next period of a subscription and send the renewal webhooks.
+    ///
+    /// # Errors
+    /// Unknown subscription, or not active.
+    pub async fn renew_subscription(&self, id: &str) -> Result<SimSubscription, SandboxError> {
+        let subscription = self.update_subscription(id, |s| {
+            if s.status == SimSubscriptionStatus::Canceled {
+                return Err(SandboxError::Conflict("subscription is canceled".into()));
+            }
+            s.period_start_ms = s.period_end_ms;
+            s.period_end_ms = add_months(s.period_end_ms, s.interval_months);
+            s.renewals += 1;
+            Ok(s.clone())
+        })?;
+        let invoice = self.new_id("in_sandbox_");
+        self.dispatch(subscription.provider, &subscription.notify_url, &SimEvent::Renewed(subscription.clone(), invoice)).await;
+        Ok(subscription)
+    }
+
+    /// Cancel a subscription at period end (`at_period_end`) or now, and send the webhooks.
+    ///
+    /// # Errors
+    /// Unknown subscription, or already canceled.
+    pub async fn cancel_subscription(&self, id: &str, at_period_end: bool) -> Result<SimSubscription, SandboxError> {
+        let subscription = self.update_subscription(id, |s| {
+            if s.status == SimSubscriptionStatus::Canceled {
+                return Err(SandboxError::Conflict("subscription is canceled".into()));
+            }
+            s.status = if at_period_end { SimSubscriptionStatus::CancelScheduled } else { SimSubscriptionStatus::Canceled };
+            Ok(s.clone())
+        })?;
+        let event = if at_period_end {
+            SimEvent::SubscriptionCancelScheduled(subscription.clone())
+        } else {
+            SimEvent::SubscriptionCanceled(subscription.clone())
+        };
+        self.dispatch(subscription.provider, &subscription.notify_url, &event).await;
+        Ok(subscription)
+    }
+
+    /// Refund `amount_minor` of a paid payment and send the webhooks.
+    ///
+    /// # Errors
+    /// Unknown payment, not paid, or more than is left to refund.
+    pub async fn refund_payment(&self, id: &str, amount_minor: i64) -> Result<SimPayment, SandboxError> {
+        let payment = self.update_payment(id, |p| {
+            if p.status != SimStatus::Paid {
+                return Err(SandboxError::Conflict("only paid payments can be refunded".into()));
+            }
+            if amount_minor <= 0 || p.refunded_minor + amount_minor > p.amount_minor {
+                return Err(SandboxError::Conflict("refund amount out of range".into()));
+            }
+            p.refunded_minor += amount_minor;
+            Ok(p.clone())
+        })?;
+        let event = SimEvent::Refunded { payment: payment.clone(), refund_id: self.new_id("re_sandbox_"), amount_minor };
+        self.dispatch(payment.provider, &payment.notify_url, &event).await;
+        Ok(payment)
+    }
+
+    /// Send the webhooks `provider` sends for `event` to `url`, in order.
+    pub async fn dispatch(&self, provider: ProviderId, url: &str, event: &SimEvent) {
+        let Some(simulator) = self.simulator(provider) else { return };
+        for webhook in simulator.webhooks(self, event) {
+            let dropped = {
+                let mut state = lock(&self.state);
+                let drop = state.drop_webhooks > 0;
+                state.drop_webhooks = state.drop_webhooks.saturating_sub(1);
+                drop
+            };
+            let delivery = if dropped {
+                Delivery { provider, url: url.to_owned(), status: None, answer: "dropped on purpose".into() }
+            } else {
+                self.send(provider, url, webhook).await
+            };
+            lock(&self.state).deliveries.push(delivery);
+        }
+    }
+
+    async fn send(&self, provider: ProviderId, url: &str, webhook: SimWebhook) -> Delivery {
+        let mut request = self.http.post(url).header("content-type", webhook.content_type).body(webhook.body);
+        for (name, value) in webhook.headers {
+            request = request.header(name, value);
+        }
+        match request.send().await {
+            Ok(response) => {
+                let status = response.status().as_u16();
+                let answer: String = response.text().await.unwrap_or_default().chars().take(200).collect();
+                Delivery { provider, url: url.to_owned(), status: Some(status), answer }
+            }
+            Err(e) => Delivery { provider, url: url.to_owned(), status: None, answer: format!("unreachable: {e}").chars().take(200).collect() },
+        }
+    }
+}
+
+fn provider_id<S: serde::Serializer>(p: &ProviderId, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(p.as_str())
+}
+
+fn currency_code<S: serde::Serializer>(c: &Currency, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(c.code())
+}
+
+/// `ms` plus `months` calendar months (30-day months; the sandbox needs no calendar).
+#[must_use]
+pub fn add_months(ms: i64, months: u32) -> i64 {
+    ms.saturating_add(i64::from(months) * 30 * 86_400_000)
+}

@@ -1,0 +1,254 @@
+//! The sandbox's own pages and actions: hosted checkout (`/checkout/{id}`), the dashboard (`/`),
+//! their form actions, and the same actions as JSON under `/api` for tests.
+
+use std::sync::Arc;
+
+use poem::http::StatusCode;
+use poem::web::{Data, Form, Html, Json, Path, Query, Redirect};
+use poem::endpoint::BoxEndpoint;
+use poem::{EndpointExt, IntoResponse, Response, Route, get, handler, post};
+use qrcode::QrCode;
+use qrcode::render::svg;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::hub::{Hub, SandboxError, SimKind, SimPayment, SimStatus};
+
+/// Every sandbox route.
+pub fn routes(hub: Arc<Hub>) -> BoxEndpoint<'static, Response> {
+    let mut route = Route::new()
+        .at("/", get(dashboard))
+        .at("/checkout/:id", get(checkout_page))
+        .at("/checkout/:id/:action", post(checkout_action))
+        .at("/subscriptions/:id/:action", post(subscription_action))
+        .at("/payments/:id/refund", post(refund_action))
+        .at("/api/payments", get(api_payments))
+        .at("/api/payments/:id/:action", post(api_payment_action))
+        .at("/api/subscriptions/:id/:action", post(api_subscription_action))
+        .at("/api/drop-webhooks", post(api_drop_webhooks))
+        .at("/api/deliveries", get(api_deliveries));
+    for simulator in hub.simulators() {
+        route = route.nest(format!("/{}", simulator.provider().as_str()), simulator.api(hub.clone()));
+    }
+    route.data(hub).boxed()
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;")
+}
+
+fn amount(p: &SimPayment) -> String {
+    domain::Money::from_minor(p.amount_minor, p.currency).map(|m| m.to_string()).unwrap_or_default()
+}
+
+fn page(title: &str, body: &str) -> Html<String> {
+    Html(format!(
+        "<!doctype html><html lang=en><head><meta charset=utf-8><meta name=viewport content='width=device-width,initial-scale=1'>\
+         <title>{t}</title><style>body{{font-family:system-ui,sans-serif;max-width:44rem;margin:2rem auto;padding:0 1rem;color:#1f2937}}\
+         .banner{{background:#fef3c7;border:1px solid #f59e0b;padding:.5rem 1rem;border-radius:.5rem}}\
+         button{{font:inherit;padding:.6rem 1.2rem;border-radius:.5rem;border:1px solid #9ca3af;margin:.25rem;cursor:pointer}}\
+         button.primary{{background:#2563eb;color:#fff;border-color:#2563eb}}table{{border-collapse:collapse;width:100%}}\
+         td,th{{border-bottom:1px solid #e5e7eb;padding:.4rem;text-align:left;font-size:.9rem}}form{{display:inline}}</style></head>\
+         <body><p class=banner>Sandbox: no real money moves here.</p><h1>{t}</h1>{body}</body></html>",
+        t = escape(title)
+    ))
+}
+
+fn qr_svg(text: &str) -> String {
+    QrCode::new(text.as_bytes()).map(|code| code.render::<svg::Color<'_>>().min_dimensions(220, 220).build()).unwrap_or_default()
+}
+
+#[handler]
+fn checkout_page(Path(id): Path<String>, hub: Data<&Arc<Hub>>) -> Response {
+    let Some(p) = hub.payment(&id) else { return (StatusCode::NOT_FOUND, "no such sandbox payment").into_response() };
+    let what = match &p.kind {
+        SimKind::OneTime => "one-time payment".to_owned(),
+        SimKind::Subscription { interval_months, .. } => format!("subscription, every {interval_months} month(s)"),
+    };
+    let qr = if p.provider.pays_by_qr_code() {
+        format!("<p>Scan to pay (or press Pay):</p><div aria-label='QR code'>{}</div>", qr_svg(&hub.checkout_url(&p.id)))
+    } else {
+        String::new()
+    };
+    let actions = if matches!(p.status, SimStatus::Open) {
+        let id = escape(&p.id);
+        format!(
+            "<form method=post action='/sandbox/checkout/{id}/pay'><button class=primary>Pay</button></form>\
+             <form method=post action='/sandbox/checkout/{id}/decline'><button>Decline</button></form>\
+             <form method=post action='/sandbox/checkout/{id}/cancel'><button>Cancel</button></form>"
+        )
+    } else {
+        format!("<p>This payment is {:?}.</p>", p.status)
+    };
+    let body = format!(
+        "<p><strong>{}</strong> · {} · {}</p><p>Order <code>{}</code></p>{qr}{actions}",
+        escape(p.provider.as_str()),
+        escape(&amount(&p)),
+        escape(&what),
+        escape(&p.order_id)
+    );
+    page("Sandbox checkout", &body).into_response()
+}
+
+#[handler]
+async fn checkout_action(Path((id, action)): Path<(String, String)>, hub: Data<&Arc<Hub>>) -> Response {
+    match run_payment_action(&hub, &id, &action).await {
+        Ok((_, redirect)) => Redirect::see_other(redirect).into_response(),
+        Err(e) => error_response(&e),
+    }
+}
+
+async fn run_payment_action(hub: &Hub, id: &str, action: &str) -> Result<(SimPayment, String), SandboxError> {
+    let payment = hub.payment(id).ok_or(SandboxError::NotFound)?;
+    let simulator = hub.simulator(payment.provider).ok_or(SandboxError::NotFound)?;
+    match action {
+        "pay" => {
+            let redirect = simulator.pay(hub, id).await?;
+            Ok((hub.payment(id).unwrap_or(payment), redirect))
+        }
+        "decline" => Ok((hub.decline_payment(id).await?, payment.cancel_url)),
+        "cancel" => Ok((hub.cancel_payment(id)?, payment.cancel_url)),
+        _ => Err(SandboxError::NotFound),
+    }
+}
+
+fn error_response(e: &SandboxError) -> Response {
+    let status = match e {
+        SandboxError::NotFound => StatusCode::NOT_FOUND,
+        SandboxError::Conflict(_) => StatusCode::CONFLICT,
+    };
+    (status, Json(json!({ "error": e.to_string() }))).into_response()
+}
+
+#[handler]
+fn dashboard(hub: Data<&Arc<Hub>>) -> Html<String> {
+    let mut rows = String::new();
+    for p in hub.payments().iter().take(100) {
+        let refund = if p.status == SimStatus::Paid && p.refunded_minor < p.amount_minor {
+            let half = ((p.amount_minor - p.refunded_minor) / 2).max(1);
+            format!(
+                "<form method=post action='/sandbox/payments/{id}/refund'><input type=hidden name=amountMinor value={half}><button>Refund half</button></form>\
+                 <form method=post action='/sandbox/payments/{id}/refund'><input type=hidden name=amountMinor value={rest}><button>Refund rest</button></form>",
+                id = escape(&p.id),
+                rest = p.amount_minor - p.refunded_minor
+            )
+        } else {
+            String::new()
+        };
+        rows.push_str(&format!(
+            "<tr><td><a href='/sandbox/checkout/{id}'>{id}</a></td><td>{}</td><td>{}</td><td>{:?}</td><td>{refund}</td></tr>",
+            escape(p.provider.as_str()),
+            escape(&amount(p)),
+            p.status,
+            id = escape(&p.id)
+        ));
+    }
+    let mut subs = String::new();
+    for s in hub.subscriptions() {
+        let id = escape(&s.id);
+        subs.push_str(&format!(
+            "<tr><td>{id}</td><td>{}</td><td>{:?}</td><td>{}</td><td><form method=post action='/sandbox/subscriptions/{id}/renew'><button>Advance billing period</button></form>\
+             <form method=post action='/sandbox/subscriptions/{id}/cancel'><button>Cancel now</button></form></td></tr>",
+            escape(s.provider.as_str()),
+            s.status,
+            s.renewals
+        ));
+    }
+    page(
+        "Sandbox",
+        &format!("<h2>Payments</h2><table><tr><th>Id</th><th>Provider</th><th>Amount</th><th>Status</th><th></th></tr>{rows}</table>\
+                  <h2>Subscriptions</h2><table><tr><th>Id</th><th>Provider</th><th>Status</th><th>Renewals</th><th></th></tr>{subs}</table>"),
+    )
+}
+
+async fn run_subscription_action(hub: &Hub, id: &str, action: &str, at_period_end: bool) -> Result<serde_json::Value, SandboxError> {
+    let subscription = match action {
+        "renew" => hub.renew_subscription(id).await?,
+        "cancel" => hub.cancel_subscription(id, at_period_end).await?,
+        _ => return Err(SandboxError::NotFound),
+    };
+    serde_json::to_value(subscription).map_err(|e| SandboxError::Conflict(e.to_string()))
+}
+
+#[handler]
+async fn subscription_action(Path((id, action)): Path<(String, String)>, hub: Data<&Arc<Hub>>) -> Response {
+    match run_subscription_action(&hub, &id, &action, false).await {
+        Ok(_) => Redirect::see_other("/sandbox").into_response(),
+        Err(e) => error_response(&e),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RefundForm {
+    amount_minor: i64,
+}
+
+#[handler]
+async fn refund_action(Path(id): Path<String>, Form(form): Form<RefundForm>, hub: Data<&Arc<Hub>>) -> Response {
+    match hub.refund_payment(&id, form.amount_minor).await {
+        Ok(_) => Redirect::see_other("/sandbox").into_response(),
+        Err(e) => error_response(&e),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PaymentsQuery {
+    order_id: Option<String>,
+}
+
+#[handler]
+fn api_payments(Query(q): Query<PaymentsQuery>, hub: Data<&Arc<Hub>>) -> Json<Vec<SimPayment>> {
+    Json(hub.payments().into_iter().filter(|p| q.order_id.as_ref().is_none_or(|o| &p.order_id == o)).collect())
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct ActionBody {
+    amount_minor: Option<i64>,
+    at_period_end: Option<bool>,
+}
+
+#[handler]
+async fn api_payment_action(Path((id, action)): Path<(String, String)>, body: Option<Json<ActionBody>>, hub: Data<&Arc<Hub>>) -> Response {
+    let body = body.map(|b| b.0).unwrap_or_default();
+    let result = if action == "refund" {
+        let amount = match body.amount_minor {
+            Some(a) => a,
+            None => hub.payment(&id).map(|p| p.amount_minor - p.refunded_minor).unwrap_or_default(),
+        };
+        hub.refund_payment(&id, amount).await.map(|p| json!({ "payment": p }))
+    } else {
+        run_payment_action(&hub, &id, &action).await.map(|(p, redirect)| json!({ "payment": p, "redirect": redirect }))
+    };
+    match result {
+        Ok(value) => Json(value).into_response(),
+        Err(e) => error_response(&e),
+    }
+}
+
+#[handler]
+async fn api_subscription_action(Path((id, action)): Path<(String, String)>, body: Option<Json<ActionBody>>, hub: Data<&Arc<Hub>>) -> Response {
+    let at_period_end = body.and_then(|b| b.0.at_period_end).unwrap_or(false);
+    match run_subscription_action(&hub, &id, &action, at_period_end).await {
+        Ok(value) => Json(value).into_response(),
+        Err(e) => error_response(&e),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct DropBody {
+    count: u32,
+}
+
+#[handler]
+fn api_drop_webhooks(Json(body): Json<DropBody>, hub: Data<&Arc<Hub>>) -> StatusCode {
+    hub.drop_next_webhooks(body.count.min(1000));
+    StatusCode::NO_CONTENT
+}
+
+#[handler]
+fn api_deliveries(hub: Data<&Arc<Hub>>) -> Json<Vec<crate::hub::Delivery>> {
+    Json(hub.deliveries())
+}

@@ -1,0 +1,39 @@
+//! The contract each simulated provider implements.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use domain::ProviderId;
+
+use crate::hub::{Hub, SandboxError, SimEvent, SimPayment, SimWebhook};
+
+/// One simulated provider.
+#[async_trait]
+pub trait Simulator: Send + Sync + 'static {
+    /// Which provider.
+    fn provider(&self) -> ProviderId;
+
+    /// The provider API endpoints the gateway calls, mounted at `/sandbox/<provider id>`. They
+    /// MUST check authentication, signatures and encodings as the real provider does, and
+    /// answer in its format.
+    fn api(&self, hub: Arc<Hub>) -> poem::Route;
+
+    /// The webhooks the provider sends for `event`, signed exactly as it signs them. Empty when
+    /// the provider sends nothing for that event.
+    fn webhooks(&self, hub: &Hub, event: &SimEvent) -> Vec<SimWebhook>;
+
+    /// The buyer pressed Pay on the hosted page: complete the payment (or, for providers with a
+    /// separate capture step, approve it) and return where the browser goes next.
+    ///
+    /// # Errors
+    /// Unknown or already finished payment.
+    async fn pay(&self, hub: &Hub, payment_id: &str) -> Result<String, SandboxError> {
+        let payment = hub.complete_payment(payment_id).await?;
+        Ok(self.success_redirect(&payment))
+    }
+
+    /// Where the browser goes after a successful payment (the provider may add parameters).
+    fn success_redirect(&self, payment: &SimPayment) -> String {
+        payment.success_url.clone()
+    }
+}
