@@ -35,4 +35,4 @@ pub mod wallet_qr;
 #[cfg(feature = "wallet_web")]
 pub mod wallet_web;
 
-pub use shared::{GatewayContext, HttpSettings, install_crypto_provider};
+pub use shared::{ConfigError, GatewayContext, HttpSettings, install_crypto_provider};

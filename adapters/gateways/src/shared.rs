@@ -16,6 +16,18 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// A provider setting that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{provider}: {field}: {problem}")]
+pub struct ConfigError {
+    /// The provider id.
+    pub provider: &'static str,
+    /// The setting, as spelled in `tally.toml`.
+    pub field: &'static str,
+    /// What is wrong (never the secret's value).
+    pub problem: String,
+}
+
 /// What a gateway needs besides its own settings.
 #[derive(Clone)]
 pub struct GatewayContext {
