@@ -92,6 +92,19 @@ pub enum Duration {
 }
 
 impl Duration {
+    /// The duration a stored `duration.months` value stands for: 999999 is lifetime, 1 to
+    /// [`MAX_FINITE_MONTHS`] a number of months; anything else is `None`.
+    #[must_use]
+    pub fn from_months_value(months: i64) -> Option<Self> {
+        if months == LIFETIME_MONTHS {
+            return Some(Duration::Lifetime);
+        }
+        u32::try_from(months)
+            .ok()
+            .filter(|m| (1..=MAX_FINITE_MONTHS).contains(&i64::from(*m)))
+            .map(|m| Duration::Months(Months(m)))
+    }
+
     /// The `duration.months` value.
     #[must_use]
     pub const fn months_value(self) -> i64 {

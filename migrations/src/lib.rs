@@ -1,1 +1,35 @@
-//! placeholder
+//! Tally's database migrations (sea-orm-migration), one file per step.
+//!
+//! Each step is plain DDL, written once for SQLite and PostgreSQL (the only difference is how an
+//! auto-incrementing key is spelled, see `sql::SERIAL_PK`). The steps never import the store's
+//! row types: a migration describes the schema as it stood at its release, and must keep doing so
+//! after the store moves on.
+//!
+//! | step | release | what it does |
+//! |------|---------|--------------|
+//! | `m20260101_000001_initial` | before credits | users, sessions, API keys, dynamic plans, orders, subscriptions, webhook inbox, idempotency records |
+//! | `m20260201_000002_credits` | credits | credit balances, transactions, grant lots and reservations; changes nothing that exists |
+//!
+//! Every step migrates down as well as up; the tests in `tests/migrations.rs` prove it on SQLite
+//! and, when `TEST_DATABASE_URL` is set, on PostgreSQL.
+
+mod m20260101_000001_initial;
+mod m20260201_000002_credits;
+mod sql;
+
+pub use sea_orm_migration::MigratorTrait;
+use sea_orm_migration::{MigrationTrait, async_trait};
+
+/// Every migration step, oldest first.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![
+            Box::new(m20260101_000001_initial::Migration),
+            Box::new(m20260201_000002_credits::Migration),
+        ]
+    }
+}

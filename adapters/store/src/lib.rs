@@ -1,1 +1,97 @@
-//! placeholder
+//! Tally adapter: the SeaORM implementation of the store ports, for SQLite and PostgreSQL from
+//! the same code.
+//!
+//! [`SeaOrmStore`] implements every trait of `application::ports::store`. Each port method is one
+//! database transaction (or one statement), run under `retry`'s bounded retry policy; SQL is
+//! written once with `$N` placeholders (`sql`); rows are decoded into the private structs of
+//! `rows` and re-validated through the domain's constructors on every read.
+//!
+//! Codemap:
+//! - `settings`: [`StoreSettings`] (URL, pool, SQLite durability, timeouts, retries);
+//! - `users`: users, sessions, API keys; `plans`: the dynamic plans table;
+//! - `orders`: orders, idempotent creation, the reconciler's claims; `subscriptions`: reads, and
+//!   the writes the payment-event transaction makes;
+//! - `ledger`: balances, the append-only transaction ledger, grant lots and reservations;
+//! - `events`: the webhook inbox and the single transaction of a payment event.
+//!
+//! Architecture Invariant: no SQL and no sea-orm type leaves this crate; the schema lives in the
+//! `migrations` crate, which never imports anything from here.
+
+mod events;
+mod ledger;
+mod orders;
+mod plans;
+mod retry;
+mod rows;
+mod settings;
+mod sql;
+mod subscriptions;
+mod users;
+
+use application::ports::StoreError;
+use sea_orm::{Database, DatabaseConnection, DbBackend};
+
+use crate::retry::{RetryPolicy, store_error};
+pub use crate::settings::{SqliteSynchronous, StoreSettings};
+
+/// The store: a connection pool and the retry policy; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct SeaOrmStore {
+    db: DatabaseConnection,
+    retry: RetryPolicy,
+}
+
+impl SeaOrmStore {
+    /// Connect to the database `settings` names. SQLite databases are opened in WAL mode (files
+    /// only) with `foreign_keys=ON`, the configured `synchronous` level and busy timeout, and
+    /// created when missing (the directory must exist). The schema is not touched: run the
+    /// `migrations` crate's `Migrator` on [`SeaOrmStore::connection`] first.
+    ///
+    /// # Errors
+    /// [`StoreError::Busy`] when the database cannot be reached.
+    pub async fn connect(settings: &StoreSettings) -> Result<Self, StoreError> {
+        let db = Database::connect(settings.connect_options())
+            .await
+            .map_err(|e| match e {
+                sea_orm::DbErr::Conn(_) | sea_orm::DbErr::ConnectionAcquire(_) => {
+                    StoreError::Busy(e.into())
+                }
+                other => store_error(other),
+            })?;
+        Ok(Self {
+            db,
+            retry: RetryPolicy {
+                attempts: settings.retry_attempts,
+                backoff_ms: settings.retry_backoff_ms,
+            },
+        })
+    }
+
+    /// The underlying connection, for running migrations.
+    #[must_use]
+    pub fn connection(&self) -> &DatabaseConnection {
+        &self.db
+    }
+
+    /// Which database this is.
+    #[must_use]
+    pub fn backend(&self) -> DbBackend {
+        self.db.get_database_backend()
+    }
+
+    /// Check that the database answers (readiness).
+    ///
+    /// # Errors
+    /// [`StoreError::Busy`] when it does not.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        self.db.ping().await.map_err(|e| StoreError::Busy(e.into()))
+    }
+
+    /// Close the pool.
+    ///
+    /// # Errors
+    /// When closing fails.
+    pub async fn close(self) -> Result<(), StoreError> {
+        self.db.close().await.map_err(store_error)
+    }
+}

@@ -259,3 +259,12 @@ fn texts_fall_back_to_the_language_then_to_english() {
     );
     assert_eq!(plan.text_for(&Locale::parse("fr").unwrap()).name, "Pro");
 }
+
+#[test]
+fn stored_month_values_round_trip() {
+    for d in [Duration::Lifetime, Duration::from_months_value(12).unwrap()] {
+        assert_eq!(Duration::from_months_value(d.months_value()), Some(d));
+    }
+    assert_eq!(Duration::from_months_value(0), None);
+    assert_eq!(Duration::from_months_value(1201), None);
+}

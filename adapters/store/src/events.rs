@@ -1,0 +1,137 @@
+//! The webhook inbox and the single transaction of a payment event (CORRECTNESS.md invariant 5):
+//! the inbox row, the order transition, the subscription change, the grant and the clawback
+//! commit together or not at all.
+
+use application::ports::{
+    InboxEntry, PaymentEventCommand, PaymentEventOutcome, PaymentEventStore, StoreError,
+    SubscriptionChange,
+};
+use async_trait::async_trait;
+use domain::Timestamp;
+use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr};
+
+use crate::SeaOrmStore;
+use crate::ledger::{self, NewGrant};
+use crate::retry::Fail;
+use crate::sql::{self, End};
+use crate::{orders, subscriptions};
+
+/// Insert the inbox row; false when `(provider, event_id)` was seen before.
+async fn insert_inbox<C: ConnectionTrait>(conn: &C, e: &InboxEntry) -> Result<bool, DbErr> {
+    let sql = "INSERT INTO webhook_inbox (provider, event_id, event_type, payload, outcome, detail, \
+               received_at) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING";
+    let values = vec![
+        e.provider.as_str().into(),
+        e.event_id.as_str().into(),
+        e.event_type.as_str().into(),
+        e.payload.as_str().into(),
+        e.outcome.as_str().into(),
+        e.detail.clone().into(),
+        e.received_at.unix_millis().into(),
+    ];
+    Ok(sql::execute(conn, sql, values).await? == 1)
+}
+
+fn conflict(why: &str) -> Fail {
+    Fail::Store(StoreError::Conflict(why.to_owned()))
+}
+
+async fn apply_subscription(
+    tx: &DatabaseTransaction,
+    change: &SubscriptionChange,
+    now: Timestamp,
+) -> Result<(), Fail> {
+    let applied = match change {
+        SubscriptionChange::Create(s, order) => {
+            subscriptions::create(tx, s, order.as_ref(), now).await?
+        }
+        SubscriptionChange::Update {
+            subscription,
+            expected_last_event_at,
+        } => subscriptions::update(tx, subscription, *expected_last_event_at, now).await?,
+    };
+    if applied {
+        return Ok(());
+    }
+    Err(match change {
+        SubscriptionChange::Create(s, _) => conflict(&format!(
+            "subscription {} exists",
+            s.provider_subscription_id
+        )),
+        SubscriptionChange::Update { subscription, .. } => conflict(&format!(
+            "subscription {} changed since it was read",
+            subscription.id
+        )),
+    })
+}
+
+async fn apply(
+    tx: &DatabaseTransaction,
+    c: &PaymentEventCommand,
+) -> Result<End<PaymentEventOutcome>, Fail> {
+    // The inbox row first: a duplicate delivery stops here (PostgreSQL makes a concurrent
+    // duplicate wait for the first one's commit, then do nothing).
+    if !insert_inbox(tx, &c.inbox).await? {
+        return Ok(End::Rollback(PaymentEventOutcome::Duplicate));
+    }
+    let now = c.inbox.received_at;
+    if let Some(change) = &c.order {
+        let mismatch = change.mismatch.as_deref();
+        if orders::transition(
+            tx,
+            &change.order_id,
+            change.expected,
+            &change.status,
+            mismatch,
+            now,
+        )
+        .await?
+            == 0
+        {
+            if !orders::order_exists(tx, &change.order_id).await? {
+                return Err(Fail::Store(StoreError::NotFound));
+            }
+            return Err(conflict(&format!(
+                "order {} is no longer {}",
+                change.order_id, change.expected
+            )));
+        }
+    }
+    if let Some(change) = &c.subscription {
+        apply_subscription(tx, change, now).await?;
+    }
+    let mut effects = Vec::new();
+    if let Some(grant) = &c.grant {
+        effects.push(ledger::grant(tx, &NewGrant::of(grant)).await?);
+    }
+    if let Some(clawback) = &c.clawback {
+        effects.push(ledger::clawback(tx, clawback).await?);
+    }
+    Ok(End::Commit(PaymentEventOutcome::Applied {
+        ledger: effects,
+    }))
+}
+
+#[async_trait]
+impl PaymentEventStore for SeaOrmStore {
+    async fn apply_payment_event(
+        &self,
+        command: &PaymentEventCommand,
+    ) -> Result<PaymentEventOutcome, StoreError> {
+        self.retry
+            .run("apply_payment_event", || async {
+                let tx = sql::begin_write(&self.db).await?;
+                let body = apply(&tx, command).await;
+                sql::finish(tx, body).await
+            })
+            .await
+    }
+
+    async fn record_event(&self, entry: &InboxEntry) -> Result<bool, StoreError> {
+        self.retry
+            .run("record_event", || async {
+                Ok(insert_inbox(&self.db, entry).await?)
+            })
+            .await
+    }
+}

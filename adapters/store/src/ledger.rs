@@ -1,0 +1,263 @@
+//! The credit ledger: balances, the append-only transaction ledger, grant lots and reservations.
+//!
+//! How the invariants of CORRECTNESS.md hold here:
+//! - A balance never goes below zero: every decrease is one conditional statement
+//!   (`UPDATE credit_balances SET balance = balance - $n WHERE user_id = $u AND balance >= $n
+//!   RETURNING balance`), every increase one upsert, never a read-then-write in Rust; the column
+//!   has `CHECK (balance_hundredths >= 0)`.
+//! - The ledger explains the balance: the balance change and the transaction insert (which
+//!   records the balance after it) are in one transaction, and the same statement counts the
+//!   transaction in `credit_balances.transaction_count` (the `total` of a page).
+//! - One payment, one grant: `UNIQUE (source_kind, source_key)` on lots.
+//! - One request, one effect: keyed consumptions and adjustments are UNIQUE per user, kind and
+//!   key; reservations per user and key. A replay returns the first outcome.
+//!
+//! Every write transaction starts with `BEGIN IMMEDIATE` on SQLite and follows one lock order on
+//! PostgreSQL (see `postings`).
+
+mod grants;
+mod postings;
+mod reservations;
+mod spend;
+
+use application::pagination::{Page, PageRequest};
+use application::ports::{
+    AdjustCommand, ConsumeCommand, CreditLedger, CreditTransaction, GrantCommand, LedgerEffect,
+    Replay, Reservation, ReservationError, ReservationStatus, ReserveCommand, SpendError,
+    StoreError,
+};
+use async_trait::async_trait;
+use domain::{Credits, ReservationId, Timestamp, UserId};
+
+pub(crate) use self::grants::{NewGrant, clawback, grant};
+use self::reservations::Resolution;
+use crate::SeaOrmStore;
+use crate::orders::page_values;
+use crate::rows::{TRANSACTION_COLUMNS, TransactionRow};
+use crate::sql;
+
+/// What a spend decided inside its transaction.
+pub(crate) enum Spent<T> {
+    /// Done now or earlier.
+    Done(T),
+    /// The balance does not cover it; nothing was written.
+    Insufficient {
+        /// The amount asked for.
+        requested: Credits,
+        /// The balance.
+        available: Credits,
+    },
+    /// The key was used with another request.
+    KeyConflict,
+}
+
+impl<T> Spent<T> {
+    fn into_result(self) -> Result<T, SpendError> {
+        match self {
+            Spent::Done(value) => Ok(value),
+            Spent::Insufficient {
+                requested,
+                available,
+            } => Err(SpendError::Insufficient {
+                requested,
+                available,
+            }),
+            Spent::KeyConflict => Err(SpendError::IdempotencyConflict),
+        }
+    }
+}
+
+impl Resolution {
+    fn into_result(self) -> Result<(Reservation, Replay), ReservationError> {
+        match self {
+            Resolution::Done(r, replay) => Ok((r, replay)),
+            Resolution::NotFound => Err(ReservationError::NotFound),
+            Resolution::AlreadyResolved(code) => Err(ReservationError::AlreadyResolved(code)),
+        }
+    }
+}
+
+#[async_trait]
+impl CreditLedger for SeaOrmStore {
+    async fn balance(&self, user: &UserId) -> Result<Credits, StoreError> {
+        self.retry
+            .run("balance", || postings::read_balance(&self.db, user))
+            .await
+    }
+
+    async fn transactions(
+        &self,
+        user: &UserId,
+        page: PageRequest,
+    ) -> Result<Page<CreditTransaction>, StoreError> {
+        // The total is the counter kept with the balance; the page is a walk down the index on
+        // (user_id, created_at, id) that stops after `limit` rows.
+        let count = "SELECT transaction_count AS total FROM credit_balances WHERE user_id = $1";
+        let items = format!(
+            "SELECT {TRANSACTION_COLUMNS} FROM credit_transactions WHERE user_id = $1 \
+             ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3"
+        );
+        let (total, rows) = self
+            .retry
+            .run("transactions", || {
+                sql::page::<TransactionRow>(
+                    &self.db,
+                    count,
+                    vec![user.as_str().into()],
+                    &items,
+                    page_values(user, page),
+                )
+            })
+            .await?;
+        let items = rows
+            .into_iter()
+            .map(TransactionRow::into_domain)
+            .collect::<Result<_, _>>()?;
+        Ok(Page {
+            items,
+            request: page,
+            total: u64::try_from(total).unwrap_or(0),
+        })
+    }
+
+    async fn consume(
+        &self,
+        command: &ConsumeCommand,
+    ) -> Result<(CreditTransaction, Replay), SpendError> {
+        let spent = self
+            .retry
+            .run("consume", || async {
+                let tx = sql::begin_write(&self.db).await?;
+                let body = spend::consume(&tx, command).await;
+                sql::finish(tx, body).await
+            })
+            .await?;
+        spent.into_result()
+    }
+
+    async fn reserve(&self, command: &ReserveCommand) -> Result<(Reservation, Replay), SpendError> {
+        let spent = self
+            .retry
+            .run("reserve", || async {
+                let tx = sql::begin_write(&self.db).await?;
+                let body = reservations::reserve(&tx, command).await;
+                sql::finish(tx, body).await
+            })
+            .await?;
+        spent.into_result()
+    }
+
+    async fn settle(
+        &self,
+        user: &UserId,
+        id: &ReservationId,
+        actual: Credits,
+        now: Timestamp,
+    ) -> Result<(Reservation, Replay), ReservationError> {
+        let resolution = self
+            .retry
+            .run("settle", || async {
+                let tx = sql::begin_write(&self.db).await?;
+                let body = reservations::settle(&tx, user, id, actual, now).await;
+                sql::finish(tx, body).await
+            })
+            .await?;
+        resolution.into_result()
+    }
+
+    async fn release(
+        &self,
+        user: &UserId,
+        id: &ReservationId,
+        now: Timestamp,
+    ) -> Result<(Reservation, Replay), ReservationError> {
+        let resolution = self
+            .retry
+            .run("release", || async {
+                let tx = sql::begin_write(&self.db).await?;
+                let body =
+                    reservations::release(&tx, user, id, now, ReservationStatus::Released).await;
+                sql::finish(tx, body).await
+            })
+            .await?;
+        resolution.into_result()
+    }
+
+    async fn pending_reservations(&self, user: &UserId) -> Result<Vec<Reservation>, StoreError> {
+        self.retry
+            .run("pending_reservations", || {
+                reservations::pending(&self.db, user)
+            })
+            .await
+    }
+
+    async fn expire_reservations(&self, now: Timestamp, limit: u32) -> Result<u32, StoreError> {
+        let due = self
+            .retry
+            .run("due_reservations", || {
+                reservations::due(&self.db, now, limit)
+            })
+            .await?;
+        let mut expired = 0;
+        for (user, id) in &due {
+            let resolution = self
+                .retry
+                .run("expire_reservation", || async {
+                    let tx = sql::begin_write(&self.db).await?;
+                    let body =
+                        reservations::release(&tx, user, id, now, ReservationStatus::Expired).await;
+                    sql::finish(tx, body).await
+                })
+                .await?;
+            // Another instance may have settled, released or expired it meanwhile.
+            if matches!(resolution, Resolution::Done(_, Replay::Fresh)) {
+                expired += 1;
+            }
+        }
+        Ok(expired)
+    }
+
+    async fn grant(&self, command: &GrantCommand) -> Result<LedgerEffect, StoreError> {
+        self.retry
+            .run("grant", || async {
+                let tx = sql::begin_write(&self.db).await?;
+                let body = grants::grant(&tx, &NewGrant::of(command))
+                    .await
+                    .map(sql::End::Commit);
+                sql::finish(tx, body).await
+            })
+            .await
+    }
+
+    async fn expire_grants(&self, now: Timestamp, limit: u32) -> Result<u32, StoreError> {
+        let due = self
+            .retry
+            .run("due_grants", || grants::due_lots(&self.db, now, limit))
+            .await?;
+        let mut expired = 0;
+        for (id, user) in &due {
+            let done = self
+                .retry
+                .run("expire_grant", || async {
+                    let tx = sql::begin_write(&self.db).await?;
+                    let body = grants::expire_lot(&tx, *id, user, now).await;
+                    sql::finish(tx, body).await
+                })
+                .await?;
+            expired += u32::from(done);
+        }
+        Ok(expired)
+    }
+
+    async fn adjust(&self, command: &AdjustCommand) -> Result<LedgerEffect, SpendError> {
+        let spent = self
+            .retry
+            .run("adjust", || async {
+                let tx = sql::begin_write(&self.db).await?;
+                let body = spend::adjust(&tx, command).await;
+                sql::finish(tx, body).await
+            })
+            .await?;
+        spent.into_result()
+    }
+}

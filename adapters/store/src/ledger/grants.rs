@@ -1,0 +1,273 @@
+//! Grants (once per source), refund clawbacks and grant expiry: the operations on grant lots.
+
+use application::ports::{
+    ClawbackCommand, GrantCommand, GrantSource, LedgerEffect, StoreError, UsageContext,
+};
+use domain::ledger::take_back;
+use domain::{Credits, Timestamp, TransactionKind, UserId};
+use sea_orm::{DatabaseTransaction, FromQueryResult};
+
+use super::postings::{self, Posted, Posting};
+use crate::retry::Fail;
+use crate::rows::corrupt;
+use crate::sql::{self, End};
+
+/// A grant to write.
+pub(crate) struct NewGrant<'a> {
+    pub(crate) user: &'a UserId,
+    pub(crate) amount: Credits,
+    pub(crate) source: &'a GrantSource,
+    pub(crate) expires_at: Option<Timestamp>,
+    pub(crate) now: Timestamp,
+    /// The transaction's context; `None` derives it from the source.
+    pub(crate) context: Option<&'a UsageContext>,
+    /// `(key, request hash)` for a keyed transaction (admin adjustments).
+    pub(crate) key: Option<(&'a str, &'a str)>,
+}
+
+impl<'a> NewGrant<'a> {
+    /// The grant a [`GrantCommand`] asks for.
+    pub(crate) fn of(c: &'a GrantCommand) -> Self {
+        Self {
+            user: &c.user_id,
+            amount: c.amount,
+            source: &c.source,
+            expires_at: c.expires_at,
+            now: c.now,
+            context: None,
+            key: None,
+        }
+    }
+}
+
+/// The UNIQUE `(source_kind, source_key)` of a lot.
+fn source_parts(source: &GrantSource) -> (&'static str, String) {
+    match source {
+        GrantSource::Order(order) => ("order", order.as_str().to_owned()),
+        GrantSource::SubscriptionPeriod(s, period) => (
+            "subscription_period",
+            format!("{s}:{}", period.start().unix_millis()),
+        ),
+        GrantSource::Admin(reference) => ("admin", reference.clone()),
+    }
+}
+
+fn kind_and_context(source: &GrantSource) -> (TransactionKind, UsageContext) {
+    match source {
+        GrantSource::Order(o) => (
+            TransactionKind::PurchaseGrant,
+            UsageContext {
+                order_id: Some(o.clone()),
+                ..UsageContext::default()
+            },
+        ),
+        GrantSource::SubscriptionPeriod(s, _) => (
+            TransactionKind::SubscriptionGrant,
+            UsageContext {
+                subscription_id: Some(s.clone()),
+                ..UsageContext::default()
+            },
+        ),
+        GrantSource::Admin(r) => (
+            TransactionKind::AdminAdjustment,
+            UsageContext {
+                note: Some(r.clone()),
+                ..UsageContext::default()
+            },
+        ),
+    }
+}
+
+/// Grant once per source: a source that already has a lot is `Nothing`. The existence check
+/// runs first so that PostgreSQL never sees a failing statement in the common duplicate case; a
+/// concurrent grant of the same source that commits first makes the lot insert do nothing, and
+/// the whole operation runs again (and then finds the lot).
+pub(crate) async fn grant(
+    tx: &DatabaseTransaction,
+    g: &NewGrant<'_>,
+) -> Result<LedgerEffect, Fail> {
+    if g.amount.is_zero() {
+        return Ok(LedgerEffect::Nothing);
+    }
+    let (source_kind, source_key) = source_parts(g.source);
+    let exists =
+        "SELECT COUNT(*) AS n FROM credit_grants WHERE source_kind = $1 AND source_key = $2";
+    let values = vec![source_kind.into(), source_key.as_str().into()];
+    if sql::one_i64(tx, exists, values, "n").await?.unwrap_or(0) > 0 {
+        return Ok(LedgerEffect::Nothing);
+    }
+    let (kind, derived) = kind_and_context(g.source);
+    let posting = Posting {
+        user: g.user,
+        kind,
+        amount: g.amount.as_increase(),
+        context: g.context.unwrap_or(&derived),
+        key: g.key,
+        now: g.now,
+    };
+    let Posted::Done(written) = postings::post(tx, &posting).await? else {
+        return Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
+            "an increase was refused"
+        ))));
+    };
+    let lot = "INSERT INTO credit_grants (user_id, transaction_id, source_kind, source_key, \
+        amount_hundredths, remaining_hundredths, expires_at, granted_at) \
+        VALUES ($1, $2, $3, $4, $5, $5, $6, $7) ON CONFLICT DO NOTHING";
+    let values = vec![
+        g.user.as_str().into(),
+        written.id.into(),
+        source_kind.into(),
+        source_key.into(),
+        g.amount.hundredths().into(),
+        g.expires_at.map(Timestamp::unix_millis).into(),
+        g.now.unix_millis().into(),
+    ];
+    if sql::execute(tx, lot, values).await? == 0 {
+        return Err(Fail::Retry(
+            "a concurrent grant of the same source committed first",
+        ));
+    }
+    Ok(LedgerEffect::Written(written))
+}
+
+#[derive(Debug, FromQueryResult)]
+struct LotState {
+    id: i64,
+    user_id: String,
+    remaining_hundredths: i64,
+}
+
+async fn lot_state(
+    tx: &DatabaseTransaction,
+    condition: &str,
+    values: Vec<sea_orm::Value>,
+) -> Result<Option<LotState>, Fail> {
+    let sql =
+        format!("SELECT id, user_id, remaining_hundredths FROM credit_grants WHERE {condition}");
+    Ok(sql::one(tx, &sql, values).await?)
+}
+
+fn remaining(lot: &LotState) -> Result<Credits, Fail> {
+    Credits::from_hundredths(lot.remaining_hundredths)
+        .map_err(|e| Fail::Store(corrupt("credit_grants", &lot.id.to_string(), e)))
+}
+
+/// Take back `take_back(wanted, lot remaining, balance)` of the order's grant after a refund;
+/// what cannot be taken (spent or held) is added to the lot's shortfall.
+pub(crate) async fn clawback(
+    tx: &DatabaseTransaction,
+    c: &ClawbackCommand,
+) -> Result<LedgerEffect, Fail> {
+    if c.wanted.is_zero() {
+        return Ok(LedgerEffect::Nothing);
+    }
+    // The balance row first (lock order), then the lot, which only changes under that lock.
+    let balance = postings::lock_balance(tx, &c.user_id).await?;
+    let condition = "source_kind = 'order' AND source_key = $1 AND user_id = $2";
+    let values = vec![c.order_id.as_str().into(), c.user_id.as_str().into()];
+    let Some(lot) = lot_state(tx, condition, values).await? else {
+        return Ok(LedgerEffect::Nothing);
+    };
+    let t = take_back(c.wanted, remaining(&lot)?, balance);
+    let mut effect = LedgerEffect::Nothing;
+    if !t.taken.is_zero() {
+        let context = UsageContext {
+            order_id: Some(c.order_id.clone()),
+            ..UsageContext::default()
+        };
+        let posting = Posting {
+            user: &c.user_id,
+            kind: TransactionKind::RefundClawback,
+            amount: t.taken.as_decrease(),
+            context: &context,
+            key: None,
+            now: c.now,
+        };
+        let Posted::Done(written) = postings::post(tx, &posting).await? else {
+            return Err(Fail::Retry("the balance changed under its lock"));
+        };
+        effect = LedgerEffect::Written(written);
+    }
+    let sql = "UPDATE credit_grants SET remaining_hundredths = remaining_hundredths - $2, \
+        clawed_back_hundredths = clawed_back_hundredths + $2, \
+        shortfall_hundredths = shortfall_hundredths + $3 \
+        WHERE id = $1 AND remaining_hundredths >= $2";
+    let values = vec![
+        lot.id.into(),
+        t.taken.hundredths().into(),
+        t.shortfall.hundredths().into(),
+    ];
+    if sql::execute(tx, sql, values).await? != 1 {
+        return Err(Fail::Retry("a grant lot changed during a clawback"));
+    }
+    Ok(effect)
+}
+
+/// Expire lot `id` if it is still due at `now`: an `expiry` transaction takes what is left of
+/// it, at most the balance; the rest (held by pending reservations) is recorded as shortfall.
+/// Returns whether the lot expired now.
+pub(crate) async fn expire_lot(
+    tx: &DatabaseTransaction,
+    id: i64,
+    user: &UserId,
+    now: Timestamp,
+) -> Result<End<bool>, Fail> {
+    let balance = postings::lock_balance(tx, user).await?;
+    let condition = "id = $1 AND expired = FALSE AND remaining_hundredths > 0 \
+                     AND expires_at IS NOT NULL AND expires_at <= $2";
+    let Some(lot) = lot_state(tx, condition, vec![id.into(), now.unix_millis().into()]).await?
+    else {
+        return Ok(End::Rollback(false));
+    };
+    let left = remaining(&lot)?;
+    let t = take_back(left, left, balance);
+    if !t.taken.is_zero() {
+        let context = UsageContext::default();
+        let posting = Posting {
+            user,
+            kind: TransactionKind::Expiry,
+            amount: t.taken.as_decrease(),
+            context: &context,
+            key: None,
+            now,
+        };
+        if let Posted::Insufficient(_) = postings::post(tx, &posting).await? {
+            return Err(Fail::Retry("the balance changed under its lock"));
+        }
+    }
+    let sql = "UPDATE credit_grants SET remaining_hundredths = 0, expired = TRUE, \
+        shortfall_hundredths = shortfall_hundredths + $3 WHERE id = $1 AND remaining_hundredths = $2";
+    let values = vec![
+        lot.id.into(),
+        left.hundredths().into(),
+        t.shortfall.hundredths().into(),
+    ];
+    if sql::execute(tx, sql, values).await? != 1 {
+        return Err(Fail::Retry("a grant lot changed during its expiry"));
+    }
+    Ok(End::Commit(true))
+}
+
+/// Lots due for expiry: `(id, user)`, soonest first.
+pub(crate) async fn due_lots(
+    db: &sea_orm::DatabaseConnection,
+    now: Timestamp,
+    limit: u32,
+) -> Result<Vec<(i64, UserId)>, Fail> {
+    let sql = "SELECT id, user_id, remaining_hundredths FROM credit_grants \
+        WHERE expired = FALSE AND expires_at IS NOT NULL AND expires_at <= $1 AND remaining_hundredths > 0 \
+        ORDER BY expires_at, id LIMIT $2";
+    let rows: Vec<LotState> = sql::all(
+        db,
+        sql,
+        vec![now.unix_millis().into(), i64::from(limit).into()],
+    )
+    .await?;
+    rows.into_iter()
+        .map(|r| {
+            let user = UserId::new(r.user_id)
+                .map_err(|e| Fail::Store(corrupt("credit_grants", &r.id.to_string(), e)))?;
+            Ok((r.id, user))
+        })
+        .collect()
+}

@@ -1,0 +1,236 @@
+//! The primitives every ledger operation is built from, all inside a caller's transaction:
+//! balance changes as single conditional statements, the append-only transaction insert, and
+//! drawing grant lots down in spend order.
+//!
+//! Lock order (PostgreSQL), the same in every operation so that they cannot deadlock:
+//! order → subscription → reservation → balance row → grant lots. Every statement that changes a
+//! lot runs after its user's balance row is locked, so the balance lock serializes a user's lots.
+
+use application::ports::{CreditTransaction, StoreError, UsageContext};
+use domain::ledger::{self, allocate_spend};
+use domain::{CreditDelta, Credits, Timestamp, TransactionKind, UserId};
+use sea_orm::{ConnectionTrait, DatabaseTransaction};
+
+use crate::retry::Fail;
+use crate::rows::{LOT_COLUMNS, LotRow, TRANSACTION_COLUMNS, TransactionRow, tokens_value};
+use crate::sql;
+
+/// One transaction to append.
+pub(crate) struct Posting<'a> {
+    /// Whose balance.
+    pub(crate) user: &'a UserId,
+    /// Its kind.
+    pub(crate) kind: TransactionKind,
+    /// Its signed amount.
+    pub(crate) amount: CreditDelta,
+    /// What it relates to.
+    pub(crate) context: &'a UsageContext,
+    /// `(idempotency key, request hash)` when the posting is keyed (UNIQUE per user and kind).
+    pub(crate) key: Option<(&'a str, &'a str)>,
+    /// When.
+    pub(crate) now: Timestamp,
+}
+
+/// The outcome of a posting that may find the balance short.
+pub(crate) enum Posted {
+    /// Written.
+    Done(CreditTransaction),
+    /// The balance does not cover the decrease; nothing was written.
+    Insufficient(Credits),
+}
+
+fn credits(hundredths: i64) -> Result<Credits, Fail> {
+    Credits::from_hundredths(hundredths)
+        .map_err(|e| Fail::Store(StoreError::Corrupt(format!("credit_balances: {e}"))))
+}
+
+/// The balance, read without a lock (0 for a user without a balance row).
+pub(crate) async fn read_balance<C: ConnectionTrait>(
+    conn: &C,
+    user: &UserId,
+) -> Result<Credits, Fail> {
+    let sql = "SELECT balance_hundredths FROM credit_balances WHERE user_id = $1";
+    let balance = sql::one_i64(conn, sql, vec![user.as_str().into()], "balance_hundredths").await?;
+    credits(balance.unwrap_or(0))
+}
+
+/// The balance, with the row locked until the end of the transaction on PostgreSQL (on SQLite
+/// the transaction already holds the write lock). Used where a rule needs the amount itself
+/// (settle's cap, clawback's and expiry's take); the change that follows is still conditional.
+pub(crate) async fn lock_balance(tx: &DatabaseTransaction, user: &UserId) -> Result<Credits, Fail> {
+    let sql = format!(
+        "SELECT balance_hundredths FROM credit_balances WHERE user_id = $1{}",
+        sql::for_update(tx)
+    );
+    let balance = sql::one_i64(tx, &sql, vec![user.as_str().into()], "balance_hundredths").await?;
+    credits(balance.unwrap_or(0))
+}
+
+/// Add `amount`: one upsert that also counts the transaction; returns the balance after it.
+async fn credit(
+    tx: &DatabaseTransaction,
+    user: &UserId,
+    amount: Credits,
+    now: Timestamp,
+) -> Result<Credits, Fail> {
+    let sql = "INSERT INTO credit_balances (user_id, balance_hundredths, transaction_count, updated_at) \
+        VALUES ($1, $2, 1, $3) ON CONFLICT (user_id) DO UPDATE SET \
+        balance_hundredths = credit_balances.balance_hundredths + excluded.balance_hundredths, \
+        transaction_count = credit_balances.transaction_count + 1, updated_at = excluded.updated_at \
+        RETURNING balance_hundredths";
+    let values = vec![
+        user.as_str().into(),
+        amount.hundredths().into(),
+        now.unix_millis().into(),
+    ];
+    let after = sql::one_i64(tx, sql, values, "balance_hundredths").await?;
+    let after = after.ok_or_else(|| {
+        StoreError::Unexpected(anyhow::anyhow!("the balance upsert returned no row"))
+    })?;
+    credits(after)
+}
+
+/// Remove `amount` if the balance covers it: one conditional decrement that also counts the
+/// transaction; `None` (nothing changed) when it does not.
+async fn debit(
+    tx: &DatabaseTransaction,
+    user: &UserId,
+    amount: Credits,
+    now: Timestamp,
+) -> Result<Option<Credits>, Fail> {
+    let sql = "UPDATE credit_balances SET balance_hundredths = balance_hundredths - $2, \
+        transaction_count = transaction_count + 1, updated_at = $3 \
+        WHERE user_id = $1 AND balance_hundredths >= $2 RETURNING balance_hundredths";
+    let values = vec![
+        user.as_str().into(),
+        amount.hundredths().into(),
+        now.unix_millis().into(),
+    ];
+    match sql::one_i64(tx, sql, values, "balance_hundredths").await? {
+        Some(after) => Ok(Some(credits(after)?)),
+        None => Ok(None),
+    }
+}
+
+/// Change the balance by `posting.amount` and append the transaction. A duplicate key (a
+/// concurrent request with the same key committed first) is [`Fail::Retry`]: run again, the
+/// operation finds the winner's transaction and replays it.
+pub(crate) async fn post(tx: &DatabaseTransaction, posting: &Posting<'_>) -> Result<Posted, Fail> {
+    let magnitude = posting.amount.magnitude();
+    let after = if posting.amount.is_decrease() {
+        match debit(tx, posting.user, magnitude, posting.now).await? {
+            Some(after) => after,
+            None => return Ok(Posted::Insufficient(read_balance(tx, posting.user).await?)),
+        }
+    } else {
+        credit(tx, posting.user, magnitude, posting.now).await?
+    };
+    check_against_domain(posting, after)?;
+    let written = insert_transaction(tx, posting, after).await?;
+    Ok(Posted::Done(written.ok_or(Fail::Retry(
+        "a concurrent request with the same key committed first",
+    ))?))
+}
+
+/// Pair assertion: the database's arithmetic must agree with the domain's rule for this kind.
+fn check_against_domain(posting: &Posting<'_>, after: Credits) -> Result<(), Fail> {
+    let before = Credits::from_hundredths(after.hundredths() - posting.amount.hundredths());
+    let agrees = before.is_ok_and(|b| ledger::post(b, posting.kind, posting.amount) == Ok(after));
+    if agrees {
+        Ok(())
+    } else {
+        Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
+            "a {} of {} left the balance at {after}, which the ledger rules refuse",
+            posting.kind,
+            posting.amount
+        ))))
+    }
+}
+
+async fn insert_transaction(
+    tx: &DatabaseTransaction,
+    posting: &Posting<'_>,
+    after: Credits,
+) -> Result<Option<CreditTransaction>, Fail> {
+    let sql = format!(
+        "INSERT INTO credit_transactions (user_id, kind, amount_hundredths, balance_after_hundredths, \
+         order_id, subscription_id, reservation_id, feature, model, tokens, note, idempotency_key, \
+         request_hash, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+         ON CONFLICT DO NOTHING RETURNING {TRANSACTION_COLUMNS}"
+    );
+    let c = posting.context;
+    let values = vec![
+        posting.user.as_str().into(),
+        posting.kind.code().into(),
+        posting.amount.hundredths().into(),
+        after.hundredths().into(),
+        c.order_id.as_ref().map(|id| id.as_str().to_owned()).into(),
+        c.subscription_id
+            .as_ref()
+            .map(|id| id.as_str().to_owned())
+            .into(),
+        c.reservation_id
+            .as_ref()
+            .map(|id| id.as_str().to_owned())
+            .into(),
+        c.feature.clone().into(),
+        c.model.clone().into(),
+        tokens_value(c.tokens)?.into(),
+        c.note.clone().into(),
+        posting.key.map(|(key, _)| key.to_owned()).into(),
+        posting.key.map(|(_, hash)| hash.to_owned()).into(),
+        posting.now.unix_millis().into(),
+    ];
+    let row: Option<TransactionRow> = sql::one(tx, &sql, values).await?;
+    Ok(row.map(TransactionRow::into_domain).transpose()?)
+}
+
+/// The transaction `user` wrote with `kind` under idempotency key `key`, if any.
+pub(crate) async fn keyed_transaction<C: ConnectionTrait>(
+    conn: &C,
+    user: &UserId,
+    kind: TransactionKind,
+    key: &str,
+) -> Result<Option<(CreditTransaction, Option<String>)>, Fail> {
+    let sql = format!(
+        "SELECT {TRANSACTION_COLUMNS} FROM credit_transactions \
+         WHERE user_id = $1 AND kind = $2 AND idempotency_key = $3"
+    );
+    let values = vec![user.as_str().into(), kind.code().into(), key.into()];
+    let Some(row) = sql::one::<TransactionRow, _>(conn, &sql, values).await? else {
+        return Ok(None);
+    };
+    let hash = row.request_hash.clone();
+    Ok(Some((row.into_domain()?, hash)))
+}
+
+/// Draw `amount` from `user`'s unexpired lots, soonest expiry first, then oldest
+/// ([`allocate_spend`]). Lots that hold less than `amount` in total are drawn to zero and the
+/// rest stays unattributed. Each draw is conditional; a lot that changed under us means the
+/// lock order was broken somewhere, and the operation runs again.
+pub(crate) async fn draw_lots(
+    tx: &DatabaseTransaction,
+    user: &UserId,
+    amount: Credits,
+) -> Result<(), Fail> {
+    if amount.is_zero() {
+        return Ok(());
+    }
+    let sql = format!(
+        "SELECT {LOT_COLUMNS} FROM credit_grants \
+         WHERE user_id = $1 AND expired = FALSE AND remaining_hundredths > 0"
+    );
+    let rows: Vec<LotRow> = sql::all(tx, &sql, vec![user.as_str().into()]).await?;
+    let lots = rows
+        .into_iter()
+        .map(LotRow::into_domain)
+        .collect::<Result<Vec<_>, _>>()?;
+    for (id, take) in allocate_spend(&lots, amount) {
+        let sql = "UPDATE credit_grants SET remaining_hundredths = remaining_hundredths - $2 \
+                   WHERE id = $1 AND remaining_hundredths >= $2";
+        if sql::execute(tx, sql, vec![id.into(), take.hundredths().into()]).await? != 1 {
+            return Err(Fail::Retry("a grant lot changed during a spend"));
+        }
+    }
+    Ok(())
+}

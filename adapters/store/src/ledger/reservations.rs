@@ -1,0 +1,314 @@
+//! Two-phase spending: reserve (a pending hold), then settle, release, or expire.
+//!
+//! A hold writes a negative `reservation_hold` transaction and does not draw lots down; settling
+//! writes `reservation_settle` for `held - charged` (nothing when they are equal) and draws lots
+//! down by `charged`; releasing or expiring writes `reservation_release` for the whole hold.
+
+use application::ports::{
+    Replay, Reservation, ReservationStatus, ReserveCommand, StoreError, UsageContext,
+};
+use domain::ledger::settle as settlement;
+use domain::{Credits, ReservationId, Timestamp, TransactionKind, UserId};
+use sea_orm::{DatabaseTransaction, FromQueryResult};
+
+use super::Spent;
+use super::postings::{self, Posted, Posting};
+use crate::retry::Fail;
+use crate::rows::{RESERVATION_COLUMNS, ReservationRow, tokens_value};
+use crate::sql::{self, End};
+
+/// What a settle, release or expiry found.
+pub(crate) enum Resolution {
+    /// Resolved now, or earlier in the same way.
+    Done(Reservation, Replay),
+    /// No such reservation for this user.
+    NotFound,
+    /// Resolved earlier in another way (the status code).
+    AlreadyResolved(&'static str),
+}
+
+async fn find(
+    tx: &DatabaseTransaction,
+    condition: &str,
+    values: Vec<sea_orm::Value>,
+) -> Result<Option<ReservationRow>, Fail> {
+    let sql = format!("SELECT {RESERVATION_COLUMNS} FROM credit_reservations WHERE {condition}");
+    Ok(sql::one(tx, &sql, values).await?)
+}
+
+/// Reserve: replay a known key, else insert the pending reservation, decrement the balance
+/// conditionally and write the hold.
+pub(crate) async fn reserve(
+    tx: &DatabaseTransaction,
+    c: &ReserveCommand,
+) -> Result<End<Spent<(Reservation, Replay)>>, Fail> {
+    if c.amount.is_zero() {
+        return Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
+            "a reservation of zero credits"
+        ))));
+    }
+    let by_key = "user_id = $1 AND idempotency_key = $2";
+    let values = vec![c.user_id.as_str().into(), c.idempotency.key.as_str().into()];
+    if let Some(row) = find(tx, by_key, values).await? {
+        let same = row.request_hash == c.idempotency.request_hash;
+        let seen = if same {
+            Spent::Done((row.into_domain()?, Replay::Replayed))
+        } else {
+            Spent::KeyConflict
+        };
+        return Ok(End::Rollback(seen));
+    }
+    if !insert(tx, c).await? {
+        return Err(id_taken(tx, c).await?);
+    }
+    let context = UsageContext {
+        reservation_id: Some(c.reservation_id.clone()),
+        ..c.context.clone()
+    };
+    let posting = Posting {
+        user: &c.user_id,
+        kind: TransactionKind::ReservationHold,
+        amount: c.amount.as_decrease(),
+        context: &context,
+        key: None,
+        now: c.now,
+    };
+    match postings::post(tx, &posting).await? {
+        Posted::Done(_) => {
+            let row = find(tx, "id = $1", vec![c.reservation_id.as_str().into()]).await?;
+            let reservation = row
+                .ok_or(Fail::Retry("the new reservation vanished"))?
+                .into_domain()?;
+            Ok(End::Commit(Spent::Done((reservation, Replay::Fresh))))
+        }
+        Posted::Insufficient(available) => Ok(End::Rollback(Spent::Insufficient {
+            requested: c.amount,
+            available,
+        })),
+    }
+}
+
+/// Insert the pending reservation; false when its id or key is taken.
+async fn insert(tx: &DatabaseTransaction, c: &ReserveCommand) -> Result<bool, Fail> {
+    let sql = "INSERT INTO credit_reservations (id, user_id, held_hundredths, status, \
+        idempotency_key, request_hash, feature, model, tokens, note, created_at, expires_at) \
+        VALUES ($1, $2, $3, 'pending', $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING";
+    let values = vec![
+        c.reservation_id.as_str().into(),
+        c.user_id.as_str().into(),
+        c.amount.hundredths().into(),
+        c.idempotency.key.as_str().into(),
+        c.idempotency.request_hash.as_str().into(),
+        c.context.feature.clone().into(),
+        c.context.model.clone().into(),
+        tokens_value(c.context.tokens)?.into(),
+        c.context.note.clone().into(),
+        c.now.unix_millis().into(),
+        c.expires_at.unix_millis().into(),
+    ];
+    Ok(sql::execute(tx, sql, values).await? == 1)
+}
+
+/// Why the insert did nothing: the same key committed concurrently (run again and replay), or
+/// the id belongs to another reservation (a conflict).
+async fn id_taken(tx: &DatabaseTransaction, c: &ReserveCommand) -> Result<Fail, Fail> {
+    let row = find(tx, "id = $1", vec![c.reservation_id.as_str().into()]).await?;
+    let other = row.is_some_and(|r| {
+        r.user_id != c.user_id.as_str() || r.idempotency_key != c.idempotency.key.as_str()
+    });
+    Ok(if other {
+        Fail::Store(StoreError::Conflict(format!(
+            "reservation id {} is taken",
+            c.reservation_id
+        )))
+    } else {
+        Fail::Retry("a concurrent reservation with the same key committed first")
+    })
+}
+
+/// Lock the reservation row and return it if it belongs to `user`.
+async fn locked(
+    tx: &DatabaseTransaction,
+    user: &UserId,
+    id: &ReservationId,
+) -> Result<Option<Reservation>, Fail> {
+    let condition = format!("id = $1 AND user_id = $2{}", sql::for_update(tx));
+    let row = find(
+        tx,
+        &condition,
+        vec![id.as_str().into(), user.as_str().into()],
+    )
+    .await?;
+    Ok(row.map(ReservationRow::into_domain).transpose()?)
+}
+
+async fn set_status(
+    tx: &DatabaseTransaction,
+    r: &Reservation,
+    status: ReservationStatus,
+    now: Timestamp,
+) -> Result<Reservation, Fail> {
+    let (actual, charged) = match status {
+        ReservationStatus::Settled { actual, charged } => {
+            (Some(actual.hundredths()), Some(charged.hundredths()))
+        }
+        _ => (None, None),
+    };
+    let sql = "UPDATE credit_reservations SET status = $2, actual_hundredths = $3, \
+        charged_hundredths = $4, resolved_at = $5 WHERE id = $1 AND status = 'pending'";
+    let values = vec![
+        r.id.as_str().into(),
+        status.code().into(),
+        actual.into(),
+        charged.into(),
+        now.unix_millis().into(),
+    ];
+    if sql::execute(tx, sql, values).await? != 1 {
+        return Err(Fail::Retry("the reservation was resolved concurrently"));
+    }
+    Ok(Reservation {
+        status,
+        ..r.clone()
+    })
+}
+
+fn resolve_context(r: &Reservation) -> UsageContext {
+    UsageContext {
+        reservation_id: Some(r.id.clone()),
+        ..r.context.clone()
+    }
+}
+
+/// Settle with the actual usage: the unused part of the hold returns, an overrun is taken up to
+/// what is available ([`settlement`]), and lots are drawn down by what is finally charged.
+pub(crate) async fn settle(
+    tx: &DatabaseTransaction,
+    user: &UserId,
+    id: &ReservationId,
+    actual: Credits,
+    now: Timestamp,
+) -> Result<End<Resolution>, Fail> {
+    let Some(r) = locked(tx, user, id).await? else {
+        return Ok(End::Rollback(Resolution::NotFound));
+    };
+    match r.status {
+        ReservationStatus::Pending => {}
+        ReservationStatus::Settled {
+            actual: earlier, ..
+        } if earlier == actual => {
+            return Ok(End::Rollback(Resolution::Done(r, Replay::Replayed)));
+        }
+        other => return Ok(End::Rollback(Resolution::AlreadyResolved(other.code()))),
+    }
+    let available = postings::lock_balance(tx, user).await?;
+    let s = settlement(r.held, actual, available);
+    if s.amount.hundredths() != 0 {
+        let context = resolve_context(&r);
+        let posting = Posting {
+            user,
+            kind: TransactionKind::ReservationSettle,
+            amount: s.amount,
+            context: &context,
+            key: None,
+            now,
+        };
+        if let Posted::Insufficient(_) = postings::post(tx, &posting).await? {
+            return Err(Fail::Retry("the balance changed under its lock"));
+        }
+    }
+    postings::draw_lots(tx, user, s.charged).await?;
+    let settled = set_status(
+        tx,
+        &r,
+        ReservationStatus::Settled {
+            actual,
+            charged: s.charged,
+        },
+        now,
+    )
+    .await?;
+    Ok(End::Commit(Resolution::Done(settled, Replay::Fresh)))
+}
+
+/// Release (or, for the expiry sweep, expire) a pending hold: the whole hold returns.
+pub(crate) async fn release(
+    tx: &DatabaseTransaction,
+    user: &UserId,
+    id: &ReservationId,
+    now: Timestamp,
+    to: ReservationStatus,
+) -> Result<End<Resolution>, Fail> {
+    let Some(r) = locked(tx, user, id).await? else {
+        return Ok(End::Rollback(Resolution::NotFound));
+    };
+    match r.status {
+        ReservationStatus::Pending => {}
+        s if s == to => return Ok(End::Rollback(Resolution::Done(r, Replay::Replayed))),
+        other => return Ok(End::Rollback(Resolution::AlreadyResolved(other.code()))),
+    }
+    let context = resolve_context(&r);
+    let posting = Posting {
+        user,
+        kind: TransactionKind::ReservationRelease,
+        amount: r.held.as_increase(),
+        context: &context,
+        key: None,
+        now,
+    };
+    if let Posted::Insufficient(_) = postings::post(tx, &posting).await? {
+        return Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
+            "an increase was refused"
+        ))));
+    }
+    let released = set_status(tx, &r, to, now).await?;
+    Ok(End::Commit(Resolution::Done(released, Replay::Fresh)))
+}
+
+#[derive(Debug, FromQueryResult)]
+struct DueRow {
+    id: String,
+    user_id: String,
+}
+
+/// Pending reservations past their expiry: `(user, id)`, soonest first.
+pub(crate) async fn due(
+    db: &sea_orm::DatabaseConnection,
+    now: Timestamp,
+    limit: u32,
+) -> Result<Vec<(UserId, ReservationId)>, Fail> {
+    let sql = "SELECT id, user_id FROM credit_reservations WHERE status = 'pending' AND expires_at <= $1 \
+               ORDER BY expires_at, id LIMIT $2";
+    let rows: Vec<DueRow> = sql::all(
+        db,
+        sql,
+        vec![now.unix_millis().into(), i64::from(limit).into()],
+    )
+    .await?;
+    rows.into_iter()
+        .map(|r| {
+            let bad = |e: domain::IdError| {
+                Fail::Store(crate::rows::corrupt("credit_reservations", &r.id, e))
+            };
+            Ok((
+                UserId::new(r.user_id.clone()).map_err(bad)?,
+                ReservationId::new(r.id.clone()).map_err(bad)?,
+            ))
+        })
+        .collect()
+}
+
+/// A user's pending reservations, oldest first.
+pub(crate) async fn pending(
+    db: &sea_orm::DatabaseConnection,
+    user: &UserId,
+) -> Result<Vec<Reservation>, Fail> {
+    let sql = format!(
+        "SELECT {RESERVATION_COLUMNS} FROM credit_reservations WHERE user_id = $1 AND status = 'pending' \
+         ORDER BY created_at, id"
+    );
+    let rows: Vec<ReservationRow> = sql::all(db, &sql, vec![user.as_str().into()]).await?;
+    Ok(rows
+        .into_iter()
+        .map(ReservationRow::into_domain)
+        .collect::<Result<_, _>>()?)
+}

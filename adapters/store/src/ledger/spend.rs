@@ -1,0 +1,144 @@
+//! Spending now (`consume`) and administrators' signed corrections (`adjust`).
+
+use application::ports::{
+    AdjustCommand, ConsumeCommand, CreditTransaction, GrantSource, LedgerEffect, Replay,
+    StoreError, UsageContext,
+};
+use domain::{Credits, TransactionKind};
+use sea_orm::DatabaseTransaction;
+
+use super::Spent;
+use super::grants::{self, NewGrant};
+use super::postings::{self, Posted, Posting};
+use crate::retry::Fail;
+use crate::sql::End;
+
+/// Consume: replay a known key, else conditional decrement + ledger insert + lot draw-down.
+pub(crate) async fn consume(
+    tx: &DatabaseTransaction,
+    c: &ConsumeCommand,
+) -> Result<End<Spent<(CreditTransaction, Replay)>>, Fail> {
+    if c.amount.is_zero() {
+        return Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
+            "a consumption of zero credits"
+        ))));
+    }
+    if let Some(seen) = replay(tx, c).await? {
+        return Ok(End::Rollback(seen));
+    }
+    let key = c.idempotency.key.as_str();
+    let posting = Posting {
+        user: &c.user_id,
+        kind: TransactionKind::Consumption,
+        amount: c.amount.as_decrease(),
+        context: &c.context,
+        key: Some((key, c.idempotency.request_hash.as_str())),
+        now: c.now,
+    };
+    match postings::post(tx, &posting).await? {
+        Posted::Done(written) => {
+            postings::draw_lots(tx, &c.user_id, c.amount).await?;
+            Ok(End::Commit(Spent::Done((written, Replay::Fresh))))
+        }
+        Posted::Insufficient(available) => {
+            // On PostgreSQL a concurrent request with this key may have committed while this one
+            // waited for the balance row; its outcome is the answer, not "insufficient".
+            if let Some(seen) = replay(tx, c).await? {
+                return Ok(End::Rollback(seen));
+            }
+            Ok(End::Rollback(Spent::Insufficient {
+                requested: c.amount,
+                available,
+            }))
+        }
+    }
+}
+
+async fn replay(
+    tx: &DatabaseTransaction,
+    c: &ConsumeCommand,
+) -> Result<Option<Spent<(CreditTransaction, Replay)>>, Fail> {
+    let key = c.idempotency.key.as_str();
+    let found =
+        postings::keyed_transaction(tx, &c.user_id, TransactionKind::Consumption, key).await?;
+    Ok(found.map(|(earlier, hash)| {
+        if hash.as_deref() == Some(c.idempotency.request_hash.as_str()) {
+            Spent::Done((earlier, Replay::Replayed))
+        } else {
+            Spent::KeyConflict
+        }
+    }))
+}
+
+/// The request fingerprint of an adjustment: same reference with another amount or note is a
+/// different request.
+fn adjust_hash(c: &AdjustCommand) -> String {
+    format!("{}|{}", c.amount.hundredths(), c.note)
+}
+
+/// Adjust: keyed by `reference` (a second call with the same one is `Nothing`). An increase is
+/// a grant lot with source `admin`/`reference`; a decrease spends like a consumption but never
+/// below zero.
+pub(crate) async fn adjust(
+    tx: &DatabaseTransaction,
+    c: &AdjustCommand,
+) -> Result<End<Spent<LedgerEffect>>, Fail> {
+    let hash = adjust_hash(c);
+    let found = postings::keyed_transaction(
+        tx,
+        &c.user_id,
+        TransactionKind::AdminAdjustment,
+        &c.reference,
+    )
+    .await?;
+    if let Some((_, earlier)) = found {
+        let seen = if earlier.as_deref() == Some(hash.as_str()) {
+            Spent::Done(LedgerEffect::Nothing)
+        } else {
+            Spent::KeyConflict
+        };
+        return Ok(End::Rollback(seen));
+    }
+    if c.amount.hundredths() == 0 {
+        return Ok(End::Rollback(Spent::Done(LedgerEffect::Nothing)));
+    }
+    let context = UsageContext {
+        note: Some(c.note.clone()),
+        ..UsageContext::default()
+    };
+    if !c.amount.is_decrease() {
+        let source = GrantSource::Admin(c.reference.clone());
+        let grant = NewGrant {
+            user: &c.user_id,
+            amount: c.amount.magnitude(),
+            source: &source,
+            expires_at: None,
+            now: c.now,
+            context: Some(&context),
+            key: Some((&c.reference, &hash)),
+        };
+        let effect = grants::grant(tx, &grant).await?;
+        return Ok(End::Commit(Spent::Done(effect)));
+    }
+    let posting = Posting {
+        user: &c.user_id,
+        kind: TransactionKind::AdminAdjustment,
+        amount: c.amount,
+        context: &context,
+        key: Some((&c.reference, &hash)),
+        now: c.now,
+    };
+    match postings::post(tx, &posting).await? {
+        Posted::Done(written) => {
+            postings::draw_lots(tx, &c.user_id, c.amount.magnitude()).await?;
+            Ok(End::Commit(Spent::Done(LedgerEffect::Written(written))))
+        }
+        Posted::Insufficient(available) => {
+            let requested: Credits = c.amount.magnitude();
+            Ok(End::Rollback(Spent::Insufficient {
+                requested,
+                available,
+            }))
+        }
+    }
+}

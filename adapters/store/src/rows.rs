@@ -1,0 +1,510 @@
+//! Rows as the database returns them, and their conversion into domain values.
+//!
+//! Every conversion goes through the domain's validating constructors (rule 4: validate on write
+//! and on read). A row that fails them is [`StoreError::Corrupt`] naming the table, the row and
+//! what is wrong; it never panics.
+
+mod plan;
+
+use std::fmt::Display;
+
+use application::accounts::{ApiKey, Email, PasswordHash, Role, Scope, User};
+use application::ports::{
+    CheckoutRecord, CheckoutTarget, CreditTransaction, OrderRecord, Reservation, ReservationStatus,
+    StoreError, UsageContext,
+};
+use domain::{
+    BillingPeriod, CreditDelta, Credits, Currency, Duration, GrantLot, Money, Order, OrderId,
+    OrderStatus, PlanId, PlanSnapshot, PlanType, ProviderId, RenewalIntent, ReservationId,
+    Subscription, SubscriptionId, SubscriptionStatus, Timestamp, TransactionKind, UserId,
+};
+use sea_orm::FromQueryResult;
+
+pub(crate) use plan::{PLAN_COLUMNS, PlanRow, plan_values};
+
+/// A corrupt-row error.
+pub(crate) fn corrupt(table: &str, id: &str, what: impl Display) -> StoreError {
+    StoreError::Corrupt(format!("{table} {id:?}: {what}"))
+}
+
+fn ts(ms: i64) -> Timestamp {
+    Timestamp::from_unix_millis(ms)
+}
+
+fn credits(table: &str, id: &str, field: &str, hundredths: i64) -> Result<Credits, StoreError> {
+    Credits::from_hundredths(hundredths)
+        .map_err(|e| corrupt(table, id, format_args!("{field}: {e}")))
+}
+
+/// `tokens` as stored (a non-negative BIGINT).
+fn tokens(table: &str, id: &str, tokens: Option<i64>) -> Result<Option<u64>, StoreError> {
+    tokens
+        .map(|t| u64::try_from(t).map_err(|_| corrupt(table, id, "tokens is negative")))
+        .transpose()
+}
+
+/// `tokens` to store.
+pub(crate) fn tokens_value(tokens: Option<u64>) -> Result<Option<i64>, StoreError> {
+    tokens
+        .map(|t| i64::try_from(t).map_err(|_| StoreError::Conflict("tokens is too large".into())))
+        .transpose()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Users and API keys
+
+/// The columns of [`UserRow`].
+pub(crate) const USER_COLUMNS: &str = "id, email, password_hash, role, created_at";
+
+/// A `users` row.
+#[derive(Debug, FromQueryResult)]
+pub(crate) struct UserRow {
+    id: String,
+    email: String,
+    password_hash: Option<String>,
+    role: String,
+    created_at: i64,
+}
+
+impl UserRow {
+    /// The user and its password hash.
+    pub(crate) fn into_domain(self) -> Result<(User, Option<PasswordHash>), StoreError> {
+        let id = UserId::new(self.id.clone()).map_err(|e| corrupt("users", &self.id, e))?;
+        let email = Email::parse(&self.email).map_err(|e| corrupt("users", &self.id, e))?;
+        let role = Role::parse(&self.role).ok_or_else(|| {
+            corrupt(
+                "users",
+                &self.id,
+                format_args!("unknown role {:?}", self.role),
+            )
+        })?;
+        let user = User {
+            id,
+            email,
+            role,
+            created_at: ts(self.created_at),
+        };
+        Ok((user, self.password_hash.map(PasswordHash)))
+    }
+}
+
+/// The columns of [`ApiKeyRow`].
+pub(crate) const API_KEY_COLUMNS: &str =
+    "id, owner_id, name, prefix, scopes, created_at, revoked_at";
+
+/// An `api_keys` row.
+#[derive(Debug, FromQueryResult)]
+pub(crate) struct ApiKeyRow {
+    id: String,
+    owner_id: String,
+    name: String,
+    prefix: String,
+    scopes: String,
+    created_at: i64,
+    revoked_at: Option<i64>,
+}
+
+impl ApiKeyRow {
+    /// The key record.
+    pub(crate) fn into_domain(self) -> Result<ApiKey, StoreError> {
+        let owner = UserId::new(self.owner_id).map_err(|e| corrupt("api_keys", &self.id, e))?;
+        let scopes = self
+            .scopes
+            .split_whitespace()
+            .map(Scope::parse)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| corrupt("api_keys", &self.id, e))?;
+        Ok(ApiKey {
+            id: self.id,
+            owner,
+            name: self.name,
+            prefix: self.prefix,
+            scopes,
+            created_at: ts(self.created_at),
+            revoked_at: self.revoked_at.map(ts),
+        })
+    }
+}
+
+/// Scopes as stored: their codes, space-separated.
+pub(crate) fn scopes_value(scopes: &[Scope]) -> String {
+    scopes
+        .iter()
+        .map(|s| s.code())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Orders
+
+/// The columns of [`OrderRow`].
+pub(crate) const ORDER_COLUMNS: &str = "id, user_id, provider, plan_id, plan_type, amount_minor, \
+    currency, credits_hundredths, months, status, failure_reason, paid_at, refunded_minor, \
+    provider_reference, checkout_kind, checkout_url, mismatch, expires_at, created_at, updated_at";
+
+/// An `orders` row.
+#[derive(Debug, FromQueryResult)]
+pub(crate) struct OrderRow {
+    id: String,
+    user_id: String,
+    provider: String,
+    plan_id: String,
+    plan_type: String,
+    amount_minor: i64,
+    currency: String,
+    credits_hundredths: Option<i64>,
+    months: Option<i64>,
+    status: String,
+    failure_reason: Option<String>,
+    paid_at: Option<i64>,
+    refunded_minor: i64,
+    provider_reference: Option<String>,
+    checkout_kind: Option<String>,
+    checkout_url: Option<String>,
+    mismatch: Option<String>,
+    expires_at: i64,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl OrderRow {
+    /// The order record.
+    pub(crate) fn into_domain(self) -> Result<OrderRecord, StoreError> {
+        let bad = |what: String| corrupt("orders", &self.id, what);
+        let currency: Currency = self.currency.parse().map_err(|e| bad(format!("{e}")))?;
+        let price = Money::from_minor(self.amount_minor, currency)
+            .map_err(|e| bad(format!("amount: {e}")))?;
+        let plan_type = PlanType::parse(&self.plan_type)
+            .ok_or_else(|| bad(format!("unknown plan type {:?}", self.plan_type)))?;
+        let plan = PlanSnapshot {
+            plan_id: PlanId::new(self.plan_id.clone()).map_err(|e| bad(e.to_string()))?,
+            plan_type,
+            price,
+            credits: self
+                .credits_hundredths
+                .map(|h| credits("orders", &self.id, "credits", h))
+                .transpose()?,
+            duration: self
+                .months
+                .map(duration_from_months)
+                .transpose()
+                .map_err(bad)?,
+        };
+        let order = Order {
+            id: OrderId::new(self.id.clone()).map_err(|e| bad(e.to_string()))?,
+            user_id: UserId::new(self.user_id.clone()).map_err(|e| bad(e.to_string()))?,
+            provider: self
+                .provider
+                .parse::<ProviderId>()
+                .map_err(|e| bad(e.to_string()))?,
+            status: self.status(price).map_err(bad)?,
+            plan,
+            created_at: ts(self.created_at),
+            expires_at: ts(self.expires_at),
+        };
+        Ok(OrderRecord {
+            order,
+            checkout: self
+                .checkout()
+                .map_err(|e| corrupt("orders", &self.id, e))?,
+            updated_at: ts(self.updated_at),
+            mismatch: self.mismatch,
+        })
+    }
+
+    fn status(&self, price: Money) -> Result<OrderStatus, String> {
+        let paid_at = || {
+            self.paid_at
+                .map(ts)
+                .ok_or_else(|| format!("{} without paid_at", self.status))
+        };
+        Ok(match self.status.as_str() {
+            "pending" => OrderStatus::Pending,
+            "paid" => OrderStatus::Paid {
+                paid_at: paid_at()?,
+            },
+            "failed" => OrderStatus::Failed {
+                reason: self.failure_reason.clone().unwrap_or_default(),
+            },
+            "cancelled" => OrderStatus::Cancelled,
+            "expired" => OrderStatus::Expired,
+            "partially_refunded" => {
+                if self.refunded_minor <= 0 || self.refunded_minor >= price.amount_minor() {
+                    return Err(format!(
+                        "partial refund of {} minor units",
+                        self.refunded_minor
+                    ));
+                }
+                let refunded = Money::from_minor(self.refunded_minor, price.currency())
+                    .map_err(|e| e.to_string())?;
+                OrderStatus::PartiallyRefunded {
+                    paid_at: paid_at()?,
+                    refunded,
+                }
+            }
+            "refunded" => OrderStatus::Refunded {
+                paid_at: paid_at()?,
+            },
+            other => return Err(format!("unknown status {other:?}")),
+        })
+    }
+
+    fn checkout(&self) -> Result<Option<CheckoutRecord>, String> {
+        let target = match (self.checkout_kind.as_deref(), &self.checkout_url) {
+            (None, None) => return Ok(None),
+            (Some("redirect"), Some(url)) => CheckoutTarget::Redirect(url.clone()),
+            (Some("qr_code"), Some(url)) => CheckoutTarget::QrCode(url.clone()),
+            (kind, _) => return Err(format!("checkout kind {kind:?} without a matching url")),
+        };
+        Ok(Some(CheckoutRecord {
+            provider_reference: self.provider_reference.clone(),
+            target,
+        }))
+    }
+}
+
+/// The status columns of an order: `(status, paid_at, failure_reason, refunded_minor)`, where a
+/// `None` refund means "the whole price" (`refunded_minor = amount_minor` in SQL).
+pub(crate) fn order_status_values(
+    status: &OrderStatus,
+) -> (&'static str, Option<i64>, Option<String>, Option<i64>) {
+    let code = status.code();
+    match status {
+        OrderStatus::Pending | OrderStatus::Cancelled | OrderStatus::Expired => {
+            (code, None, None, Some(0))
+        }
+        OrderStatus::Paid { paid_at } => (code, Some(paid_at.unix_millis()), None, Some(0)),
+        OrderStatus::Failed { reason } => (code, None, Some(reason.clone()), Some(0)),
+        OrderStatus::PartiallyRefunded { paid_at, refunded } => (
+            code,
+            Some(paid_at.unix_millis()),
+            None,
+            Some(refunded.amount_minor()),
+        ),
+        OrderStatus::Refunded { paid_at } => (code, Some(paid_at.unix_millis()), None, None),
+    }
+}
+
+/// A stored month count as a [`Duration`].
+///
+/// The domain builds a `Duration` only inside `Plan::from_draft` (`Months` has no public
+/// constructor), so the stored count is checked by exactly those rules through a minimal one-time
+/// plan, which accepts every finite count (1 to 1200) and the lifetime marker.
+pub(crate) fn duration_from_months(months: i64) -> Result<Duration, String> {
+    Duration::from_months_value(months)
+        .ok_or_else(|| format!("months {months} is not a valid duration"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Subscriptions
+
+/// The columns of [`SubscriptionRow`].
+pub(crate) const SUBSCRIPTION_COLUMNS: &str = "id, user_id, plan_id, provider, \
+    provider_subscription_id, status, period_start, period_end, cancel_at_period_end, last_event_at";
+
+/// A `subscriptions` row.
+#[derive(Debug, FromQueryResult)]
+pub(crate) struct SubscriptionRow {
+    id: String,
+    user_id: String,
+    plan_id: String,
+    provider: String,
+    provider_subscription_id: String,
+    status: String,
+    period_start: i64,
+    period_end: i64,
+    cancel_at_period_end: bool,
+    last_event_at: i64,
+}
+
+impl SubscriptionRow {
+    /// The subscription.
+    pub(crate) fn into_domain(self) -> Result<Subscription, StoreError> {
+        let bad = |what: String| corrupt("subscriptions", &self.id, what);
+        Ok(Subscription {
+            id: SubscriptionId::new(self.id.clone()).map_err(|e| bad(e.to_string()))?,
+            user_id: UserId::new(self.user_id.clone()).map_err(|e| bad(e.to_string()))?,
+            plan_id: PlanId::new(self.plan_id.clone()).map_err(|e| bad(e.to_string()))?,
+            provider: self
+                .provider
+                .parse::<ProviderId>()
+                .map_err(|e| bad(e.to_string()))?,
+            status: SubscriptionStatus::parse(&self.status)
+                .ok_or_else(|| bad(format!("unknown status {:?}", self.status)))?,
+            current_period: BillingPeriod::new(ts(self.period_start), ts(self.period_end))
+                .ok_or_else(|| bad("period ends before it starts".into()))?,
+            renewal: if self.cancel_at_period_end {
+                RenewalIntent::EndsAtPeriodEnd
+            } else {
+                RenewalIntent::Renews
+            },
+            provider_subscription_id: self.provider_subscription_id,
+            last_event_at: ts(self.last_event_at),
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The credit ledger
+
+/// The columns of [`TransactionRow`].
+pub(crate) const TRANSACTION_COLUMNS: &str = "id, user_id, kind, amount_hundredths, \
+    balance_after_hundredths, order_id, subscription_id, reservation_id, feature, model, tokens, \
+    note, created_at, request_hash";
+
+/// A `credit_transactions` row.
+#[derive(Debug, FromQueryResult)]
+pub(crate) struct TransactionRow {
+    id: i64,
+    user_id: String,
+    kind: String,
+    amount_hundredths: i64,
+    balance_after_hundredths: i64,
+    order_id: Option<String>,
+    subscription_id: Option<String>,
+    reservation_id: Option<String>,
+    feature: Option<String>,
+    model: Option<String>,
+    tokens: Option<i64>,
+    note: Option<String>,
+    created_at: i64,
+    /// The fingerprint of the request that wrote it, when it was written under a key.
+    pub(crate) request_hash: Option<String>,
+}
+
+impl TransactionRow {
+    /// The transaction.
+    pub(crate) fn into_domain(self) -> Result<CreditTransaction, StoreError> {
+        let id = self.id.to_string();
+        let bad = |what: String| corrupt("credit_transactions", &id, what);
+        let context = UsageContext {
+            order_id: self
+                .order_id
+                .map(OrderId::new)
+                .transpose()
+                .map_err(|e| bad(e.to_string()))?,
+            subscription_id: self
+                .subscription_id
+                .map(SubscriptionId::new)
+                .transpose()
+                .map_err(|e| bad(e.to_string()))?,
+            reservation_id: self
+                .reservation_id
+                .map(ReservationId::new)
+                .transpose()
+                .map_err(|e| bad(e.to_string()))?,
+            feature: self.feature,
+            model: self.model,
+            tokens: tokens("credit_transactions", &id, self.tokens)?,
+            note: self.note,
+        };
+        Ok(CreditTransaction {
+            id: self.id,
+            user_id: UserId::new(self.user_id).map_err(|e| bad(e.to_string()))?,
+            kind: TransactionKind::parse(&self.kind)
+                .ok_or_else(|| bad(format!("unknown kind {:?}", self.kind)))?,
+            amount: CreditDelta::from_hundredths(self.amount_hundredths)
+                .map_err(|e| bad(e.to_string()))?,
+            balance_after: credits(
+                "credit_transactions",
+                &id,
+                "balance_after",
+                self.balance_after_hundredths,
+            )?,
+            context,
+            created_at: ts(self.created_at),
+        })
+    }
+}
+
+/// The columns of [`ReservationRow`].
+pub(crate) const RESERVATION_COLUMNS: &str = "id, user_id, held_hundredths, status, \
+    actual_hundredths, charged_hundredths, idempotency_key, request_hash, feature, model, tokens, \
+    note, created_at, expires_at";
+
+/// A `credit_reservations` row.
+#[derive(Debug, FromQueryResult)]
+pub(crate) struct ReservationRow {
+    pub(crate) id: String,
+    pub(crate) user_id: String,
+    pub(crate) held_hundredths: i64,
+    pub(crate) status: String,
+    actual_hundredths: Option<i64>,
+    charged_hundredths: Option<i64>,
+    pub(crate) idempotency_key: String,
+    pub(crate) request_hash: String,
+    feature: Option<String>,
+    model: Option<String>,
+    tokens: Option<i64>,
+    note: Option<String>,
+    created_at: i64,
+    expires_at: i64,
+}
+
+impl ReservationRow {
+    /// The reservation.
+    pub(crate) fn into_domain(self) -> Result<Reservation, StoreError> {
+        let table = "credit_reservations";
+        let bad = |what: String| corrupt(table, &self.id, what);
+        let amount = |field, h: Option<i64>| -> Result<Credits, StoreError> {
+            let h =
+                h.ok_or_else(|| corrupt(table, &self.id, format_args!("settled without {field}")))?;
+            credits(table, &self.id, field, h)
+        };
+        let status = match self.status.as_str() {
+            "pending" => ReservationStatus::Pending,
+            "settled" => ReservationStatus::Settled {
+                actual: amount("actual", self.actual_hundredths)?,
+                charged: amount("charged", self.charged_hundredths)?,
+            },
+            "released" => ReservationStatus::Released,
+            "expired" => ReservationStatus::Expired,
+            other => return Err(bad(format!("unknown status {other:?}"))),
+        };
+        Ok(Reservation {
+            id: ReservationId::new(self.id.clone()).map_err(|e| bad(e.to_string()))?,
+            user_id: UserId::new(self.user_id.clone()).map_err(|e| bad(e.to_string()))?,
+            held: credits(table, &self.id, "held", self.held_hundredths)?,
+            status,
+            context: UsageContext {
+                feature: self.feature,
+                model: self.model,
+                tokens: tokens(table, &self.id, self.tokens)?,
+                note: self.note,
+                ..UsageContext::default()
+            },
+            created_at: ts(self.created_at),
+            expires_at: ts(self.expires_at),
+        })
+    }
+}
+
+/// The columns of [`LotRow`].
+pub(crate) const LOT_COLUMNS: &str = "id, remaining_hundredths, expires_at, granted_at";
+
+/// The spendable part of a `credit_grants` row.
+#[derive(Debug, FromQueryResult)]
+pub(crate) struct LotRow {
+    id: i64,
+    remaining_hundredths: i64,
+    expires_at: Option<i64>,
+    granted_at: i64,
+}
+
+impl LotRow {
+    /// The lot.
+    pub(crate) fn into_domain(self) -> Result<GrantLot, StoreError> {
+        Ok(GrantLot {
+            id: self.id,
+            remaining: credits(
+                "credit_grants",
+                &self.id.to_string(),
+                "remaining",
+                self.remaining_hundredths,
+            )?,
+            expires_at: self.expires_at.map(ts),
+            granted_at: ts(self.granted_at),
+        })
+    }
+}

@@ -1,0 +1,189 @@
+//! The `pricing_plan` row: the columns the listing queries need, and the rest of the plan as a
+//! JSON document (`data`) owned by this adapter, never by the domain.
+
+use std::collections::BTreeMap;
+
+use application::ports::{Listing, StoreError, StoredPlan};
+use domain::{Credits, Currency, Locale, Money, Plan, PlanDraft, PlanText, ProviderRefs};
+use sea_orm::{FromQueryResult, Value};
+use serde::{Deserialize, Serialize};
+
+use super::corrupt;
+
+/// The columns of [`PlanRow`], in the order of [`plan_values`].
+pub(crate) const PLAN_COLUMNS: &str = "id, provider, plan_type, currency, amount_minor, \
+    original_amount_minor, hidden, locales, sort_order, data";
+
+/// A `pricing_plan` row.
+#[derive(Debug, FromQueryResult)]
+pub(crate) struct PlanRow {
+    id: String,
+    provider: String,
+    plan_type: String,
+    currency: String,
+    amount_minor: i64,
+    original_amount_minor: Option<i64>,
+    hidden: bool,
+    locales: String,
+    sort_order: i32,
+    data: String,
+}
+
+/// The plan fields that are not columns, as stored in `data`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PlanData {
+    i18n: BTreeMap<String, TextData>,
+    months: Option<i64>,
+    credits_hundredths: Option<i64>,
+    development_amount_minor: Option<i64>,
+    #[serde(default)]
+    provider_refs: RefsData,
+    #[serde(default)]
+    recommended: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct TextData {
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    duration: String,
+    #[serde(default)]
+    features: Vec<String>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RefsData {
+    card_gateway_price_id: Option<String>,
+    wallet_global_plan_id: Option<String>,
+    mor_a_product_id: Option<String>,
+    mor_b_product_id: Option<String>,
+    mor_c_product_id: Option<String>,
+}
+
+impl PlanRow {
+    /// The stored plan, validated by [`Plan::from_draft`] as a catalog plan is.
+    pub(crate) fn into_domain(self) -> Result<StoredPlan, StoreError> {
+        let bad = |what: String| corrupt("pricing_plan", &self.id, what);
+        let data: PlanData =
+            serde_json::from_str(&self.data).map_err(|e| bad(format!("data: {e}")))?;
+        let currency: Currency = self.currency.parse().map_err(|e| bad(format!("{e}")))?;
+        let major = |minor: i64| Money::from_minor(minor, currency).map(|m| m.to_decimal());
+        let credits = data
+            .credits_hundredths
+            .map(|h| Credits::from_hundredths(h).map(Credits::to_decimal))
+            .transpose()
+            .map_err(|e| bad(format!("credits: {e}")))?;
+        let draft = PlanDraft {
+            id: self.id.clone(),
+            provider: Some(self.provider.clone()),
+            amount: Some(major(self.amount_minor).map_err(|e| bad(format!("amount: {e}")))?),
+            original_amount: self
+                .original_amount_minor
+                .map(major)
+                .transpose()
+                .map_err(|e| bad(e.to_string()))?,
+            development_amount: data
+                .development_amount_minor
+                .map(major)
+                .transpose()
+                .map_err(|e| bad(e.to_string()))?,
+            currency: Some(self.currency.clone()),
+            recommended: data.recommended,
+            hidden: self.hidden,
+            months: data.months,
+            duration_type: Some(self.plan_type.clone()),
+            credits,
+            provider_refs: ProviderRefs {
+                card_gateway_price_id: data.provider_refs.card_gateway_price_id,
+                wallet_global_plan_id: data.provider_refs.wallet_global_plan_id,
+                mor_a_product_id: data.provider_refs.mor_a_product_id,
+                mor_b_product_id: data.provider_refs.mor_b_product_id,
+                mor_c_product_id: data.provider_refs.mor_c_product_id,
+            },
+            i18n: data
+                .i18n
+                .into_iter()
+                .map(|(tag, t)| (tag, t.into()))
+                .collect(),
+        };
+        let plan = Plan::from_draft(&draft).map_err(|e| bad(e.to_string()))?;
+        let locales = parse_locales(&self.locales)
+            .ok_or_else(|| bad(format!("locales {:?}", self.locales)))?;
+        Ok(StoredPlan {
+            plan,
+            listing: Listing {
+                sort_order: self.sort_order,
+                locales,
+            },
+        })
+    }
+}
+
+impl From<TextData> for PlanText {
+    fn from(t: TextData) -> Self {
+        PlanText {
+            name: t.name,
+            description: t.description,
+            duration: t.duration,
+            features: t.features,
+        }
+    }
+}
+
+/// Locales as stored: tags separated by commas; empty means every locale.
+fn parse_locales(stored: &str) -> Option<Vec<Locale>> {
+    if stored.is_empty() {
+        return Some(Vec::new());
+    }
+    stored.split(',').map(Locale::parse).collect()
+}
+
+/// The values of [`PLAN_COLUMNS`] for `stored`.
+pub(crate) fn plan_values(stored: &StoredPlan) -> Result<Vec<Value>, StoreError> {
+    let plan = &stored.plan;
+    let refs = plan.provider_refs();
+    let data = PlanData {
+        i18n: plan
+            .texts()
+            .iter()
+            .map(|(locale, t)| {
+                let text = TextData {
+                    name: t.name.clone(),
+                    description: t.description.clone(),
+                    duration: t.duration.clone(),
+                    features: t.features.clone(),
+                };
+                (locale.as_str().to_owned(), text)
+            })
+            .collect(),
+        months: plan.duration().map(domain::Duration::months_value),
+        credits_hundredths: plan.credits().map(Credits::hundredths),
+        development_amount_minor: plan.development_price().map(|m| m.amount_minor()),
+        provider_refs: RefsData {
+            card_gateway_price_id: refs.card_gateway_price_id.clone(),
+            wallet_global_plan_id: refs.wallet_global_plan_id.clone(),
+            mor_a_product_id: refs.mor_a_product_id.clone(),
+            mor_b_product_id: refs.mor_b_product_id.clone(),
+            mor_c_product_id: refs.mor_c_product_id.clone(),
+        },
+        recommended: plan.prominence() == domain::plan::Prominence::Recommended,
+    };
+    let data = serde_json::to_string(&data).map_err(|e| StoreError::Unexpected(e.into()))?;
+    let locales: Vec<&str> = stored.listing.locales.iter().map(Locale::as_str).collect();
+    Ok(vec![
+        plan.id().as_str().into(),
+        plan.provider().as_str().into(),
+        plan.plan_type().as_str().into(),
+        plan.price().currency().code().into(),
+        plan.price().amount_minor().into(),
+        plan.original_price().map(|m| m.amount_minor()).into(),
+        (plan.visibility() == domain::Visibility::Hidden).into(),
+        locales.join(",").into(),
+        stored.listing.sort_order.into(),
+        data.into(),
+    ])
+}

@@ -1,0 +1,125 @@
+//! Subscriptions: reads for the use cases, and the two writes a payment event makes (create, and
+//! replace under compare-and-set on `last_event_at`).
+
+use application::ports::{StoreError, SubscriptionRepository};
+use async_trait::async_trait;
+use domain::{OrderId, ProviderId, RenewalIntent, Subscription, SubscriptionId, Timestamp, UserId};
+use sea_orm::{ConnectionTrait, DbErr, Value};
+
+use crate::SeaOrmStore;
+use crate::rows::{SUBSCRIPTION_COLUMNS, SubscriptionRow};
+
+fn state_values(s: &Subscription) -> [Value; 5] {
+    [
+        s.status.code().into(),
+        s.current_period.start().unix_millis().into(),
+        s.current_period.end().unix_millis().into(),
+        (s.renewal == RenewalIntent::EndsAtPeriodEnd).into(),
+        s.last_event_at.unix_millis().into(),
+    ]
+}
+
+/// Insert `s`; returns false when the id or the provider's subscription id exists.
+pub(crate) async fn create<C: ConnectionTrait>(
+    conn: &C,
+    s: &Subscription,
+    order: Option<&OrderId>,
+    now: Timestamp,
+) -> Result<bool, DbErr> {
+    let sql = "INSERT INTO subscriptions (id, user_id, order_id, plan_id, provider, \
+        provider_subscription_id, status, period_start, period_end, cancel_at_period_end, \
+        last_event_at, created_at, updated_at) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12) ON CONFLICT DO NOTHING";
+    let mut values: Vec<Value> = vec![
+        s.id.as_str().into(),
+        s.user_id.as_str().into(),
+        order.map(|o| o.as_str().to_owned()).into(),
+        s.plan_id.as_str().into(),
+        s.provider.as_str().into(),
+        s.provider_subscription_id.as_str().into(),
+    ];
+    values.extend(state_values(s));
+    values.push(now.unix_millis().into());
+    Ok(crate::sql::execute(conn, sql, values).await? == 1)
+}
+
+/// Replace the state of `s` if its `last_event_at` is still `expected`; returns whether it did.
+pub(crate) async fn update<C: ConnectionTrait>(
+    conn: &C,
+    s: &Subscription,
+    expected: Timestamp,
+    now: Timestamp,
+) -> Result<bool, DbErr> {
+    let sql = "UPDATE subscriptions SET status = $3, period_start = $4, period_end = $5, \
+        cancel_at_period_end = $6, last_event_at = $7, updated_at = $8 \
+        WHERE id = $1 AND last_event_at = $2";
+    let mut values: Vec<Value> = vec![s.id.as_str().into(), expected.unix_millis().into()];
+    values.extend(state_values(s));
+    values.push(now.unix_millis().into());
+    Ok(crate::sql::execute(conn, sql, values).await? == 1)
+}
+
+impl SeaOrmStore {
+    async fn subscriptions_where(
+        &self,
+        what: &'static str,
+        condition: &str,
+        values: Vec<Value>,
+    ) -> Result<Vec<Subscription>, StoreError> {
+        let sql = format!(
+            "SELECT {SUBSCRIPTION_COLUMNS} FROM subscriptions WHERE {condition} \
+             ORDER BY updated_at DESC, id DESC"
+        );
+        let rows: Vec<SubscriptionRow> = self.fetch_all(what, &sql, values).await?;
+        rows.into_iter().map(SubscriptionRow::into_domain).collect()
+    }
+}
+
+#[async_trait]
+impl SubscriptionRepository for SeaOrmStore {
+    async fn find_subscription(
+        &self,
+        id: &SubscriptionId,
+    ) -> Result<Option<Subscription>, StoreError> {
+        let found = self
+            .subscriptions_where("find_subscription", "id = $1", vec![id.as_str().into()])
+            .await?;
+        Ok(found.into_iter().next())
+    }
+
+    async fn find_subscription_by_provider_id(
+        &self,
+        provider: ProviderId,
+        provider_subscription_id: &str,
+    ) -> Result<Option<Subscription>, StoreError> {
+        let values = vec![provider.as_str().into(), provider_subscription_id.into()];
+        let condition = "provider = $1 AND provider_subscription_id = $2";
+        let found = self
+            .subscriptions_where("find_subscription_by_provider_id", condition, values)
+            .await?;
+        Ok(found.into_iter().next())
+    }
+
+    async fn find_subscription_by_order(
+        &self,
+        order: &OrderId,
+    ) -> Result<Option<Subscription>, StoreError> {
+        let found = self
+            .subscriptions_where(
+                "find_subscription_by_order",
+                "order_id = $1",
+                vec![order.as_str().into()],
+            )
+            .await?;
+        Ok(found.into_iter().next())
+    }
+
+    async fn list_subscriptions(&self, user: &UserId) -> Result<Vec<Subscription>, StoreError> {
+        self.subscriptions_where(
+            "list_subscriptions",
+            "user_id = $1",
+            vec![user.as_str().into()],
+        )
+        .await
+    }
+}

@@ -1,0 +1,189 @@
+//! Users, sign-in sessions and service API keys.
+
+use application::accounts::{ApiKey, Email, PasswordHash, Role, TokenHash, User};
+use application::ports::{ApiKeyRepository, NewUser, StoreError, UserRepository};
+use async_trait::async_trait;
+use domain::{Timestamp, UserId};
+
+use crate::SeaOrmStore;
+use crate::rows::{API_KEY_COLUMNS, ApiKeyRow, USER_COLUMNS, UserRow, scopes_value};
+
+fn user_by(column: &str) -> String {
+    format!("SELECT {USER_COLUMNS} FROM users WHERE {column} = $1")
+}
+
+#[async_trait]
+impl UserRepository for SeaOrmStore {
+    async fn create_user(&self, user: &NewUser) -> Result<User, StoreError> {
+        let sql = "INSERT INTO users (id, email, password_hash, role, created_at) \
+                   VALUES ($1, $2, $3, $4, $5)";
+        let hash = user.password_hash.as_ref().map(|h| h.0.clone());
+        let values = vec![
+            user.id.as_str().into(),
+            user.email.as_str().into(),
+            hash.into(),
+            user.role.code().into(),
+            user.created_at.unix_millis().into(),
+        ];
+        self.run_execute("create_user", sql, values).await?;
+        Ok(User {
+            id: user.id.clone(),
+            email: user.email.clone(),
+            role: user.role,
+            created_at: user.created_at,
+        })
+    }
+
+    async fn find_user_by_email(
+        &self,
+        email: &Email,
+    ) -> Result<Option<(User, Option<PasswordHash>)>, StoreError> {
+        let row: Option<UserRow> = self
+            .fetch_one(
+                "find_user_by_email",
+                &user_by("email"),
+                vec![email.as_str().into()],
+            )
+            .await?;
+        row.map(UserRow::into_domain).transpose()
+    }
+
+    async fn find_user(&self, id: &UserId) -> Result<Option<User>, StoreError> {
+        let row: Option<UserRow> = self
+            .fetch_one("find_user", &user_by("id"), vec![id.as_str().into()])
+            .await?;
+        Ok(row
+            .map(UserRow::into_domain)
+            .transpose()?
+            .map(|(user, _)| user))
+    }
+
+    async fn ensure_user(
+        &self,
+        id: &UserId,
+        email: &Email,
+        now: Timestamp,
+    ) -> Result<User, StoreError> {
+        // Only a taken id is expected; a taken placeholder address is a real conflict.
+        let sql = "INSERT INTO users (id, email, password_hash, role, created_at) \
+                   VALUES ($1, $2, NULL, 'user', $3) ON CONFLICT (id) DO NOTHING";
+        let values = vec![
+            id.as_str().into(),
+            email.as_str().into(),
+            now.unix_millis().into(),
+        ];
+        self.run_execute("ensure_user", sql, values).await?;
+        self.find_user(id).await?.ok_or(StoreError::NotFound)
+    }
+
+    async fn set_role(&self, id: &UserId, role: Role) -> Result<(), StoreError> {
+        let sql = "UPDATE users SET role = $2 WHERE id = $1";
+        match self
+            .run_execute(
+                "set_role",
+                sql,
+                vec![id.as_str().into(), role.code().into()],
+            )
+            .await?
+        {
+            0 => Err(StoreError::NotFound),
+            _ => Ok(()),
+        }
+    }
+
+    async fn create_session(
+        &self,
+        token: &TokenHash,
+        user: &UserId,
+        now: Timestamp,
+        expires_at: Timestamp,
+    ) -> Result<(), StoreError> {
+        let sql = "INSERT INTO sessions (token_hash, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4)";
+        let values = vec![
+            token.0.as_str().into(),
+            user.as_str().into(),
+            now.unix_millis().into(),
+            expires_at.unix_millis().into(),
+        ];
+        self.run_execute("create_session", sql, values)
+            .await
+            .map(drop)
+    }
+
+    async fn find_session_user(
+        &self,
+        token: &TokenHash,
+        now: Timestamp,
+    ) -> Result<Option<User>, StoreError> {
+        let sql = "SELECT u.id, u.email, u.password_hash, u.role, u.created_at \
+                   FROM sessions s JOIN users u ON u.id = s.user_id \
+                   WHERE s.token_hash = $1 AND s.expires_at > $2";
+        let values = vec![token.0.as_str().into(), now.unix_millis().into()];
+        let row: Option<UserRow> = self.fetch_one("find_session_user", sql, values).await?;
+        Ok(row
+            .map(UserRow::into_domain)
+            .transpose()?
+            .map(|(user, _)| user))
+    }
+
+    async fn delete_session(&self, token: &TokenHash) -> Result<(), StoreError> {
+        let sql = "DELETE FROM sessions WHERE token_hash = $1";
+        self.run_execute("delete_session", sql, vec![token.0.as_str().into()])
+            .await
+            .map(drop)
+    }
+}
+
+#[async_trait]
+impl ApiKeyRepository for SeaOrmStore {
+    async fn create_api_key(&self, key: &ApiKey, hash: &TokenHash) -> Result<(), StoreError> {
+        let sql = "INSERT INTO api_keys (id, owner_id, name, prefix, key_hash, scopes, created_at, revoked_at) \
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+        let values = vec![
+            key.id.as_str().into(),
+            key.owner.as_str().into(),
+            key.name.as_str().into(),
+            key.prefix.as_str().into(),
+            hash.0.as_str().into(),
+            scopes_value(&key.scopes).into(),
+            key.created_at.unix_millis().into(),
+            key.revoked_at.map(Timestamp::unix_millis).into(),
+        ];
+        self.run_execute("create_api_key", sql, values)
+            .await
+            .map(drop)
+    }
+
+    async fn find_api_key(&self, hash: &TokenHash) -> Result<Option<ApiKey>, StoreError> {
+        let sql = format!(
+            "SELECT {API_KEY_COLUMNS} FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL"
+        );
+        let row: Option<ApiKeyRow> = self
+            .fetch_one("find_api_key", &sql, vec![hash.0.as_str().into()])
+            .await?;
+        row.map(ApiKeyRow::into_domain).transpose()
+    }
+
+    async fn list_api_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
+        let sql =
+            format!("SELECT {API_KEY_COLUMNS} FROM api_keys ORDER BY created_at DESC, id DESC");
+        let rows: Vec<ApiKeyRow> = self.fetch_all("list_api_keys", &sql, Vec::new()).await?;
+        rows.into_iter().map(ApiKeyRow::into_domain).collect()
+    }
+
+    async fn revoke_api_key(&self, id: &str, now: Timestamp) -> Result<(), StoreError> {
+        // The first revocation's time is kept.
+        let sql = "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1";
+        match self
+            .run_execute(
+                "revoke_api_key",
+                sql,
+                vec![id.into(), now.unix_millis().into()],
+            )
+            .await?
+        {
+            0 => Err(StoreError::NotFound),
+            _ => Ok(()),
+        }
+    }
+}

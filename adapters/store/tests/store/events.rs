@@ -1,0 +1,366 @@
+//! The webhook inbox and the single transaction of a payment event; subscriptions.
+
+use application::ports::{
+    ClawbackCommand, CreditLedger, GrantCommand, GrantSource, InboxEntry, LedgerEffect,
+    OrderChange, OrderRepository, PaymentEventCommand, PaymentEventOutcome, PaymentEventStore,
+    StoreError, SubscriptionChange, SubscriptionRepository,
+};
+use domain::{
+    BillingPeriod, Currency, Money, OrderId, OrderStatus, PlanId, ProviderId, RenewalIntent,
+    Subscription, SubscriptionId, SubscriptionStatus, UserId,
+};
+
+use crate::support::{
+    TestStore, assert_ledger_consistent, c, contract_tests, oid, order, paid_order, t, user,
+};
+
+pub fn inbox(event_id: &str, at: i64) -> InboxEntry {
+    InboxEntry {
+        provider: ProviderId::CardGateway,
+        event_id: event_id.into(),
+        event_type: "checkout.session.completed".into(),
+        payload: format!("{{\"id\":\"{event_id}\"}}"),
+        outcome: "applied".into(),
+        detail: None,
+        received_at: t(at),
+    }
+}
+
+/// The event that pays order `id` and grants its credits.
+pub fn payment(
+    event_id: &str,
+    order: &OrderId,
+    user: &UserId,
+    with_order_change: bool,
+) -> PaymentEventCommand {
+    PaymentEventCommand {
+        inbox: inbox(event_id, 50),
+        order: with_order_change.then(|| OrderChange {
+            order_id: order.clone(),
+            expected: "pending",
+            status: OrderStatus::Paid { paid_at: t(50) },
+            mismatch: None,
+        }),
+        subscription: None,
+        grant: Some(GrantCommand {
+            user_id: user.clone(),
+            amount: c(10_000),
+            source: GrantSource::Order(order.clone()),
+            expires_at: None,
+            now: t(50),
+        }),
+        clawback: None,
+    }
+}
+
+fn subscription(user: &UserId, last_event_at: i64) -> Subscription {
+    Subscription {
+        id: SubscriptionId::new("s1").unwrap(),
+        user_id: user.clone(),
+        plan_id: PlanId::new("pro-monthly").unwrap(),
+        provider: ProviderId::CardGateway,
+        provider_subscription_id: "sub_123".into(),
+        status: SubscriptionStatus::Active,
+        current_period: BillingPeriod::new(t(1000), t(2000)).unwrap(),
+        renewal: RenewalIntent::Renews,
+        last_event_at: t(last_event_at),
+    }
+}
+
+async fn a_payment_event_applies_order_subscription_and_grant_together(store: &TestStore) {
+    let u = user(store, "u1").await;
+    store
+        .create_order(&order("o1", &u, 10), None)
+        .await
+        .unwrap();
+    let s = subscription(&u, 40);
+    let period = s.current_period;
+    let command = PaymentEventCommand {
+        subscription: Some(SubscriptionChange::Create(s.clone(), Some(oid("o1")))),
+        grant: Some(GrantCommand {
+            user_id: u.clone(),
+            amount: c(5_000),
+            source: GrantSource::SubscriptionPeriod(s.id.clone(), period),
+            expires_at: Some(t(2000)),
+            now: t(50),
+        }),
+        ..payment("evt_1", &oid("o1"), &u, true)
+    };
+    let PaymentEventOutcome::Applied { ledger } =
+        store.apply_payment_event(&command).await.unwrap()
+    else {
+        panic!("not applied");
+    };
+    assert!(
+        matches!(&ledger[..], [LedgerEffect::Written(tx)] if tx.amount.hundredths() == 5_000 && tx.context.subscription_id == Some(s.id.clone()))
+    );
+    assert_eq!(store.balance(&u).await.unwrap(), c(5_000));
+    let paid = store.find_order(&oid("o1")).await.unwrap().unwrap();
+    assert_eq!(
+        (paid.order.status, paid.updated_at),
+        (OrderStatus::Paid { paid_at: t(50) }, t(50))
+    );
+    assert_eq!(
+        store.find_subscription(&s.id).await.unwrap(),
+        Some(s.clone())
+    );
+    assert_eq!(
+        store
+            .find_subscription_by_provider_id(ProviderId::CardGateway, "sub_123")
+            .await
+            .unwrap(),
+        Some(s.clone())
+    );
+    assert_eq!(
+        store.find_subscription_by_order(&oid("o1")).await.unwrap(),
+        Some(s.clone())
+    );
+    assert_eq!(store.list_subscriptions(&u).await.unwrap(), vec![s]);
+    assert_eq!(
+        store
+            .find_subscription(&SubscriptionId::new("s9").unwrap())
+            .await
+            .unwrap(),
+        None
+    );
+    assert_ledger_consistent(store, &u).await;
+}
+
+async fn a_duplicate_event_changes_nothing(store: &TestStore) {
+    let u = user(store, "u1").await;
+    store
+        .create_order(&order("o1", &u, 10), None)
+        .await
+        .unwrap();
+    let first = store
+        .apply_payment_event(&payment("evt_1", &oid("o1"), &u, true))
+        .await
+        .unwrap();
+    assert!(matches!(first, PaymentEventOutcome::Applied { .. }));
+    // A redelivery, even one whose CAS would fail, is a duplicate before anything else runs.
+    let again = store
+        .apply_payment_event(&payment("evt_1", &oid("o1"), &u, true))
+        .await
+        .unwrap();
+    assert_eq!(again, PaymentEventOutcome::Duplicate);
+    // Another event for the same payment (invoice paid after checkout completed): one grant.
+    let other = store
+        .apply_payment_event(&payment("evt_2", &oid("o1"), &u, false))
+        .await
+        .unwrap();
+    assert_eq!(
+        other,
+        PaymentEventOutcome::Applied {
+            ledger: vec![LedgerEffect::Nothing]
+        }
+    );
+    assert_eq!(store.balance(&u).await.unwrap(), c(10_000));
+    assert_eq!(store.raw_i64("SELECT COUNT(*) FROM webhook_inbox").await, 2);
+    assert_ledger_consistent(store, &u).await;
+}
+
+async fn a_failed_compare_and_set_rolls_back_the_inbox_row_too(store: &TestStore) {
+    let u = user(store, "u1").await;
+    let id = paid_order(store, "o1", &u).await;
+    let stale = store
+        .apply_payment_event(&payment("evt_late", &id, &u, true))
+        .await;
+    assert!(matches!(stale, Err(StoreError::Conflict(_))), "{stale:?}");
+    assert_eq!(store.balance(&u).await.unwrap(), c(0), "no grant");
+    assert_eq!(
+        store.raw_i64("SELECT COUNT(*) FROM webhook_inbox").await,
+        0,
+        "no inbox row"
+    );
+    let missing = store
+        .apply_payment_event(&payment("evt_ghost", &oid("ghost"), &u, true))
+        .await;
+    assert!(matches!(missing, Err(StoreError::NotFound)), "{missing:?}");
+    // The caller re-reads and records the event as stale, once.
+    assert!(store.record_event(&inbox("evt_late", 60)).await.unwrap());
+    assert!(!store.record_event(&inbox("evt_late", 61)).await.unwrap());
+    assert_ledger_consistent(store, &u).await;
+}
+
+async fn subscription_changes_are_compare_and_set(store: &TestStore) {
+    let u = user(store, "u1").await;
+    let s = subscription(&u, 40);
+    let create = PaymentEventCommand {
+        inbox: inbox("evt_1", 40),
+        order: None,
+        subscription: Some(SubscriptionChange::Create(s.clone(), None)),
+        grant: None,
+        clawback: None,
+    };
+    store.apply_payment_event(&create).await.unwrap();
+    let twice = PaymentEventCommand {
+        inbox: inbox("evt_2", 41),
+        ..create.clone()
+    };
+    assert!(matches!(
+        store.apply_payment_event(&twice).await,
+        Err(StoreError::Conflict(_))
+    ));
+    let mut renewed = s.clone();
+    renewed.current_period = BillingPeriod::new(t(2000), t(3000)).unwrap();
+    renewed.renewal = RenewalIntent::EndsAtPeriodEnd;
+    renewed.last_event_at = t(60);
+    let update = |event: &str, expected: i64| PaymentEventCommand {
+        inbox: inbox(event, 60),
+        subscription: Some(SubscriptionChange::Update {
+            subscription: renewed.clone(),
+            expected_last_event_at: t(expected),
+        }),
+        ..create.clone()
+    };
+    assert!(matches!(
+        store.apply_payment_event(&update("evt_3", 39)).await,
+        Err(StoreError::Conflict(_))
+    ));
+    store
+        .apply_payment_event(&update("evt_4", 40))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.find_subscription(&s.id).await.unwrap(),
+        Some(renewed.clone())
+    );
+    assert!(matches!(
+        store.apply_payment_event(&update("evt_5", 40)).await,
+        Err(StoreError::Conflict(_))
+    ));
+}
+
+async fn a_refund_claws_back_what_is_left_and_records_the_shortfall(store: &TestStore) {
+    let u = user(store, "u1").await;
+    store
+        .create_order(&order("o1", &u, 10), None)
+        .await
+        .unwrap();
+    store
+        .apply_payment_event(&payment("evt_paid", &oid("o1"), &u, true))
+        .await
+        .unwrap();
+    store
+        .consume(&crate::support::consume(&u, 3_000, "spend-1"))
+        .await
+        .unwrap();
+    let refund = |event: &str, expected: &'static str, status: OrderStatus, wanted: i64| {
+        PaymentEventCommand {
+            inbox: inbox(event, 70),
+            order: Some(OrderChange {
+                order_id: oid("o1"),
+                expected,
+                status,
+                mismatch: None,
+            }),
+            subscription: None,
+            grant: None,
+            clawback: Some(ClawbackCommand {
+                user_id: u.clone(),
+                order_id: oid("o1"),
+                wanted: c(wanted),
+                now: t(70),
+            }),
+        }
+    };
+    let half = OrderStatus::PartiallyRefunded {
+        paid_at: t(50),
+        refunded: Money::from_minor(500, Currency::Usd).unwrap(),
+    };
+    let out = store
+        .apply_payment_event(&refund("evt_r1", "paid", half, 5_000))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&out, PaymentEventOutcome::Applied { ledger } if matches!(&ledger[..], [LedgerEffect::Written(tx)] if tx.amount.hundredths() == -5_000))
+    );
+    assert_eq!(store.balance(&u).await.unwrap(), c(2_000));
+    // The rest of the refund wants 5 000 more, but only 2 000 of the lot is left (3 000 spent).
+    let full = OrderStatus::Refunded { paid_at: t(50) };
+    store
+        .apply_payment_event(&refund("evt_r2", "partially_refunded", full, 5_000))
+        .await
+        .unwrap();
+    assert_eq!(store.balance(&u).await.unwrap(), c(0));
+    let lot = "FROM credit_grants WHERE source_key = 'o1'";
+    assert_eq!(
+        store
+            .raw_i64(&format!("SELECT remaining_hundredths {lot}"))
+            .await,
+        0
+    );
+    assert_eq!(
+        store
+            .raw_i64(&format!("SELECT clawed_back_hundredths {lot}"))
+            .await,
+        7_000
+    );
+    assert_eq!(
+        store
+            .raw_i64(&format!("SELECT shortfall_hundredths {lot}"))
+            .await,
+        3_000
+    );
+    assert_ledger_consistent(store, &u).await;
+}
+
+async fn a_clawback_never_takes_more_than_the_balance(store: &TestStore) {
+    let u = user(store, "u1").await;
+    store
+        .create_order(&order("o1", &u, 10), None)
+        .await
+        .unwrap();
+    store
+        .apply_payment_event(&payment("evt_paid", &oid("o1"), &u, true))
+        .await
+        .unwrap();
+    // Most of the balance is held by a reservation: held credits are not taken back.
+    let hold = crate::ledger::reserve_command(&u, "r1", 9_000, "hold-1");
+    store.reserve(&hold).await.unwrap();
+    let command = PaymentEventCommand {
+        inbox: inbox("evt_refund", 80),
+        order: None,
+        subscription: None,
+        grant: None,
+        clawback: Some(ClawbackCommand {
+            user_id: u.clone(),
+            order_id: oid("o1"),
+            wanted: c(10_000),
+            now: t(80),
+        }),
+    };
+    store.apply_payment_event(&command).await.unwrap();
+    assert_eq!(store.balance(&u).await.unwrap(), c(0));
+    assert_eq!(
+        store
+            .raw_i64("SELECT shortfall_hundredths FROM credit_grants")
+            .await,
+        9_000
+    );
+    let no_lot = ClawbackCommand {
+        order_id: oid("never-granted"),
+        ..command.clawback.clone().unwrap()
+    };
+    let nothing = PaymentEventCommand {
+        inbox: inbox("evt_other", 81),
+        clawback: Some(no_lot),
+        ..command
+    };
+    assert_eq!(
+        store.apply_payment_event(&nothing).await.unwrap(),
+        PaymentEventOutcome::Applied {
+            ledger: vec![LedgerEffect::Nothing]
+        }
+    );
+    assert_ledger_consistent(store, &u).await;
+}
+
+contract_tests!(
+    a_payment_event_applies_order_subscription_and_grant_together,
+    a_duplicate_event_changes_nothing,
+    a_failed_compare_and_set_rolls_back_the_inbox_row_too,
+    subscription_changes_are_compare_and_set,
+    a_refund_claws_back_what_is_left_and_records_the_shortfall,
+    a_clawback_never_takes_more_than_the_balance,
+);

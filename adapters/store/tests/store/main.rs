@@ -1,0 +1,15 @@
+//! The store's contract tests: every port method against a real database, SQLite always and
+//! PostgreSQL when `TEST_DATABASE_URL` is set, plus concurrency tests on both. One test binary;
+//! each module holds generic `async fn name(store: &TestStore)` contracts and generates
+//! `module::sqlite::name` and `module::postgres::name` tests from them.
+
+mod support;
+
+mod concurrency;
+mod connection;
+mod corrupt;
+mod events;
+mod ledger;
+mod orders;
+mod plans;
+mod users;

@@ -1,0 +1,370 @@
+//! Test stores on both backends, fixtures, and the ledger invariant check.
+//!
+//! SQLite contract tests use a private `sqlite::memory:` database each; concurrency tests use a
+//! file database in a temporary directory with several connections. PostgreSQL tests run when
+//! `TEST_DATABASE_URL` is set, each in a fresh schema of that database, dropped when the test
+//! passes (a failed test leaves its schema for inspection). With `CI=true` and no URL the
+//! PostgreSQL variants fail instead of skipping.
+
+use std::ops::Deref;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use application::accounts::{Email, Role};
+use application::ports::{
+    ConsumeCommand, CreditLedger, GrantCommand, GrantSource, IdempotencyRecord, LedgerEffect,
+    NewUser, OrderRepository, UsageContext, UserRepository,
+};
+use domain::{
+    Credits, Currency, IdempotencyKey, Money, Order, OrderId, OrderStatus, PlanId, PlanSnapshot,
+    PlanType, ProviderId, Timestamp, UserId,
+};
+use migrations::{Migrator, MigratorTrait};
+use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement};
+use store::{SeaOrmStore, SqliteSynchronous, StoreSettings};
+use tempfile::TempDir;
+
+/// A migrated store for one test.
+pub struct TestStore {
+    store: SeaOrmStore,
+    _dir: Option<TempDir>,
+    schema: Option<(DatabaseConnection, String)>,
+}
+
+impl Deref for TestStore {
+    type Target = SeaOrmStore;
+    fn deref(&self) -> &SeaOrmStore {
+        &self.store
+    }
+}
+
+async fn migrated(settings: &StoreSettings) -> SeaOrmStore {
+    let store = SeaOrmStore::connect(settings).await.expect("connect");
+    Migrator::up(store.connection(), None)
+        .await
+        .expect("migrate");
+    store
+}
+
+/// A private in-memory SQLite store.
+pub async fn sqlite() -> TestStore {
+    let store = migrated(&StoreSettings::new("sqlite::memory:")).await;
+    TestStore {
+        store,
+        _dir: None,
+        schema: None,
+    }
+}
+
+/// A SQLite file store (WAL) with `max_connections` connections.
+pub async fn sqlite_file(max_connections: u32) -> TestStore {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite://{}", dir.path().join("tally.db").display());
+    let settings = StoreSettings {
+        max_connections,
+        sqlite_synchronous: SqliteSynchronous::Full,
+        ..StoreSettings::new(url)
+    };
+    TestStore {
+        store: migrated(&settings).await,
+        _dir: Some(dir),
+        schema: None,
+    }
+}
+
+/// A PostgreSQL store in a fresh schema, or `None` (skip) when `TEST_DATABASE_URL` is unset.
+///
+/// # Panics
+/// When `CI=true` and `TEST_DATABASE_URL` is unset: CI must run the PostgreSQL variants.
+pub async fn postgres(max_connections: u32) -> Option<TestStore> {
+    let Ok(url) = std::env::var("TEST_DATABASE_URL") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but TEST_DATABASE_URL is unset: the PostgreSQL variants must run in CI"
+        );
+        eprintln!("TEST_DATABASE_URL is unset: skipping the PostgreSQL variant");
+        return None;
+    };
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let schema = format!(
+        "tally_t_{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let admin = Database::connect(url.as_str())
+        .await
+        .expect("connect to TEST_DATABASE_URL");
+    admin
+        .execute_unprepared(&format!("CREATE SCHEMA {schema}"))
+        .await
+        .expect("create schema");
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let settings = StoreSettings {
+        max_connections,
+        ..StoreSettings::new(format!("{url}{separator}options[search_path]={schema}"))
+    };
+    Some(TestStore {
+        store: migrated(&settings).await,
+        _dir: None,
+        schema: Some((admin, schema)),
+    })
+}
+
+impl TestStore {
+    /// Drop the test's PostgreSQL schema.
+    pub async fn cleanup(self) {
+        let TestStore {
+            store,
+            _dir,
+            schema,
+        } = self;
+        store.close().await.expect("close");
+        if let Some((admin, schema)) = schema {
+            admin
+                .execute_unprepared(&format!("DROP SCHEMA {schema} CASCADE"))
+                .await
+                .expect("drop schema");
+        }
+    }
+
+    /// Run raw SQL on the store's database (for planting rows the ports would refuse).
+    pub async fn raw(&self, sql: &str) {
+        self.connection()
+            .execute_unprepared(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+
+    /// One integer from raw SQL.
+    pub async fn raw_i64(&self, sql: &str) -> i64 {
+        let backend = self.connection().get_database_backend();
+        let row = self
+            .connection()
+            .query_one_raw(Statement::from_string(backend, sql))
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .expect("a row");
+        row.try_get_by_index::<i64>(0).expect("an integer")
+    }
+}
+
+/// Generate a SQLite and a PostgreSQL test for each contract function `name(&TestStore)`.
+macro_rules! contract_tests {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let store = crate::support::sqlite().await;
+                    super::$name(&store).await;
+                    store.cleanup().await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(store) = crate::support::postgres(4).await else { return };
+                    super::$name(&store).await;
+                    store.cleanup().await;
+                }
+            )*
+        }
+    };
+}
+
+/// Generate SQLite-file and PostgreSQL tests for each concurrency function `name(&TestStore)`.
+macro_rules! concurrency_tests {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let store = crate::support::sqlite_file(8).await;
+                    super::$name(&store).await;
+                    store.cleanup().await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let Some(store) = crate::support::postgres(16).await else { return };
+                    super::$name(&store).await;
+                    store.cleanup().await;
+                }
+            )*
+        }
+    };
+}
+
+pub(crate) use {concurrency_tests, contract_tests};
+
+// ---------------------------------------------------------------------------------------------
+// Fixtures
+
+pub fn t(ms: i64) -> Timestamp {
+    Timestamp::from_unix_millis(ms)
+}
+
+pub fn c(hundredths: i64) -> Credits {
+    Credits::from_hundredths(hundredths).unwrap()
+}
+
+pub fn uid(id: &str) -> UserId {
+    UserId::new(id).unwrap()
+}
+
+pub fn oid(id: &str) -> OrderId {
+    OrderId::new(id).unwrap()
+}
+
+pub fn key(key: &str, hash: &str) -> IdempotencyRecord {
+    IdempotencyRecord {
+        key: IdempotencyKey::new(key).unwrap(),
+        request_hash: hash.into(),
+    }
+}
+
+/// Create user `id` (`id@example.com`).
+pub async fn user(store: &SeaOrmStore, id: &str) -> UserId {
+    let new = NewUser {
+        id: uid(id),
+        email: Email::parse(&format!("{id}@example.com")).unwrap(),
+        password_hash: None,
+        role: Role::User,
+        created_at: t(1),
+    };
+    store.create_user(&new).await.expect("create user");
+    new.id
+}
+
+/// A credits plan snapshot: `price_minor` USD for `credits` hundredths.
+pub fn credits_snapshot(price_minor: i64, credits: i64) -> PlanSnapshot {
+    PlanSnapshot {
+        plan_id: PlanId::new("credits-pack").unwrap(),
+        plan_type: PlanType::Credits,
+        price: Money::from_minor(price_minor, Currency::Usd).unwrap(),
+        credits: Some(c(credits)),
+        duration: None,
+    }
+}
+
+/// A pending credits order created at `created_ms`.
+pub fn order(id: &str, user: &UserId, created_ms: i64) -> Order {
+    Order::place(
+        oid(id),
+        user.clone(),
+        ProviderId::CardGateway,
+        credits_snapshot(1000, 10_000),
+        t(created_ms),
+        60_000,
+    )
+}
+
+/// Create order `id` for `user` and mark it paid.
+pub async fn paid_order(store: &SeaOrmStore, id: &str, user: &UserId) -> OrderId {
+    let o = order(id, user, 10);
+    store.create_order(&o, None).await.expect("create order");
+    store
+        .transition_order(
+            &o.id,
+            "pending",
+            &OrderStatus::Paid { paid_at: t(20) },
+            t(20),
+        )
+        .await
+        .expect("pay");
+    o.id
+}
+
+/// Grant `amount` hundredths to `user` by an admin reference, expiring at `expires_at`.
+pub async fn grant(
+    store: &SeaOrmStore,
+    user: &UserId,
+    reference: &str,
+    amount: i64,
+    expires_at: Option<i64>,
+) {
+    let command = GrantCommand {
+        user_id: user.clone(),
+        amount: c(amount),
+        source: GrantSource::Admin(reference.into()),
+        expires_at: expires_at.map(t),
+        now: t(100),
+    };
+    let effect = store.grant(&command).await.expect("grant");
+    assert!(matches!(effect, LedgerEffect::Written(_)), "{effect:?}");
+}
+
+/// A consumption of `amount` hundredths under `key`.
+pub fn consume(user: &UserId, amount: i64, key_text: &str) -> ConsumeCommand {
+    ConsumeCommand {
+        user_id: user.clone(),
+        amount: c(amount),
+        idempotency: key(key_text, &format!("hash-{amount}")),
+        context: UsageContext {
+            feature: Some("chat".into()),
+            model: Some("gpt".into()),
+            tokens: Some(1200),
+            ..UsageContext::default()
+        },
+        now: t(200),
+    }
+}
+
+/// The ledger invariant: the balance equals the sum of the user's transactions, the last
+/// transaction records it, the counter counts every transaction, and unexpired lots never hold
+/// more than the balance plus the pending holds.
+pub async fn assert_ledger_consistent(store: &TestStore, user: &UserId) {
+    let u = user.as_str();
+    let balance = store.balance(user).await.expect("balance").hundredths();
+    let sum = store
+        .raw_i64(&format!(
+            "SELECT CAST(COALESCE(SUM(amount_hundredths), 0) AS BIGINT) FROM credit_transactions WHERE user_id = '{u}'"
+        ))
+        .await;
+    assert_eq!(
+        sum, balance,
+        "balance of {u} differs from the sum of its ledger"
+    );
+    let count = store
+        .raw_i64(&format!(
+            "SELECT COUNT(*) FROM credit_transactions WHERE user_id = '{u}'"
+        ))
+        .await;
+    if count > 0 {
+        let last = store
+            .raw_i64(&format!(
+                "SELECT balance_after_hundredths FROM credit_transactions WHERE user_id = '{u}' ORDER BY id DESC LIMIT 1"
+            ))
+            .await;
+        assert_eq!(
+            last, balance,
+            "the last transaction of {u} does not record the balance"
+        );
+        let counted = store
+            .raw_i64(&format!(
+                "SELECT transaction_count FROM credit_balances WHERE user_id = '{u}'"
+            ))
+            .await;
+        assert_eq!(counted, count, "transaction_count of {u} is off");
+    }
+    let lots = store
+        .raw_i64(&format!(
+            "SELECT CAST(COALESCE(SUM(remaining_hundredths), 0) AS BIGINT) FROM credit_grants \
+             WHERE user_id = '{u}' AND expired = FALSE"
+        ))
+        .await;
+    let held = store
+        .raw_i64(&format!(
+            "SELECT CAST(COALESCE(SUM(held_hundredths), 0) AS BIGINT) FROM credit_reservations \
+             WHERE user_id = '{u}' AND status = 'pending'"
+        ))
+        .await;
+    assert!(
+        lots <= balance + held,
+        "lots of {u} hold {lots}, more than balance {balance} + holds {held}"
+    );
+}
