@@ -1,1 +1,199 @@
-//! placeholder
+//! Tally's HTTP adapter: the poem-openapi JSON API, the provider webhook endpoint, health,
+//! readiness and metrics.
+//!
+//! [`build_api`] turns a [`Service`] into a poem [`Route`]; [`openapi_json`] renders the OpenAPI
+//! document that `docs/openapi.json` keeps a copy of (a test fails when the two drift).
+//!
+//! Layout: one module per area (`payment`, `webhook`, `credits`, `consumption`, `plans`, `admin`,
+//! `auth_routes`, `health`), each with one `ApiResponse` enum per endpoint; `problem` holds the
+//! RFC 9457 error body and the only place statuses are attached to error codes; `auth` turns a
+//! cookie, bearer token or API key into a [`Principal`](application::use_cases::accounts::Principal);
+//! `middleware` gives every response a request id, maps every framework error into a problem,
+//! limits request bodies and records metrics.
+//!
+//! Boundary: nothing here decides business rules; handlers parse, call one use case and map
+//! its outcome. HTTP statuses are decided only here (HOUSE-STYLE.md rule 14).
+
+mod admin;
+mod auth;
+mod auth_routes;
+mod consumption;
+mod credits;
+mod dto;
+mod health;
+mod i18n;
+mod metrics;
+mod middleware;
+mod payment;
+mod plans;
+mod problem;
+mod rate_limit;
+mod webhook;
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+
+use application::ports::{Clock, IdGenerator, SecretHasher, Store};
+use application::service::Service;
+use poem::middleware::CatchPanic;
+use poem::{EndpointExt, IntoEndpoint, Route};
+use poem_openapi::{ExtraHeader, OpenApiService};
+
+pub use health::Readiness;
+pub use rate_limit::RateLimit;
+
+/// The OpenAPI document's title.
+const API_TITLE: &str = "Tally API";
+/// The API's version, as the OpenAPI document states it.
+const API_VERSION: &str = "1.0.0";
+
+/// How the HTTP API behaves: cookies, client addresses, limits.
+#[derive(Debug, Clone)]
+pub struct ApiSettings {
+    /// Mark the session cookie `Secure` (serve over HTTPS only).
+    pub secure_cookies: bool,
+    /// Take the client address for rate limits from `X-Forwarded-For` (only behind a proxy
+    /// that sets it), instead of the peer address.
+    pub trust_forwarded_for: bool,
+    /// The largest JSON request body, in bytes.
+    pub json_body_limit_bytes: usize,
+    /// The largest webhook request body, in bytes.
+    pub webhook_body_limit_bytes: usize,
+    /// Sign-in attempts per client.
+    pub sign_in_limit: RateLimit,
+    /// Registrations per client.
+    pub registration_limit: RateLimit,
+    /// Payment initiations per client.
+    pub initiate_limit: RateLimit,
+}
+
+impl Default for ApiSettings {
+    fn default() -> Self {
+        Self {
+            secure_cookies: true,
+            trust_forwarded_for: false,
+            json_body_limit_bytes: 64 * 1024,
+            webhook_body_limit_bytes: 256 * 1024,
+            sign_in_limit: RateLimit::per_minute(nonzero(10), nonzero(5)),
+            registration_limit: RateLimit::per_minute(nonzero(5), nonzero(5)),
+            initiate_limit: RateLimit::per_minute(nonzero(30), nonzero(10)),
+        }
+    }
+}
+
+const fn nonzero(value: u32) -> NonZeroU32 {
+    match NonZeroU32::new(value) {
+        Some(v) => v,
+        None => NonZeroU32::MIN,
+    }
+}
+
+/// What every handler shares: the service, the readiness probe, the settings and the rate
+/// limiters.
+pub(crate) struct AppState<S, C, I, H> {
+    pub(crate) service: Arc<Service<S, C, I, H>>,
+    pub(crate) readiness: Arc<dyn Readiness>,
+    pub(crate) settings: ApiSettings,
+    pub(crate) limits: rate_limit::RateLimiters,
+}
+
+type Apis<S, C, I, H> = (
+    payment::PaymentApi<S, C, I, H>,
+    webhook::WebhookApi<S, C, I, H>,
+    credits::CreditsApi<S, C, I, H>,
+    consumption::ConsumptionApi<S, C, I, H>,
+    plans::PlansApi<S, C, I, H>,
+    admin::AdminApi<S, C, I, H>,
+    auth_routes::AuthApi<S, C, I, H>,
+    health::HealthApi<S, C, I, H>,
+);
+
+fn openapi_service<S, C, I, H>(
+    state: &Arc<AppState<S, C, I, H>>,
+) -> OpenApiService<Apis<S, C, I, H>, ()>
+where
+    S: Store,
+    C: Clock,
+    I: IdGenerator,
+    H: SecretHasher,
+{
+    let apis = (
+        payment::PaymentApi::new(state.clone()),
+        webhook::WebhookApi::new(state.clone()),
+        credits::CreditsApi::new(state.clone()),
+        consumption::ConsumptionApi::new(state.clone()),
+        plans::PlansApi::new(state.clone()),
+        admin::AdminApi::new(state.clone()),
+        auth_routes::AuthApi::new(state.clone()),
+        health::HealthApi::new(state.clone()),
+    );
+    OpenApiService::new(apis, API_TITLE, API_VERSION)
+        .description(
+            "Payments (seven providers), credits and plans. Every error is \
+             application/problem+json (RFC 9457) with a stable `code`; every response carries \
+             `X-Request-Id`.",
+        )
+        .extra_response_header::<String, _>(ExtraHeader::new("X-Request-Id").description(
+            "The request's id: the client's own `X-Request-Id` when it is at most 64 plain \
+             characters, else a new one. Logs of the request carry it.",
+        ))
+}
+
+/// The whole HTTP API as one route, wrapped in the request-id, error-mapping, body-limit and
+/// panic-catching middleware.
+pub fn build_api<S, C, I, H>(
+    service: Arc<Service<S, C, I, H>>,
+    readiness: Arc<dyn Readiness>,
+    settings: ApiSettings,
+) -> impl poem::Endpoint<Output = poem::Response>
+where
+    S: Store,
+    C: Clock,
+    I: IdGenerator,
+    H: SecretHasher,
+{
+    let clock_source = service.clone();
+    let context = middleware::RequestContext::new(
+        Arc::new(move || clock_source.clock().now().unix_millis()),
+        middleware::BodyLimits {
+            json_bytes: settings.json_body_limit_bytes,
+            webhook_bytes: settings.webhook_body_limit_bytes,
+        },
+    );
+    let state = Arc::new(AppState {
+        limits: rate_limit::RateLimiters::new(&settings),
+        service,
+        readiness,
+        settings,
+    });
+    let api = openapi_service(&state);
+    let spec = api.spec_endpoint();
+    let docs = api.swagger_ui();
+    Route::new()
+        .at("/api/openapi.json", spec)
+        .nest("/api/docs", docs)
+        .nest("/", api.into_endpoint())
+        .with(CatchPanic::new().with_handler(problem::panic_response))
+        .with(context)
+}
+
+/// The OpenAPI document of the API, as `/api/openapi.json` serves it (pretty-printed JSON).
+///
+/// The document depends only on the types, not on the service's state; a service is needed
+/// because the API's handlers are built around one.
+pub fn openapi_json<S, C, I, H>(service: Arc<Service<S, C, I, H>>) -> String
+where
+    S: Store,
+    C: Clock,
+    I: IdGenerator,
+    H: SecretHasher,
+{
+    let settings = ApiSettings::default();
+    let state = Arc::new(AppState {
+        limits: rate_limit::RateLimiters::new(&settings),
+        service,
+        readiness: Arc::new(health::AlwaysReady),
+        settings,
+    });
+    openapi_service(&state).spec()
+}

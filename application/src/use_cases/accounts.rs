@@ -174,6 +174,14 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         ))
     }
 
+    /// The user `id`, if it exists (for a service API key acting on a user's behalf).
+    ///
+    /// # Errors
+    /// Infrastructure only.
+    pub async fn find_user(&self, id: &UserId) -> Result<Option<User>, InfraError> {
+        Ok(self.store.find_user(id).await?)
+    }
+
     /// Make a user an administrator (the `tally admin` command).
     ///
     /// # Errors

@@ -10,7 +10,7 @@ use super::plans::find_plan;
 use crate::accounts::User;
 use crate::ports::{
     CheckoutRecord, CheckoutRequest, Clock, CreateOrderOutcome, IdGenerator, IdempotencyRecord,
-    OrderRecord, SecretHasher, Store,
+    OrderRecord, Replay, SecretHasher, Store,
 };
 use crate::service::Service;
 
@@ -32,6 +32,8 @@ pub struct InitiatePayment {
 pub struct PaymentStarted {
     /// The order, with its checkout.
     pub order: OrderRecord,
+    /// Whether the order was created now or by an earlier request with the same key.
+    pub replay: Replay,
 }
 
 /// Why a payment could not start.
@@ -187,7 +189,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .find_order(&order_id)
             .await?
             .ok_or(crate::ports::StoreError::NotFound)?;
-        Ok(PaymentStarted { order })
+        Ok(PaymentStarted {
+            order,
+            replay: Replay::Fresh,
+        })
     }
 }
 
@@ -198,6 +203,9 @@ fn replay(existing: OrderRecord) -> Result<PaymentStarted, InitiatePaymentError>
             order_id: existing.order.id.clone(),
             reason: reason.clone(),
         }),
-        _ => Ok(PaymentStarted { order: existing }),
+        _ => Ok(PaymentStarted {
+            order: existing,
+            replay: Replay::Replayed,
+        }),
     }
 }

@@ -1,0 +1,697 @@
+//! Administration (a signed-in user with the admin role): dynamic plans under
+//! `/api/admin/plans` and service API keys under `/api/admin/api-keys`.
+//!
+//! A plan that breaks rules is a 422 `validation_failed` listing every field to correct.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use application::accounts::ApiKey;
+use application::ports::{Clock, IdGenerator, SecretHasher, Store, StoredPlan};
+use application::use_cases::api_keys::ApiKeyError;
+use application::use_cases::manage_plans::{ManagePlansError, PlanInput};
+use application::use_cases::plans::{Audience, PricingMode, list_plans};
+use domain::{PlanDraft, PlanText, ProviderRefs};
+use poem_openapi::param::Path;
+use poem_openapi::payload::Json;
+use poem_openapi::{Object, OpenApi};
+use rust_decimal::Decimal;
+
+use crate::AppState;
+use crate::auth::Credential;
+use crate::dto::timestamp;
+use crate::problem::{Code, FieldErrorView, Problem, api_response};
+
+/// A plan's duration, as an admin writes it.
+#[derive(Debug, Clone, Default, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct DurationBody {
+    /// Months (1 to 12 for subscriptions, up to 1200 otherwise); 999999 means lifetime.
+    pub months: Option<i64>,
+    /// `one_time`, `recurring` or `credits`.
+    #[oai(rename = "type", validator(max_length = 32))]
+    pub duration_type: Option<String>,
+    /// Credits granted, bonus included (credits plans; optional for subscriptions).
+    pub credits: Option<Decimal>,
+}
+
+/// A plan's texts in one locale.
+#[derive(Debug, Clone, Default, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct PlanTextBody {
+    /// Display name.
+    #[oai(default, validator(max_length = 200))]
+    pub name: String,
+    /// Description.
+    #[oai(default, validator(max_length = 2000))]
+    pub description: String,
+    /// Label of the period.
+    #[oai(default, validator(max_length = 300))]
+    pub duration: String,
+    /// Feature bullets.
+    #[oai(default, validator(max_items = 50))]
+    pub features: Vec<String>,
+}
+
+/// A dynamic plan as admins read and write it: the spec's fields (2.2, 2.3) plus the listing
+/// extras (`sortOrder`, `locales`).
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct AdminPlan {
+    /// Unique id: lower-case letters, digits, `-`, `_`.
+    #[oai(validator(max_length = 64))]
+    pub id: String,
+    /// Provider id.
+    #[oai(validator(max_length = 32))]
+    pub provider: Option<String>,
+    /// Price in major units (a number or a decimal string).
+    pub amount: Option<Decimal>,
+    /// Struck-through original price.
+    pub original_amount: Option<Decimal>,
+    /// Price charged when `APP_ENV` is development (at most `amount`).
+    pub development_amount: Option<Decimal>,
+    /// ISO 4217 code.
+    #[oai(validator(max_length = 8))]
+    pub currency: Option<String>,
+    /// Highlight on `/pricing`.
+    #[oai(default)]
+    pub recommended: bool,
+    /// Leave out of `/pricing` (still purchasable by id).
+    #[oai(default)]
+    pub hidden: bool,
+    /// Duration and credits.
+    pub duration: Option<DurationBody>,
+    /// `card_gateway` price id (subscriptions).
+    #[oai(validator(max_length = 128))]
+    pub card_gateway_price_id: Option<String>,
+    /// `wallet_global` plan id (subscriptions).
+    #[oai(validator(max_length = 128))]
+    pub wallet_global_plan_id: Option<String>,
+    /// `mor_a` product id.
+    #[oai(validator(max_length = 128))]
+    pub mor_a_product_id: Option<String>,
+    /// `mor_b` product id.
+    #[oai(validator(max_length = 128))]
+    pub mor_b_product_id: Option<String>,
+    /// `mor_c` product id.
+    #[oai(validator(max_length = 128))]
+    pub mor_c_product_id: Option<String>,
+    /// Texts by locale; `en` is required.
+    #[oai(default, validator(max_properties = 40))]
+    pub i18n: BTreeMap<String, PlanTextBody>,
+    /// Position on `/pricing`, ascending.
+    #[oai(default)]
+    pub sort_order: i32,
+    /// Locales the plan is shown in; empty means all.
+    #[oai(default, validator(max_items = 40))]
+    pub locales: Vec<String>,
+}
+
+impl AdminPlan {
+    /// The application's input (its rules are checked by the use case).
+    fn to_input(&self) -> PlanInput {
+        let duration = self.duration.clone().unwrap_or_default();
+        PlanInput {
+            draft: PlanDraft {
+                id: self.id.clone(),
+                provider: self.provider.clone(),
+                amount: self.amount,
+                original_amount: self.original_amount,
+                development_amount: self.development_amount,
+                currency: self.currency.clone(),
+                recommended: self.recommended,
+                hidden: self.hidden,
+                months: duration.months,
+                duration_type: duration.duration_type,
+                credits: duration.credits,
+                provider_refs: ProviderRefs {
+                    card_gateway_price_id: self.card_gateway_price_id.clone(),
+                    wallet_global_plan_id: self.wallet_global_plan_id.clone(),
+                    mor_a_product_id: self.mor_a_product_id.clone(),
+                    mor_b_product_id: self.mor_b_product_id.clone(),
+                    mor_c_product_id: self.mor_c_product_id.clone(),
+                },
+                i18n: self
+                    .i18n
+                    .iter()
+                    .map(|(locale, t)| {
+                        let text = PlanText {
+                            name: t.name.clone(),
+                            description: t.description.clone(),
+                            duration: t.duration.clone(),
+                            features: t.features.clone(),
+                        };
+                        (locale.clone(), text)
+                    })
+                    .collect(),
+            },
+            sort_order: self.sort_order,
+            locales: self.locales.clone(),
+        }
+    }
+}
+
+impl From<&StoredPlan> for AdminPlan {
+    fn from(stored: &StoredPlan) -> Self {
+        let d = stored.plan.to_draft();
+        Self {
+            id: d.id,
+            provider: d.provider,
+            amount: d.amount,
+            original_amount: d.original_amount,
+            development_amount: d.development_amount,
+            currency: d.currency,
+            recommended: d.recommended,
+            hidden: d.hidden,
+            duration: Some(DurationBody {
+                months: d.months,
+                duration_type: d.duration_type,
+                credits: d.credits,
+            }),
+            card_gateway_price_id: d.provider_refs.card_gateway_price_id,
+            wallet_global_plan_id: d.provider_refs.wallet_global_plan_id,
+            mor_a_product_id: d.provider_refs.mor_a_product_id,
+            mor_b_product_id: d.provider_refs.mor_b_product_id,
+            mor_c_product_id: d.provider_refs.mor_c_product_id,
+            i18n: d
+                .i18n
+                .into_iter()
+                .map(|(locale, t)| {
+                    let text = PlanTextBody {
+                        name: t.name,
+                        description: t.description,
+                        duration: t.duration,
+                        features: t.features,
+                    };
+                    (locale, text)
+                })
+                .collect(),
+            sort_order: stored.listing.sort_order,
+            locales: stored
+                .listing
+                .locales
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+        }
+    }
+}
+
+/// The dynamic plans table.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct AdminPlanList {
+    /// The live `PRICING_MODE` (`static` or `dynamic`): in static mode `/pricing` shows the
+    /// configuration file's plans, not these.
+    pub pricing_mode: String,
+    /// Every dynamic plan, hidden ones included, in listing order.
+    pub plans: Vec<AdminPlan>,
+}
+
+/// `POST /api/admin/plans/reorder`.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct ReorderBody {
+    /// Plan ids in their new order; plans not listed follow them.
+    #[oai(validator(max_items = 500))]
+    pub ids: Vec<String>,
+}
+
+/// What an import did.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct ImportView {
+    /// Plans that were new.
+    pub created: u32,
+    /// Plans that replaced a stored plan of the same id (listing kept).
+    pub updated: u32,
+}
+
+/// `POST /api/admin/api-keys`.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct CreateApiKeyBody {
+    /// A label.
+    #[oai(validator(max_length = 100))]
+    pub name: String,
+    /// `credits:consume`, `credits:read`.
+    #[oai(validator(max_items = 10))]
+    pub scopes: Vec<String>,
+}
+
+/// A service API key (never the key itself).
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct ApiKeyView {
+    /// Id.
+    pub id: String,
+    /// Label.
+    pub name: String,
+    /// The key's first characters, to recognise it.
+    pub prefix: String,
+    /// What it may do.
+    pub scopes: Vec<String>,
+    /// When made.
+    pub created_at: String,
+    /// When revoked.
+    #[oai(skip_serializing_if_is_none)]
+    pub revoked_at: Option<String>,
+}
+
+impl From<&ApiKey> for ApiKeyView {
+    fn from(k: &ApiKey) -> Self {
+        Self {
+            id: k.id.clone(),
+            name: k.name.clone(),
+            prefix: k.prefix.clone(),
+            scopes: k.scopes.iter().map(|s| s.code().to_owned()).collect(),
+            created_at: timestamp(k.created_at),
+            revoked_at: k.revoked_at.map(timestamp),
+        }
+    }
+}
+
+/// A new key with its secret, shown this once.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct CreatedApiKeyView {
+    /// The key's record.
+    #[oai(flatten)]
+    pub key: ApiKeyView,
+    /// The key (`tly_…`): store it now, it is never shown again.
+    pub secret: String,
+}
+
+/// The admin API keys.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct ApiKeyList {
+    /// Every key, newest first, revoked ones included.
+    pub keys: Vec<ApiKeyView>,
+}
+
+api_response! {
+    /// `GET /api/admin/plans`.
+    pub enum ListPlansResponse {
+        /// The dynamic plans.
+        200 Ok(Json<AdminPlanList>),
+    }
+    problems {
+        /// `unauthorized`: not signed in.
+        401 Unauthorized,
+        /// `forbidden`: not an administrator.
+        403 Forbidden,
+    }
+}
+
+api_response! {
+    /// `POST /api/admin/plans`.
+    pub enum CreatePlanResponse {
+        /// Created.
+        201 Created(Json<AdminPlan>),
+    }
+    problems {
+        /// `validation_failed`: the body is malformed.
+        400 BadRequest,
+        /// `unauthorized`: not signed in.
+        401 Unauthorized,
+        /// `forbidden`: not an administrator.
+        403 Forbidden,
+        /// `plan_exists`: a plan with this id exists.
+        409 Conflict,
+        /// `payload_too_large`: the body is over 64 KiB.
+        413 PayloadTooLarge,
+        /// `validation_failed`: the plan breaks rules; `errors` lists every field.
+        422 Unprocessable,
+    }
+}
+
+api_response! {
+    /// `PUT /api/admin/plans/{id}`, `POST …/hide`, `POST …/unhide`.
+    pub enum UpdatePlanResponse {
+        /// The plan as stored now.
+        200 Ok(Json<AdminPlan>),
+    }
+    problems {
+        /// `validation_failed`: the body is malformed.
+        400 BadRequest,
+        /// `unauthorized`: not signed in.
+        401 Unauthorized,
+        /// `forbidden`: not an administrator.
+        403 Forbidden,
+        /// `plan_not_found`.
+        404 NotFound,
+        /// `payload_too_large`: the body is over 64 KiB.
+        413 PayloadTooLarge,
+        /// `validation_failed`: the plan breaks rules; `errors` lists every field.
+        422 Unprocessable,
+    }
+}
+
+api_response! {
+    /// `DELETE /api/admin/plans/{id}` and `POST /api/admin/plans/reorder`.
+    pub enum PlanChangeResponse {
+        /// Done.
+        204 Done,
+    }
+    problems {
+        /// `validation_failed`: the body is malformed.
+        400 BadRequest,
+        /// `unauthorized`: not signed in.
+        401 Unauthorized,
+        /// `forbidden`: not an administrator.
+        403 Forbidden,
+        /// `plan_not_found` (reorder: an unknown id; nothing changed).
+        404 NotFound,
+        /// `payload_too_large`: the body is over 64 KiB.
+        413 PayloadTooLarge,
+    }
+}
+
+api_response! {
+    /// `POST /api/admin/plans/import`.
+    pub enum ImportResponse {
+        /// The static catalog was copied into the dynamic table.
+        200 Ok(Json<ImportView>),
+    }
+    problems {
+        /// `unauthorized`: not signed in.
+        401 Unauthorized,
+        /// `forbidden`: not an administrator.
+        403 Forbidden,
+    }
+}
+
+api_response! {
+    /// `POST /api/admin/api-keys`.
+    pub enum CreateApiKeyResponse {
+        /// Created; `secret` is shown this once.
+        201 Created(Json<CreatedApiKeyView>),
+    }
+    problems {
+        /// `validation_failed`: the body is malformed.
+        400 BadRequest,
+        /// `unauthorized`: not signed in.
+        401 Unauthorized,
+        /// `forbidden`: not an administrator.
+        403 Forbidden,
+        /// `payload_too_large`: the body is over 64 KiB.
+        413 PayloadTooLarge,
+        /// `validation_failed`: an empty name, or no or unknown scopes.
+        422 Unprocessable,
+    }
+}
+
+api_response! {
+    /// `GET /api/admin/api-keys`.
+    pub enum ListApiKeysResponse {
+        /// Every key.
+        200 Ok(Json<ApiKeyList>),
+    }
+    problems {
+        /// `unauthorized`: not signed in.
+        401 Unauthorized,
+        /// `forbidden`: not an administrator.
+        403 Forbidden,
+    }
+}
+
+api_response! {
+    /// `DELETE /api/admin/api-keys/{id}`.
+    pub enum RevokeApiKeyResponse {
+        /// Revoked (it stops working at once).
+        204 Revoked,
+    }
+    problems {
+        /// `unauthorized`: not signed in.
+        401 Unauthorized,
+        /// `forbidden`: not an administrator.
+        403 Forbidden,
+        /// `api_key_not_found`.
+        404 NotFound,
+    }
+}
+
+/// The administration endpoints.
+pub(crate) struct AdminApi<S, C, I, H> {
+    state: Arc<AppState<S, C, I, H>>,
+}
+
+impl<S, C, I, H> AdminApi<S, C, I, H> {
+    pub(crate) fn new(state: Arc<AppState<S, C, I, H>>) -> Self {
+        Self { state }
+    }
+}
+
+/// Tags of the administration endpoints.
+#[derive(poem_openapi::Tags)]
+enum Tag {
+    /// Dynamic plans and service API keys (administrators only).
+    Admin,
+}
+
+#[OpenApi(tag = "Tag::Admin")]
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
+    /// Every dynamic plan, hidden ones included.
+    #[oai(path = "/api/admin/plans", method = "get")]
+    async fn list_plans(&self, credential: Credential) -> ListPlansResponse {
+        let result = async {
+            self.state.admin(&credential).await?;
+            let config = self.state.service.config();
+            let plans = list_plans(
+                PricingMode::Dynamic,
+                &config.catalog,
+                self.state.service.store(),
+                Audience::Admin,
+                None,
+            )
+            .await?;
+            Ok::<_, Problem>(AdminPlanList {
+                pricing_mode: config.pricing_mode.as_str().to_owned(),
+                plans: plans.iter().map(AdminPlan::from).collect(),
+            })
+        };
+        match result.await {
+            Ok(list) => ListPlansResponse::Ok(Json(list)),
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// Add a dynamic plan.
+    #[oai(path = "/api/admin/plans", method = "post")]
+    async fn create_plan(
+        &self,
+        credential: Credential,
+        body: Json<AdminPlan>,
+    ) -> CreatePlanResponse {
+        let result = async {
+            self.state.admin(&credential).await?;
+            self.state
+                .service
+                .create_plan(&body.0.to_input())
+                .await
+                .map_err(plan_problem)
+        };
+        match result.await {
+            Ok(plan) => CreatePlanResponse::Created(Json((&plan).into())),
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// Replace a dynamic plan (its id cannot change).
+    #[oai(path = "/api/admin/plans/:id", method = "put")]
+    async fn update_plan(
+        &self,
+        credential: Credential,
+        /// The plan id.
+        id: Path<String>,
+        body: Json<AdminPlan>,
+    ) -> UpdatePlanResponse {
+        let result = async {
+            self.state.admin(&credential).await?;
+            self.state
+                .service
+                .update_plan(&id.0, &body.0.to_input())
+                .await
+                .map_err(plan_problem)
+        };
+        Self::updated(result.await)
+    }
+
+    /// Hide a dynamic plan from `/pricing` (it stays purchasable by id).
+    #[oai(path = "/api/admin/plans/:id/hide", method = "post")]
+    async fn hide_plan(&self, credential: Credential, id: Path<String>) -> UpdatePlanResponse {
+        Self::updated(self.set_hidden(&credential, &id.0, true).await)
+    }
+
+    /// List a hidden dynamic plan on `/pricing` again.
+    #[oai(path = "/api/admin/plans/:id/unhide", method = "post")]
+    async fn unhide_plan(&self, credential: Credential, id: Path<String>) -> UpdatePlanResponse {
+        Self::updated(self.set_hidden(&credential, &id.0, false).await)
+    }
+
+    /// Delete a dynamic plan (orders keep their own snapshot of it).
+    #[oai(path = "/api/admin/plans/:id", method = "delete")]
+    async fn delete_plan(&self, credential: Credential, id: Path<String>) -> PlanChangeResponse {
+        let result = async {
+            self.state.admin(&credential).await?;
+            self.state
+                .service
+                .delete_plan(&id.0)
+                .await
+                .map_err(plan_problem)
+        };
+        match result.await {
+            Ok(()) => PlanChangeResponse::Done,
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// Put dynamic plans in this order.
+    #[oai(path = "/api/admin/plans/reorder", method = "post")]
+    async fn reorder_plans(
+        &self,
+        credential: Credential,
+        body: Json<ReorderBody>,
+    ) -> PlanChangeResponse {
+        let result = async {
+            self.state.admin(&credential).await?;
+            self.state
+                .service
+                .reorder_plans(&body.0.ids)
+                .await
+                .map_err(plan_problem)
+        };
+        match result.await {
+            Ok(()) => PlanChangeResponse::Done,
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// Copy the static catalog into the dynamic table (same ids are replaced, listings kept).
+    #[oai(path = "/api/admin/plans/import", method = "post")]
+    async fn import_plans(&self, credential: Credential) -> ImportResponse {
+        let result = async {
+            self.state.admin(&credential).await?;
+            self.state
+                .service
+                .import_static_plans()
+                .await
+                .map_err(plan_problem)
+        };
+        match result.await {
+            Ok(report) => ImportResponse::Ok(Json(ImportView {
+                created: report.created,
+                updated: report.updated,
+            })),
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// Create a service API key; its secret is in this response only.
+    #[oai(path = "/api/admin/api-keys", method = "post")]
+    async fn create_api_key(
+        &self,
+        credential: Credential,
+        body: Json<CreateApiKeyBody>,
+    ) -> CreateApiKeyResponse {
+        let result = async {
+            let admin = self.state.admin(&credential).await?;
+            self.state
+                .service
+                .create_api_key(&admin, &body.0.name, &body.0.scopes)
+                .await
+                .map_err(api_key_problem)
+        };
+        match result.await {
+            Ok(created) => CreateApiKeyResponse::Created(Json(CreatedApiKeyView {
+                key: ApiKeyView::from(&created.key),
+                secret: created.secret,
+            })),
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// Every service API key, newest first.
+    #[oai(path = "/api/admin/api-keys", method = "get")]
+    async fn list_api_keys(&self, credential: Credential) -> ListApiKeysResponse {
+        let result = async {
+            self.state.admin(&credential).await?;
+            self.state
+                .service
+                .list_api_keys()
+                .await
+                .map_err(api_key_problem)
+        };
+        match result.await {
+            Ok(keys) => ListApiKeysResponse::Ok(Json(ApiKeyList {
+                keys: keys.iter().map(ApiKeyView::from).collect(),
+            })),
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// Revoke a service API key.
+    #[oai(path = "/api/admin/api-keys/:id", method = "delete")]
+    async fn revoke_api_key(
+        &self,
+        credential: Credential,
+        /// The key id.
+        id: Path<String>,
+    ) -> RevokeApiKeyResponse {
+        let result = async {
+            self.state.admin(&credential).await?;
+            self.state
+                .service
+                .revoke_api_key(&id.0)
+                .await
+                .map_err(api_key_problem)
+        };
+        match result.await {
+            Ok(()) => RevokeApiKeyResponse::Revoked,
+            Err(problem) => problem.into(),
+        }
+    }
+}
+
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
+    async fn set_hidden(
+        &self,
+        credential: &Credential,
+        id: &str,
+        hidden: bool,
+    ) -> Result<StoredPlan, Problem> {
+        self.state.admin(credential).await?;
+        self.state
+            .service
+            .set_plan_hidden(id, hidden)
+            .await
+            .map_err(plan_problem)
+    }
+
+    fn updated(result: Result<StoredPlan, Problem>) -> UpdatePlanResponse {
+        match result {
+            Ok(plan) => UpdatePlanResponse::Ok(Json((&plan).into())),
+            Err(problem) => problem.into(),
+        }
+    }
+}
+
+fn plan_problem(e: ManagePlansError) -> Problem {
+    match e {
+        ManagePlansError::Invalid(errors) => {
+            Problem::invalid_fields(errors.iter().map(FieldErrorView::from).collect())
+        }
+        ManagePlansError::NotFound => Problem::new(Code::PlanNotFound, "no such dynamic plan"),
+        ManagePlansError::Exists => Problem::new(Code::PlanExists, e.to_string()),
+        ManagePlansError::Infra(infra) => infra.into(),
+    }
+}
+
+fn api_key_problem(e: ApiKeyError) -> Problem {
+    match e {
+        ApiKeyError::Invalid(message) => Problem::new(Code::ValidationFailed, message),
+        ApiKeyError::NotFound => Problem::new(Code::ApiKeyNotFound, "no such API key"),
+        ApiKeyError::Infra(infra) => infra.into(),
+    }
+}

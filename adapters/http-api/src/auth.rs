@@ -1,0 +1,194 @@
+//! Who is calling: a session (the `tally_session` cookie or `Authorization: Bearer <token>`) or
+//! a service API key (`Authorization: Bearer tly_…` or `X-Api-Key: tly_…`).
+//!
+//! [`Credential`] only finds the token (its absence is a 401 `unauthorized`, mapped by the
+//! middleware); `Service::authenticate` decides what the token is. The helpers on
+//! [`AppState`] then check what the caller may do: a 403 `forbidden` otherwise.
+
+use application::accounts::{ApiKey, Role, Scope, User};
+use application::ports::{Clock, IdGenerator, SecretHasher, Store};
+use application::use_cases::accounts::{AccountsError, Principal};
+use domain::UserId;
+use poem_openapi::SecurityScheme;
+use poem_openapi::auth::{ApiKey as ApiKeyToken, Bearer};
+
+use crate::AppState;
+use crate::problem::{Code, Problem};
+
+/// The session cookie's name.
+pub(crate) const SESSION_COOKIE: &str = "tally_session";
+
+/// A session token or service API key in `Authorization: Bearer …`.
+#[derive(SecurityScheme)]
+#[oai(rename = "bearerToken", ty = "bearer")]
+pub(crate) struct BearerToken(Bearer);
+
+/// A service API key (`tly_…`) in `X-Api-Key`.
+#[derive(SecurityScheme)]
+#[oai(
+    rename = "apiKeyHeader",
+    ty = "api_key",
+    key_name = "X-Api-Key",
+    key_in = "header"
+)]
+pub(crate) struct ApiKeyHeader(ApiKeyToken);
+
+/// The session token in the `tally_session` cookie (HttpOnly, SameSite=Lax).
+#[derive(SecurityScheme)]
+#[oai(
+    rename = "sessionCookie",
+    ty = "api_key",
+    key_name = "tally_session",
+    key_in = "cookie"
+)]
+pub(crate) struct SessionCookie(ApiKeyToken);
+
+/// Any of the accepted credentials, tried in this order.
+#[derive(SecurityScheme)]
+pub(crate) enum Credential {
+    /// `Authorization: Bearer`.
+    Bearer(BearerToken),
+    /// `X-Api-Key`.
+    ApiKey(ApiKeyHeader),
+    /// The session cookie.
+    Cookie(SessionCookie),
+}
+
+impl Credential {
+    /// The presented token.
+    pub(crate) fn token(&self) -> &str {
+        match self {
+            Credential::Bearer(b) => &b.0.token,
+            Credential::ApiKey(k) => &k.0.key,
+            Credential::Cookie(c) => &c.0.key,
+        }
+    }
+}
+
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AppState<S, C, I, H> {
+    /// Who presents `credential`.
+    ///
+    /// # Errors
+    /// 401 `unauthorized` for an unknown, expired or revoked token.
+    pub(crate) async fn principal(&self, credential: &Credential) -> Result<Principal, Problem> {
+        self.service
+            .authenticate(credential.token())
+            .await
+            .map_err(|e| match e {
+                AccountsError::Infra(infra) => infra.into(),
+                _ => unauthorized(),
+            })
+    }
+
+    /// The signed-in user.
+    ///
+    /// # Errors
+    /// 401 without a valid credential; 403 for a service API key.
+    pub(crate) async fn user(&self, credential: &Credential) -> Result<User, Problem> {
+        match self.principal(credential).await? {
+            Principal::User(user) => Ok(user),
+            Principal::Service(_) => Err(Problem::new(
+                Code::Forbidden,
+                "this endpoint is for signed-in users, not API keys",
+            )),
+        }
+    }
+
+    /// A signed-in administrator.
+    ///
+    /// # Errors
+    /// 401 without a valid credential; 403 for anyone else.
+    pub(crate) async fn admin(&self, credential: &Credential) -> Result<User, Problem> {
+        let user = self.user(credential).await?;
+        if user.role == Role::Admin {
+            Ok(user)
+        } else {
+            Err(Problem::new(
+                Code::Forbidden,
+                "this endpoint is for administrators",
+            ))
+        }
+    }
+
+    /// A service API key carrying `scope`.
+    ///
+    /// # Errors
+    /// 401 without a valid credential; 403 for a user or a key without the scope.
+    pub(crate) async fn service_key(
+        &self,
+        credential: &Credential,
+        scope: Scope,
+    ) -> Result<ApiKey, Problem> {
+        match self.principal(credential).await? {
+            Principal::Service(key) if key.scopes.contains(&scope) => Ok(key),
+            _ => Err(Problem::new(
+                Code::Forbidden,
+                format!("this endpoint needs an API key with scope {}", scope.code()),
+            )),
+        }
+    }
+
+    /// Whose credits a read is about: the signed-in user's own, or, for an API key with
+    /// `credits:read`, the user named by `?userId=`.
+    ///
+    /// # Errors
+    /// 401; 403 for another user's credits or a key without the scope; 400 when a key names no
+    /// user; 404 `user_not_found`.
+    pub(crate) async fn credits_owner(
+        &self,
+        credential: &Credential,
+        user_id: Option<&str>,
+    ) -> Result<User, Problem> {
+        match self.principal(credential).await? {
+            Principal::User(user) => match user_id {
+                Some(other) if other != user.id.as_str() => Err(Problem::new(
+                    Code::Forbidden,
+                    "users may read only their own credits",
+                )),
+                _ => Ok(user),
+            },
+            Principal::Service(key) if key.scopes.contains(&Scope::CreditsRead) => {
+                let id = user_id.ok_or_else(|| {
+                    Problem::bad_input("an API key must name the user with ?userId=")
+                })?;
+                self.existing_user(id).await
+            }
+            Principal::Service(_) => Err(Problem::new(
+                Code::Forbidden,
+                "this endpoint needs an API key with scope credits:read",
+            )),
+        }
+    }
+
+    async fn existing_user(&self, raw: &str) -> Result<User, Problem> {
+        let not_found = || Problem::new(Code::UserNotFound, "no such user");
+        let id = UserId::new(raw).map_err(|_| not_found())?;
+        self.service.find_user(&id).await?.ok_or_else(not_found)
+    }
+
+    /// The `Set-Cookie` value that stores a session token for `max_age_seconds`.
+    pub(crate) fn session_cookie(&self, token: &str, max_age_seconds: i64) -> String {
+        let secure = if self.settings.secure_cookies {
+            "; Secure"
+        } else {
+            ""
+        };
+        format!(
+            "{SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Lax; Max-Age={}{secure}",
+            max_age_seconds.max(0)
+        )
+    }
+
+    /// The `Set-Cookie` value that removes the session cookie.
+    pub(crate) fn cleared_session_cookie(&self) -> String {
+        self.session_cookie("", 0)
+    }
+}
+
+/// 401 `unauthorized`.
+pub(crate) fn unauthorized() -> Problem {
+    Problem::new(
+        Code::Unauthorized,
+        "sign in, or present a valid session token or API key",
+    )
+}

@@ -1,0 +1,373 @@
+//! Credit consumption for server-side callers holding a service API key with scope
+//! `credits:consume`: spend now, or reserve, then settle or release.
+//!
+//! Consume and reserve require an `Idempotency-Key`: a retry with the same key and body answers
+//! the first response again with `Idempotency-Replayed: true`; the same key with another body
+//! is a 409 `idempotency_conflict`. Settle and release are idempotent by reservation id.
+
+use std::sync::Arc;
+
+use application::accounts::Scope;
+use application::ports::{
+    Clock, CreditTransaction, IdGenerator, Replay, ReservationStatus, SecretHasher, Store,
+};
+use application::use_cases::credits::{ConsumeCredits, CreditsError, UsageRequest};
+use domain::IdempotencyKey;
+use poem_openapi::param::{Header, Path};
+use poem_openapi::payload::Json;
+use poem_openapi::{Object, OpenApi};
+
+use crate::AppState;
+use crate::auth::Credential;
+use crate::dto::{ReservationView, timestamp};
+use crate::metrics;
+use crate::problem::{Code, Problem, api_response};
+
+/// What was used (consume, settle) or is about to be used (reserve).
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct UsageBody {
+    /// Whose credits.
+    #[oai(validator(min_length = 1, max_length = 64))]
+    pub user_id: String,
+    /// A fixed-cost feature (`chat`, `image`, …); omit for a per-token chat.
+    #[oai(validator(min_length = 1, max_length = 64))]
+    pub feature: Option<String>,
+    /// The AI model (its multiplier applies).
+    #[oai(validator(min_length = 1, max_length = 64))]
+    pub model: Option<String>,
+    /// Tokens used (consume, settle) or estimated (reserve).
+    #[oai(validator(minimum(value = "1"), maximum(value = "100000000")))]
+    pub tokens: Option<i64>,
+}
+
+impl UsageBody {
+    fn usage(&self) -> UsageRequest {
+        UsageRequest {
+            feature: self.feature.clone(),
+            model: self.model.clone(),
+            tokens: self.tokens,
+        }
+    }
+}
+
+/// `POST /api/credits/reservations/{id}/release`.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct ReleaseBody {
+    /// Whose reservation.
+    #[oai(validator(min_length = 1, max_length = 64))]
+    pub user_id: String,
+}
+
+/// A consumption: what it cost and the balance after it.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct ConsumptionView {
+    /// The credit transaction's id.
+    pub transaction_id: i64,
+    /// Whose credits.
+    pub user_id: String,
+    /// The cost, decimal string with two places.
+    pub cost: String,
+    /// The cost, in hundredths.
+    pub cost_hundredths: i64,
+    /// The balance after it, decimal string.
+    pub balance_after: String,
+    /// The balance after it, in hundredths.
+    pub balance_after_hundredths: i64,
+    /// The feature used.
+    #[oai(skip_serializing_if_is_none)]
+    pub feature: Option<String>,
+    /// The AI model used.
+    #[oai(skip_serializing_if_is_none)]
+    pub model: Option<String>,
+    /// Tokens used.
+    #[oai(skip_serializing_if_is_none)]
+    pub tokens: Option<u64>,
+    /// When.
+    pub created_at: String,
+}
+
+impl From<&CreditTransaction> for ConsumptionView {
+    fn from(t: &CreditTransaction) -> Self {
+        let cost = t.amount.magnitude();
+        Self {
+            transaction_id: t.id,
+            user_id: t.user_id.to_string(),
+            cost: cost.to_string(),
+            cost_hundredths: cost.hundredths(),
+            balance_after: t.balance_after.to_string(),
+            balance_after_hundredths: t.balance_after.hundredths(),
+            feature: t.context.feature.clone(),
+            model: t.context.model.clone(),
+            tokens: t.context.tokens,
+            created_at: timestamp(t.created_at),
+        }
+    }
+}
+
+api_response! {
+    /// `POST /api/credits/consume`.
+    pub enum ConsumeResponse {
+        /// Spent (or the first response again, with `Idempotency-Replayed: true`).
+        201 Created(
+            Json<ConsumptionView>,
+            /// `true` when this is the first response again.
+            #[oai(header = "Idempotency-Replayed")] Option<bool>
+        ),
+    }
+    problems {
+        /// `validation_failed`: the body is malformed or `Idempotency-Key` is missing.
+        400 BadRequest,
+        /// `unauthorized`: no valid credential.
+        401 Unauthorized,
+        /// `insufficient_credits`: the balance does not cover the cost (`available`,
+        /// `requested`); nothing was spent.
+        402 PaymentRequired,
+        /// `forbidden`: not an API key with `credits:consume`.
+        403 Forbidden,
+        /// `user_not_found`.
+        404 NotFound,
+        /// `idempotency_conflict`: the key was used with another body.
+        409 Conflict,
+        /// `payload_too_large`: the body is over 64 KiB.
+        413 PayloadTooLarge,
+        /// `validation_failed`: the usage cannot be priced (unknown feature or model, bad
+        /// token count).
+        422 Unprocessable,
+    }
+}
+
+api_response! {
+    /// `POST /api/credits/reservations`.
+    pub enum ReserveResponse {
+        /// Held (or the first response again, with `Idempotency-Replayed: true`).
+        201 Created(
+            Json<ReservationView>,
+            /// `true` when this is the first response again.
+            #[oai(header = "Idempotency-Replayed")] Option<bool>
+        ),
+    }
+    problems {
+        /// `validation_failed`: the body is malformed or `Idempotency-Key` is missing.
+        400 BadRequest,
+        /// `unauthorized`: no valid credential.
+        401 Unauthorized,
+        /// `insufficient_credits`: the balance does not cover the estimate; nothing was held.
+        402 PaymentRequired,
+        /// `forbidden`: not an API key with `credits:consume`.
+        403 Forbidden,
+        /// `user_not_found`.
+        404 NotFound,
+        /// `idempotency_conflict`: the key was used with another body.
+        409 Conflict,
+        /// `payload_too_large`: the body is over 64 KiB.
+        413 PayloadTooLarge,
+        /// `validation_failed`: the usage cannot be priced.
+        422 Unprocessable,
+    }
+}
+
+api_response! {
+    /// `POST /api/credits/reservations/{id}/settle` and `…/release`.
+    pub enum ResolveResponse {
+        /// Settled or released (or the first outcome again, with `Idempotency-Replayed: true`).
+        200 Ok(
+            Json<ReservationView>,
+            /// `true` when this is the first outcome again.
+            #[oai(header = "Idempotency-Replayed")] Option<bool>
+        ),
+    }
+    problems {
+        /// `validation_failed`: the body is malformed.
+        400 BadRequest,
+        /// `unauthorized`: no valid credential.
+        401 Unauthorized,
+        /// `forbidden`: not an API key with `credits:consume`.
+        403 Forbidden,
+        /// `user_not_found` or `reservation_not_found`.
+        404 NotFound,
+        /// `reservation_resolved`: it was released, expired or settled with another usage.
+        409 Conflict,
+        /// `payload_too_large`: the body is over 64 KiB.
+        413 PayloadTooLarge,
+        /// `validation_failed`: the usage cannot be priced.
+        422 Unprocessable,
+    }
+}
+
+/// The consumption endpoints.
+pub(crate) struct ConsumptionApi<S, C, I, H> {
+    state: Arc<AppState<S, C, I, H>>,
+}
+
+impl<S, C, I, H> ConsumptionApi<S, C, I, H> {
+    pub(crate) fn new(state: Arc<AppState<S, C, I, H>>) -> Self {
+        Self { state }
+    }
+}
+
+/// Tags of the consumption endpoints.
+#[derive(poem_openapi::Tags)]
+enum Tag {
+    /// Spend credits (service API keys with `credits:consume`).
+    Consumption,
+}
+
+#[OpenApi(tag = "Tag::Consumption")]
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> ConsumptionApi<S, C, I, H> {
+    /// Spend credits for one use, priced by the consumption rules (fixed or per token).
+    #[oai(path = "/api/credits/consume", method = "post")]
+    async fn consume(
+        &self,
+        credential: Credential,
+        /// Required: makes a retry return the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: Json<UsageBody>,
+    ) -> ConsumeResponse {
+        let result = async {
+            self.state
+                .service_key(&credential, Scope::CreditsConsume)
+                .await?;
+            let request = consume_request(idempotency_key.0, &body.0)?;
+            self.state
+                .service
+                .consume_credits(request)
+                .await
+                .map_err(credits_problem)
+        };
+        match result.await {
+            Ok((transaction, replay)) => {
+                if replay == Replay::Fresh {
+                    metrics::record_credits_consumed(transaction.amount.magnitude().hundredths());
+                }
+                ConsumeResponse::Created(Json((&transaction).into()), replayed(replay))
+            }
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// Hold the estimated cost of a use whose real cost is known afterwards.
+    #[oai(path = "/api/credits/reservations", method = "post")]
+    async fn reserve(
+        &self,
+        credential: Credential,
+        /// Required: makes a retry return the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: Json<UsageBody>,
+    ) -> ReserveResponse {
+        let result = async {
+            self.state
+                .service_key(&credential, Scope::CreditsConsume)
+                .await?;
+            let request = consume_request(idempotency_key.0, &body.0)?;
+            self.state
+                .service
+                .reserve_credits(request)
+                .await
+                .map_err(credits_problem)
+        };
+        match result.await {
+            Ok((reservation, replay)) => {
+                if replay == Replay::Fresh {
+                    metrics::record_credits_reserved(reservation.held.hundredths());
+                }
+                ReserveResponse::Created(Json((&reservation).into()), replayed(replay))
+            }
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// Settle a reservation with the actual usage: the unused part returns to the balance; an
+    /// overrun is taken up to what is available.
+    #[oai(path = "/api/credits/reservations/:id/settle", method = "post")]
+    async fn settle(
+        &self,
+        credential: Credential,
+        /// The reservation id.
+        id: Path<String>,
+        body: Json<UsageBody>,
+    ) -> ResolveResponse {
+        let result = async {
+            self.state
+                .service_key(&credential, Scope::CreditsConsume)
+                .await?;
+            self.state
+                .service
+                .settle_reservation(&body.0.user_id, &id.0, &body.0.usage())
+                .await
+                .map_err(credits_problem)
+        };
+        match result.await {
+            Ok((reservation, replay)) => {
+                if let (Replay::Fresh, ReservationStatus::Settled { charged, .. }) =
+                    (replay, reservation.status)
+                {
+                    metrics::record_credits_consumed(charged.hundredths());
+                }
+                ResolveResponse::Ok(Json((&reservation).into()), replayed(replay))
+            }
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// Release a reservation unused.
+    #[oai(path = "/api/credits/reservations/:id/release", method = "post")]
+    async fn release(
+        &self,
+        credential: Credential,
+        /// The reservation id.
+        id: Path<String>,
+        body: Json<ReleaseBody>,
+    ) -> ResolveResponse {
+        let result = async {
+            self.state
+                .service_key(&credential, Scope::CreditsConsume)
+                .await?;
+            self.state
+                .service
+                .release_reservation(&body.0.user_id, &id.0)
+                .await
+                .map_err(credits_problem)
+        };
+        match result.await {
+            Ok((reservation, replay)) => {
+                ResolveResponse::Ok(Json((&reservation).into()), replayed(replay))
+            }
+            Err(problem) => problem.into(),
+        }
+    }
+}
+
+fn replayed(replay: Replay) -> Option<bool> {
+    (replay == Replay::Replayed).then_some(true)
+}
+
+fn consume_request(key: Option<String>, body: &UsageBody) -> Result<ConsumeCredits, Problem> {
+    let key = key.ok_or_else(|| Problem::bad_input("the Idempotency-Key header is required"))?;
+    let idempotency_key = IdempotencyKey::new(key)
+        .map_err(|e| Problem::bad_input(format!("Idempotency-Key: {e}")))?;
+    Ok(ConsumeCredits {
+        user_id: body.user_id.clone(),
+        usage: body.usage(),
+        idempotency_key,
+    })
+}
+
+fn credits_problem(e: CreditsError) -> Problem {
+    match e {
+        CreditsError::UserNotFound => Problem::new(Code::UserNotFound, e.to_string()),
+        CreditsError::InvalidUsage(_) => Problem::new(Code::ValidationFailed, e.to_string()),
+        CreditsError::Insufficient {
+            requested,
+            available,
+        } => Problem::insufficient(requested, available),
+        CreditsError::IdempotencyConflict => Problem::new(Code::IdempotencyConflict, e.to_string()),
+        CreditsError::ReservationNotFound => Problem::new(Code::ReservationNotFound, e.to_string()),
+        CreditsError::AlreadyResolved(_) => Problem::new(Code::ReservationResolved, e.to_string()),
+        CreditsError::Infra(infra) => infra.into(),
+    }
+}

@@ -1,0 +1,350 @@
+//! Credits reads (spec 4.2): balance, transaction history and the complete status.
+//!
+//! Signed-in users read their own; a service API key with scope `credits:read` names the user
+//! with `?userId=`.
+
+use std::sync::Arc;
+
+use application::ports::{Clock, CreditTransaction, IdGenerator, Reservation, SecretHasher, Store};
+use application::use_cases::report_status::StatusReport;
+use domain::{Credits, Timestamp};
+use poem::Request;
+use poem_openapi::param::Query;
+use poem_openapi::payload::Json;
+use poem_openapi::{Object, OpenApi};
+
+use crate::AppState;
+use crate::auth::Credential;
+use crate::dto::{PageInfo, SubscriptionView, page_request, signed_credits, timestamp};
+use crate::i18n::{Language, text_language, transaction_description};
+use crate::problem::{Problem, api_response};
+
+/// A credit balance.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct BalanceView {
+    /// Available credits (held credits already deducted), decimal string with two places.
+    pub balance: String,
+    /// The same, in hundredths of a credit.
+    pub balance_hundredths: i64,
+}
+
+impl From<Credits> for BalanceView {
+    fn from(c: Credits) -> Self {
+        Self {
+            balance: c.to_string(),
+            balance_hundredths: c.hundredths(),
+        }
+    }
+}
+
+/// One credit transaction.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct TransactionView {
+    /// Id (increasing).
+    pub id: i64,
+    /// The stable type code: `purchase_grant`, `subscription_grant`, `consumption`,
+    /// `reservation_hold`, `reservation_settle`, `reservation_release`, `refund_clawback`,
+    /// `admin_adjustment` or `expiry`.
+    #[oai(rename = "type")]
+    pub kind: String,
+    /// The type, described in the requested language (`en` or `zh-CN`).
+    pub description: String,
+    /// Signed amount, decimal string with two places (`-1.50`, `100.00`).
+    pub amount: String,
+    /// Signed amount in hundredths.
+    pub amount_hundredths: i64,
+    /// The balance after it, decimal string.
+    pub balance_after: String,
+    /// The balance after it, in hundredths.
+    pub balance_after_hundredths: i64,
+    /// The order that bought or refunded the credits.
+    #[oai(skip_serializing_if_is_none)]
+    pub order_id: Option<String>,
+    /// The reservation held, settled or released.
+    #[oai(skip_serializing_if_is_none)]
+    pub reservation_id: Option<String>,
+    /// The subscription whose period granted them.
+    #[oai(skip_serializing_if_is_none)]
+    pub subscription_id: Option<String>,
+    /// The feature used.
+    #[oai(skip_serializing_if_is_none)]
+    pub feature: Option<String>,
+    /// The AI model used.
+    #[oai(skip_serializing_if_is_none)]
+    pub model: Option<String>,
+    /// Tokens used.
+    #[oai(skip_serializing_if_is_none)]
+    pub tokens: Option<u64>,
+    /// When.
+    pub created_at: String,
+}
+
+impl TransactionView {
+    pub(crate) fn new(t: &CreditTransaction, language: Language) -> Self {
+        Self {
+            id: t.id,
+            kind: t.kind.code().to_owned(),
+            description: transaction_description(t.kind, language).to_owned(),
+            amount: signed_credits(t.amount),
+            amount_hundredths: t.amount.hundredths(),
+            balance_after: t.balance_after.to_string(),
+            balance_after_hundredths: t.balance_after.hundredths(),
+            order_id: t.context.order_id.as_ref().map(ToString::to_string),
+            reservation_id: t.context.reservation_id.as_ref().map(ToString::to_string),
+            subscription_id: t.context.subscription_id.as_ref().map(ToString::to_string),
+            feature: t.context.feature.clone(),
+            model: t.context.model.clone(),
+            tokens: t.context.tokens,
+            created_at: timestamp(t.created_at),
+        }
+    }
+}
+
+/// A page of credit transactions, newest first.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct TransactionPage {
+    /// The transactions on this page.
+    pub items: Vec<TransactionView>,
+    /// Where this page sits.
+    #[oai(flatten)]
+    pub page: PageInfo,
+}
+
+/// A pending reservation, as the status shows it.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct PendingReservationView {
+    /// The reservation id.
+    pub id: String,
+    /// Credits held, decimal string.
+    pub held: String,
+    /// Credits held, in hundredths.
+    pub held_hundredths: i64,
+    /// When the hold lapses by itself.
+    pub expires_at: String,
+}
+
+impl From<&Reservation> for PendingReservationView {
+    fn from(r: &Reservation) -> Self {
+        Self {
+            id: r.id.to_string(),
+            held: r.held.to_string(),
+            held_hundredths: r.held.hundredths(),
+            expires_at: timestamp(r.expires_at),
+        }
+    }
+}
+
+/// Credits plus subscription: everything that decides what the user may use.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct StatusView {
+    /// Available credits, decimal string.
+    pub balance: String,
+    /// Available credits, in hundredths.
+    pub balance_hundredths: i64,
+    /// The current (not expired) subscription.
+    #[oai(skip_serializing_if_is_none)]
+    pub subscription: Option<SubscriptionView>,
+    /// Whether a paid one-time lifetime purchase grants access.
+    pub lifetime_access: bool,
+    /// The order of that purchase.
+    #[oai(skip_serializing_if_is_none)]
+    pub lifetime_order_id: Option<String>,
+    /// Whether the user has access now (a live subscription or lifetime access).
+    pub has_access: bool,
+    /// Credits held by pending reservations.
+    pub pending_reservations: Vec<PendingReservationView>,
+}
+
+impl StatusView {
+    fn new(report: &StatusReport, now: Timestamp) -> Self {
+        Self {
+            balance: report.balance.to_string(),
+            balance_hundredths: report.balance.hundredths(),
+            subscription: report.subscription.as_ref().map(SubscriptionView::from),
+            lifetime_access: report.lifetime_order.is_some(),
+            lifetime_order_id: report
+                .lifetime_order
+                .as_ref()
+                .map(|o| o.order.id.to_string()),
+            has_access: report.has_access(now),
+            pending_reservations: report
+                .pending_reservations
+                .iter()
+                .map(PendingReservationView::from)
+                .collect(),
+        }
+    }
+}
+
+api_response! {
+    /// `GET /api/credits/balance`.
+    pub enum BalanceResponse {
+        /// The balance.
+        200 Ok(Json<BalanceView>),
+    }
+    problems {
+        /// `validation_failed`: an API key named no `userId`.
+        400 BadRequest,
+        /// `unauthorized`: no valid credential.
+        401 Unauthorized,
+        /// `forbidden`: another user's credits, or an API key without `credits:read`.
+        403 Forbidden,
+        /// `user_not_found`: the `userId` an API key named does not exist.
+        404 NotFound,
+    }
+}
+
+api_response! {
+    /// `GET /api/credits/transactions`.
+    pub enum TransactionsResponse {
+        /// A page of transactions, newest first.
+        200 Ok(Json<TransactionPage>),
+    }
+    problems {
+        /// `invalid_pagination`: page or limit out of range; `validation_failed`: an API key
+        /// named no `userId`.
+        400 BadRequest,
+        /// `unauthorized`: no valid credential.
+        401 Unauthorized,
+        /// `forbidden`: another user's credits, or an API key without `credits:read`.
+        403 Forbidden,
+        /// `user_not_found`: the `userId` an API key named does not exist.
+        404 NotFound,
+    }
+}
+
+api_response! {
+    /// `GET /api/credits/status`.
+    pub enum StatusResponse {
+        /// The status.
+        200 Ok(Json<StatusView>),
+    }
+    problems {
+        /// `validation_failed`: an API key named no `userId`.
+        400 BadRequest,
+        /// `unauthorized`: no valid credential.
+        401 Unauthorized,
+        /// `forbidden`: another user's credits, or an API key without `credits:read`.
+        403 Forbidden,
+        /// `user_not_found`: the `userId` an API key named does not exist.
+        404 NotFound,
+    }
+}
+
+/// The credits read endpoints.
+pub(crate) struct CreditsApi<S, C, I, H> {
+    state: Arc<AppState<S, C, I, H>>,
+}
+
+impl<S, C, I, H> CreditsApi<S, C, I, H> {
+    pub(crate) fn new(state: Arc<AppState<S, C, I, H>>) -> Self {
+        Self { state }
+    }
+}
+
+/// Tags of the credits endpoints.
+#[derive(poem_openapi::Tags)]
+enum Tag {
+    /// Credit balance, history and status.
+    Credits,
+}
+
+#[OpenApi(tag = "Tag::Credits")]
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> CreditsApi<S, C, I, H> {
+    /// The credit balance.
+    #[oai(path = "/api/credits/balance", method = "get")]
+    async fn balance(
+        &self,
+        credential: Credential,
+        /// The user (API keys with `credits:read` only; users read their own).
+        #[oai(name = "userId", validator(max_length = 64))]
+        user_id: Query<Option<String>>,
+    ) -> BalanceResponse {
+        let result = async {
+            let user = self
+                .state
+                .credits_owner(&credential, user_id.0.as_deref())
+                .await?;
+            Ok::<_, Problem>(self.state.service.balance(&user.id).await?)
+        };
+        match result.await {
+            Ok(balance) => BalanceResponse::Ok(Json(balance.into())),
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// A page of credit transactions, newest first, described in the requested language.
+    #[oai(path = "/api/credits/transactions", method = "get")]
+    async fn transactions(
+        &self,
+        credential: Credential,
+        request: &Request,
+        /// Page number, from 1 (default 1).
+        page: Query<Option<String>>,
+        /// Page size, 1 to 100 (default 20).
+        limit: Query<Option<String>>,
+        /// `en` or `zh-CN` (else `Accept-Language`, else `en`).
+        #[oai(validator(max_length = 35))]
+        locale: Query<Option<String>>,
+        /// The user (API keys with `credits:read` only; users read their own).
+        #[oai(name = "userId", validator(max_length = 64))]
+        user_id: Query<Option<String>>,
+    ) -> TransactionsResponse {
+        let language = text_language(locale.0.as_deref(), request);
+        let result = async {
+            let user = self
+                .state
+                .credits_owner(&credential, user_id.0.as_deref())
+                .await?;
+            let page = page_request(page.0.as_deref(), limit.0.as_deref())?;
+            Ok::<_, Problem>(
+                self.state
+                    .service
+                    .transaction_history(&user.id, page)
+                    .await?,
+            )
+        };
+        match result.await {
+            Ok(page) => TransactionsResponse::Ok(Json(TransactionPage {
+                items: page
+                    .items
+                    .iter()
+                    .map(|t| TransactionView::new(t, language))
+                    .collect(),
+                page: PageInfo::from(&page),
+            })),
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// Credits plus subscription: balance, current subscription, lifetime access, whether the
+    /// user has access now, and pending reservations.
+    #[oai(path = "/api/credits/status", method = "get")]
+    async fn status(
+        &self,
+        credential: Credential,
+        /// The user (API keys with `credits:read` only; users read their own).
+        #[oai(name = "userId", validator(max_length = 64))]
+        user_id: Query<Option<String>>,
+    ) -> StatusResponse {
+        let result = async {
+            let user = self
+                .state
+                .credits_owner(&credential, user_id.0.as_deref())
+                .await?;
+            Ok::<_, Problem>(self.state.service.report_status(&user).await?)
+        };
+        match result.await {
+            Ok(report) => {
+                let now = self.state.service.clock().now();
+                StatusResponse::Ok(Json(StatusView::new(&report, now)))
+            }
+            Err(problem) => problem.into(),
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! Prometheus metrics through the `metrics` facade: requests by route and status, a latency
+//! histogram, order transitions this API observes, webhook results by provider, and credits
+//! consumed.
+//!
+//! One recorder is built and installed globally, once per process (tests build many apps).
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+/// Requests answered, by method, route pattern and status.
+pub(crate) const REQUESTS_TOTAL: &str = "http_requests_total";
+/// Request latency in seconds, by method and route pattern.
+pub(crate) const REQUEST_DURATION_SECONDS: &str = "http_request_duration_seconds";
+/// Order transitions observed here, by resulting status (`pending`, `failed`, `cancelled`).
+pub(crate) const ORDERS_TOTAL: &str = "tally_orders_total";
+/// Webhooks handled, by provider and result (`accepted`, `rejected`, `unknown_provider`,
+/// `error`).
+pub(crate) const WEBHOOKS_TOTAL: &str = "tally_webhooks_total";
+/// Credits consumed (consumptions and settled reservations), in hundredths of a credit.
+pub(crate) const CREDITS_CONSUMED_HUNDREDTHS_TOTAL: &str =
+    "tally_credits_consumed_hundredths_total";
+/// Credits reserved, in hundredths of a credit.
+pub(crate) const CREDITS_RESERVED_HUNDREDTHS_TOTAL: &str =
+    "tally_credits_reserved_hundredths_total";
+
+/// Latency buckets, in seconds.
+const LATENCY_BUCKETS_SECONDS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// The process's recorder handle, installing the recorder on first use. `None` when another
+/// global recorder was installed first (metrics then go there).
+fn handle() -> Option<&'static PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    Matcher::Full(REQUEST_DURATION_SECONDS.to_owned()),
+                    LATENCY_BUCKETS_SECONDS,
+                )
+                .map_err(|e| tracing::error!(error = %e, "metrics buckets refused"))
+                .ok()?
+                .build_recorder();
+            let handle = recorder.handle();
+            match metrics::set_global_recorder(recorder) {
+                Ok(()) => Some(handle),
+                Err(_) => {
+                    tracing::warn!("a global metrics recorder was already installed");
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+/// Install the recorder (idempotent), so the first scrape already lists the metrics.
+pub(crate) fn install() {
+    let _ = handle();
+}
+
+/// The Prometheus text exposition of every metric.
+pub(crate) fn render() -> String {
+    handle().map_or_else(String::new, |h| {
+        h.run_upkeep();
+        h.render()
+    })
+}
+
+/// One answered request.
+pub(crate) fn record_request(method: &str, route: &str, status: u16, elapsed: Duration) {
+    let labels = [
+        ("method", method.to_owned()),
+        ("route", route.to_owned()),
+        ("status", status.to_string()),
+    ];
+    metrics::counter!(REQUESTS_TOTAL, &labels).increment(1);
+    let labels = [("method", method.to_owned()), ("route", route.to_owned())];
+    metrics::histogram!(REQUEST_DURATION_SECONDS, &labels).record(elapsed.as_secs_f64());
+}
+
+/// An order reached `status` through this API.
+pub(crate) fn record_order(status: &'static str) {
+    metrics::counter!(ORDERS_TOTAL, "status" => status).increment(1);
+}
+
+/// A webhook of `provider` ended with `result`.
+pub(crate) fn record_webhook(provider: &str, result: &'static str) {
+    metrics::counter!(WEBHOOKS_TOTAL, "provider" => provider.to_owned(), "result" => result)
+        .increment(1);
+}
+
+/// Credits spent, in hundredths.
+pub(crate) fn record_credits_consumed(hundredths: i64) {
+    if let Ok(n) = u64::try_from(hundredths) {
+        metrics::counter!(CREDITS_CONSUMED_HUNDREDTHS_TOTAL).increment(n);
+    }
+}
+
+/// Credits held by a new reservation, in hundredths.
+pub(crate) fn record_credits_reserved(hundredths: i64) {
+    if let Ok(n) = u64::try_from(hundredths) {
+        metrics::counter!(CREDITS_RESERVED_HUNDREDTHS_TOTAL).increment(n);
+    }
+}

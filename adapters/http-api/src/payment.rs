@@ -1,0 +1,351 @@
+//! Payments (spec 4.1): initiate, query and cancel a payment, and the caller's orders.
+
+use std::sync::Arc;
+
+use application::ports::{Clock, IdGenerator, Replay, SecretHasher, Store};
+use application::use_cases::cancel_payment::{CancelOutcome, CancelPaymentError};
+use application::use_cases::initiate_payment::{InitiatePayment, InitiatePaymentError};
+use application::use_cases::query_payment::QueryPaymentError;
+use domain::IdempotencyKey;
+use poem::Request;
+use poem_openapi::param::{Header, Path, Query};
+use poem_openapi::payload::Json;
+use poem_openapi::{Object, OpenApi};
+
+use crate::AppState;
+use crate::auth::Credential;
+use crate::dto::{OrderView, PageInfo, SubscriptionView, page_request};
+use crate::metrics;
+use crate::problem::{Code, Problem, api_response};
+use crate::rate_limit::Action;
+
+/// `POST /api/payment/initiate`.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct InitiatePaymentBody {
+    /// The plan to buy.
+    #[oai(validator(min_length = 1, max_length = 64))]
+    pub plan_id: String,
+    /// The provider id to pay through (must be the plan's provider).
+    #[oai(validator(min_length = 1, max_length = 32))]
+    pub provider: String,
+}
+
+/// What cancelling did: the order, and for a subscription order the subscription that now
+/// ends at its period's end.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct CancelView {
+    /// The order.
+    pub order: OrderView,
+    /// The subscription, with `cancelAtPeriodEnd` true (subscription orders only).
+    #[oai(skip_serializing_if_is_none)]
+    pub subscription: Option<SubscriptionView>,
+}
+
+/// A page of orders, newest first.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct OrderPage {
+    /// The orders on this page.
+    pub items: Vec<OrderView>,
+    /// Where this page sits.
+    #[oai(flatten)]
+    pub page: PageInfo,
+}
+
+api_response! {
+    /// `POST /api/payment/initiate`.
+    pub enum InitiateResponse {
+        /// The order is pending and the checkout is ready (also for a replay of the same
+        /// `Idempotency-Key`, then with `Idempotency-Replayed: true`).
+        201 Created(
+            Json<OrderView>,
+            /// `true` when this is the first response again.
+            #[oai(header = "Idempotency-Replayed")] Option<bool>
+        ),
+    }
+    problems {
+        /// `validation_failed`: the body or the `Idempotency-Key` is malformed.
+        400 BadRequest,
+        /// `unauthorized`: not signed in.
+        401 Unauthorized,
+        /// `forbidden`: an API key cannot buy.
+        403 Forbidden,
+        /// `plan_not_found`.
+        404 NotFound,
+        /// `idempotency_conflict`: the key was used with another plan or provider.
+        409 Conflict,
+        /// `payload_too_large`: the body is over 64 KiB.
+        413 PayloadTooLarge,
+        /// `unknown_provider`, `provider_mismatch` or `provider_not_supported`.
+        422 Unprocessable,
+        /// `provider_error`: the provider failed; the order is `failed`.
+        502 BadGateway,
+    }
+    rate_limited:
+        /// `rate_limited`: too many payments started by this client.
+        TooManyRequests
+}
+
+api_response! {
+    /// `GET /api/payment/query/{orderId}`.
+    pub enum QueryResponse {
+        /// The order.
+        200 Ok(Json<OrderView>),
+    }
+    problems {
+        /// `unauthorized`: not signed in.
+        401 Unauthorized,
+        /// `forbidden`: an API key cannot read orders.
+        403 Forbidden,
+        /// `order_not_found`: no such order of the caller (another user's order included).
+        404 NotFound,
+    }
+}
+
+api_response! {
+    /// `POST /api/payment/cancel/{orderId}`.
+    pub enum CancelResponse {
+        /// The pending order is cancelled, or the subscription ends at its period's end.
+        200 Ok(Json<CancelView>),
+    }
+    problems {
+        /// `unauthorized`: not signed in.
+        401 Unauthorized,
+        /// `forbidden`: an API key cannot cancel.
+        403 Forbidden,
+        /// `order_not_found`: no such order of the caller.
+        404 NotFound,
+        /// `not_cancellable`: the order is paid (one-time or credits), failed or expired.
+        409 Conflict,
+        /// `provider_error`: the provider could not be told; nothing changed, retry.
+        502 BadGateway,
+    }
+}
+
+api_response! {
+    /// `GET /api/orders`.
+    pub enum OrdersResponse {
+        /// A page of the caller's orders, newest first.
+        200 Ok(Json<OrderPage>),
+    }
+    problems {
+        /// `invalid_pagination`: page or limit out of range.
+        400 BadRequest,
+        /// `unauthorized`: not signed in.
+        401 Unauthorized,
+        /// `forbidden`: an API key cannot read orders.
+        403 Forbidden,
+    }
+}
+
+/// The payment endpoints.
+pub(crate) struct PaymentApi<S, C, I, H> {
+    state: Arc<AppState<S, C, I, H>>,
+}
+
+impl<S, C, I, H> PaymentApi<S, C, I, H> {
+    pub(crate) fn new(state: Arc<AppState<S, C, I, H>>) -> Self {
+        Self { state }
+    }
+}
+
+/// Tags of the payment endpoints.
+#[derive(poem_openapi::Tags)]
+enum Tag {
+    /// Start, follow and cancel payments.
+    Payment,
+}
+
+#[OpenApi(tag = "Tag::Payment")]
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> PaymentApi<S, C, I, H> {
+    /// Start a payment for a plan: creates a pending order and the provider's checkout.
+    ///
+    /// Send an `Idempotency-Key` to make retries safe: the same key and body answer the first
+    /// response again.
+    #[oai(path = "/api/payment/initiate", method = "post")]
+    async fn initiate(
+        &self,
+        credential: Credential,
+        request: &Request,
+        /// Makes a retry return the first outcome (at most 255 printable characters).
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: Json<InitiatePaymentBody>,
+    ) -> InitiateResponse {
+        match self
+            .initiate_inner(&credential, request, idempotency_key.0, body.0)
+            .await
+        {
+            Ok(response) => response,
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// The caller's order: its status and, while pending, where to pay.
+    #[oai(path = "/api/payment/query/:orderId", method = "get")]
+    async fn query(
+        &self,
+        credential: Credential,
+        /// The order id.
+        #[oai(name = "orderId")]
+        order_id: Path<String>,
+    ) -> QueryResponse {
+        let result = async {
+            let user = self.state.user(&credential).await?;
+            self.state
+                .service
+                .query_payment(&user, &order_id.0)
+                .await
+                .map_err(|e| match e {
+                    QueryPaymentError::NotFound => order_not_found(),
+                    QueryPaymentError::Infra(infra) => infra.into(),
+                })
+        };
+        match result.await {
+            Ok(record) => QueryResponse::Ok(Json(OrderView::from(&record))),
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// Cancel the caller's payment: a pending order is cancelled; a subscription order's
+    /// subscription is cancelled at the end of its period.
+    #[oai(path = "/api/payment/cancel/:orderId", method = "post")]
+    async fn cancel(
+        &self,
+        credential: Credential,
+        /// The order id.
+        #[oai(name = "orderId")]
+        order_id: Path<String>,
+    ) -> CancelResponse {
+        let result = async {
+            let user = self.state.user(&credential).await?;
+            self.state
+                .service
+                .cancel_payment(&user, &order_id.0)
+                .await
+                .map_err(cancel_problem)
+        };
+        match result.await {
+            Ok(CancelOutcome::OrderCancelled(record)) => {
+                metrics::record_order("cancelled");
+                CancelResponse::Ok(Json(CancelView {
+                    order: OrderView::from(&record),
+                    subscription: None,
+                }))
+            }
+            Ok(CancelOutcome::SubscriptionEndsAtPeriodEnd(record, subscription)) => {
+                CancelResponse::Ok(Json(CancelView {
+                    order: OrderView::from(&record),
+                    subscription: Some(SubscriptionView::from(&subscription)),
+                }))
+            }
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// The caller's orders, newest first.
+    #[oai(path = "/api/orders", method = "get")]
+    async fn orders(
+        &self,
+        credential: Credential,
+        /// Page number, from 1 (default 1).
+        page: Query<Option<String>>,
+        /// Page size, 1 to 100 (default 20).
+        limit: Query<Option<String>>,
+    ) -> OrdersResponse {
+        let result = async {
+            let user = self.state.user(&credential).await?;
+            let request = page_request(page.0.as_deref(), limit.0.as_deref())?;
+            Ok::<_, Problem>(self.state.service.list_orders(&user, request).await?)
+        };
+        match result.await {
+            Ok(page) => OrdersResponse::Ok(Json(OrderPage {
+                items: page.items.iter().map(OrderView::from).collect(),
+                page: PageInfo::from(&page),
+            })),
+            Err(problem) => problem.into(),
+        }
+    }
+}
+
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> PaymentApi<S, C, I, H> {
+    async fn initiate_inner(
+        &self,
+        credential: &Credential,
+        request: &Request,
+        idempotency_key: Option<String>,
+        body: InitiatePaymentBody,
+    ) -> Result<InitiateResponse, Problem> {
+        let user = self.state.user(credential).await?;
+        self.state.limits.check(Action::Initiate, request)?;
+        let idempotency_key = idempotency_key
+            .map(IdempotencyKey::new)
+            .transpose()
+            .map_err(|e| Problem::bad_input(format!("Idempotency-Key: {e}")))?;
+        let started = self
+            .state
+            .service
+            .initiate_payment(InitiatePayment {
+                user,
+                plan_id: body.plan_id,
+                provider: body.provider,
+                idempotency_key,
+            })
+            .await
+            .map_err(initiate_problem)?;
+        let replayed = started.replay == Replay::Replayed;
+        if !replayed {
+            metrics::record_order("pending");
+        }
+        Ok(InitiateResponse::Created(
+            Json(OrderView::from(&started.order)),
+            replayed.then_some(true),
+        ))
+    }
+}
+
+fn order_not_found() -> Problem {
+    Problem::new(Code::OrderNotFound, "no such order")
+}
+
+fn initiate_problem(e: InitiatePaymentError) -> Problem {
+    match e {
+        InitiatePaymentError::PlanNotFound(_) => Problem::new(Code::PlanNotFound, e.to_string()),
+        InitiatePaymentError::UnknownProvider(_) => {
+            Problem::new(Code::UnknownProvider, e.to_string())
+        }
+        InitiatePaymentError::ProviderMismatch { .. } => {
+            Problem::new(Code::ProviderMismatch, e.to_string())
+        }
+        InitiatePaymentError::ProviderNotSupported(_) => {
+            Problem::new(Code::ProviderNotSupported, e.to_string())
+        }
+        InitiatePaymentError::IdempotencyConflict => {
+            Problem::new(Code::IdempotencyConflict, e.to_string())
+        }
+        InitiatePaymentError::Gateway { order_id, reason } => {
+            metrics::record_order("failed");
+            Problem::provider_error(
+                &format!(
+                    "the payment provider could not start the payment; order {order_id} is failed"
+                ),
+                &reason,
+            )
+        }
+        InitiatePaymentError::Infra(infra) => infra.into(),
+    }
+}
+
+fn cancel_problem(e: CancelPaymentError) -> Problem {
+    match e {
+        CancelPaymentError::NotFound => order_not_found(),
+        CancelPaymentError::NotCancellable(_) => Problem::new(Code::NotCancellable, e.to_string()),
+        CancelPaymentError::Gateway(reason) => Problem::provider_error(
+            "the payment provider could not be told; nothing changed, retry later",
+            &reason,
+        ),
+        CancelPaymentError::Infra(infra) => infra.into(),
+    }
+}

@@ -1,0 +1,179 @@
+//! The public plan listing, `GET /api/plans` (what `/pricing` shows): plans of the live
+//! pricing mode, hidden ones left out, texts in the requested locale with fallback.
+
+use std::sync::Arc;
+
+use application::ports::{Clock, IdGenerator, SecretHasher, Store};
+use application::use_cases::plans::{Audience, list_plans};
+use domain::plan::Prominence;
+use domain::{AppEnvironment, Credits, Duration, Locale, Plan};
+use poem::Request;
+use poem_openapi::param::Query;
+use poem_openapi::payload::Json;
+use poem_openapi::{Object, OpenApi};
+
+use crate::AppState;
+use crate::dto::major_units;
+use crate::problem::{Problem, api_response};
+
+/// A plan's duration (spec 2.2 `duration.*`).
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct DurationView {
+    /// Months; 999999 means lifetime; absent for credits plans without one.
+    #[oai(skip_serializing_if_is_none)]
+    pub months: Option<i64>,
+    /// `one_time`, `recurring` or `credits`.
+    #[oai(rename = "type")]
+    pub duration_type: String,
+    /// Credits granted (bonus included), decimal string with two places.
+    #[oai(skip_serializing_if_is_none)]
+    pub credits: Option<String>,
+    /// Credits granted, in hundredths.
+    #[oai(skip_serializing_if_is_none)]
+    pub credits_hundredths: Option<i64>,
+}
+
+/// A plan's texts in one locale (spec 2.3).
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct PlanTextView {
+    /// Display name.
+    pub name: String,
+    /// Description.
+    pub description: String,
+    /// Label of the period (month, lifetime, …).
+    pub duration: String,
+    /// Feature bullets.
+    pub features: Vec<String>,
+}
+
+/// A plan as `/pricing` shows it.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct PlanView {
+    /// The plan id (`planId` when buying).
+    pub id: String,
+    /// The provider id to pay through.
+    pub provider: String,
+    /// The price in major units (decimal string).
+    pub amount: String,
+    /// The price in minor units.
+    pub amount_minor: i64,
+    /// The struck-through original price, major units.
+    #[oai(skip_serializing_if_is_none)]
+    pub original_amount: Option<String>,
+    /// The struck-through original price, minor units.
+    #[oai(skip_serializing_if_is_none)]
+    pub original_amount_minor: Option<i64>,
+    /// ISO 4217 code.
+    pub currency: String,
+    /// Whether the plan is highlighted.
+    pub recommended: bool,
+    /// Duration and credits.
+    pub duration: DurationView,
+    /// Texts in the requested locale (falling back to its language, then `en`).
+    pub text: PlanTextView,
+}
+
+impl PlanView {
+    pub(crate) fn new(plan: &Plan, environment: AppEnvironment, locale: &Locale) -> Self {
+        let price = plan.price_in(environment);
+        let text = plan.text_for(locale);
+        Self {
+            id: plan.id().to_string(),
+            provider: plan.provider().as_str().to_owned(),
+            amount: major_units(price),
+            amount_minor: price.amount_minor(),
+            original_amount: plan.original_price().map(major_units),
+            original_amount_minor: plan.original_price().map(|m| m.amount_minor()),
+            currency: price.currency().code().to_owned(),
+            recommended: plan.prominence() == Prominence::Recommended,
+            duration: DurationView {
+                months: plan.duration().map(Duration::months_value),
+                duration_type: plan.plan_type().as_str().to_owned(),
+                credits: plan.credits().map(|c| c.to_string()),
+                credits_hundredths: plan.credits().map(Credits::hundredths),
+            },
+            text: PlanTextView {
+                name: text.name.clone(),
+                description: text.description.clone(),
+                duration: text.duration.clone(),
+                features: text.features.clone(),
+            },
+        }
+    }
+}
+
+/// The plans on offer, in listing order.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct PlanList {
+    /// The plans.
+    pub plans: Vec<PlanView>,
+}
+
+api_response! {
+    /// `GET /api/plans`.
+    pub enum PlansResponse {
+        /// The plans on offer.
+        200 Ok(Json<PlanList>),
+    }
+    problems {
+        /// `validation_failed`: a malformed query.
+        400 BadRequest,
+    }
+}
+
+/// The public plan listing.
+pub(crate) struct PlansApi<S, C, I, H> {
+    state: Arc<AppState<S, C, I, H>>,
+}
+
+impl<S, C, I, H> PlansApi<S, C, I, H> {
+    pub(crate) fn new(state: Arc<AppState<S, C, I, H>>) -> Self {
+        Self { state }
+    }
+}
+
+/// Tags of the plan listing.
+#[derive(poem_openapi::Tags)]
+enum Tag {
+    /// What Tally sells.
+    Plans,
+}
+
+#[OpenApi(tag = "Tag::Plans")]
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> PlansApi<S, C, I, H> {
+    /// The plans on offer (no sign-in needed), in listing order; plans restricted to other
+    /// locales and hidden plans are left out.
+    #[oai(path = "/api/plans", method = "get")]
+    async fn plans(
+        &self,
+        request: &Request,
+        /// A locale tag such as `en` or `zh-CN` (else `Accept-Language`, else `en`).
+        #[oai(validator(max_length = 35))]
+        locale: Query<Option<String>>,
+    ) -> PlansResponse {
+        let requested = crate::i18n::requested_locale(locale.0.as_deref(), request);
+        let config = self.state.service.config();
+        let listed = list_plans(
+            config.pricing_mode,
+            &config.catalog,
+            self.state.service.store(),
+            Audience::Public,
+            requested.as_ref(),
+        )
+        .await;
+        let locale = requested.unwrap_or_else(Locale::english);
+        match listed {
+            Ok(plans) => PlansResponse::Ok(Json(PlanList {
+                plans: plans
+                    .iter()
+                    .map(|p| PlanView::new(&p.plan, config.environment, &locale))
+                    .collect(),
+            })),
+            Err(infra) => Problem::from(infra).into(),
+        }
+    }
+}

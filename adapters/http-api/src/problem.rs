@@ -1,0 +1,535 @@
+//! Problem details (RFC 9457): the one error body of the API, its stable codes, and the
+//! translation of infrastructure and framework errors into it.
+//!
+//! Every error response is `application/problem+json` with `type`, `title`, `status`, `detail`
+//! and a stable `code`. [`Code`] is the only table that ties a code to its default status and
+//! title. A 5xx body never says anything about internals: its cause chain is logged once, here,
+//! inside the request's span (which carries the request id).
+
+use std::any::Any;
+use std::error::Error as StdError;
+
+use application::use_cases::InfraError;
+use application::use_cases::manage_plans::FieldError;
+use domain::Credits;
+use poem::http::StatusCode;
+use poem::{IntoResponse, Response};
+use poem_openapi::Object;
+use poem_openapi::payload::Json;
+
+/// The media type of every error body.
+pub(crate) const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
+
+/// The stable error codes clients switch on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Code {
+    BadRequest,
+    ValidationFailed,
+    InvalidPagination,
+    Unauthorized,
+    InvalidCredentials,
+    Forbidden,
+    NotFound,
+    PlanNotFound,
+    OrderNotFound,
+    UserNotFound,
+    ReservationNotFound,
+    ApiKeyNotFound,
+    UnknownProvider,
+    MethodNotAllowed,
+    ProviderMismatch,
+    ProviderNotSupported,
+    NotCancellable,
+    IdempotencyConflict,
+    EmailTaken,
+    PlanExists,
+    ReservationResolved,
+    InsufficientCredits,
+    PayloadTooLarge,
+    RateLimited,
+    InternalError,
+    ProviderError,
+    ServiceUnavailable,
+}
+
+impl Code {
+    /// The code as clients see it.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Code::BadRequest => "bad_request",
+            Code::ValidationFailed => "validation_failed",
+            Code::InvalidPagination => "invalid_pagination",
+            Code::Unauthorized => "unauthorized",
+            Code::InvalidCredentials => "invalid_credentials",
+            Code::Forbidden => "forbidden",
+            Code::NotFound => "not_found",
+            Code::PlanNotFound => "plan_not_found",
+            Code::OrderNotFound => "order_not_found",
+            Code::UserNotFound => "user_not_found",
+            Code::ReservationNotFound => "reservation_not_found",
+            Code::ApiKeyNotFound => "api_key_not_found",
+            Code::UnknownProvider => "unknown_provider",
+            Code::MethodNotAllowed => "method_not_allowed",
+            Code::ProviderMismatch => "provider_mismatch",
+            Code::ProviderNotSupported => "provider_not_supported",
+            Code::NotCancellable => "not_cancellable",
+            Code::IdempotencyConflict => "idempotency_conflict",
+            Code::EmailTaken => "email_taken",
+            Code::PlanExists => "plan_exists",
+            Code::ReservationResolved => "reservation_resolved",
+            Code::InsufficientCredits => "insufficient_credits",
+            Code::PayloadTooLarge => "payload_too_large",
+            Code::RateLimited => "rate_limited",
+            Code::InternalError => "internal_error",
+            Code::ProviderError => "provider_error",
+            Code::ServiceUnavailable => "service_unavailable",
+        }
+    }
+
+    /// The status this code is answered with unless a call site says otherwise.
+    pub(crate) const fn status(self) -> StatusCode {
+        use StatusCode as S;
+        match self {
+            Code::BadRequest => S::BAD_REQUEST,
+            Code::ValidationFailed => S::UNPROCESSABLE_ENTITY,
+            Code::InvalidPagination => S::BAD_REQUEST,
+            Code::Unauthorized => S::UNAUTHORIZED,
+            Code::InvalidCredentials => S::UNAUTHORIZED,
+            Code::Forbidden => S::FORBIDDEN,
+            Code::NotFound => S::NOT_FOUND,
+            Code::PlanNotFound => S::NOT_FOUND,
+            Code::OrderNotFound => S::NOT_FOUND,
+            Code::UserNotFound => S::NOT_FOUND,
+            Code::ReservationNotFound => S::NOT_FOUND,
+            Code::ApiKeyNotFound => S::NOT_FOUND,
+            Code::UnknownProvider => S::UNPROCESSABLE_ENTITY,
+            Code::MethodNotAllowed => S::METHOD_NOT_ALLOWED,
+            Code::ProviderMismatch => S::UNPROCESSABLE_ENTITY,
+            Code::ProviderNotSupported => S::UNPROCESSABLE_ENTITY,
+            Code::NotCancellable => S::CONFLICT,
+            Code::IdempotencyConflict => S::CONFLICT,
+            Code::EmailTaken => S::CONFLICT,
+            Code::PlanExists => S::CONFLICT,
+            Code::ReservationResolved => S::CONFLICT,
+            Code::InsufficientCredits => S::PAYMENT_REQUIRED,
+            Code::PayloadTooLarge => S::PAYLOAD_TOO_LARGE,
+            Code::RateLimited => S::TOO_MANY_REQUESTS,
+            Code::InternalError => S::INTERNAL_SERVER_ERROR,
+            Code::ProviderError => S::BAD_GATEWAY,
+            Code::ServiceUnavailable => S::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// A short summary of the problem type.
+    const fn title(self) -> &'static str {
+        match self {
+            Code::BadRequest => "Bad request",
+            Code::ValidationFailed => "Validation failed",
+            Code::InvalidPagination => "Invalid pagination",
+            Code::Unauthorized => "Not signed in",
+            Code::InvalidCredentials => "Wrong email address or password",
+            Code::Forbidden => "Forbidden",
+            Code::NotFound => "Not found",
+            Code::PlanNotFound => "Plan not found",
+            Code::OrderNotFound => "Order not found",
+            Code::UserNotFound => "User not found",
+            Code::ReservationNotFound => "Reservation not found",
+            Code::ApiKeyNotFound => "API key not found",
+            Code::UnknownProvider => "Unknown payment provider",
+            Code::MethodNotAllowed => "Method not allowed",
+            Code::ProviderMismatch => "Plan is sold through another provider",
+            Code::ProviderNotSupported => "Provider cannot sell this plan",
+            Code::NotCancellable => "Order cannot be cancelled",
+            Code::IdempotencyConflict => "Idempotency key reused with another request",
+            Code::EmailTaken => "Email address taken",
+            Code::PlanExists => "Plan exists",
+            Code::ReservationResolved => "Reservation already resolved",
+            Code::InsufficientCredits => "Insufficient credits",
+            Code::PayloadTooLarge => "Request body too large",
+            Code::RateLimited => "Too many requests",
+            Code::InternalError => "Internal error",
+            Code::ProviderError => "Payment provider failed",
+            Code::ServiceUnavailable => "Service temporarily unavailable",
+        }
+    }
+}
+
+/// One field to correct.
+#[derive(Debug, Clone, PartialEq, Eq, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct FieldErrorView {
+    /// The field, as the request spells it (`amount`, `duration.months`, `i18n.en.name`, …).
+    pub field: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl From<&FieldError> for FieldErrorView {
+    fn from(e: &FieldError) -> Self {
+        Self {
+            field: e.field.clone(),
+            message: e.message.clone(),
+        }
+    }
+}
+
+/// An RFC 9457 problem: what went wrong, with a stable `code` and, for some codes, extension
+/// members.
+#[derive(Debug, Clone, Object)]
+#[oai(rename = "Problem", rename_all = "camelCase")]
+pub struct ProblemBody {
+    /// A URI naming the problem type (`urn:tally:problem:<code>`).
+    #[oai(rename = "type")]
+    pub problem_type: String,
+    /// A short summary of the problem type.
+    pub title: String,
+    /// The HTTP status.
+    pub status: u16,
+    /// What happened in this case.
+    pub detail: String,
+    /// The stable code: `plan_not_found`, `insufficient_credits`, `validation_failed`, ….
+    pub code: String,
+    /// `validation_failed`: every field to correct.
+    #[oai(skip_serializing_if_is_none)]
+    pub errors: Option<Vec<FieldErrorView>>,
+    /// `insufficient_credits`: the available balance (decimal string, two places).
+    #[oai(skip_serializing_if_is_none)]
+    pub available: Option<String>,
+    /// `insufficient_credits`: the available balance in hundredths of a credit.
+    #[oai(skip_serializing_if_is_none)]
+    pub available_hundredths: Option<i64>,
+    /// `insufficient_credits`: the cost asked for (decimal string, two places).
+    #[oai(skip_serializing_if_is_none)]
+    pub requested: Option<String>,
+    /// `insufficient_credits`: the cost in hundredths of a credit.
+    #[oai(skip_serializing_if_is_none)]
+    pub requested_hundredths: Option<i64>,
+    /// `rate_limited`: seconds to wait (also sent as `Retry-After`).
+    #[oai(skip_serializing_if_is_none)]
+    pub retry_after_seconds: Option<u64>,
+}
+
+/// A problem on its way out: the body (boxed: problems travel in `Result`s), and the status it
+/// is answered with.
+#[derive(Debug, Clone)]
+pub(crate) struct Problem {
+    status: StatusCode,
+    body: Box<ProblemBody>,
+}
+
+impl Problem {
+    /// A problem with the code's default status.
+    pub(crate) fn new(code: Code, detail: impl Into<String>) -> Self {
+        Self::with_status(code, code.status(), detail)
+    }
+
+    /// A problem with a status chosen by the call site (`validation_failed` as 400, say).
+    pub(crate) fn with_status(code: Code, status: StatusCode, detail: impl Into<String>) -> Self {
+        Self {
+            status,
+            body: Box::new(ProblemBody {
+                problem_type: format!("urn:tally:problem:{}", code.as_str()),
+                title: code.title().to_owned(),
+                status: status.as_u16(),
+                detail: detail.into(),
+                code: code.as_str().to_owned(),
+                errors: None,
+                available: None,
+                available_hundredths: None,
+                requested: None,
+                requested_hundredths: None,
+                retry_after_seconds: None,
+            }),
+        }
+    }
+
+    /// `validation_failed` as a 400: the request itself is malformed.
+    pub(crate) fn bad_input(detail: impl Into<String>) -> Self {
+        Self::with_status(Code::ValidationFailed, StatusCode::BAD_REQUEST, detail)
+    }
+
+    /// `validation_failed` as a 422, listing every field to correct.
+    pub(crate) fn invalid_fields(errors: Vec<FieldErrorView>) -> Self {
+        let detail = match errors.as_slice() {
+            [one] => format!("{} {}", one.field, one.message),
+            _ => format!("{} fields are invalid", errors.len()),
+        };
+        let mut problem = Self::new(Code::ValidationFailed, detail);
+        problem.body.errors = Some(errors);
+        problem
+    }
+
+    /// `insufficient_credits`, with what was asked for and what is available.
+    pub(crate) fn insufficient(requested: Credits, available: Credits) -> Self {
+        let mut problem = Self::new(
+            Code::InsufficientCredits,
+            format!("this costs {requested} credits; {available} are available"),
+        );
+        problem.body.available = Some(available.to_string());
+        problem.body.available_hundredths = Some(available.hundredths());
+        problem.body.requested = Some(requested.to_string());
+        problem.body.requested_hundredths = Some(requested.hundredths());
+        problem
+    }
+
+    /// `rate_limited`, retryable after `seconds`.
+    pub(crate) fn rate_limited(seconds: u64) -> Self {
+        let mut problem = Self::new(
+            Code::RateLimited,
+            format!("too many requests from this client; retry in {seconds} s"),
+        );
+        problem.body.retry_after_seconds = Some(seconds);
+        problem
+    }
+
+    /// The payment provider failed; `cause` is logged, never shown.
+    pub(crate) fn provider_error(detail: &str, cause: &str) -> Self {
+        tracing::error!(cause, "payment provider failed");
+        Self::new(Code::ProviderError, detail)
+    }
+
+    /// An unexpected failure with its cause chain logged once.
+    pub(crate) fn internal(cause: &(dyn StdError + 'static)) -> Self {
+        tracing::error!(error = %error_chain(cause), "request failed");
+        Self::new(Code::InternalError, "an unexpected error occurred")
+    }
+
+    /// The status.
+    pub(crate) fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The stable code.
+    pub(crate) fn code(&self) -> &str {
+        &self.body.code
+    }
+
+    /// `Retry-After`, for `rate_limited`.
+    pub(crate) fn retry_after_seconds(&self) -> Option<u64> {
+        self.body.retry_after_seconds
+    }
+
+    /// The body, for an `ApiResponse` variant.
+    pub(crate) fn into_json(self) -> Json<ProblemBody> {
+        Json(*self.body)
+    }
+}
+
+impl From<InfraError> for Problem {
+    fn from(e: InfraError) -> Self {
+        match &e {
+            InfraError::Unavailable(_) => {
+                tracing::error!(error = %error_chain(&e), "database unavailable");
+                Problem::new(
+                    Code::ServiceUnavailable,
+                    "the service is temporarily unavailable; retry later",
+                )
+            }
+            InfraError::Unexpected(_) => Problem::internal(&e),
+        }
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let retry_after = self.body.retry_after_seconds;
+        let status = self.status;
+        let body = serde_json::to_vec(&poem_openapi::types::ToJSON::to_json(&*self.body))
+            .unwrap_or_default();
+        let mut builder = Response::builder()
+            .status(status)
+            .content_type(PROBLEM_CONTENT_TYPE);
+        if let Some(seconds) = retry_after {
+            builder = builder.header("retry-after", seconds);
+        }
+        builder.body(body)
+    }
+}
+
+/// `error: cause: cause of cause`.
+pub(crate) fn error_chain(e: &(dyn StdError + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// The answer to a request whose handler panicked (`CatchPanic`'s handler).
+pub(crate) fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response {
+    let message = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    tracing::error!(panic = %message, "request handler panicked");
+    Problem::new(Code::InternalError, "an unexpected error occurred").into_response()
+}
+
+/// Declares one endpoint's `ApiResponse` enum: its success variants as written, one
+/// `application/problem+json` variant per listed error status, and always 500 and 503. A
+/// [`Problem`] converts into the variant of its status.
+macro_rules! api_response {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident {
+            $(
+                $(#[$ok_doc:meta])*
+                $ok_status:literal $ok_variant:ident
+                $( ( $( $(#[$field_meta:meta])* $field_ty:ty ),* ) )?
+            ),* $(,)?
+        }
+        problems {
+            $(
+                $(#[$err_doc:meta])*
+                $err_status:literal $err_variant:ident
+            ),* $(,)?
+        }
+        $( rate_limited: $(#[$rl_doc:meta])* $rl_variant:ident )?
+    ) => {
+        $(#[$meta])*
+        #[derive(poem_openapi::ApiResponse)]
+        $vis enum $name {
+            $(
+                $(#[$ok_doc])*
+                #[oai(status = $ok_status)]
+                $ok_variant $( ( $( $(#[$field_meta])* $field_ty ),* ) )?,
+            )*
+            $(
+                $(#[$err_doc])*
+                #[oai(status = $err_status, content_type = "application/problem+json")]
+                $err_variant(poem_openapi::payload::Json<$crate::problem::ProblemBody>),
+            )*
+            $(
+                $(#[$rl_doc])*
+                #[oai(status = 429, content_type = "application/problem+json")]
+                $rl_variant(
+                    poem_openapi::payload::Json<$crate::problem::ProblemBody>,
+                    /// Seconds to wait before retrying.
+                    #[oai(header = "Retry-After")] u64,
+                ),
+            )?
+            /// `internal_error`: an unexpected failure (details are logged, never shown).
+            #[oai(status = 500, content_type = "application/problem+json")]
+            InternalError(poem_openapi::payload::Json<$crate::problem::ProblemBody>),
+            /// `service_unavailable`: the database is down or busy; retry later.
+            #[oai(status = 503, content_type = "application/problem+json")]
+            ServiceUnavailable(poem_openapi::payload::Json<$crate::problem::ProblemBody>),
+        }
+
+        impl From<$crate::problem::Problem> for $name {
+            fn from(problem: $crate::problem::Problem) -> Self {
+                match problem.status().as_u16() {
+                    $( $err_status => Self::$err_variant(problem.into_json()), )*
+                    $(
+                        429 => {
+                            let seconds = problem.retry_after_seconds().unwrap_or(1);
+                            Self::$rl_variant(problem.into_json(), seconds)
+                        }
+                    )?
+                    503 => Self::ServiceUnavailable(problem.into_json()),
+                    500 => Self::InternalError(problem.into_json()),
+                    other => {
+                        tracing::error!(
+                            status = other,
+                            code = problem.code(),
+                            "a problem's status is not declared for this endpoint"
+                        );
+                        debug_assert!(false, "undeclared status {other} ({})", problem.code());
+                        Self::InternalError(
+                            $crate::problem::Problem::new(
+                                $crate::problem::Code::InternalError,
+                                "an unexpected error occurred",
+                            )
+                            .into_json(),
+                        )
+                    }
+                }
+            }
+        }
+    };
+}
+
+pub(crate) use api_response;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn infrastructure_failures_are_503_or_500_and_never_show_their_cause() {
+        let busy = Problem::from(InfraError::Unavailable(anyhow_like(
+            "pool timed out at db-7",
+        )));
+        assert_eq!(busy.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(busy.code(), "service_unavailable");
+        let broken = Problem::from(InfraError::Unexpected(anyhow_like("row 12 is corrupt")));
+        assert_eq!(broken.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        for problem in [busy, broken] {
+            let detail = problem.into_json().0.detail;
+            assert!(
+                !detail.contains("db-7") && !detail.contains("row 12"),
+                "{detail}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_panic_becomes_a_500_problem() {
+        let response = panic_response(Box::new("index out of bounds"));
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(response.content_type(), Some(PROBLEM_CONTENT_TYPE));
+    }
+
+    #[test]
+    fn every_code_has_a_distinct_snake_case_name_and_an_error_status() {
+        let codes = [
+            Code::BadRequest,
+            Code::ValidationFailed,
+            Code::InvalidPagination,
+            Code::Unauthorized,
+            Code::InvalidCredentials,
+            Code::Forbidden,
+            Code::NotFound,
+            Code::PlanNotFound,
+            Code::OrderNotFound,
+            Code::UserNotFound,
+            Code::ReservationNotFound,
+            Code::ApiKeyNotFound,
+            Code::UnknownProvider,
+            Code::MethodNotAllowed,
+            Code::ProviderMismatch,
+            Code::ProviderNotSupported,
+            Code::NotCancellable,
+            Code::IdempotencyConflict,
+            Code::EmailTaken,
+            Code::PlanExists,
+            Code::ReservationResolved,
+            Code::InsufficientCredits,
+            Code::PayloadTooLarge,
+            Code::RateLimited,
+            Code::InternalError,
+            Code::ProviderError,
+            Code::ServiceUnavailable,
+        ];
+        let mut names: Vec<&str> = codes.iter().map(|c| c.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), codes.len());
+        for code in codes {
+            assert!(
+                code.as_str()
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '_')
+            );
+            assert!(code.status().is_client_error() || code.status().is_server_error());
+        }
+    }
+
+    fn anyhow_like(message: &str) -> anyhow::Error {
+        anyhow::anyhow!(message.to_owned())
+    }
+}

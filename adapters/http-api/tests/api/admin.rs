@@ -1,0 +1,275 @@
+//! `/api/admin/plans` and `/api/admin/api-keys`.
+
+use serde_json::{Value, json};
+
+use crate::helpers::{Answer, TestApp, bearer, spawn_app};
+
+fn plan(id: &str) -> Value {
+    json!({
+        "id": id,
+        "provider": "card_gateway",
+        "amount": 9.99,
+        "currency": "USD",
+        "duration": {"type": "credits", "credits": "50"},
+        "i18n": {
+            "en": {"name": "Starter", "description": "50 credits", "features": ["chat"]},
+            "zh-CN": {"name": "入门"}
+        }
+    })
+}
+
+async fn send(app: &TestApp, method: &str, path: &str, token: &str, body: Option<Value>) -> Answer {
+    let mut request = match method {
+        "GET" => app.client.get(path),
+        "PUT" => app.client.put(path),
+        "DELETE" => app.client.delete(path),
+        _ => app.client.post(path),
+    }
+    .header("authorization", bearer(token));
+    if let Some(body) = body {
+        request = request.body_json(&body);
+    }
+    Answer::of(request.send().await).await
+}
+
+#[tokio::test]
+async fn admin_endpoints_are_forbidden_to_non_admins() {
+    let app = spawn_app();
+    let (_, user) = app.register("ada@example.com").await;
+    send(&app, "GET", "/api/admin/plans", &user, None)
+        .await
+        .expect(403, Some("forbidden"));
+    send(
+        &app,
+        "POST",
+        "/api/admin/plans",
+        &user,
+        Some(plan("starter")),
+    )
+    .await
+    .expect(403, Some("forbidden"));
+    send(&app, "GET", "/api/admin/api-keys", &user, None)
+        .await
+        .expect(403, Some("forbidden"));
+    Answer::of(app.client.get("/api/admin/plans").send().await)
+        .await
+        .expect(401, Some("unauthorized"));
+}
+
+#[tokio::test]
+async fn an_admin_creates_updates_and_hides_plans() {
+    let app = spawn_app();
+    let admin = app.admin().await;
+    let create = || {
+        send(
+            &app,
+            "POST",
+            "/api/admin/plans",
+            &admin,
+            Some(plan("starter")),
+        )
+    };
+    let created = create().await;
+    created.expect(201, None);
+    assert_eq!(created.body["amount"], "9.99");
+    assert_eq!(created.body["duration"]["credits"], "50");
+    create().await.expect(409, Some("plan_exists"));
+
+    let mut changed = plan("starter");
+    changed["amount"] = json!("12.50");
+    changed["recommended"] = json!(true);
+    let updated = send(
+        &app,
+        "PUT",
+        "/api/admin/plans/starter",
+        &admin,
+        Some(changed),
+    )
+    .await;
+    updated.expect(200, None);
+    assert_eq!(updated.body["amount"], "12.5");
+    assert_eq!(updated.body["recommended"], true);
+    send(
+        &app,
+        "PUT",
+        "/api/admin/plans/ghost",
+        &admin,
+        Some(plan("ghost")),
+    )
+    .await
+    .expect(404, Some("plan_not_found"));
+
+    let hidden = send(&app, "POST", "/api/admin/plans/starter/hide", &admin, None).await;
+    hidden.expect(200, None);
+    assert_eq!(hidden.body["hidden"], true);
+    let unhidden = send(
+        &app,
+        "POST",
+        "/api/admin/plans/starter/unhide",
+        &admin,
+        None,
+    )
+    .await;
+    unhidden.expect(200, None);
+    assert_eq!(unhidden.body["hidden"], false);
+}
+
+#[tokio::test]
+async fn an_admin_reorders_and_deletes_plans() {
+    let app = spawn_app();
+    let admin = app.admin().await;
+    for id in ["starter", "second"] {
+        send(&app, "POST", "/api/admin/plans", &admin, Some(plan(id)))
+            .await
+            .expect(201, None);
+    }
+    let reorder = |ids: Value| {
+        send(
+            &app,
+            "POST",
+            "/api/admin/plans/reorder",
+            &admin,
+            Some(json!({"ids": ids})),
+        )
+    };
+    reorder(json!(["second", "starter"]))
+        .await
+        .expect(204, None);
+    let listed = send(&app, "GET", "/api/admin/plans", &admin, None).await;
+    listed.expect(200, None);
+    assert_eq!(listed.body["pricingMode"], "static");
+    let ids: Vec<&str> = listed.body["plans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["second", "starter"]);
+    reorder(json!(["ghost"]))
+        .await
+        .expect(404, Some("plan_not_found"));
+
+    let delete = || send(&app, "DELETE", "/api/admin/plans/starter", &admin, None);
+    delete().await.expect(204, None);
+    delete().await.expect(404, Some("plan_not_found"));
+}
+
+#[tokio::test]
+async fn a_bad_plan_is_a_422_listing_every_field_to_correct() {
+    let app = spawn_app();
+    let admin = app.admin().await;
+    let bad = json!({
+        "id": "bad",
+        "provider": "wallet_qr",
+        "amount": "-1",
+        "currency": "XYZ",
+        "duration": {"type": "recurring", "months": 1},
+        "i18n": {}
+    });
+    let answer = send(&app, "POST", "/api/admin/plans", &admin, Some(bad)).await;
+    answer.expect(422, Some("validation_failed"));
+    let fields: Vec<&str> = answer.body["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap())
+        .collect();
+    assert!(fields.contains(&"currency"), "{fields:?}");
+    assert!(fields.contains(&"i18n.en"), "{fields:?}");
+    for error in answer.body["errors"].as_array().unwrap() {
+        assert!(error["message"].is_string());
+    }
+}
+
+#[tokio::test]
+async fn importing_copies_the_static_catalog() {
+    let app = spawn_app();
+    let admin = app.admin().await;
+    let answer = send(&app, "POST", "/api/admin/plans/import", &admin, None).await;
+    answer.expect(200, None);
+    assert_eq!(answer.body, json!({"created": 6, "updated": 0}));
+    let listed = send(&app, "GET", "/api/admin/plans", &admin, None).await;
+    assert_eq!(listed.body["plans"].as_array().unwrap().len(), 6);
+}
+
+#[tokio::test]
+async fn api_keys_are_created_with_a_secret_shown_once_listed_and_revoked() {
+    let app = spawn_app();
+    let admin = app.admin().await;
+    let created = send(
+        &app,
+        "POST",
+        "/api/admin/api-keys",
+        &admin,
+        Some(json!({"name": "worker", "scopes": ["credits:read"]})),
+    )
+    .await;
+    created.expect(201, None);
+    let secret = created.body["secret"].as_str().unwrap().to_owned();
+    assert!(secret.starts_with("tly_"));
+    let id = created.body["id"].as_str().unwrap().to_owned();
+    let listed = send(&app, "GET", "/api/admin/api-keys", &admin, None).await;
+    listed.expect(200, None);
+    assert_eq!(listed.body["keys"][0]["id"], id.as_str());
+    assert!(listed.body["keys"][0].get("secret").is_none());
+    assert_eq!(listed.body["keys"][0]["scopes"], json!(["credits:read"]));
+
+    send(
+        &app,
+        "DELETE",
+        &format!("/api/admin/api-keys/{id}"),
+        &admin,
+        None,
+    )
+    .await
+    .expect(204, None);
+    send(&app, "DELETE", "/api/admin/api-keys/key_404", &admin, None)
+        .await
+        .expect(404, Some("api_key_not_found"));
+    Answer::of(
+        app.client
+            .get("/api/credits/balance?userId=usr_1")
+            .header("x-api-key", secret.as_str())
+            .send()
+            .await,
+    )
+    .await
+    .expect(401, Some("unauthorized"));
+    send(
+        &app,
+        "POST",
+        "/api/admin/api-keys",
+        &admin,
+        Some(json!({"name": "worker", "scopes": ["everything"]})),
+    )
+    .await
+    .expect(422, Some("validation_failed"));
+}
+
+#[tokio::test]
+async fn public_plans_are_listed_in_the_requested_locale_without_hidden_ones() {
+    let app = spawn_app();
+    let answer = Answer::of(app.client.get("/api/plans?locale=zh-CN").send().await).await;
+    answer.expect(200, None);
+    let plans = answer.body["plans"].as_array().unwrap();
+    assert_eq!(plans.len(), 5);
+    assert!(plans.iter().all(|p| p["id"] != "hidden-deal"));
+    let credits = &plans[0];
+    assert_eq!(credits["id"], "credits-100");
+    assert_eq!(credits["amount"], "9.99");
+    assert_eq!(credits["amountMinor"], 999);
+    assert_eq!(credits["duration"]["type"], "credits");
+    assert_eq!(credits["duration"]["credits"], "100.00");
+    assert_eq!(credits["text"]["name"], "credits-100（中文）");
+    let lifetime = &plans[2];
+    assert_eq!(lifetime["duration"]["months"], 999_999);
+    let english = Answer::of(
+        app.client
+            .get("/api/plans")
+            .header("accept-language", "fr-FR, en;q=0.5")
+            .send()
+            .await,
+    )
+    .await;
+    assert_eq!(english.body["plans"][0]["text"]["name"], "credits-100");
+}

@@ -1,0 +1,192 @@
+//! Errors and limits: every error is problem JSON, bodies are limited, clients are rate limited.
+
+use std::sync::atomic::Ordering;
+
+use http_api::{ApiSettings, RateLimit};
+use serde_json::json;
+
+use crate::helpers::{Answer, bearer, settings, spawn_app, spawn_app_with};
+
+#[tokio::test]
+async fn malformed_json_is_a_400_problem() {
+    let app = spawn_app();
+    let (_, token) = app.register("ada@example.com").await;
+    let cases: [(&str, &str); 4] = [
+        ("application/json", "{\"planId\": "),
+        ("application/json", "{\"planId\": \"credits-100\"}"),
+        (
+            "application/json",
+            "{\"planId\": [\"x\"], \"provider\": \"mor_a\"}",
+        ),
+        ("text/plain", "planId=credits-100"),
+    ];
+    for (content_type, body) in cases {
+        let answer = Answer::of(
+            app.client
+                .post("/api/payment/initiate")
+                .header("authorization", bearer(&token))
+                .content_type(content_type)
+                .body(body)
+                .send()
+                .await,
+        )
+        .await;
+        assert_eq!(answer.status.as_u16(), 400, "{body}: {}", answer.body);
+        assert_eq!(
+            answer.header("content-type"),
+            Some("application/problem+json")
+        );
+        let code = answer.body["code"].as_str().unwrap();
+        assert!(
+            ["validation_failed", "bad_request"].contains(&code),
+            "{code}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn strings_over_their_length_limit_are_refused() {
+    let app = spawn_app();
+    let (_, token) = app.register("ada@example.com").await;
+    let answer = Answer::of(
+        app.client
+            .post("/api/payment/initiate")
+            .header("authorization", bearer(&token))
+            .body_json(&json!({"planId": "p".repeat(65), "provider": "card_gateway"}))
+            .send()
+            .await,
+    )
+    .await;
+    answer.expect(400, Some("validation_failed"));
+}
+
+#[tokio::test]
+async fn a_json_body_over_64_kib_is_a_413_problem() {
+    let app = spawn_app();
+    let (_, token) = app.register("ada@example.com").await;
+    let big = format!("{{\"planId\": \"{}\"}}", "x".repeat(70 * 1024));
+    Answer::of(
+        app.client
+            .post("/api/payment/initiate")
+            .header("authorization", bearer(&token))
+            .content_type("application/json")
+            .body(big.clone())
+            .send()
+            .await,
+    )
+    .await
+    .expect(413, Some("payload_too_large"));
+    Answer::of(
+        app.client
+            .post("/api/payment/initiate")
+            .header("authorization", bearer(&token))
+            .header("content-length", big.len().to_string())
+            .content_type("application/json")
+            .body(big)
+            .send()
+            .await,
+    )
+    .await
+    .expect(413, Some("payload_too_large"));
+}
+
+#[tokio::test]
+async fn unknown_paths_and_methods_are_problems_too() {
+    let app = spawn_app();
+    Answer::of(app.client.get("/api/nothing-here").send().await)
+        .await
+        .expect(404, Some("not_found"));
+    Answer::of(app.client.delete("/api/plans").send().await)
+        .await
+        .expect(405, Some("method_not_allowed"));
+}
+
+#[tokio::test]
+async fn every_response_carries_a_request_id_and_a_sane_client_id_is_kept() {
+    let app = spawn_app();
+    let kept = Answer::of(
+        app.client
+            .get("/healthz")
+            .header("x-request-id", "client-abc.123")
+            .send()
+            .await,
+    )
+    .await;
+    assert_eq!(kept.header("x-request-id"), Some("client-abc.123"));
+    let replaced = Answer::of(
+        app.client
+            .get("/healthz")
+            .header("x-request-id", "no spaces allowed")
+            .send()
+            .await,
+    )
+    .await;
+    let id = replaced.header("x-request-id").unwrap();
+    assert_ne!(id, "no spaces allowed");
+    let other = Answer::of(app.client.get("/healthz").send().await).await;
+    assert_ne!(other.header("x-request-id"), Some(id));
+}
+
+#[tokio::test]
+async fn sign_in_registration_and_initiate_are_rate_limited_per_client_with_retry_after() {
+    let tight = RateLimit::per_minute(1.try_into().unwrap(), 2.try_into().unwrap());
+    let app = spawn_app_with(ApiSettings {
+        sign_in_limit: tight,
+        registration_limit: tight,
+        initiate_limit: tight,
+        ..settings()
+    });
+    let login = |client_ip: &'static str| {
+        let client = &app.client;
+        async move {
+            Answer::of(
+                client
+                    .post("/api/auth/login")
+                    .header("x-forwarded-for", client_ip)
+                    .body_json(&json!({"email": "ada@example.com", "password": "wrong password"}))
+                    .send()
+                    .await,
+            )
+            .await
+        }
+    };
+    login("203.0.113.1")
+        .await
+        .expect(401, Some("invalid_credentials"));
+    login("203.0.113.1")
+        .await
+        .expect(401, Some("invalid_credentials"));
+    let limited = login("203.0.113.1").await;
+    limited.expect(429, Some("rate_limited"));
+    let retry_after: u64 = limited.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry_after), "{retry_after}");
+    assert_eq!(limited.body["retryAfterSeconds"], retry_after);
+    login("203.0.113.2")
+        .await
+        .expect(401, Some("invalid_credentials"));
+
+    let (_, token) = app.register("ada@example.com").await;
+    for _ in 0..2 {
+        app.initiate(&token, "lifetime", "card_gateway", None)
+            .await
+            .expect(201, None);
+    }
+    app.initiate(&token, "lifetime", "card_gateway", None)
+        .await
+        .expect(429, Some("rate_limited"));
+}
+
+#[tokio::test]
+async fn readiness_follows_the_probe() {
+    let app = spawn_app();
+    Answer::of(app.client.get("/healthz").send().await)
+        .await
+        .expect(200, None);
+    Answer::of(app.client.get("/readyz").send().await)
+        .await
+        .expect(200, None);
+    app.ready.0.store(false, Ordering::SeqCst);
+    Answer::of(app.client.get("/readyz").send().await)
+        .await
+        .expect(503, None);
+}
