@@ -189,6 +189,11 @@ pub struct Delivery {
     pub status: Option<u16>,
     /// What Tally answered (first 200 characters).
     pub answer: String,
+    /// The payment the webhook was about.
+    pub payment_id: Option<String>,
+    /// The request, kept so it can be delivered again byte for byte.
+    #[serde(skip)]
+    pub webhook: Option<SimWebhook>,
 }
 
 #[derive(Debug, Default)]
@@ -486,6 +491,7 @@ impl Hub {
     /// Send the webhooks `provider` sends for `event` to `url`, in order.
     pub async fn dispatch(&self, provider: ProviderId, url: &str, event: &SimEvent) {
         let Some(simulator) = self.simulator(provider) else { return };
+        let payment_id = event.payment_id();
         for webhook in simulator.webhooks(self, event) {
             let dropped = {
                 let mut state = lock(&self.state);
@@ -493,29 +499,17 @@ impl Hub {
                 state.drop_webhooks = state.drop_webhooks.saturating_sub(1);
                 drop
             };
-            let delivery = if dropped {
-                Delivery { provider, url: url.to_owned(), status: None, answer: "dropped on purpose".into() }
+            let mut delivery = if dropped {
+                Delivery { provider, url: url.to_owned(), status: None, answer: "dropped on purpose".into(), payment_id: None, webhook: None }
             } else {
-                self.send(provider, url, webhook).await
+                send(&self.http, provider, url, webhook.clone()).await
             };
+            delivery.payment_id = payment_id.clone();
+            delivery.webhook = Some(webhook);
             lock(&self.state).deliveries.push(delivery);
         }
     }
 
-    async fn send(&self, provider: ProviderId, url: &str, webhook: SimWebhook) -> Delivery {
-        let mut request = self.http.post(url).header("content-type", webhook.content_type).body(webhook.body);
-        for (name, value) in webhook.headers {
-            request = request.header(name, value);
-        }
-        match request.send().await {
-            Ok(response) => {
-                let status = response.status().as_u16();
-                let answer: String = response.text().await.unwrap_or_default().chars().take(200).collect();
-                Delivery { provider, url: url.to_owned(), status: Some(status), answer }
-            }
-            Err(e) => Delivery { provider, url: url.to_owned(), status: None, answer: format!("unreachable: {e}").chars().take(200).collect() },
-        }
-    }
 }
 
 fn provider_id<S: serde::Serializer>(p: &ProviderId, s: S) -> Result<S::Ok, S::Error> {
@@ -524,6 +518,63 @@ fn provider_id<S: serde::Serializer>(p: &ProviderId, s: S) -> Result<S::Ok, S::E
 
 fn currency_code<S: serde::Serializer>(c: &Currency, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(c.code())
+}
+
+impl Hub {
+    /// Deliver every webhook sent so far about `payment_id` again, byte for byte, `times` times,
+    /// all at once (to test duplicate and concurrent delivery). Returns the HTTP statuses.
+    pub async fn redeliver(&self, payment_id: &str, times: u32) -> Vec<Option<u16>> {
+        let sent: Vec<Delivery> = lock(&self.state).deliveries.iter().filter(|d| d.payment_id.as_deref() == Some(payment_id)).cloned().collect();
+        let mut attempts = Vec::new();
+        for _ in 0..times.min(20) {
+            for d in &sent {
+                if let Some(webhook) = d.webhook.clone() {
+                    let (http, provider, url) = (self.http.clone(), d.provider, d.url.clone());
+                    attempts.push(tokio::spawn(async move { send(&http, provider, &url, webhook).await }));
+                }
+            }
+        }
+        let mut statuses = Vec::with_capacity(attempts.len());
+        for handle in attempts {
+            statuses.push(handle.await.ok().and_then(|d| d.status));
+        }
+        statuses
+    }
+}
+
+impl SimEvent {
+    /// The payment the event is about, when it is about one.
+    #[must_use]
+    pub fn payment_id(&self) -> Option<String> {
+        match self {
+            SimEvent::Paid(p) | SimEvent::Approved(p) | SimEvent::Declined(p) | SimEvent::SubscriptionStarted(p, _) => Some(p.id.clone()),
+            SimEvent::Refunded { payment, .. } => Some(payment.id.clone()),
+            SimEvent::Renewed(s, _) | SimEvent::SubscriptionCancelScheduled(s) | SimEvent::SubscriptionCanceled(s) => Some(s.payment_id.clone()),
+        }
+    }
+}
+
+/// Post one webhook and record what Tally answered.
+async fn send(http: &reqwest::Client, provider: ProviderId, url: &str, webhook: SimWebhook) -> Delivery {
+    let mut request = http.post(url).header("content-type", webhook.content_type).body(webhook.body);
+    for (name, value) in webhook.headers {
+        request = request.header(name, value);
+    }
+    match request.send().await {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            let answer: String = response.text().await.unwrap_or_default().chars().take(200).collect();
+            Delivery { provider, url: url.to_owned(), status: Some(status), answer, payment_id: None, webhook: None }
+        }
+        Err(e) => Delivery {
+            provider,
+            url: url.to_owned(),
+            status: None,
+            answer: format!("unreachable: {e}").chars().take(200).collect(),
+            payment_id: None,
+            webhook: None,
+        },
+    }
 }
 
 /// `ms` plus `months` calendar months (30-day months; the sandbox needs no calendar).

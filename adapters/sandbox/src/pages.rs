@@ -213,6 +213,10 @@ struct ActionBody {
 #[handler]
 async fn api_payment_action(Path((id, action)): Path<(String, String)>, body: Option<Json<ActionBody>>, hub: Data<&Arc<Hub>>) -> Response {
     let body = body.map(|b| b.0).unwrap_or_default();
+    if action == "redeliver" {
+        let times = body.amount_minor.and_then(|t| u32::try_from(t).ok()).unwrap_or(3);
+        return Json(json!({ "statuses": hub.redeliver(&id, times).await })).into_response();
+    }
     let result = if action == "refund" {
         let amount = match body.amount_minor {
             Some(a) => a,
