@@ -7,16 +7,18 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use application::use_cases::handle_webhook::WebhookHandled;
+
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// Requests answered, by method, route pattern and status.
 pub(crate) const REQUESTS_TOTAL: &str = "http_requests_total";
 /// Request latency in seconds, by method and route pattern.
 pub(crate) const REQUEST_DURATION_SECONDS: &str = "http_request_duration_seconds";
-/// Order transitions observed here, by resulting status (`pending`, `failed`, `cancelled`).
+/// Order transitions, by resulting status (`pending`, `paid`, `failed`, `cancelled`, `refunded`, …).
 pub(crate) const ORDERS_TOTAL: &str = "tally_orders_total";
-/// Webhooks handled, by provider and result (`accepted`, `rejected`, `unknown_provider`,
-/// `error`).
+/// Webhook events handled, by provider and result (`applied`, `duplicate`, `ignored`, `stale`,
+/// `mismatch`, `late_payment`, `unknown_order`, `rejected`, `unknown_provider`, `error`, …).
 pub(crate) const WEBHOOKS_TOTAL: &str = "tally_webhooks_total";
 /// Credits consumed (consumptions and settled reservations), in hundredths of a credit.
 pub(crate) const CREDITS_CONSUMED_HUNDREDTHS_TOTAL: &str =
@@ -24,6 +26,11 @@ pub(crate) const CREDITS_CONSUMED_HUNDREDTHS_TOTAL: &str =
 /// Credits reserved, in hundredths of a credit.
 pub(crate) const CREDITS_RESERVED_HUNDREDTHS_TOTAL: &str =
     "tally_credits_reserved_hundredths_total";
+/// Credits granted by provider events (purchases, subscription periods), in hundredths.
+pub(crate) const CREDITS_GRANTED_HUNDREDTHS_TOTAL: &str = "tally_credits_granted_hundredths_total";
+/// Credits taken back by refunds, in hundredths.
+pub(crate) const CREDITS_CLAWED_BACK_HUNDREDTHS_TOTAL: &str =
+    "tally_credits_clawed_back_hundredths_total";
 
 /// Latency buckets, in seconds.
 const LATENCY_BUCKETS_SECONDS: &[f64] = &[
@@ -88,9 +95,28 @@ pub(crate) fn record_order(status: &'static str) {
 }
 
 /// A webhook of `provider` ended with `result`.
-pub(crate) fn record_webhook(provider: &str, result: &'static str) {
-    metrics::counter!(WEBHOOKS_TOTAL, "provider" => provider.to_owned(), "result" => result)
-        .increment(1);
+pub(crate) fn record_webhook(provider: &str, result: &str) {
+    let labels = [
+        ("provider", provider.to_owned()),
+        ("result", result.to_owned()),
+    ];
+    metrics::counter!(WEBHOOKS_TOTAL, &labels).increment(1);
+}
+
+/// What a handled webhook did: its outcomes, order transitions and ledger effects.
+pub(crate) fn record_webhook_handled(provider: &str, handled: &WebhookHandled) {
+    for outcome in &handled.outcomes {
+        record_webhook(provider, outcome);
+    }
+    for status in &handled.order_statuses {
+        record_order(status);
+    }
+    if let Ok(n) = u64::try_from(handled.credits_granted.hundredths()) {
+        metrics::counter!(CREDITS_GRANTED_HUNDREDTHS_TOTAL).increment(n);
+    }
+    if let Ok(n) = u64::try_from(handled.credits_clawed_back.hundredths()) {
+        metrics::counter!(CREDITS_CLAWED_BACK_HUNDREDTHS_TOTAL).increment(n);
+    }
 }
 
 /// Credits spent, in hundredths.

@@ -175,9 +175,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> WebhookApi<S, C, I, H>
             body: body.0,
         };
         match self.state.service.handle_webhook(&provider.0, call).await {
-            Ok(ack) => {
-                metrics::record_webhook(label, "accepted");
-                ack.into()
+            Ok(handled) => {
+                metrics::record_webhook_handled(label, &handled);
+                handled.ack.into()
             }
             Err(HandleWebhookError::Rejected { reason, ack }) => {
                 tracing::warn!(provider = label, %reason, "webhook refused");

@@ -4,7 +4,7 @@ use domain::UserId;
 
 use super::InfraError;
 use crate::accounts::{AccountError, ApiKey, Email, Password, Role, Scope, User};
-use crate::ports::{Clock, IdGenerator, NewUser, SecretHasher, Store, StoreError};
+use crate::ports::{Clock, IdGenerator, NewUser, SecretHasher, Store, StoreError, UserRepository};
 use crate::service::Service;
 
 /// The prefix of every service API key, so leaked keys are recognisable.
@@ -64,6 +64,39 @@ impl From<StoreError> for AccountsError {
     }
 }
 
+/// Create an account with `role` (the `register` use case and `tally admin create-user`).
+///
+/// # Errors
+/// Bad input, a taken address, infrastructure.
+pub async fn create_account<U: UserRepository, H: SecretHasher, I: IdGenerator>(
+    store: &U,
+    hasher: &H,
+    ids: &I,
+    now: domain::Timestamp,
+    email: &str,
+    password: String,
+    role: Role,
+) -> Result<User, AccountsError> {
+    let email = Email::parse(email)?;
+    let password = Password::parse(password)?;
+    let hash = hasher
+        .hash_password(&password)
+        .map_err(|e| InfraError::Unexpected(anyhow::anyhow!(e)))?;
+    let id = UserId::new(ids.new_id("usr")).map_err(|e| InfraError::Unexpected(e.into()))?;
+    let new = NewUser {
+        id,
+        email,
+        password_hash: Some(hash),
+        role,
+        created_at: now,
+    };
+    match store.create_user(&new).await {
+        Ok(user) => Ok(user),
+        Err(StoreError::Conflict(_)) => Err(AccountsError::EmailTaken),
+        Err(e) => Err(e.into()),
+    }
+}
+
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// Create an account with `role` and sign it in.
     ///
@@ -75,26 +108,16 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         password: String,
         role: Role,
     ) -> Result<SignedIn, AccountsError> {
-        let email = Email::parse(email)?;
-        let password = Password::parse(password)?;
-        let hash = self
-            .hasher
-            .hash_password(&password)
-            .map_err(|e| InfraError::Unexpected(anyhow::anyhow!(e)))?;
-        let id =
-            UserId::new(self.ids.new_id("usr")).map_err(|e| InfraError::Unexpected(e.into()))?;
-        let new = NewUser {
-            id,
+        let user = create_account(
+            &self.store,
+            &self.hasher,
+            &self.ids,
+            self.clock.now(),
             email,
-            password_hash: Some(hash),
+            password,
             role,
-            created_at: self.clock.now(),
-        };
-        let user = match self.store.create_user(&new).await {
-            Ok(user) => user,
-            Err(StoreError::Conflict(_)) => return Err(AccountsError::EmailTaken),
-            Err(e) => return Err(e.into()),
-        };
+        )
+        .await?;
         self.open_session(user).await
     }
 

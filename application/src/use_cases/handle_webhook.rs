@@ -18,8 +18,9 @@ use super::InfraError;
 use super::plans::find_plan;
 use crate::ports::{
     AckFor, ClawbackCommand, Clock, GrantCommand, GrantSource, IdGenerator, InboxEntry,
-    OrderChange, OrderLocator, OrderRecord, PaymentEvent, PaymentEventCommand, SecretHasher, Store,
-    StoreError, SubscriptionChange, WebhookAck, WebhookError, WebhookRequest,
+    LedgerEffect, OrderChange, OrderLocator, OrderRecord, PaymentEvent, PaymentEventCommand,
+    PaymentEventOutcome, SecretHasher, Store, StoreError, SubscriptionChange, WebhookAck,
+    WebhookError, WebhookRequest,
 };
 use crate::service::Service;
 
@@ -50,6 +51,82 @@ pub enum HandleWebhookError {
 impl From<StoreError> for HandleWebhookError {
     fn from(e: StoreError) -> Self {
         HandleWebhookError::Infra(e.into())
+    }
+}
+
+/// What a handled webhook did, for the answer and for metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookHandled {
+    /// The answer the provider expects.
+    pub ack: WebhookAck,
+    /// What each event came to: `applied`, `duplicate`, `ignored`, `stale`, `mismatch`, …
+    pub outcomes: Vec<String>,
+    /// The status codes orders moved to.
+    pub order_statuses: Vec<&'static str>,
+    /// Credits granted by these events.
+    pub credits_granted: domain::Credits,
+    /// Credits taken back by refunds.
+    pub credits_clawed_back: domain::Credits,
+}
+
+impl WebhookHandled {
+    fn add(&mut self, result: EventResult) {
+        self.outcomes.push(result.outcome);
+        self.order_statuses.extend(result.order_status);
+        self.credits_granted = self
+            .credits_granted
+            .checked_add(result.granted)
+            .unwrap_or(self.credits_granted);
+        self.credits_clawed_back = self
+            .credits_clawed_back
+            .checked_add(result.clawed_back)
+            .unwrap_or(self.credits_clawed_back);
+    }
+}
+
+/// What one event came to.
+#[derive(Debug, Default)]
+struct EventResult {
+    outcome: String,
+    order_status: Option<&'static str>,
+    granted: domain::Credits,
+    clawed_back: domain::Credits,
+}
+
+impl EventResult {
+    fn of(command: &PaymentEventCommand, outcome: PaymentEventOutcome) -> Self {
+        let PaymentEventOutcome::Applied { ledger } = outcome else {
+            return Self {
+                outcome: "duplicate".into(),
+                ..Self::default()
+            };
+        };
+        let mut result = Self {
+            outcome: command.inbox.outcome.clone(),
+            order_status: command
+                .order
+                .as_ref()
+                .filter(|o| o.status.code() != o.expected)
+                .map(|o| o.status.code()),
+            ..Self::default()
+        };
+        for effect in ledger {
+            if let LedgerEffect::Written(tx) = effect {
+                let magnitude = tx.amount.magnitude();
+                if tx.amount.is_decrease() {
+                    result.clawed_back = result
+                        .clawed_back
+                        .checked_add(magnitude)
+                        .unwrap_or(result.clawed_back);
+                } else {
+                    result.granted = result
+                        .granted
+                        .checked_add(magnitude)
+                        .unwrap_or(result.granted);
+                }
+            }
+        }
+        result
     }
 }
 
@@ -116,7 +193,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         &self,
         provider: &str,
         request: WebhookRequest,
-    ) -> Result<WebhookAck, HandleWebhookError> {
+    ) -> Result<WebhookHandled, HandleWebhookError> {
         let provider: ProviderId = provider
             .parse()
             .map_err(|_| HandleWebhookError::UnknownProvider)?;
@@ -141,10 +218,20 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             payload: payload.clone(),
             now,
         };
+        let mut handled = WebhookHandled {
+            ack: gateway.webhook_ack(&AckFor::Accepted),
+            outcomes: Vec::new(),
+            order_statuses: Vec::new(),
+            credits_granted: domain::Credits::ZERO,
+            credits_clawed_back: domain::Credits::ZERO,
+        };
         if verified.events.is_empty() {
             let entry = received(verified.event_id.clone())
                 .entry("ignored", Some("event type not handled".into()));
-            self.store.record_event(&entry).await?;
+            let fresh = self.store.record_event(&entry).await?;
+            handled
+                .outcomes
+                .push(if fresh { "ignored" } else { "duplicate" }.to_owned());
         }
         for (index, event) in verified.events.iter().enumerate() {
             // One inbox row per event; a webhook carrying several events gets suffixed ids.
@@ -153,9 +240,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             } else {
                 format!("{}#{index}", verified.event_id)
             };
-            self.apply_event(&received(event_id), event).await?;
+            let result = self.apply_event(&received(event_id), event).await?;
+            handled.add(result);
         }
-        Ok(gateway.webhook_ack(&AckFor::Accepted))
+        Ok(handled)
     }
 
     /// Apply an event learnt by asking the provider (reconciliation) through the webhook path.
@@ -172,7 +260,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             payload: String::new(),
             now: self.clock.now(),
         };
-        self.apply_event(&received, event).await
+        self.apply_event(&received, event).await.map(|_| ())
     }
 
     /// Decide and apply one event, re-deciding after a concurrent change.
@@ -180,20 +268,25 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         &self,
         received: &Received,
         event: &PaymentEvent,
-    ) -> Result<(), HandleWebhookError> {
+    ) -> Result<EventResult, HandleWebhookError> {
         let attempts = self.config.webhook_conflict_retries.max(1);
         for attempt in 1..=attempts {
             let command = match self.decide(received, event).await? {
                 Decision::Record(outcome, detail) => {
-                    self.store
+                    let fresh = self
+                        .store
                         .record_event(&received.entry(outcome, detail))
                         .await?;
-                    return Ok(());
+                    let outcome = if fresh { outcome } else { "duplicate" };
+                    return Ok(EventResult {
+                        outcome: outcome.to_owned(),
+                        ..EventResult::default()
+                    });
                 }
                 Decision::Apply(command) => command,
             };
             match self.store.apply_payment_event(&command).await {
-                Ok(_) => return Ok(()),
+                Ok(outcome) => return Ok(EventResult::of(&command, outcome)),
                 Err(StoreError::Conflict(_)) if attempt < attempts => {}
                 Err(StoreError::Conflict(what)) => {
                     return Err(InfraError::Unavailable(anyhow::anyhow!(
@@ -204,7 +297,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(())
+        Err(InfraError::Unavailable(anyhow::anyhow!("webhook retries exhausted")).into())
     }
 
     async fn decide(

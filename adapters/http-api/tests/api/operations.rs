@@ -40,7 +40,9 @@ async fn the_metrics_endpoint_exposes_requests_orders_webhooks_and_credits() {
         "http_requests_total",
         "http_request_duration_seconds_bucket",
         "tally_orders_total{status=\"pending\"}",
-        "tally_webhooks_total{provider=\"card_gateway\",result=\"accepted\"}",
+        "tally_webhooks_total{provider=\"card_gateway\",result=\"applied\"}",
+        "tally_orders_total{status=\"paid\"}",
+        "tally_credits_granted_hundredths_total",
         "tally_credits_consumed_hundredths_total",
     ] {
         assert!(text.contains(name), "{name} missing from:\n{text}");

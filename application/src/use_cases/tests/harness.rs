@@ -184,8 +184,10 @@ impl Harness {
         provider: ProviderId,
         event_id: &str,
         events: Vec<PaymentEvent>,
-    ) -> Result<crate::ports::WebhookAck, crate::use_cases::handle_webhook::HandleWebhookError>
-    {
+    ) -> Result<
+        crate::use_cases::handle_webhook::WebhookHandled,
+        crate::use_cases::handle_webhook::HandleWebhookError,
+    > {
         let signature = format!("sig-{event_id}");
         self.fake(provider).prepare_webhook(
             &signature,

@@ -45,18 +45,25 @@ async fn a_paid_credits_order_grants_its_credits_exactly_once() {
     let h = Harness::new();
     let user = h.user("a@example.com").await;
     let id = order(&h, &user, "credits-100").await;
-    let ack = h
+    let first = h
         .deliver(ProviderId::CardGateway, "evt_1", vec![paid(&id, usd(1000))])
         .await
         .unwrap();
-    assert_eq!(ack.status, 200);
+    assert_eq!(first.ack.status, 200);
+    assert_eq!(first.outcomes, vec!["applied".to_owned()]);
+    assert_eq!(first.order_statuses, vec!["paid"]);
+    assert_eq!(first.credits_granted, credits(100));
     // The same event again, and a different event for the same payment.
-    h.deliver(ProviderId::CardGateway, "evt_1", vec![paid(&id, usd(1000))])
+    let again = h
+        .deliver(ProviderId::CardGateway, "evt_1", vec![paid(&id, usd(1000))])
         .await
         .unwrap();
-    h.deliver(ProviderId::CardGateway, "evt_2", vec![paid(&id, usd(1000))])
+    assert_eq!(again.outcomes, vec!["duplicate".to_owned()]);
+    let other = h
+        .deliver(ProviderId::CardGateway, "evt_2", vec![paid(&id, usd(1000))])
         .await
         .unwrap();
+    assert_eq!(other.credits_granted, domain::Credits::ZERO);
     assert_eq!(balance(&h, &user).await, 10_000);
     assert_eq!(grants(&h), 1);
     let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
