@@ -41,6 +41,9 @@ pub struct GatewayContext {
 
 impl std::fmt::Debug for GatewayContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GatewayContext").field("http", &self.http).field("sandbox", &self.sandbox).finish()
+        f.debug_struct("GatewayContext")
+            .field("http", &self.http)
+            .field("sandbox", &self.sandbox)
+            .finish()
     }
 }

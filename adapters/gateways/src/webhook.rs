@@ -30,7 +30,10 @@ impl SignedParts {
     /// An extra value by name.
     #[must_use]
     pub fn extra(&self, name: &str) -> Option<&str> {
-        self.extras.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+        self.extras
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -54,7 +57,11 @@ pub trait WebhookScheme {
     ///
     /// # Errors
     /// [`WebhookError::Malformed`] when the message cannot be built.
-    fn message(&self, request: &WebhookRequest, parts: &SignedParts) -> Result<Vec<u8>, WebhookError>;
+    fn message(
+        &self,
+        request: &WebhookRequest,
+        parts: &SignedParts,
+    ) -> Result<Vec<u8>, WebhookError>;
 
     /// The algorithm and key.
     fn verifier(&self) -> Verifier<'_>;
@@ -68,7 +75,11 @@ pub trait WebhookScheme {
 /// # Errors
 /// Missing or malformed signature material, a stale or future timestamp, a signature that does
 /// not verify.
-pub fn verify(scheme: &dyn WebhookScheme, request: &WebhookRequest, now: Timestamp) -> Result<SignedParts, WebhookError> {
+pub fn verify(
+    scheme: &dyn WebhookScheme,
+    request: &WebhookRequest,
+    now: Timestamp,
+) -> Result<SignedParts, WebhookError> {
     let parts = scheme.extract(request)?;
     if parts.signatures.is_empty() || parts.signatures.len() > MAX_SIGNATURES {
         return Err(WebhookError::MissingSignature);
@@ -82,10 +93,20 @@ pub fn verify(scheme: &dyn WebhookScheme, request: &WebhookRequest, now: Timesta
     }
     let message = scheme.message(request, &parts)?;
     let verified = match scheme.verifier() {
-        Verifier::HmacSha256(secret) => parts.signatures.iter().any(|s| verify_hmac_sha256(secret, &message, s)),
-        Verifier::RsaSha256(key) => parts.signatures.iter().any(|s| rsa_sha256_verify(key, &message, s)),
+        Verifier::HmacSha256(secret) => parts
+            .signatures
+            .iter()
+            .any(|s| verify_hmac_sha256(secret, &message, s)),
+        Verifier::RsaSha256(key) => parts
+            .signatures
+            .iter()
+            .any(|s| rsa_sha256_verify(key, &message, s)),
     };
-    if verified { Ok(parts) } else { Err(WebhookError::BadSignature) }
+    if verified {
+        Ok(parts)
+    } else {
+        Err(WebhookError::BadSignature)
+    }
 }
 
 /// A header's value (names are lower-case in [`WebhookRequest`]).
@@ -93,7 +114,11 @@ pub fn verify(scheme: &dyn WebhookScheme, request: &WebhookRequest, now: Timesta
 /// # Errors
 /// [`WebhookError::MissingSignature`] when absent.
 pub fn header<'a>(request: &'a WebhookRequest, name: &str) -> Result<&'a str, WebhookError> {
-    request.headers.get(&name.to_ascii_lowercase()).map(String::as_str).ok_or(WebhookError::MissingSignature)
+    request
+        .headers
+        .get(&name.to_ascii_lowercase())
+        .map(String::as_str)
+        .ok_or(WebhookError::MissingSignature)
 }
 
 #[cfg(test)]
@@ -112,13 +137,19 @@ mod tests {
             for item in header(request, "sig")?.split(',') {
                 match item.split_once('=') {
                     Some(("t", t)) => parts.timestamp_s = t.parse().ok(),
-                    Some(("v1", v)) => parts.signatures.push(unhex(v).ok_or(WebhookError::MissingSignature)?),
+                    Some(("v1", v)) => parts
+                        .signatures
+                        .push(unhex(v).ok_or(WebhookError::MissingSignature)?),
                     _ => {}
                 }
             }
             Ok(parts)
         }
-        fn message(&self, request: &WebhookRequest, parts: &SignedParts) -> Result<Vec<u8>, WebhookError> {
+        fn message(
+            &self,
+            request: &WebhookRequest,
+            parts: &SignedParts,
+        ) -> Result<Vec<u8>, WebhookError> {
             let mut m = format!("{}.", parts.timestamp_s.unwrap_or_default()).into_bytes();
             m.extend_from_slice(&request.body);
             Ok(m)
@@ -134,7 +165,10 @@ mod tests {
     fn request(sig: &str, body: &str) -> WebhookRequest {
         let mut headers = BTreeMap::new();
         headers.insert("sig".to_owned(), sig.to_owned());
-        WebhookRequest { headers, body: body.as_bytes().to_vec() }
+        WebhookRequest {
+            headers,
+            body: body.as_bytes().to_vec(),
+        }
     }
 
     fn signed(t: i64, secret: &[u8], body: &str) -> String {
@@ -148,14 +182,53 @@ mod tests {
         let good = signed(t, b"new", "{}");
         let old = signed(t, b"old", "{}");
         let scheme = Example(b"new");
-        assert!(verify(&scheme, &request(&format!("t={t},v1={old},v1={good}"), "{}"), now).is_ok());
-        assert_eq!(verify(&scheme, &request(&format!("t={t},v1={old}"), "{}"), now), Err(WebhookError::BadSignature));
-        assert_eq!(verify(&scheme, &request(&format!("t={t},v1={good}"), "{ }"), now), Err(WebhookError::BadSignature));
-        assert_eq!(verify(&scheme, &request(&format!("t={},v1={good}", t - 301), "{}"), now), Err(WebhookError::Stale));
-        assert_eq!(verify(&scheme, &request(&format!("t={},v1={good}", t + 301), "{}"), now), Err(WebhookError::Stale));
-        assert_eq!(verify(&scheme, &request(&format!("t={t}"), "{}"), now), Err(WebhookError::MissingSignature));
-        assert_eq!(verify(&scheme, &request("v1=zz", "{}"), now), Err(WebhookError::MissingSignature));
-        let no_header = WebhookRequest { headers: BTreeMap::new(), body: vec![] };
-        assert_eq!(verify(&scheme, &no_header, now), Err(WebhookError::MissingSignature));
+        assert!(
+            verify(
+                &scheme,
+                &request(&format!("t={t},v1={old},v1={good}"), "{}"),
+                now
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            verify(&scheme, &request(&format!("t={t},v1={old}"), "{}"), now),
+            Err(WebhookError::BadSignature)
+        );
+        assert_eq!(
+            verify(&scheme, &request(&format!("t={t},v1={good}"), "{ }"), now),
+            Err(WebhookError::BadSignature)
+        );
+        assert_eq!(
+            verify(
+                &scheme,
+                &request(&format!("t={},v1={good}", t - 301), "{}"),
+                now
+            ),
+            Err(WebhookError::Stale)
+        );
+        assert_eq!(
+            verify(
+                &scheme,
+                &request(&format!("t={},v1={good}", t + 301), "{}"),
+                now
+            ),
+            Err(WebhookError::Stale)
+        );
+        assert_eq!(
+            verify(&scheme, &request(&format!("t={t}"), "{}"), now),
+            Err(WebhookError::MissingSignature)
+        );
+        assert_eq!(
+            verify(&scheme, &request("v1=zz", "{}"), now),
+            Err(WebhookError::MissingSignature)
+        );
+        let no_header = WebhookRequest {
+            headers: BTreeMap::new(),
+            body: vec![],
+        };
+        assert_eq!(
+            verify(&scheme, &no_header, now),
+            Err(WebhookError::MissingSignature)
+        );
     }
 }

@@ -300,7 +300,12 @@ impl Hub {
     /// The newest payment of `provider` for Tally's order `order_id`.
     #[must_use]
     pub fn payment_for_order(&self, provider: ProviderId, order_id: &str) -> Option<SimPayment> {
-        lock(&self.state).payments.values().filter(|p| p.provider == provider && p.order_id == order_id).max_by_key(|p| p.created_at_ms).cloned()
+        lock(&self.state)
+            .payments
+            .values()
+            .filter(|p| p.provider == provider && p.order_id == order_id)
+            .max_by_key(|p| p.created_at_ms)
+            .cloned()
     }
 
     /// Every payment, newest first.
@@ -315,7 +320,11 @@ impl Hub {
     ///
     /// # Errors
     /// [`SandboxError::NotFound`], or what `change` returns.
-    pub fn update_payment<T>(&self, id: &str, change: impl FnOnce(&mut SimPayment) -> Result<T, SandboxError>) -> Result<T, SandboxError> {
+    pub fn update_payment<T>(
+        &self,
+        id: &str,
+        change: impl FnOnce(&mut SimPayment) -> Result<T, SandboxError>,
+    ) -> Result<T, SandboxError> {
         let mut state = lock(&self.state);
         let payment = state.payments.get_mut(id).ok_or(SandboxError::NotFound)?;
         change(payment)
@@ -337,9 +346,16 @@ impl Hub {
     ///
     /// # Errors
     /// [`SandboxError::NotFound`], or what `change` returns.
-    pub fn update_subscription<T>(&self, id: &str, change: impl FnOnce(&mut SimSubscription) -> Result<T, SandboxError>) -> Result<T, SandboxError> {
+    pub fn update_subscription<T>(
+        &self,
+        id: &str,
+        change: impl FnOnce(&mut SimSubscription) -> Result<T, SandboxError>,
+    ) -> Result<T, SandboxError> {
         let mut state = lock(&self.state);
-        let subscription = state.subscriptions.get_mut(id).ok_or(SandboxError::NotFound)?;
+        let subscription = state
+            .subscriptions
+            .get_mut(id)
+            .ok_or(SandboxError::NotFound)?;
         change(subscription)
     }
 
@@ -369,7 +385,9 @@ impl Hub {
         })?;
         let event = match &payment.kind {
             SimKind::OneTime => SimEvent::Paid(payment.clone()),
-            SimKind::Subscription { interval_months, .. } => {
+            SimKind::Subscription {
+                interval_months, ..
+            } => {
                 let subscription = SimSubscription {
                     id: self.new_id("sub_sandbox_"),
                     provider: payment.provider,
@@ -384,7 +402,9 @@ impl Hub {
                     notify_url: payment.notify_url.clone(),
                     renewals: 0,
                 };
-                lock(&self.state).subscriptions.insert(subscription.id.clone(), subscription.clone());
+                lock(&self.state)
+                    .subscriptions
+                    .insert(subscription.id.clone(), subscription.clone());
                 self.update_payment(id, |p| {
                     p.subscription_id = Some(subscription.id.clone());
                     Ok(())
@@ -392,7 +412,8 @@ impl Hub {
                 SimEvent::SubscriptionStarted(payment.clone(), subscription)
             }
         };
-        self.dispatch(payment.provider, &payment.notify_url, &event).await;
+        self.dispatch(payment.provider, &payment.notify_url, &event)
+            .await;
         Ok(self.payment(id).unwrap_or(payment))
     }
 
@@ -402,7 +423,12 @@ impl Hub {
     /// Unknown payment, or not open.
     pub async fn decline_payment(&self, id: &str) -> Result<SimPayment, SandboxError> {
         let payment = self.set_status(id, SimStatus::Declined)?;
-        self.dispatch(payment.provider, &payment.notify_url, &SimEvent::Declined(payment.clone())).await;
+        self.dispatch(
+            payment.provider,
+            &payment.notify_url,
+            &SimEvent::Declined(payment.clone()),
+        )
+        .await;
         Ok(payment)
     }
 
@@ -443,7 +469,12 @@ impl Hub {
             Ok(s.clone())
         })?;
         let invoice = self.new_id("in_sandbox_");
-        self.dispatch(subscription.provider, &subscription.notify_url, &SimEvent::Renewed(subscription.clone(), invoice)).await;
+        self.dispatch(
+            subscription.provider,
+            &subscription.notify_url,
+            &SimEvent::Renewed(subscription.clone(), invoice),
+        )
+        .await;
         Ok(subscription)
     }
 
@@ -451,12 +482,20 @@ impl Hub {
     ///
     /// # Errors
     /// Unknown subscription, or already canceled.
-    pub async fn cancel_subscription(&self, id: &str, at_period_end: bool) -> Result<SimSubscription, SandboxError> {
+    pub async fn cancel_subscription(
+        &self,
+        id: &str,
+        at_period_end: bool,
+    ) -> Result<SimSubscription, SandboxError> {
         let subscription = self.update_subscription(id, |s| {
             if s.status == SimSubscriptionStatus::Canceled {
                 return Err(SandboxError::Conflict("subscription is canceled".into()));
             }
-            s.status = if at_period_end { SimSubscriptionStatus::CancelScheduled } else { SimSubscriptionStatus::Canceled };
+            s.status = if at_period_end {
+                SimSubscriptionStatus::CancelScheduled
+            } else {
+                SimSubscriptionStatus::Canceled
+            };
             Ok(s.clone())
         })?;
         let event = if at_period_end {
@@ -464,7 +503,8 @@ impl Hub {
         } else {
             SimEvent::SubscriptionCanceled(subscription.clone())
         };
-        self.dispatch(subscription.provider, &subscription.notify_url, &event).await;
+        self.dispatch(subscription.provider, &subscription.notify_url, &event)
+            .await;
         Ok(subscription)
     }
 
@@ -472,10 +512,16 @@ impl Hub {
     ///
     /// # Errors
     /// Unknown payment, not paid, or more than is left to refund.
-    pub async fn refund_payment(&self, id: &str, amount_minor: i64) -> Result<SimPayment, SandboxError> {
+    pub async fn refund_payment(
+        &self,
+        id: &str,
+        amount_minor: i64,
+    ) -> Result<SimPayment, SandboxError> {
         let payment = self.update_payment(id, |p| {
             if p.status != SimStatus::Paid {
-                return Err(SandboxError::Conflict("only paid payments can be refunded".into()));
+                return Err(SandboxError::Conflict(
+                    "only paid payments can be refunded".into(),
+                ));
             }
             if amount_minor <= 0 || p.refunded_minor + amount_minor > p.amount_minor {
                 return Err(SandboxError::Conflict("refund amount out of range".into()));
@@ -483,14 +529,21 @@ impl Hub {
             p.refunded_minor += amount_minor;
             Ok(p.clone())
         })?;
-        let event = SimEvent::Refunded { payment: payment.clone(), refund_id: self.new_id("re_sandbox_"), amount_minor };
-        self.dispatch(payment.provider, &payment.notify_url, &event).await;
+        let event = SimEvent::Refunded {
+            payment: payment.clone(),
+            refund_id: self.new_id("re_sandbox_"),
+            amount_minor,
+        };
+        self.dispatch(payment.provider, &payment.notify_url, &event)
+            .await;
         Ok(payment)
     }
 
     /// Send the webhooks `provider` sends for `event` to `url`, in order.
     pub async fn dispatch(&self, provider: ProviderId, url: &str, event: &SimEvent) {
-        let Some(simulator) = self.simulator(provider) else { return };
+        let Some(simulator) = self.simulator(provider) else {
+            return;
+        };
         let payment_id = event.payment_id();
         for webhook in simulator.webhooks(self, event) {
             let dropped = {
@@ -500,7 +553,14 @@ impl Hub {
                 drop
             };
             let mut delivery = if dropped {
-                Delivery { provider, url: url.to_owned(), status: None, answer: "dropped on purpose".into(), payment_id: None, webhook: None }
+                Delivery {
+                    provider,
+                    url: url.to_owned(),
+                    status: None,
+                    answer: "dropped on purpose".into(),
+                    payment_id: None,
+                    webhook: None,
+                }
             } else {
                 send(&self.http, provider, url, webhook.clone()).await
             };
@@ -509,7 +569,6 @@ impl Hub {
             lock(&self.state).deliveries.push(delivery);
         }
     }
-
 }
 
 fn provider_id<S: serde::Serializer>(p: &ProviderId, s: S) -> Result<S::Ok, S::Error> {
@@ -524,13 +583,20 @@ impl Hub {
     /// Deliver every webhook sent so far about `payment_id` again, byte for byte, `times` times,
     /// all at once (to test duplicate and concurrent delivery). Returns the HTTP statuses.
     pub async fn redeliver(&self, payment_id: &str, times: u32) -> Vec<Option<u16>> {
-        let sent: Vec<Delivery> = lock(&self.state).deliveries.iter().filter(|d| d.payment_id.as_deref() == Some(payment_id)).cloned().collect();
+        let sent: Vec<Delivery> = lock(&self.state)
+            .deliveries
+            .iter()
+            .filter(|d| d.payment_id.as_deref() == Some(payment_id))
+            .cloned()
+            .collect();
         let mut attempts = Vec::new();
         for _ in 0..times.min(20) {
             for d in &sent {
                 if let Some(webhook) = d.webhook.clone() {
                     let (http, provider, url) = (self.http.clone(), d.provider, d.url.clone());
-                    attempts.push(tokio::spawn(async move { send(&http, provider, &url, webhook).await }));
+                    attempts.push(tokio::spawn(async move {
+                        send(&http, provider, &url, webhook).await
+                    }));
                 }
             }
         }
@@ -547,24 +613,50 @@ impl SimEvent {
     #[must_use]
     pub fn payment_id(&self) -> Option<String> {
         match self {
-            SimEvent::Paid(p) | SimEvent::Approved(p) | SimEvent::Declined(p) | SimEvent::SubscriptionStarted(p, _) => Some(p.id.clone()),
+            SimEvent::Paid(p)
+            | SimEvent::Approved(p)
+            | SimEvent::Declined(p)
+            | SimEvent::SubscriptionStarted(p, _) => Some(p.id.clone()),
             SimEvent::Refunded { payment, .. } => Some(payment.id.clone()),
-            SimEvent::Renewed(s, _) | SimEvent::SubscriptionCancelScheduled(s) | SimEvent::SubscriptionCanceled(s) => Some(s.payment_id.clone()),
+            SimEvent::Renewed(s, _)
+            | SimEvent::SubscriptionCancelScheduled(s)
+            | SimEvent::SubscriptionCanceled(s) => Some(s.payment_id.clone()),
         }
     }
 }
 
 /// Post one webhook and record what Tally answered.
-async fn send(http: &reqwest::Client, provider: ProviderId, url: &str, webhook: SimWebhook) -> Delivery {
-    let mut request = http.post(url).header("content-type", webhook.content_type).body(webhook.body);
+async fn send(
+    http: &reqwest::Client,
+    provider: ProviderId,
+    url: &str,
+    webhook: SimWebhook,
+) -> Delivery {
+    let mut request = http
+        .post(url)
+        .header("content-type", webhook.content_type)
+        .body(webhook.body);
     for (name, value) in webhook.headers {
         request = request.header(name, value);
     }
     match request.send().await {
         Ok(response) => {
             let status = response.status().as_u16();
-            let answer: String = response.text().await.unwrap_or_default().chars().take(200).collect();
-            Delivery { provider, url: url.to_owned(), status: Some(status), answer, payment_id: None, webhook: None }
+            let answer: String = response
+                .text()
+                .await
+                .unwrap_or_default()
+                .chars()
+                .take(200)
+                .collect();
+            Delivery {
+                provider,
+                url: url.to_owned(),
+                status: Some(status),
+                answer,
+                payment_id: None,
+                webhook: None,
+            }
         }
         Err(e) => Delivery {
             provider,

@@ -65,7 +65,11 @@ impl Sandbox {
     /// The base URL a gateway for `provider` must use to talk to this sandbox.
     #[must_use]
     pub fn api_base_url(&self, provider: ProviderId) -> String {
-        format!("{}/sandbox/{}", self.hub.public_base_url(), provider.as_str())
+        format!(
+            "{}/sandbox/{}",
+            self.hub.public_base_url(),
+            provider.as_str()
+        )
     }
 
     /// Every sandbox route, to be nested at `/sandbox`.
@@ -76,8 +80,12 @@ impl Sandbox {
 }
 
 /// The simulators of the enabled providers.
+#[allow(
+    unused_mut,
+    clippy::vec_init_then_push,
+    reason = "every provider feature may be off"
+)]
 fn simulators() -> Vec<Arc<dyn Simulator>> {
-    #[allow(unused_mut, reason = "every provider feature may be off")]
     let mut all: Vec<Arc<dyn Simulator>> = Vec::new();
     #[cfg(feature = "wallet_qr")]
     all.push(Arc::new(wallet_qr::WalletQrSimulator));

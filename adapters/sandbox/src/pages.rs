@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use poem::endpoint::BoxEndpoint;
 use poem::http::StatusCode;
 use poem::web::{Data, Form, Html, Json, Path, Query, Redirect};
-use poem::endpoint::BoxEndpoint;
 use poem::{EndpointExt, IntoResponse, Response, Route, get, handler, post};
 use qrcode::QrCode;
 use qrcode::render::svg;
@@ -24,21 +24,33 @@ pub fn routes(hub: Arc<Hub>) -> BoxEndpoint<'static, Response> {
         .at("/payments/:id/refund", post(refund_action))
         .at("/api/payments", get(api_payments))
         .at("/api/payments/:id/:action", post(api_payment_action))
-        .at("/api/subscriptions/:id/:action", post(api_subscription_action))
+        .at(
+            "/api/subscriptions/:id/:action",
+            post(api_subscription_action),
+        )
         .at("/api/drop-webhooks", post(api_drop_webhooks))
         .at("/api/deliveries", get(api_deliveries));
     for simulator in hub.simulators() {
-        route = route.nest(format!("/{}", simulator.provider().as_str()), simulator.api(hub.clone()));
+        route = route.nest(
+            format!("/{}", simulator.provider().as_str()),
+            simulator.api(hub.clone()),
+        );
     }
     route.data(hub).boxed()
 }
 
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;")
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
 }
 
 fn amount(p: &SimPayment) -> String {
-    domain::Money::from_minor(p.amount_minor, p.currency).map(|m| m.to_string()).unwrap_or_default()
+    domain::Money::from_minor(p.amount_minor, p.currency)
+        .map(|m| m.to_string())
+        .unwrap_or_default()
 }
 
 fn page(title: &str, body: &str) -> Html<String> {
@@ -55,18 +67,31 @@ fn page(title: &str, body: &str) -> Html<String> {
 }
 
 fn qr_svg(text: &str) -> String {
-    QrCode::new(text.as_bytes()).map(|code| code.render::<svg::Color<'_>>().min_dimensions(220, 220).build()).unwrap_or_default()
+    QrCode::new(text.as_bytes())
+        .map(|code| {
+            code.render::<svg::Color<'_>>()
+                .min_dimensions(220, 220)
+                .build()
+        })
+        .unwrap_or_default()
 }
 
 #[handler]
 fn checkout_page(Path(id): Path<String>, hub: Data<&Arc<Hub>>) -> Response {
-    let Some(p) = hub.payment(&id) else { return (StatusCode::NOT_FOUND, "no such sandbox payment").into_response() };
+    let Some(p) = hub.payment(&id) else {
+        return (StatusCode::NOT_FOUND, "no such sandbox payment").into_response();
+    };
     let what = match &p.kind {
         SimKind::OneTime => "one-time payment".to_owned(),
-        SimKind::Subscription { interval_months, .. } => format!("subscription, every {interval_months} month(s)"),
+        SimKind::Subscription {
+            interval_months, ..
+        } => format!("subscription, every {interval_months} month(s)"),
     };
     let qr = if p.provider.pays_by_qr_code() {
-        format!("<p>Scan to pay (or press Pay):</p><div aria-label='QR code'>{}</div>", qr_svg(&hub.checkout_url(&p.id)))
+        format!(
+            "<p>Scan to pay (or press Pay):</p><div aria-label='QR code'>{}</div>",
+            qr_svg(&hub.checkout_url(&p.id))
+        )
     } else {
         String::new()
     };
@@ -91,16 +116,25 @@ fn checkout_page(Path(id): Path<String>, hub: Data<&Arc<Hub>>) -> Response {
 }
 
 #[handler]
-async fn checkout_action(Path((id, action)): Path<(String, String)>, hub: Data<&Arc<Hub>>) -> Response {
+async fn checkout_action(
+    Path((id, action)): Path<(String, String)>,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
     match run_payment_action(&hub, &id, &action).await {
         Ok((_, redirect)) => Redirect::see_other(redirect).into_response(),
         Err(e) => error_response(&e),
     }
 }
 
-async fn run_payment_action(hub: &Hub, id: &str, action: &str) -> Result<(SimPayment, String), SandboxError> {
+async fn run_payment_action(
+    hub: &Hub,
+    id: &str,
+    action: &str,
+) -> Result<(SimPayment, String), SandboxError> {
     let payment = hub.payment(id).ok_or(SandboxError::NotFound)?;
-    let simulator = hub.simulator(payment.provider).ok_or(SandboxError::NotFound)?;
+    let simulator = hub
+        .simulator(payment.provider)
+        .ok_or(SandboxError::NotFound)?;
     match action {
         "pay" => {
             let redirect = simulator.pay(hub, id).await?;
@@ -156,12 +190,19 @@ fn dashboard(hub: Data<&Arc<Hub>>) -> Html<String> {
     }
     page(
         "Sandbox",
-        &format!("<h2>Payments</h2><table><tr><th>Id</th><th>Provider</th><th>Amount</th><th>Status</th><th></th></tr>{rows}</table>\
-                  <h2>Subscriptions</h2><table><tr><th>Id</th><th>Provider</th><th>Status</th><th>Renewals</th><th></th></tr>{subs}</table>"),
+        &format!(
+            "<h2>Payments</h2><table><tr><th>Id</th><th>Provider</th><th>Amount</th><th>Status</th><th></th></tr>{rows}</table>\
+                  <h2>Subscriptions</h2><table><tr><th>Id</th><th>Provider</th><th>Status</th><th>Renewals</th><th></th></tr>{subs}</table>"
+        ),
     )
 }
 
-async fn run_subscription_action(hub: &Hub, id: &str, action: &str, at_period_end: bool) -> Result<serde_json::Value, SandboxError> {
+async fn run_subscription_action(
+    hub: &Hub,
+    id: &str,
+    action: &str,
+    at_period_end: bool,
+) -> Result<serde_json::Value, SandboxError> {
     let subscription = match action {
         "renew" => hub.renew_subscription(id).await?,
         "cancel" => hub.cancel_subscription(id, at_period_end).await?,
@@ -171,7 +212,10 @@ async fn run_subscription_action(hub: &Hub, id: &str, action: &str, at_period_en
 }
 
 #[handler]
-async fn subscription_action(Path((id, action)): Path<(String, String)>, hub: Data<&Arc<Hub>>) -> Response {
+async fn subscription_action(
+    Path((id, action)): Path<(String, String)>,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
     match run_subscription_action(&hub, &id, &action, false).await {
         Ok(_) => Redirect::see_other("/sandbox").into_response(),
         Err(e) => error_response(&e),
@@ -185,7 +229,11 @@ struct RefundForm {
 }
 
 #[handler]
-async fn refund_action(Path(id): Path<String>, Form(form): Form<RefundForm>, hub: Data<&Arc<Hub>>) -> Response {
+async fn refund_action(
+    Path(id): Path<String>,
+    Form(form): Form<RefundForm>,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
     match hub.refund_payment(&id, form.amount_minor).await {
         Ok(_) => Redirect::see_other("/sandbox").into_response(),
         Err(e) => error_response(&e),
@@ -200,7 +248,12 @@ struct PaymentsQuery {
 
 #[handler]
 fn api_payments(Query(q): Query<PaymentsQuery>, hub: Data<&Arc<Hub>>) -> Json<Vec<SimPayment>> {
-    Json(hub.payments().into_iter().filter(|p| q.order_id.as_ref().is_none_or(|o| &p.order_id == o)).collect())
+    Json(
+        hub.payments()
+            .into_iter()
+            .filter(|p| q.order_id.as_ref().is_none_or(|o| &p.order_id == o))
+            .collect(),
+    )
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -211,20 +264,34 @@ struct ActionBody {
 }
 
 #[handler]
-async fn api_payment_action(Path((id, action)): Path<(String, String)>, body: Option<Json<ActionBody>>, hub: Data<&Arc<Hub>>) -> Response {
+async fn api_payment_action(
+    Path((id, action)): Path<(String, String)>,
+    body: Option<Json<ActionBody>>,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
     let body = body.map(|b| b.0).unwrap_or_default();
     if action == "redeliver" {
-        let times = body.amount_minor.and_then(|t| u32::try_from(t).ok()).unwrap_or(3);
+        let times = body
+            .amount_minor
+            .and_then(|t| u32::try_from(t).ok())
+            .unwrap_or(3);
         return Json(json!({ "statuses": hub.redeliver(&id, times).await })).into_response();
     }
     let result = if action == "refund" {
         let amount = match body.amount_minor {
             Some(a) => a,
-            None => hub.payment(&id).map(|p| p.amount_minor - p.refunded_minor).unwrap_or_default(),
+            None => hub
+                .payment(&id)
+                .map(|p| p.amount_minor - p.refunded_minor)
+                .unwrap_or_default(),
         };
-        hub.refund_payment(&id, amount).await.map(|p| json!({ "payment": p }))
+        hub.refund_payment(&id, amount)
+            .await
+            .map(|p| json!({ "payment": p }))
     } else {
-        run_payment_action(&hub, &id, &action).await.map(|(p, redirect)| json!({ "payment": p, "redirect": redirect }))
+        run_payment_action(&hub, &id, &action)
+            .await
+            .map(|(p, redirect)| json!({ "payment": p, "redirect": redirect }))
     };
     match result {
         Ok(value) => Json(value).into_response(),
@@ -233,7 +300,11 @@ async fn api_payment_action(Path((id, action)): Path<(String, String)>, body: Op
 }
 
 #[handler]
-async fn api_subscription_action(Path((id, action)): Path<(String, String)>, body: Option<Json<ActionBody>>, hub: Data<&Arc<Hub>>) -> Response {
+async fn api_subscription_action(
+    Path((id, action)): Path<(String, String)>,
+    body: Option<Json<ActionBody>>,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
     let at_period_end = body.and_then(|b| b.0.at_period_end).unwrap_or(false);
     match run_subscription_action(&hub, &id, &action, at_period_end).await {
         Ok(value) => Json(value).into_response(),

@@ -39,7 +39,11 @@ impl HttpSettings {
     /// Settings for `base_url` with the default timeouts.
     #[must_use]
     pub fn new(base_url: impl Into<String>) -> Self {
-        Self { base_url: base_url.into(), timeout_ms: default_timeout_ms(), connect_timeout_ms: default_connect_timeout_ms() }
+        Self {
+            base_url: base_url.into(),
+            timeout_ms: default_timeout_ms(),
+            connect_timeout_ms: default_connect_timeout_ms(),
+        }
     }
 }
 
@@ -67,13 +71,17 @@ impl HttpReply {
     /// # Errors
     /// [`GatewayError::BadResponse`] when it is not `T`.
     pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, GatewayError> {
-        serde_json::from_slice(&self.body).map_err(|e| GatewayError::BadResponse(format!("unreadable JSON: {e}")))
+        serde_json::from_slice(&self.body)
+            .map_err(|e| GatewayError::BadResponse(format!("unreadable JSON: {e}")))
     }
 
     /// A header's value.
     #[must_use]
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 
     /// `Ok(self)` for a 2xx answer; otherwise the matching [`GatewayError`].
@@ -84,7 +92,11 @@ impl HttpReply {
     pub fn success(self) -> Result<Self, GatewayError> {
         match self.status {
             200..=299 => Ok(self),
-            400..=499 => Err(GatewayError::Rejected(format!("HTTP {}: {}", self.status, excerpt(&self.body)))),
+            400..=499 => Err(GatewayError::Rejected(format!(
+                "HTTP {}: {}",
+                self.status,
+                excerpt(&self.body)
+            ))),
             _ => Err(GatewayError::Unreachable(format!("HTTP {}", self.status))),
         }
     }
@@ -92,7 +104,11 @@ impl HttpReply {
 
 /// The start of a provider's error body, as printable text.
 fn excerpt(body: &[u8]) -> String {
-    String::from_utf8_lossy(body).chars().filter(|c| !c.is_control()).take(MAX_ERROR_CHARS).collect()
+    String::from_utf8_lossy(body)
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_ERROR_CHARS)
+        .collect()
 }
 
 impl ProviderHttp {
@@ -108,7 +124,10 @@ impl ProviderHttp {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| GatewayError::Unreachable(format!("http client: {e}")))?;
-        Ok(Self { client, base_url: settings.base_url.trim_end_matches('/').to_owned() })
+        Ok(Self {
+            client,
+            base_url: settings.base_url.trim_end_matches('/').to_owned(),
+        })
     }
 
     /// The base URL.
@@ -136,22 +155,38 @@ impl ProviderHttp {
     /// [`GatewayError::BadResponse`] on bodies over [`MAX_RESPONSE_BYTES`].
     pub async fn send(&self, request: reqwest::RequestBuilder) -> Result<HttpReply, GatewayError> {
         let mut response = request.send().await.map_err(|e| {
-            let kind = if e.is_timeout() { "timed out" } else { "connection failed" };
+            let kind = if e.is_timeout() {
+                "timed out"
+            } else {
+                "connection failed"
+            };
             GatewayError::Unreachable(kind.to_owned())
         })?;
         let status = response.status().as_u16();
         let headers = response
             .headers()
             .iter()
-            .filter_map(|(n, v)| v.to_str().ok().map(|v| (n.as_str().to_owned(), v.to_owned())))
+            .filter_map(|(n, v)| {
+                v.to_str()
+                    .ok()
+                    .map(|v| (n.as_str().to_owned(), v.to_owned()))
+            })
             .collect();
         let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|_| GatewayError::Unreachable("body read failed".into()))? {
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|_| GatewayError::Unreachable("body read failed".into()))?
+        {
             if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
                 return Err(GatewayError::BadResponse("response too large".into()));
             }
             body.extend_from_slice(&chunk);
         }
-        Ok(HttpReply { status, body, headers })
+        Ok(HttpReply {
+            status,
+            body,
+            headers,
+        })
     }
 }

@@ -30,7 +30,8 @@ pub enum KeyError {
 /// HMAC-SHA256 of `message` under `key`.
 #[must_use]
 pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes keys of any length");
+    let mut mac =
+        <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes keys of any length");
     mac.update(message);
     mac.finalize().into_bytes().into()
 }
@@ -38,7 +39,8 @@ pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
 /// Whether `tag` is the HMAC-SHA256 of `message` under `key` (constant-time).
 #[must_use]
 pub fn verify_hmac_sha256(key: &[u8], message: &[u8], tag: &[u8]) -> bool {
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes keys of any length");
+    let mut mac =
+        <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes keys of any length");
     mac.update(message);
     mac.verify_slice(tag).is_ok()
 }
@@ -61,7 +63,10 @@ pub fn unhex(text: &str) -> Option<Vec<u8>> {
     if !text.len().is_multiple_of(2) {
         return None;
     }
-    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 /// Standard base64 with padding.
@@ -79,14 +84,20 @@ pub fn unb64(text: &str) -> Option<Vec<u8>> {
 /// RSA-SHA256 (PKCS#1 v1.5) signature of `message`.
 #[must_use]
 pub fn rsa_sha256_sign(key: &RsaPrivateKey, message: &[u8]) -> Vec<u8> {
-    SigningKey::<Sha256>::new(key.clone()).sign(message).to_vec()
+    SigningKey::<Sha256>::new(key.clone())
+        .sign(message)
+        .to_vec()
 }
 
 /// Whether `signature` is an RSA-SHA256 (PKCS#1 v1.5) signature of `message` by `key`.
 #[must_use]
 pub fn rsa_sha256_verify(key: &RsaPublicKey, message: &[u8], signature: &[u8]) -> bool {
-    let Ok(signature) = Signature::try_from(signature) else { return false };
-    VerifyingKey::<Sha256>::new(key.clone()).verify(message, &signature).is_ok()
+    let Ok(signature) = Signature::try_from(signature) else {
+        return false;
+    };
+    VerifyingKey::<Sha256>::new(key.clone())
+        .verify(message, &signature)
+        .is_ok()
 }
 
 /// Read a private key: PEM (PKCS#8 or PKCS#1) or bare base64 of the DER (as Alipay hands them out).
@@ -101,7 +112,9 @@ pub fn private_key(text: &str) -> Result<RsaPrivateKey, KeyError> {
             .map_err(|e| KeyError::Unreadable(e.to_string()));
     }
     let der = unb64(text).ok_or_else(|| KeyError::Unreadable("not PEM nor base64".into()))?;
-    RsaPrivateKey::from_pkcs8_der(&der).or_else(|_| RsaPrivateKey::from_pkcs1_der(&der)).map_err(|e| KeyError::Unreadable(e.to_string()))
+    RsaPrivateKey::from_pkcs8_der(&der)
+        .or_else(|_| RsaPrivateKey::from_pkcs1_der(&der))
+        .map_err(|e| KeyError::Unreadable(e.to_string()))
 }
 
 /// Read a public key: PEM (SPKI or PKCS#1) or bare base64 of the DER.
@@ -116,33 +129,66 @@ pub fn public_key(text: &str) -> Result<RsaPublicKey, KeyError> {
             .map_err(|e| KeyError::Unreadable(e.to_string()));
     }
     let der = unb64(text).ok_or_else(|| KeyError::Unreadable("not PEM nor base64".into()))?;
-    RsaPublicKey::from_public_key_der(&der).or_else(|_| RsaPublicKey::from_pkcs1_der(&der)).map_err(|e| KeyError::Unreadable(e.to_string()))
+    RsaPublicKey::from_public_key_der(&der)
+        .or_else(|_| RsaPublicKey::from_pkcs1_der(&der))
+        .map_err(|e| KeyError::Unreadable(e.to_string()))
 }
 
 /// The SPKI DER of a public key, base64 (the "bare" form some providers use).
 #[must_use]
 pub fn public_key_base64(key: &RsaPublicKey) -> String {
-    key.to_public_key_der().map(|d| b64(d.as_bytes())).unwrap_or_default()
+    key.to_public_key_der()
+        .map(|d| b64(d.as_bytes()))
+        .unwrap_or_default()
 }
 
 /// AES-256-GCM decryption (WeChat Pay's notification resource).
 ///
 /// # Errors
 /// A key that is not 32 bytes; a tag that does not verify (`None` inside `Ok` is never returned).
-pub fn aes_256_gcm_decrypt(key: &[u8], nonce: &[u8], aad: &[u8], ciphertext_and_tag: &[u8]) -> Result<Option<Vec<u8>>, KeyError> {
+pub fn aes_256_gcm_decrypt(
+    key: &[u8],
+    nonce: &[u8],
+    aad: &[u8],
+    ciphertext_and_tag: &[u8],
+) -> Result<Option<Vec<u8>>, KeyError> {
     let cipher = Aes256Gcm::new_from_slice(key).map_err(|_| KeyError::AesKeyLength)?;
-    let Ok(nonce) = <[u8; 12]>::try_from(nonce) else { return Ok(None) };
-    Ok(cipher.decrypt(&Nonce::from(nonce), Payload { msg: ciphertext_and_tag, aad }).ok())
+    let Ok(nonce) = <[u8; 12]>::try_from(nonce) else {
+        return Ok(None);
+    };
+    Ok(cipher
+        .decrypt(
+            &Nonce::from(nonce),
+            Payload {
+                msg: ciphertext_and_tag,
+                aad,
+            },
+        )
+        .ok())
 }
 
 /// AES-256-GCM encryption (for the sandbox and tests, which play WeChat's side).
 ///
 /// # Errors
 /// A key that is not 32 bytes, or a nonce that is not 12 bytes.
-pub fn aes_256_gcm_encrypt(key: &[u8], nonce: &[u8], aad: &[u8], plaintext: &[u8]) -> Result<Vec<u8>, KeyError> {
+pub fn aes_256_gcm_encrypt(
+    key: &[u8],
+    nonce: &[u8],
+    aad: &[u8],
+    plaintext: &[u8],
+) -> Result<Vec<u8>, KeyError> {
     let cipher = Aes256Gcm::new_from_slice(key).map_err(|_| KeyError::AesKeyLength)?;
-    let nonce = <[u8; 12]>::try_from(nonce).map_err(|_| KeyError::Unreadable("nonce must be 12 bytes".into()))?;
-    cipher.encrypt(&Nonce::from(nonce), Payload { msg: plaintext, aad }).map_err(|_| KeyError::Unreadable("encryption failed".into()))
+    let nonce = <[u8; 12]>::try_from(nonce)
+        .map_err(|_| KeyError::Unreadable("nonce must be 12 bytes".into()))?;
+    cipher
+        .encrypt(
+            &Nonce::from(nonce),
+            Payload {
+                msg: plaintext,
+                aad,
+            },
+        )
+        .map_err(|_| KeyError::Unreadable("encryption failed".into()))
 }
 
 #[cfg(test)]
@@ -153,14 +199,26 @@ mod tests {
     fn hmac_matches_the_rfc_4231_vector() {
         // RFC 4231 test case 2.
         let tag = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
-        assert_eq!(hex(&tag), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
-        assert!(verify_hmac_sha256(b"Jefe", b"what do ya want for nothing?", &tag));
-        assert!(!verify_hmac_sha256(b"Jefe", b"what do ya want for nothing!", &tag));
+        assert_eq!(
+            hex(&tag),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+        assert!(verify_hmac_sha256(
+            b"Jefe",
+            b"what do ya want for nothing?",
+            &tag
+        ));
+        assert!(!verify_hmac_sha256(
+            b"Jefe",
+            b"what do ya want for nothing!",
+            &tag
+        ));
     }
 
     #[test]
     fn rsa_signatures_verify_only_with_the_matching_key_and_message() {
-        let private = private_key(include_str!("../../../sandbox/keys/merchant_private.pem")).unwrap();
+        let private =
+            private_key(include_str!("../../../sandbox/keys/merchant_private.pem")).unwrap();
         let public = public_key(include_str!("../../../sandbox/keys/merchant_public.pem")).unwrap();
         let other = public_key(include_str!("../../../sandbox/keys/provider_public.pem")).unwrap();
         let signature = rsa_sha256_sign(&private, b"message");
@@ -174,12 +232,24 @@ mod tests {
     #[test]
     fn aes_gcm_round_trips_and_refuses_tampering() {
         let key = [7_u8; 32];
-        let sealed = aes_256_gcm_encrypt(&key, b"123456789012", b"transaction", b"{\"a\":1}").unwrap();
-        assert_eq!(aes_256_gcm_decrypt(&key, b"123456789012", b"transaction", &sealed).unwrap().unwrap(), b"{\"a\":1}");
+        let sealed =
+            aes_256_gcm_encrypt(&key, b"123456789012", b"transaction", b"{\"a\":1}").unwrap();
+        assert_eq!(
+            aes_256_gcm_decrypt(&key, b"123456789012", b"transaction", &sealed)
+                .unwrap()
+                .unwrap(),
+            b"{\"a\":1}"
+        );
         let mut tampered = sealed.clone();
         tampered[0] ^= 1;
-        assert_eq!(aes_256_gcm_decrypt(&key, b"123456789012", b"transaction", &tampered).unwrap(), None);
-        assert_eq!(aes_256_gcm_decrypt(&key, b"123456789012", b"other", &sealed).unwrap(), None);
+        assert_eq!(
+            aes_256_gcm_decrypt(&key, b"123456789012", b"transaction", &tampered).unwrap(),
+            None
+        );
+        assert_eq!(
+            aes_256_gcm_decrypt(&key, b"123456789012", b"other", &sealed).unwrap(),
+            None
+        );
     }
 
     #[test]

@@ -1,0 +1,858 @@
+//! Stripe's wire format: the Checkout Session form (bracket notation), the objects Stripe answers
+//! with, its status enums and their mapping into ours, amounts, and events into
+//! [`PaymentEvent`]s. All Stripe format knowledge lives here.
+//!
+//! Amounts: Stripe counts in the currency's smallest unit and treats JPY and KRW as
+//! zero-decimal, which is exactly the domain's `Currency::exponent`, so minor units pass through
+//! unchanged; only the currency code changes case (Stripe writes `usd`).
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use application::ports::{
+    CheckoutRequest, GatewayError, OrderLocator, PaymentEvent, PaymentStatus, WebhookError,
+};
+use domain::{BillingPeriod, Currency, Duration, Locale, Money, OrderId, PlanType, Timestamp};
+use serde::Deserialize;
+
+use crate::shared::http::HttpReply;
+
+/// The metadata key that carries our order id (TinyShip's convention).
+pub const ORDER_ID_KEY: &str = "orderId";
+/// Stripe refuses a session expiring sooner than 30 minutes after creation; a minute of margin.
+const MIN_EXPIRY_S: i64 = 30 * 60 + 60;
+/// Stripe refuses a session expiring later than 24 hours after creation; a minute of margin.
+const MAX_EXPIRY_S: i64 = 24 * 60 * 60 - 60;
+/// The most characters of a Stripe error message kept.
+const MAX_ERROR_CHARS: usize = 200;
+/// The most invoice lines looked at in one invoice (a bound on work).
+const MAX_ITEMS: usize = 100;
+/// The longest provider id accepted into a URL path.
+const MAX_ID_CHARS: usize = 255;
+
+/// What a Checkout Session form is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionPurpose {
+    /// `mode=payment`: one-time and credits plans.
+    Payment,
+    /// `mode=subscription`: recurring plans, billed every this many months.
+    Subscription {
+        /// The billing period in months.
+        interval_months: u32,
+    },
+}
+
+/// The form fields of `POST /v1/checkout/sessions`, in order.
+///
+/// # Errors
+/// [`GatewayError::Rejected`] for a recurring plan without a monthly billing period.
+pub fn checkout_form(
+    request: &CheckoutRequest,
+    now: Timestamp,
+    notify_url: Option<&str>,
+) -> Result<Vec<(String, String)>, GatewayError> {
+    let purpose = purpose_of(request)?;
+    let order_id = request.order_id.as_str();
+    let mut form = Form(Vec::with_capacity(24));
+    form.put(
+        "mode",
+        match purpose {
+            SessionPurpose::Payment => "payment",
+            SessionPurpose::Subscription { .. } => "subscription",
+        },
+    );
+    line_item(&mut form, request, purpose);
+    form.put("success_url", &request.success_url);
+    form.put("cancel_url", &request.cancel_url);
+    form.put("client_reference_id", order_id);
+    if let Some(email) = request
+        .customer_email
+        .as_deref()
+        .filter(|e| !e.trim().is_empty())
+    {
+        form.put("customer_email", email);
+    }
+    form.put(
+        "expires_at",
+        expires_at_s(request.expires_at, now).to_string(),
+    );
+    metadata(&mut form, request, purpose, notify_url);
+    match purpose {
+        SessionPurpose::Payment => form.put("payment_intent_data[metadata][orderId]", order_id),
+        SessionPurpose::Subscription { .. } => {
+            form.put("subscription_data[metadata][orderId]", order_id);
+        }
+    }
+    Ok(form.0)
+}
+
+/// Form fields in the order they are put.
+struct Form(Vec<(String, String)>);
+
+impl Form {
+    fn put(&mut self, key: &str, value: impl Into<String>) {
+        self.0.push((key.to_owned(), value.into()));
+    }
+}
+
+/// `line_items[0]`: the configured Price, or an ad-hoc `price_data` in minor units.
+fn line_item(form: &mut Form, request: &CheckoutRequest, purpose: SessionPurpose) {
+    let price = request.snapshot.price;
+    form.put("line_items[0][quantity]", "1");
+    if let Some(price_id) = price_id_for(request, purpose) {
+        form.put("line_items[0][price]", price_id);
+        return;
+    }
+    form.put(
+        "line_items[0][price_data][currency]",
+        currency_code(price.currency()),
+    );
+    form.put(
+        "line_items[0][price_data][unit_amount]",
+        price.amount_minor().to_string(),
+    );
+    form.put(
+        "line_items[0][price_data][product_data][name]",
+        product_name(request),
+    );
+    if let SessionPurpose::Subscription { interval_months } = purpose {
+        form.put("line_items[0][price_data][recurring][interval]", "month");
+        form.put(
+            "line_items[0][price_data][recurring][interval_count]",
+            interval_months.to_string(),
+        );
+    }
+}
+
+/// `metadata[…]`: our order id (how webhooks find the order), who bought what, and the price
+/// and period asked, which the sandbox needs because it cannot look up a Price id.
+fn metadata(
+    form: &mut Form,
+    request: &CheckoutRequest,
+    purpose: SessionPurpose,
+    notify_url: Option<&str>,
+) {
+    let price = request.snapshot.price;
+    form.put("metadata[orderId]", request.order_id.as_str());
+    form.put("metadata[userId]", request.user_id.as_str());
+    form.put("metadata[planId]", request.snapshot.plan_id.as_str());
+    form.put("metadata[amountMinor]", price.amount_minor().to_string());
+    form.put("metadata[currency]", price.currency().code());
+    if let SessionPurpose::Subscription { interval_months } = purpose {
+        form.put("metadata[intervalMonths]", interval_months.to_string());
+    }
+    if let Some(url) = notify_url {
+        form.put("metadata[notifyUrl]", url);
+    }
+}
+
+/// `mode=payment` for one-time and credits plans, `mode=subscription` for recurring ones.
+fn purpose_of(request: &CheckoutRequest) -> Result<SessionPurpose, GatewayError> {
+    match request.snapshot.plan_type {
+        PlanType::OneTime | PlanType::Credits => Ok(SessionPurpose::Payment),
+        PlanType::Recurring => match request.snapshot.duration {
+            Some(Duration::Months(months)) => Ok(SessionPurpose::Subscription {
+                interval_months: months.get(),
+            }),
+            Some(Duration::Lifetime) | None => Err(GatewayError::Rejected(
+                "a recurring plan needs a billing period in months".into(),
+            )),
+        },
+    }
+}
+
+/// The configured Stripe Price, when it charges what the order costs.
+///
+/// A one-time or credits order priced differently from the plan (a development price) gets an
+/// ad-hoc `price_data` instead, so that Stripe charges exactly the order's amount. Recurring
+/// orders always use the Price when there is one: Stripe bills renewals from it.
+fn price_id_for(request: &CheckoutRequest, purpose: SessionPurpose) -> Option<&str> {
+    let price_id = request
+        .plan
+        .provider_refs()
+        .card_gateway_price_id
+        .as_deref()?;
+    match purpose {
+        SessionPurpose::Subscription { .. } => Some(price_id),
+        SessionPurpose::Payment => {
+            (request.snapshot.price == request.plan.price()).then_some(price_id)
+        }
+    }
+}
+
+fn product_name(request: &CheckoutRequest) -> String {
+    let name = request.plan.text_for(&Locale::english()).name.trim();
+    if name.is_empty() {
+        request.snapshot.plan_id.as_str().to_owned()
+    } else {
+        name.to_owned()
+    }
+}
+
+/// Our order's expiry as Stripe's `expires_at`, clamped into the window Stripe accepts.
+#[must_use]
+pub fn expires_at_s(expires_at: Timestamp, now: Timestamp) -> i64 {
+    let now_s = now.unix_millis().div_euclid(1000);
+    let wanted_s = expires_at.unix_millis().div_euclid(1000);
+    wanted_s.clamp(now_s + MIN_EXPIRY_S, now_s + MAX_EXPIRY_S)
+}
+
+/// `application/x-www-form-urlencoded` of the fields, brackets percent-encoded as browsers and
+/// Stripe's own SDKs do.
+///
+/// # Errors
+/// [`GatewayError::Rejected`] when a value cannot be encoded (never for valid UTF-8).
+pub fn encode_form(fields: &[(String, String)]) -> Result<String, GatewayError> {
+    serde_urlencoded::to_string(fields).map_err(|e| GatewayError::Rejected(format!("form: {e}")))
+}
+
+/// The one form field of `POST /v1/subscriptions/{id}` that schedules the end.
+#[must_use]
+pub fn cancel_at_period_end_form() -> Vec<(String, String)> {
+    vec![("cancel_at_period_end".to_owned(), "true".to_owned())]
+}
+
+/// A Stripe id checked before it goes into a URL path.
+///
+/// # Errors
+/// [`GatewayError::Rejected`] for anything but ASCII letters, digits and `_`.
+pub fn path_id(id: &str) -> Result<&str, GatewayError> {
+    let ok = !id.is_empty()
+        && id.len() <= MAX_ID_CHARS
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(id)
+    } else {
+        Err(GatewayError::Rejected("not a Stripe id".into()))
+    }
+}
+
+/// Stripe's lower-case currency code.
+#[must_use]
+pub fn currency_code(currency: Currency) -> String {
+    currency.code().to_ascii_lowercase()
+}
+
+/// Money from Stripe's integer amount and currency code.
+///
+/// # Errors
+/// A currency Tally does not know, or a negative amount.
+pub fn money(amount_minor: i64, currency: &str) -> Result<Money, String> {
+    let currency = Currency::from_str(&currency.to_ascii_uppercase()).map_err(|e| e.to_string())?;
+    Money::from_minor(amount_minor, currency).map_err(|e| e.to_string())
+}
+
+/// A Stripe time (seconds since the epoch).
+#[must_use]
+pub fn timestamp(seconds: i64) -> Timestamp {
+    Timestamp::from_unix_millis(seconds.saturating_mul(1000))
+}
+
+/// Stripe's error body: `{"error": {"type": …, "message": …}}`.
+#[derive(Debug, Deserialize)]
+struct ErrorBody {
+    error: ErrorDetail,
+}
+
+#[derive(Debug, Deserialize)]
+struct ErrorDetail {
+    #[serde(rename = "type", default)]
+    kind: String,
+    #[serde(default)]
+    message: String,
+}
+
+/// A Stripe answer as `T`, or the [`GatewayError`] its status and error body mean.
+///
+/// # Errors
+/// 4xx: [`GatewayError::Rejected`] with Stripe's error type and message; 5xx:
+/// [`GatewayError::Unreachable`]; an unreadable 2xx body: [`GatewayError::BadResponse`].
+pub fn read<T: serde::de::DeserializeOwned>(reply: HttpReply) -> Result<T, GatewayError> {
+    if (400..500).contains(&reply.status)
+        && let Ok(body) = serde_json::from_slice::<ErrorBody>(&reply.body)
+    {
+        let message: String = body.error.message.chars().take(MAX_ERROR_CHARS).collect();
+        return Err(GatewayError::Rejected(format!(
+            "HTTP {}: {}: {message}",
+            reply.status, body.error.kind
+        )));
+    }
+    reply.success()?.json()
+}
+
+/// An id, or the object it names when Stripe expanded it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum Expandable {
+    /// The id.
+    Id(String),
+    /// The expanded object.
+    Object {
+        /// Its id.
+        id: String,
+    },
+}
+
+impl Expandable {
+    /// The id either way.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        match self {
+            Expandable::Id(id) | Expandable::Object { id } => id,
+        }
+    }
+}
+
+/// `checkout.session.status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    /// The buyer has not finished.
+    Open,
+    /// Finished (paid, or an asynchronous payment is still on its way).
+    Complete,
+    /// Expired or expired by us; no payment.
+    Expired,
+    /// Anything Stripe adds later.
+    #[serde(other)]
+    Unknown,
+}
+
+/// `checkout.session.payment_status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionPaymentStatus {
+    /// The funds are available.
+    Paid,
+    /// Not paid (yet).
+    Unpaid,
+    /// Nothing to pay (a trial or a 100 % discount).
+    NoPaymentRequired,
+    /// Anything Stripe adds later.
+    #[serde(other)]
+    Unknown,
+}
+
+/// `checkout.session.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionMode {
+    /// A one-time payment.
+    Payment,
+    /// The first payment of a subscription.
+    Subscription,
+    /// Saving a payment method (Tally never creates these).
+    Setup,
+    /// Anything Stripe adds later.
+    #[serde(other)]
+    Unknown,
+}
+
+/// Where a session's payment is, whatever the amount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settlement {
+    /// Not settled: wait.
+    Open,
+    /// Paid.
+    Paid,
+    /// Ended without payment.
+    Failed(&'static str),
+}
+
+impl From<(SessionStatus, SessionPaymentStatus)> for Settlement {
+    /// Only `complete` + `paid` is a success and only `expired` a failure; everything else,
+    /// including `no_payment_required` and statuses we do not know, waits.
+    fn from((status, payment): (SessionStatus, SessionPaymentStatus)) -> Self {
+        match (status, payment) {
+            (SessionStatus::Complete, SessionPaymentStatus::Paid) => Settlement::Paid,
+            (SessionStatus::Expired, _) => Settlement::Failed("checkout session expired"),
+            (SessionStatus::Open | SessionStatus::Complete | SessionStatus::Unknown, _) => {
+                Settlement::Open
+            }
+        }
+    }
+}
+
+/// A Checkout Session, as created, fetched or sent in an event.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CheckoutSession {
+    /// `cs_…`.
+    pub id: String,
+    /// The hosted page, while the session is open.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Open, complete or expired.
+    pub status: SessionStatus,
+    /// Paid or not.
+    pub payment_status: SessionPaymentStatus,
+    /// Payment or subscription.
+    pub mode: SessionMode,
+    /// Total in minor units, after discounts and taxes.
+    #[serde(default)]
+    pub amount_total: Option<i64>,
+    /// Lower-case currency code.
+    #[serde(default)]
+    pub currency: Option<String>,
+    /// Our order id, as sent.
+    #[serde(default)]
+    pub client_reference_id: Option<String>,
+    /// Metadata, as sent.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+    /// The subscription it created.
+    #[serde(default)]
+    pub subscription: Option<Expandable>,
+}
+
+impl CheckoutSession {
+    /// Where our order is: its id from metadata (or `client_reference_id`), and the session id.
+    #[must_use]
+    pub fn locator(&self) -> OrderLocator {
+        let order_id = self
+            .metadata
+            .get(ORDER_ID_KEY)
+            .or(self.client_reference_id.as_ref())
+            .and_then(|id| OrderId::new(id.as_str()).ok());
+        OrderLocator {
+            order_id,
+            provider_reference: Some(self.id.clone()),
+        }
+    }
+
+    /// What was paid.
+    ///
+    /// # Errors
+    /// A missing amount or currency, or one Tally does not know.
+    pub fn paid(&self) -> Result<Money, String> {
+        match (self.amount_total, self.currency.as_deref()) {
+            (Some(amount), Some(currency)) => money(amount, currency),
+            _ => Err("checkout session has no amount_total or currency".into()),
+        }
+    }
+
+    /// The session's state as [`PaymentStatus`]; `now` stands for the payment time, which a
+    /// session does not carry.
+    ///
+    /// # Errors
+    /// [`GatewayError::BadResponse`] when a paid session has no readable amount.
+    pub fn payment_status(&self, now: Timestamp) -> Result<PaymentStatus, GatewayError> {
+        Ok(match Settlement::from((self.status, self.payment_status)) {
+            Settlement::Open => PaymentStatus::Pending,
+            Settlement::Failed(reason) => PaymentStatus::Failed {
+                reason: reason.into(),
+            },
+            Settlement::Paid => PaymentStatus::Succeeded {
+                amount: self.paid().map_err(GatewayError::BadResponse)?,
+                paid_at: now,
+            },
+        })
+    }
+}
+
+/// An event's envelope.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Event {
+    /// `evt_…`, the deduplication key.
+    pub id: String,
+    /// `checkout.session.completed`, ….
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// When it happened, seconds.
+    pub created: i64,
+    /// The object it is about.
+    pub data: EventData,
+}
+
+/// `event.data`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct EventData {
+    /// The object as it is after the event.
+    pub object: serde_json::Value,
+}
+
+/// Parse an event body.
+///
+/// # Errors
+/// [`WebhookError::Malformed`] when it is not a Stripe event.
+pub fn parse_event(body: &[u8]) -> Result<Event, WebhookError> {
+    serde_json::from_slice(body)
+        .map_err(|e| WebhookError::Malformed(format!("not a Stripe event: {e}")))
+}
+
+/// `invoice.billing_reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BillingReason {
+    /// The first invoice of a subscription.
+    SubscriptionCreate,
+    /// A renewal.
+    SubscriptionCycle,
+    /// A change (proration).
+    SubscriptionUpdate,
+    /// Anything else (manual, threshold, upcoming, later additions).
+    #[serde(other)]
+    Other,
+}
+
+/// An invoice, in both the pre-2025 shape (`subscription`, `subscription_details`) and the
+/// current one (`parent.subscription_details`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Invoice {
+    /// Why it was created.
+    #[serde(default)]
+    pub billing_reason: Option<BillingReason>,
+    /// Paid so far, minor units.
+    #[serde(default)]
+    pub amount_paid: i64,
+    /// Lower-case currency code.
+    pub currency: String,
+    #[serde(default)]
+    subscription: Option<Expandable>,
+    #[serde(default)]
+    subscription_details: Option<SubscriptionDetails>,
+    #[serde(default)]
+    parent: Option<InvoiceParent>,
+    #[serde(default)]
+    lines: InvoiceLines,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct SubscriptionDetails {
+    #[serde(default)]
+    subscription: Option<Expandable>,
+    #[serde(default)]
+    metadata: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct InvoiceParent {
+    #[serde(default)]
+    subscription_details: Option<SubscriptionDetails>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct InvoiceLines {
+    #[serde(default)]
+    data: Vec<InvoiceLine>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct InvoiceLine {
+    #[serde(default)]
+    period: Option<LinePeriod>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+struct LinePeriod {
+    start: i64,
+    end: i64,
+}
+
+impl Invoice {
+    fn details(&self) -> Option<&SubscriptionDetails> {
+        self.parent
+            .as_ref()
+            .and_then(|p| p.subscription_details.as_ref())
+            .or(self.subscription_details.as_ref())
+    }
+
+    /// The subscription it bills.
+    #[must_use]
+    pub fn subscription_id(&self) -> Option<&str> {
+        self.details()
+            .and_then(|d| d.subscription.as_ref())
+            .or(self.subscription.as_ref())
+            .map(Expandable::id)
+    }
+
+    /// Our order id, from the subscription's metadata snapshot.
+    #[must_use]
+    pub fn order_id(&self) -> Option<OrderId> {
+        [
+            self.parent
+                .as_ref()
+                .and_then(|p| p.subscription_details.as_ref()),
+            self.subscription_details.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d.metadata.as_ref()?.get(ORDER_ID_KEY))
+        .find_map(|id| OrderId::new(id.as_str()).ok())
+    }
+
+    /// The billed period: the first line's period (the invoice's own `period_*` fields describe
+    /// the previous period for subscription invoices).
+    #[must_use]
+    pub fn period(&self) -> Option<BillingPeriod> {
+        self.lines
+            .data
+            .iter()
+            .take(MAX_ITEMS)
+            .filter_map(|line| line.period)
+            .find_map(|p| BillingPeriod::new(timestamp(p.start), timestamp(p.end)))
+    }
+}
+
+/// `subscription.status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubscriptionStatus {
+    /// Renewing.
+    Active,
+    /// In a trial.
+    Trialing,
+    /// A renewal failed; Stripe retries.
+    PastDue,
+    /// Retries exhausted, kept open.
+    Unpaid,
+    /// Ended.
+    Canceled,
+    /// The first payment is outstanding.
+    Incomplete,
+    /// The first payment never came.
+    IncompleteExpired,
+    /// Paused.
+    Paused,
+    /// Anything Stripe adds later.
+    #[serde(other)]
+    Unknown,
+}
+
+/// A subscription, as sent in `customer.subscription.*` events.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Subscription {
+    /// `sub_…`.
+    pub id: String,
+    /// Where it is.
+    pub status: SubscriptionStatus,
+    /// Ends at the period's end.
+    #[serde(default)]
+    pub cancel_at_period_end: bool,
+    /// Ends at this time, when scheduled.
+    #[serde(default)]
+    pub cancel_at: Option<i64>,
+}
+
+/// A charge, as sent in `charge.refunded`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Charge {
+    /// `ch_…`.
+    pub id: String,
+    /// Refunded so far, minor units (cumulative).
+    pub amount_refunded: i64,
+    /// Lower-case currency code.
+    pub currency: String,
+    /// Metadata, copied from the PaymentIntent (`payment_intent_data[metadata]`).
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+}
+
+fn object<T: serde::de::DeserializeOwned>(event: &Event) -> Result<T, WebhookError> {
+    serde_json::from_value(event.data.object.clone())
+        .map_err(|e| WebhookError::Malformed(format!("{}: {e}", event.event_type)))
+}
+
+/// What an event means for Tally; empty for the event types Tally does not handle.
+///
+/// # Errors
+/// [`WebhookError::Malformed`] when a handled event's object cannot be read.
+pub fn events_of(event: &Event) -> Result<Vec<PaymentEvent>, WebhookError> {
+    let at = timestamp(event.created);
+    match event.event_type.as_str() {
+        "checkout.session.completed" | "checkout.session.async_payment_succeeded" => {
+            session_paid(&object(event)?, at)
+        }
+        "checkout.session.async_payment_failed" => Ok(vec![session_failed(
+            &object(event)?,
+            "asynchronous payment failed",
+            at,
+        )]),
+        "checkout.session.expired" => Ok(vec![session_failed(
+            &object(event)?,
+            "checkout session expired",
+            at,
+        )]),
+        "invoice.paid" | "invoice.payment_succeeded" => invoice_paid(&object(event)?, at),
+        "invoice.payment_failed" => {
+            let invoice: Invoice = object(event)?;
+            Ok(invoice
+                .subscription_id()
+                .map(|id| PaymentEvent::SubscriptionPastDue {
+                    provider_subscription_id: id.to_owned(),
+                    occurred_at: at,
+                })
+                .into_iter()
+                .collect())
+        }
+        "customer.subscription.updated" => Ok(subscription_updated(&object(event)?, at)),
+        "customer.subscription.deleted" => {
+            let subscription: Subscription = object(event)?;
+            Ok(vec![PaymentEvent::SubscriptionCanceled {
+                provider_subscription_id: subscription.id,
+                occurred_at: at,
+            }])
+        }
+        "charge.refunded" => Ok(vec![charge_refunded(&object(event)?, at)?]),
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// A completed session pays a one-time or credits order; a subscription's first payment is
+/// reported by its `invoice.paid` (which carries the billing period) instead.
+fn session_paid(
+    session: &CheckoutSession,
+    at: Timestamp,
+) -> Result<Vec<PaymentEvent>, WebhookError> {
+    if session.mode != SessionMode::Payment || session.payment_status != SessionPaymentStatus::Paid
+    {
+        return Ok(Vec::new());
+    }
+    let amount = session.paid().map_err(WebhookError::Malformed)?;
+    Ok(vec![PaymentEvent::PaymentSucceeded {
+        order: session.locator(),
+        amount,
+        occurred_at: at,
+    }])
+}
+
+fn session_failed(session: &CheckoutSession, reason: &str, at: Timestamp) -> PaymentEvent {
+    PaymentEvent::PaymentFailed {
+        order: session.locator(),
+        reason: reason.to_owned(),
+        occurred_at: at,
+    }
+}
+
+fn invoice_paid(invoice: &Invoice, at: Timestamp) -> Result<Vec<PaymentEvent>, WebhookError> {
+    let Some(subscription_id) = invoice.subscription_id() else {
+        return Ok(Vec::new());
+    };
+    let reason = invoice.billing_reason.unwrap_or(BillingReason::Other);
+    if !matches!(
+        reason,
+        BillingReason::SubscriptionCreate | BillingReason::SubscriptionCycle
+    ) {
+        return Ok(Vec::new());
+    }
+    let period = invoice
+        .period()
+        .ok_or_else(|| WebhookError::Malformed("invoice has no billing period".into()))?;
+    let provider_subscription_id = subscription_id.to_owned();
+    Ok(vec![match reason {
+        BillingReason::SubscriptionCreate => PaymentEvent::SubscriptionActivated {
+            order: OrderLocator {
+                order_id: invoice.order_id(),
+                provider_reference: None,
+            },
+            provider_subscription_id,
+            period,
+            occurred_at: at,
+        },
+        _ => PaymentEvent::SubscriptionRenewed {
+            provider_subscription_id,
+            period,
+            amount: money(invoice.amount_paid, &invoice.currency)
+                .map_err(WebhookError::Malformed)?,
+            occurred_at: at,
+        },
+    }])
+}
+
+/// A scheduled end (`cancel_at_period_end`, or a `cancel_at` time) on a live subscription.
+fn subscription_updated(subscription: &Subscription, at: Timestamp) -> Vec<PaymentEvent> {
+    let scheduled = subscription.cancel_at_period_end || subscription.cancel_at.is_some();
+    let live = matches!(
+        subscription.status,
+        SubscriptionStatus::Active | SubscriptionStatus::Trialing | SubscriptionStatus::PastDue
+    );
+    if scheduled && live {
+        vec![PaymentEvent::SubscriptionCancelScheduled {
+            provider_subscription_id: subscription.id.clone(),
+            occurred_at: at,
+        }]
+    } else {
+        Vec::new()
+    }
+}
+
+fn charge_refunded(charge: &Charge, at: Timestamp) -> Result<PaymentEvent, WebhookError> {
+    let total_refunded =
+        money(charge.amount_refunded, &charge.currency).map_err(WebhookError::Malformed)?;
+    let order_id = charge
+        .metadata
+        .get(ORDER_ID_KEY)
+        .and_then(|id| OrderId::new(id.as_str()).ok());
+    Ok(PaymentEvent::Refunded {
+        order: OrderLocator {
+            order_id,
+            provider_reference: None,
+        },
+        total_refunded,
+        occurred_at: at,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_complete_paid_session_is_paid_and_only_an_expired_one_failed() {
+        use SessionPaymentStatus as P;
+        use SessionStatus as S;
+        assert_eq!(Settlement::from((S::Complete, P::Paid)), Settlement::Paid);
+        assert_eq!(Settlement::from((S::Complete, P::Unpaid)), Settlement::Open);
+        assert_eq!(
+            Settlement::from((S::Complete, P::NoPaymentRequired)),
+            Settlement::Open
+        );
+        assert_eq!(Settlement::from((S::Open, P::Unpaid)), Settlement::Open);
+        assert_eq!(Settlement::from((S::Unknown, P::Paid)), Settlement::Open);
+        assert!(matches!(
+            Settlement::from((S::Expired, P::Unpaid)),
+            Settlement::Failed(_)
+        ));
+    }
+
+    #[test]
+    fn unknown_statuses_parse_as_unknown() {
+        let status: SessionStatus = serde_json::from_str("\"something_new\"").unwrap();
+        assert_eq!(status, SessionStatus::Unknown);
+        let status: SubscriptionStatus = serde_json::from_str("\"something_new\"").unwrap();
+        assert_eq!(status, SubscriptionStatus::Unknown);
+    }
+
+    #[test]
+    fn expiry_is_clamped_into_stripes_window() {
+        let now = Timestamp::from_unix_millis(1_700_000_000_000);
+        assert_eq!(expires_at_s(now, now), 1_700_000_000 + MIN_EXPIRY_S);
+        assert_eq!(
+            expires_at_s(now.plus_days(3), now),
+            1_700_000_000 + MAX_EXPIRY_S
+        );
+        let two_hours = now.plus_millis(7_200_000);
+        assert_eq!(expires_at_s(two_hours, now), 1_700_007_200);
+    }
+
+    #[test]
+    fn amounts_keep_minor_units_and_currency_codes_change_case() {
+        assert_eq!(
+            money(999, "usd").unwrap(),
+            Money::from_minor(999, Currency::Usd).unwrap()
+        );
+        assert_eq!(
+            money(500, "jpy").unwrap(),
+            Money::from_minor(500, Currency::Jpy).unwrap()
+        );
+        assert_eq!(currency_code(Currency::Jpy), "jpy");
+        assert!(money(1, "xts").is_err());
+        assert!(money(-1, "usd").is_err());
+    }
+
+    #[test]
+    fn ids_with_path_characters_are_refused() {
+        assert_eq!(path_id("cs_test_a1B2").unwrap(), "cs_test_a1B2");
+        assert!(path_id("../v1/customers").is_err());
+        assert!(path_id("").is_err());
+    }
+}

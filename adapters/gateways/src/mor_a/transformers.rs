@@ -1,0 +1,701 @@
+//! Creem's wire format: request and response bodies, amounts in integer cents, the checkout and
+//! subscription status enums with their exhaustive mapping into ours, and webhook event parsing.
+//! Everything Tally knows about Creem's JSON lives here; `mor_a.rs` only moves bytes.
+
+use std::collections::BTreeMap;
+
+use application::ports::{GatewayError, OrderLocator, PaymentEvent, PaymentStatus, WebhookError};
+use domain::{BillingPeriod, Currency, Money, OrderId, Timestamp};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The longest event id accepted (Creem's are `evt_` + 22 characters).
+const MAX_EVENT_ID_CHARS: usize = 200;
+/// A `subscription.paid` whose period starts within this long after the subscription was
+/// created pays the first period (renewals start a whole billing period later, at least a month).
+const FIRST_PERIOD_WINDOW_MS: i64 = 86_400_000;
+
+/// `POST /v1/checkouts` body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CreateCheckout {
+    /// The Creem product (`morAProductId`).
+    pub product_id: String,
+    /// Our order id: Creem echoes it as `request_id` in the checkout and its webhooks.
+    pub request_id: String,
+    /// Where Creem sends the buyer after paying.
+    pub success_url: String,
+    /// Prefills the checkout's e-mail field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub customer: Option<CheckoutCustomer>,
+    /// Flows into the checkout, its subscription and every webhook about them.
+    pub metadata: CheckoutMetadata,
+}
+
+/// The buyer, as Creem's checkout takes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CheckoutCustomer {
+    /// E-mail address.
+    pub email: String,
+}
+
+/// What Tally puts in a checkout's metadata.
+///
+/// `orderId` is how webhooks find our order. The rest only serves the local sandbox, which cannot
+/// look up product prices: the real Creem stores them untouched and charges the product's price.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckoutMetadata {
+    /// Our order id.
+    pub order_id: String,
+    /// The order's price in minor units (sandbox hint).
+    pub amount_minor: String,
+    /// The order's currency (sandbox hint).
+    pub currency: String,
+    /// A subscription's billing period in months (sandbox hint).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval_months: Option<String>,
+    /// Where the sandbox posts webhooks (sent to the sandbox only; the real Creem posts to the
+    /// endpoint registered in its dashboard).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notify_url: Option<String>,
+}
+
+/// `POST /v1/subscriptions/{id}/cancel` body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelSubscription {
+    /// `scheduled`: the subscription runs to the end of the paid period.
+    pub mode: &'static str,
+    /// What happens when the scheduled moment comes.
+    pub on_execute: &'static str,
+}
+
+impl CancelSubscription {
+    /// Cancel at the end of the current period (the buyer keeps what they paid for).
+    #[must_use]
+    pub const fn at_period_end() -> Self {
+        Self {
+            mode: "scheduled",
+            on_execute: "cancel",
+        }
+    }
+}
+
+/// A checkout as Creem returns it (create, retrieve, and inside `checkout.completed`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct CheckoutEntity {
+    /// `ch_…`.
+    pub id: String,
+    /// Where it is.
+    #[serde(default)]
+    pub status: CheckoutStatus,
+    /// Our order id, as sent.
+    #[serde(default)]
+    pub request_id: Option<String>,
+    /// The hosted checkout page.
+    #[serde(default)]
+    pub checkout_url: Option<String>,
+    /// The order, once paid.
+    #[serde(default)]
+    pub order: Option<OrderEntity>,
+    /// The subscription it started (an object or its id).
+    #[serde(default)]
+    pub subscription: Option<Expandable<SubscriptionEntity>>,
+    /// Our metadata.
+    #[serde(default)]
+    pub metadata: Option<Metadata>,
+}
+
+/// An object Creem sends either expanded or as its id.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Expandable<T> {
+    /// The whole object.
+    Object(Box<T>),
+    /// Only its id.
+    Id(String),
+}
+
+impl<T> Expandable<T> {
+    /// The object, when expanded.
+    #[must_use]
+    pub fn object(&self) -> Option<&T> {
+        match self {
+            Expandable::Object(o) => Some(o),
+            Expandable::Id(_) => None,
+        }
+    }
+}
+
+/// Metadata as Creem echoes it.
+pub type Metadata = BTreeMap<String, Value>;
+
+/// A checkout's status (`CheckoutEntity.status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckoutStatus {
+    /// Created, not paid.
+    Pending,
+    /// Payment in progress.
+    Processing,
+    /// Paid.
+    Completed,
+    /// Ran out without payment.
+    Expired,
+    /// Anything newer than this code.
+    #[default]
+    #[serde(other)]
+    Unknown,
+}
+
+/// An order (`OrderEntity`); amounts in cents.
+#[derive(Debug, Clone, Deserialize)]
+pub struct OrderEntity {
+    /// `ord_…`.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// The product's price times units, before tax and after discounts, in cents.
+    pub amount: i64,
+    /// Upper-case ISO code.
+    pub currency: String,
+    /// `onetime` or `recurring`.
+    #[serde(default, rename = "type")]
+    pub kind: OrderType,
+    /// Created, RFC 3339.
+    #[serde(default)]
+    pub created_at: Option<String>,
+    /// Last changed, RFC 3339.
+    #[serde(default)]
+    pub updated_at: Option<String>,
+}
+
+/// What an order buys (`OrderEntity.type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderType {
+    /// A single payment.
+    Onetime,
+    /// A subscription's payment.
+    Recurring,
+    /// Anything else.
+    #[default]
+    #[serde(other)]
+    Unknown,
+}
+
+/// A subscription (`SubscriptionEntity`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct SubscriptionEntity {
+    /// `sub_…`.
+    pub id: String,
+    /// Where it is.
+    #[serde(default)]
+    pub status: SubscriptionStatus,
+    /// The product, expanded or as its id.
+    #[serde(default)]
+    pub product: Option<Expandable<ProductEntity>>,
+    /// The last paid transaction, when expanded.
+    #[serde(default)]
+    pub last_transaction: Option<TransactionEntity>,
+    /// Current period start, RFC 3339.
+    #[serde(default)]
+    pub current_period_start_date: Option<String>,
+    /// Current period end, RFC 3339.
+    #[serde(default)]
+    pub current_period_end_date: Option<String>,
+    /// Created, RFC 3339.
+    #[serde(default)]
+    pub created_at: Option<String>,
+    /// The checkout's metadata, inherited.
+    #[serde(default)]
+    pub metadata: Option<Metadata>,
+}
+
+/// A subscription's status (`SubscriptionEntity.status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubscriptionStatus {
+    /// Paid and renewing.
+    Active,
+    /// In a trial.
+    Trialing,
+    /// Ends at the period's end.
+    ScheduledCancel,
+    /// A renewal payment failed; Creem is retrying.
+    PastDue,
+    /// Payment overdue.
+    Unpaid,
+    /// Paused by the merchant.
+    Paused,
+    /// Ended for good.
+    Canceled,
+    /// Anything else.
+    #[default]
+    #[serde(other)]
+    Unknown,
+}
+
+/// A product (`ProductEntity`), as far as Tally reads it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ProductEntity {
+    /// `prod_…`.
+    pub id: String,
+    /// Price in cents.
+    #[serde(default)]
+    pub price: Option<i64>,
+    /// Upper-case ISO code.
+    #[serde(default)]
+    pub currency: Option<String>,
+}
+
+/// A transaction (`TransactionEntity`); amounts in cents.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TransactionEntity {
+    /// `tran_…`.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Before tax.
+    #[serde(default)]
+    pub amount: Option<i64>,
+    /// What the buyer paid, tax included.
+    #[serde(default)]
+    pub amount_paid: Option<i64>,
+    /// Refunded so far, on the `amount_paid` basis.
+    #[serde(default)]
+    pub refunded_amount: Option<i64>,
+    /// Upper-case ISO code.
+    #[serde(default)]
+    pub currency: Option<String>,
+}
+
+/// The object of `refund.created`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RefundEntity {
+    /// `ref_…`.
+    pub id: String,
+    /// This refund, in cents, tax included.
+    pub refund_amount: i64,
+    /// Upper-case ISO code.
+    pub refund_currency: String,
+    /// The refunded transaction.
+    #[serde(default)]
+    pub transaction: Option<TransactionEntity>,
+    /// The checkout that created the order.
+    #[serde(default)]
+    pub checkout: Option<CheckoutEntity>,
+    /// The subscription, for a subscription payment.
+    #[serde(default)]
+    pub subscription: Option<Expandable<SubscriptionEntity>>,
+}
+
+/// Every webhook's envelope.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Envelope {
+    id: String,
+    event_type: String,
+    #[serde(rename = "created_at")]
+    created_at_ms: i64,
+    #[serde(default)]
+    object: Value,
+}
+
+/// A parsed webhook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedWebhook {
+    /// The event id (`evt_…`).
+    pub event_id: String,
+    /// The event type.
+    pub event_type: String,
+    /// What it means for Tally.
+    pub events: Vec<PaymentEvent>,
+}
+
+/// Money from Creem's cents and currency code.
+///
+/// # Errors
+/// An unknown currency or a negative amount.
+pub fn money(amount_cents: i64, currency: &str) -> Result<Money, String> {
+    let currency: Currency = currency
+        .to_ascii_uppercase()
+        .parse()
+        .map_err(|e| format!("{e}"))?;
+    Money::from_minor(amount_cents, currency).map_err(|e| e.to_string())
+}
+
+/// An RFC 3339 time as a [`Timestamp`].
+#[must_use]
+pub fn timestamp(text: &str) -> Option<Timestamp> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| Timestamp::from_unix_millis(t.timestamp_millis()))
+}
+
+/// Our order id from a checkout's `request_id`, or else its `metadata.orderId`.
+#[must_use]
+pub fn order_id(request_id: Option<&str>, metadata: Option<&Metadata>) -> Option<OrderId> {
+    let from_metadata = || {
+        metadata
+            .and_then(|m| m.get("orderId"))
+            .and_then(Value::as_str)
+            .and_then(|s| OrderId::new(s).ok())
+    };
+    request_id
+        .and_then(|s| OrderId::new(s).ok())
+        .or_else(from_metadata)
+}
+
+/// A checkout's state as our [`PaymentStatus`]; `now` stands in for a paid time Creem omits.
+///
+/// # Errors
+/// [`GatewayError::BadResponse`] for a completed checkout without a readable order.
+pub fn payment_status(
+    checkout: &CheckoutEntity,
+    now: Timestamp,
+) -> Result<PaymentStatus, GatewayError> {
+    match checkout.status {
+        CheckoutStatus::Completed => {
+            let order = checkout.order.as_ref().ok_or_else(|| {
+                GatewayError::BadResponse("completed checkout without an order".into())
+            })?;
+            let amount = money(order.amount, &order.currency).map_err(GatewayError::BadResponse)?;
+            let paid_at = order
+                .updated_at
+                .as_deref()
+                .or(order.created_at.as_deref())
+                .and_then(timestamp)
+                .unwrap_or(now);
+            Ok(PaymentStatus::Succeeded { amount, paid_at })
+        }
+        CheckoutStatus::Expired => Ok(PaymentStatus::Failed {
+            reason: "checkout expired".into(),
+        }),
+        CheckoutStatus::Pending | CheckoutStatus::Processing | CheckoutStatus::Unknown => {
+            Ok(PaymentStatus::Pending)
+        }
+    }
+}
+
+/// Parse a verified webhook body into Tally's events.
+///
+/// # Errors
+/// [`WebhookError::Malformed`] when the envelope or a handled event's object cannot be read.
+pub fn parse_webhook(body: &[u8]) -> Result<ParsedWebhook, WebhookError> {
+    let envelope: Envelope = serde_json::from_slice(body)
+        .map_err(|e| WebhookError::Malformed(format!("not a creem event: {e}")))?;
+    if envelope.id.is_empty() || envelope.id.chars().count() > MAX_EVENT_ID_CHARS {
+        return Err(WebhookError::Malformed(
+            "event id missing or too long".into(),
+        ));
+    }
+    let at = Timestamp::from_unix_millis(envelope.created_at_ms);
+    let object = envelope.object;
+    let events = match envelope.event_type.as_str() {
+        "checkout.completed" => checkout_completed(object, at)?,
+        "subscription.paid" => subscription_paid(object, at)?,
+        "subscription.scheduled_cancel" => {
+            let s: SubscriptionEntity = read(object)?;
+            vec![PaymentEvent::SubscriptionCancelScheduled {
+                provider_subscription_id: s.id,
+                occurred_at: at,
+            }]
+        }
+        "subscription.canceled" => vec![subscription_canceled(read(object)?, at)],
+        "subscription.expired" => vec![subscription_expired(read(object)?, at)],
+        "subscription.past_due" | "subscription.unpaid" => {
+            let s: SubscriptionEntity = read(object)?;
+            vec![PaymentEvent::SubscriptionPastDue {
+                provider_subscription_id: s.id,
+                occurred_at: at,
+            }]
+        }
+        "refund.created" => vec![refund_created(read(object)?, at)?],
+        _ => Vec::new(),
+    };
+    Ok(ParsedWebhook {
+        event_id: envelope.id,
+        event_type: envelope.event_type,
+        events,
+    })
+}
+
+fn read<T: serde::de::DeserializeOwned>(object: Value) -> Result<T, WebhookError> {
+    serde_json::from_value(object)
+        .map_err(|e| WebhookError::Malformed(format!("event object cannot be read: {e}")))
+}
+
+fn malformed(text: impl Into<String>) -> WebhookError {
+    WebhookError::Malformed(text.into())
+}
+
+/// `checkout.completed`: a one-time payment succeeded, or a subscription started.
+///
+/// Creem's checkout carries the subscription without its period in the samples it publishes;
+/// then the first `subscription.paid` (which has the period) activates it instead.
+fn checkout_completed(object: Value, at: Timestamp) -> Result<Vec<PaymentEvent>, WebhookError> {
+    let checkout: CheckoutEntity = read(object)?;
+    let order = OrderLocator {
+        order_id: order_id(checkout.request_id.as_deref(), checkout.metadata.as_ref()),
+        provider_reference: Some(checkout.id.clone()),
+    };
+    let paid = checkout
+        .order
+        .as_ref()
+        .ok_or_else(|| malformed("completed checkout without an order"))?;
+    let recurring = checkout.subscription.is_some() || paid.kind == OrderType::Recurring;
+    if !recurring {
+        let amount = money(paid.amount, &paid.currency).map_err(WebhookError::Malformed)?;
+        return Ok(vec![PaymentEvent::PaymentSucceeded {
+            order,
+            amount,
+            occurred_at: at,
+        }]);
+    }
+    let Some(subscription) = checkout.subscription.as_ref().and_then(Expandable::object) else {
+        return Ok(Vec::new());
+    };
+    match period(subscription) {
+        Ok(period) => Ok(vec![PaymentEvent::SubscriptionActivated {
+            order,
+            provider_subscription_id: subscription.id.clone(),
+            period,
+            occurred_at: at,
+        }]),
+        Err(_) => Ok(Vec::new()),
+    }
+}
+
+/// `subscription.paid`: the first period (activation) or a renewal.
+fn subscription_paid(object: Value, at: Timestamp) -> Result<Vec<PaymentEvent>, WebhookError> {
+    let subscription: SubscriptionEntity = read(object)?;
+    let period = period(&subscription)?;
+    if is_first_period(&subscription, period) {
+        let order = OrderLocator {
+            order_id: order_id(None, subscription.metadata.as_ref()),
+            provider_reference: None,
+        };
+        return Ok(vec![PaymentEvent::SubscriptionActivated {
+            order,
+            provider_subscription_id: subscription.id,
+            period,
+            occurred_at: at,
+        }]);
+    }
+    let amount = renewal_amount(&subscription)?;
+    Ok(vec![PaymentEvent::SubscriptionRenewed {
+        provider_subscription_id: subscription.id,
+        period,
+        amount,
+        occurred_at: at,
+    }])
+}
+
+/// Whether the paid period is the subscription's first: it starts when the subscription was
+/// created (Creem stamps the period a few seconds before the subscription object).
+fn is_first_period(subscription: &SubscriptionEntity, period: BillingPeriod) -> bool {
+    let Some(created) = subscription.created_at.as_deref().and_then(timestamp) else {
+        return false;
+    };
+    period.start().unix_millis() < created.unix_millis().saturating_add(FIRST_PERIOD_WINDOW_MS)
+}
+
+fn period(subscription: &SubscriptionEntity) -> Result<BillingPeriod, WebhookError> {
+    let start = subscription
+        .current_period_start_date
+        .as_deref()
+        .and_then(timestamp);
+    let end = subscription
+        .current_period_end_date
+        .as_deref()
+        .and_then(timestamp);
+    let (Some(start), Some(end)) = (start, end) else {
+        return Err(malformed("subscription without a readable current period"));
+    };
+    BillingPeriod::new(start, end).ok_or_else(|| malformed("subscription period is empty"))
+}
+
+fn renewal_amount(subscription: &SubscriptionEntity) -> Result<Money, WebhookError> {
+    let from_transaction = subscription
+        .last_transaction
+        .as_ref()
+        .and_then(|t| Some((t.amount?, t.currency.clone()?)));
+    let from_product = || {
+        let product = subscription.product.as_ref()?.object()?;
+        Some((product.price?, product.currency.clone()?))
+    };
+    let (cents, currency) = from_transaction
+        .or_else(from_product)
+        .ok_or_else(|| malformed("subscription payment without an amount"))?;
+    money(cents, &currency).map_err(WebhookError::Malformed)
+}
+
+/// `subscription.canceled`: ended, or (should Creem send it so) ending at the period's end.
+fn subscription_canceled(subscription: SubscriptionEntity, at: Timestamp) -> PaymentEvent {
+    if subscription.status == SubscriptionStatus::ScheduledCancel {
+        PaymentEvent::SubscriptionCancelScheduled {
+            provider_subscription_id: subscription.id,
+            occurred_at: at,
+        }
+    } else {
+        PaymentEvent::SubscriptionCanceled {
+            provider_subscription_id: subscription.id,
+            occurred_at: at,
+        }
+    }
+}
+
+/// `subscription.expired`: Creem sends it when a period ended unpaid while it keeps retrying
+/// ("the subscription status will be terminal only when status is changed to canceled"), so it
+/// is past due unless the subscription is already canceled.
+fn subscription_expired(subscription: SubscriptionEntity, at: Timestamp) -> PaymentEvent {
+    if subscription.status == SubscriptionStatus::Canceled {
+        PaymentEvent::SubscriptionExpired {
+            provider_subscription_id: subscription.id,
+            occurred_at: at,
+        }
+    } else {
+        PaymentEvent::SubscriptionPastDue {
+            provider_subscription_id: subscription.id,
+            occurred_at: at,
+        }
+    }
+}
+
+/// `refund.created`: the running refunded total of the transaction, on the basis of our price.
+fn refund_created(refund: RefundEntity, at: Timestamp) -> Result<PaymentEvent, WebhookError> {
+    let checkout = refund.checkout.as_ref();
+    let subscription_metadata = refund
+        .subscription
+        .as_ref()
+        .and_then(Expandable::object)
+        .and_then(|s| s.metadata.as_ref());
+    let order_id = order_id(
+        checkout.and_then(|c| c.request_id.as_deref()),
+        checkout.and_then(|c| c.metadata.as_ref()),
+    )
+    .or_else(|| order_id(None, subscription_metadata));
+    let order = OrderLocator {
+        order_id,
+        provider_reference: checkout.map(|c| c.id.clone()),
+    };
+    let total_cents = refunded_net_cents(refund.refund_amount, refund.transaction.as_ref())
+        .ok_or_else(|| malformed("refund amounts out of range"))?;
+    let total_refunded =
+        money(total_cents, &refund.refund_currency).map_err(WebhookError::Malformed)?;
+    Ok(PaymentEvent::Refunded {
+        order,
+        total_refunded,
+        occurred_at: at,
+    })
+}
+
+/// Refunds are reported tax included (`amount_paid` basis) while our price is Creem's `amount`
+/// (before tax): scale the transaction's running refunded total onto the `amount` basis. A full
+/// refund maps exactly onto the price; a partial one rounds down. Without a transaction, this
+/// refund's own amount is the best total available.
+#[must_use]
+pub fn refunded_net_cents(
+    refund_cents: i64,
+    transaction: Option<&TransactionEntity>,
+) -> Option<i64> {
+    let Some(transaction) = transaction else {
+        return (refund_cents >= 0).then_some(refund_cents);
+    };
+    let gross_refunded = transaction.refunded_amount.unwrap_or(refund_cents);
+    if gross_refunded < 0 {
+        return None;
+    }
+    match (transaction.amount, transaction.amount_paid) {
+        (Some(net), Some(gross)) if gross > 0 && net >= 0 && net < gross => {
+            if gross_refunded >= gross {
+                return Some(net);
+            }
+            let scaled = i128::from(gross_refunded) * i128::from(net) / i128::from(gross);
+            i64::try_from(scaled).ok()
+        }
+        _ => Some(gross_refunded),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn transaction(amount: i64, paid: i64, refunded: i64) -> TransactionEntity {
+        TransactionEntity {
+            id: None,
+            amount: Some(amount),
+            amount_paid: Some(paid),
+            refunded_amount: Some(refunded),
+            currency: Some("EUR".into()),
+        }
+    }
+
+    #[test]
+    fn a_full_tax_inclusive_refund_maps_onto_the_whole_price() {
+        assert_eq!(
+            refunded_net_cents(1210, Some(&transaction(1000, 1210, 1210))),
+            Some(1000)
+        );
+    }
+
+    #[test]
+    fn a_partial_refund_is_scaled_to_the_price_and_rounded_down() {
+        assert_eq!(
+            refunded_net_cents(605, Some(&transaction(1000, 1210, 605))),
+            Some(500)
+        );
+        assert_eq!(
+            refunded_net_cents(100, Some(&transaction(1000, 1210, 100))),
+            Some(82)
+        );
+    }
+
+    #[test]
+    fn without_tax_the_running_total_is_taken_as_it_is() {
+        assert_eq!(
+            refunded_net_cents(300, Some(&transaction(1000, 1000, 700))),
+            Some(700)
+        );
+        assert_eq!(refunded_net_cents(300, None), Some(300));
+        assert_eq!(refunded_net_cents(-1, None), None);
+    }
+
+    #[test]
+    fn cents_and_codes_become_money_and_unknown_codes_are_refused() {
+        assert_eq!(
+            money(999, "usd").unwrap(),
+            Money::from_minor(999, Currency::Usd).unwrap()
+        );
+        assert!(money(999, "XYZ").is_err());
+        assert!(money(-1, "USD").is_err());
+    }
+
+    #[test]
+    fn the_order_id_comes_from_request_id_then_metadata() {
+        let mut metadata = Metadata::new();
+        metadata.insert("orderId".into(), Value::String("ord_meta".into()));
+        assert_eq!(
+            order_id(Some("ord_req"), Some(&metadata)).unwrap().as_str(),
+            "ord_req"
+        );
+        assert_eq!(
+            order_id(Some("not valid!"), Some(&metadata))
+                .unwrap()
+                .as_str(),
+            "ord_meta"
+        );
+        assert_eq!(order_id(None, None), None);
+    }
+
+    #[test]
+    fn unknown_checkout_statuses_read_as_pending() {
+        let checkout: CheckoutEntity =
+            serde_json::from_str(r#"{"id":"ch_1","status":"something_new"}"#).unwrap();
+        assert_eq!(checkout.status, CheckoutStatus::Unknown);
+        assert_eq!(
+            payment_status(&checkout, Timestamp::from_unix_millis(0)).unwrap(),
+            PaymentStatus::Pending
+        );
+    }
+}

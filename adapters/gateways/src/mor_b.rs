@@ -1,0 +1,363 @@
+//! `mor_b`: Dodo Payments, a Merchant of Record, through Checkout Sessions and Standard Webhooks.
+//!
+//! Checkout: `POST /checkouts` (JSON, `Authorization: Bearer <API key>`) and a redirect to the
+//! answer's `checkout_url`. Query: `GET /checkouts/{session_id}`, then `GET /payments/{id}` for
+//! the amount once paid. Close: not in Dodo's API (sessions lapse after 24 hours). Cancel:
+//! `PATCH /subscriptions/{id}` with `{"cancel_at_next_billing_date": true}`. Webhooks follow the
+//! Standard Webhooks spec: `webhook-id`, `webhook-timestamp` (seconds) and `webhook-signature`
+//! (space-separated `v1,<base64>`) = base64 HMAC-SHA256 of `{id}.{timestamp}.{raw body}` keyed
+//! with the base64-decoded secret after `whsec_`, five minutes of tolerance. A `refund.succeeded`
+//! is followed by `GET /payments/{payment_id}` for the order id and the refunded total.
+//! Wire formats and the event mapping are in [`transformers`]; `docs/providers/mor_b.md` has the
+//! status table.
+
+pub mod transformers;
+
+use std::sync::Arc;
+
+use application::ports::{
+    AckFor, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentEvent,
+    PaymentGateway, PaymentRef, PaymentStatus, VerifiedWebhook, WebhookAck, WebhookError,
+    WebhookRequest,
+};
+use async_trait::async_trait;
+use domain::{ProviderId, Timestamp};
+use secrecy::{ExposeSecret, SecretBox, SecretString};
+use serde::Deserialize;
+
+use crate::shared::http::{HttpReply, HttpSettings, ProviderHttp};
+use crate::shared::signing::unb64;
+use crate::shared::{ConfigError, GatewayContext};
+use crate::webhook::{self, SignedParts, Verifier, WebhookScheme};
+use transformers::{Meaning, Payment, path_id};
+
+/// Dodo's live API.
+pub const LIVE_BASE_URL: &str = "https://live.dodopayments.com";
+/// Dodo's test-mode API (separate keys).
+pub const TEST_BASE_URL: &str = "https://test.dodopayments.com";
+/// How far `webhook-timestamp` may be from now (the Standard Webhooks libraries' default).
+pub const TOLERANCE_S: i64 = 300;
+const PROVIDER: &str = "mor_b";
+const SECRET_PREFIX: &str = "whsec_";
+/// The most space-separated entries read from `webhook-signature` (a bound on parsing work).
+const MAX_HEADER_ITEMS: usize = 32;
+
+/// `[providers.mor_b]` in `tally.toml`.
+#[derive(Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MorBSettings {
+    /// `apiKey`: the API key of the live or test-mode account. Required.
+    pub api_key: SecretString,
+    /// `webhookSecret`: the webhook endpoint's signing secret, `whsec_<base64>`. Required.
+    pub webhook_secret: SecretString,
+    /// `testMode`: use Dodo's test-mode API when `baseUrl` is not set. Default `false`.
+    #[serde(default)]
+    pub test_mode: bool,
+    /// `baseUrl`: overrides the live or test-mode URL.
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// `timeoutMs`: total time per request; defaults to the shared HTTP default.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+impl MorBSettings {
+    /// Settings from plain values (the sandbox's published test credentials, tests).
+    #[must_use]
+    pub fn new(api_key: &str, webhook_secret: &str, base_url: Option<String>) -> Self {
+        Self {
+            api_key: SecretString::from(api_key.to_owned()),
+            webhook_secret: SecretString::from(webhook_secret.to_owned()),
+            test_mode: false,
+            base_url,
+            timeout_ms: None,
+        }
+    }
+
+    /// Where the API is and how long to wait for it.
+    #[must_use]
+    pub fn http(&self) -> HttpSettings {
+        let default = if self.test_mode {
+            TEST_BASE_URL
+        } else {
+            LIVE_BASE_URL
+        };
+        let mut http = HttpSettings::new(self.base_url.as_deref().unwrap_or(default));
+        if let Some(timeout_ms) = self.timeout_ms {
+            http.timeout_ms = timeout_ms;
+        }
+        http
+    }
+}
+
+impl std::fmt::Debug for MorBSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MorBSettings")
+            .field("api_key", &"[redacted]")
+            .field("webhook_secret", &"[redacted]")
+            .field("test_mode", &self.test_mode)
+            .field("base_url", &self.base_url)
+            .field("timeout_ms", &self.timeout_ms)
+            .finish()
+    }
+}
+
+/// The Dodo Payments gateway.
+pub struct MorBGateway {
+    http: ProviderHttp,
+    clock: Arc<dyn Clock>,
+    sandbox: bool,
+    api_key: SecretString,
+    webhook_key: SecretBox<[u8]>,
+}
+
+impl std::fmt::Debug for MorBGateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MorBGateway")
+            .field("http", &self.http)
+            .field("sandbox", &self.sandbox)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The HMAC key of a Standard Webhooks secret: base64 after an optional `whsec_`.
+fn webhook_key(secret: &str) -> Option<Vec<u8>> {
+    unb64(secret.strip_prefix(SECRET_PREFIX).unwrap_or(secret)).filter(|key| !key.is_empty())
+}
+
+impl MorBGateway {
+    /// A gateway for `settings`, talking through `context.http`.
+    ///
+    /// # Errors
+    /// An empty API key, or a webhook secret that is not `whsec_` + base64.
+    pub fn new(settings: &MorBSettings, context: GatewayContext) -> Result<Self, ConfigError> {
+        if settings.api_key.expose_secret().trim().is_empty() {
+            return Err(config_error("apiKey", "must not be empty"));
+        }
+        let key = webhook_key(settings.webhook_secret.expose_secret()).ok_or_else(|| {
+            config_error(
+                "webhookSecret",
+                "must be the endpoint's signing secret (whsec_ and base64)",
+            )
+        })?;
+        Ok(Self {
+            http: context.http,
+            clock: context.clock,
+            sandbox: context.sandbox,
+            api_key: settings.api_key.clone(),
+            webhook_key: SecretBox::from(key.into_boxed_slice()),
+        })
+    }
+
+    async fn get(&self, path: &str) -> Result<HttpReply, GatewayError> {
+        let request = self
+            .http
+            .client()
+            .get(self.http.url(path))
+            .bearer_auth(self.api_key.expose_secret());
+        self.http.send(request).await
+    }
+
+    async fn fetch_payment(&self, payment_id: &str) -> Result<Payment, GatewayError> {
+        transformers::read(
+            self.get(&format!("/payments/{}", path_id(payment_id)?))
+                .await?,
+        )
+    }
+
+    /// The `Refunded` event of a `refund.succeeded`: the refund carries neither our order id nor
+    /// the total refunded so far, its payment carries both.
+    async fn refund_event(
+        &self,
+        refund: &transformers::Refund,
+        at: Timestamp,
+    ) -> Result<PaymentEvent, WebhookError> {
+        // Refusing makes Dodo retry the webhook later, when the API may answer again.
+        let payment = self
+            .fetch_payment(&refund.payment_id)
+            .await
+            .map_err(|_| WebhookError::Malformed("refunded payment cannot be read now".into()))?;
+        transformers::refunded(refund, &payment, at)
+    }
+}
+
+fn config_error(field: &'static str, problem: &str) -> ConfigError {
+    ConfigError {
+        provider: PROVIDER,
+        field,
+        problem: problem.to_owned(),
+    }
+}
+
+#[async_trait]
+impl PaymentGateway for MorBGateway {
+    fn provider(&self) -> ProviderId {
+        ProviderId::MorB
+    }
+
+    fn is_sandbox(&self) -> bool {
+        self.sandbox
+    }
+
+    async fn create_checkout(&self, request: &CheckoutRequest) -> Result<Checkout, GatewayError> {
+        // The sandbox cannot know the endpoint registered in a dashboard, so it is told.
+        let notify_url = self.sandbox.then_some(request.notify_url.as_str());
+        let body = transformers::checkout_request(request, notify_url)?;
+        let http_request = self
+            .http
+            .client()
+            .post(self.http.url("/checkouts"))
+            .bearer_auth(self.api_key.expose_secret())
+            .json(&body);
+        let session: transformers::CheckoutSessionResponse =
+            transformers::read(self.http.send(http_request).await?)?;
+        let url = session.checkout_url.ok_or_else(|| {
+            GatewayError::BadResponse("checkout session has no checkout_url".into())
+        })?;
+        Ok(Checkout {
+            provider_reference: Some(session.session_id),
+            target: CheckoutTarget::Redirect(url),
+        })
+    }
+
+    async fn query_payment(&self, payment: &PaymentRef) -> Result<PaymentStatus, GatewayError> {
+        let reference = payment
+            .provider_reference
+            .as_deref()
+            .ok_or_else(|| GatewayError::Rejected("order has no checkout session id".into()))?;
+        let status: transformers::CheckoutSessionStatus = transformers::read(
+            self.get(&format!("/checkouts/{}", path_id(reference)?))
+                .await?,
+        )?;
+        let Some(payment_id) = status.payment_id else {
+            return Ok(PaymentStatus::Pending);
+        };
+        // The session tells whether; the payment tells how much.
+        self.fetch_payment(&payment_id)
+            .await?
+            .payment_status(self.clock.now())
+    }
+
+    async fn close_payment(&self, _payment: &PaymentRef) -> Result<(), GatewayError> {
+        Err(GatewayError::NotSupported)
+    }
+
+    async fn cancel_subscription(
+        &self,
+        provider_subscription_id: &str,
+    ) -> Result<(), GatewayError> {
+        let path = format!("/subscriptions/{}", path_id(provider_subscription_id)?);
+        let request = self
+            .http
+            .client()
+            .patch(self.http.url(&path))
+            .bearer_auth(self.api_key.expose_secret())
+            .json(&transformers::cancel_at_period_end_body());
+        let _: transformers::Subscription = transformers::read(self.http.send(request).await?)?;
+        Ok(())
+    }
+
+    async fn verify_webhook(
+        &self,
+        request: &WebhookRequest,
+    ) -> Result<VerifiedWebhook, WebhookError> {
+        let scheme = StandardWebhooks {
+            key: self.webhook_key.expose_secret(),
+        };
+        let parts = webhook::verify(&scheme, request, self.clock.now())?;
+        let event_id = parts
+            .extra(ID_HEADER)
+            .ok_or(WebhookError::MissingSignature)?
+            .to_owned();
+        let envelope = transformers::parse_envelope(&request.body)?;
+        let events = match transformers::meaning_of(&envelope)? {
+            Meaning::Events(events) => events,
+            Meaning::Refund(refund, at) => vec![self.refund_event(&refund, at).await?],
+        };
+        Ok(VerifiedWebhook {
+            event_id,
+            event_type: envelope.event_type,
+            events,
+        })
+    }
+
+    fn webhook_ack(&self, outcome: &AckFor) -> WebhookAck {
+        match outcome {
+            AckFor::Accepted => WebhookAck {
+                status: 200,
+                content_type: "application/json",
+                body: "{\"received\":true}".into(),
+            },
+            AckFor::Refused(e) => WebhookAck {
+                status: 400,
+                content_type: "text/plain",
+                body: e.to_string(),
+            },
+        }
+    }
+}
+
+const ID_HEADER: &str = "webhook-id";
+const TIMESTAMP_HEADER: &str = "webhook-timestamp";
+const SIGNATURE_HEADER: &str = "webhook-signature";
+
+/// Standard Webhooks: `v1,<base64>` entries over `{webhook-id}.{webhook-timestamp}.{body}`.
+struct StandardWebhooks<'a> {
+    key: &'a [u8],
+}
+
+impl WebhookScheme for StandardWebhooks<'_> {
+    fn extract(&self, request: &WebhookRequest) -> Result<SignedParts, WebhookError> {
+        let id = webhook::header(request, ID_HEADER)?;
+        let timestamp = webhook::header(request, TIMESTAMP_HEADER)?;
+        let signatures = webhook::header(request, SIGNATURE_HEADER)?;
+        if id.is_empty() || id.contains('.') {
+            return Err(WebhookError::MissingSignature);
+        }
+        let mut parts = SignedParts {
+            timestamp_s: Some(
+                timestamp
+                    .trim()
+                    .parse()
+                    .map_err(|_| WebhookError::MissingSignature)?,
+            ),
+            signatures: Vec::new(),
+            extras: vec![(ID_HEADER.to_owned(), id.to_owned())],
+        };
+        for entry in signatures
+            .split(' ')
+            .filter(|e| !e.is_empty())
+            .take(MAX_HEADER_ITEMS)
+        {
+            // Other versions (`v1a` asymmetric, later ones) are skipped, as the libraries do.
+            if let Some(("v1", signature)) = entry.split_once(',') {
+                parts
+                    .signatures
+                    .push(unb64(signature).ok_or(WebhookError::MissingSignature)?);
+            }
+        }
+        Ok(parts)
+    }
+
+    fn message(
+        &self,
+        request: &WebhookRequest,
+        parts: &SignedParts,
+    ) -> Result<Vec<u8>, WebhookError> {
+        let id = parts
+            .extra(ID_HEADER)
+            .ok_or(WebhookError::MissingSignature)?;
+        let timestamp = parts.timestamp_s.ok_or(WebhookError::MissingSignature)?;
+        let mut message = format!("{id}.{timestamp}.").into_bytes();
+        message.extend_from_slice(&request.body);
+        Ok(message)
+    }
+
+    fn verifier(&self) -> Verifier<'_> {
+        Verifier::HmacSha256(self.key)
+    }
+
+    fn tolerance_s(&self) -> Option<i64> {
+        Some(TOLERANCE_S)
+    }
+}

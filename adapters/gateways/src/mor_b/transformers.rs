@@ -1,0 +1,818 @@
+//! Dodo Payments' wire format: the checkout-session request, the payment, refund and
+//! subscription objects, their status enums and mapping into ours, amounts, RFC 3339 times, and
+//! webhook payloads into [`PaymentEvent`]s. All Dodo format knowledge lives here.
+//!
+//! Amounts are integers in the currency's smallest unit (cents; yen and won have none), which is
+//! the domain's minor unit; currency codes are upper-case ISO 4217 as in the domain.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use application::ports::{
+    CheckoutRequest, GatewayError, OrderLocator, PaymentEvent, PaymentStatus, WebhookError,
+};
+use domain::{BillingPeriod, Currency, Duration, Money, OrderId, PlanType, Timestamp};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::shared::http::HttpReply;
+
+/// The metadata key that carries our order id.
+pub const ORDER_ID_KEY: &str = "orderId";
+/// The metadata key that carries the price Tally asked for, in minor units.
+pub const AMOUNT_KEY: &str = "amountMinor";
+/// The most characters of a Dodo error message kept.
+const MAX_ERROR_CHARS: usize = 200;
+/// The most refunds looked at on one payment (a bound on work).
+const MAX_REFUNDS: usize = 100;
+/// The longest provider id accepted into a URL path.
+const MAX_ID_CHARS: usize = 255;
+
+/// The body of `POST /checkouts`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CheckoutSessionRequest {
+    /// One line: the plan's product.
+    pub product_cart: Vec<CartItem>,
+    /// The buyer, when we know the e-mail address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub customer: Option<CustomerRequest>,
+    /// Where the buyer goes after paying or failing.
+    pub return_url: String,
+    /// String-to-string metadata: our order id and what the sandbox needs.
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// `product_cart[]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CartItem {
+    /// `pdt_…` (= `morBProductId`).
+    pub product_id: String,
+    /// Always 1.
+    pub quantity: u32,
+}
+
+/// `customer`: a new customer by e-mail address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CustomerRequest {
+    /// The buyer's address.
+    pub email: String,
+}
+
+/// The checkout-session request for an order.
+///
+/// `metadata` carries `orderId` (how webhooks find the order), `userId`, `planId`, and the
+/// price asked (`amountMinor`, `currency`) and billing period (`intervalMonths`, recurring plans
+/// only): Dodo prices come from the product, so these let the sandbox, which has no product
+/// catalog, charge the same, and let us tell tax added on top from a price mismatch.
+///
+/// # Errors
+/// [`GatewayError::Rejected`] when the plan has no `morBProductId`, or a recurring plan has no
+/// monthly billing period.
+pub fn checkout_request(
+    request: &CheckoutRequest,
+    notify_url: Option<&str>,
+) -> Result<CheckoutSessionRequest, GatewayError> {
+    let product_id = request
+        .plan
+        .provider_refs()
+        .mor_b_product_id
+        .clone()
+        .ok_or_else(|| GatewayError::Rejected("plan has no morBProductId".into()))?;
+    let price = request.snapshot.price;
+    let mut metadata = BTreeMap::new();
+    metadata.insert(
+        ORDER_ID_KEY.to_owned(),
+        request.order_id.as_str().to_owned(),
+    );
+    metadata.insert("userId".to_owned(), request.user_id.as_str().to_owned());
+    metadata.insert(
+        "planId".to_owned(),
+        request.snapshot.plan_id.as_str().to_owned(),
+    );
+    metadata.insert(AMOUNT_KEY.to_owned(), price.amount_minor().to_string());
+    metadata.insert("currency".to_owned(), price.currency().code().to_owned());
+    if request.snapshot.plan_type == PlanType::Recurring {
+        let Some(Duration::Months(months)) = request.snapshot.duration else {
+            return Err(GatewayError::Rejected(
+                "a recurring plan needs a billing period in months".into(),
+            ));
+        };
+        metadata.insert("intervalMonths".to_owned(), months.get().to_string());
+    }
+    if let Some(url) = notify_url {
+        metadata.insert("notifyUrl".to_owned(), url.to_owned());
+    }
+    let customer = request
+        .customer_email
+        .as_deref()
+        .filter(|e| !e.trim().is_empty())
+        .map(|email| CustomerRequest {
+            email: email.to_owned(),
+        });
+    Ok(CheckoutSessionRequest {
+        product_cart: vec![CartItem {
+            product_id,
+            quantity: 1,
+        }],
+        customer,
+        return_url: request.success_url.clone(),
+        metadata,
+    })
+}
+
+/// The body of `PATCH /subscriptions/{id}` that ends a subscription at its period's end.
+#[must_use]
+pub fn cancel_at_period_end_body() -> serde_json::Value {
+    serde_json::json!({ "cancel_at_next_billing_date": true })
+}
+
+/// A Dodo id checked before it goes into a URL path.
+///
+/// # Errors
+/// [`GatewayError::Rejected`] for anything but ASCII letters, digits, `_` and `-`.
+pub fn path_id(id: &str) -> Result<&str, GatewayError> {
+    let ok = !id.is_empty()
+        && id.len() <= MAX_ID_CHARS
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if ok {
+        Ok(id)
+    } else {
+        Err(GatewayError::Rejected("not a Dodo Payments id".into()))
+    }
+}
+
+/// Money from Dodo's integer amount and currency code.
+///
+/// # Errors
+/// A currency Tally does not know, or a negative amount.
+pub fn money(amount_minor: i64, currency: &str) -> Result<Money, String> {
+    let currency = Currency::from_str(&currency.to_ascii_uppercase()).map_err(|e| e.to_string())?;
+    Money::from_minor(amount_minor, currency).map_err(|e| e.to_string())
+}
+
+/// An RFC 3339 time (Dodo writes UTC, sometimes with fractions, sometimes without an offset).
+///
+/// # Errors
+/// Text that is not such a time.
+pub fn timestamp(text: &str) -> Result<Timestamp, String> {
+    let millis = match chrono::DateTime::parse_from_rfc3339(text) {
+        Ok(t) => t.timestamp_millis(),
+        Err(_) => chrono::NaiveDateTime::from_str(text)
+            .map_err(|_| {
+                format!(
+                    "not an RFC 3339 time: {:?}",
+                    text.chars().take(40).collect::<String>()
+                )
+            })?
+            .and_utc()
+            .timestamp_millis(),
+    };
+    Ok(Timestamp::from_unix_millis(millis))
+}
+
+/// Dodo's error body: `{"code": "…", "message": "…"}`.
+#[derive(Debug, Deserialize)]
+struct ErrorBody {
+    #[serde(default)]
+    code: String,
+    #[serde(default)]
+    message: String,
+}
+
+/// A Dodo answer as `T`, or the [`GatewayError`] its status and error body mean.
+///
+/// # Errors
+/// 4xx: [`GatewayError::Rejected`] with Dodo's code and message; 5xx:
+/// [`GatewayError::Unreachable`]; an unreadable 2xx body: [`GatewayError::BadResponse`].
+pub fn read<T: serde::de::DeserializeOwned>(reply: HttpReply) -> Result<T, GatewayError> {
+    if (400..500).contains(&reply.status)
+        && let Ok(body) = serde_json::from_slice::<ErrorBody>(&reply.body)
+    {
+        let message: String = body.message.chars().take(MAX_ERROR_CHARS).collect();
+        return Err(GatewayError::Rejected(format!(
+            "HTTP {}: {}: {message}",
+            reply.status, body.code
+        )));
+    }
+    reply.success()?.json()
+}
+
+/// Metadata values may come back as strings, numbers or booleans; all become strings.
+fn lenient_metadata<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<String, String>, D::Error> {
+    let raw: Option<BTreeMap<String, serde_json::Value>> = Option::deserialize(deserializer)?;
+    Ok(raw
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(key, value)| match value {
+            serde_json::Value::String(s) => Some((key, s)),
+            serde_json::Value::Number(n) => Some((key, n.to_string())),
+            serde_json::Value::Bool(b) => Some((key, b.to_string())),
+            _ => None,
+        })
+        .collect())
+}
+
+fn order_id_in(metadata: &BTreeMap<String, String>) -> Option<OrderId> {
+    metadata
+        .get(ORDER_ID_KEY)
+        .and_then(|id| OrderId::new(id.as_str()).ok())
+}
+
+/// The answer of `POST /checkouts`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CheckoutSessionResponse {
+    /// `cks_…`.
+    pub session_id: String,
+    /// The hosted page.
+    #[serde(default)]
+    pub checkout_url: Option<String>,
+}
+
+/// The answer of `GET /checkouts/{id}`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CheckoutSessionStatus {
+    /// The session id.
+    pub id: String,
+    /// The payment, once the buyer submitted one.
+    #[serde(default)]
+    pub payment_id: Option<String>,
+    /// Its status, once there is a payment.
+    #[serde(default)]
+    pub payment_status: Option<IntentStatus>,
+}
+
+/// A payment's status (Dodo's `IntentStatus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IntentStatus {
+    /// Paid.
+    Succeeded,
+    /// Failed.
+    Failed,
+    /// Cancelled before completion.
+    Cancelled,
+    /// Still being processed.
+    Processing,
+    /// Waiting for the buyer (3-D Secure, …).
+    RequiresCustomerAction,
+    /// Waiting for the merchant.
+    RequiresMerchantAction,
+    /// Waiting for a payment method.
+    RequiresPaymentMethod,
+    /// Waiting for confirmation.
+    RequiresConfirmation,
+    /// Authorized, not captured.
+    RequiresCapture,
+    /// Partly captured.
+    PartiallyCaptured,
+    /// Partly captured, more capturable.
+    PartiallyCapturedAndCapturable,
+    /// Anything Dodo adds later.
+    #[serde(other)]
+    Unknown,
+}
+
+/// Where a payment is, whatever the amount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settlement {
+    /// Not settled: wait.
+    Open,
+    /// Paid.
+    Paid,
+    /// Ended without payment.
+    Failed(&'static str),
+}
+
+impl From<IntentStatus> for Settlement {
+    /// Only `succeeded` is a success and only `failed` and `cancelled` are failures; every
+    /// intermediate or unknown status waits.
+    fn from(status: IntentStatus) -> Self {
+        match status {
+            IntentStatus::Succeeded => Settlement::Paid,
+            IntentStatus::Failed => Settlement::Failed("payment failed"),
+            IntentStatus::Cancelled => Settlement::Failed("payment cancelled"),
+            IntentStatus::Processing
+            | IntentStatus::RequiresCustomerAction
+            | IntentStatus::RequiresMerchantAction
+            | IntentStatus::RequiresPaymentMethod
+            | IntentStatus::RequiresConfirmation
+            | IntentStatus::RequiresCapture
+            | IntentStatus::PartiallyCaptured
+            | IntentStatus::PartiallyCapturedAndCapturable
+            | IntentStatus::Unknown => Settlement::Open,
+        }
+    }
+}
+
+/// A refund's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefundStatus {
+    /// Money returned.
+    Succeeded,
+    /// Waiting.
+    Pending,
+    /// Waiting for action.
+    RequiresAction,
+    /// Failed.
+    Failed,
+    /// Cancelled.
+    Canceled,
+    /// Anything Dodo adds later.
+    #[serde(other)]
+    Unknown,
+}
+
+/// A payment (`GET /payments/{id}`, `payment.*` webhooks).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Payment {
+    /// `pay_…`.
+    pub payment_id: String,
+    /// Charged, tax included, minor units.
+    pub total_amount: i64,
+    /// Tax collected, minor units.
+    #[serde(default)]
+    pub tax: Option<i64>,
+    /// Currency code.
+    pub currency: String,
+    /// Its status.
+    #[serde(default)]
+    pub status: Option<IntentStatus>,
+    /// The metadata given at checkout.
+    #[serde(default, deserialize_with = "lenient_metadata")]
+    pub metadata: BTreeMap<String, String>,
+    /// The checkout session that made it.
+    #[serde(default)]
+    pub checkout_session_id: Option<String>,
+    /// The subscription it pays, if any.
+    #[serde(default)]
+    pub subscription_id: Option<String>,
+    /// Refunds so far.
+    #[serde(default)]
+    pub refunds: Vec<PaymentRefund>,
+    /// Created.
+    #[serde(default)]
+    pub created_at: Option<String>,
+    /// Last changed.
+    #[serde(default)]
+    pub updated_at: Option<String>,
+}
+
+/// `payment.refunds[]`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PaymentRefund {
+    /// `ref_…`.
+    pub refund_id: String,
+    /// Refunded, minor units.
+    #[serde(default)]
+    pub amount: Option<i64>,
+    /// Its status.
+    pub status: RefundStatus,
+}
+
+impl Payment {
+    /// Where our order is: its id from metadata, and the checkout session id.
+    #[must_use]
+    pub fn locator(&self) -> OrderLocator {
+        OrderLocator {
+            order_id: order_id_in(&self.metadata),
+            provider_reference: self.checkout_session_id.clone(),
+        }
+    }
+
+    /// What was paid for the plan.
+    ///
+    /// Dodo is the Merchant of Record and adds tax on top of tax-exclusive prices, so
+    /// `total_amount` can exceed the price. The amount reported is `total_amount` when it is the
+    /// price Tally asked for (`metadata.amountMinor`), else `total_amount − tax` when that is,
+    /// else `total_amount`, so that a real mismatch is still recorded as one.
+    ///
+    /// # Errors
+    /// An unknown currency or a negative amount.
+    pub fn paid(&self) -> Result<Money, String> {
+        let asked: Option<i64> = self.metadata.get(AMOUNT_KEY).and_then(|a| a.parse().ok());
+        let before_tax = self.tax.and_then(|tax| self.total_amount.checked_sub(tax));
+        let amount = match (asked, before_tax) {
+            (Some(asked), _) if asked == self.total_amount => self.total_amount,
+            (Some(asked), Some(before_tax)) if asked == before_tax => before_tax,
+            _ => self.total_amount,
+        };
+        money(amount, &self.currency)
+    }
+
+    /// When it was paid: its last change, else its creation, else `fallback`.
+    #[must_use]
+    pub fn paid_at(&self, fallback: Timestamp) -> Timestamp {
+        self.updated_at
+            .as_deref()
+            .or(self.created_at.as_deref())
+            .and_then(|t| timestamp(t).ok())
+            .unwrap_or(fallback)
+    }
+
+    /// The payment's state as [`PaymentStatus`].
+    ///
+    /// # Errors
+    /// [`GatewayError::BadResponse`] when a paid payment has no readable amount.
+    pub fn payment_status(&self, now: Timestamp) -> Result<PaymentStatus, GatewayError> {
+        Ok(
+            match Settlement::from(self.status.unwrap_or(IntentStatus::Unknown)) {
+                Settlement::Open => PaymentStatus::Pending,
+                Settlement::Failed(reason) => PaymentStatus::Failed {
+                    reason: reason.into(),
+                },
+                Settlement::Paid => PaymentStatus::Succeeded {
+                    amount: self.paid().map_err(GatewayError::BadResponse)?,
+                    paid_at: self.paid_at(now),
+                },
+            },
+        )
+    }
+
+    /// The total refunded so far, counting `refund` even when the payment's list (read after
+    /// the refund's webhook was sent) does not show it yet.
+    ///
+    /// # Errors
+    /// An unknown currency, or a sum that does not fit.
+    pub fn refunded_total(&self, refund: &Refund) -> Result<Money, String> {
+        let mut total: i64 = 0;
+        let mut seen = false;
+        for listed in self.refunds.iter().take(MAX_REFUNDS) {
+            seen |= listed.refund_id == refund.refund_id;
+            if listed.status == RefundStatus::Succeeded {
+                total = total
+                    .checked_add(listed.amount.unwrap_or(0))
+                    .ok_or("refund total overflows")?;
+            }
+        }
+        if !seen && refund.status == RefundStatus::Succeeded {
+            total = total
+                .checked_add(refund.amount.unwrap_or(0))
+                .ok_or("refund total overflows")?;
+        }
+        money(total, refund.currency.as_deref().unwrap_or(&self.currency))
+    }
+}
+
+/// A refund (`refund.*` webhooks).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Refund {
+    /// `ref_…`.
+    pub refund_id: String,
+    /// The refunded payment.
+    pub payment_id: String,
+    /// This refund's amount, minor units.
+    #[serde(default)]
+    pub amount: Option<i64>,
+    /// Currency code.
+    #[serde(default)]
+    pub currency: Option<String>,
+    /// Its status.
+    pub status: RefundStatus,
+}
+
+/// A subscription's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubscriptionStatus {
+    /// Being created.
+    Pending,
+    /// Renewing (also during a trial).
+    Active,
+    /// A renewal failed; in the grace period.
+    PastDue,
+    /// A renewal failed; access revoked, recoverable.
+    OnHold,
+    /// Paused on purpose.
+    Paused,
+    /// Will not renew.
+    Cancelled,
+    /// The first mandate or payment failed (terminal).
+    Failed,
+    /// Ran out (terminal).
+    Expired,
+    /// Anything Dodo adds later.
+    #[serde(other)]
+    Unknown,
+}
+
+/// A subscription (`subscription.*` webhooks, `GET`/`PATCH /subscriptions/{id}`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Subscription {
+    /// `sub_…`.
+    pub subscription_id: String,
+    /// Where it is.
+    pub status: SubscriptionStatus,
+    /// Start of the current period.
+    #[serde(default)]
+    pub previous_billing_date: Option<String>,
+    /// End of the current period (the next charge).
+    #[serde(default)]
+    pub next_billing_date: Option<String>,
+    /// Ends at the next billing date.
+    #[serde(default)]
+    pub cancel_at_next_billing_date: bool,
+    /// Per period, before tax, minor units.
+    #[serde(default)]
+    pub recurring_pre_tax_amount: Option<i64>,
+    /// Currency code.
+    #[serde(default)]
+    pub currency: Option<String>,
+    /// The metadata given at checkout.
+    #[serde(default, deserialize_with = "lenient_metadata")]
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl Subscription {
+    /// The current period: previous to next billing date.
+    ///
+    /// # Errors
+    /// Missing or unreadable dates, or an empty period.
+    pub fn period(&self) -> Result<BillingPeriod, String> {
+        let (Some(start), Some(end)) = (&self.previous_billing_date, &self.next_billing_date)
+        else {
+            return Err("subscription has no billing dates".into());
+        };
+        BillingPeriod::new(timestamp(start)?, timestamp(end)?)
+            .ok_or_else(|| "subscription period is empty".into())
+    }
+
+    fn renewal_amount(&self) -> Result<Money, String> {
+        match (self.recurring_pre_tax_amount, self.currency.as_deref()) {
+            (Some(amount), Some(currency)) => money(amount, currency),
+            _ => Err("subscription has no recurring amount".into()),
+        }
+    }
+}
+
+/// A webhook body: `{business_id, type, timestamp, data}`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Envelope {
+    /// `payment.succeeded`, ….
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// When it happened (RFC 3339).
+    pub timestamp: String,
+    /// The payment, refund or subscription.
+    pub data: serde_json::Value,
+}
+
+/// Parse a webhook body.
+///
+/// # Errors
+/// [`WebhookError::Malformed`] when it is not a Dodo webhook.
+pub fn parse_envelope(body: &[u8]) -> Result<Envelope, WebhookError> {
+    serde_json::from_slice(body)
+        .map_err(|e| WebhookError::Malformed(format!("not a Dodo Payments webhook: {e}")))
+}
+
+/// What a webhook means, or the refund whose payment must be read to know the total.
+#[derive(Debug, Clone)]
+pub enum Meaning {
+    /// These events (empty for event types Tally does not handle).
+    Events(Vec<PaymentEvent>),
+    /// A `refund.succeeded`: the payment must be fetched for the order id and the refunded total.
+    Refund(Refund, Timestamp),
+}
+
+fn data<T: serde::de::DeserializeOwned>(envelope: &Envelope) -> Result<T, WebhookError> {
+    serde_json::from_value(envelope.data.clone())
+        .map_err(|e| WebhookError::Malformed(format!("{}: {e}", envelope.event_type)))
+}
+
+/// What a webhook means for Tally.
+///
+/// # Errors
+/// [`WebhookError::Malformed`] when a handled event's data cannot be read.
+pub fn meaning_of(envelope: &Envelope) -> Result<Meaning, WebhookError> {
+    let at = timestamp(&envelope.timestamp).map_err(WebhookError::Malformed)?;
+    let events = match envelope.event_type.as_str() {
+        "payment.succeeded" => payment_succeeded(&data(envelope)?, at)?,
+        "payment.failed" => vec![payment_failed(&data(envelope)?, "payment failed", at)],
+        "payment.cancelled" => vec![payment_failed(&data(envelope)?, "payment cancelled", at)],
+        "subscription.active" => vec![subscription_active(&data(envelope)?, at)?],
+        "subscription.renewed" => vec![subscription_renewed(&data(envelope)?, at)?],
+        "subscription.on_hold" | "subscription.past_due" => {
+            let s: Subscription = data(envelope)?;
+            vec![PaymentEvent::SubscriptionPastDue {
+                provider_subscription_id: s.subscription_id,
+                occurred_at: at,
+            }]
+        }
+        "subscription.failed" => {
+            // Creation failed, so Tally holds no subscription: the order's payment failed.
+            let s: Subscription = data(envelope)?;
+            let order = OrderLocator {
+                order_id: order_id_in(&s.metadata),
+                provider_reference: None,
+            };
+            vec![PaymentEvent::PaymentFailed {
+                order,
+                reason: "subscription could not be created".into(),
+                occurred_at: at,
+            }]
+        }
+        "subscription.cancelled" => vec![subscription_cancelled(&data(envelope)?, at)],
+        "subscription.expired" => {
+            let s: Subscription = data(envelope)?;
+            vec![PaymentEvent::SubscriptionExpired {
+                provider_subscription_id: s.subscription_id,
+                occurred_at: at,
+            }]
+        }
+        "refund.succeeded" => return Ok(Meaning::Refund(data(envelope)?, at)),
+        _ => Vec::new(),
+    };
+    Ok(Meaning::Events(events))
+}
+
+/// A one-time or credits payment. Subscription charges (`subscription_id` set) are reported by
+/// `subscription.active` and `subscription.renewed`, which carry the billing period.
+fn payment_succeeded(payment: &Payment, at: Timestamp) -> Result<Vec<PaymentEvent>, WebhookError> {
+    if payment.subscription_id.is_some() {
+        return Ok(Vec::new());
+    }
+    let amount = payment.paid().map_err(WebhookError::Malformed)?;
+    Ok(vec![PaymentEvent::PaymentSucceeded {
+        order: payment.locator(),
+        amount,
+        occurred_at: at,
+    }])
+}
+
+fn payment_failed(payment: &Payment, reason: &str, at: Timestamp) -> PaymentEvent {
+    PaymentEvent::PaymentFailed {
+        order: payment.locator(),
+        reason: reason.to_owned(),
+        occurred_at: at,
+    }
+}
+
+fn subscription_active(s: &Subscription, at: Timestamp) -> Result<PaymentEvent, WebhookError> {
+    Ok(PaymentEvent::SubscriptionActivated {
+        order: OrderLocator {
+            order_id: order_id_in(&s.metadata),
+            provider_reference: None,
+        },
+        provider_subscription_id: s.subscription_id.clone(),
+        period: s.period().map_err(WebhookError::Malformed)?,
+        occurred_at: at,
+    })
+}
+
+fn subscription_renewed(s: &Subscription, at: Timestamp) -> Result<PaymentEvent, WebhookError> {
+    Ok(PaymentEvent::SubscriptionRenewed {
+        provider_subscription_id: s.subscription_id.clone(),
+        period: s.period().map_err(WebhookError::Malformed)?,
+        amount: s.renewal_amount().map_err(WebhookError::Malformed)?,
+        occurred_at: at,
+    })
+}
+
+/// `subscription.cancelled` is sent both for "ends at the next billing date" and for "ended
+/// now": the first while `cancel_at_next_billing_date` is set and that date is still ahead.
+fn subscription_cancelled(s: &Subscription, at: Timestamp) -> PaymentEvent {
+    let ends_later = s
+        .next_billing_date
+        .as_deref()
+        .and_then(|t| timestamp(t).ok())
+        .is_some_and(|end| end > at);
+    let provider_subscription_id = s.subscription_id.clone();
+    if s.cancel_at_next_billing_date && ends_later {
+        PaymentEvent::SubscriptionCancelScheduled {
+            provider_subscription_id,
+            occurred_at: at,
+        }
+    } else {
+        PaymentEvent::SubscriptionCanceled {
+            provider_subscription_id,
+            occurred_at: at,
+        }
+    }
+}
+
+/// The `Refunded` event of a `refund.succeeded`, once its payment has been read.
+///
+/// # Errors
+/// [`WebhookError::Malformed`] when the payment is not the refund's, or amounts are unreadable.
+pub fn refunded(
+    refund: &Refund,
+    payment: &Payment,
+    at: Timestamp,
+) -> Result<PaymentEvent, WebhookError> {
+    if payment.payment_id != refund.payment_id {
+        return Err(WebhookError::Malformed(
+            "refund and payment do not match".into(),
+        ));
+    }
+    let total_refunded = payment
+        .refunded_total(refund)
+        .map_err(WebhookError::Malformed)?;
+    Ok(PaymentEvent::Refunded {
+        order: payment.locator(),
+        total_refunded,
+        occurred_at: at,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payment(total: i64, tax: Option<i64>, asked: &str) -> Payment {
+        let mut metadata = BTreeMap::new();
+        metadata.insert(AMOUNT_KEY.to_owned(), asked.to_owned());
+        Payment {
+            payment_id: "pay_1".into(),
+            total_amount: total,
+            tax,
+            currency: "USD".into(),
+            status: Some(IntentStatus::Succeeded),
+            metadata,
+            checkout_session_id: None,
+            subscription_id: None,
+            refunds: Vec::new(),
+            created_at: None,
+            updated_at: None,
+        }
+    }
+
+    #[test]
+    fn only_succeeded_is_paid_and_only_failed_or_cancelled_failed() {
+        assert_eq!(Settlement::from(IntentStatus::Succeeded), Settlement::Paid);
+        assert!(matches!(
+            Settlement::from(IntentStatus::Failed),
+            Settlement::Failed(_)
+        ));
+        assert!(matches!(
+            Settlement::from(IntentStatus::Cancelled),
+            Settlement::Failed(_)
+        ));
+        assert_eq!(Settlement::from(IntentStatus::Processing), Settlement::Open);
+        assert_eq!(
+            Settlement::from(IntentStatus::RequiresCapture),
+            Settlement::Open
+        );
+        let unknown: IntentStatus = serde_json::from_str("\"brand_new\"").unwrap();
+        assert_eq!(Settlement::from(unknown), Settlement::Open);
+    }
+
+    #[test]
+    fn tax_added_on_top_is_taken_off_and_anything_else_is_reported_as_charged() {
+        let usd = |m| Money::from_minor(m, Currency::Usd).unwrap();
+        assert_eq!(payment(999, Some(0), "999").paid().unwrap(), usd(999));
+        assert_eq!(payment(1199, Some(200), "999").paid().unwrap(), usd(999));
+        assert_eq!(payment(999, Some(167), "999").paid().unwrap(), usd(999));
+        assert_eq!(payment(1500, Some(100), "999").paid().unwrap(), usd(1500));
+        assert_eq!(payment(1199, None, "x").paid().unwrap(), usd(1199));
+    }
+
+    #[test]
+    fn times_with_and_without_offsets_and_fractions_parse() {
+        assert_eq!(
+            timestamp("2024-01-01T12:00:00Z").unwrap(),
+            Timestamp::from_unix_millis(1_704_110_400_000)
+        );
+        assert_eq!(
+            timestamp("2024-01-01T12:00:00.250+00:00").unwrap(),
+            Timestamp::from_unix_millis(1_704_110_400_250)
+        );
+        assert_eq!(
+            timestamp("2024-01-01T12:00:00.250").unwrap(),
+            Timestamp::from_unix_millis(1_704_110_400_250)
+        );
+        assert!(timestamp("yesterday").is_err());
+    }
+
+    #[test]
+    fn the_refunded_total_counts_the_new_refund_once() {
+        let refund = Refund {
+            refund_id: "ref_2".into(),
+            payment_id: "pay_1".into(),
+            amount: Some(300),
+            currency: Some("USD".into()),
+            status: RefundStatus::Succeeded,
+        };
+        let mut p = payment(999, None, "999");
+        p.refunds.push(PaymentRefund {
+            refund_id: "ref_1".into(),
+            amount: Some(200),
+            status: RefundStatus::Succeeded,
+        });
+        p.refunds.push(PaymentRefund {
+            refund_id: "ref_0".into(),
+            amount: Some(50),
+            status: RefundStatus::Failed,
+        });
+        assert_eq!(p.refunded_total(&refund).unwrap().amount_minor(), 500);
+        p.refunds.push(PaymentRefund {
+            refund_id: "ref_2".into(),
+            amount: Some(300),
+            status: RefundStatus::Succeeded,
+        });
+        assert_eq!(p.refunded_total(&refund).unwrap().amount_minor(), 500);
+    }
+}

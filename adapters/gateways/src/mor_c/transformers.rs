@@ -1,0 +1,802 @@
+//! Waffo Pancake's wire format: the signed request's canonical string, request and response
+//! bodies, display-string amounts (`"9.99"`, JPY `"1000"`) converted exactly through the
+//! currency's exponent, the order status enums with their exhaustive mapping into ours, the
+//! `X-Waffo-Signature` header, and webhook event parsing. Everything Tally knows about Pancake's
+//! JSON lives here; `mor_c.rs` only moves bytes.
+
+use std::collections::BTreeMap;
+
+use application::ports::{GatewayError, OrderLocator, PaymentEvent, PaymentStatus, WebhookError};
+use domain::{BillingPeriod, Currency, Money, OrderId, Timestamp};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::shared::signing::{b64, sha256};
+
+/// Path of the checkout-session action.
+pub const CREATE_SESSION_PATH: &str = "/v1/actions/checkout/create-session";
+/// Path of the subscription cancel action.
+pub const CANCEL_ORDER_PATH: &str = "/v1/actions/subscription-order/cancel-order";
+/// Path of the (query-only) GraphQL endpoint.
+pub const GRAPHQL_PATH: &str = "/v1/graphql";
+/// The longest event id accepted.
+const MAX_EVENT_ID_CHARS: usize = 200;
+/// The most digits an amount may have (beyond that it cannot fit in `i64` minor units anyway).
+const MAX_AMOUNT_DIGITS: usize = 18;
+/// The most provider errors quoted in a refusal.
+const MAX_NOTICES: usize = 3;
+
+/// One order's status across both order kinds, read with a single GraphQL request.
+pub const ORDER_STATUS_QUERY: &str = "query TallyOrderStatus($storeId: String!, $ref: String!) { \
+onetimeOrders(storeId: $storeId, filter: { orderMerchantExternalId: { eq: $ref } }, limit: 1) \
+{ id status updatedAt priceSnapshot { currency subtotal } } \
+subscriptionOrders(storeId: $storeId, filter: { orderMerchantExternalId: { eq: $ref } }, limit: 1) \
+{ id status createdAt currentPeriodStart priceSnapshot { currency regularPhase { subtotal } } } }";
+
+/// The string a request signature covers:
+/// `METHOD\nPATH\nTIMESTAMP\nbase64(SHA-256(body))`, no trailing newline.
+#[must_use]
+pub fn canonical_request(method: &str, path: &str, timestamp_s: i64, body: &[u8]) -> String {
+    format!("{method}\n{path}\n{timestamp_s}\n{}", b64(&sha256(body)))
+}
+
+/// `amount` as a display string in major units: `999 USD` → `"9.99"`, `1000 JPY` → `"1000"`.
+#[must_use]
+pub fn display_amount(amount: Money) -> String {
+    let minor = amount.amount_minor();
+    let exponent = amount.currency().exponent() as usize;
+    if exponent == 0 {
+        return minor.to_string();
+    }
+    let digits = format!("{minor:0>width$}", width = exponent + 1);
+    let (whole, fraction) = digits.split_at(digits.len() - exponent);
+    format!("{whole}.{fraction}")
+}
+
+/// A display string as exact [`Money`]: `"9.99"`, `"9.9"` and `"9.990"` are 999 cents; more
+/// significant decimals than the currency has, signs, exponents and spaces are refused.
+///
+/// # Errors
+/// A string that is not a plain non-negative decimal fitting the currency.
+pub fn parse_display(text: &str, currency: Currency) -> Result<Money, String> {
+    let refuse = || format!("{currency} amount {:?} is not a plain decimal", clip(text));
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits_only = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits_only(whole) || !digits_only(fraction) {
+        return Err(refuse());
+    }
+    let exponent = currency.exponent() as usize;
+    let significant = fraction.trim_end_matches('0');
+    if significant.len() > exponent || whole.len() + exponent > MAX_AMOUNT_DIGITS {
+        return Err(refuse());
+    }
+    let padded = format!("{whole}{significant:0<exponent$}");
+    let minor: i64 = padded.parse().map_err(|_| refuse())?;
+    Money::from_minor(minor, currency).map_err(|e| e.to_string())
+}
+
+fn clip(text: &str) -> String {
+    text.chars().take(24).collect()
+}
+
+/// An amount as Pancake sends it: a display string (checkout, webhooks) or, in older shapes,
+/// integer minor units.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum WireAmount {
+    /// `"9.99"`.
+    Display(String),
+    /// `999`.
+    Minor(i64),
+}
+
+impl WireAmount {
+    /// The amount in `currency`.
+    ///
+    /// # Errors
+    /// A malformed display string or a negative amount.
+    pub fn to_money(&self, currency: Currency) -> Result<Money, String> {
+        match self {
+            WireAmount::Display(text) => parse_display(text, currency),
+            WireAmount::Minor(minor) => {
+                Money::from_minor(*minor, currency).map_err(|e| e.to_string())
+            }
+        }
+    }
+}
+
+/// A currency code as [`Currency`].
+///
+/// # Errors
+/// A code Tally does not know.
+pub fn currency(code: &str) -> Result<Currency, String> {
+    code.to_ascii_uppercase()
+        .parse()
+        .map_err(|e| format!("{e}"))
+}
+
+/// `POST /v1/actions/checkout/create-session` body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateSession {
+    /// The Pancake product (`morCProductId`, `PROD_…`).
+    pub product_id: String,
+    /// ISO 4217 code.
+    pub currency: String,
+    /// Charge exactly Tally's price (merchant API-key requests only).
+    pub price_snapshot: PriceSnapshot,
+    /// Our order id; inherited by orders, payments and refunds and echoed in webhooks.
+    pub order_merchant_external_id: String,
+    /// Prefills the checkout's e-mail field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub buyer_email: Option<String>,
+    /// Where the buyer goes after paying.
+    pub success_url: String,
+    /// How long the session stays open.
+    pub expires_in_seconds: i64,
+    /// String map echoed in webhooks as `orderMetadata`.
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// A session-level price override.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PriceSnapshot {
+    /// Display string.
+    pub amount: String,
+    /// The product's tax category (`saas`, `digital_goods`, …).
+    pub tax_category: String,
+}
+
+/// `POST /v1/actions/subscription-order/cancel-order` body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelOrder {
+    /// The subscription order (`ORD_…`).
+    pub order_id: String,
+}
+
+/// `POST /v1/graphql` body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GraphqlRequest {
+    /// The query text.
+    pub query: &'static str,
+    /// Its variables.
+    pub variables: BTreeMap<&'static str, String>,
+}
+
+/// Every answer's envelope: `{"data": T | null, "errors"?: [...]}`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Envelope<T> {
+    /// The result.
+    #[serde(default = "Option::default")]
+    pub data: Option<T>,
+    /// What went wrong.
+    #[serde(default)]
+    pub errors: Vec<Notice>,
+}
+
+/// One error or warning.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Notice {
+    /// Human-readable text.
+    #[serde(default)]
+    pub message: String,
+}
+
+impl<T> Envelope<T> {
+    /// The data, or the provider's errors as a refusal.
+    ///
+    /// # Errors
+    /// [`GatewayError::Rejected`] when `data` is null.
+    pub fn into_data(self) -> Result<T, GatewayError> {
+        match self.data {
+            Some(data) if self.errors.is_empty() => Ok(data),
+            _ => {
+                let messages: Vec<String> = self
+                    .errors
+                    .iter()
+                    .take(MAX_NOTICES)
+                    .map(|n| clip_message(&n.message))
+                    .collect();
+                Err(GatewayError::Rejected(if messages.is_empty() {
+                    "empty answer".into()
+                } else {
+                    messages.join("; ")
+                }))
+            }
+        }
+    }
+}
+
+fn clip_message(text: &str) -> String {
+    text.chars().filter(|c| !c.is_control()).take(200).collect()
+}
+
+/// A created checkout session.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionCreated {
+    /// Session id.
+    pub session_id: String,
+    /// Hosted checkout page.
+    pub checkout_url: String,
+}
+
+/// The answer to a cancellation.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelResult {
+    /// The order.
+    pub order_id: String,
+    /// `canceling` (ends at period end) or `canceled`.
+    #[serde(default)]
+    pub status: SubscriptionOrderStatus,
+}
+
+/// One-time order status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnetimeOrderStatus {
+    /// Not paid yet.
+    Pending,
+    /// Paid.
+    Completed,
+    /// Closed without payment.
+    Canceled,
+    /// Anything newer.
+    #[default]
+    #[serde(other)]
+    Unknown,
+}
+
+/// Subscription order status (`pending → active → canceling → canceled`, `past_due`, …).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubscriptionOrderStatus {
+    /// Not paid yet.
+    Pending,
+    /// Paid and renewing.
+    Active,
+    /// Ends at the period's end.
+    Canceling,
+    /// A renewal payment failed.
+    PastDue,
+    /// Never activated; closed by the payment provider.
+    Closed,
+    /// Ended.
+    Canceled,
+    /// Ran out.
+    Expired,
+    /// Anything newer.
+    #[default]
+    #[serde(other)]
+    Unknown,
+}
+
+/// The GraphQL answer to [`ORDER_STATUS_QUERY`].
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OrderStatusData {
+    /// At most one one-time order.
+    #[serde(default)]
+    pub onetime_orders: Vec<OnetimeOrder>,
+    /// At most one subscription order.
+    #[serde(default)]
+    pub subscription_orders: Vec<SubscriptionOrder>,
+}
+
+/// A one-time order, as far as Tally reads it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OnetimeOrder {
+    /// Its status.
+    #[serde(default)]
+    pub status: OnetimeOrderStatus,
+    /// Last change, ISO 8601.
+    #[serde(default)]
+    pub updated_at: Option<String>,
+    /// What was charged.
+    #[serde(default)]
+    pub price_snapshot: Option<SnapshotAmounts>,
+}
+
+/// A subscription order, as far as Tally reads it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscriptionOrder {
+    /// Its status.
+    #[serde(default)]
+    pub status: SubscriptionOrderStatus,
+    /// Created, ISO 8601.
+    #[serde(default)]
+    pub created_at: Option<String>,
+    /// Start of the paid period, once activated.
+    #[serde(default)]
+    pub current_period_start: Option<String>,
+    /// What each period costs.
+    #[serde(default)]
+    pub price_snapshot: Option<SubscriptionSnapshot>,
+}
+
+/// An order's price snapshot.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SnapshotAmounts {
+    /// ISO code.
+    pub currency: String,
+    /// Before tax.
+    pub subtotal: WireAmount,
+}
+
+/// A subscription's price snapshot.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscriptionSnapshot {
+    /// ISO code.
+    pub currency: String,
+    /// The regular period's amounts.
+    pub regular_phase: PhaseAmounts,
+}
+
+/// One billing phase's amounts.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PhaseAmounts {
+    /// Before tax.
+    pub subtotal: WireAmount,
+}
+
+/// An ISO 8601 date (`2026-04-01`, midnight UTC) or date-time as a [`Timestamp`].
+#[must_use]
+pub fn timestamp(text: &str) -> Option<Timestamp> {
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Some(Timestamp::from_unix_millis(t.timestamp_millis()));
+    }
+    let date = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()?;
+    let midnight = date.and_hms_opt(0, 0, 0)?.and_utc();
+    Some(Timestamp::from_unix_millis(midnight.timestamp_millis()))
+}
+
+/// The order's state as our [`PaymentStatus`]; `now` stands in for a paid time Pancake omits.
+///
+/// # Errors
+/// [`GatewayError::BadResponse`] for a paid order whose amount cannot be read.
+pub fn payment_status(
+    data: &OrderStatusData,
+    now: Timestamp,
+) -> Result<PaymentStatus, GatewayError> {
+    if let Some(order) = data.onetime_orders.first() {
+        return onetime_status(order, now);
+    }
+    match data.subscription_orders.first() {
+        Some(order) => subscription_status(order, now),
+        None => Ok(PaymentStatus::Pending),
+    }
+}
+
+fn onetime_status(order: &OnetimeOrder, now: Timestamp) -> Result<PaymentStatus, GatewayError> {
+    match order.status {
+        OnetimeOrderStatus::Completed => {
+            let snapshot = order.price_snapshot.as_ref().ok_or_else(|| {
+                GatewayError::BadResponse("completed order without a price".into())
+            })?;
+            let amount = currency(&snapshot.currency)
+                .and_then(|c| snapshot.subtotal.to_money(c))
+                .map_err(GatewayError::BadResponse)?;
+            let paid_at = order
+                .updated_at
+                .as_deref()
+                .and_then(timestamp)
+                .unwrap_or(now);
+            Ok(PaymentStatus::Succeeded { amount, paid_at })
+        }
+        OnetimeOrderStatus::Canceled => Ok(PaymentStatus::Failed {
+            reason: "order canceled".into(),
+        }),
+        OnetimeOrderStatus::Pending | OnetimeOrderStatus::Unknown => Ok(PaymentStatus::Pending),
+    }
+}
+
+fn subscription_status(
+    order: &SubscriptionOrder,
+    now: Timestamp,
+) -> Result<PaymentStatus, GatewayError> {
+    let activated = order.current_period_start.is_some();
+    match order.status {
+        SubscriptionOrderStatus::Active
+        | SubscriptionOrderStatus::Canceling
+        | SubscriptionOrderStatus::PastDue
+        | SubscriptionOrderStatus::Expired => first_payment(order, now),
+        // A canceled subscription was paid if it ever had a period; otherwise it never started.
+        SubscriptionOrderStatus::Canceled if activated => first_payment(order, now),
+        SubscriptionOrderStatus::Canceled | SubscriptionOrderStatus::Closed => {
+            Ok(PaymentStatus::Failed {
+                reason: "subscription closed without payment".into(),
+            })
+        }
+        SubscriptionOrderStatus::Pending | SubscriptionOrderStatus::Unknown => {
+            Ok(PaymentStatus::Pending)
+        }
+    }
+}
+
+fn first_payment(order: &SubscriptionOrder, now: Timestamp) -> Result<PaymentStatus, GatewayError> {
+    let snapshot = order
+        .price_snapshot
+        .as_ref()
+        .ok_or_else(|| GatewayError::BadResponse("active subscription without a price".into()))?;
+    let amount = currency(&snapshot.currency)
+        .and_then(|c| snapshot.regular_phase.subtotal.to_money(c))
+        .map_err(GatewayError::BadResponse)?;
+    let paid_at = order
+        .current_period_start
+        .as_deref()
+        .or(order.created_at.as_deref())
+        .and_then(timestamp)
+        .unwrap_or(now);
+    Ok(PaymentStatus::Succeeded { amount, paid_at })
+}
+
+/// The parts of an `X-Waffo-Signature: t=<ms>,v1=<base64>` header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignatureHeader {
+    /// `t` exactly as sent (it is part of the signed string).
+    pub t: String,
+    /// `t` in milliseconds since the epoch.
+    pub t_ms: i64,
+    /// Every `v1` value, base64.
+    pub v1: Vec<String>,
+}
+
+/// Parse an `X-Waffo-Signature` header; `None` when `t` or `v1` is missing or malformed.
+#[must_use]
+pub fn parse_signature_header(header: &str) -> Option<SignatureHeader> {
+    let mut t = None;
+    let mut v1 = Vec::new();
+    for item in header.split(',').take(crate::webhook::MAX_SIGNATURES + 1) {
+        match item.trim().split_once('=') {
+            Some(("t", value)) => t = Some(value.to_owned()),
+            Some(("v1", value)) => v1.push(value.to_owned()),
+            _ => {}
+        }
+    }
+    let t = t?;
+    let t_ms = t.parse::<i64>().ok()?;
+    (!v1.is_empty()).then_some(SignatureHeader { t, t_ms, v1 })
+}
+
+/// The string a webhook signature covers: `{t}.{raw body}`.
+#[must_use]
+pub fn webhook_message(t: &str, body: &[u8]) -> Vec<u8> {
+    let mut message = Vec::with_capacity(t.len() + 1 + body.len());
+    message.extend_from_slice(t.as_bytes());
+    message.push(b'.');
+    message.extend_from_slice(body);
+    message
+}
+
+/// Every webhook's envelope.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WebhookEnvelope {
+    id: String,
+    event_type: String,
+    #[serde(default)]
+    timestamp: Option<String>,
+    #[serde(default)]
+    data: Value,
+}
+
+/// An event's `data`, as far as Tally reads it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookData {
+    /// The Pancake order (`ORD_…`); for subscriptions, the subscription's id.
+    #[serde(default)]
+    pub order_id: Option<String>,
+    /// The order's status after the event.
+    #[serde(default)]
+    pub order_status: Option<String>,
+    /// Our order id, as sent.
+    #[serde(default)]
+    pub order_merchant_external_id: Option<String>,
+    /// The checkout metadata.
+    #[serde(default)]
+    pub order_metadata: Option<BTreeMap<String, Value>>,
+    /// ISO code.
+    #[serde(default)]
+    pub currency: Option<String>,
+    /// The amount before tax (a refund's own amount on refund events).
+    #[serde(default)]
+    pub amount: Option<WireAmount>,
+    /// Refunded so far on this payment (newer payloads).
+    #[serde(default)]
+    pub refunded_amount: Option<WireAmount>,
+    /// Current period start.
+    #[serde(default)]
+    pub current_period_start: Option<String>,
+    /// Current period end.
+    #[serde(default)]
+    pub current_period_end: Option<String>,
+}
+
+/// A parsed webhook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedWebhook {
+    /// The delivery id (stable across retries).
+    pub event_id: String,
+    /// The event type.
+    pub event_type: String,
+    /// What it means for Tally.
+    pub events: Vec<PaymentEvent>,
+}
+
+/// Parse a verified webhook body; `signed_at` is the signature's `t`, used when the envelope
+/// carries no readable `timestamp`.
+///
+/// # Errors
+/// [`WebhookError::Malformed`] when the envelope or a handled event's data cannot be read.
+pub fn parse_webhook(body: &[u8], signed_at: Timestamp) -> Result<ParsedWebhook, WebhookError> {
+    let envelope: WebhookEnvelope =
+        serde_json::from_slice(body).map_err(|e| malformed(format!("not a pancake event: {e}")))?;
+    if envelope.id.is_empty() || envelope.id.chars().count() > MAX_EVENT_ID_CHARS {
+        return Err(malformed("event id missing or too long"));
+    }
+    let at = envelope
+        .timestamp
+        .as_deref()
+        .and_then(timestamp)
+        .unwrap_or(signed_at);
+    let events = match envelope.event_type.as_str() {
+        "order.completed" => vec![order_completed(&read(envelope.data)?, at)?],
+        "subscription.activated" => vec![activated(&read(envelope.data)?, at)?],
+        "subscription.renewed" | "subscription.recovered" => {
+            vec![renewed(&read(envelope.data)?, at)?]
+        }
+        "subscription.canceling" => {
+            let id = subscription_id(&read(envelope.data)?)?;
+            vec![PaymentEvent::SubscriptionCancelScheduled {
+                provider_subscription_id: id,
+                occurred_at: at,
+            }]
+        }
+        "subscription.uncanceled" => {
+            let id = subscription_id(&read(envelope.data)?)?;
+            vec![PaymentEvent::SubscriptionCancelWithdrawn {
+                provider_subscription_id: id,
+                occurred_at: at,
+            }]
+        }
+        "subscription.canceled" => vec![canceled(&read(envelope.data)?, at)?],
+        "subscription.past_due" => {
+            let id = subscription_id(&read(envelope.data)?)?;
+            vec![PaymentEvent::SubscriptionPastDue {
+                provider_subscription_id: id,
+                occurred_at: at,
+            }]
+        }
+        "refund.succeeded" => vec![refunded(&read(envelope.data)?, at)?],
+        _ => Vec::new(),
+    };
+    Ok(ParsedWebhook {
+        event_id: envelope.id,
+        event_type: envelope.event_type,
+        events,
+    })
+}
+
+fn read(data: Value) -> Result<WebhookData, WebhookError> {
+    serde_json::from_value(data).map_err(|e| malformed(format!("event data cannot be read: {e}")))
+}
+
+fn malformed(text: impl Into<String>) -> WebhookError {
+    WebhookError::Malformed(text.into())
+}
+
+/// Our order from `orderMerchantExternalId`, or else `orderMetadata.orderId`.
+#[must_use]
+pub fn locator(data: &WebhookData) -> OrderLocator {
+    let from_metadata = || {
+        data.order_metadata
+            .as_ref()
+            .and_then(|m| m.get("orderId"))
+            .and_then(Value::as_str)
+            .and_then(|s| OrderId::new(s).ok())
+    };
+    let order_id = data
+        .order_merchant_external_id
+        .as_deref()
+        .and_then(|s| OrderId::new(s).ok())
+        .or_else(from_metadata);
+    // Webhooks name Pancake's order, not the checkout session Tally keeps as its reference.
+    OrderLocator {
+        order_id,
+        provider_reference: None,
+    }
+}
+
+fn amount_of(data: &WebhookData, amount: Option<&WireAmount>) -> Result<Money, WebhookError> {
+    let code = data
+        .currency
+        .as_deref()
+        .ok_or_else(|| malformed("event without a currency"))?;
+    let amount = amount.ok_or_else(|| malformed("event without an amount"))?;
+    currency(code)
+        .and_then(|c| amount.to_money(c))
+        .map_err(WebhookError::Malformed)
+}
+
+fn subscription_id(data: &WebhookData) -> Result<String, WebhookError> {
+    data.order_id
+        .clone()
+        .filter(|id| !id.is_empty())
+        .ok_or_else(|| malformed("event without an orderId"))
+}
+
+fn period(data: &WebhookData) -> Result<BillingPeriod, WebhookError> {
+    let start = data.current_period_start.as_deref().and_then(timestamp);
+    let end = data.current_period_end.as_deref().and_then(timestamp);
+    let (Some(start), Some(end)) = (start, end) else {
+        return Err(malformed("subscription event without a readable period"));
+    };
+    BillingPeriod::new(start, end).ok_or_else(|| malformed("subscription period is empty"))
+}
+
+fn order_completed(data: &WebhookData, at: Timestamp) -> Result<PaymentEvent, WebhookError> {
+    Ok(PaymentEvent::PaymentSucceeded {
+        order: locator(data),
+        amount: amount_of(data, data.amount.as_ref())?,
+        occurred_at: at,
+    })
+}
+
+fn activated(data: &WebhookData, at: Timestamp) -> Result<PaymentEvent, WebhookError> {
+    Ok(PaymentEvent::SubscriptionActivated {
+        order: locator(data),
+        provider_subscription_id: subscription_id(data)?,
+        period: period(data)?,
+        occurred_at: at,
+    })
+}
+
+fn renewed(data: &WebhookData, at: Timestamp) -> Result<PaymentEvent, WebhookError> {
+    Ok(PaymentEvent::SubscriptionRenewed {
+        provider_subscription_id: subscription_id(data)?,
+        period: period(data)?,
+        amount: amount_of(data, data.amount.as_ref())?,
+        occurred_at: at,
+    })
+}
+
+/// `subscription.canceled` ends the subscription; an `expired` order status says it ran out.
+fn canceled(data: &WebhookData, at: Timestamp) -> Result<PaymentEvent, WebhookError> {
+    let provider_subscription_id = subscription_id(data)?;
+    Ok(if data.order_status.as_deref() == Some("expired") {
+        PaymentEvent::SubscriptionExpired {
+            provider_subscription_id,
+            occurred_at: at,
+        }
+    } else {
+        PaymentEvent::SubscriptionCanceled {
+            provider_subscription_id,
+            occurred_at: at,
+        }
+    })
+}
+
+/// `refund.succeeded`: the payment's running refunded total when the payload has it
+/// (`refundedAmount`), else this refund's `amount`, which is the total for a first refund.
+fn refunded(data: &WebhookData, at: Timestamp) -> Result<PaymentEvent, WebhookError> {
+    let total = data.refunded_amount.as_ref().or(data.amount.as_ref());
+    Ok(PaymentEvent::Refunded {
+        order: locator(data),
+        total_refunded: amount_of(data, total)?,
+        occurred_at: at,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usd(minor: i64) -> Money {
+        Money::from_minor(minor, Currency::Usd).unwrap()
+    }
+
+    #[test]
+    fn money_becomes_a_display_string_with_the_currency_exponent() {
+        assert_eq!(display_amount(usd(999)), "9.99");
+        assert_eq!(display_amount(usd(5)), "0.05");
+        assert_eq!(display_amount(usd(0)), "0.00");
+        assert_eq!(display_amount(usd(123_456)), "1234.56");
+        assert_eq!(
+            display_amount(Money::from_minor(1000, Currency::Jpy).unwrap()),
+            "1000"
+        );
+    }
+
+    #[test]
+    fn display_strings_become_exact_money() {
+        assert_eq!(parse_display("9.99", Currency::Usd).unwrap(), usd(999));
+        assert_eq!(parse_display("9.9", Currency::Usd).unwrap(), usd(990));
+        assert_eq!(parse_display("9.990", Currency::Usd).unwrap(), usd(999));
+        assert_eq!(parse_display("10", Currency::Usd).unwrap(), usd(1000));
+        assert_eq!(
+            parse_display("1000", Currency::Jpy).unwrap().amount_minor(),
+            1000
+        );
+    }
+
+    #[test]
+    fn malformed_display_strings_are_refused() {
+        for text in [
+            "",
+            ".5",
+            "9.999",
+            "-1.00",
+            "1e3",
+            " 9.99",
+            "9,99",
+            "1000.5",
+            "99999999999999999999",
+        ] {
+            let currency = if text == "1000.5" {
+                Currency::Jpy
+            } else {
+                Currency::Usd
+            };
+            assert!(
+                parse_display(text, currency).is_err(),
+                "{text:?} was accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn display_strings_round_trip() {
+        for minor in [0, 1, 10, 99, 100, 101, 999_999] {
+            assert_eq!(
+                parse_display(&display_amount(usd(minor)), Currency::Usd).unwrap(),
+                usd(minor)
+            );
+        }
+    }
+
+    #[test]
+    fn the_canonical_request_hashes_the_exact_body() {
+        let text = canonical_request("POST", "/v1/x", 1_700_000_000, b"{}");
+        assert_eq!(
+            text,
+            "POST\n/v1/x\n1700000000\nRBNvo1WzZ4oRRq0W9+hknpT7T8If536DEMBg9hyq/4o="
+        );
+    }
+
+    #[test]
+    fn signature_headers_parse_and_malformed_ones_do_not() {
+        let parsed = parse_signature_header("t=1700000000123,v1=abc==").unwrap();
+        assert_eq!(parsed.t_ms, 1_700_000_000_123);
+        assert_eq!(parsed.v1, vec!["abc==".to_owned()]);
+        assert_eq!(parse_signature_header("v1=abc"), None);
+        assert_eq!(parse_signature_header("t=1"), None);
+        assert_eq!(parse_signature_header("t=soon,v1=abc"), None);
+    }
+
+    #[test]
+    fn dates_and_date_times_become_timestamps() {
+        assert_eq!(timestamp("1970-01-02").unwrap().unix_millis(), 86_400_000);
+        assert_eq!(
+            timestamp("1970-01-01T00:00:01.500Z").unwrap().unix_millis(),
+            1_500
+        );
+        assert_eq!(timestamp("tomorrow"), None);
+    }
+
+    #[test]
+    fn unknown_order_statuses_read_as_pending() {
+        let data: OrderStatusData =
+            serde_json::from_str(r#"{"onetimeOrders":[{"status":"brand_new"}]}"#).unwrap();
+        assert_eq!(
+            payment_status(&data, Timestamp::from_unix_millis(0)).unwrap(),
+            PaymentStatus::Pending
+        );
+    }
+}

@@ -1,0 +1,588 @@
+//! `wallet_global` = PayPal: Orders v2 for one-time and credits plans, Subscriptions v1 for
+//! recurring plans, webhooks verified by PayPal itself (`verify-webhook-signature`). The wire
+//! format lives in [`transformers`]; `docs/providers/wallet_global.md` is the operator's guide.
+//!
+//! **Capture exactly once.** An approved PayPal order moves no money until the merchant
+//! captures it. Tally captures on whichever comes first: the buyer's return to the success URL,
+//! the `CHECKOUT.ORDER.APPROVED` webhook ([`WalletGlobalGateway::verify_webhook`] captures
+//! before it answers), or the reconciler ([`WalletGlobalGateway::query_payment`] captures an
+//! order it finds approved). All three go through [`WalletGlobalGateway::capture`], which sends
+//! `PayPal-Request-Id: capture-<our order id>`: PayPal answers a repeated request id with the
+//! first request's result, and a capture that lost a race (`ORDER_ALREADY_CAPTURED`) reads the
+//! order back and reports the winner's capture. Every path reports the same capture, and
+//! `PaymentSucceeded` is applied once by the webhook pipeline's idempotency.
+
+mod client;
+pub mod transformers;
+
+use std::sync::Arc;
+
+use application::ports::{
+    AckFor, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError, OrderLocator,
+    PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, VerifiedWebhook, WebhookAck,
+    WebhookError, WebhookRequest,
+};
+use async_trait::async_trait;
+use domain::{Money, OrderId, PlanType, ProviderId, Timestamp};
+use secrecy::SecretString;
+use serde::Deserialize;
+
+pub use transformers::CaptureOutcome;
+
+use self::client::Api;
+use self::transformers::{
+    CreateOrder, CreateSubscription, Envelope, ErrorBody, Interpretation, Order, OrderStep,
+    SubscriptionStatus, Transmission, checked, failure, interpret, parse, path_segment,
+};
+use crate::shared::{ConfigError, GatewayContext, HttpSettings};
+
+/// PayPal's live API.
+pub const LIVE_BASE_URL: &str = "https://api-m.paypal.com";
+/// PayPal's sandbox API (`sandbox = true`).
+pub const SANDBOX_BASE_URL: &str = "https://api-m.sandbox.paypal.com";
+/// How far a webhook's `PAYPAL-TRANSMISSION-TIME` may be from now, in seconds.
+pub const WEBHOOK_TOLERANCE_S: i64 = 300;
+/// The largest webhook body read, in bytes (the HTTP layer enforces the same limit).
+const MAX_WEBHOOK_BYTES: usize = 256 * 1024;
+/// The longest webhook event id kept.
+const MAX_EVENT_ID_CHARS: usize = 128;
+/// The provider id, as `ConfigError` spells it.
+const PROVIDER: &str = "wallet_global";
+/// PayPal subscription ids start with this; order ids never contain a dash.
+const SUBSCRIPTION_ID_PREFIX: &str = "I-";
+
+/// `[providers.wallet_global]` in `tally.toml`.
+#[derive(Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WalletGlobalSettings {
+    /// The API base URL; default: PayPal live, or PayPal's sandbox when `sandbox` is set.
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// Use PayPal's sandbox environment (TinyShip's `PAYPAL_SANDBOX`).
+    #[serde(default)]
+    pub sandbox: bool,
+    /// Total time for one API call.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Time to establish a connection.
+    #[serde(default = "default_connect_timeout_ms")]
+    pub connect_timeout_ms: u64,
+    /// The REST app's client id.
+    pub client_id: String,
+    /// The REST app's secret.
+    pub client_secret: SecretString,
+    /// The id (`WH-…` or similar) of the webhook registered for Tally's webhook URL.
+    pub webhook_id: String,
+}
+
+fn default_timeout_ms() -> u64 {
+    HttpSettings::new("").timeout_ms
+}
+
+fn default_connect_timeout_ms() -> u64 {
+    HttpSettings::new("").connect_timeout_ms
+}
+
+impl WalletGlobalSettings {
+    /// Settings with default timeouts (the sandbox and tests build them this way).
+    #[must_use]
+    pub fn new(
+        base_url: Option<String>,
+        client_id: impl Into<String>,
+        client_secret: impl Into<String>,
+        webhook_id: impl Into<String>,
+    ) -> Self {
+        Self {
+            base_url,
+            sandbox: false,
+            timeout_ms: default_timeout_ms(),
+            connect_timeout_ms: default_connect_timeout_ms(),
+            client_id: client_id.into(),
+            client_secret: SecretString::from(client_secret.into()),
+            webhook_id: webhook_id.into(),
+        }
+    }
+
+    /// The API base URL in effect.
+    #[must_use]
+    pub fn effective_base_url(&self) -> &str {
+        match (&self.base_url, self.sandbox) {
+            (Some(url), _) => url,
+            (None, true) => SANDBOX_BASE_URL,
+            (None, false) => LIVE_BASE_URL,
+        }
+    }
+
+    /// Where the API is and how long to wait for it.
+    #[must_use]
+    pub fn http(&self) -> HttpSettings {
+        HttpSettings {
+            base_url: self.effective_base_url().trim_end_matches('/').to_owned(),
+            timeout_ms: self.timeout_ms,
+            connect_timeout_ms: self.connect_timeout_ms,
+        }
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        let fail = |field: &'static str, problem: &str| {
+            Err(ConfigError {
+                provider: PROVIDER,
+                field,
+                problem: problem.to_owned(),
+            })
+        };
+        let base = self.effective_base_url();
+        if !(base.starts_with("https://") || base.starts_with("http://")) {
+            return fail("baseUrl", "must be an http(s) URL");
+        }
+        if self.timeout_ms == 0 || self.connect_timeout_ms == 0 {
+            return fail("timeoutMs", "must be greater than zero");
+        }
+        if self.client_id.trim().is_empty() {
+            return fail("clientId", "is required");
+        }
+        if secrecy::ExposeSecret::expose_secret(&self.client_secret)
+            .trim()
+            .is_empty()
+        {
+            return fail("clientSecret", "is required");
+        }
+        if self.webhook_id.trim().is_empty() {
+            return fail("webhookId", "is required");
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for WalletGlobalSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WalletGlobalSettings")
+            .field("base_url", &self.base_url)
+            .field("sandbox", &self.sandbox)
+            .field("timeout_ms", &self.timeout_ms)
+            .field("connect_timeout_ms", &self.connect_timeout_ms)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &"[redacted]")
+            .field("webhook_id", &self.webhook_id)
+            .finish()
+    }
+}
+
+/// The PayPal gateway.
+pub struct WalletGlobalGateway {
+    api: Api,
+    clock: Arc<dyn Clock>,
+    sandbox: bool,
+    webhook_id: String,
+}
+
+impl std::fmt::Debug for WalletGlobalGateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WalletGlobalGateway")
+            .field("sandbox", &self.sandbox)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The `PayPal-Request-Id` of the capture of our order: the same for every path that captures
+/// it, so PayPal captures once.
+#[must_use]
+pub fn capture_request_id(order_id: &OrderId) -> String {
+    format!("capture-{order_id}")
+}
+
+impl WalletGlobalGateway {
+    /// A gateway for `settings`; `context.http` must point at `settings.http()`.
+    ///
+    /// # Errors
+    /// A setting that cannot work (empty credentials, a base URL that is not http(s)).
+    pub fn new(
+        settings: &WalletGlobalSettings,
+        context: GatewayContext,
+    ) -> Result<Self, ConfigError> {
+        settings.check()?;
+        let api = Api::new(
+            context.http,
+            context.clock.clone(),
+            settings.client_id.trim().to_owned(),
+            settings.client_secret.clone(),
+        );
+        Ok(Self {
+            api,
+            clock: context.clock,
+            sandbox: context.sandbox,
+            webhook_id: settings.webhook_id.trim().to_owned(),
+        })
+    }
+
+    /// Capture an approved PayPal order, idempotently: concurrent and repeated captures of the
+    /// same order (return URL, webhook, reconciler) come to one capture at PayPal and the same
+    /// outcome here.
+    ///
+    /// # Errors
+    /// [`GatewayError::Rejected`] when PayPal refuses (not approved yet, expired, voided);
+    /// [`GatewayError::Unreachable`] on transport failures (retrying is safe).
+    pub async fn capture(
+        &self,
+        paypal_order_id: &str,
+        our_order_id: &OrderId,
+    ) -> Result<CaptureOutcome, GatewayError> {
+        let id = path_segment(paypal_order_id)
+            .ok_or_else(|| GatewayError::Rejected("not a paypal order id".into()))?;
+        let reply = self
+            .api
+            .capture_order(id, &capture_request_id(our_order_id))
+            .await?;
+        if (200..=299).contains(&reply.status) {
+            let order: Order = parse(&reply, "capture answer")?;
+            return order.capture_outcome(self.clock.now());
+        }
+        if !(400..=499).contains(&reply.status) {
+            return Err(failure(&reply));
+        }
+        // Another capture may have won the race (`ORDER_ALREADY_CAPTURED`), or PayPal refused a
+        // concurrent duplicate of our request id: what the order says now is the answer.
+        let order = self.api.get_order(id).await?;
+        let already = ErrorBody::of(&reply).has_issue("ORDER_ALREADY_CAPTURED");
+        match order.status.step() {
+            OrderStep::ReadCapture => order.capture_outcome(self.clock.now()),
+            OrderStep::Capture if already => Ok(CaptureOutcome::Pending),
+            OrderStep::Wait | OrderStep::Capture | OrderStep::Voided => Err(failure(&reply)),
+        }
+    }
+
+    async fn checkout_order(&self, request: &CheckoutRequest) -> Result<Checkout, GatewayError> {
+        let order = self
+            .api
+            .create_order(&CreateOrder::from(request), request.order_id.as_str())
+            .await?;
+        let link = order
+            .approve_link()
+            .ok_or_else(|| GatewayError::BadResponse("order has no approval link".into()))?;
+        let id = path_segment(&order.id)
+            .ok_or_else(|| GatewayError::BadResponse("unexpected order id".into()))?;
+        Ok(Checkout {
+            provider_reference: Some(id.to_owned()),
+            target: CheckoutTarget::Redirect(link.to_owned()),
+        })
+    }
+
+    async fn checkout_subscription(
+        &self,
+        request: &CheckoutRequest,
+    ) -> Result<Checkout, GatewayError> {
+        let mut body = CreateSubscription::try_from(request)?;
+        if self.sandbox {
+            body = body.priced_for_sandbox(request);
+        }
+        let subscription = self
+            .api
+            .create_subscription(&body, request.order_id.as_str())
+            .await?;
+        let link = subscription
+            .approve_link()
+            .ok_or_else(|| GatewayError::BadResponse("subscription has no approval link".into()))?;
+        let id = path_segment(&subscription.id)
+            .filter(|id| id.starts_with(SUBSCRIPTION_ID_PREFIX))
+            .ok_or_else(|| GatewayError::BadResponse("unexpected subscription id".into()))?;
+        Ok(Checkout {
+            provider_reference: Some(id.to_owned()),
+            target: CheckoutTarget::Redirect(link.to_owned()),
+        })
+    }
+
+    async fn query_order(
+        &self,
+        id: &str,
+        order_id: &OrderId,
+    ) -> Result<PaymentStatus, GatewayError> {
+        let order = self.api.get_order(id).await?;
+        Ok(match order.status.step() {
+            OrderStep::Wait => PaymentStatus::Pending,
+            // Approved but not captured: the buyer never came back and the webhook was lost.
+            OrderStep::Capture => self.capture(id, order_id).await?.into(),
+            OrderStep::ReadCapture => order.capture_outcome(self.clock.now())?.into(),
+            OrderStep::Voided => PaymentStatus::Failed {
+                reason: "paypal voided the order".into(),
+            },
+        })
+    }
+
+    /// Extract the transmission headers, refuse a stale one, and have PayPal verify the rest.
+    async fn verified_envelope(&self, request: &WebhookRequest) -> Result<Envelope, WebhookError> {
+        let transmission = Transmission::extract(request)?;
+        let now_s = self.clock.now().unix_millis().div_euclid(1000);
+        if (now_s - transmission.time_s).abs() > WEBHOOK_TOLERANCE_S {
+            return Err(WebhookError::Stale);
+        }
+        if request.body.len() > MAX_WEBHOOK_BYTES {
+            return Err(WebhookError::Malformed("body too large".into()));
+        }
+        let envelope: Envelope = serde_json::from_slice(&request.body)
+            .map_err(|_| WebhookError::Malformed("body is not a paypal webhook event".into()))?;
+        if envelope.id.is_empty() || envelope.id.len() > MAX_EVENT_ID_CHARS {
+            return Err(WebhookError::Malformed(
+                "event id missing or too long".into(),
+            ));
+        }
+        let body = transmission.verification_body(&self.webhook_id, &request.body)?;
+        let answer = self
+            .api
+            .verify_signature(&body)
+            .await
+            .map_err(|e| retry_later("signature verification", &e))?;
+        if answer.verified() {
+            Ok(envelope)
+        } else {
+            Err(WebhookError::BadSignature)
+        }
+    }
+
+    /// Turn an interpretation into events, calling PayPal where the event alone is not enough.
+    async fn resolve(
+        &self,
+        interpretation: Interpretation,
+    ) -> Result<Vec<PaymentEvent>, WebhookError> {
+        match interpretation {
+            Interpretation::Events(events) => Ok(events),
+            Interpretation::Capture {
+                paypal_order_id,
+                order_id,
+                occurred_at,
+            } => {
+                let outcome = lookup(self.capture(&paypal_order_id, &order_id).await, "capture")?;
+                let order = OrderLocator {
+                    order_id: Some(order_id),
+                    provider_reference: Some(paypal_order_id),
+                };
+                Ok(captured(order, outcome, occurred_at))
+            }
+            Interpretation::RefundOfCapture {
+                capture_id,
+                total_refunded,
+                occurred_at,
+            } => {
+                let capture = lookup(self.api.get_capture(&capture_id).await, "refunded capture")?;
+                Ok(capture
+                    .map(|c| PaymentEvent::Refunded {
+                        order: c.locator(),
+                        total_refunded,
+                        occurred_at,
+                    })
+                    .into_iter()
+                    .collect())
+            }
+            Interpretation::SubscriptionSale {
+                subscription_id,
+                amount,
+                sold_at,
+                occurred_at,
+            } => {
+                let sale = Sale {
+                    subscription_id,
+                    amount,
+                    sold_at,
+                    occurred_at,
+                };
+                self.sale(sale).await
+            }
+        }
+    }
+
+    /// A subscription payment: the first activates (whichever of `ACTIVATED` and the sale comes
+    /// first), later ones renew for the period PayPal now reports as paid.
+    async fn sale(&self, sale: Sale) -> Result<Vec<PaymentEvent>, WebhookError> {
+        let Some(subscription) = lookup(
+            self.api.get_subscription(&sale.subscription_id).await,
+            "subscription",
+        )?
+        else {
+            return Ok(Vec::new());
+        };
+        if sale
+            .sold_at
+            .is_some_and(|at| !subscription.shows_sale_at(at))
+        {
+            return Err(redeliver("the subscription does not show the sale yet"));
+        }
+        let event = if subscription.is_first_payment() {
+            subscription.activation(sale.occurred_at)
+        } else {
+            subscription
+                .paid_period()
+                .map(|period| PaymentEvent::SubscriptionRenewed {
+                    provider_subscription_id: sale.subscription_id,
+                    period,
+                    amount: sale.amount,
+                    occurred_at: sale.occurred_at,
+                })
+        };
+        if event.is_none() {
+            tracing::warn!(
+                provider = PROVIDER,
+                "paypal subscription shows no paid period; the sale changes nothing"
+            );
+        }
+        Ok(event.into_iter().collect())
+    }
+}
+
+/// A subscription sale to resolve.
+struct Sale {
+    subscription_id: String,
+    amount: Money,
+    sold_at: Option<Timestamp>,
+    occurred_at: Timestamp,
+}
+
+/// The events of a capture made for an approval webhook.
+fn captured(
+    order: OrderLocator,
+    outcome: Option<CaptureOutcome>,
+    occurred_at: Timestamp,
+) -> Vec<PaymentEvent> {
+    match outcome {
+        Some(CaptureOutcome::Completed {
+            amount,
+            captured_at,
+            ..
+        }) => {
+            vec![PaymentEvent::PaymentSucceeded {
+                order,
+                amount,
+                occurred_at: captured_at,
+            }]
+        }
+        Some(CaptureOutcome::Declined { reason }) => vec![PaymentEvent::PaymentFailed {
+            order,
+            reason,
+            occurred_at,
+        }],
+        // Held for review, or refused (expired, voided): `PAYMENT.CAPTURE.*` or the reconciler
+        // settles it.
+        Some(CaptureOutcome::Pending) | None => Vec::new(),
+    }
+}
+
+/// A PayPal call made while handling a webhook: a refusal (not found, not ours) makes the event
+/// a no-op; a transient failure refuses the webhook so that PayPal delivers it again.
+fn lookup<T>(result: Result<T, GatewayError>, what: &str) -> Result<Option<T>, WebhookError> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(GatewayError::Rejected(reason)) => {
+            tracing::warn!(provider = PROVIDER, %reason, "paypal refused the {what}; the event changes nothing");
+            Ok(None)
+        }
+        Err(e) => Err(retry_later(what, &e)),
+    }
+}
+
+/// The refusal for a webhook that could not be handled now. PayPal redelivers on any non-2xx
+/// answer (25 times over three days). The port has no retryable variant, so this is
+/// `Malformed` with a clear reason.
+fn retry_later(what: &str, error: &GatewayError) -> WebhookError {
+    tracing::warn!(provider = PROVIDER, %error, "paypal {what} failed; refusing the webhook so that paypal retries");
+    WebhookError::Malformed(format!("{what} failed, paypal will redeliver: {error}"))
+}
+
+/// The refusal for a webhook PayPal's data is not ready for yet (see [`retry_later`]).
+fn redeliver(reason: &str) -> WebhookError {
+    tracing::warn!(
+        provider = PROVIDER,
+        reason,
+        "refusing the webhook so that paypal redelivers it"
+    );
+    WebhookError::Malformed(format!("{reason}, paypal will redeliver"))
+}
+
+#[async_trait]
+impl PaymentGateway for WalletGlobalGateway {
+    fn provider(&self) -> ProviderId {
+        ProviderId::WalletGlobal
+    }
+
+    fn is_sandbox(&self) -> bool {
+        self.sandbox
+    }
+
+    async fn create_checkout(&self, request: &CheckoutRequest) -> Result<Checkout, GatewayError> {
+        match request.snapshot.plan_type {
+            PlanType::Recurring => self.checkout_subscription(request).await,
+            PlanType::OneTime | PlanType::Credits => self.checkout_order(request).await,
+        }
+    }
+
+    async fn query_payment(&self, payment: &PaymentRef) -> Result<PaymentStatus, GatewayError> {
+        // No PayPal id means the checkout was never created: nothing can have been paid.
+        let Some(reference) = payment.provider_reference.as_deref() else {
+            return Ok(PaymentStatus::Pending);
+        };
+        let id = path_segment(reference)
+            .ok_or_else(|| GatewayError::BadResponse("unexpected paypal id".into()))?;
+        if id.starts_with(SUBSCRIPTION_ID_PREFIX) {
+            return Ok(self.api.get_subscription(id).await?.payment_status());
+        }
+        self.query_order(id, &payment.order_id).await
+    }
+
+    /// PayPal has no call to close an unapproved order: it lapses at PayPal by itself, and
+    /// Tally expires its own order.
+    async fn close_payment(&self, _payment: &PaymentRef) -> Result<(), GatewayError> {
+        Err(GatewayError::NotSupported)
+    }
+
+    /// PayPal cancels at once; the subscriber keeps access to the end of the paid period
+    /// because Tally's `canceled` status grants access until then. Cancelling a cancelled
+    /// subscription succeeds.
+    async fn cancel_subscription(
+        &self,
+        provider_subscription_id: &str,
+    ) -> Result<(), GatewayError> {
+        let id = path_segment(provider_subscription_id)
+            .ok_or_else(|| GatewayError::Rejected("not a paypal subscription id".into()))?;
+        let reply = self.api.cancel_subscription(id).await?;
+        if (200..=299).contains(&reply.status) {
+            return Ok(());
+        }
+        if reply.status == 422 && ErrorBody::of(&reply).has_issue("SUBSCRIPTION_STATUS_INVALID") {
+            let status = self.api.get_subscription(id).await?.status;
+            if matches!(
+                status,
+                SubscriptionStatus::Cancelled | SubscriptionStatus::Expired
+            ) {
+                return Ok(());
+            }
+        }
+        checked(reply).map(|_| ())
+    }
+
+    async fn verify_webhook(
+        &self,
+        request: &WebhookRequest,
+    ) -> Result<VerifiedWebhook, WebhookError> {
+        let envelope = self.verified_envelope(request).await?;
+        let interpretation = interpret(&envelope, self.clock.now())?;
+        let events = self.resolve(interpretation).await?;
+        Ok(VerifiedWebhook {
+            event_id: envelope.id,
+            event_type: envelope.event_type,
+            events,
+        })
+    }
+
+    /// PayPal wants any 2xx; anything else is redelivered.
+    fn webhook_ack(&self, outcome: &AckFor) -> WebhookAck {
+        match outcome {
+            AckFor::Accepted => WebhookAck {
+                status: 200,
+                content_type: "text/plain",
+                body: String::new(),
+            },
+            AckFor::Refused(_) => WebhookAck {
+                status: 400,
+                content_type: "text/plain",
+                body: "webhook refused".into(),
+            },
+        }
+    }
+}

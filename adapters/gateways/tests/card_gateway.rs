@@ -1,0 +1,785 @@
+#![cfg(feature = "card_gateway")]
+//! The Stripe Checkout gateway against a wiremock Stripe and recorded event payloads.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use application::ports::{
+    AckFor, CheckoutRequest, CheckoutTarget, GatewayError, OrderLocator, PaymentEvent,
+    PaymentGateway, PaymentRef, PaymentStatus, WebhookError, WebhookRequest,
+};
+use application::testing::FixedClock;
+use domain::{
+    BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
+    ProviderRefs, Timestamp, UserId,
+};
+use gateways::GatewayContext;
+use gateways::card_gateway::transformers::encode_form;
+use gateways::card_gateway::{CardGatewayGateway, CardGatewaySettings};
+use gateways::shared::ProviderHttp;
+use gateways::shared::signing::{hex, hmac_sha256};
+use wiremock::matchers::{bearer_token, header, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const SECRET_KEY: &str = "sk_test_51TallyTestKey0000000000";
+const WEBHOOK_SECRET: &str = "whsec_vectorSecret0123456789";
+/// 2024-11-16T14:06:40Z, the `created` of the completed-session fixture.
+const NOW_S: i64 = 1_731_766_000;
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/fixtures/card_gateway/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn plan(kind: &str, amount: &str, currency: &str, price_id: Option<&str>) -> Plan {
+    let mut i18n = BTreeMap::new();
+    i18n.insert(
+        "en".to_owned(),
+        PlanText {
+            name: "Pro plan".into(),
+            ..PlanText::default()
+        },
+    );
+    let draft = PlanDraft {
+        id: format!("{kind}-plan"),
+        provider: Some("card_gateway".into()),
+        amount: Some(amount.parse().unwrap()),
+        currency: Some(currency.into()),
+        months: match kind {
+            "credits" => None,
+            "one_time" => Some(999_999),
+            _ => Some(1),
+        },
+        duration_type: Some(kind.into()),
+        credits: (kind == "credits").then(|| "500".parse().unwrap()),
+        provider_refs: ProviderRefs {
+            card_gateway_price_id: price_id.map(str::to_owned),
+            ..ProviderRefs::default()
+        },
+        i18n,
+        ..PlanDraft::default()
+    };
+    Plan::from_draft(&draft).unwrap()
+}
+
+fn checkout_request(plan: Plan, order_id: &str) -> CheckoutRequest {
+    CheckoutRequest {
+        order_id: OrderId::new(order_id).unwrap(),
+        user_id: UserId::new("usr_7").unwrap(),
+        customer_email: Some("buyer@example.com".into()),
+        snapshot: PlanSnapshot::of(&plan, plan.price()),
+        plan,
+        success_url: format!("https://tally.example/payment-success?orderId={order_id}"),
+        cancel_url: format!("https://tally.example/payment-cancel?orderId={order_id}"),
+        notify_url: "https://tally.example/api/payment/webhook/card_gateway".into(),
+        // Two hours from now: inside Stripe's window, so sent as is.
+        expires_at: Timestamp::from_unix_millis((NOW_S + 7_200) * 1000),
+    }
+}
+
+fn gateway_at(base_url: &str, now_s: i64) -> CardGatewayGateway {
+    let settings = CardGatewaySettings::new(SECRET_KEY, WEBHOOK_SECRET, Some(base_url.to_owned()));
+    let context = GatewayContext {
+        http: ProviderHttp::new(&settings.http()).unwrap(),
+        clock: Arc::new(FixedClock::at(now_s * 1000)),
+        sandbox: false,
+    };
+    CardGatewayGateway::new(&settings, context).unwrap()
+}
+
+fn gateway(base_url: &str) -> CardGatewayGateway {
+    gateway_at(base_url, NOW_S)
+}
+
+fn signed(body: &[u8], secret: &str, t: i64) -> String {
+    let mut message = format!("{t}.").into_bytes();
+    message.extend_from_slice(body);
+    hex(&hmac_sha256(secret.as_bytes(), &message))
+}
+
+fn webhook(body: Vec<u8>, signature_header: Option<String>) -> WebhookRequest {
+    let mut headers = BTreeMap::new();
+    headers.insert("content-type".to_owned(), "application/json".to_owned());
+    if let Some(value) = signature_header {
+        headers.insert("stripe-signature".to_owned(), value);
+    }
+    WebhookRequest { headers, body }
+}
+
+fn signed_webhook(name: &str) -> WebhookRequest {
+    let body = fixture(name);
+    let signature = signed(&body, WEBHOOK_SECRET, NOW_S);
+    webhook(body, Some(format!("t={NOW_S},v1={signature}")))
+}
+
+fn usd(minor: i64) -> Money {
+    Money::from_minor(minor, Currency::Usd).unwrap()
+}
+
+fn at(seconds: i64) -> Timestamp {
+    Timestamp::from_unix_millis(seconds * 1000)
+}
+
+fn order_id(id: &str) -> Option<OrderId> {
+    Some(OrderId::new(id).unwrap())
+}
+
+async fn stripe_answering(status: u16, body: Vec<u8>) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/checkout/sessions"))
+        .respond_with(ResponseTemplate::new(status).set_body_raw(body, "application/json"))
+        .mount(&server)
+        .await;
+    server
+}
+
+async fn only_form(server: &MockServer) -> Vec<(String, String)> {
+    let requests = server.received_requests().await.unwrap();
+    assert_eq!(requests.len(), 1);
+    serde_urlencoded::from_bytes(&requests[0].body).unwrap()
+}
+
+fn field<'a>(form: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    form.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checkout and the other API calls
+
+#[tokio::test]
+async fn a_one_time_checkout_is_a_form_encoded_session_carrying_our_order_id_and_idempotency_key() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/checkout/sessions"))
+        .and(bearer_token(SECRET_KEY))
+        .and(header("idempotency-key", "ord_01JCZ8M4QW"))
+        .and(header("content-type", "application/x-www-form-urlencoded"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(
+            fixture("checkout.session.response.json"),
+            "application/json",
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let request = checkout_request(
+        plan(
+            "one_time",
+            "9.99",
+            "USD",
+            Some("price_1QJ0kELkdIwHu7ixLife"),
+        ),
+        "ord_01JCZ8M4QW",
+    );
+
+    let checkout = gateway(&server.uri())
+        .create_checkout(&request)
+        .await
+        .unwrap();
+
+    assert_eq!(
+        checkout.provider_reference.as_deref(),
+        Some("cs_test_a1Xq9ZfWm3tY7hB2kLr5Vd8NcPe4UoJs6GiHw0AzQ1Ky")
+    );
+    assert!(
+        matches!(checkout.target, CheckoutTarget::Redirect(url) if url.starts_with("https://checkout.stripe.com/c/pay/cs_test_"))
+    );
+    let form = only_form(&server).await;
+    assert_eq!(field(&form, "mode"), Some("payment"));
+    assert_eq!(
+        field(&form, "line_items[0][price]"),
+        Some("price_1QJ0kELkdIwHu7ixLife")
+    );
+    assert_eq!(field(&form, "line_items[0][quantity]"), Some("1"));
+    assert_eq!(field(&form, "client_reference_id"), Some("ord_01JCZ8M4QW"));
+    assert_eq!(field(&form, "metadata[orderId]"), Some("ord_01JCZ8M4QW"));
+    assert_eq!(field(&form, "metadata[amountMinor]"), Some("999"));
+    assert_eq!(field(&form, "metadata[currency]"), Some("USD"));
+    assert_eq!(
+        field(&form, "payment_intent_data[metadata][orderId]"),
+        Some("ord_01JCZ8M4QW")
+    );
+    assert_eq!(field(&form, "customer_email"), Some("buyer@example.com"));
+    assert_eq!(
+        field(&form, "success_url"),
+        Some("https://tally.example/payment-success?orderId=ord_01JCZ8M4QW")
+    );
+    assert_eq!(
+        field(&form, "cancel_url"),
+        Some("https://tally.example/payment-cancel?orderId=ord_01JCZ8M4QW")
+    );
+    assert_eq!(
+        field(&form, "expires_at"),
+        Some((NOW_S + 7_200).to_string().as_str())
+    );
+    assert_eq!(field(&form, "subscription_data[metadata][orderId]"), None);
+    assert_eq!(
+        field(&form, "metadata[notifyUrl]"),
+        None,
+        "only the sandbox is told where webhooks go"
+    );
+}
+
+#[tokio::test]
+async fn a_credits_plan_without_a_price_id_sends_an_ad_hoc_price_in_minor_units() {
+    let server = stripe_answering(200, fixture("checkout.session.response.json")).await;
+    let request = checkout_request(plan("credits", "500", "JPY", None), "ord_01JD0CREDS");
+
+    gateway(&server.uri())
+        .create_checkout(&request)
+        .await
+        .unwrap();
+
+    let form = only_form(&server).await;
+    assert_eq!(field(&form, "mode"), Some("payment"));
+    assert_eq!(field(&form, "line_items[0][price]"), None);
+    // JPY is zero-decimal for Stripe and for the domain alike: 500 yen is 500.
+    assert_eq!(
+        field(&form, "line_items[0][price_data][unit_amount]"),
+        Some("500")
+    );
+    assert_eq!(
+        field(&form, "line_items[0][price_data][currency]"),
+        Some("jpy")
+    );
+    assert_eq!(
+        field(&form, "line_items[0][price_data][product_data][name]"),
+        Some("Pro plan")
+    );
+    assert_eq!(
+        field(&form, "line_items[0][price_data][recurring][interval]"),
+        None
+    );
+}
+
+#[tokio::test]
+async fn an_order_priced_differently_from_its_plan_is_charged_its_own_price_not_the_price_id() {
+    let server = stripe_answering(200, fixture("checkout.session.response.json")).await;
+    let plan = plan("one_time", "9.99", "USD", Some("price_live"));
+    let mut request = checkout_request(plan, "ord_01JD0DEVPR");
+    request.snapshot.price = usd(1);
+
+    gateway(&server.uri())
+        .create_checkout(&request)
+        .await
+        .unwrap();
+
+    let form = only_form(&server).await;
+    assert_eq!(field(&form, "line_items[0][price]"), None);
+    assert_eq!(
+        field(&form, "line_items[0][price_data][unit_amount]"),
+        Some("1")
+    );
+    assert_eq!(
+        field(&form, "line_items[0][price_data][currency]"),
+        Some("usd")
+    );
+}
+
+#[tokio::test]
+async fn a_subscription_checkout_uses_the_price_id_and_tags_the_subscription_with_our_order_id() {
+    let server = stripe_answering(200, fixture("checkout.session.response.json")).await;
+    let request = checkout_request(
+        plan(
+            "recurring",
+            "19",
+            "USD",
+            Some("price_1QJ0kELkdIwHu7ixPro19M"),
+        ),
+        "ord_01JCZ9SUB1",
+    );
+
+    gateway(&server.uri())
+        .create_checkout(&request)
+        .await
+        .unwrap();
+
+    let form = only_form(&server).await;
+    assert_eq!(field(&form, "mode"), Some("subscription"));
+    assert_eq!(
+        field(&form, "line_items[0][price]"),
+        Some("price_1QJ0kELkdIwHu7ixPro19M")
+    );
+    assert_eq!(
+        field(&form, "subscription_data[metadata][orderId]"),
+        Some("ord_01JCZ9SUB1")
+    );
+    assert_eq!(field(&form, "metadata[intervalMonths]"), Some("1"));
+    assert_eq!(field(&form, "metadata[amountMinor]"), Some("1900"));
+    assert_eq!(
+        field(&form, "payment_intent_data[metadata][orderId]"),
+        None,
+        "Stripe refuses it in subscription mode"
+    );
+}
+
+#[tokio::test]
+async fn an_order_expiring_too_soon_or_too_late_is_clamped_into_stripes_window() {
+    let server = stripe_answering(200, fixture("checkout.session.response.json")).await;
+    let mut soon = checkout_request(plan("one_time", "9.99", "USD", None), "ord_soon");
+    soon.expires_at = at(NOW_S + 60);
+    let mut late = checkout_request(plan("one_time", "9.99", "USD", None), "ord_late");
+    late.expires_at = at(NOW_S + 3 * 86_400);
+    let gateway = gateway(&server.uri());
+
+    gateway.create_checkout(&soon).await.unwrap();
+    gateway.create_checkout(&late).await.unwrap();
+
+    let requests = server.received_requests().await.unwrap();
+    let expiry = |i: usize| -> i64 {
+        let form: Vec<(String, String)> = serde_urlencoded::from_bytes(&requests[i].body).unwrap();
+        field(&form, "expires_at").unwrap().parse().unwrap()
+    };
+    assert_eq!(expiry(0), NOW_S + 31 * 60);
+    assert_eq!(expiry(1), NOW_S + 24 * 3600 - 60);
+}
+
+#[test]
+fn the_form_uses_stripes_percent_encoded_bracket_syntax() {
+    let fields = vec![
+        (
+            "line_items[0][price_data][product_data][name]".to_owned(),
+            "Pro plan".to_owned(),
+        ),
+        ("metadata[orderId]".to_owned(), "ord_1".to_owned()),
+        (
+            "success_url".to_owned(),
+            "https://t.example/s?a=1&b=2".to_owned(),
+        ),
+    ];
+    // Python's urllib.parse.urlencode of the same pairs.
+    let expected = "line_items%5B0%5D%5Bprice_data%5D%5Bproduct_data%5D%5Bname%5D=Pro+plan\
+                    &metadata%5BorderId%5D=ord_1&success_url=https%3A%2F%2Ft.example%2Fs%3Fa%3D1%26b%3D2";
+    assert_eq!(encode_form(&fields).unwrap(), expected);
+}
+
+#[tokio::test]
+async fn a_refusal_by_stripe_carries_its_error_message_and_a_server_error_is_unreachable() {
+    let refusal = br#"{"error":{"message":"No such price: 'price_gone'","param":"line_items[0][price]","type":"invalid_request_error"}}"#;
+    let server = stripe_answering(400, refusal.to_vec()).await;
+    let request = checkout_request(plan("one_time", "9.99", "USD", Some("price_gone")), "ord_1");
+    let error = gateway(&server.uri())
+        .create_checkout(&request)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, GatewayError::Rejected(m) if m.contains("No such price") && m.contains("invalid_request_error")),
+        "{error:?}"
+    );
+
+    let server = stripe_answering(503, b"{}".to_vec()).await;
+    let error = gateway(&server.uri())
+        .create_checkout(&request)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, GatewayError::Unreachable(_)), "{error:?}");
+}
+
+async fn session_query(body: serde_json::Value) -> Result<PaymentStatus, GatewayError> {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/v1/checkout/sessions/cs_test_q1"))
+        .and(bearer_token(SECRET_KEY))
+        .respond_with(ResponseTemplate::new(200).set_body_json(body))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let payment = PaymentRef {
+        order_id: OrderId::new("ord_q").unwrap(),
+        provider_reference: Some("cs_test_q1".into()),
+    };
+    gateway(&server.uri()).query_payment(&payment).await
+}
+
+#[tokio::test]
+async fn a_queried_session_is_paid_only_when_complete_and_paid_and_failed_only_when_expired() {
+    let session = |status: &str, payment_status: &str| {
+        serde_json::json!({"id": "cs_test_q1", "object": "checkout.session", "status": status,
+            "payment_status": payment_status, "mode": "payment", "amount_total": 999, "currency": "usd"})
+    };
+    assert_eq!(
+        session_query(session("complete", "paid")).await.unwrap(),
+        PaymentStatus::Succeeded {
+            amount: usd(999),
+            paid_at: at(NOW_S)
+        }
+    );
+    assert_eq!(
+        session_query(session("open", "unpaid")).await.unwrap(),
+        PaymentStatus::Pending
+    );
+    assert_eq!(
+        session_query(session("complete", "unpaid")).await.unwrap(),
+        PaymentStatus::Pending
+    );
+    assert_eq!(
+        session_query(session("brand_new", "paid")).await.unwrap(),
+        PaymentStatus::Pending
+    );
+    assert!(matches!(
+        session_query(session("expired", "unpaid")).await.unwrap(),
+        PaymentStatus::Failed { .. }
+    ));
+}
+
+#[tokio::test]
+async fn closing_a_payment_expires_its_checkout_session() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/checkout/sessions/cs_test_c1/expire"))
+        .and(bearer_token(SECRET_KEY))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "id": "cs_test_c1", "object": "checkout.session", "status": "expired", "payment_status": "unpaid", "mode": "payment"})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let payment = PaymentRef {
+        order_id: OrderId::new("ord_c").unwrap(),
+        provider_reference: Some("cs_test_c1".into()),
+    };
+    gateway(&server.uri())
+        .close_payment(&payment)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn cancelling_a_subscription_sets_cancel_at_period_end() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/subscriptions/sub_1QKy7pLkdIwHu7ixWbQz4u2Y"))
+        .and(bearer_token(SECRET_KEY))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "id": "sub_1QKy7pLkdIwHu7ixWbQz4u2Y", "object": "subscription", "status": "active", "cancel_at_period_end": true})))
+        .expect(1)
+        .mount(&server)
+        .await;
+
+    gateway(&server.uri())
+        .cancel_subscription("sub_1QKy7pLkdIwHu7ixWbQz4u2Y")
+        .await
+        .unwrap();
+
+    let requests = server.received_requests().await.unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&requests[0].body),
+        "cancel_at_period_end=true"
+    );
+}
+
+#[tokio::test]
+async fn ids_that_would_change_the_url_path_are_refused_before_any_call() {
+    let server = MockServer::start().await;
+    let error = gateway(&server.uri())
+        .cancel_subscription("../customers/cus_1")
+        .await
+        .unwrap_err();
+    assert!(matches!(error, GatewayError::Rejected(_)));
+    assert!(server.received_requests().await.unwrap().is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Webhook verification
+
+#[tokio::test]
+async fn a_signature_computed_independently_with_openssl_verifies() {
+    // printf '1731766000.' | cat - checkout.session.completed.json \
+    //   | openssl dgst -sha256 -hmac whsec_vectorSecret0123456789 -hex
+    let expected = "fccfde1af408b0b33ddb15aca8c7f53cd8ee15b1752e38fb70cc3704dad2f8fa";
+    let body = fixture("checkout.session.completed.json");
+    assert_eq!(signed(&body, WEBHOOK_SECRET, NOW_S), expected);
+    let request = webhook(body, Some(format!("t={NOW_S},v1={expected}")));
+    let verified = gateway("http://unused.invalid")
+        .verify_webhook(&request)
+        .await
+        .unwrap();
+    assert_eq!(verified.event_id, "evt_1QKx2cLkdIwHu7ixV0mZ3b9a");
+    assert_eq!(verified.event_type, "checkout.session.completed");
+}
+
+#[tokio::test]
+async fn a_tampered_body_is_refused() {
+    let mut request = signed_webhook("checkout.session.completed.json");
+    let at = request.body.windows(3).position(|w| w == b"999").unwrap();
+    request.body[at] = b'1';
+    let result = gateway("http://unused.invalid")
+        .verify_webhook(&request)
+        .await;
+    assert_eq!(result.unwrap_err(), WebhookError::BadSignature);
+}
+
+#[tokio::test]
+async fn a_signature_made_with_another_secret_is_refused() {
+    let body = fixture("checkout.session.completed.json");
+    let signature = signed(&body, "whsec_someoneElse", NOW_S);
+    let request = webhook(body, Some(format!("t={NOW_S},v1={signature}")));
+    let result = gateway("http://unused.invalid")
+        .verify_webhook(&request)
+        .await;
+    assert_eq!(result.unwrap_err(), WebhookError::BadSignature);
+}
+
+#[tokio::test]
+async fn a_timestamp_more_than_five_minutes_old_or_ahead_is_stale() {
+    let request = signed_webhook("checkout.session.completed.json");
+    let late = gateway_at("http://unused.invalid", NOW_S + 301)
+        .verify_webhook(&request)
+        .await;
+    assert_eq!(late.unwrap_err(), WebhookError::Stale);
+    let early = gateway_at("http://unused.invalid", NOW_S - 301)
+        .verify_webhook(&request)
+        .await;
+    assert_eq!(early.unwrap_err(), WebhookError::Stale);
+    let edge = gateway_at("http://unused.invalid", NOW_S + 300)
+        .verify_webhook(&request)
+        .await;
+    assert!(edge.is_ok());
+}
+
+#[tokio::test]
+async fn a_missing_or_malformed_signature_header_is_refused_as_missing() {
+    let body = fixture("checkout.session.completed.json");
+    let good = signed(&body, WEBHOOK_SECRET, NOW_S);
+    let gateway = gateway("http://unused.invalid");
+    for header in [
+        None,
+        Some(String::new()),
+        Some(format!("v1={good}")),
+        Some(format!("t={NOW_S}")),
+        Some(format!("t=yesterday,v1={good}")),
+        Some(format!("t={NOW_S},v1=not-hex")),
+        Some(format!("t={NOW_S},v0={good}")),
+    ] {
+        let result = gateway
+            .verify_webhook(&webhook(body.clone(), header.clone()))
+            .await;
+        assert_eq!(
+            result.unwrap_err(),
+            WebhookError::MissingSignature,
+            "{header:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn during_secret_rotation_any_v1_signature_may_match() {
+    let body = fixture("checkout.session.completed.json");
+    let old = signed(&body, "whsec_previousSecret", NOW_S);
+    let new = signed(&body, WEBHOOK_SECRET, NOW_S);
+    let request = webhook(
+        body,
+        Some(format!(
+            "t={NOW_S},v1={old},v1={new},v0=6ffbb59b2300aae63f272406069a9788598b792a944a07aba816edb039989a39"
+        )),
+    );
+    assert!(
+        gateway("http://unused.invalid")
+            .verify_webhook(&request)
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn a_signed_body_that_is_not_a_stripe_event_is_malformed() {
+    let body = b"{\"hello\":\"world\"}".to_vec();
+    let signature = signed(&body, WEBHOOK_SECRET, NOW_S);
+    let result = gateway("http://unused.invalid")
+        .verify_webhook(&webhook(body, Some(format!("t={NOW_S},v1={signature}"))))
+        .await;
+    assert!(matches!(result.unwrap_err(), WebhookError::Malformed(_)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Event mapping
+
+async fn events_of(name: &str) -> Vec<PaymentEvent> {
+    gateway("http://unused.invalid")
+        .verify_webhook(&signed_webhook(name))
+        .await
+        .unwrap()
+        .events
+}
+
+#[tokio::test]
+async fn a_completed_paid_payment_session_is_a_payment_of_its_total_for_our_order() {
+    assert_eq!(
+        events_of("checkout.session.completed.json").await,
+        vec![PaymentEvent::PaymentSucceeded {
+            order: OrderLocator {
+                order_id: order_id("ord_01JCZ8M4QW"),
+                provider_reference: Some(
+                    "cs_test_a1Xq9ZfWm3tY7hB2kLr5Vd8NcPe4UoJs6GiHw0AzQ1Ky".into()
+                ),
+            },
+            amount: usd(999),
+            occurred_at: at(1_731_766_000),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_completed_subscription_session_waits_for_its_invoice() {
+    assert_eq!(
+        events_of("checkout.session.completed.subscription.json").await,
+        vec![]
+    );
+}
+
+#[tokio::test]
+async fn an_asynchronous_payment_that_succeeds_is_a_payment_in_a_zero_decimal_currency() {
+    let events = events_of("checkout.session.async_payment_succeeded.json").await;
+    assert!(
+        matches!(&events[..], [PaymentEvent::PaymentSucceeded { order, amount, .. }]
+        if order.order_id == order_id("ord_01JD0CREDS") && *amount == Money::from_minor(50_000, Currency::Jpy).unwrap())
+    );
+}
+
+#[tokio::test]
+async fn an_asynchronous_payment_that_fails_and_an_expired_session_fail_the_order() {
+    let failed = events_of("checkout.session.async_payment_failed.json").await;
+    assert!(
+        matches!(&failed[..], [PaymentEvent::PaymentFailed { order, reason, .. }]
+        if order.order_id == order_id("ord_01JD0ASYNC") && reason == "asynchronous payment failed")
+    );
+    let expired = events_of("checkout.session.expired.json").await;
+    assert!(
+        matches!(&expired[..], [PaymentEvent::PaymentFailed { order, reason, occurred_at }]
+        if order.order_id == order_id("ord_01JD0EXPRD") && reason == "checkout session expired" && *occurred_at == at(1_731_852_200))
+    );
+}
+
+#[tokio::test]
+async fn the_first_paid_invoice_activates_the_subscription_with_the_lines_period_and_our_order() {
+    assert_eq!(
+        events_of("invoice.paid.subscription_create.json").await,
+        vec![PaymentEvent::SubscriptionActivated {
+            order: OrderLocator {
+                order_id: order_id("ord_01JCZ9SUB1"),
+                provider_reference: None
+            },
+            provider_subscription_id: "sub_1QKy7pLkdIwHu7ixWbQz4u2Y".into(),
+            period: BillingPeriod::new(at(1_731_769_998), at(1_734_361_998)).unwrap(),
+            occurred_at: at(1_731_770_002),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_renewal_invoice_in_the_pre_2025_shape_renews_for_the_next_period() {
+    assert_eq!(
+        events_of("invoice.payment_succeeded.subscription_cycle.json").await,
+        vec![PaymentEvent::SubscriptionRenewed {
+            provider_subscription_id: "sub_1QKy7pLkdIwHu7ixWbQz4u2Y".into(),
+            period: BillingPeriod::new(at(1_734_361_998), at(1_736_953_998)).unwrap(),
+            amount: usd(1900),
+            occurred_at: at(1_734_362_100),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_failed_invoice_payment_puts_the_subscription_past_due() {
+    assert_eq!(
+        events_of("invoice.payment_failed.json").await,
+        vec![PaymentEvent::SubscriptionPastDue {
+            provider_subscription_id: "sub_1QKy7pLkdIwHu7ixWbQz4u2Y".into(),
+            occurred_at: at(1_736_954_100),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_subscription_set_to_cancel_at_period_end_is_scheduled_to_end_and_a_deleted_one_ended() {
+    assert_eq!(
+        events_of("customer.subscription.updated.json").await,
+        vec![PaymentEvent::SubscriptionCancelScheduled {
+            provider_subscription_id: "sub_1QKy7pLkdIwHu7ixWbQz4u2Y".into(),
+            occurred_at: at(1_734_500_000),
+        }]
+    );
+    assert_eq!(
+        events_of("customer.subscription.deleted.json").await,
+        vec![PaymentEvent::SubscriptionCanceled {
+            provider_subscription_id: "sub_1QKy7pLkdIwHu7ixWbQz4u2Y".into(),
+            occurred_at: at(1_736_954_001),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_refunded_charge_reports_the_cumulative_refunded_amount_for_our_order() {
+    assert_eq!(
+        events_of("charge.refunded.json").await,
+        vec![PaymentEvent::Refunded {
+            order: OrderLocator {
+                order_id: order_id("ord_01JCZ8M4QW"),
+                provider_reference: None
+            },
+            total_refunded: usd(500),
+            occurred_at: at(1_731_900_000),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn an_event_type_tally_does_not_handle_verifies_with_no_events() {
+    let verified = gateway("http://unused.invalid")
+        .verify_webhook(&signed_webhook("customer.created.json"))
+        .await
+        .unwrap();
+    assert_eq!(verified.event_type, "customer.created");
+    assert_eq!(verified.event_id, "evt_1QKy7oLkdIwHu7ixY3Gk0uJd");
+    assert!(verified.events.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Settings and acknowledgements
+
+#[test]
+fn settings_are_camel_case_refuse_unknown_keys_and_never_print_secrets() {
+    let settings: CardGatewaySettings = serde_json::from_value(serde_json::json!({
+        "secretKey": SECRET_KEY, "webhookSecret": WEBHOOK_SECRET, "timeoutMs": 2500}))
+    .unwrap();
+    assert_eq!(settings.http().base_url, "https://api.stripe.com");
+    assert_eq!(settings.http().timeout_ms, 2500);
+    let printed = format!("{settings:?}");
+    assert!(
+        !printed.contains("sk_test") && !printed.contains("whsec_"),
+        "{printed}"
+    );
+    let unknown = serde_json::from_value::<CardGatewaySettings>(serde_json::json!({
+        "secretKey": SECRET_KEY, "webhookSecret": WEBHOOK_SECRET, "publishableKey": "pk_test_1"}));
+    assert!(unknown.is_err());
+}
+
+#[test]
+fn keys_that_are_not_stripe_secrets_are_configuration_errors() {
+    let context = || GatewayContext {
+        http: ProviderHttp::new(&gateways::HttpSettings::new("http://unused.invalid")).unwrap(),
+        clock: Arc::new(FixedClock::at(0)),
+        sandbox: false,
+    };
+    let publishable = CardGatewaySettings::new("pk_test_1234567890", WEBHOOK_SECRET, None);
+    let error = CardGatewayGateway::new(&publishable, context()).unwrap_err();
+    assert_eq!(error.field, "secretKey");
+    assert!(!error.to_string().contains("pk_test"));
+    let bare = CardGatewaySettings::new(SECRET_KEY, "not-a-signing-secret", None);
+    assert_eq!(
+        CardGatewayGateway::new(&bare, context()).unwrap_err().field,
+        "webhookSecret"
+    );
+}
+
+#[test]
+fn accepted_webhooks_get_200_and_refused_ones_400_with_a_short_reason() {
+    let gateway = gateway("http://unused.invalid");
+    assert_eq!(gateway.provider(), ProviderId::CardGateway);
+    assert_eq!(gateway.webhook_ack(&AckFor::Accepted).status, 200);
+    let refused = gateway.webhook_ack(&AckFor::Refused(WebhookError::BadSignature));
+    assert_eq!(refused.status, 400);
+    assert_eq!(refused.body, "signature does not verify");
+}

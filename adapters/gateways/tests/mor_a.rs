@@ -1,0 +1,683 @@
+#![cfg(feature = "mor_a")]
+//! The Creem gateway against a wiremock Creem and recorded webhook payloads (`fixtures/mor_a`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use application::ports::{
+    AckFor, CheckoutRequest, CheckoutTarget, GatewayError, OrderLocator, PaymentEvent,
+    PaymentGateway, PaymentRef, PaymentStatus, WebhookError, WebhookRequest,
+};
+use application::testing::FixedClock;
+use domain::{
+    BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderRefs,
+    Timestamp, UserId,
+};
+use gateways::GatewayContext;
+use gateways::mor_a::{MorAGateway, MorASettings, PRODUCTION_BASE_URL, TEST_BASE_URL};
+use gateways::shared::ProviderHttp;
+use gateways::shared::signing::{hex, hmac_sha256};
+use serde_json::{Value, json};
+use wiremock::matchers::{body_json, body_partial_json, header, method, path, query_param};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const NOW_MS: i64 = 1_728_734_400_000;
+const API_KEY: &str = "creem_test_abc123";
+const SECRET: &str = "whsec_creem_test";
+
+fn settings(base_url: &str) -> MorASettings {
+    let mut settings = MorASettings::new(API_KEY, SECRET);
+    settings.base_url = Some(base_url.to_owned());
+    settings
+}
+
+fn gateway_with(settings: &MorASettings, sandbox: bool) -> MorAGateway {
+    let http = ProviderHttp::new(&settings.http()).unwrap();
+    let context = GatewayContext {
+        http,
+        clock: Arc::new(FixedClock::at(NOW_MS)),
+        sandbox,
+    };
+    MorAGateway::new(settings, context).unwrap()
+}
+
+fn gateway(base_url: &str) -> MorAGateway {
+    gateway_with(&settings(base_url), false)
+}
+
+fn plan(
+    id: &str,
+    duration_type: &str,
+    amount: &str,
+    months: Option<i64>,
+    credits: Option<&str>,
+) -> Plan {
+    let text = PlanText {
+        name: id.into(),
+        description: "test plan".into(),
+        duration: "month".into(),
+        features: vec![],
+    };
+    let draft = PlanDraft {
+        id: id.into(),
+        provider: Some("mor_a".into()),
+        amount: Some(amount.parse().unwrap()),
+        currency: Some("USD".into()),
+        months,
+        duration_type: Some(duration_type.into()),
+        credits: credits.map(|c| c.parse().unwrap()),
+        provider_refs: ProviderRefs {
+            mor_a_product_id: Some(format!("prod_{id}")),
+            ..ProviderRefs::default()
+        },
+        i18n: BTreeMap::from([("en".to_owned(), text)]),
+        ..PlanDraft::default()
+    };
+    Plan::from_draft(&draft).unwrap()
+}
+
+fn checkout_request(plan: &Plan) -> CheckoutRequest {
+    CheckoutRequest {
+        order_id: OrderId::new("ord_01J9ZK4M2QW").unwrap(),
+        user_id: UserId::new("user_1").unwrap(),
+        customer_email: Some("buyer@example.com".into()),
+        snapshot: PlanSnapshot::of(plan, plan.price()),
+        plan: plan.clone(),
+        success_url: "https://app.example/payment/success".into(),
+        cancel_url: "https://app.example/payment/cancel".into(),
+        notify_url: "https://app.example/api/payment/webhook/mor_a".into(),
+        expires_at: Timestamp::from_unix_millis(NOW_MS + 1_800_000),
+    }
+}
+
+fn usd(minor: i64) -> Money {
+    Money::from_minor(minor, Currency::Usd).unwrap()
+}
+
+fn eur(minor: i64) -> Money {
+    Money::from_minor(minor, Currency::Eur).unwrap()
+}
+
+fn at(text: &str) -> Timestamp {
+    Timestamp::from_unix_millis(
+        chrono::DateTime::parse_from_rfc3339(text)
+            .unwrap()
+            .timestamp_millis(),
+    )
+}
+
+fn order(id: &str, reference: Option<&str>) -> OrderLocator {
+    OrderLocator {
+        order_id: Some(OrderId::new(id).unwrap()),
+        provider_reference: reference.map(str::to_owned),
+    }
+}
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(format!(
+        "{}/fixtures/mor_a/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+}
+
+fn signed(body: Vec<u8>, secret: &str) -> WebhookRequest {
+    let signature = hex(&hmac_sha256(secret.as_bytes(), &body));
+    WebhookRequest {
+        headers: BTreeMap::from([("creem-signature".to_owned(), signature)]),
+        body,
+    }
+}
+
+async fn events_of(name: &str) -> Vec<PaymentEvent> {
+    let gateway = gateway(PRODUCTION_BASE_URL);
+    gateway
+        .verify_webhook(&signed(fixture(name), SECRET))
+        .await
+        .unwrap()
+        .events
+}
+
+#[tokio::test]
+async fn a_checkout_posts_the_product_and_our_order_id_with_the_api_key_and_redirects() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/checkouts"))
+        .and(header("x-api-key", API_KEY))
+        .and(body_json(json!({
+            "product_id": "prod_lifetime",
+            "request_id": "ord_01J9ZK4M2QW",
+            "success_url": "https://app.example/payment/success",
+            "customer": { "email": "buyer@example.com" },
+            "metadata": { "orderId": "ord_01J9ZK4M2QW", "amountMinor": "19900", "currency": "USD" }
+        })))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "id": "ch_1", "object": "checkout", "mode": "test", "status": "pending",
+            "product": "prod_lifetime", "request_id": "ord_01J9ZK4M2QW",
+            "checkout_url": "https://checkout.creem.io/ch_1"
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let plan = plan("lifetime", "one_time", "199.00", Some(999_999), None);
+    let checkout = gateway(&server.uri())
+        .create_checkout(&checkout_request(&plan))
+        .await
+        .unwrap();
+    assert_eq!(checkout.provider_reference.as_deref(), Some("ch_1"));
+    assert_eq!(
+        checkout.target,
+        CheckoutTarget::Redirect("https://checkout.creem.io/ch_1".into())
+    );
+}
+
+#[tokio::test]
+async fn a_subscription_checkout_tells_the_sandbox_its_interval_and_webhook_url() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/checkouts"))
+        .and(body_partial_json(json!({
+            "product_id": "prod_pro_monthly",
+            "metadata": {
+                "orderId": "ord_01J9ZK4M2QW",
+                "amountMinor": "990",
+                "currency": "USD",
+                "intervalMonths": "1",
+                "notifyUrl": "https://app.example/api/payment/webhook/mor_a"
+            }
+        })))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({ "id": "ch_2", "checkout_url": "http://localhost/c/ch_2" })),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let plan = plan("pro_monthly", "recurring", "9.90", Some(1), None);
+    let gateway = gateway_with(&settings(&server.uri()), true);
+    let checkout = gateway
+        .create_checkout(&checkout_request(&plan))
+        .await
+        .unwrap();
+    assert_eq!(checkout.provider_reference.as_deref(), Some("ch_2"));
+}
+
+#[tokio::test]
+async fn the_real_creem_is_not_told_the_webhook_url() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/checkouts"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(
+            json!({ "id": "ch_3", "checkout_url": "https://checkout.creem.io/ch_3" }),
+        ))
+        .mount(&server)
+        .await;
+    let plan = plan("credits_100", "credits", "5.00", None, Some("100"));
+    gateway(&server.uri())
+        .create_checkout(&checkout_request(&plan))
+        .await
+        .unwrap();
+    let sent = &server.received_requests().await.unwrap()[0];
+    let body: Value = serde_json::from_slice(&sent.body).unwrap();
+    assert_eq!(
+        body["metadata"],
+        json!({ "orderId": "ord_01J9ZK4M2QW", "amountMinor": "500", "currency": "USD" })
+    );
+}
+
+#[tokio::test]
+async fn a_refused_checkout_is_rejected_with_creems_message() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/checkouts"))
+        .respond_with(ResponseTemplate::new(403).set_body_json(
+            json!({ "statusCode": 403, "message": ["Invalid API key"], "error": "Forbidden" }),
+        ))
+        .mount(&server)
+        .await;
+    let plan = plan("lifetime", "one_time", "199.00", Some(999_999), None);
+    match gateway(&server.uri())
+        .create_checkout(&checkout_request(&plan))
+        .await
+    {
+        Err(GatewayError::Rejected(message)) => {
+            assert!(message.contains("Invalid API key"), "{message}")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_checkout_answer_without_a_url_is_a_bad_response() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/checkouts"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({ "id": "ch_4" })))
+        .mount(&server)
+        .await;
+    let plan = plan("lifetime", "one_time", "199.00", Some(999_999), None);
+    let result = gateway(&server.uri())
+        .create_checkout(&checkout_request(&plan))
+        .await;
+    assert!(
+        matches!(result, Err(GatewayError::BadResponse(_))),
+        "{result:?}"
+    );
+}
+
+fn payment(reference: Option<&str>) -> PaymentRef {
+    PaymentRef {
+        order_id: OrderId::new("ord_01J9ZK4M2QW").unwrap(),
+        provider_reference: reference.map(str::to_owned),
+    }
+}
+
+async fn query_with(checkout: Value) -> Result<PaymentStatus, GatewayError> {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/v1/checkouts"))
+        .and(query_param("checkout_id", "ch_1"))
+        .and(header("x-api-key", API_KEY))
+        .respond_with(ResponseTemplate::new(200).set_body_json(checkout))
+        .expect(1)
+        .mount(&server)
+        .await;
+    gateway(&server.uri())
+        .query_payment(&payment(Some("ch_1")))
+        .await
+}
+
+#[tokio::test]
+async fn a_completed_checkout_queries_as_succeeded_with_the_order_amount() {
+    let status = query_with(json!({
+        "id": "ch_1", "status": "completed", "request_id": "ord_01J9ZK4M2QW",
+        "order": {
+            "id": "ord_x",
+            "amount": 19900,
+            "currency": "USD",
+            "status": "paid",
+            "type": "onetime",
+            "created_at": "2024-10-12T11:58:33.097Z",
+            "updated_at": "2024-10-12T11:58:40.000Z"
+        }
+    }))
+    .await
+    .unwrap();
+    assert_eq!(
+        status,
+        PaymentStatus::Succeeded {
+            amount: usd(19900),
+            paid_at: at("2024-10-12T11:58:40.000Z")
+        }
+    );
+}
+
+#[tokio::test]
+async fn an_expired_checkout_queries_as_failed_and_an_open_one_as_pending() {
+    let expired = query_with(json!({ "id": "ch_1", "status": "expired" }))
+        .await
+        .unwrap();
+    assert!(
+        matches!(expired, PaymentStatus::Failed { .. }),
+        "{expired:?}"
+    );
+    let open = query_with(json!({ "id": "ch_1", "status": "processing" }))
+        .await
+        .unwrap();
+    assert_eq!(open, PaymentStatus::Pending);
+}
+
+#[tokio::test]
+async fn a_payment_without_a_checkout_id_cannot_be_queried_and_checkouts_cannot_be_closed() {
+    let gateway = gateway(PRODUCTION_BASE_URL);
+    assert!(matches!(
+        gateway.query_payment(&payment(None)).await,
+        Err(GatewayError::NotSupported)
+    ));
+    assert!(matches!(
+        gateway.close_payment(&payment(Some("ch_1"))).await,
+        Err(GatewayError::NotSupported)
+    ));
+}
+
+#[tokio::test]
+async fn cancelling_a_subscription_schedules_it_for_the_end_of_the_paid_period() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/subscriptions/sub_6pC2lNB6joCRQIZ1aMrTpi/cancel"))
+        .and(header("x-api-key", API_KEY))
+        .and(body_json(
+            json!({ "mode": "scheduled", "onExecute": "cancel" }),
+        ))
+        .respond_with(ResponseTemplate::new(200).set_body_json(
+            json!({ "id": "sub_6pC2lNB6joCRQIZ1aMrTpi", "status": "scheduled_cancel" }),
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    gateway(&server.uri())
+        .cancel_subscription("sub_6pC2lNB6joCRQIZ1aMrTpi")
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_subscription_id_that_could_escape_the_url_path_is_refused_without_a_call() {
+    let server = MockServer::start().await;
+    let result = gateway(&server.uri())
+        .cancel_subscription("../v1/products")
+        .await;
+    assert!(matches!(result, Err(GatewayError::Rejected(_))));
+    assert!(server.received_requests().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_webhook_verifies_against_an_hmac_computed_by_openssl() {
+    // printf '%s' "$BODY" | openssl dgst -sha256 -hmac 'whsec_creem_test'
+    let body = concat!(
+        r#"{"id":"evt_vector","eventType":"subscription.active","#,
+        r#""created_at":1728734325927,"object":{"id":"sub_1"}}"#
+    )
+    .as_bytes();
+    let request = WebhookRequest {
+        headers: BTreeMap::from([(
+            "creem-signature".to_owned(),
+            "abd3182bc81a4e196e8253018047f197c1df0f889e081f1da0e8af2a06806b11".to_owned(),
+        )]),
+        body: body.to_vec(),
+    };
+    let verified = gateway(PRODUCTION_BASE_URL)
+        .verify_webhook(&request)
+        .await
+        .unwrap();
+    assert_eq!(verified.event_id, "evt_vector");
+    assert_eq!(verified.event_type, "subscription.active");
+    assert!(verified.events.is_empty());
+}
+
+#[tokio::test]
+async fn a_tampered_body_is_refused() {
+    let mut request = signed(fixture("checkout_completed_onetime.json"), SECRET);
+    let at = request.body.iter().position(|b| *b == b'9').unwrap();
+    request.body[at] = b'1';
+    let result = gateway(PRODUCTION_BASE_URL).verify_webhook(&request).await;
+    assert_eq!(result, Err(WebhookError::BadSignature));
+}
+
+#[tokio::test]
+async fn a_webhook_signed_with_another_secret_is_refused() {
+    let request = signed(
+        fixture("checkout_completed_onetime.json"),
+        "whsec_someone_else",
+    );
+    let result = gateway(PRODUCTION_BASE_URL).verify_webhook(&request).await;
+    assert_eq!(result, Err(WebhookError::BadSignature));
+}
+
+#[tokio::test]
+async fn a_missing_or_malformed_signature_header_is_refused() {
+    let gateway = gateway(PRODUCTION_BASE_URL);
+    let body = fixture("checkout_completed_onetime.json");
+    let unsigned = WebhookRequest {
+        headers: BTreeMap::new(),
+        body: body.clone(),
+    };
+    assert_eq!(
+        gateway.verify_webhook(&unsigned).await,
+        Err(WebhookError::MissingSignature)
+    );
+    let not_hex = WebhookRequest {
+        headers: BTreeMap::from([("creem-signature".to_owned(), "zz-not-hex".to_owned())]),
+        body,
+    };
+    assert_eq!(
+        gateway.verify_webhook(&not_hex).await,
+        Err(WebhookError::MissingSignature)
+    );
+}
+
+#[tokio::test]
+async fn a_signed_body_that_is_not_an_event_is_malformed() {
+    let result = gateway(PRODUCTION_BASE_URL)
+        .verify_webhook(&signed(b"[1,2,3]".to_vec(), SECRET))
+        .await;
+    assert!(
+        matches!(result, Err(WebhookError::Malformed(_))),
+        "{result:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_completed_one_time_checkout_is_a_payment_of_the_order_amount_for_our_order() {
+    let verified = gateway(PRODUCTION_BASE_URL)
+        .verify_webhook(&signed(fixture("checkout_completed_onetime.json"), SECRET))
+        .await
+        .unwrap();
+    assert_eq!(verified.event_id, "evt_5WHHcZPv7VS0YUsberIuOz");
+    assert_eq!(verified.event_type, "checkout.completed");
+    assert_eq!(
+        verified.events,
+        vec![PaymentEvent::PaymentSucceeded {
+            order: order("ord_01J9ZK4M2QW", Some("ch_4l0N34kxo16AhRKUHFUuXr")),
+            amount: usd(19900),
+            occurred_at: Timestamp::from_unix_millis(1_728_734_325_927),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_completed_subscription_checkout_without_its_period_waits_for_the_first_paid_event() {
+    assert_eq!(
+        events_of("checkout_completed_subscription.json").await,
+        vec![]
+    );
+}
+
+#[tokio::test]
+async fn a_completed_subscription_checkout_with_its_period_activates_the_subscription() {
+    assert_eq!(
+        events_of("checkout_completed_subscription_with_period.json").await,
+        vec![PaymentEvent::SubscriptionActivated {
+            order: order("ord_01J9ZK4M2QX", Some("ch_5m1N34kxo16AhRKUHFUuYs")),
+            provider_subscription_id: "sub_6pC2lNB6joCRQIZ1aMrTpi".into(),
+            period: BillingPeriod::new(
+                at("2024-10-12T11:58:38.000Z"),
+                at("2024-11-12T11:58:38.000Z")
+            )
+            .unwrap(),
+            occurred_at: Timestamp::from_unix_millis(1_728_734_325_927),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn the_first_paid_subscription_event_activates_it_for_the_order_in_its_metadata() {
+    assert_eq!(
+        events_of("subscription_paid_first.json").await,
+        vec![PaymentEvent::SubscriptionActivated {
+            order: order("ord_01J9ZK4M2QX", None),
+            provider_subscription_id: "sub_6pC2lNB6joCRQIZ1aMrTpi".into(),
+            period: BillingPeriod::new(
+                at("2024-10-12T11:58:38.000Z"),
+                at("2024-11-12T11:58:38.000Z")
+            )
+            .unwrap(),
+            occurred_at: Timestamp::from_unix_millis(1_728_734_327_355),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_later_paid_subscription_event_renews_it_for_the_next_period() {
+    assert_eq!(
+        events_of("subscription_paid_renewal.json").await,
+        vec![PaymentEvent::SubscriptionRenewed {
+            provider_subscription_id: "sub_6pC2lNB6joCRQIZ1aMrTpi".into(),
+            period: BillingPeriod::new(
+                at("2024-11-12T11:58:38.000Z"),
+                at("2024-12-12T11:58:38.000Z")
+            )
+            .unwrap(),
+            amount: eur(1000),
+            occurred_at: Timestamp::from_unix_millis(1_731_412_727_355),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_scheduled_cancellation_keeps_the_subscription_to_its_period_end() {
+    assert_eq!(
+        events_of("subscription_scheduled_cancel.json").await,
+        vec![PaymentEvent::SubscriptionCancelScheduled {
+            provider_subscription_id: "sub_6pC2lNB6joCRQIZ1aMrTpi".into(),
+            occurred_at: Timestamp::from_unix_millis(1_728_834_337_932),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_canceled_subscription_ends() {
+    assert_eq!(
+        events_of("subscription_canceled.json").await,
+        vec![PaymentEvent::SubscriptionCanceled {
+            provider_subscription_id: "sub_6pC2lNB6joCRQIZ1aMrTpi".into(),
+            occurred_at: Timestamp::from_unix_millis(1_731_412_718_500),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn an_expired_period_that_creem_still_retries_is_past_due() {
+    assert_eq!(
+        events_of("subscription_expired.json").await,
+        vec![PaymentEvent::SubscriptionPastDue {
+            provider_subscription_id: "sub_6pC2lNB6joCRQIZ1aMrTpi".into(),
+            occurred_at: Timestamp::from_unix_millis(1_731_412_800_000),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn an_expired_and_canceled_subscription_has_expired() {
+    let mut event: Value = serde_json::from_slice(&fixture("subscription_expired.json")).unwrap();
+    event["object"]["status"] = json!("canceled");
+    let body = serde_json::to_vec(&event).unwrap();
+    let events = gateway(PRODUCTION_BASE_URL)
+        .verify_webhook(&signed(body, SECRET))
+        .await
+        .unwrap()
+        .events;
+    assert_eq!(
+        events,
+        vec![PaymentEvent::SubscriptionExpired {
+            provider_subscription_id: "sub_6pC2lNB6joCRQIZ1aMrTpi".into(),
+            occurred_at: Timestamp::from_unix_millis(1_731_412_800_000),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_failed_renewal_is_past_due() {
+    assert_eq!(
+        events_of("subscription_past_due.json").await,
+        vec![PaymentEvent::SubscriptionPastDue {
+            provider_subscription_id: "sub_6pC2lNB6joCRQIZ1aMrTpi".into(),
+            occurred_at: Timestamp::from_unix_millis(1_731_412_900_000),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_full_refund_including_tax_refunds_the_whole_price_of_our_order() {
+    assert_eq!(
+        events_of("refund_created.json").await,
+        vec![PaymentEvent::Refunded {
+            order: order("ord_01J9ZK4M2QX", Some("ch_5m1N34kxo16AhRKUHFUuYs")),
+            total_refunded: eur(1000),
+            occurred_at: Timestamp::from_unix_millis(1_728_734_351_631),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_partial_refund_reports_the_running_total_on_the_price_basis() {
+    assert_eq!(
+        events_of("refund_created_partial.json").await,
+        vec![PaymentEvent::Refunded {
+            order: order("ord_01J9ZK4M2QX", Some("ch_5m1N34kxo16AhRKUHFUuYs")),
+            total_refunded: eur(500),
+            occurred_at: Timestamp::from_unix_millis(1_728_734_351_631),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn events_tally_does_not_handle_verify_and_mean_nothing() {
+    assert_eq!(events_of("subscription_active.json").await, vec![]);
+    let body =
+        br#"{"id":"evt_new","eventType":"something.new","created_at":1,"object":{"weird":true}}"#;
+    let body = body.to_vec();
+    let verified = gateway(PRODUCTION_BASE_URL)
+        .verify_webhook(&signed(body, SECRET))
+        .await
+        .unwrap();
+    assert_eq!(verified.event_type, "something.new");
+    assert!(verified.events.is_empty());
+}
+
+#[test]
+fn creem_gets_a_200_for_an_accepted_webhook_and_a_400_for_a_refused_one() {
+    let gateway = gateway(PRODUCTION_BASE_URL);
+    assert_eq!(gateway.webhook_ack(&AckFor::Accepted).status, 200);
+    assert_eq!(
+        gateway
+            .webhook_ack(&AckFor::Refused(WebhookError::BadSignature))
+            .status,
+        400
+    );
+}
+
+#[test]
+fn settings_read_camel_case_and_pick_the_test_host_in_test_mode() {
+    let settings: MorASettings = serde_json::from_value(json!({
+        "apiKey": "creem_test_k",
+        "webhookSecret": "s",
+        "testMode": true,
+        "timeoutMs": 5000
+    }))
+    .unwrap();
+    assert_eq!(settings.http().base_url, TEST_BASE_URL);
+    assert_eq!(settings.http().timeout_ms, 5000);
+    let live: MorASettings =
+        serde_json::from_value(json!({ "apiKey": "creem_k", "webhookSecret": "s" })).unwrap();
+    assert_eq!(live.http().base_url, PRODUCTION_BASE_URL);
+    let unknown = serde_json::from_value::<MorASettings>(
+        json!({ "apiKey": "k", "webhookSecret": "s", "apikey": "x" }),
+    );
+    assert!(unknown.is_err());
+}
+
+#[test]
+fn settings_never_print_their_secrets() {
+    let text = format!("{:?}", settings("http://localhost"));
+    assert!(!text.contains(API_KEY) && !text.contains(SECRET), "{text}");
+}
+
+#[test]
+fn a_test_key_against_the_live_host_and_an_empty_secret_are_configuration_errors() {
+    let clock = Arc::new(FixedClock::at(NOW_MS));
+    let context = |s: &MorASettings| GatewayContext {
+        http: ProviderHttp::new(&s.http()).unwrap(),
+        clock: clock.clone(),
+        sandbox: false,
+    };
+    let live = MorASettings::new(API_KEY, SECRET);
+    let error = MorAGateway::new(&live, context(&live)).unwrap_err();
+    assert_eq!(error.field, "apiKey");
+    assert!(!error.to_string().contains(API_KEY));
+    let empty = MorASettings::new("creem_k", "");
+    assert_eq!(
+        MorAGateway::new(&empty, context(&empty)).unwrap_err().field,
+        "webhookSecret"
+    );
+}

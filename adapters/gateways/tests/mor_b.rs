@@ -1,0 +1,754 @@
+#![cfg(feature = "mor_b")]
+//! The Dodo Payments gateway against a wiremock Dodo and recorded webhook payloads.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use application::ports::{
+    AckFor, CheckoutRequest, CheckoutTarget, GatewayError, OrderLocator, PaymentEvent,
+    PaymentGateway, PaymentRef, PaymentStatus, WebhookError, WebhookRequest,
+};
+use application::testing::FixedClock;
+use domain::{
+    BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
+    ProviderRefs, Timestamp, UserId,
+};
+use gateways::GatewayContext;
+use gateways::mor_b::{MorBGateway, MorBSettings};
+use gateways::shared::ProviderHttp;
+use gateways::shared::signing::{b64, hmac_sha256, unb64};
+use wiremock::matchers::{bearer_token, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const API_KEY: &str = "dodo_test_Xk29fQpL0mZr7TbY";
+/// `whsec_` + base64 of "tally-test-standard-webhooks-key".
+const WEBHOOK_SECRET: &str = "whsec_dGFsbHktdGVzdC1zdGFuZGFyZC13ZWJob29rcy1rZXk=";
+const KEY: &[u8] = b"tally-test-standard-webhooks-key";
+/// 2025-01-16T08:30:02Z.
+const NOW_S: i64 = 1_737_016_202;
+const MSG_ID: &str = "msg_2mXq8Yc1Vt0bLp5N";
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = format!("{}/fixtures/mor_b/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn plan(kind: &str, amount: &str, product_id: Option<&str>) -> Plan {
+    let mut i18n = BTreeMap::new();
+    i18n.insert(
+        "en".to_owned(),
+        PlanText {
+            name: "Pro plan".into(),
+            ..PlanText::default()
+        },
+    );
+    let draft = PlanDraft {
+        id: format!("{kind}-plan"),
+        provider: Some("mor_b".into()),
+        amount: Some(amount.parse().unwrap()),
+        currency: Some("USD".into()),
+        months: match kind {
+            "credits" => None,
+            "one_time" => Some(999_999),
+            _ => Some(3),
+        },
+        duration_type: Some(kind.into()),
+        credits: (kind == "credits").then(|| "500".parse().unwrap()),
+        provider_refs: ProviderRefs {
+            mor_b_product_id: product_id.map(str::to_owned),
+            ..ProviderRefs::default()
+        },
+        i18n,
+        ..PlanDraft::default()
+    };
+    Plan::from_draft(&draft).unwrap()
+}
+
+fn checkout_request(plan: Plan, order_id: &str) -> CheckoutRequest {
+    CheckoutRequest {
+        order_id: OrderId::new(order_id).unwrap(),
+        user_id: UserId::new("usr_7").unwrap(),
+        customer_email: Some("buyer@example.com".into()),
+        snapshot: PlanSnapshot::of(&plan, plan.price()),
+        plan,
+        success_url: format!("https://tally.example/payment-success?orderId={order_id}"),
+        cancel_url: format!("https://tally.example/payment-cancel?orderId={order_id}"),
+        notify_url: "https://tally.example/api/payment/webhook/mor_b".into(),
+        expires_at: Timestamp::from_unix_millis((NOW_S + 7_200) * 1000),
+    }
+}
+
+fn gateway_with(base_url: &str, secret: &str, now_s: i64) -> MorBGateway {
+    let settings = MorBSettings::new(API_KEY, secret, Some(base_url.to_owned()));
+    let context = GatewayContext {
+        http: ProviderHttp::new(&settings.http()).unwrap(),
+        clock: Arc::new(FixedClock::at(now_s * 1000)),
+        sandbox: false,
+    };
+    MorBGateway::new(&settings, context).unwrap()
+}
+
+fn gateway(base_url: &str) -> MorBGateway {
+    gateway_with(base_url, WEBHOOK_SECRET, NOW_S)
+}
+
+fn signature(key: &[u8], id: &str, t: i64, body: &[u8]) -> String {
+    let mut message = format!("{id}.{t}.").into_bytes();
+    message.extend_from_slice(body);
+    format!("v1,{}", b64(&hmac_sha256(key, &message)))
+}
+
+fn webhook(body: Vec<u8>, headers: &[(&str, &str)]) -> WebhookRequest {
+    let mut map = BTreeMap::new();
+    map.insert("content-type".to_owned(), "application/json".to_owned());
+    for (name, value) in headers {
+        map.insert((*name).to_owned(), (*value).to_owned());
+    }
+    WebhookRequest { headers: map, body }
+}
+
+fn signed_webhook(name: &str) -> WebhookRequest {
+    let body = fixture(name);
+    let sig = signature(KEY, MSG_ID, NOW_S, &body);
+    webhook(
+        body,
+        &[
+            ("webhook-id", MSG_ID),
+            ("webhook-timestamp", &NOW_S.to_string()),
+            ("webhook-signature", &sig),
+        ],
+    )
+}
+
+fn usd(minor: i64) -> Money {
+    Money::from_minor(minor, Currency::Usd).unwrap()
+}
+
+fn time(rfc3339: &str) -> Timestamp {
+    Timestamp::from_unix_millis(
+        chrono::DateTime::parse_from_rfc3339(rfc3339)
+            .unwrap()
+            .timestamp_millis(),
+    )
+}
+
+fn order_id(id: &str) -> Option<OrderId> {
+    Some(OrderId::new(id).unwrap())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checkout and the other API calls
+
+async fn dodo_answering_checkouts(status: u16, body: Vec<u8>) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/checkouts"))
+        .and(bearer_token(API_KEY))
+        .respond_with(ResponseTemplate::new(status).set_body_raw(body, "application/json"))
+        .mount(&server)
+        .await;
+    server
+}
+
+async fn only_json_body(server: &MockServer) -> serde_json::Value {
+    let requests = server.received_requests().await.unwrap();
+    assert_eq!(requests.len(), 1);
+    serde_json::from_slice(&requests[0].body).unwrap()
+}
+
+#[tokio::test]
+async fn a_checkout_is_a_json_session_for_the_plans_product_with_our_order_id_in_metadata() {
+    let server = dodo_answering_checkouts(200, fixture("checkout.response.json")).await;
+    let request = checkout_request(
+        plan("one_time", "9.99", Some("pdt_7Yu3iO9pA1sD5fGh")),
+        "ord_01JHDODO01",
+    );
+
+    let checkout = gateway(&server.uri())
+        .create_checkout(&request)
+        .await
+        .unwrap();
+
+    assert_eq!(
+        checkout.provider_reference.as_deref(),
+        Some("cks_0Nf3xQk7Lm2PzR9s")
+    );
+    assert_eq!(
+        checkout.target,
+        CheckoutTarget::Redirect(
+            "https://test.checkout.dodopayments.com/session/cks_0Nf3xQk7Lm2PzR9s".into()
+        )
+    );
+    let body = only_json_body(&server).await;
+    assert_eq!(
+        body,
+        serde_json::json!({
+            "product_cart": [{"product_id": "pdt_7Yu3iO9pA1sD5fGh", "quantity": 1}],
+            "customer": {"email": "buyer@example.com"},
+            "return_url": "https://tally.example/payment-success?orderId=ord_01JHDODO01",
+            "metadata": {"orderId": "ord_01JHDODO01", "userId": "usr_7", "planId": "one_time-plan",
+                         "amountMinor": "999", "currency": "USD"}
+        })
+    );
+    let requests = server.received_requests().await.unwrap();
+    let content_type = requests[0]
+        .headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok());
+    assert_eq!(content_type, Some("application/json"));
+}
+
+#[tokio::test]
+async fn a_subscription_checkout_also_sends_its_billing_period_in_months() {
+    let server = dodo_answering_checkouts(200, fixture("checkout.response.json")).await;
+    let request = checkout_request(
+        plan("recurring", "19", Some("pdt_9Aw5kQ1rC3uF7hIj")),
+        "ord_01JHDODOS1",
+    );
+
+    gateway(&server.uri())
+        .create_checkout(&request)
+        .await
+        .unwrap();
+
+    let body = only_json_body(&server).await;
+    assert_eq!(body["metadata"]["intervalMonths"], "3");
+    assert_eq!(body["metadata"]["amountMinor"], "1900");
+    assert_eq!(
+        body["product_cart"][0]["product_id"],
+        "pdt_9Aw5kQ1rC3uF7hIj"
+    );
+    assert!(
+        body["metadata"].get("notifyUrl").is_none(),
+        "only the sandbox is told where webhooks go"
+    );
+}
+
+#[tokio::test]
+async fn a_plan_without_a_dodo_product_is_refused_before_any_call() {
+    let server = MockServer::start().await;
+    let mut request = checkout_request(plan("one_time", "9.99", Some("pdt_x")), "ord_1");
+    request.plan = {
+        let mut draft = request.plan.to_draft();
+        draft.provider = Some("card_gateway".into());
+        draft.provider_refs = ProviderRefs::default();
+        Plan::from_draft(&draft).unwrap()
+    };
+    let error = gateway(&server.uri())
+        .create_checkout(&request)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, GatewayError::Rejected(m) if m.contains("morBProductId")));
+    assert!(server.received_requests().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_refusal_by_dodo_carries_its_code_and_message() {
+    let refusal = br#"{"code":"PRODUCT_NOT_FOUND","message":"Product pdt_gone does not exist"}"#;
+    let server = dodo_answering_checkouts(422, refusal.to_vec()).await;
+    let request = checkout_request(plan("one_time", "9.99", Some("pdt_gone")), "ord_1");
+    let error = gateway(&server.uri())
+        .create_checkout(&request)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, GatewayError::Rejected(m) if m.contains("PRODUCT_NOT_FOUND") && m.contains("does not exist")),
+        "{error:?}"
+    );
+}
+
+async fn query(session: serde_json::Value, payment: Option<Vec<u8>>) -> PaymentStatus {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/checkouts/cks_0Nf3xQk7Lm2PzR9s"))
+        .and(bearer_token(API_KEY))
+        .respond_with(ResponseTemplate::new(200).set_body_json(session))
+        .expect(1)
+        .mount(&server)
+        .await;
+    if let Some(payment) = payment {
+        Mock::given(method("GET"))
+            .and(path("/payments/pay_2Gh5jK8lZ1xC4vBn"))
+            .and(bearer_token(API_KEY))
+            .respond_with(ResponseTemplate::new(200).set_body_raw(payment, "application/json"))
+            .expect(1)
+            .mount(&server)
+            .await;
+    }
+    let reference = PaymentRef {
+        order_id: OrderId::new("ord_01JHDODO01").unwrap(),
+        provider_reference: Some("cks_0Nf3xQk7Lm2PzR9s".into()),
+    };
+    gateway(&server.uri())
+        .query_payment(&reference)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_queried_session_is_pending_until_its_payment_succeeds_and_then_paid_its_amount() {
+    let collecting = serde_json::json!({"id": "cks_0Nf3xQk7Lm2PzR9s", "created_at": "2025-01-15T10:29:00Z",
+        "payment_id": null, "payment_status": null});
+    assert_eq!(query(collecting, None).await, PaymentStatus::Pending);
+
+    let paid = serde_json::json!({"id": "cks_0Nf3xQk7Lm2PzR9s", "created_at": "2025-01-15T10:29:00Z",
+        "payment_id": "pay_2Gh5jK8lZ1xC4vBn", "payment_status": "succeeded"});
+    assert_eq!(
+        query(paid, Some(fixture("payment.refunded.response.json"))).await,
+        PaymentStatus::Succeeded {
+            amount: usd(999),
+            paid_at: time("2025-01-18T12:00:05Z")
+        }
+    );
+}
+
+#[tokio::test]
+async fn closing_a_payment_is_not_in_dodos_api() {
+    let reference = PaymentRef {
+        order_id: OrderId::new("ord_1").unwrap(),
+        provider_reference: Some("cks_1".into()),
+    };
+    let result = gateway("http://unused.invalid")
+        .close_payment(&reference)
+        .await;
+    assert!(matches!(result, Err(GatewayError::NotSupported)));
+}
+
+#[tokio::test]
+async fn cancelling_a_subscription_patches_it_to_end_at_the_next_billing_date() {
+    let server = MockServer::start().await;
+    let mut subscription: serde_json::Value =
+        serde_json::from_slice(&fixture("subscription.active.json")).unwrap();
+    subscription["data"]["cancel_at_next_billing_date"] = true.into();
+    Mock::given(method("PATCH"))
+        .and(path("/subscriptions/sub_6Kl9nO2pD5bG8zFr"))
+        .and(bearer_token(API_KEY))
+        .respond_with(ResponseTemplate::new(200).set_body_json(subscription["data"].clone()))
+        .expect(1)
+        .mount(&server)
+        .await;
+
+    gateway(&server.uri())
+        .cancel_subscription("sub_6Kl9nO2pD5bG8zFr")
+        .await
+        .unwrap();
+
+    assert_eq!(
+        only_json_body(&server).await,
+        serde_json::json!({"cancel_at_next_billing_date": true})
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Webhook verification
+
+#[tokio::test]
+async fn the_standard_webhooks_specs_published_vector_verifies() {
+    // From the spec's reference libraries: secret, id, timestamp, payload and signature.
+    let body = br#"{"test": 2432232314}"#.to_vec();
+    let headers = [
+        ("webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek"),
+        ("webhook-timestamp", "1614265330"),
+        (
+            "webhook-signature",
+            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=",
+        ),
+    ];
+    let gateway = gateway_with(
+        "http://unused.invalid",
+        "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        1_614_265_330,
+    );
+    // The signature verifies; the body is no Dodo webhook, which is only checked afterwards.
+    let verified = gateway
+        .verify_webhook(&webhook(body.clone(), &headers))
+        .await;
+    assert!(
+        matches!(verified, Err(WebhookError::Malformed(_))),
+        "{verified:?}"
+    );
+    let mut tampered = body;
+    tampered[2] = b'T';
+    let refused = gateway.verify_webhook(&webhook(tampered, &headers)).await;
+    assert_eq!(refused.unwrap_err(), WebhookError::BadSignature);
+}
+
+#[tokio::test]
+async fn a_signature_computed_independently_with_openssl_verifies() {
+    // printf 'msg_2mXq8Yc1Vt0bLp5N.1737016202.' | cat - payment.succeeded.json \
+    //   | openssl dgst -sha256 -mac HMAC -macopt hexkey:<hex of the key> -binary | base64
+    let expected = "v1,WI90duEh/9o0mY/qRO/l+NRmiaa1CC77cnWtrm/YUCE=";
+    let body = fixture("payment.succeeded.json");
+    assert_eq!(signature(KEY, MSG_ID, NOW_S, &body), expected);
+    let request = webhook(
+        body,
+        &[
+            ("webhook-id", MSG_ID),
+            ("webhook-timestamp", "1737016202"),
+            ("webhook-signature", expected),
+        ],
+    );
+    let verified = gateway("http://unused.invalid")
+        .verify_webhook(&request)
+        .await
+        .unwrap();
+    assert_eq!(verified.event_id, MSG_ID);
+    assert_eq!(verified.event_type, "payment.succeeded");
+}
+
+#[tokio::test]
+async fn a_tampered_body_or_a_changed_id_is_refused() {
+    let mut request = signed_webhook("payment.succeeded.json");
+    let at = request.body.windows(3).position(|w| w == b"999").unwrap();
+    request.body[at] = b'1';
+    assert_eq!(
+        gateway("http://unused.invalid")
+            .verify_webhook(&request)
+            .await
+            .unwrap_err(),
+        WebhookError::BadSignature
+    );
+    let mut request = signed_webhook("payment.succeeded.json");
+    request
+        .headers
+        .insert("webhook-id".into(), "msg_replayed".into());
+    assert_eq!(
+        gateway("http://unused.invalid")
+            .verify_webhook(&request)
+            .await
+            .unwrap_err(),
+        WebhookError::BadSignature
+    );
+}
+
+#[tokio::test]
+async fn a_signature_keyed_with_the_secret_string_instead_of_its_decoded_bytes_is_refused() {
+    let body = fixture("payment.succeeded.json");
+    let wrong = signature(WEBHOOK_SECRET.as_bytes(), MSG_ID, NOW_S, &body);
+    let request = webhook(
+        body,
+        &[
+            ("webhook-id", MSG_ID),
+            ("webhook-timestamp", &NOW_S.to_string()),
+            ("webhook-signature", &wrong),
+        ],
+    );
+    assert_eq!(
+        gateway("http://unused.invalid")
+            .verify_webhook(&request)
+            .await
+            .unwrap_err(),
+        WebhookError::BadSignature
+    );
+}
+
+#[tokio::test]
+async fn a_timestamp_more_than_five_minutes_old_or_ahead_is_stale() {
+    let request = signed_webhook("payment.succeeded.json");
+    let late = gateway_with("http://unused.invalid", WEBHOOK_SECRET, NOW_S + 301)
+        .verify_webhook(&request)
+        .await;
+    assert_eq!(late.unwrap_err(), WebhookError::Stale);
+    let early = gateway_with("http://unused.invalid", WEBHOOK_SECRET, NOW_S - 301)
+        .verify_webhook(&request)
+        .await;
+    assert_eq!(early.unwrap_err(), WebhookError::Stale);
+}
+
+#[tokio::test]
+async fn missing_or_malformed_webhook_headers_are_refused_as_missing() {
+    let body = fixture("payment.succeeded.json");
+    let good = signature(KEY, MSG_ID, NOW_S, &body);
+    let t = NOW_S.to_string();
+    let gateway = gateway("http://unused.invalid");
+    let cases: Vec<Vec<(&str, &str)>> = vec![
+        vec![("webhook-timestamp", &t), ("webhook-signature", &good)],
+        vec![("webhook-id", MSG_ID), ("webhook-signature", &good)],
+        vec![("webhook-id", MSG_ID), ("webhook-timestamp", &t)],
+        vec![
+            ("webhook-id", MSG_ID),
+            ("webhook-timestamp", "hello"),
+            ("webhook-signature", &good),
+        ],
+        vec![
+            ("webhook-id", MSG_ID),
+            ("webhook-timestamp", &t),
+            ("webhook-signature", "v1,***not base64***"),
+        ],
+        vec![
+            ("webhook-id", MSG_ID),
+            ("webhook-timestamp", &t),
+            (
+                "webhook-signature",
+                "v2,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc=",
+            ),
+        ],
+    ];
+    for headers in cases {
+        let result = gateway
+            .verify_webhook(&webhook(body.clone(), &headers))
+            .await;
+        assert_eq!(
+            result.unwrap_err(),
+            WebhookError::MissingSignature,
+            "{headers:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn during_secret_rotation_any_v1_signature_may_match() {
+    let body = fixture("payment.succeeded.json");
+    let old = signature(b"the previous key", MSG_ID, NOW_S, &body);
+    let new = signature(KEY, MSG_ID, NOW_S, &body);
+    let all =
+        format!("v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc= {old} v1a,c2lnbmF0dXJl {new}");
+    let request = webhook(
+        body,
+        &[
+            ("webhook-id", MSG_ID),
+            ("webhook-timestamp", &NOW_S.to_string()),
+            ("webhook-signature", &all),
+        ],
+    );
+    assert!(
+        gateway("http://unused.invalid")
+            .verify_webhook(&request)
+            .await
+            .is_ok()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Event mapping
+
+async fn events_of(name: &str) -> Vec<PaymentEvent> {
+    gateway("http://unused.invalid")
+        .verify_webhook(&signed_webhook(name))
+        .await
+        .unwrap()
+        .events
+}
+
+#[tokio::test]
+async fn a_succeeded_payment_is_a_payment_of_its_total_for_our_order() {
+    assert_eq!(
+        events_of("payment.succeeded.json").await,
+        vec![PaymentEvent::PaymentSucceeded {
+            order: OrderLocator {
+                order_id: order_id("ord_01JHDODO01"),
+                provider_reference: Some("cks_0Nf3xQk7Lm2PzR9s".into())
+            },
+            amount: usd(999),
+            occurred_at: time("2025-01-15T10:30:02.481913Z"),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn tax_the_merchant_of_record_added_on_top_is_not_counted_as_paid_for_the_plan() {
+    let events = events_of("payment.succeeded.tax_added.json").await;
+    assert!(
+        matches!(&events[..], [PaymentEvent::PaymentSucceeded { amount, .. }]
+        if *amount == Money::from_minor(4900, Currency::Eur).unwrap())
+    );
+}
+
+#[tokio::test]
+async fn a_subscription_charge_is_reported_by_the_subscription_events_instead() {
+    assert_eq!(
+        events_of("payment.succeeded.subscription.json").await,
+        vec![]
+    );
+}
+
+#[tokio::test]
+async fn a_failed_payment_fails_the_order() {
+    let events = events_of("payment.failed.json").await;
+    assert!(
+        matches!(&events[..], [PaymentEvent::PaymentFailed { order, reason, .. }]
+        if order.order_id == order_id("ord_01JHDODOF1") && reason == "payment failed")
+    );
+}
+
+#[tokio::test]
+async fn an_active_subscription_is_activated_for_our_order_with_its_current_period() {
+    assert_eq!(
+        events_of("subscription.active.json").await,
+        vec![PaymentEvent::SubscriptionActivated {
+            order: OrderLocator {
+                order_id: order_id("ord_01JHDODOS1"),
+                provider_reference: None
+            },
+            provider_subscription_id: "sub_6Kl9nO2pD5bG8zFr".into(),
+            period: BillingPeriod::new(time("2025-01-20T08:59:41Z"), time("2025-02-20T08:59:41Z"))
+                .unwrap(),
+            occurred_at: time("2025-01-20T09:00:04.12Z"),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_renewed_subscription_is_renewed_for_the_next_period_at_its_pre_tax_amount() {
+    assert_eq!(
+        events_of("subscription.renewed.json").await,
+        vec![PaymentEvent::SubscriptionRenewed {
+            provider_subscription_id: "sub_6Kl9nO2pD5bG8zFr".into(),
+            period: BillingPeriod::new(time("2025-02-20T08:59:41Z"), time("2025-03-20T08:59:41Z"))
+                .unwrap(),
+            amount: usd(1900),
+            occurred_at: time("2025-02-20T09:00:12.4Z"),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_subscription_on_hold_is_past_due_and_one_that_failed_to_start_fails_its_order() {
+    assert_eq!(
+        events_of("subscription.on_hold.json").await,
+        vec![PaymentEvent::SubscriptionPastDue {
+            provider_subscription_id: "sub_6Kl9nO2pD5bG8zFr".into(),
+            occurred_at: time("2025-03-20T09:00:20Z"),
+        }]
+    );
+    let failed = events_of("subscription.failed.json").await;
+    assert!(
+        matches!(&failed[..], [PaymentEvent::PaymentFailed { order, .. }] if order.order_id == order_id("ord_01JHDODOS1"))
+    );
+}
+
+#[tokio::test]
+async fn a_cancellation_at_the_next_billing_date_is_scheduled_and_an_immediate_one_ends_it() {
+    assert_eq!(
+        events_of("subscription.cancelled.at_period_end.json").await,
+        vec![PaymentEvent::SubscriptionCancelScheduled {
+            provider_subscription_id: "sub_6Kl9nO2pD5bG8zFr".into(),
+            occurred_at: time("2025-02-25T14:10:00Z"),
+        }]
+    );
+    assert_eq!(
+        events_of("subscription.cancelled.json").await,
+        vec![PaymentEvent::SubscriptionCanceled {
+            provider_subscription_id: "sub_6Kl9nO2pD5bG8zFr".into(),
+            occurred_at: time("2025-02-26T16:45:30Z"),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn an_expired_subscription_expires() {
+    assert_eq!(
+        events_of("subscription.expired.json").await,
+        vec![PaymentEvent::SubscriptionExpired {
+            provider_subscription_id: "sub_6Kl9nO2pD5bG8zFr".into(),
+            occurred_at: time("2025-03-20T09:00:00.5Z"),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_refund_reads_its_payment_for_our_order_and_the_cumulative_refunded_total() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/payments/pay_2Gh5jK8lZ1xC4vBn"))
+        .and(bearer_token(API_KEY))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(
+            fixture("payment.refunded.response.json"),
+            "application/json",
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+
+    let verified = gateway(&server.uri())
+        .verify_webhook(&signed_webhook("refund.succeeded.json"))
+        .await
+        .unwrap();
+
+    assert_eq!(
+        verified.events,
+        vec![PaymentEvent::Refunded {
+            order: OrderLocator {
+                order_id: order_id("ord_01JHDODO01"),
+                provider_reference: Some("cks_0Nf3xQk7Lm2PzR9s".into())
+            },
+            // 200 earlier + 300 now; the failed 100 does not count.
+            total_refunded: usd(500),
+            occurred_at: time("2025-01-18T12:00:05.7Z"),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_refund_whose_payment_cannot_be_read_is_refused_so_that_dodo_retries() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/payments/pay_2Gh5jK8lZ1xC4vBn"))
+        .respond_with(ResponseTemplate::new(503))
+        .mount(&server)
+        .await;
+    let result = gateway(&server.uri())
+        .verify_webhook(&signed_webhook("refund.succeeded.json"))
+        .await;
+    assert!(matches!(result, Err(WebhookError::Malformed(_))));
+}
+
+#[tokio::test]
+async fn an_event_type_tally_does_not_handle_verifies_with_no_events() {
+    let verified = gateway("http://unused.invalid")
+        .verify_webhook(&signed_webhook("license_key.created.json"))
+        .await
+        .unwrap();
+    assert_eq!(verified.event_type, "license_key.created");
+    assert!(verified.events.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Settings and acknowledgements
+
+#[test]
+fn test_mode_picks_dodos_test_api_and_settings_never_print_secrets() {
+    let settings: MorBSettings = serde_json::from_value(serde_json::json!({
+        "apiKey": API_KEY, "webhookSecret": WEBHOOK_SECRET, "testMode": true}))
+    .unwrap();
+    assert_eq!(settings.http().base_url, "https://test.dodopayments.com");
+    let live: MorBSettings = serde_json::from_value(
+        serde_json::json!({"apiKey": API_KEY, "webhookSecret": WEBHOOK_SECRET}),
+    )
+    .unwrap();
+    assert_eq!(live.http().base_url, "https://live.dodopayments.com");
+    let printed = format!("{settings:?}");
+    assert!(
+        !printed.contains(API_KEY) && !printed.contains("whsec_"),
+        "{printed}"
+    );
+    let unknown = serde_json::from_value::<MorBSettings>(serde_json::json!({
+        "apiKey": API_KEY, "webhookSecret": WEBHOOK_SECRET, "environment": "test_mode"}));
+    assert!(unknown.is_err());
+}
+
+#[test]
+fn a_webhook_secret_that_is_not_base64_is_a_configuration_error() {
+    let context = GatewayContext {
+        http: ProviderHttp::new(&gateways::HttpSettings::new("http://unused.invalid")).unwrap(),
+        clock: Arc::new(FixedClock::at(0)),
+        sandbox: false,
+    };
+    let settings = MorBSettings::new(API_KEY, "whsec_***", None);
+    let error = MorBGateway::new(&settings, context).unwrap_err();
+    assert_eq!(error.field, "webhookSecret");
+    assert_eq!(
+        unb64("dGFsbHktdGVzdC1zdGFuZGFyZC13ZWJob29rcy1rZXk=").unwrap(),
+        KEY
+    );
+}
+
+#[test]
+fn accepted_webhooks_get_200_and_refused_ones_400_with_a_short_reason() {
+    let gateway = gateway("http://unused.invalid");
+    assert_eq!(gateway.provider(), ProviderId::MorB);
+    assert_eq!(gateway.webhook_ack(&AckFor::Accepted).status, 200);
+    let refused = gateway.webhook_ack(&AckFor::Refused(WebhookError::Stale));
+    assert_eq!(refused.status, 400);
+    assert_eq!(refused.body, "timestamp outside the tolerance window");
+}

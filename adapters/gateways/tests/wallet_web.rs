@@ -1,0 +1,503 @@
+#![cfg(feature = "wallet_web")]
+//! The Alipay PC website payment gateway against wiremock and against fixtures computed
+//! independently (Python `cryptography` and `openssl dgst`, see
+//! `fixtures/wallet_web/generate.py`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use application::ports::{
+    AckFor, CheckoutRequest, CheckoutTarget, GatewayError, PaymentEvent, PaymentGateway,
+    PaymentRef, PaymentStatus, WebhookError, WebhookRequest,
+};
+use application::testing::FixedClock;
+use domain::{
+    Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, PlanType, Timestamp, UserId,
+};
+use gateways::GatewayContext;
+use gateways::shared::ProviderHttp;
+use gateways::shared::signing::{
+    b64, private_key, public_key, public_key_base64, rsa_sha256_sign, rsa_sha256_verify, unb64,
+};
+use gateways::wallet_web::transformers;
+use gateways::wallet_web::{WalletWebGateway, WalletWebSettings};
+use serde_json::{Value, json};
+use wiremock::matchers::{header, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const APP_PRIVATE: &str = include_str!("../../sandbox/keys/merchant_private.pem");
+const APP_PUBLIC: &str = include_str!("../../sandbox/keys/merchant_public.pem");
+const ALIPAY_PRIVATE: &str = include_str!("../../sandbox/keys/provider_private.pem");
+const ALIPAY_PUBLIC: &str = include_str!("../../sandbox/keys/provider_public.pem");
+const PAGE_PAY: &str = include_str!("../fixtures/wallet_web/page_pay.json");
+const NOTIFY_SUCCESS: &str = include_str!("../fixtures/wallet_web/notify_trade_success.form");
+const NOTIFY_CLOSED: &str = include_str!("../fixtures/wallet_web/notify_trade_closed.form");
+const NOTIFY_REFUND_PARTIAL: &str =
+    include_str!("../fixtures/wallet_web/notify_refund_partial.form");
+const NOTIFY_REFUND_FULL: &str = include_str!("../fixtures/wallet_web/notify_refund_full.form");
+const NOTIFY_WAIT: &str = include_str!("../fixtures/wallet_web/notify_wait_buyer_pay.form");
+const QUERY_SUCCESS: &str = include_str!("../fixtures/wallet_web/query_trade_success.json");
+const QUERY_CLOSED: &str = include_str!("../fixtures/wallet_web/query_trade_closed.json");
+const QUERY_WAIT: &str = include_str!("../fixtures/wallet_web/query_wait_buyer_pay.json");
+const QUERY_NOT_EXIST: &str = include_str!("../fixtures/wallet_web/query_trade_not_exist.json");
+const CLOSE_SUCCESS: &str = include_str!("../fixtures/wallet_web/close_success.json");
+const CLOSE_NOT_EXIST: &str = include_str!("../fixtures/wallet_web/close_trade_not_exist.json");
+const CLOSE_STATUS_ERROR: &str = include_str!("../fixtures/wallet_web/close_status_error.json");
+const APP_ID: &str = "wx_sandbox_tally";
+const ORDER: &str = "ord_000000000001";
+/// 2026-01-01T00:00:00Z = 08:00 in Beijing.
+const NOW_MS: i64 = 1_767_225_600_000;
+/// 2026-01-01 08:05:00 in Beijing.
+const PAID_MS: i64 = 1_767_225_900_000;
+
+fn settings_json(base_url: &str) -> Value {
+    json!({
+        "appId": APP_ID,
+        "appPrivateKey": APP_PRIVATE,
+        "alipayPublicKey": ALIPAY_PUBLIC,
+        "baseUrl": base_url,
+    })
+}
+
+fn gateway_with(settings: Value) -> WalletWebGateway {
+    let settings: WalletWebSettings = serde_json::from_value(settings).unwrap();
+    let context = GatewayContext {
+        http: ProviderHttp::new(&settings.http()).unwrap(),
+        clock: Arc::new(FixedClock::at(NOW_MS)),
+        sandbox: false,
+    };
+    WalletWebGateway::new(&settings, context).unwrap()
+}
+
+fn gateway(base_url: &str) -> WalletWebGateway {
+    gateway_with(settings_json(base_url))
+}
+
+fn checkout_request(currency: &str) -> CheckoutRequest {
+    let mut i18n = BTreeMap::new();
+    i18n.insert(
+        "en".to_owned(),
+        PlanText {
+            name: "Pro lifetime".into(),
+            ..PlanText::default()
+        },
+    );
+    let plan = Plan::from_draft(&PlanDraft {
+        id: "pro-lifetime".into(),
+        provider: Some(
+            if currency == "CNY" {
+                "wallet_web"
+            } else {
+                "card_gateway"
+            }
+            .into(),
+        ),
+        amount: Some("9.90".parse().unwrap()),
+        currency: Some(currency.into()),
+        months: Some(999_999),
+        duration_type: Some("one_time".into()),
+        i18n,
+        ..PlanDraft::default()
+    })
+    .unwrap();
+    CheckoutRequest {
+        order_id: OrderId::new(ORDER).unwrap(),
+        user_id: UserId::new("usr_1").unwrap(),
+        customer_email: None,
+        snapshot: PlanSnapshot::of(&plan, plan.price()),
+        plan,
+        success_url: "https://tally.example/payment/success?orderId=ord_000000000001".into(),
+        cancel_url: "https://tally.example/payment/cancel".into(),
+        notify_url: "https://tally.example/api/payment/webhook/wallet_web".into(),
+        expires_at: Timestamp::from_unix_millis(NOW_MS + 30 * 60_000),
+    }
+}
+
+fn payment_ref() -> PaymentRef {
+    PaymentRef {
+        order_id: OrderId::new(ORDER).unwrap(),
+        provider_reference: None,
+    }
+}
+
+fn cny(fen: i64) -> Money {
+    Money::from_minor(fen, Currency::Cny).unwrap()
+}
+
+fn form(body: &str) -> BTreeMap<String, String> {
+    serde_urlencoded::from_str::<Vec<(String, String)>>(body)
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
+fn notify(body: &str) -> WebhookRequest {
+    let mut headers = BTreeMap::new();
+    headers.insert(
+        "content-type".to_owned(),
+        "application/x-www-form-urlencoded; charset=utf-8".to_owned(),
+    );
+    WebhookRequest {
+        headers,
+        body: body.as_bytes().to_vec(),
+    }
+}
+
+/// `params` signed as Alipay signs notifications, with `key_pem`.
+fn signed_notify(mut params: BTreeMap<String, String>, key_pem: &str) -> WebhookRequest {
+    let content = transformers::notification_sign_content(&params);
+    let sign = b64(&rsa_sha256_sign(
+        &private_key(key_pem).unwrap(),
+        content.as_bytes(),
+    ));
+    params.insert("sign".into(), sign);
+    notify(&serde_urlencoded::to_string(&params).unwrap())
+}
+
+/// Run one gateway call against a gateway.do that answers `body`; return the form sent.
+async fn with_answer<T>(
+    body: &str,
+    call: impl AsyncFnOnce(&WalletWebGateway) -> T,
+) -> (T, BTreeMap<String, String>) {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/gateway.do"))
+        .and(header(
+            "content-type",
+            "application/x-www-form-urlencoded;charset=utf-8",
+        ))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("content-type", "text/html;charset=utf-8")
+                .set_body_string(body),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let result = call(&gateway(&server.uri())).await;
+    let requests = server.received_requests().await.unwrap();
+    let sent = form(std::str::from_utf8(&requests[0].body).unwrap());
+    (result, sent)
+}
+
+fn assert_signed_call(sent: &BTreeMap<String, String>, method: &str) {
+    assert_eq!(sent["method"], method);
+    assert_eq!(sent["app_id"], APP_ID);
+    assert_eq!(sent["sign_type"], "RSA2");
+    assert_eq!(sent["charset"], "utf-8");
+    assert_eq!(sent["timestamp"], "2026-01-01 08:00:00");
+    assert_eq!(
+        sent["biz_content"],
+        r#"{"out_trade_no":"ord_000000000001"}"#
+    );
+    let content = transformers::request_sign_content(sent);
+    assert!(rsa_sha256_verify(
+        &public_key(APP_PUBLIC).unwrap(),
+        content.as_bytes(),
+        &unb64(&sent["sign"]).unwrap()
+    ));
+}
+
+#[tokio::test]
+async fn the_page_pay_url_carries_the_documented_parameters_signed_as_computed_with_openssl() {
+    let checkout = gateway("https://openapi.alipay.com")
+        .create_checkout(&checkout_request("CNY"))
+        .await
+        .unwrap();
+    let CheckoutTarget::Redirect(url) = checkout.target else {
+        panic!("expected a redirect");
+    };
+    let (gateway_url, query) = url.split_once('?').unwrap();
+    assert_eq!(gateway_url, "https://openapi.alipay.com/gateway.do");
+    let expected: Value = serde_json::from_str(PAGE_PAY).unwrap();
+    let expected: BTreeMap<String, String> = expected["params"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(form(query), expected);
+}
+
+#[tokio::test]
+async fn query_payment_sends_a_signed_trade_query_and_maps_each_trade_status() {
+    let (status, sent) = with_answer(QUERY_SUCCESS, async |g| {
+        g.query_payment(&payment_ref()).await
+    })
+    .await;
+    assert_signed_call(&sent, "alipay.trade.query");
+    assert_eq!(
+        status.unwrap(),
+        PaymentStatus::Succeeded {
+            amount: cny(990),
+            paid_at: Timestamp::from_unix_millis(PAID_MS),
+        }
+    );
+    let (status, _) = with_answer(QUERY_CLOSED, async |g| {
+        g.query_payment(&payment_ref()).await
+    })
+    .await;
+    assert!(matches!(status.unwrap(), PaymentStatus::Failed { .. }));
+    for body in [QUERY_WAIT, QUERY_NOT_EXIST] {
+        let (status, _) = with_answer(body, async |g| g.query_payment(&payment_ref()).await).await;
+        assert_eq!(status.unwrap(), PaymentStatus::Pending);
+    }
+}
+
+#[tokio::test]
+async fn query_payment_refuses_answers_that_are_tampered_or_unsigned() {
+    let tampered = QUERY_SUCCESS.replace(r#""total_amount":"9.90""#, r#""total_amount":"0.01""#);
+    let (status, _) = with_answer(&tampered, async |g| g.query_payment(&payment_ref()).await).await;
+    assert!(
+        matches!(status, Err(GatewayError::BadResponse(_))),
+        "{status:?}"
+    );
+    let unsigned = &QUERY_SUCCESS[..QUERY_SUCCESS.find(r#","sign""#).unwrap()];
+    let unsigned = format!("{unsigned}}}");
+    let (status, _) = with_answer(&unsigned, async |g| g.query_payment(&payment_ref()).await).await;
+    assert!(
+        matches!(status, Err(GatewayError::BadResponse(_))),
+        "{status:?}"
+    );
+    let garbage = "<html>busy</html>";
+    let (status, _) = with_answer(garbage, async |g| g.query_payment(&payment_ref()).await).await;
+    assert!(
+        matches!(status, Err(GatewayError::BadResponse(_))),
+        "{status:?}"
+    );
+}
+
+#[tokio::test]
+async fn close_payment_closes_the_trade_and_accepts_a_trade_that_does_not_exist_yet() {
+    let (result, sent) = with_answer(CLOSE_SUCCESS, async |g| {
+        g.close_payment(&payment_ref()).await
+    })
+    .await;
+    assert_signed_call(&sent, "alipay.trade.close");
+    result.unwrap();
+    let (result, _) = with_answer(CLOSE_NOT_EXIST, async |g| {
+        g.close_payment(&payment_ref()).await
+    })
+    .await;
+    result.unwrap();
+    let (result, _) = with_answer(CLOSE_STATUS_ERROR, async |g| {
+        g.close_payment(&payment_ref()).await
+    })
+    .await;
+    let Err(GatewayError::Rejected(message)) = result else {
+        panic!("expected a rejection, got {result:?}");
+    };
+    assert!(message.contains("ACQ.TRADE_STATUS_ERROR"), "{message}");
+}
+
+#[tokio::test]
+async fn subscriptions_other_currencies_and_order_ids_alipay_refuses_are_not_sent() {
+    let gateway = gateway("https://openapi.alipay.com");
+    let mut recurring = checkout_request("CNY");
+    recurring.snapshot.plan_type = PlanType::Recurring;
+    assert!(matches!(
+        gateway.create_checkout(&recurring).await,
+        Err(GatewayError::NotSupported)
+    ));
+    assert!(matches!(
+        gateway.cancel_subscription("sub_1").await,
+        Err(GatewayError::NotSupported)
+    ));
+    assert!(matches!(
+        gateway.create_checkout(&checkout_request("USD")).await,
+        Err(GatewayError::Rejected(_))
+    ));
+    let mut hyphen = checkout_request("CNY");
+    hyphen.order_id = OrderId::new("ord-1").unwrap();
+    assert!(matches!(
+        gateway.create_checkout(&hyphen).await,
+        Err(GatewayError::Rejected(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_trade_success_notification_becomes_a_payment_of_the_exact_amount() {
+    let verified = gateway("http://unused")
+        .verify_webhook(&notify(NOTIFY_SUCCESS))
+        .await
+        .unwrap();
+    assert_eq!(verified.event_id, "2026010100222080501000000001");
+    assert_eq!(verified.event_type, "trade_status_sync.TRADE_SUCCESS");
+    let [
+        PaymentEvent::PaymentSucceeded {
+            order,
+            amount,
+            occurred_at,
+        },
+    ] = verified.events.as_slice()
+    else {
+        panic!("expected one payment, got {:?}", verified.events);
+    };
+    assert_eq!(order.order_id, Some(OrderId::new(ORDER).unwrap()));
+    assert_eq!(*amount, cny(990));
+    assert_eq!(occurred_at.unix_millis(), PAID_MS);
+}
+
+#[tokio::test]
+async fn a_trade_closed_notification_becomes_a_failed_payment() {
+    let verified = gateway("http://unused")
+        .verify_webhook(&notify(NOTIFY_CLOSED))
+        .await
+        .unwrap();
+    assert!(matches!(
+        verified.events.as_slice(),
+        [PaymentEvent::PaymentFailed { .. }]
+    ));
+}
+
+#[tokio::test]
+async fn refund_notifications_become_refunds_of_the_total_refunded_so_far() {
+    let gateway = gateway("http://unused");
+    for (body, fen, at_ms) in [
+        (NOTIFY_REFUND_PARTIAL, 495, 1_767_229_200_125),
+        (NOTIFY_REFUND_FULL, 990, 1_767_229_800_000),
+    ] {
+        let verified = gateway.verify_webhook(&notify(body)).await.unwrap();
+        assert_eq!(verified.event_type, "trade_status_sync.refund");
+        let [
+            PaymentEvent::Refunded {
+                order,
+                total_refunded,
+                occurred_at,
+            },
+        ] = verified.events.as_slice()
+        else {
+            panic!("expected one refund, got {:?}", verified.events);
+        };
+        assert_eq!(order.order_id, Some(OrderId::new(ORDER).unwrap()));
+        assert_eq!(*total_refunded, cny(fen));
+        assert_eq!(occurred_at.unix_millis(), at_ms);
+    }
+}
+
+#[tokio::test]
+async fn notifications_tally_does_not_act_on_verify_and_carry_no_events() {
+    let verified = gateway("http://unused")
+        .verify_webhook(&notify(NOTIFY_WAIT))
+        .await
+        .unwrap();
+    assert_eq!(verified.event_type, "trade_status_sync.WAIT_BUYER_PAY");
+    assert!(verified.events.is_empty());
+}
+
+#[tokio::test]
+async fn a_tampered_form_or_a_signature_by_another_key_is_refused() {
+    let gateway = gateway("http://unused");
+    let tampered = NOTIFY_SUCCESS.replace("total_amount=9.90", "total_amount=0.01");
+    assert_eq!(
+        gateway.verify_webhook(&notify(&tampered)).await,
+        Err(WebhookError::BadSignature)
+    );
+    let mut params = form(NOTIFY_SUCCESS);
+    params.remove("sign");
+    assert_eq!(
+        gateway
+            .verify_webhook(&signed_notify(params, APP_PRIVATE))
+            .await,
+        Err(WebhookError::BadSignature)
+    );
+}
+
+#[tokio::test]
+async fn a_missing_or_malformed_sign_is_refused() {
+    let gateway = gateway("http://unused");
+    let mut params = form(NOTIFY_SUCCESS);
+    params.remove("sign");
+    let unsigned = serde_urlencoded::to_string(&params).unwrap();
+    assert_eq!(
+        gateway.verify_webhook(&notify(&unsigned)).await,
+        Err(WebhookError::MissingSignature)
+    );
+    params.insert("sign".into(), "not*base64".into());
+    let malformed = serde_urlencoded::to_string(&params).unwrap();
+    assert_eq!(
+        gateway.verify_webhook(&notify(&malformed)).await,
+        Err(WebhookError::MissingSignature)
+    );
+    let duplicated = format!("{NOTIFY_SUCCESS}&sign=abcd");
+    assert_eq!(
+        gateway.verify_webhook(&notify(&duplicated)).await,
+        Err(WebhookError::MissingSignature)
+    );
+}
+
+#[tokio::test]
+async fn a_signed_notification_for_another_app_or_without_notify_id_is_refused() {
+    let gateway = gateway("http://unused");
+    let mut params = form(NOTIFY_SUCCESS);
+    params.remove("sign");
+    params.insert("app_id".into(), "2021000000000000".into());
+    assert!(matches!(
+        gateway
+            .verify_webhook(&signed_notify(params.clone(), ALIPAY_PRIVATE))
+            .await,
+        Err(WebhookError::Malformed(_))
+    ));
+    params.insert("app_id".into(), APP_ID.into());
+    params.remove("notify_id");
+    assert!(matches!(
+        gateway
+            .verify_webhook(&signed_notify(params, ALIPAY_PRIVATE))
+            .await,
+        Err(WebhookError::Malformed(_))
+    ));
+}
+
+#[test]
+fn the_acknowledgement_is_the_plain_word_alipay_expects() {
+    let gateway = gateway("http://unused");
+    let accepted = gateway.webhook_ack(&AckFor::Accepted);
+    assert_eq!((accepted.status, accepted.body.as_str()), (200, "success"));
+    let refused = gateway.webhook_ack(&AckFor::Refused(WebhookError::BadSignature));
+    assert_eq!((refused.status, refused.body.as_str()), (400, "fail"));
+}
+
+#[test]
+fn settings_take_bare_base64_or_pem_keys_and_never_show_the_private_key() {
+    let bare = public_key_base64(&public_key(ALIPAY_PUBLIC).unwrap());
+    let mut json = settings_json("http://x");
+    json["alipayPublicKey"] = json!(bare);
+    let settings: WalletWebSettings = serde_json::from_value(json).unwrap();
+    assert!(!format!("{settings:?}").contains("PRIVATE KEY"));
+    assert_eq!(settings.http().base_url, "http://x");
+    let context = GatewayContext {
+        http: ProviderHttp::new(&settings.http()).unwrap(),
+        clock: Arc::new(FixedClock::at(NOW_MS)),
+        sandbox: true,
+    };
+    let gateway = WalletWebGateway::new(&settings, context).unwrap();
+    assert!(gateway.is_sandbox());
+    let mut defaults = settings_json("http://x");
+    defaults.as_object_mut().unwrap().remove("baseUrl");
+    let defaults: WalletWebSettings = serde_json::from_value(defaults).unwrap();
+    assert_eq!(defaults.http().base_url, "https://openapi.alipay.com");
+    let mut unknown = settings_json("http://x");
+    unknown["signType"] = json!("RSA");
+    assert!(serde_json::from_value::<WalletWebSettings>(unknown).is_err());
+}
+
+#[test]
+fn unreadable_keys_are_configuration_errors_naming_the_field_and_not_the_value() {
+    for (field, value) in [
+        ("appPrivateKey", "TUlJc2VjcmV0"),
+        ("alipayPublicKey", "TUlJc2VjcmV0"),
+        ("appId", ""),
+    ] {
+        let mut json = settings_json("http://x");
+        json[field] = json!(value);
+        let settings: WalletWebSettings = serde_json::from_value(json).unwrap();
+        let context = GatewayContext {
+            http: ProviderHttp::new(&settings.http()).unwrap(),
+            clock: Arc::new(FixedClock::at(NOW_MS)),
+            sandbox: false,
+        };
+        let error = WalletWebGateway::new(&settings, context).unwrap_err();
+        assert_eq!(error.field, field);
+        assert!(!error.to_string().contains("TUlJc2VjcmV0"));
+    }
+}

@@ -1,0 +1,551 @@
+//! The simulated `card_gateway` (Stripe Checkout): the API subset the gateway calls and the
+//! events Stripe sends, signed with `Stripe-Signature` exactly as Stripe signs them.
+//!
+//! API, at `/sandbox/card_gateway`: `POST /v1/checkout/sessions`, `GET /v1/checkout/sessions/{id}`,
+//! `POST /v1/checkout/sessions/{id}/expire`, `POST /v1/subscriptions/{id}` (only
+//! `cancel_at_period_end=true`). Requests must carry `Authorization: Bearer <api key>` (or HTTP
+//! basic with the key as user) and form-encoded bodies; errors come in Stripe's
+//! `{"error": {"type", "message", "param"}}` shape. A repeated `Idempotency-Key` returns the
+//! first session, as Stripe does.
+//!
+//! Two things a real Stripe account knows that the sandbox cannot: what a Price id costs, and
+//! which webhook endpoint is registered. So the sandbox reads the amount from
+//! `price_data[unit_amount]` or else `metadata[amountMinor]` + `metadata[currency]`, the billing
+//! period from `metadata[intervalMonths]` (or `price_data[recurring][interval_count]`), and the
+//! webhook URL from `metadata[notifyUrl]` (default `{public base}/api/payment/webhook/card_gateway`).
+//! The gateway sends all of these.
+
+mod objects;
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use domain::{Currency, ProviderId};
+use gateways::card_gateway::CardGatewaySettings;
+use gateways::shared::signing::{hex, hmac_sha256, unb64};
+use poem::http::StatusCode;
+use poem::web::{Data, Json, Path};
+use poem::{IntoResponse, Request, Response, Route, get, handler, post};
+
+use crate::credentials::CREDENTIALS;
+use crate::hub::{Hub, SimEvent, SimKind, SimPayment, SimStatus, SimWebhook};
+use crate::simulator::Simulator;
+use objects::{StripeError, error, missing};
+
+/// Stripe refuses a session expiring sooner than this after creation.
+const MIN_EXPIRY_S: i64 = 30 * 60;
+/// Stripe refuses a session expiring later than this after creation.
+const MAX_EXPIRY_S: i64 = 24 * 60 * 60;
+/// The most form fields read from one request (a bound on parsing work).
+const MAX_FIELDS: usize = 200;
+/// The most payments scanned for an idempotency key.
+const MAX_SCANNED: usize = 10_000;
+
+/// The simulated Stripe.
+pub struct CardGatewaySimulator;
+
+/// Gateway settings pointing at this sandbox with the sandbox credentials.
+#[must_use]
+pub fn gateway_settings(api_base_url: &str) -> CardGatewaySettings {
+    CardGatewaySettings::new(
+        CREDENTIALS.api_key,
+        CREDENTIALS.hmac_secret,
+        Some(api_base_url.to_owned()),
+    )
+}
+
+#[async_trait]
+impl Simulator for CardGatewaySimulator {
+    fn provider(&self) -> ProviderId {
+        ProviderId::CardGateway
+    }
+
+    fn api(&self, _hub: Arc<Hub>) -> Route {
+        // The hub reaches the handlers as data of the enclosing sandbox route.
+        Route::new()
+            .at("/v1/checkout/sessions", post(create_session))
+            .at("/v1/checkout/sessions/:id", get(retrieve_session))
+            .at("/v1/checkout/sessions/:id/expire", post(expire_session))
+            .at("/v1/subscriptions/:id", post(update_subscription))
+    }
+
+    fn webhooks(&self, hub: &Hub, event: &SimEvent) -> Vec<SimWebhook> {
+        let events = match event {
+            SimEvent::Paid(p) => vec![objects::event(
+                hub,
+                "checkout.session.completed",
+                objects::session(hub, p),
+            )],
+            SimEvent::SubscriptionStarted(p, s) => {
+                // The completed session names the subscription it created.
+                let session = SimPayment {
+                    subscription_id: Some(s.id.clone()),
+                    ..p.clone()
+                };
+                let invoice_id = hub.new_id("in_sandbox_");
+                vec![
+                    objects::event(
+                        hub,
+                        "checkout.session.completed",
+                        objects::session(hub, &session),
+                    ),
+                    objects::event(
+                        hub,
+                        "invoice.paid",
+                        objects::invoice(hub, s, &invoice_id, "subscription_create"),
+                    ),
+                ]
+            }
+            SimEvent::Renewed(s, invoice_id) => {
+                vec![objects::event(
+                    hub,
+                    "invoice.paid",
+                    objects::invoice(hub, s, invoice_id, "subscription_cycle"),
+                )]
+            }
+            SimEvent::SubscriptionCancelScheduled(s) => {
+                vec![objects::event(
+                    hub,
+                    "customer.subscription.updated",
+                    objects::subscription(hub, s),
+                )]
+            }
+            SimEvent::SubscriptionCanceled(s) => {
+                vec![objects::event(
+                    hub,
+                    "customer.subscription.deleted",
+                    objects::subscription(hub, s),
+                )]
+            }
+            SimEvent::Refunded { payment, .. } => vec![objects::event(
+                hub,
+                "charge.refunded",
+                objects::charge(payment),
+            )],
+            // A declined or abandoned Checkout ends as an expired session.
+            SimEvent::Declined(p) => vec![objects::event(
+                hub,
+                "checkout.session.expired",
+                objects::session(hub, p),
+            )],
+            SimEvent::Approved(_) => Vec::new(),
+        };
+        events.iter().map(|e| sign(hub, e)).collect()
+    }
+
+    fn success_redirect(&self, payment: &SimPayment) -> String {
+        payment
+            .success_url
+            .replace("{CHECKOUT_SESSION_ID}", &payment.id)
+    }
+}
+
+/// `Stripe-Signature: t=<now>,v1=hex(HMAC-SHA256(secret string, "t.body"))`.
+fn sign(hub: &Hub, event: &serde_json::Value) -> SimWebhook {
+    let body = event.to_string().into_bytes();
+    let t = hub.now_ms().div_euclid(1000);
+    let mut message = format!("{t}.").into_bytes();
+    message.extend_from_slice(&body);
+    let signature = hex(&hmac_sha256(CREDENTIALS.hmac_secret.as_bytes(), &message));
+    SimWebhook {
+        headers: vec![
+            (
+                "Stripe-Signature".to_owned(),
+                format!("t={t},v1={signature}"),
+            ),
+            (
+                "User-Agent".to_owned(),
+                "Stripe/1.0 (+https://stripe.com/docs/webhooks)".to_owned(),
+            ),
+        ],
+        content_type: "application/json; charset=utf-8".to_owned(),
+        body,
+    }
+}
+
+/// Bearer with the API key, or HTTP basic with the key as user name, as Stripe accepts.
+fn authorized(request: &Request) -> bool {
+    let Some(value) = request
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    if let Some(token) = value.strip_prefix("Bearer ") {
+        return token == CREDENTIALS.api_key;
+    }
+    value
+        .strip_prefix("Basic ")
+        .and_then(unb64)
+        .is_some_and(|decoded| decoded.strip_suffix(b":") == Some(CREDENTIALS.api_key.as_bytes()))
+}
+
+fn unauthorized() -> Response {
+    error(StatusCode::UNAUTHORIZED, "Invalid API Key provided", None).into_response()
+}
+
+/// A form-encoded body as a map (a repeated key keeps its last value).
+fn form(request: &Request, body: &[u8]) -> Result<BTreeMap<String, String>, StripeError> {
+    let content_type = request
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !content_type.starts_with("application/x-www-form-urlencoded") {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "Invalid request (check that your POST content type is application/x-www-form-urlencoded)",
+            None,
+        ));
+    }
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(body).map_err(|_| {
+        error(
+            StatusCode::BAD_REQUEST,
+            "Invalid request: the body is not form-encoded",
+            None,
+        )
+    })?;
+    if pairs.len() > MAX_FIELDS {
+        return Err(error(StatusCode::BAD_REQUEST, "Too many parameters", None));
+    }
+    Ok(pairs.into_iter().collect())
+}
+
+/// `prefix[key]` fields as a map.
+fn nested(form: &BTreeMap<String, String>, prefix: &str) -> BTreeMap<String, String> {
+    form.iter()
+        .filter_map(|(k, v)| {
+            Some((
+                k.strip_prefix(prefix)?
+                    .strip_prefix('[')?
+                    .strip_suffix(']')?
+                    .to_owned(),
+                v.clone(),
+            ))
+        })
+        .filter(|(k, _)| !k.contains('['))
+        .collect()
+}
+
+fn bad(message: &str, param: &str) -> StripeError {
+    error(StatusCode::BAD_REQUEST, message, Some(param))
+}
+
+/// What a session costs: `price_data`, or, for a Price id the sandbox cannot look up, the
+/// amount the gateway put in metadata.
+fn amount(
+    form: &BTreeMap<String, String>,
+    metadata: &BTreeMap<String, String>,
+) -> Result<(i64, Currency), StripeError> {
+    let price_data = form.contains_key("line_items[0][price_data][unit_amount]");
+    let (amount, currency, param) = if price_data {
+        (
+            form.get("line_items[0][price_data][unit_amount]"),
+            form.get("line_items[0][price_data][currency]"),
+            "line_items[0][price_data]",
+        )
+    } else if form.contains_key("line_items[0][price]") {
+        (
+            metadata.get("amountMinor"),
+            metadata.get("currency"),
+            "metadata[amountMinor]",
+        )
+    } else {
+        return Err(bad(
+            "Missing required param: line_items[0][price] or line_items[0][price_data].",
+            "line_items",
+        ));
+    };
+    let sandbox_hint =
+        "the sandbox cannot look up Prices: send metadata[amountMinor] and metadata[currency]";
+    let amount: i64 = amount
+        .and_then(|a| a.parse().ok())
+        .filter(|a| *a >= 0)
+        .ok_or_else(|| bad(sandbox_hint, param))?;
+    let currency = currency
+        .and_then(|c| Currency::from_str(&c.to_ascii_uppercase()).ok())
+        .ok_or_else(|| bad("Invalid currency.", param))?;
+    if price_data
+        && form
+            .get("line_items[0][price_data][product_data][name]")
+            .is_none_or(|n| n.is_empty())
+    {
+        return Err(bad(
+            "Missing required param: line_items[0][price_data][product_data][name].",
+            param,
+        ));
+    }
+    Ok((amount, currency))
+}
+
+/// Payment or subscription, with the period the gateway sent.
+fn kind(
+    form: &BTreeMap<String, String>,
+    metadata: &BTreeMap<String, String>,
+) -> Result<SimKind, StripeError> {
+    match form.get("mode").map(String::as_str) {
+        Some("payment") => {
+            if form.keys().any(|k| k.starts_with("subscription_data[")) {
+                return Err(bad(
+                    "You can not pass `subscription_data` in `payment` mode.",
+                    "subscription_data",
+                ));
+            }
+            Ok(SimKind::OneTime)
+        }
+        Some("subscription") => {
+            if form.keys().any(|k| k.starts_with("payment_intent_data[")) {
+                return Err(bad(
+                    "You can not pass `payment_intent_data` in `subscription` mode.",
+                    "payment_intent_data",
+                ));
+            }
+            let interval = form
+                .get("line_items[0][price_data][recurring][interval_count]")
+                .or(metadata.get("intervalMonths"));
+            let interval_months = interval
+                .and_then(|i| i.parse().ok())
+                .filter(|i| (1..=12).contains(i))
+                .ok_or_else(|| {
+                    bad(
+                        "the sandbox needs metadata[intervalMonths] (1 to 12) for a subscription",
+                        "metadata[intervalMonths]",
+                    )
+                })?;
+            Ok(SimKind::Subscription {
+                interval_months,
+                plan_ref: form.get("line_items[0][price]").cloned(),
+            })
+        }
+        _ => Err(bad(
+            "Invalid mode: must be one of payment, setup, or subscription.",
+            "mode",
+        )),
+    }
+}
+
+/// Stripe's own checks on a session form, and the parts the sandbox needs.
+fn new_session(hub: &Hub, form: &BTreeMap<String, String>) -> Result<SimPayment, StripeError> {
+    let metadata = nested(form, "metadata");
+    let kind = kind(form, &metadata)?;
+    if form.get("line_items[0][quantity]").map(String::as_str) != Some("1") {
+        return Err(bad(
+            "The sandbox sells one item: line_items[0][quantity] must be 1.",
+            "line_items[0][quantity]",
+        ));
+    }
+    let (amount_minor, currency) = amount(form, &metadata)?;
+    let expires_at = expires_at(hub, form)?;
+    let success_url = form
+        .get("success_url")
+        .cloned()
+        .ok_or_else(|| bad("Missing required param: success_url.", "success_url"))?;
+    let order_id = form
+        .get("client_reference_id")
+        .or(metadata.get("orderId"))
+        .cloned()
+        .ok_or_else(|| {
+            bad(
+                "the sandbox needs client_reference_id or metadata[orderId]",
+                "client_reference_id",
+            )
+        })?;
+    let notify_url = metadata
+        .get("notifyUrl")
+        .cloned()
+        .unwrap_or_else(|| format!("{}/api/payment/webhook/card_gateway", hub.public_base_url()));
+    Ok(SimPayment {
+        id: hub.new_id("cs_sandbox_"),
+        provider: ProviderId::CardGateway,
+        order_id,
+        amount_minor,
+        currency,
+        kind,
+        status: SimStatus::Open,
+        cancel_url: form
+            .get("cancel_url")
+            .cloned()
+            .unwrap_or_else(|| success_url.clone()),
+        success_url,
+        notify_url,
+        refunded_minor: 0,
+        subscription_id: None,
+        created_at_ms: hub.now_ms(),
+        extra: kept(form, metadata, expires_at),
+    })
+}
+
+/// `expires_at`, which Stripe wants 30 minutes to 24 hours from now (24 hours when absent).
+fn expires_at(hub: &Hub, form: &BTreeMap<String, String>) -> Result<i64, StripeError> {
+    let now_s = hub.now_ms().div_euclid(1000);
+    let Some(t) = form.get("expires_at") else {
+        return Ok(now_s + MAX_EXPIRY_S);
+    };
+    t.parse::<i64>().ok().filter(|t| (now_s + MIN_EXPIRY_S..=now_s + MAX_EXPIRY_S).contains(t)).ok_or_else(|| {
+        bad(
+            "The `expires_at` timestamp must be between 30 minutes and 24 hours from Checkout Session creation.",
+            "expires_at",
+        )
+    })
+}
+
+/// What the sandbox keeps of a session form to render the session and its events later.
+fn kept(
+    form: &BTreeMap<String, String>,
+    metadata: BTreeMap<String, String>,
+    expires_at: i64,
+) -> BTreeMap<String, String> {
+    let json = |map: BTreeMap<String, String>| serde_json::to_string(&map).unwrap_or_default();
+    let mut extra = BTreeMap::new();
+    extra.insert(objects::METADATA.to_owned(), json(metadata));
+    extra.insert(
+        objects::SUBSCRIPTION_METADATA.to_owned(),
+        json(nested(form, "subscription_data[metadata]")),
+    );
+    extra.insert(
+        objects::PAYMENT_INTENT_METADATA.to_owned(),
+        json(nested(form, "payment_intent_data[metadata]")),
+    );
+    extra.insert(objects::EXPIRES_AT.to_owned(), expires_at.to_string());
+    if let Some(email) = form.get("customer_email") {
+        extra.insert(objects::CUSTOMER_EMAIL.to_owned(), email.clone());
+    }
+    extra
+}
+
+/// The session an earlier request with the same `Idempotency-Key` created.
+fn replayed(hub: &Hub, key: &str) -> Option<SimPayment> {
+    hub.payments().into_iter().take(MAX_SCANNED).find(|p| {
+        p.provider == ProviderId::CardGateway
+            && p.extra
+                .get(objects::IDEMPOTENCY_KEY)
+                .is_some_and(|k| k == key)
+    })
+}
+
+#[handler]
+async fn create_session(request: &Request, body: Vec<u8>, hub: Data<&Arc<Hub>>) -> Response {
+    if !authorized(request) {
+        return unauthorized();
+    }
+    let idempotency_key = request
+        .headers()
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let Some(existing) = idempotency_key
+        .as_deref()
+        .and_then(|key| replayed(&hub, key))
+    {
+        return Json(objects::session(&hub, &existing)).into_response();
+    }
+    let form = match form(request, &body) {
+        Ok(form) => form,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let mut payment = match new_session(&hub, &form) {
+        Ok(payment) => payment,
+        Err(refusal) => return refusal.into_response(),
+    };
+    if let Some(key) = idempotency_key {
+        payment
+            .extra
+            .insert(objects::IDEMPOTENCY_KEY.to_owned(), key);
+    }
+    hub.insert_payment(payment.clone());
+    Json(objects::session(&hub, &payment)).into_response()
+}
+
+fn own_session(hub: &Hub, id: &str) -> Option<SimPayment> {
+    hub.payment(id)
+        .filter(|p| p.provider == ProviderId::CardGateway)
+}
+
+#[handler]
+fn retrieve_session(request: &Request, Path(id): Path<String>, hub: Data<&Arc<Hub>>) -> Response {
+    if !authorized(request) {
+        return unauthorized();
+    }
+    match own_session(&hub, &id) {
+        Some(payment) => Json(objects::session(&hub, &payment)).into_response(),
+        None => missing("checkout.session", &id).into_response(),
+    }
+}
+
+/// Expiring an open session ends it and, as at Stripe, sends `checkout.session.expired`.
+#[handler]
+async fn expire_session(
+    request: &Request,
+    Path(id): Path<String>,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    if !authorized(request) {
+        return unauthorized();
+    }
+    if own_session(&hub, &id).is_none() {
+        return missing("checkout.session", &id).into_response();
+    }
+    match hub.set_status(&id, SimStatus::Canceled) {
+        Ok(payment) => {
+            hub.dispatch(
+                payment.provider,
+                &payment.notify_url,
+                &SimEvent::Declined(payment.clone()),
+            )
+            .await;
+            Json(objects::session(&hub, &payment)).into_response()
+        }
+        Err(_) => error(
+            StatusCode::BAD_REQUEST,
+            "Only Checkout Sessions with a status in [\"open\"] can be expired.",
+            None,
+        )
+        .into_response(),
+    }
+}
+
+#[handler]
+async fn update_subscription(
+    request: &Request,
+    Path(id): Path<String>,
+    body: Vec<u8>,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    if !authorized(request) {
+        return unauthorized();
+    }
+    let form = match form(request, &body) {
+        Ok(form) => form,
+        Err(refusal) => return refusal.into_response(),
+    };
+    if hub
+        .subscription(&id)
+        .is_none_or(|s| s.provider != ProviderId::CardGateway)
+    {
+        return missing("subscription", &id).into_response();
+    }
+    if let Some(unknown) = form.keys().find(|k| *k != "cancel_at_period_end") {
+        return bad(
+            &format!(
+                "Received unknown parameter: {}",
+                unknown.chars().take(64).collect::<String>()
+            ),
+            unknown,
+        )
+        .into_response();
+    }
+    if form.get("cancel_at_period_end").map(String::as_str) != Some("true") {
+        return bad(
+            "the sandbox supports only cancel_at_period_end=true",
+            "cancel_at_period_end",
+        )
+        .into_response();
+    }
+    match hub.cancel_subscription(&id, true).await {
+        Ok(subscription) => Json(objects::subscription(&hub, &subscription)).into_response(),
+        Err(e) => error(StatusCode::BAD_REQUEST, &e.to_string(), None).into_response(),
+    }
+}

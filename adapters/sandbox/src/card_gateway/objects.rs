@@ -1,0 +1,257 @@
+//! The Stripe objects the simulated `card_gateway` answers with and sends in events: Checkout
+//! Sessions, subscriptions, invoices, charges and the event envelope, in the current
+//! (`2025-03-31.basil`) shape, plus Stripe's error body.
+
+use std::collections::BTreeMap;
+
+use poem::http::StatusCode;
+use poem::web::Json;
+use poem::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::hub::{Hub, SimKind, SimPayment, SimStatus, SimSubscription, SimSubscriptionStatus};
+
+/// The API version the simulated events claim.
+const API_VERSION: &str = "2025-03-31.basil";
+
+/// `extra` key: the session's `metadata`, as JSON.
+pub const METADATA: &str = "metadata";
+/// `extra` key: `subscription_data[metadata]`, as JSON.
+pub const SUBSCRIPTION_METADATA: &str = "subscriptionMetadata";
+/// `extra` key: `payment_intent_data[metadata]`, as JSON.
+pub const PAYMENT_INTENT_METADATA: &str = "paymentIntentMetadata";
+/// `extra` key: the `Idempotency-Key` the session was created with.
+pub const IDEMPOTENCY_KEY: &str = "idempotencyKey";
+/// `extra` key: `customer_email`.
+pub const CUSTOMER_EMAIL: &str = "customerEmail";
+/// `extra` key: `expires_at`, seconds.
+pub const EXPIRES_AT: &str = "expiresAt";
+
+/// A refused request, answered in Stripe's `{"error": {"type", "message", "param"}}` shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StripeError {
+    status: StatusCode,
+    code: Option<&'static str>,
+    message: String,
+    param: Option<String>,
+}
+
+impl IntoResponse for StripeError {
+    fn into_response(self) -> Response {
+        let mut error = json!({ "type": "invalid_request_error", "message": self.message });
+        if let Some(param) = self.param {
+            error["param"] = param.into();
+        }
+        if let Some(code) = self.code {
+            error["code"] = code.into();
+        }
+        (self.status, Json(json!({ "error": error }))).into_response()
+    }
+}
+
+/// Stripe's error with `status`.
+pub fn error(status: StatusCode, message: &str, param: Option<&str>) -> StripeError {
+    StripeError {
+        status,
+        code: None,
+        message: message.to_owned(),
+        param: param.map(truncated),
+    }
+}
+
+/// `404 resource_missing` for an id.
+pub fn missing(what: &str, id: &str) -> StripeError {
+    StripeError {
+        status: StatusCode::NOT_FOUND,
+        code: Some("resource_missing"),
+        message: format!("No such {what}: '{}'", truncated(id)),
+        param: Some("id".to_owned()),
+    }
+}
+
+fn truncated(text: &str) -> String {
+    text.chars().take(64).collect()
+}
+
+fn seconds(ms: i64) -> i64 {
+    ms.div_euclid(1000)
+}
+
+fn stored_map(payment: &SimPayment, key: &str) -> BTreeMap<String, String> {
+    payment
+        .extra
+        .get(key)
+        .and_then(|json| serde_json::from_str(json).ok())
+        .unwrap_or_default()
+}
+
+/// A session's `metadata`.
+pub fn metadata(payment: &SimPayment) -> BTreeMap<String, String> {
+    stored_map(payment, METADATA)
+}
+
+fn customer_id(payment: &SimPayment) -> String {
+    format!("cus_{}", payment.id.trim_start_matches("cs_"))
+}
+
+fn payment_intent_id(payment: &SimPayment) -> String {
+    format!("pi_{}", payment.id.trim_start_matches("cs_"))
+}
+
+/// A Checkout Session as Stripe shows it now.
+pub fn session(hub: &Hub, payment: &SimPayment) -> Value {
+    let (status, payment_status) = match payment.status {
+        SimStatus::Open | SimStatus::Approved => ("open", "unpaid"),
+        SimStatus::Paid => ("complete", "paid"),
+        SimStatus::Declined | SimStatus::Canceled => ("expired", "unpaid"),
+    };
+    let subscription_mode = matches!(payment.kind, SimKind::Subscription { .. });
+    let url = (status == "open").then(|| hub.checkout_url(&payment.id));
+    let paid_one_time = payment.status == SimStatus::Paid && !subscription_mode;
+    json!({
+        "id": payment.id,
+        "object": "checkout.session",
+        "amount_subtotal": payment.amount_minor,
+        "amount_total": payment.amount_minor,
+        "cancel_url": payment.cancel_url,
+        "client_reference_id": payment.order_id,
+        "created": seconds(payment.created_at_ms),
+        "currency": payment.currency.code().to_ascii_lowercase(),
+        "customer": subscription_mode.then(|| customer_id(payment)),
+        "customer_email": payment.extra.get(CUSTOMER_EMAIL),
+        "expires_at": payment.extra.get(EXPIRES_AT).and_then(|s| s.parse::<i64>().ok()),
+        "livemode": false,
+        "metadata": metadata(payment),
+        "mode": if subscription_mode { "subscription" } else { "payment" },
+        "payment_intent": paid_one_time.then(|| payment_intent_id(payment)),
+        "payment_status": payment_status,
+        "status": status,
+        "subscription": payment.subscription_id,
+        "success_url": payment.success_url,
+        "ui_mode": "hosted",
+        "url": url,
+    })
+}
+
+/// A subscription as Stripe shows it now.
+pub fn subscription(hub: &Hub, s: &SimSubscription) -> Value {
+    let payment = hub.payment(&s.payment_id);
+    let metadata = payment
+        .as_ref()
+        .map(|p| stored_map(p, SUBSCRIPTION_METADATA))
+        .unwrap_or_default();
+    let price = match payment.as_ref().map(|p| &p.kind) {
+        Some(SimKind::Subscription {
+            plan_ref: Some(price),
+            ..
+        }) => Some(price.clone()),
+        _ => None,
+    };
+    let (status, scheduled) = match s.status {
+        SimSubscriptionStatus::Active => ("active", false),
+        SimSubscriptionStatus::CancelScheduled => ("active", true),
+        SimSubscriptionStatus::Canceled => ("canceled", false),
+    };
+    let (start, end) = (seconds(s.period_start_ms), seconds(s.period_end_ms));
+    json!({
+        "id": s.id,
+        "object": "subscription",
+        "cancel_at": scheduled.then_some(end),
+        "cancel_at_period_end": scheduled,
+        "canceled_at": (s.status != SimSubscriptionStatus::Active).then(|| seconds(hub.now_ms())),
+        "currency": s.currency.code().to_ascii_lowercase(),
+        "customer": payment.as_ref().map(customer_id),
+        "ended_at": (s.status == SimSubscriptionStatus::Canceled).then(|| seconds(hub.now_ms())),
+        "items": {
+            "object": "list",
+            "data": [{
+                "id": format!("si_{}", s.id.trim_start_matches("sub_")),
+                "object": "subscription_item",
+                "current_period_end": end,
+                "current_period_start": start,
+                "price": { "id": price, "object": "price", "unit_amount": s.amount_minor,
+                           "recurring": { "interval": "month", "interval_count": s.interval_months } },
+                "quantity": 1
+            }],
+            "has_more": false
+        },
+        "livemode": false,
+        "metadata": metadata,
+        "status": status,
+    })
+}
+
+/// The paid invoice of a subscription's current period.
+pub fn invoice(hub: &Hub, s: &SimSubscription, invoice_id: &str, billing_reason: &str) -> Value {
+    let metadata = hub
+        .payment(&s.payment_id)
+        .map(|p| stored_map(&p, SUBSCRIPTION_METADATA))
+        .unwrap_or_default();
+    let currency = s.currency.code().to_ascii_lowercase();
+    json!({
+        "id": invoice_id,
+        "object": "invoice",
+        "amount_due": s.amount_minor,
+        "amount_paid": s.amount_minor,
+        "amount_remaining": 0,
+        "billing_reason": billing_reason,
+        "created": seconds(s.period_start_ms),
+        "currency": currency,
+        "lines": {
+            "object": "list",
+            "data": [{
+                "id": format!("il_{}", invoice_id.trim_start_matches("in_")),
+                "object": "line_item",
+                "amount": s.amount_minor,
+                "currency": currency,
+                "parent": { "type": "subscription_item_details",
+                            "subscription_item_details": { "subscription": s.id, "proration": false } },
+                "period": { "start": seconds(s.period_start_ms), "end": seconds(s.period_end_ms) },
+                "quantity": 1
+            }],
+            "has_more": false
+        },
+        "livemode": false,
+        "parent": {
+            "type": "subscription_details",
+            "subscription_details": { "metadata": metadata, "subscription": s.id }
+        },
+        "status": "paid",
+    })
+}
+
+/// The charge of a payment, with its cumulative refunds.
+pub fn charge(payment: &SimPayment) -> Value {
+    json!({
+        "id": format!("ch_{}", payment.id.trim_start_matches("cs_")),
+        "object": "charge",
+        "amount": payment.amount_minor,
+        "amount_captured": payment.amount_minor,
+        "amount_refunded": payment.refunded_minor,
+        "captured": true,
+        "created": seconds(payment.created_at_ms),
+        "currency": payment.currency.code().to_ascii_lowercase(),
+        "livemode": false,
+        // Stripe copies the PaymentIntent's metadata (`payment_intent_data[metadata]`) here.
+        "metadata": stored_map(payment, PAYMENT_INTENT_METADATA),
+        "paid": true,
+        "payment_intent": payment_intent_id(payment),
+        "refunded": payment.refunded_minor >= payment.amount_minor,
+        "status": "succeeded",
+    })
+}
+
+/// An event envelope around `object`.
+pub fn event(hub: &Hub, event_type: &str, object: Value) -> Value {
+    json!({
+        "id": hub.new_id("evt_sandbox_"),
+        "object": "event",
+        "api_version": API_VERSION,
+        "created": seconds(hub.now_ms()),
+        "data": { "object": object },
+        "livemode": false,
+        "pending_webhooks": 1,
+        "request": { "id": null, "idempotency_key": null },
+        "type": event_type,
+    })
+}

@@ -1,0 +1,512 @@
+//! The Creem (`mor_a`) simulator: the part of Creem's API the gateway calls, and Creem's webhooks.
+//!
+//! Served at `/sandbox/mor_a`: `POST /v1/checkouts`, `GET /v1/checkouts?checkout_id=…` and
+//! `POST /v1/subscriptions/{id}/cancel`, each refusing a missing or wrong `x-api-key` as Creem
+//! does. Creem charges a product's own price; the sandbox has no products, so it reads the price,
+//! currency and billing interval from the checkout's metadata (`amountMinor`, `currency`,
+//! `intervalMonths`), which the gateway always sends and the real Creem only stores. Creem posts
+//! webhooks to the endpoint registered in its dashboard; the sandbox posts them to
+//! `metadata.notifyUrl` (sent by a gateway in sandbox mode), else to
+//! `{public base}/api/payment/webhook/mor_a`. Webhooks are signed like Creem's:
+//! `creem-signature` = hex HMAC-SHA256 of the body under [`CREDENTIALS`]`.hmac_secret`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use domain::{Currency, ProviderId};
+use gateways::mor_a::MorASettings;
+use gateways::shared::signing::{hex, hmac_sha256};
+use poem::http::StatusCode;
+use poem::web::{Data, Json, Path, Query};
+use poem::{Body, IntoResponse, Request, Response, Route, get, handler, post};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::credentials::CREDENTIALS;
+use crate::hub::{
+    Hub, SandboxError, SimEvent, SimKind, SimPayment, SimStatus, SimSubscription,
+    SimSubscriptionStatus, SimWebhook,
+};
+use crate::simulator::Simulator;
+
+/// The largest request body the simulator reads, in bytes.
+const MAX_BODY_BYTES: usize = 64 * 1024;
+/// The longest billing interval a sandbox subscription may have, in months.
+const MAX_INTERVAL_MONTHS: u32 = 12;
+/// One sandbox month (the hub's calendar), in milliseconds.
+const MONTH_MS: i64 = 30 * 86_400_000;
+
+/// The Creem simulator.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MorASimulator;
+
+/// Gateway settings that point the Creem gateway at this sandbox.
+#[must_use]
+pub fn gateway_settings(api_base_url: &str) -> MorASettings {
+    let mut settings = MorASettings::new(CREDENTIALS.api_key, CREDENTIALS.hmac_secret);
+    settings.base_url = Some(api_base_url.to_owned());
+    settings
+}
+
+#[async_trait]
+impl Simulator for MorASimulator {
+    fn provider(&self) -> ProviderId {
+        ProviderId::MorA
+    }
+
+    fn api(&self, _hub: Arc<Hub>) -> Route {
+        Route::new()
+            .at(
+                "/v1/checkouts",
+                get(retrieve_checkout).post(create_checkout),
+            )
+            .at("/v1/subscriptions/:id/cancel", post(cancel_subscription))
+    }
+
+    fn webhooks(&self, hub: &Hub, event: &SimEvent) -> Vec<SimWebhook> {
+        let objects: Vec<(&str, Value)> = match event {
+            SimEvent::Paid(p) => vec![("checkout.completed", checkout_json(hub, p))],
+            SimEvent::SubscriptionStarted(p, s) => vec![
+                ("checkout.completed", checkout_json(hub, p)),
+                ("subscription.active", subscription_json(hub, s)),
+                ("subscription.paid", subscription_json(hub, s)),
+            ],
+            SimEvent::Renewed(s, transaction) => {
+                let mut object = subscription_json(hub, s);
+                object["last_transaction_id"] = json!(transaction);
+                vec![("subscription.paid", object)]
+            }
+            SimEvent::SubscriptionCancelScheduled(s) => {
+                vec![("subscription.scheduled_cancel", subscription_json(hub, s))]
+            }
+            SimEvent::SubscriptionCanceled(s) => {
+                vec![("subscription.canceled", subscription_json(hub, s))]
+            }
+            SimEvent::Refunded {
+                payment,
+                refund_id,
+                amount_minor,
+            } => {
+                vec![(
+                    "refund.created",
+                    refund_json(hub, payment, refund_id, *amount_minor),
+                )]
+            }
+            // Creem sends nothing for a declined card (the checkout stays open) or an approval.
+            SimEvent::Declined(_) | SimEvent::Approved(_) => Vec::new(),
+        };
+        objects
+            .into_iter()
+            .map(|(event_type, object)| signed_event(hub, event_type, object))
+            .collect()
+    }
+}
+
+fn signed_event(hub: &Hub, event_type: &str, object: Value) -> SimWebhook {
+    let envelope = json!({
+        "id": hub.new_id("evt_sandbox_"),
+        "eventType": event_type,
+        "created_at": hub.now_ms(),
+        "object": object,
+    });
+    let body = envelope.to_string().into_bytes();
+    let signature = hex(&hmac_sha256(CREDENTIALS.hmac_secret.as_bytes(), &body));
+    SimWebhook {
+        headers: vec![("creem-signature".into(), signature)],
+        content_type: "application/json".into(),
+        body,
+    }
+}
+
+/// A Creem-style error answer.
+fn error(status: StatusCode, message: &str) -> Response {
+    let body = json!({
+        "status": status.as_u16(),
+        "error": status.canonical_reason(),
+        "message": [message],
+    });
+    (status, Json(body)).into_response()
+}
+
+/// Why a request is refused, before it becomes Creem's error answer.
+#[derive(Debug)]
+struct Refusal(StatusCode, &'static str);
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        error(self.0, self.1)
+    }
+}
+
+fn authorized(request: &Request) -> Result<(), Refusal> {
+    match request.header("x-api-key") {
+        Some(key) if key == CREDENTIALS.api_key => Ok(()),
+        Some(_) => Err(Refusal(StatusCode::FORBIDDEN, "Invalid API key")),
+        None => Err(Refusal(StatusCode::UNAUTHORIZED, "Missing API key")),
+    }
+}
+
+async fn read_json<T: serde::de::DeserializeOwned>(body: Body) -> Result<T, Refusal> {
+    let bytes = body
+        .into_bytes_limit(MAX_BODY_BYTES)
+        .await
+        .map_err(|_| Refusal(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large"))?;
+    serde_json::from_slice(&bytes).map_err(|_| {
+        Refusal(
+            StatusCode::BAD_REQUEST,
+            "Request body is not valid JSON for this endpoint",
+        )
+    })
+}
+
+fn iso(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_default()
+}
+
+#[derive(Debug, Deserialize)]
+struct CreateCheckoutInput {
+    product_id: String,
+    #[serde(default)]
+    request_id: Option<String>,
+    #[serde(default)]
+    success_url: Option<String>,
+    #[serde(default)]
+    customer: Option<CustomerInput>,
+    #[serde(default)]
+    metadata: BTreeMap<String, Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct CustomerInput {
+    #[serde(default)]
+    email: Option<String>,
+}
+
+fn metadata_text<'a>(metadata: &'a BTreeMap<String, Value>, key: &str) -> Option<&'a str> {
+    metadata.get(key).and_then(Value::as_str)
+}
+
+/// The payment a checkout request describes, or why the sandbox cannot simulate it.
+fn payment_from(hub: &Hub, input: CreateCheckoutInput) -> Result<SimPayment, &'static str> {
+    if input.product_id.trim().is_empty() {
+        return Err("product_id must not be empty");
+    }
+    let metadata = &input.metadata;
+    let order_id = input
+        .request_id
+        .clone()
+        .or_else(|| metadata_text(metadata, "orderId").map(str::to_owned))
+        .ok_or("request_id or metadata.orderId is required")?;
+    let amount_minor = metadata_text(metadata, "amountMinor")
+        .and_then(|a| a.parse::<i64>().ok())
+        .filter(|a| *a > 0)
+        .ok_or("the sandbox needs metadata.amountMinor (it has no product prices)")?;
+    let currency: Currency = metadata_text(metadata, "currency")
+        .and_then(|c| c.parse().ok())
+        .ok_or("the sandbox needs metadata.currency")?;
+    let kind = match metadata_text(metadata, "intervalMonths") {
+        None => SimKind::OneTime,
+        Some(text) => match text.parse::<u32>() {
+            Ok(months) if (1..=MAX_INTERVAL_MONTHS).contains(&months) => SimKind::Subscription {
+                interval_months: months,
+                plan_ref: Some(input.product_id.clone()),
+            },
+            _ => return Err("metadata.intervalMonths must be 1 to 12"),
+        },
+    };
+    let notify_url = metadata_text(metadata, "notifyUrl")
+        .map(str::to_owned)
+        .unwrap_or_else(|| format!("{}/api/payment/webhook/mor_a", hub.public_base_url()));
+    let mut extra = BTreeMap::from([
+        ("product_id".to_owned(), input.product_id.clone()),
+        (
+            "metadata".to_owned(),
+            Value::Object(metadata.clone().into_iter().collect()).to_string(),
+        ),
+    ]);
+    if let Some(email) = input.customer.and_then(|c| c.email) {
+        extra.insert("customer_email".into(), email);
+    }
+    Ok(SimPayment {
+        id: hub.new_id("ch_sandbox_"),
+        provider: ProviderId::MorA,
+        order_id,
+        amount_minor,
+        currency,
+        kind,
+        status: SimStatus::Open,
+        success_url: input
+            .success_url
+            .unwrap_or_else(|| hub.public_base_url().to_owned()),
+        // Creem's checkout has no cancel URL; leaving it goes back to the site.
+        cancel_url: hub.public_base_url().to_owned(),
+        notify_url,
+        refunded_minor: 0,
+        subscription_id: None,
+        created_at_ms: hub.now_ms(),
+        extra,
+    })
+}
+
+#[handler]
+async fn create_checkout(request: &Request, body: Body, hub: Data<&Arc<Hub>>) -> Response {
+    if let Err(refusal) = authorized(request) {
+        return refusal.into_response();
+    }
+    let input: CreateCheckoutInput = match read_json(body).await {
+        Ok(input) => input,
+        Err(refusal) => return refusal.into_response(),
+    };
+    match payment_from(&hub, input) {
+        Ok(payment) => {
+            hub.insert_payment(payment.clone());
+            Json(checkout_json(&hub, &payment)).into_response()
+        }
+        Err(problem) => error(StatusCode::BAD_REQUEST, problem),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct RetrieveQuery {
+    checkout_id: String,
+}
+
+#[handler]
+fn retrieve_checkout(
+    request: &Request,
+    query: Query<RetrieveQuery>,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    if let Err(refusal) = authorized(request) {
+        return refusal.into_response();
+    }
+    match hub
+        .payment(&query.checkout_id)
+        .filter(|p| p.provider == ProviderId::MorA)
+    {
+        Some(payment) => Json(checkout_json(&hub, &payment)).into_response(),
+        None => error(StatusCode::NOT_FOUND, "Checkout not found"),
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CancelInput {
+    #[serde(default)]
+    mode: Option<String>,
+}
+
+#[handler]
+async fn cancel_subscription(
+    request: &Request,
+    Path(id): Path<String>,
+    body: Body,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    if let Err(refusal) = authorized(request) {
+        return refusal.into_response();
+    }
+    let input: CancelInput = match read_json(body).await {
+        Ok(input) => input,
+        Err(refusal) => return refusal.into_response(),
+    };
+    if hub
+        .subscription(&id)
+        .is_none_or(|s| s.provider != ProviderId::MorA)
+    {
+        return error(StatusCode::NOT_FOUND, "Subscription not found");
+    }
+    // Creem's default mode is immediate; `scheduled` keeps the subscription to its period end.
+    let at_period_end = input.mode.as_deref() == Some("scheduled");
+    match hub.cancel_subscription(&id, at_period_end).await {
+        Ok(subscription) => Json(subscription_json(&hub, &subscription)).into_response(),
+        Err(SandboxError::NotFound) => error(StatusCode::NOT_FOUND, "Subscription not found"),
+        Err(SandboxError::Conflict(problem)) => error(StatusCode::BAD_REQUEST, &problem),
+    }
+}
+
+fn metadata_of(payment: &SimPayment) -> Value {
+    payment
+        .extra
+        .get("metadata")
+        .and_then(|m| serde_json::from_str(m).ok())
+        .unwrap_or_else(|| json!({ "orderId": payment.order_id }))
+}
+
+fn customer_json(payment: &SimPayment) -> Value {
+    json!({
+        "id": "cust_sandbox",
+        "object": "customer",
+        "email": payment
+            .extra
+            .get("customer_email")
+            .cloned()
+            .unwrap_or_else(|| "buyer@sandbox.invalid".into()),
+        "name": "Sandbox Buyer",
+        "country": "NL",
+        "mode": "test",
+    })
+}
+
+fn order_json(payment: &SimPayment, updated_at_ms: i64) -> Value {
+    let kind = match payment.kind {
+        SimKind::OneTime => "onetime",
+        SimKind::Subscription { .. } => "recurring",
+    };
+    json!({
+        "id": format!("ord_{}", payment.id),
+        "object": "order",
+        "customer": "cust_sandbox",
+        "product": payment.extra.get("product_id"),
+        "amount": payment.amount_minor,
+        "sub_total": payment.amount_minor,
+        "tax_amount": 0,
+        "amount_due": payment.amount_minor,
+        "amount_paid": payment.amount_minor,
+        "currency": payment.currency.code(),
+        "status": "paid",
+        "type": kind,
+        "transaction": format!("tran_{}", payment.id),
+        "created_at": iso(payment.created_at_ms),
+        "updated_at": iso(updated_at_ms),
+        "mode": "test",
+    })
+}
+
+/// A checkout as Creem shows it (`CheckoutEntity`).
+fn checkout_json(hub: &Hub, payment: &SimPayment) -> Value {
+    let status = match payment.status {
+        SimStatus::Paid => "completed",
+        SimStatus::Canceled => "expired",
+        SimStatus::Open | SimStatus::Approved | SimStatus::Declined => "pending",
+    };
+    let mut checkout = json!({
+        "id": payment.id,
+        "object": "checkout",
+        "mode": "test",
+        "status": status,
+        "request_id": payment.order_id,
+        "product": payment.extra.get("product_id"),
+        "units": 1,
+        "checkout_url": hub.checkout_url(&payment.id),
+        "success_url": payment.success_url,
+        "custom_fields": [],
+        "metadata": metadata_of(payment),
+    });
+    if payment.status == SimStatus::Paid {
+        checkout["order"] = order_json(payment, hub.now_ms());
+        checkout["customer"] = customer_json(payment);
+        // Like Creem's published sample: the subscription without its period (the first
+        // `subscription.paid` carries that).
+        if let Some(id) = &payment.subscription_id {
+            checkout["subscription"] = json!({
+                "id": id, "object": "subscription", "product": payment.extra.get("product_id"),
+                "customer": "cust_sandbox",
+                "collection_method": "charge_automatically",
+                "status": "active",
+                "canceled_at": null,
+                "created_at": iso(payment.created_at_ms),
+                "metadata": metadata_of(payment),
+                "mode": "test",
+            });
+        }
+    }
+    checkout
+}
+
+/// A subscription as Creem shows it (`SubscriptionEntity`), product and customer expanded.
+fn subscription_json(hub: &Hub, subscription: &SimSubscription) -> Value {
+    let payment = hub.payment(&subscription.payment_id);
+    let status = match subscription.status {
+        SimSubscriptionStatus::Active => "active",
+        SimSubscriptionStatus::CancelScheduled => "scheduled_cancel",
+        SimSubscriptionStatus::Canceled => "canceled",
+    };
+    // The hub keeps no creation time; the first period started when the subscription did.
+    let elapsed_ms =
+        i64::from(subscription.renewals) * i64::from(subscription.interval_months) * MONTH_MS;
+    let created_at_ms = subscription.period_start_ms.saturating_sub(elapsed_ms);
+    let now = hub.now_ms();
+    json!({
+        "id": subscription.id,
+        "object": "subscription",
+        "product": {
+            "id": payment.as_ref().and_then(|p| p.extra.get("product_id").cloned()),
+            "object": "product",
+            "price": subscription.amount_minor,
+            "currency": subscription.currency.code(),
+            "billing_type": "recurring",
+            "billing_period": billing_period(subscription.interval_months),
+            "mode": "test",
+        },
+        "customer": payment.as_ref().map(customer_json),
+        "collection_method": "charge_automatically",
+        "status": status,
+        "last_transaction_id": format!("tran_{}_{}", subscription.id, subscription.renewals),
+        "last_transaction_date": iso(subscription.period_start_ms),
+        "next_transaction_date": iso(subscription.period_end_ms),
+        "current_period_start_date": iso(subscription.period_start_ms),
+        "current_period_end_date": iso(subscription.period_end_ms),
+        "canceled_at": (subscription.status == SimSubscriptionStatus::Canceled).then(|| iso(now)),
+        "created_at": iso(created_at_ms),
+        "updated_at": iso(now),
+        "metadata": payment.as_ref().map(metadata_of),
+        "mode": "test",
+    })
+}
+
+fn billing_period(months: u32) -> String {
+    match months {
+        1 => "every-month".into(),
+        3 => "every-three-months".into(),
+        6 => "every-six-months".into(),
+        12 => "every-year".into(),
+        n => format!("every-{n}-months"),
+    }
+}
+
+/// `refund.created`'s object: this refund and the transaction's running refunded total.
+fn refund_json(hub: &Hub, payment: &SimPayment, refund_id: &str, amount_minor: i64) -> Value {
+    let subscription = payment
+        .subscription_id
+        .as_deref()
+        .and_then(|id| hub.subscription(id));
+    let refund_status = if payment.refunded_minor >= payment.amount_minor {
+        "refunded"
+    } else {
+        "partially_refunded"
+    };
+    json!({
+        "id": refund_id,
+        "object": "refund",
+        "status": "succeeded",
+        "refund_amount": amount_minor,
+        "refund_currency": payment.currency.code(),
+        "reason": "requested_by_customer",
+        "transaction": {
+            "id": format!("tran_{}", payment.id),
+            "object": "transaction",
+            "amount": payment.amount_minor,
+            "amount_paid": payment.amount_minor,
+            "currency": payment.currency.code(),
+            "tax_amount": 0,
+            "status": refund_status,
+            "refunded_amount": payment.refunded_minor,
+            "order": format!("ord_{}", payment.id),
+            "subscription": payment.subscription_id,
+            "mode": "test",
+        },
+        "subscription": subscription.map(|s| subscription_json(hub, &s)),
+        "checkout": {
+            "id": payment.id, "object": "checkout", "request_id": payment.order_id,
+            "status": "completed", "metadata": metadata_of(payment), "mode": "test",
+        },
+        "order": order_json(payment, hub.now_ms()),
+        "customer": customer_json(payment),
+        "created_at": hub.now_ms(),
+        "mode": "test",
+    })
+}

@@ -1,0 +1,250 @@
+//! The Dodo Payments objects the simulated `mor_b` answers with and sends in webhooks: checkout
+//! sessions, payments, refunds, subscriptions and the webhook envelope, plus Dodo's error body.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, SecondsFormat};
+use poem::http::StatusCode;
+use poem::web::Json;
+use poem::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::hub::{Hub, SimPayment, SimStatus, SimSubscription, SimSubscriptionStatus};
+
+/// The simulated business.
+pub const BUSINESS_ID: &str = "bus_sandbox_tally";
+/// `extra` key: the session's `metadata`, as JSON.
+pub const METADATA: &str = "metadata";
+/// `extra` key: the payment id the session's payment gets.
+pub const PAYMENT_ID: &str = "paymentId";
+/// `extra` key: the product bought.
+pub const PRODUCT_ID: &str = "productId";
+/// `extra` key: the buyer's e-mail address.
+pub const CUSTOMER_EMAIL: &str = "customerEmail";
+/// `extra` key: the payment's refunds, as JSON.
+pub const REFUNDS: &str = "refunds";
+
+/// One refund of a payment, as the sandbox keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptRefund {
+    /// `ref_…`.
+    pub refund_id: String,
+    /// Minor units.
+    pub amount: i64,
+    /// When, ms.
+    pub created_at_ms: i64,
+}
+
+/// A refused request, answered in Dodo's `{"code", "message"}` shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DodoError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl IntoResponse for DodoError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            Json(json!({ "code": self.code, "message": self.message })),
+        )
+            .into_response()
+    }
+}
+
+/// Dodo's error with `status`.
+pub fn error(status: StatusCode, code: &'static str, message: &str) -> DodoError {
+    DodoError {
+        status,
+        code,
+        message: message.to_owned(),
+    }
+}
+
+/// RFC 3339 with milliseconds, UTC, as Dodo writes times.
+pub fn rfc3339(ms: i64) -> String {
+    DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
+        .unwrap_or_default()
+}
+
+/// A session's `metadata`.
+pub fn metadata(payment: &SimPayment) -> BTreeMap<String, String> {
+    payment
+        .extra
+        .get(METADATA)
+        .and_then(|json| serde_json::from_str(json).ok())
+        .unwrap_or_default()
+}
+
+/// A payment's refunds so far.
+pub fn refunds(payment: &SimPayment) -> Vec<KeptRefund> {
+    payment
+        .extra
+        .get(REFUNDS)
+        .and_then(|json| serde_json::from_str(json).ok())
+        .unwrap_or_default()
+}
+
+fn customer(payment: Option<&SimPayment>) -> Value {
+    let email = payment
+        .and_then(|p| p.extra.get(CUSTOMER_EMAIL))
+        .cloned()
+        .unwrap_or_else(|| "buyer@sandbox.invalid".into());
+    json!({ "customer_id": "cus_sandbox_tally", "email": email, "name": "Sandbox Buyer" })
+}
+
+fn payment_id(payment: &SimPayment) -> String {
+    payment
+        .extra
+        .get(PAYMENT_ID)
+        .cloned()
+        .unwrap_or_else(|| format!("pay_{}", payment.id))
+}
+
+/// `GET /checkouts/{id}`: a payment exists once the buyer paid or was declined.
+pub fn session_status(payment: &SimPayment) -> Value {
+    let status = match payment.status {
+        SimStatus::Paid => Some("succeeded"),
+        SimStatus::Declined => Some("failed"),
+        SimStatus::Open | SimStatus::Approved | SimStatus::Canceled => None,
+    };
+    json!({
+        "id": payment.id,
+        "created_at": rfc3339(payment.created_at_ms),
+        "customer_email": payment.extra.get(CUSTOMER_EMAIL),
+        "customer_name": null,
+        "payment_id": status.map(|_| payment_id(payment)),
+        "payment_status": status,
+    })
+}
+
+/// A payment: the session's own, or (with `charge`) a subscription's renewal charge.
+pub fn payment(hub: &Hub, session: &SimPayment, charge: Option<(&str, &SimSubscription)>) -> Value {
+    let status = match session.status {
+        SimStatus::Paid => "succeeded",
+        SimStatus::Declined => "failed",
+        SimStatus::Canceled => "cancelled",
+        SimStatus::Open | SimStatus::Approved => "requires_payment_method",
+    };
+    let (id, amount, refunds, subscription_id) = match charge {
+        Some((id, s)) => (
+            id.to_owned(),
+            s.amount_minor,
+            Vec::new(),
+            Some(s.id.clone()),
+        ),
+        None => (
+            payment_id(session),
+            session.amount_minor,
+            self::refunds(session),
+            session.subscription_id.clone(),
+        ),
+    };
+    let refunds: Vec<Value> = refunds
+        .iter()
+        .map(|r| refund_object(session, &id, r, false))
+        .collect();
+    json!({
+        "payload_type": "Payment",
+        "billing": { "city": "Sandbox", "country": "US", "state": "CA", "street": "1 Test Street", "zipcode": "94103" },
+        "brand_id": BUSINESS_ID,
+        "business_id": BUSINESS_ID,
+        "checkout_session_id": charge.is_none().then(|| session.id.clone()),
+        "created_at": rfc3339(if charge.is_some() { hub.now_ms() } else { session.created_at_ms }),
+        "currency": session.currency.code(),
+        "customer": customer(Some(session)),
+        "digital_products_delivered": false,
+        "disputes": [],
+        "metadata": metadata(session),
+        "payment_id": id,
+        "payment_method": "card",
+        "product_cart": [{ "product_id": session.extra.get(PRODUCT_ID), "quantity": 1 }],
+        "refunds": refunds,
+        "settlement_amount": amount,
+        "settlement_currency": session.currency.code(),
+        "settlement_tax": 0,
+        "status": status,
+        "subscription_id": subscription_id,
+        "tax": 0,
+        "total_amount": amount,
+        "updated_at": rfc3339(hub.now_ms()),
+    })
+}
+
+/// A refund of the session's payment.
+pub fn refund_object(
+    session: &SimPayment,
+    payment_id: &str,
+    refund: &KeptRefund,
+    with_type: bool,
+) -> Value {
+    let mut object = json!({
+        "brand_id": BUSINESS_ID,
+        "business_id": BUSINESS_ID,
+        "created_at": rfc3339(refund.created_at_ms),
+        "currency": session.currency.code(),
+        "customer": customer(Some(session)),
+        "is_partial": refund.amount < session.amount_minor,
+        "metadata": {},
+        "payment_id": payment_id,
+        "reason": "requested in the sandbox",
+        "refund_id": refund.refund_id,
+        "status": "succeeded",
+        "amount": refund.amount,
+    });
+    if with_type {
+        object["payload_type"] = "Refund".into();
+    }
+    object
+}
+
+/// The id of the payment a session made.
+pub fn session_payment_id(session: &SimPayment) -> String {
+    payment_id(session)
+}
+
+/// A subscription as Dodo shows it now.
+pub fn subscription(hub: &Hub, s: &SimSubscription) -> Value {
+    let session = hub.payment(&s.payment_id);
+    let (status, at_period_end) = match s.status {
+        SimSubscriptionStatus::Active => ("active", false),
+        SimSubscriptionStatus::CancelScheduled => ("active", true),
+        SimSubscriptionStatus::Canceled => ("cancelled", false),
+    };
+    json!({
+        "payload_type": "Subscription",
+        "addons": [],
+        "billing": { "city": "Sandbox", "country": "US", "state": "CA", "street": "1 Test Street", "zipcode": "94103" },
+        "cancel_at_next_billing_date": at_period_end,
+        "cancelled_at": (s.status != SimSubscriptionStatus::Active).then(|| rfc3339(hub.now_ms())),
+        "created_at": rfc3339(session.as_ref().map_or(s.period_start_ms, |p| p.created_at_ms)),
+        "credit_entitlement_cart": [],
+        "currency": s.currency.code(),
+        "customer": customer(session.as_ref()),
+        "metadata": session.as_ref().map(metadata).unwrap_or_default(),
+        "meter_credit_entitlement_cart": [],
+        "meters": [],
+        "next_billing_date": rfc3339(s.period_end_ms),
+        "on_demand": false,
+        "payment_frequency_count": s.interval_months,
+        "payment_frequency_interval": "Month",
+        "previous_billing_date": rfc3339(s.period_start_ms),
+        "product_id": session.as_ref().and_then(|p| p.extra.get(PRODUCT_ID).cloned()),
+        "quantity": 1,
+        "recurring_pre_tax_amount": s.amount_minor,
+        "status": status,
+        "subscription_id": s.id,
+        "subscription_period_count": 10,
+        "subscription_period_interval": "Year",
+        "tax_inclusive": false,
+        "trial_period_days": 0,
+    })
+}
+
+/// A webhook body: `{business_id, type, timestamp, data}`.
+pub fn envelope(hub: &Hub, event_type: &str, data: Value) -> Value {
+    json!({ "business_id": BUSINESS_ID, "type": event_type, "timestamp": rfc3339(hub.now_ms()), "data": data })
+}

@@ -1,0 +1,252 @@
+//! The PayPal (`wallet_global`) simulator: the part of PayPal's REST API the gateway calls, the
+//! buyer's approval, and PayPal's webhooks.
+//!
+//! Served at `/sandbox/wallet_global`: `POST /v1/oauth2/token` (HTTP Basic with
+//! [`CREDENTIALS`]`.paypal_client_id`/`paypal_client_secret`), and with its bearer token
+//! `POST /v2/checkout/orders`, `GET /v2/checkout/orders/{id}`,
+//! `POST /v2/checkout/orders/{id}/capture`, `GET /v2/payments/captures/{id}`,
+//! `POST /v1/billing/subscriptions`, `GET /v1/billing/subscriptions/{id}`,
+//! `POST /v1/billing/subscriptions/{id}/cancel` and
+//! `POST /v1/notifications/verify-webhook-signature`.
+//!
+//! As at PayPal, Pay on the hosted page only *approves* an order (`CHECKOUT.ORDER.APPROVED`)
+//! and sends the browser to the return URL with `?token=<order id>&PayerID=…`; money moves when
+//! the gateway captures, once per order (`PAYMENT.CAPTURE.COMPLETED`). Pay on a subscription
+//! activates it with its first payment (`BILLING.SUBSCRIPTION.ACTIVATED`, then
+//! `PAYMENT.SALE.COMPLETED`).
+//!
+//! Differences from PayPal, all for a sandbox without accounts: a subscription's price and
+//! interval come from the `plan` override the gateway sends only to the sandbox (PayPal reads
+//! them from the plan; without one the sandbox bills 0.00 USD monthly); webhooks go to
+//! `{public base}/api/payment/webhook/wallet_global` (PayPal's is set in its dashboard); the
+//! transmission signature is an HMAC only this simulator verifies (see [`transmission`]).
+
+mod api;
+mod resources;
+mod transmission;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use domain::ProviderId;
+use gateways::wallet_global::WalletGlobalSettings;
+use poem::{Route, get, post};
+use serde_json::{Value, json};
+
+use self::resources::{
+    capture_json, order_json, refund_json, sale_json, sale_refund_json, subscription_json,
+};
+use crate::credentials::CREDENTIALS;
+use crate::hub::{Hub, SandboxError, SimEvent, SimKind, SimPayment, SimStatus, SimWebhook};
+use crate::simulator::Simulator;
+
+/// The bearer token the simulator hands out and accepts.
+const ACCESS_TOKEN: &str = "A21AA-sandbox-tally-access-token";
+/// Its lifetime, in seconds (PayPal's usual 9 hours).
+const TOKEN_LIFETIME_S: u64 = 32_400;
+/// The payer id the simulator's buyer has.
+const PAYER_ID: &str = "SANDBOXPAYER1";
+
+/// The PayPal simulator.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WalletGlobalSimulator;
+
+/// Gateway settings that point the PayPal gateway at this sandbox.
+#[must_use]
+pub fn gateway_settings(api_base_url: &str) -> WalletGlobalSettings {
+    WalletGlobalSettings::new(
+        Some(api_base_url.to_owned()),
+        CREDENTIALS.paypal_client_id,
+        CREDENTIALS.paypal_client_secret,
+        CREDENTIALS.paypal_webhook_id,
+    )
+}
+
+/// Where the simulator posts webhooks: Tally's PayPal webhook endpoint.
+fn notify_url(hub: &Hub) -> String {
+    format!(
+        "{}/api/payment/webhook/wallet_global",
+        hub.public_base_url()
+    )
+}
+
+#[async_trait]
+impl Simulator for WalletGlobalSimulator {
+    fn provider(&self) -> ProviderId {
+        ProviderId::WalletGlobal
+    }
+
+    fn api(&self, _hub: Arc<Hub>) -> Route {
+        Route::new()
+            .at("/v1/oauth2/token", post(api::token))
+            .at("/v2/checkout/orders", post(api::create_order))
+            .at("/v2/checkout/orders/:id", get(api::get_order))
+            .at("/v2/checkout/orders/:id/capture", post(api::capture_order))
+            .at("/v2/payments/captures/:id", get(api::get_capture))
+            .at("/v1/billing/subscriptions", post(api::create_subscription))
+            .at("/v1/billing/subscriptions/:id", get(api::get_subscription))
+            .at(
+                "/v1/billing/subscriptions/:id/cancel",
+                post(api::cancel_subscription),
+            )
+            .at(
+                "/v1/notifications/verify-webhook-signature",
+                post(api::verify_signature),
+            )
+    }
+
+    fn webhooks(&self, hub: &Hub, event: &SimEvent) -> Vec<SimWebhook> {
+        events_for(hub, event)
+            .into_iter()
+            .map(|(payment_id, event_type, resource)| {
+                signed_event(hub, &payment_id, event_type, resource)
+            })
+            .collect()
+    }
+
+    /// Pay approves a one-time order (the gateway must capture it) and activates a
+    /// subscription.
+    async fn pay(&self, hub: &Hub, payment_id: &str) -> Result<String, SandboxError> {
+        let payment = hub.payment(payment_id).ok_or(SandboxError::NotFound)?;
+        if payment.status != SimStatus::Open {
+            return Err(SandboxError::Conflict(format!(
+                "payment is {:?}",
+                payment.status
+            )));
+        }
+        let settled = match payment.kind {
+            SimKind::OneTime => {
+                let approved = hub.set_status(payment_id, SimStatus::Approved)?;
+                hub.dispatch(
+                    approved.provider,
+                    &approved.notify_url,
+                    &SimEvent::Approved(approved.clone()),
+                )
+                .await;
+                approved
+            }
+            SimKind::Subscription { .. } => hub.complete_payment(payment_id).await?,
+        };
+        Ok(self.success_redirect(&settled))
+    }
+
+    /// PayPal's return: `token` is the order id (with `PayerID`), or for a subscription
+    /// `subscription_id`, `ba_token` and `token`.
+    fn success_redirect(&self, payment: &SimPayment) -> String {
+        let separator = if payment.success_url.contains('?') {
+            '&'
+        } else {
+            '?'
+        };
+        let query = match payment.kind {
+            SimKind::OneTime => format!("token={}&PayerID={PAYER_ID}", payment.id),
+            SimKind::Subscription { .. } => {
+                format!("subscription_id={0}&ba_token=BA-{0}&token={0}", payment.id)
+            }
+        };
+        format!("{}{separator}{query}", payment.success_url)
+    }
+}
+
+/// `(payment the webhook is about, event type, resource)` for each webhook PayPal sends.
+fn events_for(hub: &Hub, event: &SimEvent) -> Vec<(String, &'static str, Value)> {
+    match event {
+        SimEvent::Approved(p) => {
+            vec![(p.id.clone(), "CHECKOUT.ORDER.APPROVED", order_json(hub, p))]
+        }
+        SimEvent::Paid(p) => vec![(
+            p.id.clone(),
+            "PAYMENT.CAPTURE.COMPLETED",
+            capture_json(hub, p),
+        )],
+        SimEvent::Declined(p) if p.kind == SimKind::OneTime => {
+            let mut capture = capture_json(hub, p);
+            capture["id"] = json!(hub.new_id("CAP"));
+            vec![(p.id.clone(), "PAYMENT.CAPTURE.DENIED", capture)]
+        }
+        // A subscription the buyer could not pay is never activated: PayPal sends nothing.
+        SimEvent::Declined(_) => Vec::new(),
+        SimEvent::SubscriptionStarted(p, s) => vec![
+            (
+                p.id.clone(),
+                "BILLING.SUBSCRIPTION.ACTIVATED",
+                subscription_json(hub, p, Some(s)),
+            ),
+            (
+                p.id.clone(),
+                "PAYMENT.SALE.COMPLETED",
+                sale_json(hub, s, &hub.new_id("SALE")),
+            ),
+        ],
+        SimEvent::Renewed(s, sale_id) => {
+            vec![(
+                s.payment_id.clone(),
+                "PAYMENT.SALE.COMPLETED",
+                sale_json(hub, s, sale_id),
+            )]
+        }
+        // PayPal has no cancel at period end: both mean PayPal cancelled it.
+        SimEvent::SubscriptionCancelScheduled(s) | SimEvent::SubscriptionCanceled(s) => {
+            let Some(payment) = hub.payment(&s.payment_id) else {
+                return Vec::new();
+            };
+            vec![(
+                payment.id.clone(),
+                "BILLING.SUBSCRIPTION.CANCELLED",
+                subscription_json(hub, &payment, Some(s)),
+            )]
+        }
+        SimEvent::Refunded {
+            payment,
+            refund_id,
+            amount_minor,
+        } => match payment.kind {
+            SimKind::OneTime => {
+                vec![(
+                    payment.id.clone(),
+                    "PAYMENT.CAPTURE.REFUNDED",
+                    refund_json(hub, payment, refund_id, *amount_minor),
+                )]
+            }
+            SimKind::Subscription { .. } => vec![(
+                payment.id.clone(),
+                "PAYMENT.SALE.REFUNDED",
+                sale_refund_json(hub, payment, refund_id, *amount_minor),
+            )],
+        },
+    }
+}
+
+fn signed_event(hub: &Hub, payment_id: &str, event_type: &str, resource: Value) -> SimWebhook {
+    let id = format!("WH-{}", hub.new_id("SBX"));
+    let resource_type = match event_type {
+        "CHECKOUT.ORDER.APPROVED" => "checkout-order",
+        "PAYMENT.SALE.COMPLETED" | "PAYMENT.SALE.REFUNDED" => "sale",
+        "PAYMENT.CAPTURE.REFUNDED" => "refund",
+        t if t.starts_with("PAYMENT.CAPTURE.") => "capture",
+        _ => "subscription",
+    };
+    let links_base = format!(
+        "{}/sandbox/wallet_global/v1/notifications/webhooks-events/{id}",
+        hub.public_base_url()
+    );
+    let event = json!({
+        "id": id,
+        "event_version": "1.0",
+        "create_time": resources::iso(hub.now_ms()),
+        "resource_type": resource_type,
+        "resource_version": "2.0",
+        "event_type": event_type,
+        "summary": format!("{event_type} (sandbox)"),
+        "resource": resource,
+        "links": [
+            { "href": links_base, "rel": "self", "method": "GET" },
+            { "href": format!("{links_base}/resend"), "rel": "resend", "method": "POST" },
+        ],
+    });
+    SimWebhook {
+        headers: transmission::sign(hub, payment_id, &event),
+        content_type: "application/json".into(),
+        body: event.to_string().into_bytes(),
+    }
+}

@@ -1,0 +1,749 @@
+//! The PayPal endpoints the gateway calls, answering as PayPal does: OAuth client credentials,
+//! Orders v2 (create, get, capture), captures, Subscriptions v1 (create, get, cancel) and
+//! `verify-webhook-signature`. Every endpoint but the token one wants the bearer token; POSTs
+//! that PayPal makes idempotent with `PayPal-Request-Id` are idempotent here too.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use domain::{Currency, ProviderId};
+use gateways::shared::signing::unb64;
+use poem::http::StatusCode;
+use poem::web::{Data, Json, Path};
+use poem::{Body, IntoResponse, Request, Response, handler};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::resources::{
+    CAPTURE_ID, CAPTURE_REQUEST_ID, CAPTURED_AT_MS, CAPTURES, CREATE_REQUEST_ID, EMAIL,
+    PAYER_ACTION, PLAN_ID, capture_json, is_subscription, minor_units, order_json,
+    subscription_json,
+};
+use super::transmission::{VerifyRequest, verifies};
+use super::{ACCESS_TOKEN, TOKEN_LIFETIME_S, notify_url};
+use crate::credentials::CREDENTIALS;
+use crate::hub::{Hub, SandboxError, SimKind, SimPayment, SimStatus};
+
+/// The largest request body read, in bytes (verification requests carry a whole event).
+const MAX_BODY_BYTES: usize = 256 * 1024;
+/// The longest billing interval a sandbox subscription may have, in months.
+const MAX_INTERVAL_MONTHS: u32 = 120;
+
+/// A refusal in PayPal's format: a status and a JSON body (small, unlike a `Response`).
+struct Refusal {
+    status: StatusCode,
+    body: Value,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        (self.status, Json(self.body)).into_response()
+    }
+}
+
+/// PayPal's error answer.
+fn paypal_error(status: StatusCode, name: &str, issue: &str, description: &str) -> Refusal {
+    let body = json!({
+        "name": name,
+        "message": description,
+        "debug_id": "sandbox0debug",
+        "details": [{ "issue": issue, "description": description }],
+    });
+    Refusal { status, body }
+}
+
+fn not_found() -> Refusal {
+    paypal_error(
+        StatusCode::NOT_FOUND,
+        "RESOURCE_NOT_FOUND",
+        "INVALID_RESOURCE_ID",
+        "Specified resource ID does not exist.",
+    )
+}
+
+fn invalid(issue: &str, description: &str) -> Refusal {
+    paypal_error(
+        StatusCode::BAD_REQUEST,
+        "INVALID_REQUEST",
+        issue,
+        description,
+    )
+}
+
+fn unprocessable(issue: &str, description: &str) -> Refusal {
+    paypal_error(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "UNPROCESSABLE_ENTITY",
+        issue,
+        description,
+    )
+}
+
+/// `Authorization: Bearer` with the sandbox's token, as every PayPal REST call needs.
+fn authorized(request: &Request) -> Result<(), Refusal> {
+    match request
+        .header("authorization")
+        .and_then(|h| h.strip_prefix("Bearer "))
+    {
+        Some(bearer) if bearer == ACCESS_TOKEN => Ok(()),
+        _ => Err(Refusal {
+            status: StatusCode::UNAUTHORIZED,
+            body: json!({
+                "error": "invalid_token",
+                "error_description": "Authentication failed due to invalid authentication credentials or a missing Authorization header."
+            }),
+        }),
+    }
+}
+
+async fn read_json<T: serde::de::DeserializeOwned>(body: Body) -> Result<T, Refusal> {
+    let bytes = body
+        .into_bytes_limit(MAX_BODY_BYTES)
+        .await
+        .map_err(|_| invalid("INVALID_PARAMETER_SYNTAX", "The request body is too large."))?;
+    serde_json::from_slice(&bytes).map_err(|_| {
+        invalid(
+            "MALFORMED_REQUEST_JSON",
+            "The request JSON is not well formed.",
+        )
+    })
+}
+
+fn request_id(request: &Request) -> Option<String> {
+    request
+        .header("paypal-request-id")
+        .map(str::trim)
+        .filter(|id| !id.is_empty())
+        .map(str::to_owned)
+}
+
+/// The payment first created with `request_id`, for an idempotent replay.
+fn created_with(hub: &Hub, request_id: Option<&str>) -> Option<SimPayment> {
+    let request_id = request_id?;
+    hub.payments().into_iter().find(|p| {
+        p.provider == ProviderId::WalletGlobal
+            && p.extra.get(CREATE_REQUEST_ID).map(String::as_str) == Some(request_id)
+    })
+}
+
+fn one_time(hub: &Hub, id: &str) -> Option<SimPayment> {
+    hub.payment(id)
+        .filter(|p| p.provider == ProviderId::WalletGlobal && !is_subscription(p))
+}
+
+fn subscription_payment(hub: &Hub, id: &str) -> Option<SimPayment> {
+    hub.payment(id)
+        .filter(|p| p.provider == ProviderId::WalletGlobal && is_subscription(p))
+}
+
+// --- OAuth ------------------------------------------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+struct TokenForm {
+    grant_type: String,
+}
+
+/// `POST /v1/oauth2/token`: HTTP Basic client credentials, form `grant_type=client_credentials`.
+#[handler]
+pub(super) async fn token(request: &Request, body: Body) -> Response {
+    let expected = format!(
+        "{}:{}",
+        CREDENTIALS.paypal_client_id, CREDENTIALS.paypal_client_secret
+    );
+    let presented = request
+        .header("authorization")
+        .and_then(|h| h.strip_prefix("Basic "))
+        .and_then(unb64)
+        .is_some_and(|credentials| credentials == expected.as_bytes());
+    if !presented {
+        let body = json!({ "error": "invalid_client", "error_description": "Client Authentication failed" });
+        return (StatusCode::UNAUTHORIZED, Json(body)).into_response();
+    }
+    let form = body
+        .into_bytes_limit(MAX_BODY_BYTES)
+        .await
+        .ok()
+        .and_then(|b| serde_urlencoded::from_bytes::<TokenForm>(&b).ok());
+    if form.is_none_or(|f| f.grant_type != "client_credentials") {
+        let body =
+            json!({ "error": "unsupported_grant_type", "error_description": "Grant Type is NULL" });
+        return (StatusCode::BAD_REQUEST, Json(body)).into_response();
+    }
+    Json(json!({
+        "scope": "https://uri.paypal.com/services/payments/payment/authcapture https://uri.paypal.com/services/subscriptions https://uri.paypal.com/services/applications/webhooks",
+        "access_token": ACCESS_TOKEN,
+        "token_type": "Bearer",
+        "app_id": "APP-SANDBOX-TALLY",
+        "expires_in": TOKEN_LIFETIME_S,
+        "nonce": "sandbox",
+    }))
+    .into_response()
+}
+
+// --- Orders -----------------------------------------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+struct CreateOrderInput {
+    intent: String,
+    purchase_units: Vec<UnitInput>,
+    #[serde(default)]
+    payment_source: Option<PaymentSourceInput>,
+    #[serde(default)]
+    application_context: Option<ContextInput>,
+}
+
+#[derive(Debug, Deserialize)]
+struct UnitInput {
+    #[serde(default)]
+    reference_id: Option<String>,
+    #[serde(default)]
+    custom_id: Option<String>,
+    amount: AmountInput,
+}
+
+#[derive(Debug, Deserialize)]
+struct AmountInput {
+    currency_code: String,
+    value: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct PaymentSourceInput {
+    paypal: PaypalSourceInput,
+}
+
+#[derive(Debug, Deserialize)]
+struct PaypalSourceInput {
+    #[serde(default)]
+    experience_context: Option<ContextInput>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ContextInput {
+    #[serde(default)]
+    return_url: Option<String>,
+    #[serde(default)]
+    cancel_url: Option<String>,
+}
+
+fn amount_of(amount: &AmountInput) -> Result<(i64, Currency), Refusal> {
+    let currency: Currency = amount
+        .currency_code
+        .parse()
+        .map_err(|_| unprocessable("CURRENCY_NOT_SUPPORTED", "Currency code is not supported."))?;
+    let minor = minor_units(&amount.value, currency)
+        .filter(|m| *m > 0)
+        .ok_or_else(|| {
+            unprocessable(
+                "DECIMAL_PRECISION",
+                "The value of the field should not be more than two decimals.",
+            )
+        })?;
+    Ok((minor, currency))
+}
+
+/// The payment a create-order request describes.
+fn order_payment(
+    hub: &Hub,
+    input: CreateOrderInput,
+    request_id: Option<String>,
+) -> Result<SimPayment, Refusal> {
+    if input.intent != "CAPTURE" {
+        return Err(unprocessable(
+            "UNSUPPORTED_INTENT",
+            "The sandbox supports intent CAPTURE only.",
+        ));
+    }
+    let [unit] = input.purchase_units.as_slice() else {
+        return Err(invalid(
+            "INVALID_ARRAY_MAX_ITEMS",
+            "The sandbox takes exactly one purchase unit.",
+        ));
+    };
+    let (amount_minor, currency) = amount_of(&unit.amount)?;
+    let order_id = unit
+        .custom_id
+        .clone()
+        .or_else(|| unit.reference_id.clone())
+        .filter(|o| !o.is_empty());
+    let order_id = order_id.ok_or_else(|| {
+        invalid(
+            "MISSING_REQUIRED_PARAMETER",
+            "The sandbox needs custom_id (Tally's order id).",
+        )
+    })?;
+    let payer_action = input.payment_source.is_some();
+    let context = input
+        .payment_source
+        .and_then(|s| s.paypal.experience_context)
+        .or(input.application_context);
+    let (Some(return_url), Some(cancel_url)) =
+        context.map_or((None, None), |c| (c.return_url, c.cancel_url))
+    else {
+        return Err(invalid(
+            "MISSING_REQUIRED_PARAMETER",
+            "return_url and cancel_url are required.",
+        ));
+    };
+    let mut extra = BTreeMap::new();
+    extra.extend(request_id.map(|id| (CREATE_REQUEST_ID.to_owned(), id)));
+    if payer_action {
+        extra.insert(PAYER_ACTION.to_owned(), "true".to_owned());
+    }
+    let id = hub.new_id("SBX");
+    let price = (amount_minor, currency);
+    Ok(NewPayment {
+        id,
+        order_id,
+        price,
+        kind: SimKind::OneTime,
+        return_url,
+        cancel_url,
+        extra,
+    }
+    .open(hub))
+}
+
+/// A new open payment (order or subscription) and what only the simulator keeps of it.
+struct NewPayment {
+    id: String,
+    order_id: String,
+    price: (i64, Currency),
+    kind: SimKind,
+    return_url: String,
+    cancel_url: String,
+    extra: BTreeMap<String, String>,
+}
+
+impl NewPayment {
+    fn open(self, hub: &Hub) -> SimPayment {
+        let (amount_minor, currency) = self.price;
+        SimPayment {
+            id: self.id,
+            provider: ProviderId::WalletGlobal,
+            order_id: self.order_id,
+            amount_minor,
+            currency,
+            kind: self.kind,
+            status: SimStatus::Open,
+            success_url: self.return_url,
+            cancel_url: self.cancel_url,
+            notify_url: notify_url(hub),
+            refunded_minor: 0,
+            subscription_id: None,
+            created_at_ms: hub.now_ms(),
+            extra: self.extra,
+        }
+    }
+}
+
+/// `POST /v2/checkout/orders`.
+#[handler]
+pub(super) async fn create_order(request: &Request, body: Body, hub: Data<&Arc<Hub>>) -> Response {
+    if let Err(refusal) = authorized(request) {
+        return refusal.into_response();
+    }
+    let request_id = request_id(request);
+    if let Some(existing) = created_with(&hub, request_id.as_deref()) {
+        return (StatusCode::OK, Json(order_json(&hub, &existing))).into_response();
+    }
+    let input = match read_json(body).await {
+        Ok(input) => input,
+        Err(refusal) => return refusal.into_response(),
+    };
+    match order_payment(&hub, input, request_id) {
+        Ok(payment) => {
+            hub.insert_payment(payment.clone());
+            (StatusCode::CREATED, Json(order_json(&hub, &payment))).into_response()
+        }
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
+/// `GET /v2/checkout/orders/{id}`.
+#[handler]
+pub(super) fn get_order(
+    request: &Request,
+    Path(id): Path<String>,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    if let Err(refusal) = authorized(request) {
+        return refusal.into_response();
+    }
+    match one_time(&hub, &id) {
+        Some(payment) => Json(order_json(&hub, &payment)).into_response(),
+        None => not_found().into_response(),
+    }
+}
+
+/// What a capture request comes to, decided atomically on the payment.
+enum Claim {
+    /// This request captures.
+    New,
+    /// The capture was made by a request with the same `PayPal-Request-Id`.
+    Repeat,
+    /// Captured by another request.
+    AlreadyCaptured,
+    /// Not approved (or voided).
+    NotApproved,
+}
+
+/// `POST /v2/checkout/orders/{id}/capture`: one capture per order; a repeated
+/// `PayPal-Request-Id` gets the first answer, any other request `ORDER_ALREADY_CAPTURED`.
+#[handler]
+pub(super) async fn capture_order(
+    request: &Request,
+    Path(id): Path<String>,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    if let Err(refusal) = authorized(request) {
+        return refusal.into_response();
+    }
+    if one_time(&hub, &id).is_none() {
+        return not_found().into_response();
+    }
+    let request_id = request_id(request);
+    let capture_id = hub.new_id("CAP");
+    let now = hub.now_ms();
+    let claim = hub.update_payment(&id, |p| {
+        Ok(claim(p, request_id.as_deref(), &capture_id, now))
+    });
+    match claim {
+        Ok(Claim::New) => match hub.complete_payment(&id).await {
+            Ok(paid) => (StatusCode::CREATED, Json(order_json(&hub, &paid))).into_response(),
+            Err(e) => unprocessable("ORDER_NOT_APPROVED", &e.to_string()).into_response(),
+        },
+        Ok(Claim::Repeat) => match one_time(&hub, &id) {
+            Some(payment) => {
+                (StatusCode::CREATED, Json(order_json(&hub, &payment))).into_response()
+            }
+            None => not_found().into_response(),
+        },
+        Ok(Claim::AlreadyCaptured) => unprocessable(
+            "ORDER_ALREADY_CAPTURED",
+            "Order already captured.If 'intent=CAPTURE' only one capture per order is allowed.",
+        )
+        .into_response(),
+        Ok(Claim::NotApproved) => unprocessable(
+            "ORDER_NOT_APPROVED",
+            "Payer has not yet approved the Order for payment.",
+        )
+        .into_response(),
+        Err(_) => not_found().into_response(),
+    }
+}
+
+fn claim(
+    payment: &mut SimPayment,
+    request_id: Option<&str>,
+    capture_id: &str,
+    now_ms: i64,
+) -> Claim {
+    if let Some(first) = payment.extra.get(CAPTURE_REQUEST_ID) {
+        return if request_id.is_some_and(|id| id == first) {
+            Claim::Repeat
+        } else {
+            Claim::AlreadyCaptured
+        };
+    }
+    match payment.status {
+        SimStatus::Approved => {
+            let count = payment
+                .extra
+                .get(CAPTURES)
+                .and_then(|c| c.parse::<u32>().ok())
+                .unwrap_or(0);
+            payment.extra.insert(
+                CAPTURE_REQUEST_ID.into(),
+                request_id.unwrap_or_default().to_owned(),
+            );
+            payment
+                .extra
+                .insert(CAPTURE_ID.into(), capture_id.to_owned());
+            payment
+                .extra
+                .insert(CAPTURED_AT_MS.into(), now_ms.to_string());
+            payment
+                .extra
+                .insert(CAPTURES.into(), (count + 1).to_string());
+            Claim::New
+        }
+        SimStatus::Paid => Claim::AlreadyCaptured,
+        SimStatus::Open | SimStatus::Declined | SimStatus::Canceled => Claim::NotApproved,
+    }
+}
+
+/// `GET /v2/payments/captures/{id}`.
+#[handler]
+pub(super) fn get_capture(
+    request: &Request,
+    Path(id): Path<String>,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    if let Err(refusal) = authorized(request) {
+        return refusal.into_response();
+    }
+    let found = hub
+        .payments()
+        .into_iter()
+        .find(|p| p.provider == ProviderId::WalletGlobal && p.extra.get(CAPTURE_ID) == Some(&id));
+    match found {
+        Some(payment) => Json(capture_json(&hub, &payment)).into_response(),
+        None => not_found().into_response(),
+    }
+}
+
+// --- Subscriptions ----------------------------------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+struct CreateSubscriptionInput {
+    plan_id: String,
+    #[serde(default)]
+    custom_id: Option<String>,
+    #[serde(default)]
+    subscriber: Option<SubscriberInput>,
+    #[serde(default)]
+    application_context: Option<ContextInput>,
+    #[serde(default)]
+    plan: Option<PlanOverrideInput>,
+}
+
+#[derive(Debug, Deserialize)]
+struct SubscriberInput {
+    #[serde(default)]
+    email_address: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PlanOverrideInput {
+    #[serde(default)]
+    billing_cycles: Vec<CycleInput>,
+}
+
+#[derive(Debug, Deserialize)]
+struct CycleInput {
+    #[serde(default)]
+    pricing_scheme: Option<PricingInput>,
+    #[serde(default)]
+    frequency: Option<FrequencyInput>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PricingInput {
+    fixed_price: AmountInput,
+}
+
+#[derive(Debug, Deserialize)]
+struct FrequencyInput {
+    interval_unit: String,
+    interval_count: u32,
+}
+
+/// Price and interval: from the `plan` override the gateway sends to the sandbox, else a free
+/// monthly plan in USD (the sandbox has no plan catalog).
+fn plan_terms(plan: Option<&PlanOverrideInput>) -> Result<((i64, Currency), u32), Refusal> {
+    let cycle = plan.and_then(|p| p.billing_cycles.first());
+    let price = match cycle.and_then(|c| c.pricing_scheme.as_ref()) {
+        Some(pricing) => amount_of(&pricing.fixed_price)?,
+        None => (0, Currency::Usd),
+    };
+    let months = match cycle.and_then(|c| c.frequency.as_ref()) {
+        Some(f) if f.interval_unit == "MONTH" => f.interval_count,
+        Some(f) if f.interval_unit == "YEAR" => f.interval_count.saturating_mul(12),
+        Some(_) => {
+            return Err(unprocessable(
+                "UNSUPPORTED_INTERVAL_UNIT",
+                "The sandbox bills by month or year.",
+            ));
+        }
+        None => 1,
+    };
+    if !(1..=MAX_INTERVAL_MONTHS).contains(&months) {
+        return Err(unprocessable(
+            "INVALID_INTERVAL_COUNT",
+            "The billing interval is out of range.",
+        ));
+    }
+    Ok((price, months))
+}
+
+fn subscription_of(
+    hub: &Hub,
+    input: CreateSubscriptionInput,
+    request_id: Option<String>,
+) -> Result<SimPayment, Refusal> {
+    if input.plan_id.trim().is_empty() {
+        return Err(invalid(
+            "MISSING_REQUIRED_PARAMETER",
+            "plan_id is required.",
+        ));
+    }
+    let order_id = input.custom_id.filter(|c| !c.is_empty());
+    let order_id = order_id.ok_or_else(|| {
+        invalid(
+            "MISSING_REQUIRED_PARAMETER",
+            "The sandbox needs custom_id (Tally's order id).",
+        )
+    })?;
+    let (price, interval_months) = plan_terms(input.plan.as_ref())?;
+    let (Some(return_url), Some(cancel_url)) = input
+        .application_context
+        .map_or((None, None), |c| (c.return_url, c.cancel_url))
+    else {
+        return Err(invalid(
+            "MISSING_REQUIRED_PARAMETER",
+            "application_context.return_url and cancel_url are required.",
+        ));
+    };
+    let mut extra = BTreeMap::from([(PLAN_ID.to_owned(), input.plan_id.clone())]);
+    extra.extend(request_id.map(|id| (CREATE_REQUEST_ID.to_owned(), id)));
+    extra.extend(
+        input
+            .subscriber
+            .and_then(|s| s.email_address)
+            .map(|e| (EMAIL.to_owned(), e)),
+    );
+    let kind = SimKind::Subscription {
+        interval_months,
+        plan_ref: Some(input.plan_id),
+    };
+    let id = hub.new_id("I-SBX");
+    Ok(NewPayment {
+        id,
+        order_id,
+        price,
+        kind,
+        return_url,
+        cancel_url,
+        extra,
+    }
+    .open(hub))
+}
+
+/// `POST /v1/billing/subscriptions`.
+#[handler]
+pub(super) async fn create_subscription(
+    request: &Request,
+    body: Body,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    if let Err(refusal) = authorized(request) {
+        return refusal.into_response();
+    }
+    let request_id = request_id(request);
+    if let Some(existing) = created_with(&hub, request_id.as_deref()) {
+        return (
+            StatusCode::OK,
+            Json(subscription_json(&hub, &existing, None)),
+        )
+            .into_response();
+    }
+    let input = match read_json(body).await {
+        Ok(input) => input,
+        Err(refusal) => return refusal.into_response(),
+    };
+    match subscription_of(&hub, input, request_id) {
+        Ok(payment) => {
+            hub.insert_payment(payment.clone());
+            (
+                StatusCode::CREATED,
+                Json(subscription_json(&hub, &payment, None)),
+            )
+                .into_response()
+        }
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
+/// `GET /v1/billing/subscriptions/{id}`.
+#[handler]
+pub(super) fn get_subscription(
+    request: &Request,
+    Path(id): Path<String>,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    if let Err(refusal) = authorized(request) {
+        return refusal.into_response();
+    }
+    match subscription_payment(&hub, &id) {
+        Some(payment) => {
+            let subscription = payment
+                .subscription_id
+                .as_deref()
+                .and_then(|s| hub.subscription(s));
+            Json(subscription_json(&hub, &payment, subscription.as_ref())).into_response()
+        }
+        None => not_found().into_response(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct CancelInput {
+    reason: String,
+}
+
+/// `POST /v1/billing/subscriptions/{id}/cancel`: cancels at once (PayPal has no cancel at
+/// period end); 204.
+#[handler]
+pub(super) async fn cancel_subscription(
+    request: &Request,
+    Path(id): Path<String>,
+    body: Body,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    if let Err(refusal) = authorized(request) {
+        return refusal.into_response();
+    }
+    let input: CancelInput = match read_json(body).await {
+        Ok(input) => input,
+        Err(refusal) => return refusal.into_response(),
+    };
+    if input.reason.trim().is_empty() || input.reason.chars().count() > 128 {
+        return invalid(
+            "INVALID_STRING_LENGTH",
+            "reason must be 1 to 128 characters.",
+        )
+        .into_response();
+    }
+    let Some(payment) = subscription_payment(&hub, &id) else {
+        return not_found().into_response();
+    };
+    let invalid_status = || {
+        unprocessable(
+            "SUBSCRIPTION_STATUS_INVALID",
+            "Invalid subscription status for cancel action; subscription status should be active or suspended.",
+        )
+    };
+    let Some(subscription_id) = payment.subscription_id else {
+        return invalid_status().into_response();
+    };
+    match hub.cancel_subscription(&subscription_id, false).await {
+        Ok(_) => StatusCode::NO_CONTENT.into_response(),
+        Err(SandboxError::Conflict(_)) => invalid_status().into_response(),
+        Err(SandboxError::NotFound) => not_found().into_response(),
+    }
+}
+
+// --- Webhooks ---------------------------------------------------------------------------------
+
+/// `POST /v1/notifications/verify-webhook-signature`.
+#[handler]
+pub(super) async fn verify_signature(
+    request: &Request,
+    body: Body,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    if let Err(refusal) = authorized(request) {
+        return refusal.into_response();
+    }
+    let input: VerifyRequest = match read_json(body).await {
+        Ok(input) => input,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let status = if verifies(&hub, &input) {
+        "SUCCESS"
+    } else {
+        "FAILURE"
+    };
+    Json(json!({ "verification_status": status })).into_response()
+}

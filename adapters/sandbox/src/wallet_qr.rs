@@ -1,0 +1,591 @@
+//! The WeChat Pay APIv3 Native simulator.
+//!
+//! Serves, below `/sandbox/wallet_qr`, the three calls the gateway makes: create a Native order
+//! (`POST /v3/pay/transactions/native` → `{"code_url": <hosted checkout page>}`), query it by
+//! `out_trade_no`, and close it (204). Each request's `Authorization` is checked as WeChat Pay
+//! checks it (merchant id, certificate serial, a 5-minute timestamp window and the RSA-SHA256
+//! signature over `METHOD\nPATH?QUERY\nTIMESTAMP\nNONCE\nBODY\n` with the merchant public
+//! key), failures answer WeChat Pay's `{"code","message"}` errors, and every success answer
+//! is signed with the platform key like WeChat Pay's (`Wechatpay-*` headers).
+//!
+//! Notifications: `TRANSACTION.SUCCESS` for a payment and `REFUND.SUCCESS` for each refund,
+//! their resource AES-256-GCM-encrypted with the APIv3 key and the envelope signed with the
+//! platform key; nothing for a declined payment, as Native sends no failure notification.
+//! One difference from WeChat Pay: `notify_url` may be plain HTTP, for local development.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, LazyLock};
+
+use async_trait::async_trait;
+use domain::{Currency, ProviderId, Timestamp};
+use gateways::shared::signing::{
+    PrivateKey, PublicKey, aes_256_gcm_encrypt, b64, hex, private_key, public_key, rsa_sha256_sign,
+    rsa_sha256_verify, sha256, unb64,
+};
+use gateways::wallet_qr::WalletQrSettings;
+use gateways::wallet_qr::transformers::beijing_rfc3339;
+use poem::http::StatusCode;
+use poem::web::{Data, Path, Query};
+use poem::{Body, Request, Response, Route, get, handler, post};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::credentials::CREDENTIALS;
+use crate::hub::{Hub, SimEvent, SimKind, SimPayment, SimStatus, SimWebhook};
+use crate::simulator::Simulator;
+
+/// The simulated WeChat Pay.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WalletQrSimulator;
+
+/// The gateway settings that point `wallet_qr` at this sandbox (`api_base_url` is
+/// `{public}/sandbox/wallet_qr`) with the sandbox's published test credentials.
+///
+/// # Panics
+/// Never: the settings are fixed and complete (a test builds them).
+#[must_use]
+pub fn gateway_settings(api_base_url: &str) -> WalletQrSettings {
+    // Built through serde so that the secrets become `SecretString`s without this crate
+    // depending on `secrecy`.
+    serde_json::from_value(json!({
+        "appId": CREDENTIALS.app_id,
+        "mchId": CREDENTIALS.wechat_mch_id,
+        "merchantSerialNo": CREDENTIALS.merchant_serial,
+        "merchantPrivateKey": CREDENTIALS.merchant_private_pem,
+        "apiV3Key": CREDENTIALS.wechat_api_v3_key,
+        "platformPublicKey": CREDENTIALS.provider_public_pem,
+        "platformPublicKeyId": CREDENTIALS.platform_key_id,
+        "baseUrl": api_base_url,
+    }))
+    .expect("the sandbox wallet_qr settings are complete")
+}
+
+/// The largest request body read, in bytes.
+const MAX_BODY_BYTES: usize = 64 * 1024;
+/// How far a request timestamp may be from now, in seconds.
+const TOLERANCE_S: i64 = 300;
+const SCHEME: &str = "WECHATPAY2-SHA256-RSA2048";
+
+static MERCHANT_KEY: LazyLock<Option<PublicKey>> =
+    LazyLock::new(|| public_key(CREDENTIALS.merchant_public_pem).ok());
+static PLATFORM_KEY: LazyLock<Option<PrivateKey>> =
+    LazyLock::new(|| private_key(CREDENTIALS.provider_private_pem).ok());
+
+#[async_trait]
+impl Simulator for WalletQrSimulator {
+    fn provider(&self) -> ProviderId {
+        ProviderId::WalletQr
+    }
+
+    fn api(&self, _hub: Arc<Hub>) -> Route {
+        Route::new()
+            .at("/v3/pay/transactions/native", post(create_order))
+            .at(
+                "/v3/pay/transactions/out-trade-no/:out_trade_no",
+                get(query_order),
+            )
+            .at(
+                "/v3/pay/transactions/out-trade-no/:out_trade_no/close",
+                post(close_order),
+            )
+    }
+
+    fn webhooks(&self, hub: &Hub, event: &SimEvent) -> Vec<SimWebhook> {
+        let notification = match event {
+            SimEvent::Paid(payment) => {
+                let success_time = now_text(hub);
+                // The query answer reports the same payment time as the notification.
+                let _ = hub.update_payment(&payment.id, |p| {
+                    p.extra.insert("success_time".into(), success_time.clone());
+                    Ok(())
+                });
+                let mut paid = payment.clone();
+                paid.extra.insert("success_time".into(), success_time);
+                let resource = transaction(&paid);
+                seal(
+                    hub,
+                    "TRANSACTION.SUCCESS",
+                    "支付成功",
+                    "transaction",
+                    &resource,
+                )
+            }
+            SimEvent::Refunded {
+                payment,
+                refund_id,
+                amount_minor,
+            } => {
+                let resource = refund(hub, payment, refund_id, *amount_minor);
+                seal(hub, "REFUND.SUCCESS", "退款成功", "refund", &resource)
+            }
+            // Native has no failure notification, and no subscriptions.
+            _ => None,
+        };
+        notification.into_iter().collect()
+    }
+}
+
+/// A WeChat Pay error answer.
+fn error(status: StatusCode, code: &str, message: &str) -> Response {
+    Response::builder()
+        .status(status)
+        .content_type("application/json")
+        .body(json!({ "code": code, "message": message }).to_string())
+}
+
+/// A success answer signed with the platform key, as WeChat Pay signs its answers.
+fn signed(hub: &Hub, status: StatusCode, body: String) -> Response {
+    let Some(key) = PLATFORM_KEY.as_ref() else {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "SYSTEM_ERROR",
+            "no platform key",
+        );
+    };
+    let timestamp_s = hub.now_ms().div_euclid(1000);
+    let nonce = nonce(hub, 32);
+    let message = format!("{timestamp_s}\n{nonce}\n{body}\n");
+    let builder = Response::builder()
+        .status(status)
+        .header("Wechatpay-Timestamp", timestamp_s.to_string())
+        .header("Wechatpay-Nonce", nonce)
+        .header(
+            "Wechatpay-Signature",
+            b64(&rsa_sha256_sign(key, message.as_bytes())),
+        )
+        .header("Wechatpay-Serial", CREDENTIALS.platform_key_id)
+        .header("Request-ID", hub.new_id("sandbox-"));
+    if body.is_empty() {
+        builder.finish()
+    } else {
+        builder.content_type("application/json").body(body)
+    }
+}
+
+/// A fresh upper-case hex nonce of `length` (at most 64) characters.
+fn nonce(hub: &Hub, length: usize) -> String {
+    let digest = hex(&sha256(hub.new_id("nonce").as_bytes())).to_ascii_uppercase();
+    digest.chars().take(length).collect()
+}
+
+fn now_text(hub: &Hub) -> String {
+    beijing_rfc3339(Timestamp::from_unix_millis(hub.now_ms())).unwrap_or_default()
+}
+
+/// WeChat Pay's `SIGN_ERROR` answer when the `Authorization` header does not check out.
+fn refuse_signature(hub: &Hub, request: &Request, body: &[u8]) -> Option<Response> {
+    signature_problem(hub, request, body)
+        .map(|problem| error(StatusCode::UNAUTHORIZED, "SIGN_ERROR", problem))
+}
+
+/// What is wrong with a request's `Authorization`, if anything.
+fn signature_problem(hub: &Hub, request: &Request, body: &[u8]) -> Option<&'static str> {
+    let Some(value) = request.header("authorization") else {
+        return Some("missing Authorization header");
+    };
+    let Some(rest) = value.strip_prefix(SCHEME) else {
+        return Some("Authorization scheme is not WECHATPAY2-SHA256-RSA2048");
+    };
+    let pairs = authorization_pairs(rest.trim_start());
+    let field = |name: &str| pairs.get(name).map(String::as_str);
+    let (Some(mch_id), Some(nonce), Some(signature), Some(timestamp), Some(serial_no)) = (
+        field("mchid"),
+        field("nonce_str"),
+        field("signature"),
+        field("timestamp"),
+        field("serial_no"),
+    ) else {
+        return Some("Authorization field missing");
+    };
+    if mch_id != CREDENTIALS.wechat_mch_id || serial_no != CREDENTIALS.merchant_serial {
+        return Some("unknown merchant or certificate serial");
+    }
+    let Ok(timestamp_s) = timestamp.parse::<i64>() else {
+        return Some("bad timestamp");
+    };
+    if (hub.now_ms().div_euclid(1000) - timestamp_s).abs() > TOLERANCE_S {
+        return Some("timestamp expired");
+    }
+    let path = request
+        .original_uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str());
+    let mut message =
+        format!("{}\n{path}\n{timestamp_s}\n{nonce}\n", request.method()).into_bytes();
+    message.extend_from_slice(body);
+    message.push(b'\n');
+    let verified = match (MERCHANT_KEY.as_ref(), unb64(signature)) {
+        (Some(key), Some(signature)) => rsa_sha256_verify(key, &message, &signature),
+        _ => false,
+    };
+    (!verified).then_some("signature does not verify")
+}
+
+/// The `k="v"` pairs of an `Authorization` header after its scheme.
+fn authorization_pairs(text: &str) -> BTreeMap<String, String> {
+    text.split(',')
+        .take(16)
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().trim_matches('"').to_owned()))
+        .collect()
+}
+
+/// The body, or `None` when it is over [`MAX_BODY_BYTES`] or unreadable.
+async fn read_body(body: Body) -> Option<Vec<u8>> {
+    body.into_bytes_limit(MAX_BODY_BYTES)
+        .await
+        .ok()
+        .map(|b| b.to_vec())
+}
+
+fn too_large() -> Response {
+    error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "PARAM_ERROR",
+        "body too large or unreadable",
+    )
+}
+
+#[derive(Debug, Deserialize)]
+struct NativeOrder {
+    appid: String,
+    mchid: String,
+    description: String,
+    out_trade_no: String,
+    #[serde(default)]
+    time_expire: Option<String>,
+    #[serde(default)]
+    attach: Option<String>,
+    notify_url: String,
+    amount: OrderAmount,
+}
+
+#[derive(Debug, Deserialize)]
+struct OrderAmount {
+    total: i64,
+    #[serde(default)]
+    currency: Option<String>,
+}
+
+/// WeChat Pay's field rules for a Native order; the `PARAM_ERROR` message otherwise.
+fn validate(order: &NativeOrder) -> Result<(), &'static str> {
+    let out_trade_no_ok = (6..=32).contains(&order.out_trade_no.len())
+        && order
+            .out_trade_no
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '*' | '|'));
+    let notify_ok = (order.notify_url.starts_with("https://")
+        || order.notify_url.starts_with("http://"))
+        && !order.notify_url.contains('?')
+        && order.notify_url.len() <= 256;
+    let time_ok = order
+        .time_expire
+        .as_deref()
+        .is_none_or(|t| chrono::DateTime::parse_from_rfc3339(t).is_ok());
+    let problems = [
+        (
+            order.description.is_empty() || order.description.len() > 127,
+            "description must be 1 to 127 bytes",
+        ),
+        (
+            !out_trade_no_ok,
+            "out_trade_no must be 6 to 32 of [0-9A-Za-z_-*|]",
+        ),
+        (
+            !notify_ok,
+            "notify_url must be an http(s) URL without a query string",
+        ),
+        (order.amount.total < 1, "amount.total must be at least 1"),
+        (
+            order.amount.currency.as_deref().is_some_and(|c| c != "CNY"),
+            "amount.currency must be CNY",
+        ),
+        (!time_ok, "time_expire must be RFC 3339"),
+        (
+            order.attach.as_deref().is_some_and(|a| a.len() > 128),
+            "attach must be at most 128 bytes",
+        ),
+    ];
+    match problems.into_iter().find(|(bad, _)| *bad) {
+        Some((_, message)) => Err(message),
+        None => Ok(()),
+    }
+}
+
+#[handler]
+async fn create_order(request: &Request, body: Body, hub: Data<&Arc<Hub>>) -> Response {
+    let Some(body) = read_body(body).await else {
+        return too_large();
+    };
+    if let Some(answer) = refuse_signature(&hub, request, &body) {
+        return answer;
+    }
+    let order: NativeOrder = match serde_json::from_slice(&body) {
+        Ok(order) => order,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "PARAM_ERROR", &e.to_string()),
+    };
+    if order.appid != CREDENTIALS.app_id || order.mchid != CREDENTIALS.wechat_mch_id {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "APPID_MCHID_NOT_MATCH",
+            "appid and mchid do not match",
+        );
+    }
+    if let Err(message) = validate(&order) {
+        return error(StatusCode::BAD_REQUEST, "PARAM_ERROR", message);
+    }
+    let id = match hub.payment_for_order(ProviderId::WalletQr, &order.out_trade_no) {
+        Some(existing) => match existing.status {
+            SimStatus::Open if existing.amount_minor == order.amount.total => existing.id,
+            SimStatus::Open => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "INVALID_REQUEST",
+                    "out_trade_no reused with other parameters",
+                );
+            }
+            SimStatus::Paid => {
+                return error(StatusCode::BAD_REQUEST, "ORDERPAID", "order already paid");
+            }
+            _ => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "ORDERCLOSED",
+                    "order already closed",
+                );
+            }
+        },
+        None => insert_order(&hub, order),
+    };
+    signed(
+        &hub,
+        StatusCode::OK,
+        json!({ "code_url": hub.checkout_url(&id) }).to_string(),
+    )
+}
+
+/// Store a new open payment for `order`; its id plays the `transaction_id`.
+fn insert_order(hub: &Hub, order: NativeOrder) -> String {
+    let id = hub.new_id("4200");
+    let page = hub.checkout_url(&id);
+    let mut extra = BTreeMap::new();
+    extra.insert("description".to_owned(), order.description);
+    if let Some(time_expire) = order.time_expire {
+        extra.insert("time_expire".to_owned(), time_expire);
+    }
+    if let Some(attach) = order.attach {
+        extra.insert("attach".to_owned(), attach);
+    }
+    hub.insert_payment(SimPayment {
+        id: id.clone(),
+        provider: ProviderId::WalletQr,
+        order_id: order.out_trade_no,
+        amount_minor: order.amount.total,
+        currency: Currency::Cny,
+        kind: SimKind::OneTime,
+        status: SimStatus::Open,
+        // Native has no return URL: the buyer pays on the phone while Tally's page polls.
+        success_url: page.clone(),
+        cancel_url: page,
+        notify_url: order.notify_url,
+        refunded_minor: 0,
+        subscription_id: None,
+        created_at_ms: hub.now_ms(),
+        extra,
+    });
+    id
+}
+
+#[derive(Debug, Deserialize)]
+struct MerchantQuery {
+    #[serde(default)]
+    mchid: Option<String>,
+}
+
+#[handler]
+fn query_order(
+    request: &Request,
+    Path(out_trade_no): Path<String>,
+    Query(query): Query<MerchantQuery>,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    if let Some(answer) = refuse_signature(&hub, request, b"") {
+        return answer;
+    }
+    if query.mchid.as_deref() != Some(CREDENTIALS.wechat_mch_id) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "PARAM_ERROR",
+            "mchid is required and must be yours",
+        );
+    }
+    match hub.payment_for_order(ProviderId::WalletQr, &out_trade_no) {
+        Some(payment) => signed(&hub, StatusCode::OK, transaction(&payment).to_string()),
+        None => error(
+            StatusCode::NOT_FOUND,
+            "ORDER_NOT_EXIST",
+            "order does not exist",
+        ),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct CloseBody {
+    mchid: String,
+}
+
+#[handler]
+async fn close_order(
+    request: &Request,
+    Path(out_trade_no): Path<String>,
+    body: Body,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    let Some(body) = read_body(body).await else {
+        return too_large();
+    };
+    if let Some(answer) = refuse_signature(&hub, request, &body) {
+        return answer;
+    }
+    match serde_json::from_slice::<CloseBody>(&body) {
+        Ok(close) if close.mchid == CREDENTIALS.wechat_mch_id => {}
+        _ => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "PARAM_ERROR",
+                "body must be {\"mchid\": yours}",
+            );
+        }
+    }
+    let Some(payment) = hub.payment_for_order(ProviderId::WalletQr, &out_trade_no) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "ORDER_NOT_EXIST",
+            "order does not exist",
+        );
+    };
+    match payment.status {
+        SimStatus::Paid => error(StatusCode::BAD_REQUEST, "ORDERPAID", "order already paid"),
+        SimStatus::Open | SimStatus::Approved => match hub.cancel_payment(&payment.id) {
+            Ok(_) => signed(&hub, StatusCode::NO_CONTENT, String::new()),
+            Err(e) => error(StatusCode::BAD_REQUEST, "INVALID_REQUEST", &e.to_string()),
+        },
+        // Closing a closed or failed order again changes nothing.
+        SimStatus::Canceled | SimStatus::Declined => {
+            signed(&hub, StatusCode::NO_CONTENT, String::new())
+        }
+    }
+}
+
+/// The transaction object of the query answer and the `TRANSACTION.SUCCESS` resource.
+fn transaction(payment: &SimPayment) -> Value {
+    let (state, description) = match payment.status {
+        SimStatus::Open | SimStatus::Approved => ("NOTPAY", "订单未支付"),
+        SimStatus::Paid if payment.refunded_minor > 0 => ("REFUND", "转入退款"),
+        SimStatus::Paid => ("SUCCESS", "支付成功"),
+        SimStatus::Declined => ("PAYERROR", "支付失败"),
+        SimStatus::Canceled => ("CLOSED", "订单已关闭"),
+    };
+    let mut value = json!({
+        "appid": CREDENTIALS.app_id,
+        "mchid": CREDENTIALS.wechat_mch_id,
+        "out_trade_no": payment.order_id,
+        "trade_type": "NATIVE",
+        "trade_state": state,
+        "trade_state_desc": description,
+        "attach": payment.extra.get("attach").cloned().unwrap_or_default(),
+        "amount": { "total": payment.amount_minor, "currency": "CNY", "payer_currency": "CNY" },
+    });
+    if payment.status == SimStatus::Paid {
+        let success_time = payment
+            .extra
+            .get("success_time")
+            .cloned()
+            .unwrap_or_else(|| {
+                beijing_rfc3339(Timestamp::from_unix_millis(payment.created_at_ms))
+                    .unwrap_or_default()
+            });
+        value["transaction_id"] = json!(payment.id);
+        value["bank_type"] = json!("OTHERS");
+        value["success_time"] = json!(success_time);
+        value["payer"] = json!({ "openid": "o_sandbox_buyer" });
+        value["amount"]["payer_total"] = json!(payment.amount_minor);
+    }
+    value
+}
+
+/// The `REFUND.SUCCESS` resource: this refund's amount, as WeChat Pay reports it.
+fn refund(hub: &Hub, payment: &SimPayment, refund_id: &str, amount_minor: i64) -> Value {
+    json!({
+        "mchid": CREDENTIALS.wechat_mch_id,
+        "out_trade_no": payment.order_id,
+        "transaction_id": payment.id,
+        "out_refund_no": refund_id,
+        "refund_id": refund_id,
+        "refund_status": "SUCCESS",
+        "success_time": now_text(hub),
+        "user_received_account": "支付用户零钱",
+        "amount": {
+            "total": payment.amount_minor,
+            "refund": amount_minor,
+            "payer_total": payment.amount_minor,
+            "payer_refund": amount_minor,
+        },
+    })
+}
+
+/// A notification: `resource` encrypted with the APIv3 key, the envelope signed.
+fn seal(
+    hub: &Hub,
+    event_type: &str,
+    summary: &str,
+    original_type: &str,
+    resource: &Value,
+) -> Option<SimWebhook> {
+    let aes_nonce = nonce(hub, 12);
+    let sealed = aes_256_gcm_encrypt(
+        CREDENTIALS.wechat_api_v3_key.as_bytes(),
+        aes_nonce.as_bytes(),
+        original_type.as_bytes(),
+        resource.to_string().as_bytes(),
+    );
+    let (Ok(sealed), Some(key)) = (sealed, PLATFORM_KEY.as_ref()) else {
+        tracing::warn!("sandbox wallet_qr: cannot seal a notification");
+        return None;
+    };
+    let body = json!({
+        "id": format!("EV-{}", hub.new_id("")),
+        "create_time": now_text(hub),
+        "resource_type": "encrypt-resource",
+        "event_type": event_type,
+        "summary": summary,
+        "resource": {
+            "original_type": original_type,
+            "algorithm": "AEAD_AES_256_GCM",
+            "ciphertext": b64(&sealed),
+            "associated_data": original_type,
+            "nonce": aes_nonce,
+        },
+    })
+    .to_string();
+    let timestamp_s = hub.now_ms().div_euclid(1000);
+    let nonce = nonce(hub, 32);
+    let message = format!("{timestamp_s}\n{nonce}\n{body}\n");
+    Some(SimWebhook {
+        headers: vec![
+            ("Wechatpay-Timestamp".into(), timestamp_s.to_string()),
+            ("Wechatpay-Nonce".into(), nonce),
+            (
+                "Wechatpay-Signature".into(),
+                b64(&rsa_sha256_sign(key, message.as_bytes())),
+            ),
+            (
+                "Wechatpay-Serial".into(),
+                CREDENTIALS.platform_key_id.into(),
+            ),
+            ("Wechatpay-Signature-Type".into(), SCHEME.into()),
+        ],
+        content_type: "application/json".into(),
+        body: body.into_bytes(),
+    })
+}

@@ -1,0 +1,581 @@
+#![cfg(feature = "card_gateway")]
+//! End to end over real HTTP: the Stripe gateway talks to the simulated Stripe, the buyer pays on
+//! the sandbox, and the sandbox's signed webhooks come back to a receiver that verifies them with
+//! the real gateway. Proves that signing and verification, encodings and mappings interoperate.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use application::ports::{
+    AckFor, CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentEvent, PaymentGateway,
+    PaymentRef, PaymentStatus, VerifiedWebhook, WebhookError, WebhookRequest,
+};
+use domain::{
+    BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
+    ProviderRefs, Timestamp, UserId,
+};
+use gateways::GatewayContext;
+use gateways::card_gateway::{CardGatewayGateway, CardGatewaySettings};
+use gateways::shared::ProviderHttp;
+use poem::http::StatusCode;
+use poem::listener::{Acceptor, Listener, TcpListener};
+use poem::web::Data;
+use poem::{EndpointExt, Request, Response, Route, Server, handler, post};
+use sandbox::card_gateway::gateway_settings;
+use sandbox::hub::SimSubscriptionStatus;
+use sandbox::{CREDENTIALS, Sandbox, SimStatus};
+
+/// Real time: webhook timestamps are checked against it.
+struct SystemClock;
+
+impl Clock for SystemClock {
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the end-to-end tests run on real time"
+    )]
+    fn now(&self) -> Timestamp {
+        let since_epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Timestamp::from_unix_millis(i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX))
+    }
+}
+
+/// Tally's webhook endpoint, reduced to verification: what it accepted and what it refused.
+struct Receiver {
+    gateway: Arc<dyn PaymentGateway>,
+    accepted: Mutex<Vec<VerifiedWebhook>>,
+    refused: Mutex<Vec<WebhookError>>,
+}
+
+#[handler]
+async fn receive(request: &Request, body: Vec<u8>, receiver: Data<&Arc<Receiver>>) -> Response {
+    let headers: BTreeMap<String, String> = request
+        .headers()
+        .iter()
+        .filter_map(|(name, value)| {
+            Some((
+                name.as_str().to_ascii_lowercase(),
+                value.to_str().ok()?.to_owned(),
+            ))
+        })
+        .collect();
+    let ack = match receiver
+        .gateway
+        .verify_webhook(&WebhookRequest { headers, body })
+        .await
+    {
+        Ok(verified) => {
+            receiver.accepted.lock().unwrap().push(verified);
+            receiver.gateway.webhook_ack(&AckFor::Accepted)
+        }
+        Err(reason) => {
+            receiver.refused.lock().unwrap().push(reason.clone());
+            receiver.gateway.webhook_ack(&AckFor::Refused(reason))
+        }
+    };
+    Response::builder()
+        .status(StatusCode::from_u16(ack.status).unwrap())
+        .content_type(ack.content_type)
+        .body(ack.body)
+}
+
+struct World {
+    base: String,
+    sandbox: Sandbox,
+    gateway: Arc<CardGatewayGateway>,
+    receiver: Arc<Receiver>,
+}
+
+fn gateway_for(settings: &CardGatewaySettings) -> Arc<CardGatewayGateway> {
+    let context = GatewayContext {
+        http: ProviderHttp::new(&settings.http()).unwrap(),
+        clock: Arc::new(SystemClock),
+        sandbox: true,
+    };
+    Arc::new(CardGatewayGateway::new(settings, context).unwrap())
+}
+
+/// A server on a free port with the sandbox at `/sandbox` and Tally's webhook endpoint.
+async fn world_with_webhook_secret(webhook_secret: &str) -> World {
+    let acceptor = TcpListener::bind("127.0.0.1:0")
+        .into_acceptor()
+        .await
+        .unwrap();
+    let address = *acceptor.local_addr()[0].as_socket_addr().unwrap();
+    let base = format!("http://{address}");
+    let sandbox = Sandbox::new(&base, Arc::new(SystemClock));
+    let mut settings = gateway_settings(&sandbox.api_base_url(ProviderId::CardGateway));
+    if webhook_secret != CREDENTIALS.hmac_secret {
+        settings = CardGatewaySettings::new(
+            CREDENTIALS.api_key,
+            webhook_secret,
+            settings.base_url.clone(),
+        );
+    }
+    let gateway = gateway_for(&settings);
+    let receiver = Arc::new(Receiver {
+        gateway: gateway.clone(),
+        accepted: Mutex::new(Vec::new()),
+        refused: Mutex::new(Vec::new()),
+    });
+    let app = Route::new()
+        .nest("/sandbox", sandbox.routes())
+        .at("/api/payment/webhook/card_gateway", post(receive))
+        .data(receiver.clone());
+    tokio::spawn(Server::new_with_acceptor(acceptor).run(app));
+    World {
+        base,
+        sandbox,
+        gateway,
+        receiver,
+    }
+}
+
+async fn world() -> World {
+    world_with_webhook_secret(CREDENTIALS.hmac_secret).await
+}
+
+fn plan(kind: &str, amount: &str, currency: &str, price_id: Option<&str>) -> Plan {
+    let mut i18n = BTreeMap::new();
+    i18n.insert(
+        "en".to_owned(),
+        PlanText {
+            name: format!("{kind} plan"),
+            ..PlanText::default()
+        },
+    );
+    let draft = PlanDraft {
+        id: format!("{kind}-plan"),
+        provider: Some("card_gateway".into()),
+        amount: Some(amount.parse().unwrap()),
+        currency: Some(currency.into()),
+        months: match kind {
+            "credits" => None,
+            "one_time" => Some(999_999),
+            _ => Some(1),
+        },
+        duration_type: Some(kind.into()),
+        credits: (kind == "credits").then(|| "500".parse().unwrap()),
+        provider_refs: ProviderRefs {
+            card_gateway_price_id: price_id.map(str::to_owned),
+            ..ProviderRefs::default()
+        },
+        i18n,
+        ..PlanDraft::default()
+    };
+    Plan::from_draft(&draft).unwrap()
+}
+
+impl World {
+    fn checkout_request(&self, plan: Plan, order_id: &str) -> CheckoutRequest {
+        CheckoutRequest {
+            order_id: OrderId::new(order_id).unwrap(),
+            user_id: UserId::new("usr_e2e").unwrap(),
+            customer_email: Some("buyer@example.com".into()),
+            snapshot: PlanSnapshot::of(&plan, plan.price()),
+            plan,
+            success_url: format!("{}/payment-success?orderId={order_id}", self.base),
+            cancel_url: format!("{}/payment-cancel?orderId={order_id}", self.base),
+            notify_url: format!("{}/api/payment/webhook/card_gateway", self.base),
+            expires_at: SystemClock.now().plus_millis(2 * 3_600_000),
+        }
+    }
+
+    /// Checkout through the gateway; the session id and the hosted page.
+    async fn checkout(&self, plan: Plan, order_id: &str) -> (String, String) {
+        let checkout = self
+            .gateway
+            .create_checkout(&self.checkout_request(plan, order_id))
+            .await
+            .unwrap();
+        let CheckoutTarget::Redirect(url) = checkout.target else {
+            panic!("Stripe redirects")
+        };
+        (checkout.provider_reference.unwrap(), url)
+    }
+
+    /// The buyer presses Pay on the hosted page; where the browser goes next.
+    async fn pay(&self, session_id: &str) -> String {
+        let hub = self.sandbox.hub();
+        hub.simulator(ProviderId::CardGateway)
+            .unwrap()
+            .pay(hub, session_id)
+            .await
+            .unwrap()
+    }
+
+    /// The events of the webhooks accepted since the last call.
+    fn take_events(&self) -> Vec<(String, Vec<PaymentEvent>)> {
+        assert!(
+            self.receiver.refused.lock().unwrap().is_empty(),
+            "a sandbox webhook was refused"
+        );
+        self.receiver
+            .accepted
+            .lock()
+            .unwrap()
+            .drain(..)
+            .map(|v| (v.event_type, v.events))
+            .collect()
+    }
+}
+
+fn usd(minor: i64) -> Money {
+    Money::from_minor(minor, Currency::Usd).unwrap()
+}
+
+fn seconds(ms: i64) -> Timestamp {
+    Timestamp::from_unix_millis(ms.div_euclid(1000) * 1000)
+}
+
+#[tokio::test]
+async fn a_one_time_purchase_is_paid_by_a_verified_webhook_queried_as_paid_and_refunded_cumulatively()
+ {
+    let world = world().await;
+    let (session_id, url) = world
+        .checkout(
+            plan("one_time", "9.99", "USD", Some("price_sandbox_lifetime")),
+            "ord_e2e_once",
+        )
+        .await;
+    assert_eq!(url, world.sandbox.hub().checkout_url(&session_id));
+    let sim = world.sandbox.hub().payment(&session_id).unwrap();
+    assert_eq!(
+        (sim.order_id.as_str(), sim.amount_minor, sim.currency),
+        ("ord_e2e_once", 999, Currency::Usd)
+    );
+
+    let redirect = world.pay(&session_id).await;
+
+    assert_eq!(
+        redirect,
+        format!("{}/payment-success?orderId=ord_e2e_once", world.base)
+    );
+    let events = world.take_events();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].0, "checkout.session.completed");
+    let [PaymentEvent::PaymentSucceeded { order, amount, .. }] = &events[0].1[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(
+        order.order_id.as_ref().map(OrderId::as_str),
+        Some("ord_e2e_once")
+    );
+    assert_eq!(
+        order.provider_reference.as_deref(),
+        Some(session_id.as_str())
+    );
+    assert_eq!(*amount, usd(999));
+    let reference = PaymentRef {
+        order_id: OrderId::new("ord_e2e_once").unwrap(),
+        provider_reference: Some(session_id.clone()),
+    };
+    assert!(
+        matches!(world.gateway.query_payment(&reference).await.unwrap(), PaymentStatus::Succeeded { amount, .. } if amount == usd(999))
+    );
+
+    world
+        .sandbox
+        .hub()
+        .refund_payment(&session_id, 300)
+        .await
+        .unwrap();
+    world
+        .sandbox
+        .hub()
+        .refund_payment(&session_id, 200)
+        .await
+        .unwrap();
+
+    let refunds: Vec<Money> = world
+        .take_events()
+        .into_iter()
+        .flat_map(|(_, events)| events)
+        .map(|event| match event {
+            PaymentEvent::Refunded {
+                order,
+                total_refunded,
+                ..
+            } => {
+                assert_eq!(
+                    order.order_id.as_ref().map(OrderId::as_str),
+                    Some("ord_e2e_once")
+                );
+                total_refunded
+            }
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(refunds, vec![usd(300), usd(500)]);
+}
+
+#[tokio::test]
+async fn a_credits_pack_in_a_zero_decimal_currency_is_paid_its_exact_amount() {
+    let world = world().await;
+    let (session_id, _) = world
+        .checkout(plan("credits", "500", "JPY", None), "ord_e2e_credits")
+        .await;
+
+    world.pay(&session_id).await;
+
+    let events = world.take_events();
+    let [PaymentEvent::PaymentSucceeded { order, amount, .. }] = &events[0].1[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(
+        order.order_id.as_ref().map(OrderId::as_str),
+        Some("ord_e2e_credits")
+    );
+    assert_eq!(*amount, Money::from_minor(500, Currency::Jpy).unwrap());
+}
+
+#[tokio::test]
+async fn a_subscription_activates_renews_and_is_cancelled_at_period_end_through_the_gateway() {
+    let world = world().await;
+    let (session_id, _) = world
+        .checkout(
+            plan("recurring", "19", "USD", Some("price_sandbox_pro")),
+            "ord_e2e_sub",
+        )
+        .await;
+
+    world.pay(&session_id).await;
+
+    let hub = world.sandbox.hub();
+    let subscription_id = hub.payment(&session_id).unwrap().subscription_id.unwrap();
+    let started = hub.subscription(&subscription_id).unwrap();
+    let events = world.take_events();
+    let types: Vec<&str> = events.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(types, ["checkout.session.completed", "invoice.paid"]);
+    assert!(events[0].1.is_empty(), "the session waits for its invoice");
+    let [
+        PaymentEvent::SubscriptionActivated {
+            order,
+            provider_subscription_id,
+            period,
+            ..
+        },
+    ] = &events[1].1[..]
+    else {
+        panic!("{events:?}")
+    };
+    assert_eq!(
+        order.order_id.as_ref().map(OrderId::as_str),
+        Some("ord_e2e_sub")
+    );
+    assert_eq!(provider_subscription_id, &subscription_id);
+    assert_eq!(
+        *period,
+        BillingPeriod::new(
+            seconds(started.period_start_ms),
+            seconds(started.period_end_ms)
+        )
+        .unwrap()
+    );
+
+    let renewed = hub.renew_subscription(&subscription_id).await.unwrap();
+    let events = world.take_events();
+    let [
+        PaymentEvent::SubscriptionRenewed {
+            provider_subscription_id,
+            period,
+            amount,
+            ..
+        },
+    ] = &events[0].1[..]
+    else {
+        panic!("{events:?}")
+    };
+    assert_eq!(provider_subscription_id, &subscription_id);
+    assert_eq!(period.start(), seconds(started.period_end_ms));
+    assert_eq!(
+        *period,
+        BillingPeriod::new(
+            seconds(renewed.period_start_ms),
+            seconds(renewed.period_end_ms)
+        )
+        .unwrap()
+    );
+    assert_eq!(*amount, usd(1900));
+
+    world
+        .gateway
+        .cancel_subscription(&subscription_id)
+        .await
+        .unwrap();
+
+    assert_eq!(
+        hub.subscription(&subscription_id).unwrap().status,
+        SimSubscriptionStatus::CancelScheduled
+    );
+    let events = world.take_events();
+    assert_eq!(events[0].0, "customer.subscription.updated");
+    assert!(
+        matches!(&events[0].1[..], [PaymentEvent::SubscriptionCancelScheduled { provider_subscription_id, .. }] if provider_subscription_id == &subscription_id)
+    );
+
+    hub.cancel_subscription(&subscription_id, false)
+        .await
+        .unwrap();
+    let events = world.take_events();
+    assert!(matches!(
+        &events[0].1[..],
+        [PaymentEvent::SubscriptionCanceled { .. }]
+    ));
+}
+
+#[tokio::test]
+async fn closing_an_unpaid_payment_expires_the_session_and_fails_the_order() {
+    let world = world().await;
+    let (session_id, _) = world
+        .checkout(plan("one_time", "9.99", "USD", None), "ord_e2e_close")
+        .await;
+    let reference = PaymentRef {
+        order_id: OrderId::new("ord_e2e_close").unwrap(),
+        provider_reference: Some(session_id.clone()),
+    };
+    assert_eq!(
+        world.gateway.query_payment(&reference).await.unwrap(),
+        PaymentStatus::Pending
+    );
+
+    world.gateway.close_payment(&reference).await.unwrap();
+
+    assert_eq!(
+        world.sandbox.hub().payment(&session_id).unwrap().status,
+        SimStatus::Canceled
+    );
+    let events = world.take_events();
+    assert_eq!(events[0].0, "checkout.session.expired");
+    assert!(
+        matches!(&events[0].1[..], [PaymentEvent::PaymentFailed { order, .. }] if order.order_id.as_ref().map(OrderId::as_str) == Some("ord_e2e_close"))
+    );
+    assert!(matches!(
+        world.gateway.query_payment(&reference).await.unwrap(),
+        PaymentStatus::Failed { .. }
+    ));
+    let again = world.gateway.close_payment(&reference).await.unwrap_err();
+    assert!(matches!(again, GatewayError::Rejected(m) if m.contains("open")));
+}
+
+#[tokio::test]
+async fn a_declined_payment_fails_the_order_by_webhook() {
+    let world = world().await;
+    let (session_id, _) = world
+        .checkout(plan("one_time", "9.99", "USD", None), "ord_e2e_declined")
+        .await;
+
+    world
+        .sandbox
+        .hub()
+        .decline_payment(&session_id)
+        .await
+        .unwrap();
+
+    let events = world.take_events();
+    assert!(
+        matches!(&events[0].1[..], [PaymentEvent::PaymentFailed { order, .. }] if order.order_id.as_ref().map(OrderId::as_str) == Some("ord_e2e_declined"))
+    );
+}
+
+#[tokio::test]
+async fn the_same_order_checked_out_twice_gets_the_same_session() {
+    let world = world().await;
+    let first = world
+        .checkout(plan("one_time", "9.99", "USD", None), "ord_e2e_twice")
+        .await;
+    let second = world
+        .checkout(plan("one_time", "9.99", "USD", None), "ord_e2e_twice")
+        .await;
+    assert_eq!(first, second);
+}
+
+#[tokio::test]
+async fn a_wrong_api_key_is_refused_by_the_sandbox_as_stripe_refuses_it() {
+    let world = world().await;
+    let settings = CardGatewaySettings::new(
+        "sk_test_wrong_key",
+        CREDENTIALS.hmac_secret,
+        Some(world.sandbox.api_base_url(ProviderId::CardGateway)),
+    );
+    let error = gateway_for(&settings)
+        .create_checkout(
+            &world.checkout_request(plan("one_time", "9.99", "USD", None), "ord_e2e_key"),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, GatewayError::Rejected(m) if m.contains("401") && m.contains("Invalid API Key"))
+    );
+}
+
+#[tokio::test]
+async fn webhooks_are_refused_by_a_gateway_holding_another_signing_secret() {
+    let world = world_with_webhook_secret("whsec_not_the_sandbox_secret").await;
+    let (session_id, _) = world
+        .checkout(plan("one_time", "9.99", "USD", None), "ord_e2e_secret")
+        .await;
+
+    world.pay(&session_id).await;
+
+    assert_eq!(
+        *world.receiver.refused.lock().unwrap(),
+        vec![WebhookError::BadSignature]
+    );
+    let deliveries = world.sandbox.hub().deliveries();
+    assert_eq!(deliveries.last().unwrap().status, Some(400));
+}
+
+#[tokio::test]
+async fn the_simulated_stripe_checks_encodings_and_limits_and_answers_in_stripes_error_shape() {
+    let world = world().await;
+    let sessions = format!(
+        "{}/v1/checkout/sessions",
+        world.sandbox.api_base_url(ProviderId::CardGateway)
+    );
+    let client = reqwest::Client::new();
+
+    let json = client
+        .post(&sessions)
+        .bearer_auth(CREDENTIALS.api_key)
+        .json(&serde_json::json!({"mode": "payment"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json.status(), 400);
+    let body: serde_json::Value = json.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+
+    let three_days = (SystemClock.now().unix_millis() / 1000 + 3 * 86_400).to_string();
+    let form = [
+        ("mode", "payment"),
+        ("line_items[0][quantity]", "1"),
+        ("line_items[0][price_data][currency]", "usd"),
+        ("line_items[0][price_data][unit_amount]", "999"),
+        ("line_items[0][price_data][product_data][name]", "Pro"),
+        ("success_url", "https://tally.example/ok"),
+        ("client_reference_id", "ord_e2e_limits"),
+        ("expires_at", three_days.as_str()),
+    ];
+    let too_late = client
+        .post(&sessions)
+        .bearer_auth(CREDENTIALS.api_key)
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(too_late.status(), 400);
+    let body: serde_json::Value = too_late.json().await.unwrap();
+    assert_eq!(body["error"]["param"], "expires_at");
+
+    let unknown = client
+        .get(format!("{sessions}/cs_sandbox_nope"))
+        .bearer_auth(CREDENTIALS.api_key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+    let body: serde_json::Value = unknown.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "resource_missing");
+}

@@ -1,0 +1,503 @@
+#![cfg(feature = "mor_a")]
+//! End to end over real HTTP: the real Creem gateway creates checkouts, queries and cancels at the
+//! sandbox, and verifies the webhooks the sandbox signs, as it would with Creem.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use application::ports::{
+    AckFor, CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentEvent, PaymentGateway,
+    PaymentRef, PaymentStatus, VerifiedWebhook, WebhookError, WebhookRequest,
+};
+use domain::{
+    BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
+    ProviderRefs, Timestamp, UserId,
+};
+use gateways::GatewayContext;
+use gateways::mor_a::{MorAGateway, MorASettings};
+use gateways::shared::ProviderHttp;
+use poem::http::StatusCode;
+use poem::listener::{Acceptor, Listener, TcpListener};
+use poem::web::Data;
+use poem::{Body, EndpointExt, Request, Response, Route, Server, handler, post};
+use sandbox::hub::SimSubscriptionStatus;
+use sandbox::{CREDENTIALS, Sandbox};
+
+/// Real time: the sandbox stamps and the gateway checks webhooks as they happen.
+struct SystemClock;
+
+impl Clock for SystemClock {
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "an end-to-end test runs on the real clock, like the sandbox"
+    )]
+    fn now(&self) -> Timestamp {
+        let ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or_default();
+        Timestamp::from_unix_millis(i64::try_from(ms).unwrap_or(i64::MAX))
+    }
+}
+
+/// Tally's webhook endpoint, reduced to the gateway's verification.
+#[derive(Clone)]
+struct Receiver {
+    gateway: Arc<MorAGateway>,
+    verified: Arc<Mutex<Vec<VerifiedWebhook>>>,
+    refused: Arc<Mutex<Vec<WebhookError>>>,
+}
+
+#[handler]
+async fn receive(request: &Request, body: Body, receiver: Data<&Receiver>) -> Response {
+    let headers = request
+        .headers()
+        .iter()
+        .filter_map(|(name, value)| {
+            Some((
+                name.as_str().to_ascii_lowercase(),
+                value.to_str().ok()?.to_owned(),
+            ))
+        })
+        .collect();
+    let body = body.into_vec().await.unwrap_or_default();
+    let outcome = match receiver
+        .gateway
+        .verify_webhook(&WebhookRequest { headers, body })
+        .await
+    {
+        Ok(verified) => {
+            receiver
+                .verified
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(verified);
+            AckFor::Accepted
+        }
+        Err(reason) => {
+            receiver
+                .refused
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(reason.clone());
+            AckFor::Refused(reason)
+        }
+    };
+    let ack = receiver.gateway.webhook_ack(&outcome);
+    Response::builder()
+        .status(StatusCode::from_u16(ack.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .content_type(ack.content_type)
+        .body(ack.body)
+}
+
+struct Harness {
+    base: String,
+    sandbox: Sandbox,
+    gateway: Arc<MorAGateway>,
+    receiver: Receiver,
+}
+
+fn connect(settings: &MorASettings, clock: Arc<dyn Clock>) -> MorAGateway {
+    let http = ProviderHttp::new(&settings.http()).unwrap();
+    MorAGateway::new(
+        settings,
+        GatewayContext {
+            http,
+            clock,
+            sandbox: true,
+        },
+    )
+    .unwrap()
+}
+
+async fn start() -> Harness {
+    let acceptor = TcpListener::bind("127.0.0.1:0")
+        .into_acceptor()
+        .await
+        .unwrap();
+    let address = *acceptor.local_addr()[0].as_socket_addr().unwrap();
+    let base = format!("http://{address}");
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let sandbox = Sandbox::new(&base, clock.clone());
+    let settings = sandbox::mor_a::gateway_settings(&sandbox.api_base_url(ProviderId::MorA));
+    let gateway = Arc::new(connect(&settings, clock));
+    let receiver = Receiver {
+        gateway: gateway.clone(),
+        verified: Arc::default(),
+        refused: Arc::default(),
+    };
+    let app = Route::new()
+        .nest("/sandbox", sandbox.routes())
+        .at("/webhook", post(receive).data(receiver.clone()));
+    tokio::spawn(Server::new_with_acceptor(acceptor).run(app));
+    Harness {
+        base,
+        sandbox,
+        gateway,
+        receiver,
+    }
+}
+
+impl Harness {
+    /// The webhooks verified since the last call.
+    fn take_verified(&self) -> Vec<VerifiedWebhook> {
+        assert!(
+            self.receiver
+                .refused
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_empty(),
+            "a sandbox webhook was refused"
+        );
+        std::mem::take(
+            &mut *self
+                .receiver
+                .verified
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
+    /// The events of the webhooks verified since the last call.
+    fn take_events(&self) -> Vec<PaymentEvent> {
+        self.take_verified()
+            .into_iter()
+            .flat_map(|w| w.events)
+            .collect()
+    }
+
+    fn request(&self, plan: &Plan, order_id: &str) -> CheckoutRequest {
+        CheckoutRequest {
+            order_id: OrderId::new(order_id).unwrap(),
+            user_id: UserId::new("user_1").unwrap(),
+            customer_email: Some("buyer@example.com".into()),
+            snapshot: PlanSnapshot::of(plan, plan.price()),
+            plan: plan.clone(),
+            success_url: format!("{}/payment/success", self.base),
+            cancel_url: format!("{}/payment/cancel", self.base),
+            notify_url: format!("{}/webhook", self.base),
+            expires_at: Timestamp::from_unix_millis(i64::MAX / 2),
+        }
+    }
+
+    /// Refund `amounts` one after the other; the running totals the webhooks reported.
+    async fn refund(&self, payment_id: &str, order_id: &str, amounts: &[i64]) -> Vec<Money> {
+        for amount in amounts {
+            self.sandbox
+                .hub()
+                .refund_payment(payment_id, *amount)
+                .await
+                .unwrap();
+        }
+        let events = self.take_events();
+        events
+            .into_iter()
+            .map(|event| match event {
+                PaymentEvent::Refunded {
+                    total_refunded,
+                    order,
+                    ..
+                } => {
+                    assert_eq!(order.order_id.as_ref().map(OrderId::as_str), Some(order_id));
+                    total_refunded
+                }
+                other => panic!("expected a refund, got {other:?}"),
+            })
+            .collect()
+    }
+
+    /// Pay a subscription's checkout; its checkout id, subscription id and first period, once
+    /// the activation event checks out.
+    async fn subscribe(&self, plan: &Plan, order_id: &str) -> (String, String, BillingPeriod) {
+        let checkout_id = self.checkout(plan, order_id).await;
+        let hub = self.sandbox.hub();
+        hub.complete_payment(&checkout_id).await.unwrap();
+        let subscription_id = hub.payment(&checkout_id).unwrap().subscription_id.unwrap();
+        let first = hub.subscription(&subscription_id).unwrap();
+        let expected = BillingPeriod::new(
+            Timestamp::from_unix_millis(first.period_start_ms),
+            Timestamp::from_unix_millis(first.period_end_ms),
+        )
+        .unwrap();
+        let verified = self.take_verified();
+        let types: Vec<&str> = verified.iter().map(|w| w.event_type.as_str()).collect();
+        assert_eq!(
+            types,
+            [
+                "checkout.completed",
+                "subscription.active",
+                "subscription.paid"
+            ]
+        );
+        match &verified
+            .into_iter()
+            .flat_map(|w| w.events)
+            .collect::<Vec<_>>()[..]
+        {
+            [
+                PaymentEvent::SubscriptionActivated {
+                    order,
+                    provider_subscription_id,
+                    period,
+                    ..
+                },
+            ] => {
+                assert_eq!(order.order_id.as_ref().map(OrderId::as_str), Some(order_id));
+                assert_eq!(provider_subscription_id, &subscription_id);
+                assert_eq!(*period, expected);
+            }
+            other => panic!("expected an activation, got {other:?}"),
+        }
+        (checkout_id, subscription_id, expected)
+    }
+
+    /// Bill the next period at the hub; checks the renewal event follows `previous`.
+    async fn renew(&self, subscription_id: &str, previous: BillingPeriod, price: Money) {
+        let renewed = self
+            .sandbox
+            .hub()
+            .renew_subscription(subscription_id)
+            .await
+            .unwrap();
+        match &self.take_events()[..] {
+            [
+                PaymentEvent::SubscriptionRenewed {
+                    provider_subscription_id,
+                    period,
+                    amount,
+                    ..
+                },
+            ] => {
+                assert_eq!(provider_subscription_id, subscription_id);
+                assert_eq!(period.start(), previous.end());
+                assert_eq!(period.end().unix_millis(), renewed.period_end_ms);
+                assert_eq!(*amount, price);
+            }
+            other => panic!("expected a renewal, got {other:?}"),
+        }
+    }
+
+    /// Cancel through the gateway (scheduled), then end it at the hub; checks both events.
+    async fn cancel(&self, subscription_id: &str) {
+        self.gateway
+            .cancel_subscription(subscription_id)
+            .await
+            .unwrap();
+        let status = self
+            .sandbox
+            .hub()
+            .subscription(subscription_id)
+            .unwrap()
+            .status;
+        assert_eq!(status, SimSubscriptionStatus::CancelScheduled);
+        let scheduled = lifecycle(&self.take_events());
+        assert_eq!(
+            scheduled,
+            [("cancel_scheduled", subscription_id.to_owned())]
+        );
+        let hub = self.sandbox.hub();
+        hub.cancel_subscription(subscription_id, false)
+            .await
+            .unwrap();
+        assert_eq!(
+            lifecycle(&self.take_events()),
+            [("canceled", subscription_id.to_owned())]
+        );
+    }
+
+    /// Create a checkout through the gateway; its checkout id.
+    async fn checkout(&self, plan: &Plan, order_id: &str) -> String {
+        let checkout = self
+            .gateway
+            .create_checkout(&self.request(plan, order_id))
+            .await
+            .unwrap();
+        let reference = checkout.provider_reference.unwrap();
+        assert_eq!(
+            checkout.target,
+            CheckoutTarget::Redirect(self.sandbox.hub().checkout_url(&reference))
+        );
+        reference
+    }
+}
+
+fn plan(
+    id: &str,
+    duration_type: &str,
+    amount: &str,
+    months: Option<i64>,
+    credits: Option<&str>,
+) -> Plan {
+    let text = PlanText {
+        name: id.into(),
+        description: "test plan".into(),
+        duration: "month".into(),
+        features: vec![],
+    };
+    let draft = PlanDraft {
+        id: id.into(),
+        provider: Some("mor_a".into()),
+        amount: Some(amount.parse().unwrap()),
+        currency: Some("USD".into()),
+        months,
+        duration_type: Some(duration_type.into()),
+        credits: credits.map(|c| c.parse().unwrap()),
+        provider_refs: ProviderRefs {
+            mor_a_product_id: Some(format!("prod_{id}")),
+            ..ProviderRefs::default()
+        },
+        i18n: BTreeMap::from([("en".to_owned(), text)]),
+        ..PlanDraft::default()
+    };
+    Plan::from_draft(&draft).unwrap()
+}
+
+fn usd(minor: i64) -> Money {
+    Money::from_minor(minor, Currency::Usd).unwrap()
+}
+
+fn order_of(event: &PaymentEvent) -> Option<&OrderId> {
+    match event {
+        PaymentEvent::PaymentSucceeded { order, .. }
+        | PaymentEvent::SubscriptionActivated { order, .. }
+        | PaymentEvent::Refunded { order, .. } => order.order_id.as_ref(),
+        _ => None,
+    }
+}
+
+/// Each lifecycle event's kind and subscription id, for compact assertions.
+fn lifecycle(events: &[PaymentEvent]) -> Vec<(&'static str, String)> {
+    events
+        .iter()
+        .map(|event| match event {
+            PaymentEvent::SubscriptionCancelScheduled {
+                provider_subscription_id,
+                ..
+            } => ("cancel_scheduled", provider_subscription_id.clone()),
+            PaymentEvent::SubscriptionCanceled {
+                provider_subscription_id,
+                ..
+            } => ("canceled", provider_subscription_id.clone()),
+            other => panic!("expected a lifecycle event, got {other:?}"),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_one_time_purchase_is_paid_reported_queried_and_refunded_through_the_sandbox() {
+    let h = start().await;
+    let lifetime = plan("lifetime", "one_time", "199.00", Some(999_999), None);
+    let checkout_id = h.checkout(&lifetime, "ord_onetime_1").await;
+    assert_eq!(
+        h.gateway
+            .query_payment(&PaymentRef {
+                order_id: OrderId::new("ord_onetime_1").unwrap(),
+                provider_reference: Some(checkout_id.clone())
+            })
+            .await
+            .unwrap(),
+        PaymentStatus::Pending
+    );
+
+    h.sandbox
+        .hub()
+        .complete_payment(&checkout_id)
+        .await
+        .unwrap();
+    let verified = h.take_verified();
+    assert_eq!(verified.len(), 1);
+    assert_eq!(verified[0].event_type, "checkout.completed");
+    match &verified[0].events[..] {
+        [PaymentEvent::PaymentSucceeded { order, amount, .. }] => {
+            assert_eq!(
+                order.order_id.as_ref().map(OrderId::as_str),
+                Some("ord_onetime_1")
+            );
+            assert_eq!(
+                order.provider_reference.as_deref(),
+                Some(checkout_id.as_str())
+            );
+            assert_eq!(*amount, usd(19_900));
+        }
+        other => panic!("expected one payment, got {other:?}"),
+    }
+
+    let payment = PaymentRef {
+        order_id: OrderId::new("ord_onetime_1").unwrap(),
+        provider_reference: Some(checkout_id.clone()),
+    };
+    match h.gateway.query_payment(&payment).await.unwrap() {
+        PaymentStatus::Succeeded { amount, .. } => assert_eq!(amount, usd(19_900)),
+        other => panic!("expected a paid checkout, got {other:?}"),
+    }
+
+    let totals = h
+        .refund(&checkout_id, "ord_onetime_1", &[5_000, 14_900])
+        .await;
+    assert_eq!(totals, vec![usd(5_000), usd(19_900)]);
+}
+
+#[tokio::test]
+async fn a_credits_purchase_reports_its_exact_price_for_our_order() {
+    let h = start().await;
+    let credits = plan("credits_100", "credits", "4.99", None, Some("100"));
+    let checkout_id = h.checkout(&credits, "ord_credits_1").await;
+    h.sandbox
+        .hub()
+        .complete_payment(&checkout_id)
+        .await
+        .unwrap();
+    match &h.take_events()[..] {
+        [event @ PaymentEvent::PaymentSucceeded { amount, .. }] => {
+            assert_eq!(*amount, usd(499));
+            assert_eq!(order_of(event).map(OrderId::as_str), Some("ord_credits_1"));
+        }
+        other => panic!("expected one payment, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_subscription_activates_renews_and_is_cancelled_at_its_period_end_through_the_gateway() {
+    let h = start().await;
+    let monthly = plan("pro_monthly", "recurring", "9.90", Some(1), None);
+    let (_, subscription_id, first) = h.subscribe(&monthly, "ord_sub_1").await;
+    h.renew(&subscription_id, first, usd(990)).await;
+    h.cancel(&subscription_id).await;
+}
+
+#[tokio::test]
+async fn the_sandbox_refuses_a_gateway_with_the_wrong_api_key_as_creem_would() {
+    let h = start().await;
+    let mut settings = sandbox::mor_a::gateway_settings(&h.sandbox.api_base_url(ProviderId::MorA));
+    settings.api_key = MorASettings::new("sk_wrong", CREDENTIALS.hmac_secret).api_key;
+    let gateway = connect(&settings, Arc::new(SystemClock));
+    let lifetime = plan("lifetime", "one_time", "199.00", Some(999_999), None);
+    match gateway
+        .create_checkout(&h.request(&lifetime, "ord_denied"))
+        .await
+    {
+        Err(GatewayError::Rejected(message)) => {
+            assert!(message.contains("Invalid API key"), "{message}")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(h.sandbox.hub().payments().is_empty());
+}
+
+#[tokio::test]
+async fn a_declined_card_sends_nothing_and_leaves_the_checkout_pending() {
+    let h = start().await;
+    let lifetime = plan("lifetime", "one_time", "199.00", Some(999_999), None);
+    let checkout_id = h.checkout(&lifetime, "ord_declined").await;
+    h.sandbox.hub().decline_payment(&checkout_id).await.unwrap();
+    assert!(h.take_verified().is_empty());
+    let payment = PaymentRef {
+        order_id: OrderId::new("ord_declined").unwrap(),
+        provider_reference: Some(checkout_id),
+    };
+    assert_eq!(
+        h.gateway.query_payment(&payment).await.unwrap(),
+        PaymentStatus::Pending
+    );
+}

@@ -1,0 +1,549 @@
+#![cfg(feature = "mor_b")]
+//! End to end over real HTTP: the Dodo Payments gateway talks to the simulated Dodo, the buyer pays on
+//! the sandbox, and the sandbox's signed webhooks come back to a receiver that verifies them with
+//! the real gateway. Proves that signing and verification, encodings and mappings interoperate.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use application::ports::{
+    AckFor, CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentEvent, PaymentGateway,
+    PaymentRef, PaymentStatus, VerifiedWebhook, WebhookError, WebhookRequest,
+};
+use domain::{
+    BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
+    ProviderRefs, Timestamp, UserId,
+};
+use gateways::GatewayContext;
+use gateways::mor_b::{MorBGateway, MorBSettings};
+use gateways::shared::ProviderHttp;
+use poem::http::StatusCode;
+use poem::listener::{Acceptor, Listener, TcpListener};
+use poem::web::Data;
+use poem::{EndpointExt, Request, Response, Route, Server, handler, post};
+use sandbox::hub::SimSubscriptionStatus;
+use sandbox::mor_b::gateway_settings;
+use sandbox::{CREDENTIALS, Sandbox};
+
+/// Real time: webhook timestamps are checked against it.
+struct SystemClock;
+
+impl Clock for SystemClock {
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the end-to-end tests run on real time"
+    )]
+    fn now(&self) -> Timestamp {
+        let since_epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Timestamp::from_unix_millis(i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX))
+    }
+}
+
+/// Tally's webhook endpoint, reduced to verification: what it accepted and what it refused.
+struct Receiver {
+    gateway: Arc<dyn PaymentGateway>,
+    accepted: Mutex<Vec<VerifiedWebhook>>,
+    refused: Mutex<Vec<WebhookError>>,
+}
+
+#[handler]
+async fn receive(request: &Request, body: Vec<u8>, receiver: Data<&Arc<Receiver>>) -> Response {
+    let headers: BTreeMap<String, String> = request
+        .headers()
+        .iter()
+        .filter_map(|(name, value)| {
+            Some((
+                name.as_str().to_ascii_lowercase(),
+                value.to_str().ok()?.to_owned(),
+            ))
+        })
+        .collect();
+    let ack = match receiver
+        .gateway
+        .verify_webhook(&WebhookRequest { headers, body })
+        .await
+    {
+        Ok(verified) => {
+            receiver.accepted.lock().unwrap().push(verified);
+            receiver.gateway.webhook_ack(&AckFor::Accepted)
+        }
+        Err(reason) => {
+            receiver.refused.lock().unwrap().push(reason.clone());
+            receiver.gateway.webhook_ack(&AckFor::Refused(reason))
+        }
+    };
+    Response::builder()
+        .status(StatusCode::from_u16(ack.status).unwrap())
+        .content_type(ack.content_type)
+        .body(ack.body)
+}
+
+struct World {
+    base: String,
+    sandbox: Sandbox,
+    gateway: Arc<MorBGateway>,
+    receiver: Arc<Receiver>,
+}
+
+fn gateway_for(settings: &MorBSettings) -> Arc<MorBGateway> {
+    let context = GatewayContext {
+        http: ProviderHttp::new(&settings.http()).unwrap(),
+        clock: Arc::new(SystemClock),
+        sandbox: true,
+    };
+    Arc::new(MorBGateway::new(settings, context).unwrap())
+}
+
+/// A server on a free port with the sandbox at `/sandbox` and Tally's webhook endpoint.
+async fn world_with_webhook_secret(webhook_secret: &str) -> World {
+    let acceptor = TcpListener::bind("127.0.0.1:0")
+        .into_acceptor()
+        .await
+        .unwrap();
+    let address = *acceptor.local_addr()[0].as_socket_addr().unwrap();
+    let base = format!("http://{address}");
+    let sandbox = Sandbox::new(&base, Arc::new(SystemClock));
+    let mut settings = gateway_settings(&sandbox.api_base_url(ProviderId::MorB));
+    if webhook_secret != CREDENTIALS.standard_webhooks_secret {
+        settings = MorBSettings::new(
+            CREDENTIALS.api_key,
+            webhook_secret,
+            settings.base_url.clone(),
+        );
+    }
+    let gateway = gateway_for(&settings);
+    let receiver = Arc::new(Receiver {
+        gateway: gateway.clone(),
+        accepted: Mutex::new(Vec::new()),
+        refused: Mutex::new(Vec::new()),
+    });
+    let app = Route::new()
+        .nest("/sandbox", sandbox.routes())
+        .at("/api/payment/webhook/mor_b", post(receive))
+        .data(receiver.clone());
+    tokio::spawn(Server::new_with_acceptor(acceptor).run(app));
+    World {
+        base,
+        sandbox,
+        gateway,
+        receiver,
+    }
+}
+
+async fn world() -> World {
+    world_with_webhook_secret(CREDENTIALS.standard_webhooks_secret).await
+}
+
+fn plan(kind: &str, amount: &str, currency: &str, product_id: &str) -> Plan {
+    let mut i18n = BTreeMap::new();
+    i18n.insert(
+        "en".to_owned(),
+        PlanText {
+            name: format!("{kind} plan"),
+            ..PlanText::default()
+        },
+    );
+    let draft = PlanDraft {
+        id: format!("{kind}-plan"),
+        provider: Some("mor_b".into()),
+        amount: Some(amount.parse().unwrap()),
+        currency: Some(currency.into()),
+        months: match kind {
+            "credits" => None,
+            "one_time" => Some(999_999),
+            _ => Some(1),
+        },
+        duration_type: Some(kind.into()),
+        credits: (kind == "credits").then(|| "500".parse().unwrap()),
+        provider_refs: ProviderRefs {
+            mor_b_product_id: Some(product_id.to_owned()),
+            ..ProviderRefs::default()
+        },
+        i18n,
+        ..PlanDraft::default()
+    };
+    Plan::from_draft(&draft).unwrap()
+}
+
+impl World {
+    fn checkout_request(&self, plan: Plan, order_id: &str) -> CheckoutRequest {
+        CheckoutRequest {
+            order_id: OrderId::new(order_id).unwrap(),
+            user_id: UserId::new("usr_e2e").unwrap(),
+            customer_email: Some("buyer@example.com".into()),
+            snapshot: PlanSnapshot::of(&plan, plan.price()),
+            plan,
+            success_url: format!("{}/payment-success?orderId={order_id}", self.base),
+            cancel_url: format!("{}/payment-cancel?orderId={order_id}", self.base),
+            notify_url: format!("{}/api/payment/webhook/mor_b", self.base),
+            expires_at: SystemClock.now().plus_millis(2 * 3_600_000),
+        }
+    }
+
+    /// Checkout through the gateway; the session id and the hosted page.
+    async fn checkout(&self, plan: Plan, order_id: &str) -> (String, String) {
+        let checkout = self
+            .gateway
+            .create_checkout(&self.checkout_request(plan, order_id))
+            .await
+            .unwrap();
+        let CheckoutTarget::Redirect(url) = checkout.target else {
+            panic!("Dodo redirects")
+        };
+        (checkout.provider_reference.unwrap(), url)
+    }
+
+    /// The buyer presses Pay on the hosted page; where the browser goes next.
+    async fn pay(&self, session_id: &str) -> String {
+        let hub = self.sandbox.hub();
+        hub.simulator(ProviderId::MorB)
+            .unwrap()
+            .pay(hub, session_id)
+            .await
+            .unwrap()
+    }
+
+    /// The events of the webhooks accepted since the last call.
+    fn take_events(&self) -> Vec<(String, Vec<PaymentEvent>)> {
+        assert!(
+            self.receiver.refused.lock().unwrap().is_empty(),
+            "a sandbox webhook was refused"
+        );
+        self.receiver
+            .accepted
+            .lock()
+            .unwrap()
+            .drain(..)
+            .map(|v| (v.event_type, v.events))
+            .collect()
+    }
+}
+
+fn usd(minor: i64) -> Money {
+    Money::from_minor(minor, Currency::Usd).unwrap()
+}
+
+#[tokio::test]
+async fn a_one_time_purchase_is_paid_by_a_verified_webhook_queried_as_paid_and_refunded_cumulatively()
+ {
+    let world = world().await;
+    let (session_id, url) = world
+        .checkout(
+            plan("one_time", "9.99", "USD", "pdt_sandbox_lifetime"),
+            "ord_e2e_once",
+        )
+        .await;
+    assert_eq!(url, world.sandbox.hub().checkout_url(&session_id));
+    let sim = world.sandbox.hub().payment(&session_id).unwrap();
+    assert_eq!(
+        (sim.order_id.as_str(), sim.amount_minor, sim.currency),
+        ("ord_e2e_once", 999, Currency::Usd)
+    );
+
+    let redirect = world.pay(&session_id).await;
+
+    assert_eq!(
+        redirect,
+        format!(
+            "{}/payment-success?orderId=ord_e2e_once&session_id={session_id}&status=success",
+            world.base
+        )
+    );
+    let events = world.take_events();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].0, "payment.succeeded");
+    let [PaymentEvent::PaymentSucceeded { order, amount, .. }] = &events[0].1[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(
+        order.order_id.as_ref().map(OrderId::as_str),
+        Some("ord_e2e_once")
+    );
+    assert_eq!(
+        order.provider_reference.as_deref(),
+        Some(session_id.as_str())
+    );
+    assert_eq!(*amount, usd(999));
+    let reference = PaymentRef {
+        order_id: OrderId::new("ord_e2e_once").unwrap(),
+        provider_reference: Some(session_id.clone()),
+    };
+    assert!(
+        matches!(world.gateway.query_payment(&reference).await.unwrap(), PaymentStatus::Succeeded { amount, .. } if amount == usd(999))
+    );
+
+    // Each refund webhook makes the gateway read the payment back from the sandbox.
+    world
+        .sandbox
+        .hub()
+        .refund_payment(&session_id, 300)
+        .await
+        .unwrap();
+    world
+        .sandbox
+        .hub()
+        .refund_payment(&session_id, 200)
+        .await
+        .unwrap();
+
+    let refunds: Vec<Money> = world
+        .take_events()
+        .into_iter()
+        .flat_map(|(_, events)| events)
+        .map(|event| match event {
+            PaymentEvent::Refunded {
+                order,
+                total_refunded,
+                ..
+            } => {
+                assert_eq!(
+                    order.order_id.as_ref().map(OrderId::as_str),
+                    Some("ord_e2e_once")
+                );
+                total_refunded
+            }
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(refunds, vec![usd(300), usd(500)]);
+}
+
+#[tokio::test]
+async fn a_credits_pack_is_paid_its_exact_amount() {
+    let world = world().await;
+    let (session_id, _) = world
+        .checkout(
+            plan("credits", "49", "EUR", "pdt_sandbox_credits"),
+            "ord_e2e_credits",
+        )
+        .await;
+
+    world.pay(&session_id).await;
+
+    let events = world.take_events();
+    let [PaymentEvent::PaymentSucceeded { order, amount, .. }] = &events[0].1[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(
+        order.order_id.as_ref().map(OrderId::as_str),
+        Some("ord_e2e_credits")
+    );
+    assert_eq!(*amount, Money::from_minor(4900, Currency::Eur).unwrap());
+}
+
+#[tokio::test]
+async fn a_subscription_activates_renews_and_is_cancelled_at_period_end_through_the_gateway() {
+    let world = world().await;
+    let (session_id, _) = world
+        .checkout(
+            plan("recurring", "19", "USD", "pdt_sandbox_pro"),
+            "ord_e2e_sub",
+        )
+        .await;
+
+    world.pay(&session_id).await;
+
+    let hub = world.sandbox.hub();
+    let subscription_id = hub.payment(&session_id).unwrap().subscription_id.unwrap();
+    let started = hub.subscription(&subscription_id).unwrap();
+    let events = world.take_events();
+    let types: Vec<&str> = events.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(types, ["payment.succeeded", "subscription.active"]);
+    assert!(
+        events[0].1.is_empty(),
+        "a subscription's charge is reported by the subscription events"
+    );
+    let [
+        PaymentEvent::SubscriptionActivated {
+            order,
+            provider_subscription_id,
+            period,
+            ..
+        },
+    ] = &events[1].1[..]
+    else {
+        panic!("{events:?}")
+    };
+    assert_eq!(
+        order.order_id.as_ref().map(OrderId::as_str),
+        Some("ord_e2e_sub")
+    );
+    assert_eq!(provider_subscription_id, &subscription_id);
+    let exact = |ms| Timestamp::from_unix_millis(ms);
+    assert_eq!(
+        *period,
+        BillingPeriod::new(exact(started.period_start_ms), exact(started.period_end_ms)).unwrap()
+    );
+
+    let renewed = hub.renew_subscription(&subscription_id).await.unwrap();
+    let events = world.take_events();
+    let types: Vec<&str> = events.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(types, ["payment.succeeded", "subscription.renewed"]);
+    let [
+        PaymentEvent::SubscriptionRenewed {
+            provider_subscription_id,
+            period,
+            amount,
+            ..
+        },
+    ] = &events[1].1[..]
+    else {
+        panic!("{events:?}")
+    };
+    assert_eq!(provider_subscription_id, &subscription_id);
+    assert_eq!(period.start(), exact(started.period_end_ms));
+    assert_eq!(
+        *period,
+        BillingPeriod::new(exact(renewed.period_start_ms), exact(renewed.period_end_ms)).unwrap()
+    );
+    assert_eq!(*amount, usd(1900));
+
+    world
+        .gateway
+        .cancel_subscription(&subscription_id)
+        .await
+        .unwrap();
+
+    assert_eq!(
+        hub.subscription(&subscription_id).unwrap().status,
+        SimSubscriptionStatus::CancelScheduled
+    );
+    let events = world.take_events();
+    assert_eq!(events[0].0, "subscription.cancelled");
+    assert!(
+        matches!(&events[0].1[..], [PaymentEvent::SubscriptionCancelScheduled { provider_subscription_id, .. }] if provider_subscription_id == &subscription_id)
+    );
+
+    hub.cancel_subscription(&subscription_id, false)
+        .await
+        .unwrap();
+    let events = world.take_events();
+    assert!(matches!(
+        &events[0].1[..],
+        [PaymentEvent::SubscriptionCanceled { .. }]
+    ));
+}
+
+#[tokio::test]
+async fn a_declined_payment_fails_the_order_by_webhook_and_by_query() {
+    let world = world().await;
+    let (session_id, _) = world
+        .checkout(
+            plan("one_time", "9.99", "USD", "pdt_sandbox_lifetime"),
+            "ord_e2e_declined",
+        )
+        .await;
+    let reference = PaymentRef {
+        order_id: OrderId::new("ord_e2e_declined").unwrap(),
+        provider_reference: Some(session_id.clone()),
+    };
+    assert_eq!(
+        world.gateway.query_payment(&reference).await.unwrap(),
+        PaymentStatus::Pending
+    );
+
+    world
+        .sandbox
+        .hub()
+        .decline_payment(&session_id)
+        .await
+        .unwrap();
+
+    let events = world.take_events();
+    assert_eq!(events[0].0, "payment.failed");
+    assert!(
+        matches!(&events[0].1[..], [PaymentEvent::PaymentFailed { order, .. }] if order.order_id.as_ref().map(OrderId::as_str) == Some("ord_e2e_declined"))
+    );
+    assert!(matches!(
+        world.gateway.query_payment(&reference).await.unwrap(),
+        PaymentStatus::Failed { .. }
+    ));
+    let close = world.gateway.close_payment(&reference).await;
+    assert!(matches!(close, Err(GatewayError::NotSupported)));
+}
+
+#[tokio::test]
+async fn a_wrong_api_key_is_refused_by_the_sandbox_as_dodo_refuses_it() {
+    let world = world().await;
+    let settings = MorBSettings::new(
+        "wrong-key",
+        CREDENTIALS.standard_webhooks_secret,
+        Some(world.sandbox.api_base_url(ProviderId::MorB)),
+    );
+    let request = world.checkout_request(
+        plan("one_time", "9.99", "USD", "pdt_sandbox_lifetime"),
+        "ord_e2e_key",
+    );
+    let error = gateway_for(&settings)
+        .create_checkout(&request)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, GatewayError::Rejected(m) if m.contains("401") && m.contains("UNAUTHORIZED"))
+    );
+}
+
+#[tokio::test]
+async fn webhooks_are_refused_by_a_gateway_holding_another_signing_secret() {
+    // base64 of "another-standard-webhooks-secret".
+    let world =
+        world_with_webhook_secret("whsec_YW5vdGhlci1zdGFuZGFyZC13ZWJob29rcy1zZWNyZXQ=").await;
+    let (session_id, _) = world
+        .checkout(
+            plan("one_time", "9.99", "USD", "pdt_sandbox_lifetime"),
+            "ord_e2e_secret",
+        )
+        .await;
+
+    world.pay(&session_id).await;
+
+    assert_eq!(
+        *world.receiver.refused.lock().unwrap(),
+        vec![WebhookError::BadSignature]
+    );
+    assert_eq!(
+        world.sandbox.hub().deliveries().last().unwrap().status,
+        Some(400)
+    );
+}
+
+#[tokio::test]
+async fn the_simulated_dodo_checks_encodings_and_answers_in_dodos_error_shape() {
+    let world = world().await;
+    let api = world.sandbox.api_base_url(ProviderId::MorB);
+    let client = reqwest::Client::new();
+
+    let form = client
+        .post(format!("{api}/checkouts"))
+        .bearer_auth(CREDENTIALS.api_key)
+        .form(&[("product_cart", "pdt_1")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(form.status(), 415);
+
+    let no_price = serde_json::json!({"product_cart": [{"product_id": "pdt_1", "quantity": 1}], "metadata": {"orderId": "ord_1"}});
+    let refused = client
+        .post(format!("{api}/checkouts"))
+        .bearer_auth(CREDENTIALS.api_key)
+        .json(&no_price)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 422);
+    let body: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!(body["code"], "INVALID_REQUEST_BODY");
+    assert!(body["message"].as_str().unwrap().contains("amountMinor"));
+
+    let unknown = client
+        .get(format!("{api}/payments/pay_nope"))
+        .bearer_auth(CREDENTIALS.api_key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+    let body: serde_json::Value = unknown.json().await.unwrap();
+    assert_eq!(body["code"], "NOT_FOUND");
+}

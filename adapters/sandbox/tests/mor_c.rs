@@ -1,0 +1,514 @@
+#![cfg(feature = "mor_c")]
+//! End to end over real HTTP: the real Waffo Pancake gateway signs its requests to the sandbox,
+//! which verifies them with the merchant public key, and verifies the webhooks the sandbox signs
+//! with the platform key, as it would with Pancake.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use application::ports::{
+    AckFor, CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentEvent, PaymentGateway,
+    PaymentRef, PaymentStatus, VerifiedWebhook, WebhookError, WebhookRequest,
+};
+use domain::{
+    BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
+    ProviderRefs, Timestamp, UserId,
+};
+use gateways::GatewayContext;
+use gateways::mor_c::{MorCGateway, MorCSettings};
+use gateways::shared::ProviderHttp;
+use poem::http::StatusCode;
+use poem::listener::{Acceptor, Listener, TcpListener};
+use poem::web::Data;
+use poem::{Body, EndpointExt, Request, Response, Route, Server, handler, post};
+use sandbox::hub::SimSubscriptionStatus;
+use sandbox::{CREDENTIALS, Sandbox};
+
+/// Real time shifted by an offset (zero for the honest gateway).
+struct SystemClock(i64);
+
+impl Clock for SystemClock {
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "an end-to-end test runs on the real clock, like the sandbox"
+    )]
+    fn now(&self) -> Timestamp {
+        let ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or_default();
+        Timestamp::from_unix_millis(i64::try_from(ms).unwrap_or(i64::MAX).saturating_add(self.0))
+    }
+}
+
+/// Tally's webhook endpoint, reduced to the gateway's verification.
+#[derive(Clone)]
+struct Receiver {
+    gateway: Arc<MorCGateway>,
+    verified: Arc<Mutex<Vec<VerifiedWebhook>>>,
+    refused: Arc<Mutex<Vec<WebhookError>>>,
+}
+
+#[handler]
+async fn receive(request: &Request, body: Body, receiver: Data<&Receiver>) -> Response {
+    let headers = request
+        .headers()
+        .iter()
+        .filter_map(|(name, value)| {
+            Some((
+                name.as_str().to_ascii_lowercase(),
+                value.to_str().ok()?.to_owned(),
+            ))
+        })
+        .collect();
+    let body = body.into_vec().await.unwrap_or_default();
+    let outcome = match receiver
+        .gateway
+        .verify_webhook(&WebhookRequest { headers, body })
+        .await
+    {
+        Ok(verified) => {
+            receiver
+                .verified
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(verified);
+            AckFor::Accepted
+        }
+        Err(reason) => {
+            receiver
+                .refused
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(reason.clone());
+            AckFor::Refused(reason)
+        }
+    };
+    let ack = receiver.gateway.webhook_ack(&outcome);
+    Response::builder()
+        .status(StatusCode::from_u16(ack.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .content_type(ack.content_type)
+        .body(ack.body)
+}
+
+struct Harness {
+    base: String,
+    sandbox: Sandbox,
+    gateway: Arc<MorCGateway>,
+    receiver: Receiver,
+}
+
+fn connect(settings: &MorCSettings, clock: Arc<dyn Clock>) -> MorCGateway {
+    let http = ProviderHttp::new(&settings.http()).unwrap();
+    MorCGateway::new(
+        settings,
+        GatewayContext {
+            http,
+            clock,
+            sandbox: true,
+        },
+    )
+    .unwrap()
+}
+
+async fn start() -> Harness {
+    let acceptor = TcpListener::bind("127.0.0.1:0")
+        .into_acceptor()
+        .await
+        .unwrap();
+    let address = *acceptor.local_addr()[0].as_socket_addr().unwrap();
+    let base = format!("http://{address}");
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock(0));
+    let sandbox = Sandbox::new(&base, clock.clone());
+    let settings = sandbox::mor_c::gateway_settings(&sandbox.api_base_url(ProviderId::MorC));
+    let gateway = Arc::new(connect(&settings, clock));
+    let receiver = Receiver {
+        gateway: gateway.clone(),
+        verified: Arc::default(),
+        refused: Arc::default(),
+    };
+    let app = Route::new()
+        .nest("/sandbox", sandbox.routes())
+        .at("/webhook", post(receive).data(receiver.clone()));
+    tokio::spawn(Server::new_with_acceptor(acceptor).run(app));
+    Harness {
+        base,
+        sandbox,
+        gateway,
+        receiver,
+    }
+}
+
+impl Harness {
+    fn take_verified(&self) -> Vec<VerifiedWebhook> {
+        assert!(
+            self.receiver
+                .refused
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_empty(),
+            "a sandbox webhook was refused"
+        );
+        std::mem::take(
+            &mut *self
+                .receiver
+                .verified
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
+    fn take_events(&self) -> Vec<PaymentEvent> {
+        self.take_verified()
+            .into_iter()
+            .flat_map(|w| w.events)
+            .collect()
+    }
+
+    fn request(&self, plan: &Plan, order_id: &str) -> CheckoutRequest {
+        CheckoutRequest {
+            order_id: OrderId::new(order_id).unwrap(),
+            user_id: UserId::new("user_1").unwrap(),
+            customer_email: Some("buyer@example.com".into()),
+            snapshot: PlanSnapshot::of(plan, plan.price()),
+            plan: plan.clone(),
+            success_url: format!("{}/payment/success", self.base),
+            cancel_url: format!("{}/payment/cancel", self.base),
+            notify_url: format!("{}/webhook", self.base),
+            expires_at: SystemClock(1_800_000).now(),
+        }
+    }
+
+    /// Refund `amounts` one after the other; the running totals the webhooks reported.
+    async fn refund(&self, payment_id: &str, order_id: &str, amounts: &[i64]) -> Vec<Money> {
+        for amount in amounts {
+            self.sandbox
+                .hub()
+                .refund_payment(payment_id, *amount)
+                .await
+                .unwrap();
+        }
+        let events = self.take_events();
+        events
+            .into_iter()
+            .map(|event| match event {
+                PaymentEvent::Refunded {
+                    total_refunded,
+                    order,
+                    ..
+                } => {
+                    assert_eq!(order.order_id.as_ref().map(OrderId::as_str), Some(order_id));
+                    total_refunded
+                }
+                other => panic!("expected a refund, got {other:?}"),
+            })
+            .collect()
+    }
+
+    /// Pay a subscription's checkout; its checkout id, subscription id and first period, once
+    /// the activation event checks out.
+    async fn subscribe(&self, plan: &Plan, order_id: &str) -> (String, String, BillingPeriod) {
+        let checkout_id = self.checkout(plan, order_id).await;
+        let hub = self.sandbox.hub();
+        hub.complete_payment(&checkout_id).await.unwrap();
+        let subscription_id = hub.payment(&checkout_id).unwrap().subscription_id.unwrap();
+        let first = hub.subscription(&subscription_id).unwrap();
+        let expected = BillingPeriod::new(
+            Timestamp::from_unix_millis(first.period_start_ms),
+            Timestamp::from_unix_millis(first.period_end_ms),
+        )
+        .unwrap();
+        let verified = self.take_verified();
+        let types: Vec<&str> = verified.iter().map(|w| w.event_type.as_str()).collect();
+        assert_eq!(
+            types,
+            ["subscription.activated", "subscription.payment_succeeded"]
+        );
+        match &verified
+            .into_iter()
+            .flat_map(|w| w.events)
+            .collect::<Vec<_>>()[..]
+        {
+            [
+                PaymentEvent::SubscriptionActivated {
+                    order,
+                    provider_subscription_id,
+                    period,
+                    ..
+                },
+            ] => {
+                assert_eq!(order.order_id.as_ref().map(OrderId::as_str), Some(order_id));
+                assert_eq!(provider_subscription_id, &subscription_id);
+                assert_eq!(*period, expected);
+            }
+            other => panic!("expected an activation, got {other:?}"),
+        }
+        (checkout_id, subscription_id, expected)
+    }
+
+    /// Bill the next period at the hub; checks the renewal event follows `previous`.
+    async fn renew(&self, subscription_id: &str, previous: BillingPeriod, price: Money) {
+        let renewed = self
+            .sandbox
+            .hub()
+            .renew_subscription(subscription_id)
+            .await
+            .unwrap();
+        match &self.take_events()[..] {
+            [
+                PaymentEvent::SubscriptionRenewed {
+                    provider_subscription_id,
+                    period,
+                    amount,
+                    ..
+                },
+            ] => {
+                assert_eq!(provider_subscription_id, subscription_id);
+                assert_eq!(period.start(), previous.end());
+                assert_eq!(period.end().unix_millis(), renewed.period_end_ms);
+                assert_eq!(*amount, price);
+            }
+            other => panic!("expected a renewal, got {other:?}"),
+        }
+    }
+
+    /// Cancel through the gateway (scheduled), then end it at the hub; checks both events.
+    async fn cancel(&self, subscription_id: &str) {
+        self.gateway
+            .cancel_subscription(subscription_id)
+            .await
+            .unwrap();
+        let status = self
+            .sandbox
+            .hub()
+            .subscription(subscription_id)
+            .unwrap()
+            .status;
+        assert_eq!(status, SimSubscriptionStatus::CancelScheduled);
+        let scheduled = lifecycle(&self.take_events());
+        assert_eq!(
+            scheduled,
+            [("cancel_scheduled", subscription_id.to_owned())]
+        );
+        let hub = self.sandbox.hub();
+        hub.cancel_subscription(subscription_id, false)
+            .await
+            .unwrap();
+        assert_eq!(
+            lifecycle(&self.take_events()),
+            [("canceled", subscription_id.to_owned())]
+        );
+    }
+
+    async fn checkout(&self, plan: &Plan, order_id: &str) -> String {
+        let checkout = self
+            .gateway
+            .create_checkout(&self.request(plan, order_id))
+            .await
+            .unwrap();
+        let session_id = checkout.provider_reference.unwrap();
+        assert_eq!(
+            checkout.target,
+            CheckoutTarget::Redirect(self.sandbox.hub().checkout_url(&session_id))
+        );
+        session_id
+    }
+}
+
+fn plan(id: &str, duration_type: &str, amount: &str, currency: &str, months: Option<i64>) -> Plan {
+    let text = PlanText {
+        name: id.into(),
+        description: "test plan".into(),
+        duration: "month".into(),
+        features: vec![],
+    };
+    let draft = PlanDraft {
+        id: id.into(),
+        provider: Some("mor_c".into()),
+        amount: Some(amount.parse().unwrap()),
+        currency: Some(currency.into()),
+        months,
+        duration_type: Some(duration_type.into()),
+        credits: (duration_type == "credits").then(|| "1200".parse().unwrap()),
+        provider_refs: ProviderRefs {
+            mor_c_product_id: Some(format!("PROD_{id}")),
+            ..ProviderRefs::default()
+        },
+        i18n: BTreeMap::from([("en".to_owned(), text)]),
+        ..PlanDraft::default()
+    };
+    Plan::from_draft(&draft).unwrap()
+}
+
+fn money(minor: i64, currency: Currency) -> Money {
+    Money::from_minor(minor, currency).unwrap()
+}
+
+fn payment_ref(order_id: &str, session_id: &str) -> PaymentRef {
+    PaymentRef {
+        order_id: OrderId::new(order_id).unwrap(),
+        provider_reference: Some(session_id.to_owned()),
+    }
+}
+
+/// Each lifecycle event's kind and subscription id, for compact assertions.
+fn lifecycle(events: &[PaymentEvent]) -> Vec<(&'static str, String)> {
+    events
+        .iter()
+        .map(|event| match event {
+            PaymentEvent::SubscriptionCancelScheduled {
+                provider_subscription_id,
+                ..
+            } => ("cancel_scheduled", provider_subscription_id.clone()),
+            PaymentEvent::SubscriptionCanceled {
+                provider_subscription_id,
+                ..
+            } => ("canceled", provider_subscription_id.clone()),
+            other => panic!("expected a lifecycle event, got {other:?}"),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_one_time_purchase_is_paid_reported_queried_and_refunded_through_the_sandbox() {
+    let h = start().await;
+    let lifetime = plan("lifetime_cny", "one_time", "1299.00", "CNY", Some(999_999));
+    let session_id = h.checkout(&lifetime, "ord_onetime_1").await;
+    assert_eq!(
+        h.gateway
+            .query_payment(&payment_ref("ord_onetime_1", &session_id))
+            .await
+            .unwrap(),
+        PaymentStatus::Pending
+    );
+
+    h.sandbox.hub().complete_payment(&session_id).await.unwrap();
+    let verified = h.take_verified();
+    assert_eq!(
+        verified
+            .iter()
+            .map(|w| w.event_type.as_str())
+            .collect::<Vec<_>>(),
+        ["order.completed"]
+    );
+    match &verified[0].events[..] {
+        [PaymentEvent::PaymentSucceeded { order, amount, .. }] => {
+            assert_eq!(
+                order.order_id.as_ref().map(OrderId::as_str),
+                Some("ord_onetime_1")
+            );
+            assert_eq!(*amount, money(129_900, Currency::Cny));
+        }
+        other => panic!("expected one payment, got {other:?}"),
+    }
+    match h
+        .gateway
+        .query_payment(&payment_ref("ord_onetime_1", &session_id))
+        .await
+        .unwrap()
+    {
+        PaymentStatus::Succeeded { amount, .. } => {
+            assert_eq!(amount, money(129_900, Currency::Cny))
+        }
+        other => panic!("expected a paid order, got {other:?}"),
+    }
+
+    let totals = h
+        .refund(&session_id, "ord_onetime_1", &[29_900, 100_000])
+        .await;
+    assert_eq!(
+        totals,
+        vec![money(29_900, Currency::Cny), money(129_900, Currency::Cny)]
+    );
+}
+
+#[tokio::test]
+async fn a_credits_purchase_in_yen_reports_its_exact_price_for_our_order() {
+    let h = start().await;
+    let credits = plan("credits_jpy", "credits", "1500", "JPY", None);
+    let session_id = h.checkout(&credits, "ord_credits_1").await;
+    h.sandbox.hub().complete_payment(&session_id).await.unwrap();
+    match &h.take_events()[..] {
+        [PaymentEvent::PaymentSucceeded { order, amount, .. }] => {
+            assert_eq!(
+                order.order_id.as_ref().map(OrderId::as_str),
+                Some("ord_credits_1")
+            );
+            assert_eq!(*amount, money(1500, Currency::Jpy));
+        }
+        other => panic!("expected one payment, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_subscription_activates_renews_and_is_cancelled_at_its_period_end_through_the_gateway() {
+    let h = start().await;
+    let quarterly = plan("pro_quarterly", "recurring", "26.97", "EUR", Some(3));
+    let (session_id, subscription_id, first) = h.subscribe(&quarterly, "ord_sub_1").await;
+    h.renew(&subscription_id, first, money(2697, Currency::Eur))
+        .await;
+    h.cancel(&subscription_id).await;
+    let paid = h
+        .gateway
+        .query_payment(&payment_ref("ord_sub_1", &session_id))
+        .await
+        .unwrap();
+    match paid {
+        PaymentStatus::Succeeded { amount, .. } => assert_eq!(amount, money(2697, Currency::Eur)),
+        other => panic!("a paid subscription stays paid, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_sandbox_refuses_a_request_signed_with_another_key_as_pancake_would() {
+    let h = start().await;
+    let mut settings = sandbox::mor_c::gateway_settings(&h.sandbox.api_base_url(ProviderId::MorC));
+    settings.private_key =
+        MorCSettings::new("MER_x", CREDENTIALS.provider_private_pem, "").private_key;
+    let gateway = connect(&settings, Arc::new(SystemClock(0)));
+    let lifetime = plan("lifetime", "one_time", "99.00", "USD", Some(999_999));
+    match gateway
+        .create_checkout(&h.request(&lifetime, "ord_forged"))
+        .await
+    {
+        Err(GatewayError::Rejected(message)) => {
+            assert!(message.contains("Invalid signature"), "{message}")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(h.sandbox.hub().payments().is_empty());
+}
+
+#[tokio::test]
+async fn the_sandbox_refuses_a_request_stamped_ten_minutes_ago() {
+    let h = start().await;
+    let settings = sandbox::mor_c::gateway_settings(&h.sandbox.api_base_url(ProviderId::MorC));
+    let gateway = connect(&settings, Arc::new(SystemClock(-600_000)));
+    let lifetime = plan("lifetime", "one_time", "99.00", "USD", Some(999_999));
+    match gateway
+        .create_checkout(&h.request(&lifetime, "ord_late"))
+        .await
+    {
+        Err(GatewayError::Rejected(message)) => {
+            assert!(message.contains("X-Timestamp"), "{message}")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_declined_card_sends_nothing_and_leaves_the_order_pending() {
+    let h = start().await;
+    let lifetime = plan("lifetime", "one_time", "99.00", "USD", Some(999_999));
+    let session_id = h.checkout(&lifetime, "ord_declined").await;
+    h.sandbox.hub().decline_payment(&session_id).await.unwrap();
+    assert!(h.take_verified().is_empty());
+    assert_eq!(
+        h.gateway
+            .query_payment(&payment_ref("ord_declined", &session_id))
+            .await
+            .unwrap(),
+        PaymentStatus::Pending
+    );
+}

@@ -1,0 +1,559 @@
+#![cfg(feature = "wallet_global")]
+//! End to end over real HTTP: the PayPal gateway against the PayPal simulator, with the
+//! simulator's webhooks delivered to a receiver that runs the real gateway's `verify_webhook`
+//! (which calls back into the simulator's `verify-webhook-signature`).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use application::ports::{
+    AckFor, CheckoutRequest, CheckoutTarget, Clock, GatewayError, OrderLocator, PaymentEvent,
+    PaymentGateway, PaymentRef, PaymentStatus, VerifiedWebhook, WebhookError, WebhookRequest,
+};
+use domain::{
+    BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
+    ProviderRefs, Timestamp, UserId,
+};
+use gateways::GatewayContext;
+use gateways::shared::http::ProviderHttp;
+use gateways::wallet_global::{CaptureOutcome, WalletGlobalGateway, WalletGlobalSettings};
+use poem::http::StatusCode;
+use poem::listener::{Acceptor, Listener, TcpListener};
+use poem::web::Data;
+use poem::{EndpointExt, Request, Response, Route, Server, handler, post};
+use sandbox::wallet_global::gateway_settings;
+use sandbox::{CREDENTIALS, Sandbox, SimEvent, SimPayment, SimStatus, SimWebhook};
+use serde_json::{Value, json};
+
+/// The wall clock: the simulator and the gateway check transmission times against each other.
+struct SystemClock;
+
+impl Clock for SystemClock {
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the end-to-end tests run on real time"
+    )]
+    fn now(&self) -> Timestamp {
+        let since_epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Timestamp::from_unix_millis(i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX))
+    }
+}
+
+/// What the webhook receiver saw: each delivery's verification result.
+#[derive(Default)]
+struct Inbox(Mutex<Vec<Result<VerifiedWebhook, WebhookError>>>);
+
+impl Inbox {
+    fn all(&self) -> Vec<Result<VerifiedWebhook, WebhookError>> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+struct Receiver {
+    gateway: Arc<WalletGlobalGateway>,
+    inbox: Arc<Inbox>,
+}
+
+/// Tally's webhook endpoint, reduced to the gateway's verification.
+#[handler]
+async fn receive(request: &Request, body: Vec<u8>, receiver: Data<&Arc<Receiver>>) -> Response {
+    let headers = request
+        .headers()
+        .iter()
+        .filter_map(|(name, value)| {
+            Some((
+                name.as_str().to_ascii_lowercase(),
+                value.to_str().ok()?.to_owned(),
+            ))
+        })
+        .collect();
+    let result = receiver
+        .gateway
+        .verify_webhook(&WebhookRequest { headers, body })
+        .await;
+    let outcome = match &result {
+        Ok(_) => AckFor::Accepted,
+        Err(e) => AckFor::Refused(e.clone()),
+    };
+    receiver
+        .inbox
+        .0
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(result);
+    let ack = receiver.gateway.webhook_ack(&outcome);
+    Response::builder()
+        .status(StatusCode::from_u16(ack.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .content_type(ack.content_type)
+        .body(ack.body)
+}
+
+struct World {
+    base: String,
+    sandbox: Sandbox,
+    gateway: Arc<WalletGlobalGateway>,
+    inbox: Arc<Inbox>,
+    http: reqwest::Client,
+}
+
+fn gateway(settings: &WalletGlobalSettings) -> WalletGlobalGateway {
+    let context = GatewayContext {
+        http: ProviderHttp::new(&settings.http()).unwrap(),
+        clock: Arc::new(SystemClock),
+        sandbox: true,
+    };
+    WalletGlobalGateway::new(settings, context).unwrap()
+}
+
+/// The sandbox and a webhook receiver on one real server on 127.0.0.1.
+async fn world() -> World {
+    let acceptor = TcpListener::bind("127.0.0.1:0")
+        .into_acceptor()
+        .await
+        .unwrap();
+    let address = *acceptor.local_addr()[0].as_socket_addr().unwrap();
+    let base = format!("http://{address}");
+    let sandbox = Sandbox::new(&base, Arc::new(SystemClock));
+    let gateway = Arc::new(gateway(&gateway_settings(
+        &sandbox.api_base_url(ProviderId::WalletGlobal),
+    )));
+    let inbox = Arc::new(Inbox::default());
+    let receiver = Arc::new(Receiver {
+        gateway: gateway.clone(),
+        inbox: inbox.clone(),
+    });
+    let app = Route::new().nest("/sandbox", sandbox.routes()).at(
+        "/api/payment/webhook/wallet_global",
+        post(receive).data(receiver),
+    );
+    tokio::spawn(Server::new_with_acceptor(acceptor).run(app));
+    World {
+        base,
+        sandbox,
+        gateway,
+        inbox,
+        http: reqwest::Client::new(),
+    }
+}
+
+fn plan(kind: &str, amount: &str) -> Plan {
+    let mut i18n = BTreeMap::new();
+    i18n.insert(
+        "en".to_owned(),
+        PlanText {
+            name: format!("{kind} plan"),
+            ..PlanText::default()
+        },
+    );
+    Plan::from_draft(&PlanDraft {
+        id: format!("{kind}-plan"),
+        provider: Some("wallet_global".into()),
+        amount: Some(amount.parse().unwrap()),
+        currency: Some("USD".into()),
+        months: Some(if kind == "recurring" { 1 } else { 12 }),
+        duration_type: Some(kind.into()),
+        credits: (kind == "credits").then(|| "2000".parse().unwrap()),
+        provider_refs: ProviderRefs {
+            wallet_global_plan_id: Some("P-5ML4271244454362WXNWU5NQ".into()),
+            ..ProviderRefs::default()
+        },
+        i18n,
+        ..PlanDraft::default()
+    })
+    .unwrap()
+}
+
+fn usd(minor: i64) -> Money {
+    Money::from_minor(minor, Currency::Usd).unwrap()
+}
+
+impl World {
+    fn checkout_request(&self, order: &str, plan: Plan) -> CheckoutRequest {
+        CheckoutRequest {
+            order_id: OrderId::new(order).unwrap(),
+            user_id: UserId::new("user_1").unwrap(),
+            customer_email: Some("buyer@example.com".into()),
+            snapshot: PlanSnapshot::of(&plan, plan.price()),
+            plan,
+            success_url: format!("{}/payment/success?orderId={order}", self.base),
+            cancel_url: format!("{}/payment/cancel?orderId={order}", self.base),
+            notify_url: format!("{}/api/payment/webhook/wallet_global", self.base),
+            expires_at: SystemClock.now().plus_millis(1_800_000),
+        }
+    }
+
+    /// Create a checkout; the PayPal id.
+    async fn checkout(&self, request: &CheckoutRequest) -> String {
+        let checkout = self.gateway.create_checkout(request).await.unwrap();
+        let id = checkout.provider_reference.unwrap();
+        assert_eq!(
+            checkout.target,
+            CheckoutTarget::Redirect(format!("{}/sandbox/checkout/{id}", self.base))
+        );
+        id
+    }
+
+    /// Press a button of the hosted page (or the dashboard) through the sandbox's JSON API.
+    async fn action(&self, what: &str, id: &str, action: &str, body: Value) -> Value {
+        let url = format!("{}/sandbox/api/{what}/{id}/{action}", self.base);
+        let response = self.http.post(url).json(&body).send().await.unwrap();
+        assert!(
+            response.status().is_success(),
+            "{action}: {}",
+            response.status()
+        );
+        response.json().await.unwrap()
+    }
+
+    fn payment(&self, id: &str) -> SimPayment {
+        self.sandbox.hub().payment(id).unwrap()
+    }
+
+    /// Wait (bounded) until the simulator's payment satisfies `done`.
+    async fn wait_for(&self, id: &str, done: impl Fn(&SimPayment) -> bool) {
+        for _ in 0..400 {
+            if done(&self.payment(id)) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("payment {id} never got there");
+    }
+
+    /// Every verified delivery so far, as (event type, events); fails on a refused one.
+    fn deliveries(&self) -> Vec<(String, Vec<PaymentEvent>)> {
+        self.inbox
+            .all()
+            .into_iter()
+            .map(|r| {
+                r.map(|v| (v.event_type, v.events))
+                    .unwrap_or_else(|e| panic!("a webhook was refused: {e}"))
+            })
+            .collect()
+    }
+
+    fn events_of(&self, event_type: &str) -> Vec<Vec<PaymentEvent>> {
+        self.deliveries()
+            .into_iter()
+            .filter(|(t, _)| t == event_type)
+            .map(|(_, e)| e)
+            .collect()
+    }
+}
+
+fn paid(order: &str, paypal_id: &str, amount: Money) -> impl Fn(&PaymentEvent) -> bool {
+    let locator = OrderLocator {
+        order_id: Some(OrderId::new(order).unwrap()),
+        provider_reference: Some(paypal_id.to_owned()),
+    };
+    move |event| matches!(event, PaymentEvent::PaymentSucceeded { order, amount: a, .. } if *order == locator && *a == amount)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_is_approved_then_captured_once_even_when_the_return_url_captures_at_the_same_time()
+ {
+    let w = Arc::new(world().await);
+    let request = w.checkout_request("ord_e2e_once", plan("credits", "17.99"));
+    let id = w.checkout(&request).await;
+    assert_eq!(w.payment(&id).amount_minor, 1799);
+
+    let buyer = {
+        let (w, id) = (w.clone(), id.clone());
+        tokio::spawn(async move { w.action("payments", &id, "pay", json!({})).await })
+    };
+    // The buyer is back on the return URL as soon as PayPal approves: capture from there while
+    // the approval webhook captures too.
+    w.wait_for(&id, |p| p.status != SimStatus::Open).await;
+    let from_return_url = w.gateway.capture(&id, &request.order_id).await.unwrap();
+    let answer = buyer.await.unwrap();
+
+    assert!(
+        matches!(from_return_url, CaptureOutcome::Completed { amount, .. } if amount == usd(1799)),
+        "{from_return_url:?}"
+    );
+    assert_eq!(
+        answer["redirect"],
+        format!(
+            "{}/payment/success?orderId=ord_e2e_once&token={id}&PayerID=SANDBOXPAYER1",
+            w.base
+        )
+    );
+    let payment = w.payment(&id);
+    assert_eq!(payment.status, SimStatus::Paid);
+    assert_eq!(
+        payment.extra.get("captures").map(String::as_str),
+        Some("1"),
+        "one capture at PayPal"
+    );
+    let is_paid = paid("ord_e2e_once", &id, usd(1799));
+    for event_type in ["CHECKOUT.ORDER.APPROVED", "PAYMENT.CAPTURE.COMPLETED"] {
+        let deliveries = w.events_of(event_type);
+        assert_eq!(deliveries.len(), 1, "{event_type}");
+        assert!(
+            matches!(deliveries[0].as_slice(), [event] if is_paid(event)),
+            "{event_type}: {deliveries:?}"
+        );
+    }
+    assert_eq!(w.deliveries().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reconciler_captures_an_approved_order_whose_webhook_was_lost() {
+    let w = world().await;
+    let request = w.checkout_request("ord_e2e_lost", plan("one_time", "49"));
+    let id = w.checkout(&request).await;
+    w.sandbox.hub().drop_next_webhooks(1);
+    w.action("payments", &id, "pay", json!({})).await;
+    assert_eq!(w.payment(&id).status, SimStatus::Approved);
+    assert!(w.deliveries().is_empty());
+
+    let payment = PaymentRef {
+        order_id: request.order_id.clone(),
+        provider_reference: Some(id.clone()),
+    };
+    let status = w.gateway.query_payment(&payment).await.unwrap();
+    assert!(
+        matches!(status, PaymentStatus::Succeeded { amount, .. } if amount == usd(4900)),
+        "{status:?}"
+    );
+    assert_eq!(w.payment(&id).status, SimStatus::Paid);
+    assert_eq!(w.events_of("PAYMENT.CAPTURE.COMPLETED").len(), 1);
+    // Asking again reads the capture and captures nothing more.
+    assert!(matches!(
+        w.gateway.query_payment(&payment).await.unwrap(),
+        PaymentStatus::Succeeded { .. }
+    ));
+    assert_eq!(
+        w.payment(&id).extra.get("captures").map(String::as_str),
+        Some("1")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creating_the_same_order_twice_returns_the_same_paypal_order() {
+    let w = world().await;
+    let request = w.checkout_request("ord_e2e_twice", plan("credits", "17.99"));
+    assert_eq!(w.checkout(&request).await, w.checkout(&request).await);
+}
+
+fn activation(events: &[PaymentEvent]) -> (String, BillingPeriod) {
+    match events {
+        [
+            PaymentEvent::SubscriptionActivated {
+                order,
+                provider_subscription_id,
+                period,
+                ..
+            },
+        ] => {
+            assert_eq!(
+                order.order_id.as_ref().map(OrderId::as_str),
+                Some("ord_e2e_sub")
+            );
+            assert_eq!(
+                order.provider_reference.as_deref(),
+                Some(provider_subscription_id.as_str())
+            );
+            (provider_subscription_id.clone(), *period)
+        }
+        other => panic!("expected an activation, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_is_activated_renewed_and_cancelled() {
+    let w = world().await;
+    let request = w.checkout_request("ord_e2e_sub", plan("recurring", "9.99"));
+    let id = w.checkout(&request).await;
+    assert!(id.starts_with("I-"), "{id}");
+    let answer = w.action("payments", &id, "pay", json!({})).await;
+    assert!(
+        answer["redirect"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("subscription_id={id}"))
+    );
+
+    // ACTIVATED and the first sale both activate the same period.
+    let (activated_id, first) = activation(&w.events_of("BILLING.SUBSCRIPTION.ACTIVATED")[0]);
+    let (sale_id, sale_period) = activation(&w.events_of("PAYMENT.SALE.COMPLETED")[0]);
+    assert_eq!(
+        (activated_id.as_str(), sale_id.as_str()),
+        (id.as_str(), id.as_str())
+    );
+    assert_eq!(sale_period, first);
+
+    let simulated = w.payment(&id).subscription_id.unwrap();
+    w.action("subscriptions", &simulated, "renew", json!({}))
+        .await;
+    let sales = w.events_of("PAYMENT.SALE.COMPLETED");
+    assert_eq!(sales.len(), 2);
+    match sales[1].as_slice() {
+        [
+            PaymentEvent::SubscriptionRenewed {
+                provider_subscription_id,
+                period,
+                amount,
+                ..
+            },
+        ] => {
+            assert_eq!(provider_subscription_id, &id);
+            assert_eq!(*amount, usd(999));
+            assert_eq!(period.start(), first.end());
+            assert!(period.end() > first.end());
+        }
+        other => panic!("expected a renewal, got {other:?}"),
+    }
+
+    w.gateway.cancel_subscription(&id).await.unwrap();
+    let cancelled = w.events_of("BILLING.SUBSCRIPTION.CANCELLED");
+    assert!(
+        matches!(cancelled[0].as_slice(), [PaymentEvent::SubscriptionCanceled { provider_subscription_id, .. }] if *provider_subscription_id == id)
+    );
+    w.gateway.cancel_subscription(&id).await.unwrap();
+    let payment = PaymentRef {
+        order_id: request.order_id.clone(),
+        provider_reference: Some(id.clone()),
+    };
+    assert!(
+        matches!(w.gateway.query_payment(&payment).await.unwrap(), PaymentStatus::Succeeded { amount, .. } if amount == usd(999))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refunds_report_the_total_refunded_so_far() {
+    let w = world().await;
+    let request = w.checkout_request("ord_e2e_refund", plan("credits", "17.99"));
+    let id = w.checkout(&request).await;
+    w.action("payments", &id, "pay", json!({})).await;
+    assert_eq!(w.payment(&id).status, SimStatus::Paid);
+
+    w.action("payments", &id, "refund", json!({ "amountMinor": 500 }))
+        .await;
+    w.action("payments", &id, "refund", json!({ "amountMinor": 300 }))
+        .await;
+    let totals: Vec<(OrderLocator, Money)> = w
+        .events_of("PAYMENT.CAPTURE.REFUNDED")
+        .into_iter()
+        .map(|events| match events.as_slice() {
+            [
+                PaymentEvent::Refunded {
+                    order,
+                    total_refunded,
+                    ..
+                },
+            ] => (order.clone(), *total_refunded),
+            other => panic!("expected a refund, got {other:?}"),
+        })
+        .collect();
+    let order = OrderLocator {
+        order_id: Some(request.order_id.clone()),
+        provider_reference: Some(id.clone()),
+    };
+    assert_eq!(totals, vec![(order.clone(), usd(500)), (order, usd(800))]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declined_payment_is_reported_failed() {
+    let w = world().await;
+    let request = w.checkout_request("ord_e2e_declined", plan("credits", "17.99"));
+    let id = w.checkout(&request).await;
+    w.action("payments", &id, "decline", json!({})).await;
+    let denied = w.events_of("PAYMENT.CAPTURE.DENIED");
+    assert!(
+        matches!(denied[0].as_slice(), [PaymentEvent::PaymentFailed { order, .. }] if order.order_id == Some(request.order_id.clone())),
+        "{denied:?}"
+    );
+}
+
+fn delivery(webhook: &SimWebhook) -> WebhookRequest {
+    WebhookRequest {
+        headers: webhook.headers.iter().cloned().collect(),
+        body: webhook.body.clone(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_webhooks_the_simulator_really_sent_unchanged_verify() {
+    let w = world().await;
+    let request = w.checkout_request("ord_e2e_forged", plan("credits", "17.99"));
+    let id = w.checkout(&request).await;
+    let hub = w.sandbox.hub();
+    let simulator = hub.simulator(ProviderId::WalletGlobal).unwrap();
+    let genuine = simulator
+        .webhooks(hub, &SimEvent::Declined(w.payment(&id)))
+        .remove(0);
+    assert!(w.gateway.verify_webhook(&delivery(&genuine)).await.is_ok());
+
+    let mut altered_body = genuine.clone();
+    altered_body.body = String::from_utf8(genuine.body.clone())
+        .unwrap()
+        .replace("17.99", "0.01")
+        .into_bytes();
+    assert_eq!(
+        w.gateway
+            .verify_webhook(&delivery(&altered_body))
+            .await
+            .unwrap_err(),
+        WebhookError::BadSignature
+    );
+
+    let mut altered_id = delivery(&genuine);
+    altered_id
+        .headers
+        .insert("paypal-transmission-id".into(), format!("{id}.T1"));
+    assert_eq!(
+        w.gateway.verify_webhook(&altered_id).await.unwrap_err(),
+        WebhookError::BadSignature
+    );
+
+    let mut forged = delivery(&genuine);
+    forged
+        .headers
+        .insert("paypal-transmission-sig".into(), "Zm9yZ2Vk".into());
+    assert_eq!(
+        w.gateway.verify_webhook(&forged).await.unwrap_err(),
+        WebhookError::BadSignature
+    );
+
+    let mut stale = delivery(&genuine);
+    stale.headers.insert(
+        "paypal-transmission-time".into(),
+        "2020-04-23T16:33:33Z".into(),
+    );
+    assert_eq!(
+        w.gateway.verify_webhook(&stale).await.unwrap_err(),
+        WebhookError::Stale
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulator_refuses_wrong_client_credentials_and_calls_without_a_token() {
+    let w = world().await;
+    let api = w.sandbox.api_base_url(ProviderId::WalletGlobal);
+    let wrong = WalletGlobalSettings::new(
+        Some(api.clone()),
+        CREDENTIALS.paypal_client_id,
+        "not-the-secret",
+        CREDENTIALS.paypal_webhook_id,
+    );
+    let error = gateway(&wrong)
+        .create_checkout(&w.checkout_request("ord_e2e_auth", plan("credits", "17.99")))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, GatewayError::Rejected(_)), "{error:?}");
+    let anonymous = w
+        .http
+        .post(format!("{api}/v2/checkout/orders"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401);
+}

@@ -1,0 +1,384 @@
+#![cfg(feature = "wallet_qr")]
+//! End to end over real HTTP: the real WeChat Pay gateway talks to the sandbox's WeChat Pay,
+//! and the sandbox's notifications reach a receiver that verifies them with the same gateway.
+//! This proves that the request signatures, answer signatures, notification signatures and
+//! resource encryption of the two sides interoperate.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use application::ports::{
+    AckFor, CheckoutRequest, CheckoutTarget, GatewayError, PaymentEvent, PaymentGateway,
+    PaymentRef, PaymentStatus, VerifiedWebhook, WebhookError, WebhookRequest,
+};
+use application::testing::FixedClock;
+use domain::{
+    Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId, Timestamp,
+    UserId,
+};
+use gateways::GatewayContext;
+use gateways::shared::ProviderHttp;
+use gateways::wallet_qr::WalletQrGateway;
+use poem::http::StatusCode;
+use poem::listener::TcpAcceptor;
+use poem::web::Data;
+use poem::{EndpointExt, Request, Response, Route, Server, handler, post};
+use sandbox::wallet_qr::gateway_settings;
+use sandbox::{CREDENTIALS, Sandbox, SimStatus};
+
+/// 2026-01-01T00:00:00Z.
+const NOW_MS: i64 = 1_767_225_600_000;
+
+type Received = Arc<Mutex<Vec<Result<VerifiedWebhook, WebhookError>>>>;
+
+#[derive(Clone)]
+struct Receiver {
+    gateway: Arc<dyn PaymentGateway>,
+    received: Received,
+}
+
+/// Tally's webhook endpoint, reduced to the gateway's part: verify, record, acknowledge.
+#[handler]
+async fn receive(request: &Request, body: Vec<u8>, receiver: Data<&Receiver>) -> Response {
+    let headers = request
+        .headers()
+        .iter()
+        .filter_map(|(n, v)| Some((n.as_str().to_ascii_lowercase(), v.to_str().ok()?.to_owned())))
+        .collect::<BTreeMap<_, _>>();
+    let result = receiver
+        .gateway
+        .verify_webhook(&WebhookRequest { headers, body })
+        .await;
+    let outcome = match &result {
+        Ok(_) => AckFor::Accepted,
+        Err(e) => AckFor::Refused(e.clone()),
+    };
+    let ack = receiver.gateway.webhook_ack(&outcome);
+    receiver.received.lock().unwrap().push(result);
+    Response::builder()
+        .status(StatusCode::from_u16(ack.status).unwrap())
+        .content_type(ack.content_type)
+        .body(ack.body)
+}
+
+struct App {
+    base: String,
+    sandbox: Sandbox,
+    gateway: WalletQrGateway,
+    received: Received,
+}
+
+async fn spawn() -> App {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let clock = Arc::new(FixedClock::at(NOW_MS));
+    let sandbox = Sandbox::new(&base, clock.clone());
+    let received = Received::default();
+    let receiver = Receiver {
+        gateway: Arc::new(gateway(&sandbox, NOW_MS)),
+        received: received.clone(),
+    };
+    let app = Route::new()
+        .nest("/sandbox", sandbox.routes())
+        .at("/webhook", post(receive).data(receiver));
+    let acceptor = TcpAcceptor::from_tokio(listener).unwrap();
+    tokio::spawn(Server::new_with_acceptor(acceptor).run(app));
+    App {
+        gateway: gateway(&sandbox, NOW_MS),
+        base,
+        sandbox,
+        received,
+    }
+}
+
+/// The gateway configured for `sandbox`, with its own clock at `now_ms`.
+fn gateway(sandbox: &Sandbox, now_ms: i64) -> WalletQrGateway {
+    let settings = gateway_settings(&sandbox.api_base_url(ProviderId::WalletQr));
+    let context = GatewayContext {
+        http: ProviderHttp::new(&settings.http()).unwrap(),
+        clock: Arc::new(FixedClock::at(now_ms)),
+        sandbox: true,
+    };
+    WalletQrGateway::new(&settings, context).unwrap()
+}
+
+fn checkout(app: &App, order: &str) -> CheckoutRequest {
+    let mut i18n = BTreeMap::new();
+    i18n.insert(
+        "en".to_owned(),
+        PlanText {
+            name: "Credits 100".into(),
+            ..PlanText::default()
+        },
+    );
+    let plan = Plan::from_draft(&PlanDraft {
+        id: "credits-100".into(),
+        provider: Some("wallet_qr".into()),
+        amount: Some("9.90".parse().unwrap()),
+        currency: Some("CNY".into()),
+        duration_type: Some("credits".into()),
+        credits: Some("100".parse().unwrap()),
+        i18n,
+        ..PlanDraft::default()
+    })
+    .unwrap();
+    CheckoutRequest {
+        order_id: OrderId::new(order).unwrap(),
+        user_id: UserId::new("usr_1").unwrap(),
+        customer_email: None,
+        snapshot: PlanSnapshot::of(&plan, plan.price()),
+        plan,
+        success_url: format!("{}/payment/success", app.base),
+        cancel_url: format!("{}/payment/cancel", app.base),
+        notify_url: format!("{}/webhook", app.base),
+        expires_at: Timestamp::from_unix_millis(NOW_MS + 30 * 60_000),
+    }
+}
+
+fn payment_ref(order: &str) -> PaymentRef {
+    PaymentRef {
+        order_id: OrderId::new(order).unwrap(),
+        provider_reference: None,
+    }
+}
+
+/// Create a checkout and return the sandbox payment id behind its QR code.
+async fn open_checkout(app: &App, order: &str) -> String {
+    let created = app
+        .gateway
+        .create_checkout(&checkout(app, order))
+        .await
+        .unwrap();
+    let CheckoutTarget::QrCode(code_url) = created.target else {
+        panic!("expected a QR code, got {:?}", created.target);
+    };
+    let prefix = format!("{}/sandbox/checkout/", app.base);
+    code_url.strip_prefix(&prefix).unwrap().to_owned()
+}
+
+fn take_received(app: &App) -> Vec<Result<VerifiedWebhook, WebhookError>> {
+    std::mem::take(&mut *app.received.lock().unwrap())
+}
+
+fn cny(fen: i64) -> Money {
+    Money::from_minor(fen, Currency::Cny).unwrap()
+}
+
+#[tokio::test]
+async fn a_paid_qr_checkout_is_notified_verified_and_queried_as_paid_with_the_exact_amount() {
+    let app = spawn().await;
+    let order = "ord_e2e_paid_0001";
+    let id = open_checkout(&app, order).await;
+    let payment = app.sandbox.hub().payment(&id).unwrap();
+    assert_eq!(
+        (payment.order_id.as_str(), payment.amount_minor),
+        (order, 990)
+    );
+    assert_eq!(payment.currency, Currency::Cny);
+    assert_eq!(
+        app.gateway
+            .query_payment(&payment_ref(order))
+            .await
+            .unwrap(),
+        PaymentStatus::Pending
+    );
+
+    // The buyer presses Pay on the hosted page (through the sandbox's JSON action).
+    let answer = reqwest::Client::new()
+        .post(format!("{}/sandbox/api/payments/{id}/pay", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+
+    let received = take_received(&app);
+    let [Ok(verified)] = received.as_slice() else {
+        panic!("expected one verified notification, got {received:?}");
+    };
+    assert_eq!(verified.event_type, "TRANSACTION.SUCCESS");
+    let [
+        PaymentEvent::PaymentSucceeded {
+            order: locator,
+            amount,
+            occurred_at,
+        },
+    ] = verified.events.as_slice()
+    else {
+        panic!("expected a payment, got {:?}", verified.events);
+    };
+    assert_eq!(locator.order_id, Some(OrderId::new(order).unwrap()));
+    assert_eq!(*amount, cny(990));
+    assert_eq!(occurred_at.unix_millis(), NOW_MS);
+    let deliveries = app.sandbox.hub().deliveries();
+    assert_eq!(deliveries[0].status, Some(200));
+    assert_eq!(
+        app.gateway
+            .query_payment(&payment_ref(order))
+            .await
+            .unwrap(),
+        PaymentStatus::Succeeded {
+            amount: cny(990),
+            paid_at: Timestamp::from_unix_millis(NOW_MS),
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_refund_is_notified_and_verified_as_a_refund_of_its_amount() {
+    let app = spawn().await;
+    let order = "ord_e2e_refund_01";
+    let id = open_checkout(&app, order).await;
+    app.sandbox.hub().complete_payment(&id).await.unwrap();
+    take_received(&app);
+    app.sandbox.hub().refund_payment(&id, 990).await.unwrap();
+    let received = take_received(&app);
+    let [Ok(verified)] = received.as_slice() else {
+        panic!("expected one verified notification, got {received:?}");
+    };
+    assert_eq!(verified.event_type, "REFUND.SUCCESS");
+    assert!(matches!(
+        verified.events.as_slice(),
+        [PaymentEvent::Refunded { total_refunded, .. }] if *total_refunded == cny(990)
+    ));
+    // REFUND is not a state Tally's status can express; it stays non-terminal.
+    assert_eq!(
+        app.gateway
+            .query_payment(&payment_ref(order))
+            .await
+            .unwrap(),
+        PaymentStatus::Pending
+    );
+}
+
+#[tokio::test]
+async fn a_declined_qr_payment_sends_no_notification_and_queries_as_failed() {
+    let app = spawn().await;
+    let order = "ord_e2e_declined1";
+    let id = open_checkout(&app, order).await;
+    app.sandbox.hub().decline_payment(&id).await.unwrap();
+    assert!(take_received(&app).is_empty());
+    assert!(app.sandbox.hub().deliveries().is_empty());
+    assert!(matches!(
+        app.gateway
+            .query_payment(&payment_ref(order))
+            .await
+            .unwrap(),
+        PaymentStatus::Failed { .. }
+    ));
+}
+
+#[tokio::test]
+async fn closing_an_open_order_fails_it_and_repeating_checkout_or_close_is_harmless() {
+    let app = spawn().await;
+    let order = "ord_e2e_closed_01";
+    let id = open_checkout(&app, order).await;
+    assert_eq!(open_checkout(&app, order).await, id);
+    app.gateway
+        .close_payment(&payment_ref(order))
+        .await
+        .unwrap();
+    assert_eq!(
+        app.sandbox.hub().payment(&id).unwrap().status,
+        SimStatus::Canceled
+    );
+    assert!(matches!(
+        app.gateway
+            .query_payment(&payment_ref(order))
+            .await
+            .unwrap(),
+        PaymentStatus::Failed { .. }
+    ));
+    app.gateway
+        .close_payment(&payment_ref(order))
+        .await
+        .unwrap();
+    assert!(matches!(
+        app.gateway.create_checkout(&checkout(&app, order)).await,
+        Err(GatewayError::Rejected(_))
+    ));
+    // Never created at WeChat Pay: pending until Tally's own expiry.
+    assert_eq!(
+        app.gateway
+            .query_payment(&payment_ref("ord_e2e_unknown01"))
+            .await
+            .unwrap(),
+        PaymentStatus::Pending
+    );
+}
+
+#[tokio::test]
+async fn the_sandbox_refuses_unsigned_or_wrongly_signed_requests_in_wechat_pays_format() {
+    let app = spawn().await;
+    let url = format!(
+        "{}/v3/pay/transactions/native",
+        app.sandbox.api_base_url(ProviderId::WalletQr)
+    );
+    let answer = reqwest::Client::new()
+        .post(&url)
+        .header(
+            "authorization",
+            "WECHATPAY2-SHA256-RSA2048 mchid=\"1900000109\"",
+        )
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 401);
+    let body: serde_json::Value = answer.json().await.unwrap();
+    assert_eq!(body["code"], "SIGN_ERROR");
+
+    let mut settings = gateway_settings(&app.sandbox.api_base_url(ProviderId::WalletQr));
+    settings.merchant_private_key =
+        serde_json::from_value(serde_json::json!(CREDENTIALS.provider_private_pem)).unwrap();
+    let context = GatewayContext {
+        http: ProviderHttp::new(&settings.http()).unwrap(),
+        clock: Arc::new(FixedClock::at(NOW_MS)),
+        sandbox: true,
+    };
+    let wrong_key = WalletQrGateway::new(&settings, context).unwrap();
+    let result = wrong_key
+        .create_checkout(&checkout(&app, "ord_e2e_wrongkey1"))
+        .await;
+    assert!(
+        matches!(&result, Err(GatewayError::Rejected(m)) if m.contains("SIGN_ERROR")),
+        "{result:?}"
+    );
+
+    let late_clock = gateway(&app.sandbox, NOW_MS + 10 * 60_000);
+    let result = late_clock
+        .create_checkout(&checkout(&app, "ord_e2e_lateclock"))
+        .await;
+    assert!(
+        matches!(&result, Err(GatewayError::Rejected(m)) if m.contains("SIGN_ERROR")),
+        "{result:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_notification_signed_for_another_serial_is_refused_by_the_receiver() {
+    let app = spawn().await;
+    let order = "ord_e2e_serial_01";
+    let id = open_checkout(&app, order).await;
+    let payment = app.sandbox.hub().payment(&id).unwrap();
+    let simulator = app.sandbox.hub().simulator(ProviderId::WalletQr).unwrap();
+    let mut webhook = simulator
+        .webhooks(app.sandbox.hub(), &sandbox::SimEvent::Paid(payment))
+        .remove(0);
+    for (name, value) in &mut webhook.headers {
+        if name.eq_ignore_ascii_case("wechatpay-serial") {
+            *value = "PUB_KEY_ID_SOMEONE_ELSE".into();
+        }
+    }
+    let mut request = reqwest::Client::new()
+        .post(format!("{}/webhook", app.base))
+        .header("content-type", webhook.content_type)
+        .body(webhook.body);
+    for (name, value) in webhook.headers {
+        request = request.header(name, value);
+    }
+    let answer = request.send().await.unwrap();
+    assert_eq!(answer.status(), 401);
+    let body: serde_json::Value = answer.json().await.unwrap();
+    assert_eq!(body["code"], "FAIL");
+    assert_eq!(take_received(&app), vec![Err(WebhookError::BadSignature)]);
+}
