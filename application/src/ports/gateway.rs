@@ -183,6 +183,13 @@ pub enum PaymentEvent {
         /// When.
         occurred_at: Timestamp,
     },
+    /// A scheduled cancellation was withdrawn: the subscription renews again.
+    SubscriptionCancelWithdrawn {
+        /// The provider's subscription id.
+        provider_subscription_id: String,
+        /// When.
+        occurred_at: Timestamp,
+    },
     /// A subscription ended.
     SubscriptionCanceled {
         /// The provider's subscription id.

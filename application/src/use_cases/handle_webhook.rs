@@ -384,6 +384,18 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 )
                 .await
             }
+            PaymentEvent::SubscriptionCancelWithdrawn {
+                provider_subscription_id,
+                occurred_at,
+            } => {
+                self.decide_lifecycle(
+                    r,
+                    provider_subscription_id,
+                    SubscriptionEvent::CancelWithdrawn,
+                    *occurred_at,
+                )
+                .await
+            }
             PaymentEvent::SubscriptionCanceled {
                 provider_subscription_id,
                 occurred_at,

@@ -267,3 +267,46 @@ async fn the_reconciler_completes_an_order_whose_webhook_was_lost_and_expires_ab
         .unwrap();
     assert_eq!(record.order.status, OrderStatus::Expired);
 }
+
+#[tokio::test]
+async fn a_withdrawn_cancellation_makes_the_subscription_renew_again() {
+    let h = Harness::new();
+    let user = h.user("a@example.com").await;
+    let id = order(&h, &user, "pro-monthly").await;
+    let at = |ms: i64| Timestamp::from_unix_millis(START_MS + ms);
+    let sub = || "sub_w".to_owned();
+    let activated = PaymentEvent::SubscriptionActivated {
+        order: by_id(&id),
+        provider_subscription_id: sub(),
+        period: period(0, 30),
+        occurred_at: at(10),
+    };
+    h.deliver(ProviderId::CardGateway, "w1", vec![activated])
+        .await
+        .unwrap();
+    let scheduled = PaymentEvent::SubscriptionCancelScheduled {
+        provider_subscription_id: sub(),
+        occurred_at: at(20),
+    };
+    h.deliver(ProviderId::CardGateway, "w2", vec![scheduled])
+        .await
+        .unwrap();
+    let renewal = async || {
+        h.service
+            .report_status(&user)
+            .await
+            .unwrap()
+            .subscription
+            .unwrap()
+            .renewal
+    };
+    assert_eq!(renewal().await, domain::RenewalIntent::EndsAtPeriodEnd);
+    let withdrawn = PaymentEvent::SubscriptionCancelWithdrawn {
+        provider_subscription_id: sub(),
+        occurred_at: at(30),
+    };
+    h.deliver(ProviderId::CardGateway, "w3", vec![withdrawn])
+        .await
+        .unwrap();
+    assert_eq!(renewal().await, domain::RenewalIntent::Renews);
+}
