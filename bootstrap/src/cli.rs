@@ -4,7 +4,10 @@
 //! that runs it; `serve`, `migrate` and `admin` join `check-config` the same way. [`run`] maps a
 //! subcommand's outcome to the process exit status.
 
+mod admin;
 mod check_config;
+mod migrate;
+mod serve;
 
 use std::io;
 use std::path::PathBuf;
@@ -33,6 +36,57 @@ pub struct Cli {
 pub enum Command {
     /// Validate payment.toml and credits.toml and print the plans they declare
     CheckConfig(ConfigDirArgs),
+    /// Run the service (settings from tally.toml and the environment)
+    Serve(ConfigDirArgs),
+    /// Apply, roll back or list database migrations
+    Migrate(MigrateArgs),
+    /// Administration tasks
+    #[command(subcommand)]
+    Admin(AdminCommand),
+}
+
+/// `tally migrate`.
+#[derive(Debug, Clone, Args)]
+pub struct MigrateArgs {
+    /// What to do
+    #[arg(value_enum)]
+    pub direction: MigrateDirection,
+    /// Directory holding tally.toml
+    #[arg(long, value_name = "DIR", default_value = "config")]
+    pub config: PathBuf,
+}
+
+/// Which way to migrate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MigrateDirection {
+    /// Apply every pending step
+    Up,
+    /// Roll back the newest applied step
+    Down,
+    /// List applied and pending steps
+    Status,
+}
+
+/// `tally admin …`.
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Create a user (with --admin, an administrator); the password is read from the
+    /// TALLY_PASSWORD environment variable or standard input
+    CreateUser(CreateUserArgs),
+}
+
+/// `tally admin create-user`.
+#[derive(Debug, Clone, Args)]
+pub struct CreateUserArgs {
+    /// The user's e-mail address
+    #[arg(long)]
+    pub email: String,
+    /// Make the user an administrator
+    #[arg(long)]
+    pub admin: bool,
+    /// Directory holding tally.toml
+    #[arg(long, value_name = "DIR", default_value = "config")]
+    pub config: PathBuf,
 }
 
 /// Where the configuration files are.
@@ -41,6 +95,14 @@ pub struct ConfigDirArgs {
     /// Directory holding payment.toml and credits.toml
     #[arg(long, value_name = "DIR", default_value = "config")]
     pub config: PathBuf,
+}
+
+/// A runtime for the commands that talk to the database or serve.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("starting the async runtime: {e}"))
 }
 
 /// Run a parsed command line.
@@ -53,5 +115,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::CheckConfig(args) => {
             check_config::run(&args, &mut io::stdout().lock(), &mut io::stderr().lock())
         }
+        Command::Serve(args) => serve::run(&args),
+        Command::Migrate(args) => migrate::run(&args),
+        Command::Admin(AdminCommand::CreateUser(args)) => admin::create_user(&args),
     }
 }

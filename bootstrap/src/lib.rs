@@ -8,5 +8,10 @@
 //!   (`credits.toml`), read exactly and validated as a whole.
 //! - [`cli`]: the `tally` subcommands.
 
+pub mod app;
 pub mod catalog;
 pub mod cli;
+pub mod providers;
+pub mod seams;
+pub mod settings;
+pub mod telemetry;

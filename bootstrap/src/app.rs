@@ -1,0 +1,268 @@
+//! Wiring: settings and catalog in, a running service out.
+//!
+//! [`Application::build`] connects the store (migrating when the settings say so), builds the
+//! seven gateways and the sandbox, the service, the HTTP API, and binds the listener (port 0 in
+//! tests). [`Application::run_until_stopped`] serves until the shutdown signal, running the
+//! reconciler in the background, and drains in-flight requests before returning.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use application::ports::Clock;
+use application::service::{Service, ServiceConfig};
+use http_api::{ApiSettings, Readiness};
+use migrations::{Migrator, MigratorTrait};
+use poem::listener::{Acceptor, Listener, TcpAcceptor, TcpListener};
+use poem::{EndpointExt, Route, Server};
+use sandbox::Sandbox;
+use store::SeaOrmStore;
+use tokio::sync::watch;
+
+use crate::catalog::Catalog;
+use crate::providers::build_gateways;
+use crate::seams::{Argon2Hasher, Hs256Verifier, RandomIds, SystemClock};
+use crate::settings::Settings;
+
+/// The service as wired for production.
+pub type TallyService = Service<SeaOrmStore, SystemClock, RandomIds, Argon2Hasher>;
+
+/// How long in-flight requests get to finish after a shutdown signal.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// The longest a readiness check waits for the database.
+const READINESS_TIMEOUT: Duration = Duration::from_secs(2);
+/// How many times a webhook's transaction is recomputed after a concurrent change.
+const WEBHOOK_CONFLICT_RETRIES: u32 = 8;
+
+/// A built, bound, not yet serving application.
+pub struct Application {
+    acceptor: TcpAcceptor,
+    base_url: String,
+    service: Arc<TallyService>,
+    endpoint: poem::endpoint::BoxEndpoint<'static, poem::Response>,
+    settings: Settings,
+    sandboxed: Vec<domain::ProviderId>,
+}
+
+struct StoreReadiness(SeaOrmStore);
+
+#[async_trait::async_trait]
+impl Readiness for StoreReadiness {
+    async fn ready(&self) -> bool {
+        matches!(
+            tokio::time::timeout(READINESS_TIMEOUT, self.0.ping()).await,
+            Ok(Ok(()))
+        )
+    }
+}
+
+/// Connect to the database of `settings` and apply pending migrations when they say so.
+///
+/// # Errors
+/// The database is unreachable or a migration fails.
+pub async fn connect_store(settings: &Settings) -> anyhow::Result<SeaOrmStore> {
+    if let Some(path) = settings.database.url.strip_prefix("sqlite://") {
+        let file = path.split('?').next().unwrap_or_default();
+        if let Some(dir) = std::path::Path::new(file)
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+        {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+    }
+    let store = SeaOrmStore::connect(&settings.database)
+        .await
+        .context("connecting to DATABASE_URL")?;
+    if settings.migrate_on_start {
+        Migrator::up(store.connection(), None)
+            .await
+            .context("applying migrations")?;
+    }
+    Ok(store)
+}
+
+impl Application {
+    /// Wire everything and bind `settings.bind_addr`.
+    ///
+    /// # Errors
+    /// Any setting, provider or database problem, named.
+    pub async fn build(settings: Settings, catalog: Catalog) -> anyhow::Result<Self> {
+        let acceptor = TcpListener::bind(settings.bind_addr.to_string())
+            .into_acceptor()
+            .await
+            .with_context(|| format!("binding BIND_ADDR {}", settings.bind_addr))?;
+        let local = acceptor
+            .local_addr()
+            .into_iter()
+            .find_map(|a| a.as_socket_addr().copied())
+            .context("reading the bound address")?;
+        let base_url = settings
+            .app_base_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{local}"));
+        let store = connect_store(&settings).await?;
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let sandbox = Sandbox::new(&base_url, clock.clone());
+        let (gateways, report) = build_gateways(&settings, &sandbox, &clock)?;
+        let config = ServiceConfig {
+            pricing_mode: settings.pricing_mode,
+            environment: settings.environment,
+            catalog: catalog.plans().to_vec(),
+            consumption: catalog.consumption().clone(),
+            base_url: base_url.clone(),
+            order_lifetime_ms: settings.order_lifetime_ms,
+            session_lifetime_ms: settings.session_lifetime_ms,
+            reservation_lifetime_ms: settings.reservation_lifetime_ms,
+            webhook_conflict_retries: WEBHOOK_CONFLICT_RETRIES,
+        };
+        let mut service = Service::new(
+            store.clone(),
+            SystemClock,
+            RandomIds,
+            Argon2Hasher::default(),
+            gateways,
+            config,
+        );
+        if let Some(secret) = &settings.host_jwt_secret {
+            service = service.with_host_tokens(Arc::new(Hs256Verifier::new(secret)));
+        }
+        let service = Arc::new(service);
+        let api_settings = ApiSettings {
+            secure_cookies: settings.secure_cookies,
+            trust_forwarded_for: settings.trust_forwarded_for,
+            ..ApiSettings::default()
+        };
+        let api = http_api::build_api(
+            service.clone(),
+            Arc::new(StoreReadiness(store)),
+            api_settings,
+        );
+        let endpoint = Route::new()
+            .nest("/sandbox", sandbox.routes())
+            .nest("/", api)
+            .boxed();
+        Ok(Self {
+            acceptor,
+            base_url,
+            service,
+            endpoint,
+            settings,
+            sandboxed: report.sandboxed,
+        })
+    }
+
+    /// The bound port.
+    #[must_use]
+    pub fn port(&self) -> u16 {
+        self.acceptor
+            .local_addr()
+            .into_iter()
+            .find_map(|a| a.as_socket_addr().map(std::net::SocketAddr::port))
+            .unwrap_or_default()
+    }
+
+    /// The public base URL.
+    #[must_use]
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The service (for the CLI and tests).
+    #[must_use]
+    pub fn service(&self) -> &Arc<TallyService> {
+        &self.service
+    }
+
+    /// Serve until `shutdown` completes, then drain.
+    ///
+    /// # Errors
+    /// The server fails.
+    pub async fn run_until_stopped(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let sandboxed: Vec<&str> = self.sandboxed.iter().map(|p| p.as_str()).collect();
+        if !sandboxed.is_empty() {
+            tracing::warn!(providers = ?sandboxed, "providers run on the local sandbox at {}/sandbox: no real money moves", self.base_url);
+        }
+        tracing::info!(url = %self.base_url, env = ?self.settings.environment, pricing_mode = self.settings.pricing_mode.as_str(), "tally is serving");
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let reconciler = self.settings.reconciler;
+        let worker = reconciler
+            .enabled
+            .then(|| tokio::spawn(reconcile_loop(self.service.clone(), reconciler, stop_rx)));
+        let result = Server::new_with_acceptor(self.acceptor)
+            .run_with_graceful_shutdown(self.endpoint, shutdown, Some(SHUTDOWN_GRACE))
+            .await;
+        let _ = stop_tx.send(true);
+        if let Some(worker) = worker {
+            let _ = worker.await;
+        }
+        tracing::info!("tally stopped");
+        result.context("serving HTTP")
+    }
+}
+
+async fn reconcile_loop(
+    service: Arc<TallyService>,
+    settings: crate::settings::ReconcilerSettings,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            () = tokio::time::sleep(Duration::from_millis(settings.interval_ms)) => {}
+        }
+        match service.reconcile(settings.pass).await {
+            Ok(report) if report != Default::default() => {
+                tracing::info!(?report, "reconciliation pass")
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(error = %error, "reconciliation pass failed; retrying next interval")
+            }
+        }
+    }
+}
+
+/// Create a user directly in the store (the `tally admin create-user` command).
+///
+/// # Errors
+/// Bad input, a taken address, database failures.
+pub async fn create_user(
+    store: &SeaOrmStore,
+    email: &str,
+    password: String,
+    role: application::accounts::Role,
+) -> anyhow::Result<application::accounts::User> {
+    let now = SystemClock.now();
+    let hasher = Argon2Hasher::default();
+    Ok(application::use_cases::accounts::create_account(
+        store, &hasher, &RandomIds, now, email, password, role,
+    )
+    .await?)
+}
+
+/// Completes on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+    tracing::info!("shutdown signal received; draining");
+}

@@ -1,0 +1,37 @@
+//! `tally serve`: load the catalog and settings, wire the service, serve until SIGTERM/SIGINT.
+
+use std::process::ExitCode;
+
+use super::{ConfigDirArgs, EXIT_INVALID_CONFIG, runtime};
+use crate::app::{Application, shutdown_signal};
+use crate::settings::{self, ProcessEnv};
+use crate::{catalog, telemetry};
+
+/// Run the service.
+///
+/// # Errors
+/// Start-up failures (database, providers, binding), named.
+pub(super) fn run(args: &ConfigDirArgs) -> anyhow::Result<ExitCode> {
+    let settings = match settings::load(&args.config, &ProcessEnv) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
+        }
+    };
+    let catalog = match catalog::load(&args.config) {
+        Ok(c) => c,
+        Err(errors) => {
+            for e in errors {
+                eprintln!("{e}");
+            }
+            return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
+        }
+    };
+    telemetry::init(settings.log_format);
+    runtime()?.block_on(async move {
+        let app = Application::build(settings, catalog).await?;
+        app.run_until_stopped(shutdown_signal()).await
+    })?;
+    Ok(ExitCode::SUCCESS)
+}

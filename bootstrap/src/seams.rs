@@ -1,0 +1,189 @@
+//! The runtime seams: the real clock, random ids and secrets, argon2id password hashing,
+//! SHA-256 token digests, and HS256 host-application tokens. These are the only places that
+//! read the system clock or the OS random source (clippy.toml bans them elsewhere).
+
+use application::accounts::{Password, PasswordHash, TokenHash};
+use application::ports::{Clock, HostTokenVerifier, IdGenerator, SecretHasher};
+use argon2::password_hash::rand_core::OsRng;
+use argon2::password_hash::{PasswordHasher, PasswordVerifier, SaltString};
+use argon2::{Algorithm, Argon2, Params, Version};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use domain::Timestamp;
+use jsonwebtoken::{Algorithm as JwtAlgorithm, DecodingKey, Validation};
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+/// The system clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the one place that reads the system clock"
+    )]
+    fn now(&self) -> Timestamp {
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Timestamp::from_unix_millis(i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
+    }
+}
+
+/// Ids and secrets from the OS random source.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RandomIds;
+
+fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut bytes = [0_u8; N];
+    // The OS random source failing is unrecoverable for a payment service: ids would collide.
+    getrandom::fill(&mut bytes).expect("the OS random source is available");
+    bytes
+}
+
+impl IdGenerator for RandomIds {
+    fn new_id(&self, prefix: &str) -> String {
+        // 16 random bytes: 128 bits, collision-free in practice; URL-safe base64 is id-safe.
+        format!(
+            "{prefix}_{}",
+            URL_SAFE_NO_PAD
+                .encode(random_bytes::<16>())
+                .replace('-', "0")
+        )
+    }
+
+    fn new_secret(&self) -> String {
+        URL_SAFE_NO_PAD.encode(random_bytes::<32>())
+    }
+}
+
+/// argon2id for passwords (OWASP's minimum parameters: 19 MiB, 2 passes), SHA-256 for tokens.
+#[derive(Debug, Clone)]
+pub struct Argon2Hasher {
+    params: Params,
+}
+
+impl Default for Argon2Hasher {
+    fn default() -> Self {
+        Self {
+            params: Params::new(19 * 1024, 2, 1, None).expect("valid argon2 parameters"),
+        }
+    }
+}
+
+impl Argon2Hasher {
+    fn argon2(&self) -> Argon2<'static> {
+        Argon2::new(Algorithm::Argon2id, Version::V0x13, self.params.clone())
+    }
+}
+
+impl SecretHasher for Argon2Hasher {
+    fn hash_password(&self, password: &Password) -> Result<PasswordHash, String> {
+        let salt = SaltString::generate(&mut OsRng);
+        self.argon2()
+            .hash_password(password.expose().as_bytes(), &salt)
+            .map(|h| PasswordHash(h.to_string()))
+            .map_err(|e| e.to_string())
+    }
+
+    fn verify_password(&self, password: &Password, hash: &PasswordHash) -> bool {
+        argon2::password_hash::PasswordHash::new(&hash.0).is_ok_and(|parsed| {
+            self.argon2()
+                .verify_password(password.expose().as_bytes(), &parsed)
+                .is_ok()
+        })
+    }
+
+    fn hash_token(&self, token: &str) -> TokenHash {
+        TokenHash(
+            Sha256::digest(token.as_bytes())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+        )
+    }
+}
+
+/// Verifies HS256 JWTs signed by a host application with a shared secret; the subject is the
+/// user id. `exp` is required.
+pub struct Hs256Verifier {
+    key: DecodingKey,
+}
+
+impl Hs256Verifier {
+    /// A verifier for `secret`.
+    #[must_use]
+    pub fn new(secret: &SecretString) -> Self {
+        Self {
+            key: DecodingKey::from_secret(secret.expose_secret().as_bytes()),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct Claims {
+    sub: String,
+    exp: i64,
+}
+
+impl HostTokenVerifier for Hs256Verifier {
+    fn verify(&self, token: &str, now: Timestamp) -> Option<String> {
+        let mut validation = Validation::new(JwtAlgorithm::HS256);
+        // Expiry is checked against our clock below, not the library's.
+        validation.validate_exp = false;
+        validation.set_required_spec_claims(&["exp", "sub"]);
+        let data = jsonwebtoken::decode::<Claims>(token, &self.key, &validation).ok()?;
+        (data.claims.exp * 1000 > now.unix_millis()).then_some(data.claims.sub)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use jsonwebtoken::{EncodingKey, Header, encode};
+
+    use super::*;
+
+    #[test]
+    fn passwords_hash_with_argon2id_and_verify() {
+        let hasher = Argon2Hasher::default();
+        let password = Password::parse("correct horse battery".into()).unwrap();
+        let hash = hasher.hash_password(&password).unwrap();
+        assert!(hash.0.starts_with("$argon2id$"));
+        assert!(hasher.verify_password(&password, &hash));
+        assert!(!hasher.verify_password(&Password::parse("wrong password".into()).unwrap(), &hash));
+        assert!(!hasher.verify_password(&password, &PasswordHash("garbage".into())));
+    }
+
+    #[test]
+    fn ids_are_unique_and_id_safe() {
+        let a = RandomIds.new_id("ord");
+        let b = RandomIds.new_id("ord");
+        assert_ne!(a, b);
+        assert!(domain::OrderId::new(a.clone()).is_ok(), "{a}");
+        assert!(RandomIds.new_secret().len() >= 43);
+    }
+
+    #[test]
+    fn host_tokens_need_the_secret_and_an_unexpired_exp() {
+        let secret = SecretString::from("shared-secret");
+        let verifier = Hs256Verifier::new(&secret);
+        let now = Timestamp::from_unix_millis(1_000_000_000);
+        let token = |exp: i64, key: &str| {
+            encode(
+                &Header::default(),
+                &serde_json::json!({"sub": "usr_host_1", "exp": exp}),
+                &EncodingKey::from_secret(key.as_bytes()),
+            )
+            .unwrap()
+        };
+        assert_eq!(
+            verifier.verify(&token(1_000_001, "shared-secret"), now),
+            Some("usr_host_1".into())
+        );
+        assert_eq!(verifier.verify(&token(999_999, "shared-secret"), now), None);
+        assert_eq!(verifier.verify(&token(1_000_001, "other"), now), None);
+        assert_eq!(verifier.verify("not.a.jwt", now), None);
+    }
+}

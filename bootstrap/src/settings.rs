@@ -1,0 +1,451 @@
+//! Service settings: `config/tally.toml`, overridden by environment variables.
+//!
+//! Every setting has a default that runs the embedded service (SQLite under `./data/`, the
+//! provider sandbox). A bad value stops start-up with a message naming the setting. Secrets in
+//! the file may be written as `${ENV_VAR}` so they never live in it.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+
+use application::use_cases::plans::PricingMode;
+use application::use_cases::reconcile::ReconcileSettings;
+use domain::{AppEnvironment, ProviderId};
+use secrecy::SecretString;
+use serde::Deserialize;
+use store::{SqliteSynchronous, StoreSettings};
+
+/// The default SQLite database, relative to the working directory.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/tally.db";
+
+/// A setting that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("setting {setting}: {problem}")]
+pub struct SettingsError {
+    /// The setting's name (environment variable, or `tally.toml` key).
+    pub setting: String,
+    /// What is wrong.
+    pub problem: String,
+}
+
+fn bad(setting: &str, problem: impl Into<String>) -> SettingsError {
+    SettingsError {
+        setting: setting.to_owned(),
+        problem: problem.into(),
+    }
+}
+
+/// How logs are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One JSON object per line.
+    Json,
+    /// Human-readable.
+    Pretty,
+}
+
+/// The background reconciler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReconcilerSettings {
+    /// Whether `tally serve` runs it.
+    pub enabled: bool,
+    /// Pause between passes.
+    pub interval_ms: u64,
+    /// What one pass looks at.
+    pub pass: ReconcileSettings,
+}
+
+/// Everything `tally serve` needs to know.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `BIND_ADDR`.
+    pub bind_addr: SocketAddr,
+    /// `DATABASE_URL` and the pool.
+    pub database: StoreSettings,
+    /// Whether `serve` applies pending migrations (always on SQLite; `MIGRATE_ON_START` on PostgreSQL).
+    pub migrate_on_start: bool,
+    /// `APP_BASE_URL`; `None` means `http://` + the bound address.
+    pub app_base_url: Option<String>,
+    /// `APP_ENV`.
+    pub environment: AppEnvironment,
+    /// `PRICING_MODE`.
+    pub pricing_mode: PricingMode,
+    /// `LOG_FORMAT`.
+    pub log_format: LogFormat,
+    /// How long a pending order waits for payment.
+    pub order_lifetime_ms: i64,
+    /// How long a sign-in session lasts.
+    pub session_lifetime_ms: i64,
+    /// How long an unsettled reservation holds credits.
+    pub reservation_lifetime_ms: i64,
+    /// Whether session cookies are `Secure` (on outside development).
+    pub secure_cookies: bool,
+    /// Trust `X-Forwarded-For` for rate limiting (behind a proxy).
+    pub trust_forwarded_for: bool,
+    /// `HOST_JWT_SECRET`: accept HS256 JWTs from a host application when set.
+    pub host_jwt_secret: Option<SecretString>,
+    /// The reconciler.
+    pub reconciler: ReconcilerSettings,
+    /// Provider settings tables by provider; a provider without one runs on the sandbox.
+    pub providers: BTreeMap<ProviderId, toml::Table>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct FileSettings {
+    bind_addr: Option<String>,
+    database_url: Option<String>,
+    app_base_url: Option<String>,
+    app_env: Option<String>,
+    pricing_mode: Option<String>,
+    log_format: Option<String>,
+    #[serde(default)]
+    database: DatabaseFile,
+    #[serde(default)]
+    lifetimes: LifetimesFile,
+    #[serde(default)]
+    http: HttpFile,
+    #[serde(default)]
+    reconciler: ReconcilerFile,
+    #[serde(default)]
+    providers: BTreeMap<String, toml::Table>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DatabaseFile {
+    max_connections: Option<u32>,
+    sqlite_synchronous: Option<String>,
+    busy_timeout_ms: Option<u64>,
+    acquire_timeout_ms: Option<u64>,
+    retry_attempts: Option<u32>,
+    migrate_on_start: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct LifetimesFile {
+    order_minutes: Option<u32>,
+    session_hours: Option<u32>,
+    reservation_minutes: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct HttpFile {
+    secure_cookies: Option<bool>,
+    trust_forwarded_for: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ReconcilerFile {
+    enabled: Option<bool>,
+    interval_seconds: Option<u32>,
+    pending_after_seconds: Option<u32>,
+    batch: Option<u32>,
+    lease_seconds: Option<u32>,
+}
+
+/// Where environment variables come from (the process, or a map in tests).
+pub trait Env {
+    /// The variable's value, if set and not empty.
+    fn get(&self, name: &str) -> Option<String>;
+}
+
+/// The process environment.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcessEnv;
+
+impl Env for ProcessEnv {
+    fn get(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.is_empty())
+    }
+}
+
+impl Env for BTreeMap<String, String> {
+    fn get(&self, name: &str) -> Option<String> {
+        BTreeMap::get(self, name).cloned()
+    }
+}
+
+/// Load `dir/tally.toml` (optional) and apply `env`.
+///
+/// # Errors
+/// The first setting that cannot be used, named.
+pub fn load(dir: &Path, env: &dyn Env) -> Result<Settings, SettingsError> {
+    let path = dir.join("tally.toml");
+    let file: FileSettings = match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            toml::from_str(&text).map_err(|e| bad(&path.display().to_string(), e.to_string()))?
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => FileSettings::default(),
+        Err(e) => return Err(bad(&path.display().to_string(), e.to_string())),
+    };
+    resolve(file, env)
+}
+
+fn pick(env: &dyn Env, var: &str, file: Option<String>) -> Option<String> {
+    env.get(var).or(file)
+}
+
+fn resolve(file: FileSettings, env: &dyn Env) -> Result<Settings, SettingsError> {
+    let bind_addr =
+        pick(env, "BIND_ADDR", file.bind_addr).unwrap_or_else(|| "127.0.0.1:8080".into());
+    let bind_addr = bind_addr
+        .parse()
+        .map_err(|_| bad("BIND_ADDR", format!("{bind_addr:?} is not host:port")))?;
+    let environment = match pick(env, "APP_ENV", file.app_env)
+        .as_deref()
+        .unwrap_or("development")
+    {
+        "development" => AppEnvironment::Development,
+        "production" => AppEnvironment::Production,
+        other => {
+            return Err(bad(
+                "APP_ENV",
+                format!("{other:?} is not development or production"),
+            ));
+        }
+    };
+    let pricing = pick(env, "PRICING_MODE", file.pricing_mode).unwrap_or_else(|| "static".into());
+    let pricing_mode = PricingMode::parse(&pricing).ok_or_else(|| {
+        bad(
+            "PRICING_MODE",
+            format!("{pricing:?} is not static or dynamic"),
+        )
+    })?;
+    let log_format = match pick(env, "LOG_FORMAT", file.log_format)
+        .as_deref()
+        .unwrap_or("pretty")
+    {
+        "json" => LogFormat::Json,
+        "pretty" => LogFormat::Pretty,
+        other => {
+            return Err(bad(
+                "LOG_FORMAT",
+                format!("{other:?} is not json or pretty"),
+            ));
+        }
+    };
+    let app_base_url =
+        pick(env, "APP_BASE_URL", file.app_base_url).map(|u| u.trim_end_matches('/').to_owned());
+    if let Some(url) = &app_base_url
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return Err(bad("APP_BASE_URL", "must start with http:// or https://"));
+    }
+    let (database, migrate_on_start) = database(
+        &file.database,
+        env,
+        pick(env, "DATABASE_URL", file.database_url),
+    )?;
+    let lifetimes = &file.lifetimes;
+    Ok(Settings {
+        bind_addr,
+        database,
+        migrate_on_start,
+        app_base_url,
+        environment,
+        pricing_mode,
+        log_format,
+        order_lifetime_ms: minutes(
+            lifetimes.order_minutes.unwrap_or(60),
+            "lifetimes.orderMinutes",
+        )?,
+        session_lifetime_ms: minutes(
+            lifetimes
+                .session_hours
+                .unwrap_or(24 * 30)
+                .saturating_mul(60),
+            "lifetimes.sessionHours",
+        )?,
+        reservation_lifetime_ms: minutes(
+            lifetimes.reservation_minutes.unwrap_or(15),
+            "lifetimes.reservationMinutes",
+        )?,
+        secure_cookies: file
+            .http
+            .secure_cookies
+            .unwrap_or(environment == AppEnvironment::Production),
+        trust_forwarded_for: file.http.trust_forwarded_for.unwrap_or(false),
+        host_jwt_secret: env.get("HOST_JWT_SECRET").map(SecretString::from),
+        reconciler: reconciler(&file.reconciler)?,
+        providers: providers(file.providers, env)?,
+    })
+}
+
+fn minutes(value: u32, setting: &str) -> Result<i64, SettingsError> {
+    if value == 0 {
+        return Err(bad(setting, "must be at least 1"));
+    }
+    Ok(i64::from(value) * 60_000)
+}
+
+fn database(
+    file: &DatabaseFile,
+    env: &dyn Env,
+    url: Option<String>,
+) -> Result<(StoreSettings, bool), SettingsError> {
+    let url = url.unwrap_or_else(|| DEFAULT_DATABASE_URL.into());
+    if !(url.starts_with("sqlite:")
+        || url.starts_with("postgres://")
+        || url.starts_with("postgresql://"))
+    {
+        return Err(bad("DATABASE_URL", "must be a sqlite: or postgres:// URL"));
+    }
+    let mut settings = StoreSettings::new(url);
+    if let Some(n) = file.max_connections {
+        settings.max_connections = n.clamp(1, 500);
+    }
+    let synchronous = pick(env, "SQLITE_SYNCHRONOUS", file.sqlite_synchronous.clone());
+    settings.sqlite_synchronous = match synchronous.as_deref() {
+        None | Some("full") => SqliteSynchronous::Full,
+        Some("normal") => SqliteSynchronous::Normal,
+        Some(other) => {
+            return Err(bad(
+                "SQLITE_SYNCHRONOUS",
+                format!("{other:?} is not full or normal"),
+            ));
+        }
+    };
+    settings.busy_timeout_ms = file.busy_timeout_ms.unwrap_or(settings.busy_timeout_ms);
+    settings.acquire_timeout_ms = file
+        .acquire_timeout_ms
+        .unwrap_or(settings.acquire_timeout_ms);
+    settings.retry_attempts = file
+        .retry_attempts
+        .unwrap_or(settings.retry_attempts)
+        .clamp(1, 20);
+    let migrate = match env.get("MIGRATE_ON_START").as_deref() {
+        None => file.migrate_on_start.unwrap_or(false),
+        Some("true" | "1") => true,
+        Some("false" | "0") => false,
+        Some(other) => {
+            return Err(bad(
+                "MIGRATE_ON_START",
+                format!("{other:?} is not true or false"),
+            ));
+        }
+    };
+    let is_sqlite = settings.is_sqlite();
+    Ok((settings, migrate || is_sqlite))
+}
+
+fn reconciler(file: &ReconcilerFile) -> Result<ReconcilerSettings, SettingsError> {
+    let seconds = |v: Option<u32>, default: u32, name: &str| -> Result<i64, SettingsError> {
+        let v = v.unwrap_or(default);
+        if v == 0 {
+            return Err(bad(name, "must be at least 1"));
+        }
+        Ok(i64::from(v) * 1000)
+    };
+    Ok(ReconcilerSettings {
+        enabled: file.enabled.unwrap_or(true),
+        interval_ms: seconds(file.interval_seconds, 30, "reconciler.intervalSeconds")?
+            .unsigned_abs(),
+        pass: ReconcileSettings {
+            pending_after_ms: seconds(
+                file.pending_after_seconds,
+                120,
+                "reconciler.pendingAfterSeconds",
+            )?,
+            batch: file.batch.unwrap_or(100).clamp(1, 10_000),
+            lease_ms: seconds(file.lease_seconds, 60, "reconciler.leaseSeconds")?,
+        },
+    })
+}
+
+/// Provider tables with `${VAR}` values replaced from the environment.
+fn providers(
+    tables: BTreeMap<String, toml::Table>,
+    env: &dyn Env,
+) -> Result<BTreeMap<ProviderId, toml::Table>, SettingsError> {
+    let mut out = BTreeMap::new();
+    for (id, mut table) in tables {
+        let provider: ProviderId = id
+            .parse()
+            .map_err(|_| bad(&format!("providers.{id}"), "is not a provider id"))?;
+        for (key, value) in &mut table {
+            if let toml::Value::String(text) = value
+                && let Some(var) = text.strip_prefix("${").and_then(|t| t.strip_suffix('}'))
+            {
+                let setting = format!("providers.{id}.{key}");
+                *text = env.get(var).ok_or_else(|| {
+                    bad(&setting, format!("environment variable {var} is not set"))
+                })?;
+            }
+        }
+        out.insert(provider, table);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_run_the_embedded_service() {
+        let s = resolve(FileSettings::default(), &env(&[])).unwrap();
+        assert_eq!(s.bind_addr.to_string(), "127.0.0.1:8080");
+        assert_eq!(s.database.url, DEFAULT_DATABASE_URL);
+        assert!(s.migrate_on_start);
+        assert_eq!(s.environment, AppEnvironment::Development);
+        assert_eq!(s.pricing_mode, PricingMode::Static);
+        assert!(s.providers.is_empty());
+    }
+
+    #[test]
+    fn environment_variables_override_and_bad_values_are_named() {
+        let s = resolve(
+            FileSettings::default(),
+            &env(&[
+                ("DATABASE_URL", "postgres://a@b/c"),
+                ("PRICING_MODE", "dynamic"),
+            ]),
+        )
+        .unwrap();
+        assert!(!s.migrate_on_start, "PostgreSQL migrates only when asked");
+        assert_eq!(s.pricing_mode, PricingMode::Dynamic);
+        for (var, value) in [
+            ("BIND_ADDR", "nope"),
+            ("APP_ENV", "staging"),
+            ("PRICING_MODE", "x"),
+            ("LOG_FORMAT", "xml"),
+            ("DATABASE_URL", "mysql://x"),
+            ("APP_BASE_URL", "ftp://x"),
+            ("SQLITE_SYNCHRONOUS", "off"),
+        ] {
+            let err = resolve(FileSettings::default(), &env(&[(var, value)])).unwrap_err();
+            assert_eq!(err.setting, var);
+        }
+    }
+
+    #[test]
+    fn provider_secrets_come_from_the_environment() {
+        let file: FileSettings =
+            toml::from_str("[providers.card_gateway]\nsecretKey = \"${STRIPE_KEY}\"\n").unwrap();
+        let err = resolve(file, &env(&[])).unwrap_err();
+        assert_eq!(err.setting, "providers.card_gateway.secretKey");
+        let file: FileSettings =
+            toml::from_str("[providers.card_gateway]\nsecretKey = \"${STRIPE_KEY}\"\n").unwrap();
+        let s = resolve(file, &env(&[("STRIPE_KEY", "sk_test")])).unwrap();
+        assert_eq!(
+            s.providers[&ProviderId::CardGateway]["secretKey"].as_str(),
+            Some("sk_test")
+        );
+        let file: FileSettings = toml::from_str("[providers.stripe]\n").unwrap();
+        assert_eq!(
+            resolve(file, &env(&[])).unwrap_err().setting,
+            "providers.stripe"
+        );
+    }
+}
