@@ -35,6 +35,27 @@ const READINESS_TIMEOUT: Duration = Duration::from_secs(2);
 /// How many times a webhook's transaction is recomputed after a concurrent change.
 const WEBHOOK_CONFLICT_RETRIES: u32 = 8;
 
+/// Sends each request to the part of the service that owns its path. The API is called as a
+/// root endpoint, not nested in another router: poem's nested routers lose the parent's path
+/// pattern across the API's own middleware and panic on `/api/…` paths.
+struct Dispatch {
+    sandbox: poem::endpoint::BoxEndpoint<'static, poem::Response>,
+    api: poem::endpoint::BoxEndpoint<'static, poem::Response>,
+}
+
+impl poem::Endpoint for Dispatch {
+    type Output = poem::Response;
+
+    async fn call(&self, request: poem::Request) -> poem::Result<Self::Output> {
+        let path = request.uri().path();
+        if path == "/sandbox" || path.starts_with("/sandbox/") {
+            self.sandbox.call(request).await
+        } else {
+            self.api.call(request).await
+        }
+    }
+}
+
 /// A built, bound, not yet serving application.
 pub struct Application {
     acceptor: TcpAcceptor,
@@ -138,10 +159,11 @@ impl Application {
             Arc::new(StoreReadiness(store)),
             api_settings,
         );
-        let endpoint = Route::new()
-            .nest("/sandbox", sandbox.routes())
-            .nest("/", api)
-            .boxed();
+        let endpoint = Dispatch {
+            sandbox: Route::new().nest("/sandbox", sandbox.routes()).boxed(),
+            api: api.boxed(),
+        }
+        .boxed();
         Ok(Self {
             acceptor,
             base_url,

@@ -1,2 +1,217 @@
 //! Support for Tally's black-box tests: every test module compiles into the one `api` test
 //! binary under `tests/api/`.
+//!
+//! [`spawn_app`] starts the real `tally` application on `127.0.0.1:0` with a fresh SQLite file,
+//! the shipped catalog, and every provider on the sandbox, exactly as `tally serve` wires it;
+//! tests talk to it over HTTP only.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bootstrap::app::Application;
+use bootstrap::settings::{self, Settings};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+/// A running application and an HTTP client for it.
+pub struct TestApp {
+    /// `http://127.0.0.1:<port>`.
+    pub address: String,
+    /// A client without cookies; tests pass bearer tokens.
+    pub client: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// The workspace's `config/` directory.
+#[must_use]
+pub fn config_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../config")
+}
+
+/// Settings for a test app: port 0, a fresh SQLite file in `dir`, a fast reconciler.
+///
+/// # Panics
+/// When the shipped settings do not load (a test failure).
+#[must_use]
+pub fn test_settings(dir: &Path) -> Settings {
+    let mut env = BTreeMap::new();
+    env.insert("BIND_ADDR".to_owned(), "127.0.0.1:0".to_owned());
+    env.insert(
+        "DATABASE_URL".to_owned(),
+        format!("sqlite://{}/tally.db", dir.display()),
+    );
+    let mut settings = settings::load(&config_dir(), &env).expect("shipped settings load");
+    settings.reconciler.enabled = false;
+    settings
+}
+
+/// Start the application with `settings` changed by `adjust`.
+///
+/// # Panics
+/// When the application does not start (a test failure).
+pub async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut settings = test_settings(dir.path());
+    adjust(&mut settings);
+    let catalog = bootstrap::catalog::load(&config_dir()).expect("shipped catalog loads");
+    let app = Application::build(settings, catalog)
+        .await
+        .expect("application builds");
+    let address = app.base_url().to_owned();
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(app.run_until_stopped(async move {
+        let _ = stopped.await;
+    }));
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    TestApp {
+        address,
+        client,
+        stop: Some(stop),
+        _dir: dir,
+    }
+}
+
+/// Start the application as `tally serve` would, on port 0.
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {}).await
+}
+
+impl TestApp {
+    /// `address` + `path`.
+    #[must_use]
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.address)
+    }
+
+    /// Register a user and return its bearer token.
+    ///
+    /// # Panics
+    /// When registration fails.
+    pub async fn register(&self, email: &str) -> String {
+        let response = self
+            .client
+            .post(self.url("/api/auth/register"))
+            .json(&json!({"email": email, "password": "correct horse battery"}))
+            .send()
+            .await
+            .expect("register");
+        assert_eq!(response.status(), 201, "register");
+        let body: Value = response.json().await.expect("json");
+        body["token"].as_str().expect("token").to_owned()
+    }
+
+    /// GET `path` with a bearer token, as JSON.
+    ///
+    /// # Panics
+    /// On transport errors.
+    pub async fn get(&self, token: &str, path: &str) -> (u16, Value) {
+        let response = self
+            .client
+            .get(self.url(path))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("get");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// POST JSON to `path` with a bearer token and an optional idempotency key.
+    ///
+    /// # Panics
+    /// On transport errors.
+    pub async fn post(
+        &self,
+        token: &str,
+        path: &str,
+        body: &Value,
+        key: Option<&str>,
+    ) -> (u16, Value) {
+        let mut request = self
+            .client
+            .post(self.url(path))
+            .bearer_auth(token)
+            .json(body);
+        if let Some(key) = key {
+            request = request.header("idempotency-key", key);
+        }
+        let response = request.send().await.expect("post");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// The sandbox payment of our order `order_id`.
+    ///
+    /// # Panics
+    /// When the sandbox does not know the order.
+    pub async fn sandbox_payment(&self, order_id: &str) -> Value {
+        let response = self
+            .client
+            .get(self.url("/sandbox/api/payments"))
+            .query(&[("orderId", order_id)])
+            .send()
+            .await
+            .expect("sandbox");
+        let payments: Value = response.json().await.expect("json");
+        payments
+            .as_array()
+            .and_then(|a| a.first())
+            .cloned()
+            .unwrap_or_else(|| panic!("no sandbox payment for {order_id}"))
+    }
+
+    /// Press a button in the sandbox for our order: `pay`, `decline`, `cancel` or `refund`.
+    ///
+    /// # Panics
+    /// When the sandbox refuses.
+    pub async fn sandbox_action(&self, order_id: &str, action: &str, body: &Value) -> Value {
+        let payment = self.sandbox_payment(order_id).await;
+        let id = payment["id"].as_str().expect("payment id");
+        let response = self
+            .client
+            .post(self.url(&format!("/sandbox/api/payments/{id}/{action}")))
+            .json(body)
+            .send()
+            .await
+            .expect("sandbox action");
+        assert!(
+            response.status().is_success(),
+            "sandbox {action}: {}",
+            response.status()
+        );
+        response.json().await.expect("json")
+    }
+
+    /// Wait until the order has `status`, polling the query endpoint (at most 10 s).
+    ///
+    /// # Panics
+    /// When it does not get there.
+    pub async fn wait_for_status(&self, token: &str, order_id: &str, status: &str) -> Value {
+        let mut last = Value::Null;
+        for _ in 0..100 {
+            let (_, order) = self
+                .get(token, &format!("/api/payment/query/{order_id}"))
+                .await;
+            if order["status"] == status {
+                return order;
+            }
+            last = order;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("order {order_id} never became {status}: {last}");
+    }
+}
