@@ -92,4 +92,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     pub fn clock(&self) -> &C {
         &self.clock
     }
+
+    /// The id generator (for adapters that need a fresh secret, such as a CSRF cookie).
+    pub fn ids(&self) -> &I {
+        &self.ids
+    }
 }

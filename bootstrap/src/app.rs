@@ -35,12 +35,21 @@ const READINESS_TIMEOUT: Duration = Duration::from_secs(2);
 /// How many times a webhook's transaction is recomputed after a concurrent change.
 const WEBHOOK_CONFLICT_RETRIES: u32 = 8;
 
-/// Sends each request to the part of the service that owns its path. The API is called as a
-/// root endpoint, not nested in another router: poem's nested routers lose the parent's path
+/// Sends each request to the part of the service that owns its path: `/sandbox/…` to the
+/// sandbox, `/api/…` and the health and metrics endpoints to the API, the rest to the web pages.
+/// The API is called as a root endpoint, not nested in another router: poem's nested routers lose the parent's path
 /// pattern across the API's own middleware and panic on `/api/…` paths.
 struct Dispatch {
     sandbox: poem::endpoint::BoxEndpoint<'static, poem::Response>,
     api: poem::endpoint::BoxEndpoint<'static, poem::Response>,
+    pages: poem::endpoint::BoxEndpoint<'static, poem::Response>,
+}
+
+/// Whether a path belongs to the JSON API (and its operational endpoints).
+fn is_api_path(path: &str) -> bool {
+    path == "/api"
+        || path.starts_with("/api/")
+        || matches!(path, "/healthz" | "/readyz" | "/metrics")
 }
 
 impl poem::Endpoint for Dispatch {
@@ -50,8 +59,10 @@ impl poem::Endpoint for Dispatch {
         let path = request.uri().path();
         if path == "/sandbox" || path.starts_with("/sandbox/") {
             self.sandbox.call(request).await
-        } else {
+        } else if is_api_path(path) {
             self.api.call(request).await
+        } else {
+            self.pages.call(request).await
         }
     }
 }
@@ -162,6 +173,14 @@ impl Application {
         let endpoint = Dispatch {
             sandbox: Route::new().nest("/sandbox", sandbox.routes()).boxed(),
             api: api.boxed(),
+            pages: web_pages::routes(
+                service.clone(),
+                web_pages::PageSettings {
+                    secure_cookies: settings.secure_cookies,
+                    sandbox_notice: !report.sandboxed.is_empty(),
+                },
+            )
+            .boxed(),
         }
         .boxed();
         Ok(Self {

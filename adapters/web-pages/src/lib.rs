@@ -1,1 +1,202 @@
-//! placeholder
+//! Tally's server-rendered web pages: the spec's table of pages (section 1) for people in a
+//! browser, on a phone-sized screen too.
+//!
+//! [`routes`] turns a [`Service`] into one poem endpoint serving `/`, `/pricing`,
+//! `/payment-success`, `/payment-cancel`, `/dashboard`, `/admin/pricing`, `/signin`, `/signup`,
+//! `/signout`, the QR payment page `/pay/qr/{orderId}`, their form posts and `/assets/…`.
+//! `bootstrap` mounts it at the root next to the JSON API (`/api/*`) and the sandbox.
+//!
+//! Layout: `state` (who is reading, error pages, CSRF-checked forms), `layout` (the shell),
+//! `pages/*` (one module per page family), `i18n` with the two catalogs in `i18n/*.toml`,
+//! `format` (prices per currency and language, dates), `markdown` (the safe inline subset for
+//! plan features), `csrf`, `cookies`, `assets` (embedded CSS and JS).
+//!
+//! Safety: every page sends a Content-Security-Policy without `unsafe-inline` (styles and
+//! scripts come from `/assets` only); the session cookie is the JSON API's `tally_session`
+//! (HttpOnly, SameSite=Lax, Secure outside development); every form post carries a CSRF token
+//! bound to a per-browser secret and to the session (see `csrf`); the pages' scripts only read
+//! from the JSON API (polling a payment's status), which a cross-site page cannot forge because
+//! the session cookie is SameSite=Lax and the API takes only JSON bodies.
+//!
+//! Boundary: pages call use cases through [`Service`] and render; they decide no business rule.
+
+mod assets;
+mod cookies;
+mod csrf;
+mod format;
+mod i18n;
+mod layout;
+mod markdown;
+mod pages;
+mod state;
+mod throttle;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use application::ports::{Clock, IdGenerator, SecretHasher, Store};
+use application::service::Service;
+use poem::endpoint::make;
+use poem::http::{HeaderValue, StatusCode, header};
+use poem::middleware::CatchPanic;
+use poem::{Endpoint, EndpointExt, Request, Response, Route, get, post};
+
+use crate::state::{PageError, PageResult, PageState, Visitor};
+
+/// How the pages behave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageSettings {
+    /// Mark cookies `Secure` (every environment but development).
+    pub secure_cookies: bool,
+    /// Show "sandbox: no real money moves" on every page (some provider runs on the sandbox).
+    pub sandbox_notice: bool,
+}
+
+/// Failed sign-ins allowed per e-mail address in each window.
+const SIGN_IN_FAILURES: u32 = 10;
+/// The sign-in throttle's window.
+const SIGN_IN_WINDOW_MS: i64 = 15 * 60 * 1000;
+
+/// The Content-Security-Policy of every page: only this origin's scripts and styles, no
+/// inline code, no framing; forms may post here or to an HTTPS provider.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; \
+    style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; \
+    form-action 'self' https:; frame-ancestors 'none'; base-uri 'none'; object-src 'none'";
+
+/// Every page route, with security headers and panic catching.
+pub fn routes<S, C, I, H>(
+    service: Arc<Service<S, C, I, H>>,
+    settings: PageSettings,
+) -> impl Endpoint<Output = Response> + 'static
+where
+    S: Store,
+    C: Clock,
+    I: IdGenerator,
+    H: SecretHasher,
+{
+    use pages::{admin, auth, dashboard, home, payment, pricing};
+    i18n::load();
+    let state = Arc::new(PageState {
+        service,
+        settings,
+        sign_in_throttle: throttle::Throttle::new(SIGN_IN_FAILURES, SIGN_IN_WINDOW_MS),
+    });
+    let s = &state;
+    Route::new()
+        .at("/", get(page(s, home::show)))
+        .at(
+            "/signin",
+            get(page(s, auth::sign_in_form)).post(page(s, auth::sign_in)),
+        )
+        .at(
+            "/signup",
+            get(page(s, auth::sign_up_form)).post(page(s, auth::sign_up)),
+        )
+        .at("/signout", post(page(s, auth::sign_out)))
+        .at("/pricing", get(page(s, pricing::show)))
+        .at("/pricing/buy", post(page(s, pricing::buy)))
+        .at("/pay/qr/:order_id", get(page(s, payment::qr)))
+        .at("/payment-success", get(page(s, payment::success)))
+        .at("/payment-cancel", get(page(s, payment::cancel)))
+        .at("/dashboard", get(page(s, dashboard::show)))
+        .at(
+            "/dashboard/subscription/cancel",
+            post(page(s, dashboard::cancel_subscription)),
+        )
+        .at(
+            "/admin/pricing",
+            get(page(s, admin::list)).post(page(s, admin::create)),
+        )
+        .at("/admin/pricing/new", get(page(s, admin::new_form)))
+        .at("/admin/pricing/import", post(page(s, admin::import)))
+        .at(
+            "/admin/pricing/plans/:id/edit",
+            get(page(s, admin::edit_form)),
+        )
+        .at("/admin/pricing/plans/:id", post(page(s, admin::update)))
+        .at(
+            "/admin/pricing/plans/:id/:action",
+            post(page(s, admin::act)),
+        )
+        .at("/assets/:name", get(make(assets::serve)))
+        .around(move |endpoint, request| fallback_and_headers(settings, endpoint, request))
+        .with(CatchPanic::new())
+        .map_to_response()
+}
+
+/// Wrap a page handler: build the visitor, run the handler, render its error, add cookies.
+fn page<S, C, I, H, F, Fut>(
+    state: &Arc<PageState<S, C, I, H>>,
+    handler: F,
+) -> impl Endpoint<Output = Response> + 'static
+where
+    S: Store,
+    C: Clock,
+    I: IdGenerator,
+    H: SecretHasher,
+    F: Fn(Arc<PageState<S, C, I, H>>, Visitor, Request) -> Fut + Copy + Send + Sync + 'static,
+    Fut: Future<Output = PageResult> + Send + 'static,
+{
+    let state = state.clone();
+    make(move |request: Request| {
+        let state = state.clone();
+        async move {
+            let visitor = match state.visitor(&request).await {
+                Ok(visitor) => visitor,
+                Err((lang, error)) => {
+                    let visitor = Visitor::anonymous(lang, &state.settings);
+                    return layout::error_page(&visitor, &error);
+                }
+            };
+            let response = match handler(state.clone(), visitor.clone(), request).await {
+                Ok(response) => response,
+                Err(error) => layout::error_page(&visitor, &error),
+            };
+            state::finish(&visitor, response)
+        }
+    })
+}
+
+/// Answer a path under these routes that does not exist with the 404 page, and add the
+/// security headers to every response.
+async fn fallback_and_headers<E: Endpoint<Output = Response>>(
+    settings: PageSettings,
+    endpoint: Arc<E>,
+    request: Request,
+) -> poem::Result<Response> {
+    let (lang, _) = i18n::negotiate(&request);
+    let response = match endpoint.call(request).await {
+        Ok(response) => response,
+        Err(error) if error.status() == StatusCode::NOT_FOUND => {
+            let visitor = state::Visitor::anonymous(lang, &settings);
+            layout::error_page(&visitor, &PageError::NotFound)
+        }
+        Err(error) => error.into_response(),
+    };
+    Ok(with_security_headers(response))
+}
+
+/// Add the security headers every page and asset carries.
+fn with_security_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    let fixed = [
+        ("content-security-policy", CONTENT_SECURITY_POLICY),
+        ("x-content-type-options", "nosniff"),
+        ("referrer-policy", "same-origin"),
+        ("x-frame-options", "DENY"),
+        (
+            "permissions-policy",
+            "camera=(), microphone=(), geolocation=()",
+        ),
+    ];
+    for (name, value) in fixed {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    if !headers.contains_key(header::CACHE_CONTROL) {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,5 +1,6 @@
 //! Tally's black-box test binary: one binary, one module per area.
 
+mod browser;
 mod dependency_rule;
 mod purchases;
 mod service;

@@ -1,0 +1,384 @@
+//! `/dashboard`: the subscription (plan, renewal or end date, cancel at period end) and the
+//! order history, and the independent "Credits Status" tab (`?tab=credits`) with the balance
+//! and the paginated transaction history, each transaction described from its type code.
+
+use std::sync::Arc;
+
+use application::accounts::User;
+use application::pagination::PageRequest;
+use application::ports::{
+    CheckoutTarget, Clock, CreditTransaction, IdGenerator, OrderRecord, SecretHasher, Store,
+};
+use application::use_cases::InfraError;
+use application::use_cases::cancel_payment::CancelPaymentError;
+use application::use_cases::report_status::StatusReport;
+use domain::{
+    Credits, OrderId, OrderStatus, PlanType, RenewalIntent, Subscription, SubscriptionStatus,
+};
+use maud::{Markup, html};
+use poem::Request;
+use poem::http::StatusCode;
+use serde::Deserialize;
+
+use super::{PlanNames, order_status_label, pagination, plan_type_key, require_user, status_tone};
+use crate::format;
+use crate::layout::{self, Nav, csrf_field};
+use crate::state::{PageError, PageResult, PageState, Visitor, read_form, redirect};
+
+/// Rows per page of orders and of transactions.
+const ROWS_PER_PAGE: i64 = 10;
+/// How many pages of orders are searched for a subscription's order (a bound on the work).
+const MAX_ORDER_PAGES_SCANNED: i64 = 5;
+
+/// `POST /dashboard/subscription/cancel`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct CancelForm {
+    #[serde(rename = "subscriptionId", default)]
+    subscription_id: String,
+}
+
+/// `GET /dashboard` and `GET /dashboard?tab=credits`.
+pub(crate) async fn show<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
+    state: Arc<PageState<S, C, I, H>>,
+    v: Visitor,
+    _request: Request,
+) -> PageResult {
+    let user = require_user(&v)?;
+    let credits_tab = v.query("tab") == Some("credits");
+    let report = state.service.report_status(&user).await?;
+    let names = PlanNames::load(&state, &v).await?;
+    let panel = if credits_tab {
+        credits_panel(&state, &v, &user, &report).await?
+    } else {
+        overview_panel(&state, &v, &user, &report, &names).await?
+    };
+    let body = html! {
+        section.page-intro {
+            h1 { (v.t("dashboard.title")) }
+            p.muted { (v.tf("dashboard.signed_in_as", &[("email", user.email.as_str())])) }
+        }
+        (notice(&v))
+        nav.tabs.tabs-links aria-label=(v.t("dashboard.tabs_label")) {
+            a.tab href="/dashboard" aria-current=[(!credits_tab).then_some("page")]
+                data-testid="tab-overview" {
+                (v.t("dashboard.tab_overview"))
+            }
+            a.tab href="/dashboard?tab=credits" aria-current=[credits_tab.then_some("page")]
+                data-testid="tab-credits" {
+                (v.t("dashboard.tab_credits"))
+            }
+        }
+        (panel)
+    };
+    Ok(layout::page(
+        &v,
+        StatusCode::OK,
+        v.t("dashboard.title"),
+        Nav::Dashboard,
+        body,
+    ))
+}
+
+fn notice(v: &Visitor) -> Markup {
+    let (tone, key) = match v.query("notice") {
+        Some("subscription_cancelled") => ("alert-success", "dashboard.notice_cancelled"),
+        Some("not_cancellable") => ("alert-warning", "dashboard.notice_not_cancellable"),
+        Some("cancel_failed") => ("alert-danger", "dashboard.notice_cancel_failed"),
+        _ => return html! {},
+    };
+    html! { div.alert.(tone) role="status" data-testid="notice" { (v.t(key)) } }
+}
+
+async fn overview_panel<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
+    state: &PageState<S, C, I, H>,
+    v: &Visitor,
+    user: &User,
+    report: &StatusReport,
+    names: &PlanNames,
+) -> Result<Markup, PageError> {
+    let page = page_request(v.page_number("orders_page"))?;
+    let orders = state.service.list_orders(user, page).await?;
+    Ok(html! {
+        div.dashboard-grid {
+            (subscription_card(v, report, names))
+            (credits_summary(v, report))
+        }
+        section.card.section-card {
+            h2 { (v.t("dashboard.orders_title")) }
+            @if orders.items.is_empty() {
+                div.empty-state {
+                    p { (v.t("dashboard.no_orders")) }
+                    a.btn.btn-secondary href="/pricing" { (v.t("dashboard.see_plans")) }
+                }
+            } @else {
+                div.table-wrap {
+                    table.table data-testid="orders" {
+                        thead { tr {
+                            th scope="col" { (v.t("dashboard.col_date")) }
+                            th scope="col" { (v.t("dashboard.col_plan")) }
+                            th scope="col" { (v.t("dashboard.col_amount")) }
+                            th scope="col" { (v.t("dashboard.col_status")) }
+                            th scope="col" { span.sr-only { (v.t("dashboard.col_actions")) } }
+                        } }
+                        tbody {
+                            @for record in &orders.items { (order_row(v, record, names)) }
+                        }
+                    }
+                }
+                (pagination(v, "/dashboard", "orders_page", page.page(), orders.total_pages()))
+            }
+        }
+    })
+}
+
+fn page_request(page: i64) -> Result<PageRequest, PageError> {
+    PageRequest::new(Some(page), Some(ROWS_PER_PAGE)).map_err(|_| PageError::BadRequest)
+}
+
+fn order_row(v: &Visitor, record: &OrderRecord, names: &PlanNames) -> Markup {
+    let order = &record.order;
+    let code = order.status.code();
+    let continue_link = match (&order.status, record.checkout.as_ref().map(|c| &c.target)) {
+        (OrderStatus::Pending, Some(CheckoutTarget::Redirect(url))) => Some(url.clone()),
+        (OrderStatus::Pending, Some(CheckoutTarget::QrCode(_))) => {
+            Some(format!("/pay/qr/{}", order.id))
+        }
+        _ => None,
+    };
+    html! {
+        tr {
+            td.nowrap { (format::date(order.created_at, v.lang)) }
+            td {
+                span.cell-title { (names.name(&order.plan.plan_id)) }
+                span.cell-sub { (v.t(plan_type_key(order.plan.plan_type))) }
+            }
+            td.nowrap.num { (format::money(order.plan.price, v.lang)) }
+            td { span.badge.(status_tone(code)) { (order_status_label(v, code)) } }
+            td.actions-cell {
+                @if let Some(link) = continue_link {
+                    a.btn.btn-secondary.btn-sm href=(link) { (v.t("dashboard.continue_payment")) }
+                }
+            }
+        }
+    }
+}
+
+fn subscription_card(v: &Visitor, report: &StatusReport, names: &PlanNames) -> Markup {
+    html! {
+        section.card.section-card data-testid="subscription" {
+            h2 { (v.t("dashboard.subscription_title")) }
+            @if let Some(subscription) = &report.subscription {
+                (subscription_details(v, subscription, names))
+            } @else if let Some(order) = &report.lifetime_order {
+                p.plan-line { strong { (names.name(&order.order.plan.plan_id)) } }
+                p { span.badge.badge-success { (v.t("dashboard.lifetime")) } }
+            } @else {
+                p.muted { (v.t("dashboard.no_subscription")) }
+                a.btn.btn-primary href="/pricing?tab=subscriptions" { (v.t("dashboard.see_plans")) }
+            }
+        }
+    }
+}
+
+fn subscription_details(v: &Visitor, subscription: &Subscription, names: &PlanNames) -> Markup {
+    let code = subscription.status.code();
+    let end = format::date(subscription.current_period.end(), v.lang);
+    let ending = subscription.renewal == RenewalIntent::EndsAtPeriodEnd
+        || subscription.status == SubscriptionStatus::Canceled;
+    html! {
+        p.plan-line {
+            strong data-testid="subscription-plan" { (names.name(&subscription.plan_id)) }
+            " "
+            span.badge.(status_tone(code)) data-testid="subscription-status" {
+                (v.t(&format!("subscription_status.{code}")))
+            }
+        }
+        @if ending {
+            p data-testid="subscription-renewal" { (v.tf("dashboard.ends_on", &[("date", &end)])) }
+            p.muted { (v.t("dashboard.cancel_at_period_end")) }
+        } @else {
+            p data-testid="subscription-renewal" {
+                (v.tf("dashboard.renews_on", &[("date", &end)]))
+            }
+            details.confirm {
+                summary.btn.btn-secondary data-testid="cancel-subscription" {
+                    (v.t("dashboard.cancel_button"))
+                }
+                div.confirm-body {
+                    p { (v.tf("dashboard.cancel_explain", &[("date", &end)])) }
+                    form method="post" action="/dashboard/subscription/cancel" data-busy {
+                        (csrf_field(v))
+                        input type="hidden" name="subscriptionId" value=(subscription.id);
+                        button.btn.btn-danger type="submit" data-testid="confirm-cancel" {
+                            (v.t("dashboard.cancel_confirm"))
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn balance_stat(v: &Visitor, report: &StatusReport, test_id: Option<&str>) -> Markup {
+    html! {
+        p.stat {
+            span.stat-value data-testid=[test_id] { (format::credits(report.balance)) }
+            " "
+            span.stat-unit { (v.t("credits.unit")) }
+        }
+    }
+}
+
+fn credits_summary(v: &Visitor, report: &StatusReport) -> Markup {
+    html! {
+        section.card.section-card {
+            h2 { (v.t("dashboard.credits_title")) }
+            (balance_stat(v, report, None))
+            a.btn.btn-secondary.btn-sm href="/dashboard?tab=credits" {
+                (v.t("dashboard.view_credits"))
+            }
+        }
+    }
+}
+
+async fn credits_panel<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
+    state: &PageState<S, C, I, H>,
+    v: &Visitor,
+    user: &User,
+    report: &StatusReport,
+) -> Result<Markup, PageError> {
+    let page = page_request(v.page_number("page"))?;
+    let history = state.service.transaction_history(&user.id, page).await?;
+    let held_hundredths: i64 = report
+        .pending_reservations
+        .iter()
+        .map(|r| r.held.hundredths())
+        .sum();
+    let held = Credits::from_hundredths(held_hundredths)
+        .ok()
+        .filter(|c| !c.is_zero());
+    Ok(html! {
+        section.card.balance-card data-testid="credits-status" {
+            div {
+                p.eyebrow { (v.t("dashboard.balance")) }
+                (balance_stat(v, report, Some("credit-balance")))
+                @if let Some(held) = held {
+                    p.muted { (v.tf("dashboard.held", &[("amount", &format::credits(held))])) }
+                }
+            }
+            a.btn.btn-primary href="/pricing?tab=credits" { (v.t("dashboard.buy_credits")) }
+        }
+        section.card.section-card {
+            h2 { (v.t("dashboard.transactions_title")) }
+            @if history.items.is_empty() {
+                div.empty-state { p { (v.t("dashboard.no_transactions")) } }
+            } @else {
+                div.table-wrap {
+                    table.table data-testid="transactions" {
+                        thead { tr {
+                            th scope="col" { (v.t("dashboard.col_date")) }
+                            th scope="col" { (v.t("dashboard.col_description")) }
+                            th.num scope="col" { (v.t("dashboard.col_change")) }
+                            th.num scope="col" { (v.t("dashboard.col_balance_after")) }
+                        } }
+                        tbody { @for tx in &history.items { (transaction_row(v, tx)) } }
+                    }
+                }
+                (pagination(v, "/dashboard?tab=credits", "page", page.page(),
+                    history.total_pages()))
+            }
+        }
+    })
+}
+
+fn transaction_row(v: &Visitor, tx: &CreditTransaction) -> Markup {
+    let detail = [tx.context.feature.as_deref(), tx.context.model.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" · ");
+    let tone = if tx.amount.is_decrease() {
+        "amount-out"
+    } else {
+        "amount-in"
+    };
+    html! {
+        tr data-kind=(tx.kind.code()) {
+            td.nowrap { (format::date_time(tx.created_at, v.lang)) }
+            td {
+                span.cell-title data-testid="transaction-description" {
+                    (v.t(&format!("transaction.{}", tx.kind.code())))
+                }
+                @if !detail.is_empty() { span.cell-sub { (detail) } }
+                @if let Some(order) = &tx.context.order_id { span.cell-sub { code { (order) } } }
+            }
+            td.num.nowrap.(tone) { (format::credit_delta(tx.amount)) }
+            td.num.nowrap { (format::credits(tx.balance_after)) }
+        }
+    }
+}
+
+/// `POST /dashboard/subscription/cancel`: the subscription ends at its period's end.
+pub(crate) async fn cancel_subscription<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
+    state: Arc<PageState<S, C, I, H>>,
+    v: Visitor,
+    mut request: Request,
+) -> PageResult {
+    let form: CancelForm = read_form(&v, &mut request).await?;
+    let user = require_user(&v)?;
+    let report = state.service.report_status(&user).await?;
+    let Some(subscription) = report
+        .subscription
+        .filter(|s| s.id.as_str() == form.subscription_id)
+    else {
+        return Err(PageError::NotFound);
+    };
+    let Some(order_id) = subscription_order(&state, &user, &subscription).await? else {
+        return Ok(redirect("/dashboard?notice=not_cancellable"));
+    };
+    let notice = match state.service.cancel_payment(&user, order_id.as_str()).await {
+        Ok(_) => "subscription_cancelled",
+        Err(CancelPaymentError::NotCancellable(_) | CancelPaymentError::NotFound) => {
+            "not_cancellable"
+        }
+        Err(CancelPaymentError::Gateway(reason)) => {
+            tracing::warn!(%reason, "page: subscription cancel failed at the provider");
+            "cancel_failed"
+        }
+        Err(CancelPaymentError::Infra(e)) => return Err(e.into()),
+    };
+    Ok(redirect(&format!("/dashboard?notice={notice}")))
+}
+
+/// The paid order that started `subscription`, among the user's recent orders.
+async fn subscription_order<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
+    state: &PageState<S, C, I, H>,
+    user: &User,
+    subscription: &Subscription,
+) -> Result<Option<OrderId>, PageError> {
+    for number in 1..=MAX_ORDER_PAGES_SCANNED {
+        let page = PageRequest::new(Some(number), Some(100)).map_err(|_| PageError::Unexpected)?;
+        let orders = state.service.list_orders(user, page).await?;
+        for record in &orders.items {
+            let order = &record.order;
+            if order.plan.plan_type != PlanType::Recurring
+                || order.plan.plan_id != subscription.plan_id
+            {
+                continue;
+            }
+            let started = state
+                .service
+                .store()
+                .find_subscription_by_order(&order.id)
+                .await
+                .map_err(InfraError::from)?;
+            if started.is_some_and(|s| s.id == subscription.id) {
+                return Ok(Some(order.id.clone()));
+            }
+        }
+        if u64::try_from(number).unwrap_or(u64::MAX) >= orders.total_pages() {
+            break;
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,324 @@
+//! The pages around the provider's checkout: `/pay/qr/{orderId}` (the `wallet_qr` QR code),
+//! `/payment-success` (waits until the webhook has marked the order paid, then shows what was
+//! bought) and `/payment-cancel` (nothing was charged).
+//!
+//! Waiting is done by `assets/app.js`: an element with `data-poll-order` makes it poll
+//! `GET /api/payment/query/{orderId}` (same origin, session cookie) every 1.5 s for at most
+//! 3 minutes, and go to `data-poll-next` once the order is no longer pending. Without
+//! JavaScript the page offers a refresh link.
+
+use std::sync::Arc;
+
+use application::accounts::User;
+use application::ports::{CheckoutTarget, Clock, IdGenerator, OrderRecord, SecretHasher, Store};
+use application::use_cases::query_payment::QueryPaymentError;
+use domain::{Duration, OrderStatus, PlanType, SubscriptionStatus};
+use maud::{Markup, PreEscaped, html};
+use poem::Request;
+use poem::http::StatusCode;
+use qrcode::QrCode;
+use qrcode::render::svg;
+
+use super::{PlanNames, message_panel, order_status_label, require_user, status_tone};
+use crate::format;
+use crate::layout::{self, Nav};
+use crate::state::{PageError, PageResult, PageState, Visitor, redirect};
+
+/// `GET /pay/qr/{orderId}`: the QR code to scan, until the order is paid.
+pub(crate) async fn qr<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
+    state: Arc<PageState<S, C, I, H>>,
+    v: Visitor,
+    request: Request,
+) -> PageResult {
+    let user = require_user(&v)?;
+    let order_id = request.raw_path_param("order_id").unwrap_or_default();
+    let record = own_order(&state, &user, order_id).await?;
+    let success = format!("/payment-success?orderId={}", record.order.id);
+    let target = record.checkout.as_ref().map(|c| &c.target);
+    let (OrderStatus::Pending, Some(CheckoutTarget::QrCode(link))) = (&record.order.status, target)
+    else {
+        return Ok(redirect(&success));
+    };
+    let names = PlanNames::load(&state, &v).await?;
+    let body = html! {
+        section.narrow.card.qr-card {
+            h1 { (v.t("qr.title")) }
+            p.muted { (v.t("qr.lead")) }
+            (order_summary(&v, &record, &names))
+            div.qr-code role="img" aria-label=(v.t("qr.image_label")) data-testid="qr-code" {
+                (PreEscaped(qr_svg(link)))
+            }
+            (waiting(&v, &record, &success))
+            @if v.sandbox_notice {
+                p.sandbox-hint {
+                    (v.t("qr.sandbox_hint")) " "
+                    a href=(link) data-testid="open-checkout" { (v.t("qr.open_checkout")) }
+                }
+            }
+            div.actions {
+                a.btn.btn-ghost href="/pricing" { (v.t("qr.choose_another")) }
+            }
+        }
+    };
+    Ok(layout::page(
+        &v,
+        StatusCode::OK,
+        v.t("qr.title"),
+        Nav::Pricing,
+        body,
+    ))
+}
+
+/// `GET /payment-success?orderId=…`.
+pub(crate) async fn success<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
+    state: Arc<PageState<S, C, I, H>>,
+    v: Visitor,
+    _request: Request,
+) -> PageResult {
+    let user = require_user(&v)?;
+    let Some(order_id) = v.query("orderId").map(str::to_owned) else {
+        let actions =
+            html! { a.btn.btn-primary href="/dashboard" { (v.t("payment.to_dashboard")) } };
+        let body = message_panel(
+            v.t("payment.no_order_title"),
+            v.t("payment.no_order_text"),
+            actions,
+        );
+        return Ok(layout::page(
+            &v,
+            StatusCode::OK,
+            v.t("payment.no_order_title"),
+            Nav::Other,
+            body,
+        ));
+    };
+    let record = own_order(&state, &user, &order_id).await?;
+    let names = PlanNames::load(&state, &v).await?;
+    let body = match &record.order.status {
+        OrderStatus::Pending => pending(&v, &record, &names),
+        OrderStatus::Paid { .. } | OrderStatus::PartiallyRefunded { .. } => {
+            paid(&state, &v, &user, &record, &names).await?
+        }
+        _ => not_paid(&v, &record, &names),
+    };
+    Ok(layout::page(
+        &v,
+        StatusCode::OK,
+        v.t("payment.success_title"),
+        Nav::Other,
+        body,
+    ))
+}
+
+/// `GET /payment-cancel?orderId=…`.
+pub(crate) async fn cancel<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
+    state: Arc<PageState<S, C, I, H>>,
+    v: Visitor,
+    _request: Request,
+) -> PageResult {
+    let record = match (&v.user, v.query("orderId")) {
+        (Some(user), Some(order_id)) => state.service.query_payment(user, order_id).await.ok(),
+        _ => None,
+    };
+    let names = PlanNames::load(&state, &v).await?;
+    let body = html! {
+        section.narrow.card.result-card {
+            div.result-icon.is-neutral aria-hidden="true" { "×" }
+            h1 { (v.t("payment.cancel_title")) }
+            p.lead data-testid="cancel-message" { (v.t("payment.cancel_text")) }
+            @if let Some(record) = &record {
+                (order_summary(&v, record, &names))
+            }
+            div.actions {
+                a.btn.btn-primary href="/pricing" { (v.t("payment.back_to_pricing")) }
+                @if v.user.is_some() {
+                    a.btn.btn-secondary href="/dashboard" { (v.t("payment.to_dashboard")) }
+                }
+            }
+        }
+    };
+    Ok(layout::page(
+        &v,
+        StatusCode::OK,
+        v.t("payment.cancel_title"),
+        Nav::Other,
+        body,
+    ))
+}
+
+async fn own_order<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
+    state: &PageState<S, C, I, H>,
+    user: &User,
+    order_id: &str,
+) -> Result<OrderRecord, PageError> {
+    state
+        .service
+        .query_payment(user, order_id)
+        .await
+        .map_err(|e| match e {
+            QueryPaymentError::NotFound => PageError::NotFound,
+            QueryPaymentError::Infra(infra) => infra.into(),
+        })
+}
+
+fn qr_svg(link: &str) -> String {
+    let svg = QrCode::new(link.as_bytes())
+        .map(|code| {
+            code.render::<svg::Color<'_>>()
+                .min_dimensions(232, 232)
+                .dark_color(svg::Color("#0f172a"))
+                .light_color(svg::Color("#ffffff"))
+                .build()
+        })
+        .unwrap_or_default();
+    // Inline SVG must not carry an XML declaration.
+    match svg.find("<svg") {
+        Some(start) => svg[start..].to_owned(),
+        None => String::new(),
+    }
+}
+
+fn order_summary(v: &Visitor, record: &OrderRecord, names: &PlanNames) -> Markup {
+    let order = &record.order;
+    let code = order.status.code();
+    html! {
+        dl.summary {
+            div {
+                dt { (v.t("payment.plan")) }
+                dd data-testid="order-plan" { (names.name(&order.plan.plan_id)) }
+            }
+            div { dt { (v.t("payment.amount")) } dd { (format::money(order.plan.price, v.lang)) } }
+            div { dt { (v.t("payment.order")) } dd { code { (order.id) } } }
+            div {
+                dt { (v.t("payment.status")) }
+                dd {
+                    span.badge.(status_tone(code)) data-testid="order-status" {
+                        (order_status_label(v, code))
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn waiting(v: &Visitor, record: &OrderRecord, next: &str) -> Markup {
+    let here = format!("/payment-success?orderId={}", record.order.id);
+    html! {
+        div.waiting data-poll-order=(record.order.id) data-poll-next=(next)
+            data-poll-done-text=(v.t("payment.redirecting")) {
+            span.spinner aria-hidden="true" {}
+            p role="status" aria-live="polite" data-poll-text { (v.t("payment.waiting")) }
+            p.muted.poll-timeout hidden data-poll-timeout {
+                (v.t("payment.poll_timeout")) " "
+                a href=(here) { (v.t("payment.refresh")) }
+            }
+            noscript { p { a href=(here) { (v.t("payment.refresh")) } } }
+        }
+    }
+}
+
+fn pending(v: &Visitor, record: &OrderRecord, names: &PlanNames) -> Markup {
+    let here = format!("/payment-success?orderId={}", record.order.id);
+    html! {
+        section.narrow.card.result-card {
+            h1 { (v.t("payment.confirming_title")) }
+            p.lead { (v.t("payment.confirming_text")) }
+            (order_summary(v, record, names))
+            (waiting(v, record, &here))
+        }
+    }
+}
+
+fn not_paid(v: &Visitor, record: &OrderRecord, names: &PlanNames) -> Markup {
+    html! {
+        section.narrow.card.result-card {
+            div.result-icon.is-neutral aria-hidden="true" { "!" }
+            h1 { (v.t("payment.not_paid_title")) }
+            p.lead { (v.t("payment.not_paid_text")) }
+            (order_summary(v, record, names))
+            div.actions {
+                a.btn.btn-primary href="/pricing" { (v.t("payment.back_to_pricing")) }
+                a.btn.btn-secondary href="/dashboard" { (v.t("payment.to_dashboard")) }
+            }
+        }
+    }
+}
+
+async fn paid<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
+    state: &PageState<S, C, I, H>,
+    v: &Visitor,
+    user: &User,
+    record: &OrderRecord,
+    names: &PlanNames,
+) -> Result<Markup, PageError> {
+    let snapshot = &record.order.plan;
+    let what = match snapshot.plan_type {
+        PlanType::Credits => {
+            let balance = state.service.balance(&user.id).await?;
+            let added = snapshot.credits.map(format::credits).unwrap_or_default();
+            html! {
+                p.outcome data-testid="credits-added" {
+                    (v.tf("payment.credits_added", &[("amount", &added)]))
+                }
+                p.balance-line {
+                    (v.t("payment.new_balance")) " "
+                    strong data-testid="balance" { (format::credits(balance)) }
+                    " " (v.t("credits.unit"))
+                }
+            }
+        }
+        PlanType::Recurring => subscription_outcome(state, v, user, record).await?,
+        PlanType::OneTime => match snapshot.duration {
+            Some(Duration::Months(months)) => html! {
+                p.outcome {
+                    (v.tf("payment.access_months", &[("months", &months.get().to_string())]))
+                }
+            },
+            _ => html! { p.outcome { (v.t("payment.lifetime_access")) } },
+        },
+    };
+    let dashboard = if snapshot.plan_type == PlanType::Credits {
+        "/dashboard?tab=credits"
+    } else {
+        "/dashboard"
+    };
+    Ok(html! {
+        section.narrow.card.result-card data-testid="payment-paid" {
+            div.result-icon.is-success aria-hidden="true" { "✓" }
+            h1 { (v.t("payment.paid_title")) }
+            (what)
+            (order_summary(v, record, names))
+            div.actions {
+                a.btn.btn-primary href=(dashboard) { (v.t("payment.to_dashboard")) }
+                a.btn.btn-ghost href="/pricing" { (v.t("payment.back_to_pricing")) }
+            }
+        }
+    })
+}
+
+async fn subscription_outcome<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
+    state: &PageState<S, C, I, H>,
+    v: &Visitor,
+    user: &User,
+    record: &OrderRecord,
+) -> Result<Markup, PageError> {
+    let report = state.service.report_status(user).await?;
+    let subscription = report.subscription.filter(|s| {
+        s.plan_id == record.order.plan.plan_id && s.status != SubscriptionStatus::Expired
+    });
+    Ok(html! {
+        @if let Some(subscription) = subscription {
+            p.outcome {
+                (v.tf("payment.subscription_active",
+                    &[("date", &format::date(subscription.current_period.end(), v.lang))]))
+            }
+        } @else {
+            p.outcome { (v.t("payment.subscription_starting")) }
+        }
+        @if let Some(credits) = record.order.plan.credits {
+            p.muted {
+                (v.tf("pricing.credits_per_period", &[("amount", &format::credits(credits))]))
+            }
+        }
+    })
+}

@@ -1,0 +1,195 @@
+//! Buying through the pages, the return pages, and the dashboard.
+
+use application::ports::{OrderLocator, PaymentEvent};
+use application::use_cases::plans::PricingMode;
+use domain::{BillingPeriod, Currency, Money, OrderId, ProviderId, Timestamp};
+use poem::http::StatusCode;
+
+use super::harness::{App, Browser, START_MS};
+
+fn by_id(order: &str) -> OrderLocator {
+    OrderLocator {
+        order_id: Some(OrderId::new(order).unwrap()),
+        provider_reference: None,
+    }
+}
+
+fn paid(order: &str, minor: i64, currency: Currency) -> PaymentEvent {
+    PaymentEvent::PaymentSucceeded {
+        order: by_id(order),
+        amount: Money::from_minor(minor, currency).unwrap(),
+        occurred_at: Timestamp::from_unix_millis(START_MS + 1_000),
+    }
+}
+
+/// Buy `plan_id` from the pricing page; the order id from the redirect.
+async fn buy(browser: &Browser<'_>, plan_id: &str, provider: &str) -> (String, String) {
+    let page = browser
+        .submit(
+            "/pricing",
+            "/pricing/buy",
+            &[("planId", plan_id), ("provider", provider)],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    let location = page.location().to_owned();
+    let order = location.rsplit('/').next().unwrap().to_owned();
+    (location, order)
+}
+
+#[tokio::test]
+async fn buying_sends_the_browser_to_the_provider_checkout() {
+    let app = App::new(PricingMode::Static);
+    let browser = app.signed_in("ann@example.com", false).await;
+    let pricing = browser.get("/pricing").await;
+    assert!(pricing.body.contains("action=\"/pricing/buy\""));
+    let (location, order) = buy(&browser, "credits-100", "card_gateway").await;
+    assert_eq!(
+        location,
+        format!("https://fake.invalid/card_gateway/checkout/{order}")
+    );
+    let refused = browser
+        .submit(
+            "/pricing",
+            "/pricing/buy",
+            &[("planId", "nope"), ("provider", "card_gateway")],
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(refused.body.contains("cannot be bought"));
+}
+
+#[tokio::test]
+async fn a_qr_payment_shows_the_code_and_waits_for_the_payment() {
+    let app = App::new(PricingMode::Static);
+    let browser = app.signed_in("bea@example.com", false).await;
+    let (location, order) = buy(&browser, "qr-credits", "wallet_qr").await;
+    assert_eq!(location, format!("/pay/qr/{order}"));
+    let page = browser.get(&location).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("<svg"));
+    assert!(!page.body.contains("<?xml"));
+    assert!(page.body.contains(&format!("data-poll-order=\"{order}\"")));
+    assert!(page.body.contains(&format!(
+        "data-poll-next=\"/payment-success?orderId={order}\""
+    )));
+    assert!(
+        page.body
+            .contains("href=\"https://fake.invalid/wallet_qr/checkout/"),
+        "sandbox link"
+    );
+    app.deliver(
+        ProviderId::WalletQr,
+        "e1",
+        vec![paid(&order, 6800, Currency::Cny)],
+    )
+    .await;
+    let after = browser.get(&location).await;
+    assert_eq!(after.status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        after.location(),
+        format!("/payment-success?orderId={order}")
+    );
+    let stranger = app.signed_in("cat@example.com", false).await;
+    assert_eq!(stranger.get(&location).await.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn payment_success_waits_for_the_webhook_then_shows_the_new_balance() {
+    let app = App::new(PricingMode::Static);
+    let browser = app.signed_in("dan@example.com", false).await;
+    let (_, order) = buy(&browser, "credits-100", "card_gateway").await;
+    let success = format!("/payment-success?orderId={order}");
+    let waiting = browser.get(&success).await;
+    assert!(waiting.body.contains("Confirming your payment"));
+    assert!(
+        waiting
+            .body
+            .contains(&format!("data-poll-order=\"{order}\""))
+    );
+    app.deliver(
+        ProviderId::CardGateway,
+        "e1",
+        vec![paid(&order, 1000, Currency::Usd)],
+    )
+    .await;
+    let done = browser.get(&success).await;
+    assert!(done.body.contains("Payment successful"));
+    assert!(done.body.contains("100 credits were added"));
+    assert!(done.body.contains("data-testid=\"balance\">100</strong>"));
+    let credits = browser.get("/dashboard?tab=credits").await;
+    assert!(credits.body.contains("data-testid=\"credit-balance\">100<"));
+    assert!(credits.body.contains("Credits purchased"));
+    assert!(credits.body.contains("+100"));
+    let chinese = browser.get("/dashboard?tab=credits&lang=zh-CN").await;
+    assert!(chinese.body.contains("购买积分"));
+    assert!(chinese.body.contains("积分状态"));
+}
+
+#[tokio::test]
+async fn the_cancel_page_says_nothing_was_charged() {
+    let app = App::new(PricingMode::Static);
+    let browser = app.signed_in("fay@example.com", false).await;
+    let (_, order) = buy(&browser, "lifetime", "card_gateway").await;
+    let page = browser
+        .get(&format!("/payment-cancel?orderId={order}"))
+        .await;
+    assert!(page.body.contains("nothing was charged"));
+    assert!(page.body.contains("lifetime name"));
+    assert!(page.body.contains("href=\"/pricing\""));
+}
+
+#[tokio::test]
+async fn a_subscription_is_shown_and_cancelled_at_period_end_from_the_dashboard() {
+    let app = App::new(PricingMode::Static);
+    let browser = app.signed_in("gus@example.com", false).await;
+    let (_, order) = buy(&browser, "pro-monthly", "card_gateway").await;
+    let day = 86_400_000;
+    let period = BillingPeriod::new(
+        Timestamp::from_unix_millis(START_MS),
+        Timestamp::from_unix_millis(START_MS + 30 * day),
+    )
+    .unwrap();
+    let activated = PaymentEvent::SubscriptionActivated {
+        order: by_id(&order),
+        provider_subscription_id: "sub_1".into(),
+        period,
+        occurred_at: Timestamp::from_unix_millis(START_MS + 1_000),
+    };
+    app.deliver(ProviderId::CardGateway, "e1", vec![activated])
+        .await;
+    let dashboard = browser.get("/dashboard").await;
+    assert!(dashboard.body.contains("pro-monthly name"));
+    assert!(dashboard.body.contains("Renews on"));
+    assert!(
+        dashboard
+            .body
+            .contains("data-testid=\"cancel-subscription\"")
+    );
+    assert!(dashboard.body.contains("data-testid=\"orders\""));
+    let id_marker = "name=\"subscriptionId\" value=\"";
+    let start = dashboard.body.find(id_marker).unwrap() + id_marker.len();
+    let subscription_id =
+        &dashboard.body[start..start + dashboard.body[start..].find('"').unwrap()];
+    let cancelled = browser
+        .post(
+            "/dashboard/subscription/cancel",
+            &[
+                ("csrf", &dashboard.csrf()),
+                ("subscriptionId", subscription_id),
+            ],
+        )
+        .await;
+    assert_eq!(
+        cancelled.location(),
+        "/dashboard?notice=subscription_cancelled"
+    );
+    assert_eq!(
+        app.gateways[&ProviderId::CardGateway].cancelled_subscriptions(),
+        vec!["sub_1".to_owned()]
+    );
+    let after = browser.get(cancelled.location()).await;
+    assert!(after.body.contains("Your subscription is cancelled"));
+    assert!(after.body.contains("Ends on"));
+    assert!(!after.body.contains("data-testid=\"cancel-subscription\""));
+}
