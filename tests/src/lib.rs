@@ -154,6 +154,31 @@ impl TestApp {
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
+    /// Start a payment as a well-behaved client: on 429 it waits as `Retry-After` says, then
+    /// retries (initiation is rate limited per client). Returns the status and body.
+    ///
+    /// # Panics
+    /// On transport errors.
+    pub async fn initiate(
+        &self,
+        token: &str,
+        plan: &str,
+        provider: &str,
+        key: Option<&str>,
+    ) -> (u16, Value) {
+        let body = json!({"planId": plan, "provider": provider});
+        let mut answer = self.post(token, "/api/payment/initiate", &body, key).await;
+        for _ in 0..10 {
+            if answer.0 != 429 {
+                break;
+            }
+            let wait_s = answer.1["retryAfterSeconds"].as_u64().unwrap_or(1).min(10);
+            tokio::time::sleep(Duration::from_secs(wait_s)).await;
+            answer = self.post(token, "/api/payment/initiate", &body, key).await;
+        }
+        answer
+    }
+
     /// The sandbox payment of our order `order_id`.
     ///
     /// # Panics

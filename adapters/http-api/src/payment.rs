@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use application::ports::{Clock, IdGenerator, Replay, SecretHasher, Store};
-use application::use_cases::cancel_payment::{CancelOutcome, CancelPaymentError};
+use application::use_cases::cancel_payment::{CancelOutcome, CancelPaymentError, ProviderClose};
 use application::use_cases::initiate_payment::{InitiatePayment, InitiatePaymentError};
 use application::use_cases::query_payment::QueryPaymentError;
 use domain::IdempotencyKey;
@@ -228,8 +228,11 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> PaymentApi<S, C, I, H>
                 .map_err(cancel_problem)
         };
         match result.await {
-            Ok(CancelOutcome::OrderCancelled(record)) => {
+            Ok(CancelOutcome::OrderCancelled(record, closed)) => {
                 metrics::record_order("cancelled");
+                if let ProviderClose::Failed(reason) = closed {
+                    tracing::warn!(order = %record.order.id, %reason, "order cancelled, but the provider could not close its checkout");
+                }
                 CancelResponse::Ok(Json(CancelView {
                     order: OrderView::from(&record),
                     subscription: None,

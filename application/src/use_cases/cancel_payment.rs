@@ -13,11 +13,23 @@ use crate::ports::{
 };
 use crate::service::Service;
 
+/// Whether the provider closed its side of a cancelled order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderClose {
+    /// The provider's checkout is closed.
+    Closed,
+    /// The protocol has no close (the checkout lapses by itself).
+    NotSupported,
+    /// The provider could not be told; a payment that still arrives is recorded as a late
+    /// payment on the cancelled order, for an admin.
+    Failed(String),
+}
+
 /// What cancelling did.
 #[derive(Debug, Clone)]
 pub enum CancelOutcome {
-    /// The pending order is cancelled (now or before).
-    OrderCancelled(OrderRecord),
+    /// The pending order is cancelled (now or before), and what the provider did.
+    OrderCancelled(OrderRecord, ProviderClose),
     /// The subscription ends at the end of its current period.
     SubscriptionEndsAtPeriodEnd(OrderRecord, Subscription),
 }
@@ -67,7 +79,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let record = self.own_order(user, order_id).await?;
         match (&record.order.status, record.order.plan.plan_type) {
             (OrderStatus::Pending, _) => self.cancel_pending(record).await,
-            (OrderStatus::Cancelled, _) => Ok(CancelOutcome::OrderCancelled(record)),
+            (OrderStatus::Cancelled, _) => {
+                Ok(CancelOutcome::OrderCancelled(record, ProviderClose::Closed))
+            }
             (OrderStatus::Paid { .. }, PlanType::Recurring) => {
                 self.cancel_subscription(record).await
             }
@@ -80,12 +94,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         record: OrderRecord,
     ) -> Result<CancelOutcome, CancelPaymentError> {
         let order = &record.order;
-        if let Some(gateway) = self.gateways.get(order.provider) {
-            match gateway.close_payment(&record.payment_ref()).await {
-                Ok(()) | Err(GatewayError::NotSupported) => {}
-                Err(e) => return Err(CancelPaymentError::Gateway(e.to_string())),
-            }
-        }
+        // Our own state becomes final first: closing at the provider makes some providers send
+        // an "expired" or "closed" event, which must then find a cancelled order, not race it.
         let mut cancelled = order.clone();
         if cancelled.cancel() == Ok(Transition::Applied) {
             match self
@@ -99,12 +109,20 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 Err(e) => return Err(e.into()),
             }
         }
+        let closed = match self.gateways.get(order.provider) {
+            None => ProviderClose::NotSupported,
+            Some(gateway) => match gateway.close_payment(&record.payment_ref()).await {
+                Ok(()) => ProviderClose::Closed,
+                Err(GatewayError::NotSupported) => ProviderClose::NotSupported,
+                Err(e) => ProviderClose::Failed(e.to_string()),
+            },
+        };
         let fresh = self
             .store
             .find_order(&order.id)
             .await?
             .ok_or(StoreError::NotFound)?;
-        Ok(CancelOutcome::OrderCancelled(fresh))
+        Ok(CancelOutcome::OrderCancelled(fresh, closed))
     }
 
     async fn refreshed_state(
@@ -117,7 +135,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .await?
             .ok_or(StoreError::NotFound)?;
         match fresh.order.status {
-            OrderStatus::Cancelled => Ok(CancelOutcome::OrderCancelled(fresh)),
+            OrderStatus::Cancelled => {
+                Ok(CancelOutcome::OrderCancelled(fresh, ProviderClose::Closed))
+            }
             ref other => Err(CancelPaymentError::NotCancellable(other.code())),
         }
     }

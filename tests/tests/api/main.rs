@@ -2,5 +2,6 @@
 
 mod browser;
 mod dependency_rule;
+mod providers;
 mod purchases;
 mod service;

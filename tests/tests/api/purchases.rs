@@ -8,22 +8,8 @@ use serde_json::{Value, json};
 use tests::{TestApp, spawn_app, spawn_app_with};
 
 async fn buy(app: &TestApp, token: &str, plan: &str, provider: &str) -> String {
-    let body = json!({"planId": plan, "provider": provider});
     let key = format!("buy-{plan}");
-    let (mut status, mut started) = app
-        .post(token, "/api/payment/initiate", &body, Some(&key))
-        .await;
-    // Initiation is rate limited per client; a well-behaved client waits as told, then retries.
-    for _ in 0..10 {
-        if status != 429 {
-            break;
-        }
-        let wait_s = started["retryAfterSeconds"].as_u64().unwrap_or(1).min(10);
-        tokio::time::sleep(std::time::Duration::from_secs(wait_s)).await;
-        (status, started) = app
-            .post(token, "/api/payment/initiate", &body, Some(&key))
-            .await;
-    }
+    let (status, started) = app.initiate(token, plan, provider, Some(&key)).await;
     assert_eq!(status, 201, "initiate {plan}: {started}");
     assert_eq!(started["status"], "pending");
     let url = started["paymentUrl"]

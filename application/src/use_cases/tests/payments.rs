@@ -190,7 +190,7 @@ async fn a_pending_order_is_cancelled_and_closed_at_the_provider_and_a_paid_one_
         .order
         .order
         .id;
-    let CancelOutcome::OrderCancelled(record) =
+    let CancelOutcome::OrderCancelled(record, _) =
         h.service.cancel_payment(&user, id.as_str()).await.unwrap()
     else {
         panic!()
