@@ -14,8 +14,13 @@
 //!
 //! Every write transaction starts with `BEGIN IMMEDIATE` on SQLite and follows one lock order on
 //! PostgreSQL (see `postings`).
+//!
+//! With group commit on, `consume`, `reserve` and `grant` go through the store's writer
+//! (`grouped`, `crate::group_commit`), which runs the same bodies in savepoints of a shared
+//! transaction; whatever a group cannot decide runs alone here, as with group commit off.
 
 mod grants;
+mod grouped;
 mod postings;
 mod reservations;
 mod spend;
@@ -30,8 +35,11 @@ use async_trait::async_trait;
 use domain::{Credits, ReservationId, Timestamp, UserId};
 
 pub(crate) use self::grants::{NewGrant, clawback, grant};
+pub(crate) use self::grouped::LedgerCommand;
+use self::grouped::{Consumed, Reserved};
 use self::reservations::Resolution;
 use crate::SeaOrmStore;
+use crate::group_commit::{Grouped, Job};
 use crate::orders::page_values;
 use crate::rows::{TRANSACTION_COLUMNS, TransactionRow};
 use crate::sql;
@@ -74,6 +82,39 @@ impl Resolution {
             Resolution::NotFound => Err(ReservationError::NotFound),
             Resolution::AlreadyResolved(code) => Err(ReservationError::AlreadyResolved(code)),
         }
+    }
+}
+
+/// The ungrouped paths of the grouped commands: one transaction each, under the retry policy.
+impl SeaOrmStore {
+    async fn consume_alone(&self, command: &ConsumeCommand) -> Result<Consumed, StoreError> {
+        self.retry
+            .run("consume", || async {
+                let tx = sql::begin_write(&self.db).await?;
+                let body = spend::consume(&tx, command).await;
+                sql::finish(tx, body).await
+            })
+            .await
+    }
+
+    async fn reserve_alone(&self, command: &ReserveCommand) -> Result<Reserved, StoreError> {
+        self.retry
+            .run("reserve", || async {
+                let tx = sql::begin_write(&self.db).await?;
+                let body = reservations::reserve(&tx, command).await;
+                sql::finish(tx, body).await
+            })
+            .await
+    }
+
+    async fn grant_alone(&self, command: &GrantCommand) -> Result<LedgerEffect, StoreError> {
+        self.retry
+            .run("grant", || async {
+                let tx = sql::begin_write(&self.db).await?;
+                let body = grants::grant_command(&tx, command).await;
+                sql::finish(tx, body).await
+            })
+            .await
     }
 }
 
@@ -124,27 +165,27 @@ impl CreditLedger for SeaOrmStore {
         &self,
         command: &ConsumeCommand,
     ) -> Result<(CreditTransaction, Replay), SpendError> {
-        let spent = self
-            .retry
-            .run("consume", || async {
-                let tx = sql::begin_write(&self.db).await?;
-                let body = spend::consume(&tx, command).await;
-                sql::finish(tx, body).await
-            })
-            .await?;
-        spent.into_result()
+        if let Some(group) = &self.group {
+            let outcome = group
+                .submit(|reply| LedgerCommand::Consume(Job::new(command.clone(), reply)))
+                .await;
+            if let Grouped::Done(spent) = outcome {
+                return spent?.into_result();
+            }
+        }
+        self.consume_alone(command).await?.into_result()
     }
 
     async fn reserve(&self, command: &ReserveCommand) -> Result<(Reservation, Replay), SpendError> {
-        let spent = self
-            .retry
-            .run("reserve", || async {
-                let tx = sql::begin_write(&self.db).await?;
-                let body = reservations::reserve(&tx, command).await;
-                sql::finish(tx, body).await
-            })
-            .await?;
-        spent.into_result()
+        if let Some(group) = &self.group {
+            let outcome = group
+                .submit(|reply| LedgerCommand::Reserve(Job::new(command.clone(), reply)))
+                .await;
+            if let Grouped::Done(spent) = outcome {
+                return spent?.into_result();
+            }
+        }
+        self.reserve_alone(command).await?.into_result()
     }
 
     async fn settle(
@@ -218,15 +259,15 @@ impl CreditLedger for SeaOrmStore {
     }
 
     async fn grant(&self, command: &GrantCommand) -> Result<LedgerEffect, StoreError> {
-        self.retry
-            .run("grant", || async {
-                let tx = sql::begin_write(&self.db).await?;
-                let body = grants::grant(&tx, &NewGrant::of(command))
-                    .await
-                    .map(sql::End::Commit);
-                sql::finish(tx, body).await
-            })
-            .await
+        if let Some(group) = &self.group {
+            let outcome = group
+                .submit(|reply| LedgerCommand::Grant(Job::new(command.clone(), reply)))
+                .await;
+            if let Grouped::Done(effect) = outcome {
+                return effect;
+            }
+        }
+        self.grant_alone(command).await
     }
 
     async fn expire_grants(&self, now: Timestamp, limit: u32) -> Result<u32, StoreError> {

@@ -7,7 +7,10 @@
 //! `rows` and re-validated through the domain's constructors on every read.
 //!
 //! Codemap:
-//! - `settings`: [`StoreSettings`] (URL, pool, SQLite durability, timeouts, retries);
+//! - `settings`: [`StoreSettings`] (URL, pool, SQLite durability, timeouts, retries, group
+//!   commit);
+//! - `group_commit`: the writer that commits consumes, reservations and grants in groups
+//!   ([`GroupCommit`]);
 //! - `users`: users, sessions, API keys; `plans`: the dynamic plans table;
 //! - `orders`: orders, idempotent creation, the reconciler's claims; `subscriptions`: reads, and
 //!   the writes the payment-event transaction makes;
@@ -18,6 +21,7 @@
 //! `migrations` crate, which never imports anything from here.
 
 mod events;
+mod group_commit;
 mod ledger;
 mod orders;
 mod plans;
@@ -28,17 +32,24 @@ mod sql;
 mod subscriptions;
 mod users;
 
+use std::future::Future;
+
 use application::ports::StoreError;
 use sea_orm::{Database, DatabaseConnection, DbBackend};
 
+use crate::group_commit::Committer;
+pub use crate::group_commit::GroupCommitStats;
+use crate::ledger::LedgerCommand;
 use crate::retry::{RetryPolicy, store_error};
-pub use crate::settings::{SqliteSynchronous, StoreSettings};
+pub use crate::settings::{GroupCommit, SqliteSynchronous, StoreSettings};
 
-/// The store: a connection pool and the retry policy; cheap to clone.
+/// The store: a connection pool, the retry policy and, with group commit on, the handle on its
+/// writer; cheap to clone (clones share the pool and the writer).
 #[derive(Debug, Clone)]
 pub struct SeaOrmStore {
     db: DatabaseConnection,
     retry: RetryPolicy,
+    group: Option<Committer<LedgerCommand>>,
 }
 
 impl SeaOrmStore {
@@ -46,6 +57,10 @@ impl SeaOrmStore {
     /// only) with `foreign_keys=ON`, the configured `synchronous` level and busy timeout, and
     /// created when missing (the directory must exist). The schema is not touched: run the
     /// `migrations` crate's `Migrator` on [`SeaOrmStore::connection`] first.
+    ///
+    /// With [`StoreSettings::group_commit`] enabled this spawns the store's group-commit writer
+    /// on the current tokio runtime; it stops at [`SeaOrmStore::close`] or when every clone of
+    /// the store has been dropped.
     ///
     /// # Errors
     /// [`StoreError::Busy`] when the database cannot be reached.
@@ -58,13 +73,32 @@ impl SeaOrmStore {
                 }
                 other => store_error(other),
             })?;
+        let group = settings
+            .group_commit
+            .enabled
+            .then(|| Committer::spawn(db.clone(), settings.group_commit));
         Ok(Self {
             db,
             retry: RetryPolicy {
                 attempts: settings.retry_attempts,
                 backoff_ms: settings.retry_backoff_ms,
             },
+            group,
         })
+    }
+
+    /// What the group-commit writer has done so far; `None` when group commit is off.
+    #[must_use]
+    pub fn group_commit_stats(&self) -> Option<GroupCommitStats> {
+        self.group.as_ref().map(Committer::stats)
+    }
+
+    /// A future that completes once the group-commit writer has stopped (after
+    /// [`SeaOrmStore::close`], or once every clone of the store has been dropped); `None` when
+    /// group commit is off.
+    #[must_use]
+    pub fn group_commit_stopped(&self) -> Option<impl Future<Output = ()> + Send + 'static> {
+        self.group.as_ref().map(Committer::stopped)
     }
 
     /// The underlying connection, for running migrations.
@@ -87,11 +121,16 @@ impl SeaOrmStore {
         self.db.ping().await.map_err(|e| StoreError::Busy(e.into()))
     }
 
-    /// Close the pool.
+    /// Stop the group-commit writer (after the group it is writing, which is answered), then
+    /// close the pool. Calls made afterwards through other clones fail with
+    /// [`StoreError::Busy`].
     ///
     /// # Errors
     /// When closing fails.
     pub async fn close(self) -> Result<(), StoreError> {
+        if let Some(group) = &self.group {
+            group.stop().await;
+        }
         self.db.close().await.map_err(store_error)
     }
 }

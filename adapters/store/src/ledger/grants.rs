@@ -78,6 +78,14 @@ fn kind_and_context(source: &GrantSource) -> (TransactionKind, UsageContext) {
     }
 }
 
+/// A [`GrantCommand`] as a transaction body (the grant commits when it wrote nothing, too).
+pub(crate) async fn grant_command(
+    tx: &DatabaseTransaction,
+    c: &GrantCommand,
+) -> Result<End<LedgerEffect>, Fail> {
+    grant(tx, &NewGrant::of(c)).await.map(End::Commit)
+}
+
 /// Grant once per source: a source that already has a lot is `Nothing`. The existence check
 /// runs first so that PostgreSQL never sees a failing statement in the common duplicate case; a
 /// concurrent grant of the same source that commits first makes the lot insert do nothing, and

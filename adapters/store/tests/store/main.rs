@@ -1,7 +1,9 @@
 //! The store's contract tests: every port method against a real database, SQLite always and
 //! PostgreSQL when `TEST_DATABASE_URL` is set, plus concurrency tests on both. One test binary;
 //! each module holds generic `async fn name(store: &TestStore)` contracts and generates
-//! `module::sqlite::name` and `module::postgres::name` tests from them.
+//! `module::sqlite::name` and `module::postgres::name` tests from them, and the same again with
+//! group commit on (`module::sqlite_grouped::name`, `module::postgres_grouped::name`);
+//! `group_commit` holds the tests of grouping itself.
 
 mod support;
 
@@ -9,6 +11,7 @@ mod concurrency;
 mod connection;
 mod corrupt;
 mod events;
+mod group_commit;
 mod ledger;
 mod orders;
 mod plans;

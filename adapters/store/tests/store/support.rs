@@ -5,6 +5,9 @@
 //! `TEST_DATABASE_URL` is set, each in a fresh schema of that database, dropped when the test
 //! passes (a failed test leaves its schema for inspection). With `CI=true` and no URL the
 //! PostgreSQL variants fail instead of skipping.
+//!
+//! Every contract and concurrency test runs twice per backend: with group commit off
+//! (`sqlite`, `postgres`) and on (`sqlite_grouped`, `postgres_grouped`, see [`grouped`]).
 
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -20,14 +23,34 @@ use domain::{
 };
 use migrations::{Migrator, MigratorTrait};
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement};
-use store::{SeaOrmStore, SqliteSynchronous, StoreSettings};
+use store::{GroupCommit, SeaOrmStore, SqliteSynchronous, StoreSettings};
 use tempfile::TempDir;
 
 /// A migrated store for one test.
 pub struct TestStore {
     store: SeaOrmStore,
+    settings: StoreSettings,
     _dir: Option<TempDir>,
     schema: Option<(DatabaseConnection, String)>,
+}
+
+/// Group commit as the `*_grouped` variants run it: on, with a short wait for company so that
+/// concurrent calls do share groups.
+pub fn grouped() -> GroupCommit {
+    GroupCommit {
+        max_wait_us: 200,
+        ..GroupCommit::on()
+    }
+}
+
+/// Group commit that writes exactly `n` commands per group: the writer waits (up to 5 s) until
+/// `n` are queued.
+pub fn exact_groups(n: usize) -> GroupCommit {
+    GroupCommit {
+        enabled: true,
+        max_batch: n,
+        max_wait_us: 5_000_000,
+    }
 }
 
 impl Deref for TestStore {
@@ -47,9 +70,18 @@ async fn migrated(settings: &StoreSettings) -> SeaOrmStore {
 
 /// A private in-memory SQLite store.
 pub async fn sqlite() -> TestStore {
-    let store = migrated(&StoreSettings::new("sqlite::memory:")).await;
+    sqlite_with(GroupCommit::off()).await
+}
+
+/// A private in-memory SQLite store with `group_commit`.
+pub async fn sqlite_with(group_commit: GroupCommit) -> TestStore {
+    let settings = StoreSettings {
+        group_commit,
+        ..StoreSettings::new("sqlite::memory:")
+    };
     TestStore {
-        store,
+        store: migrated(&settings).await,
+        settings,
         _dir: None,
         schema: None,
     }
@@ -57,25 +89,33 @@ pub async fn sqlite() -> TestStore {
 
 /// A SQLite file store (WAL) with `max_connections` connections.
 pub async fn sqlite_file(max_connections: u32) -> TestStore {
+    sqlite_file_with(max_connections, GroupCommit::off()).await
+}
+
+/// A SQLite file store (WAL) with `max_connections` connections and `group_commit`.
+pub async fn sqlite_file_with(max_connections: u32, group_commit: GroupCommit) -> TestStore {
     let dir = tempfile::tempdir().expect("temp dir");
     let url = format!("sqlite://{}", dir.path().join("tally.db").display());
     let settings = StoreSettings {
         max_connections,
         sqlite_synchronous: SqliteSynchronous::Full,
+        group_commit,
         ..StoreSettings::new(url)
     };
     TestStore {
         store: migrated(&settings).await,
+        settings,
         _dir: Some(dir),
         schema: None,
     }
 }
 
-/// A PostgreSQL store in a fresh schema, or `None` (skip) when `TEST_DATABASE_URL` is unset.
+/// A PostgreSQL store with `group_commit` in a fresh schema, or `None` (skip) when
+/// `TEST_DATABASE_URL` is unset.
 ///
 /// # Panics
 /// When `CI=true` and `TEST_DATABASE_URL` is unset: CI must run the PostgreSQL variants.
-pub async fn postgres(max_connections: u32) -> Option<TestStore> {
+pub async fn postgres_with(max_connections: u32, group_commit: GroupCommit) -> Option<TestStore> {
     let Ok(url) = std::env::var("TEST_DATABASE_URL") else {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
@@ -100,20 +140,51 @@ pub async fn postgres(max_connections: u32) -> Option<TestStore> {
     let separator = if url.contains('?') { '&' } else { '?' };
     let settings = StoreSettings {
         max_connections,
+        group_commit,
         ..StoreSettings::new(format!("{url}{separator}options[search_path]={schema}"))
     };
     Some(TestStore {
         store: migrated(&settings).await,
+        settings,
         _dir: None,
         schema: Some((admin, schema)),
     })
 }
 
+/// Where a test that builds its own stores runs.
+#[derive(Debug, Clone, Copy)]
+pub enum Backend {
+    /// A SQLite file (WAL), 8 connections.
+    SqliteFile,
+    /// PostgreSQL, 8 connections, when `TEST_DATABASE_URL` is set.
+    Postgres,
+}
+
+impl Backend {
+    /// A migrated store with `group_commit`, or `None` (skip).
+    pub async fn store(self, group_commit: GroupCommit) -> Option<TestStore> {
+        match self {
+            Backend::SqliteFile => Some(sqlite_file_with(8, group_commit).await),
+            Backend::Postgres => postgres_with(8, group_commit).await,
+        }
+    }
+}
+
 impl TestStore {
+    /// Another store on the same database (not for `sqlite::memory:`), with `group_commit`.
+    pub async fn reconnect(&self, group_commit: GroupCommit) -> SeaOrmStore {
+        let settings = StoreSettings {
+            group_commit,
+            ..self.settings.clone()
+        };
+        SeaOrmStore::connect(&settings).await.expect("reconnect")
+    }
+
     /// Drop the test's PostgreSQL schema.
     pub async fn cleanup(self) {
         let TestStore {
             store,
+            settings: _,
             _dir,
             schema,
         } = self;
@@ -147,24 +218,30 @@ impl TestStore {
     }
 }
 
-/// Generate a SQLite and a PostgreSQL test for each contract function `name(&TestStore)`.
+/// Generate SQLite and PostgreSQL tests, with group commit off and on, for each contract
+/// function `name(&TestStore)`: `sqlite::name`, `postgres::name`, `sqlite_grouped::name`,
+/// `postgres_grouped::name`.
 macro_rules! contract_tests {
     ($($name:ident),* $(,)?) => {
-        mod sqlite {
+        $crate::support::contract_tests!(@mode sqlite, postgres, store::GroupCommit::off(); $($name),*);
+        $crate::support::contract_tests!(@mode sqlite_grouped, postgres_grouped, $crate::support::grouped(); $($name),*);
+    };
+    (@mode $sqlite:ident, $postgres:ident, $group:expr; $($name:ident),*) => {
+        mod $sqlite {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    let store = crate::support::sqlite().await;
+                    let store = $crate::support::sqlite_with($group).await;
                     super::$name(&store).await;
                     store.cleanup().await;
                 }
             )*
         }
-        mod postgres {
+        mod $postgres {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    let Some(store) = crate::support::postgres(4).await else { return };
+                    let Some(store) = $crate::support::postgres_with(4, $group).await else { return };
                     super::$name(&store).await;
                     store.cleanup().await;
                 }
@@ -173,16 +250,46 @@ macro_rules! contract_tests {
     };
 }
 
-/// Generate SQLite-file and PostgreSQL tests for each concurrency function `name(&TestStore)`.
+/// Generate SQLite-file and PostgreSQL tests, with group commit off and on, for each
+/// concurrency function `name(&TestStore)`.
 macro_rules! concurrency_tests {
+    ($($name:ident),* $(,)?) => {
+        $crate::support::concurrency_tests!(@mode sqlite, postgres, store::GroupCommit::off(); $($name),*);
+        $crate::support::concurrency_tests!(@mode sqlite_grouped, postgres_grouped, $crate::support::grouped(); $($name),*);
+    };
+    (@mode $sqlite:ident, $postgres:ident, $group:expr; $($name:ident),*) => {
+        mod $sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let store = $crate::support::sqlite_file_with(8, $group).await;
+                    super::$name(&store).await;
+                    store.cleanup().await;
+                }
+            )*
+        }
+        mod $postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let Some(store) = $crate::support::postgres_with(16, $group).await else { return };
+                    super::$name(&store).await;
+                    store.cleanup().await;
+                }
+            )*
+        }
+    };
+}
+
+/// Generate a SQLite-file and a PostgreSQL test for each function `name(Backend)` that builds
+/// its own stores.
+macro_rules! backend_tests {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $name() {
-                    let store = crate::support::sqlite_file(8).await;
-                    super::$name(&store).await;
-                    store.cleanup().await;
+                    super::$name($crate::support::Backend::SqliteFile).await;
                 }
             )*
         }
@@ -190,16 +297,14 @@ macro_rules! concurrency_tests {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $name() {
-                    let Some(store) = crate::support::postgres(16).await else { return };
-                    super::$name(&store).await;
-                    store.cleanup().await;
+                    super::$name($crate::support::Backend::Postgres).await;
                 }
             )*
         }
     };
 }
 
-pub(crate) use {concurrency_tests, contract_tests};
+pub(crate) use {backend_tests, concurrency_tests, contract_tests};
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures

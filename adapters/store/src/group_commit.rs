@@ -1,0 +1,465 @@
+//! Group commit: many callers' writes in one database transaction, each with its own outcome.
+//!
+//! A database commits only so many transactions per second: each commit waits for a WAL sync
+//! (SQLite with `synchronous=FULL`) or flush (PostgreSQL), and a hot balance row stays locked
+//! until its transaction has committed. With [`GroupCommit`] enabled, the store sends each
+//! grouped call (a [`GroupedCommand`]: consume, reserve, grant) over a bounded queue to ONE
+//! writer task, spawned at connect, and waits for the answer on a oneshot channel. The writer:
+//!
+//! 1. takes the first queued command, then whatever else is queued, up to `max_batch` (waiting up
+//!    to `max_wait_us` for more when that is not zero);
+//! 2. orders the group by user (stable: commands of one user keep their arrival order), so that
+//!    the writers of several instances take row locks in one order;
+//! 3. opens ONE write transaction (`BEGIN IMMEDIATE` on SQLite, like every write) and runs each
+//!    command in a SAVEPOINT of its own, with the very function the ungrouped path runs in its
+//!    own transaction. A command that refuses (insufficient credits, a replay, an idempotency
+//!    conflict) or fails is rolled back to its savepoint, so it changes nothing and the next
+//!    command sees the database as if it had not run. (A group of one needs no savepoint: it is
+//!    the ordinary transaction, so an idle store costs what it costs without grouping.)
+//! 4. commits once, and only then sends each command its outcome ([`Grouped::Done`]).
+//!
+//! Each outcome is what the command would have returned had it run alone at its place in the
+//! group: later commands see earlier ones' writes (a second spend with the same key replays the
+//! first; an insufficient-credits refusal reports the balance left by the commands before it).
+//!
+//! Nothing is acknowledged before its group has committed, and nothing is applied twice:
+//! - if the group's transaction fails anywhere (BEGIN, a savepoint, COMMIT), it is rolled back and
+//!   every command of it is answered [`Grouped::Alone`]: the caller runs it again on the ordinary
+//!   path (its own transaction, the bounded retry policy). That is safe even when a COMMIT's
+//!   answer was lost after it took effect: every grouped command is idempotent (consume and
+//!   reserve by their key, grant by its source), so the rerun replays the committed outcome;
+//! - a command whose own run lost a race or met contention (`Fail::Retry`, a busy or unreachable
+//!   database) is rolled back to its savepoint and answered `Alone` after the commit, and runs
+//!   again on its own, exactly as the ordinary path would have retried it;
+//! - when the writer is gone (the store was closed), the caller runs its command alone as well.
+//!
+//! A caller that stops waiting (its future dropped) does not withdraw its command: once queued
+//! it is applied, and a retry with the same key replays it.
+//!
+//! The writer stops when [`Committer::stop`] is called (by `SeaOrmStore::close`) or when every
+//! clone of the store has been dropped; commands still queued then run alone.
+//!
+//! PostgreSQL:
+//! - every savepoint of a command that writes is a subtransaction, and a transaction with more
+//!   than 64 of them overflows each backend's subtransaction cache (which slows every snapshot on
+//!   the server); keep `max_batch` at or below the default of 64 there;
+//! - a group holds the balance rows of the users it has written until it commits, so it can
+//!   deadlock with a concurrent ungrouped reservation of the same user and key (which takes the
+//!   reservation first, then the balance). PostgreSQL breaks the cycle after `deadlock_timeout`;
+//!   the victim is retried (an ungrouped transaction) or runs alone (a grouped command), so this
+//!   costs latency in that rare case, never correctness.
+//!
+//! `examples/group_commit_probe.rs` measures both modes side by side.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use application::ports::StoreError;
+use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::retry::{ErrorClass, Fail, classify, store_error};
+use crate::settings::GroupCommit;
+use crate::sql::{self, End};
+
+/// What a grouped command's caller is told.
+#[derive(Debug)]
+pub(crate) enum Grouped<T> {
+    /// The outcome, sent after the group committed (an error wrote nothing).
+    Done(Result<T, StoreError>),
+    /// Not decided by a group: run the command alone, on the ordinary path.
+    Alone,
+}
+
+/// A command the writer can apply inside a group's transaction.
+pub(crate) trait GroupedCommand: Send + 'static {
+    /// The user whose rows the command changes (groups are ordered by it).
+    fn user(&self) -> &str;
+
+    /// Run the command's body on `tx` (the same body as its ungrouped path) and keep the outcome
+    /// ([`Job::settle`]). Returns whether its writes are to be kept; if not, the writer undoes
+    /// them (back to the command's savepoint).
+    fn run<'a>(&'a mut self, tx: &'a DatabaseTransaction)
+    -> impl Future<Output = bool> + Send + 'a;
+
+    /// The group committed: send the kept outcome (`Alone` if there is none). Returns whether
+    /// the caller got a decided outcome.
+    fn deliver(self) -> bool;
+
+    /// The group failed: tell the caller to run the command alone.
+    fn run_alone(self);
+}
+
+/// One queued command, its reply channel and, once run, its outcome.
+pub(crate) struct Job<C, T> {
+    /// The command.
+    pub(crate) command: C,
+    reply: oneshot::Sender<Grouped<T>>,
+    outcome: Option<Grouped<T>>,
+}
+
+impl<C, T> Job<C, T> {
+    /// A job answering on `reply`.
+    pub(crate) fn new(command: C, reply: oneshot::Sender<Grouped<T>>) -> Self {
+        Self {
+            command,
+            reply,
+            outcome: None,
+        }
+    }
+
+    /// Keep the outcome the ordinary path would have produced from `body` until the group
+    /// commits, and say whether the body's writes are to be kept:
+    /// - `End::Commit`: kept; the outcome is the value;
+    /// - `End::Rollback` (a refusal or a replay): undone; the outcome is the value;
+    /// - a decided error (`Fail::Store`, or a database error that is not contention): undone;
+    ///   the outcome is the error the ordinary path returns for it;
+    /// - a lost race or contention (`Fail::Retry`, a busy or unreachable database): undone; the
+    ///   command runs again alone, as the ordinary path would have retried it.
+    pub(crate) fn settle(&mut self, body: Result<End<T>, Fail>) -> bool {
+        let (keep, outcome) = match body {
+            Ok(End::Commit(value)) => (true, Grouped::Done(Ok(value))),
+            Ok(End::Rollback(value)) => (false, Grouped::Done(Ok(value))),
+            Err(Fail::Store(e)) => (false, Grouped::Done(Err(e))),
+            Err(Fail::Retry(_)) => (false, Grouped::Alone),
+            Err(Fail::Db(e)) => match classify(&e) {
+                ErrorClass::Busy | ErrorClass::Unavailable => (false, Grouped::Alone),
+                _ => (false, Grouped::Done(Err(store_error(e)))),
+            },
+        };
+        self.outcome = Some(outcome);
+        keep
+    }
+
+    /// Send the kept outcome. A caller that stopped waiting is not an error.
+    pub(crate) fn deliver(self) -> bool {
+        let outcome = self.outcome.unwrap_or(Grouped::Alone);
+        let decided = matches!(outcome, Grouped::Done(_));
+        let _ = self.reply.send(outcome);
+        decided
+    }
+
+    /// Send `Alone`.
+    pub(crate) fn run_alone(self) {
+        let _ = self.reply.send(Grouped::Alone);
+    }
+}
+
+/// What the writer has done since connect.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupCommitStats {
+    /// Groups written: committed (or, for a group of one that refused, rolled back).
+    pub groups: u64,
+    /// Commands answered from a committed group (successes, refusals and errors alike).
+    pub grouped: u64,
+    /// Groups whose transaction failed (each of their commands ran alone).
+    pub failed_groups: u64,
+    /// Commands that ran alone on the ordinary path instead: from a failed group, after a lost
+    /// race or contention inside a group, or because the writer had stopped.
+    pub alone: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    groups: AtomicU64,
+    grouped: AtomicU64,
+    failed_groups: AtomicU64,
+    alone: AtomicU64,
+}
+
+impl Counters {
+    fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// The store's handle on its writer: the queue, the stop signal and the counters. Cheap to
+/// clone; the writer stops once every clone is dropped.
+pub(crate) struct Committer<C> {
+    queue: mpsc::Sender<C>,
+    stop: Arc<watch::Sender<bool>>,
+    stopped: watch::Receiver<()>,
+    counters: Arc<Counters>,
+}
+
+impl<C> std::fmt::Debug for Committer<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Committer")
+            .field(
+                "queued",
+                &(self.queue.max_capacity() - self.queue.capacity()),
+            )
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C> Clone for Committer<C> {
+    fn clone(&self) -> Self {
+        Self {
+            queue: self.queue.clone(),
+            stop: Arc::clone(&self.stop),
+            stopped: self.stopped.clone(),
+            counters: Arc::clone(&self.counters),
+        }
+    }
+}
+
+impl<C: GroupedCommand> Committer<C> {
+    /// Spawn the writer for `db` on the current tokio runtime.
+    pub(crate) fn spawn(db: DatabaseConnection, config: GroupCommit) -> Self {
+        let (queue, rx) = mpsc::channel(config.queue_capacity());
+        let (stop, stop_rx) = watch::channel(false);
+        let (stopped_tx, stopped) = watch::channel(());
+        let counters = Arc::new(Counters::default());
+        let writer = Writer {
+            db,
+            rx,
+            stop: stop_rx,
+            config,
+            counters: Arc::clone(&counters),
+        };
+        tokio::spawn(async move {
+            writer.run().await;
+            drop(stopped_tx);
+        });
+        Self {
+            queue,
+            stop: Arc::new(stop),
+            stopped,
+            counters,
+        }
+    }
+
+    /// Queue the command `make` builds around a reply channel and wait for its outcome.
+    pub(crate) async fn submit<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Grouped<T>>) -> C,
+    ) -> Grouped<T> {
+        let (reply, answer) = oneshot::channel();
+        let outcome = match self.queue.send(make(reply)).await {
+            Ok(()) => answer.await.unwrap_or(Grouped::Alone),
+            Err(_) => Grouped::Alone,
+        };
+        if matches!(outcome, Grouped::Alone) {
+            Counters::add(&self.counters.alone, 1);
+        }
+        outcome
+    }
+
+    /// Ask the writer to stop after its current group, and wait until it has.
+    pub(crate) async fn stop(&self) {
+        self.stop.send_replace(true);
+        self.stopped().await;
+    }
+
+    /// Completes once the writer has stopped.
+    pub(crate) fn stopped(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut stopped = self.stopped.clone();
+        async move { while stopped.changed().await.is_ok() {} }
+    }
+}
+
+impl<C> Committer<C> {
+    /// The counters so far.
+    pub(crate) fn stats(&self) -> GroupCommitStats {
+        let c = &self.counters;
+        GroupCommitStats {
+            groups: c.groups.load(Ordering::Relaxed),
+            grouped: c.grouped.load(Ordering::Relaxed),
+            failed_groups: c.failed_groups.load(Ordering::Relaxed),
+            alone: c.alone.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The writer task's state.
+struct Writer<C> {
+    db: DatabaseConnection,
+    rx: mpsc::Receiver<C>,
+    stop: watch::Receiver<bool>,
+    config: GroupCommit,
+    counters: Arc<Counters>,
+}
+
+impl<C: GroupedCommand> Writer<C> {
+    /// Write groups until stopped or until every sender is gone. Commands still queued are
+    /// dropped with the queue, and their callers run them alone.
+    async fn run(mut self) {
+        loop {
+            let first = tokio::select! {
+                biased;
+                _ = self.stop.changed() => break,
+                next = self.rx.recv() => match next {
+                    Some(command) => command,
+                    None => break,
+                },
+            };
+            let group = self.collect(first).await;
+            self.write(group).await;
+        }
+        tracing::debug!("group-commit writer stopped");
+    }
+
+    /// `first` and whatever else is queued, up to `max_batch`; when `max_wait_us` is set, wait
+    /// that long at most for the group to fill (sub-millisecond waits yield instead of sleeping,
+    /// as tokio's timers tick in milliseconds).
+    async fn collect(&mut self, first: C) -> Vec<C> {
+        let limit = self.config.batch_limit();
+        let mut group = Vec::with_capacity(limit);
+        group.push(first);
+        self.drain(&mut group, limit);
+        let wait = self.config.wait_limit();
+        let deadline = Instant::now() + wait;
+        while group.len() < limit && !wait.is_zero() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            if left.as_millis() >= 1 {
+                match tokio::time::timeout(left, self.rx.recv()).await {
+                    Ok(Some(command)) => group.push(command),
+                    Ok(None) | Err(_) => break,
+                }
+            } else {
+                tokio::task::yield_now().await;
+            }
+            self.drain(&mut group, limit);
+        }
+        group
+    }
+
+    fn drain(&mut self, group: &mut Vec<C>, limit: usize) {
+        while group.len() < limit {
+            match self.rx.try_recv() {
+                Ok(command) => group.push(command),
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Apply and commit one group, then answer every command of it.
+    async fn write(&self, mut group: Vec<C>) {
+        group.sort_by(|a, b| a.user().cmp(b.user()));
+        match apply(&self.db, &mut group).await {
+            Ok(()) => {
+                Counters::add(&self.counters.groups, 1);
+                let decided = group.into_iter().map(C::deliver).filter(|d| *d).count();
+                Counters::add(
+                    &self.counters.grouped,
+                    u64::try_from(decided).unwrap_or(u64::MAX),
+                );
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, commands = group.len(), "a commit group failed; its commands run alone");
+                Counters::add(&self.counters.failed_groups, 1);
+                group.into_iter().for_each(C::run_alone);
+            }
+        }
+    }
+}
+
+/// The savepoint each command of a group runs in. It is never released: the next command's
+/// `SAVEPOINT` of the same name nests inside it and `ROLLBACK TO` always names the newest, so a
+/// rollback undoes exactly one command, and the group's COMMIT releases them all. (Releasing
+/// each would cost one more round trip per command and change nothing.)
+const SAVEPOINT: &str = "SAVEPOINT grouped";
+const ROLLBACK_TO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT grouped";
+
+/// One transaction for the whole group; any failure rolls it all back. A group of one runs
+/// without a savepoint, exactly like the ordinary path (its refusal rolls the transaction back).
+async fn apply<C: GroupedCommand>(db: &DatabaseConnection, group: &mut [C]) -> Result<(), DbErr> {
+    let tx = sql::begin_write(db).await?;
+    if let [only] = group {
+        return if only.run(&tx).await {
+            tx.commit().await
+        } else {
+            tx.rollback().await
+        };
+    }
+    let mut body = Ok(());
+    for command in group.iter_mut() {
+        body = run_in_savepoint(&tx, command).await;
+        if body.is_err() {
+            break;
+        }
+    }
+    match body {
+        Ok(()) => tx.commit().await,
+        Err(e) => {
+            // The statement's error is the one worth reporting.
+            let _ = tx.rollback().await;
+            Err(e)
+        }
+    }
+}
+
+async fn run_in_savepoint<C: GroupedCommand>(
+    tx: &DatabaseTransaction,
+    command: &mut C,
+) -> Result<(), DbErr> {
+    tx.execute_unprepared(SAVEPOINT).await?;
+    if !command.run(tx).await {
+        tx.execute_unprepared(ROLLBACK_TO_SAVEPOINT).await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn new_job() -> (Job<(), u8>, oneshot::Receiver<Grouped<u8>>) {
+        let (reply, answer) = oneshot::channel();
+        (Job::new((), reply), answer)
+    }
+
+    /// Settle `body`, deliver, and return (keep, what the caller got).
+    fn settled(body: Result<End<u8>, Fail>) -> (bool, Grouped<u8>) {
+        let (mut job, mut answer) = new_job();
+        let keep = job.settle(body);
+        job.deliver();
+        (keep, answer.try_recv().expect("an answer"))
+    }
+
+    #[test]
+    fn outcomes_are_what_the_ordinary_path_returns() {
+        assert!(matches!(
+            settled(Ok(End::Commit(1))),
+            (true, Grouped::Done(Ok(1)))
+        ));
+        assert!(matches!(
+            settled(Ok(End::Rollback(2))),
+            (false, Grouped::Done(Ok(2)))
+        ));
+        assert!(matches!(
+            settled(Err(Fail::Store(StoreError::NotFound))),
+            (false, Grouped::Done(Err(StoreError::NotFound)))
+        ));
+        assert!(matches!(
+            settled(Err(Fail::Db(DbErr::Custom("odd".into())))),
+            (false, Grouped::Done(Err(StoreError::Unexpected(_))))
+        ));
+    }
+
+    #[test]
+    fn lost_races_and_contention_run_alone() {
+        assert!(matches!(
+            settled(Err(Fail::Retry("lost a race"))),
+            (false, Grouped::Alone)
+        ));
+        let unreachable = DbErr::Conn(sea_orm::RuntimeErr::Internal("gone".into()));
+        assert!(matches!(
+            settled(Err(Fail::Db(unreachable))),
+            (false, Grouped::Alone)
+        ));
+        let (job, mut answer) = new_job();
+        job.run_alone();
+        assert!(matches!(answer.try_recv(), Ok(Grouped::Alone)));
+        let (job, mut answer) = new_job();
+        assert!(!job.deliver(), "never settled: not decided");
+        assert!(matches!(answer.try_recv(), Ok(Grouped::Alone)));
+    }
+}

@@ -1,0 +1,71 @@
+//! The ledger commands group commit applies: consume, reserve and grant. Each runs the same body
+//! as its ungrouped path (`spend::consume`, `reservations::reserve`, `grants::grant_command`),
+//! in a savepoint of the group's transaction instead of a transaction of its own
+//! (`crate::group_commit`).
+
+use application::ports::{
+    ConsumeCommand, CreditTransaction, GrantCommand, LedgerEffect, Replay, Reservation,
+    ReserveCommand,
+};
+use sea_orm::DatabaseTransaction;
+
+use super::{Spent, grants, reservations, spend};
+use crate::group_commit::{GroupedCommand, Job};
+
+/// What a consume decides.
+pub(crate) type Consumed = Spent<(CreditTransaction, Replay)>;
+/// What a reservation decides.
+pub(crate) type Reserved = Spent<(Reservation, Replay)>;
+
+/// A ledger command waiting for its group.
+pub(crate) enum LedgerCommand {
+    /// `CreditLedger::consume`.
+    Consume(Job<ConsumeCommand, Consumed>),
+    /// `CreditLedger::reserve`.
+    Reserve(Job<ReserveCommand, Reserved>),
+    /// `CreditLedger::grant`.
+    Grant(Job<GrantCommand, LedgerEffect>),
+}
+
+impl GroupedCommand for LedgerCommand {
+    fn user(&self) -> &str {
+        match self {
+            LedgerCommand::Consume(job) => job.command.user_id.as_str(),
+            LedgerCommand::Reserve(job) => job.command.user_id.as_str(),
+            LedgerCommand::Grant(job) => job.command.user_id.as_str(),
+        }
+    }
+
+    async fn run(&mut self, tx: &DatabaseTransaction) -> bool {
+        match self {
+            LedgerCommand::Consume(job) => {
+                let body = spend::consume(tx, &job.command).await;
+                job.settle(body)
+            }
+            LedgerCommand::Reserve(job) => {
+                let body = reservations::reserve(tx, &job.command).await;
+                job.settle(body)
+            }
+            LedgerCommand::Grant(job) => {
+                let body = grants::grant_command(tx, &job.command).await;
+                job.settle(body)
+            }
+        }
+    }
+
+    fn deliver(self) -> bool {
+        match self {
+            LedgerCommand::Consume(job) => job.deliver(),
+            LedgerCommand::Reserve(job) => job.deliver(),
+            LedgerCommand::Grant(job) => job.deliver(),
+        }
+    }
+
+    fn run_alone(self) {
+        match self {
+            LedgerCommand::Consume(job) => job.run_alone(),
+            LedgerCommand::Reserve(job) => job.run_alone(),
+            LedgerCommand::Grant(job) => job.run_alone(),
+        }
+    }
+}

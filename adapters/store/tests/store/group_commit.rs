@@ -1,0 +1,350 @@
+//! Group commit: each command of a group gets its own outcome, only after the group committed;
+//! a failed group acknowledges nothing it did not commit; the writer stops with the store.
+//!
+//! These tests build a store with exactly-sized groups ([`exact_groups`]) next to an ungrouped
+//! store on the same database (for the setup), on a SQLite file and on PostgreSQL. The whole
+//! contract and concurrency suites also run with group commit on (`*_grouped` modules).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use application::ports::{
+    ConsumeCommand, CreditLedger, GrantCommand, GrantSource, LedgerEffect, Replay, SpendError,
+    StoreError,
+};
+use store::{GroupCommit, GroupCommitStats, SeaOrmStore};
+use tokio::task::JoinSet;
+
+use crate::ledger::reserve_command;
+use crate::support::{
+    Backend, TestStore, assert_ledger_consistent, backend_tests, c, consume, exact_groups, grant,
+    grouped, t, user,
+};
+
+type Spend = Result<(application::ports::CreditTransaction, Replay), SpendError>;
+
+/// Run every command at once on `store`, each in its own task; results in command order.
+async fn consume_all(store: &SeaOrmStore, commands: Vec<ConsumeCommand>) -> Vec<Spend> {
+    let mut tasks = JoinSet::new();
+    for (i, command) in commands.into_iter().enumerate() {
+        let store = store.clone();
+        tasks.spawn(async move { (i, store.consume(&command).await) });
+    }
+    let mut results: Vec<(usize, Spend)> = tasks.join_all().await;
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
+}
+
+fn admin_grant(user: &domain::UserId, reference: &str, amount: i64) -> GrantCommand {
+    GrantCommand {
+        user_id: user.clone(),
+        amount: c(amount),
+        source: GrantSource::Admin(reference.into()),
+        expires_at: None,
+        now: t(100),
+    }
+}
+
+/// Twelve commands in one group: two fresh spends, a spend the balance cannot cover, a replay of
+/// an earlier spend, a conflicting reuse of its key, one key sent twice within the group, a
+/// grant, a grant of a source already granted, a reservation, a reservation the balance cannot
+/// cover (its row is written, then undone), and one whose id is taken.
+async fn one_group_answers_each_command_with_its_own_outcome(backend: Backend) {
+    let Some(setup) = backend.store(GroupCommit::off()).await else {
+        return;
+    };
+    let (u1, u2, u3) = (
+        user(&setup, "u1").await,
+        user(&setup, "u2").await,
+        user(&setup, "u3").await,
+    );
+    grant(&setup, &u1, "g1", 1_000, None).await;
+    grant(&setup, &u2, "old", 50, None).await;
+    grant(&setup, &u3, "g3", 500, None).await;
+    let (k0, _) = setup.consume(&consume(&u1, 100, "k0")).await.unwrap();
+    setup
+        .reserve(&reserve_command(&u3, "r0", 100, "hold-0"))
+        .await
+        .unwrap();
+    let store = setup.reconnect(exact_groups(12)).await;
+
+    let (new, old) = (admin_grant(&u2, "new", 700), admin_grant(&u2, "old", 50));
+    let holds = [
+        reserve_command(&u3, "r1", 200, "hold-1"),
+        reserve_command(&u3, "r2", 5_000, "hold-2"),
+        reserve_command(&u1, "r0", 100, "someone-elses-id"),
+    ];
+    let (others, results) = tokio::join!(
+        async {
+            let (a, b, r1, r2, r0) = tokio::join!(
+                store.grant(&new),
+                store.grant(&old),
+                store.reserve(&holds[0]),
+                store.reserve(&holds[1]),
+                store.reserve(&holds[2]),
+            );
+            (a.unwrap(), b.unwrap(), r1.unwrap(), r2, r0)
+        },
+        consume_all(&store, spends(&u1)),
+    );
+    assert_eq!(
+        store.group_commit_stats(),
+        Some(GroupCommitStats {
+            groups: 1,
+            grouped: 12,
+            failed_groups: 0,
+            alone: 0
+        }),
+        "all twelve in one group"
+    );
+    assert_each_outcome(&results, &k0);
+    let (fresh_grant, old_grant, (reservation, replay), short, taken) = others;
+    assert!(matches!(fresh_grant, LedgerEffect::Written(tx) if tx.balance_after == c(750)));
+    assert_eq!(old_grant, LedgerEffect::Nothing);
+    assert_eq!((reservation.held, replay), (c(200), Replay::Fresh));
+    assert!(
+        matches!(short, Err(SpendError::Insufficient { available, .. }) if [200, 400].contains(&available.hundredths())),
+        "{short:?}"
+    );
+    assert!(
+        matches!(taken, Err(SpendError::Store(StoreError::Conflict(_)))),
+        "{taken:?}"
+    );
+    assert_final_state(&setup, [&u1, &u2, &u3]).await;
+    store.close().await.unwrap();
+    setup.cleanup().await;
+}
+
+async fn assert_final_state(setup: &TestStore, [u1, u2, u3]: [&domain::UserId; 3]) {
+    assert_eq!(setup.balance(u1).await.unwrap(), c(0));
+    assert_eq!(setup.balance(u3).await.unwrap(), c(200));
+    let pending: Vec<String> = setup
+        .pending_reservations(u3)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.id.to_string())
+        .collect();
+    assert_eq!(pending, ["r0", "r1"], "the refused hold left no row");
+    for u in [u1, u2, u3] {
+        assert_ledger_consistent(setup, u).await;
+    }
+}
+
+/// The seven spends of `one_group_answers_each_command_with_its_own_outcome` (from 9.00).
+fn spends(u1: &domain::UserId) -> Vec<ConsumeCommand> {
+    let mut conflicting = consume(u1, 100, "k0");
+    conflicting.idempotency.request_hash = "another request".into();
+    vec![
+        consume(u1, 300, "k1"),
+        consume(u1, 300, "k2"),
+        consume(u1, 5_000, "too-much"),
+        consume(u1, 100, "k0"),
+        conflicting,
+        consume(u1, 300, "k4"),
+        consume(u1, 300, "k4"),
+    ]
+}
+
+fn assert_each_outcome(results: &[Spend], k0: &application::ports::CreditTransaction) {
+    for (i, result) in results[..2].iter().enumerate() {
+        assert!(
+            matches!(result, Ok((tx, Replay::Fresh)) if tx.amount.hundredths() == -300),
+            "spend {i}: {result:?}"
+        );
+    }
+    match &results[2] {
+        Err(SpendError::Insufficient {
+            requested,
+            available,
+        }) => {
+            assert_eq!(*requested, c(5_000));
+            // What the spends before it in the group left.
+            assert!([0, 300, 600, 900].contains(&available.hundredths()));
+        }
+        other => panic!("insufficient expected: {other:?}"),
+    }
+    assert!(matches!(&results[3], Ok((tx, Replay::Replayed)) if tx == k0));
+    assert!(matches!(&results[4], Err(SpendError::IdempotencyConflict)));
+    let (Ok((a, ra)), Ok((b, rb))) = (&results[5], &results[6]) else {
+        panic!("k4 twice: {:?} {:?}", results[5], results[6]);
+    };
+    assert_eq!(a, b, "the second k4 replays the first");
+    let replays: BTreeSet<_> = [format!("{ra:?}"), format!("{rb:?}")].into();
+    assert_eq!(replays, ["Fresh".to_owned(), "Replayed".to_owned()].into());
+}
+
+/// Poison: an insert of a transaction with feature `poison` also writes a row whose deferred
+/// foreign key fails at COMMIT, so the whole group's commit fails.
+async fn plant_commit_failure(store: &TestStore) {
+    store
+        .raw("CREATE TABLE poison_target (id BIGINT PRIMARY KEY)")
+        .await;
+    store
+        .raw("CREATE TABLE poison (ref BIGINT REFERENCES poison_target (id) DEFERRABLE INITIALLY DEFERRED)")
+        .await;
+    if store.backend() == sea_orm::DbBackend::Postgres {
+        store
+            .raw(
+                "CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+                 IF NEW.feature = 'poison' THEN INSERT INTO poison (ref) VALUES (1); END IF; \
+                 RETURN NEW; END $$",
+            )
+            .await;
+        store
+            .raw("CREATE TRIGGER poison AFTER INSERT ON credit_transactions FOR EACH ROW EXECUTE FUNCTION poison()")
+            .await;
+    } else {
+        store
+            .raw("CREATE TRIGGER poison AFTER INSERT ON credit_transactions WHEN NEW.feature = 'poison' \
+                  BEGIN INSERT INTO poison (ref) VALUES (1); END")
+            .await;
+    }
+}
+
+/// A group whose COMMIT fails acknowledges nothing: every command runs again alone; the sound
+/// ones then commit (once each), the poisoned one fails on its own.
+async fn a_failed_commit_acknowledges_nothing_it_did_not_commit(backend: Backend) {
+    let Some(setup) = backend.store(GroupCommit::off()).await else {
+        return;
+    };
+    let u = user(&setup, "u1").await;
+    grant(&setup, &u, "g1", 1_000, None).await;
+    plant_commit_failure(&setup).await;
+    let store = setup.reconnect(exact_groups(4)).await;
+    let mut poisoned = consume(&u, 100, "k4");
+    poisoned.context.feature = Some("poison".into());
+    let commands = vec![
+        consume(&u, 100, "k1"),
+        consume(&u, 100, "k2"),
+        consume(&u, 100, "k3"),
+        poisoned,
+    ];
+    let results = consume_all(&store, commands).await;
+    let stats = store.group_commit_stats().unwrap();
+    assert_eq!(
+        (stats.groups, stats.failed_groups, stats.alone),
+        (0, 1, 4),
+        "{stats:?}"
+    );
+    for result in &results[..3] {
+        let Ok((tx, Replay::Fresh)) = result else {
+            panic!("a sound spend fails: {result:?}")
+        };
+        let stored = setup
+            .raw_i64(&format!(
+                "SELECT COUNT(*) FROM credit_transactions WHERE id = {}",
+                tx.id
+            ))
+            .await;
+        assert_eq!(stored, 1, "acknowledged, so committed");
+    }
+    assert!(
+        matches!(&results[3], Err(SpendError::Store(StoreError::Conflict(_)))),
+        "{:?}",
+        results[3]
+    );
+    assert_eq!(
+        setup
+            .raw_i64("SELECT COUNT(*) FROM credit_transactions WHERE kind = 'consumption'")
+            .await,
+        3,
+        "each sound spend once, the poisoned one never"
+    );
+    assert_eq!(setup.balance(&u).await.unwrap(), c(700));
+    assert_ledger_consistent(&setup, &u).await;
+    store.close().await.unwrap();
+    setup.cleanup().await;
+}
+
+/// 32 spenders of one balance share commits and still end with exactly the affordable number of
+/// successes.
+async fn thirty_two_spenders_share_commits_and_never_overdraw(backend: Backend) {
+    let wait = GroupCommit {
+        max_wait_us: 5_000,
+        ..grouped()
+    };
+    let Some(store) = backend.store(wait).await else {
+        return;
+    };
+    let u = user(&store, "u1").await;
+    grant(&store, &u, "g1", 10_000, None).await;
+    let commands = (0..32).map(|i| consume(&u, 700, &format!("spend-{i}")));
+    let results = consume_all(&store, commands.collect()).await;
+    let fresh = results
+        .iter()
+        .filter(|r| matches!(r, Ok((_, Replay::Fresh))))
+        .count();
+    let refused = results
+        .iter()
+        .filter(|r| matches!(r, Err(SpendError::Insufficient { .. })))
+        .count();
+    assert_eq!((fresh, refused), (14, 18), "floor(100.00 / 7.00) succeed");
+    let stats = store.group_commit_stats().unwrap();
+    assert_eq!(stats.grouped, 33, "the grant and the 32 spends: {stats:?}");
+    assert!(stats.groups < 32, "no sharing at all: {stats:?}");
+    assert_eq!(store.balance(&u).await.unwrap(), c(10_000 - 14 * 700));
+    assert_ledger_consistent(&store, &u).await;
+    store.cleanup().await;
+}
+
+/// Groups never hold more than `max_batch` commands.
+async fn groups_hold_at_most_max_batch_commands(backend: Backend) {
+    let Some(setup) = backend.store(GroupCommit::off()).await else {
+        return;
+    };
+    let u = user(&setup, "u1").await;
+    grant(&setup, &u, "g1", 10_000, None).await;
+    let store = setup.reconnect(exact_groups(3)).await;
+    let commands = (0..6).map(|i| consume(&u, 10, &format!("k{i}")));
+    let results = consume_all(&store, commands.collect()).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    let stats = store.group_commit_stats().unwrap();
+    assert_eq!((stats.groups, stats.grouped), (2, 6), "{stats:?}");
+    assert_ledger_consistent(&setup, &u).await;
+    store.close().await.unwrap();
+    setup.cleanup().await;
+}
+
+/// Dropping every clone of the store stops its writer; closing stops it too, and later calls
+/// through a surviving clone are `Busy`, not lost.
+async fn the_writer_stops_with_the_store(backend: Backend) {
+    let Some(setup) = backend.store(GroupCommit::off()).await else {
+        return;
+    };
+    let u = user(&setup, "u1").await;
+    grant(&setup, &u, "g1", 1_000, None).await;
+    let store = setup.reconnect(grouped()).await;
+    let clone = store.clone();
+    let stopped = store.group_commit_stopped().unwrap();
+    clone.consume(&consume(&u, 100, "k1")).await.unwrap();
+    drop(store);
+    drop(clone);
+    tokio::time::timeout(Duration::from_secs(5), stopped)
+        .await
+        .expect("the writer stops once the store is dropped");
+
+    let store = setup.reconnect(grouped()).await;
+    let survivor = store.clone();
+    let stopped = store.group_commit_stopped().unwrap();
+    store.close().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), stopped)
+        .await
+        .expect("the writer stops at close");
+    let late = survivor.consume(&consume(&u, 100, "k2")).await;
+    assert!(
+        matches!(late, Err(SpendError::Store(StoreError::Busy(_)))),
+        "{late:?}"
+    );
+    assert_eq!(survivor.group_commit_stats().unwrap().alone, 1);
+    assert_eq!(setup.balance(&u).await.unwrap(), c(900));
+    setup.cleanup().await;
+}
+
+backend_tests!(
+    one_group_answers_each_command_with_its_own_outcome,
+    a_failed_commit_acknowledges_nothing_it_did_not_commit,
+    thirty_two_spenders_share_commits_and_never_overdraw,
+    groups_hold_at_most_max_batch_commands,
+    the_writer_stops_with_the_store,
+);
