@@ -26,4 +26,9 @@ check:
 
 # Benchmarks (release build).
 bench:
-    cargo run --release -p bootstrap --bin tally-bench
+    cargo run --release -p bench --bin tally-bench
+
+# The reliability suite: webhook fuzzing, several instances on PostgreSQL, kill -9 under load,
+# a database outage, schemathesis (starts a throwaway PostgreSQL unless TEST_DATABASE_URL is set).
+reliability:
+    bash .ci/reliability

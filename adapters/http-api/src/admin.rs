@@ -27,11 +27,17 @@ use crate::problem::{Code, FieldErrorView, Problem, api_response};
 #[oai(rename_all = "camelCase")]
 pub struct DurationBody {
     /// Months (1 to 12 for subscriptions, up to 1200 otherwise); 999999 means lifetime.
+    #[oai(skip_serializing_if_is_none)]
     pub months: Option<i64>,
     /// `one_time`, `recurring` or `credits`.
-    #[oai(rename = "type", validator(max_length = 32))]
+    #[oai(
+        rename = "type",
+        validator(max_length = 32),
+        skip_serializing_if_is_none
+    )]
     pub duration_type: Option<String>,
     /// Credits granted, bonus included (credits plans; optional for subscriptions).
+    #[oai(skip_serializing_if_is_none)]
     pub credits: Option<Decimal>,
 }
 
@@ -62,16 +68,19 @@ pub struct AdminPlan {
     #[oai(validator(max_length = 64))]
     pub id: String,
     /// Provider id.
-    #[oai(validator(max_length = 32))]
+    #[oai(validator(max_length = 32), skip_serializing_if_is_none)]
     pub provider: Option<String>,
     /// Price in major units (a number or a decimal string).
+    #[oai(skip_serializing_if_is_none)]
     pub amount: Option<Decimal>,
     /// Struck-through original price.
+    #[oai(skip_serializing_if_is_none)]
     pub original_amount: Option<Decimal>,
     /// Price charged when `APP_ENV` is development (at most `amount`).
+    #[oai(skip_serializing_if_is_none)]
     pub development_amount: Option<Decimal>,
     /// ISO 4217 code.
-    #[oai(validator(max_length = 8))]
+    #[oai(validator(max_length = 8), skip_serializing_if_is_none)]
     pub currency: Option<String>,
     /// Highlight on `/pricing`.
     #[oai(default)]
@@ -80,21 +89,22 @@ pub struct AdminPlan {
     #[oai(default)]
     pub hidden: bool,
     /// Duration and credits.
+    #[oai(skip_serializing_if_is_none)]
     pub duration: Option<DurationBody>,
     /// `card_gateway` price id (subscriptions).
-    #[oai(validator(max_length = 128))]
+    #[oai(validator(max_length = 128), skip_serializing_if_is_none)]
     pub card_gateway_price_id: Option<String>,
     /// `wallet_global` plan id (subscriptions).
-    #[oai(validator(max_length = 128))]
+    #[oai(validator(max_length = 128), skip_serializing_if_is_none)]
     pub wallet_global_plan_id: Option<String>,
     /// `mor_a` product id.
-    #[oai(validator(max_length = 128))]
+    #[oai(validator(max_length = 128), skip_serializing_if_is_none)]
     pub mor_a_product_id: Option<String>,
     /// `mor_b` product id.
-    #[oai(validator(max_length = 128))]
+    #[oai(validator(max_length = 128), skip_serializing_if_is_none)]
     pub mor_b_product_id: Option<String>,
     /// `mor_c` product id.
-    #[oai(validator(max_length = 128))]
+    #[oai(validator(max_length = 128), skip_serializing_if_is_none)]
     pub mor_c_product_id: Option<String>,
     /// Texts by locale; `en` is required.
     #[oai(default, validator(max_properties = 40))]

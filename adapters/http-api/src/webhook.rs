@@ -30,7 +30,9 @@ pub struct AckBody {
 }
 
 impl Payload for AckBody {
-    const CONTENT_TYPE: &'static str = "text/plain";
+    // The acknowledgement's content type is the provider's: plain text (Alipay's `success`),
+    // JSON (WeChat Pay's failure body, Stripe-style `{"received":true}`), or empty.
+    const CONTENT_TYPE: &'static str = "*/*";
 
     fn check_content_type(_content_type: &str) -> bool {
         true

@@ -4,4 +4,5 @@ mod browser;
 mod dependency_rule;
 mod providers;
 mod purchases;
+mod reliability;
 mod service;
