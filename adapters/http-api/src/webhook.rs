@@ -11,8 +11,7 @@ use domain::ProviderId;
 use poem::http::StatusCode;
 use poem::{FromRequest, IntoResponse, Request, RequestBody, Response};
 use poem_openapi::payload::{Binary, Payload};
-use poem_openapi::registry::{MetaMediaType, MetaRequest, MetaSchemaRef};
-use poem_openapi::types::Type;
+use poem_openapi::registry::{MetaMediaType, MetaRequest, MetaSchema, MetaSchemaRef};
 use poem_openapi::{ApiExtractor, ApiExtractorType, ApiResponse, ExtractParamOptions, OpenApi};
 
 use crate::AppState;
@@ -39,7 +38,8 @@ impl Payload for AckBody {
     }
 
     fn schema_ref() -> MetaSchemaRef {
-        String::schema_ref()
+        // Any body: plain text, a provider's JSON, or nothing.
+        MetaSchemaRef::Inline(Box::new(MetaSchema::ANY))
     }
 }
 
