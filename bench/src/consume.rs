@@ -1,0 +1,36 @@
+//! Consume over HTTP: N clients, each in a closed loop of `POST /api/credits/consume` with the
+//! service API key, a unique `Idempotency-Key` per request, and the fixed-cost feature `image`
+//! (5 credits) for its own user (or all for one user: the hot-account variant).
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use crate::api::Api;
+use crate::load::{self, Spec};
+use crate::stats::Summary;
+
+/// Run the closed loop: worker `w` spends for `users[w % users.len()]`; keys start with `tag`.
+pub async fn run(api: &Api, api_key: &str, users: &[String], tag: &str, spec: Spec) -> Summary {
+    let bodies: Arc<Vec<String>> = Arc::new(
+        users
+            .iter()
+            .map(|user| json!({ "userId": user, "feature": "image" }).to_string())
+            .collect(),
+    );
+    let (api, api_key, tag) = (
+        api.clone(),
+        Arc::new(api_key.to_owned()),
+        Arc::new(tag.to_owned()),
+    );
+    load::closed_loop(spec, move |worker, sequence| {
+        let (api, api_key, bodies, tag) =
+            (api.clone(), api_key.clone(), bodies.clone(), tag.clone());
+        async move {
+            let body = &bodies[worker % bodies.len()];
+            let key = format!("{tag}-{worker}-{sequence}");
+            api.consume(&api_key, body, &key).await
+        }
+    })
+    .await
+}

@@ -1,0 +1,394 @@
+//! One backend's run, in two phases on one database:
+//!
+//! 1. `TALLY_GROUP_COMMIT=off` on a fresh database (start-up includes the migrations): setup
+//!    (administrator, API key, funded users); at each client count and on one hot account, the
+//!    database's own limit (the service idle) immediately followed by consume over HTTP; the
+//!    two-statement core; webhooks.
+//! 2. `TALLY_GROUP_COMMIT=on`, restarted on the same database: consume and webhooks again, then
+//!    the reads as the ledger grows (inserted only now, so that both consume phases met the same
+//!    table sizes) and the pricing page.
+//!
+//! Resident memory is read idle after each start, sampled under load, and read again after.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use sandbox::Sandbox;
+
+use crate::api::Api;
+use crate::database::{Backend, POOL_SIZE, Pool, Provisioned};
+use crate::dblimit::{self, Shape};
+use crate::load::Spec;
+use crate::report::{BackendReport, DbRow, GROUPED, HttpRow, MemoryRow, PER_TRANSACTION, Startup};
+use crate::server::{Launch, RssSampler, Server};
+use crate::stats::Summary;
+use crate::{consume, cpu, reads, seed, webhooks};
+
+/// The client count the targets are judged at (and the hot-account variant runs at).
+pub const TARGET_CLIENTS: usize = 32;
+/// Users funded for consumption (one per client at the largest client count).
+const USERS: usize = 128;
+
+/// How much to measure.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Unmeasured time before each load point.
+    pub warmup: Duration,
+    /// Measured time of each load point.
+    pub measure: Duration,
+    /// Client counts.
+    pub levels: Vec<usize>,
+    /// Webhooks per point.
+    pub webhooks_per_point: usize,
+    /// Ledger sizes of the growth reads.
+    pub sizes: Vec<i64>,
+    /// Sequential requests per read figure.
+    pub read_samples: usize,
+}
+
+impl Plan {
+    fn spec(&self, workers: usize) -> Spec {
+        Spec {
+            workers,
+            warmup: self.warmup,
+            measure: self.measure,
+        }
+    }
+}
+
+/// What every backend's run shares.
+pub struct Ctx {
+    /// The `tally` binary.
+    pub binary: PathBuf,
+    /// The configuration directory for the service.
+    pub config_dir: PathBuf,
+    /// `target/bench`.
+    pub out: PathBuf,
+    /// How much.
+    pub plan: Plan,
+    /// The bench's own sandbox simulators (they sign the webhooks).
+    pub sandbox: Sandbox,
+    /// The PostgreSQL server to create databases on.
+    pub postgres_url: Option<String>,
+    /// Kernel clock ticks per second (CPU accounting).
+    pub ticks: f64,
+}
+
+/// What phase 1 set up for phase 2.
+struct Setup {
+    api_key: String,
+    users: Vec<String>,
+    hot: Vec<String>,
+}
+
+fn progress(label: &str, s: &Summary) {
+    eprintln!(
+        "  {label}: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, {} errors{}",
+        s.per_second,
+        s.p50_ms,
+        s.p99_ms,
+        s.p999_ms,
+        s.errors,
+        s.first_error
+            .as_deref()
+            .map(|e| format!(" (first: {e})"))
+            .unwrap_or_default()
+    );
+}
+
+fn mib(kib: u64) -> f64 {
+    (kib as f64 / 1024.0 * 10.0).round() / 10.0
+}
+
+/// Run everything on `backend`; failures are recorded in the report, never thrown.
+pub async fn backend(ctx: &Ctx, backend: Backend, run_id: &str) -> BackendReport {
+    let mut report = BackendReport {
+        backend: backend.name().to_owned(),
+        ..BackendReport::default()
+    };
+    let dir = match tempfile::Builder::new().prefix("db-").tempdir_in(&ctx.out) {
+        Ok(dir) => dir,
+        Err(e) => {
+            report.problems.push(format!("temporary directory: {e}"));
+            return report;
+        }
+    };
+    let db = match backend {
+        Backend::Sqlite => Ok(Provisioned::sqlite(dir.path())),
+        Backend::Postgres => match &ctx.postgres_url {
+            Some(url) => Provisioned::postgres(url, &format!("tally_bench_{run_id}")).await,
+            None => Err(anyhow::anyhow!("no PostgreSQL URL")),
+        },
+    };
+    match db {
+        Ok(db) => {
+            eprintln!("{}: database {}", backend.name(), db.label);
+            report.database.clone_from(&db.label);
+            if let Err(e) = phases(ctx, &db, &mut report).await {
+                eprintln!("{}: stopped: {e:#}", backend.name());
+                report.problems.push(format!("{e:#}"));
+            }
+            if let Err(e) = db.remove().await {
+                eprintln!("{}: could not drop the database: {e:#}", backend.name());
+            }
+        }
+        Err(e) => report.problems.push(format!("provisioning: {e:#}")),
+    }
+    report
+}
+
+fn launch(ctx: &Ctx, db: &Provisioned, mode: &str) -> Launch {
+    Launch {
+        binary: ctx.binary.clone(),
+        config_dir: ctx.config_dir.clone(),
+        database_url: db.url.clone(),
+        group_commit: mode == GROUPED,
+        log: ctx
+            .out
+            .join(format!("tally-{}-{mode}.log", db.backend.name())),
+    }
+}
+
+async fn phases(ctx: &Ctx, db: &Provisioned, report: &mut BackendReport) -> anyhow::Result<()> {
+    let launch1 = launch(ctx, db, PER_TRANSACTION);
+    let server = Server::start(&launch1).await?;
+    eprintln!(
+        "{}: per-transaction instance ready in {:.0} ms",
+        db.backend.name(),
+        server.startup.as_secs_f64() * 1000.0
+    );
+    report.startup.push(Startup {
+        mode: PER_TRANSACTION.to_owned(),
+        database: "fresh database, migrations applied".to_owned(),
+        ms: server.startup.as_secs_f64() * 1000.0,
+    });
+    let api = Api::new(&server.base_url)?;
+    let pool = db.pool().await?;
+    report.version = pool.version().await?;
+    let setup = setup(&launch1, &api, &pool).await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let idle = server.rss_kib()?;
+    let sampler = RssSampler::start(server.pid);
+    paired_points(ctx, db, (&pool, &api, server.pid), &setup, report).await?;
+    webhook_points(ctx, &api, &pool, PER_TRANSACTION, report).await;
+    let peak = sampler.finish().await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    report.memory.push(MemoryRow {
+        mode: PER_TRANSACTION.to_owned(),
+        idle_mb: mib(idle),
+        peak_load_mb: mib(peak),
+        idle_after_load_mb: mib(server.rss_kib()?),
+    });
+    server.stop().await?;
+    grouped_phase(ctx, db, &pool, &setup, report).await?;
+    pool.close().await;
+    Ok(())
+}
+
+async fn grouped_phase(
+    ctx: &Ctx,
+    db: &Provisioned,
+    pool: &Pool,
+    setup: &Setup,
+    report: &mut BackendReport,
+) -> anyhow::Result<()> {
+    let server = Server::start(&launch(ctx, db, GROUPED)).await?;
+    report.startup.push(Startup {
+        mode: GROUPED.to_owned(),
+        database: "restart on the populated database".to_owned(),
+        ms: server.startup.as_secs_f64() * 1000.0,
+    });
+    let api = Api::new(&server.base_url)?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let idle = server.rss_kib()?;
+    let sampler = RssSampler::start(server.pid);
+    for point in consume_levels(&ctx.plan) {
+        let row = http_point(ctx, (&api, server.pid), setup, GROUPED, point).await;
+        report.consume.push(row);
+    }
+    webhook_points(ctx, &api, pool, GROUPED, report).await;
+    let peak = sampler.finish().await;
+    let plan = &ctx.plan;
+    match reads::growth(&api, pool, &plan.sizes, plan.read_samples, crate::now_ms).await {
+        Ok((rows, seeded)) => {
+            report.growth = rows;
+            report.seeded = seeded;
+        }
+        Err(e) => report
+            .problems
+            .push(format!("reads as the ledger grows: {e:#}")),
+    }
+    match reads::pricing(&api, plan.read_samples).await {
+        Ok(page) => report.pages = Some(page),
+        Err(e) => report.problems.push(format!("pricing page: {e:#}")),
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    report.memory.push(MemoryRow {
+        mode: GROUPED.to_owned(),
+        idle_mb: mib(idle),
+        peak_load_mb: mib(peak),
+        idle_after_load_mb: mib(server.rss_kib()?),
+    });
+    server.stop().await
+}
+
+/// The administrator (CLI), its session and API key (HTTP), and the funded users (SQL).
+async fn setup(launch: &Launch, api: &Api, pool: &Pool) -> anyhow::Result<Setup> {
+    let email = "bench-admin@bench.example.com";
+    crate::server::create_admin(launch, email, crate::PASSWORD).await?;
+    let token = api.login(email, crate::PASSWORD).await?;
+    let api_key = api.create_api_key(&token).await?;
+    let users: Vec<String> = (0..USERS).map(|i| format!("bench-u-{i:03}")).collect();
+    let hot = vec!["bench-hot".to_owned()];
+    let all: Vec<String> = users.iter().chain(&hot).cloned().collect();
+    let now = crate::now_ms();
+    seed::create_users(pool, &all, now)
+        .await
+        .context("creating users")?;
+    seed::fund(pool, &all, now).await.context("funding users")?;
+    Ok(Setup {
+        api_key,
+        users,
+        hot,
+    })
+}
+
+/// One point of the database's own limit.
+#[derive(Debug, Clone, Copy)]
+struct DbPoint {
+    shape: Shape,
+    clients: usize,
+    hot: bool,
+    connections: u32,
+}
+
+async fn db_point(ctx: &Ctx, (pool, pid): (&Pool, u32), setup: &Setup, p: DbPoint) -> DbRow {
+    let who = Arc::new(if p.hot {
+        setup.hot.clone()
+    } else {
+        setup.users.clone()
+    });
+    let tag = format!("db-{:?}-{}-{}-{}", p.shape, p.clients, p.hot, p.connections);
+    let spec = ctx.plan.spec(p.clients);
+    let cpu = cpu::watch(Some(pid), spec, ctx.ticks);
+    let summary = dblimit::run(pool, p.shape, who, tag, spec, crate::now_ms).await;
+    progress(
+        &format!(
+            "DB limit {:?} {} workers, {} connections{}",
+            p.shape,
+            p.clients,
+            p.connections,
+            if p.hot { ", one account" } else { "" }
+        ),
+        &summary,
+    );
+    DbRow {
+        shape: p.shape,
+        clients: p.clients,
+        hot: p.hot,
+        connections: p.connections,
+        summary,
+        cpu: cpu::finish(cpu).await,
+    }
+}
+
+async fn http_point(
+    ctx: &Ctx,
+    (api, pid): (&Api, u32),
+    setup: &Setup,
+    mode: &str,
+    (clients, hot): (usize, bool),
+) -> HttpRow {
+    let users = if hot { &setup.hot } else { &setup.users };
+    let tag = format!("http-{mode}-{clients}-{hot}");
+    let spec = ctx.plan.spec(clients);
+    let cpu = cpu::watch(Some(pid), spec, ctx.ticks);
+    let summary = consume::run(api, &setup.api_key, users, &tag, spec).await;
+    progress(
+        &format!(
+            "HTTP consume {mode} {clients} clients{}",
+            if hot { " one account" } else { "" }
+        ),
+        &summary,
+    );
+    HttpRow {
+        mode: mode.to_owned(),
+        clients,
+        hot,
+        summary,
+        cpu: cpu::finish(cpu).await,
+    }
+}
+
+/// The consume points: every client count, then the hot account at [`TARGET_CLIENTS`].
+fn consume_levels(plan: &Plan) -> Vec<(usize, bool)> {
+    let mut points: Vec<(usize, bool)> = plan.levels.iter().map(|&c| (c, false)).collect();
+    points.push((TARGET_CLIENTS, true));
+    points
+}
+
+/// The database's own limit and consume over HTTP one transaction per request, each HTTP point
+/// right after the database point it is compared with (so that both meet the same background
+/// load); then the two-statement core and (SQLite) the store's transaction through a single
+/// connection.
+async fn paired_points(
+    ctx: &Ctx,
+    db: &Provisioned,
+    (pool, api, pid): (&Pool, &Api, u32),
+    setup: &Setup,
+    report: &mut BackendReport,
+) -> anyhow::Result<()> {
+    let store = |clients, hot, connections| DbPoint {
+        shape: Shape::Store,
+        clients,
+        hot,
+        connections,
+    };
+    for (clients, hot) in consume_levels(&ctx.plan) {
+        let limit = db_point(ctx, (pool, pid), setup, store(clients, hot, POOL_SIZE)).await;
+        report.db_limit.push(limit);
+        let http = http_point(ctx, (api, pid), setup, PER_TRANSACTION, (clients, hot)).await;
+        report.consume.push(http);
+    }
+    let core = DbPoint {
+        shape: Shape::Core,
+        ..store(TARGET_CLIENTS, false, POOL_SIZE)
+    };
+    report
+        .db_limit
+        .push(db_point(ctx, (pool, pid), setup, core).await);
+    if db.backend == Backend::Sqlite {
+        let single = db.pool_of(1).await?;
+        let point = store(TARGET_CLIENTS, false, 1);
+        report
+            .db_limit
+            .push(db_point(ctx, (&single, pid), setup, point).await);
+        single.close().await;
+    }
+    Ok(())
+}
+
+async fn webhook_points(ctx: &Ctx, api: &Api, pool: &Pool, mode: &str, report: &mut BackendReport) {
+    let run = webhooks::Run {
+        api,
+        pool,
+        sandbox: &ctx.sandbox,
+        mode,
+        per_point: ctx.plan.webhooks_per_point,
+    };
+    match run.measure().await {
+        Ok((rows, verification)) => {
+            for row in &rows {
+                progress(
+                    &format!("webhooks {mode} {} {} clients", row.provider, row.clients),
+                    &row.summary,
+                );
+            }
+            report.webhooks.extend(rows);
+            report.webhook_checks.push(verification);
+        }
+        Err(e) => report.problems.push(format!("webhooks ({mode}): {e:#}")),
+    }
+}
