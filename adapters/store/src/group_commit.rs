@@ -16,6 +16,10 @@
 //!    conflict) or fails is rolled back to its savepoint, so it changes nothing and the next
 //!    command sees the database as if it had not run. (A group of one needs no savepoint: it is
 //!    the ordinary transaction, so an idle store costs what it costs without grouping.)
+//!    A run of two or more batchable commands (consumptions) is run instead as ONE batch, in a
+//!    savepoint of its own ([`GroupedCommand::run_batch`], `ledger/batch.rs`): three reads and
+//!    three writes whatever its size, each command decided as it would have been one by one;
+//!    a batch that cannot be decided is undone and its commands run alone.
 //! 4. commits once, and only then sends each command its outcome ([`Grouped::Done`]).
 //!
 //! Each outcome is what the command would have returned had it run alone at its place in the
@@ -83,6 +87,21 @@ pub(crate) trait GroupedCommand: Send + 'static {
     /// them (back to the command's savepoint).
     fn run<'a>(&'a mut self, tx: &'a DatabaseTransaction)
     -> impl Future<Output = bool> + Send + 'a;
+
+    /// Whether the command may be written together with its batchable neighbours by
+    /// [`GroupedCommand::run_batch`] instead of in a savepoint of its own.
+    fn batchable(&self) -> bool;
+
+    /// Run `batch` (two or more batchable commands, in group order) as one set of statements on
+    /// `tx` and keep each command's outcome. Returns whether the writes are to be kept; if not,
+    /// the writer undoes them (back to the batch's savepoint) and every command of the batch has
+    /// been told to run alone.
+    fn run_batch<'a>(
+        batch: &'a mut [Self],
+        tx: &'a DatabaseTransaction,
+    ) -> impl Future<Output = bool> + Send + 'a
+    where
+        Self: Sized;
 
     /// The group committed: send the kept outcome (`Alone` if there is none). Returns whether
     /// the caller got a decided outcome.
@@ -156,6 +175,9 @@ pub struct GroupCommitStats {
     pub grouped: u64,
     /// Groups whose transaction failed (each of their commands ran alone).
     pub failed_groups: u64,
+    /// Commands decided as part of a batch (a run of consumptions written with one set of
+    /// statements) rather than one by one in savepoints.
+    pub batched: u64,
     /// Commands that ran alone on the ordinary path instead: from a failed group, after a lost
     /// race or contention inside a group, or because the writer had stopped.
     pub alone: u64,
@@ -166,6 +188,7 @@ struct Counters {
     groups: AtomicU64,
     grouped: AtomicU64,
     failed_groups: AtomicU64,
+    batched: AtomicU64,
     alone: AtomicU64,
 }
 
@@ -270,6 +293,7 @@ impl<C> Committer<C> {
             groups: c.groups.load(Ordering::Relaxed),
             grouped: c.grouped.load(Ordering::Relaxed),
             failed_groups: c.failed_groups.load(Ordering::Relaxed),
+            batched: c.batched.load(Ordering::Relaxed),
             alone: c.alone.load(Ordering::Relaxed),
         }
     }
@@ -344,7 +368,8 @@ impl<C: GroupedCommand> Writer<C> {
     async fn write(&self, mut group: Vec<C>) {
         group.sort_by(|a, b| a.user().cmp(b.user()));
         match apply(&self.db, &mut group).await {
-            Ok(()) => {
+            Ok(batched) => {
+                Counters::add(&self.counters.batched, batched);
                 Counters::add(&self.counters.groups, 1);
                 let decided = group.into_iter().map(C::deliver).filter(|d| *d).count();
                 Counters::add(
@@ -370,24 +395,35 @@ const ROLLBACK_TO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT grouped";
 
 /// One transaction for the whole group; any failure rolls it all back. A group of one runs
 /// without a savepoint, exactly like the ordinary path (its refusal rolls the transaction back).
-async fn apply<C: GroupedCommand>(db: &DatabaseConnection, group: &mut [C]) -> Result<(), DbErr> {
+/// Returns how many commands a batch decided.
+async fn apply<C: GroupedCommand>(db: &DatabaseConnection, group: &mut [C]) -> Result<u64, DbErr> {
     let tx = sql::begin_write(db).await?;
     if let [only] = group {
         return if only.run(&tx).await {
-            tx.commit().await
+            tx.commit().await.map(|()| 0)
         } else {
-            tx.rollback().await
+            tx.rollback().await.map(|()| 0)
         };
     }
+    let mut batched = 0;
     let mut body = Ok(());
-    for command in group.iter_mut() {
-        body = run_in_savepoint(&tx, command).await;
-        if body.is_err() {
-            break;
-        }
+    let mut rest = group;
+    while !rest.is_empty() && body.is_ok() {
+        let run = rest.iter().take_while(|c| c.batchable()).count();
+        let (now, later) = rest.split_at_mut(if run >= 2 { run } else { 1 });
+        body = if let [one] = now {
+            run_in_savepoint(&tx, one).await
+        } else {
+            run_batch_in_savepoint(&tx, now).await.map(|kept| {
+                if kept {
+                    batched += now.len() as u64;
+                }
+            })
+        };
+        rest = later;
     }
     match body {
-        Ok(()) => tx.commit().await,
+        Ok(()) => tx.commit().await.map(|()| batched),
         Err(e) => {
             // The statement's error is the one worth reporting.
             let _ = tx.rollback().await;
@@ -405,6 +441,19 @@ async fn run_in_savepoint<C: GroupedCommand>(
         tx.execute_unprepared(ROLLBACK_TO_SAVEPOINT).await?;
     }
     Ok(())
+}
+
+/// Returns whether the batch's writes were kept.
+async fn run_batch_in_savepoint<C: GroupedCommand>(
+    tx: &DatabaseTransaction,
+    batch: &mut [C],
+) -> Result<bool, DbErr> {
+    tx.execute_unprepared(SAVEPOINT).await?;
+    let kept = C::run_batch(batch, tx).await;
+    if !kept {
+        tx.execute_unprepared(ROLLBACK_TO_SAVEPOINT).await?;
+    }
+    Ok(kept)
 }
 
 #[cfg(test)]

@@ -17,8 +17,11 @@
 //!
 //! With group commit on, `consume`, `reserve` and `grant` go through the store's writer
 //! (`grouped`, `crate::group_commit`), which runs the same bodies in savepoints of a shared
-//! transaction; whatever a group cannot decide runs alone here, as with group commit off.
+//! transaction, except that a run of consumptions is decided and written as one set of
+//! statements (`batch`); whatever a group cannot decide runs alone here, as with group commit
+//! off.
 
+mod batch;
 mod grants;
 mod grouped;
 mod postings;

@@ -9,8 +9,9 @@ use application::ports::{
 };
 use sea_orm::DatabaseTransaction;
 
-use super::{Spent, grants, reservations, spend};
+use super::{Spent, batch, grants, reservations, spend};
 use crate::group_commit::{GroupedCommand, Job};
+use crate::retry::Fail;
 
 /// What a consume decides.
 pub(crate) type Consumed = Spent<(CreditTransaction, Replay)>;
@@ -49,6 +50,42 @@ impl GroupedCommand for LedgerCommand {
             LedgerCommand::Grant(job) => {
                 let body = grants::grant_command(tx, &job.command).await;
                 job.settle(body)
+            }
+        }
+    }
+
+    fn batchable(&self) -> bool {
+        matches!(self, LedgerCommand::Consume(_))
+    }
+
+    async fn run_batch(batch: &mut [Self], tx: &DatabaseTransaction) -> bool {
+        let size = batch.len();
+        let mut jobs: Vec<&mut Job<ConsumeCommand, Consumed>> = batch
+            .iter_mut()
+            .filter_map(|command| match command {
+                LedgerCommand::Consume(job) => Some(job),
+                _ => None,
+            })
+            .collect();
+        let commands: Vec<&ConsumeCommand> = jobs.iter().map(|job| &job.command).collect();
+        let decided = if commands.len() == size {
+            batch::consume_many(tx, &commands).await
+        } else {
+            Err(Fail::Retry("only consumptions are batched"))
+        };
+        match decided {
+            Ok(outcomes) => {
+                for (job, outcome) in jobs.iter_mut().zip(outcomes) {
+                    job.settle(outcome);
+                }
+                true
+            }
+            Err(why) => {
+                tracing::debug!(error = ?why, "a batch of consumptions runs alone");
+                for job in &mut jobs {
+                    job.settle(Err(Fail::Retry("the batch could not be decided")));
+                }
+                false
             }
         }
     }

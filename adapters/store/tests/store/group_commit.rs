@@ -12,7 +12,7 @@ use application::ports::{
     ConsumeCommand, CreditLedger, GrantCommand, GrantSource, LedgerEffect, Replay, SpendError,
     StoreError,
 };
-use store::{GroupCommit, GroupCommitStats, SeaOrmStore};
+use store::{GroupCommit, SeaOrmStore};
 use tokio::task::JoinSet;
 
 use crate::ledger::reserve_command;
@@ -87,15 +87,16 @@ async fn one_group_answers_each_command_with_its_own_outcome(backend: Backend) {
         },
         consume_all(&store, spends(&u1)),
     );
+    let stats = store.group_commit_stats().unwrap();
     assert_eq!(
-        store.group_commit_stats(),
-        Some(GroupCommitStats {
-            groups: 1,
-            grouped: 12,
-            failed_groups: 0,
-            alone: 0
-        }),
-        "all twelve in one group"
+        (
+            stats.groups,
+            stats.grouped,
+            stats.failed_groups,
+            stats.alone
+        ),
+        (1, 12, 0, 0),
+        "all twelve in one group: {stats:?}"
     );
     assert_each_outcome(&results, &k0);
     let (fresh_grant, old_grant, (reservation, replay), short, taken) = others;
@@ -300,7 +301,11 @@ async fn groups_hold_at_most_max_batch_commands(backend: Backend) {
     let results = consume_all(&store, commands.collect()).await;
     assert!(results.iter().all(Result::is_ok), "{results:?}");
     let stats = store.group_commit_stats().unwrap();
-    assert_eq!((stats.groups, stats.grouped), (2, 6), "{stats:?}");
+    assert_eq!(
+        (stats.groups, stats.grouped, stats.batched),
+        (2, 6, 6),
+        "{stats:?}"
+    );
     assert_ledger_consistent(&setup, &u).await;
     store.close().await.unwrap();
     setup.cleanup().await;
@@ -341,7 +346,77 @@ async fn the_writer_stops_with_the_store(backend: Backend) {
     setup.cleanup().await;
 }
 
+/// A group of consumptions only is written as one batch (`ledger/batch.rs`): lots are drawn in
+/// spend order exactly as one-by-one spends draw them, a key sent twice replays, a spend the
+/// balance (as the earlier spends of the batch left it) cannot cover is refused, and nothing
+/// runs alone.
+async fn a_batch_of_spends_draws_lots_as_one_by_one_spends_do(backend: Backend) {
+    let Some(setup) = backend.store(GroupCommit::off()).await else {
+        return;
+    };
+    let mut users = Vec::new();
+    for name in ["a", "b", "c"] {
+        let u = user(&setup, name).await;
+        grant(&setup, &u, &format!("{name}-never"), 1_000, None).await;
+        grant(&setup, &u, &format!("{name}-later"), 300, Some(9_000_000)).await;
+        grant(&setup, &u, &format!("{name}-soon"), 300, Some(8_000_000)).await;
+        users.push(u);
+    }
+    let store = setup.reconnect(exact_groups(14)).await;
+    let mut commands: Vec<ConsumeCommand> = users
+        .iter()
+        .flat_map(|u| (0..4).map(move |i| consume(u, 250, &format!("{u}-{i}"))))
+        .collect();
+    // 16.00 - 10.00 leaves 6.00: a second "a-0" replays; 17.00 never fits, and the refusal
+    // reports the balance as the spends of the batch before it left it.
+    commands.push(consume(&users[0], 250, "a-0"));
+    commands.push(consume(&users[1], 1_700, "b-big"));
+    let results = consume_all(&store, commands).await;
+    let stats = store.group_commit_stats().unwrap();
+    assert_eq!(
+        (stats.groups, stats.grouped, stats.batched, stats.alone),
+        (1, 14, 14, 0),
+        "one batch decides all: {stats:?}"
+    );
+    let fresh = results
+        .iter()
+        .filter(|r| matches!(r, Ok((_, Replay::Fresh))))
+        .count();
+    let replayed: Vec<_> = results
+        .iter()
+        .filter_map(|r| match r {
+            Ok((t, Replay::Replayed)) => Some(t.id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(fresh, 12, "{results:?}");
+    assert_eq!(replayed.len(), 1, "{results:?}");
+    assert!(
+        matches!(&results[13], Err(SpendError::Insufficient { available, .. })
+            if [1_600, 1_350, 1_100, 850, 600].contains(&available.hundredths())),
+        "{:?}",
+        results[13]
+    );
+    for u in &users {
+        assert_eq!(setup.balance(u).await.unwrap(), c(600));
+        let name = u.as_str();
+        for (lot, left) in [("soon", 0), ("later", 0), ("never", 600)] {
+            let remaining = setup
+                .raw_i64(&format!(
+                    "SELECT remaining_hundredths FROM credit_grants \
+                     WHERE user_id = '{name}' AND source_key = '{name}-{lot}'"
+                ))
+                .await;
+            assert_eq!(remaining, left, "lot {lot} of {name}");
+        }
+        assert_ledger_consistent(&setup, u).await;
+    }
+    store.close().await.unwrap();
+    setup.cleanup().await;
+}
+
 backend_tests!(
+    a_batch_of_spends_draws_lots_as_one_by_one_spends_do,
     one_group_answers_each_command_with_its_own_outcome,
     a_failed_commit_acknowledges_nothing_it_did_not_commit,
     thirty_two_spenders_share_commits_and_never_overdraw,
