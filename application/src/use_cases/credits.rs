@@ -180,7 +180,11 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         &self,
         request: ConsumeCredits,
     ) -> Result<(CreditTransaction, Replay), CreditsError> {
-        let user_id = self.existing_user(&request.user_id).await?;
+        // Whether the user exists is asked only when the spend is refused for want of credits:
+        // users are never deleted, and one who does not exist has no balance, so the hot path
+        // saves a read and an unknown user is still `UserNotFound`.
+        let user_id =
+            UserId::new(request.user_id.as_str()).map_err(|_| CreditsError::UserNotFound)?;
         let (usage, context) = parse_usage(&request.usage)?;
         let amount = self.config.consumption.cost(&usage)?;
         let command = ConsumeCommand {
@@ -193,7 +197,24 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             context,
             now: self.clock.now(),
         };
-        Ok(self.store.consume(&command).await?)
+        let spent = self.store.consume(&command).await;
+        self.unless_unknown(&command.user_id, spent).await
+    }
+
+    /// `result`, or `UserNotFound` when it is a refusal for want of credits and the user does not
+    /// exist.
+    async fn unless_unknown<T>(
+        &self,
+        user: &UserId,
+        result: Result<T, SpendError>,
+    ) -> Result<T, CreditsError> {
+        match result {
+            Err(SpendError::Insufficient { available, .. }) if available.is_zero() => {
+                self.existing_user(user.as_str()).await?;
+                Ok(result?)
+            }
+            other => Ok(other?),
+        }
     }
 
     /// Hold the estimated cost of a use whose real cost is known afterwards.
@@ -204,7 +225,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         &self,
         request: ConsumeCredits,
     ) -> Result<(Reservation, Replay), CreditsError> {
-        let user_id = self.existing_user(&request.user_id).await?;
+        // As for consume: the user's existence is asked only of a refusal.
+        let user_id =
+            UserId::new(request.user_id.as_str()).map_err(|_| CreditsError::UserNotFound)?;
         let (usage, context) = parse_usage(&request.usage)?;
         let amount = self.config.consumption.cost(&usage)?;
         let now = self.clock.now();
@@ -222,7 +245,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             now,
             expires_at: now.plus_millis(self.config.reservation_lifetime_ms),
         };
-        Ok(self.store.reserve(&command).await?)
+        let held = self.store.reserve(&command).await;
+        self.unless_unknown(&command.user_id, held).await
     }
 
     /// Settle a reservation with the actual usage.
