@@ -121,6 +121,7 @@ struct DatabaseFile {
     retry_attempts: Option<u32>,
     migrate_on_start: Option<bool>,
     group_commit: Option<String>,
+    api_key_cache_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -331,6 +332,16 @@ fn database(
             ));
         }
     };
+    settings.api_key_cache_ms = match env.get("TALLY_API_KEY_CACHE_MS") {
+        Some(raw) => raw.parse::<u64>().map_err(|_| {
+            bad(
+                "TALLY_API_KEY_CACHE_MS",
+                format!("{raw:?} is not a number of milliseconds"),
+            )
+        })?,
+        None => file.api_key_cache_ms.unwrap_or(settings.api_key_cache_ms),
+    }
+    .min(60_000);
     settings.group_commit = if grouped {
         GroupCommit::on()
     } else {

@@ -22,6 +22,7 @@
 
 mod events;
 mod group_commit;
+mod key_cache;
 mod ledger;
 mod orders;
 mod plans;
@@ -39,6 +40,7 @@ use sea_orm::{Database, DatabaseConnection, DbBackend};
 
 use crate::group_commit::Committer;
 pub use crate::group_commit::GroupCommitStats;
+use crate::key_cache::KeyCache;
 use crate::ledger::LedgerCommand;
 use crate::retry::{RetryPolicy, store_error};
 pub use crate::settings::{GroupCommit, SqliteSynchronous, StoreSettings};
@@ -50,6 +52,7 @@ pub struct SeaOrmStore {
     db: DatabaseConnection,
     retry: RetryPolicy,
     group: Option<Committer<LedgerCommand>>,
+    keys: KeyCache,
 }
 
 impl SeaOrmStore {
@@ -84,6 +87,7 @@ impl SeaOrmStore {
                 backoff_ms: settings.retry_backoff_ms,
             },
             group,
+            keys: KeyCache::new(std::time::Duration::from_millis(settings.api_key_cache_ms)),
         })
     }
 

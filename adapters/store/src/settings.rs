@@ -129,11 +129,15 @@ pub struct StoreSettings {
     pub retry_backoff_ms: u64,
     /// Group commit of consumes, reservations and grants ([`GroupCommit`]); off by default.
     pub group_commit: GroupCommit,
+    /// How long an API key found by its hash is kept in memory instead of read again (0: never).
+    /// Revoking through this store takes effect at once; another instance's revocation takes
+    /// effect here within this time.
+    pub api_key_cache_ms: u64,
 }
 
 impl StoreSettings {
     /// The defaults for `url`: 8 connections, `synchronous=FULL`, 5 s busy and acquire timeouts,
-    /// 6 attempts with a 5 ms first backoff, group commit off.
+    /// 6 attempts with a 5 ms first backoff, group commit off, API keys kept for 1 s.
     #[must_use]
     pub fn new(url: impl Into<String>) -> Self {
         Self {
@@ -145,6 +149,7 @@ impl StoreSettings {
             retry_attempts: 6,
             retry_backoff_ms: 5,
             group_commit: GroupCommit::off(),
+            api_key_cache_ms: 1_000,
         }
     }
 
@@ -211,6 +216,7 @@ impl fmt::Debug for StoreSettings {
             .field("retry_attempts", &self.retry_attempts)
             .field("retry_backoff_ms", &self.retry_backoff_ms)
             .field("group_commit", &self.group_commit)
+            .field("api_key_cache_ms", &self.api_key_cache_ms)
             .finish()
     }
 }

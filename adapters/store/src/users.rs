@@ -155,13 +155,20 @@ impl ApiKeyRepository for SeaOrmStore {
     }
 
     async fn find_api_key(&self, hash: &TokenHash) -> Result<Option<ApiKey>, StoreError> {
+        if let Some(key) = self.keys.get(&hash.0) {
+            return Ok(Some(key));
+        }
         let sql = format!(
             "SELECT {API_KEY_COLUMNS} FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL"
         );
         let row: Option<ApiKeyRow> = self
             .fetch_one("find_api_key", &sql, vec![hash.0.as_str().into()])
             .await?;
-        row.map(ApiKeyRow::into_domain).transpose()
+        let key = row.map(ApiKeyRow::into_domain).transpose()?;
+        if let Some(key) = &key {
+            self.keys.put(&hash.0, key);
+        }
+        Ok(key)
     }
 
     async fn list_api_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
@@ -174,14 +181,16 @@ impl ApiKeyRepository for SeaOrmStore {
     async fn revoke_api_key(&self, id: &str, now: Timestamp) -> Result<(), StoreError> {
         // The first revocation's time is kept.
         let sql = "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1";
-        match self
+        let revoked = self
             .run_execute(
                 "revoke_api_key",
                 sql,
                 vec![id.into(), now.unix_millis().into()],
             )
-            .await?
-        {
+            .await;
+        // Forget cached keys whatever the outcome: a failed revocation may still have committed.
+        self.keys.clear();
+        match revoked? {
             0 => Err(StoreError::NotFound),
             _ => Ok(()),
         }
