@@ -347,6 +347,18 @@ fn database(
     } else {
         GroupCommit::off()
     };
+    if let Some(raw) = env.get("TALLY_GROUP_COMMIT_WRITERS") {
+        settings.group_commit.writers = raw
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=GroupCommit::MAX_WRITERS).contains(n))
+            .ok_or_else(|| {
+                bad(
+                    "TALLY_GROUP_COMMIT_WRITERS",
+                    format!("{raw:?} is not a number from 1 to 16"),
+                )
+            })?;
+    }
     let migrate = match env.get("MIGRATE_ON_START").as_deref() {
         None => file.migrate_on_start.unwrap_or(false),
         Some("true" | "1") => true,

@@ -59,6 +59,11 @@ pub struct GroupCommit {
     /// starts the transaction (clamped to 1 s). 0, the default, never waits: a group is whatever
     /// queued up while the previous group was being written, so an idle store adds no latency.
     pub max_wait_us: u64,
+    /// How many writers (each its own queue, transaction and connection) share the commands,
+    /// by user: all of one user's commands go to the same writer, in arrival order. Clamped to
+    /// `1..=16`. One writer on SQLite (which has one write lock anyway); on PostgreSQL several
+    /// overlap one group's round trips and flush with the next ones'.
+    pub writers: usize,
 }
 
 impl GroupCommit {
@@ -74,6 +79,7 @@ impl GroupCommit {
             enabled: false,
             max_batch: 64,
             max_wait_us: 0,
+            writers: 1,
         }
     }
 
@@ -89,6 +95,14 @@ impl GroupCommit {
     /// `max_batch` within its bounds.
     pub(crate) fn batch_limit(&self) -> usize {
         self.max_batch.clamp(1, Self::MAX_BATCH)
+    }
+
+    /// The most writers.
+    pub const MAX_WRITERS: usize = 16;
+
+    /// `writers` within its bounds.
+    pub(crate) fn writer_count(&self) -> usize {
+        self.writers.clamp(1, Self::MAX_WRITERS)
     }
 
     /// `max_wait_us` within its bounds.
@@ -262,8 +276,10 @@ mod tests {
             enabled: true,
             max_batch: 0,
             max_wait_us: u64::MAX,
+            writers: 0,
         };
         assert_eq!(wild.batch_limit(), 1);
+        assert_eq!(wild.writer_count(), 1);
         assert_eq!(wild.wait_limit(), Duration::from_secs(1));
         let huge = GroupCommit {
             max_batch: usize::MAX,

@@ -4,20 +4,23 @@
 //! lookup, conditional decrement, ledger insert, lot read, lot draw-down), and the group's
 //! single writer issues them one after the other: on PostgreSQL each is a network round trip,
 //! and the writer ends up slower than eight connections working side by side. [`consume_many`]
-//! decides a whole run of consumptions from three reads and writes them with three statements,
-//! whatever their number:
+//! decides a whole run of consumptions from two reads and writes them with one statement
+//! (PostgreSQL) or three (SQLite), whatever their number:
 //!
-//! 1. read, with the rows locked on PostgreSQL (`FOR UPDATE`, in user order, the order every
-//!    group takes them in): the balances of the run's users; then the consumptions already
-//!    written under the run's keys, and the users' spendable lots (both serialized by the
-//!    balance locks, like every lot change: see `postings`);
+//! 1. read, with the balance rows locked on PostgreSQL (`FOR UPDATE OF b`, in user order, the
+//!    order every group takes them in): the balances of the run's users joined with their
+//!    spendable lots (lots are serialized by the balance locks, like every lot change: see
+//!    `postings`); then the consumptions already written under the run's keys;
 //! 2. decide each consumption in arrival order with the same rules as [`super::spend::consume`]
 //!    (a known key replays or conflicts, a balance that does not cover the cost refuses with the
 //!    balance as it stands after the earlier consumptions of the run, else the domain's posting
 //!    rule and spend order), against the balances and lots as the earlier ones left them;
 //! 3. write the fresh ones: one multi-row ledger insert, one decrement per user (a single
-//!    `UPDATE … FROM (VALUES …)`, still conditional on the balance covering it) and one
-//!    draw-down per lot (likewise conditional).
+//!    `UPDATE … FROM` a row set, still conditional on the balance covering it) and one
+//!    draw-down per lot (likewise conditional); three statements on SQLite, ONE on PostgreSQL
+//!    (data-modifying common table expressions). On PostgreSQL the row sets travel as one JSON
+//!    parameter each, so every statement has one text whatever the run's size and is prepared
+//!    once per connection.
 //!
 //! Each statement's result is checked against the decision (rows written, balances after,
 //! lots changed). Any difference, like any database error, is a [`Fail`]: the writer rolls the
@@ -29,12 +32,14 @@ use std::collections::{BTreeSet, HashMap};
 use application::ports::{ConsumeCommand, CreditTransaction, Replay, StoreError};
 use domain::ledger::{self, GrantLot, allocate_spend};
 use domain::{Credits, TransactionKind};
-use sea_orm::{ConnectionTrait, DatabaseTransaction, FromQueryResult, QueryResult, Value};
+use sea_orm::{
+    ConnectionTrait, DatabaseTransaction, DbBackend, FromQueryResult, QueryResult, Value,
+};
 
 use super::Spent;
 use crate::retry::Fail;
-use crate::rows::{LOT_COLUMNS, LotRow, TRANSACTION_COLUMNS, TransactionRow, tokens_value};
-use crate::sql::{self, End};
+use crate::rows::{LotRow, TRANSACTION_COLUMNS, TransactionRow, tokens_value};
+use crate::sql::End;
 
 /// What one consumption of a run decided.
 pub(crate) type Decided = Result<End<Spent<(CreditTransaction, Replay)>>, Fail>;
@@ -72,12 +77,14 @@ pub(crate) async fn consume_many(
 ) -> Result<Vec<Decided>, Fail> {
     let users: BTreeSet<&str> = commands.iter().map(|c| c.user_id.as_str()).collect();
     let mut run = Run {
-        balances: lock_balances(tx, &users).await?,
-        seen: stored_keys(tx, &users, commands).await?,
-        lots: spendable_lots(tx, &users).await?,
+        balances: HashMap::new(),
+        seen: HashMap::new(),
+        lots: HashMap::new(),
         takes: Vec::new(),
         fresh: Vec::new(),
     };
+    (run.balances, run.lots) = lock_balances_with_lots(tx, &users).await?;
+    run.seen = stored_keys(tx, &users, commands).await?;
     let mut decisions = Vec::with_capacity(commands.len());
     for c in commands {
         decisions.push(run.decide(c)?);
@@ -201,23 +208,42 @@ impl<'a> Run<'a> {
         seen.insert(key, Seen::Fresh(n, hash.to_owned()));
         Ok(Decision::Fresh(n))
     }
-
-    /// Write the fresh postings, the balances and the lot draw-downs; the written transactions, in
-    /// posting order.
-    async fn write(&self, tx: &DatabaseTransaction) -> Result<Vec<CreditTransaction>, Fail> {
-        if self.fresh.is_empty() {
-            return Ok(Vec::new());
-        }
-        let written = insert_postings(tx, &self.fresh).await?;
-        debit_balances(tx, &self.balances).await?;
-        draw_down(tx, &self.takes).await?;
-        Ok(written)
-    }
 }
 
 fn to_credits(hundredths: i64) -> Result<Credits, Fail> {
     Credits::from_hundredths(hundredths)
         .map_err(|e| Fail::Store(StoreError::Corrupt(format!("credit_balances: {e}"))))
+}
+
+/// One value of a row set ([`rows`]).
+#[derive(Debug, Clone)]
+enum Cell {
+    Text(Option<String>),
+    Int(Option<i64>),
+}
+
+impl Cell {
+    fn text(s: impl Into<String>) -> Self {
+        Cell::Text(Some(s.into()))
+    }
+
+    fn sea(self) -> Value {
+        match self {
+            Cell::Text(t) => t.into(),
+            Cell::Int(i) => i.into(),
+        }
+    }
+
+    fn json(self) -> serde_json::Value {
+        match self {
+            Cell::Text(t) => t.map_or(serde_json::Value::Null, serde_json::Value::String),
+            Cell::Int(i) => i.map_or(serde_json::Value::Null, serde_json::Value::from),
+        }
+    }
+}
+
+fn is_postgres(tx: &DatabaseTransaction) -> bool {
+    tx.get_database_backend() == DbBackend::Postgres
 }
 
 /// `$first, $first+1, …` for `count` values.
@@ -228,36 +254,107 @@ fn placeholders(first: usize, count: usize) -> String {
         .join(", ")
 }
 
-/// `($1, $2, $3), ($4, $5, $6), …`: `rows` tuples of `width` placeholders.
-fn tuples(rows: usize, width: usize) -> String {
-    (0..rows)
-        .map(|r| format!("({})", placeholders(r * width + 1, width)))
-        .collect::<Vec<_>>()
-        .join(", ")
+/// A common table expression `name` with `columns` (name, PostgreSQL type) holding `rows`, whose
+/// parameters start at `$first`; returns its text and parameters.
+///
+/// SQLite gets `name(a, b) AS (VALUES ($1, $2), …)`. PostgreSQL gets ONE JSON parameter read by
+/// `json_to_recordset`, so that the statement's text is the same whatever the number of rows:
+/// sqlx prepares each distinct text once per connection (a parse and describe round trip, and
+/// an eviction from its cache of 100 when too many differ), which for a group's statements,
+/// whose row counts change from group to group, would cost more than the statements themselves.
+fn rows(
+    postgres: bool,
+    (name, first): (&str, usize),
+    columns: &[(&str, &str)],
+    rows: Vec<Vec<Cell>>,
+) -> (String, Vec<Value>) {
+    let names: Vec<&str> = columns.iter().map(|(name, _)| *name).collect();
+    if postgres {
+        let definitions: Vec<String> = columns.iter().map(|(n, t)| format!("{n} {t}")).collect();
+        let json: Vec<serde_json::Value> = rows
+            .into_iter()
+            .map(|row| {
+                let object: serde_json::Map<String, serde_json::Value> = names
+                    .iter()
+                    .map(|n| (*n).to_owned())
+                    .zip(row.into_iter().map(Cell::json))
+                    .collect();
+                serde_json::Value::Object(object)
+            })
+            .collect();
+        let cte = format!(
+            "{name} AS (SELECT * FROM json_to_recordset(${first}::json) AS r({}))",
+            definitions.join(", ")
+        );
+        return (cte, vec![serde_json::Value::Array(json).to_string().into()]);
+    }
+    let width = columns.len();
+    let count = rows.len();
+    let tuples: Vec<String> = (0..count)
+        .map(|r| format!("({})", placeholders(first + r * width, width)))
+        .collect();
+    let values = rows.into_iter().flatten().map(Cell::sea).collect();
+    (
+        format!(
+            "{name}({}) AS (VALUES {})",
+            names.join(", "),
+            tuples.join(", ")
+        ),
+        values,
+    )
 }
 
-async fn lock_balances(tx: &DatabaseTransaction, users: &BTreeSet<&str>) -> Result<Balances, Fail> {
-    let sql = format!(
-        "SELECT user_id, balance_hundredths FROM credit_balances WHERE user_id IN ({}) \
-         ORDER BY user_id{}",
-        placeholders(1, users.len()),
-        sql::for_update(tx)
-    );
-    let values: Vec<Value> = users.iter().map(|u| (*u).into()).collect();
-    let rows = query(tx, &sql, values).await?;
-    let mut balances = Balances::new();
-    for row in rows {
-        let user: String = row.try_get("", "user_id")?;
-        let hundredths: i64 = row.try_get("", "balance_hundredths")?;
-        balances.insert(
-            user,
-            Balance {
-                hundredths: Some(hundredths),
-                ..Balance::default()
-            },
+/// `column` is one of `items` (parameters from `$first`): `IN ($1, …)` on SQLite, one JSON
+/// array parameter on PostgreSQL (see [`rows`]), still an index lookup per item.
+fn member_of(
+    postgres: bool,
+    column: &str,
+    first: usize,
+    items: &BTreeSet<&str>,
+) -> (String, Vec<Value>) {
+    if postgres {
+        let json = serde_json::Value::from(items.iter().copied().collect::<Vec<&str>>());
+        return (
+            format!("{column} = ANY(ARRAY(SELECT json_array_elements_text(${first}::json)))"),
+            vec![json.to_string().into()],
         );
     }
-    Ok(balances)
+    (
+        format!("{column} IN ({})", placeholders(first, items.len())),
+        items.iter().map(|i| Value::from(*i)).collect(),
+    )
+}
+
+/// The users' balances, locked in user order on PostgreSQL (`FOR UPDATE OF b`: the balance rows
+/// only; the lots are serialized by them), with their spendable lots, in one statement.
+async fn lock_balances_with_lots(
+    tx: &DatabaseTransaction,
+    users: &BTreeSet<&str>,
+) -> Result<(Balances, HashMap<String, Vec<GrantLot>>), Fail> {
+    let postgres = is_postgres(tx);
+    let (users, values) = member_of(postgres, "b.user_id", 1, users);
+    let sql = format!(
+        "SELECT b.user_id, b.balance_hundredths, g.id, g.remaining_hundredths, g.expires_at, \
+         g.granted_at FROM credit_balances b LEFT JOIN credit_grants g \
+         ON g.user_id = b.user_id AND g.expired = FALSE AND g.remaining_hundredths > 0 \
+         WHERE {users} ORDER BY b.user_id{}",
+        if postgres { " FOR UPDATE OF b" } else { "" }
+    );
+    let mut balances = Balances::new();
+    let mut lots: HashMap<String, Vec<GrantLot>> = HashMap::new();
+    for row in query(tx, &sql, values).await? {
+        let user: String = row.try_get("", "user_id")?;
+        let hundredths: i64 = row.try_get("", "balance_hundredths")?;
+        balances.entry(user.clone()).or_insert(Balance {
+            hundredths: Some(hundredths),
+            ..Balance::default()
+        });
+        if row.try_get::<Option<i64>>("", "id")?.is_some() {
+            let lot = LotRow::from_query_result(&row, "")?.into_domain()?;
+            lots.entry(user).or_default().push(lot);
+        }
+    }
+    Ok((balances, lots))
 }
 
 async fn stored_keys(
@@ -269,15 +366,16 @@ async fn stored_keys(
         .iter()
         .map(|c| c.idempotency.key.as_str())
         .collect();
+    let postgres = is_postgres(tx);
+    let (users, user_values) = member_of(postgres, "user_id", 2, users);
+    let (keys, key_values) = member_of(postgres, "idempotency_key", 2 + user_values.len(), &keys);
     let sql = format!(
         "SELECT idempotency_key, {TRANSACTION_COLUMNS} FROM credit_transactions \
-         WHERE kind = $1 AND user_id IN ({}) AND idempotency_key IN ({})",
-        placeholders(2, users.len()),
-        placeholders(2 + users.len(), keys.len())
+         WHERE kind = $1 AND {users} AND {keys}"
     );
     let mut values: Vec<Value> = vec![TransactionKind::Consumption.code().into()];
-    values.extend(users.iter().map(|u| Value::from(*u)));
-    values.extend(keys.iter().map(|k| Value::from(*k)));
+    values.extend(user_values);
+    values.extend(key_values);
     let mut seen = HashMap::new();
     for row in query(tx, &sql, values).await? {
         let key: String = row.try_get("", "idempotency_key")?;
@@ -292,25 +390,6 @@ async fn stored_keys(
     Ok(seen)
 }
 
-async fn spendable_lots(
-    tx: &DatabaseTransaction,
-    users: &BTreeSet<&str>,
-) -> Result<HashMap<String, Vec<GrantLot>>, Fail> {
-    let sql = format!(
-        "SELECT user_id, {LOT_COLUMNS} FROM credit_grants \
-         WHERE user_id IN ({}) AND expired = FALSE AND remaining_hundredths > 0",
-        placeholders(1, users.len())
-    );
-    let values: Vec<Value> = users.iter().map(|u| (*u).into()).collect();
-    let mut lots: HashMap<String, Vec<GrantLot>> = HashMap::new();
-    for row in query(tx, &sql, values).await? {
-        let user: String = row.try_get("", "user_id")?;
-        let lot = LotRow::from_query_result(&row, "")?.into_domain()?;
-        lots.entry(user).or_default().push(lot);
-    }
-    Ok(lots)
-}
-
 async fn query(
     tx: &DatabaseTransaction,
     sql: &str,
@@ -320,109 +399,120 @@ async fn query(
     Ok(tx.query_all_raw(statement).await?)
 }
 
-async fn insert_postings(
-    tx: &DatabaseTransaction,
-    fresh: &[Fresh<'_>],
-) -> Result<Vec<CreditTransaction>, Fail> {
-    const WIDTH: usize = 14;
-    let sql = format!(
-        "INSERT INTO credit_transactions (user_id, kind, amount_hundredths, \
-         balance_after_hundredths, order_id, subscription_id, reservation_id, feature, model, \
-         tokens, note, idempotency_key, request_hash, created_at) VALUES {} \
-         ON CONFLICT DO NOTHING RETURNING idempotency_key, {TRANSACTION_COLUMNS}",
-        tuples(fresh.len(), WIDTH)
-    );
-    let mut values: Vec<Value> = Vec::with_capacity(fresh.len() * WIDTH);
+/// One writing statement of a run: the rows it reads (a CTE named after it) and the statement.
+struct Part {
+    /// `name AS (…)` or `name(…) AS (VALUES …)`.
+    cte: String,
+    /// The statement reading `name`, with a RETURNING clause.
+    statement: String,
+    values: Vec<Value>,
+}
+
+impl Part {
+    /// The part alone, as one statement.
+    fn alone(&self) -> String {
+        format!("WITH {} {}", self.cte, self.statement)
+    }
+}
+
+/// The ledger insert of the fresh postings (parameters from `$first`).
+fn insert_part(postgres: bool, first: usize, fresh: &[Fresh<'_>]) -> Result<Part, Fail> {
+    const COLUMNS: [(&str, &str); 14] = [
+        ("user_id", "text"),
+        ("kind", "text"),
+        ("amount_hundredths", "bigint"),
+        ("balance_after_hundredths", "bigint"),
+        ("order_id", "text"),
+        ("subscription_id", "text"),
+        ("reservation_id", "text"),
+        ("feature", "text"),
+        ("model", "text"),
+        ("tokens", "bigint"),
+        ("note", "text"),
+        ("idempotency_key", "text"),
+        ("request_hash", "text"),
+        ("created_at", "bigint"),
+    ];
+    let mut table = Vec::with_capacity(fresh.len());
     for f in fresh {
         let c = f.command;
         let u = &c.context;
-        values.extend([
-            c.user_id.as_str().into(),
-            TransactionKind::Consumption.code().into(),
-            c.amount.as_decrease().hundredths().into(),
-            f.balance_after.into(),
-            u.order_id.as_ref().map(|id| id.as_str().to_owned()).into(),
-            u.subscription_id
-                .as_ref()
-                .map(|id| id.as_str().to_owned())
-                .into(),
-            u.reservation_id
-                .as_ref()
-                .map(|id| id.as_str().to_owned())
-                .into(),
-            u.feature.clone().into(),
-            u.model.clone().into(),
-            tokens_value(u.tokens)?.into(),
-            u.note.clone().into(),
-            c.idempotency.key.as_str().to_owned().into(),
-            c.idempotency.request_hash.clone().into(),
-            c.now.unix_millis().into(),
+        let id = |id: Option<&str>| Cell::Text(id.map(str::to_owned));
+        table.push(vec![
+            Cell::text(c.user_id.as_str()),
+            Cell::text(TransactionKind::Consumption.code()),
+            Cell::Int(Some(c.amount.as_decrease().hundredths())),
+            Cell::Int(Some(f.balance_after)),
+            id(u.order_id.as_ref().map(|i| i.as_str())),
+            id(u.subscription_id.as_ref().map(|i| i.as_str())),
+            id(u.reservation_id.as_ref().map(|i| i.as_str())),
+            Cell::Text(u.feature.clone()),
+            Cell::Text(u.model.clone()),
+            Cell::Int(tokens_value(u.tokens)?),
+            Cell::Text(u.note.clone()),
+            Cell::text(c.idempotency.key.as_str()),
+            Cell::text(c.idempotency.request_hash.as_str()),
+            Cell::Int(Some(c.now.unix_millis())),
         ]);
     }
-    let mut by_key: HashMap<(String, String), CreditTransaction> = HashMap::new();
-    for row in query(tx, &sql, values).await? {
-        let key: String = row.try_get("", "idempotency_key")?;
-        let written = TransactionRow::from_query_result(&row, "")?.into_domain()?;
-        by_key.insert((written.user_id.as_str().to_owned(), key), written);
-    }
-    // A row missing here lost its key to a concurrent request: the one-by-one path replays it.
-    fresh
-        .iter()
-        .map(|f| {
-            let key = (
-                f.command.user_id.as_str().to_owned(),
-                f.command.idempotency.key.as_str().to_owned(),
-            );
-            match by_key.remove(&key) {
-                Some(t) if t.balance_after.hundredths() == f.balance_after => Ok(t),
-                Some(_) => Err(Fail::Retry("a batched posting's balance differs")),
-                None => Err(Fail::Retry(
-                    "a concurrent request with the same key committed first",
-                )),
-            }
-        })
-        .collect()
-}
-
-async fn debit_balances(tx: &DatabaseTransaction, balances: &Balances) -> Result<(), Fail> {
-    let debits: Vec<(&String, &Balance)> =
-        balances.iter().filter(|(_, b)| b.postings > 0).collect();
-    let sql = format!(
-        "WITH v(uid, amount, n, at) AS (VALUES {}) \
-         UPDATE credit_balances SET balance_hundredths = balance_hundredths - v.amount, \
-         transaction_count = transaction_count + v.n, updated_at = v.at \
-         FROM v WHERE user_id = v.uid AND balance_hundredths >= v.amount \
-         RETURNING user_id, balance_hundredths",
-        tuples(debits.len(), 4)
+    let (cte, values) = rows(postgres, ("t", first), &COLUMNS, table);
+    let names: Vec<&str> = COLUMNS.iter().map(|(n, _)| *n).collect();
+    let names = names.join(", ");
+    // `WHERE TRUE`: SQLite's parser needs it between INSERT … SELECT and ON CONFLICT.
+    let statement = format!(
+        "INSERT INTO credit_transactions ({names}) SELECT {names} FROM t WHERE TRUE \
+         ON CONFLICT DO NOTHING RETURNING idempotency_key, {TRANSACTION_COLUMNS}"
     );
-    let mut values: Vec<Value> = Vec::with_capacity(debits.len() * 4);
-    for (user, b) in &debits {
-        values.extend([
-            user.as_str().into(),
-            b.debited.into(),
-            b.postings.into(),
-            b.updated_at.into(),
-        ]);
-    }
-    let rows = query(tx, &sql, values).await?;
-    let mut changed = 0;
-    for row in rows {
-        let user: String = row.try_get("", "user_id")?;
-        let after: i64 = row.try_get("", "balance_hundredths")?;
-        if balances.get(&user).and_then(|b| b.hundredths) != Some(after) {
-            return Err(Fail::Retry("a balance changed during a batched spend"));
-        }
-        changed += 1;
-    }
-    if changed == debits.len() {
-        Ok(())
-    } else {
-        Err(Fail::Retry("a balance changed during a batched spend"))
-    }
+    Ok(Part {
+        cte,
+        statement,
+        values,
+    })
 }
 
-/// Draw each lot down by what the run took from it, each conditional on the lot holding it.
-async fn draw_down(tx: &DatabaseTransaction, takes: &[(i64, i64)]) -> Result<(), Fail> {
+/// The users' decrements, each conditional on the balance covering it (parameters from
+/// `$first`); returns the part and how many balances it must change.
+fn debit_part(postgres: bool, first: usize, balances: &Balances) -> (Part, usize) {
+    let table: Vec<Vec<Cell>> = balances
+        .iter()
+        .filter(|(_, b)| b.postings > 0)
+        .map(|(user, b)| {
+            vec![
+                Cell::text(user.as_str()),
+                Cell::Int(Some(b.debited)),
+                Cell::Int(Some(b.postings)),
+                Cell::Int(Some(b.updated_at)),
+            ]
+        })
+        .collect();
+    let count = table.len();
+    let columns = [
+        ("uid", "text"),
+        ("amount", "bigint"),
+        ("n", "bigint"),
+        ("at", "bigint"),
+    ];
+    let (cte, values) = rows(postgres, ("d", first), &columns, table);
+    let statement =
+        "UPDATE credit_balances SET balance_hundredths = balance_hundredths - d.amount, \
+         transaction_count = transaction_count + d.n, updated_at = d.at \
+         FROM d WHERE user_id = d.uid AND balance_hundredths >= d.amount \
+         RETURNING user_id, balance_hundredths"
+            .to_owned();
+    (
+        Part {
+            cte,
+            statement,
+            values,
+        },
+        count,
+    )
+}
+
+/// Each lot drawn down by what the run took from it, conditional on the lot holding it
+/// (parameters from `$first`); returns the part and how many lots it must change, or `None`
+/// when no lot is drawn.
+fn draw_part(postgres: bool, first: usize, takes: &[(i64, i64)]) -> Option<(Part, usize)> {
     let mut per_lot: Vec<(i64, i64)> = Vec::new();
     for &(id, take) in takes {
         match per_lot.iter_mut().find(|(lot, _)| *lot == id) {
@@ -431,20 +521,162 @@ async fn draw_down(tx: &DatabaseTransaction, takes: &[(i64, i64)]) -> Result<(),
         }
     }
     if per_lot.is_empty() {
-        return Ok(());
+        return None;
     }
-    let sql = format!(
-        "WITH v(lot, take) AS (VALUES {}) \
-         UPDATE credit_grants SET remaining_hundredths = remaining_hundredths - v.take \
-         FROM v WHERE id = v.lot AND remaining_hundredths >= v.take",
-        tuples(per_lot.len(), 2)
-    );
-    let values: Vec<Value> = per_lot
+    let count = per_lot.len();
+    let table = per_lot
         .iter()
-        .flat_map(|&(id, take)| [Value::from(id), Value::from(take)])
+        .map(|&(id, take)| vec![Cell::Int(Some(id)), Cell::Int(Some(take))])
         .collect();
-    let changed = sql::execute(tx, &sql, values).await?;
-    if changed == per_lot.len() as u64 {
+    let (cte, values) = rows(
+        postgres,
+        ("l", first),
+        &[("lot", "bigint"), ("take", "bigint")],
+        table,
+    );
+    let statement =
+        "UPDATE credit_grants SET remaining_hundredths = remaining_hundredths - l.take \
+         FROM l WHERE id = l.lot AND remaining_hundredths >= l.take RETURNING id"
+            .to_owned();
+    Some((
+        Part {
+            cte,
+            statement,
+            values,
+        },
+        count,
+    ))
+}
+
+impl Run<'_> {
+    /// Write the fresh postings, the balances and the lot draw-downs, and check each against
+    /// the decisions; the written transactions, in posting order. SQLite runs the three
+    /// statements one after the other; PostgreSQL runs them as ONE statement (data-modifying
+    /// common table expressions), one round trip instead of three.
+    async fn write(&self, tx: &DatabaseTransaction) -> Result<Vec<CreditTransaction>, Fail> {
+        if self.fresh.is_empty() {
+            return Ok(Vec::new());
+        }
+        if is_postgres(tx) {
+            return self.write_postgres(tx).await;
+        }
+        let insert = insert_part(false, 1, &self.fresh)?;
+        let inserted = query(tx, &insert.alone(), insert.values.clone()).await?;
+        let written = self.check_inserted(&inserted)?;
+        let (debit, debits) = debit_part(false, 1, &self.balances);
+        let debited = query(tx, &debit.alone(), debit.values.clone()).await?;
+        let after = debited
+            .iter()
+            .map(|row| {
+                Ok((
+                    row.try_get("", "user_id")?,
+                    row.try_get("", "balance_hundredths")?,
+                ))
+            })
+            .collect::<Result<Vec<(String, i64)>, Fail>>()?;
+        self.check_debited(&after, debits)?;
+        if let Some((draw, lots)) = draw_part(false, 1, &self.takes) {
+            let drawn = query(tx, &draw.alone(), draw.values.clone()).await?;
+            check_drawn(drawn.len(), lots)?;
+        }
+        Ok(written)
+    }
+
+    async fn write_postgres(
+        &self,
+        tx: &DatabaseTransaction,
+    ) -> Result<Vec<CreditTransaction>, Fail> {
+        let insert = insert_part(true, 1, &self.fresh)?;
+        let (debit, debits) = debit_part(true, 2, &self.balances);
+        let draw = draw_part(true, 3, &self.takes);
+        let mut ctes = vec![insert.cte, debit.cte];
+        let mut values = insert.values;
+        values.extend(debit.values);
+        let (draw_cte, drawn_count, lots) = match draw {
+            Some((part, lots)) => {
+                ctes.push(part.cte);
+                values.extend(part.values);
+                (
+                    format!(", drw AS ({})", part.statement),
+                    "(SELECT count(*) FROM drw)",
+                    lots,
+                )
+            }
+            None => (String::new(), "0", 0),
+        };
+        let sql = format!(
+            "WITH {}, ins AS ({}), deb AS ({}){draw_cte} \
+             SELECT ins.*, \
+             (SELECT json_agg(json_build_array(user_id, balance_hundredths)) FROM deb)::text \
+             AS debits, CAST({drawn_count} AS BIGINT) AS drawn FROM ins",
+            ctes.join(", "),
+            insert.statement,
+            debit.statement,
+        );
+        let rows = query(tx, &sql, values).await?;
+        let written = self.check_inserted(&rows)?;
+        // Every row carries the same totals; the insert wrote at least one row (checked above).
+        let first = rows
+            .first()
+            .ok_or(Fail::Retry("a batched insert wrote nothing"))?;
+        let debited: Option<String> = first.try_get("", "debits")?;
+        let after: Vec<(String, i64)> = match debited {
+            Some(json) => serde_json::from_str(&json).map_err(|e| {
+                Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
+                    "the batched decrement's result: {e}"
+                )))
+            })?,
+            None => Vec::new(),
+        };
+        self.check_debited(&after, debits)?;
+        let drawn: i64 = first.try_get("", "drawn")?;
+        check_drawn(usize::try_from(drawn).unwrap_or(usize::MAX), lots)?;
+        Ok(written)
+    }
+
+    /// The inserted rows, in posting order, each with the balance decided for it. A row
+    /// missing here lost its key to a concurrent request: the one-by-one path replays it.
+    fn check_inserted(&self, rows: &[QueryResult]) -> Result<Vec<CreditTransaction>, Fail> {
+        let mut by_key: HashMap<(String, String), CreditTransaction> = HashMap::new();
+        for row in rows {
+            let key: String = row.try_get("", "idempotency_key")?;
+            let written = TransactionRow::from_query_result(row, "")?.into_domain()?;
+            by_key.insert((written.user_id.as_str().to_owned(), key), written);
+        }
+        self.fresh
+            .iter()
+            .map(|f| {
+                let key = (
+                    f.command.user_id.as_str().to_owned(),
+                    f.command.idempotency.key.as_str().to_owned(),
+                );
+                match by_key.remove(&key) {
+                    Some(t) if t.balance_after.hundredths() == f.balance_after => Ok(t),
+                    Some(_) => Err(Fail::Retry("a batched posting's balance differs")),
+                    None => Err(Fail::Retry(
+                        "a concurrent request with the same key committed first",
+                    )),
+                }
+            })
+            .collect()
+    }
+
+    /// Every decremented balance is the one decided, and none is missing.
+    fn check_debited(&self, after: &[(String, i64)], expected: usize) -> Result<(), Fail> {
+        let agrees = after.len() == expected
+            && after.iter().all(|(user, balance)| {
+                self.balances.get(user).and_then(|b| b.hundredths) == Some(*balance)
+            });
+        if agrees {
+            Ok(())
+        } else {
+            Err(Fail::Retry("a balance changed during a batched spend"))
+        }
+    }
+}
+
+fn check_drawn(drawn: usize, expected: usize) -> Result<(), Fail> {
+    if drawn == expected {
         Ok(())
     } else {
         Err(Fail::Retry("a grant lot changed during a batched spend"))

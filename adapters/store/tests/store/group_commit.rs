@@ -289,6 +289,39 @@ async fn thirty_two_spenders_share_commits_and_never_overdraw(backend: Backend) 
     store.cleanup().await;
 }
 
+/// With several writers (commands sharded by user), spenders of several accounts still spend
+/// exactly what each account holds, and nothing runs alone.
+async fn several_writers_keep_every_account_exact(backend: Backend) {
+    let writers = GroupCommit {
+        writers: 4,
+        ..grouped()
+    };
+    let Some(store) = backend.store(writers).await else {
+        return;
+    };
+    let mut users = Vec::new();
+    for name in ["w1", "w2", "w3", "w4", "w5"] {
+        let u = user(&store, name).await;
+        grant(&store, &u, &format!("{name}-g"), 1_000, None).await;
+        users.push(u);
+    }
+    let commands = users
+        .iter()
+        .flat_map(|u| (0..12).map(move |i| consume(u, 100, &format!("{u}-{i}"))))
+        .collect();
+    let results = consume_all(&store, commands).await;
+    for (n, u) in users.iter().enumerate() {
+        let mine = &results[n * 12..(n + 1) * 12];
+        let fresh = mine.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(fresh, 10, "10.00 buys ten spends of 1.00 for {u}: {mine:?}");
+        assert_eq!(store.balance(u).await.unwrap(), c(0));
+        assert_ledger_consistent(&store, u).await;
+    }
+    let stats = store.group_commit_stats().unwrap();
+    assert_eq!(stats.alone, 0, "{stats:?}");
+    store.cleanup().await;
+}
+
 /// Groups never hold more than `max_batch` commands.
 async fn groups_hold_at_most_max_batch_commands(backend: Backend) {
     let Some(setup) = backend.store(GroupCommit::off()).await else {
@@ -421,5 +454,6 @@ backend_tests!(
     a_failed_commit_acknowledges_nothing_it_did_not_commit,
     thirty_two_spenders_share_commits_and_never_overdraw,
     groups_hold_at_most_max_batch_commands,
+    several_writers_keep_every_account_exact,
     the_writer_stops_with_the_store,
 );
