@@ -84,7 +84,7 @@ pub(crate) async fn consume_many(
         fresh: Vec::new(),
     };
     (run.balances, run.lots) = lock_balances_with_lots(tx, &users).await?;
-    run.seen = stored_keys(tx, &users, commands).await?;
+    run.seen = stored_keys(tx, commands).await?;
     let mut decisions = Vec::with_capacity(commands.len());
     for c in commands {
         decisions.push(run.decide(c)?);
@@ -357,25 +357,34 @@ async fn lock_balances_with_lots(
     Ok((balances, lots))
 }
 
+/// The consumptions already written under the run's (user, key) pairs: one probe of the unique
+/// index (user, kind, key) per pair. (Two `IN` lists, users and keys, would probe every user
+/// with every key, and SQLite without statistics may scan each user's whole ledger instead.)
 async fn stored_keys(
     tx: &DatabaseTransaction,
-    users: &BTreeSet<&str>,
     commands: &[&ConsumeCommand],
 ) -> Result<HashMap<(String, String), Seen>, Fail> {
-    let keys: BTreeSet<&str> = commands
+    let pairs: BTreeSet<(&str, &str)> = commands
         .iter()
-        .map(|c| c.idempotency.key.as_str())
+        .map(|c| (c.user_id.as_str(), c.idempotency.key.as_str()))
         .collect();
-    let postgres = is_postgres(tx);
-    let (users, user_values) = member_of(postgres, "user_id", 2, users);
-    let (keys, key_values) = member_of(postgres, "idempotency_key", 2 + user_values.len(), &keys);
-    let sql = format!(
-        "SELECT idempotency_key, {TRANSACTION_COLUMNS} FROM credit_transactions \
-         WHERE kind = $1 AND {users} AND {keys}"
+    let table = pairs
+        .iter()
+        .map(|(user, key)| vec![Cell::text(*user), Cell::text(*key)])
+        .collect();
+    let (cte, mut values) = rows(
+        is_postgres(tx),
+        ("k", 2),
+        &[("uid", "text"), ("ikey", "text")],
+        table,
     );
-    let mut values: Vec<Value> = vec![TransactionKind::Consumption.code().into()];
-    values.extend(user_values);
-    values.extend(key_values);
+    values.insert(0, TransactionKind::Consumption.code().into());
+    // CROSS JOIN: SQLite then loops over the pairs and probes the index for each.
+    let sql = format!(
+        "WITH {cte} SELECT idempotency_key, {TRANSACTION_COLUMNS} FROM k \
+         CROSS JOIN credit_transactions t \
+         WHERE t.user_id = k.uid AND t.kind = $1 AND t.idempotency_key = k.ikey"
+    );
     let mut seen = HashMap::new();
     for row in query(tx, &sql, values).await? {
         let key: String = row.try_get("", "idempotency_key")?;
