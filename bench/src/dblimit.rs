@@ -42,7 +42,7 @@ const INSERT: &str = concat!(
     transaction_columns!()
 );
 const LOTS: &str = "SELECT id, remaining_hundredths, expires_at, granted_at FROM credit_grants \
-    WHERE user_id = $1 AND expired = FALSE AND remaining_hundredths > 0";
+    WHERE user_id = $1 AND NOT expired AND remaining_hundredths > 0";
 const DRAW: &str = "UPDATE credit_grants SET remaining_hundredths = remaining_hundredths - $2 \
     WHERE id = $1 AND remaining_hundredths >= $2";
 

@@ -333,10 +333,11 @@ async fn lock_balances_with_lots(
 ) -> Result<(Balances, HashMap<String, Vec<GrantLot>>), Fail> {
     let postgres = is_postgres(tx);
     let (users, values) = member_of(postgres, "b.user_id", 1, users);
+    // `NOT g.expired`: see `postings::draw_lots` (keeps SQLite on the per-user lot index).
     let sql = format!(
         "SELECT b.user_id, b.balance_hundredths, g.id, g.remaining_hundredths, g.expires_at, \
          g.granted_at FROM credit_balances b LEFT JOIN credit_grants g \
-         ON g.user_id = b.user_id AND g.expired = FALSE AND g.remaining_hundredths > 0 \
+         ON g.user_id = b.user_id AND NOT g.expired AND g.remaining_hundredths > 0 \
          WHERE {users} ORDER BY b.user_id{}",
         if postgres { " FOR UPDATE OF b" } else { "" }
     );

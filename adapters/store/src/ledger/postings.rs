@@ -216,9 +216,11 @@ pub(crate) async fn draw_lots(
     if amount.is_zero() {
         return Ok(());
     }
+    // `NOT expired`, not `expired = FALSE`: SQLite would take the equality for the better index
+    // and walk every unexpired lot of every user (credit_grants_due) instead of this user's.
     let sql = format!(
         "SELECT {LOT_COLUMNS} FROM credit_grants \
-         WHERE user_id = $1 AND expired = FALSE AND remaining_hundredths > 0"
+         WHERE user_id = $1 AND NOT expired AND remaining_hundredths > 0"
     );
     let rows: Vec<LotRow> = sql::all(tx, &sql, vec![user.as_str().into()]).await?;
     let lots = rows
