@@ -6,8 +6,8 @@
 
 use sea_orm::{
     AccessMode, ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr,
-    FromQueryResult, IsolationLevel, SqliteTransactionMode, Statement, TransactionOptions,
-    TransactionTrait, Value,
+    FromQueryResult, IsolationLevel, QueryResult, SqliteTransactionMode, Statement,
+    TransactionOptions, TransactionTrait, Value,
 };
 
 use crate::retry::Fail;
@@ -49,6 +49,15 @@ pub(crate) async fn all<T: FromQueryResult, C: ConnectionTrait>(
     T::find_by_statement(statement(conn, sql, values))
         .all(conn)
         .await
+}
+
+/// Every row of a query, undecoded (for rows that mix several tables' columns).
+pub(crate) async fn rows<C: ConnectionTrait>(
+    conn: &C,
+    sql: &str,
+    values: Vec<Value>,
+) -> Result<Vec<QueryResult>, DbErr> {
+    conn.query_all_raw(statement(conn, sql, values)).await
 }
 
 /// The integer in column `column` of the first row, if there is a row.

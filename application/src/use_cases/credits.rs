@@ -135,6 +135,11 @@ pub fn parse_usage(request: &UsageRequest) -> Result<(Usage, UsageContext), Cons
     Ok((usage, context))
 }
 
+/// A user id as given: one out of form names nobody, so it is `UserNotFound`.
+fn user_id(raw: &str) -> Result<UserId, CreditsError> {
+    UserId::new(raw).map_err(|_| CreditsError::UserNotFound)
+}
+
 fn fingerprint(kind: &str, user: &str, usage: &UsageRequest) -> String {
     format!(
         "{kind}:{user}:{:?}:{:?}:{:?}",
@@ -164,7 +169,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     }
 
     async fn existing_user(&self, raw: &str) -> Result<UserId, CreditsError> {
-        let id = UserId::new(raw).map_err(|_| CreditsError::UserNotFound)?;
+        let id = user_id(raw)?;
         self.store
             .find_user(&id)
             .await?
@@ -183,8 +188,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         // Whether the user exists is asked only when the spend is refused for want of credits:
         // users are never deleted, and one who does not exist has no balance, so the hot path
         // saves a read and an unknown user is still `UserNotFound`.
-        let user_id =
-            UserId::new(request.user_id.as_str()).map_err(|_| CreditsError::UserNotFound)?;
+        let user_id = user_id(&request.user_id)?;
         let (usage, context) = parse_usage(&request.usage)?;
         let amount = self.config.consumption.cost(&usage)?;
         let command = ConsumeCommand {
@@ -226,8 +230,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         request: ConsumeCredits,
     ) -> Result<(Reservation, Replay), CreditsError> {
         // As for consume: the user's existence is asked only of a refusal.
-        let user_id =
-            UserId::new(request.user_id.as_str()).map_err(|_| CreditsError::UserNotFound)?;
+        let user_id = user_id(&request.user_id)?;
         let (usage, context) = parse_usage(&request.usage)?;
         let amount = self.config.consumption.cost(&usage)?;
         let now = self.clock.now();

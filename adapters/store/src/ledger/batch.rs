@@ -30,16 +30,16 @@
 use std::collections::{BTreeSet, HashMap};
 
 use application::ports::{ConsumeCommand, CreditTransaction, Replay, StoreError};
+use domain::TransactionKind;
 use domain::ledger::{self, GrantLot, allocate_spend};
-use domain::{Credits, TransactionKind};
 use sea_orm::{
     ConnectionTrait, DatabaseTransaction, DbBackend, FromQueryResult, QueryResult, Value,
 };
 
-use super::Spent;
+use super::{Spent, postings, spend};
 use crate::retry::Fail;
 use crate::rows::{LotRow, TRANSACTION_COLUMNS, TransactionRow, tokens_value};
-use crate::sql::End;
+use crate::sql::{self, End};
 
 /// What one consumption of a run decided.
 pub(crate) type Decided = Result<End<Spent<(CreditTransaction, Replay)>>, Fail>;
@@ -76,15 +76,14 @@ pub(crate) async fn consume_many(
     commands: &[&ConsumeCommand],
 ) -> Result<Vec<Decided>, Fail> {
     let users: BTreeSet<&str> = commands.iter().map(|c| c.user_id.as_str()).collect();
+    let (balances, lots) = lock_balances_with_lots(tx, &users).await?;
     let mut run = Run {
-        balances: HashMap::new(),
-        seen: HashMap::new(),
-        lots: HashMap::new(),
+        balances,
+        seen: stored_keys(tx, commands).await?,
+        lots,
         takes: Vec::new(),
         fresh: Vec::new(),
     };
-    (run.balances, run.lots) = lock_balances_with_lots(tx, &users).await?;
-    run.seen = stored_keys(tx, commands).await?;
     let mut decisions = Vec::with_capacity(commands.len());
     for c in commands {
         decisions.push(run.decide(c)?);
@@ -145,9 +144,7 @@ impl<'a> Run<'a> {
             fresh,
         } = self;
         if c.amount.is_zero() {
-            return Ok(Decision::Refused(Err(Fail::Store(StoreError::Unexpected(
-                anyhow::anyhow!("a consumption of zero credits"),
-            )))));
+            return Ok(Decision::Refused(Err(spend::zero_consumption())));
         }
         let user = c.user_id.as_str();
         let hash = c.idempotency.request_hash.as_str();
@@ -172,7 +169,7 @@ impl<'a> Run<'a> {
         let balance = balances.entry(user.to_owned()).or_default();
         let amount = c.amount.hundredths();
         let Some(before) = balance.hundredths.filter(|b| *b >= amount) else {
-            let available = to_credits(balance.hundredths.unwrap_or(0))?;
+            let available = postings::credits(balance.hundredths.unwrap_or(0))?;
             return Ok(Decision::Refused(Ok(End::Rollback(Spent::Insufficient {
                 requested: c.amount,
                 available,
@@ -180,7 +177,7 @@ impl<'a> Run<'a> {
         };
         // The domain's posting rule must agree with the arithmetic the UPDATE will do.
         let after = ledger::post(
-            to_credits(before)?,
+            postings::credits(before)?,
             TransactionKind::Consumption,
             c.amount.as_decrease(),
         )
@@ -208,11 +205,6 @@ impl<'a> Run<'a> {
         seen.insert(key, Seen::Fresh(n, hash.to_owned()));
         Ok(Decision::Fresh(n))
     }
-}
-
-fn to_credits(hundredths: i64) -> Result<Credits, Fail> {
-    Credits::from_hundredths(hundredths)
-        .map_err(|e| Fail::Store(StoreError::Corrupt(format!("credit_balances: {e}"))))
 }
 
 /// One value of a row set ([`rows`]).
@@ -343,7 +335,7 @@ async fn lock_balances_with_lots(
     );
     let mut balances = Balances::new();
     let mut lots: HashMap<String, Vec<GrantLot>> = HashMap::new();
-    for row in query(tx, &sql, values).await? {
+    for row in sql::rows(tx, &sql, values).await? {
         let user: String = row.try_get("", "user_id")?;
         let hundredths: i64 = row.try_get("", "balance_hundredths")?;
         balances.entry(user.clone()).or_insert(Balance {
@@ -387,7 +379,7 @@ async fn stored_keys(
          WHERE t.user_id = k.uid AND t.kind = $1 AND t.idempotency_key = k.ikey"
     );
     let mut seen = HashMap::new();
-    for row in query(tx, &sql, values).await? {
+    for row in sql::rows(tx, &sql, values).await? {
         let key: String = row.try_get("", "idempotency_key")?;
         let stored = TransactionRow::from_query_result(&row, "")?;
         let hash = stored.request_hash.clone();
@@ -398,15 +390,6 @@ async fn stored_keys(
         );
     }
     Ok(seen)
-}
-
-async fn query(
-    tx: &DatabaseTransaction,
-    sql: &str,
-    values: Vec<Value>,
-) -> Result<Vec<QueryResult>, Fail> {
-    let statement = sea_orm::Statement::from_sql_and_values(tx.get_database_backend(), sql, values);
-    Ok(tx.query_all_raw(statement).await?)
 }
 
 /// One writing statement of a run: the rows it reads (a CTE named after it) and the statement.
@@ -571,10 +554,10 @@ impl Run<'_> {
             return self.write_postgres(tx).await;
         }
         let insert = insert_part(false, 1, &self.fresh)?;
-        let inserted = query(tx, &insert.alone(), insert.values.clone()).await?;
+        let inserted = sql::rows(tx, &insert.alone(), insert.values).await?;
         let written = self.check_inserted(&inserted)?;
         let (debit, debits) = debit_part(false, 1, &self.balances);
-        let debited = query(tx, &debit.alone(), debit.values.clone()).await?;
+        let debited = sql::rows(tx, &debit.alone(), debit.values).await?;
         let after = debited
             .iter()
             .map(|row| {
@@ -586,7 +569,7 @@ impl Run<'_> {
             .collect::<Result<Vec<(String, i64)>, Fail>>()?;
         self.check_debited(&after, debits)?;
         if let Some((draw, lots)) = draw_part(false, 1, &self.takes) {
-            let drawn = query(tx, &draw.alone(), draw.values.clone()).await?;
+            let drawn = sql::rows(tx, &draw.alone(), draw.values).await?;
             check_drawn(drawn.len(), lots)?;
         }
         Ok(written)
@@ -623,7 +606,7 @@ impl Run<'_> {
             insert.statement,
             debit.statement,
         );
-        let rows = query(tx, &sql, values).await?;
+        let rows = sql::rows(tx, &sql, values).await?;
         let written = self.check_inserted(&rows)?;
         // Every row carries the same totals; the insert wrote at least one row (checked above).
         let first = rows

@@ -39,7 +39,8 @@ pub(crate) enum Posted {
     Insufficient(Credits),
 }
 
-fn credits(hundredths: i64) -> Result<Credits, Fail> {
+/// A balance read from the database, as credits (`Corrupt` if it is not a valid amount).
+pub(super) fn credits(hundredths: i64) -> Result<Credits, Fail> {
     Credits::from_hundredths(hundredths)
         .map_err(|e| Fail::Store(StoreError::Corrupt(format!("credit_balances: {e}"))))
 }

@@ -19,9 +19,7 @@ pub(crate) async fn consume(
     c: &ConsumeCommand,
 ) -> Result<End<Spent<(CreditTransaction, Replay)>>, Fail> {
     if c.amount.is_zero() {
-        return Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
-            "a consumption of zero credits"
-        ))));
+        return Err(zero_consumption());
     }
     if let Some(seen) = replay(tx, c).await? {
         return Ok(End::Rollback(seen));
@@ -52,6 +50,13 @@ pub(crate) async fn consume(
             }))
         }
     }
+}
+
+/// The refusal of a consumption of nothing (the use case never asks for one).
+pub(super) fn zero_consumption() -> Fail {
+    Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
+        "a consumption of zero credits"
+    )))
 }
 
 async fn replay(

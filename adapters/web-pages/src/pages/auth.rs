@@ -52,18 +52,7 @@ pub(crate) async fn sign_in_form<S: Store, C: Clock, I: IdGenerator, H: SecretHa
     v: Visitor,
     _request: Request,
 ) -> PageResult {
-    let next = safe_next(v.query("next"));
-    if v.user.is_some() {
-        return Ok(redirect(&next));
-    }
-    Ok(render(
-        &v,
-        Kind::SignIn,
-        "",
-        &next,
-        &Problems::default(),
-        StatusCode::OK,
-    ))
+    Ok(empty_form(&v, Kind::SignIn))
 }
 
 /// `GET /signup`.
@@ -72,18 +61,16 @@ pub(crate) async fn sign_up_form<S: Store, C: Clock, I: IdGenerator, H: SecretHa
     v: Visitor,
     _request: Request,
 ) -> PageResult {
+    Ok(empty_form(&v, Kind::SignUp))
+}
+
+/// The blank form of `kind`, or straight on to `next` for a visitor already signed in.
+fn empty_form(v: &Visitor, kind: Kind) -> Response {
     let next = safe_next(v.query("next"));
     if v.user.is_some() {
-        return Ok(redirect(&next));
+        return redirect(&next);
     }
-    Ok(render(
-        &v,
-        Kind::SignUp,
-        "",
-        &next,
-        &Problems::default(),
-        StatusCode::OK,
-    ))
+    render(v, kind, "", &next, &Problems::default(), StatusCode::OK)
 }
 
 /// `POST /signin`.

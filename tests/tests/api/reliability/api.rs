@@ -187,6 +187,15 @@ impl Api {
         reply.body["orderId"].as_str().expect("order id").to_owned()
     }
 
+    /// Buy `plan` through `provider`, pay it on the sandbox's checkout and wait until the order
+    /// is paid (its credits granted); returns the order id.
+    pub async fn buy_and_pay(&self, token: &str, plan: &str, provider: &str) -> String {
+        let order = self.initiate(token, plan, provider).await;
+        self.pay(&order).await;
+        self.wait_for_status(token, &order, "paid").await;
+        order
+    }
+
     pub async fn order(&self, token: &str, order_id: &str) -> Reply {
         self.get(token, &format!("/api/payment/query/{order_id}"))
             .await

@@ -327,6 +327,20 @@ impl Drop for Tally {
     }
 }
 
+/// What every reliability test starts from: an administrator made with the CLI (as an operator
+/// does) and signed in, a service API key it creates, and a newly registered buyer.
+pub async fn admin_key_and_buyer(
+    api: &Api,
+    config: &Path,
+    database_url: &str,
+) -> (String, Account) {
+    create_admin(config, database_url, "admin@example.com");
+    let admin = api.login("admin@example.com").await;
+    let api_key = api.create_api_key(&admin.token).await;
+    let buyer = api.register("buyer@example.com").await;
+    (api_key, buyer)
+}
+
 /// `tally admin create-user --admin` against `database_url`, as an operator does.
 pub fn create_admin(config: &Path, database_url: &str, email: &str) {
     let mut command = Command::new(tally_binary());
@@ -528,11 +542,8 @@ impl Cluster {
         }
         let addresses: Vec<String> = instances.iter().map(Tally::address).collect();
         let balancer = Balancer::start(balancer_port, &addresses[0], addresses.clone()).await;
-        create_admin(config.path(), &database.url, "admin@example.com");
         let api = Api::new(&balancer.address);
-        let admin = api.login("admin@example.com").await;
-        let api_key = api.create_api_key(&admin.token).await;
-        let buyer = api.register("buyer@example.com").await;
+        let (api_key, buyer) = admin_key_and_buyer(&api, config.path(), &database.url).await;
         Self {
             balancer,
             instances,
@@ -551,12 +562,9 @@ impl Cluster {
 
     /// Buy `plan` for the buyer and wait until it is paid; returns the order id.
     pub async fn buy(&self, plan: &str, provider: &str) -> String {
-        let order = self.api.initiate(&self.buyer.token, plan, provider).await;
-        self.api.pay(&order).await;
         self.api
-            .wait_for_status(&self.buyer.token, &order, "paid")
-            .await;
-        order
+            .buy_and_pay(&self.buyer.token, plan, provider)
+            .await
     }
 }
 

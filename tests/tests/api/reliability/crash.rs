@@ -16,7 +16,8 @@ use tokio::task::JoinHandle;
 
 use super::api::{Account, Api, assert_ledger_explains_balance, consumption_ids, types};
 use super::cluster::{
-    Cluster, ConfigDir, Instance, TALLY_TOML, Tally, create_admin, enabled, free_port, log_dir,
+    Cluster, ConfigDir, Instance, TALLY_TOML, Tally, admin_key_and_buyer, enabled, free_port,
+    log_dir,
 };
 use super::duplicates::{FEATURE, FEATURE_COST_HUNDREDTHS, Spend, spend};
 
@@ -239,16 +240,11 @@ async fn the_sqlite_instance_killed_mid_spending_loses_no_acknowledged_spend() {
         logs: log_dir("crash_sqlite"),
     })
     .await;
-    create_admin(config.path(), &database_url, "admin@example.com");
     let api = tally.api();
-    let admin = api.login("admin@example.com").await;
-    let api_key = api.create_api_key(&admin.token).await;
-    let buyer = api.register("buyer@example.com").await;
+    let (api_key, buyer) = admin_key_and_buyer(&api, config.path(), &database_url).await;
     let order = api
-        .initiate(&buyer.token, "credits_mor_b_10000", "mor_b")
+        .buy_and_pay(&buyer.token, "credits_mor_b_10000", "mor_b")
         .await;
-    api.pay(&order).await;
-    api.wait_for_status(&buyer.token, &order, "paid").await;
     let start = api.balance(&buyer.token, None).await;
 
     let load = Load::spend(&api, &api_key, &buyer);

@@ -13,7 +13,9 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 
 use super::api::{Api, Reply, assert_ledger_explains_balance, consumption_ids, types};
-use super::cluster::{ConfigDir, Instance, PgCluster, Tally, create_admin, enabled, free_port};
+use super::cluster::{
+    ConfigDir, Instance, PgCluster, Tally, admin_key_and_buyer, enabled, free_port,
+};
 use super::duplicates::{FEATURE, FEATURE_COST_HUNDREDTHS, Spend, spend};
 
 /// A short wait for a pooled connection, so that an outage is answered within about a second.
@@ -99,16 +101,10 @@ async fn a_database_outage_under_load_gets_503_problems_and_heals_by_itself_losi
         logs,
     })
     .await;
-    create_admin(config.path(), &pg.url, "admin@example.com");
     let api = tally.api();
-    let admin = api.login("admin@example.com").await;
-    let api_key = api.create_api_key(&admin.token).await;
-    let buyer = api.register("buyer@example.com").await;
-    let first = api
-        .initiate(&buyer.token, "credits_mor_b_10000", "mor_b")
+    let (api_key, buyer) = admin_key_and_buyer(&api, config.path(), &pg.url).await;
+    api.buy_and_pay(&buyer.token, "credits_mor_b_10000", "mor_b")
         .await;
-    api.pay(&first).await;
-    api.wait_for_status(&buyer.token, &first, "paid").await;
     let start = api.balance(&buyer.token, None).await;
     let during = api
         .initiate(&buyer.token, "credits_card_500", "card_gateway")
