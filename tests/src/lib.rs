@@ -179,6 +179,45 @@ impl TestApp {
         answer
     }
 
+    /// Start a purchase (under `key`, when given) and open its checkout as the buyer's browser
+    /// would (Alipay creates its trade only then). Returns the order id and the initiate answer.
+    ///
+    /// # Panics
+    /// When initiation is not 201 or the checkout does not open.
+    pub async fn open_checkout(
+        &self,
+        token: &str,
+        plan: &str,
+        provider: &str,
+        key: Option<&str>,
+    ) -> (String, Value) {
+        let (status, started) = self.initiate(token, plan, provider, key).await;
+        assert_eq!(status, 201, "initiate {plan}: {started}");
+        let opened = self
+            .client
+            .get(checkout_url(&started))
+            .send()
+            .await
+            .expect("open checkout");
+        assert!(
+            opened.status().is_success() || opened.status().is_redirection(),
+            "{plan}: {}",
+            opened.status()
+        );
+        let order = started["orderId"].as_str().expect("order id").to_owned();
+        (order, started)
+    }
+
+    /// The signed-in user's balance, in hundredths.
+    ///
+    /// # Panics
+    /// When the answer has no balance.
+    pub async fn balance_hundredths(&self, token: &str) -> i64 {
+        self.get(token, "/api/credits/balance").await.1["balanceHundredths"]
+            .as_i64()
+            .expect("balance")
+    }
+
     /// The sandbox payment of our order `order_id`.
     ///
     /// # Panics
@@ -239,4 +278,13 @@ impl TestApp {
         }
         panic!("order {order_id} never became {status}: {last}");
     }
+}
+
+/// Where an initiate answer sends the buyer: the hosted checkout, or the QR code's page.
+#[must_use]
+pub fn checkout_url(started: &Value) -> &str {
+    started["paymentUrl"]
+        .as_str()
+        .or(started["qrCodeUrl"].as_str())
+        .unwrap_or_default()
 }

@@ -39,26 +39,11 @@ async fn app() -> TestApp {
 }
 
 async fn buy(app: &TestApp, token: &str, plan: &str, provider: &str) -> String {
-    let (status, started) = app.initiate(token, plan, provider, None).await;
-    assert_eq!(status, 201, "initiate {plan}: {started}");
-    let url = started["paymentUrl"]
-        .as_str()
-        .or(started["qrCodeUrl"].as_str())
-        .unwrap_or_default()
-        .to_owned();
-    let opened = app.client.get(&url).send().await.expect("open checkout");
-    assert!(
-        opened.status().is_success() || opened.status().is_redirection(),
-        "{plan}: {}",
-        opened.status()
-    );
-    started["orderId"].as_str().expect("order id").to_owned()
+    app.open_checkout(token, plan, provider, None).await.0
 }
 
 async fn balance(app: &TestApp, token: &str) -> i64 {
-    app.get(token, "/api/credits/balance").await.1["balanceHundredths"]
-        .as_i64()
-        .expect("balance")
+    app.balance_hundredths(token).await
 }
 
 async fn wait_for_balance(app: &TestApp, token: &str, expected: i64) -> i64 {

@@ -5,32 +5,19 @@
 
 use serde_json::{Value, json};
 
-use tests::{TestApp, spawn_app, spawn_app_with};
+use tests::{TestApp, checkout_url, spawn_app, spawn_app_with};
 
 async fn buy(app: &TestApp, token: &str, plan: &str, provider: &str) -> String {
     let key = format!("buy-{plan}");
-    let (status, started) = app.initiate(token, plan, provider, Some(&key)).await;
-    assert_eq!(status, 201, "initiate {plan}: {started}");
+    let (order, started) = app.open_checkout(token, plan, provider, Some(&key)).await;
     assert_eq!(started["status"], "pending");
-    let url = started["paymentUrl"]
-        .as_str()
-        .or(started["qrCodeUrl"].as_str())
-        .unwrap_or_default()
-        .to_owned();
+    let url = checkout_url(&started);
     assert!(url.starts_with("http"), "{plan}: checkout target {url}");
-    // Open the checkout as the buyer's browser would (Alipay creates its trade only then).
-    let opened = app.client.get(&url).send().await.expect("open checkout");
-    assert!(
-        opened.status().is_success() || opened.status().is_redirection(),
-        "{plan}: {}",
-        opened.status()
-    );
-    started["orderId"].as_str().expect("order id").to_owned()
+    order
 }
 
 async fn balance_hundredths(app: &TestApp, token: &str) -> i64 {
-    let (_, balance) = app.get(token, "/api/credits/balance").await;
-    balance["balanceHundredths"].as_i64().expect("balance")
+    app.balance_hundredths(token).await
 }
 
 async fn all_plans(app: &TestApp) -> Vec<Value> {
