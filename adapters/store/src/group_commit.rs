@@ -20,9 +20,16 @@
 //!    command sees the database as if it had not run. (A group of one needs no savepoint: it is
 //!    the ordinary transaction, so an idle store costs what it costs without grouping.)
 //!    A run of two or more batchable commands (consumptions) is run instead as ONE batch, in a
-//!    savepoint of its own ([`GroupedCommand::run_batch`], `ledger/batch.rs`): three reads and
-//!    three writes whatever its size, each command decided as it would have been one by one;
-//!    a batch that cannot be decided is undone and its commands run alone.
+//!    savepoint of its own ([`GroupedCommand::run_batch`], `ledger/batch.rs`): two reads and
+//!    one write (three on SQLite) whatever its size, each command decided as it would have been
+//!    one by one; a batch that cannot be decided is undone and its commands run alone.
+//!
+//!    On PostgreSQL a group of consumptions only is first tried WITHOUT a transaction
+//!    ([`GroupedCommand::run_batch_unlocked`]): one read without locks, then one writing
+//!    statement that commits by itself, and that changes nothing unless every balance and lot
+//!    it touches still holds what the read saw. Two round trips instead of five (BEGIN, two
+//!    reads, the write, COMMIT), and the balance rows stay locked for one statement only. If
+//!    anything moved in between, nothing was written and the group runs as described above.
 //! 4. commits once, and only then sends each command its outcome ([`Grouped::Done`]).
 //!
 //! Each outcome is what the command would have returned had it run alone at its place in the
@@ -64,7 +71,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use application::ports::StoreError;
-use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::retry::{ErrorClass, Fail, classify, store_error};
@@ -102,6 +109,17 @@ pub(crate) trait GroupedCommand: Send + 'static {
     fn run_batch<'a>(
         batch: &'a mut [Self],
         tx: &'a DatabaseTransaction,
+    ) -> impl Future<Output = bool> + Send + 'a
+    where
+        Self: Sized;
+
+    /// PostgreSQL: try to decide and write `batch` (batchable commands, in group order) without
+    /// an explicit transaction, each write a single statement that commits by itself or changes
+    /// nothing. Returns whether it did (the outcomes are kept and committed); if not, nothing
+    /// was written and no outcome is kept, and the writer runs the group in a transaction.
+    fn run_batch_unlocked<'a>(
+        batch: &'a mut [Self],
+        db: &'a DatabaseConnection,
     ) -> impl Future<Output = bool> + Send + 'a
     where
         Self: Sized;
@@ -423,6 +441,13 @@ const ROLLBACK_TO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT grouped";
 /// without a savepoint, exactly like the ordinary path (its refusal rolls the transaction back).
 /// Returns how many commands a batch decided.
 async fn apply<C: GroupedCommand>(db: &DatabaseConnection, group: &mut [C]) -> Result<u64, DbErr> {
+    let all_batchable = group.iter().all(GroupedCommand::batchable);
+    if all_batchable
+        && db.get_database_backend() == DbBackend::Postgres
+        && C::run_batch_unlocked(group, db).await
+    {
+        return Ok(u64::try_from(group.len()).unwrap_or(u64::MAX));
+    }
     let tx = sql::begin_write(db).await?;
     if let [only] = group {
         return if only.run(&tx).await {
@@ -431,7 +456,7 @@ async fn apply<C: GroupedCommand>(db: &DatabaseConnection, group: &mut [C]) -> R
             tx.rollback().await.map(|()| 0)
         };
     }
-    if group.iter().all(GroupedCommand::batchable) {
+    if all_batchable {
         // One batch is the whole group: the transaction is its savepoint.
         let size = u64::try_from(group.len()).unwrap_or(u64::MAX);
         return if C::run_batch(group, &tx).await {

@@ -26,6 +26,12 @@
 //! lots changed). Any difference, like any database error, is a [`Fail`]: the writer rolls the
 //! run back to its savepoint and every command of it runs alone on the ordinary path, so a
 //! batch never acknowledges anything the one-by-one path would not have.
+//!
+//! On PostgreSQL a group of consumptions only first tries [`consume_many_unlocked`]: the same
+//! decision from a read without locks (and without the keys, looked up only for refusals),
+//! written by the same single statement outside any transaction. Its updates are conditional on
+//! each balance and lot still holding what was read, and the statement checks its own row
+//! counts and fails (so writes nothing) on any difference; then the group runs the locked way.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -76,36 +82,60 @@ pub(crate) async fn consume_many(
     commands: &[&ConsumeCommand],
 ) -> Result<Vec<Decided>, Fail> {
     let users: BTreeSet<&str> = commands.iter().map(|c| c.user_id.as_str()).collect();
-    let (balances, lots) = lock_balances_with_lots(tx, &users).await?;
-    let mut run = Run {
-        balances,
-        seen: stored_keys(tx, commands).await?,
-        lots,
-        takes: Vec::new(),
-        fresh: Vec::new(),
-    };
-    let mut decisions = Vec::with_capacity(commands.len());
-    for c in commands {
-        decisions.push(run.decide(c)?);
-    }
-    let written = run.write(tx).await?;
-    Ok(decisions
-        .into_iter()
-        .map(|decision| match decision {
-            Decision::Fresh(n) => Ok(End::Commit(Spent::Done((
-                written[n].clone(),
-                Replay::Fresh,
-            )))),
-            Decision::ReplayOfFresh(n) => Ok(End::Rollback(Spent::Done((
-                written[n].clone(),
-                Replay::Replayed,
-            )))),
-            Decision::Replay(earlier) => {
-                Ok(End::Rollback(Spent::Done((earlier, Replay::Replayed))))
-            }
-            Decision::Refused(outcome) => outcome,
-        })
-        .collect())
+    let (balances, lots) = balances_with_lots(tx, &users, Lock::Rows).await?;
+    let seen = stored_keys(tx, commands).await?;
+    Run::new(balances, lots, seen)
+        .decide_and_write(tx, commands, Keys::Read)
+        .await
+}
+
+/// PostgreSQL: decide and write `commands` without an explicit transaction, in two round trips
+/// instead of five: ONE read of the balances with their lots (one snapshot, no locks) and, when
+/// something is to be written, the ONE writing statement of [`Run::write_postgres`], which
+/// commits by itself. That statement changes each balance only if it still holds the amount
+/// and transaction count the read saw, and each lot only if it still holds what the read saw,
+/// and fails as a whole (so changes nothing) unless every row it was to write was written. A
+/// decided run is therefore exactly what the locked path would have decided at the moment of
+/// the read, committed atomically; anything that moved in between (another instance's spend, a
+/// grant, an expiry) is an `Err` with nothing written, and the caller runs the commands on the
+/// locked path ([`consume_many`]).
+///
+/// The run's keys are not read up front: a key already stored makes the insert of a spend
+/// decided fresh conflict, which fails the statement like any other change, and the locked
+/// path then replays it. Only a spend refused for want of credits needs its key looked up
+/// before answering (a retry of a spend that succeeded must replay it, not be refused): see
+/// [`Keys::OnRefusal`].
+///
+/// The balance rows are locked only for the writing statement and its commit, not from the
+/// read on: a hot account spends its lock time on one statement per group.
+pub(crate) async fn consume_many_unlocked<C: ConnectionTrait>(
+    db: &C,
+    commands: &[&ConsumeCommand],
+) -> Result<Vec<Decided>, Fail> {
+    let users: BTreeSet<&str> = commands.iter().map(|c| c.user_id.as_str()).collect();
+    let (balances, lots) = balances_with_lots(db, &users, Lock::None).await?;
+    Run::new(balances, lots, HashMap::new())
+        .decide_and_write(db, commands, Keys::OnRefusal)
+        .await
+}
+
+/// Whether a read locks the balance rows it returns (PostgreSQL; SQLite's write transaction
+/// already holds the database's write lock).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lock {
+    Rows,
+    None,
+}
+
+/// When a run learns which of its keys are already stored.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keys {
+    /// Before deciding ([`stored_keys`] filled [`Run::seen`]).
+    Read,
+    /// Only for the spends decided insufficient, after deciding: each of them whose key is
+    /// stored becomes a replay or a key conflict instead. Neither a refusal nor a replay
+    /// changes a balance, so no other decision of the run changes with it.
+    OnRefusal,
 }
 
 /// The users' current balances and lots, as the run changes them.
@@ -116,12 +146,25 @@ type Balances = HashMap<String, Balance>;
 struct Balance {
     /// `None`: the user has no balance row (nothing was ever granted).
     hundredths: Option<i64>,
+    /// The balance and transaction count as read: the run writes only if they still hold.
+    read: (i64, i64),
     /// What the run takes from it.
     debited: i64,
     /// Transactions the run adds.
     postings: i64,
     /// The `updated_at` of the run's last posting.
     updated_at: i64,
+}
+
+impl Balance {
+    /// A balance row as read.
+    fn read(hundredths: i64, count: i64) -> Self {
+        Balance {
+            hundredths: Some(hundredths),
+            read: (hundredths, count),
+            ..Balance::default()
+        }
+    }
 }
 
 /// The run's state: what it read, as its decisions so far have changed it.
@@ -135,6 +178,55 @@ struct Run<'a> {
 }
 
 impl<'a> Run<'a> {
+    fn new(
+        balances: Balances,
+        lots: HashMap<String, Vec<GrantLot>>,
+        seen: HashMap<(String, String), Seen>,
+    ) -> Self {
+        Run {
+            balances,
+            seen,
+            lots,
+            takes: Vec::new(),
+            fresh: Vec::new(),
+        }
+    }
+
+    /// Decide every command in arrival order, write the fresh ones on `conn`, and return one
+    /// outcome per command.
+    async fn decide_and_write<C: ConnectionTrait>(
+        mut self,
+        conn: &C,
+        commands: &[&'a ConsumeCommand],
+        keys: Keys,
+    ) -> Result<Vec<Decided>, Fail> {
+        let mut decisions = Vec::with_capacity(commands.len());
+        for c in commands {
+            decisions.push(self.decide(c)?);
+        }
+        if keys == Keys::OnRefusal {
+            replay_refusals(conn, commands, &mut decisions).await?;
+        }
+        let written = self.write(conn).await?;
+        Ok(decisions
+            .into_iter()
+            .map(|decision| match decision {
+                Decision::Fresh(n) => Ok(End::Commit(Spent::Done((
+                    written[n].clone(),
+                    Replay::Fresh,
+                )))),
+                Decision::ReplayOfFresh(n) => Ok(End::Rollback(Spent::Done((
+                    written[n].clone(),
+                    Replay::Replayed,
+                )))),
+                Decision::Replay(earlier) => {
+                    Ok(End::Rollback(Spent::Done((earlier, Replay::Replayed))))
+                }
+                Decision::Refused(outcome) => outcome,
+            })
+            .collect())
+    }
+
     fn decide(&mut self, c: &'a ConsumeCommand) -> Result<Decision, Fail> {
         let Run {
             balances,
@@ -151,11 +243,7 @@ impl<'a> Run<'a> {
         let key = (user.to_owned(), c.idempotency.key.as_str().to_owned());
         match seen.get(&key) {
             Some(Seen::Stored(earlier, stored)) => {
-                return Ok(if stored.as_deref() == Some(hash) {
-                    Decision::Replay(earlier.clone())
-                } else {
-                    Decision::Refused(Ok(End::Rollback(Spent::KeyConflict)))
-                });
+                return Ok(stored_outcome(earlier, stored, hash));
             }
             Some(Seen::Fresh(n, stored)) => {
                 return Ok(if stored == hash {
@@ -234,8 +322,8 @@ impl Cell {
     }
 }
 
-fn is_postgres(tx: &DatabaseTransaction) -> bool {
-    tx.get_database_backend() == DbBackend::Postgres
+fn is_postgres<C: ConnectionTrait>(conn: &C) -> bool {
+    conn.get_database_backend() == DbBackend::Postgres
 }
 
 /// `$first, $first+1, …` for `count` values.
@@ -317,31 +405,37 @@ fn member_of(
     )
 }
 
-/// The users' balances, locked in user order on PostgreSQL (`FOR UPDATE OF b`: the balance rows
-/// only; the lots are serialized by them), with their spendable lots, in one statement.
-async fn lock_balances_with_lots(
-    tx: &DatabaseTransaction,
+/// The users' balances with their spendable lots, in one statement; with [`Lock::Rows`], the
+/// balance rows locked in user order on PostgreSQL (`FOR UPDATE OF b`: the balance rows only;
+/// the lots are serialized by them).
+async fn balances_with_lots<C: ConnectionTrait>(
+    tx: &C,
     users: &BTreeSet<&str>,
+    lock: Lock,
 ) -> Result<(Balances, HashMap<String, Vec<GrantLot>>), Fail> {
     let postgres = is_postgres(tx);
     let (users, values) = member_of(postgres, "b.user_id", 1, users);
     // `NOT g.expired`: see `postings::draw_lots` (keeps SQLite on the per-user lot index).
     let sql = format!(
-        "SELECT b.user_id, b.balance_hundredths, g.id, g.remaining_hundredths, g.expires_at, \
-         g.granted_at FROM credit_balances b LEFT JOIN credit_grants g \
+        "SELECT b.user_id, b.balance_hundredths, b.transaction_count, g.id, \
+         g.remaining_hundredths, g.expires_at, g.granted_at FROM credit_balances b LEFT JOIN credit_grants g \
          ON g.user_id = b.user_id AND NOT g.expired AND g.remaining_hundredths > 0 \
          WHERE {users} ORDER BY b.user_id{}",
-        if postgres { " FOR UPDATE OF b" } else { "" }
+        if postgres && lock == Lock::Rows {
+            " FOR UPDATE OF b"
+        } else {
+            ""
+        }
     );
     let mut balances = Balances::new();
     let mut lots: HashMap<String, Vec<GrantLot>> = HashMap::new();
     for row in sql::rows(tx, &sql, values).await? {
         let user: String = row.try_get("", "user_id")?;
         let hundredths: i64 = row.try_get("", "balance_hundredths")?;
-        balances.entry(user.clone()).or_insert(Balance {
-            hundredths: Some(hundredths),
-            ..Balance::default()
-        });
+        let count: i64 = row.try_get("", "transaction_count")?;
+        balances
+            .entry(user.clone())
+            .or_insert_with(|| Balance::read(hundredths, count));
         if row.try_get::<Option<i64>>("", "id")?.is_some() {
             let lot = LotRow::from_query_result(&row, "")?.into_domain()?;
             lots.entry(user).or_default().push(lot);
@@ -353,8 +447,8 @@ async fn lock_balances_with_lots(
 /// The consumptions already written under the run's (user, key) pairs: one probe of the unique
 /// index (user, kind, key) per pair. (Two `IN` lists, users and keys, would probe every user
 /// with every key, and SQLite without statistics may scan each user's whole ledger instead.)
-async fn stored_keys(
-    tx: &DatabaseTransaction,
+async fn stored_keys<C: ConnectionTrait>(
+    tx: &C,
     commands: &[&ConsumeCommand],
 ) -> Result<HashMap<(String, String), Seen>, Fail> {
     let pairs: BTreeSet<(&str, &str)> = commands
@@ -390,6 +484,54 @@ async fn stored_keys(
         );
     }
     Ok(seen)
+}
+
+/// A spend whose key is already stored with `stored` (its request hash): a replay of `earlier`
+/// when the request is the same (`hash`), else a key conflict.
+fn stored_outcome(earlier: &CreditTransaction, stored: &Option<String>, hash: &str) -> Decision {
+    if stored.as_deref() == Some(hash) {
+        Decision::Replay(earlier.clone())
+    } else {
+        Decision::Refused(Ok(End::Rollback(Spent::KeyConflict)))
+    }
+}
+
+/// [`Keys::OnRefusal`]: look up the keys of the spends decided insufficient, and answer each
+/// whose key is stored as the locked path would have: a replay of the stored spend, or a key
+/// conflict when it was written by another request.
+async fn replay_refusals<C: ConnectionTrait>(
+    conn: &C,
+    commands: &[&ConsumeCommand],
+    decisions: &mut [Decision],
+) -> Result<(), Fail> {
+    let insufficient = |d: &Decision| {
+        matches!(
+            d,
+            Decision::Refused(Ok(End::Rollback(Spent::Insufficient { .. })))
+        )
+    };
+    let refused: Vec<&ConsumeCommand> = commands
+        .iter()
+        .zip(decisions.iter())
+        .filter(|(_, d)| insufficient(d))
+        .map(|(c, _)| *c)
+        .collect();
+    if refused.is_empty() {
+        return Ok(());
+    }
+    let stored = stored_keys(conn, &refused).await?;
+    for (c, decision) in commands.iter().zip(decisions.iter_mut()) {
+        let key = (
+            c.user_id.as_str().to_owned(),
+            c.idempotency.key.as_str().to_owned(),
+        );
+        if let (true, Some(Seen::Stored(earlier, stored))) =
+            (insufficient(decision), stored.get(&key))
+        {
+            *decision = stored_outcome(earlier, stored, c.idempotency.request_hash.as_str());
+        }
+    }
+    Ok(())
 }
 
 /// One writing statement of a run: the rows it reads (a CTE named after it) and the statement.
@@ -463,8 +605,10 @@ fn insert_part(postgres: bool, first: usize, fresh: &[Fresh<'_>]) -> Result<Part
     })
 }
 
-/// The users' decrements, each conditional on the balance covering it (parameters from
-/// `$first`); returns the part and how many balances it must change.
+/// The users' decrements, each conditional on the balance row still holding the balance and
+/// transaction count the run read (parameters from `$first`); returns the part and how many
+/// balances it must change. (Under the locked read nothing else can have changed them; on the
+/// unlocked path this is what tells a run that something moved since its read.)
 fn debit_part(postgres: bool, first: usize, balances: &Balances) -> (Part, usize) {
     let table: Vec<Vec<Cell>> = balances
         .iter()
@@ -475,6 +619,8 @@ fn debit_part(postgres: bool, first: usize, balances: &Balances) -> (Part, usize
                 Cell::Int(Some(b.debited)),
                 Cell::Int(Some(b.postings)),
                 Cell::Int(Some(b.updated_at)),
+                Cell::Int(Some(b.read.0)),
+                Cell::Int(Some(b.read.1)),
             ]
         })
         .collect();
@@ -484,14 +630,29 @@ fn debit_part(postgres: bool, first: usize, balances: &Balances) -> (Part, usize
         ("amount", "bigint"),
         ("n", "bigint"),
         ("at", "bigint"),
+        ("was", "bigint"),
+        ("was_n", "bigint"),
     ];
-    let (cte, values) = rows(postgres, ("d", first), &columns, table);
-    let statement =
+    let (mut cte, values) = rows(postgres, ("d", first), &columns, table);
+    // PostgreSQL: lock the rows in user order first (`lk`, which the UPDATE's one-time filter
+    // reads to the end before it touches a row), the order every batch and every group takes
+    // them in, so that two instances' batches wait for each other instead of deadlocking.
+    let gate = if postgres {
+        cte.push_str(
+            ", lk AS MATERIALIZED (SELECT user_id FROM credit_balances \
+             WHERE user_id IN (SELECT uid FROM d) ORDER BY user_id FOR UPDATE)",
+        );
+        "(SELECT count(*) FROM lk) >= 0 AND "
+    } else {
+        ""
+    };
+    let statement = format!(
         "UPDATE credit_balances SET balance_hundredths = balance_hundredths - d.amount, \
          transaction_count = transaction_count + d.n, updated_at = d.at \
-         FROM d WHERE user_id = d.uid AND balance_hundredths >= d.amount \
+         FROM d WHERE {gate}user_id = d.uid AND balance_hundredths = d.was \
+         AND transaction_count = d.was_n AND balance_hundredths >= d.amount \
          RETURNING user_id, balance_hundredths"
-            .to_owned();
+    );
     (
         Part {
             cte,
@@ -502,34 +663,34 @@ fn debit_part(postgres: bool, first: usize, balances: &Balances) -> (Part, usize
     )
 }
 
-/// Each lot drawn down by what the run took from it, conditional on the lot holding it
-/// (parameters from `$first`); returns the part and how many lots it must change, or `None`
-/// when no lot is drawn.
-fn draw_part(postgres: bool, first: usize, takes: &[(i64, i64)]) -> Option<(Part, usize)> {
-    let mut per_lot: Vec<(i64, i64)> = Vec::new();
-    for &(id, take) in takes {
-        match per_lot.iter_mut().find(|(lot, _)| *lot == id) {
-            Some((_, sum)) => *sum += take,
-            None => per_lot.push((id, take)),
-        }
-    }
-    if per_lot.is_empty() {
+/// Each lot drawn down by what the run took from it, conditional on the lot still holding what
+/// the run read (parameters from `$first`); returns the part and how many lots it must change,
+/// or `None` when no lot is drawn.
+fn draw_part(postgres: bool, first: usize, draws: &[Draw]) -> Option<(Part, usize)> {
+    if draws.is_empty() {
         return None;
     }
-    let count = per_lot.len();
-    let table = per_lot
+    let count = draws.len();
+    let table = draws
         .iter()
-        .map(|&(id, take)| vec![Cell::Int(Some(id)), Cell::Int(Some(take))])
+        .map(|d| {
+            vec![
+                Cell::Int(Some(d.lot)),
+                Cell::Int(Some(d.take)),
+                Cell::Int(Some(d.was)),
+            ]
+        })
         .collect();
     let (cte, values) = rows(
         postgres,
         ("l", first),
-        &[("lot", "bigint"), ("take", "bigint")],
+        &[("lot", "bigint"), ("take", "bigint"), ("was", "bigint")],
         table,
     );
     let statement =
         "UPDATE credit_grants SET remaining_hundredths = remaining_hundredths - l.take \
-         FROM l WHERE id = l.lot AND remaining_hundredths >= l.take RETURNING id"
+         FROM l WHERE id = l.lot AND remaining_hundredths = l.was \
+         AND remaining_hundredths >= l.take RETURNING id"
             .to_owned();
     Some((
         Part {
@@ -541,12 +702,20 @@ fn draw_part(postgres: bool, first: usize, takes: &[(i64, i64)]) -> Option<(Part
     ))
 }
 
+/// What a run takes from one lot in total.
+struct Draw {
+    lot: i64,
+    take: i64,
+    /// What the lot held when the run read it.
+    was: i64,
+}
+
 impl Run<'_> {
     /// Write the fresh postings, the balances and the lot draw-downs, and check each against
     /// the decisions; the written transactions, in posting order. SQLite runs the three
     /// statements one after the other; PostgreSQL runs them as ONE statement (data-modifying
     /// common table expressions), one round trip instead of three.
-    async fn write(&self, tx: &DatabaseTransaction) -> Result<Vec<CreditTransaction>, Fail> {
+    async fn write<C: ConnectionTrait>(&self, tx: &C) -> Result<Vec<CreditTransaction>, Fail> {
         if self.fresh.is_empty() {
             return Ok(Vec::new());
         }
@@ -568,40 +737,53 @@ impl Run<'_> {
             })
             .collect::<Result<Vec<(String, i64)>, Fail>>()?;
         self.check_debited(&after, debits)?;
-        if let Some((draw, lots)) = draw_part(false, 1, &self.takes) {
+        if let Some((draw, lots)) = draw_part(false, 1, &self.draws()) {
             let drawn = sql::rows(tx, &draw.alone(), draw.values).await?;
             check_drawn(drawn.len(), lots)?;
         }
         Ok(written)
     }
 
-    async fn write_postgres(
+    /// ONE statement: the insert, the decrements and the draw-downs as data-modifying common
+    /// table expressions, and a check that each wrote every row it was given (`chk`), which
+    /// otherwise fails the statement (a cast error naming the mismatch) so that it changes
+    /// nothing even outside a transaction ([`consume_many_unlocked`]). `chk` is a materialized
+    /// CTE the final SELECT reads from, so it is evaluated whether or not the insert wrote rows.
+    /// It reads the decrements first, then the draw-downs, then the insert, which is the order
+    /// they run in: balance rows, lots, ledger, as on the one-by-one path (`postings`).
+    async fn write_postgres<C: ConnectionTrait>(
         &self,
-        tx: &DatabaseTransaction,
+        tx: &C,
     ) -> Result<Vec<CreditTransaction>, Fail> {
         let insert = insert_part(true, 1, &self.fresh)?;
         let (debit, debits) = debit_part(true, 2, &self.balances);
-        let draw = draw_part(true, 3, &self.takes);
+        let draw = draw_part(true, 3, &self.draws());
         let mut ctes = vec![insert.cte, debit.cte];
         let mut values = insert.values;
         values.extend(debit.values);
-        let (draw_cte, drawn_count, lots) = match draw {
+        let (draw_cte, drawn_count, draws_expected, lots) = match draw {
             Some((part, lots)) => {
                 ctes.push(part.cte);
                 values.extend(part.values);
                 (
                     format!(", drw AS ({})", part.statement),
                     "(SELECT count(*) FROM drw)",
+                    "(SELECT count(*) FROM l)",
                     lots,
                 )
             }
-            None => (String::new(), "0", 0),
+            None => (String::new(), "0", "0", 0),
         };
         let sql = format!(
-            "WITH {}, ins AS ({}), deb AS ({}){draw_cte} \
-             SELECT ins.*, \
+            "WITH {}, ins AS ({}), deb AS ({}){draw_cte}, \
+             chk AS MATERIALIZED (SELECT CASE WHEN (SELECT count(*) FROM deb) = \
+             (SELECT count(*) FROM d) AND {drawn_count} = {draws_expected} \
+             AND (SELECT count(*) FROM ins) = (SELECT count(*) FROM t) THEN 0 ELSE CAST('tally: a batched spend no \
+             longer matches the database: ' || (SELECT count(*) FROM ins) || ' ' || \
+             (SELECT count(*) FROM deb) || ' ' || {drawn_count} AS INT) END AS ok) \
+             SELECT chk.ok, ins.*, \
              (SELECT json_agg(json_build_array(user_id, balance_hundredths)) FROM deb)::text \
-             AS debits, CAST({drawn_count} AS BIGINT) AS drawn FROM ins",
+             AS debits, CAST({drawn_count} AS BIGINT) AS drawn FROM chk LEFT JOIN ins ON TRUE",
             ctes.join(", "),
             insert.statement,
             debit.statement,
@@ -665,6 +847,30 @@ impl Run<'_> {
         } else {
             Err(Fail::Retry("a balance changed during a batched spend"))
         }
+    }
+}
+
+impl Run<'_> {
+    /// What the run takes from each lot, in total, with what the lot held when read.
+    fn draws(&self) -> Vec<Draw> {
+        let mut draws: Vec<Draw> = Vec::new();
+        for &(lot, take) in &self.takes {
+            match draws.iter_mut().find(|d| d.lot == lot) {
+                Some(d) => d.take += take,
+                None => draws.push(Draw { lot, take, was: 0 }),
+            }
+        }
+        // Each lot now holds what it held minus what the run took.
+        for d in &mut draws {
+            let now = self
+                .lots
+                .values()
+                .flatten()
+                .find(|l| l.id == d.lot)
+                .map_or(0, |l| l.remaining.hundredths());
+            d.was = now + d.take;
+        }
+        draws
     }
 }
 

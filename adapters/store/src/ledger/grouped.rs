@@ -7,7 +7,7 @@ use application::ports::{
     ConsumeCommand, CreditTransaction, GrantCommand, LedgerEffect, Replay, Reservation,
     ReserveCommand,
 };
-use sea_orm::DatabaseTransaction;
+use sea_orm::{DatabaseConnection, DatabaseTransaction};
 
 use super::{Spent, batch, grants, reservations, spend};
 use crate::group_commit::{GroupedCommand, Job};
@@ -59,32 +59,31 @@ impl GroupedCommand for LedgerCommand {
     }
 
     async fn run_batch(batch: &mut [Self], tx: &DatabaseTransaction) -> bool {
-        let size = batch.len();
-        let mut jobs: Vec<&mut Job<ConsumeCommand, Consumed>> = batch
-            .iter_mut()
-            .filter_map(|command| match command {
-                LedgerCommand::Consume(job) => Some(job),
-                _ => None,
-            })
-            .collect();
-        let commands: Vec<&ConsumeCommand> = jobs.iter().map(|job| &job.command).collect();
-        let decided = if commands.len() == size {
-            batch::consume_many(tx, &commands).await
-        } else {
-            Err(Fail::Retry("only consumptions are batched"))
+        let Some(mut jobs) = consume_jobs(batch) else {
+            return false;
         };
-        match decided {
-            Ok(outcomes) => {
-                for (job, outcome) in jobs.iter_mut().zip(outcomes) {
-                    job.settle(outcome);
-                }
-                true
-            }
+        let commands: Vec<&ConsumeCommand> = jobs.iter().map(|job| &job.command).collect();
+        match batch::consume_many(tx, &commands).await {
+            Ok(outcomes) => settle_all(&mut jobs, outcomes),
             Err(why) => {
                 tracing::debug!(error = ?why, "a batch of consumptions runs alone");
                 for job in &mut jobs {
                     job.settle(Err(Fail::Retry("the batch could not be decided")));
                 }
+                false
+            }
+        }
+    }
+
+    async fn run_batch_unlocked(batch: &mut [Self], db: &DatabaseConnection) -> bool {
+        let Some(mut jobs) = consume_jobs(batch) else {
+            return false;
+        };
+        let commands: Vec<&ConsumeCommand> = jobs.iter().map(|job| &job.command).collect();
+        match batch::consume_many_unlocked(db, &commands).await {
+            Ok(outcomes) => settle_all(&mut jobs, outcomes),
+            Err(why) => {
+                tracing::debug!(error = ?why, "an unlocked batch of consumptions takes the locked path");
                 false
             }
         }
@@ -105,4 +104,26 @@ impl GroupedCommand for LedgerCommand {
             LedgerCommand::Grant(job) => job.run_alone(),
         }
     }
+}
+
+/// The batch's consume jobs, or `None` (nothing settled) if it holds anything else.
+fn consume_jobs(batch: &mut [LedgerCommand]) -> Option<Vec<&mut Job<ConsumeCommand, Consumed>>> {
+    batch
+        .iter_mut()
+        .map(|command| match command {
+            LedgerCommand::Consume(job) => Some(job),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Keep each job's outcome; the batch's writes are kept.
+fn settle_all(
+    jobs: &mut [&mut Job<ConsumeCommand, Consumed>],
+    outcomes: Vec<batch::Decided>,
+) -> bool {
+    for (job, outcome) in jobs.iter_mut().zip(outcomes) {
+        job.settle(outcome);
+    }
+    true
 }

@@ -448,7 +448,159 @@ async fn a_batch_of_spends_draws_lots_as_one_by_one_spends_do(backend: Backend) 
     setup.cleanup().await;
 }
 
+/// PostgreSQL decides a batch of spends from a read without locks and writes it with one
+/// statement that commits by itself (`consume_many_unlocked`). When a balance changes between
+/// that read and that write (here another transaction adds 5.00 while holding the row), the
+/// statement must write nothing, not spends recorded against the old balance, and the group runs
+/// on the locked path, where each spend sees the new balance.
+#[tokio::test]
+async fn postgres_a_batch_whose_balance_moved_since_its_read_writes_nothing_and_runs_locked() {
+    use sea_orm::{ConnectionTrait, Database, TransactionTrait};
+    let Some(setup) = Backend::Postgres.store(GroupCommit::off()).await else {
+        return;
+    };
+    let u = user(&setup, "u1").await;
+    grant(&setup, &u, "g1", 1_000, None).await;
+    let store = setup.reconnect(exact_groups(2)).await;
+    let other = Database::connect(setup.settings.url.as_str())
+        .await
+        .unwrap();
+    let holder = other.begin().await.unwrap();
+    holder
+        .execute_unprepared("SELECT 1 FROM credit_balances WHERE user_id = 'u1' FOR UPDATE")
+        .await
+        .unwrap();
+    let spends = tokio::spawn({
+        let store = store.clone();
+        let u = u.clone();
+        async move { consume_all(&store, vec![consume(&u, 100, "k1"), consume(&u, 100, "k2")]).await }
+    });
+    // The batch has read 10.00 without a lock and now waits for the row in its write.
+    // pg_locks, not pg_stat_activity: the latter is a snapshot kept for the whole transaction.
+    let blocked = "SELECT COUNT(*) AS n FROM pg_locks \
+                   WHERE NOT granted AND pg_backend_pid() = ANY(pg_blocking_pids(pid))";
+    let mut waited = 0;
+    loop {
+        let row = holder
+            .query_one_raw(sea_orm::Statement::from_string(
+                sea_orm::DbBackend::Postgres,
+                blocked,
+            ))
+            .await
+            .unwrap()
+            .unwrap();
+        if row.try_get::<i64>("", "n").unwrap() > 0 {
+            break;
+        }
+        waited += 1;
+        assert!(waited < 500, "the batch never waited for the balance row");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    holder
+        .execute_unprepared(
+            "UPDATE credit_balances SET balance_hundredths = balance_hundredths + 500, \
+             transaction_count = transaction_count + 1 WHERE user_id = 'u1'; \
+             INSERT INTO credit_transactions (user_id, kind, amount_hundredths, \
+             balance_after_hundredths, note, idempotency_key, created_at) \
+             VALUES ('u1', 'admin_adjustment', 500, 1500, 'moved', 'adj-1', 150)",
+        )
+        .await
+        .unwrap();
+    holder.commit().await.unwrap();
+    let results = spends.await.unwrap();
+    let mut after: Vec<i64> = results
+        .iter()
+        .map(|r| match r {
+            Ok((t, Replay::Fresh)) => t.balance_after.hundredths(),
+            other => panic!("a spend failed: {other:?}"),
+        })
+        .collect();
+    after.sort_unstable();
+    assert_eq!(
+        after,
+        [1_300, 1_400],
+        "each spend saw the 5.00 added under it"
+    );
+    assert_eq!(setup.balance(&u).await.unwrap(), c(1_300));
+    assert_eq!(
+        setup
+            .raw_i64("SELECT COUNT(*) FROM credit_transactions WHERE kind = 'consumption'")
+            .await,
+        2
+    );
+    assert_ledger_consistent(&setup, &u).await;
+    let stats = store.group_commit_stats().unwrap();
+    assert_eq!(
+        (stats.groups, stats.batched, stats.alone),
+        (1, 2, 0),
+        "the locked batch decided both: {stats:?}"
+    );
+    store.close().await.unwrap();
+    setup.cleanup().await;
+}
+
+/// A batch answers a spend whose key is already stored as one by one spends do, whatever the
+/// balance says now: a retry of a spend that succeeded replays it even when the balance no longer
+/// covers it (on PostgreSQL the unlocked batch looks up the keys of the spends it would refuse),
+/// reusing the key for another request is a conflict, and a retry the balance still covers
+/// replays too (on PostgreSQL its insert conflicts, the unlocked statement writes nothing and the
+/// locked path answers).
+async fn a_batch_replays_stored_keys_whatever_the_balance(backend: Backend) {
+    let Some(setup) = backend.store(GroupCommit::off()).await else {
+        return;
+    };
+    let u = user(&setup, "u1").await;
+    grant(&setup, &u, "g1", 300, None).await;
+    let (k1, _) = setup.consume(&consume(&u, 200, "k1")).await.unwrap();
+    let store = setup.reconnect(exact_groups(2)).await;
+
+    // 1.00 left: the retry of k1 (2.00) replays; k2 spends 0.50.
+    let results = consume_all(&store, vec![consume(&u, 200, "k1"), consume(&u, 50, "k2")]).await;
+    assert!(
+        matches!(&results[0], Ok((t, Replay::Replayed)) if t.id == k1.id),
+        "{:?}",
+        results[0]
+    );
+    let Ok((k2, Replay::Fresh)) = &results[1] else {
+        panic!("{:?}", results[1])
+    };
+    assert_eq!(k2.balance_after, c(50));
+
+    // 0.50 left: k1 with another amount (so another request) is a conflict; k3 spends 0.10.
+    let results = consume_all(&store, vec![consume(&u, 60, "k1"), consume(&u, 10, "k3")]).await;
+    assert!(
+        matches!(results[0], Err(SpendError::IdempotencyConflict)),
+        "{:?}",
+        results[0]
+    );
+    assert!(matches!(&results[1], Ok((t, Replay::Fresh)) if t.balance_after == c(40)));
+
+    // 0.40 left: the retry of k3 (0.10) is covered, and still replays; k4 spends 0.10.
+    let results = consume_all(&store, vec![consume(&u, 10, "k3"), consume(&u, 10, "k4")]).await;
+    assert!(
+        matches!(&results[0], Ok((t, Replay::Replayed)) if t.balance_after == c(40)),
+        "{:?}",
+        results[0]
+    );
+    assert!(matches!(&results[1], Ok((t, Replay::Fresh)) if t.balance_after == c(30)));
+
+    let stats = store.group_commit_stats().unwrap();
+    assert_eq!((stats.groups, stats.alone), (3, 0), "{stats:?}");
+    assert_eq!(setup.balance(&u).await.unwrap(), c(30));
+    assert_eq!(
+        setup
+            .raw_i64("SELECT COUNT(*) FROM credit_transactions WHERE kind = 'consumption'")
+            .await,
+        4,
+        "k1, k2, k3, k4 once each"
+    );
+    assert_ledger_consistent(&setup, &u).await;
+    store.close().await.unwrap();
+    setup.cleanup().await;
+}
+
 backend_tests!(
+    a_batch_replays_stored_keys_whatever_the_balance,
     a_batch_of_spends_draws_lots_as_one_by_one_spends_do,
     one_group_answers_each_command_with_its_own_outcome,
     a_failed_commit_acknowledges_nothing_it_did_not_commit,

@@ -29,7 +29,8 @@ use tempfile::TempDir;
 /// A migrated store for one test.
 pub struct TestStore {
     store: SeaOrmStore,
-    settings: StoreSettings,
+    /// What the store was connected with (its URL reaches the test's schema).
+    pub settings: StoreSettings,
     _dir: Option<TempDir>,
     schema: Option<(DatabaseConnection, String)>,
 }
