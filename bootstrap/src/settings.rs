@@ -359,6 +359,27 @@ fn database(
                 )
             })?;
     }
+    // PostgreSQL: a group costs two round trips and a flush whatever its size, so one group
+    // of every waiting caller beats two of half (store probe: about 1.3x at 32 clients, more on
+    // a hot account); SQLite's in-process groups gain nothing from waiting.
+    if !settings.is_sqlite() {
+        settings.group_commit.refill_us = 500;
+    }
+    if let Some(raw) = env.get("TALLY_GROUP_COMMIT_REFILL_US") {
+        settings.group_commit.refill_us = raw
+            .parse::<u64>()
+            .ok()
+            .filter(|us| *us <= GroupCommit::MAX_WAIT_US)
+            .ok_or_else(|| {
+                bad(
+                    "TALLY_GROUP_COMMIT_REFILL_US",
+                    format!(
+                        "{raw:?} is not a number of microseconds from 0 to {}",
+                        GroupCommit::MAX_WAIT_US
+                    ),
+                )
+            })?;
+    }
     let migrate = match env.get("MIGRATE_ON_START").as_deref() {
         None => file.migrate_on_start.unwrap_or(false),
         Some("true" | "1") => true,
@@ -464,6 +485,24 @@ mod tests {
             s.database.group_commit.enabled,
             "group commit is on by default on PostgreSQL too"
         );
+        assert_eq!(s.database.group_commit.refill_us, 500, "PostgreSQL refills");
+        let sqlite = resolve(FileSettings::default(), &env(&[])).unwrap();
+        assert_eq!(sqlite.database.group_commit.refill_us, 0, "SQLite does not");
+        let tuned = resolve(
+            FileSettings::default(),
+            &env(&[
+                ("TALLY_GROUP_COMMIT_REFILL_US", "250"),
+                ("TALLY_GROUP_COMMIT_WRITERS", "2"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                tuned.database.group_commit.refill_us,
+                tuned.database.group_commit.writers
+            ),
+            (250, 2)
+        );
         assert_eq!(s.pricing_mode, PricingMode::Dynamic);
         for (var, value) in [
             ("BIND_ADDR", "nope"),
@@ -473,6 +512,9 @@ mod tests {
             ("DATABASE_URL", "mysql://x"),
             ("APP_BASE_URL", "ftp://x"),
             ("SQLITE_SYNCHRONOUS", "off"),
+            ("TALLY_GROUP_COMMIT_REFILL_US", "2000000"),
+            ("TALLY_GROUP_COMMIT_REFILL_US", "soon"),
+            ("TALLY_GROUP_COMMIT_WRITERS", "0"),
         ] {
             let err = resolve(FileSettings::default(), &env(&[(var, value)])).unwrap_err();
             assert_eq!(err.setting, var);

@@ -13,7 +13,7 @@
 //! uses a fresh database. The two modes alternate for `PROBE_ROUNDS` rounds (default 3) and the
 //! best rate of each is printed, which filters out moments when other work had the CPU.
 //! Environment knobs: `PROBE_N` consumes per run (default 8 000), `PROBE_CLIENTS` (32),
-//! `PROBE_POOL` pool size (the default 8), `PROBE_BATCH` (64), `PROBE_WAIT_US` (0), `PROBE_WRITERS` (1),
+//! `PROBE_POOL` pool size (the default 8), `PROBE_BATCH` (64), `PROBE_WAIT_US` (0), `PROBE_REFILL_US` (the default), `PROBE_WRITERS` (1),
 //! `PROBE_ROUNDS` (3).
 
 use std::time::{Duration, Instant};
@@ -39,6 +39,7 @@ struct Plan {
     pool: u32,
     batch: usize,
     wait_us: u64,
+    refill_us: u64,
     writers: usize,
     rounds: usize,
 }
@@ -58,6 +59,7 @@ async fn main() -> Result<(), Failure> {
         pool: env_or("PROBE_POOL", 8),
         batch: env_or("PROBE_BATCH", 64),
         wait_us: env_or("PROBE_WAIT_US", 0),
+        refill_us: env_or("PROBE_REFILL_US", GroupCommit::on().refill_us),
         writers: env_or("PROBE_WRITERS", 1),
         rounds: env_or("PROBE_ROUNDS", 3),
     };
@@ -145,6 +147,7 @@ where
         enabled: true,
         max_batch: plan.batch,
         max_wait_us: plan.wait_us,
+        refill_us: plan.refill_us,
         writers: plan.writers,
     };
     let (mut off_rate, mut on_rate, mut avg) = (0, 0, 0);

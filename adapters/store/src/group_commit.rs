@@ -68,7 +68,7 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use application::ports::StoreError;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr};
@@ -268,9 +268,8 @@ impl<C: GroupedCommand> Committer<C> {
             queues.push(queue);
             let writer = Writer {
                 db: db.clone(),
-                rx,
+                intake: Intake::new(rx, config),
                 stop: stop_rx.clone(),
-                config,
                 counters: Arc::clone(&counters),
             };
             let stopped_tx = stopped_tx.clone();
@@ -346,10 +345,17 @@ fn shard(user: &str, writers: usize) -> usize {
 /// The writer task's state.
 struct Writer<C> {
     db: DatabaseConnection,
-    rx: mpsc::Receiver<C>,
+    intake: Intake<C>,
     stop: watch::Receiver<bool>,
-    config: GroupCommit,
     counters: Arc<Counters>,
+}
+
+/// A writer's queue, and how it makes groups of what arrives.
+struct Intake<C> {
+    rx: mpsc::Receiver<C>,
+    config: GroupCommit,
+    /// The size of the last group (`GroupCommit::refill_us`).
+    last_group: usize,
 }
 
 impl<C: GroupedCommand> Writer<C> {
@@ -360,52 +366,15 @@ impl<C: GroupedCommand> Writer<C> {
             let first = tokio::select! {
                 biased;
                 _ = self.stop.changed() => break,
-                next = self.rx.recv() => match next {
+                next = self.intake.rx.recv() => match next {
                     Some(command) => command,
                     None => break,
                 },
             };
-            let group = self.collect(first).await;
+            let group = self.intake.collect(first).await;
             self.write(group).await;
         }
         tracing::debug!("group-commit writer stopped");
-    }
-
-    /// `first` and whatever else is queued, up to `max_batch`; when `max_wait_us` is set, wait
-    /// that long at most for the group to fill (sub-millisecond waits yield instead of sleeping,
-    /// as tokio's timers tick in milliseconds).
-    async fn collect(&mut self, first: C) -> Vec<C> {
-        let limit = self.config.batch_limit();
-        let mut group = Vec::with_capacity(limit);
-        group.push(first);
-        self.drain(&mut group, limit);
-        let wait = self.config.wait_limit();
-        let deadline = Instant::now() + wait;
-        while group.len() < limit && !wait.is_zero() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            if left.as_millis() >= 1 {
-                match tokio::time::timeout(left, self.rx.recv()).await {
-                    Ok(Some(command)) => group.push(command),
-                    Ok(None) | Err(_) => break,
-                }
-            } else {
-                tokio::task::yield_now().await;
-            }
-            self.drain(&mut group, limit);
-        }
-        group
-    }
-
-    fn drain(&mut self, group: &mut Vec<C>, limit: usize) {
-        while group.len() < limit {
-            match self.rx.try_recv() {
-                Ok(command) => group.push(command),
-                Err(_) => break,
-            }
-        }
     }
 
     /// Apply and commit one group, then answer every command of it.
@@ -425,6 +394,64 @@ impl<C: GroupedCommand> Writer<C> {
                 tracing::warn!(error = %e, commands = group.len(), "a commit group failed; its commands run alone");
                 Counters::add(&self.counters.failed_groups, 1);
                 group.into_iter().for_each(C::run_alone);
+            }
+        }
+    }
+}
+
+impl<C> Intake<C> {
+    fn new(rx: mpsc::Receiver<C>, config: GroupCommit) -> Self {
+        Self {
+            rx,
+            config,
+            last_group: 0,
+        }
+    }
+
+    /// `first` and whatever else is queued, up to `max_batch`; when `max_wait_us` is set, wait
+    /// that long at most for the group to fill (sub-millisecond waits yield instead of sleeping,
+    /// as tokio's timers tick in milliseconds).
+    ///
+    /// Before that, when `refill_us` is set, wait that long at most for the group to be as large
+    /// as the previous one.
+    async fn collect(&mut self, first: C) -> Vec<C> {
+        let limit = self.config.batch_limit();
+        let mut group = Vec::with_capacity(limit);
+        group.push(first);
+        self.drain(&mut group, limit);
+        let target = self.last_group.min(limit);
+        self.fill(&mut group, target, self.config.refill_limit())
+            .await;
+        self.fill(&mut group, limit, self.config.wait_limit()).await;
+        self.last_group = group.len();
+        group
+    }
+
+    /// Wait up to `wait` for `group` to hold `target` commands.
+    async fn fill(&mut self, group: &mut Vec<C>, target: usize, wait: Duration) {
+        let deadline = Instant::now() + wait;
+        while group.len() < target && !wait.is_zero() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            if left.as_millis() >= 1 {
+                match tokio::time::timeout(left, self.rx.recv()).await {
+                    Ok(Some(command)) => group.push(command),
+                    Ok(None) | Err(_) => break,
+                }
+            } else {
+                tokio::task::yield_now().await;
+            }
+            self.drain(group, target);
+        }
+    }
+
+    fn drain(&mut self, group: &mut Vec<C>, limit: usize) {
+        while group.len() < limit {
+            match self.rx.try_recv() {
+                Ok(command) => group.push(command),
+                Err(_) => break,
             }
         }
     }
@@ -551,6 +578,69 @@ mod tests {
             settled(Err(Fail::Db(DbErr::Custom("odd".into())))),
             (false, Grouped::Done(Err(StoreError::Unexpected(_))))
         ));
+    }
+
+    fn intake(refill_us: u64) -> (mpsc::Sender<u8>, Intake<u8>) {
+        let (tx, rx) = mpsc::channel(16);
+        let config = GroupCommit {
+            refill_us,
+            ..GroupCommit::on()
+        };
+        (tx, Intake::new(rx, config))
+    }
+
+    /// Send `n` commands, 20 ms apart, from a task of their own.
+    fn staggered(tx: &mpsc::Sender<u8>, n: u8) {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            for i in 0..n {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                // The intake may be gone already (a group that did not wait).
+                let _ = tx.send(i).await;
+            }
+        });
+    }
+
+    /// With `refill_us`, a group waits (at most that long) to be as large as the previous one;
+    /// without, it is what is queued. A first group never waits (there was no previous one).
+    #[tokio::test]
+    async fn a_group_waits_to_be_as_large_as_the_previous_one() {
+        for (refill_us, expected) in [(60_000_000, 3), (0, 1)] {
+            let (tx, mut intake) = intake(refill_us);
+            for i in 0..3 {
+                tx.send(i).await.unwrap();
+            }
+            let first = intake.rx.recv().await.unwrap();
+            assert_eq!(intake.collect(first).await.len(), 3, "what is queued");
+            tx.send(9).await.unwrap();
+            staggered(&tx, 2);
+            let first = intake.rx.recv().await.unwrap();
+            assert_eq!(
+                intake.collect(first).await.len(),
+                expected,
+                "refill {refill_us}"
+            );
+        }
+        let (tx, mut intake) = intake(60_000_000);
+        tx.send(1).await.unwrap();
+        let first = intake.rx.recv().await.unwrap();
+        let lone = tokio::time::timeout(std::time::Duration::from_secs(10), intake.collect(first));
+        assert_eq!(lone.await.expect("a first group does not wait").len(), 1);
+    }
+
+    /// A wait that runs out makes the next target what came.
+    #[tokio::test]
+    async fn a_wait_that_runs_out_lowers_the_next_target() {
+        let (tx, mut intake) = intake(50_000);
+        for i in 0..4 {
+            tx.send(i).await.unwrap();
+        }
+        let first = intake.rx.recv().await.unwrap();
+        assert_eq!(intake.collect(first).await.len(), 4);
+        tx.send(5).await.unwrap();
+        let first = intake.rx.recv().await.unwrap();
+        assert_eq!(intake.collect(first).await.len(), 1, "50 ms, then alone");
+        assert_eq!(intake.last_group, 1);
     }
 
     #[test]

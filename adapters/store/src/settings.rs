@@ -59,6 +59,13 @@ pub struct GroupCommit {
     /// starts the transaction (clamped to 1 s). 0, the default, never waits: a group is whatever
     /// queued up while the previous group was being written, so an idle store adds no latency.
     pub max_wait_us: u64,
+    /// How long the writer, having taken the first command of a group, waits for the group to
+    /// be as large as the previous one (clamped to 1 s; 0 never waits). Under steady load the
+    /// callers the last group answered come straight back with their next request, and one
+    /// group of all of them costs less than two of half; a lone request never waits (its
+    /// previous group was one command), and a wait that times out shrinks the next one's
+    /// target to what came.
+    pub refill_us: u64,
     /// How many writers (each its own queue, transaction and connection) share the commands,
     /// by user: all of one user's commands go to the same writer, in arrival order. Clamped to
     /// `1..=16`. One writer on SQLite (which has one write lock anyway); on PostgreSQL several
@@ -79,6 +86,7 @@ impl GroupCommit {
             enabled: false,
             max_batch: 64,
             max_wait_us: 0,
+            refill_us: 0,
             writers: 1,
         }
     }
@@ -103,6 +111,11 @@ impl GroupCommit {
     /// `writers` within its bounds.
     pub(crate) fn writer_count(&self) -> usize {
         self.writers.clamp(1, Self::MAX_WRITERS)
+    }
+
+    /// `refill_us` within its bounds.
+    pub(crate) fn refill_limit(&self) -> Duration {
+        Duration::from_micros(self.refill_us.min(Self::MAX_WAIT_US))
     }
 
     /// `max_wait_us` within its bounds.
@@ -276,11 +289,13 @@ mod tests {
             enabled: true,
             max_batch: 0,
             max_wait_us: u64::MAX,
+            refill_us: u64::MAX,
             writers: 0,
         };
         assert_eq!(wild.batch_limit(), 1);
         assert_eq!(wild.writer_count(), 1);
         assert_eq!(wild.wait_limit(), Duration::from_secs(1));
+        assert_eq!(wild.refill_limit(), Duration::from_secs(1));
         let huge = GroupCommit {
             max_batch: usize::MAX,
             ..GroupCommit::on()

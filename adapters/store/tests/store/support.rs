@@ -51,6 +51,7 @@ pub fn exact_groups(n: usize) -> GroupCommit {
         enabled: true,
         max_batch: n,
         max_wait_us: 5_000_000,
+        refill_us: 0,
         writers: 1,
     }
 }
