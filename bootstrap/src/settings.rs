@@ -319,8 +319,8 @@ fn database(
         .retry_attempts
         .unwrap_or(settings.retry_attempts)
         .clamp(1, 20);
-    // Group commit wins on both databases at 32 clients and more, and on hot accounts (about 3x
-    // on SQLite, 1.6-1.8x on PostgreSQL over HTTP, docs/performance.md): on by default.
+    // Group commit wins on both databases at 32 clients and more, and on hot accounts
+    // (docs/performance.md): on by default.
     let grouped = match pick(env, "TALLY_GROUP_COMMIT", file.group_commit.clone()).as_deref() {
         None => true,
         Some("on") => true,
