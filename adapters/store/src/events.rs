@@ -120,7 +120,7 @@ impl PaymentEventStore for SeaOrmStore {
     ) -> Result<PaymentEventOutcome, StoreError> {
         self.retry
             .run("apply_payment_event", || async {
-                let tx = sql::begin_write(&self.db).await?;
+                let (_turn, tx) = self.begin_write().await?;
                 let body = apply(&tx, command).await;
                 sql::finish(tx, body).await
             })

@@ -74,6 +74,7 @@ use application::ports::StoreError;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::WriteTurn;
 use crate::retry::{ErrorClass, Fail, classify, store_error};
 use crate::settings::GroupCommit;
 use crate::sql::{self, End};
@@ -258,7 +259,11 @@ impl<C> Clone for Committer<C> {
 
 impl<C: GroupedCommand> Committer<C> {
     /// Spawn the writers for `db` on the current tokio runtime.
-    pub(crate) fn spawn(db: DatabaseConnection, config: GroupCommit) -> Self {
+    pub(crate) fn spawn(
+        db: DatabaseConnection,
+        turn: Option<WriteTurn>,
+        config: GroupCommit,
+    ) -> Self {
         let (stop, stop_rx) = watch::channel(false);
         let (stopped_tx, stopped) = watch::channel(());
         let counters = Arc::new(Counters::default());
@@ -268,6 +273,7 @@ impl<C: GroupedCommand> Committer<C> {
             queues.push(queue);
             let writer = Writer {
                 db: db.clone(),
+                turn: turn.clone(),
                 intake: Intake::new(rx, config),
                 stop: stop_rx.clone(),
                 counters: Arc::clone(&counters),
@@ -345,6 +351,8 @@ fn shard(user: &str, writers: usize) -> usize {
 /// The writer task's state.
 struct Writer<C> {
     db: DatabaseConnection,
+    /// The process's queue for SQLite's write lock (`SeaOrmStore::begin_write`).
+    turn: Option<WriteTurn>,
     intake: Intake<C>,
     stop: watch::Receiver<bool>,
     counters: Arc<Counters>,
@@ -380,7 +388,7 @@ impl<C: GroupedCommand> Writer<C> {
     /// Apply and commit one group, then answer every command of it.
     async fn write(&self, mut group: Vec<C>) {
         group.sort_by(|a, b| a.user().cmp(b.user()));
-        match apply(&self.db, &mut group).await {
+        match apply(&self.db, self.turn.as_ref(), &mut group).await {
             Ok(batched) => {
                 Counters::add(&self.counters.batched, batched);
                 Counters::add(&self.counters.groups, 1);
@@ -467,7 +475,11 @@ const ROLLBACK_TO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT grouped";
 /// One transaction for the whole group; any failure rolls it all back. A group of one runs
 /// without a savepoint, exactly like the ordinary path (its refusal rolls the transaction back).
 /// Returns how many commands a batch decided.
-async fn apply<C: GroupedCommand>(db: &DatabaseConnection, group: &mut [C]) -> Result<u64, DbErr> {
+async fn apply<C: GroupedCommand>(
+    db: &DatabaseConnection,
+    turn: Option<&WriteTurn>,
+    group: &mut [C],
+) -> Result<u64, DbErr> {
     let all_batchable = group.iter().all(GroupedCommand::batchable);
     if all_batchable
         && db.get_database_backend() == DbBackend::Postgres
@@ -475,6 +487,10 @@ async fn apply<C: GroupedCommand>(db: &DatabaseConnection, group: &mut [C]) -> R
     {
         return Ok(u64::try_from(group.len()).unwrap_or(u64::MAX));
     }
+    let _turn = match turn {
+        Some(queue) => Some(queue.lock().await),
+        None => None,
+    };
     let tx = sql::begin_write(db).await?;
     if let [only] = group {
         return if only.run(&tx).await {

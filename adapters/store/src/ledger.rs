@@ -93,7 +93,7 @@ impl SeaOrmStore {
     async fn consume_alone(&self, command: &ConsumeCommand) -> Result<Consumed, StoreError> {
         self.retry
             .run("consume", || async {
-                let tx = sql::begin_write(&self.db).await?;
+                let (_turn, tx) = self.begin_write().await?;
                 let body = spend::consume(&tx, command).await;
                 sql::finish(tx, body).await
             })
@@ -103,7 +103,7 @@ impl SeaOrmStore {
     async fn reserve_alone(&self, command: &ReserveCommand) -> Result<Reserved, StoreError> {
         self.retry
             .run("reserve", || async {
-                let tx = sql::begin_write(&self.db).await?;
+                let (_turn, tx) = self.begin_write().await?;
                 let body = reservations::reserve(&tx, command).await;
                 sql::finish(tx, body).await
             })
@@ -113,7 +113,7 @@ impl SeaOrmStore {
     async fn grant_alone(&self, command: &GrantCommand) -> Result<LedgerEffect, StoreError> {
         self.retry
             .run("grant", || async {
-                let tx = sql::begin_write(&self.db).await?;
+                let (_turn, tx) = self.begin_write().await?;
                 let body = grants::grant_command(&tx, command).await;
                 sql::finish(tx, body).await
             })
@@ -201,7 +201,7 @@ impl CreditLedger for SeaOrmStore {
         let resolution = self
             .retry
             .run("settle", || async {
-                let tx = sql::begin_write(&self.db).await?;
+                let (_turn, tx) = self.begin_write().await?;
                 let body = reservations::settle(&tx, user, id, actual, now).await;
                 sql::finish(tx, body).await
             })
@@ -218,7 +218,7 @@ impl CreditLedger for SeaOrmStore {
         let resolution = self
             .retry
             .run("release", || async {
-                let tx = sql::begin_write(&self.db).await?;
+                let (_turn, tx) = self.begin_write().await?;
                 let body =
                     reservations::release(&tx, user, id, now, ReservationStatus::Released).await;
                 sql::finish(tx, body).await
@@ -247,7 +247,7 @@ impl CreditLedger for SeaOrmStore {
             let resolution = self
                 .retry
                 .run("expire_reservation", || async {
-                    let tx = sql::begin_write(&self.db).await?;
+                    let (_turn, tx) = self.begin_write().await?;
                     let body =
                         reservations::release(&tx, user, id, now, ReservationStatus::Expired).await;
                     sql::finish(tx, body).await
@@ -283,7 +283,7 @@ impl CreditLedger for SeaOrmStore {
             let done = self
                 .retry
                 .run("expire_grant", || async {
-                    let tx = sql::begin_write(&self.db).await?;
+                    let (_turn, tx) = self.begin_write().await?;
                     let body = grants::expire_lot(&tx, *id, user, now).await;
                     sql::finish(tx, body).await
                 })
@@ -297,7 +297,7 @@ impl CreditLedger for SeaOrmStore {
         let spent = self
             .retry
             .run("adjust", || async {
-                let tx = sql::begin_write(&self.db).await?;
+                let (_turn, tx) = self.begin_write().await?;
                 let body = spend::adjust(&tx, command).await;
                 sql::finish(tx, body).await
             })

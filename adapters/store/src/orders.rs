@@ -151,7 +151,7 @@ impl OrderRepository for SeaOrmStore {
     ) -> Result<CreateOrderOutcome, StoreError> {
         self.retry
             .run("create_order", || async {
-                let tx = sql::begin_write(&self.db).await?;
+                let (_turn, tx) = self.begin_write().await?;
                 let body = create_in(&tx, order, idempotency).await;
                 sql::finish(tx, body).await
             })

@@ -77,7 +77,7 @@ impl PlanRepository for SeaOrmStore {
     async fn reorder_plans(&self, ids: &[PlanId], now: Timestamp) -> Result<(), StoreError> {
         self.retry
             .run("reorder_plans", || async {
-                let tx = sql::begin_write(&self.db).await?;
+                let (_turn, tx) = self.begin_write().await?;
                 let body = reorder(&tx, ids, now).await;
                 sql::finish(tx, body).await
             })
@@ -91,7 +91,7 @@ impl PlanRepository for SeaOrmStore {
     ) -> Result<ImportReport, StoreError> {
         self.retry
             .run("import_plans", || async {
-                let tx = sql::begin_write(&self.db).await?;
+                let (_turn, tx) = self.begin_write().await?;
                 let body = import(&tx, plans, now).await;
                 sql::finish(tx, body).await
             })

@@ -186,7 +186,7 @@ impl StoreSettings {
         self.url.starts_with("sqlite:")
     }
 
-    fn is_sqlite_memory(&self) -> bool {
+    pub(crate) fn is_sqlite_memory(&self) -> bool {
         self.is_sqlite() && (self.url.contains(":memory:") || self.url.contains("mode=memory"))
     }
 
