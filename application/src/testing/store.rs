@@ -530,7 +530,15 @@ impl CreditLedger for InMemoryStore {
     }
 
     async fn reserve(&self, command: &ReserveCommand) -> Result<(Reservation, Replay), SpendError> {
-        self.atomically(|s| s.ledger.reserve(command))
+        self.atomically(|s| {
+            // As in the database: the reservation row's foreign key to its user fails first.
+            if !s.users.contains_key(&command.user_id) {
+                return Err(SpendError::Store(StoreError::Conflict(
+                    "refers to a missing row".into(),
+                )));
+            }
+            s.ledger.reserve(command)
+        })
     }
 
     async fn settle(

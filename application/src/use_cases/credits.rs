@@ -217,6 +217,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 self.existing_user(user.as_str()).await?;
                 Ok(result?)
             }
+            // A reservation of an unknown user fails on its row's foreign key before any
+            // balance is read: that is `UserNotFound` too, not an internal error.
+            Err(SpendError::Store(StoreError::Conflict(_))) => {
+                self.existing_user(user.as_str()).await?;
+                Ok(result?)
+            }
             other => Ok(other?),
         }
     }

@@ -114,7 +114,11 @@ async fn unknown_models_features_users_and_absurd_tokens_are_refused() {
     let mut ghost = chat(&user, "big", 10, "d");
     ghost.user_id = "usr_ghost".into();
     assert!(matches!(
-        h.service.consume_credits(ghost).await,
+        h.service.consume_credits(ghost.clone()).await,
+        Err(CreditsError::UserNotFound)
+    ));
+    assert!(matches!(
+        h.service.reserve_credits(ghost).await,
         Err(CreditsError::UserNotFound)
     ));
 }
