@@ -146,8 +146,9 @@ type Balances = HashMap<String, Balance>;
 struct Balance {
     /// `None`: the user has no balance row (nothing was ever granted).
     hundredths: Option<i64>,
-    /// The balance and transaction count as read: the run writes only if they still hold.
-    read: (i64, i64),
+    /// The transaction count as read: the run writes only if it and the balance as read (what
+    /// it holds now plus what the run debited) still hold.
+    count: i64,
     /// What the run takes from it.
     debited: i64,
     /// Transactions the run adds.
@@ -161,7 +162,7 @@ impl Balance {
     fn read(hundredths: i64, count: i64) -> Self {
         Balance {
             hundredths: Some(hundredths),
-            read: (hundredths, count),
+            count,
             ..Balance::default()
         }
     }
@@ -619,8 +620,8 @@ fn debit_part(postgres: bool, first: usize, balances: &Balances) -> (Part, usize
                 Cell::Int(Some(b.debited)),
                 Cell::Int(Some(b.postings)),
                 Cell::Int(Some(b.updated_at)),
-                Cell::Int(Some(b.read.0)),
-                Cell::Int(Some(b.read.1)),
+                Cell::Int(b.hundredths.map(|now| now + b.debited)),
+                Cell::Int(Some(b.count)),
             ]
         })
         .collect();
