@@ -38,8 +38,8 @@ use std::future::Future;
 use application::ports::StoreError;
 use sea_orm::{Database, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr};
 
-use crate::group_commit::Committer;
 pub use crate::group_commit::GroupCommitStats;
+use crate::group_commit::{Committer, Home};
 use crate::key_cache::KeyCache;
 use crate::ledger::LedgerCommand;
 use crate::retry::{RetryPolicy, store_error};
@@ -70,9 +70,11 @@ impl SeaOrmStore {
     /// created when missing (the directory must exist). The schema is not touched: run the
     /// `migrations` crate's `Migrator` on [`SeaOrmStore::connection`] first.
     ///
-    /// With [`StoreSettings::group_commit`] enabled this spawns the store's group-commit writer
-    /// on the current tokio runtime; it stops at [`SeaOrmStore::close`] or when every clone of
-    /// the store has been dropped.
+    /// With [`StoreSettings::group_commit`] enabled this starts the store's group-commit
+    /// writers: on a thread of their own with their own connections (one per writer, besides
+    /// the pool's `max_connections`), or, for an in-memory SQLite database, as tasks on the
+    /// current tokio runtime sharing its one connection. They stop at [`SeaOrmStore::close`] or
+    /// when every clone of the store has been dropped.
     ///
     /// # Errors
     /// [`StoreError::Busy`] when the database cannot be reached.
@@ -93,10 +95,19 @@ impl SeaOrmStore {
         // which already queues.)
         let turn = (db.get_database_backend() == DbBackend::Sqlite && !settings.is_sqlite_memory())
             .then(WriteTurn::default);
-        let group = settings
-            .group_commit
-            .enabled
-            .then(|| Committer::spawn(db.clone(), turn.clone(), settings.group_commit));
+        let group = if settings.group_commit.enabled {
+            let home = if settings.is_sqlite_memory() {
+                Home::Shared(db.clone())
+            } else {
+                Home::Own(settings.connect_options())
+            };
+            Some(
+                Committer::spawn(home, turn.clone(), settings.group_commit)
+                    .map_err(|e| StoreError::Unexpected(e.into()))?,
+            )
+        } else {
+            None
+        };
         Ok(Self {
             db,
             retry: RetryPolicy {

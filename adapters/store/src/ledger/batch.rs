@@ -108,15 +108,140 @@ pub(crate) async fn consume_many(
 ///
 /// The balance rows are locked only for the writing statement and its commit, not from the
 /// read on: a hot account spends its lock time on one statement per group.
+///
+/// When `known` holds every user of the run and the run refuses nothing, the read is skipped:
+/// the run is decided from what the writer's earlier runs left, and the same conditional write
+/// checks it (see [`Known`]); if it fails, the run reads and decides again. Returns where the
+/// run's balances came from.
 pub(crate) async fn consume_many_unlocked<C: ConnectionTrait>(
     db: &C,
     commands: &[&ConsumeCommand],
-) -> Result<Vec<Decided>, Fail> {
+    known: &mut Known,
+) -> Result<(Vec<Decided>, Source), Fail> {
     let users: BTreeSet<&str> = commands.iter().map(|c| c.user_id.as_str()).collect();
-    let (balances, lots) = balances_with_lots(db, &users, Lock::None).await?;
-    Run::new(balances, lots, HashMap::new())
-        .decide_and_write(db, commands, Keys::OnRefusal)
-        .await
+    if let Some((balances, lots)) = known.recall(&users) {
+        let mut run = Run::new(balances, lots, HashMap::new());
+        let decisions = run.decide_all(commands)?;
+        // A refusal decided from memory is not checked by any write: read instead.
+        if !decisions.iter().any(is_insufficient) {
+            match run.write_decided(db, decisions).await {
+                Ok(outcomes) => {
+                    known.keep(&run);
+                    return Ok((outcomes, Source::Known));
+                }
+                Err(why) => {
+                    tracing::debug!(error = ?why, "balances moved since this writer wrote them; reading them");
+                    known.forget(users.iter().copied());
+                }
+            }
+        }
+    }
+    let (balances, lots) = match balances_with_lots(db, &users, Lock::None).await {
+        Ok(read) => read,
+        Err(e) => {
+            known.forget(users.iter().copied());
+            return Err(e);
+        }
+    };
+    let mut run = Run::new(balances, lots, HashMap::new());
+    match run.decide_and_write(db, commands, Keys::OnRefusal).await {
+        Ok(outcomes) => {
+            known.keep(&run);
+            Ok((outcomes, Source::Read))
+        }
+        Err(e) => {
+            known.forget(users.iter().copied());
+            Err(e)
+        }
+    }
+}
+
+/// Where an unlocked run's balances came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// Read from the database.
+    Read,
+    /// What the writer's previous runs wrote ([`Known`]).
+    Known,
+}
+
+/// The balance rows (and their spendable lots) a group-commit writer's unlocked runs last
+/// wrote or read, as those runs left them: a run whose users are all here is decided from
+/// them and written without reading first, one round trip instead of two.
+///
+/// It is safe for the reason the unlocked path is: the writing statement changes nothing
+/// unless every balance still holds the amount and transaction count the run started from and
+/// every lot it draws still holds what the run believed, so a spend decided from a balance
+/// that has since moved (a grant, an expiry, a spend through another instance or the locked
+/// path) fails the statement; the run then reads and decides again. Every change to a user's
+/// lots that matters to a spend changes the balance row too (a grant adds to it, an expiry or
+/// a clawback takes from it, each counting a transaction). A refusal is not written, so
+/// nothing would check one decided from memory (the user may just have bought credits): a run
+/// that would refuse anything reads instead.
+#[derive(Debug, Default)]
+pub(crate) struct Known {
+    users: HashMap<String, KnownBalance>,
+}
+
+#[derive(Debug, Clone)]
+struct KnownBalance {
+    hundredths: i64,
+    count: i64,
+    lots: Vec<GrantLot>,
+}
+
+impl Known {
+    /// At most this many users are remembered; past it, the memory starts again.
+    const MOST: usize = 4096;
+
+    /// The balances and lots of `users`, if every one of them is known.
+    fn recall(&self, users: &BTreeSet<&str>) -> Option<(Balances, HashMap<String, Vec<GrantLot>>)> {
+        let mut balances = Balances::new();
+        let mut lots = HashMap::new();
+        for user in users {
+            let known = self.users.get(*user)?;
+            balances.insert(
+                (*user).to_owned(),
+                Balance::read(known.hundredths, known.count),
+            );
+            lots.insert((*user).to_owned(), known.lots.clone());
+        }
+        Some((balances, lots))
+    }
+
+    /// Remember what `run` wrote (or found) for each of its users.
+    fn keep(&mut self, run: &Run<'_>) {
+        if self.users.len() + run.balances.len() > Self::MOST {
+            self.users.clear();
+        }
+        for (user, balance) in &run.balances {
+            let Some(hundredths) = balance.hundredths else {
+                self.users.remove(user);
+                continue;
+            };
+            let lots = run.lots.get(user).map_or_else(Vec::new, |lots| {
+                lots.iter()
+                    .filter(|lot| !lot.remaining.is_zero())
+                    .cloned()
+                    .collect()
+            });
+            self.users.insert(
+                user.clone(),
+                KnownBalance {
+                    hundredths,
+                    count: balance.count + balance.postings,
+                    lots,
+                },
+            );
+        }
+    }
+
+    /// Forget `users` (their balances may have changed by other means).
+    pub(crate) fn forget<'u>(&mut self, users: impl IntoIterator<Item = &'u str>) {
+        for user in users {
+            self.users.remove(user);
+        }
+    }
 }
 
 /// Whether a read locks the balance rows it returns (PostgreSQL; SQLite's write transaction
@@ -196,18 +321,29 @@ impl<'a> Run<'a> {
     /// Decide every command in arrival order, write the fresh ones on `conn`, and return one
     /// outcome per command.
     async fn decide_and_write<C: ConnectionTrait>(
-        mut self,
+        &mut self,
         conn: &C,
         commands: &[&'a ConsumeCommand],
         keys: Keys,
     ) -> Result<Vec<Decided>, Fail> {
-        let mut decisions = Vec::with_capacity(commands.len());
-        for c in commands {
-            decisions.push(self.decide(c)?);
-        }
+        let mut decisions = self.decide_all(commands)?;
         if keys == Keys::OnRefusal {
             replay_refusals(conn, commands, &mut decisions).await?;
         }
+        self.write_decided(conn, decisions).await
+    }
+
+    /// Decide every command in arrival order.
+    fn decide_all(&mut self, commands: &[&'a ConsumeCommand]) -> Result<Vec<Decision>, Fail> {
+        commands.iter().map(|c| self.decide(c)).collect()
+    }
+
+    /// Write the fresh postings and turn `decisions` into outcomes.
+    async fn write_decided<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        decisions: Vec<Decision>,
+    ) -> Result<Vec<Decided>, Fail> {
         let written = self.write(conn).await?;
         Ok(decisions
             .into_iter()
@@ -497,6 +633,14 @@ fn stored_outcome(earlier: &CreditTransaction, stored: &Option<String>, hash: &s
     }
 }
 
+/// A refusal for want of credits.
+fn is_insufficient(decision: &Decision) -> bool {
+    matches!(
+        decision,
+        Decision::Refused(Ok(End::Rollback(Spent::Insufficient { .. })))
+    )
+}
+
 /// [`Keys::OnRefusal`]: look up the keys of the spends decided insufficient, and answer each
 /// whose key is stored as the locked path would have: a replay of the stored spend, or a key
 /// conflict when it was written by another request.
@@ -505,16 +649,10 @@ async fn replay_refusals<C: ConnectionTrait>(
     commands: &[&ConsumeCommand],
     decisions: &mut [Decision],
 ) -> Result<(), Fail> {
-    let insufficient = |d: &Decision| {
-        matches!(
-            d,
-            Decision::Refused(Ok(End::Rollback(Spent::Insufficient { .. })))
-        )
-    };
     let refused: Vec<&ConsumeCommand> = commands
         .iter()
         .zip(decisions.iter())
-        .filter(|(_, d)| insufficient(d))
+        .filter(|(_, d)| is_insufficient(d))
         .map(|(c, _)| *c)
         .collect();
     if refused.is_empty() {
@@ -527,7 +665,7 @@ async fn replay_refusals<C: ConnectionTrait>(
             c.idempotency.key.as_str().to_owned(),
         );
         if let (true, Some(Seen::Stored(earlier, stored))) =
-            (insufficient(decision), stored.get(&key))
+            (is_insufficient(decision), stored.get(&key))
         {
             *decision = stored_outcome(earlier, stored, c.idempotency.request_hash.as_str());
         }

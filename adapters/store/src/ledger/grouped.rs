@@ -10,7 +10,7 @@ use application::ports::{
 use sea_orm::{DatabaseConnection, DatabaseTransaction};
 
 use super::{Spent, batch, grants, reservations, spend};
-use crate::group_commit::{GroupedCommand, Job};
+use crate::group_commit::{GroupedCommand, Job, Unlocked};
 use crate::retry::Fail;
 
 /// What a consume decides.
@@ -29,6 +29,8 @@ pub(crate) enum LedgerCommand {
 }
 
 impl GroupedCommand for LedgerCommand {
+    type Known = batch::Known;
+
     fn user(&self) -> &str {
         match self {
             LedgerCommand::Consume(job) => job.command.user_id.as_str(),
@@ -75,18 +77,31 @@ impl GroupedCommand for LedgerCommand {
         }
     }
 
-    async fn run_batch_unlocked(batch: &mut [Self], db: &DatabaseConnection) -> bool {
+    async fn run_batch_unlocked(
+        batch: &mut [Self],
+        db: &DatabaseConnection,
+        known: &mut batch::Known,
+    ) -> Unlocked {
         let Some(mut jobs) = consume_jobs(batch) else {
-            return false;
+            return Unlocked::NotWritten;
         };
         let commands: Vec<&ConsumeCommand> = jobs.iter().map(|job| &job.command).collect();
-        match batch::consume_many_unlocked(db, &commands).await {
-            Ok(outcomes) => settle_all(&mut jobs, outcomes),
+        match batch::consume_many_unlocked(db, &commands, known).await {
+            Ok((outcomes, source)) => {
+                settle_all(&mut jobs, outcomes);
+                Unlocked::Written {
+                    read: source == batch::Source::Read,
+                }
+            }
             Err(why) => {
                 tracing::debug!(error = ?why, "an unlocked batch of consumptions takes the locked path");
-                false
+                Unlocked::NotWritten
             }
         }
+    }
+
+    fn forget(known: &mut batch::Known, group: &[Self]) {
+        known.forget(group.iter().map(GroupedCommand::user));
     }
 
     fn deliver(self) -> bool {

@@ -35,6 +35,19 @@ async fn consume_all(store: &SeaOrmStore, commands: Vec<ConsumeCommand>) -> Vec<
     results.into_iter().map(|(_, r)| r).collect()
 }
 
+/// The balance after each spend, sorted; every spend must be fresh.
+fn balances_after(results: &[Spend]) -> Vec<i64> {
+    let mut after: Vec<i64> = results
+        .iter()
+        .map(|r| match r {
+            Ok((t, Replay::Fresh)) => t.balance_after.hundredths(),
+            other => panic!("a spend failed: {other:?}"),
+        })
+        .collect();
+    after.sort_unstable();
+    after
+}
+
 fn admin_grant(user: &domain::UserId, reference: &str, amount: i64) -> GrantCommand {
     GrantCommand {
         user_id: user.clone(),
@@ -507,15 +520,7 @@ async fn postgres_a_batch_whose_balance_moved_since_its_read_writes_nothing_and_
         .await
         .unwrap();
     holder.commit().await.unwrap();
-    let results = spends.await.unwrap();
-    let mut after: Vec<i64> = results
-        .iter()
-        .map(|r| match r {
-            Ok((t, Replay::Fresh)) => t.balance_after.hundredths(),
-            other => panic!("a spend failed: {other:?}"),
-        })
-        .collect();
-    after.sort_unstable();
+    let after = balances_after(&spends.await.unwrap());
     assert_eq!(
         after,
         [1_300, 1_400],
@@ -535,6 +540,63 @@ async fn postgres_a_batch_whose_balance_moved_since_its_read_writes_nothing_and_
         (1, 2, 0),
         "the locked batch decided both: {stats:?}"
     );
+    store.close().await.unwrap();
+    setup.cleanup().await;
+}
+
+/// On PostgreSQL a writer remembers the balances and lots its unlocked batches wrote, and
+/// decides the next batch of the same users from them without reading (one round trip instead
+/// of two). What moved since by other means (here grants through another store) must not be
+/// spent from memory: a batch decided from a balance that has since changed writes nothing and
+/// is decided again from a read; and a batch that memory would refuse is read first, since a
+/// refusal is checked by no write (the user may just have bought credits).
+#[tokio::test]
+async fn postgres_a_writer_spends_from_what_it_wrote_and_rereads_what_moved() {
+    let Some(setup) = Backend::Postgres.store(GroupCommit::off()).await else {
+        return;
+    };
+    let u = user(&setup, "u1").await;
+    grant(&setup, &u, "g1", 1_000, None).await;
+    let store = setup.reconnect(exact_groups(2)).await;
+    let from_memory = |store: &SeaOrmStore| store.group_commit_stats().unwrap().from_memory;
+
+    // The first batch reads; the second is decided from what the first wrote.
+    let first = consume_all(&store, vec![consume(&u, 100, "k1"), consume(&u, 100, "k2")]).await;
+    assert_eq!(balances_after(&first), [800, 900]);
+    assert_eq!(from_memory(&store), 0);
+    let second = consume_all(&store, vec![consume(&u, 100, "k3"), consume(&u, 100, "k4")]).await;
+    assert_eq!(balances_after(&second), [600, 700]);
+    assert_eq!(from_memory(&store), 1, "the second batch did not read");
+
+    // 5.00 granted elsewhere: the batch from memory (6.00) writes nothing; read, it spends 11.00.
+    grant(&setup, &u, "g2", 500, None).await;
+    let third = consume_all(&store, vec![consume(&u, 100, "k5"), consume(&u, 100, "k6")]).await;
+    assert_eq!(balances_after(&third), [900, 1_000]);
+    assert_eq!(from_memory(&store), 1);
+
+    // 20.00 granted elsewhere: memory (9.00) would refuse both, so the batch reads 29.00.
+    grant(&setup, &u, "g3", 2_000, None).await;
+    let fourth = consume_all(
+        &store,
+        vec![consume(&u, 1_500, "k7"), consume(&u, 1_200, "k8")],
+    )
+    .await;
+    assert_eq!(balances_after(&fourth), [200, 1_400]);
+    assert_eq!(from_memory(&store), 1);
+
+    // What the read found is remembered too.
+    let fifth = consume_all(&store, vec![consume(&u, 50, "k9"), consume(&u, 50, "k10")]).await;
+    assert_eq!(balances_after(&fifth), [100, 150]);
+    assert_eq!(from_memory(&store), 2);
+
+    let stats = store.group_commit_stats().unwrap();
+    assert_eq!(
+        (stats.groups, stats.batched, stats.alone),
+        (5, 10, 0),
+        "{stats:?}"
+    );
+    assert_eq!(setup.balance(&u).await.unwrap(), c(100));
+    assert_ledger_consistent(&setup, &u).await;
     store.close().await.unwrap();
     setup.cleanup().await;
 }
