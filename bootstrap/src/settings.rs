@@ -28,6 +28,36 @@ pub struct SettingsError {
     pub problem: String,
 }
 
+/// The environment variable `name` as a number within `range`, if it is set; `what` names the
+/// number in the error.
+fn ranged<T>(
+    env: &dyn Env,
+    name: &str,
+    what: &str,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<Option<T>, SettingsError>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display,
+{
+    let Some(raw) = env.get(name) else {
+        return Ok(None);
+    };
+    raw.parse::<T>()
+        .ok()
+        .filter(|n| range.contains(n))
+        .map(Some)
+        .ok_or_else(|| {
+            bad(
+                name,
+                format!(
+                    "{raw:?} is not {what} from {} to {}",
+                    range.start(),
+                    range.end()
+                ),
+            )
+        })
+}
+
 fn bad(setting: &str, problem: impl Into<String>) -> SettingsError {
     SettingsError {
         setting: setting.to_owned(),
@@ -347,38 +377,27 @@ fn database(
     } else {
         GroupCommit::off()
     };
-    if let Some(raw) = env.get("TALLY_GROUP_COMMIT_WRITERS") {
-        settings.group_commit.writers = raw
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=GroupCommit::MAX_WRITERS).contains(n))
-            .ok_or_else(|| {
-                bad(
-                    "TALLY_GROUP_COMMIT_WRITERS",
-                    format!("{raw:?} is not a number from 1 to 16"),
-                )
-            })?;
+    if let Some(writers) = ranged(
+        env,
+        "TALLY_GROUP_COMMIT_WRITERS",
+        "a number",
+        1..=GroupCommit::MAX_WRITERS,
+    )? {
+        settings.group_commit.writers = writers;
     }
-    // PostgreSQL: a group costs two round trips and a flush whatever its size, so one group
+    // PostgreSQL: a group costs a round trip or two and a flush whatever its size, so one group
     // of every waiting caller beats two of half (store probe: about 1.3x at 32 clients, more on
     // a hot account); SQLite's in-process groups gain nothing from waiting.
     if !settings.is_sqlite() {
         settings.group_commit.refill_us = 500;
     }
-    if let Some(raw) = env.get("TALLY_GROUP_COMMIT_REFILL_US") {
-        settings.group_commit.refill_us = raw
-            .parse::<u64>()
-            .ok()
-            .filter(|us| *us <= GroupCommit::MAX_WAIT_US)
-            .ok_or_else(|| {
-                bad(
-                    "TALLY_GROUP_COMMIT_REFILL_US",
-                    format!(
-                        "{raw:?} is not a number of microseconds from 0 to {}",
-                        GroupCommit::MAX_WAIT_US
-                    ),
-                )
-            })?;
+    if let Some(refill_us) = ranged(
+        env,
+        "TALLY_GROUP_COMMIT_REFILL_US",
+        "a number of microseconds",
+        0..=GroupCommit::MAX_WAIT_US,
+    )? {
+        settings.group_commit.refill_us = refill_us;
     }
     let migrate = match env.get("MIGRATE_ON_START").as_deref() {
         None => file.migrate_on_start.unwrap_or(false),

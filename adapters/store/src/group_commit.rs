@@ -86,7 +86,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::WriteTurn;
 use crate::retry::{ErrorClass, Fail, classify, store_error};
 use crate::settings::GroupCommit;
-use crate::sql::{self, End};
+use crate::sql::End;
 
 /// What a grouped command's caller is told.
 #[derive(Debug)]
@@ -159,8 +159,8 @@ pub(crate) trait GroupedCommand: Send + 'static {
 pub(crate) enum Unlocked {
     /// Nothing: run the group in a transaction.
     NotWritten,
-    /// Decided and committed; `read`: from a read of the rows, not from what the writer knew.
-    Written { read: bool },
+    /// Decided and committed; `from_memory`: from what the writer knew, without a read.
+    Written { from_memory: bool },
 }
 
 /// One queued command, its reply channel and, once run, its outcome.
@@ -634,11 +634,11 @@ async fn apply<C: GroupedCommand>(
     let size = u64::try_from(group.len()).unwrap_or(u64::MAX);
     if all_batchable
         && db.get_database_backend() == DbBackend::Postgres
-        && let Unlocked::Written { read } = C::run_batch_unlocked(group, db, known).await
+        && let Unlocked::Written { from_memory } = C::run_batch_unlocked(group, db, known).await
     {
         return Ok(Applied {
             batched: size,
-            from_memory: !read,
+            from_memory,
         });
     }
     C::forget(known, group);
@@ -656,11 +656,7 @@ async fn in_transaction<C: GroupedCommand>(
     group: &mut [C],
     all_batchable: bool,
 ) -> Result<u64, DbErr> {
-    let _turn = match turn {
-        Some(queue) => Some(queue.lock().await),
-        None => None,
-    };
-    let tx = sql::begin_write(db).await?;
+    let (_turn, tx) = crate::begin_in_turn(db, turn).await?;
     if let [only] = group {
         return if only.run(&tx).await {
             tx.commit().await.map(|()| 0)

@@ -64,6 +64,19 @@ pub(crate) type WriteTurn = std::sync::Arc<tokio::sync::Mutex<()>>;
 /// A place in that queue, held until the write transaction ends.
 pub(crate) type Turn = Option<tokio::sync::OwnedMutexGuard<()>>;
 
+/// Wait for a turn in `turn` (when there is a queue), then begin a write transaction on `db`
+/// ([`sql::begin_write`]); keep the turn until the transaction ends.
+pub(crate) async fn begin_in_turn(
+    db: &DatabaseConnection,
+    turn: Option<&WriteTurn>,
+) -> Result<(Turn, DatabaseTransaction), DbErr> {
+    let turn = match turn {
+        Some(queue) => Some(std::sync::Arc::clone(queue).lock_owned().await),
+        None => None,
+    };
+    Ok((turn, sql::begin_write(db).await?))
+}
+
 impl SeaOrmStore {
     /// Connect to the database `settings` names. SQLite databases are opened in WAL mode (files
     /// only) with `foreign_keys=ON`, the configured `synchronous` level and busy timeout, and
@@ -123,11 +136,7 @@ impl SeaOrmStore {
     /// Wait for this process's turn at the SQLite write lock (see `connect`), then begin a write
     /// transaction ([`sql::begin_write`]); keep the turn until the transaction ends.
     pub(crate) async fn begin_write(&self) -> Result<(Turn, DatabaseTransaction), DbErr> {
-        let turn = match &self.turn {
-            Some(queue) => Some(std::sync::Arc::clone(queue).lock_owned().await),
-            None => None,
-        };
-        Ok((turn, sql::begin_write(&self.db).await?))
+        begin_in_turn(&self.db, self.turn.as_ref()).await
     }
 
     /// What the group-commit writer has done so far; `None` when group commit is off.

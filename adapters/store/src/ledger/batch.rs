@@ -112,7 +112,8 @@ pub(crate) async fn consume_many(
 /// When `known` holds every user of the run and the run refuses nothing, the read is skipped:
 /// the run is decided from what the writer's earlier runs left, and the same conditional write
 /// checks it (see [`Known`]); if it fails, the run reads and decides again. Returns where the
-/// run's balances came from.
+/// run's balances came from. On `Err` the caller forgets the run's users
+/// (`GroupedCommand::forget`): the locked path may change them.
 pub(crate) async fn consume_many_unlocked<C: ConnectionTrait>(
     db: &C,
     commands: &[&ConsumeCommand],
@@ -129,31 +130,18 @@ pub(crate) async fn consume_many_unlocked<C: ConnectionTrait>(
                     known.keep(&run);
                     return Ok((outcomes, Source::Known));
                 }
+                // What the read finds replaces what was known.
                 Err(why) => {
                     tracing::debug!(error = ?why, "balances moved since this writer wrote them; reading them");
-                    known.forget(users.iter().copied());
                 }
             }
         }
     }
-    let (balances, lots) = match balances_with_lots(db, &users, Lock::None).await {
-        Ok(read) => read,
-        Err(e) => {
-            known.forget(users.iter().copied());
-            return Err(e);
-        }
-    };
+    let (balances, lots) = balances_with_lots(db, &users, Lock::None).await?;
     let mut run = Run::new(balances, lots, HashMap::new());
-    match run.decide_and_write(db, commands, Keys::OnRefusal).await {
-        Ok(outcomes) => {
-            known.keep(&run);
-            Ok((outcomes, Source::Read))
-        }
-        Err(e) => {
-            known.forget(users.iter().copied());
-            Err(e)
-        }
-    }
+    let outcomes = run.decide_and_write(db, commands, Keys::OnRefusal).await?;
+    known.keep(&run);
+    Ok((outcomes, Source::Read))
 }
 
 /// Where an unlocked run's balances came from.

@@ -90,7 +90,7 @@ impl GroupedCommand for LedgerCommand {
             Ok((outcomes, source)) => {
                 settle_all(&mut jobs, outcomes);
                 Unlocked::Written {
-                    read: source == batch::Source::Read,
+                    from_memory: source == batch::Source::Known,
                 }
             }
             Err(why) => {
