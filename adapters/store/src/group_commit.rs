@@ -146,9 +146,11 @@ pub(crate) trait GroupedCommand: Send + 'static {
     where
         Self: Sized;
 
-    /// The group committed: send the kept outcome (`Alone` if there is none). Returns whether
-    /// the caller got a decided outcome.
-    fn deliver(self) -> bool;
+    /// Whether the group decided the command (it has an outcome to deliver, not `Alone`).
+    fn decided(&self) -> bool;
+
+    /// The group committed: send the kept outcome (`Alone` if there is none).
+    fn deliver(self);
 
     /// The group failed: tell the caller to run the command alone.
     fn run_alone(self);
@@ -205,11 +207,14 @@ impl<C, T> Job<C, T> {
     }
 
     /// Send the kept outcome. A caller that stopped waiting is not an error.
-    pub(crate) fn deliver(self) -> bool {
-        let outcome = self.outcome.unwrap_or(Grouped::Alone);
-        let decided = matches!(outcome, Grouped::Done(_));
-        let _ = self.reply.send(outcome);
-        decided
+    /// Whether a decided outcome is kept.
+    pub(crate) fn decided(&self) -> bool {
+        matches!(self.outcome, Some(Grouped::Done(_)))
+    }
+
+    /// Send the kept outcome (`Alone` if there is none).
+    pub(crate) fn deliver(self) {
+        let _ = self.reply.send(self.outcome.unwrap_or(Grouped::Alone));
     }
 
     /// Send `Alone`.
@@ -533,11 +538,14 @@ impl<C: GroupedCommand> Writer<C> {
                 Counters::add(&self.counters.batched, batched);
                 Counters::add(&self.counters.from_memory, u64::from(from_memory));
                 Counters::add(&self.counters.groups, 1);
-                let decided = group.into_iter().map(C::deliver).filter(|d| *d).count();
+                // Counted before anyone is answered, so a caller that reads the counters after
+                // its answer sees its group in them.
+                let decided = group.iter().filter(|c| c.decided()).count();
                 Counters::add(
                     &self.counters.grouped,
                     u64::try_from(decided).unwrap_or(u64::MAX),
                 );
+                group.into_iter().for_each(C::deliver);
             }
             Err(e) => {
                 tracing::warn!(error = %e, commands = group.len(), "a commit group failed; its commands run alone");
@@ -839,7 +847,8 @@ mod tests {
         job.run_alone();
         assert!(matches!(answer.try_recv(), Ok(Grouped::Alone)));
         let (job, mut answer) = new_job();
-        assert!(!job.deliver(), "never settled: not decided");
+        assert!(!job.decided(), "never settled: not decided");
+        job.deliver();
         assert!(matches!(answer.try_recv(), Ok(Grouped::Alone)));
     }
 }

@@ -104,7 +104,15 @@ impl GroupedCommand for LedgerCommand {
         known.forget(group.iter().map(GroupedCommand::user));
     }
 
-    fn deliver(self) -> bool {
+    fn decided(&self) -> bool {
+        match self {
+            LedgerCommand::Consume(job) => job.decided(),
+            LedgerCommand::Reserve(job) => job.decided(),
+            LedgerCommand::Grant(job) => job.decided(),
+        }
+    }
+
+    fn deliver(self) {
         match self {
             LedgerCommand::Consume(job) => job.deliver(),
             LedgerCommand::Reserve(job) => job.deliver(),
