@@ -455,7 +455,12 @@ async fn create_session(request: &Request, body: Vec<u8>, hub: Data<&Arc<Hub>>) 
             .extra
             .insert(objects::IDEMPOTENCY_KEY.to_owned(), key);
     }
-    hub.insert_payment(payment.clone());
+    if let Err(foreign) = hub.insert_payment(
+        payment.clone(),
+        ["success_url", "cancel_url", "metadata[notifyUrl]"],
+    ) {
+        return bad(&foreign.to_string(), foreign.field).into_response();
+    }
     Json(objects::session(&hub, &payment)).into_response()
 }
 

@@ -26,6 +26,19 @@ pub enum SandboxError {
     Conflict(String),
 }
 
+/// A callback or redirect URL that is not the service's own: the sandbox only ever sends
+/// webhooks and browsers back to the service it belongs to, so that nobody holding the
+/// (published) sandbox keys can make the server post to, or redirect to, an address of their
+/// choosing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field} must be a URL of this service ({base}/...)")]
+pub struct ForeignUrl {
+    /// The field, as the provider's API spells it.
+    pub field: &'static str,
+    /// The service's base URL.
+    pub base: String,
+}
+
 /// What a payment buys.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase", tag = "type")]
@@ -122,6 +135,8 @@ pub struct SimSubscription {
     pub period_start_ms: i64,
     /// Current period end, ms.
     pub period_end_ms: i64,
+    /// The first period's start: every period ends a whole number of intervals after it.
+    pub anchor_ms: i64,
     /// Billing period in months.
     pub interval_months: u32,
     /// Where it is.
@@ -279,8 +294,58 @@ impl Hub {
         format!("{prefix}{}{}", self.now_ms(), state.counter)
     }
 
-    /// Store a new payment.
-    pub fn insert_payment(&self, payment: SimPayment) {
+    /// Whether `url` is empty (no callback) or lies under the public base URL: same scheme, host
+    /// and port, no user info, and a path under the base's path.
+    #[must_use]
+    pub fn is_own_url(&self, url: &str) -> bool {
+        if url.is_empty() {
+            return true;
+        }
+        let (Ok(base), Ok(url)) = (
+            reqwest::Url::parse(&self.public_base_url),
+            reqwest::Url::parse(url),
+        ) else {
+            return false;
+        };
+        let base_path = base.path().trim_end_matches('/');
+        url.scheme() == base.scheme()
+            && url.host_str() == base.host_str()
+            && url.port_or_known_default() == base.port_or_known_default()
+            && url.username().is_empty()
+            && url.password().is_none()
+            && (url.path() == base_path
+                || url.path().starts_with(&format!("{base_path}/"))
+                || (base_path.is_empty() && url.path() == "/"))
+    }
+
+    /// `url` for `field`, if it is the service's own (see [`Hub::is_own_url`]).
+    ///
+    /// # Errors
+    /// [`ForeignUrl`] naming the field.
+    pub fn own_url(&self, field: &'static str, url: &str) -> Result<(), ForeignUrl> {
+        if self.is_own_url(url) {
+            Ok(())
+        } else {
+            Err(ForeignUrl {
+                field,
+                base: self.public_base_url.clone(),
+            })
+        }
+    }
+
+    /// Store a new payment, once its success, cancel and webhook URLs are the service's own.
+    ///
+    /// # Errors
+    /// [`ForeignUrl`] naming the first foreign URL, under the `fields` names the provider's API
+    /// gives them (success, cancel, notify); nothing is stored.
+    pub fn insert_payment(
+        &self,
+        payment: SimPayment,
+        fields: [&'static str; 3],
+    ) -> Result<(), ForeignUrl> {
+        self.own_url(fields[0], &payment.success_url)?;
+        self.own_url(fields[1], &payment.cancel_url)?;
+        self.own_url(fields[2], &payment.notify_url)?;
         let mut state = lock(&self.state);
         if state.payments.len() >= MAX_PAYMENTS {
             let oldest = state.payments.keys().next().cloned();
@@ -289,6 +354,7 @@ impl Hub {
             }
         }
         state.payments.insert(payment.id.clone(), payment);
+        Ok(())
     }
 
     /// A payment by id.
@@ -395,6 +461,7 @@ impl Hub {
                     order_id: payment.order_id.clone(),
                     period_start_ms: now,
                     period_end_ms: add_months(now, *interval_months),
+                    anchor_ms: now,
                     interval_months: *interval_months,
                     status: SimSubscriptionStatus::Active,
                     amount_minor: payment.amount_minor,
@@ -463,9 +530,15 @@ impl Hub {
             if s.status == SimSubscriptionStatus::Canceled {
                 return Err(SandboxError::Conflict("subscription is canceled".into()));
             }
-            s.period_start_ms = s.period_end_ms;
-            s.period_end_ms = add_months(s.period_end_ms, s.interval_months);
             s.renewals += 1;
+            // Counted from the anchor, not from the last end, so that a period that had to end
+            // on a short month's last day does not move every later one (31 Jan, 28 Feb, 31 Mar).
+            s.period_start_ms = s.period_end_ms;
+            s.period_end_ms = add_months(
+                s.anchor_ms,
+                s.interval_months
+                    .saturating_mul(s.renewals.saturating_add(1)),
+            );
             Ok(s.clone())
         })?;
         let invoice = self.new_id("in_sandbox_");
@@ -552,12 +625,21 @@ impl Hub {
                 state.drop_webhooks = state.drop_webhooks.saturating_sub(1);
                 drop
             };
-            let mut delivery = if dropped {
+            let refusal = if dropped {
+                Some("dropped on purpose")
+            } else if !self.is_own_url(url) || url.is_empty() {
+                // Defence in depth: payments are checked when stored, but nothing reaches
+                // another address even if a simulator forgets.
+                Some("not sent: not a URL of this service")
+            } else {
+                None
+            };
+            let mut delivery = if let Some(answer) = refusal {
                 Delivery {
                     provider,
                     url: url.to_owned(),
                     status: None,
-                    answer: "dropped on purpose".into(),
+                    answer: answer.into(),
                     payment_id: None,
                     webhook: None,
                 }
@@ -669,8 +751,97 @@ async fn send(
     }
 }
 
-/// `ms` plus `months` calendar months (30-day months; the sandbox needs no calendar).
+/// `ms` plus `months` calendar months in UTC, as providers bill: the same day of the month and
+/// time of day, or the month's last day when it is shorter (31 January + 1 month = 28 or 29
+/// February). Past the calendar's range it saturates.
 #[must_use]
 pub fn add_months(ms: i64, months: u32) -> i64 {
-    ms.saturating_add(i64::from(months) * 30 * 86_400_000)
+    chrono::DateTime::from_timestamp_millis(ms)
+        .and_then(|t| t.checked_add_months(chrono::Months::new(months)))
+        .map_or(i64::MAX, |t| t.timestamp_millis())
+}
+
+#[cfg(test)]
+mod calendar_tests {
+    use super::add_months;
+
+    fn ms(date: &str) -> i64 {
+        chrono::DateTime::parse_from_rfc3339(date)
+            .unwrap()
+            .timestamp_millis()
+    }
+
+    #[test]
+    fn months_are_calendar_months() {
+        // A yearly plan bought on 24 Nov 2026 renews on 24 Nov 2027, not 19 Nov.
+        assert_eq!(
+            add_months(ms("2026-11-24T10:00:00Z"), 12),
+            ms("2027-11-24T10:00:00Z")
+        );
+        assert_eq!(
+            add_months(ms("2027-01-31T08:30:00Z"), 1),
+            ms("2027-02-28T08:30:00Z")
+        );
+        assert_eq!(
+            add_months(ms("2028-01-31T08:30:00Z"), 1),
+            ms("2028-02-29T08:30:00Z"),
+            "leap year"
+        );
+        assert_eq!(
+            add_months(ms("2027-01-31T00:00:00Z"), 2),
+            ms("2027-03-31T00:00:00Z"),
+            "counted from the anchor, the short month does not stick"
+        );
+        assert_eq!(add_months(i64::MAX - 1, 1), i64::MAX);
+    }
+}
+
+#[cfg(test)]
+mod own_url_tests {
+    use super::*;
+
+    struct Epoch;
+
+    impl Clock for Epoch {
+        fn now(&self) -> domain::Timestamp {
+            domain::Timestamp::from_unix_millis(0)
+        }
+    }
+
+    #[test]
+    fn only_urls_of_the_service_itself_are_its_own() {
+        let hub = Hub::new("http://127.0.0.1:8080", Arc::new(Epoch));
+        for own in [
+            "",
+            "http://127.0.0.1:8080",
+            "http://127.0.0.1:8080/",
+            "http://127.0.0.1:8080/api/payment/webhook/card_gateway",
+            "http://127.0.0.1:8080/payment-success?orderId=ord_1",
+        ] {
+            assert!(hub.is_own_url(own), "{own}");
+        }
+        for foreign in [
+            "http://127.0.0.1:8081/api/payment/webhook/card_gateway",
+            "https://127.0.0.1:8080/",
+            "http://127.0.0.1:8080@evil.example/",
+            "http://user:pw@127.0.0.1:8080/",
+            "http://127.0.0.1:8080.evil.example/",
+            "http://localhost:8080/",
+            "//evil.example/",
+            "/relative",
+            "javascript:alert(1)",
+        ] {
+            assert!(!hub.is_own_url(foreign), "{foreign}");
+        }
+        let under_path = Hub::new("https://example.com/billing", Arc::new(Epoch));
+        assert!(under_path.is_own_url("https://example.com/billing/api/x"));
+        assert!(!under_path.is_own_url("https://example.com/billingx/api"));
+        assert!(!under_path.is_own_url("https://example.com/other"));
+        assert_eq!(
+            hub.own_url("success_url", "https://evil.example/")
+                .unwrap_err()
+                .to_string(),
+            "success_url must be a URL of this service (http://127.0.0.1:8080/...)"
+        );
+    }
 }

@@ -36,7 +36,9 @@ use application::ports::Clock;
 use domain::ProviderId;
 
 pub use credentials::{CREDENTIALS, SandboxCredentials};
-pub use hub::{Hub, SimEvent, SimKind, SimPayment, SimStatus, SimSubscription, SimWebhook};
+pub use hub::{
+    ForeignUrl, Hub, SimEvent, SimKind, SimPayment, SimStatus, SimSubscription, SimWebhook,
+};
 pub use simulator::Simulator;
 
 /// The sandbox: its hub and the simulators of the enabled providers.

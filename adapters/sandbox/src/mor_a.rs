@@ -34,8 +34,6 @@ use crate::simulator::Simulator;
 const MAX_BODY_BYTES: usize = 64 * 1024;
 /// The longest billing interval a sandbox subscription may have, in months.
 const MAX_INTERVAL_MONTHS: u32 = 12;
-/// One sandbox month (the hub's calendar), in milliseconds.
-const MONTH_MS: i64 = 30 * 86_400_000;
 
 /// The Creem simulator.
 #[derive(Debug, Clone, Copy, Default)]
@@ -261,10 +259,13 @@ async fn create_checkout(request: &Request, body: Body, hub: Data<&Arc<Hub>>) ->
         Err(refusal) => return refusal.into_response(),
     };
     match payment_from(&hub, input) {
-        Ok(payment) => {
-            hub.insert_payment(payment.clone());
-            Json(checkout_json(&hub, &payment)).into_response()
-        }
+        Ok(payment) => match hub.insert_payment(
+            payment.clone(),
+            ["success_url", "success_url", "metadata.notifyUrl"],
+        ) {
+            Ok(()) => Json(checkout_json(&hub, &payment)).into_response(),
+            Err(foreign) => error(StatusCode::BAD_REQUEST, &foreign.to_string()),
+        },
         Err(problem) => error(StatusCode::BAD_REQUEST, problem),
     }
 }
@@ -425,10 +426,8 @@ fn subscription_json(hub: &Hub, subscription: &SimSubscription) -> Value {
         SimSubscriptionStatus::CancelScheduled => "scheduled_cancel",
         SimSubscriptionStatus::Canceled => "canceled",
     };
-    // The hub keeps no creation time; the first period started when the subscription did.
-    let elapsed_ms =
-        i64::from(subscription.renewals) * i64::from(subscription.interval_months) * MONTH_MS;
-    let created_at_ms = subscription.period_start_ms.saturating_sub(elapsed_ms);
+    // The first period started when the subscription did.
+    let created_at_ms = subscription.anchor_ms;
     let now = hub.now_ms();
     json!({
         "id": subscription.id,

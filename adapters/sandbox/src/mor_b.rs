@@ -375,7 +375,12 @@ fn create_session(request: &Request, body: Vec<u8>, hub: Data<&Arc<Hub>>) -> Res
         Ok(payment) => payment,
         Err(refusal) => return refusal.into_response(),
     };
-    hub.insert_payment(payment.clone());
+    if let Err(foreign) = hub.insert_payment(
+        payment.clone(),
+        ["return_url", "return_url", "metadata.notifyUrl"],
+    ) {
+        return error(StatusCode::BAD_REQUEST, "INVALID_URL", &foreign.to_string()).into_response();
+    }
     Json(serde_json::json!({
         "session_id": payment.id,
         "checkout_url": hub.checkout_url(&payment.id),

@@ -390,8 +390,10 @@ async fn create_session(request: &Request, body: Body, hub: Data<&Arc<Hub>>) -> 
         "checkoutUrl": hub.checkout_url(&payment.id),
         "expiresAt": iso(payment.created_at_ms.saturating_add(lifetime_s.saturating_mul(1000))),
     }});
-    hub.insert_payment(payment);
-    Json(answer).into_response()
+    match hub.insert_payment(payment, ["successUrl", "successUrl", "metadata.notifyUrl"]) {
+        Ok(()) => Json(answer).into_response(),
+        Err(foreign) => refusal(StatusCode::BAD_REQUEST, "order", &foreign.to_string()),
+    }
 }
 
 #[derive(Debug, Deserialize)]

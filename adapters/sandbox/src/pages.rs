@@ -121,7 +121,12 @@ async fn checkout_action(
     hub: Data<&Arc<Hub>>,
 ) -> Response {
     match run_payment_action(&hub, &id, &action).await {
-        Ok((_, redirect)) => Redirect::see_other(redirect).into_response(),
+        Ok((_, redirect)) if hub.is_own_url(&redirect) => {
+            Redirect::see_other(redirect).into_response()
+        }
+        Ok(_) => error_response(&SandboxError::Conflict(
+            "the return URL is not a URL of this service".into(),
+        )),
         Err(e) => error_response(&e),
     }
 }

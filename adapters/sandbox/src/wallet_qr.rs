@@ -31,7 +31,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::credentials::CREDENTIALS;
-use crate::hub::{Hub, SimEvent, SimKind, SimPayment, SimStatus, SimWebhook};
+use crate::hub::{ForeignUrl, Hub, SimEvent, SimKind, SimPayment, SimStatus, SimWebhook};
 use crate::simulator::Simulator;
 
 /// The simulated WeChat Pay.
@@ -355,7 +355,12 @@ async fn create_order(request: &Request, body: Body, hub: Data<&Arc<Hub>>) -> Re
                 );
             }
         },
-        None => insert_order(&hub, order),
+        None => match insert_order(&hub, order) {
+            Ok(id) => id,
+            Err(foreign) => {
+                return error(StatusCode::BAD_REQUEST, "PARAM_ERROR", &foreign.to_string());
+            }
+        },
     };
     signed(
         &hub,
@@ -365,7 +370,7 @@ async fn create_order(request: &Request, body: Body, hub: Data<&Arc<Hub>>) -> Re
 }
 
 /// Store a new open payment for `order`; its id plays the `transaction_id`.
-fn insert_order(hub: &Hub, order: NativeOrder) -> String {
+fn insert_order(hub: &Hub, order: NativeOrder) -> Result<String, ForeignUrl> {
     let id = hub.new_id("4200");
     let page = hub.checkout_url(&id);
     let mut extra = BTreeMap::new();
@@ -376,24 +381,27 @@ fn insert_order(hub: &Hub, order: NativeOrder) -> String {
     if let Some(attach) = order.attach {
         extra.insert("attach".to_owned(), attach);
     }
-    hub.insert_payment(SimPayment {
-        id: id.clone(),
-        provider: ProviderId::WalletQr,
-        order_id: order.out_trade_no,
-        amount_minor: order.amount.total,
-        currency: Currency::Cny,
-        kind: SimKind::OneTime,
-        status: SimStatus::Open,
-        // Native has no return URL: the buyer pays on the phone while Tally's page polls.
-        success_url: page.clone(),
-        cancel_url: page,
-        notify_url: order.notify_url,
-        refunded_minor: 0,
-        subscription_id: None,
-        created_at_ms: hub.now_ms(),
-        extra,
-    });
-    id
+    hub.insert_payment(
+        SimPayment {
+            id: id.clone(),
+            provider: ProviderId::WalletQr,
+            order_id: order.out_trade_no,
+            amount_minor: order.amount.total,
+            currency: Currency::Cny,
+            kind: SimKind::OneTime,
+            status: SimStatus::Open,
+            // Native has no return URL: the buyer pays on the phone while Tally's page polls.
+            success_url: page.clone(),
+            cancel_url: page,
+            notify_url: order.notify_url,
+            refunded_minor: 0,
+            subscription_id: None,
+            created_at_ms: hub.now_ms(),
+            extra,
+        },
+        ["notify_url", "notify_url", "notify_url"],
+    )?;
+    Ok(id)
 }
 
 #[derive(Debug, Deserialize)]

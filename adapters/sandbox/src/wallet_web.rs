@@ -34,7 +34,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::credentials::CREDENTIALS;
-use crate::hub::{Hub, SimEvent, SimKind, SimPayment, SimStatus, SimWebhook};
+use crate::hub::{ForeignUrl, Hub, SimEvent, SimKind, SimPayment, SimStatus, SimWebhook};
 use crate::simulator::Simulator;
 
 /// The simulated Alipay.
@@ -419,7 +419,8 @@ fn start_page_pay(hub: &Hub, query: &str) -> Result<String, ApiError> {
             _ => Err(("40004", "ACQ.TRADE_HAS_CLOSE", "trade closed".into())),
         };
     }
-    Ok(insert_trade(hub, content, amount_fen, &params))
+    insert_trade(hub, content, amount_fen, &params)
+        .map_err(|foreign| ("40002", "isv.invalid-parameter", foreign.to_string()))
 }
 
 /// Store a new open trade for a checked page-pay call; the cashier page of it.
@@ -428,7 +429,7 @@ fn insert_trade(
     content: PagePay,
     amount_fen: i64,
     params: &BTreeMap<String, String>,
-) -> String {
+) -> Result<String, ForeignUrl> {
     let id = hub.new_id("2088");
     let mut extra = BTreeMap::new();
     extra.insert("subject".to_owned(), content.subject);
@@ -436,24 +437,27 @@ fn insert_trade(
         extra.insert("time_expire".to_owned(), time_expire);
     }
     let return_url = params.get("return_url").cloned().unwrap_or_default();
-    hub.insert_payment(SimPayment {
-        id: id.clone(),
-        provider: ProviderId::WalletWeb,
-        order_id: content.out_trade_no,
-        amount_minor: amount_fen,
-        currency: Currency::Cny,
-        kind: SimKind::OneTime,
-        status: SimStatus::Open,
-        success_url: return_url.clone(),
-        // Page pay has no cancel URL; the buyer who gives up goes back to the return URL.
-        cancel_url: return_url,
-        notify_url: params.get("notify_url").cloned().unwrap_or_default(),
-        refunded_minor: 0,
-        subscription_id: None,
-        created_at_ms: hub.now_ms(),
-        extra,
-    });
-    hub.checkout_url(&id)
+    hub.insert_payment(
+        SimPayment {
+            id: id.clone(),
+            provider: ProviderId::WalletWeb,
+            order_id: content.out_trade_no,
+            amount_minor: amount_fen,
+            currency: Currency::Cny,
+            kind: SimKind::OneTime,
+            status: SimStatus::Open,
+            success_url: return_url.clone(),
+            // Page pay has no cancel URL; the buyer who gives up goes back to the return URL.
+            cancel_url: return_url,
+            notify_url: params.get("notify_url").cloned().unwrap_or_default(),
+            refunded_minor: 0,
+            subscription_id: None,
+            created_at_ms: hub.now_ms(),
+            extra,
+        },
+        ["return_url", "return_url", "notify_url"],
+    )?;
+    Ok(hub.checkout_url(&id))
 }
 
 /// Alipay's field rules for page pay; the amount in fen.

@@ -579,3 +579,34 @@ async fn the_simulated_stripe_checks_encodings_and_limits_and_answers_in_stripes
     let body: serde_json::Value = unknown.json().await.unwrap();
     assert_eq!(body["error"]["code"], "resource_missing");
 }
+
+#[tokio::test]
+async fn the_sandbox_sends_webhooks_and_browsers_only_to_the_service_it_belongs_to() {
+    let w = world().await;
+    let credits = plan("credits", "5.00", "USD", None);
+    for (field, foreign) in [
+        ("notify", "http://169.254.169.254/latest/meta-data"),
+        (
+            "notify",
+            "http://127.0.0.1:1/api/payment/webhook/card_gateway",
+        ),
+        ("success", "https://evil.example/phish"),
+        ("cancel", "https://evil.example/phish"),
+    ] {
+        let mut request = w.checkout_request(credits.clone(), "ord_foreign");
+        let target = match field {
+            "notify" => &mut request.notify_url,
+            "success" => &mut request.success_url,
+            _ => &mut request.cancel_url,
+        };
+        *target = foreign.to_owned();
+        let refused = w.gateway.create_checkout(&request).await;
+        assert!(refused.is_err(), "{field} {foreign}: {refused:?}");
+    }
+    assert!(
+        w.sandbox.hub().payments().is_empty(),
+        "nothing with a foreign URL is stored, so nothing is ever sent there"
+    );
+    let (session_id, _) = w.checkout(credits, "ord_own").await;
+    assert!(w.pay(&session_id).await.starts_with(&w.base));
+}

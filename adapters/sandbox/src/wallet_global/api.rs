@@ -41,6 +41,13 @@ impl IntoResponse for Refusal {
     }
 }
 
+/// How PayPal names the URLs a payment carries (the webhook URL is the sandbox's setting).
+const URL_FIELDS: [&str; 3] = [
+    "experience_context.return_url",
+    "experience_context.cancel_url",
+    "webhook url",
+];
+
 /// PayPal's error answer.
 fn paypal_error(status: StatusCode, name: &str, issue: &str, description: &str) -> Refusal {
     let body = json!({
@@ -352,10 +359,12 @@ pub(super) async fn create_order(request: &Request, body: Body, hub: Data<&Arc<H
         Err(refusal) => return refusal.into_response(),
     };
     match order_payment(&hub, input, request_id) {
-        Ok(payment) => {
-            hub.insert_payment(payment.clone());
-            (StatusCode::CREATED, Json(order_json(&hub, &payment))).into_response()
-        }
+        Ok(payment) => match hub.insert_payment(payment.clone(), URL_FIELDS) {
+            Ok(()) => (StatusCode::CREATED, Json(order_json(&hub, &payment))).into_response(),
+            Err(foreign) => {
+                invalid("INVALID_PARAMETER_VALUE", &foreign.to_string()).into_response()
+            }
+        },
         Err(refusal) => refusal.into_response(),
     }
 }
@@ -643,14 +652,16 @@ pub(super) async fn create_subscription(
         Err(refusal) => return refusal.into_response(),
     };
     match subscription_of(&hub, input, request_id) {
-        Ok(payment) => {
-            hub.insert_payment(payment.clone());
-            (
+        Ok(payment) => match hub.insert_payment(payment.clone(), URL_FIELDS) {
+            Ok(()) => (
                 StatusCode::CREATED,
                 Json(subscription_json(&hub, &payment, None)),
             )
-                .into_response()
-        }
+                .into_response(),
+            Err(foreign) => {
+                invalid("INVALID_PARAMETER_VALUE", &foreign.to_string()).into_response()
+            }
+        },
         Err(refusal) => refusal.into_response(),
     }
 }
