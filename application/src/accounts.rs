@@ -3,6 +3,7 @@
 use std::fmt;
 
 use domain::{Timestamp, UserId};
+use unicode_normalization::UnicodeNormalization;
 
 /// Why an account value was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -18,19 +19,33 @@ pub enum AccountError {
     Scope(String),
 }
 
-/// A normalized (trimmed, lower-cased) e-mail address.
+/// A normalized e-mail address: trimmed, Unicode NFC, lower-cased.
+///
+/// The whole address is lower-cased (not only the domain), as it always has been, so that
+/// accounts registered before normalization still sign in with any casing.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Email(String);
 
 impl Email {
-    /// Parse an address: one `@`, a non-empty local part, a dotted domain, at most 254 chars.
+    /// The longest address, in bytes (RFC 5321's path limit less the angle brackets).
+    pub const MAX_BYTES: usize = 254;
+
+    /// Parse an address: trimmed, put in Unicode NFC (so a precomposed and a decomposed
+    /// spelling of the same address are one account) and lower-cased; then one `@`, a
+    /// non-empty local part, a dotted domain, at most [`Email::MAX_BYTES`] bytes, and no
+    /// whitespace, control, bidirectional-formatting or zero-width characters (which let one
+    /// address be displayed as another).
     ///
     /// # Errors
     /// [`AccountError::Email`].
     pub fn parse(raw: &str) -> Result<Self, AccountError> {
-        let value = raw.trim().to_lowercase();
-        let valid = value.len() <= 254
-            && !value.chars().any(|c| c.is_whitespace() || c.is_control())
+        // NFC again after lower-casing: a case mapping can leave a decomposed sequence.
+        let lowered = raw.trim().nfc().collect::<String>().to_lowercase();
+        let value: String = lowered.nfc().collect();
+        let valid = value.len() <= Self::MAX_BYTES
+            && !value.chars().any(|c| {
+                c.is_whitespace() || c.is_control() || is_bidi_format(c) || is_zero_width(c)
+            })
             && value.split_once('@').is_some_and(|(local, domain)| {
                 !local.is_empty()
                     && !domain.contains('@')
@@ -45,11 +60,40 @@ impl Email {
         }
     }
 
+    /// Parse the address of a new password account: as [`Email::parse`], and not in the
+    /// reserved `.invalid` top-level domain (RFC 2606), which the placeholder addresses of host
+    /// users (`hst_…@host.invalid`) use, so that no password account can take one first.
+    ///
+    /// # Errors
+    /// [`AccountError::Email`].
+    pub fn parse_new(raw: &str) -> Result<Self, AccountError> {
+        let email = Self::parse(raw)?;
+        if email.0.ends_with(".invalid") {
+            return Err(AccountError::Email);
+        }
+        Ok(email)
+    }
+
     /// The address.
     #[must_use]
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// Unicode's bidirectional formatting characters: the Arabic letter mark, the left-to-right
+/// and right-to-left marks, embeddings and overrides (U+202A–U+202E) and isolates
+/// (U+2066–U+2069).
+fn is_bidi_format(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+    )
+}
+
+/// Zero-width space, non-joiner, joiner and the byte-order mark (zero-width no-break space).
+fn is_zero_width(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200D}' | '\u{FEFF}')
 }
 
 impl fmt::Display for Email {
@@ -219,6 +263,62 @@ mod tests {
         ] {
             assert!(Email::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn nfc_and_nfd_spellings_of_an_address_are_one_address() {
+        let composed = Email::parse("Zo\u{00EB}@Example.com").unwrap();
+        let decomposed = Email::parse("zoe\u{0308}@example.COM").unwrap();
+        assert_eq!(composed, decomposed);
+        assert_eq!(composed.as_str(), "zo\u{00EB}@example.com");
+    }
+
+    #[test]
+    fn existing_lower_cased_addresses_are_unchanged() {
+        for stored in ["ada@example.com", "first.last+tag@sub.example.org"] {
+            assert_eq!(Email::parse(stored).unwrap().as_str(), stored);
+            let shouted = stored.to_uppercase();
+            assert_eq!(Email::parse(&shouted).unwrap().as_str(), stored);
+        }
+    }
+
+    #[test]
+    fn control_bidi_and_zero_width_characters_are_refused() {
+        let refused = [
+            '\u{0000}', '\u{0007}', '\u{001B}', '\u{007F}', '\u{0085}', '\u{061C}', '\u{200B}',
+            '\u{200C}', '\u{200D}', '\u{200E}', '\u{200F}', '\u{202A}', '\u{202B}', '\u{202C}',
+            '\u{202D}', '\u{202E}', '\u{2066}', '\u{2067}', '\u{2068}', '\u{2069}', '\u{FEFF}',
+        ];
+        for c in refused {
+            for address in [format!("ad{c}a@example.com"), format!("ada@exa{c}mple.com")] {
+                assert_eq!(
+                    Email::parse(&address),
+                    Err(AccountError::Email),
+                    "U+{:04X}",
+                    u32::from(c)
+                );
+            }
+        }
+        // Leading or trailing, they are not trimmed away either (only whitespace is).
+        assert!(Email::parse("\u{202E}ada@example.com").is_err());
+        assert!(Email::parse("ada@example.com\u{FEFF}").is_err());
+    }
+
+    #[test]
+    fn new_accounts_cannot_take_the_reserved_invalid_domain_of_host_users() {
+        let placeholder = "hst_0123456789abcdef0123456789@host.invalid";
+        assert!(
+            Email::parse(placeholder).is_ok(),
+            "stored host users still read"
+        );
+        for reserved in [placeholder, "ada@example.INVALID"] {
+            assert_eq!(
+                Email::parse_new(reserved),
+                Err(AccountError::Email),
+                "{reserved}"
+            );
+        }
+        assert!(Email::parse_new("ada@invalid.example.com").is_ok());
     }
 
     #[test]

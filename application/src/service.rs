@@ -32,7 +32,13 @@ pub struct ServiceConfig {
     pub reservation_lifetime_ms: i64,
     /// How many times a webhook's transaction is recomputed after a concurrent change.
     pub webhook_conflict_retries: u32,
+    /// How far a renewal's period may start before the end of the period already paid (providers'
+    /// clocks drift); further back, it overlaps a granted period and grants nothing.
+    pub renewal_clock_tolerance_ms: i64,
 }
+
+/// The default [`ServiceConfig::renewal_clock_tolerance_ms`]: one hour.
+pub const DEFAULT_RENEWAL_CLOCK_TOLERANCE_MS: i64 = 3_600_000;
 
 /// The service: ports plus settings.
 pub struct Service<S, C, I, H> {

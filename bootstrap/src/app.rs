@@ -15,14 +15,15 @@ use application::service::{Service, ServiceConfig};
 use http_api::{ApiSettings, Readiness};
 use migrations::{Migrator, MigratorTrait};
 use poem::listener::{Acceptor, Listener, TcpAcceptor, TcpListener};
-use poem::{EndpointExt, Route, Server};
+use poem::{EndpointExt, Route};
 use sandbox::Sandbox;
 use store::SeaOrmStore;
 use tokio::sync::watch;
 
 use crate::catalog::Catalog;
-use crate::providers::build_gateways;
-use crate::seams::{Argon2Hasher, Hs256Verifier, RandomIds, SystemClock};
+use crate::host_tokens::HostJwtVerifier;
+use crate::providers::{ProviderReport, build_gateways};
+use crate::seams::{Argon2Hasher, RandomIds, SystemClock};
 use crate::settings::Settings;
 
 /// The service as wired for production.
@@ -36,11 +37,13 @@ const READINESS_TIMEOUT: Duration = Duration::from_secs(2);
 const WEBHOOK_CONFLICT_RETRIES: u32 = 8;
 
 /// Sends each request to the part of the service that owns its path: `/sandbox/…` to the
-/// sandbox, `/api/…` and the health and metrics endpoints to the API, the rest to the web pages.
+/// sandbox (only when a provider runs on it: never in production), `/api/…` and the health and
+/// metrics endpoints to the API, the rest to the web pages (whose 404 page answers `/sandbox`
+/// when there is no sandbox).
 /// The API is called as a root endpoint, not nested in another router: poem's nested routers lose the parent's path
 /// pattern across the API's own middleware and panic on `/api/…` paths.
 struct Dispatch {
-    sandbox: poem::endpoint::BoxEndpoint<'static, poem::Response>,
+    sandbox: Option<poem::endpoint::BoxEndpoint<'static, poem::Response>>,
     api: poem::endpoint::BoxEndpoint<'static, poem::Response>,
     pages: poem::endpoint::BoxEndpoint<'static, poem::Response>,
 }
@@ -57,8 +60,11 @@ impl poem::Endpoint for Dispatch {
 
     async fn call(&self, request: poem::Request) -> poem::Result<Self::Output> {
         let path = request.uri().path();
-        if path == "/sandbox" || path.starts_with("/sandbox/") {
-            self.sandbox.call(request).await
+        let sandbox = (path == "/sandbox" || path.starts_with("/sandbox/"))
+            .then_some(self.sandbox.as_ref())
+            .flatten();
+        if let Some(sandbox) = sandbox {
+            sandbox.call(request).await
         } else if is_api_path(path) {
             self.api.call(request).await
         } else {
@@ -74,7 +80,7 @@ pub struct Application {
     service: Arc<TallyService>,
     endpoint: poem::endpoint::BoxEndpoint<'static, poem::Response>,
     settings: Settings,
-    sandboxed: Vec<domain::ProviderId>,
+    providers: ProviderReport,
 }
 
 struct StoreReadiness(SeaOrmStore);
@@ -137,6 +143,7 @@ impl Application {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let sandbox = Sandbox::new(&base_url, clock.clone());
         let (gateways, report) = build_gateways(&settings, &sandbox, &clock)?;
+        sellable(&settings, &report, &catalog)?;
         let config = ServiceConfig {
             pricing_mode: settings.pricing_mode,
             environment: settings.environment,
@@ -147,6 +154,7 @@ impl Application {
             session_lifetime_ms: settings.session_lifetime_ms,
             reservation_lifetime_ms: settings.reservation_lifetime_ms,
             webhook_conflict_retries: WEBHOOK_CONFLICT_RETRIES,
+            renewal_clock_tolerance_ms: settings.renewal_clock_tolerance_ms,
         };
         let mut service = Service::new(
             store.clone(),
@@ -156,8 +164,8 @@ impl Application {
             gateways,
             config,
         );
-        if let Some(secret) = &settings.host_jwt_secret {
-            service = service.with_host_tokens(Arc::new(Hs256Verifier::new(secret)));
+        if let Some(host_jwt) = &settings.host_jwt {
+            service = service.with_host_tokens(Arc::new(HostJwtVerifier::new(host_jwt)?));
         }
         let service = Arc::new(service);
         let api_settings = ApiSettings {
@@ -171,7 +179,8 @@ impl Application {
             api_settings,
         );
         let endpoint = Dispatch {
-            sandbox: Route::new().nest("/sandbox", sandbox.routes()).boxed(),
+            sandbox: (!report.sandboxed.is_empty())
+                .then(|| Route::new().nest("/sandbox", sandbox.routes()).boxed()),
             api: api.boxed(),
             pages: web_pages::routes(
                 service.clone(),
@@ -182,6 +191,8 @@ impl Application {
             )
             .boxed(),
         }
+        // Every path, pages and sandbox too: more than 100 header fields is a 431 problem.
+        .with(http_api::HeaderLimit)
         .boxed();
         Ok(Self {
             acceptor,
@@ -189,7 +200,7 @@ impl Application {
             service,
             endpoint,
             settings,
-            sandboxed: report.sandboxed,
+            providers: report,
         })
     }
 
@@ -223,9 +234,12 @@ impl Application {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
-        let sandboxed: Vec<&str> = self.sandboxed.iter().map(|p| p.as_str()).collect();
-        if !sandboxed.is_empty() {
-            tracing::warn!(providers = ?sandboxed, "providers run on the local sandbox at {}/sandbox: no real money moves", self.base_url);
+        tracing::info!("{}", self.providers.summary());
+        if !self.providers.sandboxed.is_empty() {
+            tracing::warn!(
+                "sandboxed providers run on the local sandbox at {}/sandbox: no real money moves",
+                self.base_url
+            );
         }
         tracing::info!(url = %self.base_url, env = ?self.settings.environment, pricing_mode = self.settings.pricing_mode.as_str(), "tally is serving");
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -233,9 +247,8 @@ impl Application {
         let worker = reconciler
             .enabled
             .then(|| tokio::spawn(reconcile_loop(self.service.clone(), reconciler, stop_rx)));
-        let result = Server::new_with_acceptor(self.acceptor)
-            .run_with_graceful_shutdown(self.endpoint, shutdown, Some(SHUTDOWN_GRACE))
-            .await;
+        let result =
+            crate::server::serve(self.acceptor, self.endpoint, shutdown, SHUTDOWN_GRACE).await;
         let _ = stop_tx.send(true);
         if let Some(worker) = worker {
             let _ = worker.await;
@@ -243,6 +256,22 @@ impl Application {
         tracing::info!("tally stopped");
         result.context("serving HTTP")
     }
+}
+
+/// Refuse to start when production has no live provider or the static catalog sells through a
+/// provider that is off; with `PRICING_MODE=dynamic` such plans are only worth a warning.
+///
+/// # Errors
+/// The report's refusal, naming every stranded plan.
+fn sellable(settings: &Settings, report: &ProviderReport, catalog: &Catalog) -> anyhow::Result<()> {
+    report
+        .check(settings, catalog.plans())
+        .map_err(anyhow::Error::msg)?;
+    let stranded = report.stranded(catalog.plans());
+    if !stranded.is_empty() {
+        tracing::warn!(plans = ?stranded, "payment.toml has plans for providers that are off; PRICING_MODE=dynamic does not sell them");
+    }
+    Ok(())
 }
 
 async fn reconcile_loop(

@@ -11,7 +11,9 @@
 pub mod app;
 pub mod catalog;
 pub mod cli;
+pub mod host_tokens;
 pub mod providers;
 pub mod seams;
+pub mod server;
 pub mod settings;
 pub mod telemetry;

@@ -1,18 +1,16 @@
-//! The runtime seams: the real clock, random ids and secrets, argon2id password hashing,
-//! SHA-256 token digests, and HS256 host-application tokens. These are the only places that
-//! read the system clock or the OS random source (clippy.toml bans them elsewhere).
+//! The runtime seams: the real clock, random ids and secrets, argon2id password hashing and
+//! SHA-256 token digests (host-application tokens are verified in `host_tokens`). These are the
+//! only places that read the system clock or the OS random source (clippy.toml bans them
+//! elsewhere).
 
 use application::accounts::{Password, PasswordHash, TokenHash};
-use application::ports::{Clock, HostTokenVerifier, IdGenerator, SecretHasher};
+use application::ports::{Clock, IdGenerator, SecretHasher};
 use argon2::password_hash::rand_core::OsRng;
 use argon2::password_hash::{PasswordHasher, PasswordVerifier, SaltString};
 use argon2::{Algorithm, Argon2, Params, Version};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use domain::Timestamp;
-use jsonwebtoken::{Algorithm as JwtAlgorithm, DecodingKey, Validation};
-use secrecy::{ExposeSecret, SecretString};
-use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 /// The system clock.
@@ -106,43 +104,8 @@ impl SecretHasher for Argon2Hasher {
     }
 }
 
-/// Verifies HS256 JWTs signed by a host application with a shared secret; the subject is the
-/// user id. `exp` is required.
-pub struct Hs256Verifier {
-    key: DecodingKey,
-}
-
-impl Hs256Verifier {
-    /// A verifier for `secret`.
-    #[must_use]
-    pub fn new(secret: &SecretString) -> Self {
-        Self {
-            key: DecodingKey::from_secret(secret.expose_secret().as_bytes()),
-        }
-    }
-}
-
-#[derive(Debug, Deserialize)]
-struct Claims {
-    sub: String,
-    exp: i64,
-}
-
-impl HostTokenVerifier for Hs256Verifier {
-    fn verify(&self, token: &str, now: Timestamp) -> Option<String> {
-        let mut validation = Validation::new(JwtAlgorithm::HS256);
-        // Expiry is checked against our clock below, not the library's.
-        validation.validate_exp = false;
-        validation.set_required_spec_claims(&["exp", "sub"]);
-        let data = jsonwebtoken::decode::<Claims>(token, &self.key, &validation).ok()?;
-        (data.claims.exp * 1000 > now.unix_millis()).then_some(data.claims.sub)
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use jsonwebtoken::{EncodingKey, Header, encode};
-
     use super::*;
 
     #[test]
@@ -163,27 +126,5 @@ mod tests {
         assert_ne!(a, b);
         assert!(domain::OrderId::new(a.clone()).is_ok(), "{a}");
         assert!(RandomIds.new_secret().len() >= 43);
-    }
-
-    #[test]
-    fn host_tokens_need_the_secret_and_an_unexpired_exp() {
-        let secret = SecretString::from("shared-secret");
-        let verifier = Hs256Verifier::new(&secret);
-        let now = Timestamp::from_unix_millis(1_000_000_000);
-        let token = |exp: i64, key: &str| {
-            encode(
-                &Header::default(),
-                &serde_json::json!({"sub": "usr_host_1", "exp": exp}),
-                &EncodingKey::from_secret(key.as_bytes()),
-            )
-            .unwrap()
-        };
-        assert_eq!(
-            verifier.verify(&token(1_000_001, "shared-secret"), now),
-            Some("usr_host_1".into())
-        );
-        assert_eq!(verifier.verify(&token(999_999, "shared-secret"), now), None);
-        assert_eq!(verifier.verify(&token(1_000_001, "other"), now), None);
-        assert_eq!(verifier.verify("not.a.jwt", now), None);
     }
 }

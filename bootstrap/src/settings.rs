@@ -11,9 +11,10 @@ use std::path::Path;
 use application::use_cases::plans::PricingMode;
 use application::use_cases::reconcile::ReconcileSettings;
 use domain::{AppEnvironment, ProviderId};
-use secrecy::SecretString;
 use serde::Deserialize;
 use store::{GroupCommit, SqliteSynchronous, StoreSettings};
+
+use crate::host_tokens::{self, HostJwtFile, HostJwtSettings};
 
 /// The default SQLite database, relative to the working directory.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/tally.db";
@@ -112,10 +113,14 @@ pub struct Settings {
     pub secure_cookies: bool,
     /// Trust `X-Forwarded-For` for rate limiting (behind a proxy).
     pub trust_forwarded_for: bool,
-    /// `HOST_JWT_SECRET`: accept HS256 JWTs from a host application when set.
-    pub host_jwt_secret: Option<SecretString>,
+    /// `[hostJwt]` and `HOST_JWT_SECRET`: accept JWTs from a host application when a key
+    /// source is set.
+    pub host_jwt: Option<HostJwtSettings>,
     /// The reconciler.
     pub reconciler: ReconcilerSettings,
+    /// `[subscriptions] renewalClockToleranceSeconds`: how far a renewal's period may start
+    /// before the end of the period already paid (providers' clocks differ).
+    pub renewal_clock_tolerance_ms: i64,
     /// Provider settings tables by provider; a provider without one runs on the sandbox.
     pub providers: BTreeMap<ProviderId, toml::Table>,
 }
@@ -138,7 +143,11 @@ struct FileSettings {
     #[serde(default)]
     reconciler: ReconcilerFile,
     #[serde(default)]
+    subscriptions: SubscriptionsFile,
+    #[serde(default)]
     providers: BTreeMap<String, toml::Table>,
+    #[serde(default)]
+    host_jwt: HostJwtFile,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -167,6 +176,12 @@ struct LifetimesFile {
 struct HttpFile {
     secure_cookies: Option<bool>,
     trust_forwarded_for: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SubscriptionsFile {
+    renewal_clock_tolerance_seconds: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -272,6 +287,13 @@ fn resolve(file: FileSettings, env: &dyn Env) -> Result<Settings, SettingsError>
         env,
         pick(env, "DATABASE_URL", file.database_url),
     )?;
+    let secure_cookies = file
+        .http
+        .secure_cookies
+        .unwrap_or(environment == AppEnvironment::Production);
+    if environment == AppEnvironment::Production {
+        production_guards(app_base_url.as_deref(), secure_cookies)?;
+    }
     let lifetimes = &file.lifetimes;
     Ok(Settings {
         bind_addr,
@@ -296,15 +318,37 @@ fn resolve(file: FileSettings, env: &dyn Env) -> Result<Settings, SettingsError>
             lifetimes.reservation_minutes.unwrap_or(15),
             "lifetimes.reservationMinutes",
         )?,
-        secure_cookies: file
-            .http
-            .secure_cookies
-            .unwrap_or(environment == AppEnvironment::Production),
+        secure_cookies,
         trust_forwarded_for: file.http.trust_forwarded_for.unwrap_or(false),
-        host_jwt_secret: env.get("HOST_JWT_SECRET").map(SecretString::from),
+        host_jwt: host_tokens::resolve(file.host_jwt, env, environment)?,
         reconciler: reconciler(&file.reconciler)?,
+        renewal_clock_tolerance_ms: renewal_tolerance(&file.subscriptions)?,
         providers: providers(file.providers, env)?,
     })
+}
+
+/// What `APP_ENV=production` insists on: a public https base URL (providers call back to it and
+/// buyers return to it) and `Secure` session cookies.
+fn production_guards(base_url: Option<&str>, secure_cookies: bool) -> Result<(), SettingsError> {
+    match base_url {
+        None => {
+            return Err(bad(
+                "APP_BASE_URL",
+                "must be set in production to the service's public https URL",
+            ));
+        }
+        Some(url) if !url.starts_with("https://") => {
+            return Err(bad("APP_BASE_URL", "must be an https:// URL in production"));
+        }
+        Some(_) => {}
+    }
+    if !secure_cookies {
+        return Err(bad(
+            "http.secureCookies",
+            "must be true in production (session cookies only over https)",
+        ));
+    }
+    Ok(())
 }
 
 fn minutes(value: u32, setting: &str) -> Result<i64, SettingsError> {
@@ -412,6 +456,18 @@ fn database(
     };
     let is_sqlite = settings.is_sqlite();
     Ok((settings, migrate || is_sqlite))
+}
+
+/// At most a day: a wider window would let a renewal overlap the period already paid.
+fn renewal_tolerance(file: &SubscriptionsFile) -> Result<i64, SettingsError> {
+    match file.renewal_clock_tolerance_seconds {
+        None => Ok(application::service::DEFAULT_RENEWAL_CLOCK_TOLERANCE_MS),
+        Some(seconds) if seconds <= 86_400 => Ok(i64::from(seconds) * 1000),
+        Some(_) => Err(bad(
+            "subscriptions.renewalClockToleranceSeconds",
+            "must be at most 86400 (one day)",
+        )),
+    }
 }
 
 fn reconciler(file: &ReconcilerFile) -> Result<ReconcilerSettings, SettingsError> {
@@ -538,6 +594,55 @@ mod tests {
             let err = resolve(FileSettings::default(), &env(&[(var, value)])).unwrap_err();
             assert_eq!(err.setting, var);
         }
+    }
+
+    #[test]
+    fn the_renewal_clock_tolerance_is_an_hour_unless_set_and_at_most_a_day() {
+        let s = resolve(FileSettings::default(), &env(&[])).unwrap();
+        assert_eq!(s.renewal_clock_tolerance_ms, 3_600_000);
+        let file: FileSettings =
+            toml::from_str("[subscriptions]\nrenewalClockToleranceSeconds = 60\n").unwrap();
+        assert_eq!(
+            resolve(file, &env(&[])).unwrap().renewal_clock_tolerance_ms,
+            60_000
+        );
+        let file: FileSettings =
+            toml::from_str("[subscriptions]\nrenewalClockToleranceSeconds = 90000\n").unwrap();
+        assert_eq!(
+            resolve(file, &env(&[])).unwrap_err().setting,
+            "subscriptions.renewalClockToleranceSeconds"
+        );
+    }
+
+    #[test]
+    fn production_needs_an_https_base_url_and_secure_cookies() {
+        let https = [
+            ("APP_ENV", "production"),
+            ("APP_BASE_URL", "https://pay.example.com"),
+        ];
+        let s = resolve(FileSettings::default(), &env(&https)).unwrap();
+        assert!(s.secure_cookies, "secure cookies by default in production");
+        for (pairs, setting) in [
+            (vec![("APP_ENV", "production")], "APP_BASE_URL"),
+            (
+                vec![
+                    ("APP_ENV", "production"),
+                    ("APP_BASE_URL", "http://pay.example.com"),
+                ],
+                "APP_BASE_URL",
+            ),
+        ] {
+            let err = resolve(FileSettings::default(), &env(&pairs)).unwrap_err();
+            assert_eq!(err.setting, setting, "{err}");
+        }
+        let file: FileSettings = toml::from_str("[http]\nsecureCookies = false\n").unwrap();
+        let err = resolve(file, &env(&https)).unwrap_err();
+        assert_eq!(err.setting, "http.secureCookies");
+        let file: FileSettings = toml::from_str("[http]\nsecureCookies = false\n").unwrap();
+        assert!(
+            resolve(file, &env(&[])).is_ok(),
+            "development may use plain http"
+        );
     }
 
     #[test]

@@ -607,3 +607,106 @@ fn a_config_file_over_the_size_limit_is_refused_unread() {
         "{lines:?}"
     );
 }
+
+/// `tally check-config` with `env` added to the process environment.
+fn check_config_with(dir: &Path, env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tally"))
+        .arg("check-config")
+        .arg("--config")
+        .arg(dir)
+        .env_remove("APP_ENV")
+        .env_remove("APP_BASE_URL")
+        .envs(env.iter().copied())
+        .output()
+        .expect("tally runs")
+}
+
+const CARD_ONLY: &str =
+    "[providers.card_gateway]\nsecretKey = \"sk_test_x\"\nwebhookSecret = \"whsec_x\"\n";
+const PRODUCTION: [(&str, &str); 2] = [
+    ("APP_ENV", "production"),
+    ("APP_BASE_URL", "https://pay.example.com"),
+];
+
+#[test]
+fn production_refuses_plans_of_providers_that_are_off_naming_each_one() {
+    let dir = config_dir(&fixture_payment_toml(), FIXTURE_CREDITS);
+    fs::write(dir.path().join("tally.toml"), CARD_ONLY).expect("tally.toml written");
+    let lines = error_lines(&check_config_with(dir.path(), &PRODUCTION));
+    let all = lines.join("\n");
+    for (id, body) in FIXTURE_PLANS {
+        let provider = body
+            .lines()
+            .find_map(|l| l.strip_prefix("provider = \""))
+            .and_then(|p| p.strip_suffix('"'))
+            .expect("every fixture plan names its provider");
+        let named = all.contains(&format!("{id} ({provider})"));
+        assert_eq!(named, provider != "card_gateway", "{id}: {all}");
+    }
+    // Development runs the same catalog with the other providers on the sandbox.
+    let dev = check_config_with(dir.path(), &[]);
+    assert!(dev.status.success(), "{}", text(&dev.stderr));
+    assert!(
+        text(&dev.stdout).contains(
+            "providers live: card_gateway; sandboxed: wallet_qr, wallet_web, wallet_global, mor_a, mor_b, mor_c; off: none"
+        ),
+        "{}",
+        text(&dev.stdout)
+    );
+}
+
+#[test]
+fn production_with_a_catalog_of_live_providers_passes_and_says_which_are_off() {
+    let card = FIXTURE_PLANS
+        .iter()
+        .find(|(id, _)| *id == "card_monthly")
+        .expect("fixture");
+    let dir = config_dir(&plan_block(card.0, card.1), FIXTURE_CREDITS);
+    fs::write(dir.path().join("tally.toml"), CARD_ONLY).expect("tally.toml written");
+    let output = check_config_with(dir.path(), &PRODUCTION);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stdout).contains(
+            "providers live: card_gateway; sandboxed: none; off: wallet_qr, wallet_web, wallet_global, mor_a, mor_b, mor_c"
+        ),
+        "{}",
+        text(&output.stdout)
+    );
+    // No live provider at all, or an http base URL, is refused with the setting named.
+    fs::remove_file(dir.path().join("tally.toml")).expect("removed");
+    let none = error_lines(&check_config_with(dir.path(), &PRODUCTION)).join("\n");
+    assert!(none.contains("at least one live provider"), "{none}");
+    let http = error_lines(&check_config_with(
+        dir.path(),
+        &[
+            ("APP_ENV", "production"),
+            ("APP_BASE_URL", "http://pay.example.com"),
+        ],
+    ))
+    .join("\n");
+    assert!(http.contains("APP_BASE_URL"), "{http}");
+}
+
+#[test]
+fn a_live_wechat_pay_needs_an_https_base_url_even_in_development() {
+    let qr = FIXTURE_PLANS
+        .iter()
+        .find(|(id, _)| *id == "qr_lifetime")
+        .expect("fixture");
+    let dir = config_dir(&plan_block(qr.0, qr.1), FIXTURE_CREDITS);
+    fs::write(
+        dir.path().join("tally.toml"),
+        "[providers.wallet_qr]\nmchId = \"1900000109\"\n",
+    )
+    .expect("tally.toml written");
+    for base in [None, Some("http://pay.example.com")] {
+        let env: Vec<(&str, &str)> = base.map(|b| ("APP_BASE_URL", b)).into_iter().collect();
+        let refused = error_lines(&check_config_with(dir.path(), &env)).join("\n");
+        assert!(
+            refused.contains("APP_BASE_URL must be an https:// URL while wallet_qr is live"),
+            "{base:?}: {refused}"
+        );
+    }
+    let https = check_config_with(dir.path(), &[("APP_BASE_URL", "https://pay.example.com")]);
+    assert!(https.status.success(), "{}", text(&https.stderr));
+}

@@ -34,7 +34,7 @@ pub use plan::{
 };
 pub use provider::{CapabilityError, ProviderId, TestMode};
 pub use subscription::{
-    BillingPeriod, RenewalIntent, Subscription, SubscriptionError, SubscriptionEvent,
-    SubscriptionStatus,
+    BillingPeriod, RenewalIntent, RenewalRefusal, SoldTerms, SoldTermsMismatch, Subscription,
+    SubscriptionError, SubscriptionEvent, SubscriptionStatus, check_activation,
 };
 pub use time::Timestamp;

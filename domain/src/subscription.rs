@@ -8,11 +8,18 @@
 //! ```
 //! Events carry the provider's time. An event older than the last one applied is refused
 //! (CORRECTNESS.md invariant 7), and a renewal never moves the billing period backwards.
+//!
+//! A subscription pays for what was sold (invariant 10): at activation it keeps [`SoldTerms`]
+//! from its recurring order, and every payment is checked against them
+//! ([`check_activation`], [`Subscription::check_renewal`]) before it may grant anything.
 
 use std::fmt;
 
+use crate::credits::Credits;
 use crate::ids::{PlanId, SubscriptionId, UserId};
-use crate::order::Transition;
+use crate::money::Money;
+use crate::order::{PlanSnapshot, Transition};
+use crate::plan::{Duration, Months, PlanType};
 use crate::provider::ProviderId;
 use crate::time::Timestamp;
 
@@ -134,6 +141,138 @@ pub enum SubscriptionError {
     },
 }
 
+/// What a subscription was sold at: the price (and currency) of each period, the billing
+/// interval and the credits each paid period grants. Kept from the order at activation and never
+/// read again from a plan, so editing or deleting the plan changes nothing already sold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SoldTerms {
+    price: Money,
+    interval: Months,
+    credits_per_period: Option<Credits>,
+}
+
+impl SoldTerms {
+    /// Terms as stored (the store rehydrates them through this).
+    #[must_use]
+    pub const fn new(price: Money, interval: Months, credits_per_period: Option<Credits>) -> Self {
+        Self {
+            price,
+            interval,
+            credits_per_period,
+        }
+    }
+
+    /// The terms a recurring order sold.
+    ///
+    /// # Errors
+    /// [`SoldTermsMismatch::NotRecurring`] for a one-time or credits order;
+    /// [`SoldTermsMismatch::NoInterval`] for a recurring order without a finite interval.
+    pub fn of_order(plan: &PlanSnapshot) -> Result<Self, SoldTermsMismatch> {
+        if plan.plan_type != PlanType::Recurring {
+            return Err(SoldTermsMismatch::NotRecurring {
+                plan_type: plan.plan_type,
+            });
+        }
+        let Some(Duration::Months(interval)) = plan.duration else {
+            return Err(SoldTermsMismatch::NoInterval);
+        };
+        Ok(Self::new(plan.price, interval, plan.credits))
+    }
+
+    /// The price of one period, in the currency it was sold in.
+    #[must_use]
+    pub const fn price(&self) -> Money {
+        self.price
+    }
+
+    /// The billing interval.
+    #[must_use]
+    pub const fn interval(&self) -> Months {
+        self.interval
+    }
+
+    /// The credits each paid period grants, if any.
+    #[must_use]
+    pub const fn credits_per_period(&self) -> Option<Credits> {
+        self.credits_per_period
+    }
+
+    /// Whether `paid` is exactly the sold price in the sold currency.
+    ///
+    /// # Errors
+    /// [`SoldTermsMismatch::Amount`] otherwise.
+    pub fn check_paid(&self, paid: Money) -> Result<(), SoldTermsMismatch> {
+        if paid == self.price {
+            return Ok(());
+        }
+        Err(SoldTermsMismatch::Amount {
+            paid,
+            sold: self.price,
+        })
+    }
+}
+
+/// Why a subscription payment does not match what was sold (recorded as a mismatch).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SoldTermsMismatch {
+    /// Only a recurring order can start a subscription.
+    #[error("a {plan_type} order cannot start a subscription")]
+    NotRecurring {
+        /// The order's plan type.
+        plan_type: PlanType,
+    },
+    /// A recurring order without a finite billing interval.
+    #[error("recurring order without a billing interval in months")]
+    NoInterval,
+    /// The amount or currency paid is not the price sold.
+    #[error("paid {paid}, sold at {sold}")]
+    Amount {
+        /// What the provider reported.
+        paid: Money,
+        /// The sold price.
+        sold: Money,
+    },
+    /// The subscription predates sold terms and none could be recovered from its order.
+    #[error("subscription has no sold terms")]
+    Unknown,
+}
+
+/// Check an activation against the order it names: the order must be recurring and, when the
+/// provider reports the amount, it must be the order's price in its currency.
+///
+/// # Errors
+/// [`SoldTermsMismatch`] when it does not match; nothing may change then.
+pub fn check_activation(
+    plan: &PlanSnapshot,
+    paid: Option<Money>,
+) -> Result<SoldTerms, SoldTermsMismatch> {
+    let terms = SoldTerms::of_order(plan)?;
+    if let Some(paid) = paid {
+        terms.check_paid(paid)?;
+    }
+    Ok(terms)
+}
+
+/// Why a renewal grants nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RenewalRefusal {
+    /// It did not pay what was sold (recorded as a mismatch).
+    #[error(transparent)]
+    Mismatch(#[from] SoldTermsMismatch),
+    /// It is for the period already paid (a repeat; recorded as a duplicate state).
+    #[error("period already paid")]
+    AlreadyPaid,
+    /// It starts before the paid period ends, beyond the clock tolerance: it overlaps a period
+    /// already granted or lies in the past (recorded as stale).
+    #[error("period starting at {start} overlaps the paid period ending at {paid_until}")]
+    Overlaps {
+        /// The renewal's period start.
+        start: Timestamp,
+        /// The end of the period already paid.
+        paid_until: Timestamp,
+    },
+}
+
 /// A user's subscription to a recurring plan at one provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subscription {
@@ -155,9 +294,42 @@ pub struct Subscription {
     pub renewal: RenewalIntent,
     /// The provider time of the last applied event.
     pub last_event_at: Timestamp,
+    /// What was sold, kept at activation; `None` only for a subscription stored before terms
+    /// were kept whose order could not supply them (its renewals are mismatches).
+    pub sold_terms: Option<SoldTerms>,
 }
 
 impl Subscription {
+    /// Check a renewal paying `paid` for `period` against what was sold and what is already paid.
+    ///
+    /// The period must start no earlier than the end of the paid period less `tolerance_ms`
+    /// (providers' clocks drift a little). Periods only move forward, so every earlier paid
+    /// period ends no later than the current one: this also keeps it from overlapping any of them.
+    ///
+    /// # Errors
+    /// [`RenewalRefusal`]: a mismatch of amount or currency (checked first), the period already
+    /// paid, or an overlapping or past period.
+    pub fn check_renewal(
+        &self,
+        paid: Money,
+        period: BillingPeriod,
+        tolerance_ms: i64,
+    ) -> Result<(), RenewalRefusal> {
+        let terms = self.sold_terms.ok_or(SoldTermsMismatch::Unknown)?;
+        terms.check_paid(paid)?;
+        if period == self.current_period {
+            return Err(RenewalRefusal::AlreadyPaid);
+        }
+        let paid_until = self.current_period.end;
+        if period.start.plus_millis(tolerance_ms.max(0)) < paid_until {
+            return Err(RenewalRefusal::Overlaps {
+                start: period.start,
+                paid_until,
+            });
+        }
+        Ok(())
+    }
+
     /// Apply a provider event that happened at `event_at`.
     ///
     /// # Errors
@@ -292,7 +464,52 @@ mod tests {
             current_period: period(0, 100),
             renewal: RenewalIntent::Renews,
             last_event_at: t(10),
+            sold_terms: Some(terms()),
         }
+    }
+
+    fn usd(minor: i64) -> Money {
+        Money::from_minor(minor, crate::money::Currency::Usd).unwrap()
+    }
+
+    fn terms() -> SoldTerms {
+        let Some(Duration::Months(month)) = Duration::from_months_value(1) else {
+            unreachable!()
+        };
+        SoldTerms::new(usd(999), month, Some(Credits::from_whole(1000).unwrap()))
+    }
+
+    #[test]
+    fn a_renewal_must_pay_the_sold_price_for_the_next_period() {
+        let s = sub(SubscriptionStatus::Active);
+        assert_eq!(s.check_renewal(usd(999), period(100, 200), 5), Ok(()));
+        assert_eq!(s.check_renewal(usd(999), period(96, 200), 5), Ok(()));
+        assert!(matches!(
+            s.check_renewal(usd(1), period(100, 200), 5),
+            Err(RenewalRefusal::Mismatch(SoldTermsMismatch::Amount { .. }))
+        ));
+        assert_eq!(
+            s.check_renewal(usd(999), period(0, 100), 5),
+            Err(RenewalRefusal::AlreadyPaid)
+        );
+        assert!(matches!(
+            s.check_renewal(usd(999), period(50, 150), 5),
+            Err(RenewalRefusal::Overlaps { .. })
+        ));
+        assert!(matches!(
+            s.check_renewal(usd(999), period(-900, -800), 5),
+            Err(RenewalRefusal::Overlaps { .. })
+        ));
+    }
+
+    #[test]
+    fn a_subscription_without_sold_terms_renews_nothing() {
+        let mut s = sub(SubscriptionStatus::Active);
+        s.sold_terms = None;
+        assert_eq!(
+            s.check_renewal(usd(999), period(100, 200), 5),
+            Err(RenewalRefusal::Mismatch(SoldTermsMismatch::Unknown))
+        );
     }
 
     #[test]

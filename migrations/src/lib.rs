@@ -9,12 +9,16 @@
 //! |------|---------|--------------|
 //! | `m20260101_000001_initial` | before credits | users, sessions, API keys, dynamic plans, orders, subscriptions, webhook inbox, idempotency records |
 //! | `m20260201_000002_credits` | credits | credit balances, transactions, grant lots and reservations; changes nothing that exists |
+//! | `m20260301_000003_host_identities` | host identities | `host_identities` (issuer, subject) → user, backfilled for earlier host users |
+//! | `m20260401_000004_subscription_terms` | sold terms | `subscriptions` keep price, currency, interval and credits per period, filled from their order |
 //!
 //! Every step migrates down as well as up; the tests in `tests/migrations.rs` prove it on SQLite
 //! and, when `TEST_DATABASE_URL` is set, on PostgreSQL.
 
 mod m20260101_000001_initial;
 mod m20260201_000002_credits;
+mod m20260301_000003_host_identities;
+mod m20260401_000004_subscription_terms;
 mod sql;
 
 pub use sea_orm_migration::MigratorTrait;
@@ -30,6 +34,8 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20260101_000001_initial::Migration),
             Box::new(m20260201_000002_credits::Migration),
+            Box::new(m20260301_000003_host_identities::Migration),
+            Box::new(m20260401_000004_subscription_terms::Migration),
         ]
     }
 }

@@ -208,8 +208,16 @@ async fn step_one_data_survives_the_credits_release(t: &TestDb) {
 async fn every_step_migrates_down_and_up_again(t: &TestDb) {
     Migrator::up(&t.db, None).await.expect("up");
     let all = tables(&t.db).await;
-    assert_eq!(all.len(), 13, "{all:?}");
+    assert_eq!(all.len(), 14, "{all:?}");
+    Migrator::down(&t.db, Some(1))
+        .await
+        .expect("down the sold-terms step");
+    assert_eq!(tables(&t.db).await.len(), 14);
     Migrator::down(&t.db, Some(1)).await.expect("down one step");
+    assert_eq!(tables(&t.db).await.len(), 13);
+    Migrator::down(&t.db, Some(1))
+        .await
+        .expect("down another step");
     assert_eq!(tables(&t.db).await.len(), 9);
     Migrator::down(&t.db, None).await.expect("down to 0");
     assert_eq!(tables(&t.db).await, vec!["seaql_migrations".to_owned()]);
@@ -218,7 +226,184 @@ async fn every_step_migrates_down_and_up_again(t: &TestDb) {
     let applied = Migrator::get_applied_migrations(&t.db)
         .await
         .expect("status");
-    assert_eq!(applied.len(), 2);
+    assert_eq!(applied.len(), 4);
+}
+
+/// `(id, price_minor, currency, interval_months, credits_per_period_hundredths)` of every
+/// subscription, in id order.
+type SoldTermsRow = (
+    String,
+    Option<i64>,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+);
+
+async fn sold_terms(db: &DatabaseConnection) -> Vec<SoldTermsRow> {
+    let rows = db
+        .query_all_raw(Statement::from_string(
+            db.get_database_backend(),
+            "SELECT id, price_minor, currency, CAST(interval_months AS BIGINT) AS interval_months,
+                credits_per_period_hundredths FROM subscriptions ORDER BY id",
+        ))
+        .await
+        .expect("subscriptions");
+    rows.iter()
+        .map(|row| {
+            let int = |c: &str| row.try_get::<Option<i64>>("", c).unwrap();
+            (
+                row.try_get("", "id").unwrap(),
+                int("price_minor"),
+                row.try_get("", "currency").unwrap(),
+                int("interval_months"),
+                int("credits_per_period_hundredths"),
+            )
+        })
+        .collect()
+}
+
+async fn subscriptions_keep_the_terms_of_their_order(t: &TestDb) {
+    Migrator::up(&t.db, Some(3))
+        .await
+        .expect("migrate to step 3");
+    for sql in STEP_ONE_DATA {
+        exec(&t.db, sql).await;
+    }
+    exec(
+        &t.db,
+        "INSERT INTO orders (id, user_id, provider, plan_id, plan_type, amount_minor, currency,
+            credits_hundredths, months, status, paid_at, expires_at, created_at, updated_at)
+         VALUES ('o3', 'u1', 'card_gateway', 'pro-monthly', 'recurring', 999, 'USD', 5000, 1,
+            'paid', 1, 1, 1, 1),
+                ('o4', 'u2', 'mor_b', 'team-yearly', 'recurring', 9900, 'EUR', NULL, 12,
+            'paid', 1, 1, 1, 1)",
+    )
+    .await;
+    // Started by a recurring order with credits, one without credits, one wrongly by a
+    // one-time order, and one with no order at all.
+    exec(
+        &t.db,
+        "INSERT INTO subscriptions (id, user_id, order_id, plan_id, provider,
+            provider_subscription_id, status, period_start, period_end, last_event_at,
+            created_at, updated_at)
+         VALUES ('s1', 'u1', 'o3', 'pro-monthly', 'card_gateway', 'sub_1', 'active', 1, 2, 1, 1, 1),
+                ('s2', 'u2', 'o4', 'team-yearly', 'mor_b', 'sub_2', 'active', 1, 2, 1, 1, 1),
+                ('s3', 'u1', 'o1', 'pro', 'card_gateway', 'sub_3', 'active', 1, 2, 1, 1, 1),
+                ('s4', 'u1', NULL, 'pro', 'card_gateway', 'sub_4', 'active', 1, 2, 1, 1, 1)",
+    )
+    .await;
+    Migrator::up(&t.db, None).await.expect("migrate up");
+    assert_eq!(
+        sold_terms(&t.db).await,
+        vec![
+            (
+                "s1".into(),
+                Some(999),
+                Some("USD".into()),
+                Some(1),
+                Some(5000)
+            ),
+            ("s2".into(), Some(9900), Some("EUR".into()), Some(12), None),
+            ("s3".into(), None, None, None, None),
+            ("s4".into(), None, None, None, None),
+        ]
+    );
+    let refused = [
+        // A price without an interval.
+        "UPDATE subscriptions SET price_minor = 100, currency = 'USD' WHERE id = 's4'",
+        // An interval out of range.
+        "UPDATE subscriptions SET interval_months = 0 WHERE id = 's1'",
+        // No credits is NULL, never zero.
+        "UPDATE subscriptions SET credits_per_period_hundredths = 0 WHERE id = 's1'",
+        // A negative price.
+        "UPDATE subscriptions SET price_minor = -1 WHERE id = 's1'",
+    ];
+    for sql in refused {
+        assert!(
+            t.db.execute_unprepared(sql).await.is_err(),
+            "accepted: {sql}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn sqlite_subscriptions_keep_the_terms_of_their_order() {
+    let t = TestDb::sqlite().await;
+    subscriptions_keep_the_terms_of_their_order(&t).await;
+}
+
+#[tokio::test]
+async fn postgres_subscriptions_keep_the_terms_of_their_order() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    subscriptions_keep_the_terms_of_their_order(&t).await;
+    t.cleanup().await;
+}
+
+/// `(issuer, subject, user_id)` of every host identity, in key order.
+async fn host_identities(db: &DatabaseConnection) -> Vec<(String, String, String)> {
+    let rows = db
+        .query_all_raw(Statement::from_string(
+            db.get_database_backend(),
+            "SELECT issuer, subject, user_id FROM host_identities ORDER BY issuer, subject",
+        ))
+        .await
+        .expect("host identities");
+    rows.iter()
+        .map(|r| {
+            let text = |c: &str| r.try_get::<String>("", c).unwrap();
+            (text("issuer"), text("subject"), text("user_id"))
+        })
+        .collect()
+}
+
+async fn earlier_host_users_are_mapped_to_themselves(t: &TestDb) {
+    Migrator::up(&t.db, Some(2))
+        .await
+        .expect("migrate to step 2");
+    exec(&t.db, STEP_ONE_DATA[0]).await;
+    // An earlier host user (no password, placeholder address, id = the token's subject), and a
+    // password-less account that is not one.
+    exec(
+        &t.db,
+        "INSERT INTO users (id, email, password_hash, role, created_at)
+         VALUES ('host-sub-7', 'host-sub-7@host.invalid', NULL, 'user', 1700000000002),
+                ('u3', 'u3@host.invalid', '$argon2id$v=19$y', 'user', 1700000000003)",
+    )
+    .await;
+    exec(
+        &t.db,
+        "INSERT INTO credit_balances (user_id, balance_hundredths, transaction_count, updated_at)
+         VALUES ('host-sub-7', 500, 0, 1)",
+    )
+    .await;
+    Migrator::up(&t.db, None).await.expect("migrate up");
+    assert_eq!(
+        host_identities(&t.db).await,
+        vec![(
+            String::new(),
+            "host-sub-7".to_owned(),
+            "host-sub-7".to_owned()
+        )]
+    );
+    let refused = [
+        // A second identity for the same user.
+        "INSERT INTO host_identities (issuer, subject, user_id, created_at)
+         VALUES ('https://idp.example', 'x', 'host-sub-7', 1)",
+        // A user that does not exist.
+        "INSERT INTO host_identities (issuer, subject, user_id, created_at)
+         VALUES ('https://idp.example', 'y', 'nobody', 1)",
+        // An empty subject.
+        "INSERT INTO host_identities (issuer, subject, user_id, created_at)
+         VALUES ('https://idp.example', '', 'u2', 1)",
+    ];
+    for sql in refused {
+        assert!(
+            t.db.execute_unprepared(sql).await.is_err(),
+            "accepted: {sql}"
+        );
+    }
 }
 
 async fn the_database_refuses_rows_that_break_the_invariants(t: &TestDb) {
@@ -266,6 +451,21 @@ async fn sqlite_every_step_migrates_down_and_up_again() {
 async fn sqlite_the_database_refuses_rows_that_break_the_invariants() {
     let t = TestDb::sqlite().await;
     the_database_refuses_rows_that_break_the_invariants(&t).await;
+}
+
+#[tokio::test]
+async fn sqlite_earlier_host_users_are_mapped_to_themselves() {
+    let t = TestDb::sqlite().await;
+    earlier_host_users_are_mapped_to_themselves(&t).await;
+}
+
+#[tokio::test]
+async fn postgres_earlier_host_users_are_mapped_to_themselves() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    earlier_host_users_are_mapped_to_themselves(&t).await;
+    t.cleanup().await;
 }
 
 #[tokio::test]

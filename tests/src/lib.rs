@@ -60,10 +60,19 @@ pub fn test_settings(dir: &Path) -> Settings {
 /// # Panics
 /// When the application does not start (a test failure).
 pub async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
+    spawn_app_from(&config_dir(), adjust).await
+}
+
+/// Start the application with the catalog of `catalog_dir` (`payment.toml` and `credits.toml`)
+/// and the shipped settings changed by `adjust`.
+///
+/// # Panics
+/// When the catalog does not load or the application does not start (a test failure).
+pub async fn spawn_app_from(catalog_dir: &Path, adjust: impl FnOnce(&mut Settings)) -> TestApp {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut settings = test_settings(dir.path());
     adjust(&mut settings);
-    let catalog = bootstrap::catalog::load(&config_dir()).expect("shipped catalog loads");
+    let catalog = bootstrap::catalog::load(catalog_dir).expect("the catalog loads");
     let app = Application::build(settings, catalog)
         .await
         .expect("application builds");

@@ -663,6 +663,7 @@ async fn the_first_paid_invoice_activates_the_subscription_with_the_lines_period
             },
             provider_subscription_id: "sub_1QKy7pLkdIwHu7ixWbQz4u2Y".into(),
             period: BillingPeriod::new(at(1_731_769_998), at(1_734_361_998)).unwrap(),
+            amount: Some(usd(1900)),
             occurred_at: at(1_731_770_002),
         }]
     );

@@ -485,6 +485,7 @@ async fn a_completed_subscription_checkout_with_its_period_activates_the_subscri
                 at("2024-11-12T11:58:38.000Z")
             )
             .unwrap(),
+            amount: Some(eur(1000)),
             occurred_at: Timestamp::from_unix_millis(1_728_734_325_927),
         }]
     );
@@ -502,6 +503,7 @@ async fn the_first_paid_subscription_event_activates_it_for_the_order_in_its_met
                 at("2024-11-12T11:58:38.000Z")
             )
             .unwrap(),
+            amount: Some(eur(1000)),
             occurred_at: Timestamp::from_unix_millis(1_728_734_327_355),
         }]
     );

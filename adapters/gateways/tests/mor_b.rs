@@ -583,6 +583,7 @@ async fn an_active_subscription_is_activated_for_our_order_with_its_current_peri
             provider_subscription_id: "sub_6Kl9nO2pD5bG8zFr".into(),
             period: BillingPeriod::new(time("2025-01-20T08:59:41Z"), time("2025-02-20T08:59:41Z"))
                 .unwrap(),
+            amount: Some(usd(1900)),
             occurred_at: time("2025-01-20T09:00:04.12Z"),
         }]
     );

@@ -621,6 +621,7 @@ async fn an_activated_subscription_starts_with_its_first_period() {
                 at("2026-07-01T00:00:00.000Z")
             )
             .unwrap(),
+            amount: Some(money(2697, Currency::Eur)),
             occurred_at: at("2026-04-01T00:00:05.000Z"),
         }]
     );

@@ -1134,6 +1134,7 @@ async fn an_activated_subscription_with_its_first_payment_starts_the_paid_period
             order: subscription_order(),
             provider_subscription_id: SUBSCRIPTION.into(),
             period: first_period(),
+            amount: None,
             occurred_at: at("2024-05-01T09:59:12Z"),
         }]
     );
@@ -1167,6 +1168,7 @@ async fn the_first_sale_of_a_subscription_activates_it() {
             order: subscription_order(),
             provider_subscription_id: SUBSCRIPTION.into(),
             period: first_period(),
+            amount: None,
             occurred_at: at("2024-05-01T09:59:50Z"),
         }]
     );

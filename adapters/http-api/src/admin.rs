@@ -471,6 +471,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
             let plans = list_plans(
                 PricingMode::Dynamic,
                 &config.catalog,
+                self.state.service.gateways(),
                 self.state.service.store(),
                 Audience::Admin,
                 None,

@@ -12,14 +12,14 @@ use application::ports::{
     Clock, CreditTransaction, IdGenerator, Replay, ReservationStatus, SecretHasher, Store,
 };
 use application::use_cases::credits::{ConsumeCredits, CreditsError, UsageRequest};
-use domain::IdempotencyKey;
+use poem::Request;
 use poem_openapi::param::{Header, Path};
 use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
 
 use crate::AppState;
 use crate::auth::Credential;
-use crate::dto::{ReservationView, timestamp};
+use crate::dto::{ReservationView, parse_idempotency_key, timestamp};
 use crate::metrics;
 use crate::problem::{Code, Problem, api_response};
 
@@ -222,6 +222,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> ConsumptionApi<S, C, I
     async fn consume(
         &self,
         credential: Credential,
+        request: &Request,
         /// Required: makes a retry return the first response.
         #[oai(name = "Idempotency-Key")]
         idempotency_key: Header<Option<String>>,
@@ -231,7 +232,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> ConsumptionApi<S, C, I
             self.state
                 .service_key(&credential, Scope::CreditsConsume)
                 .await?;
-            let request = consume_request(idempotency_key.0, &body.0)?;
+            let request = consume_request(idempotency_key.0, request, &body.0)?;
             self.state
                 .service
                 .consume_credits(request)
@@ -254,6 +255,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> ConsumptionApi<S, C, I
     async fn reserve(
         &self,
         credential: Credential,
+        request: &Request,
         /// Required: makes a retry return the first response.
         #[oai(name = "Idempotency-Key")]
         idempotency_key: Header<Option<String>>,
@@ -263,7 +265,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> ConsumptionApi<S, C, I
             self.state
                 .service_key(&credential, Scope::CreditsConsume)
                 .await?;
-            let request = consume_request(idempotency_key.0, &body.0)?;
+            let request = consume_request(idempotency_key.0, request, &body.0)?;
             self.state
                 .service
                 .reserve_credits(request)
@@ -346,10 +348,13 @@ fn replayed(replay: Replay) -> Option<bool> {
     (replay == Replay::Replayed).then_some(true)
 }
 
-fn consume_request(key: Option<String>, body: &UsageBody) -> Result<ConsumeCredits, Problem> {
-    let key = key.ok_or_else(|| Problem::bad_input("the Idempotency-Key header is required"))?;
-    let idempotency_key = IdempotencyKey::new(key)
-        .map_err(|e| Problem::bad_input(format!("Idempotency-Key: {e}")))?;
+fn consume_request(
+    key: Option<String>,
+    request: &Request,
+    body: &UsageBody,
+) -> Result<ConsumeCredits, Problem> {
+    let idempotency_key = parse_idempotency_key(key, request)?
+        .ok_or_else(|| Problem::bad_input("the Idempotency-Key header is required"))?;
     Ok(ConsumeCredits {
         user_id: body.user_id.clone(),
         usage: body.usage(),

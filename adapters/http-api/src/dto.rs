@@ -9,7 +9,11 @@
 use application::pagination::{PageRequest, PaginationError};
 use application::ports::{CheckoutTarget, OrderRecord, Reservation, ReservationStatus};
 use chrono::{DateTime, SecondsFormat};
-use domain::{CreditDelta, Credits, Money, OrderStatus, RenewalIntent, Subscription, Timestamp};
+use domain::{
+    CreditDelta, Credits, IdempotencyKey, Money, OrderStatus, RenewalIntent, Subscription,
+    Timestamp,
+};
+use poem::Request;
 use poem_openapi::Object;
 
 use crate::problem::{Code, Problem};
@@ -35,6 +39,42 @@ pub(crate) fn signed_credits(delta: CreditDelta) -> String {
         delta.magnitude().to_string()
     }
 }
+
+/// The request's `Idempotency-Key`, if it sent one, as the domain accepts it.
+///
+/// `parsed` is what poem-openapi read from the header. It reads only values that are visible
+/// ASCII and leaves any other value out, as if the header were absent; so when it has nothing,
+/// the raw header is looked at, and a value that is there but unreadable (an emoji, Latin-1
+/// bytes) is refused with the rule it broke instead of being ignored.
+///
+/// # Errors
+/// `validation_failed` (400) naming the broken rule: empty, too long, or a character outside
+/// printable ASCII without spaces.
+pub(crate) fn parse_idempotency_key(
+    parsed: Option<String>,
+    request: &Request,
+) -> Result<Option<IdempotencyKey>, Problem> {
+    let refused = |e: domain::IdError| Problem::bad_input(format!("Idempotency-Key: {e}"));
+    match parsed {
+        Some(value) => IdempotencyKey::new(value).map(Some).map_err(refused),
+        None => match request.headers().get(IDEMPOTENCY_KEY_HEADER) {
+            None => Ok(None),
+            Some(raw) => {
+                let text = String::from_utf8_lossy(raw.as_bytes()).into_owned();
+                match IdempotencyKey::new(text) {
+                    Err(e) => Err(refused(e)),
+                    // Unreachable: a value poem-openapi could not read is not visible ASCII.
+                    Ok(_) => Err(Problem::bad_input(
+                        "Idempotency-Key may contain only printable ASCII without spaces",
+                    )),
+                }
+            }
+        },
+    }
+}
+
+/// The idempotency key header, as poem stores header names.
+const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
 
 /// Parse `page` and `limit` query values (defaults 1 and 20, limit at most 100).
 pub(crate) fn page_request(

@@ -9,7 +9,7 @@
 //! RFC 9457 error body and the only place statuses are attached to error codes; `auth` turns a
 //! cookie, bearer token or API key into a [`Principal`](application::use_cases::accounts::Principal);
 //! `middleware` gives every response a request id, maps every framework error into a problem,
-//! limits request bodies and records metrics.
+//! limits request headers (`header_limit`) and bodies and records metrics.
 //!
 //! Boundary: nothing here decides business rules; handlers parse, call one use case and map
 //! its outcome. HTTP statuses are decided only here (HOUSE-STYLE.md rule 14).
@@ -20,6 +20,7 @@ mod auth_routes;
 mod consumption;
 mod credits;
 mod dto;
+mod header_limit;
 mod health;
 mod i18n;
 mod metrics;
@@ -39,7 +40,12 @@ use poem::middleware::CatchPanic;
 use poem::{EndpointExt, IntoEndpoint, Route};
 use poem_openapi::{ExtraHeader, OpenApiService};
 
+pub use header_limit::{
+    HTTP1_MAX_HEADERS_PARSED, HeaderLimit, HeaderLimitEndpoint, MAX_REQUEST_HEADER_BYTES,
+    MAX_REQUEST_HEADERS,
+};
 pub use health::Readiness;
+pub use problem::{PROBLEM_CONTENT_TYPE, unparsed_request_problem};
 pub use rate_limit::RateLimit;
 
 /// The OpenAPI document's title.

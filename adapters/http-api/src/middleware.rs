@@ -1,7 +1,7 @@
 //! The request context around every endpoint: a request id (the client's when sane, else a new
-//! one) in a tracing span and in `X-Request-Id`; a size limit on request bodies; the catch-all
-//! mapping of framework errors (parse failures, unknown routes, missing credentials, …) into
-//! problem JSON; and the request metrics.
+//! one) in a tracing span and in `X-Request-Id`; the limits on request headers and bodies; the
+//! catch-all mapping of framework errors (parse failures, unknown routes, missing credentials,
+//! …) into problem JSON; and the request metrics.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,6 +17,7 @@ use poem_openapi::error::{
 use tracing::Instrument;
 
 use crate::auth::unauthorized;
+use crate::header_limit;
 use crate::metrics;
 use crate::problem::{Code, Problem};
 
@@ -94,7 +95,11 @@ impl<E: Endpoint> Endpoint for RequestContextEndpoint<E> {
             } else {
                 self.limits.json_bytes
             };
-            let mut response = match buffer_body(&mut req, limit).await {
+            let checked = match header_limit::check(req.headers()) {
+                Ok(()) => buffer_body(&mut req, limit).await,
+                Err(problem) => Err(problem),
+            };
+            let mut response = match checked {
                 Ok(()) => match self.inner.call(req).await {
                     Ok(output) => output.into_response(),
                     Err(error) => error_response(error),

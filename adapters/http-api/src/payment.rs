@@ -6,7 +6,6 @@ use application::ports::{Clock, IdGenerator, Replay, SecretHasher, Store};
 use application::use_cases::cancel_payment::{CancelOutcome, CancelPaymentError, ProviderClose};
 use application::use_cases::initiate_payment::{InitiatePayment, InitiatePaymentError};
 use application::use_cases::query_payment::QueryPaymentError;
-use domain::IdempotencyKey;
 use poem::Request;
 use poem_openapi::param::{Header, Path, Query};
 use poem_openapi::payload::Json;
@@ -14,7 +13,7 @@ use poem_openapi::{Object, OpenApi};
 
 use crate::AppState;
 use crate::auth::Credential;
-use crate::dto::{OrderView, PageInfo, SubscriptionView, page_request};
+use crate::dto::{OrderView, PageInfo, SubscriptionView, page_request, parse_idempotency_key};
 use crate::metrics;
 use crate::problem::{Code, Problem, api_response};
 use crate::rate_limit::Action;
@@ -78,7 +77,8 @@ api_response! {
         409 Conflict,
         /// `payload_too_large`: the body is over 64 KiB.
         413 PayloadTooLarge,
-        /// `unknown_provider`, `provider_mismatch` or `provider_not_supported`.
+        /// `unknown_provider`, `provider_mismatch`, `provider_not_supported` or
+        /// `provider_unavailable` (the plan's provider is not configured here).
         422 Unprocessable,
         /// `provider_error`: the provider failed; the order is `failed`.
         502 BadGateway,
@@ -283,10 +283,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> PaymentApi<S, C, I, H>
     ) -> Result<InitiateResponse, Problem> {
         let user = self.state.user(credential).await?;
         self.state.limits.check(Action::Initiate, request)?;
-        let idempotency_key = idempotency_key
-            .map(IdempotencyKey::new)
-            .transpose()
-            .map_err(|e| Problem::bad_input(format!("Idempotency-Key: {e}")))?;
+        let idempotency_key = parse_idempotency_key(idempotency_key, request)?;
         let started = self
             .state
             .service
@@ -324,6 +321,9 @@ fn initiate_problem(e: InitiatePaymentError) -> Problem {
         }
         InitiatePaymentError::ProviderNotSupported(_) => {
             Problem::new(Code::ProviderNotSupported, e.to_string())
+        }
+        InitiatePaymentError::ProviderUnavailable(_) => {
+            Problem::new(Code::ProviderUnavailable, e.to_string())
         }
         InitiatePaymentError::IdempotencyConflict => {
             Problem::new(Code::IdempotencyConflict, e.to_string())

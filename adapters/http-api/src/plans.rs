@@ -160,6 +160,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> PlansApi<S, C, I, H> {
         let listed = list_plans(
             config.pricing_mode,
             &config.catalog,
+            self.state.service.gateways(),
             self.state.service.store(),
             Audience::Public,
             requested.as_ref(),

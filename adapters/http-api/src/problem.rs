@@ -18,7 +18,7 @@ use poem_openapi::Object;
 use poem_openapi::payload::Json;
 
 /// The media type of every error body.
-pub(crate) const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
+pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
 
 /// The stable error codes clients switch on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +39,7 @@ pub(crate) enum Code {
     MethodNotAllowed,
     ProviderMismatch,
     ProviderNotSupported,
+    ProviderUnavailable,
     NotCancellable,
     IdempotencyConflict,
     EmailTaken,
@@ -46,6 +47,8 @@ pub(crate) enum Code {
     ReservationResolved,
     InsufficientCredits,
     PayloadTooLarge,
+    RequestHeaderFieldsTooLarge,
+    UriTooLong,
     RateLimited,
     InternalError,
     ProviderError,
@@ -72,6 +75,7 @@ impl Code {
             Code::MethodNotAllowed => "method_not_allowed",
             Code::ProviderMismatch => "provider_mismatch",
             Code::ProviderNotSupported => "provider_not_supported",
+            Code::ProviderUnavailable => "provider_unavailable",
             Code::NotCancellable => "not_cancellable",
             Code::IdempotencyConflict => "idempotency_conflict",
             Code::EmailTaken => "email_taken",
@@ -79,6 +83,8 @@ impl Code {
             Code::ReservationResolved => "reservation_resolved",
             Code::InsufficientCredits => "insufficient_credits",
             Code::PayloadTooLarge => "payload_too_large",
+            Code::RequestHeaderFieldsTooLarge => "request_header_fields_too_large",
+            Code::UriTooLong => "uri_too_long",
             Code::RateLimited => "rate_limited",
             Code::InternalError => "internal_error",
             Code::ProviderError => "provider_error",
@@ -106,6 +112,7 @@ impl Code {
             Code::MethodNotAllowed => S::METHOD_NOT_ALLOWED,
             Code::ProviderMismatch => S::UNPROCESSABLE_ENTITY,
             Code::ProviderNotSupported => S::UNPROCESSABLE_ENTITY,
+            Code::ProviderUnavailable => S::UNPROCESSABLE_ENTITY,
             Code::NotCancellable => S::CONFLICT,
             Code::IdempotencyConflict => S::CONFLICT,
             Code::EmailTaken => S::CONFLICT,
@@ -113,6 +120,8 @@ impl Code {
             Code::ReservationResolved => S::CONFLICT,
             Code::InsufficientCredits => S::PAYMENT_REQUIRED,
             Code::PayloadTooLarge => S::PAYLOAD_TOO_LARGE,
+            Code::RequestHeaderFieldsTooLarge => S::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            Code::UriTooLong => S::URI_TOO_LONG,
             Code::RateLimited => S::TOO_MANY_REQUESTS,
             Code::InternalError => S::INTERNAL_SERVER_ERROR,
             Code::ProviderError => S::BAD_GATEWAY,
@@ -139,6 +148,7 @@ impl Code {
             Code::MethodNotAllowed => "Method not allowed",
             Code::ProviderMismatch => "Plan is sold through another provider",
             Code::ProviderNotSupported => "Provider cannot sell this plan",
+            Code::ProviderUnavailable => "Provider not available",
             Code::NotCancellable => "Order cannot be cancelled",
             Code::IdempotencyConflict => "Idempotency key reused with another request",
             Code::EmailTaken => "Email address taken",
@@ -146,6 +156,8 @@ impl Code {
             Code::ReservationResolved => "Reservation already resolved",
             Code::InsufficientCredits => "Insufficient credits",
             Code::PayloadTooLarge => "Request body too large",
+            Code::RequestHeaderFieldsTooLarge => "Request header fields too large",
+            Code::UriTooLong => "URI too long",
             Code::RateLimited => "Too many requests",
             Code::InternalError => "Internal error",
             Code::ProviderError => "Payment provider failed",
@@ -358,6 +370,36 @@ pub(crate) fn error_chain(e: &(dyn StdError + 'static)) -> String {
     text
 }
 
+/// The problem JSON for a request the HTTP server refuses before any endpoint sees it, because
+/// it cannot parse the request head: its status, and the body as bytes. `None` for statuses the
+/// server does not answer that way.
+///
+/// The server (hyper) answers 400 for bytes HTTP does not allow in the request line or a header
+/// field (a NUL, a bare CR, another control character), 431 for more header fields than it
+/// parses, and 414 for a URI longer than it reads; it sends no body, so the caller puts this
+/// one in.
+#[must_use]
+pub fn unparsed_request_problem(status: u16) -> Option<Vec<u8>> {
+    let problem = match status {
+        400 => Problem::new(
+            Code::BadRequest,
+            "the request line or a header field could not be parsed: header names must be \
+             tokens and header values visible ASCII, spaces or tabs; a NUL or another control \
+             character is refused",
+        ),
+        431 => Problem::new(
+            Code::RequestHeaderFieldsTooLarge,
+            "the request's header fields are larger than the server reads",
+        ),
+        414 => Problem::new(
+            Code::UriTooLong,
+            "the request URI is longer than the server reads",
+        ),
+        _ => return None,
+    };
+    serde_json::to_vec(&poem_openapi::types::ToJSON::to_json(&*problem.body)).ok()
+}
+
 /// The answer to a request whose handler panicked (`CatchPanic`'s handler).
 pub(crate) fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response {
     let message = panic
@@ -503,6 +545,7 @@ mod tests {
             Code::MethodNotAllowed,
             Code::ProviderMismatch,
             Code::ProviderNotSupported,
+            Code::ProviderUnavailable,
             Code::NotCancellable,
             Code::IdempotencyConflict,
             Code::EmailTaken,
@@ -510,6 +553,8 @@ mod tests {
             Code::ReservationResolved,
             Code::InsufficientCredits,
             Code::PayloadTooLarge,
+            Code::RequestHeaderFieldsTooLarge,
+            Code::UriTooLong,
             Code::RateLimited,
             Code::InternalError,
             Code::ProviderError,
@@ -527,6 +572,21 @@ mod tests {
             );
             assert!(code.status().is_client_error() || code.status().is_server_error());
         }
+    }
+
+    #[test]
+    fn the_servers_own_refusals_have_problem_bodies() {
+        for (status, code) in [
+            (400, "bad_request"),
+            (431, "request_header_fields_too_large"),
+            (414, "uri_too_long"),
+        ] {
+            let body = unparsed_request_problem(status).unwrap();
+            let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(json["code"], code);
+            assert_eq!(json["status"], status);
+        }
+        assert!(unparsed_request_problem(500).is_none());
     }
 
     fn anyhow_like(message: &str) -> anyhow::Error {

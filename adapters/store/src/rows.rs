@@ -16,7 +16,8 @@ use application::ports::{
 use domain::{
     BillingPeriod, CreditDelta, Credits, Currency, Duration, GrantLot, Money, Order, OrderId,
     OrderStatus, PlanId, PlanSnapshot, PlanType, ProviderId, RenewalIntent, ReservationId,
-    Subscription, SubscriptionId, SubscriptionStatus, Timestamp, TransactionKind, UserId,
+    SoldTerms, Subscription, SubscriptionId, SubscriptionStatus, Timestamp, TransactionKind,
+    UserId,
 };
 use sea_orm::FromQueryResult;
 
@@ -301,7 +302,9 @@ pub(crate) fn duration_from_months(months: i64) -> Result<Duration, String> {
 
 /// The columns of [`SubscriptionRow`].
 pub(crate) const SUBSCRIPTION_COLUMNS: &str = "id, user_id, plan_id, provider, \
-    provider_subscription_id, status, period_start, period_end, cancel_at_period_end, last_event_at";
+    provider_subscription_id, status, period_start, period_end, cancel_at_period_end, last_event_at, \
+    price_minor, currency, CAST(interval_months AS BIGINT) AS interval_months, \
+    credits_per_period_hundredths";
 
 /// A `subscriptions` row.
 #[derive(Debug, FromQueryResult)]
@@ -316,12 +319,17 @@ pub(crate) struct SubscriptionRow {
     period_end: i64,
     cancel_at_period_end: bool,
     last_event_at: i64,
+    price_minor: Option<i64>,
+    currency: Option<String>,
+    interval_months: Option<i64>,
+    credits_per_period_hundredths: Option<i64>,
 }
 
 impl SubscriptionRow {
     /// The subscription.
     pub(crate) fn into_domain(self) -> Result<Subscription, StoreError> {
         let bad = |what: String| corrupt("subscriptions", &self.id, what);
+        let sold_terms = self.sold_terms().map_err(bad)?;
         Ok(Subscription {
             id: SubscriptionId::new(self.id.clone()).map_err(|e| bad(e.to_string()))?,
             user_id: UserId::new(self.user_id.clone()).map_err(|e| bad(e.to_string()))?,
@@ -341,7 +349,34 @@ impl SubscriptionRow {
             },
             provider_subscription_id: self.provider_subscription_id,
             last_event_at: ts(self.last_event_at),
+            sold_terms,
         })
+    }
+
+    /// The terms it was sold at, through the domain's constructors; all or nothing.
+    fn sold_terms(&self) -> Result<Option<SoldTerms>, String> {
+        let (price_minor, currency, months) = match (
+            self.price_minor,
+            self.currency.as_deref(),
+            self.interval_months,
+        ) {
+            (None, None, None) => return Ok(None),
+            (Some(price), Some(currency), Some(months)) => (price, currency, months),
+            _ => return Err("sold terms are partly missing".into()),
+        };
+        let currency = currency
+            .parse::<Currency>()
+            .map_err(|e| format!("sold currency: {e}"))?;
+        let price = Money::from_minor(price_minor, currency).map_err(|e| e.to_string())?;
+        let Ok(Duration::Months(interval)) = duration_from_months(months) else {
+            return Err(format!("interval of {months} months"));
+        };
+        let credits = self
+            .credits_per_period_hundredths
+            .map(Credits::from_hundredths)
+            .transpose()
+            .map_err(|e| format!("credits per period: {e}"))?;
+        Ok(Some(SoldTerms::new(price, interval, credits)))
     }
 }
 

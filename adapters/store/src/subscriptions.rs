@@ -3,7 +3,10 @@
 
 use application::ports::{StoreError, SubscriptionRepository};
 use async_trait::async_trait;
-use domain::{OrderId, ProviderId, RenewalIntent, Subscription, SubscriptionId, Timestamp, UserId};
+use domain::{
+    Credits, OrderId, ProviderId, RenewalIntent, SoldTerms, Subscription, SubscriptionId,
+    Timestamp, UserId,
+};
 use sea_orm::{ConnectionTrait, DbErr, Value};
 
 use crate::SeaOrmStore;
@@ -28,8 +31,10 @@ pub(crate) async fn create<C: ConnectionTrait>(
 ) -> Result<bool, DbErr> {
     let sql = "INSERT INTO subscriptions (id, user_id, order_id, plan_id, provider, \
         provider_subscription_id, status, period_start, period_end, cancel_at_period_end, \
-        last_event_at, created_at, updated_at) \
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12) ON CONFLICT DO NOTHING";
+        last_event_at, created_at, updated_at, price_minor, currency, interval_months, \
+        credits_per_period_hundredths) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, $14, $15, $16) \
+        ON CONFLICT DO NOTHING";
     let mut values: Vec<Value> = vec![
         s.id.as_str().into(),
         s.user_id.as_str().into(),
@@ -40,7 +45,24 @@ pub(crate) async fn create<C: ConnectionTrait>(
     ];
     values.extend(state_values(s));
     values.push(now.unix_millis().into());
+    values.extend(sold_terms_values(s.sold_terms.as_ref()));
     Ok(crate::sql::execute(conn, sql, values).await? == 1)
+}
+
+/// `price_minor, currency, interval_months, credits_per_period_hundredths`; all NULL without
+/// terms. They are written once, at creation: what was sold does not change with later events.
+fn sold_terms_values(terms: Option<&SoldTerms>) -> [Value; 4] {
+    [
+        terms.map(|t| t.price().amount_minor()).into(),
+        terms.map(|t| t.price().currency().code().to_owned()).into(),
+        terms
+            .map(|t| i32::try_from(t.interval().get()).unwrap_or(i32::MAX))
+            .into(),
+        terms
+            .and_then(SoldTerms::credits_per_period)
+            .map(Credits::hundredths)
+            .into(),
+    ]
 }
 
 /// Replace the state of `s` if its `last_event_at` is still `expected`; returns whether it did.

@@ -1,12 +1,98 @@
 //! Users, sign-in sessions and service API keys.
 
 use application::accounts::{ApiKey, Email, PasswordHash, Role, TokenHash, User};
-use application::ports::{ApiKeyRepository, NewUser, StoreError, UserRepository};
+use application::ports::{
+    ApiKeyRepository, HOST_USER_ID_PREFIX, NewHostUser, NewUser, StoreError, UserRepository,
+};
 use async_trait::async_trait;
 use domain::{Timestamp, UserId};
+use sea_orm::DatabaseTransaction;
+use sha2::{Digest, Sha256};
 
 use crate::SeaOrmStore;
+use crate::retry::Fail;
 use crate::rows::{API_KEY_COLUMNS, ApiKeyRow, USER_COLUMNS, UserRow, scopes_value};
+use crate::sql::{self, End};
+
+/// The id of the user created for a host identity: [`HOST_USER_ID_PREFIX`] and 26 hex digits
+/// (104 bits) of SHA-256(issuer || 0x00 || subject). Password accounts are `usr_…`, so the two
+/// never meet; instances racing on a first request compute the same id.
+fn host_user_id(issuer: &str, subject: &str) -> Result<UserId, StoreError> {
+    let mut digest = Sha256::new();
+    digest.update(issuer.as_bytes());
+    digest.update([0_u8]);
+    digest.update(subject.as_bytes());
+    let hex: String = digest
+        .finalize()
+        .iter()
+        .take(13)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    UserId::new(format!("{HOST_USER_ID_PREFIX}{hex}")).map_err(|e| StoreError::Unexpected(e.into()))
+}
+
+/// The user a host identity ($1 issuer, $2 subject) maps to, read through the mapping.
+const MAPPED_USER: &str = "SELECT u.id, u.email, u.password_hash, u.role, u.created_at \
+                           FROM host_identities h JOIN users u ON u.id = h.user_id \
+                           WHERE h.issuer = $1 AND h.subject = $2";
+
+/// The user `user`'s identity maps to, creating it and the mapping when there is none; it must
+/// be a password-less user (never a password account).
+async fn host_user(tx: &DatabaseTransaction, user: &NewHostUser) -> Result<End<User>, Fail> {
+    let found = match mapped_user(tx, user).await? {
+        Some(found) => Some(found),
+        None => {
+            create_host_user(tx, user).await?;
+            mapped_user(tx, user).await?
+        }
+    };
+    match found {
+        Some((found, None)) => Ok(End::Commit(found)),
+        Some((_, Some(_))) => Err(Fail::Store(StoreError::Conflict(
+            "host identity maps to a password account".into(),
+        ))),
+        None => Err(Fail::Store(StoreError::Conflict(
+            "host identity could not be mapped".into(),
+        ))),
+    }
+}
+
+/// The user an identity maps to, read through the mapping, with its password hash.
+async fn mapped_user(
+    tx: &DatabaseTransaction,
+    user: &NewHostUser,
+) -> Result<Option<(User, Option<PasswordHash>)>, Fail> {
+    let values = vec![user.issuer.as_str().into(), user.subject.as_str().into()];
+    let row: Option<UserRow> = sql::one(tx, MAPPED_USER, values).await?;
+    Ok(row.map(UserRow::into_domain).transpose()?)
+}
+
+/// Insert the identity's user and mapping, each unless it exists: an instance racing on the
+/// same first request computes the same id, and whichever commits first wins for both.
+async fn create_host_user(tx: &DatabaseTransaction, user: &NewHostUser) -> Result<(), Fail> {
+    let id = host_user_id(&user.issuer, &user.subject)?;
+    let now = user.created_at.unix_millis();
+    // A taken id is the same identity created by another instance (or, at odds of 2^-104, a
+    // collision, which the caller's check refuses); a taken placeholder address is a conflict.
+    let sql = "INSERT INTO users (id, email, password_hash, role, created_at) \
+               VALUES ($1, $2, NULL, 'user', $3) ON CONFLICT (id) DO NOTHING";
+    let values = vec![
+        id.as_str().into(),
+        format!("{id}@host.invalid").into(),
+        now.into(),
+    ];
+    sql::execute(tx, sql, values).await?;
+    let sql = "INSERT INTO host_identities (issuer, subject, user_id, created_at) \
+               VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING";
+    let values = vec![
+        user.issuer.as_str().into(),
+        user.subject.as_str().into(),
+        id.as_str().into(),
+        now.into(),
+    ];
+    sql::execute(tx, sql, values).await?;
+    Ok(())
+}
 
 fn user_by(column: &str) -> String {
     format!("SELECT {USER_COLUMNS} FROM users WHERE {column} = $1")
@@ -58,22 +144,23 @@ impl UserRepository for SeaOrmStore {
             .map(|(user, _)| user))
     }
 
-    async fn ensure_user(
-        &self,
-        id: &UserId,
-        email: &Email,
-        now: Timestamp,
-    ) -> Result<User, StoreError> {
-        // Only a taken id is expected; a taken placeholder address is a real conflict.
-        let sql = "INSERT INTO users (id, email, password_hash, role, created_at) \
-                   VALUES ($1, $2, NULL, 'user', $3) ON CONFLICT (id) DO NOTHING";
-        let values = vec![
-            id.as_str().into(),
-            email.as_str().into(),
-            now.unix_millis().into(),
-        ];
-        self.run_execute("ensure_user", sql, values).await?;
-        self.find_user(id).await?.ok_or(StoreError::NotFound)
+    async fn find_or_create_host_user(&self, user: &NewHostUser) -> Result<User, StoreError> {
+        // Every request with a host token comes here: a known identity costs one read, not a
+        // write transaction (which on SQLite takes the database's write lock).
+        let values = vec![user.issuer.as_str().into(), user.subject.as_str().into()];
+        let known: Option<UserRow> = self
+            .fetch_one("find_host_user", MAPPED_USER, values)
+            .await?;
+        if let Some((found, None)) = known.map(UserRow::into_domain).transpose()? {
+            return Ok(found);
+        }
+        self.retry
+            .run("find_or_create_host_user", || async {
+                let (_turn, tx) = self.begin_write().await?;
+                let body = host_user(&tx, user).await;
+                sql::finish(tx, body).await
+            })
+            .await
     }
 
     async fn set_role(&self, id: &UserId, role: Role) -> Result<(), StoreError> {

@@ -155,6 +155,9 @@ pub enum PaymentEvent {
         provider_subscription_id: String,
         /// The first paid period.
         period: BillingPeriod,
+        /// What the first period paid, when the provider's activation event says (it must then
+        /// be the order's price in its currency); `None` when the event carries no amount.
+        amount: Option<Money>,
         /// When.
         occurred_at: Timestamp,
     },

@@ -1,9 +1,10 @@
 //! Runtime ports: time, identifiers, randomness and secrets hashing come in through these, so
 //! that use cases are deterministic under test.
 
+use async_trait::async_trait;
 use domain::Timestamp;
 
-use crate::accounts::{Password, PasswordHash, TokenHash};
+use crate::accounts::{Password, PasswordHash, Role, TokenHash};
 
 /// The current time.
 pub trait Clock: Send + Sync + 'static {
@@ -36,9 +37,24 @@ pub trait SecretHasher: Send + Sync + 'static {
     fn hash_token(&self, token: &str) -> TokenHash;
 }
 
-/// Verifies tokens issued by a host application that already signs its users in (HS256 JWTs in
-/// production), for deployments that set it up.
+/// Who a valid host-application token names, and what it may do for this request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostIdentity {
+    /// The host's issuer: the configured issuer, or `''` when none is configured.
+    pub issuer: String,
+    /// The token's subject (its `sub` claim), unique within the issuer.
+    pub subject: String,
+    /// `Admin` only when the operator mapped a claim to the admin role and this token carries
+    /// it; decided per token, never stored.
+    pub role: Role,
+}
+
+/// Verifies tokens issued by a host application that already signs its users in (JWTs signed
+/// with a shared secret or the host's public key), for deployments that set it up.
+#[async_trait]
 pub trait HostTokenVerifier: Send + Sync + 'static {
-    /// The user id (the token's subject) of a valid, unexpired token; `None` otherwise.
-    fn verify(&self, token: &str, now: Timestamp) -> Option<String>;
+    /// The identity named by a valid token: signature by a configured key with a configured
+    /// algorithm, `exp` after `now`, `nbf` (if present) not after `now`, and the configured
+    /// issuer and audience. `None` for anything else; a verifier never panics on a claim.
+    async fn verify(&self, token: &str, now: Timestamp) -> Option<HostIdentity>;
 }

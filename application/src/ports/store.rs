@@ -63,6 +63,20 @@ pub struct NewUser {
     pub created_at: Timestamp,
 }
 
+/// A host application's user as a token names it: its identity in the host's namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewHostUser {
+    /// The host's issuer (`''` when no issuer is configured).
+    pub issuer: String,
+    /// The token's subject, unique within the issuer.
+    pub subject: String,
+    /// Now (the creation time if the identity is new).
+    pub created_at: Timestamp,
+}
+
+/// The id prefix of users created for host identities (password accounts are `usr_…`).
+pub const HOST_USER_ID_PREFIX: &str = "hst_";
+
 /// Users and their sign-in sessions.
 #[async_trait]
 pub trait UserRepository: Send + Sync + 'static {
@@ -87,17 +101,17 @@ pub trait UserRepository: Send + Sync + 'static {
     /// Storage failures only.
     async fn find_user(&self, id: &UserId) -> Result<Option<User>, StoreError>;
 
-    /// Create the user `id` if it does not exist (for subjects of trusted host-application JWTs),
-    /// with `email` as a placeholder address, and return it.
+    /// The user a host application's identity (issuer, subject) maps to, creating it and the
+    /// mapping on first use, in one transaction. A new user gets an id derived only from
+    /// (issuer, subject) and starting with [`HOST_USER_ID_PREFIX`], the placeholder address
+    /// `<id>@host.invalid`, no password and the role `user`, so two instances racing on the
+    /// same identity end with the one mapped user. The user MUST be read through the mapping,
+    /// never by id alone, and MUST NOT be a password account.
     ///
     /// # Errors
-    /// Storage failures only.
-    async fn ensure_user(
-        &self,
-        id: &UserId,
-        email: &Email,
-        now: Timestamp,
-    ) -> Result<User, StoreError>;
+    /// MUST return [`StoreError::Conflict`] when the mapping cannot be made or names a password
+    /// account (an id collision); storage failures otherwise.
+    async fn find_or_create_host_user(&self, user: &NewHostUser) -> Result<User, StoreError>;
 
     /// Change a user's role.
     ///

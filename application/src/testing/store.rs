@@ -18,6 +18,7 @@ use crate::ports::*;
 #[derive(Debug, Clone, Default)]
 struct State {
     users: BTreeMap<UserId, (User, Option<PasswordHash>)>,
+    host_identities: BTreeMap<(String, String), UserId>,
     sessions: BTreeMap<TokenHash, (UserId, Timestamp)>,
     api_keys: Vec<(ApiKey, TokenHash)>,
     plans: BTreeMap<PlanId, StoredPlan>,
@@ -115,25 +116,36 @@ impl UserRepository for InMemoryStore {
         Ok(lock(&self.0).users.get(id).map(|(u, _)| u.clone()))
     }
 
-    async fn ensure_user(
-        &self,
-        id: &UserId,
-        email: &Email,
-        now: Timestamp,
-    ) -> Result<User, StoreError> {
+    async fn find_or_create_host_user(&self, user: &NewHostUser) -> Result<User, StoreError> {
         self.atomically(|s| {
-            let entry = s.users.entry(id.clone()).or_insert_with(|| {
-                (
-                    User {
+            let key = (user.issuer.clone(), user.subject.clone());
+            let id = match s.host_identities.get(&key) {
+                Some(id) => id.clone(),
+                None => {
+                    let id = fake_host_user_id(&user.issuer, &user.subject);
+                    let email = Email::parse(&format!("{id}@host.invalid"))
+                        .map_err(|e| StoreError::Unexpected(e.into()))?;
+                    if s.users.contains_key(&id) || s.users.values().any(|(u, _)| u.email == email)
+                    {
+                        return Err(StoreError::Conflict("host user id taken".into()));
+                    }
+                    let created = User {
                         id: id.clone(),
-                        email: email.clone(),
+                        email,
                         role: Role::User,
-                        created_at: now,
-                    },
-                    None,
-                )
-            });
-            Ok(entry.0.clone())
+                        created_at: user.created_at,
+                    };
+                    s.users.insert(id.clone(), (created, None));
+                    s.host_identities.insert(key, id.clone());
+                    id
+                }
+            };
+            match s.users.get(&id) {
+                Some((found, None)) => Ok(found.clone()),
+                _ => Err(StoreError::Conflict(
+                    "host identity maps to no host user".into(),
+                )),
+            }
         })
     }
 
@@ -649,4 +661,14 @@ impl PaymentEventStore for InMemoryStore {
             Ok(true)
         })
     }
+}
+
+/// A deterministic id for a host identity (the fake's stand-in for the real store's digest).
+fn fake_host_user_id(issuer: &str, subject: &str) -> UserId {
+    use std::hash::{Hash, Hasher};
+    // `DefaultHasher::new()` has fixed keys, so the same identity always gets the same id.
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (issuer, subject).hash(&mut hasher);
+    UserId::new(format!("{HOST_USER_ID_PREFIX}{:016x}", hasher.finish()))
+        .expect("a prefix and 16 hex digits are a valid user id")
 }

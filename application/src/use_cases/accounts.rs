@@ -4,7 +4,10 @@ use domain::UserId;
 
 use super::InfraError;
 use crate::accounts::{AccountError, ApiKey, Email, Password, Role, Scope, User};
-use crate::ports::{Clock, IdGenerator, NewUser, SecretHasher, Store, StoreError, UserRepository};
+use crate::ports::{
+    Clock, HostIdentity, IdGenerator, NewHostUser, NewUser, SecretHasher, Store, StoreError,
+    UserRepository,
+};
 use crate::service::Service;
 
 /// The prefix of every service API key, so leaked keys are recognisable.
@@ -77,7 +80,7 @@ pub async fn create_account<U: UserRepository, H: SecretHasher, I: IdGenerator>(
     password: String,
     role: Role,
 ) -> Result<User, AccountsError> {
-    let email = Email::parse(email)?;
+    let email = Email::parse_new(email)?;
     let password = Password::parse(password)?;
     let hash = hasher
         .hash_password(&password)
@@ -95,6 +98,23 @@ pub async fn create_account<U: UserRepository, H: SecretHasher, I: IdGenerator>(
         Err(StoreError::Conflict(_)) => Err(AccountsError::EmailTaken),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The longest host issuer or subject accepted, in bytes.
+pub const MAX_HOST_IDENTITY_BYTES: usize = 512;
+
+/// The host identity to look up, if its issuer and subject are acceptable: a non-empty subject,
+/// both at most [`MAX_HOST_IDENTITY_BYTES`] and free of control characters (a NUL would make the
+/// derived id's input ambiguous, and PostgreSQL cannot store it).
+fn host_user(identity: &HostIdentity, now: domain::Timestamp) -> Option<NewHostUser> {
+    let acceptable =
+        |text: &str| text.len() <= MAX_HOST_IDENTITY_BYTES && !text.chars().any(char::is_control);
+    (!identity.subject.is_empty() && acceptable(&identity.subject) && acceptable(&identity.issuer))
+        .then(|| NewHostUser {
+            issuer: identity.issuer.clone(),
+            subject: identity.subject.clone(),
+            created_at: now,
+        })
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
@@ -184,17 +204,25 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         if let Some(user) = self.store.find_session_user(&hash, now).await? {
             return Ok(Principal::User(user));
         }
-        let subject = self
-            .host_tokens
-            .as_ref()
-            .and_then(|v| v.verify(token, now))
+        let Some(verifier) = &self.host_tokens else {
+            return Err(AccountsError::Unauthenticated);
+        };
+        let identity = verifier
+            .verify(token, now)
+            .await
             .ok_or(AccountsError::Unauthenticated)?;
-        let id = UserId::new(subject).map_err(|_| AccountsError::Unauthenticated)?;
-        let placeholder = Email::parse(&format!("{id}@host.invalid"))
-            .map_err(|_| AccountsError::Unauthenticated)?;
-        Ok(Principal::User(
-            self.store.ensure_user(&id, &placeholder, now).await?,
-        ))
+        let new = host_user(&identity, now).ok_or(AccountsError::Unauthenticated)?;
+        let user = match self.store.find_or_create_host_user(&new).await {
+            Ok(user) => user,
+            // A mapping that cannot be made (an id collision) signs nobody in.
+            Err(StoreError::Conflict(_)) => return Err(AccountsError::Unauthenticated),
+            Err(e) => return Err(e.into()),
+        };
+        // The role is the token's for this request only; a host user's stored role is `user`.
+        Ok(Principal::User(User {
+            role: identity.role,
+            ..user
+        }))
     }
 
     /// The user `id`, if it exists (for a service API key acting on a user's behalf).

@@ -11,11 +11,11 @@
 use domain::ledger::refund_share;
 use domain::{
     BillingPeriod, Duration, Money, Order, OrderStatus, PlanType, ProviderId, RenewalIntent,
-    Subscription, SubscriptionEvent, SubscriptionId, SubscriptionStatus, Timestamp, Transition,
+    RenewalRefusal, SoldTerms, SoldTermsMismatch, Subscription, SubscriptionEvent, SubscriptionId,
+    SubscriptionStatus, Timestamp, Transition, check_activation,
 };
 
 use super::InfraError;
-use super::plans::find_plan;
 use crate::ports::{
     AckFor, ClawbackCommand, Clock, GrantCommand, GrantSource, IdGenerator, InboxEntry,
     LedgerEffect, OrderChange, OrderLocator, OrderRecord, PaymentEvent, PaymentEventCommand,
@@ -320,105 +320,42 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 let Some(record) = self.locate(r.provider, order).await? else {
                     return Ok(unknown_order());
                 };
-                let mut o = record.order.clone();
-                Ok(match o.mark_failed(reason.clone()) {
-                    Ok(Transition::Applied) => Decision::Apply(with_order(
-                        r.command("applied", None),
-                        &record.order,
-                        o.status,
-                        None,
-                    )),
-                    _ => Decision::Record(
-                        "ignored",
-                        Some(format!("order is {}", record.order.status)),
-                    ),
-                })
+                Ok(decide_failed(r, &record, reason))
             }
             PaymentEvent::SubscriptionActivated {
                 order,
                 provider_subscription_id,
                 period,
+                amount,
                 occurred_at,
             } => {
-                let Some(record) = self.locate(r.provider, order).await? else {
-                    return Ok(unknown_order());
+                let activation = Activation {
+                    order,
+                    provider_subscription_id,
+                    period: *period,
+                    amount: *amount,
+                    occurred_at: *occurred_at,
                 };
-                self.decide_activation(r, &record, provider_subscription_id, *period, *occurred_at)
-                    .await
+                self.decide_activation(r, &activation).await
             }
             PaymentEvent::SubscriptionRenewed {
                 provider_subscription_id,
                 period,
+                amount,
                 occurred_at,
-                ..
             } => {
-                self.decide_lifecycle(
-                    r,
-                    provider_subscription_id,
-                    SubscriptionEvent::Renewed(*period),
-                    *occurred_at,
-                )
-                .await
+                self.decide_renewal(r, provider_subscription_id, *period, *amount, *occurred_at)
+                    .await
             }
-            PaymentEvent::SubscriptionPastDue {
-                provider_subscription_id,
-                occurred_at,
-            } => {
-                self.decide_lifecycle(
-                    r,
-                    provider_subscription_id,
-                    SubscriptionEvent::PastDue,
-                    *occurred_at,
-                )
-                .await
-            }
-            PaymentEvent::SubscriptionCancelScheduled {
-                provider_subscription_id,
-                occurred_at,
-            } => {
-                self.decide_lifecycle(
-                    r,
-                    provider_subscription_id,
-                    SubscriptionEvent::CancelScheduled,
-                    *occurred_at,
-                )
-                .await
-            }
-            PaymentEvent::SubscriptionCancelWithdrawn {
-                provider_subscription_id,
-                occurred_at,
-            } => {
-                self.decide_lifecycle(
-                    r,
-                    provider_subscription_id,
-                    SubscriptionEvent::CancelWithdrawn,
-                    *occurred_at,
-                )
-                .await
-            }
-            PaymentEvent::SubscriptionCanceled {
-                provider_subscription_id,
-                occurred_at,
-            } => {
-                self.decide_lifecycle(
-                    r,
-                    provider_subscription_id,
-                    SubscriptionEvent::Canceled,
-                    *occurred_at,
-                )
-                .await
-            }
-            PaymentEvent::SubscriptionExpired {
-                provider_subscription_id,
-                occurred_at,
-            } => {
-                self.decide_lifecycle(
-                    r,
-                    provider_subscription_id,
-                    SubscriptionEvent::Expired,
-                    *occurred_at,
-                )
-                .await
+            PaymentEvent::SubscriptionPastDue { .. }
+            | PaymentEvent::SubscriptionCancelScheduled { .. }
+            | PaymentEvent::SubscriptionCancelWithdrawn { .. }
+            | PaymentEvent::SubscriptionCanceled { .. }
+            | PaymentEvent::SubscriptionExpired { .. } => {
+                let Some((id, change, occurred_at)) = lifecycle_change(event) else {
+                    return Ok(Decision::Record("ignored", None));
+                };
+                self.decide_lifecycle(r, id, change, occurred_at).await
             }
             PaymentEvent::Refunded {
                 order,
@@ -455,66 +392,120 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         Ok(found.filter(|r| r.order.provider == provider))
     }
 
+    /// A subscription's first payment: it must match a recurring order of this provider (and
+    /// its price, when the event carries the amount); the subscription keeps what was sold.
     async fn decide_activation(
         &self,
         r: &Received,
-        record: &OrderRecord,
-        provider_subscription_id: &str,
-        period: BillingPeriod,
-        occurred_at: Timestamp,
+        activation: &Activation<'_>,
     ) -> Result<Decision, HandleWebhookError> {
+        let Some(record) = self.locate(r.provider, activation.order).await? else {
+            return Ok(unknown_order());
+        };
+        let record = &record;
+        let terms = match check_activation(&record.order.plan, activation.amount) {
+            Ok(terms) => terms,
+            Err(mismatch) => return Ok(mismatch_on_order(r, &record.order, &mismatch)),
+        };
         let existing = self
             .store
-            .find_subscription_by_provider_id(r.provider, provider_subscription_id)
+            .find_subscription_by_provider_id(r.provider, activation.provider_subscription_id)
             .await?;
-        let mut command = r.command("applied", None);
-        let subscription = match existing {
-            Some(current) => {
-                let mut next = current.clone();
-                match next.apply(SubscriptionEvent::Activated(period), occurred_at) {
-                    Ok(Transition::Applied) => {}
-                    Ok(Transition::AlreadyDone) => {}
-                    Err(e) => return Ok(Decision::Record("stale", Some(e.to_string()))),
-                }
-                command.subscription = Some(SubscriptionChange::Update {
-                    subscription: next.clone(),
-                    expected_last_event_at: current.last_event_at,
-                });
-                next
-            }
+        let (mut command, subscription) = match existing {
+            Some(current) => match activate_existing(&current, activation) {
+                Ok(next) => (update(r, &current, &next), next),
+                Err((outcome, detail)) => return Ok(Decision::Record(outcome, detail)),
+            },
             None => {
+                if let Some(refusal) = self.refuse_new_activation(r, record).await? {
+                    return Ok(refusal);
+                }
                 let id = SubscriptionId::new(self.ids.new_id("sub"))
                     .map_err(|e| InfraError::Unexpected(e.into()))?;
-                let created = Subscription {
-                    id,
-                    user_id: record.order.user_id.clone(),
-                    plan_id: record.order.plan.plan_id.clone(),
-                    provider: r.provider,
-                    provider_subscription_id: provider_subscription_id.to_owned(),
-                    status: SubscriptionStatus::Active,
-                    current_period: period,
-                    renewal: RenewalIntent::Renews,
-                    last_event_at: occurred_at,
-                };
-                command.subscription = Some(SubscriptionChange::Create(
-                    created.clone(),
-                    Some(record.order.id.clone()),
-                ));
-                created
+                activate_new(r, record, activation, terms, id)
             }
         };
         let mut order = record.order.clone();
-        if order.mark_paid(occurred_at) == Ok(Transition::Applied) {
+        if order.mark_paid(activation.occurred_at) == Ok(Transition::Applied) {
             command = with_order(command, &record.order, order.status, None);
         }
-        command.grant = record
-            .order
-            .plan
-            .credits
-            .map(|amount| period_grant(&subscription, period, amount, r.now));
+        // Credits come from what the subscription was sold at (a subscription stored before
+        // terms were kept takes them from this order, which has just been checked).
+        let sold = subscription.sold_terms.unwrap_or(terms);
+        command.grant = sold
+            .credits_per_period()
+            .map(|amount| period_grant(&subscription, activation.period, amount, r.now));
         Ok(Decision::Apply(command))
     }
 
+    /// Why a provider subscription not seen before may not start from this order: the order
+    /// is no longer waiting for payment (failed, expired, cancelled, refunded: recorded as a
+    /// late payment on the order), or it already started another subscription (paid orders
+    /// stay allowed, since the reconciler may mark an order paid before its activation).
+    async fn refuse_new_activation(
+        &self,
+        r: &Received,
+        record: &OrderRecord,
+    ) -> Result<Option<Decision>, HandleWebhookError> {
+        let order = &record.order;
+        if !matches!(
+            order.status,
+            OrderStatus::Pending | OrderStatus::Paid { .. }
+        ) {
+            let detail = format!("subscription activation for a {} order", order.status);
+            return Ok(Some(Decision::Apply(with_order(
+                r.command("late_payment", Some(detail.clone())),
+                order,
+                order.status.clone(),
+                Some(detail),
+            ))));
+        }
+        if let Some(started) = self.store.find_subscription_by_order(&order.id).await? {
+            let detail = format!(
+                "order already started subscription {}",
+                started
+                    .provider_subscription_id
+                    .chars()
+                    .take(128)
+                    .collect::<String>()
+            );
+            return Ok(Some(Decision::Record("mismatch", Some(detail))));
+        }
+        Ok(None)
+    }
+
+    /// A renewal: it must pay what was sold for the period after the one already paid; its
+    /// credits are the sold terms', never a plan's as edited since.
+    async fn decide_renewal(
+        &self,
+        r: &Received,
+        provider_subscription_id: &str,
+        period: BillingPeriod,
+        amount: Money,
+        occurred_at: Timestamp,
+    ) -> Result<Decision, HandleWebhookError> {
+        let Some(current) = self.find_subscription(r, provider_subscription_id).await? else {
+            return Ok(unknown_subscription(provider_subscription_id));
+        };
+        let tolerance_ms = self.config.renewal_clock_tolerance_ms;
+        if let Err(refusal) = current.check_renewal(amount, period, tolerance_ms) {
+            return Ok(refused_renewal(&refusal));
+        }
+        let mut next = current.clone();
+        match next.apply(SubscriptionEvent::Renewed(period), occurred_at) {
+            Ok(Transition::Applied) => {}
+            Ok(Transition::AlreadyDone) => return Ok(Decision::Record("duplicate_state", None)),
+            Err(e) => return Ok(Decision::Record("stale", Some(e.to_string()))),
+        }
+        let mut command = update(r, &current, &next);
+        command.grant = current
+            .sold_terms
+            .and_then(|terms| terms.credits_per_period())
+            .map(|amount| period_grant(&next, period, amount, r.now));
+        Ok(Decision::Apply(command))
+    }
+
+    /// A lifecycle event without a payment: past due, cancellation, expiry.
     async fn decide_lifecycle(
         &self,
         r: &Received,
@@ -522,44 +513,169 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         event: SubscriptionEvent,
         occurred_at: Timestamp,
     ) -> Result<Decision, HandleWebhookError> {
-        let Some(current) = self
-            .store
-            .find_subscription_by_provider_id(r.provider, provider_subscription_id)
-            .await?
-        else {
-            return Ok(Decision::Record(
-                "unknown_subscription",
-                Some(provider_subscription_id.chars().take(128).collect()),
-            ));
+        let Some(current) = self.find_subscription(r, provider_subscription_id).await? else {
+            return Ok(unknown_subscription(provider_subscription_id));
         };
         let mut next = current.clone();
         match next.apply(event, occurred_at) {
             Ok(Transition::Applied) => {}
-            Ok(Transition::AlreadyDone) if !matches!(event, SubscriptionEvent::Renewed(_)) => {
-                return Ok(Decision::Record("duplicate_state", None));
-            }
-            Ok(Transition::AlreadyDone) => {}
+            Ok(Transition::AlreadyDone) => return Ok(Decision::Record("duplicate_state", None)),
             Err(e) => return Ok(Decision::Record("stale", Some(e.to_string()))),
         }
-        let mut command = r.command("applied", None);
-        command.subscription = Some(SubscriptionChange::Update {
-            subscription: next.clone(),
-            expected_last_event_at: current.last_event_at,
-        });
-        if let SubscriptionEvent::Renewed(period) = event {
-            let plan = find_plan(
-                self.config.pricing_mode,
-                &self.config.catalog,
-                &self.store,
-                &current.plan_id,
-            )
-            .await?;
-            command.grant = plan
-                .and_then(|p| p.credits())
-                .map(|amount| period_grant(&next, period, amount, r.now));
-        }
-        Ok(Decision::Apply(command))
+        Ok(Decision::Apply(update(r, &current, &next)))
     }
+
+    async fn find_subscription(
+        &self,
+        r: &Received,
+        provider_subscription_id: &str,
+    ) -> Result<Option<Subscription>, StoreError> {
+        self.store
+            .find_subscription_by_provider_id(r.provider, provider_subscription_id)
+            .await
+    }
+}
+
+/// What an activation event says.
+struct Activation<'a> {
+    order: &'a OrderLocator,
+    provider_subscription_id: &'a str,
+    period: BillingPeriod,
+    amount: Option<Money>,
+    occurred_at: Timestamp,
+}
+
+/// An activation for a subscription already stored (the same payment told twice, or the
+/// provider's second event for it): the subscription moved along, or the outcome to record.
+fn activate_existing(
+    current: &Subscription,
+    activation: &Activation<'_>,
+) -> Result<Subscription, (&'static str, Option<String>)> {
+    let mut next = current.clone();
+    match next.apply(
+        SubscriptionEvent::Activated(activation.period),
+        activation.occurred_at,
+    ) {
+        Ok(Transition::Applied) => Ok(next),
+        // Already active for this period: granting again could only duplicate.
+        Ok(Transition::AlreadyDone) => Err(("duplicate_state", None)),
+        Err(e) => Err(("stale", Some(e.to_string()))),
+    }
+}
+
+/// The command that replaces `current` with `next` (compare-and-set on its last event).
+fn update(r: &Received, current: &Subscription, next: &Subscription) -> PaymentEventCommand {
+    let mut command = r.command("applied", None);
+    command.subscription = Some(SubscriptionChange::Update {
+        subscription: next.clone(),
+        expected_last_event_at: current.last_event_at,
+    });
+    command
+}
+
+/// A new subscription for `record`'s order, keeping the terms it was sold at.
+fn activate_new(
+    r: &Received,
+    record: &OrderRecord,
+    activation: &Activation<'_>,
+    terms: SoldTerms,
+    id: SubscriptionId,
+) -> (PaymentEventCommand, Subscription) {
+    let created = Subscription {
+        id,
+        user_id: record.order.user_id.clone(),
+        plan_id: record.order.plan.plan_id.clone(),
+        provider: r.provider,
+        provider_subscription_id: activation.provider_subscription_id.to_owned(),
+        status: SubscriptionStatus::Active,
+        current_period: activation.period,
+        renewal: RenewalIntent::Renews,
+        last_event_at: activation.occurred_at,
+        sold_terms: Some(terms),
+    };
+    let mut command = r.command("applied", None);
+    command.subscription = Some(SubscriptionChange::Create(
+        created.clone(),
+        Some(record.order.id.clone()),
+    ));
+    (command, created)
+}
+
+/// A verified payment that does not match its order: recorded on the order and in the inbox;
+/// the order keeps its status, nothing is granted.
+fn mismatch_on_order(r: &Received, order: &Order, mismatch: &SoldTermsMismatch) -> Decision {
+    let detail = mismatch.to_string();
+    Decision::Apply(with_order(
+        r.command("mismatch", Some(detail.clone())),
+        order,
+        order.status.clone(),
+        Some(detail),
+    ))
+}
+
+/// The inbox outcome of a renewal that grants nothing.
+fn refused_renewal(refusal: &RenewalRefusal) -> Decision {
+    let outcome = match refusal {
+        RenewalRefusal::Mismatch(_) => "mismatch",
+        RenewalRefusal::AlreadyPaid => "duplicate_state",
+        RenewalRefusal::Overlaps { .. } => "stale",
+    };
+    Decision::Record(outcome, Some(refusal.to_string()))
+}
+
+/// The subscription and lifecycle change a payment-less subscription event stands for.
+fn lifecycle_change(event: &PaymentEvent) -> Option<(&str, SubscriptionEvent, Timestamp)> {
+    let (id, change, at) = match event {
+        PaymentEvent::SubscriptionPastDue {
+            provider_subscription_id,
+            occurred_at,
+        } => (
+            provider_subscription_id,
+            SubscriptionEvent::PastDue,
+            occurred_at,
+        ),
+        PaymentEvent::SubscriptionCancelScheduled {
+            provider_subscription_id,
+            occurred_at,
+        } => (
+            provider_subscription_id,
+            SubscriptionEvent::CancelScheduled,
+            occurred_at,
+        ),
+        PaymentEvent::SubscriptionCancelWithdrawn {
+            provider_subscription_id,
+            occurred_at,
+        } => (
+            provider_subscription_id,
+            SubscriptionEvent::CancelWithdrawn,
+            occurred_at,
+        ),
+        PaymentEvent::SubscriptionCanceled {
+            provider_subscription_id,
+            occurred_at,
+        } => (
+            provider_subscription_id,
+            SubscriptionEvent::Canceled,
+            occurred_at,
+        ),
+        PaymentEvent::SubscriptionExpired {
+            provider_subscription_id,
+            occurred_at,
+        } => (
+            provider_subscription_id,
+            SubscriptionEvent::Expired,
+            occurred_at,
+        ),
+        _ => return None,
+    };
+    Some((id.as_str(), change, *at))
+}
+
+fn unknown_subscription(provider_subscription_id: &str) -> Decision {
+    Decision::Record(
+        "unknown_subscription",
+        Some(provider_subscription_id.chars().take(128).collect()),
+    )
 }
 
 fn unknown_order() -> Decision {
@@ -594,6 +710,20 @@ fn period_grant(
         // A subscription's credits are that period's allowance.
         expires_at: Some(period.end()),
         now,
+    }
+}
+
+/// A payment failed: the order fails, if it still can.
+fn decide_failed(r: &Received, record: &OrderRecord, reason: &str) -> Decision {
+    let mut order = record.order.clone();
+    match order.mark_failed(reason.to_owned()) {
+        Ok(Transition::Applied) => Decision::Apply(with_order(
+            r.command("applied", None),
+            &record.order,
+            order.status,
+            None,
+        )),
+        _ => Decision::Record("ignored", Some(format!("order is {}", record.order.status))),
     }
 }
 

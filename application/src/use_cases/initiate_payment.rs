@@ -55,9 +55,12 @@ pub enum InitiatePaymentError {
         /// The provider asked for.
         given: ProviderId,
     },
-    /// The provider cannot sell this plan's type or currency, or is not configured.
+    /// The provider cannot sell this plan's type or currency.
     #[error("{0}")]
     ProviderNotSupported(String),
+    /// The plan's provider has no gateway here (off in production: not configured).
+    #[error("{0} is not available here")]
+    ProviderUnavailable(ProviderId),
     /// The idempotency key was used with another request.
     #[error("idempotency key reused with a different request")]
     IdempotencyConflict,
@@ -119,9 +122,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let gateway = self
             .gateways
             .get(provider)
-            .ok_or_else(|| {
-                InitiatePaymentError::ProviderNotSupported(format!("{provider} is not configured"))
-            })?
+            .ok_or(InitiatePaymentError::ProviderUnavailable(provider))?
             .clone();
         let now = self.clock.now();
         let order_id =

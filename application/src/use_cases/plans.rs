@@ -3,7 +3,7 @@
 use domain::{Locale, Plan, PlanId, Visibility};
 
 use super::InfraError;
-use crate::ports::{Listing, PlanRepository, StoredPlan};
+use crate::ports::{Gateways, Listing, PlanRepository, StoredPlan};
 
 /// Where `/pricing` and purchases take plans from (`PRICING_MODE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +38,8 @@ impl PricingMode {
 /// Which plans a listing includes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Audience {
-    /// Visitors of `/pricing`: hidden plans and plans not shown in the locale are left out.
+    /// Visitors of `/pricing`: hidden plans, plans not shown in the locale and plans of a
+    /// provider without a gateway (off in production) are left out.
     Public,
     /// Administrators: everything.
     Admin,
@@ -51,6 +52,7 @@ pub enum Audience {
 pub async fn list_plans(
     mode: PricingMode,
     catalog: &[Plan],
+    gateways: &Gateways,
     store: &impl PlanRepository,
     audience: Audience,
     locale: Option<&Locale>,
@@ -61,7 +63,10 @@ pub async fn list_plans(
     };
     Ok(plans
         .into_iter()
-        .filter(|p| audience == Audience::Admin || is_listed(p, locale))
+        .filter(|p| {
+            audience == Audience::Admin
+                || (gateways.get(p.plan.provider()).is_some() && is_listed(p, locale))
+        })
         .collect())
 }
 

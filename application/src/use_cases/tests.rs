@@ -3,5 +3,7 @@
 mod accounts_and_plans;
 mod credits;
 mod harness;
+mod host_sign_in;
 mod payments;
+mod subscription_terms;
 mod webhooks;

@@ -1,8 +1,12 @@
 //! `tally check-config`: validate the static catalog and show what it declares.
 //!
-//! On success the plans are printed as an aligned table with a summary of the consumption rules;
-//! on failure every problem is printed to stderr, one per line, and the exit status is
-//! [`EXIT_INVALID_CONFIG`](super::EXIT_INVALID_CONFIG).
+//! On success the plans are printed as an aligned table with a summary of the consumption rules
+//! and which providers are live, sandboxed or off with the settings and environment it is given
+//! (`tally.toml` and `APP_ENV` …, as `tally serve` reads them); on failure every problem is
+//! printed to stderr, one per line, and the exit status is
+//! [`EXIT_INVALID_CONFIG`](super::EXIT_INVALID_CONFIG). A catalog `tally serve` would refuse
+//! (production without a live provider, or plans sold through a provider that is off) fails the
+//! same way.
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -15,6 +19,8 @@ use domain::{Duration, Plan, UnknownModelPolicy, Visibility};
 
 use super::{ConfigDirArgs, EXIT_INVALID_CONFIG};
 use crate::catalog::{self, Catalog};
+use crate::providers::ProviderReport;
+use crate::settings::{self, ProcessEnv};
 
 const HEADER: [&str; 9] = [
     "ID",
@@ -39,12 +45,31 @@ pub(super) fn run(
     err: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
     let dir = args.config.display();
-    match catalog::load(&args.config) {
-        Ok(catalog) => {
+    let settings = settings::load(&args.config, &ProcessEnv).map_err(|e| vec![e.to_string()]);
+    let catalog = catalog::load(&args.config)
+        .map_err(|errors| errors.iter().map(ToString::to_string).collect::<Vec<_>>());
+    let loaded = match (settings, catalog) {
+        (Ok(settings), Ok(catalog)) => {
+            let providers = ProviderReport::of(&settings);
+            providers
+                .check(&settings, catalog.plans())
+                .map(|()| (catalog, providers))
+                .map_err(|problem| vec![problem])
+        }
+        (settings, catalog) => Err(settings
+            .err()
+            .into_iter()
+            .chain(catalog.err())
+            .flatten()
+            .collect()),
+    };
+    match loaded {
+        Ok((catalog, providers)) => {
             let report = format!(
-                "{}\n{}\n{dir}: {} plans and the consumption rules are valid\n",
+                "{}\n{}\n{}\n{dir}: {} plans and the consumption rules are valid\n",
                 plan_table(catalog.plans()),
                 consumption_summary(&catalog),
+                providers.summary(),
                 catalog.plans().len()
             );
             out.write_all(report.as_bytes())

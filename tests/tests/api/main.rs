@@ -2,6 +2,8 @@
 
 mod browser;
 mod dependency_rule;
+mod host_tokens;
+mod production;
 mod providers;
 mod purchases;
 mod reliability;

@@ -46,3 +46,23 @@ async fn the_public_plan_list_is_the_shipped_catalog_without_hidden_plans() {
         "hidden plans are not listed"
     );
 }
+
+#[tokio::test]
+async fn too_many_header_fields_are_a_431_problem_on_every_path() {
+    let app = spawn_app().await;
+    for path in ["/api/plans", "/pricing", "/sandbox"] {
+        let mut request = app.client.get(app.url(path));
+        for i in 0..300 {
+            request = request.header(format!("x-filler-{i}"), "1");
+        }
+        let answer = request.send().await.unwrap();
+        assert_eq!(answer.status(), 431, "{path}");
+        assert_eq!(
+            answer.headers()["content-type"],
+            "application/problem+json",
+            "{path}"
+        );
+        let body: serde_json::Value = answer.json().await.unwrap();
+        assert_eq!(body["code"], "request_header_fields_too_large", "{path}");
+    }
+}

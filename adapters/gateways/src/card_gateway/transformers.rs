@@ -738,6 +738,7 @@ fn invoice_paid(invoice: &Invoice, at: Timestamp) -> Result<Vec<PaymentEvent>, W
         .period()
         .ok_or_else(|| WebhookError::Malformed("invoice has no billing period".into()))?;
     let provider_subscription_id = subscription_id.to_owned();
+    let amount = money(invoice.amount_paid, &invoice.currency).map_err(WebhookError::Malformed)?;
     Ok(vec![match reason {
         BillingReason::SubscriptionCreate => PaymentEvent::SubscriptionActivated {
             order: OrderLocator {
@@ -746,13 +747,13 @@ fn invoice_paid(invoice: &Invoice, at: Timestamp) -> Result<Vec<PaymentEvent>, W
             },
             provider_subscription_id,
             period,
+            amount: Some(amount),
             occurred_at: at,
         },
         _ => PaymentEvent::SubscriptionRenewed {
             provider_subscription_id,
             period,
-            amount: money(invoice.amount_paid, &invoice.currency)
-                .map_err(WebhookError::Malformed)?,
+            amount,
             occurred_at: at,
         },
     }])

@@ -454,11 +454,13 @@ fn checkout_completed(object: Value, at: Timestamp) -> Result<Vec<PaymentEvent>,
     let Some(subscription) = checkout.subscription.as_ref().and_then(Expandable::object) else {
         return Ok(Vec::new());
     };
+    let amount = money(paid.amount, &paid.currency).map_err(WebhookError::Malformed)?;
     match period(subscription) {
         Ok(period) => Ok(vec![PaymentEvent::SubscriptionActivated {
             order,
             provider_subscription_id: subscription.id.clone(),
             period,
+            amount: Some(amount),
             occurred_at: at,
         }]),
         Err(_) => Ok(Vec::new()),
@@ -474,10 +476,13 @@ fn subscription_paid(object: Value, at: Timestamp) -> Result<Vec<PaymentEvent>, 
             order_id: order_id(None, subscription.metadata.as_ref()),
             provider_reference: None,
         };
+        // The first payment's amount, when the subscription object carries one.
+        let amount = renewal_amount(&subscription).ok();
         return Ok(vec![PaymentEvent::SubscriptionActivated {
             order,
             provider_subscription_id: subscription.id,
             period,
+            amount,
             occurred_at: at,
         }]);
     }

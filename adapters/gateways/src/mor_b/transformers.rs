@@ -659,6 +659,8 @@ fn subscription_active(s: &Subscription, at: Timestamp) -> Result<PaymentEvent, 
         },
         provider_subscription_id: s.subscription_id.clone(),
         period: s.period().map_err(WebhookError::Malformed)?,
+        // The recurring price before tax, as the order's price is; absent from some payloads.
+        amount: s.renewal_amount().ok(),
         occurred_at: at,
     })
 }

@@ -654,6 +654,11 @@ fn activated(data: &WebhookData, at: Timestamp) -> Result<PaymentEvent, WebhookE
         order: locator(data),
         provider_subscription_id: subscription_id(data)?,
         period: period(data)?,
+        amount: data
+            .amount
+            .as_ref()
+            .map(|amount| amount_of(data, Some(amount)))
+            .transpose()?,
         occurred_at: at,
     })
 }

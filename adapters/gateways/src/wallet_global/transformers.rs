@@ -888,6 +888,8 @@ impl Subscription {
             order: self.locator(),
             provider_subscription_id: self.id.clone(),
             period: self.paid_period()?,
+            // `BILLING.SUBSCRIPTION.ACTIVATED` carries no amount that is the plan's price.
+            amount: None,
             occurred_at,
         })
     }

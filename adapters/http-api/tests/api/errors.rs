@@ -190,3 +190,163 @@ async fn readiness_follows_the_probe() {
         .await
         .expect(503, None);
 }
+
+#[tokio::test]
+async fn more_than_100_header_fields_are_a_431_problem() {
+    let app = spawn_app();
+    let mut request = app.client.get("/healthz");
+    for i in 0..300 {
+        request = request.header(format!("x-filler-{i}"), "1");
+    }
+    let answer = Answer::of(request.send().await).await;
+    answer.expect(431, Some("request_header_fields_too_large"));
+    assert!(
+        answer.body["detail"].as_str().unwrap().contains("100"),
+        "{}",
+        answer.body
+    );
+    let mut request = app.client.get("/healthz");
+    for i in 0..4 {
+        request = request.header(format!("x-filler-{i}"), "v".repeat(5000));
+    }
+    Answer::of(request.send().await)
+        .await
+        .expect(431, Some("request_header_fields_too_large"));
+}
+
+#[tokio::test]
+async fn the_header_limit_middleware_answers_problem_json_around_any_endpoint() {
+    use poem::EndpointExt;
+    let client = poem::test::TestClient::new(
+        poem::endpoint::make_sync(|_| "a page").with(http_api::HeaderLimit),
+    );
+    let mut request = client.get("/pricing");
+    for i in 0..=http_api::MAX_REQUEST_HEADERS {
+        request = request.header(format!("x-filler-{i}"), "1");
+    }
+    let answer = Answer::of(request.send().await).await;
+    assert_eq!(answer.status.as_u16(), 431);
+    assert_eq!(
+        answer.header("content-type"),
+        Some("application/problem+json")
+    );
+    assert_eq!(answer.body["code"], "request_header_fields_too_large");
+    let fine = Answer::of(client.get("/pricing").send().await).await;
+    assert_eq!(fine.status.as_u16(), 200);
+}
+
+/// Header values poem-openapi cannot read as text: an emoji (UTF-8), a Latin-1 byte.
+fn unreadable_keys() -> [poem::http::HeaderValue; 2] {
+    [
+        poem::http::HeaderValue::from_bytes("key-\u{1F511}".as_bytes()).unwrap(),
+        poem::http::HeaderValue::from_bytes(b"caf\xe9").unwrap(),
+    ]
+}
+
+#[tokio::test]
+async fn an_unreadable_idempotency_key_at_initiate_is_refused_naming_the_rule() {
+    let app = spawn_app();
+    let (_, token) = app.register("ada@example.com").await;
+    for key in unreadable_keys() {
+        let answer = Answer::of(
+            app.client
+                .post("/api/payment/initiate")
+                .header("authorization", bearer(&token))
+                .header("idempotency-key", key.clone())
+                .body_json(&json!({"planId": "credits-100", "provider": "card_gateway"}))
+                .send()
+                .await,
+        )
+        .await;
+        answer.expect(400, Some("validation_failed"));
+        let detail = answer.body["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("Idempotency-Key") && detail.contains("printable ASCII"),
+            "{key:?}: {detail}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_unreadable_idempotency_key_at_consume_and_reserve_is_refused_naming_the_rule() {
+    let app = spawn_app();
+    let (user_id, _) = app.register("ada@example.com").await;
+    let key = app.api_key(&["credits:consume"]).await;
+    for path in ["/api/credits/consume", "/api/credits/reservations"] {
+        for idempotency in unreadable_keys() {
+            let answer = Answer::of(
+                app.client
+                    .post(path)
+                    .header("authorization", bearer(&key))
+                    .header("idempotency-key", idempotency.clone())
+                    .body_json(&json!({"userId": user_id, "feature": "image"}))
+                    .send()
+                    .await,
+            )
+            .await;
+            answer.expect(400, Some("validation_failed"));
+            let detail = answer.body["detail"].as_str().unwrap();
+            assert!(
+                detail.contains("printable ASCII") && !detail.contains("required"),
+                "{path} {idempotency:?}: {detail}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_address_with_a_bidirectional_override_is_refused_at_registration() {
+    let app = spawn_app();
+    for email in [
+        "ada\u{202E}moc.liame@example.com",
+        "ada\u{200B}@example.com",
+    ] {
+        let answer = Answer::of(
+            app.client
+                .post("/api/auth/register")
+                .body_json(&json!({"email": email, "password": "correct horse"}))
+                .send()
+                .await,
+        )
+        .await;
+        answer.expect(422, Some("validation_failed"));
+        assert_eq!(
+            answer.body["errors"][0]["field"], "email",
+            "{}",
+            answer.body
+        );
+    }
+}
+
+#[tokio::test]
+async fn undecodable_query_and_path_values_are_problems() {
+    let app = spawn_app();
+    let (_, token) = app.register("ada@example.com").await;
+    for path in [
+        "/api/orders?page=%FF%FE",
+        "/api/orders?limit=%00",
+        "/api/payment/query/%FF%FE",
+        "/api/payment/query/a%00b",
+    ] {
+        let answer = Answer::of(
+            app.client
+                .get(path)
+                .header("authorization", bearer(&token))
+                .send()
+                .await,
+        )
+        .await;
+        assert!(
+            answer.status.is_client_error(),
+            "{path}: {} {}",
+            answer.status,
+            answer.body
+        );
+        assert_eq!(
+            answer.header("content-type"),
+            Some("application/problem+json"),
+            "{path}: {}",
+            answer.body
+        );
+    }
+}

@@ -214,6 +214,7 @@ pub fn service() -> (Arc<TestService>, BTreeMap<ProviderId, Arc<FakeGateway>>) {
         session_lifetime_ms: 24 * 3600 * 1000,
         reservation_lifetime_ms: 10 * 60 * 1000,
         webhook_conflict_retries: 3,
+        renewal_clock_tolerance_ms: application::service::DEFAULT_RENEWAL_CLOCK_TOLERANCE_MS,
     };
     let service = Service::new(
         InMemoryStore::new(),
@@ -383,6 +384,7 @@ pub fn activated(order_id: &str) -> PaymentEvent {
             Timestamp::from_unix_millis(START_MS + 30 * 86_400_000),
         )
         .unwrap(),
+        amount: None,
         occurred_at: Timestamp::from_unix_millis(START_MS + 1000),
     }
 }

@@ -6,8 +6,8 @@ use application::ports::{
     StoreError, SubscriptionChange, SubscriptionRepository,
 };
 use domain::{
-    BillingPeriod, Currency, Money, OrderId, OrderStatus, PlanId, ProviderId, RenewalIntent,
-    Subscription, SubscriptionId, SubscriptionStatus, UserId,
+    BillingPeriod, Currency, Duration, Money, OrderId, OrderStatus, PlanId, ProviderId,
+    RenewalIntent, SoldTerms, Subscription, SubscriptionId, SubscriptionStatus, UserId,
 };
 
 use crate::support::{
@@ -64,7 +64,65 @@ fn subscription(user: &UserId, last_event_at: i64) -> Subscription {
         current_period: BillingPeriod::new(t(1000), t(2000)).unwrap(),
         renewal: RenewalIntent::Renews,
         last_event_at: t(last_event_at),
+        sold_terms: Some(terms(
+            Money::from_minor(999, Currency::Usd).unwrap(),
+            1,
+            Some(5_000),
+        )),
     }
+}
+
+fn terms(price: Money, months: i64, credits_hundredths: Option<i64>) -> SoldTerms {
+    let Some(Duration::Months(interval)) = Duration::from_months_value(months) else {
+        panic!("{months} is not a finite interval");
+    };
+    SoldTerms::new(price, interval, credits_hundredths.map(c))
+}
+
+async fn a_subscription_keeps_the_terms_it_was_sold_at(store: &TestStore) {
+    let u = user(store, "u1").await;
+    let create = |s: &Subscription, event: &str| PaymentEventCommand {
+        inbox: inbox(event, 40),
+        order: None,
+        subscription: Some(SubscriptionChange::Create(s.clone(), None)),
+        grant: None,
+        clawback: None,
+    };
+    // Yearly, in a currency without minor units, without credits.
+    let mut yearly = subscription(&u, 40);
+    yearly.sold_terms = Some(terms(
+        Money::from_minor(12_000, Currency::Jpy).unwrap(),
+        12,
+        None,
+    ));
+    // One stored before terms were kept.
+    let mut unknown = subscription(&u, 40);
+    unknown.id = SubscriptionId::new("s2").unwrap();
+    unknown.provider_subscription_id = "sub_456".into();
+    unknown.sold_terms = None;
+    for (s, event) in [(&yearly, "evt_1"), (&unknown, "evt_2")] {
+        store.apply_payment_event(&create(s, event)).await.unwrap();
+        assert_eq!(
+            store.find_subscription(&s.id).await.unwrap().as_ref(),
+            Some(s)
+        );
+    }
+    // A later event changes the state, never the terms.
+    let mut renewed = yearly.clone();
+    renewed.current_period = BillingPeriod::new(t(2000), t(3000)).unwrap();
+    renewed.last_event_at = t(60);
+    let update = PaymentEventCommand {
+        inbox: inbox("evt_3", 60),
+        subscription: Some(SubscriptionChange::Update {
+            subscription: renewed.clone(),
+            expected_last_event_at: t(40),
+        }),
+        ..create(&yearly, "evt_3")
+    };
+    store.apply_payment_event(&update).await.unwrap();
+    let read = store.find_subscription(&yearly.id).await.unwrap().unwrap();
+    assert_eq!(read, renewed);
+    assert_eq!(read.sold_terms, yearly.sold_terms);
 }
 
 async fn a_payment_event_applies_order_subscription_and_grant_together(store: &TestStore) {
@@ -363,4 +421,5 @@ contract_tests!(
     subscription_changes_are_compare_and_set,
     a_refund_claws_back_what_is_left_and_records_the_shortfall,
     a_clawback_never_takes_more_than_the_balance,
+    a_subscription_keeps_the_terms_it_was_sold_at,
 );

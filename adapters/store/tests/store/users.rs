@@ -1,7 +1,7 @@
 //! Users, sessions and API keys.
 
 use application::accounts::{ApiKey, Email, PasswordHash, Role, Scope, TokenHash};
-use application::ports::{ApiKeyRepository, NewUser, StoreError, UserRepository};
+use application::ports::{ApiKeyRepository, NewHostUser, NewUser, StoreError, UserRepository};
 
 use crate::support::{TestStore, contract_tests, t, uid, user};
 
@@ -42,21 +42,119 @@ async fn users_are_created_found_and_a_taken_email_conflicts(store: &TestStore) 
     ));
 }
 
-async fn ensure_user_creates_once_and_keeps_the_existing_user(store: &TestStore) {
-    let email = Email::parse("jwt-subject@placeholder.invalid").unwrap();
+fn host(issuer: &str, subject: &str, at: i64) -> NewHostUser {
+    NewHostUser {
+        issuer: issuer.into(),
+        subject: subject.into(),
+        created_at: t(at),
+    }
+}
+
+async fn a_host_identity_maps_to_one_host_user_of_its_own(store: &TestStore) {
     let first = store
-        .ensure_user(&uid("sub-1"), &email, t(7))
+        .find_or_create_host_user(&host("https://idp.example", "sub-1", 7))
         .await
         .unwrap();
+    assert!(first.id.as_str().starts_with("hst_"), "{}", first.id);
+    assert_eq!(first.id.as_str().len(), 30);
     assert_eq!((first.role, first.created_at), (Role::User, t(7)));
-    let other = Email::parse("else@placeholder.invalid").unwrap();
-    assert_eq!(
-        store
-            .ensure_user(&uid("sub-1"), &other, t(9))
-            .await
-            .unwrap(),
-        first
+    assert_eq!(first.email.as_str(), format!("{}@host.invalid", first.id));
+    // The same identity again, and two at once: the same user.
+    let again = store
+        .find_or_create_host_user(&host("https://idp.example", "sub-1", 9))
+        .await
+        .unwrap();
+    assert_eq!(again, first);
+    let (one, two) = (
+        host("https://other.example", "sub-2", 11),
+        host("https://other.example", "sub-2", 12),
     );
+    let (a, b) = tokio::join!(
+        store.find_or_create_host_user(&one),
+        store.find_or_create_host_user(&two),
+    );
+    assert_eq!(a.unwrap(), b.unwrap());
+    // The same subject under another issuer (or none): other users.
+    let elsewhere = store
+        .find_or_create_host_user(&host("https://other.example", "sub-1", 9))
+        .await
+        .unwrap();
+    let no_issuer = store
+        .find_or_create_host_user(&host("", "sub-1", 9))
+        .await
+        .unwrap();
+    assert_ne!(elsewhere.id, first.id);
+    assert_ne!(no_issuer.id, first.id);
+    assert_ne!(no_issuer.id, elsewhere.id);
+}
+
+async fn a_host_identity_never_resolves_to_a_password_account(store: &TestStore) {
+    let admin = NewUser {
+        id: uid("usr_admin"),
+        email: Email::parse("root@example.com").unwrap(),
+        password_hash: Some(PasswordHash("$argon2id$x".into())),
+        role: Role::Admin,
+        created_at: t(1),
+    };
+    store.create_user(&admin).await.unwrap();
+    for issuer in ["", "https://idp.example"] {
+        let hosted = store
+            .find_or_create_host_user(&host(issuer, "usr_admin", 5))
+            .await
+            .unwrap();
+        assert_ne!(hosted.id, admin.id);
+        assert!(hosted.id.as_str().starts_with("hst_"), "{}", hosted.id);
+        assert_eq!(hosted.role, Role::User);
+    }
+    let (found, hash) = store
+        .find_user_by_email(&admin.email)
+        .await
+        .unwrap()
+        .expect("the password account");
+    assert_eq!(
+        (found.id, found.role, hash),
+        (admin.id, Role::Admin, admin.password_hash)
+    );
+}
+
+async fn earlier_host_users_keep_their_mapping_and_a_mapped_password_account_is_refused(
+    store: &TestStore,
+) {
+    // An earlier host user (id = subject), mapped under the empty issuer as migration 3 does.
+    store
+        .raw(
+            "INSERT INTO users (id, email, password_hash, role, created_at) \
+             VALUES ('legacy-sub', 'legacy-sub@host.invalid', NULL, 'admin', 1); \
+             INSERT INTO host_identities (issuer, subject, user_id, created_at) \
+             VALUES ('', 'legacy-sub', 'legacy-sub', 1)",
+        )
+        .await;
+    let legacy = store
+        .find_or_create_host_user(&host("", "legacy-sub", 5))
+        .await
+        .unwrap();
+    assert_eq!(legacy.id, uid("legacy-sub"));
+    assert_eq!(
+        store.raw_i64("SELECT COUNT(*) AS n FROM users").await,
+        1,
+        "no second user for a mapped identity"
+    );
+    // A mapping that names a password account (planted: the store never writes one) signs
+    // nobody in.
+    store
+        .raw(
+            "INSERT INTO users (id, email, password_hash, role, created_at) \
+             VALUES ('usr_root', 'root@example.com', '$argon2id$x', 'admin', 1); \
+             INSERT INTO host_identities (issuer, subject, user_id, created_at) \
+             VALUES ('https://idp.example', 'root', 'usr_root', 1)",
+        )
+        .await;
+    assert!(matches!(
+        store
+            .find_or_create_host_user(&host("https://idp.example", "root", 5))
+            .await,
+        Err(StoreError::Conflict(_))
+    ));
 }
 
 async fn set_role_changes_the_role_and_refuses_unknown_users(store: &TestStore) {
@@ -160,7 +258,9 @@ async fn api_keys_are_found_until_revoked_and_listed_newest_first(store: &TestSt
 
 contract_tests!(
     users_are_created_found_and_a_taken_email_conflicts,
-    ensure_user_creates_once_and_keeps_the_existing_user,
+    a_host_identity_maps_to_one_host_user_of_its_own,
+    a_host_identity_never_resolves_to_a_password_account,
+    earlier_host_users_keep_their_mapping_and_a_mapped_password_account_is_refused,
     set_role_changes_the_role_and_refuses_unknown_users,
     sessions_find_their_user_until_they_expire_and_can_be_deleted,
     api_keys_are_found_until_revoked_and_listed_newest_first,

@@ -39,6 +39,7 @@ async fn dynamic_plans<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
     Ok(list_plans(
         PricingMode::Dynamic,
         &config.catalog,
+        state.service.gateways(),
         state.service.store(),
         Audience::Admin,
         None,

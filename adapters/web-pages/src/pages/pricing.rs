@@ -88,6 +88,7 @@ pub(crate) async fn show<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
     let plans = list_plans(
         config.pricing_mode,
         &config.catalog,
+        state.service.gateways(),
         state.service.store(),
         Audience::Public,
         Some(&locale),

@@ -122,6 +122,7 @@ pub(crate) fn config(mode: PricingMode) -> ServiceConfig {
         session_lifetime_ms: 86_400_000,
         reservation_lifetime_ms: 600_000,
         webhook_conflict_retries: 5,
+        renewal_clock_tolerance_ms: application::service::DEFAULT_RENEWAL_CLOCK_TOLERANCE_MS,
     }
 }
 

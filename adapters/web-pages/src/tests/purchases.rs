@@ -154,6 +154,7 @@ async fn a_subscription_is_shown_and_cancelled_at_period_end_from_the_dashboard(
         order: by_id(&order),
         provider_subscription_id: "sub_1".into(),
         period,
+        amount: None,
         occurred_at: Timestamp::from_unix_millis(START_MS + 1_000),
     };
     app.deliver(ProviderId::CardGateway, "e1", vec![activated])

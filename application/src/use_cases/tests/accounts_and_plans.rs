@@ -5,6 +5,7 @@ use domain::{Locale, ProviderId};
 use super::harness::*;
 use crate::accounts::{Role, Scope};
 use crate::use_cases::accounts::{AccountsError, Principal};
+use crate::use_cases::initiate_payment::{InitiatePayment, InitiatePaymentError};
 use crate::use_cases::manage_plans::{ManagePlansError, PlanInput};
 use crate::use_cases::plans::{Audience, PricingMode, list_plans};
 
@@ -84,6 +85,7 @@ async fn static_listing_hides_hidden_plans_and_dynamic_listing_follows_sort_orde
     let listed = list_plans(
         PricingMode::Static,
         &catalog,
+        h.service.gateways(),
         h.service.store(),
         Audience::Public,
         None,
@@ -114,6 +116,7 @@ async fn static_listing_hides_hidden_plans_and_dynamic_listing_follows_sort_orde
     let public_en = list_plans(
         PricingMode::Dynamic,
         &catalog,
+        h.service.gateways(),
         h.service.store(),
         Audience::Public,
         Some(&en),
@@ -124,6 +127,7 @@ async fn static_listing_hides_hidden_plans_and_dynamic_listing_follows_sort_orde
     let public_zh = list_plans(
         PricingMode::Dynamic,
         &catalog,
+        h.service.gateways(),
         h.service.store(),
         Audience::Public,
         Some(&zh),
@@ -134,6 +138,7 @@ async fn static_listing_hides_hidden_plans_and_dynamic_listing_follows_sort_orde
     let admin = list_plans(
         PricingMode::Dynamic,
         &catalog,
+        h.service.gateways(),
         h.service.store(),
         Audience::Admin,
         None,
@@ -154,4 +159,52 @@ async fn static_listing_hides_hidden_plans_and_dynamic_listing_follows_sort_orde
     let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
     assert_eq!(fields, ["amount", "locales"]);
     let _ = ProviderId::ALL;
+}
+
+#[tokio::test]
+async fn plans_of_a_provider_without_a_gateway_are_neither_listed_nor_sold() {
+    let h = Harness::only(config(), &[ProviderId::CardGateway]);
+    let catalog = catalog();
+    let listing = |audience| {
+        list_plans(
+            PricingMode::Static,
+            &catalog,
+            h.service.gateways(),
+            h.service.store(),
+            audience,
+            None,
+        )
+    };
+    let public = listing(Audience::Public).await.unwrap();
+    assert!(!public.is_empty());
+    assert!(
+        public
+            .iter()
+            .all(|p| p.plan.provider() == ProviderId::CardGateway),
+        "only the live provider's plans are listed"
+    );
+    let admin = listing(Audience::Admin).await.unwrap();
+    assert!(
+        admin.len() > public.len(),
+        "administrators still see every plan"
+    );
+    let off = catalog
+        .iter()
+        .find(|p| p.provider() != ProviderId::CardGateway)
+        .expect("the test catalog has a plan of another provider");
+    let buyer = h.user("buyer@example.com").await;
+    let refused = h
+        .service
+        .initiate_payment(InitiatePayment {
+            user: buyer,
+            plan_id: off.id().to_string(),
+            provider: off.provider().to_string(),
+            idempotency_key: None,
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, InitiatePaymentError::ProviderUnavailable(p) if p == off.provider()),
+        "{refused:?}"
+    );
 }

@@ -122,6 +122,7 @@ pub fn config() -> ServiceConfig {
         session_lifetime_ms: 86_400_000,
         reservation_lifetime_ms: 600_000,
         webhook_conflict_retries: 5,
+        renewal_clock_tolerance_ms: crate::service::DEFAULT_RENEWAL_CLOCK_TOLERANCE_MS,
     }
 }
 
@@ -133,6 +134,19 @@ pub struct Harness {
 impl Harness {
     pub fn new() -> Self {
         Self::with(config(), |_| None)
+    }
+
+    /// A harness with gateways for `providers` only (the others are off, as in production
+    /// without their settings).
+    pub fn only(config: ServiceConfig, providers: &[ProviderId]) -> Self {
+        let fakes: BTreeMap<ProviderId, Arc<FakeGateway>> = providers
+            .iter()
+            .map(|&p| (p, Arc::new(FakeGateway::new(p))))
+            .collect();
+        let gateways = fakes.values().fold(Gateways::new(), |gateways, fake| {
+            gateways.with(fake.clone() as Arc<dyn PaymentGateway>)
+        });
+        Self::wired(config, gateways, fakes)
     }
 
     /// A harness where `replace` may swap in another gateway for a provider.
@@ -152,6 +166,14 @@ impl Harness {
                 }
             }
         }
+        Self::wired(config, gateways, fakes)
+    }
+
+    fn wired(
+        config: ServiceConfig,
+        gateways: Gateways,
+        fakes: BTreeMap<ProviderId, Arc<FakeGateway>>,
+    ) -> Self {
         let service = Service::new(
             InMemoryStore::new(),
             FixedClock::at(START_MS),

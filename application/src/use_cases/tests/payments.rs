@@ -238,6 +238,7 @@ async fn cancelling_a_subscription_order_ends_the_subscription_at_period_end_thr
         order: by_id(&id),
         provider_subscription_id: "sub_123".into(),
         period: period(0, 30),
+        amount: None,
         occurred_at: domain::Timestamp::from_unix_millis(START_MS + 5),
     };
     h.deliver(ProviderId::CardGateway, "evt_sub", vec![activated])

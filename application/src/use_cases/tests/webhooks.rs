@@ -145,6 +145,7 @@ async fn subscriptions_grant_each_paid_period_once_and_ignore_stale_events() {
         order: by_id(&id),
         provider_subscription_id: "sub_1".into(),
         period: period(0, 30),
+        amount: None,
         occurred_at: at(10),
     };
     h.deliver(ProviderId::CardGateway, "e1", vec![activated.clone()])
@@ -279,6 +280,7 @@ async fn a_withdrawn_cancellation_makes_the_subscription_renew_again() {
         order: by_id(&id),
         provider_subscription_id: sub(),
         period: period(0, 30),
+        amount: None,
         occurred_at: at(10),
     };
     h.deliver(ProviderId::CardGateway, "w1", vec![activated])
