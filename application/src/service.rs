@@ -35,10 +35,18 @@ pub struct ServiceConfig {
     /// How far a renewal's period may start before the end of the period already paid (providers'
     /// clocks drift); further back, it overlaps a granted period and grants nothing.
     pub renewal_clock_tolerance_ms: i64,
+    /// Whether a user may hold several live subscriptions at once (`[subscriptions]
+    /// allowSeveral`); by default initiating a second one is refused with `AlreadySubscribed`.
+    pub allow_several_subscriptions: bool,
+    /// How long a past-due subscription keeps access after its failed renewal (the end of its
+    /// paid period).
+    pub past_due_grace_ms: i64,
 }
 
 /// The default [`ServiceConfig::renewal_clock_tolerance_ms`]: one hour.
 pub const DEFAULT_RENEWAL_CLOCK_TOLERANCE_MS: i64 = 3_600_000;
+/// The default [`ServiceConfig::past_due_grace_ms`]: seven days.
+pub const DEFAULT_PAST_DUE_GRACE_MS: i64 = 7 * 86_400_000;
 
 /// The service: ports plus settings.
 pub struct Service<S, C, I, H> {

@@ -155,6 +155,8 @@ impl Application {
             reservation_lifetime_ms: settings.reservation_lifetime_ms,
             webhook_conflict_retries: WEBHOOK_CONFLICT_RETRIES,
             renewal_clock_tolerance_ms: settings.renewal_clock_tolerance_ms,
+            allow_several_subscriptions: settings.allow_several_subscriptions,
+            past_due_grace_ms: settings.past_due_grace_ms,
         };
         let mut service = Service::new(
             store.clone(),

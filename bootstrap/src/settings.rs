@@ -121,6 +121,11 @@ pub struct Settings {
     /// `[subscriptions] renewalClockToleranceSeconds`: how far a renewal's period may start
     /// before the end of the period already paid (providers' clocks differ).
     pub renewal_clock_tolerance_ms: i64,
+    /// `[subscriptions] allowSeveral`: whether a user may hold several live subscriptions.
+    pub allow_several_subscriptions: bool,
+    /// `[subscriptions] pastDueGraceDays`: how long a past-due subscription keeps access after
+    /// its failed renewal.
+    pub past_due_grace_ms: i64,
     /// Provider settings tables by provider; a provider without one runs on the sandbox.
     pub providers: BTreeMap<ProviderId, toml::Table>,
 }
@@ -182,6 +187,8 @@ struct HttpFile {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct SubscriptionsFile {
     renewal_clock_tolerance_seconds: Option<u32>,
+    allow_several: Option<bool>,
+    past_due_grace_days: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -323,6 +330,8 @@ fn resolve(file: FileSettings, env: &dyn Env) -> Result<Settings, SettingsError>
         host_jwt: host_tokens::resolve(file.host_jwt, env, environment)?,
         reconciler: reconciler(&file.reconciler)?,
         renewal_clock_tolerance_ms: renewal_tolerance(&file.subscriptions)?,
+        allow_several_subscriptions: file.subscriptions.allow_several.unwrap_or(false),
+        past_due_grace_ms: past_due_grace(&file.subscriptions)?,
         providers: providers(file.providers, env)?,
     })
 }
@@ -470,6 +479,18 @@ fn renewal_tolerance(file: &SubscriptionsFile) -> Result<i64, SettingsError> {
     }
 }
 
+/// The most days a past-due subscription may keep access: past that, a failed renewal would
+/// leave access open for longer than any provider retries.
+const MAX_PAST_DUE_GRACE_DAYS: u32 = 90;
+
+fn past_due_grace(file: &SubscriptionsFile) -> Result<i64, SettingsError> {
+    match file.past_due_grace_days {
+        None => Ok(application::service::DEFAULT_PAST_DUE_GRACE_MS),
+        Some(days) if days <= MAX_PAST_DUE_GRACE_DAYS => Ok(i64::from(days) * 86_400_000),
+        Some(_) => Err(bad("subscriptions.pastDueGraceDays", "must be at most 90")),
+    }
+}
+
 fn reconciler(file: &ReconcilerFile) -> Result<ReconcilerSettings, SettingsError> {
     let seconds = |v: Option<u32>, default: u32, name: &str| -> Result<i64, SettingsError> {
         let v = v.unwrap_or(default);
@@ -611,6 +632,24 @@ mod tests {
         assert_eq!(
             resolve(file, &env(&[])).unwrap_err().setting,
             "subscriptions.renewalClockToleranceSeconds"
+        );
+    }
+
+    #[test]
+    fn one_subscription_and_a_week_of_past_due_grace_unless_set() {
+        let s = resolve(FileSettings::default(), &env(&[])).unwrap();
+        assert!(!s.allow_several_subscriptions);
+        assert_eq!(s.past_due_grace_ms, 7 * 86_400_000);
+        let file: FileSettings =
+            toml::from_str("[subscriptions]\nallowSeveral = true\npastDueGraceDays = 0\n").unwrap();
+        let s = resolve(file, &env(&[])).unwrap();
+        assert!(s.allow_several_subscriptions);
+        assert_eq!(s.past_due_grace_ms, 0);
+        let file: FileSettings =
+            toml::from_str("[subscriptions]\npastDueGraceDays = 91\n").unwrap();
+        assert_eq!(
+            resolve(file, &env(&[])).unwrap_err().setting,
+            "subscriptions.pastDueGraceDays"
         );
     }
 

@@ -27,7 +27,7 @@ pub use credits::{CreditDelta, Credits, CreditsError};
 pub use ids::{IdError, IdempotencyKey, OrderId, PlanId, ReservationId, SubscriptionId, UserId};
 pub use ledger::{GrantLot, LedgerError, TransactionKind};
 pub use money::{Currency, Money, MoneyError};
-pub use order::{Order, OrderStatus, OrderTransitionError, PlanSnapshot, Transition};
+pub use order::{AccessEnd, Order, OrderStatus, OrderTransitionError, PlanSnapshot, Transition};
 pub use plan::{
     AppEnvironment, Duration, Locale, Months, Plan, PlanDraft, PlanError, PlanErrors, PlanText,
     PlanType, ProviderRefs, Visibility,
@@ -35,6 +35,6 @@ pub use plan::{
 pub use provider::{CapabilityError, ProviderId, TestMode};
 pub use subscription::{
     BillingPeriod, RenewalIntent, RenewalRefusal, SoldTerms, SoldTermsMismatch, Subscription,
-    SubscriptionError, SubscriptionEvent, SubscriptionStatus, check_activation,
+    SubscriptionAccess, SubscriptionError, SubscriptionEvent, SubscriptionStatus, check_activation,
 };
 pub use time::Timestamp;

@@ -297,6 +297,55 @@ impl Order {
         };
         Ok(Transition::Applied)
     }
+
+    /// The access this order grants: a paid (or only partly refunded) `one_time` order grants
+    /// access for life, or until its payment time plus its `duration.months` in calendar months.
+    /// `None` for any other order (unpaid, fully refunded, recurring, credits).
+    #[must_use]
+    pub fn one_time_access(&self) -> Option<AccessEnd> {
+        if self.plan.plan_type != PlanType::OneTime {
+            return None;
+        }
+        let paid_at = match self.status {
+            OrderStatus::Paid { paid_at } | OrderStatus::PartiallyRefunded { paid_at, .. } => {
+                paid_at
+            }
+            _ => return None,
+        };
+        match self.plan.duration? {
+            Duration::Lifetime => Some(AccessEnd::Lifetime),
+            Duration::Months(months) => {
+                Some(AccessEnd::At(paid_at.plus_calendar_months(months.get())))
+            }
+        }
+    }
+
+    /// Whether this order grants one-time access at `now`.
+    #[must_use]
+    pub fn grants_access_at(&self, now: Timestamp) -> bool {
+        self.one_time_access()
+            .is_some_and(|end| end.is_open_at(now))
+    }
+}
+
+/// When a one-time purchase's access ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AccessEnd {
+    /// Never.
+    Lifetime,
+    /// At this instant (exclusive).
+    At(Timestamp),
+}
+
+impl AccessEnd {
+    /// Whether access is still running at `now`.
+    #[must_use]
+    pub fn is_open_at(self, now: Timestamp) -> bool {
+        match self {
+            AccessEnd::Lifetime => true,
+            AccessEnd::At(end) => now < end,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -417,5 +466,48 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn one_time(duration: Duration) -> Order {
+        let mut o = order();
+        o.plan.plan_id = PlanId::new("pass").unwrap();
+        o.plan.plan_type = PlanType::OneTime;
+        o.plan.credits = None;
+        o.plan.duration = Some(duration);
+        o
+    }
+
+    #[test]
+    fn a_paid_one_time_order_grants_access_for_its_calendar_months() {
+        let Some(Duration::Months(twelve)) = Duration::from_months_value(12) else {
+            unreachable!()
+        };
+        let mut pass = one_time(Duration::Months(twelve));
+        assert_eq!(pass.one_time_access(), None, "not paid yet");
+        // 2026-11-24T19:00:00Z, paid; access runs to 2027-11-24T19:00:00Z.
+        let paid_at = Timestamp::from_unix_millis(1_795_546_800_000);
+        pass.mark_paid(paid_at).unwrap();
+        let end = Timestamp::from_unix_millis(1_827_082_800_000);
+        assert_eq!(pass.one_time_access(), Some(AccessEnd::At(end)));
+        assert!(pass.grants_access_at(end.plus_millis(-1)));
+        assert!(!pass.grants_access_at(end));
+        pass.refund(usd(500)).unwrap();
+        assert!(
+            pass.grants_access_at(paid_at),
+            "a partial refund keeps access"
+        );
+        pass.refund(usd(1000)).unwrap();
+        assert_eq!(pass.one_time_access(), None, "a full refund ends it");
+    }
+
+    #[test]
+    fn a_lifetime_order_grants_access_for_ever_and_other_types_grant_none() {
+        let mut lifetime = one_time(Duration::Lifetime);
+        lifetime.mark_paid(Timestamp::from_unix_millis(5)).unwrap();
+        assert_eq!(lifetime.one_time_access(), Some(AccessEnd::Lifetime));
+        assert!(lifetime.grants_access_at(Timestamp::from_unix_millis(i64::MAX)));
+        let mut credits = order();
+        credits.mark_paid(Timestamp::from_unix_millis(5)).unwrap();
+        assert_eq!(credits.one_time_access(), None);
     }
 }

@@ -427,16 +427,73 @@ impl Subscription {
         }
     }
 
-    /// Whether the subscriber has access at `now`: active, trialing or past due (the provider is
-    /// still retrying), or canceled with paid time left.
+    /// Whether it is live: trialing, active or past due, including one scheduled to cancel at
+    /// its period's end (canceled and expired ones are not, even with paid time left).
     #[must_use]
-    pub fn grants_access_at(&self, now: Timestamp) -> bool {
-        match self.status {
-            SubscriptionStatus::Trialing
-            | SubscriptionStatus::Active
-            | SubscriptionStatus::PastDue => true,
-            SubscriptionStatus::Canceled => now < self.current_period.end,
-            SubscriptionStatus::Expired => false,
+    pub const fn is_live(&self) -> bool {
+        matches!(
+            self.status,
+            SubscriptionStatus::Trialing | SubscriptionStatus::Active | SubscriptionStatus::PastDue
+        )
+    }
+
+    /// How long it grants access. A past-due subscription's renewal failed when its period
+    /// ended: it keeps access for `past_due_grace_ms` after that, then none (the provider may
+    /// still recover it, and a paid renewal makes it active again).
+    #[must_use]
+    pub fn access(&self, past_due_grace_ms: i64) -> SubscriptionAccess {
+        let end = self.current_period.end;
+        match (self.status, self.renewal) {
+            (SubscriptionStatus::Expired, _) => SubscriptionAccess::Ended,
+            (SubscriptionStatus::Canceled, _) | (_, RenewalIntent::EndsAtPeriodEnd) => {
+                SubscriptionAccess::Until(end)
+            }
+            (SubscriptionStatus::PastDue, RenewalIntent::Renews) => {
+                SubscriptionAccess::Until(end.plus_millis(past_due_grace_ms.max(0)))
+            }
+            (SubscriptionStatus::Trialing | SubscriptionStatus::Active, RenewalIntent::Renews) => {
+                SubscriptionAccess::WhileItRenews
+            }
+        }
+    }
+
+    /// Whether the subscriber has access at `now` (see [`Subscription::access`]).
+    #[must_use]
+    pub fn grants_access_at(&self, now: Timestamp, past_due_grace_ms: i64) -> bool {
+        self.access(past_due_grace_ms).is_open_at(now)
+    }
+}
+
+/// How long a subscription grants access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SubscriptionAccess {
+    /// As long as it renews (trialing or active, not scheduled to cancel).
+    WhileItRenews,
+    /// Until this instant (exclusive): the period's end when canceled or scheduled to cancel,
+    /// the period's end plus the grace when past due.
+    Until(Timestamp),
+    /// None any more (expired).
+    Ended,
+}
+
+impl SubscriptionAccess {
+    /// Whether access is still running at `now`.
+    #[must_use]
+    pub fn is_open_at(self, now: Timestamp) -> bool {
+        match self {
+            SubscriptionAccess::WhileItRenews => true,
+            SubscriptionAccess::Until(end) => now < end,
+            SubscriptionAccess::Ended => false,
+        }
+    }
+
+    /// When access ends, if it is known to end (not while it renews).
+    #[must_use]
+    pub const fn ends_at(self) -> Option<Timestamp> {
+        match self {
+            SubscriptionAccess::WhileItRenews => None,
+            SubscriptionAccess::Until(end) => Some(end),
+            SubscriptionAccess::Ended => None,
         }
     }
 }
@@ -559,7 +616,36 @@ mod tests {
         s.apply(SubscriptionEvent::CancelScheduled, t(12)).unwrap();
         assert_eq!(s.renewal, RenewalIntent::EndsAtPeriodEnd);
         s.apply(SubscriptionEvent::Canceled, t(13)).unwrap();
-        assert!(s.grants_access_at(t(99)));
-        assert!(!s.grants_access_at(t(100)));
+        assert!(s.grants_access_at(t(99), 0));
+        assert!(!s.grants_access_at(t(100), 0));
+    }
+
+    #[test]
+    fn a_cancel_scheduled_subscription_is_live_until_its_period_ends() {
+        let mut s = sub(SubscriptionStatus::Active);
+        assert_eq!(s.access(50), SubscriptionAccess::WhileItRenews);
+        s.apply(SubscriptionEvent::CancelScheduled, t(12)).unwrap();
+        assert!(s.is_live());
+        assert_eq!(s.access(50), SubscriptionAccess::Until(t(100)));
+        assert!(!s.grants_access_at(t(100), 50));
+        s.apply(SubscriptionEvent::Canceled, t(13)).unwrap();
+        assert!(!s.is_live());
+    }
+
+    #[test]
+    fn past_due_keeps_access_for_the_grace_after_the_failed_renewal_then_not() {
+        let mut s = sub(SubscriptionStatus::Active);
+        s.apply(SubscriptionEvent::PastDue, t(100)).unwrap();
+        assert!(s.is_live());
+        assert_eq!(s.access(50), SubscriptionAccess::Until(t(150)));
+        assert!(s.grants_access_at(t(149), 50));
+        assert!(!s.grants_access_at(t(150), 50));
+        assert!(!s.grants_access_at(t(10_000), 50));
+        // A paid renewal restores it.
+        s.apply(SubscriptionEvent::Renewed(period(100, 200)), t(160))
+            .unwrap();
+        assert!(s.grants_access_at(t(10_000), 50));
+        s.apply(SubscriptionEvent::Expired, t(170)).unwrap();
+        assert_eq!(s.access(50), SubscriptionAccess::Ended);
     }
 }

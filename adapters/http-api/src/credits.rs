@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use application::ports::{Clock, CreditTransaction, IdGenerator, Reservation, SecretHasher, Store};
-use application::use_cases::report_status::StatusReport;
-use domain::{Credits, Timestamp};
+use application::use_cases::report_status::{OneTimeAccess, StatusReport};
+use domain::{AccessEnd, Credits, Timestamp};
 use poem::Request;
 use poem_openapi::param::Query;
 use poem_openapi::payload::Json;
@@ -138,7 +138,32 @@ impl From<&Reservation> for PendingReservationView {
     }
 }
 
-/// Credits plus subscription: everything that decides what the user may use.
+/// A one-time purchase whose access still runs.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct OneTimeAccessView {
+    /// The paid order.
+    pub order_id: String,
+    /// The plan bought.
+    pub plan_id: String,
+    /// When access ends; `null` for lifetime access.
+    pub ends_at: Option<String>,
+}
+
+impl From<&OneTimeAccess> for OneTimeAccessView {
+    fn from(a: &OneTimeAccess) -> Self {
+        Self {
+            order_id: a.order_id.to_string(),
+            plan_id: a.plan_id.to_string(),
+            ends_at: match a.ends {
+                AccessEnd::Lifetime => None,
+                AccessEnd::At(end) => Some(timestamp(end)),
+            },
+        }
+    }
+}
+
+/// Credits plus everything the user holds: what decides what the user may use.
 #[derive(Debug, Clone, Object)]
 #[oai(rename_all = "camelCase")]
 pub struct StatusView {
@@ -146,15 +171,21 @@ pub struct StatusView {
     pub balance: String,
     /// Available credits, in hundredths.
     pub balance_hundredths: i64,
-    /// The current (not expired) subscription.
+    /// The first of `subscriptions` (else the newest one not expired): kept for clients that
+    /// read one subscription.
     #[oai(skip_serializing_if_is_none)]
     pub subscription: Option<SubscriptionView>,
+    /// Every subscription the user holds: live (trialing, active, past due, scheduled to
+    /// cancel) or canceled with paid time left.
+    pub subscriptions: Vec<SubscriptionView>,
     /// Whether a paid one-time lifetime purchase grants access.
     pub lifetime_access: bool,
     /// The order of that purchase.
     #[oai(skip_serializing_if_is_none)]
     pub lifetime_order_id: Option<String>,
-    /// Whether the user has access now (a live subscription or lifetime access).
+    /// Every one-time purchase whose access still runs (lifetime or until a date).
+    pub one_time_access: Vec<OneTimeAccessView>,
+    /// Whether the user has access now (a subscription or a one-time purchase grants it).
     pub has_access: bool,
     /// Credits held by pending reservations.
     pub pending_reservations: Vec<PendingReservationView>,
@@ -165,12 +196,25 @@ impl StatusView {
         Self {
             balance: report.balance.to_string(),
             balance_hundredths: report.balance.hundredths(),
-            subscription: report.subscription.as_ref().map(SubscriptionView::from),
+            subscription: report
+                .subscription
+                .as_ref()
+                .map(|s| SubscriptionView::new(s, report.access_of(s))),
+            subscriptions: report
+                .subscriptions
+                .iter()
+                .map(|held| SubscriptionView::new(&held.subscription, held.access))
+                .collect(),
             lifetime_access: report.lifetime_order.is_some(),
             lifetime_order_id: report
                 .lifetime_order
                 .as_ref()
                 .map(|o| o.order.id.to_string()),
+            one_time_access: report
+                .one_time_access
+                .iter()
+                .map(OneTimeAccessView::from)
+                .collect(),
             has_access: report.has_access(now),
             pending_reservations: report
                 .pending_reservations

@@ -11,7 +11,7 @@ use application::ports::{CheckoutTarget, OrderRecord, Reservation, ReservationSt
 use chrono::{DateTime, SecondsFormat};
 use domain::{
     CreditDelta, Credits, IdempotencyKey, Money, OrderStatus, RenewalIntent, Subscription,
-    Timestamp,
+    SubscriptionAccess, Timestamp,
 };
 use poem::Request;
 use poem_openapi::Object;
@@ -221,10 +221,14 @@ pub struct SubscriptionView {
     pub current_period_end: String,
     /// Whether it ends at the end of the current period instead of renewing.
     pub cancel_at_period_end: bool,
+    /// When its access ends: the period's end when canceled or scheduled to cancel, the
+    /// period's end plus the past-due grace when a renewal failed; `null` while it renews.
+    pub access_until: Option<String>,
 }
 
-impl From<&Subscription> for SubscriptionView {
-    fn from(s: &Subscription) -> Self {
+impl SubscriptionView {
+    /// The view of `s`, whose access is `access`.
+    pub(crate) fn new(s: &Subscription, access: SubscriptionAccess) -> Self {
         Self {
             id: s.id.to_string(),
             plan_id: s.plan_id.to_string(),
@@ -233,6 +237,7 @@ impl From<&Subscription> for SubscriptionView {
             current_period_start: timestamp(s.current_period.start()),
             current_period_end: timestamp(s.current_period.end()),
             cancel_at_period_end: s.renewal == RenewalIntent::EndsAtPeriodEnd,
+            access_until: access.ends_at().map(timestamp),
         }
     }
 }

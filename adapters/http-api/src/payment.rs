@@ -73,7 +73,10 @@ api_response! {
         403 Forbidden,
         /// `plan_not_found`.
         404 NotFound,
-        /// `idempotency_conflict`: the key was used with another plan or provider.
+        /// `idempotency_conflict`: the key was used with another plan or provider;
+        /// `already_subscribed`: the user holds a live subscription (the detail names it) and
+        /// this deployment allows one; `already_owned`: the user owns this one-time plan and
+        /// its access still runs.
         409 Conflict,
         /// `payload_too_large`: the body is over 64 KiB.
         413 PayloadTooLarge,
@@ -241,7 +244,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> PaymentApi<S, C, I, H>
             Ok(CancelOutcome::SubscriptionEndsAtPeriodEnd(record, subscription)) => {
                 CancelResponse::Ok(Json(CancelView {
                     order: OrderView::from(&record),
-                    subscription: Some(SubscriptionView::from(&subscription)),
+                    // Scheduled to cancel: access ends with the paid period, whatever the
+                    // past-due grace.
+                    subscription: Some(SubscriptionView::new(
+                        &subscription,
+                        subscription.access(0),
+                    )),
                 }))
             }
             Err(problem) => problem.into(),
@@ -327,6 +335,12 @@ fn initiate_problem(e: InitiatePaymentError) -> Problem {
         }
         InitiatePaymentError::IdempotencyConflict => {
             Problem::new(Code::IdempotencyConflict, e.to_string())
+        }
+        InitiatePaymentError::AlreadySubscribed { .. } => {
+            Problem::new(Code::AlreadySubscribed, e.to_string())
+        }
+        InitiatePaymentError::AlreadyOwned { .. } => {
+            Problem::new(Code::AlreadyOwned, e.to_string())
         }
         InitiatePaymentError::Gateway { order_id, reason } => {
             metrics::record_order("failed");

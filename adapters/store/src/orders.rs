@@ -97,29 +97,42 @@ async fn insert(tx: &DatabaseTransaction, order: &Order) -> Result<(), DbErr> {
     sql::execute(tx, INSERT, values).await.map(drop)
 }
 
+/// The answer to an earlier use of `record`'s key by `user`: the order it created, or a
+/// conflict when the key came with another request.
+async fn earlier_in<C: ConnectionTrait>(
+    conn: &C,
+    user: &str,
+    record: &IdempotencyRecord,
+) -> Result<Option<CreateOrderOutcome>, Fail> {
+    let sql = "SELECT request_hash, order_id FROM idempotency_records \
+               WHERE user_id = $1 AND scope = $2 AND idempotency_key = $3";
+    let values = vec![
+        user.into(),
+        CREATE_ORDER_SCOPE.into(),
+        record.key.as_str().into(),
+    ];
+    let Some(seen) = sql::one::<IdempotencyRow, _>(conn, sql, values).await? else {
+        return Ok(None);
+    };
+    if seen.request_hash != record.request_hash {
+        return Ok(Some(CreateOrderOutcome::KeyConflict));
+    }
+    let bad = || corrupt("idempotency_records", record.key.as_str(), "names no order");
+    let id = seen.order_id.ok_or_else(bad)?;
+    let earlier = find(conn, &id).await?.ok_or_else(bad)?;
+    Ok(Some(CreateOrderOutcome::Replayed(earlier)))
+}
+
 async fn create_in(
     tx: &DatabaseTransaction,
     order: &Order,
     idempotency: Option<&IdempotencyRecord>,
 ) -> Result<End<CreateOrderOutcome>, Fail> {
     let user = order.user_id.as_str();
-    if let Some(record) = idempotency {
-        let sql = "SELECT request_hash, order_id FROM idempotency_records \
-                   WHERE user_id = $1 AND scope = $2 AND idempotency_key = $3";
-        let values = vec![
-            user.into(),
-            CREATE_ORDER_SCOPE.into(),
-            record.key.as_str().into(),
-        ];
-        if let Some(seen) = sql::one::<IdempotencyRow, _>(tx, sql, values).await? {
-            if seen.request_hash != record.request_hash {
-                return Ok(End::Rollback(CreateOrderOutcome::KeyConflict));
-            }
-            let bad = || corrupt("idempotency_records", record.key.as_str(), "names no order");
-            let id = seen.order_id.ok_or_else(bad)?;
-            let earlier = find(tx, &id).await?.ok_or_else(bad)?;
-            return Ok(End::Rollback(CreateOrderOutcome::Replayed(earlier)));
-        }
+    if let Some(record) = idempotency
+        && let Some(earlier) = earlier_in(tx, user, record).await?
+    {
+        return Ok(End::Rollback(earlier));
     }
     insert(tx, order).await?;
     if let Some(record) = idempotency {
@@ -201,6 +214,18 @@ impl OrderRepository for SeaOrmStore {
             return Ok(());
         }
         self.missing_or_conflict(id, &format!("the order is no longer {expected}"))
+            .await
+    }
+
+    async fn earlier_order(
+        &self,
+        user: &UserId,
+        idempotency: &IdempotencyRecord,
+    ) -> Result<Option<CreateOrderOutcome>, StoreError> {
+        self.retry
+            .run("earlier_order", || {
+                earlier_in(&self.db, user.as_str(), idempotency)
+            })
             .await
     }
 

@@ -172,6 +172,8 @@ fn config() -> Result<ServiceConfig, Box<dyn std::error::Error>> {
         reservation_lifetime_ms: 600_000,
         webhook_conflict_retries: 5,
         renewal_clock_tolerance_ms: application::service::DEFAULT_RENEWAL_CLOCK_TOLERANCE_MS,
+        allow_several_subscriptions: false,
+        past_due_grace_ms: application::service::DEFAULT_PAST_DUE_GRACE_MS,
     })
 }
 

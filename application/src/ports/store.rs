@@ -339,6 +339,18 @@ pub trait OrderRepository: Send + Sync + 'static {
         idempotency: Option<&IdempotencyRecord>,
     ) -> Result<CreateOrderOutcome, StoreError>;
 
+    /// What [`OrderRepository::create_order`] would answer for `idempotency` without writing
+    /// anything: `Some(Replayed)` or `Some(KeyConflict)` when `user` used the key before, `None`
+    /// when it is new (a use case answers a retry before checks that may have changed since).
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn earlier_order(
+        &self,
+        user: &UserId,
+        idempotency: &IdempotencyRecord,
+    ) -> Result<Option<CreateOrderOutcome>, StoreError>;
+
     /// Record the checkout of a pending order.
     ///
     /// # Errors

@@ -356,6 +356,28 @@ impl OrderRepository for InMemoryStore {
         })
     }
 
+    async fn earlier_order(
+        &self,
+        user: &UserId,
+        idempotency: &IdempotencyRecord,
+    ) -> Result<Option<CreateOrderOutcome>, StoreError> {
+        self.atomically(|s| {
+            let key = (user.clone(), idempotency.key.as_str().to_owned());
+            let Some((hash, existing)) = s.idempotency.get(&key) else {
+                return Ok(None);
+            };
+            if hash != &idempotency.request_hash {
+                return Ok(Some(CreateOrderOutcome::KeyConflict));
+            }
+            let found = s
+                .orders
+                .get(existing)
+                .cloned()
+                .ok_or(StoreError::NotFound)?;
+            Ok(Some(CreateOrderOutcome::Replayed(found)))
+        })
+    }
+
     async fn attach_checkout(
         &self,
         id: &OrderId,

@@ -26,8 +26,6 @@ use crate::service::Service;
 
 /// The largest webhook body kept in the inbox, in bytes.
 pub const MAX_STORED_PAYLOAD_BYTES: usize = 256 * 1024;
-/// Days per month when a credits plan's `duration.months` sets its credits' expiry.
-const DAYS_PER_MONTH: i64 = 30;
 
 /// Why a webhook was not accepted.
 #[derive(Debug, thiserror::Error)]
@@ -179,7 +177,7 @@ fn payload_text(body: &[u8]) -> String {
 /// When credits granted at `from` by a plan of `duration` expire.
 fn credits_expiry(duration: Option<Duration>, from: Timestamp) -> Option<Timestamp> {
     match duration {
-        Some(Duration::Months(m)) => Some(from.plus_days(i64::from(m.get()) * DAYS_PER_MONTH)),
+        Some(Duration::Months(m)) => Some(from.plus_calendar_months(m.get())),
         Some(Duration::Lifetime) | None => None,
     }
 }

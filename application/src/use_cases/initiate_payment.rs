@@ -2,7 +2,8 @@
 //! the plan, ask the gateway for a checkout.
 
 use domain::{
-    CapabilityError, IdempotencyKey, Order, OrderId, OrderStatus, PlanId, PlanSnapshot, ProviderId,
+    AccessEnd, CapabilityError, IdempotencyKey, Order, OrderId, OrderStatus, Plan, PlanId,
+    PlanSnapshot, PlanType, ProviderId, SubscriptionId, UserId,
 };
 
 use super::InfraError;
@@ -61,6 +62,25 @@ pub enum InitiatePaymentError {
     /// The plan's provider has no gateway here (off in production: not configured).
     #[error("{0} is not available here")]
     ProviderUnavailable(ProviderId),
+    /// The user already holds a live subscription (trialing, active, past due or scheduled to
+    /// cancel) and several are not allowed.
+    #[error("already subscribed: subscription {subscription_id} to plan {plan_id} is live")]
+    AlreadySubscribed {
+        /// The live subscription.
+        subscription_id: SubscriptionId,
+        /// Its plan.
+        plan_id: PlanId,
+    },
+    /// The user already owns this one-time plan and its access still runs.
+    #[error("plan {plan_id} is already owned through order {order_id}")]
+    AlreadyOwned {
+        /// The plan.
+        plan_id: PlanId,
+        /// The paid order that grants it.
+        order_id: OrderId,
+        /// When that access ends.
+        ends: AccessEnd,
+    },
     /// The idempotency key was used with another request.
     #[error("idempotency key reused with a different request")]
     IdempotencyConflict,
@@ -92,38 +112,24 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         &self,
         request: InitiatePayment,
     ) -> Result<PaymentStarted, InitiatePaymentError> {
-        let plan_id = PlanId::new(request.plan_id.clone())
-            .map_err(|_| InitiatePaymentError::PlanNotFound(request.plan_id.clone()))?;
-        let plan = find_plan(
-            self.config.pricing_mode,
-            &self.config.catalog,
-            &self.store,
-            &plan_id,
-        )
-        .await?
-        .ok_or_else(|| InitiatePaymentError::PlanNotFound(request.plan_id.clone()))?;
-        let provider: ProviderId = request
-            .provider
-            .parse()
-            .map_err(|_| InitiatePaymentError::UnknownProvider(request.provider.clone()))?;
-        if provider != plan.provider() {
-            return Err(InitiatePaymentError::ProviderMismatch {
-                plan: plan_id,
-                expected: plan.provider(),
-                given: provider,
-            });
-        }
-        let price = plan.price_in(self.config.environment);
-        provider
-            .supports(plan.plan_type(), price.currency())
-            .map_err(|e: CapabilityError| {
-                InitiatePaymentError::ProviderNotSupported(e.to_string())
-            })?;
+        let (plan, provider) = self.sellable_plan(&request).await?;
         let gateway = self
             .gateways
             .get(provider)
             .ok_or(InitiatePaymentError::ProviderUnavailable(provider))?
             .clone();
+        let idempotency = request.idempotency_key.map(|key| IdempotencyRecord {
+            key,
+            request_hash: format!("initiate:{}:{provider}", plan.id()),
+        });
+        // A retry replays its first answer, even if what it bought is now held.
+        if let Some(earlier) = self
+            .earlier_answer(&request.user, idempotency.as_ref())
+            .await?
+        {
+            return Ok(earlier);
+        }
+        self.check_not_held(&request.user.id, &plan).await?;
         let now = self.clock.now();
         let order_id =
             OrderId::new(self.ids.new_id("ord")).map_err(|e| InfraError::Unexpected(e.into()))?;
@@ -131,14 +137,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             order_id.clone(),
             request.user.id.clone(),
             provider,
-            PlanSnapshot::of(&plan, price),
+            PlanSnapshot::of(&plan, plan.price_in(self.config.environment)),
             now,
             self.config.order_lifetime_ms,
         );
-        let idempotency = request.idempotency_key.map(|key| IdempotencyRecord {
-            key,
-            request_hash: format!("initiate:{plan_id}:{provider}"),
-        });
         match self
             .store
             .create_order(&order, idempotency.as_ref())
@@ -150,20 +152,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             }
             CreateOrderOutcome::Replayed(existing) => return replay(existing),
         }
-        let checkout_request = CheckoutRequest {
-            order_id: order_id.clone(),
-            user_id: request.user.id.clone(),
-            customer_email: Some(request.user.email.as_str().to_owned()),
-            snapshot: order.plan.clone(),
-            plan,
-            success_url: format!(
-                "{}/payment-success?orderId={order_id}",
-                self.config.base_url
-            ),
-            cancel_url: format!("{}/payment-cancel?orderId={order_id}", self.config.base_url),
-            notify_url: format!("{}/api/payment/webhook/{provider}", self.config.base_url),
-            expires_at: order.expires_at,
-        };
+        let checkout_request = self.checkout_request(&request.user, &order, plan);
         match gateway.create_checkout(&checkout_request).await {
             Ok(checkout) => {
                 let record = CheckoutRecord {
@@ -194,6 +183,115 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             order,
             replay: Replay::Fresh,
         })
+    }
+}
+
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
+    /// The first answer to an earlier request with the same key, if there was one.
+    async fn earlier_answer(
+        &self,
+        user: &User,
+        idempotency: Option<&IdempotencyRecord>,
+    ) -> Result<Option<PaymentStarted>, InitiatePaymentError> {
+        let Some(record) = idempotency else {
+            return Ok(None);
+        };
+        match self.store.earlier_order(&user.id, record).await? {
+            Some(CreateOrderOutcome::Replayed(existing)) => replay(existing).map(Some),
+            Some(CreateOrderOutcome::KeyConflict) => Err(InitiatePaymentError::IdempotencyConflict),
+            Some(CreateOrderOutcome::Created) | None => Ok(None),
+        }
+    }
+
+    /// What the gateway is asked to open a checkout for.
+    fn checkout_request(&self, user: &User, order: &Order, plan: Plan) -> CheckoutRequest {
+        let base_url = &self.config.base_url;
+        let order_id = &order.id;
+        CheckoutRequest {
+            order_id: order_id.clone(),
+            user_id: user.id.clone(),
+            customer_email: Some(user.email.as_str().to_owned()),
+            snapshot: order.plan.clone(),
+            plan,
+            success_url: format!("{base_url}/payment-success?orderId={order_id}"),
+            cancel_url: format!("{base_url}/payment-cancel?orderId={order_id}"),
+            notify_url: format!("{base_url}/api/payment/webhook/{}", order.provider),
+            expires_at: order.expires_at,
+        }
+    }
+
+    /// The plan asked for and its provider, when that provider can sell it.
+    async fn sellable_plan(
+        &self,
+        request: &InitiatePayment,
+    ) -> Result<(Plan, ProviderId), InitiatePaymentError> {
+        let plan_id = PlanId::new(request.plan_id.clone())
+            .map_err(|_| InitiatePaymentError::PlanNotFound(request.plan_id.clone()))?;
+        let plan = find_plan(
+            self.config.pricing_mode,
+            &self.config.catalog,
+            &self.store,
+            &plan_id,
+        )
+        .await?
+        .ok_or_else(|| InitiatePaymentError::PlanNotFound(request.plan_id.clone()))?;
+        let provider: ProviderId = request
+            .provider
+            .parse()
+            .map_err(|_| InitiatePaymentError::UnknownProvider(request.provider.clone()))?;
+        if provider != plan.provider() {
+            return Err(InitiatePaymentError::ProviderMismatch {
+                plan: plan_id,
+                expected: plan.provider(),
+                given: provider,
+            });
+        }
+        let price = plan.price_in(self.config.environment);
+        provider
+            .supports(plan.plan_type(), price.currency())
+            .map_err(|e: CapabilityError| {
+                InitiatePaymentError::ProviderNotSupported(e.to_string())
+            })?;
+        Ok((plan, provider))
+    }
+
+    /// Refuse to sell what the user already holds: a second live subscription (unless several
+    /// are allowed) or a one-time plan whose access still runs. Credit packs are always sold.
+    ///
+    /// This is checked when the payment starts; two checkouts started before either is paid
+    /// can both be paid (the provider takes the money), and both then show in the status.
+    async fn check_not_held(&self, user: &UserId, plan: &Plan) -> Result<(), InitiatePaymentError> {
+        match plan.plan_type() {
+            PlanType::Credits => Ok(()),
+            PlanType::Recurring if self.config.allow_several_subscriptions => Ok(()),
+            PlanType::Recurring => {
+                let subscriptions = self.store.list_subscriptions(user).await?;
+                match subscriptions
+                    .into_iter()
+                    .find(domain::Subscription::is_live)
+                {
+                    Some(live) => Err(InitiatePaymentError::AlreadySubscribed {
+                        subscription_id: live.id,
+                        plan_id: live.plan_id,
+                    }),
+                    None => Ok(()),
+                }
+            }
+            PlanType::OneTime => {
+                let owned = self.one_time_orders(user, self.clock.now()).await?;
+                let same = owned
+                    .into_iter()
+                    .find(|r| &r.order.plan.plan_id == plan.id());
+                match same.and_then(|r| Some((r.order.one_time_access()?, r.order.id))) {
+                    Some((ends, order_id)) => Err(InitiatePaymentError::AlreadyOwned {
+                        plan_id: plan.id().clone(),
+                        order_id,
+                        ends,
+                    }),
+                    None => Ok(()),
+                }
+            }
+        }
     }
 }
 

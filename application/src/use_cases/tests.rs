@@ -4,6 +4,7 @@ mod accounts_and_plans;
 mod credits;
 mod harness;
 mod host_sign_in;
+mod ownership;
 mod payments;
 mod subscription_terms;
 mod webhooks;

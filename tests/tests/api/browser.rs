@@ -293,3 +293,33 @@ async fn browser_pricing_reads_in_chinese() {
     browser.wait_for_text("h1", "价格").await;
     browser.screenshot(TEST, Viewport::Desktop).await;
 }
+
+#[tokio::test]
+async fn browser_the_dashboard_shows_everything_held_on_a_phone_without_overflow() {
+    const TEST: &str = "browser_the_dashboard_shows_everything_held_on_a_phone_without_overflow";
+    if !browser_available(TEST) {
+        return;
+    }
+    let app = spawn_app().await;
+    let browser = Browser::start(Viewport::Phone).await;
+    sign_up(&app, &browser, "dee@example.com").await;
+    buy_through_the_sandbox(&app, &browser, "subscriptions", "pro_monthly").await;
+    buy_through_the_sandbox(&app, &browser, "one-time", "lifetime_card").await;
+    browser.goto(&app.url("/dashboard")).await;
+    browser
+        .wait_for_text("[data-testid=held-subscription]", "Renews on")
+        .await;
+    browser
+        .wait_for_text("[data-testid=held-one-time]", "Lifetime access")
+        .await;
+    assert!(browser.exists("[data-testid=cancel-subscription]").await);
+    let overflow = browser
+        .script(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth",
+        )
+        .await;
+    // A visually hidden header cell once escaped the orders table's scroll box and widened
+    // the page by 16 px: `.table-wrap` is now its containing block.
+    assert_eq!(overflow, 0, "no horizontal overflow at 390 px");
+    browser.screenshot(TEST, Viewport::Phone).await;
+}

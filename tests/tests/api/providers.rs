@@ -28,9 +28,12 @@ const SUBSCRIPTION_PLANS: [(&str, &str); 5] = [
 ];
 
 /// An app whose reconciler runs every 300 ms on every pending order (some providers, such as
-/// WeChat Pay, send no notification for a failed payment: only a query tells).
+/// WeChat Pay, send no notification for a failed payment: only a query tells), and where a
+/// user may hold several subscriptions.
 async fn app() -> TestApp {
     spawn_app_with(|s| {
+        // One buyer holds a subscription at every provider that sells them.
+        s.allow_several_subscriptions = true;
         s.reconciler.enabled = true;
         s.reconciler.interval_ms = 300;
         s.reconciler.pass.pending_after_ms = 0;
@@ -254,9 +257,22 @@ async fn every_provider_cancels_a_pending_order_and_every_subscription_provider_
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         assert_eq!(answer.0, 200, "{provider}: {}", answer.1);
-        let (_, report) = app.get(&token, "/api/credits/status").await;
         assert_eq!(
-            report["subscription"]["cancelAtPeriodEnd"], true,
+            answer.1["subscription"]["cancelAtPeriodEnd"], true,
+            "{provider}: {}",
+            answer.1
+        );
+        // The status lists it among the others (the user holds one at every provider), ending
+        // with its paid period: scheduled to cancel, or already canceled by a provider that
+        // ends subscriptions at once and keeps the paid time.
+        let (_, report) = app.get(&token, "/api/credits/status").await;
+        let held = report["subscriptions"].as_array().expect("subscriptions");
+        let this = held
+            .iter()
+            .find(|s| s["planId"] == plan)
+            .unwrap_or_else(|| panic!("{provider}: {report}"));
+        assert_eq!(
+            this["accessUntil"], this["currentPeriodEnd"],
             "{provider}: {report}"
         );
     }

@@ -1,7 +1,7 @@
 //! `GET /api/credits/{balance,transactions,status}`.
 
 use domain::{Currency, ProviderId};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::helpers::{Answer, activated, bearer, paid, spawn_app};
 
@@ -159,6 +159,18 @@ async fn the_status_shows_subscription_lifetime_access_and_pending_reservations(
     assert_eq!(body["lifetimeAccess"], true);
     assert_eq!(body["lifetimeOrderId"], life_order.as_str());
     assert_eq!(body["hasAccess"], true);
+    // Everything held, besides the single fields kept for older clients.
+    assert_eq!(
+        body["subscription"]["accessUntil"],
+        Value::Null,
+        "it renews"
+    );
+    assert_eq!(body["subscriptions"].as_array().unwrap().len(), 1);
+    assert_eq!(body["subscriptions"][0], body["subscription"]);
+    assert_eq!(
+        body["oneTimeAccess"],
+        json!([{"orderId": life_order, "planId": "lifetime", "endsAt": null}])
+    );
     assert_eq!(body["pendingReservations"][0]["held"], "5.00");
     assert_eq!(body["pendingReservations"][0]["heldHundredths"], 500);
 }

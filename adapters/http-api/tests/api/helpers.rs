@@ -215,6 +215,8 @@ pub fn service() -> (Arc<TestService>, BTreeMap<ProviderId, Arc<FakeGateway>>) {
         reservation_lifetime_ms: 10 * 60 * 1000,
         webhook_conflict_retries: 3,
         renewal_clock_tolerance_ms: application::service::DEFAULT_RENEWAL_CLOCK_TOLERANCE_MS,
+        allow_several_subscriptions: false,
+        past_due_grace_ms: application::service::DEFAULT_PAST_DUE_GRACE_MS,
     };
     let service = Service::new(
         InMemoryStore::new(),

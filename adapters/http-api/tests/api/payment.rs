@@ -242,6 +242,10 @@ async fn cancelling_a_subscription_order_ends_the_subscription_at_period_end() {
     assert_eq!(answer.body["subscription"]["cancelAtPeriodEnd"], true);
     assert_eq!(answer.body["subscription"]["status"], "active");
     assert_eq!(
+        answer.body["subscription"]["accessUntil"],
+        answer.body["subscription"]["currentPeriodEnd"]
+    );
+    assert_eq!(
         app.gateway(ProviderId::CardGateway)
             .cancelled_subscriptions(),
         vec!["sub_provider_1".to_owned()]
@@ -308,4 +312,54 @@ async fn a_payment_webhook_marks_the_order_paid_with_its_time() {
     answer.expect(200, None);
     assert_eq!(answer.body["status"], "paid");
     assert_eq!(answer.body["paidAt"], "2026-01-01T00:00:01.000Z");
+}
+
+#[tokio::test]
+async fn buying_what_the_user_already_holds_is_a_409_naming_it() {
+    let app = spawn_app();
+    let (_, token) = app.register("ada@example.com").await;
+    let order = app
+        .initiate(&token, "pro-monthly", "card_gateway", None)
+        .await;
+    let order_id = order.body["orderId"].as_str().unwrap().to_owned();
+    app.deliver(
+        ProviderId::CardGateway,
+        "evt-sub",
+        vec![activated(&order_id)],
+    )
+    .await
+    .expect(200, None);
+    let again = app
+        .initiate(&token, "pro-monthly", "card_gateway", None)
+        .await;
+    again.expect(409, Some("already_subscribed"));
+    let status = Answer::of(
+        app.client
+            .get("/api/credits/status")
+            .header("authorization", bearer(&token))
+            .send()
+            .await,
+    )
+    .await;
+    let subscription_id = status.body["subscription"]["id"].as_str().unwrap();
+    let detail = again.body["detail"].as_str().unwrap();
+    assert!(detail.contains(subscription_id), "{detail}");
+    assert!(detail.contains("pro-monthly"), "{detail}");
+
+    let life = app.initiate(&token, "lifetime", "card_gateway", None).await;
+    let life_order = life.body["orderId"].as_str().unwrap().to_owned();
+    app.deliver(
+        ProviderId::CardGateway,
+        "evt-life",
+        vec![paid(&life_order, 9900, Currency::Usd)],
+    )
+    .await
+    .expect(200, None);
+    let again = app.initiate(&token, "lifetime", "card_gateway", None).await;
+    again.expect(409, Some("already_owned"));
+    let detail = again.body["detail"].as_str().unwrap();
+    assert!(detail.contains(&life_order), "{detail}");
+    // Credit packs are always for sale.
+    app.buy_credits(&token).await;
+    app.buy_credits(&token).await;
 }

@@ -32,6 +32,25 @@ async fn creating_with_a_key_creates_replays_or_refuses(store: &TestStore) {
         store.create_order(&retry, Some(&k)).await.unwrap(),
         CreateOrderOutcome::Replayed(record(first.clone()))
     );
+    // The same answers, read without writing.
+    assert_eq!(
+        store.earlier_order(&u, &k).await.unwrap(),
+        Some(CreateOrderOutcome::Replayed(record(first.clone())))
+    );
+    assert_eq!(
+        store
+            .earlier_order(&u, &key("idem-1", "hash-b"))
+            .await
+            .unwrap(),
+        Some(CreateOrderOutcome::KeyConflict)
+    );
+    assert_eq!(
+        store
+            .earlier_order(&u, &key("idem-new", "hash-a"))
+            .await
+            .unwrap(),
+        None
+    );
     let other = key("idem-1", "hash-b");
     assert_eq!(
         store.create_order(&retry, Some(&other)).await.unwrap(),

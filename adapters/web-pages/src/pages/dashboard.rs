@@ -1,5 +1,5 @@
-//! `/dashboard`: the subscription (plan, renewal or end date, cancel at period end) and the
-//! order history, and the independent "Credits Status" tab (`?tab=credits`) with the balance
+//! `/dashboard`: everything the user holds (every subscription with its renewal or end date and
+//! its own cancel button, every one-time purchase with its end) and the order history, and the independent "Credits Status" tab (`?tab=credits`) with the balance
 //! and the paginated transaction history, each transaction described from its type code.
 
 use std::sync::Arc;
@@ -11,9 +11,10 @@ use application::ports::{
 };
 use application::use_cases::InfraError;
 use application::use_cases::cancel_payment::CancelPaymentError;
-use application::use_cases::report_status::StatusReport;
+use application::use_cases::report_status::{OneTimeAccess, StatusReport};
 use domain::{
-    Credits, OrderId, OrderStatus, PlanType, RenewalIntent, Subscription, SubscriptionStatus,
+    AccessEnd, Credits, OrderId, OrderStatus, PlanType, RenewalIntent, Subscription,
+    SubscriptionAccess, SubscriptionStatus,
 };
 use maud::{Markup, html};
 use poem::Request;
@@ -163,28 +164,67 @@ fn order_row(v: &Visitor, record: &OrderRecord, names: &PlanNames) -> Markup {
     }
 }
 
+/// Everything the user holds: every subscription (each with its own cancel button) and every
+/// one-time purchase whose access runs, with its end.
 fn subscription_card(v: &Visitor, report: &StatusReport, names: &PlanNames) -> Markup {
+    let nothing_held = report.subscriptions.is_empty() && report.one_time_access.is_empty();
     html! {
         section.card.section-card data-testid="subscription" {
             h2 { (v.t("dashboard.subscription_title")) }
-            @if let Some(subscription) = &report.subscription {
-                (subscription_details(v, subscription, names))
-            } @else if let Some(order) = &report.lifetime_order {
-                p.plan-line { strong { (names.name(&order.order.plan.plan_id)) } }
-                p { span.badge.badge-success { (v.t("dashboard.lifetime")) } }
-            } @else {
-                p.muted { (v.t("dashboard.no_subscription")) }
-                a.btn.btn-primary href="/pricing?tab=subscriptions" { (v.t("dashboard.see_plans")) }
+            div.held-list {
+                @for held in &report.subscriptions {
+                    div.held-item data-testid="held-subscription" {
+                        (subscription_details(v, &held.subscription, held.access, names))
+                    }
+                }
+                @for access in &report.one_time_access {
+                    div.held-item data-testid="held-one-time" {
+                        (one_time_details(v, access, names))
+                    }
+                }
+            }
+            @if nothing_held {
+                @if let Some(subscription) = &report.subscription {
+                    (subscription_details(v, subscription, report.access_of(subscription), names))
+                } @else {
+                    p.muted { (v.t("dashboard.no_subscription")) }
+                    a.btn.btn-primary href="/pricing?tab=subscriptions" {
+                        (v.t("dashboard.see_plans"))
+                    }
+                }
             }
         }
     }
 }
 
-fn subscription_details(v: &Visitor, subscription: &Subscription, names: &PlanNames) -> Markup {
+fn one_time_details(v: &Visitor, access: &OneTimeAccess, names: &PlanNames) -> Markup {
+    html! {
+        p.plan-line { strong { (names.name(&access.plan_id)) } }
+        @match access.ends {
+            AccessEnd::Lifetime => p { span.badge.badge-success { (v.t("dashboard.lifetime")) } },
+            AccessEnd::At(end) => p data-testid="access-until" {
+                (v.tf("dashboard.access_until", &[("date", &format::date(end, v.lang))]))
+            },
+        }
+    }
+}
+
+fn subscription_details(
+    v: &Visitor,
+    subscription: &Subscription,
+    access: SubscriptionAccess,
+    names: &PlanNames,
+) -> Markup {
     let code = subscription.status.code();
     let end = format::date(subscription.current_period.end(), v.lang);
     let ending = subscription.renewal == RenewalIntent::EndsAtPeriodEnd
         || subscription.status == SubscriptionStatus::Canceled;
+    let past_due_until = match (subscription.status, access) {
+        (SubscriptionStatus::PastDue, SubscriptionAccess::Until(until)) if !ending => {
+            Some(format::date(until, v.lang))
+        }
+        _ => None,
+    };
     html! {
         p.plan-line {
             strong data-testid="subscription-plan" { (names.name(&subscription.plan_id)) }
@@ -197,21 +237,33 @@ fn subscription_details(v: &Visitor, subscription: &Subscription, names: &PlanNa
             p data-testid="subscription-renewal" { (v.tf("dashboard.ends_on", &[("date", &end)])) }
             p.muted { (v.t("dashboard.cancel_at_period_end")) }
         } @else {
-            p data-testid="subscription-renewal" {
-                (v.tf("dashboard.renews_on", &[("date", &end)]))
-            }
-            details.confirm {
-                summary.btn.btn-secondary data-testid="cancel-subscription" {
-                    (v.t("dashboard.cancel_button"))
+            @if let Some(until) = &past_due_until {
+                p data-testid="subscription-renewal" {
+                    (v.tf("dashboard.past_due_until", &[("date", until)]))
                 }
-                div.confirm-body {
-                    p { (v.tf("dashboard.cancel_explain", &[("date", &end)])) }
-                    form method="post" action="/dashboard/subscription/cancel" data-busy {
-                        (csrf_field(v))
-                        input type="hidden" name="subscriptionId" value=(subscription.id);
-                        button.btn.btn-danger type="submit" data-testid="confirm-cancel" {
-                            (v.t("dashboard.cancel_confirm"))
-                        }
+            } @else {
+                p data-testid="subscription-renewal" {
+                    (v.tf("dashboard.renews_on", &[("date", &end)]))
+                }
+            }
+            (cancel_form(v, subscription, &end))
+        }
+    }
+}
+
+fn cancel_form(v: &Visitor, subscription: &Subscription, end: &str) -> Markup {
+    html! {
+        details.confirm {
+            summary.btn.btn-secondary data-testid="cancel-subscription" {
+                (v.t("dashboard.cancel_button"))
+            }
+            div.confirm-body {
+                p { (v.tf("dashboard.cancel_explain", &[("date", end)])) }
+                form method="post" action="/dashboard/subscription/cancel" data-busy {
+                    (csrf_field(v))
+                    input type="hidden" name="subscriptionId" value=(subscription.id);
+                    button.btn.btn-danger type="submit" data-testid="confirm-cancel" {
+                        (v.t("dashboard.cancel_confirm"))
                     }
                 }
             }
@@ -328,8 +380,10 @@ pub(crate) async fn cancel_subscription<S: Store, C: Clock, I: IdGenerator, H: S
     let user = require_user(&v)?;
     let report = state.service.report_status(&user).await?;
     let Some(subscription) = report
-        .subscription
-        .filter(|s| s.id.as_str() == form.subscription_id)
+        .subscriptions
+        .into_iter()
+        .map(|held| held.subscription)
+        .find(|s| s.id.as_str() == form.subscription_id)
     else {
         return Err(PageError::NotFound);
     };

@@ -302,6 +302,20 @@ fn buy_failed(v: &Visitor, error: InitiatePaymentError) -> PageResult {
                 "pricing.provider_failed_text",
             )
         }
+        InitiatePaymentError::AlreadySubscribed { .. } => {
+            return Ok(already_held(
+                v,
+                "pricing.already_subscribed_title",
+                "pricing.already_subscribed_text",
+            ));
+        }
+        InitiatePaymentError::AlreadyOwned { .. } => {
+            return Ok(already_held(
+                v,
+                "pricing.already_owned_title",
+                "pricing.already_owned_text",
+            ));
+        }
         other => {
             tracing::info!(error = %other, "page: plan cannot be bought");
             (
@@ -314,4 +328,17 @@ fn buy_failed(v: &Visitor, error: InitiatePaymentError) -> PageResult {
     let actions = html! { a.btn.btn-primary href="/pricing" { (v.t("pricing.back")) } };
     let body = message_panel(v.t(title), v.t(text), actions);
     Ok(layout::page(v, status, v.t(title), Nav::Pricing, body))
+}
+
+/// The buyer already holds what they tried to buy: a 409 page pointing at the dashboard, where
+/// it is shown.
+fn already_held(v: &Visitor, title_key: &str, text_key: &str) -> poem::Response {
+    let title = v.t(title_key);
+    let actions = html! {
+        a.btn.btn-primary href="/dashboard" { (v.t("pricing.dashboard_link")) }
+        " "
+        a.btn.btn-secondary href="/pricing" { (v.t("pricing.back")) }
+    };
+    let body = message_panel(title, v.t(text_key), actions);
+    layout::page(v, StatusCode::CONFLICT, title, Nav::Pricing, body)
 }

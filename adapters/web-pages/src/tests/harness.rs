@@ -123,6 +123,8 @@ pub(crate) fn config(mode: PricingMode) -> ServiceConfig {
         reservation_lifetime_ms: 600_000,
         webhook_conflict_retries: 5,
         renewal_clock_tolerance_ms: application::service::DEFAULT_RENEWAL_CLOCK_TOLERANCE_MS,
+        allow_several_subscriptions: false,
+        past_due_grace_ms: application::service::DEFAULT_PAST_DUE_GRACE_MS,
     }
 }
 
@@ -145,6 +147,10 @@ impl App {
     }
 
     pub(crate) fn with_settings(mode: PricingMode, settings: PageSettings) -> Self {
+        Self::with_config(config(mode), settings)
+    }
+
+    pub(crate) fn with_config(config: ServiceConfig, settings: PageSettings) -> Self {
         let mut gateways = Gateways::new();
         let mut fakes = BTreeMap::new();
         for provider in ProviderId::ALL {
@@ -158,7 +164,7 @@ impl App {
             SequentialIds::default(),
             PlainHasher,
             gateways,
-            config(mode),
+            config,
         ));
         let client = TestClient::new(crate::routes(service.clone(), settings).boxed());
         Self {

@@ -5,7 +5,8 @@ use application::use_cases::plans::PricingMode;
 use domain::{BillingPeriod, Currency, Money, OrderId, ProviderId, Timestamp};
 use poem::http::StatusCode;
 
-use super::harness::{App, Browser, START_MS};
+use super::harness::{App, Browser, START_MS, config};
+use crate::PageSettings;
 
 fn by_id(order: &str) -> OrderLocator {
     OrderLocator {
@@ -193,4 +194,135 @@ async fn a_subscription_is_shown_and_cancelled_at_period_end_from_the_dashboard(
     assert!(after.body.contains("Your subscription is cancelled"));
     assert!(after.body.contains("Ends on"));
     assert!(!after.body.contains("data-testid=\"cancel-subscription\""));
+}
+
+fn activated(order: &str, subscription: &str) -> PaymentEvent {
+    let day = 86_400_000;
+    let period = BillingPeriod::new(
+        Timestamp::from_unix_millis(START_MS),
+        Timestamp::from_unix_millis(START_MS + 30 * day),
+    )
+    .unwrap();
+    PaymentEvent::SubscriptionActivated {
+        order: by_id(order),
+        provider_subscription_id: subscription.into(),
+        period,
+        amount: None,
+        occurred_at: Timestamp::from_unix_millis(START_MS + 1_000),
+    }
+}
+
+#[tokio::test]
+async fn buying_what_is_already_held_shows_a_readable_conflict_page() {
+    let app = App::new(PricingMode::Static);
+    let browser = app.signed_in("hal@example.com", false).await;
+    let (_, order) = buy(&browser, "pro-monthly", "card_gateway").await;
+    app.deliver(
+        ProviderId::CardGateway,
+        "e1",
+        vec![activated(&order, "sub_1")],
+    )
+    .await;
+    let form = [("planId", "pro-monthly"), ("provider", "card_gateway")];
+    let again = browser.submit("/pricing", "/pricing/buy", &form).await;
+    assert_eq!(again.status, StatusCode::CONFLICT);
+    assert!(again.body.contains("You already have a subscription"));
+    assert!(again.body.contains("href=\"/dashboard\""));
+    let (_, lifetime) = buy(&browser, "lifetime", "card_gateway").await;
+    app.deliver(
+        ProviderId::CardGateway,
+        "e2",
+        vec![paid(&lifetime, 9_900, Currency::Usd)],
+    )
+    .await;
+    let form = [("planId", "lifetime"), ("provider", "card_gateway")];
+    let again = browser.submit("/pricing", "/pricing/buy", &form).await;
+    assert_eq!(again.status, StatusCode::CONFLICT);
+    assert!(again.body.contains("You already own this plan"));
+    let chinese = browser
+        .submit("/pricing?lang=zh-CN", "/pricing/buy", &form)
+        .await;
+    assert_eq!(chinese.status, StatusCode::CONFLICT);
+    // Credit packs stay for sale.
+    buy(&browser, "credits-100", "card_gateway").await;
+}
+
+#[tokio::test]
+async fn the_dashboard_lists_every_subscription_with_its_own_cancel_button_and_each_access() {
+    let mut several = config(PricingMode::Static);
+    several.allow_several_subscriptions = true;
+    let settings = PageSettings {
+        secure_cookies: true,
+        sandbox_notice: true,
+    };
+    let app = App::with_config(several, settings);
+    let browser = app.signed_in("ida@example.com", false).await;
+    for (event, subscription) in [("e1", "sub_1"), ("e2", "sub_2")] {
+        let (_, order) = buy(&browser, "pro-monthly", "card_gateway").await;
+        let events = vec![activated(&order, subscription)];
+        app.deliver(ProviderId::CardGateway, event, events).await;
+    }
+    let (_, lifetime) = buy(&browser, "lifetime", "card_gateway").await;
+    let events = vec![paid(&lifetime, 9_900, Currency::Usd)];
+    app.deliver(ProviderId::CardGateway, "e3", events).await;
+    let dashboard = browser.get("/dashboard").await;
+    assert_eq!(
+        dashboard
+            .body
+            .matches("data-testid=\"held-subscription\"")
+            .count(),
+        2
+    );
+    assert_eq!(
+        dashboard
+            .body
+            .matches("data-testid=\"cancel-subscription\"")
+            .count(),
+        2
+    );
+    assert_eq!(
+        dashboard
+            .body
+            .matches("data-testid=\"held-one-time\"")
+            .count(),
+        1
+    );
+    assert!(dashboard.body.contains("Lifetime access"));
+    // The second subscription's own button cancels it, not the first.
+    let id_marker = "name=\"subscriptionId\" value=\"";
+    let ids: Vec<&str> = dashboard
+        .body
+        .match_indices(id_marker)
+        .map(|(i, _)| {
+            let start = i + id_marker.len();
+            &dashboard.body[start..start + dashboard.body[start..].find('"').unwrap()]
+        })
+        .collect();
+    assert_eq!(ids.len(), 2);
+    let cancelled = browser
+        .post(
+            "/dashboard/subscription/cancel",
+            &[("csrf", &dashboard.csrf()), ("subscriptionId", ids[1])],
+        )
+        .await;
+    assert_eq!(
+        cancelled.location(),
+        "/dashboard?notice=subscription_cancelled"
+    );
+    assert_eq!(
+        app.gateways[&ProviderId::CardGateway]
+            .cancelled_subscriptions()
+            .len(),
+        1
+    );
+    let after = browser.get("/dashboard").await;
+    assert_eq!(
+        after
+            .body
+            .matches("data-testid=\"cancel-subscription\"")
+            .count(),
+        1
+    );
+    let chinese = browser.get("/dashboard?lang=zh-CN").await;
+    assert!(chinese.body.contains("终身"), "the zh-CN catalog is used");
 }

@@ -123,6 +123,8 @@ pub fn config() -> ServiceConfig {
         reservation_lifetime_ms: 600_000,
         webhook_conflict_retries: 5,
         renewal_clock_tolerance_ms: crate::service::DEFAULT_RENEWAL_CLOCK_TOLERANCE_MS,
+        allow_several_subscriptions: false,
+        past_due_grace_ms: crate::service::DEFAULT_PAST_DUE_GRACE_MS,
     }
 }
 
