@@ -29,6 +29,8 @@ retryAttempts = 3
 enabled = false
 ";
 const SPENDERS: usize = 8;
+/// Between two spends of one spender: the load stays well below what the balance buys.
+const SPEND_PACE: Duration = Duration::from_millis(5);
 const LOAD_BEFORE_OUTAGE: Duration = Duration::from_millis(1000);
 const OUTAGE: Duration = Duration::from_secs(4);
 /// The longest any answer may take while the database is down (acquire timeout, retries, slack).
@@ -46,10 +48,14 @@ struct Attempt {
 }
 
 /// `SPENDERS` workers spending with fresh keys until `stop`, logging every first answer.
+/// Start the spenders: each tries one spend every [`SPEND_PACE`], at most `budget` times, so
+/// that however fast the service is, the balance outlasts the load and the recovery probes
+/// (a 402 after the outage would say nothing about recovery).
 fn start_spenders(
     api: &Api,
     api_key: &str,
     user_id: &str,
+    budget: usize,
     log: &Arc<Mutex<Vec<Attempt>>>,
     stop: &Arc<AtomicBool>,
 ) -> Vec<JoinHandle<()>> {
@@ -60,6 +66,10 @@ fn start_spenders(
             tokio::spawn(async move {
                 let mut n = 0;
                 while !stop.load(Ordering::Relaxed) {
+                    if n >= budget {
+                        tokio::time::sleep(SPEND_PACE).await;
+                        continue;
+                    }
                     let key = format!("outage-{worker}-{n}");
                     n += 1;
                     let started = Instant::now();
@@ -72,6 +82,8 @@ fn start_spenders(
                         .push(attempt);
                     if unavailable {
                         tokio::time::sleep(Duration::from_millis(50)).await;
+                    } else {
+                        tokio::time::sleep(SPEND_PACE).await;
                     }
                 }
             })
@@ -112,7 +124,10 @@ async fn a_database_outage_under_load_gets_503_problems_and_heals_by_itself_losi
 
     let log = Arc::new(Mutex::new(Vec::new()));
     let stop = Arc::new(AtomicBool::new(false));
-    let workers = start_spenders(&api, &api_key, &buyer.user_id, &log, &stop);
+    // Leave at least a hundred spends' worth for the probes and the spends after recovery.
+    let allowed = usize::try_from(start / FEATURE_COST_HUNDREDTHS).expect("positive");
+    let budget = allowed.saturating_sub(100) / SPENDERS;
+    let workers = start_spenders(&api, &api_key, &buyer.user_id, budget, &log, &stop);
     tokio::time::sleep(LOAD_BEFORE_OUTAGE).await;
     pg.stop_immediately();
     let down_at = Instant::now();
