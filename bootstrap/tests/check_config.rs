@@ -710,3 +710,30 @@ fn a_live_wechat_pay_needs_an_https_base_url_even_in_development() {
     let https = check_config_with(dir.path(), &[("APP_BASE_URL", "https://pay.example.com")]);
     assert!(https.status.success(), "{}", text(&https.stderr));
 }
+
+#[test]
+fn the_host_applications_key_file_is_loaded_as_serve_loads_it() {
+    let card = FIXTURE_PLANS
+        .iter()
+        .find(|(id, _)| *id == "card_monthly")
+        .expect("fixture");
+    let dir = config_dir(&plan_block(card.0, card.1), FIXTURE_CREDITS);
+    fs::write(
+        dir.path().join("tally.toml"),
+        "[hostJwt]\npublicKeyFile = \"/nonexistent/host.pem\"\n",
+    )
+    .expect("tally.toml written");
+    let refused = error_lines(&check_config_with(dir.path(), &[])).join("\n");
+    assert!(refused.contains("hostJwt.publicKeyFile"), "{refused}");
+    let pem = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/host-jwt/ec-public.pem");
+    fs::write(
+        dir.path().join("tally.toml"),
+        format!(
+            "[hostJwt]\npublicKeyFile = {:?}\n",
+            pem.display().to_string()
+        ),
+    )
+    .expect("tally.toml written");
+    let output = check_config_with(dir.path(), &[]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+}

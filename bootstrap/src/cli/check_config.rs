@@ -53,8 +53,9 @@ pub(super) fn run(
             let providers = ProviderReport::of(&settings);
             providers
                 .check(&settings, catalog.plans())
-                .map(|()| (catalog, providers))
                 .map_err(|problem| vec![problem])
+                .and_then(|()| host_keys(&settings))
+                .map(|()| (catalog, providers))
         }
         (settings, catalog) => Err(settings
             .err()
@@ -86,6 +87,17 @@ pub(super) fn run(
                 .context("cannot write the problems to stderr")?;
             Ok(ExitCode::from(EXIT_INVALID_CONFIG))
         }
+    }
+}
+
+/// The host application's key, loaded as `tally serve` loads it (a PEM or JWKS file that is
+/// missing or unreadable is named here, not only at start).
+fn host_keys(settings: &settings::Settings) -> Result<(), Vec<String>> {
+    match &settings.host_jwt {
+        Some(host_jwt) => crate::host_tokens::HostJwtVerifier::new(host_jwt)
+            .map(drop)
+            .map_err(|e| vec![e.to_string()]),
+        None => Ok(()),
     }
 }
 
