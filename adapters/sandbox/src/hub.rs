@@ -751,14 +751,14 @@ async fn send(
     }
 }
 
-/// `ms` plus `months` calendar months in UTC, as providers bill: the same day of the month and
-/// time of day, or the month's last day when it is shorter (31 January + 1 month = 28 or 29
-/// February). Past the calendar's range it saturates.
+/// `ms` plus `months` calendar months in UTC, as providers bill: the domain's own calendar
+/// arithmetic (the same day of the month and time of day, or the month's last day when it is
+/// shorter; saturating past its range).
 #[must_use]
 pub fn add_months(ms: i64, months: u32) -> i64 {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .and_then(|t| t.checked_add_months(chrono::Months::new(months)))
-        .map_or(i64::MAX, |t| t.timestamp_millis())
+    domain::Timestamp::from_unix_millis(ms)
+        .plus_calendar_months(months)
+        .unix_millis()
 }
 
 #[cfg(test)]
