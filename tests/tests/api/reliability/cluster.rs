@@ -138,20 +138,48 @@ impl Database {
             name,
             url,
         };
-        database.drop_database();
+        if let Err(error) = database.drop_database() {
+            panic!("dropping {} before the test: {error}", database.name);
+        }
         psql(admin_url, &format!("CREATE DATABASE \"{}\"", database.name));
         database
     }
 
-    fn drop_database(&self) {
+    /// `DROP DATABASE … WITH (FORCE)`, tried for up to five seconds: a role without
+    /// `pg_signal_backend` cannot terminate a backend it does not own, such as an autovacuum
+    /// worker busy on the database right after a load (seen once in CI, after every assertion of
+    /// the test had passed), so that one is waited out.
+    fn drop_database(&self) -> Result<(), String> {
         let sql = format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name);
-        psql(&self.admin_url, &sql);
+        let mut last = String::new();
+        for _ in 0..25 {
+            let output = Command::new("psql")
+                .args([
+                    self.admin_url.as_str(),
+                    "-v",
+                    "ON_ERROR_STOP=1",
+                    "-qAtc",
+                    &sql,
+                ])
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| format!("psql: {e}"))?;
+            if output.status.success() {
+                return Ok(());
+            }
+            last = String::from_utf8_lossy(&output.stderr).into_owned();
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Err(last)
     }
 }
 
 impl Drop for Database {
     fn drop(&mut self) {
-        self.drop_database();
+        // A throwaway database left behind is no failure of the test that used it.
+        if let Err(error) = self.drop_database() {
+            eprintln!("leaving database {} behind: {error}", self.name);
+        }
     }
 }
 
