@@ -365,8 +365,8 @@ impl WalletGlobalGateway {
                 let capture = lookup(self.api.get_capture(&capture_id).await, "refunded capture")?;
                 Ok(capture
                     .map(|c| PaymentEvent::Refunded {
-                        order: c.locator(),
-                        total_refunded,
+                        charge: application::ports::RefundedCharge::Order(c.locator()),
+                        refund: application::ports::RefundReport::Total(total_refunded),
                         occurred_at,
                     })
                     .into_iter()
@@ -414,6 +414,7 @@ impl WalletGlobalGateway {
                     provider_subscription_id: sale.subscription_id,
                     period,
                     amount: sale.amount,
+                    charge_ref: None,
                     occurred_at: sale.occurred_at,
                 })
         };

@@ -664,6 +664,7 @@ async fn the_first_paid_invoice_activates_the_subscription_with_the_lines_period
             provider_subscription_id: "sub_1QKy7pLkdIwHu7ixWbQz4u2Y".into(),
             period: BillingPeriod::new(at(1_731_769_998), at(1_734_361_998)).unwrap(),
             amount: Some(usd(1900)),
+            charge_ref: None,
             occurred_at: at(1_731_770_002),
         }]
     );
@@ -677,6 +678,7 @@ async fn a_renewal_invoice_in_the_pre_2025_shape_renews_for_the_next_period() {
             provider_subscription_id: "sub_1QKy7pLkdIwHu7ixWbQz4u2Y".into(),
             period: BillingPeriod::new(at(1_734_361_998), at(1_736_953_998)).unwrap(),
             amount: usd(1900),
+            charge_ref: None,
             occurred_at: at(1_734_362_100),
         }]
     );
@@ -716,11 +718,11 @@ async fn a_refunded_charge_reports_the_cumulative_refunded_amount_for_our_order(
     assert_eq!(
         events_of("charge.refunded.json").await,
         vec![PaymentEvent::Refunded {
-            order: OrderLocator {
+            charge: application::ports::RefundedCharge::Order(OrderLocator {
                 order_id: order_id("ord_01JCZ8M4QW"),
                 provider_reference: None
-            },
-            total_refunded: usd(500),
+            }),
+            refund: application::ports::RefundReport::Total(usd(500)),
             occurred_at: at(1_731_900_000),
         }]
     );

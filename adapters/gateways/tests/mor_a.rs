@@ -486,6 +486,7 @@ async fn a_completed_subscription_checkout_with_its_period_activates_the_subscri
             )
             .unwrap(),
             amount: Some(eur(1000)),
+            charge_ref: None,
             occurred_at: Timestamp::from_unix_millis(1_728_734_325_927),
         }]
     );
@@ -504,6 +505,7 @@ async fn the_first_paid_subscription_event_activates_it_for_the_order_in_its_met
             )
             .unwrap(),
             amount: Some(eur(1000)),
+            charge_ref: None,
             occurred_at: Timestamp::from_unix_millis(1_728_734_327_355),
         }]
     );
@@ -521,6 +523,7 @@ async fn a_later_paid_subscription_event_renews_it_for_the_next_period() {
             )
             .unwrap(),
             amount: eur(1000),
+            charge_ref: None,
             occurred_at: Timestamp::from_unix_millis(1_731_412_727_355),
         }]
     );
@@ -594,8 +597,11 @@ async fn a_full_refund_including_tax_refunds_the_whole_price_of_our_order() {
     assert_eq!(
         events_of("refund_created.json").await,
         vec![PaymentEvent::Refunded {
-            order: order("ord_01J9ZK4M2QX", Some("ch_5m1N34kxo16AhRKUHFUuYs")),
-            total_refunded: eur(1000),
+            charge: application::ports::RefundedCharge::Order(order(
+                "ord_01J9ZK4M2QX",
+                Some("ch_5m1N34kxo16AhRKUHFUuYs")
+            )),
+            refund: application::ports::RefundReport::Total(eur(1000)),
             occurred_at: Timestamp::from_unix_millis(1_728_734_351_631),
         }]
     );
@@ -606,8 +612,11 @@ async fn a_partial_refund_reports_the_running_total_on_the_price_basis() {
     assert_eq!(
         events_of("refund_created_partial.json").await,
         vec![PaymentEvent::Refunded {
-            order: order("ord_01J9ZK4M2QX", Some("ch_5m1N34kxo16AhRKUHFUuYs")),
-            total_refunded: eur(500),
+            charge: application::ports::RefundedCharge::Order(order(
+                "ord_01J9ZK4M2QX",
+                Some("ch_5m1N34kxo16AhRKUHFUuYs")
+            )),
+            refund: application::ports::RefundReport::Total(eur(500)),
             occurred_at: Timestamp::from_unix_millis(1_728_734_351_631),
         }]
     );

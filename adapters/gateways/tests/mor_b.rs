@@ -584,6 +584,7 @@ async fn an_active_subscription_is_activated_for_our_order_with_its_current_peri
             period: BillingPeriod::new(time("2025-01-20T08:59:41Z"), time("2025-02-20T08:59:41Z"))
                 .unwrap(),
             amount: Some(usd(1900)),
+            charge_ref: None,
             occurred_at: time("2025-01-20T09:00:04.12Z"),
         }]
     );
@@ -598,6 +599,7 @@ async fn a_renewed_subscription_is_renewed_for_the_next_period_at_its_pre_tax_am
             period: BillingPeriod::new(time("2025-02-20T08:59:41Z"), time("2025-03-20T08:59:41Z"))
                 .unwrap(),
             amount: usd(1900),
+            charge_ref: None,
             occurred_at: time("2025-02-20T09:00:12.4Z"),
         }]
     );
@@ -669,12 +671,12 @@ async fn a_refund_reads_its_payment_for_our_order_and_the_cumulative_refunded_to
     assert_eq!(
         verified.events,
         vec![PaymentEvent::Refunded {
-            order: OrderLocator {
+            charge: application::ports::RefundedCharge::Order(OrderLocator {
                 order_id: order_id("ord_01JHDODO01"),
                 provider_reference: Some("cks_0Nf3xQk7Lm2PzR9s".into())
-            },
+            }),
             // 200 earlier + 300 now; the failed 100 does not count.
-            total_refunded: usd(500),
+            refund: application::ports::RefundReport::Total(usd(500)),
             occurred_at: time("2025-01-18T12:00:05.7Z"),
         }]
     );

@@ -622,6 +622,7 @@ async fn an_activated_subscription_starts_with_its_first_period() {
             )
             .unwrap(),
             amount: Some(money(2697, Currency::Eur)),
+            charge_ref: None,
             occurred_at: at("2026-04-01T00:00:05.000Z"),
         }]
     );
@@ -636,6 +637,7 @@ async fn a_renewed_subscription_moves_to_the_next_period_given_as_dates() {
             period: BillingPeriod::new(at("2026-07-01T00:00:00Z"), at("2026-10-01T00:00:00Z"))
                 .unwrap(),
             amount: money(2697, Currency::Eur),
+            charge_ref: None,
             occurred_at: at("2026-07-01T00:00:04.000Z"),
         }]
     );
@@ -709,11 +711,11 @@ async fn a_refund_reports_the_running_refunded_total_when_pancake_sends_it() {
     assert_eq!(
         events_of("refund_succeeded.json").await,
         vec![PaymentEvent::Refunded {
-            order: OrderLocator {
+            charge: application::ports::RefundedCharge::Order(OrderLocator {
                 order_id: Some(OrderId::new("ord_01J9ZK4M2QW").unwrap()),
                 provider_reference: None
-            },
-            total_refunded: money(2900, Currency::Usd),
+            }),
+            refund: application::ports::RefundReport::Total(money(2900, Currency::Usd)),
             occurred_at: at("2026-03-12T10:00:02.000Z"),
         }]
     );
@@ -723,7 +725,12 @@ async fn a_refund_reports_the_running_refunded_total_when_pancake_sends_it() {
 async fn a_refund_without_a_running_total_reports_its_own_amount() {
     let events = events_of("refund_succeeded_without_running_total.json").await;
     match &events[..] {
-        [PaymentEvent::Refunded { total_refunded, .. }] => {
+        [
+            PaymentEvent::Refunded {
+                refund: application::ports::RefundReport::Total(total_refunded),
+                ..
+            },
+        ] => {
             assert_eq!(*total_refunded, money(2900, Currency::Usd));
         }
         other => panic!("expected a refund, got {other:?}"),

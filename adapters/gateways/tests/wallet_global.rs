@@ -1082,11 +1082,11 @@ async fn a_refund_reports_the_cumulative_total_for_its_custom_id() {
         h.events_of("webhooks/payment_capture_refunded_with_custom_id.json")
             .await,
         vec![PaymentEvent::Refunded {
-            order: OrderLocator {
+            charge: application::ports::RefundedCharge::Order(OrderLocator {
                 order_id: Some(order_id()),
                 provider_reference: None
-            },
-            total_refunded: usd(800),
+            }),
+            refund: application::ports::RefundReport::Total(usd(800)),
             occurred_at: at("2024-05-01T09:59:58Z"),
         }]
     );
@@ -1105,8 +1105,8 @@ async fn a_refund_without_custom_id_finds_its_order_through_the_refunded_capture
     assert_eq!(
         h.events_of("webhooks/payment_capture_refunded.json").await,
         vec![PaymentEvent::Refunded {
-            order: order_locator(),
-            total_refunded: usd(800),
+            charge: application::ports::RefundedCharge::Order(order_locator()),
+            refund: application::ports::RefundReport::Total(usd(800)),
             occurred_at: at("2024-05-01T09:59:58Z")
         }]
     );
@@ -1135,6 +1135,7 @@ async fn an_activated_subscription_with_its_first_payment_starts_the_paid_period
             provider_subscription_id: SUBSCRIPTION.into(),
             period: first_period(),
             amount: None,
+            charge_ref: None,
             occurred_at: at("2024-05-01T09:59:12Z"),
         }]
     );
@@ -1169,6 +1170,7 @@ async fn the_first_sale_of_a_subscription_activates_it() {
             provider_subscription_id: SUBSCRIPTION.into(),
             period: first_period(),
             amount: None,
+            charge_ref: None,
             occurred_at: at("2024-05-01T09:59:50Z"),
         }]
     );
@@ -1192,6 +1194,7 @@ async fn a_later_sale_renews_the_subscription_for_the_period_paypal_reports() {
             period: BillingPeriod::new(at("2024-06-01T10:00:05Z"), at("2024-07-01T10:00:00Z"))
                 .unwrap(),
             amount: usd(999),
+            charge_ref: None,
             occurred_at: at("2024-05-01T09:59:50Z"),
         }]
     );

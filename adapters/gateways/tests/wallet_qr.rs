@@ -516,8 +516,8 @@ async fn a_refund_success_notification_becomes_a_refund_of_that_refunds_amount()
     assert_eq!(verified.event_type, "REFUND.SUCCESS");
     let [
         PaymentEvent::Refunded {
-            order,
-            total_refunded,
+            charge: application::ports::RefundedCharge::Order(order),
+            refund: application::ports::RefundReport::Total(total_refunded),
             occurred_at,
         },
     ] = verified.events.as_slice()

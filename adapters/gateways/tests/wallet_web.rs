@@ -361,8 +361,8 @@ async fn refund_notifications_become_refunds_of_the_total_refunded_so_far() {
         assert_eq!(verified.event_type, "trade_status_sync.refund");
         let [
             PaymentEvent::Refunded {
-                order,
-                total_refunded,
+                charge: application::ports::RefundedCharge::Order(order),
+                refund: application::ports::RefundReport::Total(total_refunded),
                 occurred_at,
             },
         ] = verified.events.as_slice()

@@ -150,6 +150,25 @@ pub struct SimSubscription {
     pub notify_url: String,
     /// How many renewals so far.
     pub renewals: u32,
+    /// Every charge so far, the first period's first: what refunds of a subscription name.
+    pub charges: Vec<SimCharge>,
+}
+
+/// One paid period of a subscription.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SimCharge {
+    /// The provider's id for the charge (Stripe invoice, PayPal sale, Creem transaction, Dodo
+    /// payment, Waffo payment), sent in the activation or renewal webhook.
+    pub id: String,
+    /// The period it paid, ms.
+    pub period_start_ms: i64,
+    /// Its end, ms.
+    pub period_end_ms: i64,
+    /// Amount, minor units.
+    pub amount_minor: i64,
+    /// Refunded so far, minor units.
+    pub refunded_minor: i64,
 }
 
 /// Something that happened at the simulated provider, to be told to Tally by webhook.
@@ -169,6 +188,20 @@ pub enum SimEvent {
     SubscriptionCancelScheduled(SimSubscription),
     /// A subscription ended.
     SubscriptionCanceled(SimSubscription),
+    /// A subscription's charge was refunded by `amount_minor` (the charge carries the new
+    /// total), or a dispute of it was lost (`dispute` set: the whole charge went back).
+    ChargeRefunded {
+        /// The subscription.
+        subscription: SimSubscription,
+        /// The charge after the refund.
+        charge: SimCharge,
+        /// The refund's (or dispute's) id.
+        refund_id: String,
+        /// This refund's amount.
+        amount_minor: i64,
+        /// Whether this is a lost dispute rather than a refund.
+        dispute: bool,
+    },
     /// A payment was refunded by `amount_minor` (the payment carries the new total).
     Refunded {
         /// The payment after the refund.
@@ -468,6 +501,13 @@ impl Hub {
                     currency: payment.currency,
                     notify_url: payment.notify_url.clone(),
                     renewals: 0,
+                    charges: vec![SimCharge {
+                        id: self.new_id(first_charge_prefix(payment.provider)),
+                        period_start_ms: now,
+                        period_end_ms: add_months(now, *interval_months),
+                        amount_minor: payment.amount_minor,
+                        refunded_minor: 0,
+                    }],
                 };
                 lock(&self.state)
                     .subscriptions
@@ -541,7 +581,17 @@ impl Hub {
             );
             Ok(s.clone())
         })?;
-        let invoice = self.new_id("in_sandbox_");
+        let invoice = self.new_id(first_charge_prefix(subscription.provider));
+        let subscription = self.update_subscription(id, |s| {
+            s.charges.push(SimCharge {
+                id: invoice.clone(),
+                period_start_ms: s.period_start_ms,
+                period_end_ms: s.period_end_ms,
+                amount_minor: s.amount_minor,
+                refunded_minor: 0,
+            });
+            Ok(s.clone())
+        })?;
         self.dispatch(
             subscription.provider,
             &subscription.notify_url,
@@ -610,6 +660,58 @@ impl Hub {
         self.dispatch(payment.provider, &payment.notify_url, &event)
             .await;
         Ok(payment)
+    }
+
+    /// Refund `amount_minor` of a subscription's charge `charge_id` (its latest when `None`),
+    /// or lose a dispute of it (`dispute`: the whole charge), and send the webhooks.
+    ///
+    /// # Errors
+    /// Unknown subscription or charge, or more than is left to refund.
+    pub async fn refund_subscription_charge(
+        &self,
+        subscription_id: &str,
+        charge_id: Option<&str>,
+        amount_minor: Option<i64>,
+        dispute: bool,
+    ) -> Result<SimSubscription, SandboxError> {
+        let mut refunded = None;
+        let subscription = self.update_subscription(subscription_id, |s| {
+            let charge = match charge_id {
+                Some(id) => s.charges.iter_mut().find(|c| c.id == id),
+                None => s.charges.last_mut(),
+            }
+            .ok_or(SandboxError::NotFound)?;
+            let left = charge.amount_minor - charge.refunded_minor;
+            let amount = if dispute {
+                left
+            } else {
+                amount_minor.unwrap_or(left)
+            };
+            if amount <= 0 || amount > left {
+                return Err(SandboxError::Conflict("refund amount out of range".into()));
+            }
+            charge.refunded_minor += amount;
+            refunded = Some((charge.clone(), amount));
+            Ok(s.clone())
+        })?;
+        let Some((charge, amount_minor)) = refunded else {
+            return Err(SandboxError::NotFound);
+        };
+        let prefix = if dispute {
+            "dp_sandbox_"
+        } else {
+            "re_sandbox_"
+        };
+        let event = SimEvent::ChargeRefunded {
+            subscription: subscription.clone(),
+            charge,
+            refund_id: self.new_id(prefix),
+            amount_minor,
+            dispute,
+        };
+        self.dispatch(subscription.provider, &subscription.notify_url, &event)
+            .await;
+        Ok(subscription)
     }
 
     /// Send the webhooks `provider` sends for `event` to `url`, in order.
@@ -701,9 +803,23 @@ impl SimEvent {
             | SimEvent::SubscriptionStarted(p, _) => Some(p.id.clone()),
             SimEvent::Refunded { payment, .. } => Some(payment.id.clone()),
             SimEvent::Renewed(s, _)
+            | SimEvent::ChargeRefunded {
+                subscription: s, ..
+            }
             | SimEvent::SubscriptionCancelScheduled(s)
             | SimEvent::SubscriptionCanceled(s) => Some(s.payment_id.clone()),
         }
+    }
+}
+
+/// The id prefix of a provider's charge of a subscription period, as the provider spells its ids.
+fn first_charge_prefix(provider: ProviderId) -> &'static str {
+    match provider {
+        ProviderId::CardGateway => "in_sandbox_",
+        ProviderId::WalletGlobal => "SALE-SANDBOX-",
+        ProviderId::MorA => "tran_sandbox_",
+        ProviderId::MorB => "pay_sandbox_",
+        _ => "pmt_sandbox_",
     }
 }
 

@@ -93,6 +93,8 @@ impl Simulator for MorASimulator {
             }
             // Creem sends nothing for a declined card (the checkout stays open) or an approval.
             SimEvent::Declined(_) | SimEvent::Approved(_) => Vec::new(),
+            // Filled in by the refund work of issue 14.
+            SimEvent::ChargeRefunded { .. } => Vec::new(),
         };
         objects
             .into_iter()

@@ -146,6 +146,8 @@ impl Simulator for MorCSimulator {
             }
             // Pancake has no event for a declined card (the session stays open) or an approval.
             SimEvent::Declined(_) | SimEvent::Approved(_) => Vec::new(),
+            // Filled in by the refund work of issue 14.
+            SimEvent::ChargeRefunded { .. } => Vec::new(),
         };
         events
             .into_iter()

@@ -206,11 +206,21 @@ async fn run_subscription_action(
     hub: &Hub,
     id: &str,
     action: &str,
-    at_period_end: bool,
+    body: &ActionBody,
 ) -> Result<serde_json::Value, SandboxError> {
+    let at_period_end = body.at_period_end.unwrap_or(false);
     let subscription = match action {
         "renew" => hub.renew_subscription(id).await?,
         "cancel" => hub.cancel_subscription(id, at_period_end).await?,
+        "refund" | "dispute" => {
+            hub.refund_subscription_charge(
+                id,
+                body.charge_id.as_deref(),
+                body.amount_minor,
+                action == "dispute",
+            )
+            .await?
+        }
         _ => return Err(SandboxError::NotFound),
     };
     serde_json::to_value(subscription).map_err(|e| SandboxError::Conflict(e.to_string()))
@@ -221,7 +231,7 @@ async fn subscription_action(
     Path((id, action)): Path<(String, String)>,
     hub: Data<&Arc<Hub>>,
 ) -> Response {
-    match run_subscription_action(&hub, &id, &action, false).await {
+    match run_subscription_action(&hub, &id, &action, &ActionBody::default()).await {
         Ok(_) => Redirect::see_other("/sandbox").into_response(),
         Err(e) => error_response(&e),
     }
@@ -266,6 +276,8 @@ fn api_payments(Query(q): Query<PaymentsQuery>, hub: Data<&Arc<Hub>>) -> Json<Ve
 struct ActionBody {
     amount_minor: Option<i64>,
     at_period_end: Option<bool>,
+    /// Which charge of a subscription to refund or dispute (its latest when absent).
+    charge_id: Option<String>,
 }
 
 #[handler]
@@ -310,8 +322,8 @@ async fn api_subscription_action(
     body: Option<Json<ActionBody>>,
     hub: Data<&Arc<Hub>>,
 ) -> Response {
-    let at_period_end = body.and_then(|b| b.0.at_period_end).unwrap_or(false);
-    match run_subscription_action(&hub, &id, &action, at_period_end).await {
+    let body = body.map(|b| b.0).unwrap_or_default();
+    match run_subscription_action(&hub, &id, &action, &body).await {
         Ok(value) => Json(value).into_response(),
         Err(e) => error_response(&e),
     }

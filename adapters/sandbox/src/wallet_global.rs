@@ -166,6 +166,8 @@ fn events_for(hub: &Hub, event: &SimEvent) -> Vec<(String, &'static str, Value)>
         }
         // A subscription the buyer could not pay is never activated: PayPal sends nothing.
         SimEvent::Declined(_) => Vec::new(),
+        // Filled in by the refund work of issue 14.
+        SimEvent::ChargeRefunded { .. } => Vec::new(),
         SimEvent::SubscriptionStarted(p, s) => vec![
             (
                 p.id.clone(),

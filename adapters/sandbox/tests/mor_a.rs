@@ -195,8 +195,8 @@ impl Harness {
             .into_iter()
             .map(|event| match event {
                 PaymentEvent::Refunded {
-                    total_refunded,
-                    order,
+                    refund: application::ports::RefundReport::Total(total_refunded),
+                    charge: application::ports::RefundedCharge::Order(order),
                     ..
                 } => {
                     assert_eq!(order.order_id.as_ref().map(OrderId::as_str), Some(order_id));
@@ -361,7 +361,10 @@ fn order_of(event: &PaymentEvent) -> Option<&OrderId> {
     match event {
         PaymentEvent::PaymentSucceeded { order, .. }
         | PaymentEvent::SubscriptionActivated { order, .. }
-        | PaymentEvent::Refunded { order, .. } => order.order_id.as_ref(),
+        | PaymentEvent::Refunded {
+            charge: application::ports::RefundedCharge::Order(order),
+            ..
+        } => order.order_id.as_ref(),
         _ => None,
     }
 }

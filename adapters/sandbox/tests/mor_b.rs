@@ -294,8 +294,8 @@ async fn a_one_time_purchase_is_paid_by_a_verified_webhook_queried_as_paid_and_r
         .flat_map(|(_, events)| events)
         .map(|event| match event {
             PaymentEvent::Refunded {
-                order,
-                total_refunded,
+                charge: application::ports::RefundedCharge::Order(order),
+                refund: application::ports::RefundReport::Total(total_refunded),
                 ..
             } => {
                 assert_eq!(

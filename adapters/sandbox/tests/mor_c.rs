@@ -194,8 +194,8 @@ impl Harness {
             .into_iter()
             .map(|event| match event {
                 PaymentEvent::Refunded {
-                    total_refunded,
-                    order,
+                    refund: application::ports::RefundReport::Total(total_refunded),
+                    charge: application::ports::RefundedCharge::Order(order),
                     ..
                 } => {
                     assert_eq!(order.order_id.as_ref().map(OrderId::as_str), Some(order_id));

@@ -444,8 +444,8 @@ async fn refunds_report_the_total_refunded_so_far() {
         .map(|events| match events.as_slice() {
             [
                 PaymentEvent::Refunded {
-                    order,
-                    total_refunded,
+                    charge: application::ports::RefundedCharge::Order(order),
+                    refund: application::ports::RefundReport::Total(total_refunded),
                     ..
                 },
             ] => (order.clone(), *total_refunded),

@@ -238,7 +238,7 @@ async fn a_refund_is_notified_and_verified_as_a_refund_of_its_amount() {
     assert_eq!(verified.event_type, "REFUND.SUCCESS");
     assert!(matches!(
         verified.events.as_slice(),
-        [PaymentEvent::Refunded { total_refunded, .. }] if *total_refunded == cny(990)
+        [PaymentEvent::Refunded { refund: application::ports::RefundReport::Total(total_refunded), .. }] if *total_refunded == cny(990)
     ));
     // REFUND is not a state Tally's status can express; it stays non-terminal.
     assert_eq!(

@@ -287,7 +287,7 @@ async fn partial_and_full_refunds_are_notified_with_the_total_refunded_so_far() 
         let (event_type, event) = single_event(&app);
         assert_eq!(event_type, "trade_status_sync.refund");
         assert!(
-            matches!(&event, PaymentEvent::Refunded { total_refunded, .. } if *total_refunded == cny(total)),
+            matches!(&event, PaymentEvent::Refunded { refund: application::ports::RefundReport::Total(total_refunded), .. } if *total_refunded == cny(total)),
             "{event:?}"
         );
     }

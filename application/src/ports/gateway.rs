@@ -158,6 +158,9 @@ pub enum PaymentEvent {
         /// What the first period paid, when the provider's activation event says (it must then
         /// be the order's price in its currency); `None` when the event carries no amount.
         amount: Option<Money>,
+        /// The provider's id for the first period's charge (Stripe invoice, PayPal sale, Creem
+        /// transaction or order, Dodo payment, Waffo payment), which its refunds name.
+        charge_ref: Option<String>,
         /// When.
         occurred_at: Timestamp,
     },
@@ -169,6 +172,8 @@ pub enum PaymentEvent {
         period: BillingPeriod,
         /// What was paid.
         amount: Money,
+        /// The provider's id for this period's charge, which its refunds name.
+        charge_ref: Option<String>,
         /// When.
         occurred_at: Timestamp,
     },
@@ -207,14 +212,50 @@ pub enum PaymentEvent {
         /// When.
         occurred_at: Timestamp,
     },
-    /// A payment was refunded, fully or in part.
+    /// A payment was refunded, fully or in part, or a dispute of it was lost.
     Refunded {
-        /// Which order.
-        order: OrderLocator,
-        /// The total refunded so far for this payment.
-        total_refunded: Money,
+        /// Which payment.
+        charge: RefundedCharge,
+        /// How much, as the provider tells it.
+        refund: RefundReport,
         /// When.
         occurred_at: Timestamp,
+    },
+}
+
+/// Which payment a refund or dispute takes money back from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefundedCharge {
+    /// An order's payment (one-time, credits, or a subscription's first payment named by order).
+    Order(OrderLocator),
+    /// One of a subscription's charges, by the provider's id for that charge (the `charge_ref`
+    /// of its activation or renewal event).
+    SubscriptionCharge {
+        /// The provider's subscription id, when the refund names it.
+        provider_subscription_id: Option<String>,
+        /// The provider's id for the refunded charge.
+        charge_ref: String,
+    },
+}
+
+/// How much a refund takes back, in the form the provider reports it. Each form is applied
+/// once however often it is delivered, and in any order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefundReport {
+    /// The provider's running total refunded for the payment, this refund included.
+    Total(Money),
+    /// One refund's own amount, with the provider's id for that refund; refunds of one payment
+    /// add up, each once.
+    One {
+        /// The provider's refund id.
+        refund_id: String,
+        /// This refund's amount.
+        amount: Money,
+    },
+    /// A dispute (chargeback) the merchant lost: the whole payment is taken back.
+    DisputeLost {
+        /// The provider's dispute id.
+        dispute_id: String,
     },
 }
 

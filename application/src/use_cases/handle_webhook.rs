@@ -326,6 +326,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 period,
                 amount,
                 occurred_at,
+                ..
             } => {
                 let activation = Activation {
                     order,
@@ -341,6 +342,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 period,
                 amount,
                 occurred_at,
+                ..
             } => {
                 self.decide_renewal(r, provider_subscription_id, *period, *amount, *occurred_at)
                     .await
@@ -356,8 +358,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 self.decide_lifecycle(r, id, change, occurred_at).await
             }
             PaymentEvent::Refunded {
-                order,
-                total_refunded,
+                charge: crate::ports::RefundedCharge::Order(order),
+                refund: crate::ports::RefundReport::Total(total_refunded),
                 ..
             } => {
                 let Some(record) = self.locate(r.provider, order).await? else {
@@ -365,6 +367,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 };
                 Ok(decide_refund(r, &record, *total_refunded))
             }
+            PaymentEvent::Refunded { .. } => Ok(Decision::Record("ignored", None)),
         }
     }
 

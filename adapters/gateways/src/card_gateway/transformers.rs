@@ -748,12 +748,14 @@ fn invoice_paid(invoice: &Invoice, at: Timestamp) -> Result<Vec<PaymentEvent>, W
             provider_subscription_id,
             period,
             amount: Some(amount),
+            charge_ref: None,
             occurred_at: at,
         },
         _ => PaymentEvent::SubscriptionRenewed {
             provider_subscription_id,
             period,
             amount,
+            charge_ref: None,
             occurred_at: at,
         },
     }])
@@ -784,11 +786,11 @@ fn charge_refunded(charge: &Charge, at: Timestamp) -> Result<PaymentEvent, Webho
         .get(ORDER_ID_KEY)
         .and_then(|id| OrderId::new(id.as_str()).ok());
     Ok(PaymentEvent::Refunded {
-        order: OrderLocator {
+        charge: application::ports::RefundedCharge::Order(OrderLocator {
             order_id,
             provider_reference: None,
-        },
-        total_refunded,
+        }),
+        refund: application::ports::RefundReport::Total(total_refunded),
         occurred_at: at,
     })
 }

@@ -461,6 +461,7 @@ fn checkout_completed(object: Value, at: Timestamp) -> Result<Vec<PaymentEvent>,
             provider_subscription_id: subscription.id.clone(),
             period,
             amount: Some(amount),
+            charge_ref: None,
             occurred_at: at,
         }]),
         Err(_) => Ok(Vec::new()),
@@ -483,6 +484,7 @@ fn subscription_paid(object: Value, at: Timestamp) -> Result<Vec<PaymentEvent>, 
             provider_subscription_id: subscription.id,
             period,
             amount,
+            charge_ref: None,
             occurred_at: at,
         }]);
     }
@@ -491,6 +493,7 @@ fn subscription_paid(object: Value, at: Timestamp) -> Result<Vec<PaymentEvent>, 
         provider_subscription_id: subscription.id,
         period,
         amount,
+        charge_ref: None,
         occurred_at: at,
     }])
 }
@@ -588,8 +591,8 @@ fn refund_created(refund: RefundEntity, at: Timestamp) -> Result<PaymentEvent, W
     let total_refunded =
         money(total_cents, &refund.refund_currency).map_err(WebhookError::Malformed)?;
     Ok(PaymentEvent::Refunded {
-        order,
-        total_refunded,
+        charge: application::ports::RefundedCharge::Order(order),
+        refund: application::ports::RefundReport::Total(total_refunded),
         occurred_at: at,
     })
 }

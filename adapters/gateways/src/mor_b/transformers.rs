@@ -661,6 +661,7 @@ fn subscription_active(s: &Subscription, at: Timestamp) -> Result<PaymentEvent, 
         period: s.period().map_err(WebhookError::Malformed)?,
         // The recurring price before tax, as the order's price is; absent from some payloads.
         amount: s.renewal_amount().ok(),
+        charge_ref: None,
         occurred_at: at,
     })
 }
@@ -670,6 +671,7 @@ fn subscription_renewed(s: &Subscription, at: Timestamp) -> Result<PaymentEvent,
         provider_subscription_id: s.subscription_id.clone(),
         period: s.period().map_err(WebhookError::Malformed)?,
         amount: s.renewal_amount().map_err(WebhookError::Malformed)?,
+        charge_ref: None,
         occurred_at: at,
     })
 }
@@ -714,8 +716,8 @@ pub fn refunded(
         .refunded_total(refund)
         .map_err(WebhookError::Malformed)?;
     Ok(PaymentEvent::Refunded {
-        order: payment.locator(),
-        total_refunded,
+        charge: application::ports::RefundedCharge::Order(payment.locator()),
+        refund: application::ports::RefundReport::Total(total_refunded),
         occurred_at: at,
     })
 }

@@ -659,6 +659,7 @@ fn activated(data: &WebhookData, at: Timestamp) -> Result<PaymentEvent, WebhookE
             .as_ref()
             .map(|amount| amount_of(data, Some(amount)))
             .transpose()?,
+        charge_ref: None,
         occurred_at: at,
     })
 }
@@ -668,6 +669,7 @@ fn renewed(data: &WebhookData, at: Timestamp) -> Result<PaymentEvent, WebhookErr
         provider_subscription_id: subscription_id(data)?,
         period: period(data)?,
         amount: amount_of(data, data.amount.as_ref())?,
+        charge_ref: None,
         occurred_at: at,
     })
 }
@@ -693,8 +695,8 @@ fn canceled(data: &WebhookData, at: Timestamp) -> Result<PaymentEvent, WebhookEr
 fn refunded(data: &WebhookData, at: Timestamp) -> Result<PaymentEvent, WebhookError> {
     let total = data.refunded_amount.as_ref().or(data.amount.as_ref());
     Ok(PaymentEvent::Refunded {
-        order: locator(data),
-        total_refunded: amount_of(data, total)?,
+        charge: application::ports::RefundedCharge::Order(locator(data)),
+        refund: application::ports::RefundReport::Total(amount_of(data, total)?),
         occurred_at: at,
     })
 }

@@ -890,6 +890,7 @@ impl Subscription {
             period: self.paid_period()?,
             // `BILLING.SUBSCRIPTION.ACTIVATED` carries no amount that is the plan's price.
             amount: None,
+            charge_ref: None,
             occurred_at,
         })
     }
@@ -1251,8 +1252,8 @@ fn capture_refunded(refund: &Refund, at: Timestamp) -> Result<Interpretation, We
             provider_reference: None,
         };
         return Ok(Interpretation::Events(vec![PaymentEvent::Refunded {
-            order,
-            total_refunded,
+            charge: application::ports::RefundedCharge::Order(order),
+            refund: application::ports::RefundReport::Total(total_refunded),
             occurred_at: at,
         }]));
     }

@@ -484,8 +484,8 @@ pub fn refund_event(
         .and_then(parse_time)
         .unwrap_or(fallback_time);
     Ok(Some(PaymentEvent::Refunded {
-        order: locator(&refund.out_trade_no),
-        total_refunded,
+        charge: application::ports::RefundedCharge::Order(locator(&refund.out_trade_no)),
+        refund: application::ports::RefundReport::Total(total_refunded),
         occurred_at,
     }))
 }

@@ -463,8 +463,8 @@ pub fn events(
         let total_refunded = money_from_yuan(refund_fee).map_err(WebhookError::Malformed)?;
         if !total_refunded.is_zero() {
             return Ok(vec![PaymentEvent::Refunded {
-                order,
-                total_refunded,
+                charge: application::ports::RefundedCharge::Order(order),
+                refund: application::ports::RefundReport::Total(total_refunded),
                 occurred_at: time(&notification.gmt_refund),
             }]);
         }

@@ -387,6 +387,7 @@ pub fn activated(order_id: &str) -> PaymentEvent {
         )
         .unwrap(),
         amount: None,
+        charge_ref: None,
         occurred_at: Timestamp::from_unix_millis(START_MS + 1000),
     }
 }

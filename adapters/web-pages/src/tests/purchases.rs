@@ -156,6 +156,7 @@ async fn a_subscription_is_shown_and_cancelled_at_period_end_from_the_dashboard(
         provider_subscription_id: "sub_1".into(),
         period,
         amount: None,
+        charge_ref: None,
         occurred_at: Timestamp::from_unix_millis(START_MS + 1_000),
     };
     app.deliver(ProviderId::CardGateway, "e1", vec![activated])
@@ -208,6 +209,7 @@ fn activated(order: &str, subscription: &str) -> PaymentEvent {
         provider_subscription_id: subscription.into(),
         period,
         amount: None,
+        charge_ref: None,
         occurred_at: Timestamp::from_unix_millis(START_MS + 1_000),
     }
 }

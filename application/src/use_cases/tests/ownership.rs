@@ -50,6 +50,7 @@ async fn subscribe(h: &Harness, user: &User, sub: &str) -> OrderId {
         provider_subscription_id: sub.into(),
         period: period(0, 30),
         amount: Some(usd(999)),
+        charge_ref: None,
         occurred_at: Timestamp::from_unix_millis(START_MS + 10),
     };
     assert_eq!(
@@ -235,6 +236,7 @@ async fn past_due_keeps_access_for_the_grace_after_the_failed_renewal_then_not()
         provider_subscription_id: "sub_1".into(),
         period: period(37, 67),
         amount: usd(999),
+        charge_ref: None,
         occurred_at: at_day(37),
     };
     assert_eq!(deliver(&h, "renewed", renewed).await, ["applied"]);
@@ -293,6 +295,7 @@ async fn a_retry_with_the_same_key_replays_its_order_even_once_the_subscription_
         provider_subscription_id: "sub_1".into(),
         period: period(0, 30),
         amount: Some(usd(999)),
+        charge_ref: None,
         occurred_at: Timestamp::from_unix_millis(START_MS + 10),
     };
     assert_eq!(deliver(&h, "act", activated).await, ["applied"]);

@@ -239,6 +239,7 @@ async fn cancelling_a_subscription_order_ends_the_subscription_at_period_end_thr
         provider_subscription_id: "sub_123".into(),
         period: period(0, 30),
         amount: None,
+        charge_ref: None,
         occurred_at: domain::Timestamp::from_unix_millis(START_MS + 5),
     };
     h.deliver(ProviderId::CardGateway, "evt_sub", vec![activated])

@@ -51,6 +51,7 @@ fn activated(order: &OrderId, amount: Option<Money>) -> PaymentEvent {
         provider_subscription_id: "sub_1".into(),
         period: period(0, 30),
         amount,
+        charge_ref: None,
         occurred_at: at(10),
     }
 }
@@ -60,6 +61,7 @@ fn renewed(period: BillingPeriod, amount: Money, occurred_ms: i64) -> PaymentEve
         provider_subscription_id: "sub_1".into(),
         period,
         amount,
+        charge_ref: None,
         occurred_at: at(occurred_ms),
     }
 }
@@ -260,6 +262,7 @@ async fn a_second_provider_subscription_naming_a_paid_order_grants_nothing() {
         provider_subscription_id: "sub_2".into(),
         period: period(0, 30),
         amount: Some(usd(999)),
+        charge_ref: None,
         occurred_at: at(20),
     };
     assert_eq!(deliver(&h, "act-other", again).await, ["mismatch"]);

@@ -146,6 +146,7 @@ async fn subscriptions_grant_each_paid_period_once_and_ignore_stale_events() {
         provider_subscription_id: "sub_1".into(),
         period: period(0, 30),
         amount: None,
+        charge_ref: None,
         occurred_at: at(10),
     };
     h.deliver(ProviderId::CardGateway, "e1", vec![activated.clone()])
@@ -159,6 +160,7 @@ async fn subscriptions_grant_each_paid_period_once_and_ignore_stale_events() {
         provider_subscription_id: "sub_1".into(),
         period: period(30, 60),
         amount: usd(999),
+        charge_ref: None,
         occurred_at: at(100),
     };
     h.deliver(ProviderId::CardGateway, "e2", vec![renewed.clone()])
@@ -196,8 +198,8 @@ async fn a_refund_claws_back_the_unspent_share_and_records_what_was_spent() {
     let at = Timestamp::from_unix_millis(START_MS + 9);
     // Half refunded: half of the 100 credits come back out.
     let half = PaymentEvent::Refunded {
-        order: by_id(&id),
-        total_refunded: usd(500),
+        charge: crate::ports::RefundedCharge::Order(by_id(&id)),
+        refund: crate::ports::RefundReport::Total(usd(500)),
         occurred_at: at,
     };
     h.deliver(ProviderId::CardGateway, "r1", vec![half.clone()])
@@ -208,8 +210,8 @@ async fn a_refund_claws_back_the_unspent_share_and_records_what_was_spent() {
         .unwrap();
     assert_eq!(balance(&h, &user).await, 5_000);
     let full = PaymentEvent::Refunded {
-        order: by_id(&id),
-        total_refunded: usd(1000),
+        charge: crate::ports::RefundedCharge::Order(by_id(&id)),
+        refund: crate::ports::RefundReport::Total(usd(1000)),
         occurred_at: at,
     };
     h.deliver(ProviderId::CardGateway, "r2", vec![full])
@@ -281,6 +283,7 @@ async fn a_withdrawn_cancellation_makes_the_subscription_renew_again() {
         provider_subscription_id: sub(),
         period: period(0, 30),
         amount: None,
+        charge_ref: None,
         occurred_at: at(10),
     };
     h.deliver(ProviderId::CardGateway, "w1", vec![activated])
