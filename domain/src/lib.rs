@@ -14,8 +14,10 @@ pub mod ids;
 pub mod ledger;
 pub mod money;
 pub mod order;
+pub mod outcome;
 pub mod plan;
 pub mod provider;
+pub mod refund;
 pub mod subscription;
 pub mod time;
 
@@ -28,11 +30,15 @@ pub use ids::{IdError, IdempotencyKey, OrderId, PlanId, ReservationId, Subscript
 pub use ledger::{GrantLot, LedgerError, TransactionKind};
 pub use money::{Currency, Money, MoneyError};
 pub use order::{AccessEnd, Order, OrderStatus, OrderTransitionError, PlanSnapshot, Transition};
+pub use outcome::EventOutcome;
 pub use plan::{
     AppEnvironment, Duration, Locale, Months, Plan, PlanDraft, PlanError, PlanErrors, PlanText,
     PlanType, ProviderRefs, Visibility,
 };
 pub use provider::{CapabilityError, ProviderId, TestMode};
+pub use refund::{
+    KeptRefund, RefundForm, RefundMismatch, RefundStep, check_refund, refund_step, refunded_total,
+};
 pub use subscription::{
     BillingPeriod, RenewalIntent, RenewalRefusal, SoldTerms, SoldTermsMismatch, Subscription,
     SubscriptionAccess, SubscriptionError, SubscriptionEvent, SubscriptionStatus, check_activation,

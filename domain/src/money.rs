@@ -126,6 +126,15 @@ pub struct Money {
 }
 
 impl Money {
+    /// Nothing, in `currency`.
+    #[must_use]
+    pub const fn zero(currency: Currency) -> Self {
+        Self {
+            amount_minor: 0,
+            currency,
+        }
+    }
+
     /// Money from integer minor units (cents, fen, yen).
     ///
     /// # Errors

@@ -108,7 +108,12 @@ async fn users_and_orders(db: &DatabaseConnection) -> Vec<String> {
     let orders = db
         .query_all_raw(Statement::from_string(
             backend,
-            "SELECT * FROM orders ORDER BY id",
+            // The columns of step one, by name: sqlx's SQLite statement cache would keep the
+            // column count of a `SELECT *` prepared before a later step adds a column.
+            "SELECT id, user_id, provider, plan_id, plan_type, currency, status, failure_reason,
+                provider_reference, checkout_kind, checkout_url, mismatch, amount_minor,
+                credits_hundredths, months, paid_at, refunded_minor, expires_at, created_at,
+                updated_at, claimed_until FROM orders ORDER BY id",
         ))
         .await
         .expect("orders");
@@ -208,7 +213,11 @@ async fn step_one_data_survives_the_credits_release(t: &TestDb) {
 async fn every_step_migrates_down_and_up_again(t: &TestDb) {
     Migrator::up(&t.db, None).await.expect("up");
     let all = tables(&t.db).await;
-    assert_eq!(all.len(), 14, "{all:?}");
+    assert_eq!(all.len(), 16, "{all:?}");
+    Migrator::down(&t.db, Some(1))
+        .await
+        .expect("down the refunds step");
+    assert_eq!(tables(&t.db).await.len(), 14);
     Migrator::down(&t.db, Some(1))
         .await
         .expect("down the sold-terms step");
@@ -226,7 +235,7 @@ async fn every_step_migrates_down_and_up_again(t: &TestDb) {
     let applied = Migrator::get_applied_migrations(&t.db)
         .await
         .expect("status");
-    assert_eq!(applied.len(), 4);
+    assert_eq!(applied.len(), 5);
 }
 
 /// `(id, price_minor, currency, interval_months, credits_per_period_hundredths)` of every
@@ -324,6 +333,117 @@ async fn subscriptions_keep_the_terms_of_their_order(t: &TestDb) {
             "accepted: {sql}"
         );
     }
+}
+
+/// Step 5 keeps what earlier steps knew of refunds and paid periods: a refunded order's total as
+/// one running-total report, each subscription's current period (with sold terms) as a charge.
+async fn refunds_and_charges_are_filled_from_what_was_known(t: &TestDb) {
+    Migrator::up(&t.db, Some(4))
+        .await
+        .expect("migrate to step 4");
+    for sql in STEP_ONE_DATA {
+        exec(&t.db, sql).await;
+    }
+    exec(
+        &t.db,
+        "INSERT INTO orders (id, user_id, provider, plan_id, plan_type, amount_minor, currency,
+            credits_hundredths, months, status, paid_at, refunded_minor, expires_at, created_at,
+            updated_at)
+         VALUES ('o5', 'u1', 'wallet_qr', 'pack', 'credits', 6800, 'CNY', 100000, NULL,
+            'partially_refunded', 1, 3400, 1, 1, 7),
+                ('o6', 'u1', 'card_gateway', 'pro-monthly', 'recurring', 999, 'USD', 5000, 1,
+            'paid', 1, 0, 1, 1, 1)",
+    )
+    .await;
+    exec(
+        &t.db,
+        "INSERT INTO subscriptions (id, user_id, order_id, plan_id, provider,
+            provider_subscription_id, status, period_start, period_end, last_event_at,
+            created_at, updated_at, price_minor, currency, interval_months,
+            credits_per_period_hundredths)
+         VALUES ('s5', 'u1', 'o6', 'pro-monthly', 'card_gateway', 'sub_5', 'active', 10, 20, 1,
+            1, 1, 999, 'USD', 1, 5000),
+                ('s6', 'u1', NULL, 'pro', 'card_gateway', 'sub_6', 'active', 10, 20, 1, 1, 1,
+            NULL, NULL, NULL, NULL)",
+    )
+    .await;
+    Migrator::up(&t.db, None).await.expect("migrate up");
+    let rows = |sql: &'static str| {
+        let db = &t.db;
+        async move {
+            db.query_all_raw(Statement::from_string(db.get_database_backend(), sql))
+                .await
+                .expect("query")
+        }
+    };
+    let refunds = rows("SELECT order_id, form, amount_minor FROM refunds ORDER BY id").await;
+    let refunds: Vec<(String, String, i64)> = refunds
+        .iter()
+        .map(|r| {
+            (
+                r.try_get("", "order_id").unwrap(),
+                r.try_get("", "form").unwrap(),
+                r.try_get("", "amount_minor").unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(refunds, vec![("o5".into(), "total".into(), 3400)]);
+    let charges = rows(
+        "SELECT subscription_id, order_id, period_start, amount_minor, credits_hundredths
+         FROM subscription_charges ORDER BY id",
+    )
+    .await;
+    let charges: Vec<(String, String, i64, i64, Option<i64>)> = charges
+        .iter()
+        .map(|r| {
+            (
+                r.try_get("", "subscription_id").unwrap(),
+                r.try_get("", "order_id").unwrap(),
+                r.try_get("", "period_start").unwrap(),
+                r.try_get("", "amount_minor").unwrap(),
+                r.try_get("", "credits_hundredths").unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        charges,
+        vec![("s5".into(), "o6".into(), 10, 999, Some(5000))]
+    );
+    let refused = [
+        // A refund of nothing.
+        "INSERT INTO refunds (provider, refund_key, order_id, form, amount_minor, currency,
+            received_at) VALUES ('wallet_qr', 'k0', 'o5', 'one', 0, 'CNY', 1)",
+        // Against both an order and a charge.
+        "INSERT INTO refunds (provider, refund_key, order_id, charge_ref, form, amount_minor,
+            currency, received_at) VALUES ('wallet_qr', 'k1', 'o5', 'c', 'one', 1, 'CNY', 1)",
+        // The same report twice.
+        "INSERT INTO refunds (provider, refund_key, order_id, form, amount_minor, currency,
+            received_at) SELECT provider, refund_key, order_id, form, amount_minor, currency, 1
+            FROM refunds",
+        // More refunded than charged.
+        "UPDATE subscription_charges SET refunded_minor = 1000",
+    ];
+    for sql in refused {
+        assert!(
+            t.db.execute_unprepared(sql).await.is_err(),
+            "accepted: {sql}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn sqlite_refunds_and_charges_are_filled_from_what_was_known() {
+    let t = TestDb::sqlite().await;
+    refunds_and_charges_are_filled_from_what_was_known(&t).await;
+}
+
+#[tokio::test]
+async fn postgres_refunds_and_charges_are_filled_from_what_was_known() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    refunds_and_charges_are_filled_from_what_was_known(&t).await;
+    t.cleanup().await;
 }
 
 #[tokio::test]

@@ -14,7 +14,7 @@ use crate::SeaOrmStore;
 use crate::ledger::{self, NewGrant};
 use crate::retry::Fail;
 use crate::sql::{self, End};
-use crate::{orders, subscriptions};
+use crate::{orders, refunds, subscriptions};
 
 /// Insert the inbox row; false when `(provider, event_id)` was seen before.
 async fn insert_inbox<C: ConnectionTrait>(conn: &C, e: &InboxEntry) -> Result<bool, DbErr> {
@@ -77,10 +77,10 @@ async fn apply(
     let now = c.inbox.received_at;
     if let Some(change) = &c.order {
         let mismatch = change.mismatch.as_deref();
-        if orders::transition(
+        if orders::transition_versioned(
             tx,
             &change.order_id,
-            change.expected,
+            change.expected_version,
             &change.status,
             mismatch,
             now,
@@ -92,13 +92,21 @@ async fn apply(
                 return Err(Fail::Store(StoreError::NotFound));
             }
             return Err(conflict(&format!(
-                "order {} is no longer {}",
-                change.order_id, change.expected
+                "order {} changed since it was read",
+                change.order_id
             )));
         }
     }
     if let Some(change) = &c.subscription {
         apply_subscription(tx, change, now).await?;
+    }
+    if let Some(refund) = &c.refund
+        && !refunds::keep(tx, refund).await?
+    {
+        return Err(conflict("the refund report was kept before"));
+    }
+    if let Some(change) = &c.charge {
+        refunds::apply_charge(tx, change).await?;
     }
     let mut effects = Vec::new();
     if let Some(grant) = &c.grant {

@@ -26,6 +26,7 @@ mod key_cache;
 mod ledger;
 mod orders;
 mod plans;
+mod refunds;
 mod retry;
 mod rows;
 mod settings;

@@ -41,11 +41,38 @@ pub(crate) async fn transition<C: ConnectionTrait>(
 ) -> Result<u64, DbErr> {
     let sql = "UPDATE orders SET status = $3, paid_at = $4, failure_reason = $5, \
         refunded_minor = COALESCE($6, amount_minor), mismatch = COALESCE($7, mismatch), \
-        updated_at = $8 WHERE id = $1 AND status = $2";
+        updated_at = $8, version = version + 1 WHERE id = $1 AND status = $2";
     let (code, paid_at, reason, refunded) = order_status_values(status);
     let values = vec![
         id.as_str().into(),
         expected.into(),
+        code.into(),
+        paid_at.into(),
+        reason.into(),
+        refunded.into(),
+        mismatch.map(str::to_owned).into(),
+        now.unix_millis().into(),
+    ];
+    sql::execute(conn, sql, values).await
+}
+
+/// Move order `id` to `status` if it still has `version` (the webhook pipeline's
+/// compare-and-set); the version moves on. Returns the rows changed (0 or 1).
+pub(crate) async fn transition_versioned<C: ConnectionTrait>(
+    conn: &C,
+    id: &OrderId,
+    version: i64,
+    status: &OrderStatus,
+    mismatch: Option<&str>,
+    now: Timestamp,
+) -> Result<u64, DbErr> {
+    let sql = "UPDATE orders SET status = $3, paid_at = $4, failure_reason = $5, \
+        refunded_minor = COALESCE($6, amount_minor), mismatch = COALESCE($7, mismatch), \
+        updated_at = $8, version = version + 1 WHERE id = $1 AND version = $2";
+    let (code, paid_at, reason, refunded) = order_status_values(status);
+    let values = vec![
+        id.as_str().into(),
+        version.into(),
         code.into(),
         paid_at.into(),
         reason.into(),

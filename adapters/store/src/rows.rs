@@ -142,7 +142,8 @@ pub(crate) fn scopes_value(scopes: &[Scope]) -> String {
 /// The columns of [`OrderRow`].
 pub(crate) const ORDER_COLUMNS: &str = "id, user_id, provider, plan_id, plan_type, amount_minor, \
     currency, credits_hundredths, months, status, failure_reason, paid_at, refunded_minor, \
-    provider_reference, checkout_kind, checkout_url, mismatch, expires_at, created_at, updated_at";
+    provider_reference, checkout_kind, checkout_url, mismatch, expires_at, created_at, updated_at, \
+    version";
 
 /// An `orders` row.
 #[derive(Debug, FromQueryResult)]
@@ -167,6 +168,7 @@ pub(crate) struct OrderRow {
     expires_at: i64,
     created_at: i64,
     updated_at: i64,
+    version: i64,
 }
 
 impl OrderRow {
@@ -211,6 +213,7 @@ impl OrderRow {
                 .map_err(|e| corrupt("orders", &self.id, e))?,
             updated_at: ts(self.updated_at),
             mismatch: self.mismatch,
+            version: self.version,
         })
     }
 

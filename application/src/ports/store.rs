@@ -8,9 +8,9 @@
 
 use async_trait::async_trait;
 use domain::{
-    BillingPeriod, CreditDelta, Credits, IdempotencyKey, Locale, Order, OrderId, OrderStatus, Plan,
-    PlanId, ProviderId, ReservationId, Subscription, SubscriptionId, Timestamp, TransactionKind,
-    UserId,
+    BillingPeriod, CreditDelta, Credits, IdempotencyKey, KeptRefund, Locale, Money, Order, OrderId,
+    OrderStatus, Plan, PlanId, ProviderId, ReservationId, Subscription, SubscriptionId, Timestamp,
+    TransactionKind, UserId,
 };
 
 use crate::accounts::{ApiKey, Email, PasswordHash, Role, TokenHash, User};
@@ -290,6 +290,8 @@ pub struct OrderRecord {
     pub updated_at: Timestamp,
     /// A verified provider event that did not match the order (amount or currency), for admins.
     pub mismatch: Option<String>,
+    /// Bumped by every change a provider event makes: the webhook pipeline's compare-and-set.
+    pub version: i64,
 }
 
 impl OrderRecord {
@@ -456,6 +458,110 @@ pub trait SubscriptionRepository: Send + Sync + 'static {
     /// # Errors
     /// As [`SubscriptionRepository::find_subscription`].
     async fn list_subscriptions(&self, user: &UserId) -> Result<Vec<Subscription>, StoreError>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Refunds and subscription charges
+
+/// One paid period of a subscription: what refunds of that charge take back from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubscriptionCharge {
+    /// The subscription.
+    pub subscription_id: SubscriptionId,
+    /// Whose subscription (the grant's owner).
+    pub user_id: UserId,
+    /// Its provider.
+    pub provider: ProviderId,
+    /// The provider's id for the charge (what its refunds name), when the provider gave one.
+    pub charge_ref: Option<String>,
+    /// The order that started the subscription, on its first period's charge.
+    pub order_id: Option<OrderId>,
+    /// The period it paid.
+    pub period: BillingPeriod,
+    /// What it paid.
+    pub amount: Money,
+    /// The credits it granted, if any.
+    pub credits: Option<Credits>,
+    /// The refunded total acted on so far.
+    pub refunded: Money,
+    /// When it was paid.
+    pub paid_at: Timestamp,
+}
+
+/// What a refund report is kept against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefundTarget {
+    /// An order's payment.
+    Order(OrderId),
+    /// A subscription charge, by the provider's id for it (known or not yet).
+    Charge(String),
+}
+
+/// A verified refund report, kept once per `(provider, key)` against the payment it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefundRecord {
+    /// The provider.
+    pub provider: ProviderId,
+    /// Unique per provider: the refund or dispute id, or the running total for the payment.
+    pub key: String,
+    /// The payment.
+    pub target: RefundTarget,
+    /// Its form and amount.
+    pub refund: KeptRefund,
+    /// When it was received.
+    pub received_at: Timestamp,
+}
+
+/// A change of a subscription charge within a payment event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChargeChange {
+    /// Record a newly paid period (UNIQUE per subscription and period start, and per provider
+    /// and charge id).
+    Record(SubscriptionCharge),
+    /// Move a charge's refunded total, if it is still `expected` (compare-and-set).
+    Refund {
+        /// The subscription.
+        subscription_id: SubscriptionId,
+        /// The period's start.
+        period_start: Timestamp,
+        /// The refunded total it must still have.
+        expected: Money,
+        /// Its new refunded total.
+        refunded: Money,
+    },
+}
+
+/// Refund reports and subscription charges.
+#[async_trait]
+pub trait RefundRepository: Send + Sync + 'static {
+    /// Every refund report kept against `target` of `provider`, oldest first.
+    ///
+    /// # Errors
+    /// Storage failures; [`StoreError::Corrupt`] for an invalid row.
+    async fn refunds_of(
+        &self,
+        provider: ProviderId,
+        target: &RefundTarget,
+    ) -> Result<Vec<RefundRecord>, StoreError>;
+
+    /// The subscription charge a provider knows by `charge_ref`.
+    ///
+    /// # Errors
+    /// As [`RefundRepository::refunds_of`].
+    async fn find_charge(
+        &self,
+        provider: ProviderId,
+        charge_ref: &str,
+    ) -> Result<Option<SubscriptionCharge>, StoreError>;
+
+    /// The first period's charge of the subscription started by `order`.
+    ///
+    /// # Errors
+    /// As [`RefundRepository::refunds_of`].
+    async fn find_charge_of_order(
+        &self,
+        order: &OrderId,
+    ) -> Result<Option<SubscriptionCharge>, StoreError>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -648,8 +754,8 @@ pub struct GrantCommand {
 pub struct ClawbackCommand {
     /// Whose credits.
     pub user_id: UserId,
-    /// The refunded order whose grant is clawed back.
-    pub order_id: OrderId,
+    /// The grant clawed back: a refunded order's, or a refunded subscription period's.
+    pub source: GrantSource,
     /// How much the refund should take back (the refunded share of the grant, not yet clawed back).
     pub wanted: Credits,
     /// Now.
@@ -800,9 +906,10 @@ pub struct InboxEntry {
 pub struct OrderChange {
     /// The order.
     pub order_id: OrderId,
-    /// The status code it must still have (compare-and-set).
-    pub expected: &'static str,
-    /// Its new status (may equal the old one when only `mismatch` is recorded).
+    /// The version it must still have (compare-and-set); the change bumps it.
+    pub expected_version: i64,
+    /// Its new status (may equal the old one when only `mismatch` is recorded, or a refund is
+    /// kept against a pending order).
     pub status: OrderStatus,
     /// A mismatch to record on the order.
     pub mismatch: Option<String>,
@@ -835,6 +942,10 @@ pub struct PaymentEventCommand {
     pub grant: Option<GrantCommand>,
     /// Credits to take back after a refund.
     pub clawback: Option<ClawbackCommand>,
+    /// A subscription charge recorded or refunded.
+    pub charge: Option<ChargeChange>,
+    /// A refund report to keep (a report kept before makes the store refuse with a conflict).
+    pub refund: Option<RefundRecord>,
 }
 
 /// What applying a payment event did.
@@ -877,6 +988,7 @@ pub trait Store:
     + PlanRepository
     + OrderRepository
     + SubscriptionRepository
+    + RefundRepository
     + CreditLedger
     + PaymentEventStore
 {
@@ -888,6 +1000,7 @@ impl<T> Store for T where
         + PlanRepository
         + OrderRepository
         + SubscriptionRepository
+        + RefundRepository
         + CreditLedger
         + PaymentEventStore
 {

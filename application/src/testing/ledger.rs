@@ -321,7 +321,7 @@ impl Ledger {
     }
 
     pub(super) fn clawback(&mut self, c: &ClawbackCommand) -> Result<LedgerEffect, StoreError> {
-        let key = source_key(&GrantSource::Order(c.order_id.clone()));
+        let key = source_key(&c.source);
         let Some(index) = self.lots.iter().position(|l| l.source == key) else {
             return Ok(LedgerEffect::Nothing);
         };
@@ -333,9 +333,16 @@ impl Ledger {
         if t.taken.is_zero() {
             return Ok(LedgerEffect::Nothing);
         }
-        let context = UsageContext {
-            order_id: Some(c.order_id.clone()),
-            ..UsageContext::default()
+        let context = match &c.source {
+            GrantSource::Order(order) => UsageContext {
+                order_id: Some(order.clone()),
+                ..UsageContext::default()
+            },
+            GrantSource::SubscriptionPeriod(subscription, _) => UsageContext {
+                subscription_id: Some(subscription.clone()),
+                ..UsageContext::default()
+            },
+            GrantSource::Admin(_) => UsageContext::default(),
         };
         let tx = self
             .write(

@@ -28,6 +28,8 @@ struct State {
     inbox: BTreeSet<(ProviderId, String)>,
     inbox_entries: Vec<InboxEntry>,
     ledger: Ledger,
+    charges: Vec<SubscriptionCharge>,
+    refunds: Vec<RefundRecord>,
 }
 
 /// Every storage port in memory. Cheap to create; one per test.
@@ -350,6 +352,7 @@ impl OrderRepository for InMemoryStore {
                 checkout: None,
                 updated_at: order.created_at,
                 mismatch: None,
+                version: 0,
             };
             s.orders.insert(order.id.clone(), record);
             Ok(CreateOrderOutcome::Created)
@@ -484,8 +487,87 @@ fn transition(
     if let Some(m) = mismatch {
         r.mismatch = Some(m.clone());
     }
+    r.version += 1;
     r.updated_at = now;
     Ok(())
+}
+
+fn apply_charge(s: &mut State, change: Option<&ChargeChange>) -> Result<(), StoreError> {
+    match change {
+        None => Ok(()),
+        Some(ChargeChange::Record(charge)) => {
+            let taken = s.charges.iter().any(|c| {
+                (c.subscription_id == charge.subscription_id && c.period == charge.period)
+                    || (charge.charge_ref.is_some()
+                        && c.provider == charge.provider
+                        && c.charge_ref == charge.charge_ref)
+            });
+            if !taken {
+                s.charges.push(charge.clone());
+            }
+            Ok(())
+        }
+        Some(ChargeChange::Refund {
+            subscription_id,
+            period_start,
+            expected,
+            refunded,
+        }) => {
+            let charge = s
+                .charges
+                .iter_mut()
+                .find(|c| {
+                    &c.subscription_id == subscription_id && c.period.start() == *period_start
+                })
+                .ok_or(StoreError::NotFound)?;
+            if charge.refunded != *expected {
+                return Err(StoreError::Conflict(
+                    "charge refunded since it was read".into(),
+                ));
+            }
+            charge.refunded = *refunded;
+            Ok(())
+        }
+    }
+}
+
+#[async_trait]
+impl RefundRepository for InMemoryStore {
+    async fn refunds_of(
+        &self,
+        provider: ProviderId,
+        target: &RefundTarget,
+    ) -> Result<Vec<RefundRecord>, StoreError> {
+        Ok(lock(&self.0)
+            .refunds
+            .iter()
+            .filter(|r| r.provider == provider && &r.target == target)
+            .cloned()
+            .collect())
+    }
+
+    async fn find_charge(
+        &self,
+        provider: ProviderId,
+        charge_ref: &str,
+    ) -> Result<Option<SubscriptionCharge>, StoreError> {
+        Ok(lock(&self.0)
+            .charges
+            .iter()
+            .find(|c| c.provider == provider && c.charge_ref.as_deref() == Some(charge_ref))
+            .cloned())
+    }
+
+    async fn find_charge_of_order(
+        &self,
+        order: &OrderId,
+    ) -> Result<Option<SubscriptionCharge>, StoreError> {
+        Ok(lock(&self.0)
+            .charges
+            .iter()
+            .find(|c| c.order_id.as_ref() == Some(order))
+            .cloned())
+    }
 }
 
 #[async_trait]
@@ -627,15 +709,27 @@ impl PaymentEventStore for InMemoryStore {
             }
             s.inbox_entries.push(c.inbox.clone());
             if let Some(o) = &c.order {
-                transition(
-                    s,
-                    &o.order_id,
-                    o.expected,
-                    &o.status,
-                    o.mismatch.as_ref(),
-                    c.inbox.received_at,
-                )?;
+                let r = s.orders.get_mut(&o.order_id).ok_or(StoreError::NotFound)?;
+                if r.version != o.expected_version {
+                    return Err(StoreError::Conflict("order changed".into()));
+                }
+                r.order.status = o.status.clone();
+                if let Some(m) = &o.mismatch {
+                    r.mismatch = Some(m.clone());
+                }
+                r.version += 1;
+                r.updated_at = c.inbox.received_at;
             }
+            if let Some(refund) = &c.refund {
+                if s.refunds
+                    .iter()
+                    .any(|k| k.provider == refund.provider && k.key == refund.key)
+                {
+                    return Err(StoreError::Conflict("refund kept before".into()));
+                }
+                s.refunds.push(refund.clone());
+            }
+            apply_charge(s, c.charge.as_ref())?;
             match &c.subscription {
                 Some(SubscriptionChange::Create(sub, order)) => {
                     let exists = s.subscriptions.values().any(|(x, _)| {

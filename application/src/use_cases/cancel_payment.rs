@@ -181,7 +181,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 event_id: format!("tally:cancel-at-period-end:{}", subscription.id),
                 event_type: "tally.subscription.cancel_requested".into(),
                 payload: String::new(),
-                outcome: "applied".into(),
+                outcome: domain::EventOutcome::Applied.code().into(),
                 detail: Some(format!(
                     "requested by the subscriber through order {}",
                     record.order.id
@@ -195,6 +195,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             }),
             grant: None,
             clawback: None,
+            charge: None,
+            refund: None,
         };
         match self.store.apply_payment_event(&command).await {
             Ok(_) | Err(StoreError::Conflict(_)) => {}

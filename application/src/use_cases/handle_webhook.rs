@@ -8,20 +8,22 @@
 //! change of the same order or subscription makes the store refuse it, and the event is
 //! re-read and re-decided, a bounded number of times.
 
-use domain::ledger::refund_share;
 use domain::{
-    BillingPeriod, Duration, Money, Order, OrderStatus, PlanType, ProviderId, RenewalIntent,
-    RenewalRefusal, SoldTerms, SoldTermsMismatch, Subscription, SubscriptionEvent, SubscriptionId,
-    SubscriptionStatus, Timestamp, Transition, check_activation,
+    BillingPeriod, Credits, Duration, EventOutcome, KeptRefund, Money, OrderStatus, PlanType,
+    ProviderId, RenewalIntent, RenewalRefusal, SoldTerms, SoldTermsMismatch, Subscription,
+    SubscriptionEvent, SubscriptionId, SubscriptionStatus, Timestamp, Transition, check_activation,
+    refund_step,
 };
 
 use super::InfraError;
 use crate::ports::{
-    AckFor, ClawbackCommand, Clock, GrantCommand, GrantSource, IdGenerator, InboxEntry,
-    LedgerEffect, OrderChange, OrderLocator, OrderRecord, PaymentEvent, PaymentEventCommand,
-    PaymentEventOutcome, SecretHasher, Store, StoreError, SubscriptionChange, WebhookAck,
-    WebhookError, WebhookRequest,
+    AckFor, ChargeChange, ClawbackCommand, Clock, GrantCommand, GrantSource, IdGenerator,
+    InboxEntry, LedgerEffect, OrderChange, OrderLocator, OrderRecord, PaymentEvent,
+    PaymentEventCommand, PaymentEventOutcome, RefundTarget, SecretHasher, Store, StoreError,
+    SubscriptionChange, SubscriptionCharge, WebhookAck, WebhookError, WebhookRequest,
 };
+
+mod refunds;
 use crate::service::Service;
 
 /// The largest webhook body kept in the inbox, in bytes.
@@ -69,7 +71,7 @@ pub struct WebhookHandled {
 
 impl WebhookHandled {
     fn add(&mut self, result: EventResult) {
-        self.outcomes.push(result.outcome);
+        self.outcomes.push(result.outcome.code().to_owned());
         self.order_statuses.extend(result.order_status);
         self.credits_granted = self
             .credits_granted
@@ -83,45 +85,39 @@ impl WebhookHandled {
 }
 
 /// What one event came to.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct EventResult {
-    outcome: String,
+    outcome: EventOutcome,
     order_status: Option<&'static str>,
     granted: domain::Credits,
     clawed_back: domain::Credits,
 }
 
 impl EventResult {
-    fn of(command: &PaymentEventCommand, outcome: PaymentEventOutcome) -> Self {
+    fn only(outcome: EventOutcome) -> Self {
+        Self {
+            outcome,
+            order_status: None,
+            granted: domain::Credits::ZERO,
+            clawed_back: domain::Credits::ZERO,
+        }
+    }
+
+    fn of(change: &Change, outcome: PaymentEventOutcome) -> Self {
         let PaymentEventOutcome::Applied { ledger } = outcome else {
-            return Self {
-                outcome: "duplicate".into(),
-                ..Self::default()
-            };
+            return Self::only(EventOutcome::Duplicate);
         };
-        let mut result = Self {
-            outcome: command.inbox.outcome.clone(),
-            order_status: command
-                .order
-                .as_ref()
-                .filter(|o| o.status.code() != o.expected)
-                .map(|o| o.status.code()),
-            ..Self::default()
-        };
+        let mut result = Self::only(change.outcome);
+        result.order_status = change.moved_to;
         for effect in ledger {
             if let LedgerEffect::Written(tx) = effect {
                 let magnitude = tx.amount.magnitude();
-                if tx.amount.is_decrease() {
-                    result.clawed_back = result
-                        .clawed_back
-                        .checked_add(magnitude)
-                        .unwrap_or(result.clawed_back);
+                let sum = if tx.amount.is_decrease() {
+                    &mut result.clawed_back
                 } else {
-                    result.granted = result
-                        .granted
-                        .checked_add(magnitude)
-                        .unwrap_or(result.granted);
-                }
+                    &mut result.granted
+                };
+                *sum = sum.checked_add(magnitude).unwrap_or(*sum);
             }
         }
         result
@@ -130,10 +126,43 @@ impl EventResult {
 
 /// What to do with one event.
 enum Decision {
-    /// Apply this command.
-    Apply(PaymentEventCommand),
+    /// Apply this change.
+    Apply(Change),
     /// Record the event with this outcome; change nothing else.
-    Record(&'static str, Option<String>),
+    Record(EventOutcome, Option<String>),
+}
+
+/// A command under construction, with the outcome it stands for.
+struct Change {
+    outcome: EventOutcome,
+    command: PaymentEventCommand,
+    /// The status the order moves to, when it moves.
+    moved_to: Option<&'static str>,
+}
+
+impl Change {
+    /// Move (or touch) `before`'s order to `status`, if it still has the version read.
+    fn order(
+        mut self,
+        before: &OrderRecord,
+        status: OrderStatus,
+        mismatch: Option<String>,
+    ) -> Self {
+        if status.code() != before.order.status.code() {
+            self.moved_to = Some(status.code());
+        }
+        self.command.order = Some(OrderChange {
+            order_id: before.order.id.clone(),
+            expected_version: before.version,
+            status,
+            mismatch,
+        });
+        self
+    }
+
+    fn apply(self) -> Decision {
+        Decision::Apply(self)
+    }
 }
 
 /// The inbox facts shared by the decisions of one event.
@@ -146,25 +175,31 @@ struct Received {
 }
 
 impl Received {
-    fn entry(&self, outcome: &str, detail: Option<String>) -> InboxEntry {
+    fn entry(&self, outcome: EventOutcome, detail: Option<String>) -> InboxEntry {
         InboxEntry {
             provider: self.provider,
             event_id: self.event_id.clone(),
             event_type: self.event_type.clone(),
             payload: self.payload.clone(),
-            outcome: outcome.to_owned(),
+            outcome: outcome.code().to_owned(),
             detail,
             received_at: self.now,
         }
     }
 
-    fn command(&self, outcome: &str, detail: Option<String>) -> PaymentEventCommand {
-        PaymentEventCommand {
-            inbox: self.entry(outcome, detail),
-            order: None,
-            subscription: None,
-            grant: None,
-            clawback: None,
+    fn change(&self, outcome: EventOutcome, detail: Option<String>) -> Change {
+        Change {
+            outcome,
+            command: PaymentEventCommand {
+                inbox: self.entry(outcome, detail),
+                order: None,
+                subscription: None,
+                grant: None,
+                clawback: None,
+                charge: None,
+                refund: None,
+            },
+            moved_to: None,
         }
     }
 }
@@ -225,11 +260,14 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         };
         if verified.events.is_empty() {
             let entry = received(verified.event_id.clone())
-                .entry("ignored", Some("event type not handled".into()));
+                .entry(EventOutcome::Ignored, Some("event type not handled".into()));
             let fresh = self.store.record_event(&entry).await?;
-            handled
-                .outcomes
-                .push(if fresh { "ignored" } else { "duplicate" }.to_owned());
+            let outcome = if fresh {
+                EventOutcome::Ignored
+            } else {
+                EventOutcome::Duplicate
+            };
+            handled.add(EventResult::only(outcome));
         }
         for (index, event) in verified.events.iter().enumerate() {
             // One inbox row per event; a webhook carrying several events gets suffixed ids.
@@ -269,22 +307,23 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ) -> Result<EventResult, HandleWebhookError> {
         let attempts = self.config.webhook_conflict_retries.max(1);
         for attempt in 1..=attempts {
-            let command = match self.decide(received, event).await? {
+            let change = match self.decide(received, event).await? {
                 Decision::Record(outcome, detail) => {
                     let fresh = self
                         .store
                         .record_event(&received.entry(outcome, detail))
                         .await?;
-                    let outcome = if fresh { outcome } else { "duplicate" };
-                    return Ok(EventResult {
-                        outcome: outcome.to_owned(),
-                        ..EventResult::default()
-                    });
+                    let outcome = if fresh {
+                        outcome
+                    } else {
+                        EventOutcome::Duplicate
+                    };
+                    return Ok(EventResult::only(outcome));
                 }
-                Decision::Apply(command) => command,
+                Decision::Apply(change) => change,
             };
-            match self.store.apply_payment_event(&command).await {
-                Ok(outcome) => return Ok(EventResult::of(&command, outcome)),
+            match self.store.apply_payment_event(&change.command).await {
+                Ok(outcome) => return Ok(EventResult::of(&change, outcome)),
                 Err(StoreError::Conflict(_)) if attempt < attempts => {}
                 Err(StoreError::Conflict(what)) => {
                     return Err(InfraError::Unavailable(anyhow::anyhow!(
@@ -308,12 +347,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 order,
                 amount,
                 occurred_at,
-            } => {
-                let Some(record) = self.locate(r.provider, order).await? else {
-                    return Ok(unknown_order());
-                };
-                Ok(decide_paid(r, &record, *amount, *occurred_at))
-            }
+            } => self.decide_paid(r, order, *amount, *occurred_at).await,
             PaymentEvent::PaymentFailed { order, reason, .. } => {
                 let Some(record) = self.locate(r.provider, order).await? else {
                     return Ok(unknown_order());
@@ -325,14 +359,15 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 provider_subscription_id,
                 period,
                 amount,
+                charge_ref,
                 occurred_at,
-                ..
             } => {
                 let activation = Activation {
                     order,
                     provider_subscription_id,
                     period: *period,
                     amount: *amount,
+                    charge_ref: charge_ref.as_deref(),
                     occurred_at: *occurred_at,
                 };
                 self.decide_activation(r, &activation).await
@@ -341,11 +376,17 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 provider_subscription_id,
                 period,
                 amount,
+                charge_ref,
                 occurred_at,
-                ..
             } => {
-                self.decide_renewal(r, provider_subscription_id, *period, *amount, *occurred_at)
-                    .await
+                let renewal = Renewal {
+                    provider_subscription_id,
+                    period: *period,
+                    amount: *amount,
+                    charge_ref: charge_ref.as_deref(),
+                    occurred_at: *occurred_at,
+                };
+                self.decide_renewal(r, &renewal).await
             }
             PaymentEvent::SubscriptionPastDue { .. }
             | PaymentEvent::SubscriptionCancelScheduled { .. }
@@ -353,21 +394,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             | PaymentEvent::SubscriptionCanceled { .. }
             | PaymentEvent::SubscriptionExpired { .. } => {
                 let Some((id, change, occurred_at)) = lifecycle_change(event) else {
-                    return Ok(Decision::Record("ignored", None));
+                    return Ok(Decision::Record(EventOutcome::Ignored, None));
                 };
                 self.decide_lifecycle(r, id, change, occurred_at).await
             }
-            PaymentEvent::Refunded {
-                charge: crate::ports::RefundedCharge::Order(order),
-                refund: crate::ports::RefundReport::Total(total_refunded),
-                ..
-            } => {
-                let Some(record) = self.locate(r.provider, order).await? else {
-                    return Ok(unknown_order());
-                };
-                Ok(decide_refund(r, &record, *total_refunded))
+            PaymentEvent::Refunded { charge, refund, .. } => {
+                self.decide_refund(r, charge, refund).await
             }
-            PaymentEvent::Refunded { .. } => Ok(Decision::Record("ignored", None)),
         }
     }
 
@@ -393,6 +426,27 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         Ok(found.filter(|r| r.order.provider == provider))
     }
 
+    /// A payment succeeded: check it against the order, mark it paid, grant credits once, and
+    /// apply the refunds that arrived before it.
+    async fn decide_paid(
+        &self,
+        r: &Received,
+        locator: &OrderLocator,
+        amount: Money,
+        occurred_at: Timestamp,
+    ) -> Result<Decision, HandleWebhookError> {
+        let Some(record) = self.locate(r.provider, locator).await? else {
+            return Ok(unknown_order());
+        };
+        let kept = if record.order.status == OrderStatus::Pending {
+            let target = RefundTarget::Order(record.order.id.clone());
+            kept_amounts(&self.store.refunds_of(r.provider, &target).await?)
+        } else {
+            Vec::new()
+        };
+        Ok(decide_paid(r, &record, amount, occurred_at, &kept))
+    }
+
     /// A subscription's first payment: it must match a recurring order of this provider (and
     /// its price, when the event carries the amount); the subscription keeps what was sold.
     async fn decide_activation(
@@ -406,13 +460,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let record = &record;
         let terms = match check_activation(&record.order.plan, activation.amount) {
             Ok(terms) => terms,
-            Err(mismatch) => return Ok(mismatch_on_order(r, &record.order, &mismatch)),
+            Err(mismatch) => return Ok(mismatch_on_order(r, record, &mismatch)),
         };
         let existing = self
             .store
             .find_subscription_by_provider_id(r.provider, activation.provider_subscription_id)
             .await?;
-        let (mut command, subscription) = match existing {
+        let (mut change, subscription) = match existing {
             Some(current) => match activate_existing(&current, activation) {
                 Ok(next) => (update(r, &current, &next), next),
                 Err((outcome, detail)) => return Ok(Decision::Record(outcome, detail)),
@@ -428,15 +482,21 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         };
         let mut order = record.order.clone();
         if order.mark_paid(activation.occurred_at) == Ok(Transition::Applied) {
-            command = with_order(command, &record.order, order.status, None);
+            change = change.order(record, order.status, None);
         }
         // Credits come from what the subscription was sold at (a subscription stored before
         // terms were kept takes them from this order, which has just been checked).
         let sold = subscription.sold_terms.unwrap_or(terms);
-        command.grant = sold
-            .credits_per_period()
-            .map(|amount| period_grant(&subscription, activation.period, amount, r.now));
-        Ok(Decision::Apply(command))
+        let paid = PaidPeriod {
+            period: activation.period,
+            amount: activation.amount.unwrap_or(sold.price()),
+            charge_ref: activation.charge_ref,
+            order: Some(record.order.id.clone()),
+            paid_at: activation.occurred_at,
+        };
+        self.grant_period(r, change, &subscription, sold, paid)
+            .await
+            .map(Change::apply)
     }
 
     /// Why a provider subscription not seen before may not start from this order: the order
@@ -454,12 +514,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             OrderStatus::Pending | OrderStatus::Paid { .. }
         ) {
             let detail = format!("subscription activation for a {} order", order.status);
-            return Ok(Some(Decision::Apply(with_order(
-                r.command("late_payment", Some(detail.clone())),
-                order,
-                order.status.clone(),
-                Some(detail),
-            ))));
+            let change = r
+                .change(EventOutcome::LatePayment, Some(detail.clone()))
+                .order(record, order.status.clone(), Some(detail));
+            return Ok(Some(change.apply()));
         }
         if let Some(started) = self.store.find_subscription_by_order(&order.id).await? {
             let detail = format!(
@@ -470,7 +528,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                     .take(128)
                     .collect::<String>()
             );
-            return Ok(Some(Decision::Record("mismatch", Some(detail))));
+            return Ok(Some(Decision::Record(EventOutcome::Mismatch, Some(detail))));
         }
         Ok(None)
     }
@@ -480,30 +538,88 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     async fn decide_renewal(
         &self,
         r: &Received,
-        provider_subscription_id: &str,
-        period: BillingPeriod,
-        amount: Money,
-        occurred_at: Timestamp,
+        renewal: &Renewal<'_>,
     ) -> Result<Decision, HandleWebhookError> {
-        let Some(current) = self.find_subscription(r, provider_subscription_id).await? else {
-            return Ok(unknown_subscription(provider_subscription_id));
+        let id = renewal.provider_subscription_id;
+        let Some(current) = self.find_subscription(r, id).await? else {
+            return Ok(unknown_subscription(id));
         };
         let tolerance_ms = self.config.renewal_clock_tolerance_ms;
-        if let Err(refusal) = current.check_renewal(amount, period, tolerance_ms) {
+        if let Err(refusal) = current.check_renewal(renewal.amount, renewal.period, tolerance_ms) {
             return Ok(refused_renewal(&refusal));
         }
+        let Some(terms) = current.sold_terms else {
+            return Ok(Decision::Record(
+                EventOutcome::Mismatch,
+                Some("subscription has no sold terms".into()),
+            ));
+        };
         let mut next = current.clone();
-        match next.apply(SubscriptionEvent::Renewed(period), occurred_at) {
+        match next.apply(
+            SubscriptionEvent::Renewed(renewal.period),
+            renewal.occurred_at,
+        ) {
             Ok(Transition::Applied) => {}
-            Ok(Transition::AlreadyDone) => return Ok(Decision::Record("duplicate_state", None)),
-            Err(e) => return Ok(Decision::Record("stale", Some(e.to_string()))),
+            Ok(Transition::AlreadyDone) => {
+                return Ok(Decision::Record(EventOutcome::DuplicateState, None));
+            }
+            Err(e) => return Ok(Decision::Record(EventOutcome::Stale, Some(e.to_string()))),
         }
-        let mut command = update(r, &current, &next);
-        command.grant = current
-            .sold_terms
-            .and_then(|terms| terms.credits_per_period())
-            .map(|amount| period_grant(&next, period, amount, r.now));
-        Ok(Decision::Apply(command))
+        let paid = PaidPeriod {
+            period: renewal.period,
+            amount: renewal.amount,
+            charge_ref: renewal.charge_ref,
+            order: None,
+            paid_at: renewal.occurred_at,
+        };
+        self.grant_period(r, update(r, &current, &next), &next, terms, paid)
+            .await
+            .map(Change::apply)
+    }
+
+    /// Record a paid period as a charge, grant its credits, and apply the refunds of that charge
+    /// that arrived before it.
+    async fn grant_period(
+        &self,
+        r: &Received,
+        mut change: Change,
+        subscription: &Subscription,
+        terms: SoldTerms,
+        paid: PaidPeriod<'_>,
+    ) -> Result<Change, HandleWebhookError> {
+        let credits = terms.credits_per_period();
+        change.command.grant =
+            credits.map(|amount| period_grant(subscription, paid.period, amount, r.now));
+        let kept = match paid.charge_ref {
+            Some(charge_ref) => {
+                let target = RefundTarget::Charge(charge_ref.to_owned());
+                kept_amounts(&self.store.refunds_of(r.provider, &target).await?)
+            }
+            None => Vec::new(),
+        };
+        let zero = Money::zero(paid.amount.currency());
+        let step = refund_step(paid.amount, credits, zero, &kept);
+        if let Some(step) = &step {
+            change.command.clawback = Some(ClawbackCommand {
+                user_id: subscription.user_id.clone(),
+                source: GrantSource::SubscriptionPeriod(subscription.id.clone(), paid.period),
+                wanted: step.clawback,
+                now: r.now,
+            });
+        }
+        change.command.charge = Some(ChargeChange::Record(SubscriptionCharge {
+            subscription_id: subscription.id.clone(),
+            user_id: subscription.user_id.clone(),
+            provider: r.provider,
+            charge_ref: paid.charge_ref.map(str::to_owned),
+            order_id: paid.order,
+            period: paid.period,
+            amount: paid.amount,
+            credits,
+            refunded: step.map_or(zero, |s| s.after),
+            paid_at: paid.paid_at,
+        }));
+        Ok(change)
     }
 
     /// A lifecycle event without a payment: past due, cancellation, expiry.
@@ -520,10 +636,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let mut next = current.clone();
         match next.apply(event, occurred_at) {
             Ok(Transition::Applied) => {}
-            Ok(Transition::AlreadyDone) => return Ok(Decision::Record("duplicate_state", None)),
-            Err(e) => return Ok(Decision::Record("stale", Some(e.to_string()))),
+            Ok(Transition::AlreadyDone) => {
+                return Ok(Decision::Record(EventOutcome::DuplicateState, None));
+            }
+            Err(e) => return Ok(Decision::Record(EventOutcome::Stale, Some(e.to_string()))),
         }
-        Ok(Decision::Apply(update(r, &current, &next)))
+        Ok(update(r, &current, &next).apply())
     }
 
     async fn find_subscription(
@@ -543,7 +661,31 @@ struct Activation<'a> {
     provider_subscription_id: &'a str,
     period: BillingPeriod,
     amount: Option<Money>,
+    charge_ref: Option<&'a str>,
     occurred_at: Timestamp,
+}
+
+/// What a renewal event says.
+struct Renewal<'a> {
+    provider_subscription_id: &'a str,
+    period: BillingPeriod,
+    amount: Money,
+    charge_ref: Option<&'a str>,
+    occurred_at: Timestamp,
+}
+
+/// A period just paid, as its charge is recorded.
+struct PaidPeriod<'a> {
+    period: BillingPeriod,
+    amount: Money,
+    charge_ref: Option<&'a str>,
+    order: Option<domain::OrderId>,
+    paid_at: Timestamp,
+}
+
+/// The amounts of refund reports, for the domain's sums.
+fn kept_amounts(records: &[crate::ports::RefundRecord]) -> Vec<KeptRefund> {
+    records.iter().map(|r| r.refund).collect()
 }
 
 /// An activation for a subscription already stored (the same payment told twice, or the
@@ -551,7 +693,7 @@ struct Activation<'a> {
 fn activate_existing(
     current: &Subscription,
     activation: &Activation<'_>,
-) -> Result<Subscription, (&'static str, Option<String>)> {
+) -> Result<Subscription, (EventOutcome, Option<String>)> {
     let mut next = current.clone();
     match next.apply(
         SubscriptionEvent::Activated(activation.period),
@@ -559,19 +701,19 @@ fn activate_existing(
     ) {
         Ok(Transition::Applied) => Ok(next),
         // Already active for this period: granting again could only duplicate.
-        Ok(Transition::AlreadyDone) => Err(("duplicate_state", None)),
-        Err(e) => Err(("stale", Some(e.to_string()))),
+        Ok(Transition::AlreadyDone) => Err((EventOutcome::DuplicateState, None)),
+        Err(e) => Err((EventOutcome::Stale, Some(e.to_string()))),
     }
 }
 
-/// The command that replaces `current` with `next` (compare-and-set on its last event).
-fn update(r: &Received, current: &Subscription, next: &Subscription) -> PaymentEventCommand {
-    let mut command = r.command("applied", None);
-    command.subscription = Some(SubscriptionChange::Update {
+/// The change that replaces `current` with `next` (compare-and-set on its last event).
+fn update(r: &Received, current: &Subscription, next: &Subscription) -> Change {
+    let mut change = r.change(EventOutcome::Applied, None);
+    change.command.subscription = Some(SubscriptionChange::Update {
         subscription: next.clone(),
         expected_last_event_at: current.last_event_at,
     });
-    command
+    change
 }
 
 /// A new subscription for `record`'s order, keeping the terms it was sold at.
@@ -581,7 +723,7 @@ fn activate_new(
     activation: &Activation<'_>,
     terms: SoldTerms,
     id: SubscriptionId,
-) -> (PaymentEventCommand, Subscription) {
+) -> (Change, Subscription) {
     let created = Subscription {
         id,
         user_id: record.order.user_id.clone(),
@@ -594,32 +736,29 @@ fn activate_new(
         last_event_at: activation.occurred_at,
         sold_terms: Some(terms),
     };
-    let mut command = r.command("applied", None);
-    command.subscription = Some(SubscriptionChange::Create(
+    let mut change = r.change(EventOutcome::Applied, None);
+    change.command.subscription = Some(SubscriptionChange::Create(
         created.clone(),
         Some(record.order.id.clone()),
     ));
-    (command, created)
+    (change, created)
 }
 
 /// A verified payment that does not match its order: recorded on the order and in the inbox;
 /// the order keeps its status, nothing is granted.
-fn mismatch_on_order(r: &Received, order: &Order, mismatch: &SoldTermsMismatch) -> Decision {
+fn mismatch_on_order(r: &Received, record: &OrderRecord, mismatch: &SoldTermsMismatch) -> Decision {
     let detail = mismatch.to_string();
-    Decision::Apply(with_order(
-        r.command("mismatch", Some(detail.clone())),
-        order,
-        order.status.clone(),
-        Some(detail),
-    ))
+    r.change(EventOutcome::Mismatch, Some(detail.clone()))
+        .order(record, record.order.status.clone(), Some(detail))
+        .apply()
 }
 
 /// The inbox outcome of a renewal that grants nothing.
 fn refused_renewal(refusal: &RenewalRefusal) -> Decision {
     let outcome = match refusal {
-        RenewalRefusal::Mismatch(_) => "mismatch",
-        RenewalRefusal::AlreadyPaid => "duplicate_state",
-        RenewalRefusal::Overlaps { .. } => "stale",
+        RenewalRefusal::Mismatch(_) => EventOutcome::Mismatch,
+        RenewalRefusal::AlreadyPaid => EventOutcome::DuplicateState,
+        RenewalRefusal::Overlaps { .. } => EventOutcome::Stale,
     };
     Decision::Record(outcome, Some(refusal.to_string()))
 }
@@ -674,34 +813,19 @@ fn lifecycle_change(event: &PaymentEvent) -> Option<(&str, SubscriptionEvent, Ti
 
 fn unknown_subscription(provider_subscription_id: &str) -> Decision {
     Decision::Record(
-        "unknown_subscription",
+        EventOutcome::UnknownSubscription,
         Some(provider_subscription_id.chars().take(128).collect()),
     )
 }
 
 fn unknown_order() -> Decision {
-    Decision::Record("unknown_order", None)
-}
-
-fn with_order(
-    mut command: PaymentEventCommand,
-    before: &Order,
-    status: OrderStatus,
-    mismatch: Option<String>,
-) -> PaymentEventCommand {
-    command.order = Some(OrderChange {
-        order_id: before.id.clone(),
-        expected: before.status.code(),
-        status,
-        mismatch,
-    });
-    command
+    Decision::Record(EventOutcome::UnknownOrder, None)
 }
 
 fn period_grant(
     subscription: &Subscription,
     period: BillingPeriod,
-    amount: domain::Credits,
+    amount: Credits,
     now: Timestamp,
 ) -> GrantCommand {
     GrantCommand {
@@ -718,91 +842,74 @@ fn period_grant(
 fn decide_failed(r: &Received, record: &OrderRecord, reason: &str) -> Decision {
     let mut order = record.order.clone();
     match order.mark_failed(reason.to_owned()) {
-        Ok(Transition::Applied) => Decision::Apply(with_order(
-            r.command("applied", None),
-            &record.order,
-            order.status,
-            None,
-        )),
-        _ => Decision::Record("ignored", Some(format!("order is {}", record.order.status))),
+        Ok(Transition::Applied) => r
+            .change(EventOutcome::Applied, None)
+            .order(record, order.status, None)
+            .apply(),
+        _ => Decision::Record(
+            EventOutcome::Ignored,
+            Some(format!("order is {}", record.order.status)),
+        ),
     }
 }
 
-/// A payment succeeded: check it against the order, mark it paid, grant credits once.
+/// A payment succeeded: check it against the order, mark it paid, grant credits once, and take
+/// back at once what refunds `kept` before the payment landed add up to.
 fn decide_paid(
     r: &Received,
     record: &OrderRecord,
     amount: Money,
     occurred_at: Timestamp,
+    kept: &[KeptRefund],
 ) -> Decision {
     let order = &record.order;
     if amount != order.plan.price {
         let detail = format!("paid {amount}, order price {}", order.plan.price);
-        let command = with_order(
-            r.command("mismatch", Some(detail.clone())),
-            order,
-            order.status.clone(),
-            Some(detail),
-        );
-        return Decision::Apply(command);
+        return r
+            .change(EventOutcome::Mismatch, Some(detail.clone()))
+            .order(record, order.status.clone(), Some(detail))
+            .apply();
     }
     let mut next = order.clone();
     match next.mark_paid(occurred_at) {
         Ok(Transition::Applied) => {}
         Ok(Transition::AlreadyDone) if order.plan.plan_type != PlanType::Credits => {
-            return Decision::Record("duplicate_state", None);
+            return Decision::Record(EventOutcome::DuplicateState, None);
         }
         Ok(Transition::AlreadyDone) => {}
         Err(_) => {
             let detail = format!("payment received for a {} order", order.status);
-            let command = with_order(
-                r.command("late_payment", Some(detail.clone())),
-                order,
-                order.status.clone(),
-                Some(detail),
-            );
-            return Decision::Apply(command);
+            return r
+                .change(EventOutcome::LatePayment, Some(detail.clone()))
+                .order(record, order.status.clone(), Some(detail))
+                .apply();
         }
     }
-    let mut command = r.command("applied", None);
-    if next.status != order.status {
-        command = with_order(command, order, next.status.clone(), None);
-    }
-    if order.plan.plan_type == PlanType::Credits {
-        command.grant = order.plan.credits.map(|credits| GrantCommand {
-            user_id: order.user_id.clone(),
-            amount: credits,
-            source: GrantSource::Order(order.id.clone()),
-            expires_at: credits_expiry(order.plan.duration, occurred_at),
-            now: r.now,
-        });
-    }
-    Decision::Apply(command)
-}
-
-/// A refund: move the order along the refund path and take back the refunded share of its
-/// credits (never more than is unspent; the store records the shortfall).
-fn decide_refund(r: &Received, record: &OrderRecord, total_refunded: Money) -> Decision {
-    let order = &record.order;
-    let already = match &order.status {
-        OrderStatus::PartiallyRefunded { refunded, .. } => refunded.amount_minor(),
-        _ => 0,
+    let mut change = r.change(EventOutcome::Applied, None);
+    let granted = match order.plan.plan_type {
+        PlanType::Credits => order.plan.credits,
+        _ => None,
     };
-    let mut next = order.clone();
-    match next.refund(total_refunded) {
-        Ok(Transition::Applied) => {}
-        Ok(Transition::AlreadyDone) => return Decision::Record("duplicate_state", None),
-        Err(e) => return Decision::Record("refund_refused", Some(e.to_string())),
-    }
-    let mut command = with_order(r.command("applied", None), order, next.status.clone(), None);
-    if let (PlanType::Credits, Some(credits)) = (order.plan.plan_type, order.plan.credits) {
-        let delta = total_refunded.amount_minor() - already;
-        command.clawback = Some(ClawbackCommand {
+    change.command.grant = granted.map(|credits| GrantCommand {
+        user_id: order.user_id.clone(),
+        amount: credits,
+        source: GrantSource::Order(order.id.clone()),
+        expires_at: credits_expiry(order.plan.duration, occurred_at),
+        now: r.now,
+    });
+    let zero = Money::zero(order.plan.price.currency());
+    if let Some(step) = refund_step(order.plan.price, granted, zero, kept)
+        && next.refund(step.after) == Ok(Transition::Applied)
+    {
+        change.command.clawback = granted.map(|_| ClawbackCommand {
             user_id: order.user_id.clone(),
-            order_id: order.id.clone(),
-            wanted: refund_share(credits, delta, order.plan.price.amount_minor()),
+            source: GrantSource::Order(order.id.clone()),
+            wanted: step.clawback,
             now: r.now,
         });
     }
-    Decision::Apply(command)
+    if next.status != order.status {
+        change = change.order(record, next.status.clone(), None);
+    }
+    change.apply()
 }

@@ -171,18 +171,20 @@ pub(crate) async fn clawback(
     }
     // The balance row first (lock order), then the lot, which only changes under that lock.
     let balance = postings::lock_balance(tx, &c.user_id).await?;
-    let condition = "source_kind = 'order' AND source_key = $1 AND user_id = $2";
-    let values = vec![c.order_id.as_str().into(), c.user_id.as_str().into()];
+    let (source_kind, source_key) = source_parts(&c.source);
+    let condition = "source_kind = $1 AND source_key = $2 AND user_id = $3";
+    let values = vec![
+        source_kind.into(),
+        source_key.into(),
+        c.user_id.as_str().into(),
+    ];
     let Some(lot) = lot_state(tx, condition, values).await? else {
         return Ok(LedgerEffect::Nothing);
     };
     let t = take_back(c.wanted, remaining(&lot)?, balance);
     let mut effect = LedgerEffect::Nothing;
     if !t.taken.is_zero() {
-        let context = UsageContext {
-            order_id: Some(c.order_id.clone()),
-            ..UsageContext::default()
-        };
+        let (_, context) = kind_and_context(&c.source);
         let posting = Posting {
             user: &c.user_id,
             kind: TransactionKind::RefundClawback,

@@ -37,7 +37,7 @@ pub fn payment(
         inbox: inbox(event_id, 50),
         order: with_order_change.then(|| OrderChange {
             order_id: order.clone(),
-            expected: "pending",
+            expected_version: 0,
             status: OrderStatus::Paid { paid_at: t(50) },
             mismatch: None,
         }),
@@ -50,6 +50,8 @@ pub fn payment(
             now: t(50),
         }),
         clawback: None,
+        charge: None,
+        refund: None,
     }
 }
 
@@ -87,6 +89,8 @@ async fn a_subscription_keeps_the_terms_it_was_sold_at(store: &TestStore) {
         subscription: Some(SubscriptionChange::Create(s.clone(), None)),
         grant: None,
         clawback: None,
+        charge: None,
+        refund: None,
     };
     // Yearly, in a currency without minor units, without credits.
     let mut yearly = subscription(&u, 40);
@@ -249,6 +253,8 @@ async fn subscription_changes_are_compare_and_set(store: &TestStore) {
         subscription: Some(SubscriptionChange::Create(s.clone(), None)),
         grant: None,
         clawback: None,
+        charge: None,
+        refund: None,
     };
     store.apply_payment_event(&create).await.unwrap();
     let twice = PaymentEventCommand {
@@ -303,12 +309,12 @@ async fn a_refund_claws_back_what_is_left_and_records_the_shortfall(store: &Test
         .consume(&crate::support::consume(&u, 3_000, "spend-1"))
         .await
         .unwrap();
-    let refund = |event: &str, expected: &'static str, status: OrderStatus, wanted: i64| {
+    let refund = |event: &str, expected_version: i64, status: OrderStatus, wanted: i64| {
         PaymentEventCommand {
             inbox: inbox(event, 70),
             order: Some(OrderChange {
                 order_id: oid("o1"),
-                expected,
+                expected_version,
                 status,
                 mismatch: None,
             }),
@@ -316,10 +322,12 @@ async fn a_refund_claws_back_what_is_left_and_records_the_shortfall(store: &Test
             grant: None,
             clawback: Some(ClawbackCommand {
                 user_id: u.clone(),
-                order_id: oid("o1"),
+                source: GrantSource::Order(oid("o1")),
                 wanted: c(wanted),
                 now: t(70),
             }),
+            charge: None,
+            refund: None,
         }
     };
     let half = OrderStatus::PartiallyRefunded {
@@ -327,7 +335,7 @@ async fn a_refund_claws_back_what_is_left_and_records_the_shortfall(store: &Test
         refunded: Money::from_minor(500, Currency::Usd).unwrap(),
     };
     let out = store
-        .apply_payment_event(&refund("evt_r1", "paid", half, 5_000))
+        .apply_payment_event(&refund("evt_r1", 1, half, 5_000))
         .await
         .unwrap();
     assert!(
@@ -337,7 +345,7 @@ async fn a_refund_claws_back_what_is_left_and_records_the_shortfall(store: &Test
     // The rest of the refund wants 5 000 more, but only 2 000 of the lot is left (3 000 spent).
     let full = OrderStatus::Refunded { paid_at: t(50) };
     store
-        .apply_payment_event(&refund("evt_r2", "partially_refunded", full, 5_000))
+        .apply_payment_event(&refund("evt_r2", 2, full, 5_000))
         .await
         .unwrap();
     assert_eq!(store.balance(&u).await.unwrap(), c(0));
@@ -383,10 +391,12 @@ async fn a_clawback_never_takes_more_than_the_balance(store: &TestStore) {
         grant: None,
         clawback: Some(ClawbackCommand {
             user_id: u.clone(),
-            order_id: oid("o1"),
+            source: GrantSource::Order(oid("o1")),
             wanted: c(10_000),
             now: t(80),
         }),
+        charge: None,
+        refund: None,
     };
     store.apply_payment_event(&command).await.unwrap();
     assert_eq!(store.balance(&u).await.unwrap(), c(0));
@@ -397,7 +407,7 @@ async fn a_clawback_never_takes_more_than_the_balance(store: &TestStore) {
         9_000
     );
     let no_lot = ClawbackCommand {
-        order_id: oid("never-granted"),
+        source: GrantSource::Order(oid("never-granted")),
         ..command.clawback.clone().unwrap()
     };
     let nothing = PaymentEventCommand {

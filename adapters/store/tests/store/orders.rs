@@ -16,6 +16,7 @@ fn record(order: Order) -> OrderRecord {
         order,
         checkout: None,
         mismatch: None,
+        version: 0,
     }
 }
 

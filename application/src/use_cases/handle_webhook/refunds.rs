@@ -1,0 +1,267 @@
+//! Refunds and lost disputes (CORRECTNESS.md invariant 11): every verified report is kept once
+//! against the payment it names — an order's payment or one charge of a subscription — and the
+//! payment's refunded total is what all its reports add up to (the domain's `refund_step`). A
+//! report for a payment that has not arrived is kept and applied when the payment lands.
+
+use domain::{
+    EventOutcome, KeptRefund, Money, OrderStatus, PlanType, RefundForm, Subscription, Transition,
+    check_refund, refund_step,
+};
+
+use super::{Decision, HandleWebhookError, Received, kept_amounts, unknown_order};
+use crate::ports::{
+    ChargeChange, ClawbackCommand, Clock, GrantSource, IdGenerator, OrderRecord, RefundRecord,
+    RefundReport, RefundTarget, RefundedCharge, SecretHasher, Store, SubscriptionCharge,
+};
+use crate::service::Service;
+
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
+    /// A refund or lost dispute, of an order's payment or of a subscription charge.
+    pub(super) async fn decide_refund(
+        &self,
+        r: &Received,
+        charge: &RefundedCharge,
+        report: &RefundReport,
+    ) -> Result<Decision, HandleWebhookError> {
+        match charge {
+            RefundedCharge::Order(locator) => {
+                let Some(record) = self.locate(r.provider, locator).await? else {
+                    return Ok(unknown_order());
+                };
+                // A subscription's first payment is its first charge: refunding it takes back
+                // that period's credits.
+                if record.order.plan.plan_type == PlanType::Recurring
+                    && let Some(charge) = self.store.find_charge_of_order(&record.order.id).await?
+                {
+                    return self.refund_charge(r, &charge, report).await;
+                }
+                self.refund_order(r, &record, report).await
+            }
+            RefundedCharge::SubscriptionCharge {
+                provider_subscription_id,
+                charge_ref,
+            } => match self.store.find_charge(r.provider, charge_ref).await? {
+                Some(charge) => self.refund_charge(r, &charge, report).await,
+                None => {
+                    self.keep_charge_refund(
+                        r,
+                        provider_subscription_id.as_deref(),
+                        charge_ref,
+                        report,
+                    )
+                    .await
+                }
+            },
+        }
+    }
+
+    /// A refund of a one-time or credits order: the order moves along the refund path and the
+    /// refunded share of its credits is taken back; before the payment, the report is kept.
+    async fn refund_order(
+        &self,
+        r: &Received,
+        record: &OrderRecord,
+        report: &RefundReport,
+    ) -> Result<Decision, HandleWebhookError> {
+        let order = &record.order;
+        let target = RefundTarget::Order(order.id.clone());
+        let price = order.plan.price;
+        let new = match kept(r, &target, report, price) {
+            Ok(new) => new,
+            Err(refused) => return Ok(refused),
+        };
+        let earlier = self.store.refunds_of(r.provider, &target).await?;
+        if earlier.iter().any(|k| k.key == new.key) {
+            return Ok(Decision::Record(EventOutcome::DuplicateState, None));
+        }
+        let mut all = kept_amounts(&earlier);
+        all.push(new.refund);
+        let applied = match &order.status {
+            OrderStatus::Pending => {
+                // Kept until the payment lands; the order's version moves, so a payment decided
+                // before this report was kept is decided again.
+                let detail = "refund kept until the payment arrives".to_owned();
+                let mut change = r.change(EventOutcome::RefundKept, Some(detail)).order(
+                    record,
+                    OrderStatus::Pending,
+                    None,
+                );
+                change.command.refund = Some(new);
+                return Ok(change.apply());
+            }
+            OrderStatus::Paid { .. } => Money::zero(price.currency()),
+            OrderStatus::PartiallyRefunded { refunded, .. } => *refunded,
+            OrderStatus::Refunded { .. } => price,
+            status => {
+                let detail = format!("refund of a {status} order");
+                let mut change = r.change(EventOutcome::RefundRefused, Some(detail));
+                change.command.refund = Some(new);
+                return Ok(change.apply());
+            }
+        };
+        let granted = match order.plan.plan_type {
+            PlanType::Credits => order.plan.credits,
+            _ => None,
+        };
+        let mut next = order.clone();
+        let step = refund_step(price, granted, applied, &all)
+            .filter(|step| next.refund(step.after) == Ok(Transition::Applied));
+        let Some(step) = step else {
+            let mut change = r.change(EventOutcome::DuplicateState, None);
+            change.command.refund = Some(new);
+            return Ok(change.apply());
+        };
+        let mut change = r
+            .change(EventOutcome::Applied, None)
+            .order(record, next.status, None);
+        change.command.refund = Some(new);
+        change.command.clawback = granted.map(|_| ClawbackCommand {
+            user_id: order.user_id.clone(),
+            source: GrantSource::Order(order.id.clone()),
+            wanted: step.clawback,
+            now: r.now,
+        });
+        Ok(change.apply())
+    }
+
+    /// A refund of a subscription charge: the charge's refunded total moves and the refunded
+    /// share of that period's credits is taken back (the originating order follows for the
+    /// first period's charge).
+    async fn refund_charge(
+        &self,
+        r: &Received,
+        charge: &SubscriptionCharge,
+        report: &RefundReport,
+    ) -> Result<Decision, HandleWebhookError> {
+        let target = RefundTarget::Charge(charge_key(charge));
+        let new = match kept(r, &target, report, charge.amount) {
+            Ok(new) => new,
+            Err(refused) => return Ok(refused),
+        };
+        let earlier = self.store.refunds_of(r.provider, &target).await?;
+        if earlier.iter().any(|k| k.key == new.key) {
+            return Ok(Decision::Record(EventOutcome::DuplicateState, None));
+        }
+        let mut all = kept_amounts(&earlier);
+        all.push(new.refund);
+        let Some(step) = refund_step(charge.amount, charge.credits, charge.refunded, &all) else {
+            let mut change = r.change(EventOutcome::DuplicateState, None);
+            change.command.refund = Some(new);
+            return Ok(change.apply());
+        };
+        let mut change = r.change(EventOutcome::Applied, None);
+        if let Some(order_id) = &charge.order_id
+            && let Some(record) = self.store.find_order(order_id).await?
+        {
+            let mut order = record.order.clone();
+            if order.plan.price == charge.amount
+                && order.refund(step.after) == Ok(Transition::Applied)
+            {
+                change = change.order(&record, order.status, None);
+            }
+        }
+        change.command.refund = Some(new);
+        change.command.charge = Some(ChargeChange::Refund {
+            subscription_id: charge.subscription_id.clone(),
+            period_start: charge.period.start(),
+            expected: charge.refunded,
+            refunded: step.after,
+        });
+        change.command.clawback = charge.credits.map(|_| ClawbackCommand {
+            user_id: charge.user_id.clone(),
+            source: GrantSource::SubscriptionPeriod(charge.subscription_id.clone(), charge.period),
+            wanted: step.clawback,
+            now: r.now,
+        });
+        Ok(change.apply())
+    }
+
+    /// A refund of a subscription charge not seen yet: kept against the provider's charge id
+    /// when the subscription is ours (checked against its sold price), applied when the
+    /// charge's activation or renewal lands.
+    async fn keep_charge_refund(
+        &self,
+        r: &Received,
+        provider_subscription_id: Option<&str>,
+        charge_ref: &str,
+        report: &RefundReport,
+    ) -> Result<Decision, HandleWebhookError> {
+        let subscription = match provider_subscription_id {
+            Some(id) => self.find_subscription(r, id).await?,
+            None => None,
+        };
+        let Some(price) = subscription.as_ref().and_then(sold_price) else {
+            let what = provider_subscription_id.unwrap_or(charge_ref);
+            return Ok(Decision::Record(
+                EventOutcome::UnknownSubscription,
+                Some(what.chars().take(128).collect()),
+            ));
+        };
+        let target = RefundTarget::Charge(charge_ref.to_owned());
+        let new = match kept(r, &target, report, price) {
+            Ok(new) => new,
+            Err(refused) => return Ok(refused),
+        };
+        let detail = "refund kept until the charge arrives".to_owned();
+        let mut change = r.change(EventOutcome::RefundKept, Some(detail));
+        change.command.refund = Some(new);
+        Ok(change.apply())
+    }
+}
+
+fn sold_price(subscription: &Subscription) -> Option<Money> {
+    subscription.sold_terms.map(|terms| terms.price())
+}
+
+/// What refunds of `charge` are kept against: the provider's id for it, or (a charge stored
+/// without one) its subscription and period.
+fn charge_key(charge: &SubscriptionCharge) -> String {
+    charge.charge_ref.clone().unwrap_or_else(|| {
+        format!(
+            "{}@{}",
+            charge.subscription_id,
+            charge.period.start().unix_millis()
+        )
+    })
+}
+
+/// The report as kept against `target` of a payment of `paid`, or the decision recording why
+/// it cannot be of that payment.
+fn kept(
+    r: &Received,
+    target: &RefundTarget,
+    report: &RefundReport,
+    paid: Money,
+) -> Result<RefundRecord, Decision> {
+    let (key, form, amount) = match report {
+        RefundReport::Total(total) => {
+            let payment = match target {
+                RefundTarget::Order(id) => id.as_str(),
+                RefundTarget::Charge(charge) => charge.as_str(),
+            };
+            let key = format!("total:{payment}:{}", total.amount_minor());
+            (key, RefundForm::Total, *total)
+        }
+        RefundReport::One { refund_id, amount } => {
+            (format!("refund:{refund_id}"), RefundForm::One, *amount)
+        }
+        RefundReport::DisputeLost { dispute_id } => (
+            format!("dispute:{dispute_id}"),
+            RefundForm::DisputeLost,
+            paid,
+        ),
+    };
+    if let Err(mismatch) = check_refund(paid, amount) {
+        return Err(Decision::Record(
+            EventOutcome::Mismatch,
+            Some(mismatch.to_string()),
+        ));
+    }
+    Ok(RefundRecord {
+        provider: r.provider,
+        key: key.chars().take(255).collect(),
+        target: target.clone(),
+        refund: KeptRefund { form, amount },
+        received_at: r.now,
+    })
+}
