@@ -6,5 +6,6 @@ mod harness;
 mod host_sign_in;
 mod ownership;
 mod payments;
+mod refunds;
 mod subscription_terms;
 mod webhooks;

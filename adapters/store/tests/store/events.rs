@@ -424,7 +424,126 @@ async fn a_clawback_never_takes_more_than_the_balance(store: &TestStore) {
     assert_ledger_consistent(store, &u).await;
 }
 
+/// Step 5: a paid period is a charge that refunds find by the provider's id (or by the order that
+/// started the subscription); a refund report is kept once; a charge's refunded total moves only
+/// from the value read; the clawback takes from that period's grant.
+async fn charges_and_refund_reports_round_trip_and_are_compare_and_set(store: &TestStore) {
+    use application::ports::{
+        ChargeChange, RefundRecord, RefundRepository, RefundTarget, SubscriptionCharge,
+    };
+    use domain::{KeptRefund, RefundForm};
+    let u = user(store, "u1").await;
+    let s = subscription(&u, 40);
+    let usd = |minor| Money::from_minor(minor, Currency::Usd).unwrap();
+    let charge = SubscriptionCharge {
+        subscription_id: s.id.clone(),
+        user_id: u.clone(),
+        provider: ProviderId::CardGateway,
+        charge_ref: Some("in_1".into()),
+        order_id: None,
+        period: s.current_period,
+        amount: usd(999),
+        credits: Some(c(5_000)),
+        refunded: usd(0),
+        paid_at: t(40),
+    };
+    let report = RefundRecord {
+        provider: ProviderId::CardGateway,
+        key: "refund:re_1".into(),
+        target: RefundTarget::Charge("in_1".into()),
+        refund: KeptRefund {
+            form: RefundForm::One,
+            amount: usd(999),
+        },
+        received_at: t(50),
+    };
+    let start = PaymentEventCommand {
+        inbox: inbox("evt_1", 40),
+        order: None,
+        subscription: Some(SubscriptionChange::Create(s.clone(), None)),
+        grant: Some(GrantCommand {
+            user_id: u.clone(),
+            amount: c(5_000),
+            source: GrantSource::SubscriptionPeriod(s.id.clone(), s.current_period),
+            expires_at: None,
+            now: t(40),
+        }),
+        clawback: None,
+        charge: Some(ChargeChange::Record(charge.clone())),
+        refund: None,
+    };
+    store.apply_payment_event(&start).await.unwrap();
+    let found = store
+        .find_charge(ProviderId::CardGateway, "in_1")
+        .await
+        .unwrap();
+    assert_eq!(found.as_ref(), Some(&charge));
+    assert_eq!(
+        store.find_charge(ProviderId::MorA, "in_1").await.unwrap(),
+        None
+    );
+    let refund = |event: &str, expected: i64| PaymentEventCommand {
+        inbox: inbox(event, 50),
+        order: None,
+        subscription: None,
+        grant: None,
+        clawback: Some(ClawbackCommand {
+            user_id: u.clone(),
+            source: GrantSource::SubscriptionPeriod(s.id.clone(), s.current_period),
+            wanted: c(5_000),
+            now: t(50),
+        }),
+        charge: Some(ChargeChange::Refund {
+            subscription_id: s.id.clone(),
+            period_start: s.current_period.start(),
+            expected: usd(expected),
+            refunded: usd(999),
+        }),
+        refund: Some(report.clone()),
+    };
+    // Read with a stale refunded total: refused, and nothing of it stays.
+    assert!(matches!(
+        store.apply_payment_event(&refund("evt_2", 100)).await,
+        Err(StoreError::Conflict(_))
+    ));
+    let target = RefundTarget::Charge("in_1".into());
+    assert!(
+        store
+            .refunds_of(ProviderId::CardGateway, &target)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    store
+        .apply_payment_event(&refund("evt_3", 0))
+        .await
+        .unwrap();
+    assert_eq!(store.balance(&u).await.unwrap(), c(0));
+    let kept = store
+        .refunds_of(ProviderId::CardGateway, &target)
+        .await
+        .unwrap();
+    assert_eq!(kept, vec![report.clone()]);
+    let refunded = store
+        .find_charge(ProviderId::CardGateway, "in_1")
+        .await
+        .unwrap();
+    assert_eq!(refunded.map(|c| c.refunded), Some(usd(999)));
+    // The same report again (under another event id) is refused as kept before.
+    let again = PaymentEventCommand {
+        clawback: None,
+        charge: None,
+        ..refund("evt_4", 999)
+    };
+    assert!(matches!(
+        store.apply_payment_event(&again).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert_ledger_consistent(store, &u).await;
+}
+
 contract_tests!(
+    charges_and_refund_reports_round_trip_and_are_compare_and_set,
     a_payment_event_applies_order_subscription_and_grant_together,
     a_duplicate_event_changes_nothing,
     a_failed_compare_and_set_rolls_back_the_inbox_row_too,

@@ -1,0 +1,269 @@
+//! Refunds as safe as payments (issue 14 findings 4 and 5, CORRECTNESS.md invariant 11): every
+//! refund of a subscription charge takes back that period's unspent credits; individual refunds
+//! add up once each; a lost dispute is a full refund; a refund that arrives before its payment
+//! is kept and applied with it.
+
+use domain::{Currency, Money, OrderId, OrderStatus, ProviderId, Timestamp};
+
+use super::harness::*;
+use crate::accounts::User;
+use crate::ports::*;
+use crate::use_cases::initiate_payment::InitiatePayment;
+
+async fn order(h: &Harness, user: &User, plan: &str, provider: &str) -> OrderId {
+    let request = InitiatePayment {
+        user: user.clone(),
+        plan_id: plan.into(),
+        provider: provider.into(),
+        idempotency_key: None,
+    };
+    h.service
+        .initiate_payment(request)
+        .await
+        .unwrap()
+        .order
+        .order
+        .id
+}
+
+async fn balance(h: &Harness, user: &User) -> i64 {
+    h.service.balance(&user.id).await.unwrap().hundredths()
+}
+
+async fn deliver(h: &Harness, provider: ProviderId, id: &str, event: PaymentEvent) -> String {
+    let handled = h.deliver(provider, id, vec![event]).await.unwrap();
+    handled.outcomes[0].clone()
+}
+
+async fn status(h: &Harness, user: &User, id: &OrderId) -> OrderStatus {
+    h.service
+        .query_payment(user, id.as_str())
+        .await
+        .unwrap()
+        .order
+        .status
+}
+
+fn cny(minor: i64) -> Money {
+    Money::from_minor(minor, Currency::Cny).unwrap()
+}
+
+fn at(ms: i64) -> Timestamp {
+    Timestamp::from_unix_millis(START_MS + ms)
+}
+
+fn refund(charge: RefundedCharge, refund: RefundReport) -> PaymentEvent {
+    PaymentEvent::Refunded {
+        charge,
+        refund,
+        occurred_at: at(50),
+    }
+}
+
+fn one(id: &str, amount: Money) -> RefundReport {
+    RefundReport::One {
+        refund_id: id.into(),
+        amount,
+    }
+}
+
+fn of_charge(charge_ref: &str) -> RefundedCharge {
+    RefundedCharge::SubscriptionCharge {
+        provider_subscription_id: Some("sub_1".into()),
+        charge_ref: charge_ref.into(),
+    }
+}
+
+/// A `pro-monthly` subscriber (50 credits a period) whose first period (charge `in_1`) and
+/// second period (charge `in_2`) are paid: 100 credits.
+async fn subscriber_with_two_periods(h: &Harness) -> (User, OrderId) {
+    let user = h.user("sub@example.com").await;
+    let id = order(h, &user, "pro-monthly", "card_gateway").await;
+    let activated = PaymentEvent::SubscriptionActivated {
+        order: by_id(&id),
+        provider_subscription_id: "sub_1".into(),
+        period: period(0, 30),
+        amount: Some(usd(999)),
+        charge_ref: Some("in_1".into()),
+        occurred_at: at(10),
+    };
+    assert_eq!(
+        deliver(h, ProviderId::CardGateway, "act", activated).await,
+        "applied"
+    );
+    let renewed = PaymentEvent::SubscriptionRenewed {
+        provider_subscription_id: "sub_1".into(),
+        period: period(30, 60),
+        amount: usd(999),
+        charge_ref: Some("in_2".into()),
+        occurred_at: at(20),
+    };
+    assert_eq!(
+        deliver(h, ProviderId::CardGateway, "ren", renewed).await,
+        "applied"
+    );
+    assert_eq!(balance(h, &user).await, 10_000);
+    (user, id)
+}
+
+#[tokio::test]
+async fn a_refunded_renewal_takes_back_that_period_s_credits_in_steps_once_each() {
+    let h = Harness::new();
+    let (user, _) = subscriber_with_two_periods(&h).await;
+    let half = refund(of_charge("in_2"), RefundReport::Total(usd(500)));
+    assert_eq!(
+        deliver(&h, ProviderId::CardGateway, "r1", half.clone()).await,
+        "applied"
+    );
+    // 500 of 999 is 50.06 % of 50 credits: 25.03, rounded up to the hundredth.
+    assert_eq!(balance(&h, &user).await, 10_000 - 2_503);
+    // The same running total under a new event id takes nothing more.
+    assert_eq!(
+        deliver(&h, ProviderId::CardGateway, "r1-again", half).await,
+        "duplicate_state"
+    );
+    let rest = refund(of_charge("in_2"), RefundReport::Total(usd(999)));
+    assert_eq!(
+        deliver(&h, ProviderId::CardGateway, "r2", rest).await,
+        "applied"
+    );
+    assert_eq!(balance(&h, &user).await, 5_000);
+}
+
+#[tokio::test]
+async fn refunding_the_first_charge_by_its_order_takes_back_the_first_period_and_refunds_the_order()
+{
+    let h = Harness::new();
+    let (user, id) = subscriber_with_two_periods(&h).await;
+    let full = refund(
+        RefundedCharge::Order(by_id(&id)),
+        RefundReport::Total(usd(999)),
+    );
+    assert_eq!(
+        deliver(&h, ProviderId::CardGateway, "r", full).await,
+        "applied"
+    );
+    assert_eq!(balance(&h, &user).await, 5_000);
+    assert!(matches!(
+        status(&h, &user, &id).await,
+        OrderStatus::Refunded { .. }
+    ));
+}
+
+#[tokio::test]
+async fn a_lost_dispute_takes_back_the_whole_period() {
+    let h = Harness::new();
+    let (user, _) = subscriber_with_two_periods(&h).await;
+    let dispute = refund(
+        of_charge("in_1"),
+        RefundReport::DisputeLost {
+            dispute_id: "dp_1".into(),
+        },
+    );
+    assert_eq!(
+        deliver(&h, ProviderId::CardGateway, "d", dispute.clone()).await,
+        "applied"
+    );
+    assert_eq!(balance(&h, &user).await, 5_000);
+    assert_eq!(
+        deliver(&h, ProviderId::CardGateway, "d2", dispute).await,
+        "duplicate_state"
+    );
+    assert_eq!(balance(&h, &user).await, 5_000);
+}
+
+#[tokio::test]
+async fn two_partial_wechat_refunds_of_half_take_back_every_credit() {
+    let h = Harness::new();
+    let user = h.user("qr@example.com").await;
+    let id = order(&h, &user, "qr-credits", "wallet_qr").await;
+    deliver(&h, ProviderId::WalletQr, "paid", paid(&id, cny(100))).await;
+    assert_eq!(balance(&h, &user).await, 1_000);
+    let first = refund(RefundedCharge::Order(by_id(&id)), one("5030001", cny(50)));
+    let second = refund(RefundedCharge::Order(by_id(&id)), one("5030002", cny(50)));
+    assert_eq!(
+        deliver(&h, ProviderId::WalletQr, "n1", first.clone()).await,
+        "applied"
+    );
+    assert_eq!(balance(&h, &user).await, 500);
+    // WeChat notifies again under a new notification id: the refund id is applied once.
+    assert_eq!(
+        deliver(&h, ProviderId::WalletQr, "n1-again", first).await,
+        "duplicate_state"
+    );
+    assert_eq!(balance(&h, &user).await, 500);
+    assert_eq!(
+        deliver(&h, ProviderId::WalletQr, "n2", second).await,
+        "applied"
+    );
+    assert_eq!(balance(&h, &user).await, 0);
+    assert!(matches!(
+        status(&h, &user, &id).await,
+        OrderStatus::Refunded { .. }
+    ));
+}
+
+#[tokio::test]
+async fn a_refund_before_its_payment_is_kept_and_applied_with_the_payment() {
+    let h = Harness::new();
+    let user = h.user("early@example.com").await;
+    let id = order(&h, &user, "credits-100", "card_gateway").await;
+    let early = refund(
+        RefundedCharge::Order(by_id(&id)),
+        RefundReport::Total(usd(1000)),
+    );
+    assert_eq!(
+        deliver(&h, ProviderId::CardGateway, "r", early).await,
+        "refund_kept"
+    );
+    assert_eq!(status(&h, &user, &id).await, OrderStatus::Pending);
+    assert_eq!(
+        deliver(&h, ProviderId::CardGateway, "p", paid(&id, usd(1000))).await,
+        "applied"
+    );
+    assert!(matches!(
+        status(&h, &user, &id).await,
+        OrderStatus::Refunded { .. }
+    ));
+    assert_eq!(balance(&h, &user).await, 0);
+}
+
+#[tokio::test]
+async fn a_refund_of_a_renewal_not_seen_yet_is_applied_when_the_renewal_lands() {
+    let h = Harness::new();
+    let (user, _) = subscriber_with_two_periods(&h).await;
+    let early = refund(of_charge("in_3"), RefundReport::Total(usd(999)));
+    assert_eq!(
+        deliver(&h, ProviderId::CardGateway, "r3", early).await,
+        "refund_kept"
+    );
+    let renewed = PaymentEvent::SubscriptionRenewed {
+        provider_subscription_id: "sub_1".into(),
+        period: period(60, 90),
+        amount: usd(999),
+        charge_ref: Some("in_3".into()),
+        occurred_at: at(30),
+    };
+    assert_eq!(
+        deliver(&h, ProviderId::CardGateway, "ren3", renewed).await,
+        "applied"
+    );
+    assert_eq!(balance(&h, &user).await, 10_000);
+}
+
+#[tokio::test]
+async fn refunds_in_another_currency_or_above_the_payment_change_nothing() {
+    let h = Harness::new();
+    let (user, _) = subscriber_with_two_periods(&h).await;
+    let eur = Money::from_minor(999, Currency::Eur).unwrap();
+    let cases = [
+        refund(of_charge("in_2"), RefundReport::Total(eur)),
+        refund(of_charge("in_2"), RefundReport::Total(usd(1000))),
+        refund(of_charge("in_2"), one("re_x", usd(0))),
+    ];
+    for (i, case) in cases.into_iter().enumerate() {
+        let outcome = deliver(&h, ProviderId::CardGateway, &format!("m{i}"), case).await;
+        assert_eq!(outcome, "mismatch");
+    }
+    assert_eq!(balance(&h, &user).await, 10_000);
+}
