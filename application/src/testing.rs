@@ -4,6 +4,7 @@
 //! the reference): all-or-nothing operations, compare-and-set transitions, one grant per source,
 //! idempotent spends, balances that never go below zero.
 
+pub mod fixtures;
 mod gateway;
 mod ledger;
 mod store;

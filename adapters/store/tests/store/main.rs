@@ -15,4 +15,5 @@ mod group_commit;
 mod ledger;
 mod orders;
 mod plans;
+mod subscription_events;
 mod users;

@@ -219,6 +219,25 @@ impl TestStore {
             .expect("a row");
         row.try_get_by_index::<i64>(0).expect("an integer")
     }
+
+    /// Rows of `(text, integer, integer)` from `sql`.
+    pub async fn raw_rows(&self, sql: &str) -> Vec<(String, i64, i64)> {
+        let backend = self.connection().get_database_backend();
+        let rows = self
+            .connection()
+            .query_all_raw(Statement::from_string(backend, sql))
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        rows.iter()
+            .map(|row| {
+                (
+                    row.try_get_by_index::<String>(0).expect("a text"),
+                    row.try_get_by_index::<i64>(1).expect("an integer"),
+                    row.try_get_by_index::<i64>(2).expect("an integer"),
+                )
+            })
+            .collect()
+    }
 }
 
 /// Generate SQLite and PostgreSQL tests, with group commit off and on, for each contract

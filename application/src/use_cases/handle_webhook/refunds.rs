@@ -4,8 +4,8 @@
 //! report for a payment that has not arrived is kept and applied when the payment lands.
 
 use domain::{
-    EventOutcome, KeptRefund, Money, OrderStatus, PlanType, RefundForm, Subscription, Transition,
-    check_refund, refund_step,
+    EventOutcome, KeptRefund, Money, OrderStatus, PlanType, RefundForm, RefundMismatch,
+    Subscription, Transition, check_refund, refund_step,
 };
 
 use super::{Decision, HandleWebhookError, Received, kept_amounts, unknown_order};
@@ -68,7 +68,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let price = order.plan.price;
         let new = match kept(r, &target, report, price) {
             Ok(new) => new,
-            Err(refused) => return Ok(refused),
+            Err(mismatch) => return Ok(refund_mismatch(&mismatch)),
         };
         let earlier = self.store.refunds_of(r.provider, &target).await?;
         if earlier.iter().any(|k| k.key == new.key) {
@@ -136,7 +136,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let target = RefundTarget::Charge(charge_key(charge));
         let new = match kept(r, &target, report, charge.amount) {
             Ok(new) => new,
-            Err(refused) => return Ok(refused),
+            Err(mismatch) => return Ok(refund_mismatch(&mismatch)),
         };
         let earlier = self.store.refunds_of(r.provider, &target).await?;
         if earlier.iter().any(|k| k.key == new.key) {
@@ -200,8 +200,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let target = RefundTarget::Charge(charge_ref.to_owned());
         let new = match kept(r, &target, report, price) {
             Ok(new) => new,
-            Err(refused) => return Ok(refused),
+            Err(mismatch) => return Ok(refund_mismatch(&mismatch)),
         };
+        let earlier = self.store.refunds_of(r.provider, &target).await?;
+        if earlier.iter().any(|k| k.key == new.key) {
+            return Ok(Decision::Record(EventOutcome::DuplicateState, None));
+        }
         let detail = "refund kept until the charge arrives".to_owned();
         let mut change = r.change(EventOutcome::RefundKept, Some(detail));
         change.command.refund = Some(new);
@@ -225,14 +229,19 @@ fn charge_key(charge: &SubscriptionCharge) -> String {
     })
 }
 
-/// The report as kept against `target` of a payment of `paid`, or the decision recording why
-/// it cannot be of that payment.
+/// A verified refund report that cannot be of the payment it names: recorded, nothing changes.
+fn refund_mismatch(mismatch: &RefundMismatch) -> Decision {
+    Decision::Record(EventOutcome::Mismatch, Some(mismatch.to_string()))
+}
+
+/// The report as kept against `target` of a payment of `paid`, or why it cannot be of that
+/// payment.
 fn kept(
     r: &Received,
     target: &RefundTarget,
     report: &RefundReport,
     paid: Money,
-) -> Result<RefundRecord, Decision> {
+) -> Result<RefundRecord, RefundMismatch> {
     let (key, form, amount) = match report {
         RefundReport::Total(total) => {
             let payment = match target {
@@ -251,12 +260,7 @@ fn kept(
             paid,
         ),
     };
-    if let Err(mismatch) = check_refund(paid, amount) {
-        return Err(Decision::Record(
-            EventOutcome::Mismatch,
-            Some(mismatch.to_string()),
-        ));
-    }
+    check_refund(paid, amount)?;
     Ok(RefundRecord {
         provider: r.provider,
         key: key.chars().take(255).collect(),

@@ -3,12 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use domain::consumption::ConsumptionSettings;
-use domain::{
-    AppEnvironment, BillingPeriod, ConsumptionMode, ConsumptionRules, Credits, FeatureName,
-    ModelName, Money, Multiplier, OrderId, Plan, PlanDraft, PlanText, ProviderId, ProviderRefs,
-    Timestamp, UnknownModelPolicy,
-};
+use domain::{BillingPeriod, Credits, Money, OrderId, ProviderId, Timestamp};
 
 use crate::accounts::{Role, User};
 use crate::ports::{
@@ -18,115 +13,12 @@ use crate::service::{Service, ServiceConfig};
 use crate::testing::{
     FAKE_SIGNATURE_HEADER, FakeGateway, FixedClock, InMemoryStore, PlainHasher, SequentialIds,
 };
-use crate::use_cases::plans::PricingMode;
 
 pub type TestService = Service<InMemoryStore, FixedClock, SequentialIds, PlainHasher>;
 
 pub const START_MS: i64 = 1_800_000_000_000;
 
-pub fn plan(
-    id: &str,
-    provider: &str,
-    kind: &str,
-    amount: &str,
-    currency: &str,
-    credits: Option<&str>,
-) -> Plan {
-    let mut i18n = BTreeMap::new();
-    i18n.insert(
-        "en".to_owned(),
-        PlanText {
-            name: id.to_owned(),
-            ..PlanText::default()
-        },
-    );
-    Plan::from_draft(&PlanDraft {
-        id: id.into(),
-        provider: Some(provider.into()),
-        amount: Some(amount.parse().unwrap()),
-        currency: Some(currency.into()),
-        months: match kind {
-            "one_time" => Some(999_999),
-            "recurring" => Some(1),
-            _ => None,
-        },
-        duration_type: Some(kind.into()),
-        credits: credits.map(|c| c.parse().unwrap()),
-        provider_refs: ProviderRefs {
-            card_gateway_price_id: Some("price_x".into()),
-            ..ProviderRefs::default()
-        },
-        i18n,
-        ..PlanDraft::default()
-    })
-    .unwrap()
-}
-
-pub fn catalog() -> Vec<Plan> {
-    vec![
-        plan(
-            "credits-100",
-            "card_gateway",
-            "credits",
-            "10",
-            "USD",
-            Some("100"),
-        ),
-        plan("lifetime", "card_gateway", "one_time", "99", "USD", None),
-        plan(
-            "pro-monthly",
-            "card_gateway",
-            "recurring",
-            "9.99",
-            "USD",
-            Some("50"),
-        ),
-        plan("qr-credits", "wallet_qr", "credits", "1", "CNY", Some("10")),
-    ]
-}
-
-pub fn rules() -> ConsumptionRules {
-    let mut fixed_costs = BTreeMap::new();
-    fixed_costs.insert(
-        FeatureName::new("chat").unwrap(),
-        Credits::from_whole(1).unwrap(),
-    );
-    fixed_costs.insert(
-        FeatureName::new("image").unwrap(),
-        Credits::from_whole(5).unwrap(),
-    );
-    let mut model_multipliers = BTreeMap::new();
-    model_multipliers.insert(
-        ModelName::new("big").unwrap(),
-        Multiplier::from_ten_thousandths(20_000).unwrap(),
-    );
-    ConsumptionRules::new(ConsumptionSettings {
-        mode: ConsumptionMode::Dynamic,
-        fixed_costs,
-        cost_per_kilo_token: Credits::from_whole(1).unwrap(),
-        model_multipliers,
-        default_multiplier: Multiplier::ONE,
-        unknown_model: UnknownModelPolicy::Refuse,
-    })
-    .unwrap()
-}
-
-pub fn config() -> ServiceConfig {
-    ServiceConfig {
-        pricing_mode: PricingMode::Static,
-        environment: AppEnvironment::Production,
-        catalog: catalog(),
-        consumption: rules(),
-        base_url: "http://tally.test".into(),
-        order_lifetime_ms: 3_600_000,
-        session_lifetime_ms: 86_400_000,
-        reservation_lifetime_ms: 600_000,
-        webhook_conflict_retries: 5,
-        renewal_clock_tolerance_ms: crate::service::DEFAULT_RENEWAL_CLOCK_TOLERANCE_MS,
-        allow_several_subscriptions: false,
-        past_due_grace_ms: crate::service::DEFAULT_PAST_DUE_GRACE_MS,
-    }
-}
+pub use crate::testing::fixtures::{catalog, config, plan};
 
 pub struct Harness {
     pub service: TestService,
