@@ -39,8 +39,9 @@ pub(crate) async fn keep(tx: &DatabaseTransaction, r: &RefundRecord) -> Result<b
     Ok(sql::execute(tx, sql, values).await? == 1)
 }
 
-/// Record a paid period (a second record of the same period or charge id changes nothing), or
-/// move a charge's refunded total if it is still what the decision read.
+/// Record a paid period (a second record of the same period only adds the provider's charge id
+/// when the first had none: PayPal tells an activation without it, then the first sale), or move
+/// a charge's refunded total if it is still what the decision read.
 pub(crate) async fn apply_charge(
     tx: &DatabaseTransaction,
     change: &ChargeChange,
@@ -50,7 +51,8 @@ pub(crate) async fn apply_charge(
             let sql = "INSERT INTO subscription_charges (subscription_id, provider, charge_ref, \
                 order_id, period_start, period_end, amount_minor, currency, credits_hundredths, \
                 refunded_minor, paid_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
-                ON CONFLICT DO NOTHING";
+                ON CONFLICT (subscription_id, period_start) DO UPDATE \
+                SET charge_ref = COALESCE(subscription_charges.charge_ref, excluded.charge_ref)";
             let values = vec![
                 c.subscription_id.as_str().into(),
                 c.provider.as_str().into(),

@@ -50,7 +50,8 @@ pub(crate) async fn create<C: ConnectionTrait>(
 }
 
 /// `price_minor, currency, interval_months, credits_per_period_hundredths`; all NULL without
-/// terms. They are written once, at creation: what was sold does not change with later events.
+/// terms. Written at creation, and again only when a renewal moved the subscription to another
+/// of our plans (a provider-side price change the use case recorded).
 fn sold_terms_values(terms: Option<&SoldTerms>) -> [Value; 4] {
     [
         terms.map(|t| t.price().amount_minor()).into(),
@@ -73,11 +74,14 @@ pub(crate) async fn update<C: ConnectionTrait>(
     now: Timestamp,
 ) -> Result<bool, DbErr> {
     let sql = "UPDATE subscriptions SET status = $3, period_start = $4, period_end = $5, \
-        cancel_at_period_end = $6, last_event_at = $7, updated_at = $8 \
-        WHERE id = $1 AND last_event_at = $2";
+        cancel_at_period_end = $6, last_event_at = $7, updated_at = $8, plan_id = $9, \
+        price_minor = $10, currency = $11, interval_months = $12, \
+        credits_per_period_hundredths = $13 WHERE id = $1 AND last_event_at = $2";
     let mut values: Vec<Value> = vec![s.id.as_str().into(), expected.unix_millis().into()];
     values.extend(state_values(s));
     values.push(now.unix_millis().into());
+    values.push(s.plan_id.as_str().into());
+    values.extend(sold_terms_values(s.sold_terms.as_ref()));
     Ok(crate::sql::execute(conn, sql, values).await? == 1)
 }
 

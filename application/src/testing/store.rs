@@ -496,15 +496,24 @@ fn apply_charge(s: &mut State, change: Option<&ChargeChange>) -> Result<(), Stor
     match change {
         None => Ok(()),
         Some(ChargeChange::Record(charge)) => {
-            let taken = s.charges.iter().any(|c| {
-                (c.subscription_id == charge.subscription_id && c.period == charge.period)
-                    || (charge.charge_ref.is_some()
-                        && c.provider == charge.provider
-                        && c.charge_ref == charge.charge_ref)
-            });
-            if !taken {
-                s.charges.push(charge.clone());
+            if let Some(same) = s
+                .charges
+                .iter_mut()
+                .find(|c| c.subscription_id == charge.subscription_id && c.period == charge.period)
+            {
+                if same.charge_ref.is_none() {
+                    same.charge_ref.clone_from(&charge.charge_ref);
+                }
+                return Ok(());
             }
+            let ref_taken = charge.charge_ref.is_some()
+                && s.charges
+                    .iter()
+                    .any(|c| c.provider == charge.provider && c.charge_ref == charge.charge_ref);
+            if ref_taken {
+                return Err(StoreError::Conflict("charge id taken".into()));
+            }
+            s.charges.push(charge.clone());
             Ok(())
         }
         Some(ChargeChange::Refund {

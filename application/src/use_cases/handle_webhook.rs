@@ -469,6 +469,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let (mut change, subscription) = match existing {
             Some(current) => match activate_existing(&current, activation) {
                 Ok(next) => (update(r, &current, &next), next),
+                Err((EventOutcome::DuplicateState, _)) if activation.charge_ref.is_some() => {
+                    return Ok(name_first_charge(r, &current, record, activation));
+                }
                 Err((outcome, detail)) => return Ok(Decision::Record(outcome, detail)),
             },
             None => {
@@ -545,16 +548,37 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             return Ok(unknown_subscription(id));
         };
         let tolerance_ms = self.config.renewal_clock_tolerance_ms;
-        if let Err(refusal) = current.check_renewal(renewal.amount, renewal.period, tolerance_ms) {
-            return Ok(refused_renewal(&refusal));
+        let mut next = current.clone();
+        let mut moved = None;
+        match current.check_renewal(renewal.amount, renewal.period, tolerance_ms) {
+            Ok(()) => {}
+            Err(RenewalRefusal::Mismatch(mismatch)) if current.sold_terms.is_some() => {
+                // A provider-side price change to another recurring plan of ours moves the
+                // terms to that plan; any other price is a mismatch.
+                let Some((plan, terms)) = self.plan_priced(r.provider, renewal.amount).await?
+                else {
+                    return Ok(refused_renewal(&RenewalRefusal::Mismatch(mismatch)));
+                };
+                next.plan_id = plan;
+                next.sold_terms = Some(terms);
+                if let Err(refusal) =
+                    next.check_renewal(renewal.amount, renewal.period, tolerance_ms)
+                {
+                    return Ok(refused_renewal(&refusal));
+                }
+                moved = Some(format!(
+                    "price changed at the provider: plan {} ({mismatch}) → {} at {}",
+                    current.plan_id, next.plan_id, renewal.amount
+                ));
+            }
+            Err(refusal) => return Ok(refused_renewal(&refusal)),
         }
-        let Some(terms) = current.sold_terms else {
+        let Some(terms) = next.sold_terms else {
             return Ok(Decision::Record(
                 EventOutcome::Mismatch,
                 Some("subscription has no sold terms".into()),
             ));
         };
-        let mut next = current.clone();
         match next.apply(
             SubscriptionEvent::Renewed(renewal.period),
             renewal.occurred_at,
@@ -572,9 +596,41 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             order: None,
             paid_at: renewal.occurred_at,
         };
-        self.grant_period(r, update(r, &current, &next), &next, terms, paid)
+        let mut change = update(r, &current, &next);
+        change.command.inbox.detail = moved;
+        self.grant_period(r, change, &next, terms, paid)
             .await
             .map(Change::apply)
+    }
+
+    /// The one recurring plan of ours at `provider` whose price (in this environment) is
+    /// `paid`, and the terms it sells; `None` when there is none or more than one.
+    async fn plan_priced(
+        &self,
+        provider: ProviderId,
+        paid: Money,
+    ) -> Result<Option<(domain::PlanId, SoldTerms)>, HandleWebhookError> {
+        let plans = super::plans::list_plans(
+            self.config.pricing_mode,
+            &self.config.catalog,
+            &self.gateways,
+            &self.store,
+            super::plans::Audience::Admin,
+            None,
+        )
+        .await?;
+        let mut candidates = plans.into_iter().map(|p| p.plan).filter(|plan| {
+            plan.provider() == provider
+                && plan.plan_type() == PlanType::Recurring
+                && plan.price_in(self.config.environment) == paid
+        });
+        let (Some(plan), None) = (candidates.next(), candidates.next()) else {
+            return Ok(None);
+        };
+        let snapshot = domain::PlanSnapshot::of(&plan, paid);
+        Ok(SoldTerms::of_order(&snapshot)
+            .ok()
+            .map(|terms| (plan.id().clone(), terms)))
     }
 
     /// Record a paid period as a charge, grant its credits, and apply the refunds of that charge
@@ -704,6 +760,34 @@ fn activate_existing(
         Ok(Transition::AlreadyDone) => Err((EventOutcome::DuplicateState, None)),
         Err(e) => Err((EventOutcome::Stale, Some(e.to_string()))),
     }
+}
+
+/// A second activation for the period already active that names the provider's charge id the
+/// first did not (PayPal: `BILLING.SUBSCRIPTION.ACTIVATED`, then the first sale): nothing is
+/// granted again; the period's charge learns its id, so that refunds of it are found.
+fn name_first_charge(
+    r: &Received,
+    current: &Subscription,
+    record: &OrderRecord,
+    activation: &Activation<'_>,
+) -> Decision {
+    let Some(terms) = current.sold_terms else {
+        return Decision::Record(EventOutcome::DuplicateState, None);
+    };
+    let mut change = r.change(EventOutcome::DuplicateState, None);
+    change.command.charge = Some(ChargeChange::Record(SubscriptionCharge {
+        subscription_id: current.id.clone(),
+        user_id: current.user_id.clone(),
+        provider: r.provider,
+        charge_ref: activation.charge_ref.map(str::to_owned),
+        order_id: Some(record.order.id.clone()),
+        period: activation.period,
+        amount: activation.amount.unwrap_or(terms.price()),
+        credits: terms.credits_per_period(),
+        refunded: Money::zero(terms.price().currency()),
+        paid_at: activation.occurred_at,
+    }));
+    change.apply()
 }
 
 /// The change that replaces `current` with `next` (compare-and-set on its last event).

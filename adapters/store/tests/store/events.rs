@@ -111,7 +111,7 @@ async fn a_subscription_keeps_the_terms_it_was_sold_at(store: &TestStore) {
             Some(s)
         );
     }
-    // A later event changes the state, never the terms.
+    // A later event changes the state; the terms stay (only a recorded price change moves them).
     let mut renewed = yearly.clone();
     renewed.current_period = BillingPeriod::new(t(2000), t(3000)).unwrap();
     renewed.last_event_at = t(60);

@@ -8,6 +8,7 @@ use domain::{Currency, Money, OrderId, OrderStatus, ProviderId, Timestamp};
 use super::harness::*;
 use crate::accounts::User;
 use crate::ports::*;
+use crate::testing::fixtures::{config, plan};
 use crate::use_cases::initiate_payment::InitiatePayment;
 
 async fn order(h: &Harness, user: &User, plan: &str, provider: &str) -> OrderId {
@@ -266,4 +267,106 @@ async fn refunds_in_another_currency_or_above_the_payment_change_nothing() {
         assert_eq!(outcome, "mismatch");
     }
     assert_eq!(balance(&h, &user).await, 10_000);
+}
+
+#[tokio::test]
+async fn a_provider_side_price_change_to_another_plan_of_ours_moves_the_terms_and_is_recorded() {
+    let mut config = config();
+    config.catalog.push(plan(
+        "pro-plus",
+        "card_gateway",
+        "recurring",
+        "19.99",
+        "USD",
+        Some("120"),
+    ));
+    let h = Harness::with(config, |_| None);
+    let (user, _) = subscriber_with_two_periods(&h).await;
+    let renewed = |period, amount, charge: &str| PaymentEvent::SubscriptionRenewed {
+        provider_subscription_id: "sub_1".into(),
+        period,
+        amount,
+        charge_ref: Some(charge.into()),
+        occurred_at: at(40),
+    };
+    // A price that is no plan of ours stays a mismatch.
+    let unknown = renewed(period(60, 90), usd(1_234), "in_x");
+    assert_eq!(
+        deliver(&h, ProviderId::CardGateway, "x", unknown).await,
+        "mismatch"
+    );
+    let moved = renewed(period(60, 90), usd(1_999), "in_3");
+    assert_eq!(
+        deliver(&h, ProviderId::CardGateway, "up", moved).await,
+        "applied"
+    );
+    assert_eq!(balance(&h, &user).await, 10_000 + 12_000);
+    let entry = h.service.store().inbox().last().cloned().unwrap();
+    assert!(
+        entry.detail.as_deref().unwrap_or("").contains("pro-plus"),
+        "{entry:?}"
+    );
+    let subscription = h
+        .service
+        .store()
+        .find_subscription_by_provider_id(ProviderId::CardGateway, "sub_1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(subscription.plan_id.as_str(), "pro-plus");
+    // The next renewal is checked against the new terms: the old price is now the mismatch.
+    let old_price = renewed(period(90, 120), usd(999), "in_4");
+    assert_eq!(
+        deliver(&h, ProviderId::CardGateway, "old", old_price).await,
+        "applied"
+    );
+    assert_eq!(
+        h.service
+            .store()
+            .find_subscription_by_provider_id(ProviderId::CardGateway, "sub_1")
+            .await
+            .unwrap()
+            .unwrap()
+            .plan_id
+            .as_str(),
+        "pro-monthly",
+        "and back again, recorded the same way"
+    );
+}
+
+#[tokio::test]
+async fn a_second_activation_naming_the_first_charge_lets_its_refund_be_found() {
+    let h = Harness::new();
+    let user = h.user("pp@example.com").await;
+    let id = order(&h, &user, "pro-monthly", "card_gateway").await;
+    let activated = |charge_ref: Option<&str>| PaymentEvent::SubscriptionActivated {
+        order: by_id(&id),
+        provider_subscription_id: "sub_1".into(),
+        period: period(0, 30),
+        amount: None,
+        charge_ref: charge_ref.map(str::to_owned),
+        occurred_at: at(10),
+    };
+    assert_eq!(
+        deliver(&h, ProviderId::CardGateway, "a1", activated(None)).await,
+        "applied"
+    );
+    let named = activated(Some("SALE-1"));
+    assert_eq!(
+        deliver(&h, ProviderId::CardGateway, "a2", named).await,
+        "duplicate_state"
+    );
+    assert_eq!(balance(&h, &user).await, 5_000);
+    let refund = refund(
+        RefundedCharge::SubscriptionCharge {
+            provider_subscription_id: None,
+            charge_ref: "SALE-1".into(),
+        },
+        one("R-1", usd(999)),
+    );
+    assert_eq!(
+        deliver(&h, ProviderId::CardGateway, "r", refund).await,
+        "applied"
+    );
+    assert_eq!(balance(&h, &user).await, 0);
 }
