@@ -6,16 +6,19 @@
 //! `POST /v1/subscriptions/{id}` with `cancel_at_period_end=true`. Webhooks carry
 //! `Stripe-Signature: t=…,v1=…` = hex HMAC-SHA256 of `{t}.{raw body}` keyed with the endpoint
 //! secret string as is (`whsec_…` included), five minutes of tolerance, any `v1` may match.
-//! Wire formats and the event mapping are in [`transformers`]; `docs/providers/card_gateway.md`
-//! has the status table.
+//! A refund or lost dispute whose event does not name the order or invoice is traced through
+//! `GET /v1/charges/{id}` and `GET /v1/invoice_payments` (both pinned to
+//! [`transformers::LOOKUP_API_VERSION`]). Wire formats and the event mapping are in
+//! [`transformers`]; `docs/providers/card_gateway.md` has the status table.
 
 pub mod transformers;
 
 use std::sync::Arc;
 
 use application::ports::{
-    AckFor, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentGateway,
-    PaymentRef, PaymentStatus, VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
+    AckFor, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError, OrderLocator,
+    PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, RefundedCharge, VerifiedWebhook,
+    WebhookAck, WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::ProviderId;
@@ -27,7 +30,10 @@ use crate::shared::http::{HttpReply, HttpSettings, ProviderHttp};
 use crate::shared::signing::unhex;
 use crate::shared::{ConfigError, GatewayContext};
 use crate::webhook::{self, SignedParts, Verifier, WebhookScheme};
-use transformers::{CheckoutSession, path_id};
+use transformers::{
+    Charge, ChargeTarget, CheckoutSession, Interpretation, InvoicePayment, LOOKUP_API_VERSION,
+    List, Lookup, path_id,
+};
 
 /// Stripe's API.
 pub const DEFAULT_BASE_URL: &str = "https://api.stripe.com";
@@ -161,6 +167,120 @@ impl CardGatewayGateway {
     }
 }
 
+impl CardGatewayGateway {
+    /// `GET {path}?{query}` with the API version the lookups pin.
+    async fn lookup_get(
+        &self,
+        path: &str,
+        query: &[(String, String)],
+    ) -> Result<HttpReply, GatewayError> {
+        let mut url = self.http.url(path);
+        if !query.is_empty() {
+            url = format!("{url}?{}", transformers::encode_form(query)?);
+        }
+        let request = self
+            .http
+            .client()
+            .get(url)
+            .bearer_auth(self.secret_key.expose_secret())
+            .header("Stripe-Version", LOOKUP_API_VERSION);
+        self.http.send(request).await
+    }
+
+    /// `GET /v1/charges/{id}`.
+    async fn retrieve_charge(&self, id: &str) -> Result<Charge, GatewayError> {
+        let path = format!("/v1/charges/{}", path_id(id)?);
+        transformers::read(self.lookup_get(&path, &[]).await?)
+    }
+
+    /// `GET /v1/invoice_payments` for the invoice `payment_intent` paid.
+    async fn invoice_payments(
+        &self,
+        payment_intent: &str,
+    ) -> Result<List<InvoicePayment>, GatewayError> {
+        let query = transformers::invoice_payments_query(path_id(payment_intent)?);
+        transformers::read(self.lookup_get("/v1/invoice_payments", &query).await?)
+    }
+
+    /// Turn an interpretation into events, reading from Stripe what the event does not say.
+    async fn resolve(
+        &self,
+        interpretation: Interpretation,
+    ) -> Result<Vec<PaymentEvent>, WebhookError> {
+        let (lookup, refund, occurred_at) = match interpretation {
+            Interpretation::Events(events) => return Ok(events),
+            Interpretation::Lookup {
+                lookup,
+                refund,
+                occurred_at,
+            } => (lookup, refund, occurred_at),
+        };
+        Ok(self
+            .refunded_charge(lookup)
+            .await?
+            .map(|charge| PaymentEvent::Refunded {
+                charge,
+                refund,
+                occurred_at,
+            })
+            .into_iter()
+            .collect())
+    }
+
+    /// The payment a refund or dispute takes back from: from the charge (read when only its id
+    /// is known), else from the invoice its PaymentIntent paid; a charge that paid no invoice
+    /// and names no order is reported without an order (Tally records it as unknown).
+    async fn refunded_charge(
+        &self,
+        lookup: Lookup,
+    ) -> Result<Option<RefundedCharge>, WebhookError> {
+        let payment_intent = match lookup {
+            Lookup::PaymentIntent(payment_intent) => payment_intent,
+            Lookup::Charge(id) => {
+                let Some(charge) = looked_up(self.retrieve_charge(&id).await, "charge")? else {
+                    return Ok(None);
+                };
+                match charge.target() {
+                    ChargeTarget::Known(charge) => return Ok(Some(charge)),
+                    ChargeTarget::PaymentIntent(payment_intent) => payment_intent,
+                }
+            }
+        };
+        let Some(payments) = looked_up(
+            self.invoice_payments(&payment_intent).await,
+            "invoice payments",
+        )?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(payments.subscription_charge().unwrap_or(
+            RefundedCharge::Order(OrderLocator {
+                order_id: None,
+                provider_reference: None,
+            }),
+        )))
+    }
+}
+
+/// A Stripe read made while handling a webhook: a refusal (not found, not this account's)
+/// makes the event a no-op; a transient failure refuses the webhook so that Stripe sends it
+/// again (it retries any non-2xx answer).
+fn looked_up<T>(result: Result<T, GatewayError>, what: &str) -> Result<Option<T>, WebhookError> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(GatewayError::Rejected(reason)) => {
+            tracing::warn!(provider = PROVIDER, %reason, "stripe refused the {what} lookup; the event changes nothing");
+            Ok(None)
+        }
+        Err(error) => {
+            tracing::warn!(provider = PROVIDER, %error, "stripe {what} lookup failed; refusing the webhook so that stripe retries");
+            Err(WebhookError::Malformed(format!(
+                "{what} lookup failed, stripe will retry: {error}"
+            )))
+        }
+    }
+}
+
 fn config_error(field: &'static str, problem: &str) -> ConfigError {
     ConfigError {
         provider: PROVIDER,
@@ -246,7 +366,7 @@ impl PaymentGateway for CardGatewayGateway {
         };
         webhook::verify(&scheme, request, self.clock.now())?;
         let event = transformers::parse_event(&request.body)?;
-        let events = transformers::events_of(&event)?;
+        let events = self.resolve(transformers::interpret(&event)?).await?;
         Ok(VerifiedWebhook {
             event_id: event.id,
             event_type: event.event_type,

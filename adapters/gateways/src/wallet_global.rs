@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use application::ports::{
     AckFor, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError, OrderLocator,
-    PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, VerifiedWebhook, WebhookAck,
-    WebhookError, WebhookRequest,
+    PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundedCharge,
+    VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::{Money, OrderId, PlanType, ProviderId, Timestamp};
@@ -365,8 +365,8 @@ impl WalletGlobalGateway {
                 let capture = lookup(self.api.get_capture(&capture_id).await, "refunded capture")?;
                 Ok(capture
                     .map(|c| PaymentEvent::Refunded {
-                        charge: application::ports::RefundedCharge::Order(c.locator()),
-                        refund: application::ports::RefundReport::Total(total_refunded),
+                        charge: RefundedCharge::Order(c.locator()),
+                        refund: RefundReport::Total(total_refunded),
                         occurred_at,
                     })
                     .into_iter()
@@ -374,19 +374,70 @@ impl WalletGlobalGateway {
             }
             Interpretation::SubscriptionSale {
                 subscription_id,
+                sale_id,
                 amount,
                 sold_at,
                 occurred_at,
             } => {
                 let sale = Sale {
                     subscription_id,
+                    sale_id,
                     amount,
                     sold_at,
                     occurred_at,
                 };
                 self.sale(sale).await
             }
+            Interpretation::SaleRefundWithoutSale {
+                refund_id,
+                amount,
+                occurred_at,
+            } => {
+                let refund = lookup(self.api.get_sale_refund(&refund_id).await, "sale refund")?;
+                Ok(refund
+                    .and_then(|r| Some(r.charge(r.sale()?)))
+                    .map(|charge| PaymentEvent::Refunded {
+                        charge,
+                        refund: RefundReport::One { refund_id, amount },
+                        occurred_at,
+                    })
+                    .into_iter()
+                    .collect())
+            }
+            Interpretation::DisputeLost {
+                dispute_id,
+                transaction_ids,
+                occurred_at,
+            } => {
+                let mut events = Vec::with_capacity(transaction_ids.len());
+                for id in transaction_ids {
+                    if let Some(charge) = self.disputed_charge(&id).await? {
+                        events.push(PaymentEvent::Refunded {
+                            charge,
+                            refund: RefundReport::DisputeLost {
+                                dispute_id: dispute_id.clone(),
+                            },
+                            occurred_at,
+                        });
+                    }
+                }
+                Ok(events)
+            }
         }
+    }
+
+    /// What a disputed transaction paid: an order's capture (`GET /v2/payments/captures/{id}`),
+    /// else a subscription's sale (`GET /v1/payments/sale/{id}`); `None` when PayPal knows it as
+    /// neither (or it is a sale outside any subscription).
+    async fn disputed_charge(&self, id: &str) -> Result<Option<RefundedCharge>, WebhookError> {
+        match self.api.get_capture(id).await {
+            Ok(capture) => return Ok(Some(RefundedCharge::Order(capture.locator()))),
+            // Not a capture: a sale's id is unknown to the captures API.
+            Err(GatewayError::Rejected(_)) => {}
+            Err(e) => return Err(retry_later("disputed capture", &e)),
+        }
+        let sale = lookup(self.api.get_sale(id).await, "disputed sale")?;
+        Ok(sale.and_then(|s| s.subscription_charge()))
     }
 
     /// A subscription payment: the first activates (whichever of `ACTIVATED` and the sale comes
@@ -406,7 +457,7 @@ impl WalletGlobalGateway {
             return Err(redeliver("the subscription does not show the sale yet"));
         }
         let event = if subscription.is_first_payment() {
-            subscription.activation(sale.occurred_at)
+            subscription.activation(sale.sale_id.clone(), sale.occurred_at)
         } else {
             subscription
                 .paid_period()
@@ -414,7 +465,7 @@ impl WalletGlobalGateway {
                     provider_subscription_id: sale.subscription_id,
                     period,
                     amount: sale.amount,
-                    charge_ref: None,
+                    charge_ref: sale.sale_id.clone(),
                     occurred_at: sale.occurred_at,
                 })
         };
@@ -431,6 +482,7 @@ impl WalletGlobalGateway {
 /// A subscription sale to resolve.
 struct Sale {
     subscription_id: String,
+    sale_id: Option<String>,
     amount: Money,
     sold_at: Option<Timestamp>,
     occurred_at: Timestamp,

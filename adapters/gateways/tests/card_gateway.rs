@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, GatewayError, OrderLocator, PaymentEvent,
-    PaymentGateway, PaymentRef, PaymentStatus, WebhookError, WebhookRequest,
+    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundedCharge, WebhookError,
+    WebhookRequest,
 };
 use application::testing::FixedClock;
 use domain::{
@@ -18,7 +19,7 @@ use gateways::card_gateway::transformers::encode_form;
 use gateways::card_gateway::{CardGatewayGateway, CardGatewaySettings};
 use gateways::shared::ProviderHttp;
 use gateways::shared::signing::{hex, hmac_sha256};
-use wiremock::matchers::{bearer_token, header, method, path};
+use wiremock::matchers::{bearer_token, header, method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const SECRET_KEY: &str = "sk_test_51TallyTestKey0000000000";
@@ -664,7 +665,7 @@ async fn the_first_paid_invoice_activates_the_subscription_with_the_lines_period
             provider_subscription_id: "sub_1QKy7pLkdIwHu7ixWbQz4u2Y".into(),
             period: BillingPeriod::new(at(1_731_769_998), at(1_734_361_998)).unwrap(),
             amount: Some(usd(1900)),
-            charge_ref: None,
+            charge_ref: Some(FIRST_INVOICE.into()),
             occurred_at: at(1_731_770_002),
         }]
     );
@@ -678,7 +679,7 @@ async fn a_renewal_invoice_in_the_pre_2025_shape_renews_for_the_next_period() {
             provider_subscription_id: "sub_1QKy7pLkdIwHu7ixWbQz4u2Y".into(),
             period: BillingPeriod::new(at(1_734_361_998), at(1_736_953_998)).unwrap(),
             amount: usd(1900),
-            charge_ref: None,
+            charge_ref: Some(RENEWAL_INVOICE.into()),
             occurred_at: at(1_734_362_100),
         }]
     );
@@ -718,14 +719,185 @@ async fn a_refunded_charge_reports_the_cumulative_refunded_amount_for_our_order(
     assert_eq!(
         events_of("charge.refunded.json").await,
         vec![PaymentEvent::Refunded {
-            charge: application::ports::RefundedCharge::Order(OrderLocator {
+            charge: RefundedCharge::Order(OrderLocator {
                 order_id: order_id("ord_01JCZ8M4QW"),
                 provider_reference: None
             }),
-            refund: application::ports::RefundReport::Total(usd(500)),
+            refund: RefundReport::Total(usd(500)),
             occurred_at: at(1_731_900_000),
         }]
     );
+}
+
+const SUBSCRIPTION: &str = "sub_1QKy7pLkdIwHu7ixWbQz4u2Y";
+/// The invoice of the first period: the activation's `charge_ref`.
+const FIRST_INVOICE: &str = "in_1QKy7pLkdIwHu7ixM3gS8r0T";
+/// The invoice of the renewal: the renewal's `charge_ref`, which its charge's refunds lead to.
+const RENEWAL_INVOICE: &str = "in_1QVq2aLkdIwHu7ixN4hT9s1U";
+const RENEWAL_CHARGE: &str = "ch_3QVq2bLkdIwHu7ix1pU9lM2N";
+const RENEWAL_PAYMENT_INTENT: &str = "pi_3QVq2bLkdIwHu7ix1Kr9nO3M";
+
+/// A Stripe that answers the Invoice Payments lookup for the renewal's PaymentIntent with
+/// `fixture` (only when asked the way the gateway must ask: pinned version, filter, expansion).
+async fn stripe_with_invoice_payments(status: u16, fixture_name: &str) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/v1/invoice_payments"))
+        .and(bearer_token(SECRET_KEY))
+        .and(header("stripe-version", "2025-03-31.basil"))
+        .and(query_param("payment[type]", "payment_intent"))
+        .and(query_param(
+            "payment[payment_intent]",
+            RENEWAL_PAYMENT_INTENT,
+        ))
+        .and(query_param("expand[]", "data.invoice"))
+        .respond_with(
+            ResponseTemplate::new(status).set_body_raw(fixture(fixture_name), "application/json"),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    server
+}
+
+async fn events_through(
+    server: &MockServer,
+    name: &str,
+) -> Result<Vec<PaymentEvent>, WebhookError> {
+    gateway(&server.uri())
+        .verify_webhook(&signed_webhook(name))
+        .await
+        .map(|verified| verified.events)
+}
+
+fn renewal_charge(provider_subscription_id: Option<&str>) -> RefundedCharge {
+    RefundedCharge::SubscriptionCharge {
+        provider_subscription_id: provider_subscription_id.map(str::to_owned),
+        charge_ref: RENEWAL_INVOICE.into(),
+    }
+}
+
+#[tokio::test]
+async fn a_refunded_renewal_charge_is_traced_to_its_invoice_through_the_invoice_payments_api() {
+    // API 2025-03-31.basil: the charge names neither invoice nor order, only its PaymentIntent.
+    let stripe = stripe_with_invoice_payments(200, "invoice_payments.list.json").await;
+    assert_eq!(
+        events_through(&stripe, "charge.refunded.subscription.json")
+            .await
+            .unwrap(),
+        vec![PaymentEvent::Refunded {
+            charge: renewal_charge(Some(SUBSCRIPTION)),
+            refund: RefundReport::Total(usd(950)),
+            occurred_at: at(1_734_400_000),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_refunded_invoice_charge_in_the_pre_basil_shape_names_its_invoice_without_a_lookup() {
+    assert_eq!(
+        events_of("charge.refunded.subscription.pre_basil.json").await,
+        vec![PaymentEvent::Refunded {
+            charge: renewal_charge(None),
+            refund: RefundReport::Total(usd(950)),
+            occurred_at: at(1_734_400_000),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_refunded_charge_that_paid_no_invoice_and_names_no_order_is_reported_without_one() {
+    let stripe = stripe_with_invoice_payments(200, "invoice_payments.empty.json").await;
+    assert_eq!(
+        events_through(&stripe, "charge.refunded.subscription.json")
+            .await
+            .unwrap(),
+        vec![PaymentEvent::Refunded {
+            charge: RefundedCharge::Order(OrderLocator {
+                order_id: None,
+                provider_reference: None
+            }),
+            refund: RefundReport::Total(usd(950)),
+            occurred_at: at(1_734_400_000),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn an_invoice_lookup_stripe_cannot_answer_refuses_the_webhook_and_a_refused_one_changes_nothing()
+ {
+    let down = stripe_with_invoice_payments(500, "invoice_payments.empty.json").await;
+    assert!(matches!(
+        events_through(&down, "charge.refunded.subscription.json").await,
+        Err(WebhookError::Malformed(reason)) if reason.contains("retry")
+    ));
+    let refused = stripe_with_invoice_payments(404, "invoice_payments.empty.json").await;
+    assert_eq!(
+        events_through(&refused, "charge.refunded.subscription.json")
+            .await
+            .unwrap(),
+        vec![]
+    );
+}
+
+#[tokio::test]
+async fn a_lost_dispute_of_a_renewal_charge_takes_the_whole_charge_back_from_its_invoice() {
+    let stripe = stripe_with_invoice_payments(200, "invoice_payments.list.json").await;
+    Mock::given(method("GET"))
+        .and(path(format!("/v1/charges/{RENEWAL_CHARGE}")))
+        .and(bearer_token(SECRET_KEY))
+        .and(header("stripe-version", "2025-03-31.basil"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_raw(fixture("charge.subscription.json"), "application/json"),
+        )
+        .expect(1)
+        .mount(&stripe)
+        .await;
+    assert_eq!(
+        events_through(&stripe, "charge.dispute.closed.lost.json")
+            .await
+            .unwrap(),
+        vec![PaymentEvent::Refunded {
+            charge: renewal_charge(Some(SUBSCRIPTION)),
+            refund: RefundReport::DisputeLost {
+                dispute_id: "dp_1QVr8cLkdIwHu7ix9sT2uV3W".into()
+            },
+            occurred_at: at(1_737_000_000),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_lost_dispute_of_a_one_time_charge_finds_the_order_in_the_charge_metadata_and_a_won_one_nothing()
+ {
+    let stripe = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/v1/charges/ch_3QKx2aLkdIwHu7ix0oT8kL1M"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_raw(fixture("charge.one_time.json"), "application/json"),
+        )
+        .expect(1)
+        .mount(&stripe)
+        .await;
+    assert_eq!(
+        events_through(&stripe, "charge.dispute.closed.lost.one_time.json")
+            .await
+            .unwrap(),
+        vec![PaymentEvent::Refunded {
+            charge: RefundedCharge::Order(OrderLocator {
+                order_id: order_id("ord_01JCZ8M4QW"),
+                provider_reference: None
+            }),
+            refund: RefundReport::DisputeLost {
+                dispute_id: "dp_1QKz3bLkdIwHu7ix5rS1tU2V".into()
+            },
+            occurred_at: at(1_737_000_000),
+        }]
+    );
+    // Won: nothing goes back, and nothing is read (the unused base would fail any lookup).
+    assert_eq!(events_of("charge.dispute.closed.won.json").await, vec![]);
 }
 
 #[tokio::test]

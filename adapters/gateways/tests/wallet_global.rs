@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use application::ports::{
     AckFor, Checkout, CheckoutRequest, CheckoutTarget, GatewayError, OrderLocator, PaymentEvent,
-    PaymentGateway, PaymentRef, PaymentStatus, WebhookError, WebhookRequest,
+    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundedCharge, WebhookError,
+    WebhookRequest,
 };
 use application::testing::FixedClock;
 use domain::{
@@ -35,6 +36,8 @@ const TOKEN: &str = "A21AAJtSdh1lInhuRhSzhQrp35cEQ1Ew9imFtfvQmLCMDsBGdtCClFfWOp9
 const PAYPAL_ORDER: &str = "5O190127TN364715T";
 const ORDER: &str = "ord_01HZX3Q9";
 const SUBSCRIPTION: &str = "I-BW452GLLEP1G";
+/// The sale of `payment_sale_completed.json`: the period's `charge_ref`.
+const SALE: &str = "9T2590785R617035G";
 
 fn fixture(name: &str) -> String {
     let file = format!(
@@ -1082,11 +1085,11 @@ async fn a_refund_reports_the_cumulative_total_for_its_custom_id() {
         h.events_of("webhooks/payment_capture_refunded_with_custom_id.json")
             .await,
         vec![PaymentEvent::Refunded {
-            charge: application::ports::RefundedCharge::Order(OrderLocator {
+            charge: RefundedCharge::Order(OrderLocator {
                 order_id: Some(order_id()),
                 provider_reference: None
             }),
-            refund: application::ports::RefundReport::Total(usd(800)),
+            refund: RefundReport::Total(usd(800)),
             occurred_at: at("2024-05-01T09:59:58Z"),
         }]
     );
@@ -1105,8 +1108,8 @@ async fn a_refund_without_custom_id_finds_its_order_through_the_refunded_capture
     assert_eq!(
         h.events_of("webhooks/payment_capture_refunded.json").await,
         vec![PaymentEvent::Refunded {
-            charge: application::ports::RefundedCharge::Order(order_locator()),
-            refund: application::ports::RefundReport::Total(usd(800)),
+            charge: RefundedCharge::Order(order_locator()),
+            refund: RefundReport::Total(usd(800)),
             occurred_at: at("2024-05-01T09:59:58Z")
         }]
     );
@@ -1170,7 +1173,7 @@ async fn the_first_sale_of_a_subscription_activates_it() {
             provider_subscription_id: SUBSCRIPTION.into(),
             period: first_period(),
             amount: None,
-            charge_ref: None,
+            charge_ref: Some(SALE.into()),
             occurred_at: at("2024-05-01T09:59:50Z"),
         }]
     );
@@ -1194,7 +1197,7 @@ async fn a_later_sale_renews_the_subscription_for_the_period_paypal_reports() {
             period: BillingPeriod::new(at("2024-06-01T10:00:05Z"), at("2024-07-01T10:00:00Z"))
                 .unwrap(),
             amount: usd(999),
-            charge_ref: None,
+            charge_ref: Some(SALE.into()),
             occurred_at: at("2024-05-01T09:59:50Z"),
         }]
     );
@@ -1238,6 +1241,155 @@ async fn a_sale_outside_any_subscription_is_ignored_without_calling_paypal() {
         h.requests_to("/v1/billing/subscriptions/I-BW452GLLEP1G")
             .await
             .is_empty()
+    );
+}
+
+fn sale_charge(provider_subscription_id: Option<&str>) -> RefundedCharge {
+    RefundedCharge::SubscriptionCharge {
+        provider_subscription_id: provider_subscription_id.map(str::to_owned),
+        charge_ref: SALE.into(),
+    }
+}
+
+#[tokio::test]
+async fn a_refunded_sale_is_that_refund_s_own_amount_for_the_sale_its_renewal_named() {
+    let h = harness().await;
+    h.paypal_verifies("SUCCESS").await;
+    // PayPal's v1 refund carries this refund's amount (written negative) and no running total.
+    assert_eq!(
+        h.events_of("webhooks/payment_sale_refunded.json").await,
+        vec![PaymentEvent::Refunded {
+            charge: sale_charge(None),
+            refund: RefundReport::One {
+                refund_id: "6YX43824R4443062K".into(),
+                amount: usd(499),
+            },
+            occurred_at: at("2024-05-01T09:59:58Z"),
+        }]
+    );
+    assert!(
+        h.requests_to("/v1/payments/refund/6YX43824R4443062K")
+            .await
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_reversed_sale_that_does_not_name_its_sale_is_read_back_to_find_it() {
+    let h = harness().await;
+    h.paypal_verifies("SUCCESS").await;
+    Mock::given(method("GET"))
+        .and(path("/v1/payments/refund/77689802DL785834G"))
+        .and(header("authorization", format!("Bearer {TOKEN}").as_str()))
+        .respond_with(json_reply(200, "api/sale_reversal.json"))
+        .expect(1)
+        .mount(&h.server)
+        .await;
+    assert_eq!(
+        h.events_of("webhooks/payment_sale_reversed.json").await,
+        vec![PaymentEvent::Refunded {
+            charge: sale_charge(None),
+            refund: RefundReport::One {
+                refund_id: "77689802DL785834G".into(),
+                amount: usd(999),
+            },
+            occurred_at: at("2024-05-01T09:59:58Z"),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_dispute_lost_on_a_subscription_sale_takes_the_sale_back() {
+    let h = harness().await;
+    h.paypal_verifies("SUCCESS").await;
+    // A sale id is no capture: PayPal's captures API does not know it.
+    h.answer(
+        "GET",
+        "/v2/payments/captures/9T2590785R617035G",
+        404,
+        "api/error_resource_not_found.json",
+    )
+    .await;
+    h.answer(
+        "GET",
+        "/v1/payments/sale/9T2590785R617035G",
+        200,
+        "api/sale.json",
+    )
+    .await;
+    assert_eq!(
+        h.events_of("webhooks/customer_dispute_resolved_sale_lost.json")
+            .await,
+        vec![PaymentEvent::Refunded {
+            charge: sale_charge(Some(SUBSCRIPTION)),
+            refund: RefundReport::DisputeLost {
+                dispute_id: "PP-D-27811".into()
+            },
+            occurred_at: at("2024-05-01T09:59:58Z"),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_dispute_lost_on_an_order_capture_takes_the_order_payment_back_and_a_won_one_nothing() {
+    let h = harness().await;
+    h.paypal_verifies("SUCCESS").await;
+    h.answer(
+        "GET",
+        "/v2/payments/captures/3C679366HH908993F",
+        200,
+        "api/capture.json",
+    )
+    .await;
+    assert_eq!(
+        h.events_of("webhooks/customer_dispute_resolved_capture_lost.json")
+            .await,
+        vec![PaymentEvent::Refunded {
+            charge: RefundedCharge::Order(order_locator()),
+            refund: RefundReport::DisputeLost {
+                dispute_id: "PP-D-27803".into()
+            },
+            occurred_at: at("2024-05-01T09:59:58Z"),
+        }]
+    );
+    assert!(
+        h.requests_to("/v1/payments/sale/3C679366HH908993F")
+            .await
+            .is_empty()
+    );
+    // Resolved for the seller: nothing goes back, and nothing more is read.
+    assert_eq!(
+        h.events_of("webhooks/customer_dispute_resolved_won.json")
+            .await,
+        vec![]
+    );
+    assert_eq!(
+        h.requests_to("/v2/payments/captures/3C679366HH908993F")
+            .await
+            .len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_disputed_transaction_paypal_cannot_look_up_now_refuses_the_webhook_for_redelivery() {
+    let h = harness().await;
+    h.paypal_verifies("SUCCESS").await;
+    Mock::given(method("GET"))
+        .and(path("/v2/payments/captures/9T2590785R617035G"))
+        .respond_with(ResponseTemplate::new(503))
+        .mount(&h.server)
+        .await;
+    let result = h
+        .gateway
+        .verify_webhook(&delivery(
+            &fixture("webhooks/customer_dispute_resolved_sale_lost.json"),
+            TRANSMISSION_TIME,
+        ))
+        .await;
+    assert!(
+        matches!(result, Err(WebhookError::Malformed(_))),
+        "{result:?}"
     );
 }
 

@@ -3,7 +3,9 @@
 //!
 //! API, at `/sandbox/card_gateway`: `POST /v1/checkout/sessions`, `GET /v1/checkout/sessions/{id}`,
 //! `POST /v1/checkout/sessions/{id}/expire`, `POST /v1/subscriptions/{id}` (only
-//! `cancel_at_period_end=true`). Requests must carry `Authorization: Bearer <api key>` (or HTTP
+//! `cancel_at_period_end=true`), and the reads the gateway makes for refunds and disputes:
+//! `GET /v1/charges/{id}` and `GET /v1/invoice_payments` (filtered by
+//! `payment[payment_intent]`, `expand[]=data.invoice` honoured). Requests must carry `Authorization: Bearer <api key>` (or HTTP
 //! basic with the key as user) and form-encoded bodies; errors come in Stripe's
 //! `{"error": {"type", "message", "param"}}` shape. A repeated `Idempotency-Key` returns the
 //! first session, as Stripe does.
@@ -30,7 +32,9 @@ use poem::web::{Data, Json, Path};
 use poem::{IntoResponse, Request, Response, Route, get, handler, post};
 
 use crate::credentials::CREDENTIALS;
-use crate::hub::{Hub, SimEvent, SimKind, SimPayment, SimStatus, SimWebhook};
+use crate::hub::{
+    Hub, SimCharge, SimEvent, SimKind, SimPayment, SimStatus, SimSubscription, SimWebhook,
+};
 use crate::simulator::Simulator;
 use objects::{StripeError, error, missing};
 
@@ -69,6 +73,8 @@ impl Simulator for CardGatewaySimulator {
             .at("/v1/checkout/sessions/:id", get(retrieve_session))
             .at("/v1/checkout/sessions/:id/expire", post(expire_session))
             .at("/v1/subscriptions/:id", post(update_subscription))
+            .at("/v1/charges/:id", get(retrieve_charge))
+            .at("/v1/invoice_payments", get(list_invoice_payments))
     }
 
     fn webhooks(&self, hub: &Hub, event: &SimEvent) -> Vec<SimWebhook> {
@@ -84,25 +90,38 @@ impl Simulator for CardGatewaySimulator {
                     subscription_id: Some(s.id.clone()),
                     ..p.clone()
                 };
-                let invoice_id = hub.new_id("in_sandbox_");
-                vec![
-                    objects::event(
-                        hub,
-                        "checkout.session.completed",
-                        objects::session(hub, &session),
-                    ),
-                    objects::event(
+                let mut events = vec![objects::event(
+                    hub,
+                    "checkout.session.completed",
+                    objects::session(hub, &session),
+                )];
+                // The first period's invoice is the subscription's first charge.
+                if let Some(first) = s.charges.first() {
+                    events.push(objects::event(
                         hub,
                         "invoice.paid",
-                        objects::invoice(hub, s, &invoice_id, "subscription_create"),
-                    ),
-                ]
+                        objects::invoice(hub, s, first, "subscription_create"),
+                    ));
+                }
+                events
             }
             SimEvent::Renewed(s, invoice_id) => {
+                let charge = s
+                    .charges
+                    .iter()
+                    .find(|c| &c.id == invoice_id)
+                    .cloned()
+                    .unwrap_or_else(|| SimCharge {
+                        id: invoice_id.clone(),
+                        period_start_ms: s.period_start_ms,
+                        period_end_ms: s.period_end_ms,
+                        amount_minor: s.amount_minor,
+                        refunded_minor: 0,
+                    });
                 vec![objects::event(
                     hub,
                     "invoice.paid",
-                    objects::invoice(hub, s, invoice_id, "subscription_cycle"),
+                    objects::invoice(hub, s, &charge, "subscription_cycle"),
                 )]
             }
             SimEvent::SubscriptionCancelScheduled(s) => {
@@ -119,11 +138,7 @@ impl Simulator for CardGatewaySimulator {
                     objects::subscription(hub, s),
                 )]
             }
-            SimEvent::Refunded { payment, .. } => vec![objects::event(
-                hub,
-                "charge.refunded",
-                objects::charge(payment),
-            )],
+            SimEvent::Refunded { payment, .. } => vec![refunded_payment(hub, payment)],
             // A declined or abandoned Checkout ends as an expired session.
             SimEvent::Declined(p) => vec![objects::event(
                 hub,
@@ -131,8 +146,34 @@ impl Simulator for CardGatewaySimulator {
                 objects::session(hub, p),
             )],
             SimEvent::Approved(_) => Vec::new(),
-            // Filled in by the refund work of issue 14.
-            SimEvent::ChargeRefunded { .. } => Vec::new(),
+            SimEvent::ChargeRefunded {
+                subscription,
+                charge,
+                refund_id,
+                dispute,
+                ..
+            } => {
+                if *dispute {
+                    // Stripe opens the dispute, then closes it lost.
+                    ["needs_response", "lost"]
+                        .into_iter()
+                        .zip(["charge.dispute.created", "charge.dispute.closed"])
+                        .map(|(status, event_type)| {
+                            objects::event(
+                                hub,
+                                event_type,
+                                objects::dispute(hub, subscription, charge, refund_id, status),
+                            )
+                        })
+                        .collect()
+                } else {
+                    vec![objects::event(
+                        hub,
+                        "charge.refunded",
+                        objects::subscription_charge(hub, subscription, charge),
+                    )]
+                }
+            }
         };
         events.iter().map(|e| sign(hub, e)).collect()
     }
@@ -142,6 +183,27 @@ impl Simulator for CardGatewaySimulator {
             .success_url
             .replace("{CHECKOUT_SESSION_ID}", &payment.id)
     }
+}
+
+/// `charge.refunded` for a refunded payment: a one-time session's charge, or for a subscription's
+/// payment the charge of its first invoice, which is what that payment was.
+fn refunded_payment(hub: &Hub, payment: &SimPayment) -> serde_json::Value {
+    let first = payment
+        .subscription_id
+        .as_deref()
+        .and_then(|id| hub.subscription(id))
+        .and_then(|s| Some((s.charges.first()?.clone(), s)));
+    let charge = match first {
+        Some((first, s)) => {
+            let first = SimCharge {
+                refunded_minor: payment.refunded_minor,
+                ..first
+            };
+            objects::subscription_charge(hub, &s, &first)
+        }
+        None => objects::charge(payment),
+    };
+    objects::event(hub, "charge.refunded", charge)
 }
 
 /// `Stripe-Signature: t=<now>,v1=hex(HMAC-SHA256(secret string, "t.body"))`.
@@ -555,4 +617,78 @@ async fn update_subscription(
         Ok(subscription) => Json(objects::subscription(&hub, &subscription)).into_response(),
         Err(e) => error(StatusCode::BAD_REQUEST, &e.to_string(), None).into_response(),
     }
+}
+
+/// The subscription charge whose invoice is `invoice_id`, with its subscription.
+fn subscription_charge(hub: &Hub, invoice_id: &str) -> Option<(SimSubscription, SimCharge)> {
+    hub.subscriptions()
+        .into_iter()
+        .filter(|s| s.provider == ProviderId::CardGateway)
+        .find_map(|s| {
+            let charge = s.charges.iter().find(|c| c.id == invoice_id)?.clone();
+            Some((s, charge))
+        })
+}
+
+/// `GET /v1/charges/{id}`: a subscription period's charge or a one-time session's.
+#[handler]
+fn retrieve_charge(request: &Request, Path(id): Path<String>, hub: Data<&Arc<Hub>>) -> Response {
+    if !authorized(request) {
+        return unauthorized();
+    }
+    if let Some((s, charge)) = objects::invoice_of(&id).and_then(|i| subscription_charge(&hub, &i))
+    {
+        return Json(objects::subscription_charge(&hub, &s, &charge)).into_response();
+    }
+    let session = id
+        .strip_prefix("ch_")
+        .and_then(|rest| own_session(&hub, &format!("cs_{rest}")))
+        .filter(|p| p.status == SimStatus::Paid && matches!(p.kind, SimKind::OneTime));
+    match session {
+        Some(payment) => Json(objects::charge(&payment)).into_response(),
+        None => missing("charge", &id).into_response(),
+    }
+}
+
+/// `GET /v1/invoice_payments?payment[type]=payment_intent&payment[payment_intent]=pi_…`: the
+/// invoice payment of a subscription charge's PaymentIntent, or an empty list (a one-time
+/// session's PaymentIntent paid no invoice).
+#[handler]
+fn list_invoice_payments(request: &Request, hub: Data<&Arc<Hub>>) -> Response {
+    if !authorized(request) {
+        return unauthorized();
+    }
+    let query: Vec<(String, String)> =
+        serde_urlencoded::from_str(request.uri().query().unwrap_or("")).unwrap_or_default();
+    let value = |key: &str| {
+        query
+            .iter()
+            .take(MAX_FIELDS)
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    };
+    let Some(payment_intent) = value("payment[payment_intent]") else {
+        return bad(
+            "The sandbox lists invoice payments by payment[payment_intent] only.",
+            "payment",
+        )
+        .into_response();
+    };
+    if value("payment[type]") != Some("payment_intent") {
+        return bad(
+            "Missing required param: payment[type] (payment_intent).",
+            "payment[type]",
+        )
+        .into_response();
+    }
+    let expand = query
+        .iter()
+        .take(MAX_FIELDS)
+        .any(|(k, v)| k == "expand[]" && v == "data.invoice");
+    let data = objects::invoice_of(payment_intent)
+        .and_then(|invoice_id| subscription_charge(&hub, &invoice_id))
+        .map(|(s, charge)| objects::invoice_payment(&hub, &s, &charge, expand))
+        .into_iter()
+        .collect();
+    Json(objects::list("/v1/invoice_payments", data)).into_response()
 }

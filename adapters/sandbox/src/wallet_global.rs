@@ -6,8 +6,8 @@
 //! `POST /v2/checkout/orders`, `GET /v2/checkout/orders/{id}`,
 //! `POST /v2/checkout/orders/{id}/capture`, `GET /v2/payments/captures/{id}`,
 //! `POST /v1/billing/subscriptions`, `GET /v1/billing/subscriptions/{id}`,
-//! `POST /v1/billing/subscriptions/{id}/cancel` and
-//! `POST /v1/notifications/verify-webhook-signature`.
+//! `POST /v1/billing/subscriptions/{id}/cancel`, `GET /v1/payments/sale/{id}` (a subscription's
+//! sale, read for disputes) and `POST /v1/notifications/verify-webhook-signature`.
 //!
 //! As at PayPal, Pay on the hosted page only *approves* an order (`CHECKOUT.ORDER.APPROVED`)
 //! and sends the browser to the return URL with `?token=<order id>&PayerID=…`; money moves when
@@ -34,7 +34,8 @@ use poem::{Route, get, post};
 use serde_json::{Value, json};
 
 use self::resources::{
-    capture_json, order_json, refund_json, sale_json, sale_refund_json, subscription_json,
+    capture_json, dispute_json, order_json, refund_json, sale_json, sale_refund_json,
+    subscription_json,
 };
 use crate::credentials::CREDENTIALS;
 use crate::hub::{Hub, SandboxError, SimEvent, SimKind, SimPayment, SimStatus, SimWebhook};
@@ -83,6 +84,7 @@ impl Simulator for WalletGlobalSimulator {
             .at("/v2/checkout/orders/:id", get(api::get_order))
             .at("/v2/checkout/orders/:id/capture", post(api::capture_order))
             .at("/v2/payments/captures/:id", get(api::get_capture))
+            .at("/v1/payments/sale/:id", get(api::get_sale))
             .at("/v1/billing/subscriptions", post(api::create_subscription))
             .at("/v1/billing/subscriptions/:id", get(api::get_subscription))
             .at(
@@ -166,20 +168,55 @@ fn events_for(hub: &Hub, event: &SimEvent) -> Vec<(String, &'static str, Value)>
         }
         // A subscription the buyer could not pay is never activated: PayPal sends nothing.
         SimEvent::Declined(_) => Vec::new(),
-        // Filled in by the refund work of issue 14.
-        SimEvent::ChargeRefunded { .. } => Vec::new(),
-        SimEvent::SubscriptionStarted(p, s) => vec![
-            (
-                p.id.clone(),
-                "BILLING.SUBSCRIPTION.ACTIVATED",
-                subscription_json(hub, p, Some(s)),
-            ),
-            (
-                p.id.clone(),
-                "PAYMENT.SALE.COMPLETED",
-                sale_json(hub, s, &hub.new_id("SALE")),
-            ),
-        ],
+        SimEvent::ChargeRefunded {
+            subscription: s,
+            charge,
+            refund_id,
+            amount_minor,
+            dispute: false,
+        } => vec![(
+            s.payment_id.clone(),
+            "PAYMENT.SALE.REFUNDED",
+            sale_refund_json(hub, &charge.id, s.currency, refund_id, *amount_minor),
+        )],
+        // A chargeback: PayPal opens the dispute, then resolves it for the buyer.
+        SimEvent::ChargeRefunded {
+            subscription: s,
+            charge,
+            refund_id,
+            amount_minor,
+            dispute: true,
+        } => {
+            let dispute_id = format!("PP-D-{}", refund_id.trim_start_matches("dp_sandbox_"));
+            [
+                ("CUSTOMER.DISPUTE.CREATED", false),
+                ("CUSTOMER.DISPUTE.RESOLVED", true),
+            ]
+            .into_iter()
+            .map(|(event_type, resolved)| {
+                let resource = dispute_json(hub, s, charge, &dispute_id, *amount_minor, resolved);
+                (s.payment_id.clone(), event_type, resource)
+            })
+            .collect()
+        }
+        SimEvent::SubscriptionStarted(p, s) => {
+            let first_sale = s
+                .charges
+                .first()
+                .map_or_else(|| hub.new_id("SALE-SANDBOX-"), |c| c.id.clone());
+            vec![
+                (
+                    p.id.clone(),
+                    "BILLING.SUBSCRIPTION.ACTIVATED",
+                    subscription_json(hub, p, Some(s)),
+                ),
+                (
+                    p.id.clone(),
+                    "PAYMENT.SALE.COMPLETED",
+                    sale_json(hub, s, &first_sale),
+                ),
+            ]
+        }
         SimEvent::Renewed(s, sale_id) => {
             vec![(
                 s.payment_id.clone(),
@@ -210,11 +247,21 @@ fn events_for(hub: &Hub, event: &SimEvent) -> Vec<(String, &'static str, Value)>
                     refund_json(hub, payment, refund_id, *amount_minor),
                 )]
             }
-            SimKind::Subscription { .. } => vec![(
-                payment.id.clone(),
-                "PAYMENT.SALE.REFUNDED",
-                sale_refund_json(hub, payment, refund_id, *amount_minor),
-            )],
+            // A subscription's payment is its first sale.
+            SimKind::Subscription { .. } => payment
+                .subscription_id
+                .as_deref()
+                .and_then(|id| hub.subscription(id))
+                .and_then(|s| s.charges.first().map(|c| c.id.clone()))
+                .map(|sale_id| {
+                    (
+                        payment.id.clone(),
+                        "PAYMENT.SALE.REFUNDED",
+                        sale_refund_json(hub, &sale_id, payment.currency, refund_id, *amount_minor),
+                    )
+                })
+                .into_iter()
+                .collect(),
         },
     }
 }
@@ -225,6 +272,7 @@ fn signed_event(hub: &Hub, payment_id: &str, event_type: &str, resource: Value) 
         "CHECKOUT.ORDER.APPROVED" => "checkout-order",
         "PAYMENT.SALE.COMPLETED" | "PAYMENT.SALE.REFUNDED" => "sale",
         "PAYMENT.CAPTURE.REFUNDED" => "refund",
+        t if t.starts_with("CUSTOMER.DISPUTE.") => "dispute",
         t if t.starts_with("PAYMENT.CAPTURE.") => "capture",
         _ => "subscription",
     };

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentEvent, PaymentGateway,
-    PaymentRef, PaymentStatus, VerifiedWebhook, WebhookError, WebhookRequest,
+    PaymentRef, PaymentStatus, RefundReport, RefundedCharge, VerifiedWebhook, WebhookError,
+    WebhookRequest,
 };
 use domain::{
     BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
@@ -294,8 +295,8 @@ async fn a_one_time_purchase_is_paid_by_a_verified_webhook_queried_as_paid_and_r
         .flat_map(|(_, events)| events)
         .map(|event| match event {
             PaymentEvent::Refunded {
-                charge: application::ports::RefundedCharge::Order(order),
-                refund: application::ports::RefundReport::Total(total_refunded),
+                charge: RefundedCharge::Order(order),
+                refund: RefundReport::Total(total_refunded),
                 ..
             } => {
                 assert_eq!(
@@ -423,6 +424,147 @@ async fn a_subscription_activates_renews_and_is_cancelled_at_period_end_through_
         &events[0].1[..],
         [PaymentEvent::SubscriptionCanceled { .. }]
     ));
+}
+
+impl World {
+    /// Press a dashboard button of a subscription through the sandbox's JSON API.
+    async fn subscription_action(&self, id: &str, action: &str, body: serde_json::Value) {
+        let response = reqwest::Client::new()
+            .post(format!(
+                "{}/sandbox/api/subscriptions/{id}/{action}",
+                self.base
+            ))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            response.status().is_success(),
+            "{action}: {}",
+            response.status()
+        );
+    }
+}
+
+/// The `charge_ref` of the one activation or renewal among `events`.
+fn charge_ref_of(events: &[(String, Vec<PaymentEvent>)]) -> String {
+    let refs: Vec<&String> = events
+        .iter()
+        .flat_map(|(_, events)| events)
+        .filter_map(|event| match event {
+            PaymentEvent::SubscriptionActivated { charge_ref, .. }
+            | PaymentEvent::SubscriptionRenewed { charge_ref, .. } => charge_ref.as_ref(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(refs.len(), 1, "{events:?}");
+    refs[0].clone()
+}
+
+/// The refunds among `events`, with the webhook types that carried them.
+fn refunds_of(
+    events: Vec<(String, Vec<PaymentEvent>)>,
+) -> Vec<(String, RefundedCharge, RefundReport)> {
+    events
+        .into_iter()
+        .flat_map(|(event_type, events)| events.into_iter().map(move |e| (event_type.clone(), e)))
+        .map(|(event_type, event)| match event {
+            PaymentEvent::Refunded { charge, refund, .. } => (event_type, charge, refund),
+            other => panic!("expected a refund, got {other:?}"),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn refunds_and_a_lost_dispute_of_subscription_charges_name_the_invoices_their_periods_carried()
+ {
+    let world = world().await;
+    let (session_id, _) = world
+        .checkout(
+            plan("recurring", "19", "USD", Some("price_sandbox_pro")),
+            "ord_e2e_sub_refund",
+        )
+        .await;
+    world.pay(&session_id).await;
+    let hub = world.sandbox.hub();
+    let subscription_id = hub.payment(&session_id).unwrap().subscription_id.unwrap();
+    let first_ref = charge_ref_of(&world.take_events());
+    hub.renew_subscription(&subscription_id).await.unwrap();
+    let renewal_ref = charge_ref_of(&world.take_events());
+    let charges = hub.subscription(&subscription_id).unwrap().charges;
+    assert_eq!(
+        (first_ref.as_str(), renewal_ref.as_str()),
+        (charges[0].id.as_str(), charges[1].id.as_str()),
+        "the invoices are the charges the sandbox keeps"
+    );
+    let renewal = RefundedCharge::SubscriptionCharge {
+        provider_subscription_id: Some(subscription_id.clone()),
+        charge_ref: renewal_ref.clone(),
+    };
+
+    // Part of the renewal, then the rest (the latest charge when none is named).
+    world
+        .subscription_action(
+            &subscription_id,
+            "refund",
+            serde_json::json!({ "amountMinor": 500 }),
+        )
+        .await;
+    world
+        .subscription_action(&subscription_id, "refund", serde_json::json!({}))
+        .await;
+    assert_eq!(
+        refunds_of(world.take_events()),
+        vec![
+            (
+                "charge.refunded".into(),
+                renewal.clone(),
+                RefundReport::Total(usd(500))
+            ),
+            (
+                "charge.refunded".into(),
+                renewal,
+                RefundReport::Total(usd(1900))
+            ),
+        ]
+    );
+
+    // A chargeback of the first period's charge, lost.
+    world
+        .subscription_action(
+            &subscription_id,
+            "dispute",
+            serde_json::json!({ "chargeId": first_ref }),
+        )
+        .await;
+    let events = world.take_events();
+    let types: Vec<&str> = events.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(types, ["charge.dispute.created", "charge.dispute.closed"]);
+    let [(_, charge, RefundReport::DisputeLost { dispute_id })] = &refunds_of(events)[..] else {
+        panic!("one lost dispute")
+    };
+    assert!(dispute_id.starts_with("dp_"), "{dispute_id}");
+    assert_eq!(
+        *charge,
+        RefundedCharge::SubscriptionCharge {
+            provider_subscription_id: Some(subscription_id.clone()),
+            charge_ref: first_ref.clone(),
+        }
+    );
+
+    // Refunding the subscription's payment refunds its first invoice's charge.
+    hub.refund_payment(&session_id, 300).await.unwrap();
+    assert_eq!(
+        refunds_of(world.take_events()),
+        vec![(
+            "charge.refunded".into(),
+            RefundedCharge::SubscriptionCharge {
+                provider_subscription_id: Some(subscription_id),
+                charge_ref: first_ref,
+            },
+            RefundReport::Total(usd(300)),
+        )]
+    );
 }
 
 #[tokio::test]

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, Clock, GatewayError, OrderLocator, PaymentEvent,
-    PaymentGateway, PaymentRef, PaymentStatus, VerifiedWebhook, WebhookError, WebhookRequest,
+    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundedCharge, VerifiedWebhook,
+    WebhookError, WebhookRequest,
 };
 use domain::{
     BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
@@ -426,6 +427,114 @@ async fn a_subscription_is_activated_renewed_and_cancelled() {
     );
 }
 
+/// The `charge_ref` of each activation and renewal among `deliveries`.
+fn charge_refs(deliveries: &[Vec<PaymentEvent>]) -> Vec<Option<String>> {
+    deliveries
+        .iter()
+        .flatten()
+        .filter_map(|event| match event {
+            PaymentEvent::SubscriptionActivated { charge_ref, .. }
+            | PaymentEvent::SubscriptionRenewed { charge_ref, .. } => Some(charge_ref.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The refunds among `deliveries`.
+fn refunds(deliveries: Vec<Vec<PaymentEvent>>) -> Vec<(RefundedCharge, RefundReport)> {
+    deliveries
+        .into_iter()
+        .flatten()
+        .map(|event| match event {
+            PaymentEvent::Refunded { charge, refund, .. } => (charge, refund),
+            other => panic!("expected a refund, got {other:?}"),
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refunds_and_a_lost_dispute_of_subscription_sales_name_the_sales_their_periods_carried() {
+    let w = world().await;
+    let request = w.checkout_request("ord_e2e_sub", plan("recurring", "9.99"));
+    let id = w.checkout(&request).await;
+    w.action("payments", &id, "pay", json!({})).await;
+    let simulated = w.payment(&id).subscription_id.unwrap();
+    w.action("subscriptions", &simulated, "renew", json!({}))
+        .await;
+    let charges = w.sandbox.hub().subscription(&simulated).unwrap().charges;
+    let (first_sale, renewal_sale) = (charges[0].id.clone(), charges[1].id.clone());
+    // `ACTIVATED` names no sale; the sales name themselves.
+    assert_eq!(
+        charge_refs(&w.events_of("BILLING.SUBSCRIPTION.ACTIVATED")),
+        vec![None]
+    );
+    assert_eq!(
+        charge_refs(&w.events_of("PAYMENT.SALE.COMPLETED")),
+        vec![Some(first_sale.clone()), Some(renewal_sale.clone())]
+    );
+
+    // Part of the renewal, then the rest: each refund is its own amount, by its own id.
+    w.action(
+        "subscriptions",
+        &simulated,
+        "refund",
+        json!({ "amountMinor": 500 }),
+    )
+    .await;
+    w.action("subscriptions", &simulated, "refund", json!({}))
+        .await;
+    let renewal = RefundedCharge::SubscriptionCharge {
+        provider_subscription_id: None,
+        charge_ref: renewal_sale,
+    };
+    let refunded = refunds(w.events_of("PAYMENT.SALE.REFUNDED"));
+    let (amounts, ids): (Vec<(RefundedCharge, Money)>, Vec<String>) = refunded
+        .iter()
+        .map(|(charge, refund)| match refund {
+            RefundReport::One { refund_id, amount } => {
+                ((charge.clone(), *amount), refund_id.clone())
+            }
+            other => panic!("expected one refund's amount, got {other:?}"),
+        })
+        .unzip();
+    assert_eq!(
+        amounts,
+        vec![(renewal.clone(), usd(500)), (renewal, usd(499))]
+    );
+    assert_ne!(ids[0], ids[1], "two refunds, two ids");
+
+    // A chargeback of the first sale, resolved for the buyer.
+    w.action(
+        "subscriptions",
+        &simulated,
+        "dispute",
+        json!({ "chargeId": first_sale }),
+    )
+    .await;
+    assert_eq!(w.events_of("CUSTOMER.DISPUTE.CREATED"), vec![vec![]]);
+    let lost = refunds(w.events_of("CUSTOMER.DISPUTE.RESOLVED"));
+    let [(charge, RefundReport::DisputeLost { dispute_id })] = &lost[..] else {
+        panic!("one lost dispute: {lost:?}")
+    };
+    assert!(dispute_id.starts_with("PP-D-"), "{dispute_id}");
+    assert_eq!(
+        *charge,
+        RefundedCharge::SubscriptionCharge {
+            provider_subscription_id: Some(id.clone()),
+            charge_ref: first_sale.clone(),
+        }
+    );
+
+    // Refunding the subscription's payment refunds its first sale.
+    w.action("payments", &id, "refund", json!({ "amountMinor": 100 }))
+        .await;
+    let refunded = refunds(w.events_of("PAYMENT.SALE.REFUNDED"));
+    assert!(
+        matches!(refunded.last(), Some((RefundedCharge::SubscriptionCharge { charge_ref, .. }, RefundReport::One { amount, .. })) if *charge_ref == first_sale && *amount == usd(100)),
+        "{refunded:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refunds_report_the_total_refunded_so_far() {
     let w = world().await;
@@ -444,8 +553,8 @@ async fn refunds_report_the_total_refunded_so_far() {
         .map(|events| match events.as_slice() {
             [
                 PaymentEvent::Refunded {
-                    charge: application::ports::RefundedCharge::Order(order),
-                    refund: application::ports::RefundReport::Total(total_refunded),
+                    charge: RefundedCharge::Order(order),
+                    refund: RefundReport::Total(total_refunded),
                     ..
                 },
             ] => (order.clone(), *total_refunded),

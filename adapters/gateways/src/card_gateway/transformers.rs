@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use application::ports::{
-    CheckoutRequest, GatewayError, OrderLocator, PaymentEvent, PaymentStatus, WebhookError,
+    CheckoutRequest, GatewayError, OrderLocator, PaymentEvent, PaymentStatus, RefundReport,
+    RefundedCharge, WebhookError,
 };
 use domain::{BillingPeriod, Currency, Duration, Locale, Money, OrderId, PlanType, Timestamp};
 use serde::Deserialize;
@@ -29,6 +30,11 @@ const MAX_ERROR_CHARS: usize = 200;
 const MAX_ITEMS: usize = 100;
 /// The longest provider id accepted into a URL path.
 const MAX_ID_CHARS: usize = 255;
+/// The API version the lookups made while handling a refund or a dispute pin
+/// (`Stripe-Version`): the first with the Invoice Payments API, and a known charge shape.
+pub const LOOKUP_API_VERSION: &str = "2025-03-31.basil";
+/// The most invoice payments asked for one PaymentIntent (one is usual).
+pub const MAX_INVOICE_PAYMENTS: usize = 10;
 
 /// What a Checkout Session form is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -498,6 +504,9 @@ pub enum BillingReason {
 /// current one (`parent.subscription_details`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct Invoice {
+    /// `in_…`: the id a refund or dispute of its charge leads back to (Tally's `charge_ref`).
+    #[serde(default)]
+    pub id: Option<String>,
     /// Why it was created.
     #[serde(default)]
     pub billing_reason: Option<BillingReason>,
@@ -580,6 +589,12 @@ impl Invoice {
         .find_map(|id| OrderId::new(id.as_str()).ok())
     }
 
+    /// The invoice id, as the `charge_ref` of the period it paid.
+    #[must_use]
+    pub fn charge_ref(&self) -> Option<String> {
+        self.id.clone().filter(|id| !id.is_empty())
+    }
+
     /// The billed period: the first line's period (the invoice's own `period_*` fields describe
     /// the previous period for subscription invoices).
     #[must_use]
@@ -633,7 +648,7 @@ pub struct Subscription {
     pub cancel_at: Option<i64>,
 }
 
-/// A charge, as sent in `charge.refunded`.
+/// A charge, as sent in `charge.refunded` and read by `GET /v1/charges/{id}`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Charge {
     /// `ch_…`.
@@ -645,6 +660,141 @@ pub struct Charge {
     /// Metadata, copied from the PaymentIntent (`payment_intent_data[metadata]`).
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
+    /// The invoice the charge paid: API versions before `2025-03-31.basil` only.
+    #[serde(default)]
+    pub invoice: Option<Expandable>,
+    /// The PaymentIntent the charge belongs to.
+    #[serde(default)]
+    pub payment_intent: Option<Expandable>,
+}
+
+/// Which payment a charge took, as far as the charge itself says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChargeTarget {
+    /// Said by the charge.
+    Known(RefundedCharge),
+    /// A charge without an order id or invoice: the invoice it paid, if any, is found through
+    /// this PaymentIntent (`GET /v1/invoice_payments`, API `2025-03-31.basil` and later).
+    PaymentIntent(String),
+}
+
+impl Charge {
+    /// An invoice charge (pre-basil `invoice`) is a subscription charge named by its invoice; a
+    /// charge with our order id in its metadata pays that order; any other charge of a
+    /// PaymentIntent may pay an invoice that only the Invoice Payments API names.
+    #[must_use]
+    pub fn target(&self) -> ChargeTarget {
+        if let Some(invoice) = self.invoice.as_ref().filter(|i| !i.id().is_empty()) {
+            return ChargeTarget::Known(RefundedCharge::SubscriptionCharge {
+                provider_subscription_id: None,
+                charge_ref: invoice.id().to_owned(),
+            });
+        }
+        let order_id = self
+            .metadata
+            .get(ORDER_ID_KEY)
+            .and_then(|id| OrderId::new(id.as_str()).ok());
+        match (order_id, self.payment_intent.as_ref()) {
+            (None, Some(intent)) if path_id(intent.id()).is_ok() => {
+                ChargeTarget::PaymentIntent(intent.id().to_owned())
+            }
+            (order_id, _) => ChargeTarget::Known(RefundedCharge::Order(OrderLocator {
+                order_id,
+                provider_reference: None,
+            })),
+        }
+    }
+}
+
+/// `dispute.status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DisputeStatus {
+    /// The merchant lost: the disputed amount stays with the buyer.
+    Lost,
+    /// The merchant won.
+    Won,
+    /// Open, under review, an inquiry closed without a chargeback, or anything Stripe adds.
+    #[serde(other)]
+    Other,
+}
+
+/// A dispute, as sent in `charge.dispute.*`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Dispute {
+    /// `dp_…`.
+    pub id: String,
+    /// Where it is.
+    pub status: DisputeStatus,
+    /// The disputed charge.
+    pub charge: Expandable,
+}
+
+/// An invoice payment (`GET /v1/invoice_payments`): which invoice a PaymentIntent paid.
+#[derive(Debug, Clone, Deserialize)]
+pub struct InvoicePayment {
+    /// The invoice, as an id or expanded (`expand[]=data.invoice`).
+    pub invoice: InvoiceOrId,
+    /// `paid`, `open` or `canceled`.
+    #[serde(default)]
+    pub status: Option<String>,
+}
+
+/// An invoice id, or the invoice when expanded.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum InvoiceOrId {
+    /// The id.
+    Id(String),
+    /// The expanded invoice.
+    Invoice(Box<Invoice>),
+}
+
+/// A list answer: `{"object": "list", "data": […]}`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct List<T> {
+    /// The items.
+    #[serde(default = "Vec::new")]
+    pub data: Vec<T>,
+}
+
+impl List<InvoicePayment> {
+    /// The subscription charge the PaymentIntent paid: its paid invoice payment's invoice (the
+    /// subscription named when the invoice came expanded); `None` when it paid no invoice.
+    #[must_use]
+    pub fn subscription_charge(&self) -> Option<RefundedCharge> {
+        let payments = &self.data[..self.data.len().min(MAX_INVOICE_PAYMENTS)];
+        let payment = payments
+            .iter()
+            .find(|p| p.status.as_deref() == Some("paid"))
+            .or(payments.first())?;
+        let (charge_ref, provider_subscription_id) = match &payment.invoice {
+            InvoiceOrId::Id(id) => (Some(id.clone()), None),
+            InvoiceOrId::Invoice(invoice) => (
+                invoice.charge_ref(),
+                invoice.subscription_id().map(str::to_owned),
+            ),
+        };
+        Some(RefundedCharge::SubscriptionCharge {
+            provider_subscription_id,
+            charge_ref: charge_ref.filter(|id| !id.is_empty())?,
+        })
+    }
+}
+
+/// The query of `GET /v1/invoice_payments` for the invoice a PaymentIntent paid, the invoice
+/// expanded so that its subscription is known.
+#[must_use]
+pub fn invoice_payments_query(payment_intent: &str) -> Vec<(String, String)> {
+    vec![
+        ("payment[type]".to_owned(), "payment_intent".to_owned()),
+        (
+            "payment[payment_intent]".to_owned(),
+            payment_intent.to_owned(),
+        ),
+        ("expand[]".to_owned(), "data.invoice".to_owned()),
+        ("limit".to_owned(), MAX_INVOICE_PAYMENTS.to_string()),
+    ]
 }
 
 fn object<T: serde::de::DeserializeOwned>(event: &Event) -> Result<T, WebhookError> {
@@ -652,49 +802,76 @@ fn object<T: serde::de::DeserializeOwned>(event: &Event) -> Result<T, WebhookErr
         .map_err(|e| WebhookError::Malformed(format!("{}: {e}", event.event_type)))
 }
 
+/// What a verified event needs before it becomes Tally events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Interpretation {
+    /// Ready.
+    Events(Vec<PaymentEvent>),
+    /// A refund or lost dispute whose payment the event does not name: read it from the API.
+    Lookup {
+        /// What to read.
+        lookup: Lookup,
+        /// How much goes back.
+        refund: RefundReport,
+        /// When.
+        occurred_at: Timestamp,
+    },
+}
+
+/// What a refund or dispute needs read from Stripe to know the payment it takes back from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// The disputed charge (`GET /v1/charges/{id}`): its order id, invoice or PaymentIntent.
+    Charge(String),
+    /// The invoice a PaymentIntent paid (`GET /v1/invoice_payments`).
+    PaymentIntent(String),
+}
+
 /// What an event means for Tally; empty for the event types Tally does not handle.
 ///
 /// # Errors
 /// [`WebhookError::Malformed`] when a handled event's object cannot be read.
-pub fn events_of(event: &Event) -> Result<Vec<PaymentEvent>, WebhookError> {
+pub fn interpret(event: &Event) -> Result<Interpretation, WebhookError> {
     let at = timestamp(event.created);
-    match event.event_type.as_str() {
+    let events = match event.event_type.as_str() {
         "checkout.session.completed" | "checkout.session.async_payment_succeeded" => {
-            session_paid(&object(event)?, at)
+            session_paid(&object(event)?, at)?
         }
-        "checkout.session.async_payment_failed" => Ok(vec![session_failed(
+        "checkout.session.async_payment_failed" => vec![session_failed(
             &object(event)?,
             "asynchronous payment failed",
             at,
-        )]),
-        "checkout.session.expired" => Ok(vec![session_failed(
+        )],
+        "checkout.session.expired" => vec![session_failed(
             &object(event)?,
             "checkout session expired",
             at,
-        )]),
-        "invoice.paid" | "invoice.payment_succeeded" => invoice_paid(&object(event)?, at),
+        )],
+        "invoice.paid" | "invoice.payment_succeeded" => invoice_paid(&object(event)?, at)?,
         "invoice.payment_failed" => {
             let invoice: Invoice = object(event)?;
-            Ok(invoice
+            invoice
                 .subscription_id()
                 .map(|id| PaymentEvent::SubscriptionPastDue {
                     provider_subscription_id: id.to_owned(),
                     occurred_at: at,
                 })
                 .into_iter()
-                .collect())
+                .collect()
         }
-        "customer.subscription.updated" => Ok(subscription_updated(&object(event)?, at)),
+        "customer.subscription.updated" => subscription_updated(&object(event)?, at),
         "customer.subscription.deleted" => {
             let subscription: Subscription = object(event)?;
-            Ok(vec![PaymentEvent::SubscriptionCanceled {
+            vec![PaymentEvent::SubscriptionCanceled {
                 provider_subscription_id: subscription.id,
                 occurred_at: at,
-            }])
+            }]
         }
-        "charge.refunded" => Ok(vec![charge_refunded(&object(event)?, at)?]),
-        _ => Ok(Vec::new()),
-    }
+        "charge.refunded" => return charge_refunded(&object(event)?, at),
+        "charge.dispute.closed" => return Ok(dispute_closed(&object(event)?, at)),
+        _ => Vec::new(),
+    };
+    Ok(Interpretation::Events(events))
 }
 
 /// A completed session pays a one-time or credits order; a subscription's first payment is
@@ -748,14 +925,14 @@ fn invoice_paid(invoice: &Invoice, at: Timestamp) -> Result<Vec<PaymentEvent>, W
             provider_subscription_id,
             period,
             amount: Some(amount),
-            charge_ref: None,
+            charge_ref: invoice.charge_ref(),
             occurred_at: at,
         },
         _ => PaymentEvent::SubscriptionRenewed {
             provider_subscription_id,
             period,
             amount,
-            charge_ref: None,
+            charge_ref: invoice.charge_ref(),
             occurred_at: at,
         },
     }])
@@ -778,21 +955,38 @@ fn subscription_updated(subscription: &Subscription, at: Timestamp) -> Vec<Payme
     }
 }
 
-fn charge_refunded(charge: &Charge, at: Timestamp) -> Result<PaymentEvent, WebhookError> {
+/// `charge.refunded`: Stripe's `amount_refunded` is the charge's running total.
+fn charge_refunded(charge: &Charge, at: Timestamp) -> Result<Interpretation, WebhookError> {
     let total_refunded =
         money(charge.amount_refunded, &charge.currency).map_err(WebhookError::Malformed)?;
-    let order_id = charge
-        .metadata
-        .get(ORDER_ID_KEY)
-        .and_then(|id| OrderId::new(id.as_str()).ok());
-    Ok(PaymentEvent::Refunded {
-        charge: application::ports::RefundedCharge::Order(OrderLocator {
-            order_id,
-            provider_reference: None,
-        }),
-        refund: application::ports::RefundReport::Total(total_refunded),
-        occurred_at: at,
+    let refund = RefundReport::Total(total_refunded);
+    Ok(match charge.target() {
+        ChargeTarget::Known(charge) => Interpretation::Events(vec![PaymentEvent::Refunded {
+            charge,
+            refund,
+            occurred_at: at,
+        }]),
+        ChargeTarget::PaymentIntent(payment_intent) => Interpretation::Lookup {
+            lookup: Lookup::PaymentIntent(payment_intent),
+            refund,
+            occurred_at: at,
+        },
     })
+}
+
+/// `charge.dispute.closed` with `status: lost`: the whole charge is taken back. The dispute names
+/// only the charge, which is read to find the order or invoice.
+fn dispute_closed(dispute: &Dispute, at: Timestamp) -> Interpretation {
+    match (dispute.status, path_id(dispute.charge.id())) {
+        (DisputeStatus::Lost, Ok(charge)) if !dispute.id.is_empty() => Interpretation::Lookup {
+            lookup: Lookup::Charge(charge.to_owned()),
+            refund: RefundReport::DisputeLost {
+                dispute_id: dispute.id.clone(),
+            },
+            occurred_at: at,
+        },
+        _ => Interpretation::Events(Vec::new()),
+    }
 }
 
 #[cfg(test)]
@@ -850,6 +1044,51 @@ mod tests {
         assert_eq!(currency_code(Currency::Jpy), "jpy");
         assert!(money(1, "xts").is_err());
         assert!(money(-1, "usd").is_err());
+    }
+
+    #[test]
+    fn a_charge_leads_to_its_invoice_its_order_or_its_payment_intent() {
+        let charge = |extra: serde_json::Value| -> Charge {
+            let mut value = serde_json::json!({
+                "id": "ch_1", "amount_refunded": 0, "currency": "usd", "payment_intent": "pi_1"
+            });
+            for (key, field) in extra.as_object().unwrap() {
+                value[key] = field.clone();
+            }
+            serde_json::from_value(value).unwrap()
+        };
+        assert_eq!(
+            charge(serde_json::json!({"invoice": "in_1"})).target(),
+            ChargeTarget::Known(RefundedCharge::SubscriptionCharge {
+                provider_subscription_id: None,
+                charge_ref: "in_1".into()
+            })
+        );
+        assert_eq!(
+            charge(serde_json::json!({"invoice": {"id": "in_2", "object": "invoice"}})).target(),
+            ChargeTarget::Known(RefundedCharge::SubscriptionCharge {
+                provider_subscription_id: None,
+                charge_ref: "in_2".into()
+            })
+        );
+        assert_eq!(
+            charge(serde_json::json!({"metadata": {"orderId": "ord_1"}})).target(),
+            ChargeTarget::Known(RefundedCharge::Order(OrderLocator {
+                order_id: OrderId::new("ord_1").ok(),
+                provider_reference: None
+            }))
+        );
+        assert_eq!(
+            charge(serde_json::json!({"invoice": null})).target(),
+            ChargeTarget::PaymentIntent("pi_1".into())
+        );
+        assert_eq!(
+            charge(serde_json::json!({"payment_intent": null})).target(),
+            ChargeTarget::Known(RefundedCharge::Order(OrderLocator {
+                order_id: None,
+                provider_reference: None
+            }))
+        );
     }
 
     #[test]

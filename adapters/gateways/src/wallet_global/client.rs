@@ -11,8 +11,8 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Serialize;
 
 use super::transformers::{
-    CANCEL_REASON, CancelSubscription, Capture, Order, Subscription, TokenResponse,
-    VerificationResponse, checked, parse,
+    CANCEL_REASON, CancelSubscription, Capture, Order, Sale, SaleRefund, Subscription,
+    TokenResponse, VerificationResponse, checked, parse,
 };
 use crate::shared::http::{HttpReply, ProviderHttp};
 
@@ -93,8 +93,24 @@ impl Api {
 
     /// `GET /v2/payments/captures/{id}`.
     pub(super) async fn get_capture(&self, id: &str) -> Result<Capture, GatewayError> {
+        let id = path_id(id)?;
         let url = self.http.url(&format!("/v2/payments/captures/{id}"));
         parse(&checked(self.send(|r| r.get(&url)).await?)?, "capture")
+    }
+
+    /// `GET /v1/payments/sale/{id}`: a subscription's sale (v1 payments, which PayPal keeps for
+    /// the sales of subscriptions).
+    pub(super) async fn get_sale(&self, id: &str) -> Result<Sale, GatewayError> {
+        let id = path_id(id)?;
+        let url = self.http.url(&format!("/v1/payments/sale/{id}"));
+        parse(&checked(self.send(|r| r.get(&url)).await?)?, "sale")
+    }
+
+    /// `GET /v1/payments/refund/{id}`: a refund (or reversal) of a sale.
+    pub(super) async fn get_sale_refund(&self, id: &str) -> Result<SaleRefund, GatewayError> {
+        let id = path_id(id)?;
+        let url = self.http.url(&format!("/v1/payments/refund/{id}"));
+        parse(&checked(self.send(|r| r.get(&url)).await?)?, "sale refund")
     }
 
     /// `POST /v1/billing/subscriptions`, idempotent per `request_id`.
@@ -223,5 +239,20 @@ impl Api {
             value: token.access_token,
             refresh_at: self.clock.now().plus_millis(usable_ms),
         })
+    }
+}
+
+/// A PayPal resource id as a URL path segment: letters, digits, `-` and `_`, at most 64 (ids come
+/// from verified webhooks, and are still never allowed to change the path).
+fn path_id(id: &str) -> Result<&str, GatewayError> {
+    let ok = !id.is_empty()
+        && id.len() <= 64
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if ok {
+        Ok(id)
+    } else {
+        Err(GatewayError::Rejected("not a PayPal resource id".into()))
     }
 }

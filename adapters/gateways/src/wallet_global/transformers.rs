@@ -6,8 +6,8 @@
 use std::str::FromStr;
 
 use application::ports::{
-    CheckoutRequest, GatewayError, OrderLocator, PaymentEvent, PaymentStatus, WebhookError,
-    WebhookRequest,
+    CheckoutRequest, GatewayError, OrderLocator, PaymentEvent, PaymentStatus, RefundReport,
+    RefundedCharge, WebhookError, WebhookRequest,
 };
 use domain::{BillingPeriod, Currency, Duration, Locale, Money, OrderId, Timestamp};
 use secrecy::SecretString;
@@ -31,6 +31,10 @@ const MAX_ERROR_FIELD_CHARS: usize = 64;
 pub const SALE_SLACK_MS: i64 = 3_600_000;
 /// The reason sent with a subscription cancellation (PayPal allows 128 characters).
 pub const CANCEL_REASON: &str = "Cancelled by the subscriber";
+/// The most disputed transactions of one dispute looked up (a bound on work; one is usual).
+pub const MAX_DISPUTED_TRANSACTIONS: usize = 5;
+/// The dispute outcome in which the buyer keeps the money (PayPal's `dispute_outcome.outcome_code`).
+pub const BUYER_FAVOUR: &str = "RESOLVED_BUYER_FAVOUR";
 
 // ---------------------------------------------------------------------------------------------
 // Amounts
@@ -881,16 +885,21 @@ impl Subscription {
         cycles <= 1
     }
 
-    /// `SubscriptionActivated` for the paid period, once the first payment is in.
+    /// `SubscriptionActivated` for the paid period, once the first payment is in; `charge_ref`
+    /// is the first sale's id when the event names it (the sale does, `ACTIVATED` does not).
     #[must_use]
-    pub fn activation(&self, occurred_at: Timestamp) -> Option<PaymentEvent> {
+    pub fn activation(
+        &self,
+        charge_ref: Option<String>,
+        occurred_at: Timestamp,
+    ) -> Option<PaymentEvent> {
         Some(PaymentEvent::SubscriptionActivated {
             order: self.locator(),
             provider_subscription_id: self.id.clone(),
             period: self.paid_period()?,
             // `BILLING.SUBSCRIPTION.ACTIVATED` carries no amount that is the plan's price.
             amount: None,
-            charge_ref: None,
+            charge_ref,
             occurred_at,
         })
     }
@@ -1029,9 +1038,14 @@ pub struct Envelope {
     pub resource: serde_json::Value,
 }
 
-/// A sale of a subscription (`PAYMENT.SALE.COMPLETED`), in the v1 payments format.
+/// A sale of a subscription (`PAYMENT.SALE.COMPLETED`, `GET /v1/payments/sale/{id}`), in the v1
+/// payments format.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Sale {
+    /// The sale (transaction) id: what refunds (`sale_id`) and disputes
+    /// (`seller_transaction_id`) of this payment name, Tally's `charge_ref`.
+    #[serde(default)]
+    pub id: Option<String>,
     /// The subscription id.
     #[serde(default)]
     pub billing_agreement_id: Option<String>,
@@ -1102,6 +1116,103 @@ impl Refund {
     }
 }
 
+/// A refund or reversal of a sale (`PAYMENT.SALE.REFUNDED`, `PAYMENT.SALE.REVERSED`,
+/// `GET /v1/payments/refund/{id}`), in the v1 payments format. It carries this refund's own
+/// amount (PayPal's samples write it negative) and no running total.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SaleRefund {
+    /// The refund's id.
+    pub id: String,
+    /// This refund, `{"total":"-0.01","currency":"USD"}`.
+    pub amount: SaleAmount,
+    /// The refunded sale (absent from PayPal's reversal sample).
+    #[serde(default)]
+    pub sale_id: Option<String>,
+    /// The subscription, when PayPal names it.
+    #[serde(default)]
+    pub billing_agreement_id: Option<String>,
+}
+
+impl SaleRefund {
+    /// This refund's amount, whatever its sign.
+    ///
+    /// # Errors
+    /// An unreadable amount or currency.
+    pub fn money(&self) -> Result<Money, AmountError> {
+        let total = self.amount.total.trim();
+        let magnitude = total.strip_prefix('-').unwrap_or(total);
+        value_to_money(magnitude, &self.amount.currency)
+    }
+
+    /// The refunded sale, when named.
+    #[must_use]
+    pub fn sale(&self) -> Option<String> {
+        self.sale_id
+            .as_deref()
+            .and_then(path_segment)
+            .map(str::to_owned)
+    }
+
+    /// The refunded sale as the subscription charge it was.
+    #[must_use]
+    pub fn charge(&self, sale_id: String) -> RefundedCharge {
+        RefundedCharge::SubscriptionCharge {
+            provider_subscription_id: self
+                .billing_agreement_id
+                .as_deref()
+                .and_then(path_segment)
+                .map(str::to_owned),
+            charge_ref: sale_id,
+        }
+    }
+}
+
+impl Sale {
+    /// A subscription's sale as the subscription charge it is; `None` for a sale outside any
+    /// subscription or without an id.
+    #[must_use]
+    pub fn subscription_charge(&self) -> Option<RefundedCharge> {
+        let subscription = self
+            .billing_agreement_id
+            .as_deref()
+            .and_then(path_segment)?;
+        let id = self.id.as_deref().and_then(path_segment)?;
+        Some(RefundedCharge::SubscriptionCharge {
+            provider_subscription_id: Some(subscription.to_owned()),
+            charge_ref: id.to_owned(),
+        })
+    }
+}
+
+/// A dispute (`CUSTOMER.DISPUTE.*` resource), reduced to what a lost one needs.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Dispute {
+    /// `PP-D-…`.
+    pub dispute_id: String,
+    /// The outcome, once resolved.
+    #[serde(default)]
+    pub dispute_outcome: Option<DisputeOutcome>,
+    /// The disputed transactions.
+    #[serde(default)]
+    pub disputed_transactions: Vec<DisputedTransaction>,
+}
+
+/// `dispute_outcome`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct DisputeOutcome {
+    /// `RESOLVED_BUYER_FAVOUR`, `RESOLVED_SELLER_FAVOUR`, `RESOLVED_WITH_PAYOUT`, …
+    #[serde(default)]
+    pub outcome_code: Option<String>,
+}
+
+/// One of `disputed_transactions`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct DisputedTransaction {
+    /// The merchant's transaction id: an order's capture id or a subscription's sale id.
+    #[serde(default)]
+    pub seller_transaction_id: Option<String>,
+}
+
 /// A subscription resource reduced to its id (lifecycle events).
 #[derive(Debug, Clone, Deserialize)]
 struct SubscriptionRef {
@@ -1135,10 +1246,31 @@ pub enum Interpretation {
     SubscriptionSale {
         /// The subscription.
         subscription_id: String,
+        /// The sale's id, the period's `charge_ref`.
+        sale_id: Option<String>,
         /// What was paid.
         amount: Money,
         /// When the sale was made (`create_time`), when readable.
         sold_at: Option<Timestamp>,
+        /// When.
+        occurred_at: Timestamp,
+    },
+    /// A refund or reversal of a sale that does not name the sale: read the refund.
+    SaleRefundWithoutSale {
+        /// The refund's id.
+        refund_id: String,
+        /// This refund's amount.
+        amount: Money,
+        /// When.
+        occurred_at: Timestamp,
+    },
+    /// A dispute the buyer won: each disputed transaction is looked up as an order's capture,
+    /// else as a subscription's sale.
+    DisputeLost {
+        /// PayPal's dispute id.
+        dispute_id: String,
+        /// The disputed transactions' ids.
+        transaction_ids: Vec<String>,
         /// When.
         occurred_at: Timestamp,
     },
@@ -1165,10 +1297,14 @@ pub fn interpret(event: &Envelope, now: Timestamp) -> Result<Interpretation, Web
         "BILLING.SUBSCRIPTION.ACTIVATED" => {
             let subscription: Subscription = resource(event)?;
             Ok(Interpretation::Events(
-                subscription.activation(at).into_iter().collect(),
+                subscription.activation(None, at).into_iter().collect(),
             ))
         }
         "PAYMENT.SALE.COMPLETED" => sale_completed(resource(event)?, at),
+        "PAYMENT.SALE.REFUNDED" | "PAYMENT.SALE.REVERSED" => {
+            sale_refunded(&resource(event)?, &event.event_type, at)
+        }
+        "CUSTOMER.DISPUTE.RESOLVED" => Ok(dispute_resolved(resource(event)?, at)),
         "BILLING.SUBSCRIPTION.PAYMENT.FAILED" | "BILLING.SUBSCRIPTION.SUSPENDED" => lifecycle(
             |provider_subscription_id, occurred_at| PaymentEvent::SubscriptionPastDue {
                 provider_subscription_id,
@@ -1252,8 +1388,8 @@ fn capture_refunded(refund: &Refund, at: Timestamp) -> Result<Interpretation, We
             provider_reference: None,
         };
         return Ok(Interpretation::Events(vec![PaymentEvent::Refunded {
-            charge: application::ports::RefundedCharge::Order(order),
-            refund: application::ports::RefundReport::Total(total_refunded),
+            charge: RefundedCharge::Order(order),
+            refund: RefundReport::Total(total_refunded),
             occurred_at: at,
         }]));
     }
@@ -1276,10 +1412,60 @@ fn sale_completed(sale: Sale, at: Timestamp) -> Result<Interpretation, WebhookEr
         .map_err(|e| malformed("PAYMENT.SALE.COMPLETED", e))?;
     Ok(Interpretation::SubscriptionSale {
         subscription_id: subscription_id.to_owned(),
+        sale_id: sale.id.as_deref().and_then(path_segment).map(str::to_owned),
         amount,
         sold_at: time_of(sale.create_time.as_ref()),
         occurred_at: at,
     })
+}
+
+/// A refund (or reversal) of a subscription's sale: this refund's own amount, by its id, since
+/// PayPal's v1 refund carries no running total.
+fn sale_refunded(
+    refund: &SaleRefund,
+    event_type: &str,
+    at: Timestamp,
+) -> Result<Interpretation, WebhookError> {
+    let amount = refund.money().map_err(|e| malformed(event_type, e))?;
+    let Some(refund_id) = path_segment(&refund.id).map(str::to_owned) else {
+        return Err(malformed(event_type, "refund id missing or unreadable"));
+    };
+    Ok(match refund.sale() {
+        Some(sale_id) => Interpretation::Events(vec![PaymentEvent::Refunded {
+            charge: refund.charge(sale_id),
+            refund: RefundReport::One { refund_id, amount },
+            occurred_at: at,
+        }]),
+        None => Interpretation::SaleRefundWithoutSale {
+            refund_id,
+            amount,
+            occurred_at: at,
+        },
+    })
+}
+
+/// `CUSTOMER.DISPUTE.RESOLVED`: only a dispute resolved in the buyer's favour takes money back.
+fn dispute_resolved(dispute: Dispute, at: Timestamp) -> Interpretation {
+    let lost = dispute
+        .dispute_outcome
+        .as_ref()
+        .and_then(|o| o.outcome_code.as_deref())
+        == Some(BUYER_FAVOUR);
+    let transaction_ids: Vec<String> = dispute
+        .disputed_transactions
+        .iter()
+        .filter_map(|t| t.seller_transaction_id.as_deref().and_then(path_segment))
+        .take(MAX_DISPUTED_TRANSACTIONS)
+        .map(str::to_owned)
+        .collect();
+    if !lost || transaction_ids.is_empty() || dispute.dispute_id.trim().is_empty() {
+        return Interpretation::Events(Vec::new());
+    }
+    Interpretation::DisputeLost {
+        dispute_id: dispute.dispute_id,
+        transaction_ids,
+        occurred_at: at,
+    }
 }
 
 #[cfg(test)]
@@ -1341,6 +1527,53 @@ mod tests {
                     Ok(money)
                 );
             }
+        }
+    }
+
+    #[test]
+    fn a_sale_refund_is_its_amount_whatever_the_sign_paypal_writes() {
+        let refund = |total: &str| -> SaleRefund {
+            serde_json::from_value(serde_json::json!({
+                "id": "6YX43824R4443062K", "amount": {"total": total, "currency": "USD"},
+                "sale_id": "9T2590785R617035G"
+            }))
+            .unwrap()
+        };
+        assert_eq!(refund("-4.99").money(), Ok(usd(499)));
+        assert_eq!(refund("4.99").money(), Ok(usd(499)));
+        assert_eq!(refund("--4.99").money(), Err(AmountError::Malformed));
+        assert_eq!(refund("-4.999").money(), Err(AmountError::TooPrecise));
+        assert_eq!(refund("1").sale().as_deref(), Some("9T2590785R617035G"));
+    }
+
+    #[test]
+    fn only_a_dispute_resolved_for_the_buyer_takes_money_back() {
+        let dispute = |outcome: &str| -> Dispute {
+            serde_json::from_value(serde_json::json!({
+                "dispute_id": "PP-D-1", "dispute_outcome": {"outcome_code": outcome},
+                "disputed_transactions": [{"seller_transaction_id": "9T2590785R617035G"}, {"seller_transaction_id": "../x"}]
+            }))
+            .unwrap()
+        };
+        let at = Timestamp::from_unix_millis(1);
+        assert_eq!(
+            dispute_resolved(dispute(BUYER_FAVOUR), at),
+            Interpretation::DisputeLost {
+                dispute_id: "PP-D-1".into(),
+                transaction_ids: vec!["9T2590785R617035G".into()],
+                occurred_at: at,
+            }
+        );
+        for won in [
+            "RESOLVED_SELLER_FAVOUR",
+            "CANCELED_BY_BUYER",
+            "DENIED",
+            "NONE",
+        ] {
+            assert_eq!(
+                dispute_resolved(dispute(won), at),
+                Interpretation::Events(Vec::new())
+            );
         }
     }
 

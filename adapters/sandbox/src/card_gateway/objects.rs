@@ -1,6 +1,11 @@
 //! The Stripe objects the simulated `card_gateway` answers with and sends in events: Checkout
-//! Sessions, subscriptions, invoices, charges and the event envelope, in the current
-//! (`2025-03-31.basil`) shape, plus Stripe's error body.
+//! Sessions, subscriptions, invoices, charges, disputes, invoice payments and the event envelope,
+//! in the current (`2025-03-31.basil`) shape, plus Stripe's error body.
+//!
+//! Ids: a subscription period's invoice is the hub's charge id (`in_sandbox_…`); its charge and
+//! PaymentIntent are the same id with `ch_`/`pi_` for `in_` (one charge per invoice), so that
+//! each can be found again from the other. A one-time session `cs_…` has charge `ch_…` and
+//! PaymentIntent `pi_…` in the same way.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +14,9 @@ use poem::web::Json;
 use poem::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::hub::{Hub, SimKind, SimPayment, SimStatus, SimSubscription, SimSubscriptionStatus};
+use crate::hub::{
+    Hub, SimCharge, SimKind, SimPayment, SimStatus, SimSubscription, SimSubscriptionStatus,
+};
 
 /// The API version the simulated events claim.
 const API_VERSION: &str = "2025-03-31.basil";
@@ -181,32 +188,34 @@ pub fn subscription(hub: &Hub, s: &SimSubscription) -> Value {
     })
 }
 
-/// The paid invoice of a subscription's current period.
-pub fn invoice(hub: &Hub, s: &SimSubscription, invoice_id: &str, billing_reason: &str) -> Value {
+/// The paid invoice of one period of a subscription: `charge` is the hub's record of it.
+pub fn invoice(hub: &Hub, s: &SimSubscription, charge: &SimCharge, billing_reason: &str) -> Value {
     let metadata = hub
         .payment(&s.payment_id)
         .map(|p| stored_map(&p, SUBSCRIPTION_METADATA))
         .unwrap_or_default();
     let currency = s.currency.code().to_ascii_lowercase();
+    let invoice_id = &charge.id;
     json!({
         "id": invoice_id,
         "object": "invoice",
-        "amount_due": s.amount_minor,
-        "amount_paid": s.amount_minor,
+        "amount_due": charge.amount_minor,
+        "amount_paid": charge.amount_minor,
         "amount_remaining": 0,
         "billing_reason": billing_reason,
-        "created": seconds(s.period_start_ms),
+        "created": seconds(charge.period_start_ms),
         "currency": currency,
+        "customer": hub.payment(&s.payment_id).as_ref().map(customer_id),
         "lines": {
             "object": "list",
             "data": [{
                 "id": format!("il_{}", invoice_id.trim_start_matches("in_")),
                 "object": "line_item",
-                "amount": s.amount_minor,
+                "amount": charge.amount_minor,
                 "currency": currency,
                 "parent": { "type": "subscription_item_details",
                             "subscription_item_details": { "subscription": s.id, "proration": false } },
-                "period": { "start": seconds(s.period_start_ms), "end": seconds(s.period_end_ms) },
+                "period": { "start": seconds(charge.period_start_ms), "end": seconds(charge.period_end_ms) },
                 "quantity": 1
             }],
             "has_more": false
@@ -218,6 +227,114 @@ pub fn invoice(hub: &Hub, s: &SimSubscription, invoice_id: &str, billing_reason:
         },
         "status": "paid",
     })
+}
+
+/// The `billing_reason` of a subscription's charge: the first is `subscription_create`.
+pub fn billing_reason(s: &SimSubscription, charge: &SimCharge) -> &'static str {
+    if s.charges.first().is_some_and(|first| first.id == charge.id) {
+        "subscription_create"
+    } else {
+        "subscription_cycle"
+    }
+}
+
+/// The charge id of an invoice.
+pub fn invoice_charge_id(invoice_id: &str) -> String {
+    format!("ch_{}", invoice_id.trim_start_matches("in_"))
+}
+
+/// The PaymentIntent id of an invoice.
+pub fn invoice_payment_intent_id(invoice_id: &str) -> String {
+    format!("pi_{}", invoice_id.trim_start_matches("in_"))
+}
+
+/// The invoice id of a subscription charge's `ch_…` or `pi_…` id.
+pub fn invoice_of(charge_or_intent_id: &str) -> Option<String> {
+    charge_or_intent_id
+        .strip_prefix("ch_")
+        .or_else(|| charge_or_intent_id.strip_prefix("pi_"))
+        .map(|rest| format!("in_{rest}"))
+}
+
+/// The charge of a subscription period's invoice, in the `2025-03-31.basil` shape: no
+/// `invoice` field (Stripe removed it), no metadata (Stripe copies none from the subscription);
+/// only the PaymentIntent leads back to the invoice, through the Invoice Payments API.
+/// `amount_refunded` is the hub's running total, which also counts a lost dispute (Stripe would
+/// set `disputed` instead; the gateway reads neither from a charge it looks up).
+pub fn subscription_charge(hub: &Hub, s: &SimSubscription, charge: &SimCharge) -> Value {
+    let refunded = charge.refunded_minor;
+    json!({
+        "id": invoice_charge_id(&charge.id),
+        "object": "charge",
+        "amount": charge.amount_minor,
+        "amount_captured": charge.amount_minor,
+        "amount_refunded": refunded,
+        "captured": true,
+        "created": seconds(charge.period_start_ms),
+        "currency": s.currency.code().to_ascii_lowercase(),
+        "customer": hub.payment(&s.payment_id).as_ref().map(customer_id),
+        "disputed": false,
+        "livemode": false,
+        "metadata": {},
+        "paid": true,
+        "payment_intent": invoice_payment_intent_id(&charge.id),
+        "refunded": refunded >= charge.amount_minor,
+        "status": "succeeded",
+    })
+}
+
+/// A dispute of a subscription charge, in `status`.
+pub fn dispute(
+    hub: &Hub,
+    s: &SimSubscription,
+    charge: &SimCharge,
+    id: &str,
+    status: &str,
+) -> Value {
+    json!({
+        "id": id,
+        "object": "dispute",
+        "amount": charge.amount_minor,
+        "balance_transactions": [],
+        "charge": invoice_charge_id(&charge.id),
+        "created": seconds(hub.now_ms()),
+        "currency": s.currency.code().to_ascii_lowercase(),
+        "is_charge_refundable": false,
+        "livemode": false,
+        "metadata": {},
+        "payment_intent": invoice_payment_intent_id(&charge.id),
+        "reason": "fraudulent",
+        "status": status,
+    })
+}
+
+/// The invoice payment that links a subscription charge's PaymentIntent to its invoice; the
+/// invoice expanded when asked (`expand[]=data.invoice`).
+pub fn invoice_payment(hub: &Hub, s: &SimSubscription, charge: &SimCharge, expand: bool) -> Value {
+    let invoice = if expand {
+        invoice(hub, s, charge, billing_reason(s, charge))
+    } else {
+        Value::String(charge.id.clone())
+    };
+    json!({
+        "id": format!("inpay_{}", charge.id.trim_start_matches("in_")),
+        "object": "invoice_payment",
+        "amount_paid": charge.amount_minor,
+        "amount_requested": charge.amount_minor,
+        "created": seconds(charge.period_start_ms),
+        "currency": s.currency.code().to_ascii_lowercase(),
+        "invoice": invoice,
+        "is_default": true,
+        "livemode": false,
+        "payment": { "type": "payment_intent", "payment_intent": invoice_payment_intent_id(&charge.id) },
+        "status": "paid",
+        "status_transitions": { "canceled_at": null, "paid_at": seconds(charge.period_start_ms) },
+    })
+}
+
+/// A list answer.
+pub fn list(url: &str, data: Vec<Value>) -> Value {
+    json!({ "object": "list", "data": data, "has_more": false, "url": url })
 }
 
 /// The charge of a payment, with its cumulative refunds.

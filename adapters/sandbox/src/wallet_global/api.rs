@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::resources::{
     CAPTURE_ID, CAPTURE_REQUEST_ID, CAPTURED_AT_MS, CAPTURES, CREATE_REQUEST_ID, EMAIL,
-    PAYER_ACTION, PLAN_ID, capture_json, is_subscription, minor_units, order_json,
+    PAYER_ACTION, PLAN_ID, capture_json, is_subscription, minor_units, order_json, sale_of_charge,
     subscription_json,
 };
 use super::transmission::{VerifyRequest, verifies};
@@ -498,6 +498,32 @@ pub(super) fn get_capture(
         .find(|p| p.provider == ProviderId::WalletGlobal && p.extra.get(CAPTURE_ID) == Some(&id));
     match found {
         Some(payment) => Json(capture_json(&hub, &payment)).into_response(),
+        None => not_found().into_response(),
+    }
+}
+
+/// `GET /v1/payments/sale/{id}`: a subscription's sale (one of its charges).
+#[handler]
+pub(super) fn get_sale(
+    request: &Request,
+    Path(id): Path<String>,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    if let Err(refusal) = authorized(request) {
+        return refusal.into_response();
+    }
+    let found = hub
+        .subscriptions()
+        .into_iter()
+        .filter(|s| s.provider == ProviderId::WalletGlobal)
+        .find_map(|s| {
+            let charge = s.charges.iter().find(|c| c.id == id)?.clone();
+            Some((s, charge))
+        });
+    match found {
+        Some((subscription, charge)) => {
+            Json(sale_of_charge(&hub, &subscription, &charge)).into_response()
+        }
         None => not_found().into_response(),
     }
 }

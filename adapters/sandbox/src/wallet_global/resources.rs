@@ -6,7 +6,9 @@
 use domain::Currency;
 use serde_json::{Value, json};
 
-use crate::hub::{Hub, SimKind, SimPayment, SimStatus, SimSubscription, SimSubscriptionStatus};
+use crate::hub::{
+    Hub, SimCharge, SimKind, SimPayment, SimStatus, SimSubscription, SimSubscriptionStatus,
+};
 
 /// `extra` key: the `PayPal-Request-Id` the order or subscription was created with.
 pub(super) const CREATE_REQUEST_ID: &str = "createRequestId";
@@ -284,21 +286,87 @@ pub(super) fn refund_json(
     })
 }
 
-/// A refund of a subscription sale (`PAYMENT.SALE.REFUNDED`, which Tally does not handle).
+/// A subscription's sale as `GET /v1/payments/sale/{id}` shows it now.
+pub(super) fn sale_of_charge(
+    hub: &Hub,
+    subscription: &SimSubscription,
+    charge: &SimCharge,
+) -> Value {
+    let state = match charge.refunded_minor {
+        0 => "completed",
+        r if r >= charge.amount_minor => "refunded",
+        _ => "partially_refunded",
+    };
+    let mut sale = sale_json(hub, subscription, &charge.id);
+    sale["state"] = json!(state);
+    sale["amount"]["total"] = json!(value(charge.amount_minor, subscription.currency));
+    sale["amount"]["details"]["subtotal"] = sale["amount"]["total"].clone();
+    sale["create_time"] = json!(iso(charge.period_start_ms));
+    sale
+}
+
+/// A refund of a subscription's sale (`PAYMENT.SALE.REFUNDED`) in the v1 format of PayPal's
+/// sample: this refund's amount, written negative, the refunded `sale_id`, no running total and
+/// no subscription id.
 pub(super) fn sale_refund_json(
     hub: &Hub,
-    payment: &SimPayment,
+    sale_id: &str,
+    currency: Currency,
     refund_id: &str,
     amount_minor: i64,
 ) -> Value {
-    let amount = value(amount_minor, payment.currency);
+    let time = iso(hub.now_ms());
+    let parent = format!("PAY-{}", sale_id.trim_start_matches("SALE-"));
     json!({
         "id": refund_id,
+        "create_time": time,
+        "update_time": time,
         "state": "completed",
-        "amount": { "total": amount, "currency": payment.currency.code() },
-        "billing_agreement_id": payment.id,
-        "create_time": iso(hub.now_ms()),
+        "amount": { "total": format!("-{}", value(amount_minor, currency)), "currency": currency.code() },
+        "sale_id": sale_id,
+        "parent_payment": parent,
+        "links": [
+            link(api_url(hub, &format!("/v1/payments/refund/{refund_id}")), "self", "GET"),
+            link(api_url(hub, &format!("/v1/payments/payment/{parent}")), "parent_payment", "GET"),
+            link(api_url(hub, &format!("/v1/payments/sale/{sale_id}")), "sale", "GET"),
+        ],
     })
+}
+
+/// A dispute of a subscription's sale (`CUSTOMER.DISPUTE.*`): open, or resolved in the buyer's
+/// favour (the disputed amount went back to the buyer).
+pub(super) fn dispute_json(
+    hub: &Hub,
+    subscription: &SimSubscription,
+    charge: &SimCharge,
+    dispute_id: &str,
+    amount_minor: i64,
+    resolved: bool,
+) -> Value {
+    let time = iso(hub.now_ms());
+    let amount = money(amount_minor, subscription.currency);
+    let mut dispute = json!({
+        "dispute_id": dispute_id,
+        "create_time": time,
+        "update_time": time,
+        "disputed_transactions": [{
+            "seller_transaction_id": charge.id,
+            "seller": { "merchant_id": "SANDBOXMERCHANT" },
+            "items": [],
+            "seller_protection_eligible": true
+        }],
+        "reason": "UNAUTHORISED",
+        "status": if resolved { "RESOLVED" } else { "OPEN" },
+        "dispute_amount": amount,
+        "dispute_life_cycle_stage": "CHARGEBACK",
+        "dispute_channel": "EXTERNAL",
+        "links": [link(api_url(hub, &format!("/v1/customer/disputes/{dispute_id}")), "self", "GET")],
+    });
+    if resolved {
+        dispute["dispute_outcome"] =
+            json!({ "outcome_code": "RESOLVED_BUYER_FAVOUR", "amount_refunded": amount });
+    }
+    dispute
 }
 
 /// Whether the simulator treats `payment` as a PayPal subscription.
