@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, GatewayError, PaymentEvent, PaymentGateway,
-    PaymentRef, PaymentStatus, WebhookError, WebhookRequest,
+    PaymentRef, PaymentStatus, RefundReport, RefundedCharge, WebhookError, WebhookRequest,
 };
 use application::testing::FixedClock;
 use domain::{Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, PlanType, UserId};
@@ -30,6 +30,8 @@ const AUTHORIZATION_VECTORS: &str = include_str!("../fixtures/wallet_qr/authoriz
 const TRANSACTION_SUCCESS: &str = include_str!("../fixtures/wallet_qr/transaction_success.json");
 const REFUND_SUCCESS: &str = include_str!("../fixtures/wallet_qr/refund_success.json");
 const REFUND_ABNORMAL: &str = include_str!("../fixtures/wallet_qr/refund_abnormal.json");
+const REFUND_PARTIAL_1: &str = include_str!("../fixtures/wallet_qr/refund_partial_1.json");
+const REFUND_PARTIAL_2: &str = include_str!("../fixtures/wallet_qr/refund_partial_2.json");
 const API_V3_KEY: &str = "tallysandboxapiv3key000000000000";
 const MCH_ID: &str = "1900000109";
 const SERIAL: &str = "5157F09EFDC096DE15EBE81A47057A7232F1B8E1";
@@ -508,7 +510,7 @@ async fn a_transaction_success_notification_becomes_a_payment_of_the_exact_amoun
 }
 
 #[tokio::test]
-async fn a_refund_success_notification_becomes_a_refund_of_that_refunds_amount() {
+async fn a_refund_success_notification_becomes_one_refund_of_its_amount_under_wechats_refund_id() {
     let verified = gateway("http://unused", 1_767_229_200_000)
         .verify_webhook(&notification(REFUND_SUCCESS))
         .await
@@ -516,8 +518,8 @@ async fn a_refund_success_notification_becomes_a_refund_of_that_refunds_amount()
     assert_eq!(verified.event_type, "REFUND.SUCCESS");
     let [
         PaymentEvent::Refunded {
-            charge: application::ports::RefundedCharge::Order(order),
-            refund: application::ports::RefundReport::Total(total_refunded),
+            charge: RefundedCharge::Order(order),
+            refund: RefundReport::One { refund_id, amount },
             occurred_at,
         },
     ] = verified.events.as_slice()
@@ -525,8 +527,83 @@ async fn a_refund_success_notification_becomes_a_refund_of_that_refunds_amount()
         panic!("expected one refund, got {:?}", verified.events);
     };
     assert_eq!(order.order_id, Some(OrderId::new(ORDER).unwrap()));
-    assert_eq!(*total_refunded, cny(990));
+    // WeChat Pay's refund_id, not the out_refund_no "re_000000000001".
+    assert_eq!(refund_id, "50000000382026010100000000001");
+    assert_eq!(*amount, cny(990));
     assert_eq!(occurred_at.unix_millis(), 1_767_229_200_000);
+}
+
+#[tokio::test]
+async fn two_partial_refunds_are_two_refunds_of_their_own_list_price_amounts_with_distinct_ids() {
+    let gateway = gateway("http://unused", 1_767_229_200_000);
+    let mut reports = Vec::new();
+    for fixture in [REFUND_PARTIAL_1, REFUND_PARTIAL_2] {
+        let verified = gateway
+            .verify_webhook(&notification(fixture))
+            .await
+            .unwrap();
+        let [
+            PaymentEvent::Refunded {
+                charge: RefundedCharge::Order(order),
+                refund,
+                ..
+            },
+        ] = verified.events.as_slice()
+        else {
+            panic!("expected one refund, got {:?}", verified.events);
+        };
+        assert_eq!(
+            order.order_id,
+            Some(OrderId::new("ord_000000000002").unwrap())
+        );
+        reports.push(refund.clone());
+    }
+    // Each carries 34.00 of the 68.00 order: amount.refund, coupon share included, not the
+    // buyer's 30.00 payer_refund and not a running total; together they are the whole order.
+    assert_eq!(
+        reports,
+        vec![
+            RefundReport::One {
+                refund_id: "50000000382026010100000000002".into(),
+                amount: cny(3400),
+            },
+            RefundReport::One {
+                refund_id: "50000000382026010100000000003".into(),
+                amount: cny(3400),
+            },
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_successful_refund_without_refund_id_or_above_the_order_total_is_refused() {
+    let gateway = gateway("http://unused", NOTIFIED_MS);
+    let refund = json!({
+        "mchid": MCH_ID, "out_trade_no": ORDER, "transaction_id": "4200000000202601010000000001",
+        "out_refund_no": "re_000000000001", "refund_status": "SUCCESS",
+        "success_time": "2026-01-01T09:00:00+08:00", "user_received_account": "支付用户零钱",
+        "amount": { "total": 990, "refund": 990, "payer_total": 990, "payer_refund": 990 }
+    });
+    let request = sealed_notification("REFUND.SUCCESS", &refund, "refund");
+    assert!(matches!(
+        gateway.verify_webhook(&request).await,
+        Err(WebhookError::Malformed(_))
+    ));
+    let mut too_much = refund.clone();
+    too_much["refund_id"] = json!("50000000382026010100000000001");
+    too_much["amount"]["refund"] = json!(991);
+    let request = sealed_notification("REFUND.SUCCESS", &too_much, "refund");
+    assert!(matches!(
+        gateway.verify_webhook(&request).await,
+        Err(WebhookError::Malformed(_))
+    ));
+    let mut ours = too_much;
+    ours["amount"]["refund"] = json!(990);
+    let request = sealed_notification("REFUND.SUCCESS", &ours, "refund");
+    assert_eq!(
+        gateway.verify_webhook(&request).await.unwrap().events.len(),
+        1
+    );
 }
 
 #[tokio::test]

@@ -8,9 +8,11 @@
 //! key), failures answer WeChat Pay's `{"code","message"}` errors, and every success answer
 //! is signed with the platform key like WeChat Pay's (`Wechatpay-*` headers).
 //!
-//! Notifications: `TRANSACTION.SUCCESS` for a payment and `REFUND.SUCCESS` for each refund,
-//! their resource AES-256-GCM-encrypted with the APIv3 key and the envelope signed with the
-//! platform key; nothing for a declined payment, as Native sends no failure notification.
+//! Notifications: `TRANSACTION.SUCCESS` for a payment and `REFUND.SUCCESS` for each refund
+//! (that refund's own amount and its own `refund_id`), their resource AES-256-GCM-encrypted
+//! with the APIv3 key and the envelope signed with the platform key; nothing for a declined
+//! payment, as Native sends no failure notification, and nothing for subscription events, as
+//! Native has no subscriptions.
 //! One difference from WeChat Pay: `notify_url` may be plain HTTP, for local development.
 
 use std::collections::BTreeMap;
@@ -522,24 +524,35 @@ fn transaction(payment: &SimPayment) -> Value {
     value
 }
 
-/// The `REFUND.SUCCESS` resource: this refund's amount, as WeChat Pay reports it.
+/// The `REFUND.SUCCESS` resource, as WeChat Pay reports it: this refund's own amount
+/// (`amount.refund`, never the total refunded so far) next to the order's `amount.total`, and
+/// two ids per refund: WeChat Pay's `refund_id` and the refunding party's `out_refund_no`
+/// (here the hub's id of the dashboard refund).
 fn refund(hub: &Hub, payment: &SimPayment, refund_id: &str, amount_minor: i64) -> Value {
     json!({
         "mchid": CREDENTIALS.wechat_mch_id,
         "out_trade_no": payment.order_id,
         "transaction_id": payment.id,
         "out_refund_no": refund_id,
-        "refund_id": refund_id,
+        "refund_id": wechat_refund_id(refund_id),
         "refund_status": "SUCCESS",
         "success_time": now_text(hub),
         "user_received_account": "支付用户零钱",
         "amount": {
             "total": payment.amount_minor,
             "refund": amount_minor,
+            // No coupons in the sandbox: the buyer paid, and gets back, the list price.
             "payer_total": payment.amount_minor,
             "payer_refund": amount_minor,
         },
     })
+}
+
+/// A WeChat Pay style refund id (`503…`, digits only) for the hub's refund id `hub_id`, whose
+/// digits (the time and the hub's counter) already differ from refund to refund.
+fn wechat_refund_id(hub_id: &str) -> String {
+    let digits: String = hub_id.chars().filter(char::is_ascii_digit).collect();
+    format!("503{digits:0>26}")
 }
 
 /// A notification: `resource` encrypted with the APIv3 key, the envelope signed.

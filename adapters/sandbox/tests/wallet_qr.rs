@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, GatewayError, PaymentEvent, PaymentGateway,
-    PaymentRef, PaymentStatus, VerifiedWebhook, WebhookError, WebhookRequest,
+    PaymentRef, PaymentStatus, RefundReport, RefundedCharge, VerifiedWebhook, WebhookError,
+    WebhookRequest,
 };
 use application::testing::FixedClock;
 use domain::{
@@ -223,8 +224,24 @@ async fn a_paid_qr_checkout_is_notified_verified_and_queried_as_paid_with_the_ex
     );
 }
 
+/// The refund of a verified `REFUND.SUCCESS` notification: its order id and report.
+fn refund_of(verified: &VerifiedWebhook) -> (Option<OrderId>, RefundReport) {
+    assert_eq!(verified.event_type, "REFUND.SUCCESS");
+    let [
+        PaymentEvent::Refunded {
+            charge: RefundedCharge::Order(order),
+            refund,
+            ..
+        },
+    ] = verified.events.as_slice()
+    else {
+        panic!("expected one refund, got {:?}", verified.events);
+    };
+    (order.order_id.clone(), refund.clone())
+}
+
 #[tokio::test]
-async fn a_refund_is_notified_and_verified_as_a_refund_of_its_amount() {
+async fn a_refund_is_notified_and_verified_as_one_refund_of_its_amount() {
     let app = spawn().await;
     let order = "ord_e2e_refund_01";
     let id = open_checkout(&app, order).await;
@@ -235,11 +252,12 @@ async fn a_refund_is_notified_and_verified_as_a_refund_of_its_amount() {
     let [Ok(verified)] = received.as_slice() else {
         panic!("expected one verified notification, got {received:?}");
     };
-    assert_eq!(verified.event_type, "REFUND.SUCCESS");
-    assert!(matches!(
-        verified.events.as_slice(),
-        [PaymentEvent::Refunded { refund: application::ports::RefundReport::Total(total_refunded), .. }] if *total_refunded == cny(990)
-    ));
+    let (order_id, refund) = refund_of(verified);
+    assert_eq!(order_id, Some(OrderId::new(order).unwrap()));
+    assert!(
+        matches!(&refund, RefundReport::One { amount, .. } if *amount == cny(990)),
+        "{refund:?}"
+    );
     // REFUND is not a state Tally's status can express; it stays non-terminal.
     assert_eq!(
         app.gateway
@@ -248,6 +266,52 @@ async fn a_refund_is_notified_and_verified_as_a_refund_of_its_amount() {
             .unwrap(),
         PaymentStatus::Pending
     );
+}
+
+#[tokio::test]
+async fn two_partial_refunds_are_two_refunds_of_their_own_amounts_under_distinct_refund_ids() {
+    let app = spawn().await;
+    let order = "ord_e2e_refund_02";
+    let id = open_checkout(&app, order).await;
+    app.sandbox.hub().complete_payment(&id).await.unwrap();
+    take_received(&app);
+    // Two equal halves: as running totals both would read 4.95 and the second would look like
+    // a resend; as single refunds with their own ids they add up to the whole 9.90.
+    let mut reports = Vec::new();
+    for _ in 0..2 {
+        app.sandbox.hub().refund_payment(&id, 495).await.unwrap();
+        let received = take_received(&app);
+        let [Ok(verified)] = received.as_slice() else {
+            panic!("expected one verified notification, got {received:?}");
+        };
+        let (order_id, refund) = refund_of(verified);
+        assert_eq!(order_id, Some(OrderId::new(order).unwrap()));
+        reports.push(refund);
+    }
+    let [
+        RefundReport::One {
+            refund_id: first_id,
+            amount: first,
+        },
+        RefundReport::One {
+            refund_id: second_id,
+            amount: second,
+        },
+    ] = reports.as_slice()
+    else {
+        panic!("expected two single refunds, got {reports:?}");
+    };
+    assert_ne!(first_id, second_id);
+    for refund_id in [first_id, second_id] {
+        // WeChat Pay's refund_id (digits), not the dashboard's out_refund_no.
+        assert!(
+            refund_id.starts_with("503") && refund_id.chars().all(|c| c.is_ascii_digit()),
+            "{refund_id}"
+        );
+    }
+    assert_eq!((*first, *second), (cny(495), cny(495)));
+    assert_eq!(first.amount_minor() + second.amount_minor(), 990);
+    assert_eq!(app.sandbox.hub().payment(&id).unwrap().refunded_minor, 990);
 }
 
 #[tokio::test]

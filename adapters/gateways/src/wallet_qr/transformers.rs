@@ -6,7 +6,10 @@
 //! Everything here is pure: no I/O, no clock, no keys. Sources are listed in
 //! `docs/providers/wallet_qr.md`.
 
-use application::ports::{GatewayError, OrderLocator, PaymentEvent, PaymentStatus, WebhookError};
+use application::ports::{
+    GatewayError, OrderLocator, PaymentEvent, PaymentStatus, RefundReport, RefundedCharge,
+    WebhookError,
+};
 use chrono::{DateTime, FixedOffset};
 use domain::{Currency, Money, OrderId, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -27,6 +30,8 @@ pub const DESCRIPTION_MAX_BYTES: usize = 127;
 pub const OUT_TRADE_NO_LENGTH: std::ops::RangeInclusive<usize> = 6..=32;
 /// Beijing time, the offset WeChat Pay writes its times in.
 const BEIJING_OFFSET_S: i32 = 8 * 3600;
+/// The longest `refund_id` accepted (WeChat Pay documents `string(32)`).
+const MAX_REFUND_ID_CHARS: usize = 64;
 /// The most characters of a provider message kept in an error.
 const MAX_MESSAGE_CHARS: usize = 200;
 
@@ -228,6 +233,13 @@ pub struct RefundNotice {
     pub mchid: String,
     /// Our order id.
     pub out_trade_no: String,
+    /// WeChat Pay's id for this refund (微信支付退款单号): Tally's refund id.
+    #[serde(default)]
+    pub refund_id: Option<String>,
+    /// The refund number chosen by whoever asked for the refund (商户退款单号); read for
+    /// completeness, not used as the id (see [`refund_event`]).
+    #[serde(default)]
+    pub out_refund_no: Option<String>,
     /// Where the refund is.
     pub refund_status: RefundStatus,
     /// When it succeeded.
@@ -240,10 +252,15 @@ pub struct RefundNotice {
 /// `amount` of a refund.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct RefundAmount {
-    /// The order amount in fen.
+    /// The order amount in fen (订单金额), the `amount.total` Tally's payment was priced in.
     pub total: i64,
-    /// This refund's amount in fen.
+    /// This refund's amount in fen, on the same list-price basis as `total` (退款标价金额,
+    /// coupons included): never the running total of the order's refunds.
     pub refund: i64,
+    /// What went back to the buyer's own funds, without coupons (用户退款金额); the buyer-side
+    /// counterpart of `payer_total`, not used.
+    #[serde(default)]
+    pub payer_refund: Option<i64>,
 }
 
 /// The fen amount of a price: CNY only, above zero.
@@ -453,13 +470,21 @@ pub fn transaction_event(
 
 /// The event of a decrypted `REFUND.SUCCESS` resource; `fallback_time` when it has none.
 ///
-/// The notification carries this refund's amount (`amount.refund`), not the total refunded so
-/// far, and WeChat Pay has no API that sums an order's refunds; so `total_refunded` is this
-/// refund's amount. That is exact for the usual single refund, full or partial. A later partial
-/// refund of the same order reports only its own amount (see `docs/providers/wallet_qr.md`).
+/// The notification carries this refund's own amount (`amount.refund`, on the `amount.total`
+/// basis the payment was priced in; `payer_refund` leaves coupons out), never the total
+/// refunded so far, and WeChat Pay has no API that sums an order's refunds. So it is a
+/// [`RefundReport::One`] under WeChat Pay's `refund_id`, and the service adds an order's
+/// refunds up, each id once: two partial refunds of 34.00 on a 68.00 order are 68.00.
+///
+/// `refund_id` rather than `out_refund_no`: Tally makes no refunds (they are made in the
+/// merchant platform or by another system of the merchant), so `out_refund_no` is whatever
+/// that party chose, while `refund_id` is assigned by WeChat Pay to every refund and is in
+/// every refund notification. Each refund has one of each (a repeated `out_refund_no` refunds
+/// once), so resends of a notification carry the same `refund_id`.
 ///
 /// # Errors
-/// [`WebhookError::Malformed`] for another merchant or unreadable amounts.
+/// [`WebhookError::Malformed`] for another merchant, unreadable amounts, or a successful
+/// refund without a usable `refund_id`.
 pub fn refund_event(
     refund: &RefundNotice,
     mch_id: &str,
@@ -476,16 +501,28 @@ pub fn refund_event(
     if refund.amount.refund <= 0 || refund.amount.refund > refund.amount.total {
         return Err(WebhookError::Malformed("refund amount out of range".into()));
     }
-    let total_refunded =
-        money_from_fen(refund.amount.refund, None).map_err(WebhookError::Malformed)?;
+    let refund_id = refund
+        .refund_id
+        .as_deref()
+        .map(str::trim)
+        .filter(|id| {
+            !id.is_empty()
+                && id.len() <= MAX_REFUND_ID_CHARS
+                && id.chars().all(|c| c.is_ascii_graphic())
+        })
+        .ok_or_else(|| WebhookError::Malformed("refund without a usable refund_id".into()))?;
+    let amount = money_from_fen(refund.amount.refund, None).map_err(WebhookError::Malformed)?;
     let occurred_at = refund
         .success_time
         .as_deref()
         .and_then(parse_time)
         .unwrap_or(fallback_time);
     Ok(Some(PaymentEvent::Refunded {
-        charge: application::ports::RefundedCharge::Order(locator(&refund.out_trade_no)),
-        refund: application::ports::RefundReport::Total(total_refunded),
+        charge: RefundedCharge::Order(locator(&refund.out_trade_no)),
+        refund: RefundReport::One {
+            refund_id: refund_id.to_owned(),
+            amount,
+        },
         occurred_at,
     }))
 }
@@ -610,6 +647,54 @@ mod tests {
         let cut = description(&long);
         assert!(cut.len() <= DESCRIPTION_MAX_BYTES);
         assert_eq!(cut, "专".repeat(42));
+    }
+
+    fn refund_notice(extra: &str) -> RefundNotice {
+        let json = format!(
+            r#"{{"mchid":"1900000109","out_trade_no":"ord_000001","out_refund_no":"rf_1","refund_status":"SUCCESS","success_time":"2026-01-01T09:00:00+08:00","amount":{{"total":6800,"refund":3400,"payer_total":6000,"payer_refund":3000}}{extra}}}"#
+        );
+        serde_json::from_str(&json).unwrap()
+    }
+
+    #[test]
+    fn a_successful_refund_is_one_refund_of_its_list_price_amount_under_wechats_refund_id() {
+        let at = Timestamp::from_unix_millis(0);
+        let event = refund_event(
+            &refund_notice(r#","refund_id":"50300000000000000000000000001""#),
+            "1900000109",
+            at,
+        )
+        .unwrap();
+        let Some(PaymentEvent::Refunded {
+            charge: RefundedCharge::Order(order),
+            refund: RefundReport::One { refund_id, amount },
+            occurred_at,
+        }) = event
+        else {
+            panic!("expected one refund, got {event:?}");
+        };
+        assert_eq!(order.order_id, Some(OrderId::new("ord_000001").unwrap()));
+        assert_eq!(refund_id, "50300000000000000000000000001");
+        // amount.refund (coupons included), not payer_refund.
+        assert_eq!(amount, Money::from_minor(3400, Currency::Cny).unwrap());
+        assert_eq!(occurred_at, Timestamp::from_unix_millis(1_767_229_200_000));
+    }
+
+    #[test]
+    fn a_successful_refund_without_a_usable_refund_id_is_malformed() {
+        let at = Timestamp::from_unix_millis(0);
+        for extra in ["", r#","refund_id":"""#, r#","refund_id":"a b""#] {
+            assert!(
+                matches!(
+                    refund_event(&refund_notice(extra), "1900000109", at),
+                    Err(WebhookError::Malformed(_))
+                ),
+                "{extra}"
+            );
+        }
+        let mut closed = refund_notice("");
+        closed.refund_status = RefundStatus::Closed;
+        assert_eq!(refund_event(&closed, "1900000109", at), Ok(None));
     }
 
     #[test]

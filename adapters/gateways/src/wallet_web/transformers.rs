@@ -166,7 +166,10 @@ pub struct Notification {
     /// The order amount, yuan.
     #[serde(default)]
     pub total_amount: Option<String>,
-    /// The total refunded so far, yuan (refund notifications only).
+    /// The total refunded on the trade so far, this refund included, yuan (refund
+    /// notifications only): "退款通知中，返回总退款金额", the same `refund_fee` that
+    /// `alipay.trade.refund` answers as "该笔交易累计已经退款成功的金额". Not this refund's own
+    /// amount, so it is a [`application::ports::RefundReport::Total`].
     #[serde(default)]
     pub refund_fee: Option<String>,
     /// When it was paid.
@@ -441,9 +444,12 @@ pub fn api_error(answer: &ApiResponse) -> GatewayError {
 
 /// The events of a verified notification; `now` when it carries no time.
 ///
-/// A notification with `refund_fee` is a refund (Alipay reports the total refunded so far,
-/// with `TRADE_SUCCESS` for a partial and `TRADE_CLOSED` for a full refund); otherwise
+/// A notification with `refund_fee` is a refund: Alipay reports the total refunded on the
+/// trade so far (`RefundReport::Total`, so two partial refunds of 34.00 arrive as 34.00, then
+/// 68.00), with `TRADE_SUCCESS` for a partial and `TRADE_CLOSED` for a full refund. `out_biz_no`
+/// (the refund request number) is not needed: a running total needs no refund id. Otherwise
 /// `TRADE_SUCCESS`/`TRADE_FINISHED` is a payment and `TRADE_CLOSED` a closed, unpaid trade.
+/// Sources in `docs/providers/wallet_web.md`.
 ///
 /// # Errors
 /// [`WebhookError::Malformed`] for unreadable amounts.
