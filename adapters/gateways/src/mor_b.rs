@@ -7,7 +7,9 @@
 //! Standard Webhooks spec: `webhook-id`, `webhook-timestamp` (seconds) and `webhook-signature`
 //! (space-separated `v1,<base64>`) = base64 HMAC-SHA256 of `{id}.{timestamp}.{raw body}` keyed
 //! with the base64-decoded secret after `whsec_`, five minutes of tolerance. A `refund.succeeded`
-//! is followed by `GET /payments/{payment_id}` for the order id and the refunded total.
+//! or `dispute.lost` is followed by `GET /payments/{payment_id}` for the order or subscription
+//! the payment paid; a `subscription.active` or `subscription.renewed` by `GET /payments`
+//! (the subscription's succeeded payments around the period) for the charge that paid it.
 //! Wire formats and the event mapping are in [`transformers`]; `docs/providers/mor_b.md` has the
 //! status table.
 
@@ -29,7 +31,7 @@ use crate::shared::http::{HttpReply, HttpSettings, ProviderHttp};
 use crate::shared::signing::unb64;
 use crate::shared::{ConfigError, GatewayContext};
 use crate::webhook::{self, SignedParts, Verifier, WebhookScheme};
-use transformers::{Meaning, Payment, path_id};
+use transformers::{Meaning, Payment, PaymentList, path_id};
 
 /// Dodo's live API.
 pub const LIVE_BASE_URL: &str = "https://live.dodopayments.com";
@@ -165,19 +167,39 @@ impl MorBGateway {
         )
     }
 
-    /// The `Refunded` event of a `refund.succeeded`: the refund carries neither our order id nor
-    /// the total refunded so far, its payment carries both.
-    async fn refund_event(
+    /// The payment a refund or dispute names. Refusing makes Dodo retry the webhook later,
+    /// when the API may answer again.
+    async fn payment_for_webhook(&self, payment_id: &str) -> Result<Payment, WebhookError> {
+        self.fetch_payment(payment_id)
+            .await
+            .map_err(|_| WebhookError::Malformed("the named payment cannot be read now".into()))
+    }
+
+    /// The activation or renewal of a subscription event, with the charge that paid the period:
+    /// Dodo's subscription payload names no payment, so the subscription's succeeded payments
+    /// made around the period are read (`GET /payments`). Refused (and retried by Dodo) when
+    /// they cannot be read now.
+    async fn period_event(
         &self,
-        refund: &transformers::Refund,
+        change: transformers::PeriodChange,
+        subscription: &transformers::Subscription,
         at: Timestamp,
     ) -> Result<PaymentEvent, WebhookError> {
-        // Refusing makes Dodo retry the webhook later, when the API may answer again.
-        let payment = self
-            .fetch_payment(&refund.payment_id)
-            .await
-            .map_err(|_| WebhookError::Malformed("refunded payment cannot be read now".into()))?;
-        transformers::refunded(refund, &payment, at)
+        let period = subscription.period().map_err(WebhookError::Malformed)?;
+        path_id(&subscription.subscription_id)
+            .map_err(|_| WebhookError::Malformed("not a Dodo subscription id".into()))?;
+        let query = transformers::period_payments_query(&subscription.subscription_id, period);
+        let request = self
+            .http
+            .client()
+            .get(self.http.url("/payments"))
+            .query(&query)
+            .bearer_auth(self.api_key.expose_secret());
+        let unreadable =
+            |_| WebhookError::Malformed("subscription payments cannot be read now".into());
+        let reply = self.http.send(request).await.map_err(unreadable)?;
+        let payments: PaymentList = transformers::read(reply).map_err(unreadable)?;
+        transformers::subscription_event(change, subscription, &payments.items, at)
     }
 }
 
@@ -272,7 +294,17 @@ impl PaymentGateway for MorBGateway {
         let envelope = transformers::parse_envelope(&request.body)?;
         let events = match transformers::meaning_of(&envelope)? {
             Meaning::Events(events) => events,
-            Meaning::Refund(refund, at) => vec![self.refund_event(&refund, at).await?],
+            Meaning::Refund(refund, at) => {
+                let payment = self.payment_for_webhook(&refund.payment_id).await?;
+                vec![transformers::refunded(&refund, &payment, at)?]
+            }
+            Meaning::DisputeLost(dispute, at) => {
+                let payment = self.payment_for_webhook(&dispute.payment_id).await?;
+                vec![transformers::dispute_lost(&dispute, &payment, at)?]
+            }
+            Meaning::Period(change, subscription, at) => {
+                vec![self.period_event(change, &subscription, at).await?]
+            }
         };
         Ok(VerifiedWebhook {
             event_id,

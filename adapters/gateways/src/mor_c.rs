@@ -13,6 +13,10 @@
 //! signature may be up to 45 minutes old and at most 1 minute ahead; deduplication on the
 //! delivery id stops replays within that window.
 //!
+//! Subscription events (`subscription.activated`, `.renewed`, `.recovered`) name no payment, so
+//! the gateway reads the subscription order's payments (GraphQL `subscriptionOrder(id)`) for the
+//! one that paid the period: its id is the charge that refunds name.
+//!
 //! Wire formats and the event mapping live in [`transformers`]; `docs/providers/mor_c.md` has the
 //! status table.
 
@@ -36,8 +40,8 @@ use crate::shared::{ConfigError, GatewayContext, HttpSettings, ProviderHttp};
 use crate::webhook::{self, SignedParts, Verifier, WebhookScheme};
 use transformers::{
     CANCEL_ORDER_PATH, CREATE_SESSION_PATH, CancelOrder, CancelResult, CreateSession, Envelope,
-    GRAPHQL_PATH, GraphqlRequest, ORDER_STATUS_QUERY, OrderStatusData, PriceSnapshot,
-    SessionCreated,
+    GRAPHQL_PATH, GraphqlRequest, Meaning, ORDER_STATUS_QUERY, OrderPayment, OrderStatusData,
+    PriceSnapshot, SUBSCRIPTION_PAYMENTS_QUERY, SessionCreated, SubscriptionPaymentsData,
 };
 
 /// Pancake's API (the SDK's default).
@@ -266,6 +270,28 @@ impl MorCGateway {
         self.http.send(call).await?.success()
     }
 
+    /// The payments of subscription order `order_id`, read through GraphQL.
+    async fn subscription_payments(
+        &self,
+        order_id: &str,
+    ) -> Result<Vec<OrderPayment>, GatewayError> {
+        if !plain_id(order_id) {
+            return Err(GatewayError::Rejected("not a pancake order id".into()));
+        }
+        let query = GraphqlRequest {
+            query: SUBSCRIPTION_PAYMENTS_QUERY,
+            variables: BTreeMap::from([("id", order_id.to_owned())]),
+        };
+        let reply = self.signed_post(GRAPHQL_PATH, encode(&query)?).await?;
+        let data = reply
+            .json::<Envelope<SubscriptionPaymentsData>>()?
+            .into_data()?;
+        Ok(data
+            .subscription_order
+            .map(|order| order.payments)
+            .unwrap_or_default())
+    }
+
     fn session_body(&self, request: &CheckoutRequest) -> Result<CreateSession, GatewayError> {
         let snapshot = &request.snapshot;
         let price = snapshot.price;
@@ -439,10 +465,35 @@ impl PaymentGateway for MorCGateway {
             return Err(WebhookError::Stale);
         }
         let parsed = transformers::parse_webhook(&request.body, Timestamp::from_unix_millis(t_ms))?;
+        let events = match parsed.meaning {
+            Meaning::Events(events) => events,
+            Meaning::Period(change, data, at) => {
+                let order_id = data.order_id.clone().unwrap_or_default();
+                // Pancake retries a refused webhook only three times: a period that was paid is
+                // not held back because its payment cannot be read now; it then names no charge.
+                let payments = match self.subscription_payments(&order_id).await {
+                    Ok(payments) => Some(payments),
+                    Err(e) => {
+                        tracing::warn!(
+                            provider = PROVIDER,
+                            error = %e,
+                            "the payments of a subscription cannot be read; its period names no charge"
+                        );
+                        None
+                    }
+                };
+                vec![transformers::period_event(
+                    change,
+                    &data,
+                    payments.as_deref(),
+                    at,
+                )?]
+            }
+        };
         Ok(VerifiedWebhook {
             event_id: parsed.event_id,
             event_type: parsed.event_type,
-            events: parsed.events,
+            events,
         })
     }
 

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, GatewayError, OrderLocator, PaymentEvent,
-    PaymentGateway, PaymentRef, PaymentStatus, WebhookError, WebhookRequest,
+    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundedCharge, WebhookError,
+    WebhookRequest,
 };
 use application::testing::FixedClock;
 use domain::{
@@ -24,6 +25,11 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 const NOW_MS: i64 = 1_728_734_400_000;
 const API_KEY: &str = "creem_test_abc123";
 const SECRET: &str = "whsec_creem_test";
+/// The transaction that paid the first period in the fixtures (`subscription_paid_first.json`).
+const FIRST_CHARGE: &str = "tran_5yMaWzAl3jxuGJMCOrYWwk";
+/// The transaction that paid the renewal in the fixtures (`subscription_paid_renewal.json`).
+const RENEWAL_CHARGE: &str = "tran_7zNbXaBm4kyvHKNDPsZXxl";
+const SUBSCRIPTION: &str = "sub_6pC2lNB6joCRQIZ1aMrTpi";
 
 fn settings(base_url: &str) -> MorASettings {
     let mut settings = MorASettings::new(API_KEY, SECRET);
@@ -486,7 +492,8 @@ async fn a_completed_subscription_checkout_with_its_period_activates_the_subscri
             )
             .unwrap(),
             amount: Some(eur(1000)),
-            charge_ref: None,
+            // `order.transaction`: the first period's charge.
+            charge_ref: Some(FIRST_CHARGE.into()),
             occurred_at: Timestamp::from_unix_millis(1_728_734_325_927),
         }]
     );
@@ -505,7 +512,8 @@ async fn the_first_paid_subscription_event_activates_it_for_the_order_in_its_met
             )
             .unwrap(),
             amount: Some(eur(1000)),
-            charge_ref: None,
+            // `last_transaction_id`: the charge that paid the first period.
+            charge_ref: Some(FIRST_CHARGE.into()),
             occurred_at: Timestamp::from_unix_millis(1_728_734_327_355),
         }]
     );
@@ -523,7 +531,7 @@ async fn a_later_paid_subscription_event_renews_it_for_the_next_period() {
             )
             .unwrap(),
             amount: eur(1000),
-            charge_ref: None,
+            charge_ref: Some(RENEWAL_CHARGE.into()),
             occurred_at: Timestamp::from_unix_millis(1_731_412_727_355),
         }]
     );
@@ -592,16 +600,20 @@ async fn a_failed_renewal_is_past_due() {
     );
 }
 
+fn subscription_charge(charge_ref: &str) -> RefundedCharge {
+    RefundedCharge::SubscriptionCharge {
+        provider_subscription_id: Some(SUBSCRIPTION.into()),
+        charge_ref: charge_ref.into(),
+    }
+}
+
 #[tokio::test]
-async fn a_full_refund_including_tax_refunds_the_whole_price_of_our_order() {
+async fn a_full_refund_of_the_first_period_names_its_transaction_and_refunds_the_whole_price() {
     assert_eq!(
         events_of("refund_created.json").await,
         vec![PaymentEvent::Refunded {
-            charge: application::ports::RefundedCharge::Order(order(
-                "ord_01J9ZK4M2QX",
-                Some("ch_5m1N34kxo16AhRKUHFUuYs")
-            )),
-            refund: application::ports::RefundReport::Total(eur(1000)),
+            charge: subscription_charge(FIRST_CHARGE),
+            refund: RefundReport::Total(eur(1000)),
             occurred_at: Timestamp::from_unix_millis(1_728_734_351_631),
         }]
     );
@@ -612,14 +624,87 @@ async fn a_partial_refund_reports_the_running_total_on_the_price_basis() {
     assert_eq!(
         events_of("refund_created_partial.json").await,
         vec![PaymentEvent::Refunded {
-            charge: application::ports::RefundedCharge::Order(order(
-                "ord_01J9ZK4M2QX",
-                Some("ch_5m1N34kxo16AhRKUHFUuYs")
-            )),
-            refund: application::ports::RefundReport::Total(eur(500)),
+            charge: subscription_charge(FIRST_CHARGE),
+            refund: RefundReport::Total(eur(500)),
             occurred_at: Timestamp::from_unix_millis(1_728_734_351_631),
         }]
     );
+}
+
+#[tokio::test]
+async fn a_refund_of_a_renewal_names_the_transaction_its_renewal_event_carried() {
+    let renewal = events_of("subscription_paid_renewal.json").await;
+    let Some(PaymentEvent::SubscriptionRenewed {
+        charge_ref: Some(renewed_charge),
+        ..
+    }) = renewal.first()
+    else {
+        panic!("expected a renewal with its charge, got {renewal:?}");
+    };
+    assert_eq!(
+        events_of("refund_created_renewal_partial.json").await,
+        vec![PaymentEvent::Refunded {
+            charge: subscription_charge(renewed_charge),
+            refund: RefundReport::Total(eur(500)),
+            occurred_at: Timestamp::from_unix_millis(1_731_499_200_000),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_refund_whose_transaction_has_no_running_total_is_reported_as_one_refund() {
+    assert_eq!(
+        events_of("refund_created_without_running_total.json").await,
+        vec![PaymentEvent::Refunded {
+            charge: subscription_charge(RENEWAL_CHARGE),
+            refund: RefundReport::One {
+                refund_id: "ref_6GE2QT".into(),
+                amount: eur(500),
+            },
+            occurred_at: Timestamp::from_unix_millis(1_731_585_600_000),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_refund_of_a_one_time_payment_names_our_order() {
+    assert_eq!(
+        events_of("refund_created_onetime.json").await,
+        vec![PaymentEvent::Refunded {
+            charge: RefundedCharge::Order(order(
+                "ord_01J9ZK4M2QW",
+                Some("ch_4l0N34kxo16AhRKUHFUuXr")
+            )),
+            refund: RefundReport::Total(usd(5000)),
+            occurred_at: Timestamp::from_unix_millis(1_728_734_351_631),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_chargeback_takes_back_what_the_disputed_transaction_reports_refunded() {
+    // Creem has no lost-dispute event: it refunds the charge when the dispute is opened.
+    assert_eq!(
+        events_of("dispute_created.json").await,
+        vec![PaymentEvent::Refunded {
+            charge: subscription_charge(RENEWAL_CHARGE),
+            refund: RefundReport::Total(eur(1000)),
+            occurred_at: Timestamp::from_unix_millis(1_731_672_000_000),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_dispute_that_took_nothing_back_means_nothing() {
+    let mut event: Value = serde_json::from_slice(&fixture("dispute_created.json")).unwrap();
+    event["object"]["transaction"]["refunded_amount"] = json!(0);
+    event["object"]["transaction"]["status"] = json!("paid");
+    let events = gateway(PRODUCTION_BASE_URL)
+        .verify_webhook(&signed(serde_json::to_vec(&event).unwrap(), SECRET))
+        .await
+        .unwrap()
+        .events;
+    assert_eq!(events, vec![]);
 }
 
 #[tokio::test]

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, GatewayError, OrderLocator, PaymentEvent,
-    PaymentGateway, PaymentRef, PaymentStatus, WebhookError, WebhookRequest,
+    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundedCharge, WebhookError,
+    WebhookRequest,
 };
 use application::testing::FixedClock;
 use domain::{
@@ -17,7 +18,7 @@ use gateways::GatewayContext;
 use gateways::mor_b::{MorBGateway, MorBSettings};
 use gateways::shared::ProviderHttp;
 use gateways::shared::signing::{b64, hmac_sha256, unb64};
-use wiremock::matchers::{bearer_token, method, path};
+use wiremock::matchers::{bearer_token, method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const API_KEY: &str = "dodo_test_Xk29fQpL0mZr7TbY";
@@ -27,6 +28,11 @@ const KEY: &[u8] = b"tally-test-standard-webhooks-key";
 /// 2025-01-16T08:30:02Z.
 const NOW_S: i64 = 1_737_016_202;
 const MSG_ID: &str = "msg_2mXq8Yc1Vt0bLp5N";
+const SUBSCRIPTION: &str = "sub_6Kl9nO2pD5bG8zFr";
+/// The subscription's first payment (`payment.succeeded.subscription.json`).
+const FIRST_CHARGE: &str = "pay_4Ij7lM0nB3zE6xDp";
+/// Its renewal's payment (`payments.list.subscription.json`).
+const RENEWAL_CHARGE: &str = "pay_9Tq4sV7wE1hK3mNb";
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!("{}/fixtures/mor_b/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -571,37 +577,117 @@ async fn a_failed_payment_fails_the_order() {
     );
 }
 
+/// A Dodo that lists the subscription's payments (`GET /payments?subscription_id=…`).
+async fn dodo_listing_subscription_payments() -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/payments"))
+        .and(bearer_token(API_KEY))
+        .and(query_param("subscription_id", SUBSCRIPTION))
+        .and(query_param("status", "succeeded"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(
+            fixture("payments.list.subscription.json"),
+            "application/json",
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    server
+}
+
+async fn events_with(server: &MockServer, name: &str) -> Vec<PaymentEvent> {
+    gateway(&server.uri())
+        .verify_webhook(&signed_webhook(name))
+        .await
+        .unwrap()
+        .events
+}
+
 #[tokio::test]
-async fn an_active_subscription_is_activated_for_our_order_with_its_current_period() {
+async fn an_active_subscription_is_activated_with_its_first_payment_as_the_charge() {
+    let server = dodo_listing_subscription_payments().await;
     assert_eq!(
-        events_of("subscription.active.json").await,
+        events_with(&server, "subscription.active.json").await,
         vec![PaymentEvent::SubscriptionActivated {
             order: OrderLocator {
                 order_id: order_id("ord_01JHDODOS1"),
                 provider_reference: None
             },
-            provider_subscription_id: "sub_6Kl9nO2pD5bG8zFr".into(),
+            provider_subscription_id: SUBSCRIPTION.into(),
             period: BillingPeriod::new(time("2025-01-20T08:59:41Z"), time("2025-02-20T08:59:41Z"))
                 .unwrap(),
             amount: Some(usd(1900)),
-            charge_ref: None,
+            // The payment of `payment.succeeded.subscription.json`, a second before the period.
+            charge_ref: Some(FIRST_CHARGE.into()),
             occurred_at: time("2025-01-20T09:00:04.12Z"),
+        }]
+    );
+    let requests = server.received_requests().await.unwrap();
+    let query: BTreeMap<String, String> = requests[0].url.query_pairs().into_owned().collect();
+    assert_eq!(
+        query.get("created_at_gte").map(String::as_str),
+        Some("2025-01-19T08:59:41.000Z")
+    );
+    assert_eq!(
+        query.get("created_at_lte").map(String::as_str),
+        Some("2025-02-20T08:59:41.000Z")
+    );
+}
+
+#[tokio::test]
+async fn a_renewed_subscription_is_renewed_with_the_payment_of_the_new_period_as_the_charge() {
+    let server = dodo_listing_subscription_payments().await;
+    assert_eq!(
+        events_with(&server, "subscription.renewed.json").await,
+        vec![PaymentEvent::SubscriptionRenewed {
+            provider_subscription_id: SUBSCRIPTION.into(),
+            period: BillingPeriod::new(time("2025-02-20T08:59:41Z"), time("2025-03-20T08:59:41Z"))
+                .unwrap(),
+            amount: usd(1900),
+            charge_ref: Some(RENEWAL_CHARGE.into()),
+            occurred_at: time("2025-02-20T09:00:12.4Z"),
         }]
     );
 }
 
 #[tokio::test]
-async fn a_renewed_subscription_is_renewed_for_the_next_period_at_its_pre_tax_amount() {
-    assert_eq!(
-        events_of("subscription.renewed.json").await,
-        vec![PaymentEvent::SubscriptionRenewed {
-            provider_subscription_id: "sub_6Kl9nO2pD5bG8zFr".into(),
-            period: BillingPeriod::new(time("2025-02-20T08:59:41Z"), time("2025-03-20T08:59:41Z"))
-                .unwrap(),
-            amount: usd(1900),
-            charge_ref: None,
-            occurred_at: time("2025-02-20T09:00:12.4Z"),
-        }]
+async fn a_period_without_a_payment_names_no_charge() {
+    // A free trial: the subscription is active, nothing was charged.
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/payments"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_raw(r#"{"items":[]}"#, "application/json"),
+        )
+        .mount(&server)
+        .await;
+    let events = events_with(&server, "subscription.active.json").await;
+    assert!(
+        matches!(
+            &events[..],
+            [PaymentEvent::SubscriptionActivated {
+                charge_ref: None,
+                ..
+            }]
+        ),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_period_whose_payments_cannot_be_read_is_refused_so_that_dodo_retries() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/payments"))
+        .respond_with(ResponseTemplate::new(503))
+        .mount(&server)
+        .await;
+    let result = gateway(&server.uri())
+        .verify_webhook(&signed_webhook("subscription.renewed.json"))
+        .await;
+    assert!(
+        matches!(result, Err(WebhookError::Malformed(_))),
+        "{result:?}"
     );
 }
 
@@ -649,35 +735,111 @@ async fn an_expired_subscription_expires() {
     );
 }
 
-#[tokio::test]
-async fn a_refund_reads_its_payment_for_our_order_and_the_cumulative_refunded_total() {
+async fn dodo_serving_payment(id: &str, fixture_name: &str) -> MockServer {
     let server = MockServer::start().await;
     Mock::given(method("GET"))
-        .and(path("/payments/pay_2Gh5jK8lZ1xC4vBn"))
+        .and(path(format!("/payments/{id}")))
         .and(bearer_token(API_KEY))
-        .respond_with(ResponseTemplate::new(200).set_body_raw(
-            fixture("payment.refunded.response.json"),
-            "application/json",
-        ))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_raw(fixture(fixture_name), "application/json"),
+        )
         .expect(1)
         .mount(&server)
         .await;
+    server
+}
 
-    let verified = gateway(&server.uri())
-        .verify_webhook(&signed_webhook("refund.succeeded.json"))
-        .await
-        .unwrap();
-
+#[tokio::test]
+async fn a_refund_of_a_one_time_payment_is_one_refund_of_our_order() {
+    let server =
+        dodo_serving_payment("pay_2Gh5jK8lZ1xC4vBn", "payment.refunded.response.json").await;
     assert_eq!(
-        verified.events,
+        events_with(&server, "refund.succeeded.json").await,
         vec![PaymentEvent::Refunded {
-            charge: application::ports::RefundedCharge::Order(OrderLocator {
+            charge: RefundedCharge::Order(OrderLocator {
                 order_id: order_id("ord_01JHDODO01"),
                 provider_reference: Some("cks_0Nf3xQk7Lm2PzR9s".into())
             }),
-            // 200 earlier + 300 now; the failed 100 does not count.
-            refund: application::ports::RefundReport::Total(usd(500)),
+            // The refund carries its own amount, not the payment's running total.
+            refund: RefundReport::One {
+                refund_id: "ref_6Lm0oP3qE6cH9aGs".into(),
+                amount: usd(300),
+            },
             occurred_at: time("2025-01-18T12:00:05.7Z"),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_refund_of_a_renewal_names_the_payment_its_renewal_event_carried() {
+    let server = dodo_serving_payment(RENEWAL_CHARGE, "payment.renewal.response.json").await;
+    assert_eq!(
+        events_with(&server, "refund.succeeded.renewal.json").await,
+        vec![PaymentEvent::Refunded {
+            charge: RefundedCharge::SubscriptionCharge {
+                provider_subscription_id: Some(SUBSCRIPTION.into()),
+                charge_ref: RENEWAL_CHARGE.into(),
+            },
+            refund: RefundReport::One {
+                refund_id: "ref_8Np2rS5tG8eJ1cIu".into(),
+                amount: usd(950),
+            },
+            occurred_at: time("2025-02-22T10:00:05.3Z"),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_refund_of_a_payment_with_tax_on_top_is_counted_on_the_price_basis() {
+    // 1199 charged for a 999 price (200 tax): refunding all of it refunds the whole price.
+    let mut payment: serde_json::Value =
+        serde_json::from_slice(&fixture("payment.refunded.response.json")).unwrap();
+    payment["total_amount"] = 1199.into();
+    payment["tax"] = 200.into();
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/payments/pay_2Gh5jK8lZ1xC4vBn"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(payment))
+        .mount(&server)
+        .await;
+    let mut refund: serde_json::Value =
+        serde_json::from_slice(&fixture("refund.succeeded.json")).unwrap();
+    refund["data"]["amount"] = 1199.into();
+    let body = serde_json::to_vec(&refund).unwrap();
+    let sig = signature(KEY, MSG_ID, NOW_S, &body);
+    let request = webhook(
+        body,
+        &[
+            ("webhook-id", MSG_ID),
+            ("webhook-timestamp", &NOW_S.to_string()),
+            ("webhook-signature", &sig),
+        ],
+    );
+    let events = gateway(&server.uri())
+        .verify_webhook(&request)
+        .await
+        .unwrap()
+        .events;
+    assert!(
+        matches!(&events[..], [PaymentEvent::Refunded { refund: RefundReport::One { amount, .. }, .. }] if *amount == usd(999)),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_lost_dispute_takes_back_the_whole_disputed_payment() {
+    let server = dodo_serving_payment(RENEWAL_CHARGE, "payment.renewal.response.json").await;
+    assert_eq!(
+        events_with(&server, "dispute.lost.json").await,
+        vec![PaymentEvent::Refunded {
+            charge: RefundedCharge::SubscriptionCharge {
+                provider_subscription_id: Some(SUBSCRIPTION.into()),
+                charge_ref: RENEWAL_CHARGE.into(),
+            },
+            refund: RefundReport::DisputeLost {
+                dispute_id: "dsp_3Kd8fW2qZ7yB5xVc".into(),
+            },
+            occurred_at: time("2025-03-10T15:20:00Z"),
         }]
     );
 }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, GatewayError, OrderLocator, PaymentEvent,
-    PaymentGateway, PaymentRef, PaymentStatus, WebhookError, WebhookRequest,
+    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundedCharge, WebhookError,
+    WebhookRequest,
 };
 use application::testing::FixedClock;
 use domain::{
@@ -20,7 +21,7 @@ use gateways::shared::ProviderHttp;
 use gateways::shared::signing::{b64, private_key, public_key, rsa_sha256_sign, rsa_sha256_verify};
 use secrecy::SecretString;
 use serde_json::{Value, json};
-use wiremock::matchers::{body_json, header, method, path};
+use wiremock::matchers::{body_json, body_partial_json, header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const NOW_MS: i64 = 1_775_000_000_000;
@@ -609,10 +610,43 @@ fn subscription_order() -> OrderLocator {
 
 const SUBSCRIPTION: &str = "ORD_7wQ2mHsK4nV6pX8rZ1tB3c";
 
+/// The first period's payment in `subscription_payments.graphql.json`.
+const FIRST_CHARGE: &str = "PAY_4tM1hGpK2nS6uV8xZ0bD3f";
+/// The renewal's payment (`subscription_payment_succeeded.json`, and the refunds of it).
+const RENEWAL_CHARGE: &str = "PAY_8yR3nJtL5oW7qY9sA2uC4d";
+
+/// A Pancake that answers the subscription order's payments query.
+async fn pancake_with_subscription_payments() -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/graphql"))
+        .and(header("x-merchant-id", MERCHANT_ID))
+        .and(body_partial_json(
+            json!({ "variables": { "id": SUBSCRIPTION } }),
+        ))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(
+            fixture("subscription_payments.graphql.json"),
+            "application/json",
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    server
+}
+
+async fn events_with(server: &MockServer, name: &str) -> Vec<PaymentEvent> {
+    gateway(&server.uri())
+        .verify_webhook(&signed(fixture(name)))
+        .await
+        .unwrap()
+        .events
+}
+
 #[tokio::test]
-async fn an_activated_subscription_starts_with_its_first_period() {
+async fn an_activated_subscription_starts_with_its_first_period_and_its_first_payment() {
+    let server = pancake_with_subscription_payments().await;
     assert_eq!(
-        events_of("subscription_activated.json").await,
+        events_with(&server, "subscription_activated.json").await,
         vec![PaymentEvent::SubscriptionActivated {
             order: subscription_order(),
             provider_subscription_id: SUBSCRIPTION.into(),
@@ -622,38 +656,74 @@ async fn an_activated_subscription_starts_with_its_first_period() {
             )
             .unwrap(),
             amount: Some(money(2697, Currency::Eur)),
-            charge_ref: None,
+            charge_ref: Some(FIRST_CHARGE.into()),
             occurred_at: at("2026-04-01T00:00:05.000Z"),
         }]
+    );
+    let sent = &server.received_requests().await.unwrap()[0];
+    let body: Value = serde_json::from_slice(&sent.body).unwrap();
+    assert!(
+        body["query"]
+            .as_str()
+            .unwrap()
+            .contains("subscriptionOrder(id: $id) { id payments { id status createdAt } }"),
+        "{body}"
     );
 }
 
 #[tokio::test]
-async fn a_renewed_subscription_moves_to_the_next_period_given_as_dates() {
+async fn a_renewed_subscription_moves_to_the_next_period_with_the_payment_that_paid_it() {
+    let server = pancake_with_subscription_payments().await;
     assert_eq!(
-        events_of("subscription_renewed.json").await,
+        events_with(&server, "subscription_renewed.json").await,
         vec![PaymentEvent::SubscriptionRenewed {
             provider_subscription_id: SUBSCRIPTION.into(),
             period: BillingPeriod::new(at("2026-07-01T00:00:00Z"), at("2026-10-01T00:00:00Z"))
                 .unwrap(),
             amount: money(2697, Currency::Eur),
-            charge_ref: None,
+            // The succeeded payment of the period, not the failed attempt before it.
+            charge_ref: Some(RENEWAL_CHARGE.into()),
             occurred_at: at("2026-07-01T00:00:04.000Z"),
         }]
     );
 }
 
 #[tokio::test]
+async fn a_period_whose_payments_cannot_be_read_is_still_paid_but_names_no_charge() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/graphql"))
+        .respond_with(ResponseTemplate::new(503))
+        .mount(&server)
+        .await;
+    let events = events_with(&server, "subscription_renewed.json").await;
+    assert!(
+        matches!(
+            &events[..],
+            [PaymentEvent::SubscriptionRenewed {
+                charge_ref: None,
+                ..
+            }]
+        ),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_recovered_subscription_is_paid_for_its_period_again() {
-    let events = events_of("subscription_recovered.json").await;
+    let server = pancake_with_subscription_payments().await;
+    let events = events_with(&server, "subscription_recovered.json").await;
     match &events[..] {
         [
             PaymentEvent::SubscriptionRenewed {
                 provider_subscription_id,
+                charge_ref,
                 ..
             },
         ] => {
             assert_eq!(provider_subscription_id, SUBSCRIPTION);
+            // The period April–July was paid by the first payment.
+            assert_eq!(charge_ref.as_deref(), Some(FIRST_CHARGE));
         }
         other => panic!("expected a renewal, got {other:?}"),
     }
@@ -707,34 +777,71 @@ async fn a_failed_renewal_is_past_due() {
 }
 
 #[tokio::test]
-async fn a_refund_reports_the_running_refunded_total_when_pancake_sends_it() {
+async fn a_refund_of_a_one_time_order_is_one_refund_of_its_own_amount_under_its_event_id() {
     assert_eq!(
         events_of("refund_succeeded.json").await,
         vec![PaymentEvent::Refunded {
-            charge: application::ports::RefundedCharge::Order(OrderLocator {
+            charge: RefundedCharge::Order(OrderLocator {
                 order_id: Some(OrderId::new("ord_01J9ZK4M2QW").unwrap()),
                 provider_reference: None
             }),
-            refund: application::ports::RefundReport::Total(money(2900, Currency::Usd)),
+            // `refundedAmount` is this refund's own figure, not the payment's running total.
+            refund: RefundReport::One {
+                refund_id: "REF_6zS4oKuM6pX8rZ0tB3vD5e".into(),
+                amount: money(1000, Currency::Usd),
+            },
             occurred_at: at("2026-03-12T10:00:02.000Z"),
         }]
     );
 }
 
 #[tokio::test]
-async fn a_refund_without_a_running_total_reports_its_own_amount() {
+async fn a_refund_without_refunded_amount_reports_its_deprecated_amount() {
     let events = events_of("refund_succeeded_without_running_total.json").await;
     match &events[..] {
         [
             PaymentEvent::Refunded {
-                refund: application::ports::RefundReport::Total(total_refunded),
+                refund: RefundReport::One { refund_id, amount },
                 ..
             },
         ] => {
-            assert_eq!(*total_refunded, money(2900, Currency::Usd));
+            assert_eq!(refund_id, "REF_8bU6qMwO8rZ0tB2vD5xF7g");
+            assert_eq!(*amount, money(2900, Currency::Usd));
         }
         other => panic!("expected a refund, got {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn a_refund_of_a_renewal_names_the_payment_that_paid_it_on_the_price_basis() {
+    assert_eq!(
+        events_of("refund_succeeded_renewal.json").await,
+        vec![PaymentEvent::Refunded {
+            charge: RefundedCharge::SubscriptionCharge {
+                provider_subscription_id: Some(SUBSCRIPTION.into()),
+                charge_ref: RENEWAL_CHARGE.into(),
+            },
+            // 16.31 of 32.63 charged (26.97 + 5.66 tax), on the 26.97 basis, rounded down.
+            refund: RefundReport::One {
+                refund_id: "REF_9cV7rNxP9sA1uC3wE6yG8h".into(),
+                amount: money(1348, Currency::Eur),
+            },
+            occurred_at: at("2026-07-05T09:00:02.000Z"),
+        }]
+    );
+    let mut full: Value =
+        serde_json::from_slice(&fixture("refund_succeeded_renewal.json")).unwrap();
+    full["data"]["refundedAmount"] = json!("32.63");
+    let events = gateway(PRODUCTION_BASE_URL)
+        .verify_webhook(&signed(serde_json::to_vec(&full).unwrap()))
+        .await
+        .unwrap()
+        .events;
+    assert!(
+        matches!(&events[..], [PaymentEvent::Refunded { refund: RefundReport::One { amount, .. }, .. }]
+            if *amount == money(2697, Currency::Eur)),
+        "the whole payment refunds the whole price: {events:?}"
+    );
 }
 
 #[tokio::test]

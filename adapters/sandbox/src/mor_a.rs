@@ -9,6 +9,10 @@
 //! `metadata.notifyUrl` (sent by a gateway in sandbox mode), else to
 //! `{public base}/api/payment/webhook/mor_a`. Webhooks are signed like Creem's:
 //! `creem-signature` = hex HMAC-SHA256 of the body under [`CREDENTIALS`]`.hmac_secret`.
+//! A subscription's charges are Creem transactions: `subscription.paid` names the current one in
+//! `last_transaction_id`, the checkout's order the first one in `transaction`; a refund of one
+//! sends `refund.created` with the transaction's running `refunded_amount`, a lost dispute
+//! `dispute.created` with the transaction charged back (Creem has no dispute-outcome event).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,7 +29,7 @@ use serde_json::{Value, json};
 
 use crate::credentials::CREDENTIALS;
 use crate::hub::{
-    Hub, SandboxError, SimEvent, SimKind, SimPayment, SimStatus, SimSubscription,
+    Hub, SandboxError, SimCharge, SimEvent, SimKind, SimPayment, SimStatus, SimSubscription,
     SimSubscriptionStatus, SimWebhook,
 };
 use crate::simulator::Simulator;
@@ -75,6 +79,30 @@ impl Simulator for MorASimulator {
                 object["last_transaction_id"] = json!(transaction);
                 vec![("subscription.paid", object)]
             }
+            SimEvent::ChargeRefunded {
+                subscription,
+                charge,
+                refund_id,
+                amount_minor,
+                dispute,
+            } => match hub.payment(&subscription.payment_id) {
+                Some(payment) if *dispute => vec![(
+                    "dispute.created",
+                    dispute_json(hub, &payment, subscription, charge, refund_id),
+                )],
+                Some(payment) => vec![(
+                    "refund.created",
+                    charge_refund_json(
+                        hub,
+                        &payment,
+                        subscription,
+                        charge,
+                        refund_id,
+                        *amount_minor,
+                    ),
+                )],
+                None => Vec::new(),
+            },
             SimEvent::SubscriptionCancelScheduled(s) => {
                 vec![("subscription.scheduled_cancel", subscription_json(hub, s))]
             }
@@ -93,8 +121,6 @@ impl Simulator for MorASimulator {
             }
             // Creem sends nothing for a declined card (the checkout stays open) or an approval.
             SimEvent::Declined(_) | SimEvent::Approved(_) => Vec::new(),
-            // Filled in by the refund work of issue 14.
-            SimEvent::ChargeRefunded { .. } => Vec::new(),
         };
         objects
             .into_iter()
@@ -354,7 +380,17 @@ fn customer_json(payment: &SimPayment) -> Value {
     })
 }
 
-fn order_json(payment: &SimPayment, updated_at_ms: i64) -> Value {
+/// The transaction that paid a checkout: for a subscription, its first period's charge.
+fn first_transaction_id(hub: &Hub, payment: &SimPayment) -> String {
+    payment
+        .subscription_id
+        .as_deref()
+        .and_then(|id| hub.subscription(id))
+        .and_then(|s| s.charges.first().map(|c| c.id.clone()))
+        .unwrap_or_else(|| format!("tran_{}", payment.id))
+}
+
+fn order_json(hub: &Hub, payment: &SimPayment, updated_at_ms: i64) -> Value {
     let kind = match payment.kind {
         SimKind::OneTime => "onetime",
         SimKind::Subscription { .. } => "recurring",
@@ -372,7 +408,7 @@ fn order_json(payment: &SimPayment, updated_at_ms: i64) -> Value {
         "currency": payment.currency.code(),
         "status": "paid",
         "type": kind,
-        "transaction": format!("tran_{}", payment.id),
+        "transaction": first_transaction_id(hub, payment),
         "created_at": iso(payment.created_at_ms),
         "updated_at": iso(updated_at_ms),
         "mode": "test",
@@ -400,7 +436,7 @@ fn checkout_json(hub: &Hub, payment: &SimPayment) -> Value {
         "metadata": metadata_of(payment),
     });
     if payment.status == SimStatus::Paid {
-        checkout["order"] = order_json(payment, hub.now_ms());
+        checkout["order"] = order_json(hub, payment, hub.now_ms());
         checkout["customer"] = customer_json(payment);
         // Like Creem's published sample: the subscription without its period (the first
         // `subscription.paid` carries that).
@@ -446,7 +482,8 @@ fn subscription_json(hub: &Hub, subscription: &SimSubscription) -> Value {
         "customer": payment.as_ref().map(customer_json),
         "collection_method": "charge_automatically",
         "status": status,
-        "last_transaction_id": format!("tran_{}_{}", subscription.id, subscription.renewals),
+        // The charge that paid the current period.
+        "last_transaction_id": subscription.charges.last().map(|c| c.id.clone()),
         "last_transaction_date": iso(subscription.period_start_ms),
         "next_transaction_date": iso(subscription.period_end_ms),
         "current_period_start_date": iso(subscription.period_start_ms),
@@ -488,7 +525,7 @@ fn refund_json(hub: &Hub, payment: &SimPayment, refund_id: &str, amount_minor: i
         "refund_currency": payment.currency.code(),
         "reason": "requested_by_customer",
         "transaction": {
-            "id": format!("tran_{}", payment.id),
+            "id": first_transaction_id(hub, payment),
             "object": "transaction",
             "amount": payment.amount_minor,
             "amount_paid": payment.amount_minor,
@@ -505,7 +542,96 @@ fn refund_json(hub: &Hub, payment: &SimPayment, refund_id: &str, amount_minor: i
             "id": payment.id, "object": "checkout", "request_id": payment.order_id,
             "status": "completed", "metadata": metadata_of(payment), "mode": "test",
         },
-        "order": order_json(payment, hub.now_ms()),
+        "order": order_json(hub, payment, hub.now_ms()),
+        "customer": customer_json(payment),
+        "created_at": hub.now_ms(),
+        "mode": "test",
+    })
+}
+
+/// A subscription charge as Creem's `TransactionEntity`, with its running refunded total.
+fn charge_transaction_json(
+    payment: &SimPayment,
+    subscription: &SimSubscription,
+    charge: &SimCharge,
+    status: &str,
+) -> Value {
+    json!({
+        "id": charge.id,
+        "object": "transaction",
+        "amount": charge.amount_minor,
+        "amount_paid": charge.amount_minor,
+        "currency": subscription.currency.code(),
+        "type": "invoice",
+        "tax_amount": 0,
+        "status": status,
+        "refunded_amount": charge.refunded_minor,
+        "order": format!("ord_{}", payment.id),
+        "subscription": subscription.id,
+        "description": "Subscription payment",
+        "period_start": charge.period_start_ms,
+        "period_end": charge.period_end_ms,
+        "created_at": charge.period_start_ms,
+        "mode": "test",
+    })
+}
+
+/// `refund.created` for one of a subscription's charges: this refund, and the charge's
+/// transaction with its running refunded total.
+fn charge_refund_json(
+    hub: &Hub,
+    payment: &SimPayment,
+    subscription: &SimSubscription,
+    charge: &SimCharge,
+    refund_id: &str,
+    amount_minor: i64,
+) -> Value {
+    let status = if charge.refunded_minor >= charge.amount_minor {
+        "refunded"
+    } else {
+        "partially_refunded"
+    };
+    json!({
+        "id": refund_id,
+        "object": "refund",
+        "status": "succeeded",
+        "refund_amount": amount_minor,
+        "refund_currency": subscription.currency.code(),
+        "reason": "requested_by_customer",
+        "transaction": charge_transaction_json(payment, subscription, charge, status),
+        "subscription": subscription_json(hub, subscription),
+        "checkout": {
+            "id": payment.id, "object": "checkout", "request_id": payment.order_id,
+            "status": "completed", "metadata": metadata_of(payment), "mode": "test",
+        },
+        "order": order_json(hub, payment, hub.now_ms()),
+        "customer": customer_json(payment),
+        "created_at": hub.now_ms(),
+        "mode": "test",
+    })
+}
+
+/// `dispute.created`: Creem takes the whole charge back when the chargeback arrives, so the
+/// transaction shows `chargeback` and its whole amount refunded (as in Creem's sample).
+fn dispute_json(
+    hub: &Hub,
+    payment: &SimPayment,
+    subscription: &SimSubscription,
+    charge: &SimCharge,
+    dispute_id: &str,
+) -> Value {
+    json!({
+        "id": dispute_id,
+        "object": "dispute",
+        "amount": charge.amount_minor,
+        "currency": subscription.currency.code(),
+        "transaction": charge_transaction_json(payment, subscription, charge, "chargeback"),
+        "subscription": subscription_json(hub, subscription),
+        "checkout": {
+            "id": payment.id, "object": "checkout", "product": payment.extra.get("product_id"),
+            "units": 1, "custom_fields": [], "status": "completed", "mode": "test",
+        },
+        "order": order_json(hub, payment, hub.now_ms()),
         "customer": customer_json(payment),
         "created_at": hub.now_ms(),
         "mode": "test",

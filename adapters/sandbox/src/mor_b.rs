@@ -1,9 +1,11 @@
 //! The simulated `mor_b` (Dodo Payments): the API subset the gateway calls and the webhooks Dodo
 //! sends, signed per Standard Webhooks exactly as Dodo signs them.
 //!
-//! API, at `/sandbox/mor_b`: `POST /checkouts`, `GET /checkouts/{id}`, `GET /payments/{id}`,
-//! `GET /subscriptions/{id}` and `PATCH /subscriptions/{id}` (`cancel_at_next_billing_date: true`
-//! or `status: "cancelled"`). Requests must carry `Authorization: Bearer <api key>` and JSON
+//! API, at `/sandbox/mor_b`: `POST /checkouts`, `GET /checkouts/{id}`, `GET /payments` (filters
+//! `subscription_id`, `status`, `created_at_gte`, `created_at_lte`, `page_size`),
+//! `GET /payments/{id}`, `GET /subscriptions/{id}` and `PATCH /subscriptions/{id}`
+//! (`cancel_at_next_billing_date: true` or `status: "cancelled"`). A subscription's charges are
+//! payments with `subscription_id` set; its first charge is the checkout session's payment. Requests must carry `Authorization: Bearer <api key>` and JSON
 //! bodies; errors come in Dodo's `{"code", "message"}` shape.
 //!
 //! What a real Dodo account knows that the sandbox cannot: a product's price and billing period,
@@ -23,12 +25,14 @@ use domain::{Currency, ProviderId};
 use gateways::mor_b::MorBSettings;
 use gateways::shared::signing::{b64, hmac_sha256, unb64};
 use poem::http::StatusCode;
-use poem::web::{Data, Json, Path};
+use poem::web::{Data, Json, Path, Query};
 use poem::{IntoResponse, Request, Response, Route, get, handler, post};
 use serde::Deserialize;
 
 use crate::credentials::CREDENTIALS;
-use crate::hub::{Hub, SimEvent, SimKind, SimPayment, SimStatus, SimSubscription, SimWebhook};
+use crate::hub::{
+    Hub, SimCharge, SimEvent, SimKind, SimPayment, SimStatus, SimSubscription, SimWebhook,
+};
 use crate::simulator::Simulator;
 use objects::{DodoError, KeptRefund, error};
 
@@ -63,6 +67,7 @@ impl Simulator for MorBSimulator {
         Route::new()
             .at("/checkouts", post(create_session))
             .at("/checkouts/:id", get(retrieve_session))
+            .at("/payments", get(list_payments))
             .at("/payments/:id", get(retrieve_payment))
             .at(
                 "/subscriptions/:id",
@@ -77,22 +82,8 @@ impl Simulator for MorBSimulator {
                 "payment.succeeded",
                 objects::payment(hub, p, None),
             )],
-            SimEvent::SubscriptionStarted(p, s) => {
-                // The first charge belongs to the subscription it started.
-                let first = SimPayment {
-                    subscription_id: Some(s.id.clone()),
-                    ..p.clone()
-                };
-                vec![
-                    objects::envelope(
-                        hub,
-                        "payment.succeeded",
-                        objects::payment(hub, &first, None),
-                    ),
-                    objects::envelope(hub, "subscription.active", objects::subscription(hub, s)),
-                ]
-            }
-            SimEvent::Renewed(s, _) => renewal(hub, s),
+            SimEvent::SubscriptionStarted(p, s) => started(hub, p, s),
+            SimEvent::Renewed(s, charge_id) => renewal(hub, s, charge_id),
             // Scheduled and immediate cancellations are both `subscription.cancelled`.
             SimEvent::SubscriptionCancelScheduled(s) | SimEvent::SubscriptionCanceled(s) => {
                 vec![objects::envelope(
@@ -112,8 +103,20 @@ impl Simulator for MorBSimulator {
                 objects::payment(hub, p, None),
             )],
             SimEvent::Approved(_) => Vec::new(),
-            // Filled in by the refund work of issue 14.
-            SimEvent::ChargeRefunded { .. } => Vec::new(),
+            SimEvent::ChargeRefunded {
+                subscription,
+                charge,
+                refund_id,
+                amount_minor,
+                dispute: false,
+            } => charge_refund(hub, subscription, charge, refund_id, *amount_minor),
+            SimEvent::ChargeRefunded {
+                subscription,
+                charge,
+                refund_id,
+                dispute: true,
+                ..
+            } => charge_dispute(hub, subscription, charge, refund_id),
         };
         bodies.iter().map(|body| sign(hub, body)).collect()
     }
@@ -131,20 +134,116 @@ impl Simulator for MorBSimulator {
     }
 }
 
-/// A renewal: the charge, then the subscription with its new period.
-fn renewal(hub: &Hub, s: &SimSubscription) -> Vec<serde_json::Value> {
-    let Some(session) = hub.payment(&s.payment_id) else {
+/// A subscription's start: its first charge is the session's payment, under the charge's id
+/// (`payment.succeeded` with `subscription_id`), then `subscription.active`.
+fn started(hub: &Hub, session: &SimPayment, s: &SimSubscription) -> Vec<serde_json::Value> {
+    let Some(first) = s.charges.first() else {
         return Vec::new();
     };
-    let charge_id = hub.new_id("pay_sandbox_");
+    let session = hub
+        .update_payment(&session.id, |p| {
+            p.extra
+                .insert(objects::PAYMENT_ID.to_owned(), first.id.clone());
+            Ok(p.clone())
+        })
+        .unwrap_or_else(|_| session.clone());
     vec![
         objects::envelope(
             hub,
             "payment.succeeded",
-            objects::payment(hub, &session, Some((&charge_id, s))),
+            objects::payment(hub, &session, Some((first, s))),
+        ),
+        objects::envelope(hub, "subscription.active", objects::subscription(hub, s)),
+    ]
+}
+
+/// A renewal: the charge, then the subscription with its new period.
+fn renewal(hub: &Hub, s: &SimSubscription, charge_id: &str) -> Vec<serde_json::Value> {
+    let (Some(session), Some(charge)) = (
+        hub.payment(&s.payment_id),
+        s.charges.iter().find(|c| c.id == charge_id),
+    ) else {
+        return Vec::new();
+    };
+    vec![
+        objects::envelope(
+            hub,
+            "payment.succeeded",
+            objects::payment(hub, &session, Some((charge, s))),
         ),
         objects::envelope(hub, "subscription.renewed", objects::subscription(hub, s)),
     ]
+}
+
+/// A refund of a subscription's charge: kept on the session (which `GET /payments/{id}` lists
+/// on the charge), then `refund.succeeded` naming the charge's payment.
+fn charge_refund(
+    hub: &Hub,
+    s: &SimSubscription,
+    charge: &SimCharge,
+    refund_id: &str,
+    amount_minor: i64,
+) -> Vec<serde_json::Value> {
+    let kept = KeptRefund {
+        refund_id: refund_id.to_owned(),
+        amount: amount_minor,
+        created_at_ms: hub.now_ms(),
+    };
+    let stored = hub.update_payment(&s.payment_id, |p| {
+        let mut all = objects::charge_refunds(p);
+        let refunds = all.entry(charge.id.clone()).or_default();
+        if refunds.len() < MAX_REFUNDS {
+            refunds.push(kept.clone());
+        }
+        p.extra.insert(
+            objects::CHARGE_REFUNDS.to_owned(),
+            serde_json::to_string(&all).unwrap_or_default(),
+        );
+        Ok(p.clone())
+    });
+    let Ok(session) = stored else {
+        return Vec::new();
+    };
+    let mut data = objects::refund_object(&session, &charge.id, &kept, true);
+    data["is_partial"] = (charge.refunded_minor < charge.amount_minor).into();
+    vec![objects::envelope(hub, "refund.succeeded", data)]
+}
+
+/// A lost dispute of a subscription's charge: `dispute.opened`, then `dispute.lost` (Dodo
+/// reports each stage), both naming the charge's payment.
+fn charge_dispute(
+    hub: &Hub,
+    s: &SimSubscription,
+    charge: &SimCharge,
+    dispute_id: &str,
+) -> Vec<serde_json::Value> {
+    let stored = hub.update_payment(&s.payment_id, |p| {
+        let mut all = objects::charge_disputes(p);
+        all.insert(charge.id.clone(), dispute_id.to_owned());
+        p.extra.insert(
+            objects::CHARGE_DISPUTES.to_owned(),
+            serde_json::to_string(&all).unwrap_or_default(),
+        );
+        Ok(p.clone())
+    });
+    let Ok(session) = stored else {
+        return Vec::new();
+    };
+    ["dispute_opened", "dispute_lost"]
+        .into_iter()
+        .map(|status| {
+            let data = objects::dispute_object(
+                &session,
+                &charge.id,
+                dispute_id,
+                charge.amount_minor,
+                status,
+                true,
+            );
+            let event_type = status.replacen("dispute_", "dispute.", 1);
+            objects::envelope(hub, &event_type, data)
+        })
+        .collect()
 }
 
 /// A refund: kept on the payment (which `GET /payments/{id}` lists), then announced.
@@ -408,20 +507,107 @@ fn retrieve_session(request: &Request, Path(id): Path<String>, hub: Data<&Arc<Hu
     }
 }
 
+/// Every payment the sandbox's Dodo knows: each session's payment once there is one, a
+/// subscription's charges (the first one being its session's payment) in its stead.
+fn all_payments(hub: &Hub) -> Vec<serde_json::Value> {
+    let mut all = Vec::new();
+    for session in hub.payments().into_iter().take(MAX_SCANNED) {
+        if session.provider != ProviderId::MorB || session.status == SimStatus::Open {
+            continue;
+        }
+        match session
+            .subscription_id
+            .as_deref()
+            .and_then(|id| hub.subscription(id))
+        {
+            Some(s) => all.extend(
+                s.charges
+                    .iter()
+                    .map(|charge| objects::payment(hub, &session, Some((charge, &s)))),
+            ),
+            None => all.push(objects::payment(hub, &session, None)),
+        }
+    }
+    all
+}
+
 #[handler]
 fn retrieve_payment(request: &Request, Path(id): Path<String>, hub: Data<&Arc<Hub>>) -> Response {
     if !authorized(request) {
         return unauthorized();
     }
-    let session = hub.payments().into_iter().take(MAX_SCANNED).find(|p| {
-        p.provider == ProviderId::MorB
-            && p.extra.get(objects::PAYMENT_ID) == Some(&id)
-            && p.status != SimStatus::Open
-    });
-    match session {
-        Some(session) => Json(objects::payment(&hub, &session, None)).into_response(),
+    match all_payments(&hub)
+        .into_iter()
+        .find(|p| p["payment_id"].as_str() == Some(id.as_str()))
+    {
+        Some(payment) => Json(payment).into_response(),
         None => not_found("Payment"),
     }
+}
+
+#[derive(Debug, Deserialize)]
+struct PaymentFilters {
+    #[serde(default)]
+    subscription_id: Option<String>,
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    created_at_gte: Option<String>,
+    #[serde(default)]
+    created_at_lte: Option<String>,
+    #[serde(default)]
+    page_size: Option<usize>,
+}
+
+fn millis(text: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.timestamp_millis())
+}
+
+#[handler]
+fn list_payments(
+    request: &Request,
+    Query(filters): Query<PaymentFilters>,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    if !authorized(request) {
+        return unauthorized();
+    }
+    let bound = |text: &Option<String>| match text.as_deref().map(millis) {
+        None => Ok(None),
+        Some(Some(ms)) => Ok(Some(ms)),
+        Some(None) => Err(invalid("created_at filters must be ISO 8601 times")),
+    };
+    let (from, until) = match (
+        bound(&filters.created_at_gte),
+        bound(&filters.created_at_lte),
+    ) {
+        (Ok(from), Ok(until)) => (from, until),
+        (Err(refusal), _) | (_, Err(refusal)) => return refusal.into_response(),
+    };
+    let page_size = filters.page_size.unwrap_or(10).clamp(1, 100);
+    let mut items: Vec<serde_json::Value> = all_payments(&hub)
+        .into_iter()
+        .filter(|p| {
+            let created = p["created_at"].as_str().and_then(millis).unwrap_or(0);
+            filters
+                .subscription_id
+                .as_deref()
+                .is_none_or(|s| p["subscription_id"].as_str() == Some(s))
+                && filters
+                    .status
+                    .as_deref()
+                    .is_none_or(|s| p["status"].as_str() == Some(s))
+                && from.is_none_or(|from| created >= from)
+                && until.is_none_or(|until| created <= until)
+        })
+        .map(|p| objects::list_item(&p))
+        .collect();
+    // Newest first, as Dodo lists.
+    items.sort_by(|a, b| b["created_at"].as_str().cmp(&a["created_at"].as_str()));
+    items.truncate(page_size);
+    Json(serde_json::json!({ "items": items })).into_response()
 }
 
 fn own_subscription(hub: &Hub, id: &str) -> Option<SimSubscription> {

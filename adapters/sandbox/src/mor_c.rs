@@ -12,7 +12,9 @@
 //! the store's registered endpoint; the sandbox posts them to `metadata.notifyUrl`, else to
 //! `{public base}/api/payment/webhook/mor_c`, signed with [`CREDENTIALS`]`.provider_private_pem`
 //! as `X-Waffo-Signature: t=<ms>,v1=<base64 RSA-SHA256("{t}.{body}")>`. The GraphQL endpoint
-//! answers the gateway's one status query from its variables; it parses no GraphQL.
+//! answers the gateway's two queries from their variables (`storeId` + `ref`: the order status;
+//! `id`: a subscription order's payments); it parses no GraphQL. A subscription's payments are
+//! its charges: the first period's is the checkout's payment.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -33,7 +35,7 @@ use serde_json::{Value, json};
 
 use crate::credentials::CREDENTIALS;
 use crate::hub::{
-    Hub, SandboxError, SimEvent, SimKind, SimPayment, SimStatus, SimSubscription,
+    Hub, SandboxError, SimCharge, SimEvent, SimKind, SimPayment, SimStatus, SimSubscription,
     SimSubscriptionStatus, SimWebhook,
 };
 use crate::simulator::Simulator;
@@ -103,7 +105,7 @@ impl Simulator for MorCSimulator {
                 ),
                 (
                     "subscription.payment_succeeded",
-                    payment_id(&p.id, 0),
+                    first_payment_id(hub, p),
                     paid_data(p, hub),
                 ),
             ],
@@ -111,7 +113,7 @@ impl Simulator for MorCSimulator {
                 (
                     "subscription.payment_succeeded",
                     transaction.clone(),
-                    renewal_payment_data(hub, s),
+                    renewal_payment_data(hub, s, transaction),
                 ),
                 (
                     "subscription.renewed",
@@ -141,13 +143,28 @@ impl Simulator for MorCSimulator {
                 vec![(
                     "refund.succeeded",
                     refund_id.clone(),
-                    refund_data(payment, *amount_minor),
+                    refund_data(hub, payment, *amount_minor),
                 )]
             }
+            SimEvent::ChargeRefunded {
+                subscription,
+                charge,
+                refund_id,
+                amount_minor,
+                dispute: false,
+            } => match hub.payment(&subscription.payment_id) {
+                Some(payment) => vec![(
+                    "refund.succeeded",
+                    refund_id.clone(),
+                    charge_refund_data(&payment, subscription, charge, *amount_minor),
+                )],
+                None => Vec::new(),
+            },
+            // Pancake has no dispute or chargeback webhook (its event list has none; chargebacks
+            // only reach the merchant as a notification e-mail), so a lost dispute sends nothing.
+            SimEvent::ChargeRefunded { dispute: true, .. } => Vec::new(),
             // Pancake has no event for a declined card (the session stays open) or an approval.
             SimEvent::Declined(_) | SimEvent::Approved(_) => Vec::new(),
-            // Filled in by the refund work of issue 14.
-            SimEvent::ChargeRefunded { .. } => Vec::new(),
         };
         events
             .into_iter()
@@ -452,6 +469,12 @@ async fn graphql(request: &Request, body: Body, hub: Data<&Arc<Hub>>) -> Respons
         Ok(input) => input,
         Err(refused) => return refused.into_response(),
     };
+    if let Some(id) = input.variables.get("id").and_then(Value::as_str) {
+        return Json(
+            json!({ "data": { "subscriptionOrder": subscription_payments_json(&hub, id) } }),
+        )
+        .into_response();
+    }
     let reference = input
         .variables
         .get("ref")
@@ -539,6 +562,33 @@ fn payment_id(source: &str, n: u32) -> String {
     format!("PAY_{source}_{n}")
 }
 
+/// The id of a checkout's payment: for a subscription, its first period's charge.
+fn first_payment_id(hub: &Hub, payment: &SimPayment) -> String {
+    payment
+        .subscription_id
+        .as_deref()
+        .and_then(|id| hub.subscription(id))
+        .and_then(|s| s.charges.first().map(|c| c.id.clone()))
+        .unwrap_or_else(|| payment_id(&payment.id, 0))
+}
+
+/// `subscriptionOrder(id) { id payments { id status createdAt } }`: a subscription's charges,
+/// each made when its period started; `null` for an order the sandbox does not know.
+fn subscription_payments_json(hub: &Hub, id: &str) -> Value {
+    let Some(subscription) = hub
+        .subscription(id)
+        .filter(|s| s.provider == ProviderId::MorC)
+    else {
+        return Value::Null;
+    };
+    let payments: Vec<Value> = subscription
+        .charges
+        .iter()
+        .map(|c| json!({ "id": c.id, "status": "succeeded", "createdAt": iso(c.period_start_ms) }))
+        .collect();
+    json!({ "id": subscription.id, "payments": payments })
+}
+
 fn metadata_of(payment: &SimPayment) -> Value {
     payment
         .extra
@@ -583,7 +633,7 @@ fn paid_data(payment: &SimPayment, hub: &Hub) -> Value {
         .unwrap_or_else(|| pancake_order_id(payment));
     let data = order_data(payment, &order_id, payment.amount_minor);
     let mut fields = json!({
-        "paymentId": payment_id(&payment.id, 0),
+        "paymentId": first_payment_id(hub, payment),
         "paymentStatus": "succeeded",
         "paymentMethod": "card",
         "paymentLast4": "4242", "paymentDate": iso(hub.now_ms()).get(..10),
@@ -594,14 +644,14 @@ fn paid_data(payment: &SimPayment, hub: &Hub) -> Value {
     with(data, fields)
 }
 
-fn renewal_payment_data(hub: &Hub, subscription: &SimSubscription) -> Value {
+fn renewal_payment_data(hub: &Hub, subscription: &SimSubscription, charge_id: &str) -> Value {
     let Some(payment) = hub.payment(&subscription.payment_id) else {
         return json!({ "orderId": subscription.id });
     };
     with(
         order_data(&payment, &subscription.id, subscription.amount_minor),
         json!({
-            "paymentId": payment_id(&payment.id, subscription.renewals),
+            "paymentId": charge_id,
             "paymentStatus": "succeeded",
             "paymentMethod": "card",
         }),
@@ -640,17 +690,50 @@ fn billing_period(months: u32) -> &'static str {
     }
 }
 
-/// `refund.succeeded`: this refund's amount and the payment's running refunded total.
-fn refund_data(payment: &SimPayment, amount_minor: i64) -> Value {
-    let order_id = payment
+/// `refund.succeeded` of a checkout's payment: this refund's own amount (`refundedAmount`, as
+/// Pancake's refund events carry "this event's own figure") and the payment it returns money
+/// from.
+fn refund_data(hub: &Hub, payment: &SimPayment, amount_minor: i64) -> Value {
+    let subscription = payment
         .subscription_id
-        .clone()
-        .unwrap_or_else(|| pancake_order_id(payment));
+        .as_deref()
+        .and_then(|id| hub.subscription(id));
+    let (order_id, status) = match &subscription {
+        Some(s) => (s.id.clone(), subscription_status(s)),
+        None => (pancake_order_id(payment), "completed"),
+    };
+    let refunded = display(amount_minor, payment.currency);
+    let charged = display(payment.amount_minor, payment.currency);
     with(
         order_data(payment, &order_id, amount_minor),
         json!({
-            "refundedAmount": display(payment.refunded_minor, payment.currency),
-            "paymentId": payment_id(&payment.id, 0),
+            "orderStatus": status,
+            "refundedAmount": refunded,
+            "originalChargedAmount": charged,
+            "originalPayment": { "total": charged, "subtotal": charged, "taxAmount": display(0, payment.currency) },
+            "paymentId": first_payment_id(hub, payment),
+            "refundStatus": "succeeded",
+            "refundReason": "requested_by_customer",
+        }),
+    )
+}
+
+/// `refund.succeeded` of one of a subscription's charges.
+fn charge_refund_data(
+    payment: &SimPayment,
+    subscription: &SimSubscription,
+    charge: &SimCharge,
+    amount_minor: i64,
+) -> Value {
+    let charged = display(charge.amount_minor, subscription.currency);
+    with(
+        order_data(payment, &subscription.id, amount_minor),
+        json!({
+            "orderStatus": subscription_status(subscription),
+            "refundedAmount": display(amount_minor, subscription.currency),
+            "originalChargedAmount": charged,
+            "originalPayment": { "total": charged, "subtotal": charged, "taxAmount": display(0, subscription.currency) },
+            "paymentId": charge.id,
             "refundStatus": "succeeded",
             "refundReason": "requested_by_customer",
         }),

@@ -8,7 +8,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentEvent, PaymentGateway,
-    PaymentRef, PaymentStatus, VerifiedWebhook, WebhookError, WebhookRequest,
+    PaymentRef, PaymentStatus, RefundReport, RefundedCharge, VerifiedWebhook, WebhookError,
+    WebhookRequest,
 };
 use domain::{
     BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
@@ -278,6 +279,41 @@ impl Harness {
         }
     }
 
+    /// `POST /sandbox/api/subscriptions/{id}/{action}` with `body`, as the dashboard's API does;
+    /// the refunds and lost disputes the webhooks it caused mean.
+    async fn subscription_action(
+        &self,
+        id: &str,
+        action: &str,
+        body: serde_json::Value,
+    ) -> Vec<(String, RefundedCharge, RefundReport)> {
+        let response = reqwest::Client::new()
+            .post(format!(
+                "{}/sandbox/api/subscriptions/{id}/{action}",
+                self.base
+            ))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            response.status().is_success(),
+            "{}",
+            response.text().await.unwrap()
+        );
+        self.take_verified()
+            .into_iter()
+            .flat_map(|w| {
+                let event_type = w.event_type;
+                w.events.into_iter().map(move |e| (event_type.clone(), e))
+            })
+            .map(|(event_type, event)| match event {
+                PaymentEvent::Refunded { charge, refund, .. } => (event_type, charge, refund),
+                other => panic!("expected a refund, got {other:?}"),
+            })
+            .collect()
+    }
+
     /// Cancel through the gateway (scheduled), then end it at the hub; checks both events.
     async fn cancel(&self, subscription_id: &str) {
         self.gateway
@@ -502,5 +538,96 @@ async fn a_declined_card_sends_nothing_and_leaves_the_checkout_pending() {
     assert_eq!(
         h.gateway.query_payment(&payment).await.unwrap(),
         PaymentStatus::Pending
+    );
+}
+
+#[tokio::test]
+async fn refunds_and_a_chargeback_of_subscription_charges_name_the_transactions_paid_events_carried()
+ {
+    let h = start().await;
+    let monthly = plan("pro_monthly", "recurring", "9.90", Some(1), None);
+    let checkout_id = h.checkout(&monthly, "ord_sub_refund").await;
+    let hub = h.sandbox.hub();
+    hub.complete_payment(&checkout_id).await.unwrap();
+    let subscription_id = hub.payment(&checkout_id).unwrap().subscription_id.unwrap();
+    let first_charge = hub.subscription(&subscription_id).unwrap().charges[0]
+        .id
+        .clone();
+    let activated: Vec<Option<String>> = h
+        .take_events()
+        .into_iter()
+        .filter_map(|event| match event {
+            PaymentEvent::SubscriptionActivated { charge_ref, .. } => Some(charge_ref),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(activated, vec![Some(first_charge.clone())]);
+
+    hub.renew_subscription(&subscription_id).await.unwrap();
+    let renewal_charge = hub.subscription(&subscription_id).unwrap().charges[1]
+        .id
+        .clone();
+    match &h.take_events()[..] {
+        [PaymentEvent::SubscriptionRenewed { charge_ref, .. }] => {
+            assert_eq!(charge_ref.as_deref(), Some(renewal_charge.as_str()));
+        }
+        other => panic!("expected a renewal, got {other:?}"),
+    }
+
+    // The renewal (the latest charge) refunded in part, then the rest: Creem reports the
+    // transaction's running refunded total each time.
+    let renewal = RefundedCharge::SubscriptionCharge {
+        provider_subscription_id: Some(subscription_id.clone()),
+        charge_ref: renewal_charge.clone(),
+    };
+    let partial = h
+        .subscription_action(
+            &subscription_id,
+            "refund",
+            serde_json::json!({ "amountMinor": 400 }),
+        )
+        .await;
+    assert_eq!(
+        partial,
+        vec![(
+            "refund.created".to_owned(),
+            renewal.clone(),
+            RefundReport::Total(usd(400))
+        )]
+    );
+    let rest = h
+        .subscription_action(
+            &subscription_id,
+            "refund",
+            serde_json::json!({ "chargeId": renewal_charge }),
+        )
+        .await;
+    assert_eq!(
+        rest,
+        vec![(
+            "refund.created".to_owned(),
+            renewal,
+            RefundReport::Total(usd(990))
+        )]
+    );
+
+    // Creem has no lost-dispute event: `dispute.created` comes with the charge taken back.
+    let chargeback = h
+        .subscription_action(
+            &subscription_id,
+            "dispute",
+            serde_json::json!({ "chargeId": first_charge }),
+        )
+        .await;
+    assert_eq!(
+        chargeback,
+        vec![(
+            "dispute.created".to_owned(),
+            RefundedCharge::SubscriptionCharge {
+                provider_subscription_id: Some(subscription_id.clone()),
+                charge_ref: first_charge,
+            },
+            RefundReport::Total(usd(990))
+        )]
     );
 }

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentEvent, PaymentGateway,
-    PaymentRef, PaymentStatus, VerifiedWebhook, WebhookError, WebhookRequest,
+    PaymentRef, PaymentStatus, RefundReport, RefundedCharge, VerifiedWebhook, WebhookError,
+    WebhookRequest,
 };
 use domain::{
     BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
@@ -288,26 +289,31 @@ async fn a_one_time_purchase_is_paid_by_a_verified_webhook_queried_as_paid_and_r
         .await
         .unwrap();
 
-    let refunds: Vec<Money> = world
+    // Dodo's refund carries its own amount: one refund each, under its own id.
+    let refunds: Vec<(String, Money)> = world
         .take_events()
         .into_iter()
         .flat_map(|(_, events)| events)
         .map(|event| match event {
             PaymentEvent::Refunded {
-                charge: application::ports::RefundedCharge::Order(order),
-                refund: application::ports::RefundReport::Total(total_refunded),
+                charge: RefundedCharge::Order(order),
+                refund: RefundReport::One { refund_id, amount },
                 ..
             } => {
                 assert_eq!(
                     order.order_id.as_ref().map(OrderId::as_str),
                     Some("ord_e2e_once")
                 );
-                total_refunded
+                (refund_id, amount)
             }
             other => panic!("{other:?}"),
         })
         .collect();
-    assert_eq!(refunds, vec![usd(300), usd(500)]);
+    assert_eq!(
+        refunds.iter().map(|(_, a)| *a).collect::<Vec<_>>(),
+        vec![usd(300), usd(200)]
+    );
+    assert_ne!(refunds[0].0, refunds[1].0);
 }
 
 #[tokio::test]
@@ -424,6 +430,136 @@ async fn a_subscription_activates_renews_and_is_cancelled_at_period_end_through_
         &events[0].1[..],
         [PaymentEvent::SubscriptionCanceled { .. }]
     ));
+}
+
+impl World {
+    /// `POST /sandbox/api/subscriptions/{id}/{action}` with `body`, as the dashboard's API does.
+    async fn subscription_action(&self, id: &str, action: &str, body: serde_json::Value) {
+        let response = reqwest::Client::new()
+            .post(format!(
+                "{}/sandbox/api/subscriptions/{id}/{action}",
+                self.base
+            ))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            response.status().is_success(),
+            "{}",
+            response.text().await.unwrap()
+        );
+    }
+}
+
+/// The refunds and lost disputes among `events`: the charge and the report of each.
+fn refunds_of(events: Vec<(String, Vec<PaymentEvent>)>) -> Vec<(RefundedCharge, RefundReport)> {
+    events
+        .into_iter()
+        .flat_map(|(_, events)| events)
+        .map(|event| match event {
+            PaymentEvent::Refunded { charge, refund, .. } => (charge, refund),
+            other => panic!("expected a refund, got {other:?}"),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn refunds_and_a_lost_dispute_of_subscription_charges_name_the_charges_activation_and_renewal_carried()
+ {
+    let world = world().await;
+    let (session_id, _) = world
+        .checkout(
+            plan("recurring", "19", "USD", "pdt_sandbox_pro"),
+            "ord_e2e_sub_refund",
+        )
+        .await;
+    world.pay(&session_id).await;
+    let hub = world.sandbox.hub();
+    let subscription_id = hub.payment(&session_id).unwrap().subscription_id.unwrap();
+    let first_charge = hub.subscription(&subscription_id).unwrap().charges[0]
+        .id
+        .clone();
+    let activated = world
+        .take_events()
+        .into_iter()
+        .flat_map(|(_, events)| events)
+        .find_map(|event| match event {
+            PaymentEvent::SubscriptionActivated { charge_ref, .. } => Some(charge_ref),
+            _ => None,
+        });
+    assert_eq!(activated, Some(Some(first_charge.clone())));
+
+    hub.renew_subscription(&subscription_id).await.unwrap();
+    let renewal_charge = hub.subscription(&subscription_id).unwrap().charges[1]
+        .id
+        .clone();
+    let renewed = world
+        .take_events()
+        .into_iter()
+        .flat_map(|(_, events)| events)
+        .find_map(|event| match event {
+            PaymentEvent::SubscriptionRenewed { charge_ref, .. } => Some(charge_ref),
+            _ => None,
+        });
+    assert_eq!(renewed, Some(Some(renewal_charge.clone())));
+
+    // The renewal (the latest charge) refunded in part, then the rest.
+    world
+        .subscription_action(
+            &subscription_id,
+            "refund",
+            serde_json::json!({ "amountMinor": 700 }),
+        )
+        .await;
+    world
+        .subscription_action(&subscription_id, "refund", serde_json::json!({}))
+        .await;
+    let renewal = RefundedCharge::SubscriptionCharge {
+        provider_subscription_id: Some(subscription_id.clone()),
+        charge_ref: renewal_charge.clone(),
+    };
+    let refunds = refunds_of(world.take_events());
+    let amounts: Vec<(RefundedCharge, Money)> = refunds
+        .iter()
+        .map(|(charge, report)| match report {
+            RefundReport::One { amount, .. } => (charge.clone(), *amount),
+            other => panic!("Dodo reports each refund's own amount, got {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        amounts,
+        vec![(renewal.clone(), usd(700)), (renewal.clone(), usd(1200))]
+    );
+    assert!(
+        matches!((&refunds[0].1, &refunds[1].1), (RefundReport::One { refund_id: a, .. }, RefundReport::One { refund_id: b, .. }) if a != b)
+    );
+
+    // A dispute of the first charge, lost: `dispute.opened` means nothing, `dispute.lost` takes
+    // the whole charge back.
+    world
+        .subscription_action(
+            &subscription_id,
+            "dispute",
+            serde_json::json!({ "chargeId": first_charge }),
+        )
+        .await;
+    let events = world.take_events();
+    let types: Vec<&str> = events.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(types, ["dispute.opened", "dispute.lost"]);
+    match &refunds_of(events)[..] {
+        [(charge, RefundReport::DisputeLost { dispute_id })] => {
+            assert_eq!(
+                *charge,
+                RefundedCharge::SubscriptionCharge {
+                    provider_subscription_id: Some(subscription_id.clone()),
+                    charge_ref: first_charge,
+                }
+            );
+            assert!(dispute_id.starts_with("dp_sandbox_"), "{dispute_id}");
+        }
+        other => panic!("expected one lost dispute, got {other:?}"),
+    }
 }
 
 #[tokio::test]

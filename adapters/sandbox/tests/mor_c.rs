@@ -9,7 +9,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentEvent, PaymentGateway,
-    PaymentRef, PaymentStatus, VerifiedWebhook, WebhookError, WebhookRequest,
+    PaymentRef, PaymentStatus, RefundReport, RefundedCharge, VerifiedWebhook, WebhookError,
+    WebhookRequest,
 };
 use domain::{
     BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
@@ -180,7 +181,8 @@ impl Harness {
         }
     }
 
-    /// Refund `amounts` one after the other; the running totals the webhooks reported.
+    /// Refund `amounts` one after the other; each refund's own amount, as the webhooks
+    /// reported it (Pancake's refund events carry the refund's figure, each under its id).
     async fn refund(&self, payment_id: &str, order_id: &str, amounts: &[i64]) -> Vec<Money> {
         for amount in amounts {
             self.sandbox
@@ -190,17 +192,51 @@ impl Harness {
                 .unwrap();
         }
         let events = self.take_events();
+        let mut ids = Vec::new();
         events
             .into_iter()
             .map(|event| match event {
                 PaymentEvent::Refunded {
-                    refund: application::ports::RefundReport::Total(total_refunded),
-                    charge: application::ports::RefundedCharge::Order(order),
+                    refund: RefundReport::One { refund_id, amount },
+                    charge: RefundedCharge::Order(order),
                     ..
                 } => {
                     assert_eq!(order.order_id.as_ref().map(OrderId::as_str), Some(order_id));
-                    total_refunded
+                    assert!(!ids.contains(&refund_id), "{refund_id} reported twice");
+                    ids.push(refund_id);
+                    amount
                 }
+                other => panic!("expected a refund, got {other:?}"),
+            })
+            .collect()
+    }
+
+    /// `POST /sandbox/api/subscriptions/{id}/{action}` with `body`, as the dashboard's API does;
+    /// the refunds the webhooks it caused mean.
+    async fn subscription_action(
+        &self,
+        id: &str,
+        action: &str,
+        body: serde_json::Value,
+    ) -> Vec<(RefundedCharge, RefundReport)> {
+        let response = reqwest::Client::new()
+            .post(format!(
+                "{}/sandbox/api/subscriptions/{id}/{action}",
+                self.base
+            ))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            response.status().is_success(),
+            "{}",
+            response.text().await.unwrap()
+        );
+        self.take_events()
+            .into_iter()
+            .map(|event| match event {
+                PaymentEvent::Refunded { charge, refund, .. } => (charge, refund),
                 other => panic!("expected a refund, got {other:?}"),
             })
             .collect()
@@ -414,12 +450,12 @@ async fn a_one_time_purchase_is_paid_reported_queried_and_refunded_through_the_s
         other => panic!("expected a paid order, got {other:?}"),
     }
 
-    let totals = h
+    let refunds = h
         .refund(&session_id, "ord_onetime_1", &[29_900, 100_000])
         .await;
     assert_eq!(
-        totals,
-        vec![money(29_900, Currency::Cny), money(129_900, Currency::Cny)]
+        refunds,
+        vec![money(29_900, Currency::Cny), money(100_000, Currency::Cny)]
     );
 }
 
@@ -511,4 +547,82 @@ async fn a_declined_card_sends_nothing_and_leaves_the_order_pending() {
             .unwrap(),
         PaymentStatus::Pending
     );
+}
+
+#[tokio::test]
+async fn refunds_of_a_renewal_name_the_payment_its_renewal_carried_and_a_dispute_sends_nothing() {
+    let h = start().await;
+    let quarterly = plan("pro_quarterly", "recurring", "26.97", "EUR", Some(3));
+    let checkout_id = h.checkout(&quarterly, "ord_sub_refund").await;
+    let hub = h.sandbox.hub();
+    hub.complete_payment(&checkout_id).await.unwrap();
+    let subscription_id = hub.payment(&checkout_id).unwrap().subscription_id.unwrap();
+    let first_charge = hub.subscription(&subscription_id).unwrap().charges[0]
+        .id
+        .clone();
+    match &h.take_events()[..] {
+        [PaymentEvent::SubscriptionActivated { charge_ref, .. }] => {
+            assert_eq!(charge_ref.as_deref(), Some(first_charge.as_str()));
+        }
+        other => panic!("expected an activation, got {other:?}"),
+    }
+
+    hub.renew_subscription(&subscription_id).await.unwrap();
+    let renewal_charge = hub.subscription(&subscription_id).unwrap().charges[1]
+        .id
+        .clone();
+    match &h.take_events()[..] {
+        [PaymentEvent::SubscriptionRenewed { charge_ref, .. }] => {
+            assert_eq!(charge_ref.as_deref(), Some(renewal_charge.as_str()));
+        }
+        other => panic!("expected a renewal, got {other:?}"),
+    }
+
+    let renewal = RefundedCharge::SubscriptionCharge {
+        provider_subscription_id: Some(subscription_id.clone()),
+        charge_ref: renewal_charge.clone(),
+    };
+    let mut reported = h
+        .subscription_action(
+            &subscription_id,
+            "refund",
+            serde_json::json!({ "amountMinor": 1000 }),
+        )
+        .await;
+    reported.extend(
+        h.subscription_action(
+            &subscription_id,
+            "refund",
+            serde_json::json!({ "chargeId": renewal_charge }),
+        )
+        .await,
+    );
+    let amounts: Vec<(RefundedCharge, Money)> = reported
+        .iter()
+        .map(|(charge, report)| match report {
+            RefundReport::One { amount, .. } => (charge.clone(), *amount),
+            other => panic!("Pancake reports each refund's own amount, got {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        amounts,
+        vec![
+            (renewal.clone(), money(1000, Currency::Eur)),
+            (renewal, money(1697, Currency::Eur))
+        ]
+    );
+    assert!(
+        matches!((&reported[0].1, &reported[1].1), (RefundReport::One { refund_id: a, .. }, RefundReport::One { refund_id: b, .. }) if a != b)
+    );
+
+    // Pancake has no dispute webhook: a lost dispute in the sandbox sends nothing.
+    let disputed = h
+        .subscription_action(
+            &subscription_id,
+            "dispute",
+            serde_json::json!({ "chargeId": first_charge }),
+        )
+        .await;
+    assert_eq!(disputed, vec![]);
+    assert!(h.take_verified().is_empty());
 }

@@ -4,7 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use application::ports::{GatewayError, OrderLocator, PaymentEvent, PaymentStatus, WebhookError};
+use application::ports::{
+    GatewayError, OrderLocator, PaymentEvent, PaymentStatus, RefundReport, RefundedCharge,
+    WebhookError,
+};
 use domain::{BillingPeriod, Currency, Money, OrderId, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -127,6 +130,17 @@ impl<T> Expandable<T> {
     }
 }
 
+impl Expandable<SubscriptionEntity> {
+    /// The subscription's id, expanded or not.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        match self {
+            Expandable::Object(s) => &s.id,
+            Expandable::Id(id) => id,
+        }
+    }
+}
+
 /// Metadata as Creem echoes it.
 pub type Metadata = BTreeMap<String, Value>;
 
@@ -161,6 +175,9 @@ pub struct OrderEntity {
     /// `onetime` or `recurring`.
     #[serde(default, rename = "type")]
     pub kind: OrderType,
+    /// The transaction that paid it (`tran_…`): for a subscription, its first period's charge.
+    #[serde(default)]
+    pub transaction: Option<String>,
     /// Created, RFC 3339.
     #[serde(default)]
     pub created_at: Option<String>,
@@ -197,6 +214,9 @@ pub struct SubscriptionEntity {
     /// The last paid transaction, when expanded.
     #[serde(default)]
     pub last_transaction: Option<TransactionEntity>,
+    /// The last paid transaction's id (`tran_…`): the charge a `subscription.paid` reports.
+    #[serde(default)]
+    pub last_transaction_id: Option<String>,
     /// Current period start, RFC 3339.
     #[serde(default)]
     pub current_period_start_date: Option<String>,
@@ -266,6 +286,44 @@ pub struct TransactionEntity {
     /// Upper-case ISO code.
     #[serde(default)]
     pub currency: Option<String>,
+    /// The subscription it paid (`sub_…`), for a subscription's charge.
+    #[serde(default)]
+    pub subscription: Option<String>,
+}
+
+impl SubscriptionEntity {
+    /// The id of the transaction that paid the current period: the expanded last transaction's,
+    /// else `last_transaction_id`.
+    #[must_use]
+    pub fn charge_ref(&self) -> Option<String> {
+        self.last_transaction
+            .as_ref()
+            .and_then(|t| t.id.clone())
+            .or_else(|| self.last_transaction_id.clone())
+            .filter(|id| !id.is_empty())
+    }
+}
+
+/// The object of `dispute.created`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct DisputeEntity {
+    /// `disp_…`.
+    pub id: String,
+    /// The disputed amount, in cents, tax included.
+    #[serde(default)]
+    pub amount: Option<i64>,
+    /// Upper-case ISO code.
+    #[serde(default)]
+    pub currency: Option<String>,
+    /// The disputed transaction, with its running refunded total.
+    #[serde(default)]
+    pub transaction: Option<TransactionEntity>,
+    /// The checkout that created the order.
+    #[serde(default)]
+    pub checkout: Option<CheckoutEntity>,
+    /// The subscription, for a subscription payment.
+    #[serde(default)]
+    pub subscription: Option<Expandable<SubscriptionEntity>>,
 }
 
 /// The object of `refund.created`.
@@ -410,6 +468,7 @@ pub fn parse_webhook(body: &[u8]) -> Result<ParsedWebhook, WebhookError> {
             }]
         }
         "refund.created" => vec![refund_created(read(object)?, at)?],
+        "dispute.created" => dispute_created(read(object)?, at)?,
         _ => Vec::new(),
     };
     Ok(ParsedWebhook {
@@ -461,7 +520,13 @@ fn checkout_completed(object: Value, at: Timestamp) -> Result<Vec<PaymentEvent>,
             provider_subscription_id: subscription.id.clone(),
             period,
             amount: Some(amount),
-            charge_ref: None,
+            // The order's transaction paid the first period; the subscription's own last
+            // transaction, when expanded, is the same one.
+            charge_ref: paid
+                .transaction
+                .clone()
+                .filter(|id| !id.is_empty())
+                .or_else(|| subscription.charge_ref()),
             occurred_at: at,
         }]),
         Err(_) => Ok(Vec::new()),
@@ -479,21 +544,23 @@ fn subscription_paid(object: Value, at: Timestamp) -> Result<Vec<PaymentEvent>, 
         };
         // The first payment's amount, when the subscription object carries one.
         let amount = renewal_amount(&subscription).ok();
+        let charge_ref = subscription.charge_ref();
         return Ok(vec![PaymentEvent::SubscriptionActivated {
             order,
             provider_subscription_id: subscription.id,
             period,
             amount,
-            charge_ref: None,
+            charge_ref,
             occurred_at: at,
         }]);
     }
     let amount = renewal_amount(&subscription)?;
+    let charge_ref = subscription.charge_ref();
     Ok(vec![PaymentEvent::SubscriptionRenewed {
         provider_subscription_id: subscription.id,
         period,
         amount,
-        charge_ref: None,
+        charge_ref,
         occurred_at: at,
     }])
 }
@@ -569,12 +636,102 @@ fn subscription_expired(subscription: SubscriptionEntity, at: Timestamp) -> Paym
     }
 }
 
-/// `refund.created`: the running refunded total of the transaction, on the basis of our price.
+/// `refund.created`: which charge, and how much of it is refunded on the basis of our price.
+///
+/// The charge is the refunded transaction. A subscription's transaction (its first period's or a
+/// renewal's) is named by its id, the `charge_ref` its `subscription.paid` carried; a one-time
+/// payment by our order. The transaction carries its running `refunded_amount`, reported as the
+/// total; without it, this refund's own `refund_amount` is reported as one refund.
 fn refund_created(refund: RefundEntity, at: Timestamp) -> Result<PaymentEvent, WebhookError> {
-    let checkout = refund.checkout.as_ref();
-    let subscription_metadata = refund
-        .subscription
-        .as_ref()
+    let charge = refunded_charge(
+        refund.checkout.as_ref(),
+        refund.subscription.as_ref(),
+        refund.transaction.as_ref(),
+    );
+    let transaction = refund.transaction.as_ref();
+    let running_total = transaction.and_then(|t| t.refunded_amount);
+    let report = match running_total {
+        Some(gross) => {
+            let cents = on_price_basis(gross, transaction)
+                .ok_or_else(|| malformed("refund amounts out of range"))?;
+            RefundReport::Total(
+                money(cents, &refund.refund_currency).map_err(WebhookError::Malformed)?,
+            )
+        }
+        None => {
+            let cents = on_price_basis(refund.refund_amount, transaction)
+                .ok_or_else(|| malformed("refund amounts out of range"))?;
+            RefundReport::One {
+                refund_id: refund.id,
+                amount: money(cents, &refund.refund_currency).map_err(WebhookError::Malformed)?,
+            }
+        }
+    };
+    Ok(PaymentEvent::Refunded {
+        charge,
+        refund: report,
+        occurred_at: at,
+    })
+}
+
+/// `dispute.created`: Creem names no outcome of a dispute (it has no won or lost event), but it
+/// takes the money back when the chargeback arrives ("we typically process a full refund on
+/// your behalf"): the disputed transaction comes with its status `chargeback` and its running
+/// `refunded_amount`. That total is reported like a refund's, so that it counts once with any
+/// `refund.created` of the same transaction; without it, the dispute's own `amount` (the whole
+/// payment, tax included) is the total. A zero total means nothing was taken back.
+fn dispute_created(
+    dispute: DisputeEntity,
+    at: Timestamp,
+) -> Result<Vec<PaymentEvent>, WebhookError> {
+    let transaction = dispute.transaction.as_ref();
+    let Some(gross) = transaction
+        .and_then(|t| t.refunded_amount)
+        .or(dispute.amount)
+        .filter(|cents| *cents > 0)
+    else {
+        return Ok(Vec::new());
+    };
+    let currency = dispute
+        .currency
+        .clone()
+        .or_else(|| transaction.and_then(|t| t.currency.clone()))
+        .ok_or_else(|| malformed("dispute without a currency"))?;
+    let cents = on_price_basis(gross, transaction)
+        .ok_or_else(|| malformed("dispute amounts out of range"))?;
+    let total = money(cents, &currency).map_err(WebhookError::Malformed)?;
+    Ok(vec![PaymentEvent::Refunded {
+        charge: refunded_charge(
+            dispute.checkout.as_ref(),
+            dispute.subscription.as_ref(),
+            transaction,
+        ),
+        refund: RefundReport::Total(total),
+        occurred_at: at,
+    }])
+}
+
+/// The charge a refund or dispute takes money from: a subscription's transaction by its id, or
+/// else our order (from the checkout, or the subscription's metadata).
+fn refunded_charge(
+    checkout: Option<&CheckoutEntity>,
+    subscription: Option<&Expandable<SubscriptionEntity>>,
+    transaction: Option<&TransactionEntity>,
+) -> RefundedCharge {
+    let subscription_id = transaction
+        .and_then(|t| t.subscription.clone())
+        .or_else(|| subscription.map(|s| s.id().to_owned()))
+        .filter(|id| !id.is_empty());
+    let transaction_id = transaction
+        .and_then(|t| t.id.clone())
+        .filter(|id| !id.is_empty());
+    if let (Some(subscription_id), Some(charge_ref)) = (subscription_id, transaction_id) {
+        return RefundedCharge::SubscriptionCharge {
+            provider_subscription_id: Some(subscription_id),
+            charge_ref,
+        };
+    }
+    let subscription_metadata = subscription
         .and_then(Expandable::object)
         .and_then(|s| s.metadata.as_ref());
     let order_id = order_id(
@@ -582,46 +739,31 @@ fn refund_created(refund: RefundEntity, at: Timestamp) -> Result<PaymentEvent, W
         checkout.and_then(|c| c.metadata.as_ref()),
     )
     .or_else(|| order_id(None, subscription_metadata));
-    let order = OrderLocator {
+    RefundedCharge::Order(OrderLocator {
         order_id,
         provider_reference: checkout.map(|c| c.id.clone()),
-    };
-    let total_cents = refunded_net_cents(refund.refund_amount, refund.transaction.as_ref())
-        .ok_or_else(|| malformed("refund amounts out of range"))?;
-    let total_refunded =
-        money(total_cents, &refund.refund_currency).map_err(WebhookError::Malformed)?;
-    Ok(PaymentEvent::Refunded {
-        charge: application::ports::RefundedCharge::Order(order),
-        refund: application::ports::RefundReport::Total(total_refunded),
-        occurred_at: at,
     })
 }
 
-/// Refunds are reported tax included (`amount_paid` basis) while our price is Creem's `amount`
-/// (before tax): scale the transaction's running refunded total onto the `amount` basis. A full
-/// refund maps exactly onto the price; a partial one rounds down. Without a transaction, this
-/// refund's own amount is the best total available.
+/// Refunds are reported tax included (`refund_amount`, and the transaction's running
+/// `refunded_amount`, on the `amount_paid` basis) while our price is Creem's `amount` (before
+/// tax): scale `gross_cents` onto the `amount` basis. The whole `amount_paid` maps exactly onto
+/// the price; a part rounds down. Without the transaction's amounts, `gross_cents` is taken as
+/// it is.
 #[must_use]
-pub fn refunded_net_cents(
-    refund_cents: i64,
-    transaction: Option<&TransactionEntity>,
-) -> Option<i64> {
-    let Some(transaction) = transaction else {
-        return (refund_cents >= 0).then_some(refund_cents);
-    };
-    let gross_refunded = transaction.refunded_amount.unwrap_or(refund_cents);
-    if gross_refunded < 0 {
+pub fn on_price_basis(gross_cents: i64, transaction: Option<&TransactionEntity>) -> Option<i64> {
+    if gross_cents < 0 {
         return None;
     }
-    match (transaction.amount, transaction.amount_paid) {
-        (Some(net), Some(gross)) if gross > 0 && net >= 0 && net < gross => {
-            if gross_refunded >= gross {
+    match transaction.map(|t| (t.amount, t.amount_paid)) {
+        Some((Some(net), Some(gross))) if gross > 0 && net >= 0 && net < gross => {
+            if gross_cents >= gross {
                 return Some(net);
             }
-            let scaled = i128::from(gross_refunded) * i128::from(net) / i128::from(gross);
+            let scaled = i128::from(gross_cents) * i128::from(net) / i128::from(gross);
             i64::try_from(scaled).ok()
         }
-        _ => Some(gross_refunded),
+        _ => Some(gross_cents),
     }
 }
 
@@ -629,44 +771,45 @@ pub fn refunded_net_cents(
 mod tests {
     use super::*;
 
-    fn transaction(amount: i64, paid: i64, refunded: i64) -> TransactionEntity {
+    fn transaction(amount: i64, paid: i64) -> TransactionEntity {
         TransactionEntity {
             id: None,
             amount: Some(amount),
             amount_paid: Some(paid),
-            refunded_amount: Some(refunded),
+            refunded_amount: None,
             currency: Some("EUR".into()),
+            subscription: None,
         }
     }
 
     #[test]
-    fn a_full_tax_inclusive_refund_maps_onto_the_whole_price() {
+    fn a_full_tax_inclusive_amount_maps_onto_the_whole_price() {
         assert_eq!(
-            refunded_net_cents(1210, Some(&transaction(1000, 1210, 1210))),
+            on_price_basis(1210, Some(&transaction(1000, 1210))),
             Some(1000)
         );
     }
 
     #[test]
-    fn a_partial_refund_is_scaled_to_the_price_and_rounded_down() {
+    fn a_partial_amount_is_scaled_to_the_price_and_rounded_down() {
         assert_eq!(
-            refunded_net_cents(605, Some(&transaction(1000, 1210, 605))),
+            on_price_basis(605, Some(&transaction(1000, 1210))),
             Some(500)
         );
         assert_eq!(
-            refunded_net_cents(100, Some(&transaction(1000, 1210, 100))),
+            on_price_basis(100, Some(&transaction(1000, 1210))),
             Some(82)
         );
     }
 
     #[test]
-    fn without_tax_the_running_total_is_taken_as_it_is() {
+    fn without_tax_an_amount_is_taken_as_it_is() {
         assert_eq!(
-            refunded_net_cents(300, Some(&transaction(1000, 1000, 700))),
+            on_price_basis(700, Some(&transaction(1000, 1000))),
             Some(700)
         );
-        assert_eq!(refunded_net_cents(300, None), Some(300));
-        assert_eq!(refunded_net_cents(-1, None), None);
+        assert_eq!(on_price_basis(300, None), Some(300));
+        assert_eq!(on_price_basis(-1, None), None);
     }
 
     #[test]

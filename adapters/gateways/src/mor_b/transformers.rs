@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use application::ports::{
-    CheckoutRequest, GatewayError, OrderLocator, PaymentEvent, PaymentStatus, WebhookError,
+    CheckoutRequest, GatewayError, OrderLocator, PaymentEvent, PaymentStatus, RefundReport,
+    RefundedCharge, WebhookError,
 };
 use domain::{BillingPeriod, Currency, Duration, Money, OrderId, PlanType, Timestamp};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -22,10 +23,14 @@ pub const ORDER_ID_KEY: &str = "orderId";
 pub const AMOUNT_KEY: &str = "amountMinor";
 /// The most characters of a Dodo error message kept.
 const MAX_ERROR_CHARS: usize = 200;
-/// The most refunds looked at on one payment (a bound on work).
-const MAX_REFUNDS: usize = 100;
 /// The longest provider id accepted into a URL path.
 const MAX_ID_CHARS: usize = 255;
+/// How long before its period starts the charge of a subscription period may be made: the
+/// first charge precedes the subscription's first billing date by the seconds the checkout
+/// takes, a renewal is charged on the billing date.
+pub const CHARGE_LEAD_MS: i64 = 86_400_000;
+/// The most payments of a subscription read to find a period's charge (Dodo's largest page).
+pub const PAYMENTS_PAGE_SIZE: usize = 100;
 
 /// The body of `POST /checkouts`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -432,28 +437,36 @@ impl Payment {
         )
     }
 
-    /// The total refunded so far, counting `refund` even when the payment's list (read after
-    /// the refund's webhook was sent) does not show it yet.
-    ///
-    /// # Errors
-    /// An unknown currency, or a sum that does not fit.
-    pub fn refunded_total(&self, refund: &Refund) -> Result<Money, String> {
-        let mut total: i64 = 0;
-        let mut seen = false;
-        for listed in self.refunds.iter().take(MAX_REFUNDS) {
-            seen |= listed.refund_id == refund.refund_id;
-            if listed.status == RefundStatus::Succeeded {
-                total = total
-                    .checked_add(listed.amount.unwrap_or(0))
-                    .ok_or("refund total overflows")?;
-            }
+    /// `amount` (a refund of this payment, tax included like `total_amount`) on the basis of the
+    /// price [`Payment::paid`] reports: when tax was added on top, scaled by
+    /// `price / total_amount` and rounded down, the whole `total_amount` being exactly the price.
+    #[must_use]
+    pub fn on_price_basis(&self, amount: i64) -> i64 {
+        let price = self
+            .paid()
+            .map(|m| m.amount_minor())
+            .unwrap_or(self.total_amount);
+        if self.total_amount <= 0 || price >= self.total_amount || price < 0 {
+            return amount;
         }
-        if !seen && refund.status == RefundStatus::Succeeded {
-            total = total
-                .checked_add(refund.amount.unwrap_or(0))
-                .ok_or("refund total overflows")?;
+        if amount >= self.total_amount {
+            return price;
         }
-        money(total, refund.currency.as_deref().unwrap_or(&self.currency))
+        let scaled = i128::from(amount.max(0)) * i128::from(price) / i128::from(self.total_amount);
+        i64::try_from(scaled).unwrap_or(price)
+    }
+
+    /// Which charge a refund or dispute of this payment takes money from: a subscription's
+    /// payment by its id (the `charge_ref` of its activation or renewal), else our order.
+    #[must_use]
+    pub fn charge(&self) -> RefundedCharge {
+        match self.subscription_id.clone().filter(|id| !id.is_empty()) {
+            Some(subscription_id) => RefundedCharge::SubscriptionCharge {
+                provider_subscription_id: Some(subscription_id),
+                charge_ref: self.payment_id.clone(),
+            },
+            None => RefundedCharge::Order(self.locator()),
+        }
     }
 }
 
@@ -472,6 +485,76 @@ pub struct Refund {
     pub currency: Option<String>,
     /// Its status.
     pub status: RefundStatus,
+}
+
+/// A dispute (`dispute.*` webhooks).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Dispute {
+    /// `dsp_…`.
+    pub dispute_id: String,
+    /// The disputed payment.
+    pub payment_id: String,
+    /// Where the dispute is (`dispute_lost`, …).
+    #[serde(default)]
+    pub dispute_status: Option<String>,
+}
+
+/// One row of `GET /payments` (`{"items": [...]}`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct PaymentListItem {
+    /// `pay_…`.
+    pub payment_id: String,
+    /// Created, RFC 3339.
+    pub created_at: String,
+    /// Its status.
+    #[serde(default)]
+    pub status: Option<IntentStatus>,
+    /// The subscription it pays, if any.
+    #[serde(default)]
+    pub subscription_id: Option<String>,
+    /// Charged, minor units (zero for a payment that only saved a payment method).
+    #[serde(default)]
+    pub total_amount: Option<i64>,
+}
+
+/// The answer of `GET /payments`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PaymentList {
+    /// One page of payments.
+    #[serde(default)]
+    pub items: Vec<PaymentListItem>,
+}
+
+/// Which of a subscription's payments paid `period`: a succeeded, non-zero payment of
+/// `subscription_id` made from [`CHARGE_LEAD_MS`] before the period's start until its end; the
+/// earliest for the first period (`first`), else the latest (a retried charge after a failed
+/// one). `None` when there is none (a free trial).
+#[must_use]
+pub fn charge_of_period(
+    subscription_id: &str,
+    period: BillingPeriod,
+    first: bool,
+    payments: &[PaymentListItem],
+) -> Option<String> {
+    let from = period.start().unix_millis().saturating_sub(CHARGE_LEAD_MS);
+    let until = period.end().unix_millis();
+    let mut candidates: Vec<(i64, &str)> = payments
+        .iter()
+        .take(PAYMENTS_PAGE_SIZE)
+        .filter(|p| p.status == Some(IntentStatus::Succeeded) && p.total_amount != Some(0))
+        .filter(|p| p.subscription_id.as_deref() == Some(subscription_id))
+        .filter_map(|p| {
+            let at = timestamp(&p.created_at).ok()?.unix_millis();
+            (from <= at && at < until).then_some((at, p.payment_id.as_str()))
+        })
+        .collect();
+    candidates.sort_unstable();
+    let chosen = if first {
+        candidates.first()
+    } else {
+        candidates.last()
+    };
+    chosen.map(|(_, id)| (*id).to_owned())
 }
 
 /// A subscription's status.
@@ -569,13 +652,27 @@ pub fn parse_envelope(body: &[u8]) -> Result<Envelope, WebhookError> {
         .map_err(|e| WebhookError::Malformed(format!("not a Dodo Payments webhook: {e}")))
 }
 
-/// What a webhook means, or the refund whose payment must be read to know the total.
+/// What a webhook means, or what must be read from Dodo's API to know it.
 #[derive(Debug, Clone)]
 pub enum Meaning {
     /// These events (empty for event types Tally does not handle).
     Events(Vec<PaymentEvent>),
-    /// A `refund.succeeded`: the payment must be fetched for the order id and the refunded total.
+    /// A `refund.succeeded`: the payment must be read for the order or subscription it paid.
     Refund(Refund, Timestamp),
+    /// A `dispute.lost`: the payment must be read for the order or subscription it paid.
+    DisputeLost(Dispute, Timestamp),
+    /// A `subscription.active` or `subscription.renewed`: the subscription's payments must be
+    /// read for the charge of the period (see [`subscription_event`]).
+    Period(PeriodChange, Subscription, Timestamp),
+}
+
+/// Which subscription event a [`Meaning::Period`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeriodChange {
+    /// `subscription.active`: the first period.
+    Activated,
+    /// `subscription.renewed`: a new period.
+    Renewed,
 }
 
 fn data<T: serde::de::DeserializeOwned>(envelope: &Envelope) -> Result<T, WebhookError> {
@@ -593,8 +690,16 @@ pub fn meaning_of(envelope: &Envelope) -> Result<Meaning, WebhookError> {
         "payment.succeeded" => payment_succeeded(&data(envelope)?, at)?,
         "payment.failed" => vec![payment_failed(&data(envelope)?, "payment failed", at)],
         "payment.cancelled" => vec![payment_failed(&data(envelope)?, "payment cancelled", at)],
-        "subscription.active" => vec![subscription_active(&data(envelope)?, at)?],
-        "subscription.renewed" => vec![subscription_renewed(&data(envelope)?, at)?],
+        "subscription.active" => {
+            return Ok(Meaning::Period(
+                PeriodChange::Activated,
+                data(envelope)?,
+                at,
+            ));
+        }
+        "subscription.renewed" => {
+            return Ok(Meaning::Period(PeriodChange::Renewed, data(envelope)?, at));
+        }
         "subscription.on_hold" | "subscription.past_due" => {
             let s: Subscription = data(envelope)?;
             vec![PaymentEvent::SubscriptionPastDue {
@@ -624,6 +729,7 @@ pub fn meaning_of(envelope: &Envelope) -> Result<Meaning, WebhookError> {
             }]
         }
         "refund.succeeded" => return Ok(Meaning::Refund(data(envelope)?, at)),
+        "dispute.lost" => return Ok(Meaning::DisputeLost(data(envelope)?, at)),
         _ => Vec::new(),
     };
     Ok(Meaning::Events(events))
@@ -651,29 +757,66 @@ fn payment_failed(payment: &Payment, reason: &str, at: Timestamp) -> PaymentEven
     }
 }
 
-fn subscription_active(s: &Subscription, at: Timestamp) -> Result<PaymentEvent, WebhookError> {
-    Ok(PaymentEvent::SubscriptionActivated {
-        order: OrderLocator {
-            order_id: order_id_in(&s.metadata),
-            provider_reference: None,
+/// The `SubscriptionActivated` or `SubscriptionRenewed` of a subscription event, once the
+/// subscription's payments have been read: the charge is the payment that paid the period
+/// ([`charge_of_period`]), which Dodo's subscription payload does not name.
+///
+/// # Errors
+/// [`WebhookError::Malformed`] when the period or (for a renewal) the amount is unreadable.
+pub fn subscription_event(
+    change: PeriodChange,
+    s: &Subscription,
+    payments: &[PaymentListItem],
+    at: Timestamp,
+) -> Result<PaymentEvent, WebhookError> {
+    let period = s.period().map_err(WebhookError::Malformed)?;
+    let first = change == PeriodChange::Activated;
+    let charge_ref = charge_of_period(&s.subscription_id, period, first, payments);
+    Ok(match change {
+        PeriodChange::Activated => PaymentEvent::SubscriptionActivated {
+            order: OrderLocator {
+                order_id: order_id_in(&s.metadata),
+                provider_reference: None,
+            },
+            provider_subscription_id: s.subscription_id.clone(),
+            period,
+            // The recurring price before tax, as the order's price is; absent from some payloads.
+            amount: s.renewal_amount().ok(),
+            charge_ref,
+            occurred_at: at,
         },
-        provider_subscription_id: s.subscription_id.clone(),
-        period: s.period().map_err(WebhookError::Malformed)?,
-        // The recurring price before tax, as the order's price is; absent from some payloads.
-        amount: s.renewal_amount().ok(),
-        charge_ref: None,
-        occurred_at: at,
+        PeriodChange::Renewed => PaymentEvent::SubscriptionRenewed {
+            provider_subscription_id: s.subscription_id.clone(),
+            period,
+            amount: s.renewal_amount().map_err(WebhookError::Malformed)?,
+            charge_ref,
+            occurred_at: at,
+        },
     })
 }
 
-fn subscription_renewed(s: &Subscription, at: Timestamp) -> Result<PaymentEvent, WebhookError> {
-    Ok(PaymentEvent::SubscriptionRenewed {
-        provider_subscription_id: s.subscription_id.clone(),
-        period: s.period().map_err(WebhookError::Malformed)?,
-        amount: s.renewal_amount().map_err(WebhookError::Malformed)?,
-        charge_ref: None,
-        occurred_at: at,
-    })
+/// The query of `GET /payments` for the payments that may have paid `period` of
+/// `subscription_id`.
+#[must_use]
+pub fn period_payments_query(
+    subscription_id: &str,
+    period: BillingPeriod,
+) -> Vec<(&'static str, String)> {
+    let iso = |ms: i64| {
+        chrono::DateTime::from_timestamp_millis(ms)
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+            .unwrap_or_default()
+    };
+    vec![
+        ("subscription_id", subscription_id.to_owned()),
+        ("status", "succeeded".to_owned()),
+        (
+            "created_at_gte",
+            iso(period.start().unix_millis().saturating_sub(CHARGE_LEAD_MS)),
+        ),
+        ("created_at_lte", iso(period.end().unix_millis())),
+        ("page_size", PAYMENTS_PAGE_SIZE.to_string()),
+    ]
 }
 
 /// `subscription.cancelled` is sent both for "ends at the next billing date" and for "ended
@@ -700,6 +843,10 @@ fn subscription_cancelled(s: &Subscription, at: Timestamp) -> PaymentEvent {
 
 /// The `Refunded` event of a `refund.succeeded`, once its payment has been read.
 ///
+/// The refund carries its own amount and id (not the payment's running total), so it is
+/// reported as one refund; the payment says which charge it is (a subscription's payment by its
+/// id, else our order) and, for tax added on top, the price basis the amount is scaled to.
+///
 /// # Errors
 /// [`WebhookError::Malformed`] when the payment is not the refund's, or amounts are unreadable.
 pub fn refunded(
@@ -712,12 +859,42 @@ pub fn refunded(
             "refund and payment do not match".into(),
         ));
     }
-    let total_refunded = payment
-        .refunded_total(refund)
-        .map_err(WebhookError::Malformed)?;
+    let amount = refund
+        .amount
+        .ok_or_else(|| WebhookError::Malformed("refund without an amount".into()))?;
+    let currency = refund.currency.as_deref().unwrap_or(&payment.currency);
+    let amount =
+        money(payment.on_price_basis(amount), currency).map_err(WebhookError::Malformed)?;
     Ok(PaymentEvent::Refunded {
-        charge: application::ports::RefundedCharge::Order(payment.locator()),
-        refund: application::ports::RefundReport::Total(total_refunded),
+        charge: payment.charge(),
+        refund: RefundReport::One {
+            refund_id: refund.refund_id.clone(),
+            amount,
+        },
+        occurred_at: at,
+    })
+}
+
+/// The `Refunded` event of a `dispute.lost`, once its payment has been read: the whole payment
+/// is taken back.
+///
+/// # Errors
+/// [`WebhookError::Malformed`] when the payment is not the dispute's.
+pub fn dispute_lost(
+    dispute: &Dispute,
+    payment: &Payment,
+    at: Timestamp,
+) -> Result<PaymentEvent, WebhookError> {
+    if payment.payment_id != dispute.payment_id {
+        return Err(WebhookError::Malformed(
+            "dispute and payment do not match".into(),
+        ));
+    }
+    Ok(PaymentEvent::Refunded {
+        charge: payment.charge(),
+        refund: RefundReport::DisputeLost {
+            dispute_id: dispute.dispute_id.clone(),
+        },
         occurred_at: at,
     })
 }
@@ -792,31 +969,76 @@ mod tests {
     }
 
     #[test]
-    fn the_refunded_total_counts_the_new_refund_once() {
-        let refund = Refund {
-            refund_id: "ref_2".into(),
-            payment_id: "pay_1".into(),
-            amount: Some(300),
-            currency: Some("USD".into()),
-            status: RefundStatus::Succeeded,
-        };
-        let mut p = payment(999, None, "999");
-        p.refunds.push(PaymentRefund {
-            refund_id: "ref_1".into(),
-            amount: Some(200),
-            status: RefundStatus::Succeeded,
-        });
-        p.refunds.push(PaymentRefund {
-            refund_id: "ref_0".into(),
-            amount: Some(50),
-            status: RefundStatus::Failed,
-        });
-        assert_eq!(p.refunded_total(&refund).unwrap().amount_minor(), 500);
-        p.refunds.push(PaymentRefund {
-            refund_id: "ref_2".into(),
-            amount: Some(300),
-            status: RefundStatus::Succeeded,
-        });
-        assert_eq!(p.refunded_total(&refund).unwrap().amount_minor(), 500);
+    fn a_refund_of_a_payment_with_tax_on_top_is_scaled_to_the_price() {
+        let taxed = payment(1199, Some(200), "999");
+        assert_eq!(taxed.on_price_basis(1199), 999);
+        assert_eq!(taxed.on_price_basis(600), 499);
+        let untaxed = payment(999, Some(0), "999");
+        assert_eq!(untaxed.on_price_basis(300), 300);
+    }
+
+    fn listed(id: &str, at: &str, status: IntentStatus, subscription: &str) -> PaymentListItem {
+        PaymentListItem {
+            payment_id: id.into(),
+            created_at: at.into(),
+            status: Some(status),
+            subscription_id: Some(subscription.into()),
+            total_amount: Some(1900),
+        }
+    }
+
+    #[test]
+    fn the_charge_of_a_period_is_the_succeeded_payment_made_for_it() {
+        let period = BillingPeriod::new(
+            timestamp("2025-02-20T08:59:41Z").unwrap(),
+            timestamp("2025-03-20T08:59:41Z").unwrap(),
+        )
+        .unwrap();
+        let payments = [
+            listed(
+                "pay_first",
+                "2025-01-20T08:59:40Z",
+                IntentStatus::Succeeded,
+                "sub_1",
+            ),
+            listed(
+                "pay_failed",
+                "2025-02-20T09:00:00Z",
+                IntentStatus::Failed,
+                "sub_1",
+            ),
+            listed(
+                "pay_retry",
+                "2025-02-22T09:00:00Z",
+                IntentStatus::Succeeded,
+                "sub_1",
+            ),
+            listed(
+                "pay_other",
+                "2025-02-21T09:00:00Z",
+                IntentStatus::Succeeded,
+                "sub_2",
+            ),
+            listed(
+                "pay_next",
+                "2025-03-20T08:59:41Z",
+                IntentStatus::Succeeded,
+                "sub_1",
+            ),
+        ];
+        assert_eq!(
+            charge_of_period("sub_1", period, false, &payments).as_deref(),
+            Some("pay_retry")
+        );
+        let first = BillingPeriod::new(
+            timestamp("2025-01-20T08:59:41Z").unwrap(),
+            timestamp("2025-02-20T08:59:41Z").unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            charge_of_period("sub_1", first, true, &payments).as_deref(),
+            Some("pay_first")
+        );
+        assert_eq!(charge_of_period("sub_3", first, true, &payments), None);
     }
 }

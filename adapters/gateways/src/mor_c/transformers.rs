@@ -6,7 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use application::ports::{GatewayError, OrderLocator, PaymentEvent, PaymentStatus, WebhookError};
+use application::ports::{
+    GatewayError, OrderLocator, PaymentEvent, PaymentStatus, RefundReport, RefundedCharge,
+    WebhookError,
+};
 use domain::{BillingPeriod, Currency, Money, OrderId, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -25,6 +28,20 @@ const MAX_EVENT_ID_CHARS: usize = 200;
 const MAX_AMOUNT_DIGITS: usize = 18;
 /// The most provider errors quoted in a refusal.
 const MAX_NOTICES: usize = 3;
+/// How long before its period starts the charge of a subscription period may be made (the
+/// first period starts when the first payment succeeds; renewals are charged on the day).
+pub const CHARGE_LEAD_MS: i64 = 86_400_000;
+/// The most payments of one subscription looked at.
+const MAX_ORDER_PAYMENTS: usize = 1_000;
+/// Subscription order statuses (`SubscriptionOrderStatus`) that a one-time order never has.
+const SUBSCRIPTION_ONLY_STATUSES: [&str; 5] =
+    ["active", "canceling", "past_due", "closed", "expired"];
+
+/// A subscription order's payments, to find the one that paid a period (webhooks of the
+/// subscription domain name no payment). `subscriptionOrder(id)` is in Pancake's GraphQL guide
+/// ("Order Details (with Payment History)").
+pub const SUBSCRIPTION_PAYMENTS_QUERY: &str = "query TallySubscriptionPayments($id: String!) { \
+subscriptionOrder(id: $id) { id payments { id status createdAt } } }";
 
 /// One order's status across both order kinds, read with a single GraphQL request.
 pub const ORDER_STATUS_QUERY: &str = "query TallyOrderStatus($storeId: String!, $ref: String!) { \
@@ -319,6 +336,37 @@ pub struct SubscriptionOrder {
     pub price_snapshot: Option<SubscriptionSnapshot>,
 }
 
+/// The GraphQL answer to [`SUBSCRIPTION_PAYMENTS_QUERY`].
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscriptionPaymentsData {
+    /// The order, when Pancake knows it.
+    #[serde(default)]
+    pub subscription_order: Option<SubscriptionPayments>,
+}
+
+/// A subscription order's payments.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SubscriptionPayments {
+    /// Every payment of the order, first and renewals, failed ones included.
+    #[serde(default)]
+    pub payments: Vec<OrderPayment>,
+}
+
+/// One payment of an order.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OrderPayment {
+    /// The payment id, which `subscription.payment_succeeded` and refunds name.
+    pub id: String,
+    /// `pending`, `succeeded`, `failed`, `canceled`.
+    #[serde(default)]
+    pub status: Option<String>,
+    /// Created, ISO 8601.
+    #[serde(default)]
+    pub created_at: Option<String>,
+}
+
 /// An order's price snapshot.
 #[derive(Debug, Clone, Deserialize)]
 pub struct SnapshotAmounts {
@@ -480,6 +528,9 @@ pub fn webhook_message(t: &str, body: &[u8]) -> Vec<u8> {
 struct WebhookEnvelope {
     id: String,
     event_type: String,
+    /// The business event's id (a payment's, a refund's): one delivery record per event.
+    #[serde(default)]
+    event_id: Option<String>,
     #[serde(default)]
     timestamp: Option<String>,
     #[serde(default)]
@@ -487,7 +538,7 @@ struct WebhookEnvelope {
 }
 
 /// An event's `data`, as far as Tally reads it.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WebhookData {
     /// The Pancake order (`ORD_…`); for subscriptions, the subscription's id.
@@ -508,15 +559,37 @@ pub struct WebhookData {
     /// The amount before tax (a refund's own amount on refund events).
     #[serde(default)]
     pub amount: Option<WireAmount>,
-    /// Refunded so far on this payment (newer payloads).
+    /// Refund events: what this refund actually returned ("this event's own figure").
     #[serde(default)]
     pub refunded_amount: Option<WireAmount>,
+    /// Refund events: what the refunded payment actually collected, tax included.
+    #[serde(default)]
+    pub original_charged_amount: Option<WireAmount>,
+    /// Refund events: the refunded payment as originally charged.
+    #[serde(default)]
+    pub original_payment: Option<AmountBreakdown>,
+    /// Payment and refund events: the payment (`order.completed`,
+    /// `subscription.payment_succeeded`, and the payment a refund returns money from).
+    #[serde(default)]
+    pub payment_id: Option<String>,
     /// Current period start.
     #[serde(default)]
     pub current_period_start: Option<String>,
     /// Current period end.
     #[serde(default)]
     pub current_period_end: Option<String>,
+}
+
+/// A `WebhookAmountBreakdown` (`originalPayment` on refund events).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AmountBreakdown {
+    /// Tax included.
+    #[serde(default)]
+    pub total: Option<WireAmount>,
+    /// Before tax.
+    #[serde(default)]
+    pub subtotal: Option<WireAmount>,
 }
 
 /// A parsed webhook.
@@ -527,7 +600,26 @@ pub struct ParsedWebhook {
     /// The event type.
     pub event_type: String,
     /// What it means for Tally.
-    pub events: Vec<PaymentEvent>,
+    pub meaning: Meaning,
+}
+
+/// What a webhook means, or what must be read from Pancake to know it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Meaning {
+    /// These events (empty for event types Tally does not handle).
+    Events(Vec<PaymentEvent>),
+    /// A period was paid (`subscription.activated`, `.renewed`, `.recovered`): the
+    /// subscription's payments must be read for the one that paid it ([`period_event`]).
+    Period(PeriodChange, Box<WebhookData>, Timestamp),
+}
+
+/// Which subscription event a [`Meaning::Period`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeriodChange {
+    /// The first period.
+    Activated,
+    /// A later period, or the current one paid again after a failed charge.
+    Renewed,
 }
 
 /// Parse a verified webhook body; `signed_at` is the signature's `t`, used when the envelope
@@ -546,12 +638,29 @@ pub fn parse_webhook(body: &[u8], signed_at: Timestamp) -> Result<ParsedWebhook,
         .as_deref()
         .and_then(timestamp)
         .unwrap_or(signed_at);
+    let period_change = match envelope.event_type.as_str() {
+        "subscription.activated" => Some(PeriodChange::Activated),
+        "subscription.renewed" | "subscription.recovered" => Some(PeriodChange::Renewed),
+        _ => None,
+    };
+    if let Some(change) = period_change {
+        let data = read(envelope.data)?;
+        // Checked now, so that a malformed event is refused before anything is read.
+        subscription_id(&data)?;
+        period(&data)?;
+        return Ok(ParsedWebhook {
+            event_id: envelope.id,
+            event_type: envelope.event_type,
+            meaning: Meaning::Period(change, Box::new(data), at),
+        });
+    }
+    let refund_id = envelope
+        .event_id
+        .clone()
+        .filter(|id| !id.is_empty())
+        .unwrap_or_else(|| envelope.id.clone());
     let events = match envelope.event_type.as_str() {
         "order.completed" => vec![order_completed(&read(envelope.data)?, at)?],
-        "subscription.activated" => vec![activated(&read(envelope.data)?, at)?],
-        "subscription.renewed" | "subscription.recovered" => {
-            vec![renewed(&read(envelope.data)?, at)?]
-        }
         "subscription.canceling" => {
             let id = subscription_id(&read(envelope.data)?)?;
             vec![PaymentEvent::SubscriptionCancelScheduled {
@@ -574,13 +683,13 @@ pub fn parse_webhook(body: &[u8], signed_at: Timestamp) -> Result<ParsedWebhook,
                 occurred_at: at,
             }]
         }
-        "refund.succeeded" => vec![refunded(&read(envelope.data)?, at)?],
+        "refund.succeeded" => vec![refunded(&read(envelope.data)?, refund_id, at)?],
         _ => Vec::new(),
     };
     Ok(ParsedWebhook {
         event_id: envelope.id,
         event_type: envelope.event_type,
-        events,
+        meaning: Meaning::Events(events),
     })
 }
 
@@ -649,29 +758,72 @@ fn order_completed(data: &WebhookData, at: Timestamp) -> Result<PaymentEvent, We
     })
 }
 
-fn activated(data: &WebhookData, at: Timestamp) -> Result<PaymentEvent, WebhookError> {
-    Ok(PaymentEvent::SubscriptionActivated {
-        order: locator(data),
-        provider_subscription_id: subscription_id(data)?,
-        period: period(data)?,
-        amount: data
-            .amount
-            .as_ref()
-            .map(|amount| amount_of(data, Some(amount)))
-            .transpose()?,
-        charge_ref: None,
-        occurred_at: at,
+/// The `SubscriptionActivated` or `SubscriptionRenewed` of a subscription event, once the
+/// subscription's payments have been read (`None` when they could not be): the charge is the
+/// payment that paid the period ([`charge_of_period`]).
+///
+/// # Errors
+/// [`WebhookError::Malformed`] when the subscription id, period or amount cannot be read.
+pub fn period_event(
+    change: PeriodChange,
+    data: &WebhookData,
+    payments: Option<&[OrderPayment]>,
+    at: Timestamp,
+) -> Result<PaymentEvent, WebhookError> {
+    let period = period(data)?;
+    let charge_ref =
+        payments.and_then(|p| charge_of_period(period, change == PeriodChange::Activated, p));
+    Ok(match change {
+        PeriodChange::Activated => PaymentEvent::SubscriptionActivated {
+            order: locator(data),
+            provider_subscription_id: subscription_id(data)?,
+            period,
+            amount: data
+                .amount
+                .as_ref()
+                .map(|amount| amount_of(data, Some(amount)))
+                .transpose()?,
+            charge_ref,
+            occurred_at: at,
+        },
+        PeriodChange::Renewed => PaymentEvent::SubscriptionRenewed {
+            provider_subscription_id: subscription_id(data)?,
+            period,
+            amount: amount_of(data, data.amount.as_ref())?,
+            charge_ref,
+            occurred_at: at,
+        },
     })
 }
 
-fn renewed(data: &WebhookData, at: Timestamp) -> Result<PaymentEvent, WebhookError> {
-    Ok(PaymentEvent::SubscriptionRenewed {
-        provider_subscription_id: subscription_id(data)?,
-        period: period(data)?,
-        amount: amount_of(data, data.amount.as_ref())?,
-        charge_ref: None,
-        occurred_at: at,
-    })
+/// Which of a subscription's payments paid `period`: a succeeded payment made from
+/// [`CHARGE_LEAD_MS`] before the period's start until its end; the earliest for the first
+/// period (`first`), else the latest (a retried charge after a failed one). `None` when there
+/// is none (a free trial).
+#[must_use]
+pub fn charge_of_period(
+    period: BillingPeriod,
+    first: bool,
+    payments: &[OrderPayment],
+) -> Option<String> {
+    let from = period.start().unix_millis().saturating_sub(CHARGE_LEAD_MS);
+    let until = period.end().unix_millis();
+    let mut candidates: Vec<(i64, &str)> = payments
+        .iter()
+        .take(MAX_ORDER_PAYMENTS)
+        .filter(|p| p.status.as_deref() == Some("succeeded") && !p.id.is_empty())
+        .filter_map(|p| {
+            let at = p.created_at.as_deref().and_then(timestamp)?.unix_millis();
+            (from <= at && at < until).then_some((at, p.id.as_str()))
+        })
+        .collect();
+    candidates.sort_unstable();
+    let chosen = if first {
+        candidates.first()
+    } else {
+        candidates.last()
+    };
+    chosen.map(|(_, id)| (*id).to_owned())
 }
 
 /// `subscription.canceled` ends the subscription; an `expired` order status says it ran out.
@@ -690,15 +842,80 @@ fn canceled(data: &WebhookData, at: Timestamp) -> Result<PaymentEvent, WebhookEr
     })
 }
 
-/// `refund.succeeded`: the payment's running refunded total when the payload has it
-/// (`refundedAmount`), else this refund's `amount`, which is the total for a first refund.
-fn refunded(data: &WebhookData, at: Timestamp) -> Result<PaymentEvent, WebhookError> {
-    let total = data.refunded_amount.as_ref().or(data.amount.as_ref());
+/// Whether an event is about a subscription order: Tally's checkout metadata marks its
+/// subscriptions (`intervalMonths`), and some order statuses only subscriptions have.
+fn is_subscription(data: &WebhookData) -> bool {
+    let marked = data
+        .order_metadata
+        .as_ref()
+        .is_some_and(|m| m.contains_key("intervalMonths"));
+    let status = data
+        .order_status
+        .as_deref()
+        .is_some_and(|s| SUBSCRIPTION_ONLY_STATUSES.contains(&s));
+    marked || status
+}
+
+/// `refund.succeeded`: this refund's own amount (`refundedAmount`, else the deprecated `amount`:
+/// refund events carry "this event's own figure", not the payment's running total), reported as
+/// one refund under its business event id. A subscription's payment is named by its
+/// `paymentId`, the `charge_ref` of its activation or renewal; a one-time order by our order.
+/// When the refunded payment's amounts say tax was added on top, the amount is scaled to the
+/// price before tax (the whole payment maps exactly onto it).
+fn refunded(
+    data: &WebhookData,
+    refund_id: String,
+    at: Timestamp,
+) -> Result<PaymentEvent, WebhookError> {
+    let amount = amount_of(data, data.refunded_amount.as_ref().or(data.amount.as_ref()))?;
+    let amount = on_price_basis(data, amount)?;
+    let payment_id = data.payment_id.clone().filter(|id| !id.is_empty());
+    let charge = match (is_subscription(data), payment_id) {
+        (true, Some(charge_ref)) => RefundedCharge::SubscriptionCharge {
+            provider_subscription_id: data.order_id.clone().filter(|id| !id.is_empty()),
+            charge_ref,
+        },
+        _ => RefundedCharge::Order(locator(data)),
+    };
     Ok(PaymentEvent::Refunded {
-        charge: application::ports::RefundedCharge::Order(locator(data)),
-        refund: application::ports::RefundReport::Total(amount_of(data, total)?),
+        charge,
+        refund: RefundReport::One { refund_id, amount },
         occurred_at: at,
     })
+}
+
+/// `amount` (tax included, as charged) on the basis of the price before tax, when the refunded
+/// payment's `originalChargedAmount` (or `originalPayment.total`) and `originalPayment.subtotal`
+/// say tax was added on top; else as it is.
+fn on_price_basis(data: &WebhookData, amount: Money) -> Result<Money, WebhookError> {
+    let original = data.original_payment.as_ref();
+    let charged = data
+        .original_charged_amount
+        .as_ref()
+        .or_else(|| original.and_then(|o| o.total.as_ref()));
+    let subtotal = original.and_then(|o| o.subtotal.as_ref());
+    let (Some(charged), Some(subtotal)) = (charged, subtotal) else {
+        return Ok(amount);
+    };
+    let charged = charged
+        .to_money(amount.currency())
+        .map_err(WebhookError::Malformed)?
+        .amount_minor();
+    let net = subtotal
+        .to_money(amount.currency())
+        .map_err(WebhookError::Malformed)?
+        .amount_minor();
+    let gross = amount.amount_minor();
+    if charged <= 0 || net >= charged {
+        return Ok(amount);
+    }
+    let scaled = if gross >= charged {
+        net
+    } else {
+        i64::try_from(i128::from(gross) * i128::from(net) / i128::from(charged))
+            .map_err(|_| malformed("refund amounts out of range"))?
+    };
+    Money::from_minor(scaled, amount.currency()).map_err(|e| malformed(e.to_string()))
 }
 
 #[cfg(test)]
@@ -805,5 +1022,42 @@ mod tests {
             payment_status(&data, Timestamp::from_unix_millis(0)).unwrap(),
             PaymentStatus::Pending
         );
+    }
+
+    fn paid(id: &str, at: &str, status: &str) -> OrderPayment {
+        OrderPayment {
+            id: id.into(),
+            status: Some(status.into()),
+            created_at: Some(at.into()),
+        }
+    }
+
+    #[test]
+    fn the_charge_of_a_period_is_the_succeeded_payment_made_for_it() {
+        let payments = [
+            paid("PAY_first", "2026-03-31T23:59:58.000Z", "succeeded"),
+            paid("PAY_failed", "2026-07-01T00:00:01.000Z", "failed"),
+            paid("PAY_retry", "2026-07-03T08:00:00.000Z", "succeeded"),
+            paid("PAY_next", "2026-10-01T00:00:02.000Z", "succeeded"),
+        ];
+        let first = BillingPeriod::new(
+            timestamp("2026-04-01").unwrap(),
+            timestamp("2026-07-01").unwrap(),
+        )
+        .unwrap();
+        let second = BillingPeriod::new(
+            timestamp("2026-07-01").unwrap(),
+            timestamp("2026-10-01").unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            charge_of_period(first, true, &payments).as_deref(),
+            Some("PAY_first")
+        );
+        assert_eq!(
+            charge_of_period(second, false, &payments).as_deref(),
+            Some("PAY_retry")
+        );
+        assert_eq!(charge_of_period(second, false, &payments[..2]), None);
     }
 }

@@ -10,7 +10,7 @@ use poem::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::hub::{Hub, SimPayment, SimStatus, SimSubscription, SimSubscriptionStatus};
+use crate::hub::{Hub, SimCharge, SimPayment, SimStatus, SimSubscription, SimSubscriptionStatus};
 
 /// The simulated business.
 pub const BUSINESS_ID: &str = "bus_sandbox_tally";
@@ -24,6 +24,10 @@ pub const PRODUCT_ID: &str = "productId";
 pub const CUSTOMER_EMAIL: &str = "customerEmail";
 /// `extra` key: the payment's refunds, as JSON.
 pub const REFUNDS: &str = "refunds";
+/// `extra` key: the refunds of the session's subscription's charges, by charge id, as JSON.
+pub const CHARGE_REFUNDS: &str = "chargeRefunds";
+/// `extra` key: the lost disputes of the session's subscription's charges, by charge id.
+pub const CHARGE_DISPUTES: &str = "chargeDisputes";
 
 /// One refund of a payment, as the sandbox keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,6 +92,24 @@ pub fn refunds(payment: &SimPayment) -> Vec<KeptRefund> {
         .unwrap_or_default()
 }
 
+/// The refunds of a subscription's charges, by charge id.
+pub fn charge_refunds(session: &SimPayment) -> BTreeMap<String, Vec<KeptRefund>> {
+    session
+        .extra
+        .get(CHARGE_REFUNDS)
+        .and_then(|json| serde_json::from_str(json).ok())
+        .unwrap_or_default()
+}
+
+/// The lost disputes of a subscription's charges: dispute id by charge id.
+pub fn charge_disputes(session: &SimPayment) -> BTreeMap<String, String> {
+    session
+        .extra
+        .get(CHARGE_DISPUTES)
+        .and_then(|json| serde_json::from_str(json).ok())
+        .unwrap_or_default()
+}
+
 fn customer(payment: Option<&SimPayment>) -> Value {
     let email = payment
         .and_then(|p| p.extra.get(CUSTOMER_EMAIL))
@@ -121,31 +143,50 @@ pub fn session_status(payment: &SimPayment) -> Value {
     })
 }
 
-/// A payment: the session's own, or (with `charge`) a subscription's renewal charge.
-pub fn payment(hub: &Hub, session: &SimPayment, charge: Option<(&str, &SimSubscription)>) -> Value {
+/// A payment: the session's own, or (with `charge`) one of its subscription's charges (the
+/// first period's charge is the session's payment, under the charge's id).
+pub fn payment(
+    hub: &Hub,
+    session: &SimPayment,
+    charge: Option<(&SimCharge, &SimSubscription)>,
+) -> Value {
     let status = match session.status {
         SimStatus::Paid => "succeeded",
         SimStatus::Declined => "failed",
         SimStatus::Canceled => "cancelled",
         SimStatus::Open | SimStatus::Approved => "requires_payment_method",
     };
-    let (id, amount, refunds, subscription_id) = match charge {
-        Some((id, s)) => (
-            id.to_owned(),
-            s.amount_minor,
-            Vec::new(),
-            Some(s.id.clone()),
-        ),
+    let (id, amount, refunds, subscription_id, created_at_ms, dispute) = match charge {
+        Some((c, s)) => {
+            let mut refunds = charge_refunds(session).remove(&c.id).unwrap_or_default();
+            if s.charges.first().is_some_and(|first| first.id == c.id) {
+                refunds.extend(self::refunds(session));
+            }
+            (
+                c.id.clone(),
+                c.amount_minor,
+                refunds,
+                Some(s.id.clone()),
+                c.period_start_ms,
+                charge_disputes(session).remove(&c.id),
+            )
+        }
         None => (
             payment_id(session),
             session.amount_minor,
             self::refunds(session),
             session.subscription_id.clone(),
+            session.created_at_ms,
+            None,
         ),
     };
     let refunds: Vec<Value> = refunds
         .iter()
         .map(|r| refund_object(session, &id, r, false))
+        .collect();
+    let disputes: Vec<Value> = dispute
+        .iter()
+        .map(|d| dispute_object(session, &id, d, amount, "dispute_lost", false))
         .collect();
     json!({
         "payload_type": "Payment",
@@ -153,11 +194,11 @@ pub fn payment(hub: &Hub, session: &SimPayment, charge: Option<(&str, &SimSubscr
         "brand_id": BUSINESS_ID,
         "business_id": BUSINESS_ID,
         "checkout_session_id": charge.is_none().then(|| session.id.clone()),
-        "created_at": rfc3339(if charge.is_some() { hub.now_ms() } else { session.created_at_ms }),
+        "created_at": rfc3339(created_at_ms),
         "currency": session.currency.code(),
         "customer": customer(Some(session)),
         "digital_products_delivered": false,
-        "disputes": [],
+        "disputes": disputes,
         "metadata": metadata(session),
         "payment_id": id,
         "payment_method": "card",
@@ -172,6 +213,55 @@ pub fn payment(hub: &Hub, session: &SimPayment, charge: Option<(&str, &SimSubscr
         "total_amount": amount,
         "updated_at": rfc3339(hub.now_ms()),
     })
+}
+
+/// A row of `GET /payments` for a payment object made by [`payment`].
+pub fn list_item(payment: &Value) -> Value {
+    let mut item = json!({});
+    for key in [
+        "brand_id",
+        "created_at",
+        "currency",
+        "customer",
+        "digital_products_delivered",
+        "metadata",
+        "payment_id",
+        "payment_method",
+        "status",
+        "subscription_id",
+        "total_amount",
+    ] {
+        item[key] = payment.get(key).cloned().unwrap_or(Value::Null);
+    }
+    item["has_license_key"] = json!(false);
+    item["payment_provider"] = json!("stripe");
+    item
+}
+
+/// A dispute of a payment (Dodo's `Dispute`; the amount is a string).
+pub fn dispute_object(
+    session: &SimPayment,
+    payment_id: &str,
+    dispute_id: &str,
+    amount_minor: i64,
+    status: &str,
+    with_type: bool,
+) -> Value {
+    let mut object = json!({
+        "amount": amount_minor.to_string(),
+        "business_id": BUSINESS_ID,
+        "created_at": rfc3339(session.created_at_ms),
+        "currency": session.currency.code(),
+        "dispute_id": dispute_id,
+        "dispute_stage": "chargeback",
+        "dispute_status": status,
+        "payment_id": payment_id,
+        "remarks": "disputed in the sandbox",
+    });
+    if with_type {
+        object["payload_type"] = "Dispute".into();
+    }
+    object
 }
 
 /// A refund of the session's payment.
