@@ -189,6 +189,84 @@ async fn every_subscription_provider_grants_each_paid_period_once() {
     assert_eq!(grants(&app, &token).await, SUBSCRIPTION_PLANS.len() * 2);
 }
 
+/// Providers whose sandbox tells a lost dispute of a subscription charge (Stripe
+/// `charge.dispute.closed`, PayPal `CUSTOMER.DISPUTE.RESOLVED`, Dodo `dispute.lost`, Creem's
+/// chargeback as a full refund); Waffo Pancake has no dispute webhook.
+const TELLS_DISPUTES: [&str; 4] = ["card_gateway", "wallet_global", "mor_a", "mor_b"];
+
+/// Issue 14 finding 4, through each provider's signed webhooks: a refunded renewal takes back
+/// that period's credits, half then the rest, each step once under redelivery; a lost dispute
+/// of the first charge takes back the first period's.
+#[tokio::test]
+async fn every_subscription_provider_claws_back_a_refunded_renewal_and_a_lost_dispute() {
+    let app = app().await;
+    let catalog = plans(&app).await;
+    for (provider, plan) in SUBSCRIPTION_PLANS {
+        let token = app
+            .register(&format!("refund-sub-{provider}@example.com"))
+            .await;
+        let per_period = plan_credits(&catalog, plan);
+        let order = buy(&app, &token, plan, provider).await;
+        app.sandbox_action(&order, "pay", &json!({})).await;
+        app.wait_for_status(&token, &order, "paid").await;
+        assert_eq!(wait_for_balance(&app, &token, per_period).await, per_period);
+        let subscription = app.sandbox_payment(&order).await["subscriptionId"]
+            .as_str()
+            .expect("subscription")
+            .to_owned();
+        let action = |what: &'static str, body: Value| {
+            let url = app.url(&format!("/sandbox/api/subscriptions/{subscription}/{what}"));
+            let request = app.client.post(url).json(&body);
+            async move {
+                let answer = request.send().await.unwrap();
+                assert!(answer.status().is_success(), "{provider}: {what}");
+                answer.json::<Value>().await.unwrap()
+            }
+        };
+        let renewed = action("renew", json!({})).await;
+        let expected = 2 * per_period;
+        assert_eq!(
+            wait_for_balance(&app, &token, expected).await,
+            expected,
+            "{provider}"
+        );
+        let charges = renewed["charges"].as_array().expect("charges").clone();
+        let amount = charges[1]["amountMinor"].as_i64().unwrap();
+        let half = amount / 2;
+        action("refund", json!({ "amountMinor": half })).await;
+        // The share of a partial refund is rounded up to the hundredth of a credit.
+        let share = (per_period * half + amount - 1) / amount;
+        let after_half = expected - share;
+        assert_eq!(
+            wait_for_balance(&app, &token, after_half).await,
+            after_half,
+            "{provider}: half of the renewal refunded"
+        );
+        action("refund", json!({})).await;
+        assert_eq!(
+            wait_for_balance(&app, &token, per_period).await,
+            per_period,
+            "{provider}: the whole renewal refunded"
+        );
+        app.sandbox_action(&order, "redeliver", &json!({"amountMinor": 3}))
+            .await;
+        assert_eq!(
+            balance(&app, &token).await,
+            per_period,
+            "{provider}: redelivered"
+        );
+        if TELLS_DISPUTES.contains(&provider) {
+            let first = charges[0]["id"].as_str().unwrap();
+            action("dispute", json!({ "chargeId": first })).await;
+            assert_eq!(
+                wait_for_balance(&app, &token, 0).await,
+                0,
+                "{provider}: a lost dispute of the first charge"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn the_reconciler_completes_every_providers_order_whose_webhooks_were_lost() {
     let app = app().await;
