@@ -10,6 +10,7 @@ pub mod manage_plans;
 pub mod plans;
 pub mod query_payment;
 pub mod reconcile;
+pub mod refund_order;
 pub mod report_status;
 
 #[cfg(test)]

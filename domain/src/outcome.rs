@@ -27,6 +27,8 @@ pub enum EventOutcome {
     RefundRefused,
     /// A refund of a payment that has not arrived yet: kept, and applied with the payment.
     RefundKept,
+    /// Validly signed, but for another merchant, app, store or mode: acknowledged, not applied.
+    ForeignMerchant,
 }
 
 impl EventOutcome {
@@ -45,6 +47,7 @@ impl EventOutcome {
             EventOutcome::DuplicateState => "duplicate_state",
             EventOutcome::RefundRefused => "refund_refused",
             EventOutcome::RefundKept => "refund_kept",
+            EventOutcome::ForeignMerchant => "foreign_merchant",
         }
     }
 }

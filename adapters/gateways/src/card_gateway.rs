@@ -371,6 +371,7 @@ impl PaymentGateway for CardGatewayGateway {
             event_id: event.id,
             event_type: event.event_type,
             events,
+            foreign: None,
         })
     }
 

@@ -338,6 +338,7 @@ impl PaymentGateway for MorAGateway {
             event_id: parsed.event_id,
             event_type: parsed.event_type,
             events: parsed.events,
+            foreign: None,
         })
     }
 

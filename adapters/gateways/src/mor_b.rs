@@ -310,6 +310,7 @@ impl PaymentGateway for MorBGateway {
             event_id,
             event_type: envelope.event_type,
             events,
+            foreign: None,
         })
     }
 

@@ -494,6 +494,7 @@ impl PaymentGateway for MorCGateway {
             event_id: parsed.event_id,
             event_type: parsed.event_type,
             events,
+            foreign: None,
         })
     }
 

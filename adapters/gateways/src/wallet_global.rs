@@ -620,6 +620,7 @@ impl PaymentGateway for WalletGlobalGateway {
             event_id: envelope.id,
             event_type: envelope.event_type,
             events,
+            foreign: None,
         })
     }
 

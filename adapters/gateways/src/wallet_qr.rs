@@ -421,6 +421,7 @@ impl PaymentGateway for WalletQrGateway {
             event_id: notification.id,
             event_type: notification.event_type,
             events,
+            foreign: None,
         })
     }
 

@@ -342,6 +342,7 @@ impl PaymentGateway for WalletWebGateway {
             event_id,
             event_type: transformers::event_type(&notification, &params),
             events,
+            foreign: None,
         })
     }
 

@@ -11,6 +11,7 @@ use application::ports::{Clock, IdGenerator, SecretHasher, Store, StoredPlan};
 use application::use_cases::api_keys::ApiKeyError;
 use application::use_cases::manage_plans::{ManagePlansError, PlanInput};
 use application::use_cases::plans::{Audience, PricingMode, list_plans};
+use application::use_cases::refund_order::RefundOrder;
 use domain::{PlanDraft, PlanText, ProviderRefs};
 use poem_openapi::param::Path;
 use poem_openapi::payload::Json;
@@ -18,6 +19,7 @@ use poem_openapi::{Object, OpenApi};
 use rust_decimal::Decimal;
 
 use crate::AppState;
+use crate::admin_refund::{RefundBody, RefundResponse, refund_problem};
 use crate::auth::Credential;
 use crate::dto::timestamp;
 use crate::problem::{Code, FieldErrorView, Problem, api_response};
@@ -462,6 +464,33 @@ enum Tag {
 
 #[OpenApi(tag = "Tag::Admin")]
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
+    /// Refund a paid order, fully or in part, through its provider's refund API.
+    #[oai(path = "/api/admin/orders/:orderId/refund", method = "post")]
+    async fn refund_order(
+        &self,
+        credential: Credential,
+        #[oai(name = "orderId")] order_id: Path<String>,
+        body: Json<RefundBody>,
+    ) -> RefundResponse {
+        let result = async {
+            self.state.admin(&credential).await?;
+            let request = RefundOrder {
+                order_id: order_id.0,
+                amount: body.0.amount,
+                reason: body.0.reason,
+            };
+            self.state
+                .service
+                .refund_order(&request)
+                .await
+                .map_err(refund_problem)
+        };
+        match result.await {
+            Ok(accepted) => RefundResponse::Accepted(Json((&accepted).into())),
+            Err(problem) => problem.into(),
+        }
+    }
+
     /// Every dynamic plan, hidden ones included.
     #[oai(path = "/api/admin/plans", method = "get")]
     async fn list_plans(&self, credential: Credential) -> ListPlansResponse {

@@ -115,6 +115,11 @@ pub struct VerifiedWebhook {
     pub event_type: String,
     /// What it means; empty for event types Tally does not handle.
     pub events: Vec<PaymentEvent>,
+    /// `Some(why)` when the webhook is validly signed but names another merchant, app, store or
+    /// mode than the configured ones (a platform key signs every merchant's webhooks at some
+    /// providers): it is acknowledged, recorded as `foreign_merchant`, and changes nothing.
+    /// `events` is then empty.
+    pub foreign: Option<String>,
 }
 
 /// Identifies our order in a provider event: our id, the provider's reference, or both.
@@ -268,6 +273,44 @@ pub struct PaymentRef {
     pub provider_reference: Option<String>,
 }
 
+/// Ask the provider to refund part or all of an order's payment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefundRequest {
+    /// The payment, as the provider knows it.
+    pub payment: PaymentRef,
+    /// Our id for this refund, unique per order and amount: the provider's idempotency key or
+    /// refund number (`out_refund_no`, `out_request_no`, `PayPal-Request-Id`, …).
+    pub refund_id: String,
+    /// What to refund now.
+    pub amount: Money,
+    /// What the order paid (WeChat Pay and Alipay want the total).
+    pub paid: Money,
+    /// Why, in words the provider may show the buyer.
+    pub reason: String,
+    /// Where the provider posts the refund's notification, when the API takes one (WeChat Pay).
+    pub notify_url: String,
+}
+
+/// Where a refund stands at the provider right after it was asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefundState {
+    /// Accepted; the provider's refund event (or a later query) completes it.
+    Pending,
+    /// Done: the service applies it at once, under the provider's refund id.
+    Succeeded,
+    /// Refused or failed at the provider.
+    Failed(String),
+}
+
+/// A refund the provider accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefundStarted {
+    /// The provider's id for the refund, when it gives one (the id its refund events carry).
+    pub provider_refund_id: Option<String>,
+    /// Where it stands.
+    pub state: RefundState,
+}
+
 /// The webhook outcome an acknowledgement is for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AckFor {
@@ -322,6 +365,17 @@ pub trait PaymentGateway: Send + Sync + 'static {
     /// [`GatewayError`].
     async fn cancel_subscription(&self, provider_subscription_id: &str)
     -> Result<(), GatewayError>;
+
+    /// Refund part or all of an order's payment through the provider's refund API, idempotent
+    /// per `refund_id`.
+    ///
+    /// # Errors
+    /// [`GatewayError::NotSupported`] where the provider's API has no refund (the default);
+    /// other failures.
+    async fn refund(&self, request: &RefundRequest) -> Result<RefundStarted, GatewayError> {
+        let _ = request;
+        Err(GatewayError::NotSupported)
+    }
 
     /// Verify a webhook exactly as the provider signs it and parse it into normalized events.
     ///

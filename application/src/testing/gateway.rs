@@ -9,7 +9,8 @@ use domain::{OrderId, ProviderId};
 use super::lock;
 use crate::ports::{
     AckFor, Checkout, CheckoutRequest, CheckoutTarget, GatewayError, PaymentGateway, PaymentRef,
-    PaymentStatus, VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
+    PaymentStatus, RefundRequest, RefundStarted, RefundState, VerifiedWebhook, WebhookAck,
+    WebhookError, WebhookRequest,
 };
 
 /// The header a test puts the "signature" of a prepared webhook in.
@@ -23,6 +24,9 @@ struct Script {
     checkouts: Vec<CheckoutRequest>,
     closed: Vec<OrderId>,
     cancelled_subscriptions: Vec<String>,
+    /// What `refund` answers; `None`: the provider has no refund API.
+    refund_state: Option<RefundState>,
+    refunds: Vec<RefundRequest>,
 }
 
 /// A gateway whose answers a test scripts; it records what it was asked.
@@ -71,6 +75,17 @@ impl FakeGateway {
     #[must_use]
     pub fn closed(&self) -> Vec<OrderId> {
         lock(&self.script).closed.clone()
+    }
+
+    /// What `refund` answers from now on (`None`: the provider has no refund API, the default).
+    pub fn answer_refunds(&self, state: Option<RefundState>) {
+        lock(&self.script).refund_state = state;
+    }
+
+    /// Refunds asked for so far.
+    #[must_use]
+    pub fn refunds(&self) -> Vec<RefundRequest> {
+        lock(&self.script).refunds.clone()
     }
 
     /// Subscriptions cancelled so far.
@@ -132,6 +147,19 @@ impl PaymentGateway for FakeGateway {
             .cancelled_subscriptions
             .push(provider_subscription_id.to_owned());
         Ok(())
+    }
+
+    async fn refund(&self, request: &RefundRequest) -> Result<RefundStarted, GatewayError> {
+        let mut script = lock(&self.script);
+        let state = script
+            .refund_state
+            .clone()
+            .ok_or(GatewayError::NotSupported)?;
+        script.refunds.push(request.clone());
+        Ok(RefundStarted {
+            provider_refund_id: Some(format!("fake_{}", request.refund_id)),
+            state,
+        })
     }
 
     async fn verify_webhook(

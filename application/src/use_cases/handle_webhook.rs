@@ -258,6 +258,18 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             credits_granted: domain::Credits::ZERO,
             credits_clawed_back: domain::Credits::ZERO,
         };
+        if let Some(why) = &verified.foreign {
+            let entry = received(verified.event_id.clone())
+                .entry(EventOutcome::ForeignMerchant, Some(why.clone()));
+            let fresh = self.store.record_event(&entry).await?;
+            let outcome = if fresh {
+                EventOutcome::ForeignMerchant
+            } else {
+                EventOutcome::Duplicate
+            };
+            handled.add(EventResult::only(outcome));
+            return Ok(handled);
+        }
         if verified.events.is_empty() {
             let entry = received(verified.event_id.clone())
                 .entry(EventOutcome::Ignored, Some("event type not handled".into()));

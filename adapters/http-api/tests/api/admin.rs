@@ -273,3 +273,61 @@ async fn public_plans_are_listed_in_the_requested_locale_without_hidden_ones() {
     .await;
     assert_eq!(english.body["plans"][0]["text"]["name"], "credits-100");
 }
+
+/// Issue 15: `POST /api/admin/orders/{orderId}/refund`.
+#[tokio::test]
+async fn an_admin_refunds_an_order_through_its_provider_and_bad_refunds_are_problems() {
+    use application::ports::RefundState;
+    use domain::ProviderId;
+    let app = spawn_app();
+    let (_, buyer) = app.register("buyer@example.com").await;
+    let order = app.buy_credits(&buyer).await;
+    let admin = app.admin().await;
+    let path = format!("/api/admin/orders/{order}/refund");
+    send(&app, "POST", &path, &buyer, Some(json!({"reason": "x"})))
+        .await
+        .expect(403, Some("forbidden"));
+    // The fake provider has no refund API until told otherwise.
+    send(&app, "POST", &path, &admin, Some(json!({"reason": "x"})))
+        .await
+        .expect(422, Some("refund_not_supported"));
+    app.gateway(ProviderId::CardGateway)
+        .answer_refunds(Some(RefundState::Succeeded));
+    for amount in ["0", "9.991", "10.00"] {
+        let body = json!({"amount": amount.parse::<f64>().unwrap(), "reason": "x"});
+        send(&app, "POST", &path, &admin, Some(body))
+            .await
+            .expect(422, Some("validation_failed"));
+    }
+    let missing = "/api/admin/orders/ord_missing/refund";
+    send(&app, "POST", missing, &admin, Some(json!({})))
+        .await
+        .expect(404, Some("order_not_found"));
+    let half = send(
+        &app,
+        "POST",
+        &path,
+        &admin,
+        Some(json!({"amount": 4.99, "reason": "x"})),
+    )
+    .await;
+    half.expect(202, None);
+    assert_eq!(half.body["state"], "succeeded");
+    assert_eq!(half.body["amountMinor"], 499);
+    assert_eq!(half.body["refundId"], format!("rf_{order}_499"));
+    assert_eq!(half.body["order"]["status"], "partially_refunded");
+    let rest = send(&app, "POST", &path, &admin, Some(json!({"reason": "x"}))).await;
+    rest.expect(202, None);
+    assert_eq!(rest.body["amountMinor"], 500);
+    assert_eq!(rest.body["order"]["status"], "refunded");
+    send(&app, "POST", &path, &admin, Some(json!({})))
+        .await
+        .expect(409, Some("not_refundable"));
+    let refunds = app.gateway(ProviderId::CardGateway).refunds();
+    assert_eq!(refunds.len(), 2);
+    assert!(
+        refunds
+            .iter()
+            .all(|r| r.notify_url.ends_with("/api/payment/webhook/card_gateway"))
+    );
+}

@@ -328,6 +328,7 @@ impl TestApp {
                 event_id: event_id.to_owned(),
                 event_type: "payment.succeeded".to_owned(),
                 events,
+                foreign: None,
             },
         );
         Answer::of(

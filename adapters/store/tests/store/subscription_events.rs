@@ -186,6 +186,7 @@ impl Run<'_> {
                 event_id: format!("evt_{}_{event_id}", self.case),
                 event_type: "test.event".into(),
                 events: vec![event],
+                foreign: None,
             },
         );
         let mut headers = BTreeMap::new();

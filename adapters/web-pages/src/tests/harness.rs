@@ -219,6 +219,7 @@ impl App {
                 event_id: event_id.into(),
                 event_type: "test".into(),
                 events,
+                foreign: None,
             },
         );
         let mut headers = BTreeMap::new();

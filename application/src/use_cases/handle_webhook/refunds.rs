@@ -35,7 +35,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 {
                     return self.refund_charge(r, &charge, report).await;
                 }
-                self.refund_order(r, &record, report).await
+                self.refund_order_payment(r, &record, report).await
             }
             RefundedCharge::SubscriptionCharge {
                 provider_subscription_id,
@@ -57,7 +57,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
 
     /// A refund of a one-time or credits order: the order moves along the refund path and the
     /// refunded share of its credits is taken back; before the payment, the report is kept.
-    async fn refund_order(
+    async fn refund_order_payment(
         &self,
         r: &Received,
         record: &OrderRecord,

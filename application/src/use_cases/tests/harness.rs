@@ -111,6 +111,7 @@ impl Harness {
                 event_id: event_id.into(),
                 event_type: "test.event".into(),
                 events,
+                foreign: None,
             },
         );
         let mut headers = BTreeMap::new();

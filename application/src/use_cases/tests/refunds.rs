@@ -370,3 +370,127 @@ async fn a_second_activation_naming_the_first_charge_lets_its_refund_be_found() 
     );
     assert_eq!(balance(&h, &user).await, 0);
 }
+
+mod from_tally {
+    use super::*;
+    use crate::use_cases::refund_order::{RefundOrder, RefundOrderError};
+
+    fn asked(id: &OrderId, amount: Option<&str>) -> RefundOrder {
+        RefundOrder {
+            order_id: id.as_str().into(),
+            amount: amount.map(|a| a.parse().unwrap()),
+            reason: "requested by the customer".into(),
+        }
+    }
+
+    async fn paid_pack(h: &Harness) -> (User, OrderId) {
+        let user = h.user("buyer@example.com").await;
+        let id = order(h, &user, "credits-100", "card_gateway").await;
+        deliver(h, ProviderId::CardGateway, "paid", paid(&id, usd(1000))).await;
+        assert_eq!(balance(h, &user).await, 10_000);
+        (user, id)
+    }
+
+    #[tokio::test]
+    async fn a_refund_done_at_once_is_applied_once_and_its_provider_event_adds_nothing() {
+        let h = Harness::new();
+        let (user, id) = paid_pack(&h).await;
+        h.fake(ProviderId::CardGateway)
+            .answer_refunds(Some(RefundState::Succeeded));
+        let done = h
+            .service
+            .refund_order(&asked(&id, Some("4.00")))
+            .await
+            .unwrap();
+        assert_eq!(done.refund_id, format!("rf_{id}_400"));
+        assert_eq!(balance(&h, &user).await, 6_000);
+        assert!(matches!(
+            done.order.order.status,
+            OrderStatus::PartiallyRefunded { .. }
+        ));
+        // The provider's own event for it: the same refund id, or the running total.
+        let same = refund(
+            RefundedCharge::Order(by_id(&id)),
+            one(&format!("fake_rf_{id}_400"), usd(400)),
+        );
+        assert_eq!(
+            deliver(&h, ProviderId::CardGateway, "e1", same).await,
+            "duplicate_state"
+        );
+        let total = refund(
+            RefundedCharge::Order(by_id(&id)),
+            RefundReport::Total(usd(400)),
+        );
+        assert_eq!(
+            deliver(&h, ProviderId::CardGateway, "e2", total).await,
+            "duplicate_state"
+        );
+        assert_eq!(balance(&h, &user).await, 6_000);
+        // The rest, by default everything left.
+        let rest = h.service.refund_order(&asked(&id, None)).await.unwrap();
+        assert_eq!(rest.amount, usd(600));
+        assert_eq!(balance(&h, &user).await, 0);
+        assert!(matches!(
+            h.service.refund_order(&asked(&id, None)).await,
+            Err(RefundOrderError::NotRefundable("refunded"))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_pending_refund_waits_for_the_provider_event_and_a_repeat_asks_with_the_same_id() {
+        let h = Harness::new();
+        let (user, id) = paid_pack(&h).await;
+        let fake = h.fake(ProviderId::CardGateway);
+        fake.answer_refunds(Some(RefundState::Pending));
+        let first = h.service.refund_order(&asked(&id, None)).await.unwrap();
+        let again = h.service.refund_order(&asked(&id, None)).await.unwrap();
+        assert_eq!(first.refund_id, again.refund_id, "one idempotency key");
+        assert_eq!(fake.refunds().len(), 2);
+        assert_eq!(
+            balance(&h, &user).await,
+            10_000,
+            "nothing before the provider says so"
+        );
+        let event = refund(
+            RefundedCharge::Order(by_id(&id)),
+            RefundReport::Total(usd(1000)),
+        );
+        assert_eq!(
+            deliver(&h, ProviderId::CardGateway, "e", event).await,
+            "applied"
+        );
+        assert_eq!(balance(&h, &user).await, 0);
+    }
+
+    #[tokio::test]
+    async fn refunds_out_of_range_unpaid_or_without_a_refund_api_are_refused_and_change_nothing() {
+        let h = Harness::new();
+        let (user, id) = paid_pack(&h).await;
+        assert!(matches!(
+            h.service.refund_order(&asked(&id, None)).await,
+            Err(RefundOrderError::NotSupported(_))
+        ));
+        h.fake(ProviderId::CardGateway)
+            .answer_refunds(Some(RefundState::Succeeded));
+        for amount in ["0", "10.01", "-1", "0.001"] {
+            assert!(
+                matches!(
+                    h.service.refund_order(&asked(&id, Some(amount))).await,
+                    Err(RefundOrderError::InvalidAmount(_))
+                ),
+                "{amount}"
+            );
+        }
+        let pending = order(&h, &user, "credits-100", "card_gateway").await;
+        assert!(matches!(
+            h.service.refund_order(&asked(&pending, None)).await,
+            Err(RefundOrderError::NotRefundable("pending"))
+        ));
+        let unknown = OrderId::new("ord_nope").unwrap();
+        assert!(matches!(
+            h.service.refund_order(&asked(&unknown, None)).await,
+            Err(RefundOrderError::NotFound)
+        ));
+        assert_eq!(balance(&h, &user).await, 10_000);
+    }
+}

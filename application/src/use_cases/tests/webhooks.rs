@@ -315,3 +315,48 @@ async fn a_withdrawn_cancellation_makes_the_subscription_renew_again() {
         .unwrap();
     assert_eq!(renewal().await, domain::RenewalIntent::Renews);
 }
+
+#[tokio::test]
+async fn a_validly_signed_event_for_another_merchant_is_acknowledged_recorded_and_changes_nothing()
+{
+    let h = Harness::new();
+    let user = h.user("a@example.com").await;
+    let id = order(&h, &user, "credits-100").await;
+    h.fake(ProviderId::CardGateway).prepare_webhook(
+        "sig-foreign",
+        VerifiedWebhook {
+            event_id: "evt_foreign".into(),
+            event_type: "checkout.session.completed".into(),
+            events: Vec::new(),
+            foreign: Some("livemode true, the key is a test key".into()),
+        },
+    );
+    let mut headers = std::collections::BTreeMap::new();
+    headers.insert(
+        crate::testing::FAKE_SIGNATURE_HEADER.to_owned(),
+        "sig-foreign".to_owned(),
+    );
+    let request = WebhookRequest {
+        headers,
+        body: b"{}".to_vec(),
+    };
+    let handled = h
+        .service
+        .handle_webhook("card_gateway", request.clone())
+        .await
+        .unwrap();
+    assert_eq!(handled.outcomes, ["foreign_merchant"]);
+    assert_eq!(handled.ack.status, 200);
+    let again = h
+        .service
+        .handle_webhook("card_gateway", request)
+        .await
+        .unwrap();
+    assert_eq!(again.outcomes, ["duplicate"]);
+    let entry = h.service.store().inbox().last().cloned().unwrap();
+    assert_eq!(entry.outcome, "foreign_merchant");
+    assert!(entry.detail.unwrap().contains("livemode"));
+    let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
+    assert_eq!(record.order.status, OrderStatus::Pending);
+    assert_eq!(balance(&h, &user).await, 0);
+}
