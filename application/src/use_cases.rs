@@ -1,6 +1,7 @@
 //! One file per use case: its request, response, error enum and function body.
 
 pub mod accounts;
+pub mod admin_console;
 pub mod api_keys;
 pub mod cancel_payment;
 pub mod credits;

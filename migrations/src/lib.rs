@@ -12,6 +12,7 @@
 //! | `m20260301_000003_host_identities` | host identities | `host_identities` (issuer, subject) → user, backfilled for earlier host users |
 //! | `m20260401_000004_subscription_terms` | sold terms | `subscriptions` keep price, currency, interval and credits per period, filled from their order |
 //! | `m20260501_000005_refunds` | refunds | `subscription_charges` (each paid period), `refunds` (every refund report, kept against the payment it names), `orders.version` |
+//! | `m20260601_000006_inbox_indexes` | admin console | indexes to list the webhook inbox by provider and by outcome |
 //!
 //! Every step migrates down as well as up; the tests in `tests/migrations.rs` prove it on SQLite
 //! and, when `TEST_DATABASE_URL` is set, on PostgreSQL.
@@ -21,6 +22,7 @@ mod m20260201_000002_credits;
 mod m20260301_000003_host_identities;
 mod m20260401_000004_subscription_terms;
 mod m20260501_000005_refunds;
+mod m20260601_000006_inbox_indexes;
 mod sql;
 
 pub use sea_orm_migration::MigratorTrait;
@@ -39,6 +41,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20260301_000003_host_identities::Migration),
             Box::new(m20260401_000004_subscription_terms::Migration),
             Box::new(m20260501_000005_refunds::Migration),
+            Box::new(m20260601_000006_inbox_indexes::Migration),
         ]
     }
 }

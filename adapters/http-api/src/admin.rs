@@ -7,21 +7,27 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use application::accounts::ApiKey;
-use application::ports::{Clock, IdGenerator, SecretHasher, Store, StoredPlan};
+use application::ports::{Clock, IdGenerator, InboxFilter, SecretHasher, Store, StoredPlan};
+use application::use_cases::admin_console::AdjustCredits;
 use application::use_cases::api_keys::ApiKeyError;
 use application::use_cases::manage_plans::{ManagePlansError, PlanInput};
 use application::use_cases::plans::{Audience, PricingMode, list_plans};
 use application::use_cases::refund_order::RefundOrder;
-use domain::{PlanDraft, PlanText, ProviderRefs};
-use poem_openapi::param::Path;
+use domain::{PlanDraft, PlanText, ProviderId, ProviderRefs};
+use poem::Request;
+use poem_openapi::param::{Header, Path, Query};
 use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
 use rust_decimal::Decimal;
 
 use crate::AppState;
+use crate::admin_console::{
+    AdjustCreditsBody, AdjustCreditsResponse, AdjustedCreditsView, WebhookEventsResponse,
+    adjust_problem, parse_expiry,
+};
 use crate::admin_refund::{RefundBody, RefundResponse, refund_problem};
 use crate::auth::Credential;
-use crate::dto::timestamp;
+use crate::dto::{page_request, parse_idempotency_key, timestamp};
 use crate::problem::{Code, FieldErrorView, Problem, api_response};
 
 /// A plan's duration, as an admin writes it.
@@ -464,6 +470,81 @@ enum Tag {
 
 #[OpenApi(tag = "Tag::Admin")]
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
+    /// The webhook inbox: every recorded provider event, newest first, with its outcome.
+    #[oai(path = "/api/admin/webhook-events", method = "get")]
+    async fn webhook_events(
+        &self,
+        credential: Credential,
+        /// Only this provider's events.
+        provider: Query<Option<String>>,
+        /// Only this outcome (`mismatch`, `foreign_merchant`, `unknown_order`, …).
+        outcome: Query<Option<String>>,
+        /// Page number, from 1.
+        page: Query<Option<String>>,
+        /// Page size, 1 to 100.
+        limit: Query<Option<String>>,
+    ) -> WebhookEventsResponse {
+        let result = async {
+            self.state.admin(&credential).await?;
+            let page = page_request(page.0.as_deref(), limit.0.as_deref())?;
+            let provider = provider
+                .0
+                .map(|p| {
+                    p.parse::<ProviderId>()
+                        .map_err(|e| Problem::new(Code::UnknownProvider, e.to_string()))
+                })
+                .transpose()?;
+            let filter = InboxFilter {
+                provider,
+                outcome: outcome.0.map(|o| o.chars().take(64).collect()),
+            };
+            Ok::<_, Problem>(
+                self.state
+                    .service
+                    .list_webhook_events(&filter, page)
+                    .await?,
+            )
+        };
+        match result.await {
+            Ok(page) => WebhookEventsResponse::Ok(Json((&page).into())),
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// Grant credits (optionally expiring) or debit them (never below zero), once per key.
+    #[oai(path = "/api/admin/users/:id/credits", method = "post")]
+    async fn adjust_credits(
+        &self,
+        credential: Credential,
+        id: Path<String>,
+        #[oai(name = "Idempotency-Key")] idempotency_key: Header<Option<String>>,
+        body: Json<AdjustCreditsBody>,
+        request: &Request,
+    ) -> AdjustCreditsResponse {
+        let result = async {
+            let admin = self.state.admin(&credential).await?;
+            let key = parse_idempotency_key(idempotency_key.0, request)?
+                .ok_or_else(|| Problem::bad_input("Idempotency-Key is required"))?;
+            let adjust = AdjustCredits {
+                admin,
+                user_id: id.0,
+                amount: body.0.amount,
+                reason: body.0.reason,
+                expires_at: parse_expiry(body.0.expires_at.as_deref())?,
+                idempotency_key: key,
+            };
+            self.state
+                .service
+                .adjust_credits(&adjust)
+                .await
+                .map_err(adjust_problem)
+        };
+        match result.await {
+            Ok(done) => AdjustCreditsResponse::Ok(Json(AdjustedCreditsView::new(&done))),
+            Err(problem) => problem.into(),
+        }
+    }
+
     /// Refund a paid order, fully or in part, through its provider's refund API.
     #[oai(path = "/api/admin/orders/:orderId/refund", method = "post")]
     async fn refund_order(

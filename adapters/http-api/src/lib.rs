@@ -15,6 +15,7 @@
 //! its outcome. HTTP statuses are decided only here (HOUSE-STYLE.md rule 14).
 
 mod admin;
+mod admin_console;
 mod admin_refund;
 mod auth;
 mod auth_routes;

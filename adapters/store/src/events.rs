@@ -2,19 +2,54 @@
 //! the inbox row, the order transition, the subscription change, the grant and the clawback
 //! commit together or not at all.
 
+use application::pagination::{Page, PageRequest};
 use application::ports::{
-    InboxEntry, PaymentEventCommand, PaymentEventOutcome, PaymentEventStore, StoreError,
-    SubscriptionChange,
+    InboxEntry, InboxFilter, PaymentEventCommand, PaymentEventOutcome, PaymentEventStore,
+    RecordedEvent, StoreError, SubscriptionChange,
 };
 use async_trait::async_trait;
 use domain::Timestamp;
-use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr};
+use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, FromQueryResult};
 
 use crate::SeaOrmStore;
 use crate::ledger::{self, NewGrant};
 use crate::retry::Fail;
 use crate::sql::{self, End};
 use crate::{orders, refunds, subscriptions};
+
+/// A `webhook_inbox` row.
+#[derive(Debug, FromQueryResult)]
+struct InboxRow {
+    id: i64,
+    provider: String,
+    event_id: String,
+    event_type: String,
+    payload: String,
+    outcome: String,
+    detail: Option<String>,
+    received_at: i64,
+}
+
+impl InboxRow {
+    fn into_domain(self) -> Result<RecordedEvent, StoreError> {
+        let provider = self
+            .provider
+            .parse()
+            .map_err(|e| crate::rows::corrupt("webhook_inbox", &self.event_id, e))?;
+        Ok(RecordedEvent {
+            id: self.id,
+            entry: InboxEntry {
+                provider,
+                event_id: self.event_id,
+                event_type: self.event_type,
+                payload: self.payload,
+                outcome: self.outcome,
+                detail: self.detail,
+                received_at: Timestamp::from_unix_millis(self.received_at),
+            },
+        })
+    }
+}
 
 /// Insert the inbox row; false when `(provider, event_id)` was seen before.
 async fn insert_inbox<C: ConnectionTrait>(conn: &C, e: &InboxEntry) -> Result<bool, DbErr> {
@@ -133,6 +168,49 @@ impl PaymentEventStore for SeaOrmStore {
                 sql::finish(tx, body).await
             })
             .await
+    }
+
+    async fn list_events(
+        &self,
+        filter: &InboxFilter,
+        page: PageRequest,
+    ) -> Result<Page<RecordedEvent>, StoreError> {
+        // Each filter is `($n IS NULL OR column = $n)`, so one statement serves every mix; the
+        // indexes of step 6 ((provider, id) and (outcome, id)) keep a filtered page cheap.
+        let condition = "($1 IS NULL OR provider = $1) AND ($2 IS NULL OR outcome = $2)";
+        let count = format!("SELECT COUNT(*) AS total FROM webhook_inbox WHERE {condition}");
+        let items = format!(
+            "SELECT id, provider, event_id, event_type, payload, outcome, detail, received_at \
+             FROM webhook_inbox WHERE {condition} ORDER BY id DESC LIMIT $3 OFFSET $4"
+        );
+        let filters = vec![
+            filter.provider.map(|p| p.as_str().to_owned()).into(),
+            filter.outcome.clone().into(),
+        ];
+        let mut item_values = filters.clone();
+        item_values.push(i64::from(page.limit()).into());
+        item_values.push(i64::try_from(page.offset()).unwrap_or(i64::MAX).into());
+        let (total, rows) = self
+            .retry
+            .run("list_events", || {
+                sql::page::<InboxRow>(
+                    &self.db,
+                    &count,
+                    filters.clone(),
+                    &items,
+                    item_values.clone(),
+                )
+            })
+            .await?;
+        let items = rows
+            .into_iter()
+            .map(InboxRow::into_domain)
+            .collect::<Result<_, _>>()?;
+        Ok(Page {
+            items,
+            request: page,
+            total: u64::try_from(total).unwrap_or(0),
+        })
     }
 
     async fn record_event(&self, entry: &InboxEntry) -> Result<bool, StoreError> {

@@ -782,6 +782,8 @@ pub struct AdjustCommand {
     pub note: String,
     /// Unique reference (makes the adjustment idempotent).
     pub reference: String,
+    /// When granted credits expire (an increase only: promotional credits), if they do.
+    pub expires_at: Option<Timestamp>,
     /// Now.
     pub now: Timestamp,
 }
@@ -948,6 +950,24 @@ pub struct PaymentEventCommand {
     pub refund: Option<RefundRecord>,
 }
 
+/// Which recorded provider events to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InboxFilter {
+    /// Only this provider's.
+    pub provider: Option<ProviderId>,
+    /// Only this outcome (`mismatch`, `foreign_merchant`, …).
+    pub outcome: Option<String>,
+}
+
+/// A recorded provider event, as the inbox keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedEvent {
+    /// The inbox row id (increasing).
+    pub id: i64,
+    /// The row.
+    pub entry: InboxEntry,
+}
+
 /// What applying a payment event did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PaymentEventOutcome {
@@ -979,6 +999,16 @@ pub trait PaymentEventStore: Send + Sync + 'static {
     /// # Errors
     /// Storage failures; a duplicate is `Ok(false)`.
     async fn record_event(&self, entry: &InboxEntry) -> Result<bool, StoreError>;
+
+    /// The recorded provider events matching `filter`, newest first.
+    ///
+    /// # Errors
+    /// Storage failures; [`StoreError::Corrupt`] for an invalid row.
+    async fn list_events(
+        &self,
+        filter: &InboxFilter,
+        page: PageRequest,
+    ) -> Result<Page<RecordedEvent>, StoreError>;
 }
 
 /// Everything the use cases persist, in one bound.

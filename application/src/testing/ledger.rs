@@ -25,6 +25,7 @@ pub(super) struct Ledger {
     lots: Vec<Lot>,
     reservations: BTreeMap<ReservationId, (Reservation, String, String)>,
     spend_keys: BTreeMap<(UserId, String), (String, i64)>,
+    adjust_keys: BTreeMap<(UserId, String), String>,
 }
 
 fn source_key(source: &GrantSource) -> String {
@@ -385,6 +386,19 @@ impl Ledger {
     }
 
     pub(super) fn adjust(&mut self, c: &AdjustCommand) -> Result<LedgerEffect, SpendError> {
+        let hash = format!("{}|{}|{:?}", c.amount.hundredths(), c.note, c.expires_at);
+        let key = (c.user_id.clone(), c.reference.clone());
+        match self.adjust_keys.get(&key) {
+            Some(seen) if *seen == hash => return Ok(LedgerEffect::Nothing),
+            Some(_) => return Err(SpendError::IdempotencyConflict),
+            None => {}
+        }
+        let effect = self.adjust_once(c)?;
+        self.adjust_keys.insert(key, hash);
+        Ok(effect)
+    }
+
+    fn adjust_once(&mut self, c: &AdjustCommand) -> Result<LedgerEffect, SpendError> {
         if c.amount.is_decrease() {
             let context = UsageContext {
                 note: Some(c.note.clone()),
@@ -404,7 +418,7 @@ impl Ledger {
             user_id: c.user_id.clone(),
             amount: c.amount.magnitude(),
             source: GrantSource::Admin(c.reference.clone()),
-            expires_at: None,
+            expires_at: c.expires_at,
             now: c.now,
         };
         Ok(self.grant(&grant)?)

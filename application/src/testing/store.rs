@@ -777,6 +777,28 @@ impl PaymentEventStore for InMemoryStore {
         })
     }
 
+    async fn list_events(
+        &self,
+        filter: &InboxFilter,
+        page: PageRequest,
+    ) -> Result<Page<RecordedEvent>, StoreError> {
+        let all: Vec<RecordedEvent> = lock(&self.0)
+            .inbox_entries
+            .iter()
+            .enumerate()
+            .rev()
+            .filter(|(_, e)| {
+                filter.provider.is_none_or(|p| p == e.provider)
+                    && filter.outcome.as_ref().is_none_or(|o| o == &e.outcome)
+            })
+            .map(|(i, e)| RecordedEvent {
+                id: i64::try_from(i).unwrap_or(i64::MAX) + 1,
+                entry: e.clone(),
+            })
+            .collect();
+        Ok(paged(all, page))
+    }
+
     async fn record_event(&self, entry: &InboxEntry) -> Result<bool, StoreError> {
         self.atomically(|s| {
             if !s.inbox.insert((entry.provider, entry.event_id.clone())) {

@@ -331,3 +331,155 @@ async fn an_admin_refunds_an_order_through_its_provider_and_bad_refunds_are_prob
             .all(|r| r.notify_url.ends_with("/api/payment/webhook/card_gateway"))
     );
 }
+
+/// Issue 18: the webhook inbox is visible to administrators, filtered and paged.
+#[tokio::test]
+async fn admins_list_recorded_webhook_events_by_provider_and_outcome() {
+    use domain::{Currency, ProviderId};
+    let app = spawn_app();
+    let (_, buyer) = app.register("buyer@example.com").await;
+    let order = app.buy_credits(&buyer).await;
+    // A payment of the wrong amount: recorded as a mismatch.
+    let wrong = crate::helpers::paid(&order, 1, Currency::Usd);
+    app.deliver(ProviderId::CardGateway, "evt-wrong", vec![wrong])
+        .await
+        .expect(200, None);
+    let admin = app.admin().await;
+    send(&app, "GET", "/api/admin/webhook-events", &buyer, None)
+        .await
+        .expect(403, Some("forbidden"));
+    let all = send(&app, "GET", "/api/admin/webhook-events", &admin, None).await;
+    all.expect(200, None);
+    assert_eq!(all.body["total"], 2);
+    assert_eq!(all.body["items"][0]["eventId"], "evt-wrong", "newest first");
+    assert_eq!(all.body["items"][0]["outcome"], "mismatch");
+    assert!(
+        all.body["items"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("paid")
+    );
+    assert_eq!(all.body["items"][0]["payload"], "{\"id\":\"evt\"}");
+    let path = "/api/admin/webhook-events?outcome=mismatch&provider=card_gateway";
+    let mismatches = send(&app, "GET", path, &admin, None).await;
+    assert_eq!(mismatches.body["total"], 1);
+    let other = "/api/admin/webhook-events?provider=mor_a";
+    assert_eq!(
+        send(&app, "GET", other, &admin, None).await.body["total"],
+        0
+    );
+    let paged = "/api/admin/webhook-events?limit=1&page=2";
+    let second = send(&app, "GET", paged, &admin, None).await;
+    assert_eq!(second.body["items"][0]["outcome"], "applied");
+    send(
+        &app,
+        "GET",
+        "/api/admin/webhook-events?provider=stripe",
+        &admin,
+        None,
+    )
+    .await
+    .expect(422, Some("unknown_provider"));
+    send(
+        &app,
+        "GET",
+        "/api/admin/webhook-events?limit=0",
+        &admin,
+        None,
+    )
+    .await
+    .expect(400, Some("invalid_pagination"));
+}
+
+/// Issue 18: an administrator grants (optionally expiring) or debits credits, once per key.
+#[tokio::test]
+async fn admins_grant_and_debit_credits_once_per_key_and_never_below_zero() {
+    let app = spawn_app();
+    let (user_id, buyer) = app.register("buyer@example.com").await;
+    let admin = app.admin().await;
+    let path = format!("/api/admin/users/{user_id}/credits");
+    let post = |key: &'static str, body: Value| {
+        let request = app
+            .client
+            .post(&path)
+            .header("authorization", bearer(&admin))
+            .header("idempotency-key", key)
+            .body_json(&body);
+        async move { Answer::of(request.send().await).await }
+    };
+    let grant =
+        json!({"amount": 100, "reason": "outage on 24 Nov", "expiresAt": "2099-01-01T00:00:00Z"});
+    let first = post("grant-1", grant.clone()).await;
+    first.expect(200, None);
+    assert_eq!(first.body["balanceHundredths"], 10_000);
+    assert_eq!(first.body["transaction"]["type"], "admin_adjustment");
+    let again = post("grant-1", grant).await;
+    again.expect(200, None);
+    assert!(again.body.get("transaction").is_none(), "{:?}", again.body);
+    assert_eq!(again.body["balanceHundredths"], 10_000);
+    post("grant-1", json!({"amount": 5, "reason": "other"}))
+        .await
+        .expect(409, Some("idempotency_conflict"));
+    post("debit-1", json!({"amount": -150, "reason": "mistake"}))
+        .await
+        .expect(402, Some("insufficient_credits"));
+    let debit = post("debit-2", json!({"amount": -25.5, "reason": "mistake"})).await;
+    debit.expect(200, None);
+    assert_eq!(debit.body["balanceHundredths"], 7_450);
+    for (key, body, field) in [
+        ("bad-1", json!({"amount": 0, "reason": "x"}), "amount"),
+        ("bad-2", json!({"amount": 1.001, "reason": "x"}), "amount"),
+        ("bad-3", json!({"amount": 1, "reason": "  "}), "reason"),
+        (
+            "bad-4",
+            json!({"amount": -1, "reason": "x", "expiresAt": "2099-01-01T00:00:00Z"}),
+            "expiresAt",
+        ),
+        (
+            "bad-5",
+            json!({"amount": 1, "reason": "x", "expiresAt": "2000-01-01T00:00:00Z"}),
+            "expiresAt",
+        ),
+        (
+            "bad-6",
+            json!({"amount": 1, "reason": "x", "expiresAt": "tomorrow"}),
+            "expiresAt",
+        ),
+    ] {
+        let answer = post(key, body).await;
+        answer.expect(422, Some("validation_failed"));
+        assert_eq!(answer.body["errors"][0]["field"], field, "{key}");
+    }
+    let no_key = Answer::of(
+        app.client
+            .post(&path)
+            .header("authorization", bearer(&admin))
+            .body_json(&json!({"amount": 1, "reason": "x"}))
+            .send()
+            .await,
+    )
+    .await;
+    no_key.expect(400, None);
+    let missing = Answer::of(
+        app.client
+            .post("/api/admin/users/usr_missing/credits")
+            .header("authorization", bearer(&admin))
+            .header("idempotency-key", "k")
+            .body_json(&json!({"amount": 1, "reason": "x"}))
+            .send()
+            .await,
+    )
+    .await;
+    missing.expect(404, Some("user_not_found"));
+    let forbidden = Answer::of(
+        app.client
+            .post(&path)
+            .header("authorization", bearer(&buyer))
+            .header("idempotency-key", "k2")
+            .body_json(&json!({"amount": 1, "reason": "x"}))
+            .send()
+            .await,
+    )
+    .await;
+    forbidden.expect(403, Some("forbidden"));
+}

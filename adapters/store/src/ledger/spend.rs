@@ -78,7 +78,11 @@ async fn replay(
 /// The request fingerprint of an adjustment: same reference with another amount or note is a
 /// different request.
 fn adjust_hash(c: &AdjustCommand) -> String {
-    format!("{}|{}", c.amount.hundredths(), c.note)
+    match c.expires_at {
+        // Without an expiry the hash is what it was before expiries existed.
+        None => format!("{}|{}", c.amount.hundredths(), c.note),
+        Some(at) => format!("{}|{}|{}", c.amount.hundredths(), c.note, at.unix_millis()),
+    }
 }
 
 /// Adjust: keyed by `reference` (a second call with the same one is `Nothing`). An increase is
@@ -117,7 +121,7 @@ pub(crate) async fn adjust(
             user: &c.user_id,
             amount: c.amount.magnitude(),
             source: &source,
-            expires_at: None,
+            expires_at: c.expires_at,
             now: c.now,
             context: Some(&context),
             key: Some((&c.reference, &hash)),

@@ -542,7 +542,61 @@ async fn charges_and_refund_reports_round_trip_and_are_compare_and_set(store: &T
     assert_ledger_consistent(store, &u).await;
 }
 
+/// The inbox listed newest first, filtered by provider and outcome, paged (issue 18).
+async fn the_inbox_is_listed_newest_first_by_provider_and_outcome(store: &TestStore) {
+    use application::pagination::PageRequest;
+    use application::ports::InboxFilter;
+    for (i, (provider, outcome)) in [
+        (ProviderId::CardGateway, "applied"),
+        (ProviderId::MorA, "mismatch"),
+        (ProviderId::CardGateway, "mismatch"),
+        (ProviderId::CardGateway, "foreign_merchant"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut entry = inbox(&format!("evt_{i}"), 10 + i64::try_from(i).unwrap());
+        entry.provider = provider;
+        entry.outcome = outcome.into();
+        entry.detail = Some(format!("detail {i}"));
+        assert!(store.record_event(&entry).await.unwrap());
+    }
+    let page = |p, l| PageRequest::new(Some(p), Some(l)).unwrap();
+    let all = store
+        .list_events(&InboxFilter::default(), page(1, 10))
+        .await
+        .unwrap();
+    assert_eq!(all.total, 4);
+    let ids: Vec<&str> = all
+        .items
+        .iter()
+        .map(|e| e.entry.event_id.as_str())
+        .collect();
+    assert_eq!(ids, ["evt_3", "evt_2", "evt_1", "evt_0"]);
+    assert!(all.items.windows(2).all(|w| w[0].id > w[1].id));
+    assert_eq!(all.items[0].entry.detail.as_deref(), Some("detail 3"));
+    let filter = InboxFilter {
+        provider: Some(ProviderId::CardGateway),
+        outcome: Some("mismatch".into()),
+    };
+    let mismatches = store.list_events(&filter, page(1, 10)).await.unwrap();
+    let ids: Vec<&str> = mismatches
+        .items
+        .iter()
+        .map(|e| e.entry.event_id.as_str())
+        .collect();
+    assert_eq!((mismatches.total, ids), (1, vec!["evt_2"]));
+    let by_outcome = InboxFilter {
+        provider: None,
+        outcome: Some("mismatch".into()),
+    };
+    let second = store.list_events(&by_outcome, page(2, 1)).await.unwrap();
+    assert_eq!(second.total, 2);
+    assert_eq!(second.items[0].entry.event_id, "evt_1");
+}
+
 contract_tests!(
+    the_inbox_is_listed_newest_first_by_provider_and_outcome,
     charges_and_refund_reports_round_trip_and_are_compare_and_set,
     a_payment_event_applies_order_subscription_and_grant_together,
     a_duplicate_event_changes_nothing,

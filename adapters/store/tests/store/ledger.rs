@@ -412,6 +412,7 @@ async fn adjustments_apply_once_per_reference(store: &TestStore) {
         amount: CreditDelta::from_hundredths(amount).unwrap(),
         note: "goodwill".into(),
         reference: reference.into(),
+        expires_at: None,
         now: t(10),
     };
     let LedgerEffect::Written(up) = store.adjust(&adjust(500, "ticket-1")).await.unwrap() else {
@@ -523,7 +524,38 @@ async fn explain(store: &TestStore, sql: &str) -> String {
         .join("\n")
 }
 
+/// An administrator's grant may expire (promotional credits, issue 18); the same key with another
+/// expiry is another adjustment.
+async fn an_admin_grant_keeps_its_expiry(store: &TestStore) {
+    let u = user(store, "u1").await;
+    let grant = |expires: Option<i64>| AdjustCommand {
+        user_id: u.clone(),
+        amount: CreditDelta::from_hundredths(1_000).unwrap(),
+        note: "promotion".into(),
+        reference: "promo-1".into(),
+        expires_at: expires.map(t),
+        now: t(10),
+    };
+    store.adjust(&grant(Some(5_000))).await.unwrap();
+    assert_eq!(
+        store
+            .raw_i64("SELECT expires_at FROM credit_grants WHERE source_kind = 'admin'")
+            .await,
+        5_000
+    );
+    assert_eq!(
+        store.adjust(&grant(Some(5_000))).await.unwrap(),
+        LedgerEffect::Nothing
+    );
+    assert!(matches!(
+        store.adjust(&grant(Some(6_000))).await,
+        Err(SpendError::IdempotencyConflict)
+    ));
+    assert_ledger_consistent(store, &u).await;
+}
+
 contract_tests!(
+    an_admin_grant_keeps_its_expiry,
     a_transactions_page_walks_the_index_instead_of_sorting,
     the_balance_of_an_unknown_user_is_zero,
     a_source_grants_once,

@@ -1,0 +1,174 @@
+//! What an operator needs beyond plans (issue 18, first part): the webhook inbox as the service
+//! recorded it — every outcome, mismatches and foreign-merchant events included, which
+//! CORRECTNESS.md promises are visible to administrators — and credit adjustments (a grant with
+//! an optional expiry, or a debit that never goes below zero), idempotent per key.
+
+use domain::{CreditDelta, Credits, IdempotencyKey, Timestamp, UserId};
+use rust_decimal::Decimal;
+
+use super::InfraError;
+use crate::accounts::User;
+use crate::pagination::{Page, PageRequest};
+use crate::ports::{
+    AdjustCommand, Clock, CreditTransaction, IdGenerator, InboxFilter, LedgerEffect, RecordedEvent,
+    SecretHasher, SpendError, Store,
+};
+use crate::service::Service;
+
+/// An administrator's credit adjustment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdjustCredits {
+    /// Who adjusts (kept in the ledger entry's note).
+    pub admin: User,
+    /// Whose credits.
+    pub user_id: String,
+    /// Credits to add (positive) or take (negative), two decimal places at most.
+    pub amount: Decimal,
+    /// Why, shown in the user's history.
+    pub reason: String,
+    /// When granted credits expire (a grant only).
+    pub expires_at: Option<Timestamp>,
+    /// Makes the adjustment happen once.
+    pub idempotency_key: IdempotencyKey,
+}
+
+/// Why an adjustment was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AdjustCreditsError {
+    /// No such user.
+    #[error("user not found")]
+    UserNotFound,
+    /// The amount, reason or expiry is not acceptable; names the field.
+    #[error("{field}: {message}")]
+    Invalid {
+        /// `amount`, `reason` or `expiresAt`.
+        field: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// A debit larger than the balance.
+    #[error("insufficient credits: requested {requested}, available {available}")]
+    Insufficient {
+        /// The debit.
+        requested: Credits,
+        /// The balance.
+        available: Credits,
+    },
+    /// The key was used for another adjustment.
+    #[error("idempotency key reused with a different adjustment")]
+    IdempotencyConflict,
+    /// Infrastructure.
+    #[error(transparent)]
+    Infra(#[from] InfraError),
+}
+
+/// What an adjustment did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdjustedCredits {
+    /// The ledger entry, or `None` when the key was used before for the same adjustment.
+    pub transaction: Option<CreditTransaction>,
+    /// The balance now.
+    pub balance: Credits,
+}
+
+fn invalid(field: &'static str, message: impl Into<String>) -> AdjustCreditsError {
+    AdjustCreditsError::Invalid {
+        field,
+        message: message.into(),
+    }
+}
+
+/// The signed amount, or why it is not one.
+fn delta(amount: Decimal) -> Result<CreditDelta, AdjustCreditsError> {
+    let magnitude =
+        Credits::from_decimal(amount.abs()).map_err(|e| invalid("amount", e.to_string()))?;
+    if magnitude.is_zero() {
+        return Err(invalid("amount", "must not be zero"));
+    }
+    let hundredths = if amount.is_sign_negative() {
+        -magnitude.hundredths()
+    } else {
+        magnitude.hundredths()
+    };
+    CreditDelta::from_hundredths(hundredths).map_err(|e| invalid("amount", e.to_string()))
+}
+
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
+    /// `GET /api/admin/webhook-events`: recorded provider events, newest first.
+    ///
+    /// # Errors
+    /// Infrastructure.
+    pub async fn list_webhook_events(
+        &self,
+        filter: &InboxFilter,
+        page: PageRequest,
+    ) -> Result<Page<RecordedEvent>, InfraError> {
+        Ok(self.store.list_events(filter, page).await?)
+    }
+
+    /// `POST /api/admin/users/{id}/credits`.
+    ///
+    /// # Errors
+    /// See [`AdjustCreditsError`].
+    pub async fn adjust_credits(
+        &self,
+        request: &AdjustCredits,
+    ) -> Result<AdjustedCredits, AdjustCreditsError> {
+        let user_id =
+            UserId::new(request.user_id.as_str()).map_err(|_| AdjustCreditsError::UserNotFound)?;
+        if self
+            .store
+            .find_user(&user_id)
+            .await
+            .map_err(InfraError::from)?
+            .is_none()
+        {
+            return Err(AdjustCreditsError::UserNotFound);
+        }
+        let amount = delta(request.amount)?;
+        let reason = request.reason.trim();
+        if reason.is_empty() || reason.chars().count() > 200 {
+            return Err(invalid("reason", "between 1 and 200 characters"));
+        }
+        let now = self.clock.now();
+        match request.expires_at {
+            Some(_) if amount.is_decrease() => {
+                return Err(invalid("expiresAt", "only a grant expires"));
+            }
+            Some(at) if at <= now => return Err(invalid("expiresAt", "must be in the future")),
+            _ => {}
+        }
+        let command = AdjustCommand {
+            user_id: user_id.clone(),
+            amount,
+            note: format!("{reason} ({})", request.admin.id),
+            reference: request.idempotency_key.as_str().to_owned(),
+            expires_at: request.expires_at,
+            now,
+        };
+        let effect = self.store.adjust(&command).await.map_err(|e| match e {
+            SpendError::Insufficient {
+                requested,
+                available,
+            } => AdjustCreditsError::Insufficient {
+                requested,
+                available,
+            },
+            SpendError::IdempotencyConflict => AdjustCreditsError::IdempotencyConflict,
+            SpendError::Store(s) => AdjustCreditsError::Infra(s.into()),
+        })?;
+        let transaction = match effect {
+            LedgerEffect::Written(tx) => Some(tx),
+            LedgerEffect::Nothing => None,
+        };
+        let balance = self
+            .store
+            .balance(&user_id)
+            .await
+            .map_err(InfraError::from)?;
+        Ok(AdjustedCredits {
+            transaction,
+            balance,
+        })
+    }
+}
