@@ -10,6 +10,16 @@
 //! or `dispute.lost` is followed by `GET /payments/{payment_id}` for the order or subscription
 //! the payment paid; a `subscription.active` or `subscription.renewed` by `GET /payments`
 //! (the subscription's succeeded payments around the period) for the charge that paid it.
+//! When `businessId` is configured, a webhook whose envelope names another `business_id` is
+//! `foreign` (acknowledged; nothing changes); Dodo's webhooks name no live or test mode (each
+//! mode has its own endpoint secret).
+//!
+//! Refund: `GET /checkouts/{session_id}` for the order's payment, `GET /payments/{id}`, then
+//! `POST /refunds` `{payment_id, items?: [{item_id, amount, tax_inclusive}], reason, metadata}`
+//! (no `items` for the whole payment). Dodo's API takes no idempotency key (its SDK sends
+//! none), so Tally's refund id goes in `metadata.tallyRefundId` and a refund of the payment
+//! already carrying it is answered instead of asking again. Dodo's `refund_id` is the id its
+//! `refund.succeeded` webhook carries.
 //! Wire formats and the event mapping are in [`transformers`]; `docs/providers/mor_b.md` has the
 //! status table.
 
@@ -19,8 +29,8 @@ use std::sync::Arc;
 
 use application::ports::{
     AckFor, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentEvent,
-    PaymentGateway, PaymentRef, PaymentStatus, VerifiedWebhook, WebhookAck, WebhookError,
-    WebhookRequest,
+    PaymentGateway, PaymentRef, PaymentStatus, RefundRequest, RefundStarted, VerifiedWebhook,
+    WebhookAck, WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::{ProviderId, Timestamp};
@@ -31,7 +41,7 @@ use crate::shared::http::{HttpReply, HttpSettings, ProviderHttp};
 use crate::shared::signing::unb64;
 use crate::shared::{ConfigError, GatewayContext};
 use crate::webhook::{self, SignedParts, Verifier, WebhookScheme};
-use transformers::{Meaning, Payment, PaymentList, path_id};
+use transformers::{Meaning, Payment, PaymentList, RefundPlan, path_id};
 
 /// Dodo's live API.
 pub const LIVE_BASE_URL: &str = "https://live.dodopayments.com";
@@ -61,6 +71,10 @@ pub struct MorBSettings {
     /// `timeoutMs`: total time per request; defaults to the shared HTTP default.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// `businessId`: `bus_…`, the business whose webhooks are Tally's. Optional; when set, a
+    /// webhook naming another `business_id` is acknowledged and changes nothing.
+    #[serde(default)]
+    pub business_id: Option<String>,
 }
 
 impl MorBSettings {
@@ -73,6 +87,7 @@ impl MorBSettings {
             test_mode: false,
             base_url,
             timeout_ms: None,
+            business_id: None,
         }
     }
 
@@ -100,6 +115,7 @@ impl std::fmt::Debug for MorBSettings {
             .field("test_mode", &self.test_mode)
             .field("base_url", &self.base_url)
             .field("timeout_ms", &self.timeout_ms)
+            .field("business_id", &self.business_id)
             .finish()
     }
 }
@@ -111,6 +127,7 @@ pub struct MorBGateway {
     sandbox: bool,
     api_key: SecretString,
     webhook_key: SecretBox<[u8]>,
+    business_id: Option<String>,
 }
 
 impl std::fmt::Debug for MorBGateway {
@@ -131,10 +148,16 @@ impl MorBGateway {
     /// A gateway for `settings`, talking through `context.http`.
     ///
     /// # Errors
-    /// An empty API key, or a webhook secret that is not `whsec_` + base64.
+    /// An empty API key, a webhook secret that is not `whsec_` + base64, or a business id
+    /// that is not an id.
     pub fn new(settings: &MorBSettings, context: GatewayContext) -> Result<Self, ConfigError> {
         if settings.api_key.expose_secret().trim().is_empty() {
             return Err(config_error("apiKey", "must not be empty"));
+        }
+        if let Some(business_id) = &settings.business_id
+            && path_id(business_id).is_err()
+        {
+            return Err(config_error("businessId", "must be an id such as bus_…"));
         }
         let key = webhook_key(settings.webhook_secret.expose_secret()).ok_or_else(|| {
             config_error(
@@ -148,6 +171,7 @@ impl MorBGateway {
             sandbox: context.sandbox,
             api_key: settings.api_key.clone(),
             webhook_key: SecretBox::from(key.into_boxed_slice()),
+            business_id: settings.business_id.clone(),
         })
     }
 
@@ -264,6 +288,39 @@ impl PaymentGateway for MorBGateway {
         Err(GatewayError::NotSupported)
     }
 
+    async fn refund(&self, request: &RefundRequest) -> Result<RefundStarted, GatewayError> {
+        let session = request
+            .payment
+            .provider_reference
+            .as_deref()
+            .ok_or_else(|| GatewayError::Rejected("order has no checkout session id".into()))?;
+        let status: transformers::CheckoutSessionStatus = transformers::read(
+            self.get(&format!("/checkouts/{}", path_id(session)?))
+                .await?,
+        )?;
+        let payment_id = status.payment_id.ok_or_else(|| {
+            GatewayError::Rejected("the order's checkout has no payment to refund".into())
+        })?;
+        let payment = self.fetch_payment(&payment_id).await?;
+        if payment.payment_id != payment_id {
+            return Err(GatewayError::BadResponse(
+                "Dodo answered another payment".into(),
+            ));
+        }
+        let body = match transformers::refund_plan(request, &payment)? {
+            RefundPlan::Existing(started) => return Ok(started),
+            RefundPlan::Create(body) => body,
+        };
+        let http_request = self
+            .http
+            .client()
+            .post(self.http.url("/refunds"))
+            .bearer_auth(self.api_key.expose_secret())
+            .json(&body);
+        let refund: transformers::Refund = transformers::read(self.http.send(http_request).await?)?;
+        transformers::refund_started(&refund, &payment_id)
+    }
+
     async fn cancel_subscription(
         &self,
         provider_subscription_id: &str,
@@ -292,6 +349,15 @@ impl PaymentGateway for MorBGateway {
             .ok_or(WebhookError::MissingSignature)?
             .to_owned();
         let envelope = transformers::parse_envelope(&request.body)?;
+        // Checked before anything is read from Dodo's API for the event.
+        if let Some(why) = envelope.foreign(self.business_id.as_deref()) {
+            return Ok(VerifiedWebhook {
+                event_id,
+                event_type: envelope.event_type,
+                events: Vec::new(),
+                foreign: Some(why),
+            });
+        }
         let events = match transformers::meaning_of(&envelope)? {
             Meaning::Events(events) => events,
             Meaning::Refund(refund, at) => {

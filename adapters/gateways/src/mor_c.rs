@@ -10,8 +10,16 @@
 //!
 //! Webhooks carry `X-Waffo-Signature: t=<ms>,v1=<base64 RSA-SHA256("{t}.{raw body}")>` signed
 //! with Waffo's platform key. Retries reuse the first attempt's `t`, so (as Waffo's SDK does) a
-//! signature may be up to 45 minutes old and at most 1 minute ahead; deduplication on the
-//! delivery id stops replays within that window.
+//! signature may be up to 45 minutes old and at most 1 minute ahead, to the millisecond;
+//! deduplication on the delivery id stops replays within that window. One platform key per
+//! environment signs **every** merchant's webhooks, so a valid signature proves only that
+//! Pancake sent the event: its envelope's `storeId` and `mode` must be the configured store and
+//! environment, else it is `foreign` (acknowledged, and nothing changes).
+//!
+//! Refunds: Pancake's API has no merchant refund. A refund ticket
+//! (`/v1/actions/refund-ticket/create-ticket`) is a *buyer's* request, made with a customer
+//! session token, that the merchant then reviews in the dashboard; `refund` answers
+//! [`GatewayError::NotSupported`].
 //!
 //! Subscription events (`subscription.activated`, `.renewed`, `.recovered`) name no payment, so
 //! the gateway reads the subscription order's payments (GraphQL `subscriptionOrder(id)`) for the
@@ -27,7 +35,8 @@ use std::sync::Arc;
 
 use application::ports::{
     AckFor, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentGateway,
-    PaymentRef, PaymentStatus, VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
+    PaymentRef, PaymentStatus, RefundRequest, RefundStarted, VerifiedWebhook, WebhookAck,
+    WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::{Currency, Duration, PlanType, ProviderId, Timestamp};
@@ -48,9 +57,11 @@ use transformers::{
 pub const PRODUCTION_BASE_URL: &str = "https://api.waffo.ai";
 /// The largest webhook body accepted, in bytes.
 pub const MAX_WEBHOOK_BYTES: usize = 256 * 1024;
-/// How old a webhook signature may be, in seconds (Waffo's SDK default: retries reuse `t`).
-pub const WEBHOOK_PAST_TOLERANCE_S: i64 = 45 * 60;
-/// How far ahead of our clock a webhook signature may be, in milliseconds.
+/// How old a webhook signature may be, in milliseconds (Waffo's SDK default `toleranceMs`:
+/// retries reuse `t`).
+pub const WEBHOOK_PAST_TOLERANCE_MS: i64 = 45 * 60_000;
+/// How far ahead of our clock a webhook signature may be, in milliseconds (the SDK's
+/// `futureToleranceMs`).
 pub const WEBHOOK_FUTURE_TOLERANCE_MS: i64 = 60_000;
 /// Bounds on a checkout session's lifetime, in seconds (Pancake's default is 45 minutes).
 const SESSION_SECONDS: (i64, i64) = (60, 86_400);
@@ -69,6 +80,27 @@ const PROVIDER: &str = "mor_c";
 const DEFAULT_TIMEOUT_MS: u64 = 10_000;
 const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 3_000;
 
+/// Pancake's environment, as webhooks name it in `mode` (the SDK's `"test" | "prod"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PancakeMode {
+    /// Test mode (test API keys, the test platform key).
+    Test,
+    /// Production.
+    Prod,
+}
+
+impl PancakeMode {
+    /// As webhooks write it.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PancakeMode::Test => "test",
+            PancakeMode::Prod => "prod",
+        }
+    }
+}
+
 /// `[providers.mor_c]` in `tally.toml`.
 #[derive(Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -79,10 +111,12 @@ pub struct MorCSettings {
     pub private_key: SecretString,
     /// `webhookPublicKey`: Waffo's platform public key for the key's environment (test or prod).
     pub webhook_public_key: String,
-    /// `storeId`: `STO_…`, needed to look orders up (reconciliation); without it status queries
-    /// are not supported.
-    #[serde(default)]
-    pub store_id: Option<String>,
+    /// `storeId`: `STO_…`, the store whose webhooks are Tally's (Pancake's platform key signs
+    /// every store's), also used to look orders up. Required.
+    pub store_id: String,
+    /// `mode`: `test` or `prod`, the environment of the API key and of the webhooks Tally
+    /// accepts. Required.
+    pub mode: PancakeMode,
     /// `taxCategory`: sent with Tally's price (`saas` unless set).
     #[serde(default = "default_tax_category")]
     pub tax_category: String,
@@ -116,12 +150,15 @@ impl MorCSettings {
         merchant_id: impl Into<String>,
         private_key: impl Into<String>,
         webhook_public_key: impl Into<String>,
+        store_id: impl Into<String>,
+        mode: PancakeMode,
     ) -> Self {
         Self {
             merchant_id: merchant_id.into(),
             private_key: SecretString::from(private_key.into()),
             webhook_public_key: webhook_public_key.into(),
-            store_id: None,
+            store_id: store_id.into(),
+            mode,
             tax_category: default_tax_category(),
             base_url: None,
             timeout_ms: DEFAULT_TIMEOUT_MS,
@@ -157,6 +194,7 @@ impl std::fmt::Debug for MorCSettings {
             .field("private_key", &"[redacted]")
             .field("webhook_public_key", &"[public key]")
             .field("store_id", &self.store_id)
+            .field("mode", &self.mode)
             .field("tax_category", &self.tax_category)
             .field("base_url", &self.base_url)
             .field("timeout_ms", &self.timeout_ms)
@@ -172,7 +210,8 @@ pub struct MorCGateway {
     sandbox: bool,
     merchant_id: String,
     private_key: PrivateKey,
-    store_id: Option<String>,
+    store_id: String,
+    mode: PancakeMode,
     tax_category: String,
     scheme: WaffoSignature,
 }
@@ -214,7 +253,7 @@ impl MorCGateway {
         if !plain_id(&settings.merchant_id) {
             return Err(config_error("merchantId", "must be an id such as MER_…"));
         }
-        if settings.store_id.as_deref().is_some_and(|s| !plain_id(s)) {
+        if !plain_id(&settings.store_id) {
             return Err(config_error("storeId", "must be an id such as STO_…"));
         }
         let private_key =
@@ -247,6 +286,7 @@ impl MorCGateway {
             merchant_id: settings.merchant_id.clone(),
             private_key,
             store_id: settings.store_id.clone(),
+            mode: settings.mode,
             tax_category: settings.tax_category.clone(),
             scheme: WaffoSignature { public_key },
         })
@@ -375,7 +415,9 @@ impl WebhookScheme for WaffoSignature {
     }
 
     fn tolerance_s(&self) -> Option<i64> {
-        Some(WEBHOOK_PAST_TOLERANCE_S)
+        // Checked to the millisecond in `verify_webhook`, as the SDK compares `t` with
+        // `Date.now()`: the pipeline's whole seconds would let up to 999 ms more through.
+        None
     }
 }
 
@@ -407,14 +449,10 @@ impl PaymentGateway for MorCGateway {
     }
 
     async fn query_payment(&self, payment: &PaymentRef) -> Result<PaymentStatus, GatewayError> {
-        // Pancake's order lists are per store; without the store id there is nothing to ask.
-        let Some(store_id) = self.store_id.clone() else {
-            return Err(GatewayError::NotSupported);
-        };
         let query = GraphqlRequest {
             query: ORDER_STATUS_QUERY,
             variables: BTreeMap::from([
-                ("storeId", store_id),
+                ("storeId", self.store_id.clone()),
                 ("ref", payment.order_id.as_str().to_owned()),
             ]),
         };
@@ -425,6 +463,12 @@ impl PaymentGateway for MorCGateway {
 
     async fn close_payment(&self, _payment: &PaymentRef) -> Result<(), GatewayError> {
         // Only the buyer can cancel a one-time order; an unpaid session simply expires.
+        Err(GatewayError::NotSupported)
+    }
+
+    async fn refund(&self, _request: &RefundRequest) -> Result<RefundStarted, GatewayError> {
+        // Pancake has no merchant refund call: refund tickets are opened by buyers (customer
+        // session) and approved by the merchant in the dashboard; `refund.succeeded` follows.
         Err(GatewayError::NotSupported)
     }
 
@@ -452,17 +496,28 @@ impl PaymentGateway for MorCGateway {
             return Err(WebhookError::Malformed("body too large".into()));
         }
         let now = self.clock.now();
-        let parts = webhook::verify(&self.scheme, request, now)?;
-        let t_ms = parts
-            .extra("t")
-            .and_then(|t| t.parse::<i64>().ok())
-            .ok_or(WebhookError::MissingSignature)?;
-        if t_ms
-            > now
-                .unix_millis()
-                .saturating_add(WEBHOOK_FUTURE_TOLERANCE_MS)
-        {
+        let t_ms =
+            transformers::parse_signature_header(webhook::header(request, "x-waffo-signature")?)
+                .ok_or(WebhookError::MissingSignature)?
+                .t_ms;
+        if !transformers::within_window(
+            t_ms,
+            now.unix_millis(),
+            WEBHOOK_PAST_TOLERANCE_MS,
+            WEBHOOK_FUTURE_TOLERANCE_MS,
+        ) {
             return Err(WebhookError::Stale);
+        }
+        webhook::verify(&self.scheme, request, now)?;
+        // The platform key signs every store's events: only ours, in our mode, change anything.
+        let scope = transformers::webhook_scope(&request.body)?;
+        if let Some(why) = scope.foreign(&self.store_id, self.mode.as_str()) {
+            return Ok(VerifiedWebhook {
+                event_id: scope.id,
+                event_type: scope.event_type,
+                events: Vec::new(),
+                foreign: Some(why),
+            });
         }
         let parsed = transformers::parse_webhook(&request.body, Timestamp::from_unix_millis(t_ms))?;
         let events = match parsed.meaning {

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, GatewayError, OrderLocator, PaymentEvent,
-    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundedCharge, WebhookError,
-    WebhookRequest,
+    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundRequest, RefundStarted,
+    RefundState, RefundedCharge, WebhookError, WebhookRequest,
 };
 use application::testing::FixedClock;
 use domain::{
@@ -916,4 +916,426 @@ fn accepted_webhooks_get_200_and_refused_ones_400_with_a_short_reason() {
     let refused = gateway.webhook_ack(&AckFor::Refused(WebhookError::Stale));
     assert_eq!(refused.status, 400);
     assert_eq!(refused.body, "timestamp outside the tolerance window");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Refunds through Dodo's API
+
+const SESSION: &str = "cks_0Nf3xQk7Lm2PzR9s";
+const PAYMENT: &str = "pay_2Gh5jK8lZ1xC4vBn";
+
+fn refund_request(refund_id: &str, amount: i64) -> RefundRequest {
+    RefundRequest {
+        payment: PaymentRef {
+            order_id: OrderId::new("ord_01JHDODO01").unwrap(),
+            provider_reference: Some(SESSION.into()),
+        },
+        refund_id: refund_id.into(),
+        amount: usd(amount),
+        paid: usd(999),
+        reason: "requested by the buyer".into(),
+        notify_url: "https://tally.example/api/payment/webhook/mor_b".into(),
+    }
+}
+
+/// The paid lifetime order's payment, with `refunds` replaced.
+fn paid_payment(refunds: serde_json::Value) -> serde_json::Value {
+    let mut payment: serde_json::Value =
+        serde_json::from_slice(&fixture("payment.refunded.response.json")).unwrap();
+    payment["refunds"] = refunds;
+    payment
+}
+
+fn dodo_refund(id: &str, status: &str, amount: i64) -> serde_json::Value {
+    serde_json::json!({
+        "business_id": "bus_5sQ8vN2kL0pXyT7h", "created_at": "2025-01-19T09:00:00Z",
+        "customer": { "customer_id": "cus_8Rw1tY4uI6oP2aSd", "email": "buyer@example.com", "name": "Ada Buyer" },
+        "is_partial": true, "metadata": {}, "payment_id": PAYMENT, "refund_id": id,
+        "status": status, "amount": amount, "currency": "USD", "reason": "requested by the buyer"
+    })
+}
+
+/// Dodo with the order's session, its payment `payment`, and `POST /refunds` answering
+/// `answer` (`expected` times).
+async fn dodo_refunding(
+    payment: serde_json::Value,
+    answer: ResponseTemplate,
+    expected: u64,
+) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(format!("/checkouts/{SESSION}")))
+        .and(bearer_token(API_KEY))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "id": SESSION, "created_at": "2025-01-15T10:29:00Z",
+            "payment_id": PAYMENT, "payment_status": "succeeded"})))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(format!("/payments/{PAYMENT}")))
+        .and(bearer_token(API_KEY))
+        .respond_with(ResponseTemplate::new(200).set_body_json(payment))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/refunds"))
+        .and(bearer_token(API_KEY))
+        .respond_with(answer)
+        .expect(expected)
+        .mount(&server)
+        .await;
+    server
+}
+
+async fn refund_body(server: &MockServer) -> serde_json::Value {
+    let requests = server.received_requests().await.unwrap();
+    let posted: Vec<_> = requests
+        .iter()
+        .filter(|r| r.method.as_str() == "POST")
+        .collect();
+    assert_eq!(posted.len(), 1);
+    assert_eq!(
+        posted[0]
+            .headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
+        Some("application/json")
+    );
+    serde_json::from_slice(&posted[0].body).unwrap()
+}
+
+#[tokio::test]
+async fn a_partial_refund_names_the_product_and_amount_and_carries_our_refund_id() {
+    let server = dodo_refunding(
+        paid_payment(serde_json::json!([])),
+        ResponseTemplate::new(200).set_body_json(dodo_refund("ref_New0000000001", "pending", 300)),
+        1,
+    )
+    .await;
+    let started = gateway(&server.uri())
+        .refund(&refund_request("rf_ord_01JHDODO01_300", 300))
+        .await
+        .unwrap();
+    assert_eq!(
+        started,
+        RefundStarted {
+            provider_refund_id: Some("ref_New0000000001".into()),
+            state: RefundState::Pending,
+        }
+    );
+    assert_eq!(
+        refund_body(&server).await,
+        serde_json::json!({
+            "payment_id": PAYMENT,
+            "items": [{ "item_id": "pdt_Lifetime0USD", "amount": 300, "tax_inclusive": true }],
+            "reason": "requested by the buyer",
+            "metadata": { "tallyRefundId": "rf_ord_01JHDODO01_300", "orderId": "ord_01JHDODO01" }
+        })
+    );
+}
+
+#[tokio::test]
+async fn the_whole_unrefunded_price_is_a_full_refund_and_a_succeeded_answer_is_done() {
+    let server = dodo_refunding(
+        paid_payment(serde_json::json!([])),
+        ResponseTemplate::new(200).set_body_json(dodo_refund(
+            "ref_Full000000001",
+            "succeeded",
+            999,
+        )),
+        1,
+    )
+    .await;
+    let started = gateway(&server.uri())
+        .refund(&refund_request("rf_full", 999))
+        .await
+        .unwrap();
+    assert_eq!(
+        started.provider_refund_id.as_deref(),
+        Some("ref_Full000000001")
+    );
+    assert_eq!(started.state, RefundState::Succeeded);
+    let body = refund_body(&server).await;
+    assert_eq!(body.get("items"), None, "{body}");
+    assert_eq!(body["payment_id"], PAYMENT);
+}
+
+#[tokio::test]
+async fn the_rest_after_an_earlier_refund_is_partial() {
+    // The fixture's payment already has 500 refunded (200 + 300; the 100 failed).
+    let server = dodo_refunding(
+        fixture_json("payment.refunded.response.json"),
+        ResponseTemplate::new(200).set_body_json(dodo_refund(
+            "ref_Rest000000001",
+            "succeeded",
+            499,
+        )),
+        1,
+    )
+    .await;
+    gateway(&server.uri())
+        .refund(&refund_request("rf_rest", 499))
+        .await
+        .unwrap();
+    assert_eq!(
+        refund_body(&server).await["items"],
+        serde_json::json!([{ "item_id": "pdt_Lifetime0USD", "amount": 499, "tax_inclusive": true }])
+    );
+}
+
+fn fixture_json(name: &str) -> serde_json::Value {
+    serde_json::from_slice(&fixture(name)).unwrap()
+}
+
+#[tokio::test]
+async fn with_tax_on_top_the_amount_asked_is_what_was_charged_for_that_part_of_the_price() {
+    // 1199 charged for the 999 price: 500 of the price is 601 (600.1 rounded up) of the charge,
+    // which Dodo's refund webhook maps back onto exactly 500.
+    let mut payment = paid_payment(serde_json::json!([]));
+    payment["total_amount"] = 1199.into();
+    payment["tax"] = 200.into();
+    let server = dodo_refunding(
+        payment,
+        ResponseTemplate::new(200).set_body_json(dodo_refund("ref_Tax0000000001", "pending", 601)),
+        1,
+    )
+    .await;
+    gateway(&server.uri())
+        .refund(&refund_request("rf_tax", 500))
+        .await
+        .unwrap();
+    assert_eq!(refund_body(&server).await["items"][0]["amount"], 601);
+}
+
+#[tokio::test]
+async fn a_refund_dodo_already_has_for_our_refund_id_is_answered_without_asking_again() {
+    let mut earlier = dodo_refund("ref_Earlier000001", "succeeded", 300);
+    earlier["metadata"] =
+        serde_json::json!({ "tallyRefundId": "rf_again", "orderId": "ord_01JHDODO01" });
+    let server = dodo_refunding(
+        paid_payment(serde_json::json!([earlier])),
+        ResponseTemplate::new(200).set_body_json(dodo_refund("ref_Twice00000001", "pending", 300)),
+        0,
+    )
+    .await;
+    let started = gateway(&server.uri())
+        .refund(&refund_request("rf_again", 300))
+        .await
+        .unwrap();
+    assert_eq!(
+        started,
+        RefundStarted {
+            provider_refund_id: Some("ref_Earlier000001".into()),
+            state: RefundState::Succeeded,
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_refund_dodo_refuses_or_fails_is_reported_so() {
+    let refused = dodo_refunding(
+        paid_payment(serde_json::json!([])),
+        ResponseTemplate::new(422).set_body_json(serde_json::json!({
+            "code": "REFUND_AMOUNT_EXCEEDED", "message": "Refund amount exceeds the refundable amount"})),
+        1,
+    )
+    .await;
+    match gateway(&refused.uri())
+        .refund(&refund_request("rf_x", 300))
+        .await
+    {
+        Err(GatewayError::Rejected(message)) => {
+            assert!(message.contains("REFUND_AMOUNT_EXCEEDED"), "{message}")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let failed = dodo_refunding(
+        paid_payment(serde_json::json!([])),
+        ResponseTemplate::new(200).set_body_json(dodo_refund("ref_Failed0000001", "failed", 300)),
+        1,
+    )
+    .await;
+    let started = gateway(&failed.uri())
+        .refund(&refund_request("rf_y", 300))
+        .await
+        .unwrap();
+    assert_eq!(
+        started.provider_refund_id.as_deref(),
+        Some("ref_Failed0000001")
+    );
+    assert!(matches!(started.state, RefundState::Failed(_)));
+}
+
+#[tokio::test]
+async fn nothing_is_refunded_for_another_orders_payment_an_unpaid_one_too_much_or_no_product() {
+    let mut other_order = paid_payment(serde_json::json!([]));
+    other_order["metadata"]["orderId"] = "ord_someone_else".into();
+    let mut unpaid = paid_payment(serde_json::json!([]));
+    unpaid["status"] = "processing".into();
+    let mut no_product = paid_payment(serde_json::json!([]));
+    no_product["product_cart"] = serde_json::json!([{ "product_id": null, "quantity": 1 }]);
+    for (payment, amount) in [
+        (no_product, 300),
+        (other_order, 300),
+        (unpaid, 300),
+        (paid_payment(serde_json::json!([])), 1000),
+        (paid_payment(serde_json::json!([])), 0),
+    ] {
+        let server = dodo_refunding(
+            payment,
+            ResponseTemplate::new(200).set_body_json(dodo_refund("ref_No", "succeeded", 1)),
+            0,
+        )
+        .await;
+        let result = gateway(&server.uri())
+            .refund(&refund_request("rf_no", amount))
+            .await;
+        assert!(
+            matches!(result, Err(GatewayError::Rejected(_))),
+            "{result:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_checkout_reference_that_is_not_an_id_never_reaches_dodo() {
+    let server = MockServer::start().await;
+    let mut request = refund_request("rf_z", 300);
+    request.payment.provider_reference = Some("../payments/pay_1?x=".into());
+    let result = gateway(&server.uri()).refund(&request).await;
+    assert!(
+        matches!(result, Err(GatewayError::Rejected(_))),
+        "{result:?}"
+    );
+    request.payment.provider_reference = None;
+    let result = gateway(&server.uri()).refund(&request).await;
+    assert!(
+        matches!(result, Err(GatewayError::Rejected(_))),
+        "{result:?}"
+    );
+    assert!(server.received_requests().await.unwrap().is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Merchant isolation and the timestamp window's edges
+
+fn gateway_of_business(base_url: &str, business_id: Option<&str>) -> MorBGateway {
+    let mut settings = MorBSettings::new(API_KEY, WEBHOOK_SECRET, Some(base_url.to_owned()));
+    settings.business_id = business_id.map(str::to_owned);
+    let context = GatewayContext {
+        http: ProviderHttp::new(&settings.http()).unwrap(),
+        clock: Arc::new(FixedClock::at(NOW_S * 1000)),
+        sandbox: false,
+    };
+    MorBGateway::new(&settings, context).unwrap()
+}
+
+#[tokio::test]
+async fn another_business_refund_is_foreign_refunds_nothing_and_reads_nothing_from_dodo() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(500))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let verified = gateway_of_business(&server.uri(), Some("bus_Ours00000000000"))
+        .verify_webhook(&signed_webhook("refund.succeeded.json"))
+        .await
+        .unwrap();
+    assert!(verified.events.is_empty());
+    let why = verified
+        .foreign
+        .expect("another business's refund is foreign");
+    assert!(why.contains("bus_5sQ8vN2kL0pXyT7h"), "{why}");
+    let payment = gateway_of_business(&server.uri(), Some("bus_Ours00000000000"))
+        .verify_webhook(&signed_webhook("payment.succeeded.json"))
+        .await
+        .unwrap();
+    assert!(payment.events.is_empty() && payment.foreign.is_some());
+}
+
+#[tokio::test]
+async fn our_business_events_are_ours_and_without_a_business_id_every_business_is() {
+    for business in [Some("bus_5sQ8vN2kL0pXyT7h"), None] {
+        let verified = gateway_of_business("http://unused.invalid", business)
+            .verify_webhook(&signed_webhook("payment.succeeded.json"))
+            .await
+            .unwrap();
+        assert_eq!(verified.foreign, None);
+        assert_eq!(verified.events.len(), 1, "{business:?}");
+    }
+    let mut body = fixture_json("payment.succeeded.json");
+    body.as_object_mut().unwrap().remove("business_id");
+    let body = serde_json::to_vec(&body).unwrap();
+    let sig = signature(KEY, MSG_ID, NOW_S, &body);
+    let request = webhook(
+        body,
+        &[
+            ("webhook-id", MSG_ID),
+            ("webhook-timestamp", &NOW_S.to_string()),
+            ("webhook-signature", &sig),
+        ],
+    );
+    let verified = gateway_of_business("http://unused.invalid", Some("bus_5sQ8vN2kL0pXyT7h"))
+        .verify_webhook(&request)
+        .await
+        .unwrap();
+    assert!(
+        verified.foreign.is_some(),
+        "an event naming no business is not shown to be ours"
+    );
+}
+
+#[test]
+fn a_business_id_that_is_not_an_id_is_a_configuration_error() {
+    let mut settings = MorBSettings::new(API_KEY, WEBHOOK_SECRET, None);
+    settings.business_id = Some("bus 1/..".into());
+    let context = GatewayContext {
+        http: ProviderHttp::new(&settings.http()).unwrap(),
+        clock: Arc::new(FixedClock::at(0)),
+        sandbox: false,
+    };
+    assert_eq!(
+        MorBGateway::new(&settings, context).unwrap_err().field,
+        "businessId"
+    );
+    let read: MorBSettings = serde_json::from_value(serde_json::json!({
+        "apiKey": API_KEY, "webhookSecret": WEBHOOK_SECRET, "businessId": "bus_1"}))
+    .unwrap();
+    assert_eq!(read.business_id.as_deref(), Some("bus_1"));
+}
+
+#[tokio::test]
+async fn five_minutes_either_way_is_accepted_to_the_second_as_standardwebhooks_floors_now() {
+    let request = signed_webhook("payment.succeeded.json");
+    let at = |now_ms: i64| {
+        let settings = MorBSettings::new(API_KEY, WEBHOOK_SECRET, None);
+        MorBGateway::new(
+            &settings,
+            GatewayContext {
+                http: ProviderHttp::new(&settings.http()).unwrap(),
+                clock: Arc::new(FixedClock::at(now_ms)),
+                sandbox: false,
+            },
+        )
+        .unwrap()
+    };
+    // `now - t > 300` is too old and `t > now + 300` too new, with now in whole seconds.
+    for now_ms in [
+        (NOW_S + 300) * 1000,
+        (NOW_S + 300) * 1000 + 999,
+        (NOW_S - 300) * 1000,
+    ] {
+        assert!(
+            at(now_ms).verify_webhook(&request).await.is_ok(),
+            "{now_ms}"
+        );
+    }
+    for now_ms in [(NOW_S + 301) * 1000, (NOW_S - 301) * 1000 + 999] {
+        assert_eq!(
+            at(now_ms).verify_webhook(&request).await.unwrap_err(),
+            WebhookError::Stale,
+            "{now_ms}"
+        );
+    }
 }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, GatewayError, OrderLocator, PaymentEvent,
-    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundedCharge, WebhookError,
-    WebhookRequest,
+    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundRequest, RefundedCharge,
+    WebhookError, WebhookRequest,
 };
 use application::testing::FixedClock;
 use domain::{
@@ -16,7 +16,7 @@ use domain::{
     ProviderRefs, Timestamp, UserId,
 };
 use gateways::GatewayContext;
-use gateways::mor_c::{MorCGateway, MorCSettings, PRODUCTION_BASE_URL};
+use gateways::mor_c::{MorCGateway, MorCSettings, PRODUCTION_BASE_URL, PancakeMode};
 use gateways::shared::ProviderHttp;
 use gateways::shared::signing::{b64, private_key, public_key, rsa_sha256_sign, rsa_sha256_verify};
 use secrecy::SecretString;
@@ -30,11 +30,18 @@ const MERCHANT_PRIVATE: &str = include_str!("../../sandbox/keys/merchant_private
 const MERCHANT_PUBLIC: &str = include_str!("../../sandbox/keys/merchant_public.pem");
 const PROVIDER_PRIVATE: &str = include_str!("../../sandbox/keys/provider_private.pem");
 const PROVIDER_PUBLIC: &str = include_str!("../../sandbox/keys/provider_public.pem");
+/// The store (and mode, `test`) of every fixture.
+const STORE_ID: &str = "STO_2aUyqjCzEIiEcYMKj7TZtw";
 
 fn settings(base_url: &str) -> MorCSettings {
-    let mut settings = MorCSettings::new(MERCHANT_ID, MERCHANT_PRIVATE, PROVIDER_PUBLIC);
+    let mut settings = MorCSettings::new(
+        MERCHANT_ID,
+        MERCHANT_PRIVATE,
+        PROVIDER_PUBLIC,
+        STORE_ID,
+        PancakeMode::Test,
+    );
     settings.base_url = Some(base_url.to_owned());
-    settings.store_id = Some("STO_2aUyqjCzEIiEcYMKj7TZtw".into());
     settings
 }
 
@@ -410,18 +417,26 @@ async fn an_order_pancake_does_not_know_yet_is_pending() {
 }
 
 #[tokio::test]
-async fn without_a_store_id_payments_cannot_be_queried_and_orders_cannot_be_closed() {
-    let mut settings = settings(PRODUCTION_BASE_URL);
-    settings.store_id = None;
-    let gateway = gateway_with(&settings, false);
-    assert!(matches!(
-        gateway.query_payment(&payment()).await,
-        Err(GatewayError::NotSupported)
-    ));
+async fn orders_cannot_be_closed_nor_refunded_through_pancakes_api() {
+    let server = MockServer::start().await;
+    let gateway = gateway(&server.uri());
     assert!(matches!(
         gateway.close_payment(&payment()).await,
         Err(GatewayError::NotSupported)
     ));
+    let refund = RefundRequest {
+        payment: payment(),
+        refund_id: "rf_1".into(),
+        amount: money(500, Currency::Usd),
+        paid: money(2900, Currency::Usd),
+        reason: "requested by the buyer".into(),
+        notify_url: "https://app.example/api/payment/webhook/mor_c".into(),
+    };
+    assert!(matches!(
+        gateway.refund(&refund).await,
+        Err(GatewayError::NotSupported)
+    ));
+    assert!(server.received_requests().await.unwrap().is_empty());
 }
 
 fn fixture(name: &str) -> Vec<u8> {
@@ -478,10 +493,13 @@ async fn a_webhook_verifies_against_a_signature_computed_by_openssl() {
         )]),
         body: body.to_vec(),
     };
-    let verified = gateway(PRODUCTION_BASE_URL)
+    let mut settings = settings(PRODUCTION_BASE_URL);
+    settings.store_id = "STO_x".into();
+    let verified = gateway_with(&settings, false)
         .verify_webhook(&request)
         .await
         .unwrap();
+    assert_eq!(verified.foreign, None);
     assert_eq!(verified.event_id, "0b1c2d3e-vector");
     assert_eq!(verified.event_type, "subscription.uncanceled");
     assert!(matches!(
@@ -527,6 +545,48 @@ async fn a_retry_signed_44_minutes_ago_is_accepted_but_one_signed_46_minutes_ago
     assert_eq!(
         gateway.verify_webhook(&stale).await,
         Err(WebhookError::Stale)
+    );
+}
+
+#[tokio::test]
+async fn the_window_is_exactly_45_minutes_back_and_one_minute_ahead_to_the_millisecond() {
+    let gateway = gateway(PRODUCTION_BASE_URL);
+    let signed = |t_ms: i64| signed_at(fixture("order_completed.json"), t_ms, PROVIDER_PRIVATE);
+    for accepted in [NOW_MS - 45 * 60_000, NOW_MS + 60_000] {
+        assert!(
+            gateway.verify_webhook(&signed(accepted)).await.is_ok(),
+            "t = now {:+} ms",
+            accepted - NOW_MS
+        );
+    }
+    for stale in [NOW_MS - 45 * 60_000 - 1, NOW_MS + 60_001] {
+        assert_eq!(
+            gateway.verify_webhook(&signed(stale)).await,
+            Err(WebhookError::Stale),
+            "t = now {:+} ms",
+            stale - NOW_MS
+        );
+    }
+    // 45 minutes and 999 ms old: the same whole second as the limit, still stale.
+    let settings = settings(PRODUCTION_BASE_URL);
+    let later = MorCGateway::new(
+        &settings,
+        GatewayContext {
+            http: ProviderHttp::new(&settings.http()).unwrap(),
+            clock: Arc::new(FixedClock::at(NOW_MS + 999)),
+            sandbox: false,
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        later.verify_webhook(&signed(NOW_MS - 45 * 60_000)).await,
+        Err(WebhookError::Stale)
+    );
+    assert!(
+        later
+            .verify_webhook(&signed(NOW_MS + 999 - 45 * 60_000))
+            .await
+            .is_ok()
     );
 }
 
@@ -580,12 +640,98 @@ async fn a_missing_or_malformed_signature_header_is_refused() {
     }
 }
 
+/// `name` as another store (or the other mode) would have it: Pancake's one platform key
+/// signs it just the same.
+fn fixture_for(name: &str, store_id: Option<&str>, mode: Option<&str>) -> Vec<u8> {
+    let mut event: Value = serde_json::from_slice(&fixture(name)).unwrap();
+    let envelope = event.as_object_mut().unwrap();
+    for (field, value) in [("storeId", store_id), ("mode", mode)] {
+        match value {
+            Some(value) => envelope.insert(field.into(), json!(value)),
+            None => envelope.remove(field),
+        };
+    }
+    serde_json::to_vec(&event).unwrap()
+}
+
+#[tokio::test]
+async fn another_stores_completed_order_naming_our_order_is_foreign_and_grants_nothing() {
+    let verified = gateway(PRODUCTION_BASE_URL)
+        .verify_webhook(&signed(fixture_for(
+            "order_completed.json",
+            Some("STO_someoneElse000000000"),
+            Some("test"),
+        )))
+        .await
+        .unwrap();
+    assert_eq!(verified.event_id, "550e8400-e29b-41d4-a716-446655440000");
+    assert_eq!(verified.event_type, "order.completed");
+    assert!(verified.events.is_empty());
+    let why = verified.foreign.expect("another store's event is foreign");
+    assert!(why.contains("STO_someoneElse"), "{why}");
+}
+
+#[tokio::test]
+async fn a_refund_in_the_other_mode_or_naming_no_store_is_foreign_and_refunds_nothing() {
+    let gateway = gateway(PRODUCTION_BASE_URL);
+    for (store, mode) in [
+        (Some(STORE_ID), Some("prod")),
+        (None, Some("test")),
+        (Some(STORE_ID), None),
+    ] {
+        let verified = gateway
+            .verify_webhook(&signed(fixture_for("refund_succeeded.json", store, mode)))
+            .await
+            .unwrap();
+        assert!(verified.events.is_empty(), "{store:?} {mode:?}");
+        assert!(verified.foreign.is_some(), "{store:?} {mode:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_foreign_subscription_event_is_not_looked_up_at_pancake() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(500))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let verified = gateway(&server.uri())
+        .verify_webhook(&signed(fixture_for(
+            "subscription_activated.json",
+            Some("STO_someoneElse000000000"),
+            Some("test"),
+        )))
+        .await
+        .unwrap();
+    assert!(verified.foreign.is_some());
+    assert!(verified.events.is_empty());
+}
+
+#[tokio::test]
+async fn a_foreign_event_must_still_be_signed_by_pancake() {
+    let forged = signed_at(
+        fixture_for(
+            "order_completed.json",
+            Some("STO_someoneElse"),
+            Some("test"),
+        ),
+        NOW_MS,
+        MERCHANT_PRIVATE,
+    );
+    assert_eq!(
+        gateway(PRODUCTION_BASE_URL).verify_webhook(&forged).await,
+        Err(WebhookError::BadSignature)
+    );
+}
+
 #[tokio::test]
 async fn a_completed_order_is_a_payment_of_its_amount_for_our_order() {
     let verified = gateway(PRODUCTION_BASE_URL)
         .verify_webhook(&signed(fixture("order_completed.json")))
         .await
         .unwrap();
+    assert_eq!(verified.foreign, None);
     assert_eq!(verified.event_id, "550e8400-e29b-41d4-a716-446655440000");
     assert_eq!(verified.event_type, "order.completed");
     assert_eq!(
@@ -863,7 +1009,8 @@ async fn events_tally_does_not_handle_verify_and_mean_nothing() {
     }
     let body = concat!(
         r#"{"id":"d-1","timestamp":"2026-03-31T00:00:00.000Z","#,
-        r#""eventType":"subscription.plan_changed","data":{"weird":[1]}}"#
+        r#""eventType":"subscription.plan_changed","storeId":"STO_2aUyqjCzEIiEcYMKj7TZtw","#,
+        r#""mode":"test","data":{"weird":[1]}}"#
     );
     let body = body.as_bytes().to_vec();
     let verified = gateway(PRODUCTION_BASE_URL)
@@ -892,16 +1039,39 @@ fn settings_read_camel_case_and_default_to_the_production_host() {
         "merchantId": MERCHANT_ID,
         "privateKey": MERCHANT_PRIVATE,
         "webhookPublicKey": PROVIDER_PUBLIC,
+        "storeId": STORE_ID,
+        "mode": "prod",
         "timeoutMs": 4000
     }))
     .unwrap();
+    assert_eq!(settings.store_id, STORE_ID);
+    assert_eq!(settings.mode, PancakeMode::Prod);
     assert_eq!(settings.http().base_url, PRODUCTION_BASE_URL);
     assert_eq!(settings.http().timeout_ms, 4000);
     assert_eq!(settings.tax_category, "saas");
     let unknown = serde_json::from_value::<MorCSettings>(json!({
-        "merchantId": MERCHANT_ID, "privateKey": "k", "webhookPublicKey": "k", "testMode": true
+        "merchantId": MERCHANT_ID, "privateKey": "k", "webhookPublicKey": "k",
+        "storeId": STORE_ID, "mode": "test", "testMode": true
     }));
     assert!(unknown.is_err());
+}
+
+#[test]
+fn the_store_and_the_mode_are_required_settings() {
+    let full = json!({
+        "merchantId": MERCHANT_ID, "privateKey": "k", "webhookPublicKey": "k",
+        "storeId": STORE_ID, "mode": "test"
+    });
+    assert!(serde_json::from_value::<MorCSettings>(full.clone()).is_ok());
+    for missing in ["storeId", "mode"] {
+        let mut partial = full.clone();
+        partial.as_object_mut().unwrap().remove(missing);
+        let error = serde_json::from_value::<MorCSettings>(partial).unwrap_err();
+        assert!(error.to_string().contains(missing), "{error}");
+    }
+    let mut live = full;
+    live["mode"] = json!("live");
+    assert!(serde_json::from_value::<MorCSettings>(live).is_err());
 }
 
 #[test]
@@ -940,4 +1110,6 @@ fn unreadable_keys_and_unknown_tax_categories_are_configuration_errors_naming_th
     );
     check(&|s| s.tax_category = "groceries".into(), "taxCategory");
     check(&|s| s.merchant_id = "MER 1\n".into(), "merchantId");
+    check(&|s| s.store_id = String::new(), "storeId");
+    check(&|s| s.store_id = "../STO_1".into(), "storeId");
 }

@@ -4,7 +4,10 @@
 //! API, at `/sandbox/mor_b`: `POST /checkouts`, `GET /checkouts/{id}`, `GET /payments` (filters
 //! `subscription_id`, `status`, `created_at_gte`, `created_at_lte`, `page_size`),
 //! `GET /payments/{id}`, `GET /subscriptions/{id}` and `PATCH /subscriptions/{id}`
-//! (`cancel_at_next_billing_date: true` or `status: "cancelled"`). A subscription's charges are
+//! (`cancel_at_next_billing_date: true` or `status: "cancelled"`), and `POST /refunds`
+//! (`payment_id`, `items` for a partial refund, `reason`, `metadata`; like Dodo it takes no
+//! idempotency key: each call refunds, and the refund keeps its metadata, which
+//! `GET /payments/{id}` lists). A subscription's charges are
 //! payments with `subscription_id` set; its first charge is the checkout session's payment. Requests must carry `Authorization: Bearer <api key>` and JSON
 //! bodies; errors come in Dodo's `{"code", "message"}` shape.
 //!
@@ -31,7 +34,8 @@ use serde::Deserialize;
 
 use crate::credentials::CREDENTIALS;
 use crate::hub::{
-    Hub, SimCharge, SimEvent, SimKind, SimPayment, SimStatus, SimSubscription, SimWebhook,
+    Hub, SandboxError, SimCharge, SimEvent, SimKind, SimPayment, SimStatus, SimSubscription,
+    SimWebhook,
 };
 use crate::simulator::Simulator;
 use objects::{DodoError, KeptRefund, error};
@@ -49,11 +53,14 @@ pub struct MorBSimulator;
 /// Gateway settings pointing at this sandbox with the sandbox credentials.
 #[must_use]
 pub fn gateway_settings(api_base_url: &str) -> MorBSettings {
-    MorBSettings::new(
+    let mut settings = MorBSettings::new(
         CREDENTIALS.api_key,
         CREDENTIALS.standard_webhooks_secret,
         Some(api_base_url.to_owned()),
-    )
+    );
+    // The sandbox's webhooks name its business, as Dodo's name the merchant's.
+    settings.business_id = Some(objects::BUSINESS_ID.to_owned());
+    settings
 }
 
 #[async_trait]
@@ -69,6 +76,7 @@ impl Simulator for MorBSimulator {
             .at("/checkouts/:id", get(retrieve_session))
             .at("/payments", get(list_payments))
             .at("/payments/:id", get(retrieve_payment))
+            .at("/refunds", post(create_refund))
             .at(
                 "/subscriptions/:id",
                 get(retrieve_subscription).patch(update_subscription),
@@ -188,6 +196,8 @@ fn charge_refund(
         refund_id: refund_id.to_owned(),
         amount: amount_minor,
         created_at_ms: hub.now_ms(),
+        metadata: BTreeMap::new(),
+        reason: None,
     };
     let stored = hub.update_payment(&s.payment_id, |p| {
         let mut all = objects::charge_refunds(p);
@@ -257,6 +267,8 @@ fn refund(
         refund_id: refund_id.to_owned(),
         amount: amount_minor,
         created_at_ms: hub.now_ms(),
+        metadata: BTreeMap::new(),
+        reason: None,
     };
     let stored = hub.update_payment(&payment.id, |p| {
         let mut all = objects::refunds(p);
@@ -674,5 +686,132 @@ async fn update_subscription(
             &e.to_string(),
         )
         .into_response(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct CreateRefund {
+    payment_id: String,
+    #[serde(default)]
+    items: Option<Vec<RefundItem>>,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    metadata: BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RefundItem {
+    item_id: String,
+    #[serde(default)]
+    amount: Option<i64>,
+}
+
+/// The session whose payment (or whose subscription's first charge) is `payment_id`.
+fn session_of_payment(hub: &Hub, payment_id: &str) -> Option<SimPayment> {
+    hub.payments().into_iter().take(MAX_SCANNED).find(|p| {
+        p.provider == ProviderId::MorB
+            && p.status == SimStatus::Paid
+            && objects::session_payment_id(p) == payment_id
+    })
+}
+
+/// `POST /refunds`: refund the whole payment (no `items`) or an item's `amount` of it, then
+/// send `refund.succeeded` and answer the refund (`succeeded`: the sandbox pays at once).
+#[handler]
+async fn create_refund(request: &Request, body: Vec<u8>, hub: Data<&Arc<Hub>>) -> Response {
+    if !authorized(request) {
+        return unauthorized();
+    }
+    let input: CreateRefund = match json_body(request, &body) {
+        Ok(input) => input,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let metadata = match string_metadata(input.metadata) {
+        Ok(metadata) => metadata,
+        Err(refusal) => return refusal.into_response(),
+    };
+    if input
+        .reason
+        .as_ref()
+        .is_some_and(|r| r.chars().count() > 3000)
+    {
+        return invalid("reason is longer than 3000 characters").into_response();
+    }
+    let Some(session) = session_of_payment(&hub, &input.payment_id) else {
+        return not_found("Payment");
+    };
+    let product = session.extra.get(objects::PRODUCT_ID).cloned();
+    let amount = match input.items.as_deref() {
+        None => None,
+        Some([item]) if Some(&item.item_id) == product.as_ref() => match item.amount {
+            Some(amount) if amount <= 0 => {
+                return invalid("a refund amount must be positive").into_response();
+            }
+            amount => amount,
+        },
+        Some(_) => {
+            return invalid("items must name the payment's one product").into_response();
+        }
+    };
+    let refunded = match session.subscription_id.as_deref() {
+        // A subscription's first charge: the session's payment under the charge's id.
+        Some(subscription_id) => hub
+            .refund_subscription_charge(subscription_id, Some(&input.payment_id), amount, false)
+            .await
+            .map(|_| ()),
+        None => {
+            let left = session.amount_minor - session.refunded_minor;
+            hub.refund_payment(&session.id, amount.unwrap_or(left))
+                .await
+                .map(|_| ())
+        }
+    };
+    if let Err(e) = refunded {
+        return error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "REFUND_NOT_ALLOWED",
+            &e.to_string(),
+        )
+        .into_response();
+    }
+    // The refund the hub just made (and announced) is the last one kept for the payment.
+    let kept = hub.update_payment(&session.id, |p| {
+        let subscription = p.subscription_id.is_some();
+        let mut refunds = if subscription {
+            objects::charge_refunds(p)
+                .remove(&input.payment_id)
+                .unwrap_or_default()
+        } else {
+            objects::refunds(p)
+        };
+        let last = refunds.last_mut().ok_or(SandboxError::NotFound)?;
+        last.metadata.clone_from(&metadata);
+        last.reason.clone_from(&input.reason);
+        let kept = last.clone();
+        if subscription {
+            let mut all = objects::charge_refunds(p);
+            all.insert(input.payment_id.clone(), refunds);
+            p.extra.insert(
+                objects::CHARGE_REFUNDS.to_owned(),
+                serde_json::to_string(&all).unwrap_or_default(),
+            );
+        } else {
+            p.extra.insert(
+                objects::REFUNDS.to_owned(),
+                serde_json::to_string(&refunds).unwrap_or_default(),
+            );
+        }
+        Ok((p.clone(), kept))
+    });
+    match kept {
+        Ok((session, kept)) => Json(objects::refund_object(
+            &session,
+            &input.payment_id,
+            &kept,
+            false,
+        ))
+        .into_response(),
+        Err(_) => not_found("Refund"),
     }
 }

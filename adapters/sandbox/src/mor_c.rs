@@ -21,8 +21,8 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use domain::{Currency, Money, ProviderId};
-use gateways::mor_c::MorCSettings;
 use gateways::mor_c::transformers::{display_amount, parse_display};
+use gateways::mor_c::{MorCSettings, PancakeMode};
 use gateways::shared::signing::{
     PrivateKey, PublicKey, b64, private_key, public_key, rsa_sha256_sign, rsa_sha256_verify,
     sha256, unb64,
@@ -44,6 +44,8 @@ use crate::simulator::Simulator;
 pub const SANDBOX_MERCHANT_ID: &str = "MER_sandboxTally0000000000";
 /// The sandbox store.
 pub const SANDBOX_STORE_ID: &str = "STO_sandboxTally0000000000";
+/// The sandbox's environment: its webhooks say `"mode": "test"`.
+pub const SANDBOX_MODE: PancakeMode = PancakeMode::Test;
 /// How far `X-Timestamp` may be from now, in seconds.
 const REQUEST_WINDOW_S: i64 = 300;
 /// The largest request body the simulator reads, in bytes.
@@ -63,9 +65,10 @@ pub fn gateway_settings(api_base_url: &str) -> MorCSettings {
         SANDBOX_MERCHANT_ID,
         CREDENTIALS.merchant_private_pem,
         CREDENTIALS.provider_public_pem,
+        SANDBOX_STORE_ID,
+        SANDBOX_MODE,
     );
     settings.base_url = Some(api_base_url.to_owned());
-    settings.store_id = Some(SANDBOX_STORE_ID.to_owned());
     settings
 }
 
@@ -182,7 +185,7 @@ fn signed_event(hub: &Hub, event_type: &str, event_id: &str, data: Value) -> Opt
         "eventId": event_id,
         "storeId": SANDBOX_STORE_ID,
         "storeName": "Tally Sandbox",
-        "mode": "test",
+        "mode": SANDBOX_MODE.as_str(),
         "data": data,
     });
     let body = envelope.to_string().into_bytes();

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentEvent, PaymentGateway,
-    PaymentRef, PaymentStatus, RefundReport, RefundedCharge, VerifiedWebhook, WebhookError,
-    WebhookRequest,
+    PaymentRef, PaymentStatus, RefundReport, RefundRequest, RefundState, RefundedCharge,
+    VerifiedWebhook, WebhookError, WebhookRequest,
 };
 use domain::{
     BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
@@ -18,6 +18,7 @@ use domain::{
 use gateways::GatewayContext;
 use gateways::mor_b::{MorBGateway, MorBSettings};
 use gateways::shared::ProviderHttp;
+use gateways::shared::signing::{b64, hmac_sha256, unb64};
 use poem::http::StatusCode;
 use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::web::Data;
@@ -682,4 +683,233 @@ async fn the_simulated_dodo_checks_encodings_and_answers_in_dodos_error_shape() 
     assert_eq!(unknown.status(), 404);
     let body: serde_json::Value = unknown.json().await.unwrap();
     assert_eq!(body["code"], "NOT_FOUND");
+}
+
+fn refund_request(order_id: &str, session_id: &str, refund_id: &str, amount: i64) -> RefundRequest {
+    RefundRequest {
+        payment: PaymentRef {
+            order_id: OrderId::new(order_id).unwrap(),
+            provider_reference: Some(session_id.to_owned()),
+        },
+        refund_id: refund_id.to_owned(),
+        amount: usd(amount),
+        paid: usd(999),
+        reason: "requested by the buyer".into(),
+        notify_url: String::new(),
+    }
+}
+
+#[tokio::test]
+async fn a_refund_through_dodos_api_sends_the_refund_webhook_under_the_refund_id_it_answered() {
+    let world = world().await;
+    let (session_id, _) = world
+        .checkout(
+            plan("one_time", "9.99", "USD", "pdt_sandbox_lifetime"),
+            "ord_e2e_refund",
+        )
+        .await;
+    world.pay(&session_id).await;
+    world.take_events();
+
+    let mut reported = Vec::new();
+    for (refund_id, amount) in [("rf_e2e_300", 300), ("rf_e2e_rest", 699)] {
+        let started = world
+            .gateway
+            .refund(&refund_request(
+                "ord_e2e_refund",
+                &session_id,
+                refund_id,
+                amount,
+            ))
+            .await
+            .unwrap();
+        assert_eq!(started.state, RefundState::Succeeded);
+        let events = world.take_events();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].0, "refund.succeeded");
+        match &events[0].1[..] {
+            [
+                PaymentEvent::Refunded {
+                    charge: RefundedCharge::Order(order),
+                    refund:
+                        RefundReport::One {
+                            refund_id,
+                            amount: refunded,
+                        },
+                    ..
+                },
+            ] => {
+                assert_eq!(
+                    order.order_id.as_ref().map(OrderId::as_str),
+                    Some("ord_e2e_refund")
+                );
+                // The id the service applies the refund under is the webhook's: a duplicate.
+                assert_eq!(started.provider_refund_id.as_ref(), Some(refund_id));
+                assert_eq!(*refunded, usd(amount));
+                reported.push(refund_id.clone());
+            }
+            other => panic!("expected one refund, got {other:?}"),
+        }
+    }
+    assert_ne!(reported[0], reported[1]);
+    assert_eq!(
+        world
+            .sandbox
+            .hub()
+            .payment(&session_id)
+            .unwrap()
+            .refunded_minor,
+        999
+    );
+
+    // Asked again under the same refund id (a retry): Dodo takes no idempotency key, so the
+    // gateway finds the refund by its metadata and answers it; nothing is refunded twice.
+    let again = world
+        .gateway
+        .refund(&refund_request(
+            "ord_e2e_refund",
+            &session_id,
+            "rf_e2e_300",
+            300,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(again.provider_refund_id.as_ref(), Some(&reported[0]));
+    assert!(world.take_events().is_empty());
+    assert_eq!(
+        world
+            .sandbox
+            .hub()
+            .payment(&session_id)
+            .unwrap()
+            .refunded_minor,
+        999
+    );
+
+    // Beyond what is left, Dodo refuses.
+    let over = world
+        .gateway
+        .refund(&refund_request(
+            "ord_e2e_refund",
+            &session_id,
+            "rf_e2e_more",
+            1,
+        ))
+        .await;
+    assert!(matches!(over, Err(GatewayError::Rejected(_))), "{over:?}");
+}
+
+#[tokio::test]
+async fn a_refund_of_a_subscriptions_first_payment_names_the_charge_its_activation_carried() {
+    let world = world().await;
+    let (session_id, _) = world
+        .checkout(
+            plan("recurring", "19", "USD", "pdt_sandbox_pro"),
+            "ord_e2e_sub_refund",
+        )
+        .await;
+    world.pay(&session_id).await;
+    let hub = world.sandbox.hub();
+    let subscription_id = hub.payment(&session_id).unwrap().subscription_id.unwrap();
+    let first_charge = hub.subscription(&subscription_id).unwrap().charges[0]
+        .id
+        .clone();
+    world.take_events();
+
+    let mut request = refund_request("ord_e2e_sub_refund", &session_id, "rf_e2e_sub", 500);
+    request.paid = usd(1900);
+    let started = world.gateway.refund(&request).await.unwrap();
+    assert_eq!(
+        refunds_of(world.take_events()),
+        vec![(
+            RefundedCharge::SubscriptionCharge {
+                provider_subscription_id: Some(subscription_id.clone()),
+                charge_ref: first_charge,
+            },
+            RefundReport::One {
+                refund_id: started.provider_refund_id.unwrap(),
+                amount: usd(500),
+            }
+        )]
+    );
+}
+
+#[tokio::test]
+async fn a_validly_signed_webhook_of_another_business_is_foreign_and_changes_nothing() {
+    let world = world().await;
+    let (session_id, _) = world
+        .checkout(
+            plan("one_time", "9.99", "USD", "pdt_sandbox_lifetime"),
+            "ord_e2e_foreign",
+        )
+        .await;
+    world.pay(&session_id).await;
+    // The sandbox's own webhook names the configured business: ours.
+    let ours = world
+        .receiver
+        .accepted
+        .lock()
+        .unwrap()
+        .drain(..)
+        .collect::<Vec<_>>();
+    assert_eq!(ours.len(), 1);
+    assert_eq!(ours[0].foreign, None);
+
+    let payment = world
+        .sandbox
+        .hub()
+        .payment(&session_id)
+        .and_then(|p| p.extra.get("paymentId").cloned())
+        .unwrap();
+    let body = serde_json::to_vec(&serde_json::json!({
+        "business_id": "bus_SomeoneElse000",
+        "type": "refund.succeeded",
+        "timestamp": "2025-01-18T12:00:05Z",
+        "data": {
+            "payload_type": "Refund", "business_id": "bus_SomeoneElse000", "payment_id": payment,
+            "refund_id": "ref_Foreign0000001", "status": "succeeded", "amount": 999,
+            "currency": "USD", "is_partial": false, "metadata": {},
+            "created_at": "2025-01-18T12:00:01Z"
+        }
+    }))
+    .unwrap();
+    // Signed with the endpoint's own secret, as a shared endpoint would receive it.
+    let secret = CREDENTIALS.standard_webhooks_secret;
+    let key = unb64(secret.strip_prefix("whsec_").unwrap()).unwrap();
+    let t = SystemClock.now().unix_millis() / 1000;
+    let mut message = format!("msg_foreign.{t}.").into_bytes();
+    message.extend_from_slice(&body);
+    let response = reqwest::Client::new()
+        .post(format!("{}/api/payment/webhook/mor_b", world.base))
+        .header("content-type", "application/json")
+        .header("webhook-id", "msg_foreign")
+        .header("webhook-timestamp", t.to_string())
+        .header(
+            "webhook-signature",
+            format!("v1,{}", b64(&hmac_sha256(&key, &message))),
+        )
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let verified = world
+        .receiver
+        .accepted
+        .lock()
+        .unwrap()
+        .drain(..)
+        .collect::<Vec<_>>();
+    assert_eq!(verified.len(), 1);
+    assert!(verified[0].foreign.is_some());
+    assert!(verified[0].events.is_empty());
+    assert_eq!(
+        world
+            .sandbox
+            .hub()
+            .payment(&session_id)
+            .unwrap()
+            .refunded_minor,
+        0
+    );
 }

@@ -17,8 +17,9 @@ use domain::{
     ProviderRefs, Timestamp, UserId,
 };
 use gateways::GatewayContext;
-use gateways::mor_c::{MorCGateway, MorCSettings};
+use gateways::mor_c::{MorCGateway, MorCSettings, PancakeMode};
 use gateways::shared::ProviderHttp;
+use gateways::shared::signing::{b64, private_key, rsa_sha256_sign};
 use poem::http::StatusCode;
 use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::web::Data;
@@ -500,8 +501,14 @@ async fn a_subscription_activates_renews_and_is_cancelled_at_its_period_end_thro
 async fn the_sandbox_refuses_a_request_signed_with_another_key_as_pancake_would() {
     let h = start().await;
     let mut settings = sandbox::mor_c::gateway_settings(&h.sandbox.api_base_url(ProviderId::MorC));
-    settings.private_key =
-        MorCSettings::new("MER_x", CREDENTIALS.provider_private_pem, "").private_key;
+    settings.private_key = MorCSettings::new(
+        "MER_x",
+        CREDENTIALS.provider_private_pem,
+        "",
+        "STO_x",
+        PancakeMode::Test,
+    )
+    .private_key;
     let gateway = connect(&settings, Arc::new(SystemClock(0)));
     let lifetime = plan("lifetime", "one_time", "99.00", "USD", Some(999_999));
     match gateway
@@ -625,4 +632,78 @@ async fn refunds_of_a_renewal_name_the_payment_its_renewal_carried_and_a_dispute
         .await;
     assert_eq!(disputed, vec![]);
     assert!(h.take_verified().is_empty());
+}
+
+/// A webhook exactly as Pancake would send another store's (or the other mode's) event: the
+/// same platform key signs every merchant's webhooks.
+fn platform_signed(event: &serde_json::Value) -> (String, Vec<u8>) {
+    let body = serde_json::to_vec(event).unwrap();
+    let t = SystemClock(0).now().unix_millis();
+    let mut message = format!("{t}.").into_bytes();
+    message.extend_from_slice(&body);
+    let key = private_key(CREDENTIALS.provider_private_pem).unwrap();
+    (
+        format!("t={t},v1={}", b64(&rsa_sha256_sign(&key, &message))),
+        body,
+    )
+}
+
+#[tokio::test]
+async fn another_stores_or_the_other_modes_webhooks_for_our_order_are_foreign_and_change_nothing() {
+    let h = start().await;
+    let lifetime = plan("lifetime", "one_time", "99.00", "USD", Some(999_999));
+    let session_id = h.checkout(&lifetime, "ord_isolated").await;
+    h.sandbox.hub().complete_payment(&session_id).await.unwrap();
+    // The sandbox's own webhook carries the configured store and mode: it is ours.
+    let ours = h.take_verified();
+    assert_eq!(ours.len(), 1);
+    assert_eq!(ours[0].foreign, None);
+    assert!(matches!(
+        &ours[0].events[..],
+        [PaymentEvent::PaymentSucceeded { order, .. }] if order.order_id.as_ref().map(OrderId::as_str) == Some("ord_isolated")
+    ));
+
+    let data = serde_json::json!({
+        "orderId": "ORD_foreign0000000000000",
+        "orderStatus": "completed",
+        "orderMerchantExternalId": "ord_isolated",
+        "orderMetadata": { "orderId": "ord_isolated" },
+        "currency": "USD",
+        "amount": "99.00",
+        "refundedAmount": "99.00",
+        "paymentId": "PAY_foreign0000000000000",
+    });
+    for (event_type, store, mode) in [
+        ("order.completed", "STO_someoneElse000000000", "test"),
+        ("refund.succeeded", "STO_someoneElse000000000", "test"),
+        ("refund.succeeded", sandbox::mor_c::SANDBOX_STORE_ID, "prod"),
+    ] {
+        let (signature, body) = platform_signed(&serde_json::json!({
+            "id": format!("dlv_foreign_{event_type}_{mode}"),
+            "timestamp": "2026-04-01T00:00:00.000Z",
+            "eventType": event_type,
+            "eventId": "PAY_foreign0000000000000",
+            "storeId": store,
+            "storeName": "Someone else",
+            "mode": mode,
+            "data": data,
+        }));
+        let response = reqwest::Client::new()
+            .post(format!("{}/webhook", h.base))
+            .header("x-waffo-signature", signature)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        // Acknowledged, so Pancake does not retry it.
+        assert_eq!(response.status(), 200, "{event_type} {store} {mode}");
+        let verified = h.take_verified();
+        assert_eq!(verified.len(), 1);
+        assert!(
+            verified[0].foreign.is_some(),
+            "{event_type} for {store} in {mode} was taken as ours"
+        );
+        assert!(verified[0].events.is_empty());
+    }
 }

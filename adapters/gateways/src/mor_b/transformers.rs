@@ -10,7 +10,7 @@ use std::str::FromStr;
 
 use application::ports::{
     CheckoutRequest, GatewayError, OrderLocator, PaymentEvent, PaymentStatus, RefundReport,
-    RefundedCharge, WebhookError,
+    RefundRequest, RefundStarted, RefundState, RefundedCharge, WebhookError,
 };
 use domain::{BillingPeriod, Currency, Duration, Money, OrderId, PlanType, Timestamp};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -21,6 +21,10 @@ use crate::shared::http::HttpReply;
 pub const ORDER_ID_KEY: &str = "orderId";
 /// The metadata key that carries the price Tally asked for, in minor units.
 pub const AMOUNT_KEY: &str = "amountMinor";
+/// The refund metadata key that carries Tally's refund id (Dodo's API takes no idempotency key).
+pub const REFUND_ID_KEY: &str = "tallyRefundId";
+/// The longest refund reason Dodo takes.
+const MAX_REASON_CHARS: usize = 3000;
 /// The most characters of a Dodo error message kept.
 const MAX_ERROR_CHARS: usize = 200;
 /// The longest provider id accepted into a URL path.
@@ -358,12 +362,23 @@ pub struct Payment {
     /// Refunds so far.
     #[serde(default)]
     pub refunds: Vec<PaymentRefund>,
+    /// What was bought (`product_cart`, nullable): a partial refund names the item.
+    #[serde(default)]
+    pub product_cart: Option<Vec<ProductCartItem>>,
     /// Created.
     #[serde(default)]
     pub created_at: Option<String>,
     /// Last changed.
     #[serde(default)]
     pub updated_at: Option<String>,
+}
+
+/// `payment.product_cart[]`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ProductCartItem {
+    /// `pdt_…` (read leniently: only a partial refund needs it).
+    #[serde(default)]
+    pub product_id: Option<String>,
 }
 
 /// `payment.refunds[]`.
@@ -376,6 +391,174 @@ pub struct PaymentRefund {
     pub amount: Option<i64>,
     /// Its status.
     pub status: RefundStatus,
+    /// The metadata given when it was created (newer API versions list it).
+    #[serde(default, deserialize_with = "lenient_metadata")]
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl RefundStatus {
+    /// Where a refund in this status stands for Tally: only `succeeded` is done and only
+    /// `failed` and `canceled` failed; `pending`, `review`, `requires_action` and anything newer
+    /// wait for the refund webhook.
+    #[must_use]
+    pub fn state(self) -> RefundState {
+        match self {
+            RefundStatus::Succeeded => RefundState::Succeeded,
+            RefundStatus::Failed => RefundState::Failed("Dodo Payments: refund failed".into()),
+            RefundStatus::Canceled => RefundState::Failed("Dodo Payments: refund cancelled".into()),
+            RefundStatus::Pending | RefundStatus::RequiresAction | RefundStatus::Unknown => {
+                RefundState::Pending
+            }
+        }
+    }
+}
+
+/// The body of `POST /refunds`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CreateRefund {
+    /// The payment (`pay_…`).
+    pub payment_id: String,
+    /// A partial refund: the item and the amount; none refunds the whole payment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub items: Option<Vec<RefundItem>>,
+    /// Why, at most 3000 characters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// `tallyRefundId` and `orderId`.
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// `items[]` of [`CreateRefund`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RefundItem {
+    /// The product (`product_id` of the payment's cart).
+    pub item_id: String,
+    /// Minor units, tax included as charged.
+    pub amount: i64,
+    /// The amount includes tax (Dodo's default, sent explicitly).
+    pub tax_inclusive: bool,
+}
+
+/// What to do for a refund request, once the payment has been read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefundPlan {
+    /// Dodo already has a refund made for this refund id: answer it, ask nothing.
+    Existing(RefundStarted),
+    /// Ask for this refund.
+    Create(CreateRefund),
+}
+
+/// The refund of `request` out of `payment` (the order's checkout payment).
+///
+/// `request.amount` is on the basis of the order's price; when Dodo added tax on top, the
+/// amount asked is scaled up to what was charged (rounded up, so that the refund Dodo reports
+/// maps back onto exactly `request.amount`), at most the whole charge. The whole price, with
+/// nothing refunded before, is a full refund (no `items`); anything else names the payment's
+/// product.
+///
+/// # Errors
+/// [`GatewayError::Rejected`] when the payment is not paid, not the order's, in another
+/// currency, or a partial refund cannot name its product.
+pub fn refund_plan(request: &RefundRequest, payment: &Payment) -> Result<RefundPlan, GatewayError> {
+    let refused = |why: &str| Err(GatewayError::Rejected(why.to_owned()));
+    if let Some(done) = payment
+        .refunds
+        .iter()
+        .find(|r| r.metadata.get(REFUND_ID_KEY) == Some(&request.refund_id))
+    {
+        return Ok(RefundPlan::Existing(RefundStarted {
+            provider_refund_id: Some(done.refund_id.clone()),
+            state: done.status.state(),
+        }));
+    }
+    if payment.status != Some(IntentStatus::Succeeded) {
+        return refused("the order's Dodo payment is not paid");
+    }
+    if order_id_in(&payment.metadata).as_ref() != Some(&request.payment.order_id) {
+        return refused("the Dodo payment is not this order's");
+    }
+    if !payment
+        .currency
+        .eq_ignore_ascii_case(request.amount.currency().code())
+    {
+        return refused("the refund's currency is not the payment's");
+    }
+    let amount = request.amount.amount_minor();
+    let price = payment
+        .paid()
+        .map_err(GatewayError::BadResponse)?
+        .amount_minor();
+    if amount <= 0 || amount > price {
+        return refused("the refund amount is not within what the payment paid");
+    }
+    let refunded_before = payment
+        .refunds
+        .iter()
+        .any(|r| !matches!(r.status, RefundStatus::Failed | RefundStatus::Canceled));
+    let items = if amount == price && !refunded_before {
+        None
+    } else {
+        let Some(product_id) = payment
+            .product_cart
+            .iter()
+            .flatten()
+            .find_map(|item| item.product_id.clone().filter(|id| !id.is_empty()))
+        else {
+            return refused("a partial Dodo refund names the product, and the payment lists none");
+        };
+        Some(vec![RefundItem {
+            item_id: product_id,
+            amount: as_charged(amount, price, payment.total_amount),
+            tax_inclusive: true,
+        }])
+    };
+    let reason: String = request
+        .reason
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_REASON_CHARS)
+        .collect();
+    Ok(RefundPlan::Create(CreateRefund {
+        payment_id: payment.payment_id.clone(),
+        items,
+        reason: (!reason.trim().is_empty()).then_some(reason),
+        metadata: BTreeMap::from([
+            (REFUND_ID_KEY.to_owned(), request.refund_id.clone()),
+            (
+                ORDER_ID_KEY.to_owned(),
+                request.payment.order_id.as_str().to_owned(),
+            ),
+        ]),
+    }))
+}
+
+/// `amount` of a `price` on the basis of what was charged (`total`, tax on top included):
+/// scaled by `total / price` and rounded up, at most `total`; as it is when no tax was added.
+#[must_use]
+pub fn as_charged(amount: i64, price: i64, total: i64) -> i64 {
+    if price <= 0 || total <= price {
+        return amount;
+    }
+    let scaled =
+        (i128::from(amount) * i128::from(total) + i128::from(price) - 1) / i128::from(price);
+    i64::try_from(scaled).map_or(total, |s| s.min(total))
+}
+
+/// Dodo's answer to `POST /refunds` as [`RefundStarted`], under Dodo's refund id (the id its
+/// `refund.*` webhooks carry).
+///
+/// # Errors
+/// [`GatewayError::BadResponse`] when the refund is not of `payment_id`.
+pub fn refund_started(refund: &Refund, payment_id: &str) -> Result<RefundStarted, GatewayError> {
+    if refund.payment_id != payment_id || refund.refund_id.is_empty() {
+        return Err(GatewayError::BadResponse(
+            "Dodo answered a refund of another payment".into(),
+        ));
+    }
+    Ok(RefundStarted {
+        provider_refund_id: Some(refund.refund_id.clone()),
+        state: refund.status.state(),
+    })
 }
 
 impl Payment {
@@ -634,6 +817,9 @@ impl Subscription {
 /// A webhook body: `{business_id, type, timestamp, data}`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Envelope {
+    /// The business the event is about (`bus_…`).
+    #[serde(default)]
+    pub business_id: Option<String>,
     /// `payment.succeeded`, ….
     #[serde(rename = "type")]
     pub event_type: String,
@@ -641,6 +827,22 @@ pub struct Envelope {
     pub timestamp: String,
     /// The payment, refund or subscription.
     pub data: serde_json::Value,
+}
+
+impl Envelope {
+    /// Why the event is not for `business_id` (when one is configured); `None` when it is.
+    #[must_use]
+    pub fn foreign(&self, business_id: Option<&str>) -> Option<String> {
+        let expected = business_id?;
+        match self.business_id.as_deref() {
+            Some(named) if named == expected => None,
+            Some(named) => Some(format!(
+                "the event is for business {:?}, not the configured businessId",
+                named.chars().take(64).collect::<String>()
+            )),
+            None => Some("the event names no business_id".into()),
+        }
+    }
 }
 
 /// Parse a webhook body.
@@ -916,6 +1118,7 @@ mod tests {
             checkout_session_id: None,
             subscription_id: None,
             refunds: Vec::new(),
+            product_cart: None,
             created_at: None,
             updated_at: None,
         }
@@ -966,6 +1169,18 @@ mod tests {
             Timestamp::from_unix_millis(1_704_110_400_250)
         );
         assert!(timestamp("yesterday").is_err());
+    }
+
+    #[test]
+    fn a_refund_on_the_price_basis_scales_up_to_the_charge_and_back_exactly() {
+        assert_eq!(as_charged(300, 999, 999), 300);
+        assert_eq!(as_charged(999, 999, 1199), 1199);
+        let taxed = payment(1199, Some(200), "999");
+        for amount in [1, 2, 299, 500, 998, 999] {
+            let charged = as_charged(amount, 999, 1199);
+            assert!(charged <= 1199);
+            assert_eq!(taxed.on_price_basis(charged), amount, "{amount}");
+        }
     }
 
     #[test]

@@ -512,6 +512,79 @@ pub fn parse_signature_header(header: &str) -> Option<SignatureHeader> {
     (!v1.is_empty()).then_some(SignatureHeader { t, t_ms, v1 })
 }
 
+/// Whether a webhook signed at `t_ms` may be accepted at `now_ms`: at most `past_ms` old and
+/// at most `future_ms` ahead, both ends included (the SDK refuses `Date.now() - t > toleranceMs`
+/// and `t - Date.now() > futureToleranceMs`).
+#[must_use]
+pub fn within_window(t_ms: i64, now_ms: i64, past_ms: i64, future_ms: i64) -> bool {
+    let age = i128::from(now_ms) - i128::from(t_ms);
+    age <= i128::from(past_ms) && -age <= i128::from(future_ms)
+}
+
+/// Whose a webhook is: its delivery id and type, and the store and environment it names
+/// (`storeId`, `mode` on the envelope; the SDK's `WebhookEvent`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookScope {
+    /// The delivery id.
+    pub id: String,
+    /// The event type.
+    pub event_type: String,
+    /// `storeId`, when present.
+    pub store_id: Option<String>,
+    /// `mode` (`test` or `prod`), when present.
+    pub mode: Option<String>,
+}
+
+impl WebhookScope {
+    /// Why the event is not for `store_id` in `mode`; `None` when it is. An event that names no
+    /// store or no mode cannot be shown to be ours and is foreign too.
+    #[must_use]
+    pub fn foreign(&self, store_id: &str, mode: &str) -> Option<String> {
+        match (self.store_id.as_deref(), self.mode.as_deref()) {
+            (None, _) => Some("the event names no storeId".into()),
+            (_, None) => Some("the event names no mode".into()),
+            (Some(store), _) if store != store_id => Some(format!(
+                "the event is for store {:?}, not the configured storeId",
+                clip(store)
+            )),
+            (_, Some(event_mode)) if event_mode != mode => Some(format!(
+                "the event is in mode {:?}, not the configured {mode}",
+                clip(event_mode)
+            )),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ScopeEnvelope {
+    id: String,
+    event_type: String,
+    #[serde(default)]
+    store_id: Option<String>,
+    #[serde(default)]
+    mode: Option<String>,
+}
+
+/// The [`WebhookScope`] of a verified webhook body, read before its data.
+///
+/// # Errors
+/// [`WebhookError::Malformed`] when the envelope cannot be read or has no usable id.
+pub fn webhook_scope(body: &[u8]) -> Result<WebhookScope, WebhookError> {
+    let envelope: ScopeEnvelope =
+        serde_json::from_slice(body).map_err(|e| malformed(format!("not a pancake event: {e}")))?;
+    if envelope.id.is_empty() || envelope.id.chars().count() > MAX_EVENT_ID_CHARS {
+        return Err(malformed("event id missing or too long"));
+    }
+    Ok(WebhookScope {
+        id: envelope.id,
+        event_type: envelope.event_type,
+        store_id: envelope.store_id,
+        mode: envelope.mode,
+    })
+}
+
 /// The string a webhook signature covers: `{t}.{raw body}`.
 #[must_use]
 pub fn webhook_message(t: &str, body: &[u8]) -> Vec<u8> {
@@ -1002,6 +1075,41 @@ mod tests {
         assert_eq!(parse_signature_header("v1=abc"), None);
         assert_eq!(parse_signature_header("t=1"), None);
         assert_eq!(parse_signature_header("t=soon,v1=abc"), None);
+    }
+
+    #[test]
+    fn the_webhook_window_is_45_minutes_back_and_one_minute_ahead_to_the_millisecond() {
+        let (past, future) = (2_700_000, 60_000);
+        let now = 1_775_000_000_000;
+        assert!(within_window(now - past, now, past, future));
+        assert!(!within_window(now - past - 1, now, past, future));
+        assert!(within_window(now + future, now, past, future));
+        assert!(!within_window(now + future + 1, now, past, future));
+        assert!(!within_window(i64::MIN, i64::MAX, past, future));
+        assert!(!within_window(i64::MAX, i64::MIN, past, future));
+    }
+
+    #[test]
+    fn a_webhook_is_ours_only_for_our_store_in_our_mode() {
+        let scope = |store: Option<&str>, mode: Option<&str>| WebhookScope {
+            id: "d".into(),
+            event_type: "order.completed".into(),
+            store_id: store.map(str::to_owned),
+            mode: mode.map(str::to_owned),
+        };
+        assert_eq!(
+            scope(Some("STO_a"), Some("test")).foreign("STO_a", "test"),
+            None
+        );
+        for other in [
+            scope(Some("STO_b"), Some("test")),
+            scope(Some("STO_a"), Some("prod")),
+            scope(None, Some("test")),
+            scope(Some("STO_a"), None),
+            scope(Some("sto_a"), Some("test")),
+        ] {
+            assert!(other.foreign("STO_a", "test").is_some(), "{other:?}");
+        }
     }
 
     #[test]

@@ -38,6 +38,12 @@ pub struct KeptRefund {
     pub amount: i64,
     /// When, ms.
     pub created_at_ms: i64,
+    /// The metadata given with `POST /refunds` (none for refunds made at the hub).
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+    /// The reason given with `POST /refunds`.
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 /// A refused request, answered in Dodo's `{"code", "message"}` shape.
@@ -278,9 +284,9 @@ pub fn refund_object(
         "currency": session.currency.code(),
         "customer": customer(Some(session)),
         "is_partial": refund.amount < session.amount_minor,
-        "metadata": {},
+        "metadata": refund.metadata,
         "payment_id": payment_id,
-        "reason": "requested in the sandbox",
+        "reason": refund.reason.as_deref().unwrap_or("requested in the sandbox"),
         "refund_id": refund.refund_id,
         "status": "succeeded",
         "amount": refund.amount,
