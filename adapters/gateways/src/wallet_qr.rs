@@ -1,13 +1,22 @@
-//! `wallet_qr`: WeChat Pay APIv3, Native (QR code) payment, direct merchant, public-key mode.
+//! `wallet_qr`: WeChat Pay APIv3, Native (QR code) payment, direct merchant, public-key or
+//! platform-certificate mode (or both, while a merchant switches).
 //!
 //! - Checkout: `POST /v3/pay/transactions/native` → `code_url`, shown as a QR code.
 //! - Status: `GET /v3/pay/transactions/out-trade-no/{id}?mchid=…`; close: `POST …/close` (204).
+//! - Refund: `POST /v3/refund/domestic/refunds` with `out_refund_no` = our refund id and our
+//!   `notify_url`; WeChat Pay's `refund_id` names it in the answer and the notification.
 //! - Every request carries `Authorization: WECHATPAY2-SHA256-RSA2048 …`, an RSA-SHA256
-//!   signature by the merchant API key over `METHOD\nPATH?QUERY\nTIMESTAMP\nNONCE\nBODY\n`.
-//! - Every 2xx answer and every notification is signed by WeChat Pay with the platform public
-//!   key (`Wechatpay-Timestamp/Nonce/Signature/Serial`, over `TIMESTAMP\nNONCE\nBODY\n`); both
-//!   are checked through the fixed [`webhook::verify`] pipeline with a 300 s tolerance.
-//! - Notifications carry the transaction AES-256-GCM-encrypted with the APIv3 key.
+//!   signature by the merchant API key over `METHOD\nPATH?QUERY\nTIMESTAMP\nNONCE\nBODY\n`,
+//!   and, in public-key mode, `Wechatpay-Serial: PUB_KEY_ID_…` (the key WeChat Pay answers
+//!   with).
+//! - Every 2xx answer and every notification is signed by WeChat Pay
+//!   (`Wechatpay-Timestamp/Nonce/Signature/Serial`, over `TIMESTAMP\nNONCE\nBODY\n`) with the
+//!   platform public key or a platform certificate, chosen by `Wechatpay-Serial`; certificates
+//!   come from `GET /v3/certificates` (decrypted with the APIv3 key), downloaded again for an
+//!   unknown serial at most once a minute. Timestamps are refused from 300 s either way, as
+//!   WeChat Pay's SDK does.
+//! - Notifications carry the transaction AES-256-GCM-encrypted with the APIv3 key; one for
+//!   another `mchid` or `appid` is acknowledged as foreign and changes nothing.
 //! - Subscriptions do not exist in this protocol.
 //!
 //! Wire formats live in [`transformers`]; the protocol is described in
@@ -16,14 +25,16 @@
 pub mod transformers;
 
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use application::ports::{
     AckFor, Checkout, CheckoutRequest, CheckoutTarget, GatewayError, PaymentEvent, PaymentGateway,
-    PaymentRef, PaymentStatus, VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
+    PaymentRef, PaymentStatus, RefundRequest, RefundStarted, VerifiedWebhook, WebhookAck,
+    WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
-use domain::{Locale, PlanType, ProviderId};
+use domain::{Locale, PlanType, ProviderId, Timestamp};
 use reqwest::Method;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
 use secrecy::{ExposeSecret, SecretString};
@@ -37,20 +48,33 @@ use crate::shared::signing::{
 use crate::shared::{ConfigError, GatewayContext, HttpSettings};
 use crate::webhook::{self, SignedParts, Verifier, WebhookScheme};
 use transformers::{
-    Authorization, CloseRequest, NativeOrderRequest, NativeOrderResponse, Notification,
-    OrderAmount, RefundNotice, Resource, Transaction,
+    Authorization, CertificateList, CloseRequest, NativeOrderRequest, NativeOrderResponse,
+    Notification, OrderAmount, RefundAnswer, RefundCreateAmount, RefundCreateRequest, RefundNotice,
+    Resource, Transaction,
 };
 
 /// WeChat Pay's production API.
 pub const DEFAULT_BASE_URL: &str = "https://api.mch.weixin.qq.com";
-/// How far a signature timestamp may be from now, in seconds.
-pub const TOLERANCE_S: i64 = 300;
+/// How far a signature timestamp may be from now, in seconds, either way: WeChat Pay's own
+/// SDK (wechatpay-go `validateHTTPMessage`, `checkWechatPayHeader`) refuses
+/// `|now - Wechatpay-Timestamp| >= 300`, so 299 s is the last accepted distance.
+pub const TOLERANCE_S: i64 = 299;
 /// The largest notification body read, in bytes.
 pub const MAX_NOTIFICATION_BYTES: usize = 64 * 1024;
 /// The APIv3 key is 32 ASCII characters (the AES-256 key).
 const API_V3_KEY_BYTES: usize = 32;
 const PROVIDER: &str = "wallet_qr";
 const USER_AGENT_VALUE: &str = concat!("tally-gateways/", env!("CARGO_PKG_VERSION"));
+/// How long after asking for the platform certificates an unknown serial may make the gateway
+/// ask again, in milliseconds: a burst of notifications under a serial nobody knows costs one
+/// download per minute at most.
+pub const CERTIFICATE_REFRESH_MS: i64 = 60_000;
+/// The most platform certificates kept from one download.
+const MAX_CERTIFICATES: usize = 16;
+/// Where the platform certificates are listed.
+const CERTIFICATES_PATH: &str = "/v3/certificates";
+/// The request header naming the platform key WeChat Pay should answer with.
+const WECHATPAY_SERIAL: &str = "Wechatpay-Serial";
 
 /// `[providers.wallet_qr]` in `tally.toml`.
 #[derive(Clone, Deserialize)]
@@ -66,10 +90,20 @@ pub struct WalletQrSettings {
     pub merchant_private_key: SecretString,
     /// The APIv3 key: 32 characters set in the merchant console.
     pub api_v3_key: SecretString,
-    /// The WeChat Pay public key (PEM), which signs answers and notifications.
-    pub platform_public_key: String,
+    /// The WeChat Pay public key (PEM), which signs answers and notifications in public-key
+    /// mode. Set together with its id, or neither.
+    #[serde(default)]
+    pub platform_public_key: Option<String>,
     /// Its id, `PUB_KEY_ID_…`, sent as `Wechatpay-Serial`.
-    pub platform_public_key_id: String,
+    #[serde(default)]
+    pub platform_public_key_id: Option<String>,
+    /// Platform-certificate mode: download WeChat Pay's platform certificates
+    /// (`GET /v3/certificates`, decrypted with the APIv3 key) and verify answers and
+    /// notifications signed by a certificate serial with them. Default `false`. With the
+    /// public key as well, both are trusted (a merchant switching from certificates to the
+    /// public key); at least one of the two is required.
+    #[serde(default)]
+    pub platform_certificates: bool,
     /// The API base URL; default [`DEFAULT_BASE_URL`].
     #[serde(default)]
     pub base_url: Option<String>,
@@ -99,6 +133,7 @@ impl std::fmt::Debug for WalletQrSettings {
             .field("merchant_private_key", &"[redacted]")
             .field("api_v3_key", &"[redacted]")
             .field("platform_public_key_id", &self.platform_public_key_id)
+            .field("platform_certificates", &self.platform_certificates)
             .field("base_url", &self.base_url)
             .field("timeout_ms", &self.timeout_ms)
             .finish_non_exhaustive()
@@ -112,10 +147,37 @@ pub struct WalletQrGateway {
     merchant_serial_no: String,
     merchant_key: PrivateKey,
     api_v3_key: SecretString,
-    platform_key: PublicKey,
-    platform_key_id: String,
+    /// The WeChat Pay public key and its id (public-key mode).
+    platform_public_key: Option<(PublicKey, String)>,
+    /// The downloaded platform certificates (certificate mode).
+    certificates: Option<Mutex<CertificateStore>>,
     context: GatewayContext,
     nonces: AtomicU64,
+}
+
+/// The platform certificates known so far, by normalized serial.
+#[derive(Default)]
+struct CertificateStore {
+    by_serial: BTreeMap<String, PlatformCertificate>,
+    /// When the list was last asked for (successfully or not).
+    asked_at: Option<Timestamp>,
+}
+
+/// One platform certificate's key and validity.
+#[derive(Clone)]
+struct PlatformCertificate {
+    key: PublicKey,
+    effective: Timestamp,
+    expires: Timestamp,
+}
+
+impl CertificateStore {
+    fn key(&self, serial: &str, now: Timestamp) -> Option<PublicKey> {
+        self.by_serial
+            .get(serial)
+            .filter(|c| c.effective <= now && now <= c.expires)
+            .map(|c| c.key.clone())
+    }
 }
 
 impl std::fmt::Debug for WalletQrGateway {
@@ -161,8 +223,36 @@ impl WalletQrGateway {
     pub fn new(settings: &WalletQrSettings, context: GatewayContext) -> Result<Self, ConfigError> {
         let merchant_key = private_key(settings.merchant_private_key.expose_secret())
             .map_err(|_| config_error("merchantPrivateKey", "is not an RSA private key (PEM)"))?;
-        let platform_key = public_key(&settings.platform_public_key)
-            .map_err(|_| config_error("platformPublicKey", "is not an RSA public key (PEM)"))?;
+        let platform_public_key = match (
+            settings.platform_public_key.as_deref().map(str::trim),
+            settings.platform_public_key_id.as_deref().map(str::trim),
+        ) {
+            (None | Some(""), None | Some("")) => None,
+            (Some(key), Some(id)) if !key.is_empty() && !id.is_empty() => {
+                let key = public_key(key).map_err(|_| {
+                    config_error("platformPublicKey", "is not an RSA public key (PEM)")
+                })?;
+                Some((key, id.to_owned()))
+            }
+            (None | Some(""), _) => {
+                return Err(config_error(
+                    "platformPublicKey",
+                    "is required with platformPublicKeyId",
+                ));
+            }
+            _ => {
+                return Err(config_error(
+                    "platformPublicKeyId",
+                    "is required with platformPublicKey",
+                ));
+            }
+        };
+        if platform_public_key.is_none() && !settings.platform_certificates {
+            return Err(config_error(
+                "platformPublicKey",
+                "is required unless platformCertificates is true",
+            ));
+        }
         if settings.api_v3_key.expose_secret().len() != API_V3_KEY_BYTES {
             return Err(config_error("apiV3Key", "must be 32 characters"));
         }
@@ -172,19 +262,145 @@ impl WalletQrGateway {
             merchant_serial_no: required("merchantSerialNo", &settings.merchant_serial_no)?,
             merchant_key,
             api_v3_key: settings.api_v3_key.clone(),
-            platform_key,
-            platform_key_id: required("platformPublicKeyId", &settings.platform_public_key_id)?,
+            platform_public_key,
+            certificates: settings
+                .platform_certificates
+                .then(|| Mutex::new(CertificateStore::default())),
             context,
             nonces: AtomicU64::new(0),
         })
     }
 
-    /// The signature scheme of answers and notifications.
-    fn scheme(&self) -> WechatSignature<'_> {
-        WechatSignature {
-            key: &self.platform_key,
-            key_id: &self.platform_key_id,
+    /// The key that signed with `serial`: the public key when `serial` is its id, otherwise a
+    /// platform certificate (certificate mode), downloading the list again when the serial is
+    /// unknown, at most once per [`CERTIFICATE_REFRESH_MS`].
+    async fn platform_key(&self, serial: &str) -> Option<PublicKey> {
+        if let Some((key, id)) = &self.platform_public_key
+            && serial == id
+        {
+            return Some(key.clone());
         }
+        let store = self.certificates.as_ref()?;
+        let serial = transformers::normalized_serial(serial)?;
+        let now = self.context.clock.now();
+        {
+            let mut known = lock(store);
+            if let Some(key) = known.key(&serial, now) {
+                return Some(key);
+            }
+            let recently = known.asked_at.is_some_and(|at| {
+                (now.unix_millis() - at.unix_millis()).abs() < CERTIFICATE_REFRESH_MS
+            });
+            if recently {
+                return None;
+            }
+            known.asked_at = Some(now);
+        }
+        match self.download_certificates().await {
+            Ok(downloaded) => {
+                let mut known = lock(store);
+                known.by_serial = downloaded;
+                known.key(&serial, now)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "wallet_qr: platform certificates could not be downloaded");
+                None
+            }
+        }
+    }
+
+    /// `GET /v3/certificates`: every certificate that decrypts with the APIv3 key, is the
+    /// certificate its `serial_no` says and is valid now; the answer must be signed by one of
+    /// them (or the public key).
+    async fn download_certificates(
+        &self,
+    ) -> Result<BTreeMap<String, PlatformCertificate>, GatewayError> {
+        let reply = self
+            .send_signed(Method::GET, CERTIFICATES_PATH, None)
+            .await?;
+        if !(200..300).contains(&reply.status) {
+            return Err(transformers::error_from_reply(reply.status, &reply.body));
+        }
+        let list: CertificateList = reply.json()?;
+        let now = self.context.clock.now();
+        let mut certificates = BTreeMap::new();
+        for item in list.data.iter().take(MAX_CERTIFICATES) {
+            let Some(serial) = transformers::normalized_serial(&item.serial_no) else {
+                continue;
+            };
+            let Ok(pem) = self.decrypt(&item.encrypt_certificate) else {
+                continue;
+            };
+            let Some((cert_serial, spki)) = std::str::from_utf8(&pem)
+                .ok()
+                .and_then(transformers::certificate_key)
+            else {
+                continue;
+            };
+            let (Some(effective), Some(expires), Ok(key)) = (
+                transformers::parse_time(&item.effective_time),
+                transformers::parse_time(&item.expire_time),
+                public_key(&b64(&spki)),
+            ) else {
+                continue;
+            };
+            if cert_serial != serial || now < effective || expires < now {
+                continue;
+            }
+            certificates.insert(
+                serial,
+                PlatformCertificate {
+                    key,
+                    effective,
+                    expires,
+                },
+            );
+        }
+        let signed = lowercase_headers(&reply);
+        let serial = webhook::header(&signed, SERIAL_HEADER)
+            .map_err(|_| GatewayError::BadResponse("certificates answer is not signed".into()))?
+            .trim()
+            .to_owned();
+        let key = match &self.platform_public_key {
+            Some((key, id)) if *id == serial => Some(key.clone()),
+            _ => transformers::normalized_serial(&serial)
+                .and_then(|s| certificates.get(&s))
+                .map(|c| c.key.clone()),
+        }
+        .ok_or_else(|| {
+            GatewayError::BadResponse("certificates answer is signed by no key it carries".into())
+        })?;
+        let scheme = WechatSignature {
+            key: &key,
+            serial: &serial,
+        };
+        webhook::verify(&scheme, &signed, now).map_err(|e| {
+            GatewayError::BadResponse(format!("certificates answer signature: {e}"))
+        })?;
+        Ok(certificates)
+    }
+
+    /// Verify WeChat Pay's signature on a notification or answer: the headers are checked and
+    /// the timestamp is in the window before the key is looked up (so that junk never makes
+    /// the gateway download certificates).
+    async fn verify_signed(&self, request: &WebhookRequest) -> Result<(), WebhookError> {
+        let now = self.context.clock.now();
+        let serial = webhook::header(request, SERIAL_HEADER)?.trim().to_owned();
+        let unchecked = Unchecked;
+        let parts = unchecked.extract(request)?;
+        let timestamp_s = parts.timestamp_s.ok_or(WebhookError::MissingSignature)?;
+        if (now.unix_millis().div_euclid(1000) - timestamp_s).abs() > TOLERANCE_S {
+            return Err(WebhookError::Stale);
+        }
+        let key = self
+            .platform_key(&serial)
+            .await
+            .ok_or(WebhookError::BadSignature)?;
+        let scheme = WechatSignature {
+            key: &key,
+            serial: &serial,
+        };
+        webhook::verify(&scheme, request, now).map(|_| ())
     }
 
     /// A request nonce, unique within the process (counter), across processes (pid) and across
@@ -239,6 +455,12 @@ impl WalletQrGateway {
             .header(AUTHORIZATION, authorization.header_value())
             .header(ACCEPT, "application/json")
             .header(USER_AGENT, USER_AGENT_VALUE);
+        if let Some((_, id)) = &self.platform_public_key {
+            // The platform key WeChat Pay should sign its answer with, as wechatpayv3 sends it
+            // in public-key mode (`Core.request`); without it (certificate mode) WeChat Pay
+            // signs with a platform certificate.
+            request = request.header(WECHATPAY_SERIAL, id);
+        }
         if method == Method::POST {
             request = request.header(CONTENT_TYPE, "application/json").body(body);
         }
@@ -246,26 +468,18 @@ impl WalletQrGateway {
     }
 
     /// Refuse a 2xx answer whose WeChat Pay signature does not verify.
-    fn verify_answer(&self, reply: &HttpReply) -> Result<(), GatewayError> {
-        let signed = WebhookRequest {
-            headers: reply
-                .headers
-                .iter()
-                .map(|(name, value)| (name.to_ascii_lowercase(), value.clone()))
-                .collect::<BTreeMap<_, _>>(),
-            body: reply.body.clone(),
-        };
-        webhook::verify(&self.scheme(), &signed, self.context.clock.now())
-            .map(|_| ())
+    async fn verify_answer(&self, reply: &HttpReply) -> Result<(), GatewayError> {
+        self.verify_signed(&lowercase_headers(reply))
+            .await
             .map_err(|e| GatewayError::BadResponse(format!("answer signature: {e}")))
     }
 
     /// A 2xx answer whose signature verifies; the provider's error otherwise.
-    fn accept(&self, reply: HttpReply) -> Result<HttpReply, GatewayError> {
+    async fn accept(&self, reply: HttpReply) -> Result<HttpReply, GatewayError> {
         if !(200..300).contains(&reply.status) {
             return Err(transformers::error_from_reply(reply.status, &reply.body));
         }
-        self.verify_answer(&reply)?;
+        self.verify_answer(&reply).await?;
         Ok(reply)
     }
 
@@ -286,14 +500,14 @@ impl WalletQrGateway {
         opened.ok_or_else(|| WebhookError::Malformed("resource cannot be decrypted".into()))
     }
 
-    /// The events of a verified notification.
-    fn events(&self, notification: &Notification) -> Result<Vec<PaymentEvent>, WebhookError> {
+    /// The events of a verified notification, or why it is another merchant's or app's.
+    fn events(&self, notification: &Notification) -> Result<Reading, WebhookError> {
         let handled = [
             transformers::EVENT_TRANSACTION_SUCCESS,
             transformers::EVENT_REFUND_SUCCESS,
         ];
         if !handled.contains(&notification.event_type.as_str()) {
-            return Ok(Vec::new());
+            return Ok(Reading::Events(Vec::new()));
         }
         let resource = notification
             .resource
@@ -303,22 +517,40 @@ impl WalletQrGateway {
         if notification.event_type == transformers::EVENT_TRANSACTION_SUCCESS {
             let transaction: Transaction = serde_json::from_slice(&plain)
                 .map_err(|e| WebhookError::Malformed(unreadable("transaction", &e)))?;
-            return Ok(vec![transformers::transaction_event(
+            if let Some(why) =
+                transformers::foreign_transaction(&transaction, &self.mch_id, &self.app_id)
+            {
+                return Ok(Reading::Foreign(why));
+            }
+            return Ok(Reading::Events(vec![transformers::transaction_event(
                 &transaction,
                 &self.mch_id,
-            )?]);
+            )?]));
         }
         let refund: RefundNotice = serde_json::from_slice(&plain)
             .map_err(|e| WebhookError::Malformed(unreadable("refund", &e)))?;
+        if let Some(why) = transformers::foreign_refund(&refund, &self.mch_id) {
+            return Ok(Reading::Foreign(why));
+        }
         let fallback = notification
             .create_time
             .as_deref()
             .and_then(transformers::parse_time)
             .unwrap_or_else(|| self.context.clock.now());
-        Ok(transformers::refund_event(&refund, &self.mch_id, fallback)?
-            .into_iter()
-            .collect())
+        Ok(Reading::Events(
+            transformers::refund_event(&refund, &self.mch_id, fallback)?
+                .into_iter()
+                .collect(),
+        ))
     }
+}
+
+/// What a verified notification says.
+enum Reading {
+    /// Ours: these events (none for types Tally does not handle).
+    Events(Vec<PaymentEvent>),
+    /// Validly signed, but for another merchant or app: why.
+    Foreign(String),
 }
 
 #[async_trait]
@@ -358,7 +590,7 @@ impl PaymentGateway for WalletQrGateway {
         let reply = self
             .send_signed(Method::POST, "/v3/pay/transactions/native", Some(body))
             .await?;
-        let created: NativeOrderResponse = self.accept(reply)?.json()?;
+        let created: NativeOrderResponse = self.accept(reply).await?.json()?;
         if created.code_url.is_empty() {
             return Err(GatewayError::BadResponse("empty code_url".into()));
         }
@@ -379,7 +611,7 @@ impl PaymentGateway for WalletQrGateway {
             // own expiry, like every state that is not an explicit success or failure.
             return Ok(PaymentStatus::Pending);
         }
-        let transaction: Transaction = self.accept(reply)?.json()?;
+        let transaction: Transaction = self.accept(reply).await?.json()?;
         if transaction.out_trade_no != out_trade_no || transaction.mchid != self.mch_id {
             return Err(GatewayError::BadResponse(
                 "answer is for another order or merchant".into(),
@@ -396,7 +628,7 @@ impl PaymentGateway for WalletQrGateway {
         .map_err(|e| GatewayError::Rejected(format!("close body: {e}")))?;
         let path = format!("/v3/pay/transactions/out-trade-no/{out_trade_no}/close");
         let reply = self.send_signed(Method::POST, &path, Some(body)).await?;
-        self.accept(reply).map(|_| ())
+        self.accept(reply).await.map(|_| ())
     }
 
     async fn cancel_subscription(
@@ -406,6 +638,55 @@ impl PaymentGateway for WalletQrGateway {
         Err(GatewayError::NotSupported)
     }
 
+    async fn refund(&self, request: &RefundRequest) -> Result<RefundStarted, GatewayError> {
+        let out_trade_no = transformers::out_trade_no(&request.payment.order_id)?;
+        let out_refund_no = transformers::out_refund_no(&request.refund_id)?;
+        let refund = transformers::fen(&request.amount)?;
+        let total = transformers::fen(&request.paid)?;
+        if refund > total {
+            return Err(GatewayError::Rejected(
+                "refund is more than the order paid".into(),
+            ));
+        }
+        let notify_url = request.notify_url.trim();
+        let body = serde_json::to_string(&RefundCreateRequest {
+            out_trade_no: out_trade_no.clone(),
+            out_refund_no: out_refund_no.clone(),
+            reason: transformers::refund_reason(&request.reason),
+            notify_url: (!notify_url.is_empty()).then(|| notify_url.to_owned()),
+            amount: RefundCreateAmount {
+                refund,
+                total,
+                currency: transformers::CURRENCY,
+            },
+        })
+        .map_err(|e| GatewayError::Rejected(format!("refund body: {e}")))?;
+        let reply = self
+            .send_signed(Method::POST, "/v3/refund/domestic/refunds", Some(body))
+            .await?;
+        let answer: RefundAnswer = self.accept(reply).await?.json()?;
+        if answer.out_refund_no != out_refund_no
+            || answer
+                .out_trade_no
+                .as_deref()
+                .is_some_and(|o| o != out_trade_no)
+        {
+            return Err(GatewayError::BadResponse(
+                "answer is for another refund or order".into(),
+            ));
+        }
+        // WeChat Pay's `refund_id` is what its REFUND.SUCCESS notification names the refund by
+        // (see `transformers::refund_event`), so the service can tell that notification is a
+        // repeat of a refund it applied already.
+        let provider_refund_id = transformers::usable_refund_id(answer.refund_id.as_deref())
+            .ok_or_else(|| GatewayError::BadResponse("refund without a usable refund_id".into()))?
+            .to_owned();
+        Ok(RefundStarted {
+            provider_refund_id: Some(provider_refund_id),
+            state: transformers::refund_state(answer.status),
+        })
+    }
+
     async fn verify_webhook(
         &self,
         request: &WebhookRequest,
@@ -413,15 +694,18 @@ impl PaymentGateway for WalletQrGateway {
         if request.body.len() > MAX_NOTIFICATION_BYTES {
             return Err(WebhookError::Malformed("body too large".into()));
         }
-        webhook::verify(&self.scheme(), request, self.context.clock.now())?;
+        self.verify_signed(request).await?;
         let notification: Notification = serde_json::from_slice(&request.body)
             .map_err(|e| WebhookError::Malformed(unreadable("notification", &e)))?;
-        let events = self.events(&notification)?;
+        let (events, foreign) = match self.events(&notification)? {
+            Reading::Events(events) => (events, None),
+            Reading::Foreign(why) => (Vec::new(), Some(why)),
+        };
         Ok(VerifiedWebhook {
             event_id: notification.id,
             event_type: notification.event_type,
             events,
-            foreign: None,
+            foreign,
         })
     }
 
@@ -450,10 +734,28 @@ impl PaymentGateway for WalletQrGateway {
     }
 }
 
-/// WeChat Pay's signature on answers and notifications.
+/// WeChat Pay's signature on answers and notifications, by the key `serial` names.
 struct WechatSignature<'a> {
     key: &'a PublicKey,
-    key_id: &'a str,
+    serial: &'a str,
+}
+
+/// The headers and body of an answer as a [`WebhookRequest`] (names lower-cased).
+fn lowercase_headers(reply: &HttpReply) -> WebhookRequest {
+    WebhookRequest {
+        headers: reply
+            .headers
+            .iter()
+            .map(|(name, value)| (name.to_ascii_lowercase(), value.clone()))
+            .collect::<BTreeMap<_, _>>(),
+        body: reply.body.clone(),
+    }
+}
+
+fn lock(store: &Mutex<CertificateStore>) -> std::sync::MutexGuard<'_, CertificateStore> {
+    store
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Header names (lower case, as [`WebhookRequest`] keeps them).
@@ -462,7 +764,10 @@ const NONCE_HEADER: &str = "wechatpay-nonce";
 const SIGNATURE_HEADER: &str = "wechatpay-signature";
 const SERIAL_HEADER: &str = "wechatpay-serial";
 
-impl WebhookScheme for WechatSignature<'_> {
+/// The signature headers, read before any key is chosen.
+struct Unchecked;
+
+impl Unchecked {
     fn extract(&self, request: &WebhookRequest) -> Result<SignedParts, WebhookError> {
         let timestamp_s = webhook::header(request, TIMESTAMP_HEADER)?
             .trim()
@@ -471,10 +776,6 @@ impl WebhookScheme for WechatSignature<'_> {
         let nonce = webhook::header(request, NONCE_HEADER)?;
         let signature = unb64(webhook::header(request, SIGNATURE_HEADER)?)
             .ok_or(WebhookError::MissingSignature)?;
-        // Public-key mode: the serial names the key; any other key is not one we trust.
-        if webhook::header(request, SERIAL_HEADER)?.trim() != self.key_id {
-            return Err(WebhookError::BadSignature);
-        }
         if nonce.is_empty() || signature.is_empty() {
             return Err(WebhookError::MissingSignature);
         }
@@ -483,6 +784,16 @@ impl WebhookScheme for WechatSignature<'_> {
             signatures: vec![signature],
             extras: vec![("nonce".to_owned(), nonce.to_owned())],
         })
+    }
+}
+
+impl WebhookScheme for WechatSignature<'_> {
+    fn extract(&self, request: &WebhookRequest) -> Result<SignedParts, WebhookError> {
+        // The serial names the key; a signature under any other serial is not one we trust.
+        if webhook::header(request, SERIAL_HEADER)?.trim() != self.serial {
+            return Err(WebhookError::BadSignature);
+        }
+        Unchecked.extract(request)
     }
 
     fn message(

@@ -3,11 +3,14 @@
 //!
 //! - Checkout: no server round-trip; the buyer is redirected to the signed gateway URL
 //!   (`{base}/gateway.do?…&sign=…`), where Alipay creates the trade.
-//! - Status: `alipay.trade.query`; close: `alipay.trade.close` (form POSTs to the gateway);
-//!   their answers are signed by Alipay over the raw `…_response` JSON and checked here.
+//! - Status: `alipay.trade.query`; close: `alipay.trade.close`; refund: `alipay.trade.refund`
+//!   with `out_request_no` = our refund id (form POSTs to the gateway); their answers are
+//!   signed by Alipay over the raw `…_response` JSON and checked here.
 //! - Notifications are form POSTs signed by Alipay over the sorted parameters without `sign`
 //!   and `sign_type`; they go through the fixed [`webhook::verify`] pipeline (Alipay sends no
-//!   signing time, so there is no tolerance window; `notify_id` deduplicates).
+//!   signing time, so there is no tolerance window; `notify_id` deduplicates). One naming
+//!   another `app_id`, or another `seller_id` when `sellerId` is set, is acknowledged as
+//!   foreign and changes nothing.
 //! - Subscriptions do not exist in this protocol.
 //!
 //! Wire formats live in [`transformers`]; the protocol is described in
@@ -19,7 +22,8 @@ use std::collections::BTreeMap;
 
 use application::ports::{
     AckFor, Checkout, CheckoutRequest, CheckoutTarget, GatewayError, PaymentGateway, PaymentRef,
-    PaymentStatus, VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
+    PaymentStatus, RefundRequest, RefundStarted, VerifiedWebhook, WebhookAck, WebhookError,
+    WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::{Locale, PlanType, ProviderId};
@@ -32,7 +36,9 @@ use crate::shared::signing::{
 };
 use crate::shared::{ConfigError, GatewayContext, HttpSettings};
 use crate::webhook::{self, SignedParts, Verifier, WebhookScheme};
-use transformers::{ApiResponse, CommonParams, Notification, PagePayContent, TradeRef};
+use transformers::{
+    ApiResponse, CommonParams, Notification, PagePayContent, RefundContent, TradeRef,
+};
 
 /// Alipay's production open-platform host (the gateway is `{base}/gateway.do`).
 pub const DEFAULT_BASE_URL: &str = "https://openapi.alipay.com";
@@ -54,6 +60,10 @@ pub struct WalletWebSettings {
     /// The Alipay public key of the application (not the application public key): bare
     /// base64 or PEM.
     pub alipay_public_key: String,
+    /// The merchant's Alipay user id (`2088…`, the `seller_id` of its trades). Optional: when
+    /// set, a notification naming another seller is acknowledged and changes nothing.
+    #[serde(default)]
+    pub seller_id: Option<String>,
     /// The open-platform base URL; default [`DEFAULT_BASE_URL`].
     #[serde(default)]
     pub base_url: Option<String>,
@@ -79,6 +89,7 @@ impl std::fmt::Debug for WalletWebSettings {
         f.debug_struct("WalletWebSettings")
             .field("app_id", &self.app_id)
             .field("app_private_key", &"[redacted]")
+            .field("seller_id", &self.seller_id)
             .field("base_url", &self.base_url)
             .field("timeout_ms", &self.timeout_ms)
             .finish_non_exhaustive()
@@ -88,6 +99,7 @@ impl std::fmt::Debug for WalletWebSettings {
 /// The Alipay PC website payment gateway.
 pub struct WalletWebGateway {
     app_id: String,
+    seller_id: Option<String>,
     app_key: PrivateKey,
     alipay_key: PublicKey,
     context: GatewayContext,
@@ -139,8 +151,15 @@ impl WalletWebGateway {
                 "is not an RSA public key (base64 or PEM)",
             )
         })?;
+        let seller_id = settings
+            .seller_id
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned);
         Ok(Self {
             app_id: app_id.to_owned(),
+            seller_id,
             app_key,
             alipay_key,
             context,
@@ -169,6 +188,15 @@ impl WalletWebGateway {
     async fn call(&self, method: &str, out_trade_no: String) -> Result<ApiResponse, GatewayError> {
         let biz_content = serde_json::to_string(&TradeRef { out_trade_no })
             .map_err(|e| GatewayError::Rejected(format!("biz_content: {e}")))?;
+        self.call_with(method, biz_content).await
+    }
+
+    /// Call `method` with `biz_content` and return its verified `…_response` object.
+    async fn call_with(
+        &self,
+        method: &str,
+        biz_content: String,
+    ) -> Result<ApiResponse, GatewayError> {
         let params = self.signed_params(method, biz_content, &[])?;
         let form = serde_urlencoded::to_string(&params)
             .map_err(|e| GatewayError::Rejected(format!("form: {e}")))?;
@@ -313,6 +341,42 @@ impl PaymentGateway for WalletWebGateway {
         Err(GatewayError::NotSupported)
     }
 
+    async fn refund(&self, request: &RefundRequest) -> Result<RefundStarted, GatewayError> {
+        let out_trade_no = transformers::out_trade_no(&request.payment.order_id)?;
+        let out_request_no = transformers::out_request_no(&request.refund_id)?;
+        if request.amount.amount_minor() > request.paid.amount_minor() {
+            return Err(GatewayError::Rejected(
+                "refund is more than the order paid".into(),
+            ));
+        }
+        let content = RefundContent {
+            out_trade_no: out_trade_no.clone(),
+            refund_amount: transformers::yuan(&request.amount)?,
+            out_request_no: out_request_no.clone(),
+            refund_reason: transformers::refund_reason(&request.reason),
+        };
+        let biz_content = serde_json::to_string(&content)
+            .map_err(|e| GatewayError::Rejected(format!("biz_content: {e}")))?;
+        let answer = self
+            .call_with(transformers::METHOD_REFUND, biz_content)
+            .await?;
+        if answer.code != transformers::CODE_SUCCESS {
+            return Err(transformers::api_error(&answer));
+        }
+        if answer.out_trade_no.as_deref() != Some(out_trade_no.as_str()) {
+            return Err(GatewayError::BadResponse(
+                "answer is for another order".into(),
+            ));
+        }
+        // Alipay gives a refund no id of its own; its refund notification reports the trade's
+        // running total (`refund_fee`) and names the request by `out_biz_no` = our
+        // `out_request_no`.
+        Ok(RefundStarted {
+            provider_refund_id: Some(out_request_no),
+            state: transformers::refund_state(&answer, &request.amount)?,
+        })
+    }
+
     async fn verify_webhook(
         &self,
         request: &WebhookRequest,
@@ -327,16 +391,21 @@ impl PaymentGateway for WalletWebGateway {
         let params = transformers::form_params(&request.body)?;
         let notification: Notification = serde_urlencoded::from_bytes(&request.body)
             .map_err(|_| WebhookError::Malformed("notification is not the expected form".into()))?;
-        if notification.app_id.as_deref() != Some(self.app_id.as_str()) {
-            return Err(WebhookError::Malformed(
-                "notification is for another app".into(),
-            ));
-        }
         let event_id = notification
             .notify_id
             .clone()
             .filter(|id| !id.is_empty())
             .ok_or_else(|| WebhookError::Malformed("notification without notify_id".into()))?;
+        if let Some(why) =
+            transformers::foreign(&notification, &self.app_id, self.seller_id.as_deref())
+        {
+            return Ok(VerifiedWebhook {
+                event_id,
+                event_type: transformers::event_type(&notification, &params),
+                events: Vec::new(),
+                foreign: Some(why),
+            });
+        }
         let events = transformers::events(&notification, self.context.clock.now())?;
         Ok(VerifiedWebhook {
             event_id,

@@ -649,7 +649,13 @@ async fn a_tampered_body_or_a_signature_by_another_key_is_refused() {
 #[tokio::test]
 async fn stale_and_future_timestamps_are_refused() {
     let request = notification(TRANSACTION_SUCCESS);
-    for now_ms in [NOTIFIED_MS + 301_000, NOTIFIED_MS - 301_000] {
+    // wechatpay-go refuses |now - Wechatpay-Timestamp| >= 5 minutes, either way.
+    for now_ms in [
+        NOTIFIED_MS + 300_000,
+        NOTIFIED_MS - 300_000,
+        NOTIFIED_MS + 301_000,
+        NOTIFIED_MS - 301_000,
+    ] {
         assert_eq!(
             gateway("http://unused", now_ms)
                 .verify_webhook(&request)
@@ -657,7 +663,7 @@ async fn stale_and_future_timestamps_are_refused() {
             Err(WebhookError::Stale)
         );
     }
-    for now_ms in [NOTIFIED_MS + 300_000, NOTIFIED_MS - 300_000] {
+    for now_ms in [NOTIFIED_MS + 299_999, NOTIFIED_MS - 299_000] {
         assert!(
             gateway("http://unused", now_ms)
                 .verify_webhook(&request)
@@ -723,15 +729,47 @@ async fn a_resource_that_does_not_decrypt_is_refused_even_when_the_envelope_is_s
 }
 
 #[tokio::test]
-async fn a_notification_for_another_merchant_or_not_in_success_is_refused() {
+async fn a_notification_for_another_merchant_or_app_is_foreign_and_one_not_in_success_is_refused() {
     let gateway = gateway("http://unused", NOTIFIED_MS);
-    let mut foreign: Value = serde_json::from_str(&transaction("SUCCESS", "CNY")).unwrap();
-    foreign["mchid"] = json!("1900000999");
-    let request = sealed_notification("TRANSACTION.SUCCESS", &foreign, "transaction");
-    assert!(matches!(
-        gateway.verify_webhook(&request).await,
-        Err(WebhookError::Malformed(_))
-    ));
+    for (field, value) in [
+        ("mchid", json!("1900000999")),
+        ("appid", json!("wx_another_app")),
+        ("appid", Value::Null),
+    ] {
+        let mut foreign: Value = serde_json::from_str(&transaction("SUCCESS", "CNY")).unwrap();
+        if value.is_null() {
+            foreign.as_object_mut().unwrap().remove(field);
+        } else {
+            foreign[field] = value;
+        }
+        let request = sealed_notification("TRANSACTION.SUCCESS", &foreign, "transaction");
+        let verified = gateway.verify_webhook(&request).await.unwrap();
+        assert!(verified.events.is_empty(), "{field}");
+        assert!(
+            verified.foreign.as_deref().unwrap().contains(field),
+            "{field}: {:?}",
+            verified.foreign
+        );
+    }
+    let refund = json!({
+        "mchid": "1900000999", "out_trade_no": ORDER, "refund_id": "50300000000000000000000000009",
+        "out_refund_no": "rf_x", "refund_status": "SUCCESS",
+        "success_time": "2026-01-01T08:05:00+08:00",
+        "amount": { "total": 990, "refund": 990, "payer_total": 990, "payer_refund": 990 }
+    });
+    let request = sealed_notification("REFUND.SUCCESS", &refund, "refund");
+    let verified = gateway.verify_webhook(&request).await.unwrap();
+    assert!(verified.events.is_empty());
+    assert!(verified.foreign.unwrap().contains("mchid"));
+    let ours_refund = json!({
+        "mchid": MCH_ID, "out_trade_no": ORDER, "refund_id": "50300000000000000000000000009",
+        "out_refund_no": "rf_x", "refund_status": "SUCCESS",
+        "success_time": "2026-01-01T08:05:00+08:00",
+        "amount": { "total": 990, "refund": 990, "payer_total": 990, "payer_refund": 990 }
+    });
+    let request = sealed_notification("REFUND.SUCCESS", &ours_refund, "refund");
+    let verified = gateway.verify_webhook(&request).await.unwrap();
+    assert_eq!((verified.events.len(), verified.foreign), (1, None));
     let closed: Value = serde_json::from_str(&transaction("CLOSED", "CNY")).unwrap();
     let request = sealed_notification("TRANSACTION.SUCCESS", &closed, "transaction");
     assert!(matches!(
@@ -740,10 +778,8 @@ async fn a_notification_for_another_merchant_or_not_in_success_is_refused() {
     ));
     let ours: Value = serde_json::from_str(&transaction("SUCCESS", "CNY")).unwrap();
     let request = sealed_notification("TRANSACTION.SUCCESS", &ours, "transaction");
-    assert_eq!(
-        gateway.verify_webhook(&request).await.unwrap().events.len(),
-        1
-    );
+    let verified = gateway.verify_webhook(&request).await.unwrap();
+    assert_eq!((verified.events.len(), verified.foreign), (1, None));
 }
 
 #[test]
@@ -801,4 +837,522 @@ fn unreadable_keys_are_configuration_errors_naming_the_field_and_not_the_value()
         assert!(!error.to_string().contains("c2VjcmV0"));
         assert!(!error.to_string().contains("too-short-secret"));
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wechatpay-Serial on requests, refunds, platform-certificate mode (issue 15).
+
+const CERT_PEM: &str = include_str!("../../sandbox/keys/wechat_platform_cert.pem");
+const CERT_PRIVATE: &str = include_str!("../../sandbox/keys/wechat_platform_cert_private.pem");
+const CERT_SERIAL: &str = "3775B6A45ACD588826FF00C1EB6FC7FF2F5C2CC0";
+
+/// An answer signed with `key_pem` under `serial`.
+fn answer_as(status: u16, body: &str, key_pem: &str, serial: &str) -> ResponseTemplate {
+    let key = private_key(key_pem).unwrap();
+    let timestamp_s = NOW_MS / 1000;
+    let message = transformers::response_message(timestamp_s, "answernonce0002", body.as_bytes());
+    ResponseTemplate::new(status)
+        .insert_header("content-type", "application/json")
+        .insert_header("wechatpay-timestamp", timestamp_s.to_string().as_str())
+        .insert_header("wechatpay-nonce", "answernonce0002")
+        .insert_header(
+            "wechatpay-signature",
+            b64(&rsa_sha256_sign(&key, &message)).as_str(),
+        )
+        .insert_header("wechatpay-serial", serial)
+        .set_body_string(body)
+}
+
+#[tokio::test]
+async fn requests_name_the_platform_public_key_in_wechatpay_serial_and_certificate_mode_none() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v3/pay/transactions/native"))
+        .respond_with(answer(
+            200,
+            r#"{"code_url":"weixin://wxpay/bizpayurl?pr=p4lpSuKzz"}"#,
+        ))
+        .mount(&server)
+        .await;
+    gateway(&server.uri(), NOW_MS)
+        .create_checkout(&checkout_request("CNY"))
+        .await
+        .unwrap();
+    let requests = server.received_requests().await.unwrap();
+    assert_eq!(
+        requests[0].headers.get("wechatpay-serial").unwrap(),
+        PLATFORM_KEY_ID
+    );
+    // Certificate mode only: wechatpayv3 names no key, WeChat Pay signs with a certificate.
+    let _ = gateway_with(certificate_mode(&server.uri()), NOW_MS)
+        .create_checkout(&checkout_request("CNY"))
+        .await;
+    let requests = server.received_requests().await.unwrap();
+    let native: Vec<_> = requests
+        .iter()
+        .filter(|r| r.url.path() == "/v3/pay/transactions/native")
+        .collect();
+    assert!(native[1].headers.get("wechatpay-serial").is_none());
+}
+
+fn refund_request(amount: i64, paid: i64) -> application::ports::RefundRequest {
+    application::ports::RefundRequest {
+        payment: payment_ref(),
+        refund_id: format!("rf_{ORDER}_{amount}"),
+        amount: cny(amount),
+        paid: cny(paid),
+        reason: "  customer asked\n".into(),
+        notify_url: "https://tally.example/api/payment/webhook/wallet_qr".into(),
+    }
+}
+
+fn refund_answer(status: &str, out_refund_no: &str) -> String {
+    json!({
+        "refund_id": "50300000000000000000000000042", "out_refund_no": out_refund_no,
+        "transaction_id": "4200000000202601010000000001", "out_trade_no": ORDER,
+        "channel": "ORIGINAL", "user_received_account": "支付用户零钱",
+        "create_time": "2026-01-01T08:00:00+08:00", "status": status, "funds_account": "AVAILABLE",
+        "amount": { "total": 990, "refund": 400, "payer_total": 990, "payer_refund": 400,
+            "settlement_refund": 400, "settlement_total": 990, "discount_refund": 0, "currency": "CNY" }
+    })
+    .to_string()
+}
+
+#[tokio::test]
+async fn a_refund_posts_the_documented_body_with_our_refund_number_and_notify_url() {
+    let server = MockServer::start().await;
+    let out_refund_no = format!("rf_{ORDER}_400");
+    Mock::given(method("POST"))
+        .and(path("/v3/refund/domestic/refunds"))
+        .and(header("content-type", "application/json"))
+        .and(header("wechatpay-serial", PLATFORM_KEY_ID))
+        .respond_with(answer(200, &refund_answer("PROCESSING", &out_refund_no)))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let started = gateway(&server.uri(), NOW_MS)
+        .refund(&refund_request(400, 990))
+        .await
+        .unwrap();
+    assert_eq!(
+        started,
+        application::ports::RefundStarted {
+            provider_refund_id: Some("50300000000000000000000000042".into()),
+            state: application::ports::RefundState::Pending,
+        }
+    );
+    let requests = server.received_requests().await.unwrap();
+    let body: Value = serde_json::from_slice(&requests[0].body).unwrap();
+    assert_eq!(
+        body,
+        json!({
+            "out_trade_no": ORDER,
+            "out_refund_no": out_refund_no,
+            "reason": "customer asked",
+            "notify_url": "https://tally.example/api/payment/webhook/wallet_qr",
+            "amount": { "refund": 400, "total": 990, "currency": "CNY" }
+        })
+    );
+    assert_signed(&requests[0], "POST", "/v3/refund/domestic/refunds");
+}
+
+#[tokio::test]
+async fn refund_answers_map_to_their_state_and_odd_answers_are_refused() {
+    use application::ports::RefundState;
+    let out_refund_no = format!("rf_{ORDER}_400");
+    let cases: Vec<(ResponseTemplate, Result<RefundState, &str>)> = vec![
+        (
+            answer(200, &refund_answer("SUCCESS", &out_refund_no)),
+            Ok(RefundState::Succeeded),
+        ),
+        (
+            answer(200, &refund_answer("PROCESSING", &out_refund_no)),
+            Ok(RefundState::Pending),
+        ),
+        (
+            answer(200, &refund_answer("SOMETHING_NEW", &out_refund_no)),
+            Ok(RefundState::Pending),
+        ),
+        (
+            answer(200, &refund_answer("CLOSED", &out_refund_no)),
+            Err("failed"),
+        ),
+        (
+            answer(200, &refund_answer("ABNORMAL", &out_refund_no)),
+            Err("failed"),
+        ),
+        (
+            answer(200, &refund_answer("SUCCESS", "rf_other")),
+            Err("bad"),
+        ),
+        (
+            answer(
+                200,
+                &refund_answer("SUCCESS", &out_refund_no).replace("\"refund_id\"", "\"x\""),
+            ),
+            Err("bad"),
+        ),
+        (
+            ResponseTemplate::new(200).set_body_string(refund_answer("SUCCESS", &out_refund_no)),
+            Err("bad"),
+        ),
+        (
+            ResponseTemplate::new(403)
+                .set_body_string(r#"{"code":"NOT_ENOUGH","message":"基本账户余额不足"}"#),
+            Err("rejected"),
+        ),
+    ];
+    for (template, expected) in cases {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/v3/refund/domestic/refunds"))
+            .respond_with(template)
+            .mount(&server)
+            .await;
+        let result = gateway(&server.uri(), NOW_MS)
+            .refund(&refund_request(400, 990))
+            .await;
+        match (expected, &result) {
+            (Ok(state), Ok(started)) => assert_eq!(&started.state, &state),
+            (Err("failed"), Ok(started)) => {
+                assert!(
+                    matches!(started.state, RefundState::Failed(_)),
+                    "{result:?}"
+                );
+            }
+            (Err("bad"), Err(GatewayError::BadResponse(_))) => {}
+            (Err("rejected"), Err(GatewayError::Rejected(e))) => assert!(e.contains("NOT_ENOUGH")),
+            (expected, _) => panic!("expected {expected:?}, got {result:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn refunds_that_cannot_be_asked_for_are_refused_without_a_call() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(answer(200, "{}"))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let gateway = gateway(&server.uri(), NOW_MS);
+    let mut bad_id = refund_request(400, 990);
+    bad_id.refund_id = "rf/../x".into();
+    let mut usd = refund_request(400, 990);
+    usd.amount = Money::from_minor(400, Currency::Usd).unwrap();
+    for request in [bad_id, usd, refund_request(991, 990)] {
+        assert!(matches!(
+            gateway.refund(&request).await,
+            Err(GatewayError::Rejected(_))
+        ));
+    }
+}
+
+/// The settings of a merchant in certificate mode (no public key).
+fn certificate_mode(base_url: &str) -> Value {
+    let mut settings = settings_json(base_url);
+    let object = settings.as_object_mut().unwrap();
+    object.remove("platformPublicKey");
+    object.remove("platformPublicKeyId");
+    object.insert("platformCertificates".into(), json!(true));
+    settings
+}
+
+/// A `/v3/certificates` answer carrying `pem` under `serial_no`, signed by `key_pem` under
+/// `signed_serial`.
+fn certificates_answer(
+    pem: &str,
+    serial_no: &str,
+    key_pem: &str,
+    signed_serial: &str,
+) -> ResponseTemplate {
+    let sealed = aes_256_gcm_encrypt(
+        API_V3_KEY.as_bytes(),
+        b"certnonce001",
+        b"certificate",
+        pem.as_bytes(),
+    )
+    .unwrap();
+    let body = json!({ "data": [{
+        "serial_no": serial_no,
+        "effective_time": "2025-01-01T00:00:00+08:00",
+        "expire_time": "2030-01-01T00:00:00+08:00",
+        "encrypt_certificate": { "algorithm": "AEAD_AES_256_GCM", "nonce": "certnonce001",
+            "associated_data": "certificate", "ciphertext": b64(&sealed) }
+    }]})
+    .to_string();
+    let key = private_key(key_pem).unwrap();
+    let timestamp_s = NOTIFIED_MS / 1000;
+    let message = transformers::response_message(timestamp_s, "certnonce", body.as_bytes());
+    ResponseTemplate::new(200)
+        .insert_header("content-type", "application/json")
+        .insert_header("wechatpay-timestamp", timestamp_s.to_string().as_str())
+        .insert_header("wechatpay-nonce", "certnonce")
+        .insert_header(
+            "wechatpay-signature",
+            b64(&rsa_sha256_sign(&key, &message)).as_str(),
+        )
+        .insert_header("wechatpay-serial", signed_serial)
+        .set_body_string(body)
+}
+
+async fn certificates_server(template: ResponseTemplate, downloads: u64) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/v3/certificates"))
+        .respond_with(template)
+        .expect(downloads)
+        .mount(&server)
+        .await;
+    server
+}
+
+/// The fixture payment notification signed by the platform certificate.
+fn certificate_signed(serial: &str) -> WebhookRequest {
+    let original = notification(TRANSACTION_SUCCESS);
+    let body = String::from_utf8(original.body.clone()).unwrap();
+    let mut request = resigned(original, body, CERT_PRIVATE);
+    request
+        .headers
+        .insert("wechatpay-serial".into(), serial.into());
+    request
+}
+
+#[tokio::test]
+async fn certificate_mode_downloads_the_certificates_and_verifies_by_the_serial_named() {
+    let server = certificates_server(
+        certificates_answer(CERT_PEM, CERT_SERIAL, CERT_PRIVATE, CERT_SERIAL),
+        1,
+    )
+    .await;
+    let gateway = gateway_with(certificate_mode(&server.uri()), NOTIFIED_MS);
+    let verified = gateway
+        .verify_webhook(&certificate_signed(CERT_SERIAL))
+        .await
+        .unwrap();
+    assert_eq!(verified.events.len(), 1);
+    // Known now: no second download; lower case serials name the same certificate.
+    let verified = gateway
+        .verify_webhook(&certificate_signed(&CERT_SERIAL.to_ascii_lowercase()))
+        .await
+        .unwrap();
+    assert_eq!(verified.events.len(), 1);
+    // Signed by another key under the certificate's serial: refused.
+    let mut forged = certificate_signed(CERT_SERIAL);
+    let body = String::from_utf8(forged.body.clone()).unwrap();
+    forged = resigned(forged, body, PLATFORM_PRIVATE);
+    assert_eq!(
+        gateway.verify_webhook(&forged).await,
+        Err(WebhookError::BadSignature)
+    );
+    // The public key is not trusted in certificate-only mode.
+    assert_eq!(
+        gateway
+            .verify_webhook(&notification(TRANSACTION_SUCCESS))
+            .await,
+        Err(WebhookError::BadSignature)
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_serial_downloads_the_certificates_again_at_most_once_a_minute() {
+    let server = certificates_server(
+        certificates_answer(CERT_PEM, CERT_SERIAL, CERT_PRIVATE, CERT_SERIAL),
+        1,
+    )
+    .await;
+    let unknown = certificate_signed("0123456789ABCDEF");
+    let gateway = gateway_with(certificate_mode(&server.uri()), NOTIFIED_MS);
+    for _ in 0..3 {
+        assert_eq!(
+            gateway.verify_webhook(&unknown).await,
+            Err(WebhookError::BadSignature)
+        );
+    }
+    // A known serial needs no download; junk without a signature never triggers one.
+    assert!(
+        gateway
+            .verify_webhook(&certificate_signed(CERT_SERIAL))
+            .await
+            .is_ok()
+    );
+    let mut unsigned = unknown.clone();
+    unsigned.headers.remove("wechatpay-signature");
+    assert_eq!(
+        gateway.verify_webhook(&unsigned).await,
+        Err(WebhookError::MissingSignature)
+    );
+}
+
+#[tokio::test]
+async fn the_refresh_window_is_one_minute_on_the_gateways_clock() {
+    let server = certificates_server(
+        certificates_answer(CERT_PEM, CERT_SERIAL, CERT_PRIVATE, CERT_SERIAL),
+        2,
+    )
+    .await;
+    let clock = Arc::new(FixedClock::at(NOTIFIED_MS - 30_000));
+    let settings: WalletQrSettings =
+        serde_json::from_value(certificate_mode(&server.uri())).unwrap();
+    let gateway = WalletQrGateway::new(
+        &settings,
+        GatewayContext {
+            http: ProviderHttp::new(&settings.http()).unwrap(),
+            clock: clock.clone(),
+            sandbox: false,
+        },
+    )
+    .unwrap();
+    let unknown = certificate_signed("0123456789ABCDEF");
+    let _ = gateway.verify_webhook(&unknown).await; // download 1 at T-30 s
+    clock.advance_ms(59_000);
+    let _ = gateway.verify_webhook(&unknown).await; // 59 s later: none
+    clock.advance_ms(1_000);
+    let _ = gateway.verify_webhook(&unknown).await; // 60 s later: download 2
+}
+
+#[tokio::test]
+async fn switching_merchants_trust_the_public_key_and_the_certificates() {
+    let server = certificates_server(
+        certificates_answer(CERT_PEM, CERT_SERIAL, CERT_PRIVATE, CERT_SERIAL),
+        1,
+    )
+    .await;
+    let mut both = settings_json(&server.uri());
+    both["platformCertificates"] = json!(true);
+    let gateway = gateway_with(both, NOTIFIED_MS);
+    assert!(
+        gateway
+            .verify_webhook(&notification(TRANSACTION_SUCCESS))
+            .await
+            .is_ok()
+    );
+    assert!(
+        gateway
+            .verify_webhook(&certificate_signed(CERT_SERIAL))
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn public_key_mode_never_downloads_certificates() {
+    let server = certificates_server(
+        certificates_answer(CERT_PEM, CERT_SERIAL, CERT_PRIVATE, CERT_SERIAL),
+        0,
+    )
+    .await;
+    let gateway = gateway(&server.uri(), NOTIFIED_MS);
+    assert_eq!(
+        gateway
+            .verify_webhook(&certificate_signed(CERT_SERIAL))
+            .await,
+        Err(WebhookError::BadSignature)
+    );
+}
+
+#[tokio::test]
+async fn certificates_that_are_not_what_they_claim_or_come_unsigned_are_not_trusted() {
+    for (template, serial) in [
+        // The serial_no is not the certificate's own serial: a notification under the claimed
+        // serial is not trusted, though the key inside did sign it.
+        (
+            certificates_answer(CERT_PEM, "0A0B0C", CERT_PRIVATE, "0A0B0C"),
+            "0A0B0C",
+        ),
+        // The answer is signed by a key the list does not carry.
+        (
+            certificates_answer(CERT_PEM, CERT_SERIAL, PLATFORM_PRIVATE, CERT_SERIAL),
+            CERT_SERIAL,
+        ),
+        // Not a certificate.
+        (
+            certificates_answer(
+                "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----",
+                CERT_SERIAL,
+                CERT_PRIVATE,
+                CERT_SERIAL,
+            ),
+            CERT_SERIAL,
+        ),
+    ] {
+        let server = certificates_server(template, 1).await;
+        let gateway = gateway_with(certificate_mode(&server.uri()), NOTIFIED_MS);
+        assert_eq!(
+            gateway.verify_webhook(&certificate_signed(serial)).await,
+            Err(WebhookError::BadSignature),
+            "{serial}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn api_answers_signed_by_a_platform_certificate_verify_in_certificate_mode() {
+    let server = certificates_server(
+        certificates_answer(CERT_PEM, CERT_SERIAL, CERT_PRIVATE, CERT_SERIAL),
+        1,
+    )
+    .await;
+    Mock::given(method("GET"))
+        .and(path(format!("/v3/pay/transactions/out-trade-no/{ORDER}")))
+        .respond_with(answer_as(
+            200,
+            &transaction("NOTPAY", "CNY"),
+            CERT_PRIVATE,
+            CERT_SERIAL,
+        ))
+        .mount(&server)
+        .await;
+    // Between the answer's and the certificate list's signing times.
+    let status = gateway_with(certificate_mode(&server.uri()), NOW_MS + 150_000)
+        .query_payment(&payment_ref())
+        .await
+        .unwrap();
+    assert_eq!(status, PaymentStatus::Pending);
+}
+
+#[test]
+fn a_merchant_needs_the_public_key_with_its_id_or_certificate_mode() {
+    let context = || GatewayContext {
+        http: ProviderHttp::new(&gateways::HttpSettings::new("http://x")).unwrap(),
+        clock: Arc::new(FixedClock::at(NOW_MS)),
+        sandbox: false,
+    };
+    let build = |json: Value| {
+        let settings: WalletQrSettings = serde_json::from_value(json).unwrap();
+        WalletQrGateway::new(&settings, context())
+    };
+    let mut neither = certificate_mode("http://x");
+    neither["platformCertificates"] = json!(false);
+    assert_eq!(build(neither).unwrap_err().field, "platformPublicKey");
+    let mut key_only = settings_json("http://x");
+    key_only
+        .as_object_mut()
+        .unwrap()
+        .remove("platformPublicKeyId");
+    assert_eq!(build(key_only).unwrap_err().field, "platformPublicKeyId");
+    let mut id_only = settings_json("http://x");
+    id_only.as_object_mut().unwrap().remove("platformPublicKey");
+    assert_eq!(build(id_only).unwrap_err().field, "platformPublicKey");
+    assert!(build(certificate_mode("http://x")).is_ok());
+}
+
+#[test]
+fn the_certificate_key_is_read_from_the_der_structure() {
+    let (serial, spki) = transformers::certificate_key(CERT_PEM).unwrap();
+    assert_eq!(serial, CERT_SERIAL);
+    let from_cert = public_key(&b64(&spki)).unwrap();
+    let expected = private_key(CERT_PRIVATE).unwrap().to_public_key();
+    assert_eq!(from_cert, expected);
+    assert!(
+        transformers::certificate_key(
+            "-----BEGIN CERTIFICATE-----\nMAA=\n-----END CERTIFICATE-----"
+        )
+        .is_none()
+    );
+    assert_eq!(
+        transformers::normalized_serial("00ab").as_deref(),
+        Some("AB")
+    );
+    assert_eq!(transformers::normalized_serial("PUB_KEY_ID_1"), None);
 }

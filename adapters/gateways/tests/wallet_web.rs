@@ -427,17 +427,24 @@ async fn a_missing_or_malformed_sign_is_refused() {
 }
 
 #[tokio::test]
-async fn a_signed_notification_for_another_app_or_without_notify_id_is_refused() {
+async fn a_signed_notification_for_another_app_is_foreign_and_one_without_notify_id_is_refused() {
     let gateway = gateway("http://unused");
     let mut params = form(NOTIFY_SUCCESS);
     params.remove("sign");
     params.insert("app_id".into(), "2021000000000000".into());
-    assert!(matches!(
-        gateway
-            .verify_webhook(&signed_notify(params.clone(), ALIPAY_PRIVATE))
-            .await,
-        Err(WebhookError::Malformed(_))
-    ));
+    let verified = gateway
+        .verify_webhook(&signed_notify(params.clone(), ALIPAY_PRIVATE))
+        .await
+        .unwrap();
+    assert!(verified.events.is_empty());
+    assert!(verified.foreign.unwrap().contains("app_id"));
+    let mut no_app = params.clone();
+    no_app.remove("app_id");
+    let verified = gateway
+        .verify_webhook(&signed_notify(no_app, ALIPAY_PRIVATE))
+        .await
+        .unwrap();
+    assert!(verified.events.is_empty() && verified.foreign.is_some());
     params.insert("app_id".into(), APP_ID.into());
     params.remove("notify_id");
     assert!(matches!(
@@ -499,5 +506,174 @@ fn unreadable_keys_are_configuration_errors_naming_the_field_and_not_the_value()
         let error = WalletWebGateway::new(&settings, context).unwrap_err();
         assert_eq!(error.field, field);
         assert!(!error.to_string().contains("TUlJc2VjcmV0"));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// seller_id and alipay.trade.refund (issue 15).
+
+/// The seller of the fixture notifications (Alipay's documented example).
+const FIXTURE_SELLER: &str = "2088102177649450";
+
+fn gateway_of_seller(seller_id: &str) -> WalletWebGateway {
+    let mut settings = settings_json("http://unused");
+    settings["sellerId"] = json!(seller_id);
+    gateway_with(settings)
+}
+
+#[tokio::test]
+async fn a_configured_seller_id_makes_another_sellers_notifications_foreign() {
+    let ours = gateway_of_seller(FIXTURE_SELLER)
+        .verify_webhook(&notify(NOTIFY_SUCCESS))
+        .await
+        .unwrap();
+    assert_eq!((ours.events.len(), ours.foreign), (1, None));
+    let theirs = gateway_of_seller("2088000000000999")
+        .verify_webhook(&notify(NOTIFY_SUCCESS))
+        .await
+        .unwrap();
+    assert!(theirs.events.is_empty());
+    assert!(theirs.foreign.unwrap().contains("seller_id"));
+    let refund = gateway_of_seller("2088000000000999")
+        .verify_webhook(&notify(NOTIFY_REFUND_PARTIAL))
+        .await
+        .unwrap();
+    assert!(refund.events.is_empty() && refund.foreign.is_some());
+    // Without a seller_id setting, the seller is not checked.
+    let unchecked = gateway("http://unused")
+        .verify_webhook(&notify(NOTIFY_SUCCESS))
+        .await
+        .unwrap();
+    assert_eq!((unchecked.events.len(), unchecked.foreign), (1, None));
+    // Configured, a notification naming no seller is not proven ours.
+    let mut params = form(NOTIFY_SUCCESS);
+    params.remove("sign");
+    params.remove("seller_id");
+    let anonymous = gateway_of_seller(FIXTURE_SELLER)
+        .verify_webhook(&signed_notify(params, ALIPAY_PRIVATE))
+        .await
+        .unwrap();
+    assert!(anonymous.events.is_empty() && anonymous.foreign.is_some());
+}
+
+/// `{"alipay_trade_refund_response": response, "sign": …}` signed with Alipay's key.
+fn refund_answer(response: &Value) -> String {
+    let raw = response.to_string();
+    let sign = b64(&rsa_sha256_sign(
+        &private_key(ALIPAY_PRIVATE).unwrap(),
+        raw.as_bytes(),
+    ));
+    format!(r#"{{"alipay_trade_refund_response":{raw},"sign":"{sign}"}}"#)
+}
+
+fn refund_response(fund_change: &str, refund_fee: &str) -> Value {
+    json!({
+        "code": "10000", "msg": "Success", "trade_no": "2026010122001400000000000001",
+        "out_trade_no": ORDER, "buyer_logon_id": "159****5620", "fund_change": fund_change,
+        "refund_fee": refund_fee, "gmt_refund_pay": "2026-01-01 08:00:01",
+        "buyer_user_id": "2088101117955611"
+    })
+}
+
+fn refund_request(fen: i64) -> application::ports::RefundRequest {
+    application::ports::RefundRequest {
+        payment: payment_ref(),
+        refund_id: format!("rf_{ORDER}_{fen}"),
+        amount: cny(fen),
+        paid: cny(990),
+        reason: "customer asked".into(),
+        notify_url: "https://tally.example/api/payment/webhook/wallet_web".into(),
+    }
+}
+
+#[tokio::test]
+async fn a_refund_sends_a_signed_trade_refund_with_our_out_request_no() {
+    let (result, sent) = with_answer(&refund_answer(&refund_response("Y", "4.00")), async |g| {
+        g.refund(&refund_request(400)).await
+    })
+    .await;
+    assert_eq!(
+        result.unwrap(),
+        application::ports::RefundStarted {
+            provider_refund_id: Some(format!("rf_{ORDER}_400")),
+            state: application::ports::RefundState::Succeeded,
+        }
+    );
+    assert_eq!(sent["method"], "alipay.trade.refund");
+    assert_eq!(sent["app_id"], APP_ID);
+    assert_eq!(sent["sign_type"], "RSA2");
+    let content: Value = serde_json::from_str(&sent["biz_content"]).unwrap();
+    assert_eq!(
+        content,
+        json!({
+            "out_trade_no": ORDER,
+            "refund_amount": "4.00",
+            "out_request_no": format!("rf_{ORDER}_400"),
+            "refund_reason": "customer asked"
+        })
+    );
+    let sign_content = transformers::request_sign_content(&sent);
+    assert!(rsa_sha256_verify(
+        &public_key(APP_PUBLIC).unwrap(),
+        sign_content.as_bytes(),
+        &unb64(&sent["sign"]).unwrap()
+    ));
+}
+
+#[tokio::test]
+async fn refund_answers_map_fund_change_and_errors() {
+    use application::ports::RefundState;
+    let error = |code: &str, sub_code: &str| {
+        refund_answer(
+            &json!({ "code": code, "msg": "Business Failed", "sub_code": sub_code,
+            "sub_msg": "交易状态不合法" }),
+        )
+    };
+    let mut other_order = refund_response("Y", "4.00");
+    other_order["out_trade_no"] = json!("ord_other_000001");
+    let unsigned = format!(
+        r#"{{"alipay_trade_refund_response":{}}}"#,
+        refund_response("Y", "4.00")
+    );
+    let cases: Vec<(String, &str)> = vec![
+        (refund_answer(&refund_response("Y", "9.90")), "succeeded"),
+        (refund_answer(&refund_response("N", "4.00")), "pending"),
+        (refund_answer(&refund_response("Y", "3.99")), "bad"),
+        (refund_answer(&other_order), "bad"),
+        (unsigned, "bad"),
+        (error("40004", "ACQ.TRADE_STATUS_ERROR"), "rejected"),
+        (error("20000", "ACQ.SYSTEM_ERROR"), "unreachable"),
+    ];
+    for (body, expected) in cases {
+        let (result, _) = with_answer(&body, async |g| g.refund(&refund_request(400)).await).await;
+        match (expected, &result) {
+            ("succeeded", Ok(s)) if s.state == RefundState::Succeeded => {}
+            ("pending", Ok(s)) if s.state == RefundState::Pending => {}
+            ("bad", Err(GatewayError::BadResponse(_)))
+            | ("rejected", Err(GatewayError::Rejected(_)))
+            | ("unreachable", Err(GatewayError::Unreachable(_))) => {}
+            _ => panic!("{expected}: {result:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn refunds_alipay_would_refuse_are_not_sent() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let gateway = gateway(&server.uri());
+    let mut bad_id = refund_request(400);
+    bad_id.refund_id = "rf&method=alipay.trade.close".into();
+    let mut usd = refund_request(400);
+    usd.amount = Money::from_minor(400, Currency::Usd).unwrap();
+    for request in [bad_id, usd, refund_request(991)] {
+        assert!(matches!(
+            gateway.refund(&request).await,
+            Err(GatewayError::Rejected(_))
+        ));
     }
 }

@@ -28,12 +28,26 @@ pub struct SandboxCredentials {
     pub merchant_serial: &'static str,
     /// Id of the platform public key (WeChat `Wechatpay-Serial`, `PUB_KEY_ID_…`).
     pub platform_key_id: &'static str,
+    /// The WeChat Pay platform certificate (PEM) of certificate mode, self-signed for the
+    /// sandbox (`openssl req -x509 -set_serial 0x<serial>` over its own key).
+    pub wechat_platform_cert_pem: &'static str,
+    /// Its private key, PKCS#8 PEM (the sandbox signs with it in certificate mode).
+    pub wechat_platform_cert_private_pem: &'static str,
+    /// Its serial number (`Wechatpay-Serial` in certificate mode).
+    pub wechat_platform_cert_serial: &'static str,
+    /// Alipay seller id (the merchant's `2088…` user id, `seller_id` of its trades).
+    pub alipay_seller_id: &'static str,
     /// PayPal client id.
     pub paypal_client_id: &'static str,
     /// PayPal client secret.
     pub paypal_client_secret: &'static str,
     /// PayPal webhook id.
     pub paypal_webhook_id: &'static str,
+    /// PayPal merchant id (the payee of its orders and captures, the seller of its disputes).
+    pub paypal_merchant_id: &'static str,
+    /// Creem's webhook secret (`mor_a`): `whsec_` + base64 of the key bytes, so that it serves
+    /// both `creem-signature` (the string as is) and Standard Webhooks (the decoded key).
+    pub creem_webhook_secret: &'static str,
 }
 
 /// The sandbox credentials.
@@ -51,7 +65,14 @@ pub const CREDENTIALS: SandboxCredentials = SandboxCredentials {
     app_id: "wx_sandbox_tally",
     merchant_serial: "5157F09EFDC096DE15EBE81A47057A7232F1B8E1",
     platform_key_id: "PUB_KEY_ID_0000000000000000000000",
+    wechat_platform_cert_pem: include_str!("../keys/wechat_platform_cert.pem"),
+    wechat_platform_cert_private_pem: include_str!("../keys/wechat_platform_cert_private.pem"),
+    wechat_platform_cert_serial: "3775B6A45ACD588826FF00C1EB6FC7FF2F5C2CC0",
+    alipay_seller_id: "2088000000000000",
     paypal_client_id: "sandbox-client-id",
     paypal_client_secret: "sandbox-client-secret",
     paypal_webhook_id: "WH-SANDBOX-TALLY",
+    paypal_merchant_id: "SANDBOXMERCHANT",
+    // base64 of "tally-sandbox-creem-webhook-key!" (32 bytes).
+    creem_webhook_secret: "whsec_dGFsbHktc2FuZGJveC1jcmVlbS13ZWJob29rLWtleSE=",
 };

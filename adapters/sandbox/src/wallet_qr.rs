@@ -1,8 +1,13 @@
 //! The WeChat Pay APIv3 Native simulator.
 //!
-//! Serves, below `/sandbox/wallet_qr`, the three calls the gateway makes: create a Native order
+//! Serves, below `/sandbox/wallet_qr`, the calls the gateway makes: create a Native order
 //! (`POST /v3/pay/transactions/native` → `{"code_url": <hosted checkout page>}`), query it by
-//! `out_trade_no`, and close it (204). Each request's `Authorization` is checked as WeChat Pay
+//! `out_trade_no`, close it (204), refund it (`POST /v3/refund/domestic/refunds`, idempotent per
+//! `out_refund_no`, the `REFUND.SUCCESS` notification to the refund's `notify_url`), and list
+//! the platform certificates (`GET /v3/certificates`, each encrypted with the APIv3 key).
+//! Answers are signed with the platform public key when the request names it in
+//! `Wechatpay-Serial`, with the platform certificate otherwise (a certificate-mode merchant),
+//! and an order's notifications with whichever signed the answer to its creation. Each request's `Authorization` is checked as WeChat Pay
 //! checks it (merchant id, certificate serial, a 5-minute timestamp window and the RSA-SHA256
 //! signature over `METHOD\nPATH?QUERY\nTIMESTAMP\nNONCE\nBODY\n` with the merchant public
 //! key), failures answer WeChat Pay's `{"code","message"}` errors, and every success answer
@@ -62,6 +67,25 @@ pub fn gateway_settings(api_base_url: &str) -> WalletQrSettings {
     .expect("the sandbox wallet_qr settings are complete")
 }
 
+/// The gateway settings of a merchant in platform-certificate mode: no public key, the
+/// platform certificates downloaded from the sandbox's `/v3/certificates`.
+///
+/// # Panics
+/// Never: the settings are fixed and complete (a test builds them).
+#[must_use]
+pub fn gateway_settings_certificate_mode(api_base_url: &str) -> WalletQrSettings {
+    serde_json::from_value(json!({
+        "appId": CREDENTIALS.app_id,
+        "mchId": CREDENTIALS.wechat_mch_id,
+        "merchantSerialNo": CREDENTIALS.merchant_serial,
+        "merchantPrivateKey": CREDENTIALS.merchant_private_pem,
+        "apiV3Key": CREDENTIALS.wechat_api_v3_key,
+        "platformCertificates": true,
+        "baseUrl": api_base_url,
+    }))
+    .expect("the sandbox wallet_qr settings are complete")
+}
+
 /// The largest request body read, in bytes.
 const MAX_BODY_BYTES: usize = 64 * 1024;
 /// How far a request timestamp may be from now, in seconds.
@@ -72,6 +96,68 @@ static MERCHANT_KEY: LazyLock<Option<PublicKey>> =
     LazyLock::new(|| public_key(CREDENTIALS.merchant_public_pem).ok());
 static PLATFORM_KEY: LazyLock<Option<PrivateKey>> =
     LazyLock::new(|| private_key(CREDENTIALS.provider_private_pem).ok());
+static CERTIFICATE_KEY: LazyLock<Option<PrivateKey>> =
+    LazyLock::new(|| private_key(CREDENTIALS.wechat_platform_cert_private_pem).ok());
+
+/// Which platform key signs an answer or notification: the WeChat Pay public key
+/// (`PUB_KEY_ID_…`) for a merchant whose requests name it in `Wechatpay-Serial`, the platform
+/// certificate for one whose requests name no key or the certificate (certificate mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Signer {
+    PublicKey,
+    Certificate,
+}
+
+impl Signer {
+    /// The signer a request asks for; `None` for a serial that names no key of the merchant.
+    fn of(request: &Request) -> Option<Self> {
+        match request.header("wechatpay-serial").map(str::trim) {
+            Some(serial) if serial == CREDENTIALS.platform_key_id => Some(Signer::PublicKey),
+            None => Some(Signer::Certificate),
+            Some(serial)
+                if serial.eq_ignore_ascii_case(CREDENTIALS.wechat_platform_cert_serial) =>
+            {
+                Some(Signer::Certificate)
+            }
+            Some(_) => None,
+        }
+    }
+
+    /// The signer kept with a payment for its notifications.
+    fn of_payment(payment: &SimPayment) -> Self {
+        if payment.extra.get(SIGNER_EXTRA).map(String::as_str) == Some("certificate") {
+            Signer::Certificate
+        } else {
+            Signer::PublicKey
+        }
+    }
+
+    fn key(self) -> Option<&'static PrivateKey> {
+        match self {
+            Signer::PublicKey => PLATFORM_KEY.as_ref(),
+            Signer::Certificate => CERTIFICATE_KEY.as_ref(),
+        }
+    }
+
+    fn serial(self) -> &'static str {
+        match self {
+            Signer::PublicKey => CREDENTIALS.platform_key_id,
+            Signer::Certificate => CREDENTIALS.wechat_platform_cert_serial,
+        }
+    }
+}
+
+/// The answer to a request whose `Wechatpay-Serial` names no key of the merchant.
+fn unknown_serial() -> Response {
+    error(
+        StatusCode::BAD_REQUEST,
+        "PARAM_ERROR",
+        "Wechatpay-Serial names no platform key or certificate of this merchant",
+    )
+}
+
+/// Where a payment keeps the signer of its merchant's mode.
+const SIGNER_EXTRA: &str = "signer";
 
 #[async_trait]
 impl Simulator for WalletQrSimulator {
@@ -90,6 +176,8 @@ impl Simulator for WalletQrSimulator {
                 "/v3/pay/transactions/out-trade-no/:out_trade_no/close",
                 post(close_order),
             )
+            .at("/v3/refund/domestic/refunds", post(create_refund))
+            .at("/v3/certificates", get(certificates))
     }
 
     fn webhooks(&self, hub: &Hub, event: &SimEvent) -> Vec<SimWebhook> {
@@ -106,6 +194,7 @@ impl Simulator for WalletQrSimulator {
                 let resource = transaction(&paid);
                 seal(
                     hub,
+                    Signer::of_payment(&paid),
                     "TRANSACTION.SUCCESS",
                     "支付成功",
                     "transaction",
@@ -118,7 +207,14 @@ impl Simulator for WalletQrSimulator {
                 amount_minor,
             } => {
                 let resource = refund(hub, payment, refund_id, *amount_minor);
-                seal(hub, "REFUND.SUCCESS", "退款成功", "refund", &resource)
+                seal(
+                    hub,
+                    Signer::of_payment(payment),
+                    "REFUND.SUCCESS",
+                    "退款成功",
+                    "refund",
+                    &resource,
+                )
             }
             // Native has no failure notification, and no subscriptions.
             _ => None,
@@ -135,9 +231,18 @@ fn error(status: StatusCode, code: &str, message: &str) -> Response {
         .body(json!({ "code": code, "message": message }).to_string())
 }
 
-/// A success answer signed with the platform key, as WeChat Pay signs its answers.
-fn signed(hub: &Hub, status: StatusCode, body: String) -> Response {
-    let Some(key) = PLATFORM_KEY.as_ref() else {
+/// A success answer signed with the platform key the request asks for, as WeChat Pay signs
+/// its answers.
+fn signed(hub: &Hub, request: &Request, status: StatusCode, body: String) -> Response {
+    match Signer::of(request) {
+        Some(signer) => signed_by(hub, signer, status, body),
+        None => unknown_serial(),
+    }
+}
+
+/// A success answer signed by `signer`.
+fn signed_by(hub: &Hub, signer: Signer, status: StatusCode, body: String) -> Response {
+    let Some(key) = signer.key() else {
         return error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "SYSTEM_ERROR",
@@ -155,7 +260,7 @@ fn signed(hub: &Hub, status: StatusCode, body: String) -> Response {
             "Wechatpay-Signature",
             b64(&rsa_sha256_sign(key, message.as_bytes())),
         )
-        .header("Wechatpay-Serial", CREDENTIALS.platform_key_id)
+        .header("Wechatpay-Serial", signer.serial())
         .header("Request-ID", hub.new_id("sandbox-"));
     if body.is_empty() {
         builder.finish()
@@ -336,6 +441,9 @@ async fn create_order(request: &Request, body: Body, hub: Data<&Arc<Hub>>) -> Re
     if let Err(message) = validate(&order) {
         return error(StatusCode::BAD_REQUEST, "PARAM_ERROR", message);
     }
+    let Some(signer) = Signer::of(request) else {
+        return unknown_serial();
+    };
     let id = match hub.payment_for_order(ProviderId::WalletQr, &order.out_trade_no) {
         Some(existing) => match existing.status {
             SimStatus::Open if existing.amount_minor == order.amount.total => existing.id,
@@ -357,7 +465,7 @@ async fn create_order(request: &Request, body: Body, hub: Data<&Arc<Hub>>) -> Re
                 );
             }
         },
-        None => match insert_order(&hub, order) {
+        None => match insert_order(&hub, order, signer) {
             Ok(id) => id,
             Err(foreign) => {
                 return error(StatusCode::BAD_REQUEST, "PARAM_ERROR", &foreign.to_string());
@@ -366,16 +474,20 @@ async fn create_order(request: &Request, body: Body, hub: Data<&Arc<Hub>>) -> Re
     };
     signed(
         &hub,
+        request,
         StatusCode::OK,
         json!({ "code_url": hub.checkout_url(&id) }).to_string(),
     )
 }
 
 /// Store a new open payment for `order`; its id plays the `transaction_id`.
-fn insert_order(hub: &Hub, order: NativeOrder) -> Result<String, ForeignUrl> {
+fn insert_order(hub: &Hub, order: NativeOrder, signer: Signer) -> Result<String, ForeignUrl> {
     let id = hub.new_id("4200");
     let page = hub.checkout_url(&id);
     let mut extra = BTreeMap::new();
+    if signer == Signer::Certificate {
+        extra.insert(SIGNER_EXTRA.to_owned(), "certificate".to_owned());
+    }
     extra.insert("description".to_owned(), order.description);
     if let Some(time_expire) = order.time_expire {
         extra.insert("time_expire".to_owned(), time_expire);
@@ -430,7 +542,12 @@ fn query_order(
         );
     }
     match hub.payment_for_order(ProviderId::WalletQr, &out_trade_no) {
-        Some(payment) => signed(&hub, StatusCode::OK, transaction(&payment).to_string()),
+        Some(payment) => signed(
+            &hub,
+            request,
+            StatusCode::OK,
+            transaction(&payment).to_string(),
+        ),
         None => error(
             StatusCode::NOT_FOUND,
             "ORDER_NOT_EXIST",
@@ -477,12 +594,12 @@ async fn close_order(
     match payment.status {
         SimStatus::Paid => error(StatusCode::BAD_REQUEST, "ORDERPAID", "order already paid"),
         SimStatus::Open | SimStatus::Approved => match hub.cancel_payment(&payment.id) {
-            Ok(_) => signed(&hub, StatusCode::NO_CONTENT, String::new()),
+            Ok(_) => signed(&hub, request, StatusCode::NO_CONTENT, String::new()),
             Err(e) => error(StatusCode::BAD_REQUEST, "INVALID_REQUEST", &e.to_string()),
         },
         // Closing a closed or failed order again changes nothing.
         SimStatus::Canceled | SimStatus::Declined => {
-            signed(&hub, StatusCode::NO_CONTENT, String::new())
+            signed(&hub, request, StatusCode::NO_CONTENT, String::new())
         }
     }
 }
@@ -529,12 +646,18 @@ fn transaction(payment: &SimPayment) -> Value {
 /// two ids per refund: WeChat Pay's `refund_id` and the refunding party's `out_refund_no`
 /// (here the hub's id of the dashboard refund).
 fn refund(hub: &Hub, payment: &SimPayment, refund_id: &str, amount_minor: i64) -> Value {
+    // A refund asked for through the refund API: the hub's id is already WeChat Pay's
+    // `refund_id`, and the merchant's `out_refund_no` was kept with the payment.
+    let (out_refund_no, wechat_id) = match payment.extra.get(&api_refund_key(refund_id)) {
+        Some(out_refund_no) => (out_refund_no.clone(), refund_id.to_owned()),
+        None => (refund_id.to_owned(), wechat_refund_id(refund_id)),
+    };
     json!({
         "mchid": CREDENTIALS.wechat_mch_id,
         "out_trade_no": payment.order_id,
         "transaction_id": payment.id,
-        "out_refund_no": refund_id,
-        "refund_id": wechat_refund_id(refund_id),
+        "out_refund_no": out_refund_no,
+        "refund_id": wechat_id,
         "refund_status": "SUCCESS",
         "success_time": now_text(hub),
         "user_received_account": "支付用户零钱",
@@ -548,6 +671,196 @@ fn refund(hub: &Hub, payment: &SimPayment, refund_id: &str, amount_minor: i64) -
     })
 }
 
+/// Where a payment keeps the `out_refund_no` of the API refund whose WeChat id is `refund_id`.
+fn api_refund_key(refund_id: &str) -> String {
+    format!("api_refund:{refund_id}")
+}
+
+/// Where a payment keeps the WeChat id and amount of the API refund `out_refund_no`.
+fn out_refund_key(out_refund_no: &str) -> String {
+    format!("out_refund_no:{out_refund_no}")
+}
+
+#[derive(Debug, Deserialize)]
+struct RefundBody {
+    #[serde(default)]
+    out_trade_no: Option<String>,
+    #[serde(default)]
+    transaction_id: Option<String>,
+    out_refund_no: String,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    notify_url: Option<String>,
+    amount: RefundBodyAmount,
+}
+
+#[derive(Debug, Deserialize)]
+struct RefundBodyAmount {
+    refund: i64,
+    total: i64,
+    currency: String,
+}
+
+/// `POST /v3/refund/domestic/refunds`, idempotent per `out_refund_no` like WeChat Pay's: a new
+/// number refunds and answers `PROCESSING`, then the `REFUND.SUCCESS` notification goes to the
+/// refund's `notify_url` (the order's when absent); the same number again answers the same
+/// refund (`SUCCESS` by then) and refunds nothing; the same number with other amounts is
+/// refused.
+#[handler]
+async fn create_refund(request: &Request, body: Body, hub: Data<&Arc<Hub>>) -> Response {
+    let Some(body) = read_body(body).await else {
+        return too_large();
+    };
+    if let Some(answer) = refuse_signature(&hub, request, &body) {
+        return answer;
+    }
+    let asked: RefundBody = match serde_json::from_slice(&body) {
+        Ok(asked) => asked,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "PARAM_ERROR", &e.to_string()),
+    };
+    let bad = |message: &str| error(StatusCode::BAD_REQUEST, "PARAM_ERROR", message);
+    let no_ok = !asked.out_refund_no.is_empty()
+        && asked.out_refund_no.len() <= 64
+        && asked
+            .out_refund_no
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '|' | '*' | '@'));
+    if !no_ok {
+        return bad("out_refund_no must be 1 to 64 of [0-9A-Za-z_-|*@]");
+    }
+    if asked.amount.currency != "CNY" || asked.amount.refund < 1 || asked.amount.total < 1 {
+        return bad("amount must be CNY, refund and total at least 1");
+    }
+    if asked
+        .reason
+        .as_deref()
+        .is_some_and(|r| r.chars().count() > 80)
+    {
+        return bad("reason must be at most 80 characters");
+    }
+    let payment = match (&asked.out_trade_no, &asked.transaction_id) {
+        (Some(out_trade_no), _) => hub.payment_for_order(ProviderId::WalletQr, out_trade_no),
+        (None, Some(id)) => hub
+            .payment(id)
+            .filter(|p| p.provider == ProviderId::WalletQr),
+        (None, None) => return bad("out_trade_no or transaction_id is required"),
+    };
+    let Some(payment) = payment else {
+        return error(StatusCode::NOT_FOUND, "RESOURCE_NOT_EXISTS", "订单不存在");
+    };
+    let notify_url = asked
+        .notify_url
+        .clone()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| payment.notify_url.clone());
+    if hub.own_url("notify_url", &notify_url).is_err() || notify_url.contains('?') {
+        return bad("notify_url must be a URL of this service without a query string");
+    }
+    let new_id = format!(
+        "503{:0>26}",
+        hub.new_id("")
+            .chars()
+            .filter(char::is_ascii_digit)
+            .collect::<String>()
+    );
+    let key = out_refund_key(&asked.out_refund_no);
+    let wanted = format!("{new_id}:{}", asked.amount.refund);
+    // Checked and changed under the hub's lock: one out_refund_no refunds once.
+    let outcome = hub.update_payment(&payment.id, |p| {
+        if let Some(earlier) = p.extra.get(&key) {
+            let (id, amount) = earlier.split_once(':').unwrap_or_default();
+            return Ok(if amount == asked.amount.refund.to_string() {
+                RefundOutcome::Repeat(id.to_owned(), p.clone())
+            } else {
+                RefundOutcome::Mismatch
+            });
+        }
+        if p.status != SimStatus::Paid {
+            return Ok(RefundOutcome::Unpaid);
+        }
+        if asked.amount.total != p.amount_minor {
+            return Ok(RefundOutcome::Mismatch);
+        }
+        if p.refunded_minor + asked.amount.refund > p.amount_minor {
+            return Ok(RefundOutcome::TooMuch);
+        }
+        p.refunded_minor += asked.amount.refund;
+        p.extra.insert(key.clone(), wanted.clone());
+        p.extra
+            .insert(api_refund_key(&new_id), asked.out_refund_no.clone());
+        Ok(RefundOutcome::New(p.clone()))
+    });
+    let (id, payment, status) = match outcome {
+        Ok(RefundOutcome::New(payment)) => {
+            let event = SimEvent::Refunded {
+                payment: payment.clone(),
+                refund_id: new_id.clone(),
+                amount_minor: asked.amount.refund,
+            };
+            hub.dispatch(ProviderId::WalletQr, &notify_url, &event)
+                .await;
+            (new_id, payment, "PROCESSING")
+        }
+        Ok(RefundOutcome::Repeat(id, payment)) => (id, payment, "SUCCESS"),
+        Ok(RefundOutcome::Unpaid) => {
+            return error(StatusCode::FORBIDDEN, "TRADE_STATE_ERROR", "订单状态不正确");
+        }
+        Ok(RefundOutcome::TooMuch) => {
+            return error(
+                StatusCode::FORBIDDEN,
+                "NOT_ENOUGH",
+                "退款金额超过订单可退金额",
+            );
+        }
+        Ok(RefundOutcome::Mismatch) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "INVALID_REQUEST",
+                "订单金额或退款金额与之前请求不一致",
+            );
+        }
+        Err(e) => return error(StatusCode::NOT_FOUND, "RESOURCE_NOT_EXISTS", &e.to_string()),
+    };
+    let now = now_text(&hub);
+    signed(
+        &hub,
+        request,
+        StatusCode::OK,
+        json!({
+            "refund_id": id,
+            "out_refund_no": asked.out_refund_no,
+            "transaction_id": payment.id,
+            "out_trade_no": payment.order_id,
+            "channel": "ORIGINAL",
+            "user_received_account": "支付用户零钱",
+            "create_time": now,
+            "status": status,
+            "funds_account": "AVAILABLE",
+            "amount": {
+                "total": payment.amount_minor,
+                "refund": asked.amount.refund,
+                "payer_total": payment.amount_minor,
+                "payer_refund": asked.amount.refund,
+                "settlement_refund": asked.amount.refund,
+                "settlement_total": payment.amount_minor,
+                "discount_refund": 0,
+                "currency": "CNY",
+            },
+        })
+        .to_string(),
+    )
+}
+
+/// What a refund request did.
+enum RefundOutcome {
+    New(SimPayment),
+    Repeat(String, SimPayment),
+    Mismatch,
+    Unpaid,
+    TooMuch,
+}
+
 /// A WeChat Pay style refund id (`503…`, digits only) for the hub's refund id `hub_id`, whose
 /// digits (the time and the hub's counter) already differ from refund to refund.
 fn wechat_refund_id(hub_id: &str) -> String {
@@ -558,6 +871,7 @@ fn wechat_refund_id(hub_id: &str) -> String {
 /// A notification: `resource` encrypted with the APIv3 key, the envelope signed.
 fn seal(
     hub: &Hub,
+    signer: Signer,
     event_type: &str,
     summary: &str,
     original_type: &str,
@@ -570,7 +884,7 @@ fn seal(
         original_type.as_bytes(),
         resource.to_string().as_bytes(),
     );
-    let (Ok(sealed), Some(key)) = (sealed, PLATFORM_KEY.as_ref()) else {
+    let (Ok(sealed), Some(key)) = (sealed, signer.key()) else {
         tracing::warn!("sandbox wallet_qr: cannot seal a notification");
         return None;
     };
@@ -600,13 +914,47 @@ fn seal(
                 "Wechatpay-Signature".into(),
                 b64(&rsa_sha256_sign(key, message.as_bytes())),
             ),
-            (
-                "Wechatpay-Serial".into(),
-                CREDENTIALS.platform_key_id.into(),
-            ),
+            ("Wechatpay-Serial".into(), signer.serial().into()),
             ("Wechatpay-Signature-Type".into(), SCHEME.into()),
         ],
         content_type: "application/json".into(),
         body: body.into_bytes(),
     })
+}
+
+/// `GET /v3/certificates`: the platform certificate, AES-256-GCM-encrypted with the APIv3 key
+/// (associated data `certificate`), the answer signed like every answer.
+#[handler]
+fn certificates(request: &Request, hub: Data<&Arc<Hub>>) -> Response {
+    if let Some(answer) = refuse_signature(&hub, request, b"") {
+        return answer;
+    }
+    let aes_nonce = nonce(&hub, 12);
+    let Ok(sealed) = aes_256_gcm_encrypt(
+        CREDENTIALS.wechat_api_v3_key.as_bytes(),
+        aes_nonce.as_bytes(),
+        b"certificate",
+        CREDENTIALS.wechat_platform_cert_pem.as_bytes(),
+    ) else {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "SYSTEM_ERROR",
+            "cannot seal the certificate",
+        );
+    };
+    let body = json!({
+        "data": [{
+            "serial_no": CREDENTIALS.wechat_platform_cert_serial,
+            // The sandbox's clock may be set anywhere; the certificate is valid throughout.
+            "effective_time": "2020-01-01T00:00:00+08:00",
+            "expire_time": "2046-01-01T00:00:00+08:00",
+            "encrypt_certificate": {
+                "algorithm": "AEAD_AES_256_GCM",
+                "nonce": aes_nonce,
+                "associated_data": "certificate",
+                "ciphertext": b64(&sealed),
+            },
+        }],
+    });
+    signed(&hub, request, StatusCode::OK, body.to_string())
 }

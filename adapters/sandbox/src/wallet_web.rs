@@ -6,10 +6,11 @@
 //!   `utf-8`, version, `timestamp`, the RSA-SHA256 `sign` over every non-empty parameter but
 //!   `sign`, sorted, with the application public key, and the `biz_content` rules including
 //!   `time_expire`), the trade is created, and the browser goes on to the hosted checkout page.
-//! - `POST …/gateway.do` with `method=alipay.trade.query` or `alipay.trade.close` (same checks,
-//!   and a `timestamp` within 10 minutes of now) answers
+//! - `POST …/gateway.do` with `method=alipay.trade.query`, `alipay.trade.close` or
+//!   `alipay.trade.refund` (same checks, and a `timestamp` within 10 minutes of now) answers
 //!   `{"<method>_response": {…}, "sign": …}`, signed over the raw response object with the
-//!   Alipay key.
+//!   Alipay key. A refund is idempotent per `out_request_no` (`fund_change` `Y` the first time,
+//!   `N` after) and sends the refund notification with `out_biz_no` = `out_request_no`.
 //!
 //! Notifications are form POSTs signed with the Alipay key over the sorted parameters without
 //! `sign` and `sign_type`: `TRADE_SUCCESS` on payment, `TRADE_CLOSED` on a declined payment,
@@ -34,7 +35,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::credentials::CREDENTIALS;
-use crate::hub::{ForeignUrl, Hub, SimEvent, SimKind, SimPayment, SimStatus, SimWebhook};
+use crate::hub::{
+    ForeignUrl, Hub, SandboxError, SimEvent, SimKind, SimPayment, SimStatus, SimWebhook,
+};
 use crate::simulator::Simulator;
 
 /// The simulated Alipay.
@@ -54,6 +57,7 @@ pub fn gateway_settings(api_base_url: &str) -> WalletWebSettings {
         "appId": CREDENTIALS.app_id,
         "appPrivateKey": CREDENTIALS.merchant_private_pem,
         "alipayPublicKey": CREDENTIALS.provider_public_pem,
+        "sellerId": CREDENTIALS.alipay_seller_id,
         "baseUrl": api_base_url,
     }))
     .expect("the sandbox wallet_web settings are complete")
@@ -66,7 +70,7 @@ const MAX_PARAMS: usize = 50;
 /// How far a request `timestamp` may be from now, in milliseconds.
 const TIMESTAMP_WINDOW_MS: i64 = 10 * 60 * 1000;
 /// The sandbox seller (Alipay's `seller_id`).
-const SELLER_ID: &str = "2088000000000000";
+const SELLER_ID: &str = CREDENTIALS.alipay_seller_id;
 
 static APP_KEY: LazyLock<Option<PublicKey>> =
     LazyLock::new(|| public_key(CREDENTIALS.merchant_public_pem).ok());
@@ -501,17 +505,33 @@ async fn api_call(request: &Request, body: Body, hub: Data<&Arc<Hub>>) -> Respon
     };
     let mut params = BTreeMap::new();
     let query = request.uri().query().unwrap_or_default();
-    let answer =
-        run_call(&hub, query, &body, &mut params).unwrap_or_else(|(code, sub_code, sub_msg)| {
+    let answer = match run_call(&hub, query, &body, &mut params) {
+        Ok(Answer::Plain(answer)) => answer,
+        Ok(Answer::Refunded { answer, event }) => {
+            // The refund notification goes to the trade's notify_url, as Alipay sends it.
+            if let SimEvent::Refunded { payment, .. } = &event {
+                hub.dispatch(ProviderId::WalletWeb, &payment.notify_url, &event)
+                    .await;
+            }
+            answer
+        }
+        Err((code, sub_code, sub_msg)) => {
             let msg = if code == "40004" {
                 "Business Failed"
             } else {
                 "Invalid Arguments"
             };
             json!({ "code": code, "msg": msg, "sub_code": sub_code, "sub_msg": sub_msg })
-        });
+        }
+    };
     let method = params.get("method").map_or("", String::as_str);
     signed_answer(method, &answer)
+}
+
+/// A call's answer, and the refund notification to send when it refunded.
+enum Answer {
+    Plain(Value),
+    Refunded { answer: Value, event: SimEvent },
 }
 
 /// Read a call's parameters (query string and form body) into `params`, check them, and
@@ -521,7 +541,7 @@ fn run_call(
     query: &str,
     body: &[u8],
     params: &mut BTreeMap<String, String>,
-) -> Result<Value, ApiError> {
+) -> Result<Answer, ApiError> {
     let not_form = |_| {
         (
             "40002",
@@ -534,6 +554,17 @@ fn run_call(
     parse_params(&from_query, params)?;
     parse_params(&from_body, params)?;
     check_request(hub, params, Caller::Server)?;
+    if params.get("method").map(String::as_str) == Some("alipay.trade.refund") {
+        let content = params
+            .get("biz_content")
+            .and_then(|b| serde_json::from_str::<RefundContent>(b).ok())
+            .ok_or((
+                "40002",
+                "isv.missing-parameter",
+                "biz_content needs out_trade_no and refund_amount".to_owned(),
+            ))?;
+        return refund_trade(hub, &content);
+    }
     let out_trade_no = params
         .get("biz_content")
         .and_then(|b| serde_json::from_str::<TradeRef>(b).ok())
@@ -544,8 +575,8 @@ fn run_call(
             "biz_content.out_trade_no is required".to_owned(),
         ))?;
     match params.get("method").map(String::as_str) {
-        Some("alipay.trade.query") => query_trade(hub, &out_trade_no),
-        Some("alipay.trade.close") => close_trade(hub, &out_trade_no),
+        Some("alipay.trade.query") => query_trade(hub, &out_trade_no).map(Answer::Plain),
+        Some("alipay.trade.close") => close_trade(hub, &out_trade_no).map(Answer::Plain),
         _ => Err((
             "40002",
             "isv.invalid-method",
@@ -634,4 +665,106 @@ fn close_trade(hub: &Hub, out_trade_no: &str) -> Result<Value, ApiError> {
         "trade_no": payment.id,
         "out_trade_no": payment.order_id,
     }))
+}
+
+#[derive(Debug, Deserialize)]
+struct RefundContent {
+    out_trade_no: String,
+    refund_amount: String,
+    #[serde(default)]
+    out_request_no: Option<String>,
+    #[serde(default)]
+    refund_reason: Option<String>,
+}
+
+/// `alipay.trade.refund`: idempotent per `out_request_no` of a trade (absent, Alipay takes
+/// `out_trade_no`, which allows one refund). A new request refunds and answers
+/// `fund_change = Y`; the same request again answers the same refund with `fund_change = N`
+/// and refunds nothing; the same `out_request_no` with another amount is refused.
+/// `refund_fee` is the trade's running total refunded.
+fn refund_trade(hub: &Hub, content: &RefundContent) -> Result<Answer, ApiError> {
+    let payment = hub
+        .payment_for_order(ProviderId::WalletWeb, &content.out_trade_no)
+        .ok_or_else(not_exist)?;
+    let invalid = |message: &str| ("40004", "ACQ.INVALID_PARAMETER", message.to_owned());
+    let amount = fen(&content.refund_amount)
+        .ok_or_else(|| invalid("refund_amount must be 0.01 to 100000000 yuan"))?;
+    let request_no = content
+        .out_request_no
+        .clone()
+        .unwrap_or_else(|| content.out_trade_no.clone());
+    if request_no.is_empty()
+        || request_no.len() > 64
+        || content
+            .refund_reason
+            .as_deref()
+            .is_some_and(|r| r.chars().count() > 256)
+    {
+        return Err(invalid(
+            "out_request_no must be 1 to 64 characters, refund_reason at most 256",
+        ));
+    }
+    let key = format!("refund_request:{request_no}");
+    let answer = |p: &SimPayment, fund_change: &str| {
+        json!({
+            "code": "10000",
+            "msg": "Success",
+            "trade_no": p.id,
+            "out_trade_no": p.order_id,
+            "buyer_logon_id": "sandbox***@tally.local",
+            "fund_change": fund_change,
+            "refund_fee": yuan(p.refunded_minor),
+            "gmt_refund_pay": beijing(hub.now_ms()),
+            "buyer_user_id": "2088000000000001",
+        })
+    };
+    // Checked and changed under the hub's lock, so two calls with one out_request_no refund
+    // once however they interleave.
+    let outcome = hub.update_payment(&payment.id, |p| {
+        if let Some(earlier) = p.extra.get(&key) {
+            return Ok((*earlier == amount.to_string()).then(|| (p.clone(), false)));
+        }
+        if p.status != SimStatus::Paid {
+            return Err(SandboxError::Conflict("ACQ.TRADE_STATUS_ERROR".into()));
+        }
+        if p.refunded_minor + amount > p.amount_minor {
+            return Err(SandboxError::Conflict(
+                "ACQ.REFUND_AMT_NOT_EQUAL_TOTAL".into(),
+            ));
+        }
+        p.refunded_minor += amount;
+        p.extra.insert(key.clone(), amount.to_string());
+        Ok(Some((p.clone(), true)))
+    });
+    let refunded = match outcome {
+        Ok(Some((p, true))) => p,
+        Ok(Some((p, false))) => return Ok(Answer::Plain(answer(&p, "N"))),
+        Ok(None) => {
+            return Err(invalid(
+                "out_request_no was used with another refund_amount",
+            ));
+        }
+        Err(SandboxError::Conflict(code)) if code == "ACQ.TRADE_STATUS_ERROR" => {
+            return Err((
+                "40004",
+                "ACQ.TRADE_STATUS_ERROR",
+                "交易状态不合法".to_owned(),
+            ));
+        }
+        Err(_) => {
+            return Err((
+                "40004",
+                "ACQ.REFUND_AMT_NOT_EQUAL_TOTAL",
+                "退款金额超限".to_owned(),
+            ));
+        }
+    };
+    Ok(Answer::Refunded {
+        answer: answer(&refunded, "Y"),
+        event: SimEvent::Refunded {
+            payment: refunded,
+            refund_id: request_no,
+            amount_minor: amount,
+        },
+    })
 }

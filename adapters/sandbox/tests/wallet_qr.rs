@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, GatewayError, PaymentEvent, PaymentGateway,
-    PaymentRef, PaymentStatus, RefundReport, RefundedCharge, VerifiedWebhook, WebhookError,
-    WebhookRequest,
+    PaymentRef, PaymentStatus, RefundReport, RefundRequest, RefundState, RefundedCharge,
+    VerifiedWebhook, WebhookError, WebhookRequest,
 };
 use application::testing::FixedClock;
 use domain::{
@@ -20,11 +20,12 @@ use domain::{
 use gateways::GatewayContext;
 use gateways::shared::ProviderHttp;
 use gateways::wallet_qr::WalletQrGateway;
+use gateways::wallet_qr::WalletQrSettings;
 use poem::http::StatusCode;
 use poem::listener::TcpAcceptor;
 use poem::web::Data;
 use poem::{EndpointExt, Request, Response, Route, Server, handler, post};
-use sandbox::wallet_qr::gateway_settings;
+use sandbox::wallet_qr::{gateway_settings, gateway_settings_certificate_mode};
 use sandbox::{CREDENTIALS, Sandbox, SimStatus};
 
 /// 2026-01-01T00:00:00Z.
@@ -70,13 +71,18 @@ struct App {
 }
 
 async fn spawn() -> App {
+    spawn_with(gateway_settings).await
+}
+
+/// The sandbox and a receiver, both gateways configured by `settings`.
+async fn spawn_with(settings: fn(&str) -> WalletQrSettings) -> App {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let clock = Arc::new(FixedClock::at(NOW_MS));
     let sandbox = Sandbox::new(&base, clock.clone());
     let received = Received::default();
     let receiver = Receiver {
-        gateway: Arc::new(gateway(&sandbox, NOW_MS)),
+        gateway: Arc::new(gateway_of(&sandbox, NOW_MS, settings)),
         received: received.clone(),
     };
     let app = Route::new()
@@ -85,7 +91,7 @@ async fn spawn() -> App {
     let acceptor = TcpAcceptor::from_tokio(listener).unwrap();
     tokio::spawn(Server::new_with_acceptor(acceptor).run(app));
     App {
-        gateway: gateway(&sandbox, NOW_MS),
+        gateway: gateway_of(&sandbox, NOW_MS, settings),
         base,
         sandbox,
         received,
@@ -94,7 +100,15 @@ async fn spawn() -> App {
 
 /// The gateway configured for `sandbox`, with its own clock at `now_ms`.
 fn gateway(sandbox: &Sandbox, now_ms: i64) -> WalletQrGateway {
-    let settings = gateway_settings(&sandbox.api_base_url(ProviderId::WalletQr));
+    gateway_of(sandbox, now_ms, gateway_settings)
+}
+
+fn gateway_of(
+    sandbox: &Sandbox,
+    now_ms: i64,
+    settings: fn(&str) -> WalletQrSettings,
+) -> WalletQrGateway {
+    let settings = settings(&sandbox.api_base_url(ProviderId::WalletQr));
     let context = GatewayContext {
         http: ProviderHttp::new(&settings.http()).unwrap(),
         clock: Arc::new(FixedClock::at(now_ms)),
@@ -445,4 +459,179 @@ async fn a_notification_signed_for_another_serial_is_refused_by_the_receiver() {
     let body: serde_json::Value = answer.json().await.unwrap();
     assert_eq!(body["code"], "FAIL");
     assert_eq!(take_received(&app), vec![Err(WebhookError::BadSignature)]);
+}
+
+fn refund_request(app: &App, order: &str, fen: i64, refunded_before: i64) -> RefundRequest {
+    RefundRequest {
+        payment: payment_ref(order),
+        refund_id: format!("rf_{order}_{}", refunded_before + fen),
+        amount: cny(fen),
+        paid: cny(990),
+        reason: "customer asked".into(),
+        notify_url: format!("{}/webhook", app.base),
+    }
+}
+
+#[tokio::test]
+async fn a_refund_through_the_gateway_is_notified_under_the_refund_id_the_api_answered() {
+    let app = spawn().await;
+    let order = "ord_e2e_api_refund_1";
+    let id = open_checkout(&app, order).await;
+    app.sandbox.hub().complete_payment(&id).await.unwrap();
+    take_received(&app);
+
+    let first = refund_request(&app, order, 400, 0);
+    let started = app.gateway.refund(&first).await.unwrap();
+    assert_eq!(started.state, RefundState::Pending);
+    let wechat_id = started.provider_refund_id.clone().unwrap();
+    let received = take_received(&app);
+    let [Ok(verified)] = received.as_slice() else {
+        panic!("expected one verified notification, got {received:?}");
+    };
+    assert_eq!(verified.foreign, None);
+    let (order_id, refund) = refund_of(verified);
+    assert_eq!(order_id, Some(OrderId::new(order).unwrap()));
+    assert_eq!(
+        refund,
+        RefundReport::One {
+            refund_id: wechat_id.clone(),
+            amount: cny(400),
+        }
+    );
+    // The notification went to the refund's notify_url and names our out_refund_no.
+    let delivery = app.sandbox.hub().deliveries().pop().unwrap();
+    assert_eq!(delivery.url, format!("{}/webhook", app.base));
+    let envelope: serde_json::Value =
+        serde_json::from_slice(&delivery.webhook.unwrap().body).unwrap();
+    let resource = &envelope["resource"];
+    let plain = gateways::shared::signing::aes_256_gcm_decrypt(
+        CREDENTIALS.wechat_api_v3_key.as_bytes(),
+        resource["nonce"].as_str().unwrap().as_bytes(),
+        resource["associated_data"].as_str().unwrap().as_bytes(),
+        &gateways::shared::signing::unb64(resource["ciphertext"].as_str().unwrap()).unwrap(),
+    )
+    .unwrap()
+    .unwrap();
+    let plain: serde_json::Value = serde_json::from_slice(&plain).unwrap();
+    assert_eq!(plain["out_refund_no"], first.refund_id.as_str());
+    assert_eq!(plain["refund_id"], wechat_id.as_str());
+
+    // The same out_refund_no again: the same refund, done by now; nothing more is refunded.
+    let again = app.gateway.refund(&first).await.unwrap();
+    assert_eq!(
+        (again.provider_refund_id.as_deref(), again.state),
+        (Some(wechat_id.as_str()), RefundState::Succeeded)
+    );
+    assert!(take_received(&app).is_empty());
+    assert_eq!(app.sandbox.hub().payment(&id).unwrap().refunded_minor, 400);
+    // Another amount under the same number, and more than is left, are refused.
+    let mut changed = first.clone();
+    changed.amount = cny(300);
+    assert!(matches!(
+        app.gateway.refund(&changed).await,
+        Err(GatewayError::Rejected(m)) if m.contains("INVALID_REQUEST")
+    ));
+    assert!(matches!(
+        app.gateway
+            .refund(&refund_request(&app, order, 591, 400))
+            .await,
+        Err(GatewayError::Rejected(_))
+    ));
+    // The rest is a second refund under its own id.
+    let rest = app
+        .gateway
+        .refund(&refund_request(&app, order, 590, 400))
+        .await
+        .unwrap();
+    let rest_id = rest.provider_refund_id.unwrap();
+    assert_ne!(rest_id, wechat_id);
+    let received = take_received(&app);
+    let [Ok(verified)] = received.as_slice() else {
+        panic!("expected one verified notification, got {received:?}");
+    };
+    assert_eq!(
+        refund_of(verified).1,
+        RefundReport::One {
+            refund_id: rest_id,
+            amount: cny(590),
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_refund_of_an_unpaid_order_is_refused() {
+    let app = spawn().await;
+    let order = "ord_e2e_api_refund_2";
+    open_checkout(&app, order).await;
+    let result = app
+        .gateway
+        .refund(&refund_request(&app, order, 400, 0))
+        .await;
+    assert!(
+        matches!(&result, Err(GatewayError::Rejected(m)) if m.contains("TRADE_STATE_ERROR")),
+        "{result:?}"
+    );
+    assert!(take_received(&app).is_empty());
+}
+
+#[tokio::test]
+async fn a_merchant_in_certificate_mode_pays_refunds_and_verifies_by_the_platform_certificate() {
+    let app = spawn_with(gateway_settings_certificate_mode).await;
+    let order = "ord_e2e_cert_mode_1";
+    // The answer to the order is signed by the platform certificate, which the gateway
+    // downloads from /v3/certificates and decrypts with the APIv3 key.
+    let id = open_checkout(&app, order).await;
+    app.sandbox.hub().complete_payment(&id).await.unwrap();
+    let received = take_received(&app);
+    let [Ok(verified)] = received.as_slice() else {
+        panic!("expected one verified notification, got {received:?}");
+    };
+    assert_eq!(verified.events.len(), 1);
+    let delivery = app.sandbox.hub().deliveries().pop().unwrap();
+    let serial = delivery
+        .webhook
+        .unwrap()
+        .headers
+        .into_iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case("wechatpay-serial"))
+        .unwrap()
+        .1;
+    assert_eq!(serial, CREDENTIALS.wechat_platform_cert_serial);
+    assert!(matches!(
+        app.gateway
+            .query_payment(&payment_ref(order))
+            .await
+            .unwrap(),
+        PaymentStatus::Succeeded { .. }
+    ));
+    app.gateway
+        .refund(&refund_request(&app, order, 990, 0))
+        .await
+        .unwrap();
+    let received = take_received(&app);
+    let [Ok(verified)] = received.as_slice() else {
+        panic!("expected one verified notification, got {received:?}");
+    };
+    assert!(
+        matches!(refund_of(verified).1, RefundReport::One { amount, .. } if amount == cny(990))
+    );
+    // A public-key merchant does not trust the certificate's signature.
+    let public_key_merchant = gateway(&app.sandbox, NOW_MS);
+    let payment = app.sandbox.hub().payment(&id).unwrap();
+    let simulator = app.sandbox.hub().simulator(ProviderId::WalletQr).unwrap();
+    let webhook = simulator
+        .webhooks(app.sandbox.hub(), &sandbox::SimEvent::Paid(payment))
+        .remove(0);
+    let request = WebhookRequest {
+        headers: webhook
+            .headers
+            .into_iter()
+            .map(|(n, v)| (n.to_ascii_lowercase(), v))
+            .collect(),
+        body: webhook.body,
+    };
+    assert_eq!(
+        public_key_merchant.verify_webhook(&request).await,
+        Err(WebhookError::BadSignature)
+    );
 }

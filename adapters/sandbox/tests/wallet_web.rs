@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, GatewayError, PaymentEvent, PaymentGateway,
-    PaymentRef, PaymentStatus, VerifiedWebhook, WebhookError, WebhookRequest,
+    PaymentRef, PaymentStatus, RefundReport, RefundRequest, RefundStarted, RefundState,
+    VerifiedWebhook, WebhookError, WebhookRequest,
 };
 use application::testing::FixedClock;
 use domain::{
@@ -438,4 +439,122 @@ async fn a_notification_whose_form_was_altered_is_refused_with_fail() {
         .unwrap();
     assert_eq!(answer.text().await.unwrap(), "fail");
     assert_eq!(take_received(&app), vec![Err(WebhookError::BadSignature)]);
+}
+
+fn refund_request(app: &App, order: &str, fen: i64, refunded_before: i64) -> RefundRequest {
+    RefundRequest {
+        payment: payment_ref(order),
+        refund_id: format!("rf_{order}_{}", refunded_before + fen),
+        amount: cny(fen),
+        paid: cny(990),
+        reason: "customer asked".into(),
+        notify_url: format!("{}/webhook", app.base),
+    }
+}
+
+#[tokio::test]
+async fn a_refund_through_the_gateway_refunds_once_per_out_request_no_and_is_notified_as_a_total() {
+    let app = spawn().await;
+    let order = "ord_e2e_api_refund_1";
+    let id = open_cashier(&app, &page_pay_url(&app, order).await).await;
+    app.sandbox.hub().complete_payment(&id).await.unwrap();
+    let (_, paid) = single_event(&app);
+    assert!(matches!(paid, PaymentEvent::PaymentSucceeded { .. }));
+
+    let first = refund_request(&app, order, 400, 0);
+    let started = app.gateway.refund(&first).await.unwrap();
+    assert_eq!(
+        started,
+        RefundStarted {
+            provider_refund_id: Some(first.refund_id.clone()),
+            state: RefundState::Succeeded,
+        }
+    );
+    let (event_type, event) = single_event(&app);
+    assert_eq!(event_type, "trade_status_sync.refund");
+    assert!(
+        matches!(&event, PaymentEvent::Refunded { refund: RefundReport::Total(total), .. } if *total == cny(400)),
+        "{event:?}"
+    );
+    let delivery = app.sandbox.hub().deliveries().pop().unwrap();
+    let body = String::from_utf8(delivery.webhook.unwrap().body).unwrap();
+    assert!(
+        body.contains(&format!("out_biz_no={}", first.refund_id)),
+        "{body}"
+    );
+
+    // The same request again: Alipay moves no money (fund_change N) and sends nothing.
+    let again = app.gateway.refund(&first).await.unwrap();
+    assert_eq!(again.state, RefundState::Pending);
+    assert!(take_received(&app).is_empty());
+    assert_eq!(app.sandbox.hub().payment(&id).unwrap().refunded_minor, 400);
+    // The same out_request_no with another amount, and more than is left, are refused.
+    let mut changed = first.clone();
+    changed.amount = cny(300);
+    assert!(matches!(
+        app.gateway.refund(&changed).await,
+        Err(GatewayError::Rejected(_))
+    ));
+    assert!(matches!(
+        app.gateway
+            .refund(&refund_request(&app, order, 591, 400))
+            .await,
+        Err(GatewayError::Rejected(_))
+    ));
+
+    // The rest: the notification reports the running total, the whole price.
+    let rest = app
+        .gateway
+        .refund(&refund_request(&app, order, 590, 400))
+        .await
+        .unwrap();
+    assert_eq!(rest.state, RefundState::Succeeded);
+    let (_, event) = single_event(&app);
+    assert!(
+        matches!(&event, PaymentEvent::Refunded { refund: RefundReport::Total(total), .. } if *total == cny(990)),
+        "{event:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_sandboxs_notifications_name_the_configured_app_and_seller() {
+    let app = spawn().await;
+    let order = "ord_e2e_seller_01";
+    let id = open_cashier(&app, &page_pay_url(&app, order).await).await;
+    app.sandbox.hub().complete_payment(&id).await.unwrap();
+    let received = take_received(&app);
+    let [Ok(verified)] = received.as_slice() else {
+        panic!("expected one verified notification, got {received:?}");
+    };
+    assert_eq!((verified.events.len(), &verified.foreign), (1, &None));
+    // A gateway configured for another seller acknowledges the same notification as foreign.
+    let mut settings = serde_json::json!({
+        "appId": CREDENTIALS.app_id,
+        "appPrivateKey": CREDENTIALS.merchant_private_pem,
+        "alipayPublicKey": CREDENTIALS.provider_public_pem,
+        "sellerId": "2088000000000999",
+    });
+    settings["baseUrl"] = serde_json::json!(app.sandbox.api_base_url(ProviderId::WalletWeb));
+    let settings: gateways::wallet_web::WalletWebSettings =
+        serde_json::from_value(settings).unwrap();
+    let other_seller = WalletWebGateway::new(
+        &settings,
+        GatewayContext {
+            http: ProviderHttp::new(&settings.http()).unwrap(),
+            clock: Arc::new(FixedClock::at(NOW_MS)),
+            sandbox: true,
+        },
+    )
+    .unwrap();
+    let delivery = app.sandbox.hub().deliveries().pop().unwrap();
+    let webhook = delivery.webhook.unwrap();
+    let verified = other_seller
+        .verify_webhook(&WebhookRequest {
+            headers: BTreeMap::new(),
+            body: webhook.body,
+        })
+        .await
+        .unwrap();
+    assert!(verified.events.is_empty());
+    assert!(verified.foreign.unwrap().contains("seller_id"));
 }

@@ -7,8 +7,8 @@
 //! `docs/providers/wallet_qr.md`.
 
 use application::ports::{
-    GatewayError, OrderLocator, PaymentEvent, PaymentStatus, RefundReport, RefundedCharge,
-    WebhookError,
+    GatewayError, OrderLocator, PaymentEvent, PaymentStatus, RefundReport, RefundState,
+    RefundedCharge, WebhookError,
 };
 use chrono::{DateTime, FixedOffset};
 use domain::{Currency, Money, OrderId, Timestamp};
@@ -143,6 +143,9 @@ impl From<TradeState> for StateClass {
 /// A transaction: the query answer and the decrypted `TRANSACTION.SUCCESS` resource.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Transaction {
+    /// The app id the order was placed for.
+    #[serde(default)]
+    pub appid: Option<String>,
     /// Merchant id.
     pub mchid: String,
     /// Our order id.
@@ -236,8 +239,9 @@ pub struct RefundNotice {
     /// WeChat Pay's id for this refund (微信支付退款单号): Tally's refund id.
     #[serde(default)]
     pub refund_id: Option<String>,
-    /// The refund number chosen by whoever asked for the refund (商户退款单号); read for
-    /// completeness, not used as the id (see [`refund_event`]).
+    /// The refund number chosen by whoever asked for the refund (商户退款单号; Tally's refund
+    /// id for refunds Tally asked for); read for completeness, not used as the id (see
+    /// [`refund_event`]).
     #[serde(default)]
     pub out_refund_no: Option<String>,
     /// Where the refund is.
@@ -261,6 +265,250 @@ pub struct RefundAmount {
     /// counterpart of `payer_total`, not used.
     #[serde(default)]
     pub payer_refund: Option<i64>,
+}
+
+/// Body of `POST /v3/refund/domestic/refunds`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RefundCreateRequest {
+    /// Our order id (the payment to refund).
+    pub out_trade_no: String,
+    /// Our refund id: WeChat Pay refunds once per `out_refund_no`.
+    pub out_refund_no: String,
+    /// Why (at most 80 characters; shown to the buyer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Where WeChat Pay posts this refund's `REFUND.*` notification.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notify_url: Option<String>,
+    /// The amounts.
+    pub amount: RefundCreateAmount,
+}
+
+/// `amount` of a refund request: integer fen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RefundCreateAmount {
+    /// This refund, in fen.
+    pub refund: i64,
+    /// What the order paid, in fen (WeChat Pay checks it against the order).
+    pub total: i64,
+    /// Always `CNY`.
+    pub currency: &'static str,
+}
+
+/// Answer of `POST /v3/refund/domestic/refunds` (the refund object).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct RefundAnswer {
+    /// WeChat Pay's id for the refund, the `refund_id` its notification carries.
+    #[serde(default)]
+    pub refund_id: Option<String>,
+    /// Our refund id, echoed.
+    pub out_refund_no: String,
+    /// Our order id, echoed.
+    #[serde(default)]
+    pub out_trade_no: Option<String>,
+    /// Where the refund is.
+    pub status: RefundStatus,
+}
+
+/// The longest `out_refund_no` (`string(64)`).
+pub const OUT_REFUND_NO_MAX_CHARS: usize = 64;
+/// The longest refund `reason` (`string(80)`).
+pub const REFUND_REASON_MAX_CHARS: usize = 80;
+
+/// Our refund id as `out_refund_no`: 1 to 64 of `[0-9A-Za-z_-|*@]`.
+///
+/// # Errors
+/// [`GatewayError::Rejected`] when the id does not fit.
+pub fn out_refund_no(refund_id: &str) -> Result<String, GatewayError> {
+    let fits = !refund_id.is_empty()
+        && refund_id.len() <= OUT_REFUND_NO_MAX_CHARS
+        && refund_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '|' | '*' | '@'));
+    if fits {
+        Ok(refund_id.to_owned())
+    } else {
+        Err(GatewayError::Rejected(
+            "refund id does not fit out_refund_no (1 to 64 letters, digits, _ - | * @)".into(),
+        ))
+    }
+}
+
+/// The refund `reason`: printable characters only, at most 80; `None` when empty.
+#[must_use]
+pub fn refund_reason(text: &str) -> Option<String> {
+    let reason = clip(text.trim(), REFUND_REASON_MAX_CHARS);
+    (!reason.is_empty()).then_some(reason)
+}
+
+/// Where a refund the API accepted stands, from its `status`.
+#[must_use]
+pub fn refund_state(status: RefundStatus) -> RefundState {
+    match status {
+        RefundStatus::Success => RefundState::Succeeded,
+        RefundStatus::Processing | RefundStatus::Unknown => RefundState::Pending,
+        RefundStatus::Closed => RefundState::Failed("WeChat Pay closed the refund".into()),
+        RefundStatus::Abnormal => RefundState::Failed(
+            "WeChat Pay could not return the money to the buyer (ABNORMAL): handle it in the merchant platform".into(),
+        ),
+    }
+}
+
+/// A WeChat Pay refund id that is safe to keep: 1 to 64 printable ASCII characters.
+#[must_use]
+pub fn usable_refund_id(id: Option<&str>) -> Option<&str> {
+    id.map(str::trim).filter(|id| {
+        !id.is_empty()
+            && id.len() <= MAX_REFUND_ID_CHARS
+            && id.chars().all(|c| c.is_ascii_graphic())
+    })
+}
+
+/// Why a decrypted `TRANSACTION.*` resource is not ours: another merchant or another app.
+#[must_use]
+pub fn foreign_transaction(
+    transaction: &Transaction,
+    mch_id: &str,
+    app_id: &str,
+) -> Option<String> {
+    if transaction.mchid != mch_id {
+        return Some(format!(
+            "mchid {:?} is not the configured merchant",
+            clip(&transaction.mchid, 32)
+        ));
+    }
+    match transaction.appid.as_deref() {
+        Some(appid) if appid == app_id => None,
+        Some(appid) => Some(format!(
+            "appid {:?} is not the configured app",
+            clip(appid, 32)
+        )),
+        None => Some("transaction names no appid".to_owned()),
+    }
+}
+
+/// Why a decrypted `REFUND.*` resource is not ours: another merchant (refunds name no app).
+#[must_use]
+pub fn foreign_refund(refund: &RefundNotice, mch_id: &str) -> Option<String> {
+    (refund.mchid != mch_id).then(|| {
+        format!(
+            "mchid {:?} is not the configured merchant",
+            clip(&refund.mchid, 32)
+        )
+    })
+}
+
+/// Answer of `GET /v3/certificates`: the platform certificates, each encrypted with the
+/// APIv3 key.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct CertificateList {
+    /// The certificates.
+    pub data: Vec<CertificateItem>,
+}
+
+/// One platform certificate of [`CertificateList`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct CertificateItem {
+    /// Its serial number, upper-case hex (what `Wechatpay-Serial` names).
+    pub serial_no: String,
+    /// From when it is valid (RFC 3339).
+    pub effective_time: String,
+    /// Until when it is valid (RFC 3339).
+    pub expire_time: String,
+    /// The PEM certificate, AES-256-GCM-encrypted like a notification resource.
+    pub encrypt_certificate: Resource,
+}
+
+/// The longest certificate serial accepted, in hex digits (X.509 serials are at most 20
+/// bytes).
+const MAX_SERIAL_HEX: usize = 64;
+
+/// A certificate serial as compared: upper-case hex without leading zeros; `None` when it is
+/// not hex or too long.
+#[must_use]
+pub fn normalized_serial(serial: &str) -> Option<String> {
+    let serial = serial.trim();
+    if serial.is_empty()
+        || serial.len() > MAX_SERIAL_HEX
+        || !serial.chars().all(|c| c.is_ascii_hexdigit())
+    {
+        return None;
+    }
+    let digits = serial.trim_start_matches('0').to_ascii_uppercase();
+    Some(if digits.is_empty() {
+        "0".to_owned()
+    } else {
+        digits
+    })
+}
+
+/// The serial number (normalized as [`normalized_serial`]) and the `SubjectPublicKeyInfo`
+/// (DER) of a PEM X.509 certificate; `None` when it is not one.
+///
+/// Only the structure is read (RFC 5280 §4.1: `Certificate ::= SEQUENCE { tbsCertificate
+/// SEQUENCE { [0] version OPTIONAL, serialNumber INTEGER, signature, issuer, validity,
+/// subject, subjectPublicKeyInfo, … }, … }`): the certificate comes from WeChat Pay's own API,
+/// decrypted with the APIv3 key, and the answer that carried it is signed by it.
+#[must_use]
+pub fn certificate_key(pem: &str) -> Option<(String, Vec<u8>)> {
+    let body: String = pem
+        .lines()
+        .map(str::trim)
+        .skip_while(|line| *line != "-----BEGIN CERTIFICATE-----")
+        .skip(1)
+        .take_while(|line| *line != "-----END CERTIFICATE-----")
+        .collect();
+    let der = crate::shared::signing::unb64(&body)?;
+    let (certificate, _) = der_element(&der, 0x30)?;
+    let (tbs, _) = der_element(der_content(certificate)?, 0x30)?;
+    let mut rest = der_content(tbs)?;
+    if rest.first() == Some(&0xA0) {
+        rest = der_element(rest, 0xA0)?.1;
+    }
+    let (serial, rest) = der_element(rest, 0x02)?;
+    let serial = normalized_serial(&crate::shared::signing::hex(der_content(serial)?))?;
+    let mut rest = rest;
+    // signature, issuer, validity, subject
+    for _ in 0..4 {
+        rest = der_element(rest, 0x30)?.1;
+    }
+    let (spki, _) = der_element(rest, 0x30)?;
+    Some((serial, spki.to_vec()))
+}
+
+/// The DER element with `tag` at the start of `input` (tag, length and content) and what
+/// follows it.
+fn der_element(input: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
+    if *input.first()? != tag {
+        return None;
+    }
+    let first = *input.get(1)?;
+    let (length, header) = if first < 0x80 {
+        (usize::from(first), 2)
+    } else {
+        let count = usize::from(first & 0x7F);
+        if count == 0 || count > 4 {
+            return None;
+        }
+        let mut length = 0_usize;
+        for byte in input.get(2..2 + count)? {
+            length = (length << 8) | usize::from(*byte);
+        }
+        (length, 2 + count)
+    };
+    let end = header.checked_add(length)?;
+    Some((input.get(..end)?, input.get(end..)?))
+}
+
+/// The content of a DER element returned by [`der_element`].
+fn der_content(element: &[u8]) -> Option<&[u8]> {
+    let first = *element.get(1)?;
+    let header = if first < 0x80 {
+        2
+    } else {
+        2 + usize::from(first & 0x7F)
+    };
+    element.get(header..)
 }
 
 /// The fen amount of a price: CNY only, above zero.
@@ -476,11 +724,13 @@ pub fn transaction_event(
 /// [`RefundReport::One`] under WeChat Pay's `refund_id`, and the service adds an order's
 /// refunds up, each id once: two partial refunds of 34.00 on a 68.00 order are 68.00.
 ///
-/// `refund_id` rather than `out_refund_no`: Tally makes no refunds (they are made in the
-/// merchant platform or by another system of the merchant), so `out_refund_no` is whatever
-/// that party chose, while `refund_id` is assigned by WeChat Pay to every refund and is in
-/// every refund notification. Each refund has one of each (a repeated `out_refund_no` refunds
-/// once), so resends of a notification carry the same `refund_id`.
+/// `refund_id` rather than `out_refund_no`: refunds are made by Tally (`out_refund_no` = our
+/// refund id, and the refund API's answer carries the same `refund_id`, which the service
+/// applies a finished refund under) but also in the merchant platform or by another system of
+/// the merchant, whose `out_refund_no` is whatever that party chose, while `refund_id` is
+/// assigned by WeChat Pay to every refund and is in every refund notification. Each refund has
+/// one of each (a repeated `out_refund_no` refunds once), so resends of a notification carry
+/// the same `refund_id`.
 ///
 /// # Errors
 /// [`WebhookError::Malformed`] for another merchant, unreadable amounts, or a successful
@@ -501,15 +751,7 @@ pub fn refund_event(
     if refund.amount.refund <= 0 || refund.amount.refund > refund.amount.total {
         return Err(WebhookError::Malformed("refund amount out of range".into()));
     }
-    let refund_id = refund
-        .refund_id
-        .as_deref()
-        .map(str::trim)
-        .filter(|id| {
-            !id.is_empty()
-                && id.len() <= MAX_REFUND_ID_CHARS
-                && id.chars().all(|c| c.is_ascii_graphic())
-        })
+    let refund_id = usable_refund_id(refund.refund_id.as_deref())
         .ok_or_else(|| WebhookError::Malformed("refund without a usable refund_id".into()))?;
     let amount = money_from_fen(refund.amount.refund, None).map_err(WebhookError::Malformed)?;
     let occurred_at = refund

@@ -9,7 +9,9 @@
 
 use std::collections::BTreeMap;
 
-use application::ports::{GatewayError, OrderLocator, PaymentEvent, PaymentStatus, WebhookError};
+use application::ports::{
+    GatewayError, OrderLocator, PaymentEvent, PaymentStatus, RefundState, WebhookError,
+};
 use chrono::{DateTime, FixedOffset, NaiveDateTime, TimeZone};
 use domain::{Currency, Money, OrderId, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -140,6 +142,117 @@ pub struct ApiResponse {
     /// When it was paid, `yyyy-MM-dd HH:mm:ss` (query).
     #[serde(default)]
     pub send_pay_date: Option<String>,
+    /// `Y` when this refund call moved money, `N` when it did not (a repeated
+    /// `out_request_no`, or not yet confirmed) (refund).
+    #[serde(default)]
+    pub fund_change: Option<String>,
+    /// The total refunded on the trade so far, yuan (refund).
+    #[serde(default)]
+    pub refund_fee: Option<String>,
+}
+
+/// `biz_content` of `alipay.trade.refund`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RefundContent {
+    /// Our order id (the trade to refund).
+    pub out_trade_no: String,
+    /// This refund, yuan with two decimals.
+    pub refund_amount: String,
+    /// Our refund id: Alipay refunds once per `out_request_no` of a trade (required for
+    /// partial refunds).
+    pub out_request_no: String,
+    /// Why (at most 256 characters).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refund_reason: Option<String>,
+}
+
+/// `alipay.trade.refund`.
+pub const METHOD_REFUND: &str = "alipay.trade.refund";
+/// The longest `out_request_no` (`string(64)`).
+pub const OUT_REQUEST_NO_MAX_CHARS: usize = 64;
+/// The longest `refund_reason` (`string(256)`).
+pub const REFUND_REASON_MAX_CHARS: usize = 256;
+
+/// Our refund id as `out_request_no`: 1 to 64 letters, digits, `_` or `-`.
+///
+/// # Errors
+/// [`GatewayError::Rejected`] when it does not fit.
+pub fn out_request_no(refund_id: &str) -> Result<String, GatewayError> {
+    let fits = !refund_id.is_empty()
+        && refund_id.len() <= OUT_REQUEST_NO_MAX_CHARS
+        && refund_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
+    if fits {
+        Ok(refund_id.to_owned())
+    } else {
+        Err(GatewayError::Rejected(
+            "refund id does not fit out_request_no (1 to 64 letters, digits, _ -)".into(),
+        ))
+    }
+}
+
+/// The refund reason: printable characters, at most 256; `None` when empty.
+#[must_use]
+pub fn refund_reason(text: &str) -> Option<String> {
+    let reason = clip(text.trim(), REFUND_REASON_MAX_CHARS);
+    (!reason.is_empty()).then_some(reason)
+}
+
+/// Where a refund stands from a successful `alipay.trade.refund` answer of `amount`.
+///
+/// `fund_change = Y`: the money moved now, and `refund_fee` (the running total) includes it.
+/// `N`: this call moved nothing (a repeat of an `out_request_no` Alipay refunded already, or a
+/// refund Alipay has not confirmed): pending; the refund notification's running total settles
+/// it.
+///
+/// # Errors
+/// [`GatewayError::BadResponse`] for a `Y` whose running total is unreadable or below the
+/// refund.
+pub fn refund_state(answer: &ApiResponse, amount: &Money) -> Result<RefundState, GatewayError> {
+    if answer.fund_change.as_deref() != Some("Y") {
+        return Ok(RefundState::Pending);
+    }
+    let total = answer
+        .refund_fee
+        .as_deref()
+        .ok_or_else(|| GatewayError::BadResponse("refund answer without refund_fee".into()))
+        .and_then(|fee| money_from_yuan(fee).map_err(GatewayError::BadResponse))?;
+    if total.currency() != amount.currency() || total.amount_minor() < amount.amount_minor() {
+        return Err(GatewayError::BadResponse(
+            "refund_fee is below this refund".into(),
+        ));
+    }
+    Ok(RefundState::Succeeded)
+}
+
+/// Why a verified notification is not ours: another app, or another seller when `seller_id`
+/// is configured.
+#[must_use]
+pub fn foreign(
+    notification: &Notification,
+    app_id: &str,
+    seller_id: Option<&str>,
+) -> Option<String> {
+    match notification.app_id.as_deref() {
+        Some(id) if id == app_id => {}
+        Some(id) => {
+            return Some(format!(
+                "app_id {:?} is not the configured app",
+                clip(id, 32)
+            ));
+        }
+        None => return Some("notification names no app_id".to_owned()),
+    }
+    let seller_id = seller_id?;
+    match notification.seller_id.as_deref() {
+        Some(id) if id == seller_id => None,
+        Some(id) => Some(format!(
+            "seller_id {:?} is not the configured seller",
+            clip(id, 32)
+        )),
+        None => Some("notification names no seller_id".to_owned()),
+    }
 }
 
 /// The asynchronous notification (`trade_status_sync`), as a form.
@@ -157,6 +270,9 @@ pub struct Notification {
     /// The application it is for.
     #[serde(default)]
     pub app_id: Option<String>,
+    /// The seller (the merchant's Alipay user id, `2088…`) who was paid.
+    #[serde(default)]
+    pub seller_id: Option<String>,
     /// Our order id.
     #[serde(default)]
     pub out_trade_no: Option<String>,
@@ -579,6 +695,8 @@ mod tests {
             trade_status: status,
             total_amount: Some("0.01".into()),
             send_pay_date: Some("2026-01-01 08:00:00".into()),
+            fund_change: None,
+            refund_fee: None,
         };
         for status in [TradeStatus::TradeSuccess, TradeStatus::TradeFinished] {
             assert!(matches!(
