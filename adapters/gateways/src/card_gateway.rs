@@ -5,7 +5,12 @@
 //! `GET /v1/checkout/sessions/{id}`; close: `POST /v1/checkout/sessions/{id}/expire`; cancel:
 //! `POST /v1/subscriptions/{id}` with `cancel_at_period_end=true`. Webhooks carry
 //! `Stripe-Signature: t=…,v1=…` = hex HMAC-SHA256 of `{t}.{raw body}` keyed with the endpoint
-//! secret string as is (`whsec_…` included), five minutes of tolerance, any `v1` may match.
+//! secret string as is (`whsec_…` included), any `v1` may match; a `t` more than five minutes in
+//! the past is refused and one in the future is not (stripe-python's rule). A verified event
+//! whose `livemode` is not the secret key's mode, or that names a connected `account` other
+//! than the configured one, is foreign: acknowledged, and nothing changes. Refunds:
+//! `POST /v1/refunds` for the order's PaymentIntent, read from its Checkout Session, with our
+//! refund id as `Idempotency-Key`.
 //! A refund or lost dispute whose event does not name the order or invoice is traced through
 //! `GET /v1/charges/{id}` and `GET /v1/invoice_payments` (both pinned to
 //! [`transformers::LOOKUP_API_VERSION`]). Wire formats and the event mapping are in
@@ -17,8 +22,8 @@ use std::sync::Arc;
 
 use application::ports::{
     AckFor, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError, OrderLocator,
-    PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, RefundedCharge, VerifiedWebhook,
-    WebhookAck, WebhookError, WebhookRequest,
+    PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, RefundRequest, RefundStarted,
+    RefundedCharge, VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::ProviderId;
@@ -31,13 +36,14 @@ use crate::shared::signing::unhex;
 use crate::shared::{ConfigError, GatewayContext};
 use crate::webhook::{self, SignedParts, Verifier, WebhookScheme};
 use transformers::{
-    Charge, ChargeTarget, CheckoutSession, Interpretation, InvoicePayment, LOOKUP_API_VERSION,
-    List, Lookup, path_id,
+    Charge, ChargeTarget, CheckoutSession, Event, Interpretation, InvoicePayment,
+    LOOKUP_API_VERSION, List, Lookup, Refund, path_id,
 };
 
 /// Stripe's API.
 pub const DEFAULT_BASE_URL: &str = "https://api.stripe.com";
-/// How far a webhook's `t` may be from now (the Stripe SDKs' default).
+/// How far in the past a webhook's `t` may be (the Stripe SDKs' default); stripe-python
+/// refuses `t < now - tolerance` only, so a `t` in the future passes.
 pub const TOLERANCE_S: i64 = 300;
 /// The signature header.
 pub const SIGNATURE_HEADER: &str = "stripe-signature";
@@ -60,6 +66,10 @@ pub struct CardGatewaySettings {
     /// `timeoutMs`: total time per request; defaults to the shared HTTP default.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// `accountId`: the connected account (`acct_…`) whose events this endpoint takes, for a
+    /// Connect endpoint. Unset: an event naming any connected `account` is foreign.
+    #[serde(default)]
+    pub account_id: Option<String>,
 }
 
 impl CardGatewaySettings {
@@ -71,6 +81,7 @@ impl CardGatewaySettings {
             webhook_secret: SecretString::from(webhook_secret.to_owned()),
             base_url,
             timeout_ms: None,
+            account_id: None,
         }
     }
 
@@ -92,8 +103,16 @@ impl std::fmt::Debug for CardGatewaySettings {
             .field("webhook_secret", &"[redacted]")
             .field("base_url", &self.base_url)
             .field("timeout_ms", &self.timeout_ms)
+            .field("account_id", &self.account_id)
             .finish()
     }
+}
+
+/// Whether a secret or restricted key is a live-mode key (`sk_live_…`, `rk_live_…`); every
+/// other key (`sk_test_…`, `rk_test_…`, the sandbox's) is a test-mode key.
+#[must_use]
+pub fn is_live_key(key: &str) -> bool {
+    key.starts_with("sk_live_") || key.starts_with("rk_live_")
 }
 
 /// The Stripe Checkout gateway.
@@ -103,6 +122,10 @@ pub struct CardGatewayGateway {
     sandbox: bool,
     secret_key: SecretString,
     webhook_secret: SecretString,
+    /// The key's mode: events must carry the same `livemode`.
+    livemode: bool,
+    /// The connected account whose events are ours (Connect), if any.
+    account_id: Option<String>,
 }
 
 impl std::fmt::Debug for CardGatewayGateway {
@@ -138,13 +161,49 @@ impl CardGatewayGateway {
                 "must be the endpoint's signing secret (whsec_…)",
             ));
         }
+        let account_id = match settings.account_id.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(id) if id.starts_with("acct_") && path_id(id).is_ok() => Some(id.to_owned()),
+            Some(_) => {
+                return Err(config_error(
+                    "accountId",
+                    "must be a connected account id (acct_…)",
+                ));
+            }
+        };
         Ok(Self {
             http: context.http,
             clock: context.clock,
             sandbox: context.sandbox,
+            livemode: is_live_key(key),
             secret_key: settings.secret_key.clone(),
             webhook_secret: settings.webhook_secret.clone(),
+            account_id,
         })
+    }
+
+    /// Why a verified event is not ours: the other mode than the key's, or a connected account
+    /// other than the configured one; `None` when it is ours.
+    fn foreign(&self, event: &Event) -> Option<String> {
+        if event.livemode != self.livemode {
+            let mode = |live: bool| if live { "live" } else { "test" };
+            return Some(format!(
+                "a {}-mode event, but the secret key is a {}-mode key",
+                mode(event.livemode),
+                mode(self.livemode)
+            ));
+        }
+        match (event.account.as_deref(), self.account_id.as_deref()) {
+            (None, None) => None,
+            (Some(theirs), Some(ours)) if theirs == ours => None,
+            (Some(theirs), _) => Some(format!(
+                "an event of connected account {}, not of this account",
+                theirs.chars().take(64).collect::<String>()
+            )),
+            (None, Some(ours)) => Some(format!(
+                "an event of the platform account, not of connected account {ours}"
+            )),
+        }
     }
 
     async fn post_form(
@@ -185,6 +244,33 @@ impl CardGatewayGateway {
             .bearer_auth(self.secret_key.expose_secret())
             .header("Stripe-Version", LOOKUP_API_VERSION);
         self.http.send(request).await
+    }
+
+    /// The PaymentIntent that paid an order: the reference itself (`pi_…`), or its Checkout
+    /// Session's, or for a subscription's session the one that paid the session's first invoice.
+    async fn payment_intent_of(&self, payment: &PaymentRef) -> Result<String, GatewayError> {
+        let reference = payment
+            .provider_reference
+            .as_deref()
+            .ok_or_else(|| GatewayError::Rejected("order has no checkout session id".into()))?;
+        let reference = path_id(reference)?;
+        if reference.starts_with("pi_") {
+            return Ok(reference.to_owned());
+        }
+        let path = format!("/v1/checkout/sessions/{reference}");
+        let session: CheckoutSession = transformers::read(self.lookup_get(&path, &[]).await?)?;
+        if let Some(intent) = session.payment_intent.as_ref() {
+            return Ok(path_id(intent.id())?.to_owned());
+        }
+        let invoice = session.invoice.as_ref().ok_or_else(|| {
+            GatewayError::Rejected("the checkout session has no payment to refund".into())
+        })?;
+        let query = transformers::invoice_payments_of_invoice_query(path_id(invoice.id())?);
+        let payments: List<InvoicePayment> =
+            transformers::read(self.lookup_get("/v1/invoice_payments", &query).await?)?;
+        payments.paid_payment_intent().ok_or_else(|| {
+            GatewayError::Rejected("the session's invoice was paid by no PaymentIntent".into())
+        })
     }
 
     /// `GET /v1/charges/{id}`.
@@ -357,6 +443,16 @@ impl PaymentGateway for CardGatewayGateway {
         Ok(())
     }
 
+    async fn refund(&self, request: &RefundRequest) -> Result<RefundStarted, GatewayError> {
+        let payment_intent = self.payment_intent_of(&request.payment).await?;
+        let form = transformers::refund_form(request, &payment_intent);
+        let reply = self
+            .post_form("/v1/refunds", &form, Some(&request.refund_id))
+            .await?;
+        let refund: Refund = transformers::read(reply)?;
+        Ok(refund.started())
+    }
+
     async fn verify_webhook(
         &self,
         request: &WebhookRequest,
@@ -364,8 +460,26 @@ impl PaymentGateway for CardGatewayGateway {
         let scheme = StripeSignature {
             secret: self.webhook_secret.expose_secret().as_bytes(),
         };
-        webhook::verify(&scheme, request, self.clock.now())?;
+        let now = self.clock.now();
+        let parts = webhook::verify(&scheme, request, now)?;
+        // stripe-python: `timestamp < time.time() - tolerance` is too old; no upper bound.
+        let t_ms = parts
+            .timestamp_s
+            .ok_or(WebhookError::MissingSignature)?
+            .saturating_mul(1000);
+        if t_ms < now.unix_millis().saturating_sub(TOLERANCE_S * 1000) {
+            return Err(WebhookError::Stale);
+        }
         let event = transformers::parse_event(&request.body)?;
+        if let Some(why) = self.foreign(&event) {
+            tracing::warn!(provider = PROVIDER, event_id = %event.id, %why, "foreign stripe event");
+            return Ok(VerifiedWebhook {
+                event_id: event.id,
+                event_type: event.event_type,
+                events: Vec::new(),
+                foreign: Some(why),
+            });
+        }
         let events = self.resolve(transformers::interpret(&event)?).await?;
         Ok(VerifiedWebhook {
             event_id: event.id,
@@ -432,6 +546,7 @@ impl WebhookScheme for StripeSignature<'_> {
     }
 
     fn tolerance_s(&self) -> Option<i64> {
-        Some(TOLERANCE_S)
+        // One-sided (too old only), checked after verification in `verify_webhook`.
+        None
     }
 }

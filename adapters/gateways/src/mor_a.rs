@@ -2,9 +2,17 @@
 //!
 //! Every plan type is a Creem product (`morAProductId`); whether a checkout is a one-time payment
 //! or a subscription is a property of that product. Requests carry `x-api-key`; test mode is a
-//! separate host with its own keys. Webhooks carry `creem-signature`, the hex HMAC-SHA256 of the
-//! raw body under the webhook secret, and no timestamp: freshness cannot be checked, so replays
-//! are stopped by deduplicating on the event id (`evt_…`), which Tally does for every provider.
+//! separate host with its own keys.
+//!
+//! Webhooks are verified as Creem's official SDK verifies them: when `webhook-id`,
+//! `webhook-timestamp` and `webhook-signature` are all present, as Standard Webhooks (HMAC-SHA256
+//! over `{id}.{timestamp}.{body}` keyed with the base64 after `whsec_`, five minutes either way);
+//! otherwise by `creem-signature`, the hex HMAC-SHA256 of the raw body under the webhook secret
+//! string, which has no timestamp (replays are stopped by deduplicating on the event id). A
+//! verified event whose object's `mode` is not the API key's environment is foreign. Refunds and
+//! disputes whose checkout or transaction, and renewals whose amount, the event gives only as an
+//! id are completed by reading Creem's API before they are parsed. Creem's API has no refund
+//! endpoint: `refund` is not supported.
 //!
 //! Wire formats and the event mapping live in [`transformers`]; `docs/providers/mor_a.md` has the
 //! status table.
@@ -22,11 +30,12 @@ use domain::{Duration, PlanType, ProviderId};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
-use crate::shared::signing::unhex;
+use crate::shared::signing::{unb64, unhex};
 use crate::shared::{ConfigError, GatewayContext, HttpSettings, ProviderHttp};
 use crate::webhook::{self, SignedParts, Verifier, WebhookScheme};
+use serde_json::Value;
 use transformers::{
-    CancelSubscription, CheckoutCustomer, CheckoutEntity, CheckoutMetadata, CreateCheckout,
+    CancelSubscription, CheckoutCustomer, CheckoutEntity, CheckoutMetadata, CreateCheckout, Lookup,
 };
 
 /// Creem's production API.
@@ -37,6 +46,12 @@ pub const TEST_BASE_URL: &str = "https://test-api.creem.io";
 pub const MAX_WEBHOOK_BYTES: usize = 256 * 1024;
 /// The longest subscription id accepted before it goes into a URL path.
 const MAX_SUBSCRIPTION_ID_CHARS: usize = 128;
+/// How far `webhook-timestamp` may be from now, either way (the standardwebhooks libraries').
+pub const STANDARD_WEBHOOKS_TOLERANCE_S: i64 = 300;
+/// The most `webhook-signature` entries read (a bound on parsing work).
+const MAX_SIGNATURE_ENTRIES: usize = 16;
+/// The most ids an event may need read from Creem's API.
+const MAX_LOOKUPS: usize = 3;
 const PROVIDER: &str = "mor_a";
 const DEFAULT_TIMEOUT_MS: u64 = 10_000;
 const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 3_000;
@@ -126,6 +141,10 @@ pub struct MorAGateway {
     sandbox: bool,
     api_key: SecretString,
     scheme: CreemSignature,
+    /// The Standard Webhooks key (base64 after `whsec_`), when the secret has that form.
+    standard: Option<StandardWebhooks>,
+    /// Whether the key is a test-mode key: events must then be `test` or `sandbox`, else `prod`.
+    test_mode: bool,
 }
 
 impl std::fmt::Debug for MorAGateway {
@@ -173,6 +192,14 @@ impl MorAGateway {
         if !(base_url.starts_with("https://") || base_url.starts_with("http://")) {
             return Err(config_error("baseUrl", "must be an http(s) URL"));
         }
+        let secret = settings.webhook_secret.expose_secret();
+        let standard = unb64(secret.strip_prefix("whsec_").unwrap_or(secret))
+            .filter(|key| !key.is_empty())
+            .map(|key| StandardWebhooks { key });
+        let test_mode = context.sandbox
+            || settings.test_mode
+            || api_key.starts_with("creem_test_")
+            || !api_key.starts_with("creem_");
         Ok(Self {
             http: context.http,
             clock: context.clock,
@@ -181,7 +208,71 @@ impl MorAGateway {
             scheme: CreemSignature {
                 secret: settings.webhook_secret.clone(),
             },
+            standard,
+            test_mode,
         })
+    }
+
+    /// Verify with Standard Webhooks when its three headers are present (and the secret is a
+    /// Standard Webhooks secret), else with `creem-signature`, as Creem's SDK does.
+    fn verify_signature(&self, request: &WebhookRequest) -> Result<(), WebhookError> {
+        let standard_headers = [ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER]
+            .iter()
+            .all(|name| request.headers.get(*name).is_some_and(|v| !v.is_empty()));
+        match self.standard.as_ref() {
+            Some(standard) if standard_headers => {
+                webhook::verify(standard, request, self.clock.now())?;
+            }
+            _ => {
+                webhook::verify(&self.scheme, request, self.clock.now())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `GET {path}?{name}={id}`: one of Creem's retrieve calls, as JSON.
+    async fn retrieve(&self, path: &str, name: &str, id: &str) -> Result<Value, GatewayError> {
+        let id = path_segment(id)?;
+        let call = self
+            .authorized(self.http.client().get(self.http.url(path)))
+            .query(&[(name, id)]);
+        let reply = self.http.send(call).await?;
+        if reply.status == 429 {
+            return Err(GatewayError::Unreachable("HTTP 429".into()));
+        }
+        reply.success()?.json()
+    }
+
+    /// Read from Creem what the event names only by id, and put it into the event. A refusal
+    /// (not found) leaves the event as it is; a transient failure refuses the webhook, so that
+    /// Creem sends it again.
+    async fn resolve_ids(&self, envelope: &mut Value) -> Result<(), WebhookError> {
+        for lookup in transformers::lookups(envelope)
+            .into_iter()
+            .take(MAX_LOOKUPS)
+        {
+            let found = match &lookup {
+                Lookup::Checkout(id) => self.retrieve("/v1/checkouts", "checkout_id", id).await,
+                Lookup::Transaction(id) | Lookup::LastTransaction(id) => {
+                    self.retrieve("/v1/transactions", "transaction_id", id)
+                        .await
+                }
+                Lookup::Product(id) => self.retrieve("/v1/products", "product_id", id).await,
+            };
+            match found {
+                Ok(found) => transformers::apply(envelope, &lookup, found),
+                Err(GatewayError::Rejected(reason)) => {
+                    tracing::warn!(provider = PROVIDER, ?lookup, %reason, "creem refused a lookup; the event is read as sent");
+                }
+                Err(error) => {
+                    tracing::warn!(provider = PROVIDER, ?lookup, %error, "creem lookup failed; refusing the webhook so that creem retries");
+                    return Err(WebhookError::Malformed(format!(
+                        "lookup failed, creem will retry: {error}"
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
@@ -255,7 +346,76 @@ impl WebhookScheme for CreemSignature {
     }
 }
 
-/// A subscription id safe to put in a URL path.
+const ID_HEADER: &str = "webhook-id";
+const TIMESTAMP_HEADER: &str = "webhook-timestamp";
+const SIGNATURE_HEADER: &str = "webhook-signature";
+
+/// Standard Webhooks, as Creem's SDK checks them with the `standardwebhooks` library:
+/// `webhook-signature` holds space-separated `v1,<base64>` entries over
+/// `{webhook-id}.{webhook-timestamp}.{raw body}`, keyed with the secret's base64 part.
+struct StandardWebhooks {
+    key: Vec<u8>,
+}
+
+impl WebhookScheme for StandardWebhooks {
+    fn extract(&self, request: &WebhookRequest) -> Result<SignedParts, WebhookError> {
+        let id = webhook::header(request, ID_HEADER)?;
+        let timestamp = webhook::header(request, TIMESTAMP_HEADER)?;
+        let signatures = webhook::header(request, SIGNATURE_HEADER)?;
+        if id.is_empty() {
+            return Err(WebhookError::MissingSignature);
+        }
+        let mut parts = SignedParts {
+            timestamp_s: Some(
+                timestamp
+                    .trim()
+                    .parse()
+                    .map_err(|_| WebhookError::MissingSignature)?,
+            ),
+            signatures: Vec::new(),
+            extras: vec![(ID_HEADER.to_owned(), id.to_owned())],
+        };
+        for entry in signatures
+            .split(' ')
+            .filter(|e| !e.is_empty())
+            .take(MAX_SIGNATURE_ENTRIES)
+        {
+            // Other versions (`v1a`, later ones) are skipped, as the library does.
+            if let Some(("v1", signature)) = entry.split_once(',')
+                && let Some(signature) = unb64(signature)
+            {
+                parts.signatures.push(signature);
+            }
+        }
+        parts.signatures.truncate(webhook::MAX_SIGNATURES);
+        Ok(parts)
+    }
+
+    fn message(
+        &self,
+        request: &WebhookRequest,
+        parts: &SignedParts,
+    ) -> Result<Vec<u8>, WebhookError> {
+        let id = parts
+            .extra(ID_HEADER)
+            .ok_or(WebhookError::MissingSignature)?;
+        let timestamp = parts.timestamp_s.ok_or(WebhookError::MissingSignature)?;
+        let mut message = format!("{id}.{timestamp}.").into_bytes();
+        message.extend_from_slice(&request.body);
+        Ok(message)
+    }
+
+    fn verifier(&self) -> Verifier<'_> {
+        Verifier::HmacSha256(&self.key)
+    }
+
+    fn tolerance_s(&self) -> Option<i64> {
+        // standardwebhooks: `now - t > 300` is too old, `t > now + 300` too new.
+        Some(STANDARD_WEBHOOKS_TOLERANCE_S)
+    }
+}
+
+/// A Creem id safe to put in a URL path or query.
 fn path_segment(id: &str) -> Result<&str, GatewayError> {
     let ok = !id.is_empty()
         && id.chars().count() <= MAX_SUBSCRIPTION_ID_CHARS
@@ -265,7 +425,7 @@ fn path_segment(id: &str) -> Result<&str, GatewayError> {
     if ok {
         Ok(id)
     } else {
-        Err(GatewayError::Rejected("not a creem subscription id".into()))
+        Err(GatewayError::Rejected("not a creem id".into()))
     }
 }
 
@@ -332,8 +492,32 @@ impl PaymentGateway for MorAGateway {
         if request.body.len() > MAX_WEBHOOK_BYTES {
             return Err(WebhookError::Malformed("body too large".into()));
         }
-        webhook::verify(&self.scheme, request, self.clock.now())?;
-        let parsed = transformers::parse_webhook(&request.body)?;
+        self.verify_signature(request)?;
+        let mut envelope = transformers::envelope_value(&request.body)?;
+        if let Some(why) = transformers::foreign_mode(&envelope, self.test_mode) {
+            let text = |key: &str| {
+                envelope
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .chars()
+                    .take(200)
+                    .collect::<String>()
+            };
+            let (event_id, event_type) = (text("id"), text("eventType"));
+            if event_id.is_empty() {
+                return Err(WebhookError::Malformed("event id missing".into()));
+            }
+            tracing::warn!(provider = PROVIDER, %event_id, %why, "foreign creem event");
+            return Ok(VerifiedWebhook {
+                event_id,
+                event_type,
+                events: Vec::new(),
+                foreign: Some(why),
+            });
+        }
+        self.resolve_ids(&mut envelope).await?;
+        let parsed = transformers::parse_envelope(envelope)?;
         Ok(VerifiedWebhook {
             event_id: parsed.event_id,
             event_type: parsed.event_type,

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, GatewayError, OrderLocator, PaymentEvent,
-    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundedCharge, WebhookError,
-    WebhookRequest,
+    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundRequest, RefundStarted,
+    RefundState, RefundedCharge, WebhookError, WebhookRequest,
 };
 use application::testing::FixedClock;
 use domain::{
@@ -524,20 +524,33 @@ async fn a_signature_made_with_another_secret_is_refused() {
 }
 
 #[tokio::test]
-async fn a_timestamp_more_than_five_minutes_old_or_ahead_is_stale() {
+async fn a_timestamp_more_than_five_minutes_old_is_stale_and_one_in_the_future_passes_as_in_stripe_python()
+ {
+    // stripe-python: `timestamp < time.time() - tolerance` is refused, nothing else is.
     let request = signed_webhook("checkout.session.completed.json");
-    let late = gateway_at("http://unused.invalid", NOW_S + 301)
+    let at_ms = |ms: i64| {
+        let settings = CardGatewaySettings::new(SECRET_KEY, WEBHOOK_SECRET, None);
+        let context = GatewayContext {
+            http: ProviderHttp::new(&settings.http()).unwrap(),
+            clock: Arc::new(FixedClock::at(ms)),
+            sandbox: false,
+        };
+        CardGatewayGateway::new(&settings, context).unwrap()
+    };
+    let edge = at_ms((NOW_S + 300) * 1000).verify_webhook(&request).await;
+    assert!(edge.is_ok(), "{edge:?}");
+    let late = at_ms((NOW_S + 300) * 1000 + 1)
         .verify_webhook(&request)
         .await;
     assert_eq!(late.unwrap_err(), WebhookError::Stale);
-    let early = gateway_at("http://unused.invalid", NOW_S - 301)
+    let later = gateway_at("http://unused.invalid", NOW_S + 3_600)
         .verify_webhook(&request)
         .await;
-    assert_eq!(early.unwrap_err(), WebhookError::Stale);
-    let edge = gateway_at("http://unused.invalid", NOW_S + 300)
+    assert_eq!(later.unwrap_err(), WebhookError::Stale);
+    let ahead = gateway_at("http://unused.invalid", NOW_S - 86_400)
         .verify_webhook(&request)
         .await;
-    assert!(edge.is_ok());
+    assert!(ahead.is_ok(), "{ahead:?}");
 }
 
 #[tokio::test]
@@ -957,4 +970,329 @@ fn accepted_webhooks_get_200_and_refused_ones_400_with_a_short_reason() {
     let refused = gateway.webhook_ack(&AckFor::Refused(WebhookError::BadSignature));
     assert_eq!(refused.status, 400);
     assert_eq!(refused.body, "signature does not verify");
+}
+
+// ---- merchant isolation ----------------------------------------------------------------------
+
+/// The completed-session fixture with `livemode` and `account` set as given, signed.
+fn event_as(livemode: bool, account: Option<&str>) -> WebhookRequest {
+    let mut event: serde_json::Value =
+        serde_json::from_slice(&fixture("checkout.session.completed.json")).unwrap();
+    event["livemode"] = livemode.into();
+    if let Some(account) = account {
+        event["account"] = account.into();
+    }
+    let body = serde_json::to_vec(&event).unwrap();
+    let signature = signed(&body, WEBHOOK_SECRET, NOW_S);
+    webhook(body, Some(format!("t={NOW_S},v1={signature}")))
+}
+
+fn gateway_with(secret_key: &str, account_id: Option<&str>) -> CardGatewayGateway {
+    let mut settings = CardGatewaySettings::new(secret_key, WEBHOOK_SECRET, None);
+    settings.account_id = account_id.map(str::to_owned);
+    let context = GatewayContext {
+        http: ProviderHttp::new(&settings.http()).unwrap(),
+        clock: Arc::new(FixedClock::at(NOW_S * 1000)),
+        sandbox: false,
+    };
+    CardGatewayGateway::new(&settings, context).unwrap()
+}
+
+#[tokio::test]
+async fn an_event_of_the_other_mode_than_the_key_is_foreign_and_changes_nothing() {
+    let test_key = gateway_with(SECRET_KEY, None);
+    let ours = test_key
+        .verify_webhook(&event_as(false, None))
+        .await
+        .unwrap();
+    assert_eq!(ours.foreign, None);
+    assert_eq!(ours.events.len(), 1);
+    let live_event = test_key
+        .verify_webhook(&event_as(true, None))
+        .await
+        .unwrap();
+    assert!(live_event.foreign.unwrap().contains("live-mode event"));
+    assert!(live_event.events.is_empty());
+    assert_eq!(live_event.event_type, "checkout.session.completed");
+
+    for live_key in ["sk_live_51TallyLiveKey0000", "rk_live_51TallyLiveKey0000"] {
+        let live = gateway_with(live_key, None);
+        let test_event = live.verify_webhook(&event_as(false, None)).await.unwrap();
+        assert!(test_event.foreign.unwrap().contains("test-mode event"));
+        assert!(test_event.events.is_empty());
+        let ours = live.verify_webhook(&event_as(true, None)).await.unwrap();
+        assert_eq!(ours.foreign, None);
+        assert_eq!(ours.events.len(), 1);
+    }
+}
+
+#[tokio::test]
+async fn an_event_of_a_connected_account_is_foreign_unless_it_is_the_configured_one() {
+    let platform = gateway_with(SECRET_KEY, None);
+    let connected = platform
+        .verify_webhook(&event_as(false, Some("acct_1Other")))
+        .await
+        .unwrap();
+    assert!(connected.foreign.unwrap().contains("acct_1Other"));
+    assert!(connected.events.is_empty());
+
+    let ours = gateway_with(SECRET_KEY, Some("acct_1Ours"));
+    let mine = ours
+        .verify_webhook(&event_as(false, Some("acct_1Ours")))
+        .await
+        .unwrap();
+    assert_eq!(mine.foreign, None);
+    assert_eq!(mine.events.len(), 1);
+    let other = ours
+        .verify_webhook(&event_as(false, Some("acct_1Other")))
+        .await
+        .unwrap();
+    assert!(other.foreign.is_some());
+    let platform_event = ours.verify_webhook(&event_as(false, None)).await.unwrap();
+    assert!(platform_event.foreign.is_some());
+}
+
+#[tokio::test]
+async fn a_foreign_refund_event_is_not_traced_through_stripes_api() {
+    // The renewal charge's refund would be looked up; a foreign one must not be.
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(500))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let mut event: serde_json::Value =
+        serde_json::from_slice(&fixture("charge.refunded.subscription.json")).unwrap();
+    event["livemode"] = true.into();
+    let body = serde_json::to_vec(&event).unwrap();
+    let signature = signed(&body, WEBHOOK_SECRET, NOW_S);
+    let verified = gateway(&server.uri())
+        .verify_webhook(&webhook(body, Some(format!("t={NOW_S},v1={signature}"))))
+        .await
+        .unwrap();
+    assert!(verified.foreign.is_some());
+    assert!(verified.events.is_empty());
+}
+
+#[test]
+fn an_account_id_that_is_not_a_connected_account_is_a_configuration_error() {
+    let mut settings = CardGatewaySettings::new(SECRET_KEY, WEBHOOK_SECRET, None);
+    settings.account_id = Some("../v1/accounts".into());
+    let context = GatewayContext {
+        http: ProviderHttp::new(&settings.http()).unwrap(),
+        clock: Arc::new(FixedClock::at(0)),
+        sandbox: false,
+    };
+    assert_eq!(
+        CardGatewayGateway::new(&settings, context)
+            .unwrap_err()
+            .field,
+        "accountId"
+    );
+    let parsed: CardGatewaySettings = serde_json::from_value(serde_json::json!({
+        "secretKey": SECRET_KEY, "webhookSecret": WEBHOOK_SECRET, "accountId": "acct_1Ours"}))
+    .unwrap();
+    assert_eq!(parsed.account_id.as_deref(), Some("acct_1Ours"));
+}
+
+// ---- refunds ------------------------------------------------------------------------------------
+
+fn refund_request(reference: &str, amount: i64) -> RefundRequest {
+    RefundRequest {
+        payment: PaymentRef {
+            order_id: OrderId::new("ord_r1").unwrap(),
+            provider_reference: Some(reference.to_owned()),
+        },
+        refund_id: "rf_ord_r1_500".into(),
+        amount: usd(amount),
+        paid: usd(1900),
+        reason: "requested by the buyer".into(),
+        notify_url: "https://tally.example/api/payment/webhook/card_gateway".into(),
+    }
+}
+
+/// A Stripe that shows session `cs_test_r1` with `session` and answers `POST /v1/refunds` (asked
+/// with our refund id as `Idempotency-Key`) with `refund`.
+async fn stripe_refunding(session: serde_json::Value, refund: serde_json::Value) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/v1/checkout/sessions/cs_test_r1"))
+        .and(bearer_token(SECRET_KEY))
+        .respond_with(ResponseTemplate::new(200).set_body_json(session))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/refunds"))
+        .and(bearer_token(SECRET_KEY))
+        .and(header("idempotency-key", "rf_ord_r1_500"))
+        .and(header("content-type", "application/x-www-form-urlencoded"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(refund))
+        .mount(&server)
+        .await;
+    server
+}
+
+fn paid_session(extra: serde_json::Value) -> serde_json::Value {
+    let mut session = serde_json::json!({
+        "id": "cs_test_r1", "object": "checkout.session", "status": "complete",
+        "payment_status": "paid", "mode": "payment", "amount_total": 1900, "currency": "usd",
+        "payment_intent": "pi_3R1", "livemode": false
+    });
+    for (key, value) in extra.as_object().unwrap() {
+        session[key] = value.clone();
+    }
+    session
+}
+
+fn refund_answer(status: &str) -> serde_json::Value {
+    serde_json::json!({
+        "id": "re_3R1", "object": "refund", "amount": 500, "currency": "usd",
+        "payment_intent": "pi_3R1", "status": status, "metadata": {"orderId": "ord_r1"}
+    })
+}
+
+#[tokio::test]
+async fn a_refund_posts_the_sessions_payment_intent_amount_and_order_with_our_idempotency_key() {
+    let server = stripe_refunding(
+        paid_session(serde_json::json!({})),
+        refund_answer("succeeded"),
+    )
+    .await;
+    let started = gateway(&server.uri())
+        .refund(&refund_request("cs_test_r1", 500))
+        .await
+        .unwrap();
+    assert_eq!(
+        started,
+        RefundStarted {
+            provider_refund_id: Some("re_3R1".into()),
+            state: RefundState::Succeeded
+        }
+    );
+    let requests = server.received_requests().await.unwrap();
+    let post = requests
+        .iter()
+        .find(|r| r.method.as_str() == "POST")
+        .unwrap();
+    let form: Vec<(String, String)> = serde_urlencoded::from_bytes(&post.body).unwrap();
+    assert_eq!(field(&form, "payment_intent"), Some("pi_3R1"));
+    assert_eq!(field(&form, "amount"), Some("500"));
+    assert_eq!(field(&form, "metadata[orderId]"), Some("ord_r1"));
+    assert_eq!(
+        field(&form, "metadata[reason]"),
+        Some("requested by the buyer")
+    );
+    assert_eq!(field(&form, "charge"), None);
+}
+
+#[tokio::test]
+async fn refund_statuses_map_onto_pending_succeeded_and_failed() {
+    let cases = [
+        ("pending", RefundState::Pending),
+        ("requires_action", RefundState::Pending),
+        ("something_new", RefundState::Pending),
+        ("failed", RefundState::Failed("refund failed".into())),
+        ("canceled", RefundState::Failed("refund canceled".into())),
+    ];
+    for (status, expected) in cases {
+        let server =
+            stripe_refunding(paid_session(serde_json::json!({})), refund_answer(status)).await;
+        let started = gateway(&server.uri())
+            .refund(&refund_request("cs_test_r1", 500))
+            .await
+            .unwrap();
+        assert_eq!(started.state, expected, "{status}");
+    }
+    let mut failed = refund_answer("failed");
+    failed["failure_reason"] = "expired_or_canceled_card".into();
+    let server = stripe_refunding(paid_session(serde_json::json!({})), failed).await;
+    let started = gateway(&server.uri())
+        .refund(&refund_request("cs_test_r1", 500))
+        .await
+        .unwrap();
+    assert_eq!(
+        started.state,
+        RefundState::Failed("expired_or_canceled_card".into())
+    );
+}
+
+#[tokio::test]
+async fn a_refund_stripe_refuses_carries_its_message() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/refunds"))
+        .respond_with(
+            ResponseTemplate::new(400).set_body_json(serde_json::json!({"error": {
+            "type": "invalid_request_error", "code": "charge_already_refunded",
+            "message": "Charge ch_3R1 has already been refunded."}})),
+        )
+        .mount(&server)
+        .await;
+    let error = gateway(&server.uri())
+        .refund(&refund_request("pi_3R1", 500))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, GatewayError::Rejected(m) if m.contains("already been refunded")),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_subscriptions_first_payment_is_refunded_through_the_payment_intent_of_its_first_invoice()
+{
+    let server = stripe_refunding(
+        paid_session(serde_json::json!({
+            "mode": "subscription", "payment_intent": null, "invoice": "in_1First",
+            "subscription": "sub_1"
+        })),
+        refund_answer("pending"),
+    )
+    .await;
+    Mock::given(method("GET"))
+        .and(path("/v1/invoice_payments"))
+        .and(query_param("invoice", "in_1First"))
+        .and(header("stripe-version", "2025-03-31.basil"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "object": "list", "has_more": false, "data": [{
+                "id": "inpay_1", "object": "invoice_payment", "invoice": "in_1First",
+                "status": "paid",
+                "payment": {"type": "payment_intent", "payment_intent": "pi_3First"}}]})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let started = gateway(&server.uri())
+        .refund(&refund_request("cs_test_r1", 500))
+        .await
+        .unwrap();
+    assert_eq!(started.state, RefundState::Pending);
+    let requests = server.received_requests().await.unwrap();
+    let post = requests
+        .iter()
+        .find(|r| r.method.as_str() == "POST")
+        .unwrap();
+    let form: Vec<(String, String)> = serde_urlencoded::from_bytes(&post.body).unwrap();
+    assert_eq!(field(&form, "payment_intent"), Some("pi_3First"));
+}
+
+#[tokio::test]
+async fn a_refund_without_a_session_or_with_a_path_changing_reference_calls_nothing() {
+    let server = MockServer::start().await;
+    Mock::given(wiremock::matchers::any())
+        .respond_with(ResponseTemplate::new(500))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let gateway = gateway(&server.uri());
+    let mut request = refund_request("cs_test_r1", 500);
+    request.payment.provider_reference = None;
+    assert!(matches!(
+        gateway.refund(&request).await,
+        Err(GatewayError::Rejected(_))
+    ));
+    let request = refund_request("../v1/customers", 500);
+    assert!(matches!(
+        gateway.refund(&request).await,
+        Err(GatewayError::Rejected(_))
+    ));
 }

@@ -373,8 +373,9 @@ fn a_genuine_webhook_tampered_with_anywhere_is_refused_or_means_exactly_the_same
 #[test]
 fn a_genuine_webhook_a_day_old_is_refused_by_every_provider_that_signs_a_timestamp() {
     let runtime = runtime();
-    // Creem (mor_a) signs the body only, and Alipay (wallet_web) has no signed delivery time:
-    // for those a replay is caught by the event id, which the service deduplicates.
+    // Creem's `creem-signature` (mor_a) signs the body only (its Standard Webhooks headers, when
+    // sent, sign a time), and Alipay (wallet_web) has no signed delivery time: for those a replay
+    // is caught by the event id, which the service deduplicates.
     let timestamped = [
         ProviderId::WalletQr,
         ProviderId::CardGateway,

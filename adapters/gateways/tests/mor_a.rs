@@ -777,3 +777,443 @@ fn a_test_key_against_the_live_host_and_an_empty_secret_are_configuration_errors
         "webhookSecret"
     );
 }
+
+// ---- Standard Webhooks ------------------------------------------------------------------------
+
+/// A Standard Webhooks secret: `whsec_` + base64 of the key bytes.
+const STANDARD_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+fn standard_gateway(now_ms: i64) -> MorAGateway {
+    let mut settings = MorASettings::new(API_KEY, STANDARD_SECRET);
+    settings.base_url = Some(PRODUCTION_BASE_URL.to_owned());
+    let context = GatewayContext {
+        http: ProviderHttp::new(&settings.http()).unwrap(),
+        clock: Arc::new(FixedClock::at(now_ms)),
+        sandbox: false,
+    };
+    MorAGateway::new(&settings, context).unwrap()
+}
+
+/// Headers as Standard Webhooks signs them, computed here from the specification.
+fn standard_signed(body: Vec<u8>, id: &str, timestamp_s: i64) -> WebhookRequest {
+    use base64::Engine as _;
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(STANDARD_SECRET.trim_start_matches("whsec_"))
+        .unwrap();
+    let mut message = format!("{id}.{timestamp_s}.").into_bytes();
+    message.extend_from_slice(&body);
+    let signature = base64::engine::general_purpose::STANDARD.encode(hmac_sha256(&key, &message));
+    WebhookRequest {
+        headers: BTreeMap::from([
+            ("webhook-id".to_owned(), id.to_owned()),
+            ("webhook-timestamp".to_owned(), timestamp_s.to_string()),
+            ("webhook-signature".to_owned(), format!("v1,{signature}")),
+        ]),
+        body,
+    }
+}
+
+#[tokio::test]
+async fn the_standard_webhooks_librarys_own_vector_verifies() {
+    // standardwebhooks' test vector: this id, time and body signed with STANDARD_SECRET.
+    let request = WebhookRequest {
+        headers: BTreeMap::from([
+            (
+                "webhook-id".to_owned(),
+                "msg_p5jXN8AQM9LWM0D4loKWxJek".to_owned(),
+            ),
+            ("webhook-timestamp".to_owned(), "1614265330".to_owned()),
+            (
+                "webhook-signature".to_owned(),
+                "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=".to_owned(),
+            ),
+        ]),
+        body: br#"{"test": 2432232314}"#.to_vec(),
+    };
+    let gateway = standard_gateway(1_614_265_330_000);
+    // Verified: only then is the body read, and this one is not a Creem event.
+    assert!(matches!(
+        gateway.verify_webhook(&request).await,
+        Err(WebhookError::Malformed(_))
+    ));
+    let mut tampered = request.clone();
+    tampered.body = br#"{"test": 2432232315}"#.to_vec();
+    assert_eq!(
+        gateway.verify_webhook(&tampered).await.unwrap_err(),
+        WebhookError::BadSignature
+    );
+}
+
+#[tokio::test]
+async fn a_creem_event_signed_with_standard_webhooks_headers_verifies_and_is_parsed() {
+    let request = standard_signed(
+        fixture("checkout_completed_onetime.json"),
+        "msg_1",
+        NOW_MS / 1000,
+    );
+    let verified = standard_gateway(NOW_MS)
+        .verify_webhook(&request)
+        .await
+        .unwrap();
+    assert_eq!(verified.event_type, "checkout.completed");
+    assert_eq!(verified.events.len(), 1);
+}
+
+#[tokio::test]
+async fn standard_webhooks_headers_are_checked_first_and_creem_signature_serves_without_them() {
+    let body = fixture("checkout_completed_onetime.json");
+    let gateway = standard_gateway(NOW_MS);
+    // `creem-signature` alone: the HMAC of the body under the secret string.
+    let legacy = signed(body.clone(), STANDARD_SECRET);
+    assert!(gateway.verify_webhook(&legacy).await.is_ok());
+    // Both: a valid `creem-signature` does not rescue a Standard Webhooks signature that fails.
+    let mut both = standard_signed(body.clone(), "msg_1", NOW_MS / 1000);
+    both.headers.insert(
+        "webhook-signature".to_owned(),
+        "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=".to_owned(),
+    );
+    both.headers.extend(legacy.headers.clone());
+    assert_eq!(
+        gateway.verify_webhook(&both).await.unwrap_err(),
+        WebhookError::BadSignature
+    );
+    // Only some of the Standard Webhooks headers: `creem-signature` decides.
+    let mut partial = legacy.clone();
+    partial
+        .headers
+        .insert("webhook-id".to_owned(), "msg_1".to_owned());
+    assert!(gateway.verify_webhook(&partial).await.is_ok());
+}
+
+#[tokio::test]
+async fn a_standard_webhooks_timestamp_may_be_five_minutes_off_either_way_and_no_more() {
+    let body = fixture("checkout_completed_onetime.json");
+    let now_s = NOW_MS / 1000;
+    let gateway = standard_gateway(NOW_MS);
+    for (offset, ok) in [(-300, true), (300, true), (-301, false), (301, false)] {
+        let request = standard_signed(body.clone(), "msg_1", now_s + offset);
+        let result = gateway.verify_webhook(&request).await;
+        if ok {
+            assert!(result.is_ok(), "{offset}: {result:?}");
+        } else {
+            assert_eq!(result.unwrap_err(), WebhookError::Stale, "{offset}");
+        }
+    }
+}
+
+// ---- merchant isolation: mode ----------------------------------------------------------------
+
+fn with_mode(name: &str, mode: &str) -> Vec<u8> {
+    let mut event: Value = serde_json::from_slice(&fixture(name)).unwrap();
+    event["object"]["mode"] = json!(mode);
+    serde_json::to_vec(&event).unwrap()
+}
+
+fn keyed_gateway(api_key: &str) -> MorAGateway {
+    let mut settings = MorASettings::new(api_key, SECRET);
+    settings.base_url = Some("http://unused.invalid".to_owned());
+    gateway_with(&settings, false)
+}
+
+#[tokio::test]
+async fn an_event_of_the_other_environment_than_the_key_is_foreign_and_changes_nothing() {
+    let test = keyed_gateway(API_KEY);
+    for mode in ["test", "sandbox"] {
+        let ours = test
+            .verify_webhook(&signed(
+                with_mode("refund_created_onetime.json", mode),
+                SECRET,
+            ))
+            .await
+            .unwrap();
+        assert_eq!(ours.foreign, None, "{mode}");
+        assert_eq!(ours.events.len(), 1);
+    }
+    let live_event = test
+        .verify_webhook(&signed(
+            with_mode("refund_created_onetime.json", "prod"),
+            SECRET,
+        ))
+        .await
+        .unwrap();
+    assert!(live_event.foreign.unwrap().contains("prod"));
+    assert!(live_event.events.is_empty());
+    assert_eq!(live_event.event_id, "evt_A5iXwNLYkMrJa6FUhlXmTZ");
+    assert_eq!(live_event.event_type, "refund.created");
+
+    let live = keyed_gateway("creem_live_key_1");
+    let ours = live
+        .verify_webhook(&signed(
+            with_mode("refund_created_onetime.json", "prod"),
+            SECRET,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(ours.foreign, None);
+    let test_event = live
+        .verify_webhook(&signed(
+            with_mode("refund_created_onetime.json", "test"),
+            SECRET,
+        ))
+        .await
+        .unwrap();
+    assert!(test_event.foreign.is_some());
+    assert!(test_event.events.is_empty());
+}
+
+#[tokio::test]
+async fn a_foreign_event_is_not_resolved_through_creems_api() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(500))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let mut event: Value = serde_json::from_slice(&fixture("refund_created_onetime.json")).unwrap();
+    event["object"]["checkout"] = json!("ch_4l0N34kxo16AhRKUHFUuXr");
+    event["object"]["mode"] = json!("prod");
+    let verified = gateway(&server.uri())
+        .verify_webhook(&signed(serde_json::to_vec(&event).unwrap(), SECRET))
+        .await
+        .unwrap();
+    assert!(verified.foreign.is_some());
+}
+
+// ---- objects given as ids, read from Creem's API ---------------------------------------------
+
+async fn creem_serving(route: &str, query: (&str, &str), status: u16, answer: Value) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(route))
+        .and(query_param(query.0, query.1))
+        .and(header("x-api-key", API_KEY))
+        .respond_with(ResponseTemplate::new(status).set_body_json(answer))
+        .expect(1)
+        .mount(&server)
+        .await;
+    server
+}
+
+async fn verified_through(
+    server: &MockServer,
+    event: &Value,
+) -> Result<Vec<PaymentEvent>, WebhookError> {
+    gateway(&server.uri())
+        .verify_webhook(&signed(serde_json::to_vec(event).unwrap(), SECRET))
+        .await
+        .map(|v| v.events)
+}
+
+#[tokio::test]
+async fn a_refund_whose_checkout_is_an_id_reads_the_checkout_to_find_our_order() {
+    let mut event: Value = serde_json::from_slice(&fixture("refund_created_onetime.json")).unwrap();
+    event["object"]["checkout"] = json!("ch_4l0N34kxo16AhRKUHFUuXr");
+    let server = creem_serving(
+        "/v1/checkouts",
+        ("checkout_id", "ch_4l0N34kxo16AhRKUHFUuXr"),
+        200,
+        json!({"id": "ch_4l0N34kxo16AhRKUHFUuXr", "object": "checkout", "mode": "test",
+               "status": "completed", "product": "prod_1", "request_id": "ord_01J9ZK4M2QW",
+               "metadata": {"orderId": "ord_01J9ZK4M2QW"}}),
+    )
+    .await;
+    // The transaction names no subscription: it is read too, and says none.
+    Mock::given(method("GET"))
+        .and(path("/v1/transactions"))
+        .and(query_param("transaction_id", "tran_8aOcYbCn5lzwILOEQtAYym"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "id": "tran_8aOcYbCn5lzwILOEQtAYym", "object": "transaction", "mode": "test",
+            "amount": 19900, "currency": "USD", "type": "payment", "status": "partialRefund",
+            "refunded_amount": 5000, "order": "ord_4aDwWXjMLpes4Kj4XqNnUA",
+            "created_at": 1728734327109_i64})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    assert_eq!(
+        verified_through(&server, &event).await.unwrap(),
+        vec![PaymentEvent::Refunded {
+            charge: RefundedCharge::Order(order(
+                "ord_01J9ZK4M2QW",
+                Some("ch_4l0N34kxo16AhRKUHFUuXr")
+            )),
+            refund: RefundReport::Total(usd(5000)),
+            occurred_at: Timestamp::from_unix_millis(1_728_734_351_631),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_checkout_id_creem_cannot_find_still_names_the_order_by_its_reference() {
+    let mut event: Value = serde_json::from_slice(&fixture("refund_created_onetime.json")).unwrap();
+    event["object"]["checkout"] = json!("ch_4l0N34kxo16AhRKUHFUuXr");
+    event["object"]["transaction"]["subscription"] = json!(null);
+    event["object"]["transaction"]
+        .as_object_mut()
+        .unwrap()
+        .remove("id");
+    let server = creem_serving(
+        "/v1/checkouts",
+        ("checkout_id", "ch_4l0N34kxo16AhRKUHFUuXr"),
+        404,
+        json!({"status": 404, "error": "Not Found", "message": ["Checkout not found"]}),
+    )
+    .await;
+    let events = verified_through(&server, &event).await.unwrap();
+    let [
+        PaymentEvent::Refunded {
+            charge: RefundedCharge::Order(order),
+            ..
+        },
+    ] = &events[..]
+    else {
+        panic!("{events:?}")
+    };
+    assert_eq!(order.order_id, None);
+    assert_eq!(
+        order.provider_reference.as_deref(),
+        Some("ch_4l0N34kxo16AhRKUHFUuXr")
+    );
+}
+
+#[tokio::test]
+async fn a_refund_without_a_checkout_reads_its_transaction_to_find_the_subscription_charge() {
+    let mut event: Value = serde_json::from_slice(&fixture("refund_created.json")).unwrap();
+    let object = event["object"].as_object_mut().unwrap();
+    object.remove("checkout");
+    object.remove("subscription");
+    object["transaction"]
+        .as_object_mut()
+        .unwrap()
+        .remove("subscription");
+    let server = creem_serving(
+        "/v1/transactions",
+        ("transaction_id", FIRST_CHARGE),
+        200,
+        json!({"id": FIRST_CHARGE, "object": "transaction", "mode": "test", "amount": 1000,
+               "amount_paid": 1210, "currency": "EUR", "type": "invoice", "status": "refunded",
+               "refunded_amount": 1210, "subscription": SUBSCRIPTION,
+               "created_at": 1728734327109_i64}),
+    )
+    .await;
+    let events = verified_through(&server, &event).await.unwrap();
+    let [PaymentEvent::Refunded { charge, refund, .. }] = &events[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(charge, &subscription_charge(FIRST_CHARGE));
+    assert_eq!(refund, &RefundReport::Total(eur(1000)));
+}
+
+#[tokio::test]
+async fn a_renewal_with_its_product_as_an_id_and_no_transaction_reads_the_transaction() {
+    let mut event: Value =
+        serde_json::from_slice(&fixture("subscription_paid_renewal.json")).unwrap();
+    event["object"]["product"] = json!("prod_d1AY2Sadk9YAvLI0pj97f");
+    let server = creem_serving(
+        "/v1/transactions",
+        ("transaction_id", RENEWAL_CHARGE),
+        200,
+        json!({"id": RENEWAL_CHARGE, "object": "transaction", "mode": "test", "amount": 900,
+               "amount_paid": 1089, "currency": "EUR", "type": "invoice", "status": "paid",
+               "subscription": SUBSCRIPTION, "created_at": 1731412727109_i64}),
+    )
+    .await;
+    let events = verified_through(&server, &event).await.unwrap();
+    let [
+        PaymentEvent::SubscriptionRenewed {
+            amount, charge_ref, ..
+        },
+    ] = &events[..]
+    else {
+        panic!("{events:?}")
+    };
+    assert_eq!(*amount, eur(900));
+    assert_eq!(charge_ref.as_deref(), Some(RENEWAL_CHARGE));
+}
+
+#[tokio::test]
+async fn a_renewal_naming_neither_transaction_nor_priced_product_reads_the_product() {
+    let mut event: Value =
+        serde_json::from_slice(&fixture("subscription_paid_renewal.json")).unwrap();
+    event["object"]["product"] = json!("prod_d1AY2Sadk9YAvLI0pj97f");
+    event["object"]
+        .as_object_mut()
+        .unwrap()
+        .remove("last_transaction_id");
+    let server = creem_serving(
+        "/v1/products",
+        ("product_id", "prod_d1AY2Sadk9YAvLI0pj97f"),
+        200,
+        json!({"id": "prod_d1AY2Sadk9YAvLI0pj97f", "object": "product", "mode": "test",
+               "name": "Monthly", "price": 1000, "currency": "EUR",
+               "billing_type": "recurring", "billing_period": "every-month"}),
+    )
+    .await;
+    let events = verified_through(&server, &event).await.unwrap();
+    let [PaymentEvent::SubscriptionRenewed { amount, .. }] = &events[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(*amount, eur(1000));
+}
+
+#[tokio::test]
+async fn a_lookup_creem_cannot_answer_refuses_the_webhook_so_that_creem_retries() {
+    let mut event: Value =
+        serde_json::from_slice(&fixture("subscription_paid_renewal.json")).unwrap();
+    event["object"]["product"] = json!("prod_d1AY2Sadk9YAvLI0pj97f");
+    for status in [500, 429] {
+        let server = creem_serving(
+            "/v1/transactions",
+            ("transaction_id", RENEWAL_CHARGE),
+            status,
+            json!({}),
+        )
+        .await;
+        assert!(matches!(
+            verified_through(&server, &event).await,
+            Err(WebhookError::Malformed(_))
+        ));
+    }
+}
+
+#[tokio::test]
+async fn creems_api_has_no_refund_so_a_refund_is_not_supported() {
+    use application::ports::RefundRequest;
+    let request = RefundRequest {
+        payment: payment(Some("ch_1")),
+        refund_id: "rf_1".into(),
+        amount: usd(100),
+        paid: usd(19900),
+        reason: "requested by the buyer".into(),
+        notify_url: "https://app.example/api/payment/webhook/mor_a".into(),
+    };
+    assert!(matches!(
+        gateway("http://unused.invalid").refund(&request).await,
+        Err(GatewayError::NotSupported)
+    ));
+}
+
+#[tokio::test]
+async fn events_that_carry_what_tally_needs_make_no_lookup() {
+    let server = MockServer::start().await;
+    Mock::given(wiremock::matchers::any())
+        .respond_with(ResponseTemplate::new(500))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let gateway = gateway(&server.uri());
+    for name in [
+        "checkout_completed_onetime.json",
+        "subscription_paid_first.json",
+        "subscription_paid_renewal.json",
+        "refund_created.json",
+        "refund_created_onetime.json",
+        "refund_created_renewal_partial.json",
+        "dispute_created.json",
+    ] {
+        let verified = gateway
+            .verify_webhook(&signed(fixture(name), SECRET))
+            .await
+            .unwrap();
+        assert!(!verified.events.is_empty(), "{name}");
+    }
+}

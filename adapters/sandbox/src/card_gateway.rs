@@ -5,7 +5,10 @@
 //! `POST /v1/checkout/sessions/{id}/expire`, `POST /v1/subscriptions/{id}` (only
 //! `cancel_at_period_end=true`), and the reads the gateway makes for refunds and disputes:
 //! `GET /v1/charges/{id}` and `GET /v1/invoice_payments` (filtered by
-//! `payment[payment_intent]`, `expand[]=data.invoice` honoured). Requests must carry `Authorization: Bearer <api key>` (or HTTP
+//! `payment[payment_intent]` or by `invoice`, `expand[]=data.invoice` honoured), and
+//! `POST /v1/refunds` by `payment_intent` (a one-time session's, or a subscription's first
+//! invoice's), which refunds at once, sends `charge.refunded`, and answers a repeated
+//! `Idempotency-Key` with the first refund. Requests must carry `Authorization: Bearer <api key>` (or HTTP
 //! basic with the key as user) and form-encoded bodies; errors come in Stripe's
 //! `{"error": {"type", "message", "param"}}` shape. A repeated `Idempotency-Key` returns the
 //! first session, as Stripe does.
@@ -75,6 +78,7 @@ impl Simulator for CardGatewaySimulator {
             .at("/v1/subscriptions/:id", post(update_subscription))
             .at("/v1/charges/:id", get(retrieve_charge))
             .at("/v1/invoice_payments", get(list_invoice_payments))
+            .at("/v1/refunds", post(create_refund))
     }
 
     fn webhooks(&self, hub: &Hub, event: &SimEvent) -> Vec<SimWebhook> {
@@ -667,9 +671,20 @@ fn list_invoice_payments(request: &Request, hub: Data<&Arc<Hub>>) -> Response {
             .find(|(k, _)| k == key)
             .map(|(_, v)| v.as_str())
     };
+    let expand = query
+        .iter()
+        .take(MAX_FIELDS)
+        .any(|(k, v)| k == "expand[]" && v == "data.invoice");
+    if let Some(invoice_id) = value("invoice") {
+        let data = subscription_charge(&hub, invoice_id)
+            .map(|(s, charge)| objects::invoice_payment(&hub, &s, &charge, expand))
+            .into_iter()
+            .collect();
+        return Json(objects::list("/v1/invoice_payments", data)).into_response();
+    }
     let Some(payment_intent) = value("payment[payment_intent]") else {
         return bad(
-            "The sandbox lists invoice payments by payment[payment_intent] only.",
+            "The sandbox lists invoice payments by payment[payment_intent] or invoice only.",
             "payment",
         )
         .into_response();
@@ -681,14 +696,120 @@ fn list_invoice_payments(request: &Request, hub: Data<&Arc<Hub>>) -> Response {
         )
         .into_response();
     }
-    let expand = query
-        .iter()
-        .take(MAX_FIELDS)
-        .any(|(k, v)| k == "expand[]" && v == "data.invoice");
     let data = objects::invoice_of(payment_intent)
         .and_then(|invoice_id| subscription_charge(&hub, &invoice_id))
         .map(|(s, charge)| objects::invoice_payment(&hub, &s, &charge, expand))
         .into_iter()
         .collect();
     Json(objects::list("/v1/invoice_payments", data)).into_response()
+}
+
+/// `extra` key prefix under which a payment keeps the refund made with an `Idempotency-Key`.
+const REFUND_KEY_PREFIX: &str = "refund:";
+/// The longest `Idempotency-Key` Stripe takes.
+const MAX_IDEMPOTENCY_KEY_CHARS: usize = 255;
+
+/// The payment a PaymentIntent paid: a paid one-time session's (`pi_X` of `cs_X`), or the
+/// subscription payment whose first invoice it paid (`pi_X` of `in_X`).
+fn payment_of_intent(hub: &Hub, payment_intent: &str) -> Option<SimPayment> {
+    let rest = payment_intent.strip_prefix("pi_")?;
+    if let Some(session) = own_session(hub, &format!("cs_{rest}")) {
+        return (session.status == SimStatus::Paid && matches!(session.kind, SimKind::OneTime))
+            .then_some(session);
+    }
+    let (s, charge) = subscription_charge(hub, &objects::invoice_of(payment_intent)?)?;
+    let first = s.charges.first().is_some_and(|c| c.id == charge.id);
+    first.then(|| hub.payment(&s.payment_id)).flatten()
+}
+
+/// `POST /v1/refunds`: `payment_intent` and `amount` (the rest when absent), `metadata[…]`.
+#[handler]
+async fn create_refund(request: &Request, body: Vec<u8>, hub: Data<&Arc<Hub>>) -> Response {
+    if !authorized(request) {
+        return unauthorized();
+    }
+    let idempotency_key = request
+        .headers()
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if idempotency_key
+        .as_ref()
+        .is_some_and(|k| k.is_empty() || k.chars().count() > MAX_IDEMPOTENCY_KEY_CHARS)
+    {
+        return bad("Invalid Idempotency-Key.", "Idempotency-Key").into_response();
+    }
+    let form = match form(request, &body) {
+        Ok(form) => form,
+        Err(refusal) => return refusal.into_response(),
+    };
+    if form.contains_key("charge") {
+        return bad("The sandbox refunds by payment_intent only.", "charge").into_response();
+    }
+    let Some(payment_intent) = form.get("payment_intent") else {
+        return bad("Missing required param: payment_intent.", "payment_intent").into_response();
+    };
+    let Some(payment) = payment_of_intent(&hub, payment_intent) else {
+        return missing("payment_intent", payment_intent).into_response();
+    };
+    let stored_key = idempotency_key
+        .as_ref()
+        .map(|k| format!("{REFUND_KEY_PREFIX}{k}"));
+    if let Some(existing) = stored_key.as_ref().and_then(|k| payment.extra.get(k)) {
+        let value: serde_json::Value = serde_json::from_str(existing).unwrap_or_default();
+        return Json(value).into_response();
+    }
+    let left = payment.amount_minor - payment.refunded_minor;
+    let amount = match form.get("amount") {
+        None => left,
+        Some(text) => match text.parse::<i64>() {
+            Ok(amount) if amount > 0 => amount,
+            _ => return bad("Invalid positive integer", "amount").into_response(),
+        },
+    };
+    if amount > left {
+        return bad(
+            &format!(
+                "Refund amount ({amount}) is greater than unrefunded amount on charge ({left})"
+            ),
+            "amount",
+        )
+        .into_response();
+    }
+    let refund = objects::refund(
+        &hub,
+        &hub.new_id("re_sandbox_"),
+        payment_intent,
+        &payment,
+        amount,
+        &nested(&form, "metadata"),
+    );
+    // Reserve the key first, so that the same key sent twice at once refunds once.
+    if let Some(key) = stored_key.as_ref() {
+        let reserved = hub.update_payment(&payment.id, |p| {
+            if let Some(existing) = p.extra.get(key) {
+                return Ok(Some(existing.clone()));
+            }
+            p.extra.insert(key.clone(), refund.to_string());
+            Ok(None)
+        });
+        match reserved {
+            Ok(Some(existing)) => {
+                let value: serde_json::Value = serde_json::from_str(&existing).unwrap_or_default();
+                return Json(value).into_response();
+            }
+            Ok(None) => {}
+            Err(e) => return error(StatusCode::BAD_REQUEST, &e.to_string(), None).into_response(),
+        }
+    }
+    if let Err(e) = hub.refund_payment(&payment.id, amount).await {
+        if let Some(key) = stored_key.as_ref() {
+            let _ = hub.update_payment(&payment.id, |p| {
+                p.extra.remove(key);
+                Ok(())
+            });
+        }
+        return error(StatusCode::BAD_REQUEST, &e.to_string(), None).into_response();
+    }
+    Json(refund).into_response()
 }

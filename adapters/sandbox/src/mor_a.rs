@@ -1,14 +1,21 @@
 //! The Creem (`mor_a`) simulator: the part of Creem's API the gateway calls, and Creem's webhooks.
 //!
-//! Served at `/sandbox/mor_a`: `POST /v1/checkouts`, `GET /v1/checkouts?checkout_id=…` and
-//! `POST /v1/subscriptions/{id}/cancel`, each refusing a missing or wrong `x-api-key` as Creem
-//! does. Creem charges a product's own price; the sandbox has no products, so it reads the price,
+//! Served at `/sandbox/mor_a`: `POST /v1/checkouts`, `GET /v1/checkouts?checkout_id=…`,
+//! `POST /v1/subscriptions/{id}/cancel`, and the reads the gateway makes when an event names an
+//! object only by id, `GET /v1/transactions?transaction_id=…` and `GET /v1/products?product_id=…`,
+//! each refusing a missing or wrong `x-api-key` as Creem does. Creem's API has no refund
+//! endpoint, so neither has the sandbox. Creem charges a product's own price; the sandbox has no products, so it reads the price,
 //! currency and billing interval from the checkout's metadata (`amountMinor`, `currency`,
 //! `intervalMonths`), which the gateway always sends and the real Creem only stores. Creem posts
 //! webhooks to the endpoint registered in its dashboard; the sandbox posts them to
 //! `metadata.notifyUrl` (sent by a gateway in sandbox mode), else to
-//! `{public base}/api/payment/webhook/mor_a`. Webhooks are signed like Creem's:
-//! `creem-signature` = hex HMAC-SHA256 of the body under [`CREDENTIALS`]`.hmac_secret`.
+//! `{public base}/api/payment/webhook/mor_a`. Webhooks carry both signatures Creem's SDK reads:
+//! Standard Webhooks (`webhook-id`, `webhook-timestamp`, `webhook-signature: v1,<base64>` over
+//! `{id}.{timestamp}.{body}`, keyed with the base64 part of [`CREDENTIALS`]`.creem_webhook_secret`)
+//! and `creem-signature` (hex HMAC-SHA256 of the body under that secret string). Every object
+//! carries `mode: "test"`. Some objects come as ids only, as the SDK's types allow: a one-time
+//! payment's refund names its `checkout` by id, and a renewal's `subscription.paid` its
+//! `product`, with only `last_transaction_id` for the charge.
 //! A subscription's charges are Creem transactions: `subscription.paid` names the current one in
 //! `last_transaction_id`, the checkout's order the first one in `transaction`; a refund of one
 //! sends `refund.created` with the transaction's running `refunded_amount`, a lost dispute
@@ -20,7 +27,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use domain::{Currency, ProviderId};
 use gateways::mor_a::MorASettings;
-use gateways::shared::signing::{hex, hmac_sha256};
+use gateways::shared::signing::{b64, hex, hmac_sha256, unb64};
 use poem::http::StatusCode;
 use poem::web::{Data, Json, Path, Query};
 use poem::{Body, IntoResponse, Request, Response, Route, get, handler, post};
@@ -46,7 +53,7 @@ pub struct MorASimulator;
 /// Gateway settings that point the Creem gateway at this sandbox.
 #[must_use]
 pub fn gateway_settings(api_base_url: &str) -> MorASettings {
-    let mut settings = MorASettings::new(CREDENTIALS.api_key, CREDENTIALS.hmac_secret);
+    let mut settings = MorASettings::new(CREDENTIALS.api_key, CREDENTIALS.creem_webhook_secret);
     settings.base_url = Some(api_base_url.to_owned());
     settings
 }
@@ -64,6 +71,8 @@ impl Simulator for MorASimulator {
                 get(retrieve_checkout).post(create_checkout),
             )
             .at("/v1/subscriptions/:id/cancel", post(cancel_subscription))
+            .at("/v1/transactions", get(retrieve_transaction))
+            .at("/v1/products", get(retrieve_product))
     }
 
     fn webhooks(&self, hub: &Hub, event: &SimEvent) -> Vec<SimWebhook> {
@@ -77,6 +86,8 @@ impl Simulator for MorASimulator {
             SimEvent::Renewed(s, transaction) => {
                 let mut object = subscription_json(hub, s);
                 object["last_transaction_id"] = json!(transaction);
+                // The product by id only: the gateway reads the amount from the transaction.
+                object["product"] = object["product"]["id"].clone();
                 vec![("subscription.paid", object)]
             }
             SimEvent::ChargeRefunded {
@@ -137,9 +148,21 @@ fn signed_event(hub: &Hub, event_type: &str, object: Value) -> SimWebhook {
         "object": object,
     });
     let body = envelope.to_string().into_bytes();
-    let signature = hex(&hmac_sha256(CREDENTIALS.hmac_secret.as_bytes(), &body));
+    let secret = CREDENTIALS.creem_webhook_secret;
+    let legacy = hex(&hmac_sha256(secret.as_bytes(), &body));
+    let message_id = hub.new_id("msg_sandbox_");
+    let timestamp = hub.now_ms().div_euclid(1000);
+    let key = unb64(secret.trim_start_matches("whsec_")).unwrap_or_default();
+    let mut message = format!("{message_id}.{timestamp}.").into_bytes();
+    message.extend_from_slice(&body);
+    let standard = b64(&hmac_sha256(&key, &message));
     SimWebhook {
-        headers: vec![("creem-signature".into(), signature)],
+        headers: vec![
+            ("webhook-id".into(), message_id),
+            ("webhook-timestamp".into(), timestamp.to_string()),
+            ("webhook-signature".into(), format!("v1,{standard}")),
+            ("creem-signature".into(), legacy),
+        ],
         content_type: "application/json".into(),
         body,
     }
@@ -538,10 +561,8 @@ fn refund_json(hub: &Hub, payment: &SimPayment, refund_id: &str, amount_minor: i
             "mode": "test",
         },
         "subscription": subscription.map(|s| subscription_json(hub, &s)),
-        "checkout": {
-            "id": payment.id, "object": "checkout", "request_id": payment.order_id,
-            "status": "completed", "metadata": metadata_of(payment), "mode": "test",
-        },
+        // By id only (the SDK's types allow it): the gateway reads the checkout.
+        "checkout": payment.id,
         "order": order_json(hub, payment, hub.now_ms()),
         "customer": customer_json(payment),
         "created_at": hub.now_ms(),
@@ -636,4 +657,128 @@ fn dispute_json(
         "created_at": hub.now_ms(),
         "mode": "test",
     })
+}
+
+#[derive(Debug, Deserialize)]
+struct TransactionQuery {
+    transaction_id: String,
+}
+
+/// A one-time payment's transaction (`tran_{checkout id}`), with its running refunded total.
+fn payment_transaction_json(hub: &Hub, payment: &SimPayment) -> Value {
+    let status = match payment.refunded_minor {
+        0 => "paid",
+        r if r >= payment.amount_minor => "refunded",
+        _ => "partialRefund",
+    };
+    json!({
+        "id": first_transaction_id(hub, payment),
+        "object": "transaction",
+        "amount": payment.amount_minor,
+        "amount_paid": payment.amount_minor,
+        "currency": payment.currency.code(),
+        "type": "payment",
+        "tax_amount": 0,
+        "status": status,
+        "refunded_amount": payment.refunded_minor,
+        "order": format!("ord_{}", payment.id),
+        "subscription": payment.subscription_id,
+        "customer": "cust_sandbox",
+        "created_at": payment.created_at_ms,
+        "mode": "test",
+    })
+}
+
+/// `GET /v1/transactions?transaction_id=…`: a subscription's charge or a one-time payment's.
+#[handler]
+fn retrieve_transaction(
+    request: &Request,
+    query: Query<TransactionQuery>,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    if let Err(refusal) = authorized(request) {
+        return refusal.into_response();
+    }
+    let id = query.transaction_id.as_str();
+    let charge = hub
+        .subscriptions()
+        .into_iter()
+        .filter(|s| s.provider == ProviderId::MorA)
+        .find_map(|s| Some((s.charges.iter().find(|c| c.id == id)?.clone(), s)));
+    if let Some((charge, subscription)) = charge
+        && let Some(payment) = hub.payment(&subscription.payment_id)
+    {
+        let status = if charge.refunded_minor == 0 {
+            "paid"
+        } else if charge.refunded_minor >= charge.amount_minor {
+            "refunded"
+        } else {
+            "partialRefund"
+        };
+        return Json(charge_transaction_json(
+            &payment,
+            &subscription,
+            &charge,
+            status,
+        ))
+        .into_response();
+    }
+    let payment = id
+        .strip_prefix("tran_")
+        .and_then(|checkout| hub.payment(checkout))
+        .filter(|p| p.provider == ProviderId::MorA && p.status == SimStatus::Paid);
+    match payment {
+        Some(payment) => Json(payment_transaction_json(&hub, &payment)).into_response(),
+        None => error(StatusCode::NOT_FOUND, "Transaction not found"),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct ProductQuery {
+    product_id: String,
+}
+
+/// `GET /v1/products?product_id=…`: the sandbox has no products, so a product is what the
+/// latest checkout of it said it costs.
+#[handler]
+fn retrieve_product(
+    request: &Request,
+    query: Query<ProductQuery>,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    if let Err(refusal) = authorized(request) {
+        return refusal.into_response();
+    }
+    let payment = hub
+        .payments()
+        .into_iter()
+        .filter(|p| p.provider == ProviderId::MorA)
+        .filter(|p| p.extra.get("product_id") == Some(&query.product_id))
+        .max_by_key(|p| p.created_at_ms);
+    let Some(payment) = payment else {
+        return error(StatusCode::NOT_FOUND, "Product not found");
+    };
+    let (billing_type, billing_period) = match payment.kind {
+        SimKind::OneTime => ("onetime", "once".to_owned()),
+        SimKind::Subscription {
+            interval_months, ..
+        } => ("recurring", billing_period(interval_months)),
+    };
+    Json(json!({
+        "id": query.product_id,
+        "object": "product",
+        "name": query.product_id,
+        "description": "Sandbox product",
+        "price": payment.amount_minor,
+        "currency": payment.currency.code(),
+        "billing_type": billing_type,
+        "billing_period": billing_period,
+        "status": "active",
+        "tax_mode": "exclusive",
+        "tax_category": "saas",
+        "created_at": iso(payment.created_at_ms),
+        "updated_at": iso(payment.created_at_ms),
+        "mode": "test",
+    }))
+    .into_response()
 }

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentEvent, PaymentGateway,
-    PaymentRef, PaymentStatus, RefundReport, RefundedCharge, VerifiedWebhook, WebhookError,
-    WebhookRequest,
+    PaymentRef, PaymentStatus, RefundReport, RefundRequest, RefundState, RefundedCharge,
+    VerifiedWebhook, WebhookError, WebhookRequest,
 };
 use domain::{
     BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
@@ -751,4 +751,172 @@ async fn the_sandbox_sends_webhooks_and_browsers_only_to_the_service_it_belongs_
     );
     let (session_id, _) = w.checkout(credits, "ord_own").await;
     assert!(w.pay(&session_id).await.starts_with(&w.base));
+}
+
+fn refund_request(
+    world: &World,
+    session_id: &str,
+    order_id: &str,
+    refund_id: &str,
+    minor: i64,
+) -> RefundRequest {
+    RefundRequest {
+        payment: PaymentRef {
+            order_id: OrderId::new(order_id).unwrap(),
+            provider_reference: Some(session_id.to_owned()),
+        },
+        refund_id: refund_id.to_owned(),
+        amount: usd(minor),
+        paid: usd(999),
+        reason: "requested by the buyer".into(),
+        notify_url: format!("{}/api/payment/webhook/card_gateway", world.base),
+    }
+}
+
+#[tokio::test]
+async fn a_refund_through_the_gateway_refunds_once_per_idempotency_key_and_sends_charge_refunded() {
+    let world = world().await;
+    let (session_id, _) = world
+        .checkout(plan("one_time", "9.99", "USD", None), "ord_e2e_refund")
+        .await;
+    world.pay(&session_id).await;
+    world.take_events();
+
+    let first = refund_request(&world, &session_id, "ord_e2e_refund", "rf_1", 300);
+    let started = world.gateway.refund(&first).await.unwrap();
+    assert_eq!(started.state, RefundState::Succeeded);
+    let refund_id = started.provider_refund_id.clone().unwrap();
+    assert!(refund_id.starts_with("re_"), "{refund_id}");
+    let events = world.take_events();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].0, "charge.refunded");
+    let [
+        PaymentEvent::Refunded {
+            charge: RefundedCharge::Order(order),
+            refund: RefundReport::Total(total),
+            ..
+        },
+    ] = &events[0].1[..]
+    else {
+        panic!("{events:?}")
+    };
+    assert_eq!(
+        order.order_id.as_ref().map(OrderId::as_str),
+        Some("ord_e2e_refund")
+    );
+    assert_eq!(*total, usd(300));
+
+    // The same idempotency key again: the same refund, nothing refunded twice, no webhook.
+    let again = world.gateway.refund(&first).await.unwrap();
+    assert_eq!(again, started);
+    assert!(world.take_events().is_empty());
+    assert_eq!(
+        world
+            .sandbox
+            .hub()
+            .payment(&session_id)
+            .unwrap()
+            .refunded_minor,
+        300
+    );
+
+    let second = refund_request(&world, &session_id, "ord_e2e_refund", "rf_2", 699);
+    let started = world.gateway.refund(&second).await.unwrap();
+    assert_ne!(
+        started.provider_refund_id.as_deref(),
+        Some(refund_id.as_str())
+    );
+    let events = world.take_events();
+    let [
+        PaymentEvent::Refunded {
+            refund: RefundReport::Total(total),
+            ..
+        },
+    ] = &events[0].1[..]
+    else {
+        panic!("{events:?}")
+    };
+    assert_eq!(*total, usd(999));
+
+    let too_much = refund_request(&world, &session_id, "ord_e2e_refund", "rf_3", 1);
+    assert!(matches!(
+        world.gateway.refund(&too_much).await,
+        Err(GatewayError::Rejected(m)) if m.contains("greater than unrefunded")
+    ));
+}
+
+#[tokio::test]
+async fn a_refund_of_a_subscriptions_first_payment_goes_through_its_first_invoice() {
+    let world = world().await;
+    let (session_id, _) = world
+        .checkout(
+            plan("recurring", "19", "USD", Some("price_sandbox_pro")),
+            "ord_e2e_sub_refund",
+        )
+        .await;
+    world.pay(&session_id).await;
+    let events = world.take_events();
+    let first_invoice = charge_ref_of(&events);
+
+    let request = refund_request(&world, &session_id, "ord_e2e_sub_refund", "rf_sub_1", 500);
+    let started = world.gateway.refund(&request).await.unwrap();
+    assert_eq!(started.state, RefundState::Succeeded);
+    let events = world.take_events();
+    let [
+        PaymentEvent::Refunded {
+            charge: RefundedCharge::SubscriptionCharge { charge_ref, .. },
+            refund: RefundReport::Total(total),
+            ..
+        },
+    ] = &events[0].1[..]
+    else {
+        panic!("{events:?}")
+    };
+    assert_eq!(charge_ref, &first_invoice);
+    assert_eq!(*total, usd(500));
+}
+
+#[tokio::test]
+async fn sandbox_events_are_test_mode_events_and_foreign_to_a_live_key() {
+    let world = world().await;
+    let (session_id, _) = world
+        .checkout(plan("one_time", "9.99", "USD", None), "ord_e2e_mode")
+        .await;
+    world.pay(&session_id).await;
+    let ours = world.take_events();
+    assert_eq!(ours.len(), 1);
+    assert_eq!(
+        ours[0].1.len(),
+        1,
+        "a test-mode key takes the sandbox's test-mode events"
+    );
+
+    // The same delivery, verified by a gateway holding a live-mode key.
+    let webhook = world
+        .sandbox
+        .hub()
+        .deliveries()
+        .pop()
+        .unwrap()
+        .webhook
+        .unwrap();
+    let live = gateway_for(&CardGatewaySettings::new(
+        "sk_live_tally_0000000000000000",
+        CREDENTIALS.hmac_secret,
+        None,
+    ));
+    let headers = webhook
+        .headers
+        .iter()
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+        .collect();
+    let verified = live
+        .verify_webhook(&WebhookRequest {
+            headers,
+            body: webhook.body,
+        })
+        .await
+        .unwrap();
+    assert!(verified.foreign.is_some());
+    assert!(verified.events.is_empty());
 }

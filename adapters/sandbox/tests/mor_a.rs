@@ -631,3 +631,159 @@ async fn refunds_and_a_chargeback_of_subscription_charges_name_the_transactions_
         )]
     );
 }
+
+/// The last webhook the sandbox sent, as the gateway receives it.
+fn last_webhook(h: &Harness) -> (WebhookRequest, serde_json::Value) {
+    let webhook = h
+        .sandbox
+        .hub()
+        .deliveries()
+        .pop()
+        .and_then(|d| d.webhook)
+        .unwrap();
+    let headers: BTreeMap<String, String> = webhook
+        .headers
+        .iter()
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+        .collect();
+    let body: serde_json::Value = serde_json::from_slice(&webhook.body).unwrap();
+    (
+        WebhookRequest {
+            headers,
+            body: webhook.body,
+        },
+        body,
+    )
+}
+
+#[tokio::test]
+async fn sandbox_webhooks_verify_by_standard_webhooks_and_by_creem_signature_alone() {
+    let h = start().await;
+    let lifetime = plan("lifetime", "one_time", "199.00", Some(999_999), None);
+    let checkout_id = h.checkout(&lifetime, "ord_signatures").await;
+    h.sandbox
+        .hub()
+        .complete_payment(&checkout_id)
+        .await
+        .unwrap();
+    assert_eq!(h.take_events().len(), 1);
+    let (request, _) = last_webhook(&h);
+    for name in [
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+        "creem-signature",
+    ] {
+        assert!(request.headers.contains_key(name), "{name}");
+    }
+
+    // Standard Webhooks decides when its headers are there: a broken one is refused.
+    let mut broken = request.clone();
+    broken
+        .headers
+        .insert("webhook-id".to_owned(), "msg_other".to_owned());
+    assert_eq!(
+        h.gateway.verify_webhook(&broken).await.unwrap_err(),
+        WebhookError::BadSignature
+    );
+    // Without them, `creem-signature` alone verifies the same body.
+    let mut legacy = request.clone();
+    for name in ["webhook-id", "webhook-timestamp", "webhook-signature"] {
+        legacy.headers.remove(name);
+    }
+    let verified = h.gateway.verify_webhook(&legacy).await.unwrap();
+    assert_eq!(verified.event_type, "checkout.completed");
+    assert_eq!(verified.events.len(), 1);
+}
+
+#[tokio::test]
+async fn a_refund_naming_its_checkout_by_id_is_resolved_through_the_sandboxs_api() {
+    let h = start().await;
+    let lifetime = plan("lifetime", "one_time", "199.00", Some(999_999), None);
+    let checkout_id = h.checkout(&lifetime, "ord_refund_by_id").await;
+    let hub = h.sandbox.hub();
+    hub.complete_payment(&checkout_id).await.unwrap();
+    h.take_events();
+    hub.refund_payment(&checkout_id, 900).await.unwrap();
+    let (_, body) = last_webhook(&h);
+    assert_eq!(body["eventType"], "refund.created");
+    assert_eq!(body["object"]["checkout"], serde_json::json!(checkout_id));
+    match &h.take_events()[..] {
+        [
+            PaymentEvent::Refunded {
+                charge: RefundedCharge::Order(order),
+                refund: RefundReport::Total(total),
+                ..
+            },
+        ] => {
+            assert_eq!(
+                order.order_id.as_ref().map(OrderId::as_str),
+                Some("ord_refund_by_id")
+            );
+            assert_eq!(*total, usd(900));
+        }
+        other => panic!("expected a refund, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_renewal_naming_its_product_by_id_reads_its_amount_from_the_sandboxs_transaction() {
+    let h = start().await;
+    let monthly = plan("pro_monthly", "recurring", "9.90", Some(1), None);
+    let (_, subscription_id, first) = h.subscribe(&monthly, "ord_sub_by_id").await;
+    h.renew(&subscription_id, first, usd(990)).await;
+    let (_, body) = last_webhook(&h);
+    assert_eq!(body["eventType"], "subscription.paid");
+    assert!(body["object"]["product"].is_string());
+    assert!(body["object"].get("last_transaction").is_none());
+}
+
+#[tokio::test]
+async fn sandbox_events_are_test_mode_events_and_foreign_to_a_live_key() {
+    let h = start().await;
+    let lifetime = plan("lifetime", "one_time", "199.00", Some(999_999), None);
+    let checkout_id = h.checkout(&lifetime, "ord_mode").await;
+    h.sandbox
+        .hub()
+        .complete_payment(&checkout_id)
+        .await
+        .unwrap();
+    assert_eq!(h.take_events().len(), 1);
+    let (request, body) = last_webhook(&h);
+    assert_eq!(body["object"]["mode"], "test");
+
+    let mut live = MorASettings::new("creem_live_key", CREDENTIALS.creem_webhook_secret);
+    live.base_url = Some(h.sandbox.api_base_url(ProviderId::MorA));
+    let live = MorAGateway::new(
+        &live,
+        GatewayContext {
+            http: ProviderHttp::new(&live.http()).unwrap(),
+            clock: Arc::new(SystemClock),
+            sandbox: false,
+        },
+    )
+    .unwrap();
+    let verified = live.verify_webhook(&request).await.unwrap();
+    assert!(verified.foreign.is_some());
+    assert!(verified.events.is_empty());
+}
+
+#[tokio::test]
+async fn creem_has_no_refund_api_so_the_gateway_refuses_a_refund_without_calling_the_sandbox() {
+    let h = start().await;
+    let request = application::ports::RefundRequest {
+        payment: PaymentRef {
+            order_id: OrderId::new("ord_no_refund").unwrap(),
+            provider_reference: Some("ch_sandbox_1".into()),
+        },
+        refund_id: "rf_1".into(),
+        amount: usd(100),
+        paid: usd(19_900),
+        reason: "requested by the buyer".into(),
+        notify_url: format!("{}/webhook", h.base),
+    };
+    assert!(matches!(
+        h.gateway.refund(&request).await,
+        Err(GatewayError::NotSupported)
+    ));
+}

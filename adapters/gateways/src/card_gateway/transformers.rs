@@ -11,7 +11,7 @@ use std::str::FromStr;
 
 use application::ports::{
     CheckoutRequest, GatewayError, OrderLocator, PaymentEvent, PaymentStatus, RefundReport,
-    RefundedCharge, WebhookError,
+    RefundRequest, RefundStarted, RefundState, RefundedCharge, WebhookError,
 };
 use domain::{BillingPeriod, Currency, Duration, Locale, Money, OrderId, PlanType, Timestamp};
 use serde::Deserialize;
@@ -408,6 +408,12 @@ pub struct CheckoutSession {
     /// The subscription it created.
     #[serde(default)]
     pub subscription: Option<Expandable>,
+    /// The PaymentIntent of a `payment`-mode session, once the buyer paid.
+    #[serde(default)]
+    pub payment_intent: Option<Expandable>,
+    /// The invoice a `subscription`-mode session created (its first period's).
+    #[serde(default)]
+    pub invoice: Option<Expandable>,
 }
 
 impl CheckoutSession {
@@ -467,6 +473,12 @@ pub struct Event {
     pub created: i64,
     /// The object it is about.
     pub data: EventData,
+    /// Whether it happened in live mode (`false`, the test mode, when absent).
+    #[serde(default)]
+    pub livemode: bool,
+    /// The connected account it happened on (Connect endpoints only).
+    #[serde(default)]
+    pub account: Option<String>,
 }
 
 /// `event.data`.
@@ -738,6 +750,17 @@ pub struct InvoicePayment {
     /// `paid`, `open` or `canceled`.
     #[serde(default)]
     pub status: Option<String>,
+    /// What paid it.
+    #[serde(default)]
+    pub payment: Option<InvoicePaymentMethod>,
+}
+
+/// `invoice_payment.payment`: `{"type": "payment_intent", "payment_intent": "pi_…"}`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct InvoicePaymentMethod {
+    /// The PaymentIntent, for `type: payment_intent`.
+    #[serde(default)]
+    pub payment_intent: Option<Expandable>,
 }
 
 /// An invoice id, or the invoice when expanded.
@@ -779,6 +802,101 @@ impl List<InvoicePayment> {
             provider_subscription_id,
             charge_ref: charge_ref.filter(|id| !id.is_empty())?,
         })
+    }
+}
+
+impl List<InvoicePayment> {
+    /// The PaymentIntent of the paid invoice payment.
+    #[must_use]
+    pub fn paid_payment_intent(&self) -> Option<String> {
+        self.data
+            .iter()
+            .take(MAX_INVOICE_PAYMENTS)
+            .filter(|p| p.status.as_deref() == Some("paid"))
+            .find_map(|p| p.payment.as_ref()?.payment_intent.as_ref())
+            .map(|intent| intent.id().to_owned())
+            .filter(|id| path_id(id).is_ok())
+    }
+}
+
+/// The query of `GET /v1/invoice_payments` for the payments of one invoice.
+#[must_use]
+pub fn invoice_payments_of_invoice_query(invoice_id: &str) -> Vec<(String, String)> {
+    vec![
+        ("invoice".to_owned(), invoice_id.to_owned()),
+        ("limit".to_owned(), MAX_INVOICE_PAYMENTS.to_string()),
+    ]
+}
+
+/// The most characters of our refund reason put in the refund's metadata (Stripe takes 500).
+const MAX_METADATA_CHARS: usize = 500;
+
+/// The form of `POST /v1/refunds`: the PaymentIntent, this refund's amount in minor units, and
+/// our order id and reason in metadata (Stripe's `reason` is an enum of its own).
+#[must_use]
+pub fn refund_form(request: &RefundRequest, payment_intent: &str) -> Vec<(String, String)> {
+    let mut form = Form(Vec::with_capacity(4));
+    form.put("payment_intent", payment_intent);
+    form.put("amount", request.amount.amount_minor().to_string());
+    form.put("metadata[orderId]", request.payment.order_id.as_str());
+    let reason: String = request.reason.chars().take(MAX_METADATA_CHARS).collect();
+    if !reason.trim().is_empty() {
+        form.put("metadata[reason]", reason);
+    }
+    form.0
+}
+
+/// `refund.status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefundStatus {
+    /// Done.
+    Succeeded,
+    /// On its way.
+    Pending,
+    /// The buyer must act (some payment methods).
+    RequiresAction,
+    /// Failed after it was accepted.
+    Failed,
+    /// Canceled.
+    Canceled,
+    /// Anything Stripe adds later.
+    #[serde(other)]
+    Unknown,
+}
+
+/// A refund (`POST /v1/refunds`' answer).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Refund {
+    /// `re_…`.
+    pub id: String,
+    /// Where it is.
+    pub status: RefundStatus,
+    /// Why it failed, when it did.
+    #[serde(default)]
+    pub failure_reason: Option<String>,
+}
+
+impl Refund {
+    /// Where the refund stands, under its `re_…` id; statuses Stripe adds later wait.
+    #[must_use]
+    pub fn started(&self) -> RefundStarted {
+        let state = match self.status {
+            RefundStatus::Succeeded => RefundState::Succeeded,
+            RefundStatus::Pending | RefundStatus::RequiresAction | RefundStatus::Unknown => {
+                RefundState::Pending
+            }
+            RefundStatus::Failed => RefundState::Failed(
+                self.failure_reason
+                    .clone()
+                    .unwrap_or_else(|| "refund failed".into()),
+            ),
+            RefundStatus::Canceled => RefundState::Failed("refund canceled".into()),
+        };
+        RefundStarted {
+            provider_refund_id: Some(self.id.clone()).filter(|id| !id.is_empty()),
+            state,
+        }
     }
 }
 

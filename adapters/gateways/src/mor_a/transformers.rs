@@ -141,6 +141,17 @@ impl Expandable<SubscriptionEntity> {
     }
 }
 
+impl Expandable<CheckoutEntity> {
+    /// The checkout's id, expanded or not.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        match self {
+            Expandable::Object(c) => &c.id,
+            Expandable::Id(id) => id,
+        }
+    }
+}
+
 /// Metadata as Creem echoes it.
 pub type Metadata = BTreeMap<String, Value>;
 
@@ -318,9 +329,9 @@ pub struct DisputeEntity {
     /// The disputed transaction, with its running refunded total.
     #[serde(default)]
     pub transaction: Option<TransactionEntity>,
-    /// The checkout that created the order.
+    /// The checkout that created the order (an object or its id).
     #[serde(default)]
-    pub checkout: Option<CheckoutEntity>,
+    pub checkout: Option<Expandable<CheckoutEntity>>,
     /// The subscription, for a subscription payment.
     #[serde(default)]
     pub subscription: Option<Expandable<SubscriptionEntity>>,
@@ -338,9 +349,9 @@ pub struct RefundEntity {
     /// The refunded transaction.
     #[serde(default)]
     pub transaction: Option<TransactionEntity>,
-    /// The checkout that created the order.
+    /// The checkout that created the order (an object or its id).
     #[serde(default)]
-    pub checkout: Option<CheckoutEntity>,
+    pub checkout: Option<Expandable<CheckoutEntity>>,
     /// The subscription, for a subscription payment.
     #[serde(default)]
     pub subscription: Option<Expandable<SubscriptionEntity>>,
@@ -434,12 +445,168 @@ pub fn payment_status(
     }
 }
 
+/// A verified webhook body as JSON, before ids in it are resolved.
+///
+/// # Errors
+/// [`WebhookError::Malformed`] when it is not a JSON object.
+pub fn envelope_value(body: &[u8]) -> Result<Value, WebhookError> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(value @ Value::Object(_)) => Ok(value),
+        Ok(_) => Err(malformed("not a creem event: not a JSON object")),
+        Err(e) => Err(WebhookError::Malformed(format!("not a creem event: {e}"))),
+    }
+}
+
+/// Creem's environments (`EnvironmentMode`): every entity carries `mode`.
+const TEST_MODES: [&str; 2] = ["test", "sandbox"];
+/// The live environment's `mode`.
+const LIVE_MODE: &str = "prod";
+
+/// Why an event is not ours: its object's `mode` (`test`, `sandbox` or `prod`) is not the
+/// configured key's environment (`test`/`sandbox` for a test-mode key, `prod` for a live one).
+/// An object without `mode` cannot be told apart and is taken as ours.
+#[must_use]
+pub fn foreign_mode(envelope: &Value, test_mode: bool) -> Option<String> {
+    let mode = envelope.get("object")?.get("mode")?;
+    let Some(mode) = mode.as_str() else {
+        return Some("the event's mode is not a string".into());
+    };
+    let ours = if test_mode {
+        TEST_MODES.contains(&mode)
+    } else {
+        mode == LIVE_MODE
+    };
+    (!ours).then(|| {
+        format!(
+            "a {}-mode event, but the API key is a {} key",
+            mode.chars().take(16).collect::<String>(),
+            if test_mode { "test-mode" } else { "live" }
+        )
+    })
+}
+
+/// A Creem object an event names only by id, to be read with the API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// `GET /v1/checkouts?checkout_id=…`: a refund's or dispute's checkout given as an id.
+    Checkout(String),
+    /// `GET /v1/transactions?transaction_id=…`: a refund's or dispute's transaction when the
+    /// event does not say whether it paid a subscription.
+    Transaction(String),
+    /// `GET /v1/transactions?transaction_id=…`: the transaction that paid a subscription period
+    /// when `subscription.paid` carries no amount.
+    LastTransaction(String),
+    /// `GET /v1/products?product_id=…`: the product of a `subscription.paid` that carries
+    /// neither its last transaction nor an expanded product.
+    Product(String),
+}
+
+fn text_of(value: Option<&Value>) -> Option<&str> {
+    value.and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+/// The lookups an event needs before it can be read: ids where Tally needs the object.
+#[must_use]
+pub fn lookups(envelope: &Value) -> Vec<Lookup> {
+    let Some(object) = envelope.get("object") else {
+        return Vec::new();
+    };
+    match envelope.get("eventType").and_then(Value::as_str) {
+        Some("refund.created" | "dispute.created") => {
+            let transaction = object.get("transaction");
+            let subscription_known = text_of(transaction.and_then(|t| t.get("subscription")))
+                .is_some()
+                || match object.get("subscription") {
+                    Some(Value::String(id)) => !id.is_empty(),
+                    Some(Value::Object(s)) => text_of(s.get("id")).is_some(),
+                    _ => false,
+                };
+            let transaction_id = text_of(transaction.and_then(|t| t.get("id")));
+            // An expanded checkout names the order: nothing to learn from the transaction.
+            let checkout_expanded = object.get("checkout").is_some_and(Value::is_object);
+            let mut lookups = Vec::new();
+            if let (false, false, Some(id)) =
+                (subscription_known, checkout_expanded, transaction_id)
+            {
+                lookups.push(Lookup::Transaction(id.to_owned()));
+            }
+            if let Some(Value::String(id)) = object.get("checkout")
+                && !subscription_known
+                && !id.is_empty()
+            {
+                lookups.push(Lookup::Checkout(id.clone()));
+            }
+            lookups
+        }
+        Some("subscription.paid") => {
+            let expanded_transaction = object.get("last_transaction").is_some_and(Value::is_object);
+            let product = object.get("product");
+            let product_priced = product.is_some_and(|p| p.get("price").is_some_and(Value::is_i64));
+            if expanded_transaction || product_priced {
+                return Vec::new();
+            }
+            if let Some(id) = text_of(object.get("last_transaction_id")) {
+                vec![Lookup::LastTransaction(id.to_owned())]
+            } else if let Some(id) = text_of(product) {
+                vec![Lookup::Product(id.to_owned())]
+            } else {
+                Vec::new()
+            }
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Put what a lookup found into the event: the checkout and product replace their ids, a
+/// subscription's last transaction is added, and a refunded transaction's missing fields are
+/// filled in (the event's own values win).
+pub fn apply(envelope: &mut Value, lookup: &Lookup, found: Value) {
+    let Some(object) = envelope.get_mut("object").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if !found.is_object() {
+        return;
+    }
+    match lookup {
+        Lookup::Checkout(_) => {
+            object.insert("checkout".into(), found);
+        }
+        Lookup::Product(_) => {
+            object.insert("product".into(), found);
+        }
+        Lookup::LastTransaction(_) => {
+            object.insert("last_transaction".into(), found);
+        }
+        Lookup::Transaction(_) => {
+            let Value::Object(found) = found else { return };
+            let transaction = object
+                .entry("transaction")
+                .or_insert_with(|| Value::Object(serde_json::Map::new()));
+            if let Some(transaction) = transaction.as_object_mut() {
+                for (key, value) in found {
+                    if transaction.get(&key).is_none_or(Value::is_null) {
+                        transaction.insert(key, value);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Parse a verified webhook body into Tally's events.
 ///
 /// # Errors
 /// [`WebhookError::Malformed`] when the envelope or a handled event's object cannot be read.
 pub fn parse_webhook(body: &[u8]) -> Result<ParsedWebhook, WebhookError> {
-    let envelope: Envelope = serde_json::from_slice(body)
+    parse_envelope(envelope_value(body)?)
+}
+
+/// Parse a verified (and resolved) event into Tally's events.
+///
+/// # Errors
+/// [`WebhookError::Malformed`] when the envelope or a handled event's object cannot be read.
+pub fn parse_envelope(envelope: Value) -> Result<ParsedWebhook, WebhookError> {
+    let envelope: Envelope = serde_json::from_value(envelope)
         .map_err(|e| WebhookError::Malformed(format!("not a creem event: {e}")))?;
     if envelope.id.is_empty() || envelope.id.chars().count() > MAX_EVENT_ID_CHARS {
         return Err(WebhookError::Malformed(
@@ -714,10 +881,14 @@ fn dispute_created(
 /// The charge a refund or dispute takes money from: a subscription's transaction by its id, or
 /// else our order (from the checkout, or the subscription's metadata).
 fn refunded_charge(
-    checkout: Option<&CheckoutEntity>,
+    checkout: Option<&Expandable<CheckoutEntity>>,
     subscription: Option<&Expandable<SubscriptionEntity>>,
     transaction: Option<&TransactionEntity>,
 ) -> RefundedCharge {
+    let checkout_id = checkout
+        .map(|c| c.id().to_owned())
+        .filter(|id| !id.is_empty());
+    let checkout = checkout.and_then(Expandable::object);
     let subscription_id = transaction
         .and_then(|t| t.subscription.clone())
         .or_else(|| subscription.map(|s| s.id().to_owned()))
@@ -739,9 +910,10 @@ fn refunded_charge(
         checkout.and_then(|c| c.metadata.as_ref()),
     )
     .or_else(|| order_id(None, subscription_metadata));
+    // A checkout left as an id still names the order: it is the order's provider reference.
     RefundedCharge::Order(OrderLocator {
         order_id,
-        provider_reference: checkout.map(|c| c.id.clone()),
+        provider_reference: checkout_id,
     })
 }
 

@@ -114,6 +114,12 @@ pub fn session(hub: &Hub, payment: &SimPayment) -> Value {
     };
     let subscription_mode = matches!(payment.kind, SimKind::Subscription { .. });
     let url = (status == "open").then(|| hub.checkout_url(&payment.id));
+    // A subscription's session names the invoice of its first period once paid.
+    let first_invoice = payment
+        .subscription_id
+        .as_deref()
+        .and_then(|id| hub.subscription(id))
+        .and_then(|s| s.charges.first().map(|c| c.id.clone()));
     let paid_one_time = payment.status == SimStatus::Paid && !subscription_mode;
     json!({
         "id": payment.id,
@@ -127,6 +133,7 @@ pub fn session(hub: &Hub, payment: &SimPayment) -> Value {
         "customer": subscription_mode.then(|| customer_id(payment)),
         "customer_email": payment.extra.get(CUSTOMER_EMAIL),
         "expires_at": payment.extra.get(EXPIRES_AT).and_then(|s| s.parse::<i64>().ok()),
+        "invoice": first_invoice,
         "livemode": false,
         "metadata": metadata(payment),
         "mode": if subscription_mode { "subscription" } else { "payment" },
@@ -370,5 +377,29 @@ pub fn event(hub: &Hub, event_type: &str, object: Value) -> Value {
         "pending_webhooks": 1,
         "request": { "id": null, "idempotency_key": null },
         "type": event_type,
+    })
+}
+
+/// A refund of a payment's PaymentIntent, done at once (cards refund synchronously here).
+pub fn refund(
+    hub: &Hub,
+    id: &str,
+    payment_intent: &str,
+    payment: &SimPayment,
+    amount_minor: i64,
+    metadata: &BTreeMap<String, String>,
+) -> Value {
+    json!({
+        "id": id,
+        "object": "refund",
+        "amount": amount_minor,
+        "balance_transaction": null,
+        "charge": format!("ch_{}", payment_intent.trim_start_matches("pi_")),
+        "created": seconds(hub.now_ms()),
+        "currency": payment.currency.code().to_ascii_lowercase(),
+        "metadata": metadata,
+        "payment_intent": payment_intent,
+        "reason": null,
+        "status": "succeeded",
     })
 }
