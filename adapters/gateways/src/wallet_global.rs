@@ -2,15 +2,21 @@
 //! recurring plans, webhooks verified by PayPal itself (`verify-webhook-signature`). The wire
 //! format lives in [`transformers`]; `docs/providers/wallet_global.md` is the operator's guide.
 //!
-//! **Capture exactly once.** An approved PayPal order moves no money until the merchant
-//! captures it. Tally captures on whichever comes first: the buyer's return to the success URL,
-//! the `CHECKOUT.ORDER.APPROVED` webhook ([`WalletGlobalGateway::verify_webhook`] captures
-//! before it answers), or the reconciler ([`WalletGlobalGateway::query_payment`] captures an
-//! order it finds approved). All three go through [`WalletGlobalGateway::capture`], which sends
-//! `PayPal-Request-Id: capture-<our order id>`: PayPal answers a repeated request id with the
-//! first request's result, and a capture that lost a race (`ORDER_ALREADY_CAPTURED`) reads the
-//! order back and reports the winner's capture. Every path reports the same capture, and
-//! `PaymentSucceeded` is applied once by the webhook pipeline's idempotency.
+//! **Capture exactly once, and only Tally's own pending orders.** An approved PayPal order moves
+//! no money until the merchant captures it. `verify_webhook` never captures: it reports
+//! `CHECKOUT.ORDER.APPROVED` as `PaymentEvent::PaymentApproved` (our order id from `custom_id`,
+//! PayPal's order id, the approved amount), and the service captures through
+//! [`PaymentGateway::capture`] only when that is its own pending PayPal order with the same
+//! PayPal id and price; an approval of an order Tally cancelled, expired or does not know is
+//! recorded and left to lapse at PayPal. The buyer's return to the success page captures the
+//! caller's own pending order the same way, and the reconciler
+//! ([`WalletGlobalGateway::query_payment`], called only for Tally's pending orders by the PayPal
+//! id stored at checkout) captures an order it finds approved. Every path goes through
+//! [`WalletGlobalGateway::capture_order`], which sends `PayPal-Request-Id: capture-<our order
+//! id>`: PayPal answers a repeated request id with the first request's result, and a capture
+//! that lost a race (`ORDER_ALREADY_CAPTURED`) reads the order back and reports the winner's
+//! capture. Every path reports the same capture, and `PaymentSucceeded` is applied once by the
+//! webhook pipeline's idempotency.
 
 mod client;
 pub mod transformers;
@@ -18,9 +24,9 @@ pub mod transformers;
 use std::sync::Arc;
 
 use application::ports::{
-    AckFor, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError, OrderLocator,
-    PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundedCharge,
-    VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
+    AckFor, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentEvent,
+    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundRequest, RefundStarted,
+    RefundedCharge, VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::{Money, OrderId, PlanType, ProviderId, Timestamp};
@@ -32,7 +38,8 @@ pub use transformers::CaptureOutcome;
 use self::client::Api;
 use self::transformers::{
     CreateOrder, CreateSubscription, Envelope, ErrorBody, Interpretation, Order, OrderStep,
-    SubscriptionStatus, Transmission, checked, failure, interpret, parse, path_segment,
+    RefundCapture, SubscriptionStatus, Transmission, checked, failure, interpret, named_merchants,
+    parse, path_segment,
 };
 use crate::shared::{ConfigError, GatewayContext, HttpSettings};
 
@@ -73,6 +80,11 @@ pub struct WalletGlobalSettings {
     pub client_secret: SecretString,
     /// The id (`WH-…` or similar) of the webhook registered for Tally's webhook URL.
     pub webhook_id: String,
+    /// Optional: the PayPal merchant id (the 13-character account id) of the account the REST
+    /// app belongs to. When set, a verified event whose resource names another merchant as
+    /// payee or seller is acknowledged as foreign and changes nothing.
+    #[serde(default)]
+    pub merchant_id: Option<String>,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -100,7 +112,15 @@ impl WalletGlobalSettings {
             client_id: client_id.into(),
             client_secret: SecretString::from(client_secret.into()),
             webhook_id: webhook_id.into(),
+            merchant_id: None,
         }
+    }
+
+    /// The same settings, checking webhooks against merchant `merchant_id`.
+    #[must_use]
+    pub fn for_merchant(mut self, merchant_id: impl Into<String>) -> Self {
+        self.merchant_id = Some(merchant_id.into());
+        self
     }
 
     /// The API base URL in effect.
@@ -150,6 +170,14 @@ impl WalletGlobalSettings {
         if self.webhook_id.trim().is_empty() {
             return fail("webhookId", "is required");
         }
+        if let Some(merchant) = &self.merchant_id
+            && path_segment(merchant.trim()).is_none()
+        {
+            return fail(
+                "merchantId",
+                "must be a PayPal merchant id (letters and digits)",
+            );
+        }
         Ok(())
     }
 }
@@ -164,6 +192,7 @@ impl std::fmt::Debug for WalletGlobalSettings {
             .field("client_id", &self.client_id)
             .field("client_secret", &"[redacted]")
             .field("webhook_id", &self.webhook_id)
+            .field("merchant_id", &self.merchant_id)
             .finish()
     }
 }
@@ -174,6 +203,7 @@ pub struct WalletGlobalGateway {
     clock: Arc<dyn Clock>,
     sandbox: bool,
     webhook_id: String,
+    merchant_id: Option<String>,
 }
 
 impl std::fmt::Debug for WalletGlobalGateway {
@@ -212,6 +242,7 @@ impl WalletGlobalGateway {
             clock: context.clock,
             sandbox: context.sandbox,
             webhook_id: settings.webhook_id.trim().to_owned(),
+            merchant_id: settings.merchant_id.as_deref().map(|m| m.trim().to_owned()),
         })
     }
 
@@ -222,7 +253,7 @@ impl WalletGlobalGateway {
     /// # Errors
     /// [`GatewayError::Rejected`] when PayPal refuses (not approved yet, expired, voided);
     /// [`GatewayError::Unreachable`] on transport failures (retrying is safe).
-    pub async fn capture(
+    pub async fn capture_order(
         &self,
         paypal_order_id: &str,
         our_order_id: &OrderId,
@@ -300,7 +331,7 @@ impl WalletGlobalGateway {
         Ok(match order.status.step() {
             OrderStep::Wait => PaymentStatus::Pending,
             // Approved but not captured: the buyer never came back and the webhook was lost.
-            OrderStep::Capture => self.capture(id, order_id).await?.into(),
+            OrderStep::Capture => self.capture_order(id, order_id).await?.into(),
             OrderStep::ReadCapture => order.capture_outcome(self.clock.now())?.into(),
             OrderStep::Voided => PaymentStatus::Failed {
                 reason: "paypal voided the order".into(),
@@ -338,6 +369,20 @@ impl WalletGlobalGateway {
         }
     }
 
+    /// Why a verified event is another merchant's: PayPal verified it for our webhook id (so it
+    /// was sent to our app, in the environment of the API that verified it), and when
+    /// `merchantId` is set, every merchant its resource names as payee or seller must be ours.
+    fn foreign(&self, envelope: &Envelope) -> Option<String> {
+        let ours = self.merchant_id.as_deref()?;
+        let other = named_merchants(&envelope.resource)
+            .into_iter()
+            .find(|named| *named != ours)?;
+        let other: String = other.chars().take(MAX_EVENT_ID_CHARS).collect();
+        Some(format!(
+            "names paypal merchant {other}, not the configured merchantId"
+        ))
+    }
+
     /// Turn an interpretation into events, calling PayPal where the event alone is not enough.
     async fn resolve(
         &self,
@@ -345,18 +390,6 @@ impl WalletGlobalGateway {
     ) -> Result<Vec<PaymentEvent>, WebhookError> {
         match interpretation {
             Interpretation::Events(events) => Ok(events),
-            Interpretation::Capture {
-                paypal_order_id,
-                order_id,
-                occurred_at,
-            } => {
-                let outcome = lookup(self.capture(&paypal_order_id, &order_id).await, "capture")?;
-                let order = OrderLocator {
-                    order_id: Some(order_id),
-                    provider_reference: Some(paypal_order_id),
-                };
-                Ok(captured(order, outcome, occurred_at))
-            }
             Interpretation::RefundOfCapture {
                 capture_id,
                 total_refunded,
@@ -488,35 +521,6 @@ struct Sale {
     occurred_at: Timestamp,
 }
 
-/// The events of a capture made for an approval webhook.
-fn captured(
-    order: OrderLocator,
-    outcome: Option<CaptureOutcome>,
-    occurred_at: Timestamp,
-) -> Vec<PaymentEvent> {
-    match outcome {
-        Some(CaptureOutcome::Completed {
-            amount,
-            captured_at,
-            ..
-        }) => {
-            vec![PaymentEvent::PaymentSucceeded {
-                order,
-                amount,
-                occurred_at: captured_at,
-            }]
-        }
-        Some(CaptureOutcome::Declined { reason }) => vec![PaymentEvent::PaymentFailed {
-            order,
-            reason,
-            occurred_at,
-        }],
-        // Held for review, or refused (expired, voided): `PAYMENT.CAPTURE.*` or the reconciler
-        // settles it.
-        Some(CaptureOutcome::Pending) | None => Vec::new(),
-    }
-}
-
 /// A PayPal call made while handling a webhook: a refusal (not found, not ours) makes the event
 /// a no-op; a transient failure refuses the webhook so that PayPal delivers it again.
 fn lookup<T>(result: Result<T, GatewayError>, what: &str) -> Result<Option<T>, WebhookError> {
@@ -578,6 +582,57 @@ impl PaymentGateway for WalletGlobalGateway {
         self.query_order(id, &payment.order_id).await
     }
 
+    /// Capture the approved PayPal order of `payment` (the service checked that it is its own
+    /// pending order). Subscriptions need no capture.
+    async fn capture(&self, payment: &PaymentRef) -> Result<PaymentStatus, GatewayError> {
+        let reference = payment
+            .provider_reference
+            .as_deref()
+            .ok_or_else(|| GatewayError::Rejected("no paypal order to capture".into()))?;
+        let id = path_segment(reference)
+            .ok_or_else(|| GatewayError::Rejected("not a paypal order id".into()))?;
+        if id.starts_with(SUBSCRIPTION_ID_PREFIX) {
+            return Err(GatewayError::NotSupported);
+        }
+        Ok(self.capture_order(id, &payment.order_id).await?.into())
+    }
+
+    /// Refund an order's capture: `GET /v2/checkout/orders/{id}` finds the capture, then
+    /// `POST /v2/payments/captures/{capture_id}/refund` with `PayPal-Request-Id: <our refund
+    /// id>` (the same id twice refunds once and answers the same refund). The answer's refund id
+    /// is the `resource.id` of PayPal's `PAYMENT.CAPTURE.REFUNDED`, which Tally reads as the
+    /// capture's running total. A subscription's payments are sales (Payments v1), refunded in
+    /// PayPal's dashboard.
+    async fn refund(&self, request: &RefundRequest) -> Result<RefundStarted, GatewayError> {
+        let reference = request
+            .payment
+            .provider_reference
+            .as_deref()
+            .ok_or_else(|| GatewayError::Rejected("the order has no paypal order".into()))?;
+        let id = path_segment(reference)
+            .ok_or_else(|| GatewayError::Rejected("not a paypal order id".into()))?;
+        if id.starts_with(SUBSCRIPTION_ID_PREFIX) {
+            return Err(GatewayError::Rejected(
+                "a paypal subscription's payment is refunded in paypal's dashboard".into(),
+            ));
+        }
+        let order = self.api.get_order(id).await?;
+        let capture = order
+            .capture()
+            .ok_or_else(|| GatewayError::Rejected("the paypal order has no capture".into()))?;
+        let body = RefundCapture::new(request.amount, &request.payment.order_id, &request.reason);
+        let refund = self
+            .api
+            .refund_capture(&capture.id, &body, &request.refund_id)
+            .await?;
+        let refund_id = path_segment(&refund.id)
+            .ok_or_else(|| GatewayError::BadResponse("unexpected refund id".into()))?;
+        Ok(RefundStarted {
+            provider_refund_id: Some(refund_id.to_owned()),
+            state: refund.state(),
+        })
+    }
+
     /// PayPal has no call to close an unapproved order: it lapses at PayPal by itself, and
     /// Tally expires its own order.
     async fn close_payment(&self, _payment: &PaymentRef) -> Result<(), GatewayError> {
@@ -614,6 +669,14 @@ impl PaymentGateway for WalletGlobalGateway {
         request: &WebhookRequest,
     ) -> Result<VerifiedWebhook, WebhookError> {
         let envelope = self.verified_envelope(request).await?;
+        if let Some(why) = self.foreign(&envelope) {
+            return Ok(VerifiedWebhook {
+                event_id: envelope.id,
+                event_type: envelope.event_type,
+                events: Vec::new(),
+                foreign: Some(why),
+            });
+        }
         let interpretation = interpret(&envelope, self.clock.now())?;
         let events = self.resolve(interpretation).await?;
         Ok(VerifiedWebhook {

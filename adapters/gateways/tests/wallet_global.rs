@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use application::ports::{
     AckFor, Checkout, CheckoutRequest, CheckoutTarget, GatewayError, OrderLocator, PaymentEvent,
-    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundedCharge, WebhookError,
-    WebhookRequest,
+    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundRequest, RefundStarted,
+    RefundState, RefundedCharge, WebhookError, WebhookRequest,
 };
 use application::testing::FixedClock;
 use domain::{
@@ -76,6 +76,11 @@ async fn harness() -> Harness {
 
 /// The same, as if PayPal were the local sandbox (`sandbox`) or not.
 async fn harness_for(sandbox: bool) -> Harness {
+    harness_with(sandbox, None).await
+}
+
+/// The same, checking webhooks against merchant `merchant_id` when given.
+async fn harness_with(sandbox: bool, merchant_id: Option<&str>) -> Harness {
     let server = MockServer::start().await;
     let basic = format!(
         "Basic {}",
@@ -88,8 +93,11 @@ async fn harness_for(sandbox: bool) -> Harness {
         .respond_with(json_reply(200, "api/token.json"))
         .mount(&server)
         .await;
-    let settings =
+    let mut settings =
         WalletGlobalSettings::new(Some(server.uri()), CLIENT_ID, CLIENT_SECRET, WEBHOOK_ID);
+    if let Some(merchant) = merchant_id {
+        settings = settings.for_merchant(merchant);
+    }
     let clock = Arc::new(FixedClock::at(NOW_MS));
     let context = GatewayContext {
         http: ProviderHttp::new(&settings.http()).unwrap(),
@@ -419,8 +427,8 @@ async fn two_concurrent_captures_send_one_request_id_and_report_the_same_capture
         .await;
     let id = order_id();
     let (first, second) = tokio::join!(
-        h.gateway.capture(PAYPAL_ORDER, &id),
-        h.gateway.capture(PAYPAL_ORDER, &id)
+        h.gateway.capture_order(PAYPAL_ORDER, &id),
+        h.gateway.capture_order(PAYPAL_ORDER, &id)
     );
     let expected = CaptureOutcome::Completed {
         capture_id: "3C679366HH908993F".into(),
@@ -455,7 +463,11 @@ async fn an_order_already_captured_counts_as_captured_once_the_order_is_read_bac
         "api/order_captured.json",
     )
     .await;
-    let outcome = h.gateway.capture(PAYPAL_ORDER, &order_id()).await.unwrap();
+    let outcome = h
+        .gateway
+        .capture_order(PAYPAL_ORDER, &order_id())
+        .await
+        .unwrap();
     assert!(
         matches!(outcome, CaptureOutcome::Completed { amount, .. } if amount == usd(1799)),
         "{outcome:?}"
@@ -481,7 +493,7 @@ async fn capturing_an_order_the_buyer_has_not_approved_is_refused() {
     .await;
     let error = h
         .gateway
-        .capture(PAYPAL_ORDER, &order_id())
+        .capture_order(PAYPAL_ORDER, &order_id())
         .await
         .unwrap_err();
     assert!(
@@ -500,7 +512,11 @@ async fn a_declined_capture_is_reported_as_declined() {
         "api/order_capture_declined.json",
     )
     .await;
-    let outcome = h.gateway.capture(PAYPAL_ORDER, &order_id()).await.unwrap();
+    let outcome = h
+        .gateway
+        .capture_order(PAYPAL_ORDER, &order_id())
+        .await
+        .unwrap();
     assert!(
         matches!(outcome, CaptureOutcome::Declined { .. }),
         "{outcome:?}"
@@ -517,7 +533,7 @@ async fn a_capture_paypal_cannot_answer_is_an_error_that_is_safe_to_retry() {
         .await;
     let error = h
         .gateway
-        .capture(PAYPAL_ORDER, &order_id())
+        .capture_order(PAYPAL_ORDER, &order_id())
         .await
         .unwrap_err();
     assert!(matches!(error, GatewayError::Unreachable(_)), "{error:?}");
@@ -956,9 +972,68 @@ async fn webhooks_are_acknowledged_with_200_and_refused_with_400() {
 // --- Event mapping --------------------------------------------------------------------------
 
 #[tokio::test]
-async fn an_approved_order_is_captured_and_reported_paid_in_the_same_webhook() {
+async fn an_approved_order_is_reported_as_approved_and_not_captured_by_the_webhook() {
     let h = harness().await;
     h.paypal_verifies("SUCCESS").await;
+    Mock::given(method("POST"))
+        .and(path("/v2/checkout/orders/5O190127TN364715T/capture"))
+        .respond_with(json_reply(201, "api/order_captured.json"))
+        .expect(0)
+        .mount(&h.server)
+        .await;
+    assert_eq!(
+        h.events_of("webhooks/checkout_order_approved.json").await,
+        vec![PaymentEvent::PaymentApproved {
+            order: order_locator(),
+            amount: usd(1799),
+            occurred_at: at("2024-05-01T09:59:20Z")
+        }]
+    );
+}
+
+#[tokio::test]
+async fn an_approval_without_our_order_id_or_a_readable_amount_is_not_an_approval_of_ours() {
+    let h = harness().await;
+    h.paypal_verifies("SUCCESS").await;
+    let mut event: Value =
+        serde_json::from_str(&fixture("webhooks/checkout_order_approved.json")).unwrap();
+    let unit = &mut event["resource"]["purchase_units"][0];
+    unit["custom_id"] = json!("not an order id!");
+    unit["reference_id"] = json!("not ours either");
+    let verified = h
+        .gateway
+        .verify_webhook(&delivery(&event.to_string(), TRANSMISSION_TIME))
+        .await
+        .unwrap();
+    assert_eq!(verified.events, vec![]);
+    let mut event: Value =
+        serde_json::from_str(&fixture("webhooks/checkout_order_approved.json")).unwrap();
+    event["resource"]["purchase_units"][0]["amount"]["value"] = json!("17.999");
+    let result = h
+        .gateway
+        .verify_webhook(&delivery(&event.to_string(), TRANSMISSION_TIME))
+        .await;
+    assert!(
+        matches!(result, Err(WebhookError::Malformed(_))),
+        "{result:?}"
+    );
+    assert!(
+        h.requests_to("/v2/checkout/orders/5O190127TN364715T/capture")
+            .await
+            .is_empty()
+    );
+}
+
+fn paypal_order() -> PaymentRef {
+    PaymentRef {
+        order_id: order_id(),
+        provider_reference: Some(PAYPAL_ORDER.into()),
+    }
+}
+
+#[tokio::test]
+async fn the_port_capture_captures_the_stored_paypal_order_under_the_one_request_id() {
+    let h = harness().await;
     Mock::given(method("POST"))
         .and(path("/v2/checkout/orders/5O190127TN364715T/capture"))
         .and(header("paypal-request-id", "capture-ord_01HZX3Q9"))
@@ -967,19 +1042,19 @@ async fn an_approved_order_is_captured_and_reported_paid_in_the_same_webhook() {
         .mount(&h.server)
         .await;
     assert_eq!(
-        h.events_of("webhooks/checkout_order_approved.json").await,
-        vec![PaymentEvent::PaymentSucceeded {
-            order: order_locator(),
+        PaymentGateway::capture(&h.gateway, &paypal_order())
+            .await
+            .unwrap(),
+        PaymentStatus::Succeeded {
             amount: usd(1799),
-            occurred_at: at("2024-05-01T09:59:30Z")
-        }]
+            paid_at: at("2024-05-01T09:59:30Z")
+        }
     );
 }
 
 #[tokio::test]
-async fn an_approved_order_another_path_captured_first_is_still_reported_paid() {
+async fn the_port_capture_reports_a_capture_another_path_made_first() {
     let h = harness().await;
-    h.paypal_verifies("SUCCESS").await;
     h.answer(
         "POST",
         "/v2/checkout/orders/5O190127TN364715T/capture",
@@ -994,17 +1069,18 @@ async fn an_approved_order_another_path_captured_first_is_still_reported_paid() 
         "api/order_captured.json",
     )
     .await;
-    let events = h.events_of("webhooks/checkout_order_approved.json").await;
+    let status = PaymentGateway::capture(&h.gateway, &paypal_order())
+        .await
+        .unwrap();
     assert!(
-        matches!(events.as_slice(), [PaymentEvent::PaymentSucceeded { amount, .. }] if *amount == usd(1799)),
-        "{events:?}"
+        matches!(status, PaymentStatus::Succeeded { amount, .. } if amount == usd(1799)),
+        "{status:?}"
     );
 }
 
 #[tokio::test]
-async fn an_approved_order_paypal_refuses_to_capture_changes_nothing() {
+async fn the_port_capture_of_a_lapsed_order_is_refused_and_of_an_unreachable_paypal_is_retryable() {
     let h = harness().await;
-    h.paypal_verifies("SUCCESS").await;
     h.answer(
         "POST",
         "/v2/checkout/orders/5O190127TN364715T/capture",
@@ -1019,31 +1095,53 @@ async fn an_approved_order_paypal_refuses_to_capture_changes_nothing() {
         "api/order_voided.json",
     )
     .await;
-    assert_eq!(
-        h.events_of("webhooks/checkout_order_approved.json").await,
-        vec![]
-    );
-}
-
-#[tokio::test]
-async fn an_approved_order_whose_capture_cannot_be_reached_is_refused_for_redelivery() {
+    let error = PaymentGateway::capture(&h.gateway, &paypal_order())
+        .await
+        .unwrap_err();
+    assert!(matches!(error, GatewayError::Rejected(_)), "{error:?}");
     let h = harness().await;
-    h.paypal_verifies("SUCCESS").await;
     Mock::given(method("POST"))
         .and(path("/v2/checkout/orders/5O190127TN364715T/capture"))
         .respond_with(ResponseTemplate::new(500))
         .mount(&h.server)
         .await;
-    let result = h
-        .gateway
-        .verify_webhook(&delivery(
-            &fixture("webhooks/checkout_order_approved.json"),
-            TRANSMISSION_TIME,
-        ))
-        .await;
+    let error = PaymentGateway::capture(&h.gateway, &paypal_order())
+        .await
+        .unwrap_err();
     assert!(
-        matches!(result, Err(WebhookError::Malformed(_))),
-        "{result:?}"
+        matches!(
+            error,
+            GatewayError::Unreachable(_) | GatewayError::BadResponse(_)
+        ),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_port_capture_refuses_subscriptions_missing_and_unsafe_ids_without_calling_paypal() {
+    let h = harness().await;
+    let with = |reference: Option<&str>| PaymentRef {
+        order_id: order_id(),
+        provider_reference: reference.map(str::to_owned),
+    };
+    let subscription = PaymentGateway::capture(&h.gateway, &with(Some("I-BW452GLLEP1G"))).await;
+    assert!(
+        matches!(subscription, Err(GatewayError::NotSupported)),
+        "{subscription:?}"
+    );
+    for reference in [None, Some("../v1/oauth2/token"), Some("a/b"), Some("")] {
+        let result = PaymentGateway::capture(&h.gateway, &with(reference)).await;
+        assert!(
+            matches!(result, Err(GatewayError::Rejected(_))),
+            "{reference:?}: {result:?}"
+        );
+    }
+    assert!(
+        h.server
+            .received_requests()
+            .await
+            .unwrap_or_default()
+            .is_empty()
     );
 }
 
@@ -1495,6 +1593,11 @@ fn settings_refuse_unknown_fields_and_unusable_values() {
         .is_err()
     );
     assert!(settings_from(json!({ "clientId": "id", "webhookId": "WH-1" })).is_err());
+    let with_merchant = settings_from(
+        json!({ "clientId": "id", "clientSecret": "s", "webhookId": "WH-1", "merchantId": "C7CYMKZDG8D6E" }),
+    )
+    .unwrap();
+    assert_eq!(with_merchant.merchant_id.as_deref(), Some("C7CYMKZDG8D6E"));
     let context = || GatewayContext {
         http: ProviderHttp::new(&gateways::HttpSettings::new("http://127.0.0.1:9")).unwrap(),
         clock: Arc::new(FixedClock::at(NOW_MS)),
@@ -1521,6 +1624,10 @@ fn settings_refuse_unknown_fields_and_unusable_values() {
             json!({ "clientId": "id", "clientSecret": "s", "webhookId": "WH-1", "timeoutMs": 0 }),
             "timeoutMs",
         ),
+        (
+            json!({ "clientId": "id", "clientSecret": "s", "webhookId": "WH-1", "merchantId": "C7C/YM" }),
+            "merchantId",
+        ),
     ];
     for (value, field) in cases {
         let error =
@@ -1540,5 +1647,255 @@ fn settings_never_print_the_client_secret() {
     assert!(
         !printed.contains("very-secret-value") && printed.contains("[redacted]"),
         "{printed}"
+    );
+}
+
+// --- Merchant isolation ---------------------------------------------------------------------
+
+/// The merchant of the recorded webhooks (`payee` / `seller`).
+const MERCHANT: &str = "C7CYMKZDG8D6E";
+
+#[tokio::test]
+async fn an_event_naming_another_merchant_is_foreign_and_is_neither_captured_nor_read_further() {
+    let h = harness_with(false, Some("OTHERMERCHANT1")).await;
+    h.paypal_verifies("SUCCESS").await;
+    for webhook in [
+        "webhooks/checkout_order_approved.json",
+        "webhooks/customer_dispute_resolved_capture_lost.json",
+    ] {
+        let verified = h
+            .gateway
+            .verify_webhook(&delivery(&fixture(webhook), TRANSMISSION_TIME))
+            .await
+            .unwrap();
+        assert_eq!(verified.events, vec![], "{webhook}");
+        let why = verified
+            .foreign
+            .unwrap_or_else(|| panic!("{webhook} is not foreign"));
+        assert!(why.contains(MERCHANT), "{why}");
+    }
+    let mut capture: Value =
+        serde_json::from_str(&fixture("webhooks/payment_capture_completed.json")).unwrap();
+    capture["resource"]["payee"] = json!({ "merchant_id": MERCHANT });
+    let verified = h
+        .gateway
+        .verify_webhook(&delivery(&capture.to_string(), TRANSMISSION_TIME))
+        .await
+        .unwrap();
+    assert!(verified.foreign.is_some());
+    // Only PayPal's verification was called: nothing was captured or looked up.
+    let paths: Vec<String> = h
+        .server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .map(|r| r.url.path().to_owned())
+        .filter(|p| p != "/v1/oauth2/token")
+        .collect();
+    assert!(
+        paths
+            .iter()
+            .all(|p| p == "/v1/notifications/verify-webhook-signature"),
+        "{paths:?}"
+    );
+}
+
+#[tokio::test]
+async fn events_of_our_merchant_or_naming_none_are_ours() {
+    let h = harness_with(false, Some(MERCHANT)).await;
+    h.paypal_verifies("SUCCESS").await;
+    let verified = h
+        .gateway
+        .verify_webhook(&delivery(
+            &fixture("webhooks/checkout_order_approved.json"),
+            TRANSMISSION_TIME,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(verified.foreign, None);
+    assert!(matches!(
+        verified.events.as_slice(),
+        [PaymentEvent::PaymentApproved { .. }]
+    ));
+    // A subscription event names no merchant: the webhook id PayPal verified is the check.
+    let verified = h
+        .gateway
+        .verify_webhook(&delivery(
+            &fixture("webhooks/billing_subscription_cancelled.json"),
+            TRANSMISSION_TIME,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(verified.foreign, None);
+    // Without a configured merchant id, nothing is compared.
+    let h = harness().await;
+    h.paypal_verifies("SUCCESS").await;
+    let verified = h
+        .gateway
+        .verify_webhook(&delivery(
+            &fixture("webhooks/checkout_order_approved.json"),
+            TRANSMISSION_TIME,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(verified.foreign, None);
+}
+
+// --- Refunds --------------------------------------------------------------------------------
+
+fn refund_request(amount: Money, refund_id: &str) -> RefundRequest {
+    RefundRequest {
+        payment: paypal_order(),
+        refund_id: refund_id.into(),
+        amount,
+        paid: usd(1799),
+        reason: "Defective product".into(),
+        notify_url: "https://tally.example/api/payment/webhook/wallet_global".into(),
+    }
+}
+
+#[tokio::test]
+async fn a_refund_finds_the_capture_through_the_order_and_posts_the_amount_under_our_refund_id() {
+    let h = harness().await;
+    h.answer(
+        "GET",
+        "/v2/checkout/orders/5O190127TN364715T",
+        200,
+        "api/order_captured.json",
+    )
+    .await;
+    Mock::given(method("POST"))
+        .and(path("/v2/payments/captures/3C679366HH908993F/refund"))
+        .and(header("paypal-request-id", "rf_ord_01HZX3Q9_500"))
+        .and(header("authorization", format!("Bearer {TOKEN}").as_str()))
+        .and(header("content-type", "application/json"))
+        .respond_with(json_reply(201, "api/refund_completed.json"))
+        .expect(1)
+        .mount(&h.server)
+        .await;
+    let started = h
+        .gateway
+        .refund(&refund_request(usd(500), "rf_ord_01HZX3Q9_500"))
+        .await
+        .unwrap();
+    assert_eq!(
+        started,
+        RefundStarted {
+            provider_refund_id: Some("1Y107995YT783435V".into()),
+            state: RefundState::Succeeded,
+        }
+    );
+    let sent = h
+        .requests_to("/v2/payments/captures/3C679366HH908993F/refund")
+        .await;
+    let body: Value = serde_json::from_slice(&sent[0].body).unwrap();
+    assert_eq!(
+        body,
+        json!({
+            "amount": { "currency_code": "USD", "value": "5.00" },
+            "custom_id": "ord_01HZX3Q9",
+            "note_to_payer": "Defective product",
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_refund_answer_maps_pending_failed_and_refused_refunds() {
+    let h = harness().await;
+    h.answer(
+        "GET",
+        "/v2/checkout/orders/5O190127TN364715T",
+        200,
+        "api/order_captured.json",
+    )
+    .await;
+    Mock::given(method("POST"))
+        .and(path("/v2/payments/captures/3C679366HH908993F/refund"))
+        .and(header("paypal-request-id", "rf_pending"))
+        .respond_with(json_reply(201, "api/refund_pending_echeck.json"))
+        .mount(&h.server)
+        .await;
+    let mut failed: Value =
+        serde_json::from_str(&fixture("api/refund_pending_echeck.json")).unwrap();
+    failed["status"] = json!("FAILED");
+    Mock::given(method("POST"))
+        .and(path("/v2/payments/captures/3C679366HH908993F/refund"))
+        .and(header("paypal-request-id", "rf_failed"))
+        .respond_with(ResponseTemplate::new(201).set_body_json(failed))
+        .mount(&h.server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v2/payments/captures/3C679366HH908993F/refund"))
+        .and(header("paypal-request-id", "rf_too_much"))
+        .respond_with(json_reply(422, "api/error_refund_amount_exceeded.json"))
+        .mount(&h.server)
+        .await;
+    let pending = h
+        .gateway
+        .refund(&refund_request(usd(500), "rf_pending"))
+        .await
+        .unwrap();
+    assert_eq!(pending.state, RefundState::Pending);
+    assert_eq!(
+        pending.provider_refund_id.as_deref(),
+        Some("1JU08902781691411")
+    );
+    let failed = h
+        .gateway
+        .refund(&refund_request(usd(500), "rf_failed"))
+        .await
+        .unwrap();
+    assert_eq!(
+        failed.state,
+        RefundState::Failed("refund failed (ECHECK)".into())
+    );
+    let refused = h
+        .gateway
+        .refund(&refund_request(usd(5000), "rf_too_much"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, GatewayError::Rejected(text) if text.contains("REFUND_AMOUNT_EXCEEDED")),
+        "{refused:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_order_without_a_capture_or_a_subscription_is_not_refunded_through_the_api() {
+    let h = harness().await;
+    h.answer(
+        "GET",
+        "/v2/checkout/orders/5O190127TN364715T",
+        200,
+        "api/order_approved.json",
+    )
+    .await;
+    let error = h
+        .gateway
+        .refund(&refund_request(usd(500), "rf_1"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, GatewayError::Rejected(text) if text.contains("no capture")),
+        "{error:?}"
+    );
+    let mut subscription = refund_request(usd(500), "rf_2");
+    subscription.payment.provider_reference = Some(SUBSCRIPTION.into());
+    let error = h.gateway.refund(&subscription).await.unwrap_err();
+    assert!(
+        matches!(&error, GatewayError::Rejected(text) if text.contains("dashboard")),
+        "{error:?}"
+    );
+    let mut unsafe_id = refund_request(usd(500), "rf_3");
+    unsafe_id.payment.provider_reference = Some("../v1/oauth2/token".into());
+    assert!(matches!(
+        h.gateway.refund(&unsafe_id).await,
+        Err(GatewayError::Rejected(_))
+    ));
+    assert!(
+        h.requests_to("/v2/payments/captures/3C679366HH908993F/refund")
+            .await
+            .is_empty()
     );
 }

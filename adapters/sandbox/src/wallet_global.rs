@@ -5,6 +5,7 @@
 //! [`CREDENTIALS`]`.paypal_client_id`/`paypal_client_secret`), and with its bearer token
 //! `POST /v2/checkout/orders`, `GET /v2/checkout/orders/{id}`,
 //! `POST /v2/checkout/orders/{id}/capture`, `GET /v2/payments/captures/{id}`,
+//! `POST /v2/payments/captures/{id}/refund` (idempotent per `PayPal-Request-Id`),
 //! `POST /v1/billing/subscriptions`, `GET /v1/billing/subscriptions/{id}`,
 //! `POST /v1/billing/subscriptions/{id}/cancel`, `GET /v1/payments/sale/{id}` (a subscription's
 //! sale, read for disputes) and `POST /v1/notifications/verify-webhook-signature`.
@@ -61,6 +62,7 @@ pub fn gateway_settings(api_base_url: &str) -> WalletGlobalSettings {
         CREDENTIALS.paypal_client_secret,
         CREDENTIALS.paypal_webhook_id,
     )
+    .for_merchant(CREDENTIALS.paypal_merchant_id)
 }
 
 /// Where the simulator posts webhooks: Tally's PayPal webhook endpoint.
@@ -84,6 +86,10 @@ impl Simulator for WalletGlobalSimulator {
             .at("/v2/checkout/orders/:id", get(api::get_order))
             .at("/v2/checkout/orders/:id/capture", post(api::capture_order))
             .at("/v2/payments/captures/:id", get(api::get_capture))
+            .at(
+                "/v2/payments/captures/:id/refund",
+                post(api::refund_capture),
+            )
             .at("/v1/payments/sale/:id", get(api::get_sale))
             .at("/v1/billing/subscriptions", post(api::create_subscription))
             .at("/v1/billing/subscriptions/:id", get(api::get_subscription))
@@ -241,6 +247,15 @@ fn events_for(hub: &Hub, event: &SimEvent) -> Vec<(String, &'static str, Value)>
             amount_minor,
         } => match payment.kind {
             SimKind::OneTime => {
+                // A refund made through the API carries the id its answer gave.
+                let refund_id = payment
+                    .extra
+                    .get(&format!(
+                        "{}{}",
+                        resources::REFUND_ID_AT_PREFIX,
+                        payment.refunded_minor
+                    ))
+                    .unwrap_or(refund_id);
                 vec![(
                     payment.id.clone(),
                     "PAYMENT.CAPTURE.REFUNDED",

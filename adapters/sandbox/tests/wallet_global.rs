@@ -5,12 +5,11 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, Clock, GatewayError, OrderLocator, PaymentEvent,
-    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundedCharge, VerifiedWebhook,
-    WebhookError, WebhookRequest,
+    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundRequest, RefundState,
+    RefundedCharge, VerifiedWebhook, WebhookError, WebhookRequest,
 };
 use domain::{
     BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
@@ -18,7 +17,7 @@ use domain::{
 };
 use gateways::GatewayContext;
 use gateways::shared::http::ProviderHttp;
-use gateways::wallet_global::{CaptureOutcome, WalletGlobalGateway, WalletGlobalSettings};
+use gateways::wallet_global::{WalletGlobalGateway, WalletGlobalSettings};
 use poem::http::StatusCode;
 use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::web::Data;
@@ -216,15 +215,20 @@ impl World {
         self.sandbox.hub().payment(id).unwrap()
     }
 
-    /// Wait (bounded) until the simulator's payment satisfies `done`.
-    async fn wait_for(&self, id: &str, done: impl Fn(&SimPayment) -> bool) {
-        for _ in 0..400 {
-            if done(&self.payment(id)) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        panic!("payment {id} never got there");
+    /// The buyer approves; Tally captures, as the service does once it has checked the order.
+    async fn pay_and_capture(&self, request: &CheckoutRequest, id: &str) {
+        self.action("payments", id, "pay", json!({})).await;
+        let payment = PaymentRef {
+            order_id: request.order_id.clone(),
+            provider_reference: Some(id.to_owned()),
+        };
+        let status = PaymentGateway::capture(self.gateway.as_ref(), &payment)
+            .await
+            .unwrap();
+        assert!(
+            matches!(status, PaymentStatus::Succeeded { .. }),
+            "{status:?}"
+        );
     }
 
     /// Every verified delivery so far, as (event type, events); fails on a refused one.
@@ -256,28 +260,47 @@ fn paid(order: &str, paypal_id: &str, amount: Money) -> impl Fn(&PaymentEvent) -
     move |event| matches!(event, PaymentEvent::PaymentSucceeded { order, amount: a, .. } if *order == locator && *a == amount)
 }
 
+fn approved(order: &str, paypal_id: &str, amount: Money) -> PaymentEvent {
+    PaymentEvent::PaymentApproved {
+        order: OrderLocator {
+            order_id: Some(OrderId::new(order).unwrap()),
+            provider_reference: Some(paypal_id.to_owned()),
+        },
+        amount,
+        occurred_at: Timestamp::from_unix_millis(0),
+    }
+}
+
+/// The approval events delivered so far, with their times zeroed.
+fn approvals(w: &World) -> Vec<Vec<PaymentEvent>> {
+    w.events_of("CHECKOUT.ORDER.APPROVED")
+        .into_iter()
+        .map(|events| {
+            events
+                .into_iter()
+                .map(|e| match e {
+                    PaymentEvent::PaymentApproved { order, amount, .. } => {
+                        PaymentEvent::PaymentApproved {
+                            order,
+                            amount,
+                            occurred_at: Timestamp::from_unix_millis(0),
+                        }
+                    }
+                    other => other,
+                })
+                .collect()
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_order_is_approved_then_captured_once_even_when_the_return_url_captures_at_the_same_time()
- {
+async fn an_approval_is_reported_not_captured_and_the_return_and_the_service_capture_once() {
     let w = Arc::new(world().await);
     let request = w.checkout_request("ord_e2e_once", plan("credits", "17.99"));
     let id = w.checkout(&request).await;
     assert_eq!(w.payment(&id).amount_minor, 1799);
 
-    let buyer = {
-        let (w, id) = (w.clone(), id.clone());
-        tokio::spawn(async move { w.action("payments", &id, "pay", json!({})).await })
-    };
-    // The buyer is back on the return URL as soon as PayPal approves: capture from there while
-    // the approval webhook captures too.
-    w.wait_for(&id, |p| p.status != SimStatus::Open).await;
-    let from_return_url = w.gateway.capture(&id, &request.order_id).await.unwrap();
-    let answer = buyer.await.unwrap();
-
-    assert!(
-        matches!(from_return_url, CaptureOutcome::Completed { amount, .. } if amount == usd(1799)),
-        "{from_return_url:?}"
-    );
+    let answer = w.action("payments", &id, "pay", json!({})).await;
     assert_eq!(
         answer["redirect"],
         format!(
@@ -285,6 +308,29 @@ async fn an_order_is_approved_then_captured_once_even_when_the_return_url_captur
             w.base
         )
     );
+    // The approval webhook reports the approval and captures nothing.
+    assert_eq!(
+        approvals(&w),
+        vec![vec![approved("ord_e2e_once", &id, usd(1799))]]
+    );
+    assert_eq!(w.payment(&id).status, SimStatus::Approved);
+    assert_eq!(w.payment(&id).extra.get("captures"), None);
+
+    // The buyer's return and the service (after checking the approval) capture at once.
+    let payment = PaymentRef {
+        order_id: request.order_id.clone(),
+        provider_reference: Some(id.clone()),
+    };
+    let (from_return_url, from_webhook) = tokio::join!(
+        PaymentGateway::capture(w.gateway.as_ref(), &payment),
+        PaymentGateway::capture(w.gateway.as_ref(), &payment)
+    );
+    for status in [from_return_url.unwrap(), from_webhook.unwrap()] {
+        assert!(
+            matches!(status, PaymentStatus::Succeeded { amount, .. } if amount == usd(1799)),
+            "{status:?}"
+        );
+    }
     let payment = w.payment(&id);
     assert_eq!(payment.status, SimStatus::Paid);
     assert_eq!(
@@ -292,16 +338,33 @@ async fn an_order_is_approved_then_captured_once_even_when_the_return_url_captur
         Some("1"),
         "one capture at PayPal"
     );
+    let completed = w.events_of("PAYMENT.CAPTURE.COMPLETED");
     let is_paid = paid("ord_e2e_once", &id, usd(1799));
-    for event_type in ["CHECKOUT.ORDER.APPROVED", "PAYMENT.CAPTURE.COMPLETED"] {
-        let deliveries = w.events_of(event_type);
-        assert_eq!(deliveries.len(), 1, "{event_type}");
-        assert!(
-            matches!(deliveries[0].as_slice(), [event] if is_paid(event)),
-            "{event_type}: {deliveries:?}"
-        );
-    }
+    assert_eq!(completed.len(), 1);
+    assert!(
+        matches!(completed[0].as_slice(), [event] if is_paid(event)),
+        "{completed:?}"
+    );
     assert_eq!(w.deliveries().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_nobody_captures_moves_no_money() {
+    // Tally cancelled the order, then the buyer approved it at PayPal: the webhook only reports
+    // the approval (the service refuses to capture it), and PayPal keeps the order approved,
+    // uncaptured, until it lapses.
+    let w = world().await;
+    let request = w.checkout_request("ord_e2e_cancelled", plan("one_time", "49"));
+    let id = w.checkout(&request).await;
+    w.action("payments", &id, "pay", json!({})).await;
+    assert_eq!(
+        approvals(&w),
+        vec![vec![approved("ord_e2e_cancelled", &id, usd(4900))]]
+    );
+    let payment = w.payment(&id);
+    assert_eq!(payment.status, SimStatus::Approved);
+    assert_eq!(payment.extra.get("captures"), None);
+    assert!(w.events_of("PAYMENT.CAPTURE.COMPLETED").is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -540,7 +603,7 @@ async fn refunds_report_the_total_refunded_so_far() {
     let w = world().await;
     let request = w.checkout_request("ord_e2e_refund", plan("credits", "17.99"));
     let id = w.checkout(&request).await;
-    w.action("payments", &id, "pay", json!({})).await;
+    w.pay_and_capture(&request, &id).await;
     assert_eq!(w.payment(&id).status, SimStatus::Paid);
 
     w.action("payments", &id, "refund", json!({ "amountMinor": 500 }))
@@ -665,4 +728,109 @@ async fn the_simulator_refuses_wrong_client_credentials_and_calls_without_a_toke
         .await
         .unwrap();
     assert_eq!(anonymous.status().as_u16(), 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_through_the_api_refunds_once_per_request_id_and_sends_its_refund_webhook() {
+    let w = world().await;
+    let request = w.checkout_request("ord_e2e_api_refund", plan("credits", "17.99"));
+    let id = w.checkout(&request).await;
+    w.pay_and_capture(&request, &id).await;
+    let refund = |refund_id: &str, minor: i64| RefundRequest {
+        payment: PaymentRef {
+            order_id: request.order_id.clone(),
+            provider_reference: Some(id.clone()),
+        },
+        refund_id: refund_id.to_owned(),
+        amount: usd(minor),
+        paid: usd(1799),
+        reason: "Requested by the customer".into(),
+        notify_url: String::new(),
+    };
+    let first = w
+        .gateway
+        .refund(&refund("rf_ord_e2e_api_refund_500", 500))
+        .await
+        .unwrap();
+    assert_eq!(first.state, RefundState::Succeeded);
+    let again = w
+        .gateway
+        .refund(&refund("rf_ord_e2e_api_refund_500", 500))
+        .await
+        .unwrap();
+    assert_eq!(
+        again, first,
+        "the same PayPal-Request-Id answers the same refund"
+    );
+    assert_eq!(w.payment(&id).refunded_minor, 500);
+    let order = OrderLocator {
+        order_id: Some(request.order_id.clone()),
+        provider_reference: Some(id.clone()),
+    };
+    let delivered = w.events_of("PAYMENT.CAPTURE.REFUNDED");
+    assert_eq!(
+        delivered
+            .iter()
+            .map(|events| match events.as_slice() {
+                [PaymentEvent::Refunded { charge, refund, .. }] => (charge.clone(), refund.clone()),
+                other => panic!("expected a refund, got {other:?}"),
+            })
+            .collect::<Vec<_>>(),
+        vec![(RefundedCharge::Order(order), RefundReport::Total(usd(500)))]
+    );
+    // The webhook's resource is the refund the API answered.
+    let hub = w.sandbox.hub();
+    let webhook = hub
+        .simulator(ProviderId::WalletGlobal)
+        .unwrap()
+        .webhooks(
+            hub,
+            &SimEvent::Refunded {
+                payment: w.payment(&id),
+                refund_id: "re_other".into(),
+                amount_minor: 500,
+            },
+        )
+        .remove(0);
+    let body: Value = serde_json::from_slice(&webhook.body).unwrap();
+    assert_eq!(
+        Some(body["resource"]["id"].as_str().unwrap()),
+        first.provider_refund_id.as_deref()
+    );
+    // More than is left is refused, and refunds nothing.
+    let error = w
+        .gateway
+        .refund(&refund("rf_ord_e2e_api_refund_99999", 1300))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, GatewayError::Rejected(text) if text.contains("REFUND_AMOUNT_EXCEEDED")),
+        "{error:?}"
+    );
+    assert_eq!(w.payment(&id).refunded_minor, 500);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sandbox_merchants_events_are_ours_and_foreign_to_a_gateway_of_another_merchant() {
+    let w = world().await;
+    let request = w.checkout_request("ord_e2e_merchant", plan("credits", "17.99"));
+    let id = w.checkout(&request).await;
+    w.pay_and_capture(&request, &id).await;
+    let others = gateway(
+        &gateway_settings(&w.sandbox.api_base_url(ProviderId::WalletGlobal))
+            .for_merchant("OTHERMERCHANT1"),
+    );
+    let hub = w.sandbox.hub();
+    let simulator = hub.simulator(ProviderId::WalletGlobal).unwrap();
+    let payment = w.payment(&id);
+    for event in [SimEvent::Approved(payment.clone()), SimEvent::Paid(payment)] {
+        let webhook = simulator.webhooks(hub, &event).remove(0);
+        let ours = w.gateway.verify_webhook(&delivery(&webhook)).await.unwrap();
+        assert_eq!(ours.foreign, None);
+        assert_eq!(ours.events.len(), 1, "{:?}", ours.events);
+        let theirs = others.verify_webhook(&delivery(&webhook)).await.unwrap();
+        assert_eq!(theirs.events, vec![]);
+        let why = theirs.foreign.expect("foreign");
+        assert!(why.contains(CREDENTIALS.paypal_merchant_id), "{why}");
+    }
 }

@@ -143,6 +143,20 @@ pub enum PaymentEvent {
         /// When.
         occurred_at: Timestamp,
     },
+    /// The buyer approved a payment that moves no money until the merchant captures it (PayPal
+    /// `CHECKOUT.ORDER.APPROVED`). The service captures it through [`PaymentGateway::capture`]
+    /// only for its own pending order of this provider, with the same provider reference and a
+    /// price of `amount`, then applies what the capture came to as
+    /// [`PaymentEvent::PaymentSucceeded`] or [`PaymentEvent::PaymentFailed`]. Any other approval
+    /// is recorded and not captured, so that the provider's approval lapses.
+    PaymentApproved {
+        /// Which order (our id from the provider's reference field, and the provider's id).
+        order: OrderLocator,
+        /// What the buyer approved.
+        amount: Money,
+        /// When.
+        occurred_at: Timestamp,
+    },
     /// A payment failed.
     PaymentFailed {
         /// Which order.
@@ -374,6 +388,20 @@ pub trait PaymentGateway: Send + Sync + 'static {
     /// other failures.
     async fn refund(&self, request: &RefundRequest) -> Result<RefundStarted, GatewayError> {
         let _ = request;
+        Err(GatewayError::NotSupported)
+    }
+
+    /// Capture a payment the buyer approved (PayPal orders), idempotently per order: every path
+    /// that captures an order uses the same idempotency key, so the provider captures once. The
+    /// service calls it only for its own pending order (see [`PaymentEvent::PaymentApproved`]).
+    /// `Pending` when the capture is held or the buyer has not approved yet.
+    ///
+    /// # Errors
+    /// [`GatewayError::NotSupported`] where payments need no capture (the default);
+    /// [`GatewayError::Rejected`] when the provider refuses (not approved, lapsed, voided);
+    /// other failures (retrying is safe).
+    async fn capture(&self, payment: &PaymentRef) -> Result<PaymentStatus, GatewayError> {
+        let _ = payment;
         Err(GatewayError::NotSupported)
     }
 

@@ -27,6 +27,9 @@ struct Script {
     /// What `refund` answers; `None`: the provider has no refund API.
     refund_state: Option<RefundState>,
     refunds: Vec<RefundRequest>,
+    /// What `capture` answers, by order; unscripted orders: `NotSupported`.
+    capture_answers: BTreeMap<String, PaymentStatus>,
+    captures: Vec<PaymentRef>,
 }
 
 /// A gateway whose answers a test scripts; it records what it was asked.
@@ -86,6 +89,19 @@ impl FakeGateway {
     #[must_use]
     pub fn refunds(&self) -> Vec<RefundRequest> {
         lock(&self.script).refunds.clone()
+    }
+
+    /// What `capture` answers for `order` from now on (unscripted orders: `NotSupported`).
+    pub fn answer_capture(&self, order: &OrderId, status: PaymentStatus) {
+        lock(&self.script)
+            .capture_answers
+            .insert(order.as_str().to_owned(), status);
+    }
+
+    /// Captures asked for so far.
+    #[must_use]
+    pub fn captures(&self) -> Vec<PaymentRef> {
+        lock(&self.script).captures.clone()
     }
 
     /// Subscriptions cancelled so far.
@@ -160,6 +176,16 @@ impl PaymentGateway for FakeGateway {
             provider_refund_id: Some(format!("fake_{}", request.refund_id)),
             state,
         })
+    }
+
+    async fn capture(&self, payment: &PaymentRef) -> Result<PaymentStatus, GatewayError> {
+        let mut script = lock(&self.script);
+        script.captures.push(payment.clone());
+        script
+            .capture_answers
+            .get(payment.order_id.as_str())
+            .cloned()
+            .ok_or(GatewayError::NotSupported)
     }
 
     async fn verify_webhook(

@@ -17,10 +17,10 @@ use domain::{
 
 use super::InfraError;
 use crate::ports::{
-    AckFor, ChargeChange, ClawbackCommand, Clock, GrantCommand, GrantSource, IdGenerator,
-    InboxEntry, LedgerEffect, OrderChange, OrderLocator, OrderRecord, PaymentEvent,
-    PaymentEventCommand, PaymentEventOutcome, RefundTarget, SecretHasher, Store, StoreError,
-    SubscriptionChange, SubscriptionCharge, WebhookAck, WebhookError, WebhookRequest,
+    AckFor, ChargeChange, ClawbackCommand, Clock, GatewayError, GrantCommand, GrantSource,
+    IdGenerator, InboxEntry, LedgerEffect, OrderChange, OrderLocator, OrderRecord, PaymentEvent,
+    PaymentEventCommand, PaymentEventOutcome, PaymentStatus, RefundTarget, SecretHasher, Store,
+    StoreError, SubscriptionChange, SubscriptionCharge, WebhookAck, WebhookError, WebhookRequest,
 };
 
 mod refunds;
@@ -311,8 +311,115 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         self.apply_event(&received, event).await.map(|_| ())
     }
 
-    /// Decide and apply one event, re-deciding after a concurrent change.
+    /// Decide and apply one event, re-deciding after a concurrent change; an approval is
+    /// captured first when it is for our own pending order.
     async fn apply_event(
+        &self,
+        received: &Received,
+        event: &PaymentEvent,
+    ) -> Result<EventResult, HandleWebhookError> {
+        match event {
+            PaymentEvent::PaymentApproved { order, amount, .. } => {
+                self.apply_approval(received, order, *amount).await
+            }
+            _ => self.apply_decided(received, event).await,
+        }
+    }
+
+    /// An approved payment: capture it only when it is for this provider's pending order with
+    /// the same provider reference and price, then apply what the capture came to. Anything
+    /// else is recorded, and nothing is captured.
+    async fn apply_approval(
+        &self,
+        received: &Received,
+        locator: &OrderLocator,
+        amount: Money,
+    ) -> Result<EventResult, HandleWebhookError> {
+        let Some(record) = self.locate(received.provider, locator).await? else {
+            return self
+                .record_only(received, EventOutcome::UnknownOrder, None)
+                .await;
+        };
+        if let Some((outcome, detail)) = approval_refusal(&record, locator, amount) {
+            return self.record_only(received, outcome, Some(detail)).await;
+        }
+        match self.capture_order(&record).await {
+            Ok(Captured::Event(event)) => self.apply_decided(received, &event).await,
+            Ok(Captured::Nothing(detail)) => {
+                self.record_only(received, EventOutcome::Ignored, Some(detail))
+                    .await
+            }
+            // Transient: refuse the webhook so that the provider delivers it again.
+            Err(e) => Err(InfraError::Unavailable(anyhow::anyhow!("capture failed: {e}")).into()),
+        }
+    }
+
+    /// Capture `record`'s approved payment through its gateway (the same idempotency key on
+    /// every path): the event the capture came to, or why there is none. The caller has
+    /// checked that the order is ours and pending.
+    ///
+    /// # Errors
+    /// A transient gateway failure (retrying is safe).
+    pub(super) async fn capture_order(
+        &self,
+        record: &OrderRecord,
+    ) -> Result<Captured, GatewayError> {
+        let gateway = self
+            .gateways
+            .get(record.order.provider)
+            .ok_or(GatewayError::NotSupported)?;
+        let payment = record.payment_ref();
+        let order = OrderLocator {
+            order_id: Some(record.order.id.clone()),
+            provider_reference: payment.provider_reference.clone(),
+        };
+        Ok(match gateway.capture(&payment).await {
+            Ok(PaymentStatus::Succeeded { amount, paid_at }) => {
+                Captured::Event(PaymentEvent::PaymentSucceeded {
+                    order,
+                    amount,
+                    occurred_at: paid_at,
+                })
+            }
+            Ok(PaymentStatus::Failed { reason }) => Captured::Event(PaymentEvent::PaymentFailed {
+                order,
+                reason,
+                occurred_at: self.clock.now(),
+            }),
+            Ok(PaymentStatus::Pending) => {
+                Captured::Nothing("capture pending at the provider".into())
+            }
+            Err(GatewayError::Rejected(why)) => {
+                Captured::Nothing(format!("capture refused: {why}"))
+            }
+            Err(GatewayError::NotSupported) => {
+                Captured::Nothing("the provider has no capture".into())
+            }
+            Err(e) => return Err(e),
+        })
+    }
+
+    /// Record `outcome` for the event and change nothing else (a repeat is a duplicate).
+    async fn record_only(
+        &self,
+        received: &Received,
+        outcome: EventOutcome,
+        detail: Option<String>,
+    ) -> Result<EventResult, HandleWebhookError> {
+        let fresh = self
+            .store
+            .record_event(&received.entry(outcome, detail))
+            .await?;
+        let outcome = if fresh {
+            outcome
+        } else {
+            EventOutcome::Duplicate
+        };
+        Ok(EventResult::only(outcome))
+    }
+
+    /// Decide and apply one settled event, re-deciding after a concurrent change.
+    async fn apply_decided(
         &self,
         received: &Received,
         event: &PaymentEvent,
@@ -321,16 +428,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         for attempt in 1..=attempts {
             let change = match self.decide(received, event).await? {
                 Decision::Record(outcome, detail) => {
-                    let fresh = self
-                        .store
-                        .record_event(&received.entry(outcome, detail))
-                        .await?;
-                    let outcome = if fresh {
-                        outcome
-                    } else {
-                        EventOutcome::Duplicate
-                    };
-                    return Ok(EventResult::only(outcome));
+                    return self.record_only(received, outcome, detail).await;
                 }
                 Decision::Apply(change) => change,
             };
@@ -413,6 +511,11 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             PaymentEvent::Refunded { charge, refund, .. } => {
                 self.decide_refund(r, charge, refund).await
             }
+            // Captured (or refused) by `apply_approval` before anything is decided.
+            PaymentEvent::PaymentApproved { .. } => Ok(Decision::Record(
+                EventOutcome::Ignored,
+                Some("an approval is settled by capturing it".into()),
+            )),
         }
     }
 
@@ -721,6 +824,61 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .find_subscription_by_provider_id(r.provider, provider_subscription_id)
             .await
     }
+}
+
+/// What capturing an approved payment came to.
+pub(super) enum Captured {
+    /// The capture settled: apply this event.
+    Event(PaymentEvent),
+    /// Nothing to apply (held, refused, or no capture at this provider), and why.
+    Nothing(String),
+}
+
+/// Why an approval must not be captured: `None` for this provider's pending order with the
+/// same provider reference and price.
+fn approval_refusal(
+    record: &OrderRecord,
+    locator: &OrderLocator,
+    amount: Money,
+) -> Option<(EventOutcome, String)> {
+    let order = &record.order;
+    let ours = record.payment_ref().provider_reference;
+    if let Some(named) = &locator.provider_reference
+        && ours.as_deref() != Some(named.as_str())
+    {
+        let named: String = named.chars().take(64).collect();
+        return Some((
+            EventOutcome::UnknownOrder,
+            format!("approval of provider order {named}, not this order's; not captured"),
+        ));
+    }
+    match &order.status {
+        OrderStatus::Pending => {}
+        OrderStatus::Paid { .. }
+        | OrderStatus::PartiallyRefunded { .. }
+        | OrderStatus::Refunded { .. } => {
+            return Some((
+                EventOutcome::DuplicateState,
+                format!("order is {}", order.status),
+            ));
+        }
+        other => {
+            return Some((
+                EventOutcome::Ignored,
+                format!("approval of a {other} order; not captured"),
+            ));
+        }
+    }
+    if amount != order.plan.price {
+        return Some((
+            EventOutcome::Mismatch,
+            format!(
+                "approved {amount}, order price {}; not captured",
+                order.plan.price
+            ),
+        ));
+    }
+    None
 }
 
 /// What an activation event says.

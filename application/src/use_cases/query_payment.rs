@@ -1,11 +1,12 @@
 //! Query a payment: the caller's own order; anyone else's is "not found".
 
-use domain::OrderId;
+use domain::{OrderId, OrderStatus};
 
 use super::InfraError;
+use super::handle_webhook::{Captured, HandleWebhookError};
 use crate::accounts::User;
 use crate::pagination::{Page, PageRequest};
-use crate::ports::{Clock, IdGenerator, OrderRecord, SecretHasher, Store};
+use crate::ports::{Clock, IdGenerator, OrderRecord, PaymentEvent, SecretHasher, Store};
 use crate::service::Service;
 
 /// Why an order could not be shown.
@@ -30,6 +31,47 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         order_id: &str,
     ) -> Result<OrderRecord, QueryPaymentError> {
         self.own_order(user, order_id).await
+    }
+
+    /// The caller's order `order_id`, after the buyer's return from the provider: a pending
+    /// order whose provider wants the merchant to capture the approved payment (PayPal) is
+    /// captured now, with the same idempotency key as the webhook and reconciler paths, and
+    /// what the capture came to is applied through the webhook pipeline, so that the success
+    /// page shows the result without waiting for the webhook. Only the caller's own pending
+    /// order is captured; a capture the provider refuses (not approved yet) or that fails
+    /// leaves the order as it was, for the webhook or the reconciler.
+    ///
+    /// # Errors
+    /// [`QueryPaymentError::NotFound`] for an unknown id or another user's order.
+    pub async fn confirm_payment(
+        &self,
+        user: &User,
+        order_id: &str,
+    ) -> Result<OrderRecord, QueryPaymentError> {
+        let record = self.own_order(user, order_id).await?;
+        if record.order.status != OrderStatus::Pending {
+            return Ok(record);
+        }
+        let event = match self.capture_order(&record).await {
+            Ok(Captured::Event(event)) => event,
+            // Not approved yet, held, or the provider failed: the webhook or the reconciler
+            // settles the order.
+            Ok(Captured::Nothing(_)) | Err(_) => return Ok(record),
+        };
+        let outcome = match &event {
+            PaymentEvent::PaymentSucceeded { .. } => "paid",
+            _ => "failed",
+        };
+        // The reconciler's event id for the same fact: whichever applies it first wins.
+        let event_id = format!("tally:reconcile:{}:{outcome}", record.order.id);
+        match self
+            .apply_reconciled(record.order.provider, event_id, &event)
+            .await
+        {
+            Ok(()) => self.own_order(user, order_id).await,
+            Err(HandleWebhookError::Infra(e)) => Err(e.into()),
+            Err(_) => Ok(record),
+        }
     }
 
     pub(crate) async fn own_order(

@@ -11,8 +11,8 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Serialize;
 
 use super::transformers::{
-    CANCEL_REASON, CancelSubscription, Capture, Order, Sale, SaleRefund, Subscription,
-    TokenResponse, VerificationResponse, checked, parse,
+    CANCEL_REASON, CancelSubscription, Capture, CaptureRefund, Order, RefundCapture, Sale,
+    SaleRefund, Subscription, TokenResponse, VerificationResponse, checked, parse,
 };
 use crate::shared::http::{HttpReply, ProviderHttp};
 
@@ -96,6 +96,25 @@ impl Api {
         let id = path_id(id)?;
         let url = self.http.url(&format!("/v2/payments/captures/{id}"));
         parse(&checked(self.send(|r| r.get(&url)).await?)?, "capture")
+    }
+
+    /// `POST /v2/payments/captures/{id}/refund`, idempotent per `request_id` (our refund id).
+    pub(super) async fn refund_capture(
+        &self,
+        id: &str,
+        body: &RefundCapture,
+        request_id: &str,
+    ) -> Result<CaptureRefund, GatewayError> {
+        let id = path_id(id)?;
+        let url = self.http.url(&format!("/v2/payments/captures/{id}/refund"));
+        let reply = self
+            .send(|r| {
+                r.post(&url)
+                    .json(body)
+                    .header("PayPal-Request-Id", request_id)
+            })
+            .await?;
+        parse(&checked(reply)?, "refund answer")
     }
 
     /// `GET /v1/payments/sale/{id}`: a subscription's sale (v1 payments, which PayPal keeps for

@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use application::ports::{
     CheckoutRequest, GatewayError, OrderLocator, PaymentEvent, PaymentStatus, RefundReport,
-    RefundedCharge, WebhookError, WebhookRequest,
+    RefundState, RefundedCharge, WebhookError, WebhookRequest,
 };
 use domain::{BillingPeriod, Currency, Duration, Locale, Money, OrderId, Timestamp};
 use secrecy::SecretString;
@@ -390,6 +390,9 @@ pub struct PurchaseUnit {
     /// Our order id (sent as `custom_id`).
     #[serde(default)]
     pub custom_id: Option<String>,
+    /// What the buyer approved.
+    #[serde(default)]
+    pub amount: Option<Amount>,
     /// Captures, once captured.
     #[serde(default)]
     pub payments: Option<Payments>,
@@ -1038,6 +1041,35 @@ pub struct Envelope {
     pub resource: serde_json::Value,
 }
 
+/// The merchant ids a webhook resource names as the party paid: an order's
+/// `purchase_units[].payee.merchant_id`, a capture's `payee.merchant_id`, a dispute's
+/// `disputed_transactions[].seller.merchant_id`. Subscriptions, sales and refunds name none.
+#[must_use]
+pub fn named_merchants(resource: &serde_json::Value) -> Vec<&str> {
+    fn merchant_of(party: Option<&serde_json::Value>) -> Option<&str> {
+        party?.get("merchant_id")?.as_str()
+    }
+    let list = |key: &str| {
+        resource
+            .get(key)
+            .and_then(serde_json::Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    };
+    let mut named: Vec<&str> = merchant_of(resource.get("payee")).into_iter().collect();
+    named.extend(
+        list("purchase_units")
+            .iter()
+            .filter_map(|u| merchant_of(u.get("payee"))),
+    );
+    named.extend(
+        list("disputed_transactions")
+            .iter()
+            .filter_map(|t| merchant_of(t.get("seller"))),
+    );
+    named
+}
+
 /// A sale of a subscription (`PAYMENT.SALE.COMPLETED`, `GET /v1/payments/sale/{id}`), in the v1
 /// payments format.
 #[derive(Debug, Clone, Deserialize)]
@@ -1113,6 +1145,98 @@ impl Refund {
         let href = link(&self.links, "up")?;
         let last = href.trim_end_matches('/').rsplit('/').next()?;
         path_segment(last).map(str::to_owned)
+    }
+}
+
+/// `POST /v2/payments/captures/{capture_id}/refund` body (Payments v2 `refund_request`): the
+/// amount (a partial refund names it; we always do), our order id, and the reason shown to the
+/// buyer.
+#[derive(Debug, Clone, Serialize)]
+pub struct RefundCapture {
+    amount: Amount,
+    custom_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note_to_payer: Option<String>,
+}
+
+/// PayPal's `note_to_payer` limit.
+const MAX_NOTE_CHARS: usize = 255;
+
+impl RefundCapture {
+    /// The body refunding `amount` of our order `order_id` for `reason` (left out when blank).
+    #[must_use]
+    pub fn new(amount: Money, order_id: &OrderId, reason: &str) -> Self {
+        let note: String = reason.trim().chars().take(MAX_NOTE_CHARS).collect();
+        Self {
+            amount: Amount::from(amount),
+            custom_id: order_id.as_str().to_owned(),
+            note_to_payer: (!note.is_empty()).then_some(note),
+        }
+    }
+}
+
+/// The answer to a capture refund (Payments v2 `refund`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct CaptureRefund {
+    /// PayPal's refund id (the `resource.id` of its `PAYMENT.CAPTURE.REFUNDED` event).
+    pub id: String,
+    /// Where it stands.
+    pub status: CaptureRefundStatus,
+    /// Why it is pending or failed (`ECHECK`).
+    #[serde(default)]
+    pub status_details: Option<RefundStatusDetails>,
+}
+
+/// `status_details` of a refund.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct RefundStatusDetails {
+    /// `ECHECK`, or a reason this code does not know.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// Payments v2 `refund_status.status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum CaptureRefundStatus {
+    /// Refunded.
+    Completed,
+    /// Under way (an eCheck that has not cleared).
+    Pending,
+    /// Cancelled.
+    Cancelled,
+    /// Failed.
+    Failed,
+    /// A status this code does not know: pending.
+    #[serde(other)]
+    Unknown,
+}
+
+impl CaptureRefund {
+    /// Tally's view of it (exhaustive; unknown statuses are pending).
+    #[must_use]
+    pub fn state(&self) -> RefundState {
+        let why = || {
+            let reason = self
+                .status_details
+                .as_ref()
+                .and_then(|d| d.reason.as_deref())
+                .unwrap_or("no reason given");
+            reason
+                .chars()
+                .take(MAX_ERROR_FIELD_CHARS)
+                .collect::<String>()
+        };
+        match self.status {
+            CaptureRefundStatus::Completed => RefundState::Succeeded,
+            CaptureRefundStatus::Pending | CaptureRefundStatus::Unknown => RefundState::Pending,
+            CaptureRefundStatus::Cancelled => {
+                RefundState::Failed(format!("refund cancelled ({})", why()))
+            }
+            CaptureRefundStatus::Failed => {
+                RefundState::Failed(format!("refund failed ({})", why()))
+            }
+        }
     }
 }
 
@@ -1224,15 +1348,6 @@ struct SubscriptionRef {
 pub enum Interpretation {
     /// Ready.
     Events(Vec<PaymentEvent>),
-    /// `CHECKOUT.ORDER.APPROVED`: capture this order, then report the capture.
-    Capture {
-        /// PayPal's order id.
-        paypal_order_id: String,
-        /// Ours.
-        order_id: OrderId,
-        /// When the buyer approved.
-        occurred_at: Timestamp,
-    },
     /// A refund whose order is known only through its capture.
     RefundOfCapture {
         /// The refunded capture.
@@ -1341,17 +1456,31 @@ fn malformed(event_type: &str, what: impl std::fmt::Display) -> WebhookError {
     WebhookError::Malformed(format!("{event_type}: {what}"))
 }
 
+/// `CHECKOUT.ORDER.APPROVED`: reported, never captured here. The service captures it only for
+/// its own pending order with this PayPal id and price ([`PaymentEvent::PaymentApproved`]).
 fn order_approved(order: Order, at: Timestamp) -> Result<Interpretation, WebhookError> {
     let (Some(order_id), Some(paypal_order_id)) = (order.our_order_id(), path_segment(&order.id))
     else {
-        // Not an order Tally created (no readable custom_id): nothing to capture here.
+        // Not an order Tally created (no readable custom_id): nothing to capture.
         return Ok(Interpretation::Events(Vec::new()));
     };
-    Ok(Interpretation::Capture {
-        paypal_order_id: paypal_order_id.to_owned(),
-        order_id,
-        occurred_at: at,
-    })
+    let amount = order
+        .purchase_units
+        .first()
+        .and_then(|unit| unit.amount.as_ref())
+        .ok_or_else(|| malformed("CHECKOUT.ORDER.APPROVED", "no purchase unit amount"))?;
+    let amount = Money::try_from(amount)
+        .map_err(|e| malformed("CHECKOUT.ORDER.APPROVED", format!("amount: {e}")))?;
+    Ok(Interpretation::Events(vec![
+        PaymentEvent::PaymentApproved {
+            order: OrderLocator {
+                order_id: Some(order_id),
+                provider_reference: Some(paypal_order_id.to_owned()),
+            },
+            amount,
+            occurred_at: at,
+        },
+    ]))
 }
 
 fn capture_completed(capture: &Capture, at: Timestamp) -> Result<Interpretation, WebhookError> {

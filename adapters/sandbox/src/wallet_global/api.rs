@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 
 use super::resources::{
     CAPTURE_ID, CAPTURE_REQUEST_ID, CAPTURED_AT_MS, CAPTURES, CREATE_REQUEST_ID, EMAIL,
-    PAYER_ACTION, PLAN_ID, capture_json, is_subscription, minor_units, order_json, sale_of_charge,
-    subscription_json,
+    PAYER_ACTION, PLAN_ID, REFUND_ID_AT_PREFIX, REFUND_REQUEST_PREFIX, capture_json,
+    is_subscription, minor_units, order_json, refund_json, sale_of_charge, subscription_json,
 };
 use super::transmission::{VerifyRequest, verifies};
 use super::{ACCESS_TOKEN, TOKEN_LIFETIME_S, notify_url};
@@ -500,6 +500,133 @@ pub(super) fn get_capture(
         Some(payment) => Json(capture_json(&hub, &payment)).into_response(),
         None => not_found().into_response(),
     }
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RefundInput {
+    #[serde(default)]
+    amount: Option<AmountInput>,
+}
+
+/// What a refund request comes to before the hub refunds anything.
+enum RefundClaim {
+    /// Refund this much now, under this refund id.
+    New(String, i64),
+    /// The same `PayPal-Request-Id` again: the first refund, unchanged.
+    Repeat(String, i64),
+}
+
+/// Claim a refund of `wanted` (the rest of the capture when `None`) for `request_id`.
+fn claim_refund(
+    payment: &mut SimPayment,
+    request_id: Option<&str>,
+    wanted: Option<(i64, Currency)>,
+    refund_id: &str,
+) -> Result<RefundClaim, Refusal> {
+    let key = request_id.map(|id| format!("{REFUND_REQUEST_PREFIX}{id}"));
+    if let Some(first) = key.as_ref().and_then(|k| payment.extra.get(k)) {
+        let (id, amount) = first.split_once(' ').unwrap_or((first, "0"));
+        return Ok(RefundClaim::Repeat(
+            id.to_owned(),
+            amount.parse().unwrap_or(0),
+        ));
+    }
+    let left = payment.amount_minor - payment.refunded_minor;
+    if left <= 0 {
+        return Err(unprocessable(
+            "CAPTURE_FULLY_REFUNDED",
+            "The capture has already been fully refunded.",
+        ));
+    }
+    let amount = match wanted {
+        None => left,
+        Some((_, currency)) if currency != payment.currency => {
+            return Err(unprocessable(
+                "REFUND_CURRENCY_MISMATCH",
+                "Refund must be in the same currency as the capture.",
+            ));
+        }
+        Some((minor, _)) if minor > left => {
+            return Err(unprocessable(
+                "REFUND_AMOUNT_EXCEEDED",
+                "The refund amount must be less than or equal to the capture amount that has not yet been refunded.",
+            ));
+        }
+        Some((minor, _)) => minor,
+    };
+    if let Some(key) = key {
+        payment.extra.insert(key, format!("{refund_id} {amount}"));
+    }
+    let total_after = payment.refunded_minor + amount;
+    payment.extra.insert(
+        format!("{REFUND_ID_AT_PREFIX}{total_after}"),
+        refund_id.to_owned(),
+    );
+    Ok(RefundClaim::New(refund_id.to_owned(), amount))
+}
+
+/// `POST /v2/payments/captures/{id}/refund`: a full (empty body) or partial refund of a
+/// completed capture; a repeated `PayPal-Request-Id` answers the first refund and refunds
+/// nothing more. The refund's `PAYMENT.CAPTURE.REFUNDED` carries the same refund id.
+#[handler]
+pub(super) async fn refund_capture(
+    request: &Request,
+    Path(capture_id): Path<String>,
+    body: Body,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    if let Err(refusal) = authorized(request) {
+        return refusal.into_response();
+    }
+    let Some(payment) = hub.payments().into_iter().find(|p| {
+        p.provider == ProviderId::WalletGlobal && p.extra.get(CAPTURE_ID) == Some(&capture_id)
+    }) else {
+        return not_found().into_response();
+    };
+    let input: RefundInput = match read_json(body).await {
+        Ok(input) => input,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let wanted = match input.amount.as_ref().map(amount_of).transpose() {
+        Ok(wanted) => wanted,
+        Err(refusal) => return refusal.into_response(),
+    };
+    if payment.status != SimStatus::Paid {
+        return unprocessable("CAPTURE_NOT_COMPLETED", "The capture is not completed.")
+            .into_response();
+    }
+    let request_id = request_id(request);
+    let fresh_id = hub.new_id("RF");
+    let mut refusal = None;
+    let claim = hub.update_payment(&payment.id, |p| {
+        claim_refund(p, request_id.as_deref(), wanted, &fresh_id).map_err(|r| {
+            refusal = Some(r);
+            SandboxError::Conflict("refused".into())
+        })
+    });
+    let (refund_id, amount) = match claim {
+        Ok(RefundClaim::Repeat(id, amount)) => (id, amount),
+        Ok(RefundClaim::New(id, amount)) => match hub.refund_payment(&payment.id, amount).await {
+            Ok(_) => (id, amount),
+            Err(e) => {
+                // Nothing was refunded: forget the claim, so that a retry may refund.
+                let _ = hub.update_payment(&payment.id, |p| {
+                    p.extra.retain(|_, v| !v.starts_with(id.as_str()));
+                    Ok(())
+                });
+                return unprocessable("REFUND_FAILED", &e.to_string()).into_response();
+            }
+        },
+        Err(_) => {
+            return refusal.unwrap_or_else(not_found).into_response();
+        }
+    };
+    let now = hub.payment(&payment.id).unwrap_or(payment);
+    (
+        StatusCode::CREATED,
+        Json(refund_json(&hub, &now, &refund_id, amount)),
+    )
+        .into_response()
 }
 
 /// `GET /v1/payments/sale/{id}`: a subscription's sale (one of its charges).

@@ -6,6 +6,7 @@
 use domain::Currency;
 use serde_json::{Value, json};
 
+use crate::credentials::CREDENTIALS;
 use crate::hub::{
     Hub, SimCharge, SimKind, SimPayment, SimStatus, SimSubscription, SimSubscriptionStatus,
 };
@@ -20,12 +21,22 @@ pub(super) const CAPTURE_ID: &str = "captureId";
 pub(super) const CAPTURED_AT_MS: &str = "capturedAtMs";
 /// `extra` key: how many captures were made (at most one).
 pub(super) const CAPTURES: &str = "captures";
+/// `extra` key prefix: the refund made for a `PayPal-Request-Id` (`<refund id> <amount>`).
+pub(super) const REFUND_REQUEST_PREFIX: &str = "refundRequest:";
+/// `extra` key prefix: the id of the API refund that brought the refunded total to the suffix,
+/// which its `PAYMENT.CAPTURE.REFUNDED` carries.
+pub(super) const REFUND_ID_AT_PREFIX: &str = "refundIdAt:";
 /// `extra` key: the PayPal plan id of a subscription.
 pub(super) const PLAN_ID: &str = "planId";
 /// `extra` key: whether the order was created with `payment_source` (`PAYER_ACTION_REQUIRED`).
 pub(super) const PAYER_ACTION: &str = "payerAction";
 /// `extra` key: the subscriber's e-mail address.
 pub(super) const EMAIL: &str = "email";
+
+/// The merchant paid (`payee` of orders and captures).
+fn payee() -> Value {
+    json!({ "merchant_id": CREDENTIALS.paypal_merchant_id, "email_address": "merchant@sandbox.invalid" })
+}
 
 /// A PayPal decimal string of `minor` units of `currency`.
 pub(super) fn value(minor: i64, currency: Currency) -> String {
@@ -106,6 +117,7 @@ pub(super) fn capture_json(hub: &Hub, payment: &SimPayment) -> Value {
         "seller_protection": { "status": "ELIGIBLE", "dispute_categories": ["ITEM_NOT_RECEIVED", "UNAUTHORIZED_TRANSACTION"] },
         "invoice_id": payment.order_id,
         "custom_id": payment.order_id,
+        "payee": payee(),
         "supplementary_data": { "related_ids": { "order_id": payment.id } },
         "create_time": time,
         "update_time": time,
@@ -134,7 +146,7 @@ pub(super) fn order_json(hub: &Hub, payment: &SimPayment) -> Value {
         "custom_id": payment.order_id,
         "invoice_id": payment.order_id,
         "amount": money(payment.amount_minor, payment.currency),
-        "payee": { "merchant_id": "SANDBOXMERCHANT", "email_address": "merchant@sandbox.invalid" },
+        "payee": payee(),
     });
     if status == "COMPLETED" {
         unit["payments"] = json!({ "captures": [capture_json(hub, payment)] });
@@ -351,7 +363,7 @@ pub(super) fn dispute_json(
         "update_time": time,
         "disputed_transactions": [{
             "seller_transaction_id": charge.id,
-            "seller": { "merchant_id": "SANDBOXMERCHANT" },
+            "seller": { "merchant_id": CREDENTIALS.paypal_merchant_id },
             "items": [],
             "seller_protection_eligible": true
         }],

@@ -1,6 +1,6 @@
 //! The pages around the provider's checkout: `/pay/qr/{orderId}` (the `wallet_qr` QR code),
-//! `/payment-success` (waits until the webhook has marked the order paid, then shows what was
-//! bought) and `/payment-cancel` (nothing was charged).
+//! `/payment-success` (captures a payment that waits for the merchant's capture, PayPal's, then
+//! waits until the order is paid and shows what was bought) and `/payment-cancel` (nothing was charged).
 //!
 //! Waiting is done by `assets/app.js`: an element with `data-poll-order` makes it poll
 //! `GET /api/payment/query/{orderId}` (same origin, session cookie) every 1.5 s for at most
@@ -92,7 +92,13 @@ pub(crate) async fn success<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>
             body,
         ));
     };
-    let record = own_order(&state, &user, &order_id).await?;
+    // The buyer is back from the provider: a payment that waits for the merchant's capture
+    // (PayPal) is captured now, so that this page shows the result at once.
+    let record = state
+        .service
+        .confirm_payment(&user, &order_id)
+        .await
+        .map_err(page_error)?;
     let names = PlanNames::load(&state, &v).await?;
     let body = match &record.order.status {
         OrderStatus::Pending => pending(&v, &record, &names),
@@ -155,10 +161,14 @@ async fn own_order<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
         .service
         .query_payment(user, order_id)
         .await
-        .map_err(|e| match e {
-            QueryPaymentError::NotFound => PageError::NotFound,
-            QueryPaymentError::Infra(infra) => infra.into(),
-        })
+        .map_err(page_error)
+}
+
+fn page_error(e: QueryPaymentError) -> PageError {
+    match e {
+        QueryPaymentError::NotFound => PageError::NotFound,
+        QueryPaymentError::Infra(infra) => infra.into(),
+    }
 }
 
 fn qr_svg(link: &str) -> String {

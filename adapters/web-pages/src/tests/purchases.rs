@@ -1,6 +1,6 @@
 //! Buying through the pages, the return pages, and the dashboard.
 
-use application::ports::{OrderLocator, PaymentEvent};
+use application::ports::{OrderLocator, PaymentEvent, PaymentStatus};
 use application::use_cases::plans::PricingMode;
 use domain::{BillingPeriod, Currency, Money, OrderId, ProviderId, Timestamp};
 use poem::http::StatusCode;
@@ -125,6 +125,34 @@ async fn payment_success_waits_for_the_webhook_then_shows_the_new_balance() {
     let chinese = browser.get("/dashboard?tab=credits&lang=zh-CN").await;
     assert!(chinese.body.contains("购买积分"));
     assert!(chinese.body.contains("积分状态"));
+}
+
+#[tokio::test]
+async fn payment_success_captures_an_approved_payment_at_once() {
+    let app = App::new(PricingMode::Static);
+    let browser = app.signed_in("eve@example.com", false).await;
+    let (_, order) = buy(&browser, "credits-100", "card_gateway").await;
+    let fake = &app.gateways[&ProviderId::CardGateway];
+    let id = OrderId::new(&order).unwrap();
+    fake.answer_capture(
+        &id,
+        PaymentStatus::Succeeded {
+            amount: Money::from_minor(1000, Currency::Usd).unwrap(),
+            paid_at: Timestamp::from_unix_millis(START_MS + 1_000),
+        },
+    );
+    // The provider's return adds its own parameters (PayPal: token, PayerID).
+    let success = format!("/payment-success?orderId={order}&token=5O190127TN364715T&PayerID=X");
+    let done = browser.get(&success).await;
+    assert!(done.body.contains("Payment successful"), "{}", done.body);
+    assert!(done.body.contains("100 credits were added"));
+    let captures = fake.captures();
+    assert_eq!(captures.len(), 1);
+    assert_eq!(captures[0].order_id, id);
+    // Another user's order is not captured.
+    let stranger = app.signed_in("fox@example.com", false).await;
+    assert_eq!(stranger.get(&success).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(fake.captures().len(), 1);
 }
 
 #[tokio::test]

@@ -360,3 +360,207 @@ async fn a_validly_signed_event_for_another_merchant_is_acknowledged_recorded_an
     assert_eq!(record.order.status, OrderStatus::Pending);
     assert_eq!(balance(&h, &user).await, 0);
 }
+
+/// The buyer approved `id`'s payment at the provider (the fake names it `ref_<order>`).
+fn approved(id: &OrderId, amount: domain::Money) -> PaymentEvent {
+    PaymentEvent::PaymentApproved {
+        order: OrderLocator {
+            order_id: Some(id.clone()),
+            provider_reference: Some(format!("ref_{id}")),
+        },
+        amount,
+        occurred_at: Timestamp::from_unix_millis(START_MS + 1_000),
+    }
+}
+
+/// What the fake's capture of a 10.00 USD order answers.
+fn captured() -> PaymentStatus {
+    PaymentStatus::Succeeded {
+        amount: usd(1000),
+        paid_at: Timestamp::from_unix_millis(START_MS + 2_000),
+    }
+}
+
+#[tokio::test]
+async fn an_approval_of_our_pending_order_is_captured_and_paid_once() {
+    let h = Harness::new();
+    let user = h.user("a@example.com").await;
+    let id = order(&h, &user, "credits-100").await;
+    let fake = h.fake(ProviderId::CardGateway);
+    fake.answer_capture(&id, captured());
+    let first = h
+        .deliver(
+            ProviderId::CardGateway,
+            "evt_ok",
+            vec![approved(&id, usd(1000))],
+        )
+        .await
+        .unwrap();
+    assert_eq!(first.outcomes, vec!["applied".to_owned()]);
+    assert_eq!(first.order_statuses, vec!["paid"]);
+    assert_eq!(first.credits_granted, credits(100));
+    let captures = fake.captures();
+    assert_eq!(captures.len(), 1);
+    assert_eq!(captures[0].order_id, id);
+    assert_eq!(captures[0].provider_reference, Some(format!("ref_{id}")));
+    // Redelivered, and approved again under another event id: nothing is captured again.
+    let again = h
+        .deliver(
+            ProviderId::CardGateway,
+            "evt_ok",
+            vec![approved(&id, usd(1000))],
+        )
+        .await
+        .unwrap();
+    assert_eq!(again.outcomes, vec!["duplicate".to_owned()]);
+    let other = h
+        .deliver(
+            ProviderId::CardGateway,
+            "evt_ok2",
+            vec![approved(&id, usd(1000))],
+        )
+        .await
+        .unwrap();
+    assert_eq!(other.outcomes, vec!["duplicate_state".to_owned()]);
+    assert_eq!(fake.captures().len(), 1);
+    assert_eq!(balance(&h, &user).await, 10_000);
+    assert_eq!(grants(&h), 1);
+}
+
+#[tokio::test]
+async fn an_approval_of_a_cancelled_order_is_not_captured() {
+    let h = Harness::new();
+    let user = h.user("a@example.com").await;
+    let id = order(&h, &user, "credits-100").await;
+    h.service.cancel_payment(&user, id.as_str()).await.unwrap();
+    let fake = h.fake(ProviderId::CardGateway);
+    fake.answer_capture(&id, captured());
+    let handled = h
+        .deliver(
+            ProviderId::CardGateway,
+            "evt_late",
+            vec![approved(&id, usd(1000))],
+        )
+        .await
+        .unwrap();
+    assert_eq!(handled.outcomes, vec!["ignored".to_owned()]);
+    assert!(fake.captures().is_empty());
+    let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
+    assert_eq!(record.order.status, OrderStatus::Cancelled);
+    assert_eq!(balance(&h, &user).await, 0);
+    let inbox = h.service.store().inbox();
+    let detail = inbox.last().unwrap().detail.clone().unwrap();
+    assert!(detail.contains("not captured"), "{detail}");
+}
+
+#[tokio::test]
+async fn an_approval_of_an_unknown_or_foreign_order_is_not_captured() {
+    let h = Harness::new();
+    let user = h.user("a@example.com").await;
+    let id = order(&h, &user, "credits-100").await;
+    let fake = h.fake(ProviderId::CardGateway);
+    fake.answer_capture(&id, captured());
+    let unknown = OrderId::new("ord_not_ours").unwrap();
+    let handled = h
+        .deliver(
+            ProviderId::CardGateway,
+            "evt_u",
+            vec![approved(&unknown, usd(1000))],
+        )
+        .await
+        .unwrap();
+    assert_eq!(handled.outcomes, vec!["unknown_order".to_owned()]);
+    // Our order id in the reference field of another provider order (another integration).
+    let foreign = PaymentEvent::PaymentApproved {
+        order: OrderLocator {
+            order_id: Some(id.clone()),
+            provider_reference: Some("SOMEONE-ELSES-ORDER".into()),
+        },
+        amount: usd(1000),
+        occurred_at: Timestamp::from_unix_millis(START_MS + 1_000),
+    };
+    let handled = h
+        .deliver(ProviderId::CardGateway, "evt_f", vec![foreign])
+        .await
+        .unwrap();
+    assert_eq!(handled.outcomes, vec!["unknown_order".to_owned()]);
+    // Another provider's approval never touches this provider's order.
+    let handled = h
+        .deliver(
+            ProviderId::WalletGlobal,
+            "evt_p",
+            vec![approved(&id, usd(1000))],
+        )
+        .await
+        .unwrap();
+    assert_eq!(handled.outcomes, vec!["unknown_order".to_owned()]);
+    // Another amount.
+    let handled = h
+        .deliver(
+            ProviderId::CardGateway,
+            "evt_m",
+            vec![approved(&id, usd(999))],
+        )
+        .await
+        .unwrap();
+    assert_eq!(handled.outcomes, vec!["mismatch".to_owned()]);
+    assert!(fake.captures().is_empty());
+    assert!(h.fake(ProviderId::WalletGlobal).captures().is_empty());
+    let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
+    assert_eq!(record.order.status, OrderStatus::Pending);
+}
+
+#[tokio::test]
+async fn a_held_or_refused_capture_leaves_the_order_pending() {
+    let h = Harness::new();
+    let user = h.user("a@example.com").await;
+    let id = order(&h, &user, "credits-100").await;
+    let fake = h.fake(ProviderId::CardGateway);
+    fake.answer_capture(&id, PaymentStatus::Pending);
+    let handled = h
+        .deliver(
+            ProviderId::CardGateway,
+            "evt_h",
+            vec![approved(&id, usd(1000))],
+        )
+        .await
+        .unwrap();
+    assert_eq!(handled.outcomes, vec!["ignored".to_owned()]);
+    assert_eq!(fake.captures().len(), 1);
+    let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
+    assert_eq!(record.order.status, OrderStatus::Pending);
+}
+
+#[tokio::test]
+async fn the_buyers_return_captures_their_own_pending_order() {
+    let h = Harness::new();
+    let user = h.user("a@example.com").await;
+    let stranger = h.user("b@example.com").await;
+    let id = order(&h, &user, "credits-100").await;
+    let fake = h.fake(ProviderId::CardGateway);
+    // Not approved yet (the provider refuses the capture): still pending.
+    let record = h.service.confirm_payment(&user, id.as_str()).await.unwrap();
+    assert_eq!(record.order.status, OrderStatus::Pending);
+    assert!(matches!(
+        h.service.confirm_payment(&stranger, id.as_str()).await,
+        Err(crate::use_cases::query_payment::QueryPaymentError::NotFound)
+    ));
+    assert_eq!(fake.captures().len(), 1);
+    fake.answer_capture(&id, captured());
+    let record = h.service.confirm_payment(&user, id.as_str()).await.unwrap();
+    assert!(matches!(record.order.status, OrderStatus::Paid { .. }));
+    assert_eq!(balance(&h, &user).await, 10_000);
+    // Paid: a second return captures nothing, and the approval webhook after it neither.
+    h.service.confirm_payment(&user, id.as_str()).await.unwrap();
+    let late = h
+        .deliver(
+            ProviderId::CardGateway,
+            "evt_a",
+            vec![approved(&id, usd(1000))],
+        )
+        .await
+        .unwrap();
+    assert_eq!(late.outcomes, vec!["duplicate_state".to_owned()]);
+    assert_eq!(fake.captures().len(), 2);
+    assert_eq!(grants(&h), 1);
+}
