@@ -553,7 +553,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let Some(record) = self.locate(r.provider, locator).await? else {
             return Ok(unknown_order());
         };
-        let kept = if record.order.status == OrderStatus::Pending {
+        // Keeping a refund against a pending order bumps its version; an order still at version
+        // 0 has none kept, and the common payment skips the read.
+        let kept = if record.order.status == OrderStatus::Pending && record.version > 0 {
             let target = RefundTarget::Order(record.order.id.clone());
             kept_amounts(&self.store.refunds_of(r.provider, &target).await?)
         } else {
