@@ -29,7 +29,9 @@ pub use credits::{CreditDelta, Credits, CreditsError};
 pub use ids::{IdError, IdempotencyKey, OrderId, PlanId, ReservationId, SubscriptionId, UserId};
 pub use ledger::{GrantLot, LedgerError, TransactionKind};
 pub use money::{Currency, Money, MoneyError};
-pub use order::{AccessEnd, Order, OrderStatus, OrderTransitionError, PlanSnapshot, Transition};
+pub use order::{
+    AccessEnd, Order, OrderParts, OrderStatus, OrderTransitionError, PlanSnapshot, Transition,
+};
 pub use outcome::EventOutcome;
 pub use plan::{
     AppEnvironment, Duration, Locale, Months, Plan, PlanDraft, PlanError, PlanErrors, PlanText,
@@ -41,6 +43,7 @@ pub use refund::{
 };
 pub use subscription::{
     BillingPeriod, RenewalIntent, RenewalRefusal, SoldTerms, SoldTermsMismatch, Subscription,
-    SubscriptionAccess, SubscriptionError, SubscriptionEvent, SubscriptionStatus, check_activation,
+    SubscriptionAccess, SubscriptionError, SubscriptionEvent, SubscriptionParts,
+    SubscriptionStatus, check_activation,
 };
 pub use time::Timestamp;

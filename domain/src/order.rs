@@ -144,9 +144,29 @@ impl From<MoneyError> for OrderTransitionError {
     }
 }
 
-/// An order.
+/// An order. Its fields are private: a new order comes from [`Order::place`], a stored one from
+/// [`Order::restore`], and its status changes only through the transition methods.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Order {
+    /// Our id, sent to the provider as its reference.
+    id: OrderId,
+    /// Who buys.
+    user_id: UserId,
+    /// Who takes the payment.
+    provider: ProviderId,
+    /// What is bought, frozen at creation.
+    plan: PlanSnapshot,
+    /// Where the order is.
+    status: OrderStatus,
+    /// When it was created.
+    created_at: Timestamp,
+    /// When a still-pending order expires.
+    expires_at: Timestamp,
+}
+
+/// Every field of an [`Order`], as a store wrote it, for [`Order::restore`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderParts {
     /// Our id, sent to the provider as its reference.
     pub id: OrderId,
     /// Who buys.
@@ -183,6 +203,74 @@ impl Order {
             created_at: now,
             expires_at: now.plus_millis(lifetime_ms),
         }
+    }
+
+    /// An order exactly as a store wrote it, for storage adapters reading back what they stored
+    /// (and tests building fixtures). It enforces nothing the state machine would: the parts are
+    /// trusted to be an order this service placed and moved only through its transitions. Code
+    /// creating an order uses [`Order::place`].
+    #[must_use]
+    pub fn restore(parts: OrderParts) -> Self {
+        let OrderParts {
+            id,
+            user_id,
+            provider,
+            plan,
+            status,
+            created_at,
+            expires_at,
+        } = parts;
+        Self {
+            id,
+            user_id,
+            provider,
+            plan,
+            status,
+            created_at,
+            expires_at,
+        }
+    }
+
+    /// Our id, sent to the provider as its reference.
+    #[must_use]
+    pub const fn id(&self) -> &OrderId {
+        &self.id
+    }
+
+    /// Who buys.
+    #[must_use]
+    pub const fn user_id(&self) -> &UserId {
+        &self.user_id
+    }
+
+    /// Who takes the payment.
+    #[must_use]
+    pub const fn provider(&self) -> ProviderId {
+        self.provider
+    }
+
+    /// What is bought, frozen at creation.
+    #[must_use]
+    pub const fn plan(&self) -> &PlanSnapshot {
+        &self.plan
+    }
+
+    /// Where the order is.
+    #[must_use]
+    pub const fn status(&self) -> &OrderStatus {
+        &self.status
+    }
+
+    /// When it was created.
+    #[must_use]
+    pub const fn created_at(&self) -> Timestamp {
+        self.created_at
+    }
+
+    /// When a still-pending order expires.
+    #[must_use]
+    pub const fn expires_at(&self) -> Timestamp {
+        self.expires_at
     }
 
     fn not_allowed(&self, to: &'static str) -> OrderTransitionError {
@@ -395,6 +483,23 @@ mod tests {
         );
         assert!(o.cancel().is_err());
         assert!(o.mark_failed("late").is_err());
+    }
+
+    #[test]
+    fn a_stored_order_is_restored_as_written() {
+        let mut o = order();
+        o.mark_paid(Timestamp::from_unix_millis(5)).unwrap();
+        let restored = Order::restore(OrderParts {
+            id: o.id().clone(),
+            user_id: o.user_id().clone(),
+            provider: o.provider(),
+            plan: o.plan().clone(),
+            status: o.status().clone(),
+            created_at: o.created_at(),
+            expires_at: o.expires_at(),
+        });
+        assert_eq!(restored, o);
+        assert_eq!(restored.expires_at(), Timestamp::from_unix_millis(60_000));
     }
 
     #[test]

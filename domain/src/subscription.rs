@@ -273,9 +273,38 @@ pub enum RenewalRefusal {
     },
 }
 
-/// A user's subscription to a recurring plan at one provider.
+/// A user's subscription to a recurring plan at one provider. Its fields are private: a new one
+/// comes from [`Subscription::start`], a stored one from [`Subscription::restore`]; its status,
+/// period and renewal change only through [`Subscription::apply`], its plan and terms only
+/// through [`Subscription::move_to_terms`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subscription {
+    /// Our id.
+    id: SubscriptionId,
+    /// The subscriber.
+    user_id: UserId,
+    /// The recurring plan.
+    plan_id: PlanId,
+    /// The provider billing it.
+    provider: ProviderId,
+    /// The provider's id for it.
+    provider_subscription_id: String,
+    /// Where it is.
+    status: SubscriptionStatus,
+    /// The period paid for.
+    current_period: BillingPeriod,
+    /// Whether it renews.
+    renewal: RenewalIntent,
+    /// The provider time of the last applied event.
+    last_event_at: Timestamp,
+    /// What was sold, kept at activation; `None` only for a subscription stored before terms
+    /// were kept whose order could not supply them (its renewals are mismatches).
+    sold_terms: Option<SoldTerms>,
+}
+
+/// Every field of a [`Subscription`], as a store wrote it, for [`Subscription::restore`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubscriptionParts {
     /// Our id.
     pub id: SubscriptionId,
     /// The subscriber.
@@ -300,6 +329,138 @@ pub struct Subscription {
 }
 
 impl Subscription {
+    /// A subscription just started by a verified activation at the provider time `at`: active
+    /// for `period`, renewing, and keeping the `terms` its recurring order sold.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "each argument has its own type, so none can be passed in another's place"
+    )]
+    #[must_use]
+    pub const fn start(
+        id: SubscriptionId,
+        user_id: UserId,
+        plan_id: PlanId,
+        provider: ProviderId,
+        provider_subscription_id: String,
+        period: BillingPeriod,
+        terms: SoldTerms,
+        at: Timestamp,
+    ) -> Self {
+        Self {
+            id,
+            user_id,
+            plan_id,
+            provider,
+            provider_subscription_id,
+            status: SubscriptionStatus::Active,
+            current_period: period,
+            renewal: RenewalIntent::Renews,
+            last_event_at: at,
+            sold_terms: Some(terms),
+        }
+    }
+
+    /// A subscription exactly as a store wrote it, for storage adapters reading back what they
+    /// stored (and tests building fixtures). It enforces nothing the lifecycle would: the parts
+    /// are trusted to be a subscription this service started and moved only through
+    /// [`Subscription::apply`] and [`Subscription::move_to_terms`]. Code starting a subscription
+    /// uses [`Subscription::start`].
+    #[must_use]
+    pub fn restore(parts: SubscriptionParts) -> Self {
+        let SubscriptionParts {
+            id,
+            user_id,
+            plan_id,
+            provider,
+            provider_subscription_id,
+            status,
+            current_period,
+            renewal,
+            last_event_at,
+            sold_terms,
+        } = parts;
+        Self {
+            id,
+            user_id,
+            plan_id,
+            provider,
+            provider_subscription_id,
+            status,
+            current_period,
+            renewal,
+            last_event_at,
+            sold_terms,
+        }
+    }
+
+    /// Our id.
+    #[must_use]
+    pub const fn id(&self) -> &SubscriptionId {
+        &self.id
+    }
+
+    /// The subscriber.
+    #[must_use]
+    pub const fn user_id(&self) -> &UserId {
+        &self.user_id
+    }
+
+    /// The recurring plan.
+    #[must_use]
+    pub const fn plan_id(&self) -> &PlanId {
+        &self.plan_id
+    }
+
+    /// The provider billing it.
+    #[must_use]
+    pub const fn provider(&self) -> ProviderId {
+        self.provider
+    }
+
+    /// The provider's id for it.
+    #[must_use]
+    pub fn provider_subscription_id(&self) -> &str {
+        &self.provider_subscription_id
+    }
+
+    /// Where it is.
+    #[must_use]
+    pub const fn status(&self) -> SubscriptionStatus {
+        self.status
+    }
+
+    /// The period paid for.
+    #[must_use]
+    pub const fn current_period(&self) -> BillingPeriod {
+        self.current_period
+    }
+
+    /// Whether it renews.
+    #[must_use]
+    pub const fn renewal(&self) -> RenewalIntent {
+        self.renewal
+    }
+
+    /// The provider time of the last applied event.
+    #[must_use]
+    pub const fn last_event_at(&self) -> Timestamp {
+        self.last_event_at
+    }
+
+    /// What was sold, kept at activation; `None` only for a subscription stored before terms
+    /// were kept whose order could not supply them.
+    #[must_use]
+    pub const fn sold_terms(&self) -> Option<SoldTerms> {
+        self.sold_terms
+    }
+
+    /// A provider-side price change moved it to another recurring plan of ours: from now on it
+    /// belongs to `plan_id` and pays what `terms` sell. Status, period and renewal are unchanged.
+    pub fn move_to_terms(&mut self, plan_id: PlanId, terms: SoldTerms) {
+        self.plan_id = plan_id;
+        self.sold_terms = Some(terms);
+    }
+
     /// Check a renewal paying `paid` for `period` against what was sold and what is already paid.
     ///
     /// The period must start no earlier than the end of the paid period less `tolerance_ms`
@@ -534,6 +695,61 @@ mod tests {
             unreachable!()
         };
         SoldTerms::new(usd(999), month, Some(Credits::from_whole(1000).unwrap()))
+    }
+
+    #[test]
+    fn an_activation_starts_an_active_renewing_subscription_with_its_sold_terms() {
+        let s = Subscription::start(
+            SubscriptionId::new("s1").unwrap(),
+            UserId::new("u1").unwrap(),
+            PlanId::new("pro-monthly").unwrap(),
+            ProviderId::CardGateway,
+            "sub_1".into(),
+            period(0, 100),
+            terms(),
+            t(10),
+        );
+        assert_eq!(s, sub(SubscriptionStatus::Active));
+        assert_eq!(s.renewal(), RenewalIntent::Renews);
+        assert_eq!(s.last_event_at(), t(10));
+        assert_eq!(s.sold_terms(), Some(terms()));
+    }
+
+    #[test]
+    fn a_stored_subscription_is_restored_as_written() {
+        let mut s = sub(SubscriptionStatus::Active);
+        s.apply(SubscriptionEvent::CancelScheduled, t(12)).unwrap();
+        let restored = Subscription::restore(SubscriptionParts {
+            id: s.id().clone(),
+            user_id: s.user_id().clone(),
+            plan_id: s.plan_id().clone(),
+            provider: s.provider(),
+            provider_subscription_id: s.provider_subscription_id().to_owned(),
+            status: s.status(),
+            current_period: s.current_period(),
+            renewal: s.renewal(),
+            last_event_at: s.last_event_at(),
+            sold_terms: s.sold_terms(),
+        });
+        assert_eq!(restored, s);
+    }
+
+    #[test]
+    fn moving_to_other_terms_changes_only_the_plan_and_the_terms() {
+        let before = sub(SubscriptionStatus::PastDue);
+        let mut s = before.clone();
+        let Some(Duration::Months(month)) = Duration::from_months_value(1) else {
+            unreachable!()
+        };
+        let plus = SoldTerms::new(usd(1999), month, None);
+        s.move_to_terms(PlanId::new("pro-plus").unwrap(), plus);
+        assert_eq!(s.plan_id().as_str(), "pro-plus");
+        assert_eq!(s.sold_terms(), Some(plus));
+        assert_eq!(s.status(), before.status());
+        assert_eq!(s.current_period(), before.current_period());
+        assert_eq!(s.renewal(), before.renewal());
+        assert_eq!(s.last_event_at(), before.last_event_at());
+        assert_eq!(s.check_renewal(usd(1999), period(100, 200), 5), Ok(()));
     }
 
     #[test]

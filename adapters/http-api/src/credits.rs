@@ -209,7 +209,7 @@ impl StatusView {
             lifetime_order_id: report
                 .lifetime_order
                 .as_ref()
-                .map(|o| o.order.id.to_string()),
+                .map(|o| o.order.id().to_string()),
             one_time_access: report
                 .one_time_access
                 .iter()

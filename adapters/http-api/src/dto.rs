@@ -165,31 +165,31 @@ pub struct OrderView {
 impl From<&OrderRecord> for OrderView {
     fn from(record: &OrderRecord) -> Self {
         let order = &record.order;
-        let pending = order.status == OrderStatus::Pending;
+        let pending = *order.status() == OrderStatus::Pending;
         let target = record
             .checkout
             .as_ref()
             .filter(|_| pending)
             .map(|c| &c.target);
-        let paid_at = match &order.status {
+        let paid_at = match order.status() {
             OrderStatus::Paid { paid_at }
             | OrderStatus::PartiallyRefunded { paid_at, .. }
             | OrderStatus::Refunded { paid_at } => Some(timestamp(*paid_at)),
             _ => None,
         };
         Self {
-            order_id: order.id.to_string(),
-            status: order.status.code().to_owned(),
-            plan_id: order.plan.plan_id.to_string(),
-            plan_type: order.plan.plan_type.as_str().to_owned(),
-            provider: order.provider.as_str().to_owned(),
-            amount: major_units(order.plan.price),
-            amount_minor: order.plan.price.amount_minor(),
-            currency: order.plan.price.currency().code().to_owned(),
-            credits: order.plan.credits.map(|c| c.to_string()),
-            credits_hundredths: order.plan.credits.map(Credits::hundredths),
-            created_at: timestamp(order.created_at),
-            expires_at: timestamp(order.expires_at),
+            order_id: order.id().to_string(),
+            status: order.status().code().to_owned(),
+            plan_id: order.plan().plan_id.to_string(),
+            plan_type: order.plan().plan_type.as_str().to_owned(),
+            provider: order.provider().as_str().to_owned(),
+            amount: major_units(order.plan().price),
+            amount_minor: order.plan().price.amount_minor(),
+            currency: order.plan().price.currency().code().to_owned(),
+            credits: order.plan().credits.map(|c| c.to_string()),
+            credits_hundredths: order.plan().credits.map(Credits::hundredths),
+            created_at: timestamp(order.created_at()),
+            expires_at: timestamp(order.expires_at()),
             paid_at,
             payment_url: match target {
                 Some(CheckoutTarget::Redirect(url)) => Some(url.clone()),
@@ -230,13 +230,13 @@ impl SubscriptionView {
     /// The view of `s`, whose access is `access`.
     pub(crate) fn new(s: &Subscription, access: SubscriptionAccess) -> Self {
         Self {
-            id: s.id.to_string(),
-            plan_id: s.plan_id.to_string(),
-            provider: s.provider.as_str().to_owned(),
-            status: s.status.code().to_owned(),
-            current_period_start: timestamp(s.current_period.start()),
-            current_period_end: timestamp(s.current_period.end()),
-            cancel_at_period_end: s.renewal == RenewalIntent::EndsAtPeriodEnd,
+            id: s.id().to_string(),
+            plan_id: s.plan_id().to_string(),
+            provider: s.provider().as_str().to_owned(),
+            status: s.status().code().to_owned(),
+            current_period_start: timestamp(s.current_period().start()),
+            current_period_end: timestamp(s.current_period().end()),
+            cancel_at_period_end: s.renewal() == RenewalIntent::EndsAtPeriodEnd,
             access_until: access.ends_at().map(timestamp),
         }
     }

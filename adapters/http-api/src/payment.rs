@@ -234,7 +234,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> PaymentApi<S, C, I, H>
             Ok(CancelOutcome::OrderCancelled(record, closed)) => {
                 metrics::record_order("cancelled");
                 if let ProviderClose::Failed(reason) = closed {
-                    tracing::warn!(order = %record.order.id, %reason, "order cancelled, but the provider could not close its checkout");
+                    tracing::warn!(order = %record.order.id(), %reason, "order cancelled, but the provider could not close its checkout");
                 }
                 CancelResponse::Ok(Json(CancelView {
                     order: OrderView::from(&record),

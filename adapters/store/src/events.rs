@@ -91,11 +91,11 @@ async fn apply_subscription(
     Err(match change {
         SubscriptionChange::Create(s, _) => conflict(&format!(
             "subscription {} exists",
-            s.provider_subscription_id
+            s.provider_subscription_id()
         )),
         SubscriptionChange::Update { subscription, .. } => conflict(&format!(
             "subscription {} changed since it was read",
-            subscription.id
+            subscription.id()
         )),
     })
 }

@@ -102,12 +102,12 @@ async fn find<C: ConnectionTrait>(conn: &C, id: &str) -> Result<Option<OrderReco
 }
 
 async fn insert(tx: &DatabaseTransaction, order: &Order) -> Result<(), DbErr> {
-    let plan = &order.plan;
-    let (code, paid_at, reason, refunded) = order_status_values(&order.status);
+    let plan = order.plan();
+    let (code, paid_at, reason, refunded) = order_status_values(order.status());
     let values = vec![
-        order.id.as_str().into(),
-        order.user_id.as_str().into(),
-        order.provider.as_str().into(),
+        order.id().as_str().into(),
+        order.user_id().as_str().into(),
+        order.provider().as_str().into(),
         plan.plan_id.as_str().into(),
         plan.plan_type.as_str().into(),
         plan.price.amount_minor().into(),
@@ -118,8 +118,8 @@ async fn insert(tx: &DatabaseTransaction, order: &Order) -> Result<(), DbErr> {
         reason.into(),
         paid_at.into(),
         refunded.into(),
-        order.expires_at.unix_millis().into(),
-        order.created_at.unix_millis().into(),
+        order.expires_at().unix_millis().into(),
+        order.created_at().unix_millis().into(),
     ];
     sql::execute(tx, INSERT, values).await.map(drop)
 }
@@ -155,7 +155,7 @@ async fn create_in(
     order: &Order,
     idempotency: Option<&IdempotencyRecord>,
 ) -> Result<End<CreateOrderOutcome>, Fail> {
-    let user = order.user_id.as_str();
+    let user = order.user_id().as_str();
     if let Some(record) = idempotency
         && let Some(earlier) = earlier_in(tx, user, record).await?
     {
@@ -170,8 +170,8 @@ async fn create_in(
             CREATE_ORDER_SCOPE.into(),
             record.key.as_str().into(),
             record.request_hash.as_str().into(),
-            order.id.as_str().into(),
-            order.created_at.unix_millis().into(),
+            order.id().as_str().into(),
+            order.created_at().unix_millis().into(),
         ];
         if sql::execute(tx, sql, values).await? == 0 {
             return Err(Fail::Retry(
@@ -339,7 +339,7 @@ impl OrderRepository for SeaOrmStore {
             .map(OrderRow::into_domain)
             .collect::<Result<Vec<_>, _>>()?;
         claimed.sort_by(|a, b| {
-            (a.order.created_at, &a.order.id).cmp(&(b.order.created_at, &b.order.id))
+            (a.order.created_at(), a.order.id()).cmp(&(b.order.created_at(), b.order.id()))
         });
         Ok(claimed)
     }

@@ -15,9 +15,9 @@ use application::ports::{
 };
 use domain::{
     BillingPeriod, CreditDelta, Credits, Currency, Duration, GrantLot, Money, Order, OrderId,
-    OrderStatus, PlanId, PlanSnapshot, PlanType, ProviderId, RenewalIntent, ReservationId,
-    SoldTerms, Subscription, SubscriptionId, SubscriptionStatus, Timestamp, TransactionKind,
-    UserId,
+    OrderParts, OrderStatus, PlanId, PlanSnapshot, PlanType, ProviderId, RenewalIntent,
+    ReservationId, SoldTerms, Subscription, SubscriptionId, SubscriptionParts, SubscriptionStatus,
+    Timestamp, TransactionKind, UserId,
 };
 use sea_orm::FromQueryResult;
 
@@ -194,7 +194,7 @@ impl OrderRow {
                 .transpose()
                 .map_err(bad)?,
         };
-        let order = Order {
+        let order = Order::restore(OrderParts {
             id: OrderId::new(self.id.clone()).map_err(|e| bad(e.to_string()))?,
             user_id: UserId::new(self.user_id.clone()).map_err(|e| bad(e.to_string()))?,
             provider: self
@@ -205,7 +205,7 @@ impl OrderRow {
             plan,
             created_at: ts(self.created_at),
             expires_at: ts(self.expires_at),
-        };
+        });
         Ok(OrderRecord {
             order,
             checkout: self
@@ -333,7 +333,7 @@ impl SubscriptionRow {
     pub(crate) fn into_domain(self) -> Result<Subscription, StoreError> {
         let bad = |what: String| corrupt("subscriptions", &self.id, what);
         let sold_terms = self.sold_terms().map_err(bad)?;
-        Ok(Subscription {
+        Ok(Subscription::restore(SubscriptionParts {
             id: SubscriptionId::new(self.id.clone()).map_err(|e| bad(e.to_string()))?,
             user_id: UserId::new(self.user_id.clone()).map_err(|e| bad(e.to_string()))?,
             plan_id: PlanId::new(self.plan_id.clone()).map_err(|e| bad(e.to_string()))?,
@@ -353,7 +353,7 @@ impl SubscriptionRow {
             provider_subscription_id: self.provider_subscription_id,
             last_event_at: ts(self.last_event_at),
             sold_terms,
-        })
+        }))
     }
 
     /// The terms it was sold at, through the domain's constructors; all or nothing.

@@ -14,11 +14,11 @@ use crate::rows::{SUBSCRIPTION_COLUMNS, SubscriptionRow};
 
 fn state_values(s: &Subscription) -> [Value; 5] {
     [
-        s.status.code().into(),
-        s.current_period.start().unix_millis().into(),
-        s.current_period.end().unix_millis().into(),
-        (s.renewal == RenewalIntent::EndsAtPeriodEnd).into(),
-        s.last_event_at.unix_millis().into(),
+        s.status().code().into(),
+        s.current_period().start().unix_millis().into(),
+        s.current_period().end().unix_millis().into(),
+        (s.renewal() == RenewalIntent::EndsAtPeriodEnd).into(),
+        s.last_event_at().unix_millis().into(),
     ]
 }
 
@@ -36,16 +36,16 @@ pub(crate) async fn create<C: ConnectionTrait>(
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, $14, $15, $16) \
         ON CONFLICT DO NOTHING";
     let mut values: Vec<Value> = vec![
-        s.id.as_str().into(),
-        s.user_id.as_str().into(),
+        s.id().as_str().into(),
+        s.user_id().as_str().into(),
         order.map(|o| o.as_str().to_owned()).into(),
-        s.plan_id.as_str().into(),
-        s.provider.as_str().into(),
-        s.provider_subscription_id.as_str().into(),
+        s.plan_id().as_str().into(),
+        s.provider().as_str().into(),
+        s.provider_subscription_id().into(),
     ];
     values.extend(state_values(s));
     values.push(now.unix_millis().into());
-    values.extend(sold_terms_values(s.sold_terms.as_ref()));
+    values.extend(sold_terms_values(s.sold_terms().as_ref()));
     Ok(crate::sql::execute(conn, sql, values).await? == 1)
 }
 
@@ -77,11 +77,11 @@ pub(crate) async fn update<C: ConnectionTrait>(
         cancel_at_period_end = $6, last_event_at = $7, updated_at = $8, plan_id = $9, \
         price_minor = $10, currency = $11, interval_months = $12, \
         credits_per_period_hundredths = $13 WHERE id = $1 AND last_event_at = $2";
-    let mut values: Vec<Value> = vec![s.id.as_str().into(), expected.unix_millis().into()];
+    let mut values: Vec<Value> = vec![s.id().as_str().into(), expected.unix_millis().into()];
     values.extend(state_values(s));
     values.push(now.unix_millis().into());
-    values.push(s.plan_id.as_str().into());
-    values.extend(sold_terms_values(s.sold_terms.as_ref()));
+    values.push(s.plan_id().as_str().into());
+    values.extend(sold_terms_values(s.sold_terms().as_ref()));
     Ok(crate::sql::execute(conn, sql, values).await? == 1)
 }
 

@@ -299,7 +299,7 @@ impl OrderRecord {
     #[must_use]
     pub fn payment_ref(&self) -> crate::ports::PaymentRef {
         crate::ports::PaymentRef {
-            order_id: self.order.id.clone(),
+            order_id: self.order.id().clone(),
             provider_reference: self
                 .checkout
                 .as_ref()

@@ -5,8 +5,8 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use domain::{
-    Credits, Order, OrderId, OrderStatus, Plan, PlanId, ProviderId, ReservationId, Subscription,
-    SubscriptionId, Timestamp, UserId,
+    Credits, Order, OrderId, OrderParts, OrderStatus, Plan, PlanId, ProviderId, ReservationId,
+    Subscription, SubscriptionId, Timestamp, UserId,
 };
 
 use super::ledger::Ledger;
@@ -329,7 +329,7 @@ impl OrderRepository for InMemoryStore {
     ) -> Result<CreateOrderOutcome, StoreError> {
         self.atomically(|s| {
             if let Some(record) = idempotency {
-                let key = (order.user_id.clone(), record.key.as_str().to_owned());
+                let key = (order.user_id().clone(), record.key.as_str().to_owned());
                 if let Some((hash, existing)) = s.idempotency.get(&key) {
                     if hash != &record.request_hash {
                         return Ok(CreateOrderOutcome::KeyConflict);
@@ -342,19 +342,19 @@ impl OrderRepository for InMemoryStore {
                     return Ok(CreateOrderOutcome::Replayed(found));
                 }
                 s.idempotency
-                    .insert(key, (record.request_hash.clone(), order.id.clone()));
+                    .insert(key, (record.request_hash.clone(), order.id().clone()));
             }
-            if s.orders.contains_key(&order.id) {
+            if s.orders.contains_key(order.id()) {
                 return Err(StoreError::Conflict("order exists".into()));
             }
             let record = OrderRecord {
                 order: order.clone(),
                 checkout: None,
-                updated_at: order.created_at,
+                updated_at: order.created_at(),
                 mismatch: None,
                 version: 0,
             };
-            s.orders.insert(order.id.clone(), record);
+            s.orders.insert(order.id().clone(), record);
             Ok(CreateOrderOutcome::Created)
         })
     }
@@ -389,7 +389,7 @@ impl OrderRepository for InMemoryStore {
     ) -> Result<(), StoreError> {
         self.atomically(|s| {
             let r = s.orders.get_mut(id).ok_or(StoreError::NotFound)?;
-            if r.order.status != OrderStatus::Pending {
+            if *r.order.status() != OrderStatus::Pending {
                 return Err(StoreError::Conflict("order is not pending".into()));
             }
             r.checkout = Some(checkout.clone());
@@ -421,7 +421,7 @@ impl OrderRepository for InMemoryStore {
             .orders
             .values()
             .find(|r| {
-                r.order.provider == provider
+                r.order.provider() == provider
                     && r.checkout
                         .as_ref()
                         .and_then(|c| c.provider_reference.as_deref())
@@ -438,11 +438,11 @@ impl OrderRepository for InMemoryStore {
         let mut all: Vec<OrderRecord> = lock(&self.0)
             .orders
             .values()
-            .filter(|r| &r.order.user_id == user)
+            .filter(|r| r.order.user_id() == user)
             .cloned()
             .collect();
         all.sort_by(|a, b| {
-            (b.order.created_at, &b.order.id).cmp(&(a.order.created_at, &a.order.id))
+            (b.order.created_at(), b.order.id()).cmp(&(a.order.created_at(), a.order.id()))
         });
         Ok(paged(all, page))
     }
@@ -458,11 +458,11 @@ impl OrderRepository for InMemoryStore {
             .orders
             .values()
             .filter(|r| {
-                r.order.status == OrderStatus::Pending && r.order.created_at < created_before
+                *r.order.status() == OrderStatus::Pending && r.order.created_at() < created_before
             })
             .cloned()
             .collect();
-        due.sort_by_key(|r| r.order.created_at);
+        due.sort_by_key(|r| r.order.created_at());
         due.truncate(limit as usize);
         Ok(due)
     }
@@ -477,19 +477,33 @@ fn transition(
     now: Timestamp,
 ) -> Result<(), StoreError> {
     let r = s.orders.get_mut(id).ok_or(StoreError::NotFound)?;
-    if r.order.status.code() != expected {
+    if r.order.status().code() != expected {
         return Err(StoreError::Conflict(format!(
             "order is {}, not {expected}",
-            r.order.status
+            r.order.status()
         )));
     }
-    r.order.status = status.clone();
+    r.order = with_status(&r.order, status.clone());
     if let Some(m) = mismatch {
         r.mismatch = Some(m.clone());
     }
     r.version += 1;
     r.updated_at = now;
     Ok(())
+}
+
+/// `order` with `status` written over its status, as the SQL store updates that column and
+/// reads the order back.
+fn with_status(order: &Order, status: OrderStatus) -> Order {
+    Order::restore(OrderParts {
+        id: order.id().clone(),
+        user_id: order.user_id().clone(),
+        provider: order.provider(),
+        plan: order.plan().clone(),
+        status,
+        created_at: order.created_at(),
+        expires_at: order.expires_at(),
+    })
 }
 
 fn apply_charge(s: &mut State, change: Option<&ChargeChange>) -> Result<(), StoreError> {
@@ -597,7 +611,7 @@ impl SubscriptionRepository for InMemoryStore {
             .subscriptions
             .values()
             .find(|(s, _)| {
-                s.provider == provider && s.provider_subscription_id == provider_subscription_id
+                s.provider() == provider && s.provider_subscription_id() == provider_subscription_id
             })
             .map(|(s, _)| s.clone()))
     }
@@ -617,10 +631,10 @@ impl SubscriptionRepository for InMemoryStore {
         let mut subs: Vec<Subscription> = lock(&self.0)
             .subscriptions
             .values()
-            .filter(|(s, _)| &s.user_id == user)
+            .filter(|(s, _)| s.user_id() == user)
             .map(|(s, _)| s.clone())
             .collect();
-        subs.sort_by_key(|s| std::cmp::Reverse(s.last_event_at));
+        subs.sort_by_key(|s| std::cmp::Reverse(s.last_event_at()));
         Ok(subs)
     }
 }
@@ -722,7 +736,7 @@ impl PaymentEventStore for InMemoryStore {
                 if r.version != o.expected_version {
                     return Err(StoreError::Conflict("order changed".into()));
                 }
-                r.order.status = o.status.clone();
+                r.order = with_status(&r.order, o.status.clone());
                 if let Some(m) = &o.mismatch {
                     r.mismatch = Some(m.clone());
                 }
@@ -742,14 +756,14 @@ impl PaymentEventStore for InMemoryStore {
             match &c.subscription {
                 Some(SubscriptionChange::Create(sub, order)) => {
                     let exists = s.subscriptions.values().any(|(x, _)| {
-                        x.provider == sub.provider
-                            && x.provider_subscription_id == sub.provider_subscription_id
+                        x.provider() == sub.provider()
+                            && x.provider_subscription_id() == sub.provider_subscription_id()
                     });
-                    if exists || s.subscriptions.contains_key(&sub.id) {
+                    if exists || s.subscriptions.contains_key(sub.id()) {
                         return Err(StoreError::Conflict("subscription exists".into()));
                     }
                     s.subscriptions
-                        .insert(sub.id.clone(), (sub.clone(), order.clone()));
+                        .insert(sub.id().clone(), (sub.clone(), order.clone()));
                 }
                 Some(SubscriptionChange::Update {
                     subscription,
@@ -757,9 +771,9 @@ impl PaymentEventStore for InMemoryStore {
                 }) => {
                     let (stored, _) = s
                         .subscriptions
-                        .get_mut(&subscription.id)
+                        .get_mut(subscription.id())
                         .ok_or(StoreError::NotFound)?;
-                    if stored.last_event_at != *expected_last_event_at {
+                    if stored.last_event_at() != *expected_last_event_at {
                         return Err(StoreError::Conflict("subscription changed".into()));
                     }
                     *stored = subscription.clone();

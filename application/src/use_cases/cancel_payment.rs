@@ -77,7 +77,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         order_id: &str,
     ) -> Result<CancelOutcome, CancelPaymentError> {
         let record = self.own_order(user, order_id).await?;
-        match (&record.order.status, record.order.plan.plan_type) {
+        match (record.order.status(), record.order.plan().plan_type) {
             (OrderStatus::Pending, _) => self.cancel_pending(record).await,
             (OrderStatus::Cancelled, _) => {
                 Ok(CancelOutcome::OrderCancelled(record, ProviderClose::Closed))
@@ -100,7 +100,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         if cancelled.cancel() == Ok(Transition::Applied) {
             match self
                 .store
-                .transition_order(&order.id, "pending", &cancelled.status, self.clock.now())
+                .transition_order(order.id(), "pending", cancelled.status(), self.clock.now())
                 .await
             {
                 Ok(()) => {}
@@ -109,7 +109,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 Err(e) => return Err(e.into()),
             }
         }
-        let closed = match self.gateways.get(order.provider) {
+        let closed = match self.gateways.get(order.provider()) {
             None => ProviderClose::NotSupported,
             Some(gateway) => match gateway.close_payment(&record.payment_ref()).await {
                 Ok(()) => ProviderClose::Closed,
@@ -119,7 +119,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         };
         let fresh = self
             .store
-            .find_order(&order.id)
+            .find_order(order.id())
             .await?
             .ok_or(StoreError::NotFound)?;
         Ok(CancelOutcome::OrderCancelled(fresh, closed))
@@ -131,14 +131,14 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ) -> Result<CancelOutcome, CancelPaymentError> {
         let fresh = self
             .store
-            .find_order(&record.order.id)
+            .find_order(record.order.id())
             .await?
             .ok_or(StoreError::NotFound)?;
-        match fresh.order.status {
+        match fresh.order.status() {
             OrderStatus::Cancelled => {
                 Ok(CancelOutcome::OrderCancelled(fresh, ProviderClose::Closed))
             }
-            ref other => Err(CancelPaymentError::NotCancellable(other.code())),
+            other => Err(CancelPaymentError::NotCancellable(other.code())),
         }
     }
 
@@ -148,18 +148,18 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ) -> Result<CancelOutcome, CancelPaymentError> {
         let subscription = self
             .store
-            .find_subscription_by_order(&record.order.id)
+            .find_subscription_by_order(record.order.id())
             .await?
             .ok_or(CancelPaymentError::NotCancellable("paid"))?;
         let gateway = self
             .gateways
-            .get(subscription.provider)
+            .get(subscription.provider())
             .ok_or_else(|| CancelPaymentError::Gateway("provider is not configured".into()))?;
         gateway
-            .cancel_subscription(&subscription.provider_subscription_id)
+            .cancel_subscription(subscription.provider_subscription_id())
             .await
             .map_err(|e| CancelPaymentError::Gateway(e.to_string()))?;
-        let now = self.clock.now().max(subscription.last_event_at);
+        let now = self.clock.now().max(subscription.last_event_at());
         let mut updated = subscription.clone();
         match updated.apply(SubscriptionEvent::CancelScheduled, now) {
             Ok(Transition::Applied) => {}
@@ -171,27 +171,27 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             }
             Err(_) => {
                 return Err(CancelPaymentError::NotCancellable(
-                    subscription.status.code(),
+                    subscription.status().code(),
                 ));
             }
         }
         let command = PaymentEventCommand {
             inbox: InboxEntry {
-                provider: subscription.provider,
-                event_id: format!("tally:cancel-at-period-end:{}", subscription.id),
+                provider: subscription.provider(),
+                event_id: format!("tally:cancel-at-period-end:{}", subscription.id()),
                 event_type: "tally.subscription.cancel_requested".into(),
                 payload: String::new(),
                 outcome: domain::EventOutcome::Applied.code().into(),
                 detail: Some(format!(
                     "requested by the subscriber through order {}",
-                    record.order.id
+                    record.order.id()
                 )),
                 received_at: self.clock.now(),
             },
             order: None,
             subscription: Some(SubscriptionChange::Update {
                 subscription: updated.clone(),
-                expected_last_event_at: subscription.last_event_at,
+                expected_last_event_at: subscription.last_event_at(),
             }),
             grant: None,
             clawback: None,
@@ -204,7 +204,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         }
         let current = self
             .store
-            .find_subscription(&subscription.id)
+            .find_subscription(subscription.id())
             .await?
             .unwrap_or(updated);
         Ok(CancelOutcome::SubscriptionEndsAtPeriodEnd(record, current))

@@ -10,9 +10,8 @@
 
 use domain::{
     BillingPeriod, Credits, Duration, EventOutcome, KeptRefund, Money, OrderStatus, PlanType,
-    ProviderId, RenewalIntent, RenewalRefusal, SoldTerms, SoldTermsMismatch, Subscription,
-    SubscriptionEvent, SubscriptionId, SubscriptionStatus, Timestamp, Transition, check_activation,
-    refund_step,
+    ProviderId, RenewalRefusal, SoldTerms, SoldTermsMismatch, Subscription, SubscriptionEvent,
+    SubscriptionId, Timestamp, Transition, check_activation, refund_step,
 };
 
 use super::InfraError;
@@ -148,11 +147,11 @@ impl Change {
         status: OrderStatus,
         mismatch: Option<String>,
     ) -> Self {
-        if status.code() != before.order.status.code() {
+        if status.code() != before.order.status().code() {
             self.moved_to = Some(status.code());
         }
         self.command.order = Some(OrderChange {
-            order_id: before.order.id.clone(),
+            order_id: before.order.id().clone(),
             expected_version: before.version,
             status,
             mismatch,
@@ -366,11 +365,11 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ) -> Result<Captured, GatewayError> {
         let gateway = self
             .gateways
-            .get(record.order.provider)
+            .get(record.order.provider())
             .ok_or(GatewayError::NotSupported)?;
         let payment = record.payment_ref();
         let order = OrderLocator {
-            order_id: Some(record.order.id.clone()),
+            order_id: Some(record.order.id().clone()),
             provider_reference: payment.provider_reference.clone(),
         };
         Ok(match gateway.capture(&payment).await {
@@ -538,7 +537,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             (None, None) => None,
         };
         // An event of one provider never touches another provider's order.
-        Ok(found.filter(|r| r.order.provider == provider))
+        Ok(found.filter(|r| r.order.provider() == provider))
     }
 
     /// A payment succeeded: check it against the order, mark it paid, grant credits once, and
@@ -555,8 +554,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         };
         // Keeping a refund against a pending order bumps its version; an order still at version
         // 0 has none kept, and the common payment skips the read.
-        let kept = if record.order.status == OrderStatus::Pending && record.version > 0 {
-            let target = RefundTarget::Order(record.order.id.clone());
+        let kept = if *record.order.status() == OrderStatus::Pending && record.version > 0 {
+            let target = RefundTarget::Order(record.order.id().clone());
             kept_amounts(&self.store.refunds_of(r.provider, &target).await?)
         } else {
             Vec::new()
@@ -575,7 +574,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             return Ok(unknown_order());
         };
         let record = &record;
-        let terms = match check_activation(&record.order.plan, activation.amount) {
+        let terms = match check_activation(record.order.plan(), activation.amount) {
             Ok(terms) => terms,
             Err(mismatch) => return Ok(mismatch_on_order(r, record, &mismatch)),
         };
@@ -602,16 +601,16 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         };
         let mut order = record.order.clone();
         if order.mark_paid(activation.occurred_at) == Ok(Transition::Applied) {
-            change = change.order(record, order.status, None);
+            change = change.order(record, order.status().clone(), None);
         }
         // Credits come from what the subscription was sold at (a subscription stored before
         // terms were kept takes them from this order, which has just been checked).
-        let sold = subscription.sold_terms.unwrap_or(terms);
+        let sold = subscription.sold_terms().unwrap_or(terms);
         let paid = PaidPeriod {
             period: activation.period,
             amount: activation.amount.unwrap_or(sold.price()),
             charge_ref: activation.charge_ref,
-            order: Some(record.order.id.clone()),
+            order: Some(record.order.id().clone()),
             paid_at: activation.occurred_at,
         };
         self.grant_period(r, change, &subscription, sold, paid)
@@ -630,20 +629,20 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ) -> Result<Option<Decision>, HandleWebhookError> {
         let order = &record.order;
         if !matches!(
-            order.status,
+            order.status(),
             OrderStatus::Pending | OrderStatus::Paid { .. }
         ) {
-            let detail = format!("subscription activation for a {} order", order.status);
+            let detail = format!("subscription activation for a {} order", order.status());
             let change = r
                 .change(EventOutcome::LatePayment, Some(detail.clone()))
-                .order(record, order.status.clone(), Some(detail));
+                .order(record, order.status().clone(), Some(detail));
             return Ok(Some(change.apply()));
         }
-        if let Some(started) = self.store.find_subscription_by_order(&order.id).await? {
+        if let Some(started) = self.store.find_subscription_by_order(order.id()).await? {
             let detail = format!(
                 "order already started subscription {}",
                 started
-                    .provider_subscription_id
+                    .provider_subscription_id()
                     .chars()
                     .take(128)
                     .collect::<String>()
@@ -669,15 +668,14 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let mut moved = None;
         match current.check_renewal(renewal.amount, renewal.period, tolerance_ms) {
             Ok(()) => {}
-            Err(RenewalRefusal::Mismatch(mismatch)) if current.sold_terms.is_some() => {
+            Err(RenewalRefusal::Mismatch(mismatch)) if current.sold_terms().is_some() => {
                 // A provider-side price change to another recurring plan of ours moves the
                 // terms to that plan; any other price is a mismatch.
                 let Some((plan, terms)) = self.plan_priced(r.provider, renewal.amount).await?
                 else {
                     return Ok(refused_renewal(&RenewalRefusal::Mismatch(mismatch)));
                 };
-                next.plan_id = plan;
-                next.sold_terms = Some(terms);
+                next.move_to_terms(plan, terms);
                 if let Err(refusal) =
                     next.check_renewal(renewal.amount, renewal.period, tolerance_ms)
                 {
@@ -685,12 +683,14 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 }
                 moved = Some(format!(
                     "price changed at the provider: plan {} ({mismatch}) → {} at {}",
-                    current.plan_id, next.plan_id, renewal.amount
+                    current.plan_id(),
+                    next.plan_id(),
+                    renewal.amount
                 ));
             }
             Err(refusal) => return Ok(refused_renewal(&refusal)),
         }
-        let Some(terms) = next.sold_terms else {
+        let Some(terms) = next.sold_terms() else {
             return Ok(Decision::Record(
                 EventOutcome::Mismatch,
                 Some("subscription has no sold terms".into()),
@@ -774,15 +774,15 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let step = refund_step(paid.amount, credits, zero, &kept);
         if let Some(step) = &step {
             change.command.clawback = Some(ClawbackCommand {
-                user_id: subscription.user_id.clone(),
-                source: GrantSource::SubscriptionPeriod(subscription.id.clone(), paid.period),
+                user_id: subscription.user_id().clone(),
+                source: GrantSource::SubscriptionPeriod(subscription.id().clone(), paid.period),
                 wanted: step.clawback,
                 now: r.now,
             });
         }
         change.command.charge = Some(ChargeChange::Record(SubscriptionCharge {
-            subscription_id: subscription.id.clone(),
-            user_id: subscription.user_id.clone(),
+            subscription_id: subscription.id().clone(),
+            user_id: subscription.user_id().clone(),
             provider: r.provider,
             charge_ref: paid.charge_ref.map(str::to_owned),
             order_id: paid.order,
@@ -854,14 +854,14 @@ fn approval_refusal(
             format!("approval of provider order {named}, not this order's; not captured"),
         ));
     }
-    match &order.status {
+    match order.status() {
         OrderStatus::Pending => {}
         OrderStatus::Paid { .. }
         | OrderStatus::PartiallyRefunded { .. }
         | OrderStatus::Refunded { .. } => {
             return Some((
                 EventOutcome::DuplicateState,
-                format!("order is {}", order.status),
+                format!("order is {}", order.status()),
             ));
         }
         other => {
@@ -871,12 +871,12 @@ fn approval_refusal(
             ));
         }
     }
-    if amount != order.plan.price {
+    if amount != order.plan().price {
         return Some((
             EventOutcome::Mismatch,
             format!(
                 "approved {amount}, order price {}; not captured",
-                order.plan.price
+                order.plan().price
             ),
         ));
     }
@@ -943,16 +943,16 @@ fn name_first_charge(
     record: &OrderRecord,
     activation: &Activation<'_>,
 ) -> Decision {
-    let Some(terms) = current.sold_terms else {
+    let Some(terms) = current.sold_terms() else {
         return Decision::Record(EventOutcome::DuplicateState, None);
     };
     let mut change = r.change(EventOutcome::DuplicateState, None);
     change.command.charge = Some(ChargeChange::Record(SubscriptionCharge {
-        subscription_id: current.id.clone(),
-        user_id: current.user_id.clone(),
+        subscription_id: current.id().clone(),
+        user_id: current.user_id().clone(),
         provider: r.provider,
         charge_ref: activation.charge_ref.map(str::to_owned),
-        order_id: Some(record.order.id.clone()),
+        order_id: Some(record.order.id().clone()),
         period: activation.period,
         amount: activation.amount.unwrap_or(terms.price()),
         credits: terms.credits_per_period(),
@@ -967,7 +967,7 @@ fn update(r: &Received, current: &Subscription, next: &Subscription) -> Change {
     let mut change = r.change(EventOutcome::Applied, None);
     change.command.subscription = Some(SubscriptionChange::Update {
         subscription: next.clone(),
-        expected_last_event_at: current.last_event_at,
+        expected_last_event_at: current.last_event_at(),
     });
     change
 }
@@ -980,22 +980,20 @@ fn activate_new(
     terms: SoldTerms,
     id: SubscriptionId,
 ) -> (Change, Subscription) {
-    let created = Subscription {
+    let created = Subscription::start(
         id,
-        user_id: record.order.user_id.clone(),
-        plan_id: record.order.plan.plan_id.clone(),
-        provider: r.provider,
-        provider_subscription_id: activation.provider_subscription_id.to_owned(),
-        status: SubscriptionStatus::Active,
-        current_period: activation.period,
-        renewal: RenewalIntent::Renews,
-        last_event_at: activation.occurred_at,
-        sold_terms: Some(terms),
-    };
+        record.order.user_id().clone(),
+        record.order.plan().plan_id.clone(),
+        r.provider,
+        activation.provider_subscription_id.to_owned(),
+        activation.period,
+        terms,
+        activation.occurred_at,
+    );
     let mut change = r.change(EventOutcome::Applied, None);
     change.command.subscription = Some(SubscriptionChange::Create(
         created.clone(),
-        Some(record.order.id.clone()),
+        Some(record.order.id().clone()),
     ));
     (change, created)
 }
@@ -1005,7 +1003,7 @@ fn activate_new(
 fn mismatch_on_order(r: &Received, record: &OrderRecord, mismatch: &SoldTermsMismatch) -> Decision {
     let detail = mismatch.to_string();
     r.change(EventOutcome::Mismatch, Some(detail.clone()))
-        .order(record, record.order.status.clone(), Some(detail))
+        .order(record, record.order.status().clone(), Some(detail))
         .apply()
 }
 
@@ -1085,9 +1083,9 @@ fn period_grant(
     now: Timestamp,
 ) -> GrantCommand {
     GrantCommand {
-        user_id: subscription.user_id.clone(),
+        user_id: subscription.user_id().clone(),
         amount,
-        source: GrantSource::SubscriptionPeriod(subscription.id.clone(), period),
+        source: GrantSource::SubscriptionPeriod(subscription.id().clone(), period),
         // A subscription's credits are that period's allowance.
         expires_at: Some(period.end()),
         now,
@@ -1100,11 +1098,11 @@ fn decide_failed(r: &Received, record: &OrderRecord, reason: &str) -> Decision {
     match order.mark_failed(reason.to_owned()) {
         Ok(Transition::Applied) => r
             .change(EventOutcome::Applied, None)
-            .order(record, order.status, None)
+            .order(record, order.status().clone(), None)
             .apply(),
         _ => Decision::Record(
             EventOutcome::Ignored,
-            Some(format!("order is {}", record.order.status)),
+            Some(format!("order is {}", record.order.status())),
         ),
     }
 }
@@ -1119,53 +1117,53 @@ fn decide_paid(
     kept: &[KeptRefund],
 ) -> Decision {
     let order = &record.order;
-    if amount != order.plan.price {
-        let detail = format!("paid {amount}, order price {}", order.plan.price);
+    if amount != order.plan().price {
+        let detail = format!("paid {amount}, order price {}", order.plan().price);
         return r
             .change(EventOutcome::Mismatch, Some(detail.clone()))
-            .order(record, order.status.clone(), Some(detail))
+            .order(record, order.status().clone(), Some(detail))
             .apply();
     }
     let mut next = order.clone();
     match next.mark_paid(occurred_at) {
         Ok(Transition::Applied) => {}
-        Ok(Transition::AlreadyDone) if order.plan.plan_type != PlanType::Credits => {
+        Ok(Transition::AlreadyDone) if order.plan().plan_type != PlanType::Credits => {
             return Decision::Record(EventOutcome::DuplicateState, None);
         }
         Ok(Transition::AlreadyDone) => {}
         Err(_) => {
-            let detail = format!("payment received for a {} order", order.status);
+            let detail = format!("payment received for a {} order", order.status());
             return r
                 .change(EventOutcome::LatePayment, Some(detail.clone()))
-                .order(record, order.status.clone(), Some(detail))
+                .order(record, order.status().clone(), Some(detail))
                 .apply();
         }
     }
     let mut change = r.change(EventOutcome::Applied, None);
-    let granted = match order.plan.plan_type {
-        PlanType::Credits => order.plan.credits,
+    let granted = match order.plan().plan_type {
+        PlanType::Credits => order.plan().credits,
         _ => None,
     };
     change.command.grant = granted.map(|credits| GrantCommand {
-        user_id: order.user_id.clone(),
+        user_id: order.user_id().clone(),
         amount: credits,
-        source: GrantSource::Order(order.id.clone()),
-        expires_at: credits_expiry(order.plan.duration, occurred_at),
+        source: GrantSource::Order(order.id().clone()),
+        expires_at: credits_expiry(order.plan().duration, occurred_at),
         now: r.now,
     });
-    let zero = Money::zero(order.plan.price.currency());
-    if let Some(step) = refund_step(order.plan.price, granted, zero, kept)
+    let zero = Money::zero(order.plan().price.currency());
+    if let Some(step) = refund_step(order.plan().price, granted, zero, kept)
         && next.refund(step.after) == Ok(Transition::Applied)
     {
         change.command.clawback = granted.map(|_| ClawbackCommand {
-            user_id: order.user_id.clone(),
-            source: GrantSource::Order(order.id.clone()),
+            user_id: order.user_id().clone(),
+            source: GrantSource::Order(order.id().clone()),
             wanted: step.clawback,
             now: r.now,
         });
     }
-    if next.status != order.status {
-        change = change.order(record, next.status.clone(), None);
+    if next.status() != order.status() {
+        change = change.order(record, next.status().clone(), None);
     }
     change.apply()
 }

@@ -206,17 +206,17 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// What the gateway is asked to open a checkout for.
     fn checkout_request(&self, user: &User, order: &Order, plan: Plan) -> CheckoutRequest {
         let base_url = &self.config.base_url;
-        let order_id = &order.id;
+        let order_id = order.id();
         CheckoutRequest {
             order_id: order_id.clone(),
             user_id: user.id.clone(),
             customer_email: Some(user.email.as_str().to_owned()),
-            snapshot: order.plan.clone(),
+            snapshot: order.plan().clone(),
             plan,
             success_url: format!("{base_url}/payment-success?orderId={order_id}"),
             cancel_url: format!("{base_url}/payment-cancel?orderId={order_id}"),
-            notify_url: format!("{base_url}/api/payment/webhook/{}", order.provider),
-            expires_at: order.expires_at,
+            notify_url: format!("{base_url}/api/payment/webhook/{}", order.provider()),
+            expires_at: order.expires_at(),
         }
     }
 
@@ -271,8 +271,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                     .find(domain::Subscription::is_live)
                 {
                     Some(live) => Err(InitiatePaymentError::AlreadySubscribed {
-                        subscription_id: live.id,
-                        plan_id: live.plan_id,
+                        subscription_id: live.id().clone(),
+                        plan_id: live.plan_id().clone(),
                     }),
                     None => Ok(()),
                 }
@@ -281,8 +281,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 let owned = self.one_time_orders(user, self.clock.now()).await?;
                 let same = owned
                     .into_iter()
-                    .find(|r| &r.order.plan.plan_id == plan.id());
-                match same.and_then(|r| Some((r.order.one_time_access()?, r.order.id))) {
+                    .find(|r| &r.order.plan().plan_id == plan.id());
+                match same.and_then(|r| Some((r.order.one_time_access()?, r.order.id().clone()))) {
                     Some((ends, order_id)) => Err(InitiatePaymentError::AlreadyOwned {
                         plan_id: plan.id().clone(),
                         order_id,
@@ -297,9 +297,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
 
 /// The first outcome of a replayed request: the order, or the same gateway failure.
 fn replay(existing: OrderRecord) -> Result<PaymentStarted, InitiatePaymentError> {
-    match &existing.order.status {
+    match existing.order.status() {
         OrderStatus::Failed { reason } => Err(InitiatePaymentError::Gateway {
-            order_id: existing.order.id.clone(),
+            order_id: existing.order.id().clone(),
             reason: reason.clone(),
         }),
         _ => Ok(PaymentStarted {

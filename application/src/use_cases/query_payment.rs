@@ -49,7 +49,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         order_id: &str,
     ) -> Result<OrderRecord, QueryPaymentError> {
         let record = self.own_order(user, order_id).await?;
-        if record.order.status != OrderStatus::Pending {
+        if *record.order.status() != OrderStatus::Pending {
             return Ok(record);
         }
         let event = match self.capture_order(&record).await {
@@ -63,9 +63,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             _ => "failed",
         };
         // The reconciler's event id for the same fact: whichever applies it first wins.
-        let event_id = format!("tally:reconcile:{}:{outcome}", record.order.id);
+        let event_id = format!("tally:reconcile:{}:{outcome}", record.order.id());
         match self
-            .apply_reconciled(record.order.provider, event_id, &event)
+            .apply_reconciled(record.order.provider(), event_id, &event)
             .await
         {
             Ok(()) => self.own_order(user, order_id).await,
@@ -82,7 +82,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let id = OrderId::new(order_id).map_err(|_| QueryPaymentError::NotFound)?;
         let record = self.store.find_order(&id).await.map_err(InfraError::from)?;
         record
-            .filter(|r| r.order.user_id == user.id)
+            .filter(|r| *r.order.user_id() == user.id)
             .ok_or(QueryPaymentError::NotFound)
     }
 

@@ -82,10 +82,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let order = &record.order;
         let payment = record.payment_ref();
         let locator = OrderLocator {
-            order_id: Some(order.id.clone()),
+            order_id: Some(order.id().clone()),
             provider_reference: payment.provider_reference.clone(),
         };
-        let status = match self.gateways.get(order.provider) {
+        let status = match self.gateways.get(order.provider()) {
             Some(gateway) => gateway.query_payment(&payment).await,
             None => Err(GatewayError::NotSupported),
         };
@@ -101,27 +101,27 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 reason,
                 occurred_at: now,
             },
-            Ok(PaymentStatus::Pending) | Err(_) if now >= order.expires_at => {
+            Ok(PaymentStatus::Pending) | Err(_) if now >= order.expires_at() => {
                 return self.expire_order(record).await;
             }
             Ok(PaymentStatus::Pending) | Err(_) => return Ok(None),
         };
         let event_id = format!(
             "tally:reconcile:{}:{}",
-            order.id,
+            order.id(),
             match &event {
                 PaymentEvent::PaymentSucceeded { .. } => "paid",
                 _ => "failed",
             }
         );
-        self.apply_reconciled(order.provider, event_id, &event)
+        self.apply_reconciled(order.provider(), event_id, &event)
             .await?;
         Ok(Some(true))
     }
 
     async fn expire_order(&self, record: &OrderRecord) -> Result<Option<bool>, HandleWebhookError> {
         let order = &record.order;
-        if let Some(gateway) = self.gateways.get(order.provider) {
+        if let Some(gateway) = self.gateways.get(order.provider()) {
             // Best effort: an order the provider cannot close still expires here.
             let _ = gateway.close_payment(&record.payment_ref()).await;
         }
@@ -132,7 +132,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         match self
             .store
             .transition_order(
-                &order.id,
+                order.id(),
                 "pending",
                 &OrderStatus::Expired,
                 self.clock.now(),

@@ -77,8 +77,8 @@ impl From<crate::ports::StoreError> for RefundOrderError {
 
 /// The amount refunded so far and what is left of the order's payment.
 fn refundable(record: &OrderRecord) -> Result<(Money, Money), RefundOrderError> {
-    let price = record.order.plan.price;
-    let refunded = match &record.order.status {
+    let price = record.order.plan().price;
+    let refunded = match record.order.status() {
         OrderStatus::Paid { .. } => Money::zero(price.currency()),
         OrderStatus::PartiallyRefunded { refunded, .. } => *refunded,
         status => return Err(RefundOrderError::NotRefundable(status.code())),
@@ -107,7 +107,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .await?
             .ok_or(RefundOrderError::NotFound)?;
         let (refunded, left) = refundable(&record)?;
-        let price = record.order.plan.price;
+        let price = record.order.plan().price;
         let amount = match request.amount {
             None => left,
             Some(major) => Money::from_decimal(major, price.currency())
@@ -118,7 +118,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 "{amount} is not between 0 and the {left} left to refund"
             )));
         }
-        let provider = record.order.provider;
+        let provider = record.order.provider();
         let gateway = self
             .gateways
             .get(provider)
@@ -126,7 +126,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .clone();
         let refund_id = format!(
             "rf_{}_{}",
-            record.order.id,
+            record.order.id(),
             refunded.amount_minor() + amount.amount_minor()
         );
         let asked = RefundRequest {
@@ -185,7 +185,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             occurred_at: self.clock.now(),
         };
         self.apply_reconciled(
-            record.order.provider,
+            record.order.provider(),
             format!("tally:refund:{refund_id}"),
             &event,
         )

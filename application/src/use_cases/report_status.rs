@@ -100,20 +100,20 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .map(|held| held.subscription.clone())
             .or_else(|| {
                 all.into_iter()
-                    .find(|s| s.status != SubscriptionStatus::Expired)
+                    .find(|s| s.status() != SubscriptionStatus::Expired)
             });
         let pending_reservations = self.store.pending_reservations(&user.id).await?;
         let owned = self.one_time_orders(&user.id, now).await?;
         let lifetime_order = owned
             .iter()
-            .find(|r| r.order.plan.duration == Some(Duration::Lifetime))
+            .find(|r| r.order.plan().duration == Some(Duration::Lifetime))
             .cloned();
         let one_time_access = owned
             .iter()
             .filter_map(|r| {
                 Some(OneTimeAccess {
-                    order_id: r.order.id.clone(),
-                    plan_id: r.order.plan.plan_id.clone(),
+                    order_id: r.order.id().clone(),
+                    plan_id: r.order.plan().plan_id.clone(),
                     ends: r.order.one_time_access()?,
                 })
             })

@@ -74,7 +74,7 @@ async fn eight_deliveries_of_one_payment_grant_once(store: &TestStore) {
     assert_eq!(store.raw_i64("SELECT COUNT(*) FROM credit_grants").await, 1);
     assert_eq!(store.balance(&u).await.unwrap(), c(10_000));
     let paid = store.find_order(&oid("o1")).await.unwrap().unwrap();
-    assert_eq!(paid.order.status, OrderStatus::Paid { paid_at: t(50) });
+    assert_eq!(*paid.order.status(), OrderStatus::Paid { paid_at: t(50) });
     assert_ledger_consistent(store, &u).await;
 }
 
@@ -122,14 +122,14 @@ async fn reconcilers_never_claim_an_order_twice(store: &TestStore) {
                 .expect("task")
                 .expect("claim")
                 .into_iter()
-                .map(|r| r.order.id),
+                .map(|r| r.order.id().clone()),
         );
     }
     let rest = store
         .claim_pending_orders(t(1_000), 20, t(2_001), 60_000)
         .await
         .unwrap();
-    claimed.extend(rest.into_iter().map(|r| r.order.id));
+    claimed.extend(rest.into_iter().map(|r| r.order.id().clone()));
     let distinct: BTreeSet<_> = claimed.iter().collect();
     assert_eq!(
         (claimed.len(), distinct.len()),

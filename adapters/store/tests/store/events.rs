@@ -7,7 +7,8 @@ use application::ports::{
 };
 use domain::{
     BillingPeriod, Currency, Duration, Money, OrderId, OrderStatus, PlanId, ProviderId,
-    RenewalIntent, SoldTerms, Subscription, SubscriptionId, SubscriptionStatus, UserId,
+    RenewalIntent, SoldTerms, Subscription, SubscriptionId, SubscriptionParts, SubscriptionStatus,
+    UserId,
 };
 
 use crate::support::{
@@ -56,7 +57,11 @@ pub fn payment(
 }
 
 fn subscription(user: &UserId, last_event_at: i64) -> Subscription {
-    Subscription {
+    Subscription::restore(parts(user, last_event_at))
+}
+
+fn parts(user: &UserId, last_event_at: i64) -> SubscriptionParts {
+    SubscriptionParts {
         id: SubscriptionId::new("s1").unwrap(),
         user_id: user.clone(),
         plan_id: PlanId::new("pro-monthly").unwrap(),
@@ -93,28 +98,35 @@ async fn a_subscription_keeps_the_terms_it_was_sold_at(store: &TestStore) {
         refund: None,
     };
     // Yearly, in a currency without minor units, without credits.
-    let mut yearly = subscription(&u, 40);
-    yearly.sold_terms = Some(terms(
-        Money::from_minor(12_000, Currency::Jpy).unwrap(),
-        12,
-        None,
-    ));
+    let yearly_parts = SubscriptionParts {
+        sold_terms: Some(terms(
+            Money::from_minor(12_000, Currency::Jpy).unwrap(),
+            12,
+            None,
+        )),
+        ..parts(&u, 40)
+    };
+    let yearly = Subscription::restore(yearly_parts.clone());
     // One stored before terms were kept.
-    let mut unknown = subscription(&u, 40);
-    unknown.id = SubscriptionId::new("s2").unwrap();
-    unknown.provider_subscription_id = "sub_456".into();
-    unknown.sold_terms = None;
+    let unknown = Subscription::restore(SubscriptionParts {
+        id: SubscriptionId::new("s2").unwrap(),
+        provider_subscription_id: "sub_456".into(),
+        sold_terms: None,
+        ..parts(&u, 40)
+    });
     for (s, event) in [(&yearly, "evt_1"), (&unknown, "evt_2")] {
         store.apply_payment_event(&create(s, event)).await.unwrap();
         assert_eq!(
-            store.find_subscription(&s.id).await.unwrap().as_ref(),
+            store.find_subscription(s.id()).await.unwrap().as_ref(),
             Some(s)
         );
     }
     // A later event changes the state; the terms stay (only a recorded price change moves them).
-    let mut renewed = yearly.clone();
-    renewed.current_period = BillingPeriod::new(t(2000), t(3000)).unwrap();
-    renewed.last_event_at = t(60);
+    let renewed = Subscription::restore(SubscriptionParts {
+        current_period: BillingPeriod::new(t(2000), t(3000)).unwrap(),
+        last_event_at: t(60),
+        ..yearly_parts
+    });
     let update = PaymentEventCommand {
         inbox: inbox("evt_3", 60),
         subscription: Some(SubscriptionChange::Update {
@@ -124,9 +136,9 @@ async fn a_subscription_keeps_the_terms_it_was_sold_at(store: &TestStore) {
         ..create(&yearly, "evt_3")
     };
     store.apply_payment_event(&update).await.unwrap();
-    let read = store.find_subscription(&yearly.id).await.unwrap().unwrap();
+    let read = store.find_subscription(yearly.id()).await.unwrap().unwrap();
     assert_eq!(read, renewed);
-    assert_eq!(read.sold_terms, yearly.sold_terms);
+    assert_eq!(read.sold_terms(), yearly.sold_terms());
 }
 
 async fn a_payment_event_applies_order_subscription_and_grant_together(store: &TestStore) {
@@ -136,13 +148,13 @@ async fn a_payment_event_applies_order_subscription_and_grant_together(store: &T
         .await
         .unwrap();
     let s = subscription(&u, 40);
-    let period = s.current_period;
+    let period = s.current_period();
     let command = PaymentEventCommand {
         subscription: Some(SubscriptionChange::Create(s.clone(), Some(oid("o1")))),
         grant: Some(GrantCommand {
             user_id: u.clone(),
             amount: c(5_000),
-            source: GrantSource::SubscriptionPeriod(s.id.clone(), period),
+            source: GrantSource::SubscriptionPeriod(s.id().clone(), period),
             expires_at: Some(t(2000)),
             now: t(50),
         }),
@@ -154,16 +166,16 @@ async fn a_payment_event_applies_order_subscription_and_grant_together(store: &T
         panic!("not applied");
     };
     assert!(
-        matches!(&ledger[..], [LedgerEffect::Written(tx)] if tx.amount.hundredths() == 5_000 && tx.context.subscription_id == Some(s.id.clone()))
+        matches!(&ledger[..], [LedgerEffect::Written(tx)] if tx.amount.hundredths() == 5_000 && tx.context.subscription_id == Some(s.id().clone()))
     );
     assert_eq!(store.balance(&u).await.unwrap(), c(5_000));
     let paid = store.find_order(&oid("o1")).await.unwrap().unwrap();
     assert_eq!(
-        (paid.order.status, paid.updated_at),
+        (paid.order.status().clone(), paid.updated_at),
         (OrderStatus::Paid { paid_at: t(50) }, t(50))
     );
     assert_eq!(
-        store.find_subscription(&s.id).await.unwrap(),
+        store.find_subscription(s.id()).await.unwrap(),
         Some(s.clone())
     );
     assert_eq!(
@@ -265,10 +277,12 @@ async fn subscription_changes_are_compare_and_set(store: &TestStore) {
         store.apply_payment_event(&twice).await,
         Err(StoreError::Conflict(_))
     ));
-    let mut renewed = s.clone();
-    renewed.current_period = BillingPeriod::new(t(2000), t(3000)).unwrap();
-    renewed.renewal = RenewalIntent::EndsAtPeriodEnd;
-    renewed.last_event_at = t(60);
+    let renewed = Subscription::restore(SubscriptionParts {
+        current_period: BillingPeriod::new(t(2000), t(3000)).unwrap(),
+        renewal: RenewalIntent::EndsAtPeriodEnd,
+        last_event_at: t(60),
+        ..parts(&u, 40)
+    });
     let update = |event: &str, expected: i64| PaymentEventCommand {
         inbox: inbox(event, 60),
         subscription: Some(SubscriptionChange::Update {
@@ -286,7 +300,7 @@ async fn subscription_changes_are_compare_and_set(store: &TestStore) {
         .await
         .unwrap();
     assert_eq!(
-        store.find_subscription(&s.id).await.unwrap(),
+        store.find_subscription(s.id()).await.unwrap(),
         Some(renewed.clone())
     );
     assert!(matches!(
@@ -436,12 +450,12 @@ async fn charges_and_refund_reports_round_trip_and_are_compare_and_set(store: &T
     let s = subscription(&u, 40);
     let usd = |minor| Money::from_minor(minor, Currency::Usd).unwrap();
     let charge = SubscriptionCharge {
-        subscription_id: s.id.clone(),
+        subscription_id: s.id().clone(),
         user_id: u.clone(),
         provider: ProviderId::CardGateway,
         charge_ref: Some("in_1".into()),
         order_id: None,
-        period: s.current_period,
+        period: s.current_period(),
         amount: usd(999),
         credits: Some(c(5_000)),
         refunded: usd(0),
@@ -464,7 +478,7 @@ async fn charges_and_refund_reports_round_trip_and_are_compare_and_set(store: &T
         grant: Some(GrantCommand {
             user_id: u.clone(),
             amount: c(5_000),
-            source: GrantSource::SubscriptionPeriod(s.id.clone(), s.current_period),
+            source: GrantSource::SubscriptionPeriod(s.id().clone(), s.current_period()),
             expires_at: None,
             now: t(40),
         }),
@@ -489,13 +503,13 @@ async fn charges_and_refund_reports_round_trip_and_are_compare_and_set(store: &T
         grant: None,
         clawback: Some(ClawbackCommand {
             user_id: u.clone(),
-            source: GrantSource::SubscriptionPeriod(s.id.clone(), s.current_period),
+            source: GrantSource::SubscriptionPeriod(s.id().clone(), s.current_period()),
             wanted: c(5_000),
             now: t(50),
         }),
         charge: Some(ChargeChange::Refund {
-            subscription_id: s.id.clone(),
-            period_start: s.current_period.start(),
+            subscription_id: s.id().clone(),
+            period_start: s.current_period().start(),
             expected: usd(expected),
             refunded: usd(999),
         }),

@@ -12,7 +12,7 @@ use crate::support::{TestStore, contract_tests, key, oid, order, t, user};
 
 fn record(order: Order) -> OrderRecord {
     OrderRecord {
-        updated_at: order.created_at,
+        updated_at: order.created_at(),
         order,
         checkout: None,
         mismatch: None,
@@ -73,14 +73,20 @@ async fn creating_with_a_key_creates_replays_or_refuses(store: &TestStore) {
 
 async fn orders_round_trip_and_a_duplicate_id_conflicts(store: &TestStore) {
     let u = user(store, "u1").await;
-    let mut lifetime = order("o1", &u, 10);
-    lifetime.plan = PlanSnapshot {
-        plan_id: PlanId::new("lifetime").unwrap(),
-        plan_type: PlanType::OneTime,
-        price: Money::from_minor(19_900, Currency::Jpy).unwrap(),
-        credits: None,
-        duration: Some(Duration::Lifetime),
-    };
+    let lifetime = Order::place(
+        oid("o1"),
+        u.clone(),
+        ProviderId::CardGateway,
+        PlanSnapshot {
+            plan_id: PlanId::new("lifetime").unwrap(),
+            plan_type: PlanType::OneTime,
+            price: Money::from_minor(19_900, Currency::Jpy).unwrap(),
+            credits: None,
+            duration: Some(Duration::Lifetime),
+        },
+        t(10),
+        60_000,
+    );
     store.create_order(&lifetime, None).await.unwrap();
     assert_eq!(
         store.find_order(&oid("o1")).await.unwrap(),
@@ -121,7 +127,7 @@ async fn checkout_is_attached_to_pending_orders_only(store: &TestStore) {
         .unwrap()
         .expect("by reference");
     assert_eq!(
-        (found.order.id.as_str(), found.checkout, found.updated_at),
+        (found.order.id().as_str(), found.checkout, found.updated_at),
         ("o1", Some(checkout.clone()), t(15))
     );
     assert_eq!(
@@ -160,11 +166,13 @@ async fn transitions_are_compare_and_set_and_every_status_round_trips(store: &Te
     store.create_order(&o, None).await.unwrap();
     let paid = OrderStatus::Paid { paid_at: t(20) };
     store
-        .transition_order(&o.id, "pending", &paid, t(20))
+        .transition_order(o.id(), "pending", &paid, t(20))
         .await
         .unwrap();
     assert!(matches!(
-        store.transition_order(&o.id, "pending", &paid, t(21)).await,
+        store
+            .transition_order(o.id(), "pending", &paid, t(21))
+            .await,
         Err(StoreError::Conflict(_))
     ));
     assert!(matches!(
@@ -180,11 +188,11 @@ async fn transitions_are_compare_and_set_and_every_status_round_trips(store: &Te
     let full = OrderStatus::Refunded { paid_at: t(20) };
     for (from, to) in [("paid", &partial), ("partially_refunded", &full)] {
         store
-            .transition_order(&o.id, from, to, t(30))
+            .transition_order(o.id(), from, to, t(30))
             .await
             .unwrap();
-        let found = store.find_order(&o.id).await.unwrap().unwrap();
-        assert_eq!((&found.order.status, found.updated_at), (to, t(30)));
+        let found = store.find_order(o.id()).await.unwrap().unwrap();
+        assert_eq!((found.order.status(), found.updated_at), (to, t(30)));
     }
     let failed = order("o2", &u, 10);
     store.create_order(&failed, None).await.unwrap();
@@ -192,18 +200,18 @@ async fn transitions_are_compare_and_set_and_every_status_round_trips(store: &Te
         reason: "card declined".into(),
     };
     store
-        .transition_order(&failed.id, "pending", &reason, t(40))
+        .transition_order(failed.id(), "pending", &reason, t(40))
         .await
         .unwrap();
     assert_eq!(
         store
-            .find_order(&failed.id)
+            .find_order(failed.id())
             .await
             .unwrap()
             .unwrap()
             .order
-            .status,
-        reason
+            .status(),
+        &reason
     );
 }
 
@@ -228,7 +236,7 @@ async fn orders_are_listed_newest_first_in_pages(store: &TestStore) {
         .list_orders(&u, PageRequest::new(Some(1), Some(4)).unwrap())
         .await
         .unwrap();
-    let ids: Vec<&str> = first.items.iter().map(|r| r.order.id.as_str()).collect();
+    let ids: Vec<&str> = first.items.iter().map(|r| r.order.id().as_str()).collect();
     assert_eq!(
         (ids, first.total, first.total_pages()),
         (vec!["same-time-b", "o4", "o3", "o2"], 6, 2)
@@ -237,7 +245,7 @@ async fn orders_are_listed_newest_first_in_pages(store: &TestStore) {
         .list_orders(&u, PageRequest::new(Some(2), Some(4)).unwrap())
         .await
         .unwrap();
-    let ids: Vec<&str> = second.items.iter().map(|r| r.order.id.as_str()).collect();
+    let ids: Vec<&str> = second.items.iter().map(|r| r.order.id().as_str()).collect();
     assert_eq!(ids, vec!["o1", "o0"]);
     let empty = store
         .list_orders(&u, PageRequest::new(Some(9), Some(4)).unwrap())
@@ -266,7 +274,7 @@ async fn the_reconciler_claims_pending_orders_once_per_lease(store: &TestStore) 
         .claim_pending_orders(t(400), 2, t(1000), 60_000)
         .await
         .unwrap();
-    let ids: Vec<&str> = claimed.iter().map(|r| r.order.id.as_str()).collect();
+    let ids: Vec<&str> = claimed.iter().map(|r| r.order.id().as_str()).collect();
     assert_eq!(
         ids,
         vec!["o0", "o2"],
@@ -276,7 +284,7 @@ async fn the_reconciler_claims_pending_orders_once_per_lease(store: &TestStore) 
         .claim_pending_orders(t(400), 10, t(2000), 60_000)
         .await
         .unwrap();
-    let ids: Vec<&str> = next.iter().map(|r| r.order.id.as_str()).collect();
+    let ids: Vec<&str> = next.iter().map(|r| r.order.id().as_str()).collect();
     assert_eq!(
         ids,
         vec!["o3"],

@@ -310,7 +310,8 @@ async fn run_case(
         .unwrap()
         .order
         .order
-        .id;
+        .id()
+        .clone();
     let activation = PaymentEvent::SubscriptionActivated {
         order: OrderLocator {
             order_id: Some(order),
@@ -390,7 +391,7 @@ async fn run_case(
         .unwrap()
         .unwrap();
     assert_eq!(
-        subscription.current_period,
+        subscription.current_period(),
         period_of(model.last),
         "steps {steps:?}"
     );

@@ -396,14 +396,14 @@ pub async fn paid_order(store: &SeaOrmStore, id: &str, user: &UserId) -> OrderId
     store.create_order(&o, None).await.expect("create order");
     store
         .transition_order(
-            &o.id,
+            o.id(),
             "pending",
             &OrderStatus::Paid { paid_at: t(20) },
             t(20),
         )
         .await
         .expect("pay");
-    o.id
+    o.id().clone()
 }
 
 /// Grant `amount` hundredths to `user` by an admin reference, expiring at `expires_at`.

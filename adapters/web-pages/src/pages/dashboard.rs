@@ -138,22 +138,22 @@ fn page_request(page: i64) -> Result<PageRequest, PageError> {
 
 fn order_row(v: &Visitor, record: &OrderRecord, names: &PlanNames) -> Markup {
     let order = &record.order;
-    let code = order.status.code();
-    let continue_link = match (&order.status, record.checkout.as_ref().map(|c| &c.target)) {
+    let code = order.status().code();
+    let continue_link = match (order.status(), record.checkout.as_ref().map(|c| &c.target)) {
         (OrderStatus::Pending, Some(CheckoutTarget::Redirect(url))) => Some(url.clone()),
         (OrderStatus::Pending, Some(CheckoutTarget::QrCode(_))) => {
-            Some(format!("/pay/qr/{}", order.id))
+            Some(format!("/pay/qr/{}", order.id()))
         }
         _ => None,
     };
     html! {
         tr {
-            td.nowrap { (format::date(order.created_at, v.lang)) }
+            td.nowrap { (format::date(order.created_at(), v.lang)) }
             td {
-                span.cell-title { (names.name(&order.plan.plan_id)) }
-                span.cell-sub { (v.t(plan_type_key(order.plan.plan_type))) }
+                span.cell-title { (names.name(&order.plan().plan_id)) }
+                span.cell-sub { (v.t(plan_type_key(order.plan().plan_type))) }
             }
-            td.nowrap.num { (format::money(order.plan.price, v.lang)) }
+            td.nowrap.num { (format::money(order.plan().price, v.lang)) }
             td { span.badge.(status_tone(code)) { (order_status_label(v, code)) } }
             td.actions-cell {
                 @if let Some(link) = continue_link {
@@ -215,11 +215,11 @@ fn subscription_details(
     access: SubscriptionAccess,
     names: &PlanNames,
 ) -> Markup {
-    let code = subscription.status.code();
-    let end = format::date(subscription.current_period.end(), v.lang);
-    let ending = subscription.renewal == RenewalIntent::EndsAtPeriodEnd
-        || subscription.status == SubscriptionStatus::Canceled;
-    let past_due_until = match (subscription.status, access) {
+    let code = subscription.status().code();
+    let end = format::date(subscription.current_period().end(), v.lang);
+    let ending = subscription.renewal() == RenewalIntent::EndsAtPeriodEnd
+        || subscription.status() == SubscriptionStatus::Canceled;
+    let past_due_until = match (subscription.status(), access) {
         (SubscriptionStatus::PastDue, SubscriptionAccess::Until(until)) if !ending => {
             Some(format::date(until, v.lang))
         }
@@ -227,7 +227,7 @@ fn subscription_details(
     };
     html! {
         p.plan-line {
-            strong data-testid="subscription-plan" { (names.name(&subscription.plan_id)) }
+            strong data-testid="subscription-plan" { (names.name(subscription.plan_id())) }
             " "
             span.badge.(status_tone(code)) data-testid="subscription-status" {
                 (v.t(&format!("subscription_status.{code}")))
@@ -261,7 +261,7 @@ fn cancel_form(v: &Visitor, subscription: &Subscription, end: &str) -> Markup {
                 p { (v.tf("dashboard.cancel_explain", &[("date", end)])) }
                 form method="post" action="/dashboard/subscription/cancel" data-busy {
                     (csrf_field(v))
-                    input type="hidden" name="subscriptionId" value=(subscription.id);
+                    input type="hidden" name="subscriptionId" value=(subscription.id());
                     button.btn.btn-danger type="submit" data-testid="confirm-cancel" {
                         (v.t("dashboard.cancel_confirm"))
                     }
@@ -383,7 +383,7 @@ pub(crate) async fn cancel_subscription<S: Store, C: Clock, I: IdGenerator, H: S
         .subscriptions
         .into_iter()
         .map(|held| held.subscription)
-        .find(|s| s.id.as_str() == form.subscription_id)
+        .find(|s| s.id().as_str() == form.subscription_id)
     else {
         return Err(PageError::NotFound);
     };
@@ -415,19 +415,19 @@ async fn subscription_order<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>
         let orders = state.service.list_orders(user, page).await?;
         for record in &orders.items {
             let order = &record.order;
-            if order.plan.plan_type != PlanType::Recurring
-                || order.plan.plan_id != subscription.plan_id
+            if order.plan().plan_type != PlanType::Recurring
+                || order.plan().plan_id != *subscription.plan_id()
             {
                 continue;
             }
             let started = state
                 .service
                 .store()
-                .find_subscription_by_order(&order.id)
+                .find_subscription_by_order(order.id())
                 .await
                 .map_err(InfraError::from)?;
-            if started.is_some_and(|s| s.id == subscription.id) {
-                return Ok(Some(order.id.clone()));
+            if started.is_some_and(|s| s.id() == subscription.id()) {
+                return Ok(Some(order.id().clone()));
             }
         }
         if u64::try_from(number).unwrap_or(u64::MAX) >= orders.total_pages() {

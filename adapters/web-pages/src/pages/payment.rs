@@ -33,9 +33,10 @@ pub(crate) async fn qr<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
     let user = require_user(&v)?;
     let order_id = request.raw_path_param("order_id").unwrap_or_default();
     let record = own_order(&state, &user, order_id).await?;
-    let success = format!("/payment-success?orderId={}", record.order.id);
+    let success = format!("/payment-success?orderId={}", record.order.id());
     let target = record.checkout.as_ref().map(|c| &c.target);
-    let (OrderStatus::Pending, Some(CheckoutTarget::QrCode(link))) = (&record.order.status, target)
+    let (OrderStatus::Pending, Some(CheckoutTarget::QrCode(link))) =
+        (record.order.status(), target)
     else {
         return Ok(redirect(&success));
     };
@@ -100,7 +101,7 @@ pub(crate) async fn success<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>
         .await
         .map_err(page_error)?;
     let names = PlanNames::load(&state, &v).await?;
-    let body = match &record.order.status {
+    let body = match record.order.status() {
         OrderStatus::Pending => pending(&v, &record, &names),
         OrderStatus::Paid { .. } | OrderStatus::PartiallyRefunded { .. } => {
             paid(&state, &v, &user, &record, &names).await?
@@ -190,15 +191,15 @@ fn qr_svg(link: &str) -> String {
 
 fn order_summary(v: &Visitor, record: &OrderRecord, names: &PlanNames) -> Markup {
     let order = &record.order;
-    let code = order.status.code();
+    let code = order.status().code();
     html! {
         dl.summary {
             div {
                 dt { (v.t("payment.plan")) }
-                dd data-testid="order-plan" { (names.name(&order.plan.plan_id)) }
+                dd data-testid="order-plan" { (names.name(&order.plan().plan_id)) }
             }
-            div { dt { (v.t("payment.amount")) } dd { (format::money(order.plan.price, v.lang)) } }
-            div { dt { (v.t("payment.order")) } dd { code { (order.id) } } }
+            div { dt { (v.t("payment.amount")) } dd { (format::money(order.plan().price, v.lang)) } }
+            div { dt { (v.t("payment.order")) } dd { code { (order.id()) } } }
             div {
                 dt { (v.t("payment.status")) }
                 dd {
@@ -212,9 +213,9 @@ fn order_summary(v: &Visitor, record: &OrderRecord, names: &PlanNames) -> Markup
 }
 
 fn waiting(v: &Visitor, record: &OrderRecord, next: &str) -> Markup {
-    let here = format!("/payment-success?orderId={}", record.order.id);
+    let here = format!("/payment-success?orderId={}", record.order.id());
     html! {
-        div.waiting data-poll-order=(record.order.id) data-poll-next=(next)
+        div.waiting data-poll-order=(record.order.id()) data-poll-next=(next)
             data-poll-done-text=(v.t("payment.redirecting")) {
             span.spinner aria-hidden="true" {}
             p role="status" aria-live="polite" data-poll-text { (v.t("payment.waiting")) }
@@ -228,7 +229,7 @@ fn waiting(v: &Visitor, record: &OrderRecord, next: &str) -> Markup {
 }
 
 fn pending(v: &Visitor, record: &OrderRecord, names: &PlanNames) -> Markup {
-    let here = format!("/payment-success?orderId={}", record.order.id);
+    let here = format!("/payment-success?orderId={}", record.order.id());
     html! {
         section.narrow.card.result-card {
             h1 { (v.t("payment.confirming_title")) }
@@ -261,7 +262,7 @@ async fn paid<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
     record: &OrderRecord,
     names: &PlanNames,
 ) -> Result<Markup, PageError> {
-    let snapshot = &record.order.plan;
+    let snapshot = record.order.plan();
     let what = match snapshot.plan_type {
         PlanType::Credits => {
             let balance = state.service.balance(&user.id).await?;
@@ -314,18 +315,18 @@ async fn subscription_outcome<S: Store, C: Clock, I: IdGenerator, H: SecretHashe
 ) -> Result<Markup, PageError> {
     let report = state.service.report_status(user).await?;
     let subscription = report.subscription.filter(|s| {
-        s.plan_id == record.order.plan.plan_id && s.status != SubscriptionStatus::Expired
+        *s.plan_id() == record.order.plan().plan_id && s.status() != SubscriptionStatus::Expired
     });
     Ok(html! {
         @if let Some(subscription) = subscription {
             p.outcome {
                 (v.tf("payment.subscription_active",
-                    &[("date", &format::date(subscription.current_period.end(), v.lang))]))
+                    &[("date", &format::date(subscription.current_period().end(), v.lang))]))
             }
         } @else {
             p.outcome { (v.t("payment.subscription_starting")) }
         }
-        @if let Some(credits) = record.order.plan.credits {
+        @if let Some(credits) = record.order.plan().credits {
             p.muted {
                 (v.tf("pricing.credits_per_period", &[("amount", &format::credits(credits))]))
             }

@@ -283,7 +283,7 @@ pub(crate) async fn buy<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
         Ok(started) => started.order,
         Err(e) => return buy_failed(&v, e),
     };
-    let order_id = record.order.id.as_str();
+    let order_id = record.order.id().as_str();
     Ok(match record.checkout.map(|c| c.target) {
         Some(CheckoutTarget::Redirect(url)) => redirect(&url),
         Some(CheckoutTarget::QrCode(_)) => redirect(&format!("/pay/qr/{order_id}")),

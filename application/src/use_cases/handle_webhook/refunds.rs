@@ -30,8 +30,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 };
                 // A subscription's first payment is its first charge: refunding it takes back
                 // that period's credits.
-                if record.order.plan.plan_type == PlanType::Recurring
-                    && let Some(charge) = self.store.find_charge_of_order(&record.order.id).await?
+                if record.order.plan().plan_type == PlanType::Recurring
+                    && let Some(charge) = self.store.find_charge_of_order(record.order.id()).await?
                 {
                     return self.refund_charge(r, &charge, report).await;
                 }
@@ -64,8 +64,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         report: &RefundReport,
     ) -> Result<Decision, HandleWebhookError> {
         let order = &record.order;
-        let target = RefundTarget::Order(order.id.clone());
-        let price = order.plan.price;
+        let target = RefundTarget::Order(order.id().clone());
+        let price = order.plan().price;
         let new = match kept(r, &target, report, price) {
             Ok(new) => new,
             Err(mismatch) => return Ok(refund_mismatch(&mismatch)),
@@ -76,7 +76,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         }
         let mut all = kept_amounts(&earlier);
         all.push(new.refund);
-        let applied = match &order.status {
+        let applied = match order.status() {
             OrderStatus::Pending => {
                 // Kept until the payment lands; the order's version moves, so a payment decided
                 // before this report was kept is decided again.
@@ -99,8 +99,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 return Ok(change.apply());
             }
         };
-        let granted = match order.plan.plan_type {
-            PlanType::Credits => order.plan.credits,
+        let granted = match order.plan().plan_type {
+            PlanType::Credits => order.plan().credits,
             _ => None,
         };
         let mut next = order.clone();
@@ -111,13 +111,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             change.command.refund = Some(new);
             return Ok(change.apply());
         };
-        let mut change = r
-            .change(EventOutcome::Applied, None)
-            .order(record, next.status, None);
+        let mut change =
+            r.change(EventOutcome::Applied, None)
+                .order(record, next.status().clone(), None);
         change.command.refund = Some(new);
         change.command.clawback = granted.map(|_| ClawbackCommand {
-            user_id: order.user_id.clone(),
-            source: GrantSource::Order(order.id.clone()),
+            user_id: order.user_id().clone(),
+            source: GrantSource::Order(order.id().clone()),
             wanted: step.clawback,
             now: r.now,
         });
@@ -154,10 +154,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             && let Some(record) = self.store.find_order(order_id).await?
         {
             let mut order = record.order.clone();
-            if order.plan.price == charge.amount
+            if order.plan().price == charge.amount
                 && order.refund(step.after) == Ok(Transition::Applied)
             {
-                change = change.order(&record, order.status, None);
+                change = change.order(&record, order.status().clone(), None);
             }
         }
         change.command.refund = Some(new);
@@ -214,7 +214,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
 }
 
 fn sold_price(subscription: &Subscription) -> Option<Money> {
-    subscription.sold_terms.map(|terms| terms.price())
+    subscription.sold_terms().map(|terms| terms.price())
 }
 
 /// What refunds of `charge` are kept against: the provider's id for it, or (a charge stored

@@ -30,7 +30,7 @@ async fn initiate(h: &Harness, user: &User, plan: &str) -> Result<OrderId, Initi
         idempotency_key: None,
     };
     let started = h.service.initiate_payment(request).await?;
-    Ok(started.order.order.id)
+    Ok(started.order.order.id().clone())
 }
 
 async fn deliver(h: &Harness, event_id: &str, event: PaymentEvent) -> Vec<String> {
@@ -87,7 +87,7 @@ async fn a_second_subscription_is_refused_while_one_is_live() {
     };
     assert_eq!(plan_id.as_str(), "pro-monthly");
     let status = h.service.report_status(&user).await.unwrap();
-    assert_eq!(status.subscriptions[0].subscription.id, subscription_id);
+    assert_eq!(*status.subscriptions[0].subscription.id(), subscription_id);
     // Scheduled to cancel is still live; past due too.
     for (event_id, event) in [
         (
@@ -134,7 +134,7 @@ async fn with_several_allowed_a_user_holds_two_subscriptions_and_the_status_show
     let mut held: Vec<&str> = status
         .subscriptions
         .iter()
-        .map(|s| s.subscription.provider_subscription_id.as_str())
+        .map(|s| s.subscription.provider_subscription_id())
         .collect();
     held.sort_unstable();
     assert_eq!(held, ["sub_1", "sub_2"]);
@@ -289,7 +289,7 @@ async fn a_retry_with_the_same_key_replays_its_order_even_once_the_subscription_
         idempotency_key: Some(domain::IdempotencyKey::new(key).unwrap()),
     };
     let first = h.service.initiate_payment(request("buy-1")).await.unwrap();
-    let id = first.order.order.id.clone();
+    let id = first.order.order.id().clone();
     let activated = PaymentEvent::SubscriptionActivated {
         order: by_id(&id),
         provider_subscription_id: "sub_1".into(),
@@ -301,7 +301,8 @@ async fn a_retry_with_the_same_key_replays_its_order_even_once_the_subscription_
     assert_eq!(deliver(&h, "act", activated).await, ["applied"]);
     let retry = h.service.initiate_payment(request("buy-1")).await.unwrap();
     assert_eq!(
-        retry.order.order.id, id,
+        *retry.order.order.id(),
+        id,
         "the retry replays the first order"
     );
     assert_eq!(retry.replay, Replay::Replayed);

@@ -34,9 +34,9 @@ async fn initiating_creates_a_pending_order_with_a_plan_snapshot_and_a_checkout(
         .await
         .unwrap();
     let order = &started.order.order;
-    assert_eq!(order.status, OrderStatus::Pending);
-    assert_eq!(order.plan.price, usd(1000));
-    assert_eq!(order.plan.credits, Some(credits(100)));
+    assert_eq!(*order.status(), OrderStatus::Pending);
+    assert_eq!(order.plan().price, usd(1000));
+    assert_eq!(order.plan().credits, Some(credits(100)));
     assert!(matches!(
         started.order.checkout.as_ref().unwrap().target,
         CheckoutTarget::Redirect(_)
@@ -47,7 +47,7 @@ async fn initiating_creates_a_pending_order_with_a_plan_snapshot_and_a_checkout(
         asked[0].notify_url,
         "http://tally.test/api/payment/webhook/card_gateway"
     );
-    assert!(asked[0].success_url.contains(order.id.as_str()));
+    assert!(asked[0].success_url.contains(order.id().as_str()));
 }
 
 #[tokio::test]
@@ -115,7 +115,7 @@ async fn the_same_idempotency_key_replays_and_another_body_conflicts() {
         .initiate_payment(request(&user, "credits-100", "card_gateway", Some("k1")))
         .await
         .unwrap();
-    assert_eq!(first.order.order.id, again.order.order.id);
+    assert_eq!(first.order.order.id(), again.order.order.id());
     assert_eq!(h.fake(ProviderId::CardGateway).checkouts().len(), 1);
     let other = h
         .service
@@ -145,7 +145,7 @@ async fn a_gateway_failure_leaves_the_order_failed_with_the_reason() {
         .query_payment(&user, order_id.as_str())
         .await
         .unwrap();
-    assert!(matches!(order.order.status, OrderStatus::Failed { .. }));
+    assert!(matches!(order.order.status(), OrderStatus::Failed { .. }));
     // The replay of the failed request answers the same failure.
     let replay = h
         .service
@@ -167,7 +167,7 @@ async fn another_users_order_is_not_found() {
         .unwrap();
     let err = h
         .service
-        .query_payment(&bob, started.order.order.id.as_str())
+        .query_payment(&bob, started.order.order.id().as_str())
         .await
         .unwrap_err();
     assert!(matches!(err, QueryPaymentError::NotFound));
@@ -189,13 +189,14 @@ async fn a_pending_order_is_cancelled_and_closed_at_the_provider_and_a_paid_one_
         .unwrap()
         .order
         .order
-        .id;
+        .id()
+        .clone();
     let CancelOutcome::OrderCancelled(record, _) =
         h.service.cancel_payment(&user, id.as_str()).await.unwrap()
     else {
         panic!()
     };
-    assert_eq!(record.order.status, OrderStatus::Cancelled);
+    assert_eq!(*record.order.status(), OrderStatus::Cancelled);
     assert_eq!(h.fake(ProviderId::CardGateway).closed(), vec![id.clone()]);
 
     let paid_id = h
@@ -205,7 +206,8 @@ async fn a_pending_order_is_cancelled_and_closed_at_the_provider_and_a_paid_one_
         .unwrap()
         .order
         .order
-        .id;
+        .id()
+        .clone();
     h.deliver(
         ProviderId::CardGateway,
         "evt_paid",
@@ -233,7 +235,8 @@ async fn cancelling_a_subscription_order_ends_the_subscription_at_period_end_thr
         .unwrap()
         .order
         .order
-        .id;
+        .id()
+        .clone();
     let activated = PaymentEvent::SubscriptionActivated {
         order: by_id(&id),
         provider_subscription_id: "sub_123".into(),
@@ -249,7 +252,7 @@ async fn cancelling_a_subscription_order_ends_the_subscription_at_period_end_thr
     let CancelOutcome::SubscriptionEndsAtPeriodEnd(_, sub) = outcome else {
         panic!("{outcome:?}")
     };
-    assert_eq!(sub.renewal, domain::RenewalIntent::EndsAtPeriodEnd);
+    assert_eq!(sub.renewal(), domain::RenewalIntent::EndsAtPeriodEnd);
     assert_eq!(
         h.fake(ProviderId::CardGateway).cancelled_subscriptions(),
         vec!["sub_123".to_owned()]

@@ -24,7 +24,8 @@ async fn order(h: &Harness, user: &User, plan: &str, provider: &str) -> OrderId 
         .unwrap()
         .order
         .order
-        .id
+        .id()
+        .clone()
 }
 
 async fn balance(h: &Harness, user: &User) -> i64 {
@@ -42,7 +43,8 @@ async fn status(h: &Harness, user: &User, id: &OrderId) -> OrderStatus {
         .await
         .unwrap()
         .order
-        .status
+        .status()
+        .clone()
 }
 
 fn cny(minor: i64) -> Money {
@@ -313,7 +315,7 @@ async fn a_provider_side_price_change_to_another_plan_of_ours_moves_the_terms_an
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(subscription.plan_id.as_str(), "pro-plus");
+    assert_eq!(subscription.plan_id().as_str(), "pro-plus");
     // The next renewal is checked against the new terms: the old price is now the mismatch.
     let old_price = renewed(period(90, 120), usd(999), "in_4");
     assert_eq!(
@@ -327,7 +329,7 @@ async fn a_provider_side_price_change_to_another_plan_of_ours_moves_the_terms_an
             .await
             .unwrap()
             .unwrap()
-            .plan_id
+            .plan_id()
             .as_str(),
         "pro-monthly",
         "and back again, recorded the same way"
@@ -405,7 +407,7 @@ mod from_tally {
         assert_eq!(done.refund_id, format!("rf_{id}_400"));
         assert_eq!(balance(&h, &user).await, 6_000);
         assert!(matches!(
-            done.order.order.status,
+            done.order.order.status(),
             OrderStatus::PartiallyRefunded { .. }
         ));
         // The provider's own event for it: the same refund id, or the running total.

@@ -25,7 +25,7 @@ async fn order(h: &Harness, user: &User, plan: &str) -> OrderId {
         idempotency_key: None,
     };
     let initiated = h.service.initiate_payment(request).await.unwrap();
-    initiated.order.order.id
+    initiated.order.order.id().clone()
 }
 
 async fn balance(h: &Harness, user: &User) -> i64 {
@@ -83,12 +83,12 @@ async fn subscribed(h: &Harness) -> User {
 
 async fn current_period(h: &Harness, user: &User) -> BillingPeriod {
     let status = h.service.report_status(user).await.unwrap();
-    status.subscription.unwrap().current_period
+    status.subscription.unwrap().current_period()
 }
 
 async fn assert_untouched_order(h: &Harness, user: &User, id: &OrderId) {
     let record = h.service.query_payment(user, id.as_str()).await.unwrap();
-    assert_eq!(record.order.status, OrderStatus::Pending);
+    assert_eq!(*record.order.status(), OrderStatus::Pending);
     assert!(record.mismatch.is_some(), "the mismatch is shown to admins");
     let status = h.service.report_status(user).await.unwrap();
     assert!(status.subscription.is_none());

@@ -24,7 +24,8 @@ async fn order(h: &Harness, user: &User, plan: &str) -> OrderId {
         .unwrap()
         .order
         .order
-        .id
+        .id()
+        .clone()
 }
 
 async fn balance(h: &Harness, user: &User) -> i64 {
@@ -67,7 +68,7 @@ async fn a_paid_credits_order_grants_its_credits_exactly_once() {
     assert_eq!(balance(&h, &user).await, 10_000);
     assert_eq!(grants(&h), 1);
     let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
-    assert!(matches!(record.order.status, OrderStatus::Paid { .. }));
+    assert!(matches!(record.order.status(), OrderStatus::Paid { .. }));
 }
 
 #[tokio::test]
@@ -118,7 +119,7 @@ async fn an_amount_mismatch_is_recorded_and_grants_nothing() {
         .unwrap();
     assert_eq!(balance(&h, &user).await, 0);
     let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
-    assert_eq!(record.order.status, OrderStatus::Pending);
+    assert_eq!(*record.order.status(), OrderStatus::Pending);
     assert!(record.mismatch.unwrap().contains("0.01 USD"));
     assert_eq!(h.service.store().inbox()[0].outcome, "mismatch");
 }
@@ -180,11 +181,11 @@ async fn subscriptions_grant_each_paid_period_once_and_ignore_stale_events() {
         .unwrap();
     let status = h.service.report_status(&user).await.unwrap();
     let sub = status.subscription.unwrap();
-    assert_eq!(sub.status, SubscriptionStatus::Active);
-    assert_eq!(sub.current_period, period(30, 60));
+    assert_eq!(sub.status(), SubscriptionStatus::Active);
+    assert_eq!(sub.current_period(), period(30, 60));
     assert_eq!(h.service.store().inbox().last().unwrap().outcome, "stale");
     let order = h.service.query_payment(&user, id.as_str()).await.unwrap();
-    assert!(matches!(order.order.status, OrderStatus::Paid { .. }));
+    assert!(matches!(order.order.status(), OrderStatus::Paid { .. }));
 }
 
 #[tokio::test]
@@ -219,7 +220,10 @@ async fn a_refund_claws_back_the_unspent_share_and_records_what_was_spent() {
         .unwrap();
     assert_eq!(balance(&h, &user).await, 0);
     let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
-    assert!(matches!(record.order.status, OrderStatus::Refunded { .. }));
+    assert!(matches!(
+        record.order.status(),
+        OrderStatus::Refunded { .. }
+    ));
     let history = h
         .service
         .transaction_history(&user.id, PageRequest::new(None, None).unwrap())
@@ -268,7 +272,7 @@ async fn the_reconciler_completes_an_order_whose_webhook_was_lost_and_expires_ab
         .query_payment(&user, abandoned.as_str())
         .await
         .unwrap();
-    assert_eq!(record.order.status, OrderStatus::Expired);
+    assert_eq!(*record.order.status(), OrderStatus::Expired);
 }
 
 #[tokio::test]
@@ -303,7 +307,7 @@ async fn a_withdrawn_cancellation_makes_the_subscription_renew_again() {
             .unwrap()
             .subscription
             .unwrap()
-            .renewal
+            .renewal()
     };
     assert_eq!(renewal().await, domain::RenewalIntent::EndsAtPeriodEnd);
     let withdrawn = PaymentEvent::SubscriptionCancelWithdrawn {
@@ -357,7 +361,7 @@ async fn a_validly_signed_event_for_another_merchant_is_acknowledged_recorded_an
     assert_eq!(entry.outcome, "foreign_merchant");
     assert!(entry.detail.unwrap().contains("livemode"));
     let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
-    assert_eq!(record.order.status, OrderStatus::Pending);
+    assert_eq!(*record.order.status(), OrderStatus::Pending);
     assert_eq!(balance(&h, &user).await, 0);
 }
 
@@ -446,7 +450,7 @@ async fn an_approval_of_a_cancelled_order_is_not_captured() {
     assert_eq!(handled.outcomes, vec!["ignored".to_owned()]);
     assert!(fake.captures().is_empty());
     let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
-    assert_eq!(record.order.status, OrderStatus::Cancelled);
+    assert_eq!(*record.order.status(), OrderStatus::Cancelled);
     assert_eq!(balance(&h, &user).await, 0);
     let inbox = h.service.store().inbox();
     let detail = inbox.last().unwrap().detail.clone().unwrap();
@@ -507,7 +511,7 @@ async fn an_approval_of_an_unknown_or_foreign_order_is_not_captured() {
     assert!(fake.captures().is_empty());
     assert!(h.fake(ProviderId::WalletGlobal).captures().is_empty());
     let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
-    assert_eq!(record.order.status, OrderStatus::Pending);
+    assert_eq!(*record.order.status(), OrderStatus::Pending);
 }
 
 #[tokio::test]
@@ -528,7 +532,7 @@ async fn a_held_or_refused_capture_leaves_the_order_pending() {
     assert_eq!(handled.outcomes, vec!["ignored".to_owned()]);
     assert_eq!(fake.captures().len(), 1);
     let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
-    assert_eq!(record.order.status, OrderStatus::Pending);
+    assert_eq!(*record.order.status(), OrderStatus::Pending);
 }
 
 #[tokio::test]
@@ -540,7 +544,7 @@ async fn the_buyers_return_captures_their_own_pending_order() {
     let fake = h.fake(ProviderId::CardGateway);
     // Not approved yet (the provider refuses the capture): still pending.
     let record = h.service.confirm_payment(&user, id.as_str()).await.unwrap();
-    assert_eq!(record.order.status, OrderStatus::Pending);
+    assert_eq!(*record.order.status(), OrderStatus::Pending);
     assert!(matches!(
         h.service.confirm_payment(&stranger, id.as_str()).await,
         Err(crate::use_cases::query_payment::QueryPaymentError::NotFound)
@@ -548,7 +552,7 @@ async fn the_buyers_return_captures_their_own_pending_order() {
     assert_eq!(fake.captures().len(), 1);
     fake.answer_capture(&id, captured());
     let record = h.service.confirm_payment(&user, id.as_str()).await.unwrap();
-    assert!(matches!(record.order.status, OrderStatus::Paid { .. }));
+    assert!(matches!(record.order.status(), OrderStatus::Paid { .. }));
     assert_eq!(balance(&h, &user).await, 10_000);
     // Paid: a second return captures nothing, and the approval webhook after it neither.
     h.service.confirm_payment(&user, id.as_str()).await.unwrap();
