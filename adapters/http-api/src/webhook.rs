@@ -103,7 +103,8 @@ pub enum WebhookResponse {
     /// `internal_error`: an unexpected failure; the provider retries.
     #[oai(status = 500, content_type = "application/problem+json")]
     InternalError(poem_openapi::payload::Json<ProblemBody>),
-    /// `service_unavailable`: the database is down or busy; the provider retries.
+    /// `service_unavailable`: the database is down or busy, or the provider could not be asked
+    /// what the event needs (a capture); nothing changed and the provider retries.
     #[oai(status = 503, content_type = "application/problem+json")]
     ServiceUnavailable(poem_openapi::payload::Json<ProblemBody>),
 }
@@ -192,6 +193,16 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> WebhookApi<S, C, I, H>
                     Code::UnknownProvider,
                     StatusCode::NOT_FOUND,
                     "no such payment provider",
+                )
+                .into()
+            }
+            Err(HandleWebhookError::ProviderUnavailable(why)) => {
+                tracing::warn!(provider = label, %why, "webhook deferred: the provider could not be reached");
+                metrics::record_webhook(label, "provider_unavailable");
+                Problem::with_status(
+                    Code::ServiceUnavailable,
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the payment provider could not be reached; send the event again later",
                 )
                 .into()
             }

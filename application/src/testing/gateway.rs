@@ -30,6 +30,7 @@ struct Script {
     /// What `capture` answers, by order; unscripted orders: `NotSupported`.
     capture_answers: BTreeMap<String, PaymentStatus>,
     captures: Vec<PaymentRef>,
+    capture_unreachable: bool,
 }
 
 /// A gateway whose answers a test scripts; it records what it was asked.
@@ -96,6 +97,11 @@ impl FakeGateway {
         lock(&self.script)
             .capture_answers
             .insert(order.as_str().to_owned(), status);
+    }
+
+    /// Make captures fail as if the provider could not be reached (or work again with `false`).
+    pub fn captures_unreachable(&self, unreachable: bool) {
+        lock(&self.script).capture_unreachable = unreachable;
     }
 
     /// Captures asked for so far.
@@ -181,6 +187,11 @@ impl PaymentGateway for FakeGateway {
     async fn capture(&self, payment: &PaymentRef) -> Result<PaymentStatus, GatewayError> {
         let mut script = lock(&self.script);
         script.captures.push(payment.clone());
+        if script.capture_unreachable {
+            return Err(GatewayError::Unreachable(
+                "the fake provider is down".into(),
+            ));
+        }
         script
             .capture_answers
             .get(payment.order_id.as_str())

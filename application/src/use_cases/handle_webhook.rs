@@ -42,6 +42,11 @@ pub enum HandleWebhookError {
         /// What to answer.
         ack: WebhookAck,
     },
+    /// The provider could not be asked what the event needs (a PayPal capture after an
+    /// approval failed for now): nothing changed; refusing the webhook makes the provider send
+    /// it again.
+    #[error("the provider could not be reached: {0}")]
+    ProviderUnavailable(String),
     /// Infrastructure (the provider retries later).
     #[error(transparent)]
     Infra(#[from] InfraError),
@@ -349,7 +354,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                     .await
             }
             // Transient: refuse the webhook so that the provider delivers it again.
-            Err(e) => Err(InfraError::Unavailable(anyhow::anyhow!("capture failed: {e}")).into()),
+            Err(e) => Err(HandleWebhookError::ProviderUnavailable(format!(
+                "capture failed: {e}"
+            ))),
         }
     }
 

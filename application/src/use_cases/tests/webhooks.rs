@@ -568,3 +568,37 @@ async fn the_buyers_return_captures_their_own_pending_order() {
     assert_eq!(fake.captures().len(), 2);
     assert_eq!(grants(&h), 1);
 }
+
+#[tokio::test]
+async fn an_approval_whose_capture_cannot_reach_the_provider_is_refused_for_redelivery() {
+    let h = Harness::new();
+    let user = h.user("a@example.com").await;
+    let id = order(&h, &user, "credits-100").await;
+    let fake = h.fake(ProviderId::CardGateway);
+    fake.answer_capture(&id, captured());
+    fake.captures_unreachable(true);
+    let refused = h
+        .deliver(
+            ProviderId::CardGateway,
+            "evt_down",
+            vec![approved(&id, usd(1000))],
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(HandleWebhookError::ProviderUnavailable(_))),
+        "{refused:?}"
+    );
+    // Nothing was recorded, so the provider's redelivery is handled in full.
+    assert!(h.service.store().inbox().is_empty());
+    fake.captures_unreachable(false);
+    let redelivered = h
+        .deliver(
+            ProviderId::CardGateway,
+            "evt_down",
+            vec![approved(&id, usd(1000))],
+        )
+        .await
+        .unwrap();
+    assert_eq!(redelivered.outcomes, ["applied"]);
+    assert_eq!(balance(&h, &user).await, 10_000);
+}
