@@ -1,6 +1,9 @@
 //! The pages around the provider's checkout: `/pay/qr/{orderId}` (the `wallet_qr` QR code),
 //! `/payment-success` (captures a payment that waits for the merchant's capture, PayPal's, then
-//! waits until the order is paid and shows what was bought) and `/payment-cancel` (nothing was charged).
+//! waits until the order is paid and shows what was bought) and `/payment-cancel` (the buyer
+//! left the checkout: a still-pending order is cancelled at once, here and at the provider, so no
+//! dead "continue payment" link stays behind). Both word each order status as it is: paid,
+//! pending, failed or declined, cancelled, expired, refunded.
 //!
 //! Waiting is done by `assets/app.js`: an element with `data-poll-order` makes it poll
 //! `GET /api/payment/query/{orderId}` (same origin, session cookie) every 1.5 s for at most
@@ -11,6 +14,7 @@ use std::sync::Arc;
 
 use application::accounts::User;
 use application::ports::{CheckoutTarget, Clock, IdGenerator, OrderRecord, SecretHasher, Store};
+use application::use_cases::cancel_payment::CancelOutcome;
 use application::use_cases::query_payment::QueryPaymentError;
 use domain::{Duration, OrderStatus, PlanType, SubscriptionStatus};
 use maud::{Markup, PreEscaped, html};
@@ -124,16 +128,22 @@ pub(crate) async fn cancel<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
     _request: Request,
 ) -> PageResult {
     let record = match (&v.user, v.query("orderId")) {
-        (Some(user), Some(order_id)) => state.service.query_payment(user, order_id).await.ok(),
+        (Some(user), Some(order_id)) => left_checkout(&state, user, order_id).await,
         _ => None,
     };
     let names = PlanNames::load(&state, &v).await?;
+    let (title, text) = record
+        .as_ref()
+        .map_or(("payment.cancel_title", "payment.cancel_text"), |r| {
+            status_words(r.order.status())
+        });
     let body = html! {
         section.narrow.card.result-card {
             div.result-icon.is-neutral aria-hidden="true" { "×" }
-            h1 { (v.t("payment.cancel_title")) }
-            p.lead data-testid="cancel-message" { (v.t("payment.cancel_text")) }
+            h1 { (v.t(title)) }
+            p.lead data-testid="cancel-message" { (v.t(text)) }
             @if let Some(record) = &record {
+                (failure_reason(record))
                 (order_summary(&v, record, &names))
             }
             div.actions {
@@ -147,10 +157,54 @@ pub(crate) async fn cancel<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
     Ok(layout::page(
         &v,
         StatusCode::OK,
-        v.t("payment.cancel_title"),
+        v.t(title),
         Nav::Other,
         body,
     ))
+}
+
+/// The buyer came back from the checkout through its cancel link: their own order, cancelled now
+/// if it is still pending (closed at the provider where the protocol allows), in the state it is
+/// really in (paid meanwhile, failed, expired).
+async fn left_checkout<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
+    state: &PageState<S, C, I, H>,
+    user: &User,
+    order_id: &str,
+) -> Option<OrderRecord> {
+    let record = state.service.query_payment(user, order_id).await.ok()?;
+    if *record.order.status() != OrderStatus::Pending {
+        return Some(record);
+    }
+    match state.service.cancel_payment(user, order_id).await {
+        Ok(CancelOutcome::OrderCancelled(cancelled, _)) => Some(cancelled),
+        _ => state.service.query_payment(user, order_id).await.ok(),
+    }
+}
+
+/// The title and text keys that tell what happened to an order that is not (or no longer) paid
+/// for, or that turned out paid after all.
+fn status_words(status: &OrderStatus) -> (&'static str, &'static str) {
+    match status {
+        OrderStatus::Failed { .. } => ("payment.failed_title", "payment.failed_text"),
+        OrderStatus::Expired => ("payment.expired_title", "payment.expired_text"),
+        OrderStatus::Refunded { .. } => ("payment.refunded_title", "payment.refunded_text"),
+        OrderStatus::Paid { .. } | OrderStatus::PartiallyRefunded { .. } => {
+            ("payment.paid_already_title", "payment.paid_already_text")
+        }
+        OrderStatus::Cancelled => ("payment.cancel_title", "payment.cancel_text"),
+        OrderStatus::Pending => ("payment.not_paid_title", "payment.not_paid_text"),
+    }
+}
+
+/// The provider's reason for a failed payment, as the order keeps it (words safe to show).
+fn failure_reason(record: &OrderRecord) -> Markup {
+    html! {
+        @if let OrderStatus::Failed { reason } = record.order.status() {
+            @if !reason.is_empty() {
+                p.muted data-testid="failure-reason" { (reason) }
+            }
+        }
+    }
 }
 
 async fn own_order<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
@@ -241,11 +295,13 @@ fn pending(v: &Visitor, record: &OrderRecord, names: &PlanNames) -> Markup {
 }
 
 fn not_paid(v: &Visitor, record: &OrderRecord, names: &PlanNames) -> Markup {
+    let (title, text) = status_words(record.order.status());
     html! {
         section.narrow.card.result-card {
             div.result-icon.is-neutral aria-hidden="true" { "!" }
-            h1 { (v.t("payment.not_paid_title")) }
-            p.lead { (v.t("payment.not_paid_text")) }
+            h1 { (v.t(title)) }
+            p.lead data-testid="outcome-message" { (v.t(text)) }
+            (failure_reason(record))
             (order_summary(v, record, names))
             div.actions {
                 a.btn.btn-primary href="/pricing" { (v.t("payment.back_to_pricing")) }

@@ -166,6 +166,60 @@ async fn the_cancel_page_says_nothing_was_charged() {
     assert!(page.body.contains("nothing was charged"));
     assert!(page.body.contains("lifetime name"));
     assert!(page.body.contains("href=\"/pricing\""));
+    // Leaving the checkout cancelled the order at once, here and at the provider: no dead
+    // "continue payment" link stays on the dashboard.
+    let closed = app.gateways[&ProviderId::CardGateway].closed();
+    assert_eq!(closed, vec![OrderId::new(order.as_str()).unwrap()]);
+    let dashboard = browser.get("/dashboard").await;
+    assert!(
+        !dashboard.body.contains(&format!("checkout/{order}")),
+        "{}",
+        dashboard.body
+    );
+}
+
+/// Issue 19 point 2: the return pages word each status as it is.
+#[tokio::test]
+async fn the_return_pages_tell_a_declined_or_already_paid_order_as_it_is() {
+    let app = App::new(PricingMode::Static);
+    let browser = app.signed_in("gus@example.com", false).await;
+    let (_, declined) = buy(&browser, "credits-100", "card_gateway").await;
+    let failed = PaymentEvent::PaymentFailed {
+        order: by_id(&declined),
+        reason: "card declined".into(),
+        occurred_at: Timestamp::from_unix_millis(START_MS + 1_000),
+    };
+    app.deliver(ProviderId::CardGateway, "f1", vec![failed])
+        .await;
+    for path in ["/payment-cancel", "/payment-success"] {
+        let page = browser.get(&format!("{path}?orderId={declined}")).await;
+        assert!(
+            page.body.contains("The payment did not go through"),
+            "{path}: {}",
+            page.body
+        );
+        assert!(page.body.contains("card declined"), "{path}");
+        assert!(!page.body.contains("You cancelled the checkout"), "{path}");
+    }
+    let (_, paid_order) = buy(&browser, "credits-100", "card_gateway").await;
+    app.deliver(
+        ProviderId::CardGateway,
+        "p1",
+        vec![paid(&paid_order, 1000, Currency::Usd)],
+    )
+    .await;
+    let back = browser
+        .get(&format!("/payment-cancel?orderId={paid_order}"))
+        .await;
+    assert!(
+        back.body.contains("This order is already paid"),
+        "{}",
+        back.body
+    );
+    let chinese = browser
+        .get(&format!("/payment-cancel?orderId={declined}&lang=zh-CN"))
+        .await;
+    assert!(chinese.body.contains("付款未成功"));
 }
 
 #[tokio::test]
