@@ -14,6 +14,7 @@ pub mod ids;
 pub mod ledger;
 pub mod money;
 pub mod order;
+pub mod order_events;
 pub mod outcome;
 pub mod plan;
 pub mod provider;
@@ -31,6 +32,10 @@ pub use ledger::{GrantLot, LedgerError, TransactionKind};
 pub use money::{Currency, Money, MoneyError};
 pub use order::{
     AccessEnd, Order, OrderParts, OrderStatus, OrderTransitionError, PlanSnapshot, Transition,
+};
+pub use order_events::{
+    FailureDecision, OrderGrant, OrderRefundDecision, PaymentDecision, decide_failure,
+    decide_order_refund, decide_payment,
 };
 pub use outcome::EventOutcome;
 pub use plan::{

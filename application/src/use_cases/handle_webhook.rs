@@ -9,9 +9,10 @@
 //! re-read and re-decided, a bounded number of times.
 
 use domain::{
-    BillingPeriod, Credits, Duration, EventOutcome, KeptRefund, Money, OrderStatus, PlanType,
-    ProviderId, RenewalRefusal, SoldTerms, SoldTermsMismatch, Subscription, SubscriptionEvent,
-    SubscriptionId, Timestamp, Transition, check_activation, refund_step,
+    BillingPeriod, Credits, EventOutcome, FailureDecision, KeptRefund, Money, OrderStatus,
+    PaymentDecision, PlanType, ProviderId, RenewalRefusal, SoldTerms, SoldTermsMismatch,
+    Subscription, SubscriptionEvent, SubscriptionId, Timestamp, Transition, check_activation,
+    decide_failure, decide_payment, refund_step,
 };
 
 use super::InfraError;
@@ -213,14 +214,6 @@ fn payload_text(body: &[u8]) -> String {
     String::from_utf8_lossy(&body[..end]).into_owned()
 }
 
-/// When credits granted at `from` by a plan of `duration` expire.
-fn credits_expiry(duration: Option<Duration>, from: Timestamp) -> Option<Timestamp> {
-    match duration {
-        Some(Duration::Months(m)) => Some(from.plus_calendar_months(m.get())),
-        Some(Duration::Lifetime) | None => None,
-    }
-}
-
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// Handle `POST /api/payment/webhook/:provider`.
     ///
@@ -262,28 +255,18 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             credits_granted: domain::Credits::ZERO,
             credits_clawed_back: domain::Credits::ZERO,
         };
-        if let Some(why) = &verified.foreign {
-            let entry = received(verified.event_id.clone())
-                .entry(EventOutcome::ForeignMerchant, Some(why.clone()));
-            let fresh = self.store.record_event(&entry).await?;
-            let outcome = if fresh {
-                EventOutcome::ForeignMerchant
-            } else {
-                EventOutcome::Duplicate
-            };
-            handled.add(EventResult::only(outcome));
+        // A webhook for another merchant, or of a type Tally does not act on: recorded once.
+        let unapplied = match &verified.foreign {
+            Some(why) => Some((EventOutcome::ForeignMerchant, why.clone())),
+            None if verified.events.is_empty() => {
+                Some((EventOutcome::Ignored, "event type not handled".to_owned()))
+            }
+            None => None,
+        };
+        if let Some((outcome, detail)) = unapplied {
+            let received = received(verified.event_id.clone());
+            handled.add(self.record_only(&received, outcome, Some(detail)).await?);
             return Ok(handled);
-        }
-        if verified.events.is_empty() {
-            let entry = received(verified.event_id.clone())
-                .entry(EventOutcome::Ignored, Some("event type not handled".into()));
-            let fresh = self.store.record_event(&entry).await?;
-            let outcome = if fresh {
-                EventOutcome::Ignored
-            } else {
-                EventOutcome::Duplicate
-            };
-            handled.add(EventResult::only(outcome));
         }
         for (index, event) in verified.events.iter().enumerate() {
             // One inbox row per event; a webhook carrying several events gets suffixed ids.
@@ -465,10 +448,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 occurred_at,
             } => self.decide_paid(r, order, *amount, *occurred_at).await,
             PaymentEvent::PaymentFailed { order, reason, .. } => {
-                let Some(record) = self.locate(r.provider, order).await? else {
-                    return Ok(unknown_order());
-                };
-                Ok(decide_failed(r, &record, reason))
+                let record = self.locate(r.provider, order).await?;
+                Ok(record.map_or_else(unknown_order, |o| decide_failed(r, &o, reason)))
             }
             PaymentEvent::SubscriptionActivated {
                 order,
@@ -1099,23 +1080,19 @@ fn period_grant(
     }
 }
 
-/// A payment failed: the order fails, if it still can.
+/// A payment failed: the order fails, if it still can (`domain::decide_failure`).
 fn decide_failed(r: &Received, record: &OrderRecord, reason: &str) -> Decision {
-    let mut order = record.order.clone();
-    match order.mark_failed(reason.to_owned()) {
-        Ok(Transition::Applied) => r
+    match decide_failure(&record.order, reason) {
+        FailureDecision::Failed(next) => r
             .change(EventOutcome::Applied, None)
-            .order(record, order.status().clone(), None)
+            .order(record, next.status().clone(), None)
             .apply(),
-        _ => Decision::Record(
-            EventOutcome::Ignored,
-            Some(format!("order is {}", record.order.status())),
-        ),
+        FailureDecision::Ignored(why) => Decision::Record(EventOutcome::Ignored, Some(why)),
     }
 }
 
-/// A payment succeeded: check it against the order, mark it paid, grant credits once, and take
-/// back at once what refunds `kept` before the payment landed add up to.
+/// A payment succeeded (`domain::decide_payment`): the command that marks the order paid,
+/// grants its credits once, and takes back what refunds `kept` before the payment add up to.
 fn decide_paid(
     r: &Received,
     record: &OrderRecord,
@@ -1124,52 +1101,39 @@ fn decide_paid(
     kept: &[KeptRefund],
 ) -> Decision {
     let order = &record.order;
-    if amount != order.plan().price {
-        let detail = format!("paid {amount}, order price {}", order.plan().price);
-        return r
-            .change(EventOutcome::Mismatch, Some(detail.clone()))
+    let on_order = |outcome, detail: String| {
+        r.change(outcome, Some(detail.clone()))
             .order(record, order.status().clone(), Some(detail))
-            .apply();
-    }
-    let mut next = order.clone();
-    match next.mark_paid(occurred_at) {
-        Ok(Transition::Applied) => {}
-        Ok(Transition::AlreadyDone) if order.plan().plan_type != PlanType::Credits => {
+            .apply()
+    };
+    let (next, grant, clawback) = match decide_payment(order, amount, occurred_at, kept) {
+        PaymentDecision::Mismatch(detail) => return on_order(EventOutcome::Mismatch, detail),
+        PaymentDecision::Late(detail) => return on_order(EventOutcome::LatePayment, detail),
+        PaymentDecision::AlreadyPaid => {
             return Decision::Record(EventOutcome::DuplicateState, None);
         }
-        Ok(Transition::AlreadyDone) => {}
-        Err(_) => {
-            let detail = format!("payment received for a {} order", order.status());
-            return r
-                .change(EventOutcome::LatePayment, Some(detail.clone()))
-                .order(record, order.status().clone(), Some(detail))
-                .apply();
-        }
-    }
-    let mut change = r.change(EventOutcome::Applied, None);
-    let granted = match order.plan().plan_type {
-        PlanType::Credits => order.plan().credits,
-        _ => None,
+        PaymentDecision::Paid {
+            order,
+            grant,
+            clawback,
+        } => (order, grant, clawback),
     };
-    change.command.grant = granted.map(|credits| GrantCommand {
+    let source = GrantSource::Order(order.id().clone());
+    let mut change = r.change(EventOutcome::Applied, None);
+    change.command.grant = grant.map(|g| GrantCommand {
         user_id: order.user_id().clone(),
-        amount: credits,
-        source: GrantSource::Order(order.id().clone()),
-        expires_at: credits_expiry(order.plan().duration, occurred_at),
+        amount: g.credits,
+        source: source.clone(),
+        expires_at: g.expires_at,
         now: r.now,
     });
-    let zero = Money::zero(order.plan().price.currency());
-    if let Some(step) = refund_step(order.plan().price, granted, zero, kept)
-        && next.refund(step.after) == Ok(Transition::Applied)
-    {
-        change.command.clawback = granted.map(|_| ClawbackCommand {
-            user_id: order.user_id().clone(),
-            source: GrantSource::Order(order.id().clone()),
-            wanted: step.clawback,
-            now: r.now,
-        });
-    }
-    if next.status() != order.status() {
+    change.command.clawback = clawback.map(|wanted| ClawbackCommand {
+        user_id: order.user_id().clone(),
+        source,
+        wanted,
+        now: r.now,
+    });
+    if let Some(next) = next {
         change = change.order(record, next.status().clone(), None);
     }
     change.apply()

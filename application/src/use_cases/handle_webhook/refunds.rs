@@ -4,8 +4,8 @@
 //! report for a payment that has not arrived is kept and applied when the payment lands.
 
 use domain::{
-    EventOutcome, KeptRefund, Money, OrderStatus, PlanType, RefundForm, RefundMismatch,
-    Subscription, Transition, check_refund, refund_step,
+    EventOutcome, KeptRefund, Money, OrderRefundDecision, PlanType, RefundForm, RefundMismatch,
+    Subscription, Transition, check_refund, decide_order_refund, refund_step,
 };
 
 use super::{Decision, HandleWebhookError, Received, kept_amounts, unknown_order};
@@ -76,49 +76,32 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         }
         let mut all = kept_amounts(&earlier);
         all.push(new.refund);
-        let applied = match order.status() {
-            OrderStatus::Pending => {
-                // Kept until the payment lands; the order's version moves, so a payment decided
-                // before this report was kept is decided again.
-                let detail = "refund kept until the payment arrives".to_owned();
-                let mut change = r.change(EventOutcome::RefundKept, Some(detail)).order(
-                    record,
-                    OrderStatus::Pending,
-                    None,
-                );
-                change.command.refund = Some(new);
-                return Ok(change.apply());
+        let (outcome, detail, next, clawback) = match decide_order_refund(order, &all) {
+            // Kept until the payment lands; the order's version moves, so a payment decided
+            // before this report was kept is decided again.
+            OrderRefundDecision::KeepUntilPaid => (
+                EventOutcome::RefundKept,
+                Some("refund kept until the payment arrives".to_owned()),
+                Some(order.clone()),
+                None,
+            ),
+            OrderRefundDecision::Unpaid(why) => {
+                (EventOutcome::RefundRefused, Some(why), None, None)
             }
-            OrderStatus::Paid { .. } => Money::zero(price.currency()),
-            OrderStatus::PartiallyRefunded { refunded, .. } => *refunded,
-            OrderStatus::Refunded { .. } => price,
-            status => {
-                let detail = format!("refund of a {status} order");
-                let mut change = r.change(EventOutcome::RefundRefused, Some(detail));
-                change.command.refund = Some(new);
-                return Ok(change.apply());
+            OrderRefundDecision::Nothing => (EventOutcome::DuplicateState, None, None, None),
+            OrderRefundDecision::Refund { order, clawback } => {
+                (EventOutcome::Applied, None, Some(order), clawback)
             }
         };
-        let granted = match order.plan().plan_type {
-            PlanType::Credits => order.plan().credits,
-            _ => None,
-        };
-        let mut next = order.clone();
-        let step = refund_step(price, granted, applied, &all)
-            .filter(|step| next.refund(step.after) == Ok(Transition::Applied));
-        let Some(step) = step else {
-            let mut change = r.change(EventOutcome::DuplicateState, None);
-            change.command.refund = Some(new);
-            return Ok(change.apply());
-        };
-        let mut change =
-            r.change(EventOutcome::Applied, None)
-                .order(record, next.status().clone(), None);
+        let mut change = r.change(outcome, detail);
+        if let Some(next) = next {
+            change = change.order(record, next.status().clone(), None);
+        }
         change.command.refund = Some(new);
-        change.command.clawback = granted.map(|_| ClawbackCommand {
+        change.command.clawback = clawback.map(|wanted| ClawbackCommand {
             user_id: order.user_id().clone(),
             source: GrantSource::Order(order.id().clone()),
-            wanted: step.clawback,
+            wanted,
             now: r.now,
         });
         Ok(change.apply())
