@@ -267,6 +267,60 @@ async fn every_subscription_provider_claws_back_a_refunded_renewal_and_a_lost_di
     }
 }
 
+/// Issue 14 finding 5, through each provider's signed webhooks: the payment webhook is lost, the
+/// refund's arrives first (Tally keeps it against the pending order), then the payment's is
+/// delivered again: the order ends refunded and the credits it granted are taken back, in the
+/// payment's own transaction. PayPal is left out: its buyer only approves, and the sandbox payment
+/// is not paid (so not refundable) until Tally captures it.
+#[tokio::test]
+async fn a_refund_that_arrives_before_its_payment_is_applied_with_the_payment() {
+    // No reconciler: it would ask the provider and settle the order before the refund arrives.
+    let app = spawn_app_with(|s| s.reconciler.enabled = false).await;
+    let token = app.register("early-refund@example.com").await;
+    let drop = |count: u32| {
+        let request = app
+            .client
+            .post(app.url("/sandbox/api/drop-webhooks"))
+            .json(&json!({ "count": count }));
+        async move {
+            let answer = request.send().await.unwrap();
+            assert_eq!(answer.status(), 204);
+        }
+    };
+    for (provider, plan) in ONE_OFF_PLANS.iter().filter(|(p, _)| *p != "wallet_global") {
+        let order = buy(&app, &token, plan, provider).await;
+        drop(10).await;
+        app.sandbox_action(&order, "pay", &json!({})).await;
+        drop(0).await;
+        let (_, pending) = app
+            .get(&token, &format!("/api/payment/query/{order}"))
+            .await;
+        assert_eq!(
+            pending["status"], "pending",
+            "{provider}: the payment webhook was lost"
+        );
+        app.sandbox_action(&order, "refund", &json!({})).await;
+        app.sandbox_action(&order, "redeliver", &json!({"amountMinor": 1}))
+            .await;
+        app.wait_for_status(&token, &order, "refunded").await;
+        assert_eq!(
+            wait_for_balance(&app, &token, 0).await,
+            0,
+            "{provider}: what the payment granted was taken back with it"
+        );
+    }
+    // Every credits pack was granted and taken back in the same transaction.
+    let (_, page) = app.get(&token, "/api/credits/transactions?limit=100").await;
+    let kinds: Vec<&str> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["type"].as_str())
+        .collect();
+    assert!(kinds.contains(&"purchase_grant"), "{kinds:?}");
+    assert!(kinds.contains(&"refund_clawback"), "{kinds:?}");
+}
+
 #[tokio::test]
 async fn the_reconciler_completes_every_providers_order_whose_webhooks_were_lost() {
     let app = app().await;
