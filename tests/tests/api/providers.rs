@@ -321,6 +321,88 @@ async fn a_refund_that_arrives_before_its_payment_is_applied_with_the_payment() 
     assert!(kinds.contains(&"refund_clawback"), "{kinds:?}");
 }
 
+/// Issue 14 finding 3, through each subscription provider's signed renewal: deleting the dynamic
+/// plan a subscription was sold from changes nothing of what its renewals grant (the subscription
+/// keeps the terms it was sold at).
+#[tokio::test]
+async fn a_renewal_grants_what_was_sold_after_the_dynamic_plan_is_deleted() {
+    let mut settings = None;
+    let app = spawn_app_with(|s| {
+        s.pricing_mode = application::use_cases::plans::PricingMode::Dynamic;
+        s.allow_several_subscriptions = true;
+        settings = Some(s.clone());
+    })
+    .await;
+    let store = bootstrap::app::connect_store(&settings.expect("settings"))
+        .await
+        .expect("store");
+    let password = "correct horse battery";
+    bootstrap::app::create_user(
+        &store,
+        "admin@example.com",
+        password.into(),
+        application::accounts::Role::Admin,
+    )
+    .await
+    .expect("admin");
+    let login: Value = app
+        .client
+        .post(app.url("/api/auth/login"))
+        .json(&json!({"email": "admin@example.com", "password": password}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let admin = login["token"].as_str().expect("admin token").to_owned();
+    let imported = app
+        .client
+        .post(app.url("/api/admin/plans/import"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert!(imported.status().is_success());
+    let catalog = plans(&app).await;
+    let token = app.register("sold-terms@example.com").await;
+    let mut expected = 0;
+    for (provider, plan) in SUBSCRIPTION_PLANS {
+        let per_period = plan_credits(&catalog, plan);
+        assert!(per_period > 0, "{plan} grants credits");
+        let order = buy(&app, &token, plan, provider).await;
+        app.sandbox_action(&order, "pay", &json!({})).await;
+        app.wait_for_status(&token, &order, "paid").await;
+        expected += per_period;
+        assert_eq!(wait_for_balance(&app, &token, expected).await, expected);
+        let deleted = app
+            .client
+            .delete(app.url(&format!("/api/admin/plans/{plan}")))
+            .bearer_auth(&admin)
+            .send()
+            .await
+            .unwrap();
+        assert!(deleted.status().is_success(), "{plan} deleted");
+        let subscription = app.sandbox_payment(&order).await["subscriptionId"]
+            .as_str()
+            .expect("subscription")
+            .to_owned();
+        let renewed = app
+            .client
+            .post(app.url(&format!("/sandbox/api/subscriptions/{subscription}/renew")))
+            .send()
+            .await
+            .unwrap();
+        assert!(renewed.status().is_success(), "{provider}: renew");
+        expected += per_period;
+        assert_eq!(
+            wait_for_balance(&app, &token, expected).await,
+            expected,
+            "{provider}: the renewal granted the sold credits with the plan gone"
+        );
+    }
+}
+
 #[tokio::test]
 async fn the_reconciler_completes_every_providers_order_whose_webhooks_were_lost() {
     let app = app().await;
