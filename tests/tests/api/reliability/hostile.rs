@@ -155,6 +155,114 @@ async fn a_correctly_signed_webhook_for_another_amount_or_currency_pays_nothing_
     }
 }
 
+/// Issue 14 finding 2, through the provider's own signed renewal: a renewal paying 0.01, or in
+/// another currency, grants nothing and is recorded as a mismatch; the genuine renewal then grants
+/// the period once. For Stripe and Waffo Pancake, whose simulators sign a renewal from the
+/// subscription alone. Left out: Creem (its renewal names the product by id and the price is read
+/// from Creem's API, so the signed payload carries no amount to tamper with), PayPal (verified by
+/// asking PayPal, to which a webhook signed in the test is a forgery, see `VERIFIED_ONLINE`) and
+/// Dodo (its simulator builds the renewal from the checkout it keeps, which a test's own hub has
+/// not got); the use-case tests cover the rule for every provider.
+#[tokio::test]
+async fn a_correctly_signed_renewal_for_another_amount_or_currency_grants_nothing() {
+    let shop = open_shop().await;
+    let api = &shop.api;
+    for (provider, plan) in [("card_gateway", "pro_monthly"), ("mor_c", "pro_quarterly")] {
+        // One live subscription per user: a buyer per provider.
+        let buyer = api
+            .register(&format!("renewals-{provider}@example.com"))
+            .await;
+        let token = &buyer.token;
+        let before = api.balance(token, None).await;
+        let order = api.buy_and_pay(token, plan, provider).await;
+        let first = api.balance(token, None).await;
+        let per_period = first - before;
+        assert!(per_period > 0, "{provider}: the first period granted");
+        let drop = |count: u32| {
+            let request = api
+                .client
+                .post(api.url("/sandbox/api/drop-webhooks"))
+                .json(&serde_json::json!({ "count": count }));
+            async move { assert_eq!(api.send(request).await.status, 204) }
+        };
+        let payment = api.sandbox_payment(&order).await;
+        let subscription = payment["subscriptionId"].as_str().expect("subscription");
+        // The genuine renewal is lost on its way; the test signs tampered copies of it.
+        drop(10).await;
+        let url = api.url(&format!("/sandbox/api/subscriptions/{subscription}/renew"));
+        let renewed = api.send(api.client.post(url)).await;
+        drop(0).await;
+        assert_eq!(renewed.status, 200, "{provider}: renew");
+        let genuine = signed::sim_subscription(&renewed.body);
+        let charge = genuine
+            .charges
+            .last()
+            .expect("the renewal's charge")
+            .id
+            .clone();
+        let other_currency = if genuine.currency == domain::Currency::Usd {
+            domain::Currency::Eur
+        } else {
+            domain::Currency::Usd
+        };
+        // The price sits on the subscription and on each charge (Stripe's invoice reads the
+        // charge): both are tampered with.
+        let mut cheap = genuine.clone();
+        cheap.amount_minor = 1;
+        for c in &mut cheap.charges {
+            c.amount_minor = 1;
+        }
+        let tampered = [
+            cheap,
+            sandbox::SimSubscription {
+                currency: other_currency,
+                ..genuine.clone()
+            },
+        ];
+        let labels = [("provider", provider), ("result", "mismatch")];
+        let mismatches_before = counter(&api.metrics().await, "tally_webhooks_total", &labels);
+        for forged in tampered {
+            let event = sandbox::SimEvent::Renewed(forged, charge.clone());
+            for webhook in signed::sign(&api.base, 0, &event) {
+                let reply = deliver(api, provider, &webhook).await;
+                assert!(reply.status < 500, "{provider}: {reply:?}");
+            }
+        }
+        assert_eq!(
+            api.balance(token, None).await,
+            first,
+            "{provider}: a tampered renewal grants nothing"
+        );
+        let mismatches = counter(&api.metrics().await, "tally_webhooks_total", &labels);
+        assert!(
+            mismatches - mismatches_before >= 2,
+            "{provider}: both tampered renewals are recorded as mismatches"
+        );
+        let payment_id = payment["id"].as_str().expect("payment id");
+        let redelivered = api
+            .sandbox_action(
+                payment_id,
+                "redeliver",
+                &serde_json::json!({"amountMinor": 1}),
+            )
+            .await;
+        assert_eq!(redelivered.status, 200, "{provider}: {redelivered:?}");
+        let mut now = api.balance(token, None).await;
+        for _ in 0..50 {
+            if now == first + per_period {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            now = api.balance(token, None).await;
+        }
+        assert_eq!(
+            now,
+            first + per_period,
+            "{provider}: the genuine renewal grants once"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_genuine_webhook_replayed_six_times_five_at_once_applies_once() {
     let shop = open_shop().await;

@@ -11,7 +11,10 @@ use std::sync::Arc;
 use application::ports::Clock;
 use bootstrap::seams::SystemClock;
 use domain::{Currency, ProviderId, Timestamp};
-use sandbox::{Hub, SimEvent, SimKind, SimPayment, SimStatus, SimWebhook, Simulator};
+use sandbox::{
+    Hub, SimCharge, SimEvent, SimKind, SimPayment, SimStatus, SimSubscription,
+    SimSubscriptionStatus, SimWebhook, Simulator,
+};
 use serde_json::Value;
 
 use super::api::{Api, Reply};
@@ -99,12 +102,49 @@ pub fn sim_payment(json: &Value) -> SimPayment {
     }
 }
 
+/// A subscription as the sandbox's subscription actions answer it, back into the simulator's type.
+pub fn sim_subscription(json: &Value) -> SimSubscription {
+    let text = |key: &str| json[key].as_str().unwrap_or_default().to_owned();
+    let int = |key: &str| json[key].as_i64().unwrap_or_default();
+    let charges = json["charges"]
+        .as_array()
+        .map(|all| {
+            all.iter()
+                .map(|c| SimCharge {
+                    id: c["id"].as_str().unwrap_or_default().to_owned(),
+                    period_start_ms: c["periodStartMs"].as_i64().unwrap_or_default(),
+                    period_end_ms: c["periodEndMs"].as_i64().unwrap_or_default(),
+                    amount_minor: c["amountMinor"].as_i64().unwrap_or_default(),
+                    refunded_minor: c["refundedMinor"].as_i64().unwrap_or_default(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    SimSubscription {
+        id: text("id"),
+        provider: ProviderId::from_str(&text("provider")).expect("provider"),
+        payment_id: text("paymentId"),
+        order_id: text("orderId"),
+        period_start_ms: int("periodStartMs"),
+        period_end_ms: int("periodEndMs"),
+        anchor_ms: int("anchorMs"),
+        interval_months: u32::try_from(int("intervalMonths")).unwrap_or(1),
+        status: SimSubscriptionStatus::Active,
+        amount_minor: int("amountMinor"),
+        currency: Currency::from_str(&text("currency")).expect("currency"),
+        notify_url: text("notifyUrl"),
+        renewals: u32::try_from(int("renewals")).unwrap_or(0),
+        charges,
+    }
+}
+
 /// The webhooks the provider sends for `event`, signed `offset_ms` from now, as the sandbox at
 /// `base` would sign them.
 pub fn sign(base: &str, offset_ms: i64, event: &SimEvent) -> Vec<SimWebhook> {
     let provider = match event {
         SimEvent::Paid(p) | SimEvent::Declined(p) | SimEvent::Approved(p) => p.provider,
-        other => panic!("not a payment event: {other:?}"),
+        SimEvent::Renewed(s, _) => s.provider,
+        other => panic!("not a payment or renewal event: {other:?}"),
     };
     let hub = Hub::new(base, Arc::new(ShiftedClock(offset_ms)));
     simulator(provider).webhooks(&hub, event)
