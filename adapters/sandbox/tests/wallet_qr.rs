@@ -635,3 +635,56 @@ async fn a_merchant_in_certificate_mode_pays_refunds_and_verifies_by_the_platfor
         Err(WebhookError::BadSignature)
     );
 }
+
+/// Issue 15 point 4, end to end: the sandbox's notification, genuinely signed, verifies for a
+/// gateway of another app or another merchant only as `foreign`, with no events.
+#[tokio::test]
+async fn the_sandboxs_notification_is_foreign_to_a_gateway_of_another_app_or_merchant() {
+    let app = spawn().await;
+    let order = "ord_e2e_foreign_01";
+    let id = open_checkout(&app, order).await;
+    app.sandbox.hub().complete_payment(&id).await.unwrap();
+    let received = take_received(&app);
+    let [Ok(ours)] = received.as_slice() else {
+        panic!("expected one verified notification, got {received:?}");
+    };
+    assert_eq!((ours.events.len(), &ours.foreign), (1, &None));
+    let webhook = app
+        .sandbox
+        .hub()
+        .deliveries()
+        .pop()
+        .unwrap()
+        .webhook
+        .unwrap();
+    let request = WebhookRequest {
+        headers: webhook
+            .headers
+            .iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+            .collect(),
+        body: webhook.body,
+    };
+    fn other_app(base: &str) -> WalletQrSettings {
+        WalletQrSettings {
+            app_id: "wx_another_app".into(),
+            ..gateway_settings(base)
+        }
+    }
+    fn other_merchant(base: &str) -> WalletQrSettings {
+        WalletQrSettings {
+            mch_id: "1900000999".into(),
+            ..gateway_settings(base)
+        }
+    }
+    for (settings, named) in [
+        (other_app as fn(&str) -> WalletQrSettings, "appid"),
+        (other_merchant, "mchid"),
+    ] {
+        let gateway = gateway_of(&app.sandbox, NOW_MS, settings);
+        let verified = gateway.verify_webhook(&request).await.unwrap();
+        assert!(verified.events.is_empty(), "{named}");
+        let why = verified.foreign.expect("foreign");
+        assert!(why.contains(named), "{named}: {why}");
+    }
+}
