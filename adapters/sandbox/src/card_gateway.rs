@@ -210,6 +210,13 @@ fn refunded_payment(hub: &Hub, payment: &SimPayment) -> serde_json::Value {
     objects::event(hub, "charge.refunded", charge)
 }
 
+/// A Stripe event signed exactly as the sandbox signs its webhooks, for tests that change a
+/// genuine event and sign it again (a hostile but validly signed event).
+#[must_use]
+pub fn sign_event(hub: &Hub, event: &serde_json::Value) -> SimWebhook {
+    sign(hub, event)
+}
+
 /// `Stripe-Signature: t=<now>,v1=hex(HMAC-SHA256(secret string, "t.body"))`.
 fn sign(hub: &Hub, event: &serde_json::Value) -> SimWebhook {
     let body = event.to_string().into_bytes();

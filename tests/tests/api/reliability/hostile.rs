@@ -155,6 +155,74 @@ async fn a_correctly_signed_webhook_for_another_amount_or_currency_pays_nothing_
     }
 }
 
+/// Issue 14 finding 1, through Stripe's own signed event: an `invoice.paid` of a subscription's
+/// first period (0.01 USD) whose metadata names a one-time credits order starts nothing, pays
+/// nothing, grants nothing, and is counted as a mismatch. (The test signs a genuine sandbox
+/// activation again after naming our order in it: the test's own hub does not know our order.)
+#[tokio::test]
+async fn a_correctly_signed_activation_naming_a_credits_order_starts_nothing() {
+    let shop = open_shop().await;
+    let api = &shop.api;
+    let token = &shop.buyer.token;
+    let order = api
+        .initiate(token, "credits_card_500", "card_gateway")
+        .await;
+    let mut payment = signed::sim_payment(&api.sandbox_payment(&order).await);
+    payment.amount_minor = 1;
+    payment.kind = sandbox::SimKind::Subscription {
+        interval_months: 1,
+        plan_ref: None,
+    };
+    let start = 1_795_000_000_000;
+    let end = start + 30 * 86_400_000;
+    let subscription = sandbox::SimSubscription {
+        id: "sub_forged_activation".into(),
+        provider: payment.provider,
+        payment_id: payment.id.clone(),
+        order_id: order.clone(),
+        period_start_ms: start,
+        period_end_ms: end,
+        anchor_ms: start,
+        interval_months: 1,
+        status: sandbox::SimSubscriptionStatus::Active,
+        amount_minor: 1,
+        currency: payment.currency,
+        notify_url: payment.notify_url.clone(),
+        renewals: 0,
+        charges: vec![sandbox::SimCharge {
+            id: "in_forged_activation".into(),
+            period_start_ms: start,
+            period_end_ms: end,
+            amount_minor: 1,
+            refunded_minor: 0,
+        }],
+    };
+    let event = sandbox::SimEvent::SubscriptionStarted(payment, subscription);
+    let invoice = signed::sign(&api.base, 0, &event)
+        .into_iter()
+        .map(|w| serde_json::from_slice::<serde_json::Value>(&w.body).unwrap())
+        .find(|e| e["type"] == "invoice.paid")
+        .expect("the activation's invoice.paid");
+    let mut named = invoice.clone();
+    named["data"]["object"]["parent"]["subscription_details"]["metadata"] =
+        serde_json::json!({ "orderId": order });
+    let webhook = signed::resign_stripe(&api.base, &named);
+    let labels = [("provider", "card_gateway"), ("result", "mismatch")];
+    let before = counter(&api.metrics().await, "tally_webhooks_total", &labels);
+    let reply = deliver(api, "card_gateway", &webhook).await;
+    assert!(reply.status < 300, "acknowledged: {reply:?}");
+    let after = counter(&api.metrics().await, "tally_webhooks_total", &labels);
+    assert_eq!(after - before, 1, "recorded as a mismatch");
+    assert_eq!(api.order_status(token, &order).await, "pending");
+    assert_eq!(api.balance(token, None).await, 0, "nothing granted");
+    let status = api.get(token, "/api/credits/status").await;
+    assert_eq!(
+        status.body["subscriptions"].as_array().map_or(0, Vec::len),
+        0,
+        "no subscription started: {status:?}"
+    );
+}
+
 /// Issue 14 finding 2, through the provider's own signed renewal: a renewal paying 0.01, or in
 /// another currency, grants nothing and is recorded as a mismatch; the genuine renewal then grants
 /// the period once. For Stripe and Waffo Pancake, whose simulators sign a renewal from the

@@ -143,11 +143,17 @@ pub fn sim_subscription(json: &Value) -> SimSubscription {
 pub fn sign(base: &str, offset_ms: i64, event: &SimEvent) -> Vec<SimWebhook> {
     let provider = match event {
         SimEvent::Paid(p) | SimEvent::Declined(p) | SimEvent::Approved(p) => p.provider,
-        SimEvent::Renewed(s, _) => s.provider,
-        other => panic!("not a payment or renewal event: {other:?}"),
+        SimEvent::Renewed(s, _) | SimEvent::SubscriptionStarted(_, s) => s.provider,
+        other => panic!("not a payment or subscription event: {other:?}"),
     };
     let hub = Hub::new(base, Arc::new(ShiftedClock(offset_ms)));
     simulator(provider).webhooks(&hub, event)
+}
+
+/// A Stripe event signed again, as the sandbox at `base` signs, after a test changed it.
+pub fn resign_stripe(base: &str, event: &Value) -> SimWebhook {
+    let hub = Hub::new(base, Arc::new(ShiftedClock(0)));
+    sandbox::card_gateway::sign_event(&hub, event)
 }
 
 /// The provider's success webhook for our order's sandbox payment, with `amount_minor`.
