@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use poem::listener::{Acceptor, Listener, TcpListener};
+use poem::listener::{Acceptor, TcpAcceptor};
 use poem::{Endpoint, Request, Response, Server};
 use tokio::sync::oneshot;
 
@@ -461,12 +461,12 @@ impl Endpoint for Forward {
 }
 
 impl Balancer {
-    /// Listen on a free port.
-    pub async fn start(port: u16, sandbox: &str, targets: Vec<String>) -> Self {
-        let acceptor = TcpListener::bind(format!("127.0.0.1:{port}"))
-            .into_acceptor()
-            .await
-            .expect("balancer binds");
+    /// Serve on `listener`, bound before the instances started: a port picked as free and
+    /// bound only later can meanwhile become one of their connections' local ports.
+    pub fn start_on(listener: std::net::TcpListener, sandbox: &str, targets: Vec<String>) -> Self {
+        listener.set_nonblocking(true).expect("non-blocking");
+        let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
+        let acceptor = TcpAcceptor::from_tokio(listener).expect("balancer acceptor");
         let address = format!(
             "http://{}",
             acceptor.local_addr()[0].as_socket_addr().expect("tcp")
@@ -553,7 +553,8 @@ impl Cluster {
         let config = ConfigDir::new(tally_toml);
         let logs = log_dir(test);
         let ports: Vec<u16> = (0..count).map(|_| free_port()).collect();
-        let balancer_port = free_port();
+        let balancer_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("balancer binds");
+        let balancer_port = balancer_listener.local_addr().expect("address").port();
         let public = format!("http://127.0.0.1:{balancer_port}");
         let mut instances = Vec::new();
         for (n, port) in ports.iter().enumerate() {
@@ -569,7 +570,7 @@ impl Cluster {
             instances.push(Tally::start(spec).await);
         }
         let addresses: Vec<String> = instances.iter().map(Tally::address).collect();
-        let balancer = Balancer::start(balancer_port, &addresses[0], addresses.clone()).await;
+        let balancer = Balancer::start_on(balancer_listener, &addresses[0], addresses.clone());
         let api = Api::new(&balancer.address);
         let (api_key, buyer) = admin_key_and_buyer(&api, config.path(), &database.url).await;
         Self {
