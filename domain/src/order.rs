@@ -386,6 +386,19 @@ impl Order {
         Ok(Transition::Applied)
     }
 
+    /// What was refunded of a paid order so far (zero for a paid one, the whole price for a
+    /// refunded one); `None` for an order that was never paid.
+    #[must_use]
+    pub fn refunded(&self) -> Option<Money> {
+        let price = self.plan.price;
+        match &self.status {
+            OrderStatus::Paid { .. } => Some(Money::zero(price.currency())),
+            OrderStatus::PartiallyRefunded { refunded, .. } => Some(*refunded),
+            OrderStatus::Refunded { .. } => Some(price),
+            _ => None,
+        }
+    }
+
     /// The access this order grants: a paid (or only partly refunded) `one_time` order grants
     /// access for life, or until its payment time plus its `duration.months` in calendar months.
     /// `None` for any other order (unpaid, fully refunded, recurring, credits).

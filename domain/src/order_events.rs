@@ -144,12 +144,12 @@ pub enum OrderRefundDecision {
 #[must_use]
 pub fn decide_order_refund(order: &Order, all: &[KeptRefund]) -> OrderRefundDecision {
     let price = order.plan().price;
-    let applied = match order.status() {
-        OrderStatus::Pending => return OrderRefundDecision::KeepUntilPaid,
-        OrderStatus::Paid { .. } => Money::zero(price.currency()),
-        OrderStatus::PartiallyRefunded { refunded, .. } => *refunded,
-        OrderStatus::Refunded { .. } => price,
-        status => return OrderRefundDecision::Unpaid(format!("refund of a {status} order")),
+    let applied = match (order.status(), order.refunded()) {
+        (OrderStatus::Pending, _) => return OrderRefundDecision::KeepUntilPaid,
+        (_, Some(refunded)) => refunded,
+        (status, None) => {
+            return OrderRefundDecision::Unpaid(format!("refund of a {status} order"));
+        }
     };
     let granted = credits_granted(order);
     let mut next = order.clone();

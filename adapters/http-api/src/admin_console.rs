@@ -15,7 +15,7 @@ use rust_decimal::Decimal;
 use crate::credits::TransactionView;
 use crate::dto::{PageInfo, timestamp};
 use crate::i18n::Language;
-use crate::problem::{Code, FieldErrorView, Problem, api_response};
+use crate::problem::{Code, Problem, api_response};
 
 /// One recorded provider event.
 #[derive(Debug, Clone, Object)]
@@ -166,23 +166,16 @@ pub(crate) fn parse_expiry(raw: Option<&str>) -> Result<Option<Timestamp>, Probl
     raw.map(|text| {
         DateTime::parse_from_rfc3339(text.trim())
             .map(|d| Timestamp::from_unix_millis(d.timestamp_millis()))
-            .map_err(|e| field_problem("expiresAt", format!("not an RFC 3339 time: {e}")))
+            .map_err(|e| Problem::invalid_field("expiresAt", format!("not an RFC 3339 time: {e}")))
     })
     .transpose()
-}
-
-fn field_problem(field: &str, message: String) -> Problem {
-    Problem::invalid_fields(vec![FieldErrorView {
-        field: field.to_owned(),
-        message,
-    }])
 }
 
 /// The problem for a refused adjustment.
 pub(crate) fn adjust_problem(e: AdjustCreditsError) -> Problem {
     match e {
         AdjustCreditsError::UserNotFound => Problem::new(Code::UserNotFound, "no such user"),
-        AdjustCreditsError::Invalid { field, message } => field_problem(field, message),
+        AdjustCreditsError::Invalid { field, message } => Problem::invalid_field(field, message),
         AdjustCreditsError::Insufficient {
             requested,
             available,

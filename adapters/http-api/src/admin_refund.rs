@@ -10,7 +10,7 @@ use poem_openapi::payload::Json;
 use rust_decimal::Decimal;
 
 use crate::dto::{OrderView, major_units};
-use crate::problem::{Code, FieldErrorView, Problem, api_response};
+use crate::problem::{Code, Problem, api_response};
 
 /// What to refund.
 #[derive(Debug, Clone, Default, Object)]
@@ -100,10 +100,7 @@ pub(crate) fn refund_problem(e: RefundOrderError) -> Problem {
     match e {
         RefundOrderError::NotFound => Problem::new(Code::OrderNotFound, "no such order"),
         RefundOrderError::NotRefundable(_) => Problem::new(Code::NotRefundable, e.to_string()),
-        RefundOrderError::InvalidAmount(message) => Problem::invalid_fields(vec![FieldErrorView {
-            field: "amount".into(),
-            message,
-        }]),
+        RefundOrderError::InvalidAmount(message) => Problem::invalid_field("amount", message),
         RefundOrderError::ProviderUnavailable(_) => {
             Problem::new(Code::ProviderUnavailable, e.to_string())
         }

@@ -15,7 +15,7 @@ use poem_openapi::{Object, OpenApi};
 use crate::AppState;
 use crate::auth::{Credential, SESSION_COOKIE};
 use crate::dto::timestamp;
-use crate::problem::{Code, FieldErrorView, Problem, api_response};
+use crate::problem::{Code, Problem, api_response};
 use crate::rate_limit::Action;
 
 /// E-mail address and password.
@@ -262,10 +262,7 @@ fn accounts_problem(e: AccountsError) -> Problem {
                 AccountError::Password => "password",
                 AccountError::Scope(_) => "scopes",
             };
-            Problem::invalid_fields(vec![FieldErrorView {
-                field: field.to_owned(),
-                message: invalid.to_string(),
-            }])
+            Problem::invalid_field(field, invalid.to_string())
         }
         AccountsError::EmailTaken => Problem::new(Code::EmailTaken, e.to_string()),
         AccountsError::WrongCredentials => Problem::new(Code::InvalidCredentials, e.to_string()),

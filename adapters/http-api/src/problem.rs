@@ -276,6 +276,14 @@ impl Problem {
         Self::with_status(Code::ValidationFailed, StatusCode::BAD_REQUEST, detail)
     }
 
+    /// `validation_failed` as a 422 for one field.
+    pub(crate) fn invalid_field(field: &str, message: impl Into<String>) -> Self {
+        Self::invalid_fields(vec![FieldErrorView {
+            field: field.to_owned(),
+            message: message.into(),
+        }])
+    }
+
     /// `validation_failed` as a 422, listing every field to correct.
     pub(crate) fn invalid_fields(errors: Vec<FieldErrorView>) -> Self {
         let detail = match errors.as_slice() {

@@ -502,7 +502,7 @@ impl Hub {
                     notify_url: payment.notify_url.clone(),
                     renewals: 0,
                     charges: vec![SimCharge {
-                        id: self.new_id(first_charge_prefix(payment.provider)),
+                        id: self.new_id(charge_prefix(payment.provider)),
                         period_start_ms: now,
                         period_end_ms: add_months(now, *interval_months),
                         amount_minor: payment.amount_minor,
@@ -581,7 +581,7 @@ impl Hub {
             );
             Ok(s.clone())
         })?;
-        let invoice = self.new_id(first_charge_prefix(subscription.provider));
+        let invoice = self.new_id(charge_prefix(subscription.provider));
         let subscription = self.update_subscription(id, |s| {
             s.charges.push(SimCharge {
                 id: invoice.clone(),
@@ -813,7 +813,7 @@ impl SimEvent {
 }
 
 /// The id prefix of a provider's charge of a subscription period, as the provider spells its ids.
-fn first_charge_prefix(provider: ProviderId) -> &'static str {
+fn charge_prefix(provider: ProviderId) -> &'static str {
     match provider {
         ProviderId::CardGateway => "in_sandbox_",
         ProviderId::WalletGlobal => "SALE-SANDBOX-",

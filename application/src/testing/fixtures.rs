@@ -2,6 +2,7 @@
 //! real store: `credits-100` (10 USD, 100 credits), `lifetime` (99 USD), `pro-monthly` (9.99 USD
 //! a month, 50 credits a period) on card_gateway, and `qr-credits` (1 CNY, 10 credits) on
 //! wallet_qr.
+// Test fixtures: the module doc says what each builds, and they panic on a fixture typo by design.
 #![allow(missing_docs, clippy::missing_panics_doc)]
 
 use std::collections::BTreeMap;

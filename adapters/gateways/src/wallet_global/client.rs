@@ -12,8 +12,14 @@ use serde::Serialize;
 
 use super::transformers::{
     CANCEL_REASON, CancelSubscription, Capture, CaptureRefund, Order, RefundCapture, Sale,
-    SaleRefund, Subscription, TokenResponse, VerificationResponse, checked, parse,
+    SaleRefund, Subscription, TokenResponse, VerificationResponse, checked, parse, path_segment,
 };
+
+/// A PayPal resource id as a URL path segment (`transformers::path_segment`: ids come from
+/// verified webhooks, and are still never allowed to change the path).
+fn path_id(id: &str) -> Result<&str, GatewayError> {
+    path_segment(id).ok_or_else(|| GatewayError::Rejected("not a PayPal resource id".into()))
+}
 use crate::shared::http::{HttpReply, ProviderHttp};
 
 /// Refresh a token this long before PayPal says it expires.
@@ -258,20 +264,5 @@ impl Api {
             value: token.access_token,
             refresh_at: self.clock.now().plus_millis(usable_ms),
         })
-    }
-}
-
-/// A PayPal resource id as a URL path segment: letters, digits, `-` and `_`, at most 64 (ids come
-/// from verified webhooks, and are still never allowed to change the path).
-fn path_id(id: &str) -> Result<&str, GatewayError> {
-    let ok = !id.is_empty()
-        && id.len() <= 64
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if ok {
-        Ok(id)
-    } else {
-        Err(GatewayError::Rejected("not a PayPal resource id".into()))
     }
 }

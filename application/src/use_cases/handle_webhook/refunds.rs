@@ -8,7 +8,9 @@ use domain::{
     Subscription, Transition, check_refund, decide_order_refund, refund_step,
 };
 
-use super::{Decision, HandleWebhookError, Received, kept_amounts, unknown_order};
+use super::{
+    Decision, HandleWebhookError, Received, kept_amounts, unknown_order, unknown_subscription,
+};
 use crate::ports::{
     ChargeChange, ClawbackCommand, Clock, GrantSource, IdGenerator, OrderRecord, RefundRecord,
     RefundReport, RefundTarget, RefundedCharge, SecretHasher, Store, SubscriptionCharge,
@@ -66,16 +68,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let order = &record.order;
         let target = RefundTarget::Order(order.id().clone());
         let price = order.plan().price;
-        let new = match kept(r, &target, report, price) {
-            Ok(new) => new,
-            Err(mismatch) => return Ok(refund_mismatch(&mismatch)),
+        let (new, all) = match self.fresh_report(r, &target, report, price).await? {
+            NewReport::Fresh { record, all } => (record, all),
+            NewReport::Refused(decision) => return Ok(decision),
         };
-        let earlier = self.store.refunds_of(r.provider, &target).await?;
-        if earlier.iter().any(|k| k.key == new.key) {
-            return Ok(Decision::Record(EventOutcome::DuplicateState, None));
-        }
-        let mut all = kept_amounts(&earlier);
-        all.push(new.refund);
         let (outcome, detail, next, clawback) = match decide_order_refund(order, &all) {
             // Kept until the payment lands; the order's version moves, so a payment decided
             // before this report was kept is decided again.
@@ -117,16 +113,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         report: &RefundReport,
     ) -> Result<Decision, HandleWebhookError> {
         let target = RefundTarget::Charge(charge_key(charge));
-        let new = match kept(r, &target, report, charge.amount) {
-            Ok(new) => new,
-            Err(mismatch) => return Ok(refund_mismatch(&mismatch)),
+        let (new, all) = match self.fresh_report(r, &target, report, charge.amount).await? {
+            NewReport::Fresh { record, all } => (record, all),
+            NewReport::Refused(decision) => return Ok(decision),
         };
-        let earlier = self.store.refunds_of(r.provider, &target).await?;
-        if earlier.iter().any(|k| k.key == new.key) {
-            return Ok(Decision::Record(EventOutcome::DuplicateState, None));
-        }
-        let mut all = kept_amounts(&earlier);
-        all.push(new.refund);
         let Some(step) = refund_step(charge.amount, charge.credits, charge.refunded, &all) else {
             let mut change = r.change(EventOutcome::DuplicateState, None);
             change.command.refund = Some(new);
@@ -174,25 +164,55 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             None => None,
         };
         let Some(price) = subscription.as_ref().and_then(sold_price) else {
-            let what = provider_subscription_id.unwrap_or(charge_ref);
-            return Ok(Decision::Record(
-                EventOutcome::UnknownSubscription,
-                Some(what.chars().take(128).collect()),
+            return Ok(unknown_subscription(
+                provider_subscription_id.unwrap_or(charge_ref),
             ));
         };
         let target = RefundTarget::Charge(charge_ref.to_owned());
-        let new = match kept(r, &target, report, price) {
-            Ok(new) => new,
-            Err(mismatch) => return Ok(refund_mismatch(&mismatch)),
+        let new = match self.fresh_report(r, &target, report, price).await? {
+            NewReport::Fresh { record, .. } => record,
+            NewReport::Refused(decision) => return Ok(decision),
         };
-        let earlier = self.store.refunds_of(r.provider, &target).await?;
-        if earlier.iter().any(|k| k.key == new.key) {
-            return Ok(Decision::Record(EventOutcome::DuplicateState, None));
-        }
         let detail = "refund kept until the charge arrives".to_owned();
         let mut change = r.change(EventOutcome::RefundKept, Some(detail));
         change.command.refund = Some(new);
         Ok(change.apply())
+    }
+}
+
+/// A refund report not kept before, or the decision that records why it changes nothing.
+enum NewReport {
+    /// New: the report as kept, and every report of its payment with it.
+    Fresh {
+        record: RefundRecord,
+        all: Vec<KeptRefund>,
+    },
+    /// Not of that payment (a mismatch), or kept before (a duplicate state).
+    Refused(Decision),
+}
+
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
+    /// `report` as kept against `target` of a payment of `paid`, checked against that payment
+    /// and against the reports kept before.
+    async fn fresh_report(
+        &self,
+        r: &Received,
+        target: &RefundTarget,
+        report: &RefundReport,
+        paid: Money,
+    ) -> Result<NewReport, HandleWebhookError> {
+        let new = match kept(r, target, report, paid) {
+            Ok(new) => new,
+            Err(mismatch) => return Ok(NewReport::Refused(refund_mismatch(&mismatch))),
+        };
+        let earlier = self.store.refunds_of(r.provider, target).await?;
+        if earlier.iter().any(|k| k.key == new.key) {
+            let duplicate = Decision::Record(EventOutcome::DuplicateState, None);
+            return Ok(NewReport::Refused(duplicate));
+        }
+        let mut all = kept_amounts(&earlier);
+        all.push(new.refund);
+        Ok(NewReport::Fresh { record: new, all })
     }
 }
 
