@@ -5,7 +5,7 @@
 //! share happens there, once); a refund the provider reports done at once is applied the same
 //! way immediately, under the provider's refund id, which its later event repeats.
 
-use domain::{Money, OrderId};
+use domain::{Money, OrderId, OrderStatus};
 use rust_decimal::Decimal;
 
 use super::InfraError;
@@ -78,13 +78,10 @@ impl From<crate::ports::StoreError> for RefundOrderError {
 /// The amount refunded so far and what is left of the order's payment.
 fn refundable(record: &OrderRecord) -> Result<(Money, Money), RefundOrderError> {
     let price = record.order.plan().price;
+    let status = record.order.status();
     let refunded = match record.order.refunded() {
-        Some(refunded) if refunded != price => refunded,
-        _ => {
-            return Err(RefundOrderError::NotRefundable(
-                record.order.status().code(),
-            ));
-        }
+        Some(refunded) if !matches!(status, OrderStatus::Refunded { .. }) => refunded,
+        _ => return Err(RefundOrderError::NotRefundable(status.code())),
     };
     let left = Money::from_minor(
         price.amount_minor() - refunded.amount_minor(),
