@@ -20,6 +20,7 @@ pub mod plan;
 pub mod provider;
 pub mod refund;
 pub mod subscription;
+pub mod subscription_events;
 pub mod time;
 
 pub use consumption::{
@@ -50,5 +51,10 @@ pub use subscription::{
     BillingPeriod, RenewalIntent, RenewalRefusal, SoldTerms, SoldTermsMismatch, Subscription,
     SubscriptionAccess, SubscriptionError, SubscriptionEvent, SubscriptionParts,
     SubscriptionStatus, check_activation,
+};
+pub use subscription_events::{
+    ActivationDecision, ActivationFacts, ActivationTarget, LifecycleDecision, PeriodCharge,
+    PriceChange, RenewalDecision, RenewalFacts, decide_activation, decide_lifecycle,
+    decide_renewal,
 };
 pub use time::Timestamp;

@@ -9,10 +9,12 @@
 //! re-read and re-decided, a bounded number of times.
 
 use domain::{
-    BillingPeriod, Credits, EventOutcome, FailureDecision, KeptRefund, Money, OrderStatus,
-    PaymentDecision, PlanType, ProviderId, RenewalRefusal, SoldTerms, SoldTermsMismatch,
-    Subscription, SubscriptionEvent, SubscriptionId, Timestamp, Transition, check_activation,
-    decide_failure, decide_payment, refund_step,
+    ActivationDecision, ActivationFacts, ActivationTarget, BillingPeriod, EventOutcome,
+    FailureDecision, KeptRefund, LifecycleDecision, Money, OrderStatus, PaymentDecision,
+    PeriodCharge, PlanType, PriceChange, ProviderId, RenewalDecision, RenewalFacts, SoldTerms,
+    SoldTermsMismatch, Subscription, SubscriptionEvent, SubscriptionId, Timestamp,
+    check_activation, decide_activation, decide_failure, decide_lifecycle, decide_payment,
+    decide_renewal,
 };
 
 use super::InfraError;
@@ -551,8 +553,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         Ok(decide_paid(r, &record, amount, occurred_at, &kept))
     }
 
-    /// A subscription's first payment: it must match a recurring order of this provider (and
-    /// its price, when the event carries the amount); the subscription keeps what was sold.
+    /// A subscription's first payment (`domain::decide_activation`): load the order, the
+    /// subscription and the refunds kept against the first charge; the domain decides.
     async fn decide_activation(
         &self,
         r: &Received,
@@ -561,87 +563,46 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let Some(record) = self.locate(r.provider, activation.order).await? else {
             return Ok(unknown_order());
         };
-        let record = &record;
-        let terms = match check_activation(record.order.plan(), activation.amount) {
-            Ok(terms) => terms,
-            Err(mismatch) => return Ok(mismatch_on_order(r, record, &mismatch)),
-        };
-        let existing = self
-            .store
-            .find_subscription_by_provider_id(r.provider, activation.provider_subscription_id)
-            .await?;
-        let (mut change, subscription) = match existing {
-            Some(current) => match activate_existing(&current, activation) {
-                Ok(next) => (update(r, &current, &next), next),
-                Err((EventOutcome::DuplicateState, _)) if activation.charge_ref.is_some() => {
-                    return Ok(name_first_charge(r, &current, record, activation));
-                }
-                Err((outcome, detail)) => return Ok(Decision::Record(outcome, detail)),
-            },
-            None => {
-                if let Some(refusal) = self.refuse_new_activation(r, record).await? {
-                    return Ok(refusal);
-                }
-                let id = SubscriptionId::new(self.ids.new_id("sub"))
-                    .map_err(|e| InfraError::Unexpected(e.into()))?;
-                activate_new(r, record, activation, terms, id)
-            }
-        };
-        let mut order = record.order.clone();
-        if order.mark_paid(activation.occurred_at) == Ok(Transition::Applied) {
-            change = change.order(record, order.status().clone(), None);
-        }
-        // Credits come from what the subscription was sold at (a subscription stored before
-        // terms were kept takes them from this order, which has just been checked).
-        let sold = subscription.sold_terms().unwrap_or(terms);
-        let paid = PaidPeriod {
-            period: activation.period,
-            amount: activation.amount.unwrap_or(sold.price()),
-            charge_ref: activation.charge_ref,
-            order: Some(record.order.id().clone()),
-            paid_at: activation.occurred_at,
-        };
-        self.grant_period(r, change, &subscription, sold, paid)
-            .await
-            .map(Change::apply)
-    }
-
-    /// Why a provider subscription not seen before may not start from this order: the order
-    /// is no longer waiting for payment (failed, expired, cancelled, refunded: recorded as a
-    /// late payment on the order), or it already started another subscription (paid orders
-    /// stay allowed, since the reconciler may mark an order paid before its activation).
-    async fn refuse_new_activation(
-        &self,
-        r: &Received,
-        record: &OrderRecord,
-    ) -> Result<Option<Decision>, HandleWebhookError> {
         let order = &record.order;
-        if !matches!(
-            order.status(),
-            OrderStatus::Pending | OrderStatus::Paid { .. }
-        ) {
-            let detail = format!("subscription activation for a {} order", order.status());
-            let change = r
-                .change(EventOutcome::LatePayment, Some(detail.clone()))
-                .order(record, order.status().clone(), Some(detail));
-            return Ok(Some(change.apply()));
+        let facts = ActivationFacts {
+            provider_subscription_id: activation.provider_subscription_id,
+            period: activation.period,
+            amount: activation.amount,
+            names_charge: activation.charge_ref.is_some(),
+            occurred_at: activation.occurred_at,
+        };
+        // A mismatch decides without reading anything else.
+        if let Err(mismatch) = check_activation(order.plan(), activation.amount) {
+            return Ok(mismatch_on_order(r, &record, &mismatch.to_string()));
         }
-        if let Some(started) = self.store.find_subscription_by_order(order.id()).await? {
-            let detail = format!(
-                "order already started subscription {}",
-                started
-                    .provider_subscription_id()
-                    .chars()
-                    .take(128)
-                    .collect::<String>()
-            );
-            return Ok(Some(Decision::Record(EventOutcome::Mismatch, Some(detail))));
-        }
-        Ok(None)
+        let existing = self
+            .find_subscription(r, activation.provider_subscription_id)
+            .await?;
+        let started_by_order = match &existing {
+            Some(_) => None,
+            None => self.store.find_subscription_by_order(order.id()).await?,
+        };
+        let target = match &existing {
+            Some(current) => ActivationTarget::Existing(current),
+            None => ActivationTarget::New {
+                new_id: SubscriptionId::new(self.ids.new_id("sub"))
+                    .map_err(|e| InfraError::Unexpected(e.into()))?,
+                started_by_order: started_by_order.as_ref(),
+            },
+        };
+        let kept = self.kept_for_charge(r, activation.charge_ref).await?;
+        let decision = decide_activation(order, target, &facts, &kept);
+        Ok(activation_change(
+            r,
+            &record,
+            existing.as_ref(),
+            decision,
+            activation.charge_ref,
+        ))
     }
 
-    /// A renewal: it must pay what was sold for the period after the one already paid; its
-    /// credits are the sold terms', never a plan's as edited since.
+    /// A renewal (`domain::decide_renewal`): load the subscription and the refunds kept against
+    /// the charge, and the plan of ours priced at what it paid when the domain asks for it.
     async fn decide_renewal(
         &self,
         r: &Received,
@@ -651,61 +612,41 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let Some(current) = self.find_subscription(r, id).await? else {
             return Ok(unknown_subscription(id));
         };
-        let tolerance_ms = self.config.renewal_clock_tolerance_ms;
-        let mut next = current.clone();
-        let mut moved = None;
-        match current.check_renewal(renewal.amount, renewal.period, tolerance_ms) {
-            Ok(()) => {}
-            Err(RenewalRefusal::Mismatch(mismatch)) if current.sold_terms().is_some() => {
-                // A provider-side price change to another recurring plan of ours moves the
-                // terms to that plan; any other price is a mismatch.
-                let Some((plan, terms)) = self.plan_priced(r.provider, renewal.amount).await?
-                else {
-                    return Ok(refused_renewal(&RenewalRefusal::Mismatch(mismatch)));
-                };
-                next.move_to_terms(plan, terms);
-                if let Err(refusal) =
-                    next.check_renewal(renewal.amount, renewal.period, tolerance_ms)
-                {
-                    return Ok(refused_renewal(&refusal));
-                }
-                moved = Some(format!(
-                    "price changed at the provider: plan {} ({mismatch}) → {} at {}",
-                    current.plan_id(),
-                    next.plan_id(),
-                    renewal.amount
-                ));
-            }
-            Err(refusal) => return Ok(refused_renewal(&refusal)),
-        }
-        let Some(terms) = next.sold_terms() else {
-            return Ok(Decision::Record(
-                EventOutcome::Mismatch,
-                Some("subscription has no sold terms".into()),
-            ));
-        };
-        match next.apply(
-            SubscriptionEvent::Renewed(renewal.period),
-            renewal.occurred_at,
-        ) {
-            Ok(Transition::Applied) => {}
-            Ok(Transition::AlreadyDone) => {
-                return Ok(Decision::Record(EventOutcome::DuplicateState, None));
-            }
-            Err(e) => return Ok(Decision::Record(EventOutcome::Stale, Some(e.to_string()))),
-        }
-        let paid = PaidPeriod {
+        let facts = RenewalFacts {
             period: renewal.period,
             amount: renewal.amount,
-            charge_ref: renewal.charge_ref,
-            order: None,
-            paid_at: renewal.occurred_at,
+            occurred_at: renewal.occurred_at,
         };
-        let mut change = update(r, &current, &next);
-        change.command.inbox.detail = moved;
-        self.grant_period(r, change, &next, terms, paid)
-            .await
-            .map(Change::apply)
+        let tolerance_ms = self.config.renewal_clock_tolerance_ms;
+        let kept = self.kept_for_charge(r, renewal.charge_ref).await?;
+        let mut price_change = PriceChange::NotLookedUp;
+        loop {
+            let decision = decide_renewal(&current, &facts, tolerance_ms, &price_change, &kept);
+            let RenewalDecision::LookUpPlanPricedAt(paid) = decision else {
+                return Ok(renewal_change(r, &current, decision, renewal.charge_ref));
+            };
+            price_change = self
+                .plan_priced(r.provider, paid)
+                .await?
+                .map_or(PriceChange::NoPlan, |(plan, terms)| {
+                    PriceChange::To(plan, terms)
+                });
+        }
+    }
+
+    /// The refund reports kept against a provider charge that has not been recorded yet.
+    async fn kept_for_charge(
+        &self,
+        r: &Received,
+        charge_ref: Option<&str>,
+    ) -> Result<Vec<KeptRefund>, StoreError> {
+        let Some(charge_ref) = charge_ref else {
+            return Ok(Vec::new());
+        };
+        let target = RefundTarget::Charge(charge_ref.to_owned());
+        Ok(kept_amounts(
+            &self.store.refunds_of(r.provider, &target).await?,
+        ))
     }
 
     /// The one recurring plan of ours at `provider` whose price (in this environment) is
@@ -738,52 +679,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .map(|terms| (plan.id().clone(), terms)))
     }
 
-    /// Record a paid period as a charge, grant its credits, and apply the refunds of that charge
-    /// that arrived before it.
-    async fn grant_period(
-        &self,
-        r: &Received,
-        mut change: Change,
-        subscription: &Subscription,
-        terms: SoldTerms,
-        paid: PaidPeriod<'_>,
-    ) -> Result<Change, HandleWebhookError> {
-        let credits = terms.credits_per_period();
-        change.command.grant =
-            credits.map(|amount| period_grant(subscription, paid.period, amount, r.now));
-        let kept = match paid.charge_ref {
-            Some(charge_ref) => {
-                let target = RefundTarget::Charge(charge_ref.to_owned());
-                kept_amounts(&self.store.refunds_of(r.provider, &target).await?)
-            }
-            None => Vec::new(),
-        };
-        let zero = Money::zero(paid.amount.currency());
-        let step = refund_step(paid.amount, credits, zero, &kept);
-        if let Some(step) = &step {
-            change.command.clawback = Some(ClawbackCommand {
-                user_id: subscription.user_id().clone(),
-                source: GrantSource::SubscriptionPeriod(subscription.id().clone(), paid.period),
-                wanted: step.clawback,
-                now: r.now,
-            });
-        }
-        change.command.charge = Some(ChargeChange::Record(SubscriptionCharge {
-            subscription_id: subscription.id().clone(),
-            user_id: subscription.user_id().clone(),
-            provider: r.provider,
-            charge_ref: paid.charge_ref.map(str::to_owned),
-            order_id: paid.order,
-            period: paid.period,
-            amount: paid.amount,
-            credits,
-            refunded: step.map_or(zero, |s| s.after),
-            paid_at: paid.paid_at,
-        }));
-        Ok(change)
-    }
-
-    /// A lifecycle event without a payment: past due, cancellation, expiry.
+    /// A lifecycle event without a payment: past due, cancellation, expiry
+    /// (`domain::decide_lifecycle`).
     async fn decide_lifecycle(
         &self,
         r: &Received,
@@ -794,15 +691,11 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let Some(current) = self.find_subscription(r, provider_subscription_id).await? else {
             return Ok(unknown_subscription(provider_subscription_id));
         };
-        let mut next = current.clone();
-        match next.apply(event, occurred_at) {
-            Ok(Transition::Applied) => {}
-            Ok(Transition::AlreadyDone) => {
-                return Ok(Decision::Record(EventOutcome::DuplicateState, None));
-            }
-            Err(e) => return Ok(Decision::Record(EventOutcome::Stale, Some(e.to_string()))),
-        }
-        Ok(update(r, &current, &next).apply())
+        Ok(match decide_lifecycle(&current, event, occurred_at) {
+            LifecycleDecision::Update(next) => update(r, &current, &next).apply(),
+            other @ LifecycleDecision::AlreadyDone => Decision::Record(other.outcome(), None),
+            LifecycleDecision::Stale(why) => Decision::Record(EventOutcome::Stale, Some(why)),
+        })
     }
 
     async fn find_subscription(
@@ -890,64 +783,9 @@ struct Renewal<'a> {
     occurred_at: Timestamp,
 }
 
-/// A period just paid, as its charge is recorded.
-struct PaidPeriod<'a> {
-    period: BillingPeriod,
-    amount: Money,
-    charge_ref: Option<&'a str>,
-    order: Option<domain::OrderId>,
-    paid_at: Timestamp,
-}
-
 /// The amounts of refund reports, for the domain's sums.
 fn kept_amounts(records: &[crate::ports::RefundRecord]) -> Vec<KeptRefund> {
     records.iter().map(|r| r.refund).collect()
-}
-
-/// An activation for a subscription already stored (the same payment told twice, or the
-/// provider's second event for it): the subscription moved along, or the outcome to record.
-fn activate_existing(
-    current: &Subscription,
-    activation: &Activation<'_>,
-) -> Result<Subscription, (EventOutcome, Option<String>)> {
-    let mut next = current.clone();
-    match next.apply(
-        SubscriptionEvent::Activated(activation.period),
-        activation.occurred_at,
-    ) {
-        Ok(Transition::Applied) => Ok(next),
-        // Already active for this period: granting again could only duplicate.
-        Ok(Transition::AlreadyDone) => Err((EventOutcome::DuplicateState, None)),
-        Err(e) => Err((EventOutcome::Stale, Some(e.to_string()))),
-    }
-}
-
-/// A second activation for the period already active that names the provider's charge id the
-/// first did not (PayPal: `BILLING.SUBSCRIPTION.ACTIVATED`, then the first sale): nothing is
-/// granted again; the period's charge learns its id, so that refunds of it are found.
-fn name_first_charge(
-    r: &Received,
-    current: &Subscription,
-    record: &OrderRecord,
-    activation: &Activation<'_>,
-) -> Decision {
-    let Some(terms) = current.sold_terms() else {
-        return Decision::Record(EventOutcome::DuplicateState, None);
-    };
-    let mut change = r.change(EventOutcome::DuplicateState, None);
-    change.command.charge = Some(ChargeChange::Record(SubscriptionCharge {
-        subscription_id: current.id().clone(),
-        user_id: current.user_id().clone(),
-        provider: r.provider,
-        charge_ref: activation.charge_ref.map(str::to_owned),
-        order_id: Some(record.order.id().clone()),
-        period: activation.period,
-        amount: activation.amount.unwrap_or(terms.price()),
-        credits: terms.credits_per_period(),
-        refunded: Money::zero(terms.price().currency()),
-        paid_at: activation.occurred_at,
-    }));
-    change.apply()
 }
 
 /// The change that replaces `current` with `next` (compare-and-set on its last event).
@@ -960,49 +798,152 @@ fn update(r: &Received, current: &Subscription, next: &Subscription) -> Change {
     change
 }
 
-/// A new subscription for `record`'s order, keeping the terms it was sold at.
-fn activate_new(
-    r: &Received,
-    record: &OrderRecord,
-    activation: &Activation<'_>,
-    terms: SoldTerms,
-    id: SubscriptionId,
-) -> (Change, Subscription) {
-    let created = Subscription::start(
-        id,
-        record.order.user_id().clone(),
-        record.order.plan().plan_id.clone(),
-        r.provider,
-        activation.provider_subscription_id.to_owned(),
-        activation.period,
-        terms,
-        activation.occurred_at,
-    );
-    let mut change = r.change(EventOutcome::Applied, None);
-    change.command.subscription = Some(SubscriptionChange::Create(
-        created.clone(),
-        Some(record.order.id().clone()),
-    ));
-    (change, created)
-}
-
 /// A verified payment that does not match its order: recorded on the order and in the inbox;
 /// the order keeps its status, nothing is granted.
-fn mismatch_on_order(r: &Received, record: &OrderRecord, mismatch: &SoldTermsMismatch) -> Decision {
-    let detail = mismatch.to_string();
-    r.change(EventOutcome::Mismatch, Some(detail.clone()))
+fn mismatch_on_order(r: &Received, record: &OrderRecord, detail: &str) -> Decision {
+    on_order(r, record, EventOutcome::Mismatch, detail.to_owned())
+}
+
+/// An event recorded on its order (a mismatch, a late payment): the order keeps its status,
+/// nothing is granted.
+fn on_order(r: &Received, record: &OrderRecord, outcome: EventOutcome, detail: String) -> Decision {
+    r.change(outcome, Some(detail.clone()))
         .order(record, record.order.status().clone(), Some(detail))
         .apply()
 }
 
-/// The inbox outcome of a renewal that grants nothing.
-fn refused_renewal(refusal: &RenewalRefusal) -> Decision {
-    let outcome = match refusal {
-        RenewalRefusal::Mismatch(_) => EventOutcome::Mismatch,
-        RenewalRefusal::AlreadyPaid => EventOutcome::DuplicateState,
-        RenewalRefusal::Overlaps { .. } => EventOutcome::Stale,
+/// The command an activation decision comes to.
+fn activation_change(
+    r: &Received,
+    record: &OrderRecord,
+    existing: Option<&Subscription>,
+    decision: ActivationDecision,
+    charge_ref: Option<&str>,
+) -> Decision {
+    let outcome = decision.outcome();
+    let (subscription, created, order, charge) = match decision {
+        ActivationDecision::Mismatch(m) => return mismatch_on_order(r, record, &m.to_string()),
+        ActivationDecision::Late(detail) => return on_order(r, record, outcome, detail),
+        ActivationDecision::OrderTaken(detail) | ActivationDecision::Stale(detail) => {
+            return Decision::Record(outcome, Some(detail));
+        }
+        ActivationDecision::AlreadyActive { charge: None } => {
+            return Decision::Record(outcome, None);
+        }
+        ActivationDecision::AlreadyActive {
+            charge: Some(charge),
+        } => {
+            let Some(current) = existing else {
+                return Decision::Record(outcome, None);
+            };
+            let mut change = r.change(outcome, None);
+            let order_id = Some(record.order.id().clone());
+            change.command.charge = Some(charge_record(r, current, &charge, charge_ref, order_id));
+            return change.apply();
+        }
+        ActivationDecision::Activate {
+            subscription,
+            created,
+            order,
+            charge,
+        } => (subscription, created, order, charge),
     };
-    Decision::Record(outcome, Some(refusal.to_string()))
+    let mut change = match existing {
+        Some(current) if !created => update(r, current, &subscription),
+        _ => {
+            let mut change = r.change(outcome, None);
+            change.command.subscription = Some(SubscriptionChange::Create(
+                subscription.clone(),
+                Some(record.order.id().clone()),
+            ));
+            change
+        }
+    };
+    if let Some(order) = order {
+        change = change.order(record, order.status().clone(), None);
+    }
+    let order_id = Some(record.order.id().clone());
+    period_paid(r, change, &subscription, &charge, charge_ref, order_id).apply()
+}
+
+/// The command a renewal decision comes to.
+fn renewal_change(
+    r: &Received,
+    current: &Subscription,
+    decision: RenewalDecision,
+    charge_ref: Option<&str>,
+) -> Decision {
+    let outcome = decision.outcome().unwrap_or(EventOutcome::Mismatch);
+    match decision {
+        RenewalDecision::Renew {
+            subscription,
+            moved,
+            charge,
+        } => {
+            let mut change = update(r, current, &subscription);
+            change.command.inbox.detail = moved;
+            period_paid(r, change, &subscription, &charge, charge_ref, None).apply()
+        }
+        RenewalDecision::Refused(refusal) => Decision::Record(outcome, Some(refusal.to_string())),
+        RenewalDecision::Stale(why) => Decision::Record(outcome, Some(why)),
+        RenewalDecision::NoTerms => {
+            Decision::Record(outcome, Some(SoldTermsMismatch::Unknown.to_string()))
+        }
+        RenewalDecision::AlreadyDone | RenewalDecision::LookUpPlanPricedAt(_) => {
+            Decision::Record(outcome, None)
+        }
+    }
+}
+
+/// A paid period on `change`: its charge recorded, its credits granted (a subscription's
+/// credits are that period's allowance, expiring with it) and what refunds kept before it
+/// take back.
+fn period_paid(
+    r: &Received,
+    mut change: Change,
+    subscription: &Subscription,
+    charge: &PeriodCharge,
+    charge_ref: Option<&str>,
+    order_id: Option<domain::OrderId>,
+) -> Change {
+    let source = GrantSource::SubscriptionPeriod(subscription.id().clone(), charge.period);
+    change.command.grant = charge.credits.map(|amount| GrantCommand {
+        user_id: subscription.user_id().clone(),
+        amount,
+        source: source.clone(),
+        expires_at: Some(charge.period.end()),
+        now: r.now,
+    });
+    change.command.clawback = charge.clawback.map(|wanted| ClawbackCommand {
+        user_id: subscription.user_id().clone(),
+        source,
+        wanted,
+        now: r.now,
+    });
+    change.command.charge = Some(charge_record(r, subscription, charge, charge_ref, order_id));
+    change
+}
+
+/// The stored charge of a paid period.
+fn charge_record(
+    r: &Received,
+    subscription: &Subscription,
+    charge: &PeriodCharge,
+    charge_ref: Option<&str>,
+    order_id: Option<domain::OrderId>,
+) -> ChargeChange {
+    ChargeChange::Record(SubscriptionCharge {
+        subscription_id: subscription.id().clone(),
+        user_id: subscription.user_id().clone(),
+        provider: r.provider,
+        charge_ref: charge_ref.map(str::to_owned),
+        order_id,
+        period: charge.period,
+        amount: charge.amount,
+        credits: charge.credits,
+        refunded: charge.refunded,
+        paid_at: charge.paid_at,
+    })
 }
 
 /// The subscription and lifecycle change a payment-less subscription event stands for.
@@ -1062,22 +1003,6 @@ fn unknown_subscription(provider_subscription_id: &str) -> Decision {
 
 fn unknown_order() -> Decision {
     Decision::Record(EventOutcome::UnknownOrder, None)
-}
-
-fn period_grant(
-    subscription: &Subscription,
-    period: BillingPeriod,
-    amount: Credits,
-    now: Timestamp,
-) -> GrantCommand {
-    GrantCommand {
-        user_id: subscription.user_id().clone(),
-        amount,
-        source: GrantSource::SubscriptionPeriod(subscription.id().clone(), period),
-        // A subscription's credits are that period's allowance.
-        expires_at: Some(period.end()),
-        now,
-    }
 }
 
 /// A payment failed: the order fails, if it still can (`domain::decide_failure`).
