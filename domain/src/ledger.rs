@@ -177,6 +177,79 @@ pub fn post(
     Ok(balance.apply(amount)?)
 }
 
+/// What a request whose idempotency key was used before comes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyReuse {
+    /// The same request again (same fingerprint): answer what the first one did.
+    Replay,
+    /// Another request under the same key: refused, nothing changes.
+    Conflict,
+}
+
+impl KeyReuse {
+    /// A request fingerprinted `request_hash` under a key whose first request stored
+    /// `stored_hash` (`None` for rows written before fingerprints were kept: never a replay).
+    #[must_use]
+    pub fn of(stored_hash: Option<&str>, request_hash: &str) -> Self {
+        if stored_hash == Some(request_hash) {
+            KeyReuse::Replay
+        } else {
+            KeyReuse::Conflict
+        }
+    }
+}
+
+/// What a spend (a consumption, a hold, an administrator's debit) comes to: the one decision
+/// both the per-request and the grouped store paths take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpendDecision {
+    /// Its key was used before.
+    Reused(KeyReuse),
+    /// The balance does not cover it: nothing changes.
+    Insufficient {
+        /// What the balance holds.
+        available: Credits,
+    },
+    /// Post it: the balance after it.
+    Post {
+        /// The balance after the spend.
+        after: Credits,
+    },
+}
+
+/// Decide a spend of `amount` as a `kind` transaction from `balance`. `key_used` is `None` for
+/// a key not seen before, else the fingerprint its first request stored; `request_hash` is this
+/// request's. The key is decided first (a replay answers even when the balance has since run
+/// out), then the posting rule ([`post`]); the lots it draws from come from [`allocate_spend`].
+///
+/// # Errors
+/// [`LedgerError::WrongSign`] for a zero amount or a kind that does not decrease; overflow.
+pub fn decide_spend(
+    kind: TransactionKind,
+    amount: Credits,
+    request_hash: &str,
+    key_used: Option<Option<&str>>,
+    balance: Credits,
+) -> Result<SpendDecision, LedgerError> {
+    let delta = amount.as_decrease();
+    if amount.is_zero() {
+        return Err(LedgerError::WrongSign {
+            kind,
+            amount: delta,
+        });
+    }
+    if let Some(stored) = key_used {
+        return Ok(SpendDecision::Reused(KeyReuse::of(stored, request_hash)));
+    }
+    match post(balance, kind, delta) {
+        Ok(after) => Ok(SpendDecision::Post { after }),
+        Err(LedgerError::InsufficientCredits { available, .. }) => {
+            Ok(SpendDecision::Insufficient { available })
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// What a settle charges: the actual cost, capped at the hold plus what is available, and the
 /// ledger amount that settles it (positive returns the unused part of the hold, negative takes
 /// an overrun).
@@ -374,6 +447,62 @@ mod tests {
 
     fn c(h: i64) -> Credits {
         Credits::from_hundredths(h).unwrap()
+    }
+
+    #[test]
+    fn a_spend_decides_its_key_first_then_the_balance() {
+        let spend = |key, balance| {
+            decide_spend(TransactionKind::Consumption, c(500), "h1", key, c(balance))
+        };
+        assert_eq!(spend(None, 700), Ok(SpendDecision::Post { after: c(200) }));
+        assert_eq!(spend(None, 500), Ok(SpendDecision::Post { after: c(0) }));
+        assert_eq!(
+            spend(None, 499),
+            Ok(SpendDecision::Insufficient { available: c(499) })
+        );
+        // A replay answers what the first request did, even with the balance spent since.
+        assert_eq!(
+            spend(Some(Some("h1")), 0),
+            Ok(SpendDecision::Reused(KeyReuse::Replay))
+        );
+        assert_eq!(
+            spend(Some(Some("h2")), 700),
+            Ok(SpendDecision::Reused(KeyReuse::Conflict))
+        );
+        assert_eq!(
+            spend(Some(None), 700),
+            Ok(SpendDecision::Reused(KeyReuse::Conflict))
+        );
+        assert!(matches!(
+            decide_spend(TransactionKind::Consumption, c(0), "h", None, c(10)),
+            Err(LedgerError::WrongSign { .. })
+        ));
+        assert!(matches!(
+            decide_spend(TransactionKind::PurchaseGrant, c(5), "h", None, c(10)),
+            Err(LedgerError::WrongSign { .. })
+        ));
+    }
+
+    proptest! {
+        #[test]
+        fn a_posted_spend_never_overdraws_and_always_takes_the_amount(
+            amount in 1i64..1_000_000,
+            balance in 0i64..2_000_000,
+        ) {
+            let decision =
+                decide_spend(TransactionKind::Consumption, c(amount), "h", None, c(balance));
+            match decision {
+                Ok(SpendDecision::Post { after }) => {
+                    prop_assert!(balance >= amount);
+                    prop_assert_eq!(after.hundredths(), balance - amount);
+                }
+                Ok(SpendDecision::Insufficient { available }) => {
+                    prop_assert!(balance < amount);
+                    prop_assert_eq!(available.hundredths(), balance);
+                }
+                other => prop_assert!(false, "unexpected {:?}", other),
+            }
+        }
     }
 
     #[test]

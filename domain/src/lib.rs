@@ -29,7 +29,7 @@ pub use consumption::{
 };
 pub use credits::{CreditDelta, Credits, CreditsError};
 pub use ids::{IdError, IdempotencyKey, OrderId, PlanId, ReservationId, SubscriptionId, UserId};
-pub use ledger::{GrantLot, LedgerError, TransactionKind};
+pub use ledger::{GrantLot, KeyReuse, LedgerError, SpendDecision, TransactionKind, decide_spend};
 pub use money::{Currency, Money, MoneyError};
 pub use order::{
     AccessEnd, Order, OrderParts, OrderStatus, OrderTransitionError, PlanSnapshot, Transition,

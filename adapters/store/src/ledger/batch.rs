@@ -36,8 +36,8 @@
 use std::collections::{BTreeSet, HashMap};
 
 use application::ports::{ConsumeCommand, CreditTransaction, Replay, StoreError};
-use domain::TransactionKind;
-use domain::ledger::{self, GrantLot, allocate_spend};
+use domain::ledger::{self, GrantLot, KeyReuse, LedgerError, SpendDecision, allocate_spend};
+use domain::{Credits, TransactionKind};
 use sea_orm::{
     ConnectionTrait, DatabaseTransaction, DbBackend, FromQueryResult, QueryResult, Value,
 };
@@ -352,6 +352,8 @@ impl<'a> Run<'a> {
             .collect())
     }
 
+    /// Decide one consumption with the domain's spending rule (`domain::decide_spend`) against
+    /// the run's balance and keys, then draw its lots in the domain's spend order.
     fn decide(&mut self, c: &'a ConsumeCommand) -> Result<Decision, Fail> {
         let Run {
             balances,
@@ -360,55 +362,54 @@ impl<'a> Run<'a> {
             takes,
             fresh,
         } = self;
-        if c.amount.is_zero() {
-            return Ok(Decision::Refused(Err(spend::zero_consumption())));
-        }
         let user = c.user_id.as_str();
         let hash = c.idempotency.request_hash.as_str();
         let key = (user.to_owned(), c.idempotency.key.as_str().to_owned());
-        match seen.get(&key) {
-            Some(Seen::Stored(earlier, stored)) => {
-                return Ok(stored_outcome(earlier, stored, hash));
-            }
-            Some(Seen::Fresh(n, stored)) => {
-                return Ok(if stored == hash {
-                    Decision::ReplayOfFresh(*n)
-                } else {
-                    Decision::Refused(Ok(End::Rollback(Spent::KeyConflict)))
-                });
-            }
-            None => {}
-        }
+        let earlier = seen.get(&key);
+        let key_used = earlier.map(|s| match s {
+            Seen::Stored(_, stored) => stored.as_deref(),
+            Seen::Fresh(_, stored) => Some(stored.as_str()),
+        });
         let balance = balances.entry(user.to_owned()).or_default();
-        let amount = c.amount.hundredths();
-        let Some(before) = balance.hundredths.filter(|b| *b >= amount) else {
-            let available = postings::credits(balance.hundredths.unwrap_or(0))?;
-            return Ok(Decision::Refused(Ok(End::Rollback(Spent::Insufficient {
-                requested: c.amount,
-                available,
-            }))));
-        };
-        // The domain's posting rule must agree with the arithmetic the UPDATE will do.
-        let after = ledger::post(
-            postings::credits(before)?,
+        let before = postings::credits(balance.hundredths.unwrap_or(0))?;
+        let decision = ledger::decide_spend(
             TransactionKind::Consumption,
-            c.amount.as_decrease(),
-        )
-        .map_err(|e| Fail::Store(StoreError::Unexpected(anyhow::anyhow!("{e}"))))?;
+            c.amount,
+            hash,
+            key_used,
+            before,
+        );
+        let after = match (decision, earlier) {
+            (Err(LedgerError::WrongSign { .. }), _) if c.amount.is_zero() => {
+                return Ok(Decision::Refused(Err(spend::zero_consumption())));
+            }
+            (Err(e), _) => {
+                return Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!("{e}"))));
+            }
+            (Ok(SpendDecision::Reused(KeyReuse::Replay)), Some(Seen::Stored(earlier, _))) => {
+                return Ok(Decision::Replay(earlier.clone()));
+            }
+            (Ok(SpendDecision::Reused(KeyReuse::Replay)), Some(Seen::Fresh(n, _))) => {
+                return Ok(Decision::ReplayOfFresh(*n));
+            }
+            (Ok(SpendDecision::Reused(_)), _) => {
+                return Ok(Decision::Refused(Ok(End::Rollback(Spent::KeyConflict))));
+            }
+            (Ok(SpendDecision::Insufficient { available }), _) => {
+                return Ok(Decision::Refused(Ok(End::Rollback(Spent::Insufficient {
+                    requested: c.amount,
+                    available,
+                }))));
+            }
+            (Ok(SpendDecision::Post { after }), _) => after,
+        };
+        let amount = c.amount.hundredths();
         balance.hundredths = Some(after.hundredths());
         balance.debited += amount;
         balance.postings += 1;
         balance.updated_at = c.now.unix_millis();
         if let Some(user_lots) = lots.get_mut(user) {
-            for (id, take) in allocate_spend(user_lots, c.amount) {
-                takes.push((id, take.hundredths()));
-                if let Some(lot) = user_lots.iter_mut().find(|l| l.id == id) {
-                    lot.remaining = lot
-                        .remaining
-                        .checked_sub(take)
-                        .map_err(|_| Fail::Retry("a lot drawn beyond what it holds"))?;
-                }
-            }
+            draw(user_lots, c.amount, takes)?;
         }
         let n = fresh.len();
         fresh.push(Fresh {
@@ -418,6 +419,24 @@ impl<'a> Run<'a> {
         seen.insert(key, Seen::Fresh(n, hash.to_owned()));
         Ok(Decision::Fresh(n))
     }
+}
+
+/// Draw `amount` from a user's lots in the domain's spend order, recording each take.
+fn draw(
+    user_lots: &mut [GrantLot],
+    amount: Credits,
+    takes: &mut Vec<(i64, i64)>,
+) -> Result<(), Fail> {
+    for (id, take) in allocate_spend(user_lots, amount) {
+        takes.push((id, take.hundredths()));
+        if let Some(lot) = user_lots.iter_mut().find(|l| l.id == id) {
+            lot.remaining = lot
+                .remaining
+                .checked_sub(take)
+                .map_err(|_| Fail::Retry("a lot drawn beyond what it holds"))?;
+        }
+    }
+    Ok(())
 }
 
 /// One value of a row set ([`rows`]).
@@ -614,10 +633,9 @@ async fn stored_keys<C: ConnectionTrait>(
 /// A spend whose key is already stored with `stored` (its request hash): a replay of `earlier`
 /// when the request is the same (`hash`), else a key conflict.
 fn stored_outcome(earlier: &CreditTransaction, stored: &Option<String>, hash: &str) -> Decision {
-    if stored.as_deref() == Some(hash) {
-        Decision::Replay(earlier.clone())
-    } else {
-        Decision::Refused(Ok(End::Rollback(Spent::KeyConflict)))
+    match KeyReuse::of(stored.as_deref(), hash) {
+        KeyReuse::Replay => Decision::Replay(earlier.clone()),
+        KeyReuse::Conflict => Decision::Refused(Ok(End::Rollback(Spent::KeyConflict))),
     }
 }
 

@@ -8,7 +8,7 @@ use application::ports::{
     Replay, Reservation, ReservationStatus, ReserveCommand, StoreError, UsageContext,
 };
 use domain::ledger::settle as settlement;
-use domain::{Credits, ReservationId, Timestamp, TransactionKind, UserId};
+use domain::{Credits, KeyReuse, ReservationId, Timestamp, TransactionKind, UserId};
 use sea_orm::{DatabaseTransaction, FromQueryResult};
 
 use super::Spent;
@@ -50,11 +50,9 @@ pub(crate) async fn reserve(
     let by_key = "user_id = $1 AND idempotency_key = $2";
     let values = vec![c.user_id.as_str().into(), c.idempotency.key.as_str().into()];
     if let Some(row) = find(tx, by_key, values).await? {
-        let same = row.request_hash == c.idempotency.request_hash;
-        let seen = if same {
-            Spent::Done((row.into_domain()?, Replay::Replayed))
-        } else {
-            Spent::KeyConflict
+        let seen = match KeyReuse::of(Some(&row.request_hash), &c.idempotency.request_hash) {
+            KeyReuse::Replay => Spent::Done((row.into_domain()?, Replay::Replayed)),
+            KeyReuse::Conflict => Spent::KeyConflict,
         };
         return Ok(End::Rollback(seen));
     }

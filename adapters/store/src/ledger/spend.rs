@@ -4,7 +4,7 @@ use application::ports::{
     AdjustCommand, ConsumeCommand, CreditTransaction, GrantSource, LedgerEffect, Replay,
     StoreError, UsageContext,
 };
-use domain::{Credits, TransactionKind};
+use domain::{Credits, KeyReuse, SpendDecision, TransactionKind, decide_spend};
 use sea_orm::DatabaseTransaction;
 
 use super::Spent;
@@ -44,11 +44,32 @@ pub(crate) async fn consume(
             if let Some(seen) = replay(tx, c).await? {
                 return Ok(End::Rollback(seen));
             }
-            Ok(End::Rollback(Spent::Insufficient {
-                requested: c.amount,
-                available,
-            }))
+            refused(c, available)
         }
+    }
+}
+
+/// A consumption the conditional decrement refused, decided by the domain's spending rule
+/// (the same `decide_spend` the grouped path takes) on the balance read after it: insufficient,
+/// or - when a grant committed between the decrement and the read - tried again.
+fn refused(
+    c: &ConsumeCommand,
+    available: Credits,
+) -> Result<End<Spent<(CreditTransaction, Replay)>>, Fail> {
+    let hash = c.idempotency.request_hash.as_str();
+    match decide_spend(
+        TransactionKind::Consumption,
+        c.amount,
+        hash,
+        None,
+        available,
+    ) {
+        Ok(SpendDecision::Insufficient { available }) => Ok(End::Rollback(Spent::Insufficient {
+            requested: c.amount,
+            available,
+        })),
+        Ok(_) => Err(Fail::Retry("the balance grew while the spend was refused")),
+        Err(e) => Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!("{e}")))),
     }
 }
 
@@ -67,10 +88,9 @@ async fn replay(
     let found =
         postings::keyed_transaction(tx, &c.user_id, TransactionKind::Consumption, key).await?;
     Ok(found.map(|(earlier, hash)| {
-        if hash.as_deref() == Some(c.idempotency.request_hash.as_str()) {
-            Spent::Done((earlier, Replay::Replayed))
-        } else {
-            Spent::KeyConflict
+        match KeyReuse::of(hash.as_deref(), &c.idempotency.request_hash) {
+            KeyReuse::Replay => Spent::Done((earlier, Replay::Replayed)),
+            KeyReuse::Conflict => Spent::KeyConflict,
         }
     }))
 }
@@ -101,10 +121,9 @@ pub(crate) async fn adjust(
     )
     .await?;
     if let Some((_, earlier)) = found {
-        let seen = if earlier.as_deref() == Some(hash.as_str()) {
-            Spent::Done(LedgerEffect::Nothing)
-        } else {
-            Spent::KeyConflict
+        let seen = match KeyReuse::of(earlier.as_deref(), &hash) {
+            KeyReuse::Replay => Spent::Done(LedgerEffect::Nothing),
+            KeyReuse::Conflict => Spent::KeyConflict,
         };
         return Ok(End::Rollback(seen));
     }
