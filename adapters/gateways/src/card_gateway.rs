@@ -33,6 +33,8 @@ use serde::Deserialize;
 
 use crate::shared::http::{HttpReply, HttpSettings, ProviderHttp};
 use crate::shared::signing::unhex;
+use crate::shared::time::from_unix_seconds;
+use crate::shared::wire::clip;
 use crate::shared::{ConfigError, GatewayContext};
 use crate::webhook::{self, SignedParts, Verifier, WebhookScheme};
 use transformers::{
@@ -52,8 +54,8 @@ const FORM: &str = "application/x-www-form-urlencoded";
 /// The most comma-separated items read from a signature header (a bound on parsing work).
 const MAX_HEADER_ITEMS: usize = 32;
 
-/// `[providers.card_gateway]` in `tally.toml`.
-#[derive(Clone, Deserialize)]
+/// `[providers.card_gateway]` in `tally.toml`. `Debug` shows the secrets as `[REDACTED]`.
+#[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CardGatewaySettings {
     /// `secretKey`: `sk_test_…`/`sk_live_…` (or a restricted `rk_…` key). Required.
@@ -88,23 +90,8 @@ impl CardGatewaySettings {
     /// Where the API is and how long to wait for it.
     #[must_use]
     pub fn http(&self) -> HttpSettings {
-        let mut http = HttpSettings::new(self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL));
-        if let Some(timeout_ms) = self.timeout_ms {
-            http.timeout_ms = timeout_ms;
-        }
-        http
-    }
-}
-
-impl std::fmt::Debug for CardGatewaySettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CardGatewaySettings")
-            .field("secret_key", &"[redacted]")
-            .field("webhook_secret", &"[redacted]")
-            .field("base_url", &self.base_url)
-            .field("timeout_ms", &self.timeout_ms)
-            .field("account_id", &self.account_id)
-            .finish()
+        let base_url = self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
+        HttpSettings::with_timeout(base_url, self.timeout_ms)
     }
 }
 
@@ -149,14 +136,16 @@ impl CardGatewayGateway {
     ) -> Result<Self, ConfigError> {
         let key = settings.secret_key.expose_secret();
         if !(key.starts_with("sk_") || key.starts_with("rk_")) || key.len() < 8 {
-            return Err(config_error(
+            return Err(ConfigError::new(
+                PROVIDER,
                 "secretKey",
                 "must be a Stripe secret key (sk_… or rk_…)",
             ));
         }
         let secret = settings.webhook_secret.expose_secret();
         if !secret.starts_with("whsec_") || secret.len() <= "whsec_".len() {
-            return Err(config_error(
+            return Err(ConfigError::new(
+                PROVIDER,
                 "webhookSecret",
                 "must be the endpoint's signing secret (whsec_…)",
             ));
@@ -165,14 +154,15 @@ impl CardGatewayGateway {
             None | Some("") => None,
             Some(id) if id.starts_with("acct_") && path_id(id).is_ok() => Some(id.to_owned()),
             Some(_) => {
-                return Err(config_error(
+                return Err(ConfigError::new(
+                    PROVIDER,
                     "accountId",
                     "must be a connected account id (acct_…)",
                 ));
             }
         };
         Ok(Self {
-            http: context.http,
+            http: context.http.for_provider(ProviderId::CardGateway),
             clock: context.clock,
             sandbox: context.sandbox,
             livemode: is_live_key(key),
@@ -198,7 +188,7 @@ impl CardGatewayGateway {
             (Some(theirs), Some(ours)) if theirs == ours => None,
             (Some(theirs), _) => Some(format!(
                 "an event of connected account {}, not of this account",
-                theirs.chars().take(64).collect::<String>()
+                clip(theirs, 64)
             )),
             (None, Some(ours)) => Some(format!(
                 "an event of the platform account, not of connected account {ours}"
@@ -214,8 +204,7 @@ impl CardGatewayGateway {
     ) -> Result<HttpReply, GatewayError> {
         let mut request = self
             .http
-            .client()
-            .post(self.http.url(path))
+            .post(path)
             .bearer_auth(self.secret_key.expose_secret())
             .header(CONTENT_TYPE, FORM)
             .body(transformers::encode_form(fields)?);
@@ -367,14 +356,6 @@ fn looked_up<T>(result: Result<T, GatewayError>, what: &str) -> Result<Option<T>
     }
 }
 
-fn config_error(field: &'static str, problem: &str) -> ConfigError {
-    ConfigError {
-        provider: PROVIDER,
-        field,
-        problem: problem.to_owned(),
-    }
-}
-
 #[async_trait]
 impl PaymentGateway for CardGatewayGateway {
     fn provider(&self) -> ProviderId {
@@ -414,8 +395,7 @@ impl PaymentGateway for CardGatewayGateway {
         let path = format!("/v1/checkout/sessions/{}", path_id(reference)?);
         let request = self
             .http
-            .client()
-            .get(self.http.url(&path))
+            .get(&path)
             .bearer_auth(self.secret_key.expose_secret());
         let session: CheckoutSession = transformers::read(self.http.send(request).await?)?;
         session.payment_status(self.clock.now())
@@ -463,11 +443,8 @@ impl PaymentGateway for CardGatewayGateway {
         let now = self.clock.now();
         let parts = webhook::verify(&scheme, request, now)?;
         // stripe-python: `timestamp < time.time() - tolerance` is too old; no upper bound.
-        let t_ms = parts
-            .timestamp_s
-            .ok_or(WebhookError::MissingSignature)?
-            .saturating_mul(1000);
-        if t_ms < now.unix_millis().saturating_sub(TOLERANCE_S * 1000) {
+        let signed_at = from_unix_seconds(parts.timestamp_s.ok_or(WebhookError::MissingSignature)?);
+        if signed_at.unix_millis() < now.unix_millis().saturating_sub(TOLERANCE_S * 1000) {
             return Err(WebhookError::Stale);
         }
         let event = transformers::parse_event(&request.body)?;

@@ -2,10 +2,12 @@
 //! protocol behind the narrow [`application::ports::PaymentGateway`] port.
 //!
 //! Layout (hyperswitch's shape): `<provider>.rs` implements the port; `<provider>/transformers.rs`
-//! holds the wire structs, amount conversion and the provider status enum with its exhaustive
-//! mapping into ours (unknown = pending). [`webhook`] is the fixed verification pipeline every
-//! provider goes through; [`shared`] has the HTTP client (explicit timeouts, bounded bodies) and
-//! the signing primitives. Each provider is a cargo feature, all on by default.
+//! holds the wire structs, the provider's own amount and time rules and its status enum with its
+//! exhaustive mapping into ours (unknown = pending). [`webhook`] is the fixed verification
+//! pipeline every provider goes through; [`shared`] has what every provider uses: the HTTP client
+//! (explicit timeouts, bounded bodies, one log line per provider call), the signing primitives,
+//! money and time conversions, configuration errors and id checks. A provider module keeps only
+//! what differs. Each provider is a cargo feature, all on by default.
 //!
 //! | id | protocol |
 //! |---|---|

@@ -30,8 +30,11 @@ use domain::{Duration, PlanType, ProviderId};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
+use crate::shared::http::{default_connect_timeout_ms, default_timeout_ms};
 use crate::shared::signing::{unb64, unhex};
+use crate::shared::wire::{clip, is_web_url, path_id};
 use crate::shared::{ConfigError, GatewayContext, HttpSettings, ProviderHttp};
+use crate::webhook::standard::{self, ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use crate::webhook::{self, SignedParts, Verifier, WebhookScheme};
 use serde_json::Value;
 use transformers::{
@@ -53,11 +56,9 @@ const MAX_SIGNATURE_ENTRIES: usize = 16;
 /// The most ids an event may need read from Creem's API.
 const MAX_LOOKUPS: usize = 3;
 const PROVIDER: &str = "mor_a";
-const DEFAULT_TIMEOUT_MS: u64 = 10_000;
-const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 3_000;
 
-/// `[providers.mor_a]` in `tally.toml`.
-#[derive(Clone, Deserialize)]
+/// `[providers.mor_a]` in `tally.toml`. `Debug` shows the secrets as `[REDACTED]`.
+#[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MorASettings {
     /// `apiKey`: the API key (`creem_…`, or `creem_test_…` in test mode).
@@ -78,14 +79,6 @@ pub struct MorASettings {
     pub connect_timeout_ms: u64,
 }
 
-const fn default_timeout_ms() -> u64 {
-    DEFAULT_TIMEOUT_MS
-}
-
-const fn default_connect_timeout_ms() -> u64 {
-    DEFAULT_CONNECT_TIMEOUT_MS
-}
-
 impl MorASettings {
     /// Settings with the default host and timeouts.
     #[must_use]
@@ -95,8 +88,8 @@ impl MorASettings {
             webhook_secret: SecretString::from(webhook_secret.into()),
             test_mode: false,
             base_url: None,
-            timeout_ms: DEFAULT_TIMEOUT_MS,
-            connect_timeout_ms: DEFAULT_CONNECT_TIMEOUT_MS,
+            timeout_ms: default_timeout_ms(),
+            connect_timeout_ms: default_connect_timeout_ms(),
         }
     }
 
@@ -118,19 +111,6 @@ impl MorASettings {
             timeout_ms: self.timeout_ms,
             connect_timeout_ms: self.connect_timeout_ms,
         }
-    }
-}
-
-impl std::fmt::Debug for MorASettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MorASettings")
-            .field("api_key", &"[redacted]")
-            .field("webhook_secret", &"[redacted]")
-            .field("test_mode", &self.test_mode)
-            .field("base_url", &self.base_url)
-            .field("timeout_ms", &self.timeout_ms)
-            .field("connect_timeout_ms", &self.connect_timeout_ms)
-            .finish()
     }
 }
 
@@ -156,14 +136,6 @@ impl std::fmt::Debug for MorAGateway {
     }
 }
 
-fn config_error(field: &'static str, problem: &str) -> ConfigError {
-    ConfigError {
-        provider: PROVIDER,
-        field,
-        problem: problem.to_owned(),
-    }
-}
-
 impl MorAGateway {
     /// A gateway for `settings`.
     ///
@@ -173,35 +145,43 @@ impl MorAGateway {
     pub fn new(settings: &MorASettings, context: GatewayContext) -> Result<Self, ConfigError> {
         let api_key = settings.api_key.expose_secret().trim();
         if api_key.is_empty() || !api_key.chars().all(|c| c.is_ascii_graphic()) {
-            return Err(config_error(
+            return Err(ConfigError::new(
+                PROVIDER,
                 "apiKey",
                 "must be a non-empty key without spaces",
             ));
         }
         if api_key.starts_with("creem_test_") && settings.base_url.is_none() && !settings.test_mode
         {
-            return Err(config_error(
+            return Err(ConfigError::new(
+                PROVIDER,
                 "apiKey",
                 "is a test-mode key; set testMode = true",
             ));
         }
         if settings.webhook_secret.expose_secret().is_empty() {
-            return Err(config_error("webhookSecret", "must not be empty"));
+            return Err(ConfigError::new(
+                PROVIDER,
+                "webhookSecret",
+                "must not be empty",
+            ));
         }
         let base_url = settings.base_url();
-        if !(base_url.starts_with("https://") || base_url.starts_with("http://")) {
-            return Err(config_error("baseUrl", "must be an http(s) URL"));
+        if !is_web_url(&base_url) {
+            return Err(ConfigError::new(
+                PROVIDER,
+                "baseUrl",
+                "must be an http(s) URL",
+            ));
         }
         let secret = settings.webhook_secret.expose_secret();
-        let standard = unb64(secret.strip_prefix("whsec_").unwrap_or(secret))
-            .filter(|key| !key.is_empty())
-            .map(|key| StandardWebhooks { key });
+        let standard = standard::key(secret).map(|key| StandardWebhooks { key });
         let test_mode = context.sandbox
             || settings.test_mode
             || api_key.starts_with("creem_test_")
             || !api_key.starts_with("creem_");
         Ok(Self {
-            http: context.http,
+            http: context.http.for_provider(ProviderId::MorA),
             clock: context.clock,
             sandbox: context.sandbox,
             api_key: SecretString::from(api_key.to_owned()),
@@ -233,9 +213,7 @@ impl MorAGateway {
     /// `GET {path}?{name}={id}`: one of Creem's retrieve calls, as JSON.
     async fn retrieve(&self, path: &str, name: &str, id: &str) -> Result<Value, GatewayError> {
         let id = path_segment(id)?;
-        let call = self
-            .authorized(self.http.client().get(self.http.url(path)))
-            .query(&[(name, id)]);
+        let call = self.authorized(self.http.get(path)).query(&[(name, id)]);
         let reply = self.http.send(call).await?;
         if reply.status == 429 {
             return Err(GatewayError::Unreachable("HTTP 429".into()));
@@ -346,10 +324,6 @@ impl WebhookScheme for CreemSignature {
     }
 }
 
-const ID_HEADER: &str = "webhook-id";
-const TIMESTAMP_HEADER: &str = "webhook-timestamp";
-const SIGNATURE_HEADER: &str = "webhook-signature";
-
 /// Standard Webhooks, as Creem's SDK checks them with the `standardwebhooks` library:
 /// `webhook-signature` holds space-separated `v1,<base64>` entries over
 /// `{webhook-id}.{webhook-timestamp}.{raw body}`, keyed with the secret's base64 part.
@@ -400,9 +374,7 @@ impl WebhookScheme for StandardWebhooks {
             .extra(ID_HEADER)
             .ok_or(WebhookError::MissingSignature)?;
         let timestamp = parts.timestamp_s.ok_or(WebhookError::MissingSignature)?;
-        let mut message = format!("{id}.{timestamp}.").into_bytes();
-        message.extend_from_slice(&request.body);
-        Ok(message)
+        Ok(standard::message(id, timestamp, &request.body))
     }
 
     fn verifier(&self) -> Verifier<'_> {
@@ -417,16 +389,8 @@ impl WebhookScheme for StandardWebhooks {
 
 /// A Creem id safe to put in a URL path or query.
 fn path_segment(id: &str) -> Result<&str, GatewayError> {
-    let ok = !id.is_empty()
-        && id.chars().count() <= MAX_SUBSCRIPTION_ID_CHARS
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if ok {
-        Ok(id)
-    } else {
-        Err(GatewayError::Rejected("not a creem id".into()))
-    }
+    path_id(id, MAX_SUBSCRIPTION_ID_CHARS, &['_', '-'])
+        .ok_or_else(|| GatewayError::Rejected("not a creem id".into()))
 }
 
 #[async_trait]
@@ -441,12 +405,12 @@ impl PaymentGateway for MorAGateway {
 
     async fn create_checkout(&self, request: &CheckoutRequest) -> Result<Checkout, GatewayError> {
         let body = self.checkout_body(request)?;
-        let call = self.authorized(self.http.client().post(self.http.url("/v1/checkouts")));
+        let call = self.authorized(self.http.post("/v1/checkouts"));
         let reply = self.http.send(call.json(&body)).await?.success()?;
         let checkout: CheckoutEntity = reply.json()?;
         let url = checkout
             .checkout_url
-            .filter(|u| u.starts_with("https://") || u.starts_with("http://"))
+            .filter(|u| is_web_url(u))
             .ok_or_else(|| GatewayError::BadResponse("checkout without a checkout_url".into()))?;
         Ok(Checkout {
             provider_reference: Some(checkout.id),
@@ -460,7 +424,7 @@ impl PaymentGateway for MorAGateway {
             return Err(GatewayError::NotSupported);
         };
         let call = self
-            .authorized(self.http.client().get(self.http.url("/v1/checkouts")))
+            .authorized(self.http.get("/v1/checkouts"))
             .query(&[("checkout_id", checkout_id)]);
         let reply = self.http.send(call).await?.success()?;
         let checkout: CheckoutEntity = reply.json()?;
@@ -477,9 +441,8 @@ impl PaymentGateway for MorAGateway {
         provider_subscription_id: &str,
     ) -> Result<(), GatewayError> {
         let id = path_segment(provider_subscription_id)?;
-        let url = self.http.url(&format!("/v1/subscriptions/{id}/cancel"));
         let call = self
-            .authorized(self.http.client().post(url))
+            .authorized(self.http.post(&format!("/v1/subscriptions/{id}/cancel")))
             .json(&CancelSubscription::at_period_end());
         self.http.send(call).await?.success()?;
         Ok(())
@@ -496,13 +459,13 @@ impl PaymentGateway for MorAGateway {
         let mut envelope = transformers::envelope_value(&request.body)?;
         if let Some(why) = transformers::foreign_mode(&envelope, self.test_mode) {
             let text = |key: &str| {
-                envelope
-                    .get(key)
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .chars()
-                    .take(200)
-                    .collect::<String>()
+                clip(
+                    envelope
+                        .get(key)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default(),
+                    200,
+                )
             };
             let (event_id, event_type) = (text("id"), text("eventType"));
             if event_id.is_empty() {

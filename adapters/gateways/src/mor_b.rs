@@ -40,6 +40,7 @@ use serde::Deserialize;
 use crate::shared::http::{HttpReply, HttpSettings, ProviderHttp};
 use crate::shared::signing::unb64;
 use crate::shared::{ConfigError, GatewayContext};
+use crate::webhook::standard::{self, ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use crate::webhook::{self, SignedParts, Verifier, WebhookScheme};
 use transformers::{Meaning, Payment, PaymentList, RefundPlan, path_id};
 
@@ -50,12 +51,11 @@ pub const TEST_BASE_URL: &str = "https://test.dodopayments.com";
 /// How far `webhook-timestamp` may be from now (the Standard Webhooks libraries' default).
 pub const TOLERANCE_S: i64 = 300;
 const PROVIDER: &str = "mor_b";
-const SECRET_PREFIX: &str = "whsec_";
 /// The most space-separated entries read from `webhook-signature` (a bound on parsing work).
 const MAX_HEADER_ITEMS: usize = 32;
 
-/// `[providers.mor_b]` in `tally.toml`.
-#[derive(Clone, Deserialize)]
+/// `[providers.mor_b]` in `tally.toml`. `Debug` shows the secrets as `[REDACTED]`.
+#[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MorBSettings {
     /// `apiKey`: the API key of the live or test-mode account. Required.
@@ -99,24 +99,7 @@ impl MorBSettings {
         } else {
             LIVE_BASE_URL
         };
-        let mut http = HttpSettings::new(self.base_url.as_deref().unwrap_or(default));
-        if let Some(timeout_ms) = self.timeout_ms {
-            http.timeout_ms = timeout_ms;
-        }
-        http
-    }
-}
-
-impl std::fmt::Debug for MorBSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MorBSettings")
-            .field("api_key", &"[redacted]")
-            .field("webhook_secret", &"[redacted]")
-            .field("test_mode", &self.test_mode)
-            .field("base_url", &self.base_url)
-            .field("timeout_ms", &self.timeout_ms)
-            .field("business_id", &self.business_id)
-            .finish()
+        HttpSettings::with_timeout(self.base_url.as_deref().unwrap_or(default), self.timeout_ms)
     }
 }
 
@@ -139,11 +122,6 @@ impl std::fmt::Debug for MorBGateway {
     }
 }
 
-/// The HMAC key of a Standard Webhooks secret: base64 after an optional `whsec_`.
-fn webhook_key(secret: &str) -> Option<Vec<u8>> {
-    unb64(secret.strip_prefix(SECRET_PREFIX).unwrap_or(secret)).filter(|key| !key.is_empty())
-}
-
 impl MorBGateway {
     /// A gateway for `settings`, talking through `context.http`.
     ///
@@ -152,21 +130,26 @@ impl MorBGateway {
     /// that is not an id.
     pub fn new(settings: &MorBSettings, context: GatewayContext) -> Result<Self, ConfigError> {
         if settings.api_key.expose_secret().trim().is_empty() {
-            return Err(config_error("apiKey", "must not be empty"));
+            return Err(ConfigError::new(PROVIDER, "apiKey", "must not be empty"));
         }
         if let Some(business_id) = &settings.business_id
             && path_id(business_id).is_err()
         {
-            return Err(config_error("businessId", "must be an id such as bus_…"));
+            return Err(ConfigError::new(
+                PROVIDER,
+                "businessId",
+                "must be an id such as bus_…",
+            ));
         }
-        let key = webhook_key(settings.webhook_secret.expose_secret()).ok_or_else(|| {
-            config_error(
+        let key = standard::key(settings.webhook_secret.expose_secret()).ok_or_else(|| {
+            ConfigError::new(
+                PROVIDER,
                 "webhookSecret",
                 "must be the endpoint's signing secret (whsec_ and base64)",
             )
         })?;
         Ok(Self {
-            http: context.http,
+            http: context.http.for_provider(ProviderId::MorB),
             clock: context.clock,
             sandbox: context.sandbox,
             api_key: settings.api_key.clone(),
@@ -178,8 +161,7 @@ impl MorBGateway {
     async fn get(&self, path: &str) -> Result<HttpReply, GatewayError> {
         let request = self
             .http
-            .client()
-            .get(self.http.url(path))
+            .get(path)
             .bearer_auth(self.api_key.expose_secret());
         self.http.send(request).await
     }
@@ -215,8 +197,7 @@ impl MorBGateway {
         let query = transformers::period_payments_query(&subscription.subscription_id, period);
         let request = self
             .http
-            .client()
-            .get(self.http.url("/payments"))
+            .get("/payments")
             .query(&query)
             .bearer_auth(self.api_key.expose_secret());
         let unreadable =
@@ -224,14 +205,6 @@ impl MorBGateway {
         let reply = self.http.send(request).await.map_err(unreadable)?;
         let payments: PaymentList = transformers::read(reply).map_err(unreadable)?;
         transformers::subscription_event(change, subscription, &payments.items, at)
-    }
-}
-
-fn config_error(field: &'static str, problem: &str) -> ConfigError {
-    ConfigError {
-        provider: PROVIDER,
-        field,
-        problem: problem.to_owned(),
     }
 }
 
@@ -251,8 +224,7 @@ impl PaymentGateway for MorBGateway {
         let body = transformers::checkout_request(request, notify_url)?;
         let http_request = self
             .http
-            .client()
-            .post(self.http.url("/checkouts"))
+            .post("/checkouts")
             .bearer_auth(self.api_key.expose_secret())
             .json(&body);
         let session: transformers::CheckoutSessionResponse =
@@ -313,8 +285,7 @@ impl PaymentGateway for MorBGateway {
         };
         let http_request = self
             .http
-            .client()
-            .post(self.http.url("/refunds"))
+            .post("/refunds")
             .bearer_auth(self.api_key.expose_secret())
             .json(&body);
         let refund: transformers::Refund = transformers::read(self.http.send(http_request).await?)?;
@@ -328,8 +299,7 @@ impl PaymentGateway for MorBGateway {
         let path = format!("/subscriptions/{}", path_id(provider_subscription_id)?);
         let request = self
             .http
-            .client()
-            .patch(self.http.url(&path))
+            .request(reqwest::Method::PATCH, &path)
             .bearer_auth(self.api_key.expose_secret())
             .json(&transformers::cancel_at_period_end_body());
         let _: transformers::Subscription = transformers::read(self.http.send(request).await?)?;
@@ -396,10 +366,6 @@ impl PaymentGateway for MorBGateway {
     }
 }
 
-const ID_HEADER: &str = "webhook-id";
-const TIMESTAMP_HEADER: &str = "webhook-timestamp";
-const SIGNATURE_HEADER: &str = "webhook-signature";
-
 /// Standard Webhooks: `v1,<base64>` entries over `{webhook-id}.{webhook-timestamp}.{body}`.
 struct StandardWebhooks<'a> {
     key: &'a [u8],
@@ -447,9 +413,7 @@ impl WebhookScheme for StandardWebhooks<'_> {
             .extra(ID_HEADER)
             .ok_or(WebhookError::MissingSignature)?;
         let timestamp = parts.timestamp_s.ok_or(WebhookError::MissingSignature)?;
-        let mut message = format!("{id}.{timestamp}.").into_bytes();
-        message.extend_from_slice(&request.body);
-        Ok(message)
+        Ok(standard::message(id, timestamp, &request.body))
     }
 
     fn verifier(&self) -> Verifier<'_> {

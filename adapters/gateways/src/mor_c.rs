@@ -44,7 +44,10 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
 use crate::shared::http::HttpReply;
+use crate::shared::http::{default_connect_timeout_ms, default_timeout_ms};
 use crate::shared::signing::{self, PrivateKey, PublicKey, b64, rsa_sha256_sign, unb64};
+use crate::shared::time::unix_seconds;
+use crate::shared::wire::{is_web_url, path_id};
 use crate::shared::{ConfigError, GatewayContext, HttpSettings, ProviderHttp};
 use crate::webhook::{self, SignedParts, Verifier, WebhookScheme};
 use transformers::{
@@ -77,8 +80,6 @@ const TAX_CATEGORIES: [&str; 7] = [
 ];
 const MAX_ID_CHARS: usize = 128;
 const PROVIDER: &str = "mor_c";
-const DEFAULT_TIMEOUT_MS: u64 = 10_000;
-const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 3_000;
 
 /// Pancake's environment, as webhooks name it in `mode` (the SDK's `"test" | "prod"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -101,8 +102,8 @@ impl PancakeMode {
     }
 }
 
-/// `[providers.mor_c]` in `tally.toml`.
-#[derive(Clone, Deserialize)]
+/// `[providers.mor_c]` in `tally.toml`. `Debug` shows the private key as `[REDACTED]`.
+#[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MorCSettings {
     /// `merchantId`: `MER_…`, sent as `X-Merchant-Id`.
@@ -135,14 +136,6 @@ fn default_tax_category() -> String {
     "saas".to_owned()
 }
 
-const fn default_timeout_ms() -> u64 {
-    DEFAULT_TIMEOUT_MS
-}
-
-const fn default_connect_timeout_ms() -> u64 {
-    DEFAULT_CONNECT_TIMEOUT_MS
-}
-
 impl MorCSettings {
     /// Settings with the default host, tax category and timeouts.
     #[must_use]
@@ -161,8 +154,8 @@ impl MorCSettings {
             mode,
             tax_category: default_tax_category(),
             base_url: None,
-            timeout_ms: DEFAULT_TIMEOUT_MS,
-            connect_timeout_ms: DEFAULT_CONNECT_TIMEOUT_MS,
+            timeout_ms: default_timeout_ms(),
+            connect_timeout_ms: default_connect_timeout_ms(),
         }
     }
 
@@ -184,22 +177,6 @@ impl MorCSettings {
             timeout_ms: self.timeout_ms,
             connect_timeout_ms: self.connect_timeout_ms,
         }
-    }
-}
-
-impl std::fmt::Debug for MorCSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MorCSettings")
-            .field("merchant_id", &self.merchant_id)
-            .field("private_key", &"[redacted]")
-            .field("webhook_public_key", &"[public key]")
-            .field("store_id", &self.store_id)
-            .field("mode", &self.mode)
-            .field("tax_category", &self.tax_category)
-            .field("base_url", &self.base_url)
-            .field("timeout_ms", &self.timeout_ms)
-            .field("connect_timeout_ms", &self.connect_timeout_ms)
-            .finish()
     }
 }
 
@@ -226,21 +203,9 @@ impl std::fmt::Debug for MorCGateway {
     }
 }
 
-fn config_error(field: &'static str, problem: &str) -> ConfigError {
-    ConfigError {
-        provider: PROVIDER,
-        field,
-        problem: problem.to_owned(),
-    }
-}
-
 /// A short printable id (merchant, store, order) safe for a header or a JSON field.
 fn plain_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.chars().count() <= MAX_ID_CHARS
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    path_id(id, MAX_ID_CHARS, &['_', '-']).is_some()
 }
 
 impl MorCGateway {
@@ -251,36 +216,51 @@ impl MorCGateway {
     /// URL that is not HTTP(S); the error names the setting, never a key.
     pub fn new(settings: &MorCSettings, context: GatewayContext) -> Result<Self, ConfigError> {
         if !plain_id(&settings.merchant_id) {
-            return Err(config_error("merchantId", "must be an id such as MER_…"));
+            return Err(ConfigError::new(
+                PROVIDER,
+                "merchantId",
+                "must be an id such as MER_…",
+            ));
         }
         if !plain_id(&settings.store_id) {
-            return Err(config_error("storeId", "must be an id such as STO_…"));
+            return Err(ConfigError::new(
+                PROVIDER,
+                "storeId",
+                "must be an id such as STO_…",
+            ));
         }
         let private_key =
             signing::private_key(settings.private_key.expose_secret()).map_err(|_| {
-                config_error(
+                ConfigError::new(
+                    PROVIDER,
                     "privateKey",
                     "is not an RSA private key (PEM or base64 DER)",
                 )
             })?;
         let public_key = signing::public_key(&settings.webhook_public_key).map_err(|_| {
-            config_error(
+            ConfigError::new(
+                PROVIDER,
                 "webhookPublicKey",
                 "is not an RSA public key (PEM or base64 DER)",
             )
         })?;
         if !TAX_CATEGORIES.contains(&settings.tax_category.as_str()) {
-            return Err(config_error(
+            return Err(ConfigError::new(
+                PROVIDER,
                 "taxCategory",
                 "must be one of Pancake's tax categories, such as saas",
             ));
         }
         let base_url = settings.base_url();
-        if !(base_url.starts_with("https://") || base_url.starts_with("http://")) {
-            return Err(config_error("baseUrl", "must be an http(s) URL"));
+        if !is_web_url(&base_url) {
+            return Err(ConfigError::new(
+                PROVIDER,
+                "baseUrl",
+                "must be an http(s) URL",
+            ));
         }
         Ok(Self {
-            http: context.http,
+            http: context.http.for_provider(ProviderId::MorC),
             clock: context.clock,
             sandbox: context.sandbox,
             merchant_id: settings.merchant_id.clone(),
@@ -294,13 +274,12 @@ impl MorCGateway {
 
     /// `POST` `body` to `path`, signed.
     async fn signed_post(&self, path: &str, body: Vec<u8>) -> Result<HttpReply, GatewayError> {
-        let timestamp_s = self.clock.now().unix_millis().div_euclid(1000);
+        let timestamp_s = unix_seconds(self.clock.now());
         let canonical = transformers::canonical_request("POST", path, timestamp_s, &body);
         let signature = b64(&rsa_sha256_sign(&self.private_key, canonical.as_bytes()));
         let call = self
             .http
-            .client()
-            .post(self.http.url(path))
+            .post(path)
             .header("content-type", "application/json")
             .header("accept", "application/json")
             .header("x-merchant-id", &self.merchant_id)
@@ -435,9 +414,7 @@ impl PaymentGateway for MorCGateway {
         let body = encode(&self.session_body(request)?)?;
         let reply = self.signed_post(CREATE_SESSION_PATH, body).await?;
         let session = reply.json::<Envelope<SessionCreated>>()?.into_data()?;
-        if !(session.checkout_url.starts_with("https://")
-            || session.checkout_url.starts_with("http://"))
-        {
+        if !is_web_url(&session.checkout_url) {
             return Err(GatewayError::BadResponse(
                 "checkout url is not http(s)".into(),
             ));

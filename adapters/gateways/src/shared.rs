@@ -1,13 +1,22 @@
-//! What every gateway shares: the HTTP client, signing primitives, and its context.
+//! What every gateway shares: the HTTP client (which logs each provider call), signing
+//! primitives, conversions of money and time to and from wire formats, the renewal charge
+//! heuristic, small wire-text helpers, and the gateway's context. A provider module keeps only
+//! what differs.
 
 pub mod http;
+pub mod money;
+pub mod period;
+pub mod secret;
 pub mod signing;
+pub mod time;
+pub mod wire;
 
 use std::sync::Arc;
 
 use application::ports::Clock;
 
 pub use http::{HttpSettings, ProviderHttp};
+pub use secret::Secret;
 
 /// Install the process-wide TLS crypto provider (ring) once, before the first HTTPS client.
 /// Safe to call more than once.
@@ -28,6 +37,34 @@ pub struct ConfigError {
     pub problem: String,
 }
 
+impl ConfigError {
+    /// `provider`'s setting `field` cannot be used, because of `problem` (never the value).
+    #[must_use]
+    pub fn new(provider: &'static str, field: &'static str, problem: impl Into<String>) -> Self {
+        Self {
+            provider,
+            field,
+            problem: problem.into(),
+        }
+    }
+
+    /// `value`, trimmed, when it is not empty; else `field` "is required".
+    ///
+    /// # Errors
+    /// An empty or blank `value`.
+    pub fn required(
+        provider: &'static str,
+        field: &'static str,
+        value: &str,
+    ) -> Result<String, Self> {
+        let value = value.trim();
+        if value.is_empty() {
+            return Err(Self::new(provider, field, "is required"));
+        }
+        Ok(value.to_owned())
+    }
+}
+
 /// What a gateway needs besides its own settings.
 #[derive(Clone)]
 pub struct GatewayContext {
@@ -37,6 +74,17 @@ pub struct GatewayContext {
     pub clock: Arc<dyn Clock>,
     /// Whether the base URL is the local sandbox.
     pub sandbox: bool,
+}
+
+impl GatewayContext {
+    /// The same context, its HTTP calls logged as `provider`'s.
+    #[must_use]
+    pub fn for_provider(self, provider: domain::ProviderId) -> Self {
+        Self {
+            http: self.http.for_provider(provider),
+            ..self
+        }
+    }
 }
 
 impl std::fmt::Debug for GatewayContext {

@@ -30,7 +30,6 @@ use application::ports::{
 };
 use async_trait::async_trait;
 use domain::{Money, OrderId, PlanType, ProviderId, Timestamp};
-use secrecy::SecretString;
 use serde::Deserialize;
 
 pub use transformers::CaptureOutcome;
@@ -41,7 +40,10 @@ use self::transformers::{
     RefundCapture, SubscriptionStatus, Transmission, checked, failure, interpret, named_merchants,
     parse, path_segment,
 };
-use crate::shared::{ConfigError, GatewayContext, HttpSettings};
+use crate::shared::http::{default_connect_timeout_ms, default_timeout_ms};
+use crate::shared::time::unix_seconds;
+use crate::shared::wire::{clip, is_web_url};
+use crate::shared::{ConfigError, GatewayContext, HttpSettings, Secret};
 
 /// PayPal's live API.
 pub const LIVE_BASE_URL: &str = "https://api-m.paypal.com";
@@ -58,8 +60,9 @@ const PROVIDER: &str = "wallet_global";
 /// PayPal subscription ids start with this; order ids never contain a dash.
 const SUBSCRIPTION_ID_PREFIX: &str = "I-";
 
-/// `[providers.wallet_global]` in `tally.toml`.
-#[derive(Clone, Deserialize)]
+/// `[providers.wallet_global]` in `tally.toml`. `Debug` shows the client secret as
+/// `[redacted]` (a [`Secret`]).
+#[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WalletGlobalSettings {
     /// The API base URL; default: PayPal live, or PayPal's sandbox when `sandbox` is set.
@@ -77,7 +80,7 @@ pub struct WalletGlobalSettings {
     /// The REST app's client id.
     pub client_id: String,
     /// The REST app's secret.
-    pub client_secret: SecretString,
+    pub client_secret: Secret,
     /// The id (`WH-…` or similar) of the webhook registered for Tally's webhook URL.
     pub webhook_id: String,
     /// Optional: the PayPal merchant id (the 13-character account id) of the account the REST
@@ -85,14 +88,6 @@ pub struct WalletGlobalSettings {
     /// payee or seller is acknowledged as foreign and changes nothing.
     #[serde(default)]
     pub merchant_id: Option<String>,
-}
-
-fn default_timeout_ms() -> u64 {
-    HttpSettings::new("").timeout_ms
-}
-
-fn default_connect_timeout_ms() -> u64 {
-    HttpSettings::new("").connect_timeout_ms
 }
 
 impl WalletGlobalSettings {
@@ -110,7 +105,7 @@ impl WalletGlobalSettings {
             timeout_ms: default_timeout_ms(),
             connect_timeout_ms: default_connect_timeout_ms(),
             client_id: client_id.into(),
-            client_secret: SecretString::from(client_secret.into()),
+            client_secret: Secret::from(client_secret.into()),
             webhook_id: webhook_id.into(),
             merchant_id: None,
         }
@@ -144,15 +139,9 @@ impl WalletGlobalSettings {
     }
 
     fn check(&self) -> Result<(), ConfigError> {
-        let fail = |field: &'static str, problem: &str| {
-            Err(ConfigError {
-                provider: PROVIDER,
-                field,
-                problem: problem.to_owned(),
-            })
-        };
+        let fail = |field, problem| Err(ConfigError::new(PROVIDER, field, problem));
         let base = self.effective_base_url();
-        if !(base.starts_with("https://") || base.starts_with("http://")) {
+        if !is_web_url(base) {
             return fail("baseUrl", "must be an http(s) URL");
         }
         if self.timeout_ms == 0 || self.connect_timeout_ms == 0 {
@@ -179,21 +168,6 @@ impl WalletGlobalSettings {
             );
         }
         Ok(())
-    }
-}
-
-impl std::fmt::Debug for WalletGlobalSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WalletGlobalSettings")
-            .field("base_url", &self.base_url)
-            .field("sandbox", &self.sandbox)
-            .field("timeout_ms", &self.timeout_ms)
-            .field("connect_timeout_ms", &self.connect_timeout_ms)
-            .field("client_id", &self.client_id)
-            .field("client_secret", &"[redacted]")
-            .field("webhook_id", &self.webhook_id)
-            .field("merchant_id", &self.merchant_id)
-            .finish()
     }
 }
 
@@ -232,10 +206,10 @@ impl WalletGlobalGateway {
     ) -> Result<Self, ConfigError> {
         settings.check()?;
         let api = Api::new(
-            context.http,
+            context.http.for_provider(ProviderId::WalletGlobal),
             context.clock.clone(),
             settings.client_id.trim().to_owned(),
-            settings.client_secret.clone(),
+            settings.client_secret.to_secret_string(),
         );
         Ok(Self {
             api,
@@ -342,7 +316,7 @@ impl WalletGlobalGateway {
     /// Extract the transmission headers, refuse a stale one, and have PayPal verify the rest.
     async fn verified_envelope(&self, request: &WebhookRequest) -> Result<Envelope, WebhookError> {
         let transmission = Transmission::extract(request)?;
-        let now_s = self.clock.now().unix_millis().div_euclid(1000);
+        let now_s = unix_seconds(self.clock.now());
         if (now_s - transmission.time_s).abs() > WEBHOOK_TOLERANCE_S {
             return Err(WebhookError::Stale);
         }
@@ -377,7 +351,7 @@ impl WalletGlobalGateway {
         let other = named_merchants(&envelope.resource)
             .into_iter()
             .find(|named| *named != ours)?;
-        let other: String = other.chars().take(MAX_EVENT_ID_CHARS).collect();
+        let other = clip(other, MAX_EVENT_ID_CHARS);
         Some(format!(
             "names paypal merchant {other}, not the configured merchantId"
         ))

@@ -34,7 +34,7 @@ use application::ports::{
     WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
-use domain::{Locale, PlanType, ProviderId, Timestamp};
+use domain::{PlanType, ProviderId, Timestamp};
 use reqwest::Method;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
 use secrecy::{ExposeSecret, SecretString};
@@ -45,6 +45,8 @@ use crate::shared::signing::{
     PrivateKey, PublicKey, aes_256_gcm_decrypt, b64, hex, private_key, public_key, rsa_sha256_sign,
     sha256, unb64,
 };
+use crate::shared::time::unix_seconds;
+use crate::shared::wire::{plan_name, unreadable};
 use crate::shared::{ConfigError, GatewayContext, HttpSettings};
 use crate::webhook::{self, SignedParts, Verifier, WebhookScheme};
 use transformers::{
@@ -76,8 +78,9 @@ const CERTIFICATES_PATH: &str = "/v3/certificates";
 /// The request header naming the platform key WeChat Pay should answer with.
 const WECHATPAY_SERIAL: &str = "Wechatpay-Serial";
 
-/// `[providers.wallet_qr]` in `tally.toml`.
-#[derive(Clone, Deserialize)]
+/// `[providers.wallet_qr]` in `tally.toml`. `Debug` shows the private key and the APIv3 key
+/// as `[REDACTED]`.
+#[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WalletQrSettings {
     /// The Official Account, Mini Program or app id bound to the merchant (`appid`).
@@ -116,27 +119,8 @@ impl WalletQrSettings {
     /// Where the API is and how long to wait for it.
     #[must_use]
     pub fn http(&self) -> HttpSettings {
-        let mut http = HttpSettings::new(self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL));
-        if let Some(timeout_ms) = self.timeout_ms {
-            http.timeout_ms = timeout_ms;
-        }
-        http
-    }
-}
-
-impl std::fmt::Debug for WalletQrSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WalletQrSettings")
-            .field("app_id", &self.app_id)
-            .field("mch_id", &self.mch_id)
-            .field("merchant_serial_no", &self.merchant_serial_no)
-            .field("merchant_private_key", &"[redacted]")
-            .field("api_v3_key", &"[redacted]")
-            .field("platform_public_key_id", &self.platform_public_key_id)
-            .field("platform_certificates", &self.platform_certificates)
-            .field("base_url", &self.base_url)
-            .field("timeout_ms", &self.timeout_ms)
-            .finish_non_exhaustive()
+        let base_url = self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
+        HttpSettings::with_timeout(base_url, self.timeout_ms)
     }
 }
 
@@ -189,40 +173,20 @@ impl std::fmt::Debug for WalletQrGateway {
     }
 }
 
-/// Where JSON could not be read, without echoing its content (which may be personal data).
-fn unreadable(what: &str, error: &serde_json::Error) -> String {
-    format!(
-        "{what} is not the expected JSON ({:?} error at line {}, column {})",
-        error.classify(),
-        error.line(),
-        error.column()
-    )
-}
-
-fn config_error(field: &'static str, problem: impl Into<String>) -> ConfigError {
-    ConfigError {
-        provider: PROVIDER,
-        field,
-        problem: problem.into(),
-    }
-}
-
-fn required(field: &'static str, value: &str) -> Result<String, ConfigError> {
-    let value = value.trim();
-    if value.is_empty() {
-        return Err(config_error(field, "is required"));
-    }
-    Ok(value.to_owned())
-}
-
 impl WalletQrGateway {
     /// A gateway for `settings`; keys are read once, here.
     ///
     /// # Errors
     /// [`ConfigError`] naming the setting that is missing or unreadable (never its value).
     pub fn new(settings: &WalletQrSettings, context: GatewayContext) -> Result<Self, ConfigError> {
-        let merchant_key = private_key(settings.merchant_private_key.expose_secret())
-            .map_err(|_| config_error("merchantPrivateKey", "is not an RSA private key (PEM)"))?;
+        let merchant_key =
+            private_key(settings.merchant_private_key.expose_secret()).map_err(|_| {
+                ConfigError::new(
+                    PROVIDER,
+                    "merchantPrivateKey",
+                    "is not an RSA private key (PEM)",
+                )
+            })?;
         let platform_public_key = match (
             settings.platform_public_key.as_deref().map(str::trim),
             settings.platform_public_key_id.as_deref().map(str::trim),
@@ -230,43 +194,58 @@ impl WalletQrGateway {
             (None | Some(""), None | Some("")) => None,
             (Some(key), Some(id)) if !key.is_empty() && !id.is_empty() => {
                 let key = public_key(key).map_err(|_| {
-                    config_error("platformPublicKey", "is not an RSA public key (PEM)")
+                    ConfigError::new(
+                        PROVIDER,
+                        "platformPublicKey",
+                        "is not an RSA public key (PEM)",
+                    )
                 })?;
                 Some((key, id.to_owned()))
             }
             (None | Some(""), _) => {
-                return Err(config_error(
+                return Err(ConfigError::new(
+                    PROVIDER,
                     "platformPublicKey",
                     "is required with platformPublicKeyId",
                 ));
             }
             _ => {
-                return Err(config_error(
+                return Err(ConfigError::new(
+                    PROVIDER,
                     "platformPublicKeyId",
                     "is required with platformPublicKey",
                 ));
             }
         };
         if platform_public_key.is_none() && !settings.platform_certificates {
-            return Err(config_error(
+            return Err(ConfigError::new(
+                PROVIDER,
                 "platformPublicKey",
                 "is required unless platformCertificates is true",
             ));
         }
         if settings.api_v3_key.expose_secret().len() != API_V3_KEY_BYTES {
-            return Err(config_error("apiV3Key", "must be 32 characters"));
+            return Err(ConfigError::new(
+                PROVIDER,
+                "apiV3Key",
+                "must be 32 characters",
+            ));
         }
         Ok(Self {
-            app_id: required("appId", &settings.app_id)?,
-            mch_id: required("mchId", &settings.mch_id)?,
-            merchant_serial_no: required("merchantSerialNo", &settings.merchant_serial_no)?,
+            app_id: ConfigError::required(PROVIDER, "appId", &settings.app_id)?,
+            mch_id: ConfigError::required(PROVIDER, "mchId", &settings.mch_id)?,
+            merchant_serial_no: ConfigError::required(
+                PROVIDER,
+                "merchantSerialNo",
+                &settings.merchant_serial_no,
+            )?,
             merchant_key,
             api_v3_key: settings.api_v3_key.clone(),
             platform_public_key,
             certificates: settings
                 .platform_certificates
                 .then(|| Mutex::new(CertificateStore::default())),
-            context,
+            context: context.for_provider(ProviderId::WalletQr),
             nonces: AtomicU64::new(0),
         })
     }
@@ -389,7 +368,7 @@ impl WalletQrGateway {
         let unchecked = Unchecked;
         let parts = unchecked.extract(request)?;
         let timestamp_s = parts.timestamp_s.ok_or(WebhookError::MissingSignature)?;
-        if (now.unix_millis().div_euclid(1000) - timestamp_s).abs() > TOLERANCE_S {
+        if (unix_seconds(now) - timestamp_s).abs() > TOLERANCE_S {
             return Err(WebhookError::Stale);
         }
         let key = self
@@ -429,7 +408,7 @@ impl WalletQrGateway {
             Some(query) => format!("{}?{query}", url.path()),
             None => url.path().to_owned(),
         };
-        let timestamp_s = self.context.clock.now().unix_millis().div_euclid(1000);
+        let timestamp_s = unix_seconds(self.context.clock.now());
         let nonce = self.nonce();
         let body = body.unwrap_or_default();
         let message = transformers::request_message(
@@ -567,12 +546,7 @@ impl PaymentGateway for WalletQrGateway {
         if request.snapshot.plan_type == PlanType::Recurring {
             return Err(GatewayError::NotSupported);
         }
-        let name = &request.plan.text_for(&Locale::english()).name;
-        let name = if name.trim().is_empty() {
-            request.plan.id().as_str()
-        } else {
-            name.as_str()
-        };
+        let name = plan_name(request);
         let order = NativeOrderRequest {
             appid: self.app_id.clone(),
             mchid: self.mch_id.clone(),

@@ -26,7 +26,7 @@ use application::ports::{
     WebhookRequest,
 };
 use async_trait::async_trait;
-use domain::{Locale, PlanType, ProviderId};
+use domain::{PlanType, ProviderId};
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
@@ -34,6 +34,7 @@ use serde::Deserialize;
 use crate::shared::signing::{
     PrivateKey, PublicKey, b64, private_key, public_key, rsa_sha256_sign, rsa_sha256_verify, unb64,
 };
+use crate::shared::wire::{plan_name, unreadable};
 use crate::shared::{ConfigError, GatewayContext, HttpSettings};
 use crate::webhook::{self, SignedParts, Verifier, WebhookScheme};
 use transformers::{
@@ -48,8 +49,8 @@ pub const GATEWAY_PATH: &str = "/gateway.do";
 pub const MAX_NOTIFICATION_BYTES: usize = 64 * 1024;
 const PROVIDER: &str = "wallet_web";
 
-/// `[providers.wallet_web]` in `tally.toml`.
-#[derive(Clone, Deserialize)]
+/// `[providers.wallet_web]` in `tally.toml`. `Debug` shows the private key as `[REDACTED]`.
+#[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WalletWebSettings {
     /// The application id (`app_id`).
@@ -76,23 +77,8 @@ impl WalletWebSettings {
     /// Where the gateway is and how long to wait for it.
     #[must_use]
     pub fn http(&self) -> HttpSettings {
-        let mut http = HttpSettings::new(self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL));
-        if let Some(timeout_ms) = self.timeout_ms {
-            http.timeout_ms = timeout_ms;
-        }
-        http
-    }
-}
-
-impl std::fmt::Debug for WalletWebSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WalletWebSettings")
-            .field("app_id", &self.app_id)
-            .field("app_private_key", &"[redacted]")
-            .field("seller_id", &self.seller_id)
-            .field("base_url", &self.base_url)
-            .field("timeout_ms", &self.timeout_ms)
-            .finish_non_exhaustive()
+        let base_url = self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
+        HttpSettings::with_timeout(base_url, self.timeout_ms)
     }
 }
 
@@ -114,39 +100,23 @@ impl std::fmt::Debug for WalletWebGateway {
     }
 }
 
-/// Where JSON could not be read, without echoing its content (which may be personal data).
-fn unreadable(what: &str, error: &serde_json::Error) -> String {
-    format!(
-        "{what} is not the expected JSON ({:?} error at line {}, column {})",
-        error.classify(),
-        error.line(),
-        error.column()
-    )
-}
-
-fn config_error(field: &'static str, problem: impl Into<String>) -> ConfigError {
-    ConfigError {
-        provider: PROVIDER,
-        field,
-        problem: problem.into(),
-    }
-}
-
 impl WalletWebGateway {
     /// A gateway for `settings`; keys are read once, here.
     ///
     /// # Errors
     /// [`ConfigError`] naming the setting that is missing or unreadable (never its value).
     pub fn new(settings: &WalletWebSettings, context: GatewayContext) -> Result<Self, ConfigError> {
-        let app_id = settings.app_id.trim();
-        if app_id.is_empty() {
-            return Err(config_error("appId", "is required"));
-        }
+        let app_id = ConfigError::required(PROVIDER, "appId", &settings.app_id)?;
         let app_key = private_key(settings.app_private_key.expose_secret()).map_err(|_| {
-            config_error("appPrivateKey", "is not an RSA private key (base64 or PEM)")
+            ConfigError::new(
+                PROVIDER,
+                "appPrivateKey",
+                "is not an RSA private key (base64 or PEM)",
+            )
         })?;
         let alipay_key = public_key(&settings.alipay_public_key).map_err(|_| {
-            config_error(
+            ConfigError::new(
+                PROVIDER,
                 "alipayPublicKey",
                 "is not an RSA public key (base64 or PEM)",
             )
@@ -158,11 +128,11 @@ impl WalletWebGateway {
             .filter(|s| !s.is_empty())
             .map(str::to_owned);
         Ok(Self {
-            app_id: app_id.to_owned(),
+            app_id,
             seller_id,
             app_key,
             alipay_key,
-            context,
+            context: context.for_provider(ProviderId::WalletWeb),
         })
     }
 
@@ -203,8 +173,7 @@ impl WalletWebGateway {
         let request = self
             .context
             .http
-            .client()
-            .post(self.context.http.url(GATEWAY_PATH))
+            .post(GATEWAY_PATH)
             .header(
                 CONTENT_TYPE,
                 "application/x-www-form-urlencoded;charset=utf-8",
@@ -266,12 +235,7 @@ impl PaymentGateway for WalletWebGateway {
         if request.snapshot.plan_type == PlanType::Recurring {
             return Err(GatewayError::NotSupported);
         }
-        let name = &request.plan.text_for(&Locale::english()).name;
-        let name = if name.trim().is_empty() {
-            request.plan.id().as_str()
-        } else {
-            name.as_str()
-        };
+        let name = plan_name(request);
         let content = PagePayContent {
             out_trade_no: transformers::out_trade_no(&request.order_id)?,
             total_amount: transformers::yuan(&request.snapshot.price)?,

@@ -11,6 +11,7 @@ use application::ports::{WebhookError, WebhookRequest};
 use domain::Timestamp;
 
 use crate::shared::signing::{PublicKey, rsa_sha256_verify, verify_hmac_sha256};
+use crate::shared::time::unix_seconds;
 
 /// The most signatures one request may carry (a bound on verification work).
 pub const MAX_SIGNATURES: usize = 8;
@@ -86,7 +87,7 @@ pub fn verify(
     }
     if let Some(tolerance) = scheme.tolerance_s() {
         let timestamp = parts.timestamp_s.ok_or(WebhookError::MissingSignature)?;
-        let now_s = now.unix_millis().div_euclid(1000);
+        let now_s = unix_seconds(now);
         if (now_s - timestamp).abs() > tolerance {
             return Err(WebhookError::Stale);
         }
@@ -119,6 +120,35 @@ pub fn header<'a>(request: &'a WebhookRequest, name: &str) -> Result<&'a str, We
         .get(&name.to_ascii_lowercase())
         .map(String::as_str)
         .ok_or(WebhookError::MissingSignature)
+}
+
+/// Standard Webhooks (<https://www.standardwebhooks.com>), which Creem and Dodo Payments sign
+/// with: the three headers, the HMAC key of a `whsec_<base64>` secret, and the signed message.
+/// Each provider reads `webhook-signature` by its own SDK's rules.
+pub mod standard {
+    use crate::shared::signing::unb64;
+
+    /// The message id, also the event's id.
+    pub const ID_HEADER: &str = "webhook-id";
+    /// The signing time, in seconds.
+    pub const TIMESTAMP_HEADER: &str = "webhook-timestamp";
+    /// Space-separated `v1,<base64>` entries.
+    pub const SIGNATURE_HEADER: &str = "webhook-signature";
+
+    /// The HMAC-SHA256 key of a secret: the base64 after an optional `whsec_`; `None` when that
+    /// is not base64 or is empty.
+    #[must_use]
+    pub fn key(secret: &str) -> Option<Vec<u8>> {
+        unb64(secret.strip_prefix("whsec_").unwrap_or(secret)).filter(|key| !key.is_empty())
+    }
+
+    /// The signed bytes: `{id}.{timestamp}.{raw body}`.
+    #[must_use]
+    pub fn message(id: &str, timestamp_s: i64, body: &[u8]) -> Vec<u8> {
+        let mut message = format!("{id}.{timestamp_s}.").into_bytes();
+        message.extend_from_slice(body);
+        message
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,6 @@
 //! unchanged; only the currency code changes case (Stripe writes `usd`).
 
 use std::collections::BTreeMap;
-use std::str::FromStr;
 
 use application::ports::{
     CheckoutRequest, GatewayError, OrderLocator, PaymentEvent, PaymentStatus, RefundReport,
@@ -17,6 +16,10 @@ use domain::{BillingPeriod, Currency, Duration, Locale, Money, OrderId, PlanType
 use serde::Deserialize;
 
 use crate::shared::http::HttpReply;
+pub use crate::shared::money::from_minor as money;
+pub use crate::shared::time::from_unix_seconds as timestamp;
+use crate::shared::time::unix_seconds;
+use crate::shared::wire;
 
 /// The metadata key that carries our order id (TinyShip's convention).
 pub const ORDER_ID_KEY: &str = "orderId";
@@ -24,8 +27,6 @@ pub const ORDER_ID_KEY: &str = "orderId";
 const MIN_EXPIRY_S: i64 = 30 * 60 + 60;
 /// Stripe refuses a session expiring later than 24 hours after creation; a minute of margin.
 const MAX_EXPIRY_S: i64 = 24 * 60 * 60 - 60;
-/// The most characters of a Stripe error message kept.
-const MAX_ERROR_CHARS: usize = 200;
 /// The most invoice lines looked at in one invoice (a bound on work).
 const MAX_ITEMS: usize = 100;
 /// The longest provider id accepted into a URL path.
@@ -198,8 +199,8 @@ fn product_name(request: &CheckoutRequest) -> String {
 /// Our order's expiry as Stripe's `expires_at`, clamped into the window Stripe accepts.
 #[must_use]
 pub fn expires_at_s(expires_at: Timestamp, now: Timestamp) -> i64 {
-    let now_s = now.unix_millis().div_euclid(1000);
-    let wanted_s = expires_at.unix_millis().div_euclid(1000);
+    let now_s = unix_seconds(now);
+    let wanted_s = unix_seconds(expires_at);
     wanted_s.clamp(now_s + MIN_EXPIRY_S, now_s + MAX_EXPIRY_S)
 }
 
@@ -223,35 +224,14 @@ pub fn cancel_at_period_end_form() -> Vec<(String, String)> {
 /// # Errors
 /// [`GatewayError::Rejected`] for anything but ASCII letters, digits and `_`.
 pub fn path_id(id: &str) -> Result<&str, GatewayError> {
-    let ok = !id.is_empty()
-        && id.len() <= MAX_ID_CHARS
-        && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if ok {
-        Ok(id)
-    } else {
-        Err(GatewayError::Rejected("not a Stripe id".into()))
-    }
+    wire::path_id(id, MAX_ID_CHARS, &['_'])
+        .ok_or_else(|| GatewayError::Rejected("not a Stripe id".into()))
 }
 
 /// Stripe's lower-case currency code.
 #[must_use]
 pub fn currency_code(currency: Currency) -> String {
     currency.code().to_ascii_lowercase()
-}
-
-/// Money from Stripe's integer amount and currency code.
-///
-/// # Errors
-/// A currency Tally does not know, or a negative amount.
-pub fn money(amount_minor: i64, currency: &str) -> Result<Money, String> {
-    let currency = Currency::from_str(&currency.to_ascii_uppercase()).map_err(|e| e.to_string())?;
-    Money::from_minor(amount_minor, currency).map_err(|e| e.to_string())
-}
-
-/// A Stripe time (seconds since the epoch).
-#[must_use]
-pub fn timestamp(seconds: i64) -> Timestamp {
-    Timestamp::from_unix_millis(seconds.saturating_mul(1000))
 }
 
 /// Stripe's error body: `{"error": {"type": …, "message": …}}`.
@@ -274,16 +254,7 @@ struct ErrorDetail {
 /// 4xx: [`GatewayError::Rejected`] with Stripe's error type and message; 5xx:
 /// [`GatewayError::Unreachable`]; an unreadable 2xx body: [`GatewayError::BadResponse`].
 pub fn read<T: serde::de::DeserializeOwned>(reply: HttpReply) -> Result<T, GatewayError> {
-    if (400..500).contains(&reply.status)
-        && let Ok(body) = serde_json::from_slice::<ErrorBody>(&reply.body)
-    {
-        let message: String = body.error.message.chars().take(MAX_ERROR_CHARS).collect();
-        return Err(GatewayError::Rejected(format!(
-            "HTTP {}: {}: {message}",
-            reply.status, body.error.kind
-        )));
-    }
-    reply.success()?.json()
+    reply.decode(|body: ErrorBody| (body.error.kind, body.error.message))
 }
 
 /// An id, or the object it names when Stripe expanded it.

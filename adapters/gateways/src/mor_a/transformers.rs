@@ -8,7 +8,9 @@ use application::ports::{
     GatewayError, OrderLocator, PaymentEvent, PaymentStatus, RefundReport, RefundedCharge,
     WebhookError,
 };
-use domain::{BillingPeriod, Currency, Money, OrderId, Timestamp};
+#[cfg(test)]
+use domain::Currency;
+use domain::{BillingPeriod, Money, OrderId, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -380,25 +382,8 @@ pub struct ParsedWebhook {
     pub events: Vec<PaymentEvent>,
 }
 
-/// Money from Creem's cents and currency code.
-///
-/// # Errors
-/// An unknown currency or a negative amount.
-pub fn money(amount_cents: i64, currency: &str) -> Result<Money, String> {
-    let currency: Currency = currency
-        .to_ascii_uppercase()
-        .parse()
-        .map_err(|e| format!("{e}"))?;
-    Money::from_minor(amount_cents, currency).map_err(|e| e.to_string())
-}
-
-/// An RFC 3339 time as a [`Timestamp`].
-#[must_use]
-pub fn timestamp(text: &str) -> Option<Timestamp> {
-    chrono::DateTime::parse_from_rfc3339(text)
-        .ok()
-        .map(|t| Timestamp::from_unix_millis(t.timestamp_millis()))
-}
+pub use crate::shared::money::from_minor as money;
+pub use crate::shared::time::parse_rfc3339 as timestamp;
 
 /// Our order id from a checkout's `request_id`, or else its `metadata.orderId`.
 #[must_use]
@@ -479,7 +464,7 @@ pub fn foreign_mode(envelope: &Value, test_mode: bool) -> Option<String> {
     (!ours).then(|| {
         format!(
             "a {}-mode event, but the API key is a {} key",
-            mode.chars().take(16).collect::<String>(),
+            crate::shared::wire::clip(mode, 16),
             if test_mode { "test-mode" } else { "live" }
         )
     })

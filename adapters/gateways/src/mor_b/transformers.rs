@@ -12,10 +12,16 @@ use application::ports::{
     CheckoutRequest, GatewayError, OrderLocator, PaymentEvent, PaymentStatus, RefundReport,
     RefundRequest, RefundStarted, RefundState, RefundedCharge, WebhookError,
 };
-use domain::{BillingPeriod, Currency, Duration, Money, OrderId, PlanType, Timestamp};
+#[cfg(test)]
+use domain::Currency;
+use domain::{BillingPeriod, Duration, Money, OrderId, PlanType, Timestamp};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::shared::http::HttpReply;
+pub use crate::shared::money::from_minor as money;
+pub use crate::shared::period::CHARGE_LEAD_MS;
+use crate::shared::time::{from_chrono, parse_rfc3339, to_rfc3339};
+use crate::shared::{period, wire};
 
 /// The metadata key that carries our order id.
 pub const ORDER_ID_KEY: &str = "orderId";
@@ -25,14 +31,8 @@ pub const AMOUNT_KEY: &str = "amountMinor";
 pub const REFUND_ID_KEY: &str = "tallyRefundId";
 /// The longest refund reason Dodo takes.
 const MAX_REASON_CHARS: usize = 3000;
-/// The most characters of a Dodo error message kept.
-const MAX_ERROR_CHARS: usize = 200;
 /// The longest provider id accepted into a URL path.
 const MAX_ID_CHARS: usize = 255;
-/// How long before its period starts the charge of a subscription period may be made: the
-/// first charge precedes the subscription's first billing date by the seconds the checkout
-/// takes, a renewal is charged on the billing date.
-pub const CHARGE_LEAD_MS: i64 = 86_400_000;
 /// The most payments of a subscription read to find a period's charge (Dodo's largest page).
 pub const PAYMENTS_PAGE_SIZE: usize = 100;
 
@@ -139,25 +139,8 @@ pub fn cancel_at_period_end_body() -> serde_json::Value {
 /// # Errors
 /// [`GatewayError::Rejected`] for anything but ASCII letters, digits, `_` and `-`.
 pub fn path_id(id: &str) -> Result<&str, GatewayError> {
-    let ok = !id.is_empty()
-        && id.len() <= MAX_ID_CHARS
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if ok {
-        Ok(id)
-    } else {
-        Err(GatewayError::Rejected("not a Dodo Payments id".into()))
-    }
-}
-
-/// Money from Dodo's integer amount and currency code.
-///
-/// # Errors
-/// A currency Tally does not know, or a negative amount.
-pub fn money(amount_minor: i64, currency: &str) -> Result<Money, String> {
-    let currency = Currency::from_str(&currency.to_ascii_uppercase()).map_err(|e| e.to_string())?;
-    Money::from_minor(amount_minor, currency).map_err(|e| e.to_string())
+    wire::path_id(id, MAX_ID_CHARS, &['_', '-'])
+        .ok_or_else(|| GatewayError::Rejected("not a Dodo Payments id".into()))
 }
 
 /// An RFC 3339 time (Dodo writes UTC, sometimes with fractions, sometimes without an offset).
@@ -165,19 +148,12 @@ pub fn money(amount_minor: i64, currency: &str) -> Result<Money, String> {
 /// # Errors
 /// Text that is not such a time.
 pub fn timestamp(text: &str) -> Result<Timestamp, String> {
-    let millis = match chrono::DateTime::parse_from_rfc3339(text) {
-        Ok(t) => t.timestamp_millis(),
-        Err(_) => chrono::NaiveDateTime::from_str(text)
-            .map_err(|_| {
-                format!(
-                    "not an RFC 3339 time: {:?}",
-                    text.chars().take(40).collect::<String>()
-                )
-            })?
-            .and_utc()
-            .timestamp_millis(),
-    };
-    Ok(Timestamp::from_unix_millis(millis))
+    if let Some(at) = parse_rfc3339(text) {
+        return Ok(at);
+    }
+    chrono::NaiveDateTime::from_str(text)
+        .map(|t| from_chrono(&t.and_utc()))
+        .map_err(|_| format!("not an RFC 3339 time: {:?}", wire::clip(text, 40)))
 }
 
 /// Dodo's error body: `{"code": "…", "message": "…"}`.
@@ -195,16 +171,7 @@ struct ErrorBody {
 /// 4xx: [`GatewayError::Rejected`] with Dodo's code and message; 5xx:
 /// [`GatewayError::Unreachable`]; an unreadable 2xx body: [`GatewayError::BadResponse`].
 pub fn read<T: serde::de::DeserializeOwned>(reply: HttpReply) -> Result<T, GatewayError> {
-    if (400..500).contains(&reply.status)
-        && let Ok(body) = serde_json::from_slice::<ErrorBody>(&reply.body)
-    {
-        let message: String = body.message.chars().take(MAX_ERROR_CHARS).collect();
-        return Err(GatewayError::Rejected(format!(
-            "HTTP {}: {}: {message}",
-            reply.status, body.code
-        )));
-    }
-    reply.success()?.json()
+    reply.decode(|body: ErrorBody| (body.code, body.message))
 }
 
 /// Metadata values may come back as strings, numbers or booleans; all become strings.
@@ -708,10 +675,9 @@ pub struct PaymentList {
     pub items: Vec<PaymentListItem>,
 }
 
-/// Which of a subscription's payments paid `period`: a succeeded, non-zero payment of
-/// `subscription_id` made from [`CHARGE_LEAD_MS`] before the period's start until its end; the
-/// earliest for the first period (`first`), else the latest (a retried charge after a failed
-/// one). `None` when there is none (a free trial).
+/// Which of a subscription's payments paid `period`: of its succeeded, non-zero payments of
+/// `subscription_id`, the one [`period::charge_of_period`] picks (the earliest in the period's
+/// window for the first period, else the latest). `None` when there is none (a free trial).
 #[must_use]
 pub fn charge_of_period(
     subscription_id: &str,
@@ -719,25 +685,13 @@ pub fn charge_of_period(
     first: bool,
     payments: &[PaymentListItem],
 ) -> Option<String> {
-    let from = period.start().unix_millis().saturating_sub(CHARGE_LEAD_MS);
-    let until = period.end().unix_millis();
-    let mut candidates: Vec<(i64, &str)> = payments
+    let paid = payments
         .iter()
         .take(PAYMENTS_PAGE_SIZE)
         .filter(|p| p.status == Some(IntentStatus::Succeeded) && p.total_amount != Some(0))
         .filter(|p| p.subscription_id.as_deref() == Some(subscription_id))
-        .filter_map(|p| {
-            let at = timestamp(&p.created_at).ok()?.unix_millis();
-            (from <= at && at < until).then_some((at, p.payment_id.as_str()))
-        })
-        .collect();
-    candidates.sort_unstable();
-    let chosen = if first {
-        candidates.first()
-    } else {
-        candidates.last()
-    };
-    chosen.map(|(_, id)| (*id).to_owned())
+        .filter_map(|p| Some((timestamp(&p.created_at).ok()?, p.payment_id.as_str())));
+    period::charge_of_period(period, first, paid)
 }
 
 /// A subscription's status.
@@ -1004,11 +958,7 @@ pub fn period_payments_query(
     subscription_id: &str,
     period: BillingPeriod,
 ) -> Vec<(&'static str, String)> {
-    let iso = |ms: i64| {
-        chrono::DateTime::from_timestamp_millis(ms)
-            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-            .unwrap_or_default()
-    };
+    let iso = |ms: i64| to_rfc3339(Timestamp::from_unix_millis(ms));
     vec![
         ("subscription_id", subscription_id.to_owned()),
         ("status", "succeeded".to_owned()),

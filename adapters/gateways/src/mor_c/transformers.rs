@@ -14,7 +14,12 @@ use domain::{BillingPeriod, Currency, Money, OrderId, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::shared::money::currency;
+use crate::shared::money::{decimal_minor, to_decimal};
+pub use crate::shared::period::CHARGE_LEAD_MS;
 use crate::shared::signing::{b64, sha256};
+use crate::shared::time::{from_chrono, parse_rfc3339};
+use crate::shared::{period, wire};
 
 /// Path of the checkout-session action.
 pub const CREATE_SESSION_PATH: &str = "/v1/actions/checkout/create-session";
@@ -28,9 +33,6 @@ const MAX_EVENT_ID_CHARS: usize = 200;
 const MAX_AMOUNT_DIGITS: usize = 18;
 /// The most provider errors quoted in a refusal.
 const MAX_NOTICES: usize = 3;
-/// How long before its period starts the charge of a subscription period may be made (the
-/// first period starts when the first payment succeeds; renewals are charged on the day).
-pub const CHARGE_LEAD_MS: i64 = 86_400_000;
 /// The most payments of one subscription looked at.
 const MAX_ORDER_PAYMENTS: usize = 1_000;
 /// Subscription order statuses (`SubscriptionOrderStatus`) that a one-time order never has.
@@ -60,14 +62,7 @@ pub fn canonical_request(method: &str, path: &str, timestamp_s: i64, body: &[u8]
 /// `amount` as a display string in major units: `999 USD` → `"9.99"`, `1000 JPY` → `"1000"`.
 #[must_use]
 pub fn display_amount(amount: Money) -> String {
-    let minor = amount.amount_minor();
-    let exponent = amount.currency().exponent() as usize;
-    if exponent == 0 {
-        return minor.to_string();
-    }
-    let digits = format!("{minor:0>width$}", width = exponent + 1);
-    let (whole, fraction) = digits.split_at(digits.len() - exponent);
-    format!("{whole}.{fraction}")
+    to_decimal(amount)
 }
 
 /// A display string as exact [`Money`]: `"9.99"`, `"9.9"` and `"9.990"` are 999 cents; more
@@ -78,22 +73,16 @@ pub fn display_amount(amount: Money) -> String {
 pub fn parse_display(text: &str, currency: Currency) -> Result<Money, String> {
     let refuse = || format!("{currency} amount {:?} is not a plain decimal", clip(text));
     let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
-    let digits_only = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-    if whole.is_empty() || !digits_only(whole) || !digits_only(fraction) {
+    let exponent = currency.exponent();
+    if whole.is_empty() || whole.len() + exponent as usize > MAX_AMOUNT_DIGITS {
         return Err(refuse());
     }
-    let exponent = currency.exponent() as usize;
-    let significant = fraction.trim_end_matches('0');
-    if significant.len() > exponent || whole.len() + exponent > MAX_AMOUNT_DIGITS {
-        return Err(refuse());
-    }
-    let padded = format!("{whole}{significant:0<exponent$}");
-    let minor: i64 = padded.parse().map_err(|_| refuse())?;
+    let minor = decimal_minor(whole, fraction, exponent).map_err(|_| refuse())?;
     Money::from_minor(minor, currency).map_err(|e| e.to_string())
 }
 
 fn clip(text: &str) -> String {
-    text.chars().take(24).collect()
+    wire::clip(text, 24)
 }
 
 /// An amount as Pancake sends it: a display string (checkout, webhooks) or, in older shapes,
@@ -120,16 +109,6 @@ impl WireAmount {
             }
         }
     }
-}
-
-/// A currency code as [`Currency`].
-///
-/// # Errors
-/// A code Tally does not know.
-pub fn currency(code: &str) -> Result<Currency, String> {
-    code.to_ascii_uppercase()
-        .parse()
-        .map_err(|e| format!("{e}"))
 }
 
 /// `POST /v1/actions/checkout/create-session` body.
@@ -227,7 +206,7 @@ impl<T> Envelope<T> {
 }
 
 fn clip_message(text: &str) -> String {
-    text.chars().filter(|c| !c.is_control()).take(200).collect()
+    wire::printable(text, 200)
 }
 
 /// A created checkout session.
@@ -396,12 +375,11 @@ pub struct PhaseAmounts {
 /// An ISO 8601 date (`2026-04-01`, midnight UTC) or date-time as a [`Timestamp`].
 #[must_use]
 pub fn timestamp(text: &str) -> Option<Timestamp> {
-    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(text) {
-        return Some(Timestamp::from_unix_millis(t.timestamp_millis()));
+    if let Some(at) = parse_rfc3339(text) {
+        return Some(at);
     }
     let date = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()?;
-    let midnight = date.and_hms_opt(0, 0, 0)?.and_utc();
-    Some(Timestamp::from_unix_millis(midnight.timestamp_millis()))
+    Some(from_chrono(&date.and_hms_opt(0, 0, 0)?.and_utc()))
 }
 
 /// The order's state as our [`PaymentStatus`]; `now` stands in for a paid time Pancake omits.
@@ -869,34 +847,21 @@ pub fn period_event(
     })
 }
 
-/// Which of a subscription's payments paid `period`: a succeeded payment made from
-/// [`CHARGE_LEAD_MS`] before the period's start until its end; the earliest for the first
-/// period (`first`), else the latest (a retried charge after a failed one). `None` when there
-/// is none (a free trial).
+/// Which of a subscription's payments paid `period`: of its succeeded payments, the one
+/// [`period::charge_of_period`] picks (the earliest in the period's window for the first period,
+/// else the latest). `None` when there is none (a free trial).
 #[must_use]
 pub fn charge_of_period(
     period: BillingPeriod,
     first: bool,
     payments: &[OrderPayment],
 ) -> Option<String> {
-    let from = period.start().unix_millis().saturating_sub(CHARGE_LEAD_MS);
-    let until = period.end().unix_millis();
-    let mut candidates: Vec<(i64, &str)> = payments
+    let paid = payments
         .iter()
         .take(MAX_ORDER_PAYMENTS)
         .filter(|p| p.status.as_deref() == Some("succeeded") && !p.id.is_empty())
-        .filter_map(|p| {
-            let at = p.created_at.as_deref().and_then(timestamp)?.unix_millis();
-            (from <= at && at < until).then_some((at, p.id.as_str()))
-        })
-        .collect();
-    candidates.sort_unstable();
-    let chosen = if first {
-        candidates.first()
-    } else {
-        candidates.last()
-    };
-    chosen.map(|(_, id)| (*id).to_owned())
+        .filter_map(|p| Some((p.created_at.as_deref().and_then(timestamp)?, p.id.as_str())));
+    period::charge_of_period(period, first, paid)
 }
 
 /// `subscription.canceled` ends the subscription; an `expired` order status says it ran out.

@@ -234,8 +234,7 @@ impl Api {
     async fn fetch_token(&self) -> Result<CachedToken, GatewayError> {
         let request = self
             .http
-            .client()
-            .post(self.http.url("/v1/oauth2/token"))
+            .post("/v1/oauth2/token")
             .basic_auth(&self.client_id, Some(self.client_secret.expose_secret()))
             .header(reqwest::header::ACCEPT, "application/json")
             .form(&[("grant_type", "client_credentials")]);

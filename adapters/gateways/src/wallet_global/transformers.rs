@@ -15,6 +15,10 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::shared::http::HttpReply;
+pub use crate::shared::money::to_decimal as money_to_value;
+use crate::shared::money::{DecimalError, decimal_minor};
+use crate::shared::time::{parse_rfc3339, unix_seconds};
+use crate::shared::wire;
 use crate::webhook::header;
 
 /// PayPal's `description` limit for a purchase unit.
@@ -83,20 +87,6 @@ impl TryFrom<&Amount> for Money {
     }
 }
 
-/// `Money` as PayPal's decimal string, with exactly the currency's decimal places (`"9.99"`,
-/// `"1000"` for JPY).
-#[must_use]
-pub fn money_to_value(money: Money) -> String {
-    let exponent = money.currency().exponent();
-    let minor = money.amount_minor();
-    if exponent == 0 {
-        return minor.to_string();
-    }
-    let scale = 10_i64.pow(exponent);
-    let width = usize::try_from(exponent).unwrap_or(2);
-    format!("{}.{:0width$}", minor / scale, minor % scale)
-}
-
 /// PayPal's decimal string in major units as exact `Money` (`"10"`, `"9.99"`, `".5"`, `"10.50"`).
 ///
 /// # Errors
@@ -112,34 +102,21 @@ pub fn value_to_money(value: &str, currency_code: &str) -> Result<Money, AmountE
         Some(parts) => parts,
         None => (value, ""),
     };
-    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-    if (whole.is_empty() && fraction.is_empty()) || !digits(whole) || !digits(fraction) {
+    if whole.is_empty() && fraction.is_empty() {
         return Err(AmountError::Malformed);
     }
-    let exponent = usize::try_from(currency.exponent()).map_err(|_| AmountError::TooLarge)?;
-    if fraction.trim_end_matches('0').len() > exponent {
-        return Err(AmountError::TooPrecise);
-    }
-    let padded = fraction
-        .bytes()
-        .chain(std::iter::repeat(b'0'))
-        .take(exponent);
-    let mut minor: i64 = 0;
-    for digit in whole.bytes().chain(padded) {
-        minor = minor
-            .checked_mul(10)
-            .and_then(|m| m.checked_add(i64::from(digit - b'0')))
-            .ok_or(AmountError::TooLarge)?;
-    }
+    let minor = decimal_minor(whole, fraction, currency.exponent()).map_err(|e| match e {
+        DecimalError::Malformed => AmountError::Malformed,
+        DecimalError::TooPrecise => AmountError::TooPrecise,
+        DecimalError::TooLarge => AmountError::TooLarge,
+    })?;
     Money::from_minor(minor, currency).map_err(|_| AmountError::Malformed)
 }
 
 /// An RFC 3339 time (`2024-05-01T10:00:00Z`, `2024-05-01T10:00:00.123-07:00`).
 #[must_use]
 pub fn parse_time(text: &str) -> Option<Timestamp> {
-    chrono::DateTime::parse_from_rfc3339(text.trim())
-        .ok()
-        .map(|t| Timestamp::from_unix_millis(t.timestamp_millis()))
+    parse_rfc3339(text.trim())
 }
 
 fn time_of(text: Option<&String>) -> Option<Timestamp> {
@@ -149,12 +126,7 @@ fn time_of(text: Option<&String>) -> Option<Timestamp> {
 /// `id` when it is safe in a URL path: 1 to 64 ASCII letters, digits, `-` and `_`.
 #[must_use]
 pub fn path_segment(id: &str) -> Option<&str> {
-    let ok = !id.is_empty()
-        && id.len() <= MAX_ID_CHARS
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    ok.then_some(id)
+    wire::path_id(id, MAX_ID_CHARS, &['-', '_'])
 }
 
 fn order_id(text: Option<&String>) -> Option<OrderId> {
@@ -255,14 +227,8 @@ pub fn failure(reply: &HttpReply) -> GatewayError {
 /// # Errors
 /// [`GatewayError::BadResponse`] naming `what` and the position of the problem.
 pub fn parse<T: DeserializeOwned>(reply: &HttpReply, what: &str) -> Result<T, GatewayError> {
-    serde_json::from_slice(&reply.body).map_err(|e| {
-        GatewayError::BadResponse(format!(
-            "unreadable {what} ({:?} error at line {} column {})",
-            e.classify(),
-            e.line(),
-            e.column()
-        ))
-    })
+    serde_json::from_slice(&reply.body)
+        .map_err(|e| GatewayError::BadResponse(wire::unreadable(what, &e)))
 }
 
 /// `POST /v1/oauth2/token` answer.
@@ -289,7 +255,7 @@ fn link<'a>(links: &'a [Link], rel: &str) -> Option<&'a str> {
 
 /// A link the buyer may be sent to: http(s) only.
 fn web_link<'a>(links: &'a [Link], rel: &str) -> Option<&'a str> {
-    link(links, rel).filter(|href| href.starts_with("https://") || href.starts_with("http://"))
+    link(links, rel).filter(|href| wire::is_web_url(href))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -335,14 +301,10 @@ struct ExperienceContext<'a> {
 impl<'a> From<&'a CheckoutRequest> for CreateOrder<'a> {
     fn from(request: &'a CheckoutRequest) -> Self {
         let order_id = request.order_id.as_str();
-        let description: String = request
-            .plan
-            .text_for(&Locale::english())
-            .name
-            .chars()
-            .filter(|c| !c.is_control())
-            .take(MAX_DESCRIPTION_CHARS)
-            .collect();
+        let description = wire::printable(
+            &request.plan.text_for(&Locale::english()).name,
+            MAX_DESCRIPTION_CHARS,
+        );
         Self {
             intent: "CAPTURE",
             purchase_units: [OrderUnit {
@@ -966,10 +928,8 @@ impl Transmission {
             Ok(value.to_owned())
         };
         let transmission_time = get("paypal-transmission-time")?;
-        let time_s = parse_time(&transmission_time)
-            .ok_or(WebhookError::MissingSignature)?
-            .unix_millis()
-            .div_euclid(1000);
+        let time_s =
+            unix_seconds(parse_time(&transmission_time).ok_or(WebhookError::MissingSignature)?);
         Ok(Self {
             auth_algo: get("paypal-auth-algo")?,
             cert_url: get("paypal-cert-url")?,
@@ -1166,7 +1126,7 @@ impl RefundCapture {
     /// The body refunding `amount` of our order `order_id` for `reason` (left out when blank).
     #[must_use]
     pub fn new(amount: Money, order_id: &OrderId, reason: &str) -> Self {
-        let note: String = reason.trim().chars().take(MAX_NOTE_CHARS).collect();
+        let note = wire::clip(reason.trim(), MAX_NOTE_CHARS);
         Self {
             amount: Amount::from(amount),
             custom_id: order_id.as_str().to_owned(),
@@ -1222,10 +1182,7 @@ impl CaptureRefund {
                 .as_ref()
                 .and_then(|d| d.reason.as_deref())
                 .unwrap_or("no reason given");
-            reason
-                .chars()
-                .take(MAX_ERROR_FIELD_CHARS)
-                .collect::<String>()
+            wire::clip(reason, MAX_ERROR_FIELD_CHARS)
         };
         match self.status {
             CaptureRefundStatus::Completed => RefundState::Succeeded,

@@ -10,9 +10,11 @@ use application::ports::{
     GatewayError, OrderLocator, PaymentEvent, PaymentStatus, RefundReport, RefundState,
     RefundedCharge, WebhookError,
 };
-use chrono::{DateTime, FixedOffset};
 use domain::{Currency, Money, OrderId, Timestamp};
 use serde::{Deserialize, Serialize};
+
+use crate::shared::time::{in_beijing, parse_rfc3339};
+use crate::shared::wire::printable;
 
 /// The `Authorization` scheme and the notification signature type.
 pub const SIGNATURE_SCHEME: &str = "WECHATPAY2-SHA256-RSA2048";
@@ -29,7 +31,6 @@ pub const DESCRIPTION_MAX_BYTES: usize = 127;
 /// `out_trade_no` is 6 to 32 characters.
 pub const OUT_TRADE_NO_LENGTH: std::ops::RangeInclusive<usize> = 6..=32;
 /// Beijing time, the offset WeChat Pay writes its times in.
-const BEIJING_OFFSET_S: i32 = 8 * 3600;
 /// The longest `refund_id` accepted (WeChat Pay documents `string(32)`).
 const MAX_REFUND_ID_CHARS: usize = 64;
 /// The most characters of a provider message kept in an error.
@@ -337,7 +338,7 @@ pub fn out_refund_no(refund_id: &str) -> Result<String, GatewayError> {
 /// The refund `reason`: printable characters only, at most 80; `None` when empty.
 #[must_use]
 pub fn refund_reason(text: &str) -> Option<String> {
-    let reason = clip(text.trim(), REFUND_REASON_MAX_CHARS);
+    let reason = printable(text.trim(), REFUND_REASON_MAX_CHARS);
     (!reason.is_empty()).then_some(reason)
 }
 
@@ -374,14 +375,14 @@ pub fn foreign_transaction(
     if transaction.mchid != mch_id {
         return Some(format!(
             "mchid {:?} is not the configured merchant",
-            clip(&transaction.mchid, 32)
+            printable(&transaction.mchid, 32)
         ));
     }
     match transaction.appid.as_deref() {
         Some(appid) if appid == app_id => None,
         Some(appid) => Some(format!(
             "appid {:?} is not the configured app",
-            clip(appid, 32)
+            printable(appid, 32)
         )),
         None => Some("transaction names no appid".to_owned()),
     }
@@ -393,7 +394,7 @@ pub fn foreign_refund(refund: &RefundNotice, mch_id: &str) -> Option<String> {
     (refund.mchid != mch_id).then(|| {
         format!(
             "mchid {:?} is not the configured merchant",
-            clip(&refund.mchid, 32)
+            printable(&refund.mchid, 32)
         )
     })
 }
@@ -536,7 +537,7 @@ pub fn money_from_fen(total: i64, currency: Option<&str>) -> Result<Money, Strin
     match currency {
         None | Some(CURRENCY) => {}
         Some(other) => {
-            return Err(format!("currency {:?} is not CNY", clip(other, 8)));
+            return Err(format!("currency {:?} is not CNY", printable(other, 8)));
         }
     }
     Money::from_minor(total, Currency::Cny).map_err(|e| e.to_string())
@@ -576,22 +577,14 @@ pub fn description(text: &str) -> String {
 /// # Errors
 /// [`GatewayError::Rejected`] for a time outside chrono's range.
 pub fn beijing_rfc3339(at: Timestamp) -> Result<String, GatewayError> {
-    let offset = FixedOffset::east_opt(BEIJING_OFFSET_S)
-        .ok_or_else(|| GatewayError::Rejected("bad time zone offset".into()))?;
-    let utc = DateTime::from_timestamp_millis(at.unix_millis())
-        .ok_or_else(|| GatewayError::Rejected("time out of range".into()))?;
-    Ok(utc
-        .with_timezone(&offset)
-        .format("%Y-%m-%dT%H:%M:%S%:z")
-        .to_string())
+    let local = in_beijing(at).map_err(|e| GatewayError::Rejected(e.into()))?;
+    Ok(local.format("%Y-%m-%dT%H:%M:%S%:z").to_string())
 }
 
 /// Parse an RFC 3339 time (any offset) into a timestamp.
 #[must_use]
 pub fn parse_time(text: &str) -> Option<Timestamp> {
-    DateTime::parse_from_rfc3339(text.trim())
-        .ok()
-        .map(|t| Timestamp::from_unix_millis(t.timestamp_millis()))
+    parse_rfc3339(text.trim())
 }
 
 /// The message a request signature covers:
@@ -776,8 +769,8 @@ pub fn error_from_reply(status: u16, body: &[u8]) -> GatewayError {
         .map(|e| {
             format!(
                 "{}: {}",
-                clip(&e.code, 64),
-                clip(&e.message, MAX_MESSAGE_CHARS)
+                printable(&e.code, 64),
+                printable(&e.message, MAX_MESSAGE_CHARS)
             )
         })
         .unwrap_or_else(|_| "unreadable error body".to_owned());
@@ -790,14 +783,9 @@ pub fn error_from_reply(status: u16, body: &[u8]) -> GatewayError {
 
 fn failure_reason(reason: &str, description: Option<&str>) -> String {
     match description {
-        Some(d) if !d.is_empty() => format!("{reason}: {}", clip(d, MAX_MESSAGE_CHARS)),
+        Some(d) if !d.is_empty() => format!("{reason}: {}", printable(d, MAX_MESSAGE_CHARS)),
         _ => reason.to_owned(),
     }
-}
-
-/// At most `max` printable characters of `text`.
-fn clip(text: &str, max: usize) -> String {
-    text.chars().filter(|c| !c.is_control()).take(max).collect()
 }
 
 #[cfg(test)]

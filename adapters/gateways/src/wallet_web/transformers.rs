@@ -12,9 +12,13 @@ use std::collections::BTreeMap;
 use application::ports::{
     GatewayError, OrderLocator, PaymentEvent, PaymentStatus, RefundState, WebhookError,
 };
-use chrono::{DateTime, FixedOffset, NaiveDateTime, TimeZone};
+use chrono::NaiveDateTime;
 use domain::{Currency, Money, OrderId, Timestamp};
 use serde::{Deserialize, Serialize};
+
+use crate::shared::money::{decimal_minor, to_decimal};
+use crate::shared::time::{from_beijing, in_beijing};
+use crate::shared::wire::printable;
 
 /// The page-pay method.
 pub const METHOD_PAGE_PAY: &str = "alipay.trade.page.pay";
@@ -39,7 +43,6 @@ pub const OUT_TRADE_NO_MAX_CHARS: usize = 64;
 pub const MAX_AMOUNT_FEN: i64 = 10_000_000_000;
 /// The most parameters a notification may carry (a bound on parsing work).
 pub const MAX_PARAMS: usize = 100;
-const BEIJING_OFFSET_S: i32 = 8 * 3600;
 const TIME_FORMAT: &str = "%Y-%m-%d %H:%M:%S";
 const MAX_MESSAGE_CHARS: usize = 200;
 
@@ -195,7 +198,7 @@ pub fn out_request_no(refund_id: &str) -> Result<String, GatewayError> {
 /// The refund reason: printable characters, at most 256; `None` when empty.
 #[must_use]
 pub fn refund_reason(text: &str) -> Option<String> {
-    let reason = clip(text.trim(), REFUND_REASON_MAX_CHARS);
+    let reason = printable(text.trim(), REFUND_REASON_MAX_CHARS);
     (!reason.is_empty()).then_some(reason)
 }
 
@@ -239,7 +242,7 @@ pub fn foreign(
         Some(id) => {
             return Some(format!(
                 "app_id {:?} is not the configured app",
-                clip(id, 32)
+                printable(id, 32)
             ));
         }
         None => return Some("notification names no app_id".to_owned()),
@@ -249,7 +252,7 @@ pub fn foreign(
         Some(id) if id == seller_id => None,
         Some(id) => Some(format!(
             "seller_id {:?} is not the configured seller",
-            clip(id, 32)
+            printable(id, 32)
         )),
         None => Some("notification names no seller_id".to_owned()),
     }
@@ -316,7 +319,7 @@ pub fn yuan(price: &Money) -> Result<String, GatewayError> {
             "amount must be 0.01 to 100000000 CNY".into(),
         ));
     }
-    Ok(format!("{}.{:02}", fen / 100, fen % 100))
+    Ok(to_decimal(*price))
 }
 
 /// CNY money from a yuan string: digits, optionally `.` and one or two digits.
@@ -324,21 +327,13 @@ pub fn yuan(price: &Money) -> Result<String, GatewayError> {
 /// # Errors
 /// Anything else (signs, spaces, exponents, three decimals, too many digits), as text.
 pub fn money_from_yuan(text: &str) -> Result<Money, String> {
-    let bad = || format!("amount {:?} is not a yuan amount", clip(text, 24));
+    let bad = || format!("amount {:?} is not a yuan amount", printable(text, 24));
     let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
-    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-    if whole.is_empty() || whole.len() > 12 || !digits(whole) {
+    let trailing_point = text.contains('.') && fraction.is_empty();
+    if whole.is_empty() || whole.len() > 12 || fraction.len() > 2 || trailing_point {
         return Err(bad());
     }
-    if fraction.len() > 2 || !digits(fraction) || (text.contains('.') && fraction.is_empty()) {
-        return Err(bad());
-    }
-    let whole: i64 = whole.parse().map_err(|_| bad())?;
-    let fraction: i64 = format!("{fraction:0<2}").parse().map_err(|_| bad())?;
-    let fen = whole
-        .checked_mul(100)
-        .and_then(|w| w.checked_add(fraction))
-        .ok_or_else(bad)?;
+    let fen = decimal_minor(whole, fraction, Currency::Cny.exponent()).map_err(|_| bad())?;
     Money::from_minor(fen, Currency::Cny).map_err(|e| e.to_string())
 }
 
@@ -374,20 +369,14 @@ pub fn subject(text: &str) -> String {
 /// # Errors
 /// [`GatewayError::Rejected`] for a time outside chrono's range.
 pub fn beijing_time(at: Timestamp) -> Result<String, GatewayError> {
-    let offset = FixedOffset::east_opt(BEIJING_OFFSET_S)
-        .ok_or_else(|| GatewayError::Rejected("bad time zone offset".into()))?;
-    let utc = DateTime::from_timestamp_millis(at.unix_millis())
-        .ok_or_else(|| GatewayError::Rejected("time out of range".into()))?;
-    Ok(utc.with_timezone(&offset).format(TIME_FORMAT).to_string())
+    let local = in_beijing(at).map_err(|e| GatewayError::Rejected(e.into()))?;
+    Ok(local.format(TIME_FORMAT).to_string())
 }
 
 /// Parse `yyyy-MM-dd HH:mm:ss` (optionally with `.SSS`), Beijing time.
 #[must_use]
 pub fn parse_time(text: &str) -> Option<Timestamp> {
-    let offset = FixedOffset::east_opt(BEIJING_OFFSET_S)?;
-    let naive = NaiveDateTime::parse_from_str(text.trim(), "%Y-%m-%d %H:%M:%S%.f").ok()?;
-    let local = offset.from_local_datetime(&naive).single()?;
-    Some(Timestamp::from_unix_millis(local.timestamp_millis()))
+    from_beijing(&NaiveDateTime::parse_from_str(text.trim(), "%Y-%m-%d %H:%M:%S%.f").ok()?)
 }
 
 /// The parameters of a call, without `sign`: the common ones, `method`, `biz_content`, and
@@ -543,9 +532,9 @@ pub fn payment_status(answer: &ApiResponse) -> Result<PaymentStatus, GatewayErro
 pub fn api_error(answer: &ApiResponse) -> GatewayError {
     let detail = format!(
         "{} {}: {}",
-        clip(&answer.code, 8),
-        clip(answer.sub_code.as_deref().unwrap_or("-"), 64),
-        clip(
+        printable(&answer.code, 8),
+        printable(answer.sub_code.as_deref().unwrap_or("-"), 64),
+        printable(
             answer.sub_msg.as_deref().unwrap_or(&answer.msg),
             MAX_MESSAGE_CHARS
         )
@@ -618,12 +607,12 @@ pub fn events(
 /// or `trade_status_sync.refund` for refunds.
 #[must_use]
 pub fn event_type(notification: &Notification, params: &BTreeMap<String, String>) -> String {
-    let kind = clip(notification.notify_type.as_deref().unwrap_or("notify"), 32);
+    let kind = printable(notification.notify_type.as_deref().unwrap_or("notify"), 32);
     if notification.refund_fee.is_some() {
         return format!("{kind}.refund");
     }
     let status = params.get("trade_status").map_or("-", String::as_str);
-    format!("{kind}.{}", clip(status, 32))
+    format!("{kind}.{}", printable(status, 32))
 }
 
 /// Where a notification points: our order id from `out_trade_no`.
@@ -633,11 +622,6 @@ pub fn locator(out_trade_no: &str) -> OrderLocator {
         order_id: OrderId::new(out_trade_no).ok(),
         provider_reference: None,
     }
-}
-
-/// At most `max` printable characters of `text`.
-fn clip(text: &str, max: usize) -> String {
-    text.chars().filter(|c| !c.is_control()).take(max).collect()
 }
 
 #[cfg(test)]
