@@ -464,7 +464,7 @@ impl WalletGlobalGateway {
             return Err(redeliver("the subscription does not show the sale yet"));
         }
         let event = if subscription.is_first_payment() {
-            subscription.activation(sale.sale_id.clone(), sale.occurred_at)
+            subscription.activation(sale.sale_id.clone(), Some(sale.amount), sale.occurred_at)
         } else {
             subscription
                 .paid_period()

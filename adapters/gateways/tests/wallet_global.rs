@@ -1235,7 +1235,9 @@ async fn an_activated_subscription_with_its_first_payment_starts_the_paid_period
             order: subscription_order(),
             provider_subscription_id: SUBSCRIPTION.into(),
             period: first_period(),
-            amount: None,
+            // The first payment as PayPal shows it (`billing_info.last_payment`), checked
+            // against the order.
+            amount: Some(usd(999)),
             charge_ref: None,
             occurred_at: at("2024-05-01T09:59:12Z"),
         }]
@@ -1270,7 +1272,8 @@ async fn the_first_sale_of_a_subscription_activates_it() {
             order: subscription_order(),
             provider_subscription_id: SUBSCRIPTION.into(),
             period: first_period(),
-            amount: None,
+            // The sale's amount, checked against the order.
+            amount: Some(usd(999)),
             charge_ref: Some(SALE.into()),
             occurred_at: at("2024-05-01T09:59:50Z"),
         }]

@@ -182,6 +182,17 @@ impl Simulator for CardGatewaySimulator {
         events.iter().map(|e| sign(hub, e)).collect()
     }
 
+    /// The subscription carries the session's metadata (our order id) as
+    /// `subscription_data[metadata]` would have, so that its invoices name the order.
+    fn sold_as_subscription(&self, payment: &mut SimPayment) {
+        if objects::subscription_metadata(payment).is_empty() {
+            let metadata = serde_json::to_string(&objects::metadata(payment)).unwrap_or_default();
+            payment
+                .extra
+                .insert(objects::SUBSCRIPTION_METADATA.to_owned(), metadata);
+        }
+    }
+
     fn success_redirect(&self, payment: &SimPayment) -> String {
         payment
             .success_url

@@ -12,6 +12,8 @@ use crate::simulator::Simulator;
 
 /// The most payments the sandbox keeps (oldest are dropped first); it is a development tool.
 const MAX_PAYMENTS: usize = 10_000;
+/// The longest billing interval a test may give a subscription it starts, in months.
+const MAX_INTERVAL_MONTHS: u32 = 12;
 /// How long a webhook delivery may take.
 const DELIVERY_TIMEOUT_MS: u64 = 10_000;
 
@@ -211,6 +213,16 @@ pub enum SimEvent {
         /// This refund's amount.
         amount_minor: i64,
     },
+}
+
+/// What a subscription bills from a renewal on, when the price changed at the provider; each
+/// part left `None` stays as it was.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SimPrice {
+    /// The new amount per period, minor units.
+    pub amount_minor: Option<i64>,
+    /// The new currency.
+    pub currency: Option<Currency>,
 }
 
 /// A signed webhook request, ready to send.
@@ -524,6 +536,43 @@ impl Hub {
         Ok(self.payment(id).unwrap_or(payment))
     }
 
+    /// The provider bills an open payment as the first payment of a subscription
+    /// of `amount_minor` every `interval_months`, whatever the checkout was opened for, and
+    /// sends the subscription's activation webhooks: a product misconfigured as recurring at
+    /// the provider, or a price changed there. The subscription names the payment's order, as
+    /// the provider's activation of that checkout does.
+    ///
+    /// # Errors
+    /// Unknown payment, not open, or an amount or interval out of range.
+    pub async fn complete_as_subscription(
+        &self,
+        id: &str,
+        amount_minor: i64,
+        interval_months: u32,
+    ) -> Result<SimPayment, SandboxError> {
+        if amount_minor <= 0 || !(1..=MAX_INTERVAL_MONTHS).contains(&interval_months) {
+            return Err(SandboxError::Conflict(
+                "amount or interval out of range".into(),
+            ));
+        }
+        let provider = self.payment(id).ok_or(SandboxError::NotFound)?.provider;
+        let simulator = self.simulator(provider).ok_or(SandboxError::NotFound)?;
+        self.update_payment(id, |p| match p.status {
+            SimStatus::Open => {
+                p.amount_minor = amount_minor;
+                p.kind = SimKind::Subscription {
+                    interval_months,
+                    plan_ref: None,
+                };
+                simulator.sold_as_subscription(p);
+                Ok(())
+            }
+            other => Err(SandboxError::Conflict(format!("payment is {other:?}"))),
+        })?;
+        simulator.pay(self, id).await?;
+        self.payment(id).ok_or(SandboxError::NotFound)
+    }
+
     /// The buyer's payment failed.
     ///
     /// # Errors
@@ -566,10 +615,30 @@ impl Hub {
     /// # Errors
     /// Unknown subscription, or not active.
     pub async fn renew_subscription(&self, id: &str) -> Result<SimSubscription, SandboxError> {
+        self.renew_subscription_at(id, SimPrice::default()).await
+    }
+
+    /// Bill the next period of a subscription at `price` and send the renewal webhooks: the
+    /// price changed at the provider (another price of the product, a misconfigured plan), so
+    /// this period and the later ones bill the new amount and currency, as a real provider's
+    /// renewal then does. An empty `price` keeps the subscription's own.
+    ///
+    /// # Errors
+    /// Unknown subscription, or not active; a price of zero or less.
+    pub async fn renew_subscription_at(
+        &self,
+        id: &str,
+        price: SimPrice,
+    ) -> Result<SimSubscription, SandboxError> {
+        if price.amount_minor.is_some_and(|a| a <= 0) {
+            return Err(SandboxError::Conflict("amount out of range".into()));
+        }
         let subscription = self.update_subscription(id, |s| {
             if s.status == SimSubscriptionStatus::Canceled {
                 return Err(SandboxError::Conflict("subscription is canceled".into()));
             }
+            s.amount_minor = price.amount_minor.unwrap_or(s.amount_minor);
+            s.currency = price.currency.unwrap_or(s.currency);
             s.renewals += 1;
             // Counted from the anchor, not from the last end, so that a period that had to end
             // on a short month's last day does not move every later one (31 Jan, 28 Feb, 31 Mar).
@@ -959,5 +1028,180 @@ mod own_url_tests {
                 .to_string(),
             "success_url must be a URL of this service (http://127.0.0.1:8080/...)"
         );
+    }
+}
+
+#[cfg(test)]
+mod test_control_tests {
+    use super::*;
+
+    struct Epoch;
+
+    impl Clock for Epoch {
+        fn now(&self) -> domain::Timestamp {
+            domain::Timestamp::from_unix_millis(1_795_000_000_000)
+        }
+    }
+
+    /// A provider that sends nothing and remembers what it was asked to tell.
+    #[derive(Default)]
+    struct Recorder {
+        told: Mutex<Vec<SimEvent>>,
+    }
+
+    #[async_trait::async_trait]
+    impl Simulator for Recorder {
+        fn provider(&self) -> ProviderId {
+            ProviderId::CardGateway
+        }
+
+        fn api(&self, _hub: Arc<Hub>) -> poem::Route {
+            poem::Route::new()
+        }
+
+        fn webhooks(&self, _hub: &Hub, event: &SimEvent) -> Vec<SimWebhook> {
+            lock(&self.told).push(event.clone());
+            Vec::new()
+        }
+
+        fn sold_as_subscription(&self, payment: &mut SimPayment) {
+            payment
+                .extra
+                .insert("sold".into(), "as subscription".into());
+        }
+    }
+
+    fn open_payment(hub: &Hub, id: &str) {
+        let payment = SimPayment {
+            id: id.into(),
+            provider: ProviderId::CardGateway,
+            order_id: "ord_1".into(),
+            amount_minor: 499,
+            currency: Currency::Usd,
+            kind: SimKind::OneTime,
+            status: SimStatus::Open,
+            success_url: String::new(),
+            cancel_url: String::new(),
+            notify_url: String::new(),
+            refunded_minor: 0,
+            subscription_id: None,
+            created_at_ms: hub.now_ms(),
+            extra: BTreeMap::new(),
+        };
+        hub.insert_payment(payment, ["success", "cancel", "notify"])
+            .expect("own URLs");
+    }
+
+    fn hub_with_recorder() -> (Hub, Arc<Recorder>) {
+        let hub = Hub::new("http://127.0.0.1:8080", Arc::new(Epoch));
+        let recorder = Arc::new(Recorder::default());
+        hub.register(recorder.clone());
+        (hub, recorder)
+    }
+
+    #[tokio::test]
+    async fn a_one_time_checkout_billed_as_a_subscription_starts_one_naming_its_order() {
+        let (hub, recorder) = hub_with_recorder();
+        open_payment(&hub, "cs_1");
+        let paid = hub.complete_as_subscription("cs_1", 1, 3).await.unwrap();
+        assert_eq!(paid.status, SimStatus::Paid);
+        assert_eq!(paid.amount_minor, 1);
+        assert_eq!(
+            paid.extra.get("sold").map(String::as_str),
+            Some("as subscription")
+        );
+        let subscription = hub
+            .subscription(paid.subscription_id.as_deref().expect("a subscription"))
+            .expect("kept");
+        assert_eq!(subscription.order_id, "ord_1");
+        assert_eq!(subscription.amount_minor, 1);
+        assert_eq!(subscription.interval_months, 3);
+        assert_eq!(subscription.charges.len(), 1);
+        assert_eq!(subscription.charges[0].amount_minor, 1);
+        let told = lock(&recorder.told).clone();
+        assert!(
+            matches!(told.as_slice(), [SimEvent::SubscriptionStarted(p, s)] if p.id == "cs_1" && s.id == subscription.id),
+            "{told:?}"
+        );
+        assert_eq!(
+            hub.complete_as_subscription("cs_1", 1, 1).await,
+            Err(SandboxError::Conflict("payment is Paid".into())),
+            "only an open checkout"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_subscription_is_billed_only_a_positive_amount_and_a_sane_interval() {
+        let (hub, recorder) = hub_with_recorder();
+        open_payment(&hub, "cs_2");
+        for (amount, months) in [(0, 1), (-5, 1), (1, 0), (1, 13)] {
+            assert!(
+                matches!(
+                    hub.complete_as_subscription("cs_2", amount, months).await,
+                    Err(SandboxError::Conflict(_))
+                ),
+                "{amount} every {months}"
+            );
+        }
+        assert_eq!(
+            hub.complete_as_subscription("nope", 1, 1).await,
+            Err(SandboxError::NotFound)
+        );
+        assert_eq!(hub.payment("cs_2").map(|p| p.status), Some(SimStatus::Open));
+        assert!(lock(&recorder.told).is_empty(), "nothing sent");
+    }
+
+    #[tokio::test]
+    async fn a_renewal_at_a_changed_price_bills_it_from_then_on() {
+        let (hub, recorder) = hub_with_recorder();
+        open_payment(&hub, "cs_3");
+        let paid = hub.complete_as_subscription("cs_3", 999, 1).await.unwrap();
+        let id = paid.subscription_id.expect("a subscription");
+        let cheap = SimPrice {
+            amount_minor: Some(1),
+            currency: None,
+        };
+        let renewed = hub.renew_subscription_at(&id, cheap).await.unwrap();
+        assert_eq!((renewed.amount_minor, renewed.currency), (1, Currency::Usd));
+        let euros = SimPrice {
+            amount_minor: Some(999),
+            currency: Some(Currency::Eur),
+        };
+        let renewed = hub.renew_subscription_at(&id, euros).await.unwrap();
+        assert_eq!(
+            (renewed.amount_minor, renewed.currency),
+            (999, Currency::Eur)
+        );
+        let same = hub.renew_subscription(&id).await.unwrap();
+        assert_eq!((same.amount_minor, same.currency), (999, Currency::Eur));
+        let billed: Vec<i64> = same.charges.iter().map(|c| c.amount_minor).collect();
+        assert_eq!(billed, [999, 1, 999, 999]);
+        assert_eq!(same.renewals, 3);
+        let renewals: Vec<(i64, Currency)> = lock(&recorder.told)
+            .iter()
+            .filter_map(|e| match e {
+                SimEvent::Renewed(s, charge) => {
+                    let c = s.charges.iter().find(|c| &c.id == charge)?;
+                    Some((c.amount_minor, s.currency))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            renewals,
+            [
+                (1, Currency::Usd),
+                (999, Currency::Eur),
+                (999, Currency::Eur)
+            ]
+        );
+        let free = SimPrice {
+            amount_minor: Some(0),
+            currency: None,
+        };
+        assert!(matches!(
+            hub.renew_subscription_at(&id, free).await,
+            Err(SandboxError::Conflict(_))
+        ));
     }
 }

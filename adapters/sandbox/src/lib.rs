@@ -37,8 +37,8 @@ use domain::ProviderId;
 
 pub use credentials::{CREDENTIALS, SandboxCredentials};
 pub use hub::{
-    ForeignUrl, Hub, SimCharge, SimEvent, SimKind, SimPayment, SimStatus, SimSubscription,
-    SimSubscriptionStatus, SimWebhook,
+    ForeignUrl, Hub, SimCharge, SimEvent, SimKind, SimPayment, SimPrice, SimStatus,
+    SimSubscription, SimSubscriptionStatus, SimWebhook,
 };
 pub use simulator::Simulator;
 

@@ -648,7 +648,7 @@ fn paid_data(payment: &SimPayment, hub: &Hub) -> Value {
 }
 
 fn renewal_payment_data(hub: &Hub, subscription: &SimSubscription, charge_id: &str) -> Value {
-    let Some(payment) = hub.payment(&subscription.payment_id) else {
+    let Some(payment) = billed(hub, subscription) else {
         return json!({ "orderId": subscription.id });
     };
     with(
@@ -661,9 +661,19 @@ fn renewal_payment_data(hub: &Hub, subscription: &SimSubscription, charge_id: &s
     )
 }
 
+/// The payment that started `subscription`, in the currency the subscription bills now (its
+/// price may have changed at the provider since).
+fn billed(hub: &Hub, subscription: &SimSubscription) -> Option<SimPayment> {
+    hub.payment(&subscription.payment_id)
+        .map(|payment| SimPayment {
+            currency: subscription.currency,
+            ..payment
+        })
+}
+
 /// A subscription domain event's data: the order fields plus the period.
 fn subscription_data(hub: &Hub, subscription: &SimSubscription, status: &str) -> Value {
-    let base = match hub.payment(&subscription.payment_id) {
+    let base = match billed(hub, subscription) {
         Some(payment) => order_data(&payment, &subscription.id, subscription.amount_minor),
         None => {
             json!({

@@ -1,8 +1,17 @@
 //! The sandbox's own pages and actions: hosted checkout (`/checkout/{id}`), the dashboard (`/`),
 //! their form actions, and the same actions as JSON under `/api` for tests.
+//!
+//! Besides the buttons, `/api` has test controls that make the simulated provider itself send
+//! what a real one can send when something is set up wrong at its end: `POST
+//! /api/payments/{id}/subscribe` (`{"amountMinor", "intervalMonths"}`) bills an open checkout as
+//! a subscription of that amount, whatever it was opened for, and `POST
+//! /api/subscriptions/{id}/renew` with `{"amountMinor", "currency"}` renews at a price changed
+//! at the provider; `/api/drop-webhooks` loses the next webhooks on their way.
 
+use std::str::FromStr;
 use std::sync::Arc;
 
+use domain::Currency;
 use poem::endpoint::BoxEndpoint;
 use poem::http::StatusCode;
 use poem::web::{Data, Form, Html, Json, Path, Query, Redirect};
@@ -12,7 +21,7 @@ use qrcode::render::svg;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::hub::{Hub, SandboxError, SimKind, SimPayment, SimStatus};
+use crate::hub::{Hub, SandboxError, SimKind, SimPayment, SimPrice, SimStatus};
 
 /// Every sandbox route.
 pub fn routes(hub: Arc<Hub>) -> BoxEndpoint<'static, Response> {
@@ -210,7 +219,7 @@ async fn run_subscription_action(
 ) -> Result<serde_json::Value, SandboxError> {
     let at_period_end = body.at_period_end.unwrap_or(false);
     let subscription = match action {
-        "renew" => hub.renew_subscription(id).await?,
+        "renew" => hub.renew_subscription_at(id, body.price()?).await?,
         "cancel" => hub.cancel_subscription(id, at_period_end).await?,
         "refund" | "dispute" => {
             hub.refund_subscription_charge(
@@ -278,6 +287,28 @@ struct ActionBody {
     at_period_end: Option<bool>,
     /// Which charge of a subscription to refund or dispute (its latest when absent).
     charge_id: Option<String>,
+    /// `renew`: the currency the price changed to (ISO 4217), with `amountMinor` the new
+    /// amount; both absent, the subscription renews at its own price.
+    currency: Option<String>,
+    /// `subscribe`: the billing period of the subscription, in months (1 when absent).
+    interval_months: Option<u32>,
+}
+
+impl ActionBody {
+    /// The price a `renew` bills from now on.
+    fn price(&self) -> Result<SimPrice, SandboxError> {
+        let currency = match self.currency.as_deref() {
+            Some(code) => Some(
+                Currency::from_str(code)
+                    .map_err(|_| SandboxError::Conflict(format!("unknown currency {code:?}")))?,
+            ),
+            None => None,
+        };
+        Ok(SimPrice {
+            amount_minor: self.amount_minor,
+            currency,
+        })
+    }
 }
 
 #[handler]
@@ -294,7 +325,14 @@ async fn api_payment_action(
             .unwrap_or(3);
         return Json(json!({ "statuses": hub.redeliver(&id, times).await })).into_response();
     }
-    let result = if action == "refund" {
+    let result = if action == "subscribe" {
+        let Some(amount) = body.amount_minor else {
+            return error_response(&SandboxError::Conflict("amountMinor is required".into()));
+        };
+        hub.complete_as_subscription(&id, amount, body.interval_months.unwrap_or(1))
+            .await
+            .map(|p| json!({ "payment": p }))
+    } else if action == "refund" {
         let amount = match body.amount_minor {
             Some(a) => a,
             None => hub

@@ -22,6 +22,12 @@ pub trait Simulator: Send + Sync + 'static {
     /// the provider sends nothing for that event.
     fn webhooks(&self, hub: &Hub, event: &SimEvent) -> Vec<SimWebhook>;
 
+    /// A checkout opened for a one-time payment is about to be billed as a subscription (see
+    /// [`Hub::complete_as_subscription`]): carry over what the provider's subscription would
+    /// take from it (Stripe copies no session metadata onto a subscription, so the sandbox
+    /// names the order there too). Nothing by default.
+    fn sold_as_subscription(&self, _payment: &mut SimPayment) {}
+
     /// The buyer pressed Pay on the hosted page: complete the payment (or, for providers with a
     /// separate capture step, approve it) and return where the browser goes next.
     ///

@@ -3,8 +3,10 @@
 //!
 //! The fast parts run in every `cargo test` against the in-process app on SQLite:
 //! [`hostile`] (forged, stale, replayed and tampered webhooks, another user's order ids,
-//! oversized bodies, malformed JSON) and [`duplicates`] (every provider's webhook delivered
-//! again five times at once; 64 clients spending one account).
+//! oversized bodies, malformed JSON), [`hostile_subscriptions`] (subscriptions activated for
+//! what was not sold, and renewals at another price, sent by every subscription provider's
+//! simulator itself) and [`duplicates`] (every provider's webhook delivered again five times at
+//! once; 64 clients spending one account).
 //!
 //! The slow parts start real `tally serve` processes on PostgreSQL and run only with
 //! `TALLY_RELIABILITY=1` (they print a note and pass otherwise, in CI too, where
@@ -17,6 +19,7 @@ mod cluster;
 mod crash;
 mod duplicates;
 mod hostile;
+mod hostile_subscriptions;
 mod outage;
 mod several_instances;
 mod signed;

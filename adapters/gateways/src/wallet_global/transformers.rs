@@ -853,17 +853,22 @@ impl Subscription {
     /// `SubscriptionActivated` for the paid period, once the first payment is in; `charge_ref`
     /// is the first sale's id when the event names it (the sale does, `ACTIVATED` does not).
     #[must_use]
+    ///
+    /// `paid` is what the first payment charged: the sale's amount when a sale activates, else
+    /// the subscription's `billing_info.last_payment.amount` (`BILLING.SUBSCRIPTION.ACTIVATED`).
+    /// Either way the activation is checked against the order's price, so a first payment of
+    /// another amount or currency starts nothing (issue 14 finding 1).
     pub fn activation(
         &self,
         charge_ref: Option<String>,
+        paid: Option<Money>,
         occurred_at: Timestamp,
     ) -> Option<PaymentEvent> {
         Some(PaymentEvent::SubscriptionActivated {
             order: self.locator(),
             provider_subscription_id: self.id.clone(),
             period: self.paid_period()?,
-            // `BILLING.SUBSCRIPTION.ACTIVATED` carries no amount that is the plan's price.
-            amount: None,
+            amount: paid.or_else(|| self.last_payment().map(|(amount, _)| amount)),
             charge_ref,
             occurred_at,
         })
@@ -1369,7 +1374,10 @@ pub fn interpret(event: &Envelope, now: Timestamp) -> Result<Interpretation, Web
         "BILLING.SUBSCRIPTION.ACTIVATED" => {
             let subscription: Subscription = resource(event)?;
             Ok(Interpretation::Events(
-                subscription.activation(None, at).into_iter().collect(),
+                subscription
+                    .activation(None, None, at)
+                    .into_iter()
+                    .collect(),
             ))
         }
         "PAYMENT.SALE.COMPLETED" => sale_completed(resource(event)?, at),

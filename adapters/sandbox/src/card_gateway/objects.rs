@@ -97,6 +97,11 @@ pub fn metadata(payment: &SimPayment) -> BTreeMap<String, String> {
     stored_map(payment, METADATA)
 }
 
+/// A subscription session's `subscription_data[metadata]`.
+pub fn subscription_metadata(payment: &SimPayment) -> BTreeMap<String, String> {
+    stored_map(payment, SUBSCRIPTION_METADATA)
+}
+
 fn customer_id(payment: &SimPayment) -> String {
     format!("cus_{}", payment.id.trim_start_matches("cs_"))
 }

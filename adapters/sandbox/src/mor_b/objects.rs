@@ -162,6 +162,8 @@ pub fn payment(
         SimStatus::Canceled => "cancelled",
         SimStatus::Open | SimStatus::Approved => "requires_payment_method",
     };
+    // A charge bills the subscription's price, which may have changed since the session.
+    let currency = charge.map_or(session.currency, |(_, s)| s.currency);
     let (id, amount, refunds, subscription_id, created_at_ms, dispute) = match charge {
         Some((c, s)) => {
             let mut refunds = charge_refunds(session).remove(&c.id).unwrap_or_default();
@@ -201,7 +203,7 @@ pub fn payment(
         "business_id": BUSINESS_ID,
         "checkout_session_id": charge.is_none().then(|| session.id.clone()),
         "created_at": rfc3339(created_at_ms),
-        "currency": session.currency.code(),
+        "currency": currency.code(),
         "customer": customer(Some(session)),
         "digital_products_delivered": false,
         "disputes": disputes,
@@ -211,7 +213,7 @@ pub fn payment(
         "product_cart": [{ "product_id": session.extra.get(PRODUCT_ID), "quantity": 1 }],
         "refunds": refunds,
         "settlement_amount": amount,
-        "settlement_currency": session.currency.code(),
+        "settlement_currency": currency.code(),
         "settlement_tax": 0,
         "status": status,
         "subscription_id": subscription_id,

@@ -155,10 +155,13 @@ async fn a_correctly_signed_webhook_for_another_amount_or_currency_pays_nothing_
     }
 }
 
-/// Issue 14 finding 1, through Stripe's own signed event: an `invoice.paid` of a subscription's
-/// first period (0.01 USD) whose metadata names a one-time credits order starts nothing, pays
-/// nothing, grants nothing, and is counted as a mismatch. (The test signs a genuine sandbox
-/// activation again after naming our order in it: the test's own hub does not know our order.)
+/// Issue 14 finding 1 with Stripe only, through an event the test signs itself: an
+/// `invoice.paid` of a subscription's first period (0.01 USD) whose metadata names a one-time
+/// credits order starts nothing, pays nothing, grants nothing, and is counted as a mismatch.
+/// (The test signs a genuine sandbox activation again after naming our order in it: the test's
+/// own hub does not know our order.) Every provider that sells subscriptions, Stripe included,
+/// is covered in [`super::hostile_subscriptions`], where the app's sandbox itself bills the
+/// one-time checkout as a subscription and sends the provider's activation.
 #[tokio::test]
 async fn a_correctly_signed_activation_naming_a_credits_order_starts_nothing() {
     let shop = open_shop().await;
@@ -223,14 +226,16 @@ async fn a_correctly_signed_activation_naming_a_credits_order_starts_nothing() {
     );
 }
 
-/// Issue 14 finding 2, through the provider's own signed renewal: a renewal paying 0.01, or in
-/// another currency, grants nothing and is recorded as a mismatch; the genuine renewal then grants
-/// the period once. For Stripe and Waffo Pancake, whose simulators sign a renewal from the
-/// subscription alone. Left out: Creem (its renewal names the product by id and the price is read
-/// from Creem's API, so the signed payload carries no amount to tamper with), PayPal (verified by
-/// asking PayPal, to which a webhook signed in the test is a forgery, see `VERIFIED_ONLINE`) and
-/// Dodo (its simulator builds the renewal from the checkout it keeps, which a test's own hub has
-/// not got); the use-case tests cover the rule for every provider.
+/// Issue 14 finding 2 with Stripe and Waffo Pancake, through renewals the test signs itself
+/// from a genuine one: a renewal paying 0.01, or in another currency, grants nothing and is
+/// recorded as a mismatch; the genuine renewal of the same period, delivered again by the
+/// sandbox, then grants it once. Only those two, whose simulators sign a renewal from the
+/// subscription alone: Creem's renewal names the product by id and its price is read from
+/// Creem's API, PayPal verifies by asking PayPal (to which a webhook signed in the test is a
+/// forgery, see `VERIFIED_ONLINE`), and Dodo's simulator builds the renewal from the checkout it
+/// keeps. Every provider that sells subscriptions, these two included, is covered in
+/// [`super::hostile_subscriptions`], where the app's sandbox itself renews at a price changed at
+/// the provider.
 #[tokio::test]
 async fn a_correctly_signed_renewal_for_another_amount_or_currency_grants_nothing() {
     let shop = open_shop().await;
