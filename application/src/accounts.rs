@@ -195,11 +195,20 @@ pub enum Scope {
     CreditsConsume,
     /// Read any user's credits.
     CreditsRead,
+    /// Read the host events feed (`GET /api/events`).
+    EventsRead,
+    /// Read any user's entitlements (`GET /api/entitlements`).
+    EntitlementsRead,
 }
 
 impl Scope {
     /// Every scope.
-    pub const ALL: [Scope; 2] = [Scope::CreditsConsume, Scope::CreditsRead];
+    pub const ALL: [Scope; 4] = [
+        Scope::CreditsConsume,
+        Scope::CreditsRead,
+        Scope::EventsRead,
+        Scope::EntitlementsRead,
+    ];
 
     /// The stable code, as clients send it.
     #[must_use]
@@ -207,6 +216,8 @@ impl Scope {
         match self {
             Scope::CreditsConsume => "credits:consume",
             Scope::CreditsRead => "credits:read",
+            Scope::EventsRead => "events:read",
+            Scope::EntitlementsRead => "entitlements:read",
         }
     }
 

@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 pub mod accounts;
+pub mod host_events;
 pub mod pagination;
 pub mod ports;
 pub mod service;

@@ -5,9 +5,15 @@
 //! clock, ids and secrets); `testing` has in-memory fakes.
 
 pub mod gateway;
+pub mod host_events;
+pub mod metrics;
 pub mod runtime;
 pub mod store;
+pub mod webhooks;
 
 pub use gateway::*;
+pub use host_events::*;
+pub use metrics::*;
 pub use runtime::*;
 pub use store::*;
+pub use webhooks::*;

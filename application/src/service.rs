@@ -8,7 +8,9 @@ use domain::{AppEnvironment, ConsumptionRules, Plan};
 
 use std::sync::Arc;
 
-use crate::ports::{Clock, Gateways, HostTokenVerifier, IdGenerator, SecretHasher, Store};
+use crate::ports::{
+    Clock, Gateways, HostTokenVerifier, IdGenerator, Metrics, NoMetrics, SecretHasher, Store,
+};
 use crate::use_cases::plans::PricingMode;
 
 /// Settings the use cases read.
@@ -57,6 +59,11 @@ pub struct Service<S, C, I, H> {
     pub(crate) gateways: Gateways,
     pub(crate) config: ServiceConfig,
     pub(crate) host_tokens: Option<Arc<dyn HostTokenVerifier>>,
+    /// Where the use cases count what they did (nothing by default).
+    pub(crate) metrics: Arc<dyn Metrics>,
+    /// The balance below which spends tell `credits.low_balance` (none by default).
+    pub(crate) low_balance_below: Option<domain::Credits>,
+    pub(crate) webhooks: Option<Arc<crate::use_cases::webhook_endpoints::Webhooks>>,
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
@@ -77,7 +84,24 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             gateways,
             config,
             host_tokens: None,
+            metrics: Arc::new(NoMetrics),
+            low_balance_below: None,
+            webhooks: None,
         }
+    }
+
+    /// Tell `credits.low_balance` when a spend takes a balance below `threshold`.
+    #[must_use]
+    pub fn with_low_balance_threshold(mut self, threshold: Option<domain::Credits>) -> Self {
+        self.low_balance_below = threshold;
+        self
+    }
+
+    /// Count what the use cases do through `metrics` (see [`Metrics`]).
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Arc<dyn Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Also accept a host application's tokens as sign-in.
@@ -85,6 +109,21 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     pub fn with_host_tokens(mut self, verifier: Arc<dyn HostTokenVerifier>) -> Self {
         self.host_tokens = Some(verifier);
         self
+    }
+
+    /// Also deliver host events to webhook endpoints (and manage them).
+    #[must_use]
+    pub fn with_webhooks(
+        mut self,
+        webhooks: Arc<crate::use_cases::webhook_endpoints::Webhooks>,
+    ) -> Self {
+        self.webhooks = Some(webhooks);
+        self
+    }
+
+    /// Webhook endpoints and delivery, when wired.
+    pub fn webhooks(&self) -> Option<&Arc<crate::use_cases::webhook_endpoints::Webhooks>> {
+        self.webhooks.as_ref()
     }
 
     /// The store (for readiness checks and background workers).

@@ -5,6 +5,9 @@ pub mod admin_console;
 pub mod api_keys;
 pub mod cancel_payment;
 pub mod credits;
+pub mod deliver_events;
+pub mod entitlements;
+pub mod event_feed;
 pub mod handle_webhook;
 pub mod initiate_payment;
 pub mod manage_plans;
@@ -13,6 +16,7 @@ pub mod query_payment;
 pub mod reconcile;
 pub mod refund_order;
 pub mod report_status;
+pub mod webhook_endpoints;
 
 #[cfg(test)]
 mod tests;

@@ -165,10 +165,20 @@ impl Application {
             Argon2Hasher::default(),
             gateways,
             config,
-        );
+        )
+        .with_metrics(Arc::new(http_api::PrometheusMetrics))
+        .with_low_balance_threshold(settings.low_balance_threshold);
         if let Some(host_jwt) = &settings.host_jwt {
             service = service.with_host_tokens(Arc::new(HostJwtVerifier::new(host_jwt)?));
         }
+        let webhooks = crate::webhooks::build(
+            store.clone(),
+            clock.clone(),
+            Arc::new(RandomIds),
+            &settings.webhooks,
+        )
+        .context("building the webhook sender")?;
+        service = service.with_webhooks(Arc::new(webhooks));
         let service = Arc::new(service);
         let api_settings = ApiSettings {
             secure_cookies: settings.secure_cookies,
@@ -246,14 +256,31 @@ impl Application {
         tracing::info!(url = %self.base_url, env = ?self.settings.environment, pricing_mode = self.settings.pricing_mode.as_str(), "tally is serving");
         let (stop_tx, stop_rx) = watch::channel(false);
         let reconciler = self.settings.reconciler;
-        let worker = reconciler
-            .enabled
-            .then(|| tokio::spawn(reconcile_loop(self.service.clone(), reconciler, stop_rx)));
+        let worker = reconciler.enabled.then(|| {
+            let retention_ms = self.settings.event_retention_ms;
+            tokio::spawn(reconcile_loop(
+                self.service.clone(),
+                reconciler,
+                retention_ms,
+                stop_rx,
+            ))
+        });
+        let deliveries = match (self.settings.webhooks.enabled, self.service.webhooks()) {
+            (true, Some(webhooks)) => Some(tokio::spawn(crate::webhooks::run(
+                webhooks.clone(),
+                self.settings.webhooks.clone(),
+                stop_tx.subscribe(),
+            ))),
+            _ => None,
+        };
         let result =
             crate::server::serve(self.acceptor, self.endpoint, shutdown, SHUTDOWN_GRACE).await;
         let _ = stop_tx.send(true);
         if let Some(worker) = worker {
             let _ = worker.await;
+        }
+        if let Some(deliveries) = deliveries {
+            let _ = deliveries.await;
         }
         tracing::info!("tally stopped");
         result.context("serving HTTP")
@@ -279,6 +306,7 @@ fn sellable(settings: &Settings, report: &ProviderReport, catalog: &Catalog) -> 
 async fn reconcile_loop(
     service: Arc<TallyService>,
     settings: crate::settings::ReconcilerSettings,
+    event_retention_ms: i64,
     mut stop: watch::Receiver<bool>,
 ) {
     loop {
@@ -294,6 +322,12 @@ async fn reconcile_loop(
             Err(error) => {
                 tracing::warn!(error = %error, "reconciliation pass failed; retrying next interval")
             }
+        }
+        // Host events past their retention go in bounded batches, one per pass.
+        match service.purge_events(event_retention_ms).await {
+            Ok(0) => {}
+            Ok(purged) => tracing::info!(purged, "host events past their retention deleted"),
+            Err(error) => tracing::warn!(error = %error, "purging old host events failed"),
         }
     }
 }

@@ -17,3 +17,4 @@ pub mod seams;
 pub mod server;
 pub mod settings;
 pub mod telemetry;
+pub mod webhooks;

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use application::use_cases::plans::PricingMode;
 use application::use_cases::reconcile::ReconcileSettings;
-use domain::{AppEnvironment, ProviderId};
+use domain::{AppEnvironment, Credits, ProviderId};
 use serde::Deserialize;
 use store::{GroupCommit, SqliteSynchronous, StoreSettings};
 
@@ -128,6 +128,13 @@ pub struct Settings {
     pub past_due_grace_ms: i64,
     /// Provider settings tables by provider; a provider without one runs on the sandbox.
     pub providers: BTreeMap<ProviderId, toml::Table>,
+    /// `[events] retentionDays`: how long host events stay in the outbox and the feed.
+    pub event_retention_ms: i64,
+    /// `[events] lowBalanceThreshold`: the balance (in credits) below which a spend tells
+    /// `credits.low_balance`; unset, only `credits.depleted` is told.
+    pub low_balance_threshold: Option<Credits>,
+    /// `[webhooks]`: delivery of host events to webhook endpoints.
+    pub webhooks: crate::webhooks::WebhookSettings,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -153,6 +160,17 @@ struct FileSettings {
     providers: BTreeMap<String, toml::Table>,
     #[serde(default)]
     host_jwt: HostJwtFile,
+    #[serde(default)]
+    events: EventsFile,
+    #[serde(default)]
+    webhooks: crate::webhooks::WebhooksFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct EventsFile {
+    retention_days: Option<u32>,
+    low_balance_threshold: Option<rust_decimal::Decimal>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -333,6 +351,9 @@ fn resolve(file: FileSettings, env: &dyn Env) -> Result<Settings, SettingsError>
         allow_several_subscriptions: file.subscriptions.allow_several.unwrap_or(false),
         past_due_grace_ms: past_due_grace(&file.subscriptions)?,
         providers: providers(file.providers, env)?,
+        event_retention_ms: event_retention(&file.events)?,
+        low_balance_threshold: low_balance_threshold(&file.events)?,
+        webhooks: crate::webhooks::resolve(&file.webhooks, environment)?,
     })
 }
 
@@ -491,6 +512,34 @@ fn past_due_grace(file: &SubscriptionsFile) -> Result<i64, SettingsError> {
     }
 }
 
+/// How long host events are kept when `events.retentionDays` is not set.
+const DEFAULT_EVENT_RETENTION_DAYS: u32 = 30;
+/// The longest retention: a bound on the outbox's size.
+const MAX_EVENT_RETENTION_DAYS: u32 = 3_650;
+
+fn event_retention(file: &EventsFile) -> Result<i64, SettingsError> {
+    match file.retention_days.unwrap_or(DEFAULT_EVENT_RETENTION_DAYS) {
+        days @ 1..=MAX_EVENT_RETENTION_DAYS => Ok(i64::from(days) * 86_400_000),
+        _ => Err(bad(
+            "events.retentionDays",
+            format!("must be between 1 and {MAX_EVENT_RETENTION_DAYS}"),
+        )),
+    }
+}
+
+fn low_balance_threshold(file: &EventsFile) -> Result<Option<Credits>, SettingsError> {
+    let Some(credits) = file.low_balance_threshold else {
+        return Ok(None);
+    };
+    match Credits::from_decimal(credits) {
+        Ok(threshold) if !threshold.is_zero() => Ok(Some(threshold)),
+        _ => Err(bad(
+            "events.lowBalanceThreshold",
+            "must be a positive number of credits with at most two decimals",
+        )),
+    }
+}
+
 fn reconciler(file: &ReconcilerFile) -> Result<ReconcilerSettings, SettingsError> {
     let seconds = |v: Option<u32>, default: u32, name: &str| -> Result<i64, SettingsError> {
         let v = v.unwrap_or(default);
@@ -636,6 +685,31 @@ mod tests {
     }
 
     #[test]
+    fn a_low_balance_threshold_is_a_positive_amount_of_credits_or_unset() {
+        let s = resolve(FileSettings::default(), &env(&[])).unwrap();
+        assert_eq!(s.low_balance_threshold, None);
+        for (text, hundredths) in [("10", 1000), ("2.5", 250), ("\"0.25\"", 25)] {
+            let file: FileSettings =
+                toml::from_str(&format!("[events]\nlowBalanceThreshold = {text}\n")).unwrap();
+            let s = resolve(file, &env(&[])).unwrap();
+            assert_eq!(
+                s.low_balance_threshold.map(Credits::hundredths),
+                Some(hundredths),
+                "{text}"
+            );
+        }
+        for text in ["0", "-5", "0.001"] {
+            let file: FileSettings =
+                toml::from_str(&format!("[events]\nlowBalanceThreshold = {text}\n")).unwrap();
+            assert_eq!(
+                resolve(file, &env(&[])).unwrap_err().setting,
+                "events.lowBalanceThreshold",
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
     fn one_subscription_and_a_week_of_past_due_grace_unless_set() {
         let s = resolve(FileSettings::default(), &env(&[])).unwrap();
         assert!(!s.allow_several_subscriptions);
@@ -651,6 +725,25 @@ mod tests {
             resolve(file, &env(&[])).unwrap_err().setting,
             "subscriptions.pastDueGraceDays"
         );
+    }
+
+    #[test]
+    fn host_events_are_kept_thirty_days_unless_set_and_never_zero() {
+        let s = resolve(FileSettings::default(), &env(&[])).unwrap();
+        assert_eq!(s.event_retention_ms, 30 * 86_400_000);
+        let file: FileSettings = toml::from_str("[events]\nretentionDays = 7\n").unwrap();
+        assert_eq!(
+            resolve(file, &env(&[])).unwrap().event_retention_ms,
+            7 * 86_400_000
+        );
+        for bad in ["0", "3651"] {
+            let text = format!("[events]\nretentionDays = {bad}\n");
+            let file: FileSettings = toml::from_str(&text).unwrap();
+            assert_eq!(
+                resolve(file, &env(&[])).unwrap_err().setting,
+                "events.retentionDays"
+            );
+        }
     }
 
     #[test]

@@ -406,6 +406,30 @@ refused! {
         ("card_monthly", "id", replace("provider = \"card_gateway\"", "id = \"other\"\nprovider = \"card_gateway\""));
     a_toml_syntax_error_names_the_plan_and_the_key:
         ("card_monthly", "amount", replace("amount = 9.99", "amount = 9.9.9"));
+    an_entitlement_key_outside_the_pattern_is_refused:
+        ("card_monthly", "entitlements.Seats", replace("currency = \"USD\"", "currency = \"USD\"\nentitlements = { Seats = 3 }"));
+    a_false_entitlement_is_refused:
+        ("card_monthly", "entitlements.export", replace("currency = \"USD\"", "currency = \"USD\"\nentitlements = { export = false }"));
+    a_negative_entitlement_limit_is_refused:
+        ("card_monthly", "entitlements.seats", replace("currency = \"USD\"", "currency = \"USD\"\nentitlements = { seats = -1 }"));
+    an_entitlement_written_as_a_string_is_refused:
+        ("card_monthly", "entitlements.seats", replace("currency = \"USD\"", "currency = \"USD\"\nentitlements = { seats = \"5\" }"));
+    entitlements_on_a_credits_plan_are_refused:
+        ("web_credits", "entitlements", replace("currency = \"CNY\"", "currency = \"CNY\"\nentitlements = { export = true }"));
+}
+
+#[test]
+fn entitlements_of_true_and_limits_are_accepted() {
+    let payment = payment_toml_with(
+        "card_monthly",
+        replace(
+            "currency = \"USD\"",
+            "currency = \"USD\"\nentitlements = { export = true, seats = 5, \"ai.models:gpt-4o\" = 0 }",
+        ),
+    );
+    let dir = config_dir(&payment, FIXTURE_CREDITS);
+    let output = check_config(dir.path());
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
 }
 
 #[test]

@@ -250,6 +250,41 @@ pub fn decide_spend(
     }
 }
 
+/// A balance crossing the host application is told about (`credits.low_balance`,
+/// `credits.depleted`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BalanceAlert {
+    /// The balance fell below the configured threshold.
+    LowBalance {
+        /// The threshold it fell below.
+        threshold: Credits,
+    },
+    /// The balance reached zero.
+    Depleted,
+}
+
+/// The crossings of a spend that took the balance from `before` to `after`: below `low_below`
+/// (when set and positive) and to zero. Each is told once per crossing: only the spend that
+/// crosses, never the ones below it, until a grant lifts the balance over again.
+#[must_use]
+pub fn balance_alerts(
+    before: Credits,
+    after: Credits,
+    low_below: Option<Credits>,
+) -> Vec<BalanceAlert> {
+    let mut alerts = Vec::new();
+    if let Some(threshold) = low_below.filter(|t| !t.is_zero())
+        && before >= threshold
+        && after < threshold
+    {
+        alerts.push(BalanceAlert::LowBalance { threshold });
+    }
+    if !before.is_zero() && after.is_zero() {
+        alerts.push(BalanceAlert::Depleted);
+    }
+    alerts
+}
+
 /// What a settle charges: the actual cost, capped at the hold plus what is available, and the
 /// ledger amount that settles it (positive returns the unused part of the hold, negative takes
 /// an overrun).
@@ -447,6 +482,29 @@ mod tests {
 
     fn c(h: i64) -> Credits {
         Credits::from_hundredths(h).unwrap()
+    }
+
+    #[test]
+    fn only_the_spend_that_crosses_is_told() {
+        let low = Some(c(1000));
+        assert_eq!(balance_alerts(c(1500), c(1200), low), []);
+        assert_eq!(
+            balance_alerts(c(1500), c(900), low),
+            [BalanceAlert::LowBalance { threshold: c(1000) }]
+        );
+        assert_eq!(balance_alerts(c(1000), c(999), low).len(), 1);
+        assert_eq!(balance_alerts(c(900), c(500), low), []);
+        assert_eq!(balance_alerts(c(500), c(0), low), [BalanceAlert::Depleted]);
+        assert_eq!(
+            balance_alerts(c(1500), c(0), low),
+            [
+                BalanceAlert::LowBalance { threshold: c(1000) },
+                BalanceAlert::Depleted
+            ]
+        );
+        assert_eq!(balance_alerts(c(0), c(0), low), []);
+        assert_eq!(balance_alerts(c(1500), c(900), None), []);
+        assert_eq!(balance_alerts(c(1500), c(900), Some(c(0))), []);
     }
 
     #[test]

@@ -10,6 +10,8 @@
 
 pub mod consumption;
 pub mod credits;
+pub mod delivery;
+pub mod entitlements;
 pub mod ids;
 pub mod ledger;
 pub mod money;
@@ -29,7 +31,10 @@ pub use consumption::{
 };
 pub use credits::{CreditDelta, Credits, CreditsError};
 pub use ids::{IdError, IdempotencyKey, OrderId, PlanId, ReservationId, SubscriptionId, UserId};
-pub use ledger::{GrantLot, KeyReuse, LedgerError, SpendDecision, TransactionKind, decide_spend};
+pub use ledger::{
+    BalanceAlert, GrantLot, KeyReuse, LedgerError, SpendDecision, TransactionKind, balance_alerts,
+    decide_spend,
+};
 pub use money::{Currency, Money, MoneyError};
 pub use order::{
     AccessEnd, Order, OrderParts, OrderStatus, OrderTransitionError, PlanSnapshot, Transition,

@@ -11,6 +11,7 @@
 use std::fmt;
 
 use crate::credits::Credits;
+use crate::entitlements::Entitlements;
 use crate::ids::{OrderId, PlanId, UserId};
 use crate::money::{Money, MoneyError};
 use crate::plan::{Duration, Plan, PlanType};
@@ -30,6 +31,9 @@ pub struct PlanSnapshot {
     pub credits: Option<Credits>,
     /// Access period, billing period, or credits validity.
     pub duration: Option<Duration>,
+    /// The plan's entitlements when the order was placed; `None` for an order stored before
+    /// orders kept them (readers fall back to the plan as it is now).
+    pub entitlements: Option<Entitlements>,
 }
 
 impl PlanSnapshot {
@@ -42,6 +46,7 @@ impl PlanSnapshot {
             price,
             credits: plan.credits(),
             duration: plan.duration(),
+            entitlements: Some(plan.entitlements().clone()),
         }
     }
 }
@@ -462,6 +467,7 @@ mod tests {
             price: Money::from_minor(1000, Currency::Usd).unwrap(),
             credits: Some(Credits::from_whole(100).unwrap()),
             duration: None,
+            entitlements: None,
         };
         Order::place(
             OrderId::new("o1").unwrap(),

@@ -184,6 +184,7 @@ mod tests {
             price: usd(1000),
             credits: Some(Credits::from_whole(100).unwrap()),
             duration: None,
+            entitlements: None,
         };
         Order::place(
             OrderId::new("ord_1").unwrap(),

@@ -10,6 +10,7 @@ use std::fmt;
 use rust_decimal::Decimal;
 
 use crate::credits::Credits;
+use crate::entitlements::{EntitlementDraft, Entitlements};
 use crate::ids::PlanId;
 use crate::money::{Currency, Money};
 use crate::provider::{CapabilityError, ProviderId};
@@ -244,6 +245,9 @@ pub struct PlanDraft {
     pub provider_refs: ProviderRefs,
     /// `i18n`, keyed by locale tag.
     pub i18n: BTreeMap<String, PlanText>,
+    /// `entitlements`: feature keys mapped to `true` or a non-negative limit (one-time and
+    /// recurring plans only).
+    pub entitlements: BTreeMap<String, EntitlementDraft>,
 }
 
 /// What is wrong with one field of a plan.
@@ -326,6 +330,7 @@ pub struct Plan {
     visibility: Visibility,
     provider_refs: ProviderRefs,
     texts: BTreeMap<Locale, PlanText>,
+    entitlements: Entitlements,
 }
 
 /// Collects errors for one plan.
@@ -432,6 +437,7 @@ impl Plan {
             check_provider_refs(&mut c, p, t, &draft.provider_refs);
         }
         let texts = check_texts(&mut c, &draft.i18n);
+        let entitlements = check_entitlements(&mut c, plan_type, &draft.entitlements);
         if !c.errors.is_empty() {
             return Err(PlanErrors(c.errors));
         }
@@ -462,6 +468,7 @@ impl Plan {
             },
             provider_refs: draft.provider_refs.clone(),
             texts,
+            entitlements,
         })
     }
 
@@ -486,6 +493,7 @@ impl Plan {
                 .iter()
                 .map(|(l, t)| (l.as_str().to_owned(), t.clone()))
                 .collect(),
+            entitlements: self.entitlements.to_drafts(),
         }
     }
 
@@ -552,6 +560,11 @@ impl Plan {
     #[must_use]
     pub fn provider_refs(&self) -> &ProviderRefs {
         &self.provider_refs
+    }
+    /// `entitlements`: what the plan unlocks in the host app (empty for credits plans).
+    #[must_use]
+    pub fn entitlements(&self) -> &Entitlements {
+        &self.entitlements
     }
     /// Texts by locale; always has `en`.
     #[must_use]
@@ -694,6 +707,39 @@ fn check_provider_refs(
     };
     if let Some((field, None)) = required {
         c.fail(field, PlanProblem::Missing);
+    }
+}
+
+/// `entitlements`: valid keys and values, at most [`crate::entitlements::MAX_ENTITLEMENTS`];
+/// a credits plan grants credits only, so it may not declare any (an unknown type was reported
+/// already).
+fn check_entitlements(
+    c: &mut Checker<'_>,
+    plan_type: Option<PlanType>,
+    drafts: &BTreeMap<String, EntitlementDraft>,
+) -> Entitlements {
+    if drafts.is_empty() {
+        return Entitlements::none();
+    }
+    if plan_type == Some(PlanType::Credits) {
+        c.fail(
+            "entitlements",
+            PlanProblem::NotAllowedFor(PlanType::Credits),
+        );
+        return Entitlements::none();
+    }
+    match Entitlements::from_drafts(drafts) {
+        Ok(entitlements) => entitlements,
+        Err(errors) => {
+            for (key, message) in errors {
+                let field = key.map_or_else(
+                    || "entitlements".to_owned(),
+                    |k| format!("entitlements.{k}"),
+                );
+                c.fail(field, PlanProblem::Invalid(message));
+            }
+            Entitlements::none()
+        }
     }
 }
 

@@ -457,6 +457,7 @@ mod tests {
             price: usd(999),
             credits: Some(Credits::from_whole(1000).unwrap()),
             duration: Duration::from_months_value(1),
+            entitlements: None,
         };
         Order::place(
             OrderId::new("ord_1").unwrap(),

@@ -13,6 +13,9 @@
 //! | `m20260401_000004_subscription_terms` | sold terms | `subscriptions` keep price, currency, interval and credits per period, filled from their order |
 //! | `m20260501_000005_refunds` | refunds | `subscription_charges` (each paid period), `refunds` (every refund report, kept against the payment it names), `orders.version` |
 //! | `m20260601_000006_inbox_indexes` | admin console | indexes to list the webhook inbox by provider and by outcome |
+//! | `m20260701_000007_events` | host events | `events`: the transactional outbox of events for the host application, and the catch-up feed's cursor |
+//! | `m20260702_000008_webhook_endpoints` | host events | `webhook_endpoints` (URL, types, secrets, dispatch cursor) and `webhook_deliveries` (one per endpoint and event: status, attempts, next attempt, lease) |
+//! | `m20260703_000009_plan_entitlements` | entitlements | `orders.plan_entitlements`: the entitlements of the plan an order sold, kept like its price |
 //!
 //! Every step migrates down as well as up; the tests in `tests/migrations.rs` prove it on SQLite
 //! and, when `TEST_DATABASE_URL` is set, on PostgreSQL.
@@ -23,6 +26,9 @@ mod m20260301_000003_host_identities;
 mod m20260401_000004_subscription_terms;
 mod m20260501_000005_refunds;
 mod m20260601_000006_inbox_indexes;
+mod m20260701_000007_events;
+mod m20260702_000008_webhook_endpoints;
+mod m20260703_000009_plan_entitlements;
 mod sql;
 
 pub use sea_orm_migration::MigratorTrait;
@@ -42,6 +48,9 @@ impl MigratorTrait for Migrator {
             Box::new(m20260401_000004_subscription_terms::Migration),
             Box::new(m20260501_000005_refunds::Migration),
             Box::new(m20260601_000006_inbox_indexes::Migration),
+            Box::new(m20260701_000007_events::Migration),
+            Box::new(m20260702_000008_webhook_endpoints::Migration),
+            Box::new(m20260703_000009_plan_entitlements::Migration),
         ]
     }
 }

@@ -213,7 +213,19 @@ async fn step_one_data_survives_the_credits_release(t: &TestDb) {
 async fn every_step_migrates_down_and_up_again(t: &TestDb) {
     Migrator::up(&t.db, None).await.expect("up");
     let all = tables(&t.db).await;
-    assert_eq!(all.len(), 16, "{all:?}");
+    assert_eq!(all.len(), 19, "{all:?}");
+    Migrator::down(&t.db, Some(1))
+        .await
+        .expect("down the plan entitlements step");
+    assert_eq!(tables(&t.db).await.len(), 19);
+    Migrator::down(&t.db, Some(1))
+        .await
+        .expect("down the webhook endpoints step");
+    assert_eq!(tables(&t.db).await.len(), 17);
+    Migrator::down(&t.db, Some(1))
+        .await
+        .expect("down the events step");
+    assert_eq!(tables(&t.db).await.len(), 16);
     Migrator::down(&t.db, Some(1))
         .await
         .expect("down the inbox indexes step");
@@ -239,7 +251,7 @@ async fn every_step_migrates_down_and_up_again(t: &TestDb) {
     let applied = Migrator::get_applied_migrations(&t.db)
         .await
         .expect("status");
-    assert_eq!(applied.len(), 6);
+    assert_eq!(applied.len(), 9);
 }
 
 /// `(id, price_minor, currency, interval_months, credits_per_period_hundredths)` of every
@@ -616,5 +628,57 @@ async fn postgres_the_database_refuses_rows_that_break_the_invariants() {
         return;
     };
     the_database_refuses_rows_that_break_the_invariants(&t).await;
+    t.cleanup().await;
+}
+
+/// Step 9: orders placed before it keep a NULL entitlements snapshot (read as "not kept"), new
+/// ones store theirs, and migrating down drops only the column.
+async fn orders_before_step_nine_have_no_entitlements_snapshot(t: &TestDb) {
+    Migrator::up(&t.db, Some(8))
+        .await
+        .expect("migrate to step 8");
+    for sql in STEP_ONE_DATA {
+        exec(&t.db, sql).await;
+    }
+    let before = users_and_orders(&t.db).await;
+    Migrator::up(&t.db, None).await.expect("step 9");
+    let count = |sql: &'static str| {
+        let db = &t.db;
+        async move {
+            let backend = db.get_database_backend();
+            let row = db
+                .query_one_raw(Statement::from_string(backend, sql))
+                .await
+                .expect(sql)
+                .expect("a row");
+            row.try_get_by_index::<i64>(0).expect("a count")
+        }
+    };
+    let nulls = "SELECT COUNT(*) FROM orders WHERE plan_entitlements IS NULL";
+    assert_eq!(count(nulls).await, 2);
+    exec(
+        &t.db,
+        r#"UPDATE orders SET plan_entitlements = '{"seats":5,"sso":true}' WHERE id = 'o1'"#,
+    )
+    .await;
+    assert_eq!(count(nulls).await, 1);
+    assert_eq!(users_and_orders(&t.db).await, before);
+    Migrator::down(&t.db, Some(1)).await.expect("down step 9");
+    assert_eq!(users_and_orders(&t.db).await, before);
+}
+
+#[tokio::test]
+async fn sqlite_orders_before_step_nine_have_no_entitlements_snapshot() {
+    let t = TestDb::sqlite().await;
+    orders_before_step_nine_have_no_entitlements_snapshot(&t).await;
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn postgres_orders_before_step_nine_have_no_entitlements_snapshot() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    orders_before_step_nine_have_no_entitlements_snapshot(&t).await;
     t.cleanup().await;
 }

@@ -123,6 +123,10 @@ pub struct AdminPlan {
     /// Locales the plan is shown in; empty means all.
     #[oai(default, validator(max_items = 40))]
     pub locales: Vec<String>,
+    /// What the plan unlocks in the host app: feature keys (`^[a-z][a-z0-9_.:-]{0,63}$`) mapped
+    /// to `true` or a non-negative integer limit; one-time and recurring plans only.
+    #[oai(default, validator(max_properties = 100))]
+    pub entitlements: BTreeMap<String, crate::entitlements::EntitlementValueJson>,
 }
 
 impl AdminPlan {
@@ -162,6 +166,7 @@ impl AdminPlan {
                         (locale.clone(), text)
                     })
                     .collect(),
+                entitlements: crate::entitlements::drafts_of(&self.entitlements),
             },
             sort_order: self.sort_order,
             locales: self.locales.clone(),
@@ -211,6 +216,7 @@ impl From<&StoredPlan> for AdminPlan {
                 .iter()
                 .map(ToString::to_string)
                 .collect(),
+            entitlements: crate::entitlements::entitlements_json(stored.plan.entitlements()),
         }
     }
 }
@@ -252,7 +258,7 @@ pub struct CreateApiKeyBody {
     /// A label.
     #[oai(validator(max_length = 100))]
     pub name: String,
-    /// `credits:consume`, `credits:read`.
+    /// `credits:consume`, `credits:read`, `events:read`, `entitlements:read`.
     #[oai(validator(max_items = 10))]
     pub scopes: Vec<String>,
 }

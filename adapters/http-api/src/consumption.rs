@@ -8,9 +8,7 @@
 use std::sync::Arc;
 
 use application::accounts::Scope;
-use application::ports::{
-    Clock, CreditTransaction, IdGenerator, Replay, ReservationStatus, SecretHasher, Store,
-};
+use application::ports::{Clock, CreditTransaction, IdGenerator, Replay, SecretHasher, Store};
 use application::use_cases::credits::{ConsumeCredits, CreditsError, UsageRequest};
 use poem::Request;
 use poem_openapi::param::{Header, Path};
@@ -20,7 +18,6 @@ use poem_openapi::{Object, OpenApi};
 use crate::AppState;
 use crate::auth::Credential;
 use crate::dto::{ReservationView, parse_idempotency_key, timestamp};
-use crate::metrics;
 use crate::problem::{Code, Problem, api_response};
 
 /// What was used (consume, settle) or is about to be used (reserve).
@@ -241,9 +238,6 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> ConsumptionApi<S, C, I
         };
         match result.await {
             Ok((transaction, replay)) => {
-                if replay == Replay::Fresh {
-                    metrics::record_credits_consumed(transaction.amount.magnitude().hundredths());
-                }
                 ConsumeResponse::Created(Json((&transaction).into()), replayed(replay))
             }
             Err(problem) => problem.into(),
@@ -274,9 +268,6 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> ConsumptionApi<S, C, I
         };
         match result.await {
             Ok((reservation, replay)) => {
-                if replay == Replay::Fresh {
-                    metrics::record_credits_reserved(reservation.held.hundredths());
-                }
                 ReserveResponse::Created(Json((&reservation).into()), replayed(replay))
             }
             Err(problem) => problem.into(),
@@ -305,11 +296,6 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> ConsumptionApi<S, C, I
         };
         match result.await {
             Ok((reservation, replay)) => {
-                if let (Replay::Fresh, ReservationStatus::Settled { charged, .. }) =
-                    (replay, reservation.status)
-                {
-                    metrics::record_credits_consumed(charged.hundredths());
-                }
                 ResolveResponse::Ok(Json((&reservation).into()), replayed(replay))
             }
             Err(problem) => problem.into(),

@@ -3,10 +3,12 @@
 //! Signed-in users read their own; a service API key with scope `credits:read` names the user
 //! with `?userId=`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use application::ports::{Clock, CreditTransaction, IdGenerator, Reservation, SecretHasher, Store};
 use application::use_cases::report_status::{OneTimeAccess, StatusReport};
+use domain::entitlements::Entitlements;
 use domain::{AccessEnd, Credits, Timestamp};
 use poem::Request;
 use poem_openapi::param::Query;
@@ -16,6 +18,7 @@ use poem_openapi::{Object, OpenApi};
 use crate::AppState;
 use crate::auth::Credential;
 use crate::dto::{PageInfo, SubscriptionView, page_request, signed_credits, timestamp};
+use crate::entitlements::{EntitlementValueJson, entitlements_json};
 use crate::i18n::{Language, text_language, transaction_description};
 use crate::problem::{Problem, api_response};
 
@@ -146,7 +149,8 @@ pub struct OneTimeAccessView {
     pub order_id: String,
     /// The plan bought.
     pub plan_id: String,
-    /// When access ends; `null` for lifetime access.
+    /// When access ends; absent for lifetime access.
+    #[oai(skip_serializing_if_is_none)]
     pub ends_at: Option<String>,
 }
 
@@ -189,10 +193,13 @@ pub struct StatusView {
     pub has_access: bool,
     /// Credits held by pending reservations.
     pub pending_reservations: Vec<PendingReservationView>,
+    /// What the user may use in the host app now: feature keys mapped to `true` or a limit, as
+    /// `GET /api/entitlements` answers them (which purchase grants each key is there).
+    pub entitlements: BTreeMap<String, EntitlementValueJson>,
 }
 
 impl StatusView {
-    fn new(report: &StatusReport, now: Timestamp) -> Self {
+    fn new(report: &StatusReport, now: Timestamp, entitlements: &Entitlements) -> Self {
         Self {
             balance: report.balance.to_string(),
             balance_hundredths: report.balance.hundredths(),
@@ -221,6 +228,7 @@ impl StatusView {
                 .iter()
                 .map(PendingReservationView::from)
                 .collect(),
+            entitlements: entitlements_json(entitlements),
         }
     }
 }
@@ -367,7 +375,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> CreditsApi<S, C, I, H>
     }
 
     /// Credits plus subscription: balance, current subscription, lifetime access, whether the
-    /// user has access now, and pending reservations.
+    /// user has access now, pending reservations, and entitlements.
     #[oai(path = "/api/credits/status", method = "get")]
     async fn status(
         &self,
@@ -381,12 +389,14 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> CreditsApi<S, C, I, H>
                 .state
                 .credits_owner(&credential, user_id.0.as_deref())
                 .await?;
-            Ok::<_, Problem>(self.state.service.report_status(&user).await?)
+            let report = self.state.service.report_status(&user).await?;
+            let effective = self.state.service.entitlements_of(&report).await?;
+            Ok::<_, Problem>((report, effective.entitlements))
         };
         match result.await {
-            Ok(report) => {
+            Ok((report, entitlements)) => {
                 let now = self.state.service.clock().now();
-                StatusResponse::Ok(Json(StatusView::new(&report, now)))
+                StatusResponse::Ok(Json(StatusView::new(&report, now, &entitlements)))
             }
             Err(problem) => problem.into(),
         }

@@ -17,11 +17,14 @@
 mod admin;
 mod admin_console;
 mod admin_refund;
+mod admin_webhooks;
 mod auth;
 mod auth_routes;
 mod consumption;
 mod credits;
 mod dto;
+mod entitlements;
+mod events;
 mod header_limit;
 mod health;
 mod i18n;
@@ -47,6 +50,7 @@ pub use header_limit::{
     MAX_REQUEST_HEADERS,
 };
 pub use health::Readiness;
+pub use metrics::PrometheusMetrics;
 pub use problem::{PROBLEM_CONTENT_TYPE, unparsed_request_problem};
 pub use rate_limit::RateLimit;
 
@@ -110,8 +114,11 @@ type Apis<S, C, I, H> = (
     webhook::WebhookApi<S, C, I, H>,
     credits::CreditsApi<S, C, I, H>,
     consumption::ConsumptionApi<S, C, I, H>,
+    entitlements::EntitlementsApi<S, C, I, H>,
+    events::EventsApi<S, C, I, H>,
     plans::PlansApi<S, C, I, H>,
     admin::AdminApi<S, C, I, H>,
+    admin_webhooks::AdminWebhooksApi<S, C, I, H>,
     auth_routes::AuthApi<S, C, I, H>,
     health::HealthApi<S, C, I, H>,
 );
@@ -130,8 +137,11 @@ where
         webhook::WebhookApi::new(state.clone()),
         credits::CreditsApi::new(state.clone()),
         consumption::ConsumptionApi::new(state.clone()),
+        entitlements::EntitlementsApi::new(state.clone()),
+        events::EventsApi::new(state.clone()),
         plans::PlansApi::new(state.clone()),
         admin::AdminApi::new(state.clone()),
+        admin_webhooks::AdminWebhooksApi::new(state.clone()),
         auth_routes::AuthApi::new(state.clone()),
         health::HealthApi::new(state.clone()),
     );

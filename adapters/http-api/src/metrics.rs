@@ -1,13 +1,15 @@
-//! Prometheus metrics through the `metrics` facade: requests by route and status, a latency
-//! histogram, order transitions this API observes, webhook results by provider, and credits
-//! consumed.
+//! Prometheus metrics through the `metrics` facade: requests by route and status and a latency
+//! histogram (this adapter's own), and, through the use cases' [`Metrics`] port, order
+//! transitions, webhook results by provider and credits consumed, reserved, granted and taken
+//! back.
 //!
 //! One recorder is built and installed globally, once per process (tests build many apps).
 
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use application::use_cases::handle_webhook::WebhookHandled;
+use application::ports::{Metrics, WebhookResult};
+use domain::{Credits, OrderStatus, ProviderId};
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -89,46 +91,43 @@ pub(crate) fn record_request(method: &str, route: &str, status: u16, elapsed: Du
     metrics::histogram!(REQUEST_DURATION_SECONDS, &labels).record(elapsed.as_secs_f64());
 }
 
-/// An order reached `status` through this API.
-pub(crate) fn record_order(status: &'static str) {
-    metrics::counter!(ORDERS_TOTAL, "status" => status).increment(1);
-}
+/// The Prometheus side of the use cases' [`Metrics`] port: what a use case reports, wherever it
+/// ran (the API, a page, the reconciler), becomes a series here.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PrometheusMetrics;
 
-/// A webhook of `provider` ended with `result`.
-pub(crate) fn record_webhook(provider: &str, result: &str) {
-    let labels = [
-        ("provider", provider.to_owned()),
-        ("result", result.to_owned()),
-    ];
-    metrics::counter!(WEBHOOKS_TOTAL, &labels).increment(1);
-}
+impl Metrics for PrometheusMetrics {
+    fn order_moved(&self, status: &OrderStatus) {
+        metrics::counter!(ORDERS_TOTAL, "status" => status.code()).increment(1);
+    }
 
-/// What a handled webhook did: its outcomes, order transitions and ledger effects.
-pub(crate) fn record_webhook_handled(provider: &str, handled: &WebhookHandled) {
-    for outcome in &handled.outcomes {
-        record_webhook(provider, outcome);
+    fn webhook(&self, provider: Option<ProviderId>, result: WebhookResult) {
+        // Only known ids become labels, so a scan of odd paths cannot grow them.
+        let provider = provider.map_or("unknown", ProviderId::as_str);
+        metrics::counter!(WEBHOOKS_TOTAL, "provider" => provider, "result" => result.code())
+            .increment(1);
     }
-    for status in &handled.order_statuses {
-        record_order(status);
-    }
-    if let Ok(n) = u64::try_from(handled.credits_granted.hundredths()) {
-        metrics::counter!(CREDITS_GRANTED_HUNDREDTHS_TOTAL).increment(n);
-    }
-    if let Ok(n) = u64::try_from(handled.credits_clawed_back.hundredths()) {
-        metrics::counter!(CREDITS_CLAWED_BACK_HUNDREDTHS_TOTAL).increment(n);
-    }
-}
 
-/// Credits spent, in hundredths.
-pub(crate) fn record_credits_consumed(hundredths: i64) {
-    if let Ok(n) = u64::try_from(hundredths) {
-        metrics::counter!(CREDITS_CONSUMED_HUNDREDTHS_TOTAL).increment(n);
+    fn credits_consumed(&self, amount: Credits) {
+        add(CREDITS_CONSUMED_HUNDREDTHS_TOTAL, amount);
+    }
+
+    fn credits_reserved(&self, amount: Credits) {
+        add(CREDITS_RESERVED_HUNDREDTHS_TOTAL, amount);
+    }
+
+    fn credits_granted(&self, amount: Credits) {
+        add(CREDITS_GRANTED_HUNDREDTHS_TOTAL, amount);
+    }
+
+    fn credits_clawed_back(&self, amount: Credits) {
+        add(CREDITS_CLAWED_BACK_HUNDREDTHS_TOTAL, amount);
     }
 }
 
-/// Credits held by a new reservation, in hundredths.
-pub(crate) fn record_credits_reserved(hundredths: i64) {
-    if let Ok(n) = u64::try_from(hundredths) {
-        metrics::counter!(CREDITS_RESERVED_HUNDREDTHS_TOTAL).increment(n);
+/// Add `amount`, in hundredths, to the counter `name`.
+fn add(name: &'static str, amount: Credits) {
+    if let Ok(n) = u64::try_from(amount.hundredths()) {
+        metrics::counter!(name).increment(n);
     }
 }

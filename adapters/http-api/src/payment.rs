@@ -14,7 +14,6 @@ use poem_openapi::{Object, OpenApi};
 use crate::AppState;
 use crate::auth::Credential;
 use crate::dto::{OrderView, PageInfo, SubscriptionView, page_request, parse_idempotency_key};
-use crate::metrics;
 use crate::problem::{Code, Problem, api_response};
 use crate::rate_limit::Action;
 
@@ -232,7 +231,6 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> PaymentApi<S, C, I, H>
         };
         match result.await {
             Ok(CancelOutcome::OrderCancelled(record, closed)) => {
-                metrics::record_order("cancelled");
                 if let ProviderClose::Failed(reason) = closed {
                     tracing::warn!(order = %record.order.id(), %reason, "order cancelled, but the provider could not close its checkout");
                 }
@@ -304,9 +302,6 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> PaymentApi<S, C, I, H>
             .await
             .map_err(initiate_problem)?;
         let replayed = started.replay == Replay::Replayed;
-        if !replayed {
-            metrics::record_order("pending");
-        }
         Ok(InitiateResponse::Created(
             Json(OrderView::from(&started.order)),
             replayed.then_some(true),
@@ -342,15 +337,12 @@ fn initiate_problem(e: InitiatePaymentError) -> Problem {
         InitiatePaymentError::AlreadyOwned { .. } => {
             Problem::new(Code::AlreadyOwned, e.to_string())
         }
-        InitiatePaymentError::Gateway { order_id, reason } => {
-            metrics::record_order("failed");
-            Problem::provider_error(
-                &format!(
-                    "the payment provider could not start the payment; order {order_id} is failed"
-                ),
-                &reason,
-            )
-        }
+        InitiatePaymentError::Gateway { order_id, reason } => Problem::provider_error(
+            &format!(
+                "the payment provider could not start the payment; order {order_id} is failed"
+            ),
+            &reason,
+        ),
         InitiatePaymentError::Infra(infra) => infra.into(),
     }
 }

@@ -1,6 +1,7 @@
 //! The public plan listing, `GET /api/plans` (what `/pricing` shows): plans of the live
 //! pricing mode, hidden ones left out, texts in the requested locale with fallback.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use application::ports::{Clock, IdGenerator, SecretHasher, Store};
@@ -14,6 +15,7 @@ use poem_openapi::{Object, OpenApi};
 
 use crate::AppState;
 use crate::dto::major_units;
+use crate::entitlements::{EntitlementValueJson, entitlements_json};
 use crate::problem::{Problem, api_response};
 
 /// A plan's duration (spec 2.2 `duration.*`).
@@ -74,6 +76,9 @@ pub struct PlanView {
     pub duration: DurationView,
     /// Texts in the requested locale (falling back to its language, then `en`).
     pub text: PlanTextView,
+    /// What the plan unlocks in the host app: feature keys mapped to `true` or a limit
+    /// (empty when it declares none).
+    pub entitlements: BTreeMap<String, EntitlementValueJson>,
 }
 
 impl PlanView {
@@ -101,6 +106,7 @@ impl PlanView {
                 duration: text.duration.clone(),
                 features: text.features.clone(),
             },
+            entitlements: entitlements_json(plan.entitlements()),
         }
     }
 }

@@ -15,7 +15,6 @@ use poem_openapi::registry::{MetaMediaType, MetaRequest, MetaSchema, MetaSchemaR
 use poem_openapi::{ApiExtractor, ApiExtractorType, ApiResponse, ExtractParamOptions, OpenApi};
 
 use crate::AppState;
-use crate::metrics;
 use crate::problem::{Code, Problem, ProblemBody};
 
 /// The most headers passed on, and the longest value kept (a limit on work and memory).
@@ -168,7 +167,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> WebhookApi<S, C, I, H>
         request: &Request,
         body: RawBody,
     ) -> WebhookResponse {
-        // Only known ids become metric labels, so a scan of odd paths cannot grow them.
+        // Only known ids go to the log, so a scan of odd paths cannot fill it with them.
         let label = provider
             .0
             .parse::<ProviderId>()
@@ -178,27 +177,19 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> WebhookApi<S, C, I, H>
             body: body.0,
         };
         match self.state.service.handle_webhook(&provider.0, call).await {
-            Ok(handled) => {
-                metrics::record_webhook_handled(label, &handled);
-                handled.ack.into()
-            }
+            Ok(handled) => handled.ack.into(),
             Err(HandleWebhookError::Rejected { reason, ack }) => {
                 tracing::warn!(provider = label, %reason, "webhook refused");
-                metrics::record_webhook(label, "rejected");
                 ack.into()
             }
-            Err(HandleWebhookError::UnknownProvider) => {
-                metrics::record_webhook(label, "unknown_provider");
-                Problem::with_status(
-                    Code::UnknownProvider,
-                    StatusCode::NOT_FOUND,
-                    "no such payment provider",
-                )
-                .into()
-            }
+            Err(HandleWebhookError::UnknownProvider) => Problem::with_status(
+                Code::UnknownProvider,
+                StatusCode::NOT_FOUND,
+                "no such payment provider",
+            )
+            .into(),
             Err(HandleWebhookError::ProviderUnavailable(why)) => {
                 tracing::warn!(provider = label, %why, "webhook deferred: the provider could not be reached");
-                metrics::record_webhook(label, "provider_unavailable");
                 Problem::with_status(
                     Code::ServiceUnavailable,
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -206,10 +197,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> WebhookApi<S, C, I, H>
                 )
                 .into()
             }
-            Err(HandleWebhookError::Infra(infra)) => {
-                metrics::record_webhook(label, "error");
-                Problem::from(infra).into()
-            }
+            Err(HandleWebhookError::Infra(infra)) => Problem::from(infra).into(),
         }
     }
 }

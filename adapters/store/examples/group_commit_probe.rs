@@ -269,5 +269,6 @@ fn command(user: &UserId, key: &str) -> Result<ConsumeCommand, Failure> {
             ..UsageContext::default()
         },
         now: Timestamp::from_unix_millis(3),
+        low_balance_below: None,
     })
 }

@@ -1,18 +1,20 @@
 //! The webhook inbox and the single transaction of a payment event (CORRECTNESS.md invariant 5):
 //! the inbox row, the order transition, the subscription change, the grant and the clawback
-//! commit together or not at all.
+//! commit together or not at all, and with them the host events that tell of them (`outbox`,
+//! invariant 13).
 
 use application::pagination::{Page, PageRequest};
 use application::ports::{
-    InboxEntry, InboxFilter, PaymentEventCommand, PaymentEventOutcome, PaymentEventStore,
-    RecordedEvent, StoreError, SubscriptionChange,
+    InboxEntry, InboxFilter, LedgerEffect, OrderChange, OrderRecord, PaymentEventCommand,
+    PaymentEventOutcome, PaymentEventStore, RecordedEvent, StoreError, SubscriptionChange,
 };
 use async_trait::async_trait;
-use domain::Timestamp;
-use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, FromQueryResult};
+use domain::{EventOutcome, Timestamp};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, FromQueryResult};
 
 use crate::SeaOrmStore;
 use crate::ledger::{self, NewGrant};
+use crate::outbox::{self, Outbox};
 use crate::retry::Fail;
 use crate::sql::{self, End};
 use crate::{orders, refunds, subscriptions};
@@ -71,19 +73,38 @@ fn conflict(why: &str) -> Fail {
     Fail::Store(StoreError::Conflict(why.to_owned()))
 }
 
+/// Apply a subscription change and collect what it tells the host.
 async fn apply_subscription(
     tx: &DatabaseTransaction,
     change: &SubscriptionChange,
     now: Timestamp,
+    cause: &str,
+    outbox: &mut Outbox,
 ) -> Result<(), Fail> {
     let applied = match change {
         SubscriptionChange::Create(s, order) => {
-            subscriptions::create(tx, s, order.as_ref(), now).await?
+            let created = subscriptions::create(tx, s, order.as_ref(), now).await?;
+            if created {
+                outbox.extend(outbox::subscription_changed(None, s, cause, now));
+            }
+            created
         }
         SubscriptionChange::Update {
             subscription,
             expected_last_event_at,
-        } => subscriptions::update(tx, subscription, *expected_last_event_at, now).await?,
+        } => {
+            let before = subscriptions::find_for_update(tx, subscription.id()).await?;
+            let updated =
+                subscriptions::update(tx, subscription, *expected_last_event_at, now).await?;
+            // Read under its lock: when the compare-and-set holds, this is the state replaced.
+            if let Some(before) = before.filter(|b| b.last_event_at() == *expected_last_event_at)
+                && updated
+            {
+                let told = outbox::subscription_changed(Some(&before), subscription, cause, now);
+                outbox.extend(told);
+            }
+            updated
+        }
     };
     if applied {
         return Ok(());
@@ -100,6 +121,36 @@ async fn apply_subscription(
     })
 }
 
+/// Apply an order change (compare-and-set on its version) and collect what it tells the host;
+/// returns the order as changed.
+async fn apply_order(
+    tx: &DatabaseTransaction,
+    change: &OrderChange,
+    now: Timestamp,
+    cause: &str,
+    outbox: &mut Outbox,
+) -> Result<OrderRecord, Fail> {
+    let before = orders::find_for_update(tx, &change.order_id).await?;
+    let mismatch = change.mismatch.as_deref();
+    let id = &change.order_id;
+    let version = change.expected_version;
+    let Some(after) =
+        orders::transition_versioned(tx, id, version, &change.status, mismatch, now).await?
+    else {
+        if before.is_none() {
+            return Err(Fail::Store(StoreError::NotFound));
+        }
+        return Err(conflict(&format!("order {id} changed since it was read")));
+    };
+    // Read under its lock: when the version matches, this is the state the change replaced.
+    if let Some(before) = before.filter(|b| b.version == version)
+        && let Some(event) = outbox::order_changed(&before, &after, cause, now)
+    {
+        outbox.push(event);
+    }
+    Ok(after)
+}
+
 async fn apply(
     tx: &DatabaseTransaction,
     c: &PaymentEventCommand,
@@ -110,30 +161,14 @@ async fn apply(
         return Ok(End::Rollback(PaymentEventOutcome::Duplicate));
     }
     let now = c.inbox.received_at;
-    if let Some(change) = &c.order {
-        let mismatch = change.mismatch.as_deref();
-        if orders::transition_versioned(
-            tx,
-            &change.order_id,
-            change.expected_version,
-            &change.status,
-            mismatch,
-            now,
-        )
-        .await?
-            == 0
-        {
-            if !orders::order_exists(tx, &change.order_id).await? {
-                return Err(Fail::Store(StoreError::NotFound));
-            }
-            return Err(conflict(&format!(
-                "order {} changed since it was read",
-                change.order_id
-            )));
-        }
-    }
+    let cause = format!("{}|{}", c.inbox.provider.as_str(), c.inbox.event_id);
+    let mut outbox = Outbox::default();
+    let order = match &c.order {
+        Some(change) => Some(apply_order(tx, change, now, &cause, &mut outbox).await?),
+        None => None,
+    };
     if let Some(change) = &c.subscription {
-        apply_subscription(tx, change, now).await?;
+        apply_subscription(tx, change, now, &cause, &mut outbox).await?;
     }
     if let Some(refund) = &c.refund
         && !refunds::keep(tx, refund).await?
@@ -150,9 +185,69 @@ async fn apply(
     if let Some(clawback) = &c.clawback {
         effects.push(ledger::clawback(tx, clawback).await?);
     }
+    for effect in &effects {
+        if let LedgerEffect::Written(t) = effect {
+            outbox.extend(outbox::credits_changed(t));
+        }
+    }
+    if c.inbox.outcome == EventOutcome::Mismatch.code() {
+        outbox.push(mismatch_event(c, order.as_ref()));
+    }
+    outbox.write(tx).await?;
     Ok(End::Commit(PaymentEventOutcome::Applied {
         ledger: effects,
     }))
+}
+
+/// The `payment.mismatch` of a payment event recorded with that outcome.
+fn mismatch_event(c: &PaymentEventCommand, order: Option<&OrderRecord>) -> outbox::NewEvent {
+    let user = match &c.subscription {
+        Some(SubscriptionChange::Create(s, _)) => Some(s.user_id().clone()),
+        Some(SubscriptionChange::Update { subscription, .. }) => {
+            Some(subscription.user_id().clone())
+        }
+        None => c.grant.as_ref().map(|g| g.user_id.clone()),
+    };
+    outbox::mismatch(outbox::Mismatch {
+        provider: c.inbox.provider.as_str(),
+        event_id: &c.inbox.event_id,
+        event_type: &c.inbox.event_type,
+        detail: c.inbox.detail.as_deref(),
+        order,
+        user,
+        at: c.inbox.received_at,
+    })
+}
+
+/// Record an event that changes nothing; one recorded as a mismatch is told to the operator in
+/// the same transaction.
+async fn record(
+    db: &DatabaseConnection,
+    turn: Option<&crate::WriteTurn>,
+    entry: &InboxEntry,
+) -> Result<bool, Fail> {
+    if entry.outcome != EventOutcome::Mismatch.code() {
+        return Ok(insert_inbox(db, entry).await?);
+    }
+    let (_turn, tx) = crate::begin_in_turn(db, turn).await?;
+    let body = async {
+        if !insert_inbox(&tx, entry).await? {
+            return Ok(End::Rollback(false));
+        }
+        let event = outbox::mismatch(outbox::Mismatch {
+            provider: entry.provider.as_str(),
+            event_id: &entry.event_id,
+            event_type: &entry.event_type,
+            detail: entry.detail.as_deref(),
+            order: None,
+            user: None,
+            at: entry.received_at,
+        });
+        Outbox::write_one(&tx, event).await?;
+        Ok(End::Commit(true))
+    }
+    .await;
+    sql::finish(tx, body).await
 }
 
 #[async_trait]
@@ -215,8 +310,8 @@ impl PaymentEventStore for SeaOrmStore {
 
     async fn record_event(&self, entry: &InboxEntry) -> Result<bool, StoreError> {
         self.retry
-            .run("record_event", || async {
-                Ok(insert_inbox(&self.db, entry).await?)
+            .run("record_event", || {
+                record(&self.db, self.turn.as_ref(), entry)
             })
             .await
     }

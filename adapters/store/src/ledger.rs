@@ -298,7 +298,13 @@ impl CreditLedger for SeaOrmStore {
             .retry
             .run("adjust", || async {
                 let (_turn, tx) = self.begin_write().await?;
-                let body = spend::adjust(&tx, command).await;
+                let body = match spend::adjust(&tx, command).await {
+                    // An adjustment written now is told to the host in its transaction.
+                    Ok(sql::End::Commit(Spent::Done(effect))) => grants::tell(&tx, &effect)
+                        .await
+                        .map(|()| sql::End::Commit(Spent::Done(effect))),
+                    other => other,
+                };
                 sql::finish(tx, body).await
             })
             .await?;

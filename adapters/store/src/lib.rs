@@ -15,7 +15,9 @@
 //! - `orders`: orders, idempotent creation, the reconciler's claims; `subscriptions`: reads, and
 //!   the writes the payment-event transaction makes;
 //! - `ledger`: balances, the append-only transaction ledger, grant lots and reservations;
-//! - `events`: the webhook inbox and the single transaction of a payment event.
+//! - `events`: the webhook inbox and the single transaction of a payment event;
+//! - `outbox`: the host events written inside those transactions, and the catch-up feed;
+//! - `webhooks`: the host application's webhook endpoints and the deliveries to them.
 //!
 //! Architecture Invariant: no SQL and no sea-orm type leaves this crate; the schema lives in the
 //! `migrations` crate, which never imports anything from here.
@@ -25,6 +27,7 @@ mod group_commit;
 mod key_cache;
 mod ledger;
 mod orders;
+mod outbox;
 mod plans;
 mod refunds;
 mod retry;
@@ -33,6 +36,7 @@ mod settings;
 mod sql;
 mod subscriptions;
 mod users;
+mod webhooks;
 
 use std::future::Future;
 

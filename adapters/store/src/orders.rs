@@ -11,8 +11,9 @@ use domain::{Order, OrderId, OrderStatus, ProviderId, Timestamp, UserId};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, FromQueryResult};
 
 use crate::SeaOrmStore;
+use crate::outbox::{self, Outbox};
 use crate::retry::Fail;
-use crate::rows::{ORDER_COLUMNS, OrderRow, corrupt, order_status_values};
+use crate::rows::{ORDER_COLUMNS, OrderRow, corrupt, entitlements_value, order_status_values};
 use crate::sql::{self, End};
 
 /// The idempotency scope of order creation.
@@ -20,8 +21,9 @@ const CREATE_ORDER_SCOPE: &str = "create_order";
 
 const INSERT: &str = "INSERT INTO orders (id, user_id, provider, plan_id, plan_type, amount_minor, \
     currency, credits_hundredths, months, status, failure_reason, paid_at, refunded_minor, \
-    expires_at, created_at, updated_at) \
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, COALESCE($13, $6), $14, $15, $15)";
+    expires_at, created_at, updated_at, plan_entitlements) \
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, COALESCE($13, $6), $14, $15, $15, \
+    $16)";
 
 #[derive(Debug, FromQueryResult)]
 struct IdempotencyRow {
@@ -34,18 +36,18 @@ struct IdempotencyRow {
 pub(crate) async fn transition<C: ConnectionTrait>(
     conn: &C,
     id: &OrderId,
-    expected: &str,
+    expected_version: i64,
     status: &OrderStatus,
     mismatch: Option<&str>,
     now: Timestamp,
 ) -> Result<u64, DbErr> {
     let sql = "UPDATE orders SET status = $3, paid_at = $4, failure_reason = $5, \
         refunded_minor = COALESCE($6, amount_minor), mismatch = COALESCE($7, mismatch), \
-        updated_at = $8, version = version + 1 WHERE id = $1 AND status = $2";
+        updated_at = $8, version = version + 1 WHERE id = $1 AND version = $2";
     let (code, paid_at, reason, refunded) = order_status_values(status);
     let values = vec![
         id.as_str().into(),
-        expected.into(),
+        expected_version.into(),
         code.into(),
         paid_at.into(),
         reason.into(),
@@ -57,7 +59,8 @@ pub(crate) async fn transition<C: ConnectionTrait>(
 }
 
 /// Move order `id` to `status` if it still has `version` (the webhook pipeline's
-/// compare-and-set); the version moves on. Returns the rows changed (0 or 1).
+/// compare-and-set); the version moves on. Returns the order as changed, `None` when it did not
+/// change (unknown, or another version).
 pub(crate) async fn transition_versioned<C: ConnectionTrait>(
     conn: &C,
     id: &OrderId,
@@ -65,10 +68,13 @@ pub(crate) async fn transition_versioned<C: ConnectionTrait>(
     status: &OrderStatus,
     mismatch: Option<&str>,
     now: Timestamp,
-) -> Result<u64, DbErr> {
-    let sql = "UPDATE orders SET status = $3, paid_at = $4, failure_reason = $5, \
+) -> Result<Option<OrderRecord>, Fail> {
+    let sql = format!(
+        "UPDATE orders SET status = $3, paid_at = $4, failure_reason = $5, \
         refunded_minor = COALESCE($6, amount_minor), mismatch = COALESCE($7, mismatch), \
-        updated_at = $8, version = version + 1 WHERE id = $1 AND version = $2";
+        updated_at = $8, version = version + 1 WHERE id = $1 AND version = $2 \
+        RETURNING {ORDER_COLUMNS}"
+    );
     let (code, paid_at, reason, refunded) = order_status_values(status);
     let values = vec![
         id.as_str().into(),
@@ -80,7 +86,8 @@ pub(crate) async fn transition_versioned<C: ConnectionTrait>(
         mismatch.map(str::to_owned).into(),
         now.unix_millis().into(),
     ];
-    sql::execute(conn, sql, values).await
+    let row: Option<OrderRow> = sql::one(conn, &sql, values).await?;
+    Ok(row.map(OrderRow::into_domain).transpose()?)
 }
 
 /// Whether order `id` exists.
@@ -98,6 +105,20 @@ pub(crate) async fn order_exists<C: ConnectionTrait>(
 async fn find<C: ConnectionTrait>(conn: &C, id: &str) -> Result<Option<OrderRecord>, Fail> {
     let sql = format!("SELECT {ORDER_COLUMNS} FROM orders WHERE id = $1");
     let row: Option<OrderRow> = sql::one(conn, &sql, vec![id.into()]).await?;
+    Ok(row.map(OrderRow::into_domain).transpose()?)
+}
+
+/// Order `id`, locked until the end of the transaction on PostgreSQL (a payment event reads
+/// the state its change replaces).
+pub(crate) async fn find_for_update<C: ConnectionTrait>(
+    conn: &C,
+    id: &OrderId,
+) -> Result<Option<OrderRecord>, Fail> {
+    let sql = format!(
+        "SELECT {ORDER_COLUMNS} FROM orders WHERE id = $1{}",
+        sql::for_update(conn)
+    );
+    let row: Option<OrderRow> = sql::one(conn, &sql, vec![id.as_str().into()]).await?;
     Ok(row.map(OrderRow::into_domain).transpose()?)
 }
 
@@ -120,6 +141,7 @@ async fn insert(tx: &DatabaseTransaction, order: &Order) -> Result<(), DbErr> {
         refunded.into(),
         order.expires_at().unix_millis().into(),
         order.created_at().unix_millis().into(),
+        entitlements_value(plan.entitlements.as_ref()).into(),
     ];
     sql::execute(tx, INSERT, values).await.map(drop)
 }
@@ -182,6 +204,28 @@ async fn create_in(
     Ok(End::Commit(CreateOrderOutcome::Created))
 }
 
+/// Move order `id` from `expected` to a failed `status` and write its `order.failed`; returns
+/// the rows changed (0 or 1).
+async fn fail_in(
+    tx: &DatabaseTransaction,
+    id: &OrderId,
+    expected_version: i64,
+    status: &OrderStatus,
+    now: Timestamp,
+) -> Result<End<u64>, Fail> {
+    let before = find_for_update(tx, id).await?;
+    if transition(tx, id, expected_version, status, None, now).await? == 0 {
+        return Ok(End::Rollback(0));
+    }
+    let after = find(tx, id.as_str()).await?;
+    if let (Some(before), Some(after)) = (before, after)
+        && let Some(event) = outbox::order_changed(&before, &after, "failed", now)
+    {
+        Outbox::write_one(tx, event).await?;
+    }
+    Ok(End::Commit(1))
+}
+
 #[async_trait]
 impl OrderRepository for SeaOrmStore {
     async fn create_order(
@@ -227,20 +271,28 @@ impl OrderRepository for SeaOrmStore {
     async fn transition_order(
         &self,
         id: &OrderId,
-        expected: &str,
+        expected_version: i64,
         status: &OrderStatus,
         now: Timestamp,
     ) -> Result<(), StoreError> {
         let changed = self
             .retry
             .run("transition_order", || async {
-                Ok(transition(&self.db, id, expected, status, None, now).await?)
+                if !matches!(status, OrderStatus::Failed { .. }) {
+                    return Ok(
+                        transition(&self.db, id, expected_version, status, None, now).await?,
+                    );
+                }
+                // A failure is told to the host (`order.failed`) in the same transaction.
+                let (_turn, tx) = self.begin_write().await?;
+                let body = fail_in(&tx, id, expected_version, status, now).await;
+                sql::finish(tx, body).await
             })
             .await?;
         if changed > 0 {
             return Ok(());
         }
-        self.missing_or_conflict(id, &format!("the order is no longer {expected}"))
+        self.missing_or_conflict(id, "the order changed since it was read")
             .await
     }
 

@@ -4,6 +4,7 @@
 //! and on read). A row that fails them is [`StoreError::Corrupt`] naming the table, the row and
 //! what is wrong; it never panics.
 
+mod entitlements;
 mod plan;
 
 use std::fmt::Display;
@@ -21,6 +22,7 @@ use domain::{
 };
 use sea_orm::FromQueryResult;
 
+pub(crate) use entitlements::column_value as entitlements_value;
 pub(crate) use plan::{PLAN_COLUMNS, PlanRow, plan_values};
 
 /// A corrupt-row error.
@@ -143,7 +145,7 @@ pub(crate) fn scopes_value(scopes: &[Scope]) -> String {
 pub(crate) const ORDER_COLUMNS: &str = "id, user_id, provider, plan_id, plan_type, amount_minor, \
     currency, credits_hundredths, months, status, failure_reason, paid_at, refunded_minor, \
     provider_reference, checkout_kind, checkout_url, mismatch, expires_at, created_at, updated_at, \
-    version";
+    version, plan_entitlements";
 
 /// An `orders` row.
 #[derive(Debug, FromQueryResult)]
@@ -169,6 +171,7 @@ pub(crate) struct OrderRow {
     created_at: i64,
     updated_at: i64,
     version: i64,
+    plan_entitlements: Option<String>,
 }
 
 impl OrderRow {
@@ -192,6 +195,8 @@ impl OrderRow {
                 .months
                 .map(duration_from_months)
                 .transpose()
+                .map_err(bad)?,
+            entitlements: entitlements::from_column(self.plan_entitlements.as_deref())
                 .map_err(bad)?,
         };
         let order = Order::restore(OrderParts {

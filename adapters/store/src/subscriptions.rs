@@ -1,7 +1,7 @@
 //! Subscriptions: reads for the use cases, and the two writes a payment event makes (create, and
 //! replace under compare-and-set on `last_event_at`).
 
-use application::ports::{StoreError, SubscriptionRepository};
+use application::ports::{OrderRecord, StoreError, SubscriptionRepository};
 use async_trait::async_trait;
 use domain::{
     Credits, OrderId, ProviderId, RenewalIntent, SoldTerms, Subscription, SubscriptionId,
@@ -10,7 +10,8 @@ use domain::{
 use sea_orm::{ConnectionTrait, DbErr, Value};
 
 use crate::SeaOrmStore;
-use crate::rows::{SUBSCRIPTION_COLUMNS, SubscriptionRow};
+use crate::retry::Fail;
+use crate::rows::{ORDER_COLUMNS, OrderRow, SUBSCRIPTION_COLUMNS, SubscriptionRow};
 
 fn state_values(s: &Subscription) -> [Value; 5] {
     [
@@ -85,6 +86,21 @@ pub(crate) async fn update<C: ConnectionTrait>(
     Ok(crate::sql::execute(conn, sql, values).await? == 1)
 }
 
+/// Subscription `id`, locked until the end of the transaction on PostgreSQL (a payment event
+/// reads the state its change replaces; order → subscription is the lock order).
+pub(crate) async fn find_for_update<C: ConnectionTrait>(
+    conn: &C,
+    id: &SubscriptionId,
+) -> Result<Option<Subscription>, Fail> {
+    let sql = format!(
+        "SELECT {SUBSCRIPTION_COLUMNS} FROM subscriptions WHERE id = $1{}",
+        crate::sql::for_update(conn)
+    );
+    let row: Option<SubscriptionRow> =
+        crate::sql::one(conn, &sql, vec![id.as_str().into()]).await?;
+    Ok(row.map(SubscriptionRow::into_domain).transpose()?)
+}
+
 impl SeaOrmStore {
     async fn subscriptions_where(
         &self,
@@ -124,6 +140,20 @@ impl SubscriptionRepository for SeaOrmStore {
             .subscriptions_where("find_subscription_by_provider_id", condition, values)
             .await?;
         Ok(found.into_iter().next())
+    }
+
+    async fn subscription_order(
+        &self,
+        id: &SubscriptionId,
+    ) -> Result<Option<OrderRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {ORDER_COLUMNS} FROM orders \
+             WHERE id = (SELECT order_id FROM subscriptions WHERE id = $1)"
+        );
+        let row: Option<OrderRow> = self
+            .fetch_one("subscription_order", &sql, vec![id.as_str().into()])
+            .await?;
+        row.map(OrderRow::into_domain).transpose()
     }
 
     async fn find_subscription_by_order(

@@ -295,6 +295,9 @@ pub struct OrderRecord {
 }
 
 impl OrderRecord {
+    /// The version of an order just created, before any change.
+    pub const FIRST_VERSION: i64 = 0;
+
     /// The order as the provider knows it.
     #[must_use]
     pub fn payment_ref(&self) -> crate::ports::PaymentRef {
@@ -365,15 +368,16 @@ pub trait OrderRepository: Send + Sync + 'static {
         now: Timestamp,
     ) -> Result<(), StoreError>;
 
-    /// Move an order from `expected` (a status code) to `status`, only if it is still in
-    /// `expected` (compare-and-set).
+    /// Move an order to `status`, only if it still has `expected_version` (the version of the
+    /// record the caller decided from: compare-and-set, as the webhook pipeline does); the
+    /// version moves on.
     ///
     /// # Errors
-    /// [`StoreError::NotFound`]; [`StoreError::Conflict`] when the order is no longer in `expected`.
+    /// [`StoreError::NotFound`]; [`StoreError::Conflict`] when the order changed since it was read.
     async fn transition_order(
         &self,
         id: &OrderId,
-        expected: &str,
+        expected_version: i64,
         status: &OrderStatus,
         now: Timestamp,
     ) -> Result<(), StoreError>;
@@ -458,6 +462,17 @@ pub trait SubscriptionRepository: Send + Sync + 'static {
     /// # Errors
     /// As [`SubscriptionRepository::find_subscription`].
     async fn list_subscriptions(&self, user: &UserId) -> Result<Vec<Subscription>, StoreError>;
+
+    /// The order that started subscription `id` (its plan snapshot is what the subscription was
+    /// sold with); `None` when the subscription or its order is unknown.
+    ///
+    /// # Errors
+    /// As [`SubscriptionRepository::find_subscription`]; [`StoreError::Corrupt`] for an invalid
+    /// order row.
+    async fn subscription_order(
+        &self,
+        id: &SubscriptionId,
+    ) -> Result<Option<OrderRecord>, StoreError>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -618,6 +633,8 @@ pub struct ConsumeCommand {
     pub context: UsageContext,
     /// Now.
     pub now: Timestamp,
+    /// The balance below which a crossing is told (`credits.low_balance`), if configured.
+    pub low_balance_below: Option<Credits>,
 }
 
 /// Why spending credits was refused.
@@ -706,6 +723,8 @@ pub struct ReserveCommand {
     pub now: Timestamp,
     /// When the hold lapses by itself.
     pub expires_at: Timestamp,
+    /// The balance below which a crossing is told (`credits.low_balance`), if configured.
+    pub low_balance_below: Option<Credits>,
 }
 
 /// Why a settle or release was refused.
@@ -1021,6 +1040,7 @@ pub trait Store:
     + RefundRepository
     + CreditLedger
     + PaymentEventStore
+    + super::HostEventLog
 {
 }
 
@@ -1033,5 +1053,6 @@ impl<T> Store for T where
         + RefundRepository
         + CreditLedger
         + PaymentEventStore
+        + super::HostEventLog
 {
 }

@@ -30,6 +30,7 @@ struct State {
     ledger: Ledger,
     charges: Vec<SubscriptionCharge>,
     refunds: Vec<RefundRecord>,
+    host_events: Vec<StoredEvent>,
 }
 
 /// Every storage port in memory. Cheap to create; one per test.
@@ -53,6 +54,15 @@ impl InMemoryStore {
     #[must_use]
     pub fn all_transactions(&self) -> Vec<CreditTransaction> {
         lock(&self.0).ledger.transactions.clone()
+    }
+
+    /// Append a host event to the outbox (this fake writes none by itself: the SQL store does,
+    /// inside its transactions); its id is the next one.
+    pub fn push_host_event(&self, mut event: StoredEvent) -> StoredEvent {
+        let mut state = lock(&self.0);
+        event.id = state.host_events.last().map_or(1, |e| e.id + 1);
+        state.host_events.push(event.clone());
+        event
     }
 
     /// Run `f` on a copy of the state and keep the copy only if `f` succeeds: all or nothing.
@@ -401,11 +411,11 @@ impl OrderRepository for InMemoryStore {
     async fn transition_order(
         &self,
         id: &OrderId,
-        expected: &str,
+        expected_version: i64,
         status: &OrderStatus,
         now: Timestamp,
     ) -> Result<(), StoreError> {
-        self.atomically(|s| transition(s, id, expected, status, None, now))
+        self.atomically(|s| transition(s, id, expected_version, status, now))
     }
 
     async fn find_order(&self, id: &OrderId) -> Result<Option<OrderRecord>, StoreError> {
@@ -471,22 +481,19 @@ impl OrderRepository for InMemoryStore {
 fn transition(
     s: &mut State,
     id: &OrderId,
-    expected: &str,
+    expected_version: i64,
     status: &OrderStatus,
-    mismatch: Option<&String>,
     now: Timestamp,
 ) -> Result<(), StoreError> {
     let r = s.orders.get_mut(id).ok_or(StoreError::NotFound)?;
-    if r.order.status().code() != expected {
+    if r.version != expected_version {
         return Err(StoreError::Conflict(format!(
-            "order is {}, not {expected}",
-            r.order.status()
+            "order is {} at version {}, not {expected_version}",
+            r.order.status(),
+            r.version
         )));
     }
     r.order = with_status(&r.order, status.clone());
-    if let Some(m) = mismatch {
-        r.mismatch = Some(m.clone());
-    }
     r.version += 1;
     r.updated_at = now;
     Ok(())
@@ -636,6 +643,18 @@ impl SubscriptionRepository for InMemoryStore {
             .collect();
         subs.sort_by_key(|s| std::cmp::Reverse(s.last_event_at()));
         Ok(subs)
+    }
+
+    async fn subscription_order(
+        &self,
+        id: &SubscriptionId,
+    ) -> Result<Option<OrderRecord>, StoreError> {
+        let state = lock(&self.0);
+        let order = state
+            .subscriptions
+            .get(id)
+            .and_then(|(_, order)| order.as_ref());
+        Ok(order.and_then(|order| state.orders.get(order)).cloned())
     }
 }
 
@@ -832,4 +851,38 @@ fn fake_host_user_id(issuer: &str, subject: &str) -> UserId {
     (issuer, subject).hash(&mut hasher);
     UserId::new(format!("{HOST_USER_ID_PREFIX}{:016x}", hasher.finish()))
         .expect("a prefix and 16 hex digits are a valid user id")
+}
+
+#[async_trait]
+impl HostEventLog for InMemoryStore {
+    async fn events_after(
+        &self,
+        after: Option<i64>,
+        limit: u32,
+        kinds: &[crate::host_events::HostEventKind],
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let limit = limit.min(MAX_EVENTS_PER_READ) as usize;
+        Ok(lock(&self.0)
+            .host_events
+            .iter()
+            .filter(|e| after.is_none_or(|a| e.id > a))
+            .filter(|e| kinds.is_empty() || kinds.contains(&e.kind))
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn purge_events(&self, before: Timestamp, limit: u32) -> Result<u32, StoreError> {
+        let mut state = lock(&self.0);
+        let mut purged = 0;
+        state.host_events.retain(|e| {
+            if purged < limit && e.occurred_at < before {
+                purged += 1;
+                false
+            } else {
+                true
+            }
+        });
+        Ok(purged)
+    }
 }

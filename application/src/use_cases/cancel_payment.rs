@@ -100,10 +100,15 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         if cancelled.cancel() == Ok(Transition::Applied) {
             match self
                 .store
-                .transition_order(order.id(), "pending", cancelled.status(), self.clock.now())
+                .transition_order(
+                    order.id(),
+                    record.version,
+                    cancelled.status(),
+                    self.clock.now(),
+                )
                 .await
             {
-                Ok(()) => {}
+                Ok(()) => self.metrics.order_moved(cancelled.status()),
                 // Paid or expired meanwhile: report the state it is really in.
                 Err(StoreError::Conflict(_)) => return self.refreshed_state(&record).await,
                 Err(e) => return Err(e.into()),

@@ -200,9 +200,14 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             amount,
             context,
             now: self.clock.now(),
+            low_balance_below: self.low_balance_below,
         };
         let spent = self.store.consume(&command).await;
-        self.unless_unknown(&command.user_id, spent).await
+        let spent = self.unless_unknown(&command.user_id, spent).await?;
+        if spent.1 == Replay::Fresh {
+            self.metrics.credits_consumed(spent.0.amount.magnitude());
+        }
+        Ok(spent)
     }
 
     /// `result`, or `UserNotFound` when it is a refusal for want of credits and the user does not
@@ -253,9 +258,14 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             context,
             now,
             expires_at: now.plus_millis(self.config.reservation_lifetime_ms),
+            low_balance_below: self.low_balance_below,
         };
         let held = self.store.reserve(&command).await;
-        self.unless_unknown(&command.user_id, held).await
+        let held = self.unless_unknown(&command.user_id, held).await?;
+        if held.1 == Replay::Fresh {
+            self.metrics.credits_reserved(held.0.held);
+        }
+        Ok(held)
     }
 
     /// Settle a reservation with the actual usage.
@@ -273,10 +283,16 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             ReservationId::new(reservation_id).map_err(|_| CreditsError::ReservationNotFound)?;
         let (usage, _) = parse_usage(actual)?;
         let cost = self.config.consumption.cost(&usage)?;
-        Ok(self
+        let settled = self
             .store
             .settle(&user_id, &id, cost, self.clock.now())
-            .await?)
+            .await?;
+        if let (Replay::Fresh, crate::ports::ReservationStatus::Settled { charged, .. }) =
+            (settled.1, &settled.0.status)
+        {
+            self.metrics.credits_consumed(*charged);
+        }
+        Ok(settled)
     }
 
     /// Release a reservation unused.

@@ -23,6 +23,7 @@ use crate::ports::{
     IdGenerator, InboxEntry, LedgerEffect, OrderChange, OrderLocator, OrderRecord, PaymentEvent,
     PaymentEventCommand, PaymentEventOutcome, PaymentStatus, RefundTarget, SecretHasher, Store,
     StoreError, SubscriptionChange, SubscriptionCharge, WebhookAck, WebhookError, WebhookRequest,
+    WebhookResult,
 };
 
 mod refunds;
@@ -70,6 +71,8 @@ pub struct WebhookHandled {
     pub outcomes: Vec<String>,
     /// The status codes orders moved to.
     pub order_statuses: Vec<&'static str>,
+    /// What each event came to, typed (counted by [`Service::handle_webhook`]).
+    results: Vec<EventOutcome>,
     /// Credits granted by these events.
     pub credits_granted: domain::Credits,
     /// Credits taken back by refunds.
@@ -79,7 +82,9 @@ pub struct WebhookHandled {
 impl WebhookHandled {
     fn add(&mut self, result: EventResult) {
         self.outcomes.push(result.outcome.code().to_owned());
-        self.order_statuses.extend(result.order_status);
+        self.results.push(result.outcome);
+        self.order_statuses
+            .extend(result.order_status.as_ref().map(OrderStatus::code));
         self.credits_granted = self
             .credits_granted
             .checked_add(result.granted)
@@ -95,7 +100,7 @@ impl WebhookHandled {
 #[derive(Debug)]
 struct EventResult {
     outcome: EventOutcome,
-    order_status: Option<&'static str>,
+    order_status: Option<OrderStatus>,
     granted: domain::Credits,
     clawed_back: domain::Credits,
 }
@@ -115,7 +120,7 @@ impl EventResult {
             return Self::only(EventOutcome::Duplicate);
         };
         let mut result = Self::only(change.outcome);
-        result.order_status = change.moved_to;
+        result.order_status = change.moved_to.clone();
         for effect in ledger {
             if let LedgerEffect::Written(tx) = effect {
                 let magnitude = tx.amount.magnitude();
@@ -144,7 +149,7 @@ struct Change {
     outcome: EventOutcome,
     command: PaymentEventCommand,
     /// The status the order moves to, when it moves.
-    moved_to: Option<&'static str>,
+    moved_to: Option<OrderStatus>,
 }
 
 impl Change {
@@ -156,7 +161,7 @@ impl Change {
         mismatch: Option<String>,
     ) -> Self {
         if status.code() != before.order.status().code() {
-            self.moved_to = Some(status.code());
+            self.moved_to = Some(status.clone());
         }
         self.command.order = Some(OrderChange {
             order_id: before.order.id().clone(),
@@ -217,7 +222,8 @@ fn payload_text(body: &[u8]) -> String {
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
-    /// Handle `POST /api/payment/webhook/:provider`.
+    /// Handle `POST /api/payment/webhook/:provider`, counting how each event ended
+    /// ([`crate::ports::Metrics::webhook`]).
     ///
     /// # Errors
     /// See [`HandleWebhookError`].
@@ -226,9 +232,31 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         provider: &str,
         request: WebhookRequest,
     ) -> Result<WebhookHandled, HandleWebhookError> {
-        let provider: ProviderId = provider
-            .parse()
-            .map_err(|_| HandleWebhookError::UnknownProvider)?;
+        let known = provider.parse::<ProviderId>().ok();
+        let handled = self.verify_and_apply(known, request).await;
+        let failed = |result| self.metrics.webhook(known, result);
+        match &handled {
+            Ok(handled) => {
+                for outcome in &handled.results {
+                    self.metrics.webhook(known, WebhookResult::Event(*outcome));
+                }
+            }
+            Err(HandleWebhookError::Rejected { .. }) => failed(WebhookResult::Rejected),
+            Err(HandleWebhookError::UnknownProvider) => failed(WebhookResult::UnknownProvider),
+            Err(HandleWebhookError::ProviderUnavailable(_)) => {
+                failed(WebhookResult::ProviderUnavailable);
+            }
+            Err(HandleWebhookError::Infra(_)) => failed(WebhookResult::Error),
+        }
+        handled
+    }
+
+    async fn verify_and_apply(
+        &self,
+        provider: Option<ProviderId>,
+        request: WebhookRequest,
+    ) -> Result<WebhookHandled, HandleWebhookError> {
+        let provider = provider.ok_or(HandleWebhookError::UnknownProvider)?;
         let gateway = self
             .gateways
             .get(provider)
@@ -254,6 +282,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             ack: gateway.webhook_ack(&AckFor::Accepted),
             outcomes: Vec::new(),
             order_statuses: Vec::new(),
+            results: Vec::new(),
             credits_granted: domain::Credits::ZERO,
             credits_clawed_back: domain::Credits::ZERO,
         };
@@ -307,12 +336,23 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         received: &Received,
         event: &PaymentEvent,
     ) -> Result<EventResult, HandleWebhookError> {
-        match event {
+        let result = match event {
             PaymentEvent::PaymentApproved { order, amount, .. } => {
                 self.apply_approval(received, order, *amount).await
             }
             _ => self.apply_decided(received, event).await,
+        }?;
+        // Counted here, so that what the reconciler applies counts as what webhooks do.
+        if let Some(status) = &result.order_status {
+            self.metrics.order_moved(status);
         }
+        if !result.granted.is_zero() {
+            self.metrics.credits_granted(result.granted);
+        }
+        if !result.clawed_back.is_zero() {
+            self.metrics.credits_clawed_back(result.clawed_back);
+        }
+        Ok(result)
     }
 
     /// An approved payment: capture it only when it is for this provider's pending order with

@@ -146,7 +146,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .create_order(&order, idempotency.as_ref())
             .await?
         {
-            CreateOrderOutcome::Created => {}
+            CreateOrderOutcome::Created => self.metrics.order_moved(order.status()),
             CreateOrderOutcome::KeyConflict => {
                 return Err(InitiatePaymentError::IdempotencyConflict);
             }
@@ -168,9 +168,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 let failed = OrderStatus::Failed {
                     reason: reason.clone(),
                 };
+                // The order was created above and nothing else knows it yet.
+                let version = OrderRecord::FIRST_VERSION;
                 self.store
-                    .transition_order(&order_id, "pending", &failed, self.clock.now())
+                    .transition_order(&order_id, version, &failed, self.clock.now())
                     .await?;
+                self.metrics.order_moved(&failed);
                 return Err(InitiatePaymentError::Gateway { order_id, reason });
             }
         }

@@ -133,13 +133,16 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .store
             .transition_order(
                 order.id(),
-                "pending",
+                record.version,
                 &OrderStatus::Expired,
                 self.clock.now(),
             )
             .await
         {
-            Ok(()) => Ok(Some(false)),
+            Ok(()) => {
+                self.metrics.order_moved(&OrderStatus::Expired);
+                Ok(Some(false))
+            }
             Err(StoreError::Conflict(_)) => Ok(None),
             Err(e) => Err(e.into()),
         }

@@ -2,8 +2,10 @@
 
 mod accounts_and_plans;
 mod credits;
+mod entitlements;
 mod harness;
 mod host_sign_in;
+mod metrics;
 mod ownership;
 mod payments;
 mod refunds;

@@ -18,7 +18,7 @@ use super::{ConfigError, MAX_PLANS};
 const MAX_LOCALES: usize = 50;
 
 /// The keys a plan table may have.
-const PLAN_FIELDS: [&str; 15] = [
+const PLAN_FIELDS: [&str; 16] = [
     "id",
     "provider",
     "amount",
@@ -34,6 +34,7 @@ const PLAN_FIELDS: [&str; 15] = [
     "morBProductId",
     "morCProductId",
     "i18n",
+    "entitlements",
 ];
 const DURATION_FIELDS: [&str; 3] = ["months", "type", "credits"];
 const TEXT_FIELDS: [&str; 4] = ["name", "description", "duration", "features"];
@@ -246,6 +247,7 @@ impl<'f> PlanEntry<'f> {
             "hidden" => self.draft.hidden = self.read(name, value, boolean) == Some(true),
             "duration" => self.read_duration(value),
             "i18n" => self.read_i18n(value),
+            "entitlements" => self.read_entitlements(value),
             "cardGatewayPriceId" => {
                 self.draft.provider_refs.card_gateway_price_id = self.read(name, value, string);
             }
@@ -286,6 +288,17 @@ impl<'f> PlanEntry<'f> {
                 "type" => self.draft.duration_type = self.read(&field, value, string),
                 "credits" => self.draft.credits = self.read(&field, value, decimal),
                 other => self.unknown_field(&field, other, value, &DURATION_FIELDS),
+            }
+        }
+    }
+
+    /// `entitlements`: a table of feature keys; keys and values are checked by the plan rules.
+    fn read_entitlements(&mut self, value: &Value<'_>) {
+        for (field, key, value) in self.entries("entitlements", value) {
+            if let Some(draft) = self.read(&field, value, toml_source::entitlement) {
+                self.draft
+                    .entitlements
+                    .insert(key.get_ref().to_string(), draft);
             }
         }
     }

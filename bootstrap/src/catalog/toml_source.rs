@@ -10,6 +10,7 @@
 
 use std::borrow::Cow;
 
+use domain::entitlements::EntitlementDraft;
 use rust_decimal::Decimal;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
@@ -162,6 +163,19 @@ pub(super) fn integer(value: &DeValue<'_>) -> Result<i64, String> {
             i64::from_str_radix(i.as_str(), i.radix()).map_err(|_| "is too large".to_owned())
         }
         other => Err(format!("must be a whole number, found {}", kind(other))),
+    }
+}
+
+/// An entitlement value: a boolean or a whole number (the plan rules then refuse `false` and
+/// negative numbers).
+pub(super) fn entitlement(value: &DeValue<'_>) -> Result<EntitlementDraft, String> {
+    match value {
+        DeValue::Boolean(b) => Ok(EntitlementDraft::Flag(*b)),
+        DeValue::Integer(_) => integer(value).map(EntitlementDraft::Integer),
+        other => Err(format!(
+            "must be true or a non-negative whole number, found {}",
+            kind(other)
+        )),
     }
 }
 

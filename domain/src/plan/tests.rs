@@ -268,3 +268,39 @@ fn stored_month_values_round_trip() {
     assert_eq!(Duration::from_months_value(0), None);
     assert_eq!(Duration::from_months_value(1201), None);
 }
+
+#[test]
+fn entitlements_are_validated_kept_and_round_trip() {
+    use crate::entitlements::{EntitlementDraft, EntitlementKey, EntitlementValue};
+    let mut d = draft("card_gateway", "recurring", "USD");
+    d.entitlements
+        .insert("seats".into(), EntitlementDraft::Integer(5));
+    d.entitlements
+        .insert("export".into(), EntitlementDraft::Flag(true));
+    let plan = Plan::from_draft(&d).unwrap();
+    let seats = EntitlementKey::new("seats").unwrap();
+    assert_eq!(
+        plan.entitlements().get(&seats),
+        Some(EntitlementValue::Limit(5))
+    );
+    assert_eq!(Plan::from_draft(&plan.to_draft()).unwrap(), plan);
+
+    d.entitlements
+        .insert("Bad".into(), EntitlementDraft::Flag(true));
+    assert_eq!(only_error(&d).0, "entitlements.Bad");
+    d.entitlements.remove("Bad");
+    d.entitlements
+        .insert("seats".into(), EntitlementDraft::Integer(-2));
+    assert_eq!(only_error(&d).0, "entitlements.seats");
+
+    let mut pack = draft("card_gateway", "credits", "USD");
+    pack.entitlements
+        .insert("export".into(), EntitlementDraft::Flag(true));
+    assert_eq!(
+        only_error(&pack),
+        (
+            "entitlements".to_owned(),
+            PlanProblem::NotAllowedFor(PlanType::Credits)
+        )
+    );
+}

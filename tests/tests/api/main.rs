@@ -2,6 +2,9 @@
 
 mod browser;
 mod dependency_rule;
+mod entitlements;
+mod event_delivery;
+mod events;
 mod host_tokens;
 mod production;
 mod providers;

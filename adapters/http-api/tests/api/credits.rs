@@ -169,7 +169,7 @@ async fn the_status_shows_subscription_lifetime_access_and_pending_reservations(
     assert_eq!(body["subscriptions"][0], body["subscription"]);
     assert_eq!(
         body["oneTimeAccess"],
-        json!([{"orderId": life_order, "planId": "lifetime", "endsAt": null}])
+        json!([{"orderId": life_order, "planId": "lifetime"}])
     );
     assert_eq!(body["pendingReservations"][0]["held"], "5.00");
     assert_eq!(body["pendingReservations"][0]["heldHundredths"], 500);

@@ -144,12 +144,37 @@ fn plan(id: &str, provider: &str, kind: &str, amount: &str, currency: &str) -> P
     Plan::from_draft(&draft).unwrap()
 }
 
+/// `plan` declaring `entitlements` (feature key, `true` as -1 or a limit).
+fn entitled(plan: Plan, entitlements: &[(&str, i64)]) -> Plan {
+    let entitlements = entitlements
+        .iter()
+        .map(|(key, value)| {
+            let value = match *value {
+                -1 => domain::entitlements::EntitlementDraft::Flag(true),
+                n => domain::entitlements::EntitlementDraft::Integer(n),
+            };
+            ((*key).to_owned(), value)
+        })
+        .collect();
+    Plan::from_draft(&PlanDraft {
+        entitlements,
+        ..plan.to_draft()
+    })
+    .unwrap()
+}
+
 /// The static catalog of the tests.
 pub fn catalog() -> Vec<Plan> {
     vec![
         plan("credits-100", "card_gateway", "credits", "9.99", "USD"),
-        plan("pro-monthly", "card_gateway", "recurring", "19.00", "USD"),
-        plan("lifetime", "card_gateway", "one_time", "99.00", "USD"),
+        entitled(
+            plan("pro-monthly", "card_gateway", "recurring", "19.00", "USD"),
+            &[("seats", 5), ("export", -1)],
+        ),
+        entitled(
+            plan("lifetime", "card_gateway", "one_time", "99.00", "USD"),
+            &[("seats", 3), ("sso", -1)],
+        ),
         plan("qr-credits", "wallet_qr", "credits", "10.00", "CNY"),
         plan("web-one-time", "wallet_web", "one_time", "30.00", "CNY"),
         plan("hidden-deal", "card_gateway", "one_time", "1.00", "USD"),
@@ -225,7 +250,8 @@ pub fn service() -> (Arc<TestService>, BTreeMap<ProviderId, Arc<FakeGateway>>) {
         PlainHasher,
         gateways,
         config,
-    );
+    )
+    .with_metrics(Arc::new(http_api::PrometheusMetrics));
     (Arc::new(service), fakes)
 }
 

@@ -4,6 +4,7 @@ mod admin;
 mod auth;
 mod consumption;
 mod credits;
+mod entitlements;
 mod errors;
 mod helpers;
 mod operations;

@@ -43,6 +43,7 @@ use sea_orm::{
 };
 
 use super::{Spent, postings, spend};
+use crate::outbox::{self, Outbox};
 use crate::retry::Fail;
 use crate::rows::{LotRow, TRANSACTION_COLUMNS, TransactionRow, tokens_value};
 use crate::sql::{self, End};
@@ -84,9 +85,18 @@ pub(crate) async fn consume_many(
     let users: BTreeSet<&str> = commands.iter().map(|c| c.user_id.as_str()).collect();
     let (balances, lots) = balances_with_lots(tx, &users, Lock::Rows).await?;
     let seen = stored_keys(tx, commands).await?;
-    Run::new(balances, lots, seen)
+    let outcomes = Run::new(balances, lots, seen)
         .decide_and_write(tx, commands, Keys::Read)
-        .await
+        .await?;
+    // The balance crossings of the fresh spends are told in the same transaction.
+    let mut events = Outbox::default();
+    for (c, outcome) in commands.iter().zip(&outcomes) {
+        if let Ok(End::Commit(Spent::Done((spend, Replay::Fresh)))) = outcome {
+            events.extend(outbox::balance_alerts(spend, c.low_balance_below));
+        }
+    }
+    events.write(tx).await?;
+    Ok(outcomes)
 }
 
 /// PostgreSQL: decide and write `commands` without an explicit transaction, in two round trips
@@ -123,6 +133,7 @@ pub(crate) async fn consume_many_unlocked<C: ConnectionTrait>(
     if let Some((balances, lots)) = known.recall(&users) {
         let mut run = Run::new(balances, lots, HashMap::new());
         let decisions = run.decide_all(commands)?;
+        run.refuse_crossings()?;
         // A refusal decided from memory is not checked by any write: read instead.
         if !decisions.iter().any(is_insufficient) {
             match run.write_decided(db, decisions).await {
@@ -139,7 +150,10 @@ pub(crate) async fn consume_many_unlocked<C: ConnectionTrait>(
     }
     let (balances, lots) = balances_with_lots(db, &users, Lock::None).await?;
     let mut run = Run::new(balances, lots, HashMap::new());
-    let outcomes = run.decide_and_write(db, commands, Keys::OnRefusal).await?;
+    let mut decisions = run.decide_all(commands)?;
+    run.refuse_crossings()?;
+    replay_refusals(db, commands, &mut decisions).await?;
+    let outcomes = run.write_decided(db, decisions).await?;
     known.keep(&run);
     Ok((outcomes, Source::Read))
 }
@@ -319,6 +333,31 @@ impl<'a> Run<'a> {
             replay_refusals(conn, commands, &mut decisions).await?;
         }
         self.write_decided(conn, decisions).await
+    }
+
+    /// A run whose fresh spends take a balance across the low-balance threshold or to zero
+    /// must tell it in the same transaction, which the unlocked path has not got: such a
+    /// (rare) run is refused here, before anything is written, and takes the locked path.
+    fn refuse_crossings(&self) -> Result<(), Fail> {
+        let crosses = self.fresh.iter().any(|f| {
+            let after = f.balance_after;
+            let before = after.saturating_add(f.command.amount.hundredths());
+            match (
+                Credits::from_hundredths(before),
+                Credits::from_hundredths(after),
+            ) {
+                (Ok(before), Ok(after)) => {
+                    !ledger::balance_alerts(before, after, f.command.low_balance_below).is_empty()
+                }
+                _ => true,
+            }
+        });
+        if crosses {
+            return Err(Fail::Retry(
+                "a balance crossing is told inside a transaction",
+            ));
+        }
+        Ok(())
     }
 
     /// Decide every command in arrival order.

@@ -1,4 +1,6 @@
 //! Grants (once per source), refund clawbacks and grant expiry: the operations on grant lots.
+//! A grant or an expiry written in a transaction of its own tells the host in it (`tell`); the
+//! payment event's transaction tells of its grant and clawback itself.
 
 use application::ports::{
     ClawbackCommand, GrantCommand, GrantSource, LedgerEffect, StoreError, UsageContext,
@@ -8,6 +10,7 @@ use domain::{Credits, Timestamp, TransactionKind, UserId};
 use sea_orm::{DatabaseTransaction, FromQueryResult};
 
 use super::postings::{self, Posted, Posting};
+use crate::outbox::{self, Outbox};
 use crate::retry::Fail;
 use crate::rows::corrupt;
 use crate::sql::{self, End};
@@ -78,12 +81,25 @@ fn kind_and_context(source: &GrantSource) -> (TransactionKind, UsageContext) {
     }
 }
 
-/// A [`GrantCommand`] as a transaction body (the grant commits when it wrote nothing, too).
+/// A [`GrantCommand`] as a transaction body (the grant commits when it wrote nothing, too); a
+/// grant written now is told to the host (`credits.granted`) in the same transaction.
 pub(crate) async fn grant_command(
     tx: &DatabaseTransaction,
     c: &GrantCommand,
 ) -> Result<End<LedgerEffect>, Fail> {
-    grant(tx, &NewGrant::of(c)).await.map(End::Commit)
+    let effect = grant(tx, &NewGrant::of(c)).await?;
+    tell(tx, &effect).await?;
+    Ok(End::Commit(effect))
+}
+
+/// Write the host event a ledger effect tells, if any, inside `tx`.
+pub(crate) async fn tell(tx: &DatabaseTransaction, effect: &LedgerEffect) -> Result<(), Fail> {
+    if let LedgerEffect::Written(t) = effect
+        && let Some(event) = outbox::credits_changed(t)
+    {
+        Outbox::write_one(tx, event).await?;
+    }
+    Ok(())
 }
 
 /// Grant once per source: a source that already has a lot is `Nothing`. The existence check
@@ -241,9 +257,10 @@ pub(crate) async fn expire_lot(
             key: None,
             now,
         };
-        if let Posted::Insufficient(_) = postings::post(tx, &posting).await? {
+        let Posted::Done(written) = postings::post(tx, &posting).await? else {
             return Err(Fail::Retry("the balance changed under its lock"));
-        }
+        };
+        tell(tx, &LedgerEffect::Written(written)).await?;
     }
     let sql = "UPDATE credit_grants SET remaining_hundredths = 0, expired = TRUE, \
         shortfall_hundredths = shortfall_hundredths + $3 WHERE id = $1 AND remaining_hundredths = $2";

@@ -13,6 +13,7 @@ use sea_orm::{DatabaseTransaction, FromQueryResult};
 
 use super::Spent;
 use super::postings::{self, Posted, Posting};
+use crate::outbox::{self, Outbox};
 use crate::retry::Fail;
 use crate::rows::{RESERVATION_COLUMNS, ReservationRow, tokens_value};
 use crate::sql::{self, End};
@@ -72,7 +73,10 @@ pub(crate) async fn reserve(
         now: c.now,
     };
     match postings::post(tx, &posting).await? {
-        Posted::Done(_) => {
+        Posted::Done(hold) => {
+            for event in outbox::balance_alerts(&hold, c.low_balance_below) {
+                Outbox::write_one(tx, event).await?;
+            }
             let row = find(tx, "id = $1", vec![c.reservation_id.as_str().into()]).await?;
             let reservation = row
                 .ok_or(Fail::Retry("the new reservation vanished"))?

@@ -10,6 +10,7 @@ use sea_orm::DatabaseTransaction;
 use super::Spent;
 use super::grants::{self, NewGrant};
 use super::postings::{self, Posted, Posting};
+use crate::outbox::{self, Outbox};
 use crate::retry::Fail;
 use crate::sql::End;
 
@@ -36,6 +37,11 @@ pub(crate) async fn consume(
     match postings::post(tx, &posting).await? {
         Posted::Done(written) => {
             postings::draw_lots(tx, &c.user_id, c.amount).await?;
+            // A crossing of the low-balance threshold or to zero is told with the spend.
+            let alerts = outbox::balance_alerts(&written, c.low_balance_below);
+            for event in alerts {
+                Outbox::write_one(tx, event).await?;
+            }
             Ok(End::Commit(Spent::Done((written, Replay::Fresh))))
         }
         Posted::Insufficient(available) => {

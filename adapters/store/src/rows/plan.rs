@@ -41,6 +41,9 @@ struct PlanData {
     provider_refs: RefsData,
     #[serde(default)]
     recommended: bool,
+    /// Feature keys mapped to `true` or a limit; absent in rows written before entitlements.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    entitlements: BTreeMap<String, serde_json::Value>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -109,6 +112,7 @@ impl PlanRow {
                 .into_iter()
                 .map(|(tag, t)| (tag, t.into()))
                 .collect(),
+            entitlements: super::entitlements::drafts_of(&data.entitlements),
         };
         let plan = Plan::from_draft(&draft).map_err(|e| bad(e.to_string()))?;
         let locales = parse_locales(&self.locales)
@@ -171,6 +175,7 @@ pub(crate) fn plan_values(stored: &StoredPlan) -> Result<Vec<Value>, StoreError>
             mor_c_product_id: refs.mor_c_product_id.clone(),
         },
         recommended: plan.prominence() == domain::plan::Prominence::Recommended,
+        entitlements: super::entitlements::to_object(plan.entitlements()),
     };
     let data = serde_json::to_string(&data).map_err(|e| StoreError::Unexpected(e.into()))?;
     let locales: Vec<&str> = stored.listing.locales.iter().map(Locale::as_str).collect();

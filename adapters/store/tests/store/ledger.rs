@@ -26,6 +26,7 @@ pub fn reserve_command(user: &UserId, id: &str, amount: i64, key_text: &str) -> 
         },
         now: t(300),
         expires_at: t(900),
+        low_balance_below: None,
     }
 }
 

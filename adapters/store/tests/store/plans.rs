@@ -44,6 +44,7 @@ fn rich_plan(id: &str) -> Plan {
             mor_c_product_id: Some("PROD_c".into()),
         },
         i18n: texts(),
+        entitlements: BTreeMap::new(),
     };
     Plan::from_draft(&draft).unwrap()
 }

@@ -375,6 +375,7 @@ pub fn credits_snapshot(price_minor: i64, credits: i64) -> PlanSnapshot {
         price: Money::from_minor(price_minor, Currency::Usd).unwrap(),
         credits: Some(c(credits)),
         duration: None,
+        entitlements: Some(domain::entitlements::Entitlements::none()),
     }
 }
 
@@ -395,12 +396,7 @@ pub async fn paid_order(store: &SeaOrmStore, id: &str, user: &UserId) -> OrderId
     let o = order(id, user, 10);
     store.create_order(&o, None).await.expect("create order");
     store
-        .transition_order(
-            o.id(),
-            "pending",
-            &OrderStatus::Paid { paid_at: t(20) },
-            t(20),
-        )
+        .transition_order(o.id(), 0, &OrderStatus::Paid { paid_at: t(20) }, t(20))
         .await
         .expect("pay");
     o.id().clone()
@@ -438,6 +434,7 @@ pub fn consume(user: &UserId, amount: i64, key_text: &str) -> ConsumeCommand {
             ..UsageContext::default()
         },
         now: t(200),
+        low_balance_below: None,
     }
 }
 

@@ -226,3 +226,34 @@ async fn in_static_mode_the_page_works_and_says_pricing_shows_the_static_catalog
         "static mode is untouched"
     );
 }
+
+#[tokio::test]
+async fn entitlements_typed_in_the_plan_form_are_kept_and_bad_lines_are_refused() {
+    let app = App::new(PricingMode::Dynamic);
+    let admin = app.signed_in("admin@example.com", true).await;
+    let mut bad: Vec<(&str, &str)> = NEW_PLAN.to_vec();
+    bad.push(("entitlements", "seats = 5\nExport = true\nno equals sign"));
+    let refused = admin
+        .submit("/admin/pricing/new", "/admin/pricing", &bad)
+        .await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(refused.body.contains("data-field=\"entitlements\""));
+    assert!(refused.body.contains("Write each line as key = true"));
+    assert!(
+        refused.body.contains("no equals sign"),
+        "the form keeps what was typed"
+    );
+
+    let mut good: Vec<(&str, &str)> = NEW_PLAN.to_vec();
+    good.push(("entitlements", " seats = 5 \n\nexport=true"));
+    let created = admin
+        .submit("/admin/pricing/new", "/admin/pricing", &good)
+        .await;
+    assert_eq!(created.status, StatusCode::SEE_OTHER, "{}", created.body);
+    let edit = admin.get("/admin/pricing/plans/team-monthly/edit").await;
+    assert!(
+        edit.body.contains("export = true\nseats = 5"),
+        "{}",
+        edit.body
+    );
+}

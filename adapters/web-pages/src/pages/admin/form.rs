@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use application::ports::StoredPlan;
 use application::use_cases::manage_plans::{MAX_LOCALES, PlanInput};
+use domain::entitlements::{EntitlementDraft, Entitlements};
 use domain::plan::PlanProblem;
 use domain::{
     CapabilityError, Currency, Locale, Plan, PlanDraft, PlanText, PlanType, ProviderId,
@@ -21,6 +22,8 @@ use crate::state::Visitor;
 
 /// The locales the form edits texts for; texts in other locales are kept as they are.
 const FORM_LOCALES: [&str; 2] = ["en", "zh-CN"];
+/// The entitlements input (one `key = value` per line).
+const ENTITLEMENTS: &str = "entitlements";
 /// The provider-side id fields.
 const PROVIDER_REF_FIELDS: [&str; 5] = [
     "cardGatewayPriceId",
@@ -87,6 +90,10 @@ impl PlanForm {
         }
         let locales: Vec<&str> = stored.listing.locales.iter().map(Locale::as_str).collect();
         put("locales", locales.join(", "));
+        put(
+            "entitlements",
+            entitlement_lines(stored.plan.entitlements()),
+        );
         for tag in FORM_LOCALES {
             if let Some(text) = draft.i18n.get(tag) {
                 put(&format!("i18n.{tag}.name"), text.name.clone());
@@ -132,6 +139,12 @@ impl PlanForm {
             for problem in problems.0 {
                 let field = if problem.field == "i18n.en" {
                     "i18n.en.name".to_owned()
+                } else if problem.field.starts_with("entitlements") {
+                    // One input holds every entitlement: its error says what each line needs.
+                    errors
+                        .entry(ENTITLEMENTS.to_owned())
+                        .or_insert_with(|| vec![lang.t("admin.error.entitlement").to_owned()]);
+                    continue;
                 } else {
                     problem.field
                 };
@@ -212,7 +225,46 @@ impl PlanForm {
                 mor_c_product_id: optional("morCProductId"),
             },
             i18n: self.texts(existing),
+            entitlements: self.entitlements(lang, errors),
         }
+    }
+
+    /// The `entitlements` input: one `key = value` per line, `true`/`false` or an integer
+    /// (the plan rules then check keys and values); a line without `=` or a key given twice
+    /// is an error here.
+    fn entitlements(
+        &self,
+        lang: Lang,
+        errors: &mut FieldErrors,
+    ) -> BTreeMap<String, EntitlementDraft> {
+        let mut drafts = BTreeMap::new();
+        let mut malformed = false;
+        for line in self.get(ENTITLEMENTS).lines().map(str::trim) {
+            if line.is_empty() {
+                continue;
+            }
+            let Some((key, value)) = line.split_once('=') else {
+                malformed = true;
+                continue;
+            };
+            let value = value.trim();
+            let draft = match value {
+                "true" => EntitlementDraft::Flag(true),
+                "false" => EntitlementDraft::Flag(false),
+                _ => value.parse::<i64>().map_or_else(
+                    |_| EntitlementDraft::Unsupported(format!("{value:?}")),
+                    EntitlementDraft::Integer,
+                ),
+            };
+            malformed |= drafts.insert(key.trim().to_owned(), draft).is_some();
+        }
+        if malformed {
+            errors
+                .entry(ENTITLEMENTS.to_owned())
+                .or_default()
+                .push(lang.t("admin.error.entitlement").to_owned());
+        }
+        drafts
     }
 
     fn texts(&self, existing: Option<&StoredPlan>) -> BTreeMap<String, PlanText> {
@@ -266,6 +318,15 @@ impl PlanForm {
         }
         tags
     }
+}
+
+/// Entitlements as the form shows them: `key = value`, one per line, keys in order.
+fn entitlement_lines(entitlements: &Entitlements) -> String {
+    entitlements
+        .iter()
+        .map(|(key, value)| format!("{key} = {value}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn decimal_text(value: Option<Decimal>) -> String {
@@ -366,6 +427,11 @@ pub(crate) fn render(
                         (f.input(name, label, Input::Text, None))
                     }
                 }
+            }
+            fieldset.form-section {
+                legend { (v.t("admin.section_entitlements")) }
+                (f.input(ENTITLEMENTS, "admin.field_entitlements", Input::TextArea,
+                    Some("admin.hint_entitlements")))
             }
             fieldset.form-section {
                 legend { (v.t("admin.section_visibility")) }
@@ -473,6 +539,7 @@ fn field_label(v: &Visitor, field: &str) -> String {
         "duration.months" => "admin.field_months",
         "duration.credits" => "admin.field_credits",
         "locales" => "admin.field_locales",
+        ENTITLEMENTS => "admin.field_entitlements",
         other => {
             if let Some(rest) = other.strip_prefix("i18n.")
                 && let Some((tag, part)) = rest.split_once('.')

@@ -1,0 +1,539 @@
+//! The transactional outbox (issue 17): every host event type is written by the store in the
+//! transaction of the change it tells, through the real use cases on this store; a change that
+//! rolls back tells nothing; a duplicate webhook tells nothing twice; and, on PostgreSQL, the
+//! feed never returns an event while one with a smaller id may still commit.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use application::accounts::{Role, User};
+use application::host_events::HostEventKind;
+use application::ports::{
+    AdjustCommand, CreditLedger, Gateways, GrantCommand, GrantSource, HostEventLog, OrderChange,
+    OrderLocator, OrderRepository, PaymentEvent, PaymentEventCommand, PaymentEventStore,
+    PaymentGateway, RefundReport, RefundedCharge, StoreError, StoredEvent, SubscriptionChange,
+    VerifiedWebhook, WebhookRequest,
+};
+use application::service::Service;
+use application::testing::fixtures::config;
+use application::testing::{
+    FAKE_SIGNATURE_HEADER, FakeGateway, FixedClock, PlainHasher, SequentialIds,
+};
+use application::use_cases::credits::{ConsumeCredits, UsageRequest};
+use application::use_cases::initiate_payment::InitiatePayment;
+use domain::{
+    BillingPeriod, CreditDelta, Currency, IdempotencyKey, Money, OrderId, OrderStatus, ProviderId,
+    Subscription, SubscriptionId, Timestamp,
+};
+use sea_orm::{ConnectionTrait, TransactionTrait};
+use serde_json::Value;
+use store::SeaOrmStore;
+
+use crate::support::{TestStore, contract_tests};
+
+const START_MS: i64 = 1_800_000_000_000;
+
+type TestService = Service<SeaOrmStore, FixedClock, SequentialIds, PlainHasher>;
+
+struct World {
+    service: TestService,
+    fake: Arc<FakeGateway>,
+}
+
+fn at_days(days: i64) -> Timestamp {
+    Timestamp::from_unix_millis(START_MS).plus_days(days)
+}
+
+fn usd(minor: i64) -> Money {
+    Money::from_minor(minor, Currency::Usd).unwrap()
+}
+
+fn by_id(order: &OrderId) -> OrderLocator {
+    OrderLocator {
+        order_id: Some(order.clone()),
+        provider_reference: None,
+    }
+}
+
+impl World {
+    fn new(store: &TestStore) -> Self {
+        let fake = Arc::new(FakeGateway::new(ProviderId::CardGateway));
+        let gateways = Gateways::new().with(fake.clone() as Arc<dyn PaymentGateway>);
+        let service = Service::new(
+            (**store).clone(),
+            FixedClock::at(START_MS),
+            SequentialIds::default(),
+            PlainHasher,
+            gateways,
+            config(),
+        )
+        .with_low_balance_threshold(Some(crate::support::c(1000)));
+        Self { service, fake }
+    }
+
+    async fn user(&self, email: &str) -> User {
+        self.service
+            .register(email, "password123".into(), Role::User)
+            .await
+            .unwrap()
+            .user
+    }
+
+    async fn order(&self, user: &User, plan: &str) -> OrderId {
+        let request = InitiatePayment {
+            user: user.clone(),
+            plan_id: plan.into(),
+            provider: "card_gateway".into(),
+            idempotency_key: None,
+        };
+        let started = self.service.initiate_payment(request).await.unwrap();
+        started.order.order.id().clone()
+    }
+
+    async fn deliver(&self, event_id: &str, event: PaymentEvent) -> String {
+        let signature = format!("sig-{event_id}");
+        self.fake.prepare_webhook(
+            &signature,
+            VerifiedWebhook {
+                event_id: event_id.into(),
+                event_type: "test.event".into(),
+                events: vec![event],
+                foreign: None,
+            },
+        );
+        let mut headers = BTreeMap::new();
+        headers.insert(FAKE_SIGNATURE_HEADER.to_owned(), signature);
+        let request = WebhookRequest {
+            headers,
+            body: b"{}".to_vec(),
+        };
+        let handled = self.service.handle_webhook("card_gateway", request).await;
+        handled.expect("handled").outcomes.join(",")
+    }
+}
+
+/// Every event the feed returns once every committed one is readable. On PostgreSQL the feed
+/// holds events back while any older transaction of the cluster runs (other tests' included),
+/// so this waits, up to ten seconds, until it returns as many as the table holds.
+async fn all_events(store: &SeaOrmStore) -> Vec<StoredEvent> {
+    let backend = store.connection().get_database_backend();
+    let count = sea_orm::Statement::from_string(backend, "SELECT COUNT(*) AS n FROM events");
+    for _ in 0..200 {
+        let events = store.events_after(None, 1_000, &[]).await.unwrap();
+        let row = store
+            .connection()
+            .query_one_raw(count.clone())
+            .await
+            .unwrap();
+        let written: i64 = row.unwrap().try_get("", "n").unwrap();
+        if events.len() as i64 == written {
+            return events;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("committed events stayed unreadable");
+}
+
+/// The event ids the feed returns now.
+async fn readable_now(store: &SeaOrmStore) -> Vec<String> {
+    let events = store.events_after(None, 1_000, &[]).await.unwrap();
+    events.into_iter().map(|e| e.event_id).collect()
+}
+
+/// The events after `after`, as (type, payload).
+async fn told_since(store: &SeaOrmStore, after: usize) -> Vec<(HostEventKind, Value)> {
+    all_events(store)
+        .await
+        .into_iter()
+        .skip(after)
+        .map(|e| (e.kind, serde_json::from_str(&e.payload).unwrap()))
+        .collect()
+}
+
+fn kinds(told: &[(HostEventKind, Value)]) -> Vec<&'static str> {
+    told.iter().map(|(k, _)| k.code()).collect()
+}
+
+/// A credits order: paid, the same webhook again, partly refunded; another paid with the wrong
+/// amount; another failed.
+async fn orders_tell_paid_refunded_mismatch_and_failed(world: &World, store: &TestStore) {
+    let buyer = world.user("buyer@example.com").await;
+    let order = world.order(&buyer, "credits-100").await;
+    let paid = PaymentEvent::PaymentSucceeded {
+        order: by_id(&order),
+        amount: usd(1000),
+        occurred_at: at_days(0),
+    };
+    assert_eq!(world.deliver("pay-1", paid.clone()).await, "applied");
+    let told = told_since(store, 0).await;
+    assert_eq!(kinds(&told), ["order.paid", "credits.granted"]);
+    let (_, envelope) = &told[0];
+    assert_eq!(envelope["data"]["userId"], buyer.id.as_str());
+    assert_eq!(envelope["data"]["order"]["orderId"], order.as_str());
+    assert_eq!(envelope["data"]["order"]["status"], "paid");
+    assert_eq!(envelope["data"]["order"]["amountMinor"], 1000);
+    assert_eq!(told[1].1["data"]["transaction"]["type"], "purchase_grant");
+    assert_eq!(told[1].1["data"]["transaction"]["amount"], "100.00");
+    assert_eq!(told[1].1["data"]["transaction"]["orderId"], order.as_str());
+
+    assert_eq!(world.deliver("pay-1", paid).await, "duplicate");
+    assert_eq!(
+        all_events(store).await.len(),
+        2,
+        "a duplicate tells nothing"
+    );
+
+    let refund = PaymentEvent::Refunded {
+        charge: RefundedCharge::Order(by_id(&order)),
+        refund: RefundReport::Total(usd(400)),
+        occurred_at: at_days(1),
+    };
+    assert_eq!(world.deliver("refund-1", refund).await, "applied");
+    let told = told_since(store, 2).await;
+    assert_eq!(kinds(&told), ["order.refunded", "credits.clawed_back"]);
+    let refund = &told[0].1["data"]["refund"];
+    assert_eq!(refund["amountMinor"], 400);
+    assert_eq!(refund["refundedTotalMinor"], 400);
+    assert_eq!(refund["full"], false);
+    assert_eq!(told[0].1["data"]["order"]["status"], "partially_refunded");
+    assert_eq!(told[1].1["data"]["transaction"]["amount"], "-40.00");
+
+    let cheap = world.order(&buyer, "credits-100").await;
+    let underpaid = PaymentEvent::PaymentSucceeded {
+        order: by_id(&cheap),
+        amount: usd(1),
+        occurred_at: at_days(1),
+    };
+    assert_eq!(world.deliver("pay-cheap", underpaid).await, "mismatch");
+    let told = told_since(store, 4).await;
+    assert_eq!(kinds(&told), ["payment.mismatch"]);
+    let data = &told[0].1["data"];
+    assert_eq!(data["provider"], "card_gateway");
+    assert_eq!(data["providerEventId"], "pay-cheap");
+    assert_eq!(data["userId"], buyer.id.as_str());
+    assert!(data["detail"].is_string(), "{data}");
+
+    let failing = world.order(&buyer, "credits-100").await;
+    let failed = PaymentEvent::PaymentFailed {
+        order: by_id(&failing),
+        reason: "card declined".into(),
+        occurred_at: at_days(1),
+    };
+    assert_eq!(world.deliver("pay-fail", failed).await, "applied");
+    let told = told_since(store, 5).await;
+    assert_eq!(kinds(&told), ["order.failed"]);
+    assert_eq!(told[0].1["data"]["order"]["orderId"], failing.as_str());
+}
+
+/// A subscription: activated, renewed, past due, scheduled to cancel, ended.
+async fn a_subscription_tells_its_lifecycle(world: &World, store: &TestStore) {
+    let before = all_events(store).await.len();
+    let subscriber = world.user("subscriber@example.com").await;
+    let order = world.order(&subscriber, "pro-monthly").await;
+    let period = |k: i64| BillingPeriod::new(at_days(30 * k), at_days(30 * k + 30)).unwrap();
+    let activated = PaymentEvent::SubscriptionActivated {
+        order: by_id(&order),
+        provider_subscription_id: "sub_1".into(),
+        period: period(0),
+        amount: Some(usd(999)),
+        charge_ref: Some("in_0".into()),
+        occurred_at: at_days(0),
+    };
+    assert_eq!(world.deliver("sub-act", activated).await, "applied");
+    let renewed = PaymentEvent::SubscriptionRenewed {
+        provider_subscription_id: "sub_1".into(),
+        period: period(1),
+        amount: usd(999),
+        charge_ref: Some("in_1".into()),
+        occurred_at: at_days(30),
+    };
+    assert_eq!(world.deliver("sub-renew", renewed).await, "applied");
+    let sub = || "sub_1".to_owned();
+    let steps = [
+        PaymentEvent::SubscriptionPastDue {
+            provider_subscription_id: sub(),
+            occurred_at: at_days(31),
+        },
+        PaymentEvent::SubscriptionCancelScheduled {
+            provider_subscription_id: sub(),
+            occurred_at: at_days(32),
+        },
+        PaymentEvent::SubscriptionCanceled {
+            provider_subscription_id: sub(),
+            occurred_at: at_days(33),
+        },
+    ];
+    for (i, step) in steps.into_iter().enumerate() {
+        assert_eq!(world.deliver(&format!("sub-{i}"), step).await, "applied");
+    }
+    let told = told_since(store, before).await;
+    let codes = kinds(&told);
+    assert_eq!(
+        codes,
+        [
+            "order.paid",
+            "subscription.activated",
+            "credits.granted",
+            "subscription.renewed",
+            "credits.granted",
+            "subscription.past_due",
+            "subscription.cancel_scheduled",
+            "subscription.ended",
+        ]
+    );
+    for (_, envelope) in &told {
+        assert_eq!(envelope["data"]["userId"], subscriber.id.as_str());
+    }
+    let activated = &told[1].1["data"]["subscription"];
+    assert_eq!(activated["planId"], "pro-monthly");
+    assert_eq!(activated["status"], "active");
+    assert_eq!(told[7].1["data"]["subscription"]["status"], "canceled");
+    assert_eq!(told[6].1["data"]["subscription"]["cancelAtPeriodEnd"], true);
+}
+
+/// An administrator's grant and debit, a grant on its own, and its expiry.
+async fn the_ledger_tells_grants_debits_and_expiries(world: &World, store: &TestStore) {
+    let before = all_events(store).await.len();
+    let user = world.user("ledger@example.com").await;
+    let adjust = |amount: i64, reference: &str| AdjustCommand {
+        user_id: user.id.clone(),
+        amount: CreditDelta::from_hundredths(amount).unwrap(),
+        note: "support".into(),
+        reference: reference.into(),
+        expires_at: None,
+        now: at_days(2),
+    };
+    store.adjust(&adjust(500, "adj-1")).await.unwrap();
+    store.adjust(&adjust(500, "adj-1")).await.unwrap();
+    store.adjust(&adjust(-200, "adj-2")).await.unwrap();
+    let grant = GrantCommand {
+        user_id: user.id.clone(),
+        amount: crate::support::c(300),
+        source: GrantSource::Admin("promo-1".into()),
+        expires_at: Some(at_days(3)),
+        now: at_days(2),
+    };
+    store.grant(&grant).await.unwrap();
+    store.grant(&grant).await.unwrap();
+    assert_eq!(store.expire_grants(at_days(4), 10).await.unwrap(), 1);
+    assert_eq!(store.expire_grants(at_days(5), 10).await.unwrap(), 0);
+    let told = told_since(store, before).await;
+    assert_eq!(
+        kinds(&told),
+        [
+            "credits.granted",
+            "credits.clawed_back",
+            "credits.granted",
+            "credits.expired"
+        ]
+    );
+    assert_eq!(told[1].1["data"]["transaction"]["type"], "admin_adjustment");
+    assert_eq!(told[1].1["data"]["transaction"]["amount"], "-2.00");
+    assert_eq!(told[3].1["data"]["transaction"]["amount"], "-3.00");
+    for (_, envelope) in &told {
+        assert_eq!(envelope["data"]["userId"], user.id.as_str());
+    }
+}
+
+/// Spends, alone or grouped: below the low-balance threshold (10 credits) and to zero, told
+/// once per crossing, by consumptions and by reservations' holds.
+async fn spends_tell_each_balance_crossing_once(world: &World, store: &TestStore) {
+    let before = all_events(store).await.len();
+    let user = world.user("spender@example.com").await;
+    let grant = |credits: i64, reference: &str| GrantCommand {
+        user_id: user.id.clone(),
+        amount: crate::support::c(credits * 100),
+        source: GrantSource::Admin(reference.into()),
+        expires_at: None,
+        now: at_days(2),
+    };
+    // 1500 tokens of model "big" cost 3.00 credits.
+    let spend = |credits: i64, key: &str| ConsumeCredits {
+        user_id: user.id.as_str().into(),
+        usage: UsageRequest {
+            feature: None,
+            model: Some("big".into()),
+            tokens: Some(credits * 500),
+        },
+        idempotency_key: IdempotencyKey::new(key).unwrap(),
+    };
+    store.grant(&grant(15, "spend-1")).await.unwrap();
+    for (credits, key) in [(3, "s1"), (4, "s2"), (4, "s2"), (2, "s3"), (6, "s4")] {
+        world
+            .service
+            .consume_credits(spend(credits, key))
+            .await
+            .unwrap();
+    }
+    store.grant(&grant(20, "spend-2")).await.unwrap();
+    world
+        .service
+        .consume_credits(spend(15, "s5"))
+        .await
+        .unwrap();
+    world.service.reserve_credits(spend(5, "r1")).await.unwrap();
+    let told = told_since(store, before).await;
+    assert_eq!(
+        kinds(&told),
+        [
+            "credits.granted",
+            "credits.low_balance",
+            "credits.depleted",
+            "credits.granted",
+            "credits.low_balance",
+            "credits.depleted",
+        ]
+    );
+    let low = &told[1].1["data"];
+    assert_eq!(low["userId"], user.id.as_str());
+    assert_eq!(low["balance"], "8.00");
+    assert_eq!(low["threshold"], "10.00");
+    assert_eq!(low["transaction"]["type"], "consumption");
+    assert_eq!(told[2].1["data"]["balanceHundredths"], 0);
+    assert_eq!(told[5].1["data"]["transaction"]["type"], "reservation_hold");
+}
+
+pub async fn every_change_tells_its_event_once_in_its_own_transaction(store: &TestStore) {
+    let world = World::new(store);
+    orders_tell_paid_refunded_mismatch_and_failed(&world, store).await;
+    a_subscription_tells_its_lifecycle(&world, store).await;
+    the_ledger_tells_grants_debits_and_expiries(&world, store).await;
+    spends_tell_each_balance_crossing_once(&world, store).await;
+    let events = all_events(store).await;
+    let mut ids: Vec<&str> = events.iter().map(|e| e.event_id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), events.len(), "event ids are unique");
+    assert!(events.windows(2).all(|w| w[0].id < w[1].id));
+    for kind in HostEventKind::ALL {
+        assert!(events.iter().any(|e| e.kind == kind), "{kind} was told");
+    }
+    let only = store
+        .events_after(Some(events[1].id), 1_000, &[HostEventKind::CreditsGranted])
+        .await
+        .unwrap();
+    assert!(only.iter().all(|e| e.kind == HostEventKind::CreditsGranted));
+    assert!(only.iter().all(|e| e.id > events[1].id));
+    assert_eq!(store.events_after(None, 3, &[]).await.unwrap().len(), 3);
+}
+
+pub async fn a_change_that_rolls_back_tells_nothing(store: &TestStore) {
+    let world = World::new(store);
+    let user = world.user("rollback@example.com").await;
+    let order = world.order(&user, "credits-100").await;
+    let record = store.find_order(&order).await.unwrap().unwrap();
+    let missing = Subscription::restore(domain::SubscriptionParts {
+        id: SubscriptionId::new("sub_missing").unwrap(),
+        user_id: user.id.clone(),
+        plan_id: domain::PlanId::new("pro-monthly").unwrap(),
+        provider: ProviderId::CardGateway,
+        provider_subscription_id: "sub_missing".into(),
+        status: domain::SubscriptionStatus::Active,
+        current_period: BillingPeriod::new(at_days(0), at_days(30)).unwrap(),
+        renewal: domain::RenewalIntent::Renews,
+        last_event_at: at_days(0),
+        sold_terms: None,
+    });
+    let command = PaymentEventCommand {
+        inbox: application::ports::InboxEntry {
+            provider: ProviderId::CardGateway,
+            event_id: "rolls-back".into(),
+            event_type: "test.event".into(),
+            payload: String::new(),
+            outcome: "applied".into(),
+            detail: None,
+            received_at: at_days(0),
+        },
+        order: Some(OrderChange {
+            order_id: order.clone(),
+            expected_version: record.version,
+            status: OrderStatus::Paid {
+                paid_at: at_days(0),
+            },
+            mismatch: None,
+        }),
+        subscription: Some(SubscriptionChange::Update {
+            subscription: missing,
+            expected_last_event_at: at_days(0),
+        }),
+        grant: None,
+        clawback: None,
+        charge: None,
+        refund: None,
+    };
+    let refused = store.apply_payment_event(&command).await;
+    assert!(
+        matches!(refused, Err(StoreError::Conflict(_))),
+        "{refused:?}"
+    );
+    assert!(all_events(store).await.is_empty(), "nothing was announced");
+    let still = store.find_order(&order).await.unwrap().unwrap();
+    assert_eq!(*still.order.status(), OrderStatus::Pending);
+}
+
+pub async fn old_events_are_purged_in_bounded_batches(store: &TestStore) {
+    let world = World::new(store);
+    let user = world.user("purge@example.com").await;
+    for (i, day) in [1, 2, 3, 10].into_iter().enumerate() {
+        let grant = GrantCommand {
+            user_id: user.id.clone(),
+            amount: crate::support::c(100),
+            source: GrantSource::Admin(format!("purge-{i}")),
+            expires_at: None,
+            now: at_days(day),
+        };
+        store.grant(&grant).await.unwrap();
+    }
+    assert_eq!(store.purge_events(at_days(5), 2).await.unwrap(), 2);
+    assert_eq!(store.purge_events(at_days(5), 2).await.unwrap(), 1);
+    assert_eq!(store.purge_events(at_days(5), 2).await.unwrap(), 0);
+    let left = all_events(store).await;
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].occurred_at, at_days(10));
+}
+
+contract_tests!(
+    every_change_tells_its_event_once_in_its_own_transaction,
+    a_change_that_rolls_back_tells_nothing,
+    old_events_are_purged_in_bounded_batches,
+);
+
+/// PostgreSQL hands ids out before commit: an event written by a transaction still open holds
+/// back every later event, until it commits.
+mod postgres_visibility {
+    use super::*;
+
+    async fn insert<C: ConnectionTrait>(conn: &C, event_id: &str) {
+        let sql = format!(
+            "INSERT INTO events (event_id, event_type, user_id, payload, occurred_at) \
+             VALUES ('{event_id}', 'order.paid', NULL, '{{}}', 1)"
+        );
+        conn.execute_unprepared(&sql).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_open_transactions_event_holds_back_every_later_one_until_it_commits() {
+        let Some(store) = crate::support::postgres_with(4, store::GroupCommit::off()).await else {
+            return;
+        };
+        insert(store.connection(), "evt_before").await;
+        let ids = |events: Vec<StoredEvent>| -> Vec<String> {
+            events.into_iter().map(|e| e.event_id).collect()
+        };
+        assert_eq!(ids(all_events(&store).await), ["evt_before"]);
+        let open = store.connection().begin().await.unwrap();
+        insert(&open, "evt_open").await;
+        insert(store.connection(), "evt_after").await;
+        // Committed, with a larger id than the open transaction's event: held back meanwhile.
+        for _ in 0..5 {
+            assert_eq!(readable_now(&store).await, ["evt_before"]);
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        open.commit().await.unwrap();
+        assert_eq!(
+            ids(all_events(&store).await),
+            ["evt_before", "evt_open", "evt_after"]
+        );
+        store.cleanup().await;
+    }
+}

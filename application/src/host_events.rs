@@ -1,0 +1,110 @@
+//! The vocabulary of events told to the host application (issue 17): what happened to an order,
+//! a subscription or a balance, written by the store in the same transaction as the change
+//! (CORRECTNESS.md invariant 13), read back through the catch-up feed and delivered to webhook
+//! endpoints.
+//!
+//! The JSON shape of each event is the store's business (one module renders them); this module
+//! only names them. `docs/events.md` lists each type's `data` and when it fires.
+
+/// A type of event the host application can be told about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum HostEventKind {
+    /// An order's payment was confirmed.
+    OrderPaid,
+    /// An order's payment failed (the provider reported it, or the checkout could not start).
+    OrderFailed,
+    /// Part or all of an order's payment was refunded (or a dispute was lost).
+    OrderRefunded,
+    /// A subscription started (its first payment, or its trial converted).
+    SubscriptionActivated,
+    /// A subscription's renewal was paid for a new period.
+    SubscriptionRenewed,
+    /// A subscription's renewal payment failed.
+    SubscriptionPastDue,
+    /// A subscription will end at the end of its paid period instead of renewing.
+    SubscriptionCancelScheduled,
+    /// A subscription ended (cancelled or expired).
+    SubscriptionEnded,
+    /// Credits were granted (a purchase, a paid period, an administrator's grant).
+    CreditsGranted,
+    /// Credits were taken back (a refund's clawback, an administrator's debit).
+    CreditsClawedBack,
+    /// What was left of an expiring grant was written off.
+    CreditsExpired,
+    /// A spend took the balance below the configured `credits.lowBalanceThreshold` (once per
+    /// crossing).
+    CreditsLowBalance,
+    /// A spend took the balance to zero (once per crossing).
+    CreditsDepleted,
+    /// A verified provider event did not match what was sold (for the operator).
+    PaymentMismatch,
+}
+
+impl HostEventKind {
+    /// Every type, in the order the documentation lists them.
+    pub const ALL: [HostEventKind; 14] = [
+        HostEventKind::OrderPaid,
+        HostEventKind::OrderFailed,
+        HostEventKind::OrderRefunded,
+        HostEventKind::SubscriptionActivated,
+        HostEventKind::SubscriptionRenewed,
+        HostEventKind::SubscriptionPastDue,
+        HostEventKind::SubscriptionCancelScheduled,
+        HostEventKind::SubscriptionEnded,
+        HostEventKind::CreditsGranted,
+        HostEventKind::CreditsClawedBack,
+        HostEventKind::CreditsExpired,
+        HostEventKind::CreditsLowBalance,
+        HostEventKind::CreditsDepleted,
+        HostEventKind::PaymentMismatch,
+    ];
+
+    /// The stable type code, as the envelope's `type` and the feed's `type` filter spell it.
+    #[must_use]
+    pub const fn code(self) -> &'static str {
+        match self {
+            HostEventKind::OrderPaid => "order.paid",
+            HostEventKind::OrderFailed => "order.failed",
+            HostEventKind::OrderRefunded => "order.refunded",
+            HostEventKind::SubscriptionActivated => "subscription.activated",
+            HostEventKind::SubscriptionRenewed => "subscription.renewed",
+            HostEventKind::SubscriptionPastDue => "subscription.past_due",
+            HostEventKind::SubscriptionCancelScheduled => "subscription.cancel_scheduled",
+            HostEventKind::SubscriptionEnded => "subscription.ended",
+            HostEventKind::CreditsGranted => "credits.granted",
+            HostEventKind::CreditsClawedBack => "credits.clawed_back",
+            HostEventKind::CreditsExpired => "credits.expired",
+            HostEventKind::CreditsLowBalance => "credits.low_balance",
+            HostEventKind::CreditsDepleted => "credits.depleted",
+            HostEventKind::PaymentMismatch => "payment.mismatch",
+        }
+    }
+
+    /// The type a code names, if Tally knows it.
+    #[must_use]
+    pub fn parse(code: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.code() == code)
+    }
+}
+
+impl std::fmt::Display for HostEventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_parses_back_to_its_kind_and_codes_are_distinct() {
+        let mut codes = std::collections::BTreeSet::new();
+        for kind in HostEventKind::ALL {
+            assert_eq!(HostEventKind::parse(kind.code()), Some(kind));
+            assert!(codes.insert(kind.code()), "{kind} twice");
+        }
+        assert_eq!(HostEventKind::parse("order.shipped"), None);
+        assert_eq!(HostEventKind::parse("ORDER.PAID"), None);
+    }
+}

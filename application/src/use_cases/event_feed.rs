@@ -1,0 +1,234 @@
+//! `GET /api/events`: the catch-up feed of host events (issue 17). An application that was down
+//! reads, oldest first, every event after the last one it saw, and keeps the returned cursor.
+//!
+//! The cursor is the outbox row id, shown as an opaque string. The store never returns an event
+//! while one with a smaller id may still commit (`HostEventLog::events_after`), so following
+//! `nextCursor` never skips an event; events are kept for a configured time
+//! ([`Service::purge_events`]), so a cursor older than that resumes at the oldest kept event.
+
+use domain::Timestamp;
+
+use super::InfraError;
+use crate::host_events::HostEventKind;
+use crate::ports::{Clock, IdGenerator, SecretHasher, Store, StoredEvent};
+use crate::service::Service;
+
+/// The page size when the caller gives none.
+pub const DEFAULT_FEED_LIMIT: u32 = 100;
+/// The largest page size.
+pub const MAX_FEED_LIMIT: u32 = 500;
+/// The most `type` filters one request may name (there are fewer types than this).
+pub const MAX_FEED_TYPES: usize = 32;
+/// The most events one retention pass deletes.
+pub const PURGE_BATCH: u32 = 1_000;
+
+/// What a reader asks for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FeedQuery {
+    /// The cursor returned with the last page read (`nextCursor`); `None` starts at the oldest
+    /// kept event.
+    pub after: Option<String>,
+    /// The page size (default [`DEFAULT_FEED_LIMIT`], at most [`MAX_FEED_LIMIT`]).
+    pub limit: Option<i64>,
+    /// Type codes to keep, each possibly a comma-separated list; empty keeps every type.
+    pub types: Vec<String>,
+}
+
+/// A page of the feed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedPage {
+    /// The events, oldest first.
+    pub events: Vec<StoredEvent>,
+    /// Where the next read starts: after the last event of this page; `None` when the page is
+    /// empty (read again later with the same cursor).
+    pub next_cursor: Option<String>,
+    /// Whether more events were already readable after this page.
+    pub has_more: bool,
+}
+
+/// Why a feed read was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum FeedError {
+    /// `after` is not a cursor this feed returned.
+    #[error("after is not a cursor returned by this feed")]
+    InvalidCursor,
+    /// `limit` is out of range.
+    #[error("limit must be between 1 and {MAX_FEED_LIMIT}")]
+    InvalidLimit,
+    /// `type` names a type Tally does not know (or too many types).
+    #[error("unknown event type {0:?}")]
+    UnknownType(String),
+    /// Infrastructure.
+    #[error(transparent)]
+    Infra(#[from] InfraError),
+}
+
+/// Parse a cursor: the decimal id of the last event seen.
+fn cursor(raw: &str) -> Result<i64, FeedError> {
+    let valid = !raw.is_empty() && raw.len() <= 19 && raw.bytes().all(|b| b.is_ascii_digit());
+    if !valid {
+        return Err(FeedError::InvalidCursor);
+    }
+    raw.parse().map_err(|_| FeedError::InvalidCursor)
+}
+
+/// The types named by `raw` (repeated values, each possibly a comma list), without repeats.
+fn kinds(raw: &[String]) -> Result<Vec<HostEventKind>, FeedError> {
+    let mut kinds = Vec::new();
+    for code in raw.iter().flat_map(|value| value.split(',')) {
+        let code = code.trim();
+        if code.is_empty() {
+            continue;
+        }
+        let kind = HostEventKind::parse(code)
+            .ok_or_else(|| FeedError::UnknownType(code.chars().take(64).collect()))?;
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+        if kinds.len() > MAX_FEED_TYPES {
+            return Err(FeedError::UnknownType(code.chars().take(64).collect()));
+        }
+    }
+    Ok(kinds)
+}
+
+fn limit(raw: Option<i64>) -> Result<u32, FeedError> {
+    let limit = raw.unwrap_or(i64::from(DEFAULT_FEED_LIMIT));
+    u32::try_from(limit)
+        .ok()
+        .filter(|l| (1..=MAX_FEED_LIMIT).contains(l))
+        .ok_or(FeedError::InvalidLimit)
+}
+
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
+    /// `GET /api/events`: the events after `query.after`, oldest first. Who may read is decided
+    /// by the HTTP adapter (administrators, and API keys with `events:read`).
+    ///
+    /// # Errors
+    /// See [`FeedError`].
+    pub async fn read_events(&self, query: &FeedQuery) -> Result<FeedPage, FeedError> {
+        let after = query.after.as_deref().map(cursor).transpose()?;
+        let limit = limit(query.limit)?;
+        let kinds = kinds(&query.types)?;
+        // One more than asked tells whether more is readable now.
+        let mut events = self
+            .store
+            .events_after(after, limit + 1, &kinds)
+            .await
+            .map_err(InfraError::from)?;
+        let has_more = events.len() > limit as usize;
+        events.truncate(limit as usize);
+        let next_cursor = events.last().map(|e| e.id.to_string());
+        Ok(FeedPage {
+            events,
+            next_cursor,
+            has_more,
+        })
+    }
+
+    /// Delete up to one batch of events older than `retention_ms` before now (the background
+    /// loop calls this after each reconciliation pass); returns how many.
+    ///
+    /// # Errors
+    /// Infrastructure.
+    pub async fn purge_events(&self, retention_ms: i64) -> Result<u32, InfraError> {
+        let before: Timestamp = self.clock.now().plus_millis(-retention_ms.max(0));
+        Ok(self.store.purge_events(before, PURGE_BATCH).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use domain::{Timestamp, UserId};
+
+    use super::*;
+    use crate::ports::Gateways;
+    use crate::testing::{FixedClock, InMemoryStore, PlainHasher, SequentialIds, fixtures};
+
+    type FeedService = Service<InMemoryStore, FixedClock, SequentialIds, PlainHasher>;
+
+    fn service() -> FeedService {
+        Service::new(
+            InMemoryStore::new(),
+            FixedClock::at(1_800_000_000_000),
+            SequentialIds::default(),
+            PlainHasher,
+            Gateways::new(),
+            fixtures::config(),
+        )
+    }
+
+    fn event(kind: HostEventKind, at: i64) -> StoredEvent {
+        StoredEvent {
+            id: 0,
+            event_id: format!("evt_{at}"),
+            kind,
+            user_id: Some(UserId::new("usr_1").unwrap()),
+            payload: "{}".into(),
+            occurred_at: Timestamp::from_unix_millis(at),
+        }
+    }
+
+    #[test]
+    fn cursors_limits_and_types_are_checked() {
+        assert_eq!(cursor("42").unwrap(), 42);
+        for bad in ["", "-1", "1.5", "abc", "99999999999999999999", " 1", "0x10"] {
+            assert!(
+                matches!(cursor(bad), Err(FeedError::InvalidCursor)),
+                "{bad}"
+            );
+        }
+        assert_eq!(limit(None).unwrap(), DEFAULT_FEED_LIMIT);
+        assert_eq!(limit(Some(500)).unwrap(), 500);
+        for bad in [0, -1, 501] {
+            assert!(matches!(limit(Some(bad)), Err(FeedError::InvalidLimit)));
+        }
+        let parsed = kinds(&["order.paid,credits.granted".into(), "order.paid".into()]).unwrap();
+        assert_eq!(
+            parsed,
+            vec![HostEventKind::OrderPaid, HostEventKind::CreditsGranted]
+        );
+        assert!(matches!(
+            kinds(&["order.shipped".into()]),
+            Err(FeedError::UnknownType(t)) if t == "order.shipped"
+        ));
+        assert!(kinds(&[]).unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_feed_pages_by_cursor_without_gaps_or_repeats() {
+        let service = service();
+        let store = service.store();
+        for at in 1..=5 {
+            store.push_host_event(event(HostEventKind::OrderPaid, at));
+        }
+        store.push_host_event(event(HostEventKind::CreditsGranted, 6));
+        let mut seen = Vec::new();
+        let mut after = None;
+        loop {
+            let query = FeedQuery {
+                after: after.clone(),
+                limit: Some(2),
+                types: vec![],
+            };
+            let page = service.read_events(&query).await.unwrap();
+            seen.extend(page.events.iter().map(|e| e.id));
+            match page.next_cursor {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+            if !page.has_more {
+                break;
+            }
+        }
+        assert_eq!(seen, vec![1, 2, 3, 4, 5, 6]);
+        let granted = FeedQuery {
+            types: vec!["credits.granted".into()],
+            ..FeedQuery::default()
+        };
+        let page = service.read_events(&granted).await.unwrap();
+        assert_eq!(page.events.len(), 1);
+        assert_eq!(page.next_cursor.as_deref(), Some("6"));
+        assert!(!page.has_more);
+    }
+}
