@@ -202,4 +202,19 @@ impl Api {
         let answer = self.http.get(format!("{}{path}", self.base)).send().await?;
         expect(answer, 200, path).await
     }
+
+    /// POST `body` to `path` as the administrator `token`, expecting 201: the answer.
+    ///
+    /// # Errors
+    /// Refused, or the service is unreachable.
+    pub async fn post_json(&self, path: &str, token: &str, body: &Value) -> anyhow::Result<Value> {
+        let answer = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(token)
+            .json(body)
+            .send()
+            .await?;
+        expect(answer, 201, path).await
+    }
 }

@@ -28,6 +28,7 @@ mod consume;
 mod cpu;
 mod database;
 mod dblimit;
+mod deliveries;
 mod load;
 mod machine;
 mod reads;
@@ -104,6 +105,7 @@ impl Args {
                     .clamp(10_001, 10_000_000),
             ],
             read_samples: if self.quick { 100 } else { 300 },
+            delivery_events: if self.quick { 2_000 } else { 20_000 },
         }
     }
 }
@@ -211,7 +213,10 @@ fn config_dir(root: &Path, out: &Path) -> anyhow::Result<tempfile::TempDir> {
         dir.path().join("tally.toml"),
         "# Written by tally-bench: rate limits keyed by X-Forwarded-For, so that the benchmark\n\
          # can create thousands of orders; everything else is the default.\n\
-         [http]\ntrustForwardedFor = true\n",
+         [http]\ntrustForwardedFor = true\n\n\
+         # Host event delivery at the benchmark's concurrency, polled often (the events arrive in\n\
+         # one burst).\n\
+         [webhooks]\nconcurrency = 32\npollIntervalMs = 50\n",
     )?;
     Ok(dir)
 }

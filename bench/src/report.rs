@@ -86,6 +86,8 @@ pub struct BackendReport {
     pub webhooks: Vec<WebhookRow>,
     /// What the database said after them.
     pub webhook_checks: Vec<Verification>,
+    /// Host events delivered to a local receiver.
+    pub deliveries: Vec<crate::deliveries::DeliveryRow>,
     /// Reads as the ledger grows.
     pub growth: Vec<GrowthRow>,
     /// How long the large ledgers took to insert.

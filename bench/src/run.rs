@@ -24,7 +24,7 @@ use crate::load::Spec;
 use crate::report::{BackendReport, DbRow, GROUPED, HttpRow, MemoryRow, PER_TRANSACTION, Startup};
 use crate::server::{Launch, RssSampler, Server};
 use crate::stats::Summary;
-use crate::{consume, cpu, reads, seed, webhooks};
+use crate::{consume, cpu, deliveries, reads, seed, webhooks};
 
 /// The client count the targets are judged at (and the hot-account variant runs at).
 pub const TARGET_CLIENTS: usize = 32;
@@ -46,6 +46,8 @@ pub struct Plan {
     pub sizes: Vec<i64>,
     /// Sequential requests per read figure.
     pub read_samples: usize,
+    /// Host events delivered in the delivery figure.
+    pub delivery_events: usize,
 }
 
 impl Plan {
@@ -78,6 +80,7 @@ pub struct Ctx {
 
 /// What phase 1 set up for phase 2.
 struct Setup {
+    admin_token: String,
     api_key: String,
     users: Vec<String>,
     hot: Vec<String>,
@@ -173,6 +176,7 @@ async fn phases(ctx: &Ctx, db: &Provisioned, report: &mut BackendReport) -> anyh
     let sampler = RssSampler::start(server.pid);
     paired_points(ctx, db, (&pool, &api, server.pid), &setup, report).await?;
     webhook_points(ctx, &api, &pool, PER_TRANSACTION, report).await;
+    delivery_point(ctx, &api, &pool, &setup, report).await;
     let peak = sampler.finish().await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     report.memory.push(MemoryRow {
@@ -249,6 +253,7 @@ async fn setup(launch: &Launch, api: &Api, pool: &Pool) -> anyhow::Result<Setup>
         .context("creating users")?;
     seed::fund(pool, &all, now).await.context("funding users")?;
     Ok(Setup {
+        admin_token: token,
         api_key,
         users,
         hot,
@@ -368,6 +373,27 @@ async fn paired_points(
         single.close().await;
     }
     Ok(())
+}
+
+/// Host events delivered to a local receiver (`deliveries`).
+async fn delivery_point(
+    ctx: &Ctx,
+    api: &Api,
+    pool: &Pool,
+    setup: &Setup,
+    report: &mut BackendReport,
+) {
+    let events = ctx.plan.delivery_events;
+    match deliveries::run(api, &setup.admin_token, pool, events).await {
+        Ok(row) => {
+            eprintln!(
+                "  event delivery: {} events in {:.2} s = {:.0}/s at {} concurrent deliveries, {} extra requests",
+                row.events, row.seconds, row.per_second, row.concurrency, row.extra_requests
+            );
+            report.deliveries.push(row);
+        }
+        Err(e) => report.problems.push(format!("event delivery: {e:#}")),
+    }
 }
 
 async fn webhook_points(ctx: &Ctx, api: &Api, pool: &Pool, mode: &str, report: &mut BackendReport) {

@@ -40,6 +40,7 @@ pub fn backend(b: &BackendReport) -> String {
     md.push_str(&consume(b));
     md.push_str(&cpu(b));
     md.push_str(&webhooks(b));
+    md.push_str(&deliveries(b));
     md.push_str(&growth(b));
     md.push_str(&service(b));
     md
@@ -164,6 +165,27 @@ fn cpu(b: &BackendReport) -> String {
     }
     for row in rows {
         let _ = writeln!(md, "{row}");
+    }
+    md.push('\n');
+    md
+}
+
+fn deliveries(b: &BackendReport) -> String {
+    if b.deliveries.is_empty() {
+        return String::new();
+    }
+    let mut md = String::from(
+        "Host events (`credits.granted`) written in one burst and delivered, signed, to a local \
+         receiver that answers 204:\n\n\
+         | events | concurrent deliveries | seconds | events/s | extra requests |\n\
+         |---|---|---|---|---|\n",
+    );
+    for row in &b.deliveries {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.2} | {:.0} | {} |",
+            row.events, row.concurrency, row.seconds, row.per_second, row.extra_requests
+        );
     }
     md.push('\n');
     md
