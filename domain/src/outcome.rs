@@ -32,6 +32,28 @@ pub enum EventOutcome {
 }
 
 impl EventOutcome {
+    /// Every outcome.
+    pub const ALL: [EventOutcome; 12] = [
+        EventOutcome::Applied,
+        EventOutcome::Duplicate,
+        EventOutcome::Ignored,
+        EventOutcome::Stale,
+        EventOutcome::Mismatch,
+        EventOutcome::LatePayment,
+        EventOutcome::UnknownOrder,
+        EventOutcome::UnknownSubscription,
+        EventOutcome::DuplicateState,
+        EventOutcome::RefundRefused,
+        EventOutcome::RefundKept,
+        EventOutcome::ForeignMerchant,
+    ];
+
+    /// The outcome a stable name names, if any.
+    #[must_use]
+    pub fn parse(code: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|o| o.code() == code)
+    }
+
     /// The stable name.
     #[must_use]
     pub const fn code(self) -> &'static str {

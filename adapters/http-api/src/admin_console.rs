@@ -50,7 +50,7 @@ impl From<&RecordedEvent> for WebhookEventView {
             provider: e.provider.as_str().to_owned(),
             event_id: e.event_id.clone(),
             event_type: e.event_type.clone(),
-            outcome: e.outcome.clone(),
+            outcome: e.outcome.code().to_owned(),
             detail: e.detail.clone(),
             received_at: timestamp(e.received_at),
             payload: e.payload.clone(),

@@ -38,6 +38,10 @@ impl InboxRow {
             .provider
             .parse()
             .map_err(|e| crate::rows::corrupt("webhook_inbox", &self.event_id, e))?;
+        let outcome = EventOutcome::parse(&self.outcome).ok_or_else(|| {
+            let why = format!("unknown outcome {}", self.outcome);
+            crate::rows::corrupt("webhook_inbox", &self.event_id, why)
+        })?;
         Ok(RecordedEvent {
             id: self.id,
             entry: InboxEntry {
@@ -45,7 +49,7 @@ impl InboxRow {
                 event_id: self.event_id,
                 event_type: self.event_type,
                 payload: self.payload,
-                outcome: self.outcome,
+                outcome,
                 detail: self.detail,
                 received_at: Timestamp::from_unix_millis(self.received_at),
             },
@@ -62,7 +66,7 @@ async fn insert_inbox<C: ConnectionTrait>(conn: &C, e: &InboxEntry) -> Result<bo
         e.event_id.as_str().into(),
         e.event_type.as_str().into(),
         e.payload.as_str().into(),
-        e.outcome.as_str().into(),
+        e.outcome.code().into(),
         e.detail.clone().into(),
         e.received_at.unix_millis().into(),
     ];
@@ -190,7 +194,7 @@ async fn apply(
             outbox.extend(outbox::credits_changed(t));
         }
     }
-    if c.inbox.outcome == EventOutcome::Mismatch.code() {
+    if c.inbox.outcome == EventOutcome::Mismatch {
         outbox.push(mismatch_event(c, order.as_ref()));
     }
     outbox.write(tx).await?;
@@ -226,7 +230,7 @@ async fn record(
     turn: Option<&crate::WriteTurn>,
     entry: &InboxEntry,
 ) -> Result<bool, Fail> {
-    if entry.outcome != EventOutcome::Mismatch.code() {
+    if entry.outcome != EventOutcome::Mismatch {
         return Ok(insert_inbox(db, entry).await?);
     }
     let (_turn, tx) = crate::begin_in_turn(db, turn).await?;

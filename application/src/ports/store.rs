@@ -914,8 +914,8 @@ pub struct InboxEntry {
     pub event_type: String,
     /// The raw body, kept for audit and replay.
     pub payload: String,
-    /// What processing decided, as a short code (`applied`, `ignored`, `stale`, `mismatch`, …).
-    pub outcome: String,
+    /// What processing decided (stored as its code: `applied`, `ignored`, `stale`, `mismatch`, …).
+    pub outcome: domain::EventOutcome,
     /// Details for admins.
     pub detail: Option<String>,
     /// Now.

@@ -186,7 +186,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 event_id: format!("tally:cancel-at-period-end:{}", subscription.id()),
                 event_type: "tally.subscription.cancel_requested".into(),
                 payload: String::new(),
-                outcome: domain::EventOutcome::Applied.code().into(),
+                outcome: domain::EventOutcome::Applied,
                 detail: Some(format!(
                     "requested by the subscriber through order {}",
                     record.order.id()

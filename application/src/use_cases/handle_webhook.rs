@@ -193,7 +193,7 @@ impl Received {
             event_id: self.event_id.clone(),
             event_type: self.event_type.clone(),
             payload: self.payload.clone(),
-            outcome: outcome.code().to_owned(),
+            outcome,
             detail,
             received_at: self.now,
         }

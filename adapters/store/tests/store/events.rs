@@ -21,7 +21,7 @@ pub fn inbox(event_id: &str, at: i64) -> InboxEntry {
         event_id: event_id.into(),
         event_type: "checkout.session.completed".into(),
         payload: format!("{{\"id\":\"{event_id}\"}}"),
-        outcome: "applied".into(),
+        outcome: domain::EventOutcome::Applied,
         detail: None,
         received_at: t(at),
     }
@@ -571,7 +571,7 @@ async fn the_inbox_is_listed_newest_first_by_provider_and_outcome(store: &TestSt
     {
         let mut entry = inbox(&format!("evt_{i}"), 10 + i64::try_from(i).unwrap());
         entry.provider = provider;
-        entry.outcome = outcome.into();
+        entry.outcome = domain::EventOutcome::parse(outcome).unwrap();
         entry.detail = Some(format!("detail {i}"));
         assert!(store.record_event(&entry).await.unwrap());
     }

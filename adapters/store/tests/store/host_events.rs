@@ -440,7 +440,7 @@ pub async fn a_change_that_rolls_back_tells_nothing(store: &TestStore) {
             event_id: "rolls-back".into(),
             event_type: "test.event".into(),
             payload: String::new(),
-            outcome: "applied".into(),
+            outcome: domain::EventOutcome::Applied,
             detail: None,
             received_at: at_days(0),
         },

@@ -121,7 +121,7 @@ async fn an_amount_mismatch_is_recorded_and_grants_nothing() {
     let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
     assert_eq!(*record.order.status(), OrderStatus::Pending);
     assert!(record.mismatch.unwrap().contains("0.01 USD"));
-    assert_eq!(h.service.store().inbox()[0].outcome, "mismatch");
+    assert_eq!(h.service.store().inbox()[0].outcome.code(), "mismatch");
 }
 
 #[tokio::test]
@@ -133,7 +133,7 @@ async fn an_event_for_another_providers_order_changes_nothing() {
         .await
         .unwrap();
     assert_eq!(balance(&h, &user).await, 0);
-    assert_eq!(h.service.store().inbox()[0].outcome, "unknown_order");
+    assert_eq!(h.service.store().inbox()[0].outcome.code(), "unknown_order");
 }
 
 #[tokio::test]
@@ -183,7 +183,10 @@ async fn subscriptions_grant_each_paid_period_once_and_ignore_stale_events() {
     let sub = status.subscription.unwrap();
     assert_eq!(sub.status(), SubscriptionStatus::Active);
     assert_eq!(sub.current_period(), period(30, 60));
-    assert_eq!(h.service.store().inbox().last().unwrap().outcome, "stale");
+    assert_eq!(
+        h.service.store().inbox().last().unwrap().outcome.code(),
+        "stale"
+    );
     let order = h.service.query_payment(&user, id.as_str()).await.unwrap();
     assert!(matches!(order.order.status(), OrderStatus::Paid { .. }));
 }
@@ -358,7 +361,7 @@ async fn a_validly_signed_event_for_another_merchant_is_acknowledged_recorded_an
         .unwrap();
     assert_eq!(again.outcomes, ["duplicate"]);
     let entry = h.service.store().inbox().last().cloned().unwrap();
-    assert_eq!(entry.outcome, "foreign_merchant");
+    assert_eq!(entry.outcome.code(), "foreign_merchant");
     assert!(entry.detail.unwrap().contains("livemode"));
     let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
     assert_eq!(*record.order.status(), OrderStatus::Pending);
