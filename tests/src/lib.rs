@@ -94,6 +94,28 @@ pub async fn spawn_app_from(catalog_dir: &Path, adjust: impl FnOnce(&mut Setting
     }
 }
 
+/// A catalog directory: the shipped `payment.toml` with the plan tables of `extra_plans`
+/// appended, and the shipped `credits.toml` (for plans the shipped catalog does not sell).
+///
+/// # Panics
+/// When the files cannot be copied or written (a test failure).
+#[must_use]
+pub fn catalog_with(extra_plans: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let shipped = std::fs::read_to_string(config_dir().join("payment.toml")).expect("payment.toml");
+    std::fs::write(
+        dir.path().join("payment.toml"),
+        format!("{shipped}\n{extra_plans}"),
+    )
+    .expect("write payment.toml");
+    std::fs::copy(
+        config_dir().join("credits.toml"),
+        dir.path().join("credits.toml"),
+    )
+    .expect("copy credits.toml");
+    dir
+}
+
 /// Start the application as `tally serve` would, on port 0.
 pub async fn spawn_app() -> TestApp {
     spawn_app_with(|_| {}).await

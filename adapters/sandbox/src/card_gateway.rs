@@ -128,6 +128,11 @@ impl Simulator for CardGatewaySimulator {
                     objects::invoice(hub, s, &charge, "subscription_cycle"),
                 )]
             }
+            SimEvent::RenewalFailed(s) => vec![objects::event(
+                hub,
+                "invoice.payment_failed",
+                failed_invoice(hub, s),
+            )],
             SimEvent::SubscriptionCancelScheduled(s) => {
                 vec![objects::event(
                     hub,
@@ -198,6 +203,24 @@ impl Simulator for CardGatewaySimulator {
             .success_url
             .replace("{CHECKOUT_SESSION_ID}", &payment.id)
     }
+}
+
+/// The open invoice of a subscription's next period whose payment failed: nothing paid,
+/// everything still due.
+fn failed_invoice(hub: &Hub, s: &SimSubscription) -> serde_json::Value {
+    let charge = SimCharge {
+        id: hub.new_id("in_sandbox_"),
+        period_start_ms: s.period_end_ms,
+        period_end_ms: crate::hub::add_months(s.period_end_ms, s.interval_months),
+        amount_minor: s.amount_minor,
+        refunded_minor: 0,
+    };
+    let mut invoice = objects::invoice(hub, s, &charge, "subscription_cycle");
+    invoice["amount_paid"] = 0.into();
+    invoice["amount_remaining"] = charge.amount_minor.into();
+    invoice["attempted"] = true.into();
+    invoice["status"] = "open".into();
+    invoice
 }
 
 /// `charge.refunded` for a refunded payment: a one-time session's charge, or for a subscription's

@@ -186,6 +186,9 @@ pub enum SimEvent {
     SubscriptionStarted(SimPayment, SimSubscription),
     /// A subscription renewed; the string is the renewal invoice or transaction id.
     Renewed(SimSubscription, String),
+    /// The renewal of a subscription's next period failed (the card was declined): the
+    /// provider keeps retrying and the subscription is past due; its paid period does not move.
+    RenewalFailed(SimSubscription),
     /// A subscription will end at its period's end.
     SubscriptionCancelScheduled(SimSubscription),
     /// A subscription ended.
@@ -670,6 +673,26 @@ impl Hub {
         Ok(subscription)
     }
 
+    /// Fail the renewal of a subscription's next period (the buyer's card is declined when the
+    /// paid period ends) and send the provider's past-due webhooks. The paid period stays: the
+    /// provider retries, and a later successful `renew` bills the period that failed here.
+    ///
+    /// # Errors
+    /// Unknown subscription, or canceled.
+    pub async fn fail_renewal(&self, id: &str) -> Result<SimSubscription, SandboxError> {
+        let subscription = self.subscription(id).ok_or(SandboxError::NotFound)?;
+        if subscription.status == SimSubscriptionStatus::Canceled {
+            return Err(SandboxError::Conflict("subscription is canceled".into()));
+        }
+        self.dispatch(
+            subscription.provider,
+            &subscription.notify_url,
+            &SimEvent::RenewalFailed(subscription.clone()),
+        )
+        .await;
+        Ok(subscription)
+    }
+
     /// Cancel a subscription at period end (`at_period_end`) or now, and send the webhooks.
     ///
     /// # Errors
@@ -875,6 +898,7 @@ impl SimEvent {
             | SimEvent::ChargeRefunded {
                 subscription: s, ..
             }
+            | SimEvent::RenewalFailed(s)
             | SimEvent::SubscriptionCancelScheduled(s)
             | SimEvent::SubscriptionCanceled(s) => Some(s.payment_id.clone()),
         }
@@ -1201,6 +1225,27 @@ mod test_control_tests {
         };
         assert!(matches!(
             hub.renew_subscription_at(&id, free).await,
+            Err(SandboxError::Conflict(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_failed_renewal_tells_the_service_and_bills_nothing() {
+        let (hub, recorder) = hub_with_recorder();
+        open_payment(&hub, "cs_4");
+        let paid = hub.complete_as_subscription("cs_4", 999, 1).await.unwrap();
+        let id = paid.subscription_id.expect("a subscription");
+        let before = hub.subscription(&id).unwrap();
+        let failed = hub.fail_renewal(&id).await.unwrap();
+        assert_eq!(failed, before, "the paid period and the charges stay");
+        assert!(matches!(
+            lock(&recorder.told).last(),
+            Some(SimEvent::RenewalFailed(s)) if s.id == id
+        ));
+        assert_eq!(hub.fail_renewal("nope").await, Err(SandboxError::NotFound));
+        hub.cancel_subscription(&id, false).await.unwrap();
+        assert!(matches!(
+            hub.fail_renewal(&id).await,
             Err(SandboxError::Conflict(_))
         ));
     }

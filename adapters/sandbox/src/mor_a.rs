@@ -114,6 +114,9 @@ impl Simulator for MorASimulator {
                 )],
                 None => Vec::new(),
             },
+            SimEvent::RenewalFailed(s) => {
+                vec![("subscription.past_due", subscription_json(hub, s))]
+            }
             SimEvent::SubscriptionCancelScheduled(s) => {
                 vec![("subscription.scheduled_cancel", subscription_json(hub, s))]
             }

@@ -92,6 +92,12 @@ impl Simulator for MorBSimulator {
             )],
             SimEvent::SubscriptionStarted(p, s) => started(hub, p, s),
             SimEvent::Renewed(s, charge_id) => renewal(hub, s, charge_id),
+            // Dodo puts a subscription whose renewal charge failed on hold.
+            SimEvent::RenewalFailed(s) => vec![objects::envelope(
+                hub,
+                "subscription.on_hold",
+                objects::subscription(hub, s),
+            )],
             // Scheduled and immediate cancellations are both `subscription.cancelled`.
             SimEvent::SubscriptionCancelScheduled(s) | SimEvent::SubscriptionCanceled(s) => {
                 vec![objects::envelope(

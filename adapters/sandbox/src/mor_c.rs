@@ -124,6 +124,11 @@ impl Simulator for MorCSimulator {
                     subscription_data(hub, s, "active"),
                 ),
             ],
+            SimEvent::RenewalFailed(s) => vec![(
+                "subscription.past_due",
+                s.id.clone(),
+                subscription_data(hub, s, "past_due"),
+            )],
             SimEvent::SubscriptionCancelScheduled(s) => {
                 vec![(
                     "subscription.canceling",

@@ -220,6 +220,7 @@ async fn run_subscription_action(
     let at_period_end = body.at_period_end.unwrap_or(false);
     let subscription = match action {
         "renew" => hub.renew_subscription_at(id, body.price()?).await?,
+        "fail_renewal" => hub.fail_renewal(id).await?,
         "cancel" => hub.cancel_subscription(id, at_period_end).await?,
         "refund" | "dispute" => {
             hub.refund_subscription_charge(

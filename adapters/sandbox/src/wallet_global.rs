@@ -230,6 +230,16 @@ fn events_for(hub: &Hub, event: &SimEvent) -> Vec<(String, &'static str, Value)>
                 sale_json(hub, s, sale_id),
             )]
         }
+        SimEvent::RenewalFailed(s) => {
+            let Some(payment) = hub.payment(&s.payment_id) else {
+                return Vec::new();
+            };
+            vec![(
+                payment.id.clone(),
+                "BILLING.SUBSCRIPTION.PAYMENT.FAILED",
+                subscription_json(hub, &payment, Some(s)),
+            )]
+        }
         // PayPal has no cancel at period end: both mean PayPal cancelled it.
         SimEvent::SubscriptionCancelScheduled(s) | SimEvent::SubscriptionCanceled(s) => {
             let Some(payment) = hub.payment(&s.payment_id) else {

@@ -6,6 +6,7 @@ mod entitlements;
 mod event_delivery;
 mod events;
 mod host_tokens;
+mod ownership;
 mod production;
 mod providers;
 mod purchases;
