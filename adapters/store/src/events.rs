@@ -9,7 +9,7 @@ use application::ports::{
     PaymentEventOutcome, PaymentEventStore, RecordedEvent, StoreError, SubscriptionChange,
 };
 use async_trait::async_trait;
-use domain::{EventOutcome, Timestamp};
+use domain::{EventOutcome, Order, OrderParts, OrderStatus, Timestamp};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, FromQueryResult};
 
 use crate::SeaOrmStore;
@@ -125,6 +125,23 @@ async fn apply_subscription(
     })
 }
 
+/// `record` as it was with `status` (the order's other parts do not change with a transition).
+fn with_status(record: &OrderRecord, status: OrderStatus) -> OrderRecord {
+    let order = &record.order;
+    OrderRecord {
+        order: Order::restore(OrderParts {
+            id: order.id().clone(),
+            user_id: order.user_id().clone(),
+            provider: order.provider(),
+            plan: order.plan().clone(),
+            status,
+            created_at: order.created_at(),
+            expires_at: order.expires_at(),
+        }),
+        ..record.clone()
+    }
+}
+
 /// Apply an order change (compare-and-set on its version) and collect what it tells the host;
 /// returns the order as changed.
 async fn apply_order(
@@ -134,22 +151,20 @@ async fn apply_order(
     cause: &str,
     outbox: &mut Outbox,
 ) -> Result<OrderRecord, Fail> {
-    let before = orders::find_for_update(tx, &change.order_id).await?;
     let mismatch = change.mismatch.as_deref();
     let id = &change.order_id;
     let version = change.expected_version;
     let Some(after) =
         orders::transition_versioned(tx, id, version, &change.status, mismatch, now).await?
     else {
-        if before.is_none() {
+        if orders::find(tx, id.as_str()).await?.is_none() {
             return Err(Fail::Store(StoreError::NotFound));
         }
         return Err(conflict(&format!("order {id} changed since it was read")));
     };
-    // Read under its lock: when the version matches, this is the state the change replaced.
-    if let Some(before) = before.filter(|b| b.version == version)
-        && let Some(event) = outbox::order_changed(&before, &after, cause, now)
-    {
+    // The version matched, so the change replaced the state it was decided from: `previous`.
+    let before = with_status(&after, change.previous.clone());
+    if let Some(event) = outbox::order_changed(&before, &after, cause, now) {
         outbox.push(event);
     }
     Ok(after)

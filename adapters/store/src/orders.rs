@@ -102,7 +102,10 @@ pub(crate) async fn order_exists<C: ConnectionTrait>(
         > 0)
 }
 
-async fn find<C: ConnectionTrait>(conn: &C, id: &str) -> Result<Option<OrderRecord>, Fail> {
+pub(crate) async fn find<C: ConnectionTrait>(
+    conn: &C,
+    id: &str,
+) -> Result<Option<OrderRecord>, Fail> {
     let sql = format!("SELECT {ORDER_COLUMNS} FROM orders WHERE id = $1");
     let row: Option<OrderRow> = sql::one(conn, &sql, vec![id.into()]).await?;
     Ok(row.map(OrderRow::into_domain).transpose()?)

@@ -20,7 +20,8 @@
 
 use application::host_events::HostEventKind;
 use application::ports::{
-    CreditTransaction, HostEventLog, MAX_EVENTS_PER_READ, OrderRecord, StoreError, StoredEvent,
+    CreditTransaction, HOST_USER_ID_PREFIX, HostEventLog, MAX_EVENTS_PER_READ, OrderRecord,
+    StoreError, StoredEvent,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, SecondsFormat};
@@ -115,9 +116,12 @@ async fn host_subjects<C: ConnectionTrait>(
     conn: &C,
     events: &[NewEvent],
 ) -> Result<Vec<(String, String)>, DbErr> {
+    // Only a host identity's own user has a subject: its id is derived from the identity when
+    // both are created together (`users::create_host_user`), so other users need no read.
     let mut users: Vec<&str> = events
         .iter()
         .filter_map(|e| e.user.as_ref().map(UserId::as_str))
+        .filter(|u| u.starts_with(HOST_USER_ID_PREFIX))
         .collect();
     users.sort_unstable();
     users.dedup();

@@ -929,6 +929,8 @@ pub struct OrderChange {
     pub order_id: OrderId,
     /// The version it must still have (compare-and-set); the change bumps it.
     pub expected_version: i64,
+    /// Its status at that version (what the change replaces, told to the host with it).
+    pub previous: OrderStatus,
     /// Its new status (may equal the old one when only `mismatch` is recorded, or a refund is
     /// kept against a pending order).
     pub status: OrderStatus,

@@ -166,6 +166,7 @@ impl Change {
         self.command.order = Some(OrderChange {
             order_id: before.order.id().clone(),
             expected_version: before.version,
+            previous: before.order.status().clone(),
             status,
             mismatch,
         });

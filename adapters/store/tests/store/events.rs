@@ -39,6 +39,7 @@ pub fn payment(
         order: with_order_change.then(|| OrderChange {
             order_id: order.clone(),
             expected_version: 0,
+            previous: OrderStatus::Pending,
             status: OrderStatus::Paid { paid_at: t(50) },
             mismatch: None,
         }),
@@ -329,6 +330,8 @@ async fn a_refund_claws_back_what_is_left_and_records_the_shortfall(store: &Test
             order: Some(OrderChange {
                 order_id: oid("o1"),
                 expected_version,
+                // Paid before the first refund (what a later one replaced is not asserted).
+                previous: OrderStatus::Paid { paid_at: t(50) },
                 status,
                 mismatch: None,
             }),

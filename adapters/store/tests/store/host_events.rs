@@ -447,6 +447,7 @@ pub async fn a_change_that_rolls_back_tells_nothing(store: &TestStore) {
         order: Some(OrderChange {
             order_id: order.clone(),
             expected_version: record.version,
+            previous: record.order.status().clone(),
             status: OrderStatus::Paid {
                 paid_at: at_days(0),
             },
