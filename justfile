@@ -20,6 +20,10 @@ lint:
 fmt:
     cargo fmt --all
 
+# The TypeScript client's tests (and the integration guide's snippets) against a real `tally serve`.
+client-test:
+    cd clients/typescript && npm ci && npm test
+
 # Everything CI runs (starts a throwaway PostgreSQL).
 check:
     bash .ci/run

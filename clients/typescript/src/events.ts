@@ -1,0 +1,185 @@
+/**
+ * Events Tally sends to the host app: their types, and `verifyEvent` for a signed delivery.
+ *
+ * Deliveries are signed per the Standard Webhooks specification (`webhook-id`,
+ * `webhook-timestamp`, `webhook-signature: v1,<base64 HMAC-SHA256>`, `whsec_` secrets); the
+ * check is the `standardwebhooks` package's, which also refuses a timestamp more than five
+ * minutes away from now (a replayed delivery).
+ */
+import { Webhook, WebhookVerificationError } from "standardwebhooks";
+
+import type { components } from "./openapi.js";
+
+/** Every event type Tally sends (`docs/events.md`), as the envelope's `type` and the feed's `type` filter spell it. */
+export const EVENT_TYPES = [
+  "order.paid",
+  "order.failed",
+  "order.refunded",
+  "subscription.activated",
+  "subscription.renewed",
+  "subscription.past_due",
+  "subscription.cancel_scheduled",
+  "subscription.ended",
+  "credits.granted",
+  "credits.clawed_back",
+  "credits.expired",
+  "credits.low_balance",
+  "credits.depleted",
+  "payment.mismatch",
+] as const;
+
+/** An event type. */
+export type EventType = (typeof EVENT_TYPES)[number];
+
+type Schemas = components["schemas"];
+
+/** Whose event it is: the Tally user, and your app's own subject for a host-token user. */
+export interface EventUser {
+  /** The Tally user id (`hst_…` for a host-token user). */
+  readonly userId?: string;
+  /** The `sub` of the user's host tokens, when they sign in through your app. */
+  readonly hostSubject?: string;
+}
+
+/** How much of an order a refund gave back. */
+export interface RefundFacts {
+  /** This refund, in major units (decimal string). */
+  readonly amount: string;
+  /** This refund, in minor units. */
+  readonly amountMinor: number;
+  /** Everything refunded of the order so far, in major units. */
+  readonly refundedTotal: string;
+  /** Everything refunded so far, in minor units. */
+  readonly refundedTotalMinor: number;
+  /** ISO 4217 code. */
+  readonly currency: string;
+  /** Whether the order is now refunded in full. */
+  readonly full: boolean;
+}
+
+/** The balance after a spend, and the spend (`credits.low_balance`, `credits.depleted`). */
+export interface BalanceFacts {
+  /** The balance after the spend (decimal string). */
+  readonly balance: string;
+  /** The balance after the spend, in hundredths of a credit. */
+  readonly balanceHundredths: number;
+  /** The spend: a consumption, or a reservation's hold. */
+  readonly transaction: Schemas["TransactionView"];
+}
+
+/** What each event type carries in `data`, besides {@link EventUser}. */
+export interface EventData {
+  "order.paid": { readonly order: Schemas["OrderView"] };
+  "order.failed": { readonly order: Schemas["OrderView"]; readonly reason?: string };
+  "order.refunded": { readonly order: Schemas["OrderView"]; readonly refund: RefundFacts };
+  "subscription.activated": { readonly subscription: Schemas["SubscriptionView"] };
+  "subscription.renewed": { readonly subscription: Schemas["SubscriptionView"] };
+  "subscription.past_due": { readonly subscription: Schemas["SubscriptionView"] };
+  "subscription.cancel_scheduled": { readonly subscription: Schemas["SubscriptionView"] };
+  "subscription.ended": { readonly subscription: Schemas["SubscriptionView"] };
+  "credits.granted": { readonly transaction: Schemas["TransactionView"] };
+  "credits.clawed_back": { readonly transaction: Schemas["TransactionView"] };
+  "credits.expired": { readonly transaction: Schemas["TransactionView"] };
+  "credits.low_balance": BalanceFacts & {
+    /** `[events] lowBalanceThreshold`, in credits (decimal string). */
+    readonly threshold: string;
+    /** The threshold in hundredths of a credit. */
+    readonly thresholdHundredths: number;
+  };
+  "credits.depleted": BalanceFacts;
+  "payment.mismatch": {
+    readonly provider: string;
+    readonly providerEventId: string;
+    readonly providerEventType: string;
+    readonly detail: string | null;
+    readonly order?: Schemas["OrderView"];
+  };
+}
+
+/** One event (the Standard Webhooks payload shape): what happened, to whom, and when. */
+export interface TallyEvent<T extends EventType = EventType> {
+  /** The event id (`evt_…`): the same on every delivery of this event and in the feed. */
+  readonly id: string;
+  /** The event type. */
+  readonly type: T;
+  /** When it happened (RFC 3339). */
+  readonly timestamp: string;
+  /** The objects it is about, as the API shows them, and whose it is. */
+  readonly data: EventUser & EventData[T];
+}
+
+/** Any event, narrowed by `type`. */
+export type AnyTallyEvent = { [T in EventType]: TallyEvent<T> }[EventType];
+
+/** The headers of a delivery: a Fetch `Headers`, or Node's / Express's header object. */
+export type EventHeaders = Headers | Readonly<Record<string, string | readonly string[] | undefined>>;
+
+/** A delivery that failed verification: a bad or missing signature, a stale timestamp, or a body that is not an event. */
+export class EventVerificationError extends Error {
+  /** An error saying `message`. */
+  constructor(message: string) {
+    super(message);
+    this.name = "EventVerificationError";
+  }
+}
+
+/**
+ * Verify a delivery signed with the endpoint's `secret` (`whsec_…`) and return its event.
+ *
+ * `body` must be the request body exactly as received (`await request.text()`, or Express's
+ * `express.raw()` buffer): a body parsed and serialized again no longer matches its signature.
+ * An event of a type this client does not know yet (Tally added one) is returned as it came:
+ * keep a `default` branch when switching on `type`.
+ *
+ * @throws {EventVerificationError} when the signature, the timestamp or the body is wrong.
+ */
+export function verifyEvent(secret: string, headers: EventHeaders, body: string | Uint8Array): AnyTallyEvent {
+  const payload = typeof body === "string" ? body : new TextDecoder().decode(body);
+  let parsed: unknown;
+  try {
+    parsed = new Webhook(secret).verify(payload, plainHeaders(headers));
+  } catch (error) {
+    if (error instanceof WebhookVerificationError || error instanceof SyntaxError) {
+      throw new EventVerificationError(error.message);
+    }
+    throw error;
+  }
+  return asEvent(parsed);
+}
+
+/** Whether `event` is of type `type` (narrows its type). */
+export function isEventType<T extends EventType>(event: AnyTallyEvent, type: T): event is Extract<AnyTallyEvent, { type: T }> {
+  return event.type === type;
+}
+
+function plainHeaders(headers: EventHeaders): Record<string, string> {
+  const plain: Record<string, string> = {};
+  if (headers instanceof Headers) {
+    headers.forEach((value, name) => {
+      plain[name] = value;
+    });
+    return plain;
+  }
+  for (const [name, value] of Object.entries(headers)) {
+    if (typeof value === "string") {
+      plain[name.toLowerCase()] = value;
+    } else if (Array.isArray(value)) {
+      plain[name.toLowerCase()] = value.join(" ");
+    }
+  }
+  return plain;
+}
+
+function asEvent(parsed: unknown): AnyTallyEvent {
+  if (typeof parsed !== "object" || parsed === null) {
+    throw new EventVerificationError("the body is not an event object");
+  }
+  const event = parsed as Record<string, unknown>;
+  if (typeof event.id !== "string" || typeof event.type !== "string" || typeof event.timestamp !== "string") {
+    throw new EventVerificationError("the event has no id, type or timestamp");
+  }
+  if (typeof event.data !== "object" || event.data === null) {
+    throw new EventVerificationError("the event has no data");
+  }
+  return event as unknown as AnyTallyEvent;
+}

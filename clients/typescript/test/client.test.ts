@@ -1,0 +1,450 @@
+/**
+ * The client and the guide's examples against a real `tally serve` (SQLite, provider sandbox):
+ * the operator's API key, plans, host-token users, a credits pack bought through the sandbox,
+ * spends with idempotency keys, reserve → settle/release around a streamed AI SDK completion,
+ * problem errors, and a refund.
+ */
+import assert from "node:assert/strict";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { after, before, describe, it } from "node:test";
+
+import { createTallyClient, isTallyError, TallyError, type TallyClient } from "@tally/client";
+import { simulateReadableStream } from "ai";
+import { SignJWT } from "jose";
+import { MockLanguageModelV3 } from "ai/test";
+
+import { operator, operatorSetup } from "./support/setup.js";
+import { ADMIN, eventually, sandboxPay, startTally, type TallyServer } from "./support/tally.js";
+
+let server: TallyServer;
+let app: Server;
+let endpointId: string;
+let examples: {
+  lib: typeof import("../examples/lib/tally.js");
+  plans: typeof import("../examples/plans.js");
+  checkout: typeof import("../examples/checkout.js");
+  account: typeof import("../examples/account.js");
+  spend: typeof import("../examples/spend.js");
+  chat: typeof import("../examples/chat.js");
+  route: typeof import("../examples/events-route.js");
+  replay: typeof import("../examples/replay.js");
+  db: typeof import("../examples/lib/db.js");
+};
+
+before(async () => {
+  server = await startTally();
+  await operatorSetup(server);
+  // The examples read their settings when first imported: after operatorSetup set them.
+  examples = {
+    lib: await import("../examples/lib/tally.js"),
+    plans: await import("../examples/plans.js"),
+    checkout: await import("../examples/checkout.js"),
+    account: await import("../examples/account.js"),
+    spend: await import("../examples/spend.js"),
+    chat: await import("../examples/chat.js"),
+    route: await import("../examples/events-route.js"),
+    replay: await import("../examples/replay.js"),
+    db: await import("../examples/lib/db.js"),
+  };
+  // The host app: the guide's event route behind a plain Node server, registered as the
+  // operator's script does; Tally delivers to it from here on.
+  app = await serveRoute(examples.route.POST);
+  const created = JSON.parse(
+    await operator(server, "create-webhook-endpoint.sh", { APP_URL: `http://127.0.0.1:${(app.address() as AddressInfo).port}` }),
+  ) as { id: string; secret: string };
+  assert.match(created.secret, /^whsec_/);
+  endpointId = created.id;
+  process.env.TALLY_WEBHOOK_SECRET = created.secret;
+});
+
+after(async () => {
+  await new Promise((resolve) => (app ? app.close(resolve) : resolve(undefined)));
+  await server?.stop();
+});
+
+/** A Node HTTP server handing each request to a Fetch-style route handler, as Next.js does. */
+async function serveRoute(handler: (request: Request) => Promise<Response>): Promise<Server> {
+  const listening = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => {
+      const headers = new Headers();
+      for (const [name, value] of Object.entries(req.headers)) {
+        if (typeof value === "string") headers.set(name, value);
+      }
+      const request = new Request(`http://app.test${req.url ?? "/"}`, { method: req.method, headers, body: Buffer.concat(chunks) });
+      handler(request)
+        .then(async (response) => {
+          res.writeHead(response.status);
+          res.end(Buffer.from(await response.arrayBuffer()));
+        })
+        .catch((error: unknown) => {
+          res.writeHead(500);
+          res.end(String(error));
+        });
+    });
+  });
+  await new Promise<void>((resolve) => listening.listen(0, "127.0.0.1", resolve));
+  return listening;
+}
+
+/** Buy the 500-credit pack for `appUserId` through the sandboxed card gateway; returns the order id. */
+async function buyCredits(appUserId: string): Promise<string> {
+  const orderId = await buy(appUserId, "credits_card_500");
+  await eventually("the pack's credits", async () => {
+    const summary = await examples.account.accountSummary(appUserId);
+    return summary.creditsHundredths >= 50_000 ? summary : undefined;
+  });
+  return orderId;
+}
+
+/** Buy `planId` for `appUserId` through the sandboxed card gateway and wait until it is paid. */
+async function buy(appUserId: string, planId: string): Promise<string> {
+  const url = await examples.checkout.startCheckout(appUserId, planId, "card_gateway");
+  const opened = await fetch(url, { redirect: "manual" });
+  assert.ok(opened.status < 400, `the checkout page opens: ${opened.status}`);
+  const orderId = await lastOrderId(appUserId);
+  await sandboxPay(server, orderId);
+  await eventually(`${planId} paid`, async () => {
+    const order = await examples.lib.tallyAs(appUserId).payments.status(orderId);
+    return order.status === "paid" ? order : undefined;
+  });
+  return orderId;
+}
+
+async function lastOrderId(appUserId: string): Promise<string> {
+  const page = await examples.lib.tallyAs(appUserId).payments.orders({ limit: 1 });
+  const order = page.items[0];
+  assert.ok(order, "the user has an order");
+  return order.orderId;
+}
+
+function balanceOf(userId: string): Promise<number> {
+  return examples.lib.tally.credits.balance({ userId }).then((b) => b.balanceHundredths);
+}
+
+/** A model that streams `text` and reports `input` + `output` tokens, or fails mid-stream. */
+function mockModel(outcome: { input: number; output: number } | "fail"): MockLanguageModelV3 {
+  const usage =
+    outcome === "fail"
+      ? undefined
+      : {
+          inputTokens: { total: outcome.input, noCache: outcome.input, cacheRead: 0, cacheWrite: 0 },
+          outputTokens: { total: outcome.output, text: outcome.output, reasoning: 0 },
+        };
+  const ending =
+    usage === undefined
+      ? [{ type: "error" as const, error: new Error("the provider hung up") }]
+      : [
+          { type: "text-end" as const, id: "t" },
+          { type: "finish" as const, finishReason: { unified: "stop" as const, raw: "stop" }, usage },
+        ];
+  return new MockLanguageModelV3({
+    doStream: async () => ({
+      stream: simulateReadableStream({
+        chunks: [
+          { type: "stream-start" as const, warnings: [] },
+          { type: "text-start" as const, id: "t" },
+          { type: "text-delta" as const, id: "t", delta: "Hello, " },
+          { type: "text-delta" as const, id: "t", delta: "world." },
+          ...ending,
+        ],
+      }),
+    }),
+  });
+}
+
+describe("the operator's setup and the plans", () => {
+  it("lists the plans without a credential, and as the guide's price cards", async () => {
+    const anonymous = createTallyClient({ baseUrl: server.url });
+    const plans = await anonymous.plans.list();
+    const pack = plans.find((p) => p.id === "credits_card_500");
+    assert.ok(pack, "the shipped credits pack is listed");
+    assert.equal(pack.amountMinor, 499);
+    const cards = await examples.plans.priceCards("zh-CN");
+    const card = cards.find((c) => c.planId === "credits_card_500");
+    assert.deepEqual(
+      { price: card?.price, credits: card?.credits, recurring: card?.recurring },
+      { price: "4.99 USD", credits: "500.00", recurring: false },
+    );
+    assert.equal(cards.find((c) => c.planId === "pro_monthly")?.recurring, true);
+  });
+
+  it("made a key that spends but is not an administrator", async () => {
+    await assert.rejects(examples.lib.tally.admin.createApiKey({ name: "x", scopes: ["credits:read"] }), (e: unknown) => {
+      assert.ok(e instanceof TallyError);
+      assert.equal(e.status, 403);
+      return true;
+    });
+  });
+});
+
+describe("users", () => {
+  it("maps a host token's subject to one Tally user, never a password account", async () => {
+    const first = await examples.lib.tallyUserId("app-user-ada");
+    assert.match(first, /^hst_/);
+    const again = await examples.lib.tallyAs("app-user-ada").me();
+    assert.equal(again.id, first);
+    assert.notEqual(await examples.lib.tallyUserId("app-user-bob"), first);
+  });
+
+  it("signs up with a password and reads its own credits with the session", async () => {
+    const raw = createTallyClient({ baseUrl: server.url }).raw;
+    const { data } = await raw.POST("/api/auth/register", {
+      body: { email: "grace@example.com", password: "correct horse battery" },
+    });
+    assert.ok(data, "registered");
+    const grace = createTallyClient({ baseUrl: server.url, sessionToken: data.token });
+    assert.equal((await grace.me()).email, "grace@example.com");
+    assert.equal((await grace.credits.balance()).balanceHundredths, 0);
+  });
+
+  it("refuses a host token signed with another secret as a typed 401", async () => {
+    const otherSecret = new TextEncoder().encode("another-secret-0123456789abcdef0123456789");
+    const token = await new SignJWT({})
+      .setProtectedHeader({ alg: "HS256" })
+      .setSubject("app-user-ada")
+      .setIssuer("https://app.example.com")
+      .setAudience("tally")
+      .setExpirationTime("5m")
+      .sign(otherSecret);
+    const forged = createTallyClient({ baseUrl: server.url, hostToken: token });
+    await assert.rejects(forged.me(), (e: unknown) => isTallyError(e, "unauthorized") && e.status === 401);
+  });
+});
+
+describe("buying and spending", () => {
+  it("buys a credits pack through the sandbox and spends it once per idempotency key", async () => {
+    await buyCredits("app-user-carol");
+    const userId = await examples.lib.tallyUserId("app-user-carol");
+    assert.equal(await balanceOf(userId), 50_000);
+
+    const first = await examples.spend.chargeImage("app-user-carol", "job-1");
+    assert.equal(first.status, 200);
+    assert.deepEqual(await first.json(), { balance: "495.00", replayed: false });
+    const retry = await examples.spend.chargeImage("app-user-carol", "job-1");
+    assert.deepEqual(await retry.json(), { balance: "495.00", replayed: true });
+    assert.equal(await balanceOf(userId), 49_500, "the same key spent once");
+
+    const tokens = await examples.spend.chargeTokens("app-user-carol", "req-1", "gpt-4o", 2_000);
+    assert.equal(tokens.costHundredths, 200, "2000 tokens at 0.5 per 1000, gpt-4o multiplier 2");
+    assert.equal(tokens.idempotencyKey, "tokens:req-1");
+    assert.equal(await balanceOf(userId), 49_300);
+  });
+
+  it("gives every spend a fresh key by default and reuses it when it retries", async () => {
+    await buyCredits("app-user-dan");
+    const userId = await examples.lib.tallyUserId("app-user-dan");
+    const keys: string[] = [];
+    let dropped = false;
+    // The first answer is lost after Tally committed (a dropped connection): the retry must
+    // carry the same key and get the first outcome back.
+    const flaky = createTallyClient({
+      baseUrl: server.url,
+      apiKey: process.env.TALLY_API_KEY ?? "",
+      retry: { backoffMs: 10 },
+      fetch: async (input, init) => {
+        const request = new Request(input, init);
+        keys.push(request.headers.get("idempotency-key") ?? "");
+        const response = await fetch(request);
+        if (!dropped) {
+          dropped = true;
+          throw new TypeError("fetch failed");
+        }
+        return response;
+      },
+    });
+    const spent = await flaky.credits.consume({ userId, feature: "chat" });
+    assert.equal(keys.length, 2);
+    assert.equal(keys[0], keys[1]);
+    assert.match(spent.idempotencyKey, /^[0-9a-f-]{36}$/);
+    assert.equal(spent.idempotencyKey, keys[0]);
+    assert.equal(spent.replayed, true);
+    assert.equal(await balanceOf(userId), 49_900, "one chat (1 credit) spent once");
+
+    const other = await examples.lib.tally.credits.consume({ userId, feature: "chat" });
+    assert.notEqual(other.idempotencyKey, spent.idempotencyKey);
+    assert.equal(other.replayed, false);
+    assert.equal(await balanceOf(userId), 49_800);
+  });
+
+  it("answers 402 with what was missing, spending nothing", async () => {
+    const userId = await examples.lib.tallyUserId("app-user-erin");
+    const refused = await examples.spend.chargeImage("app-user-erin", "job-2");
+    assert.equal(refused.status, 402);
+    assert.deepEqual(await refused.json(), { needed: "5.00", available: "0.00" });
+    assert.equal(await balanceOf(userId), 0);
+  });
+
+  it("throws problem JSON as a typed TallyError", async () => {
+    const error = await examples.lib.tally.credits
+      .consume({ userId: "usr_nobody", feature: "image" })
+      .then(() => assert.fail("consumed for nobody"))
+      .catch((e: unknown) => e);
+    assert.ok(error instanceof TallyError);
+    assert.equal(error.status, 404);
+    assert.equal(error.code, "user_not_found");
+    assert.equal(error.type, "urn:tally:problem:user_not_found");
+    assert.ok(error.title.length > 0 && error.detail.length > 0);
+    assert.ok(error.requestId, "the answer's X-Request-Id");
+
+    const invalid = await examples.lib.tally.credits
+      .consume({ userId: await examples.lib.tallyUserId("app-user-erin"), tokens: 0 })
+      .catch((e: unknown) => e);
+    assert.ok(isTallyError(invalid, "validation_failed"), String(invalid));
+    assert.equal(invalid.status, 400);
+  });
+});
+
+describe("reserve → settle/release around a streamed completion", () => {
+  let userId: string;
+  before(async () => {
+    await buyCredits("app-user-faye");
+    userId = await examples.lib.tallyUserId("app-user-faye");
+  });
+
+  it("settles with the AI SDK's usage", async () => {
+    const response = await examples.chat.chat("app-user-faye", "chat-1", "Hi", mockModel({ input: 1_200, output: 800 }), "gpt-4o");
+    assert.equal(response.status, 200);
+    assert.equal(await response.text(), "Hello, world.");
+    const status = await eventually("the settlement", async () => {
+      const s = await examples.lib.tally.credits.status({ userId });
+      return s.pendingReservations.length === 0 ? s : undefined;
+    });
+    assert.equal(status.balanceHundredths, 50_000 - 200, "2000 tokens of gpt-4o: 2.00 credits");
+    const history = await examples.lib.tally.credits.transactions({ userId, limit: 5 });
+    assert.ok(history.items.some((t) => t.type === "reservation_settle"));
+  });
+
+  it("releases the hold when the stream fails", async () => {
+    const before = await balanceOf(userId);
+    const response = await examples.chat.chat("app-user-faye", "chat-2", "Hi", mockModel("fail"), "gpt-4o");
+    await response.text().catch(() => "");
+    await eventually("the release", async () => {
+      const s = await examples.lib.tally.credits.status({ userId });
+      return s.pendingReservations.length === 0 ? s : undefined;
+    });
+    assert.equal(await balanceOf(userId), before, "nothing charged");
+    const history = await examples.lib.tally.credits.transactions({ userId, limit: 5 });
+    assert.ok(history.items.some((t) => t.type === "reservation_release"));
+  });
+
+  it("answers 402 before streaming when the estimate is not covered", async () => {
+    const response = await examples.chat.chat("app-user-gus", "chat-3", "Hi", mockModel({ input: 1, output: 1 }), "gpt-4o");
+    assert.equal(response.status, 402);
+  });
+});
+
+describe("refunds", () => {
+  it("refunds part of an order from the operator's side and takes back its share", async () => {
+    const orderId = await buyCredits("app-user-hal");
+    const answer = JSON.parse(await operator(server, "refund.sh", { ORDER_ID: orderId })) as { state: string };
+    assert.ok(["pending", "succeeded"].includes(answer.state), answer.state);
+    const client: TallyClient = examples.lib.tallyAs("app-user-hal");
+    const order = await eventually("the refund", async () => {
+      const o = await client.payments.status(orderId);
+      return o.status === "partially_refunded" ? o : undefined;
+    });
+    assert.equal(order.orderId, orderId);
+    const userId = await examples.lib.tallyUserId("app-user-hal");
+    assert.ok((await balanceOf(userId)) < 50_000, "the refunded share was taken back");
+  });
+});
+
+describe("entitlements and events", () => {
+  it("reads a subscriber's entitlements", async () => {
+    const before = await examples.account.accountSummary("app-user-jay");
+    assert.deepEqual([before.canExportPdf, before.projectLimit, before.hasAccess], [false, 0, false]);
+    await buy("app-user-jay", "pro_monthly");
+    const summary = await examples.account.accountSummary("app-user-jay");
+    assert.equal(summary.subscription, "pro_monthly");
+    assert.equal(summary.hasAccess, true);
+    assert.equal(summary.canExportPdf, true);
+    assert.equal(summary.projectLimit, 10);
+    const userId = await examples.lib.tallyUserId("app-user-jay");
+    const view = await examples.lib.tally.entitlements.get({ userId });
+    assert.deepEqual(view.entitlements, { export_pdf: true, projects: 10 });
+    assert.ok(view.grants.every((g) => g.planId === "pro_monthly" && g.subscriptionId !== undefined));
+  });
+
+  it("delivers signed events that the guide's route verifies and applies once", async () => {
+    await buyCredits("app-user-ivy");
+    const { db } = examples.db;
+    await eventually("order.paid and credits.granted delivered", async () =>
+      db.plans.get("app-user-ivy")?.has("credits_card_500") && db.notices.includes("app-user-ivy: +500.00 credits")
+        ? true
+        : undefined,
+    );
+    await eventually("subscription.activated delivered", async () =>
+      db.plans.get("app-user-jay")?.has("pro_monthly") ? true : undefined,
+    );
+  });
+
+  it("tells a balance running low, then running out, once each", async () => {
+    await buyCredits("app-user-ned");
+    const { db } = examples.db;
+    // 982 000 tokens of a model priced at the default multiplier: 491.00 credits, 9.00 left.
+    await examples.spend.chargeTokens("app-user-ned", "big-1", "llama-3-70b", 982_000);
+    await examples.spend.chargeTokens("app-user-ned", "big-2", "llama-3-70b", 2_000);
+    await eventually("credits.low_balance delivered", async () =>
+      db.notices.includes("app-user-ned: 9.00 credits left, time to top up") ? true : undefined,
+    );
+    await examples.spend.chargeTokens("app-user-ned", "big-3", "llama-3-70b", 16_000);
+    await eventually("credits.depleted delivered", async () =>
+      db.notices.includes("app-user-ned: out of credits") ? true : undefined,
+    );
+    const userId = await examples.lib.tallyUserId("app-user-ned");
+    const lows: string[] = [];
+    for await (const page of examples.lib.tally.listEvents({ type: ["credits.low_balance", "credits.depleted"] })) {
+      lows.push(...page.events.filter((e) => e.data.userId === userId).map((e) => e.type));
+    }
+    assert.deepEqual(lows, ["credits.low_balance", "credits.depleted"], "once per crossing");
+  });
+
+  it("keeps deliveries verifiable with the old and the new secret while the secret rotates", async () => {
+    const { db } = examples.db;
+    const anonymous = createTallyClient({ baseUrl: server.url });
+    const { data: session } = await anonymous.raw.POST("/api/auth/login", {
+      body: { email: ADMIN.email, password: ADMIN.password },
+    });
+    assert.ok(session, "the administrator signs in");
+    const admin = createTallyClient({ baseUrl: server.url, sessionToken: session.token });
+    const { data: rotated } = await admin.raw.POST("/api/admin/webhook-endpoints/{id}/rotate-secret", {
+      params: { path: { id: endpointId } },
+    });
+    assert.ok(rotated && rotated.secret !== process.env.TALLY_WEBHOOK_SECRET, "a new secret");
+    // The route still holds the old secret: both signatures are sent for a day.
+    await buyCredits("app-user-kim");
+    await eventually("kim's order.paid, verified with the old secret", async () =>
+      db.plans.get("app-user-kim")?.has("credits_card_500") ? true : undefined,
+    );
+    process.env.TALLY_WEBHOOK_SECRET = rotated.secret;
+    await buyCredits("app-user-lea");
+    await eventually("lea's order.paid, verified with the new secret", async () =>
+      db.plans.get("app-user-lea")?.has("credits_card_500") ? true : undefined,
+    );
+  });
+
+  it("replays what the app missed from the feed, and nothing twice", async () => {
+    const { db } = examples.db;
+    // The app lost its state (it was down, say): it starts again from the oldest kept event.
+    db.handledEvents.clear();
+    db.plans.clear();
+    db.notices.length = 0;
+    db.eventCursor = undefined;
+    const applied = await examples.replay.catchUp();
+    assert.ok(applied >= 5, `replayed ${applied} events`);
+    assert.ok(db.plans.get("app-user-ivy")?.has("credits_card_500"));
+    assert.ok(db.plans.get("app-user-jay")?.has("pro_monthly"));
+    assert.ok(db.notices.includes("app-user-ivy: +500.00 credits"));
+    assert.ok(db.eventCursor, "the cursor moved");
+    assert.equal(await examples.replay.catchUp(), 0, "a second pass finds nothing new");
+
+    const types: string[] = [];
+    for await (const page of examples.lib.tally.listEvents({ type: ["order.paid", "credits.granted"], limit: 2 })) {
+      types.push(...page.events.map((e) => e.type));
+    }
+    assert.ok(types.length >= 4 && types.every((t) => t === "order.paid" || t === "credits.granted"), types.join());
+  });
+});
