@@ -242,4 +242,32 @@ impl RefundRepository for SeaOrmStore {
         self.charge_where("find_charge_of_order", "c.order_id = $1", values)
             .await
     }
+
+    async fn charges_with_unapplied_refunds(
+        &self,
+        limit: u32,
+    ) -> Result<Vec<SubscriptionCharge>, StoreError> {
+        let sql = format!("{UNAPPLIED_REFUNDS} SELECT {CHARGE_COLUMNS} {UNAPPLIED_CHARGES}");
+        let values = vec![i64::from(limit).into()];
+        let rows: Vec<ChargeRow> = self
+            .fetch_all("charges_with_unapplied_refunds", &sql, values)
+            .await?;
+        rows.into_iter().map(ChargeRow::into_domain).collect()
+    }
 }
+
+/// What the kept reports of each provider charge add up to, the way `domain::refunded_total`
+/// adds them (the largest running total, the sum of single refunds, a lost dispute = all).
+const UNAPPLIED_REFUNDS: &str = "WITH kept AS (SELECT provider, charge_ref, \
+    MAX(CASE WHEN form = 'total' THEN amount_minor ELSE 0 END) AS running, \
+    SUM(CASE WHEN form = 'one' THEN amount_minor ELSE 0 END) AS singles, \
+    MAX(CASE WHEN form = 'dispute_lost' THEN 1 ELSE 0 END) AS lost \
+    FROM refunds WHERE charge_ref IS NOT NULL GROUP BY provider, charge_ref)";
+
+/// The charges whose kept reports add up to more than they have applied.
+const UNAPPLIED_CHARGES: &str = "FROM subscription_charges c \
+    JOIN subscriptions s ON s.id = c.subscription_id \
+    JOIN kept k ON k.provider = c.provider AND k.charge_ref = c.charge_ref \
+    WHERE c.refunded_minor < c.amount_minor \
+    AND (k.lost = 1 OR k.running > c.refunded_minor OR k.singles > c.refunded_minor) \
+    ORDER BY c.id LIMIT $1";

@@ -577,6 +577,17 @@ pub trait RefundRepository: Send + Sync + 'static {
         &self,
         order: &OrderId,
     ) -> Result<Option<SubscriptionCharge>, StoreError>;
+
+    /// At most `limit` charges whose kept refund reports add up to more than they have applied:
+    /// a refund kept because its charge had not landed, committed while the charge's own
+    /// payment was being applied (on another instance), is applied by the reconciler from these.
+    ///
+    /// # Errors
+    /// As [`RefundRepository::refunds_of`].
+    async fn charges_with_unapplied_refunds(
+        &self,
+        limit: u32,
+    ) -> Result<Vec<SubscriptionCharge>, StoreError>;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -588,6 +588,31 @@ impl RefundRepository for InMemoryStore {
             .cloned())
     }
 
+    async fn charges_with_unapplied_refunds(
+        &self,
+        limit: u32,
+    ) -> Result<Vec<SubscriptionCharge>, StoreError> {
+        let s = lock(&self.0);
+        Ok(s.charges
+            .iter()
+            .filter(|c| {
+                let Some(charge_ref) = &c.charge_ref else {
+                    return false;
+                };
+                let target = RefundTarget::Charge(charge_ref.clone());
+                let kept: Vec<domain::KeptRefund> = s
+                    .refunds
+                    .iter()
+                    .filter(|r| r.provider == c.provider && r.target == target)
+                    .map(|r| r.refund)
+                    .collect();
+                domain::refunded_total(c.amount, &kept).amount_minor() > c.refunded.amount_minor()
+            })
+            .take(limit as usize)
+            .cloned()
+            .collect())
+    }
+
     async fn find_charge_of_order(
         &self,
         order: &OrderId,

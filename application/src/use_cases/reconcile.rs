@@ -37,6 +37,8 @@ pub struct ReconcileReport {
     pub reservations_released: u32,
     /// Grants expired.
     pub grants_expired: u32,
+    /// Subscription charges whose refunds, kept before the charge landed, were applied now.
+    pub kept_refunds_applied: u32,
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
@@ -71,6 +73,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         }
         report.reservations_released = self.store.expire_reservations(now, settings.batch).await?;
         report.grants_expired = self.store.expire_grants(now, settings.batch).await?;
+        report.kept_refunds_applied =
+            match self.apply_unapplied_charge_refunds(settings.batch).await {
+                Ok(applied) => applied,
+                Err(HandleWebhookError::Infra(e)) => return Err(e),
+                Err(_) => 0,
+            };
         Ok(report)
     }
 

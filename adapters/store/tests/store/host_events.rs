@@ -11,8 +11,8 @@ use application::host_events::HostEventKind;
 use application::ports::{
     AdjustCommand, CreditLedger, Gateways, GrantCommand, GrantSource, HostEventLog, OrderChange,
     OrderLocator, OrderRepository, PaymentEvent, PaymentEventCommand, PaymentEventStore,
-    PaymentGateway, RefundReport, RefundedCharge, StoreError, StoredEvent, SubscriptionChange,
-    VerifiedWebhook, WebhookRequest,
+    PaymentGateway, RefundRecord, RefundReport, RefundRepository, RefundTarget, RefundedCharge,
+    StoreError, StoredEvent, SubscriptionChange, VerifiedWebhook, WebhookRequest,
 };
 use application::service::Service;
 use application::testing::fixtures::config;
@@ -21,6 +21,7 @@ use application::testing::{
 };
 use application::use_cases::credits::{ConsumeCredits, UsageRequest};
 use application::use_cases::initiate_payment::InitiatePayment;
+use application::use_cases::reconcile::ReconcileSettings;
 use domain::{
     BillingPeriod, CreditDelta, Currency, IdempotencyKey, Money, OrderId, OrderStatus, ProviderId,
     Subscription, SubscriptionId, Timestamp,
@@ -417,6 +418,93 @@ pub async fn every_change_tells_its_event_once_in_its_own_transaction(store: &Te
     assert_eq!(store.events_after(None, 3, &[]).await.unwrap().len(), 3);
 }
 
+/// A refund of a renewal not seen yet, kept while the renewal itself landed with the reports it
+/// had read before: the store finds the charge whose kept reports add up to more than it
+/// applied, and the reconciler applies them once (and tells the clawback).
+pub async fn a_refund_kept_while_its_charge_landed_is_applied_by_the_reconciler(store: &TestStore) {
+    let world = World::new(store);
+    let subscriber = world.user("raced@example.com").await;
+    let order = world.order(&subscriber, "pro-monthly").await;
+    let period = |k: i64| BillingPeriod::new(at_days(30 * k), at_days(30 * k + 30)).unwrap();
+    let activated = PaymentEvent::SubscriptionActivated {
+        order: by_id(&order),
+        provider_subscription_id: "sub_r".into(),
+        period: period(0),
+        amount: Some(usd(999)),
+        charge_ref: Some("in_r0".into()),
+        occurred_at: at_days(0),
+    };
+    assert_eq!(world.deliver("raced-act", activated).await, "applied");
+    let renewed = PaymentEvent::SubscriptionRenewed {
+        provider_subscription_id: "sub_r".into(),
+        period: period(1),
+        amount: usd(999),
+        charge_ref: Some("in_r1".into()),
+        occurred_at: at_days(30),
+    };
+    assert_eq!(world.deliver("raced-renew", renewed).await, "applied");
+    assert!(
+        store
+            .charges_with_unapplied_refunds(10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let late = PaymentEventCommand {
+        inbox: application::ports::InboxEntry {
+            provider: ProviderId::CardGateway,
+            event_id: "raced-refund".into(),
+            event_type: "charge.refunded".into(),
+            payload: String::new(),
+            outcome: domain::EventOutcome::RefundKept,
+            detail: None,
+            received_at: at_days(31),
+        },
+        order: None,
+        subscription: None,
+        grant: None,
+        clawback: None,
+        charge: None,
+        refund: Some(RefundRecord {
+            provider: ProviderId::CardGateway,
+            key: "total:in_r1:999".into(),
+            target: RefundTarget::Charge("in_r1".into()),
+            refund: domain::KeptRefund {
+                form: domain::RefundForm::Total,
+                amount: usd(999),
+            },
+            received_at: at_days(31),
+        }),
+    };
+    store.apply_payment_event(&late).await.unwrap();
+    let found = store.charges_with_unapplied_refunds(10).await.unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].charge_ref.as_deref(), Some("in_r1"));
+    let before = world.service.balance(&subscriber.id).await.unwrap();
+    let settings = ReconcileSettings {
+        pending_after_ms: 60_000,
+        batch: 10,
+        lease_ms: 30_000,
+    };
+    let report = world.service.reconcile(settings).await.unwrap();
+    assert_eq!(report.kept_refunds_applied, 1);
+    let after = world.service.balance(&subscriber.id).await.unwrap();
+    assert!(
+        after < before,
+        "the second period's credits were taken back"
+    );
+    assert!(
+        store
+            .charges_with_unapplied_refunds(10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let again = world.service.reconcile(settings).await.unwrap();
+    assert_eq!(again.kept_refunds_applied, 0);
+    assert_eq!(world.service.balance(&subscriber.id).await.unwrap(), after);
+}
+
 pub async fn a_change_that_rolls_back_tells_nothing(store: &TestStore) {
     let world = World::new(store);
     let user = world.user("rollback@example.com").await;
@@ -495,6 +583,7 @@ pub async fn old_events_are_purged_in_bounded_batches(store: &TestStore) {
 
 contract_tests!(
     every_change_tells_its_event_once_in_its_own_transaction,
+    a_refund_kept_while_its_charge_landed_is_applied_by_the_reconciler,
     a_change_that_rolls_back_tells_nothing,
     old_events_are_purged_in_bounded_batches,
 );

@@ -5,15 +5,17 @@
 
 use domain::{
     EventOutcome, KeptRefund, Money, OrderRefundDecision, PlanType, RefundForm, RefundMismatch,
-    Subscription, Transition, check_refund, decide_order_refund, refund_step,
+    RefundStep, Subscription, Transition, check_refund, decide_order_refund, refund_step,
 };
 
 use super::{
-    Decision, HandleWebhookError, Received, kept_amounts, unknown_order, unknown_subscription,
+    Change, Decision, HandleWebhookError, Received, kept_amounts, unknown_order,
+    unknown_subscription,
 };
 use crate::ports::{
-    ChargeChange, ClawbackCommand, Clock, GrantSource, IdGenerator, OrderRecord, RefundRecord,
-    RefundReport, RefundTarget, RefundedCharge, SecretHasher, Store, SubscriptionCharge,
+    ChargeChange, ClawbackCommand, Clock, GrantSource, IdGenerator, OrderRecord,
+    PaymentEventOutcome, RefundRecord, RefundReport, RefundTarget, RefundedCharge, SecretHasher,
+    Store, StoreError, SubscriptionCharge,
 };
 use crate::service::Service;
 
@@ -122,7 +124,65 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             change.command.refund = Some(new);
             return Ok(change.apply());
         };
-        let mut change = r.change(EventOutcome::Applied, None);
+        let mut change = self
+            .charge_refund(r.change(EventOutcome::Applied, None), charge, &step)
+            .await?;
+        change.command.refund = Some(new);
+        Ok(change.apply())
+    }
+
+    /// Refunds kept against a charge whose own payment was applied concurrently (another
+    /// instance read the kept reports before this one committed): found by the store and
+    /// applied here, once each (the inbox row names the refunded total reached), at most
+    /// `limit` charges a pass. Returns how many charges moved.
+    ///
+    /// # Errors
+    /// Infrastructure; a charge that moved meanwhile is left for the next pass.
+    pub(crate) async fn apply_unapplied_charge_refunds(
+        &self,
+        limit: u32,
+    ) -> Result<u32, HandleWebhookError> {
+        let mut applied = 0;
+        for charge in self.store.charges_with_unapplied_refunds(limit).await? {
+            let Some(charge_ref) = charge.charge_ref.clone() else {
+                continue;
+            };
+            let target = RefundTarget::Charge(charge_ref.clone());
+            let all = kept_amounts(&self.store.refunds_of(charge.provider, &target).await?);
+            let Some(step) = refund_step(charge.amount, charge.credits, charge.refunded, &all)
+            else {
+                continue;
+            };
+            let r = Received {
+                provider: charge.provider,
+                event_id: format!(
+                    "tally:kept-refunds:{charge_ref}:{}",
+                    step.after.amount_minor()
+                ),
+                event_type: "tally.reconcile.kept_refunds".into(),
+                payload: String::new(),
+                now: self.clock.now(),
+            };
+            let detail = "refunds kept before their charge landed, applied by the reconciler";
+            let change = r.change(EventOutcome::Applied, Some(detail.into()));
+            let change = self.charge_refund(change, &charge, &step).await?;
+            match self.store.apply_payment_event(&change.command).await {
+                Ok(PaymentEventOutcome::Applied { .. }) => applied += 1,
+                Ok(PaymentEventOutcome::Duplicate) | Err(StoreError::Conflict(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(applied)
+    }
+
+    /// `change` with `charge`'s refunded total moved by `step`, the period's credits taken
+    /// back, and (for the first period's charge) the originating order following.
+    async fn charge_refund(
+        &self,
+        mut change: Change,
+        charge: &SubscriptionCharge,
+        step: &RefundStep,
+    ) -> Result<Change, HandleWebhookError> {
         if let Some(order_id) = &charge.order_id
             && let Some(record) = self.store.find_order(order_id).await?
         {
@@ -133,7 +193,6 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 change = change.order(&record, order.status().clone(), None);
             }
         }
-        change.command.refund = Some(new);
         change.command.charge = Some(ChargeChange::Refund {
             subscription_id: charge.subscription_id.clone(),
             period_start: charge.period.start(),
@@ -144,9 +203,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             user_id: charge.user_id.clone(),
             source: GrantSource::SubscriptionPeriod(charge.subscription_id.clone(), charge.period),
             wanted: step.clawback,
-            now: r.now,
+            now: change.command.inbox.received_at,
         });
-        Ok(change.apply())
+        Ok(change)
     }
 
     /// A refund of a subscription charge not seen yet: kept against the provider's charge id

@@ -10,6 +10,7 @@ use crate::accounts::User;
 use crate::ports::*;
 use crate::testing::fixtures::{config, plan};
 use crate::use_cases::initiate_payment::InitiatePayment;
+use crate::use_cases::reconcile::ReconcileSettings;
 
 async fn order(h: &Harness, user: &User, plan: &str, provider: &str) -> OrderId {
     let request = InitiatePayment {
@@ -495,4 +496,57 @@ mod from_tally {
         ));
         assert_eq!(balance(&h, &user).await, 10_000);
     }
+}
+
+/// The race the reconciler closes: a refund of a renewal not seen yet is kept while, on
+/// another instance, the renewal itself is applied having read the kept reports before that
+/// commit. The renewal lands without it; the reconciler's next pass applies it, once.
+#[tokio::test]
+async fn a_refund_kept_while_its_renewal_landed_is_applied_by_the_reconciler_once() {
+    let h = Harness::new();
+    let (user, _) = subscriber_with_two_periods(&h).await;
+    // The refund transaction that committed after the renewal (charge `in_2`) read its reports.
+    let late = PaymentEventCommand {
+        inbox: InboxEntry {
+            provider: ProviderId::CardGateway,
+            event_id: "refund-raced".into(),
+            event_type: "charge.refunded".into(),
+            payload: String::new(),
+            outcome: domain::EventOutcome::RefundKept,
+            detail: None,
+            received_at: at(40),
+        },
+        order: None,
+        subscription: None,
+        grant: None,
+        clawback: None,
+        charge: None,
+        refund: Some(RefundRecord {
+            provider: ProviderId::CardGateway,
+            key: "total:in_2:999".into(),
+            target: RefundTarget::Charge("in_2".into()),
+            refund: domain::KeptRefund {
+                form: domain::RefundForm::Total,
+                amount: usd(999),
+            },
+            received_at: at(40),
+        }),
+    };
+    h.service.store().apply_payment_event(&late).await.unwrap();
+    assert_eq!(balance(&h, &user).await, 10_000, "nothing applied it yet");
+    let settings = ReconcileSettings {
+        pending_after_ms: 60_000,
+        batch: 10,
+        lease_ms: 30_000,
+    };
+    let report = h.service.reconcile(settings).await.unwrap();
+    assert_eq!(report.kept_refunds_applied, 1);
+    assert_eq!(
+        balance(&h, &user).await,
+        5_000,
+        "the second period taken back"
+    );
+    let again = h.service.reconcile(settings).await.unwrap();
+    assert_eq!(again.kept_refunds_applied, 0);
+    assert_eq!(balance(&h, &user).await, 5_000);
 }
