@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use application::ports::Clock;
+use application::ports::{Clock, Gateways};
 use application::service::{Service, ServiceConfig};
 use http_api::{ApiSettings, Readiness};
 use migrations::{Migrator, MigratorTrait};
@@ -144,42 +144,13 @@ impl Application {
         let sandbox = Sandbox::new(&base_url, clock.clone());
         let (gateways, report) = build_gateways(&settings, &sandbox, &clock)?;
         sellable(&settings, &report, &catalog)?;
-        let config = ServiceConfig {
-            pricing_mode: settings.pricing_mode,
-            environment: settings.environment,
-            catalog: catalog.plans().to_vec(),
-            consumption: catalog.consumption().clone(),
-            base_url: base_url.clone(),
-            order_lifetime_ms: settings.order_lifetime_ms,
-            session_lifetime_ms: settings.session_lifetime_ms,
-            reservation_lifetime_ms: settings.reservation_lifetime_ms,
-            webhook_conflict_retries: WEBHOOK_CONFLICT_RETRIES,
-            renewal_clock_tolerance_ms: settings.renewal_clock_tolerance_ms,
-            allow_several_subscriptions: settings.allow_several_subscriptions,
-            past_due_grace_ms: settings.past_due_grace_ms,
-        };
-        let mut service = Service::new(
-            store.clone(),
-            SystemClock,
-            RandomIds,
-            Argon2Hasher::default(),
+        let service = Arc::new(wire_service(
+            &settings,
+            &catalog,
+            (&store, &clock),
             gateways,
-            config,
-        )
-        .with_metrics(Arc::new(http_api::PrometheusMetrics))
-        .with_low_balance_threshold(settings.low_balance_threshold);
-        if let Some(host_jwt) = &settings.host_jwt {
-            service = service.with_host_tokens(Arc::new(HostJwtVerifier::new(host_jwt)?));
-        }
-        let webhooks = crate::webhooks::build(
-            store.clone(),
-            clock.clone(),
-            Arc::new(RandomIds),
-            &settings.webhooks,
-        )
-        .context("building the webhook sender")?;
-        service = service.with_webhooks(Arc::new(webhooks));
-        let service = Arc::new(service);
+            base_url.clone(),
+        )?);
         let api_settings = ApiSettings {
             secure_cookies: settings.secure_cookies,
             trust_forwarded_for: settings.trust_forwarded_for,
@@ -371,4 +342,50 @@ pub async fn shutdown_signal() {
         () = terminate => {}
     }
     tracing::info!("shutdown signal received; draining");
+}
+
+/// The service over `store`, with the settings' configuration, metrics, host tokens and event
+/// delivery wired in.
+fn wire_service(
+    settings: &Settings,
+    catalog: &Catalog,
+    (store, clock): (&SeaOrmStore, &Arc<dyn Clock>),
+    gateways: Gateways,
+    base_url: String,
+) -> anyhow::Result<TallyService> {
+    let config = ServiceConfig {
+        pricing_mode: settings.pricing_mode,
+        environment: settings.environment,
+        catalog: catalog.plans().to_vec(),
+        consumption: catalog.consumption().clone(),
+        base_url,
+        order_lifetime_ms: settings.order_lifetime_ms,
+        session_lifetime_ms: settings.session_lifetime_ms,
+        reservation_lifetime_ms: settings.reservation_lifetime_ms,
+        webhook_conflict_retries: WEBHOOK_CONFLICT_RETRIES,
+        renewal_clock_tolerance_ms: settings.renewal_clock_tolerance_ms,
+        allow_several_subscriptions: settings.allow_several_subscriptions,
+        past_due_grace_ms: settings.past_due_grace_ms,
+    };
+    let mut service = Service::new(
+        store.clone(),
+        SystemClock,
+        RandomIds,
+        Argon2Hasher::default(),
+        gateways,
+        config,
+    )
+    .with_metrics(Arc::new(http_api::PrometheusMetrics))
+    .with_low_balance_threshold(settings.low_balance_threshold);
+    if let Some(host_jwt) = &settings.host_jwt {
+        service = service.with_host_tokens(Arc::new(HostJwtVerifier::new(host_jwt)?));
+    }
+    let webhooks = crate::webhooks::build(
+        store.clone(),
+        clock.clone(),
+        Arc::new(RandomIds),
+        &settings.webhooks,
+    )
+    .context("building the webhook sender")?;
+    Ok(service.with_webhooks(Arc::new(webhooks)))
 }

@@ -153,30 +153,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             CreateOrderOutcome::Replayed(existing) => return replay(existing),
         }
         let checkout_request = self.checkout_request(&request.user, &order, plan);
-        match gateway.create_checkout(&checkout_request).await {
-            Ok(checkout) => {
-                let record = CheckoutRecord {
-                    provider_reference: checkout.provider_reference,
-                    target: checkout.target,
-                };
-                self.store
-                    .attach_checkout(&order_id, &record, self.clock.now())
-                    .await?;
-            }
-            Err(e) => {
-                let reason = e.to_string();
-                let failed = OrderStatus::Failed {
-                    reason: reason.clone(),
-                };
-                // The order was created above and nothing else knows it yet.
-                let version = OrderRecord::FIRST_VERSION;
-                self.store
-                    .transition_order(&order_id, version, &failed, self.clock.now())
-                    .await?;
-                self.metrics.order_moved(&failed);
-                return Err(InitiatePaymentError::Gateway { order_id, reason });
-            }
-        }
+        let checkout = gateway.create_checkout(&checkout_request).await;
+        self.attach_or_fail(&order_id, checkout).await?;
         let order = self
             .store
             .find_order(&order_id)
@@ -186,6 +164,39 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             order,
             replay: Replay::Fresh,
         })
+    }
+
+    /// Keep the provider's checkout on the new order, or fail the order with the reason the
+    /// provider could not open one.
+    async fn attach_or_fail(
+        &self,
+        order_id: &OrderId,
+        checkout: Result<crate::ports::Checkout, crate::ports::GatewayError>,
+    ) -> Result<(), InitiatePaymentError> {
+        match checkout {
+            Ok(checkout) => {
+                let record = CheckoutRecord {
+                    provider_reference: checkout.provider_reference,
+                    target: checkout.target,
+                };
+                let now = self.clock.now();
+                Ok(self.store.attach_checkout(order_id, &record, now).await?)
+            }
+            Err(e) => {
+                let reason = e.to_string();
+                let failed = OrderStatus::Failed {
+                    reason: reason.clone(),
+                };
+                // The order was created just before and nothing else knows it yet.
+                let version = OrderRecord::FIRST_VERSION;
+                self.store
+                    .transition_order(order_id, version, &failed, self.clock.now())
+                    .await?;
+                self.metrics.order_moved(&failed);
+                let order_id = order_id.clone();
+                Err(InitiatePaymentError::Gateway { order_id, reason })
+            }
+        }
     }
 }
 
