@@ -121,6 +121,36 @@ pub async fn spawn_app() -> TestApp {
     spawn_app_with(|_| {}).await
 }
 
+/// The password of the administrator [`spawn_app_with_admin`] creates.
+pub const ADMIN_PASSWORD: &str = "correct horse battery";
+
+/// Start the application with `settings` changed by `adjust` and an administrator
+/// (`admin@example.com`, made as an operator would, straight in the store): the app and the
+/// administrator's session token.
+///
+/// # Panics
+/// When the application does not start or the administrator cannot sign in (a test failure).
+pub async fn spawn_app_with_admin(adjust: impl FnOnce(&mut Settings)) -> (TestApp, String) {
+    let mut settings = None;
+    let app = spawn_app_with(|s| {
+        adjust(s);
+        settings = Some(s.clone());
+    })
+    .await;
+    let store = bootstrap::app::connect_store(&settings.expect("settings"))
+        .await
+        .expect("store");
+    let role = application::accounts::Role::Admin;
+    bootstrap::app::create_user(&store, "admin@example.com", ADMIN_PASSWORD.into(), role)
+        .await
+        .expect("admin");
+    let body = json!({"email": "admin@example.com", "password": ADMIN_PASSWORD});
+    let (status, signed_in) = app.post("", "/api/auth/login", &body, None).await;
+    assert_eq!(status, 200, "{signed_in}");
+    let token = signed_in["token"].as_str().expect("token").to_owned();
+    (app, token)
+}
+
 impl TestApp {
     /// `address` + `path`.
     #[must_use]

@@ -13,8 +13,7 @@ use domain::{
     FailureDecision, KeptRefund, LifecycleDecision, Money, OrderStatus, PaymentDecision,
     PeriodCharge, PlanType, PriceChange, ProviderId, RenewalDecision, RenewalFacts, SoldTerms,
     SoldTermsMismatch, Subscription, SubscriptionEvent, SubscriptionId, Timestamp,
-    check_activation, decide_activation, decide_failure, decide_lifecycle, decide_payment,
-    decide_renewal,
+    decide_activation, decide_failure, decide_lifecycle, decide_payment, decide_renewal,
 };
 
 use super::InfraError;
@@ -67,11 +66,9 @@ impl From<StoreError> for HandleWebhookError {
 pub struct WebhookHandled {
     /// The answer the provider expects.
     pub ack: WebhookAck,
-    /// What each event came to: `applied`, `duplicate`, `ignored`, `stale`, `mismatch`, …
-    pub outcomes: Vec<String>,
     /// The status codes orders moved to.
     pub order_statuses: Vec<&'static str>,
-    /// What each event came to, typed (counted by [`Service::handle_webhook`]).
+    /// What each event came to (counted by [`Service::handle_webhook`]).
     results: Vec<EventOutcome>,
     /// Credits granted by these events.
     pub credits_granted: domain::Credits,
@@ -80,8 +77,13 @@ pub struct WebhookHandled {
 }
 
 impl WebhookHandled {
+    /// What each event came to: `applied`, `duplicate`, `ignored`, `stale`, `mismatch`, …
+    #[must_use]
+    pub fn outcomes(&self) -> Vec<String> {
+        self.results.iter().map(|o| o.code().to_owned()).collect()
+    }
+
     fn add(&mut self, result: EventResult) {
-        self.outcomes.push(result.outcome.code().to_owned());
         self.results.push(result.outcome);
         self.order_statuses
             .extend(result.order_status.as_ref().map(OrderStatus::code));
@@ -281,7 +283,6 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         };
         let mut handled = WebhookHandled {
             ack: gateway.webhook_ack(&AckFor::Accepted),
-            outcomes: Vec::new(),
             order_statuses: Vec::new(),
             results: Vec::new(),
             credits_granted: domain::Credits::ZERO,
@@ -612,10 +613,6 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             names_charge: activation.charge_ref.is_some(),
             occurred_at: activation.occurred_at,
         };
-        // A mismatch decides without reading anything else.
-        if let Err(mismatch) = check_activation(order.plan(), activation.amount) {
-            return Ok(mismatch_on_order(r, &record, &mismatch.to_string()));
-        }
         let existing = self
             .find_subscription(r, activation.provider_subscription_id)
             .await?;

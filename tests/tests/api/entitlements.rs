@@ -2,40 +2,15 @@
 //! read by the buyer's session and by an `entitlements:read` API key (a key without the scope is
 //! refused), and kept as sold when an administrator edits or deletes the dynamic plan later.
 
-use application::accounts::Role;
 use application::use_cases::plans::PricingMode;
 use serde_json::{Value, json};
 
-use tests::{TestApp, spawn_app_with};
-
-const PASSWORD: &str = "correct horse battery";
+use tests::{TestApp, spawn_app_with_admin};
 
 /// Start the app with `pricing_mode` and an administrator; returns the app and the admin's
 /// session token.
 async fn app_with_admin(pricing_mode: PricingMode) -> (TestApp, String) {
-    let mut settings = None;
-    let app = spawn_app_with(|s| {
-        s.pricing_mode = pricing_mode;
-        settings = Some(s.clone());
-    })
-    .await;
-    let store = bootstrap::app::connect_store(&settings.expect("settings"))
-        .await
-        .expect("store");
-    bootstrap::app::create_user(&store, "admin@example.com", PASSWORD.into(), Role::Admin)
-        .await
-        .expect("admin");
-    let answer = app
-        .client
-        .post(app.url("/api/auth/login"))
-        .json(&json!({"email": "admin@example.com", "password": PASSWORD}))
-        .send()
-        .await
-        .expect("login");
-    assert_eq!(answer.status(), 200);
-    let body: Value = answer.json().await.expect("json");
-    let token = body["token"].as_str().expect("token").to_owned();
-    (app, token)
+    spawn_app_with_admin(|s| s.pricing_mode = pricing_mode).await
 }
 
 /// A new buyer's `(user id, session token)`.

@@ -9,16 +9,13 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use application::accounts::Role;
 use domain::delivery::{RetrySchedule, TargetPolicy};
 use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::{Request, Response, Server};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use tests::{TestApp, spawn_app_with};
-
-const PASSWORD: &str = "correct horse battery";
+use tests::{TestApp, spawn_app_with_admin};
 
 /// One request the receiver got.
 #[derive(Debug, Clone)]
@@ -109,30 +106,12 @@ async fn shop() -> (TestApp, String, String) {
 
 /// [`shop`] with the target policy `policy`.
 async fn shop_with(policy: TargetPolicy) -> (TestApp, String, String) {
-    let mut settings = None;
-    let app = spawn_app_with(|s| {
+    let (app, admin) = spawn_app_with_admin(|s| {
         s.webhooks.poll_interval_ms = 50;
         s.webhooks.schedule = RetrySchedule::new(vec![0, 300, 300, 300]).expect("schedule");
         s.webhooks.policy = policy;
-        settings = Some(s.clone());
     })
     .await;
-    let store = bootstrap::app::connect_store(&settings.expect("settings"))
-        .await
-        .expect("store");
-    bootstrap::app::create_user(&store, "admin@example.com", PASSWORD.into(), Role::Admin)
-        .await
-        .expect("admin");
-    let (status, login) = app
-        .post(
-            "",
-            "/api/auth/login",
-            &json!({"email": "admin@example.com", "password": PASSWORD}),
-            None,
-        )
-        .await;
-    assert_eq!(status, 200, "{login}");
-    let admin = login["token"].as_str().expect("token").to_owned();
     let buyer = app.register("buyer@example.com").await;
     (app, admin, buyer)
 }

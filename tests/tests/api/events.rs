@@ -4,11 +4,8 @@
 //! `events:read` read them, a key without the scope gets a 403 problem; the cursor pages
 //! without gaps or repeats; bad input is a problem with a stable code.
 
-use application::accounts::Role;
 use serde_json::{Value, json};
-use tests::{TestApp, spawn_app_with};
-
-const PASSWORD: &str = "correct horse battery";
+use tests::{TestApp, spawn_app_with_admin};
 
 struct Feed {
     app: TestApp,
@@ -18,24 +15,7 @@ struct Feed {
 }
 
 async fn open() -> Feed {
-    let mut settings = None;
-    let app = spawn_app_with(|s| settings = Some(s.clone())).await;
-    let store = bootstrap::app::connect_store(&settings.expect("settings"))
-        .await
-        .expect("store");
-    bootstrap::app::create_user(&store, "admin@example.com", PASSWORD.into(), Role::Admin)
-        .await
-        .expect("admin");
-    let (status, signed_in) = app
-        .post(
-            "",
-            "/api/auth/login",
-            &json!({"email": "admin@example.com", "password": PASSWORD}),
-            None,
-        )
-        .await;
-    assert_eq!(status, 200, "{signed_in}");
-    let admin = signed_in["token"].as_str().expect("token").to_owned();
+    let (app, admin) = spawn_app_with_admin(|_| {}).await;
     let key = |scopes: Value| {
         let app = &app;
         let admin = admin.clone();

@@ -74,9 +74,9 @@ pub(crate) async fn reserve(
     };
     match postings::post(tx, &posting).await? {
         Posted::Done(hold) => {
-            for event in outbox::balance_alerts(&hold, c.low_balance_below) {
-                Outbox::write_one(tx, event).await?;
-            }
+            let mut events = Outbox::default();
+            events.extend(outbox::balance_alerts(&hold, c.low_balance_below));
+            events.write(tx).await?;
             let row = find(tx, "id = $1", vec![c.reservation_id.as_str().into()]).await?;
             let reservation = row
                 .ok_or(Fail::Retry("the new reservation vanished"))?

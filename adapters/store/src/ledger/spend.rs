@@ -38,10 +38,9 @@ pub(crate) async fn consume(
         Posted::Done(written) => {
             postings::draw_lots(tx, &c.user_id, c.amount).await?;
             // A crossing of the low-balance threshold or to zero is told with the spend.
-            let alerts = outbox::balance_alerts(&written, c.low_balance_below);
-            for event in alerts {
-                Outbox::write_one(tx, event).await?;
-            }
+            let mut events = Outbox::default();
+            events.extend(outbox::balance_alerts(&written, c.low_balance_below));
+            events.write(tx).await?;
             Ok(End::Commit(Spent::Done((written, Replay::Fresh))))
         }
         Posted::Insufficient(available) => {

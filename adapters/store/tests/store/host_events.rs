@@ -109,7 +109,7 @@ impl World {
             body: b"{}".to_vec(),
         };
         let handled = self.service.handle_webhook("card_gateway", request).await;
-        handled.expect("handled").outcomes.join(",")
+        handled.expect("handled").outcomes().join(",")
     }
 }
 

@@ -196,7 +196,7 @@ impl Run<'_> {
             body: b"{}".to_vec(),
         };
         let handled = self.service.handle_webhook("card_gateway", request).await;
-        handled.expect("handled").outcomes.join(",")
+        handled.expect("handled").outcomes().join(",")
     }
 }
 

@@ -57,7 +57,7 @@ async fn subscribe(h: &Harness, user: &User, plan: &str) -> OrderId {
     };
     let event_id = format!("act-{id}");
     let handled = h.deliver(ProviderId::CardGateway, &event_id, vec![activated]);
-    assert_eq!(handled.await.unwrap().outcomes, ["applied"]);
+    assert_eq!(handled.await.unwrap().outcomes(), ["applied"]);
     id
 }
 

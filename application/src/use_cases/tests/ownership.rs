@@ -35,7 +35,7 @@ async fn initiate(h: &Harness, user: &User, plan: &str) -> Result<OrderId, Initi
 
 async fn deliver(h: &Harness, event_id: &str, event: PaymentEvent) -> Vec<String> {
     let handled = h.deliver(ProviderId::CardGateway, event_id, vec![event]);
-    handled.await.unwrap().outcomes
+    handled.await.unwrap().outcomes()
 }
 
 fn at_day(days: i64) -> Timestamp {

@@ -35,7 +35,7 @@ async fn balance(h: &Harness, user: &User) -> i64 {
 
 async fn deliver(h: &Harness, provider: ProviderId, id: &str, event: PaymentEvent) -> String {
     let handled = h.deliver(provider, id, vec![event]).await.unwrap();
-    handled.outcomes[0].clone()
+    handled.outcomes()[0].clone()
 }
 
 async fn status(h: &Harness, user: &User, id: &OrderId) -> OrderStatus {

@@ -68,7 +68,7 @@ fn renewed(period: BillingPeriod, amount: Money, occurred_ms: i64) -> PaymentEve
 
 async fn deliver(h: &Harness, event_id: &str, event: PaymentEvent) -> Vec<String> {
     let handled = h.deliver(ProviderId::CardGateway, event_id, vec![event]);
-    handled.await.unwrap().outcomes
+    handled.await.unwrap().outcomes()
 }
 
 /// A user with an active `pro-monthly` subscription whose first period (days 0 to 30) granted.

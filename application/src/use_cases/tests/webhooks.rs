@@ -51,7 +51,7 @@ async fn a_paid_credits_order_grants_its_credits_exactly_once() {
         .await
         .unwrap();
     assert_eq!(first.ack.status, 200);
-    assert_eq!(first.outcomes, vec!["applied".to_owned()]);
+    assert_eq!(first.outcomes(), vec!["applied".to_owned()]);
     assert_eq!(first.order_statuses, vec!["paid"]);
     assert_eq!(first.credits_granted, credits(100));
     // The same event again, and a different event for the same payment.
@@ -59,7 +59,7 @@ async fn a_paid_credits_order_grants_its_credits_exactly_once() {
         .deliver(ProviderId::CardGateway, "evt_1", vec![paid(&id, usd(1000))])
         .await
         .unwrap();
-    assert_eq!(again.outcomes, vec!["duplicate".to_owned()]);
+    assert_eq!(again.outcomes(), vec!["duplicate".to_owned()]);
     let other = h
         .deliver(ProviderId::CardGateway, "evt_2", vec![paid(&id, usd(1000))])
         .await
@@ -352,14 +352,14 @@ async fn a_validly_signed_event_for_another_merchant_is_acknowledged_recorded_an
         .handle_webhook("card_gateway", request.clone())
         .await
         .unwrap();
-    assert_eq!(handled.outcomes, ["foreign_merchant"]);
+    assert_eq!(handled.outcomes(), ["foreign_merchant"]);
     assert_eq!(handled.ack.status, 200);
     let again = h
         .service
         .handle_webhook("card_gateway", request)
         .await
         .unwrap();
-    assert_eq!(again.outcomes, ["duplicate"]);
+    assert_eq!(again.outcomes(), ["duplicate"]);
     let entry = h.service.store().inbox().last().cloned().unwrap();
     assert_eq!(entry.outcome.code(), "foreign_merchant");
     assert!(entry.detail.unwrap().contains("livemode"));
@@ -403,7 +403,7 @@ async fn an_approval_of_our_pending_order_is_captured_and_paid_once() {
         )
         .await
         .unwrap();
-    assert_eq!(first.outcomes, vec!["applied".to_owned()]);
+    assert_eq!(first.outcomes(), vec!["applied".to_owned()]);
     assert_eq!(first.order_statuses, vec!["paid"]);
     assert_eq!(first.credits_granted, credits(100));
     let captures = fake.captures();
@@ -419,7 +419,7 @@ async fn an_approval_of_our_pending_order_is_captured_and_paid_once() {
         )
         .await
         .unwrap();
-    assert_eq!(again.outcomes, vec!["duplicate".to_owned()]);
+    assert_eq!(again.outcomes(), vec!["duplicate".to_owned()]);
     let other = h
         .deliver(
             ProviderId::CardGateway,
@@ -428,7 +428,7 @@ async fn an_approval_of_our_pending_order_is_captured_and_paid_once() {
         )
         .await
         .unwrap();
-    assert_eq!(other.outcomes, vec!["duplicate_state".to_owned()]);
+    assert_eq!(other.outcomes(), vec!["duplicate_state".to_owned()]);
     assert_eq!(fake.captures().len(), 1);
     assert_eq!(balance(&h, &user).await, 10_000);
     assert_eq!(grants(&h), 1);
@@ -450,7 +450,7 @@ async fn an_approval_of_a_cancelled_order_is_not_captured() {
         )
         .await
         .unwrap();
-    assert_eq!(handled.outcomes, vec!["ignored".to_owned()]);
+    assert_eq!(handled.outcomes(), vec!["ignored".to_owned()]);
     assert!(fake.captures().is_empty());
     let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
     assert_eq!(*record.order.status(), OrderStatus::Cancelled);
@@ -476,7 +476,7 @@ async fn an_approval_of_an_unknown_or_foreign_order_is_not_captured() {
         )
         .await
         .unwrap();
-    assert_eq!(handled.outcomes, vec!["unknown_order".to_owned()]);
+    assert_eq!(handled.outcomes(), vec!["unknown_order".to_owned()]);
     // Our order id in the reference field of another provider order (another integration).
     let foreign = PaymentEvent::PaymentApproved {
         order: OrderLocator {
@@ -490,7 +490,7 @@ async fn an_approval_of_an_unknown_or_foreign_order_is_not_captured() {
         .deliver(ProviderId::CardGateway, "evt_f", vec![foreign])
         .await
         .unwrap();
-    assert_eq!(handled.outcomes, vec!["unknown_order".to_owned()]);
+    assert_eq!(handled.outcomes(), vec!["unknown_order".to_owned()]);
     // Another provider's approval never touches this provider's order.
     let handled = h
         .deliver(
@@ -500,7 +500,7 @@ async fn an_approval_of_an_unknown_or_foreign_order_is_not_captured() {
         )
         .await
         .unwrap();
-    assert_eq!(handled.outcomes, vec!["unknown_order".to_owned()]);
+    assert_eq!(handled.outcomes(), vec!["unknown_order".to_owned()]);
     // Another amount.
     let handled = h
         .deliver(
@@ -510,7 +510,7 @@ async fn an_approval_of_an_unknown_or_foreign_order_is_not_captured() {
         )
         .await
         .unwrap();
-    assert_eq!(handled.outcomes, vec!["mismatch".to_owned()]);
+    assert_eq!(handled.outcomes(), vec!["mismatch".to_owned()]);
     assert!(fake.captures().is_empty());
     assert!(h.fake(ProviderId::WalletGlobal).captures().is_empty());
     let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
@@ -532,7 +532,7 @@ async fn a_held_or_refused_capture_leaves_the_order_pending() {
         )
         .await
         .unwrap();
-    assert_eq!(handled.outcomes, vec!["ignored".to_owned()]);
+    assert_eq!(handled.outcomes(), vec!["ignored".to_owned()]);
     assert_eq!(fake.captures().len(), 1);
     let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
     assert_eq!(*record.order.status(), OrderStatus::Pending);
@@ -567,7 +567,7 @@ async fn the_buyers_return_captures_their_own_pending_order() {
         )
         .await
         .unwrap();
-    assert_eq!(late.outcomes, vec!["duplicate_state".to_owned()]);
+    assert_eq!(late.outcomes(), vec!["duplicate_state".to_owned()]);
     assert_eq!(fake.captures().len(), 2);
     assert_eq!(grants(&h), 1);
 }
@@ -602,6 +602,6 @@ async fn an_approval_whose_capture_cannot_reach_the_provider_is_refused_for_rede
         )
         .await
         .unwrap();
-    assert_eq!(redelivered.outcomes, ["applied"]);
+    assert_eq!(redelivered.outcomes(), ["applied"]);
     assert_eq!(balance(&h, &user).await, 10_000);
 }
