@@ -15,6 +15,10 @@ pub enum HostEventKind {
     OrderFailed,
     /// Part or all of an order's payment was refunded (or a dispute was lost).
     OrderRefunded,
+    /// An unpaid order was cancelled (by its buyer, or by the provider before payment).
+    OrderCancelled,
+    /// An unpaid order expired (its checkout ran out without a payment).
+    OrderExpired,
     /// A subscription started (its first payment, or its trial converted).
     SubscriptionActivated,
     /// A subscription's renewal was paid for a new period.
@@ -23,6 +27,11 @@ pub enum HostEventKind {
     SubscriptionPastDue,
     /// A subscription will end at the end of its paid period instead of renewing.
     SubscriptionCancelScheduled,
+    /// A scheduled cancellation was withdrawn: the subscription renews again.
+    SubscriptionResumed,
+    /// The provider confirmed a switch to another plan: the subscription bills the new plan's
+    /// price and grants its credits from now on (issue 19).
+    SubscriptionPlanChanged,
     /// A subscription ended (cancelled or expired).
     SubscriptionEnded,
     /// Credits were granted (a purchase, a paid period, an administrator's grant).
@@ -31,6 +40,15 @@ pub enum HostEventKind {
     CreditsClawedBack,
     /// What was left of an expiring grant was written off.
     CreditsExpired,
+    /// Credits were spent at once (`POST /api/credits/consume`). Opt-in: only written while an
+    /// enabled endpoint names it.
+    CreditsConsumed,
+    /// Credits were held for a reservation. Opt-in, like [`HostEventKind::CreditsConsumed`].
+    CreditsReserved,
+    /// A reservation was settled (the actual cost spent, the rest returned). Opt-in.
+    CreditsSettled,
+    /// A reservation was released (cancelled or lapsed) and its hold returned. Opt-in.
+    CreditsReleased,
     /// A spend took the balance below the configured `credits.lowBalanceThreshold` (once per
     /// crossing).
     CreditsLowBalance,
@@ -38,26 +56,59 @@ pub enum HostEventKind {
     CreditsDepleted,
     /// A verified provider event did not match what was sold (for the operator).
     PaymentMismatch,
+    /// A user's effective entitlements changed (a purchase, a subscription starting or ending,
+    /// a refund, one-time access running out); carries the new map and the previous one.
+    EntitlementsChanged,
 }
 
 impl HostEventKind {
     /// Every type, in the order the documentation lists them.
-    pub const ALL: [HostEventKind; 14] = [
+    pub const ALL: [HostEventKind; 23] = [
         HostEventKind::OrderPaid,
         HostEventKind::OrderFailed,
         HostEventKind::OrderRefunded,
+        HostEventKind::OrderCancelled,
+        HostEventKind::OrderExpired,
         HostEventKind::SubscriptionActivated,
         HostEventKind::SubscriptionRenewed,
         HostEventKind::SubscriptionPastDue,
         HostEventKind::SubscriptionCancelScheduled,
+        HostEventKind::SubscriptionResumed,
+        HostEventKind::SubscriptionPlanChanged,
         HostEventKind::SubscriptionEnded,
         HostEventKind::CreditsGranted,
         HostEventKind::CreditsClawedBack,
         HostEventKind::CreditsExpired,
         HostEventKind::CreditsLowBalance,
         HostEventKind::CreditsDepleted,
+        HostEventKind::CreditsConsumed,
+        HostEventKind::CreditsReserved,
+        HostEventKind::CreditsSettled,
+        HostEventKind::CreditsReleased,
         HostEventKind::PaymentMismatch,
+        HostEventKind::EntitlementsChanged,
     ];
+
+    /// The high-volume consumption types: written only while an enabled endpoint names one of
+    /// them in its `eventTypes`, and never sent to an endpoint that does not name them.
+    pub const OPT_IN: [HostEventKind; 4] = [
+        HostEventKind::CreditsConsumed,
+        HostEventKind::CreditsReserved,
+        HostEventKind::CreditsSettled,
+        HostEventKind::CreditsReleased,
+    ];
+
+    /// Whether this type is opt-in (see [`HostEventKind::OPT_IN`]).
+    #[must_use]
+    pub const fn is_opt_in(self) -> bool {
+        matches!(
+            self,
+            HostEventKind::CreditsConsumed
+                | HostEventKind::CreditsReserved
+                | HostEventKind::CreditsSettled
+                | HostEventKind::CreditsReleased
+        )
+    }
 
     /// The stable type code, as the envelope's `type` and the feed's `type` filter spell it.
     #[must_use]
@@ -66,17 +117,26 @@ impl HostEventKind {
             HostEventKind::OrderPaid => "order.paid",
             HostEventKind::OrderFailed => "order.failed",
             HostEventKind::OrderRefunded => "order.refunded",
+            HostEventKind::OrderCancelled => "order.cancelled",
+            HostEventKind::OrderExpired => "order.expired",
             HostEventKind::SubscriptionActivated => "subscription.activated",
             HostEventKind::SubscriptionRenewed => "subscription.renewed",
             HostEventKind::SubscriptionPastDue => "subscription.past_due",
             HostEventKind::SubscriptionCancelScheduled => "subscription.cancel_scheduled",
+            HostEventKind::SubscriptionResumed => "subscription.resumed",
+            HostEventKind::SubscriptionPlanChanged => "subscription.plan_changed",
             HostEventKind::SubscriptionEnded => "subscription.ended",
             HostEventKind::CreditsGranted => "credits.granted",
             HostEventKind::CreditsClawedBack => "credits.clawed_back",
             HostEventKind::CreditsExpired => "credits.expired",
             HostEventKind::CreditsLowBalance => "credits.low_balance",
             HostEventKind::CreditsDepleted => "credits.depleted",
+            HostEventKind::CreditsConsumed => "credits.consumed",
+            HostEventKind::CreditsReserved => "credits.reserved",
+            HostEventKind::CreditsSettled => "credits.settled",
+            HostEventKind::CreditsReleased => "credits.released",
             HostEventKind::PaymentMismatch => "payment.mismatch",
+            HostEventKind::EntitlementsChanged => "entitlements.changed",
         }
     }
 
@@ -105,6 +165,12 @@ mod tests {
             assert!(codes.insert(kind.code()), "{kind} twice");
         }
         assert_eq!(HostEventKind::parse("order.shipped"), None);
+        let opt_in: Vec<_> = HostEventKind::ALL
+            .into_iter()
+            .filter(|k| k.is_opt_in())
+            .collect();
+        assert_eq!(opt_in, HostEventKind::OPT_IN);
+        assert!(opt_in.iter().all(|k| k.code().starts_with("credits.")));
         assert_eq!(HostEventKind::parse("ORDER.PAID"), None);
     }
 }

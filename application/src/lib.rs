@@ -9,6 +9,9 @@
 #![deny(missing_docs)]
 
 pub mod accounts;
+pub mod authorization;
+pub mod callbacks;
+pub mod cursor;
 pub mod host_events;
 pub mod pagination;
 pub mod ports;

@@ -4,16 +4,20 @@
 //! Adapters implement them (`store` for storage, `gateways` for providers, `bootstrap` for the
 //! clock, ids and secrets); `testing` has in-memory fakes.
 
+pub mod admin;
 pub mod gateway;
 pub mod host_events;
 pub mod metrics;
+pub mod reports;
 pub mod runtime;
 pub mod store;
 pub mod webhooks;
 
+pub use admin::*;
 pub use gateway::*;
 pub use host_events::*;
 pub use metrics::*;
+pub use reports::*;
 pub use runtime::*;
 pub use store::*;
 pub use webhooks::*;

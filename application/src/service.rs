@@ -24,8 +24,9 @@ pub struct ServiceConfig {
     pub catalog: Vec<Plan>,
     /// The consumption rules (`config/credits.toml`).
     pub consumption: ConsumptionRules,
-    /// `APP_BASE_URL`, without a trailing slash: return and webhook URLs start with it.
-    pub base_url: String,
+    /// Where providers send the buyer back and post webhooks (built by the wiring from the
+    /// HTTP adapters' routes under `APP_BASE_URL`).
+    pub callbacks: crate::callbacks::CallbackUrls,
     /// How long a pending order waits for payment before it expires.
     pub order_lifetime_ms: i64,
     /// How long a sign-in session lasts.
@@ -76,6 +77,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         gateways: Gateways,
         config: ServiceConfig,
     ) -> Self {
+        // The store tells `entitlements.changed` by the service's rules (issue 17).
+        store.configure_entitlements(crate::use_cases::entitlements::entitlement_rules(&config));
         Self {
             store,
             clock,

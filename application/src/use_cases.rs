@@ -1,9 +1,10 @@
 //! One file per use case: its request, response, error enum and function body.
 
-pub mod accounts;
 pub mod admin_console;
+pub mod admin_reports;
 pub mod api_keys;
 pub mod cancel_payment;
+pub mod change_plan;
 pub mod credits;
 pub mod deliver_events;
 pub mod entitlements;
@@ -16,6 +17,7 @@ pub mod query_payment;
 pub mod reconcile;
 pub mod refund_order;
 pub mod report_status;
+pub mod sessions;
 pub mod webhook_endpoints;
 
 #[cfg(test)]
@@ -26,10 +28,10 @@ use crate::ports::StoreError;
 /// Failures every use case shares: the database is unavailable, or something unexpected.
 #[derive(Debug, thiserror::Error)]
 pub enum InfraError {
-    /// The database is down or busy beyond the retry budget (HTTP 503).
+    /// The database is down or busy beyond the retry budget (the caller may retry).
     #[error("service temporarily unavailable")]
     Unavailable(#[source] anyhow::Error),
-    /// Anything else (HTTP 500; the cause is logged, never shown).
+    /// Anything else (the cause is logged, never shown).
     #[error("unexpected error")]
     Unexpected(#[source] anyhow::Error),
 }

@@ -11,7 +11,10 @@
 //! 3. really signed webhooks: `card_gateway` (HMAC) and `wallet_qr` (RSA + AES-GCM)
 //!    ([`webhooks`]);
 //! 4. balance and transaction pages at 10 thousand and 1 million ledger rows ([`reads`]);
-//! 5. the pricing page, resident memory idle and under load, start-up time.
+//! 5. the pricing page, resident memory idle and under load, start-up time;
+//! 6. the admin console's customer search and customer page at 1 thousand and 100 thousand
+//!    customers (1 million ledger rows) ([`admin_console`]; `--no-admin-console` skips it,
+//!    `--admin-console-only` runs nothing else).
 //!
 //! It writes `target/bench/report.json` and `target/bench/report.md`, prints the Markdown, and
 //! judges the targets (MET / NOT MET). Setup that the API cannot do (funding users, a
@@ -23,6 +26,7 @@
     reason = "a benchmark computes rates, ratios and percentages"
 )]
 
+mod admin_console;
 mod api;
 mod consume;
 mod cpu;
@@ -88,6 +92,12 @@ struct Args {
     /// Do not rewrite docs/performance.md (a run without --quick rewrites it by default)
     #[arg(long)]
     no_docs: bool,
+    /// Skip the admin console's figures (customer search and page at 1k and 100k customers)
+    #[arg(long, conflicts_with = "admin_console_only")]
+    no_admin_console: bool,
+    /// Measure only the admin console's figures (never rewrites docs/performance.md)
+    #[arg(long)]
+    admin_console_only: bool,
 }
 
 impl Args {
@@ -106,6 +116,10 @@ impl Args {
             ],
             read_samples: if self.quick { 100 } else { 300 },
             delivery_events: if self.quick { 2_000 } else { 20_000 },
+            admin_console: (!self.no_admin_console).then_some(admin_console::AdminPlan {
+                samples: if self.quick { 100 } else { 300 },
+            }),
+            admin_console_only: self.admin_console_only,
         }
     }
 }
@@ -278,8 +292,12 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     }
     let mut report = assemble(&args, &ctx, &out, reports, notes, group_commit_in_binary);
     report.load_average_start = load_start;
+    if args.admin_console_only {
+        // The other targets were not measured: listing them would only say so.
+        report.targets.retain(|t| t.target.starts_with("admin "));
+    }
     write(&report, &out)?;
-    if !args.quick && !args.no_docs {
+    if !args.quick && !args.no_docs && !args.admin_console_only {
         let docs = root.join("docs").join("performance.md");
         let text = format!("{}\n{}", PERFORMANCE_PREAMBLE, report::markdown(&report));
         std::fs::write(&docs, text).with_context(|| format!("writing {}", docs.display()))?;
@@ -317,7 +335,11 @@ the CLI and the API, funds 129 users with SQL, and then measures
    afterwards a check that every order was granted exactly once and the ledger adds up;
 4. **reads as the ledger grows**: balance and transaction pages 1 and 50 at 10 thousand and
    1 million ledger rows on one account;
-5. **the pricing page**, resident memory (idle, peak under load, idle after) and start-up time.
+5. **the pricing page**, resident memory (idle, peak under load, idle after) and start-up time;
+6. **the admin console as the customer base grows**: the customer search and a customer's page
+   (overview and first transactions page) as the administrator at 1 thousand customers, then at
+   100 thousand customers with 1 million ledger rows, seeded with bulk SQL
+   (`--no-admin-console` skips it, `--admin-console-only` runs only it).
 
 Every figure is from a 2-core machine shared by the service, the database and the benchmark's
 own clients, so CPU time spent in one is taken from the others: the CPU table shows where it

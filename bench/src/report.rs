@@ -94,6 +94,9 @@ pub struct BackendReport {
     pub seeded: Vec<Seeded>,
     /// The pricing page.
     pub pages: Option<PageRow>,
+    /// The admin console as the customer base grows.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub admin_console: Vec<crate::admin_console::AdminRow>,
     /// Parts that failed (a failed setup stops the backend's run; a failed section does not).
     pub problems: Vec<String>,
 }
@@ -253,6 +256,7 @@ pub fn targets(backends: &[BackendReport], sizes: &[i64]) -> Vec<Target> {
             }
         }
         all.extend(growth_targets(b, sizes));
+        all.extend(crate::admin_console::targets(b));
         for m in &b.memory {
             let judged = (
                 format!("{:.1} MiB VmRSS", m.idle_mb),

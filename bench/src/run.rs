@@ -48,6 +48,10 @@ pub struct Plan {
     pub read_samples: usize,
     /// Host events delivered in the delivery figure.
     pub delivery_events: usize,
+    /// The admin console's figures (`None`: skipped).
+    pub admin_console: Option<crate::admin_console::AdminPlan>,
+    /// Measure only the admin console's figures.
+    pub admin_console_only: bool,
 }
 
 impl Plan {
@@ -86,7 +90,8 @@ struct Setup {
     hot: Vec<String>,
 }
 
-fn progress(label: &str, s: &Summary) {
+/// Print one figure as it is measured.
+pub(crate) fn progress(label: &str, s: &Summary) {
     eprintln!(
         "  {label}: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, {} errors{}",
         s.per_second,
@@ -142,7 +147,8 @@ pub async fn backend(ctx: &Ctx, backend: Backend, run_id: &str) -> BackendReport
     report
 }
 
-fn launch(ctx: &Ctx, db: &Provisioned, mode: &str) -> Launch {
+/// How to run the instance of `mode` on `db`.
+pub(crate) fn launch(ctx: &Ctx, db: &Provisioned, mode: &str) -> Launch {
     Launch {
         binary: ctx.binary.clone(),
         config_dir: ctx.config_dir.clone(),
@@ -155,6 +161,9 @@ fn launch(ctx: &Ctx, db: &Provisioned, mode: &str) -> Launch {
 }
 
 async fn phases(ctx: &Ctx, db: &Provisioned, report: &mut BackendReport) -> anyhow::Result<()> {
+    if ctx.plan.admin_console_only {
+        return crate::admin_console::standalone(ctx, db, report).await;
+    }
     let launch1 = launch(ctx, db, PER_TRANSACTION);
     let server = Server::start(&launch1).await?;
     eprintln!(
@@ -215,6 +224,15 @@ async fn grouped_phase(
     webhook_points(ctx, &api, pool, GROUPED, report).await;
     let peak = sampler.finish().await;
     let plan = &ctx.plan;
+    if let Some(admin) = plan.admin_console {
+        // Before the growth reads, so that the small size meets a ledger of its own size.
+        let measured =
+            crate::admin_console::run(&api, pool, &setup.admin_token, admin, crate::now_ms());
+        match measured.await {
+            Ok(rows) => report.admin_console = rows,
+            Err(e) => report.problems.push(format!("admin console: {e:#}")),
+        }
+    }
     match reads::growth(&api, pool, &plan.sizes, plan.read_samples, crate::now_ms).await {
         Ok((rows, seeded)) => {
             report.growth = rows;

@@ -42,6 +42,7 @@ pub fn backend(b: &BackendReport) -> String {
     md.push_str(&webhooks(b));
     md.push_str(&deliveries(b));
     md.push_str(&growth(b));
+    md.push_str(&crate::admin_console::table(b));
     md.push_str(&service(b));
     md
 }

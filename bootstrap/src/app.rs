@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use application::callbacks::CallbackUrls;
 use application::ports::{Clock, Gateways};
 use application::service::{Service, ServiceConfig};
 use http_api::{ApiSettings, Readiness};
@@ -139,7 +140,9 @@ impl Application {
             .app_base_url
             .clone()
             .unwrap_or_else(|| format!("http://{local}"));
-        let store = connect_store(&settings).await?;
+        let store = connect_store(&settings)
+            .await?
+            .with_signup_grant(catalog.signup_grant());
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let sandbox = Sandbox::new(&base_url, clock.clone());
         let (gateways, report) = build_gateways(&settings, &sandbox, &clock)?;
@@ -315,7 +318,7 @@ pub async fn create_user(
 ) -> anyhow::Result<application::accounts::User> {
     let now = SystemClock.now();
     let hasher = Argon2Hasher::default();
-    Ok(application::use_cases::accounts::create_account(
+    Ok(application::use_cases::sessions::create_account(
         store, &hasher, &RandomIds, now, email, password, role,
     )
     .await?)
@@ -344,6 +347,13 @@ pub async fn shutdown_signal() {
     tracing::info!("shutdown signal received; draining");
 }
 
+/// Where providers send buyers back and post webhooks: the result pages' and the webhook
+/// route's own paths under the service's base URL.
+fn callback_urls(base_url: &str) -> CallbackUrls {
+    let (success, cancel) = web_pages::result_page_prefixes(base_url);
+    CallbackUrls::new(success, cancel, http_api::webhook_url_prefix(base_url))
+}
+
 /// The service over `store`, with the settings' configuration, metrics, host tokens and event
 /// delivery wired in.
 fn wire_service(
@@ -358,7 +368,7 @@ fn wire_service(
         environment: settings.environment,
         catalog: catalog.plans().to_vec(),
         consumption: catalog.consumption().clone(),
-        base_url,
+        callbacks: callback_urls(&base_url),
         order_lifetime_ms: settings.order_lifetime_ms,
         session_lifetime_ms: settings.session_lifetime_ms,
         reservation_lifetime_ms: settings.reservation_lifetime_ms,

@@ -12,6 +12,7 @@
 
 mod credits;
 mod payment;
+mod signup;
 mod toml_source;
 
 use std::fmt;
@@ -36,6 +37,7 @@ pub const MAX_PLANS: usize = 1_000;
 pub struct Catalog {
     plans: Vec<Plan>,
     consumption: ConsumptionRules,
+    signup_grant: Option<application::ports::SignupGrant>,
 }
 
 impl Catalog {
@@ -55,6 +57,12 @@ impl Catalog {
     #[must_use]
     pub fn consumption(&self) -> &ConsumptionRules {
         &self.consumption
+    }
+
+    /// The credits every new user is given (`[signupGrant]` in `credits.toml`), if any.
+    #[must_use]
+    pub fn signup_grant(&self) -> Option<application::ports::SignupGrant> {
+        self.signup_grant
     }
 }
 
@@ -103,10 +111,27 @@ pub fn load(dir: &Path) -> Result<Catalog, Vec<ConfigError>> {
         .and_then(|(name, text)| payment::load_plans(&toml_source::SourceFile::new(&name, &text)))
         .map_err(in_file_order);
     let consumption = read_file(&dir.join(CREDITS_FILE))
-        .and_then(|(name, text)| credits::load_rules(&toml_source::SourceFile::new(&name, &text)))
+        .and_then(|(name, text)| {
+            let file = toml_source::SourceFile::new(&name, &text);
+            let rules = credits::load_rules(&file);
+            let signup = signup::load_signup_grant(&file);
+            match (rules, signup) {
+                (Ok(rules), Ok(signup)) => Ok((rules, signup)),
+                (rules, signup) => Err(rules
+                    .err()
+                    .into_iter()
+                    .chain(signup.err())
+                    .flatten()
+                    .collect()),
+            }
+        })
         .map_err(in_file_order);
     match (plans, consumption) {
-        (Ok(plans), Ok(consumption)) => Ok(Catalog { plans, consumption }),
+        (Ok(plans), Ok((consumption, signup_grant))) => Ok(Catalog {
+            plans,
+            consumption,
+            signup_grant,
+        }),
         (plans, consumption) => Err(plans
             .err()
             .into_iter()

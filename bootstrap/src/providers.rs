@@ -171,29 +171,34 @@ impl ProviderReport {
 }
 
 macro_rules! build {
-    ($table:expr, $sandbox:expr, $clock:expr, $module:ident, $settings:ident, $gateway:ident, $id:expr) => {{
-        let (settings, on_sandbox) = match $table {
-            Some(table) => {
-                let settings: gateways::$module::$settings = table
+    ($ctx:expr, $module:ident, $settings:ident, $gateway:ident) => {{
+        let (table, sandbox, clock, id) = $ctx;
+        let (settings, on_sandbox): (gateways::$module::$settings, bool) = match table {
+            Some(table) => (
+                table
                     .clone()
                     .try_into()
-                    .with_context(|| format!("providers.{}", $id.as_str()))?;
-                (settings, false)
-            }
+                    .with_context(|| format!("providers.{}", id.as_str()))?,
+                false,
+            ),
+            // The sandbox hands out its settings as the table an operator would write.
             None => (
-                sandbox::$module::gateway_settings(&$sandbox.api_base_url($id)),
+                serde_json::from_value(sandbox::$module::gateway_settings(
+                    &sandbox.api_base_url(id),
+                ))
+                .with_context(|| format!("the sandbox's providers.{}", id.as_str()))?,
                 true,
             ),
         };
         let http = ProviderHttp::new(&settings.http())
-            .with_context(|| format!("providers.{}", $id.as_str()))?;
+            .with_context(|| format!("providers.{}", id.as_str()))?;
         let context = GatewayContext {
             http,
-            clock: $clock.clone(),
+            clock: clock.clone(),
             sandbox: on_sandbox,
         };
         let gateway = gateways::$module::$gateway::new(&settings, context)
-            .with_context(|| format!("providers.{}", $id.as_str()))?;
+            .with_context(|| format!("providers.{}", id.as_str()))?;
         (Arc::new(gateway) as Arc<dyn PaymentGateway>, on_sandbox)
     }};
 }
@@ -214,71 +219,7 @@ pub fn build_gateways(
             continue;
         }
         let table = settings.providers.get(&provider);
-        let (gateway, on_sandbox) = match provider {
-            ProviderId::WalletQr => build!(
-                table,
-                sandbox,
-                clock,
-                wallet_qr,
-                WalletQrSettings,
-                WalletQrGateway,
-                provider
-            ),
-            ProviderId::WalletWeb => build!(
-                table,
-                sandbox,
-                clock,
-                wallet_web,
-                WalletWebSettings,
-                WalletWebGateway,
-                provider
-            ),
-            ProviderId::CardGateway => build!(
-                table,
-                sandbox,
-                clock,
-                card_gateway,
-                CardGatewaySettings,
-                CardGatewayGateway,
-                provider
-            ),
-            ProviderId::WalletGlobal => build!(
-                table,
-                sandbox,
-                clock,
-                wallet_global,
-                WalletGlobalSettings,
-                WalletGlobalGateway,
-                provider
-            ),
-            ProviderId::MorA => build!(
-                table,
-                sandbox,
-                clock,
-                mor_a,
-                MorASettings,
-                MorAGateway,
-                provider
-            ),
-            ProviderId::MorB => build!(
-                table,
-                sandbox,
-                clock,
-                mor_b,
-                MorBSettings,
-                MorBGateway,
-                provider
-            ),
-            ProviderId::MorC => build!(
-                table,
-                sandbox,
-                clock,
-                mor_c,
-                MorCSettings,
-                MorCGateway,
-                provider
-            ),
-        };
+        let (gateway, on_sandbox) = build_gateway(provider, table, sandbox, clock)?;
         if on_sandbox && settings.environment == AppEnvironment::Production {
             // Unreachable through `ProviderReport::of`; kept so that no future path can wire
             // the sandbox into production.
@@ -287,4 +228,33 @@ pub fn build_gateways(
         gateways = gateways.with(gateway);
     }
     Ok((gateways, report))
+}
+
+/// The gateway of `provider`: from its settings table when it has one, else pointed at the
+/// sandbox; and whether it is the sandbox's.
+fn build_gateway(
+    provider: ProviderId,
+    table: Option<&toml::Table>,
+    sandbox: &Sandbox,
+    clock: &Arc<dyn Clock>,
+) -> anyhow::Result<(Arc<dyn PaymentGateway>, bool)> {
+    let ctx = (table, sandbox, clock, provider);
+    Ok(match provider {
+        ProviderId::WalletQr => build!(ctx, wallet_qr, WalletQrSettings, WalletQrGateway),
+        ProviderId::WalletWeb => build!(ctx, wallet_web, WalletWebSettings, WalletWebGateway),
+        ProviderId::CardGateway => {
+            build!(ctx, card_gateway, CardGatewaySettings, CardGatewayGateway)
+        }
+        ProviderId::WalletGlobal => {
+            build!(
+                ctx,
+                wallet_global,
+                WalletGlobalSettings,
+                WalletGlobalGateway
+            )
+        }
+        ProviderId::MorA => build!(ctx, mor_a, MorASettings, MorAGateway),
+        ProviderId::MorB => build!(ctx, mor_b, MorBSettings, MorBGateway),
+        ProviderId::MorC => build!(ctx, mor_c, MorCSettings, MorCGateway),
+    })
 }

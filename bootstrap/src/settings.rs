@@ -135,6 +135,9 @@ pub struct Settings {
     pub low_balance_threshold: Option<Credits>,
     /// `[webhooks]`: delivery of host events to webhook endpoints.
     pub webhooks: crate::webhooks::WebhookSettings,
+    /// `[telemetry] otlpEndpoint` or `OTEL_EXPORTER_OTLP_ENDPOINT`: the OTLP collector's base URL
+    /// (`http://localhost:4318`) the spans are exported to; `None` exports nothing.
+    pub otlp_endpoint: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -164,6 +167,14 @@ struct FileSettings {
     events: EventsFile,
     #[serde(default)]
     webhooks: crate::webhooks::WebhooksFile,
+    #[serde(default)]
+    telemetry: TelemetryFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct TelemetryFile {
+    otlp_endpoint: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -267,19 +278,7 @@ fn resolve(file: FileSettings, env: &dyn Env) -> Result<Settings, SettingsError>
     let bind_addr = bind_addr
         .parse()
         .map_err(|_| bad("BIND_ADDR", format!("{bind_addr:?} is not host:port")))?;
-    let environment = match pick(env, "APP_ENV", file.app_env)
-        .as_deref()
-        .unwrap_or("development")
-    {
-        "development" => AppEnvironment::Development,
-        "production" => AppEnvironment::Production,
-        other => {
-            return Err(bad(
-                "APP_ENV",
-                format!("{other:?} is not development or production"),
-            ));
-        }
-    };
+    let environment = environment(pick(env, "APP_ENV", file.app_env).as_deref())?;
     let pricing = pick(env, "PRICING_MODE", file.pricing_mode).unwrap_or_else(|| "static".into());
     let pricing_mode = PricingMode::parse(&pricing).ok_or_else(|| {
         bad(
@@ -287,26 +286,8 @@ fn resolve(file: FileSettings, env: &dyn Env) -> Result<Settings, SettingsError>
             format!("{pricing:?} is not static or dynamic"),
         )
     })?;
-    let log_format = match pick(env, "LOG_FORMAT", file.log_format)
-        .as_deref()
-        .unwrap_or("pretty")
-    {
-        "json" => LogFormat::Json,
-        "pretty" => LogFormat::Pretty,
-        other => {
-            return Err(bad(
-                "LOG_FORMAT",
-                format!("{other:?} is not json or pretty"),
-            ));
-        }
-    };
-    let app_base_url =
-        pick(env, "APP_BASE_URL", file.app_base_url).map(|u| u.trim_end_matches('/').to_owned());
-    if let Some(url) = &app_base_url
-        && !(url.starts_with("http://") || url.starts_with("https://"))
-    {
-        return Err(bad("APP_BASE_URL", "must start with http:// or https://"));
-    }
+    let log_format = log_format(pick(env, "LOG_FORMAT", file.log_format).as_deref())?;
+    let app_base_url = base_url(pick(env, "APP_BASE_URL", file.app_base_url))?;
     let (database, migrate_on_start) = database(
         &file.database,
         env,
@@ -319,7 +300,8 @@ fn resolve(file: FileSettings, env: &dyn Env) -> Result<Settings, SettingsError>
     if environment == AppEnvironment::Production {
         production_guards(app_base_url.as_deref(), secure_cookies)?;
     }
-    let lifetimes = &file.lifetimes;
+    let (order_lifetime_ms, session_lifetime_ms, reservation_lifetime_ms) =
+        lifetimes(&file.lifetimes)?;
     Ok(Settings {
         bind_addr,
         database,
@@ -328,21 +310,9 @@ fn resolve(file: FileSettings, env: &dyn Env) -> Result<Settings, SettingsError>
         environment,
         pricing_mode,
         log_format,
-        order_lifetime_ms: minutes(
-            lifetimes.order_minutes.unwrap_or(60),
-            "lifetimes.orderMinutes",
-        )?,
-        session_lifetime_ms: minutes(
-            lifetimes
-                .session_hours
-                .unwrap_or(24 * 30)
-                .saturating_mul(60),
-            "lifetimes.sessionHours",
-        )?,
-        reservation_lifetime_ms: minutes(
-            lifetimes.reservation_minutes.unwrap_or(15),
-            "lifetimes.reservationMinutes",
-        )?,
+        order_lifetime_ms,
+        session_lifetime_ms,
+        reservation_lifetime_ms,
         secure_cookies,
         trust_forwarded_for: file.http.trust_forwarded_for.unwrap_or(false),
         host_jwt: host_tokens::resolve(file.host_jwt, env, environment)?,
@@ -354,7 +324,81 @@ fn resolve(file: FileSettings, env: &dyn Env) -> Result<Settings, SettingsError>
         event_retention_ms: event_retention(&file.events)?,
         low_balance_threshold: low_balance_threshold(&file.events)?,
         webhooks: crate::webhooks::resolve(&file.webhooks, environment)?,
+        otlp_endpoint: otlp_endpoint(pick(
+            env,
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            file.telemetry.otlp_endpoint,
+        ))?,
     })
+}
+
+/// `APP_ENV`: development unless it says production.
+fn environment(raw: Option<&str>) -> Result<AppEnvironment, SettingsError> {
+    match raw.unwrap_or("development") {
+        "development" => Ok(AppEnvironment::Development),
+        "production" => Ok(AppEnvironment::Production),
+        other => Err(bad(
+            "APP_ENV",
+            format!("{other:?} is not development or production"),
+        )),
+    }
+}
+
+/// `LOG_FORMAT`: pretty unless it says json.
+fn log_format(raw: Option<&str>) -> Result<LogFormat, SettingsError> {
+    match raw.unwrap_or("pretty") {
+        "json" => Ok(LogFormat::Json),
+        "pretty" => Ok(LogFormat::Pretty),
+        other => Err(bad(
+            "LOG_FORMAT",
+            format!("{other:?} is not json or pretty"),
+        )),
+    }
+}
+
+/// `APP_BASE_URL` without its trailing slashes; an http or https URL.
+fn base_url(raw: Option<String>) -> Result<Option<String>, SettingsError> {
+    let url = raw.map(|u| u.trim_end_matches('/').to_owned());
+    if let Some(url) = &url
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return Err(bad("APP_BASE_URL", "must start with http:// or https://"));
+    }
+    Ok(url)
+}
+
+/// `[telemetry] otlpEndpoint`: an http or https URL; empty means none.
+fn otlp_endpoint(raw: Option<String>) -> Result<Option<String>, SettingsError> {
+    let Some(url) = raw.filter(|u| !u.trim().is_empty()) else {
+        return Ok(None);
+    };
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(bad(
+            "telemetry.otlpEndpoint",
+            "must be an http:// or https:// URL (OTLP over HTTP)",
+        ));
+    }
+    Ok(Some(url.trim_end_matches('/').to_owned()))
+}
+
+/// `[lifetimes]`: how long orders, sessions and reservations last, in milliseconds.
+fn lifetimes(lifetimes: &LifetimesFile) -> Result<(i64, i64, i64), SettingsError> {
+    let order = minutes(
+        lifetimes.order_minutes.unwrap_or(60),
+        "lifetimes.orderMinutes",
+    )?;
+    let session = minutes(
+        lifetimes
+            .session_hours
+            .unwrap_or(24 * 30)
+            .saturating_mul(60),
+        "lifetimes.sessionHours",
+    )?;
+    let reservation = minutes(
+        lifetimes.reservation_minutes.unwrap_or(15),
+        "lifetimes.reservationMinutes",
+    )?;
+    Ok((order, session, reservation))
 }
 
 /// What `APP_ENV=production` insists on: a public https base URL (providers call back to it and
@@ -405,16 +449,7 @@ fn database(
         settings.max_connections = n.clamp(1, 500);
     }
     let synchronous = pick(env, "SQLITE_SYNCHRONOUS", file.sqlite_synchronous.clone());
-    settings.sqlite_synchronous = match synchronous.as_deref() {
-        None | Some("full") => SqliteSynchronous::Full,
-        Some("normal") => SqliteSynchronous::Normal,
-        Some(other) => {
-            return Err(bad(
-                "SQLITE_SYNCHRONOUS",
-                format!("{other:?} is not full or normal"),
-            ));
-        }
-    };
+    settings.sqlite_synchronous = sqlite_synchronous(synchronous.as_deref())?;
     settings.busy_timeout_ms = file.busy_timeout_ms.unwrap_or(settings.busy_timeout_ms);
     settings.acquire_timeout_ms = file
         .acquire_timeout_ms
@@ -423,19 +458,6 @@ fn database(
         .retry_attempts
         .unwrap_or(settings.retry_attempts)
         .clamp(1, 20);
-    // Group commit wins on both databases at 32 clients and more, and on hot accounts
-    // (docs/performance.md): on by default.
-    let grouped = match pick(env, "TALLY_GROUP_COMMIT", file.group_commit.clone()).as_deref() {
-        None => true,
-        Some("on") => true,
-        Some("off") => false,
-        Some(other) => {
-            return Err(bad(
-                "TALLY_GROUP_COMMIT",
-                format!("{other:?} is not on or off"),
-            ));
-        }
-    };
     settings.api_key_cache_ms = match env.get("TALLY_API_KEY_CACHE_MS") {
         Some(raw) => raw.parse::<u64>().map_err(|_| {
             bad(
@@ -446,33 +468,7 @@ fn database(
         None => file.api_key_cache_ms.unwrap_or(settings.api_key_cache_ms),
     }
     .min(60_000);
-    settings.group_commit = if grouped {
-        GroupCommit::on()
-    } else {
-        GroupCommit::off()
-    };
-    if let Some(writers) = ranged(
-        env,
-        "TALLY_GROUP_COMMIT_WRITERS",
-        "a number",
-        1..=GroupCommit::MAX_WRITERS,
-    )? {
-        settings.group_commit.writers = writers;
-    }
-    // PostgreSQL: a group costs a round trip or two and a flush whatever its size, so one group
-    // of every waiting caller beats two of half (store probe: about 1.3x at 32 clients, more on
-    // a hot account); SQLite's in-process groups gain nothing from waiting.
-    if !settings.is_sqlite() {
-        settings.group_commit.refill_us = 500;
-    }
-    if let Some(refill_us) = ranged(
-        env,
-        "TALLY_GROUP_COMMIT_REFILL_US",
-        "a number of microseconds",
-        0..=GroupCommit::MAX_WAIT_US,
-    )? {
-        settings.group_commit.refill_us = refill_us;
-    }
+    settings.group_commit = group_commit(file, env, settings.is_sqlite())?;
     let migrate = match env.get("MIGRATE_ON_START").as_deref() {
         None => file.migrate_on_start.unwrap_or(false),
         Some("true" | "1") => true,
@@ -486,6 +482,66 @@ fn database(
     };
     let is_sqlite = settings.is_sqlite();
     Ok((settings, migrate || is_sqlite))
+}
+
+/// `SQLITE_SYNCHRONOUS`: full unless it says normal.
+fn sqlite_synchronous(raw: Option<&str>) -> Result<SqliteSynchronous, SettingsError> {
+    match raw {
+        None | Some("full") => Ok(SqliteSynchronous::Full),
+        Some("normal") => Ok(SqliteSynchronous::Normal),
+        Some(other) => Err(bad(
+            "SQLITE_SYNCHRONOUS",
+            format!("{other:?} is not full or normal"),
+        )),
+    }
+}
+
+/// Group commit: on unless `TALLY_GROUP_COMMIT` says off, with its writers and refill wait.
+fn group_commit(
+    file: &DatabaseFile,
+    env: &dyn Env,
+    is_sqlite: bool,
+) -> Result<GroupCommit, SettingsError> {
+    // Group commit wins on both databases at 32 clients and more, and on hot accounts
+    // (docs/performance.md): on by default.
+    let grouped = match pick(env, "TALLY_GROUP_COMMIT", file.group_commit.clone()).as_deref() {
+        None | Some("on") => true,
+        Some("off") => false,
+        Some(other) => {
+            return Err(bad(
+                "TALLY_GROUP_COMMIT",
+                format!("{other:?} is not on or off"),
+            ));
+        }
+    };
+    let mut group_commit = if grouped {
+        GroupCommit::on()
+    } else {
+        GroupCommit::off()
+    };
+    if let Some(writers) = ranged(
+        env,
+        "TALLY_GROUP_COMMIT_WRITERS",
+        "a number",
+        1..=GroupCommit::MAX_WRITERS,
+    )? {
+        group_commit.writers = writers;
+    }
+    // PostgreSQL: a group costs a round trip or two and a flush whatever its size, so one group
+    // of every waiting caller beats two of half (store probe: about 1.3x at 32 clients, more on
+    // a hot account); SQLite's in-process groups gain nothing from waiting.
+    if !is_sqlite {
+        group_commit.refill_us = 500;
+    }
+    if let Some(refill_us) = ranged(
+        env,
+        "TALLY_GROUP_COMMIT_REFILL_US",
+        "a number of microseconds",
+        0..=GroupCommit::MAX_WAIT_US,
+    )? {
+        group_commit.refill_us = refill_us;
+    }
+    Ok(group_commit)
 }
 
 /// At most a day: a wider window would let a renewal overlap the period already paid.
@@ -613,6 +669,38 @@ mod tests {
         assert_eq!(s.environment, AppEnvironment::Development);
         assert_eq!(s.pricing_mode, PricingMode::Static);
         assert!(s.providers.is_empty());
+    }
+
+    #[test]
+    fn otlp_export_is_off_unless_an_http_endpoint_is_given() {
+        let off = resolve(FileSettings::default(), &env(&[])).unwrap();
+        assert_eq!(off.otlp_endpoint, None);
+        let file = FileSettings {
+            telemetry: TelemetryFile {
+                otlp_endpoint: Some("http://collector:4318/".into()),
+            },
+            ..FileSettings::default()
+        };
+        let on = resolve(file, &env(&[])).unwrap();
+        assert_eq!(on.otlp_endpoint.as_deref(), Some("http://collector:4318"));
+        let from_env = resolve(
+            FileSettings::default(),
+            &env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "https://otel.example")]),
+        )
+        .unwrap();
+        assert_eq!(
+            from_env.otlp_endpoint.as_deref(),
+            Some("https://otel.example")
+        );
+        let grpc = resolve(
+            FileSettings::default(),
+            &env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "grpc://collector:4317")]),
+        );
+        assert!(
+            grpc.unwrap_err()
+                .to_string()
+                .contains("telemetry.otlpEndpoint")
+        );
     }
 
     #[test]

@@ -416,6 +416,21 @@ refused! {
         ("card_monthly", "entitlements.seats", replace("currency = \"USD\"", "currency = \"USD\"\nentitlements = { seats = \"5\" }"));
     entitlements_on_a_credits_plan_are_refused:
         ("web_credits", "entitlements", replace("currency = \"CNY\"", "currency = \"CNY\"\nentitlements = { export = true }"));
+    a_group_that_is_not_a_slug_is_refused:
+        ("card_monthly", "group", replace("currency = \"USD\"", "currency = \"USD\"\ngroup = \"Pro Plan\""));
+    a_group_that_is_not_a_string_is_refused:
+        ("card_monthly", "group", replace("currency = \"USD\"", "currency = \"USD\"\ngroup = 5"));
+}
+
+#[test]
+fn plans_sharing_a_group_are_accepted() {
+    let payment = payment_toml_with(
+        "card_monthly",
+        replace("currency = \"USD\"", "currency = \"USD\"\ngroup = \"pro\""),
+    );
+    let dir = config_dir(&payment, FIXTURE_CREDITS);
+    let output = check_config(dir.path());
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
 }
 
 #[test]

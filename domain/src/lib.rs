@@ -19,6 +19,7 @@ pub mod order;
 pub mod order_events;
 pub mod outcome;
 pub mod plan;
+pub mod plan_change;
 pub mod provider;
 pub mod refund;
 pub mod subscription;
@@ -45,8 +46,12 @@ pub use order_events::{
 };
 pub use outcome::EventOutcome;
 pub use plan::{
-    AppEnvironment, Duration, Locale, Months, Plan, PlanDraft, PlanError, PlanErrors, PlanText,
-    PlanType, ProviderRefs, Visibility,
+    AppEnvironment, Duration, Locale, Months, Plan, PlanDraft, PlanError, PlanErrors, PlanGroup,
+    PlanInterval, PlanText, PlanType, ProviderRefs, Visibility,
+};
+pub use plan_change::{
+    ChangeDirection, PlanChange, PlanChangeRefusal, PlanChangedDecision, PlanChangedFacts,
+    SwitchSupport, UpgradeCredits, check_resume, decide_plan_changed, plan_change, switch_support,
 };
 pub use provider::{CapabilityError, ProviderId, TestMode};
 pub use refund::{

@@ -4,6 +4,8 @@
 //! decimals. [`Plan::from_draft`] checks every rule of spec 2.2 and section 8 at once and reports
 //! every violation, each naming the plan id and the field as the spec spells it.
 
+mod offer;
+
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -14,6 +16,11 @@ use crate::entitlements::{EntitlementDraft, Entitlements};
 use crate::ids::PlanId;
 use crate::money::{Currency, Money};
 use crate::provider::{CapabilityError, ProviderId};
+
+pub use offer::{
+    MAX_GROUP_CHARS, Offer, OfferChoice, OfferKey, PlanGroup, PlanGroupError, PlanInterval,
+    currency_for_locale, group_offers, saving_percent,
+};
 
 /// `duration.months` value that the spec uses for lifetime access.
 pub const LIFETIME_MONTHS: i64 = 999_999;
@@ -248,6 +255,9 @@ pub struct PlanDraft {
     /// `entitlements`: feature keys mapped to `true` or a non-negative limit (one-time and
     /// recurring plans only).
     pub entitlements: BTreeMap<String, EntitlementDraft>,
+    /// `group`: the offer the plan belongs to (a [`PlanGroup`] slug); `None` for a plan of its
+    /// own.
+    pub group: Option<String>,
 }
 
 /// What is wrong with one field of a plan.
@@ -331,6 +341,7 @@ pub struct Plan {
     provider_refs: ProviderRefs,
     texts: BTreeMap<Locale, PlanText>,
     entitlements: Entitlements,
+    group: Option<PlanGroup>,
 }
 
 /// Collects errors for one plan.
@@ -389,30 +400,7 @@ impl Plan {
         let id = PlanId::new(draft.id.clone())
             .map_err(|e| c.fail("id", PlanProblem::Invalid(e.to_string())))
             .ok();
-        let provider = c.required("provider", &draft.provider).and_then(|p| {
-            p.parse::<ProviderId>()
-                .map_err(|e| c.fail("provider", PlanProblem::Invalid(e.to_string())))
-                .ok()
-        });
-        let currency = c.required("currency", &draft.currency).and_then(|code| {
-            code.parse::<Currency>()
-                .map_err(|e| c.fail("currency", PlanProblem::Invalid(e.to_string())))
-                .ok()
-        });
-        let plan_type = c
-            .required("duration.type", &draft.duration_type)
-            .and_then(|t| {
-                PlanType::parse(t)
-                    .ok_or_else(|| {
-                        c.fail(
-                            "duration.type",
-                            PlanProblem::Invalid(format!(
-                                "{t:?} is not one_time, recurring or credits"
-                            )),
-                        )
-                    })
-                    .ok()
-            });
+        let (provider, currency, plan_type) = check_kind(&mut c, draft);
         let amount = c.required("amount", &draft.amount);
         let price = c.money("amount", amount, currency);
         let original_price = c.money("originalAmount", draft.original_amount.as_ref(), currency);
@@ -424,20 +412,17 @@ impl Plan {
         check_price_relations(&mut c, price, original_price, development_price);
         let duration = plan_type.and_then(|t| check_duration(&mut c, t, draft.months));
         let credits = plan_type.and_then(|t| check_credits(&mut c, t, draft.credits));
-        if let (Some(p), Some(t), Some(cur)) = (provider, plan_type, currency)
-            && let Err(e) = p.supports(t, cur)
-        {
-            let field = match e {
-                CapabilityError::PlanTypeNotSupported { .. } => "duration.type",
-                CapabilityError::CurrencyNotSupported { .. } => "currency",
-            };
-            c.fail(field, PlanProblem::Capability(e));
-        }
         if let (Some(p), Some(t)) = (provider, plan_type) {
+            check_capability(&mut c, p, t, currency);
             check_provider_refs(&mut c, p, t, &draft.provider_refs);
         }
         let texts = check_texts(&mut c, &draft.i18n);
         let entitlements = check_entitlements(&mut c, plan_type, &draft.entitlements);
+        let group = draft.group.as_deref().and_then(|slug| {
+            PlanGroup::new(slug)
+                .map_err(|e| c.fail("group", PlanProblem::Invalid(e.to_string())))
+                .ok()
+        });
         if !c.errors.is_empty() {
             return Err(PlanErrors(c.errors));
         }
@@ -469,6 +454,7 @@ impl Plan {
             provider_refs: draft.provider_refs.clone(),
             texts,
             entitlements,
+            group,
         })
     }
 
@@ -494,6 +480,7 @@ impl Plan {
                 .map(|(l, t)| (l.as_str().to_owned(), t.clone()))
                 .collect(),
             entitlements: self.entitlements.to_drafts(),
+            group: self.group.as_ref().map(|g| g.as_str().to_owned()),
         }
     }
 
@@ -566,6 +553,16 @@ impl Plan {
     pub fn entitlements(&self) -> &Entitlements {
         &self.entitlements
     }
+    /// `group`: the offer the plan belongs to, if any.
+    #[must_use]
+    pub fn group(&self) -> Option<&PlanGroup> {
+        self.group.as_ref()
+    }
+    /// How often the plan is paid for, derived from its type and duration.
+    #[must_use]
+    pub fn interval(&self) -> PlanInterval {
+        PlanInterval::of(self.plan_type, self.duration)
+    }
     /// Texts by locale; always has `en`.
     #[must_use]
     pub fn texts(&self) -> &BTreeMap<Locale, PlanText> {
@@ -584,6 +581,56 @@ impl Plan {
             })
             .or_else(|| self.texts.get(&Locale::english()))
             .expect("a validated plan always has an en text")
+    }
+}
+
+/// `provider`, `currency` and `duration.type`, each parsed or reported.
+fn check_kind(
+    c: &mut Checker<'_>,
+    draft: &PlanDraft,
+) -> (Option<ProviderId>, Option<Currency>, Option<PlanType>) {
+    let provider = c.required("provider", &draft.provider).and_then(|p| {
+        p.parse::<ProviderId>()
+            .map_err(|e| c.fail("provider", PlanProblem::Invalid(e.to_string())))
+            .ok()
+    });
+    let currency = c.required("currency", &draft.currency).and_then(|code| {
+        code.parse::<Currency>()
+            .map_err(|e| c.fail("currency", PlanProblem::Invalid(e.to_string())))
+            .ok()
+    });
+    let plan_type = c
+        .required("duration.type", &draft.duration_type)
+        .and_then(|t| {
+            PlanType::parse(t)
+                .ok_or_else(|| {
+                    c.fail(
+                        "duration.type",
+                        PlanProblem::Invalid(format!(
+                            "{t:?} is not one_time, recurring or credits"
+                        )),
+                    )
+                })
+                .ok()
+        });
+    (provider, currency, plan_type)
+}
+
+/// Whether `provider` can sell a plan of `plan_type` in `currency`.
+fn check_capability(
+    c: &mut Checker<'_>,
+    provider: ProviderId,
+    plan_type: PlanType,
+    currency: Option<Currency>,
+) {
+    if let Some(currency) = currency
+        && let Err(e) = provider.supports(plan_type, currency)
+    {
+        let field = match e {
+            CapabilityError::PlanTypeNotSupported { .. } => "duration.type",
+            CapabilityError::CurrencyNotSupported { .. } => "currency",
+        };
+        c.fail(field, PlanProblem::Capability(e));
     }
 }
 

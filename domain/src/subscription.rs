@@ -20,6 +20,7 @@ use crate::ids::{PlanId, SubscriptionId, UserId};
 use crate::money::Money;
 use crate::order::{PlanSnapshot, Transition};
 use crate::plan::{Duration, Months, PlanType};
+use crate::plan_change::PlanChange;
 use crate::provider::ProviderId;
 use crate::time::Timestamp;
 
@@ -300,6 +301,8 @@ pub struct Subscription {
     /// What was sold, kept at activation; `None` only for a subscription stored before terms
     /// were kept whose order could not supply them (its renewals are mismatches).
     sold_terms: Option<SoldTerms>,
+    /// A plan change asked of the provider and not yet confirmed by its event.
+    pending_change: Option<PlanChange>,
 }
 
 /// Every field of a [`Subscription`], as a store wrote it, for [`Subscription::restore`].
@@ -357,6 +360,7 @@ impl Subscription {
             renewal: RenewalIntent::Renews,
             last_event_at: at,
             sold_terms: Some(terms),
+            pending_change: None,
         }
     }
 
@@ -390,7 +394,44 @@ impl Subscription {
             renewal,
             last_event_at,
             sold_terms,
+            pending_change: None,
         }
+    }
+
+    /// The same subscription with the plan change a store kept for it (read back with the row).
+    #[must_use]
+    pub fn with_pending_change(mut self, change: Option<PlanChange>) -> Self {
+        self.pending_change = change;
+        self
+    }
+
+    /// The plan change asked of the provider and not yet confirmed by its event, if any.
+    #[must_use]
+    pub const fn pending_change(&self) -> Option<&PlanChange> {
+        self.pending_change.as_ref()
+    }
+
+    /// Record that `change` was asked of the provider (replacing an earlier unconfirmed one).
+    /// Nothing else changes: the plan, terms and period move only when the provider's event
+    /// confirms it ([`Subscription::confirm_plan_change`]).
+    pub fn ask_plan_change(&mut self, change: PlanChange) {
+        self.pending_change = Some(change);
+    }
+
+    /// Forget an unconfirmed plan change (the provider refused it).
+    pub fn drop_plan_change(&mut self) {
+        self.pending_change = None;
+    }
+
+    /// The provider confirmed the pending change at `event_at`: the subscription belongs to the
+    /// new plan and bills its terms from now on; status, period and renewal are unchanged.
+    /// Returns the change, or `None` when none was pending.
+    pub(crate) fn confirm_plan_change(&mut self, event_at: Timestamp) -> Option<PlanChange> {
+        let change = self.pending_change.take()?;
+        self.plan_id = change.plan_id().clone();
+        self.sold_terms = Some(change.terms());
+        self.last_event_at = self.last_event_at.max(event_at);
+        Some(change)
     }
 
     /// Our id.
@@ -683,6 +724,7 @@ mod tests {
             renewal: RenewalIntent::Renews,
             last_event_at: t(10),
             sold_terms: Some(terms()),
+            pending_change: None,
         }
     }
 

@@ -16,6 +16,9 @@
 //! | `m20260701_000007_events` | host events | `events`: the transactional outbox of events for the host application, and the catch-up feed's cursor |
 //! | `m20260702_000008_webhook_endpoints` | host events | `webhook_endpoints` (URL, types, secrets, dispatch cursor) and `webhook_deliveries` (one per endpoint and event: status, attempts, next attempt, lease) |
 //! | `m20260703_000009_plan_entitlements` | entitlements | `orders.plan_entitlements`: the entitlements of the plan an order sold, kept like its price |
+//! | `m20260802_000011_plan_changes` | plan changes | `subscriptions.pending_*`: the plan change a subscriber asked for, until the provider's event confirms it |
+//! | `m20260803_000012_admin_audit` | admin console | `admin_audit` (every administrator's action, before and after), indexes for customer search by e-mail or id prefix and for orders newest first by status and provider |
+//! | `m20260804_000013_event_options` | host events | `entitlements_told`: per user, the entitlements last told (`entitlements.changed`) and when the passing of time next changes them |
 //!
 //! Every step migrates down as well as up; the tests in `tests/migrations.rs` prove it on SQLite
 //! and, when `TEST_DATABASE_URL` is set, on PostgreSQL.
@@ -29,6 +32,9 @@ mod m20260601_000006_inbox_indexes;
 mod m20260701_000007_events;
 mod m20260702_000008_webhook_endpoints;
 mod m20260703_000009_plan_entitlements;
+mod m20260802_000011_plan_changes;
+mod m20260803_000012_admin_audit;
+mod m20260804_000013_event_options;
 mod sql;
 
 pub use sea_orm_migration::MigratorTrait;
@@ -51,6 +57,9 @@ impl MigratorTrait for Migrator {
             Box::new(m20260701_000007_events::Migration),
             Box::new(m20260702_000008_webhook_endpoints::Migration),
             Box::new(m20260703_000009_plan_entitlements::Migration),
+            Box::new(m20260802_000011_plan_changes::Migration),
+            Box::new(m20260803_000012_admin_audit::Migration),
+            Box::new(m20260804_000013_event_options::Migration),
         ]
     }
 }

@@ -213,7 +213,14 @@ async fn step_one_data_survives_the_credits_release(t: &TestDb) {
 async fn every_step_migrates_down_and_up_again(t: &TestDb) {
     Migrator::up(&t.db, None).await.expect("up");
     let all = tables(&t.db).await;
-    assert_eq!(all.len(), 19, "{all:?}");
+    // The steps after step 9 (issue 18 on), newest first, each down on its own; then step 9.
+    let later = u32::try_from(Migrator::migrations().len() - 9).expect("a few steps");
+    for _ in 0..later {
+        Migrator::down(&t.db, Some(1))
+            .await
+            .expect("down a later step");
+    }
+    assert_eq!(tables(&t.db).await.len(), 19, "{all:?}");
     Migrator::down(&t.db, Some(1))
         .await
         .expect("down the plan entitlements step");
@@ -251,7 +258,7 @@ async fn every_step_migrates_down_and_up_again(t: &TestDb) {
     let applied = Migrator::get_applied_migrations(&t.db)
         .await
         .expect("status");
-    assert_eq!(applied.len(), 9);
+    assert_eq!(applied.len(), Migrator::migrations().len());
 }
 
 /// `(id, price_minor, currency, interval_months, credits_per_period_hundredths)` of every

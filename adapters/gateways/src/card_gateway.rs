@@ -16,14 +16,16 @@
 //! [`transformers::LOOKUP_API_VERSION`]). Wire formats and the event mapping are in
 //! [`transformers`]; `docs/providers/card_gateway.md` has the status table.
 
+pub mod plan_change;
 pub mod transformers;
 
 use std::sync::Arc;
 
 use application::ports::{
-    AckFor, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError, OrderLocator,
-    PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, RefundRequest, RefundStarted,
-    RefundedCharge, VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
+    AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError,
+    OrderLocator, PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, PlanChangeRequest,
+    PlanChangeStarted, RecordedWebhook, RefundRequest, RefundStarted, RefundedCharge,
+    VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::ProviderId;
@@ -37,6 +39,7 @@ use crate::shared::time::from_unix_seconds;
 use crate::shared::wire::clip;
 use crate::shared::{ConfigError, GatewayContext};
 use crate::webhook::{self, SignedParts, Verifier, WebhookScheme};
+use plan_change::PricedSubscription;
 use transformers::{
     Charge, ChargeTarget, CheckoutSession, Event, Interpretation, InvoicePayment,
     LOOKUP_API_VERSION, List, Lookup, Refund, path_id,
@@ -423,6 +426,50 @@ impl PaymentGateway for CardGatewayGateway {
         Ok(())
     }
 
+    /// `DELETE /v1/subscriptions/{id}`: Stripe ends the subscription at once and sends
+    /// `customer.subscription.deleted`.
+    async fn cancel_subscription_now(
+        &self,
+        provider_subscription_id: &str,
+    ) -> Result<(), GatewayError> {
+        let path = format!("/v1/subscriptions/{}", path_id(provider_subscription_id)?);
+        let request = self
+            .http
+            .request(reqwest::Method::DELETE, &path)
+            .bearer_auth(self.secret_key.expose_secret());
+        let _: transformers::Subscription = transformers::read(self.http.send(request).await?)?;
+        Ok(())
+    }
+
+    async fn change_subscription_plan(
+        &self,
+        request: &PlanChangeRequest,
+    ) -> Result<PlanChangeStarted, GatewayError> {
+        let path = format!(
+            "/v1/subscriptions/{}",
+            path_id(&request.provider_subscription_id)?
+        );
+        let current: PricedSubscription = transformers::read(self.lookup_get(&path, &[]).await?)?;
+        let form = plan_change::plan_change_form(request, &current.only_item()?.id)?;
+        let reply = self
+            .post_form(&path, &form, Some(&request.idempotency_key))
+            .await?;
+        let _: PricedSubscription = transformers::read(reply)?;
+        Ok(PlanChangeStarted::Accepted)
+    }
+
+    async fn resume_subscription(
+        &self,
+        provider_subscription_id: &str,
+    ) -> Result<(), GatewayError> {
+        let path = format!("/v1/subscriptions/{}", path_id(provider_subscription_id)?);
+        let reply = self
+            .post_form(&path, &plan_change::resume_form(), None)
+            .await?;
+        let _: PricedSubscription = transformers::read(reply)?;
+        Ok(())
+    }
+
     async fn refund(&self, request: &RefundRequest) -> Result<RefundStarted, GatewayError> {
         let payment_intent = self.payment_intent_of(&request.payment).await?;
         let form = transformers::refund_form(request, &payment_intent);
@@ -447,34 +494,25 @@ impl PaymentGateway for CardGatewayGateway {
         if signed_at.unix_millis() < now.unix_millis().saturating_sub(TOLERANCE_S * 1000) {
             return Err(WebhookError::Stale);
         }
-        let event = transformers::parse_event(&request.body)?;
-        if let Some(why) = self.foreign(&event) {
-            tracing::warn!(provider = PROVIDER, event_id = %event.id, %why, "foreign stripe event");
-            return Ok(VerifiedWebhook {
-                event_id: event.id,
-                event_type: event.event_type,
-                events: Vec::new(),
-                foreign: Some(why),
-            });
-        }
-        let events = self.resolve(transformers::interpret(&event)?).await?;
-        Ok(VerifiedWebhook {
-            event_id: event.id,
-            event_type: event.event_type,
-            events,
-            foreign: None,
-        })
+        self.parse_verified(&request.body).await
+    }
+
+    async fn parse_recorded(
+        &self,
+        recorded: &RecordedWebhook,
+    ) -> Result<VerifiedWebhook, WebhookError> {
+        self.parse_verified(&recorded.body).await
     }
 
     fn webhook_ack(&self, outcome: &AckFor) -> WebhookAck {
         match outcome {
             AckFor::Accepted => WebhookAck {
-                status: 200,
+                verdict: AckVerdict::Accepted,
                 content_type: "application/json",
                 body: "{\"received\":true}".into(),
             },
             AckFor::Refused(e) => WebhookAck {
-                status: 400,
+                verdict: AckVerdict::Refused,
                 content_type: "text/plain",
                 body: e.to_string(),
             },
@@ -525,5 +563,29 @@ impl WebhookScheme for StripeSignature<'_> {
     fn tolerance_s(&self) -> Option<i64> {
         // One-sided (too old only), checked after verification in `verify_webhook`.
         None
+    }
+}
+
+impl CardGatewayGateway {
+    /// Read a verified event (live or recorded): the merchant check, then its meaning, with
+    /// the look-ups it needs.
+    async fn parse_verified(&self, body: &[u8]) -> Result<VerifiedWebhook, WebhookError> {
+        let event = transformers::parse_event(body)?;
+        if let Some(why) = self.foreign(&event) {
+            tracing::warn!(provider = PROVIDER, event_id = %event.id, %why, "foreign stripe event");
+            return Ok(VerifiedWebhook {
+                event_id: event.id,
+                event_type: event.event_type,
+                events: Vec::new(),
+                foreign: Some(why),
+            });
+        }
+        let events = self.resolve(transformers::interpret(&event)?).await?;
+        Ok(VerifiedWebhook {
+            event_id: event.id,
+            event_type: event.event_type,
+            events,
+            foreign: None,
+        })
     }
 }

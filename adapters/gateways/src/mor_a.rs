@@ -17,13 +17,15 @@
 //! Wire formats and the event mapping live in [`transformers`]; `docs/providers/mor_a.md` has the
 //! status table.
 
+pub mod plan_change;
 pub mod transformers;
 
 use std::sync::Arc;
 
 use application::ports::{
-    AckFor, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentGateway,
-    PaymentRef, PaymentStatus, VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
+    AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError,
+    PaymentGateway, PaymentRef, PaymentStatus, PlanChangeRequest, PlanChangeStarted,
+    RecordedWebhook, VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::{Duration, PlanType, ProviderId};
@@ -448,6 +450,32 @@ impl PaymentGateway for MorAGateway {
         Ok(())
     }
 
+    /// `POST /v1/subscriptions/{id}/cancel` with `mode: immediate`.
+    async fn cancel_subscription_now(
+        &self,
+        provider_subscription_id: &str,
+    ) -> Result<(), GatewayError> {
+        let id = path_segment(provider_subscription_id)?;
+        let call = self
+            .authorized(self.http.post(&format!("/v1/subscriptions/{id}/cancel")))
+            .json(&CancelSubscription::immediate());
+        self.http.send(call).await?.success()?;
+        Ok(())
+    }
+
+    async fn change_subscription_plan(
+        &self,
+        request: &PlanChangeRequest,
+    ) -> Result<PlanChangeStarted, GatewayError> {
+        let id = path_segment(&request.provider_subscription_id)?;
+        let body = plan_change::upgrade_body(request, self.sandbox)?;
+        let call = self
+            .authorized(self.http.post(&format!("/v1/subscriptions/{id}/upgrade")))
+            .json(&body);
+        self.http.send(call).await?.success()?;
+        Ok(PlanChangeStarted::Accepted)
+    }
+
     async fn verify_webhook(
         &self,
         request: &WebhookRequest,
@@ -456,7 +484,41 @@ impl PaymentGateway for MorAGateway {
             return Err(WebhookError::Malformed("body too large".into()));
         }
         self.verify_signature(request)?;
-        let mut envelope = transformers::envelope_value(&request.body)?;
+        self.parse_verified(&request.body).await
+    }
+
+    async fn parse_recorded(
+        &self,
+        recorded: &RecordedWebhook,
+    ) -> Result<VerifiedWebhook, WebhookError> {
+        if recorded.body.len() > MAX_WEBHOOK_BYTES {
+            return Err(WebhookError::Malformed("body too large".into()));
+        }
+        self.parse_verified(&recorded.body).await
+    }
+
+    fn webhook_ack(&self, outcome: &AckFor) -> WebhookAck {
+        // Creem wants a 200; anything else is retried (30 s, 1 min, 5 min, 1 h).
+        match outcome {
+            AckFor::Accepted => WebhookAck {
+                verdict: AckVerdict::Accepted,
+                content_type: "application/json",
+                body: r#"{"received":true}"#.into(),
+            },
+            AckFor::Refused(_) => WebhookAck {
+                verdict: AckVerdict::Refused,
+                content_type: "application/json",
+                body: r#"{"error":"invalid webhook"}"#.into(),
+            },
+        }
+    }
+}
+
+impl MorAGateway {
+    /// Read a verified event (live or recorded): the mode check, then its meaning, with the
+    /// look-ups it needs (a renewal's amount).
+    async fn parse_verified(&self, body: &[u8]) -> Result<VerifiedWebhook, WebhookError> {
+        let mut envelope = transformers::envelope_value(body)?;
         if let Some(why) = transformers::foreign_mode(&envelope, self.test_mode) {
             let text = |key: &str| {
                 clip(
@@ -487,21 +549,5 @@ impl PaymentGateway for MorAGateway {
             events: parsed.events,
             foreign: None,
         })
-    }
-
-    fn webhook_ack(&self, outcome: &AckFor) -> WebhookAck {
-        // Creem wants a 200; anything else is retried (30 s, 1 min, 5 min, 1 h).
-        match outcome {
-            AckFor::Accepted => WebhookAck {
-                status: 200,
-                content_type: "application/json",
-                body: r#"{"received":true}"#.into(),
-            },
-            AckFor::Refused(_) => WebhookAck {
-                status: 400,
-                content_type: "application/json",
-                body: r#"{"error":"invalid webhook"}"#.into(),
-            },
-        }
     }
 }

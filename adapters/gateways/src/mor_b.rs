@@ -23,14 +23,16 @@
 //! Wire formats and the event mapping are in [`transformers`]; `docs/providers/mor_b.md` has the
 //! status table.
 
+pub mod plan_change;
 pub mod transformers;
 
 use std::sync::Arc;
 
 use application::ports::{
-    AckFor, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentEvent,
-    PaymentGateway, PaymentRef, PaymentStatus, RefundRequest, RefundStarted, VerifiedWebhook,
-    WebhookAck, WebhookError, WebhookRequest,
+    AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError,
+    PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, PlanChangeRequest, PlanChangeStarted,
+    RecordedWebhook, RefundRequest, RefundStarted, VerifiedWebhook, WebhookAck, WebhookError,
+    WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::{ProviderId, Timestamp};
@@ -306,6 +308,58 @@ impl PaymentGateway for MorBGateway {
         Ok(())
     }
 
+    /// `PATCH /subscriptions/{id}` with `{"status": "cancelled"}`: Dodo ends it now and sends
+    /// `subscription.cancelled`.
+    async fn cancel_subscription_now(
+        &self,
+        provider_subscription_id: &str,
+    ) -> Result<(), GatewayError> {
+        let path = format!("/subscriptions/{}", path_id(provider_subscription_id)?);
+        let request = self
+            .http
+            .request(reqwest::Method::PATCH, &path)
+            .bearer_auth(self.api_key.expose_secret())
+            .json(&serde_json::json!({ "status": "cancelled" }));
+        let _: transformers::Subscription = transformers::read(self.http.send(request).await?)?;
+        Ok(())
+    }
+
+    async fn change_subscription_plan(
+        &self,
+        request: &PlanChangeRequest,
+    ) -> Result<PlanChangeStarted, GatewayError> {
+        let body = plan_change::change_plan_body(request)?;
+        let path = format!(
+            "/subscriptions/{}/change-plan",
+            path_id(&request.provider_subscription_id)?
+        );
+        let http_request = self
+            .http
+            .post(&path)
+            .bearer_auth(self.api_key.expose_secret())
+            .json(&body);
+        let reply = self.http.send(http_request).await?;
+        // Dodo answers 200 with no body; an error body is read as for any other call.
+        if !(200..300).contains(&reply.status) {
+            let _: serde_json::Value = transformers::read(reply)?;
+        }
+        Ok(PlanChangeStarted::Accepted)
+    }
+
+    async fn resume_subscription(
+        &self,
+        provider_subscription_id: &str,
+    ) -> Result<(), GatewayError> {
+        let path = format!("/subscriptions/{}", path_id(provider_subscription_id)?);
+        let request = self
+            .http
+            .request(reqwest::Method::PATCH, &path)
+            .bearer_auth(self.api_key.expose_secret())
+            .json(&plan_change::resume_body());
+        let _: transformers::Subscription = transformers::read(self.http.send(request).await?)?;
+        Ok(())
+    }
+
     async fn verify_webhook(
         &self,
         request: &WebhookRequest,
@@ -318,47 +372,26 @@ impl PaymentGateway for MorBGateway {
             .extra(ID_HEADER)
             .ok_or(WebhookError::MissingSignature)?
             .to_owned();
-        let envelope = transformers::parse_envelope(&request.body)?;
-        // Checked before anything is read from Dodo's API for the event.
-        if let Some(why) = envelope.foreign(self.business_id.as_deref()) {
-            return Ok(VerifiedWebhook {
-                event_id,
-                event_type: envelope.event_type,
-                events: Vec::new(),
-                foreign: Some(why),
-            });
-        }
-        let events = match transformers::meaning_of(&envelope)? {
-            Meaning::Events(events) => events,
-            Meaning::Refund(refund, at) => {
-                let payment = self.payment_for_webhook(&refund.payment_id).await?;
-                vec![transformers::refunded(&refund, &payment, at)?]
-            }
-            Meaning::DisputeLost(dispute, at) => {
-                let payment = self.payment_for_webhook(&dispute.payment_id).await?;
-                vec![transformers::dispute_lost(&dispute, &payment, at)?]
-            }
-            Meaning::Period(change, subscription, at) => {
-                vec![self.period_event(change, &subscription, at).await?]
-            }
-        };
-        Ok(VerifiedWebhook {
-            event_id,
-            event_type: envelope.event_type,
-            events,
-            foreign: None,
-        })
+        self.parse_verified(event_id, &request.body).await
+    }
+
+    async fn parse_recorded(
+        &self,
+        recorded: &RecordedWebhook,
+    ) -> Result<VerifiedWebhook, WebhookError> {
+        self.parse_verified(recorded.event_id.clone(), &recorded.body)
+            .await
     }
 
     fn webhook_ack(&self, outcome: &AckFor) -> WebhookAck {
         match outcome {
             AckFor::Accepted => WebhookAck {
-                status: 200,
+                verdict: AckVerdict::Accepted,
                 content_type: "application/json",
                 body: "{\"received\":true}".into(),
             },
             AckFor::Refused(e) => WebhookAck {
-                status: 400,
+                verdict: AckVerdict::Refused,
                 content_type: "text/plain",
                 body: e.to_string(),
             },
@@ -422,5 +455,46 @@ impl WebhookScheme for StandardWebhooks<'_> {
 
     fn tolerance_s(&self) -> Option<i64> {
         Some(TOLERANCE_S)
+    }
+}
+
+impl MorBGateway {
+    /// Read a verified event (live or recorded) whose id the `webhook-id` header gave: the
+    /// business check, then its meaning, with the look-ups it needs from Dodo's API.
+    async fn parse_verified(
+        &self,
+        event_id: String,
+        body: &[u8],
+    ) -> Result<VerifiedWebhook, WebhookError> {
+        let envelope = transformers::parse_envelope(body)?;
+        // Checked before anything is read from Dodo's API for the event.
+        if let Some(why) = envelope.foreign(self.business_id.as_deref()) {
+            return Ok(VerifiedWebhook {
+                event_id,
+                event_type: envelope.event_type,
+                events: Vec::new(),
+                foreign: Some(why),
+            });
+        }
+        let events = match transformers::meaning_of(&envelope)? {
+            Meaning::Events(events) => events,
+            Meaning::Refund(refund, at) => {
+                let payment = self.payment_for_webhook(&refund.payment_id).await?;
+                vec![transformers::refunded(&refund, &payment, at)?]
+            }
+            Meaning::DisputeLost(dispute, at) => {
+                let payment = self.payment_for_webhook(&dispute.payment_id).await?;
+                vec![transformers::dispute_lost(&dispute, &payment, at)?]
+            }
+            Meaning::Period(change, subscription, at) => {
+                vec![self.period_event(change, &subscription, at).await?]
+            }
+        };
+        Ok(VerifiedWebhook {
+            event_id,
+            event_type: envelope.event_type,
+            events,
+            foreign: None,
+        })
     }
 }

@@ -34,9 +34,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use application::ports::{
-    AckFor, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentGateway,
-    PaymentRef, PaymentStatus, RefundRequest, RefundStarted, VerifiedWebhook, WebhookAck,
-    WebhookError, WebhookRequest,
+    AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError,
+    PaymentGateway, PaymentRef, PaymentStatus, RecordedWebhook, RefundRequest, RefundStarted,
+    VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::{Currency, Duration, PlanType, ProviderId, Timestamp};
@@ -486,8 +486,49 @@ impl PaymentGateway for MorCGateway {
             return Err(WebhookError::Stale);
         }
         webhook::verify(&self.scheme, request, now)?;
+        self.parse_verified(&request.body, Timestamp::from_unix_millis(t_ms))
+            .await
+    }
+
+    async fn parse_recorded(
+        &self,
+        recorded: &RecordedWebhook,
+    ) -> Result<VerifiedWebhook, WebhookError> {
+        if recorded.body.len() > MAX_WEBHOOK_BYTES {
+            return Err(WebhookError::Malformed("body too large".into()));
+        }
+        // The signature's time, which a live delivery reads, was within the window of receipt.
+        self.parse_verified(&recorded.body, recorded.received_at)
+            .await
+    }
+
+    fn webhook_ack(&self, outcome: &AckFor) -> WebhookAck {
+        // Any 2xx within 30 s accepts; a refusal is a 400.
+        match outcome {
+            AckFor::Accepted => WebhookAck {
+                verdict: AckVerdict::Accepted,
+                content_type: "text/plain; charset=utf-8",
+                body: "OK".into(),
+            },
+            AckFor::Refused(_) => WebhookAck {
+                verdict: AckVerdict::Refused,
+                content_type: "text/plain; charset=utf-8",
+                body: "invalid webhook".into(),
+            },
+        }
+    }
+}
+
+impl MorCGateway {
+    /// Read a verified event (live or recorded) signed at `signed_at`: the store and mode
+    /// check, then its meaning, with the look-ups it needs.
+    async fn parse_verified(
+        &self,
+        body: &[u8],
+        signed_at: Timestamp,
+    ) -> Result<VerifiedWebhook, WebhookError> {
         // The platform key signs every store's events: only ours, in our mode, change anything.
-        let scope = transformers::webhook_scope(&request.body)?;
+        let scope = transformers::webhook_scope(body)?;
         if let Some(why) = scope.foreign(&self.store_id, self.mode.as_str()) {
             return Ok(VerifiedWebhook {
                 event_id: scope.id,
@@ -496,7 +537,7 @@ impl PaymentGateway for MorCGateway {
                 foreign: Some(why),
             });
         }
-        let parsed = transformers::parse_webhook(&request.body, Timestamp::from_unix_millis(t_ms))?;
+        let parsed = transformers::parse_webhook(body, signed_at)?;
         let events = match parsed.meaning {
             Meaning::Events(events) => events,
             Meaning::Period(change, data, at) => {
@@ -528,21 +569,5 @@ impl PaymentGateway for MorCGateway {
             events,
             foreign: None,
         })
-    }
-
-    fn webhook_ack(&self, outcome: &AckFor) -> WebhookAck {
-        // Any 2xx within 30 s accepts; a refusal is a 400.
-        match outcome {
-            AckFor::Accepted => WebhookAck {
-                status: 200,
-                content_type: "text/plain; charset=utf-8",
-                body: "OK".into(),
-            },
-            AckFor::Refused(_) => WebhookAck {
-                status: 400,
-                content_type: "text/plain; charset=utf-8",
-                body: "invalid webhook".into(),
-            },
-        }
     }
 }

@@ -18,12 +18,7 @@ use application::ports::Clock;
 pub use http::{HttpSettings, ProviderHttp};
 pub use secret::Secret;
 
-/// Install the process-wide TLS crypto provider (ring) once, before the first HTTPS client.
-/// Safe to call more than once.
-pub fn install_crypto_provider() {
-    // Err only means a provider is installed already, which is what we want.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
+pub use ::signing::install_crypto_provider;
 
 /// A provider setting that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -24,9 +24,10 @@ pub mod transformers;
 use std::sync::Arc;
 
 use application::ports::{
-    AckFor, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentEvent,
-    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundRequest, RefundStarted,
-    RefundedCharge, VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
+    AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError,
+    PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, RecordedWebhook, RefundReport,
+    RefundRequest, RefundStarted, RefundedCharge, VerifiedWebhook, WebhookAck, WebhookError,
+    WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::{Money, OrderId, PlanType, ProviderId, Timestamp};
@@ -320,16 +321,7 @@ impl WalletGlobalGateway {
         if (now_s - transmission.time_s).abs() > WEBHOOK_TOLERANCE_S {
             return Err(WebhookError::Stale);
         }
-        if request.body.len() > MAX_WEBHOOK_BYTES {
-            return Err(WebhookError::Malformed("body too large".into()));
-        }
-        let envelope: Envelope = serde_json::from_slice(&request.body)
-            .map_err(|_| WebhookError::Malformed("body is not a paypal webhook event".into()))?;
-        if envelope.id.is_empty() || envelope.id.len() > MAX_EVENT_ID_CHARS {
-            return Err(WebhookError::Malformed(
-                "event id missing or too long".into(),
-            ));
-        }
+        let envelope = read_envelope(&request.body)?;
         let body = transmission.verification_body(&self.webhook_id, &request.body)?;
         let answer = self
             .api
@@ -416,21 +408,32 @@ impl WalletGlobalGateway {
                 transaction_ids,
                 occurred_at,
             } => {
-                let mut events = Vec::with_capacity(transaction_ids.len());
-                for id in transaction_ids {
-                    if let Some(charge) = self.disputed_charge(&id).await? {
-                        events.push(PaymentEvent::Refunded {
-                            charge,
-                            refund: RefundReport::DisputeLost {
-                                dispute_id: dispute_id.clone(),
-                            },
-                            occurred_at,
-                        });
-                    }
-                }
-                Ok(events)
+                self.dispute_lost(&dispute_id, transaction_ids, occurred_at)
+                    .await
             }
         }
+    }
+
+    /// A lost dispute: the whole of every disputed transaction PayPal took back.
+    async fn dispute_lost(
+        &self,
+        dispute_id: &str,
+        transaction_ids: Vec<String>,
+        occurred_at: Timestamp,
+    ) -> Result<Vec<PaymentEvent>, WebhookError> {
+        let mut events = Vec::with_capacity(transaction_ids.len());
+        for id in transaction_ids {
+            if let Some(charge) = self.disputed_charge(&id).await? {
+                events.push(PaymentEvent::Refunded {
+                    charge,
+                    refund: RefundReport::DisputeLost {
+                        dispute_id: dispute_id.to_owned(),
+                    },
+                    occurred_at,
+                });
+            }
+        }
+        Ok(events)
     }
 
     /// What a disputed transaction paid: an order's capture (`GET /v2/payments/captures/{id}`),
@@ -638,11 +641,52 @@ impl PaymentGateway for WalletGlobalGateway {
         checked(reply).map(|_| ())
     }
 
+    /// PayPal's cancel is immediate already: the same call (`POST …/cancel`), whose
+    /// `BILLING.SUBSCRIPTION.CANCELLED` ends the subscription.
+    async fn cancel_subscription_now(
+        &self,
+        provider_subscription_id: &str,
+    ) -> Result<(), GatewayError> {
+        PaymentGateway::cancel_subscription(self, provider_subscription_id).await
+    }
+
     async fn verify_webhook(
         &self,
         request: &WebhookRequest,
     ) -> Result<VerifiedWebhook, WebhookError> {
         let envelope = self.verified_envelope(request).await?;
+        self.parse_verified(envelope).await
+    }
+
+    /// The recorded body without PayPal's verification call (itself the signature check).
+    async fn parse_recorded(
+        &self,
+        recorded: &RecordedWebhook,
+    ) -> Result<VerifiedWebhook, WebhookError> {
+        self.parse_verified(read_envelope(&recorded.body)?).await
+    }
+
+    /// PayPal wants any 2xx; anything else is redelivered.
+    fn webhook_ack(&self, outcome: &AckFor) -> WebhookAck {
+        match outcome {
+            AckFor::Accepted => WebhookAck {
+                verdict: AckVerdict::Accepted,
+                content_type: "text/plain",
+                body: String::new(),
+            },
+            AckFor::Refused(_) => WebhookAck {
+                verdict: AckVerdict::Refused,
+                content_type: "text/plain",
+                body: "webhook refused".into(),
+            },
+        }
+    }
+}
+
+impl WalletGlobalGateway {
+    /// Read a verified event (live or recorded): the merchant check, then its meaning, with
+    /// the look-ups it needs.
+    async fn parse_verified(&self, envelope: Envelope) -> Result<VerifiedWebhook, WebhookError> {
         if let Some(why) = self.foreign(&envelope) {
             return Ok(VerifiedWebhook {
                 event_id: envelope.id,
@@ -660,20 +704,19 @@ impl PaymentGateway for WalletGlobalGateway {
             foreign: None,
         })
     }
+}
 
-    /// PayPal wants any 2xx; anything else is redelivered.
-    fn webhook_ack(&self, outcome: &AckFor) -> WebhookAck {
-        match outcome {
-            AckFor::Accepted => WebhookAck {
-                status: 200,
-                content_type: "text/plain",
-                body: String::new(),
-            },
-            AckFor::Refused(_) => WebhookAck {
-                status: 400,
-                content_type: "text/plain",
-                body: "webhook refused".into(),
-            },
-        }
+/// A PayPal webhook body read (before or without the verification call).
+fn read_envelope(body: &[u8]) -> Result<Envelope, WebhookError> {
+    if body.len() > MAX_WEBHOOK_BYTES {
+        return Err(WebhookError::Malformed("body too large".into()));
     }
+    let envelope: Envelope = serde_json::from_slice(body)
+        .map_err(|_| WebhookError::Malformed("body is not a paypal webhook event".into()))?;
+    if envelope.id.is_empty() || envelope.id.len() > MAX_EVENT_ID_CHARS {
+        return Err(WebhookError::Malformed(
+            "event id missing or too long".into(),
+        ));
+    }
+    Ok(envelope)
 }

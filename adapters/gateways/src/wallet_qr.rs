@@ -29,9 +29,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use application::ports::{
-    AckFor, Checkout, CheckoutRequest, CheckoutTarget, GatewayError, PaymentEvent, PaymentGateway,
-    PaymentRef, PaymentStatus, RefundRequest, RefundStarted, VerifiedWebhook, WebhookAck,
-    WebhookError, WebhookRequest,
+    AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, GatewayError, PaymentEvent,
+    PaymentGateway, PaymentRef, PaymentStatus, RecordedWebhook, RefundRequest, RefundStarted,
+    VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::{PlanType, ProviderId, Timestamp};
@@ -187,36 +187,7 @@ impl WalletQrGateway {
                     "is not an RSA private key (PEM)",
                 )
             })?;
-        let platform_public_key = match (
-            settings.platform_public_key.as_deref().map(str::trim),
-            settings.platform_public_key_id.as_deref().map(str::trim),
-        ) {
-            (None | Some(""), None | Some("")) => None,
-            (Some(key), Some(id)) if !key.is_empty() && !id.is_empty() => {
-                let key = public_key(key).map_err(|_| {
-                    ConfigError::new(
-                        PROVIDER,
-                        "platformPublicKey",
-                        "is not an RSA public key (PEM)",
-                    )
-                })?;
-                Some((key, id.to_owned()))
-            }
-            (None | Some(""), _) => {
-                return Err(ConfigError::new(
-                    PROVIDER,
-                    "platformPublicKey",
-                    "is required with platformPublicKeyId",
-                ));
-            }
-            _ => {
-                return Err(ConfigError::new(
-                    PROVIDER,
-                    "platformPublicKeyId",
-                    "is required with platformPublicKey",
-                ));
-            }
-        };
+        let platform_public_key = platform_public_key(settings)?;
         if platform_public_key.is_none() && !settings.platform_certificates {
             return Err(ConfigError::new(
                 PROVIDER,
@@ -669,37 +640,36 @@ impl PaymentGateway for WalletQrGateway {
             return Err(WebhookError::Malformed("body too large".into()));
         }
         self.verify_signed(request).await?;
-        let notification: Notification = serde_json::from_slice(&request.body)
-            .map_err(|e| WebhookError::Malformed(unreadable("notification", &e)))?;
-        let (events, foreign) = match self.events(&notification)? {
-            Reading::Events(events) => (events, None),
-            Reading::Foreign(why) => (Vec::new(), Some(why)),
-        };
-        Ok(VerifiedWebhook {
-            event_id: notification.id,
-            event_type: notification.event_type,
-            events,
-            foreign,
-        })
+        self.parse_verified(&request.body)
+    }
+
+    async fn parse_recorded(
+        &self,
+        recorded: &RecordedWebhook,
+    ) -> Result<VerifiedWebhook, WebhookError> {
+        if recorded.body.len() > MAX_NOTIFICATION_BYTES {
+            return Err(WebhookError::Malformed("body too large".into()));
+        }
+        self.parse_verified(&recorded.body)
     }
 
     fn webhook_ack(&self, outcome: &AckFor) -> WebhookAck {
         match outcome {
             AckFor::Accepted => WebhookAck {
-                status: 200,
+                verdict: AckVerdict::Accepted,
                 content_type: "text/plain; charset=utf-8",
                 body: String::new(),
             },
             AckFor::Refused(reason) => {
-                let status = match reason {
-                    WebhookError::Malformed(_) => 400,
+                let verdict = match reason {
+                    WebhookError::Malformed(_) => AckVerdict::Refused,
                     WebhookError::MissingSignature
                     | WebhookError::BadSignature
-                    | WebhookError::Stale => 401,
+                    | WebhookError::Stale => AckVerdict::Unauthenticated,
                 };
                 let body = serde_json::json!({ "code": "FAIL", "message": reason.to_string() });
                 WebhookAck {
-                    status,
+                    verdict,
                     content_type: "application/json",
                     body: body.to_string(),
                 }
@@ -790,5 +760,57 @@ impl WebhookScheme for WechatSignature<'_> {
 
     fn tolerance_s(&self) -> Option<i64> {
         Some(TOLERANCE_S)
+    }
+}
+
+/// WeChat Pay's platform public key and its id (`platformPublicKey`, `platformPublicKeyId`):
+/// both or neither.
+fn platform_public_key(
+    settings: &WalletQrSettings,
+) -> Result<Option<(PublicKey, String)>, ConfigError> {
+    match (
+        settings.platform_public_key.as_deref().map(str::trim),
+        settings.platform_public_key_id.as_deref().map(str::trim),
+    ) {
+        (None | Some(""), None | Some("")) => Ok(None),
+        (Some(key), Some(id)) if !key.is_empty() && !id.is_empty() => {
+            let key = public_key(key).map_err(|_| {
+                ConfigError::new(
+                    PROVIDER,
+                    "platformPublicKey",
+                    "is not an RSA public key (PEM)",
+                )
+            })?;
+            Ok(Some((key, id.to_owned())))
+        }
+        (None | Some(""), _) => Err(ConfigError::new(
+            PROVIDER,
+            "platformPublicKey",
+            "is required with platformPublicKeyId",
+        )),
+        _ => Err(ConfigError::new(
+            PROVIDER,
+            "platformPublicKeyId",
+            "is required with platformPublicKey",
+        )),
+    }
+}
+
+impl WalletQrGateway {
+    /// Read a verified notification (live or recorded): decrypt its resource, check the
+    /// merchant, and say what it means.
+    fn parse_verified(&self, body: &[u8]) -> Result<VerifiedWebhook, WebhookError> {
+        let notification: Notification = serde_json::from_slice(body)
+            .map_err(|e| WebhookError::Malformed(unreadable("notification", &e)))?;
+        let (events, foreign) = match self.events(&notification)? {
+            Reading::Events(events) => (events, None),
+            Reading::Foreign(why) => (Vec::new(), Some(why)),
+        };
+        Ok(VerifiedWebhook {
+            event_id: notification.id,
+            event_type: notification.event_type,
+            events,
+            foreign,
+        })
     }
 }

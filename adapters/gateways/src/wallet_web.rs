@@ -21,9 +21,9 @@ pub mod transformers;
 use std::collections::BTreeMap;
 
 use application::ports::{
-    AckFor, Checkout, CheckoutRequest, CheckoutTarget, GatewayError, PaymentGateway, PaymentRef,
-    PaymentStatus, RefundRequest, RefundStarted, VerifiedWebhook, WebhookAck, WebhookError,
-    WebhookRequest,
+    AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, GatewayError, PaymentGateway,
+    PaymentRef, PaymentStatus, RecordedWebhook, RefundRequest, RefundStarted, VerifiedWebhook,
+    WebhookAck, WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::{PlanType, ProviderId};
@@ -352,41 +352,27 @@ impl PaymentGateway for WalletWebGateway {
             key: &self.alipay_key,
         };
         webhook::verify(&scheme, request, self.context.clock.now())?;
-        let params = transformers::form_params(&request.body)?;
-        let notification: Notification = serde_urlencoded::from_bytes(&request.body)
-            .map_err(|_| WebhookError::Malformed("notification is not the expected form".into()))?;
-        let event_id = notification
-            .notify_id
-            .clone()
-            .filter(|id| !id.is_empty())
-            .ok_or_else(|| WebhookError::Malformed("notification without notify_id".into()))?;
-        if let Some(why) =
-            transformers::foreign(&notification, &self.app_id, self.seller_id.as_deref())
-        {
-            return Ok(VerifiedWebhook {
-                event_id,
-                event_type: transformers::event_type(&notification, &params),
-                events: Vec::new(),
-                foreign: Some(why),
-            });
+        self.parse_verified(&request.body)
+    }
+
+    async fn parse_recorded(
+        &self,
+        recorded: &RecordedWebhook,
+    ) -> Result<VerifiedWebhook, WebhookError> {
+        if recorded.body.len() > MAX_NOTIFICATION_BYTES {
+            return Err(WebhookError::Malformed("body too large".into()));
         }
-        let events = transformers::events(&notification, self.context.clock.now())?;
-        Ok(VerifiedWebhook {
-            event_id,
-            event_type: transformers::event_type(&notification, &params),
-            events,
-            foreign: None,
-        })
+        self.parse_verified(&recorded.body)
     }
 
     fn webhook_ack(&self, outcome: &AckFor) -> WebhookAck {
         // Alipay reads the body only: exactly `success` stops the resends.
-        let (status, body) = match outcome {
-            AckFor::Accepted => (200, "success"),
-            AckFor::Refused(_) => (400, "fail"),
+        let (verdict, body) = match outcome {
+            AckFor::Accepted => (AckVerdict::Accepted, "success"),
+            AckFor::Refused(_) => (AckVerdict::Refused, "fail"),
         };
         WebhookAck {
-            status,
+            verdict,
             content_type: "text/plain; charset=utf-8",
             body: body.to_owned(),
         }
@@ -437,5 +423,37 @@ impl WebhookScheme for AlipaySignature<'_> {
 
     fn tolerance_s(&self) -> Option<i64> {
         None
+    }
+}
+
+impl WalletWebGateway {
+    /// Read a verified notification (live or recorded): the app and seller check, then what
+    /// it means.
+    fn parse_verified(&self, body: &[u8]) -> Result<VerifiedWebhook, WebhookError> {
+        let params = transformers::form_params(body)?;
+        let notification: Notification = serde_urlencoded::from_bytes(body)
+            .map_err(|_| WebhookError::Malformed("notification is not the expected form".into()))?;
+        let event_id = notification
+            .notify_id
+            .clone()
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| WebhookError::Malformed("notification without notify_id".into()))?;
+        if let Some(why) =
+            transformers::foreign(&notification, &self.app_id, self.seller_id.as_deref())
+        {
+            return Ok(VerifiedWebhook {
+                event_id,
+                event_type: transformers::event_type(&notification, &params),
+                events: Vec::new(),
+                foreign: Some(why),
+            });
+        }
+        let events = transformers::events(&notification, self.context.clock.now())?;
+        Ok(VerifiedWebhook {
+            event_id,
+            event_type: transformers::event_type(&notification, &params),
+            events,
+            foreign: None,
+        })
     }
 }

@@ -966,9 +966,12 @@ fn keys_that_are_not_stripe_secrets_are_configuration_errors() {
 fn accepted_webhooks_get_200_and_refused_ones_400_with_a_short_reason() {
     let gateway = gateway("http://unused.invalid");
     assert_eq!(gateway.provider(), ProviderId::CardGateway);
-    assert_eq!(gateway.webhook_ack(&AckFor::Accepted).status, 200);
+    assert_eq!(
+        gateway.webhook_ack(&AckFor::Accepted).verdict,
+        application::ports::AckVerdict::Accepted
+    );
     let refused = gateway.webhook_ack(&AckFor::Refused(WebhookError::BadSignature));
-    assert_eq!(refused.status, 400);
+    assert_eq!(refused.verdict, application::ports::AckVerdict::Refused);
     assert_eq!(refused.body, "signature does not verify");
 }
 
@@ -1293,6 +1296,64 @@ async fn a_refund_without_a_session_or_with_a_path_changing_reference_calls_noth
     let request = refund_request("../v1/customers", 500);
     assert!(matches!(
         gateway.refund(&request).await,
+        Err(GatewayError::Rejected(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_recorded_event_replays_through_the_same_parsing_without_its_stale_signature() {
+    let request = signed_webhook("checkout.session.completed.json");
+    let live = gateway("http://unused.invalid")
+        .verify_webhook(&request)
+        .await
+        .unwrap();
+    let a_day_later = gateway_at("http://unused.invalid", NOW_S + 86_400);
+    assert_eq!(
+        a_day_later.verify_webhook(&request).await.unwrap_err(),
+        WebhookError::Stale
+    );
+    let recorded = application::ports::RecordedWebhook {
+        event_id: live.event_id.clone(),
+        body: request.body.clone(),
+        received_at: at(NOW_S),
+    };
+    assert_eq!(a_day_later.parse_recorded(&recorded).await.unwrap(), live);
+    let unreadable = application::ports::RecordedWebhook {
+        body: b"not json".to_vec(),
+        ..recorded.clone()
+    };
+    assert!(matches!(
+        a_day_later.parse_recorded(&unreadable).await,
+        Err(WebhookError::Malformed(_))
+    ));
+}
+
+#[tokio::test]
+async fn cancelling_a_subscription_now_deletes_it_and_a_refusal_is_an_error() {
+    let server = MockServer::start().await;
+    Mock::given(method("DELETE"))
+        .and(path("/v1/subscriptions/sub_1QKy7pLkdIwHu7ixWbQz4u2Y"))
+        .and(bearer_token(SECRET_KEY))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "id": "sub_1QKy7pLkdIwHu7ixWbQz4u2Y", "object": "subscription", "status": "canceled",
+            "cancel_at_period_end": false})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("DELETE"))
+        .and(path("/v1/subscriptions/sub_gone"))
+        .respond_with(ResponseTemplate::new(404).set_body_json(serde_json::json!({
+            "error": {"type": "invalid_request_error", "message": "No such subscription: 'sub_gone'"}})))
+        .mount(&server)
+        .await;
+    let gateway = gateway(&server.uri());
+    gateway
+        .cancel_subscription_now("sub_1QKy7pLkdIwHu7ixWbQz4u2Y")
+        .await
+        .unwrap();
+    assert!(gateway.cancel_subscription_now("sub_gone").await.is_err());
+    assert!(matches!(
+        gateway.cancel_subscription_now("../v1/charges").await,
         Err(GatewayError::Rejected(_))
     ));
 }

@@ -52,8 +52,10 @@ struct Provider {
 }
 
 macro_rules! gateway {
-    ($module:ident, $gateway:ident, $clock:expr) => {{
-        let settings = sandbox::$module::gateway_settings(UNROUTABLE);
+    ($module:ident, $gateway:ident, $settings:ident, $clock:expr) => {{
+        let settings: gateways::$module::$settings =
+            serde_json::from_value(sandbox::$module::gateway_settings(UNROUTABLE))
+                .expect("the sandbox's settings table fits the gateway");
         let context = GatewayContext {
             http: ProviderHttp::new(&settings.http()).expect("http client"),
             clock: $clock,
@@ -75,37 +77,52 @@ fn providers(now_ms: i64) -> Vec<Provider> {
     vec![
         provider(
             ProviderId::WalletQr,
-            gateway!(wallet_qr, WalletQrGateway, clock.clone()),
+            gateway!(wallet_qr, WalletQrGateway, WalletQrSettings, clock.clone()),
             Arc::new(sandbox::wallet_qr::WalletQrSimulator),
         ),
         provider(
             ProviderId::WalletWeb,
-            gateway!(wallet_web, WalletWebGateway, clock.clone()),
+            gateway!(
+                wallet_web,
+                WalletWebGateway,
+                WalletWebSettings,
+                clock.clone()
+            ),
             Arc::new(sandbox::wallet_web::WalletWebSimulator),
         ),
         provider(
             ProviderId::CardGateway,
-            gateway!(card_gateway, CardGatewayGateway, clock.clone()),
+            gateway!(
+                card_gateway,
+                CardGatewayGateway,
+                CardGatewaySettings,
+                clock.clone()
+            ),
             Arc::new(sandbox::card_gateway::CardGatewaySimulator),
         ),
         provider(
             ProviderId::WalletGlobal,
-            gateway!(wallet_global, WalletGlobalGateway, clock.clone()),
+            gateway!(
+                wallet_global,
+                WalletGlobalGateway,
+                WalletGlobalSettings,
+                clock.clone()
+            ),
             Arc::new(sandbox::wallet_global::WalletGlobalSimulator),
         ),
         provider(
             ProviderId::MorA,
-            gateway!(mor_a, MorAGateway, clock.clone()),
+            gateway!(mor_a, MorAGateway, MorASettings, clock.clone()),
             Arc::new(sandbox::mor_a::MorASimulator),
         ),
         provider(
             ProviderId::MorB,
-            gateway!(mor_b, MorBGateway, clock.clone()),
+            gateway!(mor_b, MorBGateway, MorBSettings, clock.clone()),
             Arc::new(sandbox::mor_b::MorBSimulator),
         ),
         provider(
             ProviderId::MorC,
-            gateway!(mor_c, MorCGateway, clock),
+            gateway!(mor_c, MorCGateway, MorCSettings, clock),
             Arc::new(sandbox::mor_c::MorCSimulator),
         ),
     ]

@@ -912,9 +912,12 @@ fn a_webhook_secret_that_is_not_base64_is_a_configuration_error() {
 fn accepted_webhooks_get_200_and_refused_ones_400_with_a_short_reason() {
     let gateway = gateway("http://unused.invalid");
     assert_eq!(gateway.provider(), ProviderId::MorB);
-    assert_eq!(gateway.webhook_ack(&AckFor::Accepted).status, 200);
+    assert_eq!(
+        gateway.webhook_ack(&AckFor::Accepted).verdict,
+        application::ports::AckVerdict::Accepted
+    );
     let refused = gateway.webhook_ack(&AckFor::Refused(WebhookError::Stale));
-    assert_eq!(refused.status, 400);
+    assert_eq!(refused.verdict, application::ports::AckVerdict::Refused);
     assert_eq!(refused.body, "timestamp outside the tolerance window");
 }
 

@@ -1024,12 +1024,15 @@ async fn events_tally_does_not_handle_verify_and_mean_nothing() {
 #[test]
 fn pancake_gets_a_200_for_an_accepted_webhook_and_a_400_for_a_refused_one() {
     let gateway = gateway(PRODUCTION_BASE_URL);
-    assert_eq!(gateway.webhook_ack(&AckFor::Accepted).status, 200);
+    assert_eq!(
+        gateway.webhook_ack(&AckFor::Accepted).verdict,
+        application::ports::AckVerdict::Accepted
+    );
     assert_eq!(
         gateway
             .webhook_ack(&AckFor::Refused(WebhookError::Stale))
-            .status,
-        400
+            .verdict,
+        application::ports::AckVerdict::Refused
     );
 }
 

@@ -960,12 +960,15 @@ async fn a_body_that_is_not_a_paypal_event_is_refused_before_paypal_is_asked() {
 #[tokio::test]
 async fn webhooks_are_acknowledged_with_200_and_refused_with_400() {
     let h = harness().await;
-    assert_eq!(h.gateway.webhook_ack(&AckFor::Accepted).status, 200);
+    assert_eq!(
+        h.gateway.webhook_ack(&AckFor::Accepted).verdict,
+        application::ports::AckVerdict::Accepted
+    );
     assert_eq!(
         h.gateway
             .webhook_ack(&AckFor::Refused(WebhookError::BadSignature))
-            .status,
-        400
+            .verdict,
+        application::ports::AckVerdict::Refused
     );
 }
 
@@ -1901,4 +1904,38 @@ async fn an_order_without_a_capture_or_a_subscription_is_not_refunded_through_th
             .await
             .is_empty()
     );
+}
+
+#[tokio::test]
+async fn a_recorded_event_replays_without_asking_paypal_to_verify_it_again() {
+    let h = harness().await;
+    h.paypal_verifies("SUCCESS").await;
+    let body = fixture("webhooks/customer_dispute_created.json");
+    let live = h
+        .gateway
+        .verify_webhook(&delivery(&body, TRANSMISSION_TIME))
+        .await
+        .unwrap();
+    let recorded = application::ports::RecordedWebhook {
+        event_id: live.event_id.clone(),
+        body: body.clone().into_bytes(),
+        received_at: Timestamp::from_unix_millis(NOW_MS),
+    };
+    assert_eq!(h.gateway.parse_recorded(&recorded).await.unwrap(), live);
+    let verifications = h
+        .requests_to("/v1/notifications/verify-webhook-signature")
+        .await;
+    assert_eq!(
+        verifications.len(),
+        1,
+        "only the live delivery was verified"
+    );
+    let unreadable = application::ports::RecordedWebhook {
+        body: b"{}".to_vec(),
+        ..recorded.clone()
+    };
+    assert!(matches!(
+        h.gateway.parse_recorded(&unreadable).await,
+        Err(WebhookError::Malformed(_))
+    ));
 }

@@ -786,14 +786,20 @@ async fn a_notification_for_another_merchant_or_app_is_foreign_and_one_not_in_su
 fn the_acknowledgement_is_empty_on_success_and_a_fail_json_otherwise() {
     let gateway = gateway("http://unused", NOW_MS);
     let accepted = gateway.webhook_ack(&AckFor::Accepted);
-    assert_eq!((accepted.status, accepted.body.as_str()), (200, ""));
+    assert_eq!(
+        (accepted.verdict, accepted.body.as_str()),
+        (application::ports::AckVerdict::Accepted, "")
+    );
     let refused = gateway.webhook_ack(&AckFor::Refused(WebhookError::BadSignature));
-    assert_eq!(refused.status, 401);
+    assert_eq!(
+        refused.verdict,
+        application::ports::AckVerdict::Unauthenticated
+    );
     let body: Value = serde_json::from_str(&refused.body).unwrap();
     assert_eq!(body["code"], "FAIL");
     assert!(body["message"].as_str().unwrap().contains("signature"));
     let malformed = gateway.webhook_ack(&AckFor::Refused(WebhookError::Malformed("x".into())));
-    assert_eq!(malformed.status, 400);
+    assert_eq!(malformed.verdict, application::ports::AckVerdict::Refused);
 }
 
 #[test]

@@ -459,9 +459,15 @@ async fn a_signed_notification_for_another_app_is_foreign_and_one_without_notify
 fn the_acknowledgement_is_the_plain_word_alipay_expects() {
     let gateway = gateway("http://unused");
     let accepted = gateway.webhook_ack(&AckFor::Accepted);
-    assert_eq!((accepted.status, accepted.body.as_str()), (200, "success"));
+    assert_eq!(
+        (accepted.verdict, accepted.body.as_str()),
+        (application::ports::AckVerdict::Accepted, "success")
+    );
     let refused = gateway.webhook_ack(&AckFor::Refused(WebhookError::BadSignature));
-    assert_eq!((refused.status, refused.body.as_str()), (400, "fail"));
+    assert_eq!(
+        (refused.verdict, refused.body.as_str()),
+        (application::ports::AckVerdict::Refused, "fail")
+    );
 }
 
 #[test]

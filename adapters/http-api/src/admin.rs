@@ -27,7 +27,7 @@ use crate::admin_console::{
 };
 use crate::admin_refund::{RefundBody, RefundResponse, refund_problem};
 use crate::auth::Credential;
-use crate::dto::{page_request, parse_idempotency_key, timestamp};
+use crate::dto::{parse_idempotency_key, timestamp};
 use crate::problem::{Code, FieldErrorView, Problem, api_response};
 
 /// A plan's duration, as an admin writes it.
@@ -96,6 +96,11 @@ pub struct AdminPlan {
     /// Leave out of `/pricing` (still purchasable by id).
     #[oai(default)]
     pub hidden: bool,
+    /// The offer the plan belongs to (`pro`): a lower-case letter or digit, then lower-case
+    /// letters, digits, `-` or `_`, at most 40 characters; plans sharing it are one pricing
+    /// card. Absent: the plan is a card of its own.
+    #[oai(validator(max_length = 40), skip_serializing_if_is_none)]
+    pub group: Option<String>,
     /// Duration and credits.
     #[oai(skip_serializing_if_is_none)]
     pub duration: Option<DurationBody>,
@@ -143,6 +148,7 @@ impl AdminPlan {
                 currency: self.currency.clone(),
                 recommended: self.recommended,
                 hidden: self.hidden,
+                group: self.group.clone(),
                 months: duration.months,
                 duration_type: duration.duration_type,
                 credits: duration.credits,
@@ -186,6 +192,7 @@ impl From<&StoredPlan> for AdminPlan {
             currency: d.currency,
             recommended: d.recommended,
             hidden: d.hidden,
+            group: d.group,
             duration: Some(DurationBody {
                 months: d.months,
                 duration_type: d.duration_type,
@@ -485,14 +492,14 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
         provider: Query<Option<String>>,
         /// Only this outcome (`mismatch`, `foreign_merchant`, `unknown_order`, …).
         outcome: Query<Option<String>>,
-        /// Page number, from 1.
-        page: Query<Option<String>>,
-        /// Page size, 1 to 100.
+        /// The `nextCursor` of the previous page.
+        cursor: Query<Option<String>>,
+        /// Page size, 1 to 100 (default 20).
         limit: Query<Option<String>>,
     ) -> WebhookEventsResponse {
         let result = async {
             self.state.admin(&credential).await?;
-            let page = page_request(page.0.as_deref(), limit.0.as_deref())?;
+            let page = crate::admin_customers_api::page_after(cursor.0, limit.0)?;
             let provider = provider
                 .0
                 .map(|p| {
@@ -504,12 +511,11 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
                 provider,
                 outcome: outcome.0.map(|o| o.chars().take(64).collect()),
             };
-            Ok::<_, Problem>(
-                self.state
-                    .service
-                    .list_webhook_events(&filter, page)
-                    .await?,
-            )
+            self.state
+                .service
+                .webhook_inbox(&filter, &page)
+                .await
+                .map_err(crate::admin_customers::list_problem)
         };
         match result.await {
             Ok(page) => WebhookEventsResponse::Ok(Json((&page).into())),
@@ -560,7 +566,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
         body: Json<RefundBody>,
     ) -> RefundResponse {
         let result = async {
-            self.state.admin(&credential).await?;
+            let admin = self.state.admin(&credential).await?;
             let request = RefundOrder {
                 order_id: order_id.0,
                 amount: body.0.amount,
@@ -568,7 +574,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
             };
             self.state
                 .service
-                .refund_order(&request)
+                .refund_order_by(&admin, &request)
                 .await
                 .map_err(refund_problem)
         };
@@ -612,10 +618,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
         body: Json<AdminPlan>,
     ) -> CreatePlanResponse {
         let result = async {
-            self.state.admin(&credential).await?;
+            let admin = self.state.admin(&credential).await?;
             self.state
                 .service
-                .create_plan(&body.0.to_input())
+                .create_plan_by(&admin, &body.0.to_input())
                 .await
                 .map_err(plan_problem)
         };
@@ -635,10 +641,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
         body: Json<AdminPlan>,
     ) -> UpdatePlanResponse {
         let result = async {
-            self.state.admin(&credential).await?;
+            let admin = self.state.admin(&credential).await?;
             self.state
                 .service
-                .update_plan(&id.0, &body.0.to_input())
+                .update_plan_by(&admin, &id.0, &body.0.to_input())
                 .await
                 .map_err(plan_problem)
         };
@@ -661,10 +667,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
     #[oai(path = "/api/admin/plans/:id", method = "delete")]
     async fn delete_plan(&self, credential: Credential, id: Path<String>) -> PlanChangeResponse {
         let result = async {
-            self.state.admin(&credential).await?;
+            let admin = self.state.admin(&credential).await?;
             self.state
                 .service
-                .delete_plan(&id.0)
+                .delete_plan_by(&admin, &id.0)
                 .await
                 .map_err(plan_problem)
         };
@@ -682,10 +688,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
         body: Json<ReorderBody>,
     ) -> PlanChangeResponse {
         let result = async {
-            self.state.admin(&credential).await?;
+            let admin = self.state.admin(&credential).await?;
             self.state
                 .service
-                .reorder_plans(&body.0.ids)
+                .reorder_plans_by(&admin, &body.0.ids)
                 .await
                 .map_err(plan_problem)
         };
@@ -726,7 +732,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
             let admin = self.state.admin(&credential).await?;
             self.state
                 .service
-                .create_api_key(&admin, &body.0.name, &body.0.scopes)
+                .create_api_key_by(&admin, &body.0.name, &body.0.scopes)
                 .await
                 .map_err(api_key_problem)
         };
@@ -767,10 +773,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
         id: Path<String>,
     ) -> RevokeApiKeyResponse {
         let result = async {
-            self.state.admin(&credential).await?;
+            let admin = self.state.admin(&credential).await?;
             self.state
                 .service
-                .revoke_api_key(&id.0)
+                .revoke_api_key_by(&admin, &id.0)
                 .await
                 .map_err(api_key_problem)
         };
@@ -788,10 +794,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
         id: &str,
         hidden: bool,
     ) -> Result<StoredPlan, Problem> {
-        self.state.admin(credential).await?;
+        let admin = self.state.admin(credential).await?;
         self.state
             .service
-            .set_plan_hidden(id, hidden)
+            .set_plan_hidden_by(&admin, id, hidden)
             .await
             .map_err(plan_problem)
     }

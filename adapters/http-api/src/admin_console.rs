@@ -3,9 +3,8 @@
 //! `POST /api/admin/users/{id}/credits` (a grant, optionally expiring, or a debit that never goes
 //! below zero; once per `Idempotency-Key`).
 
-use application::pagination::Page;
 use application::ports::RecordedEvent;
-use application::use_cases::admin_console::{AdjustCreditsError, AdjustedCredits};
+use application::use_cases::admin_console::{AdjustCreditsError, AdjustedCredits, CursorPage};
 use chrono::DateTime;
 use domain::Timestamp;
 use poem_openapi::Object;
@@ -13,7 +12,7 @@ use poem_openapi::payload::Json;
 use rust_decimal::Decimal;
 
 use crate::credits::TransactionView;
-use crate::dto::{PageInfo, timestamp};
+use crate::dto::timestamp;
 use crate::i18n::Language;
 use crate::problem::{Code, Problem, api_response};
 
@@ -60,19 +59,20 @@ impl From<&RecordedEvent> for WebhookEventView {
 
 /// A page of recorded provider events, newest first.
 #[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
 pub struct WebhookEventPage {
     /// The events on this page.
     pub items: Vec<WebhookEventView>,
-    /// Where this page sits.
-    #[oai(flatten)]
-    pub page: PageInfo,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    #[oai(skip_serializing_if_is_none)]
+    pub next_cursor: Option<String>,
 }
 
-impl From<&Page<RecordedEvent>> for WebhookEventPage {
-    fn from(page: &Page<RecordedEvent>) -> Self {
+impl From<&CursorPage<RecordedEvent>> for WebhookEventPage {
+    fn from(page: &CursorPage<RecordedEvent>) -> Self {
         Self {
             items: page.items.iter().map(WebhookEventView::from).collect(),
-            page: PageInfo::from(page),
+            next_cursor: page.next_cursor.clone(),
         }
     }
 }
@@ -84,7 +84,7 @@ api_response! {
         200 Ok(Json<WebhookEventPage>),
     }
     problems {
-        /// `invalid_pagination`: page or limit out of range.
+        /// `invalid_pagination`: a bad cursor or limit.
         400 BadRequest,
         /// `unauthorized`: not signed in.
         401 Unauthorized,

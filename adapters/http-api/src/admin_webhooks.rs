@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use application::accounts::User;
 use application::pagination::Page;
 use application::ports::{
     Clock, DeliveryRecord, IdGenerator, RedeliveryTarget, SecretHasher, Store, WebhookEndpoint,
@@ -32,7 +33,9 @@ pub struct CreateWebhookEndpointBody {
     /// accepted in development).
     #[oai(validator(max_length = 2048))]
     pub url: String,
-    /// Event types to receive (`order.paid`, …); empty or absent means every type.
+    /// Event types to receive (`order.paid`, …); empty or absent means every type except the
+    /// opt-in consumption types (`credits.consumed`, `credits.reserved`, `credits.settled`,
+    /// `credits.released`), which are sent (and written) only to an endpoint that names them.
     #[oai(default, validator(max_items = 64))]
     pub event_types: Vec<String>,
 }
@@ -44,7 +47,7 @@ pub struct UpdateWebhookEndpointBody {
     /// A new URL (checked as at creation).
     #[oai(validator(max_length = 2048), skip_serializing_if_is_none)]
     pub url: Option<String>,
-    /// New event types; empty means every type.
+    /// New event types; empty means every type except the opt-in consumption types.
     #[oai(validator(max_items = 64), skip_serializing_if_is_none)]
     pub event_types: Option<Vec<String>>,
     /// Enable or disable (enabling clears an automatic disabling; disabling abandons the open
@@ -340,9 +343,23 @@ enum Tag {
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminWebhooksApi<S, C, I, H> {
+    /// The acting administrator and the delivery wiring, for an audited change.
+    async fn admin_webhooks(
+        &self,
+        credential: &Credential,
+    ) -> Result<(User, &Arc<Webhooks>), Problem> {
+        let admin = self.state.admin(credential).await?;
+        Ok((admin, self.wired()?))
+    }
+
     /// The signed-in administrator's access to the webhooks, when `tally serve` wired them.
     async fn webhooks(&self, credential: &Credential) -> Result<&Arc<Webhooks>, Problem> {
         self.state.admin(credential).await?;
+        self.wired()
+    }
+
+    /// The delivery wiring, or the problem saying there is none.
+    fn wired(&self) -> Result<&Arc<Webhooks>, Problem> {
         self.state.service.webhooks().ok_or_else(|| {
             Problem::new(
                 Code::ServiceUnavailable,
@@ -393,9 +410,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminWebhooksApi<S, C,
         body: Json<CreateWebhookEndpointBody>,
     ) -> CreateWebhookEndpointResponse {
         let result = async {
-            let webhooks = self.webhooks(&credential).await?;
-            webhooks
-                .create_endpoint(&body.0.url, &body.0.event_types)
+            let (admin, webhooks) = self.admin_webhooks(&credential).await?;
+            self.state
+                .service
+                .create_endpoint_by(&admin, webhooks, &body.0.url, &body.0.event_types)
                 .await
                 .map_err(endpoint_problem)
         };
@@ -430,14 +448,15 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminWebhooksApi<S, C,
         body: Json<UpdateWebhookEndpointBody>,
     ) -> UpdateWebhookEndpointResponse {
         let result = async {
-            let webhooks = self.webhooks(&credential).await?;
+            let (admin, webhooks) = self.admin_webhooks(&credential).await?;
             let update = EndpointUpdate {
                 url: body.0.url,
                 event_types: body.0.event_types,
                 enabled: body.0.enabled,
             };
-            webhooks
-                .update_endpoint(&id.0, &update)
+            self.state
+                .service
+                .update_endpoint_by(&admin, webhooks, &id.0, &update)
                 .await
                 .map_err(endpoint_problem)
         };
@@ -456,9 +475,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminWebhooksApi<S, C,
         id: Path<String>,
     ) -> DeleteWebhookEndpointResponse {
         let result = async {
-            let webhooks = self.webhooks(&credential).await?;
-            webhooks
-                .delete_endpoint(&id.0)
+            let (admin, webhooks) = self.admin_webhooks(&credential).await?;
+            self.state
+                .service
+                .delete_endpoint_by(&admin, webhooks, &id.0)
                 .await
                 .map_err(endpoint_problem)
         };
@@ -481,9 +501,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminWebhooksApi<S, C,
         id: Path<String>,
     ) -> CreateWebhookEndpointResponse {
         let result = async {
-            let webhooks = self.webhooks(&credential).await?;
-            webhooks
-                .rotate_secret(&id.0)
+            let (admin, webhooks) = self.admin_webhooks(&credential).await?;
+            self.state
+                .service
+                .rotate_secret_by(&admin, webhooks, &id.0)
                 .await
                 .map_err(endpoint_problem)
         };
@@ -564,9 +585,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminWebhooksApi<S, C,
         target: &RedeliveryTarget,
     ) -> RedeliverResponse {
         let result = async {
-            let webhooks = self.webhooks(credential).await?;
-            webhooks
-                .redeliver(endpoint_id, target)
+            let (admin, webhooks) = self.admin_webhooks(credential).await?;
+            self.state
+                .service
+                .redeliver_by(&admin, webhooks, endpoint_id, target)
                 .await
                 .map_err(endpoint_problem)
         };

@@ -2,13 +2,14 @@
 //! a service API key (`Authorization: Bearer tly_…` or `X-Api-Key: tly_…`).
 //!
 //! [`Credential`] only finds the token (its absence is a 401 `unauthorized`, mapped by the
-//! middleware); `Service::authenticate` decides what the token is. The helpers on
-//! [`AppState`] then check what the caller may do: a 403 `forbidden` otherwise.
+//! middleware); `Service::authenticate` decides what the token is. What the caller may do is
+//! decided by `application::authorization`; the helpers on [`AppState`] ask it and turn a
+//! refusal into a 403 `forbidden` (400, 404 for a read naming no or an unknown user).
 
-use application::accounts::{ApiKey, Role, Scope, User};
+use application::accounts::{ApiKey, Scope, User};
+use application::authorization::{self, Denied, OwnerError};
 use application::ports::{Clock, IdGenerator, SecretHasher, Store};
-use application::use_cases::accounts::{AccountsError, Principal};
-use domain::UserId;
+use application::use_cases::sessions::{AccountsError, Principal};
 use poem_openapi::SecurityScheme;
 use poem_openapi::auth::{ApiKey as ApiKeyToken, Bearer};
 
@@ -85,13 +86,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AppState<S, C, I, H> {
     /// # Errors
     /// 401 without a valid credential; 403 for a service API key.
     pub(crate) async fn user(&self, credential: &Credential) -> Result<User, Problem> {
-        match self.principal(credential).await? {
-            Principal::User(user) => Ok(user),
-            Principal::Service(_) => Err(Problem::new(
-                Code::Forbidden,
-                "this endpoint is for signed-in users, not API keys",
-            )),
-        }
+        authorization::signed_in_user(self.principal(credential).await?).map_err(denied)
     }
 
     /// A signed-in administrator.
@@ -99,15 +94,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AppState<S, C, I, H> {
     /// # Errors
     /// 401 without a valid credential; 403 for anyone else.
     pub(crate) async fn admin(&self, credential: &Credential) -> Result<User, Problem> {
-        let user = self.user(credential).await?;
-        if user.role == Role::Admin {
-            Ok(user)
-        } else {
-            Err(Problem::new(
-                Code::Forbidden,
-                "this endpoint is for administrators",
-            ))
-        }
+        authorization::administrator(self.principal(credential).await?).map_err(denied)
     }
 
     /// A service API key carrying `scope`.
@@ -119,51 +106,44 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AppState<S, C, I, H> {
         credential: &Credential,
         scope: Scope,
     ) -> Result<ApiKey, Problem> {
-        match self.principal(credential).await? {
-            Principal::Service(key) if key.scopes.contains(&scope) => Ok(key),
-            _ => Err(Problem::new(
-                Code::Forbidden,
-                format!("this endpoint needs an API key with scope {}", scope.code()),
-            )),
-        }
+        authorization::service_key(self.principal(credential).await?, scope).map_err(denied)
+    }
+
+    /// Whose data a read guarded by `scope` is about: the signed-in user's own, or, for an API
+    /// key with `scope`, the user named by `?userId=` (decided by
+    /// [`application::service::Service::data_owner`]).
+    ///
+    /// # Errors
+    /// 401; 403 for another user's data or a key without the scope; 400 when a key names no
+    /// user; 404 `user_not_found`.
+    pub(crate) async fn data_owner(
+        &self,
+        credential: &Credential,
+        scope: Scope,
+        user_id: Option<&str>,
+    ) -> Result<User, Problem> {
+        let principal = self.principal(credential).await?;
+        self.service
+            .data_owner(principal, scope, user_id)
+            .await
+            .map_err(|e| match e {
+                OwnerError::Denied(why) => denied(why),
+                OwnerError::Infra(infra) => infra.into(),
+            })
     }
 
     /// Whose credits a read is about: the signed-in user's own, or, for an API key with
     /// `credits:read`, the user named by `?userId=`.
     ///
     /// # Errors
-    /// 401; 403 for another user's credits or a key without the scope; 400 when a key names no
-    /// user; 404 `user_not_found`.
+    /// As [`AppState::data_owner`].
     pub(crate) async fn credits_owner(
         &self,
         credential: &Credential,
         user_id: Option<&str>,
     ) -> Result<User, Problem> {
-        match self.principal(credential).await? {
-            Principal::User(user) => match user_id {
-                Some(other) if other != user.id.as_str() => Err(Problem::new(
-                    Code::Forbidden,
-                    "users may read only their own credits",
-                )),
-                _ => Ok(user),
-            },
-            Principal::Service(key) if key.scopes.contains(&Scope::CreditsRead) => {
-                let id = user_id.ok_or_else(|| {
-                    Problem::bad_input("an API key must name the user with ?userId=")
-                })?;
-                self.existing_user(id).await
-            }
-            Principal::Service(_) => Err(Problem::new(
-                Code::Forbidden,
-                "this endpoint needs an API key with scope credits:read",
-            )),
-        }
-    }
-
-    async fn existing_user(&self, raw: &str) -> Result<User, Problem> {
-        let not_found = || Problem::new(Code::UserNotFound, "no such user");
-        let id = UserId::new(raw).map_err(|_| not_found())?;
-        self.service.find_user(&id).await?.ok_or_else(not_found)
+        self.data_owner(credential, Scope::CreditsRead, user_id)
+            .await
     }
 
     /// The `Set-Cookie` value that stores a session token for `max_age_seconds`.
@@ -182,6 +162,32 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AppState<S, C, I, H> {
     /// The `Set-Cookie` value that removes the session cookie.
     pub(crate) fn cleared_session_cookie(&self) -> String {
         self.session_cookie("", 0)
+    }
+}
+
+/// The answer to a refusal of the authorization policy: 403 `forbidden`, 400 for a key that
+/// names no user, 404 `user_not_found`.
+pub(crate) fn denied(why: Denied) -> Problem {
+    let forbidden = |detail: String| Problem::new(Code::Forbidden, detail);
+    match why {
+        Denied::UsersOnly => forbidden("this endpoint is for signed-in users, not API keys".into()),
+        Denied::AdministratorsOnly => forbidden("this endpoint is for administrators".into()),
+        Denied::MissingScope(scope) => forbidden(format!(
+            "this endpoint needs an API key with scope {}",
+            scope.code()
+        )),
+        Denied::EventsReadersOnly => forbidden(
+            "the events feed is for administrators and API keys with scope events:read".into(),
+        ),
+        Denied::OthersData(scope) => forbidden(format!(
+            "users may read only their own {}",
+            match scope {
+                Scope::EntitlementsRead => "entitlements",
+                _ => "credits",
+            }
+        )),
+        Denied::NoUserNamed => Problem::bad_input("an API key must name the user with ?userId="),
+        Denied::UserNotFound => Problem::new(Code::UserNotFound, "no such user"),
     }
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use application::accounts::{AccountError, User};
 use application::ports::{Clock, IdGenerator, SecretHasher, Store};
-use application::use_cases::accounts::{AccountsError, SignedIn};
+use application::use_cases::sessions::{AccountsError, SignedIn};
 use poem::Request;
 use poem::web::headers::HeaderMapExt;
 use poem::web::headers::authorization::{Authorization, Bearer};

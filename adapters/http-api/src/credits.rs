@@ -199,7 +199,7 @@ pub struct StatusView {
 }
 
 impl StatusView {
-    fn new(report: &StatusReport, now: Timestamp, entitlements: &Entitlements) -> Self {
+    pub(crate) fn new(report: &StatusReport, now: Timestamp, entitlements: &Entitlements) -> Self {
         Self {
             balance: report.balance.to_string(),
             balance_hundredths: report.balance.hundredths(),
@@ -395,8 +395,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> CreditsApi<S, C, I, H>
         };
         match result.await {
             Ok((report, entitlements)) => {
-                let now = self.state.service.clock().now();
-                StatusResponse::Ok(Json(StatusView::new(&report, now, &entitlements)))
+                StatusResponse::Ok(Json(StatusView::new(&report, report.as_of, &entitlements)))
             }
             Err(problem) => problem.into(),
         }

@@ -224,6 +224,13 @@ pub struct SubscriptionView {
     /// When its access ends: the period's end when canceled or scheduled to cancel, the
     /// period's end plus the past-due grace when a renewal failed; `null` while it renews.
     pub access_until: Option<String>,
+    /// The plan a switch asked the provider for, until the provider's event confirms it (then
+    /// `planId` is that plan); absent when no switch is pending.
+    #[oai(skip_serializing_if_is_none)]
+    pub pending_plan_id: Option<String>,
+    /// `upgrade` or `downgrade`: the pending switch; absent when none is pending.
+    #[oai(skip_serializing_if_is_none)]
+    pub pending_change: Option<String>,
 }
 
 impl SubscriptionView {
@@ -238,6 +245,8 @@ impl SubscriptionView {
             current_period_end: timestamp(s.current_period().end()),
             cancel_at_period_end: s.renewal() == RenewalIntent::EndsAtPeriodEnd,
             access_until: access.ends_at().map(timestamp),
+            pending_plan_id: s.pending_change().map(|c| c.plan_id().to_string()),
+            pending_change: s.pending_change().map(|c| c.direction().code().to_owned()),
         }
     }
 }

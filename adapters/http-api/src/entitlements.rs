@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use application::accounts::{Scope, User};
 use application::ports::{Clock, IdGenerator, SecretHasher, Store};
-use application::use_cases::accounts::Principal;
 use domain::UserId;
 use domain::entitlements::{
     EffectiveEntitlements, EntitlementDraft, EntitlementGrant, EntitlementValue, Entitlements,
@@ -27,7 +26,7 @@ use serde_json::Value;
 use crate::AppState;
 use crate::auth::Credential;
 use crate::dto::timestamp;
-use crate::problem::{Code, Problem, api_response};
+use crate::problem::{Problem, api_response};
 
 /// An entitlement value on the wire: `true` or a non-negative integer (a limit).
 ///
@@ -256,30 +255,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> EntitlementsApi<S, C, 
     /// Whose entitlements are read: the signed-in user's own, or, for an API key with
     /// `entitlements:read`, the user named by `?userId=`.
     async fn owner(&self, credential: &Credential, user_id: Option<&str>) -> Result<User, Problem> {
-        match self.state.principal(credential).await? {
-            Principal::User(user) => match user_id {
-                Some(other) if other != user.id.as_str() => Err(Problem::new(
-                    Code::Forbidden,
-                    "users may read only their own entitlements",
-                )),
-                _ => Ok(user),
-            },
-            Principal::Service(key) if key.scopes.contains(&Scope::EntitlementsRead) => {
-                let raw = user_id.ok_or_else(|| {
-                    Problem::bad_input("an API key must name the user with ?userId=")
-                })?;
-                let not_found = || Problem::new(Code::UserNotFound, "no such user");
-                let id = UserId::new(raw).map_err(|_| not_found())?;
-                self.state
-                    .service
-                    .find_user(&id)
-                    .await?
-                    .ok_or_else(not_found)
-            }
-            Principal::Service(_) => Err(Problem::new(
-                Code::Forbidden,
-                "this endpoint needs an API key with scope entitlements:read",
-            )),
-        }
+        self.state
+            .data_owner(credential, Scope::EntitlementsRead, user_id)
+            .await
     }
 }

@@ -4,9 +4,8 @@
 
 use std::sync::Arc;
 
-use application::accounts::{Role, Scope};
+use application::authorization::{self, Permission};
 use application::ports::{Clock, IdGenerator, SecretHasher, Store, StoredEvent};
-use application::use_cases::accounts::Principal;
 use application::use_cases::event_feed::{FeedError, FeedPage, FeedQuery, MAX_FEED_TYPES};
 use poem_openapi::param::Query;
 use poem_openapi::payload::Json;
@@ -14,7 +13,7 @@ use poem_openapi::{Object, OpenApi};
 use serde_json::Value;
 
 use crate::AppState;
-use crate::auth::Credential;
+use crate::auth::{Credential, denied};
 use crate::problem::{Code, Problem, api_response};
 
 /// One event: the Standard Webhooks payload, exactly as webhook endpoints receive it.
@@ -127,14 +126,8 @@ fn feed_problem(e: FeedError) -> Problem {
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> EventsApi<S, C, I, H> {
     /// Administrators and API keys with `events:read` may read the feed.
     async fn reader(&self, credential: &Credential) -> Result<(), Problem> {
-        match self.state.principal(credential).await? {
-            Principal::User(user) if user.role == Role::Admin => Ok(()),
-            Principal::Service(key) if key.scopes.contains(&Scope::EventsRead) => Ok(()),
-            _ => Err(Problem::new(
-                Code::Forbidden,
-                "the events feed is for administrators and API keys with scope events:read",
-            )),
-        }
+        let principal = self.state.principal(credential).await?;
+        authorization::authorize(&principal, Permission::ReadEvents).map_err(denied)
     }
 }
 
@@ -153,7 +146,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> EventsApi<S, C, I, H> 
         limit: Query<Option<String>>,
         /// Only these types: repeat the parameter or give a comma-separated list.
         #[oai(name = "type")]
-        types: Query<Vec<String>>,
+        types: Query<Option<Vec<String>>>,
     ) -> EventsResponse {
         let result = async {
             self.reader(&credential).await?;
@@ -165,7 +158,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> EventsApi<S, C, I, H> 
                     })
                 })
                 .transpose()?;
-            let mut types = types.0;
+            let mut types = types.0.unwrap_or_default();
             types.truncate(MAX_FEED_TYPES + 1);
             let query = FeedQuery {
                 after: after.0.map(|a| a.chars().take(64).collect()),

@@ -7,7 +7,7 @@
 //! Layout: one module per area (`payment`, `webhook`, `credits`, `consumption`, `plans`, `admin`,
 //! `auth_routes`, `health`), each with one `ApiResponse` enum per endpoint; `problem` holds the
 //! RFC 9457 error body and the only place statuses are attached to error codes; `auth` turns a
-//! cookie, bearer token or API key into a [`Principal`](application::use_cases::accounts::Principal);
+//! cookie, bearer token or API key into a [`Principal`](application::use_cases::sessions::Principal);
 //! `middleware` gives every response a request id, maps every framework error into a problem,
 //! limits request headers (`header_limit`) and bodies and records metrics.
 //!
@@ -16,7 +16,11 @@
 
 mod admin;
 mod admin_console;
+mod admin_customers;
+mod admin_customers_api;
+mod admin_export;
 mod admin_refund;
+mod admin_replay;
 mod admin_webhooks;
 mod auth;
 mod auth_routes;
@@ -34,6 +38,7 @@ mod payment;
 mod plans;
 mod problem;
 mod rate_limit;
+mod subscriptions;
 mod webhook;
 
 use std::num::NonZeroU32;
@@ -53,6 +58,7 @@ pub use health::Readiness;
 pub use metrics::PrometheusMetrics;
 pub use problem::{PROBLEM_CONTENT_TYPE, unparsed_request_problem};
 pub use rate_limit::RateLimit;
+pub use webhook::{WEBHOOK_PATH_PREFIX, webhook_url_prefix};
 
 /// The OpenAPI document's title.
 const API_TITLE: &str = "Tally API";
@@ -111,6 +117,7 @@ pub(crate) struct AppState<S, C, I, H> {
 
 type Apis<S, C, I, H> = (
     payment::PaymentApi<S, C, I, H>,
+    subscriptions::SubscriptionsApi<S, C, I, H>,
     webhook::WebhookApi<S, C, I, H>,
     credits::CreditsApi<S, C, I, H>,
     consumption::ConsumptionApi<S, C, I, H>,
@@ -119,6 +126,8 @@ type Apis<S, C, I, H> = (
     plans::PlansApi<S, C, I, H>,
     admin::AdminApi<S, C, I, H>,
     admin_webhooks::AdminWebhooksApi<S, C, I, H>,
+    admin_customers_api::AdminConsoleApi<S, C, I, H>,
+    admin_replay::AdminReplayApi<S, C, I, H>,
     auth_routes::AuthApi<S, C, I, H>,
     health::HealthApi<S, C, I, H>,
 );
@@ -134,6 +143,7 @@ where
 {
     let apis = (
         payment::PaymentApi::new(state.clone()),
+        subscriptions::SubscriptionsApi::new(state.clone()),
         webhook::WebhookApi::new(state.clone()),
         credits::CreditsApi::new(state.clone()),
         consumption::ConsumptionApi::new(state.clone()),
@@ -142,6 +152,8 @@ where
         plans::PlansApi::new(state.clone()),
         admin::AdminApi::new(state.clone()),
         admin_webhooks::AdminWebhooksApi::new(state.clone()),
+        admin_customers_api::AdminConsoleApi::new(state.clone()),
+        admin_replay::AdminReplayApi::new(state.clone()),
         auth_routes::AuthApi::new(state.clone()),
         health::HealthApi::new(state.clone()),
     );

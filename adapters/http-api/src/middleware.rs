@@ -20,13 +20,12 @@ use crate::auth::unauthorized;
 use crate::header_limit;
 use crate::metrics;
 use crate::problem::{Code, Problem};
+use crate::webhook::WEBHOOK_PATH_PREFIX;
 
 /// The request id header, in and out.
 pub(crate) const REQUEST_ID_HEADER: &str = "x-request-id";
 /// The longest client-sent request id that is kept.
 const MAX_REQUEST_ID_CHARS: usize = 64;
-/// Paths under this prefix take the webhook body limit.
-const WEBHOOK_PREFIX: &str = "/api/payment/webhook/";
 
 /// Milliseconds since the epoch, from the service's clock.
 pub(crate) type MillisSource = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -90,7 +89,8 @@ impl<E: Endpoint> Endpoint for RequestContextEndpoint<E> {
             path = %req.uri().path(),
         );
         async move {
-            let limit = if req.uri().path().starts_with(WEBHOOK_PREFIX) {
+            // Paths under the webhook route take the webhook body limit.
+            let limit = if req.uri().path().starts_with(WEBHOOK_PATH_PREFIX) {
                 self.limits.webhook_bytes
             } else {
                 self.limits.json_bytes

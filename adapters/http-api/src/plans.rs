@@ -72,6 +72,15 @@ pub struct PlanView {
     pub currency: String,
     /// Whether the plan is highlighted.
     pub recommended: bool,
+    /// The offer the plan belongs to: plans sharing a group are one offer sold in several
+    /// intervals, currencies or providers (one pricing card per group and interval); absent for
+    /// a plan that is an offer of its own.
+    #[oai(skip_serializing_if_is_none)]
+    pub group: Option<String>,
+    /// How often the plan is paid for, from its type and `duration.months`: `month`,
+    /// `quarter`, `half_year`, `year`, `months` (every `duration.months` months), `lifetime`
+    /// or `one_time` (a fixed-term one-time plan or a credit pack).
+    pub interval: String,
     /// Duration and credits.
     pub duration: DurationView,
     /// Texts in the requested locale (falling back to its language, then `en`).
@@ -94,6 +103,8 @@ impl PlanView {
             original_amount_minor: plan.original_price().map(|m| m.amount_minor()),
             currency: price.currency().code().to_owned(),
             recommended: plan.prominence() == Prominence::Recommended,
+            group: plan.group().map(ToString::to_string),
+            interval: plan.interval().code().to_owned(),
             duration: DurationView {
                 months: plan.duration().map(Duration::months_value),
                 duration_type: plan.plan_type().as_str().to_owned(),

@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use application::ports::{Clock, IdGenerator, SecretHasher, Store, WebhookAck, WebhookRequest};
+use application::ports::{
+    AckVerdict, Clock, IdGenerator, SecretHasher, Store, WebhookAck, WebhookRequest,
+};
 use application::use_cases::handle_webhook::HandleWebhookError;
 use domain::ProviderId;
 use poem::http::StatusCode;
@@ -16,6 +18,17 @@ use poem_openapi::{ApiExtractor, ApiExtractorType, ApiResponse, ExtractParamOpti
 
 use crate::AppState;
 use crate::problem::{Code, Problem, ProblemBody};
+
+/// The webhook route's path before the provider id. The route attribute below must spell it as
+/// a literal (`poem-openapi` takes no constant there); a test checks the two agree.
+pub const WEBHOOK_PATH_PREFIX: &str = "/api/payment/webhook/";
+
+/// Where providers post their webhooks under `base_url`, as the prefix a provider id
+/// completes: what the wiring hands the service as its webhook callback address.
+#[must_use]
+pub fn webhook_url_prefix(base_url: &str) -> String {
+    format!("{base_url}{WEBHOOK_PATH_PREFIX}")
+}
 
 /// The most headers passed on, and the longest value kept (a limit on work and memory).
 const MAX_HEADERS: usize = 100;
@@ -110,15 +123,14 @@ pub enum WebhookResponse {
 
 impl From<WebhookAck> for WebhookResponse {
     fn from(ack: WebhookAck) -> Self {
-        let status = StatusCode::from_u16(ack.status).unwrap_or(StatusCode::OK);
         let body = AckBody {
             content_type: ack.content_type,
             body: ack.body,
         };
-        if status.is_success() {
-            WebhookResponse::Accepted(status, body)
-        } else {
-            WebhookResponse::Refused(status, body)
+        match ack.verdict {
+            AckVerdict::Accepted => WebhookResponse::Accepted(StatusCode::OK, body),
+            AckVerdict::Refused => WebhookResponse::Refused(StatusCode::BAD_REQUEST, body),
+            AckVerdict::Unauthenticated => WebhookResponse::Refused(StatusCode::UNAUTHORIZED, body),
         }
     }
 }
@@ -167,16 +179,15 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> WebhookApi<S, C, I, H>
         request: &Request,
         body: RawBody,
     ) -> WebhookResponse {
-        // Only known ids go to the log, so a scan of odd paths cannot fill it with them.
-        let label = provider
-            .0
-            .parse::<ProviderId>()
-            .map_or("unknown", ProviderId::as_str);
+        // Parsed once, here; only known ids go to the log, so a scan of odd paths cannot fill
+        // it with them.
+        let known = provider.0.parse::<ProviderId>().ok();
+        let label = known.map_or("unknown", ProviderId::as_str);
         let call = WebhookRequest {
             headers: lower_cased_headers(request),
             body: body.0,
         };
-        match self.state.service.handle_webhook(&provider.0, call).await {
+        match self.state.service.handle_webhook(known, call).await {
             Ok(handled) => handled.ack.into(),
             Err(HandleWebhookError::Rejected { reason, ack }) => {
                 tracing::warn!(provider = label, %reason, "webhook refused");
@@ -219,4 +230,16 @@ fn lower_cased_headers(request: &Request) -> BTreeMap<String, String> {
             .or_insert_with(|| value.to_owned());
     }
     headers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WEBHOOK_PATH_PREFIX;
+
+    #[test]
+    fn the_webhook_route_is_the_prefix_then_the_provider() {
+        // `docs/openapi.json` is the document this API renders (a drift test keeps it so).
+        let document = include_str!("../../../docs/openapi.json");
+        assert!(document.contains(&format!("\"{WEBHOOK_PATH_PREFIX}{{provider}}\"")));
+    }
 }

@@ -2,8 +2,10 @@
 //! events Stripe sends, signed with `Stripe-Signature` exactly as Stripe signs them.
 //!
 //! API, at `/sandbox/card_gateway`: `POST /v1/checkout/sessions`, `GET /v1/checkout/sessions/{id}`,
-//! `POST /v1/checkout/sessions/{id}/expire`, `POST /v1/subscriptions/{id}` (only
-//! `cancel_at_period_end=true`), and the reads the gateway makes for refunds and disputes:
+//! `POST /v1/checkout/sessions/{id}/expire`, `GET /v1/subscriptions/{id}`,
+//! `DELETE /v1/subscriptions/{id}` (cancel now),
+//! `POST /v1/subscriptions/{id}` (`cancel_at_period_end=true` or `false`, or a Price switch,
+//! see `subscriptions.rs`), and the reads the gateway makes for refunds and disputes:
 //! `GET /v1/charges/{id}` and `GET /v1/invoice_payments` (filtered by
 //! `payment[payment_intent]` or by `invoice`, `expand[]=data.invoice` honoured), and
 //! `POST /v1/refunds` by `payment_intent` (a one-time session's, or a subscription's first
@@ -21,6 +23,7 @@
 //! The gateway sends all of these.
 
 mod objects;
+mod subscriptions;
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -28,11 +31,11 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use domain::{Currency, ProviderId};
-use gateways::card_gateway::CardGatewaySettings;
-use gateways::shared::signing::{hex, hmac_sha256, unb64};
 use poem::http::StatusCode;
 use poem::web::{Data, Json, Path};
 use poem::{IntoResponse, Request, Response, Route, get, handler, post};
+use serde_json::{Value, json};
+use signing::{hex, hmac_sha256, unb64};
 
 use crate::credentials::CREDENTIALS;
 use crate::hub::{
@@ -53,14 +56,16 @@ const MAX_SCANNED: usize = 10_000;
 /// The simulated Stripe.
 pub struct CardGatewaySimulator;
 
-/// Gateway settings pointing at this sandbox with the sandbox credentials.
+/// The `[providers.card_gateway]` settings table that points the gateway at this sandbox
+/// (`api_base_url` is `{public}/sandbox/card_gateway`) with the sandbox's published test credentials,
+/// as an operator would write it; the wiring deserializes it into the gateway's settings.
 #[must_use]
-pub fn gateway_settings(api_base_url: &str) -> CardGatewaySettings {
-    CardGatewaySettings::new(
-        CREDENTIALS.api_key,
-        CREDENTIALS.hmac_secret,
-        Some(api_base_url.to_owned()),
-    )
+pub fn gateway_settings(api_base_url: &str) -> Value {
+    json!({
+        "secretKey": CREDENTIALS.api_key,
+        "webhookSecret": CREDENTIALS.hmac_secret,
+        "baseUrl": api_base_url,
+    })
 }
 
 #[async_trait]
@@ -75,7 +80,12 @@ impl Simulator for CardGatewaySimulator {
             .at("/v1/checkout/sessions", post(create_session))
             .at("/v1/checkout/sessions/:id", get(retrieve_session))
             .at("/v1/checkout/sessions/:id/expire", post(expire_session))
-            .at("/v1/subscriptions/:id", post(update_subscription))
+            .at(
+                "/v1/subscriptions/:id",
+                get(retrieve_subscription)
+                    .post(update_subscription)
+                    .delete(delete_subscription),
+            )
             .at("/v1/charges/:id", get(retrieve_charge))
             .at("/v1/invoice_payments", get(list_invoice_payments))
             .at("/v1/refunds", post(create_refund))
@@ -88,46 +98,8 @@ impl Simulator for CardGatewaySimulator {
                 "checkout.session.completed",
                 objects::session(hub, p),
             )],
-            SimEvent::SubscriptionStarted(p, s) => {
-                // The completed session names the subscription it created.
-                let session = SimPayment {
-                    subscription_id: Some(s.id.clone()),
-                    ..p.clone()
-                };
-                let mut events = vec![objects::event(
-                    hub,
-                    "checkout.session.completed",
-                    objects::session(hub, &session),
-                )];
-                // The first period's invoice is the subscription's first charge.
-                if let Some(first) = s.charges.first() {
-                    events.push(objects::event(
-                        hub,
-                        "invoice.paid",
-                        objects::invoice(hub, s, first, "subscription_create"),
-                    ));
-                }
-                events
-            }
-            SimEvent::Renewed(s, invoice_id) => {
-                let charge = s
-                    .charges
-                    .iter()
-                    .find(|c| &c.id == invoice_id)
-                    .cloned()
-                    .unwrap_or_else(|| SimCharge {
-                        id: invoice_id.clone(),
-                        period_start_ms: s.period_start_ms,
-                        period_end_ms: s.period_end_ms,
-                        amount_minor: s.amount_minor,
-                        refunded_minor: 0,
-                    });
-                vec![objects::event(
-                    hub,
-                    "invoice.paid",
-                    objects::invoice(hub, s, &charge, "subscription_cycle"),
-                )]
-            }
+            SimEvent::SubscriptionStarted(p, s) => started_events(hub, p, s),
+            SimEvent::Renewed(s, invoice_id) => vec![renewal_invoice(hub, s, invoice_id)],
             SimEvent::RenewalFailed(s) => vec![objects::event(
                 hub,
                 "invoice.payment_failed",
@@ -161,28 +133,7 @@ impl Simulator for CardGatewaySimulator {
                 refund_id,
                 dispute,
                 ..
-            } => {
-                if *dispute {
-                    // Stripe opens the dispute, then closes it lost.
-                    ["needs_response", "lost"]
-                        .into_iter()
-                        .zip(["charge.dispute.created", "charge.dispute.closed"])
-                        .map(|(status, event_type)| {
-                            objects::event(
-                                hub,
-                                event_type,
-                                objects::dispute(hub, subscription, charge, refund_id, status),
-                            )
-                        })
-                        .collect()
-                } else {
-                    vec![objects::event(
-                        hub,
-                        "charge.refunded",
-                        objects::subscription_charge(hub, subscription, charge),
-                    )]
-                }
-            }
+            } => charge_refunded_events(hub, subscription, charge, refund_id, *dispute),
         };
         events.iter().map(|e| sign(hub, e)).collect()
     }
@@ -203,6 +154,80 @@ impl Simulator for CardGatewaySimulator {
             .success_url
             .replace("{CHECKOUT_SESSION_ID}", &payment.id)
     }
+}
+
+/// A subscription's checkout completed: the session, which names the subscription it created,
+/// then the paid invoice of its first period.
+fn started_events(hub: &Hub, p: &SimPayment, s: &SimSubscription) -> Vec<serde_json::Value> {
+    let session = SimPayment {
+        subscription_id: Some(s.id.clone()),
+        ..p.clone()
+    };
+    let mut events = vec![objects::event(
+        hub,
+        "checkout.session.completed",
+        objects::session(hub, &session),
+    )];
+    // The first period's invoice is the subscription's first charge.
+    if let Some(first) = s.charges.first() {
+        events.push(objects::event(
+            hub,
+            "invoice.paid",
+            objects::invoice(hub, s, first, "subscription_create"),
+        ));
+    }
+    events
+}
+
+/// `invoice.paid` for a renewal: the invoice of the charge `invoice_id` (or of the current
+/// period, if the subscription no longer lists that charge).
+fn renewal_invoice(hub: &Hub, s: &SimSubscription, invoice_id: &str) -> serde_json::Value {
+    let charge = s
+        .charges
+        .iter()
+        .find(|c| c.id == invoice_id)
+        .cloned()
+        .unwrap_or_else(|| SimCharge {
+            id: invoice_id.to_owned(),
+            period_start_ms: s.period_start_ms,
+            period_end_ms: s.period_end_ms,
+            amount_minor: s.amount_minor,
+            refunded_minor: 0,
+        });
+    objects::event(
+        hub,
+        "invoice.paid",
+        objects::invoice(hub, s, &charge, "subscription_cycle"),
+    )
+}
+
+/// A subscription charge refunded: `charge.refunded`, or for a chargeback the dispute Stripe
+/// opens, then closes lost.
+fn charge_refunded_events(
+    hub: &Hub,
+    subscription: &SimSubscription,
+    charge: &SimCharge,
+    refund_id: &str,
+    dispute: bool,
+) -> Vec<serde_json::Value> {
+    if !dispute {
+        return vec![objects::event(
+            hub,
+            "charge.refunded",
+            objects::subscription_charge(hub, subscription, charge),
+        )];
+    }
+    ["needs_response", "lost"]
+        .into_iter()
+        .zip(["charge.dispute.created", "charge.dispute.closed"])
+        .map(|(status, event_type)| {
+            objects::event(
+                hub,
+                event_type,
+                objects::dispute(hub, subscription, charge, refund_id, status),
+            )
+        })
+        .collect()
 }
 
 /// The open invoice of a subscription's next period whose payment failed: nothing paid,
@@ -635,11 +660,27 @@ async fn update_subscription(
         Ok(form) => form,
         Err(refusal) => return refusal.into_response(),
     };
-    if hub
+    let Some(subscription) = hub
         .subscription(&id)
-        .is_none_or(|s| s.provider != ProviderId::CardGateway)
-    {
+        .filter(|s| s.provider == ProviderId::CardGateway)
+    else {
         return missing("subscription", &id).into_response();
+    };
+    // A Price switch or a withdrawn cancellation (`subscriptions.rs`).
+    let answer = if form.contains_key("items[0][price]") || form.contains_key("items[0][id]") {
+        Some(subscriptions::switch_price(&hub, &subscription, &form).await)
+    } else if form.len() == 1
+        && form.get("cancel_at_period_end").map(String::as_str) == Some("false")
+    {
+        Some(subscriptions::resume(&hub, &subscription).await)
+    } else {
+        None
+    };
+    if let Some(answer) = answer {
+        return match answer {
+            Ok(object) => Json(object).into_response(),
+            Err(refusal) => refusal.into_response(),
+        };
     }
     if let Some(unknown) = form.keys().find(|k| *k != "cancel_at_period_end") {
         return bad(
@@ -661,6 +702,49 @@ async fn update_subscription(
     match hub.cancel_subscription(&id, true).await {
         Ok(subscription) => Json(objects::subscription(&hub, &subscription)).into_response(),
         Err(e) => error(StatusCode::BAD_REQUEST, &e.to_string(), None).into_response(),
+    }
+}
+
+/// `DELETE /v1/subscriptions/{id}`: end the subscription now; `customer.subscription.deleted`
+/// follows.
+#[handler]
+async fn delete_subscription(
+    request: &Request,
+    Path(id): Path<String>,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    if !authorized(request) {
+        return unauthorized();
+    }
+    if hub
+        .subscription(&id)
+        .filter(|s| s.provider == ProviderId::CardGateway)
+        .is_none()
+    {
+        return missing("subscription", &id).into_response();
+    }
+    match hub.cancel_subscription(&id, false).await {
+        Ok(subscription) => Json(objects::subscription(&hub, &subscription)).into_response(),
+        Err(e) => error(StatusCode::BAD_REQUEST, &e.to_string(), None).into_response(),
+    }
+}
+
+/// `GET /v1/subscriptions/{id}`.
+#[handler]
+fn retrieve_subscription(
+    request: &Request,
+    Path(id): Path<String>,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    if !authorized(request) {
+        return unauthorized();
+    }
+    match hub
+        .subscription(&id)
+        .filter(|s| s.provider == ProviderId::CardGateway)
+    {
+        Some(s) => Json(objects::subscription(&hub, &s)).into_response(),
+        None => missing("subscription", &id).into_response(),
     }
 }
 
@@ -769,17 +853,10 @@ async fn create_refund(request: &Request, body: Vec<u8>, hub: Data<&Arc<Hub>>) -
     if !authorized(request) {
         return unauthorized();
     }
-    let idempotency_key = request
-        .headers()
-        .get("idempotency-key")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    if idempotency_key
-        .as_ref()
-        .is_some_and(|k| k.is_empty() || k.chars().count() > MAX_IDEMPOTENCY_KEY_CHARS)
-    {
-        return bad("Invalid Idempotency-Key.", "Idempotency-Key").into_response();
-    }
+    let idempotency_key = match refund_idempotency_key(request) {
+        Ok(key) => key,
+        Err(refusal) => return refusal.into_response(),
+    };
     let form = match form(request, &body) {
         Ok(form) => form,
         Err(refusal) => return refusal.into_response(),
@@ -797,26 +874,12 @@ async fn create_refund(request: &Request, body: Vec<u8>, hub: Data<&Arc<Hub>>) -
         .as_ref()
         .map(|k| format!("{REFUND_KEY_PREFIX}{k}"));
     if let Some(existing) = stored_key.as_ref().and_then(|k| payment.extra.get(k)) {
-        let value: serde_json::Value = serde_json::from_str(existing).unwrap_or_default();
-        return Json(value).into_response();
+        return kept_refund(existing);
     }
-    let left = payment.amount_minor - payment.refunded_minor;
-    let amount = match form.get("amount") {
-        None => left,
-        Some(text) => match text.parse::<i64>() {
-            Ok(amount) if amount > 0 => amount,
-            _ => return bad("Invalid positive integer", "amount").into_response(),
-        },
+    let amount = match refund_amount(&form, &payment) {
+        Ok(amount) => amount,
+        Err(refusal) => return refusal.into_response(),
     };
-    if amount > left {
-        return bad(
-            &format!(
-                "Refund amount ({amount}) is greater than unrefunded amount on charge ({left})"
-            ),
-            "amount",
-        )
-        .into_response();
-    }
     let refund = objects::refund(
         &hub,
         &hub.new_id("re_sandbox_"),
@@ -826,22 +889,10 @@ async fn create_refund(request: &Request, body: Vec<u8>, hub: Data<&Arc<Hub>>) -
         &nested(&form, "metadata"),
     );
     // Reserve the key first, so that the same key sent twice at once refunds once.
-    if let Some(key) = stored_key.as_ref() {
-        let reserved = hub.update_payment(&payment.id, |p| {
-            if let Some(existing) = p.extra.get(key) {
-                return Ok(Some(existing.clone()));
-            }
-            p.extra.insert(key.clone(), refund.to_string());
-            Ok(None)
-        });
-        match reserved {
-            Ok(Some(existing)) => {
-                let value: serde_json::Value = serde_json::from_str(&existing).unwrap_or_default();
-                return Json(value).into_response();
-            }
-            Ok(None) => {}
-            Err(e) => return error(StatusCode::BAD_REQUEST, &e.to_string(), None).into_response(),
-        }
+    if let Some(key) = stored_key.as_ref()
+        && let Some(answer) = reserve_refund_key(&hub, &payment.id, key, &refund)
+    {
+        return answer;
     }
     if let Err(e) = hub.refund_payment(&payment.id, amount).await {
         if let Some(key) = stored_key.as_ref() {
@@ -853,4 +904,73 @@ async fn create_refund(request: &Request, body: Vec<u8>, hub: Data<&Arc<Hub>>) -
         return error(StatusCode::BAD_REQUEST, &e.to_string(), None).into_response();
     }
     Json(refund).into_response()
+}
+
+/// The refund's `Idempotency-Key`, if any; refused when empty or longer than Stripe takes.
+fn refund_idempotency_key(request: &Request) -> Result<Option<String>, StripeError> {
+    let key = request
+        .headers()
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if key
+        .as_ref()
+        .is_some_and(|k| k.is_empty() || k.chars().count() > MAX_IDEMPOTENCY_KEY_CHARS)
+    {
+        return Err(bad("Invalid Idempotency-Key.", "Idempotency-Key"));
+    }
+    Ok(key)
+}
+
+/// The amount to refund: the form's positive `amount`, at most what is left of the payment,
+/// or all that is left when absent.
+fn refund_amount(
+    form: &BTreeMap<String, String>,
+    payment: &SimPayment,
+) -> Result<i64, StripeError> {
+    let left = payment.amount_minor - payment.refunded_minor;
+    let amount = match form.get("amount") {
+        None => left,
+        Some(text) => match text.parse::<i64>() {
+            Ok(amount) if amount > 0 => amount,
+            _ => return Err(bad("Invalid positive integer", "amount")),
+        },
+    };
+    if amount > left {
+        return Err(bad(
+            &format!(
+                "Refund amount ({amount}) is greater than unrefunded amount on charge ({left})"
+            ),
+            "amount",
+        ));
+    }
+    Ok(amount)
+}
+
+/// The answer kept under an `Idempotency-Key`, sent again.
+fn kept_refund(kept: &str) -> Response {
+    let value: serde_json::Value = serde_json::from_str(kept).unwrap_or_default();
+    Json(value).into_response()
+}
+
+/// Keeps `refund` under `key` on the payment, unless the key already holds one: then (or if the
+/// payment cannot be updated) the answer to send instead.
+fn reserve_refund_key(
+    hub: &Hub,
+    payment_id: &str,
+    key: &str,
+    refund: &serde_json::Value,
+) -> Option<Response> {
+    let reserved = hub.update_payment(payment_id, |p| {
+        if let Some(existing) = p.extra.get(key) {
+            return Ok(Some(existing.clone()));
+        }
+        p.extra.insert(key.to_owned(), refund.to_string());
+        Ok(None)
+    });
+    match reserved {
+        Ok(Some(existing)) => Some(kept_refund(&existing)),
+        Ok(None) => None,
+        Err(e) => Some(error(StatusCode::BAD_REQUEST, &e.to_string(), None).into_response()),
+    }
 }

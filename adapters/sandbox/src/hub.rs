@@ -286,7 +286,7 @@ impl Hub {
     /// An empty hub reachable at `public_base_url`.
     #[must_use]
     pub fn new(public_base_url: &str, clock: Arc<dyn Clock>) -> Self {
-        gateways::install_crypto_provider();
+        signing::install_crypto_provider();
         let http = reqwest::Client::builder()
             .timeout(Duration::from_millis(DELIVERY_TIMEOUT_MS))
             .build()
@@ -811,8 +811,22 @@ impl Hub {
         let Some(simulator) = self.simulator(provider) else {
             return;
         };
-        let payment_id = event.payment_id();
-        for webhook in simulator.webhooks(self, event) {
+        let webhooks = simulator.webhooks(self, event);
+        self.deliver(provider, url, webhooks, event.payment_id())
+            .await;
+    }
+
+    /// Send `webhooks` of `provider` to `url`, in order, recorded as about `payment_id`: what
+    /// [`Hub::dispatch`] does once a simulator has built them (a simulator's own API sends the
+    /// events its provider sends for a call, e.g. a Stripe subscription update, through this).
+    pub async fn deliver(
+        &self,
+        provider: ProviderId,
+        url: &str,
+        webhooks: Vec<SimWebhook>,
+        payment_id: Option<String>,
+    ) {
+        for webhook in webhooks {
             let dropped = {
                 let mut state = lock(&self.state);
                 let drop = state.drop_webhooks > 0;

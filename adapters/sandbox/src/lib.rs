@@ -11,6 +11,7 @@
 //! same actions as JSON for tests.
 
 pub mod credentials;
+pub mod formats;
 pub mod hub;
 mod pages;
 pub mod simulator;

@@ -1,7 +1,8 @@
 //! The Creem (`mor_a`) simulator: the part of Creem's API the gateway calls, and Creem's webhooks.
 //!
 //! Served at `/sandbox/mor_a`: `POST /v1/checkouts`, `GET /v1/checkouts?checkout_id=…`,
-//! `POST /v1/subscriptions/{id}/cancel`, and the reads the gateway makes when an event names an
+//! `POST /v1/subscriptions/{id}/cancel`, `POST /v1/subscriptions/{id}/upgrade` (see
+//! [`subscriptions`]), and the reads the gateway makes when an event names an
 //! object only by id, `GET /v1/transactions?transaction_id=…` and `GET /v1/products?product_id=…`,
 //! each refusing a missing or wrong `x-api-key` as Creem does. Creem's API has no refund
 //! endpoint, so neither has the sandbox. Creem charges a product's own price; the sandbox has no products, so it reads the price,
@@ -26,13 +27,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use domain::{Currency, ProviderId};
-use gateways::mor_a::MorASettings;
-use gateways::shared::signing::{b64, hex, hmac_sha256, unb64};
 use poem::http::StatusCode;
 use poem::web::{Data, Json, Path, Query};
 use poem::{Body, IntoResponse, Request, Response, Route, get, handler, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use signing::{b64, hex, hmac_sha256, unb64};
 
 use crate::credentials::CREDENTIALS;
 use crate::hub::{
@@ -40,6 +40,8 @@ use crate::hub::{
     SimSubscriptionStatus, SimWebhook,
 };
 use crate::simulator::Simulator;
+
+mod subscriptions;
 
 /// The largest request body the simulator reads, in bytes.
 const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -50,12 +52,16 @@ const MAX_INTERVAL_MONTHS: u32 = 12;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MorASimulator;
 
-/// Gateway settings that point the Creem gateway at this sandbox.
+/// The `[providers.mor_a]` settings table that points the gateway at this sandbox
+/// (`api_base_url` is `{public}/sandbox/mor_a`) with the sandbox's published test credentials,
+/// as an operator would write it; the wiring deserializes it into the gateway's settings.
 #[must_use]
-pub fn gateway_settings(api_base_url: &str) -> MorASettings {
-    let mut settings = MorASettings::new(CREDENTIALS.api_key, CREDENTIALS.creem_webhook_secret);
-    settings.base_url = Some(api_base_url.to_owned());
-    settings
+pub fn gateway_settings(api_base_url: &str) -> Value {
+    json!({
+        "apiKey": CREDENTIALS.api_key,
+        "webhookSecret": CREDENTIALS.creem_webhook_secret,
+        "baseUrl": api_base_url,
+    })
 }
 
 #[async_trait]
@@ -71,6 +77,10 @@ impl Simulator for MorASimulator {
                 get(retrieve_checkout).post(create_checkout),
             )
             .at("/v1/subscriptions/:id/cancel", post(cancel_subscription))
+            .at(
+                "/v1/subscriptions/:id/upgrade",
+                post(subscriptions::upgrade),
+            )
             .at("/v1/transactions", get(retrieve_transaction))
             .at("/v1/products", get(retrieve_product))
     }
@@ -497,7 +507,12 @@ fn subscription_json(hub: &Hub, subscription: &SimSubscription) -> Value {
         "id": subscription.id,
         "object": "subscription",
         "product": {
-            "id": payment.as_ref().and_then(|p| p.extra.get("product_id").cloned()),
+            "id": payment.as_ref().and_then(|p| {
+                p.extra
+                    .get(subscriptions::SWITCHED_PRODUCT_ID)
+                    .or_else(|| p.extra.get("product_id"))
+                    .cloned()
+            }),
             "object": "product",
             "price": subscription.amount_minor,
             "currency": subscription.currency.code(),

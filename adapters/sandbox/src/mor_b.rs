@@ -4,7 +4,8 @@
 //! API, at `/sandbox/mor_b`: `POST /checkouts`, `GET /checkouts/{id}`, `GET /payments` (filters
 //! `subscription_id`, `status`, `created_at_gte`, `created_at_lte`, `page_size`),
 //! `GET /payments/{id}`, `GET /subscriptions/{id}` and `PATCH /subscriptions/{id}`
-//! (`cancel_at_next_billing_date: true` or `status: "cancelled"`), and `POST /refunds`
+//! (`cancel_at_next_billing_date: true` or `false`, or `status: "cancelled"`),
+//! `POST /subscriptions/{id}/change-plan` (see [`subscriptions`]), and `POST /refunds`
 //! (`payment_id`, `items` for a partial refund, `reason`, `metadata`; like Dodo it takes no
 //! idempotency key: each call refunds, and the refund keeps its metadata, which
 //! `GET /payments/{id}` lists). A subscription's charges are
@@ -18,6 +19,7 @@
 //! them all.
 
 mod objects;
+mod subscriptions;
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -25,12 +27,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use domain::{Currency, ProviderId};
-use gateways::mor_b::MorBSettings;
-use gateways::shared::signing::{b64, hmac_sha256, unb64};
 use poem::http::StatusCode;
 use poem::web::{Data, Json, Path, Query};
 use poem::{IntoResponse, Request, Response, Route, get, handler, post};
 use serde::Deserialize;
+use serde_json::{Value, json};
+use signing::{b64, hmac_sha256, unb64};
 
 use crate::credentials::CREDENTIALS;
 use crate::hub::{
@@ -50,17 +52,18 @@ const MAX_REFUNDS: usize = 100;
 /// The simulated Dodo Payments.
 pub struct MorBSimulator;
 
-/// Gateway settings pointing at this sandbox with the sandbox credentials.
+/// The `[providers.mor_b]` settings table that points the gateway at this sandbox
+/// (`api_base_url` is `{public}/sandbox/mor_b`) with the sandbox's published test credentials,
+/// as an operator would write it; the wiring deserializes it into the gateway's settings.
 #[must_use]
-pub fn gateway_settings(api_base_url: &str) -> MorBSettings {
-    let mut settings = MorBSettings::new(
-        CREDENTIALS.api_key,
-        CREDENTIALS.standard_webhooks_secret,
-        Some(api_base_url.to_owned()),
-    );
-    // The sandbox's webhooks name its business, as Dodo's name the merchant's.
-    settings.business_id = Some(objects::BUSINESS_ID.to_owned());
-    settings
+pub fn gateway_settings(api_base_url: &str) -> Value {
+    json!({
+        "apiKey": CREDENTIALS.api_key,
+        "webhookSecret": CREDENTIALS.standard_webhooks_secret,
+        "baseUrl": api_base_url,
+        // The sandbox's webhooks name its business, as Dodo's name the merchant's.
+        "businessId": objects::BUSINESS_ID,
+    })
 }
 
 #[async_trait]
@@ -80,6 +83,10 @@ impl Simulator for MorBSimulator {
             .at(
                 "/subscriptions/:id",
                 get(retrieve_subscription).patch(update_subscription),
+            )
+            .at(
+                "/subscriptions/:id/change-plan",
+                post(subscriptions::change_plan_route),
             )
     }
 
@@ -295,6 +302,13 @@ fn refund(
         true,
     );
     vec![objects::envelope(hub, "refund.succeeded", data)]
+}
+
+/// A Dodo webhook body signed exactly as the sandbox signs its webhooks, for tests that send a
+/// genuine-looking but hostile event.
+#[must_use]
+pub fn sign_event(hub: &Hub, body: &serde_json::Value) -> SimWebhook {
+    sign(hub, body)
 }
 
 /// Standard Webhooks: `webhook-signature: v1,base64(HMAC-SHA256(key, "{id}.{timestamp}.{body}"))`
@@ -671,15 +685,21 @@ async fn update_subscription(
         Ok(update) => update,
         Err(refusal) => return refusal.into_response(),
     };
-    if own_subscription(&hub, &id).is_none() {
+    let Some(subscription) = own_subscription(&hub, &id) else {
         return not_found("Subscription");
-    }
+    };
     let at_period_end = match (update.cancel_at_next_billing_date, update.status.as_deref()) {
+        (Some(false), None) => {
+            return match subscriptions::resume(&hub, &subscription).await {
+                Ok(body) => Json(body).into_response(),
+                Err(refusal) => refusal.into_response(),
+            };
+        }
         (Some(true), None) => true,
         (None, Some("cancelled")) => false,
         _ => {
             return invalid(
-                "the sandbox supports cancel_at_next_billing_date: true or status: cancelled",
+                "the sandbox supports cancel_at_next_billing_date: true or false, or status: cancelled",
             )
             .into_response();
         }
@@ -747,33 +767,11 @@ async fn create_refund(request: &Request, body: Vec<u8>, hub: Data<&Arc<Hub>>) -
     let Some(session) = session_of_payment(&hub, &input.payment_id) else {
         return not_found("Payment");
     };
-    let product = session.extra.get(objects::PRODUCT_ID).cloned();
-    let amount = match input.items.as_deref() {
-        None => None,
-        Some([item]) if Some(&item.item_id) == product.as_ref() => match item.amount {
-            Some(amount) if amount <= 0 => {
-                return invalid("a refund amount must be positive").into_response();
-            }
-            amount => amount,
-        },
-        Some(_) => {
-            return invalid("items must name the payment's one product").into_response();
-        }
+    let amount = match item_amount(&session, input.items.as_deref()) {
+        Ok(amount) => amount,
+        Err(refusal) => return refusal.into_response(),
     };
-    let refunded = match session.subscription_id.as_deref() {
-        // A subscription's first charge: the session's payment under the charge's id.
-        Some(subscription_id) => hub
-            .refund_subscription_charge(subscription_id, Some(&input.payment_id), amount, false)
-            .await
-            .map(|_| ()),
-        None => {
-            let left = session.amount_minor - session.refunded_minor;
-            hub.refund_payment(&session.id, amount.unwrap_or(left))
-                .await
-                .map(|_| ())
-        }
-    };
-    if let Err(e) = refunded {
+    if let Err(e) = refund_at_hub(&hub, &session, &input.payment_id, amount).await {
         return error(
             StatusCode::UNPROCESSABLE_ENTITY,
             "REFUND_NOT_ALLOWED",
@@ -783,32 +781,7 @@ async fn create_refund(request: &Request, body: Vec<u8>, hub: Data<&Arc<Hub>>) -
     }
     // The refund the hub just made (and announced) is the last one kept for the payment.
     let kept = hub.update_payment(&session.id, |p| {
-        let subscription = p.subscription_id.is_some();
-        let mut refunds = if subscription {
-            objects::charge_refunds(p)
-                .remove(&input.payment_id)
-                .unwrap_or_default()
-        } else {
-            objects::refunds(p)
-        };
-        let last = refunds.last_mut().ok_or(SandboxError::NotFound)?;
-        last.metadata.clone_from(&metadata);
-        last.reason.clone_from(&input.reason);
-        let kept = last.clone();
-        if subscription {
-            let mut all = objects::charge_refunds(p);
-            all.insert(input.payment_id.clone(), refunds);
-            p.extra.insert(
-                objects::CHARGE_REFUNDS.to_owned(),
-                serde_json::to_string(&all).unwrap_or_default(),
-            );
-        } else {
-            p.extra.insert(
-                objects::REFUNDS.to_owned(),
-                serde_json::to_string(&refunds).unwrap_or_default(),
-            );
-        }
-        Ok((p.clone(), kept))
+        annotate_last_refund(p, &input.payment_id, &metadata, &input.reason)
     });
     match kept {
         Ok((session, kept)) => Json(objects::refund_object(
@@ -820,4 +793,80 @@ async fn create_refund(request: &Request, body: Vec<u8>, hub: Data<&Arc<Hub>>) -
         .into_response(),
         Err(_) => not_found("Refund"),
     }
+}
+
+/// The amount `items` asks to refund: `None` (all that is left) without items, else the one
+/// item's positive `amount`; refused unless that item is the payment's one product.
+fn item_amount(
+    session: &SimPayment,
+    items: Option<&[RefundItem]>,
+) -> Result<Option<i64>, DodoError> {
+    let product = session.extra.get(objects::PRODUCT_ID);
+    match items {
+        None => Ok(None),
+        Some([item]) if Some(&item.item_id) == product => match item.amount {
+            Some(amount) if amount <= 0 => Err(invalid("a refund amount must be positive")),
+            amount => Ok(amount),
+        },
+        Some(_) => Err(invalid("items must name the payment's one product")),
+    }
+}
+
+/// Refunds `amount` (all that is left when `None`) of the session's payment at the hub, which
+/// announces it.
+async fn refund_at_hub(
+    hub: &Hub,
+    session: &SimPayment,
+    payment_id: &str,
+    amount: Option<i64>,
+) -> Result<(), SandboxError> {
+    match session.subscription_id.as_deref() {
+        // A subscription's first charge: the session's payment under the charge's id.
+        Some(subscription_id) => hub
+            .refund_subscription_charge(subscription_id, Some(payment_id), amount, false)
+            .await
+            .map(|_| ()),
+        None => {
+            let left = session.amount_minor - session.refunded_minor;
+            hub.refund_payment(&session.id, amount.unwrap_or(left))
+                .await
+                .map(|_| ())
+        }
+    }
+}
+
+/// Gives the last refund kept for `payment_id` on the session `p` the request's metadata and
+/// reason; returns the session and that refund.
+fn annotate_last_refund(
+    p: &mut SimPayment,
+    payment_id: &str,
+    metadata: &BTreeMap<String, String>,
+    reason: &Option<String>,
+) -> Result<(SimPayment, KeptRefund), SandboxError> {
+    let subscription = p.subscription_id.is_some();
+    let mut refunds = if subscription {
+        objects::charge_refunds(p)
+            .remove(payment_id)
+            .unwrap_or_default()
+    } else {
+        objects::refunds(p)
+    };
+    let last = refunds.last_mut().ok_or(SandboxError::NotFound)?;
+    last.metadata.clone_from(metadata);
+    last.reason.clone_from(reason);
+    let kept = last.clone();
+    if subscription {
+        let mut all = objects::charge_refunds(p);
+        all.insert(payment_id.to_owned(), refunds);
+        p.extra.insert(
+            objects::CHARGE_REFUNDS.to_owned(),
+            serde_json::to_string(&all).unwrap_or_default(),
+        );
+    } else {
+        p.extra.insert(
+            objects::REFUNDS.to_owned(),
+            serde_json::to_string(&refunds).unwrap_or_default(),
+        );
+    }
+    Ok((p.clone(), kept))
 }

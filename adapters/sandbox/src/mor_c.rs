@@ -21,19 +21,18 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use domain::{Currency, Money, ProviderId};
-use gateways::mor_c::transformers::{display_amount, parse_display};
-use gateways::mor_c::{MorCSettings, PancakeMode};
-use gateways::shared::signing::{
-    PrivateKey, PublicKey, b64, private_key, public_key, rsa_sha256_sign, rsa_sha256_verify,
-    sha256, unb64,
-};
 use poem::http::StatusCode;
 use poem::web::{Data, Json};
 use poem::{Body, IntoResponse, Request, Response, Route, handler, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use signing::{
+    PrivateKey, PublicKey, b64, private_key, public_key, rsa_sha256_sign, rsa_sha256_verify,
+    sha256, unb64,
+};
 
 use crate::credentials::CREDENTIALS;
+use crate::formats::{display_amount, parse_display};
 use crate::hub::{
     Hub, SandboxError, SimCharge, SimEvent, SimKind, SimPayment, SimStatus, SimSubscription,
     SimSubscriptionStatus, SimWebhook,
@@ -45,7 +44,7 @@ pub const SANDBOX_MERCHANT_ID: &str = "MER_sandboxTally0000000000";
 /// The sandbox store.
 pub const SANDBOX_STORE_ID: &str = "STO_sandboxTally0000000000";
 /// The sandbox's environment: its webhooks say `"mode": "test"`.
-pub const SANDBOX_MODE: PancakeMode = PancakeMode::Test;
+pub const SANDBOX_MODE: &str = "test";
 /// How far `X-Timestamp` may be from now, in seconds.
 const REQUEST_WINDOW_S: i64 = 300;
 /// The largest request body the simulator reads, in bytes.
@@ -58,18 +57,19 @@ const GRAPHQL: &str = "/v1/graphql";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MorCSimulator;
 
-/// Gateway settings that point the Waffo Pancake gateway at this sandbox.
+/// The `[providers.mor_c]` settings table that points the gateway at this sandbox
+/// (`api_base_url` is `{public}/sandbox/mor_c`) with the sandbox's published test credentials,
+/// as an operator would write it; the wiring deserializes it into the gateway's settings.
 #[must_use]
-pub fn gateway_settings(api_base_url: &str) -> MorCSettings {
-    let mut settings = MorCSettings::new(
-        SANDBOX_MERCHANT_ID,
-        CREDENTIALS.merchant_private_pem,
-        CREDENTIALS.provider_public_pem,
-        SANDBOX_STORE_ID,
-        SANDBOX_MODE,
-    );
-    settings.base_url = Some(api_base_url.to_owned());
-    settings
+pub fn gateway_settings(api_base_url: &str) -> Value {
+    json!({
+        "merchantId": SANDBOX_MERCHANT_ID,
+        "privateKey": CREDENTIALS.merchant_private_pem,
+        "webhookPublicKey": CREDENTIALS.provider_public_pem,
+        "storeId": SANDBOX_STORE_ID,
+        "mode": SANDBOX_MODE,
+        "baseUrl": api_base_url,
+    })
 }
 
 fn merchant_key() -> Option<&'static PublicKey> {
@@ -98,87 +98,94 @@ impl Simulator for MorCSimulator {
     }
 
     fn webhooks(&self, hub: &Hub, event: &SimEvent) -> Vec<SimWebhook> {
-        let events: Vec<(&str, String, Value)> = match event {
-            SimEvent::Paid(p) => vec![("order.completed", pancake_order_id(p), paid_data(p, hub))],
-            SimEvent::SubscriptionStarted(p, s) => vec![
-                (
-                    "subscription.activated",
-                    s.id.clone(),
-                    subscription_data(hub, s, "active"),
-                ),
-                (
-                    "subscription.payment_succeeded",
-                    first_payment_id(hub, p),
-                    paid_data(p, hub),
-                ),
-            ],
-            SimEvent::Renewed(s, transaction) => vec![
-                (
-                    "subscription.payment_succeeded",
-                    transaction.clone(),
-                    renewal_payment_data(hub, s, transaction),
-                ),
-                (
-                    "subscription.renewed",
-                    s.id.clone(),
-                    subscription_data(hub, s, "active"),
-                ),
-            ],
-            SimEvent::RenewalFailed(s) => vec![(
-                "subscription.past_due",
-                s.id.clone(),
-                subscription_data(hub, s, "past_due"),
-            )],
-            SimEvent::SubscriptionCancelScheduled(s) => {
-                vec![(
-                    "subscription.canceling",
-                    s.id.clone(),
-                    subscription_data(hub, s, "canceling"),
-                )]
-            }
-            SimEvent::SubscriptionCanceled(s) => {
-                vec![(
-                    "subscription.canceled",
-                    s.id.clone(),
-                    subscription_data(hub, s, "canceled"),
-                )]
-            }
-            SimEvent::Refunded {
-                payment,
-                refund_id,
-                amount_minor,
-            } => {
-                vec![(
-                    "refund.succeeded",
-                    refund_id.clone(),
-                    refund_data(hub, payment, *amount_minor),
-                )]
-            }
-            SimEvent::ChargeRefunded {
-                subscription,
-                charge,
-                refund_id,
-                amount_minor,
-                dispute: false,
-            } => match hub.payment(&subscription.payment_id) {
-                Some(payment) => vec![(
-                    "refund.succeeded",
-                    refund_id.clone(),
-                    charge_refund_data(&payment, subscription, charge, *amount_minor),
-                )],
-                None => Vec::new(),
-            },
-            // Pancake has no dispute or chargeback webhook (its event list has none; chargebacks
-            // only reach the merchant as a notification e-mail), so a lost dispute sends nothing.
-            SimEvent::ChargeRefunded { dispute: true, .. } => Vec::new(),
-            // Pancake has no event for a declined card (the session stays open) or an approval.
-            SimEvent::Declined(_) | SimEvent::Approved(_) => Vec::new(),
-        };
-        events
+        events_for(hub, event)
             .into_iter()
             .filter_map(|(kind, id, data)| signed_event(hub, kind, &id, data))
             .collect()
     }
+}
+
+/// `(event type, event id, data)` for each webhook Pancake sends on `event`.
+fn events_for(hub: &Hub, event: &SimEvent) -> Vec<(&'static str, String, Value)> {
+    match event {
+        SimEvent::Paid(p) => vec![("order.completed", pancake_order_id(p), paid_data(p, hub))],
+        SimEvent::SubscriptionStarted(p, s) => vec![
+            status_event(hub, s, "subscription.activated", "active"),
+            (
+                "subscription.payment_succeeded",
+                first_payment_id(hub, p),
+                paid_data(p, hub),
+            ),
+        ],
+        SimEvent::Renewed(s, transaction) => vec![
+            (
+                "subscription.payment_succeeded",
+                transaction.clone(),
+                renewal_payment_data(hub, s, transaction),
+            ),
+            status_event(hub, s, "subscription.renewed", "active"),
+        ],
+        SimEvent::RenewalFailed(s) => {
+            vec![status_event(hub, s, "subscription.past_due", "past_due")]
+        }
+        SimEvent::SubscriptionCancelScheduled(s) => {
+            vec![status_event(hub, s, "subscription.canceling", "canceling")]
+        }
+        SimEvent::SubscriptionCanceled(s) => {
+            vec![status_event(hub, s, "subscription.canceled", "canceled")]
+        }
+        SimEvent::Refunded {
+            payment,
+            refund_id,
+            amount_minor,
+        } => {
+            vec![(
+                "refund.succeeded",
+                refund_id.clone(),
+                refund_data(hub, payment, *amount_minor),
+            )]
+        }
+        SimEvent::ChargeRefunded {
+            subscription,
+            charge,
+            refund_id,
+            amount_minor,
+            dispute: false,
+        } => charge_refund_event(hub, subscription, charge, refund_id, *amount_minor)
+            .into_iter()
+            .collect(),
+        // Pancake has no dispute or chargeback webhook (its event list has none; chargebacks
+        // only reach the merchant as a notification e-mail), so a lost dispute sends nothing.
+        SimEvent::ChargeRefunded { dispute: true, .. } => Vec::new(),
+        // Pancake has no event for a declined card (the session stays open) or an approval.
+        SimEvent::Declined(_) | SimEvent::Approved(_) => Vec::new(),
+    }
+}
+
+/// A subscription event: `event_type` about `s`, which is now in `status`.
+fn status_event(
+    hub: &Hub,
+    s: &SimSubscription,
+    event_type: &'static str,
+    status: &str,
+) -> (&'static str, String, Value) {
+    (event_type, s.id.clone(), subscription_data(hub, s, status))
+}
+
+/// `refund.succeeded` for a refunded subscription charge (none if its payment is gone).
+fn charge_refund_event(
+    hub: &Hub,
+    subscription: &SimSubscription,
+    charge: &SimCharge,
+    refund_id: &str,
+    amount_minor: i64,
+) -> Option<(&'static str, String, Value)> {
+    let payment = hub.payment(&subscription.payment_id)?;
+    Some((
+        "refund.succeeded",
+        refund_id.to_owned(),
+        charge_refund_data(&payment, subscription, charge, amount_minor),
+    ))
 }
 
 fn signed_event(hub: &Hub, event_type: &str, event_id: &str, data: Value) -> Option<SimWebhook> {
@@ -190,7 +197,7 @@ fn signed_event(hub: &Hub, event_type: &str, event_id: &str, data: Value) -> Opt
         "eventId": event_id,
         "storeId": SANDBOX_STORE_ID,
         "storeName": "Tally Sandbox",
-        "mode": SANDBOX_MODE.as_str(),
+        "mode": SANDBOX_MODE,
         "data": data,
     });
     let body = envelope.to_string().into_bytes();
@@ -321,8 +328,7 @@ fn payment_from(hub: &Hub, input: SessionInput) -> Result<SimPayment, &'static s
         .as_ref()
         .ok_or("the sandbox needs priceSnapshot (it has no product prices)")
         .and_then(|p| {
-            parse_display(&p.amount, currency)
-                .map_err(|_| "priceSnapshot.amount is not a display amount")
+            parse_display(&p.amount, currency).ok_or("priceSnapshot.amount is not a display amount")
         })?;
     let kind = kind_of(&input)?;
     if currency == Currency::Cny && kind != SimKind::OneTime {

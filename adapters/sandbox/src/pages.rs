@@ -69,7 +69,8 @@ fn page(title: &str, body: &str) -> Html<String> {
          .banner{{background:#fef3c7;border:1px solid #f59e0b;padding:.5rem 1rem;border-radius:.5rem}}\
          button{{font:inherit;padding:.6rem 1.2rem;border-radius:.5rem;border:1px solid #9ca3af;margin:.25rem;cursor:pointer}}\
          button.primary{{background:#2563eb;color:#fff;border-color:#2563eb}}table{{border-collapse:collapse;width:100%}}\
-         td,th{{border-bottom:1px solid #e5e7eb;padding:.4rem;text-align:left;font-size:.9rem}}form{{display:inline}}</style></head>\
+         td,th{{border-bottom:1px solid #e5e7eb;padding:.4rem;text-align:left;font-size:.9rem}}form{{display:inline}}\
+         table{{display:block;overflow-x:auto}}td{{white-space:nowrap}}p code{{overflow-wrap:anywhere;word-break:break-all}}svg{{max-width:100%;height:auto}}</style></head>\
          <body><p class=banner>Sandbox: no real money moves here.</p><h1>{t}</h1>{body}</body></html>",
         t = escape(title)
     ))

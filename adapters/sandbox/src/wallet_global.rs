@@ -30,7 +30,6 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use domain::ProviderId;
-use gateways::wallet_global::WalletGlobalSettings;
 use poem::{Route, get, post};
 use serde_json::{Value, json};
 
@@ -39,7 +38,10 @@ use self::resources::{
     subscription_json,
 };
 use crate::credentials::CREDENTIALS;
-use crate::hub::{Hub, SandboxError, SimEvent, SimKind, SimPayment, SimStatus, SimWebhook};
+use crate::hub::{
+    Hub, SandboxError, SimCharge, SimEvent, SimKind, SimPayment, SimStatus, SimSubscription,
+    SimWebhook,
+};
 use crate::simulator::Simulator;
 
 /// The bearer token the simulator hands out and accepts.
@@ -53,16 +55,18 @@ const PAYER_ID: &str = "SANDBOXPAYER1";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WalletGlobalSimulator;
 
-/// Gateway settings that point the PayPal gateway at this sandbox.
+/// The `[providers.wallet_global]` settings table that points the gateway at this sandbox
+/// (`api_base_url` is `{public}/sandbox/wallet_global`) with the sandbox's published test credentials,
+/// as an operator would write it; the wiring deserializes it into the gateway's settings.
 #[must_use]
-pub fn gateway_settings(api_base_url: &str) -> WalletGlobalSettings {
-    WalletGlobalSettings::new(
-        Some(api_base_url.to_owned()),
-        CREDENTIALS.paypal_client_id,
-        CREDENTIALS.paypal_client_secret,
-        CREDENTIALS.paypal_webhook_id,
-    )
-    .for_merchant(CREDENTIALS.paypal_merchant_id)
+pub fn gateway_settings(api_base_url: &str) -> Value {
+    json!({
+        "baseUrl": api_base_url,
+        "clientId": CREDENTIALS.paypal_client_id,
+        "clientSecret": CREDENTIALS.paypal_client_secret,
+        "webhookId": CREDENTIALS.paypal_webhook_id,
+        "merchantId": CREDENTIALS.paypal_merchant_id,
+    })
 }
 
 /// Where the simulator posts webhooks: Tally's PayPal webhook endpoint.
@@ -156,8 +160,11 @@ impl Simulator for WalletGlobalSimulator {
     }
 }
 
+/// A webhook PayPal sends: `(payment it is about, event type, resource)`.
+type PayPalEvent = (String, &'static str, Value);
+
 /// `(payment the webhook is about, event type, resource)` for each webhook PayPal sends.
-fn events_for(hub: &Hub, event: &SimEvent) -> Vec<(String, &'static str, Value)> {
+fn events_for(hub: &Hub, event: &SimEvent) -> Vec<PayPalEvent> {
     match event {
         SimEvent::Approved(p) => {
             vec![(p.id.clone(), "CHECKOUT.ORDER.APPROVED", order_json(hub, p))]
@@ -185,44 +192,14 @@ fn events_for(hub: &Hub, event: &SimEvent) -> Vec<(String, &'static str, Value)>
             "PAYMENT.SALE.REFUNDED",
             sale_refund_json(hub, &charge.id, s.currency, refund_id, *amount_minor),
         )],
-        // A chargeback: PayPal opens the dispute, then resolves it for the buyer.
         SimEvent::ChargeRefunded {
             subscription: s,
             charge,
             refund_id,
             amount_minor,
             dispute: true,
-        } => {
-            let dispute_id = format!("PP-D-{}", refund_id.trim_start_matches("dp_sandbox_"));
-            [
-                ("CUSTOMER.DISPUTE.CREATED", false),
-                ("CUSTOMER.DISPUTE.RESOLVED", true),
-            ]
-            .into_iter()
-            .map(|(event_type, resolved)| {
-                let resource = dispute_json(hub, s, charge, &dispute_id, *amount_minor, resolved);
-                (s.payment_id.clone(), event_type, resource)
-            })
-            .collect()
-        }
-        SimEvent::SubscriptionStarted(p, s) => {
-            let first_sale = s
-                .charges
-                .first()
-                .map_or_else(|| hub.new_id("SALE-SANDBOX-"), |c| c.id.clone());
-            vec![
-                (
-                    p.id.clone(),
-                    "BILLING.SUBSCRIPTION.ACTIVATED",
-                    subscription_json(hub, p, Some(s)),
-                ),
-                (
-                    p.id.clone(),
-                    "PAYMENT.SALE.COMPLETED",
-                    sale_json(hub, s, &first_sale),
-                ),
-            ]
-        }
+        } => dispute_events(hub, s, charge, refund_id, *amount_minor),
+        SimEvent::SubscriptionStarted(p, s) => started_events(hub, p, s),
         SimEvent::Renewed(s, sale_id) => {
             vec![(
                 s.payment_id.clone(),
@@ -231,63 +208,117 @@ fn events_for(hub: &Hub, event: &SimEvent) -> Vec<(String, &'static str, Value)>
             )]
         }
         SimEvent::RenewalFailed(s) => {
-            let Some(payment) = hub.payment(&s.payment_id) else {
-                return Vec::new();
-            };
-            vec![(
-                payment.id.clone(),
-                "BILLING.SUBSCRIPTION.PAYMENT.FAILED",
-                subscription_json(hub, &payment, Some(s)),
-            )]
+            subscription_event(hub, s, "BILLING.SUBSCRIPTION.PAYMENT.FAILED")
         }
         // PayPal has no cancel at period end: both mean PayPal cancelled it.
         SimEvent::SubscriptionCancelScheduled(s) | SimEvent::SubscriptionCanceled(s) => {
-            let Some(payment) = hub.payment(&s.payment_id) else {
-                return Vec::new();
-            };
-            vec![(
-                payment.id.clone(),
-                "BILLING.SUBSCRIPTION.CANCELLED",
-                subscription_json(hub, &payment, Some(s)),
-            )]
+            subscription_event(hub, s, "BILLING.SUBSCRIPTION.CANCELLED")
         }
         SimEvent::Refunded {
             payment,
             refund_id,
             amount_minor,
-        } => match payment.kind {
-            SimKind::OneTime => {
-                // A refund made through the API carries the id its answer gave.
-                let refund_id = payment
-                    .extra
-                    .get(&format!(
-                        "{}{}",
-                        resources::REFUND_ID_AT_PREFIX,
-                        payment.refunded_minor
-                    ))
-                    .unwrap_or(refund_id);
-                vec![(
+        } => refund_events(hub, payment, refund_id, *amount_minor),
+    }
+}
+
+/// A chargeback: PayPal opens the dispute, then resolves it for the buyer.
+fn dispute_events(
+    hub: &Hub,
+    s: &SimSubscription,
+    charge: &SimCharge,
+    refund_id: &str,
+    amount_minor: i64,
+) -> Vec<PayPalEvent> {
+    let dispute_id = format!("PP-D-{}", refund_id.trim_start_matches("dp_sandbox_"));
+    [
+        ("CUSTOMER.DISPUTE.CREATED", false),
+        ("CUSTOMER.DISPUTE.RESOLVED", true),
+    ]
+    .into_iter()
+    .map(|(event_type, resolved)| {
+        let resource = dispute_json(hub, s, charge, &dispute_id, amount_minor, resolved);
+        (s.payment_id.clone(), event_type, resource)
+    })
+    .collect()
+}
+
+/// A subscription the buyer paid: activated, then its first sale completed.
+fn started_events(hub: &Hub, p: &SimPayment, s: &SimSubscription) -> Vec<PayPalEvent> {
+    let first_sale = s
+        .charges
+        .first()
+        .map_or_else(|| hub.new_id("SALE-SANDBOX-"), |c| c.id.clone());
+    vec![
+        (
+            p.id.clone(),
+            "BILLING.SUBSCRIPTION.ACTIVATED",
+            subscription_json(hub, p, Some(s)),
+        ),
+        (
+            p.id.clone(),
+            "PAYMENT.SALE.COMPLETED",
+            sale_json(hub, s, &first_sale),
+        ),
+    ]
+}
+
+/// `event_type` with the subscription as its resource, about the payment that started it
+/// (none if that payment is gone).
+fn subscription_event(
+    hub: &Hub,
+    s: &SimSubscription,
+    event_type: &'static str,
+) -> Vec<PayPalEvent> {
+    let Some(payment) = hub.payment(&s.payment_id) else {
+        return Vec::new();
+    };
+    vec![(
+        payment.id.clone(),
+        event_type,
+        subscription_json(hub, &payment, Some(s)),
+    )]
+}
+
+/// A refund of a payment: a one-time capture's, or a subscription's first sale's.
+fn refund_events(
+    hub: &Hub,
+    payment: &SimPayment,
+    refund_id: &str,
+    amount_minor: i64,
+) -> Vec<PayPalEvent> {
+    match payment.kind {
+        SimKind::OneTime => {
+            // A refund made through the API carries the id its answer gave.
+            let refund_id = payment
+                .extra
+                .get(&format!(
+                    "{}{}",
+                    resources::REFUND_ID_AT_PREFIX,
+                    payment.refunded_minor
+                ))
+                .map_or(refund_id, String::as_str);
+            vec![(
+                payment.id.clone(),
+                "PAYMENT.CAPTURE.REFUNDED",
+                refund_json(hub, payment, refund_id, amount_minor),
+            )]
+        }
+        // A subscription's payment is its first sale.
+        SimKind::Subscription { .. } => payment
+            .subscription_id
+            .as_deref()
+            .and_then(|id| hub.subscription(id))
+            .and_then(|s| s.charges.first().map(|c| c.id.clone()))
+            .map(|sale_id| {
+                (
                     payment.id.clone(),
-                    "PAYMENT.CAPTURE.REFUNDED",
-                    refund_json(hub, payment, refund_id, *amount_minor),
-                )]
-            }
-            // A subscription's payment is its first sale.
-            SimKind::Subscription { .. } => payment
-                .subscription_id
-                .as_deref()
-                .and_then(|id| hub.subscription(id))
-                .and_then(|s| s.charges.first().map(|c| c.id.clone()))
-                .map(|sale_id| {
-                    (
-                        payment.id.clone(),
-                        "PAYMENT.SALE.REFUNDED",
-                        sale_refund_json(hub, &sale_id, payment.currency, refund_id, *amount_minor),
-                    )
-                })
-                .into_iter()
-                .collect(),
-        },
+                    "PAYMENT.SALE.REFUNDED",
+                    sale_refund_json(hub, &sale_id, payment.currency, refund_id, amount_minor),
+                )
+            })
+            .into_iter()
+            .collect(),
     }
 }
 

@@ -25,19 +25,18 @@ use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
 use domain::{Currency, ProviderId, Timestamp};
-use gateways::shared::signing::{
-    PrivateKey, PublicKey, aes_256_gcm_encrypt, b64, hex, private_key, public_key, rsa_sha256_sign,
-    rsa_sha256_verify, sha256, unb64,
-};
-use gateways::wallet_qr::WalletQrSettings;
-use gateways::wallet_qr::transformers::beijing_rfc3339;
 use poem::http::StatusCode;
 use poem::web::{Data, Path, Query};
 use poem::{Body, Request, Response, Route, get, handler, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use signing::{
+    PrivateKey, PublicKey, aes_256_gcm_encrypt, b64, hex, private_key, public_key, rsa_sha256_sign,
+    rsa_sha256_verify, sha256, unb64,
+};
 
 use crate::credentials::CREDENTIALS;
+use crate::formats::beijing_rfc3339;
 use crate::hub::{ForeignUrl, Hub, SimEvent, SimKind, SimPayment, SimStatus, SimWebhook};
 use crate::simulator::Simulator;
 
@@ -45,16 +44,12 @@ use crate::simulator::Simulator;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WalletQrSimulator;
 
-/// The gateway settings that point `wallet_qr` at this sandbox (`api_base_url` is
-/// `{public}/sandbox/wallet_qr`) with the sandbox's published test credentials.
-///
-/// # Panics
-/// Never: the settings are fixed and complete (a test builds them).
+/// The `[providers.wallet_qr]` settings table that points the gateway at this sandbox
+/// (`api_base_url` is `{public}/sandbox/wallet_qr`) with the sandbox's published test credentials,
+/// as an operator would write it; the wiring deserializes it into the gateway's settings.
 #[must_use]
-pub fn gateway_settings(api_base_url: &str) -> WalletQrSettings {
-    // Built through serde so that the secrets become `SecretString`s without this crate
-    // depending on `secrecy`.
-    serde_json::from_value(json!({
+pub fn gateway_settings(api_base_url: &str) -> Value {
+    json!({
         "appId": CREDENTIALS.app_id,
         "mchId": CREDENTIALS.wechat_mch_id,
         "merchantSerialNo": CREDENTIALS.merchant_serial,
@@ -63,18 +58,15 @@ pub fn gateway_settings(api_base_url: &str) -> WalletQrSettings {
         "platformPublicKey": CREDENTIALS.provider_public_pem,
         "platformPublicKeyId": CREDENTIALS.platform_key_id,
         "baseUrl": api_base_url,
-    }))
-    .expect("the sandbox wallet_qr settings are complete")
+    })
 }
 
 /// The gateway settings of a merchant in platform-certificate mode: no public key, the
-/// platform certificates downloaded from the sandbox's `/v3/certificates`.
-///
-/// # Panics
-/// Never: the settings are fixed and complete (a test builds them).
+/// platform certificates downloaded from the sandbox's `/v3/certificates` (a settings table, as
+/// [`gateway_settings`]).
 #[must_use]
-pub fn gateway_settings_certificate_mode(api_base_url: &str) -> WalletQrSettings {
-    serde_json::from_value(json!({
+pub fn gateway_settings_certificate_mode(api_base_url: &str) -> Value {
+    json!({
         "appId": CREDENTIALS.app_id,
         "mchId": CREDENTIALS.wechat_mch_id,
         "merchantSerialNo": CREDENTIALS.merchant_serial,
@@ -82,8 +74,7 @@ pub fn gateway_settings_certificate_mode(api_base_url: &str) -> WalletQrSettings
         "apiV3Key": CREDENTIALS.wechat_api_v3_key,
         "platformCertificates": true,
         "baseUrl": api_base_url,
-    }))
-    .expect("the sandbox wallet_qr settings are complete")
+    })
 }
 
 /// The largest request body read, in bytes.
@@ -276,7 +267,7 @@ fn nonce(hub: &Hub, length: usize) -> String {
 }
 
 fn now_text(hub: &Hub) -> String {
-    beijing_rfc3339(Timestamp::from_unix_millis(hub.now_ms())).unwrap_or_default()
+    beijing_rfc3339(Timestamp::from_unix_millis(hub.now_ms()))
 }
 
 /// WeChat Pay's `SIGN_ERROR` answer when the `Authorization` header does not check out.
@@ -628,10 +619,7 @@ fn transaction(payment: &SimPayment) -> Value {
             .extra
             .get("success_time")
             .cloned()
-            .unwrap_or_else(|| {
-                beijing_rfc3339(Timestamp::from_unix_millis(payment.created_at_ms))
-                    .unwrap_or_default()
-            });
+            .unwrap_or_else(|| beijing_rfc3339(Timestamp::from_unix_millis(payment.created_at_ms)));
         value["transaction_id"] = json!(payment.id);
         value["bank_type"] = json!("OTHERS");
         value["success_time"] = json!(success_time);
@@ -720,24 +708,8 @@ async fn create_refund(request: &Request, body: Body, hub: Data<&Arc<Hub>>) -> R
         Err(e) => return error(StatusCode::BAD_REQUEST, "PARAM_ERROR", &e.to_string()),
     };
     let bad = |message: &str| error(StatusCode::BAD_REQUEST, "PARAM_ERROR", message);
-    let no_ok = !asked.out_refund_no.is_empty()
-        && asked.out_refund_no.len() <= 64
-        && asked
-            .out_refund_no
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '|' | '*' | '@'));
-    if !no_ok {
-        return bad("out_refund_no must be 1 to 64 of [0-9A-Za-z_-|*@]");
-    }
-    if asked.amount.currency != "CNY" || asked.amount.refund < 1 || asked.amount.total < 1 {
-        return bad("amount must be CNY, refund and total at least 1");
-    }
-    if asked
-        .reason
-        .as_deref()
-        .is_some_and(|r| r.chars().count() > 80)
-    {
-        return bad("reason must be at most 80 characters");
+    if let Some(problem) = refund_form_problem(&asked) {
+        return bad(problem);
     }
     let payment = match (&asked.out_trade_no, &asked.transaction_id) {
         (Some(out_trade_no), _) => hub.payment_for_order(ProviderId::WalletQr, out_trade_no),
@@ -757,39 +729,11 @@ async fn create_refund(request: &Request, body: Body, hub: Data<&Arc<Hub>>) -> R
     if hub.own_url("notify_url", &notify_url).is_err() || notify_url.contains('?') {
         return bad("notify_url must be a URL of this service without a query string");
     }
-    let new_id = format!(
-        "503{:0>26}",
-        hub.new_id("")
-            .chars()
-            .filter(char::is_ascii_digit)
-            .collect::<String>()
-    );
+    let new_id = wechat_refund_id(&hub.new_id(""));
     let key = out_refund_key(&asked.out_refund_no);
-    let wanted = format!("{new_id}:{}", asked.amount.refund);
     // Checked and changed under the hub's lock: one out_refund_no refunds once.
     let outcome = hub.update_payment(&payment.id, |p| {
-        if let Some(earlier) = p.extra.get(&key) {
-            let (id, amount) = earlier.split_once(':').unwrap_or_default();
-            return Ok(if amount == asked.amount.refund.to_string() {
-                RefundOutcome::Repeat(id.to_owned(), p.clone())
-            } else {
-                RefundOutcome::Mismatch
-            });
-        }
-        if p.status != SimStatus::Paid {
-            return Ok(RefundOutcome::Unpaid);
-        }
-        if asked.amount.total != p.amount_minor {
-            return Ok(RefundOutcome::Mismatch);
-        }
-        if p.refunded_minor + asked.amount.refund > p.amount_minor {
-            return Ok(RefundOutcome::TooMuch);
-        }
-        p.refunded_minor += asked.amount.refund;
-        p.extra.insert(key.clone(), wanted.clone());
-        p.extra
-            .insert(api_refund_key(&new_id), asked.out_refund_no.clone());
-        Ok(RefundOutcome::New(p.clone()))
+        Ok(refund_payment(p, &asked, &key, &new_id))
     });
     let (id, payment, status) = match outcome {
         Ok(RefundOutcome::New(payment)) => {
@@ -803,53 +747,117 @@ async fn create_refund(request: &Request, body: Body, hub: Data<&Arc<Hub>>) -> R
             (new_id, payment, "PROCESSING")
         }
         Ok(RefundOutcome::Repeat(id, payment)) => (id, payment, "SUCCESS"),
-        Ok(RefundOutcome::Unpaid) => {
-            return error(StatusCode::FORBIDDEN, "TRADE_STATE_ERROR", "订单状态不正确");
-        }
-        Ok(RefundOutcome::TooMuch) => {
-            return error(
-                StatusCode::FORBIDDEN,
-                "NOT_ENOUGH",
-                "退款金额超过订单可退金额",
-            );
-        }
-        Ok(RefundOutcome::Mismatch) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "INVALID_REQUEST",
-                "订单金额或退款金额与之前请求不一致",
-            );
-        }
+        Ok(refused) => return refund_refused(&refused),
         Err(e) => return error(StatusCode::NOT_FOUND, "RESOURCE_NOT_EXISTS", &e.to_string()),
     };
     let now = now_text(&hub);
-    signed(
-        &hub,
-        request,
-        StatusCode::OK,
-        json!({
-            "refund_id": id,
-            "out_refund_no": asked.out_refund_no,
-            "transaction_id": payment.id,
-            "out_trade_no": payment.order_id,
-            "channel": "ORIGINAL",
-            "user_received_account": "支付用户零钱",
-            "create_time": now,
-            "status": status,
-            "funds_account": "AVAILABLE",
-            "amount": {
-                "total": payment.amount_minor,
-                "refund": asked.amount.refund,
-                "payer_total": payment.amount_minor,
-                "payer_refund": asked.amount.refund,
-                "settlement_refund": asked.amount.refund,
-                "settlement_total": payment.amount_minor,
-                "discount_refund": 0,
-                "currency": "CNY",
-            },
-        })
-        .to_string(),
-    )
+    let answer = refund_json(&asked, &id, &payment, status, &now);
+    signed(&hub, request, StatusCode::OK, answer.to_string())
+}
+
+/// WeChat Pay's error for a refund it refuses (unpaid, too much, or not what the same
+/// out_refund_no asked before).
+fn refund_refused(outcome: &RefundOutcome) -> Response {
+    match outcome {
+        RefundOutcome::Unpaid => {
+            error(StatusCode::FORBIDDEN, "TRADE_STATE_ERROR", "订单状态不正确")
+        }
+        RefundOutcome::TooMuch => error(
+            StatusCode::FORBIDDEN,
+            "NOT_ENOUGH",
+            "退款金额超过订单可退金额",
+        ),
+        RefundOutcome::Mismatch | RefundOutcome::New(_) | RefundOutcome::Repeat(..) => error(
+            StatusCode::BAD_REQUEST,
+            "INVALID_REQUEST",
+            "订单金额或退款金额与之前请求不一致",
+        ),
+    }
+}
+
+/// What is wrong with a refund request's number, amount or reason, if anything.
+fn refund_form_problem(asked: &RefundBody) -> Option<&'static str> {
+    let no_ok = !asked.out_refund_no.is_empty()
+        && asked.out_refund_no.len() <= 64
+        && asked
+            .out_refund_no
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '|' | '*' | '@'));
+    if !no_ok {
+        return Some("out_refund_no must be 1 to 64 of [0-9A-Za-z_-|*@]");
+    }
+    if asked.amount.currency != "CNY" || asked.amount.refund < 1 || asked.amount.total < 1 {
+        return Some("amount must be CNY, refund and total at least 1");
+    }
+    asked
+        .reason
+        .as_deref()
+        .is_some_and(|r| r.chars().count() > 80)
+        .then_some("reason must be at most 80 characters")
+}
+
+/// Refund `p` as `asked` (under the hub's lock), remembering the request under `key` with
+/// the new refund's id `new_id`; a repeated request answers what the first one did.
+fn refund_payment(
+    p: &mut SimPayment,
+    asked: &RefundBody,
+    key: &str,
+    new_id: &str,
+) -> RefundOutcome {
+    if let Some(earlier) = p.extra.get(key) {
+        let (id, amount) = earlier.split_once(':').unwrap_or_default();
+        return if amount == asked.amount.refund.to_string() {
+            RefundOutcome::Repeat(id.to_owned(), p.clone())
+        } else {
+            RefundOutcome::Mismatch
+        };
+    }
+    if p.status != SimStatus::Paid {
+        return RefundOutcome::Unpaid;
+    }
+    if asked.amount.total != p.amount_minor {
+        return RefundOutcome::Mismatch;
+    }
+    if p.refunded_minor + asked.amount.refund > p.amount_minor {
+        return RefundOutcome::TooMuch;
+    }
+    p.refunded_minor += asked.amount.refund;
+    p.extra
+        .insert(key.to_owned(), format!("{new_id}:{}", asked.amount.refund));
+    p.extra
+        .insert(api_refund_key(new_id), asked.out_refund_no.clone());
+    RefundOutcome::New(p.clone())
+}
+
+/// WeChat Pay's answer to a refund request: the refund `id` of `payment`, in `status`.
+fn refund_json(
+    asked: &RefundBody,
+    id: &str,
+    payment: &SimPayment,
+    status: &str,
+    now: &str,
+) -> Value {
+    json!({
+        "refund_id": id,
+        "out_refund_no": asked.out_refund_no,
+        "transaction_id": payment.id,
+        "out_trade_no": payment.order_id,
+        "channel": "ORIGINAL",
+        "user_received_account": "支付用户零钱",
+        "create_time": now,
+        "status": status,
+        "funds_account": "AVAILABLE",
+        "amount": {
+            "total": payment.amount_minor,
+            "refund": asked.amount.refund,
+            "payer_total": payment.amount_minor,
+            "payer_refund": asked.amount.refund,
+            "settlement_refund": asked.amount.refund,
+            "settlement_total": payment.amount_minor,
+            "discount_refund": 0,
+            "currency": "CNY",
+        },
+    })
 }
 
 /// What a refund request did.

@@ -23,18 +23,17 @@ use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
 use domain::{Currency, ProviderId, Timestamp};
-use gateways::shared::signing::{
-    PrivateKey, PublicKey, b64, private_key, public_key, rsa_sha256_sign, rsa_sha256_verify, unb64,
-};
-use gateways::wallet_web::WalletWebSettings;
-use gateways::wallet_web::transformers::{beijing_time, parse_time};
 use poem::http::StatusCode;
 use poem::web::Data;
 use poem::{Body, Request, Response, Route, get, handler};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use signing::{
+    PrivateKey, PublicKey, b64, private_key, public_key, rsa_sha256_sign, rsa_sha256_verify, unb64,
+};
 
 use crate::credentials::CREDENTIALS;
+use crate::formats::{beijing_time, parse_beijing_time as parse_time};
 use crate::hub::{
     ForeignUrl, Hub, SandboxError, SimEvent, SimKind, SimPayment, SimStatus, SimWebhook,
 };
@@ -44,23 +43,18 @@ use crate::simulator::Simulator;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WalletWebSimulator;
 
-/// The gateway settings that point `wallet_web` at this sandbox (`api_base_url` is
-/// `{public}/sandbox/wallet_web`) with the sandbox's published test credentials.
-///
-/// # Panics
-/// Never: the settings are fixed and complete (a test builds them).
+/// The `[providers.wallet_web]` settings table that points the gateway at this sandbox
+/// (`api_base_url` is `{public}/sandbox/wallet_web`) with the sandbox's published test credentials,
+/// as an operator would write it; the wiring deserializes it into the gateway's settings.
 #[must_use]
-pub fn gateway_settings(api_base_url: &str) -> WalletWebSettings {
-    // Built through serde so that the key becomes a `SecretString` without this crate
-    // depending on `secrecy`.
-    serde_json::from_value(json!({
+pub fn gateway_settings(api_base_url: &str) -> Value {
+    json!({
         "appId": CREDENTIALS.app_id,
         "appPrivateKey": CREDENTIALS.merchant_private_pem,
         "alipayPublicKey": CREDENTIALS.provider_public_pem,
         "sellerId": CREDENTIALS.alipay_seller_id,
         "baseUrl": api_base_url,
-    }))
-    .expect("the sandbox wallet_web settings are complete")
+    })
 }
 
 /// The largest request body read, in bytes.
@@ -154,7 +148,7 @@ impl Simulator for WalletWebSimulator {
 }
 
 fn beijing(ms: i64) -> String {
-    beijing_time(Timestamp::from_unix_millis(ms)).unwrap_or_default()
+    beijing_time(Timestamp::from_unix_millis(ms))
 }
 
 /// Yuan with two decimals.
@@ -682,6 +676,35 @@ struct RefundContent {
 /// `fund_change = Y`; the same request again answers the same refund with `fund_change = N`
 /// and refunds nothing; the same `out_request_no` with another amount is refused.
 /// `refund_fee` is the trade's running total refunded.
+/// The refund's `out_request_no` (the trade's number when absent), when it and the reason fit
+/// Alipay's limits.
+fn refund_request_no(content: &RefundContent) -> Option<String> {
+    let request_no = content
+        .out_request_no
+        .clone()
+        .unwrap_or_else(|| content.out_trade_no.clone());
+    let reason_fits = content
+        .refund_reason
+        .as_deref()
+        .is_none_or(|r| r.chars().count() <= 256);
+    (!request_no.is_empty() && request_no.len() <= 64 && reason_fits).then_some(request_no)
+}
+
+/// Alipay's answer to a refund of `p`; `fund_change` is `N` for a repeated request.
+fn refund_answer(hub: &Hub, p: &SimPayment, fund_change: &str) -> Value {
+    json!({
+        "code": "10000",
+        "msg": "Success",
+        "trade_no": p.id,
+        "out_trade_no": p.order_id,
+        "buyer_logon_id": "sandbox***@tally.local",
+        "fund_change": fund_change,
+        "refund_fee": yuan(p.refunded_minor),
+        "gmt_refund_pay": beijing(hub.now_ms()),
+        "buyer_user_id": "2088000000000001",
+    })
+}
+
 fn refund_trade(hub: &Hub, content: &RefundContent) -> Result<Answer, ApiError> {
     let payment = hub
         .payment_for_order(ProviderId::WalletWeb, &content.out_trade_no)
@@ -689,35 +712,11 @@ fn refund_trade(hub: &Hub, content: &RefundContent) -> Result<Answer, ApiError> 
     let invalid = |message: &str| ("40004", "ACQ.INVALID_PARAMETER", message.to_owned());
     let amount = fen(&content.refund_amount)
         .ok_or_else(|| invalid("refund_amount must be 0.01 to 100000000 yuan"))?;
-    let request_no = content
-        .out_request_no
-        .clone()
-        .unwrap_or_else(|| content.out_trade_no.clone());
-    if request_no.is_empty()
-        || request_no.len() > 64
-        || content
-            .refund_reason
-            .as_deref()
-            .is_some_and(|r| r.chars().count() > 256)
-    {
-        return Err(invalid(
-            "out_request_no must be 1 to 64 characters, refund_reason at most 256",
-        ));
-    }
+    let request_no = refund_request_no(content).ok_or_else(|| {
+        invalid("out_request_no must be 1 to 64 characters, refund_reason at most 256")
+    })?;
     let key = format!("refund_request:{request_no}");
-    let answer = |p: &SimPayment, fund_change: &str| {
-        json!({
-            "code": "10000",
-            "msg": "Success",
-            "trade_no": p.id,
-            "out_trade_no": p.order_id,
-            "buyer_logon_id": "sandbox***@tally.local",
-            "fund_change": fund_change,
-            "refund_fee": yuan(p.refunded_minor),
-            "gmt_refund_pay": beijing(hub.now_ms()),
-            "buyer_user_id": "2088000000000001",
-        })
-    };
+    let answer = |p: &SimPayment, fund_change: &str| refund_answer(hub, p, fund_change);
     // Checked and changed under the hub's lock, so two calls with one out_request_no refund
     // once however they interleave.
     let outcome = hub.update_payment(&payment.id, |p| {

@@ -22,7 +22,6 @@ use poem::http::StatusCode;
 use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::web::Data;
 use poem::{EndpointExt, Request, Response, Route, Server, handler, post};
-use sandbox::card_gateway::gateway_settings;
 use sandbox::hub::SimSubscriptionStatus;
 use sandbox::{CREDENTIALS, Sandbox, SimStatus};
 
@@ -76,7 +75,7 @@ async fn receive(request: &Request, body: Vec<u8>, receiver: Data<&Arc<Receiver>
         }
     };
     Response::builder()
-        .status(StatusCode::from_u16(ack.status).unwrap())
+        .status(ack_status(ack.verdict))
         .content_type(ack.content_type)
         .body(ack.body)
 }
@@ -919,4 +918,64 @@ async fn sandbox_events_are_test_mode_events_and_foreign_to_a_live_key() {
         .unwrap();
     assert!(verified.foreign.is_some());
     assert!(verified.events.is_empty());
+}
+
+/// The sandbox's `[providers.card_gateway]` table as the gateway's settings.
+fn gateway_settings(api_base_url: &str) -> gateways::card_gateway::CardGatewaySettings {
+    serde_json::from_value(sandbox::card_gateway::gateway_settings(api_base_url))
+        .expect("the sandbox's settings table fits the gateway")
+}
+
+/// The status Tally's webhook endpoint answers with for `verdict`.
+fn ack_status(verdict: application::ports::AckVerdict) -> StatusCode {
+    match verdict {
+        application::ports::AckVerdict::Accepted => StatusCode::OK,
+        application::ports::AckVerdict::Refused => StatusCode::BAD_REQUEST,
+        application::ports::AckVerdict::Unauthenticated => StatusCode::UNAUTHORIZED,
+    }
+}
+
+#[tokio::test]
+async fn a_subscription_cancelled_now_through_the_gateway_ends_with_customer_subscription_deleted()
+{
+    let world = world().await;
+    let (session_id, _) = world
+        .checkout(
+            plan("recurring", "19", "USD", Some("price_sandbox_pro")),
+            "ord_e2e_now",
+        )
+        .await;
+    world.pay(&session_id).await;
+    let hub = world.sandbox.hub();
+    let subscription_id = hub.payment(&session_id).unwrap().subscription_id.unwrap();
+    world.take_events();
+    world
+        .gateway
+        .cancel_subscription_now(&subscription_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        hub.subscription(&subscription_id).unwrap().status,
+        SimSubscriptionStatus::Canceled
+    );
+    let events = world.take_events();
+    assert_eq!(events[0].0, "customer.subscription.deleted");
+    assert!(
+        matches!(&events[0].1[..], [PaymentEvent::SubscriptionCanceled { provider_subscription_id, .. }] if provider_subscription_id == &subscription_id)
+    );
+    assert!(
+        world
+            .gateway
+            .cancel_subscription_now(&subscription_id)
+            .await
+            .is_err(),
+        "a canceled subscription cannot be canceled again"
+    );
+    assert!(
+        world
+            .gateway
+            .cancel_subscription_now("sub_sandbox_unknown")
+            .await
+            .is_err()
+    );
 }

@@ -87,7 +87,7 @@ async fn receive(request: &Request, body: Body, receiver: Data<&Receiver>) -> Re
     };
     let ack = receiver.gateway.webhook_ack(&outcome);
     Response::builder()
-        .status(StatusCode::from_u16(ack.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .status(ack_status(ack.verdict))
         .content_type(ack.content_type)
         .body(ack.body)
 }
@@ -121,7 +121,7 @@ async fn start() -> Harness {
     let base = format!("http://{address}");
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let sandbox = Sandbox::new(&base, clock.clone());
-    let settings = sandbox::mor_a::gateway_settings(&sandbox.api_base_url(ProviderId::MorA));
+    let settings = gateway_settings(&sandbox.api_base_url(ProviderId::MorA));
     let gateway = Arc::new(connect(&settings, clock));
     let receiver = Receiver {
         gateway: gateway.clone(),
@@ -508,7 +508,7 @@ async fn a_subscription_activates_renews_and_is_cancelled_at_its_period_end_thro
 #[tokio::test]
 async fn the_sandbox_refuses_a_gateway_with_the_wrong_api_key_as_creem_would() {
     let h = start().await;
-    let mut settings = sandbox::mor_a::gateway_settings(&h.sandbox.api_base_url(ProviderId::MorA));
+    let mut settings = gateway_settings(&h.sandbox.api_base_url(ProviderId::MorA));
     settings.api_key = MorASettings::new("sk_wrong", CREDENTIALS.hmac_secret).api_key;
     let gateway = connect(&settings, Arc::new(SystemClock));
     let lifetime = plan("lifetime", "one_time", "199.00", Some(999_999), None);
@@ -786,4 +786,42 @@ async fn creem_has_no_refund_api_so_the_gateway_refuses_a_refund_without_calling
         h.gateway.refund(&request).await,
         Err(GatewayError::NotSupported)
     ));
+}
+
+/// The sandbox's `[providers.mor_a]` table as the gateway's settings.
+fn gateway_settings(api_base_url: &str) -> gateways::mor_a::MorASettings {
+    serde_json::from_value(sandbox::mor_a::gateway_settings(api_base_url))
+        .expect("the sandbox's settings table fits the gateway")
+}
+
+/// The status Tally's webhook endpoint answers with for `verdict`.
+fn ack_status(verdict: application::ports::AckVerdict) -> StatusCode {
+    match verdict {
+        application::ports::AckVerdict::Accepted => StatusCode::OK,
+        application::ports::AckVerdict::Refused => StatusCode::BAD_REQUEST,
+        application::ports::AckVerdict::Unauthenticated => StatusCode::UNAUTHORIZED,
+    }
+}
+
+#[tokio::test]
+async fn a_subscription_cancelled_now_through_the_gateway_ends_with_subscription_canceled() {
+    let h = start().await;
+    let monthly = plan("pro_monthly", "recurring", "9.90", Some(1), None);
+    let (_, subscription_id, _) = h.subscribe(&monthly, "ord_sub_now").await;
+    h.take_events();
+    h.gateway
+        .cancel_subscription_now(&subscription_id)
+        .await
+        .unwrap();
+    let status = h
+        .sandbox
+        .hub()
+        .subscription(&subscription_id)
+        .unwrap()
+        .status;
+    assert_eq!(status, SimSubscriptionStatus::Canceled);
+    assert_eq!(
+        lifecycle(&h.take_events()),
+        [("canceled", subscription_id.clone())]
+    );
 }

@@ -24,7 +24,6 @@ use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::web::Data;
 use poem::{EndpointExt, Request, Response, Route, Server, handler, post};
 use sandbox::hub::SimSubscriptionStatus;
-use sandbox::mor_b::gateway_settings;
 use sandbox::{CREDENTIALS, Sandbox};
 
 /// Real time: webhook timestamps are checked against it.
@@ -77,7 +76,7 @@ async fn receive(request: &Request, body: Vec<u8>, receiver: Data<&Arc<Receiver>
         }
     };
     Response::builder()
-        .status(StatusCode::from_u16(ack.status).unwrap())
+        .status(ack_status(ack.verdict))
         .content_type(ack.content_type)
         .body(ack.body)
 }
@@ -911,5 +910,50 @@ async fn a_validly_signed_webhook_of_another_business_is_foreign_and_changes_not
             .unwrap()
             .refunded_minor,
         0
+    );
+}
+
+/// The sandbox's `[providers.mor_b]` table as the gateway's settings.
+fn gateway_settings(api_base_url: &str) -> gateways::mor_b::MorBSettings {
+    serde_json::from_value(sandbox::mor_b::gateway_settings(api_base_url))
+        .expect("the sandbox's settings table fits the gateway")
+}
+
+/// The status Tally's webhook endpoint answers with for `verdict`.
+fn ack_status(verdict: application::ports::AckVerdict) -> StatusCode {
+    match verdict {
+        application::ports::AckVerdict::Accepted => StatusCode::OK,
+        application::ports::AckVerdict::Refused => StatusCode::BAD_REQUEST,
+        application::ports::AckVerdict::Unauthenticated => StatusCode::UNAUTHORIZED,
+    }
+}
+
+#[tokio::test]
+async fn a_subscription_cancelled_now_through_the_gateway_ends_with_subscription_cancelled() {
+    let world = world().await;
+    let (session_id, _) = world
+        .checkout(
+            plan("recurring", "19", "USD", "pdt_sandbox_pro"),
+            "ord_e2e_now",
+        )
+        .await;
+    world.pay(&session_id).await;
+    let hub = world.sandbox.hub();
+    let subscription_id = hub.payment(&session_id).unwrap().subscription_id.unwrap();
+    world.take_events();
+    world
+        .gateway
+        .cancel_subscription_now(&subscription_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        hub.subscription(&subscription_id).unwrap().status,
+        SimSubscriptionStatus::Canceled
+    );
+    let events = world.take_events();
+    assert_eq!(events[0].0, "subscription.cancelled");
+    assert!(
+        matches!(&events[0].1[..], [PaymentEvent::SubscriptionCanceled { provider_subscription_id, .. }] if provider_subscription_id == &subscription_id),
+        "{events:?}"
     );
 }

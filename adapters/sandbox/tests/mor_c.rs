@@ -89,7 +89,7 @@ async fn receive(request: &Request, body: Body, receiver: Data<&Receiver>) -> Re
     };
     let ack = receiver.gateway.webhook_ack(&outcome);
     Response::builder()
-        .status(StatusCode::from_u16(ack.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .status(ack_status(ack.verdict))
         .content_type(ack.content_type)
         .body(ack.body)
 }
@@ -123,7 +123,7 @@ async fn start() -> Harness {
     let base = format!("http://{address}");
     let clock: Arc<dyn Clock> = Arc::new(SystemClock(0));
     let sandbox = Sandbox::new(&base, clock.clone());
-    let settings = sandbox::mor_c::gateway_settings(&sandbox.api_base_url(ProviderId::MorC));
+    let settings = gateway_settings(&sandbox.api_base_url(ProviderId::MorC));
     let gateway = Arc::new(connect(&settings, clock));
     let receiver = Receiver {
         gateway: gateway.clone(),
@@ -500,7 +500,7 @@ async fn a_subscription_activates_renews_and_is_cancelled_at_its_period_end_thro
 #[tokio::test]
 async fn the_sandbox_refuses_a_request_signed_with_another_key_as_pancake_would() {
     let h = start().await;
-    let mut settings = sandbox::mor_c::gateway_settings(&h.sandbox.api_base_url(ProviderId::MorC));
+    let mut settings = gateway_settings(&h.sandbox.api_base_url(ProviderId::MorC));
     settings.private_key = MorCSettings::new(
         "MER_x",
         CREDENTIALS.provider_private_pem,
@@ -526,7 +526,7 @@ async fn the_sandbox_refuses_a_request_signed_with_another_key_as_pancake_would(
 #[tokio::test]
 async fn the_sandbox_refuses_a_request_stamped_ten_minutes_ago() {
     let h = start().await;
-    let settings = sandbox::mor_c::gateway_settings(&h.sandbox.api_base_url(ProviderId::MorC));
+    let settings = gateway_settings(&h.sandbox.api_base_url(ProviderId::MorC));
     let gateway = connect(&settings, Arc::new(SystemClock(-600_000)));
     let lifetime = plan("lifetime", "one_time", "99.00", "USD", Some(999_999));
     match gateway
@@ -705,5 +705,20 @@ async fn another_stores_or_the_other_modes_webhooks_for_our_order_are_foreign_an
             "{event_type} for {store} in {mode} was taken as ours"
         );
         assert!(verified[0].events.is_empty());
+    }
+}
+
+/// The sandbox's `[providers.mor_c]` table as the gateway's settings.
+fn gateway_settings(api_base_url: &str) -> gateways::mor_c::MorCSettings {
+    serde_json::from_value(sandbox::mor_c::gateway_settings(api_base_url))
+        .expect("the sandbox's settings table fits the gateway")
+}
+
+/// The status Tally's webhook endpoint answers with for `verdict`.
+fn ack_status(verdict: application::ports::AckVerdict) -> StatusCode {
+    match verdict {
+        application::ports::AckVerdict::Accepted => StatusCode::OK,
+        application::ports::AckVerdict::Refused => StatusCode::BAD_REQUEST,
+        application::ports::AckVerdict::Unauthenticated => StatusCode::UNAUTHORIZED,
     }
 }

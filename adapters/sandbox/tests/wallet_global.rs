@@ -22,7 +22,6 @@ use poem::http::StatusCode;
 use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::web::Data;
 use poem::{EndpointExt, Request, Response, Route, Server, handler, post};
-use sandbox::wallet_global::gateway_settings;
 use sandbox::{CREDENTIALS, Sandbox, SimEvent, SimPayment, SimStatus, SimWebhook};
 use serde_json::{Value, json};
 
@@ -89,7 +88,7 @@ async fn receive(request: &Request, body: Vec<u8>, receiver: Data<&Arc<Receiver>
         .push(result);
     let ack = receiver.gateway.webhook_ack(&outcome);
     Response::builder()
-        .status(StatusCode::from_u16(ack.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .status(ack_status(ack.verdict))
         .content_type(ack.content_type)
         .body(ack.body)
 }
@@ -481,6 +480,8 @@ async fn a_subscription_is_activated_renewed_and_cancelled() {
         matches!(cancelled[0].as_slice(), [PaymentEvent::SubscriptionCanceled { provider_subscription_id, .. }] if *provider_subscription_id == id)
     );
     w.gateway.cancel_subscription(&id).await.unwrap();
+    // PayPal's cancel is immediate: "cancel now" is the same call, and succeeds again.
+    w.gateway.cancel_subscription_now(&id).await.unwrap();
     let payment = PaymentRef {
         order_id: request.order_id.clone(),
         provider_reference: Some(id.clone()),
@@ -832,5 +833,20 @@ async fn the_sandbox_merchants_events_are_ours_and_foreign_to_a_gateway_of_anoth
         assert_eq!(theirs.events, vec![]);
         let why = theirs.foreign.expect("foreign");
         assert!(why.contains(CREDENTIALS.paypal_merchant_id), "{why}");
+    }
+}
+
+/// The sandbox's `[providers.wallet_global]` table as the gateway's settings.
+fn gateway_settings(api_base_url: &str) -> gateways::wallet_global::WalletGlobalSettings {
+    serde_json::from_value(sandbox::wallet_global::gateway_settings(api_base_url))
+        .expect("the sandbox's settings table fits the gateway")
+}
+
+/// The status Tally's webhook endpoint answers with for `verdict`.
+fn ack_status(verdict: application::ports::AckVerdict) -> StatusCode {
+    match verdict {
+        application::ports::AckVerdict::Accepted => StatusCode::OK,
+        application::ports::AckVerdict::Refused => StatusCode::BAD_REQUEST,
+        application::ports::AckVerdict::Unauthenticated => StatusCode::UNAUTHORIZED,
     }
 }

@@ -25,7 +25,6 @@ use poem::http::StatusCode;
 use poem::listener::TcpAcceptor;
 use poem::web::Data;
 use poem::{EndpointExt, Request, Response, Route, Server, handler, post};
-use sandbox::wallet_qr::{gateway_settings, gateway_settings_certificate_mode};
 use sandbox::{CREDENTIALS, Sandbox, SimStatus};
 
 /// 2026-01-01T00:00:00Z.
@@ -58,7 +57,7 @@ async fn receive(request: &Request, body: Vec<u8>, receiver: Data<&Receiver>) ->
     let ack = receiver.gateway.webhook_ack(&outcome);
     receiver.received.lock().unwrap().push(result);
     Response::builder()
-        .status(StatusCode::from_u16(ack.status).unwrap())
+        .status(ack_status(ack.verdict))
         .content_type(ack.content_type)
         .body(ack.body)
 }
@@ -686,5 +685,29 @@ async fn the_sandboxs_notification_is_foreign_to_a_gateway_of_another_app_or_mer
         assert!(verified.events.is_empty(), "{named}");
         let why = verified.foreign.expect("foreign");
         assert!(why.contains(named), "{named}: {why}");
+    }
+}
+
+/// The sandbox's `[providers.wallet_qr]` table as the gateway's settings.
+fn gateway_settings(api_base_url: &str) -> gateways::wallet_qr::WalletQrSettings {
+    serde_json::from_value(sandbox::wallet_qr::gateway_settings(api_base_url))
+        .expect("the sandbox's settings table fits the gateway")
+}
+
+/// The sandbox's certificate-mode `[providers.wallet_qr]` table
+/// (`sandbox::wallet_qr::gateway_settings_certificate_mode`) as the gateway's settings.
+fn gateway_settings_certificate_mode(api_base_url: &str) -> gateways::wallet_qr::WalletQrSettings {
+    serde_json::from_value(sandbox::wallet_qr::gateway_settings_certificate_mode(
+        api_base_url,
+    ))
+    .expect("the sandbox's settings table fits the gateway")
+}
+
+/// The status Tally's webhook endpoint answers with for `verdict`.
+fn ack_status(verdict: application::ports::AckVerdict) -> StatusCode {
+    match verdict {
+        application::ports::AckVerdict::Accepted => StatusCode::OK,
+        application::ports::AckVerdict::Refused => StatusCode::BAD_REQUEST,
+        application::ports::AckVerdict::Unauthenticated => StatusCode::UNAUTHORIZED,
     }
 }

@@ -27,7 +27,6 @@ use poem::http::StatusCode;
 use poem::listener::TcpAcceptor;
 use poem::web::Data;
 use poem::{EndpointExt, Request, Response, Route, Server, handler, post};
-use sandbox::wallet_web::gateway_settings;
 use sandbox::{CREDENTIALS, Sandbox, SimStatus};
 
 /// 2026-01-01T00:00:00Z.
@@ -60,7 +59,7 @@ async fn receive(request: &Request, body: Vec<u8>, receiver: Data<&Receiver>) ->
     let ack = receiver.gateway.webhook_ack(&outcome);
     receiver.received.lock().unwrap().push(result);
     Response::builder()
-        .status(StatusCode::from_u16(ack.status).unwrap())
+        .status(ack_status(ack.verdict))
         .content_type(ack.content_type)
         .body(ack.body)
 }
@@ -557,4 +556,19 @@ async fn the_sandboxs_notifications_name_the_configured_app_and_seller() {
         .unwrap();
     assert!(verified.events.is_empty());
     assert!(verified.foreign.unwrap().contains("seller_id"));
+}
+
+/// The sandbox's `[providers.wallet_web]` table as the gateway's settings.
+fn gateway_settings(api_base_url: &str) -> gateways::wallet_web::WalletWebSettings {
+    serde_json::from_value(sandbox::wallet_web::gateway_settings(api_base_url))
+        .expect("the sandbox's settings table fits the gateway")
+}
+
+/// The status Tally's webhook endpoint answers with for `verdict`.
+fn ack_status(verdict: application::ports::AckVerdict) -> StatusCode {
+    match verdict {
+        application::ports::AckVerdict::Accepted => StatusCode::OK,
+        application::ports::AckVerdict::Refused => StatusCode::BAD_REQUEST,
+        application::ports::AckVerdict::Unauthenticated => StatusCode::UNAUTHORIZED,
+    }
 }

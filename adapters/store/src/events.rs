@@ -5,11 +5,15 @@
 
 use application::pagination::{Page, PageRequest};
 use application::ports::{
-    InboxEntry, InboxFilter, LedgerEffect, OrderChange, OrderRecord, PaymentEventCommand,
-    PaymentEventOutcome, PaymentEventStore, RecordedEvent, StoreError, SubscriptionChange,
+    EntitlementRules, InboxEntry, InboxFilter, LedgerEffect, OrderChange, OrderRecord,
+    PaymentEventCommand, PaymentEventOutcome, PaymentEventStore, RecordedEvent, StoreError,
+    SubscriptionChange,
 };
 use async_trait::async_trait;
-use domain::{EventOutcome, Order, OrderParts, OrderStatus, Timestamp};
+use domain::{
+    EventOutcome, Order, OrderParts, OrderStatus, PlanType, Subscription, SubscriptionAccess,
+    Timestamp, UserId,
+};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, FromQueryResult};
 
 use crate::SeaOrmStore;
@@ -17,11 +21,11 @@ use crate::ledger::{self, NewGrant};
 use crate::outbox::{self, Outbox};
 use crate::retry::Fail;
 use crate::sql::{self, End};
-use crate::{orders, refunds, subscriptions};
+use crate::{entitlements_told, orders, refunds, subscriptions};
 
 /// A `webhook_inbox` row.
 #[derive(Debug, FromQueryResult)]
-struct InboxRow {
+pub(crate) struct InboxRow {
     id: i64,
     provider: String,
     event_id: String,
@@ -33,7 +37,7 @@ struct InboxRow {
 }
 
 impl InboxRow {
-    fn into_domain(self) -> Result<RecordedEvent, StoreError> {
+    pub(crate) fn into_domain(self) -> Result<RecordedEvent, StoreError> {
         let provider = self
             .provider
             .parse()
@@ -52,6 +56,7 @@ impl InboxRow {
                 outcome,
                 detail: self.detail,
                 received_at: Timestamp::from_unix_millis(self.received_at),
+                user_id: None,
             },
         })
     }
@@ -77,14 +82,27 @@ fn conflict(why: &str) -> Fail {
     Fail::Store(StoreError::Conflict(why.to_owned()))
 }
 
-/// Apply a subscription change and collect what it tells the host.
+/// Whether `a` and `b` grant the same access on the same plan (so the subscription's change
+/// changes nothing in its user's entitlements, now or later): same plan, status and renewal
+/// intent, and the same period end unless access lasts as long as it renews (a renewal).
+fn same_access(a: &Subscription, b: &Subscription) -> bool {
+    a.plan_id() == b.plan_id()
+        && a.status() == b.status()
+        && a.renewal() == b.renewal()
+        && (a.access(0) == SubscriptionAccess::WhileItRenews
+            || a.current_period().end() == b.current_period().end())
+}
+
+/// Apply a subscription change and collect what it tells the host; returns whether the change
+/// may have changed its user's entitlements.
 async fn apply_subscription(
     tx: &DatabaseTransaction,
     change: &SubscriptionChange,
     now: Timestamp,
     cause: &str,
     outbox: &mut Outbox,
-) -> Result<(), Fail> {
+) -> Result<bool, Fail> {
+    let mut access_moved = true;
     let applied = match change {
         SubscriptionChange::Create(s, order) => {
             let created = subscriptions::create(tx, s, order.as_ref(), now).await?;
@@ -106,12 +124,13 @@ async fn apply_subscription(
             {
                 let told = outbox::subscription_changed(Some(&before), subscription, cause, now);
                 outbox.extend(told);
+                access_moved = !same_access(&before, subscription);
             }
             updated
         }
     };
     if applied {
-        return Ok(());
+        return Ok(access_moved);
     }
     Err(match change {
         SubscriptionChange::Create(s, _) => conflict(&format!(
@@ -170,9 +189,33 @@ async fn apply_order(
     Ok(after)
 }
 
+/// The user whose entitlements the command may change: the subscription's when its access
+/// moved (`subscription_moved`), or a one-time order's when its status moves (credits packs,
+/// renewals and unmoved orders change no access).
+fn entitlements_user(
+    c: &PaymentEventCommand,
+    order: Option<&OrderRecord>,
+    subscription_moved: bool,
+) -> Option<UserId> {
+    match &c.subscription {
+        Some(SubscriptionChange::Create(s, _)) if subscription_moved => {
+            return Some(s.user_id().clone());
+        }
+        Some(SubscriptionChange::Update { subscription, .. }) if subscription_moved => {
+            return Some(subscription.user_id().clone());
+        }
+        _ => {}
+    }
+    let (change, order) = (c.order.as_ref()?, order?);
+    let moved = change.previous.code() != change.status.code();
+    (moved && order.order.plan().plan_type == PlanType::OneTime)
+        .then(|| order.order.user_id().clone())
+}
+
 async fn apply(
     tx: &DatabaseTransaction,
     c: &PaymentEventCommand,
+    rules: Option<&EntitlementRules>,
 ) -> Result<End<PaymentEventOutcome>, Fail> {
     // The inbox row first: a duplicate delivery stops here (PostgreSQL makes a concurrent
     // duplicate wait for the first one's commit, then do nothing).
@@ -186,9 +229,10 @@ async fn apply(
         Some(change) => Some(apply_order(tx, change, now, &cause, &mut outbox).await?),
         None => None,
     };
-    if let Some(change) = &c.subscription {
-        apply_subscription(tx, change, now, &cause, &mut outbox).await?;
-    }
+    let subscription_moved = match &c.subscription {
+        Some(change) => apply_subscription(tx, change, now, &cause, &mut outbox).await?,
+        None => false,
+    };
     if let Some(refund) = &c.refund
         && !refunds::keep(tx, refund).await?
     {
@@ -209,6 +253,10 @@ async fn apply(
             outbox.extend(outbox::credits_changed(t));
         }
     }
+    let user = entitlements_user(c, order.as_ref(), subscription_moved);
+    if let (Some(rules), Some(user)) = (rules, user) {
+        entitlements_told::tell_changes(tx, &user, rules, now, &mut outbox).await?;
+    }
     if c.inbox.outcome == EventOutcome::Mismatch {
         outbox.push(mismatch_event(c, order.as_ref()));
     }
@@ -226,7 +274,8 @@ fn mismatch_event(c: &PaymentEventCommand, order: Option<&OrderRecord>) -> outbo
             Some(subscription.user_id().clone())
         }
         None => c.grant.as_ref().map(|g| g.user_id.clone()),
-    };
+    }
+    .or_else(|| c.inbox.user_id.clone());
     outbox::mismatch(outbox::Mismatch {
         provider: c.inbox.provider.as_str(),
         event_id: &c.inbox.event_id,
@@ -259,7 +308,7 @@ async fn record(
             event_type: &entry.event_type,
             detail: entry.detail.as_deref(),
             order: None,
-            user: None,
+            user: entry.user_id.clone(),
             at: entry.received_at,
         });
         Outbox::write_one(&tx, event).await?;
@@ -275,10 +324,11 @@ impl PaymentEventStore for SeaOrmStore {
         &self,
         command: &PaymentEventCommand,
     ) -> Result<PaymentEventOutcome, StoreError> {
+        let rules = self.entitlement_rules();
         self.retry
             .run("apply_payment_event", || async {
                 let (_turn, tx) = self.begin_write().await?;
-                let body = apply(&tx, command).await;
+                let body = apply(&tx, command, rules.as_deref()).await;
                 sql::finish(tx, body).await
             })
             .await

@@ -23,7 +23,7 @@
 //!    command sees the database as if it had not run. (A group of one needs no savepoint: it is
 //!    the ordinary transaction, so an idle store costs what it costs without grouping.)
 //!    A run of two or more batchable commands (consumptions) is run instead as ONE batch, in a
-//!    savepoint of its own ([`GroupedCommand::run_batch`], `ledger/batch.rs`): two reads and
+//!    savepoint of its own ([`GroupedCommand::run_batch`], `ledger/consume_many.rs`): two reads and
 //!    one write (three on SQLite) whatever its size, each command decided as it would have been
 //!    one by one; a batch that cannot be decided is undone and its commands run alone.
 //!
@@ -34,7 +34,7 @@
 //!    reads, the write, COMMIT), and the balance rows stay locked for one statement only. If
 //!    anything moved in between, nothing was written and the group runs as described above.
 //!    A writer also remembers the balances and lots its unlocked groups left
-//!    (`ledger::batch::Known`): a group whose users it all knows, and which it would not refuse
+//!    (`ledger::consume_many::Known`): a group whose users it all knows, and which it would not refuse
 //!    anything, is decided from them and written without the read, one round trip in all; the
 //!    same conditions catch a balance that moved since (the group then reads).
 //! 4. commits once, and only then sends each command its outcome ([`Grouped::Done`]).

@@ -16,18 +16,21 @@
 //! PostgreSQL (see `postings`).
 //!
 //! With group commit on, `consume`, `reserve` and `grant` go through the store's writer
-//! (`grouped`, `crate::group_commit`), which runs the same bodies in savepoints of a shared
-//! transaction, except that a run of consumptions is decided and written as one set of
-//! statements (`batch`); whatever a group cannot decide runs alone here, as with group commit
-//! off.
+//! (`crate::group_commit`: one transaction for many callers' commands), which runs the
+//! commands of `group_commands` (the same bodies, each in a savepoint of the shared
+//! transaction), except that a run of consumptions is decided and written as one set of
+//! statements (`consume_many`); whatever a group cannot decide runs alone here, as with group
+//! commit off. One word per idea: a *group* is many callers' commands in one transaction;
+//! *consume many* is many consumptions in one set of statements.
 
-mod batch;
+mod consume_many;
 mod grants;
-mod grouped;
+mod group_commands;
 mod postings;
 mod reservations;
 mod spend;
 
+use application::host_events::HostEventKind;
 use application::pagination::{Page, PageRequest};
 use application::ports::{
     AdjustCommand, ConsumeCommand, CreditLedger, CreditTransaction, GrantCommand, LedgerEffect,
@@ -37,12 +40,15 @@ use application::ports::{
 use async_trait::async_trait;
 use domain::{Credits, ReservationId, Timestamp, UserId};
 
+pub(crate) use self::grants::tell as tell_effect;
 pub(crate) use self::grants::{NewGrant, clawback, grant};
-pub(crate) use self::grouped::LedgerCommand;
-use self::grouped::{Consumed, Reserved};
+pub(crate) use self::group_commands::LedgerCommand;
+use self::group_commands::{Consumed, Reserved};
 use self::reservations::Resolution;
+pub(crate) use self::spend::adjust as adjust_in;
 use crate::SeaOrmStore;
 use crate::group_commit::{Grouped, Job};
+use crate::opt_in::Wanted;
 use crate::orders::page_values;
 use crate::rows::{TRANSACTION_COLUMNS, TransactionRow};
 use crate::sql;
@@ -63,7 +69,7 @@ pub(crate) enum Spent<T> {
 }
 
 impl<T> Spent<T> {
-    fn into_result(self) -> Result<T, SpendError> {
+    pub(crate) fn into_result(self) -> Result<T, SpendError> {
         match self {
             Spent::Done(value) => Ok(value),
             Spent::Insufficient {
@@ -90,22 +96,39 @@ impl Resolution {
 
 /// The ungrouped paths of the grouped commands: one transaction each, under the retry policy.
 impl SeaOrmStore {
-    async fn consume_alone(&self, command: &ConsumeCommand) -> Result<Consumed, StoreError> {
+    async fn consume_alone(
+        &self,
+        command: &ConsumeCommand,
+        wanted: Wanted,
+    ) -> Result<Consumed, StoreError> {
         self.retry
             .run("consume", || async {
                 let (_turn, tx) = self.begin_write().await?;
-                let body = spend::consume(&tx, command).await;
+                let body = spend::consume(&tx, command, wanted).await;
                 sql::finish(tx, body).await
             })
             .await
     }
 
-    async fn reserve_alone(&self, command: &ReserveCommand) -> Result<Reserved, StoreError> {
+    async fn reserve_alone(
+        &self,
+        command: &ReserveCommand,
+        wanted: Wanted,
+    ) -> Result<Reserved, StoreError> {
         self.retry
             .run("reserve", || async {
                 let (_turn, tx) = self.begin_write().await?;
-                let body = reservations::reserve(&tx, command).await;
+                let body = reservations::reserve(&tx, command, wanted).await;
                 sql::finish(tx, body).await
+            })
+            .await
+    }
+
+    /// The opt-in event types some enabled endpoint names (kept for `opt_in::TTL`).
+    async fn wanted(&self) -> Result<Wanted, StoreError> {
+        self.retry
+            .run("opt_in_types", || async {
+                Ok(self.opt_in.wanted(&self.db).await?)
             })
             .await
     }
@@ -168,7 +191,12 @@ impl CreditLedger for SeaOrmStore {
         &self,
         command: &ConsumeCommand,
     ) -> Result<(CreditTransaction, Replay), SpendError> {
-        if let Some(group) = &self.group {
+        // An endpoint that opted in to `credits.consumed` gets it in the spend's own
+        // transaction, which the grouped, batched path has not got: such spends run alone.
+        let wanted = self.wanted().await?;
+        if let Some(group) = &self.group
+            && !wanted.wants(HostEventKind::CreditsConsumed)
+        {
             let outcome = group
                 .submit(|reply| LedgerCommand::Consume(Job::new(command.clone(), reply)))
                 .await;
@@ -176,11 +204,14 @@ impl CreditLedger for SeaOrmStore {
                 return spent?.into_result();
             }
         }
-        self.consume_alone(command).await?.into_result()
+        self.consume_alone(command, wanted).await?.into_result()
     }
 
     async fn reserve(&self, command: &ReserveCommand) -> Result<(Reservation, Replay), SpendError> {
-        if let Some(group) = &self.group {
+        let wanted = self.wanted().await?;
+        if let Some(group) = &self.group
+            && !wanted.wants(HostEventKind::CreditsReserved)
+        {
             let outcome = group
                 .submit(|reply| LedgerCommand::Reserve(Job::new(command.clone(), reply)))
                 .await;
@@ -188,7 +219,7 @@ impl CreditLedger for SeaOrmStore {
                 return spent?.into_result();
             }
         }
-        self.reserve_alone(command).await?.into_result()
+        self.reserve_alone(command, wanted).await?.into_result()
     }
 
     async fn settle(
@@ -198,11 +229,12 @@ impl CreditLedger for SeaOrmStore {
         actual: Credits,
         now: Timestamp,
     ) -> Result<(Reservation, Replay), ReservationError> {
+        let wanted = self.wanted().await?;
         let resolution = self
             .retry
             .run("settle", || async {
                 let (_turn, tx) = self.begin_write().await?;
-                let body = reservations::settle(&tx, user, id, actual, now).await;
+                let body = reservations::settle(&tx, user, id, actual, now, wanted).await;
                 sql::finish(tx, body).await
             })
             .await?;
@@ -215,12 +247,13 @@ impl CreditLedger for SeaOrmStore {
         id: &ReservationId,
         now: Timestamp,
     ) -> Result<(Reservation, Replay), ReservationError> {
+        let wanted = self.wanted().await?;
         let resolution = self
             .retry
             .run("release", || async {
                 let (_turn, tx) = self.begin_write().await?;
-                let body =
-                    reservations::release(&tx, user, id, now, ReservationStatus::Released).await;
+                let to = ReservationStatus::Released;
+                let body = reservations::release(&tx, user, id, now, to, wanted).await;
                 sql::finish(tx, body).await
             })
             .await?;
@@ -243,13 +276,18 @@ impl CreditLedger for SeaOrmStore {
             })
             .await?;
         let mut expired = 0;
+        let wanted = if due.is_empty() {
+            Wanted::NONE
+        } else {
+            self.wanted().await?
+        };
         for (user, id) in &due {
             let resolution = self
                 .retry
                 .run("expire_reservation", || async {
                     let (_turn, tx) = self.begin_write().await?;
-                    let body =
-                        reservations::release(&tx, user, id, now, ReservationStatus::Expired).await;
+                    let to = ReservationStatus::Expired;
+                    let body = reservations::release(&tx, user, id, now, to, wanted).await;
                     sql::finish(tx, body).await
                 })
                 .await?;

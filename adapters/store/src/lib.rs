@@ -17,19 +17,24 @@
 //! - `ledger`: balances, the append-only transaction ledger, grant lots and reservations;
 //! - `events`: the webhook inbox and the single transaction of a payment event;
 //! - `outbox`: the host events written inside those transactions, and the catch-up feed;
-//! - `webhooks`: the host application's webhook endpoints and the deliveries to them.
+//! - `webhooks`: the host application's webhook endpoints and the deliveries to them;
+//! - `admin`: the admin console's lists by keyset, payment totals and the audit log.
 //!
 //! Architecture Invariant: no SQL and no sea-orm type leaves this crate; the schema lives in the
 //! `migrations` crate, which never imports anything from here.
 
+mod admin;
+mod entitlements_told;
 mod events;
 mod group_commit;
 mod key_cache;
 mod ledger;
+mod opt_in;
 mod orders;
 mod outbox;
 mod plans;
 mod refunds;
+mod reports;
 mod retry;
 mod rows;
 mod settings;
@@ -58,10 +63,22 @@ pub struct SeaOrmStore {
     retry: RetryPolicy,
     group: Option<Committer<LedgerCommand>>,
     keys: KeyCache,
+    /// Which opt-in (consumption) event types an enabled endpoint names (`opt_in`).
+    opt_in: opt_in::OptInCache,
+    /// How `entitlements.changed` works entitlements out (`entitlements_told`); nothing is
+    /// told until the service configures it.
+    entitlement_rules: EntitlementRulesSlot,
     /// SQLite files: one write transaction of this process at a time, in arrival order
     /// ([`SeaOrmStore::begin_write`]).
     turn: Option<WriteTurn>,
+    /// Credits every new user is given in the transaction that creates them
+    /// ([`SeaOrmStore::with_signup_grant`]).
+    signup: Option<application::ports::SignupGrant>,
 }
+
+/// The entitlement rules the service configured, shared by the store's clones.
+pub(crate) type EntitlementRulesSlot =
+    std::sync::Arc<std::sync::RwLock<Option<std::sync::Arc<application::ports::EntitlementRules>>>>;
 
 /// The process's queue for SQLite's write lock.
 pub(crate) type WriteTurn = std::sync::Arc<tokio::sync::Mutex<()>>;
@@ -134,7 +151,10 @@ impl SeaOrmStore {
             },
             group,
             keys: KeyCache::new(std::time::Duration::from_millis(settings.api_key_cache_ms)),
+            opt_in: opt_in::OptInCache::default(),
+            entitlement_rules: EntitlementRulesSlot::default(),
             turn,
+            signup: None,
         })
     }
 

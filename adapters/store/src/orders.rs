@@ -207,9 +207,9 @@ async fn create_in(
     Ok(End::Commit(CreateOrderOutcome::Created))
 }
 
-/// Move order `id` from `expected` to a failed `status` and write its `order.failed`; returns
-/// the rows changed (0 or 1).
-async fn fail_in(
+/// Move order `id` from `expected` to a failed, cancelled or expired `status` and write the
+/// event that tells it; returns the rows changed (0 or 1).
+async fn told_in(
     tx: &DatabaseTransaction,
     id: &OrderId,
     expected_version: i64,
@@ -222,7 +222,7 @@ async fn fail_in(
     }
     let after = find(tx, id.as_str()).await?;
     if let (Some(before), Some(after)) = (before, after)
-        && let Some(event) = outbox::order_changed(&before, &after, "failed", now)
+        && let Some(event) = outbox::order_changed(&before, &after, status.code(), now)
     {
         Outbox::write_one(tx, event).await?;
     }
@@ -281,14 +281,18 @@ impl OrderRepository for SeaOrmStore {
         let changed = self
             .retry
             .run("transition_order", || async {
-                if !matches!(status, OrderStatus::Failed { .. }) {
+                if !matches!(
+                    status,
+                    OrderStatus::Failed { .. } | OrderStatus::Cancelled | OrderStatus::Expired
+                ) {
                     return Ok(
                         transition(&self.db, id, expected_version, status, None, now).await?,
                     );
                 }
-                // A failure is told to the host (`order.failed`) in the same transaction.
+                // A failure, a cancellation or an expiry is told to the host (`order.failed`,
+                // `order.cancelled`, `order.expired`) in the same transaction.
                 let (_turn, tx) = self.begin_write().await?;
-                let body = fail_in(&tx, id, expected_version, status, now).await;
+                let body = told_in(&tx, id, expected_version, status, now).await;
                 sql::finish(tx, body).await
             })
             .await?;

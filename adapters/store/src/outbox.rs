@@ -19,9 +19,11 @@
 //! one writer at a time, so id order is commit order there.
 
 use application::host_events::HostEventKind;
+use std::sync::Arc;
+
 use application::ports::{
-    CreditTransaction, HOST_USER_ID_PREFIX, HostEventLog, MAX_EVENTS_PER_READ, OrderRecord,
-    StoreError, StoredEvent,
+    CreditTransaction, EntitlementRules, HOST_USER_ID_PREFIX, HostEventLog, MAX_EVENTS_PER_READ,
+    OrderRecord, Reservation, ReservationStatus, StoreError, StoredEvent,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, SecondsFormat};
@@ -30,10 +32,11 @@ use sea_orm::{ConnectionTrait, DbBackend, DbErr, FromQueryResult, Value};
 use serde_json::{Map, Value as Json, json};
 use sha2::{Digest, Sha256};
 
-use crate::SeaOrmStore;
+use crate::opt_in::Wanted;
 use crate::retry::Fail;
 use crate::rows::corrupt;
 use crate::sql;
+use crate::{SeaOrmStore, entitlements_told};
 
 /// One event to write: its type, whose, what (`data` without the user fields) and when.
 #[derive(Debug, Clone)]
@@ -44,6 +47,26 @@ pub(crate) struct NewEvent {
     user: Option<UserId>,
     data: Map<String, Json>,
     occurred_at: Timestamp,
+}
+
+impl NewEvent {
+    /// An event of `kind` telling `fact` (unique among facts of its type; its id derives from
+    /// it), about `user`, with `data` besides the user fields, that happened `at`.
+    pub(crate) fn new(
+        kind: HostEventKind,
+        fact: String,
+        user: Option<UserId>,
+        data: Map<String, Json>,
+        occurred_at: Timestamp,
+    ) -> Self {
+        Self {
+            kind,
+            fact,
+            user,
+            data,
+            occurred_at,
+        }
+    }
 }
 
 /// The events one transaction collected, written together by [`Outbox::write`].
@@ -267,9 +290,9 @@ fn one(name: &str, value: Json) -> Map<String, Json> {
     data
 }
 
-/// The event an order's change tells, if any: paid, failed, or refunded (by how much).
-/// `cause` names what changed it uniquely (the provider event, or the order itself for a
-/// change that happens once).
+/// The event an order's change tells, if any: paid, failed, cancelled, expired, or refunded (by
+/// how much). `cause` names what changed it uniquely (the provider event, or the order itself
+/// for a change that happens once).
 pub(crate) fn order_changed(
     before: &OrderRecord,
     after: &OrderRecord,
@@ -295,6 +318,18 @@ pub(crate) fn order_changed(
             data.insert("reason".into(), json!(reason));
         }
         return Some(event(HostEventKind::OrderFailed, order.to_owned(), data));
+    }
+    // An unpaid order that stops waiting for its payment (only a pending order can).
+    let stopped = match new {
+        OrderStatus::Cancelled => Some(HostEventKind::OrderCancelled),
+        OrderStatus::Expired => Some(HostEventKind::OrderExpired),
+        _ => None,
+    };
+    if let Some(kind) = stopped
+        && old.code() != new.code()
+    {
+        let data = one("order", order_view(after));
+        return Some(event(kind, order.to_owned(), data));
     }
     let (Some(was), Some(now)) = (before.order.refunded(), after.order.refunded()) else {
         return None;
@@ -345,6 +380,16 @@ pub(crate) fn subscription_changed(
                 && old.renewal() != RenewalIntent::EndsAtPeriodEnd
             {
                 kinds.push(HostEventKind::SubscriptionCancelScheduled);
+            }
+            if after.is_live()
+                && old.is_live()
+                && old.renewal() == RenewalIntent::EndsAtPeriodEnd
+                && after.renewal() != RenewalIntent::EndsAtPeriodEnd
+            {
+                kinds.push(HostEventKind::SubscriptionResumed);
+            }
+            if after.is_live() && after.plan_id() != old.plan_id() {
+                kinds.push(HostEventKind::SubscriptionPlanChanged);
             }
             if ended(after) && !ended(old) {
                 kinds.push(HostEventKind::SubscriptionEnded);
@@ -419,6 +464,74 @@ pub(crate) fn balance_alerts(
             }
         })
         .collect()
+}
+
+/// A reservation as `ReservationView` shows it.
+fn reservation_view(r: &Reservation) -> Json {
+    let mut view = Map::new();
+    view.insert("id".into(), json!(r.id.as_str()));
+    view.insert("userId".into(), json!(r.user_id.as_str()));
+    view.insert("status".into(), json!(r.status.code()));
+    view.insert("held".into(), json!(r.held.to_string()));
+    view.insert("heldHundredths".into(), json!(r.held.hundredths()));
+    if let ReservationStatus::Settled { actual, charged } = r.status {
+        view.insert("actual".into(), json!(actual.to_string()));
+        view.insert("charged".into(), json!(charged.to_string()));
+        view.insert("chargedHundredths".into(), json!(charged.hundredths()));
+    }
+    let c = &r.context;
+    let optional = [
+        ("feature", c.feature.as_ref().map(|f| json!(f))),
+        ("model", c.model.as_ref().map(|m| json!(m))),
+        ("tokens", c.tokens.map(|t| json!(t))),
+    ];
+    for (name, value) in optional {
+        if let Some(value) = value {
+            view.insert(name.into(), value);
+        }
+    }
+    view.insert("createdAt".into(), json!(timestamp(r.created_at)));
+    view.insert("expiresAt".into(), json!(timestamp(r.expires_at)));
+    Json::Object(view)
+}
+
+/// The opt-in `credits.consumed` of a written consumption, when `wanted`.
+pub(crate) fn consumed(t: &CreditTransaction, wanted: Wanted) -> Option<NewEvent> {
+    let kind = HostEventKind::CreditsConsumed;
+    wanted.wants(kind).then(|| NewEvent {
+        kind,
+        fact: t.id.to_string(),
+        user: Some(t.user_id.clone()),
+        data: one("transaction", transaction_view(t)),
+        occurred_at: t.created_at,
+    })
+}
+
+/// The opt-in event of a reservation's step, when `wanted`: `credits.reserved` (`kind`
+/// [`HostEventKind::CreditsReserved`]), `credits.settled` or `credits.released` (a release or
+/// a lapse), with the reservation as it is after the step and the ledger transaction the step
+/// wrote (a settle of exactly the held amount writes none).
+pub(crate) fn reservation_step(
+    kind: HostEventKind,
+    reservation: &Reservation,
+    transaction: Option<&CreditTransaction>,
+    at: Timestamp,
+    wanted: Wanted,
+) -> Option<NewEvent> {
+    if !wanted.wants(kind) {
+        return None;
+    }
+    let mut data = one("reservation", reservation_view(reservation));
+    if let Some(t) = transaction {
+        data.insert("transaction".into(), transaction_view(t));
+    }
+    Some(NewEvent {
+        kind,
+        fact: reservation.id.as_str().to_owned(),
+        user: Some(reservation.user_id.clone()),
+        data,
+        occurred_at: at,
+    })
 }
 
 /// What a `payment.mismatch` says: the verified provider event that did not match, for the
@@ -552,6 +665,44 @@ impl HostEventLog for SeaOrmStore {
             })
             .await?;
         Ok(u32::try_from(purged).unwrap_or(u32::MAX))
+    }
+
+    fn configure_entitlements(&self, rules: EntitlementRules) {
+        if let Ok(mut slot) = self.entitlement_rules.write() {
+            *slot = Some(Arc::new(rules));
+        }
+    }
+
+    async fn tell_entitlement_lapses(&self, now: Timestamp, limit: u32) -> Result<u32, StoreError> {
+        let Some(rules) = self.entitlement_rules() else {
+            return Ok(0);
+        };
+        let due = self
+            .retry
+            .run("entitlements_due", || {
+                entitlements_told::due(&self.db, now, limit)
+            })
+            .await?;
+        let mut changed = 0;
+        for user in &due {
+            let told = self
+                .retry
+                .run("tell_entitlement_lapse", || async {
+                    let (_turn, tx) = self.begin_write().await?;
+                    let body = entitlements_told::tell_lapse(&tx, user, &rules, now).await;
+                    sql::finish(tx, body).await
+                })
+                .await?;
+            changed += u32::from(told);
+        }
+        Ok(changed)
+    }
+}
+
+impl SeaOrmStore {
+    /// The entitlement rules the service configured, if it did.
+    pub(crate) fn entitlement_rules(&self) -> Option<Arc<EntitlementRules>> {
+        self.entitlement_rules.read().ok()?.clone()
     }
 }
 

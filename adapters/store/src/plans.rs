@@ -10,7 +10,7 @@ use crate::retry::Fail;
 use crate::rows::{PLAN_COLUMNS, PlanRow, plan_values};
 use crate::sql::{self, End};
 
-const INSERT: &str = "INSERT INTO pricing_plan (id, provider, plan_type, currency, amount_minor, \
+pub(crate) const INSERT: &str = "INSERT INTO pricing_plan (id, provider, plan_type, currency, amount_minor, \
     original_amount_minor, hidden, locales, sort_order, data, created_at, updated_at) \
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)";
 
@@ -23,11 +23,11 @@ const UPSERT: &str = "INSERT INTO pricing_plan (id, provider, plan_type, currenc
     original_amount_minor = excluded.original_amount_minor, hidden = excluded.hidden, \
     data = excluded.data, updated_at = excluded.updated_at";
 
-const UPDATE: &str = "UPDATE pricing_plan SET provider = $2, plan_type = $3, currency = $4, \
+pub(crate) const UPDATE: &str = "UPDATE pricing_plan SET provider = $2, plan_type = $3, currency = $4, \
     amount_minor = $5, original_amount_minor = $6, hidden = $7, locales = $8, sort_order = $9, \
     data = $10, updated_at = $11 WHERE id = $1";
 
-fn with_time(mut values: Vec<Value>, now: Timestamp) -> Vec<Value> {
+pub(crate) fn with_time(mut values: Vec<Value>, now: Timestamp) -> Vec<Value> {
     values.push(now.unix_millis().into());
     values
 }
@@ -104,7 +104,7 @@ struct IdRow {
     id: String,
 }
 
-async fn reorder(
+pub(crate) async fn reorder(
     tx: &DatabaseTransaction,
     ids: &[PlanId],
     now: Timestamp,

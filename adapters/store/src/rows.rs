@@ -15,14 +15,17 @@ use application::ports::{
     StoreError, UsageContext,
 };
 use domain::{
-    BillingPeriod, CreditDelta, Credits, Currency, Duration, GrantLot, Money, Order, OrderId,
-    OrderParts, OrderStatus, PlanId, PlanSnapshot, PlanType, ProviderId, RenewalIntent,
-    ReservationId, SoldTerms, Subscription, SubscriptionId, SubscriptionParts, SubscriptionStatus,
-    Timestamp, TransactionKind, UserId,
+    BillingPeriod, ChangeDirection, CreditDelta, Credits, Currency, Duration, GrantLot, Money,
+    Order, OrderId, OrderParts, OrderStatus, PlanChange, PlanId, PlanSnapshot, PlanType,
+    ProviderId, RenewalIntent, ReservationId, SoldTerms, Subscription, SubscriptionId,
+    SubscriptionParts, SubscriptionStatus, Timestamp, TransactionKind, UserId,
 };
 use sea_orm::FromQueryResult;
 
 pub(crate) use entitlements::column_value as entitlements_value;
+pub(crate) use entitlements::{
+    from_column as entitlements_from_column, to_object as entitlements_object,
+};
 pub(crate) use plan::{PLAN_COLUMNS, PlanRow, plan_values};
 
 /// A corrupt-row error.
@@ -312,7 +315,9 @@ pub(crate) fn duration_from_months(months: i64) -> Result<Duration, String> {
 pub(crate) const SUBSCRIPTION_COLUMNS: &str = "id, user_id, plan_id, provider, \
     provider_subscription_id, status, period_start, period_end, cancel_at_period_end, last_event_at, \
     price_minor, currency, CAST(interval_months AS BIGINT) AS interval_months, \
-    credits_per_period_hundredths";
+    credits_per_period_hundredths, pending_plan_id, pending_price_minor, pending_currency, \
+    CAST(pending_interval_months AS BIGINT) AS pending_interval_months, \
+    pending_credits_hundredths, pending_direction, pending_requested_at";
 
 /// A `subscriptions` row.
 #[derive(Debug, FromQueryResult)]
@@ -331,6 +336,13 @@ pub(crate) struct SubscriptionRow {
     currency: Option<String>,
     interval_months: Option<i64>,
     credits_per_period_hundredths: Option<i64>,
+    pending_plan_id: Option<String>,
+    pending_price_minor: Option<i64>,
+    pending_currency: Option<String>,
+    pending_interval_months: Option<i64>,
+    pending_credits_hundredths: Option<i64>,
+    pending_direction: Option<String>,
+    pending_requested_at: Option<i64>,
 }
 
 impl SubscriptionRow {
@@ -338,6 +350,7 @@ impl SubscriptionRow {
     pub(crate) fn into_domain(self) -> Result<Subscription, StoreError> {
         let bad = |what: String| corrupt("subscriptions", &self.id, what);
         let sold_terms = self.sold_terms().map_err(bad)?;
+        let pending = self.pending_change().map_err(bad)?;
         Ok(Subscription::restore(SubscriptionParts {
             id: SubscriptionId::new(self.id.clone()).map_err(|e| bad(e.to_string()))?,
             user_id: UserId::new(self.user_id.clone()).map_err(|e| bad(e.to_string()))?,
@@ -358,7 +371,46 @@ impl SubscriptionRow {
             provider_subscription_id: self.provider_subscription_id,
             last_event_at: ts(self.last_event_at),
             sold_terms,
-        }))
+        })
+        .with_pending_change(pending))
+    }
+
+    /// The plan change asked of the provider and not confirmed yet; all or nothing.
+    fn pending_change(&self) -> Result<Option<PlanChange>, String> {
+        let (Some(plan), Some(price), Some(currency), Some(months), Some(direction), Some(at)) = (
+            self.pending_plan_id.as_deref(),
+            self.pending_price_minor,
+            self.pending_currency.as_deref(),
+            self.pending_interval_months,
+            self.pending_direction.as_deref(),
+            self.pending_requested_at,
+        ) else {
+            return match self.pending_requested_at {
+                None => Ok(None),
+                Some(_) => Err("pending plan change is partly missing".into()),
+            };
+        };
+        let plan = PlanId::new(plan.to_owned()).map_err(|e| format!("pending plan: {e}"))?;
+        let currency = currency
+            .parse::<Currency>()
+            .map_err(|e| format!("pending currency: {e}"))?;
+        let price = Money::from_minor(price, currency).map_err(|e| e.to_string())?;
+        let Ok(Duration::Months(interval)) = duration_from_months(months) else {
+            return Err(format!("pending interval of {months} months"));
+        };
+        let credits = self
+            .pending_credits_hundredths
+            .map(Credits::from_hundredths)
+            .transpose()
+            .map_err(|e| format!("pending credits per period: {e}"))?;
+        let direction = ChangeDirection::parse(direction)
+            .ok_or_else(|| format!("pending direction {direction:?}"))?;
+        Ok(Some(PlanChange::new(
+            plan,
+            SoldTerms::new(price, interval, credits),
+            direction,
+            ts(at),
+        )))
     }
 
     /// The terms it was sold at, through the domain's constructors; all or nothing.

@@ -4,8 +4,8 @@
 use application::ports::{OrderRecord, StoreError, SubscriptionRepository};
 use async_trait::async_trait;
 use domain::{
-    Credits, OrderId, ProviderId, RenewalIntent, SoldTerms, Subscription, SubscriptionId,
-    Timestamp, UserId,
+    Credits, OrderId, PlanChange, ProviderId, RenewalIntent, SoldTerms, Subscription,
+    SubscriptionId, Timestamp, UserId,
 };
 use sea_orm::{ConnectionTrait, DbErr, Value};
 
@@ -33,8 +33,11 @@ pub(crate) async fn create<C: ConnectionTrait>(
     let sql = "INSERT INTO subscriptions (id, user_id, order_id, plan_id, provider, \
         provider_subscription_id, status, period_start, period_end, cancel_at_period_end, \
         last_event_at, created_at, updated_at, price_minor, currency, interval_months, \
-        credits_per_period_hundredths) \
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, $14, $15, $16) \
+        credits_per_period_hundredths, pending_plan_id, pending_price_minor, pending_currency, \
+        pending_interval_months, pending_credits_hundredths, pending_direction, \
+        pending_requested_at) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, $14, $15, $16, \
+        $17, $18, $19, $20, $21, $22, $23) \
         ON CONFLICT DO NOTHING";
     let mut values: Vec<Value> = vec![
         s.id().as_str().into(),
@@ -47,7 +50,24 @@ pub(crate) async fn create<C: ConnectionTrait>(
     values.extend(state_values(s));
     values.push(now.unix_millis().into());
     values.extend(sold_terms_values(s.sold_terms().as_ref()));
+    values.extend(pending_change_values(s.pending_change()));
     Ok(crate::sql::execute(conn, sql, values).await? == 1)
+}
+
+/// The `pending_*` columns: the plan change asked of the provider and not confirmed yet (plan,
+/// the terms it sells, direction, when asked); all NULL without one.
+fn pending_change_values(change: Option<&PlanChange>) -> [Value; 7] {
+    let terms = change.map(PlanChange::terms);
+    let [price, currency, interval, credits] = sold_terms_values(terms.as_ref());
+    [
+        change.map(|c| c.plan_id().as_str().to_owned()).into(),
+        price,
+        currency,
+        interval,
+        credits,
+        change.map(|c| c.direction().code().to_owned()).into(),
+        change.map(|c| c.requested_at().unix_millis()).into(),
+    ]
 }
 
 /// `price_minor, currency, interval_months, credits_per_period_hundredths`; all NULL without
@@ -77,12 +97,16 @@ pub(crate) async fn update<C: ConnectionTrait>(
     let sql = "UPDATE subscriptions SET status = $3, period_start = $4, period_end = $5, \
         cancel_at_period_end = $6, last_event_at = $7, updated_at = $8, plan_id = $9, \
         price_minor = $10, currency = $11, interval_months = $12, \
-        credits_per_period_hundredths = $13 WHERE id = $1 AND last_event_at = $2";
+        credits_per_period_hundredths = $13, pending_plan_id = $14, pending_price_minor = $15, \
+        pending_currency = $16, pending_interval_months = $17, \
+        pending_credits_hundredths = $18, pending_direction = $19, pending_requested_at = $20 \
+        WHERE id = $1 AND last_event_at = $2";
     let mut values: Vec<Value> = vec![s.id().as_str().into(), expected.unix_millis().into()];
     values.extend(state_values(s));
     values.push(now.unix_millis().into());
     values.push(s.plan_id().as_str().into());
     values.extend(sold_terms_values(s.sold_terms().as_ref()));
+    values.extend(pending_change_values(s.pending_change()));
     Ok(crate::sql::execute(conn, sql, values).await? == 1)
 }
 

@@ -2,7 +2,8 @@
 
 use application::accounts::{ApiKey, Email, PasswordHash, Role, TokenHash, User};
 use application::ports::{
-    ApiKeyRepository, HOST_USER_ID_PREFIX, NewHostUser, NewUser, StoreError, UserRepository,
+    ApiKeyRepository, HOST_USER_ID_PREFIX, NewHostUser, NewUser, SignupGrant, StoreError,
+    UserRepository,
 };
 use async_trait::async_trait;
 use domain::{Timestamp, UserId};
@@ -38,11 +39,15 @@ const MAPPED_USER: &str = "SELECT u.id, u.email, u.password_hash, u.role, u.crea
 
 /// The user `user`'s identity maps to, creating it and the mapping when there is none; it must
 /// be a password-less user (never a password account).
-async fn host_user(tx: &DatabaseTransaction, user: &NewHostUser) -> Result<End<User>, Fail> {
+async fn host_user(
+    tx: &DatabaseTransaction,
+    user: &NewHostUser,
+    signup: Option<SignupGrant>,
+) -> Result<End<User>, Fail> {
     let found = match mapped_user(tx, user).await? {
         Some(found) => Some(found),
         None => {
-            create_host_user(tx, user).await?;
+            create_host_user(tx, user, signup).await?;
             mapped_user(tx, user).await?
         }
     };
@@ -69,7 +74,11 @@ async fn mapped_user(
 
 /// Insert the identity's user and mapping, each unless it exists: an instance racing on the
 /// same first request computes the same id, and whichever commits first wins for both.
-async fn create_host_user(tx: &DatabaseTransaction, user: &NewHostUser) -> Result<(), Fail> {
+async fn create_host_user(
+    tx: &DatabaseTransaction,
+    user: &NewHostUser,
+    signup: Option<SignupGrant>,
+) -> Result<(), Fail> {
     let id = host_user_id(&user.issuer, &user.subject)?;
     let now = user.created_at.unix_millis();
     // A taken id is the same identity created by another instance (or, at odds of 2^-104, a
@@ -81,7 +90,13 @@ async fn create_host_user(tx: &DatabaseTransaction, user: &NewHostUser) -> Resul
         format!("{id}@host.invalid").into(),
         now.into(),
     ];
-    sql::execute(tx, sql, values).await?;
+    // Only the instance whose insert made the user gives the sign-up credits (the lot is keyed
+    // by the user as well).
+    if sql::execute(tx, sql, values).await? == 1
+        && let Some(grant) = signup
+    {
+        crate::admin::give_signup_grant(tx, &id, user.created_at, grant).await?;
+    }
     let sql = "INSERT INTO host_identities (issuer, subject, user_id, created_at) \
                VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING";
     let values = vec![
@@ -111,7 +126,27 @@ impl UserRepository for SeaOrmStore {
             user.role.code().into(),
             user.created_at.unix_millis().into(),
         ];
-        self.run_execute("create_user", sql, values).await?;
+        match self.signup_grant() {
+            None => {
+                self.run_execute("create_user", sql, values).await?;
+            }
+            // The user and their sign-up credits commit together.
+            Some(grant) => {
+                self.retry
+                    .run("create_user", || async {
+                        let (_turn, tx) = self.begin_write().await?;
+                        let body = async {
+                            sql::execute(&tx, sql, values.clone()).await?;
+                            crate::admin::give_signup_grant(&tx, &user.id, user.created_at, grant)
+                                .await?;
+                            Ok(End::Commit(()))
+                        }
+                        .await;
+                        sql::finish(tx, body).await
+                    })
+                    .await?;
+            }
+        }
         Ok(User {
             id: user.id.clone(),
             email: user.email.clone(),
@@ -157,7 +192,7 @@ impl UserRepository for SeaOrmStore {
         self.retry
             .run("find_or_create_host_user", || async {
                 let (_turn, tx) = self.begin_write().await?;
-                let body = host_user(&tx, user).await;
+                let body = host_user(&tx, user, self.signup_grant()).await;
                 sql::finish(tx, body).await
             })
             .await
@@ -221,22 +256,32 @@ impl UserRepository for SeaOrmStore {
     }
 }
 
+/// Store an API key: [`api_key_values`].
+pub(crate) const INSERT_API_KEY: &str = "INSERT INTO api_keys (id, owner_id, name, prefix, \
+    key_hash, scopes, created_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+
+/// Revoke key `$1` at `$2`; the first revocation's time is kept.
+pub(crate) const REVOKE_API_KEY: &str =
+    "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1";
+
+/// The values of [`INSERT_API_KEY`].
+pub(crate) fn api_key_values(key: &ApiKey, hash: &TokenHash) -> Vec<sea_orm::Value> {
+    vec![
+        key.id.as_str().into(),
+        key.owner.as_str().into(),
+        key.name.as_str().into(),
+        key.prefix.as_str().into(),
+        hash.0.as_str().into(),
+        scopes_value(&key.scopes).into(),
+        key.created_at.unix_millis().into(),
+        key.revoked_at.map(Timestamp::unix_millis).into(),
+    ]
+}
+
 #[async_trait]
 impl ApiKeyRepository for SeaOrmStore {
     async fn create_api_key(&self, key: &ApiKey, hash: &TokenHash) -> Result<(), StoreError> {
-        let sql = "INSERT INTO api_keys (id, owner_id, name, prefix, key_hash, scopes, created_at, revoked_at) \
-                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
-        let values = vec![
-            key.id.as_str().into(),
-            key.owner.as_str().into(),
-            key.name.as_str().into(),
-            key.prefix.as_str().into(),
-            hash.0.as_str().into(),
-            scopes_value(&key.scopes).into(),
-            key.created_at.unix_millis().into(),
-            key.revoked_at.map(Timestamp::unix_millis).into(),
-        ];
-        self.run_execute("create_api_key", sql, values)
+        self.run_execute("create_api_key", INSERT_API_KEY, api_key_values(key, hash))
             .await
             .map(drop)
     }
@@ -266,12 +311,10 @@ impl ApiKeyRepository for SeaOrmStore {
     }
 
     async fn revoke_api_key(&self, id: &str, now: Timestamp) -> Result<(), StoreError> {
-        // The first revocation's time is kept.
-        let sql = "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1";
         let revoked = self
             .run_execute(
                 "revoke_api_key",
-                sql,
+                REVOKE_API_KEY,
                 vec![id.into(), now.unix_millis().into()],
             )
             .await;

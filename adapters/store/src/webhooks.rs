@@ -489,34 +489,70 @@ impl SeaOrmStore {
     }
 }
 
+/// The key of the PostgreSQL advisory lock that serialises endpoint creation (the count and the
+/// insert of [`insert_endpoint_capped`]); `"tallyWHE"` in ASCII.
+const ENDPOINT_CAP_LOCK: i64 = 0x7461_6c6c_7957_4845;
+
+/// Insert `endpoint` unless [`MAX_ENDPOINTS`] exist already, in the caller's write transaction:
+/// PostgreSQL holds a transaction-scoped advisory lock across the count and the insert, SQLite's
+/// `BEGIN IMMEDIATE` holds the write lock, so concurrent creates cannot exceed the cap.
+async fn insert_endpoint_capped(
+    tx: &DatabaseTransaction,
+    endpoint: &WebhookEndpoint,
+) -> Result<End<Option<EndpointRow>>, Fail> {
+    let postgres = tx.get_database_backend() == DbBackend::Postgres;
+    if postgres {
+        let lock = "SELECT pg_advisory_xact_lock($1)";
+        sql::execute(tx, lock, vec![ENDPOINT_CAP_LOCK.into()]).await?;
+    }
+    let count = "SELECT COUNT(*) AS total FROM webhook_endpoints";
+    let existing = sql::one_i64(tx, count, vec![], "total").await?.unwrap_or(0);
+    if existing >= i64::from(MAX_ENDPOINTS) {
+        return Ok(End::Rollback(None));
+    }
+    // The cursor starts after the newest event every reader may see (the outbox's own
+    // visibility rule on PostgreSQL): an event whose transaction is still running has a
+    // larger id, so it reaches the new endpoint however late it commits.
+    let visible = if postgres {
+        " WHERE txid < pg_snapshot_xmin(pg_current_snapshot())"
+    } else {
+        ""
+    };
+    let query = format!(
+        "INSERT INTO webhook_endpoints (id, url, event_types, enabled, secret, dispatch_cursor, \
+         created_at, updated_at) VALUES ($1, $2, $3, $4, $5, \
+         (SELECT COALESCE(MAX(id), 0) FROM events{visible}), $6, $6) RETURNING {ENDPOINT_COLUMNS}"
+    );
+    let values = vec![
+        endpoint.id.as_str().into(),
+        endpoint.url.as_str().into(),
+        join_types(&endpoint.event_types).into(),
+        endpoint.enabled.into(),
+        endpoint.secret.expose().into(),
+        endpoint.created_at.unix_millis().into(),
+    ];
+    let row: Option<EndpointRow> = sql::one(tx, &query, values).await?;
+    Ok(End::Commit(Some(
+        row.ok_or(Fail::Store(StoreError::NotFound))?,
+    )))
+}
+
 #[async_trait]
 impl WebhookStore for SeaOrmStore {
     async fn create_endpoint(
         &self,
         endpoint: &WebhookEndpoint,
-    ) -> Result<WebhookEndpoint, StoreError> {
-        // The cursor starts after the newest event every reader may see (the outbox's own
-        // visibility rule on PostgreSQL): an event whose transaction is still running has a
-        // larger id, so it reaches the new endpoint however late it commits.
-        let visible = match self.backend() {
-            DbBackend::Postgres => " WHERE txid < pg_snapshot_xmin(pg_current_snapshot())",
-            _ => "",
-        };
-        let query = format!(
-            "INSERT INTO webhook_endpoints (id, url, event_types, enabled, secret, dispatch_cursor, \
-             created_at, updated_at) VALUES ($1, $2, $3, $4, $5, \
-             (SELECT COALESCE(MAX(id), 0) FROM events{visible}), $6, $6) RETURNING {ENDPOINT_COLUMNS}"
-        );
-        let values = vec![
-            endpoint.id.as_str().into(),
-            endpoint.url.as_str().into(),
-            join_types(&endpoint.event_types).into(),
-            endpoint.enabled.into(),
-            endpoint.secret.expose().into(),
-            endpoint.created_at.unix_millis().into(),
-        ];
-        let row: Option<EndpointRow> = self.fetch_one("create_endpoint", &query, values).await?;
-        row.ok_or(StoreError::NotFound)?.into_domain()
+    ) -> Result<Option<WebhookEndpoint>, StoreError> {
+        let row = self
+            .retry
+            .run("create_endpoint", || async {
+                let (_turn, tx) = self.begin_write().await?;
+                let body = insert_endpoint_capped(&tx, endpoint).await;
+                sql::finish(tx, body).await
+            })
+            .await?;
+        self.opt_in.forget();
+        row.map(EndpointRow::into_domain).transpose()
     }
 
     async fn list_endpoints(&self) -> Result<Vec<WebhookEndpoint>, StoreError> {
@@ -549,6 +585,7 @@ impl WebhookStore for SeaOrmStore {
                 sql::finish(tx, body).await
             })
             .await?;
+        self.opt_in.forget();
         row.map(EndpointRow::into_domain).transpose()
     }
 
@@ -560,6 +597,7 @@ impl WebhookStore for SeaOrmStore {
                 vec![id.into()],
             )
             .await?;
+        self.opt_in.forget();
         Ok(deleted > 0)
     }
 

@@ -5,6 +5,9 @@
 //   then go to data-poll-next. Bounded: every 1.5 s for at most 3 minutes.
 // - form[data-busy]: disable the submit button after the first submit (no double orders).
 // - form[data-confirm]: ask before submitting.
+// - time[datetime][data-format]: the server writes times in UTC (and says "UTC"); this rewrites
+//   them with Intl.DateTimeFormat in the reader's own time zone and the page's language, keeping
+//   the UTC text as the element's title. Without script, UTC stays.
 "use strict";
 
 (function () {
@@ -107,7 +110,36 @@
     });
   });
 
+  var TIME_FORMATS = {
+    date: { year: "numeric", month: "short", day: "numeric" },
+    datetime: {
+      year: "numeric", month: "short", day: "numeric",
+      hour: "2-digit", minute: "2-digit", hourCycle: "h23", timeZoneName: "short"
+    }
+  };
+
+  function localiseTimes() {
+    if (!window.Intl || !Intl.DateTimeFormat) { return; }
+    var lang = document.documentElement.lang || undefined;
+    var formatters = {};
+    Array.prototype.forEach.call(document.querySelectorAll("time[datetime][data-format]"), function (el) {
+      var kind = el.getAttribute("data-format");
+      var options = TIME_FORMATS[kind];
+      var at = new Date(el.getAttribute("datetime"));
+      if (!options || isNaN(at.getTime())) { return; }
+      try {
+        formatters[kind] = formatters[kind] || new Intl.DateTimeFormat(lang, options);
+      } catch (e) {
+        return;
+      }
+      if (!el.title) { el.title = el.textContent; }
+      el.textContent = formatters[kind].format(at);
+      el.setAttribute("data-localised", "true");
+    });
+  }
+
   function init() {
+    localiseTimes();
     Array.prototype.forEach.call(document.querySelectorAll("[data-tabs]"), initTabs);
     Array.prototype.forEach.call(document.querySelectorAll("[data-poll-order]"), initPoll);
     initForms();

@@ -166,7 +166,14 @@ fn config() -> Result<ServiceConfig, Box<dyn std::error::Error>> {
         environment: AppEnvironment::Production,
         catalog: catalog().map_err(|e| e.to_string())?,
         consumption,
-        base_url: "http://127.0.0.1:8090".into(),
+        callbacks: {
+            let (success, cancel) = web_pages::result_page_prefixes("http://127.0.0.1:8090");
+            application::callbacks::CallbackUrls::new(
+                success,
+                cancel,
+                "http://127.0.0.1:8090/api/payment/webhook/".into(),
+            )
+        },
         order_lifetime_ms: 3_600_000,
         session_lifetime_ms: 86_400_000,
         reservation_lifetime_ms: 600_000,

@@ -115,7 +115,7 @@ fn site_header(visitor: &Visitor, nav: Nav) -> Markup {
     html! {
         header.site-header {
             div.container.header-inner {
-                a.brand href="/" aria-label="Tally" {
+                a.brand href="/" {
                     span.brand-mark aria-hidden="true" { "T" }
                     span.brand-name { "Tally" }
                 }
@@ -126,7 +126,7 @@ fn site_header(visitor: &Visitor, nav: Nav) -> Markup {
                             nav == Nav::Dashboard))
                     }
                     @if visitor.is_admin() {
-                        (nav_link(visitor, "/admin/pricing", "layout.nav_admin", nav == Nav::Admin))
+                        (nav_link(visitor, "/admin", "layout.nav_admin", nav == Nav::Admin))
                     }
                 }
                 div.header-actions {

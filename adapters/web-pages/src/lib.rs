@@ -57,6 +57,21 @@ const SIGN_IN_FAILURES: u32 = 10;
 /// The sign-in throttle's window.
 const SIGN_IN_WINDOW_MS: i64 = 15 * 60 * 1000;
 
+/// The page a buyer returns to after paying (`?orderId=…`): a provider's success return URL.
+pub const PAYMENT_SUCCESS_PATH: &str = "/payment-success";
+/// The page a buyer returns to after giving up on a checkout (`?orderId=…`).
+pub const PAYMENT_CANCEL_PATH: &str = "/payment-cancel";
+
+/// The two result pages under `base_url`, as the prefixes an order id completes (success,
+/// cancel): what the wiring hands the service as its callback addresses.
+#[must_use]
+pub fn result_page_prefixes(base_url: &str) -> (String, String) {
+    (
+        format!("{base_url}{PAYMENT_SUCCESS_PATH}?orderId="),
+        format!("{base_url}{PAYMENT_CANCEL_PATH}?orderId="),
+    )
+}
+
 /// The Content-Security-Policy of every page: only this origin's scripts and styles, no
 /// inline code, no framing; forms may post here or to an HTTPS provider.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; \
@@ -74,7 +89,6 @@ where
     I: IdGenerator,
     H: SecretHasher,
 {
-    use pages::{admin, auth, dashboard, home, payment, pricing};
     i18n::load();
     let state = Arc::new(PageState {
         service,
@@ -82,7 +96,23 @@ where
         sign_in_throttle: throttle::Throttle::new(SIGN_IN_FAILURES, SIGN_IN_WINDOW_MS),
     });
     let s = &state;
-    Route::new()
+    admin_routes(buyer_routes(Route::new(), s), s)
+        .at("/assets/:name", get(make(assets::serve)))
+        .around(move |endpoint, request| fallback_and_headers(settings, endpoint, request))
+        .with(CatchPanic::new())
+        .map_to_response()
+}
+
+/// The visitor's and buyer's pages: home, sign-in, pricing, checkout results, dashboard.
+fn buyer_routes<S, C, I, H>(route: Route, s: &Arc<PageState<S, C, I, H>>) -> Route
+where
+    S: Store,
+    C: Clock,
+    I: IdGenerator,
+    H: SecretHasher,
+{
+    use pages::{auth, dashboard, dashboard_switch, home, payment, pricing};
+    route
         .at("/", get(page(s, home::show)))
         .at(
             "/signin",
@@ -95,20 +125,38 @@ where
         .at("/signout", post(page(s, auth::sign_out)))
         .at("/pricing", get(page(s, pricing::show)))
         .at("/pricing/buy", post(page(s, pricing::buy)))
+        .at("/pricing/continue", get(page(s, pricing::resume)))
         .at("/pay/qr/:order_id", get(page(s, payment::qr)))
-        .at("/payment-success", get(page(s, payment::success)))
-        .at("/payment-cancel", get(page(s, payment::cancel)))
+        .at(PAYMENT_SUCCESS_PATH, get(page(s, payment::success)))
+        .at(PAYMENT_CANCEL_PATH, get(page(s, payment::cancel)))
         .at("/dashboard", get(page(s, dashboard::show)))
         .at(
             "/dashboard/subscription/cancel",
             post(page(s, dashboard::cancel_subscription)),
         )
         .at(
+            "/dashboard/subscription/:action",
+            post(page(s, dashboard_switch::act)),
+        )
+}
+
+/// The operator's pages under `/admin`.
+fn admin_routes<S, C, I, H>(route: Route, s: &Arc<PageState<S, C, I, H>>) -> Route
+where
+    S: Store,
+    C: Clock,
+    I: IdGenerator,
+    H: SecretHasher,
+{
+    use pages::admin;
+    route
+        .at(
             "/admin/pricing",
             get(page(s, admin::list)).post(page(s, admin::create)),
         )
         .at("/admin/pricing/new", get(page(s, admin::new_form)))
         .at("/admin/pricing/import", post(page(s, admin::import)))
+        .at("/admin/pricing/reorder", post(page(s, admin::reorder)))
         .at(
             "/admin/pricing/plans/:id/edit",
             get(page(s, admin::edit_form)),
@@ -118,10 +166,48 @@ where
             "/admin/pricing/plans/:id/:action",
             post(page(s, admin::act)),
         )
-        .at("/assets/:name", get(make(assets::serve)))
-        .around(move |endpoint, request| fallback_and_headers(settings, endpoint, request))
-        .with(CatchPanic::new())
-        .map_to_response()
+        .at("/admin", get(page(s, admin::overview::show)))
+        .at(
+            "/admin/api-keys",
+            get(page(s, admin::api_keys::list)).post(page(s, admin::api_keys::create)),
+        )
+        .at(
+            "/admin/api-keys/:id/revoke",
+            post(page(s, admin::api_keys::revoke)),
+        )
+        .at("/admin/webhooks", get(page(s, admin::inbox::list)))
+        .at(
+            "/admin/webhooks/:id/:step",
+            post(page(s, admin::inbox::step)),
+        )
+        .at("/admin/customers", get(page(s, admin::customers::list)))
+        .at("/admin/customers/:id", get(page(s, admin::customers::show)))
+        .at(
+            "/admin/customers/:id/confirm",
+            post(page(s, admin::customers::confirm)),
+        )
+        .at(
+            "/admin/customers/:id/apply",
+            post(page(s, admin::customers::apply)),
+        )
+        .at("/admin/orders", get(page(s, admin::orders::list)))
+        .at("/admin/audit", get(page(s, admin::audit::list)))
+        .at(
+            "/admin/webhook-endpoints",
+            get(page(s, admin::endpoints::list)).post(page(s, admin::endpoints::create)),
+        )
+        .at(
+            "/admin/webhook-endpoints/:id",
+            get(page(s, admin::endpoints::deliveries)),
+        )
+        .at(
+            "/admin/webhook-endpoints/:id/:action",
+            post(page(s, admin::endpoints::act)),
+        )
+        .at(
+            "/admin/webhook-endpoints/:id/deliveries/:delivery/redeliver",
+            post(page(s, admin::endpoints::redeliver)),
+        )
 }
 
 /// Wrap a page handler: build the visitor, run the handler, render its error, add cookies.

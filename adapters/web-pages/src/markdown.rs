@@ -1,9 +1,14 @@
-//! A tiny, safe inline Markdown renderer for plan features.
+//! A tiny, safe inline Markdown renderer for plan descriptions and features: both go through
+//! [`inline`] (a feature line, a description's paragraph), so `**bold**` reads as bold in either
+//! and never as literal asterisks. [`paragraphs`] renders a description: blank lines part
+//! paragraphs, single line breaks stay.
 //!
 //! Supported: `**bold**`, `*emphasis*`, `` `code` ``, `[text](url)` for
 //! `https:`, `http:`, `mailto:` and site-relative (`/…`) URLs, and `\` escapes. Everything else
 //! is text: every character is HTML-escaped and raw HTML never passes through, so an admin's
 //! feature line can never inject markup or script into `/pricing`.
+
+use maud::{Markup, PreEscaped, html};
 
 /// The longest input rendered; the rest is cut (features are at most a few hundred chars).
 const MAX_INPUT_CHARS: usize = 2_000;
@@ -14,6 +19,28 @@ pub(crate) fn render_inline(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 16);
     render_into(&mut out, &text, 0);
     out
+}
+
+/// One line of plan text (a feature) as markup.
+pub(crate) fn inline(text: &str) -> Markup {
+    PreEscaped(render_inline(text))
+}
+
+/// A plan description as markup: one `<p>` (with `class`) per paragraph, `<br>` for a single
+/// line break, each paragraph rendered as [`inline`].
+pub(crate) fn paragraphs(text: &str, class: &str) -> Markup {
+    let text: String = text.chars().take(MAX_INPUT_CHARS).collect();
+    let normalised = text.replace("\r\n", "\n");
+    html! {
+        @for paragraph in normalised.split("\n\n").map(str::trim).filter(|p| !p.is_empty()) {
+            p class=(class) {
+                @for (i, line) in paragraph.lines().enumerate() {
+                    @if i > 0 { br; }
+                    (inline(line.trim()))
+                }
+            }
+        }
+    }
 }
 
 /// Nesting depth limit for bold/emphasis inside each other.
@@ -167,6 +194,19 @@ mod tests {
             r("\"quoted\" & 'single'"),
             "&quot;quoted&quot; &amp; &#39;single&#39;"
         );
+    }
+
+    #[test]
+    fn descriptions_render_like_features_in_paragraphs() {
+        let html =
+            super::paragraphs("For **teams**\nof any size\r\n\r\n<b>x</b>", "d").into_string();
+        assert_eq!(
+            html,
+            "<p class=\"d\">For <strong>teams</strong><br>of any size</p>\
+             <p class=\"d\">&lt;b&gt;x&lt;/b&gt;</p>"
+        );
+        assert_eq!(super::paragraphs("  \n\n ", "d").into_string(), "");
+        assert_eq!(super::inline("*a*").into_string(), "<em>a</em>");
     }
 
     #[test]

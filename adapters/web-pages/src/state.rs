@@ -8,7 +8,7 @@ use application::accounts::{Role, User};
 use application::ports::{Clock, IdGenerator, SecretHasher, Store};
 use application::service::Service;
 use application::use_cases::InfraError;
-use application::use_cases::accounts::{AccountsError, Principal};
+use application::use_cases::sessions::{AccountsError, Principal};
 use poem::http::{StatusCode, header};
 use poem::{Request, Response};
 use serde::de::DeserializeOwned;

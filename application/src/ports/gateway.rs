@@ -8,7 +8,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use domain::{BillingPeriod, Money, OrderId, Plan, PlanSnapshot, ProviderId, Timestamp, UserId};
+use domain::{
+    BillingPeriod, ChangeDirection, Money, OrderId, Plan, PlanSnapshot, ProviderId, Timestamp,
+    UserId,
+};
 
 use crate::ports::store::CheckoutTarget;
 
@@ -104,6 +107,19 @@ pub struct WebhookRequest {
     pub headers: BTreeMap<String, String>,
     /// The raw body.
     pub body: Vec<u8>,
+}
+
+/// A webhook the inbox recorded after verifying it, read again for a replay
+/// ([`PaymentGateway::parse_recorded`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedWebhook {
+    /// The recorded event id (without the suffix of a webhook's later events), for providers
+    /// that send it in a header rather than in the body.
+    pub event_id: String,
+    /// The raw body as recorded.
+    pub body: Vec<u8>,
+    /// When it was received, for providers whose event time is the signature's time.
+    pub received_at: Timestamp,
 }
 
 /// A verified webhook: its id and type, and what it means.
@@ -217,6 +233,18 @@ pub enum PaymentEvent {
         /// When.
         occurred_at: Timestamp,
     },
+    /// A subscription now bills another price (the provider applied a plan change): checked
+    /// against the change the subscriber asked for (`domain::decide_plan_changed`).
+    SubscriptionPlanChanged {
+        /// The provider's subscription id.
+        provider_subscription_id: String,
+        /// The price per period it bills from now on.
+        price: Money,
+        /// The billing interval in months, when the event says.
+        interval_months: Option<u32>,
+        /// When.
+        occurred_at: Timestamp,
+    },
     /// A subscription ended.
     SubscriptionCanceled {
         /// The provider's subscription id.
@@ -325,6 +353,33 @@ pub struct RefundStarted {
     pub state: RefundState,
 }
 
+/// Ask the provider to bill a live subscription another of our recurring plans.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanChangeRequest {
+    /// The provider's subscription id.
+    pub provider_subscription_id: String,
+    /// The plan switched to, as sold now (its price in the subscription's environment).
+    pub snapshot: PlanSnapshot,
+    /// Its current definition (provider price and product ids).
+    pub plan: Plan,
+    /// Upgrade (prorated now where the provider prorates) or downgrade (from the next period).
+    pub direction: ChangeDirection,
+    /// Unique per request: the provider's idempotency key where it takes one.
+    pub idempotency_key: String,
+}
+
+/// What the provider did with a plan change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlanChangeStarted {
+    /// Accepted: its subscription-updated event confirms it.
+    Accepted,
+    /// The buyer must approve it at the provider first (PayPal revise): send them to `url`.
+    ApprovalNeeded {
+        /// The provider's approval page.
+        url: String,
+    },
+}
+
 /// The webhook outcome an acknowledgement is for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AckFor {
@@ -334,14 +389,28 @@ pub enum AckFor {
     Refused(WebhookError),
 }
 
-/// How to answer the provider's webhook call.
+/// Whether the provider is told its webhook delivery was taken. The HTTP adapter turns it into
+/// a status; what a provider does with a refusal (resend, give up) is the provider's rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckVerdict {
+    /// Taken (processed, or a harmless duplicate): the provider stops resending.
+    Accepted,
+    /// Refused as unreadable or not for us; nothing changed.
+    Refused,
+    /// Refused because the signature is missing, wrong or stale (a provider that tells the two
+    /// refusals apart, WeChat Pay, wants to know); nothing changed.
+    Unauthenticated,
+}
+
+/// How to answer the provider's webhook call: the verdict, and the body in the media type the
+/// provider reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookAck {
-    /// HTTP status.
-    pub status: u16,
-    /// Content type.
+    /// Taken or refused.
+    pub verdict: AckVerdict,
+    /// The body's media type (`text/plain`, `application/json`).
     pub content_type: &'static str,
-    /// Body.
+    /// The body the provider reads.
     pub body: String,
 }
 
@@ -380,6 +449,46 @@ pub trait PaymentGateway: Send + Sync + 'static {
     async fn cancel_subscription(&self, provider_subscription_id: &str)
     -> Result<(), GatewayError>;
 
+    /// End a live subscription now, through the provider's immediate-cancel API (an
+    /// administrator's "cancel now"). The subscription ends when the provider's ended event
+    /// arrives and is checked like any other.
+    ///
+    /// # Errors
+    /// [`GatewayError::NotSupported`] where the provider cannot end one at once, or Tally does
+    /// not call it (the default); other failures.
+    async fn cancel_subscription_now(
+        &self,
+        provider_subscription_id: &str,
+    ) -> Result<(), GatewayError> {
+        let _ = provider_subscription_id;
+        Err(GatewayError::NotSupported)
+    }
+
+    /// Switch a live subscription to another plan through the provider's own plan-change API.
+    ///
+    /// # Errors
+    /// [`GatewayError::NotSupported`] where the provider has none (the default); other failures.
+    async fn change_subscription_plan(
+        &self,
+        request: &PlanChangeRequest,
+    ) -> Result<PlanChangeStarted, GatewayError> {
+        let _ = request;
+        Err(GatewayError::NotSupported)
+    }
+
+    /// Withdraw a scheduled cancellation: the subscription renews again.
+    ///
+    /// # Errors
+    /// [`GatewayError::NotSupported`] where the provider cannot undo a cancellation (the
+    /// default); other failures.
+    async fn resume_subscription(
+        &self,
+        provider_subscription_id: &str,
+    ) -> Result<(), GatewayError> {
+        let _ = provider_subscription_id;
+        Err(GatewayError::NotSupported)
+    }
+
     /// Refund part or all of an order's payment through the provider's refund API, idempotent
     /// per `refund_id`.
     ///
@@ -413,6 +522,24 @@ pub trait PaymentGateway: Send + Sync + 'static {
         &self,
         request: &WebhookRequest,
     ) -> Result<VerifiedWebhook, WebhookError>;
+
+    /// Parse the body of a webhook that [`PaymentGateway::verify_webhook`] verified earlier and
+    /// the inbox recorded (an administrator's replay): the same parsing, checks of the merchant
+    /// and provider look-ups as a live delivery, without the signature and its timestamp
+    /// window (a recorded event is older than any provider's tolerance).
+    ///
+    /// # Errors
+    /// [`WebhookError::Malformed`] when the body cannot be read; the default refuses every body
+    /// (a gateway that cannot replay).
+    async fn parse_recorded(
+        &self,
+        recorded: &RecordedWebhook,
+    ) -> Result<VerifiedWebhook, WebhookError> {
+        let _ = recorded;
+        Err(WebhookError::Malformed(
+            "this provider's recorded events cannot be replayed".into(),
+        ))
+    }
 
     /// The answer the provider expects for a webhook that was accepted or refused.
     fn webhook_ack(&self, outcome: &AckFor) -> WebhookAck;

@@ -3,8 +3,11 @@
 //! Events are written by the store itself, inside the transaction of the change they describe
 //! (no port method writes one on its own); this port only reads them back and forgets old ones.
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
-use domain::{Timestamp, UserId};
+use domain::entitlements::Entitlements;
+use domain::{PlanId, Timestamp, UserId};
 
 use super::StoreError;
 use crate::host_events::HostEventKind;
@@ -24,6 +27,29 @@ pub struct StoredEvent {
     pub payload: String,
     /// When the change happened.
     pub occurred_at: Timestamp,
+}
+
+/// What decides a user's effective entitlements inside a store transaction, so that
+/// `entitlements.changed` is written with the change that causes it (and by the reconciler
+/// when one-time access or a subscription's paid time runs out). The same rules as
+/// `Service::report_entitlements`: each purchase grants what its order was sold with; a
+/// purchase without that (an order stored before orders kept entitlements, a subscription the
+/// provider moved to another plan) grants its plan's entitlements as they are now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntitlementRules {
+    /// How long a past-due subscription keeps access after its period ends.
+    pub past_due_grace_ms: i64,
+    /// Where a plan's entitlements as they are now are found.
+    pub live_plans: LivePlans,
+}
+
+/// Where the store finds a plan's entitlements as they are now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LivePlans {
+    /// Static pricing: the catalog's plans (a plan not listed grants nothing).
+    Catalog(BTreeMap<PlanId, Entitlements>),
+    /// Dynamic pricing: the stored plans.
+    Stored,
 }
 
 /// The largest number of events one read returns.
@@ -55,4 +81,27 @@ pub trait HostEventLog: Send + Sync + 'static {
     /// # Errors
     /// Storage failures.
     async fn purge_events(&self, before: Timestamp, limit: u32) -> Result<u32, StoreError>;
+
+    /// How the store works a user's effective entitlements out when it tells
+    /// `entitlements.changed` (in the transaction of each payment event that changes an order or
+    /// a subscription, and in [`HostEventLog::tell_entitlement_lapses`]). Until this is called
+    /// nothing is told; the service calls it when it is made. The default keeps nothing (an
+    /// adapter without an outbox).
+    fn configure_entitlements(&self, rules: EntitlementRules) {
+        let _ = rules;
+    }
+
+    /// Tell `entitlements.changed` for up to `limit` users a purchase of whose stopped granting
+    /// access by the passing of time (one-time access ran out, a cancelled or past-due
+    /// subscription's paid time or grace ended) at or before `now`, each in a transaction of its
+    /// own; returns how many users' entitlements changed. Each change is told exactly once,
+    /// however many instances run this. The default tells nothing (an adapter without an
+    /// outbox).
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn tell_entitlement_lapses(&self, now: Timestamp, limit: u32) -> Result<u32, StoreError> {
+        let _ = (now, limit);
+        Ok(0)
+    }
 }

@@ -762,6 +762,9 @@ pub enum GrantSource {
     SubscriptionPeriod(SubscriptionId, BillingPeriod),
     /// An administrator's adjustment, by a unique reference.
     Admin(String),
+    /// The extra credits of an upgrade the provider confirmed (issue 19), identified by the
+    /// subscription and the time the switch was asked (one request grants once).
+    PlanChange(SubscriptionId, Timestamp),
 }
 
 /// Grant credits.
@@ -931,6 +934,9 @@ pub struct InboxEntry {
     pub detail: Option<String>,
     /// Now.
     pub received_at: Timestamp,
+    /// The user whose order or subscription the event names, when known: told with a
+    /// `payment.mismatch` (not kept in the inbox; `None` when read back).
+    pub user_id: Option<UserId>,
 }
 
 /// An order change within a payment event.
@@ -1054,6 +1060,8 @@ pub trait Store:
     + CreditLedger
     + PaymentEventStore
     + super::HostEventLog
+    + super::ReportRepository
+    + super::AdminConsoleStore
 {
 }
 
@@ -1067,5 +1075,7 @@ impl<T> Store for T where
         + CreditLedger
         + PaymentEventStore
         + super::HostEventLog
+        + super::ReportRepository
+        + super::AdminConsoleStore
 {
 }

@@ -169,14 +169,15 @@ pub enum RedeliveryTarget {
 #[async_trait]
 pub trait WebhookStore: Send + Sync + 'static {
     /// Store a new endpoint; its cursor starts after the newest event, so it receives what
-    /// happens from now on.
+    /// happens from now on. `None` when [`MAX_ENDPOINTS`] exist already: the count and the
+    /// insert are one transaction, so concurrent creates on several instances never exceed it.
     ///
     /// # Errors
     /// Storage failures.
     async fn create_endpoint(
         &self,
         endpoint: &WebhookEndpoint,
-    ) -> Result<WebhookEndpoint, StoreError>;
+    ) -> Result<Option<WebhookEndpoint>, StoreError>;
 
     /// Every endpoint, oldest first (at most [`MAX_ENDPOINTS`]).
     ///

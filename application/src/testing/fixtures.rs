@@ -103,13 +103,22 @@ fn rules() -> ConsumptionRules {
     .unwrap()
 }
 
+/// The callback addresses under `base_url`, spelled as the HTTP adapters route them.
+pub fn callback_urls(base_url: &str) -> crate::callbacks::CallbackUrls {
+    crate::callbacks::CallbackUrls::new(
+        format!("{base_url}/payment-success?orderId="),
+        format!("{base_url}/payment-cancel?orderId="),
+        format!("{base_url}/api/payment/webhook/"),
+    )
+}
+
 pub fn config() -> ServiceConfig {
     ServiceConfig {
         pricing_mode: PricingMode::Static,
         environment: AppEnvironment::Production,
         catalog: catalog(),
         consumption: rules(),
-        base_url: "http://tally.test".into(),
+        callbacks: callback_urls("http://tally.test"),
         order_lifetime_ms: 3_600_000,
         session_lifetime_ms: 86_400_000,
         reservation_lifetime_ms: 600_000,

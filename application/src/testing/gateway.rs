@@ -8,9 +8,10 @@ use domain::{OrderId, ProviderId};
 
 use super::lock;
 use crate::ports::{
-    AckFor, Checkout, CheckoutRequest, CheckoutTarget, GatewayError, PaymentGateway, PaymentRef,
-    PaymentStatus, RefundRequest, RefundStarted, RefundState, VerifiedWebhook, WebhookAck,
-    WebhookError, WebhookRequest,
+    AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, GatewayError, PaymentGateway,
+    PaymentRef, PaymentStatus, PlanChangeRequest, PlanChangeStarted, RecordedWebhook,
+    RefundRequest, RefundStarted, RefundState, VerifiedWebhook, WebhookAck, WebhookError,
+    WebhookRequest,
 };
 
 /// The header a test puts the "signature" of a prepared webhook in.
@@ -21,9 +22,14 @@ struct Script {
     fail_checkout: Option<String>,
     statuses: BTreeMap<String, PaymentStatus>,
     webhooks: BTreeMap<String, VerifiedWebhook>,
+    /// What a recorded event's body reads as now, by event id, when it reads otherwise than
+    /// it did when delivered (a fixed parsing bug).
+    recorded: BTreeMap<String, VerifiedWebhook>,
     checkouts: Vec<CheckoutRequest>,
     closed: Vec<OrderId>,
     cancelled_subscriptions: Vec<String>,
+    /// Subscriptions ended at once ([`PaymentGateway::cancel_subscription_now`]).
+    ended_now: Vec<String>,
     /// What `refund` answers; `None`: the provider has no refund API.
     refund_state: Option<RefundState>,
     refunds: Vec<RefundRequest>,
@@ -31,6 +37,12 @@ struct Script {
     capture_answers: BTreeMap<String, PaymentStatus>,
     captures: Vec<PaymentRef>,
     capture_unreachable: bool,
+    /// Plan changes asked so far (issue 19).
+    plan_changes: Vec<PlanChangeRequest>,
+    /// Why plan changes are refused, when they are.
+    refuse_plan_changes: Option<String>,
+    /// Subscriptions resumed so far.
+    resumed: Vec<String>,
 }
 
 /// A gateway whose answers a test scripts; it records what it was asked.
@@ -67,6 +79,15 @@ impl FakeGateway {
         lock(&self.script)
             .webhooks
             .insert(signature.to_owned(), webhook);
+    }
+
+    /// Make the recorded event `event_id` read as `webhook` when replayed
+    /// ([`PaymentGateway::parse_recorded`]), as after a fix of the provider's parsing; else a
+    /// replay reads what the delivery verified as.
+    pub fn prepare_recorded(&self, event_id: &str, webhook: VerifiedWebhook) {
+        lock(&self.script)
+            .recorded
+            .insert(event_id.to_owned(), webhook);
     }
 
     /// Checkouts requested so far.
@@ -114,6 +135,29 @@ impl FakeGateway {
     #[must_use]
     pub fn cancelled_subscriptions(&self) -> Vec<String> {
         lock(&self.script).cancelled_subscriptions.clone()
+    }
+
+    /// Subscriptions ended at once so far.
+    #[must_use]
+    pub fn ended_now(&self) -> Vec<String> {
+        lock(&self.script).ended_now.clone()
+    }
+
+    /// Refuse plan changes with `reason` (or accept them again with `None`).
+    pub fn refuse_plan_changes(&self, reason: Option<&str>) {
+        lock(&self.script).refuse_plan_changes = reason.map(str::to_owned);
+    }
+
+    /// Plan changes asked so far (accepted or refused).
+    #[must_use]
+    pub fn plan_changes(&self) -> Vec<PlanChangeRequest> {
+        lock(&self.script).plan_changes.clone()
+    }
+
+    /// Subscriptions resumed so far.
+    #[must_use]
+    pub fn resumed(&self) -> Vec<String> {
+        lock(&self.script).resumed.clone()
     }
 }
 
@@ -171,6 +215,38 @@ impl PaymentGateway for FakeGateway {
         Ok(())
     }
 
+    async fn cancel_subscription_now(
+        &self,
+        provider_subscription_id: &str,
+    ) -> Result<(), GatewayError> {
+        lock(&self.script)
+            .ended_now
+            .push(provider_subscription_id.to_owned());
+        Ok(())
+    }
+
+    async fn change_subscription_plan(
+        &self,
+        request: &PlanChangeRequest,
+    ) -> Result<PlanChangeStarted, GatewayError> {
+        let mut script = lock(&self.script);
+        script.plan_changes.push(request.clone());
+        match &script.refuse_plan_changes {
+            Some(reason) => Err(GatewayError::Rejected(reason.clone())),
+            None => Ok(PlanChangeStarted::Accepted),
+        }
+    }
+
+    async fn resume_subscription(
+        &self,
+        provider_subscription_id: &str,
+    ) -> Result<(), GatewayError> {
+        lock(&self.script)
+            .resumed
+            .push(provider_subscription_id.to_owned());
+        Ok(())
+    }
+
     async fn refund(&self, request: &RefundRequest) -> Result<RefundStarted, GatewayError> {
         let mut script = lock(&self.script);
         let state = script
@@ -214,15 +290,34 @@ impl PaymentGateway for FakeGateway {
             .ok_or(WebhookError::BadSignature)
     }
 
+    /// The prepared reading of `recorded.event_id`, else the webhook delivered with that id.
+    async fn parse_recorded(
+        &self,
+        recorded: &RecordedWebhook,
+    ) -> Result<VerifiedWebhook, WebhookError> {
+        let script = lock(&self.script);
+        script
+            .recorded
+            .get(&recorded.event_id)
+            .or_else(|| {
+                script
+                    .webhooks
+                    .values()
+                    .find(|w| w.event_id == recorded.event_id)
+            })
+            .cloned()
+            .ok_or_else(|| WebhookError::Malformed("no such recorded event".into()))
+    }
+
     fn webhook_ack(&self, outcome: &AckFor) -> WebhookAck {
         match outcome {
             AckFor::Accepted => WebhookAck {
-                status: 200,
+                verdict: AckVerdict::Accepted,
                 content_type: "text/plain",
                 body: "ok".into(),
             },
             AckFor::Refused(e) => WebhookAck {
-                status: 400,
+                verdict: AckVerdict::Refused,
                 content_type: "text/plain",
                 body: e.to_string(),
             },

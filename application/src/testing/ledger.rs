@@ -35,6 +35,9 @@ fn source_key(source: &GrantSource) -> String {
             format!("subscription_period:{s}:{}", p.start().unix_millis())
         }
         GrantSource::Admin(r) => format!("admin:{r}"),
+        GrantSource::PlanChange(s, asked) => {
+            format!("subscription_period:{s}:change:{}", asked.unix_millis())
+        }
     }
 }
 
@@ -289,7 +292,7 @@ impl Ledger {
                     ..UsageContext::default()
                 },
             ),
-            GrantSource::SubscriptionPeriod(s, _) => (
+            GrantSource::SubscriptionPeriod(s, _) | GrantSource::PlanChange(s, _) => (
                 TransactionKind::SubscriptionGrant,
                 UsageContext {
                     subscription_id: Some(s.clone()),
@@ -339,7 +342,8 @@ impl Ledger {
                 order_id: Some(order.clone()),
                 ..UsageContext::default()
             },
-            GrantSource::SubscriptionPeriod(subscription, _) => UsageContext {
+            GrantSource::SubscriptionPeriod(subscription, _)
+            | GrantSource::PlanChange(subscription, _) => UsageContext {
                 subscription_id: Some(subscription.clone()),
                 ..UsageContext::default()
             },
@@ -421,7 +425,17 @@ impl Ledger {
             expires_at: c.expires_at,
             now: c.now,
         };
-        Ok(self.grant(&grant)?)
+        // As in the SQL store: an administrator's grant carries the reason, not the key.
+        match self.grant(&grant)? {
+            LedgerEffect::Written(mut tx) => {
+                tx.context.note = Some(c.note.clone());
+                if let Some(last) = self.transactions.iter_mut().rev().find(|t| t.id == tx.id) {
+                    last.context.note = tx.context.note.clone();
+                }
+                Ok(LedgerEffect::Written(tx))
+            }
+            LedgerEffect::Nothing => Ok(LedgerEffect::Nothing),
+        }
     }
 }
 

@@ -1,5 +1,8 @@
 //! `InMemoryStore`: every storage port over one mutex-guarded state.
 
+mod admin;
+mod reports;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
@@ -31,6 +34,7 @@ struct State {
     charges: Vec<SubscriptionCharge>,
     refunds: Vec<RefundRecord>,
     host_events: Vec<StoredEvent>,
+    audit: Vec<AuditEntry>,
 }
 
 /// Every storage port in memory. Cheap to create; one per test.

@@ -1,7 +1,19 @@
 //! What an operator needs beyond plans (issue 18, first part): the webhook inbox as the service
 //! recorded it — every outcome, mismatches and foreign-merchant events included, which
 //! CORRECTNESS.md promises are visible to administrators — and credit adjustments (a grant with
-//! an optional expiry, or a debit that never goes below zero), idempotent per key.
+//! an optional expiry, or a debit that never goes below zero), idempotent per key, written to the
+//! audit log in its own transaction. `lists` holds the console's cursor-paginated reads and
+//! `actions` the audited cancel and refund.
+
+mod actions;
+mod audited;
+mod endpoints;
+mod lists;
+mod replay;
+
+pub use actions::AdminCancelError;
+pub use lists::{AdminListError, CursorPage, CustomerOverview, MAX_QUERY_CHARS, PageAfter};
+pub use replay::{ReplayError, Replayed};
 
 use domain::{CreditDelta, Credits, IdempotencyKey, Timestamp, UserId};
 use rust_decimal::Decimal;
@@ -110,6 +122,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// See [`AdjustCreditsError`].
+    #[tracing::instrument(
+        skip_all,
+        fields(
+            admin_id = %request.admin.id,
+            user_id = %request.user_id,
+        )
+    )]
     pub async fn adjust_credits(
         &self,
         request: &AdjustCredits,
@@ -146,17 +165,21 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             expires_at: request.expires_at,
             now,
         };
-        let effect = self.store.adjust(&command).await.map_err(|e| match e {
-            SpendError::Insufficient {
-                requested,
-                available,
-            } => AdjustCreditsError::Insufficient {
-                requested,
-                available,
-            },
-            SpendError::IdempotencyConflict => AdjustCreditsError::IdempotencyConflict,
-            SpendError::Store(s) => AdjustCreditsError::Infra(s.into()),
-        })?;
+        let effect = self
+            .store
+            .adjust_audited(&command, &request.admin.id)
+            .await
+            .map_err(|e| match e {
+                SpendError::Insufficient {
+                    requested,
+                    available,
+                } => AdjustCreditsError::Insufficient {
+                    requested,
+                    available,
+                },
+                SpendError::IdempotencyConflict => AdjustCreditsError::IdempotencyConflict,
+                SpendError::Store(s) => AdjustCreditsError::Infra(s.into()),
+            })?;
         let transaction = match effect {
             LedgerEffect::Written(tx) => Some(tx),
             LedgerEffect::Nothing => None,

@@ -1,7 +1,7 @@
 //! Service API keys: created by admins, shown once, stored hashed, scoped, revocable.
 
 use super::InfraError;
-use super::accounts::API_KEY_PREFIX;
+use super::sessions::API_KEY_PREFIX;
 use crate::accounts::{AccountError, ApiKey, Scope, User};
 use crate::ports::{Clock, IdGenerator, SecretHasher, Store, StoreError};
 use crate::service::Service;
@@ -49,6 +49,20 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         name: &str,
         scopes: &[String],
     ) -> Result<CreatedApiKey, ApiKeyError> {
+        let created = self.new_api_key(admin, name, scopes)?;
+        self.store
+            .create_api_key(&created.key, &self.hasher.hash_token(&created.secret))
+            .await?;
+        Ok(created)
+    }
+
+    /// A key and its secret, checked and not yet stored.
+    pub(crate) fn new_api_key(
+        &self,
+        admin: &User,
+        name: &str,
+        scopes: &[String],
+    ) -> Result<CreatedApiKey, ApiKeyError> {
         let name = name.trim();
         if name.is_empty() || name.chars().count() > 100 {
             return Err(ApiKeyError::Invalid(
@@ -77,9 +91,6 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             created_at: self.clock.now(),
             revoked_at: None,
         };
-        self.store
-            .create_api_key(&key, &self.hasher.hash_token(&secret))
-            .await?;
         Ok(CreatedApiKey { key, secret })
     }
 

@@ -71,6 +71,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// See [`CancelPaymentError`].
+    #[tracing::instrument(skip_all, fields(user_id = %user.id, order_id = %order_id))]
     pub async fn cancel_payment(
         &self,
         user: &User,
@@ -147,7 +148,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         }
     }
 
-    async fn cancel_subscription(
+    /// Cancel the subscription `record` started at the end of its period, through its
+    /// provider (the subscriber's cancel, and an administrator's).
+    pub(crate) async fn cancel_subscription(
         &self,
         record: OrderRecord,
     ) -> Result<CancelOutcome, CancelPaymentError> {
@@ -192,6 +195,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                     record.order.id()
                 )),
                 received_at: self.clock.now(),
+                user_id: Some(subscription.user_id().clone()),
             },
             order: None,
             subscription: Some(SubscriptionChange::Update {

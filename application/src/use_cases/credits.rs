@@ -32,7 +32,7 @@ pub struct ConsumeCredits {
     pub user_id: String,
     /// What was used.
     pub usage: UsageRequest,
-    /// `Idempotency-Key` (required).
+    /// The caller's idempotency key (required): the same key replays the first answer.
     pub idempotency_key: IdempotencyKey,
 }
 
@@ -152,6 +152,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// Infrastructure only.
+    #[tracing::instrument(skip_all, fields(user_id = %user))]
     pub async fn balance(&self, user: &UserId) -> Result<Credits, InfraError> {
         Ok(self.store.balance(user).await?)
     }
@@ -160,6 +161,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// Infrastructure only.
+    #[tracing::instrument(skip_all, fields(user_id = %user))]
     pub async fn transaction_history(
         &self,
         user: &UserId,
@@ -181,6 +183,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// See [`CreditsError`]; insufficient credits write nothing.
+    #[tracing::instrument(skip_all, fields(user_id = %request.user_id))]
     pub async fn consume_credits(
         &self,
         request: ConsumeCredits,
@@ -236,6 +239,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// See [`CreditsError`].
+    #[tracing::instrument(skip_all, fields(user_id = %request.user_id))]
     pub async fn reserve_credits(
         &self,
         request: ConsumeCredits,
@@ -272,6 +276,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// See [`CreditsError`].
+    #[tracing::instrument(skip_all, fields(user_id = %user_id, reservation_id = %reservation_id))]
     pub async fn settle_reservation(
         &self,
         user_id: &str,
@@ -299,6 +304,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// See [`CreditsError`].
+    #[tracing::instrument(skip_all, fields(user_id = %user_id, reservation_id = %reservation_id))]
     pub async fn release_reservation(
         &self,
         user_id: &str,

@@ -36,6 +36,7 @@ impl Webhooks {
     ///
     /// # Errors
     /// Infrastructure.
+    #[tracing::instrument(skip_all)]
     pub async fn dispatch(&self, batch: u32) -> Result<DispatchReport, InfraError> {
         let mut report = DispatchReport::default();
         for endpoint in self.store.list_endpoints().await? {
@@ -184,7 +185,7 @@ mod tests {
         async fn create_endpoint(
             &self,
             _: &WebhookEndpoint,
-        ) -> Result<WebhookEndpoint, StoreError> {
+        ) -> Result<Option<WebhookEndpoint>, StoreError> {
             Err(StoreError::NotFound)
         }
         async fn list_endpoints(&self) -> Result<Vec<WebhookEndpoint>, StoreError> {
@@ -414,8 +415,10 @@ mod tests {
             Err(WebhookEndpointError::UnknownEventType(code)) if code == "order.shipped"
         ));
         for kind in HostEventKind::ALL {
-            assert!(subscribes(&[], kind));
+            // Consumption types only reach an endpoint that names them.
+            assert_eq!(subscribes(&[], kind), !kind.is_opt_in());
             assert_eq!(subscribes(&kinds, kind), kinds.contains(&kind));
+            assert!(subscribes(&[kind], kind));
         }
     }
 }

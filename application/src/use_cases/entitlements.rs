@@ -15,20 +15,43 @@ use domain::entitlements::{EffectiveEntitlements, Entitlements, Holding, effecti
 use domain::{PlanId, Subscription};
 
 use super::InfraError;
-use super::plans::find_plan;
+use super::plans::{PricingMode, find_plan};
 use super::report_status::StatusReport;
 use crate::accounts::User;
-use crate::ports::{Clock, IdGenerator, SecretHasher, Store};
-use crate::service::Service;
+use crate::ports::{self, Clock, EntitlementRules, IdGenerator, SecretHasher, Store};
+use crate::service::{Service, ServiceConfig};
 
 /// Live plans' entitlements, looked up once per plan per report.
 type LivePlans = BTreeMap<PlanId, Entitlements>;
+
+/// The rules the store works entitlements out by when it tells `entitlements.changed`: the
+/// same as [`Service::report_entitlements`] (the past-due grace, and the catalog's plans in
+/// static pricing or the stored plans in dynamic pricing for purchases without entitlements of
+/// their own).
+#[must_use]
+pub fn entitlement_rules(config: &ServiceConfig) -> EntitlementRules {
+    let live_plans = match config.pricing_mode {
+        PricingMode::Static => ports::LivePlans::Catalog(
+            config
+                .catalog
+                .iter()
+                .map(|plan| (plan.id().clone(), plan.entitlements().clone()))
+                .collect(),
+        ),
+        PricingMode::Dynamic => ports::LivePlans::Stored,
+    };
+    EntitlementRules {
+        past_due_grace_ms: config.past_due_grace_ms,
+        live_plans,
+    }
+}
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// The effective entitlements of `user` now, and the purchase granting each key.
     ///
     /// # Errors
     /// Infrastructure only.
+    #[tracing::instrument(skip_all, fields(user_id = %user.id))]
     pub async fn report_entitlements(
         &self,
         user: &User,

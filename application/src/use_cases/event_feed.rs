@@ -101,8 +101,9 @@ fn limit(raw: Option<i64>) -> Result<u32, FeedError> {
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
-    /// `GET /api/events`: the events after `query.after`, oldest first. Who may read is decided
-    /// by the HTTP adapter (administrators, and API keys with `events:read`).
+    /// The host events after `query.after`, oldest first. Who may read is
+    /// [`crate::authorization::Permission::ReadEvents`] (administrators, and API keys with
+    /// `events:read`), checked by the caller before it asks.
     ///
     /// # Errors
     /// See [`FeedError`].

@@ -12,7 +12,7 @@ use domain::{
     ActivationDecision, ActivationFacts, ActivationTarget, BillingPeriod, EventOutcome,
     FailureDecision, KeptRefund, LifecycleDecision, Money, OrderStatus, PaymentDecision,
     PeriodCharge, PlanType, PriceChange, ProviderId, RenewalDecision, RenewalFacts, SoldTerms,
-    SoldTermsMismatch, Subscription, SubscriptionEvent, SubscriptionId, Timestamp,
+    SoldTermsMismatch, Subscription, SubscriptionEvent, SubscriptionId, Timestamp, UserId,
     decide_activation, decide_failure, decide_lifecycle, decide_payment, decide_renewal,
 };
 
@@ -21,10 +21,11 @@ use crate::ports::{
     AckFor, ChargeChange, ClawbackCommand, Clock, GatewayError, GrantCommand, GrantSource,
     IdGenerator, InboxEntry, LedgerEffect, OrderChange, OrderLocator, OrderRecord, PaymentEvent,
     PaymentEventCommand, PaymentEventOutcome, PaymentStatus, RefundTarget, SecretHasher, Store,
-    StoreError, SubscriptionChange, SubscriptionCharge, WebhookAck, WebhookError, WebhookRequest,
-    WebhookResult,
+    StoreError, SubscriptionChange, SubscriptionCharge, VerifiedWebhook, WebhookAck, WebhookError,
+    WebhookRequest, WebhookResult,
 };
 
+mod plan_changes;
 mod refunds;
 use crate::service::Service;
 
@@ -144,6 +145,9 @@ enum Decision {
     Apply(Change),
     /// Record the event with this outcome; change nothing else.
     Record(EventOutcome, Option<String>),
+    /// Record the event with this outcome, naming the user whose order or subscription it is
+    /// about (told with a `payment.mismatch`); change nothing else.
+    RecordFor(EventOutcome, Option<String>, UserId),
 }
 
 /// A command under construction, with the outcome it stands for.
@@ -199,6 +203,7 @@ impl Received {
             outcome,
             detail,
             received_at: self.now,
+            user_id: None,
         }
     }
 
@@ -225,17 +230,18 @@ fn payload_text(body: &[u8]) -> String {
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
-    /// Handle `POST /api/payment/webhook/:provider`, counting how each event ended
+    /// Handle a webhook delivery addressed to `provider` (parsed once, by the edge; `None` when
+    /// the address names no provider), counting how each event ended
     /// ([`crate::ports::Metrics::webhook`]).
     ///
     /// # Errors
     /// See [`HandleWebhookError`].
+    #[tracing::instrument(skip_all, fields(provider = known.map_or("unknown", ProviderId::as_str)))]
     pub async fn handle_webhook(
         &self,
-        provider: &str,
+        known: Option<ProviderId>,
         request: WebhookRequest,
     ) -> Result<WebhookHandled, HandleWebhookError> {
-        let known = provider.parse::<ProviderId>().ok();
         let handled = self.verify_and_apply(known, request).await;
         let failed = |result| self.metrics.webhook(known, result);
         match &handled {
@@ -272,7 +278,31 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 return Err(HandleWebhookError::Rejected { reason, ack });
             }
         };
+        let base = verified.event_id.clone();
+        // One inbox row per event; a webhook carrying several events gets suffixed ids.
+        let event_id = |index: usize| {
+            if index == 0 {
+                base.clone()
+            } else {
+                format!("{base}#{index}")
+            }
+        };
+        let ack = gateway.webhook_ack(&AckFor::Accepted);
         let payload = payload_text(&request.body);
+        self.apply_verified(provider, &verified, payload, ack, &event_id)
+            .await
+    }
+
+    /// Record and apply a verified webhook (a live delivery, or a recorded one read again for
+    /// a replay), naming the inbox row of its `index`-th event `event_id(index)`.
+    pub(super) async fn apply_verified(
+        &self,
+        provider: ProviderId,
+        verified: &VerifiedWebhook,
+        payload: String,
+        ack: WebhookAck,
+        event_id: &(dyn Fn(usize) -> String + Sync),
+    ) -> Result<WebhookHandled, HandleWebhookError> {
         let now = self.clock.now();
         let received = |event_id: String| Received {
             provider,
@@ -282,7 +312,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             now,
         };
         let mut handled = WebhookHandled {
-            ack: gateway.webhook_ack(&AckFor::Accepted),
+            ack,
             order_statuses: Vec::new(),
             results: Vec::new(),
             credits_granted: domain::Credits::ZERO,
@@ -297,18 +327,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             None => None,
         };
         if let Some((outcome, detail)) = unapplied {
-            let received = received(verified.event_id.clone());
+            let received = received(event_id(0));
             handled.add(self.record_only(&received, outcome, Some(detail)).await?);
             return Ok(handled);
         }
         for (index, event) in verified.events.iter().enumerate() {
-            // One inbox row per event; a webhook carrying several events gets suffixed ids.
-            let event_id = if index == 0 {
-                verified.event_id.clone()
-            } else {
-                format!("{}#{index}", verified.event_id)
-            };
-            let result = self.apply_event(&received(event_id), event).await?;
+            let result = self.apply_event(&received(event_id(index)), event).await?;
             handled.add(result);
         }
         Ok(handled)
@@ -372,7 +396,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 .await;
         };
         if let Some((outcome, detail)) = approval_refusal(&record, locator, amount) {
-            return self.record_only(received, outcome, Some(detail)).await;
+            let user = Some(record.order.user_id().clone());
+            return self.record_for(received, outcome, Some(detail), user).await;
         }
         match self.capture_order(&record).await {
             Ok(Captured::Event(event)) => self.apply_decided(received, &event).await,
@@ -439,10 +464,20 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         outcome: EventOutcome,
         detail: Option<String>,
     ) -> Result<EventResult, HandleWebhookError> {
-        let fresh = self
-            .store
-            .record_event(&received.entry(outcome, detail))
-            .await?;
+        self.record_for(received, outcome, detail, None).await
+    }
+
+    /// [`Self::record_only`], naming the user the event is about when known.
+    async fn record_for(
+        &self,
+        received: &Received,
+        outcome: EventOutcome,
+        detail: Option<String>,
+        user: Option<UserId>,
+    ) -> Result<EventResult, HandleWebhookError> {
+        let mut entry = received.entry(outcome, detail);
+        entry.user_id = user;
+        let fresh = self.store.record_event(&entry).await?;
         let outcome = if fresh {
             outcome
         } else {
@@ -462,6 +497,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             let change = match self.decide(received, event).await? {
                 Decision::Record(outcome, detail) => {
                     return self.record_only(received, outcome, detail).await;
+                }
+                Decision::RecordFor(outcome, detail, user) => {
+                    return self.record_for(received, outcome, detail, Some(user)).await;
                 }
                 Decision::Apply(change) => change,
             };
@@ -542,6 +580,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             PaymentEvent::Refunded { charge, refund, .. } => {
                 self.decide_refund(r, charge, refund).await
             }
+            PaymentEvent::SubscriptionPlanChanged { .. } => self.plan_changed(r, event).await,
             // Captured (or refused) by `apply_approval` before anything is decided.
             PaymentEvent::PaymentApproved { .. } => Ok(Decision::Record(
                 EventOutcome::Ignored,
@@ -922,11 +961,17 @@ fn renewal_change(
             change.command.inbox.detail = moved;
             period_paid(r, change, &subscription, &charge, charge_ref, None).apply()
         }
-        RenewalDecision::Refused(refusal) => Decision::Record(outcome, Some(refusal.to_string())),
+        RenewalDecision::Refused(refusal) => Decision::RecordFor(
+            outcome,
+            Some(refusal.to_string()),
+            current.user_id().clone(),
+        ),
         RenewalDecision::Stale(why) => Decision::Record(outcome, Some(why)),
-        RenewalDecision::NoTerms => {
-            Decision::Record(outcome, Some(SoldTermsMismatch::Unknown.to_string()))
-        }
+        RenewalDecision::NoTerms => Decision::RecordFor(
+            outcome,
+            Some(SoldTermsMismatch::Unknown.to_string()),
+            current.user_id().clone(),
+        ),
         RenewalDecision::AlreadyDone | RenewalDecision::LookUpPlanPricedAt(_) => {
             Decision::Record(outcome, None)
         }

@@ -15,16 +15,16 @@ use crate::ports::{
 };
 use crate::service::Service;
 
-/// `POST /api/payment/initiate`.
+/// A buyer asks to pay for a plan through a provider.
 #[derive(Debug, Clone)]
 pub struct InitiatePayment {
     /// The buyer.
     pub user: User,
-    /// `planId`.
+    /// The plan, as given (unparsed: an unknown id is `PlanNotFound`).
     pub plan_id: String,
-    /// `provider`.
+    /// The provider, as given (unparsed: an unknown id is `UnknownProvider`).
     pub provider: String,
-    /// `Idempotency-Key`.
+    /// The caller's idempotency key: the same key replays the first order.
     pub idempotency_key: Option<IdempotencyKey>,
 }
 
@@ -108,6 +108,14 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// See [`InitiatePaymentError`]; a gateway failure leaves the order `failed`.
+    #[tracing::instrument(
+        skip_all,
+        fields(
+            user_id = %request.user.id,
+            plan_id = %request.plan_id,
+            provider = %request.provider,
+        )
+    )]
     pub async fn initiate_payment(
         &self,
         request: InitiatePayment,
@@ -219,7 +227,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
 
     /// What the gateway is asked to open a checkout for.
     fn checkout_request(&self, user: &User, order: &Order, plan: Plan) -> CheckoutRequest {
-        let base_url = &self.config.base_url;
+        let callbacks = &self.config.callbacks;
         let order_id = order.id();
         CheckoutRequest {
             order_id: order_id.clone(),
@@ -227,9 +235,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             customer_email: Some(user.email.as_str().to_owned()),
             snapshot: order.plan().clone(),
             plan,
-            success_url: format!("{base_url}/payment-success?orderId={order_id}"),
-            cancel_url: format!("{base_url}/payment-cancel?orderId={order_id}"),
-            notify_url: format!("{base_url}/api/payment/webhook/{}", order.provider()),
+            success_url: callbacks.success(order_id),
+            cancel_url: callbacks.cancel(order_id),
+            notify_url: callbacks.webhook(order.provider()),
             expires_at: order.expires_at(),
         }
     }

@@ -103,8 +103,24 @@ pub fn validate(input: &PlanInput) -> Result<StoredPlan, ManagePlansError> {
     }
 }
 
-fn plan_id(raw: &str) -> Result<PlanId, ManagePlansError> {
+pub(crate) fn plan_id(raw: &str) -> Result<PlanId, ManagePlansError> {
     PlanId::new(raw).map_err(|_| ManagePlansError::NotFound)
+}
+
+/// The ids of a reorder, each checked.
+pub(crate) fn plan_ids(ids: &[String]) -> Result<Vec<PlanId>, ManagePlansError> {
+    ids.iter().map(|i| plan_id(i)).collect()
+}
+
+/// Plan `id` as `input` replaces it (the id in the input must match).
+pub(crate) fn replacement(id: &str, input: &PlanInput) -> Result<StoredPlan, ManagePlansError> {
+    if input.draft.id != id {
+        return Err(ManagePlansError::Invalid(vec![FieldError {
+            field: "id".into(),
+            message: "cannot be changed".into(),
+        }]));
+    }
+    validate(input)
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
@@ -127,13 +143,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         id: &str,
         input: &PlanInput,
     ) -> Result<StoredPlan, ManagePlansError> {
-        if input.draft.id != id {
-            return Err(ManagePlansError::Invalid(vec![FieldError {
-                field: "id".into(),
-                message: "cannot be changed".into(),
-            }]));
-        }
-        let plan = validate(input)?;
+        let plan = replacement(id, input)?;
         self.store.update_plan(&plan, self.clock.now()).await?;
         Ok(plan)
     }
@@ -147,6 +157,17 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         id: &str,
         hidden: bool,
     ) -> Result<StoredPlan, ManagePlansError> {
+        let updated = self.hidden_plan(id, hidden).await?;
+        self.store.update_plan(&updated, self.clock.now()).await?;
+        Ok(updated)
+    }
+
+    /// Stored plan `id`, hidden or listed (not yet written).
+    pub(crate) async fn hidden_plan(
+        &self,
+        id: &str,
+        hidden: bool,
+    ) -> Result<StoredPlan, ManagePlansError> {
         let stored = self
             .store
             .find_plan(&plan_id(id)?)
@@ -156,12 +177,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         draft.hidden = hidden;
         let plan = Plan::from_draft(&draft)
             .map_err(|e| ManagePlansError::Invalid(e.0.iter().map(field_error).collect()))?;
-        let updated = StoredPlan {
+        Ok(StoredPlan {
             plan,
             listing: stored.listing,
-        };
-        self.store.update_plan(&updated, self.clock.now()).await?;
-        Ok(updated)
+        })
     }
 
     /// Delete a dynamic plan (orders keep their snapshot).
@@ -177,10 +196,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// # Errors
     /// An unknown id (nothing changes), infrastructure.
     pub async fn reorder_plans(&self, ids: &[String]) -> Result<(), ManagePlansError> {
-        let ids = ids
-            .iter()
-            .map(|i| plan_id(i))
-            .collect::<Result<Vec<_>, _>>()?;
+        let ids = plan_ids(ids)?;
         Ok(self.store.reorder_plans(&ids, self.clock.now()).await?)
     }
 

@@ -25,6 +25,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// [`QueryPaymentError::NotFound`] for an unknown id or another user's order.
+    #[tracing::instrument(skip_all, fields(user_id = %user.id, order_id = %order_id))]
     pub async fn query_payment(
         &self,
         user: &User,
@@ -43,6 +44,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// [`QueryPaymentError::NotFound`] for an unknown id or another user's order.
+    #[tracing::instrument(skip_all, fields(user_id = %user.id, order_id = %order_id))]
     pub async fn confirm_payment(
         &self,
         user: &User,
@@ -90,6 +92,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// Infrastructure only.
+    #[tracing::instrument(skip_all, fields(user_id = %user.id))]
     pub async fn list_orders(
         &self,
         user: &User,

@@ -39,6 +39,8 @@ pub struct ReconcileReport {
     pub grants_expired: u32,
     /// Subscription charges whose refunds, kept before the charge landed, were applied now.
     pub kept_refunds_applied: u32,
+    /// Users whose entitlements the passing of time changed, told now (`entitlements.changed`).
+    pub entitlement_lapses_told: u32,
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
@@ -46,6 +48,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// Infrastructure; provider failures for single orders are skipped (retried next pass).
+    #[tracing::instrument(skip_all)]
     pub async fn reconcile(
         &self,
         settings: ReconcileSettings,
@@ -73,6 +76,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         }
         report.reservations_released = self.store.expire_reservations(now, settings.batch).await?;
         report.grants_expired = self.store.expire_grants(now, settings.batch).await?;
+        report.entitlement_lapses_told = self
+            .store
+            .tell_entitlement_lapses(now, settings.batch)
+            .await?;
         report.kept_refunds_applied =
             match self.apply_unapplied_charge_refunds(settings.batch).await {
                 Ok(applied) => applied,

@@ -92,10 +92,11 @@ fn refundable(record: &OrderRecord) -> Result<(Money, Money), RefundOrderError> 
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
-    /// `POST /api/admin/orders/{orderId}/refund`.
+    /// An administrator refunds part or all of a paid order.
     ///
     /// # Errors
     /// See [`RefundOrderError`].
+    #[tracing::instrument(skip_all, fields(order_id = %request.order_id))]
     pub async fn refund_order(
         &self,
         request: &RefundOrder,
@@ -135,7 +136,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             amount,
             paid: price,
             reason: request.reason.chars().take(80).collect(),
-            notify_url: format!("{}/api/payment/webhook/{provider}", self.config.base_url),
+            notify_url: self.config.callbacks.webhook(provider),
         };
         let started = gateway.refund(&asked).await.map_err(|e| match e {
             GatewayError::NotSupported => RefundOrderError::NotSupported(provider.to_string()),

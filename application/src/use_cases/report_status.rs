@@ -37,6 +37,9 @@ pub struct StatusReport {
     /// How long a past-due subscription keeps access after its failed renewal (the setting the
     /// report was made with).
     pub past_due_grace_ms: i64,
+    /// When the report was made: the "now" its access answers are for (so a caller never
+    /// reads the clock a second time and gets an answer for another instant).
+    pub as_of: Timestamp,
 }
 
 /// A subscription and how long it grants access.
@@ -82,6 +85,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// Infrastructure only.
+    #[tracing::instrument(skip_all, fields(user_id = %user.id))]
     pub async fn report_status(&self, user: &User) -> Result<StatusReport, InfraError> {
         let now = self.clock.now();
         let balance = self.store.balance(&user.id).await?;
@@ -126,6 +130,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             one_time_access,
             pending_reservations,
             past_due_grace_ms: grace_ms,
+            as_of: now,
         })
     }
 

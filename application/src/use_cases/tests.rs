@@ -1,6 +1,7 @@
 //! Use-case tests against the in-memory fakes, and mockall tests of gateway interactions.
 
 mod accounts_and_plans;
+mod admin_console;
 mod credits;
 mod entitlements;
 mod harness;
@@ -8,6 +9,7 @@ mod host_sign_in;
 mod metrics;
 mod ownership;
 mod payments;
+mod plan_changes;
 mod refunds;
 mod subscription_terms;
 mod webhooks;

@@ -115,11 +115,15 @@ pub fn parse_event_types(codes: &[String]) -> Result<Vec<HostEventKind>, Webhook
     Ok(kinds)
 }
 
-/// Whether an endpoint subscribed to `types` receives events of `kind`: every type when `types`
-/// is empty (no type is opt-in yet), else the listed ones.
+/// Whether an endpoint subscribed to `types` receives events of `kind`: every type that is not
+/// opt-in ([`HostEventKind::is_opt_in`]) when `types` is empty, else the listed ones.
 #[must_use]
 pub fn subscribes(types: &[HostEventKind], kind: HostEventKind) -> bool {
-    types.is_empty() || types.contains(&kind)
+    if types.is_empty() {
+        !kind.is_opt_in()
+    } else {
+        types.contains(&kind)
+    }
 }
 
 impl Webhooks {
@@ -172,10 +176,6 @@ impl Webhooks {
     ) -> Result<CreatedEndpoint, WebhookEndpointError> {
         let event_types = parse_event_types(event_types)?;
         let url = self.check_url(url).await?;
-        let existing = self.store.list_endpoints().await?;
-        if existing.len() >= MAX_ENDPOINTS as usize {
-            return Err(WebhookEndpointError::TooMany);
-        }
         let now = self.clock.now();
         let secret = self.sender.new_secret();
         let endpoint = WebhookEndpoint {
@@ -191,7 +191,13 @@ impl Webhooks {
             created_at: now,
             updated_at: now,
         };
-        let endpoint = self.store.create_endpoint(&endpoint).await?;
+        // The store counts the endpoints in the insert's own transaction (a concurrent create
+        // cannot slip past the cap).
+        let endpoint = self
+            .store
+            .create_endpoint(&endpoint)
+            .await?
+            .ok_or(WebhookEndpointError::TooMany)?;
         Ok(CreatedEndpoint { endpoint, secret })
     }
 

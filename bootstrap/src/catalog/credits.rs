@@ -30,12 +30,13 @@ use super::toml_source::{self, SourceFile, Value};
 /// The most entries of `fixedCosts` or `modelMultipliers`.
 const MAX_ENTRIES: usize = 1_000;
 /// The top-level keys.
-const KEYS: [&str; 5] = [
+const KEYS: [&str; 6] = [
     "consumptionMode",
     "dynamicChatCostPerKiloToken",
     "unknownModel",
     "fixedCosts",
     "modelMultipliers",
+    super::signup::TABLE,
 ];
 const MULTIPLIER_PROBLEM: &str = "must be above 0 and at most 1000, with at most 4 decimal places";
 const NAME_PROBLEM: &str = "is not a valid name: use 1 to 64 of A-Z a-z 0-9 . _ : / -";
@@ -113,6 +114,8 @@ impl Reader<'_> {
             "unknownModel" => self.found.unknown_model = self.read(key, value, parse_unknown_model),
             "fixedCosts" => self.read_fixed_costs(value),
             "modelMultipliers" => self.read_multipliers(value),
+            // Read and checked by `signup`.
+            "signupGrant" => {}
             other => {
                 let line = self.file.line_of(value.span().start);
                 let problem = format!("is not a known key (expected one of: {})", KEYS.join(", "));

@@ -18,7 +18,7 @@ use super::{ConfigError, MAX_PLANS};
 const MAX_LOCALES: usize = 50;
 
 /// The keys a plan table may have.
-const PLAN_FIELDS: [&str; 16] = [
+const PLAN_FIELDS: [&str; 17] = [
     "id",
     "provider",
     "amount",
@@ -35,6 +35,7 @@ const PLAN_FIELDS: [&str; 16] = [
     "morCProductId",
     "i18n",
     "entitlements",
+    "group",
 ];
 const DURATION_FIELDS: [&str; 3] = ["months", "type", "credits"];
 const TEXT_FIELDS: [&str; 4] = ["name", "description", "duration", "features"];
@@ -243,6 +244,7 @@ impl<'f> PlanEntry<'f> {
             "originalAmount" => self.draft.original_amount = self.read(name, value, decimal),
             "developmentAmount" => self.draft.development_amount = self.read(name, value, decimal),
             "currency" => self.draft.currency = self.read(name, value, string),
+            "group" => self.draft.group = self.read(name, value, string),
             "recommended" => self.draft.recommended = self.read(name, value, boolean) == Some(true),
             "hidden" => self.draft.hidden = self.read(name, value, boolean) == Some(true),
             "duration" => self.read_duration(value),

@@ -28,10 +28,14 @@ pub(super) fn run(args: &ConfigDirArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
         }
     };
-    telemetry::init(settings.log_format);
-    runtime()?.block_on(async move {
+    let otlp = telemetry::init(settings.log_format, settings.otlp_endpoint.as_deref());
+    let served = runtime()?.block_on(async move {
         let app = Application::build(settings, catalog).await?;
         app.run_until_stopped(shutdown_signal()).await
-    })?;
+    });
+    if let Some(otlp) = otlp {
+        otlp.shutdown();
+    }
+    served?;
     Ok(ExitCode::SUCCESS)
 }

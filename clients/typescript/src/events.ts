@@ -15,18 +15,33 @@ export const EVENT_TYPES = [
   "order.paid",
   "order.failed",
   "order.refunded",
+  "order.cancelled",
+  "order.expired",
   "subscription.activated",
   "subscription.renewed",
   "subscription.past_due",
   "subscription.cancel_scheduled",
+  "subscription.resumed",
+  "subscription.plan_changed",
   "subscription.ended",
   "credits.granted",
   "credits.clawed_back",
   "credits.expired",
   "credits.low_balance",
   "credits.depleted",
+  "credits.consumed",
+  "credits.reserved",
+  "credits.settled",
+  "credits.released",
   "payment.mismatch",
+  "entitlements.changed",
 ] as const;
+
+/**
+ * The high-volume consumption types: sent (and written) only to an endpoint whose `eventTypes`
+ * names them; an endpoint with no `eventTypes` receives every other type.
+ */
+export const OPT_IN_EVENT_TYPES = ["credits.consumed", "credits.reserved", "credits.settled", "credits.released"] as const;
 
 /** An event type. */
 export type EventType = (typeof EVENT_TYPES)[number];
@@ -67,15 +82,30 @@ export interface BalanceFacts {
   readonly transaction: Schemas["TransactionView"];
 }
 
+/** A user's entitlements: feature keys mapped to `true` (on) or a limit. */
+export type EntitlementMap = Readonly<Record<string, true | number>>;
+
+/** A reservation's step (`credits.reserved`, `credits.settled`, `credits.released`). */
+export interface ReservationFacts {
+  /** The reservation as it is after the step. */
+  readonly reservation: Schemas["ReservationView"];
+  /** The ledger transaction the step wrote (a settle of exactly the held amount writes none). */
+  readonly transaction?: Schemas["TransactionView"];
+}
+
 /** What each event type carries in `data`, besides {@link EventUser}. */
 export interface EventData {
   "order.paid": { readonly order: Schemas["OrderView"] };
   "order.failed": { readonly order: Schemas["OrderView"]; readonly reason?: string };
   "order.refunded": { readonly order: Schemas["OrderView"]; readonly refund: RefundFacts };
+  "order.cancelled": { readonly order: Schemas["OrderView"] };
+  "order.expired": { readonly order: Schemas["OrderView"] };
   "subscription.activated": { readonly subscription: Schemas["SubscriptionView"] };
   "subscription.renewed": { readonly subscription: Schemas["SubscriptionView"] };
   "subscription.past_due": { readonly subscription: Schemas["SubscriptionView"] };
   "subscription.cancel_scheduled": { readonly subscription: Schemas["SubscriptionView"] };
+  "subscription.resumed": { readonly subscription: Schemas["SubscriptionView"] };
+  "subscription.plan_changed": { readonly subscription: Schemas["SubscriptionView"] };
   "subscription.ended": { readonly subscription: Schemas["SubscriptionView"] };
   "credits.granted": { readonly transaction: Schemas["TransactionView"] };
   "credits.clawed_back": { readonly transaction: Schemas["TransactionView"] };
@@ -87,12 +117,22 @@ export interface EventData {
     readonly thresholdHundredths: number;
   };
   "credits.depleted": BalanceFacts;
+  "credits.consumed": { readonly transaction: Schemas["TransactionView"] };
+  "credits.reserved": ReservationFacts;
+  "credits.settled": ReservationFacts;
+  "credits.released": ReservationFacts;
   "payment.mismatch": {
     readonly provider: string;
     readonly providerEventId: string;
     readonly providerEventType: string;
     readonly detail: string | null;
     readonly order?: Schemas["OrderView"];
+  };
+  "entitlements.changed": {
+    /** The user's effective entitlements now. */
+    readonly entitlements: EntitlementMap;
+    /** Those told before (empty the first time). */
+    readonly previous: EntitlementMap;
   };
 }
 

@@ -504,6 +504,259 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/subscriptions/{id}/change-plan": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Switch the caller's subscription to another recurring plan through the provider's own
+         *     plan-change API. The subscription's plan, price and credits follow the provider's event.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The subscription id. */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["ChangePlanBody"];
+                };
+            };
+            responses: {
+                /** @description The provider accepted the switch (see `confirmed`). */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["PlanChangeView"];
+                    };
+                };
+                /** @description `unauthorized`: not signed in. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: an API key cannot switch; `not_owner`: another user's subscription. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `subscription_not_found`, `plan_not_found`. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `subscription_not_live`, `same_plan`, `different_plan_type`, `different_currency`,
+                 *     `different_interval`, `not_switchable` (the provider has no plan change: cancel at
+                 *     period end and buy the other plan then).
+                 */
+                409: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `provider_error`: the provider could not be told; nothing changed, retry. */
+                502: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/subscriptions/{id}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Withdraw the scheduled cancellation of the caller's subscription, where the provider
+         *     allows it: it renews again.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The subscription id. */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The subscription renews again. */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["SubscriptionView"];
+                    };
+                };
+                /** @description `unauthorized`: not signed in. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: an API key cannot resume; `not_owner`: another user's subscription. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `subscription_not_found`. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `subscription_not_live`, `not_scheduled_to_end`, `not_switchable` (the provider
+                 *     cannot undo a cancellation).
+                 */
+                409: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `provider_error`: the provider could not be told; nothing changed, retry. */
+                502: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/payment/webhook/{provider}": {
         parameters: {
             query?: never;
@@ -1689,13 +1942,13 @@ export interface paths {
          */
         get: {
             parameters: {
-                query: {
+                query?: {
                     /** @description The `nextCursor` of the last page read; absent reads from the oldest kept event. */
                     after?: string;
                     /** @description Page size, 1 to 500 (default 100). */
                     limit?: string;
                     /** @description Only these types: repeat the parameter or give a comma-separated list. */
-                    type: string[];
+                    type?: string[];
                 };
                 header?: never;
                 path?: never;
@@ -1885,9 +2138,9 @@ export interface paths {
                     provider?: string;
                     /** @description Only this outcome (`mismatch`, `foreign_merchant`, `unknown_order`, …). */
                     outcome?: string;
-                    /** @description Page number, from 1. */
-                    page?: string;
-                    /** @description Page size, 1 to 100. */
+                    /** @description The `nextCursor` of the previous page. */
+                    cursor?: string;
+                    /** @description Page size, 1 to 100 (default 20). */
                     limit?: string;
                 };
                 header?: never;
@@ -1907,7 +2160,7 @@ export interface paths {
                         "application/json; charset=utf-8": components["schemas"]["WebhookEventPage"];
                     };
                 };
-                /** @description `invalid_pagination`: page or limit out of range. */
+                /** @description `invalid_pagination`: a bad cursor or limit. */
                 400: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -4381,6 +4634,839 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/admin/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Find customers: with `query`, those whose e-mail starts with it (case-insensitive) or,
+         *     from six characters, whose id does, by e-mail; without, every customer, newest first.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description The start of an e-mail or of an id. */
+                    query?: string;
+                    /** @description The `nextCursor` of the previous page. */
+                    cursor?: string;
+                    /** @description Page size, 1 to 100 (default 20). */
+                    limit?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of customers. */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["CustomerPage"];
+                    };
+                };
+                /** @description `invalid_pagination`: a bad cursor or limit. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: not signed in. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: not an administrator. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `validation_failed`: the query is too long. */
+                422: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/users/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A customer's balance, subscriptions, one-time access, open reservations, entitlements
+         *     and totals paid and refunded per currency.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The customer's overview. */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["CustomerOverviewView"];
+                    };
+                };
+                /** @description `unauthorized`: not signed in. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: not an administrator. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `user_not_found`. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/users/{id}/transactions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A customer's ledger, newest first; `?format=csv` or `Accept: text/csv` streams all of it
+         *     as CSV.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description The `nextCursor` of the previous page (CSV: where the export starts). */
+                    cursor?: string;
+                    /** @description Page size, 1 to 100 (default 20; CSV reads pages of 100). */
+                    limit?: string;
+                    /** @description `json` (default) or `csv`. */
+                    format?: string;
+                    /** @description Descriptions' language (`en` or `zh-CN`), else `Accept-Language`. */
+                    locale?: string;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of the customer's ledger (or, asked for, all of it as CSV). */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["AdminTransactionPage"];
+                        "text/csv": string;
+                    };
+                };
+                /** @description `invalid_pagination`: a bad cursor or limit. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: not signed in. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: not an administrator. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `user_not_found`. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `validation_failed`: an unknown `format`. */
+                422: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/orders": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every order, newest first, filtered by status, provider and buyer; `?format=csv` or
+         *     `Accept: text/csv` streams all of them as CSV.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Only orders in this status (`pending`, `paid`, `refunded`, …). */
+                    status?: string;
+                    /** @description Only this provider's. */
+                    provider?: string;
+                    /** @description Only this user's. */
+                    userId?: string;
+                    /** @description The `nextCursor` of the previous page (CSV: where the export starts). */
+                    cursor?: string;
+                    /** @description Page size, 1 to 100 (default 20; CSV reads pages of 100). */
+                    limit?: string;
+                    /** @description `json` (default) or `csv`. */
+                    format?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of orders (or, asked for, all of them as CSV). */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["AdminOrderPage"];
+                        "text/csv": string;
+                    };
+                };
+                /** @description `invalid_pagination`: a bad cursor or limit. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: not signed in. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: not an administrator. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `validation_failed` (an unknown `status`, `userId` or `format`) or `unknown_provider`. */
+                422: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What administrators did, newest first. */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description The `nextCursor` of the previous page. */
+                    cursor?: string;
+                    /** @description Page size, 1 to 100 (default 20). */
+                    limit?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of the audit log. */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["AuditPage"];
+                    };
+                };
+                /** @description `invalid_pagination`: a bad cursor or limit. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: not signed in. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: not an administrator. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/subscriptions/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a customer's subscription through its provider: at the end of its current
+         *     period (the default, as the subscriber's own cancel does), or now (`when: now`, where
+         *     the provider can end one at once; it ends when the provider's ended event arrives).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The subscription, now ending at the end of its period. */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["SubscriptionView"];
+                    };
+                };
+                /**
+                 * @description `when: now`: the provider was asked to end it at once; it ends (here) when the
+                 *     provider's ended event arrives. The subscription as it stands now.
+                 */
+                202: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["SubscriptionView"];
+                    };
+                };
+                /** @description `validation_failed`: the body is not `{"when": "now" | "period_end"}`. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: not signed in. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: not an administrator. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `not_found`: no such subscription. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `not_cancellable`: it is over already. */
+                409: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `cancel_now_not_supported`: its provider cannot end it at once (`when: now`). */
+                422: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `provider_error`: the provider could not be told; nothing changed. */
+                502: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/webhook-events/{id}/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replay one recorded provider event through the webhook pipeline: the same decision and
+         *     checks as a live delivery, without the signature (checked when it was recorded). An
+         *     applied event is a `duplicate`; a mismatch or unknown order is decided again (after a
+         *     plan was fixed, or the order arrived late). Written to the audit log.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The inbox row id. */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Replayed (or a duplicate of an applied event). */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["ReplayedEventView"];
+                    };
+                };
+                /** @description `unauthorized`: not signed in. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: not an administrator. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `webhook_event_not_found`. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `not_replayable` (provider not configured, no body, body unreadable) or
+                 *     `provider_unavailable` (a look-up the event needs failed; try again later).
+                 */
+                422: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/auth/register": {
         parameters: {
             query?: never;
@@ -4922,6 +6008,67 @@ export interface components {
             balanceHundredths: number;
         };
         /**
+         * AdminOrderPage
+         * @description A page of orders, newest first.
+         */
+        AdminOrderPage: {
+            /** @description The orders. */
+            items: components["schemas"]["AdminOrderView"][];
+            /** @description Pass as `cursor` for the next page; absent on the last page. */
+            nextCursor?: string;
+        };
+        /**
+         * AdminOrderView
+         * @description An order as the console lists it.
+         */
+        AdminOrderView: {
+            /** @description The buyer. */
+            userId: string;
+            /** @description The order id. */
+            orderId: string;
+            /** @description `pending`, `paid`, `failed`, `cancelled`, `expired`, `partially_refunded` or `refunded`. */
+            status: string;
+            /** @description The plan bought. */
+            planId: string;
+            /** @description `one_time`, `recurring` or `credits`. */
+            planType: string;
+            /** @description The provider id. */
+            provider: string;
+            /** @description The price in major units (decimal string). */
+            amount: string;
+            /**
+             * Format: int64
+             * @description The price in minor units.
+             */
+            amountMinor: number;
+            /** @description ISO 4217 code. */
+            currency: string;
+            /** @description Credits the order grants (credits plans), decimal string with two places. */
+            credits?: string;
+            /**
+             * Format: int64
+             * @description Credits the order grants, in hundredths.
+             */
+            creditsHundredths?: number;
+            /** @description When the order was placed. */
+            createdAt: string;
+            /** @description When an unpaid order expires. */
+            expiresAt: string;
+            /** @description When it was paid. */
+            paidAt?: string;
+            /** @description The provider's payment page (pending orders of redirecting providers). */
+            paymentUrl?: string;
+            /** @description The payment link to show as a QR code (pending `wallet_qr` orders). */
+            qrCodeUrl?: string;
+            /**
+             * Format: int64
+             * @description Refunded so far, in minor units.
+             */
+            refundedMinor: number;
+            /** @description A provider event that did not match the order (amount or currency). */
+            mismatch?: string;
+        };
+        /**
          * AdminPlan
          * @description A dynamic plan as admins read and write it: the spec's fields (2.2, 2.3) plus the listing
          *     extras (`sortOrder`, `locales`).
@@ -4958,6 +6105,12 @@ export interface components {
              * @default false
              */
             hidden?: boolean;
+            /**
+             * @description The offer the plan belongs to (`pro`): a lower-case letter or digit, then lower-case
+             *     letters, digits, `-` or `_`, at most 40 characters; plans sharing it are one pricing
+             *     card. Absent: the plan is a card of its own.
+             */
+            group?: string;
             /** @description Duration and credits. */
             duration?: components["schemas"]["DurationBody"] & unknown;
             /** @description `card_gateway` price id (subscriptions). */
@@ -5011,6 +6164,69 @@ export interface components {
             plans: components["schemas"]["AdminPlan"][];
         };
         /**
+         * AdminTransactionPage
+         * @description A page of a customer's ledger, newest first.
+         */
+        AdminTransactionPage: {
+            /** @description The entries. */
+            items: components["schemas"]["AdminTransactionView"][];
+            /** @description Pass as `cursor` for the next page; absent on the last page. */
+            nextCursor?: string;
+        };
+        /**
+         * AdminTransactionView
+         * @description A ledger entry as an operator sees it: the customer's view plus its note (an adjustment's
+         *     reason and acting administrator).
+         */
+        AdminTransactionView: {
+            /**
+             * Format: int64
+             * @description Id (increasing).
+             */
+            id: number;
+            /**
+             * @description The stable type code: `purchase_grant`, `subscription_grant`, `consumption`,
+             *     `reservation_hold`, `reservation_settle`, `reservation_release`, `refund_clawback`,
+             *     `admin_adjustment` or `expiry`.
+             */
+            type: string;
+            /** @description The type, described in the requested language (`en` or `zh-CN`). */
+            description: string;
+            /** @description Signed amount, decimal string with two places (`-1.50`, `100.00`). */
+            amount: string;
+            /**
+             * Format: int64
+             * @description Signed amount in hundredths.
+             */
+            amountHundredths: number;
+            /** @description The balance after it, decimal string. */
+            balanceAfter: string;
+            /**
+             * Format: int64
+             * @description The balance after it, in hundredths.
+             */
+            balanceAfterHundredths: number;
+            /** @description The order that bought or refunded the credits. */
+            orderId?: string;
+            /** @description The reservation held, settled or released. */
+            reservationId?: string;
+            /** @description The subscription whose period granted them. */
+            subscriptionId?: string;
+            /** @description The feature used. */
+            feature?: string;
+            /** @description The AI model used. */
+            model?: string;
+            /**
+             * Format: uint64
+             * @description Tokens used.
+             */
+            tokens?: number;
+            /** @description When. */
+            createdAt: string;
+            /** @description The note kept with it. */
+            note?: string;
+        };
+        /**
          * ApiKeyList
          * @description The admin API keys.
          */
@@ -5037,6 +6253,41 @@ export interface components {
             revokedAt?: string;
         };
         /**
+         * AuditEntryView
+         * @description One administrator's action.
+         */
+        AuditEntryView: {
+            /**
+             * Format: int64
+             * @description Id (increasing).
+             */
+            id: number;
+            /** @description The acting administrator. */
+            adminId: string;
+            /** @description `credits.granted`, `credits.debited`, `order.refunded`, `subscription.canceled`, … */
+            action: string;
+            /** @description `user`, `order`, `subscription`, … */
+            objectKind: string;
+            /** @description The object's id. */
+            objectId: string;
+            /** @description Its state before, a JSON object as text. */
+            before?: string;
+            /** @description Its state after, a JSON object as text. */
+            after?: string;
+            /** @description When. */
+            at: string;
+        };
+        /**
+         * AuditPage
+         * @description A page of the audit log, newest first.
+         */
+        AuditPage: {
+            /** @description The entries. */
+            items: components["schemas"]["AuditEntryView"][];
+            /** @description Pass as `cursor` for the next page; absent on the last page. */
+            nextCursor?: string;
+        };
+        /**
          * BalanceView
          * @description A credit balance.
          */
@@ -5059,6 +6310,17 @@ export interface components {
             order: components["schemas"]["OrderView"] & unknown;
             /** @description The subscription, with `cancelAtPeriodEnd` true (subscription orders only). */
             subscription?: components["schemas"]["SubscriptionView"] & unknown;
+        };
+        /**
+         * ChangePlanBody
+         * @description `POST /api/subscriptions/{id}/change-plan`.
+         */
+        ChangePlanBody: {
+            /**
+             * @description The recurring plan to switch to (sold through the subscription's provider, in its
+             *     currency and billing interval).
+             */
+            planId: string;
         };
         /**
          * ConsumptionView
@@ -5119,7 +6381,9 @@ export interface components {
              */
             url: string;
             /**
-             * @description Event types to receive (`order.paid`, …); empty or absent means every type.
+             * @description Event types to receive (`order.paid`, …); empty or absent means every type except the
+             *     opt-in consumption types (`credits.consumed`, `credits.reserved`, `credits.settled`,
+             *     `credits.released`), which are sent (and written) only to an endpoint that names them.
              * @default []
              */
             eventTypes?: string[];
@@ -5179,6 +6443,47 @@ export interface components {
             email: string;
             /** @description The password (8 to 256 characters). */
             password: string;
+        };
+        /**
+         * CustomerOverviewView
+         * @description Everything an operator sees of one customer.
+         */
+        CustomerOverviewView: {
+            /** @description The account. */
+            user: components["schemas"]["CustomerView"] & unknown;
+            /**
+             * @description Balance, live subscriptions, one-time access, open reservations and entitlements, as the
+             *     customer's own `GET /api/credits/status` reports them.
+             */
+            status: components["schemas"]["StatusView"] & unknown;
+            /** @description For each entitlement key, the purchase giving it. */
+            entitlementGrants: components["schemas"]["EntitlementGrantView"][];
+            /** @description Paid and refunded per currency. */
+            totals: components["schemas"]["PaymentTotalView"][];
+        };
+        /**
+         * CustomerPage
+         * @description A page of customers.
+         */
+        CustomerPage: {
+            /** @description With a query: by e-mail; without: newest first. */
+            items: components["schemas"]["CustomerView"][];
+            /** @description Pass as `cursor` for the next page; absent on the last page. */
+            nextCursor?: string;
+        };
+        /**
+         * CustomerView
+         * @description A customer as the console lists them.
+         */
+        CustomerView: {
+            /** @description The user id. */
+            id: string;
+            /** @description The sign-in address. */
+            email: string;
+            /** @description `user` or `admin`. */
+            role: string;
+            /** @description When the account was made. */
+            createdAt: string;
         };
         /**
          * DurationBody
@@ -5434,6 +6739,28 @@ export interface components {
             totalPages: number;
         };
         /**
+         * PaymentTotalView
+         * @description What a customer paid and was refunded in one currency.
+         */
+        PaymentTotalView: {
+            /** @description ISO 4217 code. */
+            currency: string;
+            /**
+             * Format: int64
+             * @description Paid, in minor units (orders paid, refunded since or not, and renewals).
+             */
+            paidMinor: number;
+            /**
+             * Format: int64
+             * @description Refunded of those, in minor units.
+             */
+            refundedMinor: number;
+            /** @description Paid in major units (decimal string). */
+            paid: string;
+            /** @description Refunded in major units (decimal string). */
+            refunded: string;
+        };
+        /**
          * PendingReservationView
          * @description A pending reservation, as the status shows it.
          */
@@ -5449,6 +6776,29 @@ export interface components {
             heldHundredths: number;
             /** @description When the hold lapses by itself. */
             expiresAt: string;
+        };
+        /**
+         * PlanChangeView
+         * @description What a switch did.
+         */
+        PlanChangeView: {
+            /**
+             * @description The subscription as it is now: on the new plan once the provider confirmed the switch,
+             *     otherwise with `pendingPlanId` set.
+             */
+            subscription: components["schemas"]["SubscriptionView"] & unknown;
+            /** @description The plan asked for. */
+            planId: string;
+            /**
+             * @description `upgrade` (charged the prorated difference now where the provider prorates, and the
+             *     new plan's extra credits granted once confirmed) or `downgrade` (the lower price and
+             *     credits from the next renewal).
+             */
+            change: string;
+            /** @description Whether the provider has confirmed it (`planId` of the subscription is the new plan). */
+            confirmed: boolean;
+            /** @description Where the subscriber approves the switch at the provider, when it needs that. */
+            approvalUrl?: string;
         };
         /**
          * PlanList
@@ -5525,6 +6875,18 @@ export interface components {
             currency: string;
             /** @description Whether the plan is highlighted. */
             recommended: boolean;
+            /**
+             * @description The offer the plan belongs to: plans sharing a group are one offer sold in several
+             *     intervals, currencies or providers (one pricing card per group and interval); absent for
+             *     a plan that is an offer of its own.
+             */
+            group?: string;
+            /**
+             * @description How often the plan is paid for, from its type and `duration.months`: `month`,
+             *     `quarter`, `half_year`, `year`, `months` (every `duration.months` months), `lifetime`
+             *     or `one_time` (a fixed-term one-time plan or a credit pack).
+             */
+            interval: string;
             /** @description Duration and credits. */
             duration: components["schemas"]["DurationView"] & unknown;
             /** @description Texts in the requested locale (falling back to its language, then `en`). */
@@ -5648,6 +7010,24 @@ export interface components {
             ids: string[];
         };
         /**
+         * ReplayedEventView
+         * @description What a replay came to.
+         */
+        ReplayedEventView: {
+            /** @description The recorded event, as it was recorded (its row does not change). */
+            event: components["schemas"]["WebhookEventView"] & unknown;
+            /**
+             * @description `duplicate` for an event that was applied (nothing changed); else what the pipeline
+             *     decided now: `applied`, `mismatch`, `unknown_order`, `duplicate_state`, …
+             */
+            outcome: string;
+            /**
+             * @description The inbox event id the replay was recorded under (`<eventId>#replay-rp_…`); absent for
+             *     a duplicate.
+             */
+            replayedAs?: string;
+        };
+        /**
          * ReservationView
          * @description A credit reservation (a two-phase hold).
          */
@@ -5767,6 +7147,13 @@ export interface components {
              *     period's end plus the past-due grace when a renewal failed; `null` while it renews.
              */
             accessUntil?: string;
+            /**
+             * @description The plan a switch asked the provider for, until the provider's event confirms it (then
+             *     `planId` is that plan); absent when no switch is pending.
+             */
+            pendingPlanId?: string;
+            /** @description `upgrade` or `downgrade`: the pending switch; absent when none is pending. */
+            pendingChange?: string;
         };
         /**
          * TransactionPage
@@ -5853,7 +7240,7 @@ export interface components {
         UpdateWebhookEndpointBody: {
             /** @description A new URL (checked as at creation). */
             url?: string;
-            /** @description New event types; empty means every type. */
+            /** @description New event types; empty means every type except the opt-in consumption types. */
             eventTypes?: string[];
             /**
              * @description Enable or disable (enabling clears an automatic disabling; disabling abandons the open
@@ -5978,26 +7365,8 @@ export interface components {
         WebhookEventPage: {
             /** @description The events on this page. */
             items: components["schemas"]["WebhookEventView"][];
-            /**
-             * Format: uint32
-             * @description This page's number, from 1.
-             */
-            page: number;
-            /**
-             * Format: uint32
-             * @description The page size.
-             */
-            limit: number;
-            /**
-             * Format: uint64
-             * @description Items in the whole list.
-             */
-            total: number;
-            /**
-             * Format: uint64
-             * @description Pages in the whole list (0 for an empty list).
-             */
-            totalPages: number;
+            /** @description Pass as `cursor` for the next page; absent on the last page. */
+            nextCursor?: string;
         };
         /**
          * WebhookEventView

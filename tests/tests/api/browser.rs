@@ -6,6 +6,10 @@
 //! sandbox's hosted checkout), and saves a screenshot under `target/browser-screenshots/`.
 //! Without Chromium the tests skip with a note, except on CI (`CI=true`), where they fail.
 
+mod admin_console;
+mod every_page;
+mod offers;
+mod plan_switch;
 mod webdriver;
 
 use application::accounts::Role;
@@ -86,7 +90,8 @@ async fn browser_pricing_tabs_switch_on_a_phone() {
     }
     let app = spawn_app().await;
     let browser = Browser::start(Viewport::Phone).await;
-    browser.goto(&app.url("/pricing")).await;
+    // The yearly card (issue 19: the monthly / yearly toggle shows one period at a time).
+    browser.goto(&app.url("/pricing?period=year")).await;
     assert!(browser.is_displayed("#panel-subscriptions").await);
     let was = browser
         .text("#plan-pro_yearly [data-testid=original-price]")
@@ -129,17 +134,17 @@ async fn browser_bought_credits_show_on_the_credits_tab() {
     let browser = Browser::start(Viewport::Desktop).await;
     sign_up(&app, &browser, "bea@example.com").await;
     buy_through_the_sandbox(&app, &browser, "credits", "credits_card_500").await;
-    assert_eq!(browser.text("[data-testid=balance]").await, "500");
+    assert_eq!(browser.text("[data-testid=balance]").await, "500.00");
     browser
         .screenshot(&format!("{TEST}_success_page"), Viewport::Desktop)
         .await;
     browser.click("a[href='/dashboard?tab=credits']").await;
     browser.wait_for_url("/dashboard?tab=credits").await;
-    assert_eq!(browser.text("[data-testid=credit-balance]").await, "500");
+    assert_eq!(browser.text("[data-testid=credit-balance]").await, "500.00");
     let description = browser.text("[data-testid=transaction-description]").await;
     assert_eq!(description, "Credits purchased");
     browser
-        .wait_for_text("[data-testid=transactions]", "+500")
+        .wait_for_text("[data-testid=transactions]", "+500.00")
         .await;
     browser.screenshot(TEST, Viewport::Desktop).await;
 }
@@ -227,7 +232,8 @@ async fn browser_an_admin_creates_and_reorders_plans() {
         .expect("admin");
     let browser = Browser::start(Viewport::Desktop).await;
     sign_in(&app, &browser, "admin@example.com").await;
-    browser.click("a[href='/admin/pricing']").await;
+    browser.click(".site-header a[href='/admin']").await;
+    browser.click(".console-nav a[href='/admin/pricing']").await;
     browser
         .wait_for_text("[data-testid=pricing-mode]", "dynamic")
         .await;
@@ -247,9 +253,15 @@ async fn browser_an_admin_creates_and_reorders_plans() {
         .screenshot(&format!("{TEST}_created"), Viewport::Desktop)
         .await;
     browser.goto(&app.url("/admin/pricing")).await;
+    // The whole new order in one request: both positions, one Save.
     browser
-        .click("tr[data-plan-id='team_plus'] form[action$='/up'] button")
+        .script(
+            "document.querySelector('[data-testid=position-team_plus]').value = '1'; \
+             document.querySelector('[data-testid=position-team_basic]').value = '2'; \
+             return true",
+        )
         .await;
+    browser.click("[data-testid=save-order]").await;
     browser.wait_for_url("notice=moved").await;
     browser.screenshot(TEST, Viewport::Desktop).await;
     assert_eq!(

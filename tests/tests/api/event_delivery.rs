@@ -449,3 +449,54 @@ async fn the_production_policy_refuses_http_and_private_targets_unless_the_opera
         (422, Some("invalid_webhook_url"))
     );
 }
+
+#[tokio::test]
+async fn every_endpoint_change_is_in_the_audit_log_without_its_secret() {
+    let (app, admin, _) = shop().await;
+    let (url, _rx) = receiver(false).await;
+    let created = create_endpoint(&app, &admin, &url, &["credits.granted"]).await;
+    let endpoint = created["id"].as_str().expect("id").to_owned();
+    let path = format!("/api/admin/webhook-endpoints/{endpoint}");
+    let (status, _) = patch(&app, &admin, &path, &json!({"enabled": false})).await;
+    assert_eq!(status, 200);
+    let (status, rotated) = app
+        .post(&admin, &format!("{path}/rotate-secret"), &json!({}), None)
+        .await;
+    assert_eq!(status, 200, "{rotated}");
+    let deleted = app
+        .client
+        .delete(app.url(&path))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(deleted.status().as_u16(), 204);
+    let (status, log) = app.get(&admin, "/api/admin/audit").await;
+    assert_eq!(status, 200, "{log}");
+    let items = log["items"].as_array().expect("items");
+    let actions: Vec<&str> = items.iter().filter_map(|e| e["action"].as_str()).collect();
+    assert_eq!(
+        actions,
+        [
+            "webhook_endpoint.deleted",
+            "webhook_endpoint.rotated",
+            "webhook_endpoint.updated",
+            "webhook_endpoint.created"
+        ]
+    );
+    assert!(items.iter().all(|e| e["objectId"] == endpoint.as_str()));
+    assert!(
+        items[2]["before"]
+            .as_str()
+            .expect("before")
+            .contains("true")
+    );
+    assert!(items[2]["after"].as_str().expect("after").contains("false"));
+    let text = log.to_string();
+    for secret in [&created["secret"], &rotated["secret"]] {
+        assert!(
+            !text.contains(secret.as_str().expect("secret")),
+            "a secret is logged"
+        );
+    }
+}

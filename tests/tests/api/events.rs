@@ -205,3 +205,73 @@ async fn the_feed_refuses_other_callers_and_bad_input_with_problems() {
     assert_eq!(status, 200);
     assert_eq!(empty, json!({"data": [], "hasMore": false}));
 }
+
+/// Spends are high volume and opt-in: none is in the feed while no endpoint names
+/// `credits.consumed`, nor for an endpoint of every (other) type; once an enabled endpoint
+/// names it, each fresh spend is (a replay is not), and `type=credits.consumed` finds it.
+#[tokio::test]
+async fn spends_are_told_only_while_an_endpoint_opts_in() {
+    let feed = open().await;
+    let app = &feed.app;
+    let buyer = app.register("metered-buyer@example.com").await;
+    let (_, me) = app.get(&buyer, "/api/auth/me").await;
+    let buyer_id = me["id"].as_str().expect("id").to_owned();
+    buy_and_pay(app, &buyer, "credits_card_500").await;
+    let body = json!({"name": "spender", "scopes": ["credits:consume"]});
+    let (status, made) = app
+        .post(&feed.admin, "/api/admin/api-keys", &body, None)
+        .await;
+    assert_eq!(status, 201, "{made}");
+    let spender = made["secret"].as_str().expect("secret").to_owned();
+    let spend = |key: &'static str| {
+        let spender = spender.clone();
+        let body = json!({"userId": buyer_id, "feature": "image"});
+        async move {
+            let (status, spent) = app
+                .post(&spender, "/api/credits/consume", &body, Some(key))
+                .await;
+            assert_eq!(status, 201, "{spent}");
+            spent
+        }
+    };
+    let admin = feed.admin.clone();
+    let endpoint = |types: Value| {
+        let admin = admin.clone();
+        let body = json!({"url": "http://127.0.0.1:9/hook", "eventTypes": types});
+        async move {
+            let (status, created) = app
+                .post(&admin, "/api/admin/webhook-endpoints", &body, None)
+                .await;
+            assert_eq!(status, 201, "{created}");
+        }
+    };
+    spend("metered-1").await;
+    endpoint(json!([])).await;
+    spend("metered-2").await;
+    endpoint(json!(["credits.consumed"])).await;
+    let told = spend("metered-3").await;
+    spend("metered-3").await;
+    let mut consumed = Vec::new();
+    for _ in 0..100 {
+        let events = read_all(app, &feed.admin, 100).await;
+        consumed = of_type(&events, "credits.consumed")
+            .into_iter()
+            .cloned()
+            .collect();
+        if !consumed.is_empty() && !of_type(&events, "credits.granted").is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(consumed.len(), 1, "{consumed:?}");
+    let data = &consumed[0]["data"];
+    assert_eq!(data["userId"], buyer_id.as_str());
+    assert_eq!(data["transaction"]["type"], "consumption");
+    assert_eq!(data["transaction"]["feature"], "image");
+    assert_eq!(data["transaction"]["id"], told["transactionId"], "{told}");
+    let (status, page) = app
+        .get(&feed.reader_key, "/api/events?type=credits.consumed")
+        .await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["data"].as_array().map(Vec::len), Some(1), "{page}");
+}

@@ -1,12 +1,16 @@
 //! Tally's black-box test binary: one binary, one module per area.
 
+mod admin_replay;
 mod browser;
 mod dependency_rule;
 mod entitlements;
 mod event_delivery;
 mod events;
+mod function_length;
 mod host_tokens;
 mod ownership;
+mod plan_changes;
+mod plan_changes_providers;
 mod production;
 mod providers;
 mod purchases;

@@ -457,6 +457,9 @@ pub struct Event {
 pub struct EventData {
     /// The object as it is after the event.
     pub object: serde_json::Value,
+    /// The fields an `*.updated` event changed, as they were before it.
+    #[serde(default)]
+    pub previous_attributes: Option<serde_json::Value>,
 }
 
 /// Parse an event body.
@@ -948,7 +951,11 @@ pub fn interpret(event: &Event) -> Result<Interpretation, WebhookError> {
                 .into_iter()
                 .collect()
         }
-        "customer.subscription.updated" => subscription_updated(&object(event)?, at),
+        "customer.subscription.updated" => {
+            let mut events = subscription_updated(&object(event)?, at);
+            events.extend(super::plan_change::updated(event, at)?);
+            events
+        }
         "customer.subscription.deleted" => {
             let subscription: Subscription = object(event)?;
             vec![PaymentEvent::SubscriptionCanceled {

@@ -84,6 +84,15 @@ impl CancelSubscription {
             on_execute: "cancel",
         }
     }
+
+    /// Cancel now (Creem's default mode); `subscription.canceled` follows.
+    #[must_use]
+    pub const fn immediate() -> Self {
+        Self {
+            mode: "immediate",
+            on_execute: "cancel",
+        }
+    }
 }
 
 /// A checkout as Creem returns it (create, retrieve, and inside `checkout.completed`).
@@ -523,6 +532,11 @@ pub fn lookups(envelope: &Value) -> Vec<Lookup> {
             }
             lookups
         }
+        // A plan change's product must be priced; a product given as an id is read.
+        Some("subscription.update") => match text_of(object.get("product")) {
+            Some(id) => vec![Lookup::Product(id.to_owned())],
+            None => Vec::new(),
+        },
         Some("subscription.paid") => {
             let expanded_transaction = object.get("last_transaction").is_some_and(Value::is_object);
             let product = object.get("product");
@@ -611,6 +625,7 @@ pub fn parse_envelope(envelope: Value) -> Result<ParsedWebhook, WebhookError> {
             }]
         }
         "subscription.canceled" => vec![subscription_canceled(read(object)?, at)],
+        "subscription.update" => super::plan_change::updated(object, at)?,
         "subscription.expired" => vec![subscription_expired(read(object)?, at)],
         "subscription.past_due" | "subscription.unpaid" => {
             let s: SubscriptionEntity = read(object)?;

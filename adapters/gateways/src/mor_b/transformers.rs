@@ -458,27 +458,7 @@ pub fn refund_plan(request: &RefundRequest, payment: &Payment) -> Result<RefundP
     if amount <= 0 || amount > price {
         return refused("the refund amount is not within what the payment paid");
     }
-    let refunded_before = payment
-        .refunds
-        .iter()
-        .any(|r| !matches!(r.status, RefundStatus::Failed | RefundStatus::Canceled));
-    let items = if amount == price && !refunded_before {
-        None
-    } else {
-        let Some(product_id) = payment
-            .product_cart
-            .iter()
-            .flatten()
-            .find_map(|item| item.product_id.clone().filter(|id| !id.is_empty()))
-        else {
-            return refused("a partial Dodo refund names the product, and the payment lists none");
-        };
-        Some(vec![RefundItem {
-            item_id: product_id,
-            amount: as_charged(amount, price, payment.total_amount),
-            tax_inclusive: true,
-        }])
-    };
+    let items = refund_items(payment, amount, price)?;
     let reason: String = request
         .reason
         .chars()
@@ -497,6 +477,40 @@ pub fn refund_plan(request: &RefundRequest, payment: &Payment) -> Result<RefundP
             ),
         ]),
     }))
+}
+
+/// What a refund of `amount` of a payment of `price` names: nothing for the first refund of
+/// the whole payment, else the product and the amount on the basis of what was charged.
+///
+/// # Errors
+/// A partial refund of a payment that lists no product.
+fn refund_items(
+    payment: &Payment,
+    amount: i64,
+    price: i64,
+) -> Result<Option<Vec<RefundItem>>, GatewayError> {
+    let refunded_before = payment
+        .refunds
+        .iter()
+        .any(|r| !matches!(r.status, RefundStatus::Failed | RefundStatus::Canceled));
+    if amount == price && !refunded_before {
+        return Ok(None);
+    }
+    let Some(product_id) = payment
+        .product_cart
+        .iter()
+        .flatten()
+        .find_map(|item| item.product_id.clone().filter(|id| !id.is_empty()))
+    else {
+        return Err(GatewayError::Rejected(
+            "a partial Dodo refund names the product, and the payment lists none".to_owned(),
+        ));
+    };
+    Ok(Some(vec![RefundItem {
+        item_id: product_id,
+        amount: as_charged(amount, price, payment.total_amount),
+        tax_inclusive: true,
+    }]))
 }
 
 /// `amount` of a `price` on the basis of what was charged (`total`, tax on top included):
@@ -877,6 +891,7 @@ pub fn meaning_of(envelope: &Envelope) -> Result<Meaning, WebhookError> {
             }]
         }
         "subscription.cancelled" => vec![subscription_cancelled(&data(envelope)?, at)],
+        "subscription.plan_changed" => vec![super::plan_change::plan_changed(&envelope.data, at)?],
         "subscription.expired" => {
             let s: Subscription = data(envelope)?;
             vec![PaymentEvent::SubscriptionExpired {

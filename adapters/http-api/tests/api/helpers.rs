@@ -163,13 +163,25 @@ fn entitled(plan: Plan, entitlements: &[(&str, i64)]) -> Plan {
     .unwrap()
 }
 
+/// `plan` in offer `group` (issue 19).
+fn in_group(plan: Plan, group: &str) -> Plan {
+    Plan::from_draft(&PlanDraft {
+        group: Some(group.to_owned()),
+        ..plan.to_draft()
+    })
+    .unwrap()
+}
+
 /// The static catalog of the tests.
 pub fn catalog() -> Vec<Plan> {
     vec![
         plan("credits-100", "card_gateway", "credits", "9.99", "USD"),
-        entitled(
-            plan("pro-monthly", "card_gateway", "recurring", "19.00", "USD"),
-            &[("seats", 5), ("export", -1)],
+        in_group(
+            entitled(
+                plan("pro-monthly", "card_gateway", "recurring", "19.00", "USD"),
+                &[("seats", 5), ("export", -1)],
+            ),
+            "pro",
         ),
         entitled(
             plan("lifetime", "card_gateway", "one_time", "99.00", "USD"),
@@ -234,7 +246,11 @@ pub fn service() -> (Arc<TestService>, BTreeMap<ProviderId, Arc<FakeGateway>>) {
         environment: AppEnvironment::Production,
         catalog: catalog(),
         consumption: consumption(),
-        base_url: "https://tally.test".to_owned(),
+        callbacks: application::callbacks::CallbackUrls::new(
+            "https://tally.test/payment-success?orderId=".to_owned(),
+            "https://tally.test/payment-cancel?orderId=".to_owned(),
+            http_api::webhook_url_prefix("https://tally.test"),
+        ),
         order_lifetime_ms: 30 * 60 * 1000,
         session_lifetime_ms: 24 * 3600 * 1000,
         reservation_lifetime_ms: 10 * 60 * 1000,

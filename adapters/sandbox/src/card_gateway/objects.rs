@@ -189,6 +189,7 @@ pub fn subscription(hub: &Hub, s: &SimSubscription) -> Value {
                 "current_period_end": end,
                 "current_period_start": start,
                 "price": { "id": price, "object": "price", "unit_amount": s.amount_minor,
+                           "currency": s.currency.code().to_ascii_lowercase(),
                            "recurring": { "interval": "month", "interval_count": s.interval_months } },
                 "quantity": 1
             }],

@@ -156,12 +156,7 @@ pub fn payment(
     session: &SimPayment,
     charge: Option<(&SimCharge, &SimSubscription)>,
 ) -> Value {
-    let status = match session.status {
-        SimStatus::Paid => "succeeded",
-        SimStatus::Declined => "failed",
-        SimStatus::Canceled => "cancelled",
-        SimStatus::Open | SimStatus::Approved => "requires_payment_method",
-    };
+    let status = payment_status(session.status);
     // A charge bills the subscription's price, which may have changed since the session.
     let currency = charge.map_or(session.currency, |(_, s)| s.currency);
     let (id, amount, refunds, subscription_id, created_at_ms, dispute) = match charge {
@@ -221,6 +216,16 @@ pub fn payment(
         "total_amount": amount,
         "updated_at": rfc3339(hub.now_ms()),
     })
+}
+
+/// Dodo's payment `status` for a simulated payment's.
+fn payment_status(status: SimStatus) -> &'static str {
+    match status {
+        SimStatus::Paid => "succeeded",
+        SimStatus::Declined => "failed",
+        SimStatus::Canceled => "cancelled",
+        SimStatus::Open | SimStatus::Approved => "requires_payment_method",
+    }
 }
 
 /// A row of `GET /payments` for a payment object made by [`payment`].

@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use domain::{Currency, ProviderId};
-use gateways::shared::signing::unb64;
 use poem::http::StatusCode;
 use poem::web::{Data, Json, Path};
 use poem::{Body, IntoResponse, Request, Response, handler};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use signing::unb64;
 
 use super::resources::{
     CAPTURE_ID, CAPTURE_REQUEST_ID, CAPTURED_AT_MS, CAPTURES, CREATE_REQUEST_ID, EMAIL,

@@ -9,9 +9,9 @@
 //! event are unchanged; the canonical event (keys sorted) makes the check independent of how
 //! the gateway re-serializes the event.
 
-use gateways::shared::signing::{b64, hex, hmac_sha256, sha256, unb64, verify_hmac_sha256};
 use serde::Deserialize;
 use serde_json::Value;
+use signing::{b64, hex, hmac_sha256, sha256, unb64, verify_hmac_sha256};
 
 use super::resources::iso;
 use crate::credentials::CREDENTIALS;

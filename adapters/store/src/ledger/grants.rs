@@ -52,6 +52,11 @@ fn source_parts(source: &GrantSource) -> (&'static str, String) {
             format!("{s}:{}", period.start().unix_millis()),
         ),
         GrantSource::Admin(reference) => ("admin", reference.clone()),
+        // A subscription's grant like a period's, keyed apart from every period start.
+        GrantSource::PlanChange(s, asked) => (
+            "subscription_period",
+            format!("{s}:change:{}", asked.unix_millis()),
+        ),
     }
 }
 
@@ -64,7 +69,7 @@ fn kind_and_context(source: &GrantSource) -> (TransactionKind, UsageContext) {
                 ..UsageContext::default()
             },
         ),
-        GrantSource::SubscriptionPeriod(s, _) => (
+        GrantSource::SubscriptionPeriod(s, _) | GrantSource::PlanChange(s, _) => (
             TransactionKind::SubscriptionGrant,
             UsageContext {
                 subscription_id: Some(s.clone()),

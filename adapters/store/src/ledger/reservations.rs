@@ -4,6 +4,7 @@
 //! writes `reservation_settle` for `held - charged` (nothing when they are equal) and draws lots
 //! down by `charged`; releasing or expiring writes `reservation_release` for the whole hold.
 
+use application::host_events::HostEventKind;
 use application::ports::{
     Replay, Reservation, ReservationStatus, ReserveCommand, StoreError, UsageContext,
 };
@@ -13,6 +14,7 @@ use sea_orm::{DatabaseTransaction, FromQueryResult};
 
 use super::Spent;
 use super::postings::{self, Posted, Posting};
+use crate::opt_in::Wanted;
 use crate::outbox::{self, Outbox};
 use crate::retry::Fail;
 use crate::rows::{RESERVATION_COLUMNS, ReservationRow, tokens_value};
@@ -42,6 +44,7 @@ async fn find(
 pub(crate) async fn reserve(
     tx: &DatabaseTransaction,
     c: &ReserveCommand,
+    wanted: Wanted,
 ) -> Result<End<Spent<(Reservation, Replay)>>, Fail> {
     if c.amount.is_zero() {
         return Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
@@ -74,13 +77,21 @@ pub(crate) async fn reserve(
     };
     match postings::post(tx, &posting).await? {
         Posted::Done(hold) => {
-            let mut events = Outbox::default();
-            events.extend(outbox::balance_alerts(&hold, c.low_balance_below));
-            events.write(tx).await?;
             let row = find(tx, "id = $1", vec![c.reservation_id.as_str().into()]).await?;
             let reservation = row
                 .ok_or(Fail::Retry("the new reservation vanished"))?
                 .into_domain()?;
+            let mut events = Outbox::default();
+            let kind = HostEventKind::CreditsReserved;
+            events.extend(outbox::reservation_step(
+                kind,
+                &reservation,
+                Some(&hold),
+                c.now,
+                wanted,
+            ));
+            events.extend(outbox::balance_alerts(&hold, c.low_balance_below));
+            events.write(tx).await?;
             Ok(End::Commit(Spent::Done((reservation, Replay::Fresh))))
         }
         Posted::Insufficient(available) => Ok(End::Rollback(Spent::Insufficient {
@@ -189,6 +200,7 @@ pub(crate) async fn settle(
     id: &ReservationId,
     actual: Credits,
     now: Timestamp,
+    wanted: Wanted,
 ) -> Result<End<Resolution>, Fail> {
     let Some(r) = locked(tx, user, id).await? else {
         return Ok(End::Rollback(Resolution::NotFound));
@@ -204,6 +216,7 @@ pub(crate) async fn settle(
     }
     let available = postings::lock_balance(tx, user).await?;
     let s = settlement(r.held, actual, available);
+    let mut written = None;
     if s.amount.hundredths() != 0 {
         let context = resolve_context(&r);
         let posting = Posting {
@@ -214,8 +227,11 @@ pub(crate) async fn settle(
             key: None,
             now,
         };
-        if let Posted::Insufficient(_) = postings::post(tx, &posting).await? {
-            return Err(Fail::Retry("the balance changed under its lock"));
+        match postings::post(tx, &posting).await? {
+            Posted::Done(t) => written = Some(t),
+            Posted::Insufficient(_) => {
+                return Err(Fail::Retry("the balance changed under its lock"));
+            }
         }
     }
     postings::draw_lots(tx, user, s.charged).await?;
@@ -229,6 +245,10 @@ pub(crate) async fn settle(
         now,
     )
     .await?;
+    let kind = HostEventKind::CreditsSettled;
+    if let Some(event) = outbox::reservation_step(kind, &settled, written.as_ref(), now, wanted) {
+        Outbox::write_one(tx, event).await?;
+    }
     Ok(End::Commit(Resolution::Done(settled, Replay::Fresh)))
 }
 
@@ -239,6 +259,7 @@ pub(crate) async fn release(
     id: &ReservationId,
     now: Timestamp,
     to: ReservationStatus,
+    wanted: Wanted,
 ) -> Result<End<Resolution>, Fail> {
     let Some(r) = locked(tx, user, id).await? else {
         return Ok(End::Rollback(Resolution::NotFound));
@@ -257,12 +278,16 @@ pub(crate) async fn release(
         key: None,
         now,
     };
-    if let Posted::Insufficient(_) = postings::post(tx, &posting).await? {
+    let Posted::Done(returned) = postings::post(tx, &posting).await? else {
         return Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
             "an increase was refused"
         ))));
-    }
+    };
     let released = set_status(tx, &r, to, now).await?;
+    let kind = HostEventKind::CreditsReleased;
+    if let Some(event) = outbox::reservation_step(kind, &released, Some(&returned), now, wanted) {
+        Outbox::write_one(tx, event).await?;
+    }
     Ok(End::Commit(Resolution::Done(released, Replay::Fresh)))
 }
 

@@ -10,14 +10,17 @@ use sea_orm::DatabaseTransaction;
 use super::Spent;
 use super::grants::{self, NewGrant};
 use super::postings::{self, Posted, Posting};
+use crate::opt_in::Wanted;
 use crate::outbox::{self, Outbox};
 use crate::retry::Fail;
 use crate::sql::End;
 
-/// Consume: replay a known key, else conditional decrement + ledger insert + lot draw-down.
+/// Consume: replay a known key, else conditional decrement + ledger insert + lot draw-down;
+/// `credits.consumed` is written with it when `wanted` (an endpoint opted in).
 pub(crate) async fn consume(
     tx: &DatabaseTransaction,
     c: &ConsumeCommand,
+    wanted: Wanted,
 ) -> Result<End<Spent<(CreditTransaction, Replay)>>, Fail> {
     if c.amount.is_zero() {
         return Err(zero_consumption());
@@ -39,6 +42,7 @@ pub(crate) async fn consume(
             postings::draw_lots(tx, &c.user_id, c.amount).await?;
             // A crossing of the low-balance threshold or to zero is told with the spend.
             let mut events = Outbox::default();
+            events.extend(outbox::consumed(&written, wanted));
             events.extend(outbox::balance_alerts(&written, c.low_balance_below));
             events.write(tx).await?;
             Ok(End::Commit(Spent::Done((written, Replay::Fresh))))

@@ -44,6 +44,10 @@ struct PlanData {
     /// Feature keys mapped to `true` or a limit; absent in rows written before entitlements.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     entitlements: BTreeMap<String, serde_json::Value>,
+    /// The offer the plan belongs to (issue 19); absent for a plan of its own and in rows
+    /// written before groups, so no column or migration is needed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    group: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -113,6 +117,7 @@ impl PlanRow {
                 .map(|(tag, t)| (tag, t.into()))
                 .collect(),
             entitlements: super::entitlements::drafts_of(&data.entitlements),
+            group: data.group,
         };
         let plan = Plan::from_draft(&draft).map_err(|e| bad(e.to_string()))?;
         let locales = parse_locales(&self.locales)
@@ -176,6 +181,7 @@ pub(crate) fn plan_values(stored: &StoredPlan) -> Result<Vec<Value>, StoreError>
         },
         recommended: plan.prominence() == domain::plan::Prominence::Recommended,
         entitlements: super::entitlements::to_object(plan.entitlements()),
+        group: plan.group().map(|g| g.as_str().to_owned()),
     };
     let data = serde_json::to_string(&data).map_err(|e| StoreError::Unexpected(e.into()))?;
     let locales: Vec<&str> = stored.listing.locales.iter().map(Locale::as_str).collect();

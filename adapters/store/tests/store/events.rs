@@ -24,6 +24,7 @@ pub fn inbox(event_id: &str, at: i64) -> InboxEntry {
         outcome: domain::EventOutcome::Applied,
         detail: None,
         received_at: t(at),
+        user_id: None,
     }
 }
 

@@ -9,12 +9,13 @@ use std::sync::Arc;
 use application::accounts::{Role, User};
 use application::host_events::HostEventKind;
 use application::ports::{
-    AdjustCommand, CreditLedger, Gateways, GrantCommand, GrantSource, HostEventLog, OrderChange,
-    OrderLocator, OrderRepository, PaymentEvent, PaymentEventCommand, PaymentEventStore,
-    PaymentGateway, RefundRecord, RefundReport, RefundRepository, RefundTarget, RefundedCharge,
-    StoreError, StoredEvent, SubscriptionChange, VerifiedWebhook, WebhookRequest,
+    AdjustCommand, Clock, CreditLedger, Gateways, GrantCommand, GrantSource, HostEventLog,
+    OrderChange, OrderLocator, OrderRepository, PaymentEvent, PaymentEventCommand,
+    PaymentEventStore, PaymentGateway, RefundRecord, RefundReport, RefundRepository, RefundTarget,
+    RefundedCharge, StoreError, StoredEvent, SubscriptionChange, VerifiedWebhook, WebhookEndpoint,
+    WebhookRequest, WebhookSecret, WebhookStore,
 };
-use application::service::Service;
+use application::service::{Service, ServiceConfig};
 use application::testing::fixtures::config;
 use application::testing::{
     FAKE_SIGNATURE_HEADER, FakeGateway, FixedClock, PlainHasher, SequentialIds,
@@ -22,9 +23,10 @@ use application::testing::{
 use application::use_cases::credits::{ConsumeCredits, UsageRequest};
 use application::use_cases::initiate_payment::InitiatePayment;
 use application::use_cases::reconcile::ReconcileSettings;
+use domain::entitlements::EntitlementDraft;
 use domain::{
-    BillingPeriod, CreditDelta, Currency, IdempotencyKey, Money, OrderId, OrderStatus, ProviderId,
-    Subscription, SubscriptionId, Timestamp,
+    BillingPeriod, CreditDelta, Currency, IdempotencyKey, Money, OrderId, OrderStatus, Plan,
+    PlanDraft, PlanText, ProviderId, ProviderRefs, Subscription, SubscriptionId, Timestamp,
 };
 use sea_orm::{ConnectionTrait, TransactionTrait};
 use serde_json::Value;
@@ -56,6 +58,78 @@ fn by_id(order: &OrderId) -> OrderLocator {
     }
 }
 
+/// A catalog plan of the card gateway with `entitlements`; `months` for a one-time pass.
+fn entitled_plan(
+    id: &str,
+    kind: &str,
+    months: Option<i64>,
+    amount: &str,
+    entitlements: &[(&str, EntitlementDraft)],
+) -> Plan {
+    let mut i18n = BTreeMap::new();
+    i18n.insert(
+        "en".to_owned(),
+        PlanText {
+            name: id.to_owned(),
+            ..PlanText::default()
+        },
+    );
+    Plan::from_draft(&PlanDraft {
+        id: id.into(),
+        provider: Some("card_gateway".into()),
+        amount: Some(amount.parse().unwrap()),
+        currency: Some("USD".into()),
+        months,
+        duration_type: Some(kind.into()),
+        provider_refs: ProviderRefs {
+            card_gateway_price_id: Some("price_x".into()),
+            ..ProviderRefs::default()
+        },
+        entitlements: entitlements
+            .iter()
+            .map(|(key, value)| ((*key).to_owned(), value.clone()))
+            .collect(),
+        i18n,
+        ..PlanDraft::default()
+    })
+    .unwrap()
+}
+
+/// The fixtures' catalog, with `lifetime` granting `export`, and two plans of their own: a
+/// one-month pass (`export`, 2 `seats`) and a team subscription (`api`, 5 `seats`).
+fn entitled_config() -> ServiceConfig {
+    let mut config = config();
+    let on = EntitlementDraft::Flag(true);
+    config.catalog.retain(|p| p.id().as_str() != "lifetime");
+    config.catalog.extend([
+        entitled_plan(
+            "lifetime",
+            "one_time",
+            Some(999_999),
+            "99",
+            &[("export", on.clone())],
+        ),
+        entitled_plan(
+            "pass-1m",
+            "one_time",
+            Some(1),
+            "5",
+            &[
+                ("export", on.clone()),
+                ("seats", EntitlementDraft::Integer(2)),
+            ],
+        ),
+        entitled_plan(
+            "team-monthly",
+            "recurring",
+            Some(1),
+            "19.99",
+            &[("api", on), ("seats", EntitlementDraft::Integer(5))],
+        ),
+    ]);
+    config
+}
+
 impl World {
     fn new(store: &TestStore) -> Self {
         let fake = Arc::new(FakeGateway::new(ProviderId::CardGateway));
@@ -66,7 +140,7 @@ impl World {
             SequentialIds::default(),
             PlainHasher,
             gateways,
-            config(),
+            entitled_config(),
         )
         .with_low_balance_threshold(Some(crate::support::c(1000)));
         Self { service, fake }
@@ -108,7 +182,10 @@ impl World {
             headers,
             body: b"{}".to_vec(),
         };
-        let handled = self.service.handle_webhook("card_gateway", request).await;
+        let handled = self
+            .service
+            .handle_webhook(Some(domain::ProviderId::CardGateway), request)
+            .await;
         handled.expect("handled").outcomes().join(",")
     }
 }
@@ -292,6 +369,51 @@ async fn a_subscription_tells_its_lifecycle(world: &World, store: &TestStore) {
     assert_eq!(told[6].1["data"]["subscription"]["cancelAtPeriodEnd"], true);
 }
 
+/// A switch to another plan (issue 19), once the provider confirmed it, tells
+/// `subscription.plan_changed` with the new plan, once.
+async fn a_confirmed_switch_tells_the_plan_change(world: &World, store: &TestStore) {
+    let before = all_events(store).await.len();
+    let subscriber = world.user("switcher@example.com").await;
+    let order = world.order(&subscriber, "pro-monthly").await;
+    let activated = PaymentEvent::SubscriptionActivated {
+        order: by_id(&order),
+        provider_subscription_id: "sub_switch".into(),
+        period: BillingPeriod::new(at_days(0), at_days(30)).unwrap(),
+        amount: Some(usd(999)),
+        charge_ref: None,
+        occurred_at: at_days(0),
+    };
+    assert_eq!(world.deliver("switch-act", activated).await, "applied");
+    let status = world.service.report_status(&subscriber).await.unwrap();
+    let id = status.subscription.unwrap().id().to_string();
+    world
+        .service
+        .change_plan(&subscriber, &id, "team-monthly")
+        .await
+        .unwrap();
+    let switched = || PaymentEvent::SubscriptionPlanChanged {
+        provider_subscription_id: "sub_switch".into(),
+        price: usd(1999),
+        interval_months: Some(1),
+        occurred_at: at_days(1),
+    };
+    assert_eq!(world.deliver("switch-upd", switched()).await, "applied");
+    assert_eq!(
+        world.deliver("switch-upd-2", switched()).await,
+        "duplicate_state"
+    );
+    let told = told_since(store, before).await;
+    let changed: Vec<_> = told
+        .iter()
+        .filter(|(_, e)| e["type"] == "subscription.plan_changed")
+        .collect();
+    assert_eq!(changed.len(), 1, "{:?}", kinds(&told));
+    assert_eq!(
+        changed[0].1["data"]["subscription"]["planId"],
+        "team-monthly"
+    );
+}
+
 /// An administrator's grant and debit, a grant on its own, and its expiry.
 async fn the_ledger_tells_grants_debits_and_expiries(world: &World, store: &TestStore) {
     let before = all_events(store).await.len();
@@ -394,12 +516,328 @@ async fn spends_tell_each_balance_crossing_once(world: &World, store: &TestStore
     assert_eq!(told[5].1["data"]["transaction"]["type"], "reservation_hold");
 }
 
+fn reconcile_settings() -> ReconcileSettings {
+    ReconcileSettings {
+        pending_after_ms: 60_000,
+        batch: 10,
+        lease_ms: 30_000,
+    }
+}
+
+/// Unpaid orders: one cancelled by its buyer, one expired by the reconciler.
+async fn unpaid_orders_tell_cancelled_and_expired(world: &World, store: &TestStore) {
+    let before = all_events(store).await.len();
+    let buyer = world.user("unpaid@example.com").await;
+    let cancelled = world.order(&buyer, "credits-100").await;
+    world
+        .service
+        .cancel_payment(&buyer, cancelled.as_str())
+        .await
+        .unwrap();
+    let expiring = world.order(&buyer, "credits-100").await;
+    world.service.clock().advance_ms(2 * 3_600_000);
+    // The mismatched order of the first scenario is still pending: it expires too.
+    let report = world.service.reconcile(reconcile_settings()).await.unwrap();
+    assert_eq!(report.expired, 2);
+    world.service.reconcile(reconcile_settings()).await.unwrap();
+    let told = told_since(store, before).await;
+    assert_eq!(
+        kinds(&told),
+        ["order.cancelled", "order.expired", "order.expired"]
+    );
+    assert_eq!(told[0].1["data"]["order"]["orderId"], cancelled.as_str());
+    assert_eq!(told[0].1["data"]["order"]["status"], "cancelled");
+    let expired = told
+        .iter()
+        .find(|(_, e)| e["data"]["order"]["orderId"] == expiring.as_str())
+        .expect("the expired order is told");
+    assert_eq!(expired.1["data"]["order"]["status"], "expired");
+    assert_eq!(expired.1["data"]["userId"], buyer.id.as_str());
+}
+
+fn entitlements_of(envelope: &Value) -> (Value, Value) {
+    let data = &envelope["data"];
+    (data["entitlements"].clone(), data["previous"].clone())
+}
+
+/// A one-month pass and a team subscription: each purchase tells the new map with the previous
+/// one in its own transaction; a renewal, a cancellation scheduled and withdrawn tell no
+/// change; a renewal that does not match is told with its user; the pass running out and then
+/// the cancelled subscription's period ending are told by the reconciler, once each, however
+/// many instances reconcile.
+async fn entitlement_changes_are_told_once_each(world: &World, store: &TestStore) {
+    let before = all_events(store).await.len();
+    let user = world.user("entitled@example.com").await;
+    let pass = world.order(&user, "pass-1m").await;
+    let paid = PaymentEvent::PaymentSucceeded {
+        order: by_id(&pass),
+        amount: usd(500),
+        occurred_at: at_days(0),
+    };
+    assert_eq!(world.deliver("ent-pass", paid).await, "applied");
+    let told = told_since(store, before).await;
+    assert_eq!(kinds(&told), ["order.paid", "entitlements.changed"]);
+    let (now, previous) = entitlements_of(&told[1].1);
+    assert_eq!(now, serde_json::json!({"export": true, "seats": 2}));
+    assert_eq!(previous, serde_json::json!({}));
+    assert_eq!(told[1].1["data"]["userId"], user.id.as_str());
+
+    let team = world.order(&user, "team-monthly").await;
+    let period = |k: i64| BillingPeriod::new(at_days(30 * k), at_days(30 * k + 30)).unwrap();
+    let sub = || "sub_ent".to_owned();
+    let activated = PaymentEvent::SubscriptionActivated {
+        order: by_id(&team),
+        provider_subscription_id: sub(),
+        period: period(0),
+        amount: Some(usd(1999)),
+        charge_ref: Some("in_e0".into()),
+        occurred_at: at_days(0),
+    };
+    assert_eq!(world.deliver("ent-act", activated).await, "applied");
+    let renewed = |k: i64, amount: i64| PaymentEvent::SubscriptionRenewed {
+        provider_subscription_id: sub(),
+        period: period(k),
+        amount: usd(amount),
+        charge_ref: Some(format!("in_e{k}")),
+        occurred_at: at_days(30 * k),
+    };
+    assert_eq!(
+        world.deliver("ent-renew", renewed(1, 1999)).await,
+        "applied"
+    );
+    assert_eq!(world.deliver("ent-cheap", renewed(2, 1)).await, "mismatch");
+    let steps = [
+        PaymentEvent::SubscriptionCancelScheduled {
+            provider_subscription_id: sub(),
+            occurred_at: at_days(31),
+        },
+        PaymentEvent::SubscriptionCancelWithdrawn {
+            provider_subscription_id: sub(),
+            occurred_at: at_days(32),
+        },
+        PaymentEvent::SubscriptionCancelScheduled {
+            provider_subscription_id: sub(),
+            occurred_at: at_days(33),
+        },
+    ];
+    for (i, step) in steps.into_iter().enumerate() {
+        assert_eq!(world.deliver(&format!("ent-{i}"), step).await, "applied");
+    }
+    let told = told_since(store, before + 2).await;
+    assert_eq!(
+        kinds(&told),
+        [
+            "order.paid",
+            "subscription.activated",
+            "entitlements.changed",
+            "subscription.renewed",
+            "payment.mismatch",
+            "subscription.cancel_scheduled",
+            "subscription.resumed",
+            "subscription.cancel_scheduled",
+        ]
+    );
+    let (now, previous) = entitlements_of(&told[2].1);
+    assert_eq!(
+        now,
+        serde_json::json!({"api": true, "export": true, "seats": 5})
+    );
+    assert_eq!(previous, serde_json::json!({"export": true, "seats": 2}));
+    assert_eq!(
+        told[4].1["data"]["userId"],
+        user.id.as_str(),
+        "renewal mismatch"
+    );
+
+    // Nothing has run out yet.
+    let report = world.service.reconcile(reconcile_settings()).await.unwrap();
+    assert_eq!(report.entitlement_lapses_told, 0);
+    // The pass (one calendar month) has run out by day 32; the subscription runs to day 60.
+    // (The reconciler also expires other scenarios' credits meanwhile: only this user's
+    // events are looked at.)
+    let mine = |told: Vec<(HostEventKind, Value)>| -> Vec<(HostEventKind, Value)> {
+        told.into_iter()
+            .filter(|(_, e)| e["data"]["userId"] == user.id.as_str())
+            .collect()
+    };
+    let mark = all_events(store).await.len();
+    world.service.clock().advance_ms(32 * 86_400_000);
+    let report = world.service.reconcile(reconcile_settings()).await.unwrap();
+    assert_eq!(report.entitlement_lapses_told, 1);
+    let again = world.service.reconcile(reconcile_settings()).await.unwrap();
+    assert_eq!(again.entitlement_lapses_told, 0);
+    let told = mine(told_since(store, mark).await);
+    assert_eq!(kinds(&told), ["entitlements.changed"]);
+    let (now, previous) = entitlements_of(&told[0].1);
+    assert_eq!(now, serde_json::json!({"api": true, "seats": 5}));
+    assert_eq!(
+        previous,
+        serde_json::json!({"api": true, "export": true, "seats": 5})
+    );
+
+    // Past the cancelled subscription's period: two instances reconcile at once, one tells.
+    let mark = all_events(store).await.len();
+    world.service.clock().advance_ms(30 * 86_400_000);
+    let other = World::new(store);
+    other
+        .service
+        .clock()
+        .advance_ms(62 * 86_400_000 + 2 * 3_600_000);
+    let (a, b) = tokio::join!(
+        world.service.reconcile(reconcile_settings()),
+        other.service.reconcile(reconcile_settings())
+    );
+    let lapses = a.unwrap().entitlement_lapses_told + b.unwrap().entitlement_lapses_told;
+    assert_eq!(lapses, 1, "told exactly once");
+    let told = mine(told_since(store, mark).await);
+    assert_eq!(kinds(&told), ["entitlements.changed"]);
+    let (now, previous) = entitlements_of(&told[0].1);
+    assert_eq!(now, serde_json::json!({}));
+    assert_eq!(previous, serde_json::json!({"api": true, "seats": 5}));
+}
+
+/// A lifetime purchase refunded in full: access ends with the refund, told in its transaction.
+async fn a_refund_that_ends_access_tells_the_entitlements_gone(world: &World, store: &TestStore) {
+    let before = all_events(store).await.len();
+    let user = world.user("refunded@example.com").await;
+    let order = world.order(&user, "lifetime").await;
+    let paid = PaymentEvent::PaymentSucceeded {
+        order: by_id(&order),
+        amount: usd(9900),
+        occurred_at: at_days(0),
+    };
+    assert_eq!(world.deliver("life-pay", paid).await, "applied");
+    let refund = PaymentEvent::Refunded {
+        charge: RefundedCharge::Order(by_id(&order)),
+        refund: RefundReport::Total(usd(9900)),
+        occurred_at: at_days(1),
+    };
+    assert_eq!(world.deliver("life-refund", refund).await, "applied");
+    let told = told_since(store, before).await;
+    assert_eq!(
+        kinds(&told),
+        [
+            "order.paid",
+            "entitlements.changed",
+            "order.refunded",
+            "entitlements.changed"
+        ]
+    );
+    assert_eq!(
+        entitlements_of(&told[1].1).0,
+        serde_json::json!({"export": true})
+    );
+    let (now, previous) = entitlements_of(&told[3].1);
+    assert_eq!(now, serde_json::json!({}));
+    assert_eq!(previous, serde_json::json!({"export": true}));
+}
+
+/// An endpoint with every consumption type, enabled from `START_MS`.
+fn opted_in_endpoint(id: &str, types: Vec<HostEventKind>) -> WebhookEndpoint {
+    WebhookEndpoint {
+        id: id.into(),
+        url: format!("https://{id}.example/hook"),
+        event_types: types,
+        enabled: true,
+        disabled_reason: None,
+        secret: WebhookSecret::new("whsec_c2VjcmV0".to_owned()),
+        previous_secret: None,
+        cursor: 0,
+        failing_since: None,
+        created_at: at_days(0),
+        updated_at: at_days(0),
+    }
+}
+
+/// Consumption events are written only while an enabled endpoint names them: not for an
+/// endpoint of every (other) type, then consumed, reserved, settled and released once each,
+/// and nothing more once that endpoint is disabled.
+async fn consumption_is_told_only_while_an_endpoint_opts_in(world: &World, store: &TestStore) {
+    let before = all_events(store).await.len();
+    let user = world.user("metered@example.com").await;
+    let grant = GrantCommand {
+        user_id: user.id.clone(),
+        amount: crate::support::c(100_000),
+        source: GrantSource::Admin("metered".into()),
+        expires_at: None,
+        now: world.service.clock().now(),
+    };
+    store.grant(&grant).await.unwrap();
+    let spend = |key: &str| ConsumeCredits {
+        user_id: user.id.as_str().into(),
+        usage: UsageRequest {
+            feature: Some("chat".into()),
+            model: None,
+            tokens: None,
+        },
+        idempotency_key: IdempotencyKey::new(key).unwrap(),
+    };
+    world.service.consume_credits(spend("m1")).await.unwrap();
+    store
+        .create_endpoint(&opted_in_endpoint("we_all", Vec::new()))
+        .await
+        .unwrap()
+        .unwrap();
+    world.service.consume_credits(spend("m2")).await.unwrap();
+    let metered = opted_in_endpoint("we_metered", HostEventKind::OPT_IN.to_vec());
+    store.create_endpoint(&metered).await.unwrap().unwrap();
+    world.service.consume_credits(spend("m3")).await.unwrap();
+    world.service.consume_credits(spend("m3")).await.unwrap();
+    let now = world.service.clock().now();
+    let (held, _) = world.service.reserve_credits(spend("r1")).await.unwrap();
+    store
+        .settle(&user.id, &held.id, crate::support::c(50), now)
+        .await
+        .unwrap();
+    let (released, _) = world.service.reserve_credits(spend("r2")).await.unwrap();
+    store.release(&user.id, &released.id, now).await.unwrap();
+    let off = application::ports::EndpointChange {
+        enabled: Some(false),
+        ..Default::default()
+    };
+    store
+        .update_endpoint("we_metered", &off, now)
+        .await
+        .unwrap();
+    world.service.consume_credits(spend("m4")).await.unwrap();
+    let told = told_since(store, before).await;
+    assert_eq!(
+        kinds(&told),
+        [
+            "credits.granted",
+            "credits.consumed",
+            "credits.reserved",
+            "credits.settled",
+            "credits.reserved",
+            "credits.released",
+        ]
+    );
+    let consumed = &told[1].1["data"];
+    assert_eq!(consumed["userId"], user.id.as_str());
+    assert_eq!(consumed["transaction"]["type"], "consumption");
+    assert_eq!(consumed["transaction"]["feature"], "chat");
+    let settled = &told[3].1["data"];
+    assert_eq!(settled["reservation"]["id"], held.id.as_str());
+    assert_eq!(settled["reservation"]["status"], "settled");
+    assert_eq!(settled["reservation"]["charged"], "0.50");
+    assert_eq!(told[5].1["data"]["reservation"]["status"], "released");
+    assert_eq!(
+        told[5].1["data"]["transaction"]["type"],
+        "reservation_release"
+    );
+}
+
 pub async fn every_change_tells_its_event_once_in_its_own_transaction(store: &TestStore) {
     let world = World::new(store);
     orders_tell_paid_refunded_mismatch_and_failed(&world, store).await;
     a_subscription_tells_its_lifecycle(&world, store).await;
+    a_confirmed_switch_tells_the_plan_change(&world, store).await;
     the_ledger_tells_grants_debits_and_expiries(&world, store).await;
     spends_tell_each_balance_crossing_once(&world, store).await;
+    a_refund_that_ends_access_tells_the_entitlements_gone(&world, store).await;
+    consumption_is_told_only_while_an_endpoint_opts_in(&world, store).await;
+    unpaid_orders_tell_cancelled_and_expired(&world, store).await;
+    entitlement_changes_are_told_once_each(&world, store).await;
     let events = all_events(store).await;
     let mut ids: Vec<&str> = events.iter().map(|e| e.event_id.as_str()).collect();
     ids.sort_unstable();
@@ -459,6 +897,7 @@ pub async fn a_refund_kept_while_its_charge_landed_is_applied_by_the_reconciler(
             outcome: domain::EventOutcome::RefundKept,
             detail: None,
             received_at: at_days(31),
+            user_id: None,
         },
         order: None,
         subscription: None,
@@ -531,6 +970,7 @@ pub async fn a_change_that_rolls_back_tells_nothing(store: &TestStore) {
             outcome: domain::EventOutcome::Applied,
             detail: None,
             received_at: at_days(0),
+            user_id: None,
         },
         order: Some(OrderChange {
             order_id: order.clone(),

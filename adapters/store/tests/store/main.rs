@@ -7,6 +7,7 @@
 
 mod support;
 
+mod admin;
 mod concurrency;
 mod connection;
 mod corrupt;
@@ -17,6 +18,7 @@ mod host_events;
 mod ledger;
 mod orders;
 mod plans;
+mod reports;
 mod subscription_events;
 mod users;
 mod webhooks;

@@ -45,6 +45,7 @@ fn rich_plan(id: &str) -> Plan {
         },
         i18n: texts(),
         entitlements: BTreeMap::new(),
+        group: Some("pro".into()),
     };
     Plan::from_draft(&draft).unwrap()
 }

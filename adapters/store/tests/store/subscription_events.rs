@@ -195,7 +195,10 @@ impl Run<'_> {
             headers,
             body: b"{}".to_vec(),
         };
-        let handled = self.service.handle_webhook("card_gateway", request).await;
+        let handled = self
+            .service
+            .handle_webhook(Some(domain::ProviderId::CardGateway), request)
+            .await;
         handled.expect("handled").outcomes().join(",")
     }
 }

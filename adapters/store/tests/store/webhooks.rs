@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use application::ports::{
-    HostEventLog, OutgoingWebhook, RedeliveryTarget, SendOutcome, WebhookSecret, WebhookSender,
-    WebhookStore,
+    HostEventLog, MAX_ENDPOINTS, OutgoingWebhook, RedeliveryTarget, SendOutcome, WebhookEndpoint,
+    WebhookSecret, WebhookSender, WebhookStore,
 };
 use application::testing::{FixedClock, SequentialIds};
-use application::use_cases::webhook_endpoints::{DeliverySettings, Webhooks};
+use application::use_cases::webhook_endpoints::{DeliverySettings, WebhookEndpointError, Webhooks};
 use async_trait::async_trait;
 use domain::delivery::{DeliveryStatus, EndpointHealth, RetrySchedule, TargetRefusal};
 use sea_orm::ConnectionTrait;
@@ -291,10 +291,78 @@ async fn an_expired_lease_is_claimed_again(store: &TestStore) {
     );
 }
 
-mod concurrent {
-    use super::two_instances_deliver_each_event_once_per_endpoint;
+/// An endpoint as the use case would make it, with id `we_<n>`.
+fn endpoint(n: usize) -> WebhookEndpoint {
+    WebhookEndpoint {
+        id: format!("we_{n}"),
+        url: format!("https://hook{n}.example/"),
+        event_types: Vec::new(),
+        enabled: true,
+        disabled_reason: None,
+        secret: WebhookSecret::new("whsec_c2VjcmV0".to_owned()),
+        previous_secret: None,
+        cursor: 0,
+        failing_since: None,
+        created_at: domain::Timestamp::from_unix_millis(START_MS),
+        updated_at: domain::Timestamp::from_unix_millis(START_MS),
+    }
+}
 
-    crate::support::concurrency_tests!(two_instances_deliver_each_event_once_per_endpoint);
+/// The endpoint cap is counted in the insert's transaction: creates racing on two instances
+/// for the last few places never exceed it, and every refused one changed nothing.
+async fn concurrent_creates_never_exceed_the_endpoint_cap(store: &TestStore) {
+    let cap = MAX_ENDPOINTS as usize;
+    for n in 0..cap - 3 {
+        assert!(store.create_endpoint(&endpoint(n)).await.unwrap().is_some());
+    }
+    let other = store.reconnect(store::GroupCommit::off()).await;
+    let racers = (0..12).map(|i| {
+        let instance = if i % 2 == 0 {
+            SeaOrmStore::clone(store)
+        } else {
+            other.clone()
+        };
+        tokio::spawn(async move { instance.create_endpoint(&endpoint(1_000 + i)).await })
+    });
+    let mut created = 0;
+    for racer in racers.collect::<Vec<_>>() {
+        if racer.await.expect("join").expect("create").is_some() {
+            created += 1;
+        }
+    }
+    assert_eq!(created, 3, "exactly the places left");
+    assert_eq!(store.list_endpoints().await.unwrap().len(), cap);
+    assert_eq!(
+        store
+            .raw_i64("SELECT COUNT(*) AS n FROM webhook_endpoints")
+            .await,
+        i64::try_from(cap).unwrap()
+    );
+    // Full: the use case answers "too many".
+    let hooks = webhooks(
+        store,
+        RecordingSender::answering(200),
+        Arc::new(FixedClock::at(START_MS)),
+        RetrySchedule::standard(),
+    );
+    let refused = hooks.create_endpoint("https://late.example/", &[]).await;
+    assert!(
+        matches!(refused, Err(WebhookEndpointError::TooMany)),
+        "{refused:?}"
+    );
+    other.close().await.expect("close");
+}
+
+mod concurrent {
+    use super::{
+        concurrent_creates_never_exceed_the_endpoint_cap,
+        two_instances_deliver_each_event_once_per_endpoint,
+    };
+
+    crate::support::concurrency_tests!(
+        two_instances_deliver_each_event_once_per_endpoint,
+        concurrent_creates_never_exceed_the_endpoint_cap,
+    );
 }
 crate::support::contract_tests!(
     a_failing_endpoint_is_retried_abandoned_and_disabled,

@@ -3,7 +3,16 @@
 //! `PRICING_MODE` is live. With `PRICING_MODE=static` the page still works and says that
 //! `/pricing` shows the static catalog.
 
+pub(crate) mod api_keys;
+pub(crate) mod audit;
+mod charts;
+pub(crate) mod console;
+pub(crate) mod customers;
+pub(crate) mod endpoints;
 mod form;
+pub(crate) mod inbox;
+pub(crate) mod orders;
+pub(crate) mod overview;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -65,6 +74,7 @@ pub(crate) async fn list<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
     let plans = dynamic_plans(&state).await?;
     let mode = state.service.config().pricing_mode;
     let body = html! {
+        (console::sections(&v, "/admin/pricing"))
         section.page-intro.with-actions {
             div {
                 h1 { (v.t("admin.title")) }
@@ -91,6 +101,7 @@ pub(crate) async fn list<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
                 }
             } @else {
                 div.table-wrap { (plan_table(&v, &plans)) }
+                (reorder_form(&v))
             }
         }
     };
@@ -152,14 +163,14 @@ fn plan_table(v: &Visitor, plans: &[StoredPlan]) -> Markup {
             } }
             tbody {
                 @for (index, stored) in plans.iter().enumerate() {
-                    (plan_row(v, stored, index == 0, index + 1 == plans.len()))
+                    (plan_row(v, stored, index + 1))
                 }
             }
         }
     }
 }
 
-fn plan_row(v: &Visitor, stored: &StoredPlan, first: bool, last: bool) -> Markup {
+fn plan_row(v: &Visitor, stored: &StoredPlan, position: usize) -> Markup {
     let plan = &stored.plan;
     let id = plan.id().as_str();
     let action = |what: &str| format!("/admin/pricing/plans/{id}/{what}");
@@ -168,8 +179,10 @@ fn plan_row(v: &Visitor, stored: &StoredPlan, first: bool, last: bool) -> Markup
     html! {
         tr data-plan-id=(id) {
             td.order-cell {
-                (small_action(v, &action("up"), "↑", "admin.move_up", first))
-                (small_action(v, &action("down"), "↓", "admin.move_down", last))
+                input.position-input type="number" form="reorder" name={"position." (id)}
+                    value=(position) min="1" max="9999" inputmode="numeric"
+                    aria-label=(v.tf("admin.position_of", &[("id", id)]))
+                    data-testid={"position-" (id)};
             }
             td {
                 span.cell-title { (plan.text_for(&v.lang.locale()).name) }
@@ -212,13 +225,15 @@ fn plan_row(v: &Visitor, stored: &StoredPlan, first: bool, last: bool) -> Markup
     }
 }
 
-fn small_action(v: &Visitor, action: &str, symbol: &str, label: &str, disabled: bool) -> Markup {
+/// The one form every position field belongs to (`form="reorder"`): the whole new order is
+/// sent in one request.
+fn reorder_form(v: &Visitor) -> Markup {
     html! {
-        form.inline-form method="post" action=(action) {
+        form #reorder.reorder-form method="post" action="/admin/pricing/reorder" {
             (csrf_field(v))
-            button.btn.btn-icon type="submit" aria-label=(v.t(label)) title=(v.t(label))
-                disabled[disabled] {
-                (symbol)
+            p.hint { (v.t("admin.reorder_hint")) }
+            button.btn.btn-secondary.btn-sm type="submit" data-testid="save-order" {
+                (v.t("admin.save_order"))
             }
         }
     }
@@ -336,7 +351,8 @@ pub(crate) async fn create<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
             ));
         }
     };
-    match state.service.create_plan(&input).await {
+    let admin = v.user.clone().ok_or(PageError::Forbidden)?;
+    match state.service.create_plan_by(&admin, &input).await {
         Ok(_) => Ok(redirect("/admin/pricing?notice=created")),
         Err(ManagePlansError::Exists) => {
             let errors = single_error("id", v.t("admin.error.exists"));
@@ -386,7 +402,8 @@ pub(crate) async fn update<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
             ));
         }
     };
-    match state.service.update_plan(&id, &input).await {
+    let admin = v.user.clone().ok_or(PageError::Forbidden)?;
+    match state.service.update_plan_by(&admin, &id, &input).await {
         Ok(_) => Ok(redirect("/admin/pricing?notice=updated")),
         Err(ManagePlansError::Invalid(list)) => Ok(form_page(
             &v,
@@ -427,15 +444,28 @@ pub(crate) async fn act<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
         .raw_path_param("action")
         .unwrap_or_default()
         .to_owned();
+    let admin = v.user.clone().ok_or(PageError::Forbidden)?;
     let service = &state.service;
     let notice = match action.as_str() {
-        "hide" => service.set_plan_hidden(&id, true).await.map(|_| "hidden"),
-        "unhide" => service.set_plan_hidden(&id, false).await.map(|_| "shown"),
-        "delete" => service.delete_plan(&id).await.map(|()| "deleted"),
+        "hide" => service
+            .set_plan_hidden_by(&admin, &id, true)
+            .await
+            .map(|_| "hidden"),
+        "unhide" => service
+            .set_plan_hidden_by(&admin, &id, false)
+            .await
+            .map(|_| "shown"),
+        "delete" => service
+            .delete_plan_by(&admin, &id)
+            .await
+            .map(|()| "deleted"),
         "up" | "down" => {
             let ids = moved(&dynamic_plans(&state).await?, &id, action == "up")
                 .ok_or(PageError::NotFound)?;
-            service.reorder_plans(&ids).await.map(|()| "moved")
+            service
+                .reorder_plans_by(&admin, &ids)
+                .await
+                .map(|()| "moved")
         }
         _ => return Err(PageError::NotFound),
     };
@@ -443,6 +473,52 @@ pub(crate) async fn act<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
         "/admin/pricing?notice={}",
         notice.map_err(manage_error)?
     )))
+}
+
+/// `POST /admin/pricing/reorder`: every plan's new position (`position.<id>` = 1, 2, …) in one
+/// request; ties and plans without a field keep their current relative order.
+pub(crate) async fn reorder<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
+    state: Arc<PageState<S, C, I, H>>,
+    v: Visitor,
+    mut request: Request,
+) -> PageResult {
+    let fields: Vec<(String, String)> = read_form(&v, &mut request).await?;
+    gate(&v)?;
+    let plans = dynamic_plans(&state).await?;
+    let ids = reordered(&plans, &fields).ok_or(PageError::BadRequest)?;
+    let admin = v.user.clone().ok_or(PageError::Forbidden)?;
+    state
+        .service
+        .reorder_plans_by(&admin, &ids)
+        .await
+        .map_err(manage_error)?;
+    Ok(redirect("/admin/pricing?notice=moved"))
+}
+
+/// Every plan id sorted by its submitted position (then its current place); `None` when a
+/// position is not a whole number from 1 to 9999 or names no plan.
+fn reordered(plans: &[StoredPlan], fields: &[(String, String)]) -> Option<Vec<String>> {
+    let mut placed: Vec<(u32, usize, String)> = plans
+        .iter()
+        .enumerate()
+        .map(|(index, p)| {
+            let at = u32::try_from(index + 1).unwrap_or(u32::MAX);
+            (at, index, p.plan.id().as_str().to_owned())
+        })
+        .collect();
+    for (name, value) in fields {
+        let Some(id) = name.strip_prefix("position.") else {
+            continue;
+        };
+        let position: u32 = value
+            .trim()
+            .parse()
+            .ok()
+            .filter(|p| (1..=9999).contains(p))?;
+        placed.iter_mut().find(|(_, _, i)| i == id)?.0 = position;
+    }
+    placed.sort();
+    Some(placed.into_iter().map(|(_, _, id)| id).collect())
 }
 
 /// Every plan id in listing order with `id` swapped with its neighbour (`None`: unknown id).

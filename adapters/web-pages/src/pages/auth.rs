@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use application::accounts::{AccountError, Role};
 use application::ports::{Clock, IdGenerator, SecretHasher, Store};
-use application::use_cases::accounts::{AccountsError, SignedIn};
+use application::use_cases::sessions::{AccountsError, SignedIn};
 use maud::{Markup, html};
 use poem::http::StatusCode;
 use poem::{Request, Response};

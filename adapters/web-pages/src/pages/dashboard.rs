@@ -2,6 +2,7 @@
 //! its own cancel button, every one-time purchase with its end) and the order history, and the independent "Credits Status" tab (`?tab=credits`) with the balance
 //! and the paginated transaction history, each transaction described from its type code.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use application::accounts::User;
@@ -14,7 +15,7 @@ use application::use_cases::cancel_payment::CancelPaymentError;
 use application::use_cases::report_status::{OneTimeAccess, StatusReport};
 use domain::{
     AccessEnd, Credits, OrderId, OrderStatus, PlanType, RenewalIntent, Subscription,
-    SubscriptionAccess, SubscriptionStatus,
+    SubscriptionAccess, SubscriptionId, SubscriptionStatus, Timestamp,
 };
 use maud::{Markup, html};
 use poem::Request;
@@ -49,7 +50,7 @@ pub(crate) async fn show<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
     let report = state.service.report_status(&user).await?;
     let names = PlanNames::load(&state, &v).await?;
     let panel = if credits_tab {
-        credits_panel(&state, &v, &user, &report).await?
+        credits_panel(&state, &v, &user, &report, &names).await?
     } else {
         overview_panel(&state, &v, &user, &report, &names).await?
     };
@@ -85,7 +86,7 @@ fn notice(v: &Visitor) -> Markup {
         Some("subscription_cancelled") => ("alert-success", "dashboard.notice_cancelled"),
         Some("not_cancellable") => ("alert-warning", "dashboard.notice_not_cancellable"),
         Some("cancel_failed") => ("alert-danger", "dashboard.notice_cancel_failed"),
-        _ => return html! {},
+        _ => return super::dashboard_switch::notice(v),
     };
     html! { div.alert.(tone) role="status" data-testid="notice" { (v.t(key)) } }
 }
@@ -99,11 +100,13 @@ async fn overview_panel<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
 ) -> Result<Markup, PageError> {
     let page = page_request(v.page_number("orders_page"))?;
     let orders = state.service.list_orders(user, page).await?;
+    let switch = super::dashboard_switch::SwitchChoices::load(state, report).await?;
     Ok(html! {
         div.dashboard-grid {
             (subscription_card(v, report, names))
             (credits_summary(v, report))
         }
+        (super::dashboard_switch::section(v, &switch, names))
         section.card.section-card {
             h2 { (v.t("dashboard.orders_title")) }
             @if orders.items.is_empty() {
@@ -113,7 +116,7 @@ async fn overview_panel<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
                 }
             } @else {
                 div.table-wrap {
-                    table.table data-testid="orders" {
+                    table.table.table-stack data-testid="orders" {
                         thead { tr {
                             th scope="col" { (v.t("dashboard.col_date")) }
                             th scope="col" { (v.t("dashboard.col_plan")) }
@@ -148,13 +151,19 @@ fn order_row(v: &Visitor, record: &OrderRecord, names: &PlanNames) -> Markup {
     };
     html! {
         tr {
-            td.nowrap { (format::date(order.created_at(), v.lang)) }
-            td {
-                span.cell-title { (names.name(&order.plan().plan_id)) }
+            td.nowrap data-label=(v.t("dashboard.col_date")) {
+                (format::day(order.created_at(), v.lang))
+            }
+            td data-label=(v.t("dashboard.col_plan")) {
+                span.cell-title data-testid="order-plan" { (names.name(&order.plan().plan_id)) }
                 span.cell-sub { (v.t(plan_type_key(order.plan().plan_type))) }
             }
-            td.nowrap.num { (format::money(order.plan().price, v.lang)) }
-            td { span.badge.(status_tone(code)) { (order_status_label(v, code)) } }
+            td.nowrap.num data-label=(v.t("dashboard.col_amount")) {
+                (format::money(order.plan().price, v.lang))
+            }
+            td data-label=(v.t("dashboard.col_status")) {
+                span.badge.(status_tone(code)) { (order_status_label(v, code)) }
+            }
             td.actions-cell {
                 @if let Some(link) = continue_link {
                     a.btn.btn-secondary.btn-sm href=(link) { (v.t("dashboard.continue_payment")) }
@@ -203,7 +212,7 @@ fn one_time_details(v: &Visitor, access: &OneTimeAccess, names: &PlanNames) -> M
         @match access.ends {
             AccessEnd::Lifetime => p { span.badge.badge-success { (v.t("dashboard.lifetime")) } },
             AccessEnd::At(end) => p data-testid="access-until" {
-                (v.tf("dashboard.access_until", &[("date", &format::date(end, v.lang))]))
+                (dated(v, "dashboard.access_until", end))
             },
         }
     }
@@ -216,13 +225,11 @@ fn subscription_details(
     names: &PlanNames,
 ) -> Markup {
     let code = subscription.status().code();
-    let end = format::date(subscription.current_period().end(), v.lang);
+    let end_at = subscription.current_period().end();
     let ending = subscription.renewal() == RenewalIntent::EndsAtPeriodEnd
         || subscription.status() == SubscriptionStatus::Canceled;
     let past_due_until = match (subscription.status(), access) {
-        (SubscriptionStatus::PastDue, SubscriptionAccess::Until(until)) if !ending => {
-            Some(format::date(until, v.lang))
-        }
+        (SubscriptionStatus::PastDue, SubscriptionAccess::Until(until)) if !ending => Some(until),
         _ => None,
     };
     html! {
@@ -234,31 +241,39 @@ fn subscription_details(
             }
         }
         @if ending {
-            p data-testid="subscription-renewal" { (v.tf("dashboard.ends_on", &[("date", &end)])) }
+            p data-testid="subscription-renewal" { (dated(v, "dashboard.ends_on", end_at)) }
             p.muted { (v.t("dashboard.cancel_at_period_end")) }
         } @else {
             @if let Some(until) = &past_due_until {
                 p data-testid="subscription-renewal" {
-                    (v.tf("dashboard.past_due_until", &[("date", until)]))
+                    (dated(v, "dashboard.past_due_until", *until))
                 }
             } @else {
                 p data-testid="subscription-renewal" {
-                    (v.tf("dashboard.renews_on", &[("date", &end)]))
+                    (dated(v, "dashboard.renews_on", end_at))
                 }
             }
-            (cancel_form(v, subscription, &end))
+            (cancel_form(v, subscription, end_at))
         }
     }
 }
 
-fn cancel_form(v: &Visitor, subscription: &Subscription, end: &str) -> Markup {
+/// The catalog sentence `key` with its `{date}` as a `<time>` the reader's browser localises.
+fn dated(v: &Visitor, key: &str, at: Timestamp) -> Markup {
+    format::with_slot(
+        &v.tf(key, &[("date", format::SLOT)]),
+        &format::day(at, v.lang),
+    )
+}
+
+fn cancel_form(v: &Visitor, subscription: &Subscription, end: Timestamp) -> Markup {
     html! {
         details.confirm {
             summary.btn.btn-secondary data-testid="cancel-subscription" {
                 (v.t("dashboard.cancel_button"))
             }
             div.confirm-body {
-                p { (v.tf("dashboard.cancel_explain", &[("date", end)])) }
+                p { (dated(v, "dashboard.cancel_explain", end)) }
                 form method="post" action="/dashboard/subscription/cancel" data-busy {
                     (csrf_field(v))
                     input type="hidden" name="subscriptionId" value=(subscription.id());
@@ -298,9 +313,11 @@ async fn credits_panel<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
     v: &Visitor,
     user: &User,
     report: &StatusReport,
+    names: &PlanNames,
 ) -> Result<Markup, PageError> {
     let page = page_request(v.page_number("page"))?;
     let history = state.service.transaction_history(&user.id, page).await?;
+    let purchases = purchase_names(state, &history.items, report, names).await?;
     let held_hundredths: i64 = report
         .pending_reservations
         .iter()
@@ -326,14 +343,16 @@ async fn credits_panel<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
                 div.empty-state { p { (v.t("dashboard.no_transactions")) } }
             } @else {
                 div.table-wrap {
-                    table.table data-testid="transactions" {
+                    table.table.table-stack data-testid="transactions" {
                         thead { tr {
                             th scope="col" { (v.t("dashboard.col_date")) }
                             th scope="col" { (v.t("dashboard.col_description")) }
                             th.num scope="col" { (v.t("dashboard.col_change")) }
                             th.num scope="col" { (v.t("dashboard.col_balance_after")) }
                         } }
-                        tbody { @for tx in &history.items { (transaction_row(v, tx)) } }
+                        tbody {
+                            @for tx in &history.items { (transaction_row(v, tx, &purchases)) }
+                        }
                     }
                 }
                 (pagination(v, "/dashboard?tab=credits", "page", page.page(),
@@ -343,7 +362,66 @@ async fn credits_panel<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
     })
 }
 
-fn transaction_row(v: &Visitor, tx: &CreditTransaction) -> Markup {
+/// The plan names of what the transactions on this page came from, so a purchase or a
+/// subscription's grant reads as what was bought rather than as an id.
+#[derive(Default)]
+struct Purchases {
+    orders: BTreeMap<OrderId, String>,
+    subscriptions: BTreeMap<SubscriptionId, String>,
+}
+
+impl Purchases {
+    fn plan_of(&self, tx: &CreditTransaction) -> Option<&String> {
+        let by_order = tx
+            .context
+            .order_id
+            .as_ref()
+            .and_then(|o| self.orders.get(o));
+        let by_subscription = || {
+            let id = tx.context.subscription_id.as_ref()?;
+            self.subscriptions.get(id)
+        };
+        by_order.or_else(by_subscription)
+    }
+}
+
+/// [`Purchases`] for `transactions`: orders read one each, subscriptions from `report`.
+async fn purchase_names<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
+    state: &PageState<S, C, I, H>,
+    transactions: &[CreditTransaction],
+    report: &StatusReport,
+    names: &PlanNames,
+) -> Result<Purchases, PageError> {
+    let held = report.subscriptions.iter().map(|h| &h.subscription);
+    let subscriptions = held
+        .chain(report.subscription.as_ref())
+        .map(|s| (s.id().clone(), names.name(s.plan_id())))
+        .collect();
+    let mut purchases = BTreeMap::new();
+    for order_id in transactions
+        .iter()
+        .filter_map(|tx| tx.context.order_id.as_ref())
+    {
+        if purchases.contains_key(order_id) {
+            continue;
+        }
+        let record = state
+            .service
+            .store()
+            .find_order(order_id)
+            .await
+            .map_err(InfraError::from)?;
+        if let Some(record) = record {
+            purchases.insert(order_id.clone(), names.name(&record.order.plan().plan_id));
+        }
+    }
+    Ok(Purchases {
+        orders: purchases,
+        subscriptions,
+    })
+}
+
+fn transaction_row(v: &Visitor, tx: &CreditTransaction, purchases: &Purchases) -> Markup {
     let detail = [tx.context.feature.as_deref(), tx.context.model.as_deref()]
         .into_iter()
         .flatten()
@@ -356,16 +434,27 @@ fn transaction_row(v: &Visitor, tx: &CreditTransaction) -> Markup {
     };
     html! {
         tr data-kind=(tx.kind.code()) {
-            td.nowrap { (format::date_time(tx.created_at, v.lang)) }
-            td {
+            td.nowrap data-label=(v.t("dashboard.col_date")) {
+                (format::moment(tx.created_at, v.lang))
+            }
+            td data-label=(v.t("dashboard.col_description")) {
                 span.cell-title data-testid="transaction-description" {
                     (v.t(&format!("transaction.{}", tx.kind.code())))
                 }
                 @if !detail.is_empty() { span.cell-sub { (detail) } }
-                @if let Some(order) = &tx.context.order_id { span.cell-sub { code { (order) } } }
+                @if let Some(plan) = purchases.plan_of(tx) {
+                    span.cell-sub data-testid="transaction-plan" { (plan) }
+                }
+                @if let Some(order) = &tx.context.order_id {
+                    span.cell-sub.order-ref { code { (order) } }
+                }
             }
-            td.num.nowrap.(tone) { (format::credit_delta(tx.amount)) }
-            td.num.nowrap { (format::credits(tx.balance_after)) }
+            td.num.nowrap.(tone) data-label=(v.t("dashboard.col_change")) {
+                (format::credit_delta(tx.amount))
+            }
+            td.num.nowrap data-label=(v.t("dashboard.col_balance_after")) {
+                (format::credits(tx.balance_after))
+            }
         }
     }
 }
@@ -415,9 +504,8 @@ async fn subscription_order<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>
         let orders = state.service.list_orders(user, page).await?;
         for record in &orders.items {
             let order = &record.order;
-            if order.plan().plan_type != PlanType::Recurring
-                || order.plan().plan_id != *subscription.plan_id()
-            {
+            // Any recurring order: a switched subscription bills another plan than its order.
+            if order.plan().plan_type != PlanType::Recurring {
                 continue;
             }
             let started = state

@@ -253,7 +253,7 @@ fn order_summary(v: &Visitor, record: &OrderRecord, names: &PlanNames) -> Markup
                 dd data-testid="order-plan" { (names.name(&order.plan().plan_id)) }
             }
             div { dt { (v.t("payment.amount")) } dd { (format::money(order.plan().price, v.lang)) } }
-            div { dt { (v.t("payment.order")) } dd { code { (order.id()) } } }
+            div { dt { (v.t("payment.order")) } dd { code.order-ref { (order.id()) } } }
             div {
                 dt { (v.t("payment.status")) }
                 dd {
@@ -376,8 +376,10 @@ async fn subscription_outcome<S: Store, C: Clock, I: IdGenerator, H: SecretHashe
     Ok(html! {
         @if let Some(subscription) = subscription {
             p.outcome {
-                (v.tf("payment.subscription_active",
-                    &[("date", &format::date(subscription.current_period().end(), v.lang))]))
+                (format::with_slot(
+                    &v.tf("payment.subscription_active", &[("date", format::SLOT)]),
+                    &format::day(subscription.current_period().end(), v.lang),
+                ))
             }
         } @else {
             p.outcome { (v.t("payment.subscription_starting")) }

@@ -1,27 +1,36 @@
-//! `/pricing`: the live pricing mode's plans in three tabs (subscriptions, one-time, credit
+//! `/pricing`: the live pricing mode's offers in three tabs (subscriptions, one-time, credit
 //! packs), and `POST /pricing/buy`, which starts the payment and sends the browser to the
 //! provider (or to the QR page for `wallet_qr`).
 //!
-//! The tabs are links (`?tab=credits`) that work without JavaScript; the script only switches
-//! them in place. Hidden plans and plans not shown in the reader's locale are never rendered.
+//! Plans sharing a `group` are one offer: one card per offer and billing interval, priced in the
+//! reader's currency (`?currency=`, else the language's, else the offer's default), with each
+//! plan's provider as a payment method of the card (`domain::plan::Offer`). The tabs
+//! (`?tab=credits`) and the billing-interval toggle (`?period=year`) are links that work
+//! without JavaScript; the script only switches tabs in place. Hidden plans and plans not shown
+//! in the reader's locale are never rendered. A signed-out buyer's Buy goes through sign-in to
+//! `/pricing/continue`, which shows what they chose and continues with one click.
 
+mod cards;
+
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use application::accounts::User;
 use application::ports::{CheckoutTarget, Clock, IdGenerator, SecretHasher, Store, StoredPlan};
 use application::use_cases::initiate_payment::{InitiatePayment, InitiatePaymentError};
 use application::use_cases::plans::{Audience, list_plans};
-use domain::plan::Prominence;
-use domain::{AppEnvironment, Credits, Plan, PlanType};
-use maud::{Markup, PreEscaped, html};
+use domain::plan::{Offer, PlanInterval, currency_for_locale, group_offers};
+use domain::{Currency, Plan, PlanId, PlanType};
+use maud::{Markup, html};
 use poem::Request;
 use poem::http::StatusCode;
 use serde::Deserialize;
 
-use super::{message_panel, provider_key, require_user};
-use crate::format;
+use super::{message_panel, require_user};
 use crate::layout::{self, Nav, csrf_field};
-use crate::markdown::render_inline;
-use crate::state::{PageError, PageResult, PageState, Visitor, read_form, redirect, sign_in_then};
+use crate::state::{
+    PageError, PageResult, PageState, Visitor, read_form, redirect, sign_in_then, with_query,
+};
 
 /// The pricing tabs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,44 +86,112 @@ pub(crate) struct BuyForm {
     provider: String,
 }
 
+/// What the signed-in reader already holds: the plans of live subscriptions ("Current plan")
+/// and of one-time purchases whose access still runs ("Owned").
+#[derive(Debug, Default)]
+pub(crate) struct Holdings {
+    current: BTreeSet<PlanId>,
+    owned: BTreeSet<PlanId>,
+}
+
+impl Holdings {
+    async fn load<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
+        state: &PageState<S, C, I, H>,
+        user: Option<&User>,
+    ) -> Result<Self, PageError> {
+        let Some(user) = user else {
+            return Ok(Holdings::default());
+        };
+        let report = state.service.report_status(user).await?;
+        Ok(Holdings {
+            current: report
+                .subscriptions
+                .iter()
+                .filter(|held| held.subscription.is_live())
+                .map(|held| held.subscription.plan_id().clone())
+                .collect(),
+            owned: report
+                .one_time_access
+                .iter()
+                .map(|access| access.plan_id.clone())
+                .collect(),
+        })
+    }
+}
+
+/// The reader's choices on the page: tab, billing interval and currencies, in preference order.
+pub(crate) struct Choices {
+    tab: Tab,
+    period: Option<PlanInterval>,
+    /// `?currency=` when it names a currency.
+    asked_currency: Option<Currency>,
+    /// `?currency=`, then the language's currency.
+    preferred: Vec<Currency>,
+}
+
+impl Choices {
+    /// This page with `tab`, `period` and `currency` set (`None` leaves a value out).
+    fn link(&self, tab: Tab, period: Option<PlanInterval>, currency: Option<Currency>) -> String {
+        let mut pairs = vec![("tab".to_owned(), tab.slug().to_owned())];
+        if let Some(period) = period {
+            pairs.push(("period".to_owned(), period_slug(period)));
+        }
+        if let Some(currency) = currency {
+            pairs.push(("currency".to_owned(), currency.code().to_owned()));
+        }
+        with_query("/pricing", pairs.iter())
+    }
+}
+
+/// The `?period=` value of an interval: its code, or `months-<n>`.
+pub(crate) fn period_slug(interval: PlanInterval) -> String {
+    match interval {
+        PlanInterval::Months(n) => format!("months-{n}"),
+        other => other.code().to_owned(),
+    }
+}
+
 /// `GET /pricing`.
 pub(crate) async fn show<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
     state: Arc<PageState<S, C, I, H>>,
     v: Visitor,
     _request: Request,
 ) -> PageResult {
-    let config = state.service.config();
-    let locale = v.lang.locale();
-    let plans = list_plans(
-        config.pricing_mode,
-        &config.catalog,
-        state.service.gateways(),
-        state.service.store(),
-        Audience::Public,
-        Some(&locale),
-    )
-    .await?;
-    let count = |tab: Tab| {
-        plans
-            .iter()
-            .filter(|p| Tab::of(p.plan.plan_type()) == tab)
-            .count()
+    let plans = listed_plans(&state, &v).await?;
+    let holdings = Holdings::load(&state, v.user.as_ref()).await?;
+    let plans: Vec<&Plan> = plans.iter().map(|p| &p.plan).collect();
+    let offers_in = |tab: Tab| {
+        group_offers(
+            plans
+                .iter()
+                .copied()
+                .filter(move |p| Tab::of(p.plan_type()) == tab),
+        )
     };
+    let count = |tab: Tab| offers_in(tab).len();
     let selected = v
         .query("tab")
         .and_then(Tab::parse)
         .or_else(|| Tab::ALL.into_iter().find(|t| count(*t) > 0))
         .unwrap_or(Tab::Subscriptions);
-    let development = config.environment == AppEnvironment::Development;
+    let choices = choices(&v, selected, &offers_in(Tab::Subscriptions));
+    let development = state.service.config().environment == domain::AppEnvironment::Development;
+    let context = cards::CardContext {
+        v: &v,
+        choices: &choices,
+        holdings: &holdings,
+        development,
+    };
     let body = html! {
         section.page-intro.center {
             h1 { (v.t("pricing.title")) }
             p.lead { (v.t("pricing.lead")) }
         }
+        (cards::currency_picker(&context, &plans))
         div.tabs-wrap {
             div.tabs role="tablist" aria-label=(v.t("pricing.tabs_label")) data-tabs {
                 @for tab in Tab::ALL {
-                    (tab_link(&v, tab, tab == selected, count(tab)))
+                    (tab_link(&v, &choices, tab, tab == selected, count(tab)))
                 }
             }
         }
@@ -122,7 +199,10 @@ pub(crate) async fn show<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
             section.tab-panel id={"panel-" (tab.slug())} role="tabpanel"
                 aria-labelledby={"tab-" (tab.slug())} data-panel=(tab.slug())
                 hidden[tab != selected] {
-                (plan_grid(&v, tab, &plans, development))
+                @if tab == Tab::Subscriptions {
+                    (cards::period_toggle(&context, &offers_in(tab)))
+                }
+                (cards::offer_grid(&context, tab, &offers_in(tab)))
             }
         }
     };
@@ -135,9 +215,65 @@ pub(crate) async fn show<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
     ))
 }
 
-fn tab_link(v: &Visitor, tab: Tab, selected: bool, count: usize) -> Markup {
+/// The plans `/pricing` lists for `v`, in listing order.
+async fn listed_plans<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
+    state: &PageState<S, C, I, H>,
+    v: &Visitor,
+) -> Result<Vec<StoredPlan>, PageError> {
+    let config = state.service.config();
+    Ok(list_plans(
+        config.pricing_mode,
+        &config.catalog,
+        state.service.gateways(),
+        state.service.store(),
+        Audience::Public,
+        Some(&v.lang.locale()),
+    )
+    .await?)
+}
+
+/// The reader's tab, billing interval (`?period=`, else monthly, else the shortest sold) and
+/// currencies (`?currency=`, then the language's).
+fn choices(v: &Visitor, tab: Tab, subscriptions: &[Offer<'_>]) -> Choices {
+    let mut intervals: Vec<PlanInterval> =
+        subscriptions.iter().flat_map(Offer::intervals).collect();
+    intervals.sort_unstable();
+    intervals.dedup();
+    let asked = v
+        .query("period")
+        .and_then(|slug| intervals.iter().copied().find(|i| period_slug(*i) == slug));
+    let period = asked
+        .or_else(|| {
+            intervals
+                .contains(&PlanInterval::Month)
+                .then_some(PlanInterval::Month)
+        })
+        .or_else(|| intervals.first().copied());
+    let asked_currency = v.query("currency").and_then(|c| c.parse::<Currency>().ok());
+    let preferred = asked_currency
+        .into_iter()
+        .chain(currency_for_locale(&v.lang.locale()))
+        .collect();
+    Choices {
+        tab,
+        period,
+        asked_currency,
+        preferred,
+    }
+}
+
+fn tab_link(v: &Visitor, choices: &Choices, tab: Tab, selected: bool, count: usize) -> Markup {
+    let href = if choices.asked_currency.is_some() || tab == Tab::Subscriptions {
+        choices.link(
+            tab,
+            choices.period.filter(|_| tab == Tab::Subscriptions),
+            choices.asked_currency,
+        )
+    } else {
+        format!("/pricing?tab={}", tab.slug())
+    };
     html! {
-        a.tab id={"tab-" (tab.slug())} role="tab" href={"/pricing?tab=" (tab.slug())}
+        a.tab id={"tab-" (tab.slug())} role="tab" href=(href)
             aria-selected=(if selected { "true" } else { "false" })
             aria-controls={"panel-" (tab.slug())} data-tab=(tab.slug())
             tabindex=(if selected { "0" } else { "-1" }) {
@@ -147,118 +283,69 @@ fn tab_link(v: &Visitor, tab: Tab, selected: bool, count: usize) -> Markup {
     }
 }
 
-fn plan_grid(v: &Visitor, tab: Tab, plans: &[StoredPlan], development: bool) -> Markup {
-    let in_tab: Vec<&Plan> = plans
+/// `GET /pricing/continue?planId=…&provider=…`: after sign-up or sign-in, the purchase the
+/// buyer started, with one button that posts it (with the CSRF token) to `/pricing/buy`.
+pub(crate) async fn resume<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
+    state: Arc<PageState<S, C, I, H>>,
+    v: Visitor,
+    _request: Request,
+) -> PageResult {
+    require_user(&v)?;
+    let plan_id = v.query("planId").unwrap_or_default();
+    let provider = v.query("provider").unwrap_or_default();
+    let plans = listed_plans(&state, &v).await?;
+    let chosen = plans
         .iter()
         .map(|p| &p.plan)
-        .filter(|p| Tab::of(p.plan_type()) == tab)
-        .collect();
-    html! {
-        @if in_tab.is_empty() {
-            div.empty-state { p { (v.t("pricing.empty")) } }
-        } @else {
-            div.plan-grid {
-                @for plan in in_tab {
-                    (plan_card(v, plan, tab, development))
-                }
-            }
-        }
-    }
+        .find(|p| p.id().as_str() == plan_id && p.provider().as_str() == provider);
+    let Some(plan) = chosen else {
+        let actions = html! { a.btn.btn-primary href="/pricing" { (v.t("pricing.back")) } };
+        let title = v.t("pricing.unavailable_title");
+        let body = message_panel(title, v.t("pricing.unavailable_text"), actions);
+        return Ok(layout::page(
+            &v,
+            StatusCode::NOT_FOUND,
+            title,
+            Nav::Pricing,
+            body,
+        ));
+    };
+    let development = state.service.config().environment == domain::AppEnvironment::Development;
+    let body = cards::resume_panel(&v, plan, development);
+    Ok(layout::page(
+        &v,
+        StatusCode::OK,
+        v.t("pricing.continue_title"),
+        Nav::Pricing,
+        body,
+    ))
 }
 
-fn plan_card(v: &Visitor, plan: &Plan, tab: Tab, development: bool) -> Markup {
-    let text = plan.text_for(&v.lang.locale());
-    let recommended = plan.prominence() == Prominence::Recommended;
-    html! {
-        article.plan-card.is-recommended[recommended] id={"plan-" (plan.id())}
-            data-plan-id=(plan.id()) {
-            @if recommended {
-                span.badge.badge-primary.plan-ribbon { (v.t("pricing.recommended")) }
-            }
-            header.plan-head {
-                h2.plan-name { (text.name) }
-                p.plan-provider { (v.t(provider_key(plan.provider()))) }
-            }
-            @if !text.description.is_empty() {
-                p.plan-description { (text.description) }
-            }
-            (price_block(v, plan, &text.duration))
-            @if let (Some(dev), true) = (plan.development_price(), development) {
-                p.dev-price {
-                    (v.tf("pricing.development_price", &[("price", &format::money(dev, v.lang))]))
-                }
-            }
-            @if !text.features.is_empty() {
-                ul.features {
-                    @for feature in &text.features {
-                        li { (PreEscaped(render_inline(feature))) }
-                    }
-                }
-            }
-            div.plan-action { (buy_action(v, plan, tab)) }
-        }
-    }
+/// Where a signed-out buyer's Buy goes: sign in (or sign up), then continue with this plan and
+/// provider.
+pub(crate) fn continue_link(plan: &Plan) -> String {
+    let pairs = [
+        ("planId".to_owned(), plan.id().as_str().to_owned()),
+        ("provider".to_owned(), plan.provider().as_str().to_owned()),
+    ];
+    sign_in_then(&with_query("/pricing/continue", pairs.iter()))
 }
 
-fn price_block(v: &Visitor, plan: &Plan, duration_label: &str) -> Markup {
-    html! {
-        div.price {
-            @if let Some(original) = plan.original_price() {
-                del.price-was data-testid="original-price" {
-                    span.sr-only { (v.t("pricing.original_price")) " " }
-                    (format::money(original, v.lang))
-                }
-            }
-            span.price-now data-testid="price" { (format::money(plan.price(), v.lang)) }
-            @if !duration_label.is_empty() {
-                span.price-period { "/ " (duration_label) }
-            }
-        }
-        @if let Some(credits) = plan.credits() {
-            p.plan-credits { (credits_line(v, plan, credits, duration_label)) }
-        }
-    }
-}
-
-/// "1,000 credits", or for a subscription "Includes 1,000 credits every month".
-fn credits_line(v: &Visitor, plan: &Plan, credits: Credits, duration_label: &str) -> String {
-    let amount = format::credits(credits);
-    match (plan.plan_type(), duration_label.is_empty()) {
-        (PlanType::Recurring, false) => v.tf(
-            "pricing.credits_per_duration",
-            &[("amount", &amount), ("duration", duration_label)],
-        ),
-        (PlanType::Recurring, true) => v.tf("pricing.credits_per_period", &[("amount", &amount)]),
-        _ => v.tf("credits.amount", &[("amount", &amount)]),
-    }
-}
-
-fn buy_action(v: &Visitor, plan: &Plan, tab: Tab) -> Markup {
-    let label = match plan.plan_type() {
+/// The label of the Buy button for a plan type.
+pub(crate) const fn buy_label_key(plan_type: PlanType) -> &'static str {
+    match plan_type {
         PlanType::Recurring => "pricing.subscribe",
         PlanType::OneTime => "pricing.buy",
         PlanType::Credits => "pricing.buy_credits",
-    };
-    let variant = if plan.prominence() == Prominence::Recommended {
-        "btn-primary"
-    } else {
-        "btn-secondary"
-    };
+    }
+}
+
+/// The hidden fields and CSRF token of a Buy form for `plan`.
+pub(crate) fn buy_fields(v: &Visitor, plan: &Plan) -> Markup {
     html! {
-        @if v.user.is_some() {
-            form method="post" action="/pricing/buy" data-busy {
-                (csrf_field(v))
-                input type="hidden" name="planId" value=(plan.id());
-                input type="hidden" name="provider" value=(plan.provider().as_str());
-                button.btn.btn-block.(variant) type="submit" data-testid="buy" { (v.t(label)) }
-            }
-        } @else {
-            a.btn.btn-block.(variant) data-testid="buy"
-                href=(sign_in_then(&format!("/pricing?tab={}#plan-{}", tab.slug(), plan.id()))) {
-                (v.t(label))
-            }
-            p.sign-in-note { (v.t("pricing.sign_in_to_buy")) }
-        }
+        (csrf_field(v))
+        input type="hidden" name="planId" value=(plan.id());
+        input type="hidden" name="provider" value=(plan.provider().as_str());
     }
 }
 

@@ -117,7 +117,7 @@ pub(crate) fn config(mode: PricingMode) -> ServiceConfig {
         environment: AppEnvironment::Production,
         catalog: catalog(),
         consumption: rules(),
-        base_url: "http://tally.test".into(),
+        callbacks: application::testing::fixtures::callback_urls("http://tally.test"),
         order_lifetime_ms: 3_600_000,
         session_lifetime_ms: 86_400_000,
         reservation_lifetime_ms: 600_000,
@@ -226,7 +226,7 @@ impl App {
         headers.insert(FAKE_SIGNATURE_HEADER.to_owned(), signature);
         self.service
             .handle_webhook(
-                provider.as_str(),
+                Some(provider),
                 WebhookRequest {
                     headers,
                     body: b"{}".to_vec(),

@@ -319,7 +319,9 @@ async fn buying_while_signed_out_goes_to_sign_in_and_back() {
     let app = App::new(PricingMode::Static);
     let page = app.browser().get("/pricing?tab=credits").await;
     assert!(
-        page.body
-            .contains("href=\"/signin?next=%2Fpricing%3Ftab%3Dcredits%23plan-credits-100\"")
+        page.body.contains(
+            "href=\"/signin?next=%2Fpricing%2Fcontinue%3FplanId%3Dcredits-100%26provider%3Dcard_gateway\""
+        ),
+        "Buy comes back to continue that purchase (issue 19)"
     );
 }

@@ -116,12 +116,37 @@ async fn payment_success_waits_for_the_webhook_then_shows_the_new_balance() {
     .await;
     let done = browser.get(&success).await;
     assert!(done.body.contains("Payment successful"));
-    assert!(done.body.contains("100 credits were added"));
-    assert!(done.body.contains("data-testid=\"balance\">100</strong>"));
+    assert!(done.body.contains("100.00 credits were added"));
+    assert!(
+        done.body
+            .contains("data-testid=\"balance\">100.00</strong>")
+    );
     let credits = browser.get("/dashboard?tab=credits").await;
-    assert!(credits.body.contains("data-testid=\"credit-balance\">100<"));
+    assert!(
+        credits
+            .body
+            .contains("data-testid=\"credit-balance\">100.00<")
+    );
     assert!(credits.body.contains("Credits purchased"));
-    assert!(credits.body.contains("+100"));
+    assert!(credits.body.contains("+100.00"));
+    assert!(
+        credits
+            .body
+            .contains("data-testid=\"transaction-plan\">credits-100 name<"),
+        "a purchase is named by its plan"
+    );
+    assert!(
+        credits.body.contains("<time datetime=\""),
+        "times are <time> elements"
+    );
+    assert!(
+        credits.body.contains(" UTC</time>"),
+        "in UTC until the script runs"
+    );
+    assert!(
+        credits.body.contains("data-label=\"Balance"),
+        "stacked-row labels"
+    );
     let chinese = browser.get("/dashboard?tab=credits&lang=zh-CN").await;
     assert!(chinese.body.contains("购买积分"));
     assert!(chinese.body.contains("积分状态"));
@@ -145,7 +170,7 @@ async fn payment_success_captures_an_approved_payment_at_once() {
     let success = format!("/payment-success?orderId={order}&token=5O190127TN364715T&PayerID=X");
     let done = browser.get(&success).await;
     assert!(done.body.contains("Payment successful"), "{}", done.body);
-    assert!(done.body.contains("100 credits were added"));
+    assert!(done.body.contains("100.00 credits were added"));
     let captures = fake.captures();
     assert_eq!(captures.len(), 1);
     assert_eq!(captures[0].order_id, id);
@@ -252,6 +277,17 @@ async fn a_subscription_is_shown_and_cancelled_at_period_end_from_the_dashboard(
             .contains("data-testid=\"cancel-subscription\"")
     );
     assert!(dashboard.body.contains("data-testid=\"orders\""));
+    assert!(
+        dashboard.body.contains("<time datetime=\""),
+        "dates are <time> elements"
+    );
+    let credits = browser.get("/dashboard?tab=credits").await;
+    assert!(
+        credits
+            .body
+            .contains("data-testid=\"transaction-plan\">pro-monthly name<"),
+        "a subscription's grant is named by its plan"
+    );
     let id_marker = "name=\"subscriptionId\" value=\"";
     let start = dashboard.body.find(id_marker).unwrap() + id_marker.len();
     let subscription_id =

@@ -5,7 +5,7 @@
 
 use domain::{
     EventOutcome, KeptRefund, Money, OrderRefundDecision, PlanType, RefundForm, RefundMismatch,
-    RefundStep, Subscription, Transition, check_refund, decide_order_refund, refund_step,
+    RefundStep, Subscription, Transition, UserId, check_refund, decide_order_refund, refund_step,
 };
 
 use super::{
@@ -70,7 +70,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let order = &record.order;
         let target = RefundTarget::Order(order.id().clone());
         let price = order.plan().price;
-        let (new, all) = match self.fresh_report(r, &target, report, price).await? {
+        let user = order.user_id();
+        let (new, all) = match self.fresh_report(r, &target, report, price, user).await? {
             NewReport::Fresh { record, all } => (record, all),
             NewReport::Refused(decision) => return Ok(decision),
         };
@@ -115,7 +116,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         report: &RefundReport,
     ) -> Result<Decision, HandleWebhookError> {
         let target = RefundTarget::Charge(charge_key(charge));
-        let (new, all) = match self.fresh_report(r, &target, report, charge.amount).await? {
+        let paid = charge.amount;
+        let user = &charge.user_id;
+        let (new, all) = match self.fresh_report(r, &target, report, paid, user).await? {
             NewReport::Fresh { record, all } => (record, all),
             NewReport::Refused(decision) => return Ok(decision),
         };
@@ -222,13 +225,16 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             Some(id) => self.find_subscription(r, id).await?,
             None => None,
         };
-        let Some(price) = subscription.as_ref().and_then(sold_price) else {
+        let Some((price, user)) = subscription
+            .as_ref()
+            .and_then(|s| Some((sold_price(s)?, s.user_id())))
+        else {
             return Ok(unknown_subscription(
                 provider_subscription_id.unwrap_or(charge_ref),
             ));
         };
         let target = RefundTarget::Charge(charge_ref.to_owned());
-        let new = match self.fresh_report(r, &target, report, price).await? {
+        let new = match self.fresh_report(r, &target, report, price, user).await? {
             NewReport::Fresh { record, .. } => record,
             NewReport::Refused(decision) => return Ok(decision),
         };
@@ -259,10 +265,11 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         target: &RefundTarget,
         report: &RefundReport,
         paid: Money,
+        user: &UserId,
     ) -> Result<NewReport, HandleWebhookError> {
         let new = match kept(r, target, report, paid) {
             Ok(new) => new,
-            Err(mismatch) => return Ok(NewReport::Refused(refund_mismatch(&mismatch))),
+            Err(mismatch) => return Ok(NewReport::Refused(refund_mismatch(&mismatch, user))),
         };
         let earlier = self.store.refunds_of(r.provider, target).await?;
         if earlier.iter().any(|k| k.key == new.key) {
@@ -291,9 +298,11 @@ fn charge_key(charge: &SubscriptionCharge) -> String {
     })
 }
 
-/// A verified refund report that cannot be of the payment it names: recorded, nothing changes.
-fn refund_mismatch(mismatch: &RefundMismatch) -> Decision {
-    Decision::Record(EventOutcome::Mismatch, Some(mismatch.to_string()))
+/// A verified refund report that cannot be of the payment it names: recorded (told with the
+/// user whose payment it names), nothing changes.
+fn refund_mismatch(mismatch: &RefundMismatch, user: &UserId) -> Decision {
+    let detail = Some(mismatch.to_string());
+    Decision::RecordFor(EventOutcome::Mismatch, detail, user.clone())
 }
 
 /// The report as kept against `target` of a payment of `paid`, or why it cannot be of that

@@ -4,10 +4,10 @@ use domain::{Locale, ProviderId};
 
 use super::harness::*;
 use crate::accounts::{Role, Scope};
-use crate::use_cases::accounts::{AccountsError, Principal};
 use crate::use_cases::initiate_payment::{InitiatePayment, InitiatePaymentError};
 use crate::use_cases::manage_plans::{ManagePlansError, PlanInput};
 use crate::use_cases::plans::{Audience, PricingMode, list_plans};
+use crate::use_cases::sessions::{AccountsError, Principal};
 
 #[tokio::test]
 async fn register_sign_in_authenticate_and_sign_out() {

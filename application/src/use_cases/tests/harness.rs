@@ -118,7 +118,7 @@ impl Harness {
         headers.insert(FAKE_SIGNATURE_HEADER.to_owned(), signature);
         self.service
             .handle_webhook(
-                provider.as_str(),
+                Some(provider),
                 WebhookRequest {
                     headers,
                     body: b"{}".to_vec(),

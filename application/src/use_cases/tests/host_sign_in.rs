@@ -11,7 +11,7 @@ use crate::accounts::Role;
 use crate::ports::{Gateways, HostIdentity, HostTokenVerifier};
 use crate::service::Service;
 use crate::testing::{FixedClock, InMemoryStore, PlainHasher, SequentialIds};
-use crate::use_cases::accounts::{AccountsError, Principal};
+use crate::use_cases::sessions::{AccountsError, Principal};
 
 /// Accepts `host|<issuer>|<subject>|<user or admin>`.
 struct FakeVerifier;

@@ -130,9 +130,16 @@ async fn every_webhook_ending_is_counted_under_its_provider() {
         headers: Default::default(),
         body: b"{}".to_vec(),
     };
-    let refused = h.service.handle_webhook("card_gateway", unsigned.clone());
+    let refused = h
+        .service
+        .handle_webhook(Some(domain::ProviderId::CardGateway), unsigned.clone());
     assert!(refused.await.is_err());
-    assert!(h.service.handle_webhook("nope", unsigned).await.is_err());
+    assert!(
+        h.service
+            .handle_webhook("nope".parse().ok(), unsigned)
+            .await
+            .is_err()
+    );
     assert_eq!(
         recording.take(),
         [

@@ -270,6 +270,20 @@ async fn refunds_in_another_currency_or_above_the_payment_change_nothing() {
         assert_eq!(outcome, "mismatch");
     }
     assert_eq!(balance(&h, &user).await, 10_000);
+    // Each is recorded naming the subscriber, whose `payment.mismatch` then carries the user.
+    let recorded: Vec<_> = h
+        .service
+        .store()
+        .inbox()
+        .into_iter()
+        .filter(|e| e.outcome == domain::EventOutcome::Mismatch)
+        .collect();
+    assert_eq!(recorded.len(), 3);
+    assert!(
+        recorded
+            .iter()
+            .all(|e| e.user_id.as_ref() == Some(&user.id))
+    );
 }
 
 #[tokio::test]
@@ -515,6 +529,7 @@ async fn a_refund_kept_while_its_renewal_landed_is_applied_by_the_reconciler_onc
             outcome: domain::EventOutcome::RefundKept,
             detail: None,
             received_at: at(40),
+            user_id: None,
         },
         order: None,
         subscription: None,

@@ -50,7 +50,7 @@ async fn a_paid_credits_order_grants_its_credits_exactly_once() {
         .deliver(ProviderId::CardGateway, "evt_1", vec![paid(&id, usd(1000))])
         .await
         .unwrap();
-    assert_eq!(first.ack.status, 200);
+    assert_eq!(first.ack.verdict, crate::ports::AckVerdict::Accepted);
     assert_eq!(first.outcomes(), vec!["applied".to_owned()]);
     assert_eq!(first.order_statuses, vec!["paid"]);
     assert_eq!(first.credits_granted, credits(100));
@@ -82,7 +82,7 @@ async fn a_refused_signature_changes_nothing() {
     let err = h
         .service
         .handle_webhook(
-            "card_gateway",
+            Some(domain::ProviderId::CardGateway),
             WebhookRequest {
                 headers,
                 body: b"{}".to_vec(),
@@ -93,12 +93,12 @@ async fn a_refused_signature_changes_nothing() {
     let HandleWebhookError::Rejected { ack, .. } = err else {
         panic!("{err:?}")
     };
-    assert_eq!(ack.status, 400);
+    assert_eq!(ack.verdict, crate::ports::AckVerdict::Refused);
     assert!(h.service.store().inbox().is_empty());
     assert!(matches!(
         h.service
             .handle_webhook(
-                "paypal",
+                "paypal".parse().ok(),
                 WebhookRequest {
                     headers: Default::default(),
                     body: vec![]
@@ -349,14 +349,14 @@ async fn a_validly_signed_event_for_another_merchant_is_acknowledged_recorded_an
     };
     let handled = h
         .service
-        .handle_webhook("card_gateway", request.clone())
+        .handle_webhook(Some(domain::ProviderId::CardGateway), request.clone())
         .await
         .unwrap();
     assert_eq!(handled.outcomes(), ["foreign_merchant"]);
-    assert_eq!(handled.ack.status, 200);
+    assert_eq!(handled.ack.verdict, crate::ports::AckVerdict::Accepted);
     let again = h
         .service
-        .handle_webhook("card_gateway", request)
+        .handle_webhook(Some(domain::ProviderId::CardGateway), request)
         .await
         .unwrap();
     assert_eq!(again.outcomes(), ["duplicate"]);

@@ -18,6 +18,10 @@ export async function applyEvent(event: AnyTallyEvent): Promise<void> {
     case "subscription.ended":
       plans.delete(event.data.subscription.planId);
       break;
+    case "entitlements.changed":
+      // The whole map as it is now (also when one-time access ran out): replace, do not merge.
+      db.entitlements.set(appUserId, event.data.entitlements);
+      break;
     case "credits.granted":
       db.notices.push(`${appUserId}: +${event.data.transaction.amount} credits`);
       break;

@@ -2,6 +2,7 @@
 export const db = {
   handledEvents: new Set<string>(),
   plans: new Map<string, Set<string>>(), // your user id → plans they hold
+  entitlements: new Map<string, Readonly<Record<string, true | number>>>(), // your user id → what they may use
   notices: [] as string[],
   eventCursor: undefined as string | undefined, // where the feed resumes
 

@@ -353,6 +353,12 @@ impl Browser {
         self.command("POST", "/execute/sync", Some(body)).await
     }
 
+    /// Send Chrome DevTools command `cmd` with `params` (through ChromeDriver); its result.
+    pub async fn devtools(&self, cmd: &str, params: Value) -> Value {
+        let body = json!({ "cmd": cmd, "params": params });
+        self.command("POST", "/goog/cdp/execute", Some(body)).await
+    }
+
     /// Save a PNG of the page (the whole page on the desktop viewport) under
     /// `target/browser-screenshots/<name>.png`; its path.
     pub async fn screenshot(&self, name: &str, viewport: Viewport) -> std::path::PathBuf {

@@ -70,6 +70,7 @@ impl PlanForm {
             draft.duration_type.clone().unwrap_or_default(),
         );
         put("currency", draft.currency.clone().unwrap_or_default());
+        put("group", draft.group.clone().unwrap_or_default());
         put("amount", decimal_text(draft.amount));
         put("originalAmount", decimal_text(draft.original_amount));
         put("developmentAmount", decimal_text(draft.development_amount));
@@ -214,6 +215,7 @@ impl PlanForm {
             currency: optional("currency"),
             recommended: self.checked("recommended"),
             hidden: self.checked("hidden"),
+            group: optional("group"),
             months,
             duration_type: optional("duration.type"),
             credits,
@@ -482,6 +484,7 @@ fn basics(f: &Fields<'_>, editing: bool) -> Markup {
                 }
                 (f.select("duration.type", "admin.field_type", &types))
                 (f.select("provider", "admin.field_provider", &providers))
+                (f.input("group", "admin.field_group", Input::Text, Some("admin.hint_group")))
             }
         }
     }
@@ -532,6 +535,7 @@ fn field_label(v: &Visitor, field: &str) -> String {
         "id" => "admin.field_id",
         "duration.type" => "admin.field_type",
         "provider" => "admin.field_provider",
+        "group" => "admin.field_group",
         "currency" => "admin.field_currency",
         "amount" => "admin.field_amount",
         "originalAmount" => "admin.field_original_amount",

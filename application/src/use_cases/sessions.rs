@@ -1,4 +1,6 @@
-//! Accounts: register, sign in, sign out, and who is calling (session, API key or host token).
+//! Sessions: register, sign in, sign out, and who is calling (session, API key or host token).
+//! The account types these use cases work on (users, roles, API keys, scopes) are in
+//! [`crate::accounts`]; this file holds the use cases, hence the different name.
 
 use domain::UserId;
 
@@ -122,6 +124,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// Bad input, a taken address, infrastructure.
+    #[tracing::instrument(skip_all)]
     pub async fn register(
         &self,
         email: &str,
@@ -145,6 +148,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// [`AccountsError::WrongCredentials`] for any mismatch.
+    #[tracing::instrument(skip_all)]
     pub async fn sign_in(&self, email: &str, password: String) -> Result<SignedIn, AccountsError> {
         let (Ok(email), Ok(password)) = (Email::parse(email), Password::parse(password)) else {
             return Err(AccountsError::WrongCredentials);
@@ -187,6 +191,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// [`AccountsError::Unauthenticated`] when nothing matches.
+    #[tracing::instrument(skip_all)]
     pub async fn authenticate(&self, token: &str) -> Result<Principal, AccountsError> {
         if token.is_empty() || token.len() > 4096 {
             return Err(AccountsError::Unauthenticated);

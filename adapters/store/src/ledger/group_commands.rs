@@ -9,8 +9,9 @@ use application::ports::{
 };
 use sea_orm::{DatabaseConnection, DatabaseTransaction};
 
-use super::{Spent, batch, grants, reservations, spend};
+use super::{Spent, consume_many, grants, reservations, spend};
 use crate::group_commit::{GroupedCommand, Job, Unlocked};
+use crate::opt_in::Wanted;
 use crate::retry::Fail;
 
 /// What a consume decides.
@@ -29,7 +30,7 @@ pub(crate) enum LedgerCommand {
 }
 
 impl GroupedCommand for LedgerCommand {
-    type Known = batch::Known;
+    type Known = consume_many::Known;
 
     fn user(&self) -> &str {
         match self {
@@ -42,11 +43,12 @@ impl GroupedCommand for LedgerCommand {
     async fn run(&mut self, tx: &DatabaseTransaction) -> bool {
         match self {
             LedgerCommand::Consume(job) => {
-                let body = spend::consume(tx, &job.command).await;
+                // Grouped only while no endpoint opted in to consumption events.
+                let body = spend::consume(tx, &job.command, Wanted::NONE).await;
                 job.settle(body)
             }
             LedgerCommand::Reserve(job) => {
-                let body = reservations::reserve(tx, &job.command).await;
+                let body = reservations::reserve(tx, &job.command, Wanted::NONE).await;
                 job.settle(body)
             }
             LedgerCommand::Grant(job) => {
@@ -65,7 +67,7 @@ impl GroupedCommand for LedgerCommand {
             return false;
         };
         let commands: Vec<&ConsumeCommand> = jobs.iter().map(|job| &job.command).collect();
-        match batch::consume_many(tx, &commands).await {
+        match consume_many::consume_many(tx, &commands).await {
             Ok(outcomes) => settle_all(&mut jobs, outcomes),
             Err(why) => {
                 tracing::debug!(error = ?why, "a batch of consumptions runs alone");
@@ -80,17 +82,17 @@ impl GroupedCommand for LedgerCommand {
     async fn run_batch_unlocked(
         batch: &mut [Self],
         db: &DatabaseConnection,
-        known: &mut batch::Known,
+        known: &mut consume_many::Known,
     ) -> Unlocked {
         let Some(mut jobs) = consume_jobs(batch) else {
             return Unlocked::NotWritten;
         };
         let commands: Vec<&ConsumeCommand> = jobs.iter().map(|job| &job.command).collect();
-        match batch::consume_many_unlocked(db, &commands, known).await {
+        match consume_many::consume_many_unlocked(db, &commands, known).await {
             Ok((outcomes, source)) => {
                 settle_all(&mut jobs, outcomes);
                 Unlocked::Written {
-                    from_memory: source == batch::Source::Known,
+                    from_memory: source == consume_many::Source::Known,
                 }
             }
             Err(why) => {
@@ -100,7 +102,7 @@ impl GroupedCommand for LedgerCommand {
         }
     }
 
-    fn forget(known: &mut batch::Known, group: &[Self]) {
+    fn forget(known: &mut consume_many::Known, group: &[Self]) {
         known.forget(group.iter().map(GroupedCommand::user));
     }
 
@@ -143,7 +145,7 @@ fn consume_jobs(batch: &mut [LedgerCommand]) -> Option<Vec<&mut Job<ConsumeComma
 /// Keep each job's outcome; the batch's writes are kept.
 fn settle_all(
     jobs: &mut [&mut Job<ConsumeCommand, Consumed>],
-    outcomes: Vec<batch::Decided>,
+    outcomes: Vec<consume_many::Decided>,
 ) -> bool {
     for (job, outcome) in jobs.iter_mut().zip(outcomes) {
         job.settle(outcome);

@@ -1,0 +1,342 @@
+//! The admin console's endpoints (issue 18): `GET /api/admin/users` (search), `GET
+//! /api/admin/users/{id}` (overview), `GET /api/admin/users/{id}/transactions` and `GET
+//! /api/admin/orders` (JSON pages or streamed CSV), `GET /api/admin/audit`, and `POST
+//! /api/admin/subscriptions/{id}/cancel`. Administrators only: anyone else gets a 403 problem.
+
+use std::sync::Arc;
+
+use application::ports::{Clock, IdGenerator, OrderFilter, SecretHasher, Store};
+use application::use_cases::admin_console::PageAfter;
+use domain::{ProviderId, UserId};
+use poem::Request;
+use poem_openapi::OpenApi;
+use poem_openapi::param::{Path, Query};
+use poem_openapi::payload::Json;
+
+use crate::AppState;
+use crate::admin_customers::{
+    AdminCancelResponse, AdminOrderPage, AdminOrderView, AdminOrdersResponse, AdminTransactionPage,
+    AdminTransactionView, AuditEntryView, AuditPage, AuditResponse, CancelWhen,
+    CustomerOverviewView, CustomerPage, CustomerResponse, CustomerTransactionsResponse,
+    CustomerView, CustomersResponse, ORDER_CSV, PaymentTotalView, TRANSACTION_CSV, cancel_problem,
+    cancel_when, list_problem, map_page, order_cells, transaction_cells,
+};
+use crate::admin_export::{Exported, csv_body, wants_csv};
+use crate::auth::Credential;
+use crate::credits::StatusView;
+use crate::dto::SubscriptionView;
+use crate::entitlements::EntitlementGrantView;
+use crate::i18n::text_language;
+use crate::problem::{Code, Problem};
+
+/// The admin console's endpoints.
+pub(crate) struct AdminConsoleApi<S, C, I, H> {
+    state: Arc<AppState<S, C, I, H>>,
+}
+
+impl<S, C, I, H> AdminConsoleApi<S, C, I, H> {
+    pub(crate) fn new(state: Arc<AppState<S, C, I, H>>) -> Self {
+        Self { state }
+    }
+}
+
+/// Tags of the admin console's endpoints.
+#[derive(poem_openapi::Tags)]
+enum Tag {
+    /// Customers, orders, ledgers and the audit log (administrators only).
+    AdminConsole,
+}
+
+/// A page request from query parameters.
+pub(crate) fn page_after(
+    cursor: Option<String>,
+    limit: Option<String>,
+) -> Result<PageAfter, Problem> {
+    let limit = limit
+        .map(|l| {
+            l.trim()
+                .parse::<i64>()
+                .map_err(|_| Problem::new(Code::InvalidPagination, "limit must be an integer"))
+        })
+        .transpose()?;
+    Ok(PageAfter { cursor, limit })
+}
+
+/// The order filter from query parameters.
+fn order_filter(
+    status: Option<String>,
+    provider: Option<String>,
+    user_id: Option<String>,
+) -> Result<OrderFilter, Problem> {
+    let provider = provider
+        .map(|p| {
+            p.parse::<ProviderId>()
+                .map_err(|e| Problem::new(Code::UnknownProvider, e.to_string()))
+        })
+        .transpose()?;
+    let user_id = user_id
+        .map(|u| UserId::new(u).map_err(|e| Problem::invalid_field("userId", e.to_string())))
+        .transpose()?;
+    Ok(OrderFilter {
+        status: status.map(|s| s.trim().to_owned()),
+        provider,
+        user_id,
+    })
+}
+
+#[OpenApi(tag = "Tag::AdminConsole")]
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminConsoleApi<S, C, I, H> {
+    /// Find customers: with `query`, those whose e-mail starts with it (case-insensitive) or,
+    /// from six characters, whose id does, by e-mail; without, every customer, newest first.
+    #[oai(path = "/api/admin/users", method = "get")]
+    async fn customers(
+        &self,
+        credential: Credential,
+        /// The start of an e-mail or of an id.
+        query: Query<Option<String>>,
+        /// The `nextCursor` of the previous page.
+        cursor: Query<Option<String>>,
+        /// Page size, 1 to 100 (default 20).
+        limit: Query<Option<String>>,
+    ) -> CustomersResponse {
+        let result = async {
+            self.state.admin(&credential).await?;
+            let page = page_after(cursor.0, limit.0)?;
+            self.state
+                .service
+                .find_customers(query.0.as_deref(), &page)
+                .await
+                .map_err(list_problem)
+        };
+        match result.await {
+            Ok(page) => {
+                let (items, next_cursor) = map_page(&page, |u| CustomerView::from(u));
+                CustomersResponse::Ok(Json(CustomerPage { items, next_cursor }))
+            }
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// A customer's balance, subscriptions, one-time access, open reservations, entitlements
+    /// and totals paid and refunded per currency.
+    #[oai(path = "/api/admin/users/:id", method = "get")]
+    async fn customer(&self, credential: Credential, id: Path<String>) -> CustomerResponse {
+        let result = async {
+            self.state.admin(&credential).await?;
+            self.state
+                .service
+                .customer_overview(&id.0)
+                .await
+                .map_err(list_problem)
+        };
+        match result.await {
+            Ok(o) => {
+                let now = self.state.service.clock().now();
+                CustomerResponse::Ok(Json(CustomerOverviewView {
+                    user: CustomerView::from(&o.user),
+                    status: StatusView::new(&o.status, now, &o.entitlements.entitlements),
+                    entitlement_grants: o
+                        .entitlements
+                        .grants
+                        .iter()
+                        .map(EntitlementGrantView::from)
+                        .collect(),
+                    totals: o.totals.iter().map(PaymentTotalView::from).collect(),
+                }))
+            }
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// A customer's ledger, newest first; `?format=csv` or `Accept: text/csv` streams all of it
+    /// as CSV.
+    #[oai(path = "/api/admin/users/:id/transactions", method = "get")]
+    #[allow(clippy::too_many_arguments)] // reason: one parameter per query parameter of the endpoint
+    async fn customer_transactions(
+        &self,
+        credential: Credential,
+        id: Path<String>,
+        /// The `nextCursor` of the previous page (CSV: where the export starts).
+        cursor: Query<Option<String>>,
+        /// Page size, 1 to 100 (default 20; CSV reads pages of 100).
+        limit: Query<Option<String>>,
+        /// `json` (default) or `csv`.
+        format: Query<Option<String>>,
+        /// Descriptions' language (`en` or `zh-CN`), else `Accept-Language`.
+        locale: Query<Option<String>>,
+        request: &Request,
+    ) -> Exported<CustomerTransactionsResponse> {
+        let result = async {
+            self.state.admin(&credential).await?;
+            let csv = wants_csv(format.0.as_deref(), request)
+                .map_err(|m| Problem::invalid_field("format", m))?;
+            let mut page = page_after(cursor.0, limit.0)?;
+            if csv {
+                page.limit = Some(i64::from(application::pagination::MAX_LIMIT));
+            }
+            let service = &self.state.service;
+            let first = service
+                .customer_transactions(&id.0, &page)
+                .await
+                .map_err(list_problem)?;
+            Ok::<_, Problem>((csv, first))
+        };
+        match result.await {
+            Ok((true, first)) => {
+                let state = self.state.clone();
+                let user = id.0.clone();
+                let fetch = move |after: PageAfter| {
+                    let state = state.clone();
+                    let user = user.clone();
+                    async move { state.service.customer_transactions(&user, &after).await }
+                };
+                Exported::Csv {
+                    body: csv_body(TRANSACTION_CSV, first, transaction_cells, fetch),
+                    filename: "transactions.csv",
+                }
+            }
+            Ok((false, page)) => {
+                let language = text_language(locale.0.as_deref(), request);
+                let (items, next_cursor) =
+                    map_page(&page, |t| AdminTransactionView::new(t, language));
+                Exported::Json(CustomerTransactionsResponse::Ok(Json(
+                    AdminTransactionPage { items, next_cursor },
+                )))
+            }
+            Err(problem) => Exported::Json(problem.into()),
+        }
+    }
+
+    /// Every order, newest first, filtered by status, provider and buyer; `?format=csv` or
+    /// `Accept: text/csv` streams all of them as CSV.
+    #[oai(path = "/api/admin/orders", method = "get")]
+    #[allow(clippy::too_many_arguments)] // reason: one parameter per query parameter of the endpoint
+    async fn orders(
+        &self,
+        credential: Credential,
+        /// Only orders in this status (`pending`, `paid`, `refunded`, …).
+        status: Query<Option<String>>,
+        /// Only this provider's.
+        provider: Query<Option<String>>,
+        /// Only this user's.
+        #[oai(name = "userId")]
+        user_id: Query<Option<String>>,
+        /// The `nextCursor` of the previous page (CSV: where the export starts).
+        cursor: Query<Option<String>>,
+        /// Page size, 1 to 100 (default 20; CSV reads pages of 100).
+        limit: Query<Option<String>>,
+        /// `json` (default) or `csv`.
+        format: Query<Option<String>>,
+        request: &Request,
+    ) -> Exported<AdminOrdersResponse> {
+        let result = async {
+            self.state.admin(&credential).await?;
+            let csv = wants_csv(format.0.as_deref(), request)
+                .map_err(|m| Problem::invalid_field("format", m))?;
+            let filter = order_filter(status.0, provider.0, user_id.0)?;
+            let mut page = page_after(cursor.0, limit.0)?;
+            if csv {
+                page.limit = Some(i64::from(application::pagination::MAX_LIMIT));
+            }
+            let first = self
+                .state
+                .service
+                .admin_orders(&filter, &page)
+                .await
+                .map_err(list_problem)?;
+            Ok::<_, Problem>((csv, filter, first))
+        };
+        match result.await {
+            Ok((true, filter, first)) => {
+                let state = self.state.clone();
+                let fetch = move |after: PageAfter| {
+                    let state = state.clone();
+                    let filter = filter.clone();
+                    async move { state.service.admin_orders(&filter, &after).await }
+                };
+                Exported::Csv {
+                    body: csv_body(ORDER_CSV, first, order_cells, fetch),
+                    filename: "orders.csv",
+                }
+            }
+            Ok((false, _, page)) => {
+                let (items, next_cursor) = map_page(&page, |r| AdminOrderView::from(r));
+                Exported::Json(AdminOrdersResponse::Ok(Json(AdminOrderPage {
+                    items,
+                    next_cursor,
+                })))
+            }
+            Err(problem) => Exported::Json(problem.into()),
+        }
+    }
+
+    /// What administrators did, newest first.
+    #[oai(path = "/api/admin/audit", method = "get")]
+    async fn audit(
+        &self,
+        credential: Credential,
+        /// The `nextCursor` of the previous page.
+        cursor: Query<Option<String>>,
+        /// Page size, 1 to 100 (default 20).
+        limit: Query<Option<String>>,
+    ) -> AuditResponse {
+        let result = async {
+            self.state.admin(&credential).await?;
+            let page = page_after(cursor.0, limit.0)?;
+            self.state
+                .service
+                .audit_log(&page)
+                .await
+                .map_err(list_problem)
+        };
+        match result.await {
+            Ok(page) => {
+                let (items, next_cursor) = map_page(&page, |e| AuditEntryView::from(e));
+                AuditResponse::Ok(Json(AuditPage { items, next_cursor }))
+            }
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// Cancel a customer's subscription through its provider: at the end of its current
+    /// period (the default, as the subscriber's own cancel does), or now (`when: now`, where
+    /// the provider can end one at once; it ends when the provider's ended event arrives).
+    #[oai(path = "/api/admin/subscriptions/:id/cancel", method = "post")]
+    async fn cancel_subscription(
+        &self,
+        credential: Credential,
+        id: Path<String>,
+        // Read by hand: poem-openapi has no optional JSON body, and the body may be absent.
+        body: Vec<u8>,
+    ) -> AdminCancelResponse {
+        let when = cancel_when(&body);
+        let now = matches!(when, Ok(CancelWhen::Now));
+        let result = async {
+            let admin = self.state.admin(&credential).await?;
+            when?;
+            let service = &self.state.service;
+            if now {
+                service
+                    .cancel_subscription_now_for_customer(&admin, &id.0)
+                    .await
+            } else {
+                service
+                    .cancel_subscription_for_customer(&admin, &id.0)
+                    .await
+            }
+            .map_err(cancel_problem)
+        };
+        match result.await {
+            Ok(subscription) => {
+                let grace = self.state.service.config().past_due_grace_ms;
+                let view = SubscriptionView::new(&subscription, subscription.access(grace));
+                if now {
+                    AdminCancelResponse::Accepted(Json(view))
+                } else {
+                    AdminCancelResponse::Ok(Json(view))
+                }
+            }
+            Err(problem) => problem.into(),
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! A customer's actions, each in two steps: `POST …/confirm` shows what will happen and a
+//! Confirm button (the idempotency key is made here, once), `POST …/apply` does it and returns to
+//! the customer's page with a notice. Grants and debits, refunds and cancellations are the
+//! admin console's use cases; this module only reads the forms and renders.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use application::accounts::User;
+use application::ports::{Clock, IdGenerator, SecretHasher, Store};
+use application::use_cases::admin_console::{AdjustCredits, AdjustCreditsError, AdminCancelError};
+use application::use_cases::refund_order::{RefundOrder, RefundOrderError};
+use chrono::NaiveDate;
+use domain::{IdempotencyKey, Timestamp};
+use maud::{Markup, html};
+use poem::Request;
+use poem::http::StatusCode;
+use rust_decimal::Decimal;
+
+use super::PATH;
+use crate::layout::{self, Nav, csrf_field};
+use crate::pages::admin::{console, gate};
+use crate::state::{PageError, PageResult, PageState, Visitor, read_form, redirect};
+
+type Fields = BTreeMap<String, String>;
+
+fn field<'a>(fields: &'a Fields, name: &str) -> &'a str {
+    fields.get(name).map_or("", |v| v.trim())
+}
+
+/// `2026-12-31` as the end of that UTC day; `None` for an empty field.
+fn expiry(text: &str) -> Result<Option<Timestamp>, ()> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let date = NaiveDate::parse_from_str(text, "%Y-%m-%d").map_err(|_| ())?;
+    let end = date.and_hms_opt(23, 59, 59).ok_or(())?.and_utc();
+    Ok(Some(Timestamp::from_unix_millis(end.timestamp_millis())))
+}
+
+/// What the confirmation asks, and the fields the Confirm form carries on.
+fn question(v: &Visitor, fields: &Fields) -> Result<(String, Vec<&'static str>), PageError> {
+    Ok(match field(fields, "action") {
+        "credits" => {
+            let amount =
+                Decimal::from_str(field(fields, "amount")).map_err(|_| PageError::BadRequest)?;
+            let key = if amount.is_sign_negative() {
+                "console.confirm_debit"
+            } else {
+                "console.confirm_grant"
+            };
+            let text = v.tf(
+                key,
+                &[
+                    ("amount", &amount.abs().to_string()),
+                    ("reason", field(fields, "reason")),
+                ],
+            );
+            (text, vec!["amount", "reason", "expiresOn"])
+        }
+        "refund" => {
+            let text = v.tf(
+                "console.confirm_refund",
+                &[("order", field(fields, "orderId"))],
+            );
+            (text, vec!["orderId"])
+        }
+        "cancel" => {
+            let text = v.tf(
+                "console.confirm_cancel",
+                &[("subscription", field(fields, "subscriptionId"))],
+            );
+            (text, vec!["subscriptionId"])
+        }
+        "cancel_now" => {
+            let text = v.tf(
+                "console.confirm_cancel_now",
+                &[("subscription", field(fields, "subscriptionId"))],
+            );
+            (text, vec!["subscriptionId"])
+        }
+        _ => return Err(PageError::BadRequest),
+    })
+}
+
+/// `POST /admin/customers/{id}/confirm`: what the action will do, and Confirm.
+pub(crate) async fn confirm<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
+    state: Arc<PageState<S, C, I, H>>,
+    v: Visitor,
+    mut request: Request,
+) -> PageResult {
+    let fields: Fields = read_form(&v, &mut request).await?;
+    gate(&v)?;
+    let id = request.raw_path_param("id").unwrap_or_default().to_owned();
+    let key = state.service.ids().new_id("adm");
+    let (question, kept) = question(&v, &fields)?;
+    let body = html! {
+        (console::sections(&v, PATH))
+        section.card.section-card.confirm-card data-testid="confirm" {
+            h1 { (v.t("console.confirm_title")) }
+            p.lead { (question) }
+            form.stack method="post" action={(PATH) "/" (id) "/apply"} {
+                (csrf_field(&v))
+                input type="hidden" name="action" value=(field(&fields, "action"));
+                input type="hidden" name="key" value=(key);
+                @for name in kept {
+                    input type="hidden" name=(name) value=(field(&fields, name));
+                }
+                @if field(&fields, "action") == "refund" {
+                    div.field {
+                        label for="refund-reason" { (v.t("console.refund_reason")) }
+                        input #refund-reason type="text" name="reason" maxlength="200";
+                    }
+                }
+                div.form-actions {
+                    a.btn.btn-ghost href={(PATH) "/" (id)} { (v.t("console.confirm_back")) }
+                    button.btn.btn-primary type="submit" data-testid="confirm-action" {
+                        (v.t("console.confirm_do"))
+                    }
+                }
+            }
+        }
+    };
+    Ok(layout::page(
+        &v,
+        StatusCode::OK,
+        v.t("console.confirm_title"),
+        Nav::Admin,
+        body,
+    ))
+}
+
+/// `POST /admin/customers/{id}/apply`: do the confirmed action.
+pub(crate) async fn apply<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
+    state: Arc<PageState<S, C, I, H>>,
+    v: Visitor,
+    mut request: Request,
+) -> PageResult {
+    let fields: Fields = read_form(&v, &mut request).await?;
+    gate(&v)?;
+    let admin = v.user.clone().ok_or(PageError::Forbidden)?;
+    let id = request.raw_path_param("id").unwrap_or_default().to_owned();
+    let back = format!("{PATH}/{id}");
+    let service = &state.service;
+    let outcome: Result<&str, String> = match field(&fields, "action") {
+        "credits" => {
+            let amount =
+                Decimal::from_str(field(&fields, "amount")).map_err(|_| PageError::BadRequest)?;
+            let expires_at =
+                expiry(field(&fields, "expiresOn")).map_err(|()| PageError::BadRequest)?;
+            let idempotency_key =
+                IdempotencyKey::new(field(&fields, "key")).map_err(|_| PageError::BadRequest)?;
+            let request = AdjustCredits {
+                admin,
+                user_id: id.clone(),
+                amount,
+                reason: field(&fields, "reason").to_owned(),
+                expires_at,
+                idempotency_key,
+            };
+            match service.adjust_credits(&request).await {
+                Ok(_) if amount.is_sign_negative() => Ok("debited"),
+                Ok(_) => Ok("granted"),
+                Err(AdjustCreditsError::UserNotFound) => return Err(PageError::NotFound),
+                Err(AdjustCreditsError::Infra(e)) => return Err(e.into()),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+        "refund" => {
+            let request = RefundOrder {
+                order_id: field(&fields, "orderId").to_owned(),
+                amount: None,
+                reason: field(&fields, "reason").to_owned(),
+            };
+            match service.refund_order_by(&admin, &request).await {
+                Ok(_) => Ok("refunded"),
+                Err(RefundOrderError::NotFound) => return Err(PageError::NotFound),
+                Err(RefundOrderError::Infra(e)) => return Err(e.into()),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+        action @ ("cancel" | "cancel_now") => {
+            cancel(
+                &state,
+                &admin,
+                field(&fields, "subscriptionId"),
+                action == "cancel_now",
+            )
+            .await?
+        }
+        _ => return Err(PageError::BadRequest),
+    };
+    match outcome {
+        Ok(notice) => Ok(redirect(&format!("{back}?notice={notice}"))),
+        Err(reason) => Ok(refused(&v, &back, &reason)),
+    }
+}
+
+/// Cancel `subscription` at period end or (`now`) through the provider's immediate cancel: the
+/// notice, or why it was refused.
+async fn cancel<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
+    state: &PageState<S, C, I, H>,
+    admin: &User,
+    subscription: &str,
+    now: bool,
+) -> Result<Result<&'static str, String>, PageError> {
+    let service = &state.service;
+    let result = if now {
+        service
+            .cancel_subscription_now_for_customer(admin, subscription)
+            .await
+            .map(|_| "cancel_requested")
+    } else {
+        service
+            .cancel_subscription_for_customer(admin, subscription)
+            .await
+            .map(|_| "canceled")
+    };
+    match result {
+        Ok(notice) => Ok(Ok(notice)),
+        Err(AdminCancelError::NotFound) => Err(PageError::NotFound),
+        Err(e) => Ok(Err(e.to_string())),
+    }
+}
+
+fn refused(v: &Visitor, back: &str, reason: &str) -> poem::Response {
+    let body: Markup = html! {
+        (console::sections(v, PATH))
+        section.card.section-card data-testid="refused" {
+            h1 { (v.t("console.refused_title")) }
+            div.alert.alert-danger role="alert" { (reason) }
+            a.btn.btn-secondary href=(back) { (v.t("console.confirm_back")) }
+        }
+    };
+    layout::page(
+        v,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        v.t("console.refused_title"),
+        Nav::Admin,
+        body,
+    )
+}

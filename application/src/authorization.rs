@@ -1,0 +1,220 @@
+//! Who may do what: the decisions every use case applies to the [`Principal`] an adapter
+//! authenticated. The adapters only say which permission an action needs and turn a
+//! [`Denied`] into their own answer; the policy lives here, once.
+
+use domain::UserId;
+
+use crate::accounts::{ApiKey, Role, Scope, User};
+use crate::ports::{Clock, IdGenerator, SecretHasher, Store};
+use crate::service::Service;
+use crate::use_cases::InfraError;
+use crate::use_cases::sessions::Principal;
+
+/// What an action needs of its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Permission {
+    /// A signed-in user acting on their own account (not an API key).
+    OwnAccount,
+    /// A signed-in administrator.
+    Administer,
+    /// A service API key carrying the scope.
+    Service(Scope),
+    /// Reading the host events feed: administrators, and API keys with `events:read`.
+    ReadEvents,
+}
+
+/// Why a principal may not do what it asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Denied {
+    /// An API key where a signed-in user is needed.
+    #[error("signed-in users only, not API keys")]
+    UsersOnly,
+    /// A user who is not an administrator.
+    #[error("administrators only")]
+    AdministratorsOnly,
+    /// A user, or a key without the scope, where a key with the scope is needed.
+    #[error("an API key with scope {} is needed", .0.code())]
+    MissingScope(Scope),
+    /// Neither an administrator nor a key with `events:read`.
+    #[error("administrators and API keys with scope events:read only")]
+    EventsReadersOnly,
+    /// A user asking about another user's data (what the scope guards).
+    #[error("users may read only their own data")]
+    OthersData(Scope),
+    /// An API key that did not name the user it asks about.
+    #[error("an API key must name the user")]
+    NoUserNamed,
+    /// The user a key named does not exist.
+    #[error("no such user")]
+    UserNotFound,
+}
+
+/// Whether `principal` has `permission`.
+///
+/// # Errors
+/// [`Denied`] naming what is missing.
+pub fn authorize(principal: &Principal, permission: Permission) -> Result<(), Denied> {
+    let admin = matches!(principal, Principal::User(user) if user.role == Role::Admin);
+    match (permission, principal) {
+        (Permission::OwnAccount, Principal::User(_)) => Ok(()),
+        (Permission::OwnAccount | Permission::Administer, Principal::Service(_)) => {
+            Err(Denied::UsersOnly)
+        }
+        (Permission::Administer, _) if admin => Ok(()),
+        (Permission::Administer, _) => Err(Denied::AdministratorsOnly),
+        (Permission::Service(scope), _) if principal.has_scope(scope) => Ok(()),
+        (Permission::Service(scope), _) => Err(Denied::MissingScope(scope)),
+        (Permission::ReadEvents, _) if admin || principal.has_scope(Scope::EventsRead) => Ok(()),
+        (Permission::ReadEvents, _) => Err(Denied::EventsReadersOnly),
+    }
+}
+
+/// The signed-in user behind `principal`.
+///
+/// # Errors
+/// [`Denied::UsersOnly`] for an API key.
+pub fn signed_in_user(principal: Principal) -> Result<User, Denied> {
+    authorize(&principal, Permission::OwnAccount)?;
+    match principal {
+        Principal::User(user) => Ok(user),
+        Principal::Service(_) => Err(Denied::UsersOnly),
+    }
+}
+
+/// The administrator behind `principal`.
+///
+/// # Errors
+/// [`Denied::UsersOnly`] for an API key, [`Denied::AdministratorsOnly`] for another user.
+pub fn administrator(principal: Principal) -> Result<User, Denied> {
+    authorize(&principal, Permission::Administer)?;
+    signed_in_user(principal)
+}
+
+/// The API key behind `principal`, when it carries `scope`.
+///
+/// # Errors
+/// [`Denied::MissingScope`] for a user or a key without it.
+pub fn service_key(principal: Principal, scope: Scope) -> Result<ApiKey, Denied> {
+    authorize(&principal, Permission::Service(scope))?;
+    match principal {
+        Principal::Service(key) => Ok(key),
+        Principal::User(_) => Err(Denied::MissingScope(scope)),
+    }
+}
+
+/// Why the owner of a read could not be settled.
+#[derive(Debug, thiserror::Error)]
+pub enum OwnerError {
+    /// Not allowed, or the named user does not exist.
+    #[error(transparent)]
+    Denied(#[from] Denied),
+    /// Infrastructure.
+    #[error(transparent)]
+    Infra(#[from] InfraError),
+}
+
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
+    /// Whose data a read guarded by `scope` (credits, entitlements) is about: a signed-in
+    /// user's own (naming another user is refused), or, for an API key with `scope`, the user
+    /// it names.
+    ///
+    /// # Errors
+    /// [`Denied::OthersData`], [`Denied::MissingScope`], [`Denied::NoUserNamed`],
+    /// [`Denied::UserNotFound`]; infrastructure.
+    pub async fn data_owner(
+        &self,
+        principal: Principal,
+        scope: Scope,
+        named: Option<&str>,
+    ) -> Result<User, OwnerError> {
+        match principal {
+            Principal::User(user) => match named {
+                Some(other) if other != user.id.as_str() => Err(Denied::OthersData(scope).into()),
+                _ => Ok(user),
+            },
+            Principal::Service(key) => {
+                authorize(&Principal::Service(key), Permission::Service(scope))?;
+                let raw = named.ok_or(Denied::NoUserNamed)?;
+                let id = UserId::new(raw).map_err(|_| Denied::UserNotFound)?;
+                let user = self.store.find_user(&id).await.map_err(InfraError::from)?;
+                Ok(user.ok_or(Denied::UserNotFound)?)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use domain::Timestamp;
+
+    use super::*;
+    use crate::accounts::Email;
+
+    fn user(role: Role) -> Principal {
+        Principal::User(User {
+            id: UserId::new("u_1").unwrap(),
+            email: Email::parse("a@example.com").unwrap(),
+            role,
+            created_at: Timestamp::from_unix_millis(0),
+        })
+    }
+
+    fn key(scopes: &[Scope]) -> Principal {
+        Principal::Service(ApiKey {
+            id: "k_1".into(),
+            owner: UserId::new("u_admin").unwrap(),
+            name: "backend".into(),
+            prefix: "tly_abcd".into(),
+            scopes: scopes.to_vec(),
+            created_at: Timestamp::from_unix_millis(0),
+            revoked_at: None,
+        })
+    }
+
+    #[test]
+    fn users_act_on_their_own_account_and_keys_do_not() {
+        assert_eq!(authorize(&user(Role::User), Permission::OwnAccount), Ok(()));
+        assert_eq!(
+            signed_in_user(key(&Scope::ALL)).unwrap_err(),
+            Denied::UsersOnly
+        );
+    }
+
+    #[test]
+    fn only_administrators_administer() {
+        assert!(administrator(user(Role::Admin)).is_ok());
+        assert_eq!(
+            administrator(user(Role::User)).unwrap_err(),
+            Denied::AdministratorsOnly
+        );
+        assert_eq!(
+            administrator(key(&Scope::ALL)).unwrap_err(),
+            Denied::UsersOnly
+        );
+    }
+
+    #[test]
+    fn service_calls_need_a_key_with_the_scope() {
+        assert!(service_key(key(&[Scope::CreditsConsume]), Scope::CreditsConsume).is_ok());
+        assert_eq!(
+            service_key(key(&[Scope::CreditsRead]), Scope::CreditsConsume).unwrap_err(),
+            Denied::MissingScope(Scope::CreditsConsume)
+        );
+        assert_eq!(
+            service_key(user(Role::Admin), Scope::CreditsConsume).unwrap_err(),
+            Denied::MissingScope(Scope::CreditsConsume)
+        );
+    }
+
+    #[test]
+    fn the_events_feed_is_for_administrators_and_keys_with_events_read() {
+        let read = |p: &Principal| authorize(p, Permission::ReadEvents);
+        assert_eq!(read(&user(Role::Admin)), Ok(()));
+        assert_eq!(read(&key(&[Scope::EventsRead])), Ok(()));
+        assert_eq!(read(&user(Role::User)), Err(Denied::EventsReadersOnly));
+        assert_eq!(
+            read(&key(&[Scope::CreditsRead])),
+            Err(Denied::EventsReadersOnly)
+        );
+    }
+}

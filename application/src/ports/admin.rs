@@ -1,0 +1,352 @@
+//! The admin console's storage port (issue 18): finding customers, listing every order and a
+//! customer's ledger by cursor, the webhook inbox by cursor, payment totals per currency, and the
+//! audit log written in the transaction of each administrator's action.
+//!
+//! Contract for every adapter, besides the one in [`super::store`]: every list is newest first
+//! (customer search: by e-mail) and served by an index, so a page costs the same at a million
+//! rows as at a thousand; a page holds at most `keyset.limit` rows and names where the next one
+//! starts only when more rows follow.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use domain::{Currency, PlanId, ProviderId, Timestamp, UserId};
+
+use super::store::StoredPlan;
+use super::store::{
+    AdjustCommand, CreditTransaction, InboxFilter, LedgerEffect, OrderRecord, RecordedEvent,
+    SpendError, StoreError,
+};
+use crate::accounts::{ApiKey, TokenHash, User};
+use crate::cursor::{Keyset, KeysetPage};
+
+/// Where a page of users sorted by e-mail starts: the lower-cased e-mail and id of the last row.
+pub type EmailKey = (String, String);
+/// Where a page sorted newest first by creation time and a text id starts.
+pub type TimeTextKey = (i64, String);
+/// Where a page sorted newest first by creation time and a numeric id starts.
+pub type TimeNumberKey = (i64, i64);
+
+/// A customer search: an e-mail prefix, and an id prefix when the query is long enough to be one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CustomerSearch {
+    /// Lower-cased, trimmed: matches the start of a lower-cased e-mail.
+    pub email_prefix: String,
+    /// How the query, as typed and trimmed (ids are case-sensitive), matches ids.
+    pub id: IdMatch,
+}
+
+/// How a customer search matches ids.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum IdMatch {
+    /// Not at all.
+    #[default]
+    None,
+    /// The id is exactly this.
+    Exact(String),
+    /// The id starts with this.
+    Prefix(String),
+}
+
+/// Credits every new user is given once (`credits.signupGrant` in `credits.toml`), password or
+/// host user alike, in the transaction that creates the user: a user exists with them or not at
+/// all. The ledger entry is an `admin_adjustment` noted `sign-up credits`, its lot keyed by the
+/// user (one per user, whatever retries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SignupGrant {
+    /// How many credits.
+    pub amount: domain::Credits,
+    /// How many days after sign-up they expire; `None`: never.
+    pub expires_after_days: Option<u32>,
+}
+
+/// Which orders to list (every filter optional; together they all apply).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OrderFilter {
+    /// Only orders in this status (its code: `pending`, `paid`, `refunded`, …).
+    pub status: Option<String>,
+    /// Only this provider's.
+    pub provider: Option<ProviderId>,
+    /// Only this user's.
+    pub user_id: Option<UserId>,
+}
+
+/// What a customer paid and was refunded in one currency, in minor units.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentTotal {
+    /// The currency.
+    pub currency: Currency,
+    /// Everything paid: orders paid (refunded later or not) and subscription renewals.
+    pub paid_minor: i64,
+    /// Everything refunded of those payments.
+    pub refunded_minor: i64,
+}
+
+/// A value in an audit entry's before or after state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuditValue {
+    /// Text.
+    Text(String),
+    /// An integer (money in minor units, credits in hundredths, times in milliseconds).
+    Integer(i64),
+    /// Nothing.
+    Null,
+}
+
+/// A before or after state: named values the store renders as one JSON object.
+pub type AuditFacts = BTreeMap<String, AuditValue>;
+
+/// What an administrator did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AuditAction {
+    /// Credits granted.
+    CreditsGranted,
+    /// Credits debited.
+    CreditsDebited,
+    /// A refund asked of the provider.
+    OrderRefunded,
+    /// A subscription's cancellation asked of the provider.
+    SubscriptionCanceled,
+    /// A recorded webhook event replayed.
+    WebhookReplayed,
+    /// A plan created.
+    PlanCreated,
+    /// A plan updated.
+    PlanUpdated,
+    /// A plan deleted.
+    PlanDeleted,
+    /// Plans reordered.
+    PlansReordered,
+    /// An API key created.
+    ApiKeyCreated,
+    /// An API key revoked.
+    ApiKeyRevoked,
+    /// A webhook endpoint created.
+    WebhookEndpointCreated,
+    /// A webhook endpoint updated.
+    WebhookEndpointUpdated,
+    /// A webhook endpoint deleted.
+    WebhookEndpointDeleted,
+    /// A webhook endpoint's secret rotated.
+    WebhookEndpointRotated,
+    /// A delivery sent again.
+    WebhookRedelivered,
+}
+
+impl AuditAction {
+    /// Every action.
+    pub const ALL: [AuditAction; 16] = [
+        Self::CreditsGranted,
+        Self::CreditsDebited,
+        Self::OrderRefunded,
+        Self::SubscriptionCanceled,
+        Self::WebhookReplayed,
+        Self::PlanCreated,
+        Self::PlanUpdated,
+        Self::PlanDeleted,
+        Self::PlansReordered,
+        Self::ApiKeyCreated,
+        Self::ApiKeyRevoked,
+        Self::WebhookEndpointCreated,
+        Self::WebhookEndpointUpdated,
+        Self::WebhookEndpointDeleted,
+        Self::WebhookEndpointRotated,
+        Self::WebhookRedelivered,
+    ];
+
+    /// The stable code stored and shown (`credits.granted`, `order.refunded`, …).
+    #[must_use]
+    pub const fn code(self) -> &'static str {
+        match self {
+            Self::CreditsGranted => "credits.granted",
+            Self::CreditsDebited => "credits.debited",
+            Self::OrderRefunded => "order.refunded",
+            Self::SubscriptionCanceled => "subscription.canceled",
+            Self::WebhookReplayed => "webhook_event.replayed",
+            Self::PlanCreated => "plan.created",
+            Self::PlanUpdated => "plan.updated",
+            Self::PlanDeleted => "plan.deleted",
+            Self::PlansReordered => "plans.reordered",
+            Self::ApiKeyCreated => "api_key.created",
+            Self::ApiKeyRevoked => "api_key.revoked",
+            Self::WebhookEndpointCreated => "webhook_endpoint.created",
+            Self::WebhookEndpointUpdated => "webhook_endpoint.updated",
+            Self::WebhookEndpointDeleted => "webhook_endpoint.deleted",
+            Self::WebhookEndpointRotated => "webhook_endpoint.rotated",
+            Self::WebhookRedelivered => "webhook_delivery.redelivered",
+        }
+    }
+
+    /// The action with this code.
+    #[must_use]
+    pub fn from_code(code: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|a| a.code() == code)
+    }
+}
+
+/// An entry to write to the audit log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewAudit {
+    /// The acting administrator.
+    pub admin_id: UserId,
+    /// What they did.
+    pub action: AuditAction,
+    /// The kind of object acted on (`user`, `order`, `subscription`, `plan`, …).
+    pub object_kind: &'static str,
+    /// Its id.
+    pub object_id: String,
+    /// Its state before (what matters of it), when there was one.
+    pub before: Option<AuditFacts>,
+    /// Its state after.
+    pub after: Option<AuditFacts>,
+    /// When.
+    pub at: Timestamp,
+}
+
+/// A write an administrator makes, which the store performs in one transaction with the
+/// action's audit entry ([`AdminConsoleStore::write_audited`]); each means what the store method
+/// it names means, at the entry's time.
+#[derive(Debug, Clone, Copy)]
+pub enum AdminWrite<'a> {
+    /// [`super::PlanRepository::create_plan`].
+    CreatePlan(&'a StoredPlan),
+    /// [`super::PlanRepository::update_plan`].
+    UpdatePlan(&'a StoredPlan),
+    /// [`super::PlanRepository::delete_plan`].
+    DeletePlan(&'a PlanId),
+    /// [`super::PlanRepository::reorder_plans`].
+    ReorderPlans(&'a [PlanId]),
+    /// [`super::ApiKeyRepository::create_api_key`]: the key and its secret's digest.
+    CreateApiKey(&'a ApiKey, &'a TokenHash),
+    /// [`super::ApiKeyRepository::revoke_api_key`], by key id.
+    RevokeApiKey(&'a str),
+}
+
+/// An entry of the audit log as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditEntry {
+    /// Id (increasing).
+    pub id: i64,
+    /// The acting administrator.
+    pub admin_id: UserId,
+    /// What they did.
+    pub action: AuditAction,
+    /// The kind of object acted on.
+    pub object_kind: String,
+    /// Its id.
+    pub object_id: String,
+    /// Its state before, a JSON object as the store rendered it.
+    pub before: Option<String>,
+    /// Its state after, a JSON object.
+    pub after: Option<String>,
+    /// When.
+    pub at: Timestamp,
+}
+
+/// The admin console's reads and its audited writes.
+#[async_trait]
+pub trait AdminConsoleStore: Send + Sync + 'static {
+    /// Users whose lower-cased e-mail starts with `search.email_prefix`, or whose id matches
+    /// `search.id`, sorted by lower-cased e-mail then id, both compared byte by
+    /// byte (code point order).
+    ///
+    /// # Errors
+    /// Storage failures; [`StoreError::Corrupt`] for an invalid row.
+    async fn search_users(
+        &self,
+        search: &CustomerSearch,
+        keyset: &Keyset<EmailKey>,
+    ) -> Result<KeysetPage<User, EmailKey>, StoreError>;
+
+    /// Every user, newest first (by creation time, then id).
+    ///
+    /// # Errors
+    /// As [`AdminConsoleStore::search_users`].
+    async fn list_users(
+        &self,
+        keyset: &Keyset<TimeTextKey>,
+    ) -> Result<KeysetPage<User, TimeTextKey>, StoreError>;
+
+    /// What `user` paid and was refunded, per currency, in currency-code order; no row for a
+    /// currency never paid in.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn payment_totals(&self, user: &UserId) -> Result<Vec<PaymentTotal>, StoreError>;
+
+    /// Orders matching `filter`, newest first (by creation time, then id).
+    ///
+    /// # Errors
+    /// As [`AdminConsoleStore::search_users`].
+    async fn orders_page(
+        &self,
+        filter: &OrderFilter,
+        keyset: &Keyset<TimeTextKey>,
+    ) -> Result<KeysetPage<OrderRecord, TimeTextKey>, StoreError>;
+
+    /// `user`'s credit transactions, newest first (by creation time, then id).
+    ///
+    /// # Errors
+    /// As [`AdminConsoleStore::search_users`].
+    async fn transactions_page(
+        &self,
+        user: &UserId,
+        keyset: &Keyset<TimeNumberKey>,
+    ) -> Result<KeysetPage<CreditTransaction, TimeNumberKey>, StoreError>;
+
+    /// Recorded provider events matching `filter`, newest first (by inbox id).
+    ///
+    /// # Errors
+    /// As [`AdminConsoleStore::search_users`].
+    async fn inbox_page(
+        &self,
+        filter: &InboxFilter,
+        keyset: &Keyset<i64>,
+    ) -> Result<KeysetPage<RecordedEvent, i64>, StoreError>;
+
+    /// One recorded provider event.
+    ///
+    /// # Errors
+    /// As [`AdminConsoleStore::search_users`].
+    async fn find_recorded_event(&self, id: i64) -> Result<Option<RecordedEvent>, StoreError>;
+
+    /// [`super::CreditLedger::adjust`], and in the same transaction an audit entry by `admin`
+    /// ([`AuditAction::CreditsGranted`] or [`AuditAction::CreditsDebited`], object the user)
+    /// whose before and after hold the balance and whose after names the ledger entry. An
+    /// adjustment replayed by its key writes no second entry.
+    ///
+    /// # Errors
+    /// As [`super::CreditLedger::adjust`]; nothing is written when it fails.
+    async fn adjust_audited(
+        &self,
+        command: &AdjustCommand,
+        admin: &UserId,
+    ) -> Result<LedgerEffect, SpendError>;
+
+    /// Perform `write` and, in the same transaction, write `entry`: both are stored or
+    /// neither (a refused write, like an unknown plan or a taken id, writes no entry).
+    ///
+    /// # Errors
+    /// As the store method `write` names.
+    async fn write_audited(
+        &self,
+        write: AdminWrite<'_>,
+        entry: &NewAudit,
+    ) -> Result<(), StoreError>;
+
+    /// Write one audit entry (for an action whose only write is this entry, like a refund
+    /// asked of a provider); returns its id.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn record_audit(&self, entry: &NewAudit) -> Result<i64, StoreError>;
+
+    /// The audit log, newest first (by id).
+    ///
+    /// # Errors
+    /// As [`AdminConsoleStore::search_users`].
+    async fn audit_page(
+        &self,
+        keyset: &Keyset<i64>,
+    ) -> Result<KeysetPage<AuditEntry, i64>, StoreError>;
+}

@@ -1,0 +1,242 @@
+//! Administrators' changes to plans and API keys, each stored with its audit entry (issue 18).
+//! These actions keep their own checks (`manage_plans`, `api_keys`); the functions here run
+//! those checks for an acting administrator and hand the write and its entry to the store
+//! together ([`crate::ports::AdminConsoleStore::write_audited`]): one transaction, so an action
+//! is never stored without its entry nor an entry without its action.
+
+use std::collections::BTreeMap;
+
+use super::super::api_keys::{ApiKeyError, CreatedApiKey};
+use super::super::manage_plans::{
+    ManagePlansError, PlanInput, plan_id, plan_ids, replacement, validate,
+};
+use crate::accounts::User;
+use crate::ports::{
+    AdminWrite, AuditAction, AuditFacts, AuditValue, Clock, IdGenerator, NewAudit, SecretHasher,
+    Store, StoreError, StoredPlan,
+};
+use crate::service::Service;
+
+fn text(value: impl ToString) -> AuditValue {
+    AuditValue::Text(value.to_string())
+}
+
+fn plan_facts(p: &StoredPlan) -> AuditFacts {
+    let plan = &p.plan;
+    BTreeMap::from([
+        ("provider".to_owned(), text(plan.provider())),
+        (
+            "priceMinor".to_owned(),
+            AuditValue::Integer(plan.price().amount_minor()),
+        ),
+        ("currency".to_owned(), text(plan.price().currency().code())),
+        (
+            "visibility".to_owned(),
+            text(format!("{:?}", plan.visibility())),
+        ),
+    ])
+}
+
+/// An audit entry about to be written.
+struct Entry<'a> {
+    admin: &'a User,
+    action: AuditAction,
+    object_kind: &'static str,
+    object_id: String,
+    before: Option<AuditFacts>,
+    after: Option<AuditFacts>,
+}
+
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
+    /// Store `write` with `entry`, in one transaction.
+    async fn write_audited(
+        &self,
+        write: AdminWrite<'_>,
+        entry: Entry<'_>,
+    ) -> Result<(), StoreError> {
+        let audit = NewAudit {
+            admin_id: entry.admin.id.clone(),
+            action: entry.action,
+            object_kind: entry.object_kind,
+            object_id: entry.object_id,
+            before: entry.before,
+            after: entry.after,
+            at: self.clock.now(),
+        };
+        self.store.write_audited(write, &audit).await
+    }
+
+    async fn stored_plan(&self, id: &str) -> Option<StoredPlan> {
+        let id = domain::PlanId::new(id).ok()?;
+        self.store.find_plan(&id).await.ok().flatten()
+    }
+
+    /// Store `plan` over its current version, audited with both (`plan.updated`).
+    async fn write_plan_update(
+        &self,
+        admin: &User,
+        plan: StoredPlan,
+    ) -> Result<StoredPlan, ManagePlansError> {
+        let id = plan.plan.id().to_string();
+        let before = self.stored_plan(&id).await;
+        let entry = Entry {
+            admin,
+            action: AuditAction::PlanUpdated,
+            object_kind: "plan",
+            object_id: id,
+            before: before.as_ref().map(plan_facts),
+            after: Some(plan_facts(&plan)),
+        };
+        self.write_audited(AdminWrite::UpdatePlan(&plan), entry)
+            .await?;
+        Ok(plan)
+    }
+
+    /// [`Service::create_plan`] by `admin`, audited (`plan.created`).
+    ///
+    /// # Errors
+    /// As [`Service::create_plan`].
+    pub async fn create_plan_by(
+        &self,
+        admin: &User,
+        input: &PlanInput,
+    ) -> Result<StoredPlan, ManagePlansError> {
+        let plan = validate(input)?;
+        let entry = Entry {
+            admin,
+            action: AuditAction::PlanCreated,
+            object_kind: "plan",
+            object_id: plan.plan.id().to_string(),
+            before: None,
+            after: Some(plan_facts(&plan)),
+        };
+        self.write_audited(AdminWrite::CreatePlan(&plan), entry)
+            .await?;
+        Ok(plan)
+    }
+
+    /// [`Service::update_plan`] by `admin`, audited with the plan before and after
+    /// (`plan.updated`).
+    ///
+    /// # Errors
+    /// As [`Service::update_plan`].
+    pub async fn update_plan_by(
+        &self,
+        admin: &User,
+        id: &str,
+        input: &PlanInput,
+    ) -> Result<StoredPlan, ManagePlansError> {
+        let plan = replacement(id, input)?;
+        self.write_plan_update(admin, plan).await
+    }
+
+    /// [`Service::set_plan_hidden`] by `admin`, audited with the plan before and after
+    /// (`plan.updated`).
+    ///
+    /// # Errors
+    /// As [`Service::set_plan_hidden`].
+    pub async fn set_plan_hidden_by(
+        &self,
+        admin: &User,
+        id: &str,
+        hidden: bool,
+    ) -> Result<StoredPlan, ManagePlansError> {
+        let plan = self.hidden_plan(id, hidden).await?;
+        self.write_plan_update(admin, plan).await
+    }
+
+    /// [`Service::delete_plan`] by `admin`, audited with the plan as it was (`plan.deleted`).
+    ///
+    /// # Errors
+    /// As [`Service::delete_plan`].
+    pub async fn delete_plan_by(&self, admin: &User, id: &str) -> Result<(), ManagePlansError> {
+        let plan = plan_id(id)?;
+        let before = self.stored_plan(id).await;
+        let entry = Entry {
+            admin,
+            action: AuditAction::PlanDeleted,
+            object_kind: "plan",
+            object_id: id.to_owned(),
+            before: before.as_ref().map(plan_facts),
+            after: None,
+        };
+        self.write_audited(AdminWrite::DeletePlan(&plan), entry)
+            .await?;
+        Ok(())
+    }
+
+    /// [`Service::reorder_plans`] by `admin`, audited with the new order (`plans.reordered`).
+    ///
+    /// # Errors
+    /// As [`Service::reorder_plans`].
+    pub async fn reorder_plans_by(
+        &self,
+        admin: &User,
+        ids: &[String],
+    ) -> Result<(), ManagePlansError> {
+        let plans = plan_ids(ids)?;
+        let after = BTreeMap::from([("order".to_owned(), text(ids.join(",")))]);
+        let entry = Entry {
+            admin,
+            action: AuditAction::PlansReordered,
+            object_kind: "plans",
+            object_id: "*".to_owned(),
+            before: None,
+            after: Some(after),
+        };
+        self.write_audited(AdminWrite::ReorderPlans(&plans), entry)
+            .await?;
+        Ok(())
+    }
+
+    /// [`Service::create_api_key`] by `admin`, audited with its name and scopes, never its
+    /// secret (`api_key.created`).
+    ///
+    /// # Errors
+    /// As [`Service::create_api_key`].
+    pub async fn create_api_key_by(
+        &self,
+        admin: &User,
+        name: &str,
+        scopes: &[String],
+    ) -> Result<CreatedApiKey, ApiKeyError> {
+        let created = self.new_api_key(admin, name, scopes)?;
+        let key = &created.key;
+        let scopes: Vec<String> = key.scopes.iter().map(|s| format!("{s:?}")).collect();
+        let after = BTreeMap::from([
+            ("name".to_owned(), text(&key.name)),
+            ("prefix".to_owned(), text(&key.prefix)),
+            ("scopes".to_owned(), text(scopes.join(","))),
+        ]);
+        let entry = Entry {
+            admin,
+            action: AuditAction::ApiKeyCreated,
+            object_kind: "api_key",
+            object_id: key.id.clone(),
+            before: None,
+            after: Some(after),
+        };
+        let hash = self.hasher.hash_token(&created.secret);
+        self.write_audited(AdminWrite::CreateApiKey(key, &hash), entry)
+            .await?;
+        Ok(created)
+    }
+
+    /// [`Service::revoke_api_key`] by `admin`, audited (`api_key.revoked`).
+    ///
+    /// # Errors
+    /// As [`Service::revoke_api_key`].
+    pub async fn revoke_api_key_by(&self, admin: &User, id: &str) -> Result<(), ApiKeyError> {
+        let entry = Entry {
+            admin,
+            action: AuditAction::ApiKeyRevoked,
+            object_kind: "api_key",
+            object_id: id.to_owned(),
+            before: None,
+            after: None,
+        };
+        Ok(self
+            .write_audited(AdminWrite::RevokeApiKey(id), entry)
+            .await?)
+    }
+}

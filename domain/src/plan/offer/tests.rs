@@ -1,0 +1,284 @@
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::plan::{PlanDraft, PlanProblem, PlanText, ProviderRefs};
+
+fn plan(
+    id: &str,
+    group: Option<&str>,
+    provider: &str,
+    amount: &str,
+    currency: &str,
+    months: i64,
+) -> Plan {
+    let recurring = months != crate::plan::LIFETIME_MONTHS;
+    let mut i18n = BTreeMap::new();
+    i18n.insert(
+        "en".to_owned(),
+        PlanText {
+            name: id.to_owned(),
+            ..PlanText::default()
+        },
+    );
+    Plan::from_draft(&PlanDraft {
+        id: id.to_owned(),
+        provider: Some(provider.to_owned()),
+        amount: Some(amount.parse().unwrap()),
+        currency: Some(currency.to_owned()),
+        months: Some(months),
+        duration_type: Some(if recurring { "recurring" } else { "one_time" }.to_owned()),
+        provider_refs: ProviderRefs {
+            card_gateway_price_id: Some("price_1".into()),
+            wallet_global_plan_id: Some("P-1".into()),
+            mor_a_product_id: Some("prod_a".into()),
+            ..ProviderRefs::default()
+        },
+        i18n,
+        group: group.map(str::to_owned),
+        ..PlanDraft::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn group_slugs_are_short_lower_case_words() {
+    for good in ["pro", "team-2025", "a", "9lives", "pro_plus"] {
+        assert_eq!(PlanGroup::new(good).unwrap().as_str(), good);
+    }
+    let too_long = "x".repeat(MAX_GROUP_CHARS + 1);
+    for bad in [
+        "",
+        "Pro",
+        "-pro",
+        "_pro",
+        "pro plus",
+        "pro/plus",
+        "über",
+        too_long.as_str(),
+    ] {
+        assert_eq!(PlanGroup::new(bad), Err(PlanGroupError), "{bad:?}");
+    }
+}
+
+#[test]
+fn a_plan_with_a_bad_group_is_refused_naming_the_field() {
+    let mut draft = plan("pro_monthly", None, "card_gateway", "9.99", "USD", 1).to_draft();
+    draft.group = Some("Not A Slug".to_owned());
+    let errors = Plan::from_draft(&draft).unwrap_err().0;
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].field, "group");
+    assert!(matches!(errors[0].problem, PlanProblem::Invalid(_)));
+}
+
+#[test]
+fn the_group_survives_the_draft_round_trip() {
+    let p = plan("pro_monthly", Some("pro"), "card_gateway", "9.99", "USD", 1);
+    assert_eq!(p.group().map(PlanGroup::as_str), Some("pro"));
+    assert_eq!(Plan::from_draft(&p.to_draft()).unwrap(), p);
+    let single = plan("solo", None, "card_gateway", "9.99", "USD", 1);
+    assert_eq!(single.group(), None);
+    assert_eq!(single.to_draft().group, None);
+}
+
+#[test]
+fn the_interval_follows_the_type_and_months() {
+    let cases = [
+        (PlanType::Recurring, Some(1), PlanInterval::Month, "month"),
+        (
+            PlanType::Recurring,
+            Some(3),
+            PlanInterval::Quarter,
+            "quarter",
+        ),
+        (
+            PlanType::Recurring,
+            Some(6),
+            PlanInterval::HalfYear,
+            "half_year",
+        ),
+        (PlanType::Recurring, Some(12), PlanInterval::Year, "year"),
+        (
+            PlanType::Recurring,
+            Some(2),
+            PlanInterval::Months(2),
+            "months",
+        ),
+        (
+            PlanType::OneTime,
+            Some(crate::plan::LIFETIME_MONTHS),
+            PlanInterval::Lifetime,
+            "lifetime",
+        ),
+        (
+            PlanType::OneTime,
+            Some(6),
+            PlanInterval::OneTime,
+            "one_time",
+        ),
+        (
+            PlanType::Credits,
+            Some(12),
+            PlanInterval::OneTime,
+            "one_time",
+        ),
+        (PlanType::Credits, None, PlanInterval::OneTime, "one_time"),
+    ];
+    for (plan_type, months, interval, code) in cases {
+        let duration = months.and_then(Duration::from_months_value);
+        assert_eq!(
+            PlanInterval::of(plan_type, duration),
+            interval,
+            "{plan_type} {months:?}"
+        );
+        assert_eq!(interval.code(), code);
+    }
+    assert_eq!(PlanInterval::Months(2).billing_months(), Some(2));
+    assert_eq!(PlanInterval::Lifetime.billing_months(), None);
+}
+
+#[test]
+fn the_yearly_saving_is_computed_in_whole_percent_rounded_down() {
+    let monthly = plan("m", None, "card_gateway", "9.99", "USD", 1);
+    let yearly = plan("y", None, "card_gateway", "99.90", "USD", 12);
+    // 12 × 9.99 = 119.88; 99.90 is 16.67 % less.
+    assert_eq!(saving_percent(&monthly, &yearly), Some(16));
+    let exact = plan("y2", None, "card_gateway", "96.00", "USD", 12);
+    let ten = plan("m2", None, "card_gateway", "10.00", "USD", 1);
+    assert_eq!(saving_percent(&ten, &exact), Some(20));
+    let quarterly = plan("q", None, "card_gateway", "27.00", "USD", 3);
+    assert_eq!(saving_percent(&ten, &quarterly), Some(10));
+}
+
+#[test]
+fn no_saving_is_claimed_when_there_is_none_or_prices_cannot_be_compared() {
+    let monthly = plan("m", None, "card_gateway", "10.00", "USD", 1);
+    let dearer = plan("y", None, "card_gateway", "120.00", "USD", 12);
+    assert_eq!(saving_percent(&monthly, &dearer), None);
+    let tiny = plan("y2", None, "card_gateway", "119.99", "USD", 12);
+    assert_eq!(
+        saving_percent(&monthly, &tiny),
+        None,
+        "under 1 % is no saving"
+    );
+    let euros = plan("e", None, "mor_a", "90.00", "EUR", 12);
+    assert_eq!(saving_percent(&monthly, &euros), None);
+    let lifetime = plan(
+        "l",
+        None,
+        "card_gateway",
+        "10.00",
+        "USD",
+        crate::plan::LIFETIME_MONTHS,
+    );
+    assert_eq!(saving_percent(&monthly, &lifetime), None);
+}
+
+#[test]
+fn plans_are_grouped_into_offers_in_listing_order() {
+    let plans = [
+        plan("pro_monthly", Some("pro"), "card_gateway", "9.99", "USD", 1),
+        plan("solo", None, "card_gateway", "5.00", "USD", 1),
+        plan("pro_paypal", Some("pro"), "wallet_global", "9.99", "USD", 1),
+        plan(
+            "pro_yearly",
+            Some("pro"),
+            "card_gateway",
+            "99.90",
+            "USD",
+            12,
+        ),
+        plan("pro_eur", Some("pro"), "mor_a", "9.49", "EUR", 1),
+    ];
+    let offers = group_offers(&plans);
+    assert_eq!(offers.len(), 2);
+    assert_eq!(
+        offers[0].key(),
+        &OfferKey::Group(PlanGroup::new("pro").unwrap())
+    );
+    assert_eq!(offers[0].plans().len(), 4);
+    assert_eq!(offers[0].key().anchor(), "group-pro");
+    assert_eq!(offers[1].key().anchor(), "plan-solo");
+    assert_eq!(
+        offers[0].intervals(),
+        [PlanInterval::Month, PlanInterval::Year]
+    );
+    assert_eq!(
+        offers[0].currencies(PlanInterval::Month),
+        [Currency::Usd, Currency::Eur]
+    );
+    assert_eq!(
+        offers[0].saving_percent(PlanInterval::Month, PlanInterval::Year, Currency::Usd),
+        Some(16)
+    );
+    assert_eq!(
+        offers[0].saving_percent(PlanInterval::Month, PlanInterval::Year, Currency::Eur),
+        None
+    );
+}
+
+#[test]
+fn a_card_shows_the_preferred_currency_else_the_offers_default() {
+    let plans = [
+        plan("pro_monthly", Some("pro"), "card_gateway", "9.99", "USD", 1),
+        plan("pro_paypal", Some("pro"), "wallet_global", "9.99", "USD", 1),
+        plan("pro_eur", Some("pro"), "mor_a", "9.49", "EUR", 1),
+        plan(
+            "pro_yearly",
+            Some("pro"),
+            "card_gateway",
+            "99.90",
+            "USD",
+            12,
+        ),
+    ];
+    let offers = group_offers(&plans);
+    let pro = &offers[0];
+    let ids = |choice: &OfferChoice<'_>| -> Vec<String> {
+        choice.methods.iter().map(|p| p.id().to_string()).collect()
+    };
+    let usd = pro.choose(Some(PlanInterval::Month), &[Currency::Usd]);
+    assert_eq!(
+        (usd.interval, usd.currency),
+        (PlanInterval::Month, Currency::Usd)
+    );
+    assert_eq!(ids(&usd), ["pro_monthly", "pro_paypal"]);
+    let eur = pro.choose(Some(PlanInterval::Month), &[Currency::Eur, Currency::Usd]);
+    assert_eq!(
+        (eur.currency, ids(&eur)),
+        (Currency::Eur, vec!["pro_eur".to_owned()])
+    );
+    // No CNY price: the offer's default (its first plan's currency).
+    let cny = pro.choose(Some(PlanInterval::Month), &[Currency::Cny]);
+    assert_eq!(cny.currency, Currency::Usd);
+    // Yearly exists only in USD, so a euro reader sees USD there.
+    let yearly = pro.choose(Some(PlanInterval::Year), &[Currency::Eur]);
+    assert_eq!(
+        (yearly.currency, ids(&yearly)),
+        (Currency::Usd, vec!["pro_yearly".to_owned()])
+    );
+    // An interval the offer lacks falls back to its shortest.
+    let quarter = pro.choose(Some(PlanInterval::Quarter), &[]);
+    assert_eq!(quarter.interval, PlanInterval::Month);
+}
+
+#[test]
+fn a_locale_suggests_its_currency() {
+    let cases = [
+        ("en", Some(Currency::Usd)),
+        ("en-GB", Some(Currency::Gbp)),
+        ("zh-CN", Some(Currency::Cny)),
+        ("zh", Some(Currency::Cny)),
+        ("zh-HK", Some(Currency::Hkd)),
+        ("ja", Some(Currency::Jpy)),
+        ("de-DE", Some(Currency::Eur)),
+        ("fr", Some(Currency::Eur)),
+        ("sw", None),
+    ];
+    for (tag, currency) in cases {
+        assert_eq!(
+            currency_for_locale(&Locale::parse(tag).unwrap()),
+            currency,
+            "{tag}"
+        );
+    }
+}

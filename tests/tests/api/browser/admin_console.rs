@@ -1,0 +1,202 @@
+//! The admin console in a real browser (issue 18): an administrator finds a customer, grants
+//! 100 credits that the customer then sees on their dashboard, refunds the customer's order
+//! through the sandbox and sees the clawback in their ledger, replays a recorded webhook event,
+//! and creates and revokes an API key; every console page is photographed at 1280 and at 390 px.
+
+use std::time::{Duration, Instant};
+
+use tests::{ADMIN_PASSWORD, spawn_app_with_admin};
+
+use super::webdriver::{Browser, Viewport, browser_available};
+use super::{buy_through_the_sandbox, sign_in, sign_up};
+
+/// The console's pages, photographed on both viewports (the customer's page separately).
+const PAGES: [(&str, &str); 8] = [
+    ("overview", "/admin"),
+    ("customers", "/admin/customers"),
+    ("orders", "/admin/orders"),
+    ("webhooks", "/admin/webhooks"),
+    ("api_keys", "/admin/api-keys"),
+    ("endpoints", "/admin/webhook-endpoints"),
+    ("audit", "/admin/audit"),
+    ("pricing", "/admin/pricing"),
+];
+
+/// Reload `url` until `css` shows `needle` (a webhook from the sandbox lands in its own time).
+async fn reload_until(browser: &Browser, url: &str, css: &str, needle: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        browser.goto(url).await;
+        if browser.exists(css).await && browser.text(css).await.contains(needle) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{css:?} never showed {needle:?} at {url}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Accept the page's `data-confirm` questions without a dialog.
+async fn accept_confirms(browser: &Browser) {
+    browser
+        .script("window.confirm = function () { return true; }; return true")
+        .await;
+}
+
+#[tokio::test]
+async fn browser_an_admin_grants_refunds_and_manages_api_keys() {
+    const TEST: &str = "browser_an_admin_grants_refunds_and_manages_api_keys";
+    if !browser_available(TEST) {
+        return;
+    }
+    let (app, _) = spawn_app_with_admin(|_| {}).await;
+    let customer = Browser::start(Viewport::Desktop).await;
+    sign_up(&app, &customer, "cleo@example.com").await;
+    buy_through_the_sandbox(&app, &customer, "credits", "credits_card_500").await;
+    let admin = Browser::start(Viewport::Desktop).await;
+    sign_in_admin(&app, &admin).await;
+    admin.click(".site-header a[href='/admin']").await;
+    admin.wait_for_url("/admin").await;
+    admin.click(".console-nav a[href='/admin/customers']").await;
+    admin
+        .type_into("[data-testid=customer-query]", "cleo")
+        .await;
+    admin.click("[data-testid=search]").await;
+    admin.wait_for_url("query=cleo").await;
+    admin.click("[data-testid=customer-link]").await;
+    admin
+        .wait_for_text("[data-testid=customer-email]", "cleo@example.com")
+        .await;
+    let page = admin.url().await;
+    assert_eq!(admin.text("[data-testid=customer-balance]").await, "500.00");
+    admin.type_into("[data-testid=adjust-amount]", "100").await;
+    admin
+        .type_into("[data-testid=adjust-reason]", "Sorry for the outage")
+        .await;
+    admin.click("[data-testid=adjust]").await;
+    admin
+        .wait_for_text("[data-testid=confirm]", "Grant 100 credits")
+        .await;
+    admin.click("[data-testid=confirm-action]").await;
+    admin.wait_for_url("notice=granted").await;
+    assert_eq!(admin.text("[data-testid=customer-balance]").await, "600.00");
+    customer.goto(&app.url("/dashboard?tab=credits")).await;
+    assert_eq!(
+        customer.text("[data-testid=credit-balance]").await,
+        "600.00"
+    );
+    customer
+        .wait_for_text("[data-testid=transactions]", "+100.00")
+        .await;
+    customer
+        .screenshot(&format!("{TEST}_customer_dashboard"), Viewport::Desktop)
+        .await;
+    admin.goto(&page).await;
+    admin.click("[data-testid=refund-order]").await;
+    admin
+        .wait_for_text("[data-testid=confirm]", "Refund order")
+        .await;
+    admin.click("[data-testid=confirm-action]").await;
+    admin.wait_for_url("notice=refunded").await;
+    reload_until(
+        &admin,
+        &page,
+        "[data-testid=customer-ledger]",
+        "refund_clawback",
+    )
+    .await;
+    admin
+        .screenshot(&format!("{TEST}_customer"), Viewport::Desktop)
+        .await;
+    // Replay a recorded event: it was applied, so the replay is a duplicate and the balance
+    // the refund left stays as it is.
+    admin.goto(&app.url("/admin/webhooks")).await;
+    admin.click("[data-testid=replay]").await;
+    admin
+        .wait_for_text("[data-testid=confirm]", "through the pipeline")
+        .await;
+    admin.click("[data-testid=confirm-action]").await;
+    admin.wait_for_url("notice=replayed").await;
+    admin
+        .wait_for_text("[data-testid=notice]", "The event was replayed")
+        .await;
+    admin.goto(&app.url("/admin/audit")).await;
+    assert!(
+        admin.exists("[data-action='webhook_event.replayed']").await,
+        "the replay is in the audit log"
+    );
+    admin.goto(&app.url("/admin/api-keys")).await;
+    admin.type_into("[data-testid=key-name]", "Backend").await;
+    admin.click("[data-testid='scope-credits:consume']").await;
+    admin.click("[data-testid=create-key]").await;
+    let secret = admin.text("[data-testid=new-key-secret]").await;
+    assert!(secret.starts_with("tly_"), "{secret}");
+    admin
+        .screenshot(&format!("{TEST}_new_key"), Viewport::Desktop)
+        .await;
+    admin.goto(&app.url("/admin/api-keys")).await;
+    assert!(!admin.text("main").await.contains(&secret), "shown once");
+    accept_confirms(&admin).await;
+    admin.click("[data-testid=revoke-key]").await;
+    admin.wait_for_url("notice=key_revoked").await;
+    admin
+        .wait_for_text("[data-testid=api-keys]", "Revoked")
+        .await;
+    admin.goto(&app.url("/admin/pricing")).await;
+    admin.click("[data-testid=import]").await;
+    admin.wait_for_url("notice=imported").await;
+    admin
+        .screenshot(&format!("{TEST}_pricing_imported"), Viewport::Desktop)
+        .await;
+    // Every row's buttons, Delete last, stay inside the table's box at 1280 px.
+    let outside = admin
+        .script(
+            "var wrap = document.querySelector('.table-wrap').getBoundingClientRect(); \
+             return Array.from(document.querySelectorAll('.actions-cell .btn')) \
+             .filter(b => b.getBoundingClientRect().right > wrap.right + 1).length",
+        )
+        .await;
+    assert_eq!(
+        outside,
+        serde_json::json!(0),
+        "a button sticks out of the plans table"
+    );
+    for (name, path) in PAGES {
+        admin.goto(&app.url(path)).await;
+        admin
+            .screenshot(&format!("{TEST}_{name}"), Viewport::Desktop)
+            .await;
+    }
+    let phone = Browser::start(Viewport::Phone).await;
+    sign_in_admin(&app, &phone).await;
+    phone.goto(&page).await;
+    phone
+        .screenshot(&format!("{TEST}_customer_phone"), Viewport::Phone)
+        .await;
+    for (name, path) in PAGES {
+        phone.goto(&app.url(path)).await;
+        phone
+            .screenshot(&format!("{TEST}_{name}_phone"), Viewport::Phone)
+            .await;
+        let wide = phone
+            .script("return document.documentElement.scrollWidth > window.innerWidth")
+            .await;
+        assert_eq!(
+            wide,
+            serde_json::Value::Bool(false),
+            "{path} is wider than the phone"
+        );
+    }
+}
+
+/// Sign in as the administrator `spawn_app_with_admin` made.
+async fn sign_in_admin(app: &tests::TestApp, browser: &Browser) {
+    assert_eq!(
+        ADMIN_PASSWORD,
+        super::PASSWORD,
+        "one password for every test account"
+    );
+    sign_in(app, browser, "admin@example.com").await;
+}
