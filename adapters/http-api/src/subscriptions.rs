@@ -54,6 +54,9 @@ api_response! {
         200 Ok(Json<PlanChangeView>),
     }
     problems {
+        /// `bad_request`: no JSON body, or not `application/json`; `validation_failed`: the
+        /// body does not match the schema.
+        400 BadRequest,
         /// `unauthorized`: not signed in.
         401 Unauthorized,
         /// `forbidden`: an API key cannot switch; `not_owner`: another user's subscription.

@@ -544,6 +544,20 @@ export interface paths {
                         "application/json; charset=utf-8": components["schemas"]["PlanChangeView"];
                     };
                 };
+                /**
+                 * @description `bad_request`: no JSON body, or not `application/json`; `validation_failed`: the
+                 *     body does not match the schema.
+                 */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
                 /** @description `unauthorized`: not signed in. */
                 401: {
                     headers: {
