@@ -168,6 +168,23 @@ impl MorBGateway {
         self.http.send(request).await
     }
 
+    /// `PATCH /subscriptions/{id}` with `body`: how Dodo cancels, ends and resumes a
+    /// subscription.
+    async fn patch_subscription(
+        &self,
+        provider_subscription_id: &str,
+        body: &serde_json::Value,
+    ) -> Result<(), GatewayError> {
+        let path = format!("/subscriptions/{}", path_id(provider_subscription_id)?);
+        let request = self
+            .http
+            .request(reqwest::Method::PATCH, &path)
+            .bearer_auth(self.api_key.expose_secret())
+            .json(body);
+        let _: transformers::Subscription = transformers::read(self.http.send(request).await?)?;
+        Ok(())
+    }
+
     async fn fetch_payment(&self, payment_id: &str) -> Result<Payment, GatewayError> {
         transformers::read(
             self.get(&format!("/payments/{}", path_id(payment_id)?))
@@ -298,14 +315,11 @@ impl PaymentGateway for MorBGateway {
         &self,
         provider_subscription_id: &str,
     ) -> Result<(), GatewayError> {
-        let path = format!("/subscriptions/{}", path_id(provider_subscription_id)?);
-        let request = self
-            .http
-            .request(reqwest::Method::PATCH, &path)
-            .bearer_auth(self.api_key.expose_secret())
-            .json(&transformers::cancel_at_period_end_body());
-        let _: transformers::Subscription = transformers::read(self.http.send(request).await?)?;
-        Ok(())
+        self.patch_subscription(
+            provider_subscription_id,
+            &transformers::cancel_at_period_end_body(),
+        )
+        .await
     }
 
     /// `PATCH /subscriptions/{id}` with `{"status": "cancelled"}`: Dodo ends it now and sends
@@ -314,14 +328,11 @@ impl PaymentGateway for MorBGateway {
         &self,
         provider_subscription_id: &str,
     ) -> Result<(), GatewayError> {
-        let path = format!("/subscriptions/{}", path_id(provider_subscription_id)?);
-        let request = self
-            .http
-            .request(reqwest::Method::PATCH, &path)
-            .bearer_auth(self.api_key.expose_secret())
-            .json(&serde_json::json!({ "status": "cancelled" }));
-        let _: transformers::Subscription = transformers::read(self.http.send(request).await?)?;
-        Ok(())
+        self.patch_subscription(
+            provider_subscription_id,
+            &serde_json::json!({ "status": "cancelled" }),
+        )
+        .await
     }
 
     async fn change_subscription_plan(
@@ -350,14 +361,8 @@ impl PaymentGateway for MorBGateway {
         &self,
         provider_subscription_id: &str,
     ) -> Result<(), GatewayError> {
-        let path = format!("/subscriptions/{}", path_id(provider_subscription_id)?);
-        let request = self
-            .http
-            .request(reqwest::Method::PATCH, &path)
-            .bearer_auth(self.api_key.expose_secret())
-            .json(&plan_change::resume_body());
-        let _: transformers::Subscription = transformers::read(self.http.send(request).await?)?;
-        Ok(())
+        self.patch_subscription(provider_subscription_id, &plan_change::resume_body())
+            .await
     }
 
     async fn verify_webhook(
