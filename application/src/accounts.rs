@@ -195,9 +195,9 @@ pub enum Scope {
     CreditsConsume,
     /// Read any user's credits.
     CreditsRead,
-    /// Read the host events feed (`GET /api/events`).
+    /// Read the host events feed.
     EventsRead,
-    /// Read any user's entitlements (`GET /api/entitlements`).
+    /// Read any user's entitlements.
     EntitlementsRead,
 }
 

@@ -11,6 +11,7 @@ pub struct CallbackUrls {
     success_before_order: String,
     cancel_before_order: String,
     webhook_before_provider: String,
+    plan_change_returns: Option<(String, String)>,
 }
 
 impl CallbackUrls {
@@ -27,7 +28,28 @@ impl CallbackUrls {
             success_before_order,
             cancel_before_order,
             webhook_before_provider,
+            plan_change_returns: None,
         }
+    }
+
+    /// The same addresses, with the pages a subscriber returns to from approving a plan change
+    /// at the provider (`approved`) or declining it there (`declined`).
+    #[must_use]
+    pub fn with_plan_change_returns(mut self, approved: String, declined: String) -> Self {
+        self.plan_change_returns = Some((approved, declined));
+        self
+    }
+
+    /// Where a subscriber returns after approving a plan change at the provider.
+    #[must_use]
+    pub fn plan_change_approved(&self) -> Option<String> {
+        self.plan_change_returns.as_ref().map(|(a, _)| a.clone())
+    }
+
+    /// Where a subscriber returns after declining a plan change at the provider.
+    #[must_use]
+    pub fn plan_change_declined(&self) -> Option<String> {
+        self.plan_change_returns.as_ref().map(|(_, d)| d.clone())
     }
 
     /// Where the buyer returns after paying for `order`.

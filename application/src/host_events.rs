@@ -40,7 +40,7 @@ pub enum HostEventKind {
     CreditsClawedBack,
     /// What was left of an expiring grant was written off.
     CreditsExpired,
-    /// Credits were spent at once (`POST /api/credits/consume`). Opt-in: only written while an
+    /// Credits were spent at once (a consumption, not a reservation). Opt-in: only written while an
     /// enabled endpoint names it.
     CreditsConsumed,
     /// Credits were held for a reservation. Opt-in, like [`HostEventKind::CreditsConsumed`].

@@ -13,6 +13,7 @@ pub mod authorization;
 pub mod callbacks;
 pub mod cursor;
 pub mod host_events;
+pub mod inbound;
 pub mod pagination;
 pub mod ports;
 pub mod service;

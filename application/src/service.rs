@@ -2,7 +2,7 @@
 //!
 //! `Service` is generic over the store, clock, id generator and secret hasher (one
 //! implementation per binary) and holds the gateways by provider (`dyn`, chosen at runtime).
-//! The HTTP adapter depends on it through the use-case functions' types only.
+//! The driving adapters never see it: they hold its inbound ports ([`crate::inbound::Ports`]).
 
 use domain::{AppEnvironment, ConsumptionRules, Plan};
 

@@ -98,6 +98,14 @@ struct Args {
     /// Measure only the admin console's figures (never rewrites docs/performance.md)
     #[arg(long)]
     admin_console_only: bool,
+    /// Measure only ingestion: the database's limit, consume over HTTP and signed webhooks, in
+    /// both modes (no event delivery, reads, pricing page or admin console; never rewrites
+    /// docs/performance.md). For before/after comparisons of the write paths.
+    #[arg(long, conflicts_with_all = ["admin_console_only", "no_admin_console"])]
+    ingestion_only: bool,
+    /// Signed webhooks per webhook point (default 1000, or 100 with --quick; at most 20000)
+    #[arg(long, value_name = "COUNT")]
+    webhooks_per_point: Option<usize>,
 }
 
 impl Args {
@@ -107,7 +115,10 @@ impl Args {
             warmup: Duration::from_millis(if self.quick { 500 } else { 1000 }),
             measure: Duration::from_secs(seconds.clamp(1, 120)),
             levels: vec![1, 8, 32, 128],
-            webhooks_per_point: if self.quick { 100 } else { 1000 },
+            webhooks_per_point: self
+                .webhooks_per_point
+                .unwrap_or(if self.quick { 100 } else { 1000 })
+                .clamp(1, 20_000),
             sizes: vec![
                 10_000,
                 self.large_rows
@@ -116,10 +127,13 @@ impl Args {
             ],
             read_samples: if self.quick { 100 } else { 300 },
             delivery_events: if self.quick { 2_000 } else { 20_000 },
-            admin_console: (!self.no_admin_console).then_some(admin_console::AdminPlan {
-                samples: if self.quick { 100 } else { 300 },
-            }),
+            admin_console: (!self.no_admin_console && !self.ingestion_only).then_some(
+                admin_console::AdminPlan {
+                    samples: if self.quick { 100 } else { 300 },
+                },
+            ),
             admin_console_only: self.admin_console_only,
+            ingestion_only: self.ingestion_only,
         }
     }
 }
@@ -216,22 +230,28 @@ fn mentions(binary: &Path, needle: &[u8]) -> bool {
     std::fs::read(binary).is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle))
 }
 
-/// A copy of `config/` whose `tally.toml` trusts `X-Forwarded-For` (see `server`).
-fn config_dir(root: &Path, out: &Path) -> anyhow::Result<tempfile::TempDir> {
+/// A copy of `config/` whose `tally.toml` trusts `X-Forwarded-For` (see `server`) and, unless
+/// the run measures only ingestion, sets up host event delivery for the delivery figure (an
+/// ingestion-only run writes no `[webhooks]` table, so that a `tally` from before host events,
+/// which refuses it, can be measured too).
+fn config_dir(root: &Path, out: &Path, delivery: bool) -> anyhow::Result<tempfile::TempDir> {
     let dir = tempfile::Builder::new().prefix("config-").tempdir_in(out)?;
     for file in ["payment.toml", "credits.toml"] {
         std::fs::copy(root.join("config").join(file), dir.path().join(file))
             .with_context(|| format!("copying config/{file}"))?;
     }
-    std::fs::write(
-        dir.path().join("tally.toml"),
+    let mut settings = String::from(
         "# Written by tally-bench: rate limits keyed by X-Forwarded-For, so that the benchmark\n\
          # can create thousands of orders; everything else is the default.\n\
-         [http]\ntrustForwardedFor = true\n\n\
-         # Host event delivery at the benchmark's concurrency, polled often (the events arrive in\n\
-         # one burst).\n\
-         [webhooks]\nconcurrency = 32\npollIntervalMs = 50\n",
-    )?;
+         [http]\ntrustForwardedFor = true\n",
+    );
+    if delivery {
+        settings.push_str(
+            "\n# Host event delivery at the benchmark's concurrency, polled often (the events \
+             arrive in\n# one burst).\n[webhooks]\nconcurrency = 32\npollIntervalMs = 50\n",
+        );
+    }
+    std::fs::write(dir.path().join("tally.toml"), settings)?;
     Ok(dir)
 }
 
@@ -241,7 +261,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let binary = tally_binary(&args, &root).await?;
     let group_commit_in_binary = mentions(&binary, b"TALLY_GROUP_COMMIT");
-    let config = config_dir(&root, &out)?;
+    let config = config_dir(&root, &out, !args.ingestion_only)?;
     let plan = args.plan();
     let postgres_url = args.database_url.clone().or_else(|| {
         std::env::var("TEST_DATABASE_URL")
@@ -292,17 +312,45 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     }
     let mut report = assemble(&args, &ctx, &out, reports, notes, group_commit_in_binary);
     report.load_average_start = load_start;
+    keep_measured_targets(&args, &mut report);
+    write(&report, &out)?;
+    if !args.quick && !args.no_docs && !args.admin_console_only && !args.ingestion_only {
+        write_docs(&root.join("docs").join("performance.md"), &report)?;
+    }
+    Ok(())
+}
+
+/// Drop the targets a partial run (`--admin-console-only`, `--ingestion-only`) did not
+/// measure: listing them would only say so.
+fn keep_measured_targets(args: &Args, report: &mut Report) {
     if args.admin_console_only {
-        // The other targets were not measured: listing them would only say so.
         report.targets.retain(|t| t.target.starts_with("admin "));
     }
-    write(&report, &out)?;
-    if !args.quick && !args.no_docs && !args.admin_console_only {
-        let docs = root.join("docs").join("performance.md");
-        let text = format!("{}\n{}", PERFORMANCE_PREAMBLE, report::markdown(&report));
-        std::fs::write(&docs, text).with_context(|| format!("writing {}", docs.display()))?;
-        eprintln!("wrote {}", docs.display());
+    if args.ingestion_only {
+        report
+            .targets
+            .retain(|t| t.target.contains("consume") || t.target.starts_with("p99"));
     }
+}
+
+/// The line of `docs/performance.md` after which hand-written sections (before/after
+/// comparisons made with `--ingestion-only`) follow; a full run keeps them.
+const KEPT_MARKER: &str = "<!-- Kept by the benchmark: sections below are not regenerated. -->";
+
+/// Rewrite `docs/performance.md`: the preamble, this run's report, then whatever followed
+/// [`KEPT_MARKER`] in the file before.
+fn write_docs(docs: &Path, report: &Report) -> anyhow::Result<()> {
+    let before = std::fs::read_to_string(docs).unwrap_or_default();
+    let kept = before
+        .find(KEPT_MARKER)
+        .map_or_else(String::new, |at| format!("\n{}", &before[at..]));
+    let text = format!(
+        "{}\n{}{kept}",
+        PERFORMANCE_PREAMBLE,
+        report::markdown(report)
+    );
+    std::fs::write(docs, text).with_context(|| format!("writing {}", docs.display()))?;
+    eprintln!("wrote {}", docs.display());
     Ok(())
 }
 
@@ -319,6 +367,10 @@ just bench                           # = cargo run --release -p bench --bin tall
 
 `--quick` (2 s per point) and `--backend sqlite|postgres` give a faster, noisier look without
 touching this file; `target/bench/report.json` holds every figure of the last run.
+`--ingestion-only` measures only the database's limit, consume and signed webhooks (it also
+runs against a `tally` from before host events, for before/after comparisons such as the one
+at the end of this file), and `--webhooks-per-point N` sets how many webhooks each point posts.
+A full run rewrites this file but keeps what follows its `<!-- Kept by the benchmark … -->` line.
 
 What it does, in one invocation per database (the embedded SQLite default, then PostgreSQL):
 it builds and starts the release `tally serve`, creates an administrator and an API key through

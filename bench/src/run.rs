@@ -52,6 +52,9 @@ pub struct Plan {
     pub admin_console: Option<crate::admin_console::AdminPlan>,
     /// Measure only the admin console's figures.
     pub admin_console_only: bool,
+    /// Measure only ingestion (database limit, consume, webhooks): no event delivery, reads
+    /// or pricing page.
+    pub ingestion_only: bool,
 }
 
 impl Plan {
@@ -185,7 +188,9 @@ async fn phases(ctx: &Ctx, db: &Provisioned, report: &mut BackendReport) -> anyh
     let sampler = RssSampler::start(server.pid);
     paired_points(ctx, db, (&pool, &api, server.pid), &setup, report).await?;
     webhook_points(ctx, &api, &pool, PER_TRANSACTION, report).await;
-    delivery_point(ctx, &api, &pool, &setup, report).await;
+    if !ctx.plan.ingestion_only {
+        delivery_point(ctx, &api, &pool, &setup, report).await;
+    }
     let peak = sampler.finish().await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     report.memory.push(MemoryRow {
@@ -224,27 +229,8 @@ async fn grouped_phase(
     webhook_points(ctx, &api, pool, GROUPED, report).await;
     let peak = sampler.finish().await;
     let plan = &ctx.plan;
-    if let Some(admin) = plan.admin_console {
-        // Before the growth reads, so that the small size meets a ledger of its own size.
-        let measured =
-            crate::admin_console::run(&api, pool, &setup.admin_token, admin, crate::now_ms());
-        match measured.await {
-            Ok(rows) => report.admin_console = rows,
-            Err(e) => report.problems.push(format!("admin console: {e:#}")),
-        }
-    }
-    match reads::growth(&api, pool, &plan.sizes, plan.read_samples, crate::now_ms).await {
-        Ok((rows, seeded)) => {
-            report.growth = rows;
-            report.seeded = seeded;
-        }
-        Err(e) => report
-            .problems
-            .push(format!("reads as the ledger grows: {e:#}")),
-    }
-    match reads::pricing(&api, plan.read_samples).await {
-        Ok(page) => report.pages = Some(page),
-        Err(e) => report.problems.push(format!("pricing page: {e:#}")),
+    if !plan.ingestion_only {
+        after_ingestion(ctx, pool, setup, &api, report).await;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     report.memory.push(MemoryRow {
@@ -254,6 +240,40 @@ async fn grouped_phase(
         idle_after_load_mb: mib(server.rss_kib()?),
     });
     server.stop().await
+}
+
+/// The grouped phase's figures after ingestion: the admin console, the reads as the ledger
+/// grows, the pricing page.
+async fn after_ingestion(
+    ctx: &Ctx,
+    pool: &Pool,
+    setup: &Setup,
+    api: &Api,
+    report: &mut BackendReport,
+) {
+    let plan = &ctx.plan;
+    if let Some(admin) = plan.admin_console {
+        // Before the growth reads, so that the small size meets a ledger of its own size.
+        let measured =
+            crate::admin_console::run(api, pool, &setup.admin_token, admin, crate::now_ms());
+        match measured.await {
+            Ok(rows) => report.admin_console = rows,
+            Err(e) => report.problems.push(format!("admin console: {e:#}")),
+        }
+    }
+    match reads::growth(api, pool, &plan.sizes, plan.read_samples, crate::now_ms).await {
+        Ok((rows, seeded)) => {
+            report.growth = rows;
+            report.seeded = seeded;
+        }
+        Err(e) => report
+            .problems
+            .push(format!("reads as the ledger grows: {e:#}")),
+    }
+    match reads::pricing(api, plan.read_samples).await {
+        Ok(page) => report.pages = Some(page),
+        Err(e) => report.problems.push(format!("pricing page: {e:#}")),
+    }
 }
 
 /// The administrator (CLI), its session and API key (HTTP), and the funded users (SQL).

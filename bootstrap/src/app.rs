@@ -160,7 +160,7 @@ impl Application {
             ..ApiSettings::default()
         };
         let api = http_api::build_api(
-            service.clone(),
+            application::inbound::Ports::new(service.clone()),
             Arc::new(StoreReadiness(store)),
             api_settings,
         );
@@ -169,7 +169,7 @@ impl Application {
                 .then(|| Route::new().nest("/sandbox", sandbox.routes()).boxed()),
             api: api.boxed(),
             pages: web_pages::routes(
-                service.clone(),
+                application::inbound::Ports::new(service.clone()),
                 web_pages::PageSettings {
                     secure_cookies: settings.secure_cookies,
                     sandbox_notice: !report.sandboxed.is_empty(),
@@ -348,10 +348,13 @@ pub async fn shutdown_signal() {
 }
 
 /// Where providers send buyers back and post webhooks: the result pages' and the webhook
-/// route's own paths under the service's base URL.
+/// route's own paths under the service's base URL, and the dashboard a subscriber returns to
+/// from approving (or declining) a plan change at the provider (PayPal).
 fn callback_urls(base_url: &str) -> CallbackUrls {
     let (success, cancel) = web_pages::result_page_prefixes(base_url);
+    let (approved, declined) = web_pages::plan_change_returns(base_url);
     CallbackUrls::new(success, cancel, http_api::webhook_url_prefix(base_url))
+        .with_plan_change_returns(approved, declined)
 }
 
 /// The service over `store`, with the settings' configuration, metrics, host tokens and event

@@ -22,6 +22,7 @@ pub mod plan;
 pub mod plan_change;
 pub mod provider;
 pub mod refund;
+pub mod scheduled_switch;
 pub mod subscription;
 pub mod subscription_events;
 pub mod time;
@@ -53,9 +54,18 @@ pub use plan_change::{
     ChangeDirection, PlanChange, PlanChangeRefusal, PlanChangedDecision, PlanChangedFacts,
     SwitchSupport, UpgradeCredits, check_resume, decide_plan_changed, plan_change, switch_support,
 };
+pub use plan_change::{
+    ChangeInvoiceDecision, ChangeInvoiceFacts, NewPeriodLine, changes_interval,
+    decide_change_invoice, proration_charge,
+};
+pub use plan_change::{RevisedTo, decide_plan_revised};
 pub use provider::{CapabilityError, ProviderId, TestMode};
 pub use refund::{
     KeptRefund, RefundForm, RefundMismatch, RefundStep, check_refund, refund_step, refunded_total,
+};
+pub use scheduled_switch::{
+    CLAIM_HOLD_MS, ChangeInProgress, ScheduledSwitch, SwitchAtPeriodEnd,
+    check_no_change_in_progress, schedule_switch,
 };
 pub use subscription::{
     BillingPeriod, RenewalIntent, RenewalRefusal, SoldTerms, SoldTermsMismatch, Subscription,

@@ -40,9 +40,10 @@ pub struct SwitchSupport {
 /// Stripe (`card_gateway`) switches Prices with proration and resumes with
 /// `cancel_at_period_end=false`; Dodo (`mor_b`) switches products with `change-plan` and resumes
 /// with `cancel_at_next_billing_date=false`; Creem (`mor_a`) switches products with `upgrade` but
-/// documents no way to withdraw a scheduled cancellation. The wallets sell no subscriptions; for
-/// the other providers a switch is a cancellation at the period's end and a new purchase when it
-/// ends.
+/// documents no way to withdraw a scheduled cancellation; PayPal (`wallet_global`) revises the
+/// plan once the subscriber approves it at PayPal ([`decide_plan_revised`]) and has no resume (a
+/// cancellation is final). WeChat Pay and Alipay sell no subscriptions; for the other providers a
+/// switch is a cancellation at the period's end and a new purchase when it ends.
 #[must_use]
 pub const fn switch_support(provider: ProviderId) -> SwitchSupport {
     match provider {
@@ -50,7 +51,8 @@ pub const fn switch_support(provider: ProviderId) -> SwitchSupport {
             change_plan: true,
             resume: true,
         },
-        ProviderId::MorA => SwitchSupport {
+        // PayPal revises the plan after the subscriber approves it; a cancellation is final.
+        ProviderId::MorA | ProviderId::WalletGlobal => SwitchSupport {
             change_plan: true,
             resume: false,
         },
@@ -59,6 +61,18 @@ pub const fn switch_support(provider: ProviderId) -> SwitchSupport {
             resume: false,
         },
     }
+}
+
+/// Whether Tally can follow a change of billing interval (monthly ↔ yearly) at `provider`: only
+/// where the provider's semantics are documented and its events tell the new period. Stripe
+/// (`card_gateway`) resets the billing cycle at the change and invoices the new period at once
+/// (`invoice.paid`, `billing_reason=subscription_update`, a line for the new period), which
+/// [`decide_change_invoice`] checks. Dodo's `change-plan` and Creem's `upgrade` document neither
+/// whether the period restarts nor what the immediate charge covers, and their events carry no
+/// new period Tally could check: they keep refusing (`docs/subscriptions-and-refunds.md`).
+#[must_use]
+pub const fn changes_interval(provider: ProviderId) -> bool {
+    matches!(provider, ProviderId::CardGateway)
 }
 
 /// Whether a switch raises or lowers what the subscriber pays per month.
@@ -188,9 +202,9 @@ pub enum PlanChangeRefusal {
         /// The plan's.
         to: &'static str,
     },
-    /// The plan asked for bills another interval: providers start a new billing period at once
-    /// for that (Stripe invoices the new interval immediately), so it is a new subscription,
-    /// bought when this one ends, not a switch.
+    /// The plan asked for bills another interval at a provider whose interval change Tally
+    /// cannot follow ([`changes_interval`]): it is a new subscription, bought when this one
+    /// ends, not a switch.
     #[error("plan bills every {to} month(s), the subscription every {from}")]
     OtherInterval {
         /// The subscription's interval in months.
@@ -256,7 +270,7 @@ pub fn plan_change(
             to: terms.price().currency().code(),
         });
     }
-    if from.interval() != terms.interval() {
+    if from.interval() != terms.interval() && !changes_interval(current.provider()) {
         return Err(PlanChangeRefusal::OtherInterval {
             from: from.interval().get(),
             to: terms.interval().get(),
@@ -325,6 +339,9 @@ pub enum PlanChangedDecision {
     Mismatch(String),
     /// Older than what the subscription has applied, or the subscription ended.
     Stale(String),
+    /// It bills the pending change of billing interval: the provider's invoice for the new
+    /// period decides that change ([`decide_change_invoice`]), this event changes nothing.
+    AwaitsInvoice(String),
 }
 
 impl PlanChangedDecision {
@@ -336,6 +353,7 @@ impl PlanChangedDecision {
             Self::AlreadyDone => EventOutcome::DuplicateState,
             Self::Mismatch(_) => EventOutcome::Mismatch,
             Self::Stale(_) => EventOutcome::Stale,
+            Self::AwaitsInvoice(_) => EventOutcome::Ignored,
         }
     }
 }
@@ -381,6 +399,12 @@ pub fn decide_plan_changed(
         ));
     }
     let old = current.sold_terms();
+    if old.is_some_and(|t| t.interval() != change.terms().interval()) {
+        return PlanChangedDecision::AwaitsInvoice(format!(
+            "the change to plan {} starts a new billing period: its invoice applies it",
+            change.plan_id()
+        ));
+    }
     let mut next = current.clone();
     let Some(change) = next.confirm_plan_change(facts.occurred_at) else {
         return PlanChangedDecision::AlreadyDone;
@@ -409,6 +433,17 @@ fn upgrade_credits(
     let period = BillingPeriod::new(start, current.end().max(start))?;
     Some(UpgradeCredits { amount, period })
 }
+
+mod revision;
+
+pub use revision::{RevisedTo, decide_plan_revised};
+
+mod invoice;
+
+pub use invoice::{
+    ChangeInvoiceDecision, ChangeInvoiceFacts, NewPeriodLine, decide_change_invoice,
+    proration_charge,
+};
 
 #[cfg(test)]
 mod tests;

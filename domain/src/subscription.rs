@@ -22,6 +22,7 @@ use crate::order::{PlanSnapshot, Transition};
 use crate::plan::{Duration, Months, PlanType};
 use crate::plan_change::PlanChange;
 use crate::provider::ProviderId;
+use crate::scheduled_switch::ScheduledSwitch;
 use crate::time::Timestamp;
 
 /// Where a subscription is.
@@ -303,6 +304,8 @@ pub struct Subscription {
     sold_terms: Option<SoldTerms>,
     /// A plan change asked of the provider and not yet confirmed by its event.
     pending_change: Option<PlanChange>,
+    /// The plan the subscriber starts when it ends (a switch at the period's end).
+    scheduled_switch: Option<ScheduledSwitch>,
 }
 
 /// Every field of a [`Subscription`], as a store wrote it, for [`Subscription::restore`].
@@ -361,6 +364,7 @@ impl Subscription {
             last_event_at: at,
             sold_terms: Some(terms),
             pending_change: None,
+            scheduled_switch: None,
         }
     }
 
@@ -395,6 +399,7 @@ impl Subscription {
             last_event_at,
             sold_terms,
             pending_change: None,
+            scheduled_switch: None,
         }
     }
 
@@ -403,6 +408,31 @@ impl Subscription {
     pub fn with_pending_change(mut self, change: Option<PlanChange>) -> Self {
         self.pending_change = change;
         self
+    }
+
+    /// The same subscription with the switch at the period's end a store kept for it.
+    #[must_use]
+    pub fn with_scheduled_switch(mut self, switch: Option<ScheduledSwitch>) -> Self {
+        self.scheduled_switch = switch;
+        self
+    }
+
+    /// The plan its subscriber starts when it ends, if a switch at the period's end was asked.
+    #[must_use]
+    pub const fn scheduled_switch(&self) -> Option<&ScheduledSwitch> {
+        self.scheduled_switch.as_ref()
+    }
+
+    /// Record a switch at the period's end (`crate::schedule_switch` checked it). Nothing else
+    /// changes: the cancellation at the period's end is the provider's event, or the request's
+    /// own [`SubscriptionEvent::CancelScheduled`].
+    pub fn schedule_switch(&mut self, switch: ScheduledSwitch) {
+        self.scheduled_switch = Some(switch);
+    }
+
+    /// Forget the switch at the period's end (withdrawn, or the provider refused to cancel).
+    pub fn drop_scheduled_switch(&mut self) {
+        self.scheduled_switch = None;
     }
 
     /// The plan change asked of the provider and not yet confirmed by its event, if any.
@@ -431,6 +461,25 @@ impl Subscription {
         self.plan_id = change.plan_id().clone();
         self.sold_terms = Some(change.terms());
         self.last_event_at = self.last_event_at.max(event_at);
+        Some(change)
+    }
+
+    /// The provider confirmed a pending change of billing interval at `event_at` by billing the
+    /// new plan for `period`, the new period it started (issue 19): the subscription belongs to
+    /// the new plan, bills its terms and is paid for `period` (which may end before the old one
+    /// did: yearly to monthly). Returns the change, or `None` when none was pending or the event
+    /// is older than the last applied one.
+    pub(crate) fn confirm_interval_change(
+        &mut self,
+        period: BillingPeriod,
+        event_at: Timestamp,
+    ) -> Option<PlanChange> {
+        if event_at < self.last_event_at {
+            return None;
+        }
+        let change = self.confirm_plan_change(event_at)?;
+        self.current_period = period;
+        self.status = SubscriptionStatus::Active;
         Some(change)
     }
 
@@ -619,6 +668,10 @@ impl Subscription {
             return Ok(Transition::AlreadyDone);
         }
         self.renewal = to;
+        if to == RenewalIntent::Renews {
+            // It no longer ends, so nothing starts when it ends.
+            self.scheduled_switch = None;
+        }
         Ok(Transition::Applied)
     }
 
@@ -725,6 +778,7 @@ mod tests {
             last_event_at: t(10),
             sold_terms: Some(terms()),
             pending_change: None,
+            scheduled_switch: None,
         }
     }
 

@@ -19,6 +19,9 @@
 //! | `m20260802_000011_plan_changes` | plan changes | `subscriptions.pending_*`: the plan change a subscriber asked for, until the provider's event confirms it |
 //! | `m20260803_000012_admin_audit` | admin console | `admin_audit` (every administrator's action, before and after), indexes for customer search by e-mail or id prefix and for orders newest first by status and provider |
 //! | `m20260804_000013_event_options` | host events | `entitlements_told`: per user, the entitlements last told (`entitlements.changed`) and when the passing of time next changes them |
+//! | `m20260805_000014_chart_indexes` | admin console | indexes on the time columns the overview's charts filter on (`credit_transactions.created_at`, covering the ledger charts' columns, `orders.paid_at`, `subscription_charges.paid_at`, `subscriptions.created_at`, `subscriptions (status, updated_at)`) |
+//! | `m20260806_000015_scheduled_plans` | plan changes | `subscriptions.scheduled_*`: the plan a subscription scheduled to end starts when it ends (a switch at the period's end) |
+//! | `m20260807_000016_change_charges` | plan changes | `subscription_charges.plan_change_at`: a plan change's proration is a charge whose refunds take back that change's credits |
 //!
 //! Every step migrates down as well as up; the tests in `tests/migrations.rs` prove it on SQLite
 //! and, when `TEST_DATABASE_URL` is set, on PostgreSQL.
@@ -35,6 +38,9 @@ mod m20260703_000009_plan_entitlements;
 mod m20260802_000011_plan_changes;
 mod m20260803_000012_admin_audit;
 mod m20260804_000013_event_options;
+mod m20260805_000014_chart_indexes;
+mod m20260806_000015_scheduled_plans;
+mod m20260807_000016_change_charges;
 mod sql;
 
 pub use sea_orm_migration::MigratorTrait;
@@ -60,6 +66,9 @@ impl MigratorTrait for Migrator {
             Box::new(m20260802_000011_plan_changes::Migration),
             Box::new(m20260803_000012_admin_audit::Migration),
             Box::new(m20260804_000013_event_options::Migration),
+            Box::new(m20260805_000014_chart_indexes::Migration),
+            Box::new(m20260806_000015_scheduled_plans::Migration),
+            Box::new(m20260807_000016_change_charges::Migration),
         ]
     }
 }

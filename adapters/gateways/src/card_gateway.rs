@@ -450,7 +450,7 @@ impl PaymentGateway for CardGatewayGateway {
             path_id(&request.provider_subscription_id)?
         );
         let current: PricedSubscription = transformers::read(self.lookup_get(&path, &[]).await?)?;
-        let form = plan_change::plan_change_form(request, &current.only_item()?.id)?;
+        let form = plan_change::plan_change_form(request, current.only_item()?)?;
         let reply = self
             .post_form(&path, &form, Some(&request.idempotency_key))
             .await?;

@@ -19,15 +19,16 @@
 //! webhook pipeline's idempotency.
 
 mod client;
+pub mod revise;
 pub mod transformers;
 
 use std::sync::Arc;
 
 use application::ports::{
     AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError,
-    PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, RecordedWebhook, RefundReport,
-    RefundRequest, RefundStarted, RefundedCharge, VerifiedWebhook, WebhookAck, WebhookError,
-    WebhookRequest,
+    PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, PlanChangeRequest, PlanChangeStarted,
+    RecordedWebhook, RefundReport, RefundRequest, RefundStarted, RefundedCharge, VerifiedWebhook,
+    WebhookAck, WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::{Money, OrderId, PlanType, ProviderId, Timestamp};
@@ -175,6 +176,7 @@ impl WalletGlobalSettings {
 /// The PayPal gateway.
 pub struct WalletGlobalGateway {
     api: Api,
+    api_base_url: String,
     clock: Arc<dyn Clock>,
     sandbox: bool,
     webhook_id: String,
@@ -214,6 +216,7 @@ impl WalletGlobalGateway {
         );
         Ok(Self {
             api,
+            api_base_url: settings.http().base_url,
             clock: context.clock,
             sandbox: context.sandbox,
             webhook_id: settings.webhook_id.trim().to_owned(),
@@ -262,9 +265,7 @@ impl WalletGlobalGateway {
             .api
             .create_order(&CreateOrder::from(request), request.order_id.as_str())
             .await?;
-        let link = order
-            .approve_link()
-            .ok_or_else(|| GatewayError::BadResponse("order has no approval link".into()))?;
+        let link = self.paypal_page(order.approve_link(), "order")?;
         let id = path_segment(&order.id)
             .ok_or_else(|| GatewayError::BadResponse("unexpected order id".into()))?;
         Ok(Checkout {
@@ -285,9 +286,7 @@ impl WalletGlobalGateway {
             .api
             .create_subscription(&body, request.order_id.as_str())
             .await?;
-        let link = subscription
-            .approve_link()
-            .ok_or_else(|| GatewayError::BadResponse("subscription has no approval link".into()))?;
+        let link = self.paypal_page(subscription.approve_link(), "subscription")?;
         let id = path_segment(&subscription.id)
             .filter(|id| id.starts_with(SUBSCRIPTION_ID_PREFIX))
             .ok_or_else(|| GatewayError::BadResponse("unexpected subscription id".into()))?;
@@ -295,6 +294,20 @@ impl WalletGlobalGateway {
             provider_reference: Some(id.to_owned()),
             target: CheckoutTarget::Redirect(link.to_owned()),
         })
+    }
+
+    /// The approval page of a created `what`: present, and PayPal's own (or on the configured
+    /// API's origin, the local sandbox), so that no answer sends a buyer elsewhere.
+    fn paypal_page<'a>(&self, link: Option<&'a str>, what: &str) -> Result<&'a str, GatewayError> {
+        let link =
+            link.ok_or_else(|| GatewayError::BadResponse(format!("{what} has no approval link")))?;
+        if revise::approval_link_allowed(link, &self.api_base_url) {
+            Ok(link)
+        } else {
+            Err(GatewayError::BadResponse(format!(
+                "the {what}'s approval link is not a paypal page"
+            )))
+        }
     }
 
     async fn query_order(
@@ -403,6 +416,10 @@ impl WalletGlobalGateway {
                     .into_iter()
                     .collect())
             }
+            Interpretation::SubscriptionUpdated {
+                subscription_id,
+                occurred_at,
+            } => self.revised(&subscription_id, occurred_at).await,
             Interpretation::DisputeLost {
                 dispute_id,
                 transaction_ids,
@@ -466,7 +483,17 @@ impl WalletGlobalGateway {
         {
             return Err(redeliver("the subscription does not show the sale yet"));
         }
-        let event = if subscription.is_first_payment() {
+        let first = subscription.is_first_payment();
+        // A renewal under a plan the subscriber approved a revision to tells it too, first, for
+        // the case that PayPal's `BILLING.SUBSCRIPTION.UPDATED` was lost.
+        let mut events = Vec::new();
+        if !first {
+            events.extend(
+                self.revision_at_sale(&sale.subscription_id, sale.occurred_at)
+                    .await,
+            );
+        }
+        let event = if first {
             subscription.activation(sale.sale_id.clone(), Some(sale.amount), sale.occurred_at)
         } else {
             subscription
@@ -485,7 +512,73 @@ impl WalletGlobalGateway {
                 "paypal subscription shows no paid period; the sale changes nothing"
             );
         }
-        Ok(event.into_iter().collect())
+        events.extend(event);
+        Ok(events)
+    }
+
+    /// The plan a renewed subscription is on, as [`WalletGlobalGateway::revised`] reads it; best
+    /// effort: the renewal is applied whatever this look-up answers.
+    async fn revision_at_sale(
+        &self,
+        subscription_id: &str,
+        occurred_at: Timestamp,
+    ) -> Option<PaymentEvent> {
+        match self.revised(subscription_id, occurred_at).await {
+            Ok(mut events) => events.pop(),
+            Err(error) => {
+                tracing::warn!(provider = PROVIDER, %error, "paypal plan of a renewed subscription unreadable; the renewal is checked as it is");
+                None
+            }
+        }
+    }
+}
+
+impl WalletGlobalGateway {
+    /// `BILLING.SUBSCRIPTION.UPDATED`: the plan a live subscription is on now, with what it
+    /// bills, read back from PayPal (`?fields=plan`, else the plan itself). Tally decides whether
+    /// that is the revision the subscriber asked for; an ended or unknown subscription, or one
+    /// PayPal shows no plan for, changes nothing here.
+    async fn revised(
+        &self,
+        subscription_id: &str,
+        occurred_at: Timestamp,
+    ) -> Result<Vec<PaymentEvent>, WebhookError> {
+        let Some(subscription) = lookup(
+            self.api.get_subscription_with_plan(subscription_id).await,
+            "updated subscription",
+        )?
+        else {
+            return Ok(Vec::new());
+        };
+        let live = matches!(
+            subscription.status,
+            SubscriptionStatus::Active | SubscriptionStatus::Suspended
+        );
+        let plan_id = subscription
+            .plan_id
+            .as_deref()
+            .and_then(path_segment)
+            .map(str::to_owned);
+        let (true, Some(plan_id)) = (live, plan_id) else {
+            return Ok(Vec::new());
+        };
+        let plan = match subscription.plan {
+            Some(plan) if !plan.billing_cycles.is_empty() => plan,
+            _ => match lookup(self.api.get_plan(&plan_id).await, "revised plan")? {
+                Some(plan) => plan,
+                None => return Ok(Vec::new()),
+            },
+        };
+        let (price, interval_months) = plan.regular_terms().map_err(|why| {
+            WebhookError::Malformed(format!("BILLING.SUBSCRIPTION.UPDATED: {why}"))
+        })?;
+        Ok(vec![PaymentEvent::SubscriptionPlanRevised {
+            provider_subscription_id: subscription.id,
+            provider_plan_id: plan_id,
+            price,
+            interval_months,
+            occurred_at,
+        }])
     }
 }
 
@@ -648,6 +741,34 @@ impl PaymentGateway for WalletGlobalGateway {
         provider_subscription_id: &str,
     ) -> Result<(), GatewayError> {
         PaymentGateway::cancel_subscription(self, provider_subscription_id).await
+    }
+
+    /// PayPal's revise (`POST /v1/billing/subscriptions/{id}/revise`, see [`revise`]): the
+    /// subscriber must approve the new plan at PayPal, whose page is answered only when it is
+    /// PayPal's own (or the configured API's origin); PayPal's `BILLING.SUBSCRIPTION.UPDATED`
+    /// confirms it. A revise PayPal applies without consent (a card-funded subscription)
+    /// answers no approval link: accepted, confirmed by the same event.
+    async fn change_subscription_plan(
+        &self,
+        request: &PlanChangeRequest,
+    ) -> Result<PlanChangeStarted, GatewayError> {
+        let id = path_segment(&request.provider_subscription_id)
+            .filter(|id| id.starts_with(SUBSCRIPTION_ID_PREFIX))
+            .ok_or_else(|| GatewayError::Rejected("not a paypal subscription id".into()))?;
+        let mut body = revise::ReviseSubscription::for_request(request)?;
+        if self.sandbox {
+            body = body.priced_for_sandbox(request);
+        }
+        let answer = self
+            .api
+            .revise_subscription(id, &body, &request.idempotency_key)
+            .await?;
+        match answer.approve_link() {
+            None => Ok(PlanChangeStarted::Accepted),
+            link => Ok(PlanChangeStarted::ApprovalNeeded {
+                url: self.paypal_page(link, "revise")?.to_owned(),
+            }),
+        }
     }
 
     async fn verify_webhook(

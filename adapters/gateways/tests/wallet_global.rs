@@ -1939,3 +1939,296 @@ async fn a_recorded_event_replays_without_asking_paypal_to_verify_it_again() {
         Err(WebhookError::Malformed(_))
     ));
 }
+
+// --- Plan changes (revise) --------------------------------------------------------------------
+
+/// A switch of the subscription to `pro-plus` (19.99 a month, PayPal plan
+/// `P-7GL4271244454362WXNWU5NQ`).
+fn revise_request() -> application::ports::PlanChangeRequest {
+    let mut draft_plan = plan("recurring", "19.99", "USD");
+    let mut refs = draft_plan.provider_refs().clone();
+    refs.wallet_global_plan_id = Some("P-7GL4271244454362WXNWU5NQ".into());
+    draft_plan = Plan::from_draft(&PlanDraft {
+        id: "pro-plus".into(),
+        provider: Some("wallet_global".into()),
+        amount: Some("19.99".parse().unwrap()),
+        currency: Some("USD".into()),
+        months: Some(1),
+        duration_type: Some("recurring".into()),
+        provider_refs: refs,
+        i18n: BTreeMap::from([(
+            "en".to_owned(),
+            PlanText {
+                name: "Pro Plus".into(),
+                ..PlanText::default()
+            },
+        )]),
+        ..PlanDraft::default()
+    })
+    .unwrap();
+    application::ports::PlanChangeRequest {
+        provider_subscription_id: SUBSCRIPTION.into(),
+        snapshot: PlanSnapshot::of(&draft_plan, draft_plan.price()),
+        plan: draft_plan,
+        direction: domain::ChangeDirection::Upgrade,
+        idempotency_key: "tally-plan-change-sub_1-1714557600000".into(),
+        requested_at: Timestamp::from_unix_millis(NOW_MS),
+        return_url: Some("https://tally.example/dashboard?notice=plan_change_pending".into()),
+        cancel_url: Some("https://tally.example/dashboard?notice=plan_change_declined".into()),
+    }
+}
+
+#[tokio::test]
+async fn a_plan_change_revises_the_subscription_and_sends_the_subscriber_to_paypal_to_approve() {
+    let h = harness().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/billing/subscriptions/I-BW452GLLEP1G/revise"))
+        .and(header("authorization", format!("Bearer {TOKEN}").as_str()))
+        .and(header(
+            "paypal-request-id",
+            "tally-plan-change-sub_1-1714557600000",
+        ))
+        .respond_with(json_reply(200, "api/subscription_revised.json"))
+        .expect(1)
+        .mount(&h.server)
+        .await;
+    let started = h
+        .gateway
+        .change_subscription_plan(&revise_request())
+        .await
+        .unwrap();
+    assert_eq!(
+        started,
+        application::ports::PlanChangeStarted::ApprovalNeeded {
+            url: "https://www.paypal.com/webapps/billing/subscriptions/update?ba_token=BA-2M539689T3856352J".into()
+        }
+    );
+    let sent: Value = serde_json::from_slice(
+        &h.requests_to("/v1/billing/subscriptions/I-BW452GLLEP1G/revise")
+            .await[0]
+            .body,
+    )
+    .unwrap();
+    // Exactly PayPal's revise: the new plan and the return pages, no price (live PayPal reads
+    // it from the plan).
+    assert_eq!(
+        sent,
+        json!({
+            "plan_id": "P-7GL4271244454362WXNWU5NQ",
+            "application_context": {
+                "shipping_preference": "NO_SHIPPING",
+                "return_url": "https://tally.example/dashboard?notice=plan_change_pending",
+                "cancel_url": "https://tally.example/dashboard?notice=plan_change_declined"
+            }
+        })
+    );
+}
+
+#[tokio::test]
+async fn only_the_local_sandbox_is_told_the_revised_plans_price() {
+    let h = harness_for(true).await;
+    h.answer(
+        "POST",
+        "/v1/billing/subscriptions/I-BW452GLLEP1G/revise",
+        200,
+        "api/subscription_revised.json",
+    )
+    .await;
+    h.gateway
+        .change_subscription_plan(&revise_request())
+        .await
+        .unwrap();
+    let sent: Value = serde_json::from_slice(
+        &h.requests_to("/v1/billing/subscriptions/I-BW452GLLEP1G/revise")
+            .await[0]
+            .body,
+    )
+    .unwrap();
+    assert_eq!(
+        sent["plan"]["billing_cycles"][0]["pricing_scheme"]["fixed_price"],
+        json!({ "currency_code": "USD", "value": "19.99" })
+    );
+}
+
+#[tokio::test]
+async fn an_approval_link_off_paypal_is_refused_and_nobody_is_sent_there() {
+    let h = harness().await;
+    h.answer(
+        "POST",
+        "/v1/billing/subscriptions/I-BW452GLLEP1G/revise",
+        200,
+        "api/subscription_revised_foreign_link.json",
+    )
+    .await;
+    let refused = h
+        .gateway
+        .change_subscription_plan(&revise_request())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, GatewayError::BadResponse(why) if why.contains("not a paypal page")),
+        "{refused:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_revise_paypal_refuses_or_a_plan_without_a_paypal_plan_id_is_rejected() {
+    let h = harness().await;
+    h.answer(
+        "POST",
+        "/v1/billing/subscriptions/I-BW452GLLEP1G/revise",
+        422,
+        "api/error_subscription_status_invalid.json",
+    )
+    .await;
+    let refused = h
+        .gateway
+        .change_subscription_plan(&revise_request())
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, GatewayError::Rejected(_)), "{refused:?}");
+
+    let mut request = revise_request();
+    request.provider_subscription_id = "../v1/oauth2/token".into();
+    assert!(matches!(
+        h.gateway.change_subscription_plan(&request).await,
+        Err(GatewayError::Rejected(_))
+    ));
+}
+
+#[tokio::test]
+async fn an_updated_subscription_is_read_back_with_its_plan_and_reported_as_revised() {
+    let h = harness().await;
+    h.paypal_verifies("SUCCESS").await;
+    Mock::given(method("GET"))
+        .and(path("/v1/billing/subscriptions/I-BW452GLLEP1G"))
+        .and(wiremock::matchers::query_param("fields", "plan"))
+        .respond_with(json_reply(200, "api/subscription_revised_with_plan.json"))
+        .expect(1)
+        .mount(&h.server)
+        .await;
+    let events = h
+        .events_of("webhooks/billing_subscription_updated.json")
+        .await;
+    assert_eq!(
+        events,
+        vec![PaymentEvent::SubscriptionPlanRevised {
+            provider_subscription_id: SUBSCRIPTION.into(),
+            provider_plan_id: "P-7GL4271244454362WXNWU5NQ".into(),
+            price: usd(1999),
+            interval_months: Some(1),
+            occurred_at: at("2024-05-01T09:59:58Z"),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn without_inline_plan_details_the_plan_itself_is_read() {
+    let h = harness().await;
+    h.paypal_verifies("SUCCESS").await;
+    h.answer(
+        "GET",
+        "/v1/billing/subscriptions/I-BW452GLLEP1G",
+        200,
+        "api/subscription_revised_without_plan.json",
+    )
+    .await;
+    h.answer(
+        "GET",
+        "/v1/billing/plans/P-7GL4271244454362WXNWU5NQ",
+        200,
+        "api/plan_pro_plus.json",
+    )
+    .await;
+    let events = h
+        .events_of("webhooks/billing_subscription_updated.json")
+        .await;
+    let [PaymentEvent::SubscriptionPlanRevised { price, .. }] = events.as_slice() else {
+        panic!("{events:?}");
+    };
+    assert_eq!(*price, usd(1999));
+}
+
+#[tokio::test]
+async fn an_update_of_an_ended_subscription_reports_nothing() {
+    let h = harness().await;
+    h.paypal_verifies("SUCCESS").await;
+    h.answer(
+        "GET",
+        "/v1/billing/subscriptions/I-BW452GLLEP1G",
+        200,
+        "api/subscription_cancelled.json",
+    )
+    .await;
+    assert_eq!(
+        h.events_of("webhooks/billing_subscription_updated.json")
+            .await,
+        Vec::new()
+    );
+}
+
+#[tokio::test]
+async fn a_checkout_whose_approval_link_is_off_paypal_is_refused() {
+    for (kind, at_path, name) in [
+        ("credits", "/v2/checkout/orders", "api/order_created.json"),
+        (
+            "recurring",
+            "/v1/billing/subscriptions",
+            "api/subscription_created.json",
+        ),
+    ] {
+        let h = harness().await;
+        let foreign = fixture(name).replace(
+            "https://www.paypal.com/",
+            "https://www.paypal.com.evil.example/",
+        );
+        Mock::given(method("POST"))
+            .and(path(at_path))
+            .respond_with(ResponseTemplate::new(201).set_body_raw(foreign, "application/json"))
+            .mount(&h.server)
+            .await;
+        let refused = h
+            .gateway
+            .create_checkout(&checkout_request(plan(kind, "17.99", "USD")))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&refused, GatewayError::BadResponse(why) if why.contains("not a paypal page")),
+            "{kind}: {refused:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_renewal_under_a_revised_plan_reports_the_revision_before_the_renewal() {
+    let h = harness().await;
+    h.paypal_verifies("SUCCESS").await;
+    h.answer(
+        "GET",
+        "/v1/billing/subscriptions/I-BW452GLLEP1G",
+        200,
+        "api/subscription_revised_with_plan.json",
+    )
+    .await;
+    let events = h.events_of("webhooks/payment_sale_completed.json").await;
+    assert_eq!(
+        events,
+        vec![
+            PaymentEvent::SubscriptionPlanRevised {
+                provider_subscription_id: SUBSCRIPTION.into(),
+                provider_plan_id: "P-7GL4271244454362WXNWU5NQ".into(),
+                price: usd(1999),
+                interval_months: Some(1),
+                occurred_at: at("2024-05-01T09:59:50Z"),
+            },
+            PaymentEvent::SubscriptionRenewed {
+                provider_subscription_id: SUBSCRIPTION.into(),
+                period: BillingPeriod::new(at("2024-06-01T10:00:05Z"), at("2024-07-01T10:00:00Z"))
+                    .unwrap(),
+                amount: usd(999),
+                charge_ref: Some(SALE.into()),
+                occurred_at: at("2024-05-01T09:59:50Z"),
+            },
+        ]
+    );
+}

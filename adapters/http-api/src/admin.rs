@@ -7,11 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use application::accounts::ApiKey;
-use application::ports::{Clock, IdGenerator, InboxFilter, SecretHasher, Store, StoredPlan};
+use application::ports::{InboxFilter, StoredPlan};
 use application::use_cases::admin_console::AdjustCredits;
 use application::use_cases::api_keys::ApiKeyError;
 use application::use_cases::manage_plans::{ManagePlansError, PlanInput};
-use application::use_cases::plans::{Audience, PricingMode, list_plans};
 use application::use_cases::refund_order::RefundOrder;
 use domain::{PlanDraft, PlanText, ProviderId, ProviderRefs};
 use poem::Request;
@@ -464,12 +463,12 @@ api_response! {
 }
 
 /// The administration endpoints.
-pub(crate) struct AdminApi<S, C, I, H> {
-    state: Arc<AppState<S, C, I, H>>,
+pub(crate) struct AdminApi {
+    state: Arc<AppState>,
 }
 
-impl<S, C, I, H> AdminApi<S, C, I, H> {
-    pub(crate) fn new(state: Arc<AppState<S, C, I, H>>) -> Self {
+impl AdminApi {
+    pub(crate) fn new(state: Arc<AppState>) -> Self {
         Self { state }
     }
 }
@@ -482,7 +481,7 @@ enum Tag {
 }
 
 #[OpenApi(tag = "Tag::Admin")]
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
+impl AdminApi {
     /// The webhook inbox: every recorded provider event, newest first, with its outcome.
     #[oai(path = "/api/admin/webhook-events", method = "get")]
     async fn webhook_events(
@@ -512,7 +511,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
                 outcome: outcome.0.map(|o| o.chars().take(64).collect()),
             };
             self.state
-                .service
+                .ports
+                .admin
                 .webhook_inbox(&filter, &page)
                 .await
                 .map_err(crate::admin_customers::list_problem)
@@ -546,7 +546,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
                 idempotency_key: key,
             };
             self.state
-                .service
+                .ports
+                .admin
                 .adjust_credits(&adjust)
                 .await
                 .map_err(adjust_problem)
@@ -573,7 +574,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
                 reason: body.0.reason,
             };
             self.state
-                .service
+                .ports
+                .admin
                 .refund_order_by(&admin, &request)
                 .await
                 .map_err(refund_problem)
@@ -589,18 +591,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
     async fn list_plans(&self, credential: Credential) -> ListPlansResponse {
         let result = async {
             self.state.admin(&credential).await?;
-            let config = self.state.service.config();
-            let plans = list_plans(
-                PricingMode::Dynamic,
-                &config.catalog,
-                self.state.service.gateways(),
-                self.state.service.store(),
-                Audience::Admin,
-                None,
-            )
-            .await?;
+            let plans = self.state.ports.admin.admin_plans().await?;
             Ok::<_, Problem>(AdminPlanList {
-                pricing_mode: config.pricing_mode.as_str().to_owned(),
+                pricing_mode: self.state.ports.plans.pricing_mode().as_str().to_owned(),
                 plans: plans.iter().map(AdminPlan::from).collect(),
             })
         };
@@ -620,7 +613,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
         let result = async {
             let admin = self.state.admin(&credential).await?;
             self.state
-                .service
+                .ports
+                .admin
                 .create_plan_by(&admin, &body.0.to_input())
                 .await
                 .map_err(plan_problem)
@@ -643,7 +637,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
         let result = async {
             let admin = self.state.admin(&credential).await?;
             self.state
-                .service
+                .ports
+                .admin
                 .update_plan_by(&admin, &id.0, &body.0.to_input())
                 .await
                 .map_err(plan_problem)
@@ -669,7 +664,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
         let result = async {
             let admin = self.state.admin(&credential).await?;
             self.state
-                .service
+                .ports
+                .admin
                 .delete_plan_by(&admin, &id.0)
                 .await
                 .map_err(plan_problem)
@@ -690,7 +686,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
         let result = async {
             let admin = self.state.admin(&credential).await?;
             self.state
-                .service
+                .ports
+                .admin
                 .reorder_plans_by(&admin, &body.0.ids)
                 .await
                 .map_err(plan_problem)
@@ -707,7 +704,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
         let result = async {
             self.state.admin(&credential).await?;
             self.state
-                .service
+                .ports
+                .admin
                 .import_static_plans()
                 .await
                 .map_err(plan_problem)
@@ -731,7 +729,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
         let result = async {
             let admin = self.state.admin(&credential).await?;
             self.state
-                .service
+                .ports
+                .admin
                 .create_api_key_by(&admin, &body.0.name, &body.0.scopes)
                 .await
                 .map_err(api_key_problem)
@@ -751,7 +750,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
         let result = async {
             self.state.admin(&credential).await?;
             self.state
-                .service
+                .ports
+                .admin
                 .list_api_keys()
                 .await
                 .map_err(api_key_problem)
@@ -775,7 +775,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
         let result = async {
             let admin = self.state.admin(&credential).await?;
             self.state
-                .service
+                .ports
+                .admin
                 .revoke_api_key_by(&admin, &id.0)
                 .await
                 .map_err(api_key_problem)
@@ -787,7 +788,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
     }
 }
 
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
+impl AdminApi {
     async fn set_hidden(
         &self,
         credential: &Credential,
@@ -796,7 +797,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminApi<S, C, I, H> {
     ) -> Result<StoredPlan, Problem> {
         let admin = self.state.admin(credential).await?;
         self.state
-            .service
+            .ports
+            .admin
             .set_plan_hidden_by(&admin, id, hidden)
             .await
             .map_err(plan_problem)

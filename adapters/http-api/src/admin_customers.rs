@@ -443,17 +443,15 @@ pub struct AdminCancelBody {
 
 /// When the cancel's body (absent, `{}` or `{"when": …}`) says; 400 `validation_failed` for
 /// anything else.
-pub(crate) fn cancel_when(body: &[u8]) -> Result<CancelWhen, Problem> {
-    use poem_openapi::types::ParseFromJSON;
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(CancelWhen::PeriodEnd);
+pub(crate) fn cancel_when(
+    body: &crate::optional_json::OptionalJson<AdminCancelBody>,
+) -> Result<CancelWhen, Problem> {
+    match &body.0 {
+        Ok(body) => Ok(body.as_ref().map_or(CancelWhen::PeriodEnd, |b| b.when)),
+        Err(_) => Err(Problem::bad_input(
+            "the body must be {\"when\": \"now\"} or {\"when\": \"period_end\"}",
+        )),
     }
-    let refused =
-        || Problem::bad_input("the body must be {\"when\": \"now\"} or {\"when\": \"period_end\"}");
-    let value: serde_json::Value = serde_json::from_slice(body).map_err(|_| refused())?;
-    AdminCancelBody::parse_from_json(Some(value))
-        .map(|b| b.when)
-        .map_err(|_| refused())
 }
 
 api_response! {

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use application::ports::{Clock, IdGenerator, OrderFilter, SecretHasher, Store};
+use application::ports::OrderFilter;
 use application::use_cases::admin_console::PageAfter;
 use domain::{ProviderId, UserId};
 use poem::Request;
@@ -15,9 +15,9 @@ use poem_openapi::payload::Json;
 
 use crate::AppState;
 use crate::admin_customers::{
-    AdminCancelResponse, AdminOrderPage, AdminOrderView, AdminOrdersResponse, AdminTransactionPage,
-    AdminTransactionView, AuditEntryView, AuditPage, AuditResponse, CancelWhen,
-    CustomerOverviewView, CustomerPage, CustomerResponse, CustomerTransactionsResponse,
+    AdminCancelBody, AdminCancelResponse, AdminOrderPage, AdminOrderView, AdminOrdersResponse,
+    AdminTransactionPage, AdminTransactionView, AuditEntryView, AuditPage, AuditResponse,
+    CancelWhen, CustomerOverviewView, CustomerPage, CustomerResponse, CustomerTransactionsResponse,
     CustomerView, CustomersResponse, ORDER_CSV, PaymentTotalView, TRANSACTION_CSV, cancel_problem,
     cancel_when, list_problem, map_page, order_cells, transaction_cells,
 };
@@ -27,15 +27,16 @@ use crate::credits::StatusView;
 use crate::dto::SubscriptionView;
 use crate::entitlements::EntitlementGrantView;
 use crate::i18n::text_language;
+use crate::optional_json::OptionalJson;
 use crate::problem::{Code, Problem};
 
 /// The admin console's endpoints.
-pub(crate) struct AdminConsoleApi<S, C, I, H> {
-    state: Arc<AppState<S, C, I, H>>,
+pub(crate) struct AdminConsoleApi {
+    state: Arc<AppState>,
 }
 
-impl<S, C, I, H> AdminConsoleApi<S, C, I, H> {
-    pub(crate) fn new(state: Arc<AppState<S, C, I, H>>) -> Self {
+impl AdminConsoleApi {
+    pub(crate) fn new(state: Arc<AppState>) -> Self {
         Self { state }
     }
 }
@@ -85,7 +86,7 @@ fn order_filter(
 }
 
 #[OpenApi(tag = "Tag::AdminConsole")]
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminConsoleApi<S, C, I, H> {
+impl AdminConsoleApi {
     /// Find customers: with `query`, those whose e-mail starts with it (case-insensitive) or,
     /// from six characters, whose id does, by e-mail; without, every customer, newest first.
     #[oai(path = "/api/admin/users", method = "get")]
@@ -103,7 +104,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminConsoleApi<S, C, 
             self.state.admin(&credential).await?;
             let page = page_after(cursor.0, limit.0)?;
             self.state
-                .service
+                .ports
+                .admin
                 .find_customers(query.0.as_deref(), &page)
                 .await
                 .map_err(list_problem)
@@ -124,14 +126,15 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminConsoleApi<S, C, 
         let result = async {
             self.state.admin(&credential).await?;
             self.state
-                .service
+                .ports
+                .admin
                 .customer_overview(&id.0)
                 .await
                 .map_err(list_problem)
         };
         match result.await {
             Ok(o) => {
-                let now = self.state.service.clock().now();
+                let now = self.state.ports.accounts.now();
                 CustomerResponse::Ok(Json(CustomerOverviewView {
                     user: CustomerView::from(&o.user),
                     status: StatusView::new(&o.status, now, &o.entitlements.entitlements),
@@ -174,8 +177,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminConsoleApi<S, C, 
             if csv {
                 page.limit = Some(i64::from(application::pagination::MAX_LIMIT));
             }
-            let service = &self.state.service;
-            let first = service
+            let first = self
+                .state
+                .ports
+                .admin
                 .customer_transactions(&id.0, &page)
                 .await
                 .map_err(list_problem)?;
@@ -188,7 +193,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminConsoleApi<S, C, 
                 let fetch = move |after: PageAfter| {
                     let state = state.clone();
                     let user = user.clone();
-                    async move { state.service.customer_transactions(&user, &after).await }
+                    async move { state.ports.admin.customer_transactions(&user, &after).await }
                 };
                 Exported::Csv {
                     body: csv_body(TRANSACTION_CSV, first, transaction_cells, fetch),
@@ -240,7 +245,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminConsoleApi<S, C, 
             }
             let first = self
                 .state
-                .service
+                .ports
+                .admin
                 .admin_orders(&filter, &page)
                 .await
                 .map_err(list_problem)?;
@@ -252,7 +258,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminConsoleApi<S, C, 
                 let fetch = move |after: PageAfter| {
                     let state = state.clone();
                     let filter = filter.clone();
-                    async move { state.service.admin_orders(&filter, &after).await }
+                    async move { state.ports.admin.admin_orders(&filter, &after).await }
                 };
                 Exported::Csv {
                     body: csv_body(ORDER_CSV, first, order_cells, fetch),
@@ -284,7 +290,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminConsoleApi<S, C, 
             self.state.admin(&credential).await?;
             let page = page_after(cursor.0, limit.0)?;
             self.state
-                .service
+                .ports
+                .admin
                 .audit_log(&page)
                 .await
                 .map_err(list_problem)
@@ -306,21 +313,21 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminConsoleApi<S, C, 
         &self,
         credential: Credential,
         id: Path<String>,
-        // Read by hand: poem-openapi has no optional JSON body, and the body may be absent.
-        body: Vec<u8>,
+        // `{"when": "now"}` or `{"when": "period_end"}`; absent (or `{}`): at period end.
+        body: OptionalJson<AdminCancelBody>,
     ) -> AdminCancelResponse {
         let when = cancel_when(&body);
         let now = matches!(when, Ok(CancelWhen::Now));
         let result = async {
             let admin = self.state.admin(&credential).await?;
             when?;
-            let service = &self.state.service;
+            let admin_port = &self.state.ports.admin;
             if now {
-                service
+                admin_port
                     .cancel_subscription_now_for_customer(&admin, &id.0)
                     .await
             } else {
-                service
+                admin_port
                     .cancel_subscription_for_customer(&admin, &id.0)
                     .await
             }
@@ -328,8 +335,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminConsoleApi<S, C, 
         };
         match result.await {
             Ok(subscription) => {
-                let grace = self.state.service.config().past_due_grace_ms;
-                let view = SubscriptionView::new(&subscription, subscription.access(grace));
+                let access = self.state.ports.payments.subscription_access(&subscription);
+                let view = SubscriptionView::new(&subscription, access);
                 if now {
                     AdminCancelResponse::Accepted(Json(view))
                 } else {

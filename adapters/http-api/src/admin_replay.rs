@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use application::ports::{Clock, IdGenerator, SecretHasher, Store};
 use application::use_cases::admin_console::{ReplayError, Replayed};
 use poem_openapi::param::Path;
 use poem_openapi::payload::Json;
@@ -61,12 +60,12 @@ api_response! {
 }
 
 /// Replay of recorded provider events.
-pub(crate) struct AdminReplayApi<S, C, I, H> {
-    state: Arc<AppState<S, C, I, H>>,
+pub(crate) struct AdminReplayApi {
+    state: Arc<AppState>,
 }
 
-impl<S, C, I, H> AdminReplayApi<S, C, I, H> {
-    pub(crate) fn new(state: Arc<AppState<S, C, I, H>>) -> Self {
+impl AdminReplayApi {
+    pub(crate) fn new(state: Arc<AppState>) -> Self {
         Self { state }
     }
 }
@@ -90,7 +89,7 @@ fn replay_problem(e: ReplayError) -> Problem {
 }
 
 #[OpenApi(tag = "Tag::AdminConsole")]
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminReplayApi<S, C, I, H> {
+impl AdminReplayApi {
     /// Replay one recorded provider event through the webhook pipeline: the same decision and
     /// checks as a live delivery, without the signature (checked when it was recorded). An
     /// applied event is a `duplicate`; a mismatch or unknown order is decided again (after a
@@ -109,7 +108,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminReplayApi<S, C, I
                     .parse::<i64>()
                     .map_err(|_| replay_problem(ReplayError::NotFound))?;
             self.state
-                .service
+                .ports
+                .admin
                 .replay_webhook_event(&admin, id)
                 .await
                 .map_err(replay_problem)

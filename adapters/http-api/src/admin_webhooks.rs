@@ -9,11 +9,9 @@ use std::sync::Arc;
 
 use application::accounts::User;
 use application::pagination::Page;
-use application::ports::{
-    Clock, DeliveryRecord, IdGenerator, RedeliveryTarget, SecretHasher, Store, WebhookEndpoint,
-};
+use application::ports::{DeliveryRecord, RedeliveryTarget, WebhookEndpoint};
 use application::use_cases::webhook_endpoints::{
-    CreatedEndpoint, EndpointUpdate, WebhookEndpointError, Webhooks,
+    CreatedEndpoint, EndpointUpdate, WebhookEndpointError,
 };
 use domain::delivery::DeliveryStatus;
 use poem_openapi::param::{Path, Query};
@@ -325,12 +323,12 @@ api_response! {
 }
 
 /// The webhook endpoint administration.
-pub(crate) struct AdminWebhooksApi<S, C, I, H> {
-    state: Arc<AppState<S, C, I, H>>,
+pub(crate) struct AdminWebhooksApi {
+    state: Arc<AppState>,
 }
 
-impl<S, C, I, H> AdminWebhooksApi<S, C, I, H> {
-    pub(crate) fn new(state: Arc<AppState<S, C, I, H>>) -> Self {
+impl AdminWebhooksApi {
+    pub(crate) fn new(state: Arc<AppState>) -> Self {
         Self { state }
     }
 }
@@ -342,31 +340,36 @@ enum Tag {
     Webhooks,
 }
 
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminWebhooksApi<S, C, I, H> {
-    /// The acting administrator and the delivery wiring, for an audited change.
-    async fn admin_webhooks(
-        &self,
-        credential: &Credential,
-    ) -> Result<(User, &Arc<Webhooks>), Problem> {
+impl AdminWebhooksApi {
+    /// The acting administrator, once delivery is known to be wired, for an audited change.
+    async fn admin_webhooks(&self, credential: &Credential) -> Result<User, Problem> {
         let admin = self.state.admin(credential).await?;
-        Ok((admin, self.wired()?))
+        self.wired()?;
+        Ok(admin)
     }
 
     /// The signed-in administrator's access to the webhooks, when `tally serve` wired them.
-    async fn webhooks(&self, credential: &Credential) -> Result<&Arc<Webhooks>, Problem> {
+    async fn webhooks(&self, credential: &Credential) -> Result<(), Problem> {
         self.state.admin(credential).await?;
         self.wired()
     }
 
-    /// The delivery wiring, or the problem saying there is none.
-    fn wired(&self) -> Result<&Arc<Webhooks>, Problem> {
-        self.state.service.webhooks().ok_or_else(|| {
-            Problem::new(
-                Code::ServiceUnavailable,
-                "webhook delivery is not configured",
-            )
-        })
+    /// Whether delivery is wired, or the problem saying it is not.
+    fn wired(&self) -> Result<(), Problem> {
+        if self.state.ports.host_events.delivery_configured() {
+            Ok(())
+        } else {
+            Err(not_configured())
+        }
     }
+}
+
+/// 503: this process has no webhook delivery.
+fn not_configured() -> Problem {
+    Problem::new(
+        Code::ServiceUnavailable,
+        "webhook delivery is not configured",
+    )
 }
 
 fn endpoint_problem(e: WebhookEndpointError) -> Problem {
@@ -384,6 +387,7 @@ fn endpoint_problem(e: WebhookEndpointError) -> Problem {
         WebhookEndpointError::DeliveryNotFound => {
             Problem::new(Code::WebhookDeliveryNotFound, e.to_string())
         }
+        WebhookEndpointError::NotConfigured => not_configured(),
         WebhookEndpointError::Infra(infra) => infra.into(),
     }
 }
@@ -401,7 +405,7 @@ fn delivery_status(raw: Option<&str>) -> Result<Option<DeliveryStatus>, Problem>
 }
 
 #[OpenApi(tag = "Tag::Webhooks")]
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminWebhooksApi<S, C, I, H> {
+impl AdminWebhooksApi {
     /// Register an endpoint; its signing secret is in this response only.
     #[oai(path = "/api/admin/webhook-endpoints", method = "post")]
     async fn create_endpoint(
@@ -410,10 +414,11 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminWebhooksApi<S, C,
         body: Json<CreateWebhookEndpointBody>,
     ) -> CreateWebhookEndpointResponse {
         let result = async {
-            let (admin, webhooks) = self.admin_webhooks(&credential).await?;
+            let admin = self.admin_webhooks(&credential).await?;
             self.state
-                .service
-                .create_endpoint_by(&admin, webhooks, &body.0.url, &body.0.event_types)
+                .ports
+                .host_events
+                .create_endpoint_by(&admin, &body.0.url, &body.0.event_types)
                 .await
                 .map_err(endpoint_problem)
         };
@@ -427,8 +432,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminWebhooksApi<S, C,
     #[oai(path = "/api/admin/webhook-endpoints", method = "get")]
     async fn list_endpoints(&self, credential: Credential) -> ListWebhookEndpointsResponse {
         let result = async {
-            let webhooks = self.webhooks(&credential).await?;
-            webhooks.list_endpoints().await.map_err(endpoint_problem)
+            self.webhooks(&credential).await?;
+            self.state
+                .ports
+                .host_events
+                .list_endpoints()
+                .await
+                .map_err(endpoint_problem)
         };
         match result.await {
             Ok(endpoints) => ListWebhookEndpointsResponse::Ok(Json(WebhookEndpointList {
@@ -448,15 +458,16 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminWebhooksApi<S, C,
         body: Json<UpdateWebhookEndpointBody>,
     ) -> UpdateWebhookEndpointResponse {
         let result = async {
-            let (admin, webhooks) = self.admin_webhooks(&credential).await?;
+            let admin = self.admin_webhooks(&credential).await?;
             let update = EndpointUpdate {
                 url: body.0.url,
                 event_types: body.0.event_types,
                 enabled: body.0.enabled,
             };
             self.state
-                .service
-                .update_endpoint_by(&admin, webhooks, &id.0, &update)
+                .ports
+                .host_events
+                .update_endpoint_by(&admin, &id.0, &update)
                 .await
                 .map_err(endpoint_problem)
         };
@@ -475,10 +486,11 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminWebhooksApi<S, C,
         id: Path<String>,
     ) -> DeleteWebhookEndpointResponse {
         let result = async {
-            let (admin, webhooks) = self.admin_webhooks(&credential).await?;
+            let admin = self.admin_webhooks(&credential).await?;
             self.state
-                .service
-                .delete_endpoint_by(&admin, webhooks, &id.0)
+                .ports
+                .host_events
+                .delete_endpoint_by(&admin, &id.0)
                 .await
                 .map_err(endpoint_problem)
         };
@@ -501,10 +513,11 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminWebhooksApi<S, C,
         id: Path<String>,
     ) -> CreateWebhookEndpointResponse {
         let result = async {
-            let (admin, webhooks) = self.admin_webhooks(&credential).await?;
+            let admin = self.admin_webhooks(&credential).await?;
             self.state
-                .service
-                .rotate_secret_by(&admin, webhooks, &id.0)
+                .ports
+                .host_events
+                .rotate_secret_by(&admin, &id.0)
                 .await
                 .map_err(endpoint_problem)
         };
@@ -530,10 +543,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminWebhooksApi<S, C,
         limit: Query<Option<String>>,
     ) -> ListWebhookDeliveriesResponse {
         let result = async {
-            let webhooks = self.webhooks(&credential).await?;
+            self.webhooks(&credential).await?;
             let page = page_request(page.0.as_deref(), limit.0.as_deref())?;
             let status = delivery_status(status.0.as_deref())?;
-            webhooks
+            self.state
+                .ports
+                .host_events
                 .list_deliveries(&id.0, status, page)
                 .await
                 .map_err(endpoint_problem)
@@ -577,7 +592,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminWebhooksApi<S, C,
     }
 }
 
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminWebhooksApi<S, C, I, H> {
+impl AdminWebhooksApi {
     async fn schedule_again(
         &self,
         credential: &Credential,
@@ -585,10 +600,11 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AdminWebhooksApi<S, C,
         target: &RedeliveryTarget,
     ) -> RedeliverResponse {
         let result = async {
-            let (admin, webhooks) = self.admin_webhooks(credential).await?;
+            let admin = self.admin_webhooks(credential).await?;
             self.state
-                .service
-                .redeliver_by(&admin, webhooks, endpoint_id, target)
+                .ports
+                .host_events
+                .redeliver_by(&admin, endpoint_id, target)
                 .await
                 .map_err(endpoint_problem)
         };

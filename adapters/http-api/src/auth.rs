@@ -8,7 +8,6 @@
 
 use application::accounts::{ApiKey, Scope, User};
 use application::authorization::{self, Denied, OwnerError};
-use application::ports::{Clock, IdGenerator, SecretHasher, Store};
 use application::use_cases::sessions::{AccountsError, Principal};
 use poem_openapi::SecurityScheme;
 use poem_openapi::auth::{ApiKey as ApiKeyToken, Bearer};
@@ -66,13 +65,14 @@ impl Credential {
     }
 }
 
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AppState<S, C, I, H> {
+impl AppState {
     /// Who presents `credential`.
     ///
     /// # Errors
     /// 401 `unauthorized` for an unknown, expired or revoked token.
     pub(crate) async fn principal(&self, credential: &Credential) -> Result<Principal, Problem> {
-        self.service
+        self.ports
+            .accounts
             .authenticate(credential.token())
             .await
             .map_err(|e| match e {
@@ -111,7 +111,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AppState<S, C, I, H> {
 
     /// Whose data a read guarded by `scope` is about: the signed-in user's own, or, for an API
     /// key with `scope`, the user named by `?userId=` (decided by
-    /// [`application::service::Service::data_owner`]).
+    /// [`application::inbound::AccountsService::data_owner`]).
     ///
     /// # Errors
     /// 401; 403 for another user's data or a key without the scope; 400 when a key names no
@@ -123,7 +123,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AppState<S, C, I, H> {
         user_id: Option<&str>,
     ) -> Result<User, Problem> {
         let principal = self.principal(credential).await?;
-        self.service
+        self.ports
+            .accounts
             .data_owner(principal, scope, user_id)
             .await
             .map_err(|e| match e {

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use application::accounts::{AccountError, User};
-use application::ports::{Clock, IdGenerator, SecretHasher, Store};
 use application::use_cases::sessions::{AccountsError, SignedIn};
 use poem::Request;
 use poem::web::headers::HeaderMapExt;
@@ -143,12 +142,12 @@ api_response! {
 }
 
 /// The account endpoints.
-pub(crate) struct AuthApi<S, C, I, H> {
-    state: Arc<AppState<S, C, I, H>>,
+pub(crate) struct AuthApi {
+    state: Arc<AppState>,
 }
 
-impl<S, C, I, H> AuthApi<S, C, I, H> {
-    pub(crate) fn new(state: Arc<AppState<S, C, I, H>>) -> Self {
+impl AuthApi {
+    pub(crate) fn new(state: Arc<AppState>) -> Self {
         Self { state }
     }
 }
@@ -161,7 +160,7 @@ enum Tag {
 }
 
 #[OpenApi(tag = "Tag::Auth")]
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AuthApi<S, C, I, H> {
+impl AuthApi {
     /// Create an account and sign it in (sets the session cookie).
     #[oai(path = "/api/auth/register", method = "post")]
     async fn register(&self, request: &Request, body: Json<CredentialsBody>) -> RegisterResponse {
@@ -169,7 +168,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AuthApi<S, C, I, H> {
             self.state.limits.check(Action::Registration, request)?;
             let CredentialsBody { email, password } = body.0;
             self.state
-                .service
+                .ports
+                .accounts
                 .register(&email, password, application::accounts::Role::User)
                 .await
                 .map_err(accounts_problem)
@@ -190,7 +190,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AuthApi<S, C, I, H> {
             self.state.limits.check(Action::SignIn, request)?;
             let CredentialsBody { email, password } = body.0;
             self.state
-                .service
+                .ports
+                .accounts
                 .sign_in(&email, password)
                 .await
                 .map_err(accounts_problem)
@@ -208,7 +209,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AuthApi<S, C, I, H> {
     #[oai(path = "/api/auth/logout", method = "post")]
     async fn logout(&self, request: &Request) -> LogoutResponse {
         if let Some(token) = session_token(request)
-            && let Err(e) = self.state.service.sign_out(&token).await
+            && let Err(e) = self.state.ports.accounts.sign_out(&token).await
         {
             return match e {
                 AccountsError::Infra(infra) => Problem::from(infra).into(),
@@ -228,9 +229,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AuthApi<S, C, I, H> {
     }
 }
 
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> AuthApi<S, C, I, H> {
+impl AuthApi {
     fn session(&self, signed_in: SignedIn) -> (SessionView, String) {
-        let now = self.state.service.clock().now();
+        let now = self.state.ports.accounts.now();
         let max_age_seconds = (signed_in.expires_at.unix_millis() - now.unix_millis()) / 1000;
         let cookie = self.state.session_cookie(&signed_in.token, max_age_seconds);
         let view = SessionView {

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use application::accounts::Scope;
-use application::ports::{Clock, CreditTransaction, IdGenerator, Replay, SecretHasher, Store};
+use application::ports::{CreditTransaction, Replay};
 use application::use_cases::credits::{ConsumeCredits, CreditsError, UsageRequest};
 use poem::Request;
 use poem_openapi::param::{Header, Path};
@@ -195,12 +195,12 @@ api_response! {
 }
 
 /// The consumption endpoints.
-pub(crate) struct ConsumptionApi<S, C, I, H> {
-    state: Arc<AppState<S, C, I, H>>,
+pub(crate) struct ConsumptionApi {
+    state: Arc<AppState>,
 }
 
-impl<S, C, I, H> ConsumptionApi<S, C, I, H> {
-    pub(crate) fn new(state: Arc<AppState<S, C, I, H>>) -> Self {
+impl ConsumptionApi {
+    pub(crate) fn new(state: Arc<AppState>) -> Self {
         Self { state }
     }
 }
@@ -213,7 +213,7 @@ enum Tag {
 }
 
 #[OpenApi(tag = "Tag::Consumption")]
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> ConsumptionApi<S, C, I, H> {
+impl ConsumptionApi {
     /// Spend credits for one use, priced by the consumption rules (fixed or per token).
     #[oai(path = "/api/credits/consume", method = "post")]
     async fn consume(
@@ -231,7 +231,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> ConsumptionApi<S, C, I
                 .await?;
             let request = consume_request(idempotency_key.0, request, &body.0)?;
             self.state
-                .service
+                .ports
+                .credits
                 .consume_credits(request)
                 .await
                 .map_err(credits_problem)
@@ -261,7 +262,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> ConsumptionApi<S, C, I
                 .await?;
             let request = consume_request(idempotency_key.0, request, &body.0)?;
             self.state
-                .service
+                .ports
+                .credits
                 .reserve_credits(request)
                 .await
                 .map_err(credits_problem)
@@ -289,7 +291,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> ConsumptionApi<S, C, I
                 .service_key(&credential, Scope::CreditsConsume)
                 .await?;
             self.state
-                .service
+                .ports
+                .credits
                 .settle_reservation(&body.0.user_id, &id.0, &body.0.usage())
                 .await
                 .map_err(credits_problem)
@@ -316,7 +319,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> ConsumptionApi<S, C, I
                 .service_key(&credential, Scope::CreditsConsume)
                 .await?;
             self.state
-                .service
+                .ports
+                .credits
                 .release_reservation(&body.0.user_id, &id.0)
                 .await
                 .map_err(credits_problem)

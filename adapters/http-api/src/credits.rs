@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use application::ports::{Clock, CreditTransaction, IdGenerator, Reservation, SecretHasher, Store};
+use application::ports::{CreditTransaction, Reservation};
 use application::use_cases::report_status::{OneTimeAccess, StatusReport};
 use domain::entitlements::Entitlements;
 use domain::{AccessEnd, Credits, Timestamp};
@@ -289,12 +289,12 @@ api_response! {
 }
 
 /// The credits read endpoints.
-pub(crate) struct CreditsApi<S, C, I, H> {
-    state: Arc<AppState<S, C, I, H>>,
+pub(crate) struct CreditsApi {
+    state: Arc<AppState>,
 }
 
-impl<S, C, I, H> CreditsApi<S, C, I, H> {
-    pub(crate) fn new(state: Arc<AppState<S, C, I, H>>) -> Self {
+impl CreditsApi {
+    pub(crate) fn new(state: Arc<AppState>) -> Self {
         Self { state }
     }
 }
@@ -307,7 +307,7 @@ enum Tag {
 }
 
 #[OpenApi(tag = "Tag::Credits")]
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> CreditsApi<S, C, I, H> {
+impl CreditsApi {
     /// The credit balance.
     #[oai(path = "/api/credits/balance", method = "get")]
     async fn balance(
@@ -322,7 +322,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> CreditsApi<S, C, I, H>
                 .state
                 .credits_owner(&credential, user_id.0.as_deref())
                 .await?;
-            Ok::<_, Problem>(self.state.service.balance(&user.id).await?)
+            Ok::<_, Problem>(self.state.ports.credits.balance(&user.id).await?)
         };
         match result.await {
             Ok(balance) => BalanceResponse::Ok(Json(balance.into())),
@@ -356,7 +356,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> CreditsApi<S, C, I, H>
             let page = page_request(page.0.as_deref(), limit.0.as_deref())?;
             Ok::<_, Problem>(
                 self.state
-                    .service
+                    .ports
+                    .credits
                     .transaction_history(&user.id, page)
                     .await?,
             )
@@ -389,8 +390,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> CreditsApi<S, C, I, H>
                 .state
                 .credits_owner(&credential, user_id.0.as_deref())
                 .await?;
-            let report = self.state.service.report_status(&user).await?;
-            let effective = self.state.service.entitlements_of(&report).await?;
+            let report = self.state.ports.credits.report_status(&user).await?;
+            let effective = self.state.ports.credits.entitlements_of(&report).await?;
             Ok::<_, Problem>((report, effective.entitlements))
         };
         match result.await {

@@ -231,6 +231,10 @@ pub struct SubscriptionView {
     /// `upgrade` or `downgrade`: the pending switch; absent when none is pending.
     #[oai(skip_serializing_if_is_none)]
     pub pending_change: Option<String>,
+    /// The plan a switch at the period's end starts when this subscription ends (with a new
+    /// checkout); absent when none is scheduled. Resuming the subscription clears it.
+    #[oai(skip_serializing_if_is_none)]
+    pub scheduled_plan_id: Option<String>,
 }
 
 impl SubscriptionView {
@@ -247,6 +251,7 @@ impl SubscriptionView {
             access_until: access.ends_at().map(timestamp),
             pending_plan_id: s.pending_change().map(|c| c.plan_id().to_string()),
             pending_change: s.pending_change().map(|c| c.direction().code().to_owned()),
+            scheduled_plan_id: s.scheduled_switch().map(|w| w.plan_id().to_string()),
         }
     }
 }

@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use application::accounts::{Scope, User};
-use application::ports::{Clock, IdGenerator, SecretHasher, Store};
 use domain::UserId;
 use domain::entitlements::{
     EffectiveEntitlements, EntitlementDraft, EntitlementGrant, EntitlementValue, Entitlements,
@@ -211,12 +210,12 @@ api_response! {
 }
 
 /// The entitlements endpoint.
-pub(crate) struct EntitlementsApi<S, C, I, H> {
-    state: Arc<AppState<S, C, I, H>>,
+pub(crate) struct EntitlementsApi {
+    state: Arc<AppState>,
 }
 
-impl<S, C, I, H> EntitlementsApi<S, C, I, H> {
-    pub(crate) fn new(state: Arc<AppState<S, C, I, H>>) -> Self {
+impl EntitlementsApi {
+    pub(crate) fn new(state: Arc<AppState>) -> Self {
         Self { state }
     }
 }
@@ -229,7 +228,7 @@ enum Tag {
 }
 
 #[OpenApi(tag = "Tag::Entitlements")]
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> EntitlementsApi<S, C, I, H> {
+impl EntitlementsApi {
     /// The user's effective entitlements now, and which purchase grants each key.
     #[oai(path = "/api/entitlements", method = "get")]
     async fn entitlements(
@@ -241,7 +240,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> EntitlementsApi<S, C, 
     ) -> EntitlementsResponse {
         let result = async {
             let user = self.owner(&credential, user_id.0.as_deref()).await?;
-            let effective = self.state.service.report_entitlements(&user).await?;
+            let effective = self.state.ports.credits.report_entitlements(&user).await?;
             Ok::<_, Problem>(EntitlementsView::new(&user.id, &effective))
         };
         match result.await {
@@ -251,7 +250,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> EntitlementsApi<S, C, 
     }
 }
 
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> EntitlementsApi<S, C, I, H> {
+impl EntitlementsApi {
     /// Whose entitlements are read: the signed-in user's own, or, for an API key with
     /// `entitlements:read`, the user named by `?userId=`.
     async fn owner(&self, credential: &Credential, user_id: Option<&str>) -> Result<User, Problem> {

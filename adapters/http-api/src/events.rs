@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use application::authorization::{self, Permission};
-use application::ports::{Clock, IdGenerator, SecretHasher, Store, StoredEvent};
+use application::ports::StoredEvent;
 use application::use_cases::event_feed::{FeedError, FeedPage, FeedQuery, MAX_FEED_TYPES};
 use poem_openapi::param::Query;
 use poem_openapi::payload::Json;
@@ -97,12 +97,12 @@ api_response! {
 }
 
 /// The host events feed.
-pub(crate) struct EventsApi<S, C, I, H> {
-    state: Arc<AppState<S, C, I, H>>,
+pub(crate) struct EventsApi {
+    state: Arc<AppState>,
 }
 
-impl<S, C, I, H> EventsApi<S, C, I, H> {
-    pub(crate) fn new(state: Arc<AppState<S, C, I, H>>) -> Self {
+impl EventsApi {
+    pub(crate) fn new(state: Arc<AppState>) -> Self {
         Self { state }
     }
 }
@@ -123,7 +123,7 @@ fn feed_problem(e: FeedError) -> Problem {
     }
 }
 
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> EventsApi<S, C, I, H> {
+impl EventsApi {
     /// Administrators and API keys with `events:read` may read the feed.
     async fn reader(&self, credential: &Credential) -> Result<(), Problem> {
         let principal = self.state.principal(credential).await?;
@@ -132,7 +132,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> EventsApi<S, C, I, H> 
 }
 
 #[OpenApi(tag = "Tag::Events")]
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> EventsApi<S, C, I, H> {
+impl EventsApi {
     /// The events after a cursor, oldest first: replay what the application missed. Events are
     /// kept for `events.retentionDays` (default 30); a cursor that old resumes at the oldest
     /// kept event.
@@ -167,7 +167,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> EventsApi<S, C, I, H> 
             };
             let page = self
                 .state
-                .service
+                .ports
+                .host_events
                 .read_events(&query)
                 .await
                 .map_err(feed_problem)?;

@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use application::ports::{Clock, IdGenerator, SecretHasher, Store};
 use poem_openapi::payload::PlainText;
 use poem_openapi::{ApiResponse, OpenApi};
 
@@ -15,16 +14,6 @@ use crate::metrics;
 pub trait Readiness: Send + Sync {
     /// `true` when ready. Implementations MUST answer within a bounded time.
     async fn ready(&self) -> bool;
-}
-
-/// A probe that is always ready (for rendering the OpenAPI document).
-pub(crate) struct AlwaysReady;
-
-#[async_trait::async_trait]
-impl Readiness for AlwaysReady {
-    async fn ready(&self) -> bool {
-        true
-    }
 }
 
 /// `GET /healthz`.
@@ -55,12 +44,12 @@ enum MetricsResponse {
 }
 
 /// The operations endpoints.
-pub(crate) struct HealthApi<S, C, I, H> {
-    state: Arc<AppState<S, C, I, H>>,
+pub(crate) struct HealthApi {
+    state: Arc<AppState>,
 }
 
-impl<S, C, I, H> HealthApi<S, C, I, H> {
-    pub(crate) fn new(state: Arc<AppState<S, C, I, H>>) -> Self {
+impl HealthApi {
+    pub(crate) fn new(state: Arc<AppState>) -> Self {
         metrics::install();
         Self { state }
     }
@@ -74,7 +63,7 @@ enum Tag {
 }
 
 #[OpenApi(tag = "Tag::Operations")]
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> HealthApi<S, C, I, H> {
+impl HealthApi {
     /// Liveness: the process is up.
     #[oai(path = "/healthz", method = "get")]
     async fn healthz(&self) -> HealthResponse {

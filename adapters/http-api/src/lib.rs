@@ -1,8 +1,9 @@
 //! Tally's HTTP adapter: the poem-openapi JSON API, the provider webhook endpoint, health,
 //! readiness and metrics.
 //!
-//! [`build_api`] turns a [`Service`] into a poem [`Route`]; [`openapi_json`] renders the OpenAPI
-//! document that `docs/openapi.json` keeps a copy of (a test fails when the two drift).
+//! [`build_api`] turns the inbound ports ([`Ports`]: `Arc<dyn …>` per area, never the store or
+//! the service's parts) into a poem [`Route`]; [`openapi_json`] renders the OpenAPI document
+//! that `docs/openapi.json` keeps a copy of (a test fails when the two drift).
 //!
 //! Layout: one module per area (`payment`, `webhook`, `credits`, `consumption`, `plans`, `admin`,
 //! `auth_routes`, `health`), each with one `ApiResponse` enum per endpoint; `problem` holds the
@@ -34,6 +35,7 @@ mod health;
 mod i18n;
 mod metrics;
 mod middleware;
+mod optional_json;
 mod payment;
 mod plans;
 mod problem;
@@ -41,14 +43,17 @@ mod rate_limit;
 mod subscriptions;
 mod webhook;
 
+use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
-use application::ports::{Clock, IdGenerator, SecretHasher, Store};
-use application::service::Service;
+use application::inbound::Ports;
+use poem::endpoint::BoxEndpoint;
+use poem::http::Method;
 use poem::middleware::CatchPanic;
 use poem::{EndpointExt, IntoEndpoint, Route};
-use poem_openapi::{ExtraHeader, OpenApiService};
+use poem_openapi::registry::{MetaApi, Registry};
+use poem_openapi::{ExtraHeader, OpenApi, OpenApiService};
 
 pub use header_limit::{
     HTTP1_MAX_HEADERS_PARSED, HeaderLimit, HeaderLimitEndpoint, MAX_REQUEST_HEADER_BYTES,
@@ -106,42 +111,34 @@ const fn nonzero(value: u32) -> NonZeroU32 {
     }
 }
 
-/// What every handler shares: the service, the readiness probe, the settings and the rate
-/// limiters.
-pub(crate) struct AppState<S, C, I, H> {
-    pub(crate) service: Arc<Service<S, C, I, H>>,
+/// What every handler shares: the inbound ports, the readiness probe, the settings and the
+/// rate limiters.
+pub(crate) struct AppState {
+    pub(crate) ports: Ports,
     pub(crate) readiness: Arc<dyn Readiness>,
     pub(crate) settings: ApiSettings,
     pub(crate) limits: rate_limit::RateLimiters,
 }
 
-type Apis<S, C, I, H> = (
-    payment::PaymentApi<S, C, I, H>,
-    subscriptions::SubscriptionsApi<S, C, I, H>,
-    webhook::WebhookApi<S, C, I, H>,
-    credits::CreditsApi<S, C, I, H>,
-    consumption::ConsumptionApi<S, C, I, H>,
-    entitlements::EntitlementsApi<S, C, I, H>,
-    events::EventsApi<S, C, I, H>,
-    plans::PlansApi<S, C, I, H>,
-    admin::AdminApi<S, C, I, H>,
-    admin_webhooks::AdminWebhooksApi<S, C, I, H>,
-    admin_customers_api::AdminConsoleApi<S, C, I, H>,
-    admin_replay::AdminReplayApi<S, C, I, H>,
-    auth_routes::AuthApi<S, C, I, H>,
-    health::HealthApi<S, C, I, H>,
+type Apis = (
+    payment::PaymentApi,
+    subscriptions::SubscriptionsApi,
+    webhook::WebhookApi,
+    credits::CreditsApi,
+    consumption::ConsumptionApi,
+    entitlements::EntitlementsApi,
+    events::EventsApi,
+    plans::PlansApi,
+    admin::AdminApi,
+    admin_webhooks::AdminWebhooksApi,
+    admin_customers_api::AdminConsoleApi,
+    admin_replay::AdminReplayApi,
+    auth_routes::AuthApi,
+    health::HealthApi,
 );
 
-fn openapi_service<S, C, I, H>(
-    state: &Arc<AppState<S, C, I, H>>,
-) -> OpenApiService<Apis<S, C, I, H>, ()>
-where
-    S: Store,
-    C: Clock,
-    I: IdGenerator,
-    H: SecretHasher,
-{
-    let apis = (
+fn openapi_service(state: &Arc<AppState>) -> OpenApiService<Apis, ()> {
+    document((
         payment::PaymentApi::new(state.clone()),
         subscriptions::SubscriptionsApi::new(state.clone()),
         webhook::WebhookApi::new(state.clone()),
@@ -156,8 +153,12 @@ where
         admin_replay::AdminReplayApi::new(state.clone()),
         auth_routes::AuthApi::new(state.clone()),
         health::HealthApi::new(state.clone()),
-    );
-    OpenApiService::new(apis, API_TITLE, API_VERSION)
+    ))
+}
+
+/// The API's document around `api`: the handlers, or [`DocumentOnly`].
+fn document<T: OpenApi>(api: T) -> OpenApiService<T, ()> {
+    OpenApiService::new(api, API_TITLE, API_VERSION)
         .description(
             "Payments (seven providers), credits and plans. Every error is \
              application/problem+json (RFC 9457) with a stable `code`; every response carries \
@@ -171,20 +172,14 @@ where
 
 /// The whole HTTP API as one route, wrapped in the request-id, error-mapping, body-limit and
 /// panic-catching middleware.
-pub fn build_api<S, C, I, H>(
-    service: Arc<Service<S, C, I, H>>,
+pub fn build_api(
+    ports: Ports,
     readiness: Arc<dyn Readiness>,
     settings: ApiSettings,
-) -> impl poem::Endpoint<Output = poem::Response>
-where
-    S: Store,
-    C: Clock,
-    I: IdGenerator,
-    H: SecretHasher,
-{
-    let clock_source = service.clone();
+) -> impl poem::Endpoint<Output = poem::Response> {
+    let clock_source = ports.accounts.clone();
     let context = middleware::RequestContext::new(
-        Arc::new(move || clock_source.clock().now().unix_millis()),
+        Arc::new(move || clock_source.now().unix_millis()),
         middleware::BodyLimits {
             json_bytes: settings.json_body_limit_bytes,
             webhook_bytes: settings.webhook_body_limit_bytes,
@@ -192,7 +187,7 @@ where
     );
     let state = Arc::new(AppState {
         limits: rate_limit::RateLimiters::new(&settings),
-        service,
+        ports,
         readiness,
         settings,
     });
@@ -209,21 +204,23 @@ where
 
 /// The OpenAPI document of the API, as `/api/openapi.json` serves it (pretty-printed JSON).
 ///
-/// The document depends only on the types, not on the service's state; a service is needed
-/// because the API's handlers are built around one.
-pub fn openapi_json<S, C, I, H>(service: Arc<Service<S, C, I, H>>) -> String
-where
-    S: Store,
-    C: Clock,
-    I: IdGenerator,
-    H: SecretHasher,
-{
-    let settings = ApiSettings::default();
-    let state = Arc::new(AppState {
-        limits: rate_limit::RateLimiters::new(&settings),
-        service,
-        readiness: Arc::new(health::AlwaysReady),
-        settings,
-    });
-    openapi_service(&state).spec()
+/// The document depends only on the handlers' types, so no ports are needed to render it.
+pub fn openapi_json() -> String {
+    document(DocumentOnly).spec()
+}
+
+/// The API's operations and types without its handlers: poem-openapi builds a document from
+/// the types alone ([`OpenApi::meta`], [`OpenApi::register`]), and this adds no routes.
+struct DocumentOnly;
+
+impl OpenApi for DocumentOnly {
+    fn meta() -> Vec<MetaApi> {
+        Apis::meta()
+    }
+
+    fn register(registry: &mut Registry) {
+        Apis::register(registry);
+    }
+
+    fn add_routes(self, _routes: &mut HashMap<String, HashMap<Method, BoxEndpoint<'static>>>) {}
 }

@@ -19,9 +19,14 @@ pub(crate) const REQUESTS_TOTAL: &str = "http_requests_total";
 pub(crate) const REQUEST_DURATION_SECONDS: &str = "http_request_duration_seconds";
 /// Order transitions, by resulting status (`pending`, `paid`, `failed`, `cancelled`, `refunded`, …).
 pub(crate) const ORDERS_TOTAL: &str = "tally_orders_total";
-/// Webhook events handled, by provider and result (`applied`, `duplicate`, `ignored`, `stale`,
-/// `mismatch`, `late_payment`, `unknown_order`, `rejected`, `unknown_provider`, `error`, …).
+/// Webhook events handled, by provider, result (`applied`, `duplicate`, `ignored`, `stale`,
+/// `mismatch`, `late_payment`, `unknown_order`, `rejected`, `unknown_provider`, `error`, …) and
+/// source ([`SOURCE_DELIVERY`] or [`SOURCE_REPLAY`]).
 pub(crate) const WEBHOOKS_TOTAL: &str = "tally_webhooks_total";
+/// `source` of a webhook event the provider delivered.
+const SOURCE_DELIVERY: &str = "delivery";
+/// `source` of a recorded event an administrator replayed.
+const SOURCE_REPLAY: &str = "replay";
 /// Credits consumed (consumptions and settled reservations), in hundredths of a credit.
 pub(crate) const CREDITS_CONSUMED_HUNDREDTHS_TOTAL: &str =
     "tally_credits_consumed_hundredths_total";
@@ -91,6 +96,16 @@ pub(crate) fn record_request(method: &str, route: &str, status: u16, elapsed: Du
     metrics::histogram!(REQUEST_DURATION_SECONDS, &labels).record(elapsed.as_secs_f64());
 }
 
+/// One webhook event counted.
+fn count_webhook(provider: &'static str, result: WebhookResult, source: &'static str) {
+    let labels = [
+        ("provider", provider),
+        ("result", result.code()),
+        ("source", source),
+    ];
+    metrics::counter!(WEBHOOKS_TOTAL, &labels).increment(1);
+}
+
 /// The Prometheus side of the use cases' [`Metrics`] port: what a use case reports, wherever it
 /// ran (the API, a page, the reconciler), becomes a series here.
 #[derive(Debug, Clone, Copy, Default)]
@@ -104,8 +119,11 @@ impl Metrics for PrometheusMetrics {
     fn webhook(&self, provider: Option<ProviderId>, result: WebhookResult) {
         // Only known ids become labels, so a scan of odd paths cannot grow them.
         let provider = provider.map_or("unknown", ProviderId::as_str);
-        metrics::counter!(WEBHOOKS_TOTAL, "provider" => provider, "result" => result.code())
-            .increment(1);
+        count_webhook(provider, result, SOURCE_DELIVERY);
+    }
+
+    fn webhook_replayed(&self, provider: ProviderId, result: WebhookResult) {
+        count_webhook(provider.as_str(), result, SOURCE_REPLAY);
     }
 
     fn credits_consumed(&self, amount: Credits) {

@@ -2,10 +2,11 @@
 
 use std::sync::Arc;
 
-use application::ports::{Clock, IdGenerator, Replay, SecretHasher, Store};
+use application::ports::Replay;
 use application::use_cases::cancel_payment::{CancelOutcome, CancelPaymentError, ProviderClose};
 use application::use_cases::initiate_payment::{InitiatePayment, InitiatePaymentError};
 use application::use_cases::query_payment::QueryPaymentError;
+use domain::ProviderId;
 use poem::Request;
 use poem_openapi::param::{Header, Path, Query};
 use poem_openapi::payload::Json;
@@ -143,12 +144,12 @@ api_response! {
 }
 
 /// The payment endpoints.
-pub(crate) struct PaymentApi<S, C, I, H> {
-    state: Arc<AppState<S, C, I, H>>,
+pub(crate) struct PaymentApi {
+    state: Arc<AppState>,
 }
 
-impl<S, C, I, H> PaymentApi<S, C, I, H> {
-    pub(crate) fn new(state: Arc<AppState<S, C, I, H>>) -> Self {
+impl PaymentApi {
+    pub(crate) fn new(state: Arc<AppState>) -> Self {
         Self { state }
     }
 }
@@ -161,7 +162,7 @@ enum Tag {
 }
 
 #[OpenApi(tag = "Tag::Payment")]
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> PaymentApi<S, C, I, H> {
+impl PaymentApi {
     /// Start a payment for a plan: creates a pending order and the provider's checkout.
     ///
     /// Send an `Idempotency-Key` to make retries safe: the same key and body answer the first
@@ -197,7 +198,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> PaymentApi<S, C, I, H>
         let result = async {
             let user = self.state.user(&credential).await?;
             self.state
-                .service
+                .ports
+                .payments
                 .query_payment(&user, &order_id.0)
                 .await
                 .map_err(|e| match e {
@@ -224,7 +226,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> PaymentApi<S, C, I, H>
         let result = async {
             let user = self.state.user(&credential).await?;
             self.state
-                .service
+                .ports
+                .payments
                 .cancel_payment(&user, &order_id.0)
                 .await
                 .map_err(cancel_problem)
@@ -267,7 +270,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> PaymentApi<S, C, I, H>
         let result = async {
             let user = self.state.user(&credential).await?;
             let request = page_request(page.0.as_deref(), limit.0.as_deref())?;
-            Ok::<_, Problem>(self.state.service.list_orders(&user, request).await?)
+            Ok::<_, Problem>(
+                self.state
+                    .ports
+                    .payments
+                    .list_orders(&user, request)
+                    .await?,
+            )
         };
         match result.await {
             Ok(page) => OrdersResponse::Ok(Json(OrderPage {
@@ -279,7 +288,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> PaymentApi<S, C, I, H>
     }
 }
 
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> PaymentApi<S, C, I, H> {
+impl PaymentApi {
     async fn initiate_inner(
         &self,
         credential: &Credential,
@@ -290,13 +299,15 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> PaymentApi<S, C, I, H>
         let user = self.state.user(credential).await?;
         self.state.limits.check(Action::Initiate, request)?;
         let idempotency_key = parse_idempotency_key(idempotency_key, request)?;
+        let provider = parse_provider(&body.provider)?;
         let started = self
             .state
-            .service
+            .ports
+            .payments
             .initiate_payment(InitiatePayment {
                 user,
                 plan_id: body.plan_id,
-                provider: body.provider,
+                provider,
                 idempotency_key,
             })
             .await
@@ -309,6 +320,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> PaymentApi<S, C, I, H>
     }
 }
 
+/// The provider a buyer names, parsed once, here: 422 `unknown_provider` for anything else.
+fn parse_provider(raw: &str) -> Result<ProviderId, Problem> {
+    raw.parse()
+        .map_err(|_| Problem::new(Code::UnknownProvider, format!("unknown provider {raw:?}")))
+}
+
 fn order_not_found() -> Problem {
     Problem::new(Code::OrderNotFound, "no such order")
 }
@@ -316,9 +333,6 @@ fn order_not_found() -> Problem {
 fn initiate_problem(e: InitiatePaymentError) -> Problem {
     match e {
         InitiatePaymentError::PlanNotFound(_) => Problem::new(Code::PlanNotFound, e.to_string()),
-        InitiatePaymentError::UnknownProvider(_) => {
-            Problem::new(Code::UnknownProvider, e.to_string())
-        }
         InitiatePaymentError::ProviderMismatch { .. } => {
             Problem::new(Code::ProviderMismatch, e.to_string())
         }

@@ -4,8 +4,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use application::ports::{Clock, IdGenerator, SecretHasher, Store};
-use application::use_cases::plans::{Audience, list_plans};
 use domain::plan::Prominence;
 use domain::{AppEnvironment, Credits, Duration, Locale, Plan};
 use poem::Request;
@@ -143,12 +141,12 @@ api_response! {
 }
 
 /// The public plan listing.
-pub(crate) struct PlansApi<S, C, I, H> {
-    state: Arc<AppState<S, C, I, H>>,
+pub(crate) struct PlansApi {
+    state: Arc<AppState>,
 }
 
-impl<S, C, I, H> PlansApi<S, C, I, H> {
-    pub(crate) fn new(state: Arc<AppState<S, C, I, H>>) -> Self {
+impl PlansApi {
+    pub(crate) fn new(state: Arc<AppState>) -> Self {
         Self { state }
     }
 }
@@ -161,7 +159,7 @@ enum Tag {
 }
 
 #[OpenApi(tag = "Tag::Plans")]
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> PlansApi<S, C, I, H> {
+impl PlansApi {
     /// The plans on offer (no sign-in needed), in listing order; plans restricted to other
     /// locales and hidden plans are left out.
     #[oai(path = "/api/plans", method = "get")]
@@ -173,22 +171,15 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> PlansApi<S, C, I, H> {
         locale: Query<Option<String>>,
     ) -> PlansResponse {
         let requested = crate::i18n::requested_locale(locale.0.as_deref(), request);
-        let config = self.state.service.config();
-        let listed = list_plans(
-            config.pricing_mode,
-            &config.catalog,
-            self.state.service.gateways(),
-            self.state.service.store(),
-            Audience::Public,
-            requested.as_ref(),
-        )
-        .await;
+        let plans_port = &self.state.ports.plans;
+        let listed = plans_port.public_plans(requested.as_ref()).await;
+        let environment = plans_port.environment();
         let locale = requested.unwrap_or_else(Locale::english);
         match listed {
             Ok(plans) => PlansResponse::Ok(Json(PlanList {
                 plans: plans
                     .iter()
-                    .map(|p| PlanView::new(&p.plan, config.environment, &locale))
+                    .map(|p| PlanView::new(&p.plan, environment, &locale))
                     .collect(),
             })),
             Err(infra) => Problem::from(infra).into(),

@@ -1,16 +1,19 @@
 //! Subscriptions (issue 19): switch the caller's subscription to another plan, and resume one
 //! scheduled to end. The spec has no subscription paths; these sit beside `/api/payment/…` under
 //! `/api/subscriptions/{id}/…`, named by the subscription id that `GET /api/credits/status` and
-//! the payment endpoints show.
+//! the payment endpoints show. A switch is made now through the provider's plan-change API, or
+//! at the period's end (`"when": "period_end"`: cancelled then, and the plan started with a new
+//! checkout), which `DELETE …/scheduled-plan` withdraws.
 
 use std::sync::Arc;
 
-use application::ports::{Clock, IdGenerator, SecretHasher, Store};
-use application::use_cases::change_plan::{ChangePlanError, PlanChangeOutcome};
+use application::use_cases::change_plan::{
+    ChangePlanError, PlanChangeOutcome, PlanSwitchScheduled,
+};
 use domain::{PlanChangeRefusal, Subscription};
 use poem_openapi::param::Path;
 use poem_openapi::payload::Json;
-use poem_openapi::{Object, OpenApi};
+use poem_openapi::{Enum, Object, OpenApi};
 
 use crate::AppState;
 use crate::auth::Credential;
@@ -25,6 +28,21 @@ pub struct ChangePlanBody {
     /// currency and billing interval).
     #[oai(validator(min_length = 1, max_length = 64))]
     pub plan_id: String,
+    /// `now` (the default): through the provider's plan-change API; `period_end`: the
+    /// subscription is cancelled at its period's end and keeps the plan as `scheduledPlanId`,
+    /// which the subscriber starts with a new checkout when it ends (any provider; the only way
+    /// where the provider has no plan-change API). The interval may differ at the period's end.
+    pub when: Option<SwitchWhen>,
+}
+
+/// When a switch takes effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[oai(rename_all = "snake_case")]
+pub enum SwitchWhen {
+    /// Now, through the provider's plan-change API.
+    Now,
+    /// When the current period ends, with a new checkout.
+    PeriodEnd,
 }
 
 /// What a switch did.
@@ -37,14 +55,23 @@ pub struct PlanChangeView {
     /// The plan asked for.
     pub plan_id: String,
     /// `upgrade` (charged the prorated difference now where the provider prorates, and the
-    /// new plan's extra credits granted once confirmed) or `downgrade` (the lower price and
+    /// new plan's extra credits granted once confirmed; PayPal prorates nothing, so there the
+    /// new price and credits start with the next renewal) or `downgrade` (the lower price and
     /// credits from the next renewal).
     pub change: String,
     /// Whether the provider has confirmed it (`planId` of the subscription is the new plan).
     pub confirmed: bool,
-    /// Where the subscriber approves the switch at the provider, when it needs that.
+    /// Where the subscriber approves the switch at the provider, when it needs that (PayPal's
+    /// revise: a `paypal.com` page). Send the subscriber there; the switch is confirmed when
+    /// the provider's event arrives after the approval, and changes nothing until then.
     #[oai(skip_serializing_if_is_none)]
     pub approval_url: Option<String>,
+    /// `now` or `period_end`, as asked.
+    pub when: SwitchWhen,
+    /// When the new plan starts, for a switch at the period's end: the current period's end
+    /// (the subscriber then confirms its payment in a new checkout).
+    #[oai(skip_serializing_if_is_none)]
+    pub starts_at: Option<String>,
 }
 
 api_response! {
@@ -64,8 +91,9 @@ api_response! {
         /// `subscription_not_found`, `plan_not_found`.
         404 NotFound,
         /// `subscription_not_live`, `same_plan`, `different_plan_type`, `different_currency`,
-        /// `different_interval`, `not_switchable` (the provider has no plan change: cancel at
-        /// period end and buy the other plan then).
+        /// `different_interval`, `not_switchable` (the provider has no plan change: switch at
+        /// the period's end), `change_in_progress` (another switch of the subscription is in
+        /// progress or scheduled; nothing was asked of the provider).
         409 Conflict,
         /// `provider_error`: the provider could not be told; nothing changed, retry.
         502 BadGateway,
@@ -93,13 +121,31 @@ api_response! {
     }
 }
 
-/// The subscription endpoints.
-pub(crate) struct SubscriptionsApi<S, C, I, H> {
-    state: Arc<AppState<S, C, I, H>>,
+api_response! {
+    /// `DELETE /api/subscriptions/{id}/scheduled-plan`.
+    pub enum WithdrawSwitchResponse {
+        /// The scheduled plan is forgotten; the subscription still ends with its period.
+        200 Ok(Json<SubscriptionView>),
+    }
+    problems {
+        /// `unauthorized`: not signed in.
+        401 Unauthorized,
+        /// `forbidden`: an API key cannot withdraw; `not_owner`: another user's subscription.
+        403 Forbidden,
+        /// `subscription_not_found`.
+        404 NotFound,
+        /// `not_scheduled_to_end`: no switch is scheduled.
+        409 Conflict,
+    }
 }
 
-impl<S, C, I, H> SubscriptionsApi<S, C, I, H> {
-    pub(crate) fn new(state: Arc<AppState<S, C, I, H>>) -> Self {
+/// The subscription endpoints.
+pub(crate) struct SubscriptionsApi {
+    state: Arc<AppState>,
+}
+
+impl SubscriptionsApi {
+    pub(crate) fn new(state: Arc<AppState>) -> Self {
         Self { state }
     }
 }
@@ -112,9 +158,10 @@ enum Tag {
 }
 
 #[OpenApi(tag = "Tag::Subscriptions")]
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> SubscriptionsApi<S, C, I, H> {
-    /// Switch the caller's subscription to another recurring plan through the provider's own
-    /// plan-change API. The subscription's plan, price and credits follow the provider's event.
+impl SubscriptionsApi {
+    /// Switch the caller's subscription to another recurring plan: now, through the provider's
+    /// own plan-change API (the subscription's plan, price and credits follow the provider's
+    /// event), or at the period's end (`"when": "period_end"`). One switch at a time.
     #[oai(path = "/api/subscriptions/:id/change-plan", method = "post")]
     async fn change_plan(
         &self,
@@ -125,14 +172,22 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> SubscriptionsApi<S, C,
     ) -> ChangePlanResponse {
         let result = async {
             let user = self.state.user(&credential).await?;
-            self.state
-                .service
-                .change_plan(&user, &id.0, &body.0.plan_id)
-                .await
-                .map_err(problem)
+            let payments = &self.state.ports.payments;
+            let plan = &body.0.plan_id;
+            match body.0.when.unwrap_or(SwitchWhen::Now) {
+                SwitchWhen::Now => payments
+                    .change_plan(&user, &id.0, plan)
+                    .await
+                    .map(|outcome| self.change_view(&outcome)),
+                SwitchWhen::PeriodEnd => payments
+                    .schedule_plan_switch(&user, &id.0, plan)
+                    .await
+                    .map(|scheduled| self.scheduled_view(&scheduled)),
+            }
+            .map_err(problem)
         };
         match result.await {
-            Ok(outcome) => ChangePlanResponse::Ok(Json(self.change_view(&outcome))),
+            Ok(view) => ChangePlanResponse::Ok(Json(view)),
             Err(problem) => problem.into(),
         }
     }
@@ -149,7 +204,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> SubscriptionsApi<S, C,
         let result = async {
             let user = self.state.user(&credential).await?;
             self.state
-                .service
+                .ports
+                .payments
                 .resume_subscription(&user, &id.0)
                 .await
                 .map_err(problem)
@@ -159,12 +215,35 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> SubscriptionsApi<S, C,
             Err(problem) => problem.into(),
         }
     }
+
+    /// Withdraw the caller's switch at the period's end: the scheduled plan is forgotten, and
+    /// the subscription still ends with its period (resume it to keep it).
+    #[oai(path = "/api/subscriptions/:id/scheduled-plan", method = "delete")]
+    async fn withdraw_switch(
+        &self,
+        credential: Credential,
+        /// The subscription id.
+        id: Path<String>,
+    ) -> WithdrawSwitchResponse {
+        let result = async {
+            let user = self.state.user(&credential).await?;
+            self.state
+                .ports
+                .payments
+                .cancel_scheduled_switch(&user, &id.0)
+                .await
+                .map_err(problem)
+        };
+        match result.await {
+            Ok(subscription) => WithdrawSwitchResponse::Ok(Json(self.view(&subscription))),
+            Err(problem) => problem.into(),
+        }
+    }
 }
 
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> SubscriptionsApi<S, C, I, H> {
+impl SubscriptionsApi {
     fn view(&self, s: &Subscription) -> SubscriptionView {
-        let grace = self.state.service.config().past_due_grace_ms;
-        SubscriptionView::new(s, s.access(grace))
+        SubscriptionView::new(s, self.state.ports.payments.subscription_access(s))
     }
 
     fn change_view(&self, outcome: &PlanChangeOutcome) -> PlanChangeView {
@@ -174,6 +253,21 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> SubscriptionsApi<S, C,
             change: outcome.change.direction().code().to_owned(),
             confirmed: outcome.subscription.plan_id() == outcome.change.plan_id(),
             approval_url: outcome.approval_url.clone(),
+            when: SwitchWhen::Now,
+            starts_at: None,
+        }
+    }
+
+    fn scheduled_view(&self, scheduled: &PlanSwitchScheduled) -> PlanChangeView {
+        let subscription = &scheduled.subscription;
+        PlanChangeView {
+            subscription: self.view(subscription),
+            plan_id: scheduled.plan_id.to_string(),
+            change: scheduled.direction.code().to_owned(),
+            confirmed: false,
+            approval_url: None,
+            when: SwitchWhen::PeriodEnd,
+            starts_at: Some(crate::dto::timestamp(subscription.current_period().end())),
         }
     }
 }
@@ -186,6 +280,7 @@ fn problem(e: ChangePlanError) -> Problem {
         ChangePlanError::PlanNotFound(_) => Problem::new(Code::PlanNotFound, detail),
         ChangePlanError::Refused(refusal) => Problem::new(refusal_code(&refusal), detail),
         ChangePlanError::NotSwitchable(_) => Problem::new(Code::NotSwitchable, detail),
+        ChangePlanError::InProgress(_) => Problem::new(Code::ChangeInProgress, detail),
         ChangePlanError::Gateway(reason) => Problem::provider_error(
             "the payment provider could not be told; nothing changed, retry later",
             &reason,

@@ -5,9 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use application::ports::{
-    AckVerdict, Clock, IdGenerator, SecretHasher, Store, WebhookAck, WebhookRequest,
-};
+use application::ports::{AckVerdict, WebhookAck, WebhookRequest};
 use application::use_cases::handle_webhook::HandleWebhookError;
 use domain::ProviderId;
 use poem::http::StatusCode;
@@ -149,12 +147,12 @@ impl From<Problem> for WebhookResponse {
 }
 
 /// The webhook endpoint.
-pub(crate) struct WebhookApi<S, C, I, H> {
-    state: Arc<AppState<S, C, I, H>>,
+pub(crate) struct WebhookApi {
+    state: Arc<AppState>,
 }
 
-impl<S, C, I, H> WebhookApi<S, C, I, H> {
-    pub(crate) fn new(state: Arc<AppState<S, C, I, H>>) -> Self {
+impl WebhookApi {
+    pub(crate) fn new(state: Arc<AppState>) -> Self {
         Self { state }
     }
 }
@@ -167,7 +165,7 @@ enum Tag {
 }
 
 #[OpenApi(tag = "Tag::Webhook")]
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> WebhookApi<S, C, I, H> {
+impl WebhookApi {
     /// A provider's payment notification. Verified exactly as the provider signs it; a
     /// delivery seen before changes nothing.
     #[oai(path = "/api/payment/webhook/:provider", method = "post")]
@@ -187,7 +185,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> WebhookApi<S, C, I, H>
             headers: lower_cased_headers(request),
             body: body.0,
         };
-        match self.state.service.handle_webhook(known, call).await {
+        match self.state.ports.payments.handle_webhook(known, call).await {
             Ok(handled) => handled.ack.into(),
             Err(HandleWebhookError::Rejected { reason, ack }) => {
                 tracing::warn!(provider = label, %reason, "webhook refused");

@@ -62,7 +62,8 @@ fn amount(p: &SimPayment) -> String {
         .unwrap_or_default()
 }
 
-fn page(title: &str, body: &str) -> Html<String> {
+/// A sandbox page: the banner, `title` and `body` (HTML the caller escaped).
+pub(crate) fn page(title: &str, body: &str) -> Html<String> {
     Html(format!(
         "<!doctype html><html lang=en><head><meta charset=utf-8><meta name=viewport content='width=device-width,initial-scale=1'>\
          <title>{t}</title><style>body{{font-family:system-ui,sans-serif;max-width:44rem;margin:2rem auto;padding:0 1rem;color:#1f2937}}\

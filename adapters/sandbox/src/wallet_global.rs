@@ -7,8 +7,11 @@
 //! `POST /v2/checkout/orders/{id}/capture`, `GET /v2/payments/captures/{id}`,
 //! `POST /v2/payments/captures/{id}/refund` (idempotent per `PayPal-Request-Id`),
 //! `POST /v1/billing/subscriptions`, `GET /v1/billing/subscriptions/{id}`,
-//! `POST /v1/billing/subscriptions/{id}/cancel`, `GET /v1/payments/sale/{id}` (a subscription's
-//! sale, read for disputes) and `POST /v1/notifications/verify-webhook-signature`.
+//! `POST /v1/billing/subscriptions/{id}/cancel`, `POST /v1/billing/subscriptions/{id}/revise`
+//! (a plan change, approved on the simulator's page `/revise/{id}`, then
+//! `BILLING.SUBSCRIPTION.UPDATED`: see `api/revise.rs`), `GET /v1/payments/sale/{id}` (a
+//! subscription's sale, read for disputes) and `POST /v1/notifications/verify-webhook-signature`.
+//! `GET /v1/billing/subscriptions/{id}?fields=plan` adds the plan's details.
 //!
 //! As at PayPal, Pay on the hosted page only *approves* an order (`CHECKOUT.ORDER.APPROVED`)
 //! and sends the browser to the return URL with `?token=<order id>&PayerID=…`; money moves when
@@ -101,6 +104,12 @@ impl Simulator for WalletGlobalSimulator {
                 "/v1/billing/subscriptions/:id/cancel",
                 post(api::cancel_subscription),
             )
+            .at(
+                "/v1/billing/subscriptions/:id/revise",
+                post(api::revise::revise),
+            )
+            .at("/revise/:id", get(api::revise::approval_page))
+            .at("/revise/:id/:action", post(api::revise::approval_action))
             .at(
                 "/v1/notifications/verify-webhook-signature",
                 post(api::verify_signature),

@@ -457,8 +457,16 @@ async fn a_subscription_is_activated_renewed_and_cancelled() {
         .await;
     let sales = w.events_of("PAYMENT.SALE.COMPLETED");
     assert_eq!(sales.len(), 2);
+    // A renewal's sale first tells the plan PayPal bills (a lost revision's update made good),
+    // then the renewal.
     match sales[1].as_slice() {
         [
+            PaymentEvent::SubscriptionPlanRevised {
+                provider_plan_id,
+                price,
+                interval_months,
+                ..
+            },
             PaymentEvent::SubscriptionRenewed {
                 provider_subscription_id,
                 period,
@@ -466,6 +474,8 @@ async fn a_subscription_is_activated_renewed_and_cancelled() {
                 ..
             },
         ] => {
+            assert_eq!(provider_plan_id, "P-5ML4271244454362WXNWU5NQ");
+            assert_eq!((*price, *interval_months), (usd(999), Some(1)));
             assert_eq!(provider_subscription_id, &id);
             assert_eq!(*amount, usd(999));
             assert_eq!(period.start(), first.end());
@@ -848,5 +858,81 @@ fn ack_status(verdict: application::ports::AckVerdict) -> StatusCode {
         application::ports::AckVerdict::Accepted => StatusCode::OK,
         application::ports::AckVerdict::Refused => StatusCode::BAD_REQUEST,
         application::ports::AckVerdict::Unauthenticated => StatusCode::UNAUTHORIZED,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revise_is_approved_on_the_simulators_page_and_told_by_a_signed_update() {
+    let w = world().await;
+    let request = w.checkout_request("ord_e2e_revise", plan("recurring", "9.99"));
+    let id = w.checkout(&request).await;
+    w.action("payments", &id, "pay", json!({})).await;
+
+    let pro_plus = Plan::from_draft(&PlanDraft {
+        id: "pro-plus".into(),
+        provider: Some("wallet_global".into()),
+        amount: Some("19.99".parse().unwrap()),
+        currency: Some("USD".into()),
+        months: Some(1),
+        duration_type: Some("recurring".into()),
+        provider_refs: ProviderRefs {
+            wallet_global_plan_id: Some("P-7GL4271244454362WXNWU5NQ".into()),
+            ..ProviderRefs::default()
+        },
+        i18n: BTreeMap::from([(
+            "en".to_owned(),
+            PlanText {
+                name: "Pro Plus".into(),
+                ..PlanText::default()
+            },
+        )]),
+        ..PlanDraft::default()
+    })
+    .unwrap();
+    let change = application::ports::PlanChangeRequest {
+        provider_subscription_id: id.clone(),
+        snapshot: PlanSnapshot::of(&pro_plus, pro_plus.price()),
+        plan: pro_plus,
+        direction: domain::ChangeDirection::Upgrade,
+        idempotency_key: "tally-plan-change-e2e".into(),
+        requested_at: SystemClock.now(),
+        return_url: Some(format!("{}/dashboard?notice=plan_change_pending", w.base)),
+        cancel_url: Some(format!("{}/dashboard?notice=plan_change_declined", w.base)),
+    };
+    let started = w.gateway.change_subscription_plan(&change).await.unwrap();
+    let application::ports::PlanChangeStarted::ApprovalNeeded { url } = started else {
+        panic!("expected an approval, got {started:?}");
+    };
+    // The same request again answers the same revision.
+    assert_eq!(
+        w.gateway.change_subscription_plan(&change).await.unwrap(),
+        application::ports::PlanChangeStarted::ApprovalNeeded { url: url.clone() }
+    );
+    assert!(w.events_of("BILLING.SUBSCRIPTION.UPDATED").is_empty());
+    let (page, query) = url.split_once('?').unwrap();
+    let approved = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .post(format!("{page}/approve?{query}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approved.status(), 303);
+    match w.events_of("BILLING.SUBSCRIPTION.UPDATED")[0].as_slice() {
+        [
+            PaymentEvent::SubscriptionPlanRevised {
+                provider_subscription_id,
+                provider_plan_id,
+                price,
+                interval_months,
+                ..
+            },
+        ] => {
+            assert_eq!(provider_subscription_id, &id);
+            assert_eq!(provider_plan_id, "P-7GL4271244454362WXNWU5NQ");
+            assert_eq!((*price, *interval_months), (usd(1999), Some(1)));
+        }
+        other => panic!("expected a revision, got {other:?}"),
     }
 }

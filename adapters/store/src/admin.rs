@@ -20,9 +20,10 @@ use application::accounts::User;
 use application::cursor::{Keyset, KeysetPage};
 use application::ports::{
     AdjustCommand, AdminConsoleStore, AdminWrite, AuditAction, AuditEntry, AuditFacts, AuditValue,
-    CreditTransaction, CustomerSearch, EmailKey, GrantSource, IdMatch, InboxFilter, LedgerEffect,
-    NewAudit, OrderFilter, OrderRecord, PaymentTotal, RecordedEvent, SignupGrant, SpendError,
-    StoreError, TimeNumberKey, TimeTextKey, UsageContext,
+    CreditTransaction, CustomerSearch, EmailKey, EventAudit, GrantSource, IdMatch, InboxEntry,
+    InboxFilter, LedgerEffect, NewAudit, OrderFilter, OrderRecord, PaymentEventCommand,
+    PaymentEventOutcome, PaymentTotal, RecordedEvent, SignupGrant, SpendError, StoreError,
+    TimeNumberKey, TimeTextKey, UsageContext,
 };
 use async_trait::async_trait;
 use domain::{Currency, Timestamp, UserId};
@@ -159,7 +160,10 @@ const INSERT_AUDIT: &str = "INSERT INTO admin_audit (admin_id, action, object_ki
     before_state, after_state, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id";
 
 /// Write `entry` on `conn` (inside the action's transaction); returns its id.
-async fn insert_audit<C: ConnectionTrait>(conn: &C, entry: &NewAudit) -> Result<i64, Fail> {
+pub(crate) async fn insert_audit<C: ConnectionTrait>(
+    conn: &C,
+    entry: &NewAudit,
+) -> Result<i64, Fail> {
     let values = vec![
         entry.admin_id.as_str().into(),
         entry.action.code().into(),
@@ -560,6 +564,22 @@ impl AdminConsoleStore for SeaOrmStore {
         entry: &NewAudit,
     ) -> Result<(), StoreError> {
         self.audited_write(write, entry).await
+    }
+
+    async fn apply_payment_event_audited(
+        &self,
+        command: &PaymentEventCommand,
+        audit: &EventAudit,
+    ) -> Result<PaymentEventOutcome, StoreError> {
+        self.apply_audited(command, audit).await
+    }
+
+    async fn record_event_audited(
+        &self,
+        entry: &InboxEntry,
+        audit: &EventAudit,
+    ) -> Result<bool, StoreError> {
+        self.record_audited(entry, audit).await
     }
 
     async fn record_audit(&self, entry: &NewAudit) -> Result<i64, StoreError> {

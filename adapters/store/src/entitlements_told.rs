@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use application::host_events::HostEventKind;
 use application::ports::{EntitlementRules, LivePlans};
 use domain::entitlements::{EffectiveEntitlements, Entitlements, Holding, effective_entitlements};
-use domain::{PlanId, Subscription, Timestamp, UserId};
+use domain::{PlanId, Subscription, SubscriptionId, Timestamp, UserId};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, FromQueryResult};
 use serde_json::{Map, Value as Json};
 use sha2::{Digest, Sha256};
@@ -42,36 +42,81 @@ struct ToldRow {
     next_change_at: Option<i64>,
 }
 
-/// Lock `user`'s row (creating it, as "nothing told", when missing) and return it.
+/// Lock `user`'s row and return it; `None` when the user had none (no change was told to them
+/// since entitlements were released), after inserting one, as "nothing told", that this
+/// transaction then holds.
+///
+/// The existing row is the common case, so it is read first (one statement); a missing one is
+/// inserted with `ON CONFLICT DO NOTHING RETURNING`, and when a concurrent transaction inserted
+/// it first (PostgreSQL waits for that one's commit) it is read again under its lock.
 async fn lock_told(
     tx: &DatabaseTransaction,
     user: &UserId,
     now: Timestamp,
-) -> Result<ToldRow, Fail> {
-    let insert = "INSERT INTO entitlements_told (user_id, entitlements, next_change_at, told_at) \
-                  VALUES ($1, '{}', NULL, $2) ON CONFLICT (user_id) DO NOTHING";
-    let values = vec![user.as_str().into(), now.unix_millis().into()];
-    sql::execute(tx, insert, values).await?;
+) -> Result<Option<ToldRow>, Fail> {
     let select = format!(
         "SELECT entitlements, next_change_at FROM entitlements_told WHERE user_id = $1{}",
         sql::for_update(tx)
     );
     let row: Option<ToldRow> = sql::one(tx, &select, vec![user.as_str().into()]).await?;
-    row.ok_or(Fail::Retry("the entitlements row vanished"))
+    if row.is_some() {
+        return Ok(row);
+    }
+    let insert = "INSERT INTO entitlements_told (user_id, entitlements, next_change_at, told_at) \
+                  VALUES ($1, '{}', NULL, $2) ON CONFLICT (user_id) DO NOTHING RETURNING user_id";
+    let values = vec![user.as_str().into(), now.unix_millis().into()];
+    if !sql::rows(tx, insert, values).await?.is_empty() {
+        return Ok(None);
+    }
+    let row: Option<ToldRow> = sql::one(tx, &select, vec![user.as_str().into()]).await?;
+    row.map(Some)
+        .ok_or(Fail::Retry("the entitlements row vanished"))
+}
+
+/// What a payment event's change replaced: a user with no stored record is told, as
+/// `previous`, what they held before the change, worked out from their purchases as read in the
+/// transaction with these put back as they were.
+#[derive(Debug, Default)]
+pub(crate) struct Replaced {
+    /// The subscription the change wrote, by id, and its state before (`None`: the change
+    /// created it).
+    pub(crate) subscription: Option<(SubscriptionId, Option<Subscription>)>,
+    /// The order the change moved, as it was before.
+    pub(crate) order: Option<domain::Order>,
+}
+
+/// A user's purchases that may grant access: every subscription (with the id of the order that
+/// started it) and the orders by id.
+type Purchases = (
+    Vec<(Subscription, Option<String>)>,
+    BTreeMap<String, domain::Order>,
+);
+
+impl Replaced {
+    /// `purchases` as they were before the change.
+    fn undo(&self, (mut subscriptions, mut orders): Purchases) -> Purchases {
+        if let Some((id, before)) = &self.subscription {
+            match before {
+                Some(before) => {
+                    for (s, _) in &mut subscriptions {
+                        if s.id() == id {
+                            *s = before.clone();
+                        }
+                    }
+                }
+                None => subscriptions.retain(|(s, _)| s.id() != id),
+            }
+        }
+        if let Some(order) = &self.order {
+            orders.insert(order.id().as_str().to_owned(), order.clone());
+        }
+        (subscriptions, orders)
+    }
 }
 
 /// The purchases of `user` that may grant access: every subscription (with the order that
 /// started it) and every paid one-time order.
-async fn purchases(
-    tx: &DatabaseTransaction,
-    user: &UserId,
-) -> Result<
-    (
-        Vec<(Subscription, Option<String>)>,
-        BTreeMap<String, domain::Order>,
-    ),
-    Fail,
-> {
+async fn purchases(tx: &DatabaseTransaction, user: &UserId) -> Result<Purchases, Fail> {
     let sql =
         format!("SELECT {SUBSCRIPTION_COLUMNS}, order_id FROM subscriptions WHERE user_id = $1");
     let mut subscriptions = Vec::new();
@@ -121,21 +166,20 @@ impl Live<'_> {
     }
 }
 
-/// `user`'s effective entitlements at `now`, and the earliest moment after `now` one of the
-/// purchases granting access stops granting it by the passing of time.
+/// The effective entitlements that `purchases` grant at `now`, and the earliest moment after
+/// `now` one of them stops granting access by the passing of time.
 async fn effective(
     tx: &DatabaseTransaction,
-    user: &UserId,
+    (subscriptions, orders): &Purchases,
     rules: &EntitlementRules,
     now: Timestamp,
 ) -> Result<(EffectiveEntitlements, Option<Timestamp>), Fail> {
-    let (subscriptions, orders) = purchases(tx, user).await?;
     let mut live = Live {
         rules: &rules.live_plans,
         known: BTreeMap::new(),
     };
     let mut holdings = Vec::new();
-    for (subscription, origin) in &subscriptions {
+    for (subscription, origin) in subscriptions {
         // What the order that started it sold, when it sold the plan it is on now.
         let sold = origin
             .as_ref()
@@ -199,25 +243,38 @@ fn changed_event(
 
 /// Work `user`'s entitlements out again at `now` (after the caller's changes, inside its
 /// transaction), tell them to `outbox` when they differ from those last told, and keep the
-/// row. Returns whether they changed.
+/// row. A user with no row yet (nothing told since entitlements were released) is compared
+/// with what they held before the changes `replaced`. Returns whether they changed.
 pub(crate) async fn tell_changes(
     tx: &DatabaseTransaction,
     user: &UserId,
     rules: &EntitlementRules,
     now: Timestamp,
+    replaced: &Replaced,
     outbox: &mut Outbox,
 ) -> Result<bool, Fail> {
     let told = lock_told(tx, user, now).await?;
-    let previous = entitlements_from_column(Some(&told.entitlements))
-        .map_err(|why| Fail::Store(corrupt("entitlements_told", user.as_str(), why)))?
-        .unwrap_or_default();
-    let (held, next) = effective(tx, user, rules, now).await?;
+    let held_by = purchases(tx, user).await?;
+    let (held, next) = effective(tx, &held_by, rules, now).await?;
+    // The row as stored (a new one holds `{}`), and what the user held before.
+    let (stored, previous, stored_next) = match told {
+        Some(row) => {
+            let stored = entitlements_from_column(Some(&row.entitlements))
+                .map_err(|why| Fail::Store(corrupt("entitlements_told", user.as_str(), why)))?
+                .unwrap_or_default();
+            (stored.clone(), stored, row.next_change_at)
+        }
+        None => {
+            let (before, _) = effective(tx, &replaced.undo(held_by), rules, now).await?;
+            (Entitlements::none(), before.entitlements, None)
+        }
+    };
     let changed = held.entitlements != previous;
     if changed {
         outbox.push(changed_event(user, &previous, &held, now));
     }
     let next = next.map(Timestamp::unix_millis);
-    if changed || next != told.next_change_at {
+    if held.entitlements != stored || next != stored_next {
         let sql = "UPDATE entitlements_told SET entitlements = $2, next_change_at = $3, \
                    told_at = $4 WHERE user_id = $1";
         let values = vec![
@@ -262,7 +319,7 @@ pub(crate) async fn tell_lapse(
     now: Timestamp,
 ) -> Result<End<bool>, Fail> {
     let mut outbox = Outbox::default();
-    let changed = tell_changes(tx, user, rules, now, &mut outbox).await?;
+    let changed = tell_changes(tx, user, rules, now, &Replaced::default(), &mut outbox).await?;
     outbox.write(tx).await?;
     Ok(End::Commit(changed))
 }

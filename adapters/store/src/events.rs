@@ -5,9 +5,9 @@
 
 use application::pagination::{Page, PageRequest};
 use application::ports::{
-    EntitlementRules, InboxEntry, InboxFilter, LedgerEffect, OrderChange, OrderRecord,
-    PaymentEventCommand, PaymentEventOutcome, PaymentEventStore, RecordedEvent, StoreError,
-    SubscriptionChange,
+    EntitlementRules, EventAudit, InboxEntry, InboxFilter, LedgerEffect, MismatchNotice,
+    OrderChange, OrderRecord, PaymentEventCommand, PaymentEventOutcome, PaymentEventStore,
+    RecordedEvent, StoreError, SubscriptionChange,
 };
 use async_trait::async_trait;
 use domain::{
@@ -17,11 +17,12 @@ use domain::{
 use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, FromQueryResult};
 
 use crate::SeaOrmStore;
+use crate::entitlements_told::{self, Replaced};
 use crate::ledger::{self, NewGrant};
 use crate::outbox::{self, Outbox};
 use crate::retry::Fail;
 use crate::sql::{self, End};
-use crate::{entitlements_told, orders, refunds, subscriptions};
+use crate::{orders, refunds, subscriptions};
 
 /// A `webhook_inbox` row.
 #[derive(Debug, FromQueryResult)]
@@ -93,55 +94,52 @@ fn same_access(a: &Subscription, b: &Subscription) -> bool {
             || a.current_period().end() == b.current_period().end())
 }
 
+/// The subscription as `change` writes it.
+fn subscribed(change: &SubscriptionChange) -> &Subscription {
+    match change {
+        SubscriptionChange::Create(s, _) => s,
+        SubscriptionChange::Update { subscription, .. } => subscription,
+    }
+}
+
 /// Apply a subscription change and collect what it tells the host; returns whether the change
-/// may have changed its user's entitlements.
+/// may have changed its user's entitlements, and the state it replaced (`None` for a
+/// subscription it created).
 async fn apply_subscription(
     tx: &DatabaseTransaction,
     change: &SubscriptionChange,
     now: Timestamp,
     cause: &str,
     outbox: &mut Outbox,
-) -> Result<bool, Fail> {
-    let mut access_moved = true;
-    let applied = match change {
+) -> Result<(bool, Option<Subscription>), Fail> {
+    match change {
         SubscriptionChange::Create(s, order) => {
-            let created = subscriptions::create(tx, s, order.as_ref(), now).await?;
-            if created {
-                outbox.extend(outbox::subscription_changed(None, s, cause, now));
+            if !subscriptions::create(tx, s, order.as_ref(), now).await? {
+                let id = s.provider_subscription_id();
+                return Err(conflict(&format!("subscription {id} exists")));
             }
-            created
+            outbox.extend(outbox::subscription_changed(None, s, cause, now));
+            Ok((true, None))
         }
         SubscriptionChange::Update {
             subscription,
             expected_last_event_at,
         } => {
-            let before = subscriptions::find_for_update(tx, subscription.id()).await?;
-            let updated =
-                subscriptions::update(tx, subscription, *expected_last_event_at, now).await?;
-            // Read under its lock: when the compare-and-set holds, this is the state replaced.
-            if let Some(before) = before.filter(|b| b.last_event_at() == *expected_last_event_at)
-                && updated
-            {
-                let told = outbox::subscription_changed(Some(&before), subscription, cause, now);
-                outbox.extend(told);
-                access_moved = !same_access(&before, subscription);
-            }
-            updated
+            // The compare-and-set hands back the state it replaced, read under its lock in the
+            // same statement (PostgreSQL): what the events tell the change from.
+            let expected = *expected_last_event_at;
+            let Some(before) = subscriptions::replace(tx, subscription, expected, now).await?
+            else {
+                let id = subscription.id();
+                return Err(conflict(&format!(
+                    "subscription {id} changed since it was read"
+                )));
+            };
+            let told = outbox::subscription_changed(Some(&before), subscription, cause, now);
+            outbox.extend(told);
+            Ok((!same_access(&before, subscription), Some(before)))
         }
-    };
-    if applied {
-        return Ok(access_moved);
     }
-    Err(match change {
-        SubscriptionChange::Create(s, _) => conflict(&format!(
-            "subscription {} exists",
-            s.provider_subscription_id()
-        )),
-        SubscriptionChange::Update { subscription, .. } => conflict(&format!(
-            "subscription {} changed since it was read",
-            subscription.id()
-        )),
-    })
 }
 
 /// `record` as it was with `status` (the order's other parts do not change with a transition).
@@ -216,6 +214,7 @@ async fn apply(
     tx: &DatabaseTransaction,
     c: &PaymentEventCommand,
     rules: Option<&EntitlementRules>,
+    audit: Option<&EventAudit>,
 ) -> Result<End<PaymentEventOutcome>, Fail> {
     // The inbox row first: a duplicate delivery stops here (PostgreSQL makes a concurrent
     // duplicate wait for the first one's commit, then do nothing).
@@ -225,12 +224,23 @@ async fn apply(
     let now = c.inbox.received_at;
     let cause = format!("{}|{}", c.inbox.provider.as_str(), c.inbox.event_id);
     let mut outbox = Outbox::default();
+    // What the changes replaced: a user with no stored entitlements record is told what they
+    // held before the change as `previous`.
+    let mut replaced = Replaced::default();
     let order = match &c.order {
-        Some(change) => Some(apply_order(tx, change, now, &cause, &mut outbox).await?),
+        Some(change) => {
+            let after = apply_order(tx, change, now, &cause, &mut outbox).await?;
+            replaced.order = Some(with_status(&after, change.previous.clone()).order);
+            Some(after)
+        }
         None => None,
     };
     let subscription_moved = match &c.subscription {
-        Some(change) => apply_subscription(tx, change, now, &cause, &mut outbox).await?,
+        Some(change) => {
+            let (moved, before) = apply_subscription(tx, change, now, &cause, &mut outbox).await?;
+            replaced.subscription = Some((subscribed(change).id().clone(), before));
+            moved
+        }
         None => false,
     };
     if let Some(refund) = &c.refund
@@ -255,11 +265,12 @@ async fn apply(
     }
     let user = entitlements_user(c, order.as_ref(), subscription_moved);
     if let (Some(rules), Some(user)) = (rules, user) {
-        entitlements_told::tell_changes(tx, &user, rules, now, &mut outbox).await?;
+        entitlements_told::tell_changes(tx, &user, rules, now, &replaced, &mut outbox).await?;
     }
-    if c.inbox.outcome == EventOutcome::Mismatch {
+    if c.inbox.outcome == EventOutcome::Mismatch && audit.is_none_or(tells_mismatch) {
         outbox.push(mismatch_event(c, order.as_ref()));
     }
+    write_audit(tx, audit).await?;
     outbox.write(tx).await?;
     Ok(End::Commit(PaymentEventOutcome::Applied {
         ledger: effects,
@@ -328,7 +339,7 @@ impl PaymentEventStore for SeaOrmStore {
         self.retry
             .run("apply_payment_event", || async {
                 let (_turn, tx) = self.begin_write().await?;
-                let body = apply(&tx, command, rules.as_deref()).await;
+                let body = apply(&tx, command, rules.as_deref(), None).await;
                 sql::finish(tx, body).await
             })
             .await
@@ -381,6 +392,80 @@ impl PaymentEventStore for SeaOrmStore {
         self.retry
             .run("record_event", || {
                 record(&self.db, self.turn.as_ref(), entry)
+            })
+            .await
+    }
+}
+
+/// Whether a mismatch the event comes to is told (not when a replay's original told it).
+fn tells_mismatch(audit: &EventAudit) -> bool {
+    audit.mismatch == MismatchNotice::Tell
+}
+
+/// The audit entry of the administrator's action an event carries, if any: it commits with the
+/// event (issue 18).
+async fn write_audit(tx: &DatabaseTransaction, audit: Option<&EventAudit>) -> Result<(), Fail> {
+    if let Some(audit) = audit {
+        crate::admin::insert_audit(tx, &audit.entry).await?;
+    }
+    Ok(())
+}
+
+/// Record `entry` with an administrator's action: the inbox row, its `payment.mismatch` under
+/// [`MismatchNotice::Tell`], and the audit entry, or nothing when the row exists.
+async fn record_audited_in(
+    tx: &DatabaseTransaction,
+    entry: &InboxEntry,
+    audit: &EventAudit,
+) -> Result<End<bool>, Fail> {
+    if !insert_inbox(tx, entry).await? {
+        return Ok(End::Rollback(false));
+    }
+    if entry.outcome == EventOutcome::Mismatch && tells_mismatch(audit) {
+        let event = outbox::mismatch(outbox::Mismatch {
+            provider: entry.provider.as_str(),
+            event_id: &entry.event_id,
+            event_type: &entry.event_type,
+            detail: entry.detail.as_deref(),
+            order: None,
+            user: entry.user_id.clone(),
+            at: entry.received_at,
+        });
+        Outbox::write_one(tx, event).await?;
+    }
+    crate::admin::insert_audit(tx, &audit.entry).await?;
+    Ok(End::Commit(true))
+}
+
+impl SeaOrmStore {
+    /// [`application::ports::AdminConsoleStore::apply_payment_event_audited`]: the payment
+    /// event's transaction, with the action's audit entry in it.
+    pub(crate) async fn apply_audited(
+        &self,
+        command: &PaymentEventCommand,
+        audit: &EventAudit,
+    ) -> Result<PaymentEventOutcome, StoreError> {
+        let rules = self.entitlement_rules();
+        self.retry
+            .run("apply_payment_event_audited", || async {
+                let (_turn, tx) = self.begin_write().await?;
+                let body = apply(&tx, command, rules.as_deref(), Some(audit)).await;
+                sql::finish(tx, body).await
+            })
+            .await
+    }
+
+    /// [`application::ports::AdminConsoleStore::record_event_audited`].
+    pub(crate) async fn record_audited(
+        &self,
+        entry: &InboxEntry,
+        audit: &EventAudit,
+    ) -> Result<bool, StoreError> {
+        self.retry
+            .run("record_event_audited", || async {
+                let (_turn, tx) = self.begin_write().await?;
+                let body = record_audited_in(&tx, entry, audit).await;
+                sql::finish(tx, body).await
             })
             .await
     }

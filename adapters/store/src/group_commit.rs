@@ -23,12 +23,12 @@
 //!    command sees the database as if it had not run. (A group of one needs no savepoint: it is
 //!    the ordinary transaction, so an idle store costs what it costs without grouping.)
 //!    A run of two or more batchable commands (consumptions) is run instead as ONE batch, in a
-//!    savepoint of its own ([`GroupedCommand::run_batch`], `ledger/consume_many.rs`): two reads and
+//!    savepoint of its own ([`GroupedCommand::run_many`], `ledger/consume_many.rs`): two reads and
 //!    one write (three on SQLite) whatever its size, each command decided as it would have been
 //!    one by one; a batch that cannot be decided is undone and its commands run alone.
 //!
 //!    On PostgreSQL a group of consumptions only is first tried WITHOUT a transaction
-//!    ([`GroupedCommand::run_batch_unlocked`]): one read without locks, then one writing
+//!    ([`GroupedCommand::run_many_unlocked`]): one read without locks, then one writing
 //!    statement that commits by itself, and that changes nothing unless every balance and lot
 //!    it touches still holds what the read saw. Two round trips instead of five (BEGIN, two
 //!    reads, the write, COMMIT), and the balance rows stay locked for one statement only. If
@@ -109,14 +109,14 @@ pub(crate) trait GroupedCommand: Send + 'static {
     -> impl Future<Output = bool> + Send + 'a;
 
     /// Whether the command may be written together with its batchable neighbours by
-    /// [`GroupedCommand::run_batch`] instead of in a savepoint of its own.
+    /// [`GroupedCommand::run_many`] instead of in a savepoint of its own.
     fn batchable(&self) -> bool;
 
     /// Run `batch` (two or more batchable commands, in group order) as one set of statements on
     /// `tx` and keep each command's outcome. Returns whether the writes are to be kept; if not,
     /// the writer undoes them (back to the batch's savepoint) and every command of the batch has
     /// been told to run alone.
-    fn run_batch<'a>(
+    fn run_many<'a>(
         batch: &'a mut [Self],
         tx: &'a DatabaseTransaction,
     ) -> impl Future<Output = bool> + Send + 'a
@@ -124,7 +124,7 @@ pub(crate) trait GroupedCommand: Send + 'static {
         Self: Sized;
 
     /// What a writer remembers of the rows its unlocked batches wrote (see
-    /// [`GroupedCommand::run_batch_unlocked`]).
+    /// [`GroupedCommand::run_many_unlocked`]).
     type Known: Default + Send + 'static;
 
     /// PostgreSQL: try to decide and write `batch` (batchable commands, in group order) without
@@ -133,7 +133,7 @@ pub(crate) trait GroupedCommand: Send + 'static {
     /// changes nothing unless the rows still hold it), else from a read. Returns whether it did
     /// (the outcomes are kept and committed); if not, nothing was written and no outcome is
     /// kept, and the writer runs the group in a transaction.
-    fn run_batch_unlocked<'a>(
+    fn run_many_unlocked<'a>(
         batch: &'a mut [Self],
         db: &'a DatabaseConnection,
         known: &'a mut Self::Known,
@@ -156,7 +156,7 @@ pub(crate) trait GroupedCommand: Send + 'static {
     fn run_alone(self);
 }
 
-/// What [`GroupedCommand::run_batch_unlocked`] did.
+/// What [`GroupedCommand::run_many_unlocked`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Unlocked {
     /// Nothing: run the group in a transaction.
@@ -642,7 +642,7 @@ async fn apply<C: GroupedCommand>(
     let size = u64::try_from(group.len()).unwrap_or(u64::MAX);
     if all_batchable
         && db.get_database_backend() == DbBackend::Postgres
-        && let Unlocked::Written { from_memory } = C::run_batch_unlocked(group, db, known).await
+        && let Unlocked::Written { from_memory } = C::run_many_unlocked(group, db, known).await
     {
         return Ok(Applied {
             batched: size,
@@ -675,7 +675,7 @@ async fn in_transaction<C: GroupedCommand>(
     if all_batchable {
         // One batch is the whole group: the transaction is its savepoint.
         let size = u64::try_from(group.len()).unwrap_or(u64::MAX);
-        return if C::run_batch(group, &tx).await {
+        return if C::run_many(group, &tx).await {
             tx.commit().await.map(|()| size)
         } else {
             tx.rollback().await.map(|()| 0)
@@ -690,7 +690,7 @@ async fn in_transaction<C: GroupedCommand>(
         body = if let [one] = now {
             run_in_savepoint(&tx, one).await
         } else {
-            run_batch_in_savepoint(&tx, now).await.map(|kept| {
+            run_many_in_savepoint(&tx, now).await.map(|kept| {
                 if kept {
                     batched += now.len() as u64;
                 }
@@ -720,12 +720,12 @@ async fn run_in_savepoint<C: GroupedCommand>(
 }
 
 /// Returns whether the batch's writes were kept.
-async fn run_batch_in_savepoint<C: GroupedCommand>(
+async fn run_many_in_savepoint<C: GroupedCommand>(
     tx: &DatabaseTransaction,
     batch: &mut [C],
 ) -> Result<bool, DbErr> {
     tx.execute_unprepared(SAVEPOINT).await?;
-    let kept = C::run_batch(batch, tx).await;
+    let kept = C::run_many(batch, tx).await;
     if !kept {
         tx.execute_unprepared(ROLLBACK_TO_SAVEPOINT).await?;
     }

@@ -41,7 +41,7 @@ use async_trait::async_trait;
 use domain::{Credits, ReservationId, Timestamp, UserId};
 
 pub(crate) use self::grants::tell as tell_effect;
-pub(crate) use self::grants::{NewGrant, clawback, grant};
+pub(crate) use self::grants::{NewGrant, clawback, grant, source_parts};
 pub(crate) use self::group_commands::LedgerCommand;
 use self::group_commands::{Consumed, Reserved};
 use self::reservations::Resolution;

@@ -232,7 +232,7 @@ fn order_view(record: &OrderRecord) -> Json {
 /// A subscription as `SubscriptionView` shows it, without `accessUntil` (which depends on the
 /// service's past-due grace; the status and period say when access ends).
 fn subscription_view(s: &Subscription) -> Json {
-    json!({
+    let mut view = json!({
         "id": s.id().as_str(),
         "planId": s.plan_id().as_str(),
         "provider": s.provider().as_str(),
@@ -240,7 +240,12 @@ fn subscription_view(s: &Subscription) -> Json {
         "currentPeriodStart": timestamp(s.current_period().start()),
         "currentPeriodEnd": timestamp(s.current_period().end()),
         "cancelAtPeriodEnd": s.renewal() == RenewalIntent::EndsAtPeriodEnd,
-    })
+    });
+    // The plan a switch at the period's end starts when it ends (`subscription.ended` tells it).
+    if let (Some(switch), Json::Object(fields)) = (s.scheduled_switch(), &mut view) {
+        fields.insert("scheduledPlanId".into(), json!(switch.plan_id().as_str()));
+    }
+    view
 }
 
 /// A credit transaction as `TransactionView` shows it, without the localised description.

@@ -3,7 +3,8 @@
 //! subscription is a charge with the refunded total acted on so far (compare-and-set).
 
 use application::ports::{
-    ChargeChange, RefundRecord, RefundRepository, RefundTarget, StoreError, SubscriptionCharge,
+    ChargeChange, GrantSource, RefundRecord, RefundRepository, RefundTarget, StoreError,
+    SubscriptionCharge,
 };
 use async_trait::async_trait;
 use domain::{
@@ -50,7 +51,8 @@ pub(crate) async fn apply_charge(
         ChargeChange::Record(c) => {
             let sql = "INSERT INTO subscription_charges (subscription_id, provider, charge_ref, \
                 order_id, period_start, period_end, amount_minor, currency, credits_hundredths, \
-                refunded_minor, paid_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                refunded_minor, paid_at, plan_change_at) \
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
                 ON CONFLICT (subscription_id, period_start) DO UPDATE \
                 SET charge_ref = COALESCE(subscription_charges.charge_ref, excluded.charge_ref)";
             let values = vec![
@@ -65,6 +67,7 @@ pub(crate) async fn apply_charge(
                 c.credits.map(Credits::hundredths).into(),
                 c.refunded.amount_minor().into(),
                 c.paid_at.unix_millis().into(),
+                c.plan_change_at.map(|t| t.unix_millis()).into(),
             ];
             sql::execute(tx, sql, values).await?;
             Ok(())
@@ -145,11 +148,12 @@ struct ChargeRow {
     credits_hundredths: Option<i64>,
     refunded_minor: i64,
     paid_at: i64,
+    plan_change_at: Option<i64>,
 }
 
 const CHARGE_COLUMNS: &str = "c.subscription_id, s.user_id, c.provider, c.charge_ref, \
     c.order_id, c.period_start, c.period_end, c.amount_minor, c.currency, \
-    c.credits_hundredths, c.refunded_minor, c.paid_at";
+    c.credits_hundredths, c.refunded_minor, c.paid_at, c.plan_change_at";
 
 impl ChargeRow {
     fn into_domain(self) -> Result<SubscriptionCharge, StoreError> {
@@ -179,8 +183,15 @@ impl ChargeRow {
                 .map_err(|e| bad(e.to_string()))?,
             refunded: money(self.refunded_minor)?,
             paid_at: t(self.paid_at),
+            plan_change_at: self.plan_change_at.map(t),
         })
     }
+}
+
+/// A lot's granted amount.
+#[derive(Debug, FromQueryResult)]
+struct Amount {
+    n: i64,
 }
 
 impl SeaOrmStore {
@@ -218,6 +229,18 @@ impl RefundRepository for SeaOrmStore {
         let values = vec![provider.as_str().into(), key.into()];
         let rows: Vec<RefundRow> = self.fetch_all("refunds_of", &sql, values).await?;
         rows.into_iter().map(RefundRow::into_domain).collect()
+    }
+
+    async fn granted_by(&self, source: &GrantSource) -> Result<Option<Credits>, StoreError> {
+        let (kind, key) = crate::ledger::source_parts(source);
+        let sql = "SELECT amount_hundredths AS n FROM credit_grants \
+            WHERE source_kind = $1 AND source_key = $2";
+        let values = vec![kind.into(), key.clone().into()];
+        let row: Option<Amount> = self.fetch_one("granted_by", sql, values).await?;
+        row.map(|r| {
+            Credits::from_hundredths(r.n).map_err(|e| corrupt("credit_grants", &key, e.to_string()))
+        })
+        .transpose()
     }
 
     async fn find_charge(

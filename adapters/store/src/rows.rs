@@ -17,8 +17,8 @@ use application::ports::{
 use domain::{
     BillingPeriod, ChangeDirection, CreditDelta, Credits, Currency, Duration, GrantLot, Money,
     Order, OrderId, OrderParts, OrderStatus, PlanChange, PlanId, PlanSnapshot, PlanType,
-    ProviderId, RenewalIntent, ReservationId, SoldTerms, Subscription, SubscriptionId,
-    SubscriptionParts, SubscriptionStatus, Timestamp, TransactionKind, UserId,
+    ProviderId, RenewalIntent, ReservationId, ScheduledSwitch, SoldTerms, Subscription,
+    SubscriptionId, SubscriptionParts, SubscriptionStatus, Timestamp, TransactionKind, UserId,
 };
 use sea_orm::FromQueryResult;
 
@@ -317,7 +317,8 @@ pub(crate) const SUBSCRIPTION_COLUMNS: &str = "id, user_id, plan_id, provider, \
     price_minor, currency, CAST(interval_months AS BIGINT) AS interval_months, \
     credits_per_period_hundredths, pending_plan_id, pending_price_minor, pending_currency, \
     CAST(pending_interval_months AS BIGINT) AS pending_interval_months, \
-    pending_credits_hundredths, pending_direction, pending_requested_at";
+    pending_credits_hundredths, pending_direction, pending_requested_at, scheduled_plan_id, \
+    scheduled_requested_at";
 
 /// A `subscriptions` row.
 #[derive(Debug, FromQueryResult)]
@@ -343,6 +344,8 @@ pub(crate) struct SubscriptionRow {
     pending_credits_hundredths: Option<i64>,
     pending_direction: Option<String>,
     pending_requested_at: Option<i64>,
+    scheduled_plan_id: Option<String>,
+    scheduled_requested_at: Option<i64>,
 }
 
 impl SubscriptionRow {
@@ -351,6 +354,7 @@ impl SubscriptionRow {
         let bad = |what: String| corrupt("subscriptions", &self.id, what);
         let sold_terms = self.sold_terms().map_err(bad)?;
         let pending = self.pending_change().map_err(bad)?;
+        let scheduled = self.scheduled_switch().map_err(bad)?;
         Ok(Subscription::restore(SubscriptionParts {
             id: SubscriptionId::new(self.id.clone()).map_err(|e| bad(e.to_string()))?,
             user_id: UserId::new(self.user_id.clone()).map_err(|e| bad(e.to_string()))?,
@@ -372,7 +376,20 @@ impl SubscriptionRow {
             last_event_at: ts(self.last_event_at),
             sold_terms,
         })
-        .with_pending_change(pending))
+        .with_pending_change(pending)
+        .with_scheduled_switch(scheduled))
+    }
+
+    /// The plan it starts when it ends (a switch at the period's end); both or neither.
+    fn scheduled_switch(&self) -> Result<Option<ScheduledSwitch>, String> {
+        match (&self.scheduled_plan_id, self.scheduled_requested_at) {
+            (None, None) => Ok(None),
+            (Some(plan), Some(at)) => {
+                let plan = PlanId::new(plan.clone()).map_err(|e| format!("scheduled plan: {e}"))?;
+                Ok(Some(ScheduledSwitch::new(plan, ts(at))))
+            }
+            _ => Err("scheduled switch is partly missing".into()),
+        }
     }
 
     /// The plan change asked of the provider and not confirmed yet; all or nothing.

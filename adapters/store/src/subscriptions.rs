@@ -4,10 +4,10 @@
 use application::ports::{OrderRecord, StoreError, SubscriptionRepository};
 use async_trait::async_trait;
 use domain::{
-    Credits, OrderId, PlanChange, ProviderId, RenewalIntent, SoldTerms, Subscription,
-    SubscriptionId, Timestamp, UserId,
+    Credits, OrderId, PlanChange, ProviderId, RenewalIntent, ScheduledSwitch, SoldTerms,
+    Subscription, SubscriptionId, Timestamp, UserId,
 };
-use sea_orm::{ConnectionTrait, DbErr, Value};
+use sea_orm::{ConnectionTrait, DbBackend, DbErr, Value};
 
 use crate::SeaOrmStore;
 use crate::retry::Fail;
@@ -35,9 +35,9 @@ pub(crate) async fn create<C: ConnectionTrait>(
         last_event_at, created_at, updated_at, price_minor, currency, interval_months, \
         credits_per_period_hundredths, pending_plan_id, pending_price_minor, pending_currency, \
         pending_interval_months, pending_credits_hundredths, pending_direction, \
-        pending_requested_at) \
+        pending_requested_at, scheduled_plan_id, scheduled_requested_at) \
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, $14, $15, $16, \
-        $17, $18, $19, $20, $21, $22, $23) \
+        $17, $18, $19, $20, $21, $22, $23, $24, $25) \
         ON CONFLICT DO NOTHING";
     let mut values: Vec<Value> = vec![
         s.id().as_str().into(),
@@ -51,7 +51,31 @@ pub(crate) async fn create<C: ConnectionTrait>(
     values.push(now.unix_millis().into());
     values.extend(sold_terms_values(s.sold_terms().as_ref()));
     values.extend(pending_change_values(s.pending_change()));
+    values.extend(scheduled_switch_values(s.scheduled_switch()));
     Ok(crate::sql::execute(conn, sql, values).await? == 1)
+}
+
+/// The `scheduled_*` columns: the plan a subscription scheduled to end starts when it ends, and
+/// when it was asked; both NULL without one.
+fn scheduled_switch_values(switch: Option<&ScheduledSwitch>) -> [Value; 2] {
+    [
+        switch.map(|s| s.plan_id().as_str().to_owned()).into(),
+        switch.map(|s| s.requested_at().unix_millis()).into(),
+    ]
+}
+
+/// The claim rule of a replacement (`domain::scheduled_switch`, one switch at a time), on the
+/// row as it was (`t` is its table prefix): a plan change (`$14`, `$20`) or a scheduled switch
+/// (`$21`, `$22`) is written only where the row holds no claim or holds that same one; keeping
+/// and clearing one always pass. Two concurrent switch requests read the same free row; the
+/// second write finds the first one's claim and changes nothing.
+fn claim_kept(t: &str) -> String {
+    let free = format!("({t}pending_requested_at IS NULL AND {t}scheduled_requested_at IS NULL)");
+    format!(
+        "($20 IS NULL OR {free} OR ({t}pending_requested_at = $20 AND {t}pending_plan_id = $14)) \
+         AND ($22 IS NULL OR {free} \
+         OR ({t}scheduled_requested_at = $22 AND {t}scheduled_plan_id = $21))"
+    )
 }
 
 /// The `pending_*` columns: the plan change asked of the provider and not confirmed yet (plan,
@@ -87,6 +111,28 @@ fn sold_terms_values(terms: Option<&SoldTerms>) -> [Value; 4] {
     ]
 }
 
+/// The columns a payment event replaces (`$3` … `$22`; `$1` is the id, `$2` the expected
+/// `last_event_at`), in the order of [`replacement_values`].
+const REPLACED_COLUMNS: &str = "status = $3, period_start = $4, period_end = $5, \
+    cancel_at_period_end = $6, last_event_at = $7, updated_at = $8, plan_id = $9, \
+    price_minor = $10, currency = $11, interval_months = $12, \
+    credits_per_period_hundredths = $13, pending_plan_id = $14, pending_price_minor = $15, \
+    pending_currency = $16, pending_interval_months = $17, \
+    pending_credits_hundredths = $18, pending_direction = $19, pending_requested_at = $20, \
+    scheduled_plan_id = $21, scheduled_requested_at = $22";
+
+/// `$1` … `$22` of [`REPLACED_COLUMNS`] for replacing the state of `s`.
+fn replacement_values(s: &Subscription, expected: Timestamp, now: Timestamp) -> Vec<Value> {
+    let mut values: Vec<Value> = vec![s.id().as_str().into(), expected.unix_millis().into()];
+    values.extend(state_values(s));
+    values.push(now.unix_millis().into());
+    values.push(s.plan_id().as_str().into());
+    values.extend(sold_terms_values(s.sold_terms().as_ref()));
+    values.extend(pending_change_values(s.pending_change()));
+    values.extend(scheduled_switch_values(s.scheduled_switch()));
+    values
+}
+
 /// Replace the state of `s` if its `last_event_at` is still `expected`; returns whether it did.
 pub(crate) async fn update<C: ConnectionTrait>(
     conn: &C,
@@ -94,20 +140,48 @@ pub(crate) async fn update<C: ConnectionTrait>(
     expected: Timestamp,
     now: Timestamp,
 ) -> Result<bool, DbErr> {
-    let sql = "UPDATE subscriptions SET status = $3, period_start = $4, period_end = $5, \
-        cancel_at_period_end = $6, last_event_at = $7, updated_at = $8, plan_id = $9, \
-        price_minor = $10, currency = $11, interval_months = $12, \
-        credits_per_period_hundredths = $13, pending_plan_id = $14, pending_price_minor = $15, \
-        pending_currency = $16, pending_interval_months = $17, \
-        pending_credits_hundredths = $18, pending_direction = $19, pending_requested_at = $20 \
-        WHERE id = $1 AND last_event_at = $2";
-    let mut values: Vec<Value> = vec![s.id().as_str().into(), expected.unix_millis().into()];
-    values.extend(state_values(s));
-    values.push(now.unix_millis().into());
-    values.push(s.plan_id().as_str().into());
-    values.extend(sold_terms_values(s.sold_terms().as_ref()));
-    values.extend(pending_change_values(s.pending_change()));
-    Ok(crate::sql::execute(conn, sql, values).await? == 1)
+    let sql = format!(
+        "UPDATE subscriptions SET {REPLACED_COLUMNS} WHERE id = $1 AND last_event_at = $2 AND {}",
+        claim_kept("")
+    );
+    let values = replacement_values(s, expected, now);
+    Ok(crate::sql::execute(conn, &sql, values).await? == 1)
+}
+
+/// Replace the state of `s` if its `last_event_at` is still `expected`, and return the state it
+/// replaced (`None`: it had changed since it was read, and nothing was written).
+///
+/// PostgreSQL does it in one statement: the row is locked and read as it was by a sub-select in
+/// the `UPDATE`'s `FROM` (`FOR UPDATE`, so a concurrent change is waited for and the newest
+/// version read; named `prior`, since PostgreSQL 18 gives `old` a meaning of its own in
+/// `RETURNING`), and the `RETURNING` clause hands back that old version, which is exactly the
+/// state the compare-and-set replaced. SQLite cannot return another table's columns from an
+/// `UPDATE`; it reads the row first (in-process, and `BEGIN IMMEDIATE` already holds the write
+/// lock), then updates.
+pub(crate) async fn replace<C: ConnectionTrait>(
+    conn: &C,
+    s: &Subscription,
+    expected: Timestamp,
+    now: Timestamp,
+) -> Result<Option<Subscription>, Fail> {
+    if conn.get_database_backend() != DbBackend::Postgres {
+        let before = find_for_update(conn, s.id()).await?;
+        let before = before.filter(|b| b.last_event_at() == expected);
+        if before.is_none() || !update(conn, s, expected, now).await? {
+            return Ok(None);
+        }
+        return Ok(before);
+    }
+    let sql = format!(
+        "UPDATE subscriptions SET {REPLACED_COLUMNS} \
+         FROM (SELECT {SUBSCRIPTION_COLUMNS} FROM subscriptions WHERE id = $1 FOR UPDATE) AS prior \
+         WHERE subscriptions.id = prior.id AND subscriptions.last_event_at = $2 \
+         AND prior.last_event_at = $2 AND {} RETURNING prior.*",
+        claim_kept("prior.")
+    );
+    let values = replacement_values(s, expected, now);
+    let row: Option<SubscriptionRow> = crate::sql::one(conn, &sql, values).await?;
+    Ok(row.map(SubscriptionRow::into_domain).transpose()?)
 }
 
 /// Subscription `id`, locked until the end of the transaction on PostgreSQL (a payment event

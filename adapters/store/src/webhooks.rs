@@ -7,11 +7,14 @@
 //! delivery is still held under the same lease. One (endpoint, event) is one delivery, whose id
 //! is `wd_<endpoint id>_<events.id>`.
 
+mod audited;
+
 use application::host_events::HostEventKind;
 use application::pagination::{Page, PageRequest};
 use application::ports::{
-    AttemptRecord, ClaimedDelivery, DeliveryRecord, EndpointChange, MAX_ENDPOINTS,
-    RedeliveryTarget, StoreError, WebhookEndpoint, WebhookSecret, WebhookStore,
+    AttemptRecord, ClaimedDelivery, DeliveryRecord, EndpointAudit, EndpointChange, EndpointWrite,
+    EndpointWritten, MAX_ENDPOINTS, RedeliveryTarget, StoreError, WebhookEndpoint, WebhookSecret,
+    WebhookStore,
 };
 use async_trait::async_trait;
 use domain::Timestamp;
@@ -478,14 +481,9 @@ async fn redeliver_in(
 
 impl SeaOrmStore {
     async fn find_delivery(&self, id: &str) -> Result<Option<DeliveryRecord>, StoreError> {
-        let query = format!(
-            "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries d \
-             JOIN events ev ON ev.id = d.event_row WHERE d.id = $1"
-        );
-        let row: Option<DeliveryRow> = self
-            .fetch_one("find_delivery", &query, vec![id.into()])
-            .await?;
-        row.map(DeliveryRow::into_domain).transpose()
+        self.retry
+            .run("find_delivery", || audited::delivery_in(&self.db, id))
+            .await
     }
 }
 
@@ -608,17 +606,12 @@ impl WebhookStore for SeaOrmStore {
         previous_until: Timestamp,
         now: Timestamp,
     ) -> Result<Option<WebhookEndpoint>, StoreError> {
-        let query = format!(
-            "UPDATE webhook_endpoints SET previous_secret = secret, previous_secret_until = $3, \
-             secret = $2, updated_at = $4 WHERE id = $1 RETURNING {ENDPOINT_COLUMNS}"
-        );
-        let values = vec![
-            id.into(),
-            secret.expose().into(),
-            previous_until.unix_millis().into(),
-            now.unix_millis().into(),
-        ];
-        let row: Option<EndpointRow> = self.fetch_one("rotate_secret", &query, values).await?;
+        let row = self
+            .retry
+            .run("rotate_secret", || {
+                audited::rotate_in(&self.db, id, secret, previous_until, now)
+            })
+            .await?;
         row.map(EndpointRow::into_domain).transpose()
     }
 
@@ -726,5 +719,13 @@ impl WebhookStore for SeaOrmStore {
             Some(id) => self.find_delivery(&id).await,
             None => Ok(None),
         }
+    }
+
+    async fn write_endpoint_audited(
+        &self,
+        write: EndpointWrite<'_>,
+        audit: &EndpointAudit<'_>,
+    ) -> Result<Option<EndpointWritten>, StoreError> {
+        self.endpoint_write_audited(write, audit).await
     }
 }

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use application::accounts::Role;
+use application::inbound::Ports;
 use application::ports::Gateways;
 use application::service::{Service, ServiceConfig};
 use application::testing::{FakeGateway, FixedClock, InMemoryStore, PlainHasher, SequentialIds};
@@ -212,7 +213,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     println!("serving the pages on http://{address}");
     Server::new(TcpListener::bind(address))
-        .run(web_pages::routes(service, settings))
+        .run(web_pages::routes(Ports::new(service), settings))
         .await?;
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! Tally's server-rendered web pages: the spec's table of pages (section 1) for people in a
 //! browser, on a phone-sized screen too.
 //!
-//! [`routes`] turns a [`Service`] into one poem endpoint serving `/`, `/pricing`,
+//! [`routes`] turns the inbound [`Ports`] into one poem endpoint serving `/`, `/pricing`,
 //! `/payment-success`, `/payment-cancel`, `/dashboard`, `/admin/pricing`, `/signin`, `/signup`,
 //! `/signout`, the QR payment page `/pay/qr/{orderId}`, their form posts and `/assets/…`.
 //! `bootstrap` mounts it at the root next to the JSON API (`/api/*`) and the sandbox.
@@ -18,7 +18,9 @@
 //! from the JSON API (polling a payment's status), which a cross-site page cannot forge because
 //! the session cookie is SameSite=Lax and the API takes only JSON bodies.
 //!
-//! Boundary: pages call use cases through [`Service`] and render; they decide no business rule.
+//! Boundary: pages call use cases through the inbound ports ([`Ports`]: one `Arc<dyn …>` per
+//! area) and render; they decide no business rule and never see the store, the gateways or the
+//! service's settings.
 
 mod assets;
 mod cookies;
@@ -34,8 +36,7 @@ mod throttle;
 use std::future::Future;
 use std::sync::Arc;
 
-use application::ports::{Clock, IdGenerator, SecretHasher, Store};
-use application::service::Service;
+use application::inbound::Ports;
 use poem::endpoint::make;
 use poem::http::{HeaderValue, StatusCode, header};
 use poem::middleware::CatchPanic;
@@ -72,6 +73,16 @@ pub fn result_page_prefixes(base_url: &str) -> (String, String) {
     )
 }
 
+/// The dashboard pages a subscriber returns to from approving (first) or declining (second) a
+/// plan change at the provider (PayPal): the dashboard with its notice of either.
+#[must_use]
+pub fn plan_change_returns(base_url: &str) -> (String, String) {
+    (
+        format!("{base_url}/dashboard?notice=plan_change_pending"),
+        format!("{base_url}/dashboard?notice=plan_change_declined"),
+    )
+}
+
 /// The Content-Security-Policy of every page: only this origin's scripts and styles, no
 /// inline code, no framing; forms may post here or to an HTTPS provider.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; \
@@ -79,19 +90,10 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'
     form-action 'self' https:; frame-ancestors 'none'; base-uri 'none'; object-src 'none'";
 
 /// Every page route, with security headers and panic catching.
-pub fn routes<S, C, I, H>(
-    service: Arc<Service<S, C, I, H>>,
-    settings: PageSettings,
-) -> impl Endpoint<Output = Response> + 'static
-where
-    S: Store,
-    C: Clock,
-    I: IdGenerator,
-    H: SecretHasher,
-{
+pub fn routes(ports: Ports, settings: PageSettings) -> impl Endpoint<Output = Response> + 'static {
     i18n::load();
     let state = Arc::new(PageState {
-        service,
+        ports,
         settings,
         sign_in_throttle: throttle::Throttle::new(SIGN_IN_FAILURES, SIGN_IN_WINDOW_MS),
     });
@@ -104,13 +106,7 @@ where
 }
 
 /// The visitor's and buyer's pages: home, sign-in, pricing, checkout results, dashboard.
-fn buyer_routes<S, C, I, H>(route: Route, s: &Arc<PageState<S, C, I, H>>) -> Route
-where
-    S: Store,
-    C: Clock,
-    I: IdGenerator,
-    H: SecretHasher,
-{
+fn buyer_routes(route: Route, s: &Arc<PageState>) -> Route {
     use pages::{auth, dashboard, dashboard_switch, home, payment, pricing};
     route
         .at("/", get(page(s, home::show)))
@@ -141,13 +137,7 @@ where
 }
 
 /// The operator's pages under `/admin`.
-fn admin_routes<S, C, I, H>(route: Route, s: &Arc<PageState<S, C, I, H>>) -> Route
-where
-    S: Store,
-    C: Clock,
-    I: IdGenerator,
-    H: SecretHasher,
-{
+fn admin_routes(route: Route, s: &Arc<PageState>) -> Route {
     use pages::admin;
     route
         .at(
@@ -211,16 +201,9 @@ where
 }
 
 /// Wrap a page handler: build the visitor, run the handler, render its error, add cookies.
-fn page<S, C, I, H, F, Fut>(
-    state: &Arc<PageState<S, C, I, H>>,
-    handler: F,
-) -> impl Endpoint<Output = Response> + 'static
+fn page<F, Fut>(state: &Arc<PageState>, handler: F) -> impl Endpoint<Output = Response> + 'static
 where
-    S: Store,
-    C: Clock,
-    I: IdGenerator,
-    H: SecretHasher,
-    F: Fn(Arc<PageState<S, C, I, H>>, Visitor, Request) -> Fut + Copy + Send + Sync + 'static,
+    F: Fn(Arc<PageState>, Visitor, Request) -> Fut + Copy + Send + Sync + 'static,
     Fut: Future<Output = PageResult> + Send + 'static,
 {
     let state = state.clone();

@@ -12,8 +12,6 @@ pub(crate) mod pricing;
 use std::collections::BTreeMap;
 
 use application::accounts::User;
-use application::ports::{Clock, IdGenerator, SecretHasher, Store};
-use application::use_cases::plans::static_listing;
 use domain::{PlanId, PlanType, ProviderId};
 use maud::{Markup, html};
 
@@ -65,28 +63,8 @@ impl PlanNames {
     ///
     /// # Errors
     /// The dynamic table cannot be read.
-    pub(crate) async fn load<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-        state: &PageState<S, C, I, H>,
-        visitor: &Visitor,
-    ) -> Result<Self, PageError> {
-        let locale = visitor.lang.locale();
-        let config = state.service.config();
-        let dynamic = state
-            .service
-            .store()
-            .list_plans()
-            .await
-            .map_err(application::use_cases::InfraError::from)?;
-        let statics = static_listing(&config.catalog);
-        let (first, second) = match config.pricing_mode {
-            application::use_cases::plans::PricingMode::Static => (dynamic, statics),
-            application::use_cases::plans::PricingMode::Dynamic => (statics, dynamic),
-        };
-        let mut names = BTreeMap::new();
-        for stored in first.into_iter().chain(second) {
-            let name = stored.plan.text_for(&locale).name.clone();
-            names.insert(stored.plan.id().clone(), name);
-        }
+    pub(crate) async fn load(state: &PageState, visitor: &Visitor) -> Result<Self, PageError> {
+        let names = state.ports.plans.plan_names(&visitor.lang.locale()).await?;
         Ok(PlanNames(names))
     }
 

@@ -1,12 +1,9 @@
-//! What every page handler shares: the service and settings ([`PageState`]), who is reading
-//! ([`Visitor`]: language, user, CSRF secret), the error pages ([`PageError`]), and the
+//! What every page handler shares: the inbound ports and settings ([`PageState`]), who is
+//! reading ([`Visitor`]: language, user, CSRF secret), the error pages ([`PageError`]), and the
 //! helpers that read a CSRF-checked form and finish a response with its cookies.
 
-use std::sync::Arc;
-
 use application::accounts::{Role, User};
-use application::ports::{Clock, IdGenerator, SecretHasher, Store};
-use application::service::Service;
+use application::inbound::Ports;
 use application::use_cases::InfraError;
 use application::use_cases::sessions::{AccountsError, Principal};
 use poem::http::{StatusCode, header};
@@ -26,9 +23,10 @@ const LANG_COOKIE_MAX_AGE_SECONDS: i64 = 365 * 24 * 3600;
 /// The longest query string looked at.
 const MAX_QUERY_CHARS: usize = 2_048;
 
-/// The service and the page settings.
-pub(crate) struct PageState<S, C, I, H> {
-    pub(crate) service: Arc<Service<S, C, I, H>>,
+/// The inbound ports the pages call and the page settings.
+pub(crate) struct PageState {
+    /// The use cases, one port per area.
+    pub(crate) ports: Ports,
     pub(crate) settings: PageSettings,
     /// Failed sign-ins per e-mail address.
     pub(crate) sign_in_throttle: Throttle,
@@ -221,7 +219,7 @@ impl PageError {
 /// What a page handler returns.
 pub(crate) type PageResult = Result<Response, PageError>;
 
-impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> PageState<S, C, I, H> {
+impl PageState {
     /// Who is reading: language, user (from the shared session cookie), CSRF secret.
     ///
     /// # Errors
@@ -230,7 +228,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> PageState<S, C, I, H> 
         let (lang, lang_source) = i18n::negotiate(request);
         let cookie_token = cookies::get(request, SESSION_COOKIE);
         let user = match cookie_token {
-            Some(token) => match self.service.authenticate(token).await {
+            Some(token) => match self.ports.accounts.authenticate(token).await {
                 Ok(Principal::User(user)) => Some(user),
                 Ok(Principal::Service(_)) => None,
                 Err(AccountsError::Infra(e)) => return Err((lang, e.into())),
@@ -241,7 +239,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> PageState<S, C, I, H> 
         let (csrf_secret, csrf_secret_is_new) =
             match cookies::get(request, CSRF_COOKIE).filter(|s| csrf::is_plausible_secret(s)) {
                 Some(secret) => (secret.to_owned(), false),
-                None => (self.service.ids().new_secret(), true),
+                None => (self.ports.accounts.new_secret(), true),
             };
         let query = request.uri().query().unwrap_or_default();
         let query = if query.len() > MAX_QUERY_CHARS {

@@ -14,8 +14,8 @@ use domain::{Currency, PlanId, ProviderId, Timestamp, UserId};
 
 use super::store::StoredPlan;
 use super::store::{
-    AdjustCommand, CreditTransaction, InboxFilter, LedgerEffect, OrderRecord, RecordedEvent,
-    SpendError, StoreError,
+    AdjustCommand, CreditTransaction, InboxEntry, InboxFilter, LedgerEffect, OrderRecord,
+    PaymentEventCommand, PaymentEventOutcome, RecordedEvent, SpendError, StoreError,
 };
 use crate::accounts::{ApiKey, TokenHash, User};
 use crate::cursor::{Keyset, KeysetPage};
@@ -222,6 +222,26 @@ pub enum AdminWrite<'a> {
     RevokeApiKey(&'a str),
 }
 
+/// Whether a provider event written with an administrator's action was told to the host as a
+/// `payment.mismatch` already (issue 18: a replayed mismatch is the same provider event).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MismatchNotice {
+    /// A `mismatch` outcome is told, as for any event.
+    Tell,
+    /// The event was recorded as a mismatch and told before: a `mismatch` again tells nothing.
+    ToldBefore,
+}
+
+/// The administrator's action a payment event's write carries (a replay, a refund or cancel
+/// Tally applies itself): its audit entry, written in the event's transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventAudit {
+    /// The entry.
+    pub entry: NewAudit,
+    /// Whether a mismatch is told.
+    pub mismatch: MismatchNotice,
+}
+
 /// An entry of the audit log as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditEntry {
@@ -333,6 +353,31 @@ pub trait AdminConsoleStore: Send + Sync + 'static {
         write: AdminWrite<'_>,
         entry: &NewAudit,
     ) -> Result<(), StoreError>;
+
+    /// [`super::PaymentEventStore::apply_payment_event`] with an administrator's action: in the
+    /// same transaction, `audit.entry` is written when the command is applied; a duplicate
+    /// inbox row or a refused command (a conflict, a missing row) writes neither. A `mismatch`
+    /// outcome is told to the host only under [`MismatchNotice::Tell`].
+    ///
+    /// # Errors
+    /// As [`super::PaymentEventStore::apply_payment_event`]; nothing is written when it fails.
+    async fn apply_payment_event_audited(
+        &self,
+        command: &PaymentEventCommand,
+        audit: &EventAudit,
+    ) -> Result<PaymentEventOutcome, StoreError>;
+
+    /// [`super::PaymentEventStore::record_event`] with an administrator's action: the inbox row
+    /// and `audit.entry` in one transaction, neither when the row exists (`Ok(false)`). A
+    /// `mismatch` is told to the host only under [`MismatchNotice::Tell`].
+    ///
+    /// # Errors
+    /// Storage failures; nothing is written when it fails.
+    async fn record_event_audited(
+        &self,
+        entry: &InboxEntry,
+        audit: &EventAudit,
+    ) -> Result<bool, StoreError>;
 
     /// Write one audit entry (for an action whose only write is this entry, like a refund
     /// asked of a provider); returns its id.

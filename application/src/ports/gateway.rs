@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use domain::{
-    BillingPeriod, ChangeDirection, Money, OrderId, Plan, PlanSnapshot, ProviderId, Timestamp,
-    UserId,
+    BillingPeriod, ChangeDirection, Money, NewPeriodLine, OrderId, Plan, PlanSnapshot, ProviderId,
+    Timestamp, UserId,
 };
 
 use crate::ports::store::CheckoutTarget;
@@ -245,6 +245,41 @@ pub enum PaymentEvent {
         /// When.
         occurred_at: Timestamp,
     },
+    /// The subscriber approved, at the provider, moving the subscription to another of the
+    /// provider's plans, billed from the next period with nothing charged now (PayPal's revise:
+    /// `BILLING.SUBSCRIPTION.UPDATED`, or a renewal's sale showing the plan it bills, reported
+    /// before the renewal). Checked against the change the subscriber asked for,
+    /// `provider_plan_id` against the asked plan's (`domain::decide_plan_revised`); it grants
+    /// nothing at once.
+    SubscriptionPlanRevised {
+        /// The provider's subscription id.
+        provider_subscription_id: String,
+        /// The provider's id of the plan the subscription is on now.
+        provider_plan_id: String,
+        /// The price per period that plan bills.
+        price: Money,
+        /// Its billing interval in months, when the provider says.
+        interval_months: Option<u32>,
+        /// When.
+        occurred_at: Timestamp,
+    },
+    /// The provider invoiced a plan change at once (Stripe `invoice.paid` with
+    /// `billing_reason=subscription_update`): a proration within the period, or the first
+    /// period of a new billing interval (`domain::decide_change_invoice`).
+    SubscriptionChangeInvoiced {
+        /// The provider's subscription id.
+        provider_subscription_id: String,
+        /// What the invoice charged.
+        paid: Money,
+        /// Its line billing a whole new period at the new price, when the change started one.
+        new_period: Option<NewPeriodLine>,
+        /// When the change it bills was asked, as Tally marked it on the subscription.
+        change_requested_at: Option<Timestamp>,
+        /// The provider's id for the charge (the invoice), which its refunds name.
+        charge_ref: Option<String>,
+        /// When.
+        occurred_at: Timestamp,
+    },
     /// A subscription ended.
     SubscriptionCanceled {
         /// The provider's subscription id.
@@ -366,6 +401,15 @@ pub struct PlanChangeRequest {
     pub direction: ChangeDirection,
     /// Unique per request: the provider's idempotency key where it takes one.
     pub idempotency_key: String,
+    /// When the subscriber asked (the change's key): Stripe keeps it on the subscription as
+    /// `metadata[planChangeAt]`, so the change's invoice names the change it bills.
+    pub requested_at: Timestamp,
+    /// Where a provider that asks the subscriber to approve the change (PayPal) sends them back
+    /// after approving; built from the deployment's callback addresses, never from a caller's
+    /// input. `None` when the wiring configured none.
+    pub return_url: Option<String>,
+    /// Where it sends them when they decline; as `return_url`.
+    pub cancel_url: Option<String>,
 }
 
 /// What the provider did with a plan change.

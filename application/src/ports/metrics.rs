@@ -1,7 +1,8 @@
 //! What the use cases count, as a port (issue 16): the use case that does the work says what
 //! happened, wherever it was started from — the HTTP API, a page, the reconciler — and an
 //! adapter (Prometheus in `http-api`) turns it into series. Nothing is counted for work that did
-//! not commit, and a replay counts nothing.
+//! not commit, and a replayed request counts nothing; an administrator's replay of a recorded
+//! webhook event is counted as such ([`Metrics::webhook_replayed`]), apart from deliveries.
 
 use domain::{Credits, EventOutcome, OrderStatus, ProviderId};
 
@@ -39,9 +40,13 @@ impl WebhookResult {
 pub trait Metrics: Send + Sync {
     /// An order reached `status` (created pending, paid, failed, cancelled, expired, refunded).
     fn order_moved(&self, status: &OrderStatus);
-    /// A webhook event of `provider` (`None` for a path that names no known provider) ended
-    /// with `result`.
+    /// A webhook event of `provider` (`None` for a path that names no known provider) that the
+    /// provider delivered ended with `result`.
     fn webhook(&self, provider: Option<ProviderId>, result: WebhookResult);
+    /// An administrator's replay of a recorded event of `provider` ended with `result` (the
+    /// outcome it was decided to now, or why it could not be replayed); never counted as a
+    /// delivery.
+    fn webhook_replayed(&self, provider: ProviderId, result: WebhookResult);
     /// Credits spent by a consumption or a settled reservation.
     fn credits_consumed(&self, amount: Credits);
     /// Credits held by a new reservation.
@@ -59,6 +64,7 @@ pub struct NoMetrics;
 impl Metrics for NoMetrics {
     fn order_moved(&self, _: &OrderStatus) {}
     fn webhook(&self, _: Option<ProviderId>, _: WebhookResult) {}
+    fn webhook_replayed(&self, _: ProviderId, _: WebhookResult) {}
     fn credits_consumed(&self, _: Credits) {}
     fn credits_reserved(&self, _: Credits) {}
     fn credits_granted(&self, _: Credits) {}

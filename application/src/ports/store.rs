@@ -501,6 +501,10 @@ pub struct SubscriptionCharge {
     pub refunded: Money,
     /// When it was paid.
     pub paid_at: Timestamp,
+    /// When the plan change it paid was asked, for a plan change's proration (issue 19): its
+    /// credits are that change's lot (`GrantSource::PlanChange`), not a period's. `None` for a
+    /// period's charge.
+    pub plan_change_at: Option<Timestamp>,
 }
 
 /// What a refund report is kept against.
@@ -558,6 +562,13 @@ pub trait RefundRepository: Send + Sync + 'static {
         provider: ProviderId,
         target: &RefundTarget,
     ) -> Result<Vec<RefundRecord>, StoreError>;
+
+    /// The credits the lot of `source` was granted with, if it has one (an upgrade that granted
+    /// nothing has none).
+    ///
+    /// # Errors
+    /// As [`RefundRepository::refunds_of`].
+    async fn granted_by(&self, source: &GrantSource) -> Result<Option<Credits>, StoreError>;
 
     /// The subscription charge a provider knows by `charge_ref`.
     ///
@@ -960,7 +971,9 @@ pub struct OrderChange {
 pub enum SubscriptionChange {
     /// Create it (UNIQUE on provider and provider subscription id).
     Create(Subscription, Option<OrderId>),
-    /// Replace it, only if its `last_event_at` is still `expected_last_event_at` (compare-and-set).
+    /// Replace it, only if its `last_event_at` is still `expected_last_event_at` (compare-and-set),
+    /// and only if it does not replace one switch claim by another
+    /// ([`domain::Subscription::overwrites_claim_of`]): otherwise a [`StoreError::Conflict`].
     Update {
         /// The new state.
         subscription: Subscription,

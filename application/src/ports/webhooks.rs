@@ -165,6 +165,69 @@ pub enum RedeliveryTarget {
     Event(String),
 }
 
+/// An administrator's change to the webhook endpoints, which the store makes in one transaction
+/// with its audit entry ([`WebhookStore::write_endpoint_audited`]); each means what the store
+/// method it names means.
+#[derive(Debug, Clone, Copy)]
+pub enum EndpointWrite<'a> {
+    /// [`WebhookStore::create_endpoint`].
+    Create(&'a WebhookEndpoint),
+    /// [`WebhookStore::update_endpoint`].
+    Update {
+        /// The endpoint.
+        id: &'a str,
+        /// What changes.
+        change: &'a EndpointChange,
+        /// Now.
+        now: Timestamp,
+    },
+    /// [`WebhookStore::delete_endpoint`].
+    Delete(&'a str),
+    /// [`WebhookStore::rotate_secret`].
+    Rotate {
+        /// The endpoint.
+        id: &'a str,
+        /// The new secret.
+        secret: &'a WebhookSecret,
+        /// Until when the current one stays valid.
+        previous_until: Timestamp,
+        /// Now.
+        now: Timestamp,
+    },
+    /// [`WebhookStore::redeliver`].
+    Redeliver {
+        /// The endpoint.
+        endpoint_id: &'a str,
+        /// What to send again.
+        target: &'a RedeliveryTarget,
+        /// Now.
+        now: Timestamp,
+    },
+}
+
+/// What an [`EndpointWrite`] did, read in its transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndpointWritten {
+    /// The endpoint created.
+    Created(WebhookEndpoint),
+    /// The endpoint as it was and as it is now.
+    Updated {
+        /// Before the change.
+        before: WebhookEndpoint,
+        /// After it.
+        after: WebhookEndpoint,
+    },
+    /// The endpoint deleted, as it was.
+    Deleted(WebhookEndpoint),
+    /// The endpoint with its new secret.
+    Rotated(WebhookEndpoint),
+    /// The delivery scheduled again.
+    Redelivered(DeliveryRecord),
+}
+
+/// Builds an administrator's audit entry from what their write did.
+pub type EndpointAudit<'a> = dyn Fn(&EndpointWritten) -> super::NewAudit + Send + Sync + 'a;
+
 /// Storage of endpoints and deliveries.
 #[async_trait]
 pub trait WebhookStore: Send + Sync + 'static {
@@ -286,6 +349,19 @@ pub trait WebhookStore: Send + Sync + 'static {
         target: &RedeliveryTarget,
         now: Timestamp,
     ) -> Result<Option<DeliveryRecord>, StoreError>;
+
+    /// Make `write` and, in the same transaction, the audit entry `audit` builds from what it
+    /// did: both are stored or neither. `None`, and no entry, when the write was refused as the
+    /// method it names refuses it (no such endpoint, delivery or event; [`MAX_ENDPOINTS`]
+    /// reached).
+    ///
+    /// # Errors
+    /// Storage failures; nothing is written when it fails.
+    async fn write_endpoint_audited(
+        &self,
+        write: EndpointWrite<'_>,
+        audit: &EndpointAudit<'_>,
+    ) -> Result<Option<EndpointWritten>, StoreError>;
 }
 
 /// The most endpoints a deployment may have.

@@ -43,6 +43,8 @@ struct Script {
     refuse_plan_changes: Option<String>,
     /// Subscriptions resumed so far.
     resumed: Vec<String>,
+    /// Why cancellations at the period's end are refused, when they are.
+    refuse_cancellations: Option<String>,
 }
 
 /// A gateway whose answers a test scripts; it records what it was asked.
@@ -131,6 +133,11 @@ impl FakeGateway {
         lock(&self.script).captures.clone()
     }
 
+    /// Refuse cancellations at the period's end with `reason` from now on (`None`: accept).
+    pub fn refuse_cancellations(&self, reason: Option<&str>) {
+        lock(&self.script).refuse_cancellations = reason.map(str::to_owned);
+    }
+
     /// Subscriptions cancelled so far.
     #[must_use]
     pub fn cancelled_subscriptions(&self) -> Vec<String> {
@@ -209,7 +216,11 @@ impl PaymentGateway for FakeGateway {
         &self,
         provider_subscription_id: &str,
     ) -> Result<(), GatewayError> {
-        lock(&self.script)
+        let mut script = lock(&self.script);
+        if let Some(reason) = script.refuse_cancellations.clone() {
+            return Err(GatewayError::Rejected(reason));
+        }
+        script
             .cancelled_subscriptions
             .push(provider_subscription_id.to_owned());
         Ok(())

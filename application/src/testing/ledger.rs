@@ -16,6 +16,8 @@ pub(super) struct Lot {
     lot: GrantLot,
     user: UserId,
     source: String,
+    /// What the lot was granted with.
+    granted: Credits,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -320,8 +322,18 @@ impl Ledger {
             lot,
             user: c.user_id.clone(),
             source: key,
+            granted: c.amount,
         });
         Ok(LedgerEffect::Written(tx))
+    }
+
+    /// The credits the lot of `source` was granted with.
+    pub(super) fn granted_by(&self, source: &GrantSource) -> Option<Credits> {
+        let key = source_key(source);
+        self.lots
+            .iter()
+            .find(|l| l.source == key)
+            .map(|l| l.granted)
     }
 
     pub(super) fn clawback(&mut self, c: &ClawbackCommand) -> Result<LedgerEffect, StoreError> {

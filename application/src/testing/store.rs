@@ -35,6 +35,8 @@ struct State {
     refunds: Vec<RefundRecord>,
     host_events: Vec<StoredEvent>,
     audit: Vec<AuditEntry>,
+    /// Credits every user created from now on is given ([`InMemoryStore::with_signup_grant`]).
+    signup: Option<SignupGrant>,
 }
 
 /// Every storage port in memory. Cheap to create; one per test.
@@ -46,6 +48,14 @@ impl InMemoryStore {
     #[must_use]
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Give every user created from now on `grant`, with the user, as the SQL store does
+    /// ([`SignupGrant`]); `None` gives nothing.
+    #[must_use]
+    pub fn with_signup_grant(self, grant: Option<SignupGrant>) -> Self {
+        lock(&self.0).signup = grant;
+        self
     }
 
     /// Every inbox entry recorded so far (for assertions).
@@ -113,6 +123,7 @@ impl UserRepository for InMemoryStore {
                 user.id.clone(),
                 (created.clone(), user.password_hash.clone()),
             );
+            admin::give_signup_grant(s, &created.id, created.created_at)?;
             Ok(created)
         })
     }
@@ -153,6 +164,7 @@ impl UserRepository for InMemoryStore {
                     };
                     s.users.insert(id.clone(), (created, None));
                     s.host_identities.insert(key, id.clone());
+                    admin::give_signup_grant(s, &id, user.created_at)?;
                     id
                 }
             };
@@ -580,6 +592,10 @@ impl RefundRepository for InMemoryStore {
             .collect())
     }
 
+    async fn granted_by(&self, source: &GrantSource) -> Result<Option<Credits>, StoreError> {
+        Ok(lock(&self.0).ledger.granted_by(source))
+    }
+
     async fn find_charge(
         &self,
         provider: ProviderId,
@@ -768,75 +784,93 @@ impl CreditLedger for InMemoryStore {
     }
 }
 
+/// Apply `c` to `s` (the caller keeps or drops `s` as a whole): the in-memory
+/// [`PaymentEventStore::apply_payment_event`].
+fn apply_event(s: &mut State, c: &PaymentEventCommand) -> Result<PaymentEventOutcome, StoreError> {
+    if !s.inbox.insert((c.inbox.provider, c.inbox.event_id.clone())) {
+        return Ok(PaymentEventOutcome::Duplicate);
+    }
+    s.inbox_entries.push(c.inbox.clone());
+    if let Some(o) = &c.order {
+        let r = s.orders.get_mut(&o.order_id).ok_or(StoreError::NotFound)?;
+        if r.version != o.expected_version {
+            return Err(StoreError::Conflict("order changed".into()));
+        }
+        r.order = with_status(&r.order, o.status.clone());
+        if let Some(m) = &o.mismatch {
+            r.mismatch = Some(m.clone());
+        }
+        r.version += 1;
+        r.updated_at = c.inbox.received_at;
+    }
+    if let Some(refund) = &c.refund {
+        if s.refunds
+            .iter()
+            .any(|k| k.provider == refund.provider && k.key == refund.key)
+        {
+            return Err(StoreError::Conflict("refund kept before".into()));
+        }
+        s.refunds.push(refund.clone());
+    }
+    apply_charge(s, c.charge.as_ref())?;
+    match &c.subscription {
+        Some(SubscriptionChange::Create(sub, order)) => {
+            let exists = s.subscriptions.values().any(|(x, _)| {
+                x.provider() == sub.provider()
+                    && x.provider_subscription_id() == sub.provider_subscription_id()
+            });
+            if exists || s.subscriptions.contains_key(sub.id()) {
+                return Err(StoreError::Conflict("subscription exists".into()));
+            }
+            s.subscriptions
+                .insert(sub.id().clone(), (sub.clone(), order.clone()));
+        }
+        Some(SubscriptionChange::Update {
+            subscription,
+            expected_last_event_at,
+        }) => {
+            let (stored, _) = s
+                .subscriptions
+                .get_mut(subscription.id())
+                .ok_or(StoreError::NotFound)?;
+            if stored.last_event_at() != *expected_last_event_at {
+                return Err(StoreError::Conflict("subscription changed".into()));
+            }
+            // One switch at a time: a claim is never replaced by another.
+            if subscription.overwrites_claim_of(stored) {
+                return Err(StoreError::Conflict("another switch is in progress".into()));
+            }
+            *stored = subscription.clone();
+        }
+        None => {}
+    }
+    let mut ledger = Vec::new();
+    if let Some(g) = &c.grant {
+        ledger.push(s.ledger.grant(g)?);
+    }
+    if let Some(cb) = &c.clawback {
+        ledger.push(s.ledger.clawback(cb)?);
+    }
+    Ok(PaymentEventOutcome::Applied { ledger })
+}
+
+/// Record `entry` in `s` unless its inbox row exists: the in-memory
+/// [`PaymentEventStore::record_event`].
+fn record_entry(s: &mut State, entry: &InboxEntry) -> bool {
+    if !s.inbox.insert((entry.provider, entry.event_id.clone())) {
+        return false;
+    }
+    s.inbox_entries.push(entry.clone());
+    true
+}
+
 #[async_trait]
 impl PaymentEventStore for InMemoryStore {
     async fn apply_payment_event(
         &self,
         c: &PaymentEventCommand,
     ) -> Result<PaymentEventOutcome, StoreError> {
-        self.atomically(|s| {
-            if !s.inbox.insert((c.inbox.provider, c.inbox.event_id.clone())) {
-                return Ok(PaymentEventOutcome::Duplicate);
-            }
-            s.inbox_entries.push(c.inbox.clone());
-            if let Some(o) = &c.order {
-                let r = s.orders.get_mut(&o.order_id).ok_or(StoreError::NotFound)?;
-                if r.version != o.expected_version {
-                    return Err(StoreError::Conflict("order changed".into()));
-                }
-                r.order = with_status(&r.order, o.status.clone());
-                if let Some(m) = &o.mismatch {
-                    r.mismatch = Some(m.clone());
-                }
-                r.version += 1;
-                r.updated_at = c.inbox.received_at;
-            }
-            if let Some(refund) = &c.refund {
-                if s.refunds
-                    .iter()
-                    .any(|k| k.provider == refund.provider && k.key == refund.key)
-                {
-                    return Err(StoreError::Conflict("refund kept before".into()));
-                }
-                s.refunds.push(refund.clone());
-            }
-            apply_charge(s, c.charge.as_ref())?;
-            match &c.subscription {
-                Some(SubscriptionChange::Create(sub, order)) => {
-                    let exists = s.subscriptions.values().any(|(x, _)| {
-                        x.provider() == sub.provider()
-                            && x.provider_subscription_id() == sub.provider_subscription_id()
-                    });
-                    if exists || s.subscriptions.contains_key(sub.id()) {
-                        return Err(StoreError::Conflict("subscription exists".into()));
-                    }
-                    s.subscriptions
-                        .insert(sub.id().clone(), (sub.clone(), order.clone()));
-                }
-                Some(SubscriptionChange::Update {
-                    subscription,
-                    expected_last_event_at,
-                }) => {
-                    let (stored, _) = s
-                        .subscriptions
-                        .get_mut(subscription.id())
-                        .ok_or(StoreError::NotFound)?;
-                    if stored.last_event_at() != *expected_last_event_at {
-                        return Err(StoreError::Conflict("subscription changed".into()));
-                    }
-                    *stored = subscription.clone();
-                }
-                None => {}
-            }
-            let mut ledger = Vec::new();
-            if let Some(g) = &c.grant {
-                ledger.push(s.ledger.grant(g)?);
-            }
-            if let Some(cb) = &c.clawback {
-                ledger.push(s.ledger.clawback(cb)?);
-            }
-            Ok(PaymentEventOutcome::Applied { ledger })
-        })
+        self.atomically(|s| apply_event(s, c))
     }
 
     async fn list_events(
@@ -865,13 +899,7 @@ impl PaymentEventStore for InMemoryStore {
     }
 
     async fn record_event(&self, entry: &InboxEntry) -> Result<bool, StoreError> {
-        self.atomically(|s| {
-            if !s.inbox.insert((entry.provider, entry.event_id.clone())) {
-                return Ok(false);
-            }
-            s.inbox_entries.push(entry.clone());
-            Ok(true)
-        })
+        Ok(record_entry(&mut lock(&self.0), entry))
     }
 }
 

@@ -106,7 +106,7 @@ fn delta(amount: Decimal) -> Result<CreditDelta, AdjustCreditsError> {
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
-    /// `GET /api/admin/webhook-events`: recorded provider events, newest first.
+    /// Recorded provider events matching `filter`, newest first, one numbered page.
     ///
     /// # Errors
     /// Infrastructure.
@@ -118,7 +118,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         Ok(self.store.list_events(filter, page).await?)
     }
 
-    /// `POST /api/admin/users/{id}/credits`.
+    /// Grant or take a user's credits by hand, once per idempotency key, with the reason
+    /// recorded on the ledger entry.
     ///
     /// # Errors
     /// See [`AdjustCreditsError`].

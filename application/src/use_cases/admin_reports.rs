@@ -1,4 +1,4 @@
-//! `/admin`'s overview (issue 18): the numbers behind its charts — revenue per day per currency
+//! The administrators' overview (issue 18): the numbers behind its charts — revenue per day per currency
 //! (paid minus refunded), credits granted and consumed per day, subscriptions started and ended
 //! per month, and consumption by feature and by model.
 //!
@@ -74,7 +74,7 @@ pub struct SubscriptionsMonth {
     pub ended: u64,
 }
 
-/// Everything `/admin` charts.
+/// Everything the administrators' overview charts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdminOverview {
     /// The daily charts' window.
@@ -94,7 +94,7 @@ pub struct AdminOverview {
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
-    /// `GET /admin`: the overview's series.
+    /// The overview's series, over the daily and monthly windows ending today.
     ///
     /// # Errors
     /// Infrastructure.

@@ -2,16 +2,19 @@
 //! allows); a subscription order's subscription is cancelled at period end through its
 //! provider; a paid one-time or credits order is not cancellable.
 
-use domain::{OrderStatus, PlanType, Subscription, SubscriptionEvent, Transition};
+use domain::{OrderStatus, PlanType, Subscription, SubscriptionEvent, Timestamp, Transition};
 
 use super::InfraError;
 use super::query_payment::QueryPaymentError;
 use crate::accounts::User;
 use crate::ports::{
-    Clock, GatewayError, IdGenerator, InboxEntry, OrderRecord, PaymentEventCommand, SecretHasher,
-    Store, StoreError, SubscriptionChange,
+    Clock, EventAudit, GatewayError, IdGenerator, InboxEntry, OrderRecord, PaymentEventCommand,
+    SecretHasher, Store, StoreError, SubscriptionChange,
 };
 use crate::service::Service;
+
+/// Builds an administrator's entry for a cancellation from the subscription before and after.
+pub(crate) type CancelAudit<'a> = dyn Fn(&Subscription, &Subscription) -> EventAudit + Sync + 'a;
 
 /// Whether the provider closed its side of a cancelled order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +66,43 @@ impl From<QueryPaymentError> for CancelPaymentError {
 impl From<StoreError> for CancelPaymentError {
     fn from(e: StoreError) -> Self {
         CancelPaymentError::Infra(e.into())
+    }
+}
+
+/// The write that schedules `before`'s end (`after`), asked by `by` through `record`. Its inbox
+/// id names the state it replaces, so cancelling again after a resume is a write of its own,
+/// and asking twice in one state is a duplicate.
+fn cancel_command(
+    record: &OrderRecord,
+    before: &Subscription,
+    after: &Subscription,
+    now: Timestamp,
+    by: &str,
+) -> PaymentEventCommand {
+    let replaced = before.last_event_at().unix_millis();
+    PaymentEventCommand {
+        inbox: InboxEntry {
+            provider: before.provider(),
+            event_id: format!("tally:cancel-at-period-end:{}:{replaced}", before.id()),
+            event_type: "tally.subscription.cancel_requested".into(),
+            payload: String::new(),
+            outcome: domain::EventOutcome::Applied,
+            detail: Some(format!(
+                "requested by {by} through order {}",
+                record.order.id()
+            )),
+            received_at: now,
+            user_id: Some(before.user_id().clone()),
+        },
+        order: None,
+        subscription: Some(SubscriptionChange::Update {
+            subscription: after.clone(),
+            expected_last_event_at: before.last_event_at(),
+        }),
+        grant: None,
+        clawback: None,
+        charge: None,
+        refund: None,
     }
 }
 
@@ -149,10 +189,21 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     }
 
     /// Cancel the subscription `record` started at the end of its period, through its
-    /// provider (the subscriber's cancel, and an administrator's).
+    /// provider (the subscriber's cancel).
     pub(crate) async fn cancel_subscription(
         &self,
         record: OrderRecord,
+    ) -> Result<CancelOutcome, CancelPaymentError> {
+        self.cancel_subscription_audited(record, None).await
+    }
+
+    /// [`Self::cancel_subscription`], by an administrator when `audit` builds their entry from
+    /// the subscription before and after: it is written in the transaction that schedules the
+    /// end, and not at all when nothing was written (already scheduled, or changed meanwhile).
+    pub(crate) async fn cancel_subscription_audited(
+        &self,
+        record: OrderRecord,
+        audit: Option<&CancelAudit<'_>>,
     ) -> Result<CancelOutcome, CancelPaymentError> {
         let subscription = self
             .store
@@ -183,31 +234,22 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 ));
             }
         }
-        let command = PaymentEventCommand {
-            inbox: InboxEntry {
-                provider: subscription.provider(),
-                event_id: format!("tally:cancel-at-period-end:{}", subscription.id()),
-                event_type: "tally.subscription.cancel_requested".into(),
-                payload: String::new(),
-                outcome: domain::EventOutcome::Applied,
-                detail: Some(format!(
-                    "requested by the subscriber through order {}",
-                    record.order.id()
-                )),
-                received_at: self.clock.now(),
-                user_id: Some(subscription.user_id().clone()),
-            },
-            order: None,
-            subscription: Some(SubscriptionChange::Update {
-                subscription: updated.clone(),
-                expected_last_event_at: subscription.last_event_at(),
-            }),
-            grant: None,
-            clawback: None,
-            charge: None,
-            refund: None,
+        let by = if audit.is_some() {
+            "an administrator"
+        } else {
+            "the subscriber"
         };
-        match self.store.apply_payment_event(&command).await {
+        let command = cancel_command(&record, &subscription, &updated, self.clock.now(), by);
+        let applied = match audit {
+            None => self.store.apply_payment_event(&command).await,
+            Some(audit) => {
+                let audit = audit(&subscription, &updated);
+                self.store
+                    .apply_payment_event_audited(&command, &audit)
+                    .await
+            }
+        };
+        match applied {
             Ok(_) | Err(StoreError::Conflict(_)) => {}
             Err(e) => return Err(e.into()),
         }

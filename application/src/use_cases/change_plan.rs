@@ -6,20 +6,28 @@
 //! keeps the change asked for on the subscription *before* the provider is asked, so that the
 //! provider's event, which may arrive before the provider's answer, finds it; a refused request
 //! drops it again. A provider without a plan-change API refuses with
-//! [`ChangePlanError::NotSwitchable`]: the dashboard then offers cancelling at period end and
-//! buying the other plan when the period ends.
+//! [`ChangePlanError::NotSwitchable`]: there the switch is made at the period's end instead
+//! ([`scheduled`]). Only one switch of a subscription is in progress at a time: the change kept
+//! before the provider is asked is a claim the store never replaces by another, so of two
+//! concurrent requests only one reaches the provider.
+
+mod scheduled;
+
+pub use scheduled::PlanSwitchScheduled;
 
 use domain::{
-    EventOutcome, Plan, PlanChange, PlanChangeRefusal, PlanId, PlanSnapshot, Subscription,
-    SubscriptionEvent, SubscriptionId, Transition, check_resume, plan_change, switch_support,
+    ChangeInProgress, EventOutcome, Plan, PlanChange, PlanChangeRefusal, PlanId, PlanSnapshot,
+    Subscription, SubscriptionEvent, SubscriptionId, Transition, check_resume, plan_change,
+    switch_support,
 };
 
 use super::InfraError;
 use super::plans::{Audience, find_plan, list_plans};
 use crate::accounts::User;
 use crate::ports::{
-    Clock, GatewayError, IdGenerator, InboxEntry, PaymentEventCommand, PaymentGateway,
-    PlanChangeRequest, PlanChangeStarted, SecretHasher, Store, StoreError, SubscriptionChange,
+    Clock, GatewayError, IdGenerator, InboxEntry, PaymentEventCommand, PaymentEventOutcome,
+    PaymentGateway, PlanChangeRequest, PlanChangeStarted, SecretHasher, Store, StoreError,
+    SubscriptionChange,
 };
 use crate::service::Service;
 
@@ -42,12 +50,21 @@ pub enum ChangePlanError {
     /// provider: the switch must wait for the period's end.
     #[error("{0}")]
     NotSwitchable(String),
+    /// Another switch of the subscription is in progress or scheduled (one at a time): nothing
+    /// was asked of the provider.
+    #[error(transparent)]
+    InProgress(#[from] ChangeInProgress),
     /// The provider could not be told; nothing changed, the caller may retry.
     #[error("payment provider failed: {0}")]
     Gateway(String),
     /// Infrastructure.
     #[error(transparent)]
     Infra(#[from] InfraError),
+}
+
+/// Another switch of the subscription is in progress or scheduled.
+const fn in_progress() -> ChangePlanError {
+    ChangePlanError::InProgress(ChangeInProgress)
 }
 
 impl From<StoreError> for ChangePlanError {
@@ -88,12 +105,14 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         plan_id: &str,
     ) -> Result<PlanChangeOutcome, ChangePlanError> {
         let current = self.own_subscription(user, subscription_id).await?;
+        domain::check_no_change_in_progress(&current, self.clock.now())?;
         let (snapshot, plan) = self.switch_target(&current, plan_id).await?;
         let change = plan_change(&current, &snapshot, self.clock.now())?;
         if !switch_support(current.provider()).change_plan {
             return Err(not_switchable(&current));
         }
         let gateway = self.subscription_gateway(&current)?;
+        let current = self.release_stale_claim(current).await?;
         let asked = self.keep_change(&current, &change).await?;
         let request = PlanChangeRequest {
             provider_subscription_id: current.provider_subscription_id().to_owned(),
@@ -105,6 +124,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 current.id(),
                 change.requested_at().unix_millis()
             ),
+            requested_at: change.requested_at(),
+            return_url: self.config.callbacks.plan_change_approved(),
+            cancel_url: self.config.callbacks.plan_change_declined(),
         };
         let approval_url = match gateway.change_subscription_plan(&request).await {
             Ok(PlanChangeStarted::Accepted) => None,
@@ -287,12 +309,23 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             ),
         );
         match self.store.apply_payment_event(&command).await {
-            Ok(_) => Ok(asked),
-            // Another event moved the subscription meanwhile: nothing was asked yet.
-            Err(StoreError::Conflict(what)) => Err(InfraError::Unavailable(anyhow::anyhow!(
-                "subscription changed while a plan change was asked: {what}"
-            ))
-            .into()),
+            Ok(PaymentEventOutcome::Applied { .. }) => Ok(asked),
+            // The same request id (same subscription and millisecond) committed first.
+            Ok(PaymentEventOutcome::Duplicate) => Err(in_progress()),
+            // Another request's claim, or another event, moved the subscription meanwhile:
+            // nothing was asked of the provider.
+            Err(StoreError::Conflict(what)) => {
+                let fresh = self.fresh(current).await?;
+                domain::check_no_change_in_progress(&fresh, self.clock.now())?;
+                if fresh.plan_id() == change.plan_id() {
+                    // Another request's switch to this plan was confirmed meanwhile.
+                    return Err(PlanChangeRefusal::SamePlan.into());
+                }
+                Err(InfraError::Unavailable(anyhow::anyhow!(
+                    "subscription changed while a plan change was asked: {what}"
+                ))
+                .into())
+            }
             Err(e) => Err(e.into()),
         }
     }
@@ -374,7 +407,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
 
 fn not_switchable(current: &Subscription) -> ChangePlanError {
     ChangePlanError::NotSwitchable(format!(
-        "{} has no plan change: cancel at the period's end and buy the other plan when it ends",
+        "{} has no plan change: switch at the period's end (`\"when\": \"period_end\"`)",
         current.provider()
     ))
 }

@@ -168,8 +168,9 @@ mod tests {
     use crate::host_events::HostEventKind;
     use crate::pagination::{Page, PageRequest};
     use crate::ports::{
-        DeliveryRecord, EndpointChange, HostEventLog, RedeliveryTarget, StoreError, StoredEvent,
-        WebhookEndpoint, WebhookSecret, WebhookSender, WebhookStore,
+        DeliveryRecord, EndpointAudit, EndpointChange, EndpointWrite, EndpointWritten,
+        HostEventLog, RedeliveryTarget, StoreError, StoredEvent, WebhookEndpoint, WebhookSecret,
+        WebhookSender, WebhookStore,
     };
     use crate::testing::{FixedClock, SequentialIds};
     use crate::use_cases::webhook_endpoints::DeliverySettings;
@@ -254,6 +255,13 @@ mod tests {
             _: &RedeliveryTarget,
             _: Timestamp,
         ) -> Result<Option<DeliveryRecord>, StoreError> {
+            Ok(None)
+        }
+        async fn write_endpoint_audited(
+            &self,
+            _: EndpointWrite<'_>,
+            _: &EndpointAudit<'_>,
+        ) -> Result<Option<EndpointWritten>, StoreError> {
             Ok(None)
         }
     }

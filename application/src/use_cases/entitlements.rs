@@ -1,5 +1,4 @@
-//! What a user is entitled to now (`GET /api/entitlements`, and `entitlements` in
-//! `/api/credits/status`): the union of what every purchase granting access now was sold with.
+//! What a user is entitled to now (on its own, and as part of the status report): the union of what every purchase granting access now was sold with.
 //!
 //! The purchases are exactly those of the status report ([`Service::report_status`]): live
 //! subscriptions (a past-due one while its grace runs), one-time passes still running, lifetime

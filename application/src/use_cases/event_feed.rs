@@ -1,4 +1,4 @@
-//! `GET /api/events`: the catch-up feed of host events (issue 17). An application that was down
+//! The catch-up feed of host events (issue 17). An application that was down
 //! reads, oldest first, every event after the last one it saw, and keeps the returned cursor.
 //!
 //! The cursor is the outbox row id, shown as an opaque string. The store never returns an event

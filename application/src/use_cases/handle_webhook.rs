@@ -8,6 +8,8 @@
 //! change of the same order or subscription makes the store refuse it, and the event is
 //! re-read and re-decided, a bounded number of times.
 
+use std::sync::Arc;
+
 use domain::{
     ActivationDecision, ActivationFacts, ActivationTarget, BillingPeriod, EventOutcome,
     FailureDecision, KeptRefund, LifecycleDecision, Money, OrderStatus, PaymentDecision,
@@ -18,13 +20,14 @@ use domain::{
 
 use super::InfraError;
 use crate::ports::{
-    AckFor, ChargeChange, ClawbackCommand, Clock, GatewayError, GrantCommand, GrantSource,
-    IdGenerator, InboxEntry, LedgerEffect, OrderChange, OrderLocator, OrderRecord, PaymentEvent,
-    PaymentEventCommand, PaymentEventOutcome, PaymentStatus, RefundTarget, SecretHasher, Store,
-    StoreError, SubscriptionChange, SubscriptionCharge, VerifiedWebhook, WebhookAck, WebhookError,
-    WebhookRequest, WebhookResult,
+    AckFor, ChargeChange, ClawbackCommand, Clock, EventAudit, GatewayError, GrantCommand,
+    GrantSource, IdGenerator, InboxEntry, LedgerEffect, OrderChange, OrderLocator, OrderRecord,
+    PaymentEvent, PaymentEventCommand, PaymentEventOutcome, PaymentStatus, RefundTarget,
+    SecretHasher, Store, StoreError, SubscriptionChange, SubscriptionCharge, VerifiedWebhook,
+    WebhookAck, WebhookError, WebhookRequest, WebhookResult,
 };
 
+mod change_invoices;
 mod plan_changes;
 mod refunds;
 use crate::service::Service;
@@ -184,6 +187,12 @@ impl Change {
     }
 }
 
+/// Builds the audit entry of an administrator's action that an event's write carries (a
+/// replay, a refund Tally applies itself) from what the event came to: its outcome, and the
+/// status its order moves to (`None` when the order does not move).
+pub(crate) type EventAuditFor =
+    dyn Fn(EventOutcome, Option<&OrderStatus>) -> EventAudit + Send + Sync;
+
 /// The inbox facts shared by the decisions of one event.
 struct Received {
     provider: ProviderId,
@@ -191,6 +200,8 @@ struct Received {
     event_type: String,
     payload: String,
     now: Timestamp,
+    /// The administrator's action the event's write carries, if any (issue 18).
+    audit: Option<Arc<EventAuditFor>>,
 }
 
 impl Received {
@@ -236,7 +247,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// See [`HandleWebhookError`].
-    #[tracing::instrument(skip_all, fields(provider = known.map_or("unknown", ProviderId::as_str)))]
+    #[tracing::instrument(
+        skip_all,
+        fields(
+            provider = known.map_or("unknown", ProviderId::as_str),
+            event_id = tracing::field::Empty,
+        )
+    )]
     pub async fn handle_webhook(
         &self,
         known: Option<ProviderId>,
@@ -279,6 +296,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             }
         };
         let base = verified.event_id.clone();
+        // The event's id is known only now, after the signature check and parsing.
+        tracing::Span::current().record("event_id", base.as_str());
         // One inbox row per event; a webhook carrying several events gets suffixed ids.
         let event_id = |index: usize| {
             if index == 0 {
@@ -289,7 +308,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         };
         let ack = gateway.webhook_ack(&AckFor::Accepted);
         let payload = payload_text(&request.body);
-        self.apply_verified(provider, &verified, payload, ack, &event_id)
+        self.apply_verified(provider, &verified, payload, ack, &event_id, None)
             .await
     }
 
@@ -302,6 +321,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         payload: String,
         ack: WebhookAck,
         event_id: &(dyn Fn(usize) -> String + Sync),
+        audit: Option<Arc<EventAuditFor>>,
     ) -> Result<WebhookHandled, HandleWebhookError> {
         let now = self.clock.now();
         let received = |event_id: String| Received {
@@ -310,6 +330,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             event_type: verified.event_type.clone(),
             payload: payload.clone(),
             now,
+            audit: audit.clone(),
         };
         let mut handled = WebhookHandled {
             ack,
@@ -345,12 +366,26 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         event_id: String,
         event: &PaymentEvent,
     ) -> Result<(), HandleWebhookError> {
+        self.apply_reconciled_audited(provider, event_id, event, None)
+            .await
+    }
+
+    /// [`Self::apply_reconciled`], carrying an administrator's action whose entry commits with
+    /// the event's write (`audit`).
+    pub(super) async fn apply_reconciled_audited(
+        &self,
+        provider: ProviderId,
+        event_id: String,
+        event: &PaymentEvent,
+        audit: Option<Arc<EventAuditFor>>,
+    ) -> Result<(), HandleWebhookError> {
         let received = Received {
             provider,
             event_id,
             event_type: "tally.reconcile".into(),
             payload: String::new(),
             now: self.clock.now(),
+            audit,
         };
         self.apply_event(&received, event).await.map(|_| ())
     }
@@ -477,7 +512,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ) -> Result<EventResult, HandleWebhookError> {
         let mut entry = received.entry(outcome, detail);
         entry.user_id = user;
-        let fresh = self.store.record_event(&entry).await?;
+        let fresh = match &received.audit {
+            None => self.store.record_event(&entry).await?,
+            Some(audit) => {
+                let audit = audit(outcome, None);
+                self.store.record_event_audited(&entry, &audit).await?
+            }
+        };
         let outcome = if fresh {
             outcome
         } else {
@@ -503,7 +544,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 }
                 Decision::Apply(change) => change,
             };
-            match self.store.apply_payment_event(&change.command).await {
+            match self.store_change(received, &change).await {
                 Ok(outcome) => return Ok(EventResult::of(&change, outcome)),
                 Err(StoreError::Conflict(_)) if attempt < attempts => {}
                 Err(StoreError::Conflict(what)) => {
@@ -516,6 +557,21 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             }
         }
         Err(InfraError::Unavailable(anyhow::anyhow!("webhook retries exhausted")).into())
+    }
+
+    /// Apply `change`, with the entry of the administrator's action `received` carries.
+    async fn store_change(
+        &self,
+        received: &Received,
+        change: &Change,
+    ) -> Result<PaymentEventOutcome, StoreError> {
+        let Some(audit) = &received.audit else {
+            return self.store.apply_payment_event(&change.command).await;
+        };
+        let audit = audit(change.outcome, change.moved_to.as_ref());
+        self.store
+            .apply_payment_event_audited(&change.command, &audit)
+            .await
     }
 
     async fn decide(
@@ -580,12 +636,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             PaymentEvent::Refunded { charge, refund, .. } => {
                 self.decide_refund(r, charge, refund).await
             }
-            PaymentEvent::SubscriptionPlanChanged { .. } => self.plan_changed(r, event).await,
-            // Captured (or refused) by `apply_approval` before anything is decided.
-            PaymentEvent::PaymentApproved { .. } => Ok(Decision::Record(
-                EventOutcome::Ignored,
-                Some("an approval is settled by capturing it".into()),
-            )),
+            PaymentEvent::SubscriptionPlanChanged { .. }
+            | PaymentEvent::SubscriptionChangeInvoiced { .. }
+            | PaymentEvent::SubscriptionPlanRevised { .. } => self.plan_event(r, event).await,
+            PaymentEvent::PaymentApproved { .. } => Ok(approval_not_decided()),
         }
     }
 
@@ -1026,6 +1080,7 @@ fn charge_record(
         credits: charge.credits,
         refunded: charge.refunded,
         paid_at: charge.paid_at,
+        plan_change_at: None,
     })
 }
 
@@ -1145,4 +1200,13 @@ fn decide_paid(
         change = change.order(record, next.status().clone(), None);
     }
     change.apply()
+}
+
+/// An approval is captured (or refused) by `apply_approval` before anything is decided: reaching
+/// the decision records it as ignored.
+fn approval_not_decided() -> Decision {
+    Decision::Record(
+        EventOutcome::Ignored,
+        Some("an approval is settled by capturing it".into()),
+    )
 }

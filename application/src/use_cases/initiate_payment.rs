@@ -22,8 +22,8 @@ pub struct InitiatePayment {
     pub user: User,
     /// The plan, as given (unparsed: an unknown id is `PlanNotFound`).
     pub plan_id: String,
-    /// The provider, as given (unparsed: an unknown id is `UnknownProvider`).
-    pub provider: String,
+    /// The provider (parsed by the caller: an unknown id never reaches the use case).
+    pub provider: ProviderId,
     /// The caller's idempotency key: the same key replays the first order.
     pub idempotency_key: Option<IdempotencyKey>,
 }
@@ -43,9 +43,6 @@ pub enum InitiatePaymentError {
     /// No such plan.
     #[error("plan {0:?} not found")]
     PlanNotFound(String),
-    /// Not a provider id.
-    #[error("unknown provider {0:?}")]
-    UnknownProvider(String),
     /// The plan belongs to another provider.
     #[error("plan {plan} is sold through {expected}, not {given}")]
     ProviderMismatch {
@@ -257,10 +254,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         )
         .await?
         .ok_or_else(|| InitiatePaymentError::PlanNotFound(request.plan_id.clone()))?;
-        let provider: ProviderId = request
-            .provider
-            .parse()
-            .map_err(|_| InitiatePaymentError::UnknownProvider(request.provider.clone()))?;
+        let provider = request.provider;
         if provider != plan.provider() {
             return Err(InitiatePaymentError::ProviderMismatch {
                 plan: plan_id,

@@ -5,13 +5,16 @@
 //! share happens there, once); a refund the provider reports done at once is applied the same
 //! way immediately, under the provider's refund id, which its later event repeats.
 
+use std::sync::Arc;
+
 use domain::{Money, OrderId, OrderStatus};
 use rust_decimal::Decimal;
 
 use super::InfraError;
+use super::handle_webhook::EventAuditFor;
 use crate::ports::{
     Clock, GatewayError, IdGenerator, OrderLocator, OrderRecord, PaymentEvent, PaymentRef,
-    RefundReport, RefundRequest, RefundState, RefundedCharge, SecretHasher, Store,
+    RefundReport, RefundRequest, RefundStarted, RefundState, RefundedCharge, SecretHasher, Store,
 };
 use crate::service::Service;
 
@@ -40,6 +43,21 @@ pub struct RefundAccepted {
     pub state: RefundState,
     /// The order after it (already refunded when the provider said it was done).
     pub order: OrderRecord,
+}
+
+/// A refund the provider accepted, before Tally applies what it says.
+#[derive(Debug, Clone)]
+pub(crate) struct ProviderRefund {
+    /// The order as it was before.
+    pub(crate) before: OrderRecord,
+    /// Our refund id (the provider's idempotency key).
+    pub(crate) refund_id: String,
+    /// The payment refunded.
+    pub(crate) payment: PaymentRef,
+    /// What is refunded.
+    pub(crate) amount: Money,
+    /// What the provider answered.
+    pub(crate) started: RefundStarted,
 }
 
 /// Why an order could not be refunded.
@@ -101,6 +119,15 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         &self,
         request: &RefundOrder,
     ) -> Result<RefundAccepted, RefundOrderError> {
+        let refund = self.ask_refund(request).await?;
+        self.finish_refund(refund, None).await
+    }
+
+    /// Check `request` against its order and ask the provider for the refund.
+    pub(crate) async fn ask_refund(
+        &self,
+        request: &RefundOrder,
+    ) -> Result<ProviderRefund, RefundOrderError> {
         let id = OrderId::new(request.order_id.as_str()).map_err(|_| RefundOrderError::NotFound)?;
         let record = self
             .store
@@ -142,16 +169,39 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             GatewayError::NotSupported => RefundOrderError::NotSupported(provider.to_string()),
             other => RefundOrderError::Gateway(other.to_string()),
         })?;
+        Ok(ProviderRefund {
+            before: record,
+            refund_id,
+            payment: asked.payment,
+            amount,
+            started,
+        })
+    }
+
+    /// Apply a refund the provider reports done at once (with the administrator's action
+    /// `audit`, whose entry then commits with it), and answer with the order as it is now.
+    pub(crate) async fn finish_refund(
+        &self,
+        refund: ProviderRefund,
+        audit: Option<Arc<EventAuditFor>>,
+    ) -> Result<RefundAccepted, RefundOrderError> {
+        let ProviderRefund {
+            before,
+            refund_id,
+            payment,
+            amount,
+            started,
+        } = refund;
         if started.state == RefundState::Succeeded {
-            self.apply_done_refund(
-                &asked.payment,
-                &refund_id,
-                started.provider_refund_id.as_deref(),
-                amount,
-            )
-            .await?;
+            let provider_refund_id = started.provider_refund_id.as_deref();
+            self.apply_done_refund(&payment, &refund_id, provider_refund_id, amount, audit)
+                .await?;
         }
-        let order = self.store.find_order(&id).await?.unwrap_or(record);
+        let order = self
+            .store
+            .find_order(before.order.id())
+            .await?
+            .unwrap_or(before);
         Ok(RefundAccepted {
             refund_id,
             provider_refund_id: started.provider_refund_id,
@@ -170,6 +220,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         refund_id: &str,
         provider_refund_id: Option<&str>,
         amount: Money,
+        audit: Option<Arc<EventAuditFor>>,
     ) -> Result<(), RefundOrderError> {
         let Some(record) = self.store.find_order(&payment.order_id).await? else {
             return Err(RefundOrderError::NotFound);
@@ -185,10 +236,11 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             },
             occurred_at: self.clock.now(),
         };
-        self.apply_reconciled(
+        self.apply_reconciled_audited(
             record.order.provider(),
             format!("tally:refund:{refund_id}"),
             &event,
+            audit,
         )
         .await
         .map_err(|e| match e {

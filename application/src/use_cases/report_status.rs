@@ -1,4 +1,4 @@
-//! The complete status of a user (`GET /api/credits/status`): credits, every subscription they
+//! The complete status of a user: credits, every subscription they
 //! hold and every one-time purchase whose access still runs.
 
 use domain::{

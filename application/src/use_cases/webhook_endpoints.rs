@@ -58,6 +58,16 @@ pub struct CreatedEndpoint {
     pub secret: WebhookSecret,
 }
 
+/// A secret rotation about to be stored.
+pub(crate) struct Rotation {
+    /// The new secret.
+    pub(crate) secret: WebhookSecret,
+    /// Until when the replaced secret stays valid.
+    pub(crate) previous_until: Timestamp,
+    /// Now.
+    pub(crate) now: Timestamp,
+}
+
 /// What an administrator asks to change; `None` keeps the field.
 #[derive(Debug, Clone, Default)]
 pub struct EndpointUpdate {
@@ -87,6 +97,9 @@ pub enum WebhookEndpointError {
     /// No such delivery or event.
     #[error("no such delivery or event")]
     DeliveryNotFound,
+    /// Webhook delivery is not wired in this process (`tally serve` wires it).
+    #[error("webhook delivery is not configured")]
+    NotConfigured,
     /// Infrastructure.
     #[error(transparent)]
     Infra(#[from] InfraError),
@@ -174,6 +187,26 @@ impl Webhooks {
         url: &str,
         event_types: &[String],
     ) -> Result<CreatedEndpoint, WebhookEndpointError> {
+        let new = self.new_endpoint(url, event_types).await?;
+        // The store counts the endpoints in the insert's own transaction (a concurrent create
+        // cannot slip past the cap).
+        let endpoint = self
+            .store
+            .create_endpoint(&new.endpoint)
+            .await?
+            .ok_or(WebhookEndpointError::TooMany)?;
+        Ok(CreatedEndpoint {
+            endpoint,
+            secret: new.secret,
+        })
+    }
+
+    /// A new endpoint for `url` and `event_types`, checked, with its new secret; not stored.
+    pub(crate) async fn new_endpoint(
+        &self,
+        url: &str,
+        event_types: &[String],
+    ) -> Result<CreatedEndpoint, WebhookEndpointError> {
         let event_types = parse_event_types(event_types)?;
         let url = self.check_url(url).await?;
         let now = self.clock.now();
@@ -191,13 +224,6 @@ impl Webhooks {
             created_at: now,
             updated_at: now,
         };
-        // The store counts the endpoints in the insert's own transaction (a concurrent create
-        // cannot slip past the cap).
-        let endpoint = self
-            .store
-            .create_endpoint(&endpoint)
-            .await?
-            .ok_or(WebhookEndpointError::TooMany)?;
         Ok(CreatedEndpoint { endpoint, secret })
     }
 
@@ -218,6 +244,18 @@ impl Webhooks {
         id: &str,
         update: &EndpointUpdate,
     ) -> Result<WebhookEndpoint, WebhookEndpointError> {
+        let change = self.endpoint_change(update).await?;
+        self.store
+            .update_endpoint(id, &change, self.clock.now())
+            .await?
+            .ok_or(WebhookEndpointError::NotFound)
+    }
+
+    /// `update` checked: the change to store.
+    pub(crate) async fn endpoint_change(
+        &self,
+        update: &EndpointUpdate,
+    ) -> Result<EndpointChange, WebhookEndpointError> {
         let event_types = update
             .event_types
             .as_deref()
@@ -227,15 +265,11 @@ impl Webhooks {
             Some(url) => Some(self.check_url(url).await?),
             None => None,
         };
-        let change = EndpointChange {
+        Ok(EndpointChange {
             url,
             event_types,
             enabled: update.enabled,
-        };
-        self.store
-            .update_endpoint(id, &change, self.clock.now())
-            .await?
-            .ok_or(WebhookEndpointError::NotFound)
+        })
     }
 
     /// Delete an endpoint and its deliveries.
@@ -256,19 +290,26 @@ impl Webhooks {
     /// # Errors
     /// No such endpoint, infrastructure.
     pub async fn rotate_secret(&self, id: &str) -> Result<CreatedEndpoint, WebhookEndpointError> {
-        let now = self.clock.now();
-        let secret = self.sender.new_secret();
+        let rotation = self.new_rotation();
         let endpoint = self
             .store
-            .rotate_secret(
-                id,
-                &secret,
-                now.plus_millis(PREVIOUS_SECRET_VALIDITY_MS),
-                now,
-            )
+            .rotate_secret(id, &rotation.secret, rotation.previous_until, rotation.now)
             .await?
             .ok_or(WebhookEndpointError::NotFound)?;
-        Ok(CreatedEndpoint { endpoint, secret })
+        Ok(CreatedEndpoint {
+            endpoint,
+            secret: rotation.secret,
+        })
+    }
+
+    /// A new secret, and until when the one it replaces stays valid.
+    pub(crate) fn new_rotation(&self) -> Rotation {
+        let now = self.clock.now();
+        Rotation {
+            secret: self.sender.new_secret(),
+            previous_until: now.plus_millis(PREVIOUS_SECRET_VALIDITY_MS),
+            now,
+        }
     }
 
     /// An endpoint's deliveries, newest first.

@@ -131,7 +131,7 @@ export interface EventData {
   "entitlements.changed": {
     /** The user's effective entitlements now. */
     readonly entitlements: EntitlementMap;
-    /** Those told before (empty the first time). */
+    /** Those told before; for a user told nothing yet, those held just before the change. */
     readonly previous: EntitlementMap;
   };
 }

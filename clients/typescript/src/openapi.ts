@@ -514,8 +514,9 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Switch the caller's subscription to another recurring plan through the provider's own
-         *     plan-change API. The subscription's plan, price and credits follow the provider's event.
+         * Switch the caller's subscription to another recurring plan: now, through the provider's
+         *     own plan-change API (the subscription's plan, price and credits follow the provider's
+         *     event), or at the period's end (`"when": "period_end"`). One switch at a time.
          */
         post: {
             parameters: {
@@ -593,8 +594,9 @@ export interface paths {
                 };
                 /**
                  * @description `subscription_not_live`, `same_plan`, `different_plan_type`, `different_currency`,
-                 *     `different_interval`, `not_switchable` (the provider has no plan change: cancel at
-                 *     period end and buy the other plan then).
+                 *     `different_interval`, `not_switchable` (the provider has no plan change: switch at
+                 *     the period's end), `change_in_progress` (another switch of the subscription is in
+                 *     progress or scheduled; nothing was asked of the provider).
                  */
                 409: {
                     headers: {
@@ -766,6 +768,116 @@ export interface paths {
             };
         };
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/subscriptions/{id}/scheduled-plan": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Withdraw the caller's switch at the period's end: the scheduled plan is forgotten, and
+         *     the subscription still ends with its period (resume it to keep it).
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The subscription id. */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The scheduled plan is forgotten; the subscription still ends with its period. */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["SubscriptionView"];
+                    };
+                };
+                /** @description `unauthorized`: not signed in. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: an API key cannot withdraw; `not_owner`: another user's subscription. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `subscription_not_found`. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `not_scheduled_to_end`: no switch is scheduled. */
+                409: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
         options?: never;
         head?: never;
         patch?: never;
@@ -5232,7 +5344,11 @@ export interface paths {
                 };
                 cookie?: never;
             };
-            requestBody?: never;
+            requestBody?: {
+                content: {
+                    "application/json": components["schemas"]["AdminCancelBody"];
+                };
+            };
             responses: {
                 /** @description The subscription, now ending at the end of its period. */
                 200: {
@@ -6022,6 +6138,17 @@ export interface components {
             balanceHundredths: number;
         };
         /**
+         * AdminCancelBody
+         * @description `POST /api/admin/subscriptions/{id}/cancel`'s optional body, `{"when": "now"}`.
+         */
+        AdminCancelBody: {
+            /**
+             * @description `period_end` (the default) or `now`.
+             * @default period_end
+             */
+            when?: components["schemas"]["CancelWhen"] & unknown;
+        };
+        /**
          * AdminOrderPage
          * @description A page of orders, newest first.
          */
@@ -6326,6 +6453,11 @@ export interface components {
             subscription?: components["schemas"]["SubscriptionView"] & unknown;
         };
         /**
+         * @description When an administrator's cancel takes effect.
+         * @enum {string}
+         */
+        CancelWhen: "period_end" | "now";
+        /**
          * ChangePlanBody
          * @description `POST /api/subscriptions/{id}/change-plan`.
          */
@@ -6335,6 +6467,13 @@ export interface components {
              *     currency and billing interval).
              */
             planId: string;
+            /**
+             * @description `now` (the default): through the provider's plan-change API; `period_end`: the
+             *     subscription is cancelled at its period's end and keeps the plan as `scheduledPlanId`,
+             *     which the subscriber starts with a new checkout when it ends (any provider; the only way
+             *     where the provider has no plan-change API). The interval may differ at the period's end.
+             */
+            when?: components["schemas"]["SwitchWhen"] & unknown;
         };
         /**
          * ConsumptionView
@@ -6805,14 +6944,26 @@ export interface components {
             planId: string;
             /**
              * @description `upgrade` (charged the prorated difference now where the provider prorates, and the
-             *     new plan's extra credits granted once confirmed) or `downgrade` (the lower price and
+             *     new plan's extra credits granted once confirmed; PayPal prorates nothing, so there the
+             *     new price and credits start with the next renewal) or `downgrade` (the lower price and
              *     credits from the next renewal).
              */
             change: string;
             /** @description Whether the provider has confirmed it (`planId` of the subscription is the new plan). */
             confirmed: boolean;
-            /** @description Where the subscriber approves the switch at the provider, when it needs that. */
+            /**
+             * @description Where the subscriber approves the switch at the provider, when it needs that (PayPal's
+             *     revise: a `paypal.com` page). Send the subscriber there; the switch is confirmed when
+             *     the provider's event arrives after the approval, and changes nothing until then.
+             */
             approvalUrl?: string;
+            /** @description `now` or `period_end`, as asked. */
+            when: components["schemas"]["SwitchWhen"] & unknown;
+            /**
+             * @description When the new plan starts, for a switch at the period's end: the current period's end
+             *     (the subscriber then confirms its payment in a new checkout).
+             */
+            startsAt?: string;
         };
         /**
          * PlanList
@@ -7168,7 +7319,17 @@ export interface components {
             pendingPlanId?: string;
             /** @description `upgrade` or `downgrade`: the pending switch; absent when none is pending. */
             pendingChange?: string;
+            /**
+             * @description The plan a switch at the period's end starts when this subscription ends (with a new
+             *     checkout); absent when none is scheduled. Resuming the subscription clears it.
+             */
+            scheduledPlanId?: string;
         };
+        /**
+         * @description When a switch takes effect.
+         * @enum {string}
+         */
+        SwitchWhen: "now" | "period_end";
         /**
          * TransactionPage
          * @description A page of credit transactions, newest first.

@@ -10,9 +10,9 @@
 //!
 //! The slow parts start real `tally serve` processes on PostgreSQL and run only with
 //! `TALLY_RELIABILITY=1` (they print a note and pass otherwise, in CI too, where
-//! `.ci/reliability` runs them): [`several_instances`], [`crash`] and [`outage`], on the
-//! machinery of [`cluster`]. `just reliability` runs everything, including the schemathesis
-//! run against the OpenAPI document.
+//! `.ci/reliability` runs them): [`several_instances`], [`switch_claims`] (one plan switch at a
+//! time), [`crash`] and [`outage`], on the machinery of [`cluster`]. `just reliability` runs
+//! everything, including the schemathesis run against the OpenAPI document.
 
 mod api;
 mod cluster;
@@ -23,6 +23,7 @@ mod hostile_subscriptions;
 mod outage;
 mod several_instances;
 mod signed;
+mod switch_claims;
 
 use application::accounts::Role;
 use tests::{TestApp, spawn_app_with};

@@ -121,14 +121,21 @@ impl PricedSubscription {
     }
 }
 
-/// The form of a switch to the request's plan, replacing item `item_id`. The sandbox, which
-/// cannot look Prices up, reads the new price from `metadata[…]` as at checkout.
+/// The form of a switch to the request's plan, replacing `item` (the subscription's one item).
+/// The sandbox, which cannot look Prices up, reads the new price from `metadata[…]` as at
+/// checkout. `metadata[planChangeAt]` marks the change on the subscription: Stripe copies the
+/// subscription's metadata onto the invoices it creates (`subscription_details.metadata`), so
+/// the change's invoice names the change it bills.
+///
+/// A change of billing interval resets the billing cycle and invoices the new period at once
+/// whatever `proration_behavior` says; `always_invoice` makes that invoice credit the unused
+/// time of the current period (`none` would charge the whole new period on top of it).
 ///
 /// # Errors
 /// [`GatewayError::Rejected`] when the plan has no `cardGatewayPriceId` or no interval.
 pub fn plan_change_form(
     request: &PlanChangeRequest,
-    item_id: &str,
+    item: &Item,
 ) -> Result<Vec<(String, String)>, GatewayError> {
     let price_id = request
         .plan
@@ -146,13 +153,20 @@ pub fn plan_change_form(
             "plan has no billing interval".into(),
         ));
     };
+    let current_months = item
+        .price
+        .as_ref()
+        .and_then(|p| p.recurring.as_ref())
+        .and_then(Recurring::months);
+    let new_interval = current_months.is_some_and(|m| m != interval.get());
     let proration = match request.direction {
+        _ if new_interval => "always_invoice",
         ChangeDirection::Upgrade => "always_invoice",
         ChangeDirection::Downgrade => "none",
     };
     let price = request.snapshot.price;
     Ok(vec![
-        ("items[0][id]".into(), item_id.to_owned()),
+        ("items[0][id]".into(), item.id.clone()),
         ("items[0][price]".into(), price_id),
         ("proration_behavior".into(), proration.into()),
         (
@@ -170,6 +184,10 @@ pub fn plan_change_form(
         (
             "metadata[intervalMonths]".into(),
             interval.get().to_string(),
+        ),
+        (
+            "metadata[planChangeAt]".into(),
+            request.requested_at.unix_millis().to_string(),
         ),
     ])
 }
@@ -275,6 +293,78 @@ mod tests {
         assert_eq!(price.amount_minor(), 1999);
         assert_eq!(price.currency().code(), "USD");
         assert_eq!(*interval_months, Some(1));
+    }
+
+    fn change_invoice(lines: &str) -> Vec<PaymentEvent> {
+        let body = format!(
+            r#"{{"id":"evt_2","type":"invoice.paid","created":1700000000,
+            "data":{{"object":{{"id":"in_change","billing_reason":"subscription_update",
+              "amount_paid":9324,"currency":"usd",
+              "parent":{{"subscription_details":{{"subscription":"sub_1",
+                "metadata":{{"planChangeAt":"1699999999000"}}}}}},
+              "lines":{{"data":{lines}}}}}}}}}"#
+        );
+        match crate::card_gateway::transformers::interpret(&parse_event(body.as_bytes()).unwrap())
+            .unwrap()
+        {
+            crate::card_gateway::transformers::Interpretation::Events(events) => events,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_interval_changes_invoice_tells_the_new_period_and_the_change_it_bills() {
+        let events = change_invoice(
+            r#"[{"amount":-666,"proration":true,"period":{"start":1699999999,"end":1701000000}},
+                {"amount":9990,"proration":false,"period":{"start":1699999999,"end":1731535999},
+                 "price":{"unit_amount":9990,"currency":"usd",
+                          "recurring":{"interval":"year","interval_count":1}}}]"#,
+        );
+        let [
+            PaymentEvent::SubscriptionChangeInvoiced {
+                provider_subscription_id,
+                paid,
+                new_period: Some(line),
+                change_requested_at,
+                charge_ref,
+                ..
+            },
+        ] = events.as_slice()
+        else {
+            panic!("{events:?}")
+        };
+        assert_eq!(provider_subscription_id, "sub_1");
+        assert_eq!(paid.amount_minor(), 9324);
+        assert_eq!(line.price.amount_minor(), 9990);
+        assert_eq!(line.interval_months, Some(12));
+        assert_eq!(line.period.start().unix_millis(), 1_699_999_999_000);
+        assert_eq!(
+            *change_requested_at,
+            Some(Timestamp::from_unix_millis(1_699_999_999_000))
+        );
+        assert_eq!(charge_ref.as_deref(), Some("in_change"));
+    }
+
+    #[test]
+    fn a_prorations_invoice_bills_no_new_period() {
+        // The current API marks prorations on the line's parent.
+        let events = change_invoice(
+            r#"[{"amount":-333,"period":{"start":1699999999,"end":1701000000},
+                 "parent":{"subscription_item_details":{"proration":true}}},
+                {"amount":666,"period":{"start":1699999999,"end":1701000000},
+                 "parent":{"subscription_item_details":{"proration":true}}}]"#,
+        );
+        assert!(
+            matches!(
+                events.as_slice(),
+                [PaymentEvent::SubscriptionChangeInvoiced {
+                    new_period: None,
+                    change_requested_at: Some(_),
+                    ..
+                }]
+            ),
+            "{events:?}"
+        );
     }
 
     #[test]

@@ -12,7 +12,9 @@ use application::ports::{
     CheckoutRequest, GatewayError, OrderLocator, PaymentEvent, PaymentStatus, RefundReport,
     RefundRequest, RefundStarted, RefundState, RefundedCharge, WebhookError,
 };
-use domain::{BillingPeriod, Currency, Duration, Locale, Money, OrderId, PlanType, Timestamp};
+use domain::{
+    BillingPeriod, Currency, Duration, Locale, Money, NewPeriodLine, OrderId, PlanType, Timestamp,
+};
 use serde::Deserialize;
 
 use crate::shared::http::HttpReply;
@@ -23,6 +25,8 @@ use crate::shared::wire;
 
 /// The metadata key that carries our order id (TinyShip's convention).
 pub const ORDER_ID_KEY: &str = "orderId";
+/// The metadata key that marks a plan change on the subscription (when it was asked, ms).
+pub const PLAN_CHANGE_AT_KEY: &str = "planChangeAt";
 /// Stripe refuses a session expiring sooner than 30 minutes after creation; a minute of margin.
 const MIN_EXPIRY_S: i64 = 30 * 60 + 60;
 /// Stripe refuses a session expiring later than 24 hours after creation; a minute of margin.
@@ -535,6 +539,41 @@ struct InvoiceLines {
 struct InvoiceLine {
     #[serde(default)]
     period: Option<LinePeriod>,
+    /// The line's amount, minor units (negative for the credit of unused time).
+    #[serde(default)]
+    amount: i64,
+    /// Whether it is a proration (API versions before 2025-03-31).
+    #[serde(default)]
+    proration: Option<bool>,
+    /// Where it comes from (API versions since 2025-03-31 say proration there).
+    #[serde(default)]
+    parent: Option<LineParent>,
+    /// The Price it bills (API versions before 2025-03-31), for its interval.
+    #[serde(default)]
+    price: Option<super::plan_change::Price>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct LineParent {
+    #[serde(default)]
+    subscription_item_details: Option<LineItemDetails>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct LineItemDetails {
+    #[serde(default)]
+    proration: bool,
+}
+
+impl InvoiceLine {
+    fn is_proration(&self) -> bool {
+        self.proration.unwrap_or(false)
+            || self
+                .parent
+                .as_ref()
+                .and_then(|p| p.subscription_item_details.as_ref())
+                .is_some_and(|d| d.proration)
+    }
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -573,6 +612,64 @@ impl Invoice {
         .flatten()
         .filter_map(|d| d.metadata.as_ref()?.get(ORDER_ID_KEY))
         .find_map(|id| OrderId::new(id.as_str()).ok())
+    }
+
+    /// A value of the subscription's metadata snapshot.
+    fn metadata(&self, key: &str) -> Option<&str> {
+        [
+            self.parent
+                .as_ref()
+                .and_then(|p| p.subscription_details.as_ref()),
+            self.subscription_details.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .find_map(|d| d.metadata.as_ref()?.get(key))
+        .map(String::as_str)
+    }
+
+    /// The line of a plan change's invoice that bills a whole new period at the new price (a
+    /// change of billing interval restarts the period): the first line that is no proration,
+    /// with a positive amount and a period.
+    ///
+    /// # Errors
+    /// An unreadable currency.
+    pub fn new_period_line(&self) -> Result<Option<NewPeriodLine>, String> {
+        let Some(line) = self
+            .lines
+            .data
+            .iter()
+            .take(MAX_ITEMS)
+            .find(|l| !l.is_proration() && l.amount > 0 && l.period.is_some())
+        else {
+            return Ok(None);
+        };
+        let Some(period) = line
+            .period
+            .and_then(|p| BillingPeriod::new(timestamp(p.start), timestamp(p.end)))
+        else {
+            return Ok(None);
+        };
+        Ok(Some(NewPeriodLine {
+            period,
+            price: money(line.amount, &self.currency)?,
+            interval_months: line
+                .price
+                .as_ref()
+                .and_then(|p| p.recurring.as_ref())
+                .and_then(super::plan_change::Recurring::months),
+        }))
+    }
+
+    /// When the plan change this invoice bills was asked (`metadata[planChangeAt]`, which the
+    /// gateway set with the change).
+    #[must_use]
+    pub fn change_requested_at(&self) -> Option<Timestamp> {
+        self.metadata(PLAN_CHANGE_AT_KEY)?
+            .parse::<i64>()
+            .ok()
+            .filter(|ms| *ms >= 0)
+            .map(Timestamp::from_unix_millis)
     }
 
     /// The invoice id, as the `charge_ref` of the period it paid.
@@ -1001,6 +1098,9 @@ fn invoice_paid(invoice: &Invoice, at: Timestamp) -> Result<Vec<PaymentEvent>, W
         return Ok(Vec::new());
     };
     let reason = invoice.billing_reason.unwrap_or(BillingReason::Other);
+    if reason == BillingReason::SubscriptionUpdate {
+        return change_invoiced(invoice, subscription_id, at).map(|e| vec![e]);
+    }
     if !matches!(
         reason,
         BillingReason::SubscriptionCreate | BillingReason::SubscriptionCycle
@@ -1032,6 +1132,24 @@ fn invoice_paid(invoice: &Invoice, at: Timestamp) -> Result<Vec<PaymentEvent>, W
             occurred_at: at,
         },
     }])
+}
+
+/// A plan change's invoice (`billing_reason=subscription_update`): a proration, or the first
+/// period of a new billing interval.
+fn change_invoiced(
+    invoice: &Invoice,
+    subscription_id: &str,
+    at: Timestamp,
+) -> Result<PaymentEvent, WebhookError> {
+    let paid = money(invoice.amount_paid, &invoice.currency).map_err(WebhookError::Malformed)?;
+    Ok(PaymentEvent::SubscriptionChangeInvoiced {
+        provider_subscription_id: subscription_id.to_owned(),
+        paid,
+        new_period: invoice.new_period_line().map_err(WebhookError::Malformed)?,
+        change_requested_at: invoice.change_requested_at(),
+        charge_ref: invoice.charge_ref(),
+        occurred_at: at,
+    })
 }
 
 /// A scheduled end (`cancel_at_period_end`, or a `cancel_at` time) on a live subscription.

@@ -10,6 +10,7 @@ use reqwest::RequestBuilder;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Serialize;
 
+use super::revise::{PlanDetails, ReviseAnswer, ReviseSubscription};
 use super::transformers::{
     CANCEL_REASON, CancelSubscription, Capture, CaptureRefund, Order, RefundCapture, Sale,
     SaleRefund, Subscription, TokenResponse, VerificationResponse, checked, parse, path_segment,
@@ -159,6 +160,47 @@ impl Api {
     pub(super) async fn get_subscription(&self, id: &str) -> Result<Subscription, GatewayError> {
         let url = self.http.url(&format!("/v1/billing/subscriptions/{id}"));
         parse(&checked(self.send(|r| r.get(&url)).await?)?, "subscription")
+    }
+
+    /// `GET /v1/billing/subscriptions/{id}?fields=plan`: the subscription with its plan's
+    /// details (overrides applied).
+    pub(super) async fn get_subscription_with_plan(
+        &self,
+        id: &str,
+    ) -> Result<Subscription, GatewayError> {
+        let id = path_id(id)?;
+        let url = self
+            .http
+            .url(&format!("/v1/billing/subscriptions/{id}?fields=plan"));
+        parse(&checked(self.send(|r| r.get(&url)).await?)?, "subscription")
+    }
+
+    /// `GET /v1/billing/plans/{id}`.
+    pub(super) async fn get_plan(&self, id: &str) -> Result<PlanDetails, GatewayError> {
+        let id = path_id(id)?;
+        let url = self.http.url(&format!("/v1/billing/plans/{id}"));
+        parse(&checked(self.send(|r| r.get(&url)).await?)?, "plan")
+    }
+
+    /// `POST /v1/billing/subscriptions/{id}/revise`, idempotent per `request_id`.
+    pub(super) async fn revise_subscription(
+        &self,
+        id: &str,
+        body: &ReviseSubscription<'_>,
+        request_id: &str,
+    ) -> Result<ReviseAnswer, GatewayError> {
+        let id = path_id(id)?;
+        let url = self
+            .http
+            .url(&format!("/v1/billing/subscriptions/{id}/revise"));
+        let reply = self
+            .send(|r| {
+                r.post(&url)
+                    .json(body)
+                    .header("PayPal-Request-Id", request_id)
+            })
+            .await?;
+        parse(&checked(reply)?, "revise answer")
     }
 
     /// `POST /v1/billing/subscriptions/{id}/cancel`; the raw answer (204 on success).

@@ -9,7 +9,7 @@ use application::ports::{
     CheckoutRequest, GatewayError, OrderLocator, PaymentEvent, PaymentStatus, RefundReport,
     RefundState, RefundedCharge, WebhookError, WebhookRequest,
 };
-use domain::{BillingPeriod, Currency, Duration, Locale, Money, OrderId, Timestamp};
+use domain::{BillingPeriod, Currency, Duration, Locale, Money, OrderId, PlanSnapshot, Timestamp};
 use secrecy::SecretString;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -626,7 +626,7 @@ struct Subscriber<'a> {
 /// sandbox, which has no plan catalog; it also reads `frequency` there (a sandbox extension, as
 /// PayPal's override cannot change the billing frequency).
 #[derive(Debug, Serialize)]
-struct PlanOverride {
+pub(super) struct PlanOverride {
     billing_cycles: [CycleOverride; 1],
 }
 
@@ -649,27 +649,34 @@ struct Frequency {
     interval_count: u32,
 }
 
-impl CreateSubscription<'_> {
-    /// Add the plan's price and billing interval for the local sandbox (see [`PlanOverride`]).
-    #[must_use]
-    pub fn priced_for_sandbox(mut self, request: &CheckoutRequest) -> Self {
-        let months = match request.snapshot.duration {
+impl PlanOverride {
+    /// The price and billing interval of `snapshot`, for the local sandbox only.
+    pub(super) fn for_sandbox(snapshot: &PlanSnapshot) -> Self {
+        let months = match snapshot.duration {
             Some(Duration::Months(months)) => months.get(),
             Some(Duration::Lifetime) | None => 1,
         };
-        self.plan = Some(PlanOverride {
+        Self {
             billing_cycles: [CycleOverride {
                 sequence: 1,
                 total_cycles: 0,
                 pricing_scheme: PricingScheme {
-                    fixed_price: Amount::from(request.snapshot.price),
+                    fixed_price: Amount::from(snapshot.price),
                 },
                 frequency: Frequency {
                     interval_unit: "MONTH",
                     interval_count: months,
                 },
             }],
-        });
+        }
+    }
+}
+
+impl CreateSubscription<'_> {
+    /// Add the plan's price and billing interval for the local sandbox (see `PlanOverride`).
+    #[must_use]
+    pub fn priced_for_sandbox(mut self, request: &CheckoutRequest) -> Self {
+        self.plan = Some(PlanOverride::for_sandbox(&request.snapshot));
         self
     }
 }
@@ -735,6 +742,13 @@ pub struct Subscription {
     /// Links; the buyer approves at `approve`.
     #[serde(default)]
     pub links: Vec<Link>,
+    /// The PayPal plan it is on (a revision the subscriber approved changes it).
+    #[serde(default)]
+    pub plan_id: Option<String>,
+    /// The plan's details, when asked for with `?fields=plan` (with the subscription's
+    /// overrides applied).
+    #[serde(default)]
+    pub plan: Option<super::revise::PlanDetails>,
 }
 
 /// PayPal's subscription status.
@@ -1341,6 +1355,14 @@ pub enum Interpretation {
         /// When.
         occurred_at: Timestamp,
     },
+    /// A subscription was updated (`BILLING.SUBSCRIPTION.UPDATED`): read it, with its plan, to
+    /// learn which plan it bills now (an approved revision).
+    SubscriptionUpdated {
+        /// The subscription.
+        subscription_id: String,
+        /// When.
+        occurred_at: Timestamp,
+    },
     /// A dispute the buyer won: each disputed transaction is looked up as an order's capture,
     /// else as a subscription's sale.
     DisputeLost {
@@ -1381,6 +1403,16 @@ pub fn interpret(event: &Envelope, now: Timestamp) -> Result<Interpretation, Web
             ))
         }
         "PAYMENT.SALE.COMPLETED" => sale_completed(resource(event)?, at),
+        "BILLING.SUBSCRIPTION.UPDATED" => {
+            let subscription: SubscriptionRef = resource(event)?;
+            Ok(match path_segment(&subscription.id) {
+                Some(id) => Interpretation::SubscriptionUpdated {
+                    subscription_id: id.to_owned(),
+                    occurred_at: at,
+                },
+                None => Interpretation::Events(Vec::new()),
+            })
+        }
         "PAYMENT.SALE.REFUNDED" | "PAYMENT.SALE.REVERSED" => {
             sale_refunded(&resource(event)?, &event.event_type, at)
         }

@@ -372,6 +372,14 @@ async fn grants_debits_refunds_and_cancels_are_in_the_audit_log() {
     post(&app, &cancel, &admin, json!({}))
         .await
         .expect(200, None);
+    // No body and no content type at all: at period end, as before the body was documented.
+    let bare = app
+        .client
+        .post(&cancel)
+        .header("authorization", bearer(&admin))
+        .send()
+        .await;
+    Answer::of(bare).await.expect(200, None);
     post(
         &app,
         "/api/admin/subscriptions/sub_missing/cancel",

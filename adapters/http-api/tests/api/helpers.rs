@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use application::inbound::Ports;
 use application::ports::{Gateways, OrderLocator, PaymentEvent, VerifiedWebhook};
 use application::service::{Service, ServiceConfig};
 use application::testing::{
@@ -280,7 +281,7 @@ pub fn spawn_app() -> TestApp {
 pub fn spawn_app_with(settings: ApiSettings) -> TestApp {
     let (service, gateways) = service();
     let ready = Arc::new(Flag(AtomicBool::new(true)));
-    let endpoint = build_api(service.clone(), ready.clone(), settings).boxed();
+    let endpoint = build_api(Ports::new(service.clone()), ready.clone(), settings).boxed();
     TestApp {
         client: TestClient::new(endpoint),
         service,

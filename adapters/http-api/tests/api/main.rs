@@ -12,4 +12,5 @@ mod helpers;
 mod offers;
 mod operations;
 mod payment;
+mod ports;
 mod webhook;

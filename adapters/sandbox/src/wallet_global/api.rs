@@ -17,12 +17,15 @@ use signing::unb64;
 use super::resources::{
     CAPTURE_ID, CAPTURE_REQUEST_ID, CAPTURED_AT_MS, CAPTURES, CREATE_REQUEST_ID, EMAIL,
     PAYER_ACTION, PLAN_ID, REFUND_ID_AT_PREFIX, REFUND_REQUEST_PREFIX, capture_json,
-    is_subscription, minor_units, order_json, refund_json, sale_of_charge, subscription_json,
+    is_subscription, minor_units, order_json, plan_json, refund_json, sale_of_charge,
+    subscription_json,
 };
 use super::transmission::{VerifyRequest, verifies};
 use super::{ACCESS_TOKEN, TOKEN_LIFETIME_S, notify_url};
 use crate::credentials::CREDENTIALS;
 use crate::hub::{Hub, SandboxError, SimKind, SimPayment, SimStatus};
+
+pub(super) mod revise;
 
 /// The largest request body read, in bytes (verification requests carry a whole event).
 const MAX_BODY_BYTES: usize = 256 * 1024;
@@ -835,7 +838,16 @@ pub(super) fn get_subscription(
                 .subscription_id
                 .as_deref()
                 .and_then(|s| hub.subscription(s));
-            Json(subscription_json(&hub, &payment, subscription.as_ref())).into_response()
+            let mut shown = subscription_json(&hub, &payment, subscription.as_ref());
+            // `?fields=plan` adds the plan's details, overrides applied (PayPal's `fields`).
+            let fields = request.uri().query().unwrap_or_default();
+            if fields.split('&').any(|f| {
+                f.strip_prefix("fields=")
+                    .is_some_and(|v| v.split(',').any(|v| v == "plan"))
+            }) {
+                shown["plan"] = plan_json(&payment, subscription.as_ref());
+            }
+            Json(shown).into_response()
         }
         None => not_found().into_response(),
     }

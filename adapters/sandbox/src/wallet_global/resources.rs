@@ -207,8 +207,10 @@ pub(super) fn subscription_json(
         "failed_payments_count": 0,
     });
     if let Some(s) = subscription {
+        // What the last charge paid: an approved revision bills its price from the next one.
+        let paid = s.charges.last().map_or(s.amount_minor, |c| c.amount_minor);
         billing["last_payment"] =
-            json!({ "amount": money(s.amount_minor, s.currency), "time": iso(s.period_start_ms) });
+            json!({ "amount": money(paid, s.currency), "time": iso(s.period_start_ms) });
         if status == "ACTIVE" {
             billing["next_billing_time"] = json!(iso(s.period_end_ms));
         }
@@ -242,6 +244,30 @@ pub(super) fn subscription_json(
         "create_time": iso(payment.created_at_ms),
         "update_time": iso(hub.now_ms()),
         "links": links,
+    })
+}
+
+/// The plan details a subscription shows with `?fields=plan`: one regular cycle at the price
+/// and interval it bills (the sandbox's plans are the gateway's overrides).
+pub(super) fn plan_json(payment: &SimPayment, subscription: Option<&SimSubscription>) -> Value {
+    let (amount_minor, months) = match (subscription, &payment.kind) {
+        (Some(s), _) => (s.amount_minor, s.interval_months),
+        (
+            None,
+            SimKind::Subscription {
+                interval_months, ..
+            },
+        ) => (payment.amount_minor, *interval_months),
+        (None, SimKind::OneTime) => (payment.amount_minor, 1),
+    };
+    json!({
+        "billing_cycles": [{
+            "tenure_type": "REGULAR",
+            "sequence": 1,
+            "total_cycles": 0,
+            "frequency": { "interval_unit": "MONTH", "interval_count": months },
+            "pricing_scheme": { "fixed_price": money(amount_minor, payment.currency) },
+        }],
     })
 }
 

@@ -44,7 +44,7 @@ impl<'a> NewGrant<'a> {
 }
 
 /// The UNIQUE `(source_kind, source_key)` of a lot.
-fn source_parts(source: &GrantSource) -> (&'static str, String) {
+pub(crate) fn source_parts(source: &GrantSource) -> (&'static str, String) {
     match source {
         GrantSource::Order(order) => ("order", order.as_str().to_owned()),
         GrantSource::SubscriptionPeriod(s, period) => (

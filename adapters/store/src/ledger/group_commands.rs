@@ -62,7 +62,7 @@ impl GroupedCommand for LedgerCommand {
         matches!(self, LedgerCommand::Consume(_))
     }
 
-    async fn run_batch(batch: &mut [Self], tx: &DatabaseTransaction) -> bool {
+    async fn run_many(batch: &mut [Self], tx: &DatabaseTransaction) -> bool {
         let Some(mut jobs) = consume_jobs(batch) else {
             return false;
         };
@@ -79,7 +79,7 @@ impl GroupedCommand for LedgerCommand {
         }
     }
 
-    async fn run_batch_unlocked(
+    async fn run_many_unlocked(
         batch: &mut [Self],
         db: &DatabaseConnection,
         known: &mut consume_many::Known,

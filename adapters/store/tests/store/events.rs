@@ -464,6 +464,7 @@ async fn charges_and_refund_reports_round_trip_and_are_compare_and_set(store: &T
         credits: Some(c(5_000)),
         refunded: usd(0),
         paid_at: t(40),
+        plan_change_at: None,
     };
     let report = RefundRecord {
         provider: ProviderId::CardGateway,
@@ -560,6 +561,94 @@ async fn charges_and_refund_reports_round_trip_and_are_compare_and_set(store: &T
     assert_ledger_consistent(store, &u).await;
 }
 
+/// Step 16 (issue 19): a plan change's proration is a charge of its own, found by the
+/// provider's id with the change it paid; the store says what that change's lot granted; its
+/// refund takes back from that lot, not from the period's.
+async fn a_prorations_refund_takes_back_from_its_changes_credits(store: &TestStore) {
+    use application::ports::{ChargeChange, RefundRepository, SubscriptionCharge};
+    let u = user(store, "u1").await;
+    let s = subscription(&u, 40);
+    let usd = |minor| Money::from_minor(minor, Currency::Usd).unwrap();
+    let period_lot = GrantSource::SubscriptionPeriod(s.id().clone(), s.current_period());
+    let change_lot = GrantSource::PlanChange(s.id().clone(), t(1500));
+    let grant = |source: &GrantSource, amount| GrantCommand {
+        user_id: u.clone(),
+        amount: c(amount),
+        source: source.clone(),
+        expires_at: None,
+        now: t(40),
+    };
+    let start = PaymentEventCommand {
+        inbox: inbox("evt_1", 40),
+        order: None,
+        subscription: Some(SubscriptionChange::Create(s.clone(), None)),
+        grant: Some(grant(&period_lot, 5_000)),
+        clawback: None,
+        charge: None,
+        refund: None,
+    };
+    store.apply_payment_event(&start).await.unwrap();
+    let proration = SubscriptionCharge {
+        subscription_id: s.id().clone(),
+        user_id: u.clone(),
+        provider: ProviderId::CardGateway,
+        charge_ref: Some("in_proration".into()),
+        order_id: None,
+        period: BillingPeriod::new(t(1500), t(2000)).unwrap(),
+        amount: usd(1000),
+        credits: Some(c(15_000)),
+        refunded: usd(0),
+        paid_at: t(1500),
+        plan_change_at: Some(t(1500)),
+    };
+    let upgraded = PaymentEventCommand {
+        inbox: inbox("evt_2", 41),
+        subscription: None,
+        grant: Some(grant(&change_lot, 15_000)),
+        charge: Some(ChargeChange::Record(proration.clone())),
+        ..start.clone()
+    };
+    store.apply_payment_event(&upgraded).await.unwrap();
+    assert_eq!(
+        store.granted_by(&change_lot).await.unwrap(),
+        Some(c(15_000))
+    );
+    assert_eq!(store.granted_by(&period_lot).await.unwrap(), Some(c(5_000)));
+    let never = GrantSource::PlanChange(s.id().clone(), t(1501));
+    assert_eq!(store.granted_by(&never).await.unwrap(), None);
+    let found = store
+        .find_charge(ProviderId::CardGateway, "in_proration")
+        .await
+        .unwrap();
+    assert_eq!(found, Some(proration.clone()));
+    let half = PaymentEventCommand {
+        inbox: inbox("evt_3", 42),
+        subscription: None,
+        grant: None,
+        clawback: Some(ClawbackCommand {
+            user_id: u.clone(),
+            source: change_lot.clone(),
+            wanted: c(7_500),
+            now: t(42),
+        }),
+        charge: Some(ChargeChange::Refund {
+            subscription_id: s.id().clone(),
+            period_start: t(1500),
+            expected: usd(0),
+            refunded: usd(500),
+        }),
+        ..start.clone()
+    };
+    store.apply_payment_event(&half).await.unwrap();
+    assert_eq!(store.balance(&u).await.unwrap(), c(5_000 + 7_500));
+    let refunded = store
+        .find_charge(ProviderId::CardGateway, "in_proration")
+        .await
+        .unwrap();
+    assert_eq!(refunded.map(|c| c.refunded), Some(usd(500)));
+    assert_ledger_consistent(store, &u).await;
+}
+
 /// The inbox listed newest first, filtered by provider and outcome, paged (issue 18).
 async fn the_inbox_is_listed_newest_first_by_provider_and_outcome(store: &TestStore) {
     use application::pagination::PageRequest;
@@ -614,6 +703,7 @@ async fn the_inbox_is_listed_newest_first_by_provider_and_outcome(store: &TestSt
 }
 
 contract_tests!(
+    a_prorations_refund_takes_back_from_its_changes_credits,
     the_inbox_is_listed_newest_first_by_provider_and_outcome,
     charges_and_refund_reports_round_trip_and_are_compare_and_set,
     a_payment_event_applies_order_subscription_and_grant_together,

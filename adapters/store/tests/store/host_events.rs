@@ -158,7 +158,7 @@ impl World {
         let request = InitiatePayment {
             user: user.clone(),
             plan_id: plan.into(),
-            provider: "card_gateway".into(),
+            provider: "card_gateway".parse().unwrap(),
             idempotency_key: None,
         };
         let started = self.service.initiate_payment(request).await.unwrap();
@@ -732,6 +732,102 @@ async fn a_refund_that_ends_access_tells_the_entitlements_gone(world: &World, st
     assert_eq!(previous, serde_json::json!({"export": true}));
 }
 
+/// Forget what was told to `user`, as for a user who bought before entitlements were released
+/// (no `entitlements_told` row).
+async fn forget_told(store: &TestStore, user: &User) {
+    let backend = store.connection().get_database_backend();
+    let delete = sea_orm::Statement::from_sql_and_values(
+        backend,
+        "DELETE FROM entitlements_told WHERE user_id = $1",
+        [user.id.as_str().into()],
+    );
+    let deleted = store.connection().execute_raw(delete).await.unwrap();
+    assert_eq!(deleted.rows_affected(), 1, "{} had a row", user.id);
+}
+
+/// The map stored as told to `user`.
+async fn stored_told(store: &TestStore, user: &User) -> Value {
+    let backend = store.connection().get_database_backend();
+    let select = sea_orm::Statement::from_sql_and_values(
+        backend,
+        "SELECT entitlements FROM entitlements_told WHERE user_id = $1",
+        [user.id.as_str().into()],
+    );
+    let row = store.connection().query_one_raw(select).await.unwrap();
+    let text: String = row.expect("a row").try_get("", "entitlements").unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// A user who held entitlements before they were released has no record of what was told:
+/// their first change is told with what they held just before it as `previous` (a new
+/// subscription, a one-time pass refunded), never `{}`; a change that leaves the set as it was
+/// tells nothing and keeps the record for the next one.
+pub async fn a_user_from_before_the_release_is_told_what_they_held(store: &TestStore) {
+    let world = World::new(store);
+    let user = world.user("early@example.com").await;
+    let pass = world.order(&user, "pass-1m").await;
+    let paid = PaymentEvent::PaymentSucceeded {
+        order: by_id(&pass),
+        amount: usd(500),
+        occurred_at: at_days(0),
+    };
+    assert_eq!(world.deliver("early-pass", paid).await, "applied");
+    let pass_only = serde_json::json!({"export": true, "seats": 2});
+    assert_eq!(stored_told(store, &user).await, pass_only);
+
+    // A subscription created.
+    forget_told(store, &user).await;
+    let mark = all_events(store).await.len();
+    let team = world.order(&user, "team-monthly").await;
+    let period = BillingPeriod::new(at_days(0), at_days(30)).unwrap();
+    let activated = PaymentEvent::SubscriptionActivated {
+        order: by_id(&team),
+        provider_subscription_id: "sub_early".into(),
+        period,
+        amount: Some(usd(1999)),
+        charge_ref: Some("in_early".into()),
+        occurred_at: at_days(0),
+    };
+    assert_eq!(world.deliver("early-act", activated).await, "applied");
+    let both = serde_json::json!({"api": true, "export": true, "seats": 5});
+    let told = told_since(store, mark).await;
+    let changed: Vec<_> = told
+        .iter()
+        .filter(|(k, _)| *k == HostEventKind::EntitlementsChanged)
+        .collect();
+    assert_eq!(changed.len(), 1, "{:?}", kinds(&told));
+    assert_eq!(entitlements_of(&changed[0].1), (both.clone(), pass_only));
+
+    // A subscription's change that leaves the set as it was: nothing told, the record kept.
+    forget_told(store, &user).await;
+    let mark = all_events(store).await.len();
+    let past_due = PaymentEvent::SubscriptionPastDue {
+        provider_subscription_id: "sub_early".into(),
+        occurred_at: at_days(1),
+    };
+    assert_eq!(world.deliver("early-due", past_due).await, "applied");
+    assert_eq!(
+        kinds(&told_since(store, mark).await),
+        ["subscription.past_due"]
+    );
+    assert_eq!(stored_told(store, &user).await, both);
+
+    // A one-time pass refunded in full (the order is no longer among what the user holds).
+    forget_told(store, &user).await;
+    let mark = all_events(store).await.len();
+    let refund = PaymentEvent::Refunded {
+        charge: RefundedCharge::Order(by_id(&pass)),
+        refund: RefundReport::Total(usd(500)),
+        occurred_at: at_days(2),
+    };
+    assert_eq!(world.deliver("early-refund", refund).await, "applied");
+    let told = told_since(store, mark).await;
+    assert_eq!(kinds(&told), ["order.refunded", "entitlements.changed"]);
+    let now = serde_json::json!({"api": true, "seats": 5});
+    assert_eq!(entitlements_of(&told[1].1), (now.clone(), both));
+    assert_eq!(stored_told(store, &user).await, now);
+}
+
 /// An endpoint with every consumption type, enabled from `START_MS`.
 fn opted_in_endpoint(id: &str, types: Vec<HostEventKind>) -> WebhookEndpoint {
     WebhookEndpoint {
@@ -1026,6 +1122,7 @@ contract_tests!(
     a_refund_kept_while_its_charge_landed_is_applied_by_the_reconciler,
     a_change_that_rolls_back_tells_nothing,
     old_events_are_purged_in_bounded_batches,
+    a_user_from_before_the_release_is_told_what_they_held,
 );
 
 /// PostgreSQL hands ids out before commit: an event written by a transaction still open holds

@@ -8,6 +8,7 @@
 mod support;
 
 mod admin;
+mod admin_audited;
 mod concurrency;
 mod connection;
 mod corrupt;
@@ -20,5 +21,6 @@ mod orders;
 mod plans;
 mod reports;
 mod subscription_events;
+mod switch_claims;
 mod users;
 mod webhooks;

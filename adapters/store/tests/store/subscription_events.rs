@@ -304,7 +304,7 @@ async fn run_case(
     let request = InitiatePayment {
         user: user.clone(),
         plan_id: "pro-monthly".into(),
-        provider: "card_gateway".into(),
+        provider: "card_gateway".parse().unwrap(),
         idempotency_key: None,
     };
     let order = service

@@ -17,9 +17,9 @@ pub(crate) mod overview;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use application::ports::{Clock, IdGenerator, SecretHasher, Store, StoredPlan};
+use application::ports::StoredPlan;
 use application::use_cases::manage_plans::ManagePlansError;
-use application::use_cases::plans::{Audience, PricingMode, list_plans};
+use application::use_cases::plans::PricingMode;
 use domain::plan::Prominence;
 use domain::{Locale, Visibility};
 use maud::{Markup, html};
@@ -41,19 +41,8 @@ fn gate(v: &Visitor) -> Result<(), PageError> {
     }
 }
 
-async fn dynamic_plans<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: &PageState<S, C, I, H>,
-) -> Result<Vec<StoredPlan>, PageError> {
-    let config = state.service.config();
-    Ok(list_plans(
-        PricingMode::Dynamic,
-        &config.catalog,
-        state.service.gateways(),
-        state.service.store(),
-        Audience::Admin,
-        None,
-    )
-    .await?)
+async fn dynamic_plans(state: &PageState) -> Result<Vec<StoredPlan>, PageError> {
+    Ok(state.ports.admin.admin_plans().await?)
 }
 
 fn manage_error(e: ManagePlansError) -> PageError {
@@ -65,14 +54,10 @@ fn manage_error(e: ManagePlansError) -> PageError {
 }
 
 /// `GET /admin/pricing`.
-pub(crate) async fn list<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    _request: Request,
-) -> PageResult {
+pub(crate) async fn list(state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
     gate(&v)?;
     let plans = dynamic_plans(&state).await?;
-    let mode = state.service.config().pricing_mode;
+    let mode = state.ports.plans.pricing_mode();
     let body = html! {
         (console::sections(&v, "/admin/pricing"))
         section.page-intro.with-actions {
@@ -255,11 +240,7 @@ fn row_action(
 }
 
 /// `GET /admin/pricing/new`.
-pub(crate) async fn new_form<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    _state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    _request: Request,
-) -> PageResult {
+pub(crate) async fn new_form(_state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
     gate(&v)?;
     Ok(form_page(
         &v,
@@ -271,11 +252,7 @@ pub(crate) async fn new_form<S: Store, C: Clock, I: IdGenerator, H: SecretHasher
 }
 
 /// `GET /admin/pricing/plans/{id}/edit`.
-pub(crate) async fn edit_form<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    request: Request,
-) -> PageResult {
+pub(crate) async fn edit_form(state: Arc<PageState>, v: Visitor, request: Request) -> PageResult {
     gate(&v)?;
     let id = request.raw_path_param("id").unwrap_or_default();
     let stored = find(&state, id).await?;
@@ -288,10 +265,7 @@ pub(crate) async fn edit_form<S: Store, C: Clock, I: IdGenerator, H: SecretHashe
     ))
 }
 
-async fn find<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: &PageState<S, C, I, H>,
-    id: &str,
-) -> Result<StoredPlan, PageError> {
+async fn find(state: &PageState, id: &str) -> Result<StoredPlan, PageError> {
     dynamic_plans(state)
         .await?
         .into_iter()
@@ -325,11 +299,7 @@ fn form_page(
 }
 
 /// `POST /admin/pricing`: create a plan.
-pub(crate) async fn create<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    mut request: Request,
-) -> PageResult {
+pub(crate) async fn create(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let values: BTreeMap<String, String> = read_form(&v, &mut request).await?;
     gate(&v)?;
     let plan = PlanForm::submitted(values);
@@ -352,7 +322,7 @@ pub(crate) async fn create<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
         }
     };
     let admin = v.user.clone().ok_or(PageError::Forbidden)?;
-    match state.service.create_plan_by(&admin, &input).await {
+    match state.ports.admin.create_plan_by(&admin, &input).await {
         Ok(_) => Ok(redirect("/admin/pricing?notice=created")),
         Err(ManagePlansError::Exists) => {
             let errors = single_error("id", v.t("admin.error.exists"));
@@ -379,11 +349,7 @@ pub(crate) async fn create<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
 }
 
 /// `POST /admin/pricing/plans/{id}`: replace a plan (its id and position stay).
-pub(crate) async fn update<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    mut request: Request,
-) -> PageResult {
+pub(crate) async fn update(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let mut values: BTreeMap<String, String> = read_form(&v, &mut request).await?;
     gate(&v)?;
     let id = request.raw_path_param("id").unwrap_or_default().to_owned();
@@ -403,7 +369,7 @@ pub(crate) async fn update<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
         }
     };
     let admin = v.user.clone().ok_or(PageError::Forbidden)?;
-    match state.service.update_plan_by(&admin, &id, &input).await {
+    match state.ports.admin.update_plan_by(&admin, &id, &input).await {
         Ok(_) => Ok(redirect("/admin/pricing?notice=updated")),
         Err(ManagePlansError::Invalid(list)) => Ok(form_page(
             &v,
@@ -432,11 +398,7 @@ fn raw_errors(list: Vec<application::use_cases::manage_plans::FieldError>) -> Fi
 }
 
 /// `POST /admin/pricing/plans/{id}/{hide|unhide|delete|up|down}`.
-pub(crate) async fn act<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    mut request: Request,
-) -> PageResult {
+pub(crate) async fn act(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let _: serde::de::IgnoredAny = read_form(&v, &mut request).await?;
     gate(&v)?;
     let id = request.raw_path_param("id").unwrap_or_default().to_owned();
@@ -445,24 +407,28 @@ pub(crate) async fn act<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
         .unwrap_or_default()
         .to_owned();
     let admin = v.user.clone().ok_or(PageError::Forbidden)?;
-    let service = &state.service;
+    let ports = &state.ports;
     let notice = match action.as_str() {
-        "hide" => service
+        "hide" => ports
+            .admin
             .set_plan_hidden_by(&admin, &id, true)
             .await
             .map(|_| "hidden"),
-        "unhide" => service
+        "unhide" => ports
+            .admin
             .set_plan_hidden_by(&admin, &id, false)
             .await
             .map(|_| "shown"),
-        "delete" => service
+        "delete" => ports
+            .admin
             .delete_plan_by(&admin, &id)
             .await
             .map(|()| "deleted"),
         "up" | "down" => {
             let ids = moved(&dynamic_plans(&state).await?, &id, action == "up")
                 .ok_or(PageError::NotFound)?;
-            service
+            ports
+                .admin
                 .reorder_plans_by(&admin, &ids)
                 .await
                 .map(|()| "moved")
@@ -477,18 +443,15 @@ pub(crate) async fn act<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
 
 /// `POST /admin/pricing/reorder`: every plan's new position (`position.<id>` = 1, 2, …) in one
 /// request; ties and plans without a field keep their current relative order.
-pub(crate) async fn reorder<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    mut request: Request,
-) -> PageResult {
+pub(crate) async fn reorder(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let fields: Vec<(String, String)> = read_form(&v, &mut request).await?;
     gate(&v)?;
     let plans = dynamic_plans(&state).await?;
     let ids = reordered(&plans, &fields).ok_or(PageError::BadRequest)?;
     let admin = v.user.clone().ok_or(PageError::Forbidden)?;
     state
-        .service
+        .ports
+        .admin
         .reorder_plans_by(&admin, &ids)
         .await
         .map_err(manage_error)?;
@@ -540,15 +503,12 @@ fn moved(plans: &[StoredPlan], id: &str, up: bool) -> Option<Vec<String>> {
 }
 
 /// `POST /admin/pricing/import`: copy the static catalog into the dynamic table.
-pub(crate) async fn import<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    mut request: Request,
-) -> PageResult {
+pub(crate) async fn import(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let _: serde::de::IgnoredAny = read_form(&v, &mut request).await?;
     gate(&v)?;
     let report = state
-        .service
+        .ports
+        .admin
         .import_static_plans()
         .await
         .map_err(manage_error)?;

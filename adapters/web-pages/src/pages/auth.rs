@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use application::accounts::{AccountError, Role};
-use application::ports::{Clock, IdGenerator, SecretHasher, Store};
 use application::use_cases::sessions::{AccountsError, SignedIn};
 use maud::{Markup, html};
 use poem::http::StatusCode;
@@ -47,8 +46,8 @@ struct Problems {
 }
 
 /// `GET /signin`.
-pub(crate) async fn sign_in_form<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    _state: Arc<PageState<S, C, I, H>>,
+pub(crate) async fn sign_in_form(
+    _state: Arc<PageState>,
     v: Visitor,
     _request: Request,
 ) -> PageResult {
@@ -56,8 +55,8 @@ pub(crate) async fn sign_in_form<S: Store, C: Clock, I: IdGenerator, H: SecretHa
 }
 
 /// `GET /signup`.
-pub(crate) async fn sign_up_form<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    _state: Arc<PageState<S, C, I, H>>,
+pub(crate) async fn sign_up_form(
+    _state: Arc<PageState>,
     v: Visitor,
     _request: Request,
 ) -> PageResult {
@@ -74,15 +73,11 @@ fn empty_form(v: &Visitor, kind: Kind) -> Response {
 }
 
 /// `POST /signin`.
-pub(crate) async fn sign_in<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    mut request: Request,
-) -> PageResult {
+pub(crate) async fn sign_in(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let form: Credentials = read_form(&v, &mut request).await?;
     let next = safe_next(form.next.as_deref());
     let key = form.email.trim().to_lowercase();
-    let now = state.service.clock().now();
+    let now = state.ports.accounts.now();
     if !state.sign_in_throttle.allows(&key, now) {
         let problems = Problems {
             form: Some("auth.throttled"),
@@ -97,7 +92,12 @@ pub(crate) async fn sign_in<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>
             StatusCode::TOO_MANY_REQUESTS,
         ));
     }
-    match state.service.sign_in(&form.email, form.password).await {
+    match state
+        .ports
+        .accounts
+        .sign_in(&form.email, form.password)
+        .await
+    {
         Ok(signed_in) => {
             state.sign_in_throttle.clear(&key);
             Ok(signed_in_response(&state, &signed_in, &next))
@@ -122,15 +122,12 @@ pub(crate) async fn sign_in<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>
 }
 
 /// `POST /signup`.
-pub(crate) async fn sign_up<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    mut request: Request,
-) -> PageResult {
+pub(crate) async fn sign_up(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let form: Credentials = read_form(&v, &mut request).await?;
     let next = safe_next(form.next.as_deref());
     let problems = match state
-        .service
+        .ports
+        .accounts
         .register(&form.email, form.password, Role::User)
         .await
     {
@@ -160,17 +157,22 @@ pub(crate) async fn sign_up<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>
 }
 
 /// `POST /signout`: the session stops working and its cookie is removed.
-pub(crate) async fn sign_out<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
+pub(crate) async fn sign_out(
+    state: Arc<PageState>,
     v: Visitor,
     mut request: Request,
 ) -> PageResult {
     let _: serde::de::IgnoredAny = read_form(&v, &mut request).await?;
     if let Some(token) = v.session_token() {
-        state.service.sign_out(token).await.map_err(|e| match e {
-            AccountsError::Infra(infra) => PageError::from(infra),
-            _ => PageError::Unexpected,
-        })?;
+        state
+            .ports
+            .accounts
+            .sign_out(token)
+            .await
+            .map_err(|e| match e {
+                AccountsError::Infra(infra) => PageError::from(infra),
+                _ => PageError::Unexpected,
+            })?;
     }
     let mut response = redirect("/");
     let cleared = cookies::set(SESSION_COOKIE, "", 0, state.settings.secure_cookies);
@@ -178,12 +180,8 @@ pub(crate) async fn sign_out<S: Store, C: Clock, I: IdGenerator, H: SecretHasher
     Ok(response)
 }
 
-fn signed_in_response<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: &PageState<S, C, I, H>,
-    signed_in: &SignedIn,
-    next: &str,
-) -> Response {
-    let now = state.service.clock().now();
+fn signed_in_response(state: &PageState, signed_in: &SignedIn, next: &str) -> Response {
+    let now = state.ports.accounts.now();
     let max_age_seconds = (signed_in.expires_at.unix_millis() - now.unix_millis()) / 1000;
     let cookie = cookies::set(
         SESSION_COOKIE,

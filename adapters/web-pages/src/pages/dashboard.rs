@@ -7,10 +7,7 @@ use std::sync::Arc;
 
 use application::accounts::User;
 use application::pagination::PageRequest;
-use application::ports::{
-    CheckoutTarget, Clock, CreditTransaction, IdGenerator, OrderRecord, SecretHasher, Store,
-};
-use application::use_cases::InfraError;
+use application::ports::{CheckoutTarget, CreditTransaction, OrderRecord};
 use application::use_cases::cancel_payment::CancelPaymentError;
 use application::use_cases::report_status::{OneTimeAccess, StatusReport};
 use domain::{
@@ -40,14 +37,10 @@ pub(crate) struct CancelForm {
 }
 
 /// `GET /dashboard` and `GET /dashboard?tab=credits`.
-pub(crate) async fn show<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    _request: Request,
-) -> PageResult {
+pub(crate) async fn show(state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
     let user = require_user(&v)?;
     let credits_tab = v.query("tab") == Some("credits");
-    let report = state.service.report_status(&user).await?;
+    let report = state.ports.credits.report_status(&user).await?;
     let names = PlanNames::load(&state, &v).await?;
     let panel = if credits_tab {
         credits_panel(&state, &v, &user, &report, &names).await?
@@ -91,21 +84,22 @@ fn notice(v: &Visitor) -> Markup {
     html! { div.alert.(tone) role="status" data-testid="notice" { (v.t(key)) } }
 }
 
-async fn overview_panel<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: &PageState<S, C, I, H>,
+async fn overview_panel(
+    state: &PageState,
     v: &Visitor,
     user: &User,
     report: &StatusReport,
     names: &PlanNames,
 ) -> Result<Markup, PageError> {
     let page = page_request(v.page_number("orders_page"))?;
-    let orders = state.service.list_orders(user, page).await?;
+    let orders = state.ports.payments.list_orders(user, page).await?;
     let switch = super::dashboard_switch::SwitchChoices::load(state, report).await?;
     Ok(html! {
         div.dashboard-grid {
             (subscription_card(v, report, names))
             (credits_summary(v, report))
         }
+        (super::dashboard_switch::start_section(v, report, names))
         (super::dashboard_switch::section(v, &switch, names))
         section.card.section-card {
             h2 { (v.t("dashboard.orders_title")) }
@@ -308,15 +302,19 @@ fn credits_summary(v: &Visitor, report: &StatusReport) -> Markup {
     }
 }
 
-async fn credits_panel<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: &PageState<S, C, I, H>,
+async fn credits_panel(
+    state: &PageState,
     v: &Visitor,
     user: &User,
     report: &StatusReport,
     names: &PlanNames,
 ) -> Result<Markup, PageError> {
     let page = page_request(v.page_number("page"))?;
-    let history = state.service.transaction_history(&user.id, page).await?;
+    let history = state
+        .ports
+        .credits
+        .transaction_history(&user.id, page)
+        .await?;
     let purchases = purchase_names(state, &history.items, report, names).await?;
     let held_hundredths: i64 = report
         .pending_reservations
@@ -386,8 +384,8 @@ impl Purchases {
 }
 
 /// [`Purchases`] for `transactions`: orders read one each, subscriptions from `report`.
-async fn purchase_names<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: &PageState<S, C, I, H>,
+async fn purchase_names(
+    state: &PageState,
     transactions: &[CreditTransaction],
     report: &StatusReport,
     names: &PlanNames,
@@ -405,14 +403,8 @@ async fn purchase_names<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
         if purchases.contains_key(order_id) {
             continue;
         }
-        let record = state
-            .service
-            .store()
-            .find_order(order_id)
-            .await
-            .map_err(InfraError::from)?;
-        if let Some(record) = record {
-            purchases.insert(order_id.clone(), names.name(&record.order.plan().plan_id));
+        if let Some(plan_id) = state.ports.payments.ordered_plan(order_id).await? {
+            purchases.insert(order_id.clone(), names.name(&plan_id));
         }
     }
     Ok(Purchases {
@@ -460,14 +452,14 @@ fn transaction_row(v: &Visitor, tx: &CreditTransaction, purchases: &Purchases) -
 }
 
 /// `POST /dashboard/subscription/cancel`: the subscription ends at its period's end.
-pub(crate) async fn cancel_subscription<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
+pub(crate) async fn cancel_subscription(
+    state: Arc<PageState>,
     v: Visitor,
     mut request: Request,
 ) -> PageResult {
     let form: CancelForm = read_form(&v, &mut request).await?;
     let user = require_user(&v)?;
-    let report = state.service.report_status(&user).await?;
+    let report = state.ports.credits.report_status(&user).await?;
     let Some(subscription) = report
         .subscriptions
         .into_iter()
@@ -479,7 +471,12 @@ pub(crate) async fn cancel_subscription<S: Store, C: Clock, I: IdGenerator, H: S
     let Some(order_id) = subscription_order(&state, &user, &subscription).await? else {
         return Ok(redirect("/dashboard?notice=not_cancellable"));
     };
-    let notice = match state.service.cancel_payment(&user, order_id.as_str()).await {
+    let notice = match state
+        .ports
+        .payments
+        .cancel_payment(&user, order_id.as_str())
+        .await
+    {
         Ok(_) => "subscription_cancelled",
         Err(CancelPaymentError::NotCancellable(_) | CancelPaymentError::NotFound) => {
             "not_cancellable"
@@ -494,14 +491,14 @@ pub(crate) async fn cancel_subscription<S: Store, C: Clock, I: IdGenerator, H: S
 }
 
 /// The paid order that started `subscription`, among the user's recent orders.
-async fn subscription_order<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: &PageState<S, C, I, H>,
+async fn subscription_order(
+    state: &PageState,
     user: &User,
     subscription: &Subscription,
 ) -> Result<Option<OrderId>, PageError> {
     for number in 1..=MAX_ORDER_PAGES_SCANNED {
         let page = PageRequest::new(Some(number), Some(100)).map_err(|_| PageError::Unexpected)?;
-        let orders = state.service.list_orders(user, page).await?;
+        let orders = state.ports.payments.list_orders(user, page).await?;
         for record in &orders.items {
             let order = &record.order;
             // Any recurring order: a switched subscription bills another plan than its order.
@@ -509,12 +506,11 @@ async fn subscription_order<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>
                 continue;
             }
             let started = state
-                .service
-                .store()
-                .find_subscription_by_order(order.id())
-                .await
-                .map_err(InfraError::from)?;
-            if started.is_some_and(|s| s.id() == subscription.id()) {
+                .ports
+                .payments
+                .subscription_started_by(order.id())
+                .await?;
+            if started.is_some_and(|id| &id == subscription.id()) {
                 return Ok(Some(order.id().clone()));
             }
         }

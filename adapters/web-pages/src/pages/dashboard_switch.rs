@@ -1,16 +1,17 @@
 //! The dashboard's plan switching (issue 19): for each live subscription, a form to switch to
-//! another plan where its provider has a plan-change API (Stripe), a button to resume one
-//! scheduled to end where the provider can undo a cancellation, and otherwise the words saying
-//! how to switch there (cancel at the period's end, buy the other plan when it ends). A switch
-//! waiting for the provider's confirmation is shown as such.
+//! another plan where its provider has a plan-change API (Stripe), and otherwise a form to
+//! switch at the period's end (cancelled then, the new plan started with a new checkout); a
+//! button to resume one scheduled to end where the provider can undo a cancellation. A switch
+//! waiting for the provider's confirmation, and a switch scheduled for the period's end (with
+//! "Keep current plan" and "Don't switch"), are shown as such; when a subscription with a
+//! scheduled switch has ended, "Start <plan>" opens the new plan's checkout in one click.
 
 use std::sync::Arc;
 
 use application::accounts::User;
-use application::ports::{Clock, IdGenerator, SecretHasher, Store};
 use application::use_cases::change_plan::ChangePlanError;
 use application::use_cases::report_status::StatusReport;
-use domain::{Money, Plan, RenewalIntent, Subscription, switch_support};
+use domain::{Money, Plan, RenewalIntent, ScheduledSwitch, Subscription, switch_support};
 use maud::{Markup, html};
 use poem::Request;
 use serde::Deserialize;
@@ -28,18 +29,20 @@ impl SwitchChoices {
     ///
     /// # Errors
     /// The dynamic plan table cannot be read.
-    pub(crate) async fn load<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-        state: &PageState<S, C, I, H>,
-        report: &StatusReport,
-    ) -> Result<Self, PageError> {
+    pub(crate) async fn load(state: &PageState, report: &StatusReport) -> Result<Self, PageError> {
         let mut choices = Vec::new();
         for held in &report.subscriptions {
             let subscription = &held.subscription;
             if !subscription.is_live() {
                 continue;
             }
-            let environment = state.service.config().environment;
-            let options = state.service.switch_options(subscription).await?;
+            let environment = state.ports.plans.environment();
+            let payments = &state.ports.payments;
+            let options = if switch_support(subscription.provider()).change_plan {
+                payments.switch_options(subscription).await?
+            } else {
+                payments.period_end_switch_options(subscription).await?
+            };
             let priced = options
                 .into_iter()
                 .map(|plan| {
@@ -66,7 +69,11 @@ pub(crate) fn section(v: &Visitor, choices: &SwitchChoices, names: &PlanNames) -
                     div.held-item data-testid="switch-item" {
                         p.plan-line { strong { (names.name(subscription.plan_id())) } }
                         (pending(v, subscription, names))
-                        (actions(v, subscription, options, names))
+                        @if let Some(switch) = subscription.scheduled_switch() {
+                            (scheduled(v, subscription, switch, names))
+                        } @else {
+                            (actions(v, subscription, options, names))
+                        }
                     }
                 }
             }
@@ -100,9 +107,7 @@ fn actions(
         };
     }
     if !support.change_plan {
-        return html! {
-            p.muted data-testid="switch-at-period-end" { (v.t("switch.at_period_end")) }
-        };
+        return at_period_end(v, subscription, options, names);
     }
     if options.is_empty() {
         return html! { p.muted { (v.t("switch.no_options")) } };
@@ -128,7 +133,140 @@ fn actions(
                 }
             }
         }
-        p.muted { (v.t("switch.explain")) }
+        p.muted { (v.t(explain_key(subscription.provider()))) }
+        @if options.iter().any(|(plan, _)| other_interval(subscription, plan)) {
+            p.muted data-testid="switch-interval-explain" { (v.t("switch.explain_interval")) }
+        }
+    }
+}
+
+/// Whether `plan` bills another interval than `subscription` (monthly ↔ yearly): where the
+/// provider allows that switch, it starts a new billing period at once.
+fn other_interval(subscription: &Subscription, plan: &Plan) -> bool {
+    let Some(terms) = subscription.sold_terms() else {
+        return false;
+    };
+    matches!(plan.duration(), Some(domain::Duration::Months(m)) if m != terms.interval())
+}
+
+/// How a switch proceeds at `provider`: PayPal asks the subscriber to approve it there and bills
+/// the new price from the next cycle; the others switch at once.
+fn explain_key(provider: domain::ProviderId) -> &'static str {
+    match provider {
+        domain::ProviderId::WalletGlobal => "switch.explain_approval",
+        _ => "switch.explain",
+    }
+}
+
+/// The switch at the period's end, for a provider without a plan-change API.
+fn at_period_end(
+    v: &Visitor,
+    subscription: &Subscription,
+    options: &[(Plan, Money)],
+    names: &PlanNames,
+) -> Markup {
+    let starts = format::day(subscription.current_period().end(), v.lang);
+    let explain = v.tf("switch.period_end_explain", &[("date", format::SLOT)]);
+    html! {
+        p.muted data-testid="switch-at-period-end" { (v.t("switch.at_period_end")) }
+        @if !options.is_empty() {
+            form.stack method="post" action="/dashboard/subscription/change-plan" data-busy {
+                (csrf_field(v))
+                input type="hidden" name="subscriptionId" value=(subscription.id());
+                input type="hidden" name="when" value="period_end";
+                div.field {
+                    label for={ "switch-later-" (subscription.id()) } { (v.t("switch.choose")) }
+                    select id={ "switch-later-" (subscription.id()) } name="planId"
+                        data-testid="switch-later-choice" {
+                        @for (plan, price) in options {
+                            option value=(plan.id()) {
+                                (names.name(plan.id())) " · " (format::money(*price, v.lang))
+                            }
+                        }
+                    }
+                }
+                div.actions {
+                    button.btn.btn-primary type="submit" data-testid="switch-at-period-end-button" {
+                        (v.t("switch.period_end_button"))
+                    }
+                }
+            }
+            p.muted { (format::with_slot(&explain, &starts)) }
+        }
+    }
+}
+
+/// A switch scheduled for the period's end: when, and the ways back.
+fn scheduled(
+    v: &Visitor,
+    subscription: &Subscription,
+    switch: &ScheduledSwitch,
+    names: &PlanNames,
+) -> Markup {
+    let plan = names.name(switch.plan_id());
+    let text = v.tf(
+        "switch.scheduled",
+        &[("plan", &plan), ("date", format::SLOT)],
+    );
+    let starts = format::day(subscription.current_period().end(), v.lang);
+    html! {
+        p.alert.alert-info role="status" data-testid="switch-scheduled" {
+            (format::with_slot(&text, &starts))
+        }
+        div.actions {
+            @if switch_support(subscription.provider()).resume {
+                form method="post" action="/dashboard/subscription/resume" data-busy {
+                    (csrf_field(v))
+                    input type="hidden" name="subscriptionId" value=(subscription.id());
+                    button.btn.btn-primary type="submit" data-testid="resume-subscription" {
+                        (v.t("switch.keep_button"))
+                    }
+                }
+            }
+            form method="post" action="/dashboard/subscription/withdraw-switch" data-busy {
+                (csrf_field(v))
+                input type="hidden" name="subscriptionId" value=(subscription.id());
+                button.btn.btn-secondary type="submit" data-testid="withdraw-switch" {
+                    (v.t("switch.withdraw_button"))
+                }
+            }
+        }
+    }
+}
+
+/// "Start <plan>": the subscriber's ended subscription had a switch scheduled and nothing live
+/// replaced it; one click opens the new plan's checkout through the same provider (a new
+/// purchase, which the buyer confirms there).
+pub(crate) fn start_section(v: &Visitor, report: &StatusReport, names: &PlanNames) -> Markup {
+    let live = report
+        .subscriptions
+        .iter()
+        .any(|h| h.subscription.is_live());
+    let Some(ended) = report
+        .subscription
+        .as_ref()
+        .filter(|s| !s.is_live() && !live)
+    else {
+        return html! {};
+    };
+    let Some(switch) = ended.scheduled_switch() else {
+        return html! {};
+    };
+    let plan = names.name(switch.plan_id());
+    let old = names.name(ended.plan_id());
+    html! {
+        section.card.section-card data-testid="scheduled-plan" {
+            h2 { (v.t("switch.start_title")) }
+            p { (v.tf("switch.start_text", &[("plan", &plan), ("old", &old)])) }
+            form method="post" action="/pricing/buy" data-busy {
+                (csrf_field(v))
+                input type="hidden" name="planId" value=(switch.plan_id());
+                input type="hidden" name="provider" value=(ended.provider().as_str());
+                button.btn.btn-primary type="submit" data-testid="start-scheduled-plan" {
+                    (v.tf("switch.start_button", &[("plan", &plan)]))
+                }
+            }
+        }
     }
 }
 
@@ -149,7 +287,11 @@ pub(crate) fn notice(v: &Visitor) -> Markup {
     let (tone, key) = match v.query("notice") {
         Some("plan_changed") => ("alert-success", "switch.notice_changed"),
         Some("plan_change_pending") => ("alert-info", "switch.notice_pending"),
+        Some("plan_change_declined") => ("alert-warning", "switch.notice_declined"),
         Some("subscription_resumed") => ("alert-success", "switch.notice_resumed"),
+        Some("switch_scheduled") => ("alert-success", "switch.notice_scheduled"),
+        Some("switch_withdrawn") => ("alert-success", "switch.notice_withdrawn"),
+        Some("change_in_progress") => ("alert-warning", "switch.notice_in_progress"),
         Some("not_switchable") => ("alert-warning", "switch.notice_not_switchable"),
         Some("switch_failed") => ("alert-danger", "switch.notice_failed"),
         _ => return html! {},
@@ -163,32 +305,41 @@ pub(crate) struct SwitchForm {
     subscription_id: String,
     #[serde(rename = "planId", default)]
     plan_id: String,
+    /// `period_end` for a switch at the period's end; anything else switches now.
+    #[serde(default)]
+    when: String,
 }
 
 /// `POST /dashboard/subscription/change-plan` and `POST /dashboard/subscription/resume` (the
 /// cancel action has its own, static, route).
-pub(crate) async fn act<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    request: Request,
-) -> PageResult {
+pub(crate) async fn act(state: Arc<PageState>, v: Visitor, request: Request) -> PageResult {
     match request.uri().path().rsplit('/').next() {
         Some("change-plan") => change_plan(state, v, request).await,
         Some("resume") => resume(state, v, request).await,
+        Some("withdraw-switch") => withdraw_switch(state, v, request).await,
         _ => Err(PageError::NotFound),
     }
 }
 
 /// `POST /dashboard/subscription/change-plan`.
-async fn change_plan<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    mut request: Request,
-) -> PageResult {
+async fn change_plan(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let form: SwitchForm = read_form(&v, &mut request).await?;
     let user = require_user(&v)?;
+    if form.when == "period_end" {
+        let notice = match state
+            .ports
+            .payments
+            .schedule_plan_switch(&user, &form.subscription_id, &form.plan_id)
+            .await
+        {
+            Ok(_) => "switch_scheduled",
+            Err(e) => refused(&user, e)?,
+        };
+        return Ok(redirect(&format!("/dashboard?notice={notice}")));
+    }
     let outcome = state
-        .service
+        .ports
+        .payments
         .change_plan(&user, &form.subscription_id, &form.plan_id)
         .await;
     let notice = match outcome {
@@ -203,19 +354,32 @@ async fn change_plan<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
 }
 
 /// `POST /dashboard/subscription/resume`.
-async fn resume<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    mut request: Request,
-) -> PageResult {
+async fn resume(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let form: SwitchForm = read_form(&v, &mut request).await?;
     let user = require_user(&v)?;
     let notice = match state
-        .service
+        .ports
+        .payments
         .resume_subscription(&user, &form.subscription_id)
         .await
     {
         Ok(_) => "subscription_resumed",
+        Err(e) => refused(&user, e)?,
+    };
+    Ok(redirect(&format!("/dashboard?notice={notice}")))
+}
+
+/// `POST /dashboard/subscription/withdraw-switch`.
+async fn withdraw_switch(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
+    let form: SwitchForm = read_form(&v, &mut request).await?;
+    let user = require_user(&v)?;
+    let notice = match state
+        .ports
+        .payments
+        .cancel_scheduled_switch(&user, &form.subscription_id)
+        .await
+    {
+        Ok(_) => "switch_withdrawn",
         Err(e) => refused(&user, e)?,
     };
     Ok(redirect(&format!("/dashboard?notice={notice}")))
@@ -228,6 +392,7 @@ fn refused(user: &User, e: ChangePlanError) -> Result<&'static str, PageError> {
         ChangePlanError::Refused(_)
         | ChangePlanError::NotSwitchable(_)
         | ChangePlanError::PlanNotFound(_) => Ok("not_switchable"),
+        ChangePlanError::InProgress(_) => Ok("change_in_progress"),
         ChangePlanError::Gateway(reason) => {
             tracing::warn!(user = %user.id, %reason, "page: plan switch failed at the provider");
             Ok("switch_failed")

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use application::ports::{Clock, IdGenerator, SecretHasher, Store};
 use maud::html;
 use poem::Request;
 use poem::http::StatusCode;
@@ -11,11 +10,7 @@ use crate::layout::{self, Nav};
 use crate::state::{PageResult, PageState, Visitor};
 
 /// `GET /`.
-pub(crate) async fn show<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    _state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    _request: Request,
-) -> PageResult {
+pub(crate) async fn show(_state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
     let features = [
         ("home.feature_plans_title", "home.feature_plans_text"),
         (

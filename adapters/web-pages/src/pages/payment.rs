@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use application::accounts::User;
-use application::ports::{CheckoutTarget, Clock, IdGenerator, OrderRecord, SecretHasher, Store};
+use application::ports::{CheckoutTarget, OrderRecord};
 use application::use_cases::cancel_payment::CancelOutcome;
 use application::use_cases::query_payment::QueryPaymentError;
 use domain::{Duration, OrderStatus, PlanType, SubscriptionStatus};
@@ -29,11 +29,7 @@ use crate::layout::{self, Nav};
 use crate::state::{PageError, PageResult, PageState, Visitor, redirect};
 
 /// `GET /pay/qr/{orderId}`: the QR code to scan, until the order is paid.
-pub(crate) async fn qr<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    request: Request,
-) -> PageResult {
+pub(crate) async fn qr(state: Arc<PageState>, v: Visitor, request: Request) -> PageResult {
     let user = require_user(&v)?;
     let order_id = request.raw_path_param("order_id").unwrap_or_default();
     let record = own_order(&state, &user, order_id).await?;
@@ -75,11 +71,7 @@ pub(crate) async fn qr<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
 }
 
 /// `GET /payment-success?orderId=…`.
-pub(crate) async fn success<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    _request: Request,
-) -> PageResult {
+pub(crate) async fn success(state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
     let user = require_user(&v)?;
     let Some(order_id) = v.query("orderId").map(str::to_owned) else {
         let actions =
@@ -100,7 +92,8 @@ pub(crate) async fn success<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>
     // The buyer is back from the provider: a payment that waits for the merchant's capture
     // (PayPal) is captured now, so that this page shows the result at once.
     let record = state
-        .service
+        .ports
+        .payments
         .confirm_payment(&user, &order_id)
         .await
         .map_err(page_error)?;
@@ -122,11 +115,7 @@ pub(crate) async fn success<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>
 }
 
 /// `GET /payment-cancel?orderId=…`.
-pub(crate) async fn cancel<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    _request: Request,
-) -> PageResult {
+pub(crate) async fn cancel(state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
     let record = match (&v.user, v.query("orderId")) {
         (Some(user), Some(order_id)) => left_checkout(&state, user, order_id).await,
         _ => None,
@@ -166,18 +155,24 @@ pub(crate) async fn cancel<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
 /// The buyer came back from the checkout through its cancel link: their own order, cancelled now
 /// if it is still pending (closed at the provider where the protocol allows), in the state it is
 /// really in (paid meanwhile, failed, expired).
-async fn left_checkout<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: &PageState<S, C, I, H>,
-    user: &User,
-    order_id: &str,
-) -> Option<OrderRecord> {
-    let record = state.service.query_payment(user, order_id).await.ok()?;
+async fn left_checkout(state: &PageState, user: &User, order_id: &str) -> Option<OrderRecord> {
+    let record = state
+        .ports
+        .payments
+        .query_payment(user, order_id)
+        .await
+        .ok()?;
     if *record.order.status() != OrderStatus::Pending {
         return Some(record);
     }
-    match state.service.cancel_payment(user, order_id).await {
+    match state.ports.payments.cancel_payment(user, order_id).await {
         Ok(CancelOutcome::OrderCancelled(cancelled, _)) => Some(cancelled),
-        _ => state.service.query_payment(user, order_id).await.ok(),
+        _ => state
+            .ports
+            .payments
+            .query_payment(user, order_id)
+            .await
+            .ok(),
     }
 }
 
@@ -207,13 +202,14 @@ fn failure_reason(record: &OrderRecord) -> Markup {
     }
 }
 
-async fn own_order<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: &PageState<S, C, I, H>,
+async fn own_order(
+    state: &PageState,
     user: &User,
     order_id: &str,
 ) -> Result<OrderRecord, PageError> {
     state
-        .service
+        .ports
+        .payments
         .query_payment(user, order_id)
         .await
         .map_err(page_error)
@@ -311,8 +307,8 @@ fn not_paid(v: &Visitor, record: &OrderRecord, names: &PlanNames) -> Markup {
     }
 }
 
-async fn paid<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: &PageState<S, C, I, H>,
+async fn paid(
+    state: &PageState,
     v: &Visitor,
     user: &User,
     record: &OrderRecord,
@@ -321,7 +317,7 @@ async fn paid<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
     let snapshot = record.order.plan();
     let what = match snapshot.plan_type {
         PlanType::Credits => {
-            let balance = state.service.balance(&user.id).await?;
+            let balance = state.ports.credits.balance(&user.id).await?;
             let added = snapshot.credits.map(format::credits).unwrap_or_default();
             html! {
                 p.outcome data-testid="credits-added" {
@@ -363,13 +359,13 @@ async fn paid<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
     })
 }
 
-async fn subscription_outcome<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: &PageState<S, C, I, H>,
+async fn subscription_outcome(
+    state: &PageState,
     v: &Visitor,
     user: &User,
     record: &OrderRecord,
 ) -> Result<Markup, PageError> {
-    let report = state.service.report_status(user).await?;
+    let report = state.ports.credits.report_status(user).await?;
     let subscription = report.subscription.filter(|s| {
         *s.plan_id() == record.order.plan().plan_id && s.status() != SubscriptionStatus::Expired
     });

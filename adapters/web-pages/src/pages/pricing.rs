@@ -16,11 +16,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use application::accounts::User;
-use application::ports::{CheckoutTarget, Clock, IdGenerator, SecretHasher, Store, StoredPlan};
+use application::ports::{CheckoutTarget, StoredPlan};
 use application::use_cases::initiate_payment::{InitiatePayment, InitiatePaymentError};
-use application::use_cases::plans::{Audience, list_plans};
 use domain::plan::{Offer, PlanInterval, currency_for_locale, group_offers};
-use domain::{Currency, Plan, PlanId, PlanType};
+use domain::{Currency, Plan, PlanId, PlanType, ProviderId};
 use maud::{Markup, html};
 use poem::Request;
 use poem::http::StatusCode;
@@ -95,14 +94,11 @@ pub(crate) struct Holdings {
 }
 
 impl Holdings {
-    async fn load<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-        state: &PageState<S, C, I, H>,
-        user: Option<&User>,
-    ) -> Result<Self, PageError> {
+    async fn load(state: &PageState, user: Option<&User>) -> Result<Self, PageError> {
         let Some(user) = user else {
             return Ok(Holdings::default());
         };
-        let report = state.service.report_status(user).await?;
+        let report = state.ports.credits.report_status(user).await?;
         Ok(Holdings {
             current: report
                 .subscriptions
@@ -152,11 +148,7 @@ pub(crate) fn period_slug(interval: PlanInterval) -> String {
 }
 
 /// `GET /pricing`.
-pub(crate) async fn show<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    _request: Request,
-) -> PageResult {
+pub(crate) async fn show(state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
     let plans = listed_plans(&state, &v).await?;
     let holdings = Holdings::load(&state, v.user.as_ref()).await?;
     let plans: Vec<&Plan> = plans.iter().map(|p| &p.plan).collect();
@@ -175,7 +167,7 @@ pub(crate) async fn show<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
         .or_else(|| Tab::ALL.into_iter().find(|t| count(*t) > 0))
         .unwrap_or(Tab::Subscriptions);
     let choices = choices(&v, selected, &offers_in(Tab::Subscriptions));
-    let development = state.service.config().environment == domain::AppEnvironment::Development;
+    let development = state.ports.plans.environment() == domain::AppEnvironment::Development;
     let context = cards::CardContext {
         v: &v,
         choices: &choices,
@@ -216,20 +208,12 @@ pub(crate) async fn show<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
 }
 
 /// The plans `/pricing` lists for `v`, in listing order.
-async fn listed_plans<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: &PageState<S, C, I, H>,
-    v: &Visitor,
-) -> Result<Vec<StoredPlan>, PageError> {
-    let config = state.service.config();
-    Ok(list_plans(
-        config.pricing_mode,
-        &config.catalog,
-        state.service.gateways(),
-        state.service.store(),
-        Audience::Public,
-        Some(&v.lang.locale()),
-    )
-    .await?)
+async fn listed_plans(state: &PageState, v: &Visitor) -> Result<Vec<StoredPlan>, PageError> {
+    Ok(state
+        .ports
+        .plans
+        .public_plans(Some(&v.lang.locale()))
+        .await?)
 }
 
 /// The reader's tab, billing interval (`?period=`, else monthly, else the shortest sold) and
@@ -285,11 +269,7 @@ fn tab_link(v: &Visitor, choices: &Choices, tab: Tab, selected: bool, count: usi
 
 /// `GET /pricing/continue?planId=…&provider=…`: after sign-up or sign-in, the purchase the
 /// buyer started, with one button that posts it (with the CSRF token) to `/pricing/buy`.
-pub(crate) async fn resume<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    _request: Request,
-) -> PageResult {
+pub(crate) async fn resume(state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
     require_user(&v)?;
     let plan_id = v.query("planId").unwrap_or_default();
     let provider = v.query("provider").unwrap_or_default();
@@ -310,7 +290,7 @@ pub(crate) async fn resume<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
             body,
         ));
     };
-    let development = state.service.config().environment == domain::AppEnvironment::Development;
+    let development = state.ports.plans.environment() == domain::AppEnvironment::Development;
     let body = cards::resume_panel(&v, plan, development);
     Ok(layout::page(
         &v,
@@ -350,19 +330,26 @@ pub(crate) fn buy_fields(v: &Visitor, plan: &Plan) -> Markup {
 }
 
 /// `POST /pricing/buy`: start the payment, then go where the buyer pays.
-pub(crate) async fn buy<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    mut request: Request,
-) -> PageResult {
+pub(crate) async fn buy(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let form: BuyForm = read_form(&v, &mut request).await?;
     let user = require_user(&v).map_err(|_| PageError::SignInRequired(sign_in_then("/pricing")))?;
+    // Parsed once, here: an unknown provider never reaches the use case.
+    let Ok(provider) = form.provider.parse::<ProviderId>() else {
+        tracing::info!("page: plan cannot be bought: unknown provider");
+        return Ok(failure_page(
+            &v,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "pricing.unavailable_title",
+            "pricing.unavailable_text",
+        ));
+    };
     let started = state
-        .service
+        .ports
+        .payments
         .initiate_payment(InitiatePayment {
             user,
             plan_id: form.plan_id,
-            provider: form.provider,
+            provider,
             idempotency_key: None,
         })
         .await;
@@ -412,9 +399,14 @@ fn buy_failed(v: &Visitor, error: InitiatePaymentError) -> PageResult {
             )
         }
     };
+    Ok(failure_page(v, status, title, text))
+}
+
+/// A purchase that did not start: `title` and `text` with a way back to the pricing page.
+fn failure_page(v: &Visitor, status: StatusCode, title: &str, text: &str) -> poem::Response {
     let actions = html! { a.btn.btn-primary href="/pricing" { (v.t("pricing.back")) } };
     let body = message_panel(v.t(title), v.t(text), actions);
-    Ok(layout::page(v, status, v.t(title), Nav::Pricing, body))
+    layout::page(v, status, v.t(title), Nav::Pricing, body)
 }
 
 /// The buyer already holds what they tried to buy: a 409 page pointing at the dashboard, where

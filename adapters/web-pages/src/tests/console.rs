@@ -511,9 +511,10 @@ async fn an_admin_replays_a_recorded_event_after_confirming() {
     );
     let audit = admin.get("/admin/audit").await;
     assert!(
-        audit
+        !audit
             .body
-            .contains("data-action=\"webhook_event.replayed\"")
+            .contains("data-action=\"webhook_event.replayed\""),
+        "a replay that changed nothing (a duplicate) writes no entry"
     );
     let missing = admin
         .post("/admin/webhooks/999999/replay", &[("csrf", csrf.as_str())])

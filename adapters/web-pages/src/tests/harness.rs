@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use application::accounts::Role;
+use application::inbound::Ports;
 use application::ports::{Gateways, PaymentEvent, VerifiedWebhook, WebhookRequest};
 use application::service::{Service, ServiceConfig};
 use application::testing::{
@@ -166,7 +167,8 @@ impl App {
             gateways,
             config,
         ));
-        let client = TestClient::new(crate::routes(service.clone(), settings).boxed());
+        let ports = Ports::new(service.clone());
+        let client = TestClient::new(crate::routes(ports, settings).boxed());
         Self {
             service,
             gateways: fakes,

@@ -5,16 +5,17 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use domain::{Currency, OrderStatus, UserId};
+use domain::{Currency, OrderStatus, Timestamp, UserId};
 
 use super::{InMemoryStore, State};
 use crate::accounts::User;
 use crate::cursor::{Keyset, KeysetPage};
 use crate::ports::{
     AdjustCommand, AdminConsoleStore, AdminWrite, ApiKeyRepository, AuditAction, AuditEntry,
-    AuditFacts, AuditValue, CreditTransaction, CustomerSearch, EmailKey, IdMatch, InboxFilter,
-    LedgerEffect, NewAudit, OrderFilter, OrderRecord, PaymentTotal, PlanRepository, RecordedEvent,
-    SpendError, StoreError, TimeNumberKey, TimeTextKey,
+    AuditFacts, AuditValue, CreditTransaction, CustomerSearch, EmailKey, EventAudit, GrantCommand,
+    GrantSource, IdMatch, InboxEntry, InboxFilter, LedgerEffect, NewAudit, OrderFilter,
+    OrderRecord, PaymentEventCommand, PaymentEventOutcome, PaymentTotal, PlanRepository,
+    RecordedEvent, SpendError, StoreError, TimeNumberKey, TimeTextKey,
 };
 use crate::testing::lock;
 
@@ -63,6 +64,44 @@ fn push_audit(state: &mut State, entry: &NewAudit) -> i64 {
         at: entry.at,
     });
     id
+}
+
+/// The note of a sign-up grant's ledger entry (the SQL store's words).
+const SIGNUP_NOTE: &str = "sign-up credits";
+/// Milliseconds in a day.
+const DAY_MS: i64 = 86_400_000;
+
+/// Give `user`, created at `created_at`, the store's sign-up grant, if one is configured, in the
+/// caller's atomic change (the one that creates the user): an `admin_adjustment` noted
+/// [`SIGNUP_NOTE`] whose lot is keyed by the user, so a second call grants nothing.
+pub(super) fn give_signup_grant(
+    state: &mut State,
+    user: &UserId,
+    created_at: Timestamp,
+) -> Result<(), StoreError> {
+    let Some(grant) = state.signup else {
+        return Ok(());
+    };
+    let command = GrantCommand {
+        user_id: user.clone(),
+        amount: grant.amount,
+        source: GrantSource::Admin(format!("signup:{user}")),
+        expires_at: grant.expires_after_days.map(|days| {
+            Timestamp::from_unix_millis(created_at.unix_millis() + i64::from(days) * DAY_MS)
+        }),
+        now: created_at,
+    };
+    if let LedgerEffect::Written(tx) = state.ledger.grant(&command)?
+        && let Some(written) = state
+            .ledger
+            .transactions
+            .iter_mut()
+            .rev()
+            .find(|t| t.id == tx.id)
+    {
+        written.context.note = Some(SIGNUP_NOTE.to_owned());
+    }
+    Ok(())
 }
 
 fn balance_facts(hundredths: i64) -> AuditFacts {
@@ -287,6 +326,34 @@ impl AdminConsoleStore for InMemoryStore {
         }
         push_audit(&mut lock(&self.0), entry);
         Ok(())
+    }
+
+    async fn apply_payment_event_audited(
+        &self,
+        command: &PaymentEventCommand,
+        audit: &EventAudit,
+    ) -> Result<PaymentEventOutcome, StoreError> {
+        // This fake tells the host nothing by itself, so the mismatch notice has no effect.
+        self.atomically(|s| {
+            let outcome = super::apply_event(s, command)?;
+            if let PaymentEventOutcome::Applied { .. } = outcome {
+                push_audit(s, &audit.entry);
+            }
+            Ok(outcome)
+        })
+    }
+
+    async fn record_event_audited(
+        &self,
+        entry: &InboxEntry,
+        audit: &EventAudit,
+    ) -> Result<bool, StoreError> {
+        let mut state = lock(&self.0);
+        let fresh = super::record_entry(&mut state, entry);
+        if fresh {
+            push_audit(&mut state, &audit.entry);
+        }
+        Ok(fresh)
     }
 
     async fn record_audit(&self, entry: &NewAudit) -> Result<i64, StoreError> {

@@ -1,20 +1,28 @@
-//! Administrators' changes to the host's webhook endpoints (issue 18), each followed by its
-//! audit entry: create, update, delete, rotate the secret, deliver again. The endpoints live
-//! behind their own port ([`crate::ports::WebhookStore`]), so the entry is its own write after
-//! the action's: a crash between the two leaves an action without its entry, never an entry
-//! without its action. Secrets are never in an entry.
+//! Administrators' changes to the host's webhook endpoints (issue 18), each stored with its
+//! audit entry: create, update, delete, rotate the secret, deliver again. The endpoints' own
+//! port writes the change and the entry in one transaction
+//! ([`crate::ports::WebhookStore::write_endpoint_audited`]), the entry built from what the
+//! change did (the endpoint before and after, read in that transaction): an action is never
+//! stored without its entry, nor an entry without its action, and a refused change (no such
+//! endpoint, the cap reached) writes none. Secrets are never in an entry.
 
 use std::collections::BTreeMap;
 
+use domain::Timestamp;
+
+use super::super::InfraError;
 use super::super::webhook_endpoints::{
     CreatedEndpoint, EndpointUpdate, WebhookEndpointError, Webhooks,
 };
 use crate::accounts::User;
 use crate::ports::{
-    AuditAction, AuditFacts, AuditValue, Clock, DeliveryRecord, IdGenerator, NewAudit,
-    RedeliveryTarget, SecretHasher, Store, WebhookEndpoint,
+    AuditAction, AuditFacts, AuditValue, Clock, DeliveryRecord, EndpointWrite, EndpointWritten,
+    IdGenerator, NewAudit, RedeliveryTarget, SecretHasher, Store, WebhookEndpoint,
 };
 use crate::service::Service;
+
+/// The object kind of an endpoint's entries.
+const ENDPOINT: &str = "webhook_endpoint";
 
 /// What an entry tells of an endpoint: its URL, types and state, never its secret.
 fn endpoint_facts(e: &WebhookEndpoint) -> AuditFacts {
@@ -29,31 +37,80 @@ fn endpoint_facts(e: &WebhookEndpoint) -> AuditFacts {
     ])
 }
 
+/// The entry of `admin`'s change at `at`, from what it did.
+fn endpoint_entry(admin: &User, at: Timestamp, written: &EndpointWritten) -> NewAudit {
+    let facts = |e: &WebhookEndpoint| Some(endpoint_facts(e));
+    let (action, object_kind, object_id, before, after) = match written {
+        EndpointWritten::Created(e) => (
+            AuditAction::WebhookEndpointCreated,
+            ENDPOINT,
+            &e.id,
+            None,
+            facts(e),
+        ),
+        EndpointWritten::Updated { before, after } => (
+            AuditAction::WebhookEndpointUpdated,
+            ENDPOINT,
+            &after.id,
+            facts(before),
+            facts(after),
+        ),
+        EndpointWritten::Deleted(e) => (
+            AuditAction::WebhookEndpointDeleted,
+            ENDPOINT,
+            &e.id,
+            facts(e),
+            None,
+        ),
+        EndpointWritten::Rotated(e) => (
+            AuditAction::WebhookEndpointRotated,
+            ENDPOINT,
+            &e.id,
+            None,
+            None,
+        ),
+        EndpointWritten::Redelivered(d) => (
+            AuditAction::WebhookRedelivered,
+            "webhook_delivery",
+            &d.id,
+            None,
+            Some(BTreeMap::from([
+                (
+                    "endpointId".to_owned(),
+                    AuditValue::Text(d.endpoint_id.clone()),
+                ),
+                ("eventId".to_owned(), AuditValue::Text(d.event_id.clone())),
+            ])),
+        ),
+    };
+    NewAudit {
+        admin_id: admin.id.clone(),
+        action,
+        object_kind,
+        object_id: object_id.clone(),
+        before,
+        after,
+        at,
+    }
+}
+
+/// A store answer that names another write than the one asked (a broken adapter).
+fn unexpected(written: &EndpointWritten) -> WebhookEndpointError {
+    let what = format!("the store answered {written:?} to another write");
+    WebhookEndpointError::Infra(InfraError::Unexpected(anyhow::anyhow!(what)))
+}
+
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
-    async fn audit_endpoint(
+    /// Store `write` with `admin`'s entry, in one transaction; `None` when it was refused.
+    async fn write_endpoint(
         &self,
         admin: &User,
-        action: AuditAction,
-        object: (&'static str, &str),
-        before: Option<AuditFacts>,
-        after: Option<AuditFacts>,
-    ) -> Result<(), WebhookEndpointError> {
-        let entry = NewAudit {
-            admin_id: admin.id.clone(),
-            action,
-            object_kind: object.0,
-            object_id: object.1.to_owned(),
-            before,
-            after,
-            at: self.clock.now(),
-        };
-        self.store.record_audit(&entry).await?;
-        Ok(())
-    }
-
-    async fn endpoint_before(&self, hooks: &Webhooks, id: &str) -> Option<AuditFacts> {
-        let all = hooks.list_endpoints().await.ok()?;
-        all.iter().find(|e| e.id == id).map(endpoint_facts)
+        hooks: &Webhooks,
+        write: EndpointWrite<'_>,
+    ) -> Result<Option<EndpointWritten>, WebhookEndpointError> {
+        let at = self.clock.now();
+        let audit = move |written: &EndpointWritten| endpoint_entry(admin, at, written);
+        Ok(hooks.store.write_endpoint_audited(write, &audit).await?)
     }
 
     /// [`Webhooks::create_endpoint`] by `admin`, audited (`webhook_endpoint.created`).
@@ -67,18 +124,16 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         url: &str,
         event_types: &[String],
     ) -> Result<CreatedEndpoint, WebhookEndpointError> {
-        let created = hooks.create_endpoint(url, event_types).await?;
-        let after = Some(endpoint_facts(&created.endpoint));
-        let object = ("webhook_endpoint", created.endpoint.id.as_str());
-        self.audit_endpoint(
-            admin,
-            AuditAction::WebhookEndpointCreated,
-            object,
-            None,
-            after,
-        )
-        .await?;
-        Ok(created)
+        let new = hooks.new_endpoint(url, event_types).await?;
+        let write = EndpointWrite::Create(&new.endpoint);
+        match self.write_endpoint(admin, hooks, write).await? {
+            Some(EndpointWritten::Created(endpoint)) => Ok(CreatedEndpoint {
+                endpoint,
+                secret: new.secret,
+            }),
+            Some(other) => Err(unexpected(&other)),
+            None => Err(WebhookEndpointError::TooMany),
+        }
     }
 
     /// [`Webhooks::update_endpoint`] by `admin`, audited with the endpoint before and after
@@ -93,19 +148,17 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         id: &str,
         update: &EndpointUpdate,
     ) -> Result<WebhookEndpoint, WebhookEndpointError> {
-        let before = self.endpoint_before(hooks, id).await;
-        let updated = hooks.update_endpoint(id, update).await?;
-        let after = Some(endpoint_facts(&updated));
-        let object = ("webhook_endpoint", id);
-        self.audit_endpoint(
-            admin,
-            AuditAction::WebhookEndpointUpdated,
-            object,
-            before,
-            after,
-        )
-        .await?;
-        Ok(updated)
+        let change = hooks.endpoint_change(update).await?;
+        let write = EndpointWrite::Update {
+            id,
+            change: &change,
+            now: hooks.now(),
+        };
+        match self.write_endpoint(admin, hooks, write).await? {
+            Some(EndpointWritten::Updated { after, .. }) => Ok(after),
+            Some(other) => Err(unexpected(&other)),
+            None => Err(WebhookEndpointError::NotFound),
+        }
     }
 
     /// [`Webhooks::delete_endpoint`] by `admin`, audited with the endpoint as it was
@@ -119,17 +172,14 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         hooks: &Webhooks,
         id: &str,
     ) -> Result<(), WebhookEndpointError> {
-        let before = self.endpoint_before(hooks, id).await;
-        hooks.delete_endpoint(id).await?;
-        let object = ("webhook_endpoint", id);
-        self.audit_endpoint(
-            admin,
-            AuditAction::WebhookEndpointDeleted,
-            object,
-            before,
-            None,
-        )
-        .await
+        match self
+            .write_endpoint(admin, hooks, EndpointWrite::Delete(id))
+            .await?
+        {
+            Some(EndpointWritten::Deleted(_)) => Ok(()),
+            Some(other) => Err(unexpected(&other)),
+            None => Err(WebhookEndpointError::NotFound),
+        }
     }
 
     /// [`Webhooks::rotate_secret`] by `admin`, audited without either secret
@@ -143,17 +193,21 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         hooks: &Webhooks,
         id: &str,
     ) -> Result<CreatedEndpoint, WebhookEndpointError> {
-        let rotated = hooks.rotate_secret(id).await?;
-        let object = ("webhook_endpoint", id);
-        self.audit_endpoint(
-            admin,
-            AuditAction::WebhookEndpointRotated,
-            object,
-            None,
-            None,
-        )
-        .await?;
-        Ok(rotated)
+        let rotation = hooks.new_rotation();
+        let write = EndpointWrite::Rotate {
+            id,
+            secret: &rotation.secret,
+            previous_until: rotation.previous_until,
+            now: rotation.now,
+        };
+        match self.write_endpoint(admin, hooks, write).await? {
+            Some(EndpointWritten::Rotated(endpoint)) => Ok(CreatedEndpoint {
+                endpoint,
+                secret: rotation.secret,
+            }),
+            Some(other) => Err(unexpected(&other)),
+            None => Err(WebhookEndpointError::NotFound),
+        }
     }
 
     /// [`Webhooks::redeliver`] by `admin`, audited with the delivery scheduled again
@@ -168,26 +222,18 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         endpoint_id: &str,
         target: &RedeliveryTarget,
     ) -> Result<DeliveryRecord, WebhookEndpointError> {
-        let delivery = hooks.redeliver(endpoint_id, target).await?;
-        let after = BTreeMap::from([
-            (
-                "endpointId".to_owned(),
-                AuditValue::Text(endpoint_id.to_owned()),
-            ),
-            (
-                "eventId".to_owned(),
-                AuditValue::Text(delivery.event_id.clone()),
-            ),
-        ]);
-        let object = ("webhook_delivery", delivery.id.as_str());
-        self.audit_endpoint(
-            admin,
-            AuditAction::WebhookRedelivered,
-            object,
-            None,
-            Some(after),
-        )
-        .await?;
-        Ok(delivery)
+        if hooks.store.find_endpoint(endpoint_id).await?.is_none() {
+            return Err(WebhookEndpointError::NotFound);
+        }
+        let write = EndpointWrite::Redeliver {
+            endpoint_id,
+            target,
+            now: hooks.now(),
+        };
+        match self.write_endpoint(admin, hooks, write).await? {
+            Some(EndpointWritten::Redelivered(delivery)) => Ok(delivery),
+            Some(other) => Err(unexpected(&other)),
+            None => Err(WebhookEndpointError::DeliveryNotFound),
+        }
     }
 }

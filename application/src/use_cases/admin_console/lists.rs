@@ -2,8 +2,8 @@
 //! and ledger, every order, the webhook inbox and the audit log, each one page at a time by an
 //! opaque cursor, newest first (customer search: by e-mail).
 //!
-//! The HTTP API and the admin pages call these same functions; their results are the contract
-//! both render.
+//! Every driving adapter (the JSON API, the admin pages) calls these same functions; their
+//! results are the contract each renders.
 
 use domain::UserId;
 use domain::entitlements::EffectiveEntitlements;
@@ -107,7 +107,7 @@ const ORDER_STATUSES: [&str; 7] = [
 ];
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
-    /// `GET /api/admin/users?query=`: with a query, users whose e-mail starts with it
+    /// Customers: with a query, users whose e-mail starts with it
     /// (case-insensitive) or whose id is it (from [`MIN_ID_PREFIX_CHARS`] characters: starts
     /// with it), by e-mail; without one, every user, newest first.
     ///
@@ -151,7 +151,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .ok_or(AdminListError::UserNotFound)
     }
 
-    /// `GET /api/admin/users/{id}`: a customer's balance, subscriptions, one-time access, open
+    /// A customer's balance, subscriptions, one-time access, open
     /// reservations, entitlements and payment totals.
     ///
     /// # Errors
@@ -172,7 +172,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         })
     }
 
-    /// `GET /api/admin/users/{id}/transactions`: a customer's ledger, newest first.
+    /// A customer's ledger, newest first.
     ///
     /// # Errors
     /// [`AdminListError::UserNotFound`]; a bad cursor or limit; infrastructure.
@@ -190,7 +190,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .into())
     }
 
-    /// `GET /api/admin/orders`: every order matching the filter, newest first. A status that is
+    /// Every order matching the filter, newest first. A status that is
     /// not an order status is refused rather than matching nothing.
     ///
     /// # Errors
@@ -213,7 +213,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         Ok(self.store.orders_page(filter, &keyset).await?.into())
     }
 
-    /// `GET /api/admin/webhook-events`: recorded provider events, newest first, with their
+    /// Recorded provider events, newest first, with their
     /// outcome and raw body.
     ///
     /// # Errors
@@ -227,7 +227,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         Ok(self.store.inbox_page(filter, &keyset).await?.into())
     }
 
-    /// `GET /api/admin/audit`: what administrators did, newest first.
+    /// What administrators did, newest first.
     ///
     /// # Errors
     /// A bad cursor or limit; infrastructure.

@@ -1,5 +1,5 @@
 //! An administrator replays one recorded provider event through the webhook pipeline
-//! (issue 18): `POST /api/admin/webhook-events/{id}/replay`.
+//! (issue 18).
 //!
 //! The inbox records only events whose signature verified, so a replay re-reads the recorded
 //! body through the gateway's parsing without the signature step
@@ -13,18 +13,28 @@
 //!   state machines and the store's compare-and-set make that idempotent (an order paid by an
 //!   earlier replay is a `duplicate_state`), and the recorded row stays as it was.
 //!
-//! The replay is written to the audit log (`webhook_event.replayed`) with the recorded outcome
-//! and what the replay came to.
+//! Every replay is counted apart from deliveries
+//! ([`crate::ports::Metrics::webhook_replayed`], `tally_webhooks_total{source="replay"}`): the
+//! outcome it came to (`duplicate` for an event already applied), `rejected` for an event that
+//! cannot be read again, `provider_unavailable` or `error`.
+//!
+//! A replay that is decided again is written to the audit log (`webhook_event.replayed`, with
+//! the recorded outcome and what the replay came to) in the transaction of the replay's own
+//! write (its inbox row and whatever it changes); a replay that changes nothing (of an event
+//! already applied) or is refused writes no entry. A replay of an event recorded as a mismatch
+//! that mismatches again tells the host nothing more: its `payment.mismatch` was told when the
+//! event arrived.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use domain::EventOutcome;
+use domain::{EventOutcome, OrderStatus, Timestamp};
 
-use super::super::handle_webhook::HandleWebhookError;
+use super::super::handle_webhook::{EventAuditFor, HandleWebhookError};
 use crate::accounts::User;
 use crate::ports::{
-    AckFor, AuditAction, AuditValue, Clock, IdGenerator, NewAudit, RecordedEvent, RecordedWebhook,
-    SecretHasher, Store, StoreError,
+    AckFor, AuditAction, AuditFacts, AuditValue, Clock, EventAudit, IdGenerator, MismatchNotice,
+    NewAudit, RecordedEvent, RecordedWebhook, SecretHasher, Store, StoreError, WebhookResult,
 };
 use crate::service::Service;
 
@@ -101,9 +111,54 @@ const fn already_applied(outcome: EventOutcome) -> bool {
     )
 }
 
+/// The entry of `admin`'s replay of `recorded` at `at`, recorded as `as_id`, for whatever the
+/// replay comes to; a mismatch told when the event arrived is not told again.
+fn replay_audit(
+    admin: &User,
+    recorded: &RecordedEvent,
+    as_id: &str,
+    at: Timestamp,
+) -> Arc<EventAuditFor> {
+    let entry = &recorded.entry;
+    let text = |v: &str| AuditValue::Text(v.to_owned());
+    let before: AuditFacts = BTreeMap::from([
+        ("provider".to_owned(), text(entry.provider.as_str())),
+        ("eventId".to_owned(), text(&entry.event_id)),
+        ("outcome".to_owned(), text(entry.outcome.code())),
+    ]);
+    let mismatch = if entry.outcome == EventOutcome::Mismatch {
+        MismatchNotice::ToldBefore
+    } else {
+        MismatchNotice::Tell
+    };
+    let (admin_id, object_id, as_id) = (admin.id.clone(), recorded.id.to_string(), text(as_id));
+    Arc::new(move |outcome: EventOutcome, _: Option<&OrderStatus>| {
+        let after = BTreeMap::from([
+            (
+                "outcome".to_owned(),
+                AuditValue::Text(outcome.code().into()),
+            ),
+            ("replayedAs".to_owned(), as_id.clone()),
+        ]);
+        EventAudit {
+            entry: NewAudit {
+                admin_id: admin_id.clone(),
+                action: AuditAction::WebhookReplayed,
+                object_kind: "webhook_event",
+                object_id: object_id.clone(),
+                before: Some(before.clone()),
+                after: Some(after),
+                at,
+            },
+            mismatch,
+        }
+    })
+}
+
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
-    /// `POST /api/admin/webhook-events/{id}/replay` by `admin`: replay the recorded event `id`
-    /// through the pipeline (see the module documentation), then write the audit entry.
+    /// `admin` replays the recorded event `id`
+    /// through the pipeline, its audit entry written with the replay's write (see the module
+    /// documentation).
     ///
     /// # Errors
     /// See [`ReplayError`].
@@ -117,47 +172,39 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .find_recorded_event(id)
             .await?
             .ok_or(ReplayError::NotFound)?;
-        let (outcome, replayed_as) = if already_applied(recorded.entry.outcome) {
-            (EventOutcome::Duplicate.code().to_owned(), None)
-        } else {
-            let (outcome, as_id) = self.replay_recorded(&recorded).await?;
-            (outcome, Some(as_id))
-        };
-        let entry = &recorded.entry;
-        let text = |v: &str| AuditValue::Text(v.to_owned());
-        let before = BTreeMap::from([
-            ("provider".to_owned(), text(entry.provider.as_str())),
-            ("eventId".to_owned(), text(&entry.event_id)),
-            ("outcome".to_owned(), text(entry.outcome.code())),
-        ]);
-        let mut after = BTreeMap::from([("outcome".to_owned(), text(&outcome))]);
-        if let Some(as_id) = &replayed_as {
-            after.insert("replayedAs".to_owned(), text(as_id));
+        let provider = recorded.entry.provider;
+        if already_applied(recorded.entry.outcome) {
+            let duplicate = WebhookResult::Event(EventOutcome::Duplicate);
+            self.metrics.webhook_replayed(provider, duplicate);
+            return Ok(Replayed {
+                recorded,
+                outcome: EventOutcome::Duplicate.code().to_owned(),
+                replayed_as: None,
+            });
         }
-        self.store
-            .record_audit(&NewAudit {
-                admin_id: admin.id.clone(),
-                action: AuditAction::WebhookReplayed,
-                object_kind: "webhook_event",
-                object_id: id.to_string(),
-                before: Some(before),
-                after: Some(after),
-                at: self.clock.now(),
-            })
-            .await?;
+        let replayed = self.replay_recorded(admin, &recorded).await;
+        let counted = match &replayed {
+            Ok((outcome, _)) => WebhookResult::Event(*outcome),
+            Err(ReplayError::NotFound | ReplayError::NotReplayable(_)) => WebhookResult::Rejected,
+            Err(ReplayError::ProviderUnavailable(_)) => WebhookResult::ProviderUnavailable,
+            Err(ReplayError::Infra(_)) => WebhookResult::Error,
+        };
+        self.metrics.webhook_replayed(provider, counted);
+        let (outcome, as_id) = replayed?;
         Ok(Replayed {
             recorded,
-            outcome,
-            replayed_as,
+            outcome: outcome.code().to_owned(),
+            replayed_as: Some(as_id),
         })
     }
 
-    /// Read `recorded` again through its gateway and decide its event now: the outcome and
-    /// the inbox id it was recorded under.
+    /// Read `recorded` again through its gateway and decide its event now, with `admin`'s
+    /// entry: the outcome and the inbox id it was recorded under.
     async fn replay_recorded(
         &self,
+        admin: &User,
         recorded: &RecordedEvent,
-    ) -> Result<(String, String), ReplayError> {
+    ) -> Result<(EventOutcome, String), ReplayError> {
         let entry = &recorded.entry;
         if entry.payload.is_empty() {
             return Err(ReplayError::NotReplayable(
@@ -190,6 +237,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let as_id = format!("{original}{REPLAY_MARK}{}", self.ids.new_id("rp"));
         let named = as_id.clone();
         let ack = gateway.webhook_ack(&AckFor::Accepted);
+        let audit = replay_audit(admin, recorded, &as_id, self.clock.now());
         let handled = self
             .apply_verified(
                 entry.provider,
@@ -197,13 +245,14 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 entry.payload.clone(),
                 ack,
                 &move |_| named.clone(),
+                Some(audit),
             )
             .await?;
         let outcome = handled
             .outcomes()
-            .into_iter()
-            .next()
-            .unwrap_or_else(|| EventOutcome::Ignored.code().to_owned());
+            .first()
+            .and_then(|code| EventOutcome::parse(code))
+            .unwrap_or(EventOutcome::Ignored);
         Ok((outcome, as_id))
     }
 }

@@ -165,6 +165,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 event_type: "tally.reconcile.kept_refunds".into(),
                 payload: String::new(),
                 now: self.clock.now(),
+                audit: None,
             };
             let detail = "refunds kept before their charge landed, applied by the reconciler";
             let change = r.change(EventOutcome::Applied, Some(detail.into()));
@@ -202,9 +203,15 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             expected: charge.refunded,
             refunded: step.after,
         });
+        // A plan change's proration took its credits from that change's lot, a period's
+        // charge from the period's.
+        let source = match charge.plan_change_at {
+            Some(asked) => GrantSource::PlanChange(charge.subscription_id.clone(), asked),
+            None => GrantSource::SubscriptionPeriod(charge.subscription_id.clone(), charge.period),
+        };
         change.command.clawback = charge.credits.map(|_| ClawbackCommand {
             user_id: charge.user_id.clone(),
-            source: GrantSource::SubscriptionPeriod(charge.subscription_id.clone(), charge.period),
+            source,
             wanted: step.clawback,
             now: change.command.inbox.received_at,
         });

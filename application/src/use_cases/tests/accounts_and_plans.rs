@@ -198,7 +198,7 @@ async fn plans_of_a_provider_without_a_gateway_are_neither_listed_nor_sold() {
         .initiate_payment(InitiatePayment {
             user: buyer,
             plan_id: off.id().to_string(),
-            provider: off.provider().to_string(),
+            provider: off.provider(),
             idempotency_key: None,
         })
         .await

@@ -130,3 +130,136 @@ async fn an_adjustment_is_audited_once_with_its_admin_and_balances() {
         Some(format!("outage ({})", admin.id).as_str())
     );
 }
+
+#[tokio::test]
+async fn the_in_memory_store_gives_sign_up_credits_once_with_each_new_user() {
+    use domain::{Credits, Timestamp, TransactionKind, UserId};
+
+    use crate::accounts::Email;
+    use crate::pagination::PageRequest;
+    use crate::ports::{CreditLedger, NewHostUser, NewUser, SignupGrant, UserRepository};
+    use crate::testing::InMemoryStore;
+
+    const DAY_MS: i64 = 86_400_000;
+    let grant = SignupGrant {
+        amount: Credits::from_hundredths(2_500).unwrap(),
+        expires_after_days: Some(30),
+    };
+    let store = InMemoryStore::new().with_signup_grant(Some(grant));
+    let at = Timestamp::from_unix_millis(super::harness::START_MS);
+    let new_user = |id: &str, email: &str| NewUser {
+        id: UserId::new(id).unwrap(),
+        email: Email::parse(email).unwrap(),
+        password_hash: None,
+        role: Role::User,
+        created_at: at,
+    };
+    let ada = store
+        .create_user(&new_user("usr_ada", "ada@example.com"))
+        .await
+        .unwrap();
+    assert_eq!(store.balance(&ada.id).await.unwrap(), grant.amount);
+    let page = PageRequest::new(None, Some(10)).unwrap();
+    let ledger = store.transactions(&ada.id, page).await.unwrap();
+    assert_eq!(ledger.items.len(), 1);
+    let entry = &ledger.items[0];
+    assert_eq!(entry.kind, TransactionKind::AdminAdjustment);
+    assert_eq!(entry.context.note.as_deref(), Some("sign-up credits"));
+    assert!(
+        store
+            .create_user(&new_user("usr_ada", "ada2@example.com"))
+            .await
+            .is_err(),
+        "a refused user gets nothing"
+    );
+    assert_eq!(store.all_transactions().len(), 1);
+
+    let host = NewHostUser {
+        issuer: "https://host.example".into(),
+        subject: "42".into(),
+        created_at: at,
+    };
+    let first_visit = store.find_or_create_host_user(&host).await.unwrap();
+    let again = store.find_or_create_host_user(&host).await.unwrap();
+    assert_eq!(first_visit.id, again.id);
+    assert_eq!(store.balance(&again.id).await.unwrap(), grant.amount);
+    assert_eq!(store.all_transactions().len(), 2, "given once per user");
+
+    // The lot expires with the grant's days, like any other lot.
+    let expired_at = Timestamp::from_unix_millis(at.unix_millis() + 30 * DAY_MS + 1);
+    assert_eq!(store.expire_grants(expired_at, 10).await.unwrap(), 2);
+    assert_eq!(store.balance(&ada.id).await.unwrap(), Credits::ZERO);
+
+    let plain = InMemoryStore::new();
+    let bob = plain
+        .create_user(&new_user("usr_bob", "bob@example.com"))
+        .await
+        .unwrap();
+    assert_eq!(plain.balance(&bob.id).await.unwrap(), Credits::ZERO);
+    assert!(plain.all_transactions().is_empty());
+}
+
+#[tokio::test]
+async fn an_administrators_cancel_is_audited_with_its_write_once_and_again_after_a_resume() {
+    use domain::{ProviderId, RenewalIntent, Timestamp};
+
+    use super::harness::{START_MS, by_id, period, usd};
+    use crate::ports::PaymentEvent;
+    use crate::use_cases::initiate_payment::InitiatePayment;
+
+    let h = Harness::new();
+    let s = &h.service;
+    let user = h.user("ada@example.com").await;
+    let admin = h.user("boss@example.com").await;
+    let request = InitiatePayment {
+        user: user.clone(),
+        plan_id: "pro-monthly".into(),
+        provider: "card_gateway".parse().unwrap(),
+        idempotency_key: None,
+    };
+    let order = s.initiate_payment(request).await.unwrap();
+    let activated = PaymentEvent::SubscriptionActivated {
+        order: by_id(order.order.order.id()),
+        provider_subscription_id: "sub_1".into(),
+        period: period(0, 30),
+        amount: Some(usd(999)),
+        charge_ref: None,
+        occurred_at: Timestamp::from_unix_millis(START_MS),
+    };
+    h.deliver(ProviderId::CardGateway, "act", vec![activated])
+        .await
+        .unwrap();
+    let id = s.report_status(&user).await.unwrap().subscription.unwrap();
+    let id = id.id().to_string();
+    let log = || async { s.audit_log(&first(10)).await.unwrap().items };
+
+    s.clock().advance_ms(1_000);
+    let ending = s.cancel_subscription_for_customer(&admin, &id).await;
+    assert_eq!(ending.unwrap().renewal(), RenewalIntent::EndsAtPeriodEnd);
+    s.cancel_subscription_for_customer(&admin, &id)
+        .await
+        .unwrap();
+    let entries = log().await;
+    assert_eq!(entries.len(), 1, "already scheduled: no second entry");
+    assert_eq!(entries[0].action, AuditAction::SubscriptionCanceled);
+    assert_eq!(entries[0].object_id, id);
+    assert!(
+        entries[0]
+            .after
+            .as_deref()
+            .unwrap()
+            .contains("cancelAtPeriodEnd=true")
+    );
+
+    // Resumed by the subscriber, then cancelled again: a write (and an entry) of its own.
+    s.clock().advance_ms(1_000);
+    s.resume_subscription(&user, &id).await.unwrap();
+    s.clock().advance_ms(1_000);
+    let again = s.cancel_subscription_for_customer(&admin, &id).await;
+    assert_eq!(again.unwrap().renewal(), RenewalIntent::EndsAtPeriodEnd);
+    assert_eq!(log().await.len(), 2);
+    assert_eq!(
+        h.fake(ProviderId::CardGateway).cancelled_subscriptions(),
+        ["sub_1", "sub_1", "sub_1"]
+    );
+}

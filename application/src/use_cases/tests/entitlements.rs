@@ -42,7 +42,7 @@ async fn subscribe(h: &Harness, user: &User, plan: &str) -> OrderId {
     let request = InitiatePayment {
         user: user.clone(),
         plan_id: plan.into(),
-        provider: "card_gateway".into(),
+        provider: "card_gateway".parse().unwrap(),
         idempotency_key: None,
     };
     let order = h.service.initiate_payment(request).await.unwrap();

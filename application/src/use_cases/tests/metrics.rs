@@ -36,6 +36,9 @@ impl Metrics for Recording {
         let provider = provider.map_or("unknown", ProviderId::as_str);
         self.push(format!("webhook {provider} {}", result.code()));
     }
+    fn webhook_replayed(&self, provider: ProviderId, result: WebhookResult) {
+        self.push(format!("replay {} {}", provider.as_str(), result.code()));
+    }
     fn credits_consumed(&self, amount: Credits) {
         self.push(format!("consumed {}", amount.hundredths()));
     }
@@ -61,7 +64,7 @@ async fn order(h: &Harness, user: &User, plan: &str) -> OrderId {
     let request = InitiatePayment {
         user: user.clone(),
         plan_id: plan.into(),
-        provider: "card_gateway".into(),
+        provider: "card_gateway".parse().unwrap(),
         idempotency_key: None,
     };
     let started = h.service.initiate_payment(request).await.unwrap();

@@ -26,7 +26,7 @@ async fn initiate(h: &Harness, user: &User, plan: &str) -> Result<OrderId, Initi
     let request = InitiatePayment {
         user: user.clone(),
         plan_id: plan.into(),
-        provider: "card_gateway".into(),
+        provider: "card_gateway".parse().unwrap(),
         idempotency_key: None,
     };
     let started = h.service.initiate_payment(request).await?;
@@ -285,7 +285,7 @@ async fn a_retry_with_the_same_key_replays_its_order_even_once_the_subscription_
     let request = |key: &str| InitiatePayment {
         user: user.clone(),
         plan_id: "pro-monthly".into(),
-        provider: "card_gateway".into(),
+        provider: "card_gateway".parse().unwrap(),
         idempotency_key: Some(domain::IdempotencyKey::new(key).unwrap()),
     };
     let first = h.service.initiate_payment(request("buy-1")).await.unwrap();

@@ -54,7 +54,7 @@ async fn subscribed(h: &Harness) -> (User, OrderId, String) {
     let request = InitiatePayment {
         user: user.clone(),
         plan_id: "pro-monthly".into(),
-        provider: "card_gateway".into(),
+        provider: "card_gateway".parse().unwrap(),
         idempotency_key: None,
     };
     let order = h.service.initiate_payment(request).await.unwrap();

@@ -16,7 +16,7 @@ async fn order(h: &Harness, user: &User, plan: &str, provider: &str) -> OrderId 
     let request = InitiatePayment {
         user: user.clone(),
         plan_id: plan.into(),
-        provider: provider.into(),
+        provider: provider.parse().unwrap(),
         idempotency_key: None,
     };
     h.service
@@ -451,6 +451,49 @@ mod from_tally {
             h.service.refund_order(&asked(&id, None)).await,
             Err(RefundOrderError::NotRefundable("refunded"))
         ));
+    }
+
+    #[tokio::test]
+    async fn an_administrators_refund_is_audited_with_the_order_as_its_write_left_it() {
+        use crate::ports::AuditAction;
+        use crate::use_cases::admin_console::PageAfter;
+
+        let h = Harness::new();
+        let (user, id) = paid_pack(&h).await;
+        let admin = h.user("boss@example.com").await;
+        h.fake(ProviderId::CardGateway)
+            .answer_refunds(Some(RefundState::Succeeded));
+        h.service
+            .refund_order_by(&admin, &asked(&id, Some("4.00")))
+            .await
+            .unwrap();
+        assert_eq!(balance(&h, &user).await, 6_000);
+        h.fake(ProviderId::CardGateway)
+            .answer_refunds(Some(RefundState::Pending));
+        h.service
+            .refund_order_by(&admin, &asked(&id, Some("1.00")))
+            .await
+            .unwrap();
+        let page = PageAfter {
+            cursor: None,
+            limit: Some(10),
+        };
+        let log = h.service.audit_log(&page).await.unwrap().items;
+        assert_eq!(log.len(), 2, "one entry per refund");
+        assert!(log.iter().all(|e| e.action == AuditAction::OrderRefunded));
+        let text = |e: &crate::ports::AuditEntry| e.after.clone().unwrap_or_default();
+        // Newest first: the pending one left the order as it was.
+        assert!(
+            text(&log[0]).contains("status=partially_refunded"),
+            "{log:?}"
+        );
+        assert!(text(&log[0]).contains("refundState=pending"));
+        assert!(text(&log[0]).contains(&format!("refundId=rf_{id}_500")));
+        // The one done at once: written with the refund it applied.
+        assert!(text(&log[1]).contains("status=partially_refunded"));
+        assert!(text(&log[1]).contains("refundedMinor=400"));
+        assert!(text(&log[1]).contains("refundState=succeeded"));
+        assert!(log[1].before.clone().unwrap().contains("status=paid"));
     }
 
     #[tokio::test]

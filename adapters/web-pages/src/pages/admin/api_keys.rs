@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use application::accounts::{ApiKey, Scope};
-use application::ports::{Clock, IdGenerator, SecretHasher, Store};
 use application::use_cases::api_keys::{ApiKeyError, CreatedApiKey};
 use maud::{Markup, html};
 use poem::Request;
@@ -18,21 +17,13 @@ use crate::state::{PageError, PageResult, PageState, Visitor, read_form, redirec
 const PATH: &str = "/admin/api-keys";
 
 /// `GET /admin/api-keys`.
-pub(crate) async fn list<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    _request: Request,
-) -> PageResult {
+pub(crate) async fn list(state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
     gate(&v)?;
     render(&state, &v, None, None, StatusCode::OK).await
 }
 
 /// `POST /admin/api-keys`: create a key and show its secret once.
-pub(crate) async fn create<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    mut request: Request,
-) -> PageResult {
+pub(crate) async fn create(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let fields: Vec<(String, String)> = read_form(&v, &mut request).await?;
     gate(&v)?;
     let admin = v.user.clone().ok_or(PageError::Forbidden)?;
@@ -45,7 +36,12 @@ pub(crate) async fn create<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
         .filter(|(k, _)| k == "scope")
         .map(|(_, value)| value.clone())
         .collect();
-    match state.service.create_api_key_by(&admin, name, &scopes).await {
+    match state
+        .ports
+        .admin
+        .create_api_key_by(&admin, name, &scopes)
+        .await
+    {
         Ok(created) => render(&state, &v, Some(&created), None, StatusCode::CREATED).await,
         Err(ApiKeyError::Invalid(_)) => {
             let error = v.t("console.keys_invalid");
@@ -64,33 +60,34 @@ pub(crate) async fn create<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
 }
 
 /// `POST /admin/api-keys/{id}/revoke`.
-pub(crate) async fn revoke<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    mut request: Request,
-) -> PageResult {
+pub(crate) async fn revoke(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let _: serde::de::IgnoredAny = read_form(&v, &mut request).await?;
     gate(&v)?;
     let admin = v.user.clone().ok_or(PageError::Forbidden)?;
     let id = request.raw_path_param("id").unwrap_or_default().to_owned();
-    match state.service.revoke_api_key_by(&admin, &id).await {
+    match state.ports.admin.revoke_api_key_by(&admin, &id).await {
         Ok(()) => Ok(redirect(&format!("{PATH}?notice=key_revoked"))),
         Err(ApiKeyError::NotFound | ApiKeyError::Invalid(_)) => Err(PageError::NotFound),
         Err(ApiKeyError::Infra(e)) => Err(e.into()),
     }
 }
 
-async fn render<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: &PageState<S, C, I, H>,
+async fn render(
+    state: &PageState,
     v: &Visitor,
     created: Option<&CreatedApiKey>,
     error: Option<&str>,
     status: StatusCode,
 ) -> PageResult {
-    let keys = state.service.list_api_keys().await.map_err(|e| match e {
-        ApiKeyError::Infra(infra) => PageError::from(infra),
-        ApiKeyError::NotFound | ApiKeyError::Invalid(_) => PageError::NotFound,
-    })?;
+    let keys = state
+        .ports
+        .admin
+        .list_api_keys()
+        .await
+        .map_err(|e| match e {
+            ApiKeyError::Infra(infra) => PageError::from(infra),
+            ApiKeyError::NotFound | ApiKeyError::Invalid(_) => PageError::NotFound,
+        })?;
     let body = html! {
         (console::sections(v, PATH))
         section.page-intro {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use application::ports::{AuditEntry, Clock, IdGenerator, SecretHasher, Store};
+use application::ports::AuditEntry;
 use maud::{Markup, html};
 use poem::Request;
 use poem::http::StatusCode;
@@ -16,14 +16,11 @@ use crate::state::{PageResult, PageState, Visitor};
 const PATH: &str = "/admin/audit";
 
 /// `GET /admin/audit?cursor=`.
-pub(crate) async fn list<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    _request: Request,
-) -> PageResult {
+pub(crate) async fn list(state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
     gate(&v)?;
     let page = state
-        .service
+        .ports
+        .admin
         .audit_log(&console::page_after(&v))
         .await
         .map_err(console::list_error)?;

@@ -10,9 +10,7 @@ mod actions;
 use std::sync::Arc;
 
 use application::accounts::User;
-use application::ports::{
-    Clock, CreditTransaction, IdGenerator, OrderFilter, OrderRecord, SecretHasher, Store,
-};
+use application::ports::{CreditTransaction, OrderFilter, OrderRecord};
 use application::use_cases::admin_console::{CustomerOverview, PageAfter};
 use domain::{Money, UserId};
 use maud::{Markup, html};
@@ -31,15 +29,12 @@ pub(crate) use self::actions::{apply, confirm};
 const PATH: &str = "/admin/customers";
 
 /// `GET /admin/customers?query=&cursor=`.
-pub(crate) async fn list<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    _request: Request,
-) -> PageResult {
+pub(crate) async fn list(state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
     gate(&v)?;
     let query = v.query("query").map(str::trim).filter(|q| !q.is_empty());
     let page = state
-        .service
+        .ports
+        .admin
         .find_customers(query, &console::page_after(&v))
         .await
         .map_err(console::list_error)?;
@@ -102,19 +97,17 @@ fn customer_table(v: &Visitor, users: &[User]) -> Markup {
 }
 
 /// `GET /admin/customers/{id}?cursor=`.
-pub(crate) async fn show<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    request: Request,
-) -> PageResult {
+pub(crate) async fn show(state: Arc<PageState>, v: Visitor, request: Request) -> PageResult {
     gate(&v)?;
     let id = request.raw_path_param("id").unwrap_or_default().to_owned();
-    let service = &state.service;
-    let overview = service
+    let ports = &state.ports;
+    let overview = ports
+        .admin
         .customer_overview(&id)
         .await
         .map_err(console::list_error)?;
-    let ledger = service
+    let ledger = ports
+        .admin
         .customer_transactions(&id, &console::page_after(&v))
         .await
         .map_err(console::list_error)?;
@@ -122,7 +115,8 @@ pub(crate) async fn show<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
         user_id: Some(UserId::new(id.as_str()).map_err(|_| PageError::NotFound)?),
         ..OrderFilter::default()
     };
-    let orders = service
+    let orders = ports
+        .admin
         .admin_orders(
             &filter,
             &PageAfter {

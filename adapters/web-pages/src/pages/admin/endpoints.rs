@@ -9,11 +9,9 @@ use std::sync::Arc;
 
 use application::host_events::HostEventKind;
 use application::pagination::PageRequest;
-use application::ports::{
-    Clock, DeliveryRecord, IdGenerator, RedeliveryTarget, SecretHasher, Store, WebhookEndpoint,
-};
+use application::ports::{DeliveryRecord, RedeliveryTarget, WebhookEndpoint};
 use application::use_cases::webhook_endpoints::{
-    CreatedEndpoint, EndpointUpdate, WebhookEndpointError, Webhooks,
+    CreatedEndpoint, EndpointUpdate, WebhookEndpointError,
 };
 use maud::{Markup, html};
 use poem::Request;
@@ -26,43 +24,38 @@ use crate::state::{PageError, PageResult, PageState, Visitor, read_form, redirec
 
 const PATH: &str = "/admin/webhook-endpoints";
 
-fn webhooks<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: &PageState<S, C, I, H>,
-) -> Option<Arc<Webhooks>> {
-    state.service.webhooks().cloned()
+/// Webhook delivery is wired in this process, else the page's actions do not exist (404).
+fn require_delivery(state: &PageState) -> Result<(), PageError> {
+    if state.ports.host_events.delivery_configured() {
+        Ok(())
+    } else {
+        Err(PageError::NotFound)
+    }
 }
 
 fn endpoint_error(e: WebhookEndpointError) -> PageError {
     match e {
-        WebhookEndpointError::NotFound | WebhookEndpointError::DeliveryNotFound => {
-            PageError::NotFound
-        }
+        WebhookEndpointError::NotFound
+        | WebhookEndpointError::DeliveryNotFound
+        | WebhookEndpointError::NotConfigured => PageError::NotFound,
         WebhookEndpointError::Infra(infra) => infra.into(),
         _ => PageError::BadRequest,
     }
 }
 
 /// `GET /admin/webhook-endpoints`.
-pub(crate) async fn list<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    _request: Request,
-) -> PageResult {
+pub(crate) async fn list(state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
     gate(&v)?;
     render(&state, &v, None, None, StatusCode::OK).await
 }
 
 /// `POST /admin/webhook-endpoints`: add an endpoint and show its secret once.
-pub(crate) async fn create<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    mut request: Request,
-) -> PageResult {
+pub(crate) async fn create(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let fields: Vec<(String, String)> = read_form(&v, &mut request).await?;
     gate(&v)?;
-    let hooks = webhooks(&state).ok_or(PageError::NotFound)?;
+    require_delivery(&state)?;
     let admin = v.user.clone().ok_or(PageError::Forbidden)?;
-    let service = &state.service;
+    let ports = &state.ports;
     let url = fields
         .iter()
         .find(|(k, _)| k == "url")
@@ -72,8 +65,9 @@ pub(crate) async fn create<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
         .filter(|(k, _)| k == "type")
         .map(|(_, value)| value.clone())
         .collect();
-    match service
-        .create_endpoint_by(&admin, &hooks, url, &types)
+    match ports
+        .host_events
+        .create_endpoint_by(&admin, url, &types)
         .await
     {
         Ok(created) => {
@@ -96,16 +90,12 @@ pub(crate) async fn create<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
 }
 
 /// `POST /admin/webhook-endpoints/{id}/{enable|disable|rotate|delete}`.
-pub(crate) async fn act<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    mut request: Request,
-) -> PageResult {
+pub(crate) async fn act(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let _: serde::de::IgnoredAny = read_form(&v, &mut request).await?;
     gate(&v)?;
-    let hooks = webhooks(&state).ok_or(PageError::NotFound)?;
+    require_delivery(&state)?;
     let admin = v.user.clone().ok_or(PageError::Forbidden)?;
-    let service = &state.service;
+    let ports = &state.ports;
     let id = request.raw_path_param("id").unwrap_or_default().to_owned();
     let action = request.raw_path_param("action").unwrap_or_default();
     let enabled = |on: bool| EndpointUpdate {
@@ -113,21 +103,25 @@ pub(crate) async fn act<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
         ..EndpointUpdate::default()
     };
     let notice = match action {
-        "enable" => service
-            .update_endpoint_by(&admin, &hooks, &id, &enabled(true))
+        "enable" => ports
+            .host_events
+            .update_endpoint_by(&admin, &id, &enabled(true))
             .await
             .map(|_| "enabled"),
-        "disable" => service
-            .update_endpoint_by(&admin, &hooks, &id, &enabled(false))
+        "disable" => ports
+            .host_events
+            .update_endpoint_by(&admin, &id, &enabled(false))
             .await
             .map(|_| "disabled"),
-        "delete" => service
-            .delete_endpoint_by(&admin, &hooks, &id)
+        "delete" => ports
+            .host_events
+            .delete_endpoint_by(&admin, &id)
             .await
             .map(|()| "deleted"),
         "rotate" => {
-            let rotated = service
-                .rotate_secret_by(&admin, &hooks, &id)
+            let rotated = ports
+                .host_events
+                .rotate_secret_by(&admin, &id)
                 .await
                 .map_err(endpoint_error)?;
             let shown = (v.t("console.endpoint_rotated"), rotated);
@@ -139,17 +133,23 @@ pub(crate) async fn act<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
     Ok(redirect(&format!("{PATH}?notice=endpoint_{notice}")))
 }
 
-async fn render<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: &PageState<S, C, I, H>,
+async fn render(
+    state: &PageState,
     v: &Visitor,
     secret: Option<(&str, CreatedEndpoint)>,
     error: Option<&str>,
     status: StatusCode,
 ) -> PageResult {
-    let hooks = webhooks(state);
-    let endpoints = match &hooks {
-        Some(hooks) => hooks.list_endpoints().await.map_err(endpoint_error)?,
-        None => Vec::new(),
+    let configured = state.ports.host_events.delivery_configured();
+    let endpoints = if configured {
+        state
+            .ports
+            .host_events
+            .list_endpoints()
+            .await
+            .map_err(endpoint_error)?
+    } else {
+        Vec::new()
     };
     let body = html! {
         (console::sections(v, PATH))
@@ -158,7 +158,7 @@ async fn render<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
             p.muted { (v.t("console.endpoints_lead")) }
         }
         (console::notice(v, &["endpoint_enabled", "endpoint_disabled", "endpoint_deleted"]))
-        @if hooks.is_none() {
+        @if !configured {
             div.alert.alert-warning { (v.t("console.endpoints_off")) }
         } @else {
             @if let Some((said, shown)) = &secret { (secret_once(v, said, shown)) }
@@ -296,14 +296,11 @@ fn post_button(v: &Visitor, action: &str, label: &str, confirm: Option<&str>) ->
 }
 
 /// `GET /admin/webhook-endpoints/{id}?page=`: an endpoint's deliveries, newest first.
-pub(crate) async fn deliveries<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    request: Request,
-) -> PageResult {
+pub(crate) async fn deliveries(state: Arc<PageState>, v: Visitor, request: Request) -> PageResult {
     gate(&v)?;
-    let hooks = webhooks(&state).ok_or(PageError::NotFound)?;
+    require_delivery(&state)?;
     let id = request.raw_path_param("id").unwrap_or_default().to_owned();
+    let hooks = &state.ports.host_events;
     let endpoint = hooks
         .list_endpoints()
         .await
@@ -391,14 +388,14 @@ fn delivery_table(v: &Visitor, endpoint_id: &str, items: &[DeliveryRecord]) -> M
 }
 
 /// `POST /admin/webhook-endpoints/{id}/deliveries/{delivery}/redeliver`.
-pub(crate) async fn redeliver<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
+pub(crate) async fn redeliver(
+    state: Arc<PageState>,
     v: Visitor,
     mut request: Request,
 ) -> PageResult {
     let _: serde::de::IgnoredAny = read_form(&v, &mut request).await?;
     gate(&v)?;
-    let hooks = webhooks(&state).ok_or(PageError::NotFound)?;
+    require_delivery(&state)?;
     let admin = v.user.clone().ok_or(PageError::Forbidden)?;
     let id = request.raw_path_param("id").unwrap_or_default().to_owned();
     let delivery = request
@@ -406,8 +403,9 @@ pub(crate) async fn redeliver<S: Store, C: Clock, I: IdGenerator, H: SecretHashe
         .unwrap_or_default()
         .to_owned();
     state
-        .service
-        .redeliver_by(&admin, &hooks, &id, &RedeliveryTarget::Delivery(delivery))
+        .ports
+        .host_events
+        .redeliver_by(&admin, &id, &RedeliveryTarget::Delivery(delivery))
         .await
         .map_err(endpoint_error)?;
     Ok(redirect(&format!("{PATH}/{id}?notice=redelivered")))

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use std::collections::BTreeMap;
 
-use application::ports::{Clock, IdGenerator, InboxFilter, RecordedEvent, SecretHasher, Store};
+use application::ports::{InboxFilter, RecordedEvent};
 use application::use_cases::admin_console::ReplayError;
 use domain::{EventOutcome, ProviderId};
 use maud::{Markup, html};
@@ -25,11 +25,7 @@ use crate::state::{PageError, PageResult, PageState, Visitor, read_form, redirec
 const PATH: &str = "/admin/webhooks";
 
 /// `GET /admin/webhooks?provider=&outcome=&cursor=`.
-pub(crate) async fn list<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    _request: Request,
-) -> PageResult {
+pub(crate) async fn list(state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
     gate(&v)?;
     let provider = match v.query("provider").filter(|p| !p.is_empty()) {
         Some(code) => Some(
@@ -47,7 +43,8 @@ pub(crate) async fn list<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
         outcome: outcome.map(str::to_owned),
     };
     let page = state
-        .service
+        .ports
+        .admin
         .webhook_inbox(&filter, &console::page_after(&v))
         .await
         .map_err(console::list_error)?;
@@ -186,11 +183,7 @@ fn field<'a>(fields: &'a Fields, name: &str) -> &'a str {
 }
 
 /// `POST /admin/webhooks/{id}/{step}`: `confirm` or `replay`.
-pub(crate) async fn step<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    request: Request,
-) -> PageResult {
+pub(crate) async fn step(state: Arc<PageState>, v: Visitor, request: Request) -> PageResult {
     let step = request
         .raw_path_param("step")
         .unwrap_or_default()
@@ -203,11 +196,7 @@ pub(crate) async fn step<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
 }
 
 /// `POST /admin/webhooks/{id}/confirm`: what a replay does, and Confirm.
-async fn confirm<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    _state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    mut request: Request,
-) -> PageResult {
+async fn confirm(_state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let fields: Fields = read_form(&v, &mut request).await?;
     gate(&v)?;
     let id: i64 = request
@@ -251,11 +240,7 @@ async fn confirm<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
 }
 
 /// `POST /admin/webhooks/{id}/replay`: replay the confirmed event, then back to the inbox.
-async fn replay<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    mut request: Request,
-) -> PageResult {
+async fn replay(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let _: Fields = read_form(&v, &mut request).await?;
     gate(&v)?;
     let admin = v.user.clone().ok_or(PageError::Forbidden)?;
@@ -263,7 +248,7 @@ async fn replay<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
         .raw_path_param("id")
         .and_then(|id| id.parse().ok())
         .ok_or(PageError::NotFound)?;
-    match state.service.replay_webhook_event(&admin, id).await {
+    match state.ports.admin.replay_webhook_event(&admin, id).await {
         Ok(_) => Ok(redirect(&format!("{PATH}?notice=replayed"))),
         Err(ReplayError::NotFound) => Err(PageError::NotFound),
         Err(ReplayError::Infra(e)) => Err(e.into()),

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use application::ports::{Clock, IdGenerator, OrderFilter, OrderRecord, SecretHasher, Store};
+use application::ports::{OrderFilter, OrderRecord};
 use domain::{ProviderId, UserId};
 use maud::{Markup, html};
 use poem::Request;
@@ -31,11 +31,7 @@ const STATUSES: [&str; 7] = [
 ];
 
 /// `GET /admin/orders?status=&provider=&userId=&cursor=`.
-pub(crate) async fn list<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    _request: Request,
-) -> PageResult {
+pub(crate) async fn list(state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
     gate(&v)?;
     let given = |name: &str| v.query(name).map(str::trim).filter(|s| !s.is_empty());
     let filter = OrderFilter {
@@ -50,7 +46,8 @@ pub(crate) async fn list<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
         },
     };
     let page = state
-        .service
+        .ports
+        .admin
         .admin_orders(&filter, &console::page_after(&v))
         .await
         .map_err(console::list_error)?;

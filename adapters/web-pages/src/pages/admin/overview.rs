@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use application::ports::{Clock, ConsumptionShare, IdGenerator, SecretHasher, Store};
+use application::ports::ConsumptionShare;
 use application::use_cases::admin_reports::{AdminOverview, RevenueSeries, civil_from_days};
 use domain::{Credits, Money};
 use maud::{Markup, html};
@@ -19,13 +19,9 @@ use crate::layout::{self, Nav};
 use crate::state::{PageResult, PageState, Visitor};
 
 /// `GET /admin`.
-pub(crate) async fn show<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    _request: Request,
-) -> PageResult {
+pub(crate) async fn show(state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
     gate(&v)?;
-    let overview = state.service.admin_overview().await?;
+    let overview = state.ports.admin.admin_overview().await?;
     let body = html! {
         (console::sections(&v, "/admin"))
         section.page-intro {

@@ -8,7 +8,6 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use application::accounts::User;
-use application::ports::{Clock, IdGenerator, SecretHasher, Store};
 use application::use_cases::admin_console::{AdjustCredits, AdjustCreditsError, AdminCancelError};
 use application::use_cases::refund_order::{RefundOrder, RefundOrderError};
 use chrono::NaiveDate;
@@ -85,15 +84,11 @@ fn question(v: &Visitor, fields: &Fields) -> Result<(String, Vec<&'static str>),
 }
 
 /// `POST /admin/customers/{id}/confirm`: what the action will do, and Confirm.
-pub(crate) async fn confirm<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    mut request: Request,
-) -> PageResult {
+pub(crate) async fn confirm(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let fields: Fields = read_form(&v, &mut request).await?;
     gate(&v)?;
     let id = request.raw_path_param("id").unwrap_or_default().to_owned();
-    let key = state.service.ids().new_id("adm");
+    let key = state.ports.admin.new_action_key();
     let (question, kept) = question(&v, &fields)?;
     let body = html! {
         (console::sections(&v, PATH))
@@ -132,17 +127,13 @@ pub(crate) async fn confirm<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>
 }
 
 /// `POST /admin/customers/{id}/apply`: do the confirmed action.
-pub(crate) async fn apply<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: Arc<PageState<S, C, I, H>>,
-    v: Visitor,
-    mut request: Request,
-) -> PageResult {
+pub(crate) async fn apply(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let fields: Fields = read_form(&v, &mut request).await?;
     gate(&v)?;
     let admin = v.user.clone().ok_or(PageError::Forbidden)?;
     let id = request.raw_path_param("id").unwrap_or_default().to_owned();
     let back = format!("{PATH}/{id}");
-    let service = &state.service;
+    let ports = &state.ports;
     let outcome: Result<&str, String> = match field(&fields, "action") {
         "credits" => {
             let amount =
@@ -159,7 +150,7 @@ pub(crate) async fn apply<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
                 expires_at,
                 idempotency_key,
             };
-            match service.adjust_credits(&request).await {
+            match ports.admin.adjust_credits(&request).await {
                 Ok(_) if amount.is_sign_negative() => Ok("debited"),
                 Ok(_) => Ok("granted"),
                 Err(AdjustCreditsError::UserNotFound) => return Err(PageError::NotFound),
@@ -173,7 +164,7 @@ pub(crate) async fn apply<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
                 amount: None,
                 reason: field(&fields, "reason").to_owned(),
             };
-            match service.refund_order_by(&admin, &request).await {
+            match ports.admin.refund_order_by(&admin, &request).await {
                 Ok(_) => Ok("refunded"),
                 Err(RefundOrderError::NotFound) => return Err(PageError::NotFound),
                 Err(RefundOrderError::Infra(e)) => return Err(e.into()),
@@ -199,20 +190,22 @@ pub(crate) async fn apply<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
 
 /// Cancel `subscription` at period end or (`now`) through the provider's immediate cancel: the
 /// notice, or why it was refused.
-async fn cancel<S: Store, C: Clock, I: IdGenerator, H: SecretHasher>(
-    state: &PageState<S, C, I, H>,
+async fn cancel(
+    state: &PageState,
     admin: &User,
     subscription: &str,
     now: bool,
 ) -> Result<Result<&'static str, String>, PageError> {
-    let service = &state.service;
+    let ports = &state.ports;
     let result = if now {
-        service
+        ports
+            .admin
             .cancel_subscription_now_for_customer(admin, subscription)
             .await
             .map(|_| "cancel_requested")
     } else {
-        service
+        ports
+            .admin
             .cancel_subscription_for_customer(admin, subscription)
             .await
             .map(|_| "canceled")

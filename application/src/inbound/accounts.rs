@@ -1,0 +1,94 @@
+//! [`AccountsService`]: sign-up, sign-in, sign-out and who is calling.
+
+use async_trait::async_trait;
+use domain::Timestamp;
+
+use crate::accounts::{Role, Scope, User};
+use crate::authorization::OwnerError;
+use crate::ports::{Clock, IdGenerator, SecretHasher, Store};
+use crate::service::Service;
+use crate::use_cases::sessions::{AccountsError, Principal, SignedIn};
+
+/// Sign-up, sign-in, sign-out and who is calling.
+#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+#[async_trait]
+pub trait AccountsService: Send + Sync + 'static {
+    /// Create an account and sign it in (see [`Service::register`]).
+    async fn register(
+        &self,
+        email: &str,
+        password: String,
+        role: Role,
+    ) -> Result<SignedIn, AccountsError>;
+
+    /// Sign in with a password (see [`Service::sign_in`]).
+    async fn sign_in(&self, email: &str, password: String) -> Result<SignedIn, AccountsError>;
+
+    /// End a session (see [`Service::sign_out`]).
+    async fn sign_out(&self, token: &str) -> Result<(), AccountsError>;
+
+    /// Who holds `token`: a session, a host application's token or an API key (see
+    /// [`Service::authenticate`]).
+    async fn authenticate(&self, token: &str) -> Result<Principal, AccountsError>;
+
+    /// Whose data a read guarded by `scope` is about (see [`Service::data_owner`]).
+    async fn data_owner<'a>(
+        &self,
+        principal: Principal,
+        scope: Scope,
+        named: Option<&'a str>,
+    ) -> Result<User, OwnerError>;
+
+    /// Now, by the service's clock (session lifetimes, throttles, request times).
+    fn now(&self) -> Timestamp;
+
+    /// A new URL-safe secret of at least 128 bits (a form's anti-forgery secret).
+    fn new_secret(&self) -> String;
+}
+
+#[async_trait]
+impl<S, C, I, H> AccountsService for Service<S, C, I, H>
+where
+    S: Store,
+    C: Clock,
+    I: IdGenerator,
+    H: SecretHasher,
+{
+    async fn register(
+        &self,
+        email: &str,
+        password: String,
+        role: Role,
+    ) -> Result<SignedIn, AccountsError> {
+        Service::register(self, email, password, role).await
+    }
+
+    async fn sign_in(&self, email: &str, password: String) -> Result<SignedIn, AccountsError> {
+        Service::sign_in(self, email, password).await
+    }
+
+    async fn sign_out(&self, token: &str) -> Result<(), AccountsError> {
+        Service::sign_out(self, token).await
+    }
+
+    async fn authenticate(&self, token: &str) -> Result<Principal, AccountsError> {
+        Service::authenticate(self, token).await
+    }
+
+    async fn data_owner<'a>(
+        &self,
+        principal: Principal,
+        scope: Scope,
+        named: Option<&'a str>,
+    ) -> Result<User, OwnerError> {
+        Service::data_owner(self, principal, scope, named).await
+    }
+
+    fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    fn new_secret(&self) -> String {
+        self.ids.new_secret()
+    }
+}
