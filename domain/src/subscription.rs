@@ -279,7 +279,14 @@ pub enum RenewalRefusal {
 /// comes from [`Subscription::start`], a stored one from [`Subscription::restore`]; its status,
 /// period and renewal change only through [`Subscription::apply`], its plan and terms only
 /// through [`Subscription::move_to_terms`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// It also remembers the switch claim (pending change and scheduled switch) a store held when it
+/// was read ([`Subscription::pending_change_as_read`], [`Subscription::scheduled_switch_as_read`]):
+/// a store replaces the subscription only where the claim is still that one, so a write decided
+/// from an older read never clears or replaces a claim written since. It is set by
+/// [`Subscription::with_pending_change`] and [`Subscription::with_scheduled_switch`] (a store's
+/// row mapping) and [`Subscription::as_stored`], never by a transition, and equality ignores it.
+#[derive(Debug, Clone, Eq)]
 pub struct Subscription {
     /// Our id.
     id: SubscriptionId,
@@ -306,6 +313,45 @@ pub struct Subscription {
     pending_change: Option<PlanChange>,
     /// The plan the subscriber starts when it ends (a switch at the period's end).
     scheduled_switch: Option<ScheduledSwitch>,
+    /// `pending_change` as the store held it when this was read.
+    pending_change_as_read: Option<PlanChange>,
+    /// `scheduled_switch` as the store held it when this was read.
+    scheduled_switch_as_read: Option<ScheduledSwitch>,
+}
+
+impl PartialEq for Subscription {
+    /// The same state; the claim as read is where it came from, not part of it.
+    fn eq(&self, other: &Self) -> bool {
+        // Destructured in full, so that a new field must be decided on here.
+        let Self {
+            id,
+            user_id,
+            plan_id,
+            provider,
+            provider_subscription_id,
+            status,
+            current_period,
+            renewal,
+            last_event_at,
+            sold_terms,
+            pending_change,
+            scheduled_switch,
+            pending_change_as_read: _,
+            scheduled_switch_as_read: _,
+        } = self;
+        *id == other.id
+            && *user_id == other.user_id
+            && *plan_id == other.plan_id
+            && *provider == other.provider
+            && *provider_subscription_id == other.provider_subscription_id
+            && *status == other.status
+            && *current_period == other.current_period
+            && *renewal == other.renewal
+            && *last_event_at == other.last_event_at
+            && *sold_terms == other.sold_terms
+            && *pending_change == other.pending_change
+            && *scheduled_switch == other.scheduled_switch
+    }
 }
 
 /// Every field of a [`Subscription`], as a store wrote it, for [`Subscription::restore`].
@@ -365,6 +411,8 @@ impl Subscription {
             sold_terms: Some(terms),
             pending_change: None,
             scheduled_switch: None,
+            pending_change_as_read: None,
+            scheduled_switch_as_read: None,
         }
     }
 
@@ -400,21 +448,59 @@ impl Subscription {
             sold_terms,
             pending_change: None,
             scheduled_switch: None,
+            pending_change_as_read: None,
+            scheduled_switch_as_read: None,
         }
     }
 
-    /// The same subscription with the plan change a store kept for it (read back with the row).
+    /// The same subscription with the plan change a store kept for it (read back with the row):
+    /// also the pending change as read.
     #[must_use]
     pub fn with_pending_change(mut self, change: Option<PlanChange>) -> Self {
+        self.pending_change_as_read.clone_from(&change);
         self.pending_change = change;
         self
     }
 
-    /// The same subscription with the switch at the period's end a store kept for it.
+    /// The same subscription with the switch at the period's end a store kept for it: also the
+    /// scheduled switch as read.
     #[must_use]
     pub fn with_scheduled_switch(mut self, switch: Option<ScheduledSwitch>) -> Self {
+        self.scheduled_switch_as_read.clone_from(&switch);
         self.scheduled_switch = switch;
         self
+    }
+
+    /// The same subscription as a store holds it once it has written it: its claim as read is
+    /// its claim now (for a store keeping values, and a writer that writes again after its
+    /// write committed without reading it back).
+    #[must_use]
+    pub fn as_stored(mut self) -> Self {
+        self.pending_change_as_read.clone_from(&self.pending_change);
+        self.scheduled_switch_as_read
+            .clone_from(&self.scheduled_switch);
+        self
+    }
+
+    /// The plan change the store held when this was read (what a replacement expects to find).
+    #[must_use]
+    pub const fn pending_change_as_read(&self) -> Option<&PlanChange> {
+        self.pending_change_as_read.as_ref()
+    }
+
+    /// The scheduled switch the store held when this was read (what a replacement expects to
+    /// find).
+    #[must_use]
+    pub const fn scheduled_switch_as_read(&self) -> Option<&ScheduledSwitch> {
+        self.scheduled_switch_as_read.as_ref()
+    }
+
+    /// Whether the claim a store holds now (`stored`) is still the one this was read with: a
+    /// store replaces the subscription only then (besides its `last_event_at`).
+    #[must_use]
+    pub fn claim_unchanged_since_read(&self, stored: &Self) -> bool {
+        self.pending_change_as_read.as_ref() == stored.pending_change()
+            && self.scheduled_switch_as_read.as_ref() == stored.scheduled_switch()
     }
 
     /// The plan its subscriber starts when it ends, if a switch at the period's end was asked.
@@ -779,6 +865,8 @@ mod tests {
             sold_terms: Some(terms()),
             pending_change: None,
             scheduled_switch: None,
+            pending_change_as_read: None,
+            scheduled_switch_as_read: None,
         }
     }
 
@@ -828,6 +916,39 @@ mod tests {
             sold_terms: s.sold_terms(),
         });
         assert_eq!(restored, s);
+    }
+
+    #[test]
+    fn a_subscription_remembers_the_claim_it_was_read_with_through_its_changes() {
+        let change = PlanChange::new(
+            PlanId::new("pro-plus").unwrap(),
+            SoldTerms::new(usd(1999), terms().interval(), None),
+            crate::plan_change::ChangeDirection::Upgrade,
+            t(20),
+        );
+        let free = sub(SubscriptionStatus::Active);
+        let read = free.clone().with_pending_change(Some(change.clone()));
+        assert_eq!(read.pending_change_as_read(), Some(&change));
+        // A transition or a dropped claim keeps what was read; equality ignores it.
+        let mut next = read.clone();
+        next.apply(SubscriptionEvent::CancelScheduled, t(30))
+            .unwrap();
+        next.drop_plan_change();
+        assert_eq!(next.pending_change_as_read(), Some(&change));
+        assert!(next.claim_unchanged_since_read(&read));
+        assert!(!next.claim_unchanged_since_read(&free));
+        let mut unread = free.clone();
+        unread.ask_plan_change(change.clone());
+        assert_eq!(unread, read);
+        assert!(!unread.claim_unchanged_since_read(&read));
+        assert!(unread.claim_unchanged_since_read(&free));
+        // Once written, the written claim is the one a store holds.
+        let stored = unread.as_stored();
+        assert!(stored.claim_unchanged_since_read(&read));
+        let switch = ScheduledSwitch::new(PlanId::new("team").unwrap(), t(40));
+        let switched = free.clone().with_scheduled_switch(Some(switch.clone()));
+        assert_eq!(switched.scheduled_switch_as_read(), Some(&switch));
+        assert!(!free.claim_unchanged_since_read(&switched));
     }
 
     #[test]

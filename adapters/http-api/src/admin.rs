@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use application::accounts::ApiKey;
 use application::ports::{InboxFilter, StoredPlan};
-use application::use_cases::admin_console::AdjustCredits;
+use application::use_cases::admin_console::{AdjustCredits, AdjustCreditsError};
 use application::use_cases::api_keys::ApiKeyError;
 use application::use_cases::manage_plans::{ManagePlansError, PlanInput};
-use application::use_cases::refund_order::RefundOrder;
-use domain::{PlanDraft, PlanText, ProviderId, ProviderRefs};
+use application::use_cases::refund_order::{RefundOrder, RefundOrderError};
+use domain::{OrderId, PlanDraft, PlanId, PlanText, ProviderId, ProviderRefs, UserId};
 use poem::Request;
 use poem_openapi::param::{Header, Path, Query};
 use poem_openapi::payload::Json;
@@ -26,7 +26,7 @@ use crate::admin_console::{
 };
 use crate::admin_refund::{RefundBody, RefundResponse, refund_problem};
 use crate::auth::Credential;
-use crate::dto::{parse_idempotency_key, timestamp};
+use crate::dto::{parse_id, parse_idempotency_key, timestamp};
 use crate::problem::{Code, FieldErrorView, Problem, api_response};
 
 /// A plan's duration, as an admin writes it.
@@ -537,12 +537,16 @@ impl AdminApi {
             let admin = self.state.admin(&credential).await?;
             let key = parse_idempotency_key(idempotency_key.0, request)?
                 .ok_or_else(|| Problem::bad_input("Idempotency-Key is required"))?;
+            let expires_at = parse_expiry(body.0.expires_at.as_deref())?;
+            let user_id = parse_id(&id.0, UserId::new, || {
+                adjust_problem(AdjustCreditsError::UserNotFound)
+            })?;
             let adjust = AdjustCredits {
                 admin,
-                user_id: id.0,
+                user_id,
                 amount: body.0.amount,
                 reason: body.0.reason,
-                expires_at: parse_expiry(body.0.expires_at.as_deref())?,
+                expires_at,
                 idempotency_key: key,
             };
             self.state
@@ -568,8 +572,11 @@ impl AdminApi {
     ) -> RefundResponse {
         let result = async {
             let admin = self.state.admin(&credential).await?;
+            let order_id = parse_id(&order_id.0, OrderId::new, || {
+                refund_problem(RefundOrderError::NotFound)
+            })?;
             let request = RefundOrder {
-                order_id: order_id.0,
+                order_id,
                 amount: body.0.amount,
                 reason: body.0.reason,
             };
@@ -663,10 +670,11 @@ impl AdminApi {
     async fn delete_plan(&self, credential: Credential, id: Path<String>) -> PlanChangeResponse {
         let result = async {
             let admin = self.state.admin(&credential).await?;
+            let id = dynamic_plan_id(&id.0)?;
             self.state
                 .ports
                 .admin
-                .delete_plan_by(&admin, &id.0)
+                .delete_plan_by(&admin, &id)
                 .await
                 .map_err(plan_problem)
         };
@@ -685,10 +693,16 @@ impl AdminApi {
     ) -> PlanChangeResponse {
         let result = async {
             let admin = self.state.admin(&credential).await?;
+            let ids = body
+                .0
+                .ids
+                .iter()
+                .map(|id| dynamic_plan_id(id))
+                .collect::<Result<Vec<_>, _>>()?;
             self.state
                 .ports
                 .admin
-                .reorder_plans_by(&admin, &body.0.ids)
+                .reorder_plans_by(&admin, &ids)
                 .await
                 .map_err(plan_problem)
         };
@@ -796,10 +810,11 @@ impl AdminApi {
         hidden: bool,
     ) -> Result<StoredPlan, Problem> {
         let admin = self.state.admin(credential).await?;
+        let id = dynamic_plan_id(id)?;
         self.state
             .ports
             .admin
-            .set_plan_hidden_by(&admin, id, hidden)
+            .set_plan_hidden_by(&admin, &id, hidden)
             .await
             .map_err(plan_problem)
     }
@@ -810,6 +825,13 @@ impl AdminApi {
             Err(problem) => problem.into(),
         }
     }
+}
+
+/// The dynamic plan a path or body names: a malformed id is not one of them.
+fn dynamic_plan_id(raw: &str) -> Result<PlanId, Problem> {
+    parse_id(raw, PlanId::new, || {
+        plan_problem(ManagePlansError::NotFound)
+    })
 }
 
 fn plan_problem(e: ManagePlansError) -> Problem {

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use application::ports::OrderFilter;
-use application::use_cases::admin_console::PageAfter;
-use domain::{ProviderId, UserId};
+use application::use_cases::admin_console::{AdminCancelError, AdminListError, PageAfter};
+use domain::{ProviderId, SubscriptionId, UserId};
 use poem::Request;
 use poem_openapi::OpenApi;
 use poem_openapi::param::{Path, Query};
@@ -24,7 +24,7 @@ use crate::admin_customers::{
 use crate::admin_export::{Exported, csv_body, wants_csv};
 use crate::auth::Credential;
 use crate::credits::StatusView;
-use crate::dto::SubscriptionView;
+use crate::dto::{SubscriptionView, parse_id};
 use crate::entitlements::EntitlementGrantView;
 use crate::i18n::text_language;
 use crate::optional_json::OptionalJson;
@@ -125,10 +125,11 @@ impl AdminConsoleApi {
     async fn customer(&self, credential: Credential, id: Path<String>) -> CustomerResponse {
         let result = async {
             self.state.admin(&credential).await?;
+            let id = customer_id(&id.0)?;
             self.state
                 .ports
                 .admin
-                .customer_overview(&id.0)
+                .customer_overview(&id)
                 .await
                 .map_err(list_problem)
         };
@@ -177,19 +178,19 @@ impl AdminConsoleApi {
             if csv {
                 page.limit = Some(i64::from(application::pagination::MAX_LIMIT));
             }
+            let user = customer_id(&id.0)?;
             let first = self
                 .state
                 .ports
                 .admin
-                .customer_transactions(&id.0, &page)
+                .customer_transactions(&user, &page)
                 .await
                 .map_err(list_problem)?;
-            Ok::<_, Problem>((csv, first))
+            Ok::<_, Problem>((csv, user, first))
         };
         match result.await {
-            Ok((true, first)) => {
+            Ok((true, user, first)) => {
                 let state = self.state.clone();
-                let user = id.0.clone();
                 let fetch = move |after: PageAfter| {
                     let state = state.clone();
                     let user = user.clone();
@@ -200,7 +201,7 @@ impl AdminConsoleApi {
                     filename: "transactions.csv",
                 }
             }
-            Ok((false, page)) => {
+            Ok((false, _, page)) => {
                 let language = text_language(locale.0.as_deref(), request);
                 let (items, next_cursor) =
                     map_page(&page, |t| AdminTransactionView::new(t, language));
@@ -321,14 +322,17 @@ impl AdminConsoleApi {
         let result = async {
             let admin = self.state.admin(&credential).await?;
             when?;
+            let id = parse_id(&id.0, SubscriptionId::new, || {
+                cancel_problem(AdminCancelError::NotFound)
+            })?;
             let admin_port = &self.state.ports.admin;
             if now {
                 admin_port
-                    .cancel_subscription_now_for_customer(&admin, &id.0)
+                    .cancel_subscription_now_for_customer(&admin, &id)
                     .await
             } else {
                 admin_port
-                    .cancel_subscription_for_customer(&admin, &id.0)
+                    .cancel_subscription_for_customer(&admin, &id)
                     .await
             }
             .map_err(cancel_problem)
@@ -346,4 +350,11 @@ impl AdminConsoleApi {
             Err(problem) => problem.into(),
         }
     }
+}
+
+/// The customer a path names: a malformed id names nobody.
+fn customer_id(raw: &str) -> Result<UserId, Problem> {
+    parse_id(raw, UserId::new, || {
+        list_problem(AdminListError::UserNotFound)
+    })
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use application::accounts::Scope;
 use application::ports::{CreditTransaction, Replay};
 use application::use_cases::credits::{ConsumeCredits, CreditsError, UsageRequest};
+use domain::{ReservationId, UserId};
 use poem::Request;
 use poem_openapi::param::{Header, Path};
 use poem_openapi::payload::Json;
@@ -17,7 +18,7 @@ use poem_openapi::{Object, OpenApi};
 
 use crate::AppState;
 use crate::auth::Credential;
-use crate::dto::{ReservationView, parse_idempotency_key, timestamp};
+use crate::dto::{ReservationView, parse_id, parse_idempotency_key, timestamp};
 use crate::problem::{Code, Problem, api_response};
 
 /// What was used (consume, settle) or is about to be used (reserve).
@@ -290,10 +291,11 @@ impl ConsumptionApi {
             self.state
                 .service_key(&credential, Scope::CreditsConsume)
                 .await?;
+            let (user, id) = reservation_of(&body.0.user_id, &id.0)?;
             self.state
                 .ports
                 .credits
-                .settle_reservation(&body.0.user_id, &id.0, &body.0.usage())
+                .settle_reservation(&user, &id, &body.0.usage())
                 .await
                 .map_err(credits_problem)
         };
@@ -318,10 +320,11 @@ impl ConsumptionApi {
             self.state
                 .service_key(&credential, Scope::CreditsConsume)
                 .await?;
+            let (user, id) = reservation_of(&body.0.user_id, &id.0)?;
             self.state
                 .ports
                 .credits
-                .release_reservation(&body.0.user_id, &id.0)
+                .release_reservation(&user, &id)
                 .await
                 .map_err(credits_problem)
         };
@@ -346,10 +349,25 @@ fn consume_request(
     let idempotency_key = parse_idempotency_key(key, request)?
         .ok_or_else(|| Problem::bad_input("the Idempotency-Key header is required"))?;
     Ok(ConsumeCredits {
-        user_id: body.user_id.clone(),
+        user_id: user_id(&body.user_id)?,
         usage: body.usage(),
         idempotency_key,
     })
+}
+
+/// The user a body names: a malformed id names nobody.
+fn user_id(raw: &str) -> Result<UserId, Problem> {
+    parse_id(raw, UserId::new, || {
+        credits_problem(CreditsError::UserNotFound)
+    })
+}
+
+/// The user and the reservation a settle or release names, in the order the use case checks
+/// them: a malformed id is one it does not know.
+fn reservation_of(user: &str, reservation: &str) -> Result<(UserId, ReservationId), Problem> {
+    let user = user_id(user)?;
+    let unknown = || credits_problem(CreditsError::ReservationNotFound);
+    Ok((user, parse_id(reservation, ReservationId::new, unknown)?))
 }
 
 fn credits_problem(e: CreditsError) -> Problem {

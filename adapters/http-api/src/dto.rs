@@ -40,6 +40,20 @@ pub(crate) fn signed_credits(delta: CreditDelta) -> String {
     }
 }
 
+/// An id read from a path, a query or a body, parsed once, here. A malformed id is answered
+/// with `unknown()`: the use case's own answer for an id it does not know, so that no answer
+/// tells a malformed id from an absent one.
+///
+/// # Errors
+/// `unknown()` when `parse` refuses `raw`.
+pub(crate) fn parse_id<T>(
+    raw: &str,
+    parse: impl FnOnce(String) -> Result<T, domain::IdError>,
+    unknown: impl FnOnce() -> Problem,
+) -> Result<T, Problem> {
+    parse(raw.to_owned()).map_err(|_| unknown())
+}
+
 /// The request's `Idempotency-Key`, if it sent one, as the domain accepts it.
 ///
 /// `parsed` is what poem-openapi read from the header. It reads only values that are visible

@@ -6,7 +6,7 @@ use application::ports::Replay;
 use application::use_cases::cancel_payment::{CancelOutcome, CancelPaymentError, ProviderClose};
 use application::use_cases::initiate_payment::{InitiatePayment, InitiatePaymentError};
 use application::use_cases::query_payment::QueryPaymentError;
-use domain::ProviderId;
+use domain::{OrderId, ProviderId};
 use poem::Request;
 use poem_openapi::param::{Header, Path, Query};
 use poem_openapi::payload::Json;
@@ -14,7 +14,9 @@ use poem_openapi::{Object, OpenApi};
 
 use crate::AppState;
 use crate::auth::Credential;
-use crate::dto::{OrderView, PageInfo, SubscriptionView, page_request, parse_idempotency_key};
+use crate::dto::{
+    OrderView, PageInfo, SubscriptionView, page_request, parse_id, parse_idempotency_key,
+};
 use crate::problem::{Code, Problem, api_response};
 use crate::rate_limit::Action;
 
@@ -197,10 +199,11 @@ impl PaymentApi {
     ) -> QueryResponse {
         let result = async {
             let user = self.state.user(&credential).await?;
+            let order_id = parse_id(&order_id.0, OrderId::new, order_not_found)?;
             self.state
                 .ports
                 .payments
-                .query_payment(&user, &order_id.0)
+                .query_payment(&user, &order_id)
                 .await
                 .map_err(|e| match e {
                     QueryPaymentError::NotFound => order_not_found(),
@@ -225,10 +228,11 @@ impl PaymentApi {
     ) -> CancelResponse {
         let result = async {
             let user = self.state.user(&credential).await?;
+            let order_id = parse_id(&order_id.0, OrderId::new, order_not_found)?;
             self.state
                 .ports
                 .payments
-                .cancel_payment(&user, &order_id.0)
+                .cancel_payment(&user, &order_id)
                 .await
                 .map_err(cancel_problem)
         };

@@ -10,14 +10,14 @@ use std::sync::Arc;
 use application::use_cases::change_plan::{
     ChangePlanError, PlanChangeOutcome, PlanSwitchScheduled,
 };
-use domain::{PlanChangeRefusal, Subscription};
+use domain::{PlanChangeRefusal, PlanId, Subscription, SubscriptionId};
 use poem_openapi::param::Path;
 use poem_openapi::payload::Json;
 use poem_openapi::{Enum, Object, OpenApi};
 
 use crate::AppState;
 use crate::auth::Credential;
-use crate::dto::SubscriptionView;
+use crate::dto::{SubscriptionView, parse_id};
 use crate::problem::{Code, Problem, api_response};
 
 /// `POST /api/subscriptions/{id}/change-plan`.
@@ -173,14 +173,20 @@ impl SubscriptionsApi {
         let result = async {
             let user = self.state.user(&credential).await?;
             let payments = &self.state.ports.payments;
-            let plan = &body.0.plan_id;
+            let id = subscription_id(&id.0)?;
+            let raw_plan = &body.0.plan_id;
+            let plan = &parse_id(raw_plan, PlanId::new, || {
+                problem(ChangePlanError::PlanNotFound(
+                    raw_plan.chars().take(PlanId::MAX_LEN).collect(),
+                ))
+            })?;
             match body.0.when.unwrap_or(SwitchWhen::Now) {
                 SwitchWhen::Now => payments
-                    .change_plan(&user, &id.0, plan)
+                    .change_plan(&user, &id, plan)
                     .await
                     .map(|outcome| self.change_view(&outcome)),
                 SwitchWhen::PeriodEnd => payments
-                    .schedule_plan_switch(&user, &id.0, plan)
+                    .schedule_plan_switch(&user, &id, plan)
                     .await
                     .map(|scheduled| self.scheduled_view(&scheduled)),
             }
@@ -203,10 +209,11 @@ impl SubscriptionsApi {
     ) -> ResumeResponse {
         let result = async {
             let user = self.state.user(&credential).await?;
+            let id = subscription_id(&id.0)?;
             self.state
                 .ports
                 .payments
-                .resume_subscription(&user, &id.0)
+                .resume_subscription(&user, &id)
                 .await
                 .map_err(problem)
         };
@@ -227,10 +234,11 @@ impl SubscriptionsApi {
     ) -> WithdrawSwitchResponse {
         let result = async {
             let user = self.state.user(&credential).await?;
+            let id = subscription_id(&id.0)?;
             self.state
                 .ports
                 .payments
-                .cancel_scheduled_switch(&user, &id.0)
+                .cancel_scheduled_switch(&user, &id)
                 .await
                 .map_err(problem)
         };
@@ -270,6 +278,13 @@ impl SubscriptionsApi {
             starts_at: Some(crate::dto::timestamp(subscription.current_period().end())),
         }
     }
+}
+
+/// The subscription a path names: a malformed id is one the caller does not have.
+fn subscription_id(raw: &str) -> Result<SubscriptionId, Problem> {
+    parse_id(raw, SubscriptionId::new, || {
+        problem(ChangePlanError::NotFound)
+    })
 }
 
 fn problem(e: ChangePlanError) -> Problem {

@@ -1,5 +1,5 @@
 //! Subscriptions: reads for the use cases, and the two writes a payment event makes (create, and
-//! replace under compare-and-set on `last_event_at`).
+//! replace under compare-and-set on `last_event_at` and on the switch claim as it was read).
 
 use application::ports::{OrderRecord, StoreError, SubscriptionRepository};
 use async_trait::async_trait;
@@ -78,6 +78,37 @@ fn claim_kept(t: &str) -> String {
     )
 }
 
+/// The rest of a replacement's compare-and-set, on the row as it is (`t` is its table prefix):
+/// its claim is still the one the writer read (`$23` … `$26`: the pending plan and when it was
+/// asked, the scheduled plan and when it was asked; NULL for none). A claim does not move
+/// `last_event_at` (the provider's event time), so a provider event read before a claim was
+/// written and written after it passes `last_event_at = $2` with the claim columns as it read
+/// them; this makes its write fail like any lost compare-and-set, and it is decided again from
+/// a fresh read. SQLite's `IS` is PostgreSQL's `IS NOT DISTINCT FROM`.
+fn claim_as_read(t: &str, backend: DbBackend) -> String {
+    let same = if backend == DbBackend::Postgres {
+        "IS NOT DISTINCT FROM"
+    } else {
+        "IS"
+    };
+    format!(
+        "{t}pending_plan_id {same} $23 AND {t}pending_requested_at {same} $24 \
+         AND {t}scheduled_plan_id {same} $25 AND {t}scheduled_requested_at {same} $26"
+    )
+}
+
+/// `$23` … `$26` of [`claim_as_read`]: the claim `s` was read with.
+fn claim_as_read_values(s: &Subscription) -> [Value; 4] {
+    let pending = s.pending_change_as_read();
+    let scheduled = s.scheduled_switch_as_read();
+    [
+        pending.map(|c| c.plan_id().as_str().to_owned()).into(),
+        pending.map(|c| c.requested_at().unix_millis()).into(),
+        scheduled.map(|w| w.plan_id().as_str().to_owned()).into(),
+        scheduled.map(|w| w.requested_at().unix_millis()).into(),
+    ]
+}
+
 /// The `pending_*` columns: the plan change asked of the provider and not confirmed yet (plan,
 /// the terms it sells, direction, when asked); all NULL without one.
 fn pending_change_values(change: Option<&PlanChange>) -> [Value; 7] {
@@ -112,7 +143,7 @@ fn sold_terms_values(terms: Option<&SoldTerms>) -> [Value; 4] {
 }
 
 /// The columns a payment event replaces (`$3` … `$22`; `$1` is the id, `$2` the expected
-/// `last_event_at`), in the order of [`replacement_values`].
+/// `last_event_at`, `$23` … `$26` the claim as read), in the order of [`replacement_values`].
 const REPLACED_COLUMNS: &str = "status = $3, period_start = $4, period_end = $5, \
     cancel_at_period_end = $6, last_event_at = $7, updated_at = $8, plan_id = $9, \
     price_minor = $10, currency = $11, interval_months = $12, \
@@ -121,7 +152,8 @@ const REPLACED_COLUMNS: &str = "status = $3, period_start = $4, period_end = $5,
     pending_credits_hundredths = $18, pending_direction = $19, pending_requested_at = $20, \
     scheduled_plan_id = $21, scheduled_requested_at = $22";
 
-/// `$1` … `$22` of [`REPLACED_COLUMNS`] for replacing the state of `s`.
+/// `$1` … `$22` of [`REPLACED_COLUMNS`] for replacing the state of `s`, and `$23` … `$26` of
+/// [`claim_as_read`].
 fn replacement_values(s: &Subscription, expected: Timestamp, now: Timestamp) -> Vec<Value> {
     let mut values: Vec<Value> = vec![s.id().as_str().into(), expected.unix_millis().into()];
     values.extend(state_values(s));
@@ -130,10 +162,12 @@ fn replacement_values(s: &Subscription, expected: Timestamp, now: Timestamp) -> 
     values.extend(sold_terms_values(s.sold_terms().as_ref()));
     values.extend(pending_change_values(s.pending_change()));
     values.extend(scheduled_switch_values(s.scheduled_switch()));
+    values.extend(claim_as_read_values(s));
     values
 }
 
-/// Replace the state of `s` if its `last_event_at` is still `expected`; returns whether it did.
+/// Replace the state of `s` if its `last_event_at` is still `expected` and its claim still the
+/// one `s` was read with; returns whether it did.
 pub(crate) async fn update<C: ConnectionTrait>(
     conn: &C,
     s: &Subscription,
@@ -141,15 +175,18 @@ pub(crate) async fn update<C: ConnectionTrait>(
     now: Timestamp,
 ) -> Result<bool, DbErr> {
     let sql = format!(
-        "UPDATE subscriptions SET {REPLACED_COLUMNS} WHERE id = $1 AND last_event_at = $2 AND {}",
-        claim_kept("")
+        "UPDATE subscriptions SET {REPLACED_COLUMNS} WHERE id = $1 AND last_event_at = $2 \
+         AND {} AND {}",
+        claim_kept(""),
+        claim_as_read("", conn.get_database_backend())
     );
     let values = replacement_values(s, expected, now);
     Ok(crate::sql::execute(conn, &sql, values).await? == 1)
 }
 
-/// Replace the state of `s` if its `last_event_at` is still `expected`, and return the state it
-/// replaced (`None`: it had changed since it was read, and nothing was written).
+/// Replace the state of `s` if its `last_event_at` is still `expected` and its claim still the
+/// one `s` was read with ([`claim_as_read`]), and return the state it replaced (`None`: it had
+/// changed since it was read, and nothing was written).
 ///
 /// PostgreSQL does it in one statement: the row is locked and read as it was by a sub-select in
 /// the `UPDATE`'s `FROM` (`FOR UPDATE`, so a concurrent change is waited for and the newest
@@ -176,8 +213,9 @@ pub(crate) async fn replace<C: ConnectionTrait>(
         "UPDATE subscriptions SET {REPLACED_COLUMNS} \
          FROM (SELECT {SUBSCRIPTION_COLUMNS} FROM subscriptions WHERE id = $1 FOR UPDATE) AS prior \
          WHERE subscriptions.id = prior.id AND subscriptions.last_event_at = $2 \
-         AND prior.last_event_at = $2 AND {} RETURNING prior.*",
-        claim_kept("prior.")
+         AND prior.last_event_at = $2 AND {} AND {} RETURNING prior.*",
+        claim_kept("prior."),
+        claim_as_read("prior.", DbBackend::Postgres)
     );
     let values = replacement_values(s, expected, now);
     let row: Option<SubscriptionRow> = crate::sql::one(conn, &sql, values).await?;

@@ -88,6 +88,15 @@ pub(crate) fn require_user(visitor: &Visitor) -> Result<User, PageError> {
         .ok_or_else(|| PageError::SignInRequired(sign_in_then(&visitor.here())))
 }
 
+/// An id read from a path, a query or a form, parsed once, here; `None` when malformed. A
+/// caller answers `None` exactly as it answers an id the use case does not know.
+pub(crate) fn parse_id<T>(
+    raw: &str,
+    parse: impl FnOnce(String) -> Result<T, domain::IdError>,
+) -> Option<T> {
+    parse(raw.to_owned()).ok()
+}
+
 /// A centred message with actions, for outcomes that are not errors of ours.
 pub(crate) fn message_panel(title: &str, text: &str, actions: Markup) -> Markup {
     html! {

@@ -5,7 +5,7 @@
 //! checked that the principal is an administrator (`authorization::administrator`).
 
 use async_trait::async_trait;
-use domain::Subscription;
+use domain::{PlanId, Subscription, SubscriptionId, UserId};
 
 use crate::accounts::{ApiKey, User};
 use crate::ports::{
@@ -53,15 +53,15 @@ pub trait AdminService: Send + Sync + 'static {
     async fn set_plan_hidden_by(
         &self,
         admin: &User,
-        id: &str,
+        id: &PlanId,
         hidden: bool,
     ) -> Result<StoredPlan, ManagePlansError>;
 
     /// Delete a dynamic plan (see [`Service::delete_plan_by`]).
-    async fn delete_plan_by(&self, admin: &User, id: &str) -> Result<(), ManagePlansError>;
+    async fn delete_plan_by(&self, admin: &User, id: &PlanId) -> Result<(), ManagePlansError>;
 
     /// Set the dynamic plans' listing order (see [`Service::reorder_plans_by`]).
-    async fn reorder_plans_by(&self, admin: &User, ids: &[String]) -> Result<(), ManagePlansError>;
+    async fn reorder_plans_by(&self, admin: &User, ids: &[PlanId]) -> Result<(), ManagePlansError>;
 
     /// Copy the static catalogue into the dynamic table (see
     /// [`Service::import_static_plans`]).
@@ -113,13 +113,14 @@ pub trait AdminService: Send + Sync + 'static {
     ) -> Result<CursorPage<User>, AdminListError>;
 
     /// One customer's account, holdings and payments (see [`Service::customer_overview`]).
-    async fn customer_overview(&self, user_id: &str) -> Result<CustomerOverview, AdminListError>;
+    async fn customer_overview(&self, user_id: &UserId)
+    -> Result<CustomerOverview, AdminListError>;
 
     /// One customer's credit transactions, newest first (see
     /// [`Service::customer_transactions`]).
     async fn customer_transactions(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         page: &PageAfter,
     ) -> Result<CursorPage<CreditTransaction>, AdminListError>;
 
@@ -138,7 +139,7 @@ pub trait AdminService: Send + Sync + 'static {
     async fn cancel_subscription_for_customer(
         &self,
         admin: &User,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
     ) -> Result<Subscription, AdminCancelError>;
 
     /// Cancel a customer's subscription now (see
@@ -146,7 +147,7 @@ pub trait AdminService: Send + Sync + 'static {
     async fn cancel_subscription_now_for_customer(
         &self,
         admin: &User,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
     ) -> Result<Subscription, AdminCancelError>;
 
     /// The overview's figures (see [`Service::admin_overview`]).
@@ -196,17 +197,17 @@ where
     async fn set_plan_hidden_by(
         &self,
         admin: &User,
-        id: &str,
+        id: &PlanId,
         hidden: bool,
     ) -> Result<StoredPlan, ManagePlansError> {
         Service::set_plan_hidden_by(self, admin, id, hidden).await
     }
 
-    async fn delete_plan_by(&self, admin: &User, id: &str) -> Result<(), ManagePlansError> {
+    async fn delete_plan_by(&self, admin: &User, id: &PlanId) -> Result<(), ManagePlansError> {
         Service::delete_plan_by(self, admin, id).await
     }
 
-    async fn reorder_plans_by(&self, admin: &User, ids: &[String]) -> Result<(), ManagePlansError> {
+    async fn reorder_plans_by(&self, admin: &User, ids: &[PlanId]) -> Result<(), ManagePlansError> {
         Service::reorder_plans_by(self, admin, ids).await
     }
 
@@ -266,13 +267,16 @@ where
         Service::find_customers(self, query, page).await
     }
 
-    async fn customer_overview(&self, user_id: &str) -> Result<CustomerOverview, AdminListError> {
+    async fn customer_overview(
+        &self,
+        user_id: &UserId,
+    ) -> Result<CustomerOverview, AdminListError> {
         Service::customer_overview(self, user_id).await
     }
 
     async fn customer_transactions(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         page: &PageAfter,
     ) -> Result<CursorPage<CreditTransaction>, AdminListError> {
         Service::customer_transactions(self, user_id, page).await
@@ -293,7 +297,7 @@ where
     async fn cancel_subscription_for_customer(
         &self,
         admin: &User,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
     ) -> Result<Subscription, AdminCancelError> {
         Service::cancel_subscription_for_customer(self, admin, subscription_id).await
     }
@@ -301,7 +305,7 @@ where
     async fn cancel_subscription_now_for_customer(
         &self,
         admin: &User,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
     ) -> Result<Subscription, AdminCancelError> {
         Service::cancel_subscription_now_for_customer(self, admin, subscription_id).await
     }

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use domain::entitlements::EffectiveEntitlements;
-use domain::{Credits, UserId};
+use domain::{Credits, ReservationId, UserId};
 
 use crate::accounts::User;
 use crate::pagination::{Page, PageRequest};
@@ -45,16 +45,16 @@ pub trait CreditsService: Send + Sync + 'static {
     /// [`Service::settle_reservation`]).
     async fn settle_reservation(
         &self,
-        user_id: &str,
-        reservation_id: &str,
+        user_id: &UserId,
+        reservation_id: &ReservationId,
         actual: &UsageRequest,
     ) -> Result<(Reservation, Replay), CreditsError>;
 
     /// Free a reservation whole (see [`Service::release_reservation`]).
     async fn release_reservation(
         &self,
-        user_id: &str,
-        reservation_id: &str,
+        user_id: &UserId,
+        reservation_id: &ReservationId,
     ) -> Result<(Reservation, Replay), CreditsError>;
 
     /// What `user` holds now (see [`Service::report_status`]).
@@ -107,8 +107,8 @@ where
 
     async fn settle_reservation(
         &self,
-        user_id: &str,
-        reservation_id: &str,
+        user_id: &UserId,
+        reservation_id: &ReservationId,
         actual: &UsageRequest,
     ) -> Result<(Reservation, Replay), CreditsError> {
         Service::settle_reservation(self, user_id, reservation_id, actual).await
@@ -116,8 +116,8 @@ where
 
     async fn release_reservation(
         &self,
-        user_id: &str,
-        reservation_id: &str,
+        user_id: &UserId,
+        reservation_id: &ReservationId,
     ) -> Result<(Reservation, Replay), CreditsError> {
         Service::release_reservation(self, user_id, reservation_id).await
     }

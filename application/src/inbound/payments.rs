@@ -28,7 +28,7 @@ pub trait PaymentsService: Send + Sync + 'static {
     async fn query_payment(
         &self,
         user: &User,
-        order_id: &str,
+        order_id: &OrderId,
     ) -> Result<OrderRecord, QueryPaymentError>;
 
     /// One of `user`'s orders, asking the provider when it is still pending (see
@@ -36,14 +36,14 @@ pub trait PaymentsService: Send + Sync + 'static {
     async fn confirm_payment(
         &self,
         user: &User,
-        order_id: &str,
+        order_id: &OrderId,
     ) -> Result<OrderRecord, QueryPaymentError>;
 
     /// Cancel one of `user`'s pending orders (see [`Service::cancel_payment`]).
     async fn cancel_payment(
         &self,
         user: &User,
-        order_id: &str,
+        order_id: &OrderId,
     ) -> Result<CancelOutcome, CancelPaymentError>;
 
     /// `user`'s orders, newest first (see [`Service::list_orders`]).
@@ -64,15 +64,15 @@ pub trait PaymentsService: Send + Sync + 'static {
     async fn change_plan(
         &self,
         user: &User,
-        subscription_id: &str,
-        plan_id: &str,
+        subscription_id: &SubscriptionId,
+        plan_id: &PlanId,
     ) -> Result<PlanChangeOutcome, ChangePlanError>;
 
     /// Withdraw a scheduled cancellation (see [`Service::resume_subscription`]).
     async fn resume_subscription(
         &self,
         user: &User,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
     ) -> Result<Subscription, ChangePlanError>;
 
     /// The plans `current` may switch to (see [`Service::switch_options`]).
@@ -83,15 +83,15 @@ pub trait PaymentsService: Send + Sync + 'static {
     async fn schedule_plan_switch(
         &self,
         user: &User,
-        subscription_id: &str,
-        plan_id: &str,
+        subscription_id: &SubscriptionId,
+        plan_id: &PlanId,
     ) -> Result<PlanSwitchScheduled, ChangePlanError>;
 
     /// Withdraw a switch at the period's end (see [`Service::cancel_scheduled_switch`]).
     async fn cancel_scheduled_switch(
         &self,
         user: &User,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
     ) -> Result<Subscription, ChangePlanError>;
 
     /// The plans `current` may switch to at its period's end (see
@@ -139,7 +139,7 @@ where
     async fn query_payment(
         &self,
         user: &User,
-        order_id: &str,
+        order_id: &OrderId,
     ) -> Result<OrderRecord, QueryPaymentError> {
         Service::query_payment(self, user, order_id).await
     }
@@ -147,7 +147,7 @@ where
     async fn confirm_payment(
         &self,
         user: &User,
-        order_id: &str,
+        order_id: &OrderId,
     ) -> Result<OrderRecord, QueryPaymentError> {
         Service::confirm_payment(self, user, order_id).await
     }
@@ -155,7 +155,7 @@ where
     async fn cancel_payment(
         &self,
         user: &User,
-        order_id: &str,
+        order_id: &OrderId,
     ) -> Result<CancelOutcome, CancelPaymentError> {
         Service::cancel_payment(self, user, order_id).await
     }
@@ -179,8 +179,8 @@ where
     async fn change_plan(
         &self,
         user: &User,
-        subscription_id: &str,
-        plan_id: &str,
+        subscription_id: &SubscriptionId,
+        plan_id: &PlanId,
     ) -> Result<PlanChangeOutcome, ChangePlanError> {
         Service::change_plan(self, user, subscription_id, plan_id).await
     }
@@ -188,7 +188,7 @@ where
     async fn resume_subscription(
         &self,
         user: &User,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
     ) -> Result<Subscription, ChangePlanError> {
         Service::resume_subscription(self, user, subscription_id).await
     }
@@ -200,8 +200,8 @@ where
     async fn schedule_plan_switch(
         &self,
         user: &User,
-        subscription_id: &str,
-        plan_id: &str,
+        subscription_id: &SubscriptionId,
+        plan_id: &PlanId,
     ) -> Result<PlanSwitchScheduled, ChangePlanError> {
         Service::schedule_plan_switch(self, user, subscription_id, plan_id).await
     }
@@ -209,7 +209,7 @@ where
     async fn cancel_scheduled_switch(
         &self,
         user: &User,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
     ) -> Result<Subscription, ChangePlanError> {
         Service::cancel_scheduled_switch(self, user, subscription_id).await
     }

@@ -971,8 +971,10 @@ pub struct OrderChange {
 pub enum SubscriptionChange {
     /// Create it (UNIQUE on provider and provider subscription id).
     Create(Subscription, Option<OrderId>),
-    /// Replace it, only if its `last_event_at` is still `expected_last_event_at` (compare-and-set),
-    /// and only if it does not replace one switch claim by another
+    /// Replace it, only if its `last_event_at` is still `expected_last_event_at` and its switch
+    /// claim still the one `subscription` was read with
+    /// ([`domain::Subscription::claim_unchanged_since_read`]) (compare-and-set), and only if it
+    /// does not replace one switch claim by another
     /// ([`domain::Subscription::overwrites_claim_of`]): otherwise a [`StoreError::Conflict`].
     Update {
         /// The new state.

@@ -2,6 +2,8 @@
 
 mod admin;
 mod reports;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -813,7 +815,24 @@ fn apply_event(s: &mut State, c: &PaymentEventCommand) -> Result<PaymentEventOut
         s.refunds.push(refund.clone());
     }
     apply_charge(s, c.charge.as_ref())?;
-    match &c.subscription {
+    apply_subscription_change(s, c.subscription.as_ref())?;
+    let mut ledger = Vec::new();
+    if let Some(g) = &c.grant {
+        ledger.push(s.ledger.grant(g)?);
+    }
+    if let Some(cb) = &c.clawback {
+        ledger.push(s.ledger.clawback(cb)?);
+    }
+    Ok(PaymentEventOutcome::Applied { ledger })
+}
+
+/// The subscription part of [`apply_event`]: create, or compare-and-set on the last event and
+/// on the claim as it was read.
+fn apply_subscription_change(
+    s: &mut State,
+    change: Option<&SubscriptionChange>,
+) -> Result<(), StoreError> {
+    match change {
         Some(SubscriptionChange::Create(sub, order)) => {
             let exists = s.subscriptions.values().any(|(x, _)| {
                 x.provider() == sub.provider()
@@ -823,7 +842,7 @@ fn apply_event(s: &mut State, c: &PaymentEventCommand) -> Result<PaymentEventOut
                 return Err(StoreError::Conflict("subscription exists".into()));
             }
             s.subscriptions
-                .insert(sub.id().clone(), (sub.clone(), order.clone()));
+                .insert(sub.id().clone(), (sub.clone().as_stored(), order.clone()));
         }
         Some(SubscriptionChange::Update {
             subscription,
@@ -833,25 +852,22 @@ fn apply_event(s: &mut State, c: &PaymentEventCommand) -> Result<PaymentEventOut
                 .subscriptions
                 .get_mut(subscription.id())
                 .ok_or(StoreError::NotFound)?;
-            if stored.last_event_at() != *expected_last_event_at {
+            // Compare-and-set on the last event and on the claim as it was read: a write decided
+            // before a claim was written never clears or replaces it.
+            if stored.last_event_at() != *expected_last_event_at
+                || !subscription.claim_unchanged_since_read(stored)
+            {
                 return Err(StoreError::Conflict("subscription changed".into()));
             }
             // One switch at a time: a claim is never replaced by another.
             if subscription.overwrites_claim_of(stored) {
                 return Err(StoreError::Conflict("another switch is in progress".into()));
             }
-            *stored = subscription.clone();
+            *stored = subscription.clone().as_stored();
         }
         None => {}
     }
-    let mut ledger = Vec::new();
-    if let Some(g) = &c.grant {
-        ledger.push(s.ledger.grant(g)?);
-    }
-    if let Some(cb) = &c.clawback {
-        ledger.push(s.ledger.clawback(cb)?);
-    }
-    Ok(PaymentEventOutcome::Applied { ledger })
+    Ok(())
 }
 
 /// Record `entry` in `s` unless its inbox row exists: the in-memory

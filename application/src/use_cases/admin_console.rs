@@ -33,7 +33,7 @@ pub struct AdjustCredits {
     /// Who adjusts (kept in the ledger entry's note).
     pub admin: User,
     /// Whose credits.
-    pub user_id: String,
+    pub user_id: UserId,
     /// Credits to add (positive) or take (negative), two decimal places at most.
     pub amount: Decimal,
     /// Why, shown in the user's history.
@@ -134,11 +134,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         &self,
         request: &AdjustCredits,
     ) -> Result<AdjustedCredits, AdjustCreditsError> {
-        let user_id =
-            UserId::new(request.user_id.as_str()).map_err(|_| AdjustCreditsError::UserNotFound)?;
+        let user_id = &request.user_id;
         if self
             .store
-            .find_user(&user_id)
+            .find_user(user_id)
             .await
             .map_err(InfraError::from)?
             .is_none()
@@ -187,7 +186,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         };
         let balance = self
             .store
-            .balance(&user_id)
+            .balance(user_id)
             .await
             .map_err(InfraError::from)?;
         Ok(AdjustedCredits {

@@ -2,7 +2,9 @@
 //! allows); a subscription order's subscription is cancelled at period end through its
 //! provider; a paid one-time or credits order is not cancellable.
 
-use domain::{OrderStatus, PlanType, Subscription, SubscriptionEvent, Timestamp, Transition};
+use domain::{
+    OrderId, OrderStatus, PlanType, Subscription, SubscriptionEvent, Timestamp, Transition,
+};
 
 use super::InfraError;
 use super::query_payment::QueryPaymentError;
@@ -115,7 +117,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     pub async fn cancel_payment(
         &self,
         user: &User,
-        order_id: &str,
+        order_id: &OrderId,
     ) -> Result<CancelOutcome, CancelPaymentError> {
         let record = self.own_order(user, order_id).await?;
         match (record.order.status(), record.order.plan().plan_type) {

@@ -101,8 +101,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     pub async fn change_plan(
         &self,
         user: &User,
-        subscription_id: &str,
-        plan_id: &str,
+        subscription_id: &SubscriptionId,
+        plan_id: &PlanId,
     ) -> Result<PlanChangeOutcome, ChangePlanError> {
         let current = self.own_subscription(user, subscription_id).await?;
         domain::check_no_change_in_progress(&current, self.clock.now())?;
@@ -155,7 +155,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     pub async fn resume_subscription(
         &self,
         user: &User,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
     ) -> Result<Subscription, ChangePlanError> {
         let current = self.own_subscription(user, subscription_id).await?;
         check_resume(&current)?;
@@ -232,12 +232,11 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     async fn own_subscription(
         &self,
         user: &User,
-        id: &str,
+        id: &SubscriptionId,
     ) -> Result<Subscription, ChangePlanError> {
-        let id = SubscriptionId::new(id.to_owned()).map_err(|_| ChangePlanError::NotFound)?;
         let subscription = self
             .store
-            .find_subscription(&id)
+            .find_subscription(id)
             .await?
             .ok_or(ChangePlanError::NotFound)?;
         if subscription.user_id() != &user.id {
@@ -251,15 +250,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     async fn switch_target(
         &self,
         current: &Subscription,
-        plan_id: &str,
+        id: &PlanId,
     ) -> Result<(PlanSnapshot, Plan), ChangePlanError> {
-        let id = PlanId::new(plan_id.to_owned())
-            .map_err(|_| ChangePlanError::PlanNotFound(plan_id.chars().take(64).collect()))?;
         let plan = find_plan(
             self.config.pricing_mode,
             &self.config.catalog,
             &self.store,
-            &id,
+            id,
         )
         .await?
         .ok_or_else(|| ChangePlanError::PlanNotFound(id.as_str().to_owned()))?;

@@ -29,7 +29,7 @@ pub struct UsageRequest {
 #[derive(Debug, Clone)]
 pub struct ConsumeCredits {
     /// Whose credits.
-    pub user_id: String,
+    pub user_id: UserId,
     /// What was used.
     pub usage: UsageRequest,
     /// The caller's idempotency key (required): the same key replays the first answer.
@@ -135,11 +135,6 @@ pub fn parse_usage(request: &UsageRequest) -> Result<(Usage, UsageContext), Cons
     Ok((usage, context))
 }
 
-/// A user id as given: one out of form names nobody, so it is `UserNotFound`.
-fn user_id(raw: &str) -> Result<UserId, CreditsError> {
-    UserId::new(raw).map_err(|_| CreditsError::UserNotFound)
-}
-
 fn fingerprint(kind: &str, user: &str, usage: &UsageRequest) -> String {
     format!(
         "{kind}:{user}:{:?}:{:?}:{:?}",
@@ -170,10 +165,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         Ok(self.store.transactions(user, page).await?)
     }
 
-    async fn existing_user(&self, raw: &str) -> Result<UserId, CreditsError> {
-        let id = user_id(raw)?;
+    async fn existing_user(&self, id: &UserId) -> Result<UserId, CreditsError> {
         self.store
-            .find_user(&id)
+            .find_user(id)
             .await?
             .map(|u| u.id)
             .ok_or(CreditsError::UserNotFound)
@@ -191,7 +185,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         // Whether the user exists is asked only when the spend is refused for want of credits:
         // users are never deleted, and one who does not exist has no balance, so the hot path
         // saves a read and an unknown user is still `UserNotFound`.
-        let user_id = user_id(&request.user_id)?;
+        let user_id = request.user_id;
         let (usage, context) = parse_usage(&request.usage)?;
         let amount = self.config.consumption.cost(&usage)?;
         let command = ConsumeCommand {
@@ -222,13 +216,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ) -> Result<T, CreditsError> {
         match result {
             Err(SpendError::Insufficient { available, .. }) if available.is_zero() => {
-                self.existing_user(user.as_str()).await?;
+                self.existing_user(user).await?;
                 Ok(result?)
             }
             // A reservation of an unknown user fails on its row's foreign key before any
             // balance is read: that is `UserNotFound` too, not an internal error.
             Err(SpendError::Store(StoreError::Conflict(_))) => {
-                self.existing_user(user.as_str()).await?;
+                self.existing_user(user).await?;
                 Ok(result?)
             }
             other => Ok(other?),
@@ -245,7 +239,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         request: ConsumeCredits,
     ) -> Result<(Reservation, Replay), CreditsError> {
         // As for consume: the user's existence is asked only of a refusal.
-        let user_id = user_id(&request.user_id)?;
+        let user_id = request.user_id;
         let (usage, context) = parse_usage(&request.usage)?;
         let amount = self.config.consumption.cost(&usage)?;
         let now = self.clock.now();
@@ -279,18 +273,16 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     #[tracing::instrument(skip_all, fields(user_id = %user_id, reservation_id = %reservation_id))]
     pub async fn settle_reservation(
         &self,
-        user_id: &str,
-        reservation_id: &str,
+        user_id: &UserId,
+        reservation_id: &ReservationId,
         actual: &UsageRequest,
     ) -> Result<(Reservation, Replay), CreditsError> {
         let user_id = self.existing_user(user_id).await?;
-        let id =
-            ReservationId::new(reservation_id).map_err(|_| CreditsError::ReservationNotFound)?;
         let (usage, _) = parse_usage(actual)?;
         let cost = self.config.consumption.cost(&usage)?;
         let settled = self
             .store
-            .settle(&user_id, &id, cost, self.clock.now())
+            .settle(&user_id, reservation_id, cost, self.clock.now())
             .await?;
         if let (Replay::Fresh, crate::ports::ReservationStatus::Settled { charged, .. }) =
             (settled.1, &settled.0.status)
@@ -307,12 +299,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     #[tracing::instrument(skip_all, fields(user_id = %user_id, reservation_id = %reservation_id))]
     pub async fn release_reservation(
         &self,
-        user_id: &str,
-        reservation_id: &str,
+        user_id: &UserId,
+        reservation_id: &ReservationId,
     ) -> Result<(Reservation, Replay), CreditsError> {
         let user_id = self.existing_user(user_id).await?;
-        let id =
-            ReservationId::new(reservation_id).map_err(|_| CreditsError::ReservationNotFound)?;
-        Ok(self.store.release(&user_id, &id, self.clock.now()).await?)
+        Ok(self
+            .store
+            .release(&user_id, reservation_id, self.clock.now())
+            .await?)
     }
 }

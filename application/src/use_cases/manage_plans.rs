@@ -103,15 +103,6 @@ pub fn validate(input: &PlanInput) -> Result<StoredPlan, ManagePlansError> {
     }
 }
 
-pub(crate) fn plan_id(raw: &str) -> Result<PlanId, ManagePlansError> {
-    PlanId::new(raw).map_err(|_| ManagePlansError::NotFound)
-}
-
-/// The ids of a reorder, each checked.
-pub(crate) fn plan_ids(ids: &[String]) -> Result<Vec<PlanId>, ManagePlansError> {
-    ids.iter().map(|i| plan_id(i)).collect()
-}
-
 /// Plan `id` as `input` replaces it (the id in the input must match).
 pub(crate) fn replacement(id: &str, input: &PlanInput) -> Result<StoredPlan, ManagePlansError> {
     if input.draft.id != id {
@@ -154,7 +145,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// Unknown plan, infrastructure.
     pub async fn set_plan_hidden(
         &self,
-        id: &str,
+        id: &PlanId,
         hidden: bool,
     ) -> Result<StoredPlan, ManagePlansError> {
         let updated = self.hidden_plan(id, hidden).await?;
@@ -165,12 +156,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// Stored plan `id`, hidden or listed (not yet written).
     pub(crate) async fn hidden_plan(
         &self,
-        id: &str,
+        id: &PlanId,
         hidden: bool,
     ) -> Result<StoredPlan, ManagePlansError> {
         let stored = self
             .store
-            .find_plan(&plan_id(id)?)
+            .find_plan(id)
             .await?
             .ok_or(ManagePlansError::NotFound)?;
         let mut draft = stored.plan.to_draft();
@@ -187,17 +178,16 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// Unknown plan, infrastructure.
-    pub async fn delete_plan(&self, id: &str) -> Result<(), ManagePlansError> {
-        Ok(self.store.delete_plan(&plan_id(id)?).await?)
+    pub async fn delete_plan(&self, id: &PlanId) -> Result<(), ManagePlansError> {
+        Ok(self.store.delete_plan(id).await?)
     }
 
     /// Put dynamic plans in this order.
     ///
     /// # Errors
     /// An unknown id (nothing changes), infrastructure.
-    pub async fn reorder_plans(&self, ids: &[String]) -> Result<(), ManagePlansError> {
-        let ids = plan_ids(ids)?;
-        Ok(self.store.reorder_plans(&ids, self.clock.now()).await?)
+    pub async fn reorder_plans(&self, ids: &[PlanId]) -> Result<(), ManagePlansError> {
+        Ok(self.store.reorder_plans(ids, self.clock.now()).await?)
     }
 
     /// Copy the static catalog into the dynamic table (existing ids are replaced, listings kept).

@@ -29,7 +29,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     pub async fn query_payment(
         &self,
         user: &User,
-        order_id: &str,
+        order_id: &OrderId,
     ) -> Result<OrderRecord, QueryPaymentError> {
         self.own_order(user, order_id).await
     }
@@ -48,7 +48,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     pub async fn confirm_payment(
         &self,
         user: &User,
-        order_id: &str,
+        order_id: &OrderId,
     ) -> Result<OrderRecord, QueryPaymentError> {
         let record = self.own_order(user, order_id).await?;
         if *record.order.status() != OrderStatus::Pending {
@@ -79,10 +79,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     pub(crate) async fn own_order(
         &self,
         user: &User,
-        order_id: &str,
+        order_id: &OrderId,
     ) -> Result<OrderRecord, QueryPaymentError> {
-        let id = OrderId::new(order_id).map_err(|_| QueryPaymentError::NotFound)?;
-        let record = self.store.find_order(&id).await.map_err(InfraError::from)?;
+        let record = self
+            .store
+            .find_order(order_id)
+            .await
+            .map_err(InfraError::from)?;
         record
             .filter(|r| *r.order.user_id() == user.id)
             .ok_or(QueryPaymentError::NotFound)

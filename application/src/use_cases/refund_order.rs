@@ -22,7 +22,7 @@ use crate::service::Service;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefundOrder {
     /// The order.
-    pub order_id: String,
+    pub order_id: OrderId,
     /// How much, in major units of the order's currency; everything not yet refunded when
     /// `None`.
     pub amount: Option<Decimal>,
@@ -128,10 +128,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         &self,
         request: &RefundOrder,
     ) -> Result<ProviderRefund, RefundOrderError> {
-        let id = OrderId::new(request.order_id.as_str()).map_err(|_| RefundOrderError::NotFound)?;
         let record = self
             .store
-            .find_order(&id)
+            .find_order(&request.order_id)
             .await?
             .ok_or(RefundOrderError::NotFound)?;
         let (refunded, left) = refundable(&record)?;

@@ -150,7 +150,7 @@ async fn a_refused_spend_is_a_402_insufficient_credits_with_both_amounts() {
         .credits
         .expect_consume_credits()
         .withf(|r| {
-            r.user_id == "usr_customer"
+            r.user_id.as_str() == "usr_customer"
                 && r.idempotency_key.as_str() == "spend-1"
                 && r.usage.feature.as_deref() == Some("chat")
         })
@@ -483,7 +483,7 @@ async fn a_switch_at_period_end_reaches_the_scheduling_port_and_says_when_it_sta
         .payments
         .expect_schedule_plan_switch()
         .withf(|user, id, plan| {
-            user.id.as_str() == "usr_customer" && id == "sub_1" && plan == "team"
+            user.id.as_str() == "usr_customer" && id.as_str() == "sub_1" && plan.as_str() == "team"
         })
         .times(1)
         .returning(|_, _, _| {
@@ -522,4 +522,55 @@ async fn a_switch_while_another_is_in_progress_is_a_409_change_in_progress() {
     let (status, body) = change_plan(&mocks.app(), &json!({"planId": "team"})).await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["code"], "change_in_progress");
+}
+
+#[tokio::test]
+async fn malformed_ids_are_answered_at_the_edge_as_unknown_ones_and_never_reach_a_port() {
+    // No expectation is set on the payments or credits port: a call would panic into a 500.
+    let app = Mocks::new().app();
+    let customer = format!("Bearer {CUSTOMER_TOKEN}");
+    let ask = |response: poem::test::TestResponse| async {
+        let (status, _, body) = answer(response).await;
+        (status, json_of(&body))
+    };
+    let (status, body) = ask(app
+        .get("/api/payment/query/bad%20id")
+        .header("Authorization", &customer)
+        .send()
+        .await)
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (404, Some("order_not_found")),
+        "{body}"
+    );
+    let (status, body) = ask(app
+        .post("/api/subscriptions/bad%20id/resume")
+        .header("Authorization", &customer)
+        .send()
+        .await)
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (404, Some("subscription_not_found")),
+        "{body}"
+    );
+    let (status, body) = change_plan(&app, &json!({"planId": "Not A Plan"})).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (404, Some("plan_not_found")),
+        "{body}"
+    );
+    let (status, body) = ask(app
+        .post("/api/credits/reservations/bad%20id/release")
+        .header("Authorization", format!("Bearer {KEY_TOKEN}"))
+        .body_json(&json!({"userId": "usr_customer"}))
+        .send()
+        .await)
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (404, Some("reservation_not_found")),
+        "{body}"
+    );
 }

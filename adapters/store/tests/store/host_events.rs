@@ -385,10 +385,11 @@ async fn a_confirmed_switch_tells_the_plan_change(world: &World, store: &TestSto
     };
     assert_eq!(world.deliver("switch-act", activated).await, "applied");
     let status = world.service.report_status(&subscriber).await.unwrap();
-    let id = status.subscription.unwrap().id().to_string();
+    let id = status.subscription.unwrap().id().clone();
+    let plan = domain::PlanId::new("team-monthly").unwrap();
     world
         .service
-        .change_plan(&subscriber, &id, "team-monthly")
+        .change_plan(&subscriber, &id, &plan)
         .await
         .unwrap();
     let switched = || PaymentEvent::SubscriptionPlanChanged {
@@ -472,7 +473,7 @@ async fn spends_tell_each_balance_crossing_once(world: &World, store: &TestStore
     };
     // 1500 tokens of model "big" cost 3.00 credits.
     let spend = |credits: i64, key: &str| ConsumeCredits {
-        user_id: user.id.as_str().into(),
+        user_id: user.id.clone(),
         usage: UsageRequest {
             feature: None,
             model: Some("big".into()),
@@ -531,7 +532,7 @@ async fn unpaid_orders_tell_cancelled_and_expired(world: &World, store: &TestSto
     let cancelled = world.order(&buyer, "credits-100").await;
     world
         .service
-        .cancel_payment(&buyer, cancelled.as_str())
+        .cancel_payment(&buyer, &cancelled)
         .await
         .unwrap();
     let expiring = world.order(&buyer, "credits-100").await;
@@ -860,7 +861,7 @@ async fn consumption_is_told_only_while_an_endpoint_opts_in(world: &World, store
     };
     store.grant(&grant).await.unwrap();
     let spend = |key: &str| ConsumeCredits {
-        user_id: user.id.as_str().into(),
+        user_id: user.id.clone(),
         usage: UsageRequest {
             feature: Some("chat".into()),
             model: None,

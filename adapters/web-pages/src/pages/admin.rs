@@ -21,13 +21,13 @@ use application::ports::StoredPlan;
 use application::use_cases::manage_plans::ManagePlansError;
 use application::use_cases::plans::PricingMode;
 use domain::plan::Prominence;
-use domain::{Locale, Visibility};
+use domain::{Locale, PlanId, Visibility};
 use maud::{Markup, html};
 use poem::Request;
 use poem::http::StatusCode;
 
 use self::form::{FieldErrors, PlanForm};
-use super::{plan_type_key, provider_key};
+use super::{parse_id, plan_type_key, provider_key};
 use crate::format;
 use crate::layout::{self, Nav, csrf_field};
 use crate::state::{PageError, PageResult, PageState, Visitor, read_form, redirect, sign_in_then};
@@ -401,7 +401,9 @@ fn raw_errors(list: Vec<application::use_cases::manage_plans::FieldError>) -> Fi
 pub(crate) async fn act(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let _: serde::de::IgnoredAny = read_form(&v, &mut request).await?;
     gate(&v)?;
-    let id = request.raw_path_param("id").unwrap_or_default().to_owned();
+    let raw = request.raw_path_param("id").unwrap_or_default();
+    // A malformed id is not one of the dynamic plans.
+    let id = parse_id(raw, PlanId::new).ok_or(PageError::NotFound)?;
     let action = request
         .raw_path_param("action")
         .unwrap_or_default()
@@ -460,13 +462,13 @@ pub(crate) async fn reorder(state: Arc<PageState>, v: Visitor, mut request: Requ
 
 /// Every plan id sorted by its submitted position (then its current place); `None` when a
 /// position is not a whole number from 1 to 9999 or names no plan.
-fn reordered(plans: &[StoredPlan], fields: &[(String, String)]) -> Option<Vec<String>> {
-    let mut placed: Vec<(u32, usize, String)> = plans
+fn reordered(plans: &[StoredPlan], fields: &[(String, String)]) -> Option<Vec<PlanId>> {
+    let mut placed: Vec<(u32, usize, PlanId)> = plans
         .iter()
         .enumerate()
         .map(|(index, p)| {
             let at = u32::try_from(index + 1).unwrap_or(u32::MAX);
-            (at, index, p.plan.id().as_str().to_owned())
+            (at, index, p.plan.id().clone())
         })
         .collect();
     for (name, value) in fields {
@@ -478,18 +480,15 @@ fn reordered(plans: &[StoredPlan], fields: &[(String, String)]) -> Option<Vec<St
             .parse()
             .ok()
             .filter(|p| (1..=9999).contains(p))?;
-        placed.iter_mut().find(|(_, _, i)| i == id)?.0 = position;
+        placed.iter_mut().find(|(_, _, i)| i.as_str() == id)?.0 = position;
     }
     placed.sort();
     Some(placed.into_iter().map(|(_, _, id)| id).collect())
 }
 
 /// Every plan id in listing order with `id` swapped with its neighbour (`None`: unknown id).
-fn moved(plans: &[StoredPlan], id: &str, up: bool) -> Option<Vec<String>> {
-    let mut ids: Vec<String> = plans
-        .iter()
-        .map(|p| p.plan.id().as_str().to_owned())
-        .collect();
+fn moved(plans: &[StoredPlan], id: &PlanId, up: bool) -> Option<Vec<PlanId>> {
+    let mut ids: Vec<PlanId> = plans.iter().map(|p| p.plan.id().clone()).collect();
     let at = ids.iter().position(|i| i == id)?;
     let other = if up {
         at.checked_sub(1)

@@ -471,12 +471,7 @@ pub(crate) async fn cancel_subscription(
     let Some(order_id) = subscription_order(&state, &user, &subscription).await? else {
         return Ok(redirect("/dashboard?notice=not_cancellable"));
     };
-    let notice = match state
-        .ports
-        .payments
-        .cancel_payment(&user, order_id.as_str())
-        .await
-    {
+    let notice = match state.ports.payments.cancel_payment(&user, &order_id).await {
         Ok(_) => "subscription_cancelled",
         Err(CancelPaymentError::NotCancellable(_) | CancelPaymentError::NotFound) => {
             "not_cancellable"

@@ -11,12 +11,15 @@ use std::sync::Arc;
 use application::accounts::User;
 use application::use_cases::change_plan::ChangePlanError;
 use application::use_cases::report_status::StatusReport;
-use domain::{Money, Plan, RenewalIntent, ScheduledSwitch, Subscription, switch_support};
+use domain::{
+    Money, Plan, PlanId, RenewalIntent, ScheduledSwitch, Subscription, SubscriptionId,
+    switch_support,
+};
 use maud::{Markup, html};
 use poem::Request;
 use serde::Deserialize;
 
-use super::{PlanNames, require_user};
+use super::{PlanNames, parse_id, require_user};
 use crate::format;
 use crate::layout::csrf_field;
 use crate::state::{PageError, PageResult, PageState, Visitor, read_form, redirect};
@@ -325,11 +328,19 @@ pub(crate) async fn act(state: Arc<PageState>, v: Visitor, request: Request) -> 
 async fn change_plan(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let form: SwitchForm = read_form(&v, &mut request).await?;
     let user = require_user(&v)?;
+    let id = form_subscription(&form)?;
+    let Some(plan) = parse_id(&form.plan_id, PlanId::new) else {
+        let unknown = ChangePlanError::PlanNotFound(form.plan_id.clone());
+        return Ok(redirect(&format!(
+            "/dashboard?notice={}",
+            refused(&user, unknown)?
+        )));
+    };
     if form.when == "period_end" {
         let notice = match state
             .ports
             .payments
-            .schedule_plan_switch(&user, &form.subscription_id, &form.plan_id)
+            .schedule_plan_switch(&user, &id, &plan)
             .await
         {
             Ok(_) => "switch_scheduled",
@@ -337,11 +348,7 @@ async fn change_plan(state: Arc<PageState>, v: Visitor, mut request: Request) ->
         };
         return Ok(redirect(&format!("/dashboard?notice={notice}")));
     }
-    let outcome = state
-        .ports
-        .payments
-        .change_plan(&user, &form.subscription_id, &form.plan_id)
-        .await;
+    let outcome = state.ports.payments.change_plan(&user, &id, &plan).await;
     let notice = match outcome {
         Ok(done) => match done.approval_url {
             Some(url) => return Ok(redirect(&url)),
@@ -357,12 +364,8 @@ async fn change_plan(state: Arc<PageState>, v: Visitor, mut request: Request) ->
 async fn resume(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let form: SwitchForm = read_form(&v, &mut request).await?;
     let user = require_user(&v)?;
-    let notice = match state
-        .ports
-        .payments
-        .resume_subscription(&user, &form.subscription_id)
-        .await
-    {
+    let id = form_subscription(&form)?;
+    let notice = match state.ports.payments.resume_subscription(&user, &id).await {
         Ok(_) => "subscription_resumed",
         Err(e) => refused(&user, e)?,
     };
@@ -373,16 +376,23 @@ async fn resume(state: Arc<PageState>, v: Visitor, mut request: Request) -> Page
 async fn withdraw_switch(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let form: SwitchForm = read_form(&v, &mut request).await?;
     let user = require_user(&v)?;
+    let id = form_subscription(&form)?;
     let notice = match state
         .ports
         .payments
-        .cancel_scheduled_switch(&user, &form.subscription_id)
+        .cancel_scheduled_switch(&user, &id)
         .await
     {
         Ok(_) => "switch_withdrawn",
         Err(e) => refused(&user, e)?,
     };
     Ok(redirect(&format!("/dashboard?notice={notice}")))
+}
+
+/// The subscription a form names; a malformed id is not found, as [`refused`] answers an
+/// unknown one.
+fn form_subscription(form: &SwitchForm) -> Result<SubscriptionId, PageError> {
+    parse_id(&form.subscription_id, SubscriptionId::new).ok_or(PageError::NotFound)
 }
 
 /// The notice a refused switch or resume shows; someone else's subscription is not found.

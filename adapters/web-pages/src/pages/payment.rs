@@ -16,14 +16,14 @@ use application::accounts::User;
 use application::ports::{CheckoutTarget, OrderRecord};
 use application::use_cases::cancel_payment::CancelOutcome;
 use application::use_cases::query_payment::QueryPaymentError;
-use domain::{Duration, OrderStatus, PlanType, SubscriptionStatus};
+use domain::{Duration, OrderId, OrderStatus, PlanType, SubscriptionStatus};
 use maud::{Markup, PreEscaped, html};
 use poem::Request;
 use poem::http::StatusCode;
 use qrcode::QrCode;
 use qrcode::render::svg;
 
-use super::{PlanNames, message_panel, order_status_label, require_user, status_tone};
+use super::{PlanNames, message_panel, order_status_label, parse_id, require_user, status_tone};
 use crate::format;
 use crate::layout::{self, Nav};
 use crate::state::{PageError, PageResult, PageState, Visitor, redirect};
@@ -31,8 +31,9 @@ use crate::state::{PageError, PageResult, PageState, Visitor, redirect};
 /// `GET /pay/qr/{orderId}`: the QR code to scan, until the order is paid.
 pub(crate) async fn qr(state: Arc<PageState>, v: Visitor, request: Request) -> PageResult {
     let user = require_user(&v)?;
-    let order_id = request.raw_path_param("order_id").unwrap_or_default();
-    let record = own_order(&state, &user, order_id).await?;
+    let raw = request.raw_path_param("order_id").unwrap_or_default();
+    let order_id = parse_id(raw, OrderId::new).ok_or(PageError::NotFound)?;
+    let record = own_order(&state, &user, &order_id).await?;
     let success = format!("/payment-success?orderId={}", record.order.id());
     let target = record.checkout.as_ref().map(|c| &c.target);
     let (OrderStatus::Pending, Some(CheckoutTarget::QrCode(link))) =
@@ -73,7 +74,7 @@ pub(crate) async fn qr(state: Arc<PageState>, v: Visitor, request: Request) -> P
 /// `GET /payment-success?orderId=…`.
 pub(crate) async fn success(state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
     let user = require_user(&v)?;
-    let Some(order_id) = v.query("orderId").map(str::to_owned) else {
+    let Some(raw) = v.query("orderId").map(str::to_owned) else {
         let actions =
             html! { a.btn.btn-primary href="/dashboard" { (v.t("payment.to_dashboard")) } };
         let body = message_panel(
@@ -89,6 +90,7 @@ pub(crate) async fn success(state: Arc<PageState>, v: Visitor, _request: Request
             body,
         ));
     };
+    let order_id = parse_id(&raw, OrderId::new).ok_or(PageError::NotFound)?;
     // The buyer is back from the provider: a payment that waits for the merchant's capture
     // (PayPal) is captured now, so that this page shows the result at once.
     let record = state
@@ -155,7 +157,8 @@ pub(crate) async fn cancel(state: Arc<PageState>, v: Visitor, _request: Request)
 /// The buyer came back from the checkout through its cancel link: their own order, cancelled now
 /// if it is still pending (closed at the provider where the protocol allows), in the state it is
 /// really in (paid meanwhile, failed, expired).
-async fn left_checkout(state: &PageState, user: &User, order_id: &str) -> Option<OrderRecord> {
+async fn left_checkout(state: &PageState, user: &User, raw: &str) -> Option<OrderRecord> {
+    let order_id = &parse_id(raw, OrderId::new)?;
     let record = state
         .ports
         .payments
@@ -205,7 +208,7 @@ fn failure_reason(record: &OrderRecord) -> Markup {
 async fn own_order(
     state: &PageState,
     user: &User,
-    order_id: &str,
+    order_id: &OrderId,
 ) -> Result<OrderRecord, PageError> {
     state
         .ports

@@ -602,7 +602,9 @@ async fn a_switch_paypal_must_approve_sends_the_subscriber_to_the_approval_page(
         .payments
         .expect_change_plan()
         .withf(|user, subscription, plan| {
-            user.id.as_str() == "u_reader" && subscription == "sub_ours" && plan == "team"
+            user.id.as_str() == "u_reader"
+                && subscription.as_str() == "sub_ours"
+                && plan.as_str() == "team"
         })
         .times(1)
         .returning(move |_, _, _| {
@@ -633,4 +635,16 @@ async fn a_switch_paypal_must_approve_sends_the_subscriber_to_the_approval_page(
         .await;
     assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
     assert_eq!(answer.location, approval);
+}
+
+#[tokio::test]
+async fn a_malformed_order_id_is_not_found_before_the_payments_port_is_asked() {
+    let mut fakes = Fakes::default().signed_in_as(Role::User).new_csrf_secret();
+    fakes.payments.expect_query_payment().never();
+    fakes.payments.expect_confirm_payment().never();
+    let pages = fakes.pages();
+    for path in ["/pay/qr/bad%20id", "/payment-success?orderId=bad%20id"] {
+        let page = pages.get_signed_in(path).await;
+        assert_eq!(page.status, StatusCode::NOT_FOUND, "{path}");
+    }
 }

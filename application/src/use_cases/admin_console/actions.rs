@@ -141,12 +141,11 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     pub async fn cancel_subscription_for_customer(
         &self,
         admin: &User,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
     ) -> Result<Subscription, AdminCancelError> {
-        let id = SubscriptionId::new(subscription_id).map_err(|_| AdminCancelError::NotFound)?;
         let record = self
             .store
-            .subscription_order(&id)
+            .subscription_order(subscription_id)
             .await?
             .ok_or(AdminCancelError::NotFound)?;
         let at = self.clock.now();
@@ -175,12 +174,11 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     pub async fn cancel_subscription_now_for_customer(
         &self,
         admin: &User,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
     ) -> Result<Subscription, AdminCancelError> {
-        let id = SubscriptionId::new(subscription_id).map_err(|_| AdminCancelError::NotFound)?;
         let current = self
             .store
-            .find_subscription(&id)
+            .find_subscription(subscription_id)
             .await?
             .ok_or(AdminCancelError::NotFound)?;
         if !current.is_live() {
@@ -205,7 +203,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 admin_id: admin.id.clone(),
                 action: AuditAction::SubscriptionCanceled,
                 object_kind: "subscription",
-                object_id: id.to_string(),
+                object_id: subscription_id.to_string(),
                 before: Some(subscription_facts(&current)),
                 after: Some(after),
                 at: self.clock.now(),

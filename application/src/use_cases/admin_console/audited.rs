@@ -7,9 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::super::api_keys::{ApiKeyError, CreatedApiKey};
-use super::super::manage_plans::{
-    ManagePlansError, PlanInput, plan_id, plan_ids, replacement, validate,
-};
+use super::super::manage_plans::{ManagePlansError, PlanInput, replacement, validate};
 use crate::accounts::User;
 use crate::ports::{
     AdminWrite, AuditAction, AuditFacts, AuditValue, Clock, IdGenerator, NewAudit, SecretHasher,
@@ -66,9 +64,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         self.store.write_audited(write, &audit).await
     }
 
-    async fn stored_plan(&self, id: &str) -> Option<StoredPlan> {
-        let id = domain::PlanId::new(id).ok()?;
-        self.store.find_plan(&id).await.ok().flatten()
+    async fn stored_plan(&self, id: &domain::PlanId) -> Option<StoredPlan> {
+        self.store.find_plan(id).await.ok().flatten()
     }
 
     /// Store `plan` over its current version, audited with both (`plan.updated`).
@@ -78,7 +75,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         plan: StoredPlan,
     ) -> Result<StoredPlan, ManagePlansError> {
         let id = plan.plan.id().to_string();
-        let before = self.stored_plan(&id).await;
+        let before = self.stored_plan(plan.plan.id()).await;
         let entry = Entry {
             admin,
             action: AuditAction::PlanUpdated,
@@ -138,7 +135,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     pub async fn set_plan_hidden_by(
         &self,
         admin: &User,
-        id: &str,
+        id: &domain::PlanId,
         hidden: bool,
     ) -> Result<StoredPlan, ManagePlansError> {
         let plan = self.hidden_plan(id, hidden).await?;
@@ -149,18 +146,21 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// As [`Service::delete_plan`].
-    pub async fn delete_plan_by(&self, admin: &User, id: &str) -> Result<(), ManagePlansError> {
-        let plan = plan_id(id)?;
+    pub async fn delete_plan_by(
+        &self,
+        admin: &User,
+        id: &domain::PlanId,
+    ) -> Result<(), ManagePlansError> {
         let before = self.stored_plan(id).await;
         let entry = Entry {
             admin,
             action: AuditAction::PlanDeleted,
             object_kind: "plan",
-            object_id: id.to_owned(),
+            object_id: id.to_string(),
             before: before.as_ref().map(plan_facts),
             after: None,
         };
-        self.write_audited(AdminWrite::DeletePlan(&plan), entry)
+        self.write_audited(AdminWrite::DeletePlan(id), entry)
             .await?;
         Ok(())
     }
@@ -172,10 +172,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     pub async fn reorder_plans_by(
         &self,
         admin: &User,
-        ids: &[String],
+        ids: &[domain::PlanId],
     ) -> Result<(), ManagePlansError> {
-        let plans = plan_ids(ids)?;
-        let after = BTreeMap::from([("order".to_owned(), text(ids.join(",")))]);
+        let order: Vec<&str> = ids.iter().map(domain::PlanId::as_str).collect();
+        let after = BTreeMap::from([("order".to_owned(), text(order.join(",")))]);
         let entry = Entry {
             admin,
             action: AuditAction::PlansReordered,
@@ -184,7 +184,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             before: None,
             after: Some(after),
         };
-        self.write_audited(AdminWrite::ReorderPlans(&plans), entry)
+        self.write_audited(AdminWrite::ReorderPlans(ids), entry)
             .await?;
         Ok(())
     }

@@ -143,10 +143,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     }
 
     /// The user `user_id` names, or [`AdminListError::UserNotFound`].
-    async fn customer(&self, user_id: &str) -> Result<User, AdminListError> {
-        let id = UserId::new(user_id).map_err(|_| AdminListError::UserNotFound)?;
+    async fn customer(&self, user_id: &UserId) -> Result<User, AdminListError> {
         self.store
-            .find_user(&id)
+            .find_user(user_id)
             .await?
             .ok_or(AdminListError::UserNotFound)
     }
@@ -158,7 +157,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// [`AdminListError::UserNotFound`]; infrastructure.
     pub async fn customer_overview(
         &self,
-        user_id: &str,
+        user_id: &UserId,
     ) -> Result<CustomerOverview, AdminListError> {
         let user = self.customer(user_id).await?;
         let status = self.report_status(&user).await?;
@@ -178,7 +177,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// [`AdminListError::UserNotFound`]; a bad cursor or limit; infrastructure.
     pub async fn customer_transactions(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         page: &PageAfter,
     ) -> Result<CursorPage<CreditTransaction>, AdminListError> {
         let keyset = Keyset::parse(page.cursor.as_deref(), page.limit)?;

@@ -11,7 +11,8 @@
 
 use domain::{
     ChangeDirection, PlanId, PlanSnapshot, RenewalIntent, ScheduledSwitch, Subscription,
-    SubscriptionEvent, SwitchAtPeriodEnd, Transition, check_no_change_in_progress, schedule_switch,
+    SubscriptionEvent, SubscriptionId, SwitchAtPeriodEnd, Transition, check_no_change_in_progress,
+    schedule_switch,
 };
 
 use super::{ChangePlanError, in_progress};
@@ -53,8 +54,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     pub async fn schedule_plan_switch(
         &self,
         user: &User,
-        subscription_id: &str,
-        plan_id: &str,
+        subscription_id: &SubscriptionId,
+        plan_id: &PlanId,
     ) -> Result<PlanSwitchScheduled, ChangePlanError> {
         let current = self.own_subscription(user, subscription_id).await?;
         let now = self.clock.now();
@@ -101,7 +102,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     pub async fn cancel_scheduled_switch(
         &self,
         user: &User,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
     ) -> Result<Subscription, ChangePlanError> {
         let current = self.own_subscription(user, subscription_id).await?;
         let Some(switch) = current.scheduled_switch().cloned() else {
@@ -178,7 +179,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             "an unsettled plan change was abandoned".into(),
         );
         match self.store.apply_payment_event(&command).await {
-            Ok(PaymentEventOutcome::Applied { .. }) => Ok(released),
+            // Written: the claim is gone from the store too, so the next write expects none.
+            Ok(PaymentEventOutcome::Applied { .. }) => Ok(released.as_stored()),
             Ok(PaymentEventOutcome::Duplicate) | Err(StoreError::Conflict(_)) => Err(in_progress()),
             Err(e) => Err(e.into()),
         }

@@ -94,9 +94,12 @@ async fn static_listing_hides_hidden_plans_and_dynamic_listing_follows_sort_orde
     .unwrap();
     assert_eq!(listed.len(), 4);
     assert_eq!(h.service.import_static_plans().await.unwrap().created, 4);
-    h.service.set_plan_hidden("lifetime", true).await.unwrap();
     h.service
-        .reorder_plans(&["qr-credits".into(), "credits-100".into()])
+        .set_plan_hidden(&plan_id("lifetime"), true)
+        .await
+        .unwrap();
+    h.service
+        .reorder_plans(&[plan_id("qr-credits"), plan_id("credits-100")])
         .await
         .unwrap();
     let mut restricted = PlanInput {

@@ -70,11 +70,13 @@ async fn unknown_statuses_and_users_are_refused_not_empty() {
         })
     ));
     assert!(matches!(
-        s.customer_overview("usr_nobody").await,
+        s.customer_overview(&domain::UserId::new("usr_nobody").unwrap())
+            .await,
         Err(AdminListError::UserNotFound)
     ));
     assert!(matches!(
-        s.customer_transactions("usr_nobody", &first(5)).await,
+        s.customer_transactions(&domain::UserId::new("usr_nobody").unwrap(), &first(5))
+            .await,
         Err(AdminListError::UserNotFound)
     ));
 }
@@ -87,7 +89,7 @@ async fn an_adjustment_is_audited_once_with_its_admin_and_balances() {
     admin.role = Role::Admin;
     let grant = AdjustCredits {
         admin: admin.clone(),
-        user_id: user.id.to_string(),
+        user_id: user.id.clone(),
         amount: Decimal::new(1250, 2),
         reason: "outage".into(),
         expires_at: None,
@@ -118,13 +120,10 @@ async fn an_adjustment_is_audited_once_with_its_admin_and_balances() {
             .unwrap()
             .contains("balanceHundredths=1250")
     );
-    let overview = s.customer_overview(user.id.as_str()).await.unwrap();
+    let overview = s.customer_overview(&user.id).await.unwrap();
     assert_eq!(overview.status.balance.hundredths(), 1250);
     assert!(overview.totals.is_empty(), "a grant is not a payment");
-    let ledger = s
-        .customer_transactions(user.id.as_str(), &first(5))
-        .await
-        .unwrap();
+    let ledger = s.customer_transactions(&user.id, &first(5)).await.unwrap();
     assert_eq!(
         ledger.items[0].context.note.as_deref(),
         Some(format!("outage ({})", admin.id).as_str())
@@ -234,9 +233,11 @@ async fn an_administrators_cancel_is_audited_with_its_write_once_and_again_after
     let log = || async { s.audit_log(&first(10)).await.unwrap().items };
 
     s.clock().advance_ms(1_000);
-    let ending = s.cancel_subscription_for_customer(&admin, &id).await;
+    let ending = s
+        .cancel_subscription_for_customer(&admin, &super::harness::sub_id(&id))
+        .await;
     assert_eq!(ending.unwrap().renewal(), RenewalIntent::EndsAtPeriodEnd);
-    s.cancel_subscription_for_customer(&admin, &id)
+    s.cancel_subscription_for_customer(&admin, &super::harness::sub_id(&id))
         .await
         .unwrap();
     let entries = log().await;
@@ -253,9 +254,13 @@ async fn an_administrators_cancel_is_audited_with_its_write_once_and_again_after
 
     // Resumed by the subscriber, then cancelled again: a write (and an entry) of its own.
     s.clock().advance_ms(1_000);
-    s.resume_subscription(&user, &id).await.unwrap();
+    s.resume_subscription(&user, &super::harness::sub_id(&id))
+        .await
+        .unwrap();
     s.clock().advance_ms(1_000);
-    let again = s.cancel_subscription_for_customer(&admin, &id).await;
+    let again = s
+        .cancel_subscription_for_customer(&admin, &super::harness::sub_id(&id))
+        .await;
     assert_eq!(again.unwrap().renewal(), RenewalIntent::EndsAtPeriodEnd);
     assert_eq!(log().await.len(), 2);
     assert_eq!(

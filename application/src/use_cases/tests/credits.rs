@@ -22,7 +22,7 @@ async fn funded(h: &Harness, whole: i64) -> User {
 
 fn chat(user: &User, model: &str, tokens: i64, key: &str) -> ConsumeCredits {
     ConsumeCredits {
-        user_id: user.id.as_str().into(),
+        user_id: user.id.clone(),
         usage: UsageRequest {
             feature: None,
             model: Some(model.into()),
@@ -71,7 +71,7 @@ async fn insufficient_credits_reports_the_balance_and_writes_nothing() {
     let h = Harness::new();
     let user = funded(&h, 1).await;
     let image = ConsumeCredits {
-        user_id: user.id.as_str().into(),
+        user_id: user.id.clone(),
         usage: UsageRequest {
             feature: Some("image".into()),
             model: None,
@@ -112,7 +112,7 @@ async fn unknown_models_features_users_and_absurd_tokens_are_refused() {
         Err(CreditsError::InvalidUsage(_))
     ));
     let mut ghost = chat(&user, "big", 10, "d");
-    ghost.user_id = "usr_ghost".into();
+    ghost.user_id = domain::UserId::new("usr_ghost").unwrap();
     assert!(matches!(
         h.service.consume_credits(ghost.clone()).await,
         Err(CreditsError::UserNotFound)
@@ -143,20 +143,20 @@ async fn a_reservation_holds_then_settles_the_actual_cost_and_returns_the_rest()
     };
     let (settled, _) = h
         .service
-        .settle_reservation(user.id.as_str(), reservation.id.as_str(), &actual)
+        .settle_reservation(&user.id, &reservation.id, &actual)
         .await
         .unwrap();
     assert!(matches!(settled.status, ReservationStatus::Settled { .. }));
     assert_eq!(h.service.balance(&user.id).await.unwrap().hundredths(), 900);
     let (_, replay) = h
         .service
-        .settle_reservation(user.id.as_str(), reservation.id.as_str(), &actual)
+        .settle_reservation(&user.id, &reservation.id, &actual)
         .await
         .unwrap();
     assert_eq!(replay, Replay::Replayed);
     let err = h
         .service
-        .release_reservation(user.id.as_str(), reservation.id.as_str())
+        .release_reservation(&user.id, &reservation.id)
         .await
         .unwrap_err();
     assert!(matches!(err, CreditsError::AlreadyResolved("settled")));
@@ -172,7 +172,7 @@ async fn released_and_expired_reservations_return_everything() {
         .await
         .unwrap();
     h.service
-        .release_reservation(user.id.as_str(), r1.id.as_str())
+        .release_reservation(&user.id, &r1.id)
         .await
         .unwrap();
     let (_r2, _) = h

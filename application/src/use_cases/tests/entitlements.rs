@@ -80,7 +80,7 @@ async fn a_subscriber_keeps_the_entitlements_sold_when_the_plan_is_edited_or_del
 
     h.service.update_plan("team", &team_plan(99)).await.unwrap();
     assert_eq!(h.service.report_entitlements(&user).await.unwrap(), held);
-    h.service.delete_plan("team").await.unwrap();
+    h.service.delete_plan(&plan_id("team")).await.unwrap();
     assert_eq!(h.service.report_entitlements(&user).await.unwrap(), held);
 }
 
@@ -118,7 +118,7 @@ async fn an_order_stored_without_entitlements_falls_back_to_the_live_plan() {
         GrantSource::Order(OrderId::new("old-order").unwrap())
     );
     // Without a snapshot the live plan decides, and a deleted plan grants nothing.
-    h.service.delete_plan("team").await.unwrap();
+    h.service.delete_plan(&plan_id("team")).await.unwrap();
     let held = h.service.report_entitlements(&user).await.unwrap();
     assert!(held.entitlements.is_empty(), "{held:?}");
 }

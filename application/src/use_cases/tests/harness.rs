@@ -155,3 +155,13 @@ pub fn period(start_days: i64, end_days: i64) -> BillingPeriod {
 pub fn credits(whole: i64) -> Credits {
     Credits::from_whole(whole).unwrap()
 }
+
+/// A subscription id as the edge would have parsed it.
+pub fn sub_id(raw: &str) -> domain::SubscriptionId {
+    domain::SubscriptionId::new(raw).expect("a well-formed subscription id")
+}
+
+/// A plan id as the edge would have parsed it.
+pub fn plan_id(raw: &str) -> domain::PlanId {
+    domain::PlanId::new(raw).expect("a well-formed plan id")
+}

@@ -79,10 +79,7 @@ async fn the_reconcilers_payments_and_expiries_and_a_cancellation_are_counted() 
     let _abandoned = order(&h, &user, "lifetime").await;
     let cancelled = order(&h, &user, "lifetime").await;
     assert_eq!(recording.take(), ["order pending"; 3]);
-    h.service
-        .cancel_payment(&user, cancelled.as_str())
-        .await
-        .unwrap();
+    h.service.cancel_payment(&user, &cancelled).await.unwrap();
     assert_eq!(recording.take(), ["order cancelled"]);
     h.fake(ProviderId::CardGateway).set_status(
         &lost,
@@ -169,7 +166,7 @@ async fn a_spend_is_counted_once_however_often_it_is_sent() {
     };
     h.service.store().grant(&grant).await.unwrap();
     let spend = || ConsumeCredits {
-        user_id: user.id.as_str().into(),
+        user_id: user.id.clone(),
         usage: UsageRequest {
             feature: None,
             model: Some("big".into()),

@@ -108,7 +108,11 @@ fn refund_of(charge_ref: &str, total_minor: i64, days: i64) -> PaymentEvent {
 async fn refunding_an_upgrades_proration_takes_back_its_credits_in_proportion_once() {
     let h = Harness::with(config_with_plans(), |_| None);
     let (user, id) = subscribed(&h).await;
-    let outcome = h.service.change_plan(&user, &id, "pro-plus").await.unwrap();
+    let outcome = h
+        .service
+        .change_plan(&user, &sub_id(&id), &plan_id("pro-plus"))
+        .await
+        .unwrap();
     let asked = outcome.change.requested_at();
     let asked_of_stripe = h.fake(ProviderId::CardGateway).plan_changes();
     assert_eq!(asked_of_stripe[0].requested_at, asked);
@@ -163,7 +167,7 @@ async fn a_proration_invoiced_before_the_change_is_confirmed_is_kept_against_it(
     let (user, id) = subscribed(&h).await;
     let asked = h
         .service
-        .change_plan(&user, &id, "pro-plus")
+        .change_plan(&user, &sub_id(&id), &plan_id("pro-plus"))
         .await
         .unwrap()
         .change
@@ -198,7 +202,7 @@ async fn a_change_to_yearly_is_applied_by_the_invoice_of_its_new_period() {
     let (user, id) = subscribed(&h).await;
     let outcome = h
         .service
-        .change_plan(&user, &id, "pro-yearly")
+        .change_plan(&user, &sub_id(&id), &plan_id("pro-yearly"))
         .await
         .unwrap();
     assert_eq!(outcome.change.terms().interval().get(), 12);
@@ -255,7 +259,7 @@ async fn a_new_period_invoice_billing_another_price_is_a_mismatch_and_changes_no
     let (user, id) = subscribed(&h).await;
     let outcome = h
         .service
-        .change_plan(&user, &id, "pro-yearly")
+        .change_plan(&user, &sub_id(&id), &plan_id("pro-yearly"))
         .await
         .unwrap();
     let invoice = PaymentEvent::SubscriptionChangeInvoiced {

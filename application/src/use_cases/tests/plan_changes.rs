@@ -93,7 +93,11 @@ async fn an_upgrade_waits_for_the_provider_then_moves_the_plan_and_grants_the_di
     let h = Harness::with(switching_config(), |_| None);
     let (user, _, id) = subscribed(&h).await;
 
-    let outcome = h.service.change_plan(&user, &id, "pro-plus").await.unwrap();
+    let outcome = h
+        .service
+        .change_plan(&user, &sub_id(&id), &plan_id("pro-plus"))
+        .await
+        .unwrap();
     assert_eq!(outcome.change.direction(), ChangeDirection::Upgrade);
     assert_eq!(outcome.subscription.plan_id().as_str(), "pro-monthly");
     let asked = h.fake(ProviderId::CardGateway).plan_changes();
@@ -151,7 +155,10 @@ async fn a_provider_event_billing_another_price_than_asked_is_a_mismatch_and_cha
     );
     assert_eq!(held(&h, &user).await.plan_id().as_str(), "pro-monthly");
 
-    h.service.change_plan(&user, &id, "pro-plus").await.unwrap();
+    h.service
+        .change_plan(&user, &sub_id(&id), &plan_id("pro-plus"))
+        .await
+        .unwrap();
     for (event_id, minor) in [("cent", 1), ("lite", 499)] {
         assert_eq!(
             deliver(&h, event_id, switched(minor, 1)).await,
@@ -171,7 +178,11 @@ async fn a_provider_event_billing_another_price_than_asked_is_a_mismatch_and_cha
 async fn a_downgrade_grants_nothing_now_and_the_next_renewal_grants_the_lower_credits() {
     let h = Harness::with(switching_config(), |_| None);
     let (user, _, id) = subscribed(&h).await;
-    let outcome = h.service.change_plan(&user, &id, "pro-lite").await.unwrap();
+    let outcome = h
+        .service
+        .change_plan(&user, &sub_id(&id), &plan_id("pro-lite"))
+        .await
+        .unwrap();
     assert_eq!(outcome.change.direction(), ChangeDirection::Downgrade);
     assert_eq!(deliver(&h, "upd", switched(499, 1)).await, ["applied"]);
     assert_eq!(held(&h, &user).await.plan_id().as_str(), "pro-lite");
@@ -193,7 +204,10 @@ async fn a_refused_switch_forgets_the_change_and_refusals_name_their_reason() {
     let (user, _, id) = subscribed(&h).await;
     h.fake(ProviderId::CardGateway)
         .refuse_plan_changes(Some("no such price"));
-    let refused = h.service.change_plan(&user, &id, "pro-plus").await;
+    let refused = h
+        .service
+        .change_plan(&user, &sub_id(&id), &plan_id("pro-plus"))
+        .await;
     assert!(
         matches!(refused, Err(ChangePlanError::Gateway(_))),
         "{refused:?}"
@@ -203,23 +217,33 @@ async fn a_refused_switch_forgets_the_change_and_refusals_name_their_reason() {
     let other = h.user("b@example.com").await;
     let cases = [
         (
-            h.service.change_plan(&other, &id, "pro-plus").await,
+            h.service
+                .change_plan(&other, &sub_id(&id), &plan_id("pro-plus"))
+                .await,
             "not owner",
         ),
         (
-            h.service.change_plan(&user, &id, "pro-monthly").await,
+            h.service
+                .change_plan(&user, &sub_id(&id), &plan_id("pro-monthly"))
+                .await,
             "same",
         ),
         (
-            h.service.change_plan(&user, &id, "credits-100").await,
+            h.service
+                .change_plan(&user, &sub_id(&id), &plan_id("credits-100"))
+                .await,
             "type",
         ),
         (
-            h.service.change_plan(&user, &id, "qr-credits").await,
+            h.service
+                .change_plan(&user, &sub_id(&id), &plan_id("qr-credits"))
+                .await,
             "provider",
         ),
         (
-            h.service.change_plan(&user, "nope", "pro-plus").await,
+            h.service
+                .change_plan(&user, &sub_id("nope"), &plan_id("pro-plus"))
+                .await,
             "unknown",
         ),
     ];
@@ -241,20 +265,21 @@ async fn a_refused_switch_forgets_the_change_and_refusals_name_their_reason() {
 async fn a_scheduled_cancellation_is_resumed_through_the_provider() {
     let h = Harness::with(switching_config(), |_| None);
     let (user, order, id) = subscribed(&h).await;
-    let early = h.service.resume_subscription(&user, &id).await;
+    let early = h.service.resume_subscription(&user, &sub_id(&id)).await;
     assert!(
         matches!(early, Err(ChangePlanError::Refused(_))),
         "{early:?}"
     );
-    h.service
-        .cancel_payment(&user, order.as_str())
-        .await
-        .unwrap();
+    h.service.cancel_payment(&user, &order).await.unwrap();
     assert_eq!(
         held(&h, &user).await.renewal(),
         domain::RenewalIntent::EndsAtPeriodEnd
     );
-    let resumed = h.service.resume_subscription(&user, &id).await.unwrap();
+    let resumed = h
+        .service
+        .resume_subscription(&user, &sub_id(&id))
+        .await
+        .unwrap();
     assert_eq!(resumed.renewal(), domain::RenewalIntent::Renews);
     assert_eq!(
         held(&h, &user).await.renewal(),

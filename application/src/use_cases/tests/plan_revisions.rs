@@ -82,7 +82,10 @@ async fn asked_to_switch(h: &Harness) -> (User, String) {
     };
     assert_eq!(deliver(h, "act", activated).await, ["applied"]);
     let id = held(h, &user).await.id().to_string();
-    h.service.change_plan(&user, &id, "pp-plus").await.unwrap();
+    h.service
+        .change_plan(&user, &sub_id(&id), &plan_id("pp-plus"))
+        .await
+        .unwrap();
     (user, id)
 }
 

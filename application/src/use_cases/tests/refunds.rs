@@ -40,7 +40,7 @@ async fn deliver(h: &Harness, provider: ProviderId, id: &str, event: PaymentEven
 
 async fn status(h: &Harness, user: &User, id: &OrderId) -> OrderStatus {
     h.service
-        .query_payment(user, id.as_str())
+        .query_payment(user, id)
         .await
         .unwrap()
         .order
@@ -394,7 +394,7 @@ mod from_tally {
 
     fn asked(id: &OrderId, amount: Option<&str>) -> RefundOrder {
         RefundOrder {
-            order_id: id.as_str().into(),
+            order_id: id.clone(),
             amount: amount.map(|a| a.parse().unwrap()),
             reason: "requested by the customer".into(),
         }

@@ -68,7 +68,7 @@ async fn a_switch_at_period_end_cancels_keeps_the_plan_and_holds_off_other_switc
     let (user, id) = subscribed(&h).await;
     let scheduled = h
         .service
-        .schedule_plan_switch(&user, &id, "pro-plus")
+        .schedule_plan_switch(&user, &sub_id(&id), &plan_id("pro-plus"))
         .await
         .unwrap();
     assert_eq!(scheduled.plan_id.as_str(), "pro-plus");
@@ -86,12 +86,18 @@ async fn a_switch_at_period_end_cancels_keeps_the_plan_and_holds_off_other_switc
     );
 
     // Another switch, now or later, is refused without asking the provider.
-    let again = h.service.schedule_plan_switch(&user, &id, "pro-plus").await;
+    let again = h
+        .service
+        .schedule_plan_switch(&user, &sub_id(&id), &plan_id("pro-plus"))
+        .await;
     assert!(
         matches!(again, Err(ChangePlanError::InProgress(_))),
         "{again:?}"
     );
-    let now_switch = h.service.change_plan(&user, &id, "pro-plus").await;
+    let now_switch = h
+        .service
+        .change_plan(&user, &sub_id(&id), &plan_id("pro-plus"))
+        .await;
     assert!(
         matches!(now_switch, Err(ChangePlanError::InProgress(_))),
         "{now_switch:?}"
@@ -121,7 +127,10 @@ async fn a_refused_cancellation_drops_the_claim_and_a_withdrawal_keeps_the_end()
     let (user, id) = subscribed(&h).await;
     let fake = h.fake(ProviderId::CardGateway);
     fake.refuse_cancellations(Some("card declined"));
-    let refused = h.service.schedule_plan_switch(&user, &id, "pro-plus").await;
+    let refused = h
+        .service
+        .schedule_plan_switch(&user, &sub_id(&id), &plan_id("pro-plus"))
+        .await;
     assert!(
         matches!(refused, Err(ChangePlanError::Gateway(_))),
         "{refused:?}"
@@ -133,13 +142,17 @@ async fn a_refused_cancellation_drops_the_claim_and_a_withdrawal_keeps_the_end()
     fake.refuse_cancellations(None);
     h.service.clock().advance_ms(1);
     h.service
-        .schedule_plan_switch(&user, &id, "pro-plus")
+        .schedule_plan_switch(&user, &sub_id(&id), &plan_id("pro-plus"))
         .await
         .unwrap();
-    let withdrawn = h.service.cancel_scheduled_switch(&user, &id).await.unwrap();
+    let withdrawn = h
+        .service
+        .cancel_scheduled_switch(&user, &sub_id(&id))
+        .await
+        .unwrap();
     assert_eq!(withdrawn.scheduled_switch(), None);
     assert_eq!(withdrawn.renewal(), RenewalIntent::EndsAtPeriodEnd);
-    let nothing = h.service.cancel_scheduled_switch(&user, &id).await;
+    let nothing = h.service.cancel_scheduled_switch(&user, &sub_id(&id)).await;
     assert!(
         matches!(nothing, Err(ChangePlanError::Refused(_))),
         "{nothing:?}"
@@ -148,7 +161,7 @@ async fn a_refused_cancellation_drops_the_claim_and_a_withdrawal_keeps_the_end()
     // same millisecond as an earlier claim is that claim's duplicate: in progress.)
     h.service.clock().advance_ms(1);
     h.service
-        .schedule_plan_switch(&user, &id, "pro-plus")
+        .schedule_plan_switch(&user, &sub_id(&id), &plan_id("pro-plus"))
         .await
         .unwrap();
     assert_eq!(fake.cancelled_subscriptions().len(), 1);
@@ -159,9 +172,15 @@ async fn an_unconfirmed_change_holds_off_switches_until_it_goes_stale() {
     let h = Harness::with(switching_config(), |_| None);
     let (user, id) = subscribed(&h).await;
     // The provider accepts but its event never comes: the change stays pending.
-    h.service.change_plan(&user, &id, "pro-plus").await.unwrap();
+    h.service
+        .change_plan(&user, &sub_id(&id), &plan_id("pro-plus"))
+        .await
+        .unwrap();
     assert!(held(&h, &user).await.pending_change().is_some());
-    let held_off = h.service.change_plan(&user, &id, "pro-plus").await;
+    let held_off = h
+        .service
+        .change_plan(&user, &sub_id(&id), &plan_id("pro-plus"))
+        .await;
     assert!(
         matches!(held_off, Err(ChangePlanError::InProgress(_))),
         "{held_off:?}"
@@ -169,7 +188,10 @@ async fn an_unconfirmed_change_holds_off_switches_until_it_goes_stale() {
     assert_eq!(h.fake(ProviderId::CardGateway).plan_changes().len(), 1);
 
     h.service.clock().advance_ms(CLAIM_HOLD_MS);
-    h.service.change_plan(&user, &id, "pro-plus").await.unwrap();
+    h.service
+        .change_plan(&user, &sub_id(&id), &plan_id("pro-plus"))
+        .await
+        .unwrap();
     assert_eq!(h.fake(ProviderId::CardGateway).plan_changes().len(), 2);
     let pending = held(&h, &user).await;
     let change = pending.pending_change().expect("the new claim");

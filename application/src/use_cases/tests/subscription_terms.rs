@@ -87,7 +87,7 @@ async fn current_period(h: &Harness, user: &User) -> BillingPeriod {
 }
 
 async fn assert_untouched_order(h: &Harness, user: &User, id: &OrderId) {
-    let record = h.service.query_payment(user, id.as_str()).await.unwrap();
+    let record = h.service.query_payment(user, id).await.unwrap();
     assert_eq!(*record.order.status(), OrderStatus::Pending);
     assert!(record.mismatch.is_some(), "the mismatch is shown to admins");
     let status = h.service.report_status(user).await.unwrap();
@@ -237,7 +237,10 @@ async fn renewals_grant_the_credits_sold_after_the_plan_is_edited_or_deleted() {
     let outcomes = deliver(&h, "r1", renewed(period(30, 60), usd(999), 100)).await;
     assert_eq!(outcomes, ["applied"]);
     assert_eq!(balance(&h, &user).await, 2 * PERIOD_CREDITS);
-    h.service.delete_plan("pro-monthly").await.unwrap();
+    h.service
+        .delete_plan(&plan_id("pro-monthly"))
+        .await
+        .unwrap();
     let outcomes = deliver(&h, "r2", renewed(period(60, 90), usd(999), 200)).await;
     assert_eq!(outcomes, ["applied"]);
     assert_eq!(balance(&h, &user).await, 3 * PERIOD_CREDITS);

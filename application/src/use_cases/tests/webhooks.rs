@@ -67,7 +67,7 @@ async fn a_paid_credits_order_grants_its_credits_exactly_once() {
     assert_eq!(other.credits_granted, domain::Credits::ZERO);
     assert_eq!(balance(&h, &user).await, 10_000);
     assert_eq!(grants(&h), 1);
-    let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
+    let record = h.service.query_payment(&user, &id).await.unwrap();
     assert!(matches!(record.order.status(), OrderStatus::Paid { .. }));
 }
 
@@ -118,7 +118,7 @@ async fn an_amount_mismatch_is_recorded_and_grants_nothing() {
         .await
         .unwrap();
     assert_eq!(balance(&h, &user).await, 0);
-    let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
+    let record = h.service.query_payment(&user, &id).await.unwrap();
     assert_eq!(*record.order.status(), OrderStatus::Pending);
     assert!(record.mismatch.unwrap().contains("0.01 USD"));
     assert_eq!(h.service.store().inbox()[0].outcome.code(), "mismatch");
@@ -187,7 +187,7 @@ async fn subscriptions_grant_each_paid_period_once_and_ignore_stale_events() {
         h.service.store().inbox().last().unwrap().outcome.code(),
         "stale"
     );
-    let order = h.service.query_payment(&user, id.as_str()).await.unwrap();
+    let order = h.service.query_payment(&user, &id).await.unwrap();
     assert!(matches!(order.order.status(), OrderStatus::Paid { .. }));
 }
 
@@ -222,7 +222,7 @@ async fn a_refund_claws_back_the_unspent_share_and_records_what_was_spent() {
         .await
         .unwrap();
     assert_eq!(balance(&h, &user).await, 0);
-    let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
+    let record = h.service.query_payment(&user, &id).await.unwrap();
     assert!(matches!(
         record.order.status(),
         OrderStatus::Refunded { .. }
@@ -270,11 +270,7 @@ async fn the_reconciler_completes_an_order_whose_webhook_was_lost_and_expires_ab
     h.service.clock().advance_ms(4_000_000);
     let report = h.service.reconcile(settings).await.unwrap();
     assert_eq!(report.expired, 1);
-    let record = h
-        .service
-        .query_payment(&user, abandoned.as_str())
-        .await
-        .unwrap();
+    let record = h.service.query_payment(&user, &abandoned).await.unwrap();
     assert_eq!(*record.order.status(), OrderStatus::Expired);
 }
 
@@ -363,7 +359,7 @@ async fn a_validly_signed_event_for_another_merchant_is_acknowledged_recorded_an
     let entry = h.service.store().inbox().last().cloned().unwrap();
     assert_eq!(entry.outcome.code(), "foreign_merchant");
     assert!(entry.detail.unwrap().contains("livemode"));
-    let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
+    let record = h.service.query_payment(&user, &id).await.unwrap();
     assert_eq!(*record.order.status(), OrderStatus::Pending);
     assert_eq!(balance(&h, &user).await, 0);
 }
@@ -439,7 +435,7 @@ async fn an_approval_of_a_cancelled_order_is_not_captured() {
     let h = Harness::new();
     let user = h.user("a@example.com").await;
     let id = order(&h, &user, "credits-100").await;
-    h.service.cancel_payment(&user, id.as_str()).await.unwrap();
+    h.service.cancel_payment(&user, &id).await.unwrap();
     let fake = h.fake(ProviderId::CardGateway);
     fake.answer_capture(&id, captured());
     let handled = h
@@ -452,7 +448,7 @@ async fn an_approval_of_a_cancelled_order_is_not_captured() {
         .unwrap();
     assert_eq!(handled.outcomes(), vec!["ignored".to_owned()]);
     assert!(fake.captures().is_empty());
-    let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
+    let record = h.service.query_payment(&user, &id).await.unwrap();
     assert_eq!(*record.order.status(), OrderStatus::Cancelled);
     assert_eq!(balance(&h, &user).await, 0);
     let inbox = h.service.store().inbox();
@@ -513,7 +509,7 @@ async fn an_approval_of_an_unknown_or_foreign_order_is_not_captured() {
     assert_eq!(handled.outcomes(), vec!["mismatch".to_owned()]);
     assert!(fake.captures().is_empty());
     assert!(h.fake(ProviderId::WalletGlobal).captures().is_empty());
-    let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
+    let record = h.service.query_payment(&user, &id).await.unwrap();
     assert_eq!(*record.order.status(), OrderStatus::Pending);
 }
 
@@ -534,7 +530,7 @@ async fn a_held_or_refused_capture_leaves_the_order_pending() {
         .unwrap();
     assert_eq!(handled.outcomes(), vec!["ignored".to_owned()]);
     assert_eq!(fake.captures().len(), 1);
-    let record = h.service.query_payment(&user, id.as_str()).await.unwrap();
+    let record = h.service.query_payment(&user, &id).await.unwrap();
     assert_eq!(*record.order.status(), OrderStatus::Pending);
 }
 
@@ -546,19 +542,19 @@ async fn the_buyers_return_captures_their_own_pending_order() {
     let id = order(&h, &user, "credits-100").await;
     let fake = h.fake(ProviderId::CardGateway);
     // Not approved yet (the provider refuses the capture): still pending.
-    let record = h.service.confirm_payment(&user, id.as_str()).await.unwrap();
+    let record = h.service.confirm_payment(&user, &id).await.unwrap();
     assert_eq!(*record.order.status(), OrderStatus::Pending);
     assert!(matches!(
-        h.service.confirm_payment(&stranger, id.as_str()).await,
+        h.service.confirm_payment(&stranger, &id).await,
         Err(crate::use_cases::query_payment::QueryPaymentError::NotFound)
     ));
     assert_eq!(fake.captures().len(), 1);
     fake.answer_capture(&id, captured());
-    let record = h.service.confirm_payment(&user, id.as_str()).await.unwrap();
+    let record = h.service.confirm_payment(&user, &id).await.unwrap();
     assert!(matches!(record.order.status(), OrderStatus::Paid { .. }));
     assert_eq!(balance(&h, &user).await, 10_000);
     // Paid: a second return captures nothing, and the approval webhook after it neither.
-    h.service.confirm_payment(&user, id.as_str()).await.unwrap();
+    h.service.confirm_payment(&user, &id).await.unwrap();
     let late = h
         .deliver(
             ProviderId::CardGateway,

@@ -21,7 +21,7 @@ use super::orders::order_table;
 use super::{console, gate};
 use crate::format;
 use crate::layout::{self, Nav, csrf_field};
-use crate::pages::provider_key;
+use crate::pages::{parse_id, provider_key};
 use crate::state::{PageError, PageResult, PageState, Visitor};
 
 pub(crate) use self::actions::{apply, confirm};
@@ -99,7 +99,8 @@ fn customer_table(v: &Visitor, users: &[User]) -> Markup {
 /// `GET /admin/customers/{id}?cursor=`.
 pub(crate) async fn show(state: Arc<PageState>, v: Visitor, request: Request) -> PageResult {
     gate(&v)?;
-    let id = request.raw_path_param("id").unwrap_or_default().to_owned();
+    let raw = request.raw_path_param("id").unwrap_or_default();
+    let id = parse_id(raw, UserId::new).ok_or(PageError::NotFound)?;
     let ports = &state.ports;
     let overview = ports
         .admin
@@ -112,7 +113,7 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, request: Request) ->
         .await
         .map_err(console::list_error)?;
     let filter = OrderFilter {
-        user_id: Some(UserId::new(id.as_str()).map_err(|_| PageError::NotFound)?),
+        user_id: Some(id.clone()),
         ..OrderFilter::default()
     };
     let orders = ports
@@ -136,8 +137,8 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, request: Request) ->
         }
         (console::notice(&v, &["granted", "debited", "refunded", "canceled", "cancel_requested"]))
         (summary(&v, &overview))
-        (adjust_form(&v, &id))
-        (holdings(&v, &overview, &id))
+        (adjust_form(&v, id.as_str()))
+        (holdings(&v, &overview, id.as_str()))
         section.card.section-card {
             h2 { (v.t("console.customer_orders")) }
             @if orders.items.is_empty() { p.muted { (v.t("console.orders_none")) } }

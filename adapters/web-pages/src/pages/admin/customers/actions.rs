@@ -11,7 +11,7 @@ use application::accounts::User;
 use application::use_cases::admin_console::{AdjustCredits, AdjustCreditsError, AdminCancelError};
 use application::use_cases::refund_order::{RefundOrder, RefundOrderError};
 use chrono::NaiveDate;
-use domain::{IdempotencyKey, Timestamp};
+use domain::{IdempotencyKey, OrderId, SubscriptionId, Timestamp, UserId};
 use maud::{Markup, html};
 use poem::Request;
 use poem::http::StatusCode;
@@ -20,6 +20,7 @@ use rust_decimal::Decimal;
 use super::PATH;
 use crate::layout::{self, Nav, csrf_field};
 use crate::pages::admin::{console, gate};
+use crate::pages::parse_id;
 use crate::state::{PageError, PageResult, PageState, Visitor, read_form, redirect};
 
 type Fields = BTreeMap<String, String>;
@@ -142,9 +143,11 @@ pub(crate) async fn apply(state: Arc<PageState>, v: Visitor, mut request: Reques
                 expiry(field(&fields, "expiresOn")).map_err(|()| PageError::BadRequest)?;
             let idempotency_key =
                 IdempotencyKey::new(field(&fields, "key")).map_err(|_| PageError::BadRequest)?;
+            // A malformed id names nobody, as the use case answers an unknown user.
+            let user_id = parse_id(&id, UserId::new).ok_or(PageError::NotFound)?;
             let request = AdjustCredits {
                 admin,
-                user_id: id.clone(),
+                user_id,
                 amount,
                 reason: field(&fields, "reason").to_owned(),
                 expires_at,
@@ -159,8 +162,11 @@ pub(crate) async fn apply(state: Arc<PageState>, v: Visitor, mut request: Reques
             }
         }
         "refund" => {
+            // A malformed id is not found, as the use case answers an unknown order.
+            let order_id =
+                parse_id(field(&fields, "orderId"), OrderId::new).ok_or(PageError::NotFound)?;
             let request = RefundOrder {
-                order_id: field(&fields, "orderId").to_owned(),
+                order_id,
                 amount: None,
                 reason: field(&fields, "reason").to_owned(),
             };
@@ -196,6 +202,8 @@ async fn cancel(
     subscription: &str,
     now: bool,
 ) -> Result<Result<&'static str, String>, PageError> {
+    // A malformed id is not found, as the use case answers an unknown one.
+    let subscription = &parse_id(subscription, SubscriptionId::new).ok_or(PageError::NotFound)?;
     let ports = &state.ports;
     let result = if now {
         ports
