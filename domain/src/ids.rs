@@ -114,6 +114,14 @@ string_id!(
     ReservationId, "reservation id", 64, id_char, "ASCII letters, digits, '-' and '_'"
 );
 string_id!(
+    /// An API key (the record, never its secret): issued as `key_…` by the id generator.
+    ApiKeyId, "API key id", 64, id_char, "ASCII letters, digits, '-' and '_'"
+);
+string_id!(
+    /// A host webhook endpoint: issued as `we_…` by the id generator.
+    WebhookEndpointId, "webhook endpoint id", 64, id_char, "ASCII letters, digits, '-' and '_'"
+);
+string_id!(
     /// A caller-supplied key that makes a money-moving request safe to retry.
     IdempotencyKey, "idempotency key", 255, key_char, "printable ASCII without spaces"
 );
@@ -176,6 +184,9 @@ mod tests {
             OrderId::new("../x"),
             Err(IdError::BadCharacter { .. })
         ));
+        assert!(ApiKeyId::new("key_Zm9vYmFyYmF6cXV4MDEyMzQ1").is_ok());
+        assert!(WebhookEndpointId::new("we_Zm9vYmFyYmF6cXV4MDEyMzQ1").is_ok());
+        assert!(WebhookEndpointId::new("we 1").is_err());
         assert!(IdempotencyKey::new("8e0f3c2a-retry:1").is_ok());
         assert!(IdempotencyKey::new("with space").is_err());
     }

@@ -32,7 +32,10 @@ pub use consumption::{
     TokenCount, UnknownModelPolicy, Usage,
 };
 pub use credits::{CreditDelta, Credits, CreditsError};
-pub use ids::{IdError, IdempotencyKey, OrderId, PlanId, ReservationId, SubscriptionId, UserId};
+pub use ids::{
+    ApiKeyId, IdError, IdempotencyKey, OrderId, PlanId, ReservationId, SubscriptionId, UserId,
+    WebhookEndpointId,
+};
 pub use ledger::{
     BalanceAlert, GrantLot, KeyReuse, LedgerError, SpendDecision, TransactionKind, balance_alerts,
     decide_spend,

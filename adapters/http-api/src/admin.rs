@@ -12,7 +12,7 @@ use application::use_cases::admin_console::{AdjustCredits, AdjustCreditsError};
 use application::use_cases::api_keys::ApiKeyError;
 use application::use_cases::manage_plans::{ManagePlansError, PlanInput};
 use application::use_cases::refund_order::{RefundOrder, RefundOrderError};
-use domain::{OrderId, PlanDraft, PlanId, PlanText, ProviderId, ProviderRefs, UserId};
+use domain::{ApiKeyId, OrderId, PlanDraft, PlanId, PlanText, ProviderId, ProviderRefs, UserId};
 use poem::Request;
 use poem_openapi::param::{Header, Path, Query};
 use poem_openapi::payload::Json;
@@ -788,10 +788,13 @@ impl AdminApi {
     ) -> RevokeApiKeyResponse {
         let result = async {
             let admin = self.state.admin(&credential).await?;
+            let id = parse_id(&id.0, ApiKeyId::new, || {
+                api_key_problem(ApiKeyError::NotFound)
+            })?;
             self.state
                 .ports
                 .admin
-                .revoke_api_key_by(&admin, &id.0)
+                .revoke_api_key_by(&admin, &id)
                 .await
                 .map_err(api_key_problem)
         };

@@ -13,6 +13,7 @@ use application::ports::{DeliveryRecord, RedeliveryTarget, WebhookEndpoint};
 use application::use_cases::webhook_endpoints::{
     CreatedEndpoint, EndpointUpdate, WebhookEndpointError,
 };
+use domain::WebhookEndpointId;
 use domain::delivery::DeliveryStatus;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
@@ -20,7 +21,7 @@ use poem_openapi::{Object, OpenApi};
 
 use crate::AppState;
 use crate::auth::Credential;
-use crate::dto::{PageInfo, page_request, timestamp};
+use crate::dto::{PageInfo, page_request, parse_id, timestamp};
 use crate::problem::{Code, Problem, api_response};
 
 /// A new endpoint.
@@ -372,6 +373,14 @@ fn not_configured() -> Problem {
     )
 }
 
+/// An endpoint id from the path, parsed once, here: a malformed one is answered like an
+/// unknown one (404 `webhook_endpoint_not_found`).
+fn endpoint_id(raw: &str) -> Result<WebhookEndpointId, Problem> {
+    parse_id(raw, WebhookEndpointId::new, || {
+        endpoint_problem(WebhookEndpointError::NotFound)
+    })
+}
+
 fn endpoint_problem(e: WebhookEndpointError) -> Problem {
     match e {
         WebhookEndpointError::InvalidUrl(refusal) => {
@@ -487,10 +496,11 @@ impl AdminWebhooksApi {
     ) -> DeleteWebhookEndpointResponse {
         let result = async {
             let admin = self.admin_webhooks(&credential).await?;
+            let id = endpoint_id(&id.0)?;
             self.state
                 .ports
                 .host_events
-                .delete_endpoint_by(&admin, &id.0)
+                .delete_endpoint_by(&admin, &id)
                 .await
                 .map_err(endpoint_problem)
         };
@@ -514,10 +524,11 @@ impl AdminWebhooksApi {
     ) -> CreateWebhookEndpointResponse {
         let result = async {
             let admin = self.admin_webhooks(&credential).await?;
+            let id = endpoint_id(&id.0)?;
             self.state
                 .ports
                 .host_events
-                .rotate_secret_by(&admin, &id.0)
+                .rotate_secret_by(&admin, &id)
                 .await
                 .map_err(endpoint_problem)
         };
@@ -546,10 +557,11 @@ impl AdminWebhooksApi {
             self.webhooks(&credential).await?;
             let page = page_request(page.0.as_deref(), limit.0.as_deref())?;
             let status = delivery_status(status.0.as_deref())?;
+            let id = endpoint_id(&id.0)?;
             self.state
                 .ports
                 .host_events
-                .list_deliveries(&id.0, status, page)
+                .list_deliveries(&id, status, page)
                 .await
                 .map_err(endpoint_problem)
         };
@@ -596,15 +608,16 @@ impl AdminWebhooksApi {
     async fn schedule_again(
         &self,
         credential: &Credential,
-        endpoint_id: &str,
+        raw_id: &str,
         target: &RedeliveryTarget,
     ) -> RedeliverResponse {
         let result = async {
             let admin = self.admin_webhooks(credential).await?;
+            let endpoint_id = endpoint_id(raw_id)?;
             self.state
                 .ports
                 .host_events
-                .redeliver_by(&admin, endpoint_id, target)
+                .redeliver_by(&admin, &endpoint_id, target)
                 .await
                 .map_err(endpoint_problem)
         };

@@ -6,7 +6,7 @@ use application::ports::Replay;
 use application::use_cases::cancel_payment::{CancelOutcome, CancelPaymentError, ProviderClose};
 use application::use_cases::initiate_payment::{InitiatePayment, InitiatePaymentError};
 use application::use_cases::query_payment::QueryPaymentError;
-use domain::{OrderId, ProviderId};
+use domain::{OrderId, PlanId, ProviderId};
 use poem::Request;
 use poem_openapi::param::{Header, Path, Query};
 use poem_openapi::payload::Json;
@@ -304,13 +304,17 @@ impl PaymentApi {
         self.state.limits.check(Action::Initiate, request)?;
         let idempotency_key = parse_idempotency_key(idempotency_key, request)?;
         let provider = parse_provider(&body.provider)?;
+        // A malformed plan id is answered like an unknown one: 404 `plan_not_found`.
+        let plan_id = PlanId::new(body.plan_id.clone()).map_err(|_| {
+            initiate_problem(InitiatePaymentError::PlanNotFound(body.plan_id.clone()))
+        })?;
         let started = self
             .state
             .ports
             .payments
             .initiate_payment(InitiatePayment {
                 user,
-                plan_id: body.plan_id,
+                plan_id,
                 provider,
                 idempotency_key,
             })

@@ -5,7 +5,7 @@
 //! checked that the principal is an administrator (`authorization::administrator`).
 
 use async_trait::async_trait;
-use domain::{PlanId, Subscription, SubscriptionId, UserId};
+use domain::{ApiKeyId, PlanId, Subscription, SubscriptionId, UserId};
 
 use crate::accounts::{ApiKey, User};
 use crate::ports::{
@@ -80,7 +80,7 @@ pub trait AdminService: Send + Sync + 'static {
     async fn list_api_keys(&self) -> Result<Vec<ApiKey>, ApiKeyError>;
 
     /// Revoke an API key (see [`Service::revoke_api_key_by`]).
-    async fn revoke_api_key_by(&self, admin: &User, id: &str) -> Result<(), ApiKeyError>;
+    async fn revoke_api_key_by(&self, admin: &User, id: &ApiKeyId) -> Result<(), ApiKeyError>;
 
     /// Grant or take credits by hand (see [`Service::adjust_credits`]).
     async fn adjust_credits(
@@ -228,7 +228,7 @@ where
         Service::list_api_keys(self).await
     }
 
-    async fn revoke_api_key_by(&self, admin: &User, id: &str) -> Result<(), ApiKeyError> {
+    async fn revoke_api_key_by(&self, admin: &User, id: &ApiKeyId) -> Result<(), ApiKeyError> {
         Service::revoke_api_key_by(self, admin, id).await
     }
 

@@ -1,6 +1,7 @@
 //! [`HostEventsService`]: the host events feed and the webhook endpoints they are delivered to.
 
 use async_trait::async_trait;
+use domain::WebhookEndpointId;
 use domain::delivery::DeliveryStatus;
 
 use crate::accounts::User;
@@ -40,7 +41,9 @@ pub trait HostEventsService: Send + Sync + 'static {
     /// Every endpoint (see [`Webhooks::list_endpoints`]).
     async fn list_endpoints(&self) -> Result<Vec<WebhookEndpoint>, WebhookEndpointError>;
 
-    /// Change an endpoint (see [`Service::update_endpoint_by`]).
+    /// Change an endpoint (see [`Service::update_endpoint_by`]). `id` stays text: the update is
+    /// checked before the id is looked up, so a malformed id must answer a bad update exactly as
+    /// an unknown id does.
     async fn update_endpoint_by(
         &self,
         admin: &User,
@@ -49,20 +52,24 @@ pub trait HostEventsService: Send + Sync + 'static {
     ) -> Result<WebhookEndpoint, WebhookEndpointError>;
 
     /// Remove an endpoint (see [`Service::delete_endpoint_by`]).
-    async fn delete_endpoint_by(&self, admin: &User, id: &str) -> Result<(), WebhookEndpointError>;
+    async fn delete_endpoint_by(
+        &self,
+        admin: &User,
+        id: &WebhookEndpointId,
+    ) -> Result<(), WebhookEndpointError>;
 
     /// Give an endpoint a new secret, the old one kept for a while (see
     /// [`Service::rotate_secret_by`]).
     async fn rotate_secret_by(
         &self,
         admin: &User,
-        id: &str,
+        id: &WebhookEndpointId,
     ) -> Result<CreatedEndpoint, WebhookEndpointError>;
 
     /// An endpoint's deliveries, newest first (see [`Webhooks::list_deliveries`]).
     async fn list_deliveries(
         &self,
-        endpoint_id: &str,
+        endpoint_id: &WebhookEndpointId,
         status: Option<DeliveryStatus>,
         page: PageRequest,
     ) -> Result<Page<DeliveryRecord>, WebhookEndpointError>;
@@ -71,7 +78,7 @@ pub trait HostEventsService: Send + Sync + 'static {
     async fn redeliver_by(
         &self,
         admin: &User,
-        endpoint_id: &str,
+        endpoint_id: &WebhookEndpointId,
         target: &RedeliveryTarget,
     ) -> Result<DeliveryRecord, WebhookEndpointError>;
 }
@@ -123,21 +130,25 @@ where
         Service::update_endpoint_by(self, admin, self.wired()?, id, update).await
     }
 
-    async fn delete_endpoint_by(&self, admin: &User, id: &str) -> Result<(), WebhookEndpointError> {
+    async fn delete_endpoint_by(
+        &self,
+        admin: &User,
+        id: &WebhookEndpointId,
+    ) -> Result<(), WebhookEndpointError> {
         Service::delete_endpoint_by(self, admin, self.wired()?, id).await
     }
 
     async fn rotate_secret_by(
         &self,
         admin: &User,
-        id: &str,
+        id: &WebhookEndpointId,
     ) -> Result<CreatedEndpoint, WebhookEndpointError> {
         Service::rotate_secret_by(self, admin, self.wired()?, id).await
     }
 
     async fn list_deliveries(
         &self,
-        endpoint_id: &str,
+        endpoint_id: &WebhookEndpointId,
         status: Option<DeliveryStatus>,
         page: PageRequest,
     ) -> Result<Page<DeliveryRecord>, WebhookEndpointError> {
@@ -149,7 +160,7 @@ where
     async fn redeliver_by(
         &self,
         admin: &User,
-        endpoint_id: &str,
+        endpoint_id: &WebhookEndpointId,
         target: &RedeliveryTarget,
     ) -> Result<DeliveryRecord, WebhookEndpointError> {
         Service::redeliver_by(self, admin, self.wired()?, endpoint_id, target).await

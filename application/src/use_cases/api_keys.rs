@@ -1,5 +1,7 @@
 //! Service API keys: created by admins, shown once, stored hashed, scoped, revocable.
 
+use domain::ApiKeyId;
+
 use super::InfraError;
 use super::sessions::API_KEY_PREFIX;
 use crate::accounts::{AccountError, ApiKey, Scope, User};
@@ -106,7 +108,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// [`ApiKeyError::NotFound`].
-    pub async fn revoke_api_key(&self, id: &str) -> Result<(), ApiKeyError> {
-        Ok(self.store.revoke_api_key(id, self.clock.now()).await?)
+    pub async fn revoke_api_key(&self, id: &ApiKeyId) -> Result<(), ApiKeyError> {
+        Ok(self
+            .store
+            .revoke_api_key(id.as_str(), self.clock.now())
+            .await?)
     }
 }

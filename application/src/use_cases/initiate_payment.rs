@@ -20,8 +20,8 @@ use crate::service::Service;
 pub struct InitiatePayment {
     /// The buyer.
     pub user: User,
-    /// The plan, as given (unparsed: an unknown id is `PlanNotFound`).
-    pub plan_id: String,
+    /// The plan (parsed by the caller, who answers a malformed id as an unknown one).
+    pub plan_id: PlanId,
     /// The provider (parsed by the caller: an unknown id never reaches the use case).
     pub provider: ProviderId,
     /// The caller's idempotency key: the same key replays the first order.
@@ -244,8 +244,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         &self,
         request: &InitiatePayment,
     ) -> Result<(Plan, ProviderId), InitiatePaymentError> {
-        let plan_id = PlanId::new(request.plan_id.clone())
-            .map_err(|_| InitiatePaymentError::PlanNotFound(request.plan_id.clone()))?;
+        let plan_id = request.plan_id.clone();
         let plan = find_plan(
             self.config.pricing_mode,
             &self.config.catalog,
@@ -253,7 +252,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             &plan_id,
         )
         .await?
-        .ok_or_else(|| InitiatePaymentError::PlanNotFound(request.plan_id.clone()))?;
+        .ok_or_else(|| InitiatePaymentError::PlanNotFound(request.plan_id.to_string()))?;
         let provider = request.provider;
         if provider != plan.provider() {
             return Err(InitiatePaymentError::ProviderMismatch {

@@ -8,8 +8,8 @@
 
 use std::sync::Arc;
 
-use domain::Timestamp;
 use domain::delivery::{DeliveryStatus, EndpointHealth, RetrySchedule, TargetRefusal};
+use domain::{Timestamp, WebhookEndpointId};
 
 use super::InfraError;
 use crate::host_events::HostEventKind;
@@ -241,12 +241,12 @@ impl Webhooks {
     /// A refused URL, an unknown type, no such endpoint, infrastructure.
     pub async fn update_endpoint(
         &self,
-        id: &str,
+        id: &WebhookEndpointId,
         update: &EndpointUpdate,
     ) -> Result<WebhookEndpoint, WebhookEndpointError> {
         let change = self.endpoint_change(update).await?;
         self.store
-            .update_endpoint(id, &change, self.clock.now())
+            .update_endpoint(id.as_str(), &change, self.clock.now())
             .await?
             .ok_or(WebhookEndpointError::NotFound)
     }
@@ -276,8 +276,11 @@ impl Webhooks {
     ///
     /// # Errors
     /// No such endpoint, infrastructure.
-    pub async fn delete_endpoint(&self, id: &str) -> Result<(), WebhookEndpointError> {
-        if self.store.delete_endpoint(id).await? {
+    pub async fn delete_endpoint(
+        &self,
+        id: &WebhookEndpointId,
+    ) -> Result<(), WebhookEndpointError> {
+        if self.store.delete_endpoint(id.as_str()).await? {
             Ok(())
         } else {
             Err(WebhookEndpointError::NotFound)
@@ -289,11 +292,19 @@ impl Webhooks {
     ///
     /// # Errors
     /// No such endpoint, infrastructure.
-    pub async fn rotate_secret(&self, id: &str) -> Result<CreatedEndpoint, WebhookEndpointError> {
+    pub async fn rotate_secret(
+        &self,
+        id: &WebhookEndpointId,
+    ) -> Result<CreatedEndpoint, WebhookEndpointError> {
         let rotation = self.new_rotation();
         let endpoint = self
             .store
-            .rotate_secret(id, &rotation.secret, rotation.previous_until, rotation.now)
+            .rotate_secret(
+                id.as_str(),
+                &rotation.secret,
+                rotation.previous_until,
+                rotation.now,
+            )
             .await?
             .ok_or(WebhookEndpointError::NotFound)?;
         Ok(CreatedEndpoint {
@@ -318,16 +329,21 @@ impl Webhooks {
     /// No such endpoint, infrastructure.
     pub async fn list_deliveries(
         &self,
-        endpoint_id: &str,
+        endpoint_id: &WebhookEndpointId,
         status: Option<DeliveryStatus>,
         page: PageRequest,
     ) -> Result<Page<DeliveryRecord>, WebhookEndpointError> {
-        if self.store.find_endpoint(endpoint_id).await?.is_none() {
+        if self
+            .store
+            .find_endpoint(endpoint_id.as_str())
+            .await?
+            .is_none()
+        {
             return Err(WebhookEndpointError::NotFound);
         }
         Ok(self
             .store
-            .list_deliveries(endpoint_id, status, page)
+            .list_deliveries(endpoint_id.as_str(), status, page)
             .await?)
     }
 
@@ -337,14 +353,19 @@ impl Webhooks {
     /// No such endpoint, delivery or event; infrastructure.
     pub async fn redeliver(
         &self,
-        endpoint_id: &str,
+        endpoint_id: &WebhookEndpointId,
         target: &RedeliveryTarget,
     ) -> Result<DeliveryRecord, WebhookEndpointError> {
-        if self.store.find_endpoint(endpoint_id).await?.is_none() {
+        if self
+            .store
+            .find_endpoint(endpoint_id.as_str())
+            .await?
+            .is_none()
+        {
             return Err(WebhookEndpointError::NotFound);
         }
         self.store
-            .redeliver(endpoint_id, target, self.clock.now())
+            .redeliver(endpoint_id.as_str(), target, self.clock.now())
             .await?
             .ok_or(WebhookEndpointError::DeliveryNotFound)
     }

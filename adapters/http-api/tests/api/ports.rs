@@ -562,6 +562,22 @@ async fn malformed_ids_are_answered_at_the_edge_as_unknown_ones_and_never_reach_
         "{body}"
     );
     let (status, body) = ask(app
+        .post("/api/payment/initiate")
+        .header("Authorization", &customer)
+        .body_json(&json!({"planId": "Not A Plan", "provider": "card_gateway"}))
+        .send()
+        .await)
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str(), body["detail"].as_str()),
+        (
+            404,
+            Some("plan_not_found"),
+            Some("plan \"Not A Plan\" not found")
+        ),
+        "{body}"
+    );
+    let (status, body) = ask(app
         .post("/api/credits/reservations/bad%20id/release")
         .header("Authorization", format!("Bearer {KEY_TOKEN}"))
         .body_json(&json!({"userId": "usr_customer"}))
@@ -573,4 +589,53 @@ async fn malformed_ids_are_answered_at_the_edge_as_unknown_ones_and_never_reach_
         (404, Some("reservation_not_found")),
         "{body}"
     );
+}
+
+#[tokio::test]
+async fn malformed_api_key_and_endpoint_ids_are_unknown_ones_and_never_reach_a_port() {
+    // No expectation on any endpoint or key method: a call would panic into a 500.
+    let mut mocks = Mocks::new();
+    mocks
+        .host_events
+        .expect_delivery_configured()
+        .return_const(true);
+    let app = mocks.app();
+    let admin = format!("Bearer {ADMIN_TOKEN}");
+    let cases = [
+        (
+            "delete",
+            "/api/admin/api-keys/bad%20id",
+            "api_key_not_found",
+        ),
+        (
+            "delete",
+            "/api/admin/webhook-endpoints/bad%20id",
+            "webhook_endpoint_not_found",
+        ),
+        (
+            "post",
+            "/api/admin/webhook-endpoints/bad%20id/rotate-secret",
+            "webhook_endpoint_not_found",
+        ),
+        (
+            "get",
+            "/api/admin/webhook-endpoints/bad%20id/deliveries",
+            "webhook_endpoint_not_found",
+        ),
+        (
+            "post",
+            "/api/admin/webhook-endpoints/bad%20id/deliveries/d1/redeliver",
+            "webhook_endpoint_not_found",
+        ),
+    ];
+    for (method, path, code) in cases {
+        let request = match method {
+            "delete" => app.delete(path),
+            "get" => app.get(path),
+            _ => app.post(path),
+        };
+        let (status, _, body) = answer(request.header("Authorization", &admin).send().await).await;
+        assert_eq!(status, 404, "{path}: {body}");
+        assert_eq!(json_of(&body)["code"], code, "{path}");
+    }
 }

@@ -157,7 +157,7 @@ impl World {
     async fn order(&self, user: &User, plan: &str) -> OrderId {
         let request = InitiatePayment {
             user: user.clone(),
-            plan_id: plan.into(),
+            plan_id: domain::PlanId::new(plan).unwrap(),
             provider: "card_gateway".parse().unwrap(),
             idempotency_key: None,
         };

@@ -303,7 +303,7 @@ async fn run_case(
         .user;
     let request = InitiatePayment {
         user: user.clone(),
-        plan_id: "pro-monthly".into(),
+        plan_id: domain::PlanId::new("pro-monthly").unwrap(),
         provider: "card_gateway".parse().unwrap(),
         idempotency_key: None,
     };

@@ -176,7 +176,7 @@ async fn a_failing_endpoint_is_retried_abandoned_and_disabled(store: &TestStore)
         .create_endpoint("https://down.example/", &[])
         .await
         .unwrap();
-    let endpoint = created.endpoint.id.clone();
+    let endpoint = domain::WebhookEndpointId::new(created.endpoint.id.clone()).unwrap();
     insert_events(store, 100, 1).await;
     wait_visible(store, 1).await;
     drain(&hooks).await;
@@ -279,7 +279,7 @@ async fn an_expired_lease_is_claimed_again(store: &TestStore) {
     hooks.attempt(&first[0]).await.unwrap();
     let page = hooks
         .list_deliveries(
-            &first[0].endpoint_id,
+            &domain::WebhookEndpointId::new(first[0].endpoint_id.clone()).unwrap(),
             None,
             application::pagination::PageRequest::new(None, None).unwrap(),
         )

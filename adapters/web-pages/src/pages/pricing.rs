@@ -343,12 +343,16 @@ pub(crate) async fn buy(state: Arc<PageState>, v: Visitor, mut request: Request)
             "pricing.unavailable_text",
         ));
     };
+    // Parsed here too: a malformed plan id is answered like an unknown one.
+    let Ok(plan_id) = PlanId::new(form.plan_id.clone()) else {
+        return buy_failed(&v, InitiatePaymentError::PlanNotFound(form.plan_id));
+    };
     let started = state
         .ports
         .payments
         .initiate_payment(InitiatePayment {
             user,
-            plan_id: form.plan_id,
+            plan_id,
             provider,
             idempotency_key: None,
         })

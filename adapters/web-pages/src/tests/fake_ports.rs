@@ -348,7 +348,7 @@ async fn a_buy_the_port_refuses_as_already_subscribed_is_the_409_page() {
         .expect_initiate_payment()
         .withf(|request| {
             request.user.id.as_str() == "u_reader"
-                && request.plan_id == "pro-monthly"
+                && request.plan_id.as_str() == "pro-monthly"
                 && request.idempotency_key.is_none()
         })
         .times(1)
@@ -428,6 +428,28 @@ async fn a_buy_naming_no_known_provider_is_refused_without_asking_the_payments_p
             StatusCode::UNPROCESSABLE_ENTITY,
             "{provider:?}"
         );
+        assert!(page.body.contains("This plan cannot be bought right now"));
+    }
+}
+
+#[tokio::test]
+async fn a_buy_naming_a_malformed_plan_is_the_unknown_plan_page_without_asking_the_port() {
+    let mut fakes = Fakes::default().signed_in_as(Role::User);
+    fakes.payments.expect_initiate_payment().never();
+    let pages = fakes.pages();
+    let token = valid_token();
+    for plan in ["", "Pro Monthly", "../x"] {
+        let page = pages
+            .post_signed_in(
+                "/pricing/buy",
+                &[
+                    ("csrf", &token),
+                    ("planId", plan),
+                    ("provider", "card_gateway"),
+                ],
+            )
+            .await;
+        assert_eq!(page.status, StatusCode::UNPROCESSABLE_ENTITY, "{plan:?}");
         assert!(page.body.contains("This plan cannot be bought right now"));
     }
 }

@@ -226,17 +226,21 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// As [`Service::revoke_api_key`].
-    pub async fn revoke_api_key_by(&self, admin: &User, id: &str) -> Result<(), ApiKeyError> {
+    pub async fn revoke_api_key_by(
+        &self,
+        admin: &User,
+        id: &domain::ApiKeyId,
+    ) -> Result<(), ApiKeyError> {
         let entry = Entry {
             admin,
             action: AuditAction::ApiKeyRevoked,
             object_kind: "api_key",
-            object_id: id.to_owned(),
+            object_id: id.to_string(),
             before: None,
             after: None,
         };
         Ok(self
-            .write_audited(AdminWrite::RevokeApiKey(id), entry)
+            .write_audited(AdminWrite::RevokeApiKey(id.as_str()), entry)
             .await?)
     }
 }

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use domain::Timestamp;
+use domain::{Timestamp, WebhookEndpointId};
 
 use super::super::InfraError;
 use super::super::webhook_endpoints::{
@@ -170,10 +170,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         &self,
         admin: &User,
         hooks: &Webhooks,
-        id: &str,
+        id: &WebhookEndpointId,
     ) -> Result<(), WebhookEndpointError> {
         match self
-            .write_endpoint(admin, hooks, EndpointWrite::Delete(id))
+            .write_endpoint(admin, hooks, EndpointWrite::Delete(id.as_str()))
             .await?
         {
             Some(EndpointWritten::Deleted(_)) => Ok(()),
@@ -191,11 +191,11 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         &self,
         admin: &User,
         hooks: &Webhooks,
-        id: &str,
+        id: &WebhookEndpointId,
     ) -> Result<CreatedEndpoint, WebhookEndpointError> {
         let rotation = hooks.new_rotation();
         let write = EndpointWrite::Rotate {
-            id,
+            id: id.as_str(),
             secret: &rotation.secret,
             previous_until: rotation.previous_until,
             now: rotation.now,
@@ -219,14 +219,19 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         &self,
         admin: &User,
         hooks: &Webhooks,
-        endpoint_id: &str,
+        endpoint_id: &WebhookEndpointId,
         target: &RedeliveryTarget,
     ) -> Result<DeliveryRecord, WebhookEndpointError> {
-        if hooks.store.find_endpoint(endpoint_id).await?.is_none() {
+        if hooks
+            .store
+            .find_endpoint(endpoint_id.as_str())
+            .await?
+            .is_none()
+        {
             return Err(WebhookEndpointError::NotFound);
         }
         let write = EndpointWrite::Redeliver {
-            endpoint_id,
+            endpoint_id: endpoint_id.as_str(),
             target,
             now: hooks.now(),
         };

@@ -74,7 +74,10 @@ async fn api_keys_are_shown_once_scoped_and_revocable() {
             .await
             .is_err()
     );
-    h.service.revoke_api_key(&created.key.id).await.unwrap();
+    h.service
+        .revoke_api_key(&domain::ApiKeyId::new(created.key.id.clone()).unwrap())
+        .await
+        .unwrap();
     assert!(h.service.authenticate(&created.secret).await.is_err());
 }
 
@@ -200,7 +203,7 @@ async fn plans_of_a_provider_without_a_gateway_are_neither_listed_nor_sold() {
         .service
         .initiate_payment(InitiatePayment {
             user: buyer,
-            plan_id: off.id().to_string(),
+            plan_id: off.id().clone(),
             provider: off.provider(),
             idempotency_key: None,
         })

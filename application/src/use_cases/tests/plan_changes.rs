@@ -53,7 +53,7 @@ async fn subscribed(h: &Harness) -> (User, OrderId, String) {
     let user = h.user("a@example.com").await;
     let request = InitiatePayment {
         user: user.clone(),
-        plan_id: "pro-monthly".into(),
+        plan_id: domain::PlanId::new("pro-monthly").unwrap(),
         provider: "card_gateway".parse().unwrap(),
         idempotency_key: None,
     };

@@ -67,7 +67,7 @@ async fn asked_to_switch(h: &Harness) -> (User, String) {
     let user = h.user("pp@example.com").await;
     let request = InitiatePayment {
         user: user.clone(),
-        plan_id: "pp-basic".into(),
+        plan_id: domain::PlanId::new("pp-basic").unwrap(),
         provider: ProviderId::WalletGlobal,
         idempotency_key: None,
     };

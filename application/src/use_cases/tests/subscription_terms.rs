@@ -20,7 +20,7 @@ const PERIOD_CREDITS: i64 = 5_000;
 async fn order(h: &Harness, user: &User, plan: &str) -> OrderId {
     let request = InitiatePayment {
         user: user.clone(),
-        plan_id: plan.into(),
+        plan_id: domain::PlanId::new(plan).unwrap(),
         provider: "card_gateway".parse().unwrap(),
         idempotency_key: None,
     };

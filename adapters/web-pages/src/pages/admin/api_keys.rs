@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use application::accounts::{ApiKey, Scope};
 use application::use_cases::api_keys::{ApiKeyError, CreatedApiKey};
+use domain::ApiKeyId;
 use maud::{Markup, html};
 use poem::Request;
 use poem::http::StatusCode;
@@ -12,6 +13,7 @@ use poem::http::StatusCode;
 use super::{console, gate};
 use crate::format;
 use crate::layout::{self, Nav, csrf_field};
+use crate::pages::parse_id;
 use crate::state::{PageError, PageResult, PageState, Visitor, read_form, redirect};
 
 const PATH: &str = "/admin/api-keys";
@@ -64,7 +66,9 @@ pub(crate) async fn revoke(state: Arc<PageState>, v: Visitor, mut request: Reque
     let _: serde::de::IgnoredAny = read_form(&v, &mut request).await?;
     gate(&v)?;
     let admin = v.user.clone().ok_or(PageError::Forbidden)?;
-    let id = request.raw_path_param("id").unwrap_or_default().to_owned();
+    // A malformed id is answered like an unknown one.
+    let raw = request.raw_path_param("id").unwrap_or_default();
+    let id = parse_id(raw, ApiKeyId::new).ok_or(PageError::NotFound)?;
     match state.ports.admin.revoke_api_key_by(&admin, &id).await {
         Ok(()) => Ok(redirect(&format!("{PATH}?notice=key_revoked"))),
         Err(ApiKeyError::NotFound | ApiKeyError::Invalid(_)) => Err(PageError::NotFound),

@@ -13,6 +13,7 @@ use application::ports::{DeliveryRecord, RedeliveryTarget, WebhookEndpoint};
 use application::use_cases::webhook_endpoints::{
     CreatedEndpoint, EndpointUpdate, WebhookEndpointError,
 };
+use domain::WebhookEndpointId;
 use maud::{Markup, html};
 use poem::Request;
 use poem::http::StatusCode;
@@ -20,6 +21,7 @@ use poem::http::StatusCode;
 use super::{console, gate};
 use crate::format;
 use crate::layout::{self, Nav, csrf_field};
+use crate::pages::parse_id;
 use crate::state::{PageError, PageResult, PageState, Visitor, read_form, redirect};
 
 const PATH: &str = "/admin/webhook-endpoints";
@@ -31,6 +33,13 @@ fn require_delivery(state: &PageState) -> Result<(), PageError> {
     } else {
         Err(PageError::NotFound)
     }
+}
+
+/// The endpoint id in the path, parsed once, here: a malformed one is answered like an unknown
+/// one (404).
+fn endpoint_id(request: &Request) -> Result<WebhookEndpointId, PageError> {
+    let raw = request.raw_path_param("id").unwrap_or_default();
+    parse_id(raw, WebhookEndpointId::new).ok_or(PageError::NotFound)
 }
 
 fn endpoint_error(e: WebhookEndpointError) -> PageError {
@@ -96,7 +105,7 @@ pub(crate) async fn act(state: Arc<PageState>, v: Visitor, mut request: Request)
     require_delivery(&state)?;
     let admin = v.user.clone().ok_or(PageError::Forbidden)?;
     let ports = &state.ports;
-    let id = request.raw_path_param("id").unwrap_or_default().to_owned();
+    let id = endpoint_id(&request)?;
     let action = request.raw_path_param("action").unwrap_or_default();
     let enabled = |on: bool| EndpointUpdate {
         enabled: Some(on),
@@ -105,12 +114,12 @@ pub(crate) async fn act(state: Arc<PageState>, v: Visitor, mut request: Request)
     let notice = match action {
         "enable" => ports
             .host_events
-            .update_endpoint_by(&admin, &id, &enabled(true))
+            .update_endpoint_by(&admin, id.as_str(), &enabled(true))
             .await
             .map(|_| "enabled"),
         "disable" => ports
             .host_events
-            .update_endpoint_by(&admin, &id, &enabled(false))
+            .update_endpoint_by(&admin, id.as_str(), &enabled(false))
             .await
             .map(|_| "disabled"),
         "delete" => ports
@@ -299,14 +308,14 @@ fn post_button(v: &Visitor, action: &str, label: &str, confirm: Option<&str>) ->
 pub(crate) async fn deliveries(state: Arc<PageState>, v: Visitor, request: Request) -> PageResult {
     gate(&v)?;
     require_delivery(&state)?;
-    let id = request.raw_path_param("id").unwrap_or_default().to_owned();
+    let id = endpoint_id(&request)?;
     let hooks = &state.ports.host_events;
     let endpoint = hooks
         .list_endpoints()
         .await
         .map_err(endpoint_error)?
         .into_iter()
-        .find(|e| e.id == id)
+        .find(|e| e.id == id.as_str())
         .ok_or(PageError::NotFound)?;
     let number = v.page_number("page");
     let page = PageRequest::new(Some(number), Some(25)).map_err(|_| PageError::BadRequest)?;
@@ -327,7 +336,7 @@ pub(crate) async fn deliveries(state: Arc<PageState>, v: Visitor, request: Reque
             @if list.items.is_empty() {
                 p.muted { (v.t("console.deliveries_empty")) }
             } @else {
-                div.table-wrap { (delivery_table(&v, &id, &list.items)) }
+                div.table-wrap { (delivery_table(&v, id.as_str(), &list.items)) }
             }
             nav.pager {
                 @if number > 1 {
@@ -397,7 +406,7 @@ pub(crate) async fn redeliver(
     gate(&v)?;
     require_delivery(&state)?;
     let admin = v.user.clone().ok_or(PageError::Forbidden)?;
-    let id = request.raw_path_param("id").unwrap_or_default().to_owned();
+    let id = endpoint_id(&request)?;
     let delivery = request
         .raw_path_param("delivery")
         .unwrap_or_default()
