@@ -65,7 +65,8 @@ fn plan(
     }
 }
 
-fn catalog() -> Result<Vec<Plan>, domain::PlanErrors> {
+/// The recommended plan, discounted and translated.
+fn pro_monthly() -> PlanDraft {
     let features = [
         "**All** Pro features",
         "1,000 credits every month",
@@ -95,6 +96,11 @@ fn catalog() -> Result<Vec<Plan>, domain::PlanErrors> {
             &["全部专业版功能", "每月 1000 积分", "邮件支持"],
         ),
     );
+    pro
+}
+
+fn catalog() -> Result<Vec<Plan>, domain::PlanErrors> {
+    let pro = pro_monthly();
     let starter = plan(
         "starter_monthly",
         "card_gateway",

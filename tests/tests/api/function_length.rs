@@ -1,7 +1,7 @@
 //! HOUSE-STYLE.md rule 19, enforced: no non-test function of the workspace is longer than
 //! [`MAX_LINES`] lines, from its `fn` to its closing brace.
 //!
-//! It follows each crate's module tree from the roots of its library and binary targets (read
+//! It follows each crate's module tree from the roots of its library, binary and example targets (read
 //! from `cargo metadata`, so a new crate is covered the day it joins the workspace), skipping
 //! `#[cfg(test)]` modules and `#[test]` functions, and parses every file with `syn`. The `tests`
 //! crate, all test code, is left out; so are bodies of `macro_rules!`, which `syn` does not parse.
@@ -183,7 +183,8 @@ fn long_functions_from(root: &Path) -> Vec<LongFunction> {
     long
 }
 
-/// The roots of every library and binary target of the workspace, but the `tests` crate's.
+/// The roots of every library, binary and example target of the workspace, but the `tests`
+/// crate's.
 fn target_roots() -> Vec<PathBuf> {
     let metadata = MetadataCommand::new()
         .manifest_path(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"))
@@ -196,7 +197,9 @@ fn target_roots() -> Vec<PathBuf> {
         .into_iter()
         .filter(|package| package.name.as_str() != "tests")
         .flat_map(|package| package.targets.iter())
-        .filter(|target| target.is_lib() || target.is_bin() || target.is_proc_macro())
+        .filter(|target| {
+            target.is_lib() || target.is_bin() || target.is_proc_macro() || target.is_example()
+        })
         .map(|target| target.src_path.clone().into_std_path_buf())
         .collect();
     roots.sort();
