@@ -9,7 +9,7 @@
 //!
 //! Requests hyper cannot parse at all (a NUL or another control byte in a header, an overlong
 //! URI) are still refused by hyper itself, which writes a status line and headers but no body.
-//! [`ProblemOnParseError`] recognises that head on its way to the socket and sends the same
+//! `ProblemOnParseError` recognises that head on its way to the socket and sends the same
 //! status with a problem JSON body instead ([`http_api::unparsed_request_problem`]). It looks
 //! only at the first write of a response, and only at one that is a whole `HTTP/1.1` head of
 //! status 400, 414 or 431 with `content-length: 0` and no content type: the API never sends

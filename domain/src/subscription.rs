@@ -529,7 +529,7 @@ impl Subscription {
 
     /// Record that `change` was asked of the provider (replacing an earlier unconfirmed one).
     /// Nothing else changes: the plan, terms and period move only when the provider's event
-    /// confirms it ([`Subscription::confirm_plan_change`]).
+    /// confirms it (`Subscription::confirm_plan_change`).
     pub fn ask_plan_change(&mut self, change: PlanChange) {
         self.pending_change = Some(change);
     }

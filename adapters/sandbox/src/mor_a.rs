@@ -2,7 +2,7 @@
 //!
 //! Served at `/sandbox/mor_a`: `POST /v1/checkouts`, `GET /v1/checkouts?checkout_id=…`,
 //! `POST /v1/subscriptions/{id}/cancel`, `POST /v1/subscriptions/{id}/upgrade` (see
-//! [`subscriptions`]), and the reads the gateway makes when an event names an
+//! the `subscriptions` module), and the reads the gateway makes when an event names an
 //! object only by id, `GET /v1/transactions?transaction_id=…` and `GET /v1/products?product_id=…`,
 //! each refusing a missing or wrong `x-api-key` as Creem does. Creem's API has no refund
 //! endpoint, so neither has the sandbox. Creem charges a product's own price; the sandbox has no products, so it reads the price,

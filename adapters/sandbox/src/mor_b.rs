@@ -5,7 +5,7 @@
 //! `subscription_id`, `status`, `created_at_gte`, `created_at_lte`, `page_size`),
 //! `GET /payments/{id}`, `GET /subscriptions/{id}` and `PATCH /subscriptions/{id}`
 //! (`cancel_at_next_billing_date: true` or `false`, or `status: "cancelled"`),
-//! `POST /subscriptions/{id}/change-plan` (see [`subscriptions`]), and `POST /refunds`
+//! `POST /subscriptions/{id}/change-plan` (see the `subscriptions` module), and `POST /refunds`
 //! (`payment_id`, `items` for a partial refund, `reason`, `metadata`; like Dodo it takes no
 //! idempotency key: each call refunds, and the refund keeps its metadata, which
 //! `GET /payments/{id}` lists). A subscription's charges are

@@ -23,7 +23,7 @@
 //! interval come from the `plan` override the gateway sends only to the sandbox (PayPal reads
 //! them from the plan; without one the sandbox bills 0.00 USD monthly); webhooks go to
 //! `{public base}/api/payment/webhook/wallet_global` (PayPal's is set in its dashboard); the
-//! transmission signature is an HMAC only this simulator verifies (see [`transmission`]).
+//! transmission signature is an HMAC only this simulator verifies (see the `transmission` module).
 
 mod api;
 mod resources;

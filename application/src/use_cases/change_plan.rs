@@ -7,7 +7,7 @@
 //! provider's event, which may arrive before the provider's answer, finds it; a refused request
 //! drops it again. A provider without a plan-change API refuses with
 //! [`ChangePlanError::NotSwitchable`]: there the switch is made at the period's end instead
-//! ([`scheduled`]). Only one switch of a subscription is in progress at a time: the change kept
+//! (the `scheduled` module). Only one switch of a subscription is in progress at a time: the change kept
 //! before the provider is asked is a claim the store never replaces by another, so of two
 //! concurrent requests only one reaches the provider.
 

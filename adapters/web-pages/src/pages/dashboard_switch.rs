@@ -4,7 +4,7 @@
 //! button to resume one scheduled to end where the provider can undo a cancellation. A switch
 //! waiting for the provider's confirmation, and a switch scheduled for the period's end (with
 //! "Keep current plan" and "Don't switch"), are shown as such; when a subscription with a
-//! scheduled switch has ended, "Start <plan>" opens the new plan's checkout in one click.
+//! scheduled switch has ended, "Start `<plan>`" opens the new plan's checkout in one click.
 
 use std::sync::Arc;
 

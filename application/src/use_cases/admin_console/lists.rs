@@ -108,7 +108,7 @@ const ORDER_STATUSES: [&str; 7] = [
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// Customers: with a query, users whose e-mail starts with it
-    /// (case-insensitive) or whose id is it (from [`MIN_ID_PREFIX_CHARS`] characters: starts
+    /// (case-insensitive) or whose id is it (from `MIN_ID_PREFIX_CHARS` (6) characters: starts
     /// with it), by e-mail; without one, every user, newest first.
     ///
     /// # Errors
