@@ -172,12 +172,7 @@ impl AdminConsoleApi {
     ) -> Exported<CustomerTransactionsResponse> {
         let result = async {
             self.state.admin(&credential).await?;
-            let csv = wants_csv(format.0.as_deref(), request)
-                .map_err(|m| Problem::invalid_field("format", m))?;
-            let mut page = page_after(cursor.0, limit.0)?;
-            if csv {
-                page.limit = Some(i64::from(application::pagination::MAX_LIMIT));
-            }
+            let (csv, page) = export_page(format.0.as_deref(), request, cursor.0, limit.0)?;
             let user = customer_id(&id.0)?;
             let first = self
                 .state
@@ -240,10 +235,7 @@ impl AdminConsoleApi {
             let csv = wants_csv(format.0.as_deref(), request)
                 .map_err(|m| Problem::invalid_field("format", m))?;
             let filter = order_filter(status.0, provider.0, user_id.0)?;
-            let mut page = page_after(cursor.0, limit.0)?;
-            if csv {
-                page.limit = Some(i64::from(application::pagination::MAX_LIMIT));
-            }
+            let page = export_page_after(csv, cursor.0, limit.0)?;
             let first = self
                 .state
                 .ports
@@ -353,6 +345,31 @@ impl AdminConsoleApi {
 }
 
 /// The customer a path names: a malformed id names nobody.
+/// Whether a list is exported as CSV (`format`, else the `Accept` header) and the page it
+/// starts from.
+fn export_page(
+    format: Option<&str>,
+    request: &Request,
+    cursor: Option<String>,
+    limit: Option<String>,
+) -> Result<(bool, PageAfter), Problem> {
+    let csv = wants_csv(format, request).map_err(|m| Problem::invalid_field("format", m))?;
+    Ok((csv, export_page_after(csv, cursor, limit)?))
+}
+
+/// The page a list starts from: a CSV export reads the largest pages.
+fn export_page_after(
+    csv: bool,
+    cursor: Option<String>,
+    limit: Option<String>,
+) -> Result<PageAfter, Problem> {
+    let mut page = page_after(cursor, limit)?;
+    if csv {
+        page.limit = Some(i64::from(application::pagination::MAX_LIMIT));
+    }
+    Ok(page)
+}
+
 fn customer_id(raw: &str) -> Result<UserId, Problem> {
     parse_id(raw, UserId::new, || {
         list_problem(AdminListError::UserNotFound)
