@@ -5,7 +5,7 @@
 //! case; `service` wires them into the inbound traits the HTTP adapter depends on.
 //!
 //! Architecture Invariant: this crate depends on `domain` and on no adapter technology (no
-//! tokio runtime, serde, sea-orm, poem or reqwest). `tests/tests/dependency_rule.rs` enforces it.
+//! tokio runtime, serde, sea-orm, poem or reqwest). `tests/tests/api/dependency_rule.rs` enforces it.
 #![deny(missing_docs)]
 
 pub mod accounts;

@@ -5,7 +5,7 @@
 //! the system converts its own types into these through their validating constructors.
 //!
 //! Architecture Invariant: this crate depends on no adapter technology (no tokio, serde, sea-orm,
-//! poem or reqwest). `tests/tests/dependency_rule.rs` enforces it.
+//! poem or reqwest). `tests/tests/api/dependency_rule.rs` enforces it.
 #![deny(missing_docs)]
 
 pub mod consumption;
