@@ -22,6 +22,7 @@
 //! | `m20260805_000014_chart_indexes` | admin console | indexes on the time columns the overview's charts filter on (`credit_transactions.created_at`, covering the ledger charts' columns, `orders.paid_at`, `subscription_charges.paid_at`, `subscriptions.created_at`, `subscriptions (status, updated_at)`) |
 //! | `m20260806_000015_scheduled_plans` | plan changes | `subscriptions.scheduled_*`: the plan a subscription scheduled to end starts when it ends (a switch at the period's end) |
 //! | `m20260807_000016_change_charges` | plan changes | `subscription_charges.plan_change_at`: a plan change's proration is a charge whose refunds take back that change's credits |
+//! | `m20260808_000017_events_purge_by_id` | host events | drops `events_occurred_at`: the retention purge walks `events` by id, one index less on every event's insert |
 //!
 //! Every step migrates down as well as up; the tests in `tests/migrations.rs` prove it on SQLite
 //! and, when `TEST_DATABASE_URL` is set, on PostgreSQL.
@@ -41,6 +42,7 @@ mod m20260804_000013_event_options;
 mod m20260805_000014_chart_indexes;
 mod m20260806_000015_scheduled_plans;
 mod m20260807_000016_change_charges;
+mod m20260808_000017_events_purge_by_id;
 mod sql;
 
 pub use sea_orm_migration::MigratorTrait;
@@ -69,6 +71,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20260805_000014_chart_indexes::Migration),
             Box::new(m20260806_000015_scheduled_plans::Migration),
             Box::new(m20260807_000016_change_charges::Migration),
+            Box::new(m20260808_000017_events_purge_by_id::Migration),
         ]
     }
 }

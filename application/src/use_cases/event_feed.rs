@@ -19,8 +19,11 @@ pub const DEFAULT_FEED_LIMIT: u32 = 100;
 pub const MAX_FEED_LIMIT: u32 = 500;
 /// The most `type` filters one request may name (there are fewer types than this).
 pub const MAX_FEED_TYPES: usize = 32;
-/// The most events one retention pass deletes.
+/// The most events one retention statement (one short transaction) deletes.
 pub const PURGE_BATCH: u32 = 1_000;
+/// The most statements one retention pass runs: with a pass every 30 seconds, up to 100,000
+/// events, so a service writing a few thousand events a second sustained still keeps up.
+pub const PURGE_BATCHES_PER_PASS: u32 = 100;
 
 /// What a reader asks for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -127,14 +130,23 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         })
     }
 
-    /// Delete up to one batch of events older than `retention_ms` before now (the background
-    /// loop calls this after each reconciliation pass); returns how many.
+    /// Delete the events older than `retention_ms` before now, a batch of [`PURGE_BATCH`] per
+    /// transaction and at most [`PURGE_BATCHES_PER_PASS`] batches (the background loop calls this
+    /// after each reconciliation pass); returns how many.
     ///
     /// # Errors
-    /// Infrastructure.
+    /// Infrastructure (what earlier batches deleted stays deleted).
     pub async fn purge_events(&self, retention_ms: i64) -> Result<u32, InfraError> {
         let before: Timestamp = self.clock.now().plus_millis(-retention_ms.max(0));
-        Ok(self.store.purge_events(before, PURGE_BATCH).await?)
+        let mut total = 0_u32;
+        for _ in 0..PURGE_BATCHES_PER_PASS {
+            let purged = self.store.purge_events(before, PURGE_BATCH).await?;
+            total = total.saturating_add(purged);
+            if purged < PURGE_BATCH {
+                break;
+            }
+        }
+        Ok(total)
     }
 }
 
@@ -231,5 +243,25 @@ mod tests {
         assert_eq!(page.events.len(), 1);
         assert_eq!(page.next_cursor.as_deref(), Some("6"));
         assert!(!page.has_more);
+    }
+
+    #[tokio::test]
+    async fn a_pass_purges_every_batch_of_expired_events_and_keeps_the_young_ones() {
+        let service = service();
+        let store = service.store();
+        let retention = 1_000;
+        let now = 1_800_000_000_000;
+        let old = i64::from(PURGE_BATCH) * 5 / 2;
+        for at in 0..old {
+            store.push_host_event(event(HostEventKind::OrderPaid, at));
+        }
+        for at in now - 10..now {
+            store.push_host_event(event(HostEventKind::CreditsGranted, at));
+        }
+        let purged = service.purge_events(retention).await.unwrap();
+        assert_eq!(i64::from(purged), old, "several batches in one pass");
+        assert_eq!(service.purge_events(retention).await.unwrap(), 0);
+        let page = service.read_events(&FeedQuery::default()).await.unwrap();
+        assert_eq!(page.events.len(), 10, "the young events stay");
     }
 }

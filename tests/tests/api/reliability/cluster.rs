@@ -321,6 +321,21 @@ impl Tally {
         );
     }
 
+    /// Panics with the log's end when the process has exited: a `/readyz` answered by
+    /// something else on the port (picked free, then bound by another process first) must not
+    /// pass for this instance.
+    pub fn assert_running(&mut self) {
+        if let Some(child) = self.child.as_mut()
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            panic!(
+                "{} exited after it answered ready ({status}): {}",
+                self.spec.name,
+                self.log_tail()
+            );
+        }
+    }
+
     /// `kill -9`: no drain, no cleanup, connections cut mid-transaction.
     pub fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -552,15 +567,16 @@ impl Cluster {
         let database = Database::create(&test_database_url(), test);
         let config = ConfigDir::new(tally_toml);
         let logs = log_dir(test);
-        let ports: Vec<u16> = (0..count).map(|_| free_port()).collect();
         let balancer_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("balancer binds");
         let balancer_port = balancer_listener.local_addr().expect("address").port();
         let public = format!("http://127.0.0.1:{balancer_port}");
         let mut instances = Vec::new();
-        for (n, port) in ports.iter().enumerate() {
+        // Each port is picked just before its instance binds it: picked up front, a later
+        // one could meanwhile become the local port of an earlier instance's connection.
+        for n in 0..count {
             let spec = Instance {
                 name: format!("tally-{}", char::from(b'a' + u8::try_from(n).expect("few"))),
-                port: *port,
+                port: free_port(),
                 database_url: database.url.clone(),
                 base_url: public.clone(),
                 migrate: n == 0,
@@ -572,7 +588,13 @@ impl Cluster {
         let addresses: Vec<String> = instances.iter().map(Tally::address).collect();
         let balancer = Balancer::start_on(balancer_listener, &addresses[0], addresses.clone());
         let api = Api::new(&balancer.address);
+        for instance in &mut instances {
+            instance.assert_running();
+        }
         let (api_key, buyer) = admin_key_and_buyer(&api, config.path(), &database.url).await;
+        for instance in &mut instances {
+            instance.assert_running();
+        }
         Self {
             balancer,
             instances,
