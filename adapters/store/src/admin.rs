@@ -31,7 +31,7 @@ use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, FromQueryResult, 
 
 use crate::SeaOrmStore;
 use crate::events::InboxRow;
-use crate::ledger::{Spent, adjust_in, tell_effect};
+use crate::ledger::{Spent, adjust_in};
 use crate::retry::Fail;
 use crate::rows::{
     ORDER_COLUMNS, OrderRow, TRANSACTION_COLUMNS, TransactionRow, USER_COLUMNS, UserRow, corrupt,
@@ -223,11 +223,8 @@ async fn adjust_and_audit(
     admin: &UserId,
 ) -> Result<End<Spent<LedgerEffect>>, Fail> {
     let decided = adjust_in(tx, command).await?;
-    if let End::Commit(Spent::Done(effect)) = &decided {
-        tell_effect(tx, effect).await?;
-        if let LedgerEffect::Written(written) = effect {
-            insert_audit(tx, &adjustment_audit(written, command, admin)).await?;
-        }
+    if let End::Commit(Spent::Done(LedgerEffect::Written(written))) = &decided {
+        insert_audit(tx, &adjustment_audit(written, command, admin)).await?;
     }
     Ok(decided)
 }
@@ -254,7 +251,7 @@ pub(crate) async fn give_signup_grant(
     let expires_at = grant.expires_after_days.map(|days| {
         Timestamp::from_unix_millis(created_at.unix_millis() + i64::from(days) * DAY_MS)
     });
-    let effect = crate::ledger::grant(
+    crate::ledger::grant(
         tx,
         &crate::ledger::NewGrant {
             user,
@@ -265,9 +262,10 @@ pub(crate) async fn give_signup_grant(
             context: Some(&context),
             key: None,
         },
+        &mut crate::outbox::Outbox::default(),
     )
-    .await?;
-    tell_effect(tx, &effect).await
+    .await
+    .map(drop)
 }
 
 impl SeaOrmStore {

@@ -253,15 +253,15 @@ async fn apply(
     }
     let mut effects = Vec::new();
     if let Some(grant) = &c.grant {
-        effects.push(ledger::grant(tx, &NewGrant::of(grant)).await?);
+        // A grant written now writes the events collected so far with its lot, and its own.
+        effects.push(ledger::grant(tx, &NewGrant::of(grant), &mut outbox).await?);
     }
     if let Some(clawback) = &c.clawback {
-        effects.push(ledger::clawback(tx, clawback).await?);
-    }
-    for effect in &effects {
-        if let LedgerEffect::Written(t) = effect {
+        let effect = ledger::clawback(tx, clawback).await?;
+        if let LedgerEffect::Written(t) = &effect {
             outbox.extend(outbox::credits_changed(t));
         }
+        effects.push(effect);
     }
     let user = entitlements_user(c, order.as_ref(), subscription_moved);
     if let (Some(rules), Some(user)) = (rules, user) {

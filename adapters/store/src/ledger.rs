@@ -40,7 +40,6 @@ use application::ports::{
 use async_trait::async_trait;
 use domain::{Credits, ReservationId, Timestamp, UserId};
 
-pub(crate) use self::grants::tell as tell_effect;
 pub(crate) use self::grants::{NewGrant, clawback, grant, source_parts};
 pub(crate) use self::group_commands::LedgerCommand;
 use self::group_commands::{Consumed, Reserved};
@@ -336,13 +335,8 @@ impl CreditLedger for SeaOrmStore {
             .retry
             .run("adjust", || async {
                 let (_turn, tx) = self.begin_write().await?;
-                let body = match spend::adjust(&tx, command).await {
-                    // An adjustment written now is told to the host in its transaction.
-                    Ok(sql::End::Commit(Spent::Done(effect))) => grants::tell(&tx, &effect)
-                        .await
-                        .map(|()| sql::End::Commit(Spent::Done(effect))),
-                    other => other,
-                };
+                // An adjustment written now is told to the host in its transaction.
+                let body = spend::adjust(&tx, command).await;
                 sql::finish(tx, body).await
             })
             .await?;

@@ -87,21 +87,35 @@ impl Outbox {
     /// Write every collected event in one statement, inside the caller's transaction; nothing
     /// when there is none.
     pub(crate) async fn write<C: ConnectionTrait>(self, conn: &C) -> Result<(), DbErr> {
+        match self.statement(conn, 1).await? {
+            Some((sql, values)) => sql::execute(conn, &sql, values).await.map(drop),
+            None => Ok(()),
+        }
+    }
+
+    /// The one `INSERT` of every collected event, its placeholders numbered from `$first` (so
+    /// that a caller can send it in one statement with another, as a grant does with its lot),
+    /// and its values; `None` when there is none.
+    pub(crate) async fn statement<C: ConnectionTrait>(
+        self,
+        conn: &C,
+        first: usize,
+    ) -> Result<Option<(String, Vec<Value>)>, DbErr> {
         if self.0.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let subjects = host_subjects(conn, &self.0).await?;
         let mut placeholders = Vec::with_capacity(self.0.len());
         let mut values: Vec<Value> = Vec::with_capacity(self.0.len() * 5);
         for (i, event) in self.0.into_iter().enumerate() {
-            let n = i * 5;
+            let n = first + i * 5;
             placeholders.push(format!(
                 "(${}, ${}, ${}, ${}, ${})",
+                n,
                 n + 1,
                 n + 2,
                 n + 3,
-                n + 4,
-                n + 5
+                n + 4
             ));
             let subject = event
                 .user
@@ -125,7 +139,7 @@ impl Outbox {
              VALUES {} ON CONFLICT (event_id) DO NOTHING",
             placeholders.join(", ")
         );
-        sql::execute(conn, &sql, values).await.map(drop)
+        Ok(Some((sql, values)))
     }
 
     /// Write one event on its own (inside the caller's transaction).

@@ -116,7 +116,7 @@ fn adjust_hash(c: &AdjustCommand) -> String {
 
 /// Adjust: keyed by `reference` (a second call with the same one is `Nothing`). An increase is
 /// a grant lot with source `admin`/`reference`; a decrease spends like a consumption but never
-/// below zero.
+/// below zero. Either is told to the host in `tx`.
 pub(crate) async fn adjust(
     tx: &DatabaseTransaction,
     c: &AdjustCommand,
@@ -154,7 +154,7 @@ pub(crate) async fn adjust(
             context: Some(&context),
             key: Some((&c.reference, &hash)),
         };
-        let effect = grants::grant(tx, &grant).await?;
+        let effect = grants::grant(tx, &grant, &mut Outbox::default()).await?;
         return Ok(End::Commit(Spent::Done(effect)));
     }
     let posting = Posting {
@@ -168,7 +168,9 @@ pub(crate) async fn adjust(
     match postings::post(tx, &posting).await? {
         Posted::Done(written) => {
             postings::draw_lots(tx, &c.user_id, c.amount.magnitude()).await?;
-            Ok(End::Commit(Spent::Done(LedgerEffect::Written(written))))
+            let effect = LedgerEffect::Written(written);
+            grants::tell(tx, &effect).await?;
+            Ok(End::Commit(Spent::Done(effect)))
         }
         Posted::Insufficient(available) => {
             let requested: Credits = c.amount.magnitude();
