@@ -335,7 +335,7 @@ impl CreditLedger for SeaOrmStore {
             .retry
             .run("adjust", || async {
                 let (_turn, tx) = self.begin_write().await?;
-                // An adjustment written now is told to the host in its transaction.
+                // `adjust` tells an adjustment written now to the host in this transaction.
                 let body = spend::adjust(&tx, command).await;
                 sql::finish(tx, body).await
             })

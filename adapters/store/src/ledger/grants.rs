@@ -106,7 +106,7 @@ pub(crate) async fn tell(tx: &DatabaseTransaction, effect: &LedgerEffect) -> Res
     Ok(())
 }
 
-/// The lot of a grant: [`lot_values`].
+/// The lot of a grant; its values: user, transaction id, source kind and key, amount, expiry, time.
 const INSERT_LOT: &str = "INSERT INTO credit_grants (user_id, transaction_id, source_kind, \
     source_key, amount_hundredths, remaining_hundredths, expires_at, granted_at) \
     VALUES ($1, $2, $3, $4, $5, $5, $6, $7) ON CONFLICT DO NOTHING";

@@ -298,15 +298,7 @@ impl Tally {
         let url = format!("{}/readyz", self.address());
         let started = Instant::now();
         while started.elapsed() < READY_TIMEOUT {
-            if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
-            {
-                panic!(
-                    "{} exited at start ({status}): {}",
-                    self.spec.name,
-                    self.log_tail()
-                );
-            }
+            self.assert_running("at start");
             if let Ok(response) = http.get(&url).send().await
                 && response.status() == 200
             {
@@ -321,15 +313,15 @@ impl Tally {
         );
     }
 
-    /// Panics with the log's end when the process has exited: a `/readyz` answered by
-    /// something else on the port (picked free, then bound by another process first) must not
-    /// pass for this instance.
-    pub fn assert_running(&mut self) {
+    /// Panics with the log's end when the process has exited (`when` says at which point):
+    /// also after it answered ready, since a `/readyz` answered by something else on the port
+    /// (picked free, then bound by another process first) must not pass for this instance.
+    pub fn assert_running(&mut self, when: &str) {
         if let Some(child) = self.child.as_mut()
             && let Ok(Some(status)) = child.try_wait()
         {
             panic!(
-                "{} exited after it answered ready ({status}): {}",
+                "{} exited {when} ({status}): {}",
                 self.spec.name,
                 self.log_tail()
             );
@@ -589,11 +581,11 @@ impl Cluster {
         let balancer = Balancer::start_on(balancer_listener, &addresses[0], addresses.clone());
         let api = Api::new(&balancer.address);
         for instance in &mut instances {
-            instance.assert_running();
+            instance.assert_running("after it answered ready");
         }
         let (api_key, buyer) = admin_key_and_buyer(&api, config.path(), &database.url).await;
         for instance in &mut instances {
-            instance.assert_running();
+            instance.assert_running("during the setup requests");
         }
         Self {
             balancer,
