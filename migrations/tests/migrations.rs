@@ -689,3 +689,45 @@ async fn postgres_orders_before_step_nine_have_no_entitlements_snapshot() {
     orders_before_step_nine_have_no_entitlements_snapshot(&t).await;
     t.cleanup().await;
 }
+
+/// Step 18 (PostgreSQL): events written after it have larger ids than every event written
+/// before it, ids begin with their transaction's id, and migrating down keeps ids growing.
+#[tokio::test]
+async fn postgres_event_ids_follow_transactions_from_step_eighteen() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    let before = u32::try_from(Migrator::migrations().len() - 1).expect("steps");
+    Migrator::up(&t.db, Some(before)).await.expect("to step 17");
+    let insert = |event_id: &'static str| {
+        let db = &t.db;
+        async move {
+            let sql = format!(
+                "INSERT INTO events (event_id, event_type, payload, occurred_at) \
+                 VALUES ('{event_id}', 'order.paid', '{{}}', 1) RETURNING id, \
+                 pg_current_xact_id()::text::bigint AS txid"
+            );
+            let row = db
+                .query_one_raw(Statement::from_string(DbBackend::Postgres, sql))
+                .await
+                .expect("insert")
+                .expect("a row");
+            let id: i64 = row.try_get("", "id").expect("id");
+            let txid: i64 = row.try_get("", "txid").expect("txid");
+            (id, txid)
+        }
+    };
+    let (old_a, _) = insert("evt_a").await;
+    let (old_b, _) = insert("evt_b").await;
+    assert!(old_a < old_b);
+    Migrator::up(&t.db, None).await.expect("step 18");
+    let (new_c, txid_c) = insert("evt_c").await;
+    let (new_d, txid_d) = insert("evt_d").await;
+    assert!(old_b < new_c && new_c < new_d, "{old_b} {new_c} {new_d}");
+    assert_eq!(new_c >> 20, txid_c);
+    assert_eq!(new_d >> 20, txid_d);
+    Migrator::down(&t.db, Some(1)).await.expect("down step 18");
+    let (after_down, _) = insert("evt_e").await;
+    assert!(new_d < after_down, "{new_d} {after_down}");
+    t.cleanup().await;
+}

@@ -13,10 +13,12 @@
 //! digits of a SHA-256. Writing the same fact twice is therefore a no-op (`ON CONFLICT DO
 //! NOTHING`), and the store needs no source of randomness.
 //!
-//! Visibility (PostgreSQL): ids are handed out before commit, so [`events_after`] returns only
-//! rows whose writing transaction (`txid`) is older than every transaction still running; a
-//! reader never moves its cursor past an event that commits later with a smaller id. SQLite has
-//! one writer at a time, so id order is commit order there.
+//! Visibility (PostgreSQL): transactions commit in any order, so [`events_after`] returns only
+//! rows whose writing transaction (`txid`) is older than every transaction still running, and
+//! an id begins with its transaction's id (`txid << 20`, migration step 18), so every event a
+//! running transaction can still commit has a larger id than any row returned: a reader never
+//! moves its cursor past an event that commits later. SQLite has one writer at a time, so id
+//! order is commit order there.
 
 use application::host_events::HostEventKind;
 use std::sync::Arc;

@@ -510,7 +510,8 @@ async fn insert_endpoint_capped(
     }
     // The cursor starts after the newest event every reader may see (the outbox's own
     // visibility rule on PostgreSQL): an event whose transaction is still running has a
-    // larger id, so it reaches the new endpoint however late it commits.
+    // larger id (ids follow transaction order, migration step 18), so it reaches the new
+    // endpoint however late it commits.
     let visible = if postgres {
         " WHERE txid < pg_snapshot_xmin(pg_current_snapshot())"
     } else {

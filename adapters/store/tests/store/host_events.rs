@@ -1164,4 +1164,54 @@ mod postgres_visibility {
         );
         store.cleanup().await;
     }
+
+    /// The interleaving a plain sequence got wrong: a transaction that started first writes its
+    /// event last and commits while a younger one, which wrote earlier, is still open. A reader
+    /// that follows its cursor must still be given the younger one's event once it commits.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cursor_never_passes_an_event_of_a_younger_transaction_still_open() {
+        let Some(store) = crate::support::postgres_with(4, store::GroupCommit::off()).await else {
+            return;
+        };
+        let read_after = |after: Option<i64>| {
+            let store = &store;
+            async move { store.events_after(after, 100, &[]).await.unwrap() }
+        };
+        let older = store.connection().begin().await.unwrap();
+        // The older transaction's first write (it takes its transaction id now).
+        older
+            .execute_unprepared("SELECT pg_current_xact_id()")
+            .await
+            .unwrap();
+        let younger = store.connection().begin().await.unwrap();
+        insert(&younger, "evt_younger").await;
+        insert(&older, "evt_older").await;
+        older.commit().await.unwrap();
+        // Follow the feed as a reader does, keeping the id of the last event read, until `want`
+        // has been read (other tests' transactions on the same server can hold the feed back a
+        // moment) or five seconds have passed.
+        let mut cursor = None;
+        let mut seen = Vec::new();
+        let mut follow_until = async |want: &str, seen: &mut Vec<String>| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while !seen.iter().any(|s| s == want) && std::time::Instant::now() < deadline {
+                for event in read_after(cursor).await {
+                    cursor = Some(event.id);
+                    seen.push(event.event_id);
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        };
+        follow_until("evt_older", &mut seen).await;
+        assert_eq!(
+            seen,
+            ["evt_older"],
+            "the older transaction's event is readable"
+        );
+        younger.commit().await.unwrap();
+        follow_until("evt_younger", &mut seen).await;
+        seen.sort();
+        assert_eq!(seen, ["evt_older", "evt_younger"]);
+        store.cleanup().await;
+    }
 }
