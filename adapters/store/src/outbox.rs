@@ -9,9 +9,10 @@
 //! in `data` use the HTTP API's field names (`OrderView`, `SubscriptionView`, `TransactionView`).
 //!
 //! Event ids are derived from the fact they tell (its type and the unique thing that changed:
-//! the provider event that caused it, the ledger transaction, the order): `evt_` and 32 hex
-//! digits of a SHA-256. Writing the same fact twice is therefore a no-op (`ON CONFLICT DO
-//! NOTHING`), and the store needs no source of randomness.
+//! the provider event that caused it, the ledger transaction, the order) and from when it
+//! happened: `evt_`, 12 hex digits of the time, 20 of a SHA-256 ([`event_id`]). Writing the same
+//! fact twice is therefore a no-op (`ON CONFLICT DO NOTHING`), new ids append to the `event_id`
+//! index, and the store needs no source of randomness.
 //!
 //! Visibility (PostgreSQL): transactions commit in any order, so [`events_after`] returns only
 //! rows whose writing transaction (`txid`) is older than every transaction still running, and
@@ -178,6 +179,27 @@ async fn host_subjects<C: ConnectionTrait>(
     Ok(found)
 }
 
+/// The id of the event of type `code` telling `fact` at `at`: `evt_`, then 12 hex digits of
+/// `at` in milliseconds and 20 of a SHA-256 of the type and the fact.
+///
+/// The time comes first so that ids grow with time: each new id lands at the right-hand end of
+/// the `event_id` index instead of on a random page of it (on SQLite, one page written per commit
+/// instead of one per event; issue 17's outbox cost). The same fact told at the same moment (a
+/// transaction run again, a change applied twice) still gets the same id, which the index turns
+/// into a no-op; and every event's `at` is fixed by what caused it (the provider event's arrival,
+/// the ledger transaction's time, the reconciler pass's moment), not by when it is written.
+fn event_id(code: &str, fact: &str, at: Timestamp) -> String {
+    use std::fmt::Write as _;
+    let digest = Sha256::digest(format!("{code}\n{fact}").as_bytes());
+    // 48 bits of milliseconds reach the year 10889; a time before 1970 counts as 0.
+    let millis = u64::try_from(at.unix_millis()).unwrap_or(0) & 0xffff_ffff_ffff;
+    let mut id = format!("evt_{millis:012x}");
+    for b in &digest[..10] {
+        let _ = write!(id, "{b:02x}");
+    }
+    id
+}
+
 /// The Standard Webhooks envelope, serialized straight from borrowed parts.
 #[derive(serde::Serialize)]
 struct Envelope<'a> {
@@ -195,9 +217,7 @@ fn envelope(
     host_subject: Option<String>,
 ) -> Result<(String, String), serde_json::Error> {
     let code = event.kind.code();
-    let digest = Sha256::digest(format!("{code}\n{}", event.fact).as_bytes());
-    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-    let event_id = format!("evt_{hex}");
+    let event_id = event_id(code, &event.fact, event.occurred_at);
     let mut data = Map::new();
     data.insert(
         "userId".into(),
@@ -765,6 +785,17 @@ mod tests {
         let (again, _) = envelope(event.clone(), None).unwrap();
         assert_eq!(id, again);
         assert!(id.starts_with("evt_") && id.len() == 36, "{id}");
+        // The time leads, so ids grow with it: 2026-01-01T00:00:00Z is 0x19b76daa800 ms.
+        assert!(id.starts_with("evt_019b76daa800"), "{id}");
+        let later = NewEvent {
+            occurred_at: Timestamp::from_unix_millis(1_767_225_600_001),
+            ..event.clone()
+        };
+        let later_id = envelope(later, None).unwrap().0;
+        assert!(
+            later_id > id && later_id[16..] == id[16..],
+            "{later_id} after {id}"
+        );
         let other = NewEvent {
             kind: HostEventKind::OrderFailed,
             ..event.clone()
