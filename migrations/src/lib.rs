@@ -24,6 +24,7 @@
 //! | `m20260807_000016_change_charges` | plan changes | `subscription_charges.plan_change_at`: a plan change's proration is a charge whose refunds take back that change's credits |
 //! | `m20260808_000017_events_purge_by_id` | host events | drops `events_occurred_at`: the retention purge walks `events` by id, one index less on every event's insert |
 //! | `m20260809_000018_events_in_transaction_order` | host events | PostgreSQL only: an event's id is its transaction's `txid << 20` and a sequence value, so that ids follow the order of transactions and a reader's cursor never passes an event still to commit |
+//! | `m20260810_000019_sqlite_events_without_type_index` | host events | SQLite only: drops `events_type_id` (two WAL pages on every paid credits pack); the feed's `type` filter walks the primary key, a bounded number of events per read |
 //!
 //! Every step migrates down as well as up; the tests in `tests/migrations.rs` prove it on SQLite
 //! and, when `TEST_DATABASE_URL` is set, on PostgreSQL.
@@ -45,6 +46,7 @@ mod m20260806_000015_scheduled_plans;
 mod m20260807_000016_change_charges;
 mod m20260808_000017_events_purge_by_id;
 mod m20260809_000018_events_in_transaction_order;
+mod m20260810_000019_sqlite_events_without_type_index;
 mod sql;
 
 pub use sea_orm_migration::MigratorTrait;
@@ -75,6 +77,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20260807_000016_change_charges::Migration),
             Box::new(m20260808_000017_events_purge_by_id::Migration),
             Box::new(m20260809_000018_events_in_transaction_order::Migration),
+            Box::new(m20260810_000019_sqlite_events_without_type_index::Migration),
         ]
     }
 }

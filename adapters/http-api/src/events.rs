@@ -55,11 +55,12 @@ impl EventEnvelope {
 pub struct EventPage {
     /// The events, oldest first.
     pub data: Vec<EventEnvelope>,
-    /// Pass as `after` to read on; absent when this page is empty (read again later with the
-    /// same cursor). Opaque.
+    /// Pass as `after` to read on; absent when this page is empty and nothing more was looked
+    /// at (read again later with the same cursor). Opaque.
     #[oai(skip_serializing_if_is_none)]
     pub next_cursor: Option<String>,
-    /// Whether more events could be read right away.
+    /// Whether more events could be read right away. With `type`, a page can hold fewer events
+    /// than `limit`, even none, and still have more: follow `nextCursor` while this is true.
     pub has_more: bool,
 }
 

@@ -25,8 +25,8 @@ use application::host_events::HostEventKind;
 use std::sync::Arc;
 
 use application::ports::{
-    CreditTransaction, EntitlementRules, HOST_USER_ID_PREFIX, HostEventLog, MAX_EVENTS_PER_READ,
-    OrderRecord, Reservation, ReservationStatus, StoreError, StoredEvent,
+    CreditTransaction, EntitlementRules, EventsRead, HOST_USER_ID_PREFIX, HostEventLog,
+    MAX_EVENTS_PER_READ, OrderRecord, Reservation, ReservationStatus, StoreError, StoredEvent,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, SecondsFormat};
@@ -658,20 +658,48 @@ impl EventRow {
     }
 }
 
+/// How many events one read filtered by type looks at on SQLite, which keeps no index by type
+/// (migration step 19): the read walks the primary key from the cursor, so this bounds its work
+/// (about 5,000 rows, a few MB of pages) however rare the types asked for are.
+pub(crate) const FEED_SCAN_EVENTS: i64 = 5_000;
+
 /// Up to `limit` events after `after` of one of `kinds` (any when empty), in id order, never
-/// one that an older still-running transaction could precede (see the module docs).
+/// one that an older still-running transaction could precede (see the module docs). On SQLite a
+/// read with `kinds` looks at no more than [`FEED_SCAN_EVENTS`] events and says how far it
+/// looked when it stopped there.
 pub(crate) async fn events_after<C: ConnectionTrait>(
     conn: &C,
     after: Option<i64>,
     limit: u32,
     kinds: &[HostEventKind],
-) -> Result<Vec<StoredEvent>, Fail> {
-    let mut values: Vec<Value> = vec![after.unwrap_or(0).into(), i64::from(limit).into()];
+) -> Result<EventsRead, Fail> {
+    let after = after.unwrap_or(0);
+    let mut values: Vec<Value> = vec![after.into(), i64::from(limit).into()];
     let mut condition = String::from("id > $1");
+    let mut looked_through = None;
     if !kinds.is_empty() {
         let list: Vec<String> = (0..kinds.len()).map(|i| format!("${}", i + 3)).collect();
         condition.push_str(&format!(" AND event_type IN ({})", list.join(", ")));
         values.extend(kinds.iter().map(|k| Value::from(k.code())));
+        if conn.get_database_backend() == DbBackend::Sqlite {
+            // The window the read looks at: the next FEED_SCAN_EVENTS ids. A full window ends
+            // the read at its last id; a short one reaches the end of the table. (No snapshot
+            // is needed across the two statements: with one writer, every id up to the largest
+            // committed one has committed, and an event written in between has a larger id.)
+            let sql = format!(
+                "SELECT COUNT(*) AS n, MAX(id) AS last FROM \
+                 (SELECT id FROM events WHERE id > $1 ORDER BY id LIMIT {FEED_SCAN_EVENTS})"
+            );
+            let rows = sql::rows(conn, &sql, vec![after.into()]).await?;
+            if let Some(row) = rows.first()
+                && row.try_get::<i64>("", "n")? == FEED_SCAN_EVENTS
+            {
+                let last: i64 = row.try_get("", "last")?;
+                condition.push_str(&format!(" AND id <= ${}", values.len() + 1));
+                values.push(last.into());
+                looked_through = Some(last);
+            }
+        }
     }
     if conn.get_database_backend() == DbBackend::Postgres {
         // Every transaction that could still commit a smaller id has a txid at or above the
@@ -683,9 +711,18 @@ pub(crate) async fn events_after<C: ConnectionTrait>(
          WHERE {condition} ORDER BY id LIMIT $2"
     );
     let rows: Vec<EventRow> = sql::all(conn, &sql, values).await?;
-    rows.into_iter()
+    let events = rows
+        .into_iter()
         .map(|row| row.into_domain().map_err(Fail::Store))
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    // A read that found all it asked for looked as far as it needed.
+    if events.len() >= limit as usize {
+        looked_through = None;
+    }
+    Ok(EventsRead {
+        events,
+        looked_through,
+    })
 }
 
 /// Of the `limit` oldest events (by id: events are written in time order), delete those that
@@ -710,7 +747,7 @@ impl HostEventLog for SeaOrmStore {
         after: Option<i64>,
         limit: u32,
         kinds: &[HostEventKind],
-    ) -> Result<Vec<StoredEvent>, StoreError> {
+    ) -> Result<EventsRead, StoreError> {
         let limit = limit.clamp(1, MAX_EVENTS_PER_READ);
         self.retry
             .run("events_after", || {

@@ -52,6 +52,18 @@ pub enum LivePlans {
     Stored,
 }
 
+/// What one read of the outbox found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventsRead {
+    /// The events, in id order.
+    pub events: Vec<StoredEvent>,
+    /// Set when the read stopped looking before it had `limit` events (a store that keeps no
+    /// index by type bounds how many events a read filtered by type looks at): every event up to
+    /// this id was looked at, and the next read may start after it. `None` when the read looked
+    /// as far as it needed to.
+    pub looked_through: Option<i64>,
+}
+
 /// The largest number of events one read returns.
 pub const MAX_EVENTS_PER_READ: u32 = 1_000;
 
@@ -59,7 +71,9 @@ pub const MAX_EVENTS_PER_READ: u32 = 1_000;
 #[async_trait]
 pub trait HostEventLog: Send + Sync + 'static {
     /// Up to `limit` (at most [`MAX_EVENTS_PER_READ`]) events with an id above `after` (all
-    /// when `None`), of one of `kinds` (any kind when empty), in id order.
+    /// when `None`), of one of `kinds` (any kind when empty), in id order. With `kinds`, an
+    /// adapter MAY look at a bounded number of events and say how far it looked
+    /// ([`EventsRead::looked_through`]); without, it returns `limit` events when there are.
     ///
     /// An adapter MUST NOT return an event while an event with a smaller id may still become
     /// visible (a transaction that took a smaller id and has not committed yet): a reader that
@@ -73,7 +87,7 @@ pub trait HostEventLog: Send + Sync + 'static {
         after: Option<i64>,
         limit: u32,
         kinds: &[HostEventKind],
-    ) -> Result<Vec<StoredEvent>, StoreError>;
+    ) -> Result<EventsRead, StoreError>;
 
     /// Delete up to `limit` events that occurred before `before`, oldest first; returns how
     /// many.

@@ -936,16 +936,20 @@ impl HostEventLog for InMemoryStore {
         after: Option<i64>,
         limit: u32,
         kinds: &[crate::host_events::HostEventKind],
-    ) -> Result<Vec<StoredEvent>, StoreError> {
+    ) -> Result<EventsRead, StoreError> {
         let limit = limit.min(MAX_EVENTS_PER_READ) as usize;
-        Ok(lock(&self.0)
+        let events = lock(&self.0)
             .host_events
             .iter()
             .filter(|e| after.is_none_or(|a| e.id > a))
             .filter(|e| kinds.is_empty() || kinds.contains(&e.kind))
             .take(limit)
             .cloned()
-            .collect())
+            .collect();
+        Ok(EventsRead {
+            events,
+            looked_through: None,
+        })
     }
 
     async fn purge_events(&self, before: Timestamp, limit: u32) -> Result<u32, StoreError> {

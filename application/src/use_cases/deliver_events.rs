@@ -43,7 +43,8 @@ impl Webhooks {
             let events = self
                 .events
                 .events_after(Some(endpoint.cursor), batch, &[])
-                .await?;
+                .await?
+                .events;
             let Some(last) = events.last() else {
                 continue;
             };
@@ -168,9 +169,9 @@ mod tests {
     use crate::host_events::HostEventKind;
     use crate::pagination::{Page, PageRequest};
     use crate::ports::{
-        DeliveryRecord, EndpointAudit, EndpointChange, EndpointWrite, EndpointWritten,
-        HostEventLog, RedeliveryTarget, StoreError, StoredEvent, WebhookEndpoint, WebhookSecret,
-        WebhookSender, WebhookStore,
+        DeliveryRecord, EndpointAudit, EndpointChange, EndpointWrite, EndpointWritten, EventsRead,
+        HostEventLog, RedeliveryTarget, StoreError, WebhookEndpoint, WebhookSecret, WebhookSender,
+        WebhookStore,
     };
     use crate::testing::{FixedClock, SequentialIds};
     use crate::use_cases::webhook_endpoints::DeliverySettings;
@@ -275,8 +276,8 @@ mod tests {
             _: Option<i64>,
             _: u32,
             _: &[HostEventKind],
-        ) -> Result<Vec<StoredEvent>, StoreError> {
-            Ok(Vec::new())
+        ) -> Result<EventsRead, StoreError> {
+            Ok(EventsRead::default())
         }
         async fn purge_events(&self, _: Timestamp, _: u32) -> Result<u32, StoreError> {
             Ok(0)

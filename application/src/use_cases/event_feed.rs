@@ -10,7 +10,7 @@ use domain::Timestamp;
 
 use super::InfraError;
 use crate::host_events::HostEventKind;
-use crate::ports::{Clock, IdGenerator, SecretHasher, Store, StoredEvent};
+use crate::ports::{Clock, EventsRead, IdGenerator, SecretHasher, Store, StoredEvent};
 use crate::service::Service;
 
 /// The page size when the caller gives none.
@@ -42,10 +42,12 @@ pub struct FeedQuery {
 pub struct FeedPage {
     /// The events, oldest first.
     pub events: Vec<StoredEvent>,
-    /// Where the next read starts: after the last event of this page; `None` when the page is
-    /// empty (read again later with the same cursor).
+    /// Where the next read starts: after the last event of this page, or after the last event
+    /// the read looked at when it stopped looking early; `None` when the page is empty and
+    /// nothing more was looked at (read again later with the same cursor).
     pub next_cursor: Option<String>,
-    /// Whether more events were already readable after this page.
+    /// Whether more events were already readable after this page (or the read stopped looking
+    /// early, so a page can be short, even empty, and still have more after it).
     pub has_more: bool,
 }
 
@@ -103,6 +105,25 @@ fn limit(raw: Option<i64>) -> Result<u32, FeedError> {
         .ok_or(FeedError::InvalidLimit)
 }
 
+/// The page a read of `limit + 1` events makes: `limit` of them, the cursor after the last, and
+/// whether more are readable now. A read that stopped looking early (a store without an index by
+/// type) moves the cursor past everything it looked at, found or not, and says there is more.
+fn page(read: EventsRead, limit: u32) -> FeedPage {
+    let mut events = read.events;
+    let found_more = events.len() > limit as usize;
+    events.truncate(limit as usize);
+    let last = events.last().map(|e| e.id);
+    let (next, has_more) = match read.looked_through {
+        Some(looked) if !found_more => (Some(last.map_or(looked, |l| l.max(looked))), true),
+        _ => (last, found_more),
+    };
+    FeedPage {
+        events,
+        next_cursor: next.map(|id| id.to_string()),
+        has_more,
+    }
+}
+
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// The host events after `query.after`, oldest first. Who may read is
     /// [`crate::authorization::Permission::ReadEvents`] (administrators, and API keys with
@@ -115,19 +136,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let limit = limit(query.limit)?;
         let kinds = kinds(&query.types)?;
         // One more than asked tells whether more is readable now.
-        let mut events = self
+        let read = self
             .store
             .events_after(after, limit + 1, &kinds)
             .await
             .map_err(InfraError::from)?;
-        let has_more = events.len() > limit as usize;
-        events.truncate(limit as usize);
-        let next_cursor = events.last().map(|e| e.id.to_string());
-        Ok(FeedPage {
-            events,
-            next_cursor,
-            has_more,
-        })
+        Ok(page(read, limit))
     }
 
     /// Delete the events older than `retention_ms` before now, a batch of [`PURGE_BATCH`] per
@@ -206,6 +220,58 @@ mod tests {
             Err(FeedError::UnknownType(t)) if t == "order.shipped"
         ));
         assert!(kinds(&[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_read_that_stopped_looking_early_moves_the_cursor_past_what_it_looked_at() {
+        let at = |id: i64| StoredEvent {
+            id,
+            ..event(HostEventKind::OrderPaid, id)
+        };
+        // Nothing of the types asked for among the events looked at: an empty page with more.
+        let empty = page(
+            EventsRead {
+                events: vec![],
+                looked_through: Some(5_000),
+            },
+            10,
+        );
+        assert!(empty.events.is_empty() && empty.has_more);
+        assert_eq!(empty.next_cursor.as_deref(), Some("5000"));
+        // A short page: the cursor moves past what was looked at, not only what was found.
+        let short = page(
+            EventsRead {
+                events: vec![at(7), at(9)],
+                looked_through: Some(5_007),
+            },
+            10,
+        );
+        assert_eq!((short.events.len(), short.has_more), (2, true));
+        assert_eq!(short.next_cursor.as_deref(), Some("5007"));
+        // More found than asked: the cursor stays on the last event returned.
+        let full = page(
+            EventsRead {
+                events: vec![at(1), at(2), at(3)],
+                looked_through: Some(9_000),
+            },
+            2,
+        );
+        assert_eq!((full.events.len(), full.has_more), (2, true));
+        assert_eq!(full.next_cursor.as_deref(), Some("2"));
+        // A read that looked as far as it needed: the cursor after the last event, or none.
+        let done = page(
+            EventsRead {
+                events: vec![at(4)],
+                looked_through: None,
+            },
+            2,
+        );
+        assert_eq!(
+            (done.next_cursor.as_deref(), done.has_more),
+            (Some("4"), false)
+        );
+        let nothing = page(EventsRead::default(), 2);
+        assert_eq!((nothing.next_cursor, nothing.has_more), (None, false));
     }
 
     #[tokio::test]

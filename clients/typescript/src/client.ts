@@ -56,7 +56,7 @@ export interface EventFeedPage {
   readonly events: AnyTallyEvent[];
   /** Where to resume: store it after handling `events`, pass it as `after` next time. */
   readonly cursor: string | undefined;
-  /** Whether more events could be read right away. */
+  /** Whether more events could be read right away (a page filtered by type can be short, even empty, and still have more). */
   readonly hasMore: boolean;
 }
 
@@ -329,9 +329,12 @@ async function* listEvents({ raw, call }: Context, options: ListEventsOptions): 
     );
     // The envelopes are the documented events (docs/events.md); the schema leaves `data` open.
     const events = page.data as unknown as AnyTallyEvent[];
+    const moved = page.nextCursor !== undefined && page.nextCursor !== after;
     after = page.nextCursor ?? after;
     yield { events, cursor: after, hasMore: page.hasMore };
-    if (!page.hasMore || events.length === 0) {
+    // A page filtered by type can be short, even empty, with more after it (on SQLite one read
+    // looks at a bounded number of events): go on while the cursor moves.
+    if (!page.hasMore || !moved) {
       return;
     }
   }

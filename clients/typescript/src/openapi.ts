@@ -6740,11 +6740,14 @@ export interface components {
             /** @description The events, oldest first. */
             data: components["schemas"]["EventEnvelope"][];
             /**
-             * @description Pass as `after` to read on; absent when this page is empty (read again later with the
-             *     same cursor). Opaque.
+             * @description Pass as `after` to read on; absent when this page is empty and nothing more was looked
+             *     at (read again later with the same cursor). Opaque.
              */
             nextCursor?: string;
-            /** @description Whether more events could be read right away. */
+            /**
+             * @description Whether more events could be read right away. With `type`, a page can hold fewer events
+             *     than `limit`, even none, and still have more: follow `nextCursor` while this is true.
+             */
             hasMore: boolean;
         };
         /**

@@ -127,3 +127,39 @@ describe("credentials", () => {
     assert.throws(() => createTallyClient(both), /one of apiKey, hostToken or sessionToken/);
   });
 });
+
+describe("the events feed", () => {
+  const event = { id: "evt_019b76daa80000000000000000000001", type: "order.paid", timestamp: "2026-01-01T00:00:00.000Z", data: { userId: "usr_1" } };
+
+  it("follows short and empty pages while more is readable, and stops when the cursor stays", async () => {
+    const { seen, fetch } = scripted([
+      // A read filtered by type that found nothing among the events it looked at.
+      () => Response.json({ data: [], nextCursor: "5000", hasMore: true }),
+      () => Response.json({ data: [event], nextCursor: "5007", hasMore: true }),
+      () => Response.json({ data: [], hasMore: false }),
+    ]);
+    const tally = createTallyClient({ baseUrl: "http://tally.test", apiKey: "tly_x", fetch });
+    const pages = [];
+    for await (const page of tally.listEvents({ type: "order.paid", limit: 10 })) {
+      pages.push({ ids: page.events.map((e) => e.id), cursor: page.cursor, hasMore: page.hasMore });
+    }
+    assert.deepEqual(pages, [
+      { ids: [], cursor: "5000", hasMore: true },
+      { ids: [event.id], cursor: "5007", hasMore: true },
+      { ids: [], cursor: "5007", hasMore: false },
+    ]);
+    assert.deepEqual(
+      seen.map((r) => new URL(r.url).searchParams.get("after")),
+      [null, "5000", "5007"],
+    );
+  });
+
+  it("stops rather than asking for the same page again", async () => {
+    const { seen, fetch } = scripted([() => Response.json({ data: [], hasMore: true })]);
+    const tally = createTallyClient({ baseUrl: "http://tally.test", apiKey: "tly_x", fetch });
+    for await (const page of tally.listEvents({ after: "42" })) {
+      assert.equal(page.cursor, "42");
+    }
+    assert.equal(seen.length, 1);
+  });
+});

@@ -197,7 +197,7 @@ async fn all_events(store: &SeaOrmStore) -> Vec<StoredEvent> {
     let backend = store.connection().get_database_backend();
     let count = sea_orm::Statement::from_string(backend, "SELECT COUNT(*) AS n FROM events");
     for _ in 0..200 {
-        let events = store.events_after(None, 1_000, &[]).await.unwrap();
+        let events = store.events_after(None, 1_000, &[]).await.unwrap().events;
         let row = store
             .connection()
             .query_one_raw(count.clone())
@@ -214,7 +214,7 @@ async fn all_events(store: &SeaOrmStore) -> Vec<StoredEvent> {
 
 /// The event ids the feed returns now.
 async fn readable_now(store: &SeaOrmStore) -> Vec<String> {
-    let events = store.events_after(None, 1_000, &[]).await.unwrap();
+    let events = store.events_after(None, 1_000, &[]).await.unwrap().events;
     events.into_iter().map(|e| e.event_id).collect()
 }
 
@@ -947,10 +947,14 @@ pub async fn every_change_tells_its_event_once_in_its_own_transaction(store: &Te
     let only = store
         .events_after(Some(events[1].id), 1_000, &[HostEventKind::CreditsGranted])
         .await
-        .unwrap();
+        .unwrap()
+        .events;
     assert!(only.iter().all(|e| e.kind == HostEventKind::CreditsGranted));
     assert!(only.iter().all(|e| e.id > events[1].id));
-    assert_eq!(store.events_after(None, 3, &[]).await.unwrap().len(), 3);
+    assert_eq!(
+        store.events_after(None, 3, &[]).await.unwrap().events.len(),
+        3
+    );
 }
 
 /// A refund of a renewal not seen yet, kept while the renewal itself landed with the reports it
@@ -1118,8 +1122,64 @@ pub async fn old_events_are_purged_in_bounded_batches(store: &TestStore) {
     assert_eq!(left[0].occurred_at, at_days(10));
 }
 
+/// SQLite keeps no index by type (migration step 19): a read filtered by type looks at 5,000
+/// events at most and says how far it looked, so a reader's cursor moves on past events of other
+/// types; PostgreSQL finds the type through its index in one read.
+pub async fn a_read_by_type_looks_at_a_bounded_window(store: &TestStore) {
+    const WINDOW: i64 = 5_000;
+    let fill = format!(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {}) \
+         INSERT INTO events (event_id, event_type, payload, occurred_at) \
+         SELECT 'evt_scan_' || i, 'order.paid', '{{}}', i FROM n",
+        WINDOW + 3
+    );
+    let backend = store.connection().get_database_backend();
+    store.connection().execute_unprepared(&fill).await.unwrap();
+    let last = "INSERT INTO events (event_id, event_type, payload, occurred_at) \
+                VALUES ('evt_scan_last', 'credits.granted', '{}', 1)";
+    store.connection().execute_unprepared(last).await.unwrap();
+    let kinds = [HostEventKind::CreditsGranted];
+    let first = store.events_after(None, 10, &kinds).await.unwrap();
+    let found = if backend == sea_orm::DbBackend::Sqlite {
+        assert!(first.events.is_empty(), "{:?}", first.events);
+        let looked = first.looked_through.expect("stopped at the window's end");
+        let nth = format!(
+            "SELECT id FROM events ORDER BY id LIMIT 1 OFFSET {}",
+            WINDOW - 1
+        );
+        let row = store
+            .connection()
+            .query_one_raw(sea_orm::Statement::from_string(backend, nth))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(looked, row.try_get::<i64>("", "id").unwrap());
+        let second = store.events_after(Some(looked), 10, &kinds).await.unwrap();
+        assert_eq!(second.looked_through, None, "the rest fits one window");
+        second.events
+    } else {
+        assert_eq!(first.looked_through, None);
+        // Other tests' transactions can hold the feed back for a while (see `all_events`).
+        let mut read = first.events;
+        for _ in 0..200 {
+            if !read.is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            read = store.events_after(None, 10, &kinds).await.unwrap().events;
+        }
+        read
+    };
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].event_id, "evt_scan_last");
+    // Without a type, a read returns what it is asked for.
+    let plain = store.events_after(None, 7, &[]).await.unwrap();
+    assert_eq!((plain.events.len(), plain.looked_through), (7, None));
+}
+
 contract_tests!(
     every_change_tells_its_event_once_in_its_own_transaction,
+    a_read_by_type_looks_at_a_bounded_window,
     a_refund_kept_while_its_charge_landed_is_applied_by_the_reconciler,
     a_change_that_rolls_back_tells_nothing,
     old_events_are_purged_in_bounded_batches,
@@ -1175,7 +1235,7 @@ mod postgres_visibility {
         };
         let read_after = |after: Option<i64>| {
             let store = &store;
-            async move { store.events_after(after, 100, &[]).await.unwrap() }
+            async move { store.events_after(after, 100, &[]).await.unwrap().events }
         };
         let older = store.connection().begin().await.unwrap();
         // The older transaction's first write (it takes its transaction id now).

@@ -105,7 +105,14 @@ async fn insert_events(store: &SeaOrmStore, from: usize, count: usize) -> Vec<St
 /// while any older transaction of the cluster (another test's) is still running.
 async fn wait_visible(store: &SeaOrmStore, count: usize) {
     for _ in 0..500 {
-        if store.events_after(None, 1_000, &[]).await.unwrap().len() >= count {
+        if store
+            .events_after(None, 1_000, &[])
+            .await
+            .unwrap()
+            .events
+            .len()
+            >= count
+        {
             return;
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
