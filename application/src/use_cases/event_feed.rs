@@ -114,7 +114,8 @@ fn page(read: EventsRead, limit: u32) -> FeedPage {
     events.truncate(limit as usize);
     let last = events.last().map(|e| e.id);
     let (next, has_more) = match read.looked_through {
-        Some(looked) if !found_more => (Some(last.map_or(looked, |l| l.max(looked))), true),
+        // Every event of such a read lies within what it looked at.
+        Some(looked) if !found_more => (Some(looked), true),
         _ => (last, found_more),
     };
     FeedPage {
