@@ -45,6 +45,9 @@ impl Credits {
     /// No credits.
     pub const ZERO: Credits = Credits(0);
 
+    /// The largest amount the ledger holds ([`MAX_CREDITS_HUNDREDTHS`]).
+    pub const MAX: Credits = Credits(MAX_CREDITS_HUNDREDTHS);
+
     /// Credits from integer hundredths.
     ///
     /// # Errors

@@ -51,7 +51,7 @@ pub use order_events::{
 pub use outcome::EventOutcome;
 pub use plan::{
     AppEnvironment, Duration, Locale, Months, Plan, PlanDraft, PlanError, PlanErrors, PlanGroup,
-    PlanInterval, PlanText, PlanType, ProviderRefs, Visibility,
+    PlanInterval, PlanNotAvailable, PlanText, PlanType, ProviderRefs, Standing, Visibility,
 };
 pub use plan_change::{
     ChangeDirection, PlanChange, PlanChangeRefusal, PlanChangedDecision, PlanChangedFacts,
@@ -61,6 +61,7 @@ pub use plan_change::{
     ChangeInvoiceDecision, ChangeInvoiceFacts, NewPeriodLine, changes_interval,
     decide_change_invoice, proration_charge,
 };
+pub use plan_change::{PeriodGrants, PeriodLot, PeriodLotSource, SwitchKind};
 pub use plan_change::{RevisedTo, decide_plan_revised};
 pub use provider::{CapabilityError, ProviderId, TestMode};
 pub use refund::{

@@ -123,13 +123,43 @@ impl Duration {
     }
 }
 
-/// Whether the pricing page lists a plan (spec 2.2 `hidden`).
+/// Whether a plan is offered to everyone (spec 2.2 `hidden`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Visibility {
-    /// Shown on `/pricing`.
+    /// Shown on `/pricing` and for sale to anyone.
     Listed,
-    /// Sellable by id but not listed.
+    /// Not listed, and for sale only to a buyer who holds it or whom an operator allowed
+    /// ([`Visibility::offered_to`]).
     Hidden,
+}
+
+/// Where a buyer stands with one plan, for [`Visibility::offered_to`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Standing {
+    /// Neither holds it nor was allowed it.
+    Newcomer,
+    /// Holds it now (a live subscription to it, or running access it sells).
+    Holder,
+    /// An operator allowed this buyer the plan.
+    Allowed,
+}
+
+/// A hidden plan asked for by a buyer it is not offered to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("plan {0} is not available")]
+pub struct PlanNotAvailable(pub PlanId);
+
+impl Visibility {
+    /// Whether a plan of this visibility is for sale (a purchase or a switch target) to a buyer
+    /// of `standing`: a listed plan to anyone, a hidden one only to its holders and to buyers an
+    /// operator allowed.
+    #[must_use]
+    pub const fn offered_to(self, standing: Standing) -> bool {
+        match (self, standing) {
+            (Self::Listed, _) | (Self::Hidden, Standing::Holder | Standing::Allowed) => true,
+            (Self::Hidden, Standing::Newcomer) => false,
+        }
+    }
 }
 
 /// Whether the pricing page highlights a plan (spec 2.2 `recommended`).

@@ -7,10 +7,13 @@
 //! asked plan's price, in its currency and interval, moves the subscription to the new plan and
 //! terms; any other is a mismatch and changes nothing.
 //!
-//! Credits (`docs/subscriptions-and-refunds.md`, "Switching plans"):
-//! - an **upgrade** (a higher price per month) grants, when the provider confirms it, the
-//!   difference between the new plan's and the old plan's credits per period, once, expiring
-//!   with the current period; every later renewal grants the new plan's credits;
+//! Credits (`docs/subscriptions-and-refunds.md`, "Switching plans"; the rule is
+//! [`period_credits`]'s):
+//! - an **upgrade** (a higher price per month) grants, when the provider confirms it, what the
+//!   new plan's credits per period exceed everything already granted for the current period by
+//!   (the period's own lot and earlier upgrades' lots), once, expiring with the current period;
+//!   every later renewal grants the new plan's credits. Switching down and back up within one
+//!   period grants nothing the second time;
 //! - a **downgrade** grants and takes back nothing when confirmed: the period already granted
 //!   keeps its credits, and the lower credits start with the next renewal, which bills the new
 //!   (lower) price.
@@ -131,6 +134,43 @@ impl ChangeDirection {
     }
 }
 
+/// How a switch is told to the subscriber and the host: a change of billing interval is neither
+/// an upgrade nor a downgrade (a yearly plan is cheaper per month and sells more per period);
+/// within one interval, what the buyer pays per unit of time decides ([`ChangeDirection`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SwitchKind {
+    /// The same interval at a higher price per month (or more credits for the same price).
+    Upgrade,
+    /// The same interval at a lower price per month (or no more credits for the same price).
+    Downgrade,
+    /// Another billing interval (monthly to yearly, or back).
+    IntervalChange,
+}
+
+impl SwitchKind {
+    /// The switch from terms `from` to terms `to`.
+    #[must_use]
+    pub fn between(from: &SoldTerms, to: &SoldTerms) -> Self {
+        if from.interval() != to.interval() {
+            return Self::IntervalChange;
+        }
+        match ChangeDirection::between(from, to) {
+            ChangeDirection::Upgrade => Self::Upgrade,
+            ChangeDirection::Downgrade => Self::Downgrade,
+        }
+    }
+
+    /// `upgrade`, `downgrade` or `interval_change`, as shown.
+    #[must_use]
+    pub const fn code(self) -> &'static str {
+        match self {
+            Self::Upgrade => "upgrade",
+            Self::Downgrade => "downgrade",
+            Self::IntervalChange => "interval_change",
+        }
+    }
+}
+
 /// A switch asked of the provider and not confirmed by its event yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlanChange {
@@ -179,6 +219,17 @@ impl PlanChange {
     #[must_use]
     pub const fn requested_at(&self) -> Timestamp {
         self.requested_at
+    }
+
+    /// How this switch from `from` (the terms the subscription bills now) is told; a direction
+    /// alone where the subscription has no terms to compare with.
+    #[must_use]
+    pub fn kind(&self, from: Option<&SoldTerms>) -> SwitchKind {
+        match from {
+            Some(from) => SwitchKind::between(from, &self.terms),
+            None if self.direction == ChangeDirection::Upgrade => SwitchKind::Upgrade,
+            None => SwitchKind::Downgrade,
+        }
     }
 }
 
@@ -359,11 +410,13 @@ impl PlanChangedDecision {
 }
 
 /// A provider event saying `current` now bills `facts.price`: checked against the change the
-/// subscriber asked for (see the module documentation for the credits it implies).
+/// subscriber asked for (see the module documentation for the credits it implies); `granted`
+/// is what the current period has been granted so far.
 #[must_use]
 pub fn decide_plan_changed(
     current: &Subscription,
     facts: &PlanChangedFacts,
+    granted: &PeriodGrants,
 ) -> PlanChangedDecision {
     if !current.is_live() {
         return PlanChangedDecision::Stale(format!("subscription is {}", current.status().code()));
@@ -409,7 +462,7 @@ pub fn decide_plan_changed(
     let Some(change) = next.confirm_plan_change(facts.occurred_at) else {
         return PlanChangedDecision::AlreadyDone;
     };
-    let credits = upgrade_credits(old, &change, current.current_period());
+    let credits = upgrade_credits(old, &change, granted);
     PlanChangedDecision::Apply {
         subscription: next,
         change,
@@ -417,22 +470,30 @@ pub fn decide_plan_changed(
     }
 }
 
-/// The credits an upgrade grants: the new credits per period less the old, when more.
+/// The credits an upgrade grants: the new credits per period less everything the current
+/// period (`granted`) was already granted, and never less than the old plan's credits per period
+/// (counted as granted); nothing for a downgrade.
 fn upgrade_credits(
     old: Option<SoldTerms>,
     change: &PlanChange,
-    current: BillingPeriod,
+    granted: &PeriodGrants,
 ) -> Option<UpgradeCredits> {
     if change.direction() != ChangeDirection::Upgrade {
         return None;
     }
     let new = change.terms().credits_per_period()?;
-    let old = old.and_then(|t| t.credits_per_period()).unwrap_or_default();
-    let amount = new.checked_sub(old).ok().filter(|c| !c.is_zero())?;
+    let floor = old.and_then(|t| t.credits_per_period()).unwrap_or_default();
+    let amount = granted.still_due(new, floor)?;
+    let current = granted.period();
     let start = change.requested_at();
     let period = BillingPeriod::new(start, current.end().max(start))?;
+    debug_assert!(amount.checked_add(granted.total().max(floor)).ok() == Some(new));
     Some(UpgradeCredits { amount, period })
 }
+
+mod period_credits;
+
+pub use period_credits::{PeriodGrants, PeriodLot, PeriodLotSource};
 
 mod revision;
 

@@ -16,7 +16,7 @@
 use crate::ids::PlanId;
 use crate::order::PlanSnapshot;
 use crate::plan::PlanType;
-use crate::plan_change::{ChangeDirection, PlanChangeRefusal};
+use crate::plan_change::{ChangeDirection, PlanChangeRefusal, SwitchKind};
 use crate::subscription::{RenewalIntent, SoldTerms, Subscription, SubscriptionStatus};
 use crate::time::Timestamp;
 
@@ -62,6 +62,8 @@ pub struct SwitchAtPeriodEnd {
     /// Whether the new plan costs more or less per month (for the subscriber's information:
     /// nothing is prorated, the new plan is bought when the old one ends).
     pub direction: ChangeDirection,
+    /// How the switch is told: an upgrade, a downgrade, or a change of billing interval.
+    pub kind: SwitchKind,
 }
 
 /// Another switch of the subscription is in progress: the loser of two concurrent requests, or
@@ -130,6 +132,7 @@ pub fn schedule_switch(
     Ok(SwitchAtPeriodEnd {
         switch: ScheduledSwitch::new(target.plan_id.clone(), now),
         direction: ChangeDirection::between(&from, &terms),
+        kind: SwitchKind::between(&from, &terms),
     })
 }
 

@@ -757,7 +757,8 @@ async fn the_type_index_goes_on_sqlite_only(t: &TestDb) {
     // Seventeen migrations reach step 18 (there is no step 10).
     Migrator::up(&t.db, Some(17)).await.expect("to step 18");
     assert!(has_type_index(&t.db).await);
-    Migrator::up(&t.db, None).await.expect("step 19");
+    // Eighteen reach step 19.
+    Migrator::up(&t.db, Some(1)).await.expect("step 19");
     let sqlite = t.db.get_database_backend() == DbBackend::Sqlite;
     assert_eq!(has_type_index(&t.db).await, !sqlite);
     Migrator::down(&t.db, Some(1)).await.expect("down step 19");
@@ -777,5 +778,47 @@ async fn postgres_the_type_index_goes_on_sqlite_only() {
         return;
     };
     the_type_index_goes_on_sqlite_only(&t).await;
+    t.cleanup().await;
+}
+
+/// Step 21: one allowance per user and plan; the table goes away going down.
+async fn a_plan_is_allowed_to_a_user_once(t: &TestDb) {
+    Migrator::up(&t.db, None).await.expect("up");
+    exec(
+        &t.db,
+        "INSERT INTO users (id, email, password_hash, role, created_at) VALUES
+         ('u1', 'ada@example.com', NULL, 'admin', 1700000000000)",
+    )
+    .await;
+    let allow = "INSERT INTO plan_allowances (user_id, plan_id, allowed_by, allowed_at)
+         VALUES ('u1', 'pro_monthly_legacy', 'u1', 1700000000001)";
+    exec(&t.db, allow).await;
+    let again =
+        t.db.execute_raw(Statement::from_string(t.db.get_database_backend(), allow))
+            .await;
+    assert!(again.is_err(), "a second allowance of the same plan");
+    // Step 21 and those after it.
+    let later = (Migrator::migrations().iter())
+        .filter(|m| m.name() >= "m20260812_000021")
+        .count();
+    Migrator::down(&t.db, Some(u32::try_from(later).expect("few")))
+        .await
+        .expect("down step 21");
+    assert!(!tables(&t.db).await.contains(&"plan_allowances".to_owned()));
+}
+
+#[tokio::test]
+async fn sqlite_a_plan_is_allowed_to_a_user_once() {
+    let t = TestDb::sqlite().await;
+    a_plan_is_allowed_to_a_user_once(&t).await;
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn postgres_a_plan_is_allowed_to_a_user_once() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    a_plan_is_allowed_to_a_user_once(&t).await;
     t.cleanup().await;
 }

@@ -21,6 +21,7 @@ pub struct TestApp {
     /// A client without cookies; tests pass bearer tokens.
     pub client: reqwest::Client,
     stop: Option<oneshot::Sender<()>>,
+    settings: Settings,
     _dir: tempfile::TempDir,
 }
 
@@ -73,7 +74,7 @@ pub async fn spawn_app_from(catalog_dir: &Path, adjust: impl FnOnce(&mut Setting
     let mut settings = test_settings(dir.path());
     adjust(&mut settings);
     let catalog = bootstrap::catalog::load(catalog_dir).expect("the catalog loads");
-    let app = Application::build(settings, catalog)
+    let app = Application::build(settings.clone(), catalog)
         .await
         .expect("application builds");
     let address = app.base_url().to_owned();
@@ -90,6 +91,7 @@ pub async fn spawn_app_from(catalog_dir: &Path, adjust: impl FnOnce(&mut Setting
         address,
         client,
         stop: Some(stop),
+        settings,
         _dir: dir,
     }
 }
@@ -156,6 +158,36 @@ impl TestApp {
     #[must_use]
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.address)
+    }
+
+    /// Allow the user signed in with `token` the hidden plan `plan`, as an operator would (an
+    /// administrator made straight in the store, then `PUT
+    /// /api/admin/users/{id}/plan-allowances/{plan}`): a customer kept on a legacy price.
+    ///
+    /// # Panics
+    /// When any step fails (a test failure).
+    pub async fn allow_plan(&self, token: &str, plan: &str) {
+        let (status, me) = self.get(token, "/api/auth/me").await;
+        assert_eq!(status, 200, "{me}");
+        let user = me["id"].as_str().expect("user id").to_owned();
+        let email = "plan-allowances@example.com";
+        let store = bootstrap::app::connect_store(&self.settings)
+            .await
+            .expect("store");
+        let role = application::accounts::Role::Admin;
+        // Made once per app; a second call finds it made.
+        let _ = bootstrap::app::create_user(&store, email, ADMIN_PASSWORD.into(), role).await;
+        let body = json!({"email": email, "password": ADMIN_PASSWORD});
+        let (status, signed_in) = self.post("", "/api/auth/login", &body, None).await;
+        assert_eq!(status, 200, "{signed_in}");
+        let admin = signed_in["token"].as_str().expect("token");
+        let path = format!("/api/admin/users/{user}/plan-allowances/{plan}");
+        let response = (self.client.put(self.url(&path)))
+            .bearer_auth(admin)
+            .send()
+            .await
+            .expect("allow plan");
+        assert_eq!(response.status(), 200, "allow {plan}");
     }
 
     /// Register a user and return its bearer token.

@@ -6,14 +6,20 @@
 use std::sync::Arc;
 
 use application::ports::OrderFilter;
-use application::use_cases::admin_console::{AdminCancelError, AdminListError, PageAfter};
-use domain::{ProviderId, SubscriptionId, UserId};
+use application::use_cases::admin_console::{
+    AdminCancelError, AdminListError, PageAfter, PlanAllowanceError,
+};
+use domain::{PlanId, ProviderId, SubscriptionId, UserId};
 use poem::Request;
 use poem_openapi::OpenApi;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
 
 use crate::AppState;
+use crate::admin_allowances::{
+    AllowPlanResponse, PlanAllowanceList, PlanAllowanceView, PlanAllowancesResponse,
+    RemovePlanAllowanceResponse, allowance_problem,
+};
 use crate::admin_customers::{
     AdminCancelBody, AdminCancelResponse, AdminOrderPage, AdminOrderView, AdminOrdersResponse,
     AdminTransactionPage, AdminTransactionView, AuditEntryView, AuditPage, AuditResponse,
@@ -298,6 +304,76 @@ impl AdminConsoleApi {
         }
     }
 
+    /// The hidden plans an administrator allowed a customer to buy or switch to.
+    #[oai(path = "/api/admin/users/:id/plan-allowances", method = "get")]
+    async fn plan_allowances(
+        &self,
+        credential: Credential,
+        id: Path<String>,
+    ) -> PlanAllowancesResponse {
+        let result = async {
+            self.state.admin(&credential).await?;
+            let id = customer_id(&id.0)?;
+            let admin = &self.state.ports.admin;
+            admin.plan_allowances(&id).await.map_err(allowance_problem)
+        };
+        match result.await {
+            Ok(list) => PlanAllowancesResponse::Ok(Json(PlanAllowanceList {
+                items: list.iter().map(PlanAllowanceView::from).collect(),
+            })),
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// Allow a customer a hidden plan: they may then buy it, or switch to it, although it is
+    /// neither listed nor for sale to anyone else (a private offer). Audited (`plan.allowed`).
+    #[oai(path = "/api/admin/users/:id/plan-allowances/:plan_id", method = "put")]
+    async fn allow_plan(
+        &self,
+        credential: Credential,
+        id: Path<String>,
+        plan_id: Path<String>,
+    ) -> AllowPlanResponse {
+        let result = async {
+            let admin = self.state.admin(&credential).await?;
+            let (user, plan) = allowance_ids(&id.0, &plan_id.0)?;
+            let port = &self.state.ports.admin;
+            port.allow_plan_by(&admin, &user, &plan)
+                .await
+                .map_err(allowance_problem)
+        };
+        match result.await {
+            Ok(allowed) => AllowPlanResponse::Ok(Json(PlanAllowanceView::from(&allowed))),
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// Withdraw a customer's allowance of a plan. Audited (`plan.allowance_removed`); what the
+    /// customer already bought stays theirs.
+    #[oai(
+        path = "/api/admin/users/:id/plan-allowances/:plan_id",
+        method = "delete"
+    )]
+    async fn remove_plan_allowance(
+        &self,
+        credential: Credential,
+        id: Path<String>,
+        plan_id: Path<String>,
+    ) -> RemovePlanAllowanceResponse {
+        let result = async {
+            let admin = self.state.admin(&credential).await?;
+            let (user, plan) = allowance_ids(&id.0, &plan_id.0)?;
+            let port = &self.state.ports.admin;
+            port.remove_plan_allowance_by(&admin, &user, &plan)
+                .await
+                .map_err(allowance_problem)
+        };
+        match result.await {
+            Ok(()) => RemovePlanAllowanceResponse::Removed,
+            Err(problem) => problem.into(),
+        }
+    }
+
     /// Cancel a customer's subscription through its provider: at the end of its current
     /// period (the default, as the subscriber's own cancel does), or now (`when: now`, where
     /// the provider can end one at once; it ends when the provider's ended event arrives).
@@ -368,6 +444,15 @@ fn export_page_after(
         page.limit = Some(i64::from(application::pagination::MAX_LIMIT));
     }
     Ok(page)
+}
+
+/// The customer and plan an allowance path names: a malformed id is one that does not exist.
+fn allowance_ids(user: &str, plan: &str) -> Result<(UserId, PlanId), Problem> {
+    let user = customer_id(user)?;
+    let plan = parse_id(plan, PlanId::new, || {
+        allowance_problem(PlanAllowanceError::PlanNotFound)
+    })?;
+    Ok((user, plan))
 }
 
 fn customer_id(raw: &str) -> Result<UserId, Problem> {

@@ -264,7 +264,8 @@ impl SubscriptionView {
             cancel_at_period_end: s.renewal() == RenewalIntent::EndsAtPeriodEnd,
             access_until: access.ends_at().map(timestamp),
             pending_plan_id: s.pending_change().map(|c| c.plan_id().to_string()),
-            pending_change: s.pending_change().map(|c| c.direction().code().to_owned()),
+            pending_change: (s.pending_change())
+                .map(|c| c.kind(s.sold_terms().as_ref()).code().to_owned()),
             scheduled_plan_id: s.scheduled_switch().map(|w| w.plan_id().to_string()),
         }
     }

@@ -16,6 +16,7 @@
 //! its outcome. HTTP statuses are decided only here (HOUSE-STYLE.md rule 14).
 
 mod admin;
+mod admin_allowances;
 mod admin_console;
 mod admin_customers;
 mod admin_customers_api;

@@ -82,8 +82,9 @@ api_response! {
         409 Conflict,
         /// `payload_too_large`: the body is over 64 KiB.
         413 PayloadTooLarge,
-        /// `unknown_provider`, `provider_mismatch`, `provider_not_supported` or
-        /// `provider_unavailable` (the plan's provider is not configured here).
+        /// `unknown_provider`, `provider_mismatch`, `provider_not_supported`,
+        /// `provider_unavailable` (the plan's provider is not configured here) or
+        /// `plan_not_available` (a hidden plan, not offered to this buyer).
         422 Unprocessable,
         /// `provider_error`: the provider failed; the order is `failed`.
         502 BadGateway,
@@ -341,6 +342,9 @@ fn order_not_found() -> Problem {
 fn initiate_problem(e: InitiatePaymentError) -> Problem {
     match e {
         InitiatePaymentError::PlanNotFound(_) => Problem::new(Code::PlanNotFound, e.to_string()),
+        InitiatePaymentError::NotAvailable(_) => {
+            Problem::new(Code::PlanNotAvailable, e.to_string())
+        }
         InitiatePaymentError::ProviderMismatch { .. } => {
             Problem::new(Code::ProviderMismatch, e.to_string())
         }

@@ -95,6 +95,8 @@ api_response! {
         /// the period's end), `change_in_progress` (another switch of the subscription is in
         /// progress or scheduled; nothing was asked of the provider).
         409 Conflict,
+        /// `plan_not_available`: the plan is hidden and not offered to this subscriber.
+        422 Unprocessable,
         /// `provider_error`: the provider could not be told; nothing changed, retry.
         502 BadGateway,
     }
@@ -258,7 +260,7 @@ impl SubscriptionsApi {
         PlanChangeView {
             subscription: self.view(&outcome.subscription),
             plan_id: outcome.change.plan_id().to_string(),
-            change: outcome.change.direction().code().to_owned(),
+            change: outcome.kind.code().to_owned(),
             confirmed: outcome.subscription.plan_id() == outcome.change.plan_id(),
             approval_url: outcome.approval_url.clone(),
             when: SwitchWhen::Now,
@@ -271,7 +273,7 @@ impl SubscriptionsApi {
         PlanChangeView {
             subscription: self.view(subscription),
             plan_id: scheduled.plan_id.to_string(),
-            change: scheduled.direction.code().to_owned(),
+            change: scheduled.kind.code().to_owned(),
             confirmed: false,
             approval_url: None,
             when: SwitchWhen::PeriodEnd,
@@ -293,6 +295,7 @@ fn problem(e: ChangePlanError) -> Problem {
         ChangePlanError::NotFound => Problem::new(Code::SubscriptionNotFound, detail),
         ChangePlanError::NotOwner => Problem::new(Code::NotOwner, detail),
         ChangePlanError::PlanNotFound(_) => Problem::new(Code::PlanNotFound, detail),
+        ChangePlanError::NotAvailable(_) => Problem::new(Code::PlanNotAvailable, detail),
         ChangePlanError::Refused(refusal) => Problem::new(refusal_code(&refusal), detail),
         ChangePlanError::NotSwitchable(_) => Problem::new(Code::NotSwitchable, detail),
         ChangePlanError::InProgress(_) => Problem::new(Code::ChangeInProgress, detail),

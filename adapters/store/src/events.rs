@@ -256,7 +256,7 @@ async fn apply(
         // A grant written now writes the events collected so far with its lot, and its own.
         effects.push(ledger::grant(tx, &NewGrant::of(grant), &mut outbox).await?);
     }
-    if let Some(clawback) = &c.clawback {
+    for clawback in &c.clawbacks {
         let effect = ledger::clawback(tx, clawback).await?;
         if let LedgerEffect::Written(t) = &effect {
             outbox.extend(outbox::credits_changed(t));

@@ -1,13 +1,15 @@
 //! The dynamic plans table (`pricing_plan`): plans edited by admins, listed on `/pricing`.
 
-use application::ports::{ImportReport, Listing, PlanRepository, StoreError, StoredPlan};
+use application::ports::{
+    ImportReport, Listing, PlanAllowance, PlanRepository, StoreError, StoredPlan,
+};
 use async_trait::async_trait;
-use domain::{Plan, PlanId, Timestamp};
-use sea_orm::{DatabaseTransaction, Value};
+use domain::{Plan, PlanId, Timestamp, UserId};
+use sea_orm::{DatabaseTransaction, FromQueryResult, Value};
 
 use crate::SeaOrmStore;
 use crate::retry::Fail;
-use crate::rows::{PLAN_COLUMNS, PlanRow, plan_values};
+use crate::rows::{PLAN_COLUMNS, PlanRow, corrupt, plan_values};
 use crate::sql::{self, End};
 
 pub(crate) const INSERT: &str = "INSERT INTO pricing_plan (id, provider, plan_type, currency, amount_minor, \
@@ -26,6 +28,45 @@ const UPSERT: &str = "INSERT INTO pricing_plan (id, provider, plan_type, currenc
 pub(crate) const UPDATE: &str = "UPDATE pricing_plan SET provider = $2, plan_type = $3, currency = $4, \
     amount_minor = $5, original_amount_minor = $6, hidden = $7, locales = $8, sort_order = $9, \
     data = $10, updated_at = $11 WHERE id = $1";
+
+/// Allow a user a plan; allowing it again keeps the first allowance.
+pub(crate) const ALLOW: &str = "INSERT INTO plan_allowances (user_id, plan_id, allowed_by, \
+    allowed_at) VALUES ($1, $2, $3, $4) ON CONFLICT (user_id, plan_id) DO NOTHING";
+
+/// Withdraw a user's allowance of a plan.
+pub(crate) const DISALLOW: &str = "DELETE FROM plan_allowances WHERE user_id = $1 AND plan_id = $2";
+
+/// The values of [`ALLOW`].
+pub(crate) fn allowance_values(a: &PlanAllowance) -> Vec<Value> {
+    vec![
+        a.user_id.as_str().into(),
+        a.plan_id.as_str().into(),
+        a.allowed_by.as_str().into(),
+        a.allowed_at.unix_millis().into(),
+    ]
+}
+
+/// A `plan_allowances` row.
+#[derive(Debug, FromQueryResult)]
+struct AllowanceRow {
+    user_id: String,
+    plan_id: String,
+    allowed_by: String,
+    allowed_at: i64,
+}
+
+impl AllowanceRow {
+    fn into_domain(self) -> Result<PlanAllowance, StoreError> {
+        let key = format!("{}:{}", self.user_id, self.plan_id);
+        let bad = |why: String| corrupt("plan_allowances", &key, why);
+        Ok(PlanAllowance {
+            user_id: UserId::new(&self.user_id).map_err(|e| bad(e.to_string()))?,
+            plan_id: PlanId::new(&self.plan_id).map_err(|e| bad(e.to_string()))?,
+            allowed_by: UserId::new(&self.allowed_by).map_err(|e| bad(e.to_string()))?,
+            allowed_at: Timestamp::from_unix_millis(self.allowed_at),
+        })
+    }
+}
 
 pub(crate) fn with_time(mut values: Vec<Value>, now: Timestamp) -> Vec<Value> {
     values.push(now.unix_millis().into());
@@ -46,6 +87,23 @@ impl PlanRepository for SeaOrmStore {
             .fetch_one("find_plan", &sql, vec![id.as_str().into()])
             .await?;
         row.map(PlanRow::into_domain).transpose()
+    }
+
+    async fn plan_allowed(&self, user: &UserId, plan: &PlanId) -> Result<bool, StoreError> {
+        let sql = "SELECT user_id, plan_id, allowed_by, allowed_at FROM plan_allowances \
+            WHERE user_id = $1 AND plan_id = $2";
+        let values = vec![user.as_str().into(), plan.as_str().into()];
+        let row: Option<AllowanceRow> = self.fetch_one("plan_allowed", sql, values).await?;
+        Ok(row.is_some())
+    }
+
+    async fn plan_allowances(&self, user: &UserId) -> Result<Vec<PlanAllowance>, StoreError> {
+        let sql = "SELECT user_id, plan_id, allowed_by, allowed_at FROM plan_allowances \
+            WHERE user_id = $1 ORDER BY plan_id";
+        let rows: Vec<AllowanceRow> = self
+            .fetch_all("plan_allowances", sql, vec![user.as_str().into()])
+            .await?;
+        rows.into_iter().map(AllowanceRow::into_domain).collect()
     }
 
     async fn create_plan(&self, plan: &StoredPlan, now: Timestamp) -> Result<(), StoreError> {

@@ -194,6 +194,13 @@ struct Amount {
     n: i64,
 }
 
+/// A plan change's lot: its source key and granted amount.
+#[derive(Debug, FromQueryResult)]
+struct ChangeLot {
+    source_key: String,
+    n: i64,
+}
+
 impl SeaOrmStore {
     async fn charge_where(
         &self,
@@ -241,6 +248,36 @@ impl RefundRepository for SeaOrmStore {
             Credits::from_hundredths(r.n).map_err(|e| corrupt("credit_grants", &key, e.to_string()))
         })
         .transpose()
+    }
+
+    async fn change_grants(
+        &self,
+        subscription: &SubscriptionId,
+    ) -> Result<Vec<(Timestamp, Credits)>, StoreError> {
+        // The keys `<subscription>:change:<ms>` of one subscription sort between its prefix and
+        // the prefix with ';' (the character after ':'): one range of the unique index.
+        let prefix = format!("{subscription}:change:");
+        let sql = "SELECT source_key, amount_hundredths AS n FROM credit_grants \
+            WHERE source_kind = 'subscription_period' AND source_key >= $1 AND source_key < $2 \
+            ORDER BY source_key";
+        let values = vec![
+            prefix.clone().into(),
+            format!("{subscription}:change;").into(),
+        ];
+        let rows: Vec<ChangeLot> = self.fetch_all("change_grants", sql, values).await?;
+        let mut lots = rows
+            .into_iter()
+            .map(|row| {
+                let bad = |why: String| corrupt("credit_grants", &row.source_key, why);
+                let asked = row.source_key[prefix.len()..]
+                    .parse::<i64>()
+                    .map_err(|e| bad(e.to_string()))?;
+                let amount = Credits::from_hundredths(row.n).map_err(|e| bad(e.to_string()))?;
+                Ok((Timestamp::from_unix_millis(asked), amount))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        lots.sort_by_key(|(asked, _)| *asked);
+        Ok(lots)
     }
 
     async fn find_charge(

@@ -10,13 +10,13 @@ use domain::{ApiKeyId, PlanId, Subscription, SubscriptionId, UserId};
 use crate::accounts::{ApiKey, User};
 use crate::ports::{
     AuditEntry, Clock, CreditTransaction, IdGenerator, ImportReport, InboxFilter, OrderFilter,
-    OrderRecord, RecordedEvent, SecretHasher, Store, StoredPlan,
+    OrderRecord, PlanAllowance, RecordedEvent, SecretHasher, Store, StoredPlan,
 };
 use crate::service::Service;
 use crate::use_cases::InfraError;
 use crate::use_cases::admin_console::{
     AdjustCredits, AdjustCreditsError, AdjustedCredits, AdminCancelError, AdminListError,
-    CursorPage, CustomerOverview, PageAfter, ReplayError, Replayed,
+    CursorPage, CustomerOverview, PageAfter, PlanAllowanceError, ReplayError, Replayed,
 };
 use crate::use_cases::admin_reports::AdminOverview;
 use crate::use_cases::api_keys::{ApiKeyError, CreatedApiKey};
@@ -153,6 +153,28 @@ pub trait AdminService: Send + Sync + 'static {
     /// The overview's figures (see [`Service::admin_overview`]).
     async fn admin_overview(&self) -> Result<AdminOverview, InfraError>;
 
+    /// The hidden plans allowed to a user (see [`Service::plan_allowances`]).
+    async fn plan_allowances(
+        &self,
+        user: &UserId,
+    ) -> Result<Vec<PlanAllowance>, PlanAllowanceError>;
+
+    /// Allow a user a hidden plan (see [`Service::allow_plan_by`]).
+    async fn allow_plan_by(
+        &self,
+        admin: &User,
+        user: &UserId,
+        plan: &PlanId,
+    ) -> Result<PlanAllowance, PlanAllowanceError>;
+
+    /// Withdraw a user's allowance of a plan (see [`Service::remove_plan_allowance_by`]).
+    async fn remove_plan_allowance_by(
+        &self,
+        admin: &User,
+        user: &UserId,
+        plan: &PlanId,
+    ) -> Result<(), PlanAllowanceError>;
+
     /// A new idempotency key (`adm_…`) for an administrator's action a form confirms.
     fn new_action_key(&self) -> String;
 }
@@ -183,6 +205,31 @@ where
         input: &PlanInput,
     ) -> Result<StoredPlan, ManagePlansError> {
         Service::create_plan_by(self, admin, input).await
+    }
+
+    async fn plan_allowances(
+        &self,
+        user: &UserId,
+    ) -> Result<Vec<PlanAllowance>, PlanAllowanceError> {
+        Service::plan_allowances(self, user).await
+    }
+
+    async fn allow_plan_by(
+        &self,
+        admin: &User,
+        user: &UserId,
+        plan: &PlanId,
+    ) -> Result<PlanAllowance, PlanAllowanceError> {
+        Service::allow_plan_by(self, admin, user, plan).await
+    }
+
+    async fn remove_plan_allowance_by(
+        &self,
+        admin: &User,
+        user: &UserId,
+        plan: &PlanId,
+    ) -> Result<(), PlanAllowanceError> {
+        Service::remove_plan_allowance_by(self, admin, user, plan).await
     }
 
     async fn update_plan_by(

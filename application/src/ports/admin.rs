@@ -131,11 +131,15 @@ pub enum AuditAction {
     WebhookEndpointRotated,
     /// A delivery sent again.
     WebhookRedelivered,
+    /// A hidden plan allowed to one user.
+    PlanAllowed,
+    /// A plan's allowance to one user withdrawn.
+    PlanAllowanceRemoved,
 }
 
 impl AuditAction {
     /// Every action.
-    pub const ALL: [AuditAction; 16] = [
+    pub const ALL: [AuditAction; 18] = [
         Self::CreditsGranted,
         Self::CreditsDebited,
         Self::OrderRefunded,
@@ -152,6 +156,8 @@ impl AuditAction {
         Self::WebhookEndpointDeleted,
         Self::WebhookEndpointRotated,
         Self::WebhookRedelivered,
+        Self::PlanAllowed,
+        Self::PlanAllowanceRemoved,
     ];
 
     /// The stable code stored and shown (`credits.granted`, `order.refunded`, …).
@@ -174,6 +180,8 @@ impl AuditAction {
             Self::WebhookEndpointDeleted => "webhook_endpoint.deleted",
             Self::WebhookEndpointRotated => "webhook_endpoint.rotated",
             Self::WebhookRedelivered => "webhook_delivery.redelivered",
+            Self::PlanAllowed => "plan.allowed",
+            Self::PlanAllowanceRemoved => "plan.allowance_removed",
         }
     }
 
@@ -220,6 +228,24 @@ pub enum AdminWrite<'a> {
     CreateApiKey(&'a ApiKey, &'a TokenHash),
     /// [`super::ApiKeyRepository::revoke_api_key`], by key id.
     RevokeApiKey(&'a str),
+    /// Allow a user a hidden plan (kept once per user and plan: allowing it again changes
+    /// nothing but the audit log).
+    AllowPlan(&'a PlanAllowance),
+    /// Withdraw a user's allowance of a plan (nothing to withdraw is not an error).
+    RemovePlanAllowance(&'a UserId, &'a PlanId),
+}
+
+/// A hidden plan an administrator allowed one user to buy or switch to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanAllowance {
+    /// The user.
+    pub user_id: UserId,
+    /// The plan.
+    pub plan_id: PlanId,
+    /// The administrator who allowed it.
+    pub allowed_by: UserId,
+    /// When.
+    pub allowed_at: Timestamp,
 }
 
 /// Whether a provider event written with an administrator's action was told to the host as a

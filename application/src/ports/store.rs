@@ -222,6 +222,19 @@ pub trait PlanRepository: Send + Sync + 'static {
     /// As [`PlanRepository::list_plans`].
     async fn find_plan(&self, id: &PlanId) -> Result<Option<StoredPlan>, StoreError>;
 
+    /// Whether an administrator allowed `user` the plan `plan` ([`super::AdminWrite::AllowPlan`]).
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn plan_allowed(&self, user: &UserId, plan: &PlanId) -> Result<bool, StoreError>;
+
+    /// The plans allowed to `user`, by plan id.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn plan_allowances(&self, user: &UserId)
+    -> Result<Vec<super::PlanAllowance>, StoreError>;
+
     /// Add a plan.
     ///
     /// # Errors
@@ -569,6 +582,16 @@ pub trait RefundRepository: Send + Sync + 'static {
     /// # Errors
     /// As [`RefundRepository::refunds_of`].
     async fn granted_by(&self, source: &GrantSource) -> Result<Option<Credits>, StoreError>;
+
+    /// The lots granted for plan changes of `subscription` ([`GrantSource::PlanChange`]): when
+    /// each change was asked, and the credits its lot was granted with, in the order asked.
+    ///
+    /// # Errors
+    /// As [`RefundRepository::refunds_of`].
+    async fn change_grants(
+        &self,
+        subscription: &SubscriptionId,
+    ) -> Result<Vec<(Timestamp, Credits)>, StoreError>;
 
     /// The subscription charge a provider knows by `charge_ref`.
     ///
@@ -995,8 +1018,9 @@ pub struct PaymentEventCommand {
     pub subscription: Option<SubscriptionChange>,
     /// Credits to grant (once per source).
     pub grant: Option<GrantCommand>,
-    /// Credits to take back after a refund.
-    pub clawback: Option<ClawbackCommand>,
+    /// Credits to take back (after a refund, or from the lots of a period a change of billing
+    /// interval ended early), each from its own lot.
+    pub clawbacks: Vec<ClawbackCommand>,
     /// A subscription charge recorded or refunded.
     pub charge: Option<ChargeChange>,
     /// A refund report to keep (a report kept before makes the store refuse with a conflict).

@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 
 use domain::ledger::{self, GrantLot};
-use domain::{CreditDelta, Credits, ReservationId, Timestamp, TransactionKind, UserId};
+use domain::{
+    CreditDelta, Credits, ReservationId, SubscriptionId, Timestamp, TransactionKind, UserId,
+};
 
 use crate::ports::{
     AdjustCommand, ClawbackCommand, ConsumeCommand, CreditTransaction, GrantCommand, GrantSource,
@@ -334,6 +336,20 @@ impl Ledger {
             .iter()
             .find(|l| l.source == key)
             .map(|l| l.granted)
+    }
+
+    pub(super) fn change_grants(&self, subscription: &SubscriptionId) -> Vec<(Timestamp, Credits)> {
+        let prefix = format!("subscription_period:{subscription}:change:");
+        let mut lots: Vec<_> = self
+            .lots
+            .iter()
+            .filter_map(|l| {
+                let asked = l.source.strip_prefix(&prefix)?.parse().ok()?;
+                Some((Timestamp::from_unix_millis(asked), l.granted))
+            })
+            .collect();
+        lots.sort_by_key(|(asked, _)| *asked);
+        lots
     }
 
     pub(super) fn clawback(&mut self, c: &ClawbackCommand) -> Result<LedgerEffect, StoreError> {

@@ -27,6 +27,7 @@ struct State {
     sessions: BTreeMap<TokenHash, (UserId, Timestamp)>,
     api_keys: Vec<(ApiKey, TokenHash)>,
     plans: BTreeMap<PlanId, StoredPlan>,
+    plan_allowances: BTreeMap<(UserId, PlanId), PlanAllowance>,
     orders: BTreeMap<OrderId, OrderRecord>,
     idempotency: BTreeMap<(UserId, String), (String, OrderId)>,
     subscriptions: BTreeMap<SubscriptionId, (Subscription, Option<OrderId>)>,
@@ -273,6 +274,18 @@ impl PlanRepository for InMemoryStore {
 
     async fn find_plan(&self, id: &PlanId) -> Result<Option<StoredPlan>, StoreError> {
         Ok(lock(&self.0).plans.get(id).cloned())
+    }
+
+    async fn plan_allowed(&self, user: &UserId, plan: &PlanId) -> Result<bool, StoreError> {
+        let key = (user.clone(), plan.clone());
+        Ok(lock(&self.0).plan_allowances.contains_key(&key))
+    }
+
+    async fn plan_allowances(&self, user: &UserId) -> Result<Vec<PlanAllowance>, StoreError> {
+        Ok((lock(&self.0).plan_allowances.values())
+            .filter(|a| &a.user_id == user)
+            .cloned()
+            .collect())
     }
 
     async fn create_plan(&self, plan: &StoredPlan, _now: Timestamp) -> Result<(), StoreError> {
@@ -598,6 +611,13 @@ impl RefundRepository for InMemoryStore {
         Ok(lock(&self.0).ledger.granted_by(source))
     }
 
+    async fn change_grants(
+        &self,
+        subscription: &SubscriptionId,
+    ) -> Result<Vec<(Timestamp, Credits)>, StoreError> {
+        Ok(lock(&self.0).ledger.change_grants(subscription))
+    }
+
     async fn find_charge(
         &self,
         provider: ProviderId,
@@ -820,7 +840,7 @@ fn apply_event(s: &mut State, c: &PaymentEventCommand) -> Result<PaymentEventOut
     if let Some(g) = &c.grant {
         ledger.push(s.ledger.grant(g)?);
     }
-    if let Some(cb) = &c.clawback {
+    for cb in &c.clawbacks {
         ledger.push(s.ledger.clawback(cb)?);
     }
     Ok(PaymentEventOutcome::Applied { ledger })

@@ -12,6 +12,7 @@ mod lists;
 mod replay;
 
 pub use actions::AdminCancelError;
+pub use audited::PlanAllowanceError;
 pub use lists::{AdminListError, CursorPage, CustomerOverview, MAX_QUERY_CHARS, PageAfter};
 pub use replay::{ReplayError, Replayed};
 

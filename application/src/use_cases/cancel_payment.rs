@@ -102,7 +102,7 @@ fn cancel_command(
             expected_last_event_at: before.last_event_at(),
         }),
         grant: None,
-        clawback: None,
+        clawbacks: Vec::new(),
         charge: None,
         refund: None,
     }

@@ -16,9 +16,9 @@ mod scheduled;
 pub use scheduled::PlanSwitchScheduled;
 
 use domain::{
-    ChangeInProgress, EventOutcome, Plan, PlanChange, PlanChangeRefusal, PlanId, PlanSnapshot,
-    Subscription, SubscriptionEvent, SubscriptionId, Transition, check_resume, plan_change,
-    switch_support,
+    ChangeInProgress, EventOutcome, Plan, PlanChange, PlanChangeRefusal, PlanId, PlanNotAvailable,
+    PlanSnapshot, Subscription, SubscriptionEvent, SubscriptionId, SwitchKind, Transition,
+    check_resume, plan_change, switch_support,
 };
 
 use super::InfraError;
@@ -43,6 +43,9 @@ pub enum ChangePlanError {
     /// No such plan.
     #[error("plan {0} not found")]
     PlanNotFound(String),
+    /// The plan is hidden and not offered to this subscriber.
+    #[error(transparent)]
+    NotAvailable(#[from] PlanNotAvailable),
     /// The subscription or the plan does not allow it (see the domain's refusal).
     #[error(transparent)]
     Refused(#[from] PlanChangeRefusal),
@@ -81,6 +84,8 @@ pub struct PlanChangeOutcome {
     pub subscription: Subscription,
     /// The change asked for.
     pub change: PlanChange,
+    /// How the change is told, from the terms the subscription billed when it was asked.
+    pub kind: SwitchKind,
     /// Where the buyer approves the change at the provider, when it needs that.
     pub approval_url: Option<String>,
 }
@@ -142,6 +147,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let subscription = self.fresh(&asked).await?;
         Ok(PlanChangeOutcome {
             subscription,
+            kind: change.kind(current.sold_terms().as_ref()),
             change,
             approval_url,
         })
@@ -268,6 +274,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 current.provider()
             )));
         }
+        self.check_offered::<ChangePlanError>(current.user_id(), &plan)
+            .await?;
         let snapshot = PlanSnapshot::of(&plan, plan.price_in(self.config.environment));
         Ok((snapshot, plan))
     }
@@ -395,7 +403,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 expected_last_event_at: before.last_event_at(),
             }),
             grant: None,
-            clawback: None,
+            clawbacks: Vec::new(),
             charge: None,
             refund: None,
         }

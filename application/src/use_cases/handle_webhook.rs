@@ -226,7 +226,7 @@ impl Received {
                 order: None,
                 subscription: None,
                 grant: None,
-                clawback: None,
+                clawbacks: Vec::new(),
                 charge: None,
                 refund: None,
             },
@@ -1051,12 +1051,12 @@ fn period_paid(
         expires_at: Some(charge.period.end()),
         now: r.now,
     });
-    change.command.clawback = charge.clawback.map(|wanted| ClawbackCommand {
+    change.command.clawbacks = Vec::from_iter(charge.clawback.map(|wanted| ClawbackCommand {
         user_id: subscription.user_id().clone(),
         source,
         wanted,
         now: r.now,
-    });
+    }));
     change.command.charge = Some(charge_record(r, subscription, charge, charge_ref, order_id));
     change
 }
@@ -1190,12 +1190,12 @@ fn decide_paid(
         expires_at: g.expires_at,
         now: r.now,
     });
-    change.command.clawback = clawback.map(|wanted| ClawbackCommand {
+    change.command.clawbacks = Vec::from_iter(clawback.map(|wanted| ClawbackCommand {
         user_id: order.user_id().clone(),
         source,
         wanted,
         now: r.now,
-    });
+    }));
     if let Some(next) = next {
         change = change.order(record, next.status().clone(), None);
     }

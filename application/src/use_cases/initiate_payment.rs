@@ -3,7 +3,7 @@
 
 use domain::{
     AccessEnd, CapabilityError, IdempotencyKey, Order, OrderId, OrderStatus, Plan, PlanId,
-    PlanSnapshot, PlanType, ProviderId, SubscriptionId, UserId,
+    PlanNotAvailable, PlanSnapshot, PlanType, ProviderId, Standing, SubscriptionId, UserId,
 };
 
 use super::InfraError;
@@ -43,6 +43,9 @@ pub enum InitiatePaymentError {
     /// No such plan.
     #[error("plan {0:?} not found")]
     PlanNotFound(String),
+    /// The plan is hidden and not offered to this buyer.
+    #[error(transparent)]
+    NotAvailable(#[from] PlanNotAvailable),
     /// The plan belongs to another provider.
     #[error("plan {plan} is sold through {expected}, not {given}")]
     ProviderMismatch {
@@ -267,7 +270,50 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .map_err(|e: CapabilityError| {
                 InitiatePaymentError::ProviderNotSupported(e.to_string())
             })?;
+        self.check_offered::<InitiatePaymentError>(&request.user.id, &plan)
+            .await?;
         Ok((plan, provider))
+    }
+
+    /// Refuse a hidden plan to a buyer who neither holds it nor was allowed it by an operator
+    /// (`domain::Visibility::offered_to`).
+    ///
+    /// # Errors
+    /// [`PlanNotAvailable`], or the store cannot be read.
+    pub(crate) async fn check_offered<E>(&self, user: &UserId, plan: &Plan) -> Result<(), E>
+    where
+        E: From<PlanNotAvailable> + From<crate::ports::StoreError> + From<InfraError>,
+    {
+        let visibility = plan.visibility();
+        if visibility.offered_to(Standing::Newcomer) {
+            return Ok(());
+        }
+        let standing = if self.store.plan_allowed(user, plan.id()).await? {
+            Standing::Allowed
+        } else if self.holds(user, plan).await? {
+            Standing::Holder
+        } else {
+            Standing::Newcomer
+        };
+        if visibility.offered_to(standing) {
+            Ok(())
+        } else {
+            Err(PlanNotAvailable(plan.id().clone()).into())
+        }
+    }
+
+    /// Whether `user` holds `plan` now: a live subscription to it, or running access it sold.
+    async fn holds(&self, user: &UserId, plan: &Plan) -> Result<bool, InfraError> {
+        let subscribed = (self.store.list_subscriptions(user).await?)
+            .iter()
+            .any(|s| s.is_live() && s.plan_id() == plan.id());
+        if subscribed || plan.plan_type() != PlanType::OneTime {
+            return Ok(subscribed);
+        }
+        let owned = self.one_time_orders(user, self.clock.now()).await?;
+        Ok(owned
+            .iter()
+            .any(|r| &r.order.plan().plan_id == plan.id() && r.order.one_time_access().is_some()))
     }
 
     /// Refuse to sell what the user already holds: a second live subscription (unless several

@@ -5,6 +5,7 @@ mod admin_console;
 mod credits;
 mod entitlements;
 mod harness;
+mod hidden_plans;
 mod host_sign_in;
 mod metrics;
 mod ownership;

@@ -122,8 +122,9 @@ export interface paths {
                     };
                 };
                 /**
-                 * @description `unknown_provider`, `provider_mismatch`, `provider_not_supported` or
-                 *     `provider_unavailable` (the plan's provider is not configured here).
+                 * @description `unknown_provider`, `provider_mismatch`, `provider_not_supported`,
+                 *     `provider_unavailable` (the plan's provider is not configured here) or
+                 *     `plan_not_available` (a hidden plan, not offered to this buyer).
                  */
                 422: {
                     headers: {
@@ -599,6 +600,17 @@ export interface paths {
                  *     progress or scheduled; nothing was asked of the provider).
                  */
                 409: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `plan_not_available`: the plan is hidden and not offered to this subscriber. */
+                422: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
                         "X-REQUEST-ID": string;
@@ -5321,6 +5333,281 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/admin/users/{id}/plan-allowances": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The hidden plans an administrator allowed a customer to buy or switch to. */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The customer's allowances. */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["PlanAllowanceList"];
+                    };
+                };
+                /** @description `unauthorized`: not signed in. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: not an administrator. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `user_not_found`. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/users/{id}/plan-allowances/{plan_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Allow a customer a hidden plan: they may then buy it, or switch to it, although it is
+         *     neither listed nor for sale to anyone else (a private offer). Audited (`plan.allowed`).
+         */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                    plan_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Allowed (allowing it again answers the first allowance). */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["PlanAllowanceView"];
+                    };
+                };
+                /** @description `unauthorized`: not signed in. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: not an administrator. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `user_not_found` or `plan_not_found`. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        post?: never;
+        /**
+         * Withdraw a customer's allowance of a plan. Audited (`plan.allowance_removed`); what the
+         *     customer already bought stays theirs.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                    plan_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Withdrawn (or there was none); what the customer bought stays. */
+                204: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description `unauthorized`: not signed in. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: not an administrator. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `user_not_found`. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admin/subscriptions/{id}/cancel": {
         parameters: {
             query?: never;
@@ -6932,6 +7219,28 @@ export interface components {
             heldHundredths: number;
             /** @description When the hold lapses by itself. */
             expiresAt: string;
+        };
+        /**
+         * PlanAllowanceList
+         * @description A customer's plan allowances.
+         */
+        PlanAllowanceList: {
+            /** @description By plan id. */
+            items: components["schemas"]["PlanAllowanceView"][];
+        };
+        /**
+         * PlanAllowanceView
+         * @description A hidden plan allowed to one customer.
+         */
+        PlanAllowanceView: {
+            /** @description The customer. */
+            userId: string;
+            /** @description The plan they may buy or switch to although it is hidden. */
+            planId: string;
+            /** @description The administrator who allowed it. */
+            allowedBy: string;
+            /** @description When (RFC 3339). */
+            allowedAt: string;
         };
         /**
          * PlanChangeView

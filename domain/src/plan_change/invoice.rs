@@ -23,7 +23,7 @@ use crate::subscription::{BillingPeriod, SoldTerms, Subscription};
 use crate::subscription_events::PeriodCharge;
 use crate::time::Timestamp;
 
-use super::{PlanChange, upgrade_credits};
+use super::{PeriodGrants, PeriodLotSource, PlanChange, upgrade_credits};
 
 /// The invoice's line at the new price when the change started a new billing period.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,8 +64,8 @@ pub enum ChangeInvoiceDecision {
         change: PlanChange,
         /// The new period's charge.
         charge: PeriodCharge,
-        /// The old period's lot and how much of it to take back, if anything.
-        unused: Option<(BillingPeriod, Credits)>,
+        /// The old period (`granted`'s) and, of each of its lots, how much to take back.
+        unused: Vec<(PeriodLotSource, Credits)>,
     },
     /// A proration of the change asked at `requested_at`, for `period`, to record as a charge
     /// against that change's credits. `credits` is what the change grants when it is still
@@ -106,12 +106,13 @@ impl ChangeInvoiceDecision {
 }
 
 /// Decide a plan change's invoice for `current`; `kept` are the refund reports kept against
-/// the invoice before it arrived.
+/// the invoice before it arrived, `granted` what the current period was granted so far.
 #[must_use]
 pub fn decide_change_invoice(
     current: &Subscription,
     facts: &ChangeInvoiceFacts,
     kept: &[KeptRefund],
+    granted: &PeriodGrants,
 ) -> ChangeInvoiceDecision {
     if !current.is_live() {
         return ChangeInvoiceDecision::Stale(format!(
@@ -130,8 +131,8 @@ pub fn decide_change_invoice(
         ));
     }
     match facts.new_period {
-        Some(line) => new_period(current, sold, facts, &line, kept),
-        None => proration(current, sold, facts),
+        Some(line) => new_period(current, sold, facts, &line, (kept, granted)),
+        None => proration(current, sold, facts, granted),
     }
 }
 
@@ -141,7 +142,7 @@ fn new_period(
     sold: SoldTerms,
     facts: &ChangeInvoiceFacts,
     line: &NewPeriodLine,
-    kept: &[KeptRefund],
+    (kept, granted): (&[KeptRefund], &PeriodGrants),
 ) -> ChangeInvoiceDecision {
     let bills = |terms: &SoldTerms| {
         terms.price() == line.price
@@ -183,12 +184,12 @@ fn new_period(
     let Some(change) = next.confirm_interval_change(line.period, facts.occurred_at) else {
         return ChangeInvoiceDecision::AlreadyDone;
     };
-    let unused = unused_share(sold.credits_per_period(), paid_period, line.period.start())
-        .map(|credits| (paid_period, credits));
-    // One event takes back from one lot: when the old period's unused credits are taken back,
-    // refunds kept against this invoice are left to the reconciler's next pass, which applies
-    // kept refunds a charge has not applied yet.
-    let kept = if unused.is_some() { &[][..] } else { kept };
+    debug_assert!(granted.period() == paid_period);
+    let unused = granted.unused_after(line.period.start());
+    // When the old period's unused credits are taken back, refunds kept against this invoice
+    // are left to the reconciler's next pass, which applies kept refunds a charge has not
+    // applied yet: one event's clawbacks never meet on a lot.
+    let kept = if unused.is_empty() { kept } else { &[][..] };
     let charge = PeriodCharge::paid(line.period, facts.paid, facts.occurred_at, terms, kept);
     ChangeInvoiceDecision::StartsPeriod {
         subscription: next,
@@ -219,25 +220,12 @@ fn interval_mismatch(
     None
 }
 
-/// The share of `credits` granted for `period` that lies after `from` (rounded down).
-fn unused_share(
-    credits: Option<Credits>,
-    period: BillingPeriod,
-    from: Timestamp,
-) -> Option<Credits> {
-    let credits = credits?;
-    let total = i128::from(period.end().unix_millis() - period.start().unix_millis());
-    let left = i128::from(period.end().unix_millis() - from.unix_millis()).clamp(0, total);
-    let share = i128::from(credits.hundredths()) * left / total.max(1);
-    let share = Credits::from_hundredths(i64::try_from(share).ok()?).ok()?;
-    (!share.is_zero()).then_some(share)
-}
-
 /// A proration of a change within the interval.
 fn proration(
     current: &Subscription,
     sold: SoldTerms,
     facts: &ChangeInvoiceFacts,
+    granted: &PeriodGrants,
 ) -> ChangeInvoiceDecision {
     let Some(requested_at) = facts.change_requested_at else {
         return ChangeInvoiceDecision::Ignored(
@@ -260,7 +248,7 @@ fn proration(
         .pending_change()
         .filter(|c| c.requested_at() == requested_at);
     let pending_credits =
-        pending.map(|change| upgrade_credits(Some(sold), change, paid_period).map(|u| u.amount));
+        pending.map(|change| upgrade_credits(Some(sold), change, granted).map(|u| u.amount));
     if let Some(change) = pending
         && change.terms().interval() != sold.interval()
     {
@@ -310,6 +298,12 @@ mod tests {
     use crate::subscription::{RenewalIntent, SubscriptionParts, SubscriptionStatus};
 
     const DAY_MS: i64 = 86_400_000;
+
+    /// What `s`'s current period was granted: its own lot, with its plan's credits.
+    fn granted(s: &Subscription) -> PeriodGrants {
+        let own = s.sold_terms().and_then(|t| t.credits_per_period());
+        PeriodGrants::of(s.current_period(), own, &[])
+    }
 
     fn t(ms: i64) -> Timestamp {
         Timestamp::from_unix_millis(ms)
@@ -378,7 +372,7 @@ mod tests {
         let yearly = snapshot("pro_yearly", 9990, 12, 12_000);
         let s = asked(&yearly);
         // 99.90 for the year less two thirds of 9.99 for the unused month.
-        let decision = decide_change_invoice(&s, &yearly_invoice(9990, 9324), &[]);
+        let decision = decide_change_invoice(&s, &yearly_invoice(9990, 9324), &[], &granted(&s));
         let ChangeInvoiceDecision::StartsPeriod {
             subscription,
             change,
@@ -398,12 +392,19 @@ mod tests {
         assert_eq!(charge.credits, Some(credits(12_000)));
         assert_eq!(charge.clawback, None);
         // Two thirds of the month's 1,000 credits were not used up by time: taken back.
-        let (old, taken) = unused.unwrap();
-        assert_eq!(old, s.current_period());
+        let [(old, taken)] = unused[..] else {
+            panic!("{unused:?}")
+        };
+        assert_eq!(old, PeriodLotSource::Period);
         assert_eq!(taken.hundredths(), 66_666);
         // Applied once: the same invoice again is already done.
         assert_eq!(
-            decide_change_invoice(&subscription, &yearly_invoice(9990, 9324), &[]),
+            decide_change_invoice(
+                &subscription,
+                &yearly_invoice(9990, 9324),
+                &[],
+                &granted(&subscription)
+            ),
             ChangeInvoiceDecision::AlreadyDone
         );
     }
@@ -414,7 +415,7 @@ mod tests {
         let s = asked(&yearly);
         let mismatch = |facts: &ChangeInvoiceFacts| {
             matches!(
-                decide_change_invoice(&s, facts, &[]),
+                decide_change_invoice(&s, facts, &[], &granted(&s)),
                 ChangeInvoiceDecision::Mismatch(_)
             )
         };
@@ -436,7 +437,12 @@ mod tests {
         // No change of interval asked: a new period at some price is a mismatch.
         let pro = snapshot("pro_plus", 1999, 1, 2000);
         assert!(matches!(
-            decide_change_invoice(&asked(&pro), &yearly_invoice(9990, 9324), &[]),
+            decide_change_invoice(
+                &asked(&pro),
+                &yearly_invoice(9990, 9324),
+                &[],
+                &granted(&asked(&pro))
+            ),
             ChangeInvoiceDecision::Mismatch(_)
         ));
     }
@@ -448,13 +454,18 @@ mod tests {
             form: RefundForm::Total,
             amount: usd(4662),
         }];
-        let decision = decide_change_invoice(&asked(&yearly), &yearly_invoice(9990, 9324), &kept);
+        let decision = decide_change_invoice(
+            &asked(&yearly),
+            &yearly_invoice(9990, 9324),
+            &kept,
+            &granted(&asked(&yearly)),
+        );
         let ChangeInvoiceDecision::StartsPeriod { charge, unused, .. } = decision else {
             panic!("{decision:?}")
         };
         // The old period's unused credits take this event's one take-back: the kept refund is
         // left to the reconciler (the charge has applied none of it yet).
-        assert!(unused.is_some());
+        assert!(!unused.is_empty());
         assert_eq!(charge.refunded, usd(0));
         assert_eq!(charge.clawback, None);
         // From a plan without credits, nothing is unused: the kept refund is applied at once.
@@ -463,11 +474,12 @@ mod tests {
             PlanId::new("pro_monthly").unwrap(),
             SoldTerms::new(usd(999), free.sold_terms().unwrap().interval(), None),
         );
-        let decision = decide_change_invoice(&free, &yearly_invoice(9990, 9324), &kept);
+        let decision =
+            decide_change_invoice(&free, &yearly_invoice(9990, 9324), &kept, &granted(&free));
         let ChangeInvoiceDecision::StartsPeriod { charge, unused, .. } = decision else {
             panic!("{decision:?}")
         };
-        assert_eq!(unused, None);
+        assert_eq!(unused, []);
         assert_eq!(charge.refunded, usd(4662));
         assert_eq!(charge.clawback, Some(credits(6000)));
     }
@@ -482,7 +494,7 @@ mod tests {
             occurred_at: t(10 * DAY_MS + 1),
         };
         assert!(matches!(
-            super::super::decide_plan_changed(&s, &facts),
+            super::super::decide_plan_changed(&s, &facts, &granted(&s)),
             super::super::PlanChangedDecision::AwaitsInvoice(_)
         ));
     }
@@ -504,7 +516,7 @@ mod tests {
         let period = BillingPeriod::new(t(10 * DAY_MS), t(30 * DAY_MS)).unwrap();
         // Still pending: the credits the change will grant are known from it.
         assert_eq!(
-            decide_change_invoice(&s, &facts, &[]),
+            decide_change_invoice(&s, &facts, &[], &granted(&s)),
             ChangeInvoiceDecision::Proration {
                 requested_at: t(10 * DAY_MS),
                 period,
@@ -515,7 +527,7 @@ mod tests {
         let mut confirmed = s.clone();
         confirmed.confirm_plan_change(t(10 * DAY_MS + 1));
         assert_eq!(
-            decide_change_invoice(&confirmed, &facts, &[]),
+            decide_change_invoice(&confirmed, &facts, &[], &granted(&confirmed)),
             ChangeInvoiceDecision::Proration {
                 requested_at: t(10 * DAY_MS),
                 period,
@@ -528,7 +540,7 @@ mod tests {
             ..facts
         };
         assert!(matches!(
-            decide_change_invoice(&confirmed, &unmarked, &[]),
+            decide_change_invoice(&confirmed, &unmarked, &[], &granted(&confirmed)),
             ChangeInvoiceDecision::Ignored(_)
         ));
         let free = ChangeInvoiceFacts {
@@ -536,7 +548,7 @@ mod tests {
             ..facts
         };
         assert!(matches!(
-            decide_change_invoice(&confirmed, &free, &[]),
+            decide_change_invoice(&confirmed, &free, &[], &granted(&confirmed)),
             ChangeInvoiceDecision::Ignored(_)
         ));
     }

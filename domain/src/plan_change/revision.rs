@@ -8,7 +8,7 @@
 //! the rest of the period ("the new price is effective starting on the next billing cycle"), so
 //! an upgrade's credits come with the next renewal, which bills the new price.
 
-use super::{PlanChangedDecision, PlanChangedFacts, decide_plan_changed};
+use super::{PeriodGrants, PlanChangedDecision, PlanChangedFacts, decide_plan_changed};
 use crate::subscription::Subscription;
 
 /// Which of our plans the provider's plan of a revised subscription is.
@@ -36,7 +36,9 @@ pub fn decide_plan_revised(
     }
     match to {
         RevisedTo::AskedPlan if current.pending_change().is_some() => {
-            match decide_plan_changed(current, facts) {
+            // Nothing is granted now, so what the period was granted does not matter.
+            let granted = PeriodGrants::none(current.current_period());
+            match decide_plan_changed(current, facts, &granted) {
                 // Nothing is charged before the next period: no credits now.
                 PlanChangedDecision::Apply {
                     subscription,

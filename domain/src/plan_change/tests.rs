@@ -50,6 +50,12 @@ fn basic() -> Subscription {
     })
 }
 
+/// What `s`'s current period was granted: its own lot, with its plan's credits.
+fn granted(s: &Subscription) -> PeriodGrants {
+    let own = s.sold_terms().and_then(|t| t.credits_per_period());
+    PeriodGrants::of(s.current_period(), own, &[])
+}
+
 fn facts(price: i64, months: Option<u32>, at: i64) -> PlanChangedFacts {
     PlanChangedFacts {
         price: money(price, Currency::Usd),
@@ -165,7 +171,7 @@ fn an_upgrade_confirmed_by_the_provider_moves_the_plan_and_grants_the_difference
         subscription,
         credits,
         change,
-    } = decide_plan_changed(&s, &facts(2000, Some(1), 60))
+    } = decide_plan_changed(&s, &facts(2000, Some(1), 60), &granted(&s))
     else {
         panic!("expected the change to apply")
     };
@@ -181,7 +187,11 @@ fn an_upgrade_confirmed_by_the_provider_moves_the_plan_and_grants_the_difference
 
     // The same event again finds the change done.
     assert_eq!(
-        decide_plan_changed(&subscription, &facts(2000, Some(1), 60)),
+        decide_plan_changed(
+            &subscription,
+            &facts(2000, Some(1), 60),
+            &granted(&subscription)
+        ),
         PlanChangedDecision::AlreadyDone
     );
 }
@@ -195,7 +205,7 @@ fn a_downgrade_moves_the_plan_and_grants_nothing_now() {
         subscription,
         credits,
         change,
-    } = decide_plan_changed(&s, &facts(500, None, 60))
+    } = decide_plan_changed(&s, &facts(500, None, 60), &granted(&s))
     else {
         panic!("expected the change to apply")
     };
@@ -209,11 +219,11 @@ fn an_event_billing_anything_but_the_asked_plan_is_a_mismatch_and_changes_nothin
     let s = basic();
     // No change asked: another price is a mismatch, the same price a repeat.
     assert!(matches!(
-        decide_plan_changed(&s, &facts(2000, Some(1), 60)),
+        decide_plan_changed(&s, &facts(2000, Some(1), 60), &granted(&s)),
         PlanChangedDecision::Mismatch(_)
     ));
     assert_eq!(
-        decide_plan_changed(&s, &facts(1000, Some(1), 60)),
+        decide_plan_changed(&s, &facts(1000, Some(1), 60), &granted(&s)),
         PlanChangedDecision::AlreadyDone
     );
 
@@ -229,7 +239,7 @@ fn an_event_billing_anything_but_the_asked_plan_is_a_mismatch_and_changes_nothin
             occurred_at: t(60),
         },
     ] {
-        let decision = decide_plan_changed(&asked, &hostile);
+        let decision = decide_plan_changed(&asked, &hostile, &granted(&asked));
         assert!(
             matches!(decision, PlanChangedDecision::Mismatch(_)),
             "{decision:?}"

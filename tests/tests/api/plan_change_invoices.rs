@@ -146,6 +146,8 @@ async fn a_change_to_yearly_restarts_the_period_and_grants_the_yearly_credits_on
 async fn refunding_an_upgrades_proration_takes_back_its_credits_in_proportion_once() {
     let app = spawn_app().await;
     let token = app.register("proration@example.com").await;
+    // A customer kept on the hidden legacy price.
+    app.allow_plan(&token, "pro_monthly_legacy").await;
     let (id, stripe) = subscribe(&app, &token, "pro_monthly_legacy").await;
     assert_eq!(app.balance_hundredths(&token).await, 0);
     let body = change_plan(&app, &token, &id, "pro_monthly").await;

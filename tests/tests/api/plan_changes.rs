@@ -80,6 +80,8 @@ async fn wait_for_balance(app: &TestApp, token: &str, expected: i64) {
 async fn an_upgrade_moves_the_plan_on_the_providers_event_and_grants_the_extra_credits_once() {
     let app = spawn_app().await;
     let token = app.register("upgrade@example.com").await;
+    // A customer kept on the hidden legacy price.
+    app.allow_plan(&token, "pro_monthly_legacy").await;
     let (id, stripe) = subscribe(&app, &token, "pro_monthly_legacy").await;
     assert_eq!(app.balance_hundredths(&token).await, 0);
 
@@ -125,6 +127,8 @@ async fn an_upgrade_moves_the_plan_on_the_providers_event_and_grants_the_extra_c
 async fn a_confirmed_switch_is_told_to_the_host() {
     let (app, admin) = tests::spawn_app_with_admin(|_| {}).await;
     let token = app.register("told@example.com").await;
+    // A customer kept on the hidden legacy price.
+    app.allow_plan(&token, "pro_monthly_legacy").await;
     let (id, _) = subscribe(&app, &token, "pro_monthly_legacy").await;
     let (status, body) = change_plan(&app, &token, &id, "pro_monthly").await;
     assert_eq!(status, 200, "{body}");
@@ -145,6 +149,8 @@ async fn a_downgrade_moves_the_plan_grants_nothing_now_and_the_next_renewal_bill
 {
     let app = spawn_app().await;
     let token = app.register("downgrade@example.com").await;
+    // A customer kept on the hidden legacy price.
+    app.allow_plan(&token, "pro_monthly_legacy").await;
     let (id, stripe) = subscribe(&app, &token, "pro_monthly").await;
     wait_for_balance(&app, &token, CREDITS_1000).await;
     let before = subscription(&app, &token).await;
@@ -181,6 +187,8 @@ async fn a_downgrade_moves_the_plan_grants_nothing_now_and_the_next_renewal_bill
 async fn a_scheduled_cancellation_is_resumed_at_the_provider() {
     let app = spawn_app().await;
     let token = app.register("resume@example.com").await;
+    // A customer kept on the hidden legacy price.
+    app.allow_plan(&token, "pro_monthly_legacy").await;
     let (order, _) = app
         .open_checkout(&token, "pro_monthly", "card_gateway", None)
         .await;
@@ -223,6 +231,8 @@ async fn a_scheduled_cancellation_is_resumed_at_the_provider() {
 async fn switches_the_service_refuses_say_why_and_change_nothing() {
     let app = spawn_app().await;
     let token = app.register("refused@example.com").await;
+    // A customer kept on the hidden legacy price.
+    app.allow_plan(&token, "pro_monthly_legacy").await;
     let other = app.register("other@example.com").await;
     let (id, _) = subscribe(&app, &token, "pro_monthly").await;
     let cases = [
@@ -328,6 +338,8 @@ async fn post_webhook(app: &TestApp, webhook: &sandbox::SimWebhook) -> u16 {
 async fn a_plan_change_event_billing_another_amount_is_a_mismatch_and_changes_nothing() {
     let app = spawn_app().await;
     let token = app.register("hostile@example.com").await;
+    // A customer kept on the hidden legacy price.
+    app.allow_plan(&token, "pro_monthly_legacy").await;
     let (id, stripe) = subscribe(&app, &token, "pro_monthly_legacy").await;
 
     // No switch asked: a signed event saying the subscription now bills 9.99 changes nothing.

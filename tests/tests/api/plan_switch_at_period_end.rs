@@ -234,6 +234,8 @@ async fn a_switch_at_period_end_starts_the_new_plan_with_a_checkout_when_the_pro
 async fn resuming_or_withdrawing_clears_the_scheduled_plan() {
     let (app, _) = app().await;
     let token = app.register("resume@example.com").await;
+    // A customer kept on the hidden legacy price.
+    app.allow_plan(&token, "pro_monthly_legacy").await;
     // Stripe can switch now, and can also switch at the period's end; it can resume.
     let (id, _) = subscribe(&app, &token, "pro_monthly_legacy", "card_gateway").await;
     let (status, body) = switch(&app, &token, &id, "pro_monthly", "period_end").await;
@@ -329,6 +331,8 @@ async fn of_eight_concurrent_switches_exactly_one_reaches_the_provider() {
 async fn of_concurrent_switches_now_one_is_asked_of_the_provider_and_granted_once() {
     let (app, _) = app().await;
     let token = app.register("race-now@example.com").await;
+    // A customer kept on the hidden legacy price.
+    app.allow_plan(&token, "pro_monthly_legacy").await;
     let (id, _) = subscribe(&app, &token, "pro_monthly_legacy", "card_gateway").await;
     let app = std::sync::Arc::new(app);
     let requests: Vec<_> = (0..6)

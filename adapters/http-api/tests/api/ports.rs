@@ -491,6 +491,7 @@ async fn a_switch_at_period_end_reaches_the_scheduling_port_and_says_when_it_sta
                 subscription: scheduled_subscription(),
                 plan_id: domain::PlanId::new("team").unwrap(),
                 direction: domain::ChangeDirection::Upgrade,
+                kind: domain::SwitchKind::Upgrade,
             })
         });
     mocks

@@ -6,7 +6,7 @@ use sea_orm::DatabaseTransaction;
 
 use super::insert_audit;
 use crate::SeaOrmStore;
-use crate::plans::{INSERT, UPDATE, reorder, with_time};
+use crate::plans::{ALLOW, DISALLOW, INSERT, UPDATE, allowance_values, reorder, with_time};
 use crate::retry::Fail;
 use crate::rows::plan_values;
 use crate::sql::{self, End};
@@ -51,6 +51,13 @@ async fn write_and_audit(
         AdminWrite::RevokeApiKey(id) => {
             let values = vec![id.into(), at.unix_millis().into()];
             changed_one(sql::execute(tx, REVOKE_API_KEY, values).await?)?;
+        }
+        AdminWrite::AllowPlan(allowance) => {
+            sql::execute(tx, ALLOW, allowance_values(allowance)).await?;
+        }
+        AdminWrite::RemovePlanAllowance(user, plan) => {
+            let values = vec![user.as_str().into(), plan.as_str().into()];
+            sql::execute(tx, DISALLOW, values).await?;
         }
     }
     insert_audit(tx, entry).await?;

@@ -144,7 +144,7 @@ fn mismatch_command(event_id: &str, user: &UserId) -> PaymentEventCommand {
         order: None,
         subscription: None,
         grant: None,
-        clawback: None,
+        clawbacks: Vec::new(),
         charge: None,
         refund: None,
     }
@@ -343,7 +343,54 @@ async fn endpoint_writes_commit_with_their_audit_entry_or_not_at_all(store: &Tes
     );
 }
 
+/// A plan allowed to a user is kept once per user and plan, with its audit entry each time;
+/// withdrawing it (or nothing) writes its entry too.
+async fn plan_allowances_are_kept_once_and_written_with_their_entry(store: &TestStore) {
+    use application::ports::{AdminWrite, PlanAllowance, PlanRepository};
+    let admin = user(store, "boss").await;
+    let buyer = user(store, "buyer").await;
+    let legacy = domain::PlanId::new("pro_monthly_legacy").unwrap();
+    let entry = |action| NewAudit {
+        admin_id: admin.clone(),
+        action,
+        object_kind: "user",
+        object_id: buyer.to_string(),
+        before: None,
+        after: None,
+        at: t(60),
+    };
+    assert!(!store.plan_allowed(&buyer, &legacy).await.unwrap());
+    let allowance = |at| PlanAllowance {
+        user_id: buyer.clone(),
+        plan_id: legacy.clone(),
+        allowed_by: admin.clone(),
+        allowed_at: t(at),
+    };
+    for at in [60, 70] {
+        let write = AdminWrite::AllowPlan(&allowance(at));
+        store
+            .write_audited(write, &entry(AuditAction::PlanAllowed))
+            .await
+            .unwrap();
+    }
+    assert!(store.plan_allowed(&buyer, &legacy).await.unwrap());
+    assert!(!store.plan_allowed(&admin, &legacy).await.unwrap());
+    assert_eq!(
+        store.plan_allowances(&buyer).await.unwrap(),
+        vec![allowance(60)]
+    );
+    assert_eq!(audits(store).await, 2);
+    for _ in 0..2 {
+        let write = AdminWrite::RemovePlanAllowance(&buyer, &legacy);
+        let removed = entry(AuditAction::PlanAllowanceRemoved);
+        store.write_audited(write, &removed).await.unwrap();
+    }
+    assert!(!store.plan_allowed(&buyer, &legacy).await.unwrap());
+    assert_eq!(audits(store).await, 4);
+}
+
 contract_tests!(
+    plan_allowances_are_kept_once_and_written_with_their_entry,
     a_payment_event_and_its_audit_entry_commit_together_or_not_at_all,
     a_replayed_mismatch_told_before_is_not_told_again,
     endpoint_writes_commit_with_their_audit_entry_or_not_at_all,

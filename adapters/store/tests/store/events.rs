@@ -52,7 +52,7 @@ pub fn payment(
             expires_at: None,
             now: t(50),
         }),
-        clawback: None,
+        clawbacks: Vec::new(),
         charge: None,
         refund: None,
     }
@@ -95,7 +95,7 @@ async fn a_subscription_keeps_the_terms_it_was_sold_at(store: &TestStore) {
         order: None,
         subscription: Some(SubscriptionChange::Create(s.clone(), None)),
         grant: None,
-        clawback: None,
+        clawbacks: Vec::new(),
         charge: None,
         refund: None,
     };
@@ -266,7 +266,7 @@ async fn subscription_changes_are_compare_and_set(store: &TestStore) {
         order: None,
         subscription: Some(SubscriptionChange::Create(s.clone(), None)),
         grant: None,
-        clawback: None,
+        clawbacks: Vec::new(),
         charge: None,
         refund: None,
     };
@@ -338,12 +338,12 @@ async fn a_refund_claws_back_what_is_left_and_records_the_shortfall(store: &Test
             }),
             subscription: None,
             grant: None,
-            clawback: Some(ClawbackCommand {
+            clawbacks: vec![ClawbackCommand {
                 user_id: u.clone(),
                 source: GrantSource::Order(oid("o1")),
                 wanted: c(wanted),
                 now: t(70),
-            }),
+            }],
             charge: None,
             refund: None,
         }
@@ -407,12 +407,12 @@ async fn a_clawback_never_takes_more_than_the_balance(store: &TestStore) {
         order: None,
         subscription: None,
         grant: None,
-        clawback: Some(ClawbackCommand {
+        clawbacks: vec![ClawbackCommand {
             user_id: u.clone(),
             source: GrantSource::Order(oid("o1")),
             wanted: c(10_000),
             now: t(80),
-        }),
+        }],
         charge: None,
         refund: None,
     };
@@ -426,11 +426,11 @@ async fn a_clawback_never_takes_more_than_the_balance(store: &TestStore) {
     );
     let no_lot = ClawbackCommand {
         source: GrantSource::Order(oid("never-granted")),
-        ..command.clawback.clone().unwrap()
+        ..command.clawbacks[0].clone()
     };
     let nothing = PaymentEventCommand {
         inbox: inbox("evt_other", 81),
-        clawback: Some(no_lot),
+        clawbacks: vec![no_lot],
         ..command
     };
     assert_eq!(
@@ -487,7 +487,7 @@ async fn charges_and_refund_reports_round_trip_and_are_compare_and_set(store: &T
             expires_at: None,
             now: t(40),
         }),
-        clawback: None,
+        clawbacks: Vec::new(),
         charge: Some(ChargeChange::Record(charge.clone())),
         refund: None,
     };
@@ -506,12 +506,12 @@ async fn charges_and_refund_reports_round_trip_and_are_compare_and_set(store: &T
         order: None,
         subscription: None,
         grant: None,
-        clawback: Some(ClawbackCommand {
+        clawbacks: vec![ClawbackCommand {
             user_id: u.clone(),
             source: GrantSource::SubscriptionPeriod(s.id().clone(), s.current_period()),
             wanted: c(5_000),
             now: t(50),
-        }),
+        }],
         charge: Some(ChargeChange::Refund {
             subscription_id: s.id().clone(),
             period_start: s.current_period().start(),
@@ -550,7 +550,7 @@ async fn charges_and_refund_reports_round_trip_and_are_compare_and_set(store: &T
     assert_eq!(refunded.map(|c| c.refunded), Some(usd(999)));
     // The same report again (under another event id) is refused as kept before.
     let again = PaymentEventCommand {
-        clawback: None,
+        clawbacks: Vec::new(),
         charge: None,
         ..refund("evt_4", 999)
     };
@@ -583,7 +583,7 @@ async fn a_prorations_refund_takes_back_from_its_changes_credits(store: &TestSto
         order: None,
         subscription: Some(SubscriptionChange::Create(s.clone(), None)),
         grant: Some(grant(&period_lot, 5_000)),
-        clawback: None,
+        clawbacks: Vec::new(),
         charge: None,
         refund: None,
     };
@@ -625,12 +625,12 @@ async fn a_prorations_refund_takes_back_from_its_changes_credits(store: &TestSto
         inbox: inbox("evt_3", 42),
         subscription: None,
         grant: None,
-        clawback: Some(ClawbackCommand {
+        clawbacks: vec![ClawbackCommand {
             user_id: u.clone(),
             source: change_lot.clone(),
             wanted: c(7_500),
             now: t(42),
-        }),
+        }],
         charge: Some(ChargeChange::Refund {
             subscription_id: s.id().clone(),
             period_start: t(1500),
@@ -702,7 +702,79 @@ async fn the_inbox_is_listed_newest_first_by_provider_and_outcome(store: &TestSt
     assert_eq!(second.items[0].entry.event_id, "evt_1");
 }
 
+/// The lots of a subscription's plan changes are found by when each was asked, apart from the
+/// period's own lot and from another subscription's; one event takes back from several lots.
+async fn a_subscriptions_change_lots_are_listed_and_taken_back_together(store: &TestStore) {
+    use application::ports::RefundRepository;
+    let u = user(store, "u1").await;
+    let s = subscription(&u, 40);
+    let period_lot = GrantSource::SubscriptionPeriod(s.id().clone(), s.current_period());
+    let grant = |source: GrantSource, amount| GrantCommand {
+        user_id: u.clone(),
+        amount: c(amount),
+        source,
+        expires_at: None,
+        now: t(40),
+    };
+    let start = PaymentEventCommand {
+        inbox: inbox("evt_1", 40),
+        order: None,
+        subscription: Some(SubscriptionChange::Create(s.clone(), None)),
+        grant: Some(grant(period_lot.clone(), 5_000)),
+        clawbacks: Vec::new(),
+        charge: None,
+        refund: None,
+    };
+    store.apply_payment_event(&start).await.unwrap();
+    for (n, (asked, amount)) in [(1500, 2_000), (900, 1_000), (10_000, 3_000)]
+        .iter()
+        .enumerate()
+    {
+        let change = PaymentEventCommand {
+            inbox: inbox(&format!("evt_change_{n}"), 41),
+            subscription: None,
+            grant: Some(grant(
+                GrantSource::PlanChange(s.id().clone(), t(*asked)),
+                *amount,
+            )),
+            ..start.clone()
+        };
+        store.apply_payment_event(&change).await.unwrap();
+    }
+    let lots = store.change_grants(s.id()).await.unwrap();
+    assert_eq!(
+        lots,
+        vec![
+            (t(900), c(1_000)),
+            (t(1500), c(2_000)),
+            (t(10_000), c(3_000))
+        ]
+    );
+    let other = domain::SubscriptionId::new(format!("{}x", s.id())).unwrap();
+    assert!(store.change_grants(&other).await.unwrap().is_empty());
+    let take = |source: GrantSource, wanted| ClawbackCommand {
+        user_id: u.clone(),
+        source,
+        wanted: c(wanted),
+        now: t(42),
+    };
+    let settle = PaymentEventCommand {
+        inbox: inbox("evt_settle", 42),
+        subscription: None,
+        grant: None,
+        clawbacks: vec![
+            take(period_lot, 4_000),
+            take(GrantSource::PlanChange(s.id().clone(), t(900)), 500),
+        ],
+        ..start.clone()
+    };
+    store.apply_payment_event(&settle).await.unwrap();
+    assert_eq!(store.balance(&u).await.unwrap(), c(5_000 + 6_000 - 4_500));
+    assert_ledger_consistent(store, &u).await;
+}
+
 contract_tests!(
+    a_subscriptions_change_lots_are_listed_and_taken_back_together,
     a_prorations_refund_takes_back_from_its_changes_credits,
     the_inbox_is_listed_newest_first_by_provider_and_outcome,
     charges_and_refund_reports_round_trip_and_are_compare_and_set,

@@ -1003,7 +1003,7 @@ pub async fn a_refund_kept_while_its_charge_landed_is_applied_by_the_reconciler(
         order: None,
         subscription: None,
         grant: None,
-        clawback: None,
+        clawbacks: Vec::new(),
         charge: None,
         refund: Some(RefundRecord {
             provider: ProviderId::CardGateway,
@@ -1087,7 +1087,7 @@ pub async fn a_change_that_rolls_back_tells_nothing(store: &TestStore) {
             expected_last_event_at: at_days(0),
         }),
         grant: None,
-        clawback: None,
+        clawbacks: Vec::new(),
         charge: None,
         refund: None,
     };

@@ -62,7 +62,7 @@ fn update(event_id: &str, before: &Subscription, after: &Subscription) -> Paymen
             expected_last_event_at: before.last_event_at(),
         }),
         grant: None,
-        clawback: None,
+        clawbacks: Vec::new(),
         charge: None,
         refund: None,
     }

@@ -401,7 +401,8 @@ fn refused(user: &User, e: ChangePlanError) -> Result<&'static str, PageError> {
         ChangePlanError::NotFound | ChangePlanError::NotOwner => Err(PageError::NotFound),
         ChangePlanError::Refused(_)
         | ChangePlanError::NotSwitchable(_)
-        | ChangePlanError::PlanNotFound(_) => Ok("not_switchable"),
+        | ChangePlanError::PlanNotFound(_)
+        | ChangePlanError::NotAvailable(_) => Ok("not_switchable"),
         ChangePlanError::InProgress(_) => Ok("change_in_progress"),
         ChangePlanError::Gateway(reason) => {
             tracing::warn!(user = %user.id, %reason, "page: plan switch failed at the provider");

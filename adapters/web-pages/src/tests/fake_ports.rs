@@ -640,6 +640,7 @@ async fn a_switch_paypal_must_approve_sends_the_subscriber_to_the_approval_page(
                     Timestamp::from_unix_millis(START_MS),
                 ),
                 subscription,
+                kind: domain::SwitchKind::Upgrade,
                 approval_url: Some(approval.to_owned()),
             })
         });

@@ -323,6 +323,16 @@ impl AdminConsoleStore for InMemoryStore {
             AdminWrite::ReorderPlans(ids) => self.reorder_plans(ids, at).await?,
             AdminWrite::CreateApiKey(key, hash) => self.create_api_key(key, hash).await?,
             AdminWrite::RevokeApiKey(id) => self.revoke_api_key(id, at).await?,
+            AdminWrite::AllowPlan(allowance) => {
+                let key = (allowance.user_id.clone(), allowance.plan_id.clone());
+                (lock(&self.0).plan_allowances)
+                    .entry(key)
+                    .or_insert_with(|| allowance.clone());
+            }
+            AdminWrite::RemovePlanAllowance(user, plan) => {
+                let key = (user.clone(), plan.clone());
+                lock(&self.0).plan_allowances.remove(&key);
+            }
         }
         push_audit(&mut lock(&self.0), entry);
         Ok(())

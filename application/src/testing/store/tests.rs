@@ -58,7 +58,7 @@ fn command(event_id: &str, change: SubscriptionChange) -> PaymentEventCommand {
         order: None,
         subscription: Some(change),
         grant: None,
-        clawback: None,
+        clawbacks: Vec::new(),
         charge: None,
         refund: None,
     }

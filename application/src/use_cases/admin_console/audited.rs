@@ -10,8 +10,8 @@ use super::super::api_keys::{ApiKeyError, CreatedApiKey};
 use super::super::manage_plans::{ManagePlansError, PlanInput, replacement, validate};
 use crate::accounts::User;
 use crate::ports::{
-    AdminWrite, AuditAction, AuditFacts, AuditValue, Clock, IdGenerator, NewAudit, SecretHasher,
-    Store, StoreError, StoredPlan,
+    AdminWrite, AuditAction, AuditFacts, AuditValue, Clock, IdGenerator, NewAudit, PlanAllowance,
+    SecretHasher, Store, StoreError, StoredPlan,
 };
 use crate::service::Service;
 
@@ -242,5 +242,130 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         Ok(self
             .write_audited(AdminWrite::RevokeApiKey(id.as_str()), entry)
             .await?)
+    }
+}
+
+/// Why a plan allowance could not be changed.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanAllowanceError {
+    /// No such user.
+    #[error("user not found")]
+    UserNotFound,
+    /// No such plan in the live pricing mode.
+    #[error("plan not found")]
+    PlanNotFound,
+    /// Infrastructure.
+    #[error(transparent)]
+    Infra(#[from] crate::use_cases::InfraError),
+}
+
+impl From<StoreError> for PlanAllowanceError {
+    fn from(e: StoreError) -> Self {
+        Self::Infra(e.into())
+    }
+}
+
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
+    /// The plans an administrator allowed `user` (hidden plans they may buy or switch to).
+    ///
+    /// # Errors
+    /// [`PlanAllowanceError::UserNotFound`], or the store cannot be read.
+    pub async fn plan_allowances(
+        &self,
+        user: &domain::UserId,
+    ) -> Result<Vec<PlanAllowance>, PlanAllowanceError> {
+        self.store
+            .find_user(user)
+            .await?
+            .ok_or(PlanAllowanceError::UserNotFound)?;
+        Ok(self.store.plan_allowances(user).await?)
+    }
+
+    /// Allow `user` the plan `plan` by `admin`, audited (`plan.allowed`): a hidden plan is then
+    /// for sale to that user (a purchase or a switch target). Allowing it again changes nothing.
+    ///
+    /// # Errors
+    /// No such user or plan, or the store cannot be written.
+    #[tracing::instrument(skip_all, fields(admin_id = %admin.id, user_id = %user, plan_id = %plan))]
+    pub async fn allow_plan_by(
+        &self,
+        admin: &User,
+        user: &domain::UserId,
+        plan: &domain::PlanId,
+    ) -> Result<PlanAllowance, PlanAllowanceError> {
+        self.allowance_target(user, plan).await?;
+        let allowance = PlanAllowance {
+            user_id: user.clone(),
+            plan_id: plan.clone(),
+            allowed_by: admin.id.clone(),
+            allowed_at: self.clock.now(),
+        };
+        let after = BTreeMap::from([("planId".to_owned(), text(plan))]);
+        let entry = Entry {
+            admin,
+            action: AuditAction::PlanAllowed,
+            object_kind: "user",
+            object_id: user.to_string(),
+            before: None,
+            after: Some(after),
+        };
+        self.write_audited(AdminWrite::AllowPlan(&allowance), entry)
+            .await?;
+        let kept = self.store.plan_allowances(user).await?;
+        Ok(kept
+            .into_iter()
+            .find(|a| &a.plan_id == plan)
+            .unwrap_or(allowance))
+    }
+
+    /// Withdraw `user`'s allowance of `plan` by `admin`, audited (`plan.allowance_removed`).
+    /// Subscriptions and access already bought stay.
+    ///
+    /// # Errors
+    /// No such user, or the store cannot be written.
+    #[tracing::instrument(skip_all, fields(admin_id = %admin.id, user_id = %user, plan_id = %plan))]
+    pub async fn remove_plan_allowance_by(
+        &self,
+        admin: &User,
+        user: &domain::UserId,
+        plan: &domain::PlanId,
+    ) -> Result<(), PlanAllowanceError> {
+        self.store
+            .find_user(user)
+            .await?
+            .ok_or(PlanAllowanceError::UserNotFound)?;
+        let before = BTreeMap::from([("planId".to_owned(), text(plan))]);
+        let entry = Entry {
+            admin,
+            action: AuditAction::PlanAllowanceRemoved,
+            object_kind: "user",
+            object_id: user.to_string(),
+            before: Some(before),
+            after: None,
+        };
+        self.write_audited(AdminWrite::RemovePlanAllowance(user, plan), entry)
+            .await?;
+        Ok(())
+    }
+
+    /// The user and plan of an allowance must both exist.
+    async fn allowance_target(
+        &self,
+        user: &domain::UserId,
+        plan: &domain::PlanId,
+    ) -> Result<(), PlanAllowanceError> {
+        self.store
+            .find_user(user)
+            .await?
+            .ok_or(PlanAllowanceError::UserNotFound)?;
+        crate::use_cases::plans::find_plan(
+            self.config.pricing_mode,
+            &self.config.catalog,
+            &self.store,
+            plan,
+        )
+        .await?
+        .ok_or(PlanAllowanceError::PlanNotFound)?;
+        Ok(())
     }
 }

@@ -11,8 +11,8 @@
 
 use domain::{
     ChangeDirection, PlanId, PlanSnapshot, RenewalIntent, ScheduledSwitch, Subscription,
-    SubscriptionEvent, SubscriptionId, SwitchAtPeriodEnd, Transition, check_no_change_in_progress,
-    schedule_switch,
+    SubscriptionEvent, SubscriptionId, SwitchAtPeriodEnd, SwitchKind, Transition,
+    check_no_change_in_progress, schedule_switch,
 };
 
 use super::{ChangePlanError, in_progress};
@@ -33,6 +33,8 @@ pub struct PlanSwitchScheduled {
     pub plan_id: PlanId,
     /// Whether that plan costs more or less per month.
     pub direction: ChangeDirection,
+    /// How the switch is told (a change of billing interval is neither up nor down).
+    pub kind: SwitchKind,
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
@@ -61,11 +63,16 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let now = self.clock.now();
         check_no_change_in_progress(&current, now)?;
         let (snapshot, _) = self.switch_target(&current, plan_id).await?;
-        let SwitchAtPeriodEnd { switch, direction } = schedule_switch(&current, &snapshot, now)?;
+        let SwitchAtPeriodEnd {
+            switch,
+            direction,
+            kind,
+        } = schedule_switch(&current, &snapshot, now)?;
         let scheduled = |subscription| PlanSwitchScheduled {
             subscription,
             plan_id: switch.plan_id().clone(),
             direction,
+            kind,
         };
         let current = self.release_stale_claim(current).await?;
         let claimed = self.claim_switch(&current, switch.clone()).await?;

@@ -8,8 +8,8 @@
 //!   (`plan_change_at`), so that refunding it takes back that change's credits in proportion.
 
 use domain::{
-    BillingPeriod, ChangeInvoiceDecision, ChangeInvoiceFacts, Credits, EventOutcome, PeriodCharge,
-    PlanChange, Subscription, Timestamp, decide_change_invoice, proration_charge,
+    ChangeInvoiceDecision, ChangeInvoiceFacts, Credits, EventOutcome, PeriodCharge,
+    PeriodLotSource, PlanChange, Subscription, Timestamp, decide_change_invoice, proration_charge,
 };
 
 use super::{Decision, HandleWebhookError, Received, period_paid, unknown_subscription, update};
@@ -48,7 +48,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         };
         let charge_ref = charge_ref.as_deref();
         let kept = self.kept_for_charge(r, charge_ref).await?;
-        let decision = decide_change_invoice(&current, &facts, &kept);
+        let granted = self.period_grants(&current).await?;
+        let decision = decide_change_invoice(&current, &facts, &kept, &granted);
         let outcome = decision.outcome();
         Ok(match decision {
             ChangeInvoiceDecision::StartsPeriod {
@@ -94,7 +95,7 @@ struct NewPeriod<'a> {
     subscription: &'a Subscription,
     change: &'a PlanChange,
     charge: &'a PeriodCharge,
-    unused: Option<(BillingPeriod, Credits)>,
+    unused: Vec<(PeriodLotSource, Credits)>,
 }
 
 /// The command of an interval change's first period: the subscription on its new plan, terms
@@ -109,7 +110,7 @@ fn starts_period(
     let mut applied = update(r, current, subscription);
     applied.command.inbox.detail = Some(format!(
         "{} from plan {} to plan {}: {} every {} month(s) from {}",
-        change.direction().code(),
+        change.kind(current.sold_terms().as_ref()).code(),
         current.plan_id(),
         change.plan_id(),
         change.terms().price(),
@@ -117,14 +118,20 @@ fn starts_period(
         starts.charge.period.start()
     ));
     let mut applied = period_paid(r, applied, subscription, starts.charge, charge_ref, None);
-    if let Some((old_period, wanted)) = starts.unused {
-        applied.command.clawback = Some(ClawbackCommand {
+    // Every lot of the old period gives back its share after the change.
+    let old_period = current.current_period();
+    let id = subscription.id();
+    applied.command.clawbacks = (starts.unused.iter())
+        .map(|&(lot, wanted)| ClawbackCommand {
             user_id: subscription.user_id().clone(),
-            source: GrantSource::SubscriptionPeriod(subscription.id().clone(), old_period),
+            source: match lot {
+                PeriodLotSource::Period => GrantSource::SubscriptionPeriod(id.clone(), old_period),
+                PeriodLotSource::Change(asked) => GrantSource::PlanChange(id.clone(), asked),
+            },
             wanted,
             now: r.now,
-        });
-    }
+        })
+        .collect();
     applied.apply()
 }
 
@@ -139,12 +146,12 @@ fn proration(
 ) -> Decision {
     let detail = proration_detail(current, charge.credits);
     let mut applied = r.change(EventOutcome::Applied, Some(detail));
-    applied.command.clawback = charge.clawback.map(|wanted| ClawbackCommand {
+    applied.command.clawbacks = Vec::from_iter(charge.clawback.map(|wanted| ClawbackCommand {
         user_id: current.user_id().clone(),
         source,
         wanted,
         now: r.now,
-    });
+    }));
     applied.command.charge = Some(ChargeChange::Record(SubscriptionCharge {
         subscription_id: current.id().clone(),
         user_id: current.user_id().clone(),

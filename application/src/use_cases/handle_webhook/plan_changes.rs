@@ -4,8 +4,8 @@
 //! event's one transaction; any other is a mismatch and changes nothing.
 
 use domain::{
-    EventOutcome, Plan, PlanChangedDecision, PlanChangedFacts, PlanId, ProviderId, RevisedTo,
-    Subscription, decide_plan_changed, decide_plan_revised,
+    EventOutcome, PeriodGrants, Plan, PlanChangedDecision, PlanChangedFacts, PlanId, ProviderId,
+    RevisedTo, Subscription, decide_plan_changed, decide_plan_revised,
 };
 
 use super::{Decision, HandleWebhookError, Received, unknown_subscription, update};
@@ -56,13 +56,26 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let Some(current) = self.find_subscription(r, provider_subscription_id).await? else {
             return Ok(unknown_subscription(provider_subscription_id));
         };
-        Ok(command_for(r, &current, &facts))
+        let granted = self.period_grants(&current).await?;
+        Ok(command_of(
+            r,
+            &current,
+            decide_plan_changed(&current, &facts, &granted),
+        ))
     }
-}
 
-/// The command a plan-changed event comes to.
-fn command_for(r: &Received, current: &Subscription, facts: &PlanChangedFacts) -> Decision {
-    command_of(r, current, decide_plan_changed(current, facts))
+    /// What `current`'s current billing period was granted so far: its own lot and the lots of
+    /// plan changes asked within it.
+    pub(super) async fn period_grants(
+        &self,
+        current: &Subscription,
+    ) -> Result<PeriodGrants, HandleWebhookError> {
+        let period = current.current_period();
+        let own = GrantSource::SubscriptionPeriod(current.id().clone(), period);
+        let own = self.store.granted_by(&own).await?;
+        let changes = self.store.change_grants(current.id()).await?;
+        Ok(PeriodGrants::of(period, own, &changes))
+    }
 }
 
 /// The command a plan-changed or plan-revised decision comes to.
@@ -77,7 +90,7 @@ fn command_of(r: &Received, current: &Subscription, decision: PlanChangedDecisio
             let mut applied = update(r, current, &subscription);
             applied.command.inbox.detail = Some(format!(
                 "{} from plan {} to plan {} at {} every {} month(s)",
-                change.direction().code(),
+                change.kind(current.sold_terms().as_ref()).code(),
                 current.plan_id(),
                 change.plan_id(),
                 change.terms().price(),

@@ -97,12 +97,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             change = change.order(record, next.status().clone(), None);
         }
         change.command.refund = Some(new);
-        change.command.clawback = clawback.map(|wanted| ClawbackCommand {
+        change.command.clawbacks = Vec::from_iter(clawback.map(|wanted| ClawbackCommand {
             user_id: order.user_id().clone(),
             source: GrantSource::Order(order.id().clone()),
             wanted,
             now: r.now,
-        });
+        }));
         Ok(change.apply())
     }
 
@@ -209,12 +209,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             Some(asked) => GrantSource::PlanChange(charge.subscription_id.clone(), asked),
             None => GrantSource::SubscriptionPeriod(charge.subscription_id.clone(), charge.period),
         };
-        change.command.clawback = charge.credits.map(|_| ClawbackCommand {
+        change.command.clawbacks = Vec::from_iter(charge.credits.map(|_| ClawbackCommand {
             user_id: charge.user_id.clone(),
             source,
             wanted: step.clawback,
             now: change.command.inbox.received_at,
-        });
+        }));
         Ok(change)
     }
 

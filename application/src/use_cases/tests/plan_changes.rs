@@ -287,3 +287,39 @@ async fn a_scheduled_cancellation_is_resumed_through_the_provider() {
     );
     assert_eq!(h.fake(ProviderId::CardGateway).resumed(), ["sub_1"]);
 }
+
+/// Switch `user`'s subscription `id` to `plan` and confirm it with the provider's event
+/// (`minor` a month), an hour after the last switch.
+async fn switch_and_confirm(h: &Harness, user: &User, id: &str, plan: &str, minor: i64, n: i64) {
+    h.service.clock().advance_ms(3_600_000);
+    h.service
+        .change_plan(user, &sub_id(id), &plan_id(plan))
+        .await
+        .unwrap();
+    let event = PaymentEvent::SubscriptionPlanChanged {
+        provider_subscription_id: "sub_1".into(),
+        price: usd(minor),
+        interval_months: Some(1),
+        occurred_at: Timestamp::from_unix_millis(START_MS + n * 3_600_000 + 1),
+    };
+    let outcome = deliver(h, &format!("switch-{n}"), event).await;
+    assert_eq!(outcome, ["applied"], "switch {n} to {plan}");
+}
+
+#[tokio::test]
+async fn switching_down_and_back_up_within_a_period_grants_a_plans_credits_once() {
+    let h = Harness::with(switching_config(), |_| None);
+    let (user, _, id) = subscribed(&h).await;
+    // Down to pro-lite and back to pro-monthly: the period already had pro-monthly's 50.
+    for round in 0..3 {
+        switch_and_confirm(&h, &user, &id, "pro-lite", 499, 2 * round + 1).await;
+        switch_and_confirm(&h, &user, &id, "pro-monthly", 999, 2 * round + 2).await;
+    }
+    assert_eq!(balance(&h, &user).await, CREDITS_50);
+    // Up to pro-plus: 200 less the 50 the period had; down and up again: nothing more.
+    switch_and_confirm(&h, &user, &id, "pro-plus", 1999, 7).await;
+    assert_eq!(balance(&h, &user).await, 20_000);
+    switch_and_confirm(&h, &user, &id, "pro-lite", 499, 8).await;
+    switch_and_confirm(&h, &user, &id, "pro-plus", 1999, 9).await;
+    assert_eq!(balance(&h, &user).await, 20_000);
+}

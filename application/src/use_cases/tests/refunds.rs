@@ -577,7 +577,7 @@ async fn a_refund_kept_while_its_renewal_landed_is_applied_by_the_reconciler_onc
         order: None,
         subscription: None,
         grant: None,
-        clawback: None,
+        clawbacks: Vec::new(),
         charge: None,
         refund: Some(RefundRecord {
             provider: ProviderId::CardGateway,

@@ -19,6 +19,8 @@ async fn browser_a_subscriber_upgrades_from_the_dashboard() {
     let app = spawn_app().await;
     let email = "switch@example.com";
     let token = app.register(email).await;
+    // A customer kept on the hidden legacy price.
+    app.allow_plan(&token, "pro_monthly_legacy").await;
     let (order, _) = app
         .open_checkout(&token, "pro_monthly_legacy", "card_gateway", None)
         .await;

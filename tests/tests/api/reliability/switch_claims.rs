@@ -18,7 +18,7 @@ async fn eight_switches_at_once_across_three_instances_reach_the_provider_once()
     };
     let cluster = Cluster::start("several_instances_switches", INSTANCES, TALLY_TOML).await;
     let token = cluster.buyer.token.clone();
-    cluster.buy("pro_monthly_legacy", "card_gateway").await;
+    cluster.buy("pro_monthly", "card_gateway").await;
     let status = cluster.api.get(&token, "/api/credits/status").await;
     let id = status.body["subscription"]["id"]
         .as_str()
@@ -30,7 +30,7 @@ async fn eight_switches_at_once_across_three_instances_reach_the_provider_once()
     };
     let before = deliveries().await;
     let path = format!("/api/subscriptions/{id}/change-plan");
-    let body = json!({"planId": "pro_monthly", "when": "period_end"});
+    let body = json!({"planId": "pro_yearly", "when": "period_end"});
     let apis = cluster.apis();
     let requests: Vec<_> = (0..REQUESTS)
         .map(|n| {
@@ -59,6 +59,6 @@ async fn eight_switches_at_once_across_three_instances_reach_the_provider_once()
         "one cancellation at the provider"
     );
     let held: Value = cluster.api.get(&token, "/api/credits/status").await.body;
-    assert_eq!(held["subscription"]["scheduledPlanId"], "pro_monthly");
+    assert_eq!(held["subscription"]["scheduledPlanId"], "pro_yearly");
     assert_eq!(held["subscription"]["cancelAtPeriodEnd"], true);
 }
