@@ -599,3 +599,66 @@ async fn an_admin_asks_the_provider_to_end_a_subscription_now_after_confirming()
             .contains("The provider was asked to end the subscription now.")
     );
 }
+
+#[tokio::test]
+async fn an_admin_allows_a_customer_a_hidden_plan_and_withdraws_it_after_confirming() {
+    let app = App::new(PricingMode::Static);
+    let buyer = app.signed_in("buyer@example.com", false).await;
+    let admin = app.signed_in("admin@example.com", true).await;
+    let found = admin.get("/admin/customers?query=buyer").await;
+    let marker = "data-user-id=\"";
+    let at = found.body.find(marker).unwrap() + marker.len();
+    let id: String = found.body[at..].chars().take_while(|c| *c != '"').collect();
+    let page = format!("/admin/customers/{id}");
+    let shown = admin.get(&page).await;
+    assert!(
+        shown
+            .body
+            .contains("No hidden plan is allowed to this customer.")
+    );
+    for (action, notice) in [
+        ("allow_plan", "allowed"),
+        ("remove_allowance", "allowance_removed"),
+    ] {
+        let fields = [("action", action), ("planId", "lifetime")];
+        let confirm = admin
+            .submit(&page, &format!("{page}/confirm"), &fields)
+            .await;
+        assert_eq!(confirm.status, StatusCode::OK, "{}", confirm.body);
+        assert!(confirm.body.contains("lifetime"));
+        let form = [
+            ("csrf", hidden(&confirm.body, "csrf")),
+            ("action", action.to_owned()),
+            ("key", hidden(&confirm.body, "key")),
+            ("planId", "lifetime".to_owned()),
+        ];
+        let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let applied = admin.post(&format!("{page}/apply"), &form).await;
+        assert_eq!(applied.location(), format!("{page}?notice={notice}"));
+        let after = admin.get(&format!("{page}?notice={notice}")).await;
+        assert!(
+            after.body.contains("data-testid=\"notice\""),
+            "{}",
+            after.body
+        );
+        assert_eq!(
+            after.body.contains("data-testid=\"allowance\""),
+            action == "allow_plan",
+            "{}",
+            after.body
+        );
+    }
+    let unknown = [
+        ("action", "allow_plan"),
+        ("key", "k-x"),
+        ("planId", "no_such_plan"),
+    ];
+    let refused = admin
+        .submit(&page, &format!("{page}/apply"), &unknown)
+        .await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(refused.body.contains("plan not found"));
+    let audit = admin.get("/admin/audit").await;
+    assert!(audit.body.contains("plan.allowed"), "{}", audit.body);
+    drop(buyer);
+}

@@ -1,7 +1,7 @@
 //! `/admin/customers`: find a customer by e-mail or id (prefix), and a customer's page — balance,
 //! subscriptions, one-time access, entitlements, open reservations, paid and refunded per
 //! currency, the ledger and the orders — with the actions an operator takes: grant or debit
-//! credits, refund an order, cancel a subscription at period end. Each action goes through a
+//! credits, refund an order, cancel a subscription at period end, allow a hidden plan. Each action goes through a
 //! confirmation page (no script needed) carrying an idempotency key made when it is shown, so a
 //! form sent twice acts once.
 
@@ -10,8 +10,8 @@ mod actions;
 use std::sync::Arc;
 
 use application::accounts::User;
-use application::ports::{CreditTransaction, OrderFilter, OrderRecord};
-use application::use_cases::admin_console::{CustomerOverview, PageAfter};
+use application::ports::{CreditTransaction, OrderFilter, OrderRecord, PlanAllowance};
+use application::use_cases::admin_console::{CustomerOverview, PageAfter, PlanAllowanceError};
 use domain::{Money, UserId};
 use maud::{Markup, html};
 use poem::Request;
@@ -127,6 +127,10 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, request: Request) ->
         )
         .await
         .map_err(console::list_error)?;
+    let allowances = (ports.admin.plan_allowances(&id).await).map_err(|e| match e {
+        PlanAllowanceError::Infra(infra) => infra.into(),
+        _ => PageError::NotFound,
+    })?;
     let here = format!("{PATH}/{id}");
     let body = html! {
         (console::sections(&v, PATH))
@@ -135,10 +139,11 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, request: Request) ->
             h1 data-testid="customer-email" { (overview.user.email.as_str()) }
             p.muted { code { (id) } }
         }
-        (console::notice(&v, &["granted", "debited", "refunded", "canceled", "cancel_requested"]))
+        (console::notice(&v, &NOTICES))
         (summary(&v, &overview))
         (adjust_form(&v, id.as_str()))
         (holdings(&v, &overview, id.as_str()))
+        (allowances_card(&v, &allowances, id.as_str()))
         section.card.section-card {
             h2 { (v.t("console.customer_orders")) }
             @if orders.items.is_empty() { p.muted { (v.t("console.orders_none")) } }
@@ -153,6 +158,53 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, request: Request) ->
     };
     let title = overview.user.email.as_str().to_owned();
     Ok(layout::page(&v, StatusCode::OK, &title, Nav::Admin, body))
+}
+
+/// The notices the customer's page shows after an action.
+const NOTICES: [&str; 7] = [
+    "granted",
+    "debited",
+    "refunded",
+    "canceled",
+    "cancel_requested",
+    "allowed",
+    "allowance_removed",
+];
+
+/// The hidden plans allowed to the customer, each with Withdraw, and a form to allow one.
+fn allowances_card(v: &Visitor, allowances: &[PlanAllowance], id: &str) -> Markup {
+    let confirm = format!("{PATH}/{id}/confirm");
+    html! {
+        section.card.section-card data-testid="allowances" {
+            h2 { (v.t("console.allowances_title")) }
+            p.muted { (v.t("console.allowances_lead")) }
+            @if allowances.is_empty() { p.muted { (v.t("console.allowances_none")) } }
+            @for a in allowances {
+                div data-testid="allowance" { form.inline-form method="post" action=(confirm) {
+                    (csrf_field(v))
+                    input type="hidden" name="action" value="remove_allowance";
+                    input type="hidden" name="planId" value=(a.plan_id);
+                    code { (a.plan_id) } " "
+                    span.muted { (format::date(a.allowed_at, v.lang)) } " "
+                    button.btn.btn-ghost type="submit" { (v.t("console.allowance_remove")) }
+                } }
+            }
+            form.stack method="post" action=(confirm) {
+                (csrf_field(v))
+                input type="hidden" name="action" value="allow_plan";
+                div.field {
+                    label for="allow-plan" { (v.t("console.allowance_plan")) }
+                    input #allow-plan type="text" name="planId" required maxlength="64"
+                        data-testid="allow-plan";
+                }
+                div.form-actions {
+                    button.btn.btn-secondary type="submit" data-testid="allow" {
+                        (v.t("console.allowance_add"))
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn summary(v: &Visitor, overview: &CustomerOverview) -> Markup {

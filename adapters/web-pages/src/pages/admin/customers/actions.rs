@@ -8,10 +8,12 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use application::accounts::User;
-use application::use_cases::admin_console::{AdjustCredits, AdjustCreditsError, AdminCancelError};
+use application::use_cases::admin_console::{
+    AdjustCredits, AdjustCreditsError, AdminCancelError, PlanAllowanceError,
+};
 use application::use_cases::refund_order::{RefundOrder, RefundOrderError};
 use chrono::NaiveDate;
-use domain::{IdempotencyKey, OrderId, SubscriptionId, Timestamp, UserId};
+use domain::{IdempotencyKey, OrderId, PlanId, SubscriptionId, Timestamp, UserId};
 use maud::{Markup, html};
 use poem::Request;
 use poem::http::StatusCode;
@@ -79,6 +81,17 @@ fn question(v: &Visitor, fields: &Fields) -> Result<(String, Vec<&'static str>),
                 &[("subscription", field(fields, "subscriptionId"))],
             );
             (text, vec!["subscriptionId"])
+        }
+        action @ ("allow_plan" | "remove_allowance") => {
+            let key = if action == "allow_plan" {
+                "console.confirm_allow"
+            } else {
+                "console.confirm_remove_allowance"
+            };
+            (
+                v.tf(key, &[("plan", field(fields, "planId"))]),
+                vec!["planId"],
+            )
         }
         _ => return Err(PageError::BadRequest),
     })
@@ -178,13 +191,12 @@ pub(crate) async fn apply(state: Arc<PageState>, v: Visitor, mut request: Reques
             }
         }
         action @ ("cancel" | "cancel_now") => {
-            cancel(
-                &state,
-                &admin,
-                field(&fields, "subscriptionId"),
-                action == "cancel_now",
-            )
-            .await?
+            let subscription = field(&fields, "subscriptionId");
+            cancel(&state, &admin, subscription, action == "cancel_now").await?
+        }
+        action @ ("allow_plan" | "remove_allowance") => {
+            let remove = action == "remove_allowance";
+            allowance(&state, &admin, (&id, field(&fields, "planId")), remove).await?
         }
         _ => return Err(PageError::BadRequest),
     };
@@ -221,6 +233,35 @@ async fn cancel(
     match result {
         Ok(notice) => Ok(Ok(notice)),
         Err(AdminCancelError::NotFound) => Err(PageError::NotFound),
+        Err(e) => Ok(Err(e.to_string())),
+    }
+}
+
+/// Allow the customer `user` the plan `plan`, or (`remove`) withdraw it: the notice, or why it
+/// was refused (an unknown plan is said, an unknown customer is not found).
+async fn allowance(
+    state: &PageState,
+    admin: &User,
+    (user, plan): (&str, &str),
+    remove: bool,
+) -> Result<Result<&'static str, String>, PageError> {
+    let user = parse_id(user, UserId::new).ok_or(PageError::NotFound)?;
+    let Ok(plan) = PlanId::new(plan) else {
+        return Ok(Err(PlanAllowanceError::PlanNotFound.to_string()));
+    };
+    let admin_port = &state.ports.admin;
+    let result = if remove {
+        (admin_port
+            .remove_plan_allowance_by(admin, &user, &plan)
+            .await)
+            .map(|()| "allowance_removed")
+    } else {
+        (admin_port.allow_plan_by(admin, &user, &plan).await).map(|_| "allowed")
+    };
+    match result {
+        Ok(notice) => Ok(Ok(notice)),
+        Err(PlanAllowanceError::UserNotFound) => Err(PageError::NotFound),
+        Err(PlanAllowanceError::Infra(e)) => Err(e.into()),
         Err(e) => Ok(Err(e.to_string())),
     }
 }
