@@ -79,6 +79,14 @@ impl Email {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// Whether mail to it can arrive: not an address in the reserved `.invalid` top-level
+    /// domain, as the placeholders of host users without a known e-mail are. A provider is
+    /// never sent one (its receipts and invoices would go nowhere).
+    #[must_use]
+    pub fn is_deliverable(&self) -> bool {
+        !self.0.ends_with(".invalid")
+    }
 }
 
 /// Unicode's bidirectional formatting characters: the Arabic letter mark, the left-to-right

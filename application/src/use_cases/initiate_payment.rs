@@ -232,7 +232,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         CheckoutRequest {
             order_id: order_id.clone(),
             user_id: user.id.clone(),
-            customer_email: Some(user.email.as_str().to_owned()),
+            customer_email: (user.email.is_deliverable()).then(|| user.email.as_str().to_owned()),
             snapshot: order.plan().clone(),
             plan,
             success_url: callbacks.success(order_id),

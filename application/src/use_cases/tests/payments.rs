@@ -268,3 +268,30 @@ async fn no_gateway_call_when_validation_fails() {
         .unwrap_err();
     assert!(matches!(err, InitiatePaymentError::ProviderMismatch { .. }));
 }
+
+#[tokio::test]
+async fn a_placeholder_address_is_never_sent_to_a_provider() {
+    let h = Harness::new();
+    let mut host_user = h.user("host@example.com").await;
+    host_user.email = crate::accounts::Email::parse("hst_0123456789@host.invalid").unwrap();
+    let request = crate::use_cases::initiate_payment::InitiatePayment {
+        user: host_user,
+        plan_id: domain::PlanId::new("credits-100").unwrap(),
+        provider: domain::ProviderId::CardGateway,
+        idempotency_key: None,
+    };
+    h.service.initiate_payment(request).await.unwrap();
+    let buyer = h.user("buyer@example.com").await;
+    let request = crate::use_cases::initiate_payment::InitiatePayment {
+        user: buyer,
+        plan_id: domain::PlanId::new("credits-100").unwrap(),
+        provider: domain::ProviderId::CardGateway,
+        idempotency_key: None,
+    };
+    h.service.initiate_payment(request).await.unwrap();
+    let sent: Vec<Option<String>> = (h.fake(domain::ProviderId::CardGateway).checkouts())
+        .into_iter()
+        .map(|c| c.customer_email)
+        .collect();
+    assert_eq!(sent, [None, Some("buyer@example.com".to_owned())]);
+}
