@@ -18,7 +18,7 @@ use bootstrap::seams::SystemClock;
 use serde_json::{Value, json};
 use tests::{TestApp, catalog_with, spawn_app_from};
 
-const SMALL_TEAM: &str = r#"
+pub(super) const SMALL_TEAM: &str = r#"
 [plans.team_small_yearly]
 provider = "mor_b"
 amount = 199.00

@@ -9,8 +9,11 @@
 use serde_json::{Value, json};
 use tests::{TestApp, catalog_with, spawn_app_from};
 
-/// A listed cheaper plan next to each provider's shipped plans.
-const LOWER_PLANS: &str = r#"
+use super::plan_changes_providers::SMALL_TEAM;
+
+/// A listed cheaper plan next to Stripe's shipped `pro_monthly`; Dodo's and Creem's are
+/// `plan_changes_providers`' (`team_small_yearly`, `pro_plus_monthly_eur`).
+const PRO_LITE: &str = r#"
 [plans.pro_lite_monthly]
 provider = "card_gateway"
 amount = 4.99
@@ -19,28 +22,10 @@ duration = { months = 1, type = "recurring", credits = 200 }
 cardGatewayPriceId = "price_1PkProLiteMonthlyUsd499"
 [plans.pro_lite_monthly.i18n.en]
 name = "Pro Lite monthly"
-
-[plans.team_small_yearly]
-provider = "mor_b"
-amount = 199.00
-currency = "USD"
-duration = { months = 12, type = "recurring", credits = 30000 }
-morBProductId = "pdt_TeamSmallYearlyUsd19900"
-[plans.team_small_yearly.i18n.en]
-name = "Small team yearly"
-
-[plans.pro_plus_monthly_eur]
-provider = "mor_a"
-amount = 19.49
-currency = "EUR"
-duration = { months = 1, type = "recurring", credits = 3000 }
-morAProductId = "prod_ProPlusMonthlyEur1949"
-[plans.pro_plus_monthly_eur.i18n.en]
-name = "Pro Plus monthly"
 "#;
 
 async fn app() -> TestApp {
-    let catalog = catalog_with(LOWER_PLANS);
+    let catalog = catalog_with(&format!("{PRO_LITE}{SMALL_TEAM}"));
     let app = spawn_app_from(catalog.path(), |_| {}).await;
     drop(catalog);
     app

@@ -274,10 +274,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         &self,
         user: &domain::UserId,
     ) -> Result<Vec<PlanAllowance>, PlanAllowanceError> {
-        self.store
-            .find_user(user)
-            .await?
-            .ok_or(PlanAllowanceError::UserNotFound)?;
+        self.known_customer(user).await?;
         Ok(self.store.plan_allowances(user).await?)
     }
 
@@ -330,10 +327,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         user: &domain::UserId,
         plan: &domain::PlanId,
     ) -> Result<(), PlanAllowanceError> {
-        self.store
-            .find_user(user)
-            .await?
-            .ok_or(PlanAllowanceError::UserNotFound)?;
+        self.known_customer(user).await?;
         let before = BTreeMap::from([("planId".to_owned(), text(plan))]);
         let entry = Entry {
             admin,
@@ -348,16 +342,22 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         Ok(())
     }
 
+    /// A customer an allowance names must exist.
+    async fn known_customer(&self, user: &domain::UserId) -> Result<(), PlanAllowanceError> {
+        self.store
+            .find_user(user)
+            .await?
+            .map(drop)
+            .ok_or(PlanAllowanceError::UserNotFound)
+    }
+
     /// The user and plan of an allowance must both exist.
     async fn allowance_target(
         &self,
         user: &domain::UserId,
         plan: &domain::PlanId,
     ) -> Result<(), PlanAllowanceError> {
-        self.store
-            .find_user(user)
-            .await?
-            .ok_or(PlanAllowanceError::UserNotFound)?;
+        self.known_customer(user).await?;
         crate::use_cases::plans::find_plan(
             self.config.pricing_mode,
             &self.config.catalog,
