@@ -725,6 +725,21 @@ pub(crate) async fn events_after<C: ConnectionTrait>(
     })
 }
 
+/// The largest id the outbox can have handed out. SQLite's `AUTOINCREMENT` keeps the largest id
+/// ever used in `sqlite_sequence`, purges or not. On PostgreSQL an id is `txid << 20 | n` (step
+/// 18; the plain sequence's ids before it are smaller), and every transaction that has taken a
+/// txid took one below the snapshot's `xmax`, so no id written yet reaches `xmax << 20`.
+pub(crate) async fn issued_through<C: ConnectionTrait>(conn: &C) -> Result<i64, DbErr> {
+    let sql = match conn.get_database_backend() {
+        DbBackend::Postgres => {
+            "SELECT GREATEST((pg_snapshot_xmax(pg_current_snapshot())::text::bigint << 20) - 1, \
+             (SELECT last_value FROM events_id_seq)) AS n"
+        }
+        _ => "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0) AS n",
+    };
+    Ok(sql::one_i64(conn, sql, Vec::new(), "n").await?.unwrap_or(0))
+}
+
 /// Of the `limit` oldest events (by id: events are written in time order), delete those that
 /// occurred before `before`; returns how many. The primary key is the only index this walks,
 /// so `events` needs no index on `occurred_at` (one less on every event's insert); an event
@@ -752,6 +767,14 @@ impl HostEventLog for SeaOrmStore {
         self.retry
             .run("events_after", || {
                 events_after(&self.db, after, limit, kinds)
+            })
+            .await
+    }
+
+    async fn issued_through(&self) -> Result<i64, StoreError> {
+        self.retry
+            .run("events_issued_through", || async {
+                Ok(issued_through(&self.db).await?)
             })
             .await
     }

@@ -89,6 +89,15 @@ pub trait HostEventLog: Send + Sync + 'static {
         kinds: &[HostEventKind],
     ) -> Result<EventsRead, StoreError>;
 
+    /// The largest event id this log can have handed out so far (0 when it has handed out
+    /// none). Every id a read ever returned, and so every cursor the feed ever issued, is at or
+    /// below it, whatever was purged since and whichever instance wrote or read the event; an
+    /// id above it names no event this log wrote.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn issued_through(&self) -> Result<i64, StoreError>;
+
     /// Delete up to `limit` events that occurred before `before`, oldest first; returns how
     /// many.
     ///

@@ -37,6 +37,8 @@ struct State {
     charges: Vec<SubscriptionCharge>,
     refunds: Vec<RefundRecord>,
     host_events: Vec<StoredEvent>,
+    /// The largest host event id handed out (kept when events are purged).
+    host_events_issued: i64,
     audit: Vec<AuditEntry>,
     /// Credits every user created from now on is given ([`InMemoryStore::with_signup_grant`]).
     signup: Option<SignupGrant>,
@@ -77,7 +79,8 @@ impl InMemoryStore {
     /// inside its transactions); its id is the next one.
     pub fn push_host_event(&self, mut event: StoredEvent) -> StoredEvent {
         let mut state = lock(&self.0);
-        event.id = state.host_events.last().map_or(1, |e| e.id + 1);
+        event.id = state.host_events_issued + 1;
+        state.host_events_issued = event.id;
         state.host_events.push(event.clone());
         event
     }
@@ -970,6 +973,10 @@ impl HostEventLog for InMemoryStore {
             events,
             looked_through: None,
         })
+    }
+
+    async fn issued_through(&self) -> Result<i64, StoreError> {
+        Ok(lock(&self.0).host_events_issued)
     }
 
     async fn purge_events(&self, before: Timestamp, limit: u32) -> Result<u32, StoreError> {

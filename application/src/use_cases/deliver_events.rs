@@ -279,6 +279,9 @@ mod tests {
         ) -> Result<EventsRead, StoreError> {
             Ok(EventsRead::default())
         }
+        async fn issued_through(&self) -> Result<i64, StoreError> {
+            Ok(0)
+        }
         async fn purge_events(&self, _: Timestamp, _: u32) -> Result<u32, StoreError> {
             Ok(0)
         }

@@ -1,10 +1,13 @@
 //! The catch-up feed of host events (issue 17). An application that was down
 //! reads, oldest first, every event after the last one it saw, and keeps the returned cursor.
 //!
-//! The cursor is the outbox row id, shown as an opaque string. The store never returns an event
-//! while one with a smaller id may still commit (`HostEventLog::events_after`), so following
-//! `nextCursor` never skips an event; events are kept for a configured time
-//! ([`Service::purge_events`]), so a cursor older than that resumes at the oldest kept event.
+//! The cursor is the outbox row id, shown as an opaque string; one above every id the store
+//! has handed out (`HostEventLog::issued_through`) was never issued and is refused, which holds
+//! with several instances (they share the store) and after a purge (the high-water mark stays).
+//! The store never returns an event while one with a smaller id may still commit
+//! (`HostEventLog::events_after`), so following `nextCursor` never skips an event; events are
+//! kept for a configured time ([`Service::purge_events`]), so a cursor older than that resumes
+//! at the oldest kept event.
 
 use domain::Timestamp;
 
@@ -136,6 +139,18 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let after = query.after.as_deref().map(cursor).transpose()?;
         let limit = limit(query.limit)?;
         let kinds = kinds(&query.types)?;
+        if let Some(after) = after {
+            // A cursor beyond every id the log has handed out was never issued by this feed: a
+            // reader keeping it would wait at a place no event will reach for years.
+            let issued = self
+                .store
+                .issued_through()
+                .await
+                .map_err(InfraError::from)?;
+            if after > issued {
+                return Err(FeedError::InvalidCursor);
+            }
+        }
         // One more than asked tells whether more is readable now.
         let read = self
             .store
@@ -310,6 +325,35 @@ mod tests {
         assert_eq!(page.events.len(), 1);
         assert_eq!(page.next_cursor.as_deref(), Some("6"));
         assert!(!page.has_more);
+    }
+
+    #[tokio::test]
+    async fn a_cursor_beyond_every_id_handed_out_is_refused_even_after_a_purge() {
+        let service = service();
+        let store = service.store();
+        let read = |after: &str| FeedQuery {
+            after: Some(after.to_owned()),
+            ..FeedQuery::default()
+        };
+        assert!(matches!(
+            service.read_events(&read("1")).await,
+            Err(FeedError::InvalidCursor)
+        ));
+        for at in 1..=3 {
+            store.push_host_event(event(HostEventKind::OrderPaid, at));
+        }
+        for forged in ["4", "9223372036854775807"] {
+            assert!(matches!(
+                service.read_events(&read(forged)).await,
+                Err(FeedError::InvalidCursor)
+            ));
+        }
+        let last = service.read_events(&read("3")).await.unwrap();
+        assert!(last.events.is_empty() && !last.has_more);
+        // Every event purged: the cursors the feed issued stay valid.
+        service.purge_events(0).await.unwrap();
+        assert!(service.read_events(&read("3")).await.is_ok());
+        assert!(service.read_events(&read("0")).await.is_ok());
     }
 
     #[tokio::test]

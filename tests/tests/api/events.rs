@@ -206,6 +206,56 @@ async fn the_feed_refuses_other_callers_and_bad_input_with_problems() {
     assert_eq!(empty, json!({"data": [], "hasMore": false}));
 }
 
+/// A cursor is something the feed handed out: one beyond every event id it ever issued is a
+/// 400 `invalid_cursor`, not an empty page a reader would wait on forever; the cursors it
+/// issued keep working.
+#[tokio::test]
+async fn a_cursor_the_feed_never_issued_is_refused() {
+    let feed = open().await;
+    let app = &feed.app;
+    // Nothing handed out yet: no cursor at all is the feed's.
+    refused(app, &feed.admin, &["9223372036854775807", "1"]).await;
+    let user = app.register("events-cursor@example.com").await;
+    let user_id = app.get(&user, "/api/auth/me").await.1["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let body = json!({"amount": "5", "reason": "cursor"});
+    let path = format!("/api/admin/users/{user_id}/credits");
+    let (status, _) = app.post(&feed.admin, &path, &body, Some("cursor-1")).await;
+    assert_eq!(status, 200);
+    let (status, page) = app.get(&feed.reader_key, "/api/events").await;
+    assert_eq!(status, 200, "{page}");
+    let cursor = page["nextCursor"].as_str().expect("a cursor").to_owned();
+    let (status, rest) = app
+        .get(&feed.reader_key, &format!("/api/events?after={cursor}"))
+        .await;
+    assert_eq!(
+        (status, rest["hasMore"].as_bool()),
+        (200, Some(false)),
+        "{rest}"
+    );
+    refused(
+        app,
+        &feed.reader_key,
+        &["9223372036854775807", "1000000000000000"],
+    )
+    .await;
+}
+
+/// Each of `cursors` is a 400 `invalid_cursor`.
+async fn refused(app: &TestApp, token: &str, cursors: &[&str]) {
+    for forged in cursors {
+        let path = format!("/api/events?after={forged}");
+        let (status, problem) = app.get(token, &path).await;
+        assert_eq!(
+            (status, problem["code"].as_str()),
+            (400, Some("invalid_cursor")),
+            "{forged}: {problem}"
+        );
+    }
+}
+
 /// Spends are high volume and opt-in: none is in the feed while no endpoint names
 /// `credits.consumed`, nor for an endpoint of every (other) type; once an enabled endpoint
 /// names it, each fresh spend is (a replay is not), and `type=credits.consumed` finds it.

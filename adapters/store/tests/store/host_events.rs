@@ -1122,6 +1122,30 @@ pub async fn old_events_are_purged_in_bounded_batches(store: &TestStore) {
     assert_eq!(left[0].occurred_at, at_days(10));
 }
 
+/// Every id the outbox handed out stays at or below its high-water mark after a purge took every
+/// event, and a forged far-off id lies above it.
+pub async fn the_issued_high_water_mark_outlives_a_purge(store: &TestStore) {
+    let world = World::new(store);
+    let user = world.user("issued@example.com").await;
+    for i in 0..3 {
+        let grant = GrantCommand {
+            user_id: user.id.clone(),
+            amount: crate::support::c(100),
+            source: GrantSource::Admin(format!("issued-{i}")),
+            expires_at: None,
+            now: at_days(1),
+        };
+        store.grant(&grant).await.unwrap();
+    }
+    let largest = all_events(store).await.iter().map(|e| e.id).max().unwrap();
+    assert!(store.issued_through().await.unwrap() >= largest);
+    assert!(store.purge_events(at_days(5), 100).await.unwrap() >= 3);
+    assert!(all_events(store).await.is_empty());
+    let issued = store.issued_through().await.unwrap();
+    assert!(issued >= largest, "{issued} < {largest}");
+    assert!(issued < i64::MAX, "a forged cursor lies above it");
+}
+
 /// SQLite keeps no index by type (migration step 19): a read filtered by type looks at 5,000
 /// events at most and says how far it looked, so a reader's cursor moves on past events of other
 /// types; PostgreSQL finds the type through its index in one read.
@@ -1183,6 +1207,7 @@ contract_tests!(
     a_refund_kept_while_its_charge_landed_is_applied_by_the_reconciler,
     a_change_that_rolls_back_tells_nothing,
     old_events_are_purged_in_bounded_batches,
+    the_issued_high_water_mark_outlives_a_purge,
     a_user_from_before_the_release_is_told_what_they_held,
 );
 
