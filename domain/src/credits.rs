@@ -223,10 +223,75 @@ impl fmt::Display for CreditDelta {
     }
 }
 
+/// A sum of many credit amounts (a report's day, a feature's share), in hundredths: wide enough
+/// (`i128`) that no sum of amounts a ledger can hold overflows it, and never negative. Unlike
+/// [`Credits`] it is not bounded by the largest balance: a day may grant more than any one
+/// balance holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct CreditsTotal(i128);
+
+impl CreditsTotal {
+    /// Nothing.
+    pub const ZERO: CreditsTotal = CreditsTotal(0);
+
+    /// A total from hundredths; a negative sum (more returned than held, say) counts as zero.
+    #[must_use]
+    pub fn from_hundredths(hundredths: i128) -> Self {
+        Self(hundredths.max(0))
+    }
+
+    /// The total in hundredths.
+    #[must_use]
+    pub const fn hundredths(self) -> i128 {
+        self.0
+    }
+
+    /// The total in `i64` hundredths, [`i64::MAX`] when it is larger (for a chart's scale).
+    #[must_use]
+    pub fn saturating_hundredths(self) -> i64 {
+        i64::try_from(self.0).unwrap_or(i64::MAX)
+    }
+
+    /// The sum of two totals, [`i128::MAX`] hundredths at most.
+    #[must_use]
+    pub const fn saturating_add(self, other: CreditsTotal) -> CreditsTotal {
+        CreditsTotal(self.0.saturating_add(other.0))
+    }
+}
+
+impl From<Credits> for CreditsTotal {
+    fn from(amount: Credits) -> Self {
+        Self(i128::from(amount.0))
+    }
+}
+
+impl fmt::Display for CreditsTotal {
+    /// Two fraction digits: `12.50`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let per = i128::from(HUNDREDTHS_PER_CREDIT);
+        write!(f, "{}.{:02}", self.0 / per, self.0 % per)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_total_holds_sums_beyond_the_largest_balance_and_saturates_for_display() {
+        let most = Credits::from_hundredths(MAX_CREDITS_HUNDREDTHS).unwrap();
+        let twice = CreditsTotal::from(most).saturating_add(CreditsTotal::from(most));
+        assert_eq!(twice.hundredths(), 2 * i128::from(MAX_CREDITS_HUNDREDTHS));
+        assert_eq!(twice.to_string(), "2000000000000.00");
+        let huge = CreditsTotal::from_hundredths(i128::from(i64::MAX) * 3);
+        assert_eq!(huge.saturating_hundredths(), i64::MAX);
+        assert_eq!(CreditsTotal::from_hundredths(-5), CreditsTotal::ZERO);
+        assert_eq!(
+            CreditsTotal::from_hundredths(i128::MAX).saturating_add(twice),
+            CreditsTotal::from_hundredths(i128::MAX)
+        );
+    }
 
     #[test]
     fn parses_two_fraction_digits_exactly() {

@@ -31,7 +31,7 @@ pub use consumption::{
     ConsumptionError, ConsumptionMode, ConsumptionRules, FeatureName, ModelName, Multiplier,
     TokenCount, UnknownModelPolicy, Usage,
 };
-pub use credits::{CreditDelta, Credits, CreditsError};
+pub use credits::{CreditDelta, Credits, CreditsError, CreditsTotal};
 pub use ids::{
     ApiKeyId, IdError, IdempotencyKey, OrderId, PlanId, ReservationId, SubscriptionId, UserId,
     WebhookEndpointId,

@@ -4,24 +4,24 @@
 //! Days are `column / 86400000` (integer division of epoch milliseconds: whole UTC days, the
 //! same on both backends, no date functions); months are folded from days by the use case. Every
 //! statement restricts one time column to the window with `>= $1 AND < $2`, a range an index on
-//! that column can serve. Sums are cast to `BIGINT` because PostgreSQL sums `BIGINT`s as
-//! `NUMERIC`.
+//! that column can serve. An amount's sum is read in two parts (`split_sums`) that cannot
+//! overflow `BIGINT` on either database and is put together in `i128`: a day may add up to more
+//! than any one balance holds, and a report never fails for it.
 
 use application::ports::{
     ConsumptionDimension, ConsumptionShare, CreditsDay, ReportRepository, ReportWindow, RevenueDay,
     StoreError, SubscriptionsDay,
 };
 use async_trait::async_trait;
-use domain::{Credits, Currency};
+use domain::{CreditsTotal, Currency};
 use sea_orm::{FromQueryResult, Value};
 
 use crate::SeaOrmStore;
 use crate::rows::corrupt;
 
 /// Payments: paid orders by their payment time, and renewal charges (a first period's charge
-/// is its order, counted once).
-const REVENUE_SQL: &str = "SELECT day, currency, CAST(SUM(amount_minor) AS BIGINT) AS paid_minor, \
-    CAST(SUM(refunded_minor) AS BIGINT) AS refunded_minor FROM ( \
+/// is its order, counted once). `{sums}` is [`split_sums`] of the amounts.
+const REVENUE_SQL: &str = "SELECT day, currency, {sums} FROM ( \
         SELECT paid_at / 86400000 AS day, currency, amount_minor, refunded_minor FROM orders \
         WHERE paid_at >= $1 AND paid_at < $2 \
           AND status IN ('paid', 'partially_refunded', 'refunded') \
@@ -31,13 +31,15 @@ const REVENUE_SQL: &str = "SELECT day, currency, CAST(SUM(amount_minor) AS BIGIN
         WHERE paid_at >= $1 AND paid_at < $2 AND order_id IS NULL \
     ) payments GROUP BY day, currency ORDER BY day, currency";
 
-/// Granted: every increase but a reservation's returns; consumed: the spend kinds, negated.
-const CREDITS_SQL: &str = "SELECT created_at / 86400000 AS day, \
-    CAST(SUM(CASE WHEN amount_hundredths > 0 AND kind NOT IN \
-        ('reservation_settle', 'reservation_release') THEN amount_hundredths ELSE 0 END) \
-        AS BIGINT) AS granted, \
-    CAST(SUM(CASE WHEN kind IN ('consumption', 'reservation_hold', 'reservation_settle', \
-        'reservation_release') THEN -amount_hundredths ELSE 0 END) AS BIGINT) AS consumed \
+/// Granted: every increase but a reservation's returns.
+const GRANTED: &str = "CASE WHEN amount_hundredths > 0 AND kind NOT IN \
+    ('reservation_settle', 'reservation_release') THEN amount_hundredths ELSE 0 END";
+/// Consumed: the spend kinds, negated.
+const CONSUMED: &str = "CASE WHEN kind IN ('consumption', 'reservation_hold', \
+    'reservation_settle', 'reservation_release') THEN -amount_hundredths ELSE 0 END";
+
+/// Granted and consumed per day; `{sums}` is [`split_sums`] of [`GRANTED`] and [`CONSUMED`].
+const CREDITS_SQL: &str = "SELECT created_at / 86400000 AS day, {sums} \
     FROM credit_transactions WHERE created_at >= $1 AND created_at < $2 \
     GROUP BY created_at / 86400000 ORDER BY day";
 
@@ -50,27 +52,58 @@ const SUBSCRIPTIONS_SQL: &str = "SELECT day, CAST(SUM(started) AS BIGINT) AS sta
         WHERE updated_at >= $1 AND updated_at < $2 AND status IN ('canceled', 'expired') \
     ) changes GROUP BY day ORDER BY day";
 
-/// `{column}` is `feature` or `model`, chosen from an enum, never from input.
-const CONSUMPTION_SQL: &str = "SELECT {column} AS name, \
-    CAST(SUM(-amount_hundredths) AS BIGINT) AS consumed FROM credit_transactions \
+/// `{column}` is `feature` or `model`, chosen from an enum, never from input; `{sums}` is
+/// [`split_sums`] of the amounts consumed and `{total}` their whole sum, which PostgreSQL
+/// computes as `NUMERIC` and SQLite, past `i64`, as an approximate number: used only to keep
+/// and order the shares, never read.
+const CONSUMPTION_SQL: &str = "SELECT {column} AS name, {sums} FROM credit_transactions \
     WHERE created_at >= $1 AND created_at < $2 AND kind IN ('consumption', \
         'reservation_hold', 'reservation_settle', 'reservation_release') \
-    GROUP BY {column} HAVING SUM(-amount_hundredths) > 0 \
-    ORDER BY consumed DESC, name LIMIT $3";
+    GROUP BY {column} HAVING {total} > 0 ORDER BY {total} DESC, name LIMIT $3";
+
+/// Where a sum is split: each part's sum fits `i64` for any number of rows a day can hold.
+const SPLIT: i64 = 1_000_000_000;
+
+/// The sum of `expression` as two columns `<name>_high` (the sum of its quotients by
+/// [`SPLIT`]) and `<name>_low` (of its remainders), so that neither database overflows
+/// `BIGINT` however large the whole is (SQLite's `SUM` fails on an overflow, PostgreSQL's cast
+/// back to `BIGINT` would); [`whole`] puts them together in `i128`. Quotient and remainder
+/// truncate toward zero on both databases, so `high * SPLIT + low` is the exact sum.
+fn split_sums(parts: &[(&str, &str)]) -> String {
+    let sums: Vec<String> = parts
+        .iter()
+        .map(|(expression, name)| {
+            format!(
+                "CAST(SUM(({expression}) / {SPLIT}) AS BIGINT) AS {name}_high, \
+                 CAST(SUM(({expression}) % {SPLIT}) AS BIGINT) AS {name}_low"
+            )
+        })
+        .collect();
+    sums.join(", ")
+}
+
+/// The whole of a split sum.
+fn whole(high: i64, low: i64) -> i128 {
+    i128::from(high) * i128::from(SPLIT) + i128::from(low)
+}
 
 #[derive(Debug, FromQueryResult)]
 struct RevenueRow {
     day: i64,
     currency: String,
-    paid_minor: i64,
-    refunded_minor: i64,
+    paid_high: i64,
+    paid_low: i64,
+    refunded_high: i64,
+    refunded_low: i64,
 }
 
 #[derive(Debug, FromQueryResult)]
 struct CreditsRow {
     day: i64,
-    granted: i64,
-    consumed: i64,
+    granted_high: i64,
+    granted_low: i64,
+    consumed_high: i64,
+    consumed_low: i64,
 }
 
 #[derive(Debug, FromQueryResult)]
@@ -83,7 +116,8 @@ struct SubscriptionsRow {
 #[derive(Debug, FromQueryResult)]
 struct ShareRow {
     name: Option<String>,
-    consumed: i64,
+    consumed_high: i64,
+    consumed_low: i64,
 }
 
 fn window_values(window: ReportWindow) -> Vec<Value> {
@@ -93,17 +127,19 @@ fn window_values(window: ReportWindow) -> Vec<Value> {
     ]
 }
 
-/// Hundredths summed by the database; a negative sum (more returned than held that day) is
-/// zero.
-fn credits(table: &str, day: i64, hundredths: i64) -> Result<Credits, StoreError> {
-    Credits::from_hundredths(hundredths.max(0)).map_err(|e| corrupt(table, &day.to_string(), e))
+/// A day's money in minor units; beyond `i64` (no real day comes near) it saturates.
+fn minor(high: i64, low: i64) -> i64 {
+    let sum = whole(high, low);
+    i64::try_from(sum).unwrap_or(if sum < 0 { i64::MIN } else { i64::MAX })
 }
 
 #[async_trait]
 impl ReportRepository for SeaOrmStore {
     async fn revenue_by_day(&self, window: ReportWindow) -> Result<Vec<RevenueDay>, StoreError> {
+        let sums = split_sums(&[("amount_minor", "paid"), ("refunded_minor", "refunded")]);
+        let sql = REVENUE_SQL.replace("{sums}", &sums);
         let rows: Vec<RevenueRow> = self
-            .fetch_all("revenue_by_day", REVENUE_SQL, window_values(window))
+            .fetch_all("revenue_by_day", &sql, window_values(window))
             .await?;
         rows.into_iter()
             .map(|r| {
@@ -114,26 +150,27 @@ impl ReportRepository for SeaOrmStore {
                 Ok(RevenueDay {
                     day: r.day,
                     currency,
-                    paid_minor: r.paid_minor,
-                    refunded_minor: r.refunded_minor,
+                    paid_minor: minor(r.paid_high, r.paid_low),
+                    refunded_minor: minor(r.refunded_high, r.refunded_low),
                 })
             })
             .collect()
     }
 
     async fn credits_by_day(&self, window: ReportWindow) -> Result<Vec<CreditsDay>, StoreError> {
+        let sums = split_sums(&[(GRANTED, "granted"), (CONSUMED, "consumed")]);
+        let sql = CREDITS_SQL.replace("{sums}", &sums);
         let rows: Vec<CreditsRow> = self
-            .fetch_all("credits_by_day", CREDITS_SQL, window_values(window))
+            .fetch_all("credits_by_day", &sql, window_values(window))
             .await?;
-        rows.into_iter()
-            .map(|r| {
-                Ok(CreditsDay {
-                    day: r.day,
-                    granted: credits("credit_transactions", r.day, r.granted)?,
-                    consumed: credits("credit_transactions", r.day, r.consumed)?,
-                })
+        Ok(rows
+            .into_iter()
+            .map(|r| CreditsDay {
+                day: r.day,
+                granted: CreditsTotal::from_hundredths(whole(r.granted_high, r.granted_low)),
+                consumed: CreditsTotal::from_hundredths(whole(r.consumed_high, r.consumed_low)),
             })
-            .collect()
+            .collect())
     }
 
     async fn subscriptions_by_day(
@@ -167,17 +204,21 @@ impl ReportRepository for SeaOrmStore {
             ConsumptionDimension::Feature => "feature",
             ConsumptionDimension::Model => "model",
         };
-        let sql = CONSUMPTION_SQL.replace("{column}", column);
+        let spent = "-amount_hundredths";
+        let total = format!("(SUM({spent} / {SPLIT}) * {SPLIT} + SUM({spent} % {SPLIT}))");
+        let sql = CONSUMPTION_SQL
+            .replace("{column}", column)
+            .replace("{sums}", &split_sums(&[(spent, "consumed")]))
+            .replace("{total}", &total);
         let mut values = window_values(window);
         values.push(i64::from(limit).into());
         let rows: Vec<ShareRow> = self.fetch_all("consumption_by", &sql, values).await?;
-        rows.into_iter()
-            .map(|r| {
-                Ok(ConsumptionShare {
-                    consumed: credits("credit_transactions", 0, r.consumed)?,
-                    name: r.name,
-                })
+        Ok(rows
+            .into_iter()
+            .map(|r| ConsumptionShare {
+                consumed: CreditsTotal::from_hundredths(whole(r.consumed_high, r.consumed_low)),
+                name: r.name,
             })
-            .collect()
+            .collect())
     }
 }

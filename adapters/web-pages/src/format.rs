@@ -70,6 +70,11 @@ pub(crate) fn credits(amount: Credits) -> String {
     decimal(amount.hundredths().unsigned_abs(), CREDIT_EXPONENT)
 }
 
+/// Hundredths of a credit that may exceed any one balance (a report's total): `2,000,000.00`.
+pub(crate) fn credit_hundredths(hundredths: u64) -> String {
+    decimal(hundredths, CREDIT_EXPONENT)
+}
+
 /// A signed change of credits: `+1,000.00`, `−12.50`.
 pub(crate) fn credit_delta(delta: CreditDelta) -> String {
     let sign = if delta.is_decrease() { MINUS } else { '+' };

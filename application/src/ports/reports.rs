@@ -7,7 +7,7 @@
 //! currency, credits in hundredths: nothing is converted or rounded here.
 
 use async_trait::async_trait;
-use domain::{Credits, Currency, Timestamp};
+use domain::{CreditsTotal, Currency, Timestamp};
 
 use super::StoreError;
 
@@ -52,10 +52,10 @@ pub struct CreditsDay {
     pub day: i64,
     /// Every increase but a reservation's returns: purchase and subscription grants, admin
     /// grants.
-    pub granted: Credits,
+    pub granted: CreditsTotal,
     /// What usage spent (see [`SPEND_KINDS`]); a day whose releases outweigh its holds counts
     /// zero.
-    pub consumed: Credits,
+    pub consumed: CreditsTotal,
 }
 
 /// Subscriptions that started and ended on one day.
@@ -75,7 +75,7 @@ pub struct ConsumptionShare {
     /// The feature or model; `None` for spends that named none.
     pub name: Option<String>,
     /// What it consumed.
-    pub consumed: Credits,
+    pub consumed: CreditsTotal,
 }
 
 /// What consumption is grouped by.

@@ -6,12 +6,12 @@
 //! (zero when nothing happened); the month series covers the last [`OVERVIEW_MONTHS`] calendar
 //! months (this one included). Each series is read from the store over its window only.
 
-use domain::{Credits, Currency, Timestamp};
+use domain::{CreditsTotal, Currency, Timestamp};
 
 use super::InfraError;
 use crate::ports::{
     Clock, ConsumptionDimension, ConsumptionShare, DAY_MS, IdGenerator, ReportWindow, RevenueDay,
-    SecretHasher, Store,
+    SecretHasher, Store, StoreError, SubscriptionsDay,
 };
 use crate::service::Service;
 
@@ -56,9 +56,9 @@ pub struct CreditsPoint {
     /// Days since 1970-01-01 (UTC).
     pub day: i64,
     /// Granted.
-    pub granted: Credits,
+    pub granted: CreditsTotal,
     /// Consumed.
-    pub consumed: Credits,
+    pub consumed: CreditsTotal,
 }
 
 /// Subscriptions started and ended in one calendar month.
@@ -74,6 +74,29 @@ pub struct SubscriptionsMonth {
     pub ended: u64,
 }
 
+/// One chart's figures, or the fact that they could not be read: the overview shows every
+/// other chart, so one bad row takes down one chart at most, never the page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Figures<T> {
+    /// Read.
+    Read(T),
+    /// The store could not read them (the cause is logged where it was read).
+    Unreadable,
+}
+
+impl<T> Figures<T> {
+    /// The figures of a store read, logging why not.
+    fn of(read: Result<T, StoreError>, report: &'static str) -> Self {
+        match read {
+            Ok(figures) => Figures::Read(figures),
+            Err(error) => {
+                tracing::error!(report, error = %error, "an overview report could not be read");
+                Figures::Unreadable
+            }
+        }
+    }
+}
+
 /// Everything the administrators' overview charts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdminOverview {
@@ -82,22 +105,23 @@ pub struct AdminOverview {
     /// The monthly chart's window.
     pub months: ReportWindow,
     /// One series per currency that had payments, by currency code.
-    pub revenue: Vec<RevenueSeries>,
+    pub revenue: Figures<Vec<RevenueSeries>>,
     /// Credits per day.
-    pub credits: Vec<CreditsPoint>,
+    pub credits: Figures<Vec<CreditsPoint>>,
     /// Subscriptions per month, oldest first.
-    pub subscriptions: Vec<SubscriptionsMonth>,
+    pub subscriptions: Figures<Vec<SubscriptionsMonth>>,
     /// The features that consumed most in the daily window.
-    pub by_feature: Vec<ConsumptionShare>,
+    pub by_feature: Figures<Vec<ConsumptionShare>>,
     /// The models that consumed most in the daily window.
-    pub by_model: Vec<ConsumptionShare>,
+    pub by_model: Figures<Vec<ConsumptionShare>>,
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
-    /// The overview's series, over the daily and monthly windows ending today.
+    /// The overview's series, over the daily and monthly windows ending today; a report the
+    /// store cannot read is [`Figures::Unreadable`] and the others are still shown.
     ///
     /// # Errors
-    /// Infrastructure.
+    /// None today (kept for adapters that may refuse the whole overview).
     pub async fn admin_overview(&self) -> Result<AdminOverview, InfraError> {
         let today = self.clock.now().unix_millis().div_euclid(DAY_MS);
         let days = ReportWindow {
@@ -111,47 +135,60 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             until: days.until,
         };
         let store = &self.store;
-        let revenue = revenue_series(&store.revenue_by_day(days).await?, days);
-        let credits = credit_series(&store.credits_by_day(days).await?, days);
-        let started_ended = store.subscriptions_by_day(months).await?;
-        let mut subscriptions: Vec<SubscriptionsMonth> = (0..OVERVIEW_MONTHS)
-            .rev()
-            .map(|back| {
-                let (year, month) = month_back(year, month, back);
-                SubscriptionsMonth {
-                    year,
-                    month,
-                    started: 0,
-                    ended: 0,
-                }
-            })
-            .collect();
-        for day in started_ended {
-            let (y, m, _) = civil_from_days(day.day);
-            if let Some(slot) = subscriptions
-                .iter_mut()
-                .find(|s| s.year == y && s.month == m)
-            {
-                slot.started += day.started;
-                slot.ended += day.ended;
-            }
-        }
+        let revenue = store.revenue_by_day(days).await;
+        let credits = store.credits_by_day(days).await;
+        let started_ended = store.subscriptions_by_day(months).await;
         let by_feature = store
             .consumption_by(ConsumptionDimension::Feature, days, OVERVIEW_TOP)
-            .await?;
+            .await;
         let by_model = store
             .consumption_by(ConsumptionDimension::Model, days, OVERVIEW_TOP)
-            .await?;
+            .await;
         Ok(AdminOverview {
             days,
             months,
-            revenue,
-            credits,
-            subscriptions,
-            by_feature,
-            by_model,
+            revenue: Figures::of(revenue.map(|r| revenue_series(&r, days)), "revenue"),
+            credits: Figures::of(credits.map(|r| credit_series(&r, days)), "credits"),
+            subscriptions: Figures::of(
+                started_ended.map(|r| subscription_months(&r, year, month)),
+                "subscriptions",
+            ),
+            by_feature: Figures::of(by_feature, "consumption by feature"),
+            by_model: Figures::of(by_model, "consumption by model"),
         })
     }
+}
+
+/// Subscriptions started and ended per month, the [`OVERVIEW_MONTHS`] ending with (`year`,
+/// `month`), oldest first.
+fn subscription_months(
+    started_ended: &[SubscriptionsDay],
+    year: i64,
+    month: u32,
+) -> Vec<SubscriptionsMonth> {
+    let mut subscriptions: Vec<SubscriptionsMonth> = (0..OVERVIEW_MONTHS)
+        .rev()
+        .map(|back| {
+            let (year, month) = month_back(year, month, back);
+            SubscriptionsMonth {
+                year,
+                month,
+                started: 0,
+                ended: 0,
+            }
+        })
+        .collect();
+    for day in started_ended {
+        let (y, m, _) = civil_from_days(day.day);
+        if let Some(slot) = subscriptions
+            .iter_mut()
+            .find(|s| s.year == y && s.month == m)
+        {
+            slot.started = slot.started.saturating_add(day.started);
+            slot.ended = slot.ended.saturating_add(day.ended);
+        }
+    }
+    subscriptions
 }
 
 /// The day numbers of `window` (whole days), oldest first.
@@ -189,8 +226,8 @@ fn credit_series(rows: &[crate::ports::CreditsDay], window: ReportWindow) -> Vec
             let found = rows.iter().find(|r| r.day == day);
             CreditsPoint {
                 day,
-                granted: found.map_or(Credits::ZERO, |r| r.granted),
-                consumed: found.map_or(Credits::ZERO, |r| r.consumed),
+                granted: found.map_or(CreditsTotal::ZERO, |r| r.granted),
+                consumed: found.map_or(CreditsTotal::ZERO, |r| r.consumed),
             }
         })
         .collect()

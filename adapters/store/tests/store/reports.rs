@@ -6,10 +6,10 @@
 use application::ports::{
     ConsumptionDimension, CreditsDay, ReportRepository, ReportWindow, RevenueDay, SubscriptionsDay,
 };
-use domain::{Currency, Timestamp};
+use domain::{CreditsTotal, Currency, Timestamp};
 use sea_orm::ConnectionTrait;
 
-use crate::support::{TestStore, c, contract_tests};
+use crate::support::{TestStore, contract_tests};
 
 const DAY: i64 = 86_400_000;
 /// Day 20_000 since the epoch (2024-10-04), at midnight UTC.
@@ -148,8 +148,8 @@ async fn credits_granted_and_consumed_per_day(store: &TestStore) {
     seed(store).await;
     let day = |d: i64, granted: i64, consumed: i64| CreditsDay {
         day: 20_000 + d,
-        granted: c(granted),
-        consumed: c(consumed),
+        granted: CreditsTotal::from_hundredths(i128::from(granted)),
+        consumed: CreditsTotal::from_hundredths(i128::from(consumed)),
     };
     assert_eq!(
         store.credits_by_day(window(3)).await.unwrap(),
@@ -179,7 +179,7 @@ async fn subscriptions_started_and_ended_per_day(store: &TestStore) {
 
 async fn consumption_by_feature_and_by_model_largest_first(store: &TestStore) {
     seed(store).await;
-    let names = |shares: Vec<application::ports::ConsumptionShare>| -> Vec<(String, i64)> {
+    let names = |shares: Vec<application::ports::ConsumptionShare>| -> Vec<(String, i128)> {
         shares
             .into_iter()
             .map(|s| (s.name.unwrap_or_default(), s.consumed.hundredths()))
@@ -203,7 +203,50 @@ async fn consumption_by_feature_and_by_model_largest_first(store: &TestStore) {
     );
 }
 
+/// A day's total may exceed the largest balance (two grants of nearly a trillion credits), and
+/// even `i64` (rows written before amounts were bounded): the sums are exact, never an error.
+async fn sums_beyond_a_balance_and_beyond_i64_are_exact(store: &TestStore) {
+    seed(store).await;
+    let near_max = 99_999_999_900_000_i64;
+    let huge = 5_000_000_000_000_000_000_i64;
+    let tx = |kind: &str, amount: i64, feature: &str, at: i64| {
+        format!(
+            "INSERT INTO credit_transactions (user_id, kind, amount_hundredths, \
+             balance_after_hundredths, feature, created_at) VALUES ('usr_a', '{kind}', \
+             {amount}, 0, {feature}, {at})"
+        )
+    };
+    for sql in [
+        tx("admin_adjustment", near_max, "NULL", D0 + 5 * DAY),
+        tx("admin_adjustment", near_max, "NULL", D0 + 5 * DAY + 1),
+        tx("admin_adjustment", huge, "NULL", D0 + 6 * DAY),
+        tx("purchase_grant", huge, "NULL", D0 + 6 * DAY + 1),
+        tx("consumption", -huge, "'big'", D0 + 6 * DAY + 2),
+        tx("consumption", -huge, "'big'", D0 + 6 * DAY + 3),
+        tx("consumption", -7, "'big'", D0 + 6 * DAY + 4),
+    ] {
+        run(store, &sql).await;
+    }
+    let later = ReportWindow {
+        from: Timestamp::from_unix_millis(D0 + 5 * DAY),
+        until: Timestamp::from_unix_millis(D0 + 7 * DAY),
+    };
+    let days = store.credits_by_day(later).await.unwrap();
+    let granted: Vec<i128> = days.iter().map(|d| d.granted.hundredths()).collect();
+    let consumed: Vec<i128> = days.iter().map(|d| d.consumed.hundredths()).collect();
+    assert_eq!(granted, [2 * i128::from(near_max), 2 * i128::from(huge)]);
+    assert_eq!(consumed, [0, 2 * i128::from(huge) + 7]);
+    let shares = store
+        .consumption_by(ConsumptionDimension::Feature, later, 10)
+        .await
+        .unwrap();
+    assert_eq!(shares.len(), 1);
+    assert_eq!(shares[0].consumed.hundredths(), 2 * i128::from(huge) + 7);
+    assert_eq!(shares[0].consumed.saturating_hundredths(), i64::MAX);
+}
+
 contract_tests!(
+    sums_beyond_a_balance_and_beyond_i64_are_exact,
     revenue_is_paid_and_refunded_per_day_and_currency,
     credits_granted_and_consumed_per_day,
     subscriptions_started_and_ended_per_day,

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use domain::{Credits, Currency, OrderStatus, SubscriptionStatus, Timestamp};
+use domain::{CreditsTotal, Currency, OrderStatus, SubscriptionStatus, Timestamp};
 
 use super::{InMemoryStore, State};
 use crate::ports::{
@@ -24,8 +24,8 @@ fn day_of(at: Timestamp) -> i64 {
     at.unix_millis().div_euclid(DAY_MS)
 }
 
-fn credits(hundredths: i64) -> Credits {
-    Credits::from_hundredths(hundredths.max(0)).unwrap_or(Credits::ZERO)
+fn credits(hundredths: i128) -> CreditsTotal {
+    CreditsTotal::from_hundredths(hundredths)
 }
 
 /// Every paid payment in the window: (payment time, currency, paid, refunded).
@@ -88,12 +88,12 @@ impl ReportRepository for InMemoryStore {
 
     async fn credits_by_day(&self, window: ReportWindow) -> Result<Vec<CreditsDay>, StoreError> {
         let state = lock(&self.0);
-        let mut days: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
+        let mut days: BTreeMap<i64, (i128, i128)> = BTreeMap::new();
         for tx in &state.ledger.transactions {
             if !inside(window, tx.created_at) {
                 continue;
             }
-            let amount = tx.amount.hundredths();
+            let amount = i128::from(tx.amount.hundredths());
             let code = tx.kind.code();
             let entry = days.entry(day_of(tx.created_at)).or_default();
             if SPEND_KINDS.contains(&code) {
@@ -155,7 +155,7 @@ impl ReportRepository for InMemoryStore {
         limit: u32,
     ) -> Result<Vec<ConsumptionShare>, StoreError> {
         let state = lock(&self.0);
-        let mut groups: BTreeMap<Option<String>, i64> = BTreeMap::new();
+        let mut groups: BTreeMap<Option<String>, i128> = BTreeMap::new();
         for tx in &state.ledger.transactions {
             if !inside(window, tx.created_at) || !SPEND_KINDS.contains(&tx.kind.code()) {
                 continue;
@@ -164,9 +164,9 @@ impl ReportRepository for InMemoryStore {
                 ConsumptionDimension::Feature => tx.context.feature.clone(),
                 ConsumptionDimension::Model => tx.context.model.clone(),
             };
-            *groups.entry(name).or_default() -= tx.amount.hundredths();
+            *groups.entry(name).or_default() -= i128::from(tx.amount.hundredths());
         }
-        let mut shares: Vec<(Option<String>, i64)> =
+        let mut shares: Vec<(Option<String>, i128)> =
             groups.into_iter().filter(|(_, h)| *h > 0).collect();
         shares.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         Ok(shares

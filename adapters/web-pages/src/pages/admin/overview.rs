@@ -5,8 +5,10 @@
 use std::sync::Arc;
 
 use application::ports::ConsumptionShare;
-use application::use_cases::admin_reports::{AdminOverview, RevenueSeries, civil_from_days};
-use domain::{Credits, Money};
+use application::use_cases::admin_reports::{
+    CreditsPoint, Figures, RevenueSeries, SubscriptionsMonth, civil_from_days,
+};
+use domain::Money;
 use maud::{Markup, html};
 use poem::Request;
 use poem::http::StatusCode;
@@ -29,13 +31,16 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, _request: Request) -
             p.muted { (v.t("console.overview_lead")) }
         }
         div.chart-grid {
-            (revenue(&v, &overview))
-            (credits_chart(&v, &overview))
-            (subscriptions(&v, &overview))
-            (shares(&v, "chart-features", "console.chart_features", "console.col_feature",
-                &overview.by_feature))
-            (shares(&v, "chart-models", "console.chart_models", "console.col_model",
-                &overview.by_model))
+            (readable(&v, "chart-revenue", "console.chart_revenue", &overview.revenue,
+                |r| revenue(&v, r)))
+            (readable(&v, "chart-credits", "console.chart_credits", &overview.credits,
+                |c| credits_chart(&v, c)))
+            (readable(&v, "chart-subscriptions", "console.chart_subscriptions",
+                &overview.subscriptions, |m| subscriptions(&v, m)))
+            (readable(&v, "chart-features", "console.chart_features", &overview.by_feature,
+                |f| shares(&v, "chart-features", "console.chart_features", "console.col_feature", f)))
+            (readable(&v, "chart-models", "console.chart_models", &overview.by_model,
+                |m| shares(&v, "chart-models", "console.chart_models", "console.col_model", m)))
         }
     };
     Ok(layout::page(
@@ -47,14 +52,36 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, _request: Request) -
     ))
 }
 
+/// A chart, or in its place a note that its figures could not be read: one report the store
+/// cannot read never takes the rest of the page with it.
+fn readable<T>(
+    v: &Visitor,
+    id: &str,
+    title: &str,
+    figures: &Figures<T>,
+    chart: impl FnOnce(&T) -> Markup,
+) -> Markup {
+    match figures {
+        Figures::Read(data) => chart(data),
+        Figures::Unreadable => html! {
+            figure.chart data-testid=(id) {
+                figcaption.chart-title { (v.t(title)) }
+                p.muted role="status" { (v.t("console.figures_unreadable")) }
+            }
+        },
+    }
+}
+
 /// `11-25` for a day number.
 fn day_label(day: i64) -> String {
     let (_, month, day) = civil_from_days(day);
     format!("{month:02}-{day:02}")
 }
 
+/// A chart's value in hundredths of a credit, whatever its size (a day's total may exceed the
+/// largest balance; a saturated one reads as the largest `i64`).
 fn credit_text(hundredths: i64) -> String {
-    format::credits(Credits::from_hundredths(hundredths.max(0)).unwrap_or(Credits::ZERO))
+    format::credit_hundredths(hundredths.max(0).unsigned_abs())
 }
 
 fn money_text(minor: i64, series: &RevenueSeries, lang: Lang) -> String {
@@ -62,8 +89,8 @@ fn money_text(minor: i64, series: &RevenueSeries, lang: Lang) -> String {
         .map_or_else(|_| minor.to_string(), |m| format::money(m, lang))
 }
 
-fn revenue(v: &Visitor, overview: &AdminOverview) -> Markup {
-    if overview.revenue.is_empty() {
+fn revenue(v: &Visitor, revenue: &[RevenueSeries]) -> Markup {
+    if revenue.is_empty() {
         return html! {
             figure.chart data-testid="chart-revenue" {
                 figcaption.chart-title { (v.t("console.chart_revenue")) }
@@ -72,7 +99,7 @@ fn revenue(v: &Visitor, overview: &AdminOverview) -> Markup {
         };
     }
     html! {
-        @for series in &overview.revenue {
+        @for series in revenue {
             @let format = |minor: i64| money_text(minor, series, v.lang);
             @let code = series.currency.code();
             @let id = format!("chart-revenue-{}", code.to_ascii_lowercase());
@@ -98,8 +125,7 @@ fn revenue(v: &Visitor, overview: &AdminOverview) -> Markup {
     }
 }
 
-fn credits_chart(v: &Visitor, overview: &AdminOverview) -> Markup {
-    let points = &overview.credits;
+fn credits_chart(v: &Visitor, points: &[CreditsPoint]) -> Markup {
     charts::columns(
         &Chart {
             id: "chart-credits",
@@ -109,11 +135,17 @@ fn credits_chart(v: &Visitor, overview: &AdminOverview) -> Markup {
             series: vec![
                 Series {
                     name: v.t("console.series_granted").to_owned(),
-                    values: points.iter().map(|p| p.granted.hundredths()).collect(),
+                    values: points
+                        .iter()
+                        .map(|p| p.granted.saturating_hundredths())
+                        .collect(),
                 },
                 Series {
                     name: v.t("console.series_consumed").to_owned(),
-                    values: points.iter().map(|p| p.consumed.hundredths()).collect(),
+                    values: points
+                        .iter()
+                        .map(|p| p.consumed.saturating_hundredths())
+                        .collect(),
                 },
             ],
             format: &credit_text,
@@ -123,8 +155,7 @@ fn credits_chart(v: &Visitor, overview: &AdminOverview) -> Markup {
     )
 }
 
-fn subscriptions(v: &Visitor, overview: &AdminOverview) -> Markup {
-    let months = &overview.subscriptions;
+fn subscriptions(v: &Visitor, months: &[SubscriptionsMonth]) -> Markup {
     let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     charts::columns(
         &Chart {
@@ -170,7 +201,10 @@ fn shares(
             .collect(),
         series: vec![Series {
             name: v.t("console.series_consumed").to_owned(),
-            values: shares.iter().map(|s| s.consumed.hundredths()).collect(),
+            values: shares
+                .iter()
+                .map(|s| s.consumed.saturating_hundredths())
+                .collect(),
         }],
         format: &credit_text,
         empty: v.t("console.no_consumption").to_owned(),
