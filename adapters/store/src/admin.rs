@@ -31,7 +31,7 @@ use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, FromQueryResult, 
 
 use crate::SeaOrmStore;
 use crate::events::InboxRow;
-use crate::ledger::{Spent, adjust_in};
+use crate::ledger::{Spent, adjust_hash, adjust_in};
 use crate::retry::Fail;
 use crate::rows::{
     ORDER_COLUMNS, OrderRow, TRANSACTION_COLUMNS, TransactionRow, USER_COLUMNS, UserRow, corrupt,
@@ -216,17 +216,51 @@ fn adjustment_audit(tx: &CreditTransaction, command: &AdjustCommand, admin: &Use
     }
 }
 
-/// The adjustment, the host event telling it, and its audit entry, in `tx`.
+/// The scope of an administrator's adjustment keys in `idempotency_records`.
+const ADJUST_SCOPE: &str = "admin_adjustment";
+
+/// The adjustment, the host event telling it, and its audit entry, in `tx`. The key is the
+/// administrator's, recorded with the target user and the request: used again for the same
+/// adjustment it replays; for another user, amount, reason or expiry it is a conflict.
 async fn adjust_and_audit(
     tx: &DatabaseTransaction,
     command: &AdjustCommand,
     admin: &UserId,
 ) -> Result<End<Spent<LedgerEffect>>, Fail> {
+    let hash = format!("{}|{}", command.user_id, adjust_hash(command));
+    let sql = "SELECT request_hash FROM idempotency_records \
+               WHERE user_id = $1 AND scope = $2 AND idempotency_key = $3";
+    let key = vec![
+        admin.as_str().into(),
+        ADJUST_SCOPE.into(),
+        command.reference.as_str().into(),
+    ];
+    if let Some(seen) = sql::one::<RequestHashRow, _>(tx, sql, key.clone()).await? {
+        let earlier = if seen.request_hash == hash {
+            Spent::Done(LedgerEffect::Nothing)
+        } else {
+            Spent::KeyConflict
+        };
+        return Ok(End::Rollback(earlier));
+    }
     let decided = adjust_in(tx, command).await?;
     if let End::Commit(Spent::Done(LedgerEffect::Written(written))) = &decided {
         insert_audit(tx, &adjustment_audit(written, command, admin)).await?;
+        let sql = "INSERT INTO idempotency_records (user_id, scope, idempotency_key, \
+                   request_hash, order_id, created_at) VALUES ($1, $2, $3, $4, NULL, $5) \
+                   ON CONFLICT DO NOTHING";
+        let mut values = key;
+        values.extend([Value::from(hash), Value::from(command.now.unix_millis())]);
+        if sql::execute(tx, sql, values).await? == 0 {
+            return Err(Fail::Retry("a concurrent adjustment used the same key"));
+        }
     }
     Ok(decided)
+}
+
+#[derive(Debug, FromQueryResult)]
+struct RequestHashRow {
+    request_hash: String,
 }
 
 /// The note of a sign-up grant's ledger entry.

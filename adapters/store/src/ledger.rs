@@ -44,7 +44,7 @@ pub(crate) use self::grants::{NewGrant, clawback, grant, source_parts};
 pub(crate) use self::group_commands::LedgerCommand;
 use self::group_commands::{Consumed, Reserved};
 use self::reservations::Resolution;
-pub(crate) use self::spend::adjust as adjust_in;
+pub(crate) use self::spend::{adjust as adjust_in, adjust_hash};
 use crate::SeaOrmStore;
 use crate::group_commit::{Grouped, Job};
 use crate::opt_in::Wanted;
@@ -65,6 +65,13 @@ pub(crate) enum Spent<T> {
     },
     /// The key was used with another request.
     KeyConflict,
+    /// An increase would take the balance past the largest one; nothing was written.
+    BalanceLimit {
+        /// The balance.
+        balance: Credits,
+        /// The increase refused.
+        amount: Credits,
+    },
 }
 
 impl<T> Spent<T> {
@@ -79,6 +86,9 @@ impl<T> Spent<T> {
                 available,
             }),
             Spent::KeyConflict => Err(SpendError::IdempotencyConflict),
+            Spent::BalanceLimit { balance, amount } => {
+                Err(SpendError::BalanceLimit { balance, amount })
+            }
         }
     }
 }

@@ -696,6 +696,15 @@ pub enum SpendError {
     /// The idempotency key was used with a different request.
     #[error("idempotency key reused with a different request")]
     IdempotencyConflict,
+    /// An increase would take the balance past the ledger's largest balance
+    /// ([`domain::credits::MAX_CREDITS_HUNDREDTHS`]); nothing was written.
+    #[error("the balance {balance} plus {amount} would exceed the largest balance")]
+    BalanceLimit {
+        /// The balance.
+        balance: Credits,
+        /// The increase refused.
+        amount: Credits,
+    },
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -30,6 +30,8 @@ pub(super) struct Ledger {
     reservations: BTreeMap<ReservationId, (Reservation, String, String)>,
     spend_keys: BTreeMap<(UserId, String), (String, i64)>,
     adjust_keys: BTreeMap<(UserId, String), String>,
+    /// An administrator's adjustment keys: `(admin, key)` to the target user and request.
+    admin_keys: BTreeMap<(UserId, String), String>,
 }
 
 fn source_key(source: &GrantSource) -> String {
@@ -430,6 +432,33 @@ impl Ledger {
         Ok(effect)
     }
 
+    /// `admin`'s adjustment: the key is the administrator's, bound to the target user and the
+    /// request (the same again replays, anything else is a conflict), as in the SQL store.
+    pub(super) fn adjust_as(
+        &mut self,
+        admin: &UserId,
+        c: &AdjustCommand,
+    ) -> Result<LedgerEffect, SpendError> {
+        let hash = format!(
+            "{}|{}|{}|{:?}",
+            c.user_id,
+            c.amount.hundredths(),
+            c.note,
+            c.expires_at
+        );
+        let key = (admin.clone(), c.reference.clone());
+        match self.admin_keys.get(&key) {
+            Some(seen) if *seen == hash => return Ok(LedgerEffect::Nothing),
+            Some(_) => return Err(SpendError::IdempotencyConflict),
+            None => {}
+        }
+        let effect = self.adjust(c)?;
+        if matches!(effect, LedgerEffect::Written(_)) {
+            self.admin_keys.insert(key, hash);
+        }
+        Ok(effect)
+    }
+
     fn adjust_once(&mut self, c: &AdjustCommand) -> Result<LedgerEffect, SpendError> {
         if c.amount.is_decrease() {
             let context = UsageContext {
@@ -445,6 +474,15 @@ impl Ledger {
             )?;
             self.draw_lots(&c.user_id, c.amount.magnitude());
             return Ok(LedgerEffect::Written(tx));
+        }
+        let balance = self.balance(&c.user_id);
+        if let Err(domain::LedgerError::Overflow) =
+            domain::ledger::post(balance, TransactionKind::AdminAdjustment, c.amount)
+        {
+            return Err(SpendError::BalanceLimit {
+                balance,
+                amount: c.amount.magnitude(),
+            });
         }
         let grant = GrantCommand {
             user_id: c.user_id.clone(),
@@ -462,7 +500,9 @@ impl Ledger {
                 }
                 Ok(LedgerEffect::Written(tx))
             }
-            LedgerEffect::Nothing => Ok(LedgerEffect::Nothing),
+            // The lot's source is another user's (or a sign-up grant's): a conflict, as in the
+            // SQL store, never a silent nothing.
+            LedgerEffect::Nothing => Err(SpendError::IdempotencyConflict),
         }
     }
 }

@@ -16,7 +16,8 @@ pub use audited::PlanAllowanceError;
 pub use lists::{AdminListError, CursorPage, CustomerOverview, MAX_QUERY_CHARS, PageAfter};
 pub use replay::{ReplayError, Replayed};
 
-use domain::{CreditDelta, Credits, IdempotencyKey, Timestamp, UserId};
+use domain::credits::MAX_CREDITS_HUNDREDTHS;
+use domain::{CreditDelta, Credits, CreditsError, IdempotencyKey, Timestamp, UserId};
 use rust_decimal::Decimal;
 
 use super::InfraError;
@@ -91,10 +92,43 @@ fn invalid(field: &'static str, message: impl Into<String>) -> AdjustCreditsErro
     }
 }
 
+/// The largest balance the ledger holds, as the limit a refusal names.
+fn largest_balance() -> Credits {
+    Credits::from_hundredths(MAX_CREDITS_HUNDREDTHS).unwrap_or(Credits::ZERO)
+}
+
+/// What a refused adjustment tells the administrator.
+fn adjust_error(e: SpendError) -> AdjustCreditsError {
+    match e {
+        SpendError::Insufficient {
+            requested,
+            available,
+        } => AdjustCreditsError::Insufficient {
+            requested,
+            available,
+        },
+        SpendError::IdempotencyConflict => AdjustCreditsError::IdempotencyConflict,
+        SpendError::BalanceLimit { balance, .. } => invalid(
+            "amount",
+            format!(
+                "the balance ({balance}) plus the amount would exceed the largest balance of {} \
+                 credits",
+                largest_balance()
+            ),
+        ),
+        SpendError::Store(s) => AdjustCreditsError::Infra(s.into()),
+    }
+}
+
 /// The signed amount, or why it is not one.
 fn delta(amount: Decimal) -> Result<CreditDelta, AdjustCreditsError> {
-    let magnitude =
-        Credits::from_decimal(amount.abs()).map_err(|e| invalid("amount", e.to_string()))?;
+    let magnitude = Credits::from_decimal(amount.abs()).map_err(|e| match e {
+        CreditsError::TooLarge => invalid(
+            "amount",
+            format!("must be at most {} credits", largest_balance()),
+        ),
+        other => invalid("amount", other.to_string()),
+    })?;
     if magnitude.is_zero() {
         return Err(invalid("amount", "must not be zero"));
     }
@@ -170,17 +204,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .store
             .adjust_audited(&command, &request.admin.id)
             .await
-            .map_err(|e| match e {
-                SpendError::Insufficient {
-                    requested,
-                    available,
-                } => AdjustCreditsError::Insufficient {
-                    requested,
-                    available,
-                },
-                SpendError::IdempotencyConflict => AdjustCreditsError::IdempotencyConflict,
-                SpendError::Store(s) => AdjustCreditsError::Infra(s.into()),
-            })?;
+            .map_err(adjust_error)?;
         let transaction = match effect {
             LedgerEffect::Written(tx) => Some(tx),
             LedgerEffect::Nothing => None,

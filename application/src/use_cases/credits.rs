@@ -85,6 +85,10 @@ impl From<SpendError> for CreditsError {
             },
             SpendError::IdempotencyConflict => CreditsError::IdempotencyConflict,
             SpendError::Store(s) => s.into(),
+            // A spend never increases a balance.
+            limit @ SpendError::BalanceLimit { .. } => {
+                StoreError::Unexpected(anyhow::anyhow!(limit.to_string())).into()
+            }
         }
     }
 }

@@ -4,6 +4,7 @@ use application::ports::{
     AdjustCommand, ConsumeCommand, CreditTransaction, GrantSource, LedgerEffect, Replay,
     StoreError, UsageContext,
 };
+use domain::ledger::{self, LedgerError};
 use domain::{Credits, KeyReuse, SpendDecision, TransactionKind, decide_spend};
 use sea_orm::DatabaseTransaction;
 
@@ -106,7 +107,7 @@ async fn replay(
 
 /// The request fingerprint of an adjustment: same reference with another amount or note is a
 /// different request.
-fn adjust_hash(c: &AdjustCommand) -> String {
+pub(crate) fn adjust_hash(c: &AdjustCommand) -> String {
     match c.expires_at {
         // Without an expiry the hash is what it was before expiries existed.
         None => format!("{}|{}", c.amount.hundredths(), c.note),
@@ -122,18 +123,7 @@ pub(crate) async fn adjust(
     c: &AdjustCommand,
 ) -> Result<End<Spent<LedgerEffect>>, Fail> {
     let hash = adjust_hash(c);
-    let found = postings::keyed_transaction(
-        tx,
-        &c.user_id,
-        TransactionKind::AdminAdjustment,
-        &c.reference,
-    )
-    .await?;
-    if let Some((_, earlier)) = found {
-        let seen = match KeyReuse::of(earlier.as_deref(), &hash) {
-            KeyReuse::Replay => Spent::Done(LedgerEffect::Nothing),
-            KeyReuse::Conflict => Spent::KeyConflict,
-        };
+    if let Some(seen) = earlier_adjustment(tx, c, &hash).await? {
         return Ok(End::Rollback(seen));
     }
     if c.amount.hundredths() == 0 {
@@ -144,18 +134,7 @@ pub(crate) async fn adjust(
         ..UsageContext::default()
     };
     if !c.amount.is_decrease() {
-        let source = GrantSource::Admin(c.reference.clone());
-        let grant = NewGrant {
-            user: &c.user_id,
-            amount: c.amount.magnitude(),
-            source: &source,
-            expires_at: c.expires_at,
-            now: c.now,
-            context: Some(&context),
-            key: Some((&c.reference, &hash)),
-        };
-        let effect = grants::grant(tx, &grant, &mut Outbox::default()).await?;
-        return Ok(End::Commit(Spent::Done(effect)));
+        return grant_adjustment(tx, c, &hash, &context).await;
     }
     let posting = Posting {
         user: &c.user_id,
@@ -180,4 +159,65 @@ pub(crate) async fn adjust(
             }))
         }
     }
+}
+
+/// An administrator's grant: a lot with source `admin`/`reference`, if the balance can take it.
+async fn grant_adjustment(
+    tx: &DatabaseTransaction,
+    c: &AdjustCommand,
+    hash: &str,
+    context: &UsageContext,
+) -> Result<End<Spent<LedgerEffect>>, Fail> {
+    // The domain decides whether the balance can take the grant, on the balance locked for the
+    // rest of this transaction: the database's CHECK never has to refuse it.
+    let balance = postings::lock_balance(tx, &c.user_id).await?;
+    if let Err(LedgerError::Overflow) =
+        ledger::post(balance, TransactionKind::AdminAdjustment, c.amount)
+    {
+        return Ok(End::Rollback(Spent::BalanceLimit {
+            balance,
+            amount: c.amount.magnitude(),
+        }));
+    }
+    let source = GrantSource::Admin(c.reference.clone());
+    let grant = NewGrant {
+        user: &c.user_id,
+        amount: c.amount.magnitude(),
+        source: &source,
+        expires_at: c.expires_at,
+        now: c.now,
+        context: Some(context),
+        key: Some((&c.reference, hash)),
+    };
+    let effect = grants::grant(tx, &grant, &mut Outbox::default()).await?;
+    if effect == LedgerEffect::Nothing {
+        // The lot's source is taken: by this very adjustment, committed by a concurrent retry
+        // since the caller's lookup (replayed), or by another user's adjustment or sign-up
+        // grant under the same key (a conflict, never a silent nothing).
+        let seen = earlier_adjustment(tx, c, hash).await?;
+        return Ok(End::Rollback(seen.unwrap_or(Spent::KeyConflict)));
+    }
+    Ok(End::Commit(Spent::Done(effect)))
+}
+
+/// The answer to an earlier adjustment of `c`'s user under `c`'s reference: a replay (nothing
+/// more to do) when it was the same request, else a conflict.
+async fn earlier_adjustment(
+    tx: &DatabaseTransaction,
+    c: &AdjustCommand,
+    hash: &str,
+) -> Result<Option<Spent<LedgerEffect>>, Fail> {
+    let found = postings::keyed_transaction(
+        tx,
+        &c.user_id,
+        TransactionKind::AdminAdjustment,
+        &c.reference,
+    )
+    .await?;
+    Ok(found.map(
+        |(_, earlier)| match KeyReuse::of(earlier.as_deref(), hash) {
+            KeyReuse::Replay => Spent::Done(LedgerEffect::Nothing),
+            KeyReuse::Conflict => Spent::KeyConflict,
+        },
+    ))
 }

@@ -276,6 +276,75 @@ async fn an_adjustment_and_its_audit_entry_commit_together(store: &TestStore) {
     );
 }
 
+/// An administrator's key belongs to one adjustment of one user: the same key for another
+/// user (a grant or a debit), another amount, or a sign-up grant's source is a conflict that
+/// writes nothing, never a silent "done".
+async fn an_adjustment_key_is_bound_to_its_user_and_request(store: &TestStore) {
+    let ada = user(store, "ada").await;
+    let bob = user(store, "bob").await;
+    let admin = user(store, "boss").await;
+    store
+        .adjust_audited(&adjust("ada", 500, "k-1"), &admin)
+        .await
+        .unwrap();
+    let replay = store
+        .adjust_audited(&adjust("ada", 500, "k-1"), &admin)
+        .await;
+    assert_eq!(replay.unwrap(), LedgerEffect::Nothing);
+    store
+        .adjust_audited(&adjust("bob", 900, "bob-own"), &admin)
+        .await
+        .unwrap();
+    for other in [
+        adjust("bob", 500, "k-1"),
+        adjust("bob", -100, "k-1"),
+        adjust("ada", 700, "k-1"),
+    ] {
+        let refused = store.adjust_audited(&other, &admin).await;
+        assert!(
+            matches!(refused, Err(SpendError::IdempotencyConflict)),
+            "{other:?}: {refused:?}"
+        );
+    }
+    // Through the ledger port too (no administrator): the lot's source is ada's.
+    let plain = store.adjust(&adjust("bob", 500, "k-1")).await;
+    assert!(
+        matches!(plain, Err(SpendError::IdempotencyConflict)),
+        "{plain:?}"
+    );
+    assert_eq!(store.balance(&ada).await.unwrap().hundredths(), 500);
+    assert_eq!(store.balance(&bob).await.unwrap().hundredths(), 900);
+    assert_eq!(store.raw_i64("SELECT COUNT(*) FROM admin_audit").await, 2);
+}
+
+/// A grant that would take the balance past the largest one is refused by the domain's rule
+/// before anything is written (not by the database's CHECK); its replay stays a replay.
+async fn a_grant_past_the_largest_balance_is_refused_before_it_is_written(store: &TestStore) {
+    let ada = user(store, "ada").await;
+    let admin = user(store, "boss").await;
+    let near_max = 99_999_999_900_000;
+    let first = adjust("ada", near_max, "big-1");
+    store.adjust_audited(&first, &admin).await.unwrap();
+    let refused = store
+        .adjust_audited(&adjust("ada", near_max, "big-2"), &admin)
+        .await;
+    assert!(
+        matches!(refused, Err(SpendError::BalanceLimit { balance, .. }) if balance.hundredths() == near_max),
+        "{refused:?}"
+    );
+    let replay = store.adjust_audited(&first, &admin).await.unwrap();
+    assert_eq!(replay, LedgerEffect::Nothing);
+    store
+        .adjust_audited(&adjust("ada", 100_000, "fits"), &admin)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.balance(&ada).await.unwrap().hundredths(),
+        near_max + 100_000
+    );
+    assert_eq!(store.raw_i64("SELECT COUNT(*) FROM admin_audit").await, 2);
+}
+
 async fn a_ledger_and_the_inbox_are_walked_by_keyset(store: &TestStore) {
     user(store, "u1").await;
     let admin = user(store, "boss").await;
@@ -531,6 +600,8 @@ contract_tests!(
     customers_are_found_by_email_or_id_prefix,
     orders_are_listed_newest_first_by_status_provider_and_buyer,
     an_adjustment_and_its_audit_entry_commit_together,
+    an_adjustment_key_is_bound_to_its_user_and_request,
+    a_grant_past_the_largest_balance_is_refused_before_it_is_written,
     plan_and_key_writes_commit_with_their_audit_entry_or_not_at_all,
     a_ledger_and_the_inbox_are_walked_by_keyset,
 );

@@ -282,7 +282,7 @@ impl AdminConsoleStore for InMemoryStore {
     ) -> Result<LedgerEffect, SpendError> {
         self.atomically(|s| {
             let before = s.ledger.balance(&command.user_id).hundredths();
-            let effect = s.ledger.adjust(command)?;
+            let effect = s.ledger.adjust_as(admin, command)?;
             if let LedgerEffect::Written(tx) = &effect {
                 let mut after = balance_facts(tx.balance_after.hundredths());
                 after.insert("transactionId".into(), AuditValue::Integer(tx.id));

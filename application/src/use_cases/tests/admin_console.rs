@@ -8,7 +8,9 @@ use super::harness::Harness;
 use crate::accounts::Role;
 use crate::cursor::CursorError;
 use crate::ports::{AuditAction, OrderFilter};
-use crate::use_cases::admin_console::{AdjustCredits, AdminListError, PageAfter};
+use crate::use_cases::admin_console::{
+    AdjustCredits, AdjustCreditsError, AdminListError, PageAfter,
+};
 
 fn first(limit: i64) -> PageAfter {
     PageAfter {
@@ -128,6 +130,84 @@ async fn an_adjustment_is_audited_once_with_its_admin_and_balances() {
         ledger.items[0].context.note.as_deref(),
         Some(format!("outage ({})", admin.id).as_str())
     );
+}
+
+/// A user of `h` with the administrator's role.
+async fn administrator(h: &Harness, email: &str) -> crate::accounts::User {
+    let mut admin = h.user(email).await;
+    admin.role = Role::Admin;
+    admin
+}
+
+#[tokio::test]
+async fn an_adjustment_key_used_again_for_another_user_or_request_is_a_conflict() {
+    let h = Harness::new();
+    let ada = h.user("ada-key@example.com").await;
+    let bob = h.user("bob-key@example.com").await;
+    let admin = administrator(&h, "boss-key@example.com").await;
+    let adjust = |user: &crate::accounts::User, hundredths: i64| AdjustCredits {
+        admin: admin.clone(),
+        user_id: user.id.clone(),
+        amount: Decimal::new(hundredths, 2),
+        reason: "goodwill".into(),
+        expires_at: None,
+        idempotency_key: IdempotencyKey::new("same-key").unwrap(),
+    };
+    let s = &h.service;
+    s.adjust_credits(&adjust(&ada, 500)).await.unwrap();
+    let replay = s.adjust_credits(&adjust(&ada, 500)).await.unwrap();
+    assert!(replay.transaction.is_none(), "the same request replays");
+    for other in [adjust(&bob, 500), adjust(&bob, -100), adjust(&ada, 700)] {
+        assert!(
+            matches!(
+                s.adjust_credits(&other).await,
+                Err(AdjustCreditsError::IdempotencyConflict)
+            ),
+            "{other:?}"
+        );
+    }
+    for (user, hundredths) in [(&bob, 0), (&ada, 500)] {
+        let overview = s.customer_overview(&user.id).await.unwrap();
+        assert_eq!(overview.status.balance.hundredths(), hundredths);
+    }
+}
+
+#[tokio::test]
+async fn a_grant_past_the_largest_balance_is_refused_naming_the_amount_and_the_limit() {
+    let h = Harness::new();
+    let ada = h.user("ada-big@example.com").await;
+    let admin = administrator(&h, "boss-big@example.com").await;
+    let grant = |key: &str, amount: Decimal| AdjustCredits {
+        admin: admin.clone(),
+        user_id: ada.id.clone(),
+        amount,
+        reason: "big".into(),
+        expires_at: None,
+        idempotency_key: IdempotencyKey::new(key).unwrap(),
+    };
+    let s = &h.service;
+    let near_max = Decimal::from(999_999_999_000_i64);
+    s.adjust_credits(&grant("big-1", near_max)).await.unwrap();
+    match s.adjust_credits(&grant("big-2", near_max)).await {
+        Err(AdjustCreditsError::Invalid { field, message }) => {
+            assert_eq!(field, "amount");
+            assert!(message.contains("1000000000000.00"), "{message}");
+        }
+        other => panic!("not refused: {other:?}"),
+    }
+    match s
+        .adjust_credits(&grant("big-3", Decimal::from(2_000_000_000_000_i64)))
+        .await
+    {
+        Err(AdjustCreditsError::Invalid { field, message }) => {
+            assert_eq!(field, "amount");
+            assert!(message.contains("1000000000000.00"), "{message}");
+        }
+        other => panic!("not refused: {other:?}"),
+    }
+    let replay = s.adjust_credits(&grant("big-1", near_max)).await.unwrap();
+    assert!(replay.transaction.is_none(), "a replay is still a replay");
+    assert_eq!(replay.balance.to_decimal(), near_max, "nothing was added");
 }
 
 #[tokio::test]
