@@ -444,7 +444,7 @@ pub(crate) async fn act(state: Arc<PageState>, v: Visitor, mut request: Request)
 }
 
 /// `POST /admin/pricing/reorder`: every plan's new position (`position.<id>` = 1, 2, …) in one
-/// request; ties and plans without a field keep their current relative order.
+/// request; a plan given a new position takes that place, the others keep their relative order.
 pub(crate) async fn reorder(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let fields: Vec<(String, String)> = read_form(&v, &mut request).await?;
     gate(&v)?;
@@ -460,16 +460,19 @@ pub(crate) async fn reorder(state: Arc<PageState>, v: Visitor, mut request: Requ
     Ok(redirect("/admin/pricing?notice=moved"))
 }
 
-/// Every plan id sorted by its submitted position (then its current place); `None` when a
-/// position is not a whole number from 1 to 9999 or names no plan.
+/// Every plan id in the order the admin meant; `None` when a position is not a whole number
+/// from 1 to 9999 or names no plan.
+///
+/// A plan whose submitted position differs from its current place was moved: it takes that
+/// place (the nearest free one after it when two moved plans ask for the same, the last one
+/// past the end). The plans the admin left alone fill the remaining places by their submitted
+/// position, then their current place. So typing 1 for a plan makes it first, although
+/// another plan still shows 1.
 fn reordered(plans: &[StoredPlan], fields: &[(String, String)]) -> Option<Vec<PlanId>> {
     let mut placed: Vec<(u32, usize, PlanId)> = plans
         .iter()
         .enumerate()
-        .map(|(index, p)| {
-            let at = u32::try_from(index + 1).unwrap_or(u32::MAX);
-            (at, index, p.plan.id().clone())
-        })
+        .map(|(index, p)| (current_position(index), index, p.plan.id().clone()))
         .collect();
     for (name, value) in fields {
         let Some(id) = name.strip_prefix("position.") else {
@@ -483,7 +486,31 @@ fn reordered(plans: &[StoredPlan], fields: &[(String, String)]) -> Option<Vec<Pl
         placed.iter_mut().find(|(_, _, i)| i.as_str() == id)?.0 = position;
     }
     placed.sort();
-    Some(placed.into_iter().map(|(_, _, id)| id).collect())
+    let (moved, kept): (Vec<_>, Vec<_>) = placed
+        .into_iter()
+        .partition(|(position, index, _)| *position != current_position(*index));
+    let mut slots: Vec<Option<PlanId>> = vec![None; plans.len()];
+    for (position, _, id) in moved {
+        let wanted = usize::try_from(position)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(1);
+        let free = (wanted..slots.len())
+            .find(|s| slots.get(*s).is_some_and(Option::is_none))
+            .or_else(|| slots.iter().rposition(Option::is_none))?;
+        *slots.get_mut(free)? = Some(id);
+    }
+    let mut rest = kept.into_iter().map(|(_, _, id)| id);
+    Some(
+        slots
+            .into_iter()
+            .filter_map(|slot| slot.or_else(|| rest.next()))
+            .collect(),
+    )
+}
+
+/// The position a plan at `index` of the listing shows in the Order column.
+fn current_position(index: usize) -> u32 {
+    u32::try_from(index + 1).unwrap_or(u32::MAX)
 }
 
 /// Every plan id in listing order with `id` swapped with its neighbour (`None`: unknown id).

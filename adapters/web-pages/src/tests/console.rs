@@ -310,9 +310,9 @@ async fn plans_are_reordered_by_their_position_fields_in_one_request() {
         "the page's reorder is audited: {audit}"
     );
     let after = admin.get("/admin/pricing").await.body;
-    // A tie (qr-credits and pro-monthly both at 1) keeps the current relative order.
-    assert!(at(&after, "pro-monthly") < at(&after, "qr-credits"));
-    assert!(at(&after, "qr-credits") < at(&after, "lifetime"));
+    // The plan the admin gave position 1 is first, although pro-monthly's field still shows 1.
+    assert!(at(&after, "qr-credits") < at(&after, "pro-monthly"));
+    assert!(at(&after, "pro-monthly") < at(&after, "lifetime"));
     assert!(at(&after, "qr-credits") < at(&after, "credits-100"));
     let public = admin.get("/pricing?tab=credits").await.body;
     assert!(at(&public, "qr-credits") < at(&public, "credits-100"));
@@ -326,6 +326,27 @@ async fn plans_are_reordered_by_their_position_fields_in_one_request() {
             .await;
         assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{bad:?}");
     }
+    // A plan given the last position goes last, although the last plan's field still shows it.
+    let rows = after.matches("data-plan-id=").count().to_string();
+    let last = after
+        .rsplit("data-plan-id=\"")
+        .next()
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_owned();
+    assert_ne!(last, "qr-credits");
+    admin
+        .submit(
+            "/admin/pricing",
+            "/admin/pricing/reorder",
+            &[("position.qr-credits", rows.as_str())],
+        )
+        .await;
+    let moved = admin.get("/admin/pricing").await.body;
+    assert!(
+        at(&moved, &last) < at(&moved, "qr-credits"),
+        "qr-credits, given position {rows}, comes after {last}"
+    );
 }
 
 /// The value of the first `name="<name>" value="…"` in `body`.
