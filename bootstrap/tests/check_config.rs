@@ -242,6 +242,46 @@ fn the_shipped_config_is_valid_and_every_plan_is_listed_in_file_order() {
     assert!(stdout.contains(&format!("{} plans", ids.len())), "{stdout}");
 }
 
+/// The members count a feature text names ("Up to 10 members", "最多 10 名成员"), if any.
+fn members_named_in(feature: &str) -> Option<u64> {
+    if !(feature.contains("member") || feature.contains("成员")) {
+        return None;
+    }
+    let digits: String = feature.chars().filter(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+#[test]
+fn every_shipped_plan_text_naming_a_members_count_agrees_with_its_seats() {
+    let catalog = bootstrap::catalog::load(&shipped_config_dir()).expect("the shipped catalog");
+    let seats = domain::entitlements::EntitlementKey::new("seats").expect("a key");
+    let mut checked = 0;
+    for plan in catalog.plans() {
+        let limit = match plan.entitlements().get(&seats) {
+            Some(domain::entitlements::EntitlementValue::Limit(limit)) => Some(limit),
+            _ => None,
+        };
+        for (locale, text) in plan.texts() {
+            for feature in &text.features {
+                let Some(named) = members_named_in(feature) else {
+                    continue;
+                };
+                assert_eq!(
+                    Some(named),
+                    limit,
+                    "plan {} ({locale:?}) says {feature:?} but its seats entitlement is {limit:?}",
+                    plan.id().as_str()
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(
+        checked >= 2,
+        "the team plan names its members in both locales"
+    );
+}
+
 #[test]
 fn the_fixture_catalog_is_valid_and_prints_exact_prices_durations_and_flags() {
     let dir = config_dir(&fixture_payment_toml(), FIXTURE_CREDITS);
