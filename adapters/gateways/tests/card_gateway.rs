@@ -667,6 +667,18 @@ async fn an_asynchronous_payment_that_fails_and_an_expired_session_fail_the_orde
 }
 
 #[tokio::test]
+async fn a_declined_card_fails_the_order_with_stripes_reason() {
+    let declined = events_of("payment_intent.payment_failed.json").await;
+    assert!(
+        matches!(&declined[..], [PaymentEvent::PaymentFailed { order, reason, occurred_at }]
+        if order.order_id == order_id("ord_01JD0DECLN")
+            && reason == "Your card was declined."
+            && *occurred_at == at(1_731_853_100)),
+        "{declined:?}"
+    );
+}
+
+#[tokio::test]
 async fn the_first_paid_invoice_activates_the_subscription_with_the_lines_period_and_our_order() {
     assert_eq!(
         events_of("invoice.paid.subscription_create.json").await,

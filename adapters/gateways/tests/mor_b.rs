@@ -569,11 +569,13 @@ async fn a_subscription_charge_is_reported_by_the_subscription_events_instead() 
 }
 
 #[tokio::test]
-async fn a_failed_payment_fails_the_order() {
+async fn a_failed_payment_fails_the_order_with_dodos_reason() {
     let events = events_of("payment.failed.json").await;
     assert!(
         matches!(&events[..], [PaymentEvent::PaymentFailed { order, reason, .. }]
-        if order.order_id == order_id("ord_01JHDODOF1") && reason == "payment failed")
+        if order.order_id == order_id("ord_01JHDODOF1")
+            && reason == "The card has insufficient funds to complete the purchase"),
+        "{events:?}"
     );
 }
 

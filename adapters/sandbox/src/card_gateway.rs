@@ -120,7 +120,18 @@ impl Simulator for CardGatewaySimulator {
                 )]
             }
             SimEvent::Refunded { payment, .. } => vec![refunded_payment(hub, payment)],
-            // A declined or abandoned Checkout ends as an expired session.
+            // A declined card fails the session's PaymentIntent, which says why
+            // (`last_payment_error`); a subscription's session has no PaymentIntent of ours, and
+            // one the merchant expired was not declined: those end as an expired session.
+            SimEvent::Declined(p)
+                if p.status == SimStatus::Declined && matches!(p.kind, SimKind::OneTime) =>
+            {
+                vec![objects::event(
+                    hub,
+                    "payment_intent.payment_failed",
+                    objects::declined_payment_intent(p),
+                )]
+            }
             SimEvent::Declined(p) => vec![objects::event(
                 hub,
                 "checkout.session.expired",

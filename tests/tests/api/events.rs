@@ -325,3 +325,53 @@ async fn spends_are_told_only_while_an_endpoint_opts_in() {
     assert_eq!(status, 200, "{page}");
     assert_eq!(page["data"].as_array().map(Vec::len), Some(1), "{page}");
 }
+
+#[tokio::test]
+async fn a_declined_card_and_a_buyers_cancel_are_told_as_they_happened() {
+    let feed = open().await;
+    let app = &feed.app;
+    let buyer = app.register("told@example.com").await;
+    let (declined, _) = app
+        .open_checkout(&buyer, "credits_card_500", "card_gateway", Some("told-1"))
+        .await;
+    app.sandbox_action(&declined, "decline", &json!({})).await;
+    app.wait_for_status(&buyer, &declined, "failed").await;
+    // The sandbox's Decline returns the buyer to the cancel page: it tells the decline.
+    let page = app
+        .client
+        .get(app.url(&format!("/payment-cancel?orderId={declined}")))
+        .header("cookie", format!("tally_session={buyer}"))
+        .send()
+        .await
+        .expect("cancel page")
+        .text()
+        .await
+        .expect("page");
+    assert!(page.contains("The payment did not go through"), "{page}");
+    assert!(page.contains("Your card was declined."), "{page}");
+    assert!(!page.contains("You cancelled the checkout"), "{page}");
+    let (cancelled, _) = app
+        .open_checkout(&buyer, "credits_card_500", "card_gateway", Some("told-2"))
+        .await;
+    let path = format!("/api/payment/cancel/{cancelled}");
+    let (status, answer) = app.post(&buyer, &path, &json!({}), None).await;
+    assert_eq!(status, 200, "{answer}");
+    let events = read_all(app, &feed.admin, 100).await;
+    let failed = of_type(&events, "order.failed");
+    assert_eq!(failed.len(), 1, "{events:#?}");
+    assert_eq!(failed[0]["data"]["order"]["orderId"], declined.as_str());
+    assert_eq!(
+        failed[0]["data"]["reason"], "Your card was declined.",
+        "a decline is told with the provider's reason, not as an expired checkout"
+    );
+    let told: Vec<&Value> = of_type(&events, "order.cancelled");
+    assert_eq!(told.len(), 1, "the buyer's cancel is told: {events:#?}");
+    assert_eq!(told[0]["data"]["order"]["orderId"], cancelled.as_str());
+    assert_eq!(told[0]["data"]["order"]["status"], "cancelled");
+    assert!(
+        of_type(&events, "order.failed")
+            .iter()
+            .all(|e| e["data"]["order"]["orderId"] != cancelled.as_str()),
+        "the provider's closing of a cancelled checkout fails nothing"
+    );
+}

@@ -751,6 +751,53 @@ pub struct Charge {
     pub payment_intent: Option<Expandable>,
 }
 
+/// The most characters of a provider's decline reason kept on the order.
+const MAX_FAILURE_CHARS: usize = 200;
+
+/// A PaymentIntent, as far as a failed payment needs it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PaymentIntent {
+    /// `pi_…`.
+    pub id: String,
+    /// Metadata (`payment_intent_data[metadata]`): our order id.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+    /// Why the last attempt failed.
+    #[serde(default)]
+    pub last_payment_error: Option<PaymentError>,
+}
+
+/// `last_payment_error`: what Stripe tells of a failed attempt.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PaymentError {
+    /// Words for the buyer ("Your card was declined.").
+    #[serde(default)]
+    pub message: Option<String>,
+    /// A short code (`card_declined`, `expired_card`, `insufficient_funds` …).
+    #[serde(default)]
+    pub code: Option<String>,
+    /// The issuer's reason for a card decline (`generic_decline`, `insufficient_funds` …).
+    #[serde(default)]
+    pub decline_code: Option<String>,
+}
+
+impl PaymentIntent {
+    /// Stripe's message for the failure, else its code, else "payment declined"; at most
+    /// [`MAX_FAILURE_CHARS`] characters.
+    #[must_use]
+    pub fn decline_reason(&self) -> String {
+        let error = self.last_payment_error.as_ref();
+        let words = error
+            .and_then(|e| e.message.as_deref())
+            .or_else(|| error.and_then(|e| e.decline_code.as_deref()))
+            .or_else(|| error.and_then(|e| e.code.as_deref()))
+            .map(str::trim)
+            .filter(|w| !w.is_empty())
+            .unwrap_or("payment declined");
+        words.chars().take(MAX_FAILURE_CHARS).collect()
+    }
+}
+
 /// Which payment a charge took, as far as the charge itself says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChargeTarget {
@@ -1036,6 +1083,7 @@ pub fn interpret(event: &Event) -> Result<Interpretation, WebhookError> {
             "checkout session expired",
             at,
         )],
+        "payment_intent.payment_failed" => intent_failed(&object(event)?, at),
         "invoice.paid" | "invoice.payment_succeeded" => invoice_paid(&object(event)?, at)?,
         "invoice.payment_failed" => {
             let invoice: Invoice = object(event)?;
@@ -1091,6 +1139,28 @@ fn session_failed(session: &CheckoutSession, reason: &str, at: Timestamp) -> Pay
         reason: reason.to_owned(),
         occurred_at: at,
     }
+}
+
+/// A declined card fails our order with Stripe's reason (`last_payment_error.message`, words
+/// Stripe writes for the buyer). Only a PaymentIntent carrying our order id
+/// (`payment_intent_data[metadata]`, sent for `payment`-mode sessions) names an order; a
+/// subscription invoice's failed PaymentIntent is told by `invoice.payment_failed` instead.
+fn intent_failed(intent: &PaymentIntent, at: Timestamp) -> Vec<PaymentEvent> {
+    let Some(order_id) = intent
+        .metadata
+        .get(ORDER_ID_KEY)
+        .and_then(|id| OrderId::new(id.as_str()).ok())
+    else {
+        return Vec::new();
+    };
+    vec![PaymentEvent::PaymentFailed {
+        order: OrderLocator {
+            order_id: Some(order_id),
+            provider_reference: None,
+        },
+        reason: intent.decline_reason(),
+        occurred_at: at,
+    }]
 }
 
 fn invoice_paid(invoice: &Invoice, at: Timestamp) -> Result<Vec<PaymentEvent>, WebhookError> {
@@ -1223,6 +1293,45 @@ mod tests {
             Settlement::from((S::Expired, P::Unpaid)),
             Settlement::Failed(_)
         ));
+    }
+
+    fn failed_intent(object: serde_json::Value) -> Event {
+        serde_json::from_value(serde_json::json!({
+            "id": "evt_1", "type": "payment_intent.payment_failed", "created": 1_700_000_000,
+            "data": {"object": object}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_declined_payment_intent_fails_its_order_with_stripes_reason() {
+        let event = failed_intent(serde_json::json!({
+            "id": "pi_1", "object": "payment_intent", "metadata": {"orderId": "ord_1"},
+            "last_payment_error": {"type": "card_error", "code": "card_declined",
+                "decline_code": "insufficient_funds", "message": "Your card has insufficient funds."}
+        }));
+        let Interpretation::Events(events) = interpret(&event).unwrap() else {
+            panic!("no lookup for a failed payment");
+        };
+        let [PaymentEvent::PaymentFailed { order, reason, .. }] = events.as_slice() else {
+            panic!("{events:?}");
+        };
+        assert_eq!(order.order_id.as_ref().unwrap().as_str(), "ord_1");
+        assert_eq!(reason, "Your card has insufficient funds.");
+        // Without a message, the issuer's code; without our order id, nothing to fail.
+        let coded = failed_intent(serde_json::json!({
+            "id": "pi_2", "metadata": {"orderId": "ord_2"},
+            "last_payment_error": {"code": "card_declined", "decline_code": "do_not_honor"}
+        }));
+        assert!(matches!(
+            interpret(&coded).unwrap(),
+            Interpretation::Events(e) if matches!(&e[..], [PaymentEvent::PaymentFailed { reason, .. }] if reason == "do_not_honor")
+        ));
+        let invoice_intent = failed_intent(serde_json::json!({"id": "pi_3", "metadata": {}}));
+        assert_eq!(
+            interpret(&invoice_intent).unwrap(),
+            Interpretation::Events(Vec::new())
+        );
     }
 
     #[test]

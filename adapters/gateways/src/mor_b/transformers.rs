@@ -323,6 +323,13 @@ pub struct Payment {
     /// The checkout session that made it.
     #[serde(default)]
     pub checkout_session_id: Option<String>,
+    /// Why it failed: a standardized reason (`CARD_DECLINED`, `INSUFFICIENT_FUNDS` …); null
+    /// unless it failed.
+    #[serde(default)]
+    pub error_code: Option<String>,
+    /// Why it failed, in words; null unless it failed.
+    #[serde(default)]
+    pub error_message: Option<String>,
     /// The subscription it pays, if any.
     #[serde(default)]
     pub subscription_id: Option<String>,
@@ -920,13 +927,24 @@ fn payment_succeeded(payment: &Payment, at: Timestamp) -> Result<Vec<PaymentEven
     }])
 }
 
-fn payment_failed(payment: &Payment, reason: &str, at: Timestamp) -> PaymentEvent {
+/// A failed or cancelled payment fails its order with Dodo's reason (`error_message`, else
+/// `error_code`), else `fallback`; at most [`MAX_FAILURE_CHARS`] characters.
+fn payment_failed(payment: &Payment, fallback: &str, at: Timestamp) -> PaymentEvent {
+    let reason = [&payment.error_message, &payment.error_code]
+        .into_iter()
+        .flatten()
+        .map(|words| words.trim())
+        .find(|words| !words.is_empty())
+        .unwrap_or(fallback);
     PaymentEvent::PaymentFailed {
         order: payment.locator(),
-        reason: reason.to_owned(),
+        reason: reason.chars().take(MAX_FAILURE_CHARS).collect(),
         occurred_at: at,
     }
 }
+
+/// The most characters of a provider's failure reason kept on the order.
+const MAX_FAILURE_CHARS: usize = 200;
 
 /// The `SubscriptionActivated` or `SubscriptionRenewed` of a subscription event, once the
 /// subscription's payments have been read: the charge is the payment that paid the period
@@ -1081,6 +1099,8 @@ mod tests {
             status: Some(IntentStatus::Succeeded),
             metadata,
             checkout_session_id: None,
+            error_code: None,
+            error_message: None,
             subscription_id: None,
             refunds: Vec::new(),
             product_cart: None,

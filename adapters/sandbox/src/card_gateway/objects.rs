@@ -350,6 +350,31 @@ pub fn list(url: &str, data: Vec<Value>) -> Value {
     json!({ "object": "list", "data": data, "has_more": false, "url": url })
 }
 
+/// What Stripe's test card `4000 0000 0000 0002` is told: a generic decline.
+pub const DECLINE_MESSAGE: &str = "Your card was declined.";
+
+/// The PaymentIntent of a payment whose card was declined, as `payment_intent.payment_failed`
+/// carries it: the buyer may try another card, and `last_payment_error` says why this one
+/// failed.
+pub fn declined_payment_intent(payment: &SimPayment) -> Value {
+    json!({
+        "id": payment_intent_id(payment),
+        "object": "payment_intent",
+        "amount": payment.amount_minor,
+        "created": seconds(payment.created_at_ms),
+        "currency": payment.currency.code().to_ascii_lowercase(),
+        "last_payment_error": {
+            "type": "card_error",
+            "code": "card_declined",
+            "decline_code": "generic_decline",
+            "message": DECLINE_MESSAGE,
+        },
+        "livemode": false,
+        "metadata": stored_map(payment, PAYMENT_INTENT_METADATA),
+        "status": "requires_payment_method",
+    })
+}
+
 /// The charge of a payment, with its cumulative refunds.
 pub fn charge(payment: &SimPayment) -> Value {
     json!({

@@ -202,6 +202,9 @@ pub fn payment(
         "customer": customer(Some(session)),
         "digital_products_delivered": false,
         "disputes": disputes,
+        // Null until a payment fails; a declined card says why, as Dodo's `payment.failed` does.
+        "error_code": (session.status == SimStatus::Declined).then_some(DECLINE_CODE),
+        "error_message": (session.status == SimStatus::Declined).then_some(DECLINE_MESSAGE),
         "metadata": metadata(session),
         "payment_id": id,
         "payment_method": "card",
@@ -217,6 +220,11 @@ pub fn payment(
         "updated_at": rfc3339(hub.now_ms()),
     })
 }
+
+/// The `error_code` of a declined payment (Dodo's standardized failure reasons).
+pub const DECLINE_CODE: &str = "CARD_DECLINED";
+/// The `error_message` of a declined payment.
+pub const DECLINE_MESSAGE: &str = "The card was declined by the issuing bank.";
 
 /// Dodo's payment `status` for a simulated payment's.
 fn payment_status(status: SimStatus) -> &'static str {
