@@ -66,6 +66,11 @@ pub fn gateway_settings(api_base_url: &str) -> Value {
 
 #[async_trait]
 impl Simulator for MorASimulator {
+    // A declined card sends nothing: the checkout stays open for another try.
+    fn tells_declines(&self, _payment: &SimPayment) -> bool {
+        false
+    }
+
     fn provider(&self) -> ProviderId {
         ProviderId::MorA
     }

@@ -86,6 +86,11 @@ fn platform_key() -> Option<&'static PrivateKey> {
 
 #[async_trait]
 impl Simulator for MorCSimulator {
+    // A declined card sends nothing: the checkout stays open for another try.
+    fn tells_declines(&self, _payment: &SimPayment) -> bool {
+        false
+    }
+
     fn provider(&self) -> ProviderId {
         ProviderId::MorC
     }

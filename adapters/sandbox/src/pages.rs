@@ -132,34 +132,68 @@ async fn checkout_action(
     hub: Data<&Arc<Hub>>,
 ) -> Response {
     match run_payment_action(&hub, &id, &action).await {
-        Ok((_, redirect)) if hub.is_own_url(&redirect) => {
+        Ok(Next::Return(redirect)) if hub.is_own_url(&redirect) => {
             Redirect::see_other(redirect).into_response()
         }
-        Ok(_) => error_response(&SandboxError::Conflict(
+        Ok(Next::Return(_)) => error_response(&SandboxError::Conflict(
             "the return URL is not a URL of this service".into(),
         )),
+        Ok(Next::StayDeclined(payment)) => declined_page(&hub, &payment).into_response(),
         Err(e) => error_response(&e),
     }
 }
 
-async fn run_payment_action(
-    hub: &Hub,
-    id: &str,
-    action: &str,
-) -> Result<(SimPayment, String), SandboxError> {
+/// Where the buyer's browser goes after an action on the hosted checkout.
+enum Next {
+    /// Back to the merchant's return URL.
+    Return(String),
+    /// The card was declined and the provider tells the merchant nothing: the buyer stays at
+    /// the provider, as on its real checkout.
+    StayDeclined(SimPayment),
+}
+
+async fn run_payment_action(hub: &Hub, id: &str, action: &str) -> Result<Next, SandboxError> {
     let payment = hub.payment(id).ok_or(SandboxError::NotFound)?;
     let simulator = hub
         .simulator(payment.provider)
         .ok_or(SandboxError::NotFound)?;
     match action {
-        "pay" => {
-            let redirect = simulator.pay(hub, id).await?;
-            Ok((hub.payment(id).unwrap_or(payment), redirect))
+        "pay" => Ok(Next::Return(simulator.pay(hub, id).await?)),
+        "decline" => {
+            let declined = hub.decline_payment(id).await?;
+            if simulator.tells_declines(&declined) {
+                Ok(Next::Return(payment.cancel_url))
+            } else {
+                Ok(Next::StayDeclined(declined))
+            }
         }
-        "decline" => Ok((hub.decline_payment(id).await?, payment.cancel_url)),
-        "cancel" => Ok((hub.cancel_payment(id)?, payment.cancel_url)),
+        "cancel" => {
+            hub.cancel_payment(id)?;
+            Ok(Next::Return(payment.cancel_url))
+        }
         _ => Err(SandboxError::NotFound),
     }
+}
+
+/// A declined card at a provider that tells the merchant nothing of it: the buyer is told here,
+/// and may leave the checkout through the merchant's cancel link (only one of the service's own).
+fn declined_page(hub: &Hub, payment: &SimPayment) -> Html<String> {
+    let back = if hub.is_own_url(&payment.cancel_url) {
+        format!(
+            "<p><a href='{}'>Leave the checkout and go back to the merchant</a></p>",
+            escape(&payment.cancel_url)
+        )
+    } else {
+        String::new()
+    };
+    let body = format!(
+        "<p><strong>{}</strong> · Order <code>{}</code></p>\
+         <p role=alert>Your card was declined. This provider tells the merchant nothing of a \
+         declined card: the merchant sees the order waiting until its checkout expires.</p>{back}",
+        escape(payment.provider.as_str()),
+        escape(&payment.order_id),
+    );
+    page("Sandbox checkout: declined", &body)
 }
 
 fn error_response(e: &SandboxError) -> Response {
@@ -349,7 +383,13 @@ async fn api_payment_action(
     } else {
         run_payment_action(&hub, &id, &action)
             .await
-            .map(|(p, redirect)| json!({ "payment": p, "redirect": redirect }))
+            .map(|next| match next {
+                Next::Return(redirect) => {
+                    json!({ "payment": hub.payment(&id), "redirect": redirect })
+                }
+                // The hosted page keeps the buyer: there is nowhere to go.
+                Next::StayDeclined(p) => json!({ "payment": p, "redirect": null }),
+            })
     };
     match result {
         Ok(value) => Json(value).into_response(),

@@ -38,6 +38,14 @@ pub trait Simulator: Send + Sync + 'static {
         Ok(self.success_redirect(&payment))
     }
 
+    /// Whether the provider tells the merchant that `payment`'s card was declined (a webhook).
+    /// When it tells nothing, its hosted checkout keeps the buyer on the page, open for another
+    /// try, rather than sending them back to the merchant as if they had cancelled. Told by
+    /// default.
+    fn tells_declines(&self, _payment: &SimPayment) -> bool {
+        true
+    }
+
     /// Where the browser goes after a successful payment (the provider may add parameters).
     fn success_redirect(&self, payment: &SimPayment) -> String {
         payment.success_url.clone()

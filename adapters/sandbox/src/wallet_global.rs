@@ -82,6 +82,12 @@ fn notify_url(hub: &Hub) -> String {
 
 #[async_trait]
 impl Simulator for WalletGlobalSimulator {
+    // PayPal denies a one-time capture (`PAYMENT.CAPTURE.DENIED`); a subscription the buyer
+    // could not pay is never activated, and nothing is sent.
+    fn tells_declines(&self, payment: &SimPayment) -> bool {
+        payment.kind == SimKind::OneTime
+    }
+
     fn provider(&self) -> ProviderId {
         ProviderId::WalletGlobal
     }

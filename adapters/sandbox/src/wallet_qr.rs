@@ -152,6 +152,11 @@ const SIGNER_EXTRA: &str = "signer";
 
 #[async_trait]
 impl Simulator for WalletQrSimulator {
+    // A declined card sends nothing: the checkout stays open for another try.
+    fn tells_declines(&self, _payment: &SimPayment) -> bool {
+        false
+    }
+
     fn provider(&self) -> ProviderId {
         ProviderId::WalletQr
     }

@@ -112,6 +112,55 @@ async fn every_provider_fails_a_declined_payment_and_grants_nothing() {
     assert_eq!(balance(&app, &token).await, 0);
 }
 
+/// Providers that tell the merchant nothing when a card is declined (no event; WeChat Pay's
+/// query says `PAYERROR` later): their hosted checkout keeps the buyer.
+const DECLINE_TELLS_NOTHING: [&str; 3] = ["wallet_qr", "mor_a", "mor_c"];
+
+#[tokio::test]
+async fn a_decline_on_the_hosted_checkout_is_never_returned_as_the_buyers_cancel() {
+    let app = app().await;
+    let token = app.register("hosted-decline@example.com").await;
+    for (provider, plan) in ONE_OFF_PLANS {
+        let order = buy(&app, &token, plan, provider).await;
+        let payment = app.sandbox_payment(&order).await;
+        let id = payment["id"].as_str().expect("payment id");
+        let answer = app
+            .client
+            .post(app.url(&format!("/sandbox/checkout/{id}/decline")))
+            .send()
+            .await
+            .expect("decline");
+        let status = answer.status().as_u16();
+        let location = answer
+            .headers()
+            .get("location")
+            .and_then(|l| l.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let body = answer.text().await.unwrap_or_default();
+        if DECLINE_TELLS_NOTHING.contains(&provider) {
+            // Sent back to the cancel page, the order would be cancelled as if the buyer had.
+            assert_eq!(status, 200, "{provider}: {location}");
+            assert!(
+                body.contains("Your card was declined."),
+                "{provider}: {body}"
+            );
+            let (_, now) = app
+                .get(&token, &format!("/api/payment/query/{order}"))
+                .await;
+            assert_ne!(now["status"], "cancelled", "{provider}: {now}");
+        } else {
+            // The provider told the decline before the buyer is back: the order failed.
+            assert_eq!(status, 303, "{provider}: {body}");
+            assert!(
+                location.contains("/payment-cancel"),
+                "{provider}: {location}"
+            );
+            app.wait_for_status(&token, &order, "failed").await;
+        }
+    }
+}
+
 #[tokio::test]
 async fn every_provider_grants_once_under_triple_concurrent_redelivery_and_claws_back_on_refund() {
     let app = app().await;
