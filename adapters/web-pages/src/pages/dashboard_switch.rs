@@ -65,7 +65,7 @@ pub(crate) fn section(v: &Visitor, choices: &SwitchChoices, names: &PlanNames) -
         return html! {};
     }
     html! {
-        section.card.section-card data-testid="plan-switch" {
+        section.card.section-card #plan-switch data-testid="plan-switch" {
             h2 { (v.t("switch.title")) }
             div.held-list {
                 @for (subscription, options) in &choices.0 {

@@ -2,12 +2,14 @@
 //! packs), and `POST /pricing/buy`, which starts the payment and sends the browser to the
 //! provider (or to the QR page for `wallet_qr`).
 //!
-//! Plans sharing a `group` are one offer: one card per offer and billing interval, priced in the
-//! reader's currency (`?currency=`, else the language's, else the offer's default), with each
-//! plan's provider as a payment method of the card (`domain::plan::Offer`). The tabs
-//! (`?tab=credits`) and the billing-interval toggle (`?period=year`) are links that work
-//! without JavaScript; the script only switches tabs in place. Hidden plans and plans not shown
-//! in the reader's locale are never rendered. A signed-out buyer's Buy goes through sign-in to
+//! Plans sharing a `group` are one offer: one card per offer and billing interval, with each
+//! plan's provider as a payment method of the card (`domain::plan::Offer`). A chosen currency
+//! (`?currency=USD`) shows, on every tab, only the offers priced in it; without one every offer
+//! shows, in the language's currency where it has it, else its default. The billing-interval
+//! toggle (`?period=year`) shows only the offers sold at that interval. The tabs
+//! (`?tab=credits`), the toggle and the currencies are links that work without JavaScript; the
+//! script only switches tabs in place. Hidden plans and plans not shown in the reader's locale
+//! are never rendered. A signed-out buyer's Buy goes through sign-in to
 //! `/pricing/continue`, which shows what they chose and continues with one click.
 
 mod cards;
@@ -160,13 +162,22 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, _request: Request) -
                 .filter(move |p| Tab::of(p.plan_type()) == tab),
         )
     };
-    let count = |tab: Tab| offers_in(tab).len();
+    let mut choices = choices(&v, &offers_in(Tab::Subscriptions));
+    // Each tab counts the cards it shows at the chosen interval and currency.
+    let counts = Tab::ALL.map(|tab| cards::shown(&choices, tab, &offers_in(tab)).len());
+    let count = |tab: Tab| {
+        Tab::ALL
+            .into_iter()
+            .zip(counts)
+            .find_map(|(t, n)| (t == tab).then_some(n))
+            .unwrap_or(0)
+    };
     let selected = v
         .query("tab")
         .and_then(Tab::parse)
         .or_else(|| Tab::ALL.into_iter().find(|t| count(*t) > 0))
         .unwrap_or(Tab::Subscriptions);
-    let choices = choices(&v, selected, &offers_in(Tab::Subscriptions));
+    choices.tab = selected;
     let development = state.ports.plans.environment() == domain::AppEnvironment::Development;
     let context = cards::CardContext {
         v: &v,
@@ -216,13 +227,16 @@ async fn listed_plans(state: &PageState, v: &Visitor) -> Result<Vec<StoredPlan>,
         .await?)
 }
 
-/// The reader's tab, billing interval (`?period=`, else monthly, else the shortest sold) and
-/// currencies (`?currency=`, then the language's).
-fn choices(v: &Visitor, tab: Tab, subscriptions: &[Offer<'_>]) -> Choices {
-    let mut intervals: Vec<PlanInterval> =
-        subscriptions.iter().flat_map(Offer::intervals).collect();
-    intervals.sort_unstable();
-    intervals.dedup();
+/// The reader's billing interval (`?period=`, else monthly, else the shortest sold, in the
+/// asked currency when there is one) and currencies (`?currency=`, then the language's); the
+/// tab is the `?tab=` one until the page settles which tab it shows.
+fn choices(v: &Visitor, subscriptions: &[Offer<'_>]) -> Choices {
+    let asked_currency = v.query("currency").and_then(|c| c.parse::<Currency>().ok());
+    let tab = v
+        .query("tab")
+        .and_then(Tab::parse)
+        .unwrap_or(Tab::Subscriptions);
+    let intervals = sold_intervals(subscriptions, asked_currency);
     let asked = v
         .query("period")
         .and_then(|slug| intervals.iter().copied().find(|i| period_slug(*i) == slug));
@@ -233,7 +247,6 @@ fn choices(v: &Visitor, tab: Tab, subscriptions: &[Offer<'_>]) -> Choices {
                 .then_some(PlanInterval::Month)
         })
         .or_else(|| intervals.first().copied());
-    let asked_currency = v.query("currency").and_then(|c| c.parse::<Currency>().ok());
     let preferred = asked_currency
         .into_iter()
         .chain(currency_for_locale(&v.lang.locale()))
@@ -244,6 +257,22 @@ fn choices(v: &Visitor, tab: Tab, subscriptions: &[Offer<'_>]) -> Choices {
         asked_currency,
         preferred,
     }
+}
+
+/// The intervals `offers` are sold in (in `currency` when one is asked), shortest first.
+pub(crate) fn sold_intervals(
+    offers: &[Offer<'_>],
+    currency: Option<Currency>,
+) -> Vec<PlanInterval> {
+    let mut intervals: Vec<PlanInterval> = offers
+        .iter()
+        .flat_map(Offer::plans)
+        .filter(|p| currency.is_none_or(|c| p.price().currency() == c))
+        .map(|p| p.interval())
+        .collect();
+    intervals.sort_unstable();
+    intervals.dedup();
+    intervals
 }
 
 fn tab_link(v: &Visitor, choices: &Choices, tab: Tab, selected: bool, count: usize) -> Markup {
@@ -385,6 +414,7 @@ fn buy_failed(v: &Visitor, error: InitiatePaymentError) -> PageResult {
                 v,
                 "pricing.already_subscribed_title",
                 "pricing.already_subscribed_text",
+                ("/dashboard#plan-switch", "pricing.switch_link"),
             ));
         }
         InitiatePaymentError::AlreadyOwned { .. } => {
@@ -392,6 +422,7 @@ fn buy_failed(v: &Visitor, error: InitiatePaymentError) -> PageResult {
                 v,
                 "pricing.already_owned_title",
                 "pricing.already_owned_text",
+                ("/dashboard", "pricing.dashboard_link"),
             ));
         }
         other => {
@@ -414,11 +445,17 @@ fn failure_page(v: &Visitor, status: StatusCode, title: &str, text: &str) -> poe
 }
 
 /// The buyer already holds what they tried to buy: a 409 page pointing at the dashboard, where
-/// it is shown.
-fn already_held(v: &Visitor, title_key: &str, text_key: &str) -> poem::Response {
+/// it is shown (`link`: the dashboard's address to go to and the key of the link's text; a
+/// subscriber is taken to the dashboard's plan switch).
+fn already_held(
+    v: &Visitor,
+    title_key: &str,
+    text_key: &str,
+    (href, link_key): (&str, &str),
+) -> poem::Response {
     let title = v.t(title_key);
     let actions = html! {
-        a.btn.btn-primary href="/dashboard" { (v.t("pricing.dashboard_link")) }
+        a.btn.btn-primary href=(href) { (v.t(link_key)) }
         " "
         a.btn.btn-secondary href="/pricing" { (v.t("pricing.back")) }
     };

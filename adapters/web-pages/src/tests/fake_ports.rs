@@ -372,7 +372,10 @@ async fn a_buy_the_port_refuses_as_already_subscribed_is_the_409_page() {
         .await;
     assert_eq!(page.status, StatusCode::CONFLICT, "{}", page.body);
     assert!(page.body.contains("You already have a subscription"));
-    assert!(page.body.contains("href=\"/dashboard\""));
+    // The dashboard switches plans: the page says so and links to its switch.
+    assert!(!page.body.contains("not available yet"), "{}", page.body);
+    assert!(page.body.contains("href=\"/dashboard#plan-switch\""));
+    assert!(page.body.contains("Change plan on the dashboard"));
     assert!(page.location.is_empty());
 }
 

@@ -16,8 +16,19 @@ fn grouped(mut draft: PlanDraft, group: &str, months: i64) -> PlanDraft {
     draft
 }
 
+/// A credit pack whose credits stay valid for `months` (`None`: they never expire).
+fn pack(id: &str, provider: &str, amount: &str, currency: &str, months: Option<i64>) -> PlanDraft {
+    let mut draft = plan(id, provider, "credits", amount, currency);
+    draft.months = months;
+    for text in draft.i18n.values_mut() {
+        text.duration = months.map(|m| format!("{m} months")).unwrap_or_default();
+    }
+    draft
+}
+
 /// A "pro" offer sold monthly by card and PayPal in USD and by a reseller in EUR, yearly by
-/// card in USD; a "life" offer by card in USD and WeChat Pay in CNY; and a plan of its own.
+/// card in USD; a "team" offer sold only yearly; a "life" offer by card in USD and WeChat Pay
+/// in CNY; a plan of its own; and credit packs in USD (valid 12 months), CNY and JPY.
 fn offers_catalog() -> Vec<Plan> {
     let mut paypal = plan("pro-paypal", "wallet_global", "recurring", "10", "USD");
     paypal.provider_refs.wallet_global_plan_id = Some("P-1".into());
@@ -41,8 +52,16 @@ fn offers_catalog() -> Vec<Plan> {
             12,
         ),
         plan("solo", "card_gateway", "recurring", "5", "USD"),
+        grouped(
+            plan("team-year", "card_gateway", "recurring", "299", "USD"),
+            "team",
+            12,
+        ),
         life_card,
         life_qr,
+        pack("pack-usd", "card_gateway", "17.99", "USD", Some(12)),
+        pack("pack-cny", "wallet_qr", "10", "CNY", None),
+        pack("pack-jpy", "card_gateway", "1000", "JPY", None),
     ];
     drafts
         .iter()
@@ -89,6 +108,7 @@ async fn a_group_is_one_card_per_interval_with_its_methods_by_name() {
     assert_eq!(page.status, StatusCode::OK);
     let subscriptions = &page.body[page.body.find("id=\"panel-subscriptions\"").unwrap()..];
     let subscriptions = &subscriptions[..subscriptions.find("id=\"panel-one-time\"").unwrap()];
+    // Monthly shows only what is sold monthly: not the yearly-only team offer.
     assert_eq!(card_ids(subscriptions), ["pro-month", "solo"]);
     let pro = card(&page.body, "pro-month");
     assert!(pro.contains("data-offer=\"group-pro\""));
@@ -116,9 +136,12 @@ async fn a_group_is_one_card_per_interval_with_its_methods_by_name() {
     let pro_year = card(&yearly.body, "pro-year");
     assert!(pro_year.contains("data-testid=\"saving\""));
     assert!(pro_year.contains("$96.00"));
-    assert!(
-        card(&yearly.body, "solo").contains("$5.00"),
-        "a plan of its own keeps its card"
+    let yearly_panel = &yearly.body[yearly.body.find("id=\"panel-subscriptions\"").unwrap()..];
+    let yearly_panel = &yearly_panel[..yearly_panel.find("id=\"panel-one-time\"").unwrap()];
+    assert_eq!(
+        card_ids(yearly_panel),
+        ["pro-year", "team-year"],
+        "yearly shows only what is sold yearly: not the monthly-only plan"
     );
     assert!(
         yearly
@@ -138,11 +161,14 @@ async fn the_currency_follows_the_query_then_the_language_then_the_offers_defaul
     let pro = card(&euros.body, "pro-eur");
     assert!(pro.contains("€9.50"), "{pro}");
     assert!(pro.contains("Card (tax included)"));
-    // Yearly has no EUR price: the offer's default currency.
+    // A chosen currency filters: nothing yearly is sold in EUR, so the toggle has no year and
+    // the page shows the months sold in euros.
     let yearly = browser
         .get("/pricing?tab=subscriptions&period=year&currency=EUR")
         .await;
-    assert!(card(&yearly.body, "pro-year").contains("$96.00"));
+    assert!(!yearly.body.contains("id=\"plan-pro-year\""));
+    assert!(!yearly.body.contains("data-testid=\"period-toggle\""));
+    assert!(card(&yearly.body, "pro-eur").contains("€9.50"));
     // A Chinese reader sees CNY where the offer has it, the default elsewhere.
     let chinese = browser.get("/pricing?tab=one-time&lang=zh-CN").await;
     let life = card(&chinese.body, "life-qr");
@@ -155,6 +181,65 @@ async fn the_currency_follows_the_query_then_the_language_then_the_offers_defaul
     assert!(card(&english.body, "life-card").contains("$199.00"));
     assert!(english.body.contains("data-testid=\"currencies\""));
     assert!(english.body.contains("data-currency=\"CNY\""));
+}
+
+/// The cards of the panel of `tab` on `body`.
+fn panel_cards(body: &str, tab: &str) -> Vec<String> {
+    let panel = &body[body.find(&format!("id=\"panel-{tab}\"")).unwrap()..];
+    let end = panel[1..]
+        .find("<section class=\"tab-panel")
+        .map_or(panel.len(), |e| e + 1);
+    card_ids(&panel[..end])
+}
+
+#[tokio::test]
+async fn a_chosen_currency_shows_only_offers_priced_in_it_on_every_tab() {
+    let app = app();
+    let browser = app.browser();
+    let all = browser.get("/pricing?tab=credits").await;
+    assert_eq!(
+        panel_cards(&all.body, "credits"),
+        ["pack-usd", "pack-cny", "pack-jpy"]
+    );
+    assert!(all.body.contains("data-currency=\"all\""));
+    let dollars = browser.get("/pricing?tab=credits&currency=USD").await;
+    assert_eq!(panel_cards(&dollars.body, "credits"), ["pack-usd"]);
+    assert_eq!(panel_cards(&dollars.body, "one-time"), ["life-card"]);
+    assert_eq!(
+        panel_cards(&dollars.body, "subscriptions"),
+        ["pro-month", "solo"]
+    );
+    let yuan = browser.get("/pricing?tab=credits&currency=CNY").await;
+    assert_eq!(panel_cards(&yuan.body, "credits"), ["pack-cny"]);
+    assert_eq!(
+        panel_cards(&yuan.body, "subscriptions"),
+        Vec::<String>::new()
+    );
+    assert!(
+        yuan.body.contains("None of these are sold in CNY."),
+        "{}",
+        yuan.body
+    );
+    assert!(yuan.body.contains(">Show all currencies<"));
+}
+
+#[tokio::test]
+async fn a_credit_pack_shows_how_long_its_credits_last_not_a_billing_period() {
+    let app = app();
+    let browser = app.browser();
+    let english = browser.get("/pricing?tab=credits").await;
+    let pack = card(&english.body, "pack-usd");
+    assert!(pack.contains("$17.99"), "{pack}");
+    assert!(!pack.contains("/ 12 months"), "{pack}");
+    assert!(pack.contains("Credits valid for 12 months"), "{pack}");
+    assert!(
+        !card(&english.body, "pack-cny").contains("credits-validity"),
+        "credits that never expire say nothing of validity"
+    );
+    let chinese = browser.get("/pricing?tab=credits&lang=zh-CN").await;
+    let pack = card(&chinese.body, "pack-usd");
+    assert!(pack.contains("积分 12 个月内有效"), "{pack}");
+    assert!(!pack.contains("price-period"), "{pack}");
 }
 
 fn by_id(order: &str) -> OrderLocator {

@@ -3,7 +3,7 @@
 //! sign-in.
 
 use domain::plan::{Offer, OfferChoice, PlanInterval, Prominence};
-use domain::{Credits, Currency, Plan, PlanType, ProviderId};
+use domain::{Credits, Currency, Duration, Plan, PlanType, ProviderId};
 use maud::{Markup, html};
 
 use super::{Choices, Holdings, Tab, buy_fields, buy_label_key, continue_link};
@@ -55,7 +55,9 @@ fn period_key(interval: PlanInterval) -> &'static str {
     }
 }
 
-/// Links to show prices in another currency, when the listed plans use more than one.
+/// Links to show only the offers priced in one currency, and all of them again, when the listed
+/// plans use more than one. Without a chosen currency every offer shows, each in the reader's
+/// language's currency where it has it.
 pub(crate) fn currency_picker(c: &CardContext<'_>, plans: &[&Plan]) -> Markup {
     let mut currencies: Vec<Currency> = Vec::new();
     for plan in plans {
@@ -64,12 +66,19 @@ pub(crate) fn currency_picker(c: &CardContext<'_>, plans: &[&Plan]) -> Markup {
             currencies.push(currency);
         }
     }
-    let shown = c.choices.preferred.first().copied();
+    let shown = c.choices.asked_currency;
     let v = c.v;
+    let all = c.choices.link(c.choices.tab, c.choices.period, None);
     html! {
         @if currencies.len() > 1 {
             nav.currency-picker aria-label=(v.t("pricing.currency_label")) data-testid="currencies" {
                 span.currency-label { (v.t("pricing.currency_label")) }
+                @if shown.is_none() {
+                    a.currency-option.is-selected href=(all) aria-current="true"
+                        data-currency="all" { (v.t("pricing.currency_all")) }
+                } @else {
+                    a.currency-option href=(all) data-currency="all" { (v.t("pricing.currency_all")) }
+                }
                 @for currency in currencies {
                     @let href = c.choices.link(c.choices.tab, c.choices.period, Some(currency));
                     @if Some(currency) == shown {
@@ -87,11 +96,10 @@ pub(crate) fn currency_picker(c: &CardContext<'_>, plans: &[&Plan]) -> Markup {
 }
 
 /// The monthly / yearly (/ …) toggle of the subscriptions tab, when offers come in more than
-/// one interval; the yearly link says the best saving.
+/// one interval (in the chosen currency, when there is one); the yearly link says the best
+/// saving.
 pub(crate) fn period_toggle(c: &CardContext<'_>, offers: &[Offer<'_>]) -> Markup {
-    let mut intervals: Vec<PlanInterval> = offers.iter().flat_map(Offer::intervals).collect();
-    intervals.sort_unstable();
-    intervals.dedup();
+    let intervals = super::sold_intervals(offers, c.choices.asked_currency);
     let v = c.v;
     html! {
         @if intervals.len() > 1 {
@@ -139,18 +147,46 @@ fn best_saving(c: &CardContext<'_>, offers: &[Offer<'_>], interval: PlanInterval
         .max()
 }
 
-/// The cards of one tab.
-pub(crate) fn offer_grid(c: &CardContext<'_>, tab: Tab, offers: &[Offer<'_>]) -> Markup {
+/// The cards a tab shows, each with what it shows: on the subscriptions tab only offers sold at
+/// the toggle's interval, and with a chosen currency only offers priced in it (at that interval).
+pub(crate) fn shown<'o, 'p>(
+    choices: &Choices,
+    tab: Tab,
+    offers: &'o [Offer<'p>],
+) -> Vec<(&'o Offer<'p>, OfferChoice<'p>)> {
     let wanted = (tab == Tab::Subscriptions)
-        .then_some(c.choices.period)
+        .then_some(choices.period)
         .flatten();
+    offers
+        .iter()
+        .map(|offer| (offer, offer.choose(wanted, &choices.preferred)))
+        .filter(|(_, choice)| {
+            wanted.is_none_or(|w| choice.interval == w)
+                && choices.asked_currency.is_none_or(|c| choice.currency == c)
+        })
+        .collect()
+}
+
+/// The cards of one tab; when the chosen currency leaves none, a link to every currency.
+pub(crate) fn offer_grid(c: &CardContext<'_>, tab: Tab, offers: &[Offer<'_>]) -> Markup {
+    let cards = shown(c.choices, tab, offers);
+    let v = c.v;
     html! {
-        @if offers.is_empty() {
-            div.empty-state { p { (c.v.t("pricing.empty")) } }
+        @if cards.is_empty() {
+            div.empty-state {
+                @if let (Some(currency), false) = (c.choices.asked_currency, offers.is_empty()) {
+                    p { (v.tf("pricing.empty_in_currency", &[("currency", currency.code())])) }
+                    a.btn.btn-secondary href=(c.choices.link(tab, c.choices.period, None)) {
+                        (v.t("pricing.all_currencies"))
+                    }
+                } @else {
+                    p { (v.t("pricing.empty")) }
+                }
+            }
         } @else {
             div.plan-grid {
-                @for offer in offers {
-                    (offer_card(c, offer, &offer.choose(wanted, &c.choices.preferred)))
+                @for (offer, choice) in &cards {
+                    (offer_card(c, offer, choice))
                 }
             }
         }
@@ -246,13 +282,32 @@ fn price_block(v: &Visitor, plan: &Plan, duration_label: &str) -> Markup {
                 }
             }
             span.price-now data-testid="price" { (format::money(plan.price(), v.lang)) }
-            @if !duration_label.is_empty() {
+            // A credit pack is bought once: its months are how long the credits last, not a
+            // billing period.
+            @if !duration_label.is_empty() && plan.plan_type() != PlanType::Credits {
                 span.price-period { "/ " (duration_label) }
             }
         }
         @if let Some(credits) = plan.credits() {
             p.plan-credits { (credits_line(v, plan, credits, duration_label)) }
         }
+        @if let Some(validity) = credits_validity(v, plan) {
+            p.plan-validity data-testid="credits-validity" { (validity) }
+        }
+    }
+}
+
+/// "Credits valid for 12 months" for a credit pack whose credits expire; `None` otherwise.
+fn credits_validity(v: &Visitor, plan: &Plan) -> Option<String> {
+    match (plan.plan_type(), plan.duration()) {
+        (PlanType::Credits, Some(Duration::Months(months))) if months.get() == 1 => {
+            Some(v.t("pricing.credits_valid_month").to_owned())
+        }
+        (PlanType::Credits, Some(Duration::Months(months))) => Some(v.tf(
+            "pricing.credits_valid_months",
+            &[("months", &months.get().to_string())],
+        )),
+        _ => None,
     }
 }
 
