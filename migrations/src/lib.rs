@@ -25,6 +25,7 @@
 //! | `m20260808_000017_events_purge_by_id` | host events | drops `events_occurred_at`: the retention purge walks `events` by id, one index less on every event's insert |
 //! | `m20260809_000018_events_in_transaction_order` | host events | PostgreSQL only: an event's id is its transaction's `txid << 20` and a sequence value, so that ids follow the order of transactions and a reader's cursor never passes an event still to commit |
 //! | `m20260810_000019_sqlite_events_without_type_index` | host events | SQLite only: drops `events_type_id` (two WAL pages on every paid credits pack); the feed's `type` filter walks the primary key, a bounded number of events per read |
+//! | `m20260811_000020_signup_grant_limits` | sign-up abuse | `signup_grant_identities` (an identity given sign-up credits, kept when its account is deleted) and `signup_grant_days` (per UTC day: grants given, sign-ups past the daily cap) |
 //! | `m20260812_000021_plan_allowances` | plans | `plan_allowances`: hidden plans an operator allowed one user to buy or switch to |
 //!
 //! Every step migrates down as well as up; the tests in `tests/migrations.rs` prove it on SQLite
@@ -48,6 +49,7 @@ mod m20260807_000016_change_charges;
 mod m20260808_000017_events_purge_by_id;
 mod m20260809_000018_events_in_transaction_order;
 mod m20260810_000019_sqlite_events_without_type_index;
+mod m20260811_000020_signup_grant_limits;
 mod m20260812_000021_plan_allowances;
 mod sql;
 
@@ -80,6 +82,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20260808_000017_events_purge_by_id::Migration),
             Box::new(m20260809_000018_events_in_transaction_order::Migration),
             Box::new(m20260810_000019_sqlite_events_without_type_index::Migration),
+            Box::new(m20260811_000020_signup_grant_limits::Migration),
             Box::new(m20260812_000021_plan_allowances::Migration),
         ]
     }

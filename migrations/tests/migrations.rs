@@ -757,7 +757,7 @@ async fn the_type_index_goes_on_sqlite_only(t: &TestDb) {
     // Seventeen migrations reach step 18 (there is no step 10).
     Migrator::up(&t.db, Some(17)).await.expect("to step 18");
     assert!(has_type_index(&t.db).await);
-    // Eighteen reach step 19.
+    // Step 19 alone: later steps are not this test's business.
     Migrator::up(&t.db, Some(1)).await.expect("step 19");
     let sqlite = t.db.get_database_backend() == DbBackend::Sqlite;
     assert_eq!(has_type_index(&t.db).await, !sqlite);
@@ -820,5 +820,52 @@ async fn postgres_a_plan_is_allowed_to_a_user_once() {
         return;
     };
     a_plan_is_allowed_to_a_user_once(&t).await;
+    t.cleanup().await;
+}
+
+/// Step 20: an identity is claimed once, with no reference to its account (it outlives it),
+/// and the day's counts never go negative.
+async fn sign_up_grant_identities_are_unique_and_outlive_their_accounts(t: &TestDb) {
+    Migrator::up(&t.db, None).await.expect("up");
+    exec(
+        &t.db,
+        "INSERT INTO signup_grant_identities (identity, user_id, granted_at)
+         VALUES ('email:ada@example.com', 'a_user_long_gone', 1)",
+    )
+    .await;
+    exec(
+        &t.db,
+        "INSERT INTO signup_grant_days (day, granted, capped) VALUES (20000, 3, 0)",
+    )
+    .await;
+    let refused = [
+        "INSERT INTO signup_grant_identities (identity, user_id, granted_at)
+         VALUES ('email:ada@example.com', 'another', 2)",
+        "INSERT INTO signup_grant_identities (identity, user_id, granted_at)
+         VALUES ('', 'another', 2)",
+        "INSERT INTO signup_grant_days (day, granted, capped) VALUES (20000, 1, 0)",
+        "INSERT INTO signup_grant_days (day, granted, capped) VALUES (20001, -1, 0)",
+        "UPDATE signup_grant_days SET capped = capped - 1 WHERE day = 20000",
+    ];
+    for sql in refused {
+        assert!(
+            t.db.execute_unprepared(sql).await.is_err(),
+            "accepted: {sql}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn sqlite_sign_up_grant_identities_are_unique_and_outlive_their_accounts() {
+    let t = TestDb::sqlite().await;
+    sign_up_grant_identities_are_unique_and_outlive_their_accounts(&t).await;
+}
+
+#[tokio::test]
+async fn postgres_sign_up_grant_identities_are_unique_and_outlive_their_accounts() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    sign_up_grant_identities_are_unique_and_outlive_their_accounts(&t).await;
     t.cleanup().await;
 }
