@@ -17,6 +17,7 @@ pub mod inbound;
 pub mod pagination;
 pub mod ports;
 pub mod service;
+pub mod sign_up;
 pub mod use_cases;
 
 #[cfg(any(test, feature = "testing"))]

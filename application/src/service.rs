@@ -65,6 +65,9 @@ pub struct Service<S, C, I, H> {
     /// The balance below which spends tell `credits.low_balance` (none by default).
     pub(crate) low_balance_below: Option<domain::Credits>,
     pub(crate) webhooks: Option<Arc<crate::use_cases::webhook_endpoints::Webhooks>>,
+    /// The sign-up abuse policy and its rate limits' counts (one per service, so every
+    /// driving adapter shares them).
+    pub(crate) sign_ups: crate::sign_up::SignUpLimiter,
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
@@ -90,7 +93,15 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             metrics: Arc::new(NoMetrics),
             low_balance_below: None,
             webhooks: None,
+            sign_ups: crate::sign_up::SignUpLimiter::new(crate::sign_up::SignUpPolicy::default()),
         }
+    }
+
+    /// Create accounts under `policy` (the default is [`crate::sign_up::SignUpPolicy`]'s).
+    #[must_use]
+    pub fn with_sign_up_policy(mut self, policy: crate::sign_up::SignUpPolicy) -> Self {
+        self.sign_ups = crate::sign_up::SignUpLimiter::new(policy);
+        self
     }
 
     /// Tell `credits.low_balance` when a spend takes a balance below `threshold`.

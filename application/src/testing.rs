@@ -78,3 +78,10 @@ impl SecretHasher for PlainHasher {
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+/// A client address of its own for the test user `email`, so tests that register many users
+/// are not refused by the per-address sign-up limit (the per-domain limit still counts them).
+#[must_use]
+pub fn client_of(email: &str) -> crate::sign_up::ClientAddress {
+    crate::sign_up::ClientAddress::from_request(&format!("test:{email}"), None, false)
+}

@@ -173,6 +173,7 @@ impl Application {
                 web_pages::PageSettings {
                     secure_cookies: settings.secure_cookies,
                     sandbox_notice: !report.sandboxed.is_empty(),
+                    trust_forwarded_for: settings.trust_forwarded_for,
                 },
             )
             .boxed(),
@@ -389,7 +390,8 @@ fn wire_service(
         config,
     )
     .with_metrics(Arc::new(http_api::PrometheusMetrics))
-    .with_low_balance_threshold(settings.low_balance_threshold);
+    .with_low_balance_threshold(settings.low_balance_threshold)
+    .with_sign_up_policy(settings.sign_up.policy(catalog.signup_credits_for()));
     if let Some(host_jwt) = &settings.host_jwt {
         service = service.with_host_tokens(Arc::new(HostJwtVerifier::new(host_jwt)?));
     }

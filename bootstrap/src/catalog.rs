@@ -37,7 +37,7 @@ pub const MAX_PLANS: usize = 1_000;
 pub struct Catalog {
     plans: Vec<Plan>,
     consumption: ConsumptionRules,
-    signup_grant: Option<application::ports::SignupGrant>,
+    signup_grant: Option<signup::SignupCredits>,
 }
 
 impl Catalog {
@@ -59,10 +59,20 @@ impl Catalog {
         &self.consumption
     }
 
-    /// The credits every new user is given (`[signupGrant]` in `credits.toml`), if any.
+    /// The credits a new user is given (`[signupGrant]` in `credits.toml`), if any.
     #[must_use]
     pub fn signup_grant(&self) -> Option<application::ports::SignupGrant> {
-        self.signup_grant
+        self.signup_grant.map(|credits| credits.grant)
+    }
+
+    /// Who may be given sign-up credits (`[signupGrant] requireVerifiedEmail`, default: only
+    /// a verified e-mail address).
+    #[must_use]
+    pub fn signup_credits_for(&self) -> application::sign_up::SignupCreditsFor {
+        self.signup_grant.map_or(
+            application::sign_up::SignupCreditsFor::VerifiedEmail,
+            |credits| credits.credits_for,
+        )
     }
 }
 

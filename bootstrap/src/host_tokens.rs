@@ -66,6 +66,62 @@ pub struct AdminClaim {
     value: String,
 }
 
+/// A dotted path to a claim (`email`, `user.email_verified`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimPath(Vec<String>);
+
+impl ClaimPath {
+    /// Parse `path.to.claim`.
+    ///
+    /// # Errors
+    /// An empty segment, or a path over 512 bytes.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let path: Vec<String> = text.trim().split('.').map(str::to_owned).collect();
+        if text.len() > MAX_SETTING_BYTES || path.iter().any(String::is_empty) {
+            return Err(format!("{text:?} is not a claim.path"));
+        }
+        Ok(Self(path))
+    }
+
+    /// The claim at this path in `claims`.
+    fn find<'a>(&self, claims: &'a Value) -> Option<&'a Value> {
+        self.0
+            .iter()
+            .try_fold(claims, |at, segment| at.get(segment))
+    }
+}
+
+/// Where a host token says its user's e-mail address and whether the host verified it
+/// (`hostJwt.emailClaim`, default `email`; `hostJwt.emailVerifiedClaim`, default
+/// `email_verified`, which must be the JSON `true`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmailClaims {
+    /// The address's claim.
+    pub email: ClaimPath,
+    /// The claim that is `true` when the host verified the address.
+    pub verified: ClaimPath,
+}
+
+impl Default for EmailClaims {
+    fn default() -> Self {
+        Self {
+            email: ClaimPath(vec!["email".to_owned()]),
+            verified: ClaimPath(vec!["email_verified".to_owned()]),
+        }
+    }
+}
+
+impl EmailClaims {
+    /// The address in `claims` if the verified claim is `true` (at most 254 bytes).
+    fn verified_email(&self, claims: &Value) -> Option<String> {
+        if self.verified.find(claims)? != &Value::Bool(true) {
+            return None;
+        }
+        let email = self.email.find(claims)?.as_str()?;
+        (email.len() <= application::accounts::Email::MAX_BYTES).then(|| email.to_owned())
+    }
+}
+
 /// How host tokens are verified.
 #[derive(Debug, Clone)]
 pub struct HostJwtSettings {
@@ -77,6 +133,8 @@ pub struct HostJwtSettings {
     pub audience: Option<String>,
     /// `hostJwt.adminClaim`: off unless set.
     pub admin_claim: Option<AdminClaim>,
+    /// `hostJwt.emailClaim` and `hostJwt.emailVerifiedClaim`.
+    pub email_claims: EmailClaims,
 }
 
 /// The `[hostJwt]` table of `tally.toml`.
@@ -90,6 +148,8 @@ pub(crate) struct HostJwtFile {
     issuer: Option<String>,
     audience: Option<String>,
     admin_claim: Option<String>,
+    email_claim: Option<String>,
+    email_verified_claim: Option<String>,
 }
 
 fn bad(setting: &str, problem: impl Into<String>) -> SettingsError {
@@ -175,6 +235,7 @@ pub(crate) fn resolve(
         .admin_claim
         .map(|text| AdminClaim::parse(&text).map_err(|e| bad("hostJwt.adminClaim", e)))
         .transpose()?;
+    let email_claims = email_claims(file.email_claim, file.email_verified_claim)?;
     let key = match sources.len() {
         0 if issuer.is_some() || audience.is_some() || admin_claim.is_some() => {
             return Err(bad(
@@ -197,7 +258,25 @@ pub(crate) fn resolve(
         issuer,
         audience,
         admin_claim,
+        email_claims,
     }))
+}
+
+/// `hostJwt.emailClaim` and `hostJwt.emailVerifiedClaim`, each defaulted when not set.
+fn email_claims(
+    email: Option<String>,
+    verified: Option<String>,
+) -> Result<EmailClaims, SettingsError> {
+    let defaults = EmailClaims::default();
+    let parse = |setting: &str, text: Option<String>, default: ClaimPath| {
+        text.map_or(Ok(default), |text| {
+            ClaimPath::parse(&text).map_err(|e| bad(setting, e))
+        })
+    };
+    Ok(EmailClaims {
+        email: parse("hostJwt.emailClaim", email, defaults.email)?,
+        verified: parse("hostJwt.emailVerifiedClaim", verified, defaults.verified)?,
+    })
 }
 
 /// Every key source configured, named by its setting (`HOST_JWT_SECRET` wins over
@@ -280,6 +359,7 @@ pub struct HostJwtVerifier {
     issuer: Option<String>,
     audience: Option<String>,
     admin_claim: Option<AdminClaim>,
+    email_claims: EmailClaims,
 }
 
 impl std::fmt::Debug for HostJwtVerifier {
@@ -322,6 +402,7 @@ impl HostJwtVerifier {
             issuer: settings.issuer.clone(),
             audience: settings.audience.clone(),
             admin_claim: settings.admin_claim.clone(),
+            email_claims: settings.email_claims.clone(),
         })
     }
 
@@ -375,6 +456,7 @@ impl HostJwtVerifier {
             issuer: self.issuer.clone().unwrap_or_default(),
             subject,
             role: if admin { Role::Admin } else { Role::User },
+            verified_email: self.email_claims.verified_email(claims),
         })
     }
 }
@@ -600,6 +682,7 @@ mod tests {
             issuer: None,
             audience: None,
             admin_claim: None,
+            email_claims: EmailClaims::default(),
         }
     }
 
@@ -632,6 +715,7 @@ mod tests {
                 issuer: String::new(),
                 subject: "host-user-1".into(),
                 role: Role::User,
+                verified_email: None,
             }
         );
         let other = sign(
@@ -831,6 +915,46 @@ mod tests {
         for bad in ["role", "=admin", "role=", "a..b=admin", ".role=admin"] {
             assert!(AdminClaim::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[tokio::test]
+    async fn an_email_counts_as_verified_only_when_its_claim_is_true() {
+        let nested = HostJwtVerifier::new(&HostJwtSettings {
+            email_claims: EmailClaims {
+                email: ClaimPath::parse("user.mail").unwrap(),
+                verified: ClaimPath::parse("user.mail_ok").unwrap(),
+            },
+            ..settings(HostJwtKey::Secret(SecretString::from(SECRET)))
+        })
+        .unwrap();
+        async fn email(v: &HostJwtVerifier, extra: Value) -> Option<String> {
+            let mut claims = claims();
+            if let (Some(all), Value::Object(more)) = (claims.as_object_mut(), extra) {
+                all.extend(more);
+            }
+            let token = hs256(&claims);
+            v.verify(&token, now()).await.and_then(|i| i.verified_email)
+        }
+        let plain = secret_verifier();
+        let verified = json!({"email": "Ada@Example.com", "email_verified": true});
+        assert_eq!(
+            email(&plain, verified).await.as_deref(),
+            Some("Ada@Example.com")
+        );
+        for unverified in [
+            json!({"email": "ada@example.com"}),
+            json!({"email": "ada@example.com", "email_verified": false}),
+            json!({"email": "ada@example.com", "email_verified": "true"}),
+            json!({"email_verified": true}),
+        ] {
+            assert_eq!(email(&plain, unverified).await, None);
+        }
+        let deep = json!({"user": {"mail": "bo@example.com", "mail_ok": true}});
+        assert_eq!(
+            email(&nested, deep).await.as_deref(),
+            Some("bo@example.com")
+        );
+        assert!(ClaimPath::parse("a..b").is_err());
     }
 
     async fn jwks_server(first: &str, then: Option<&str>) -> MockServer {

@@ -16,5 +16,6 @@ pub mod providers;
 pub mod seams;
 pub mod server;
 pub mod settings;
+pub mod sign_up;
 pub mod telemetry;
 pub mod webhooks;

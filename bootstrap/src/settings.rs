@@ -113,6 +113,8 @@ pub struct Settings {
     pub secure_cookies: bool,
     /// Trust `X-Forwarded-For` for rate limiting (behind a proxy).
     pub trust_forwarded_for: bool,
+    /// `[signup]`: the sign-up rate limits per client address and per e-mail domain.
+    pub sign_up: crate::sign_up::SignUpRates,
     /// `[hostJwt]` and `HOST_JWT_SECRET`: accept JWTs from a host application when a key
     /// source is set.
     pub host_jwt: Option<HostJwtSettings>,
@@ -159,6 +161,8 @@ struct FileSettings {
     reconciler: ReconcilerFile,
     #[serde(default)]
     subscriptions: SubscriptionsFile,
+    #[serde(default)]
+    signup: crate::sign_up::SignUpFile,
     #[serde(default)]
     providers: BTreeMap<String, toml::Table>,
     #[serde(default)]
@@ -315,6 +319,7 @@ fn resolve(file: FileSettings, env: &dyn Env) -> Result<Settings, SettingsError>
         reservation_lifetime_ms,
         secure_cookies,
         trust_forwarded_for: file.http.trust_forwarded_for.unwrap_or(false),
+        sign_up: crate::sign_up::resolve(&file.signup)?,
         host_jwt: host_tokens::resolve(file.host_jwt, env, environment)?,
         reconciler: reconciler(&file.reconciler)?,
         renewal_clock_tolerance_ms: renewal_tolerance(&file.subscriptions)?,

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use application::accounts::{AccountError, User};
+use application::sign_up::SignUpLimit;
 use application::use_cases::sessions::{AccountsError, SignedIn};
 use poem::Request;
 use poem::web::headers::HeaderMapExt;
@@ -88,7 +89,8 @@ api_response! {
         422 Unprocessable,
     }
     rate_limited:
-        /// `rate_limited`: too many registrations from this client.
+        /// `rate_limited`: too many sign-ups from this client's address or in this e-mail
+        /// address's domain (the service's sign-up policy, shared with the sign-up page).
         TooManyRequests
 }
 
@@ -165,12 +167,12 @@ impl AuthApi {
     #[oai(path = "/api/auth/register", method = "post")]
     async fn register(&self, request: &Request, body: Json<CredentialsBody>) -> RegisterResponse {
         let result = async {
-            self.state.limits.check(Action::Registration, request)?;
             let CredentialsBody { email, password } = body.0;
+            let client = self.state.limits.client(request);
             self.state
                 .ports
                 .accounts
-                .register(&email, password, application::accounts::Role::User)
+                .register(&email, password, application::accounts::Role::User, &client)
                 .await
                 .map_err(accounts_problem)
         };
@@ -268,6 +270,14 @@ fn accounts_problem(e: AccountsError) -> Problem {
         AccountsError::EmailTaken => Problem::new(Code::EmailTaken, e.to_string()),
         AccountsError::WrongCredentials => Problem::new(Code::InvalidCredentials, e.to_string()),
         AccountsError::Unauthenticated => crate::auth::unauthorized(),
+        AccountsError::RateLimited(refused) => {
+            let detail = match refused.limit {
+                SignUpLimit::Address => "too many sign-ups from this client",
+                SignUpLimit::Domain => "too many sign-ups in this e-mail domain",
+            };
+            let seconds = refused.retry_after_seconds;
+            Problem::rate_limited_because(seconds, format!("{detail}; retry in {seconds} s"))
+        }
         AccountsError::Infra(infra) => infra.into(),
     }
 }

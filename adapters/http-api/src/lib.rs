@@ -83,10 +83,9 @@ pub struct ApiSettings {
     pub json_body_limit_bytes: usize,
     /// The largest webhook request body, in bytes.
     pub webhook_body_limit_bytes: usize,
-    /// Sign-in attempts per client.
+    /// Sign-in attempts per client. (Registrations are limited by the service's sign-up
+    /// policy, shared with the pages: `application::sign_up`.)
     pub sign_in_limit: RateLimit,
-    /// Registrations per client.
-    pub registration_limit: RateLimit,
     /// Payment initiations per client.
     pub initiate_limit: RateLimit,
 }
@@ -99,7 +98,6 @@ impl Default for ApiSettings {
             json_body_limit_bytes: 64 * 1024,
             webhook_body_limit_bytes: 256 * 1024,
             sign_in_limit: RateLimit::per_minute(nonzero(10), nonzero(5)),
-            registration_limit: RateLimit::per_minute(nonzero(5), nonzero(5)),
             initiate_limit: RateLimit::per_minute(nonzero(30), nonzero(10)),
         }
     }

@@ -390,10 +390,15 @@ impl Problem {
 
     /// `rate_limited`, retryable after `seconds`.
     pub(crate) fn rate_limited(seconds: u64) -> Self {
-        let mut problem = Self::new(
-            Code::RateLimited,
+        Self::rate_limited_because(
+            seconds,
             format!("too many requests from this client; retry in {seconds} s"),
-        );
+        )
+    }
+
+    /// `rate_limited` with `detail` saying which limit: retry after `seconds`.
+    pub(crate) fn rate_limited_because(seconds: u64, detail: String) -> Self {
+        let mut problem = Self::new(Code::RateLimited, detail);
         problem.body.retry_after_seconds = Some(seconds);
         problem
     }

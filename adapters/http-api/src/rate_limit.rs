@@ -1,11 +1,14 @@
-//! Per-client rate limits on sign-in, registration and payment initiation (governor's keyed
-//! GCRA limiter), answered with a 429 `rate_limited` problem and `Retry-After`.
+//! Per-client rate limits on sign-in and payment initiation (governor's keyed GCRA limiter),
+//! answered with a 429 `rate_limited` problem and `Retry-After`. Registration is limited by the
+//! service's sign-up policy (`application::sign_up`), which the pages share; this module only
+//! names its client.
 //!
 //! The client is the peer address, or the last `X-Forwarded-For` entry (the one the trusted
 //! proxy appended) when `trust_forwarded_for` is on.
 
 use std::num::NonZeroU32;
 
+use application::sign_up::ClientAddress;
 use governor::clock::{Clock as _, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use poem::Request;
@@ -15,8 +18,6 @@ use crate::problem::Problem;
 
 /// Above this many tracked clients, idle entries are dropped (a bound on memory).
 const MAX_TRACKED_CLIENTS: usize = 100_000;
-/// The longest client key kept.
-const MAX_CLIENT_KEY_CHARS: usize = 64;
 
 /// A limit: a sustained rate and a burst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,14 +44,12 @@ impl RateLimit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Action {
     SignIn,
-    Registration,
     Initiate,
 }
 
 /// One keyed limiter per action.
 pub(crate) struct RateLimiters {
     sign_in: DefaultKeyedRateLimiter<String>,
-    registration: DefaultKeyedRateLimiter<String>,
     initiate: DefaultKeyedRateLimiter<String>,
     clock: DefaultClock,
     trust_forwarded_for: bool,
@@ -63,7 +62,6 @@ impl RateLimiters {
             |limit: RateLimit| RateLimiter::dashmap_with_clock(limit.quota(), clock.clone());
         Self {
             sign_in: limiter(settings.sign_in_limit),
-            registration: limiter(settings.registration_limit),
             initiate: limiter(settings.initiate_limit),
             clock: clock.clone(),
             trust_forwarded_for: settings.trust_forwarded_for,
@@ -77,13 +75,12 @@ impl RateLimiters {
     pub(crate) fn check(&self, action: Action, request: &Request) -> Result<(), Problem> {
         let limiter = match action {
             Action::SignIn => &self.sign_in,
-            Action::Registration => &self.registration,
             Action::Initiate => &self.initiate,
         };
         if limiter.len() > MAX_TRACKED_CLIENTS {
             limiter.retain_recent();
         }
-        let key = client_key(request, self.trust_forwarded_for);
+        let key = self.client(request).as_str().to_owned();
         limiter.check_key(&key).map_err(|not_until| {
             let wait = not_until.wait_time_from(self.clock.now());
             // Round up: retrying after a truncated wait would be refused again.
@@ -93,39 +90,17 @@ impl RateLimiters {
     }
 }
 
-/// Who the client is, for rate limits.
-fn client_key(request: &Request, trust_forwarded_for: bool) -> String {
-    let forwarded = trust_forwarded_for
-        .then(|| {
-            request
-                .headers()
-                .get("x-forwarded-for")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.rsplit(',').next())
-                .map(str::trim)
-                .filter(|v| !v.is_empty())
-                .map(str::to_owned)
-        })
-        .flatten();
-    let key = forwarded.unwrap_or_else(|| {
+impl RateLimiters {
+    /// Who the client of `request` is, for rate limits.
+    pub(crate) fn client(&self, request: &Request) -> ClientAddress {
+        let forwarded = request
+            .headers()
+            .get("x-forwarded-for")
+            .and_then(|v| v.to_str().ok());
         let remote = request.remote_addr();
-        remote
+        let peer = remote
             .as_socket_addr()
-            .map_or_else(|| remote.to_string(), |addr| addr.ip().to_string())
-    });
-    key.chars().take(MAX_CLIENT_KEY_CHARS).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn forwarded_for_counts_only_when_trusted() {
-        let request = Request::builder()
-            .header("x-forwarded-for", "203.0.113.9, 198.51.100.7")
-            .finish();
-        assert_eq!(client_key(&request, true), "198.51.100.7");
-        assert_ne!(client_key(&request, false), "198.51.100.7");
+            .map_or_else(|| remote.to_string(), |addr| addr.ip().to_string());
+        ClientAddress::from_request(&peer, forwarded, self.trust_forwarded_for)
     }
 }

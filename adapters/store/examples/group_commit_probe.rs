@@ -212,6 +212,7 @@ async fn seed(
             password_hash: None,
             role: Role::User,
             created_at: Timestamp::from_unix_millis(1),
+            signup_identity: None,
         };
         store.create_user(&user).await?;
         let grant = GrantCommand {

@@ -20,10 +20,9 @@ use application::accounts::User;
 use application::cursor::{Keyset, KeysetPage};
 use application::ports::{
     AdjustCommand, AdminConsoleStore, AdminWrite, AuditAction, AuditEntry, AuditFacts, AuditValue,
-    CreditTransaction, CustomerSearch, EmailKey, EventAudit, GrantSource, IdMatch, InboxEntry,
-    InboxFilter, LedgerEffect, NewAudit, OrderFilter, OrderRecord, PaymentEventCommand,
-    PaymentEventOutcome, PaymentTotal, RecordedEvent, SignupGrant, SpendError, StoreError,
-    TimeNumberKey, TimeTextKey, UsageContext,
+    CreditTransaction, CustomerSearch, EmailKey, EventAudit, IdMatch, InboxEntry, InboxFilter,
+    LedgerEffect, NewAudit, OrderFilter, OrderRecord, PaymentEventCommand, PaymentEventOutcome,
+    PaymentTotal, RecordedEvent, SpendError, StoreError, TimeNumberKey, TimeTextKey,
 };
 use async_trait::async_trait;
 use domain::{Currency, Timestamp, UserId};
@@ -261,60 +260,6 @@ async fn adjust_and_audit(
 #[derive(Debug, FromQueryResult)]
 struct RequestHashRow {
     request_hash: String,
-}
-
-/// The note of a sign-up grant's ledger entry.
-const SIGNUP_NOTE: &str = "sign-up credits";
-/// Milliseconds in a day.
-const DAY_MS: i64 = 86_400_000;
-
-/// Give `user`, created at `created_at`, the sign-up grant inside `tx` (the transaction that
-/// creates the user), and tell it to the host; the lot is keyed by the user, so a second call
-/// grants nothing.
-pub(crate) async fn give_signup_grant(
-    tx: &DatabaseTransaction,
-    user: &UserId,
-    created_at: Timestamp,
-    grant: SignupGrant,
-) -> Result<(), Fail> {
-    let source = GrantSource::Admin(format!("signup:{user}"));
-    let context = UsageContext {
-        note: Some(SIGNUP_NOTE.to_owned()),
-        ..UsageContext::default()
-    };
-    let expires_at = grant.expires_after_days.map(|days| {
-        Timestamp::from_unix_millis(created_at.unix_millis() + i64::from(days) * DAY_MS)
-    });
-    crate::ledger::grant(
-        tx,
-        &crate::ledger::NewGrant {
-            user,
-            amount: grant.amount,
-            source: &source,
-            expires_at,
-            now: created_at,
-            context: Some(&context),
-            key: None,
-        },
-        &mut crate::outbox::Outbox::default(),
-    )
-    .await
-    .map(drop)
-}
-
-impl SeaOrmStore {
-    /// Give every user created from now on `grant` in the transaction that creates them
-    /// ([`SignupGrant`]); `None` gives nothing.
-    #[must_use]
-    pub fn with_signup_grant(mut self, grant: Option<SignupGrant>) -> Self {
-        self.signup = grant;
-        self
-    }
-
-    /// The sign-up grant, if one is configured.
-    pub(crate) fn signup_grant(&self) -> Option<SignupGrant> {
-        self.signup
-    }
 }
 
 /// An `admin_audit` row.

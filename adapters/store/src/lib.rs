@@ -38,6 +38,7 @@ mod reports;
 mod retry;
 mod rows;
 mod settings;
+mod signup;
 mod sql;
 mod subscriptions;
 mod users;

@@ -95,7 +95,14 @@ async fn create_host_user(
     if sql::execute(tx, sql, values).await? == 1
         && let Some(grant) = signup
     {
-        crate::admin::give_signup_grant(tx, &id, user.created_at, grant).await?;
+        crate::signup::give_signup_grant(
+            tx,
+            &id,
+            user.created_at,
+            grant,
+            user.signup_identity.as_ref(),
+        )
+        .await?;
     }
     let sql = "INSERT INTO host_identities (issuer, subject, user_id, created_at) \
                VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING";
@@ -137,8 +144,14 @@ impl UserRepository for SeaOrmStore {
                         let (_turn, tx) = self.begin_write().await?;
                         let body = async {
                             sql::execute(&tx, sql, values.clone()).await?;
-                            crate::admin::give_signup_grant(&tx, &user.id, user.created_at, grant)
-                                .await?;
+                            crate::signup::give_signup_grant(
+                                &tx,
+                                &user.id,
+                                user.created_at,
+                                grant,
+                                user.signup_identity.as_ref(),
+                            )
+                            .await?;
                             Ok(End::Commit(()))
                         }
                         .await;

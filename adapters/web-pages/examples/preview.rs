@@ -208,14 +208,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         config()?,
     ));
     service
-        .register("admin@example.com", PASSWORD.into(), Role::Admin)
+        .register(
+            "admin@example.com",
+            PASSWORD.into(),
+            Role::Admin,
+            &application::testing::client_of("admin@example.com"),
+        )
         .await?;
     service
-        .register("user@example.com", PASSWORD.into(), Role::User)
+        .register(
+            "user@example.com",
+            PASSWORD.into(),
+            Role::User,
+            &application::testing::client_of("user@example.com"),
+        )
         .await?;
     let settings = PageSettings {
         secure_cookies: false,
         sandbox_notice: true,
+        trust_forwarded_for: false,
     };
     println!("serving the pages on http://{address}");
     Server::new(TcpListener::bind(address))

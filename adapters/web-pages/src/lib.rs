@@ -51,6 +51,9 @@ pub struct PageSettings {
     pub secure_cookies: bool,
     /// Show "sandbox: no real money moves" on every page (some provider runs on the sandbox).
     pub sandbox_notice: bool,
+    /// Take the client address for the sign-up limits from `X-Forwarded-For` (only behind a
+    /// proxy that sets it), instead of the peer address; as the JSON API does.
+    pub trust_forwarded_for: bool,
 }
 
 /// Failed sign-ins allowed per e-mail address in each window.

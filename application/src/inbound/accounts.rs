@@ -7,18 +7,20 @@ use crate::accounts::{Role, Scope, User};
 use crate::authorization::OwnerError;
 use crate::ports::{Clock, IdGenerator, SecretHasher, Store};
 use crate::service::Service;
+use crate::sign_up::ClientAddress;
 use crate::use_cases::sessions::{AccountsError, Principal, SignedIn};
 
 /// Sign-up, sign-in, sign-out and who is calling.
 #[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
 #[async_trait]
 pub trait AccountsService: Send + Sync + 'static {
-    /// Create an account and sign it in (see [`Service::register`]).
+    /// Create an account for `client` and sign it in (see [`Service::register`]).
     async fn register(
         &self,
         email: &str,
         password: String,
         role: Role,
+        client: &ClientAddress,
     ) -> Result<SignedIn, AccountsError>;
 
     /// Sign in with a password (see [`Service::sign_in`]).
@@ -59,8 +61,9 @@ where
         email: &str,
         password: String,
         role: Role,
+        client: &ClientAddress,
     ) -> Result<SignedIn, AccountsError> {
-        Service::register(self, email, password, role).await
+        Service::register(self, email, password, role, client).await
     }
 
     async fn sign_in(&self, email: &str, password: String) -> Result<SignedIn, AccountsError> {

@@ -48,16 +48,33 @@ pub enum IdMatch {
     Prefix(String),
 }
 
-/// Credits every new user is given once (`credits.signupGrant` in `credits.toml`), password or
+/// Credits a new user is given once (`credits.signupGrant` in `credits.toml`), password or
 /// host user alike, in the transaction that creates the user: a user exists with them or not at
-/// all. The ledger entry is an `admin_adjustment` noted `sign-up credits`, its lot keyed by the
-/// user (one per user, whatever retries).
+/// all. Only a user created with a [`crate::sign_up::SignupIdentity`] is given them, at most
+/// once per identity (a UNIQUE row outliving the account), and at most `daily_cap` grants per
+/// UTC day for the whole service. The ledger entry is an `admin_adjustment` noted `sign-up
+/// credits`, its lot keyed by the user (one per user, whatever retries).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SignupGrant {
     /// How many credits.
     pub amount: domain::Credits,
     /// How many days after sign-up they expire; `None`: never.
     pub expires_after_days: Option<u32>,
+    /// The most sign-up grants given per UTC day, all instances together.
+    pub daily_cap: std::num::NonZeroU32,
+}
+
+/// What became of a new user's sign-up credits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignupGrantOutcome {
+    /// Given.
+    Granted,
+    /// None configured, or the user has no identity that may be given them.
+    NotEligible,
+    /// The identity was given them before.
+    AlreadyGranted,
+    /// The UTC day's cap was reached.
+    DailyCapReached,
 }
 
 /// Which orders to list (every filter optional; together they all apply).

@@ -47,6 +47,9 @@ pub struct HostIdentity {
     /// `Admin` only when the operator mapped a claim to the admin role and this token carries
     /// it; decided per token, never stored.
     pub role: Role,
+    /// The user's e-mail address when the token says the host verified it (the configured
+    /// verified-email claim is `true`), as the token spells it; `None` otherwise.
+    pub verified_email: Option<String>,
 }
 
 /// Verifies tokens issued by a host application that already signs its users in (JWTs signed

@@ -15,6 +15,7 @@ use domain::{
 
 use crate::accounts::{ApiKey, Email, PasswordHash, Role, TokenHash, User};
 use crate::pagination::{Page, PageRequest};
+use crate::sign_up::SignupIdentity;
 
 /// What any storage operation can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +62,8 @@ pub struct NewUser {
     pub role: Role,
     /// Now.
     pub created_at: Timestamp,
+    /// Whom the sign-up credits would be given to; `None`: none are (see [`SignupGrant`]).
+    pub signup_identity: Option<SignupIdentity>,
 }
 
 /// A host application's user as a token names it: its identity in the host's namespace.
@@ -72,6 +75,8 @@ pub struct NewHostUser {
     pub subject: String,
     /// Now (the creation time if the identity is new).
     pub created_at: Timestamp,
+    /// Whom the sign-up credits would be given to if the user is created; `None`: none are.
+    pub signup_identity: Option<SignupIdentity>,
 }
 
 /// The id prefix of users created for host identities (password accounts are `usr_…`).
@@ -80,7 +85,11 @@ pub const HOST_USER_ID_PREFIX: &str = "hst_";
 /// Users and their sign-in sessions.
 #[async_trait]
 pub trait UserRepository: Send + Sync + 'static {
-    /// Create a user.
+    /// Create a user. With a sign-up grant configured and a `signup_identity`, the user is
+    /// given its credits in the same transaction, unless that identity was given them before
+    /// (whatever became of that account) or the UTC day's cap is reached: the identity is
+    /// claimed by a UNIQUE row and the day's count taken by one conditional statement, never
+    /// by a read then a write. A sign-up past the cap is still created and counted as capped.
     ///
     /// # Errors
     /// MUST return [`StoreError::Conflict`] when the e-mail address or id is taken.
@@ -110,7 +119,8 @@ pub trait UserRepository: Send + Sync + 'static {
     ///
     /// # Errors
     /// MUST return [`StoreError::Conflict`] when the mapping cannot be made or names a password
-    /// account (an id collision); storage failures otherwise.
+    /// account (an id collision); storage failures otherwise. A user created here is given the
+    /// sign-up credits by the rule of [`UserRepository::create_user`].
     async fn find_or_create_host_user(&self, user: &NewHostUser) -> Result<User, StoreError>;
 
     /// Change a user's role.

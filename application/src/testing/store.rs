@@ -42,6 +42,10 @@ struct State {
     audit: Vec<AuditEntry>,
     /// Credits every user created from now on is given ([`InMemoryStore::with_signup_grant`]).
     signup: Option<SignupGrant>,
+    /// The identities given sign-up credits (kept whatever becomes of their accounts).
+    signup_identities: BTreeSet<String>,
+    /// Per UTC day (days since the epoch): sign-up grants given, sign-ups past the cap.
+    signup_days: BTreeMap<i64, (u32, u32)>,
 }
 
 /// Every storage port in memory. Cheap to create; one per test.
@@ -61,6 +65,17 @@ impl InMemoryStore {
     pub fn with_signup_grant(self, grant: Option<SignupGrant>) -> Self {
         lock(&self.0).signup = grant;
         self
+    }
+
+    /// The sign-up grants given on UTC day `day` (days since the epoch) and the sign-ups that
+    /// day refused one by its cap (for assertions).
+    #[must_use]
+    pub fn signup_day(&self, day: i64) -> (u32, u32) {
+        lock(&self.0)
+            .signup_days
+            .get(&day)
+            .copied()
+            .unwrap_or_default()
     }
 
     /// Every inbox entry recorded so far (for assertions).
@@ -129,7 +144,12 @@ impl UserRepository for InMemoryStore {
                 user.id.clone(),
                 (created.clone(), user.password_hash.clone()),
             );
-            admin::give_signup_grant(s, &created.id, created.created_at)?;
+            admin::give_signup_grant(
+                s,
+                &created.id,
+                created.created_at,
+                user.signup_identity.as_ref(),
+            )?;
             Ok(created)
         })
     }
@@ -170,7 +190,12 @@ impl UserRepository for InMemoryStore {
                     };
                     s.users.insert(id.clone(), (created, None));
                     s.host_identities.insert(key, id.clone());
-                    admin::give_signup_grant(s, &id, user.created_at)?;
+                    admin::give_signup_grant(
+                        s,
+                        &id,
+                        user.created_at,
+                        user.signup_identity.as_ref(),
+                    )?;
                     id
                 }
             };

@@ -11,6 +11,7 @@ use crate::ports::{
     UserRepository,
 };
 use crate::service::Service;
+use crate::sign_up::{ClientAddress, SignUpRefused, SignupCreditsFor, SignupIdentity};
 
 /// The prefix of every service API key, so leaked keys are recognisable.
 pub const API_KEY_PREFIX: &str = "tly_";
@@ -58,6 +59,9 @@ pub enum AccountsError {
     /// No valid credential.
     #[error("not signed in")]
     Unauthenticated,
+    /// Too many sign-ups from this client or in this e-mail domain (the abuse policy).
+    #[error("too many sign-ups; retry in {} s", .0.retry_after_seconds)]
+    RateLimited(SignUpRefused),
     /// Infrastructure.
     #[error(transparent)]
     Infra(#[from] InfraError),
@@ -69,7 +73,8 @@ impl From<StoreError> for AccountsError {
     }
 }
 
-/// Create an account with `role` (the `register` use case and `tally admin create-user`).
+/// Create an account with `role` directly (`tally admin create-user`): no rate limit, and no
+/// sign-up credits (those are for accounts people make themselves, [`Service::register`]).
 ///
 /// # Errors
 /// Bad input, a taken address, infrastructure.
@@ -83,22 +88,60 @@ pub async fn create_account<U: UserRepository, H: SecretHasher, I: IdGenerator>(
     role: Role,
 ) -> Result<User, AccountsError> {
     let email = Email::parse_new(email)?;
+    let new = password_user((hasher, ids), now, email, password, role)?;
+    insert_user(store, &new).await
+}
+
+/// A new password account's row (no sign-up identity yet): the password checked and hashed,
+/// a fresh id.
+fn password_user<H: SecretHasher, I: IdGenerator>(
+    (hasher, ids): (&H, &I),
+    now: domain::Timestamp,
+    email: Email,
+    password: String,
+    role: Role,
+) -> Result<NewUser, AccountsError> {
     let password = Password::parse(password)?;
     let hash = hasher
         .hash_password(&password)
         .map_err(|e| InfraError::Unexpected(anyhow::anyhow!(e)))?;
     let id = UserId::new(ids.new_id("usr")).map_err(|e| InfraError::Unexpected(e.into()))?;
-    let new = NewUser {
+    Ok(NewUser {
         id,
         email,
         password_hash: Some(hash),
         role,
         created_at: now,
-    };
-    match store.create_user(&new).await {
+        signup_identity: None,
+    })
+}
+
+/// Store `new`; a taken address or id is [`AccountsError::EmailTaken`].
+async fn insert_user<U: UserRepository>(store: &U, new: &NewUser) -> Result<User, AccountsError> {
+    match store.create_user(new).await {
         Ok(user) => Ok(user),
         Err(StoreError::Conflict(_)) => Err(AccountsError::EmailTaken),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// Whom a host user's sign-up credits go to: its verified e-mail address; without one, its
+/// issuer and subject when any identity may be given them, else nobody.
+fn host_signup_identity(
+    identity: &HostIdentity,
+    credits_for: SignupCreditsFor,
+) -> Option<SignupIdentity> {
+    let verified = identity
+        .verified_email
+        .as_deref()
+        .and_then(|raw| Email::parse(raw).ok());
+    match (verified, credits_for) {
+        (Some(email), _) => Some(SignupIdentity::of_email(&email)),
+        (None, SignupCreditsFor::AnyIdentity) => Some(SignupIdentity::of_host_subject(
+            &identity.issuer,
+            &identity.subject,
+        )),
+        (None, SignupCreditsFor::VerifiedEmail) => None,
     }
 }
 
@@ -108,7 +151,11 @@ pub const MAX_HOST_IDENTITY_BYTES: usize = 512;
 /// The host identity to look up, if its issuer and subject are acceptable: a non-empty subject,
 /// both at most [`MAX_HOST_IDENTITY_BYTES`] and free of control characters (a NUL would make the
 /// derived id's input ambiguous, and PostgreSQL cannot store it).
-fn host_user(identity: &HostIdentity, now: domain::Timestamp) -> Option<NewHostUser> {
+fn host_user(
+    identity: &HostIdentity,
+    now: domain::Timestamp,
+    credits_for: SignupCreditsFor,
+) -> Option<NewHostUser> {
     let acceptable =
         |text: &str| text.len() <= MAX_HOST_IDENTITY_BYTES && !text.chars().any(char::is_control);
     (!identity.subject.is_empty() && acceptable(&identity.subject) && acceptable(&identity.issuer))
@@ -116,31 +163,39 @@ fn host_user(identity: &HostIdentity, now: domain::Timestamp) -> Option<NewHostU
             issuer: identity.issuer.clone(),
             subject: identity.subject.clone(),
             created_at: now,
+            signup_identity: host_signup_identity(identity, credits_for),
         })
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
-    /// Create an account with `role` and sign it in.
+    /// Create an account with `role` for `client` and sign it in, under the sign-up abuse
+    /// policy: the client's address and the address's e-mail domain are rate limited (before
+    /// the password is hashed), and the account's e-mail address is its sign-up identity only
+    /// when the policy gives credits to unverified addresses (Tally verifies none itself).
     ///
     /// # Errors
-    /// Bad input, a taken address, infrastructure.
-    #[tracing::instrument(skip_all)]
+    /// Bad input, a taken address, [`AccountsError::RateLimited`], infrastructure.
+    #[tracing::instrument(skip_all, fields(client = client.as_str()))]
     pub async fn register(
         &self,
         email: &str,
         password: String,
         role: Role,
+        client: &ClientAddress,
     ) -> Result<SignedIn, AccountsError> {
-        let user = create_account(
-            &self.store,
-            &self.hasher,
-            &self.ids,
-            self.clock.now(),
-            email,
-            password,
-            role,
-        )
-        .await?;
+        let email = Email::parse_new(email)?;
+        let now = self.clock.now();
+        let domain = email.as_str().rsplit('@').next().unwrap_or_default();
+        if let Err(refused) = self.sign_ups.check(client, domain, now) {
+            tracing::warn!(limit = ?refused.limit, "sign-up refused by the rate limit");
+            return Err(AccountsError::RateLimited(refused));
+        }
+        let mut new = password_user((&self.hasher, &self.ids), now, email, password, role)?;
+        new.signup_identity = match self.sign_ups.policy().credits_for {
+            SignupCreditsFor::AnyIdentity => Some(SignupIdentity::of_email(&new.email)),
+            SignupCreditsFor::VerifiedEmail => None,
+        };
+        let user = insert_user(&self.store, &new).await?;
         self.open_session(user).await
     }
 
@@ -216,7 +271,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .verify(token, now)
             .await
             .ok_or(AccountsError::Unauthenticated)?;
-        let new = host_user(&identity, now).ok_or(AccountsError::Unauthenticated)?;
+        let credits_for = self.sign_ups.policy().credits_for;
+        let new = host_user(&identity, now, credits_for).ok_or(AccountsError::Unauthenticated)?;
         let user = match self.store.find_or_create_host_user(&new).await {
             Ok(user) => user,
             // A mapping that cannot be made (an id collision) signs nobody in.

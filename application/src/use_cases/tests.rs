@@ -15,5 +15,6 @@ mod plan_changes;
 mod plan_revisions;
 mod refunds;
 mod scheduled_switches;
+mod sign_ups;
 mod subscription_terms;
 mod webhooks;

@@ -22,3 +22,4 @@ mod providers;
 mod purchases;
 mod reliability;
 mod service;
+mod sign_up_abuse;

@@ -2,10 +2,13 @@
 
 use std::sync::atomic::Ordering;
 
+use application::sign_up::{SignUpPolicy, SignUpRate};
 use http_api::{ApiSettings, RateLimit};
 use serde_json::json;
 
-use crate::helpers::{Answer, bearer, settings, spawn_app, spawn_app_with};
+use crate::helpers::{
+    Answer, bearer, service_with, settings, spawn_app, spawn_app_of, spawn_app_with,
+};
 
 #[tokio::test]
 async fn malformed_json_is_a_400_problem() {
@@ -128,11 +131,10 @@ async fn every_response_carries_a_request_id_and_a_sane_client_id_is_kept() {
 }
 
 #[tokio::test]
-async fn sign_in_registration_and_initiate_are_rate_limited_per_client_with_retry_after() {
+async fn sign_in_and_initiate_are_rate_limited_per_client_with_retry_after() {
     let tight = RateLimit::per_minute(1.try_into().unwrap(), 2.try_into().unwrap());
     let app = spawn_app_with(ApiSettings {
         sign_in_limit: tight,
-        registration_limit: tight,
         initiate_limit: tight,
         ..settings()
     });
@@ -349,4 +351,62 @@ async fn undecodable_query_and_path_values_are_problems() {
             answer.body
         );
     }
+}
+
+#[tokio::test]
+async fn registration_follows_the_services_sign_up_policy_per_address_and_per_domain() {
+    let tight = SignUpRate {
+        per_hour: 1.try_into().unwrap(),
+        burst: 2.try_into().unwrap(),
+    };
+    let policy = SignUpPolicy {
+        per_address: tight,
+        per_domain: SignUpRate {
+            burst: 3.try_into().unwrap(),
+            ..tight
+        },
+        ..SignUpPolicy::default()
+    };
+    let app = spawn_app_of(settings(), service_with(policy));
+    let register = |client_ip: &'static str, email: &'static str| {
+        let client = &app.client;
+        async move {
+            Answer::of(
+                client
+                    .post("/api/auth/register")
+                    .header("x-forwarded-for", client_ip)
+                    .body_json(&json!({"email": email, "password": "password123"}))
+                    .send()
+                    .await,
+            )
+            .await
+        }
+    };
+    register("203.0.113.1", "a@one.example")
+        .await
+        .expect(201, None);
+    register("203.0.113.1", "b@one.example")
+        .await
+        .expect(201, None);
+    let limited = register("203.0.113.1", "c@two.example").await;
+    limited.expect(429, Some("rate_limited"));
+    let retry_after: u64 = limited.header("retry-after").unwrap().parse().unwrap();
+    assert!((3000..=3600).contains(&retry_after), "{retry_after}");
+    assert_eq!(limited.body["retryAfterSeconds"], retry_after);
+    register("203.0.113.2", "d@ONE.example")
+        .await
+        .expect(201, None);
+    let domain = register("203.0.113.3", "e@one.example").await;
+    domain.expect(429, Some("rate_limited"));
+    assert!(
+        domain.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("e-mail domain"),
+        "{:?}",
+        domain.body
+    );
+    register("203.0.113.3", "e@two.example")
+        .await
+        .expect(201, None);
 }

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use application::inbound::Ports;
 use application::ports::{Gateways, OrderLocator, PaymentEvent, VerifiedWebhook};
 use application::service::{Service, ServiceConfig};
+use application::sign_up::{SignUpPolicy, SignUpRate};
 use application::testing::{
     FAKE_SIGNATURE_HEADER, FakeGateway, FixedClock, InMemoryStore, PlainHasher, SequentialIds,
 };
@@ -227,14 +228,33 @@ pub fn settings() -> ApiSettings {
         secure_cookies: false,
         trust_forwarded_for: true,
         sign_in_limit: generous,
-        registration_limit: generous,
         initiate_limit: generous,
         ..ApiSettings::default()
     }
 }
 
+/// A sign-up policy no test reaches by accident: 1,000 sign-ups at once per address and domain.
+pub fn generous_sign_ups() -> SignUpPolicy {
+    let generous = SignUpRate {
+        per_hour: 1000.try_into().unwrap(),
+        burst: 1000.try_into().unwrap(),
+    };
+    SignUpPolicy {
+        per_address: generous,
+        per_domain: generous,
+        ..SignUpPolicy::default()
+    }
+}
+
 /// The service of the tests, with a fake gateway per provider.
 pub fn service() -> (Arc<TestService>, BTreeMap<ProviderId, Arc<FakeGateway>>) {
+    service_with(generous_sign_ups())
+}
+
+/// The service of the tests under the sign-up policy `sign_ups`.
+pub fn service_with(
+    sign_ups: SignUpPolicy,
+) -> (Arc<TestService>, BTreeMap<ProviderId, Arc<FakeGateway>>) {
     let mut gateways = Gateways::new();
     let mut fakes = BTreeMap::new();
     for provider in ProviderId::ALL {
@@ -268,7 +288,8 @@ pub fn service() -> (Arc<TestService>, BTreeMap<ProviderId, Arc<FakeGateway>>) {
         gateways,
         config,
     )
-    .with_metrics(Arc::new(http_api::PrometheusMetrics));
+    .with_metrics(Arc::new(http_api::PrometheusMetrics))
+    .with_sign_up_policy(sign_ups);
     (Arc::new(service), fakes)
 }
 
@@ -279,7 +300,14 @@ pub fn spawn_app() -> TestApp {
 
 /// The app with `settings`.
 pub fn spawn_app_with(settings: ApiSettings) -> TestApp {
-    let (service, gateways) = service();
+    spawn_app_of(settings, service())
+}
+
+/// The app with `settings` over `service` and its fake gateways.
+pub fn spawn_app_of(
+    settings: ApiSettings,
+    (service, gateways): (Arc<TestService>, BTreeMap<ProviderId, Arc<FakeGateway>>),
+) -> TestApp {
     let ready = Arc::new(Flag(AtomicBool::new(true)));
     let endpoint = build_api(Ports::new(service.clone()), ready.clone(), settings).boxed();
     TestApp {

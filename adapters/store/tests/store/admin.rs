@@ -10,6 +10,7 @@ use application::ports::{
     OrderFilter, PaymentEventStore, PlanRepository, SignupGrant, SpendError, StoreError,
     StoredPlan, UserRepository,
 };
+use application::sign_up::SignupIdentity;
 use domain::{
     CreditDelta, Currency, EventOutcome, Plan, PlanDraft, PlanId, PlanText, ProviderId, UserId,
     Visibility,
@@ -399,6 +400,7 @@ async fn new_users_get_the_signup_grant_once_in_their_creation(store: &TestStore
     let grant = SignupGrant {
         amount: c(1_000),
         expires_after_days: Some(30),
+        daily_cap: std::num::NonZeroU32::new(100).unwrap(),
     };
     let granting = SeaOrmStore::clone(store).with_signup_grant(Some(grant));
     let new = NewUser {
@@ -407,6 +409,9 @@ async fn new_users_get_the_signup_grant_once_in_their_creation(store: &TestStore
         password_hash: None,
         role: Role::User,
         created_at: t(DAY_MS),
+        signup_identity: Some(SignupIdentity::of_email(
+            &Email::parse("new@example.com").unwrap(),
+        )),
     };
     granting.create_user(&new).await.unwrap();
     assert_eq!(granting.balance(&new.id).await.unwrap(), c(1_000));
@@ -438,6 +443,10 @@ async fn new_users_get_the_signup_grant_once_in_their_creation(store: &TestStore
         issuer: "https://host.example".into(),
         subject: "sub-1".into(),
         created_at: t(DAY_MS),
+        signup_identity: Some(SignupIdentity::of_host_subject(
+            "https://host.example",
+            "sub-1",
+        )),
     };
     let first = granting.find_or_create_host_user(&host).await.unwrap();
     let again = granting.find_or_create_host_user(&host).await.unwrap();

@@ -148,7 +148,12 @@ impl World {
 
     async fn user(&self, email: &str) -> User {
         self.service
-            .register(email, "password123".into(), Role::User)
+            .register(
+                email,
+                "password123".into(),
+                Role::User,
+                &application::testing::client_of(email),
+            )
             .await
             .unwrap()
             .user

@@ -20,6 +20,7 @@ mod ledger;
 mod orders;
 mod plans;
 mod reports;
+mod signup_grants;
 mod subscription_events;
 mod switch_claims;
 mod users;

@@ -297,6 +297,7 @@ async fn run_case(
             &format!("p{case}@example.com"),
             "password123".into(),
             application::accounts::Role::User,
+            &application::testing::client_of(&format!("p{case}@example.com")),
         )
         .await
         .unwrap()

@@ -362,6 +362,7 @@ pub async fn user(store: &SeaOrmStore, id: &str) -> UserId {
         password_hash: None,
         role: Role::User,
         created_at: t(1),
+        signup_identity: None,
     };
     store.create_user(&new).await.expect("create user");
     new.id

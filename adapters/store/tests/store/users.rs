@@ -12,6 +12,7 @@ async fn users_are_created_found_and_a_taken_email_conflicts(store: &TestStore) 
         password_hash: Some(PasswordHash("$argon2id$x".into())),
         role: Role::Admin,
         created_at: t(5),
+        signup_identity: None,
     };
     let created = store.create_user(&new).await.unwrap();
     assert_eq!(created.email.as_str(), "ada@example.com");
@@ -47,6 +48,7 @@ fn host(issuer: &str, subject: &str, at: i64) -> NewHostUser {
         issuer: issuer.into(),
         subject: subject.into(),
         created_at: t(at),
+        signup_identity: None,
     }
 }
 
@@ -95,6 +97,7 @@ async fn a_host_identity_never_resolves_to_a_password_account(store: &TestStore)
         password_hash: Some(PasswordHash("$argon2id$x".into())),
         role: Role::Admin,
         created_at: t(1),
+        signup_identity: None,
     };
     store.create_user(&admin).await.unwrap();
     for issuer in ["", "https://idp.example"] {

@@ -6,9 +6,10 @@
 use std::sync::Arc;
 
 use application::accounts::{AccountError, Role};
+use application::sign_up::ClientAddress;
 use application::use_cases::sessions::{AccountsError, SignedIn};
 use maud::{Markup, html};
-use poem::http::StatusCode;
+use poem::http::{StatusCode, header};
 use poem::{Request, Response};
 use serde::Deserialize;
 
@@ -121,39 +122,71 @@ pub(crate) async fn sign_in(state: Arc<PageState>, v: Visitor, mut request: Requ
     }
 }
 
-/// `POST /signup`.
+/// `POST /signup`: under the service's sign-up policy, the same as the JSON API's (a sign-up
+/// over its rate limit is a 429 page saying when to try again, with `Retry-After`).
 pub(crate) async fn sign_up(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let form: Credentials = read_form(&v, &mut request).await?;
     let next = safe_next(form.next.as_deref());
-    let problems = match state
+    let client = client_address(&state, &request);
+    let error = match state
         .ports
         .accounts
-        .register(&form.email, form.password, Role::User)
+        .register(&form.email, form.password, Role::User, &client)
         .await
     {
         Ok(signed_in) => return Ok(signed_in_response(&state, &signed_in, &next)),
         Err(AccountsError::Infra(e)) => return Err(e.into()),
-        Err(AccountsError::Invalid(AccountError::Password)) => Problems {
-            password: Some("auth.password_rule"),
-            ..Problems::default()
-        },
-        Err(AccountsError::EmailTaken) => Problems {
-            email: Some("auth.email_taken"),
-            ..Problems::default()
-        },
-        Err(_) => Problems {
-            email: Some("auth.email_invalid"),
-            ..Problems::default()
-        },
+        Err(error) => error,
     };
-    Ok(render(
-        &v,
-        Kind::SignUp,
-        &form.email,
-        &next,
-        &problems,
-        StatusCode::UNPROCESSABLE_ENTITY,
-    ))
+    let (problems, status) = sign_up_problems(&error);
+    let mut response = render(&v, Kind::SignUp, &form.email, &next, &problems, status);
+    if let AccountsError::RateLimited(refused) = error
+        && let Ok(value) = refused.retry_after_seconds.to_string().parse()
+    {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    Ok(response)
+}
+
+/// What the sign-up form says about a refused sign-up, and its status.
+fn sign_up_problems(error: &AccountsError) -> (Problems, StatusCode) {
+    let problems = |form, email, password| Problems {
+        form,
+        email,
+        password,
+    };
+    match error {
+        AccountsError::RateLimited(_) => (
+            problems(Some("auth.sign_up_throttled"), None, None),
+            StatusCode::TOO_MANY_REQUESTS,
+        ),
+        AccountsError::Invalid(AccountError::Password) => (
+            problems(None, None, Some("auth.password_rule")),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        AccountsError::EmailTaken => (
+            problems(None, Some("auth.email_taken"), None),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        _ => (
+            problems(None, Some("auth.email_invalid"), None),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+    }
+}
+
+/// Who is signing up: the peer address, or the last `X-Forwarded-For` entry when the operator
+/// said a proxy sets it (as the JSON API decides, so both count the same client).
+fn client_address(state: &PageState, request: &Request) -> ClientAddress {
+    let forwarded = request
+        .headers()
+        .get("x-forwarded-for")
+        .and_then(|v| v.to_str().ok());
+    let remote = request.remote_addr();
+    let peer = remote
+        .as_socket_addr()
+        .map_or_else(|| remote.to_string(), |addr| addr.ip().to_string());
+    ClientAddress::from_request(&peer, forwarded, state.settings.trust_forwarded_for)
 }
 
 /// `POST /signout`: the session stops working and its cookie is removed.

@@ -86,6 +86,7 @@ impl Fakes {
         let settings = PageSettings {
             secure_cookies: true,
             sandbox_notice: false,
+            trust_forwarded_for: false,
         };
         Pages {
             client: TestClient::new(crate::routes(ports, settings).boxed()),

@@ -143,6 +143,7 @@ impl App {
             PageSettings {
                 secure_cookies: true,
                 sandbox_notice: true,
+                trust_forwarded_for: false,
             },
         )
     }
@@ -188,7 +189,12 @@ impl App {
     pub(crate) async fn signed_in(&self, email: &str, admin: bool) -> Browser<'_> {
         let role = if admin { Role::Admin } else { Role::User };
         self.service
-            .register(email, PASSWORD.into(), role)
+            .register(
+                email,
+                PASSWORD.into(),
+                role,
+                &application::testing::client_of(email),
+            )
             .await
             .unwrap();
         let browser = self.browser();

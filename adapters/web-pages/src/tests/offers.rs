@@ -77,6 +77,7 @@ fn app() -> App {
         PageSettings {
             secure_cookies: true,
             sandbox_notice: true,
+            trust_forwarded_for: false,
         },
     )
 }

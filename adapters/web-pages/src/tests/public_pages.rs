@@ -142,6 +142,7 @@ async fn cookies_are_not_secure_in_development() {
         PageSettings {
             secure_cookies: false,
             sandbox_notice: false,
+            trust_forwarded_for: false,
         },
     );
     let browser = app.browser();
@@ -187,6 +188,7 @@ async fn form_posts_without_the_right_csrf_token_are_refused() {
             "cy@example.com",
             PASSWORD.into(),
             application::accounts::Role::User,
+            &application::testing::client_of("cy@example.com"),
         )
         .await
         .unwrap();

@@ -374,6 +374,7 @@ async fn the_dashboard_lists_every_subscription_with_its_own_cancel_button_and_e
     let settings = PageSettings {
         secure_cookies: true,
         sandbox_notice: true,
+        trust_forwarded_for: false,
     };
     let app = App::with_config(several, settings);
     let browser = app.signed_in("ida@example.com", false).await;

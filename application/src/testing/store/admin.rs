@@ -15,8 +15,9 @@ use crate::ports::{
     AuditFacts, AuditValue, CreditTransaction, CustomerSearch, EmailKey, EventAudit, GrantCommand,
     GrantSource, IdMatch, InboxEntry, InboxFilter, LedgerEffect, NewAudit, OrderFilter,
     OrderRecord, PaymentEventCommand, PaymentEventOutcome, PaymentTotal, PlanRepository,
-    RecordedEvent, SpendError, StoreError, TimeNumberKey, TimeTextKey,
+    RecordedEvent, SignupGrantOutcome, SpendError, StoreError, TimeNumberKey, TimeTextKey,
 };
+use crate::sign_up::SignupIdentity;
 use crate::testing::lock;
 
 /// Rows after `keyset.after` in `rows` (already in the list's order, keyed by `key`), one page.
@@ -71,17 +72,30 @@ const SIGNUP_NOTE: &str = "sign-up credits";
 /// Milliseconds in a day.
 const DAY_MS: i64 = 86_400_000;
 
-/// Give `user`, created at `created_at`, the store's sign-up grant, if one is configured, in the
-/// caller's atomic change (the one that creates the user): an `admin_adjustment` noted
-/// [`SIGNUP_NOTE`] whose lot is keyed by the user, so a second call grants nothing.
+/// Give `user`, created at `created_at`, the store's sign-up grant in the caller's atomic change
+/// (the one that creates the user), by `UserRepository::create_user`'s rule: only with an
+/// identity never given one before, and within the UTC day's cap (a capped sign-up is counted).
+/// An `admin_adjustment` noted [`SIGNUP_NOTE`] whose lot is keyed by the user.
 pub(super) fn give_signup_grant(
     state: &mut State,
     user: &UserId,
     created_at: Timestamp,
-) -> Result<(), StoreError> {
-    let Some(grant) = state.signup else {
-        return Ok(());
+    identity: Option<&SignupIdentity>,
+) -> Result<SignupGrantOutcome, StoreError> {
+    let (Some(grant), Some(identity)) = (state.signup, identity) else {
+        return Ok(SignupGrantOutcome::NotEligible);
     };
+    if state.signup_identities.contains(identity.as_str()) {
+        return Ok(SignupGrantOutcome::AlreadyGranted);
+    }
+    let day = created_at.unix_millis().div_euclid(DAY_MS);
+    let (granted, capped) = state.signup_days.entry(day).or_default();
+    if *granted >= grant.daily_cap.get() {
+        *capped += 1;
+        return Ok(SignupGrantOutcome::DailyCapReached);
+    }
+    *granted += 1;
+    state.signup_identities.insert(identity.as_str().to_owned());
     let command = GrantCommand {
         user_id: user.clone(),
         amount: grant.amount,
@@ -101,7 +115,7 @@ pub(super) fn give_signup_grant(
     {
         written.context.note = Some(SIGNUP_NOTE.to_owned());
     }
-    Ok(())
+    Ok(SignupGrantOutcome::Granted)
 }
 
 fn balance_facts(hundredths: i64) -> AuditFacts {

@@ -14,13 +14,23 @@ async fn register_sign_in_authenticate_and_sign_out() {
     let h = Harness::new();
     let signed = h
         .service
-        .register("Ada@Example.com", "password123".into(), Role::User)
+        .register(
+            "Ada@Example.com",
+            "password123".into(),
+            Role::User,
+            &crate::testing::client_of("Ada@Example.com"),
+        )
         .await
         .unwrap();
     assert_eq!(signed.user.email.as_str(), "ada@example.com");
     let taken = h
         .service
-        .register("ada@example.com", "password123".into(), Role::User)
+        .register(
+            "ada@example.com",
+            "password123".into(),
+            Role::User,
+            &crate::testing::client_of("ada@example.com"),
+        )
         .await
         .unwrap_err();
     assert!(matches!(taken, AccountsError::EmailTaken));
@@ -55,7 +65,12 @@ async fn api_keys_are_shown_once_scoped_and_revocable() {
     let h = Harness::new();
     let admin = h
         .service
-        .register("root@example.com", "password123".into(), Role::Admin)
+        .register(
+            "root@example.com",
+            "password123".into(),
+            Role::Admin,
+            &crate::testing::client_of("root@example.com"),
+        )
         .await
         .unwrap()
         .user;

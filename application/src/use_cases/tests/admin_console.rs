@@ -217,12 +217,14 @@ async fn the_in_memory_store_gives_sign_up_credits_once_with_each_new_user() {
     use crate::accounts::Email;
     use crate::pagination::PageRequest;
     use crate::ports::{CreditLedger, NewHostUser, NewUser, SignupGrant, UserRepository};
+    use crate::sign_up::SignupIdentity;
     use crate::testing::InMemoryStore;
 
     const DAY_MS: i64 = 86_400_000;
     let grant = SignupGrant {
         amount: Credits::from_hundredths(2_500).unwrap(),
         expires_after_days: Some(30),
+        daily_cap: std::num::NonZeroU32::new(100).unwrap(),
     };
     let store = InMemoryStore::new().with_signup_grant(Some(grant));
     let at = Timestamp::from_unix_millis(super::harness::START_MS);
@@ -232,6 +234,7 @@ async fn the_in_memory_store_gives_sign_up_credits_once_with_each_new_user() {
         password_hash: None,
         role: Role::User,
         created_at: at,
+        signup_identity: Some(SignupIdentity::of_email(&Email::parse(email).unwrap())),
     };
     let ada = store
         .create_user(&new_user("usr_ada", "ada@example.com"))
@@ -257,6 +260,10 @@ async fn the_in_memory_store_gives_sign_up_credits_once_with_each_new_user() {
         issuer: "https://host.example".into(),
         subject: "42".into(),
         created_at: at,
+        signup_identity: Some(SignupIdentity::of_host_subject(
+            "https://host.example",
+            "42",
+        )),
     };
     let first_visit = store.find_or_create_host_user(&host).await.unwrap();
     let again = store.find_or_create_host_user(&host).await.unwrap();

@@ -88,7 +88,12 @@ impl Harness {
 
     pub async fn user(&self, email: &str) -> User {
         self.service
-            .register(email, "password123".into(), Role::User)
+            .register(
+                email,
+                "password123".into(),
+                Role::User,
+                &crate::testing::client_of(email),
+            )
             .await
             .unwrap()
             .user

@@ -25,6 +25,7 @@ impl HostTokenVerifier for FakeVerifier {
             issuer: issuer.to_owned(),
             subject: subject.to_owned(),
             role: Role::parse(role)?,
+            verified_email: None,
         })
     }
 }
@@ -55,7 +56,12 @@ async fn signed_in(
 async fn a_host_token_naming_an_admins_id_is_a_host_user_of_its_own() {
     let service = service();
     let admin = service
-        .register("root@example.com", "password123".into(), Role::Admin)
+        .register(
+            "root@example.com",
+            "password123".into(),
+            Role::Admin,
+            &crate::testing::client_of("root@example.com"),
+        )
         .await
         .unwrap()
         .user;
