@@ -89,8 +89,7 @@ api_response! {
         422 Unprocessable,
     }
     rate_limited:
-        /// `rate_limited`: too many sign-ups from this client's address or in this e-mail
-        /// address's domain (the service's sign-up policy, shared with the sign-up page).
+        /// `rate_limited`: too many sign-ups from this client or in this e-mail domain.
         TooManyRequests
 }
 

@@ -5964,7 +5964,7 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `rate_limited`: too many registrations from this client. */
+                /** @description `rate_limited`: too many sign-ups from this client or in this e-mail domain. */
                 429: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
