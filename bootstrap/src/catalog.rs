@@ -15,13 +15,14 @@ mod payment;
 mod signup;
 mod toml_source;
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
 
 use domain::consumption::ConsumptionRules;
-use domain::{Plan, PlanId};
+use domain::{AppEnvironment, Plan, PlanId, ProviderRefs};
 
 /// The file of static plans, in the configuration directory.
 pub const PAYMENT_FILE: &str = "payment.toml";
@@ -112,15 +113,108 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// Where a catalog came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CatalogSource {
+    /// `payment.toml` and `credits.toml` of the configuration directory.
+    Directory,
+    /// The sample catalog built into the binary (development without a configuration
+    /// directory).
+    BuiltInSample,
+}
+
+/// The sample `payment.toml` shipped in the checkout's `config/`, built into the binary.
+const SAMPLE_PAYMENT: &str = include_str!("../../config/payment.toml");
+/// The sample `credits.toml` shipped in the checkout's `config/`, built into the binary.
+const SAMPLE_CREDITS: &str = include_str!("../../config/credits.toml");
+
 /// Read and validate `payment.toml` and `credits.toml` in `dir`.
 ///
 /// # Errors
 /// Every problem found in either file, in file order; never an empty list.
 pub fn load(dir: &Path) -> Result<Catalog, Vec<ConfigError>> {
-    let plans = read_file(&dir.join(PAYMENT_FILE))
+    let payment = read_file(&dir.join(PAYMENT_FILE));
+    let credits = read_file(&dir.join(CREDITS_FILE));
+    parse(payment, credits)
+}
+
+/// The catalog for `tally serve` and `tally check-config`: the directory's, or, in development
+/// when `dir` does not exist at all, the sample catalog built into the binary, so a binary
+/// started outside the checkout runs. Production always needs the directory.
+///
+/// # Errors
+/// As [`load`].
+pub fn load_for(
+    dir: &Path,
+    environment: AppEnvironment,
+) -> Result<(Catalog, CatalogSource), Vec<ConfigError>> {
+    if environment == AppEnvironment::Development && !dir.exists() {
+        return sample().map(|catalog| (catalog, CatalogSource::BuiltInSample));
+    }
+    load(dir).map(|catalog| (catalog, CatalogSource::Directory))
+}
+
+/// The sample catalog built into the binary.
+///
+/// # Errors
+/// Never for a binary whose tests pass (the sample is the checkout's `config/`).
+pub fn sample() -> Result<Catalog, Vec<ConfigError>> {
+    let file = |name: &str, text: &str| Ok((format!("(built-in sample) {name}"), text.to_owned()));
+    parse(
+        file(PAYMENT_FILE, SAMPLE_PAYMENT),
+        file(CREDITS_FILE, SAMPLE_CREDITS),
+    )
+}
+
+/// The provider-side ids of the built-in sample catalog that `plans` still use, one message
+/// per use: such an id names nothing at a real provider, so a production catalog must replace
+/// every one with the id from the provider's dashboard.
+#[must_use]
+pub fn sample_ids_in(plans: &[Plan]) -> Vec<String> {
+    let Ok(sample) = sample() else {
+        return Vec::new();
+    };
+    let shipped: BTreeSet<(&str, &str)> = sample
+        .plans()
+        .iter()
+        .flat_map(|plan| ref_fields(plan.provider_refs()))
+        .collect();
+    let mut found = Vec::new();
+    for plan in plans {
+        for (field, value) in ref_fields(plan.provider_refs()) {
+            if shipped.contains(&(field, value)) {
+                found.push(format!(
+                    "plan {:?}: {field} {value:?} is the shipped sample's placeholder; replace it \
+                     with the id from your provider's dashboard",
+                    plan.id().as_str()
+                ));
+            }
+        }
+    }
+    found
+}
+
+/// A plan's provider-side ids, each with its `payment.toml` field name.
+pub(crate) fn ref_fields(refs: &ProviderRefs) -> impl Iterator<Item = (&'static str, &str)> {
+    [
+        ("cardGatewayPriceId", &refs.card_gateway_price_id),
+        ("walletGlobalPlanId", &refs.wallet_global_plan_id),
+        ("morAProductId", &refs.mor_a_product_id),
+        ("morBProductId", &refs.mor_b_product_id),
+        ("morCProductId", &refs.mor_c_product_id),
+    ]
+    .into_iter()
+    .filter_map(|(field, value)| value.as_deref().map(|v| (field, v)))
+}
+
+type FileText = Result<(String, String), Vec<ConfigError>>;
+
+/// Validate the two files' texts as one catalog.
+fn parse(payment: FileText, credits: FileText) -> Result<Catalog, Vec<ConfigError>> {
+    let plans = payment
         .and_then(|(name, text)| payment::load_plans(&toml_source::SourceFile::new(&name, &text)))
         .map_err(in_file_order);
-    let consumption = read_file(&dir.join(CREDITS_FILE))
+    let consumption = credits
         .and_then(|(name, text)| {
             let file = toml_source::SourceFile::new(&name, &text);
             let rules = credits::load_rules(&file);
@@ -159,7 +253,7 @@ fn in_file_order(mut errors: Vec<ConfigError>) -> Vec<ConfigError> {
 }
 
 /// The file's display name and its text, at most [`MAX_FILE_BYTES`] of UTF-8.
-fn read_file(path: &Path) -> Result<(String, String), Vec<ConfigError>> {
+fn read_file(path: &Path) -> FileText {
     let name = path.display().to_string();
     let fail = |problem: String| {
         vec![ConfigError {

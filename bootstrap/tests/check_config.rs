@@ -343,9 +343,9 @@ fn the_config_directory_defaults_to_config_in_the_working_directory() {
 }
 
 #[test]
-fn a_missing_config_directory_is_reported_for_both_files() {
+fn a_missing_config_directory_is_reported_for_both_files_in_production() {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let lines = error_lines(&check_config(&dir.path().join("nowhere")));
+    let lines = error_lines(&check_config_with(&dir.path().join("nowhere"), &PRODUCTION));
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert!(
         lines[0].ends_with("payment.toml: does not exist"),
@@ -354,6 +354,63 @@ fn a_missing_config_directory_is_reported_for_both_files() {
     assert!(
         lines[1].ends_with("credits.toml: does not exist"),
         "{lines:?}"
+    );
+}
+
+#[test]
+fn development_without_a_config_directory_runs_on_the_built_in_sample_and_says_so() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let output = check_config_with(&dir.path().join("nowhere"), &[]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.contains("does not exist: the sample catalog built into the binary"),
+        "{stdout}"
+    );
+    // The built-in sample is the checkout's config/: the same plans, in the same order.
+    let shipped = fs::read_to_string(shipped_config_dir().join("payment.toml")).expect("read");
+    for id in plan_ids_in(&shipped) {
+        assert!(
+            stdout.contains(&format!("\n{id} ")),
+            "{id} missing: {stdout}"
+        );
+    }
+    // A directory that exists but lacks a file is still an error, not a silent fallback.
+    let empty = tempfile::tempdir().expect("a temporary directory");
+    let lines = error_lines(&check_config_with(empty.path(), &[]));
+    assert_eq!(lines.len(), 2, "{lines:?}");
+}
+
+#[test]
+fn production_refuses_the_shipped_sample_ids_and_development_notes_them() {
+    let shipped = fs::read_to_string(shipped_config_dir().join("payment.toml")).expect("read");
+    let credits = fs::read_to_string(shipped_config_dir().join("credits.toml")).expect("read");
+    let dir = config_dir(&shipped, &credits);
+    let dev = check_config_with(dir.path(), &[]);
+    assert!(dev.status.success(), "{}", text(&dev.stderr));
+    assert!(
+        text(&dev.stdout).contains("are the shipped sample's placeholders"),
+        "{}",
+        text(&dev.stdout)
+    );
+    let card = FIXTURE_PLANS
+        .iter()
+        .find(|(id, _)| *id == "card_monthly")
+        .expect("fixture");
+    let sample_id = shipped
+        .lines()
+        .find_map(|l| l.strip_prefix("cardGatewayPriceId = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .expect("the sample sells through the card gateway");
+    let body = card.1.replace("price_card", sample_id);
+    let dir = config_dir(&plan_block(card.0, &body), FIXTURE_CREDITS);
+    fs::write(dir.path().join("tally.toml"), CARD_ONLY).expect("tally.toml written");
+    let lines = error_lines(&check_config_with(dir.path(), &PRODUCTION)).join("\n");
+    assert!(
+        lines.contains(&format!(
+            "plan \"card_monthly\": cardGatewayPriceId {sample_id:?} is the shipped sample's placeholder"
+        )),
+        "{lines}"
     );
 }
 
@@ -815,4 +872,42 @@ fn the_host_applications_key_file_is_loaded_as_serve_loads_it() {
     .expect("tally.toml written");
     let output = check_config_with(dir.path(), &[]);
     assert!(output.status.success(), "{}", text(&output.stderr));
+}
+
+#[test]
+fn serve_in_production_refuses_the_shipped_sample_ids_before_opening_anything() {
+    let shipped = fs::read_to_string(shipped_config_dir().join("payment.toml")).expect("read");
+    let sample_id = shipped
+        .lines()
+        .find_map(|l| l.strip_prefix("cardGatewayPriceId = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .expect("the sample sells through the card gateway");
+    let card = FIXTURE_PLANS
+        .iter()
+        .find(|(id, _)| *id == "card_monthly")
+        .expect("fixture");
+    let dir = config_dir(
+        &plan_block(card.0, &card.1.replace("price_card", sample_id)),
+        FIXTURE_CREDITS,
+    );
+    // The database URL points nowhere: the refusal must come before any connection.
+    fs::write(
+        dir.path().join("tally.toml"),
+        format!("databaseUrl = \"postgres://nobody@127.0.0.1:9/none\"\n{CARD_ONLY}"),
+    )
+    .expect("tally.toml written");
+    let output = Command::new(env!("CARGO_BIN_EXE_tally"))
+        .arg("serve")
+        .arg("--config")
+        .arg(dir.path())
+        .env_remove("DATABASE_URL")
+        .envs(PRODUCTION.iter().copied())
+        .output()
+        .expect("tally runs");
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("is the shipped sample's placeholder"),
+        "{}",
+        text(&output.stderr)
+    );
 }

@@ -339,17 +339,8 @@ fn shared_provider_refs(entries: &[PlanEntry<'_>]) -> Vec<ConfigError> {
     let mut first_user: BTreeMap<(&str, &str), &str> = BTreeMap::new();
     let mut errors = Vec::new();
     for entry in entries {
-        let refs = &entry.draft.provider_refs;
-        let fields = [
-            ("cardGatewayPriceId", &refs.card_gateway_price_id),
-            ("walletGlobalPlanId", &refs.wallet_global_plan_id),
-            ("morAProductId", &refs.mor_a_product_id),
-            ("morBProductId", &refs.mor_b_product_id),
-            ("morCProductId", &refs.mor_c_product_id),
-        ];
-        for (field, value) in fields {
-            let Some(value) = value else { continue };
-            match first_user.get(&(field, value.as_str())) {
+        for (field, value) in super::ref_fields(&entry.draft.provider_refs) {
+            match first_user.get(&(field, value)) {
                 Some(other) => errors.push(entry.error(
                     field,
                     format!("{value:?} is already used by plan {other:?}"),

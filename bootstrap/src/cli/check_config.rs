@@ -15,10 +15,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 use domain::consumption::ConsumptionMode;
 use domain::plan::Prominence;
-use domain::{Duration, Plan, UnknownModelPolicy, Visibility};
+use domain::{AppEnvironment, Duration, Plan, UnknownModelPolicy, Visibility};
 
 use super::{ConfigDirArgs, EXIT_INVALID_CONFIG};
-use crate::catalog::{self, Catalog};
+use crate::catalog::{self, Catalog, CatalogSource};
 use crate::providers::ProviderReport;
 use crate::settings::{self, ProcessEnv};
 
@@ -46,16 +46,20 @@ pub(super) fn run(
 ) -> anyhow::Result<ExitCode> {
     let dir = args.config.display();
     let settings = settings::load(&args.config, &ProcessEnv).map_err(|e| vec![e.to_string()]);
-    let catalog = catalog::load(&args.config)
+    let environment = settings
+        .as_ref()
+        .map_or(AppEnvironment::Development, |s| s.environment);
+    let catalog = catalog::load_for(&args.config, environment)
         .map_err(|errors| errors.iter().map(ToString::to_string).collect::<Vec<_>>());
     let loaded = match (settings, catalog) {
-        (Ok(settings), Ok(catalog)) => {
+        (Ok(settings), Ok((catalog, source))) => {
             let providers = ProviderReport::of(&settings);
             providers
                 .check(&settings, catalog.plans())
                 .map_err(|problem| vec![problem])
                 .and_then(|()| host_keys(&settings))
-                .map(|()| (catalog, providers))
+                .and_then(|()| placeholders(&settings, &catalog))
+                .map(|notes| (catalog, source, providers, notes))
         }
         (settings, catalog) => Err(settings
             .err()
@@ -65,14 +69,29 @@ pub(super) fn run(
             .collect()),
     };
     match loaded {
-        Ok((catalog, providers)) => {
-            let report = format!(
-                "{}\n{}\n{}\n{dir}: {} plans and the consumption rules are valid\n",
+        Ok((catalog, source, providers, notes)) => {
+            let mut report = format!(
+                "{}\n{}\n{}\n",
                 plan_table(catalog.plans()),
                 consumption_summary(&catalog),
                 providers.summary(),
-                catalog.plans().len()
             );
+            for note in notes {
+                let _ = writeln!(report, "note: {note}");
+            }
+            let _ = match source {
+                CatalogSource::Directory => writeln!(
+                    report,
+                    "{dir}: {} plans and the consumption rules are valid",
+                    catalog.plans().len()
+                ),
+                CatalogSource::BuiltInSample => writeln!(
+                    report,
+                    "{dir} does not exist: the sample catalog built into the binary ({} plans) \
+                     is valid, and development runs on it",
+                    catalog.plans().len()
+                ),
+            };
             out.write_all(report.as_bytes())
                 .context("cannot write the report to stdout")?;
             Ok(ExitCode::SUCCESS)
@@ -99,6 +118,27 @@ fn host_keys(settings: &settings::Settings) -> Result<(), Vec<String>> {
             .map_err(|e| vec![e.to_string()]),
         None => Ok(()),
     }
+}
+
+/// The shipped sample's provider-side ids still in the catalog: problems in production (they
+/// name nothing at a real provider), notes in development (the sandbox accepts any id).
+fn placeholders(
+    settings: &settings::Settings,
+    catalog: &Catalog,
+) -> Result<Vec<String>, Vec<String>> {
+    let found = catalog::sample_ids_in(catalog.plans());
+    if found.is_empty() {
+        return Ok(Vec::new());
+    }
+    if settings.environment == AppEnvironment::Production {
+        return Err(found);
+    }
+    Ok(vec![format!(
+        "{} provider-side ids are the shipped sample's placeholders: the sandbox accepts them; \
+         replace them with your providers' ids before production (APP_ENV=production tally \
+         check-config lists them)",
+        found.len()
+    )])
 }
 
 /// The plans as an aligned text table, one row per plan.
