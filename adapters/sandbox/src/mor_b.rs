@@ -412,6 +412,8 @@ struct CartItem {
 struct CustomerRequest {
     #[serde(default)]
     email: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
 }
 
 /// Metadata values as strings (Dodo accepts strings, numbers and booleans).
@@ -478,8 +480,13 @@ fn new_session(hub: &Hub, request: CreateSession) -> Result<SimPayment, DodoErro
         objects::METADATA.to_owned(),
         serde_json::to_string(&metadata).unwrap_or_default(),
     );
-    if let Some(email) = request.customer.and_then(|c| c.email) {
-        extra.insert(objects::CUSTOMER_EMAIL.to_owned(), email);
+    if let Some(customer) = request.customer {
+        if let Some(email) = customer.email {
+            extra.insert(objects::CUSTOMER_EMAIL.to_owned(), email);
+        }
+        if let Some(name) = customer.name {
+            extra.insert(objects::CUSTOMER_NAME.to_owned(), name);
+        }
     }
     Ok(SimPayment {
         id: hub.new_id("cks_sandbox_"),
