@@ -408,6 +408,19 @@ struct CartItem {
     quantity: u32,
 }
 
+/// Keep the session's customer (its address and name) with the payment.
+fn keep_customer(extra: &mut BTreeMap<String, String>, customer: CustomerRequest) {
+    let details = [
+        (objects::CUSTOMER_EMAIL, customer.email),
+        (objects::CUSTOMER_NAME, customer.name),
+    ];
+    for (key, value) in details {
+        if let Some(value) = value {
+            extra.insert(key.to_owned(), value);
+        }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 struct CustomerRequest {
     #[serde(default)]
@@ -481,12 +494,7 @@ fn new_session(hub: &Hub, request: CreateSession) -> Result<SimPayment, DodoErro
         serde_json::to_string(&metadata).unwrap_or_default(),
     );
     if let Some(customer) = request.customer {
-        if let Some(email) = customer.email {
-            extra.insert(objects::CUSTOMER_EMAIL.to_owned(), email);
-        }
-        if let Some(name) = customer.name {
-            extra.insert(objects::CUSTOMER_NAME.to_owned(), name);
-        }
+        keep_customer(&mut extra, customer);
     }
     Ok(SimPayment {
         id: hub.new_id("cks_sandbox_"),
