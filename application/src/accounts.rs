@@ -110,6 +110,81 @@ impl fmt::Display for Email {
     }
 }
 
+/// A person's name as a payment provider shows it on a checkout, receipt or invoice: trimmed, 1
+/// to [`CustomerName::MAX_CHARS`] characters, without control, bidirectional-formatting or
+/// zero-width characters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CustomerName(String);
+
+/// Why a name was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("name must be 1 to 200 characters, without control or formatting characters")]
+pub struct CustomerNameError;
+
+impl CustomerName {
+    /// The longest name, in characters.
+    pub const MAX_CHARS: usize = 200;
+
+    /// Parse a name (trimmed, put in Unicode NFC).
+    ///
+    /// # Errors
+    /// [`CustomerNameError`].
+    pub fn parse(raw: &str) -> Result<Self, CustomerNameError> {
+        let value: String = raw.trim().nfc().collect();
+        let count = value.chars().count();
+        let clean = !value
+            .chars()
+            .any(|c| c.is_control() || is_bidi_format(c) || is_zero_width(c));
+        if (1..=Self::MAX_CHARS).contains(&count) && clean {
+            Ok(Self(value))
+        } else {
+            Err(CustomerNameError)
+        }
+    }
+
+    /// The name.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// How a payment provider may reach the person paying: an address mail can arrive at (never a
+/// `.invalid` placeholder) and a name, each when known.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BuyerContact {
+    /// The buyer's e-mail address; always deliverable ([`Email::is_deliverable`]).
+    email: Option<Email>,
+    /// The buyer's name.
+    pub name: Option<CustomerName>,
+}
+
+impl BuyerContact {
+    /// A contact with `email` (dropped when it is not deliverable) and `name`.
+    #[must_use]
+    pub fn new(email: Option<Email>, name: Option<CustomerName>) -> Self {
+        Self {
+            email: email.filter(Email::is_deliverable),
+            name,
+        }
+    }
+
+    /// The buyer's deliverable e-mail address, when known.
+    #[must_use]
+    pub const fn email(&self) -> Option<&Email> {
+        self.email.as_ref()
+    }
+
+    /// This contact, with what `other` knows filled in where this one knows nothing.
+    #[must_use]
+    pub fn or(self, other: Self) -> Self {
+        Self {
+            email: self.email.or(other.email),
+            name: self.name.or(other.name),
+        }
+    }
+}
+
 /// A password as typed, checked for length only; never stored or logged.
 pub struct Password(String);
 
@@ -207,15 +282,21 @@ pub enum Scope {
     EventsRead,
     /// Read any user's entitlements.
     EntitlementsRead,
+    /// Read a named user's orders and subscriptions (the app's backend acting for its user).
+    BillingRead,
+    /// Buy, cancel, resume and switch for a named user; also every `billing:read` read.
+    BillingWrite,
 }
 
 impl Scope {
     /// Every scope.
-    pub const ALL: [Scope; 4] = [
+    pub const ALL: [Scope; 6] = [
         Scope::CreditsConsume,
         Scope::CreditsRead,
         Scope::EventsRead,
         Scope::EntitlementsRead,
+        Scope::BillingRead,
+        Scope::BillingWrite,
     ];
 
     /// The stable code, as clients send it.
@@ -226,7 +307,16 @@ impl Scope {
             Scope::CreditsRead => "credits:read",
             Scope::EventsRead => "events:read",
             Scope::EntitlementsRead => "entitlements:read",
+            Scope::BillingRead => "billing:read",
+            Scope::BillingWrite => "billing:write",
         }
+    }
+
+    /// Whether a key carrying this scope may act with `needed`: the scope itself, and
+    /// `billing:write` also allows what `billing:read` does (one who may cancel may look).
+    #[must_use]
+    pub fn allows(self, needed: Scope) -> bool {
+        self == needed || (self == Scope::BillingWrite && needed == Scope::BillingRead)
     }
 
     /// Parse a scope code.
@@ -338,6 +428,36 @@ mod tests {
             );
         }
         assert!(Email::parse_new("ada@invalid.example.com").is_ok());
+    }
+
+    #[test]
+    fn names_are_trimmed_bounded_and_free_of_formatting_characters() {
+        assert_eq!(
+            CustomerName::parse("  Ada Lovelace ").unwrap().as_str(),
+            "Ada Lovelace"
+        );
+        assert!(CustomerName::parse(&"x".repeat(200)).is_ok());
+        for bad in [
+            String::new(),
+            "   ".into(),
+            "x".repeat(201),
+            "Ada\u{202E}ecalevol".into(),
+            "Ada\nLovelace".into(),
+            "Ada\u{200B}".into(),
+        ] {
+            assert_eq!(CustomerName::parse(&bad), Err(CustomerNameError), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_buyer_contact_never_holds_an_invalid_placeholder() {
+        let placeholder = Email::parse("hst_0123@host.invalid").unwrap();
+        assert_eq!(BuyerContact::new(Some(placeholder), None).email(), None);
+        let real = Email::parse("ada@example.com").unwrap();
+        let stored = BuyerContact::new(Some(real.clone()), CustomerName::parse("Ada").ok());
+        let sent = BuyerContact::new(None, CustomerName::parse("Ada L.").ok()).or(stored);
+        assert_eq!(sent.email(), Some(&real));
+        assert_eq!(sent.name.unwrap().as_str(), "Ada L.");
     }
 
     #[test]

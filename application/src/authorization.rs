@@ -38,8 +38,8 @@ pub enum Denied {
     /// Neither an administrator nor a key with `events:read`.
     #[error("administrators and API keys with scope events:read only")]
     EventsReadersOnly,
-    /// A user asking about another user's data (what the scope guards).
-    #[error("users may read only their own data")]
+    /// A user asking about, or acting on, another user's data (what the scope guards).
+    #[error("users may read and act on only their own data")]
     OthersData(Scope),
     /// An API key that did not name the user it asks about.
     #[error("an API key must name the user")]
@@ -113,31 +113,72 @@ pub enum OwnerError {
     Infra(#[from] InfraError),
 }
 
+/// Who acts on a user's data: the user themself, or the app's backend with an API key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Actor {
+    /// The user's own credential (a session or a host token).
+    TheUser,
+    /// A service API key naming the user (the host application's backend acting for them).
+    ServiceKey,
+}
+
+/// A user whose data a request is about, and who acts on it.
+#[derive(Debug, Clone)]
+pub struct Acting {
+    /// The user.
+    pub user: User,
+    /// Who acts.
+    pub actor: Actor,
+}
+
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// Whose data a read guarded by `scope` (credits, entitlements) is about: a signed-in
     /// user's own (naming another user is refused), or, for an API key with `scope`, the user
     /// it names.
     ///
     /// # Errors
-    /// [`Denied::OthersData`], [`Denied::MissingScope`], [`Denied::NoUserNamed`],
-    /// [`Denied::UserNotFound`]; infrastructure.
+    /// As [`Service::acting_for`].
     pub async fn data_owner(
         &self,
         principal: Principal,
         scope: Scope,
         named: Option<&str>,
     ) -> Result<User, OwnerError> {
+        Ok(self.acting_for(principal, scope, named).await?.user)
+    }
+
+    /// Whom an action guarded by `scope` is for, and who acts: a signed-in user acts for
+    /// themself (naming another user is refused, naming themself is allowed); an API key with
+    /// `scope` (`billing:write` also allows `billing:read`) acts for the user it names, who
+    /// must exist. This is the one policy for reads (credits, entitlements, orders) and for
+    /// the billing actions an app's backend takes for its users (buy, cancel, resume, switch).
+    ///
+    /// # Errors
+    /// [`Denied::OthersData`], [`Denied::MissingScope`], [`Denied::NoUserNamed`],
+    /// [`Denied::UserNotFound`]; infrastructure.
+    pub async fn acting_for(
+        &self,
+        principal: Principal,
+        scope: Scope,
+        named: Option<&str>,
+    ) -> Result<Acting, OwnerError> {
         match principal {
             Principal::User(user) => match named {
                 Some(other) if other != user.id.as_str() => Err(Denied::OthersData(scope).into()),
-                _ => Ok(user),
+                _ => Ok(Acting {
+                    user,
+                    actor: Actor::TheUser,
+                }),
             },
             Principal::Service(key) => {
                 authorize(&Principal::Service(key), Permission::Service(scope))?;
                 let raw = named.ok_or(Denied::NoUserNamed)?;
                 let id = UserId::new(raw).map_err(|_| Denied::UserNotFound)?;
                 let user = self.store.find_user(&id).await.map_err(InfraError::from)?;
-                Ok(user.ok_or(Denied::UserNotFound)?)
+                Ok(Acting {
+                    user: user.ok_or(Denied::UserNotFound)?,
+                    actor: Actor::ServiceKey,
+                })
             }
         }
     }
@@ -204,6 +245,24 @@ mod tests {
             service_key(user(Role::Admin), Scope::CreditsConsume).unwrap_err(),
             Denied::MissingScope(Scope::CreditsConsume)
         );
+    }
+
+    #[test]
+    fn billing_write_also_allows_billing_reads_and_nothing_else() {
+        let writer = key(&[Scope::BillingWrite]);
+        assert!(writer.has_scope(Scope::BillingWrite));
+        assert!(writer.has_scope(Scope::BillingRead));
+        assert!(!writer.has_scope(Scope::CreditsRead));
+        let reader = key(&[Scope::BillingRead]);
+        assert!(reader.has_scope(Scope::BillingRead));
+        assert_eq!(
+            service_key(reader, Scope::BillingWrite).unwrap_err(),
+            Denied::MissingScope(Scope::BillingWrite)
+        );
+        assert!(!user(Role::Admin).has_scope(Scope::BillingRead));
+        for scope in Scope::ALL {
+            assert_eq!(Scope::parse(scope.code()), Ok(scope));
+        }
     }
 
     #[test]

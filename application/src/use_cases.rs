@@ -4,6 +4,7 @@ pub mod admin_console;
 pub mod admin_reports;
 pub mod api_keys;
 pub mod cancel_payment;
+pub mod cancel_subscription;
 pub mod change_plan;
 pub mod credits;
 pub mod deliver_events;

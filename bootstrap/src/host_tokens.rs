@@ -91,27 +91,45 @@ impl ClaimPath {
     }
 }
 
-/// Where a host token says its user's e-mail address and whether the host verified it
-/// (`hostJwt.emailClaim`, default `email`; `hostJwt.emailVerifiedClaim`, default
-/// `email_verified`, which must be the JSON `true`).
+/// Where a host token says its user's e-mail address, whether the host verified it, and the
+/// user's name (`hostJwt.emailClaim`, default `email`; `hostJwt.emailVerifiedClaim`, default
+/// `email_verified`, which must be the JSON `true`; `hostJwt.nameClaim`, default `name`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EmailClaims {
+pub struct ContactClaims {
     /// The address's claim.
     pub email: ClaimPath,
     /// The claim that is `true` when the host verified the address.
     pub verified: ClaimPath,
+    /// The name's claim.
+    pub name: ClaimPath,
 }
 
-impl Default for EmailClaims {
+impl Default for ContactClaims {
     fn default() -> Self {
         Self {
             email: ClaimPath(vec!["email".to_owned()]),
             verified: ClaimPath(vec!["email_verified".to_owned()]),
+            name: ClaimPath(vec!["name".to_owned()]),
         }
     }
 }
 
-impl EmailClaims {
+/// The longest name claim kept, in bytes (a longer one is ignored).
+const MAX_NAME_CLAIM_BYTES: usize = 1024;
+
+impl ContactClaims {
+    /// The address in `claims`, verified or not (at most 254 bytes).
+    fn email(&self, claims: &Value) -> Option<String> {
+        let email = self.email.find(claims)?.as_str()?;
+        (email.len() <= application::accounts::Email::MAX_BYTES).then(|| email.to_owned())
+    }
+
+    /// The name in `claims` (a string of at most [`MAX_NAME_CLAIM_BYTES`]).
+    fn name(&self, claims: &Value) -> Option<String> {
+        let name = self.name.find(claims)?.as_str()?;
+        (name.len() <= MAX_NAME_CLAIM_BYTES).then(|| name.to_owned())
+    }
+
     /// The address in `claims` if the verified claim is `true` (at most 254 bytes).
     fn verified_email(&self, claims: &Value) -> Option<String> {
         if self.verified.find(claims)? != &Value::Bool(true) {
@@ -133,8 +151,8 @@ pub struct HostJwtSettings {
     pub audience: Option<String>,
     /// `hostJwt.adminClaim`: off unless set.
     pub admin_claim: Option<AdminClaim>,
-    /// `hostJwt.emailClaim` and `hostJwt.emailVerifiedClaim`.
-    pub email_claims: EmailClaims,
+    /// `hostJwt.emailClaim`, `hostJwt.emailVerifiedClaim` and `hostJwt.nameClaim`.
+    pub contact_claims: ContactClaims,
 }
 
 /// The `[hostJwt]` table of `tally.toml`.
@@ -150,6 +168,7 @@ pub(crate) struct HostJwtFile {
     admin_claim: Option<String>,
     email_claim: Option<String>,
     email_verified_claim: Option<String>,
+    name_claim: Option<String>,
 }
 
 fn bad(setting: &str, problem: impl Into<String>) -> SettingsError {
@@ -235,7 +254,8 @@ pub(crate) fn resolve(
         .admin_claim
         .map(|text| AdminClaim::parse(&text).map_err(|e| bad("hostJwt.adminClaim", e)))
         .transpose()?;
-    let email_claims = email_claims(file.email_claim, file.email_verified_claim)?;
+    let contact_claims =
+        contact_claims(file.email_claim, file.email_verified_claim, file.name_claim)?;
     let key = match sources.len() {
         0 if issuer.is_some() || audience.is_some() || admin_claim.is_some() => {
             return Err(bad(
@@ -258,24 +278,27 @@ pub(crate) fn resolve(
         issuer,
         audience,
         admin_claim,
-        email_claims,
+        contact_claims,
     }))
 }
 
-/// `hostJwt.emailClaim` and `hostJwt.emailVerifiedClaim`, each defaulted when not set.
-fn email_claims(
+/// `hostJwt.emailClaim`, `hostJwt.emailVerifiedClaim` and `hostJwt.nameClaim`, each defaulted
+/// when not set.
+fn contact_claims(
     email: Option<String>,
     verified: Option<String>,
-) -> Result<EmailClaims, SettingsError> {
-    let defaults = EmailClaims::default();
+    name: Option<String>,
+) -> Result<ContactClaims, SettingsError> {
+    let defaults = ContactClaims::default();
     let parse = |setting: &str, text: Option<String>, default: ClaimPath| {
         text.map_or(Ok(default), |text| {
             ClaimPath::parse(&text).map_err(|e| bad(setting, e))
         })
     };
-    Ok(EmailClaims {
+    Ok(ContactClaims {
         email: parse("hostJwt.emailClaim", email, defaults.email)?,
         verified: parse("hostJwt.emailVerifiedClaim", verified, defaults.verified)?,
+        name: parse("hostJwt.nameClaim", name, defaults.name)?,
     })
 }
 
@@ -359,7 +382,7 @@ pub struct HostJwtVerifier {
     issuer: Option<String>,
     audience: Option<String>,
     admin_claim: Option<AdminClaim>,
-    email_claims: EmailClaims,
+    contact_claims: ContactClaims,
 }
 
 impl std::fmt::Debug for HostJwtVerifier {
@@ -402,7 +425,7 @@ impl HostJwtVerifier {
             issuer: settings.issuer.clone(),
             audience: settings.audience.clone(),
             admin_claim: settings.admin_claim.clone(),
-            email_claims: settings.email_claims.clone(),
+            contact_claims: settings.contact_claims.clone(),
         })
     }
 
@@ -456,7 +479,9 @@ impl HostJwtVerifier {
             issuer: self.issuer.clone().unwrap_or_default(),
             subject,
             role: if admin { Role::Admin } else { Role::User },
-            verified_email: self.email_claims.verified_email(claims),
+            verified_email: self.contact_claims.verified_email(claims),
+            email: self.contact_claims.email(claims),
+            name: self.contact_claims.name(claims),
         })
     }
 }
@@ -682,7 +707,7 @@ mod tests {
             issuer: None,
             audience: None,
             admin_claim: None,
-            email_claims: EmailClaims::default(),
+            contact_claims: ContactClaims::default(),
         }
     }
 
@@ -716,6 +741,8 @@ mod tests {
                 subject: "host-user-1".into(),
                 role: Role::User,
                 verified_email: None,
+                email: None,
+                name: None,
             }
         );
         let other = sign(
@@ -920,9 +947,10 @@ mod tests {
     #[tokio::test]
     async fn an_email_counts_as_verified_only_when_its_claim_is_true() {
         let nested = HostJwtVerifier::new(&HostJwtSettings {
-            email_claims: EmailClaims {
+            contact_claims: ContactClaims {
                 email: ClaimPath::parse("user.mail").unwrap(),
                 verified: ClaimPath::parse("user.mail_ok").unwrap(),
+                name: ClaimPath::parse("user.full_name").unwrap(),
             },
             ..settings(HostJwtKey::Secret(SecretString::from(SECRET)))
         })
@@ -955,6 +983,35 @@ mod tests {
             Some("bo@example.com")
         );
         assert!(ClaimPath::parse("a..b").is_err());
+    }
+
+    #[tokio::test]
+    async fn the_contact_email_and_name_come_from_their_claims_verified_or_not() {
+        let contact = |v: HostJwtVerifier, extra: Value| async move {
+            let mut claims = claims();
+            if let (Some(all), Value::Object(more)) = (claims.as_object_mut(), extra) {
+                all.extend(more);
+            }
+            let identity = v.verify(&hs256(&claims), now()).await.unwrap();
+            (identity.email, identity.name)
+        };
+        let unverified = json!({"email": "ada@example.com", "name": "Ada Lovelace"});
+        assert_eq!(
+            contact(secret_verifier(), unverified).await,
+            (Some("ada@example.com".into()), Some("Ada Lovelace".into()))
+        );
+        let nested = HostJwtVerifier::new(&HostJwtSettings {
+            contact_claims: ContactClaims {
+                name: ClaimPath::parse("profile.display").unwrap(),
+                ..ContactClaims::default()
+            },
+            ..settings(HostJwtKey::Secret(SecretString::from(SECRET)))
+        })
+        .unwrap();
+        let deep = json!({"name": "not this", "profile": {"display": "Bo"}});
+        assert_eq!(contact(nested, deep).await, (None, Some("Bo".into())));
+        let odd = json!({"email": 7, "name": "x".repeat(2000)});
+        assert_eq!(contact(secret_verifier(), odd).await, (None, None));
     }
 
     async fn jwks_server(first: &str, then: Option<&str>) -> MockServer {

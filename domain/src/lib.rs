@@ -8,6 +8,7 @@
 //! poem or reqwest). `tests/tests/api/dependency_rule.rs` enforces it.
 #![deny(missing_docs)]
 
+pub mod cancellation;
 pub mod consumption;
 pub mod credits;
 pub mod delivery;
@@ -27,6 +28,7 @@ pub mod subscription;
 pub mod subscription_events;
 pub mod time;
 
+pub use cancellation::{CancelRefusal, CancelStep, CancelWhen, decide_cancel};
 pub use consumption::{
     ConsumptionError, ConsumptionMode, ConsumptionRules, FeatureName, ModelName, Multiplier,
     TokenCount, UnknownModelPolicy, Usage,

@@ -37,6 +37,8 @@ pub struct SwitchSupport {
     pub change_plan: bool,
     /// Withdraw a scheduled cancellation.
     pub resume: bool,
+    /// End it now (the provider's immediate cancel), rather than at the period's end.
+    pub cancel_now: bool,
 }
 
 /// What `provider` supports, as Tally implements it (`docs/providers/<id>.md` cites each API):
@@ -46,22 +48,27 @@ pub struct SwitchSupport {
 /// documents no way to withdraw a scheduled cancellation; PayPal (`wallet_global`) revises the
 /// plan once the subscriber approves it at PayPal ([`decide_plan_revised`]) and has no resume (a
 /// cancellation is final). WeChat Pay and Alipay sell no subscriptions; for the other providers a
-/// switch is a cancellation at the period's end and a new purchase when it ends.
+/// switch is a cancellation at the period's end and a new purchase when it ends. Stripe, Dodo,
+/// Creem and PayPal can also end a subscription at once; Waffo (`mor_c`) documents no immediate
+/// cancel.
 #[must_use]
 pub const fn switch_support(provider: ProviderId) -> SwitchSupport {
     match provider {
         ProviderId::CardGateway | ProviderId::MorB => SwitchSupport {
             change_plan: true,
             resume: true,
+            cancel_now: true,
         },
         // PayPal revises the plan after the subscriber approves it; a cancellation is final.
         ProviderId::MorA | ProviderId::WalletGlobal => SwitchSupport {
             change_plan: true,
             resume: false,
+            cancel_now: true,
         },
         _ => SwitchSupport {
             change_plan: false,
             resume: false,
+            cancel_now: false,
         },
     }
 }

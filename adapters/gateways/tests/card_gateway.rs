@@ -71,6 +71,7 @@ fn checkout_request(plan: Plan, order_id: &str) -> CheckoutRequest {
         order_id: OrderId::new(order_id).unwrap(),
         user_id: UserId::new("usr_7").unwrap(),
         customer_email: Some("buyer@example.com".into()),
+        customer_name: None,
         snapshot: PlanSnapshot::of(&plan, plan.price()),
         plan,
         success_url: format!("https://tally.example/payment-success?orderId={order_id}"),

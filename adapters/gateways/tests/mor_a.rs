@@ -87,6 +87,7 @@ fn checkout_request(plan: &Plan) -> CheckoutRequest {
         order_id: OrderId::new("ord_01J9ZK4M2QW").unwrap(),
         user_id: UserId::new("user_1").unwrap(),
         customer_email: Some("buyer@example.com".into()),
+        customer_name: None,
         snapshot: PlanSnapshot::of(plan, plan.price()),
         plan: plan.clone(),
         success_url: "https://app.example/payment/success".into(),

@@ -75,6 +75,7 @@ fn checkout_request(plan: Plan, order_id: &str) -> CheckoutRequest {
         order_id: OrderId::new(order_id).unwrap(),
         user_id: UserId::new("usr_7").unwrap(),
         customer_email: Some("buyer@example.com".into()),
+        customer_name: Some("Ada Buyer".into()),
         snapshot: PlanSnapshot::of(&plan, plan.price()),
         plan,
         success_url: format!("https://tally.example/payment-success?orderId={order_id}"),
@@ -190,7 +191,7 @@ async fn a_checkout_is_a_json_session_for_the_plans_product_with_our_order_id_in
         body,
         serde_json::json!({
             "product_cart": [{"product_id": "pdt_7Yu3iO9pA1sD5fGh", "quantity": 1}],
-            "customer": {"email": "buyer@example.com"},
+            "customer": {"email": "buyer@example.com", "name": "Ada Buyer"},
             "return_url": "https://tally.example/payment-success?orderId=ord_01JHDODO01",
             "metadata": {"orderId": "ord_01JHDODO01", "userId": "usr_7", "planId": "one_time-plan",
                          "amountMinor": "999", "currency": "USD"}

@@ -208,6 +208,7 @@ fn checkout_request(plan: Plan) -> CheckoutRequest {
         order_id: order_id(),
         user_id: UserId::new("user_1").unwrap(),
         customer_email: Some("buyer@example.com".into()),
+        customer_name: None,
         snapshot: PlanSnapshot::of(&plan, plan.price()),
         plan,
         success_url: "https://tally.example/payment/success?orderId=ord_01HZX3Q9".into(),

@@ -105,6 +105,7 @@ fn checkout_request(currency: &str) -> CheckoutRequest {
         order_id: OrderId::new(ORDER).unwrap(),
         user_id: UserId::new("usr_1").unwrap(),
         customer_email: None,
+        customer_name: None,
         snapshot: PlanSnapshot::of(&plan, plan.price()),
         plan,
         success_url: "https://tally.example/payment/success".into(),

@@ -264,7 +264,9 @@ pub struct CreateApiKeyBody {
     /// A label.
     #[oai(validator(max_length = 100))]
     pub name: String,
-    /// `credits:consume`, `credits:read`, `events:read`, `entitlements:read`.
+    /// `credits:consume`, `credits:read`, `events:read`, `entitlements:read`, `billing:read`
+    /// (a named user's orders and subscriptions), `billing:write` (buy, cancel, resume and
+    /// switch for a named user; also every `billing:read` read).
     #[oai(validator(max_items = 10))]
     pub scopes: Vec<String>,
 }

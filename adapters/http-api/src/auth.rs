@@ -7,7 +7,7 @@
 //! refusal into a 403 `forbidden` (400, 404 for a read naming no or an unknown user).
 
 use application::accounts::{ApiKey, Scope, User};
-use application::authorization::{self, Denied, OwnerError};
+use application::authorization::{self, Acting, Denied, OwnerError};
 use application::use_cases::sessions::{AccountsError, Principal};
 use poem_openapi::SecurityScheme;
 use poem_openapi::auth::{ApiKey as ApiKeyToken, Bearer};
@@ -133,6 +133,43 @@ impl AppState {
             })
     }
 
+    /// Whom a billing action or read guarded by `scope` (`billing:read`, `billing:write`) is
+    /// for, and who acts: the caller's own account, or, for an API key with `scope`, the user
+    /// named by `?userId=` (decided by [`application::inbound::AccountsService::acting_for`]).
+    ///
+    /// # Errors
+    /// As [`AppState::data_owner`].
+    pub(crate) async fn acting_for(
+        &self,
+        credential: &Credential,
+        scope: Scope,
+        user_id: Option<&str>,
+    ) -> Result<Acting, Problem> {
+        let principal = self.principal(credential).await?;
+        self.ports
+            .accounts
+            .acting_for(principal, scope, user_id)
+            .await
+            .map_err(|e| match e {
+                OwnerError::Denied(why) => denied(why),
+                OwnerError::Infra(infra) => infra.into(),
+            })
+    }
+
+    /// The user a billing action or read guarded by `scope` is for (see
+    /// [`AppState::acting_for`]).
+    ///
+    /// # Errors
+    /// As [`AppState::data_owner`].
+    pub(crate) async fn billing_user(
+        &self,
+        credential: &Credential,
+        scope: Scope,
+        user_id: Option<&str>,
+    ) -> Result<User, Problem> {
+        Ok(self.acting_for(credential, scope, user_id).await?.user)
+    }
+
     /// Whose credits a read is about: the signed-in user's own, or, for an API key with
     /// `credits:read`, the user named by `?userId=`.
     ///
@@ -180,13 +217,13 @@ pub(crate) fn denied(why: Denied) -> Problem {
         Denied::EventsReadersOnly => forbidden(
             "the events feed is for administrators and API keys with scope events:read".into(),
         ),
-        Denied::OthersData(scope) => forbidden(format!(
-            "users may read only their own {}",
-            match scope {
-                Scope::EntitlementsRead => "entitlements",
-                _ => "credits",
+        Denied::OthersData(scope) => forbidden(match scope {
+            Scope::EntitlementsRead => "users may read only their own entitlements".into(),
+            Scope::BillingRead | Scope::BillingWrite => {
+                "users may read and manage only their own orders and subscriptions".into()
             }
-        )),
+            _ => "users may read only their own credits".into(),
+        }),
         Denied::NoUserNamed => Problem::bad_input("an API key must name the user with ?userId="),
         Denied::UserNotFound => Problem::new(Code::UserNotFound, "no such user"),
     }

@@ -2,9 +2,12 @@
 
 use std::sync::Arc;
 
+use application::accounts::{BuyerContact, CustomerName, Email, Scope};
 use application::ports::Replay;
 use application::use_cases::cancel_payment::{CancelOutcome, CancelPaymentError, ProviderClose};
-use application::use_cases::initiate_payment::{InitiatePayment, InitiatePaymentError};
+use application::use_cases::initiate_payment::{
+    BuyerDetail, InitiatePayment, InitiatePaymentError,
+};
 use application::use_cases::query_payment::QueryPaymentError;
 use domain::{OrderId, PlanId, ProviderId};
 use poem::Request;
@@ -30,6 +33,17 @@ pub struct InitiatePaymentBody {
     /// The provider id to pay through (must be the plan's provider).
     #[oai(validator(min_length = 1, max_length = 32))]
     pub provider: String,
+    /// The buyer's e-mail address, told to the provider (receipts, a Merchant of Record's
+    /// invoices, a pre-filled checkout) instead of the one Tally knows. Only for an API key
+    /// acting for the user (`billing:write` and `?userId=`): the user's own credential sending
+    /// it is a 422. At most 254 bytes, never in the reserved `.invalid` domain.
+    #[oai(skip_serializing_if_is_none)]
+    pub customer_email: Option<String>,
+    /// The buyer's name, told to the providers that take one (Dodo Payments), instead of the
+    /// one Tally knows. Only for an API key acting for the user, like `customerEmail`. 1 to
+    /// 200 characters, without control or formatting characters.
+    #[oai(skip_serializing_if_is_none)]
+    pub customer_name: Option<String>,
 }
 
 /// What cancelling did: the order, and for a subscription order the subscription that now
@@ -67,13 +81,14 @@ api_response! {
         ),
     }
     problems {
-        /// `validation_failed`: the body or the `Idempotency-Key` is malformed.
+        /// `validation_failed`: the body or the `Idempotency-Key` is malformed, or an API key
+        /// named no `userId`.
         400 BadRequest,
         /// `unauthorized`: not signed in.
         401 Unauthorized,
-        /// `forbidden`: an API key cannot buy.
+        /// `forbidden`: an API key without `billing:write`, or a user naming another user.
         403 Forbidden,
-        /// `plan_not_found`.
+        /// `plan_not_found`; `user_not_found`: the `userId` an API key named does not exist.
         404 NotFound,
         /// `idempotency_conflict`: the key was used with another plan or provider;
         /// `already_subscribed`: the user holds a live subscription (the detail names it) and
@@ -83,8 +98,10 @@ api_response! {
         /// `payload_too_large`: the body is over 64 KiB.
         413 PayloadTooLarge,
         /// `unknown_provider`, `provider_mismatch`, `provider_not_supported`,
-        /// `provider_unavailable` (the plan's provider is not configured here) or
-        /// `plan_not_available` (a hidden plan, not offered to this buyer).
+        /// `provider_unavailable` (the plan's provider is not configured here),
+        /// `plan_not_available` (a hidden plan, not offered to this buyer) or
+        /// `validation_failed` naming `customerEmail` or `customerName` (malformed, or sent
+        /// with the user's own credential rather than an API key acting for them).
         422 Unprocessable,
         /// `provider_error`: the provider failed; the order is `failed`.
         502 BadGateway,
@@ -101,11 +118,14 @@ api_response! {
         200 Ok(Json<OrderView>),
     }
     problems {
+        /// `validation_failed`: an API key named no `userId`.
+        400 BadRequest,
         /// `unauthorized`: not signed in.
         401 Unauthorized,
-        /// `forbidden`: an API key cannot read orders.
+        /// `forbidden`: an API key without `billing:read`, or a user naming another user.
         403 Forbidden,
-        /// `order_not_found`: no such order of the caller (another user's order included).
+        /// `order_not_found`: no such order of the user (another user's order included);
+        /// `user_not_found`: the `userId` an API key named does not exist.
         404 NotFound,
     }
 }
@@ -117,11 +137,14 @@ api_response! {
         200 Ok(Json<CancelView>),
     }
     problems {
+        /// `validation_failed`: an API key named no `userId`.
+        400 BadRequest,
         /// `unauthorized`: not signed in.
         401 Unauthorized,
-        /// `forbidden`: an API key cannot cancel.
+        /// `forbidden`: an API key without `billing:write`, or a user naming another user.
         403 Forbidden,
-        /// `order_not_found`: no such order of the caller.
+        /// `order_not_found`: no such order of the user; `user_not_found`: the `userId` an API
+        /// key named does not exist.
         404 NotFound,
         /// `not_cancellable`: the order is paid (one-time or credits), failed or expired.
         409 Conflict,
@@ -137,12 +160,15 @@ api_response! {
         200 Ok(Json<OrderPage>),
     }
     problems {
-        /// `invalid_pagination`: page or limit out of range.
+        /// `invalid_pagination`: page or limit out of range; `validation_failed`: an API key
+        /// named no `userId`.
         400 BadRequest,
         /// `unauthorized`: not signed in.
         401 Unauthorized,
-        /// `forbidden`: an API key cannot read orders.
+        /// `forbidden`: an API key without `billing:read`, or a user naming another user.
         403 Forbidden,
+        /// `user_not_found`: the `userId` an API key named does not exist.
+        404 NotFound,
     }
 }
 
@@ -169,7 +195,9 @@ impl PaymentApi {
     /// Start a payment for a plan: creates a pending order and the provider's checkout.
     ///
     /// Send an `Idempotency-Key` to make retries safe: the same key and body answer the first
-    /// response again.
+    /// response again. The user's own credential buys for them; an API key with
+    /// `billing:write` buys for the user `?userId=` names (the host application's backend
+    /// acting for its signed-in user), and may name the buyer's e-mail address and name.
     #[oai(path = "/api/payment/initiate", method = "post")]
     async fn initiate(
         &self,
@@ -178,10 +206,14 @@ impl PaymentApi {
         /// Makes a retry return the first outcome (at most 255 printable characters).
         #[oai(name = "Idempotency-Key")]
         idempotency_key: Header<Option<String>>,
+        /// The user to buy for (API keys with `billing:write` only; users buy for themselves).
+        #[oai(name = "userId", validator(max_length = 64))]
+        user_id: Query<Option<String>>,
         body: Json<InitiatePaymentBody>,
     ) -> InitiateResponse {
+        let named = user_id.0.as_deref();
         match self
-            .initiate_inner(&credential, request, idempotency_key.0, body.0)
+            .initiate_inner(&credential, request, named, idempotency_key.0, body.0)
             .await
         {
             Ok(response) => response,
@@ -189,7 +221,7 @@ impl PaymentApi {
         }
     }
 
-    /// The caller's order: its status and, while pending, where to pay.
+    /// The user's order: its status and, while pending, where to pay.
     #[oai(path = "/api/payment/query/:orderId", method = "get")]
     async fn query(
         &self,
@@ -197,9 +229,15 @@ impl PaymentApi {
         /// The order id.
         #[oai(name = "orderId")]
         order_id: Path<String>,
+        /// The user whose order it is (API keys with `billing:read` only).
+        #[oai(name = "userId", validator(max_length = 64))]
+        user_id: Query<Option<String>>,
     ) -> QueryResponse {
         let result = async {
-            let user = self.state.user(&credential).await?;
+            let user = self
+                .state
+                .billing_user(&credential, Scope::BillingRead, user_id.0.as_deref())
+                .await?;
             let order_id = parse_id(&order_id.0, OrderId::new, order_not_found)?;
             self.state
                 .ports
@@ -217,7 +255,7 @@ impl PaymentApi {
         }
     }
 
-    /// Cancel the caller's payment: a pending order is cancelled; a subscription order's
+    /// Cancel the user's payment: a pending order is cancelled; a subscription order's
     /// subscription is cancelled at the end of its period.
     #[oai(path = "/api/payment/cancel/:orderId", method = "post")]
     async fn cancel(
@@ -226,9 +264,15 @@ impl PaymentApi {
         /// The order id.
         #[oai(name = "orderId")]
         order_id: Path<String>,
+        /// The user whose order it is (API keys with `billing:write` only).
+        #[oai(name = "userId", validator(max_length = 64))]
+        user_id: Query<Option<String>>,
     ) -> CancelResponse {
         let result = async {
-            let user = self.state.user(&credential).await?;
+            let user = self
+                .state
+                .billing_user(&credential, Scope::BillingWrite, user_id.0.as_deref())
+                .await?;
             let order_id = parse_id(&order_id.0, OrderId::new, order_not_found)?;
             self.state
                 .ports
@@ -262,7 +306,7 @@ impl PaymentApi {
         }
     }
 
-    /// The caller's orders, newest first.
+    /// The user's orders, newest first.
     #[oai(path = "/api/orders", method = "get")]
     async fn orders(
         &self,
@@ -271,9 +315,15 @@ impl PaymentApi {
         page: Query<Option<String>>,
         /// Page size, 1 to 100 (default 20).
         limit: Query<Option<String>>,
+        /// The user whose orders to list (API keys with `billing:read` only).
+        #[oai(name = "userId", validator(max_length = 64))]
+        user_id: Query<Option<String>>,
     ) -> OrdersResponse {
         let result = async {
-            let user = self.state.user(&credential).await?;
+            let user = self
+                .state
+                .billing_user(&credential, Scope::BillingRead, user_id.0.as_deref())
+                .await?;
             let request = page_request(page.0.as_deref(), limit.0.as_deref())?;
             Ok::<_, Problem>(
                 self.state
@@ -298,13 +348,18 @@ impl PaymentApi {
         &self,
         credential: &Credential,
         request: &Request,
+        named: Option<&str>,
         idempotency_key: Option<String>,
         body: InitiatePaymentBody,
     ) -> Result<InitiateResponse, Problem> {
-        let user = self.state.user(credential).await?;
+        let acting = self
+            .state
+            .acting_for(credential, Scope::BillingWrite, named)
+            .await?;
         self.state.limits.check(Action::Initiate, request)?;
         let idempotency_key = parse_idempotency_key(idempotency_key, request)?;
         let provider = parse_provider(&body.provider)?;
+        let stated = stated_buyer(&body)?;
         // A malformed plan id is answered like an unknown one: 404 `plan_not_found`.
         let plan_id = PlanId::new(body.plan_id.clone()).map_err(|_| {
             initiate_problem(InitiatePaymentError::PlanNotFound(body.plan_id.clone()))
@@ -313,12 +368,16 @@ impl PaymentApi {
             .state
             .ports
             .payments
-            .initiate_payment(InitiatePayment {
-                user,
-                plan_id,
-                provider,
-                idempotency_key,
-            })
+            .initiate_payment_as(
+                InitiatePayment {
+                    user: acting.user,
+                    plan_id,
+                    provider,
+                    idempotency_key,
+                },
+                acting.actor,
+                stated,
+            )
             .await
             .map_err(initiate_problem)?;
         let replayed = started.replay == Replay::Replayed;
@@ -326,6 +385,40 @@ impl PaymentApi {
             Json(OrderView::from(&started.order)),
             replayed.then_some(true),
         ))
+    }
+}
+
+/// The buyer's e-mail address and name the body states, parsed here: 422 `validation_failed`
+/// naming the field for a malformed one (an address in the reserved `.invalid` domain too).
+fn stated_buyer(body: &InitiatePaymentBody) -> Result<BuyerContact, Problem> {
+    let email = body
+        .customer_email
+        .as_deref()
+        .map(|raw| {
+            Email::parse_new(raw).map_err(|_| {
+                Problem::invalid_field(
+                    "customerEmail",
+                    "must be an e-mail address that can receive mail (not in .invalid)",
+                )
+            })
+        })
+        .transpose()?;
+    let name = body
+        .customer_name
+        .as_deref()
+        .map(|raw| {
+            CustomerName::parse(raw)
+                .map_err(|e| Problem::invalid_field("customerName", e.to_string()))
+        })
+        .transpose()?;
+    Ok(BuyerContact::new(email, name))
+}
+
+/// The wire name of a buyer detail.
+const fn buyer_field(detail: BuyerDetail) -> &'static str {
+    match detail {
+        BuyerDetail::Email => "customerEmail",
+        BuyerDetail::Name => "customerName",
     }
 }
 
@@ -357,6 +450,11 @@ fn initiate_problem(e: InitiatePaymentError) -> Problem {
         InitiatePaymentError::IdempotencyConflict => {
             Problem::new(Code::IdempotencyConflict, e.to_string())
         }
+        InitiatePaymentError::BuyerDetailNotAllowed(detail) => Problem::invalid_field(
+            buyer_field(detail),
+            "is only for an API key acting for the user (billing:write and ?userId=); a user's \
+             own address and name come from their account or host token",
+        ),
         InitiatePaymentError::AlreadySubscribed { .. } => {
             Problem::new(Code::AlreadySubscribed, e.to_string())
         }

@@ -3,21 +3,29 @@
 //! `/api/subscriptions/{id}/…`, named by the subscription id that `GET /api/credits/status` and
 //! the payment endpoints show. A switch is made now through the provider's plan-change API, or
 //! at the period's end (`"when": "period_end"`: cancelled then, and the plan started with a new
-//! checkout), which `DELETE …/scheduled-plan` withdraws.
+//! checkout), which `DELETE …/scheduled-plan` withdraws. `GET /api/subscriptions` lists them and
+//! `POST …/cancel` ends one (at the period's end, or now where the provider can).
+//!
+//! Each endpoint acts for the user whose credential it is, or, for an API key with
+//! `billing:write` (`billing:read` for the list), for the user `?userId=` names: the host
+//! application's backend acting for its signed-in user (`AppState::acting_for`).
 
 use std::sync::Arc;
 
+use application::accounts::{Scope, User};
+use application::use_cases::cancel_subscription::{CancelSubscriptionError, SubscriptionCancelled};
 use application::use_cases::change_plan::{
     ChangePlanError, PlanChangeOutcome, PlanSwitchScheduled,
 };
-use domain::{PlanChangeRefusal, PlanId, Subscription, SubscriptionId};
-use poem_openapi::param::Path;
+use domain::{CancelRefusal, CancelWhen, PlanChangeRefusal, PlanId, Subscription, SubscriptionId};
+use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
 use poem_openapi::{Enum, Object, OpenApi};
 
 use crate::AppState;
 use crate::auth::Credential;
-use crate::dto::{SubscriptionView, parse_id};
+use crate::dto::{PageInfo, SubscriptionView, page_request, parse_id};
+use crate::optional_json::OptionalJson;
 use crate::problem::{Code, Problem, api_response};
 
 /// `POST /api/subscriptions/{id}/change-plan`.
@@ -43,6 +51,39 @@ pub enum SwitchWhen {
     Now,
     /// When the current period ends, with a new checkout.
     PeriodEnd,
+}
+
+/// `POST /api/subscriptions/{id}/cancel` (the body is optional).
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct CancelSubscriptionBody {
+    /// `period_end` (the default): the subscription ends when its paid period does, nothing
+    /// renews; `now`: the provider ends it at once (Stripe, Creem, Dodo Payments, PayPal; other
+    /// providers answer 422 `cancel_now_not_supported`).
+    #[oai(default)]
+    pub when: CancelSubscriptionWhen,
+}
+
+/// When a cancel takes effect.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Enum)]
+#[oai(rename_all = "snake_case")]
+pub enum CancelSubscriptionWhen {
+    /// When the current period ends.
+    #[default]
+    PeriodEnd,
+    /// Now, through the provider's immediate cancel.
+    Now,
+}
+
+/// A page of subscriptions, newest first.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct SubscriptionPage {
+    /// The subscriptions on this page.
+    pub items: Vec<SubscriptionView>,
+    /// Where this page sits.
+    #[oai(flatten)]
+    pub page: PageInfo,
 }
 
 /// What a switch did.
@@ -82,13 +123,15 @@ api_response! {
     }
     problems {
         /// `bad_request`: no JSON body, or not `application/json`; `validation_failed`: the
-        /// body does not match the schema.
+        /// body does not match the schema, or an API key named no `userId`.
         400 BadRequest,
         /// `unauthorized`: not signed in.
         401 Unauthorized,
-        /// `forbidden`: an API key cannot switch; `not_owner`: another user's subscription.
+        /// `forbidden`: an API key without `billing:write`, or a user naming another user;
+        /// `not_owner`: another user's subscription.
         403 Forbidden,
-        /// `subscription_not_found`, `plan_not_found`.
+        /// `subscription_not_found`, `plan_not_found`; `user_not_found`: the `userId` an API
+        /// key named does not exist.
         404 NotFound,
         /// `subscription_not_live`, `same_plan`, `different_plan_type`, `different_currency`,
         /// `different_interval`, `not_switchable` (the provider has no plan change: switch at
@@ -109,11 +152,15 @@ api_response! {
         200 Ok(Json<SubscriptionView>),
     }
     problems {
+        /// `validation_failed`: an API key named no `userId`.
+        400 BadRequest,
         /// `unauthorized`: not signed in.
         401 Unauthorized,
-        /// `forbidden`: an API key cannot resume; `not_owner`: another user's subscription.
+        /// `forbidden`: an API key without `billing:write`, or a user naming another user;
+        /// `not_owner`: another user's subscription.
         403 Forbidden,
-        /// `subscription_not_found`.
+        /// `subscription_not_found`; `user_not_found`: the `userId` an API key named does not
+        /// exist.
         404 NotFound,
         /// `subscription_not_live`, `not_scheduled_to_end`, `not_switchable` (the provider
         /// cannot undo a cancellation).
@@ -130,14 +177,71 @@ api_response! {
         200 Ok(Json<SubscriptionView>),
     }
     problems {
+        /// `validation_failed`: an API key named no `userId`.
+        400 BadRequest,
         /// `unauthorized`: not signed in.
         401 Unauthorized,
-        /// `forbidden`: an API key cannot withdraw; `not_owner`: another user's subscription.
+        /// `forbidden`: an API key without `billing:write`, or a user naming another user;
+        /// `not_owner`: another user's subscription.
         403 Forbidden,
-        /// `subscription_not_found`.
+        /// `subscription_not_found`; `user_not_found`: the `userId` an API key named does not
+        /// exist.
         404 NotFound,
         /// `not_scheduled_to_end`: no switch is scheduled.
         409 Conflict,
+    }
+}
+
+api_response! {
+    /// `GET /api/subscriptions`.
+    pub enum ListSubscriptionsResponse {
+        /// A page of the user's subscriptions, newest first.
+        200 Ok(Json<SubscriptionPage>),
+    }
+    problems {
+        /// `invalid_pagination`: page or limit out of range; `validation_failed`: an API key
+        /// named no `userId`.
+        400 BadRequest,
+        /// `unauthorized`: not signed in.
+        401 Unauthorized,
+        /// `forbidden`: an API key without `billing:read` (or `billing:write`), or a user
+        /// naming another user.
+        403 Forbidden,
+        /// `user_not_found`: the `userId` an API key named does not exist.
+        404 NotFound,
+    }
+}
+
+api_response! {
+    /// `POST /api/subscriptions/{id}/cancel`.
+    pub enum CancelSubscriptionResponse {
+        /// `period_end`: the subscription ends when its period does (`cancelAtPeriodEnd`
+        /// true; asking again answers the same). `now`: the provider ended it, and its ended
+        /// event has arrived (`status` `canceled`).
+        200 Ok(Json<SubscriptionView>),
+        /// `now`: the provider accepted ending it, and the subscription ends here when the
+        /// provider's ended event arrives; the subscription as it stands now.
+        202 Accepted(Json<SubscriptionView>),
+    }
+    problems {
+        /// `validation_failed`: the body is not `{"when": "period_end" | "now"}`, or an API
+        /// key named no `userId`.
+        400 BadRequest,
+        /// `unauthorized`: not signed in.
+        401 Unauthorized,
+        /// `forbidden`: an API key without `billing:write`, or a user naming another user;
+        /// `not_owner`: another user's subscription.
+        403 Forbidden,
+        /// `subscription_not_found`; `user_not_found`: the `userId` an API key named does not
+        /// exist.
+        404 NotFound,
+        /// `subscription_not_live`: it is over already (canceled or expired).
+        409 Conflict,
+        /// `cancel_now_not_supported`: `now`, and the provider cannot end a subscription at
+        /// once (cancel at the period's end instead).
+        422 Unprocessable,
+        /// `provider_error`: the provider could not be told; nothing changed, retry.
+        502 BadGateway,
     }
 }
 
@@ -155,13 +259,91 @@ impl SubscriptionsApi {
 /// Tags of the subscription endpoints.
 #[derive(poem_openapi::Tags)]
 enum Tag {
-    /// Switch plans and resume subscriptions.
+    /// List, cancel, resume and switch subscriptions.
     Subscriptions,
 }
 
 #[OpenApi(tag = "Tag::Subscriptions")]
 impl SubscriptionsApi {
-    /// Switch the caller's subscription to another recurring plan: now, through the provider's
+    /// The user's subscriptions, newest first: each with its status, period, whether it ends
+    /// with the period, and any switch pending or scheduled.
+    #[oai(path = "/api/subscriptions", method = "get")]
+    async fn list(
+        &self,
+        credential: Credential,
+        /// Page number, from 1 (default 1).
+        page: Query<Option<String>>,
+        /// Page size, 1 to 100 (default 20).
+        limit: Query<Option<String>>,
+        /// The user whose subscriptions to list (API keys with `billing:read` only).
+        #[oai(name = "userId", validator(max_length = 64))]
+        user_id: Query<Option<String>>,
+    ) -> ListSubscriptionsResponse {
+        let result = async {
+            let user = self
+                .state
+                .billing_user(&credential, Scope::BillingRead, user_id.0.as_deref())
+                .await?;
+            let request = page_request(page.0.as_deref(), limit.0.as_deref())?;
+            let payments = &self.state.ports.payments;
+            Ok::<_, Problem>(payments.list_subscriptions(&user, request).await?)
+        };
+        match result.await {
+            Ok(page) => ListSubscriptionsResponse::Ok(Json(SubscriptionPage {
+                items: page.items.iter().map(|s| self.view(s)).collect(),
+                page: PageInfo::from(&page),
+            })),
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// Cancel the user's subscription: at the end of its paid period (the default; access runs
+    /// until then and nothing renews), or now (`{"when": "now"}`) where the provider can end a
+    /// subscription at once. Resume undoes a cancel at the period's end where the provider
+    /// allows.
+    #[oai(path = "/api/subscriptions/:id/cancel", method = "post")]
+    async fn cancel(
+        &self,
+        credential: Credential,
+        /// The subscription id.
+        id: Path<String>,
+        /// The user whose subscription it is (API keys with `billing:write` only).
+        #[oai(name = "userId", validator(max_length = 64))]
+        user_id: Query<Option<String>>,
+        body: OptionalJson<CancelSubscriptionBody>,
+    ) -> CancelSubscriptionResponse {
+        let result = async {
+            let user = self.acting_user(&credential, user_id.0.as_deref()).await?;
+            let when = match body.0 {
+                Ok(body) => body.map_or(CancelWhen::PeriodEnd, |b| match b.when {
+                    CancelSubscriptionWhen::PeriodEnd => CancelWhen::PeriodEnd,
+                    CancelSubscriptionWhen::Now => CancelWhen::Now,
+                }),
+                Err(_) => {
+                    return Err(Problem::bad_input(
+                        "the body must be {\"when\": \"period_end\"} or {\"when\": \"now\"}",
+                    ));
+                }
+            };
+            let id = subscription_id(&id.0)?;
+            let payments = &self.state.ports.payments;
+            (payments.cancel_subscription_for(&user, &id, when).await).map_err(cancel_problem)
+        };
+        match result.await {
+            Ok(SubscriptionCancelled::AtPeriodEnd(s)) => {
+                CancelSubscriptionResponse::Ok(Json(self.view(&s)))
+            }
+            Ok(SubscriptionCancelled::Now(s)) if s.is_live() => {
+                CancelSubscriptionResponse::Accepted(Json(self.view(&s)))
+            }
+            Ok(SubscriptionCancelled::Now(s)) => {
+                CancelSubscriptionResponse::Ok(Json(self.view(&s)))
+            }
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// Switch the user's subscription to another recurring plan: now, through the provider's
     /// own plan-change API (the subscription's plan, price and credits follow the provider's
     /// event), or at the period's end (`"when": "period_end"`). One switch at a time.
     #[oai(path = "/api/subscriptions/:id/change-plan", method = "post")]
@@ -170,10 +352,13 @@ impl SubscriptionsApi {
         credential: Credential,
         /// The subscription id.
         id: Path<String>,
+        /// The user whose subscription it is (API keys with `billing:write` only).
+        #[oai(name = "userId", validator(max_length = 64))]
+        user_id: Query<Option<String>>,
         body: Json<ChangePlanBody>,
     ) -> ChangePlanResponse {
         let result = async {
-            let user = self.state.user(&credential).await?;
+            let user = self.acting_user(&credential, user_id.0.as_deref()).await?;
             let payments = &self.state.ports.payments;
             let id = subscription_id(&id.0)?;
             let raw_plan = &body.0.plan_id;
@@ -200,7 +385,7 @@ impl SubscriptionsApi {
         }
     }
 
-    /// Withdraw the scheduled cancellation of the caller's subscription, where the provider
+    /// Withdraw the scheduled cancellation of the user's subscription, where the provider
     /// allows it: it renews again.
     #[oai(path = "/api/subscriptions/:id/resume", method = "post")]
     async fn resume(
@@ -208,9 +393,12 @@ impl SubscriptionsApi {
         credential: Credential,
         /// The subscription id.
         id: Path<String>,
+        /// The user whose subscription it is (API keys with `billing:write` only).
+        #[oai(name = "userId", validator(max_length = 64))]
+        user_id: Query<Option<String>>,
     ) -> ResumeResponse {
         let result = async {
-            let user = self.state.user(&credential).await?;
+            let user = self.acting_user(&credential, user_id.0.as_deref()).await?;
             let id = subscription_id(&id.0)?;
             self.state
                 .ports
@@ -225,7 +413,7 @@ impl SubscriptionsApi {
         }
     }
 
-    /// Withdraw the caller's switch at the period's end: the scheduled plan is forgotten, and
+    /// Withdraw the user's switch at the period's end: the scheduled plan is forgotten, and
     /// the subscription still ends with its period (resume it to keep it).
     #[oai(path = "/api/subscriptions/:id/scheduled-plan", method = "delete")]
     async fn withdraw_switch(
@@ -233,9 +421,12 @@ impl SubscriptionsApi {
         credential: Credential,
         /// The subscription id.
         id: Path<String>,
+        /// The user whose subscription it is (API keys with `billing:write` only).
+        #[oai(name = "userId", validator(max_length = 64))]
+        user_id: Query<Option<String>>,
     ) -> WithdrawSwitchResponse {
         let result = async {
-            let user = self.state.user(&credential).await?;
+            let user = self.acting_user(&credential, user_id.0.as_deref()).await?;
             let id = subscription_id(&id.0)?;
             self.state
                 .ports
@@ -252,6 +443,17 @@ impl SubscriptionsApi {
 }
 
 impl SubscriptionsApi {
+    /// The user a write is for: the caller, or the user an API key with `billing:write` names.
+    async fn acting_user(
+        &self,
+        credential: &Credential,
+        user_id: Option<&str>,
+    ) -> Result<User, Problem> {
+        self.state
+            .billing_user(credential, Scope::BillingWrite, user_id)
+            .await
+    }
+
     fn view(&self, s: &Subscription) -> SubscriptionView {
         SubscriptionView::new(s, self.state.ports.payments.subscription_access(s))
     }
@@ -304,6 +506,25 @@ fn problem(e: ChangePlanError) -> Problem {
             &reason,
         ),
         ChangePlanError::Infra(infra) => infra.into(),
+    }
+}
+
+fn cancel_problem(e: CancelSubscriptionError) -> Problem {
+    let detail = e.to_string();
+    match e {
+        CancelSubscriptionError::NotFound => Problem::new(Code::SubscriptionNotFound, detail),
+        CancelSubscriptionError::NotOwner => Problem::new(Code::NotOwner, detail),
+        CancelSubscriptionError::Refused(CancelRefusal::NotLive(_)) => {
+            Problem::new(Code::SubscriptionNotLive, detail)
+        }
+        CancelSubscriptionError::Refused(CancelRefusal::NowNotSupported(_)) => {
+            Problem::new(Code::CancelNowNotSupported, detail)
+        }
+        CancelSubscriptionError::Gateway(reason) => Problem::provider_error(
+            "the payment provider could not be told; nothing changed, retry later",
+            &reason,
+        ),
+        CancelSubscriptionError::Infra(infra) => infra.into(),
     }
 }
 

@@ -408,10 +408,25 @@ struct CartItem {
     quantity: u32,
 }
 
+/// Keep the session's customer (its address and name) with the payment.
+fn keep_customer(extra: &mut BTreeMap<String, String>, customer: CustomerRequest) {
+    let details = [
+        (objects::CUSTOMER_EMAIL, customer.email),
+        (objects::CUSTOMER_NAME, customer.name),
+    ];
+    for (key, value) in details {
+        if let Some(value) = value {
+            extra.insert(key.to_owned(), value);
+        }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 struct CustomerRequest {
     #[serde(default)]
     email: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
 }
 
 /// Metadata values as strings (Dodo accepts strings, numbers and booleans).
@@ -478,8 +493,8 @@ fn new_session(hub: &Hub, request: CreateSession) -> Result<SimPayment, DodoErro
         objects::METADATA.to_owned(),
         serde_json::to_string(&metadata).unwrap_or_default(),
     );
-    if let Some(email) = request.customer.and_then(|c| c.email) {
-        extra.insert(objects::CUSTOMER_EMAIL.to_owned(), email);
+    if let Some(customer) = request.customer {
+        keep_customer(&mut extra, customer);
     }
     Ok(SimPayment {
         id: hub.new_id("cks_sandbox_"),

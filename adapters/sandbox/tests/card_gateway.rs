@@ -173,6 +173,7 @@ impl World {
             order_id: OrderId::new(order_id).unwrap(),
             user_id: UserId::new("usr_e2e").unwrap(),
             customer_email: Some("buyer@example.com".into()),
+            customer_name: None,
             snapshot: PlanSnapshot::of(&plan, plan.price()),
             plan,
             success_url: format!("{}/payment-success?orderId={order_id}", self.base),

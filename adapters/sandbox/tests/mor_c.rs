@@ -173,6 +173,7 @@ impl Harness {
             order_id: OrderId::new(order_id).unwrap(),
             user_id: UserId::new("user_1").unwrap(),
             customer_email: Some("buyer@example.com".into()),
+            customer_name: None,
             snapshot: PlanSnapshot::of(plan, plan.price()),
             plan: plan.clone(),
             success_url: format!("{}/payment/success", self.base),

@@ -178,6 +178,7 @@ impl World {
             order_id: OrderId::new(order).unwrap(),
             user_id: UserId::new("user_1").unwrap(),
             customer_email: Some("buyer@example.com".into()),
+            customer_name: None,
             snapshot: PlanSnapshot::of(&plan, plan.price()),
             plan,
             success_url: format!("{}/payment/success?orderId={order}", self.base),

@@ -133,6 +133,7 @@ fn checkout(app: &App, order: &str) -> CheckoutRequest {
         order_id: OrderId::new(order).unwrap(),
         user_id: UserId::new("usr_1").unwrap(),
         customer_email: None,
+        customer_name: None,
         snapshot: PlanSnapshot::of(&plan, plan.price()),
         plan,
         success_url: format!("{}/payment/success?orderId={order}", app.base),

@@ -9,7 +9,9 @@ mod plan;
 
 use std::fmt::Display;
 
-use application::accounts::{ApiKey, Email, PasswordHash, Role, Scope, User};
+use application::accounts::{
+    ApiKey, BuyerContact, CustomerName, Email, PasswordHash, Role, Scope, User,
+};
 use application::ports::{
     CheckoutRecord, CheckoutTarget, CreditTransaction, OrderRecord, Reservation, ReservationStatus,
     StoreError, UsageContext,
@@ -92,6 +94,60 @@ impl UserRow {
         };
         Ok((user, self.password_hash.map(PasswordHash)))
     }
+}
+
+/// A host user's `users` row with its identity's contact columns (`contact_email`,
+/// `contact_name` from `host_identities`).
+#[derive(Debug, FromQueryResult)]
+pub(crate) struct HostUserRow {
+    id: String,
+    email: String,
+    password_hash: Option<String>,
+    role: String,
+    created_at: i64,
+    contact_email: Option<String>,
+    contact_name: Option<String>,
+}
+
+impl HostUserRow {
+    /// The user, its password hash (none for a host user) and its stored contact details.
+    pub(crate) fn into_domain(
+        self,
+    ) -> Result<(User, Option<PasswordHash>, BuyerContact), StoreError> {
+        let contact = contact(
+            "host_identities",
+            &self.id,
+            self.contact_email,
+            self.contact_name,
+        )?;
+        let user = UserRow {
+            id: self.id,
+            email: self.email,
+            password_hash: self.password_hash,
+            role: self.role,
+            created_at: self.created_at,
+        };
+        let (user, hash) = user.into_domain()?;
+        Ok((user, hash, contact))
+    }
+}
+
+/// Contact details as stored, validated again (row `id` of `table`).
+pub(crate) fn contact(
+    table: &str,
+    id: &str,
+    email: Option<String>,
+    name: Option<String>,
+) -> Result<BuyerContact, StoreError> {
+    let email = email
+        .map(|e| Email::parse(&e))
+        .transpose()
+        .map_err(|e| corrupt(table, id, e))?;
+    let name = name
+        .map(|n| CustomerName::parse(&n))
+        .transpose()
+        .map_err(|e| corrupt(table, id, e))?;
+    Ok(BuyerContact::new(email, name))
 }
 
 /// The columns of [`ApiKeyRow`].

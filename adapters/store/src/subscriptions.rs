@@ -1,6 +1,7 @@
 //! Subscriptions: reads for the use cases, and the two writes a payment event makes (create, and
 //! replace under compare-and-set on `last_event_at` and on the switch claim as it was read).
 
+use application::pagination::{Page, PageRequest};
 use application::ports::{OrderRecord, StoreError, SubscriptionRepository};
 use async_trait::async_trait;
 use domain::{
@@ -313,5 +314,38 @@ impl SubscriptionRepository for SeaOrmStore {
             vec![user.as_str().into()],
         )
         .await
+    }
+
+    async fn page_subscriptions(
+        &self,
+        user: &UserId,
+        page: PageRequest,
+    ) -> Result<Page<Subscription>, StoreError> {
+        let count = "SELECT COUNT(*) AS total FROM subscriptions WHERE user_id = $1";
+        let items = format!(
+            "SELECT {SUBSCRIPTION_COLUMNS} FROM subscriptions WHERE user_id = $1 \
+             ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3"
+        );
+        let (total, rows) = self
+            .retry
+            .run("page_subscriptions", || {
+                crate::sql::page::<SubscriptionRow>(
+                    &self.db,
+                    count,
+                    vec![user.as_str().into()],
+                    &items,
+                    crate::orders::page_values(user, page),
+                )
+            })
+            .await?;
+        let items = rows
+            .into_iter()
+            .map(SubscriptionRow::into_domain)
+            .collect::<Result<_, _>>()?;
+        Ok(Page {
+            items,
+            request: page,
+            total: u64::try_from(total).unwrap_or(0),
+        })
     }
 }

@@ -1,6 +1,6 @@
 //! Users, sign-in sessions and service API keys.
 
-use application::accounts::{ApiKey, Email, PasswordHash, Role, TokenHash, User};
+use application::accounts::{ApiKey, BuyerContact, Email, PasswordHash, Role, TokenHash, User};
 use application::ports::{
     ApiKeyRepository, HOST_USER_ID_PREFIX, NewHostUser, NewUser, SignupGrant, StoreError,
     UserRepository,
@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use crate::SeaOrmStore;
 use crate::retry::Fail;
-use crate::rows::{API_KEY_COLUMNS, ApiKeyRow, USER_COLUMNS, UserRow, scopes_value};
+use crate::rows::{API_KEY_COLUMNS, ApiKeyRow, HostUserRow, USER_COLUMNS, UserRow, scopes_value};
 use crate::sql::{self, End};
 
 /// The id of the user created for a host identity: [`HOST_USER_ID_PREFIX`] and 26 hex digits
@@ -36,6 +36,37 @@ fn host_user_id(issuer: &str, subject: &str) -> Result<UserId, StoreError> {
 const MAPPED_USER: &str = "SELECT u.id, u.email, u.password_hash, u.role, u.created_at \
                            FROM host_identities h JOIN users u ON u.id = h.user_id \
                            WHERE h.issuer = $1 AND h.subject = $2";
+
+/// [`MAPPED_USER`] with the identity's stored contact details.
+const MAPPED_HOST_USER: &str = "SELECT u.id, u.email, u.password_hash, u.role, u.created_at, \
+                                h.email AS contact_email, h.name AS contact_name \
+                                FROM host_identities h JOIN users u ON u.id = h.user_id \
+                                WHERE h.issuer = $1 AND h.subject = $2";
+
+/// Keep what a host token says now about its user ($1 issuer, $2 subject; $3 e-mail, $4 name):
+/// a detail the token does not carry (NULL) keeps its stored value.
+const UPDATE_CONTACT: &str = "UPDATE host_identities \
+                              SET email = COALESCE($3, email), name = COALESCE($4, name) \
+                              WHERE issuer = $1 AND subject = $2";
+
+/// The values of [`UPDATE_CONTACT`] and of the mapping's insert: issuer, subject, then the
+/// contact's e-mail and name.
+fn contact_values(user: &NewHostUser) -> [sea_orm::Value; 2] {
+    [
+        user.contact.email().map(|e| e.as_str().to_owned()).into(),
+        user.contact
+            .name
+            .as_ref()
+            .map(|n| n.as_str().to_owned())
+            .into(),
+    ]
+}
+
+/// Whether the token says something about its user that differs from what is stored.
+fn contact_changed(stored: &BuyerContact, now: &BuyerContact) -> bool {
+    (now.email().is_some() && now.email() != stored.email())
+        || (now.name.is_some() && now.name != stored.name)
+}
 
 /// The user `user`'s identity maps to, creating it and the mapping when there is none; it must
 /// be a password-less user (never a password account).
@@ -104,16 +135,25 @@ async fn create_host_user(
         )
         .await?;
     }
-    let sql = "INSERT INTO host_identities (issuer, subject, user_id, created_at) \
-               VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING";
-    let values = vec![
+    let sql = "INSERT INTO host_identities (issuer, subject, user_id, created_at, email, name) \
+               VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING";
+    let mut values = vec![
         user.issuer.as_str().into(),
         user.subject.as_str().into(),
         id.as_str().into(),
         now.into(),
     ];
+    values.extend(contact_values(user));
     sql::execute(tx, sql, values).await?;
     Ok(())
+}
+
+/// A user's own address and, for a host user, its identity's contact details.
+#[derive(Debug, sea_orm::FromQueryResult)]
+struct ContactRow {
+    account_email: String,
+    email: Option<String>,
+    name: Option<String>,
 }
 
 fn user_by(column: &str) -> String {
@@ -196,10 +236,16 @@ impl UserRepository for SeaOrmStore {
         // Every request with a host token comes here: a known identity costs one read, not a
         // write transaction (which on SQLite takes the database's write lock).
         let values = vec![user.issuer.as_str().into(), user.subject.as_str().into()];
-        let known: Option<UserRow> = self
-            .fetch_one("find_host_user", MAPPED_USER, values)
+        let known: Option<HostUserRow> = self
+            .fetch_one("find_host_user", MAPPED_HOST_USER, values.clone())
             .await?;
-        if let Some((found, None)) = known.map(UserRow::into_domain).transpose()? {
+        if let Some((found, None, stored)) = known.map(HostUserRow::into_domain).transpose()? {
+            if contact_changed(&stored, &user.contact) {
+                let mut values = values;
+                values.extend(contact_values(user));
+                self.run_execute("update_host_contact", UPDATE_CONTACT, values)
+                    .await?;
+            }
             return Ok(found);
         }
         self.retry
@@ -209,6 +255,18 @@ impl UserRepository for SeaOrmStore {
                 sql::finish(tx, body).await
             })
             .await
+    }
+
+    async fn find_buyer_contact(&self, id: &UserId) -> Result<BuyerContact, StoreError> {
+        let sql = "SELECT u.email AS account_email, h.email, h.name \
+                   FROM users u LEFT JOIN host_identities h ON h.user_id = u.id \
+                   WHERE u.id = $1";
+        let row: Option<ContactRow> = self
+            .fetch_one("find_buyer_contact", sql, vec![id.as_str().into()])
+            .await?;
+        let row = row.ok_or(StoreError::NotFound)?;
+        let own = crate::rows::contact("users", id.as_str(), Some(row.account_email), None)?;
+        Ok(crate::rows::contact("host_identities", id.as_str(), row.email, row.name)?.or(own))
     }
 
     async fn set_role(&self, id: &UserId, role: Role) -> Result<(), StoreError> {

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use domain::Timestamp;
 
 use crate::accounts::{Role, Scope, User};
-use crate::authorization::OwnerError;
+use crate::authorization::{Acting, OwnerError};
 use crate::ports::{Clock, IdGenerator, SecretHasher, Store};
 use crate::service::Service;
 use crate::sign_up::ClientAddress;
@@ -40,6 +40,14 @@ pub trait AccountsService: Send + Sync + 'static {
         scope: Scope,
         named: Option<&'a str>,
     ) -> Result<User, OwnerError>;
+
+    /// Whom an action guarded by `scope` is for, and who acts (see [`Service::acting_for`]).
+    async fn acting_for<'a>(
+        &self,
+        principal: Principal,
+        scope: Scope,
+        named: Option<&'a str>,
+    ) -> Result<Acting, OwnerError>;
 
     /// Now, by the service's clock (session lifetimes, throttles, request times).
     fn now(&self) -> Timestamp;
@@ -85,6 +93,15 @@ where
         named: Option<&'a str>,
     ) -> Result<User, OwnerError> {
         Service::data_owner(self, principal, scope, named).await
+    }
+
+    async fn acting_for<'a>(
+        &self,
+        principal: Principal,
+        scope: Scope,
+        named: Option<&'a str>,
+    ) -> Result<Acting, OwnerError> {
+        Service::acting_for(self, principal, scope, named).await
     }
 
     fn now(&self) -> Timestamp {

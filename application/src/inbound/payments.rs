@@ -1,14 +1,18 @@
 //! [`PaymentsService`]: orders, provider webhooks and a buyer's subscriptions.
 
 use async_trait::async_trait;
-use domain::{OrderId, Plan, PlanId, ProviderId, Subscription, SubscriptionAccess, SubscriptionId};
+use domain::{
+    CancelWhen, OrderId, Plan, PlanId, ProviderId, Subscription, SubscriptionAccess, SubscriptionId,
+};
 
-use crate::accounts::User;
+use crate::accounts::{BuyerContact, User};
+use crate::authorization::Actor;
 use crate::pagination::{Page, PageRequest};
 use crate::ports::{Clock, IdGenerator, OrderRecord, SecretHasher, Store, WebhookRequest};
 use crate::service::Service;
 use crate::use_cases::InfraError;
 use crate::use_cases::cancel_payment::{CancelOutcome, CancelPaymentError};
+use crate::use_cases::cancel_subscription::{CancelSubscriptionError, SubscriptionCancelled};
 use crate::use_cases::change_plan::{ChangePlanError, PlanChangeOutcome, PlanSwitchScheduled};
 use crate::use_cases::handle_webhook::{HandleWebhookError, WebhookHandled};
 use crate::use_cases::initiate_payment::{InitiatePayment, InitiatePaymentError, PaymentStarted};
@@ -22,6 +26,15 @@ pub trait PaymentsService: Send + Sync + 'static {
     async fn initiate_payment(
         &self,
         request: InitiatePayment,
+    ) -> Result<PaymentStarted, InitiatePaymentError>;
+
+    /// Start a payment by `actor`, with the buyer's contact details it states (see
+    /// [`Service::initiate_payment_as`]).
+    async fn initiate_payment_as(
+        &self,
+        request: InitiatePayment,
+        actor: Actor,
+        stated: BuyerContact,
     ) -> Result<PaymentStarted, InitiatePaymentError>;
 
     /// One of `user`'s orders (see [`Service::query_payment`]).
@@ -67,6 +80,22 @@ pub trait PaymentsService: Send + Sync + 'static {
         subscription_id: &SubscriptionId,
         plan_id: &PlanId,
     ) -> Result<PlanChangeOutcome, ChangePlanError>;
+
+    /// Cancel one of `user`'s subscriptions at its period's end or now (see
+    /// [`Service::cancel_subscription_for`]).
+    async fn cancel_subscription_for(
+        &self,
+        user: &User,
+        subscription_id: &SubscriptionId,
+        when: CancelWhen,
+    ) -> Result<SubscriptionCancelled, CancelSubscriptionError>;
+
+    /// `user`'s subscriptions, newest first (see [`Service::list_subscriptions`]).
+    async fn list_subscriptions(
+        &self,
+        user: &User,
+        page: PageRequest,
+    ) -> Result<Page<Subscription>, InfraError>;
 
     /// Withdraw a scheduled cancellation (see [`Service::resume_subscription`]).
     async fn resume_subscription(
@@ -136,6 +165,15 @@ where
         Service::initiate_payment(self, request).await
     }
 
+    async fn initiate_payment_as(
+        &self,
+        request: InitiatePayment,
+        actor: Actor,
+        stated: BuyerContact,
+    ) -> Result<PaymentStarted, InitiatePaymentError> {
+        Service::initiate_payment_as(self, request, actor, stated).await
+    }
+
     async fn query_payment(
         &self,
         user: &User,
@@ -183,6 +221,23 @@ where
         plan_id: &PlanId,
     ) -> Result<PlanChangeOutcome, ChangePlanError> {
         Service::change_plan(self, user, subscription_id, plan_id).await
+    }
+
+    async fn cancel_subscription_for(
+        &self,
+        user: &User,
+        subscription_id: &SubscriptionId,
+        when: CancelWhen,
+    ) -> Result<SubscriptionCancelled, CancelSubscriptionError> {
+        Service::cancel_subscription_for(self, user, subscription_id, when).await
+    }
+
+    async fn list_subscriptions(
+        &self,
+        user: &User,
+        page: PageRequest,
+    ) -> Result<Page<Subscription>, InfraError> {
+        Service::list_subscriptions(self, user, page).await
     }
 
     async fn resume_subscription(

@@ -56,8 +56,11 @@ pub struct CheckoutRequest {
     pub order_id: OrderId,
     /// The buyer.
     pub user_id: UserId,
-    /// The buyer's e-mail address, where the provider wants one.
+    /// The buyer's e-mail address, where the provider wants one (never a `.invalid`
+    /// placeholder).
     pub customer_email: Option<String>,
+    /// The buyer's name, for the providers that take one.
+    pub customer_name: Option<String>,
     /// The plan as bought.
     pub snapshot: PlanSnapshot,
     /// The plan's current definition (provider ids, texts).

@@ -50,6 +50,11 @@ pub struct HostIdentity {
     /// The user's e-mail address when the token says the host verified it (the configured
     /// verified-email claim is `true`), as the token spells it; `None` otherwise.
     pub verified_email: Option<String>,
+    /// The user's e-mail address as the token's e-mail claim says it, verified or not (the
+    /// address the payment provider sends receipts to); `None` without the claim.
+    pub email: Option<String>,
+    /// The user's name as the token's name claim says it; `None` without the claim.
+    pub name: Option<String>,
 }
 
 /// Verifies tokens issued by a host application that already signs its users in (JWTs signed

@@ -13,7 +13,7 @@ use domain::{
     TransactionKind, UserId,
 };
 
-use crate::accounts::{ApiKey, Email, PasswordHash, Role, TokenHash, User};
+use crate::accounts::{ApiKey, BuyerContact, Email, PasswordHash, Role, TokenHash, User};
 use crate::pagination::{Page, PageRequest};
 use crate::sign_up::SignupIdentity;
 
@@ -77,6 +77,10 @@ pub struct NewHostUser {
     pub created_at: Timestamp,
     /// Whom the sign-up credits would be given to if the user is created; `None`: none are.
     pub signup_identity: Option<SignupIdentity>,
+    /// How the payment provider may reach the user, as the token says now: stored with the
+    /// identity, and what is stored replaced when the token says something else (a detail
+    /// the token does not carry keeps its stored value).
+    pub contact: BuyerContact,
 }
 
 /// The id prefix of users created for host identities (password accounts are `usr_…`).
@@ -122,6 +126,13 @@ pub trait UserRepository: Send + Sync + 'static {
     /// account (an id collision); storage failures otherwise. A user created here is given the
     /// sign-up credits by the rule of [`UserRepository::create_user`].
     async fn find_or_create_host_user(&self, user: &NewHostUser) -> Result<User, StoreError>;
+
+    /// How the payment provider may reach user `id`: a host user's stored contact details,
+    /// else the account's own address (never a `.invalid` placeholder).
+    ///
+    /// # Errors
+    /// MUST return [`StoreError::NotFound`] for an unknown user.
+    async fn find_buyer_contact(&self, id: &UserId) -> Result<BuyerContact, StoreError>;
 
     /// Change a user's role.
     ///
@@ -485,6 +496,16 @@ pub trait SubscriptionRepository: Send + Sync + 'static {
     /// # Errors
     /// As [`SubscriptionRepository::find_subscription`].
     async fn list_subscriptions(&self, user: &UserId) -> Result<Vec<Subscription>, StoreError>;
+
+    /// One page of a user's subscriptions, newest first (by when each started, then by id).
+    ///
+    /// # Errors
+    /// As [`SubscriptionRepository::find_subscription`].
+    async fn page_subscriptions(
+        &self,
+        user: &UserId,
+        page: PageRequest,
+    ) -> Result<Page<Subscription>, StoreError>;
 
     /// The order that started subscription `id` (its plan snapshot is what the subscription was
     /// sold with); `None` when the subscription or its order is unknown.

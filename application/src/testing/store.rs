@@ -16,7 +16,7 @@ use domain::{
 
 use super::ledger::Ledger;
 use super::lock;
-use crate::accounts::{ApiKey, Email, PasswordHash, Role, TokenHash, User};
+use crate::accounts::{ApiKey, BuyerContact, Email, PasswordHash, Role, TokenHash, User};
 use crate::pagination::{Page, PageRequest};
 use crate::ports::*;
 
@@ -24,6 +24,8 @@ use crate::ports::*;
 struct State {
     users: BTreeMap<UserId, (User, Option<PasswordHash>)>,
     host_identities: BTreeMap<(String, String), UserId>,
+    /// Host users' contact details, as their tokens last said them.
+    host_contacts: BTreeMap<UserId, BuyerContact>,
     sessions: BTreeMap<TokenHash, (UserId, Timestamp)>,
     api_keys: Vec<(ApiKey, TokenHash)>,
     plans: BTreeMap<PlanId, StoredPlan>,
@@ -199,6 +201,9 @@ impl UserRepository for InMemoryStore {
                     id
                 }
             };
+            let stored = s.host_contacts.remove(&id).unwrap_or_default();
+            s.host_contacts
+                .insert(id.clone(), user.contact.clone().or(stored));
             match s.users.get(&id) {
                 Some((found, None)) => Ok(found.clone()),
                 _ => Err(StoreError::Conflict(
@@ -206,6 +211,18 @@ impl UserRepository for InMemoryStore {
                 )),
             }
         })
+    }
+
+    async fn find_buyer_contact(&self, id: &UserId) -> Result<BuyerContact, StoreError> {
+        let state = lock(&self.0);
+        let (user, _) = state.users.get(id).ok_or(StoreError::NotFound)?;
+        let own = BuyerContact::new(Some(user.email.clone()), None);
+        Ok(state
+            .host_contacts
+            .get(id)
+            .cloned()
+            .unwrap_or_default()
+            .or(own))
     }
 
     async fn set_role(&self, id: &UserId, role: Role) -> Result<(), StoreError> {
@@ -738,6 +755,19 @@ impl SubscriptionRepository for InMemoryStore {
             .collect();
         subs.sort_by_key(|s| std::cmp::Reverse(s.last_event_at()));
         Ok(subs)
+    }
+
+    async fn page_subscriptions(
+        &self,
+        user: &UserId,
+        page: PageRequest,
+    ) -> Result<Page<Subscription>, StoreError> {
+        let mut subs = self.list_subscriptions(user).await?;
+        // This fake keeps no creation time: the period's start, then the id, stand in for it.
+        subs.sort_by(|a, b| {
+            (b.current_period().start(), b.id()).cmp(&(a.current_period().start(), a.id()))
+        });
+        Ok(paged(subs, page))
     }
 
     async fn subscription_order(

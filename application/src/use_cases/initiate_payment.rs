@@ -8,7 +8,8 @@ use domain::{
 
 use super::InfraError;
 use super::plans::find_plan;
-use crate::accounts::User;
+use crate::accounts::{BuyerContact, User};
+use crate::authorization::Actor;
 use crate::ports::{
     CheckoutRecord, CheckoutRequest, Clock, CreateOrderOutcome, IdGenerator, IdempotencyRecord,
     OrderRecord, Replay, SecretHasher, Store,
@@ -84,6 +85,11 @@ pub enum InitiatePaymentError {
     /// The idempotency key was used with another request.
     #[error("idempotency key reused with a different request")]
     IdempotencyConflict,
+    /// The user's own credential named the buyer's e-mail address or name: only the host
+    /// application's backend, acting for its user with an API key, may (a user's own address
+    /// and name come from their account or host token).
+    #[error("only an API key acting for a user may name the buyer's {0}")]
+    BuyerDetailNotAllowed(BuyerDetail),
     /// The gateway failed; the order is `failed`.
     #[error("payment provider failed: {reason}")]
     Gateway {
@@ -97,6 +103,24 @@ pub enum InitiatePaymentError {
     Infra(#[from] InfraError),
 }
 
+/// A detail of the buyer a request may name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuyerDetail {
+    /// The e-mail address.
+    Email,
+    /// The name.
+    Name,
+}
+
+impl std::fmt::Display for BuyerDetail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BuyerDetail::Email => "e-mail address",
+            BuyerDetail::Name => "name",
+        })
+    }
+}
+
 impl From<crate::ports::StoreError> for InitiatePaymentError {
     fn from(e: crate::ports::StoreError) -> Self {
         InitiatePaymentError::Infra(e.into())
@@ -104,22 +128,42 @@ impl From<crate::ports::StoreError> for InitiatePaymentError {
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
-    /// Start a payment.
+    /// Start a payment; the provider is told the buyer's contact details as stored (a host
+    /// user's from their token, else the account's own address, never a `.invalid` one).
     ///
     /// # Errors
     /// See [`InitiatePaymentError`]; a gateway failure leaves the order `failed`.
+    pub async fn initiate_payment(
+        &self,
+        request: InitiatePayment,
+    ) -> Result<PaymentStarted, InitiatePaymentError> {
+        self.initiate_payment_as(request, Actor::TheUser, BuyerContact::default())
+            .await
+    }
+
+    /// Start a payment for `request.user`, by `actor`: an API key acting for its user may name
+    /// the buyer's e-mail address and name (`stated`), which the provider is told instead of
+    /// what is stored; the user's own credential may not.
+    ///
+    /// # Errors
+    /// [`InitiatePaymentError::BuyerDetailNotAllowed`] for details stated by the user's own
+    /// credential; otherwise as [`Service::initiate_payment`].
     #[tracing::instrument(
         skip_all,
         fields(
             user_id = %request.user.id,
             plan_id = %request.plan_id,
             provider = %request.provider,
+            actor = ?actor,
         )
     )]
-    pub async fn initiate_payment(
+    pub async fn initiate_payment_as(
         &self,
         request: InitiatePayment,
+        actor: Actor,
+        stated: BuyerContact,
     ) -> Result<PaymentStarted, InitiatePaymentError> {
+        check_stated_by(actor, &stated)?;
         let (plan, provider) = self.sellable_plan(&request).await?;
         let gateway = self
             .gateways
@@ -160,7 +204,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             }
             CreateOrderOutcome::Replayed(existing) => return replay(existing),
         }
-        let checkout_request = self.checkout_request(&request.user, &order, plan);
+        let stored = self.store.find_buyer_contact(&request.user.id).await?;
+        let checkout_request = self.checkout_request(&order, plan, stated.or(stored));
         let checkout = gateway.create_checkout(&checkout_request).await;
         self.attach_or_fail(&order_id, checkout).await?;
         let order = self
@@ -225,14 +270,19 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         }
     }
 
-    /// What the gateway is asked to open a checkout for.
-    fn checkout_request(&self, user: &User, order: &Order, plan: Plan) -> CheckoutRequest {
+    /// What the gateway is asked to open a checkout for, telling it `buyer`'s contact details
+    /// (whose address is never a `.invalid` placeholder).
+    fn checkout_request(&self, order: &Order, plan: Plan, buyer: BuyerContact) -> CheckoutRequest {
         let callbacks = &self.config.callbacks;
         let order_id = order.id();
         CheckoutRequest {
             order_id: order_id.clone(),
-            user_id: user.id.clone(),
-            customer_email: (user.email.is_deliverable()).then(|| user.email.as_str().to_owned()),
+            user_id: order.user_id().clone(),
+            customer_email: buyer
+                .email()
+                .filter(|email| email.is_deliverable())
+                .map(|email| email.as_str().to_owned()),
+            customer_name: buyer.name.map(|name| name.as_str().to_owned()),
             snapshot: order.plan().clone(),
             plan,
             success_url: callbacks.success(order_id),
@@ -353,6 +403,19 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 }
             }
         }
+    }
+}
+
+/// Only an API key acting for its user may state the buyer's details.
+fn check_stated_by(actor: Actor, stated: &BuyerContact) -> Result<(), InitiatePaymentError> {
+    let named = match (stated.email(), &stated.name) {
+        (Some(_), _) => Some(BuyerDetail::Email),
+        (None, Some(_)) => Some(BuyerDetail::Name),
+        (None, None) => None,
+    };
+    match (actor, named) {
+        (Actor::TheUser, Some(detail)) => Err(InitiatePaymentError::BuyerDetailNotAllowed(detail)),
+        _ => Ok(()),
     }
 }
 

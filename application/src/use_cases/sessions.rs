@@ -5,7 +5,9 @@
 use domain::UserId;
 
 use super::InfraError;
-use crate::accounts::{AccountError, ApiKey, Email, Password, Role, Scope, User};
+use crate::accounts::{
+    AccountError, ApiKey, BuyerContact, CustomerName, Email, Password, Role, Scope, User,
+};
 use crate::ports::{
     Clock, HostIdentity, IdGenerator, NewHostUser, NewUser, SecretHasher, Store, StoreError,
     UserRepository,
@@ -40,7 +42,7 @@ impl Principal {
     /// Whether this principal may act with `scope`.
     #[must_use]
     pub fn has_scope(&self, scope: Scope) -> bool {
-        matches!(self, Principal::Service(key) if key.scopes.contains(&scope))
+        matches!(self, Principal::Service(key) if key.scopes.iter().any(|held| held.allows(scope)))
     }
 }
 
@@ -164,7 +166,23 @@ fn host_user(
             subject: identity.subject.clone(),
             created_at: now,
             signup_identity: host_signup_identity(identity, credits_for),
+            contact: host_contact(identity),
         })
+}
+
+/// How the payment provider may reach a host user, from its token's e-mail and name claims: an
+/// address that does not parse, or cannot receive mail, and a name that does not parse are left
+/// out (the user still signs in).
+fn host_contact(identity: &HostIdentity) -> BuyerContact {
+    let email = identity
+        .email
+        .as_deref()
+        .and_then(|raw| Email::parse(raw).ok());
+    let name = identity
+        .name
+        .as_deref()
+        .and_then(|raw| CustomerName::parse(raw).ok());
+    BuyerContact::new(email, name)
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {

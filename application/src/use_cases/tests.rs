@@ -1,6 +1,7 @@
 //! Use-case tests against the in-memory fakes, and mockall tests of gateway interactions.
 
 mod accounts_and_plans;
+mod acting_for_users;
 mod admin_console;
 mod credits;
 mod entitlements;

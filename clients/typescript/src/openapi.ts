@@ -16,11 +16,16 @@ export interface paths {
         /**
          * Start a payment for a plan: creates a pending order and the provider's checkout.
          * @description Send an `Idempotency-Key` to make retries safe: the same key and body answer the first
-         *     response again.
+         *     response again. The user's own credential buys for them; an API key with
+         *     `billing:write` buys for the user `?userId=` names (the host application's backend
+         *     acting for its signed-in user), and may name the buyer's e-mail address and name.
          */
         post: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description The user to buy for (API keys with `billing:write` only; users buy for themselves). */
+                    userId?: string;
+                };
                 header?: {
                     /** @description Makes a retry return the first outcome (at most 255 printable characters). */
                     "Idempotency-Key"?: string;
@@ -50,7 +55,10 @@ export interface paths {
                         "application/json; charset=utf-8": components["schemas"]["OrderView"];
                     };
                 };
-                /** @description `validation_failed`: the body or the `Idempotency-Key` is malformed. */
+                /**
+                 * @description `validation_failed`: the body or the `Idempotency-Key` is malformed, or an API key
+                 *     named no `userId`.
+                 */
                 400: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -72,7 +80,7 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: an API key cannot buy. */
+                /** @description `forbidden`: an API key without `billing:write`, or a user naming another user. */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -83,7 +91,7 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `plan_not_found`. */
+                /** @description `plan_not_found`; `user_not_found`: the `userId` an API key named does not exist. */
                 404: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -123,8 +131,10 @@ export interface paths {
                 };
                 /**
                  * @description `unknown_provider`, `provider_mismatch`, `provider_not_supported`,
-                 *     `provider_unavailable` (the plan's provider is not configured here) or
-                 *     `plan_not_available` (a hidden plan, not offered to this buyer).
+                 *     `provider_unavailable` (the plan's provider is not configured here),
+                 *     `plan_not_available` (a hidden plan, not offered to this buyer) or
+                 *     `validation_failed` naming `customerEmail` or `customerName` (malformed, or sent
+                 *     with the user's own credential rather than an API key acting for them).
                  */
                 422: {
                     headers: {
@@ -197,10 +207,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The caller's order: its status and, while pending, where to pay. */
+        /** The user's order: its status and, while pending, where to pay. */
         get: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description The user whose order it is (API keys with `billing:read` only). */
+                    userId?: string;
+                };
                 header?: never;
                 path: {
                     /** @description The order id. */
@@ -221,6 +234,17 @@ export interface paths {
                         "application/json; charset=utf-8": components["schemas"]["OrderView"];
                     };
                 };
+                /** @description `validation_failed`: an API key named no `userId`. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
                 /** @description `unauthorized`: not signed in. */
                 401: {
                     headers: {
@@ -232,7 +256,7 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: an API key cannot read orders. */
+                /** @description `forbidden`: an API key without `billing:read`, or a user naming another user. */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -243,7 +267,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `order_not_found`: no such order of the caller (another user's order included). */
+                /**
+                 * @description `order_not_found`: no such order of the user (another user's order included);
+                 *     `user_not_found`: the `userId` an API key named does not exist.
+                 */
                 404: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -296,12 +323,15 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Cancel the caller's payment: a pending order is cancelled; a subscription order's
+         * Cancel the user's payment: a pending order is cancelled; a subscription order's
          *     subscription is cancelled at the end of its period.
          */
         post: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description The user whose order it is (API keys with `billing:write` only). */
+                    userId?: string;
+                };
                 header?: never;
                 path: {
                     /** @description The order id. */
@@ -322,6 +352,17 @@ export interface paths {
                         "application/json; charset=utf-8": components["schemas"]["CancelView"];
                     };
                 };
+                /** @description `validation_failed`: an API key named no `userId`. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
                 /** @description `unauthorized`: not signed in. */
                 401: {
                     headers: {
@@ -333,7 +374,7 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: an API key cannot cancel. */
+                /** @description `forbidden`: an API key without `billing:write`, or a user naming another user. */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -344,7 +385,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `order_not_found`: no such order of the caller. */
+                /**
+                 * @description `order_not_found`: no such order of the user; `user_not_found`: the `userId` an API
+                 *     key named does not exist.
+                 */
                 404: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -414,7 +458,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The caller's orders, newest first. */
+        /** The user's orders, newest first. */
         get: {
             parameters: {
                 query?: {
@@ -422,6 +466,8 @@ export interface paths {
                     page?: string;
                     /** @description Page size, 1 to 100 (default 20). */
                     limit?: string;
+                    /** @description The user whose orders to list (API keys with `billing:read` only). */
+                    userId?: string;
                 };
                 header?: never;
                 path?: never;
@@ -440,7 +486,10 @@ export interface paths {
                         "application/json; charset=utf-8": components["schemas"]["OrderPage"];
                     };
                 };
-                /** @description `invalid_pagination`: page or limit out of range. */
+                /**
+                 * @description `invalid_pagination`: page or limit out of range; `validation_failed`: an API key
+                 *     named no `userId`.
+                 */
                 400: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -462,8 +511,19 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: an API key cannot read orders. */
+                /** @description `forbidden`: an API key without `billing:read`, or a user naming another user. */
                 403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `user_not_found`: the `userId` an API key named does not exist. */
+                404: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
                         "X-REQUEST-ID": string;
@@ -505,6 +565,308 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/subscriptions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The user's subscriptions, newest first: each with its status, period, whether it ends
+         *     with the period, and any switch pending or scheduled.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Page number, from 1 (default 1). */
+                    page?: string;
+                    /** @description Page size, 1 to 100 (default 20). */
+                    limit?: string;
+                    /** @description The user whose subscriptions to list (API keys with `billing:read` only). */
+                    userId?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of the user's subscriptions, newest first. */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["SubscriptionPage"];
+                    };
+                };
+                /**
+                 * @description `invalid_pagination`: page or limit out of range; `validation_failed`: an API key
+                 *     named no `userId`.
+                 */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: not signed in. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `forbidden`: an API key without `billing:read` (or `billing:write`), or a user
+                 *     naming another user.
+                 */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `user_not_found`: the `userId` an API key named does not exist. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/subscriptions/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel the user's subscription: at the end of its paid period (the default; access runs
+         *     until then and nothing renews), or now (`{"when": "now"}`) where the provider can end a
+         *     subscription at once. Resume undoes a cancel at the period's end where the provider
+         *     allows.
+         */
+        post: {
+            parameters: {
+                query?: {
+                    /** @description The user whose subscription it is (API keys with `billing:write` only). */
+                    userId?: string;
+                };
+                header?: never;
+                path: {
+                    /** @description The subscription id. */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: {
+                content: {
+                    "application/json": components["schemas"]["CancelSubscriptionBody"];
+                };
+            };
+            responses: {
+                /**
+                 * @description `period_end`: the subscription ends when its period does (`cancelAtPeriodEnd`
+                 *     true; asking again answers the same). `now`: the provider ended it, and its ended
+                 *     event has arrived (`status` `canceled`).
+                 */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["SubscriptionView"];
+                    };
+                };
+                /**
+                 * @description `now`: the provider accepted ending it, and the subscription ends here when the
+                 *     provider's ended event arrives; the subscription as it stands now.
+                 */
+                202: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["SubscriptionView"];
+                    };
+                };
+                /**
+                 * @description `validation_failed`: the body is not `{"when": "period_end" | "now"}`, or an API
+                 *     key named no `userId`.
+                 */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: not signed in. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `forbidden`: an API key without `billing:write`, or a user naming another user;
+                 *     `not_owner`: another user's subscription.
+                 */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `subscription_not_found`; `user_not_found`: the `userId` an API key named does not
+                 *     exist.
+                 */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `subscription_not_live`: it is over already (canceled or expired). */
+                409: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `cancel_now_not_supported`: `now`, and the provider cannot end a subscription at
+                 *     once (cancel at the period's end instead).
+                 */
+                422: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `provider_error`: the provider could not be told; nothing changed, retry. */
+                502: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/subscriptions/{id}/change-plan": {
         parameters: {
             query?: never;
@@ -515,13 +877,16 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Switch the caller's subscription to another recurring plan: now, through the provider's
+         * Switch the user's subscription to another recurring plan: now, through the provider's
          *     own plan-change API (the subscription's plan, price and credits follow the provider's
          *     event), or at the period's end (`"when": "period_end"`). One switch at a time.
          */
         post: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description The user whose subscription it is (API keys with `billing:write` only). */
+                    userId?: string;
+                };
                 header?: never;
                 path: {
                     /** @description The subscription id. */
@@ -548,7 +913,7 @@ export interface paths {
                 };
                 /**
                  * @description `bad_request`: no JSON body, or not `application/json`; `validation_failed`: the
-                 *     body does not match the schema.
+                 *     body does not match the schema, or an API key named no `userId`.
                  */
                 400: {
                     headers: {
@@ -571,7 +936,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: an API key cannot switch; `not_owner`: another user's subscription. */
+                /**
+                 * @description `forbidden`: an API key without `billing:write`, or a user naming another user;
+                 *     `not_owner`: another user's subscription.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -582,7 +950,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `subscription_not_found`, `plan_not_found`. */
+                /**
+                 * @description `subscription_not_found`, `plan_not_found`; `user_not_found`: the `userId` an API
+                 *     key named does not exist.
+                 */
                 404: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -671,12 +1042,15 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Withdraw the scheduled cancellation of the caller's subscription, where the provider
+         * Withdraw the scheduled cancellation of the user's subscription, where the provider
          *     allows it: it renews again.
          */
         post: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description The user whose subscription it is (API keys with `billing:write` only). */
+                    userId?: string;
+                };
                 header?: never;
                 path: {
                     /** @description The subscription id. */
@@ -697,6 +1071,17 @@ export interface paths {
                         "application/json; charset=utf-8": components["schemas"]["SubscriptionView"];
                     };
                 };
+                /** @description `validation_failed`: an API key named no `userId`. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
                 /** @description `unauthorized`: not signed in. */
                 401: {
                     headers: {
@@ -708,7 +1093,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: an API key cannot resume; `not_owner`: another user's subscription. */
+                /**
+                 * @description `forbidden`: an API key without `billing:write`, or a user naming another user;
+                 *     `not_owner`: another user's subscription.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -719,7 +1107,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `subscription_not_found`. */
+                /**
+                 * @description `subscription_not_found`; `user_not_found`: the `userId` an API key named does not
+                 *     exist.
+                 */
                 404: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -796,12 +1187,15 @@ export interface paths {
         put?: never;
         post?: never;
         /**
-         * Withdraw the caller's switch at the period's end: the scheduled plan is forgotten, and
+         * Withdraw the user's switch at the period's end: the scheduled plan is forgotten, and
          *     the subscription still ends with its period (resume it to keep it).
          */
         delete: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description The user whose subscription it is (API keys with `billing:write` only). */
+                    userId?: string;
+                };
                 header?: never;
                 path: {
                     /** @description The subscription id. */
@@ -822,6 +1216,17 @@ export interface paths {
                         "application/json; charset=utf-8": components["schemas"]["SubscriptionView"];
                     };
                 };
+                /** @description `validation_failed`: an API key named no `userId`. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
                 /** @description `unauthorized`: not signed in. */
                 401: {
                     headers: {
@@ -833,7 +1238,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: an API key cannot withdraw; `not_owner`: another user's subscription. */
+                /**
+                 * @description `forbidden`: an API key without `billing:write`, or a user naming another user;
+                 *     `not_owner`: another user's subscription.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -844,7 +1252,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `subscription_not_found`. */
+                /**
+                 * @description `subscription_not_found`; `user_not_found`: the `userId` an API key named does not
+                 *     exist.
+                 */
                 404: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -6729,6 +7140,24 @@ export interface components {
             balanceHundredths: number;
         };
         /**
+         * CancelSubscriptionBody
+         * @description `POST /api/subscriptions/{id}/cancel` (the body is optional).
+         */
+        CancelSubscriptionBody: {
+            /**
+             * @description `period_end` (the default): the subscription ends when its paid period does, nothing
+             *     renews; `now`: the provider ends it at once (Stripe, Creem, Dodo Payments, PayPal; other
+             *     providers answer 422 `cancel_now_not_supported`).
+             * @default period_end
+             */
+            when?: components["schemas"]["CancelSubscriptionWhen"] & unknown;
+        };
+        /**
+         * @description When a cancel takes effect.
+         * @enum {string}
+         */
+        CancelSubscriptionWhen: "period_end" | "now";
+        /**
          * CancelView
          * @description What cancelling did: the order, and for a subscription order the subscription that now
          *     ends at its period's end.
@@ -6807,7 +7236,11 @@ export interface components {
         CreateApiKeyBody: {
             /** @description A label. */
             name: string;
-            /** @description `credits:consume`, `credits:read`, `events:read`, `entitlements:read`. */
+            /**
+             * @description `credits:consume`, `credits:read`, `events:read`, `entitlements:read`, `billing:read`
+             *     (a named user's orders and subscriptions), `billing:write` (buy, cancel, resume and
+             *     switch for a named user; also every `billing:read` read).
+             */
             scopes: string[];
         };
         /**
@@ -7072,6 +7505,19 @@ export interface components {
             planId: string;
             /** @description The provider id to pay through (must be the plan's provider). */
             provider: string;
+            /**
+             * @description The buyer's e-mail address, told to the provider (receipts, a Merchant of Record's
+             *     invoices, a pre-filled checkout) instead of the one Tally knows. Only for an API key
+             *     acting for the user (`billing:write` and `?userId=`): the user's own credential sending
+             *     it is a 422. At most 254 bytes, never in the reserved `.invalid` domain.
+             */
+            customerEmail?: string;
+            /**
+             * @description The buyer's name, told to the providers that take one (Dodo Payments), instead of the
+             *     one Tally knows. Only for an API key acting for the user, like `customerEmail`. 1 to
+             *     200 characters, without control or formatting characters.
+             */
+            customerName?: string;
         };
         /**
          * OneTimeAccessView
@@ -7599,6 +8045,34 @@ export interface components {
             entitlements: {
                 [key: string]: true | number;
             };
+        };
+        /**
+         * SubscriptionPage
+         * @description A page of subscriptions, newest first.
+         */
+        SubscriptionPage: {
+            /** @description The subscriptions on this page. */
+            items: components["schemas"]["SubscriptionView"][];
+            /**
+             * Format: uint32
+             * @description This page's number, from 1.
+             */
+            page: number;
+            /**
+             * Format: uint32
+             * @description The page size.
+             */
+            limit: number;
+            /**
+             * Format: uint64
+             * @description Items in the whole list.
+             */
+            total: number;
+            /**
+             * Format: uint64
+             * @description Pages in the whole list (0 for an empty list).
+             */
+            totalPages: number;
         };
         /**
          * SubscriptionView

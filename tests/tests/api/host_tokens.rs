@@ -3,7 +3,7 @@
 
 use application::accounts::Role;
 use application::ports::UserRepository;
-use bootstrap::host_tokens::{AdminClaim, EmailClaims, HostJwtKey, HostJwtSettings};
+use bootstrap::host_tokens::{AdminClaim, ContactClaims, HostJwtKey, HostJwtSettings};
 use jsonwebtoken::{EncodingKey, Header, encode};
 use secrecy::SecretString;
 use serde_json::{Value, json};
@@ -32,7 +32,7 @@ async fn a_host_token_for_an_admins_id_is_another_user_and_admin_only_by_the_map
             issuer: None,
             audience: None,
             admin_claim: Some(AdminClaim::parse("app_metadata.role=admin").expect("mapping")),
-            email_claims: EmailClaims::default(),
+            contact_claims: ContactClaims::default(),
         });
         settings = Some(s.clone());
     })

@@ -1,5 +1,6 @@
 //! Tally's black-box test binary: one binary, one module per area.
 
+mod acting_for_users;
 mod admin_adjustments;
 mod admin_replay;
 mod browser;

@@ -59,11 +59,14 @@ pub struct CartItem {
     pub quantity: u32,
 }
 
-/// `customer`: a new customer by e-mail address.
+/// `customer`: a new customer by e-mail address, and name when known.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CustomerRequest {
     /// The buyer's address.
     pub email: String,
+    /// The buyer's name (Dodo shows it on the checkout and its invoices).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 /// The checkout-session request for an order.
@@ -116,6 +119,11 @@ pub fn checkout_request(
         .filter(|e| !e.trim().is_empty())
         .map(|email| CustomerRequest {
             email: email.to_owned(),
+            name: request
+                .customer_name
+                .as_deref()
+                .filter(|n| !n.trim().is_empty())
+                .map(str::to_owned),
         });
     Ok(CheckoutSessionRequest {
         product_cart: vec![CartItem {

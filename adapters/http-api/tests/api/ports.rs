@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use application::accounts::{ApiKey, Email, Role, Scope, User};
+use application::authorization::{Acting, Actor, Denied};
 use application::cursor::CursorError;
 use application::inbound::{
     MockAccountsService, MockAdminService, MockCreditsService, MockHostEventsService,
@@ -51,6 +52,17 @@ impl Mocks {
                 CUSTOMER_TOKEN => Ok(Principal::User(user("usr_customer", Role::User))),
                 KEY_TOKEN => Ok(Principal::Service(key(vec![Scope::CreditsConsume]))),
                 _ => Err(AccountsError::Unauthenticated),
+            });
+        // Billing endpoints ask whom they act for: a user acts for themself; the key above
+        // carries no billing scope.
+        accounts
+            .expect_acting_for()
+            .returning(|principal, scope, _| match principal {
+                Principal::User(user) => Ok(Acting {
+                    user,
+                    actor: Actor::TheUser,
+                }),
+                Principal::Service(_) => Err(Denied::MissingScope(scope).into()),
             });
         Self {
             payments: MockPaymentsService::new(),
@@ -638,5 +650,58 @@ async fn malformed_api_key_and_endpoint_ids_are_unknown_ones_and_never_reach_a_p
         let (status, _, body) = answer(request.header("Authorization", &admin).send().await).await;
         assert_eq!(status, 404, "{path}: {body}");
         assert_eq!(json_of(&body)["code"], code, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn a_malformed_buyer_detail_is_a_422_naming_the_field_and_never_reaches_the_port() {
+    // No expectation on `initiate_payment_as`: a call would panic and answer 500.
+    let app = Mocks::new().app();
+    for (extra, field) in [
+        (
+            json!({"customerEmail": "hst_1@host.invalid"}),
+            "customerEmail",
+        ),
+        (json!({"customerEmail": "nobody"}), "customerEmail"),
+        (json!({"customerName": ""}), "customerName"),
+    ] {
+        let mut body = json!({"planId": "credits-100", "provider": "card_gateway"});
+        let fields = body.as_object_mut().unwrap();
+        fields.extend(extra.as_object().unwrap().clone());
+        let response = app
+            .post("/api/payment/initiate")
+            .header("Authorization", format!("Bearer {CUSTOMER_TOKEN}"))
+            .body_json(&body)
+            .send()
+            .await;
+        let (status, _, answer) = answer(response).await;
+        assert_eq!(status, 422, "{answer}");
+        let answer = json_of(&answer);
+        assert_eq!(answer["code"], "validation_failed");
+        assert_eq!(answer["errors"][0]["field"], field, "{answer}");
+    }
+}
+
+#[tokio::test]
+async fn billing_endpoints_ask_the_port_whom_they_act_for_and_answer_its_refusal() {
+    // The accounts mock refuses every API key the billing scope; no payments port is reached.
+    let app = Mocks::new().app();
+    for path in [
+        "/api/subscriptions?userId=usr_customer",
+        "/api/orders?userId=usr_customer",
+    ] {
+        let response = app
+            .get(path)
+            .header("Authorization", format!("Bearer {KEY_TOKEN}"))
+            .send()
+            .await;
+        let (status, _, body) = answer(response).await;
+        assert_eq!(status, 403, "{path}: {body}");
+        let body = json_of(&body);
+        assert_eq!(body["code"], "forbidden");
+        assert_eq!(
+            body["detail"],
+            "this endpoint needs an API key with scope billing:read"
+        );
     }
 }

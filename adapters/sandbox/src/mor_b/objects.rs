@@ -22,6 +22,8 @@ pub const PAYMENT_ID: &str = "paymentId";
 pub const PRODUCT_ID: &str = "productId";
 /// `extra` key: the buyer's e-mail address.
 pub const CUSTOMER_EMAIL: &str = "customerEmail";
+/// `extra` key: the buyer's name, when the checkout was given one.
+pub const CUSTOMER_NAME: &str = "customerName";
 /// `extra` key: the payment's refunds, as JSON.
 pub const REFUNDS: &str = "refunds";
 /// `extra` key: the refunds of the session's subscription's charges, by charge id, as JSON.
@@ -121,7 +123,11 @@ fn customer(payment: Option<&SimPayment>) -> Value {
         .and_then(|p| p.extra.get(CUSTOMER_EMAIL))
         .cloned()
         .unwrap_or_else(|| "buyer@sandbox.invalid".into());
-    json!({ "customer_id": "cus_sandbox_tally", "email": email, "name": "Sandbox Buyer" })
+    let name = payment
+        .and_then(|p| p.extra.get(CUSTOMER_NAME))
+        .cloned()
+        .unwrap_or_else(|| "Sandbox Buyer".into());
+    json!({ "customer_id": "cus_sandbox_tally", "email": email, "name": name })
 }
 
 fn payment_id(payment: &SimPayment) -> String {
@@ -143,7 +149,7 @@ pub fn session_status(payment: &SimPayment) -> Value {
         "id": payment.id,
         "created_at": rfc3339(payment.created_at_ms),
         "customer_email": payment.extra.get(CUSTOMER_EMAIL),
-        "customer_name": null,
+        "customer_name": payment.extra.get(CUSTOMER_NAME),
         "payment_id": status.map(|_| payment_id(payment)),
         "payment_status": status,
     })

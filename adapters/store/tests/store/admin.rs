@@ -447,6 +447,7 @@ async fn new_users_get_the_signup_grant_once_in_their_creation(store: &TestStore
             "https://host.example",
             "sub-1",
         )),
+        contact: Default::default(),
     };
     let first = granting.find_or_create_host_user(&host).await.unwrap();
     let again = granting.find_or_create_host_user(&host).await.unwrap();

@@ -61,6 +61,7 @@ async fn sign_up_credits_are_given_once_per_identity(store: &TestStore) {
         subject: "sub-9".into(),
         created_at: t(DAY_MS),
         signup_identity: Some(identity("ada@example.com")),
+        contact: Default::default(),
     };
     let host = granting.find_or_create_host_user(&host).await.unwrap();
     assert_eq!(granting.balance(&host.id).await.unwrap(), c(0));

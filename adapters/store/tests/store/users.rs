@@ -49,6 +49,7 @@ fn host(issuer: &str, subject: &str, at: i64) -> NewHostUser {
         subject: subject.into(),
         created_at: t(at),
         signup_identity: None,
+        contact: Default::default(),
     }
 }
 

@@ -264,6 +264,7 @@ async fn the_in_memory_store_gives_sign_up_credits_once_with_each_new_user() {
             "https://host.example",
             "42",
         )),
+        contact: Default::default(),
     };
     let first_visit = store.find_or_create_host_user(&host).await.unwrap();
     let again = store.find_or_create_host_user(&host).await.unwrap();

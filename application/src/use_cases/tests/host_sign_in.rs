@@ -26,6 +26,8 @@ impl HostTokenVerifier for FakeVerifier {
             subject: subject.to_owned(),
             role: Role::parse(role)?,
             verified_email: None,
+            email: None,
+            name: None,
         })
     }
 }

@@ -272,8 +272,17 @@ async fn no_gateway_call_when_validation_fails() {
 #[tokio::test]
 async fn a_placeholder_address_is_never_sent_to_a_provider() {
     let h = Harness::new();
-    let mut host_user = h.user("host@example.com").await;
-    host_user.email = crate::accounts::Email::parse("hst_0123456789@host.invalid").unwrap();
+    // A host user whose token carried no address: its account's address is the placeholder.
+    let identity = crate::ports::NewHostUser {
+        issuer: String::new(),
+        subject: "host-user".into(),
+        created_at: domain::Timestamp::from_unix_millis(START_MS),
+        signup_identity: None,
+        contact: crate::accounts::BuyerContact::default(),
+    };
+    let store = h.service.store();
+    let host_user = store.find_or_create_host_user(&identity).await.unwrap();
+    assert!(!host_user.email.is_deliverable());
     let request = crate::use_cases::initiate_payment::InitiatePayment {
         user: host_user,
         plan_id: domain::PlanId::new("credits-100").unwrap(),

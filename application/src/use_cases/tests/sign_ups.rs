@@ -33,6 +33,8 @@ impl HostTokenVerifier for FakeVerifier {
             subject: subject.to_owned(),
             role: Role::User,
             verified_email: (email != "-").then(|| email.to_owned()),
+            email: None,
+            name: None,
         })
     }
 }
