@@ -6,7 +6,12 @@
 //! printed to stderr, one per line, and the exit status is
 //! [`EXIT_INVALID_CONFIG`](super::EXIT_INVALID_CONFIG). A catalog `tally serve` would refuse
 //! (production without a live provider, or plans sold through a provider that is off) fails the
-//! same way.
+//! same way: in production that includes a live provider on test-mode credentials.
+//!
+//! With `--online` ([`online`]), each live provider is then called once with its credentials
+//! and what answered is reported, one line per provider.
+
+mod online;
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -17,7 +22,7 @@ use domain::consumption::ConsumptionMode;
 use domain::plan::Prominence;
 use domain::{Duration, Plan, UnknownModelPolicy, Visibility};
 
-use super::{ConfigDirArgs, EXIT_INVALID_CONFIG};
+use super::{CheckConfigArgs, EXIT_INVALID_CONFIG};
 use crate::catalog::{self, Catalog};
 use crate::providers::ProviderReport;
 use crate::settings::{self, ProcessEnv};
@@ -34,19 +39,19 @@ const HEADER: [&str; 9] = [
     "FLAGS",
 ];
 
-/// Check the configuration in `args.config`, writing the report to `out` or the problems to
-/// `err`.
+/// Check the configuration in `args.dir.config`, writing the report to `out` or the problems to
+/// `err`; with `args.online`, then call each live provider ([`online::run`]).
 ///
 /// # Errors
 /// Writing to `out` or `err` failed.
 pub(super) fn run(
-    args: &ConfigDirArgs,
+    args: &CheckConfigArgs,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
-    let dir = args.config.display();
-    let settings = settings::load(&args.config, &ProcessEnv).map_err(|e| vec![e.to_string()]);
-    let catalog = catalog::load(&args.config)
+    let dir = args.dir.config.display();
+    let settings = settings::load(&args.dir.config, &ProcessEnv).map_err(|e| vec![e.to_string()]);
+    let catalog = catalog::load(&args.dir.config)
         .map_err(|errors| errors.iter().map(ToString::to_string).collect::<Vec<_>>());
     let loaded = match (settings, catalog) {
         (Ok(settings), Ok(catalog)) => {
@@ -55,7 +60,7 @@ pub(super) fn run(
                 .check(&settings, catalog.plans())
                 .map_err(|problem| vec![problem])
                 .and_then(|()| host_keys(&settings))
-                .map(|()| (catalog, providers))
+                .map(|()| (settings, catalog, providers))
         }
         (settings, catalog) => Err(settings
             .err()
@@ -65,7 +70,7 @@ pub(super) fn run(
             .collect()),
     };
     match loaded {
-        Ok((catalog, providers)) => {
+        Ok((settings, catalog, providers)) => {
             let report = format!(
                 "{}\n{}\n{}\n{dir}: {} plans and the consumption rules are valid\n",
                 plan_table(catalog.plans()),
@@ -75,6 +80,9 @@ pub(super) fn run(
             );
             out.write_all(report.as_bytes())
                 .context("cannot write the report to stdout")?;
+            if args.online {
+                return online::run(&settings, &providers, out, err);
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(errors) => {
