@@ -13,7 +13,8 @@
 //! refund id as `Idempotency-Key`.
 //! A refund or lost dispute whose event does not name the order or invoice is traced through
 //! `GET /v1/charges/{id}` and `GET /v1/invoice_payments` (both pinned to
-//! [`transformers::LOOKUP_API_VERSION`]). Wire formats and the event mapping are in
+//! [`transformers::LOOKUP_API_VERSION`]). Credential check: `GET /v1/balance`, whose `livemode`
+//! is the key's mode. Wire formats and the event mapping are in
 //! [`transformers`]; `docs/providers/card_gateway.md` has the status table.
 
 pub mod plan_change;

@@ -12,7 +12,8 @@
 //! verified event whose object's `mode` is not the API key's environment is foreign. Refunds and
 //! disputes whose checkout or transaction, and renewals whose amount, the event gives only as an
 //! id are completed by reading Creem's API before they are parsed. Creem's API has no refund
-//! endpoint: `refund` is not supported.
+//! endpoint: `refund` is not supported. Credential check: `GET /v1/products/search` with one
+//! product per page, whose `mode` is the key's environment.
 //!
 //! Wire formats and the event mapping live in [`transformers`]; `docs/providers/mor_a.md` has the
 //! status table.

@@ -20,6 +20,7 @@
 //! none), so Tally's refund id goes in `metadata.tallyRefundId` and a refund of the payment
 //! already carrying it is answered instead of asking again. Dodo's `refund_id` is the id its
 //! `refund.succeeded` webhook carries.
+//! Credential check: `GET /products?page_size=1&page_number=0`.
 //! Wire formats and the event mapping are in [`transformers`]; `docs/providers/mor_b.md` has the
 //! status table.
 

@@ -17,7 +17,9 @@
 //!   WeChat Pay's SDK does.
 //! - Notifications carry the transaction AES-256-GCM-encrypted with the APIv3 key; one for
 //!   another `mchid` or `appid` is acknowledged as foreign and changes nothing.
-//! - Subscriptions do not exist in this protocol.
+//! - Subscriptions do not exist in this protocol, nor does a test mode. Credential check: a
+//!   look-up of an order that does not exist, answered `ORDER_NOT_EXIST` once the signature is
+//!   accepted.
 //!
 //! Wire formats live in [`transformers`]; the protocol is described in
 //! `docs/providers/wallet_qr.md`.

@@ -11,7 +11,9 @@
 //!   signing time, so there is no tolerance window; `notify_id` deduplicates). One naming
 //!   another `app_id`, or another `seller_id` when `sellerId` is set, is acknowledged as
 //!   foreign and changes nothing.
-//! - Subscriptions do not exist in this protocol.
+//! - Subscriptions do not exist in this protocol. Credential check: `alipay.trade.query` of a
+//!   trade that does not exist, answered `ACQ.TRADE_NOT_EXIST` once app id and signature are
+//!   accepted; test mode is a base URL on Alipay's sandbox.
 //!
 //! Wire formats live in [`transformers`]; the protocol is described in
 //! `docs/providers/wallet_web.md`.

@@ -489,7 +489,7 @@ async fn graphql(request: &Request, body: Body, hub: Data<&Arc<Hub>>) -> Respons
         Ok(input) => input,
         Err(refused) => return refused.into_response(),
     };
-    let store_only = input.variables.get("ref").is_none() && input.variables.get("id").is_none();
+    let store_only = !input.variables.contains_key("ref") && !input.variables.contains_key("id");
     if let (true, Some(store_id)) = (
         store_only,
         input.variables.get("storeId").and_then(Value::as_str),
