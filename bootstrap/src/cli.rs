@@ -17,6 +17,9 @@ use clap::{Args, Parser, Subcommand};
 
 /// Exit status of a command refused because the configuration is invalid.
 pub const EXIT_INVALID_CONFIG: u8 = 2;
+/// Exit status of `check-config --online` when a live provider did not accept its credentials
+/// (refused, unreachable, or an unexpected answer).
+pub const EXIT_PROVIDER_CHECK_FAILED: u8 = 3;
 
 /// `tally`: the payment and credits service.
 #[derive(Debug, Parser)]
@@ -35,7 +38,8 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Validate payment.toml and credits.toml and print the plans they declare
-    CheckConfig(ConfigDirArgs),
+    #[command(after_long_help = CHECK_CONFIG_HELP)]
+    CheckConfig(CheckConfigArgs),
     /// Run the service (settings from tally.toml and the environment)
     Serve(ConfigDirArgs),
     /// Apply, roll back or list database migrations
@@ -43,6 +47,43 @@ pub enum Command {
     /// Administration tasks
     #[command(subcommand)]
     Admin(AdminCommand),
+}
+
+/// The rest of `tally check-config --help`: what is checked against production, and `--online`.
+const CHECK_CONFIG_HELP: &str = "\
+Checks everything `tally serve` checks before it starts, with the same tally.toml and
+environment (APP_ENV, APP_BASE_URL, ...): the catalog, the providers that are live (a
+[providers.<id>] table), sandboxed (development) or off (production), and the host
+application's key.
+
+Test and live keys: with APP_ENV=production, a live provider whose credentials are test-mode
+ones is refused, naming the provider and the setting, because a deployment on test keys takes
+no money while looking healthy. Test mode is: card_gateway secretKey sk_test_/rk_test_;
+wallet_global sandbox = true (or a sandbox.paypal.com baseUrl); mor_a testMode = true or a
+creem_test_ apiKey; mor_b testMode = true; mor_c mode = \"test\"; wallet_web a baseUrl on
+Alipay's sandbox (alipaydev.com). wallet_qr (WeChat Pay) has no test mode. Development runs
+on test keys freely.
+
+--online: after the checks pass, build each live provider's gateway with its credentials and
+make one authenticated call that changes nothing (card_gateway GET /v1/balance; wallet_global
+an OAuth access token; mor_a GET /v1/products/search; mor_b GET /products; mor_c a GraphQL read
+of the store; wallet_qr and wallet_web a look-up of an order that does not exist). Each live
+provider gets one line: accepted (and the credentials' mode), credentials refused (the
+provider's error code and message), unreachable, or an unexpected answer. Sandboxed providers
+are not called.
+
+Exit status: 0 when everything passed; 2 when the configuration is invalid; 3 when --online
+found a live provider that did not accept its credentials.";
+
+/// `tally check-config`.
+#[derive(Debug, Clone, Args)]
+pub struct CheckConfigArgs {
+    /// Where the configuration files are.
+    #[command(flatten)]
+    pub dir: ConfigDirArgs,
+    /// Also call each live provider once with its credentials and report what answered
+    #[arg(long)]
+    pub online: bool,
 }
 
 /// `tally migrate`.

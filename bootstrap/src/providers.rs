@@ -1,8 +1,9 @@
 //! Build the gateways. A provider with a `[providers.<id>]` table is *live*: it talks to its real
 //! API (or its test mode). A provider without one is *sandboxed* in development (it talks to the
 //! local sandbox) and *off* in production (no gateway: its plans are neither listed nor sold and
-//! its webhook path answers 404). Production needs at least one live provider, and refuses a
-//! static catalog that sells through a provider that is off.
+//! its webhook path answers 404). Production needs at least one live provider, refuses a live
+//! provider on test-mode credentials (each gateway's settings say which setting makes them so:
+//! `test_mode()`), and refuses a static catalog that sells through a provider that is off.
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use application::use_cases::plans::PricingMode;
 use domain::{AppEnvironment, Plan, ProviderId};
 use gateways::GatewayContext;
 use gateways::shared::ProviderHttp;
+use gateways::shared::TestModeSetting;
 use sandbox::Sandbox;
 
 use crate::settings::Settings;
@@ -125,12 +127,14 @@ impl ProviderReport {
     }
 
     /// Whether the service can run with these providers: production needs at least one live
-    /// provider, and with `PRICING_MODE=static` no plan of the static catalog may be sold
-    /// through a provider that is off (with `dynamic` that catalog is not sold).
+    /// provider and no live provider on test-mode credentials (a deployment on test keys takes
+    /// no money while looking healthy, so it is refused, not warned about), and with
+    /// `PRICING_MODE=static` no plan of the static catalog may be sold through a provider that
+    /// is off (with `dynamic` that catalog is not sold).
     ///
     /// # Errors
-    /// One message naming the problem: no live provider, or every stranded plan and its
-    /// provider, so that the operator fixes the catalog in one pass.
+    /// One message naming the problem: no live provider, every test-mode provider and setting,
+    /// or every stranded plan and its provider, so that the operator fixes it in one pass.
     pub fn check(&self, settings: &Settings, static_catalog: &[Plan]) -> Result<(), String> {
         if settings.environment == AppEnvironment::Production && self.live.is_empty() {
             return Err(
@@ -139,6 +143,17 @@ impl ProviderReport {
                  provider's settings)"
                     .to_owned(),
             );
+        }
+        if settings.environment == AppEnvironment::Production {
+            let test_mode = self.test_mode_settings(settings);
+            if !test_mode.is_empty() {
+                return Err(format!(
+                    "APP_ENV=production refuses test-mode credentials, which take no money \
+                     while everything looks healthy: {}; configure the provider's live \
+                     credentials (docs/operations.md, \"Test and live keys\")",
+                    test_mode.join("; ")
+                ));
+            }
         }
         let https = settings
             .app_base_url
@@ -170,11 +185,53 @@ impl ProviderReport {
     }
 }
 
+impl ProviderReport {
+    /// Every live provider whose settings are test-mode credentials, as
+    /// `providers.<id>.<setting> <why>`; each gateway says it of its own settings. A table
+    /// that does not fit its settings is left to [`build_gateways`], which names the problem.
+    #[must_use]
+    pub fn test_mode_settings(&self, settings: &Settings) -> Vec<String> {
+        self.live
+            .iter()
+            .filter_map(|&provider| {
+                let table = settings.providers.get(&provider)?;
+                let setting = test_mode_of(provider, table)?;
+                Some(format!(
+                    "providers.{provider}.{} {}",
+                    setting.field, setting.reason
+                ))
+            })
+            .collect()
+    }
+}
+
+/// The setting of `provider`'s table that makes it test-mode credentials, if any.
+fn test_mode_of(provider: ProviderId, table: &toml::Table) -> Option<TestModeSetting> {
+    fn read<T: serde::de::DeserializeOwned>(table: &toml::Table) -> Option<T> {
+        table.clone().try_into().ok()
+    }
+    match provider {
+        ProviderId::WalletQr => read::<gateways::wallet_qr::WalletQrSettings>(table)?.test_mode(),
+        ProviderId::WalletWeb => {
+            read::<gateways::wallet_web::WalletWebSettings>(table)?.test_mode()
+        }
+        ProviderId::CardGateway => {
+            read::<gateways::card_gateway::CardGatewaySettings>(table)?.test_mode()
+        }
+        ProviderId::WalletGlobal => {
+            read::<gateways::wallet_global::WalletGlobalSettings>(table)?.test_mode()
+        }
+        ProviderId::MorA => read::<gateways::mor_a::MorASettings>(table)?.test_mode(),
+        ProviderId::MorB => read::<gateways::mor_b::MorBSettings>(table)?.test_mode(),
+        ProviderId::MorC => read::<gateways::mor_c::MorCSettings>(table)?.test_mode(),
+    }
+}
+
 macro_rules! build {
     ($ctx:expr, $module:ident, $settings:ident, $gateway:ident) => {{
-        let (table, sandbox, clock, id) = $ctx;
-        let (settings, on_sandbox): (gateways::$module::$settings, bool) = match table {
-            Some(table) => (
+        let (table, sandbox, clock, id): (_, Option<&Sandbox>, _, ProviderId) = $ctx;
+        let (settings, on_sandbox): (gateways::$module::$settings, bool) = match (table, sandbox) {
+            (Some(table), _) => (
                 table
                     .clone()
                     .try_into()
@@ -182,13 +239,14 @@ macro_rules! build {
                 false,
             ),
             // The sandbox hands out its settings as the table an operator would write.
-            None => (
+            (None, Some(sandbox)) => (
                 serde_json::from_value(sandbox::$module::gateway_settings(
                     &sandbox.api_base_url(id),
                 ))
                 .with_context(|| format!("the sandbox's providers.{}", id.as_str()))?,
                 true,
             ),
+            (None, None) => bail!("providers.{}: no settings table", id.as_str()),
         };
         let http = ProviderHttp::new(&settings.http())
             .with_context(|| format!("providers.{}", id.as_str()))?;
@@ -219,7 +277,7 @@ pub fn build_gateways(
             continue;
         }
         let table = settings.providers.get(&provider);
-        let (gateway, on_sandbox) = build_gateway(provider, table, sandbox, clock)?;
+        let (gateway, on_sandbox) = build_gateway(provider, table, Some(sandbox), clock)?;
         if on_sandbox && settings.environment == AppEnvironment::Production {
             // Unreachable through `ProviderReport::of`; kept so that no future path can wire
             // the sandbox into production.
@@ -230,12 +288,24 @@ pub fn build_gateways(
     Ok((gateways, report))
 }
 
+/// The gateway of live `provider`, from its settings table (`tally check-config --online`).
+///
+/// # Errors
+/// A table that does not fit the provider's settings, or unusable keys.
+pub fn build_live_gateway(
+    provider: ProviderId,
+    table: &toml::Table,
+    clock: &Arc<dyn Clock>,
+) -> anyhow::Result<Arc<dyn PaymentGateway>> {
+    build_gateway(provider, Some(table), None, clock).map(|(gateway, _)| gateway)
+}
+
 /// The gateway of `provider`: from its settings table when it has one, else pointed at the
 /// sandbox; and whether it is the sandbox's.
 fn build_gateway(
     provider: ProviderId,
     table: Option<&toml::Table>,
-    sandbox: &Sandbox,
+    sandbox: Option<&Sandbox>,
     clock: &Arc<dyn Clock>,
 ) -> anyhow::Result<(Arc<dyn PaymentGateway>, bool)> {
     let ctx = (table, sandbox, clock, provider);

@@ -758,7 +758,7 @@ fn check_config_with(dir: &Path, env: &[(&str, &str)]) -> Output {
 }
 
 const CARD_ONLY: &str =
-    "[providers.card_gateway]\nsecretKey = \"sk_test_x\"\nwebhookSecret = \"whsec_x\"\n";
+    "[providers.card_gateway]\nsecretKey = \"sk_live_x\"\nwebhookSecret = \"whsec_x\"\n";
 const PRODUCTION: [(&str, &str); 2] = [
     ("APP_ENV", "production"),
     ("APP_BASE_URL", "https://pay.example.com"),

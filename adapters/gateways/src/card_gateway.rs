@@ -13,7 +13,8 @@
 //! refund id as `Idempotency-Key`.
 //! A refund or lost dispute whose event does not name the order or invoice is traced through
 //! `GET /v1/charges/{id}` and `GET /v1/invoice_payments` (both pinned to
-//! [`transformers::LOOKUP_API_VERSION`]). Wire formats and the event mapping are in
+//! [`transformers::LOOKUP_API_VERSION`]). Credential check: `GET /v1/balance`, whose `livemode`
+//! is the key's mode. Wire formats and the event mapping are in
 //! [`transformers`]; `docs/providers/card_gateway.md` has the status table.
 
 pub mod plan_change;
@@ -22,10 +23,10 @@ pub mod transformers;
 use std::sync::Arc;
 
 use application::ports::{
-    AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError,
-    OrderLocator, PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, PlanChangeRequest,
-    PlanChangeStarted, RecordedWebhook, RefundRequest, RefundStarted, RefundedCharge,
-    VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
+    AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, Clock, CredentialCheck,
+    CredentialMode, GatewayError, OrderLocator, PaymentEvent, PaymentGateway, PaymentRef,
+    PaymentStatus, PlanChangeRequest, PlanChangeStarted, RecordedWebhook, RefundRequest,
+    RefundStarted, RefundedCharge, VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::ProviderId;
@@ -37,11 +38,11 @@ use crate::shared::http::{HttpReply, HttpSettings, ProviderHttp};
 use crate::shared::signing::unhex;
 use crate::shared::time::from_unix_seconds;
 use crate::shared::wire::clip;
-use crate::shared::{ConfigError, GatewayContext};
+use crate::shared::{ConfigError, GatewayContext, TestModeSetting};
 use crate::webhook::{self, SignedParts, Verifier, WebhookScheme};
 use plan_change::PricedSubscription;
 use transformers::{
-    Charge, ChargeTarget, CheckoutSession, Event, Interpretation, InvoicePayment,
+    Balance, Charge, ChargeTarget, CheckoutSession, Event, Interpretation, InvoicePayment,
     LOOKUP_API_VERSION, List, Lookup, Refund, path_id,
 };
 
@@ -54,6 +55,8 @@ pub const TOLERANCE_S: i64 = 300;
 pub const SIGNATURE_HEADER: &str = "stripe-signature";
 const PROVIDER: &str = "card_gateway";
 const FORM: &str = "application/x-www-form-urlencoded";
+/// The account's balance: the read `check_credentials` makes.
+const BALANCE_PATH: &str = "/v1/balance";
 /// The most comma-separated items read from a signature header (a bound on parsing work).
 const MAX_HEADER_ITEMS: usize = 32;
 
@@ -95,6 +98,16 @@ impl CardGatewaySettings {
     pub fn http(&self) -> HttpSettings {
         let base_url = self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
         HttpSettings::with_timeout(base_url, self.timeout_ms)
+    }
+
+    /// The setting that makes these test-mode credentials: a secret key that is not a live-mode
+    /// key (`sk_test_…`, `rk_test_…`).
+    #[must_use]
+    pub fn test_mode(&self) -> Option<TestModeSetting> {
+        (!is_live_key(self.secret_key.expose_secret())).then_some(TestModeSetting::new(
+            "secretKey",
+            "is a test-mode key (sk_test_…/rk_test_…), not a live one (sk_live_…/rk_live_…)",
+        ))
     }
 }
 
@@ -402,6 +415,30 @@ impl PaymentGateway for CardGatewayGateway {
             .bearer_auth(self.secret_key.expose_secret());
         let session: CheckoutSession = transformers::read(self.http.send(request).await?)?;
         session.payment_status(self.clock.now())
+    }
+
+    async fn check_credentials(&self) -> Result<CredentialCheck, GatewayError> {
+        // The balance is the cheapest read every secret key may make; it changes nothing.
+        let request = self
+            .http
+            .get(BALANCE_PATH)
+            .bearer_auth(self.secret_key.expose_secret());
+        let balance: Balance = transformers::read(self.http.send(request).await?)?;
+        if balance.object != "balance" {
+            return Err(GatewayError::BadResponse(format!(
+                "GET {BALANCE_PATH} answered a {:?}, not a balance",
+                clip(&balance.object, 32)
+            )));
+        }
+        let mode = if balance.livemode {
+            CredentialMode::Live
+        } else {
+            CredentialMode::Test
+        };
+        Ok(CredentialCheck {
+            mode,
+            detail: format!("GET {BALANCE_PATH} answered the account's balance"),
+        })
     }
 
     async fn close_payment(&self, payment: &PaymentRef) -> Result<(), GatewayError> {

@@ -12,7 +12,8 @@
 //! verified event whose object's `mode` is not the API key's environment is foreign. Refunds and
 //! disputes whose checkout or transaction, and renewals whose amount, the event gives only as an
 //! id are completed by reading Creem's API before they are parsed. Creem's API has no refund
-//! endpoint: `refund` is not supported.
+//! endpoint: `refund` is not supported. Credential check: `GET /v1/products/search` with one
+//! product per page, whose `mode` is the key's environment.
 //!
 //! Wire formats and the event mapping live in [`transformers`]; `docs/providers/mor_a.md` has the
 //! status table.
@@ -23,9 +24,9 @@ pub mod transformers;
 use std::sync::Arc;
 
 use application::ports::{
-    AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError,
-    PaymentGateway, PaymentRef, PaymentStatus, PlanChangeRequest, PlanChangeStarted,
-    RecordedWebhook, VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
+    AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, Clock, CredentialCheck,
+    CredentialMode, GatewayError, PaymentGateway, PaymentRef, PaymentStatus, PlanChangeRequest,
+    PlanChangeStarted, RecordedWebhook, VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::{Duration, PlanType, ProviderId};
@@ -35,18 +36,25 @@ use serde::Deserialize;
 use crate::shared::http::{default_connect_timeout_ms, default_timeout_ms};
 use crate::shared::signing::{unb64, unhex};
 use crate::shared::wire::{clip, is_web_url, path_id};
-use crate::shared::{ConfigError, GatewayContext, HttpSettings, ProviderHttp};
+use crate::shared::{
+    ConfigError, GatewayContext, HttpSettings, ProviderHttp, TestModeSetting, names_host,
+};
 use crate::webhook::standard::{self, ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use crate::webhook::{self, SignedParts, Verifier, WebhookScheme};
 use serde_json::Value;
 use transformers::{
-    CancelSubscription, CheckoutCustomer, CheckoutEntity, CheckoutMetadata, CreateCheckout, Lookup,
+    CancelSubscription, CheckoutCustomer, CheckoutEntity, CheckoutMetadata, CreateCheckout,
+    CreemError, Lookup, ProductPage,
 };
 
 /// Creem's production API.
 pub const PRODUCTION_BASE_URL: &str = "https://api.creem.io";
 /// Creem's test-mode API (test keys, no real charges).
 pub const TEST_BASE_URL: &str = "https://test-api.creem.io";
+/// Its host.
+const TEST_HOST: &str = "test-api.creem.io";
+/// The product search: the read `check_credentials` makes, one product at most.
+const PRODUCT_SEARCH_PATH: &str = "/v1/products/search";
 /// The largest webhook body accepted, in bytes.
 pub const MAX_WEBHOOK_BYTES: usize = 256 * 1024;
 /// The longest subscription id accepted before it goes into a URL path.
@@ -113,6 +121,36 @@ impl MorASettings {
             timeout_ms: self.timeout_ms,
             connect_timeout_ms: self.connect_timeout_ms,
         }
+    }
+
+    /// The setting that makes these test-mode credentials: `testMode = true`, a test-mode key
+    /// (`creem_test_…`), or a base URL on Creem's test-mode host.
+    #[must_use]
+    pub fn test_mode(&self) -> Option<TestModeSetting> {
+        if self.test_mode {
+            return Some(TestModeSetting::new(
+                "testMode",
+                "is true: Creem's test-mode API",
+            ));
+        }
+        if self
+            .api_key
+            .expose_secret()
+            .trim()
+            .starts_with("creem_test_")
+        {
+            return Some(TestModeSetting::new(
+                "apiKey",
+                "is a test-mode key (creem_test_…)",
+            ));
+        }
+        self.base_url
+            .as_deref()
+            .is_some_and(|url| names_host(url, TEST_HOST))
+            .then_some(TestModeSetting::new(
+                "baseUrl",
+                "is Creem's test-mode API (test-api.creem.io)",
+            ))
     }
 }
 
@@ -417,6 +455,29 @@ impl PaymentGateway for MorAGateway {
         Ok(Checkout {
             provider_reference: Some(checkout.id),
             target: CheckoutTarget::Redirect(url),
+        })
+    }
+
+    async fn check_credentials(&self) -> Result<CredentialCheck, GatewayError> {
+        // Searching the products, one per page, reads the least and changes nothing.
+        let call = self
+            .authorized(self.http.get(PRODUCT_SEARCH_PATH))
+            .query(&[("page_number", "1"), ("page_size", "1")]);
+        let reply = self.http.send(call).await?;
+        if reply.status == 429 {
+            return Err(GatewayError::Unreachable("HTTP 429".into()));
+        }
+        let page: ProductPage = reply.decode(CreemError::describe)?;
+        // A product names its environment; with none yet, the key's own mode says.
+        let mode = match page.mode() {
+            Some(true) => CredentialMode::Live,
+            Some(false) => CredentialMode::Test,
+            None if self.test_mode => CredentialMode::Test,
+            None => CredentialMode::Live,
+        };
+        Ok(CredentialCheck {
+            mode,
+            detail: format!("GET {PRODUCT_SEARCH_PATH} listed the store's products"),
         })
     }
 

@@ -20,6 +20,7 @@
 //! none), so Tally's refund id goes in `metadata.tallyRefundId` and a refund of the payment
 //! already carrying it is answered instead of asking again. Dodo's `refund_id` is the id its
 //! `refund.succeeded` webhook carries.
+//! Credential check: `GET /products?page_size=1&page_number=0`.
 //! Wire formats and the event mapping are in [`transformers`]; `docs/providers/mor_b.md` has the
 //! status table.
 
@@ -29,10 +30,10 @@ pub mod transformers;
 use std::sync::Arc;
 
 use application::ports::{
-    AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError,
-    PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, PlanChangeRequest, PlanChangeStarted,
-    RecordedWebhook, RefundRequest, RefundStarted, VerifiedWebhook, WebhookAck, WebhookError,
-    WebhookRequest,
+    AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, Clock, CredentialCheck,
+    CredentialMode, GatewayError, PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus,
+    PlanChangeRequest, PlanChangeStarted, RecordedWebhook, RefundRequest, RefundStarted,
+    VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::{ProviderId, Timestamp};
@@ -41,15 +42,19 @@ use serde::Deserialize;
 
 use crate::shared::http::{HttpReply, HttpSettings, ProviderHttp};
 use crate::shared::signing::unb64;
-use crate::shared::{ConfigError, GatewayContext};
+use crate::shared::{ConfigError, GatewayContext, TestModeSetting, names_host};
 use crate::webhook::standard::{self, ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use crate::webhook::{self, SignedParts, Verifier, WebhookScheme};
-use transformers::{Meaning, Payment, PaymentList, RefundPlan, path_id};
+use transformers::{Meaning, Payment, PaymentList, ProductPage, RefundPlan, path_id};
 
 /// Dodo's live API.
 pub const LIVE_BASE_URL: &str = "https://live.dodopayments.com";
 /// Dodo's test-mode API (separate keys).
 pub const TEST_BASE_URL: &str = "https://test.dodopayments.com";
+/// Its host.
+const TEST_HOST: &str = "test.dodopayments.com";
+/// The product list, one product per page: the read `check_credentials` makes.
+const PRODUCT_LIST_PATH: &str = "/products?page_size=1&page_number=0";
 /// How far `webhook-timestamp` may be from now (the Standard Webhooks libraries' default).
 pub const TOLERANCE_S: i64 = 300;
 const PROVIDER: &str = "mor_b";
@@ -103,6 +108,25 @@ impl MorBSettings {
         };
         HttpSettings::with_timeout(self.base_url.as_deref().unwrap_or(default), self.timeout_ms)
     }
+
+    /// The setting that makes these test-mode credentials: `testMode = true`, or a base URL on
+    /// Dodo's test-mode host.
+    #[must_use]
+    pub fn test_mode(&self) -> Option<TestModeSetting> {
+        if self.test_mode {
+            return Some(TestModeSetting::new(
+                "testMode",
+                "is true: Dodo Payments' test-mode API",
+            ));
+        }
+        self.base_url
+            .as_deref()
+            .is_some_and(|url| names_host(url, TEST_HOST))
+            .then_some(TestModeSetting::new(
+                "baseUrl",
+                "is Dodo Payments' test-mode API (test.dodopayments.com)",
+            ))
+    }
 }
 
 /// The Dodo Payments gateway.
@@ -113,6 +137,9 @@ pub struct MorBGateway {
     api_key: SecretString,
     webhook_key: SecretBox<[u8]>,
     business_id: Option<String>,
+    /// Whether the settings name Dodo's test mode (the mode a credential check reports: Dodo's
+    /// answers do not say).
+    test_mode: bool,
 }
 
 impl std::fmt::Debug for MorBGateway {
@@ -157,6 +184,7 @@ impl MorBGateway {
             api_key: settings.api_key.clone(),
             webhook_key: SecretBox::from(key.into_boxed_slice()),
             business_id: settings.business_id.clone(),
+            test_mode: settings.test_mode().is_some(),
         })
     }
 
@@ -254,6 +282,20 @@ impl PaymentGateway for MorBGateway {
         Ok(Checkout {
             provider_reference: Some(session.session_id),
             target: CheckoutTarget::Redirect(url),
+        })
+    }
+
+    async fn check_credentials(&self) -> Result<CredentialCheck, GatewayError> {
+        // One product of the list: the least a key can read, and nothing changes.
+        let _: ProductPage = transformers::read(self.get(PRODUCT_LIST_PATH).await?)?;
+        let mode = if self.test_mode {
+            CredentialMode::Test
+        } else {
+            CredentialMode::Live
+        };
+        Ok(CredentialCheck {
+            mode,
+            detail: "GET /products listed the business's products".to_owned(),
         })
     }
 

@@ -34,9 +34,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use application::ports::{
-    AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError,
-    PaymentGateway, PaymentRef, PaymentStatus, RecordedWebhook, RefundRequest, RefundStarted,
-    VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
+    AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, Clock, CredentialCheck,
+    CredentialMode, GatewayError, PaymentGateway, PaymentRef, PaymentStatus, RecordedWebhook,
+    RefundRequest, RefundStarted, VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::{Currency, Duration, PlanType, ProviderId, Timestamp};
@@ -48,12 +48,13 @@ use crate::shared::http::{default_connect_timeout_ms, default_timeout_ms};
 use crate::shared::signing::{self, PrivateKey, PublicKey, b64, rsa_sha256_sign, unb64};
 use crate::shared::time::unix_seconds;
 use crate::shared::wire::{is_web_url, path_id};
-use crate::shared::{ConfigError, GatewayContext, HttpSettings, ProviderHttp};
+use crate::shared::{ConfigError, GatewayContext, HttpSettings, ProviderHttp, TestModeSetting};
 use crate::webhook::{self, SignedParts, Verifier, WebhookScheme};
 use transformers::{
-    CANCEL_ORDER_PATH, CREATE_SESSION_PATH, CancelOrder, CancelResult, CreateSession, Envelope,
-    GRAPHQL_PATH, GraphqlRequest, Meaning, ORDER_STATUS_QUERY, OrderPayment, OrderStatusData,
-    PriceSnapshot, SUBSCRIPTION_PAYMENTS_QUERY, SessionCreated, SubscriptionPaymentsData,
+    CANCEL_ORDER_PATH, CREATE_SESSION_PATH, CREDENTIAL_CHECK_QUERY, CancelOrder, CancelResult,
+    CreateSession, Envelope, GRAPHQL_PATH, GraphqlRequest, Meaning, ORDER_STATUS_QUERY,
+    OrderPayment, OrderStatusData, PriceSnapshot, SUBSCRIPTION_PAYMENTS_QUERY, SessionCreated,
+    StoreData, SubscriptionPaymentsData,
 };
 
 /// Pancake's API (the SDK's default).
@@ -177,6 +178,16 @@ impl MorCSettings {
             timeout_ms: self.timeout_ms,
             connect_timeout_ms: self.connect_timeout_ms,
         }
+    }
+
+    /// The setting that makes these test-mode credentials: `mode = "test"` (Pancake binds a
+    /// key to its environment when it is created, and `mode` names that environment).
+    #[must_use]
+    pub fn test_mode(&self) -> Option<TestModeSetting> {
+        (self.mode == PancakeMode::Test).then_some(TestModeSetting::new(
+            "mode",
+            "is \"test\": a Waffo Pancake test-environment key",
+        ))
     }
 }
 
@@ -422,6 +433,31 @@ impl PaymentGateway for MorCGateway {
         Ok(Checkout {
             provider_reference: Some(session.session_id),
             target: CheckoutTarget::Redirect(session.checkout_url),
+        })
+    }
+
+    async fn check_credentials(&self) -> Result<CredentialCheck, GatewayError> {
+        // A signed GraphQL read of the configured store: it proves the merchant id and key,
+        // and that the store is the merchant's; GraphQL is query-only, so nothing changes.
+        let query = GraphqlRequest {
+            query: CREDENTIAL_CHECK_QUERY,
+            variables: BTreeMap::from([("storeId", self.store_id.clone())]),
+        };
+        let reply = self.signed_post(GRAPHQL_PATH, encode(&query)?).await?;
+        let data = reply.json::<Envelope<StoreData>>()?.into_data()?;
+        if data.store.is_none_or(|store| store.id != self.store_id) {
+            return Err(GatewayError::Rejected(format!(
+                "storeId: store {} is not one of merchant {}'s stores",
+                self.store_id, self.merchant_id
+            )));
+        }
+        let mode = match self.mode {
+            PancakeMode::Test => CredentialMode::Test,
+            PancakeMode::Prod => CredentialMode::Live,
+        };
+        Ok(CredentialCheck {
+            mode,
+            detail: format!("POST {GRAPHQL_PATH} read store {}", self.store_id),
         })
     }
 

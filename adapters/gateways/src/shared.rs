@@ -60,6 +60,35 @@ impl ConfigError {
     }
 }
 
+/// The setting that makes a provider's credentials test-mode ones: a production deployment on
+/// them takes no money while looking healthy. Each provider's settings say it about themselves
+/// (`test_mode()`), so that no one else needs to know a provider's key prefixes or hosts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestModeSetting {
+    /// The setting, as spelled in `tally.toml`.
+    pub field: &'static str,
+    /// What about it means test mode (never the secret's value).
+    pub reason: &'static str,
+}
+
+impl TestModeSetting {
+    /// `field` makes the credentials test-mode ones, because of `reason`.
+    #[must_use]
+    pub const fn new(field: &'static str, reason: &'static str) -> Self {
+        Self { field, reason }
+    }
+}
+
+/// Whether `url`'s host is `host` or one of its subdomains (a base URL naming a provider's
+/// test host).
+#[must_use]
+pub fn names_host(url: &str, host: &str) -> bool {
+    reqwest::Url::parse(url)
+        .ok()
+        .and_then(|url| url.host_str().map(str::to_ascii_lowercase))
+        .is_some_and(|h| h == host || h.ends_with(&format!(".{host}")))
+}
+
 /// What a gateway needs besides its own settings.
 #[derive(Clone)]
 pub struct GatewayContext {

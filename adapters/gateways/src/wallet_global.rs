@@ -25,10 +25,10 @@ pub mod transformers;
 use std::sync::Arc;
 
 use application::ports::{
-    AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, Clock, GatewayError,
-    PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, PlanChangeRequest, PlanChangeStarted,
-    RecordedWebhook, RefundReport, RefundRequest, RefundStarted, RefundedCharge, VerifiedWebhook,
-    WebhookAck, WebhookError, WebhookRequest,
+    AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, Clock, CredentialCheck,
+    CredentialMode, GatewayError, PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus,
+    PlanChangeRequest, PlanChangeStarted, RecordedWebhook, RefundReport, RefundRequest,
+    RefundStarted, RefundedCharge, VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::{Money, OrderId, PlanType, ProviderId, Timestamp};
@@ -45,7 +45,9 @@ use self::transformers::{
 use crate::shared::http::{default_connect_timeout_ms, default_timeout_ms};
 use crate::shared::time::unix_seconds;
 use crate::shared::wire::{clip, is_web_url};
-use crate::shared::{ConfigError, GatewayContext, HttpSettings, Secret};
+use crate::shared::{
+    ConfigError, GatewayContext, HttpSettings, Secret, TestModeSetting, names_host,
+};
 
 /// PayPal's live API.
 pub const LIVE_BASE_URL: &str = "https://api-m.paypal.com";
@@ -140,6 +142,25 @@ impl WalletGlobalSettings {
         }
     }
 
+    /// The setting that makes these test-mode credentials: `sandbox = true`, or a base URL on
+    /// PayPal's sandbox host.
+    #[must_use]
+    pub fn test_mode(&self) -> Option<TestModeSetting> {
+        if self.sandbox {
+            return Some(TestModeSetting::new(
+                "sandbox",
+                "is true: PayPal's sandbox environment",
+            ));
+        }
+        self.base_url
+            .as_deref()
+            .is_some_and(is_paypal_sandbox)
+            .then_some(TestModeSetting::new(
+                "baseUrl",
+                "is PayPal's sandbox API (api-m.sandbox.paypal.com)",
+            ))
+    }
+
     fn check(&self) -> Result<(), ConfigError> {
         let fail = |field, problem| Err(ConfigError::new(PROVIDER, field, problem));
         let base = self.effective_base_url();
@@ -173,10 +194,17 @@ impl WalletGlobalSettings {
     }
 }
 
+/// Whether `url` is on PayPal's sandbox host.
+fn is_paypal_sandbox(url: &str) -> bool {
+    names_host(url, "sandbox.paypal.com")
+}
+
 /// The PayPal gateway.
 pub struct WalletGlobalGateway {
     api: Api,
     api_base_url: String,
+    /// Whether the settings name PayPal's sandbox (the mode a credential check reports).
+    test_mode: bool,
     clock: Arc<dyn Clock>,
     sandbox: bool,
     webhook_id: String,
@@ -217,6 +245,7 @@ impl WalletGlobalGateway {
         Ok(Self {
             api,
             api_base_url: settings.http().base_url,
+            test_mode: settings.test_mode().is_some(),
             clock: context.clock,
             sandbox: context.sandbox,
             webhook_id: settings.webhook_id.trim().to_owned(),
@@ -637,6 +666,21 @@ impl PaymentGateway for WalletGlobalGateway {
             PlanType::Recurring => self.checkout_subscription(request).await,
             PlanType::OneTime | PlanType::Credits => self.checkout_order(request).await,
         }
+    }
+
+    async fn check_credentials(&self) -> Result<CredentialCheck, GatewayError> {
+        // A client-credentials token is what every call starts with; asking for one changes
+        // nothing at PayPal.
+        self.api.check_credentials().await?;
+        let mode = if self.test_mode {
+            CredentialMode::Test
+        } else {
+            CredentialMode::Live
+        };
+        Ok(CredentialCheck {
+            mode,
+            detail: "POST /v1/oauth2/token issued an access token".to_owned(),
+        })
     }
 
     async fn query_payment(&self, payment: &PaymentRef) -> Result<PaymentStatus, GatewayError> {

@@ -17,7 +17,9 @@
 //!   WeChat Pay's SDK does.
 //! - Notifications carry the transaction AES-256-GCM-encrypted with the APIv3 key; one for
 //!   another `mchid` or `appid` is acknowledged as foreign and changes nothing.
-//! - Subscriptions do not exist in this protocol.
+//! - Subscriptions do not exist in this protocol, nor does a test mode. Credential check: a
+//!   look-up of an order that does not exist, answered `ORDER_NOT_EXIST` once the signature is
+//!   accepted.
 //!
 //! Wire formats live in [`transformers`]; the protocol is described in
 //! `docs/providers/wallet_qr.md`.
@@ -29,9 +31,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use application::ports::{
-    AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, GatewayError, PaymentEvent,
-    PaymentGateway, PaymentRef, PaymentStatus, RecordedWebhook, RefundRequest, RefundStarted,
-    VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
+    AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, CredentialCheck, CredentialMode,
+    GatewayError, PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, RecordedWebhook,
+    RefundRequest, RefundStarted, VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::{PlanType, ProviderId, Timestamp};
@@ -47,7 +49,7 @@ use crate::shared::signing::{
 };
 use crate::shared::time::unix_seconds;
 use crate::shared::wire::{plan_name, unreadable};
-use crate::shared::{ConfigError, GatewayContext, HttpSettings};
+use crate::shared::{ConfigError, GatewayContext, HttpSettings, TestModeSetting};
 use crate::webhook::{self, SignedParts, Verifier, WebhookScheme};
 use transformers::{
     Authorization, CertificateList, CloseRequest, NativeOrderRequest, NativeOrderResponse,
@@ -75,6 +77,9 @@ pub const CERTIFICATE_REFRESH_MS: i64 = 60_000;
 const MAX_CERTIFICATES: usize = 16;
 /// Where the platform certificates are listed.
 const CERTIFICATES_PATH: &str = "/v3/certificates";
+/// The `out_trade_no` a credential check looks up: no order of Tally's has it (Tally's order ids
+/// are `ord_…`), so WeChat Pay answers `ORDER_NOT_EXIST` once it has accepted the signature.
+pub const CREDENTIAL_PROBE_OUT_TRADE_NO: &str = "tally_credential_check";
 /// The request header naming the platform key WeChat Pay should answer with.
 const WECHATPAY_SERIAL: &str = "Wechatpay-Serial";
 
@@ -121,6 +126,13 @@ impl WalletQrSettings {
     pub fn http(&self) -> HttpSettings {
         let base_url = self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
         HttpSettings::with_timeout(base_url, self.timeout_ms)
+    }
+
+    /// Always `None`: WeChat Pay has no test mode or sandbox (merchants test with real
+    /// payments of 0.01 CNY), so its credentials are always live ones.
+    #[must_use]
+    pub fn test_mode(&self) -> Option<TestModeSetting> {
+        None
     }
 }
 
@@ -563,6 +575,36 @@ impl PaymentGateway for WalletQrGateway {
             ));
         }
         transformers::payment_status(&transaction)
+    }
+
+    async fn check_credentials(&self) -> Result<CredentialCheck, GatewayError> {
+        // A signed look-up of an order that does not exist: `ORDER_NOT_EXIST` comes only after
+        // WeChat Pay has checked the merchant, its certificate serial and the signature
+        // (`SIGN_ERROR` otherwise); nothing changes.
+        let query = serde_urlencoded::to_string([("mchid", self.mch_id.as_str())])
+            .map_err(|e| GatewayError::Rejected(format!("query: {e}")))?;
+        let path =
+            format!("/v3/pay/transactions/out-trade-no/{CREDENTIAL_PROBE_OUT_TRADE_NO}?{query}");
+        let reply = self.send_signed(Method::GET, &path, None).await?;
+        let code = transformers::error_code(&reply.body);
+        match reply.status {
+            404 if code.as_deref() == Some(transformers::ORDER_NOT_EXIST) => {}
+            200..=299 => {
+                self.accept(reply).await?;
+            }
+            400..=599 => return Err(transformers::error_from_reply(reply.status, &reply.body)),
+            status => {
+                return Err(GatewayError::BadResponse(format!(
+                    "HTTP {status} to an order look-up"
+                )));
+            }
+        }
+        Ok(CredentialCheck {
+            mode: CredentialMode::Live,
+            detail: "GET /v3/pay/transactions/out-trade-no/{probe} accepted the signature \
+                     (ORDER_NOT_EXIST)"
+                .to_owned(),
+        })
     }
 
     async fn close_payment(&self, payment: &PaymentRef) -> Result<(), GatewayError> {

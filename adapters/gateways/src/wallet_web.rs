@@ -11,7 +11,9 @@
 //!   signing time, so there is no tolerance window; `notify_id` deduplicates). One naming
 //!   another `app_id`, or another `seller_id` when `sellerId` is set, is acknowledged as
 //!   foreign and changes nothing.
-//! - Subscriptions do not exist in this protocol.
+//! - Subscriptions do not exist in this protocol. Credential check: `alipay.trade.query` of a
+//!   trade that does not exist, answered `ACQ.TRADE_NOT_EXIST` once app id and signature are
+//!   accepted; test mode is a base URL on Alipay's sandbox.
 //!
 //! Wire formats live in [`transformers`]; the protocol is described in
 //! `docs/providers/wallet_web.md`.
@@ -21,9 +23,9 @@ pub mod transformers;
 use std::collections::BTreeMap;
 
 use application::ports::{
-    AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, GatewayError, PaymentGateway,
-    PaymentRef, PaymentStatus, RecordedWebhook, RefundRequest, RefundStarted, VerifiedWebhook,
-    WebhookAck, WebhookError, WebhookRequest,
+    AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, CredentialCheck, CredentialMode,
+    GatewayError, PaymentGateway, PaymentRef, PaymentStatus, RecordedWebhook, RefundRequest,
+    RefundStarted, VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::{PlanType, ProviderId};
@@ -35,7 +37,7 @@ use crate::shared::signing::{
     PrivateKey, PublicKey, b64, private_key, public_key, rsa_sha256_sign, rsa_sha256_verify, unb64,
 };
 use crate::shared::wire::{plan_name, unreadable};
-use crate::shared::{ConfigError, GatewayContext, HttpSettings};
+use crate::shared::{ConfigError, GatewayContext, HttpSettings, TestModeSetting, names_host};
 use crate::webhook::{self, SignedParts, Verifier, WebhookScheme};
 use transformers::{
     ApiResponse, CommonParams, Notification, PagePayContent, RefundContent, TradeRef,
@@ -48,6 +50,10 @@ pub const GATEWAY_PATH: &str = "/gateway.do";
 /// The largest notification body read, in bytes.
 pub const MAX_NOTIFICATION_BYTES: usize = 64 * 1024;
 const PROVIDER: &str = "wallet_web";
+/// The `out_trade_no` a credential check queries: no order of Tally's has it (Tally's order ids
+/// are `ord_…`), so Alipay answers `ACQ.TRADE_NOT_EXIST` once it has accepted the app id and
+/// the signature.
+pub const CREDENTIAL_PROBE_OUT_TRADE_NO: &str = "tally_credential_check";
 
 /// `[providers.wallet_web]` in `tally.toml`. `Debug` shows the private key as `[REDACTED]`.
 #[derive(Debug, Clone, Deserialize)]
@@ -80,6 +86,25 @@ impl WalletWebSettings {
         let base_url = self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
         HttpSettings::with_timeout(base_url, self.timeout_ms)
     }
+
+    /// The setting that makes these test-mode credentials: a base URL on Alipay's sandbox
+    /// (`openapi-sandbox.dl.alipaydev.com`, or the older `openapi.alipaydev.com`), whose apps and
+    /// keys are the sandbox's own.
+    #[must_use]
+    pub fn test_mode(&self) -> Option<TestModeSetting> {
+        self.base_url
+            .as_deref()
+            .is_some_and(is_alipay_sandbox)
+            .then_some(TestModeSetting::new(
+                "baseUrl",
+                "is Alipay's sandbox gateway (alipaydev.com)",
+            ))
+    }
+}
+
+/// Whether `url` is on Alipay's sandbox domain.
+fn is_alipay_sandbox(url: &str) -> bool {
+    names_host(url, "alipaydev.com")
 }
 
 /// The Alipay PC website payment gateway.
@@ -88,6 +113,8 @@ pub struct WalletWebGateway {
     seller_id: Option<String>,
     app_key: PrivateKey,
     alipay_key: PublicKey,
+    /// Whether the base URL is Alipay's sandbox (the mode a credential check reports).
+    test_mode: bool,
     context: GatewayContext,
 }
 
@@ -132,6 +159,7 @@ impl WalletWebGateway {
             seller_id,
             app_key,
             alipay_key,
+            test_mode: settings.test_mode().is_some(),
             context: context.for_provider(ProviderId::WalletWeb),
         })
     }
@@ -283,6 +311,33 @@ impl PaymentGateway for WalletWebGateway {
             ));
         }
         transformers::payment_status(&answer)
+    }
+
+    async fn check_credentials(&self) -> Result<CredentialCheck, GatewayError> {
+        // A signed query of a trade that does not exist: `ACQ.TRADE_NOT_EXIST` comes only after
+        // Alipay has checked the app id and the signature (`isv.invalid-app-id`,
+        // `isv.invalid-signature` otherwise), and its own signature over the answer is checked
+        // with the configured Alipay public key; nothing changes.
+        let answer = self
+            .call(
+                transformers::METHOD_QUERY,
+                CREDENTIAL_PROBE_OUT_TRADE_NO.to_owned(),
+            )
+            .await?;
+        let not_found = answer.sub_code.as_deref() == Some(transformers::SUB_CODE_TRADE_NOT_EXIST);
+        if answer.code != transformers::CODE_SUCCESS && !not_found {
+            return Err(transformers::api_error(&answer));
+        }
+        let mode = if self.test_mode {
+            CredentialMode::Test
+        } else {
+            CredentialMode::Live
+        };
+        Ok(CredentialCheck {
+            mode,
+            detail: "alipay.trade.query accepted the app id and signature (ACQ.TRADE_NOT_EXIST)"
+                .to_owned(),
+        })
     }
 
     async fn close_payment(&self, payment: &PaymentRef) -> Result<(), GatewayError> {

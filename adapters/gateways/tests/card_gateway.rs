@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use application::ports::{
-    AckFor, CheckoutRequest, CheckoutTarget, GatewayError, OrderLocator, PaymentEvent,
-    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundRequest, RefundStarted,
-    RefundState, RefundedCharge, WebhookError, WebhookRequest,
+    AckFor, CheckoutRequest, CheckoutTarget, CredentialMode, GatewayError, OrderLocator,
+    PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundRequest,
+    RefundStarted, RefundState, RefundedCharge, WebhookError, WebhookRequest,
 };
 use application::testing::FixedClock;
 use domain::{
@@ -1369,4 +1369,71 @@ async fn cancelling_a_subscription_now_deletes_it_and_a_refusal_is_an_error() {
         gateway.cancel_subscription_now("../v1/charges").await,
         Err(GatewayError::Rejected(_))
     ));
+}
+
+/// A Stripe answering `GET /v1/balance` for `SECRET_KEY` with `status` and `body`.
+async fn stripe_balance(status: u16, body: &str) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/v1/balance"))
+        .and(bearer_token(SECRET_KEY))
+        .respond_with(ResponseTemplate::new(status).set_body_raw(body, "application/json"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    server
+}
+
+#[tokio::test]
+async fn a_credential_check_reads_the_balance_and_reports_the_keys_mode() {
+    for (livemode, mode) in [(false, CredentialMode::Test), (true, CredentialMode::Live)] {
+        let body = format!(
+            r#"{{"object":"balance","available":[{{"amount":0,"currency":"usd","source_types":{{"card":0}}}}],"livemode":{livemode},"pending":[]}}"#
+        );
+        let server = stripe_balance(200, &body).await;
+        let check = gateway(&server.uri()).check_credentials().await.unwrap();
+        assert_eq!(check.mode, mode);
+        assert!(check.detail.contains("/v1/balance"), "{check:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_credential_check_reports_stripes_refusal_without_the_key() {
+    let refusal = r#"{"error":{"message":"Invalid API Key provided: sk_test_****0000","type":"invalid_request_error"}}"#;
+    let server = stripe_balance(401, refusal).await;
+    let check = gateway(&server.uri()).check_credentials().await;
+    let Err(GatewayError::Rejected(why)) = check else {
+        panic!("expected a refusal, got {check:?}");
+    };
+    assert!(
+        why.contains("HTTP 401") && why.contains("Invalid API Key provided"),
+        "{why}"
+    );
+    assert!(!why.contains(SECRET_KEY), "{why}");
+}
+
+#[tokio::test]
+async fn a_credential_check_of_an_unreachable_api_is_unreachable() {
+    let check = gateway("http://127.0.0.1:9").check_credentials().await;
+    assert!(
+        matches!(check, Err(GatewayError::Unreachable(_))),
+        "{check:?}"
+    );
+}
+
+#[test]
+fn only_a_live_secret_key_is_live_mode() {
+    for (key, test) in [
+        ("sk_test_51Abc", true),
+        ("rk_test_51Abc", true),
+        ("sk_live_51Abc", false),
+        ("rk_live_51Abc", false),
+    ] {
+        let setting = CardGatewaySettings::new(key, WEBHOOK_SECRET, None).test_mode();
+        assert_eq!(setting.is_some(), test, "{key}");
+        if let Some(setting) = setting {
+            assert_eq!(setting.field, "secretKey");
+            assert!(!setting.reason.contains(key), "{setting:?}");
+        }
+    }
 }

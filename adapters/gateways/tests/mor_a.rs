@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use application::ports::{
-    AckFor, CheckoutRequest, CheckoutTarget, GatewayError, OrderLocator, PaymentEvent,
-    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundedCharge, WebhookError,
-    WebhookRequest,
+    AckFor, CheckoutRequest, CheckoutTarget, CredentialMode, GatewayError, OrderLocator,
+    PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundedCharge,
+    WebhookError, WebhookRequest,
 };
 use application::testing::FixedClock;
 use domain::{
@@ -1220,4 +1220,89 @@ async fn events_that_carry_what_tally_needs_make_no_lookup() {
             .unwrap();
         assert!(!verified.events.is_empty(), "{name}");
     }
+}
+
+// --- Credential check ------------------------------------------------------------------------
+
+/// A Creem answering the product search with `status` and `body` for `API_KEY`.
+async fn creem_products(status: u16, body: Value) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/v1/products/search"))
+        .and(header("x-api-key", API_KEY))
+        .and(query_param("page_size", "1"))
+        .respond_with(ResponseTemplate::new(status).set_body_json(body))
+        .expect(1)
+        .mount(&server)
+        .await;
+    server
+}
+
+#[tokio::test]
+async fn a_credential_check_searches_one_product_and_reports_its_mode() {
+    let page = |items: Value| {
+        json!({ "items": items, "pagination": { "total_records": 1, "total_pages": 1,
+            "current_page": 1, "next_page": null, "prev_page": null } })
+    };
+    let cases = [
+        (
+            json!([{ "id": "prod_1", "mode": "live" }]),
+            CredentialMode::Live,
+        ),
+        (
+            json!([{ "id": "prod_1", "mode": "test" }]),
+            CredentialMode::Test,
+        ),
+        // No product yet: the test-mode key says.
+        (json!([]), CredentialMode::Test),
+    ];
+    for (items, mode) in cases {
+        let server = creem_products(200, page(items.clone())).await;
+        let check = gateway(&server.uri()).check_credentials().await.unwrap();
+        assert_eq!(check.mode, mode, "{items}");
+        assert!(check.detail.contains("/v1/products/search"), "{check:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_credential_check_reports_creems_refusal_without_the_key() {
+    let server = creem_products(
+        403,
+        json!({ "status": 403, "error": "Forbidden", "message": ["Invalid API key"] }),
+    )
+    .await;
+    let check = gateway(&server.uri()).check_credentials().await;
+    let Err(GatewayError::Rejected(why)) = check else {
+        panic!("expected a refusal, got {check:?}");
+    };
+    assert!(
+        why.contains("HTTP 403") && why.contains("Forbidden") && why.contains("Invalid API key"),
+        "{why}"
+    );
+    assert!(!why.contains(API_KEY), "{why}");
+}
+
+#[tokio::test]
+async fn a_credential_check_of_an_unreachable_api_is_unreachable() {
+    let check = gateway("http://127.0.0.1:9").check_credentials().await;
+    assert!(
+        matches!(check, Err(GatewayError::Unreachable(_))),
+        "{check:?}"
+    );
+}
+
+#[test]
+fn test_mode_is_the_flag_a_test_key_or_the_test_host() {
+    let mut live = MorASettings::new("creem_live_key", SECRET);
+    assert_eq!(live.test_mode(), None);
+    live.base_url = Some(PRODUCTION_BASE_URL.into());
+    assert_eq!(live.test_mode(), None);
+    let mut flag = MorASettings::new("creem_live_key", SECRET);
+    flag.test_mode = true;
+    assert_eq!(flag.test_mode().unwrap().field, "testMode");
+    let key = MorASettings::new(API_KEY, SECRET);
+    assert_eq!(key.test_mode().unwrap().field, "apiKey");
+    let mut host = MorASettings::new("creem_live_key", SECRET);
+    host.base_url = Some(TEST_BASE_URL.into());
+    assert_eq!(host.test_mode().unwrap().field, "baseUrl");
 }

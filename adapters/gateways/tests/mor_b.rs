@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use application::ports::{
-    AckFor, CheckoutRequest, CheckoutTarget, GatewayError, OrderLocator, PaymentEvent,
-    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundRequest, RefundStarted,
-    RefundState, RefundedCharge, WebhookError, WebhookRequest,
+    AckFor, CheckoutRequest, CheckoutTarget, CredentialMode, GatewayError, OrderLocator,
+    PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundRequest,
+    RefundStarted, RefundState, RefundedCharge, WebhookError, WebhookRequest,
 };
 use application::testing::FixedClock;
 use domain::{
@@ -1344,4 +1344,73 @@ async fn five_minutes_either_way_is_accepted_to_the_second_as_standardwebhooks_f
             "{now_ms}"
         );
     }
+}
+
+// --- Credential check ------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_credential_check_lists_one_product_with_the_bearer_key() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/products"))
+        .and(bearer_token(API_KEY))
+        .and(query_param("page_size", "1"))
+        .and(query_param("page_number", "0"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(
+            r#"{"items":[{"product_id":"pdt_1","name":"Pro","is_recurring":true}]}"#,
+            "application/json",
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let check = gateway(&server.uri()).check_credentials().await.unwrap();
+    // Dodo's answer names no mode; the settings name no test mode.
+    assert_eq!(check.mode, CredentialMode::Live);
+    assert!(check.detail.contains("/products"), "{check:?}");
+}
+
+#[tokio::test]
+async fn a_credential_check_reports_dodos_refusal_without_the_key() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/products"))
+        .respond_with(ResponseTemplate::new(401).set_body_raw(
+            r#"{"code":"UNAUTHORIZED","message":"Invalid API key"}"#,
+            "application/json",
+        ))
+        .mount(&server)
+        .await;
+    let check = gateway(&server.uri()).check_credentials().await;
+    let Err(GatewayError::Rejected(why)) = check else {
+        panic!("expected a refusal, got {check:?}");
+    };
+    assert!(
+        why.contains("HTTP 401") && why.contains("UNAUTHORIZED") && why.contains("Invalid API key"),
+        "{why}"
+    );
+    assert!(!why.contains(API_KEY), "{why}");
+}
+
+#[tokio::test]
+async fn a_credential_check_of_an_unreachable_api_is_unreachable() {
+    let check = gateway("http://127.0.0.1:9").check_credentials().await;
+    assert!(
+        matches!(check, Err(GatewayError::Unreachable(_))),
+        "{check:?}"
+    );
+}
+
+#[test]
+fn test_mode_is_the_flag_or_the_test_host() {
+    let live = MorBSettings::new(API_KEY, WEBHOOK_SECRET, None);
+    assert_eq!(live.test_mode(), None);
+    let mut flag = MorBSettings::new(API_KEY, WEBHOOK_SECRET, None);
+    flag.test_mode = true;
+    assert_eq!(flag.test_mode().unwrap().field, "testMode");
+    let host = MorBSettings::new(
+        API_KEY,
+        WEBHOOK_SECRET,
+        Some("https://test.dodopayments.com".into()),
+    );
+    assert_eq!(host.test_mode().unwrap().field, "baseUrl");
 }

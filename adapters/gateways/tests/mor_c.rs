@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use application::ports::{
-    AckFor, CheckoutRequest, CheckoutTarget, GatewayError, OrderLocator, PaymentEvent,
-    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundRequest, RefundedCharge,
-    WebhookError, WebhookRequest,
+    AckFor, CheckoutRequest, CheckoutTarget, CredentialMode, GatewayError, OrderLocator,
+    PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundRequest,
+    RefundedCharge, WebhookError, WebhookRequest,
 };
 use application::testing::FixedClock;
 use domain::{
@@ -1116,4 +1116,101 @@ fn unreadable_keys_and_unknown_tax_categories_are_configuration_errors_naming_th
     check(&|s| s.merchant_id = "MER 1\n".into(), "merchantId");
     check(&|s| s.store_id = String::new(), "storeId");
     check(&|s| s.store_id = "../STO_1".into(), "storeId");
+}
+
+// --- Credential check ------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_credential_check_is_a_signed_graphql_read_of_the_configured_store() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/graphql"))
+        .and(header("x-merchant-id", MERCHANT_ID))
+        .and(body_partial_json(
+            json!({ "variables": { "storeId": STORE_ID } }),
+        ))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(
+                json!({ "data": { "store": { "id": STORE_ID, "status": "active" } } }),
+            ),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let check = gateway(&server.uri()).check_credentials().await.unwrap();
+    assert_eq!(check.mode, CredentialMode::Test, "mode = \"test\"");
+    let requests = server.received_requests().await.unwrap();
+    let request = &requests[0];
+    let timestamp = request.headers["x-timestamp"].to_str().unwrap();
+    let signature = request.headers["x-signature"].to_str().unwrap();
+    let canonical = gateways::mor_c::transformers::canonical_request(
+        "POST",
+        "/v1/graphql",
+        timestamp.parse().unwrap(),
+        &request.body,
+    );
+    assert!(rsa_sha256_verify(
+        &public_key(MERCHANT_PUBLIC).unwrap(),
+        canonical.as_bytes(),
+        &gateways::shared::signing::unb64(signature).unwrap()
+    ));
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert!(
+        body["query"]
+            .as_str()
+            .unwrap()
+            .contains("store(id: $storeId)"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn a_credential_check_reports_pancakes_refusal_and_a_store_that_is_not_the_merchants() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(401).set_body_json(json!({
+            "data": null,
+            "errors": [{ "message": "Invalid signature", "layer": "gateway" }]
+        })))
+        .mount(&server)
+        .await;
+    let check = gateway(&server.uri()).check_credentials().await;
+    let Err(GatewayError::Rejected(why)) = check else {
+        panic!("expected a refusal, got {check:?}");
+    };
+    assert!(
+        why.contains("HTTP 401") && why.contains("Invalid signature"),
+        "{why}"
+    );
+    assert!(!why.contains("PRIVATE KEY"), "{why}");
+
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(json!({ "data": { "store": null } })),
+        )
+        .mount(&server)
+        .await;
+    let check = gateway(&server.uri()).check_credentials().await;
+    assert!(
+        matches!(&check, Err(GatewayError::Rejected(why)) if why.contains("storeId") && why.contains(STORE_ID)),
+        "{check:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_credential_check_of_an_unreachable_api_is_unreachable() {
+    let check = gateway("http://127.0.0.1:9").check_credentials().await;
+    assert!(
+        matches!(check, Err(GatewayError::Unreachable(_))),
+        "{check:?}"
+    );
+}
+
+#[test]
+fn test_mode_is_mode_test() {
+    let mut settings = settings(PRODUCTION_BASE_URL);
+    assert_eq!(settings.test_mode().unwrap().field, "mode");
+    settings.mode = PancakeMode::Prod;
+    assert_eq!(settings.test_mode(), None);
 }

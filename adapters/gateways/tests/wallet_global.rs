@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use application::ports::{
-    AckFor, Checkout, CheckoutRequest, CheckoutTarget, GatewayError, OrderLocator, PaymentEvent,
-    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundRequest, RefundStarted,
-    RefundState, RefundedCharge, WebhookError, WebhookRequest,
+    AckFor, Checkout, CheckoutRequest, CheckoutTarget, CredentialMode, GatewayError, OrderLocator,
+    PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundRequest,
+    RefundStarted, RefundState, RefundedCharge, WebhookError, WebhookRequest,
 };
 use application::testing::FixedClock;
 use domain::{
@@ -2232,4 +2232,95 @@ async fn a_renewal_under_a_revised_plan_reports_the_revision_before_the_renewal(
             },
         ]
     );
+}
+
+// --- Credential check ------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_credential_check_asks_for_a_fresh_token_even_with_one_cached() {
+    let harness = harness().await;
+    let first = harness.gateway.check_credentials().await.unwrap();
+    assert_eq!(
+        first.mode,
+        CredentialMode::Live,
+        "not PayPal's sandbox host"
+    );
+    assert!(first.detail.contains("/v1/oauth2/token"), "{first:?}");
+    harness.gateway.check_credentials().await.unwrap();
+    assert_eq!(harness.requests_to("/v1/oauth2/token").await.len(), 2);
+}
+
+#[tokio::test]
+async fn a_credential_check_reports_paypals_oauth_error_without_any_secret() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/oauth2/token"))
+        .respond_with(ResponseTemplate::new(401).set_body_raw(
+            r#"{"error":"invalid_client","error_description":"Client Authentication failed"}"#,
+            "application/json",
+        ))
+        .mount(&server)
+        .await;
+    let settings =
+        WalletGlobalSettings::new(Some(server.uri()), CLIENT_ID, CLIENT_SECRET, WEBHOOK_ID);
+    let context = GatewayContext {
+        http: ProviderHttp::new(&settings.http()).unwrap(),
+        clock: Arc::new(FixedClock::at(NOW_MS)),
+        sandbox: false,
+    };
+    let check = WalletGlobalGateway::new(&settings, context)
+        .unwrap()
+        .check_credentials()
+        .await;
+    let Err(GatewayError::Rejected(why)) = check else {
+        panic!("expected a refusal, got {check:?}");
+    };
+    assert!(
+        why.contains("HTTP 401")
+            && why.contains("invalid_client")
+            && why.contains("Client Authentication failed"),
+        "{why}"
+    );
+    assert!(
+        !why.contains(CLIENT_SECRET) && !why.contains(CLIENT_ID),
+        "{why}"
+    );
+}
+
+#[tokio::test]
+async fn a_credential_check_of_an_unreachable_api_is_unreachable() {
+    let settings = WalletGlobalSettings::new(
+        Some("http://127.0.0.1:9".into()),
+        CLIENT_ID,
+        CLIENT_SECRET,
+        WEBHOOK_ID,
+    );
+    let context = GatewayContext {
+        http: ProviderHttp::new(&settings.http()).unwrap(),
+        clock: Arc::new(FixedClock::at(NOW_MS)),
+        sandbox: false,
+    };
+    let check = WalletGlobalGateway::new(&settings, context)
+        .unwrap()
+        .check_credentials()
+        .await;
+    assert!(
+        matches!(check, Err(GatewayError::Unreachable(_))),
+        "{check:?}"
+    );
+}
+
+#[test]
+fn sandbox_true_or_the_sandbox_host_is_test_mode() {
+    let mut settings = WalletGlobalSettings::new(None, CLIENT_ID, CLIENT_SECRET, WEBHOOK_ID);
+    assert_eq!(settings.test_mode(), None);
+    settings.sandbox = true;
+    assert_eq!(settings.test_mode().unwrap().field, "sandbox");
+    let on_host = WalletGlobalSettings::new(
+        Some("https://api-m.sandbox.paypal.com".into()),
+        CLIENT_ID,
+        CLIENT_SECRET,
+        WEBHOOK_ID,
+    );
+    assert_eq!(on_host.test_mode().unwrap().field, "baseUrl");
 }

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use application::ports::{
-    AckFor, CheckoutRequest, CheckoutTarget, GatewayError, PaymentEvent, PaymentGateway,
-    PaymentRef, PaymentStatus, RefundReport, RefundedCharge, WebhookError, WebhookRequest,
+    AckFor, CheckoutRequest, CheckoutTarget, CredentialMode, GatewayError, PaymentEvent,
+    PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundedCharge, WebhookError,
+    WebhookRequest,
 };
 use application::testing::FixedClock;
 use domain::{Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, PlanType, UserId};
@@ -1362,4 +1363,72 @@ fn the_certificate_key_is_read_from_the_der_structure() {
         Some("AB")
     );
     assert_eq!(transformers::normalized_serial("PUB_KEY_ID_1"), None);
+}
+
+#[tokio::test]
+async fn a_credential_check_looks_up_an_order_that_does_not_exist_and_order_not_exist_accepts() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(
+            "/v3/pay/transactions/out-trade-no/tally_credential_check",
+        ))
+        .and(query_param("mchid", MCH_ID))
+        .respond_with(answer(
+            404,
+            r#"{"code":"ORDER_NOT_EXIST","message":"订单不存在"}"#,
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let check = gateway(&server.uri(), NOW_MS)
+        .check_credentials()
+        .await
+        .unwrap();
+    assert_eq!(
+        check.mode,
+        CredentialMode::Live,
+        "WeChat Pay has no test mode"
+    );
+    let requests = server.received_requests().await.unwrap();
+    let authorization = requests[0].headers["authorization"].to_str().unwrap();
+    assert!(
+        authorization.starts_with("WECHATPAY2-SHA256-RSA2048 "),
+        "{authorization}"
+    );
+}
+
+#[tokio::test]
+async fn a_credential_check_reports_a_refused_signature_with_wechat_pays_code() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(
+            ResponseTemplate::new(401)
+                .set_body_string(r#"{"code":"SIGN_ERROR","message":"signature does not verify"}"#),
+        )
+        .mount(&server)
+        .await;
+    let check = gateway(&server.uri(), NOW_MS).check_credentials().await;
+    let Err(GatewayError::Rejected(why)) = check else {
+        panic!("expected a refusal, got {check:?}");
+    };
+    assert!(why.contains("SIGN_ERROR"), "{why}");
+    assert!(!why.contains(API_V3_KEY), "{why}");
+}
+
+#[tokio::test]
+async fn a_credential_check_of_an_unreachable_api_is_unreachable() {
+    let check = gateway("http://127.0.0.1:9", NOW_MS)
+        .check_credentials()
+        .await;
+    assert!(
+        matches!(check, Err(GatewayError::Unreachable(_))),
+        "{check:?}"
+    );
+}
+
+#[test]
+fn wechat_pay_settings_are_never_test_mode() {
+    let settings: WalletQrSettings =
+        serde_json::from_value(settings_json("https://api.mch.weixin.qq.com")).unwrap();
+    assert_eq!(settings.test_mode(), None);
 }

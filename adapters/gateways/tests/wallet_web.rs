@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use application::ports::{
-    AckFor, CheckoutRequest, CheckoutTarget, GatewayError, PaymentEvent, PaymentGateway,
-    PaymentRef, PaymentStatus, WebhookError, WebhookRequest,
+    AckFor, CheckoutRequest, CheckoutTarget, CredentialMode, GatewayError, PaymentEvent,
+    PaymentGateway, PaymentRef, PaymentStatus, WebhookError, WebhookRequest,
 };
 use application::testing::FixedClock;
 use domain::{
@@ -682,5 +682,74 @@ async fn refunds_alipay_would_refuse_are_not_sent() {
             gateway.refund(&request).await,
             Err(GatewayError::Rejected(_))
         ));
+    }
+}
+
+#[tokio::test]
+async fn a_credential_check_queries_a_trade_that_does_not_exist_and_trade_not_exist_accepts() {
+    let (check, sent) = with_answer(QUERY_NOT_EXIST, async |g| g.check_credentials().await).await;
+    let check = check.unwrap();
+    assert_eq!(
+        check.mode,
+        CredentialMode::Live,
+        "not Alipay's sandbox host"
+    );
+    assert!(check.detail.contains("ACQ.TRADE_NOT_EXIST"), "{check:?}");
+    assert_eq!(sent["method"], "alipay.trade.query");
+    assert_eq!(sent["app_id"], APP_ID);
+    assert!(sent.contains_key("sign"), "{sent:?}");
+    let content: Value = serde_json::from_str(&sent["biz_content"]).unwrap();
+    assert_eq!(content["out_trade_no"], "tally_credential_check");
+}
+
+#[tokio::test]
+async fn a_credential_check_reports_alipays_refusal_of_the_app_or_signature() {
+    for sub_code in ["isv.invalid-signature", "isv.invalid-app-id"] {
+        let refusal = format!(
+            r#"{{"alipay_trade_query_response":{{"code":"40002","msg":"Invalid Arguments","sub_code":"{sub_code}","sub_msg":"refused"}}}}"#
+        );
+        let (check, _) = with_answer(&refusal, async |g| g.check_credentials().await).await;
+        match check {
+            Err(GatewayError::Rejected(why)) => {
+                assert!(why.contains("40002") && why.contains(sub_code), "{why}");
+                assert!(!why.contains("PRIVATE"), "{why}");
+            }
+            other => panic!("{sub_code}: {other:?}"),
+        }
+    }
+    // A trade-not-exist answer signed by another key proves a wrong Alipay public key.
+    let forged = QUERY_NOT_EXIST.replace("交易不存在", "trade missing");
+    let (check, _) = with_answer(&forged, async |g| g.check_credentials().await).await;
+    assert!(
+        matches!(check, Err(GatewayError::BadResponse(_))),
+        "{check:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_credential_check_of_an_unreachable_gateway_is_unreachable() {
+    let check = gateway("http://127.0.0.1:9").check_credentials().await;
+    assert!(
+        matches!(check, Err(GatewayError::Unreachable(_))),
+        "{check:?}"
+    );
+}
+
+#[test]
+fn only_the_alipay_sandbox_gateway_is_test_mode() {
+    let settings = |base_url: Value| {
+        let mut json = settings_json("https://openapi.alipay.com");
+        json["baseUrl"] = base_url;
+        serde_json::from_value::<WalletWebSettings>(json).unwrap()
+    };
+    for sandbox in [
+        "https://openapi-sandbox.dl.alipaydev.com",
+        "https://openapi.alipaydev.com/",
+    ] {
+        let setting = settings(json!(sandbox)).test_mode().expect(sandbox);
+        assert_eq!(setting.field, "baseUrl");
+    }
+    for live in [json!("https://openapi.alipay.com"), Value::Null] {
+        assert_eq!(settings(live.clone()).test_mode(), None, "{live}");
     }
 }

@@ -10,7 +10,8 @@
 //! `payment[payment_intent]` or by `invoice`, `expand[]=data.invoice` honoured), and
 //! `POST /v1/refunds` by `payment_intent` (a one-time session's, or a subscription's first
 //! invoice's), which refunds at once, sends `charge.refunded`, and answers a repeated
-//! `Idempotency-Key` with the first refund. Requests must carry `Authorization: Bearer <api key>` (or HTTP
+//! `Idempotency-Key` with the first refund; `GET /v1/balance` (the credential check's read: an
+//! empty test-mode balance). Requests must carry `Authorization: Bearer <api key>` (or HTTP
 //! basic with the key as user) and form-encoded bodies; errors come in Stripe's
 //! `{"error": {"type", "message", "param"}}` shape. A repeated `Idempotency-Key` returns the
 //! first session, as Stripe does.
@@ -89,6 +90,7 @@ impl Simulator for CardGatewaySimulator {
             .at("/v1/charges/:id", get(retrieve_charge))
             .at("/v1/invoice_payments", get(list_invoice_payments))
             .at("/v1/refunds", post(create_refund))
+            .at("/v1/balance", get(retrieve_balance))
     }
 
     fn webhooks(&self, hub: &Hub, event: &SimEvent) -> Vec<SimWebhook> {
@@ -623,6 +625,22 @@ fn retrieve_session(request: &Request, Path(id): Path<String>, hub: Data<&Arc<Hu
         Some(payment) => Json(objects::session(&hub, &payment)).into_response(),
         None => missing("checkout.session", &id).into_response(),
     }
+}
+
+/// `GET /v1/balance`: the sandbox account's balance, empty and in test mode, as Stripe answers a
+/// test-mode key; a wrong key is refused as everywhere.
+#[handler]
+fn retrieve_balance(request: &Request) -> Response {
+    if !authorized(request) {
+        return unauthorized();
+    }
+    Json(json!({
+        "object": "balance",
+        "available": [{ "amount": 0, "currency": "usd", "source_types": { "card": 0 } }],
+        "pending": [{ "amount": 0, "currency": "usd", "source_types": { "card": 0 } }],
+        "livemode": false,
+    }))
+    .into_response()
 }
 
 /// Expiring an open session ends it and, as at Stripe, sends `checkout.session.expired`.

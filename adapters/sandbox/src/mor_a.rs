@@ -4,6 +4,7 @@
 //! `POST /v1/subscriptions/{id}/cancel`, `POST /v1/subscriptions/{id}/upgrade` (see
 //! the `subscriptions` module), and the reads the gateway makes when an event names an
 //! object only by id, `GET /v1/transactions?transaction_id=…` and `GET /v1/products?product_id=…`,
+//! and the credential check's `GET /v1/products/search?page_number=&page_size=`,
 //! each refusing a missing or wrong `x-api-key` as Creem does. Creem's API has no refund
 //! endpoint, so neither has the sandbox. Creem charges a product's own price; the sandbox has no products, so it reads the price,
 //! currency and billing interval from the checkout's metadata (`amountMinor`, `currency`,
@@ -88,6 +89,7 @@ impl Simulator for MorASimulator {
             )
             .at("/v1/transactions", get(retrieve_transaction))
             .at("/v1/products", get(retrieve_product))
+            .at("/v1/products/search", get(search_products))
     }
 
     fn webhooks(&self, hub: &Hub, event: &SimEvent) -> Vec<SimWebhook> {
@@ -802,6 +804,54 @@ fn retrieve_product(
         "created_at": iso(payment.created_at_ms),
         "updated_at": iso(payment.created_at_ms),
         "mode": "test",
+    }))
+    .into_response()
+}
+
+#[derive(Debug, Deserialize)]
+struct SearchQuery {
+    #[serde(default)]
+    page_number: Option<u64>,
+    #[serde(default)]
+    page_size: Option<u64>,
+}
+
+/// `GET /v1/products/search`: the products checked out so far (the sandbox has no catalog of
+/// its own), a page of them, each in test mode, in Creem's paginated shape.
+#[handler]
+fn search_products(request: &Request, query: Query<SearchQuery>, hub: Data<&Arc<Hub>>) -> Response {
+    if let Err(refusal) = authorized(request) {
+        return refusal.into_response();
+    }
+    let mut ids: Vec<String> = hub
+        .payments()
+        .into_iter()
+        .filter(|p| p.provider == ProviderId::MorA)
+        .filter_map(|p| p.extra.get("product_id").cloned())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    let page_size = query.page_size.unwrap_or(10).clamp(1, 100);
+    let page_number = query.page_number.unwrap_or(1).max(1);
+    let total = u64::try_from(ids.len()).unwrap_or(u64::MAX);
+    let skip = usize::try_from((page_number - 1).saturating_mul(page_size)).unwrap_or(usize::MAX);
+    let take = usize::try_from(page_size).unwrap_or(usize::MAX);
+    let items: Vec<Value> = ids
+        .iter()
+        .skip(skip)
+        .take(take)
+        .map(|id| json!({ "id": id, "object": "product", "mode": "test", "status": "active" }))
+        .collect();
+    let total_pages = total.div_ceil(page_size);
+    Json(json!({
+        "items": items,
+        "pagination": {
+            "total_records": total,
+            "total_pages": total_pages,
+            "current_page": page_number,
+            "next_page": (page_number < total_pages).then_some(page_number + 1),
+            "prev_page": (page_number > 1).then_some(page_number - 1),
+        },
     }))
     .into_response()
 }

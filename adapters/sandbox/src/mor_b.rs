@@ -3,7 +3,8 @@
 //!
 //! API, at `/sandbox/mor_b`: `POST /checkouts`, `GET /checkouts/{id}`, `GET /payments` (filters
 //! `subscription_id`, `status`, `created_at_gte`, `created_at_lte`, `page_size`),
-//! `GET /payments/{id}`, `GET /subscriptions/{id}` and `PATCH /subscriptions/{id}`
+//! `GET /payments/{id}`, `GET /products` (`page_size`, `page_number`: the credential check's
+//! read), `GET /subscriptions/{id}` and `PATCH /subscriptions/{id}`
 //! (`cancel_at_next_billing_date: true` or `false`, or `status: "cancelled"`),
 //! `POST /subscriptions/{id}/change-plan` (see the `subscriptions` module), and `POST /refunds`
 //! (`payment_id`, `items` for a partial refund, `reason`, `metadata`; like Dodo it takes no
@@ -78,6 +79,7 @@ impl Simulator for MorBSimulator {
             .at("/checkouts", post(create_session))
             .at("/checkouts/:id", get(retrieve_session))
             .at("/payments", get(list_payments))
+            .at("/products", get(list_products))
             .at("/payments/:id", get(retrieve_payment))
             .at("/refunds", post(create_refund))
             .at(
@@ -654,6 +656,44 @@ fn list_payments(
     // Newest first, as Dodo lists.
     items.sort_by(|a, b| b["created_at"].as_str().cmp(&a["created_at"].as_str()));
     items.truncate(page_size);
+    Json(serde_json::json!({ "items": items })).into_response()
+}
+
+#[derive(Debug, Deserialize)]
+struct PageQuery {
+    #[serde(default)]
+    page_size: Option<usize>,
+    #[serde(default)]
+    page_number: Option<usize>,
+}
+
+/// `GET /products`: the products checked out so far (the sandbox has no catalog of its own),
+/// a page of them, as `{"items": […]}`.
+#[handler]
+fn list_products(
+    request: &Request,
+    Query(page): Query<PageQuery>,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    if !authorized(request) {
+        return unauthorized();
+    }
+    let mut ids: Vec<String> = hub
+        .payments()
+        .into_iter()
+        .filter(|p| p.provider == ProviderId::MorB)
+        .filter_map(|p| p.extra.get(objects::PRODUCT_ID).cloned())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    let page_size = page.page_size.unwrap_or(10).clamp(1, 100);
+    let skip = page.page_number.unwrap_or(0).saturating_mul(page_size);
+    let items: Vec<serde_json::Value> = ids
+        .iter()
+        .skip(skip)
+        .take(page_size)
+        .map(|id| json!({ "product_id": id, "is_recurring": false }))
+        .collect();
     Json(serde_json::json!({ "items": items })).into_response()
 }
 

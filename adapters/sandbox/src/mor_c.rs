@@ -12,8 +12,9 @@
 //! the store's registered endpoint; the sandbox posts them to `metadata.notifyUrl`, else to
 //! `{public base}/api/payment/webhook/mor_c`, signed with [`CREDENTIALS`]`.provider_private_pem`
 //! as `X-Waffo-Signature: t=<ms>,v1=<base64 RSA-SHA256("{t}.{body}")>`. The GraphQL endpoint
-//! answers the gateway's two queries from their variables (`storeId` + `ref`: the order status;
-//! `id`: a subscription order's payments); it parses no GraphQL. A subscription's payments are
+//! answers the gateway's three queries from their variables (`storeId` + `ref`: the order status;
+//! `id`: a subscription order's payments; `storeId` alone: the credential check's store read,
+//! `null` for a store that is not the sandbox merchant's); it parses no GraphQL. A subscription's payments are
 //! its charges: the first period's is the checkout's payment.
 
 use std::collections::BTreeMap;
@@ -488,6 +489,16 @@ async fn graphql(request: &Request, body: Body, hub: Data<&Arc<Hub>>) -> Respons
         Ok(input) => input,
         Err(refused) => return refused.into_response(),
     };
+    let store_only = !input.variables.contains_key("ref") && !input.variables.contains_key("id");
+    if let (true, Some(store_id)) = (
+        store_only,
+        input.variables.get("storeId").and_then(Value::as_str),
+    ) {
+        // The credential check's read: the store, when it is the sandbox merchant's.
+        let store = (store_id == SANDBOX_STORE_ID)
+            .then(|| json!({ "id": SANDBOX_STORE_ID, "status": "active" }));
+        return Json(json!({ "data": { "store": store } })).into_response();
+    }
     if let Some(id) = input.variables.get("id").and_then(Value::as_str) {
         return Json(
             json!({ "data": { "subscriptionOrder": subscription_payments_json(&hub, id) } }),

@@ -461,6 +461,38 @@ pub struct WebhookAck {
     pub body: String,
 }
 
+/// Which of a provider's environments a set of credentials belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CredentialMode {
+    /// The provider's test, sandbox or developer environment: nothing it takes is real money.
+    Test,
+    /// The provider's live environment.
+    Live,
+}
+
+impl CredentialMode {
+    /// How reports spell it: `test` or `live`.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CredentialMode::Test => "test",
+            CredentialMode::Live => "live",
+        }
+    }
+}
+
+/// The provider accepted the configured credentials on a read that changes nothing
+/// ([`PaymentGateway::check_credentials`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CredentialCheck {
+    /// The environment the credentials belong to: as the provider's answer says where it says,
+    /// else as the configured API address tells.
+    pub mode: CredentialMode,
+    /// What answered, in a few words for the operator (the call made, what it proved); never a
+    /// secret.
+    pub detail: String,
+}
+
 /// One payment provider.
 #[cfg_attr(test, mockall::automock)]
 #[async_trait]
@@ -590,6 +622,19 @@ pub trait PaymentGateway: Send + Sync + 'static {
 
     /// The answer the provider expects for a webhook that was accepted or refused.
     fn webhook_ack(&self, outcome: &AckFor) -> WebhookAck;
+
+    /// Make one authenticated call that changes nothing at the provider (a balance, a product
+    /// list, an access token, a look-up of an order that does not exist) to learn whether it
+    /// accepts the configured credentials: `tally check-config --online`.
+    ///
+    /// # Errors
+    /// [`GatewayError::Rejected`] when the provider refuses the credentials or the signature,
+    /// with its error code and message (never a secret); [`GatewayError::Unreachable`] when it
+    /// cannot be reached; [`GatewayError::BadResponse`] for an answer that proves neither;
+    /// [`GatewayError::NotSupported`] for a gateway that cannot check (the default).
+    async fn check_credentials(&self) -> Result<CredentialCheck, GatewayError> {
+        Err(GatewayError::NotSupported)
+    }
 }
 
 /// The gateways by provider.

@@ -6,7 +6,12 @@
 //! printed to stderr, one per line, and the exit status is
 //! [`EXIT_INVALID_CONFIG`](super::EXIT_INVALID_CONFIG). A catalog `tally serve` would refuse
 //! (production without a live provider, or plans sold through a provider that is off) fails the
-//! same way.
+//! same way: in production that includes a live provider on test-mode credentials.
+//!
+//! With `--online` ([`online`]), each live provider is then called once with its credentials
+//! and what answered is reported, one line per provider.
+
+mod online;
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -17,7 +22,7 @@ use domain::consumption::ConsumptionMode;
 use domain::plan::Prominence;
 use domain::{AppEnvironment, Duration, Plan, UnknownModelPolicy, Visibility};
 
-use super::{ConfigDirArgs, EXIT_INVALID_CONFIG};
+use super::{CheckConfigArgs, EXIT_INVALID_CONFIG};
 use crate::catalog::{self, Catalog, CatalogSource};
 use crate::providers::ProviderReport;
 use crate::settings::{self, ProcessEnv};
@@ -34,22 +39,22 @@ const HEADER: [&str; 9] = [
     "FLAGS",
 ];
 
-/// Check the configuration in `args.config`, writing the report to `out` or the problems to
-/// `err`.
+/// Check the configuration in `args.dir.config`, writing the report to `out` or the problems to
+/// `err`; with `args.online`, then call each live provider ([`online::run`]).
 ///
 /// # Errors
 /// Writing to `out` or `err` failed.
 pub(super) fn run(
-    args: &ConfigDirArgs,
+    args: &CheckConfigArgs,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
-    let dir = args.config.display();
-    let settings = settings::load(&args.config, &ProcessEnv).map_err(|e| vec![e.to_string()]);
+    let dir = args.dir.config.display();
+    let settings = settings::load(&args.dir.config, &ProcessEnv).map_err(|e| vec![e.to_string()]);
     let environment = settings
         .as_ref()
         .map_or(AppEnvironment::Development, |s| s.environment);
-    let catalog = catalog::load_for(&args.config, environment)
+    let catalog = catalog::load_for(&args.dir.config, environment)
         .map_err(|errors| errors.iter().map(ToString::to_string).collect::<Vec<_>>());
     let loaded = match (settings, catalog) {
         (Ok(settings), Ok((catalog, source))) => {
@@ -59,7 +64,7 @@ pub(super) fn run(
                 .map_err(|problem| vec![problem])
                 .and_then(|()| host_keys(&settings))
                 .and_then(|()| placeholders(&settings, &catalog))
-                .map(|notes| (catalog, source, providers, notes))
+                .map(|notes| (settings, catalog, source, providers, notes))
         }
         (settings, catalog) => Err(settings
             .err()
@@ -69,31 +74,13 @@ pub(super) fn run(
             .collect()),
     };
     match loaded {
-        Ok((catalog, source, providers, notes)) => {
-            let mut report = format!(
-                "{}\n{}\n{}\n",
-                plan_table(catalog.plans()),
-                consumption_summary(&catalog),
-                providers.summary(),
-            );
-            for note in notes {
-                let _ = writeln!(report, "note: {note}");
-            }
-            let _ = match source {
-                CatalogSource::Directory => writeln!(
-                    report,
-                    "{dir}: {} plans and the consumption rules are valid",
-                    catalog.plans().len()
-                ),
-                CatalogSource::BuiltInSample => writeln!(
-                    report,
-                    "{dir} does not exist: the sample catalog built into the binary ({} plans) \
-                     is valid, and development runs on it",
-                    catalog.plans().len()
-                ),
-            };
+        Ok((settings, catalog, source, providers, notes)) => {
+            let report = report(&dir.to_string(), &catalog, source, &providers, &notes);
             out.write_all(report.as_bytes())
                 .context("cannot write the report to stdout")?;
+            if args.online {
+                return online::run(&settings, &providers, out, err);
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(errors) => {
@@ -107,6 +94,40 @@ pub(super) fn run(
             Ok(ExitCode::from(EXIT_INVALID_CONFIG))
         }
     }
+}
+
+/// The report of a valid configuration: the plans, the consumption rules, the providers, the
+/// notes, and where the catalog came from.
+fn report(
+    dir: &str,
+    catalog: &Catalog,
+    source: CatalogSource,
+    providers: &ProviderReport,
+    notes: &[String],
+) -> String {
+    let mut report = format!(
+        "{}\n{}\n{}\n",
+        plan_table(catalog.plans()),
+        consumption_summary(catalog),
+        providers.summary(),
+    );
+    for note in notes {
+        let _ = writeln!(report, "note: {note}");
+    }
+    let _ = match source {
+        CatalogSource::Directory => writeln!(
+            report,
+            "{dir}: {} plans and the consumption rules are valid",
+            catalog.plans().len()
+        ),
+        CatalogSource::BuiltInSample => writeln!(
+            report,
+            "{dir} does not exist: the sample catalog built into the binary ({} plans) is \
+             valid, and development runs on it",
+            catalog.plans().len()
+        ),
+    };
+    report
 }
 
 /// The host application's key, loaded as `tally serve` loads it (a PEM or JWKS file that is

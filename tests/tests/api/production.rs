@@ -1,10 +1,13 @@
 //! `APP_ENV=production` as operators run it (issue 13): only the providers with settings are
 //! live, the others are off (not listed, not sold, webhook path 404), there is no sandbox, and a
-//! catalog that sells through a provider that is off is refused at start.
+//! catalog that sells through a provider that is off is refused at start, as is a live provider
+//! on test-mode credentials.
 //!
-//! The live provider is the card gateway, pointed at a sandbox of its own on another port that
-//! stands in for Stripe's API: the production app talks to it exactly as it would to Stripe
-//! (live mode: no sandbox-only fields), and its signed webhooks come back to the app.
+//! The live provider is Dodo Payments (`mor_b`), pointed at a sandbox of its own on another port
+//! that stands in for Dodo's API: the production app talks to it exactly as it would to Dodo
+//! (live mode: no sandbox-only fields), and its signed webhooks come back to the app. (Dodo's
+//! answers and webhooks name no live or test mode, so the sandbox can stand in for a live Dodo;
+//! the card gateway's sandbox answers as a Stripe test account, which production refuses.)
 
 use std::sync::Arc;
 
@@ -16,19 +19,20 @@ use poem::{Route, Server};
 use sandbox::{CREDENTIALS, Sandbox};
 use tests::{config_dir, spawn_app_from, test_settings};
 
-/// A catalog of one card-gateway credits pack, with the shipped consumption rules.
-fn card_only_catalog() -> tempfile::TempDir {
+/// A catalog of one Dodo credits pack, with the shipped consumption rules.
+fn dodo_only_catalog() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("payment.toml"),
         r#"
-[plans.credits_card_500]
-provider = "card_gateway"
+[plans.credits_dodo_500]
+provider = "mor_b"
 amount = 4.99
 currency = "USD"
 duration = { type = "credits", credits = 500 }
+morBProductId = "pdt_credits_500"
 
-[plans.credits_card_500.i18n.en]
+[plans.credits_dodo_500.i18n.en]
 name = "500 credits"
 "#,
     )
@@ -41,10 +45,15 @@ name = "500 credits"
     dir
 }
 
-/// The card gateway's settings table, pointed at `api_base`.
-fn card_table(api_base: &str) -> toml::Table {
+/// Dodo's settings table as the sandbox publishes it, pointed at `api_base`.
+fn dodo_table(api_base: &str) -> toml::Table {
+    toml::Table::try_from(sandbox::mor_b::gateway_settings(api_base)).unwrap()
+}
+
+/// The card gateway's settings table with secret key `secret_key`, pointed at `api_base`.
+fn card_table(secret_key: &str, api_base: &str) -> toml::Table {
     let mut table = toml::Table::new();
-    table.insert("secretKey".into(), CREDENTIALS.api_key.into());
+    table.insert("secretKey".into(), secret_key.into());
     table.insert("webhookSecret".into(), CREDENTIALS.hmac_secret.into());
     table.insert("baseUrl".into(), api_base.into());
     table
@@ -61,19 +70,19 @@ async fn production_with_one_live_provider_starts_sells_and_serves_no_sandbox() 
         "http://{}",
         provider.local_addr()[0].as_socket_addr().unwrap()
     );
-    let catalog = card_only_catalog();
+    let catalog = dodo_only_catalog();
     let app = spawn_app_from(catalog.path(), |settings| {
         settings.environment = AppEnvironment::Production;
         settings.providers.insert(
-            ProviderId::CardGateway,
-            card_table(&format!("{provider_base}/sandbox/card_gateway")),
+            ProviderId::MorB,
+            dodo_table(&format!("{provider_base}/sandbox/mor_b")),
         );
     })
     .await;
     // The stand-in belongs to the app: its webhooks and redirects go to the app's address.
-    let stripe = Sandbox::new(&app.address, Arc::new(SystemClock));
+    let dodo = Sandbox::new(&app.address, Arc::new(SystemClock));
     tokio::spawn(
-        Server::new_with_acceptor(provider).run(Route::new().nest("/sandbox", stripe.routes())),
+        Server::new_with_acceptor(provider).run(Route::new().nest("/sandbox", dodo.routes())),
     );
 
     let sandbox = app.client.get(app.url("/sandbox")).send().await.unwrap();
@@ -93,7 +102,7 @@ async fn production_with_one_live_provider_starts_sells_and_serves_no_sandbox() 
         .iter()
         .map(|p| p["id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, ["credits_card_500"]);
+    assert_eq!(ids, ["credits_dodo_500"]);
     let off = app
         .client
         .post(app.url("/api/payment/webhook/wallet_qr"))
@@ -105,19 +114,19 @@ async fn production_with_one_live_provider_starts_sells_and_serves_no_sandbox() 
 
     let token = app.register("buyer@example.com").await;
     let (status, started) = app
-        .initiate(&token, "credits_card_500", "card_gateway", Some("buy-1"))
+        .initiate(&token, "credits_dodo_500", "mor_b", Some("buy-1"))
         .await;
     assert_eq!(status, 201, "{started}");
     let order_id = started["orderId"].as_str().unwrap();
-    let payment = stripe
+    let payment = dodo
         .hub()
-        .payment_for_order(ProviderId::CardGateway, order_id)
+        .payment_for_order(ProviderId::MorB, order_id)
         .expect("the provider has the checkout session");
     assert_eq!(
         payment.amount_minor, 499,
         "production prices, not development ones"
     );
-    stripe.hub().complete_payment(&payment.id).await.unwrap();
+    dodo.hub().complete_payment(&payment.id).await.unwrap();
     let paid = app.wait_for_status(&token, order_id, "paid").await;
     assert_eq!(paid["status"], "paid");
     assert_eq!(app.balance_hundredths(&token).await, 50_000);
@@ -130,7 +139,7 @@ async fn production_refuses_the_shipped_catalog_with_only_the_card_gateway_live(
     settings.environment = AppEnvironment::Production;
     settings.providers.insert(
         ProviderId::CardGateway,
-        card_table("http://127.0.0.1:9/sandbox/card_gateway"),
+        card_table("sk_live_unused", "http://127.0.0.1:9/sandbox/card_gateway"),
     );
     let catalog = bootstrap::catalog::load(&config_dir()).unwrap();
     let refused = Application::build(settings.clone(), catalog.clone())
@@ -164,5 +173,51 @@ async fn production_refuses_the_shipped_catalog_with_only_the_card_gateway_live(
     assert!(
         format!("{none:#}").contains("at least one live provider"),
         "{none:#}"
+    );
+}
+
+#[tokio::test]
+async fn production_refuses_to_start_on_test_mode_credentials_naming_provider_and_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = bootstrap::catalog::load(dodo_only_catalog().path()).unwrap();
+    let mut settings = test_settings(dir.path());
+    settings.environment = AppEnvironment::Production;
+    let mut dodo = dodo_table("http://127.0.0.1:9/sandbox/mor_b");
+    dodo.insert("testMode".into(), true.into());
+    settings.providers.insert(ProviderId::MorB, dodo);
+    let refused = Application::build(settings.clone(), catalog.clone())
+        .await
+        .err()
+        .expect("refused");
+    let message = format!("{refused:#}");
+    assert!(
+        message.contains("test-mode credentials") && message.contains("providers.mor_b.testMode"),
+        "{message}"
+    );
+    // The card gateway's sandbox key is a test-mode key too: both are named in one message.
+    settings.providers.insert(
+        ProviderId::CardGateway,
+        card_table(
+            CREDENTIALS.api_key,
+            "http://127.0.0.1:9/sandbox/card_gateway",
+        ),
+    );
+    let both = Application::build(settings.clone(), catalog.clone())
+        .await
+        .err()
+        .expect("refused");
+    let both = format!("{both:#}");
+    assert!(
+        both.contains("providers.card_gateway.secretKey")
+            && both.contains("providers.mor_b.testMode"),
+        "{both}"
+    );
+    assert!(!both.contains(CREDENTIALS.api_key), "{both}");
+    // Development runs on them.
+    settings.environment = AppEnvironment::Development;
+    settings.app_base_url = None;
+    assert!(
+        Application::build(settings, catalog).await.is_ok(),
+        "development accepts test-mode credentials"
     );
 }

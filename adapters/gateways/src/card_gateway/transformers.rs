@@ -238,6 +238,15 @@ pub fn currency_code(currency: Currency) -> String {
     currency.code().to_ascii_lowercase()
 }
 
+/// The answer of `GET /v1/balance`, as far as a credential check reads it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Balance {
+    /// `balance`.
+    pub object: String,
+    /// Whether the key is a live-mode key.
+    pub livemode: bool,
+}
+
 /// Stripe's error body: `{"error": {"type": …, "message": …}}`.
 #[derive(Debug, Deserialize)]
 struct ErrorBody {

@@ -939,6 +939,58 @@ pub fn on_price_basis(gross_cents: i64, transaction: Option<&TransactionEntity>)
     }
 }
 
+/// Creem's error answer: `{"status": 403, "error": "Forbidden", "message": ["Invalid API key"]}`
+/// (`message` is a list of strings or one string).
+#[derive(Debug, Deserialize)]
+pub struct CreemError {
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    message: Option<Value>,
+}
+
+impl CreemError {
+    /// Its `(code, message)` for [`crate::shared::http::HttpReply::decode`].
+    #[must_use]
+    pub fn describe(self) -> (String, String) {
+        let message = match self.message {
+            Some(Value::String(text)) => text,
+            Some(Value::Array(items)) => items
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join("; "),
+            _ => String::new(),
+        };
+        (self.error.unwrap_or_default(), message)
+    }
+}
+
+/// A page of `GET /v1/products/search`, as far as a credential check reads it.
+#[derive(Debug, Deserialize)]
+pub struct ProductPage {
+    /// The products on this page.
+    pub items: Vec<ProductItem>,
+}
+
+/// One product of a search page.
+#[derive(Debug, Deserialize)]
+pub struct ProductItem {
+    /// Its environment: `test`, `sandbox`, `live` or `prod`.
+    #[serde(default)]
+    pub mode: Option<String>,
+}
+
+impl ProductPage {
+    /// Whether the first product is a live one (`Some(true)`), a test one (`Some(false)`), or
+    /// there is no product naming its environment (`None`).
+    #[must_use]
+    pub fn mode(&self) -> Option<bool> {
+        let mode = self.items.first()?.mode.as_deref()?;
+        Some(matches!(mode, "live" | "prod" | "production"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

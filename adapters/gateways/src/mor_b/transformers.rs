@@ -1092,6 +1092,13 @@ pub fn dispute_lost(
     })
 }
 
+/// A page of `GET /products`, as far as a credential check reads it: `{"items": […]}`.
+#[derive(Debug, Deserialize)]
+pub struct ProductPage {
+    /// The products on this page (not read).
+    pub items: Vec<serde_json::Value>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

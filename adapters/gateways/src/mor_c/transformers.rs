@@ -45,6 +45,26 @@ const SUBSCRIPTION_ONLY_STATUSES: [&str; 5] =
 pub const SUBSCRIPTION_PAYMENTS_QUERY: &str = "query TallySubscriptionPayments($id: String!) { \
 subscriptionOrder(id: $id) { id payments { id status createdAt } } }";
 
+/// The configured store, read to check the credentials (the guide's "Store Queries"). Pancake's
+/// GraphQL is query-only, so the read changes nothing.
+pub const CREDENTIAL_CHECK_QUERY: &str =
+    "query TallyCredentialCheck($storeId: String!) { store(id: $storeId) { id status } }";
+
+/// The GraphQL answer to [`CREDENTIAL_CHECK_QUERY`].
+#[derive(Debug, Clone, Deserialize)]
+pub struct StoreData {
+    /// The store, when the merchant may see it.
+    #[serde(default)]
+    pub store: Option<StoreRef>,
+}
+
+/// A store, as far as the credential check reads it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct StoreRef {
+    /// `STO_…`.
+    pub id: String,
+}
+
 /// One order's status across both order kinds, read with a single GraphQL request.
 pub const ORDER_STATUS_QUERY: &str = "query TallyOrderStatus($storeId: String!, $ref: String!) { \
 onetimeOrders(storeId: $storeId, filter: { orderMerchantExternalId: { eq: $ref } }, limit: 1) \

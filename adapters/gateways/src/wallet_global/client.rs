@@ -8,7 +8,7 @@ use application::ports::{Clock, GatewayError};
 use domain::Timestamp;
 use reqwest::RequestBuilder;
 use secrecy::{ExposeSecret, SecretString};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::revise::{PlanDetails, ReviseAnswer, ReviseSubscription};
 use super::transformers::{
@@ -22,6 +22,31 @@ fn path_id(id: &str) -> Result<&str, GatewayError> {
     path_segment(id).ok_or_else(|| GatewayError::Rejected("not a PayPal resource id".into()))
 }
 use crate::shared::http::{HttpReply, ProviderHttp};
+use crate::shared::wire::printable;
+
+/// OAuth's error object: `{"error": "invalid_client", "error_description": "…"}`.
+#[derive(Deserialize)]
+struct OAuthError {
+    error: String,
+    #[serde(default)]
+    error_description: String,
+}
+
+impl OAuthError {
+    /// `: {error}: {description}` from a refusal's body, or nothing when it is not one.
+    fn describe(body: &[u8]) -> String {
+        serde_json::from_slice::<Self>(body).map_or_else(
+            |_| String::new(),
+            |e| {
+                format!(
+                    ": {}: {}",
+                    printable(&e.error, 64),
+                    printable(&e.error_description, 200)
+                )
+            },
+        )
+    }
+}
 
 /// Refresh a token this long before PayPal says it expires.
 const TOKEN_MARGIN_MS: i64 = 60_000;
@@ -252,6 +277,14 @@ impl Api {
         self.http.send(prepare(&self.token().await?)).await
     }
 
+    /// Ask for a new access token with the client credentials, whatever is cached: the read
+    /// that proves PayPal accepts them (the token is kept for the calls that follow).
+    pub(super) async fn check_credentials(&self) -> Result<(), GatewayError> {
+        let fresh = self.fetch_token().await?;
+        *self.lock() = Some(fresh);
+        Ok(())
+    }
+
     /// The cached token, or a new one.
     async fn token(&self) -> Result<SecretString, GatewayError> {
         let now = self.clock.now();
@@ -282,11 +315,13 @@ impl Api {
             .form(&[("grant_type", "client_credentials")]);
         let reply = self.http.send(request).await?;
         let reply = match reply.status {
-            // The body of a refusal names the error only ("invalid_client"); keep the status.
+            // The body of a refusal is OAuth's error object (`invalid_client`, "Client
+            // Authentication failed"), which names no credential.
             400..=499 => {
                 return Err(GatewayError::Rejected(format!(
-                    "access token refused: HTTP {}",
-                    reply.status
+                    "access token refused: HTTP {}{}",
+                    reply.status,
+                    OAuthError::describe(&reply.body)
                 )));
             }
             _ => checked(reply)?,

@@ -79,6 +79,17 @@ pub struct CloseRequest {
     pub mchid: String,
 }
 
+/// The error code of an order look-up that found no order.
+pub const ORDER_NOT_EXIST: &str = "ORDER_NOT_EXIST";
+
+/// The `code` of an error body, when `body` is one.
+#[must_use]
+pub fn error_code(body: &[u8]) -> Option<String> {
+    serde_json::from_slice::<ErrorBody>(body)
+        .ok()
+        .map(|e| e.code)
+}
+
 /// WeChat Pay's error body on 4xx and 5xx answers.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ErrorBody {
