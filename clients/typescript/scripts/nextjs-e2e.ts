@@ -88,6 +88,7 @@ async function sandboxCheckout(page: Page, tallyUrl: string, label: string): Pro
 }
 
 async function main(): Promise<void> {
+  execFileSync("npm", ["run", "build"], { cwd: PACKAGE_DIR, stdio: "inherit" });
   run("npm", ["ci", "--no-audit", "--no-fund"]);
   ok("npm ci");
   run("npx", ["next", "build"]);
