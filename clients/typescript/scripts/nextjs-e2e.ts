@@ -144,7 +144,9 @@ async function main(): Promise<void> {
   await page.goto(`${appUrl}/account`);
   await press(page, '[data-testid="billing-portal"]');
   await page.waitForFunction((p: string) => location.href.startsWith(`${p}/`), { timeout: STEP_TIMEOUT_MS }, tally.url);
-  await page.waitForSelector(`a[href="${appUrl}/account"]`, { timeout: STEP_TIMEOUT_MS });
+  const back = await page.waitForSelector('[data-testid="portal-back"]', { timeout: STEP_TIMEOUT_MS });
+  const backTo = await back?.evaluate((a) => a.getAttribute("href"));
+  if (!backTo?.startsWith(`${appUrl}/account`)) throw new Error(`the portal links back to ${backTo}`);
   if (!page.url().startsWith(`${tally.url}/dashboard`)) throw new Error(`the portal opened ${page.url()}`);
   ok("opened the billing portal (Tally's dashboard, with a link back to the app)");
 
