@@ -18,8 +18,8 @@ use crate::money::{Currency, Money};
 use crate::provider::{CapabilityError, ProviderId};
 
 pub use offer::{
-    MAX_GROUP_CHARS, Offer, OfferChoice, OfferKey, PlanGroup, PlanGroupError, PlanInterval,
-    currency_for_locale, group_offers, saving_percent,
+    CurrencyChoice, Held, Holdings, MAX_GROUP_CHARS, Offer, OfferCard, OfferChoice, OfferKey,
+    PlanGroup, PlanGroupError, PlanInterval, currency_for_locale, group_offers, saving_percent,
 };
 
 /// `duration.months` value that the spec uses for lifetime access.

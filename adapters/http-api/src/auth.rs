@@ -65,6 +65,32 @@ impl Credential {
     }
 }
 
+/// A credential when the caller presents one: offers are public, and say more to a user.
+#[derive(SecurityScheme)]
+pub(crate) enum OptionalCredential {
+    /// `Authorization: Bearer`.
+    Bearer(BearerToken),
+    /// `X-Api-Key`.
+    ApiKey(ApiKeyHeader),
+    /// The session cookie.
+    Cookie(SessionCookie),
+    /// No credential: the offers alone.
+    #[oai(fallback)]
+    Anonymous,
+}
+
+impl OptionalCredential {
+    /// The presented token, if any.
+    pub(crate) fn token(&self) -> Option<&str> {
+        match self {
+            OptionalCredential::Bearer(b) => Some(&b.0.token),
+            OptionalCredential::ApiKey(k) => Some(&k.0.key),
+            OptionalCredential::Cookie(c) => Some(&c.0.key),
+            OptionalCredential::Anonymous => None,
+        }
+    }
+}
+
 impl AppState {
     /// Who presents `credential`.
     ///

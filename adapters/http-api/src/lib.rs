@@ -36,6 +36,7 @@ mod health;
 mod i18n;
 mod metrics;
 mod middleware;
+mod offers;
 mod optional_json;
 mod payment;
 mod plans;

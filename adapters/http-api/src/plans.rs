@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use domain::plan::Prominence;
+use domain::plan::{PlanText, Prominence};
 use domain::{AppEnvironment, Credits, Duration, Locale, Plan};
 use poem::Request;
 use poem_openapi::param::Query;
@@ -12,8 +12,10 @@ use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
 
 use crate::AppState;
+use crate::auth::OptionalCredential;
 use crate::dto::major_units;
 use crate::entitlements::{EntitlementValueJson, entitlements_json};
+use crate::offers::{OffersQuery, OffersResponse};
 use crate::problem::{Problem, api_response};
 
 /// A plan's duration (spec 2.2 `duration.*`).
@@ -46,6 +48,17 @@ pub struct PlanTextView {
     pub duration: String,
     /// Feature bullets.
     pub features: Vec<String>,
+}
+
+impl From<&PlanText> for PlanTextView {
+    fn from(text: &PlanText) -> Self {
+        Self {
+            name: text.name.clone(),
+            description: text.description.clone(),
+            duration: text.duration.clone(),
+            features: text.features.clone(),
+        }
+    }
 }
 
 /// A plan as `/pricing` shows it.
@@ -109,12 +122,7 @@ impl PlanView {
                 credits: plan.credits().map(|c| c.to_string()),
                 credits_hundredths: plan.credits().map(Credits::hundredths),
             },
-            text: PlanTextView {
-                name: text.name.clone(),
-                description: text.description.clone(),
-                duration: text.duration.clone(),
-                features: text.features.clone(),
-            },
+            text: PlanTextView::from(text),
             entitlements: entitlements_json(plan.entitlements()),
         }
     }
@@ -183,6 +191,41 @@ impl PlansApi {
                     .collect(),
             })),
             Err(infra) => Problem::from(infra).into(),
+        }
+    }
+
+    /// The plans on offer grouped as `/pricing` groups them (no sign-in needed): one entry per
+    /// offer (plan `group`) and billing interval, its payment options one per provider, prices
+    /// as charged in this environment and in production. With a user's credential, or an API
+    /// key naming a user, each entry also says what that user holds of it.
+    #[oai(path = "/api/offers", method = "get")]
+    async fn offers(
+        &self,
+        request: &Request,
+        credential: OptionalCredential,
+        /// A locale tag such as `en` or `zh-CN` (else `Accept-Language`, else `en`): the texts'
+        /// language and the currency shown where an offer has it.
+        #[oai(validator(max_length = 35))]
+        locale: Query<Option<String>>,
+        /// Only offers priced in this currency (ISO 4217, e.g. `USD`).
+        #[oai(validator(max_length = 8))]
+        currency: Query<Option<String>>,
+        /// Only this billing interval (`month`, `year`, `months-2`, `lifetime`, `one_time` …).
+        #[oai(validator(max_length = 16))]
+        interval: Query<Option<String>>,
+        /// The user whose holdings to tell (API keys only; users see their own).
+        #[oai(name = "userId", validator(max_length = 64))]
+        user_id: Query<Option<String>>,
+    ) -> OffersResponse {
+        let query = OffersQuery {
+            locale: crate::i18n::requested_locale(locale.0.as_deref(), request),
+            currency: currency.0.as_deref(),
+            interval: interval.0.as_deref(),
+            user_id: user_id.0.as_deref(),
+        };
+        match crate::offers::offers(&self.state, &credential, query).await {
+            Ok(list) => OffersResponse::Ok(Json(list)),
+            Err(problem) => problem.into(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The complete status of a user: credits, every subscription they
 //! hold and every one-time purchase whose access still runs.
 
+use domain::plan::Holdings;
 use domain::{
     AccessEnd, Credits, Duration, OrderId, PlanId, Subscription, SubscriptionAccess,
     SubscriptionStatus, Timestamp, UserId,
@@ -63,6 +64,21 @@ pub struct OneTimeAccess {
 }
 
 impl StatusReport {
+    /// What a pricing page marks as held: the plans of live subscriptions ("Current plan") and
+    /// of one-time purchases whose access still runs ("Owned").
+    #[must_use]
+    pub fn holdings(&self) -> Holdings {
+        Holdings::new(
+            self.subscriptions
+                .iter()
+                .filter(|held| held.subscription.is_live())
+                .map(|held| held.subscription.plan_id().clone()),
+            self.one_time_access
+                .iter()
+                .map(|access| access.plan_id.clone()),
+        )
+    }
+
     /// How long `subscription` grants access, with this report's past-due grace.
     #[must_use]
     pub fn access_of(&self, subscription: &Subscription) -> SubscriptionAccess {

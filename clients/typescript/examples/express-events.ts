@@ -1,8 +1,8 @@
 // server.ts (Express): the same event route; express.raw keeps the body the signature covers.
 import { type AnyTallyEvent, EventVerificationError, verifyEvent } from "@tally/client";
 import express from "express";
-import { applyEvent } from "./lib/apply-event.js";
-import { db } from "./lib/db.js";
+import { applyEvent } from "@/lib/apply-event";
+import { db } from "@/lib/db";
 
 export const app = express();
 

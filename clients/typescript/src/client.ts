@@ -49,6 +49,126 @@ export type Entitlements = Omit<Schemas["EntitlementsView"], "entitlements"> & {
 };
 /** A new webhook endpoint with its `whsec_` secret, shown this once. */
 export type CreatedWebhookEndpoint = Schemas["CreatedWebhookEndpointView"];
+/** A subscription: its plan, status, paid period and any switch pending or scheduled. */
+export type Subscription = Schemas["SubscriptionView"];
+/** What a plan change did (see `confirmed` and `approvalUrl`). */
+export type PlanChange = Schemas["PlanChangeView"];
+
+/** An amount of money: a decimal string beside an integer in minor units. */
+export interface Price {
+  /** Major units, a decimal string (`"9.99"`). */
+  readonly amount: string;
+  /** Minor units (`999`): compare and add these, never the strings. */
+  readonly amountMinor: number;
+  /** ISO 4217 code. */
+  readonly currency: string;
+}
+
+/** One way to pay an offer: a plan and its provider (what checkout takes). */
+export interface OfferOption {
+  readonly planId: string;
+  readonly provider: string;
+  /** The price charged here (in development a plan's development price, when it has one). */
+  readonly price: Price;
+  /** The configured price, charged in production. */
+  readonly productionPrice: Price;
+  /** The struck-through original price. */
+  readonly originalPrice?: Price;
+}
+
+/** One pricing card: an offer (plans sharing a `group`) at one billing interval and currency. */
+export interface Offer {
+  /** `group-<group>`, or `plan-<id>` for a plan that is an offer of its own. */
+  readonly key: string;
+  readonly group?: string;
+  /** `one_time`, `recurring` or `credits`. */
+  readonly type: "one_time" | "recurring" | "credits";
+  /** `month`, `quarter`, `half_year`, `year`, `months-<n>`, `lifetime` or `one_time`. */
+  readonly interval: string;
+  readonly currency: string;
+  /** The first option's texts in the requested locale. */
+  readonly text: { readonly name: string; readonly description: string; readonly duration: string; readonly features: string[] };
+  readonly price: Price;
+  readonly productionPrice: Price;
+  readonly originalPrice?: Price;
+  /** What paying at this interval saves over paying monthly, in whole percent. */
+  readonly savingPercent?: number;
+  readonly recommended: boolean;
+  /** Credits granted (per period for a subscription), a decimal string. */
+  readonly credits?: string;
+  readonly creditsHundredths?: number;
+  /** What the plan unlocks in your app. */
+  readonly entitlements: Readonly<Record<string, true | number>>;
+  /** With a user: `current` (their live subscription), `owned` (a running one-time purchase) or `none`. */
+  readonly held?: "current" | "owned" | "none";
+  /** The ways to pay, one per provider. */
+  readonly options: OfferOption[];
+}
+
+/** The offers, grouped as Tally's `/pricing` groups them. */
+export interface OfferList {
+  /** `development` or `production`: in development `price` may be a plan's development price. */
+  readonly environment: "development" | "production";
+  /** The billing intervals sold, shortest first (a monthly/yearly toggle's choices). */
+  readonly intervals: string[];
+  /** The user whose holdings `held` tells. */
+  readonly userId?: string;
+  /** One entry per offer and interval. */
+  readonly offers: Offer[];
+}
+
+/** What {@link TallyClient.offers} asks for. */
+export interface OffersOptions extends ForUser {
+  /** Only offers priced in this currency (`USD`). */
+  readonly currency?: string;
+  /** Texts in this locale (`en`, `zh-CN`); also the currency shown where an offer has it. */
+  readonly locale?: string;
+  /** Only this interval (`month`, `year`, …). */
+  readonly interval?: string;
+}
+
+/** A checkout to start (see {@link TallyClient.initiatePayment}). */
+export interface InitiatePaymentRequest extends ForUser {
+  /** The plan to buy. */
+  readonly planId: string;
+  /** The provider to pay through (the plan's). */
+  readonly provider: string;
+  /** Where the buyer lands after paying: `orderId` and `outcome` are appended. An origin Tally allows (`[hostApp] returnOrigins`). */
+  readonly successUrl?: string;
+  /** Where the buyer lands after cancelling at the provider: `orderId` and `outcome` are appended. */
+  readonly cancelUrl?: string;
+  /** The buyer's e-mail for the provider's receipt (an API key acting for a user only). */
+  readonly customerEmail?: string;
+  /** The buyer's name, for providers that take one (an API key acting for a user only). */
+  readonly customerName?: string;
+}
+
+/** A page of subscriptions, newest first. */
+export interface SubscriptionPage {
+  readonly items: Subscription[];
+  readonly page: number;
+  readonly limit: number;
+  readonly total: number;
+  readonly totalPages: number;
+}
+
+/** A customer-portal link (see {@link TallyClient.createPortalSession}). */
+export interface PortalSession {
+  /** Send the user's browser here: single-use, valid for minutes. */
+  readonly url: string;
+  /** When the link stops working (RFC 3339). */
+  readonly expiresAt: string;
+}
+
+/** What {@link TallyClient.createPortalSession} takes. */
+export interface PortalSessionRequest {
+  /** The Tally user (`hst_…`) the portal signs in. */
+  readonly userId: string;
+  /** Where the portal's "Back to" link goes (an origin Tally allows). */
+  readonly returnUrl: string;
+  /** The portal's language (`en`, `zh-CN`). */
+  readonly locale?: string;
+}
 
 /** One page of the events feed. */
 export interface EventFeedPage {
@@ -178,6 +298,45 @@ export interface TallyClient {
     /** The user's orders, newest first. */
     orders(options?: PageOptions): Promise<OrderPage>;
   };
+  /**
+   * The plans on offer grouped as Tally's `/pricing` groups them: one entry per offer and
+   * interval, with its payment options (no credential needed). With a host token, or an API key
+   * and `userId`, each entry says what the user holds of it (`held`).
+   */
+  offers(options?: OffersOptions): Promise<OfferList>;
+  /**
+   * Start a checkout: redirect the buyer to `paymentUrl`. With a host token the order is that
+   * user's; an API key names the user with `userId`. `successUrl`/`cancelUrl` bring the buyer
+   * back to your app with `orderId` and `outcome`.
+   */
+  initiatePayment(request: InitiatePaymentRequest, options?: SpendOptions): Promise<Spent<Order>>;
+  /** An order (the user's own, or `userId`'s with an API key). */
+  getOrder(orderId: string, who?: ForUser): Promise<Order>;
+  /** The user's orders, newest first. */
+  listOrders(options?: ForUser & PageOptions): Promise<OrderPage>;
+  /** The user's subscriptions, newest first. */
+  listSubscriptions(options?: ForUser & PageOptions): Promise<SubscriptionPage>;
+  /** Cancel a subscription at the end of its paid period (default), or `now` where the provider can. */
+  cancelSubscription(
+    subscriptionId: string,
+    options?: ForUser & { readonly when?: "period_end" | "now" },
+  ): Promise<Subscription>;
+  /** Withdraw a scheduled cancellation: the subscription renews again. */
+  resumeSubscription(subscriptionId: string, who?: ForUser): Promise<Subscription>;
+  /** Switch a subscription to another recurring plan, `now` (default) or at `period_end`. */
+  changePlan(
+    subscriptionId: string,
+    change: { readonly planId: string; readonly when?: "now" | "period_end" },
+    who?: ForUser,
+  ): Promise<PlanChange>;
+  /** Forget a switch scheduled for the period's end (the subscription still ends with it). */
+  withdrawScheduledPlan(subscriptionId: string, who?: ForUser): Promise<Subscription>;
+  /**
+   * A single-use link to Tally's hosted billing pages (plans, cancel/resume/switch, orders,
+   * credits) signed in as `userId` for a short session, with a link back to `returnUrl`
+   * (an API key with `billing:write`).
+   */
+  createPortalSession(request: PortalSessionRequest): Promise<PortalSession>;
   /** An administrator's helpers (an administrator's session). */
   readonly admin: {
     /** Create a service API key; its `secret` is shown this once. */
@@ -235,8 +394,26 @@ export function createTallyClient(options: TallyClientOptions): TallyClient {
     },
     listEvents: (o = {}) => listEvents(ctx, o),
     payments: paymentsMethods(ctx),
+    ...billingMethods(ctx),
     admin: adminMethods(ctx),
   };
+}
+
+/** The raw client without the generated path types: for the calls typed by hand above. */
+interface LooseClient {
+  GET(path: string, init: LooseInit): Promise<FetchOutcome<unknown>>;
+  POST(path: string, init: LooseInit): Promise<FetchOutcome<unknown>>;
+  DELETE(path: string, init: LooseInit): Promise<FetchOutcome<unknown>>;
+}
+
+interface LooseInit {
+  readonly params?: {
+    readonly path?: Record<string, string>;
+    readonly query?: Record<string, string | undefined>;
+    readonly header?: Record<string, string>;
+  };
+  readonly body?: unknown;
+  readonly signal: AbortSignal;
 }
 
 /** What the method groups share: the transport and the two ways of sending. */
@@ -298,6 +475,84 @@ function paymentsMethods({ raw, call, spend }: Context): TallyClient["payments"]
     cancel: (orderId) => call((signal) => raw.POST("/api/payment/cancel/{orderId}", { params: { path: { orderId } }, signal })),
     orders: (o = {}) =>
       call((signal) => raw.GET("/api/orders", { params: { query: { page: text(o.page), limit: text(o.limit) } }, signal })),
+  };
+}
+
+/**
+ * The billing calls: a user's own (host token, session) or, with an API key, for the user named
+ * by `userId`. Typed by hand where the generated types do not list a query parameter or field.
+ */
+type BillingMethods = Pick<
+  TallyClient,
+  | "offers"
+  | "initiatePayment"
+  | "getOrder"
+  | "listOrders"
+  | "listSubscriptions"
+  | "cancelSubscription"
+  | "resumeSubscription"
+  | "changePlan"
+  | "withdrawScheduledPlan"
+  | "createPortalSession"
+>;
+
+function billingMethods({ raw, call, spend }: Context): BillingMethods {
+  const loose = raw as unknown as LooseClient;
+  const user = (who: ForUser | undefined) => ({ userId: who?.userId });
+  return {
+    offers: (o = {}) =>
+      call((signal) =>
+        loose.GET("/api/offers", {
+          params: { query: { currency: o.currency, locale: o.locale, interval: o.interval, userId: o.userId } },
+          signal,
+        }),
+      ) as Promise<OfferList>,
+    initiatePayment: ({ userId, ...body }, o = {}) =>
+      spend(o.idempotencyKey, (key, signal) =>
+        loose.POST("/api/payment/initiate", {
+          params: { query: { userId }, header: { "Idempotency-Key": key } },
+          body,
+          signal,
+        }),
+      ) as Promise<Spent<Order>>,
+    getOrder: (orderId, who) =>
+      call((signal) =>
+        loose.GET("/api/payment/query/{orderId}", { params: { path: { orderId }, query: user(who) }, signal }),
+      ) as Promise<Order>,
+    listOrders: (o = {}) =>
+      call((signal) =>
+        loose.GET("/api/orders", { params: { query: { ...user(o), page: text(o.page), limit: text(o.limit) } }, signal }),
+      ) as Promise<OrderPage>,
+    listSubscriptions: (o = {}) =>
+      call((signal) =>
+        loose.GET("/api/subscriptions", { params: { query: { ...user(o), page: text(o.page), limit: text(o.limit) } }, signal }),
+      ) as Promise<SubscriptionPage>,
+    cancelSubscription: (id, o = {}) =>
+      call((signal) =>
+        loose.POST("/api/subscriptions/{id}/cancel", {
+          params: { path: { id }, query: user(o) },
+          body: o.when === undefined ? {} : { when: o.when },
+          signal,
+        }),
+      ) as Promise<Subscription>,
+    resumeSubscription: (id, who) =>
+      call((signal) =>
+        loose.POST("/api/subscriptions/{id}/resume", { params: { path: { id }, query: user(who) }, signal }),
+      ) as Promise<Subscription>,
+    // Not retried: a switch the provider applied must not be asked for twice.
+    changePlan: (id, change, who) =>
+      call(
+        (signal) =>
+          loose.POST("/api/subscriptions/{id}/change-plan", { params: { path: { id }, query: user(who) }, body: change, signal }),
+        "once",
+      ) as Promise<PlanChange>,
+    withdrawScheduledPlan: (id, who) =>
+      call((signal) =>
+        loose.DELETE("/api/subscriptions/{id}/scheduled-plan", { params: { path: { id }, query: user(who) }, signal }),
+      ) as Promise<Subscription>,
+    // Not retried: each call makes a new single-use link.
+    createPortalSession: (request) =>
+      call((signal) => loose.POST("/api/portal-sessions", { body: request, signal }), "once") as Promise<PortalSession>,
   };
 }
 

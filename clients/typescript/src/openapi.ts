@@ -2672,6 +2672,138 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/offers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The plans on offer grouped as `/pricing` groups them (no sign-in needed): one entry per
+         *     offer (plan `group`) and billing interval, its payment options one per provider, prices
+         *     as charged in this environment and in production. With a user's credential, or an API
+         *     key naming a user, each entry also says what that user holds of it.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /**
+                     * @description A locale tag such as `en` or `zh-CN` (else `Accept-Language`, else `en`): the texts'
+                     *     language and the currency shown where an offer has it.
+                     */
+                    locale?: string;
+                    /** @description Only offers priced in this currency (ISO 4217, e.g. `USD`). */
+                    currency?: string;
+                    /** @description Only this billing interval (`month`, `year`, `months-2`, `lifetime`, `one_time` …). */
+                    interval?: string;
+                    /** @description The user whose holdings to tell (API keys only; users see their own). */
+                    userId?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The offers. */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["OfferList"];
+                    };
+                };
+                /** @description `validation_failed`: a malformed query. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: a credential that is not valid, or `userId` without one. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: another user's holdings, or an API key without the scope. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `user_not_found`: the `userId` an API key named does not exist. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `validation_failed`: `currency` or `interval` names none (the error names the field). */
+                422: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admin/webhook-events": {
         parameters: {
             query?: never;
@@ -7520,6 +7652,91 @@ export interface components {
             customerName?: string;
         };
         /**
+         * OfferList
+         * @description The offers, grouped as `/pricing` groups them.
+         */
+        OfferList: {
+            /** @description `development` or `production`: in development `price` is a plan's development price. */
+            environment: string;
+            /** @description The billing intervals sold (in the asked currency), shortest first: a toggle's choices. */
+            intervals: string[];
+            /** @description The user whose holdings `held` tells, when there is one. */
+            userId?: string;
+            /** @description One entry per offer and interval, in listing order, shortest interval first. */
+            offers: components["schemas"]["OfferView"][];
+        };
+        /**
+         * OfferOptionView
+         * @description One way to pay an offer: a plan and its provider.
+         */
+        OfferOptionView: {
+            /** @description The plan id (`planId` when buying). */
+            planId: string;
+            /** @description The provider id (`provider` when buying). */
+            provider: string;
+            /**
+             * @description The price charged in this environment (in development a plan's `developmentAmount`,
+             *     when it has one).
+             */
+            price: components["schemas"]["PriceView"] & unknown;
+            /** @description The configured price, charged in production. */
+            productionPrice: components["schemas"]["PriceView"] & unknown;
+            /** @description The struck-through original price. */
+            originalPrice?: components["schemas"]["PriceView"] & unknown;
+        };
+        /**
+         * OfferView
+         * @description One pricing card: an offer at one billing interval and currency.
+         */
+        OfferView: {
+            /** @description The offer: `group-<group>`, or `plan-<id>` for a plan that is an offer of its own. */
+            key: string;
+            /** @description The plans' `group`, when they have one. */
+            group?: string;
+            /** @description `one_time`, `recurring` or `credits`. */
+            type: string;
+            /**
+             * @description The billing interval: `month`, `quarter`, `half_year`, `year`, `months-<n>`,
+             *     `lifetime` or `one_time` (what `?interval=` takes).
+             */
+            interval: string;
+            /** @description The currency the card is shown in. */
+            currency: string;
+            /** @description The first option's texts, in the requested locale. */
+            text: components["schemas"]["PlanTextView"] & unknown;
+            /** @description The first option's price charged in this environment. */
+            price: components["schemas"]["PriceView"] & unknown;
+            /** @description The first option's configured (production) price. */
+            productionPrice: components["schemas"]["PriceView"] & unknown;
+            /** @description The first option's struck-through original price. */
+            originalPrice?: components["schemas"]["PriceView"] & unknown;
+            /**
+             * Format: uint32
+             * @description What paying at this interval saves over paying monthly, in whole percent.
+             */
+            savingPercent?: number;
+            /** @description Whether one of the options is highlighted. */
+            recommended: boolean;
+            /** @description Credits granted (per period for a subscription), a decimal string. */
+            credits?: string;
+            /**
+             * Format: int64
+             * @description Credits granted, in hundredths.
+             */
+            creditsHundredths?: number;
+            /** @description What the first option unlocks in the host app. */
+            entitlements: {
+                [key: string]: true | number;
+            };
+            /**
+             * @description With a user: `current` (a live subscription of theirs is on this card), `owned` (a
+             *     one-time purchase whose access still runs) or `none`; absent without one.
+             */
+            held?: string;
+            /** @description The ways to pay, one plan per provider, in listing order. */
+            options: components["schemas"]["OfferOptionView"][];
+        };
+        /**
          * OneTimeAccessView
          * @description A one-time purchase whose access still runs.
          */
@@ -7821,6 +8038,21 @@ export interface components {
             entitlements: {
                 [key: string]: true | number;
             };
+        };
+        /**
+         * PriceView
+         * @description An amount of money.
+         */
+        PriceView: {
+            /** @description Major units, a decimal string (`"9.99"`). */
+            amount: string;
+            /**
+             * Format: int64
+             * @description Minor units (`999`).
+             */
+            amountMinor: number;
+            /** @description ISO 4217 code. */
+            currency: string;
         };
         /**
          * Problem

@@ -14,6 +14,7 @@ import { simulateReadableStream } from "ai";
 import { SignJWT } from "jose";
 import { MockLanguageModelV3 } from "ai/test";
 
+import type { AppUser } from "../examples/nextjs/lib/tally.ts";
 import { operator, operatorSetup } from "./support/setup.js";
 import { ADMIN, eventually, sandboxPay, startTally, type TallyServer } from "./support/tally.js";
 
@@ -21,31 +22,32 @@ let server: TallyServer;
 let app: Server;
 let endpointId: string;
 let examples: {
-  lib: typeof import("../examples/lib/tally.js");
-  plans: typeof import("../examples/plans.js");
-  checkout: typeof import("../examples/checkout.js");
-  account: typeof import("../examples/account.js");
-  spend: typeof import("../examples/spend.js");
-  chat: typeof import("../examples/chat.js");
-  route: typeof import("../examples/events-route.js");
-  replay: typeof import("../examples/replay.js");
-  db: typeof import("../examples/lib/db.js");
+  lib: typeof import("../examples/nextjs/lib/tally.ts");
+  account: typeof import("../examples/nextjs/lib/account.ts");
+  spend: typeof import("../examples/nextjs/lib/spend.ts");
+  chat: typeof import("../examples/nextjs/lib/chat.ts");
+  route: typeof import("../examples/nextjs/app/api/tally/events/route.ts");
+  replay: typeof import("../examples/nextjs/lib/catch-up.ts");
+  db: typeof import("../examples/nextjs/lib/db.ts");
 };
+
+/** One of the host app's users, as its sign-in knows them. */
+function appUser(name: string): AppUser {
+  return { id: `app-user-${name}`, email: `${name}@example.com` };
+}
 
 before(async () => {
   server = await startTally();
   await operatorSetup(server);
-  // The examples read their settings when first imported: after operatorSetup set them.
+  // The Next.js example's server modules, as its routes and pages call them.
   examples = {
-    lib: await import("../examples/lib/tally.js"),
-    plans: await import("../examples/plans.js"),
-    checkout: await import("../examples/checkout.js"),
-    account: await import("../examples/account.js"),
-    spend: await import("../examples/spend.js"),
-    chat: await import("../examples/chat.js"),
-    route: await import("../examples/events-route.js"),
-    replay: await import("../examples/replay.js"),
-    db: await import("../examples/lib/db.js"),
+    lib: await import("../examples/nextjs/lib/tally.ts"),
+    account: await import("../examples/nextjs/lib/account.ts"),
+    spend: await import("../examples/nextjs/lib/spend.ts"),
+    chat: await import("../examples/nextjs/lib/chat.ts"),
+    route: await import("../examples/nextjs/app/api/tally/events/route.ts"),
+    replay: await import("../examples/nextjs/lib/catch-up.ts"),
+    db: await import("../examples/nextjs/lib/db.ts"),
   };
   // The host app: the guide's event route behind a plain Node server, registered as the
   // operator's script does; Tally delivers to it from here on.
@@ -89,39 +91,33 @@ async function serveRoute(handler: (request: Request) => Promise<Response>): Pro
   return listening;
 }
 
-/** Buy the 500-credit pack for `appUserId` through the sandboxed card gateway; returns the order id. */
-async function buyCredits(appUserId: string): Promise<string> {
-  const orderId = await buy(appUserId, "credits_card_500");
+/** Buy the 500-credit pack for `name` through the sandboxed card gateway; returns the order id. */
+async function buyCredits(name: string): Promise<string> {
+  const orderId = await buy(name, "credits_card_500");
   await eventually("the pack's credits", async () => {
-    const summary = await examples.account.accountSummary(appUserId);
+    const summary = await examples.account.accountSummary(appUser(name));
     return summary.creditsHundredths >= 50_000 ? summary : undefined;
   });
   return orderId;
 }
 
-/** Buy `planId` for `appUserId` through the sandboxed card gateway and wait until it is paid. */
-async function buy(appUserId: string, planId: string): Promise<string> {
-  const url = await examples.checkout.startCheckout(appUserId, planId, "card_gateway");
-  const opened = await fetch(url, { redirect: "manual" });
+/** Buy `planId` for `name` through the sandboxed card gateway and wait until it is paid. */
+async function buy(name: string, planId: string): Promise<string> {
+  const buyer = examples.lib.tallyAs(appUser(name));
+  const order = await buyer.initiatePayment({ planId, provider: "card_gateway" });
+  assert.ok(order.paymentUrl, "a checkout page");
+  const opened = await fetch(order.paymentUrl, { redirect: "manual" });
   assert.ok(opened.status < 400, `the checkout page opens: ${opened.status}`);
-  const orderId = await lastOrderId(appUserId);
-  await sandboxPay(server, orderId);
+  await sandboxPay(server, order.orderId);
   await eventually(`${planId} paid`, async () => {
-    const order = await examples.lib.tallyAs(appUserId).payments.status(orderId);
-    return order.status === "paid" ? order : undefined;
+    const paid = await buyer.getOrder(order.orderId);
+    return paid.status === "paid" ? paid : undefined;
   });
-  return orderId;
-}
-
-async function lastOrderId(appUserId: string): Promise<string> {
-  const page = await examples.lib.tallyAs(appUserId).payments.orders({ limit: 1 });
-  const order = page.items[0];
-  assert.ok(order, "the user has an order");
   return order.orderId;
 }
 
 function balanceOf(userId: string): Promise<number> {
-  return examples.lib.tally.credits.balance({ userId }).then((b) => b.balanceHundredths);
+  return examples.lib.tally().credits.balance({ userId }).then((b) => b.balanceHundredths);
 }
 
 /** A model that streams `text` and reports `input` + `output` tokens, or fails mid-stream. */
@@ -156,23 +152,46 @@ function mockModel(outcome: { input: number; output: number } | "fail"): MockLan
 }
 
 describe("the operator's setup and the plans", () => {
-  it("lists the plans without a credential, and as the guide's price cards", async () => {
+  it("lists the plans without a credential", async () => {
     const anonymous = createTallyClient({ baseUrl: server.url });
     const plans = await anonymous.plans.list();
     const pack = plans.find((p) => p.id === "credits_card_500");
     assert.ok(pack, "the shipped credits pack is listed");
     assert.equal(pack.amountMinor, 499);
-    const cards = await examples.plans.priceCards("zh-CN");
-    const card = cards.find((c) => c.planId === "credits_card_500");
+  });
+
+  it("lists the offers grouped as /pricing, and what a user holds of them", async () => {
+    const anonymous = createTallyClient({ baseUrl: server.url });
+    const { offers, intervals, environment } = await anonymous.offers({ locale: "en" });
+    assert.equal(environment, "development");
+    assert.ok(intervals.includes("month") && intervals.includes("year"), intervals.join());
+    const pro = offers.find((o) => o.key === "group-pro" && o.interval === "month");
+    assert.ok(pro, "the pro offer, monthly");
     assert.deepEqual(
-      { price: card?.price, credits: card?.credits, recurring: card?.recurring },
-      { price: "4.99 USD", credits: "500.00", recurring: false },
+      pro.options.map((o) => [o.planId, o.provider]),
+      [
+        ["pro_monthly", "card_gateway"],
+        ["pro_monthly_wallet_global", "wallet_global"],
+      ],
     );
-    assert.equal(cards.find((c) => c.planId === "pro_monthly")?.recurring, true);
+    assert.equal(pro.held, undefined, "nobody signed in");
+    const yuan = await anonymous.offers({ currency: "CNY", interval: "lifetime" });
+    const lifetime = yuan.offers.find((o) => o.key === "group-lifetime");
+    const wallet = lifetime?.options.find((o) => o.provider === "wallet_qr");
+    assert.deepEqual([wallet?.price.amount, wallet?.productionPrice.amount], ["0.01", "299.00"]);
+    await assert.rejects(anonymous.offers({ interval: "weekly" }), (e: unknown) => isTallyError(e, "validation_failed") && e.status === 422);
+
+    await buy("oli", "pro_monthly");
+    const own = await examples.lib.tallyAs(appUser("oli")).offers({ interval: "month" });
+    assert.equal(own.offers.find((o) => o.key === "group-pro")?.held, "current");
+    const userId = await examples.lib.tallyUserId(appUser("oli"));
+    const forUser = await examples.lib.tally().offers({ userId, interval: "month" });
+    assert.equal(forUser.userId, userId);
+    assert.equal(forUser.offers.find((o) => o.key === "group-pro")?.held, "current");
   });
 
   it("made a key that spends but is not an administrator", async () => {
-    await assert.rejects(examples.lib.tally.admin.createApiKey({ name: "x", scopes: ["credits:read"] }), (e: unknown) => {
+    await assert.rejects(examples.lib.tally().admin.createApiKey({ name: "x", scopes: ["credits:read"] }), (e: unknown) => {
       assert.ok(e instanceof TallyError);
       assert.equal(e.status, 403);
       return true;
@@ -182,11 +201,11 @@ describe("the operator's setup and the plans", () => {
 
 describe("users", () => {
   it("maps a host token's subject to one Tally user, never a password account", async () => {
-    const first = await examples.lib.tallyUserId("app-user-ada");
+    const first = await examples.lib.tallyUserId(appUser("ada"));
     assert.match(first, /^hst_/);
-    const again = await examples.lib.tallyAs("app-user-ada").me();
+    const again = await examples.lib.tallyAs(appUser("ada")).me();
     assert.equal(again.id, first);
-    assert.notEqual(await examples.lib.tallyUserId("app-user-bob"), first);
+    assert.notEqual(await examples.lib.tallyUserId(appUser("bob")), first);
   });
 
   it("signs up with a password and reads its own credits with the session", async () => {
@@ -216,26 +235,26 @@ describe("users", () => {
 
 describe("buying and spending", () => {
   it("buys a credits pack through the sandbox and spends it once per idempotency key", async () => {
-    await buyCredits("app-user-carol");
-    const userId = await examples.lib.tallyUserId("app-user-carol");
+    await buyCredits("carol");
+    const userId = await examples.lib.tallyUserId(appUser("carol"));
     assert.equal(await balanceOf(userId), 50_000);
 
-    const first = await examples.spend.chargeImage("app-user-carol", "job-1");
+    const first = await examples.spend.chargeImage(appUser("carol"), "job-1");
     assert.equal(first.status, 200);
     assert.deepEqual(await first.json(), { balance: "495.00", replayed: false });
-    const retry = await examples.spend.chargeImage("app-user-carol", "job-1");
+    const retry = await examples.spend.chargeImage(appUser("carol"), "job-1");
     assert.deepEqual(await retry.json(), { balance: "495.00", replayed: true });
     assert.equal(await balanceOf(userId), 49_500, "the same key spent once");
 
-    const tokens = await examples.spend.chargeTokens("app-user-carol", "req-1", "gpt-4o", 2_000);
+    const tokens = await examples.spend.chargeTokens(appUser("carol"), "req-1", "gpt-4o", 2_000);
     assert.equal(tokens.costHundredths, 200, "2000 tokens at 0.5 per 1000, gpt-4o multiplier 2");
     assert.equal(tokens.idempotencyKey, "tokens:req-1");
     assert.equal(await balanceOf(userId), 49_300);
   });
 
   it("gives every spend a fresh key by default and reuses it when it retries", async () => {
-    await buyCredits("app-user-dan");
-    const userId = await examples.lib.tallyUserId("app-user-dan");
+    await buyCredits("dan");
+    const userId = await examples.lib.tallyUserId(appUser("dan"));
     const keys: string[] = [];
     let dropped = false;
     // The first answer is lost after Tally committed (a dropped connection): the retry must
@@ -263,22 +282,22 @@ describe("buying and spending", () => {
     assert.equal(spent.replayed, true);
     assert.equal(await balanceOf(userId), 49_900, "one chat (1 credit) spent once");
 
-    const other = await examples.lib.tally.credits.consume({ userId, feature: "chat" });
+    const other = await examples.lib.tally().credits.consume({ userId, feature: "chat" });
     assert.notEqual(other.idempotencyKey, spent.idempotencyKey);
     assert.equal(other.replayed, false);
     assert.equal(await balanceOf(userId), 49_800);
   });
 
   it("answers 402 with what was missing, spending nothing", async () => {
-    const userId = await examples.lib.tallyUserId("app-user-erin");
-    const refused = await examples.spend.chargeImage("app-user-erin", "job-2");
+    const userId = await examples.lib.tallyUserId(appUser("erin"));
+    const refused = await examples.spend.chargeImage(appUser("erin"), "job-2");
     assert.equal(refused.status, 402);
     assert.deepEqual(await refused.json(), { needed: "5.00", available: "0.00" });
     assert.equal(await balanceOf(userId), 0);
   });
 
   it("throws problem JSON as a typed TallyError", async () => {
-    const error = await examples.lib.tally.credits
+    const error = await examples.lib.tally().credits
       .consume({ userId: "usr_nobody", feature: "image" })
       .then(() => assert.fail("consumed for nobody"))
       .catch((e: unknown) => e);
@@ -289,8 +308,8 @@ describe("buying and spending", () => {
     assert.ok(error.title.length > 0 && error.detail.length > 0);
     assert.ok(error.requestId, "the answer's X-Request-Id");
 
-    const invalid = await examples.lib.tally.credits
-      .consume({ userId: await examples.lib.tallyUserId("app-user-erin"), tokens: 0 })
+    const invalid = await examples.lib.tally().credits
+      .consume({ userId: await examples.lib.tallyUserId(appUser("erin")), tokens: 0 })
       .catch((e: unknown) => e);
     assert.ok(isTallyError(invalid, "validation_failed"), String(invalid));
     assert.equal(invalid.status, 400);
@@ -300,76 +319,76 @@ describe("buying and spending", () => {
 describe("reserve → settle/release around a streamed completion", () => {
   let userId: string;
   before(async () => {
-    await buyCredits("app-user-faye");
-    userId = await examples.lib.tallyUserId("app-user-faye");
+    await buyCredits("faye");
+    userId = await examples.lib.tallyUserId(appUser("faye"));
   });
 
   it("settles with the AI SDK's usage", async () => {
-    const response = await examples.chat.chat("app-user-faye", "chat-1", "Hi", mockModel({ input: 1_200, output: 800 }), "gpt-4o");
+    const response = await examples.chat.chat(appUser("faye"), "chat-1", "Hi", mockModel({ input: 1_200, output: 800 }), "gpt-4o");
     assert.equal(response.status, 200);
     assert.equal(await response.text(), "Hello, world.");
     const status = await eventually("the settlement", async () => {
-      const s = await examples.lib.tally.credits.status({ userId });
+      const s = await examples.lib.tally().credits.status({ userId });
       return s.pendingReservations.length === 0 ? s : undefined;
     });
     assert.equal(status.balanceHundredths, 50_000 - 200, "2000 tokens of gpt-4o: 2.00 credits");
-    const history = await examples.lib.tally.credits.transactions({ userId, limit: 5 });
+    const history = await examples.lib.tally().credits.transactions({ userId, limit: 5 });
     assert.ok(history.items.some((t) => t.type === "reservation_settle"));
   });
 
   it("releases the hold when the stream fails", async () => {
     const before = await balanceOf(userId);
-    const response = await examples.chat.chat("app-user-faye", "chat-2", "Hi", mockModel("fail"), "gpt-4o");
+    const response = await examples.chat.chat(appUser("faye"), "chat-2", "Hi", mockModel("fail"), "gpt-4o");
     await response.text().catch(() => "");
     await eventually("the release", async () => {
-      const s = await examples.lib.tally.credits.status({ userId });
+      const s = await examples.lib.tally().credits.status({ userId });
       return s.pendingReservations.length === 0 ? s : undefined;
     });
     assert.equal(await balanceOf(userId), before, "nothing charged");
-    const history = await examples.lib.tally.credits.transactions({ userId, limit: 5 });
+    const history = await examples.lib.tally().credits.transactions({ userId, limit: 5 });
     assert.ok(history.items.some((t) => t.type === "reservation_release"));
   });
 
   it("answers 402 before streaming when the estimate is not covered", async () => {
-    const response = await examples.chat.chat("app-user-gus", "chat-3", "Hi", mockModel({ input: 1, output: 1 }), "gpt-4o");
+    const response = await examples.chat.chat(appUser("gus"), "chat-3", "Hi", mockModel({ input: 1, output: 1 }), "gpt-4o");
     assert.equal(response.status, 402);
   });
 });
 
 describe("refunds", () => {
   it("refunds part of an order from the operator's side and takes back its share", async () => {
-    const orderId = await buyCredits("app-user-hal");
+    const orderId = await buyCredits("hal");
     const answer = JSON.parse(await operator(server, "refund.sh", { ORDER_ID: orderId })) as { state: string };
     assert.ok(["pending", "succeeded"].includes(answer.state), answer.state);
-    const client: TallyClient = examples.lib.tallyAs("app-user-hal");
+    const client: TallyClient = examples.lib.tallyAs(appUser("hal"));
     const order = await eventually("the refund", async () => {
       const o = await client.payments.status(orderId);
       return o.status === "partially_refunded" ? o : undefined;
     });
     assert.equal(order.orderId, orderId);
-    const userId = await examples.lib.tallyUserId("app-user-hal");
+    const userId = await examples.lib.tallyUserId(appUser("hal"));
     assert.ok((await balanceOf(userId)) < 50_000, "the refunded share was taken back");
   });
 });
 
 describe("entitlements and events", () => {
   it("reads a subscriber's entitlements", async () => {
-    const before = await examples.account.accountSummary("app-user-jay");
+    const before = await examples.account.accountSummary(appUser("jay"));
     assert.deepEqual([before.canExportPdf, before.projectLimit, before.hasAccess], [false, 0, false]);
-    await buy("app-user-jay", "pro_monthly");
-    const summary = await examples.account.accountSummary("app-user-jay");
+    await buy("jay", "pro_monthly");
+    const summary = await examples.account.accountSummary(appUser("jay"));
     assert.equal(summary.subscription, "pro_monthly");
     assert.equal(summary.hasAccess, true);
     assert.equal(summary.canExportPdf, true);
     assert.equal(summary.projectLimit, 10);
-    const userId = await examples.lib.tallyUserId("app-user-jay");
-    const view = await examples.lib.tally.entitlements.get({ userId });
+    const userId = await examples.lib.tallyUserId(appUser("jay"));
+    const view = await examples.lib.tally().entitlements.get({ userId });
     assert.deepEqual(view.entitlements, { export_pdf: true, projects: 10 });
     assert.ok(view.grants.every((g) => g.planId === "pro_monthly" && g.subscriptionId !== undefined));
   });
 
   it("delivers signed events that the guide's route verifies and applies once", async () => {
-    await buyCredits("app-user-ivy");
+    await buyCredits("ivy");
     const { db } = examples.db;
     await eventually("order.paid and credits.granted delivered", async () =>
       db.plans.get("app-user-ivy")?.has("credits_card_500") && db.notices.includes("app-user-ivy: +500.00 credits")
@@ -382,21 +401,21 @@ describe("entitlements and events", () => {
   });
 
   it("tells a balance running low, then running out, once each", async () => {
-    await buyCredits("app-user-ned");
+    await buyCredits("ned");
     const { db } = examples.db;
     // 982 000 tokens of a model priced at the default multiplier: 491.00 credits, 9.00 left.
-    await examples.spend.chargeTokens("app-user-ned", "big-1", "llama-3-70b", 982_000);
-    await examples.spend.chargeTokens("app-user-ned", "big-2", "llama-3-70b", 2_000);
+    await examples.spend.chargeTokens(appUser("ned"), "big-1", "llama-3-70b", 982_000);
+    await examples.spend.chargeTokens(appUser("ned"), "big-2", "llama-3-70b", 2_000);
     await eventually("credits.low_balance delivered", async () =>
       db.notices.includes("app-user-ned: 9.00 credits left, time to top up") ? true : undefined,
     );
-    await examples.spend.chargeTokens("app-user-ned", "big-3", "llama-3-70b", 16_000);
+    await examples.spend.chargeTokens(appUser("ned"), "big-3", "llama-3-70b", 16_000);
     await eventually("credits.depleted delivered", async () =>
       db.notices.includes("app-user-ned: out of credits") ? true : undefined,
     );
-    const userId = await examples.lib.tallyUserId("app-user-ned");
+    const userId = await examples.lib.tallyUserId(appUser("ned"));
     const lows: string[] = [];
-    for await (const page of examples.lib.tally.listEvents({ type: ["credits.low_balance", "credits.depleted"] })) {
+    for await (const page of examples.lib.tally().listEvents({ type: ["credits.low_balance", "credits.depleted"] })) {
       lows.push(...page.events.filter((e) => e.data.userId === userId).map((e) => e.type));
     }
     assert.deepEqual(lows, ["credits.low_balance", "credits.depleted"], "once per crossing");
@@ -415,12 +434,12 @@ describe("entitlements and events", () => {
     });
     assert.ok(rotated && rotated.secret !== process.env.TALLY_WEBHOOK_SECRET, "a new secret");
     // The route still holds the old secret: both signatures are sent for a day.
-    await buyCredits("app-user-kim");
+    await buyCredits("kim");
     await eventually("kim's order.paid, verified with the old secret", async () =>
       db.plans.get("app-user-kim")?.has("credits_card_500") ? true : undefined,
     );
     process.env.TALLY_WEBHOOK_SECRET = rotated.secret;
-    await buyCredits("app-user-lea");
+    await buyCredits("lea");
     await eventually("lea's order.paid, verified with the new secret", async () =>
       db.plans.get("app-user-lea")?.has("credits_card_500") ? true : undefined,
     );
@@ -442,7 +461,7 @@ describe("entitlements and events", () => {
     assert.equal(await examples.replay.catchUp(), 0, "a second pass finds nothing new");
 
     const types: string[] = [];
-    for await (const page of examples.lib.tally.listEvents({ type: ["order.paid", "credits.granted"], limit: 2 })) {
+    for await (const page of examples.lib.tally().listEvents({ type: ["order.paid", "credits.granted"], limit: 2 })) {
       types.push(...page.events.map((e) => e.type));
     }
     assert.ok(types.length >= 4 && types.every((t) => t === "order.paid" || t === "credits.granted"), types.join());

@@ -12,8 +12,8 @@ import { EventVerificationError, isEventType, verifyEvent } from "@tally/client"
 import { Webhook } from "standardwebhooks";
 
 import { app as expressApp } from "../examples/express-events.js";
-import { POST } from "../examples/events-route.js";
-import { db } from "../examples/lib/db.js";
+import { POST } from "../examples/nextjs/app/api/tally/events/route.ts";
+import { db } from "../examples/nextjs/lib/db.ts";
 
 const secret = `whsec_${randomBytes(24).toString("base64")}`;
 

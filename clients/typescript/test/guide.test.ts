@@ -1,9 +1,10 @@
 /**
  * Every code block of `docs/integration.md` is an example file the other tests run: each block
  * is preceded by `<!-- example: <path under clients/typescript> -->` and must equal that file.
+ * The Next.js example's files are all in the guide, each naming its own path on its first line.
  */
 import assert from "node:assert/strict";
-import { readFile } from "node:fs/promises";
+import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { it } from "node:test";
 
@@ -46,5 +47,31 @@ it("every code block of docs/integration.md is an example file, verbatim", async
       block.text === source,
       `docs/integration.md:${block.line} differs from clients/typescript/${block.example}: run \`npm run sync-guide\``,
     );
+  }
+});
+
+const APP_DIR = path.join(PACKAGE_DIR, "examples/nextjs");
+
+/** The Next.js example's source files (`app/`, `lib/`), relative to the app. */
+async function appSources(): Promise<string[]> {
+  const found: string[] = [];
+  for (const top of ["app", "lib"]) {
+    for (const entry of await readdir(path.join(APP_DIR, top), { recursive: true, withFileTypes: true })) {
+      if (entry.isFile() && /\.tsx?$/.test(entry.name)) {
+        found.push(path.relative(APP_DIR, path.join(entry.parentPath, entry.name)));
+      }
+    }
+  }
+  return found.sort();
+}
+
+it("shows every file of the Next.js example, each naming its own path first", async () => {
+  const shown = new Set(blocks(await readFile(GUIDE, "utf8")).map((b) => b.example));
+  const sources = await appSources();
+  assert.ok(sources.length >= 15, `the app's files (${sources.length})`);
+  for (const source of sources) {
+    assert.ok(shown.has(`examples/nextjs/${source}`), `docs/integration.md shows examples/nextjs/${source}`);
+    const first = (await readFile(path.join(APP_DIR, source), "utf8")).split("\n")[0] ?? "";
+    assert.ok(first.startsWith(`// ${source}`), `examples/nextjs/${source} begins with "// ${source}": ${first}`);
   }
 });

@@ -8,12 +8,16 @@
 //! Everything here is pure: the reader's preferred currencies and the plans come in, the choice
 //! comes out; the saving between two intervals is computed in integer minor units.
 
+mod cards;
+
 use std::fmt;
 
 use super::{Duration, Plan, PlanType};
 use crate::ids::PlanId;
 use crate::money::Currency;
 use crate::plan::Locale;
+
+pub use cards::{CurrencyChoice, Held, Holdings, OfferCard};
 
 /// The longest group slug.
 pub const MAX_GROUP_CHARS: usize = 40;
@@ -116,6 +120,43 @@ impl PlanInterval {
             PlanInterval::Lifetime => "lifetime",
             PlanInterval::OneTime => "one_time",
         }
+    }
+
+    /// The interval as a page or a query names it: its code, or `months-<n>` for
+    /// [`PlanInterval::Months`], so that every interval has a slug of its own.
+    #[must_use]
+    pub fn slug(self) -> String {
+        match self {
+            PlanInterval::Months(n) => format!("months-{n}"),
+            other => other.code().to_owned(),
+        }
+    }
+
+    /// The interval a [`PlanInterval::slug`] names (`months-3` is the quarter); `None` for
+    /// anything else.
+    #[must_use]
+    pub fn from_slug(slug: &str) -> Option<Self> {
+        if let Some(count) = slug.strip_prefix("months-") {
+            let months: u32 = count.parse().ok()?;
+            return match months {
+                1 => Some(PlanInterval::Month),
+                3 => Some(PlanInterval::Quarter),
+                6 => Some(PlanInterval::HalfYear),
+                12 => Some(PlanInterval::Year),
+                2..=11 => Some(PlanInterval::Months(months)),
+                _ => None,
+            };
+        }
+        [
+            PlanInterval::Month,
+            PlanInterval::Quarter,
+            PlanInterval::HalfYear,
+            PlanInterval::Year,
+            PlanInterval::Lifetime,
+            PlanInterval::OneTime,
+        ]
+        .into_iter()
+        .find(|i| i.code() == slug)
     }
 
     /// The billing period in months, for subscriptions.

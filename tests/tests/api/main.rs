@@ -11,6 +11,7 @@ mod events;
 mod function_length;
 mod hidden_plans;
 mod host_tokens;
+mod offers;
 mod ownership;
 mod plan_change_invoices;
 mod plan_changes;

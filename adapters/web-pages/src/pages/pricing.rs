@@ -14,13 +14,12 @@
 
 mod cards;
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use application::accounts::User;
 use application::ports::{CheckoutTarget, StoredPlan};
 use application::use_cases::initiate_payment::{InitiatePayment, InitiatePaymentError};
-use domain::plan::{Offer, PlanInterval, currency_for_locale, group_offers};
+use domain::plan::{CurrencyChoice, Holdings, Offer, PlanInterval, group_offers};
 use domain::{Currency, Plan, PlanId, PlanType, ProviderId};
 use maud::{Markup, html};
 use poem::Request;
@@ -87,44 +86,20 @@ pub(crate) struct BuyForm {
     provider: String,
 }
 
-/// What the signed-in reader already holds: the plans of live subscriptions ("Current plan")
-/// and of one-time purchases whose access still runs ("Owned").
-#[derive(Debug, Default)]
-pub(crate) struct Holdings {
-    current: BTreeSet<PlanId>,
-    owned: BTreeSet<PlanId>,
+/// What the signed-in reader already holds (nothing when signed out).
+async fn holdings(state: &PageState, user: Option<&User>) -> Result<Holdings, PageError> {
+    Ok(match user {
+        Some(user) => state.ports.credits.report_status(user).await?.holdings(),
+        None => Holdings::default(),
+    })
 }
 
-impl Holdings {
-    async fn load(state: &PageState, user: Option<&User>) -> Result<Self, PageError> {
-        let Some(user) = user else {
-            return Ok(Holdings::default());
-        };
-        let report = state.ports.credits.report_status(user).await?;
-        Ok(Holdings {
-            current: report
-                .subscriptions
-                .iter()
-                .filter(|held| held.subscription.is_live())
-                .map(|held| held.subscription.plan_id().clone())
-                .collect(),
-            owned: report
-                .one_time_access
-                .iter()
-                .map(|access| access.plan_id.clone())
-                .collect(),
-        })
-    }
-}
-
-/// The reader's choices on the page: tab, billing interval and currencies, in preference order.
+/// The reader's choices on the page: tab, billing interval and currencies.
 pub(crate) struct Choices {
     tab: Tab,
     period: Option<PlanInterval>,
-    /// `?currency=` when it names a currency.
-    asked_currency: Option<Currency>,
-    /// `?currency=`, then the language's currency.
-    preferred: Vec<Currency>,
+    /// `?currency=` when it names a currency, then the language's currency.
+    currency: CurrencyChoice,
 }
 
 impl Choices {
@@ -143,16 +118,13 @@ impl Choices {
 
 /// The `?period=` value of an interval: its code, or `months-<n>`.
 pub(crate) fn period_slug(interval: PlanInterval) -> String {
-    match interval {
-        PlanInterval::Months(n) => format!("months-{n}"),
-        other => other.code().to_owned(),
-    }
+    interval.slug()
 }
 
 /// `GET /pricing`.
 pub(crate) async fn show(state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
     let plans = listed_plans(&state, &v).await?;
-    let holdings = Holdings::load(&state, v.user.as_ref()).await?;
+    let holdings = holdings(&state, v.user.as_ref()).await?;
     let plans: Vec<&Plan> = plans.iter().map(|p| &p.plan).collect();
     let offers_in = |tab: Tab| {
         group_offers(
@@ -232,55 +204,31 @@ async fn listed_plans(state: &PageState, v: &Visitor) -> Result<Vec<StoredPlan>,
 /// tab is the `?tab=` one until the page settles which tab it shows.
 fn choices(v: &Visitor, subscriptions: &[Offer<'_>]) -> Choices {
     let asked_currency = v.query("currency").and_then(|c| c.parse::<Currency>().ok());
+    let currency = CurrencyChoice::new(asked_currency, &v.lang.locale());
     let tab = v
         .query("tab")
         .and_then(Tab::parse)
         .unwrap_or(Tab::Subscriptions);
-    let intervals = sold_intervals(subscriptions, asked_currency);
-    let asked = v
-        .query("period")
-        .and_then(|slug| intervals.iter().copied().find(|i| period_slug(*i) == slug));
-    let period = asked
-        .or_else(|| {
-            intervals
-                .contains(&PlanInterval::Month)
-                .then_some(PlanInterval::Month)
-        })
-        .or_else(|| intervals.first().copied());
-    let preferred = asked_currency
-        .into_iter()
-        .chain(currency_for_locale(&v.lang.locale()))
-        .collect();
+    let asked = v.query("period").and_then(|slug| {
+        currency
+            .sold_intervals(subscriptions)
+            .into_iter()
+            .find(|i| period_slug(*i) == slug)
+    });
     Choices {
         tab,
-        period,
-        asked_currency,
-        preferred,
+        period: currency.default_interval(subscriptions, asked),
+        currency,
     }
 }
 
-/// The intervals `offers` are sold in (in `currency` when one is asked), shortest first.
-pub(crate) fn sold_intervals(
-    offers: &[Offer<'_>],
-    currency: Option<Currency>,
-) -> Vec<PlanInterval> {
-    let mut intervals: Vec<PlanInterval> = offers
-        .iter()
-        .flat_map(Offer::plans)
-        .filter(|p| currency.is_none_or(|c| p.price().currency() == c))
-        .map(|p| p.interval())
-        .collect();
-    intervals.sort_unstable();
-    intervals.dedup();
-    intervals
-}
-
 fn tab_link(v: &Visitor, choices: &Choices, tab: Tab, selected: bool, count: usize) -> Markup {
-    let href = if choices.asked_currency.is_some() || tab == Tab::Subscriptions {
+    let asked_currency = choices.currency.asked();
+    let href = if asked_currency.is_some() || tab == Tab::Subscriptions {
         choices.link(
             tab,
             choices.period.filter(|_| tab == Tab::Subscriptions),
-            choices.asked_currency,
+            asked_currency,
         )
     } else {
         format!("/pricing?tab={}", tab.slug())

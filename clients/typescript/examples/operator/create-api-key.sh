@@ -2,4 +2,4 @@
 # keep it as TALLY_API_KEY in your app's server environment
 curl -sf -b admin.cookies -X POST "$TALLY_URL/api/admin/api-keys" \
   -H 'content-type: application/json' \
-  -d '{"name":"app backend","scopes":["credits:consume","credits:read","entitlements:read","events:read"]}'
+  -d '{"name":"app backend","scopes":["credits:consume","credits:read","entitlements:read","events:read","billing:read","billing:write"]}'

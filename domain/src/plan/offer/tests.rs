@@ -282,3 +282,148 @@ fn a_locale_suggests_its_currency() {
         );
     }
 }
+
+fn catalog() -> Vec<Plan> {
+    vec![
+        plan("pro_monthly", Some("pro"), "card_gateway", "9.99", "USD", 1),
+        plan("pro_paypal", Some("pro"), "wallet_global", "9.99", "USD", 1),
+        plan("pro_eur", Some("pro"), "mor_a", "9.49", "EUR", 1),
+        plan(
+            "pro_yearly",
+            Some("pro"),
+            "card_gateway",
+            "99.90",
+            "USD",
+            12,
+        ),
+        plan("team_yearly", None, "card_gateway", "199.00", "USD", 12),
+    ]
+}
+
+fn card_ids(cards: &[OfferCard<'_, '_>]) -> Vec<(String, PlanInterval, Vec<String>)> {
+    cards
+        .iter()
+        .map(|c| {
+            (
+                c.offer.key().anchor(),
+                c.choice.interval,
+                c.choice
+                    .methods
+                    .iter()
+                    .map(|p| p.id().to_string())
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_page_at_one_interval_shows_only_the_offers_sold_at_it() {
+    let plans = catalog();
+    let offers = group_offers(&plans);
+    let english = CurrencyChoice::new(None, &Locale::parse("en").unwrap());
+    let monthly = english.cards(&offers, Some(PlanInterval::Month));
+    assert_eq!(
+        card_ids(&monthly),
+        [(
+            "group-pro".to_owned(),
+            PlanInterval::Month,
+            vec!["pro_monthly".to_owned(), "pro_paypal".to_owned()]
+        )]
+    );
+    assert_eq!(english.cards(&offers, Some(PlanInterval::Year)).len(), 2);
+    assert_eq!(
+        english.sold_intervals(&offers),
+        [PlanInterval::Month, PlanInterval::Year]
+    );
+    assert_eq!(
+        english.default_interval(&offers, None),
+        Some(PlanInterval::Month)
+    );
+    assert_eq!(
+        english.default_interval(&offers, Some(PlanInterval::Quarter)),
+        Some(PlanInterval::Month),
+        "an interval nothing is sold at is not kept"
+    );
+    // Asking for euros shows only what is priced in euros, at the intervals sold in them.
+    let euros = CurrencyChoice::new(Some(Currency::Eur), &Locale::parse("en").unwrap());
+    assert_eq!(euros.sold_intervals(&offers), [PlanInterval::Month]);
+    assert!(euros.cards(&offers, Some(PlanInterval::Year)).is_empty());
+}
+
+#[test]
+fn the_listing_has_one_card_per_offer_and_interval() {
+    let plans = catalog();
+    let offers = group_offers(&plans);
+    let german = CurrencyChoice::new(None, &Locale::parse("de").unwrap());
+    let all = german.cards_per_interval(&offers, None);
+    assert_eq!(
+        card_ids(&all),
+        [
+            (
+                "group-pro".to_owned(),
+                PlanInterval::Month,
+                vec!["pro_eur".to_owned()]
+            ),
+            (
+                "group-pro".to_owned(),
+                PlanInterval::Year,
+                vec!["pro_yearly".to_owned()]
+            ),
+            (
+                "plan-team_yearly".to_owned(),
+                PlanInterval::Year,
+                vec!["team_yearly".to_owned()]
+            ),
+        ]
+    );
+    let yearly = german.cards_per_interval(&offers, Some(PlanInterval::Year));
+    assert_eq!(yearly.len(), 2);
+    assert_eq!(yearly, german.cards(&offers, Some(PlanInterval::Year)));
+}
+
+#[test]
+fn what_the_reader_holds_is_found_at_the_cards_interval_in_any_currency() {
+    let plans = catalog();
+    let offers = group_offers(&plans);
+    let english = CurrencyChoice::new(None, &Locale::parse("en").unwrap());
+    let holdings = Holdings::new([PlanId::new("pro_eur").unwrap()], []);
+    let cards = english.cards_per_interval(&offers, None);
+    let held: Vec<Held> = cards.iter().map(|c| holdings.of(c)).collect();
+    assert_eq!(held, [Held::Current, Held::Nothing, Held::Nothing]);
+    let owner = Holdings::new([], [PlanId::new("team_yearly").unwrap()]);
+    assert_eq!(owner.of(&cards[2]), Held::Owned);
+    assert_eq!(Holdings::default().of(&cards[0]), Held::Nothing);
+}
+
+#[test]
+fn every_interval_has_a_slug_that_names_it_again() {
+    for interval in [
+        PlanInterval::Month,
+        PlanInterval::Quarter,
+        PlanInterval::HalfYear,
+        PlanInterval::Year,
+        PlanInterval::Months(2),
+        PlanInterval::Months(11),
+        PlanInterval::Lifetime,
+        PlanInterval::OneTime,
+    ] {
+        assert_eq!(PlanInterval::from_slug(&interval.slug()), Some(interval));
+    }
+    assert_eq!(PlanInterval::Months(7).slug(), "months-7");
+    assert_eq!(
+        PlanInterval::from_slug("months-3"),
+        Some(PlanInterval::Quarter)
+    );
+    for bad in [
+        "",
+        "months",
+        "months-0",
+        "months-13",
+        "months-x",
+        "weekly",
+        "Month",
+    ] {
+        assert_eq!(PlanInterval::from_slug(bad), None, "{bad:?}");
+    }
+}

@@ -2,11 +2,11 @@
 //! one card per offer, its payment methods, and the panel that continues a purchase after
 //! sign-in.
 
-use domain::plan::{Offer, OfferChoice, PlanInterval, Prominence};
+use domain::plan::{Held, Holdings, Offer, OfferCard, PlanInterval, Prominence};
 use domain::{Credits, Currency, Duration, Plan, PlanType, ProviderId};
 use maud::{Markup, html};
 
-use super::{Choices, Holdings, Tab, buy_fields, buy_label_key, continue_link};
+use super::{Choices, Tab, buy_fields, buy_label_key, continue_link};
 use crate::format;
 use crate::markdown;
 use crate::state::Visitor;
@@ -17,17 +17,6 @@ pub(crate) struct CardContext<'a> {
     pub(crate) choices: &'a Choices,
     pub(crate) holdings: &'a Holdings,
     pub(crate) development: bool,
-}
-
-/// What the reader holds of the plans on one card.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Held {
-    /// One of the card's plans is a live subscription of the reader's.
-    Current,
-    /// One of the card's plans is a one-time purchase whose access still runs.
-    Owned,
-    /// Neither.
-    Nothing,
 }
 
 /// The catalog key of a provider as a payment method a buyer knows ("Card", "PayPal").
@@ -66,7 +55,7 @@ pub(crate) fn currency_picker(c: &CardContext<'_>, plans: &[&Plan]) -> Markup {
             currencies.push(currency);
         }
     }
-    let shown = c.choices.asked_currency;
+    let shown = c.choices.currency.asked();
     let v = c.v;
     let all = c.choices.link(c.choices.tab, c.choices.period, None);
     html! {
@@ -99,13 +88,13 @@ pub(crate) fn currency_picker(c: &CardContext<'_>, plans: &[&Plan]) -> Markup {
 /// one interval (in the chosen currency, when there is one); the yearly link says the best
 /// saving.
 pub(crate) fn period_toggle(c: &CardContext<'_>, offers: &[Offer<'_>]) -> Markup {
-    let intervals = super::sold_intervals(offers, c.choices.asked_currency);
+    let intervals = c.choices.currency.sold_intervals(offers);
     let v = c.v;
     html! {
         @if intervals.len() > 1 {
             nav.period-toggle aria-label=(v.t("pricing.period_label")) data-testid="period-toggle" {
                 @for interval in intervals {
-                    @let href = c.choices.link(Tab::Subscriptions, Some(interval), c.choices.asked_currency);
+                    @let href = c.choices.link(Tab::Subscriptions, Some(interval), c.choices.currency.asked());
                     @let saving = best_saving(c, offers, interval);
                     a.period-option.is-selected[c.choices.period == Some(interval)]
                         href=(href) data-period=(super::period_slug(interval))
@@ -139,7 +128,7 @@ fn best_saving(c: &CardContext<'_>, offers: &[Offer<'_>], interval: PlanInterval
     offers
         .iter()
         .filter_map(|offer| {
-            let choice = offer.choose(Some(interval), &c.choices.preferred);
+            let choice = offer.choose(Some(interval), c.choices.currency.preferred());
             (choice.interval == interval)
                 .then(|| offer.saving_percent(PlanInterval::Month, interval, choice.currency))
                 .flatten()
@@ -147,24 +136,17 @@ fn best_saving(c: &CardContext<'_>, offers: &[Offer<'_>], interval: PlanInterval
         .max()
 }
 
-/// The cards a tab shows, each with what it shows: on the subscriptions tab only offers sold at
-/// the toggle's interval, and with a chosen currency only offers priced in it (at that interval).
+/// The cards a tab shows: on the subscriptions tab only offers sold at the toggle's interval,
+/// and with a chosen currency only offers priced in it (at that interval).
 pub(crate) fn shown<'o, 'p>(
     choices: &Choices,
     tab: Tab,
     offers: &'o [Offer<'p>],
-) -> Vec<(&'o Offer<'p>, OfferChoice<'p>)> {
+) -> Vec<OfferCard<'o, 'p>> {
     let wanted = (tab == Tab::Subscriptions)
         .then_some(choices.period)
         .flatten();
-    offers
-        .iter()
-        .map(|offer| (offer, offer.choose(wanted, &choices.preferred)))
-        .filter(|(_, choice)| {
-            wanted.is_none_or(|w| choice.interval == w)
-                && choices.asked_currency.is_none_or(|c| choice.currency == c)
-        })
-        .collect()
+    choices.currency.cards(offers, wanted)
 }
 
 /// The cards of one tab; when the chosen currency leaves none, a link to every currency.
@@ -174,7 +156,7 @@ pub(crate) fn offer_grid(c: &CardContext<'_>, tab: Tab, offers: &[Offer<'_>]) ->
     html! {
         @if cards.is_empty() {
             div.empty-state {
-                @if let (Some(currency), false) = (c.choices.asked_currency, offers.is_empty()) {
+                @if let (Some(currency), false) = (c.choices.currency.asked(), offers.is_empty()) {
                     p { (v.tf("pricing.empty_in_currency", &[("currency", currency.code())])) }
                     a.btn.btn-secondary href=(c.choices.link(tab, c.choices.period, None)) {
                         (v.t("pricing.all_currencies"))
@@ -185,35 +167,18 @@ pub(crate) fn offer_grid(c: &CardContext<'_>, tab: Tab, offers: &[Offer<'_>]) ->
             }
         } @else {
             div.plan-grid {
-                @for (offer, choice) in &cards {
-                    (offer_card(c, offer, choice))
+                @for card in &cards {
+                    (offer_card(c, card))
                 }
             }
         }
     }
 }
 
-/// What the reader holds of the offer at the card's interval, in any currency or method: a
-/// lifetime plan bought by card is owned on the card that shows it in yuan too.
-fn held(c: &CardContext<'_>, offer: &Offer<'_>, choice: &OfferChoice<'_>) -> Held {
-    let at_interval = || {
-        offer
-            .plans()
-            .iter()
-            .filter(|p| p.interval() == choice.interval)
-    };
-    if at_interval().any(|p| c.holdings.current.contains(p.id())) {
-        Held::Current
-    } else if at_interval().any(|p| c.holdings.owned.contains(p.id())) {
-        Held::Owned
-    } else {
-        Held::Nothing
-    }
-}
-
 /// One offer's card: the first method's plan gives the texts and the price; each method is a
 /// Buy button. The card's id is `plan-<that plan's id>`.
-fn offer_card(c: &CardContext<'_>, offer: &Offer<'_>, choice: &OfferChoice<'_>) -> Markup {
+fn offer_card(c: &CardContext<'_>, card: &OfferCard<'_, '_>) -> Markup {
+    let (offer, choice) = (card.offer, &card.choice);
     let v = c.v;
     let lead = choice.methods[0];
     let text = lead.text_for(&v.lang.locale());
@@ -221,7 +186,7 @@ fn offer_card(c: &CardContext<'_>, offer: &Offer<'_>, choice: &OfferChoice<'_>) 
         .methods
         .iter()
         .any(|p| p.prominence() == Prominence::Recommended);
-    let held = held(c, offer, choice);
+    let held = c.holdings.of(card);
     let saving = offer.saving_percent(PlanInterval::Month, choice.interval, choice.currency);
     html! {
         article.plan-card.is-recommended[recommended].is-held[held != Held::Nothing]
@@ -328,7 +293,7 @@ fn credits_line(v: &Visitor, plan: &Plan, credits: Credits, duration_label: &str
 /// button per payment method (a form each, or for a signed-out reader a link through sign-in
 /// that comes back to continue the purchase). A method whose price differs from the card's
 /// says its own.
-fn methods(c: &CardContext<'_>, choice: &OfferChoice<'_>, held: Held) -> Markup {
+fn methods(c: &CardContext<'_>, choice: &domain::plan::OfferChoice<'_>, held: Held) -> Markup {
     let v = c.v;
     let lead = choice.methods[0];
     let several = choice.methods.len() > 1;

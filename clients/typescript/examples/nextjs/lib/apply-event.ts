@@ -1,6 +1,6 @@
 // lib/apply-event.ts: what your app does with each of Tally's events (from the route or the feed).
 import type { AnyTallyEvent } from "@tally/client";
-import { db } from "./db.js";
+import { db } from "@/lib/db";
 
 export async function applyEvent(event: AnyTallyEvent): Promise<void> {
   const appUserId = event.data.hostSubject; // your own user id, for host-token users

@@ -1,11 +1,11 @@
-// app/account/summary.ts: what the signed-in user holds, for your UI and your feature gates.
-import { tally, tallyUserId } from "./lib/tally.js";
+// lib/account.ts (server only): what the signed-in user holds, for your UI and your feature gates.
+import { type AppUser, tally, tallyUserId } from "@/lib/tally";
 
-export async function accountSummary(appUserId: string) {
-  const userId = await tallyUserId(appUserId);
+export async function accountSummary(user: AppUser) {
+  const userId = await tallyUserId(user);
   const [status, { entitlements }] = await Promise.all([
-    tally.credits.status({ userId }),
-    tally.entitlements.get({ userId }), // the plans' `entitlements`, over everything the user holds
+    tally().credits.status({ userId }),
+    tally().entitlements.get({ userId }), // the plans' `entitlements`, over everything the user holds
   ]);
   return {
     credits: status.balance, // "499.50"

@@ -1,7 +1,7 @@
 // app/api/tally/events/route.ts: Tally's signed events (Standard Webhooks), verified and applied once.
 import { type AnyTallyEvent, EventVerificationError, verifyEvent } from "@tally/client";
-import { applyEvent } from "./lib/apply-event.js";
-import { db } from "./lib/db.js";
+import { applyEvent } from "@/lib/apply-event";
+import { db } from "@/lib/db";
 
 export async function POST(request: Request): Promise<Response> {
   let event: AnyTallyEvent;
