@@ -25,7 +25,7 @@ use crate::plans::PlanTextView;
 use crate::problem::{Problem, api_response};
 
 /// The scope an API key needs to read what a user it names holds.
-const READ_SCOPE: Scope = Scope::CreditsRead;
+const READ_SCOPE: Scope = Scope::BillingRead;
 
 /// An amount of money.
 #[derive(Debug, Clone, Object)]
