@@ -207,15 +207,18 @@ pub enum Scope {
     EventsRead,
     /// Read any user's entitlements.
     EntitlementsRead,
+    /// Act on any user's billing: open a customer-portal session for them.
+    BillingWrite,
 }
 
 impl Scope {
     /// Every scope.
-    pub const ALL: [Scope; 4] = [
+    pub const ALL: [Scope; 5] = [
         Scope::CreditsConsume,
         Scope::CreditsRead,
         Scope::EventsRead,
         Scope::EntitlementsRead,
+        Scope::BillingWrite,
     ];
 
     /// The stable code, as clients send it.
@@ -226,6 +229,7 @@ impl Scope {
             Scope::CreditsRead => "credits:read",
             Scope::EventsRead => "events:read",
             Scope::EntitlementsRead => "entitlements:read",
+            Scope::BillingWrite => "billing:write",
         }
     }
 
@@ -239,6 +243,20 @@ impl Scope {
             .find(|s| s.code() == code)
             .ok_or_else(|| AccountError::Scope(code.chars().take(40).collect()))
     }
+}
+
+/// A customer-portal session: a browser session a host application opened for one of its
+/// users, that may do nothing but that user's billing, with the way back to the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortalSession {
+    /// The user, always with the role `user` (a portal never administers).
+    pub user: User,
+    /// Where "Back to the app" leads.
+    pub return_url: domain::ReturnUrl,
+    /// The page language the host asked for, if any.
+    pub locale: Option<String>,
+    /// When the session ends.
+    pub expires_at: Timestamp,
 }
 
 /// A service API key as stored (never the key itself).
