@@ -27,6 +27,7 @@
 //! | `m20260810_000019_sqlite_events_without_type_index` | host events | SQLite only: drops `events_type_id` (two WAL pages on every paid credits pack); the feed's `type` filter walks the primary key, a bounded number of events per read |
 //! | `m20260811_000020_signup_grant_limits` | sign-up abuse | `signup_grant_identities` (an identity given sign-up credits, kept when its account is deleted) and `signup_grant_days` (per UTC day: grants given, sign-ups past the daily cap) |
 //! | `m20260812_000021_plan_allowances` | plans | `plan_allowances`: hidden plans an operator allowed one user to buy or switch to |
+//! | `m20260813_000022_host_returns_and_portal` | host app | `orders.success_url`/`cancel_url`: where the host wants its buyer back; `portal_sessions`: single-use portal links and the billing-only sessions they open |
 //!
 //! Every step migrates down as well as up; the tests in `tests/migrations.rs` prove it on SQLite
 //! and, when `TEST_DATABASE_URL` is set, on PostgreSQL.
@@ -51,6 +52,7 @@ mod m20260809_000018_events_in_transaction_order;
 mod m20260810_000019_sqlite_events_without_type_index;
 mod m20260811_000020_signup_grant_limits;
 mod m20260812_000021_plan_allowances;
+mod m20260813_000022_host_returns_and_portal;
 mod sql;
 
 pub use sea_orm_migration::MigratorTrait;
@@ -84,6 +86,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20260810_000019_sqlite_events_without_type_index::Migration),
             Box::new(m20260811_000020_signup_grant_limits::Migration),
             Box::new(m20260812_000021_plan_allowances::Migration),
+            Box::new(m20260813_000022_host_returns_and_portal::Migration),
         ]
     }
 }
