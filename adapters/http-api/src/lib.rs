@@ -39,6 +39,7 @@ mod middleware;
 mod optional_json;
 mod payment;
 mod plans;
+mod portal;
 mod problem;
 mod rate_limit;
 mod subscriptions;
@@ -88,6 +89,9 @@ pub struct ApiSettings {
     pub sign_in_limit: RateLimit,
     /// Payment initiations per client.
     pub initiate_limit: RateLimit,
+    /// `APP_BASE_URL`: the public address portal links start with; `None` takes the
+    /// request's own origin.
+    pub public_base_url: Option<String>,
 }
 
 impl Default for ApiSettings {
@@ -99,6 +103,7 @@ impl Default for ApiSettings {
             webhook_body_limit_bytes: 256 * 1024,
             sign_in_limit: RateLimit::per_minute(nonzero(10), nonzero(5)),
             initiate_limit: RateLimit::per_minute(nonzero(30), nonzero(10)),
+            public_base_url: None,
         }
     }
 }
@@ -134,6 +139,7 @@ type Apis = (
     admin_replay::AdminReplayApi,
     auth_routes::AuthApi,
     health::HealthApi,
+    portal::PortalApi,
 );
 
 fn openapi_service(state: &Arc<AppState>) -> OpenApiService<Apis, ()> {
@@ -152,6 +158,7 @@ fn openapi_service(state: &Arc<AppState>) -> OpenApiService<Apis, ()> {
         admin_replay::AdminReplayApi::new(state.clone()),
         auth_routes::AuthApi::new(state.clone()),
         health::HealthApi::new(state.clone()),
+        portal::PortalApi::new(state.clone()),
     ))
 }
 

@@ -6,7 +6,7 @@ use application::ports::Replay;
 use application::use_cases::cancel_payment::{CancelOutcome, CancelPaymentError, ProviderClose};
 use application::use_cases::initiate_payment::{InitiatePayment, InitiatePaymentError};
 use application::use_cases::query_payment::QueryPaymentError;
-use domain::{OrderId, PlanId, ProviderId};
+use domain::{OrderId, PlanId, ProviderId, ReturnField, ReturnUrl, ReturnUrlRefused, ReturnUrls};
 use poem::Request;
 use poem_openapi::param::{Header, Path, Query};
 use poem_openapi::payload::Json;
@@ -30,6 +30,16 @@ pub struct InitiatePaymentBody {
     /// The provider id to pay through (must be the plan's provider).
     #[oai(validator(min_length = 1, max_length = 32))]
     pub provider: String,
+    /// Where the buyer goes after the checkout: an absolute http(s) URL under an allowed
+    /// origin (`[hostApp] returnOrigins`; any loopback origin in development). Tally's own
+    /// result page does its work first, then sends the buyer here with `orderId` and `outcome`
+    /// (the order's status: `paid`, `pending`, `failed`, `cancelled`, `expired`) added.
+    #[oai(validator(max_length = 2048))]
+    pub success_url: Option<String>,
+    /// Where the buyer goes after leaving the checkout (same rules; the pending order is
+    /// cancelled first). Without it a cancel goes to `successUrl`.
+    #[oai(validator(max_length = 2048))]
+    pub cancel_url: Option<String>,
 }
 
 /// What cancelling did: the order, and for a subscription order the subscription that now
@@ -83,8 +93,10 @@ api_response! {
         /// `payload_too_large`: the body is over 64 KiB.
         413 PayloadTooLarge,
         /// `unknown_provider`, `provider_mismatch`, `provider_not_supported`,
-        /// `provider_unavailable` (the plan's provider is not configured here) or
-        /// `plan_not_available` (a hidden plan, not offered to this buyer).
+        /// `provider_unavailable` (the plan's provider is not configured here),
+        /// `plan_not_available` (a hidden plan, not offered to this buyer) or
+        /// `return_url_not_allowed` (`successUrl` or `cancelUrl`, named in the detail, is not an
+        /// absolute http(s) URL under an allowed origin).
         422 Unprocessable,
         /// `provider_error`: the provider failed; the order is `failed`.
         502 BadGateway,
@@ -304,6 +316,7 @@ impl PaymentApi {
         let user = self.state.user(credential).await?;
         self.state.limits.check(Action::Initiate, request)?;
         let idempotency_key = parse_idempotency_key(idempotency_key, request)?;
+        let returns = parse_returns(&body)?;
         let provider = parse_provider(&body.provider)?;
         // A malformed plan id is answered like an unknown one: 404 `plan_not_found`.
         let plan_id = PlanId::new(body.plan_id.clone()).map_err(|_| {
@@ -318,6 +331,7 @@ impl PaymentApi {
                 plan_id,
                 provider,
                 idempotency_key,
+                returns,
             })
             .await
             .map_err(initiate_problem)?;
@@ -327,6 +341,29 @@ impl PaymentApi {
             replayed.then_some(true),
         ))
     }
+}
+
+/// The return URLs as URLs (422 `return_url_not_allowed` naming the field when one is not);
+/// whether their origins are allowed is the use case's decision.
+fn parse_returns(body: &InitiatePaymentBody) -> Result<ReturnUrls, Problem> {
+    let parse = |field: ReturnField, raw: &Option<String>| {
+        raw.as_deref()
+            .map(|url| {
+                ReturnUrl::parse(url).map_err(|e| {
+                    initiate_problem(InitiatePaymentError::ReturnUrlNotAllowed(
+                        ReturnUrlRefused {
+                            field,
+                            reason: e.to_string(),
+                        },
+                    ))
+                })
+            })
+            .transpose()
+    };
+    Ok(ReturnUrls {
+        success: parse(ReturnField::SuccessUrl, &body.success_url)?,
+        cancel: parse(ReturnField::CancelUrl, &body.cancel_url)?,
+    })
 }
 
 /// The provider a buyer names, parsed once, here: 422 `unknown_provider` for anything else.
@@ -356,6 +393,9 @@ fn initiate_problem(e: InitiatePaymentError) -> Problem {
         }
         InitiatePaymentError::IdempotencyConflict => {
             Problem::new(Code::IdempotencyConflict, e.to_string())
+        }
+        InitiatePaymentError::ReturnUrlNotAllowed(_) => {
+            Problem::new(Code::ReturnUrlNotAllowed, e.to_string())
         }
         InitiatePaymentError::AlreadySubscribed { .. } => {
             Problem::new(Code::AlreadySubscribed, e.to_string())
