@@ -123,8 +123,10 @@ export interface paths {
                 };
                 /**
                  * @description `unknown_provider`, `provider_mismatch`, `provider_not_supported`,
-                 *     `provider_unavailable` (the plan's provider is not configured here) or
-                 *     `plan_not_available` (a hidden plan, not offered to this buyer).
+                 *     `provider_unavailable` (the plan's provider is not configured here),
+                 *     `plan_not_available` (a hidden plan, not offered to this buyer) or
+                 *     `return_url_not_allowed` (`successUrl` or `cancelUrl`, named in the detail, is not an
+                 *     absolute http(s) URL under an allowed origin).
                  */
                 422: {
                     headers: {
@@ -6386,6 +6388,143 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/portal-sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make a single-use link to the customer portal for a user (API keys with scope
+         *     `billing:write`). Opening it starts a 30-minute browser session that can do nothing but
+         *     that user's billing: subscription, plans, orders, credits and buying.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["PortalSessionBody"];
+                };
+            };
+            responses: {
+                /** @description The link. */
+                201: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["PortalSessionView"];
+                    };
+                };
+                /** @description `validation_failed`: the body is malformed. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: no valid credential. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: not an API key with scope `billing:write`. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `user_not_found`. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `payload_too_large`: the body is over 64 KiB. */
+                413: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `return_url_not_allowed`: `returnUrl` is not an absolute http(s) URL under an
+                 *     allowed origin (the detail names the field).
+                 */
+                422: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -7072,6 +7211,18 @@ export interface components {
             planId: string;
             /** @description The provider id to pay through (must be the plan's provider). */
             provider: string;
+            /**
+             * @description Where the buyer goes after the checkout: an absolute http(s) URL under an allowed
+             *     origin (`[hostApp] returnOrigins`; any loopback origin in development). Tally's own
+             *     result page does its work first, then sends the buyer here with `orderId` and `outcome`
+             *     (the order's status: `paid`, `pending`, `failed`, `cancelled`, `expired`) added.
+             */
+            successUrl?: string;
+            /**
+             * @description Where the buyer goes after leaving the checkout (same rules; the pending order is
+             *     cancelled first). Without it a cancel goes to `successUrl`.
+             */
+            cancelUrl?: string;
         };
         /**
          * OneTimeAccessView
@@ -7375,6 +7526,31 @@ export interface components {
             entitlements: {
                 [key: string]: true | number;
             };
+        };
+        /**
+         * PortalSessionBody
+         * @description `POST /api/portal-sessions`.
+         */
+        PortalSessionBody: {
+            /** @description The user whose billing the portal shows. */
+            userId: string;
+            /**
+             * @description Where the portal's "Back to the app" link leads: an absolute http(s) URL under an
+             *     allowed origin (`[hostApp] returnOrigins`; any loopback origin in development).
+             */
+            returnUrl: string;
+            /** @description The portal's language (`en`, `zh-CN`); the browser's otherwise. */
+            locale?: string;
+        };
+        /**
+         * PortalSessionView
+         * @description A portal link.
+         */
+        PortalSessionView: {
+            /** @description The link to send the user's browser to: single use, valid until `expiresAt`. */
+            url: string;
+            /** @description When the link stops working (RFC 3339). */
+            expiresAt: string;
         };
         /**
          * Problem
