@@ -331,6 +331,20 @@ impl Scope {
     }
 }
 
+/// A customer-portal session: a browser session a host application opened for one of its
+/// users, that may do nothing but that user's billing, with the way back to the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortalSession {
+    /// The user, always with the role `user` (a portal never administers).
+    pub user: User,
+    /// Where "Back to the app" leads.
+    pub return_url: domain::ReturnUrl,
+    /// The page language the host asked for, if any.
+    pub locale: Option<String>,
+    /// When the session ends.
+    pub expires_at: Timestamp,
+}
+
 /// A service API key as stored (never the key itself).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiKey {

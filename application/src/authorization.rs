@@ -13,8 +13,11 @@ use crate::use_cases::sessions::Principal;
 /// What an action needs of its caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Permission {
-    /// A signed-in user acting on their own account (not an API key).
+    /// A signed-in user acting on their own account (not an API key, not a portal session).
     OwnAccount,
+    /// A signed-in user, or a customer-portal session, acting on that user's own billing:
+    /// payments, orders, subscriptions, credits and entitlements read.
+    OwnBilling,
     /// A signed-in administrator.
     Administer,
     /// A service API key carrying the scope.
@@ -29,6 +32,9 @@ pub enum Denied {
     /// An API key where a signed-in user is needed.
     #[error("signed-in users only, not API keys")]
     UsersOnly,
+    /// A customer-portal session asking for anything but its user's billing.
+    #[error("a customer-portal session may act only on its user's billing")]
+    PortalBillingOnly,
     /// A user who is not an administrator.
     #[error("administrators only")]
     AdministratorsOnly,
@@ -56,10 +62,15 @@ pub enum Denied {
 pub fn authorize(principal: &Principal, permission: Permission) -> Result<(), Denied> {
     let admin = matches!(principal, Principal::User(user) if user.role == Role::Admin);
     match (permission, principal) {
-        (Permission::OwnAccount, Principal::User(_)) => Ok(()),
-        (Permission::OwnAccount | Permission::Administer, Principal::Service(_)) => {
-            Err(Denied::UsersOnly)
-        }
+        (Permission::OwnAccount | Permission::OwnBilling, Principal::User(_))
+        | (Permission::OwnBilling, Principal::Portal(_)) => Ok(()),
+        (
+            Permission::OwnAccount | Permission::OwnBilling | Permission::Administer,
+            Principal::Service(_),
+        ) => Err(Denied::UsersOnly),
+        // A portal session is the billing of one user: nothing of the account, no console, no
+        // key's scope, no events feed, whatever the user's own role.
+        (_, Principal::Portal(_)) => Err(Denied::PortalBillingOnly),
         (Permission::Administer, _) if admin => Ok(()),
         (Permission::Administer, _) => Err(Denied::AdministratorsOnly),
         (Permission::Service(scope), _) if principal.has_scope(scope) => Ok(()),
@@ -77,6 +88,20 @@ pub fn signed_in_user(principal: Principal) -> Result<User, Denied> {
     authorize(&principal, Permission::OwnAccount)?;
     match principal {
         Principal::User(user) => Ok(user),
+        Principal::Portal(_) => Err(Denied::PortalBillingOnly),
+        Principal::Service(_) => Err(Denied::UsersOnly),
+    }
+}
+
+/// The user whose billing `principal` acts on: a signed-in user's own, or a portal session's.
+///
+/// # Errors
+/// [`Denied::UsersOnly`] for an API key.
+pub fn billing_user(principal: Principal) -> Result<User, Denied> {
+    authorize(&principal, Permission::OwnBilling)?;
+    match principal {
+        Principal::User(user) => Ok(user),
+        Principal::Portal(portal) => Ok(portal.user),
         Principal::Service(_) => Err(Denied::UsersOnly),
     }
 }
@@ -98,7 +123,7 @@ pub fn service_key(principal: Principal, scope: Scope) -> Result<ApiKey, Denied>
     authorize(&principal, Permission::Service(scope))?;
     match principal {
         Principal::Service(key) => Ok(key),
-        Principal::User(_) => Err(Denied::MissingScope(scope)),
+        Principal::User(_) | Principal::Portal(_) => Err(Denied::MissingScope(scope)),
     }
 }
 
@@ -162,14 +187,17 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         scope: Scope,
         named: Option<&str>,
     ) -> Result<Acting, OwnerError> {
+        let own = |user: User| match named {
+            Some(other) if other != user.id.as_str() => Err(Denied::OthersData(scope).into()),
+            _ => Ok(Acting {
+                user,
+                actor: Actor::TheUser,
+            }),
+        };
         match principal {
-            Principal::User(user) => match named {
-                Some(other) if other != user.id.as_str() => Err(Denied::OthersData(scope).into()),
-                _ => Ok(Acting {
-                    user,
-                    actor: Actor::TheUser,
-                }),
-            },
+            Principal::User(user) => own(user),
+            // A portal session is its user's billing, and nothing but that user's.
+            Principal::Portal(portal) => own(billing_user(Principal::Portal(portal))?),
             Principal::Service(key) => {
                 authorize(&Principal::Service(key), Permission::Service(scope))?;
                 let raw = named.ok_or(Denied::NoUserNamed)?;
@@ -189,7 +217,7 @@ mod tests {
     use domain::Timestamp;
 
     use super::*;
-    use crate::accounts::Email;
+    use crate::accounts::{Email, PortalSession};
 
     fn user(role: Role) -> Principal {
         Principal::User(User {
@@ -244,6 +272,55 @@ mod tests {
         assert_eq!(
             service_key(user(Role::Admin), Scope::CreditsConsume).unwrap_err(),
             Denied::MissingScope(Scope::CreditsConsume)
+        );
+    }
+
+    fn portal(role: Role) -> Principal {
+        let Principal::User(user) = user(role) else {
+            unreachable!()
+        };
+        Principal::Portal(PortalSession {
+            user,
+            return_url: domain::ReturnUrl::parse("https://app.example.com/account").unwrap(),
+            locale: None,
+            expires_at: Timestamp::from_unix_millis(1),
+        })
+    }
+
+    #[test]
+    fn a_portal_session_reaches_its_users_billing_and_nothing_else() {
+        for role in [Role::User, Role::Admin] {
+            let p = portal(role);
+            assert_eq!(billing_user(p.clone()).unwrap().id.as_str(), "u_1");
+            assert_eq!(authorize(&p, Permission::OwnBilling), Ok(()));
+            for refused in [
+                Permission::OwnAccount,
+                Permission::Administer,
+                Permission::ReadEvents,
+                Permission::Service(Scope::CreditsConsume),
+                Permission::Service(Scope::BillingWrite),
+            ] {
+                assert_eq!(
+                    authorize(&p, refused),
+                    Err(Denied::PortalBillingOnly),
+                    "{refused:?}"
+                );
+            }
+            assert_eq!(
+                signed_in_user(p.clone()).unwrap_err(),
+                Denied::PortalBillingOnly
+            );
+            assert!(administrator(p.clone()).is_err());
+            assert!(service_key(p, Scope::CreditsConsume).is_err());
+        }
+    }
+
+    #[test]
+    fn billing_is_for_users_and_portal_sessions_not_keys() {
+        assert!(billing_user(user(Role::User)).is_ok());
+        assert_eq!(
+            billing_user(key(&Scope::ALL)).unwrap_err(),
+            Denied::UsersOnly
         );
     }
 

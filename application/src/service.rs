@@ -68,6 +68,27 @@ pub struct Service<S, C, I, H> {
     /// The sign-up abuse policy and its rate limits' counts (one per service, so every
     /// driving adapter shares them).
     pub(crate) sign_ups: crate::sign_up::SignUpLimiter,
+    /// Where buyers may be sent back to in the host application, and the signer of the return
+    /// tokens (none by default: no return URL is allowed, no page works without a session).
+    pub(crate) host_app: HostApp,
+}
+
+/// The host application's side of checkouts and the customer portal.
+#[derive(Clone, Default)]
+pub struct HostApp {
+    /// The origins a `successUrl`, `cancelUrl` or portal `returnUrl` may point to.
+    pub return_origins: domain::ReturnOrigins,
+    /// Signs the return tokens of checkouts (the server's secret).
+    pub signer: Option<Arc<dyn crate::ports::MessageSigner>>,
+}
+
+impl std::fmt::Debug for HostApp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostApp")
+            .field("return_origins", &self.return_origins)
+            .field("signer", &self.signer.is_some())
+            .finish()
+    }
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
@@ -94,7 +115,16 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             low_balance_below: None,
             webhooks: None,
             sign_ups: crate::sign_up::SignUpLimiter::new(crate::sign_up::SignUpPolicy::default()),
+            host_app: HostApp::default(),
         }
+    }
+
+    /// Send buyers back to the host application's allowed origins, with return tokens signed
+    /// by `host_app.signer`.
+    #[must_use]
+    pub fn with_host_app(mut self, host_app: HostApp) -> Self {
+        self.host_app = host_app;
+        self
     }
 
     /// Create accounts under `policy` (the default is [`crate::sign_up::SignUpPolicy`]'s).

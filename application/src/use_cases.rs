@@ -14,10 +14,12 @@ pub mod handle_webhook;
 pub mod initiate_payment;
 pub mod manage_plans;
 pub mod plans;
+pub mod portal;
 pub mod query_payment;
 pub mod reconcile;
 pub mod refund_order;
 pub mod report_status;
+pub mod return_from_checkout;
 pub mod sessions;
 pub mod webhook_endpoints;
 

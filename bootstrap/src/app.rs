@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use application::callbacks::CallbackUrls;
 use application::ports::{Clock, Gateways};
-use application::service::{Service, ServiceConfig};
+use application::service::{HostApp, Service, ServiceConfig};
 use http_api::{ApiSettings, Readiness};
 use migrations::{Migrator, MigratorTrait};
 use poem::listener::{Acceptor, Listener, TcpAcceptor, TcpListener};
@@ -24,7 +24,7 @@ use tokio::sync::watch;
 use crate::catalog::Catalog;
 use crate::host_tokens::HostJwtVerifier;
 use crate::providers::{ProviderReport, build_gateways};
-use crate::seams::{Argon2Hasher, RandomIds, SystemClock};
+use crate::seams::{Argon2Hasher, HmacSigner, RandomIds, SystemClock};
 use crate::settings::Settings;
 
 /// The service as wired for production.
@@ -154,9 +154,11 @@ impl Application {
             gateways,
             base_url.clone(),
         )?);
+        sandbox.hub().set_merchant_name(&settings.branding.name);
         let api_settings = ApiSettings {
             secure_cookies: settings.secure_cookies,
             trust_forwarded_for: settings.trust_forwarded_for,
+            public_base_url: Some(base_url.clone()),
             ..ApiSettings::default()
         };
         let api = http_api::build_api(
@@ -168,13 +170,14 @@ impl Application {
             sandbox: (!report.sandboxed.is_empty())
                 .then(|| Route::new().nest("/sandbox", sandbox.routes()).boxed()),
             api: api.boxed(),
-            pages: web_pages::routes(
+            pages: web_pages::branded_routes(
                 application::inbound::Ports::new(service.clone()),
                 web_pages::PageSettings {
                     secure_cookies: settings.secure_cookies,
                     sandbox_notice: !report.sandboxed.is_empty(),
                     trust_forwarded_for: settings.trust_forwarded_for,
                 },
+                settings.branding.clone(),
             )
             .boxed(),
         }
@@ -358,6 +361,28 @@ fn callback_urls(base_url: &str) -> CallbackUrls {
         .with_plan_change_returns(approved, declined)
 }
 
+/// The allowed return origins and the signer of return links: the configured secret, or a
+/// random one for this process (said loudly in production, where several instances would not
+/// accept each other's links).
+fn host_app(settings: &Settings) -> HostApp {
+    let signer = match &settings.host_app.return_secret {
+        Some(secret) => HmacSigner::new(secret.clone()),
+        None => {
+            if settings.environment == domain::AppEnvironment::Production {
+                tracing::warn!(
+                    "TALLY_RETURN_SECRET is not set: checkout return links are signed with a \
+                     random key of this process and stop working on restart or on another instance"
+                );
+            }
+            HmacSigner::ephemeral()
+        }
+    };
+    HostApp {
+        return_origins: settings.host_app.return_origins.clone(),
+        signer: Some(Arc::new(signer)),
+    }
+}
+
 /// The service over `store`, with the settings' configuration, metrics, host tokens and event
 /// delivery wired in.
 fn wire_service(
@@ -391,7 +416,8 @@ fn wire_service(
     )
     .with_metrics(Arc::new(http_api::PrometheusMetrics))
     .with_low_balance_threshold(settings.low_balance_threshold)
-    .with_sign_up_policy(settings.sign_up.policy(catalog.signup_credits_for()));
+    .with_sign_up_policy(settings.sign_up.policy(catalog.signup_credits_for()))
+    .with_host_app(host_app(settings));
     if let Some(host_jwt) = &settings.host_jwt {
         service = service.with_host_tokens(Arc::new(HostJwtVerifier::new(host_jwt)?));
     }

@@ -11,6 +11,7 @@
 pub mod app;
 pub mod catalog;
 pub mod cli;
+pub mod host_app;
 pub mod host_tokens;
 pub mod providers;
 pub mod seams;

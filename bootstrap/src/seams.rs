@@ -4,13 +4,14 @@
 //! elsewhere).
 
 use application::accounts::{Password, PasswordHash, TokenHash};
-use application::ports::{Clock, IdGenerator, SecretHasher};
+use application::ports::{Clock, IdGenerator, MessageSigner, SecretHasher};
 use argon2::password_hash::rand_core::OsRng;
 use argon2::password_hash::{PasswordHasher, PasswordVerifier, SaltString};
 use argon2::{Algorithm, Argon2, Params, Version};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use domain::Timestamp;
+use secrecy::{ExposeSecret, SecretString};
 use sha2::{Digest, Sha256};
 
 /// The system clock.
@@ -54,6 +55,44 @@ impl IdGenerator for RandomIds {
 
     fn new_secret(&self) -> String {
         URL_SAFE_NO_PAD.encode(random_bytes::<32>())
+    }
+}
+
+/// HMAC-SHA256 under the server's secret (`[hostApp] returnSecret`), tags in URL-safe base64.
+#[derive(Debug, Clone)]
+pub struct HmacSigner {
+    key: SecretString,
+}
+
+impl HmacSigner {
+    /// A signer under `key`.
+    #[must_use]
+    pub fn new(key: SecretString) -> Self {
+        Self { key }
+    }
+
+    /// A signer under a fresh random key (development without a configured secret: return
+    /// links then last as long as the process).
+    #[must_use]
+    pub fn ephemeral() -> Self {
+        Self::new(SecretString::from(RandomIds.new_secret()))
+    }
+}
+
+impl MessageSigner for HmacSigner {
+    fn sign(&self, message: &str) -> String {
+        let tag = signing::hmac_sha256(self.key.expose_secret().as_bytes(), message.as_bytes());
+        URL_SAFE_NO_PAD.encode(tag)
+    }
+
+    fn verify(&self, message: &str, tag: &str) -> bool {
+        URL_SAFE_NO_PAD.decode(tag).is_ok_and(|tag| {
+            signing::verify_hmac_sha256(
+                self.key.expose_secret().as_bytes(),
+                message.as_bytes(),
+                &tag,
+            )
+        })
     }
 }
 
@@ -117,6 +156,16 @@ mod tests {
         assert!(hasher.verify_password(&password, &hash));
         assert!(!hasher.verify_password(&Password::parse("wrong password".into()).unwrap(), &hash));
         assert!(!hasher.verify_password(&password, &PasswordHash("garbage".into())));
+    }
+
+    #[test]
+    fn signatures_verify_only_for_their_message_and_key() {
+        let signer = HmacSigner::new(SecretString::from("k".repeat(32)));
+        let tag = signer.sign("tally-return:v1:success:ord_1:5");
+        assert!(signer.verify("tally-return:v1:success:ord_1:5", &tag));
+        assert!(!signer.verify("tally-return:v1:success:ord_2:5", &tag));
+        assert!(!HmacSigner::ephemeral().verify("tally-return:v1:success:ord_1:5", &tag));
+        assert!(!signer.verify("tally-return:v1:success:ord_1:5", "not base64!"));
     }
 
     #[test]

@@ -140,6 +140,11 @@ pub struct Settings {
     /// `[telemetry] otlpEndpoint` or `OTEL_EXPORTER_OTLP_ENDPOINT`: the OTLP collector's base URL
     /// (`http://localhost:4318`) the spans are exported to; `None` exports nothing.
     pub otlp_endpoint: Option<String>,
+    /// `[hostApp]` and `TALLY_RETURN_SECRET`: where buyers may return to, and the secret that
+    /// signs their return links.
+    pub host_app: crate::host_app::HostAppSettings,
+    /// `[branding]`: the name, logo, colour and contacts every page shows.
+    pub branding: web_pages::Branding,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -173,6 +178,10 @@ struct FileSettings {
     webhooks: crate::webhooks::WebhooksFile,
     #[serde(default)]
     telemetry: TelemetryFile,
+    #[serde(default)]
+    host_app: crate::host_app::HostAppFile,
+    #[serde(default)]
+    branding: crate::host_app::BrandingFile,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -334,6 +343,8 @@ fn resolve(file: FileSettings, env: &dyn Env) -> Result<Settings, SettingsError>
             "OTEL_EXPORTER_OTLP_ENDPOINT",
             file.telemetry.otlp_endpoint,
         ))?,
+        host_app: crate::host_app::resolve(file.host_app, env, environment)?,
+        branding: crate::host_app::branding(file.branding, environment)?,
     })
 }
 

@@ -23,6 +23,7 @@ pub mod plan;
 pub mod plan_change;
 pub mod provider;
 pub mod refund;
+pub mod return_url;
 pub mod scheduled_switch;
 pub mod subscription;
 pub mod subscription_events;
@@ -68,6 +69,9 @@ pub use plan_change::{RevisedTo, decide_plan_revised};
 pub use provider::{CapabilityError, ProviderId, TestMode};
 pub use refund::{
     KeptRefund, RefundForm, RefundMismatch, RefundStep, check_refund, refund_step, refunded_total,
+};
+pub use return_url::{
+    Origin, ReturnField, ReturnOrigins, ReturnUrl, ReturnUrlError, ReturnUrlRefused, ReturnUrls,
 };
 pub use scheduled_switch::{
     CLAIM_HOLD_MS, ChangeInProgress, ScheduledSwitch, SwitchAtPeriodEnd,

@@ -16,6 +16,7 @@ use crate::ids::{OrderId, PlanId, UserId};
 use crate::money::{Money, MoneyError};
 use crate::plan::{Duration, Plan, PlanType};
 use crate::provider::ProviderId;
+use crate::return_url::ReturnUrls;
 use crate::time::Timestamp;
 
 /// The plan as it was when the order was placed: later catalog edits never change an order.
@@ -167,6 +168,8 @@ pub struct Order {
     created_at: Timestamp,
     /// When a still-pending order expires.
     expires_at: Timestamp,
+    /// Where the host application wants its buyer back, when it said.
+    returns: ReturnUrls,
 }
 
 /// Every field of an [`Order`], as a store wrote it, for [`Order::restore`].
@@ -186,6 +189,8 @@ pub struct OrderParts {
     pub created_at: Timestamp,
     /// When a still-pending order expires.
     pub expires_at: Timestamp,
+    /// Where the host application wants its buyer back, when it said.
+    pub returns: ReturnUrls,
 }
 
 impl Order {
@@ -207,7 +212,21 @@ impl Order {
             status: OrderStatus::Pending,
             created_at: now,
             expires_at: now.plus_millis(lifetime_ms),
+            returns: ReturnUrls::default(),
         }
+    }
+
+    /// The same new order, sending its buyer back to the host application's `returns`.
+    #[must_use]
+    pub fn returning_to(mut self, returns: ReturnUrls) -> Self {
+        self.returns = returns;
+        self
+    }
+
+    /// Where the host application wants its buyer back (both `None` when it did not say).
+    #[must_use]
+    pub const fn returns(&self) -> &ReturnUrls {
+        &self.returns
     }
 
     /// An order exactly as a store wrote it, for storage adapters reading back what they stored
@@ -224,6 +243,7 @@ impl Order {
             status,
             created_at,
             expires_at,
+            returns,
         } = parts;
         Self {
             id,
@@ -233,6 +253,7 @@ impl Order {
             status,
             created_at,
             expires_at,
+            returns,
         }
     }
 
@@ -516,6 +537,7 @@ mod tests {
             status: o.status().clone(),
             created_at: o.created_at(),
             expires_at: o.expires_at(),
+            returns: o.returns().clone(),
         });
         assert_eq!(restored, o);
         assert_eq!(restored.expires_at(), Timestamp::from_unix_millis(60_000));

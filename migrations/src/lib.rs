@@ -28,6 +28,7 @@
 //! | `m20260811_000020_signup_grant_limits` | sign-up abuse | `signup_grant_identities` (an identity given sign-up credits, kept when its account is deleted) and `signup_grant_days` (per UTC day: grants given, sign-ups past the daily cap) |
 //! | `m20260812_000021_plan_allowances` | plans | `plan_allowances`: hidden plans an operator allowed one user to buy or switch to |
 //! | `m20260813_000022_host_user_contact` | acting for users | `host_identities.email` and `.name`: a host user's contact details from the host's token, told to the payment provider |
+//! | `m20260813_000023_host_returns_and_portal` | host app | `orders.success_url`/`cancel_url`: where the host wants its buyer back; `portal_sessions`: single-use portal links and the billing-only sessions they open |
 //!
 //! Every step migrates down as well as up; the tests in `tests/migrations.rs` prove it on SQLite
 //! and, when `TEST_DATABASE_URL` is set, on PostgreSQL.
@@ -53,6 +54,7 @@ mod m20260810_000019_sqlite_events_without_type_index;
 mod m20260811_000020_signup_grant_limits;
 mod m20260812_000021_plan_allowances;
 mod m20260813_000022_host_user_contact;
+mod m20260813_000023_host_returns_and_portal;
 mod sql;
 
 pub use sea_orm_migration::MigratorTrait;
@@ -87,6 +89,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20260811_000020_signup_grant_limits::Migration),
             Box::new(m20260812_000021_plan_allowances::Migration),
             Box::new(m20260813_000022_host_user_contact::Migration),
+            Box::new(m20260813_000023_host_returns_and_portal::Migration),
         ]
     }
 }

@@ -107,12 +107,13 @@ impl AppState {
             })
     }
 
-    /// The signed-in user.
+    /// The signed-in user acting on their own billing (every user endpoint is billing): a
+    /// user's own credential or a customer-portal session.
     ///
     /// # Errors
     /// 401 without a valid credential; 403 for a service API key.
     pub(crate) async fn user(&self, credential: &Credential) -> Result<User, Problem> {
-        authorization::signed_in_user(self.principal(credential).await?).map_err(denied)
+        authorization::billing_user(self.principal(credential).await?).map_err(denied)
     }
 
     /// A signed-in administrator.
@@ -235,6 +236,9 @@ pub(crate) fn denied(why: Denied) -> Problem {
     let forbidden = |detail: String| Problem::new(Code::Forbidden, detail);
     match why {
         Denied::UsersOnly => forbidden("this endpoint is for signed-in users, not API keys".into()),
+        Denied::PortalBillingOnly => {
+            forbidden("a customer-portal session may act only on its user's billing".into())
+        }
         Denied::AdministratorsOnly => forbidden("this endpoint is for administrators".into()),
         Denied::MissingScope(scope) => forbidden(format!(
             "this endpoint needs an API key with scope {}",

@@ -40,6 +40,7 @@ mod offers;
 mod optional_json;
 mod payment;
 mod plans;
+mod portal;
 mod problem;
 mod rate_limit;
 mod subscriptions;
@@ -89,6 +90,9 @@ pub struct ApiSettings {
     pub sign_in_limit: RateLimit,
     /// Payment initiations per client.
     pub initiate_limit: RateLimit,
+    /// `APP_BASE_URL`: the public address portal links start with; `None` takes the
+    /// request's own origin.
+    pub public_base_url: Option<String>,
 }
 
 impl Default for ApiSettings {
@@ -100,6 +104,7 @@ impl Default for ApiSettings {
             webhook_body_limit_bytes: 256 * 1024,
             sign_in_limit: RateLimit::per_minute(nonzero(10), nonzero(5)),
             initiate_limit: RateLimit::per_minute(nonzero(30), nonzero(10)),
+            public_base_url: None,
         }
     }
 }
@@ -135,6 +140,7 @@ type Apis = (
     admin_replay::AdminReplayApi,
     auth_routes::AuthApi,
     health::HealthApi,
+    portal::PortalApi,
 );
 
 fn openapi_service(state: &Arc<AppState>) -> OpenApiService<Apis, ()> {
@@ -153,6 +159,7 @@ fn openapi_service(state: &Arc<AppState>) -> OpenApiService<Apis, ()> {
         admin_replay::AdminReplayApi::new(state.clone()),
         auth_routes::AuthApi::new(state.clone()),
         health::HealthApi::new(state.clone()),
+        portal::PortalApi::new(state.clone()),
     ))
 }
 

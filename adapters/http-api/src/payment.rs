@@ -9,7 +9,7 @@ use application::use_cases::initiate_payment::{
     BuyerDetail, InitiatePayment, InitiatePaymentError,
 };
 use application::use_cases::query_payment::QueryPaymentError;
-use domain::{OrderId, PlanId, ProviderId};
+use domain::{OrderId, PlanId, ProviderId, ReturnField, ReturnUrl, ReturnUrlRefused, ReturnUrls};
 use poem::Request;
 use poem_openapi::param::{Header, Path, Query};
 use poem_openapi::payload::Json;
@@ -44,6 +44,16 @@ pub struct InitiatePaymentBody {
     /// 200 characters, without control or formatting characters.
     #[oai(skip_serializing_if_is_none)]
     pub customer_name: Option<String>,
+    /// Where the buyer goes after the checkout: an absolute http(s) URL under an allowed
+    /// origin (`[hostApp] returnOrigins`; any loopback origin in development). Tally's own
+    /// result page does its work first, then sends the buyer here with `orderId` and `outcome`
+    /// (the order's status: `paid`, `pending`, `failed`, `cancelled`, `expired`) added.
+    #[oai(validator(max_length = 2048))]
+    pub success_url: Option<String>,
+    /// Where the buyer goes after leaving the checkout (same rules; the pending order is
+    /// cancelled first). Without it a cancel goes to `successUrl`.
+    #[oai(validator(max_length = 2048))]
+    pub cancel_url: Option<String>,
 }
 
 /// What cancelling did: the order, and for a subscription order the subscription that now
@@ -102,6 +112,8 @@ api_response! {
         /// `plan_not_available` (a hidden plan, not offered to this buyer) or
         /// `validation_failed` naming `customerEmail` or `customerName` (malformed, or sent
         /// with the user's own credential rather than an API key acting for them).
+        /// `return_url_not_allowed` (`successUrl` or `cancelUrl`, named in the detail, is not an
+        /// absolute http(s) URL under an allowed origin).
         422 Unprocessable,
         /// `provider_error`: the provider failed; the order is `failed`.
         502 BadGateway,
@@ -358,6 +370,7 @@ impl PaymentApi {
             .await?;
         self.state.limits.check(Action::Initiate, request)?;
         let idempotency_key = parse_idempotency_key(idempotency_key, request)?;
+        let returns = parse_returns(&body)?;
         let provider = parse_provider(&body.provider)?;
         let stated = stated_buyer(&body)?;
         // A malformed plan id is answered like an unknown one: 404 `plan_not_found`.
@@ -374,6 +387,7 @@ impl PaymentApi {
                     plan_id,
                     provider,
                     idempotency_key,
+                    returns,
                 },
                 acting.actor,
                 stated,
@@ -422,6 +436,29 @@ const fn buyer_field(detail: BuyerDetail) -> &'static str {
     }
 }
 
+/// The return URLs as URLs (422 `return_url_not_allowed` naming the field when one is not);
+/// whether their origins are allowed is the use case's decision.
+fn parse_returns(body: &InitiatePaymentBody) -> Result<ReturnUrls, Problem> {
+    let parse = |field: ReturnField, raw: &Option<String>| {
+        raw.as_deref()
+            .map(|url| {
+                ReturnUrl::parse(url).map_err(|e| {
+                    initiate_problem(InitiatePaymentError::ReturnUrlNotAllowed(
+                        ReturnUrlRefused {
+                            field,
+                            reason: e.to_string(),
+                        },
+                    ))
+                })
+            })
+            .transpose()
+    };
+    Ok(ReturnUrls {
+        success: parse(ReturnField::SuccessUrl, &body.success_url)?,
+        cancel: parse(ReturnField::CancelUrl, &body.cancel_url)?,
+    })
+}
+
 /// The provider a buyer names, parsed once, here: 422 `unknown_provider` for anything else.
 fn parse_provider(raw: &str) -> Result<ProviderId, Problem> {
     raw.parse()
@@ -455,6 +492,9 @@ fn initiate_problem(e: InitiatePaymentError) -> Problem {
             "is only for an API key acting for the user (billing:write and ?userId=); a user's \
              own address and name come from their account or host token",
         ),
+        InitiatePaymentError::ReturnUrlNotAllowed(_) => {
+            Problem::new(Code::ReturnUrlNotAllowed, e.to_string())
+        }
         InitiatePaymentError::AlreadySubscribed { .. } => {
             Problem::new(Code::AlreadySubscribed, e.to_string())
         }

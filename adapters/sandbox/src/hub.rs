@@ -276,6 +276,8 @@ pub struct Hub {
     clock: Arc<dyn Clock>,
     simulators: Mutex<BTreeMap<ProviderId, Arc<dyn Simulator>>>,
     started: OnceLock<()>,
+    /// The merchant's name the hosted checkout shows (the operator's branding).
+    merchant_name: Mutex<String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -298,6 +300,7 @@ impl Hub {
             clock,
             simulators: Mutex::new(BTreeMap::new()),
             started: OnceLock::new(),
+            merchant_name: Mutex::new("Tally".to_owned()),
         }
     }
 
@@ -320,6 +323,17 @@ impl Hub {
     #[must_use]
     pub fn public_base_url(&self) -> &str {
         &self.public_base_url
+    }
+
+    /// The merchant's name the hosted checkout shows.
+    #[must_use]
+    pub fn merchant_name(&self) -> String {
+        lock(&self.merchant_name).clone()
+    }
+
+    /// Show `name` as the merchant on the hosted checkout (the operator's branding).
+    pub fn set_merchant_name(&self, name: &str) {
+        *lock(&self.merchant_name) = name.to_owned();
     }
 
     /// The hosted checkout page of a payment.

@@ -123,7 +123,8 @@ fn checkout_page(Path(id): Path<String>, hub: Data<&Arc<Hub>>) -> Response {
         escape(&what),
         escape(&p.order_id)
     );
-    page("Sandbox checkout", &body).into_response()
+    let title = format!("Pay {} · Sandbox checkout", hub.merchant_name());
+    page(&title, &body).into_response()
 }
 
 #[handler]
@@ -193,7 +194,8 @@ fn declined_page(hub: &Hub, payment: &SimPayment) -> Html<String> {
         escape(payment.provider.as_str()),
         escape(&payment.order_id),
     );
-    page("Sandbox checkout: declined", &body)
+    let title = format!("Pay {} · Sandbox checkout: declined", hub.merchant_name());
+    page(&title, &body)
 }
 
 fn error_response(e: &SandboxError) -> Response {

@@ -154,6 +154,7 @@ fn with_status(record: &OrderRecord, status: OrderStatus) -> OrderRecord {
             status,
             created_at: order.created_at(),
             expires_at: order.expires_at(),
+            returns: order.returns().clone(),
         }),
         ..record.clone()
     }

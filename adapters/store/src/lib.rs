@@ -33,6 +33,7 @@ mod opt_in;
 mod orders;
 mod outbox;
 mod plans;
+mod portal;
 mod refunds;
 mod reports;
 mod retry;

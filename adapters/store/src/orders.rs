@@ -21,9 +21,9 @@ const CREATE_ORDER_SCOPE: &str = "create_order";
 
 const INSERT: &str = "INSERT INTO orders (id, user_id, provider, plan_id, plan_type, amount_minor, \
     currency, credits_hundredths, months, status, failure_reason, paid_at, refunded_minor, \
-    expires_at, created_at, updated_at, plan_entitlements) \
+    expires_at, created_at, updated_at, plan_entitlements, success_url, cancel_url) \
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, COALESCE($13, $6), $14, $15, $15, \
-    $16)";
+    $16, $17, $18)";
 
 #[derive(Debug, FromQueryResult)]
 struct IdempotencyRow {
@@ -145,8 +145,14 @@ async fn insert(tx: &DatabaseTransaction, order: &Order) -> Result<(), DbErr> {
         order.expires_at().unix_millis().into(),
         order.created_at().unix_millis().into(),
         entitlements_value(plan.entitlements.as_ref()).into(),
+        url_value(order.returns().success.as_ref()).into(),
+        url_value(order.returns().cancel.as_ref()).into(),
     ];
     sql::execute(tx, INSERT, values).await.map(drop)
+}
+
+fn url_value(url: Option<&domain::ReturnUrl>) -> Option<String> {
+    url.map(|u| u.as_str().to_owned())
 }
 
 /// The answer to an earlier use of `record`'s key by `user`: the order it created, or a

@@ -19,8 +19,9 @@ use application::ports::{
 use domain::{
     BillingPeriod, ChangeDirection, CreditDelta, Credits, Currency, Duration, GrantLot, Money,
     Order, OrderId, OrderParts, OrderStatus, PlanChange, PlanId, PlanSnapshot, PlanType,
-    ProviderId, RenewalIntent, ReservationId, ScheduledSwitch, SoldTerms, Subscription,
-    SubscriptionId, SubscriptionParts, SubscriptionStatus, Timestamp, TransactionKind, UserId,
+    ProviderId, RenewalIntent, ReservationId, ReturnUrl, ReturnUrls, ScheduledSwitch, SoldTerms,
+    Subscription, SubscriptionId, SubscriptionParts, SubscriptionStatus, Timestamp,
+    TransactionKind, UserId,
 };
 use sea_orm::FromQueryResult;
 
@@ -75,6 +76,23 @@ pub(crate) struct UserRow {
 }
 
 impl UserRow {
+    /// A row read as part of a wider one.
+    pub(crate) fn from_parts(
+        id: String,
+        email: String,
+        password_hash: Option<String>,
+        role: String,
+        created_at: i64,
+    ) -> Self {
+        Self {
+            id,
+            email,
+            password_hash,
+            role,
+            created_at,
+        }
+    }
+
     /// The user and its password hash.
     pub(crate) fn into_domain(self) -> Result<(User, Option<PasswordHash>), StoreError> {
         let id = UserId::new(self.id.clone()).map_err(|e| corrupt("users", &self.id, e))?;
@@ -204,7 +222,7 @@ pub(crate) fn scopes_value(scopes: &[Scope]) -> String {
 pub(crate) const ORDER_COLUMNS: &str = "id, user_id, provider, plan_id, plan_type, amount_minor, \
     currency, credits_hundredths, months, status, failure_reason, paid_at, refunded_minor, \
     provider_reference, checkout_kind, checkout_url, mismatch, expires_at, created_at, updated_at, \
-    version, plan_entitlements";
+    version, plan_entitlements, success_url, cancel_url";
 
 /// An `orders` row.
 #[derive(Debug, FromQueryResult)]
@@ -231,6 +249,14 @@ pub(crate) struct OrderRow {
     updated_at: i64,
     version: i64,
     plan_entitlements: Option<String>,
+    success_url: Option<String>,
+    cancel_url: Option<String>,
+}
+
+/// A stored return URL, read through the same parser that accepted it.
+fn return_url(raw: Option<&str>) -> Result<Option<ReturnUrl>, String> {
+    raw.map(|url| ReturnUrl::parse(url).map_err(|e| format!("return url: {e}")))
+        .transpose()
 }
 
 impl OrderRow {
@@ -269,6 +295,10 @@ impl OrderRow {
             plan,
             created_at: ts(self.created_at),
             expires_at: ts(self.expires_at),
+            returns: ReturnUrls {
+                success: return_url(self.success_url.as_deref()).map_err(bad)?,
+                cancel: return_url(self.cancel_url.as_deref()).map_err(bad)?,
+            },
         });
         Ok(OrderRecord {
             order,

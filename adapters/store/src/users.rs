@@ -1,9 +1,11 @@
 //! Users, sign-in sessions and service API keys.
 
-use application::accounts::{ApiKey, BuyerContact, Email, PasswordHash, Role, TokenHash, User};
+use application::accounts::{
+    ApiKey, BuyerContact, Email, PasswordHash, PortalSession, Role, TokenHash, User,
+};
 use application::ports::{
-    ApiKeyRepository, HOST_USER_ID_PREFIX, NewHostUser, NewUser, SignupGrant, StoreError,
-    UserRepository,
+    ApiKeyRepository, HOST_USER_ID_PREFIX, NewHostUser, NewPortalLink, NewUser, SignupGrant,
+    StoreError, UserRepository,
 };
 use async_trait::async_trait;
 use domain::{Timestamp, UserId};
@@ -324,6 +326,28 @@ impl UserRepository for SeaOrmStore {
         self.run_execute("delete_session", sql, vec![token.0.as_str().into()])
             .await
             .map(drop)
+    }
+
+    async fn create_portal_link(&self, link: &NewPortalLink) -> Result<(), StoreError> {
+        self.insert_portal_link(link).await
+    }
+
+    async fn open_portal_link(
+        &self,
+        link: &TokenHash,
+        session: &TokenHash,
+        now: Timestamp,
+        session_expires_at: Timestamp,
+    ) -> Result<Option<PortalSession>, StoreError> {
+        self.open_link(link, session, now, session_expires_at).await
+    }
+
+    async fn find_portal_session(
+        &self,
+        session: &TokenHash,
+        now: Timestamp,
+    ) -> Result<Option<PortalSession>, StoreError> {
+        self.find_portal(session, now).await
     }
 }
 

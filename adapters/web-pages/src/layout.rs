@@ -44,9 +44,12 @@ pub(crate) fn page(
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 meta name="color-scheme" content="light";
-                title { (title) " · Tally" }
+                title { (title) " · " (visitor.branding.name) }
                 link rel="icon" type="image/svg+xml" href=(assets::url("favicon.svg"));
                 link rel="stylesheet" href=(assets::url("app.css"));
+                @if visitor.branding.accent_color.is_some() {
+                    link rel="stylesheet" href="/assets/brand.css";
+                }
                 script src=(assets::url("app.js")) defer {}
             }
             body {
@@ -115,10 +118,7 @@ fn site_header(visitor: &Visitor, nav: Nav) -> Markup {
     html! {
         header.site-header {
             div.container.header-inner {
-                a.brand href="/" {
-                    span.brand-mark aria-hidden="true" { "T" }
-                    span.brand-name { "Tally" }
-                }
+                (brand(visitor))
                 nav.main-nav aria-label=(visitor.t("layout.nav_label")) {
                     (nav_link(visitor, "/pricing", "layout.nav_pricing", nav == Nav::Pricing))
                     @if visitor.user.is_some() {
@@ -154,7 +154,16 @@ fn language_switch(visitor: &Visitor) -> Markup {
 
 fn account_actions(visitor: &Visitor) -> Markup {
     html! {
-        @if let Some(user) = &visitor.user {
+        @if let (Some(user), Some(back)) = (&visitor.user, &visitor.portal_return) {
+            div.account {
+                span.user-email title=(user.email.as_str()) data-testid="user-email" {
+                    (user.email.as_str())
+                }
+                a.btn.btn-primary.btn-sm href=(back.as_str()) data-testid="portal-back" {
+                    (visitor.tf("portal.back", &[("app", &visitor.branding.name)]))
+                }
+            }
+        } @else if let Some(user) = &visitor.user {
             div.account {
                 span.user-email title=(user.email.as_str()) data-testid="user-email" {
                     (user.email.as_str())
@@ -180,12 +189,62 @@ fn account_actions(visitor: &Visitor) -> Markup {
 }
 
 fn site_footer(visitor: &Visitor) -> Markup {
+    let branding = &visitor.branding;
+    let support = branding.support_url.clone().or_else(|| {
+        branding
+            .support_email
+            .as_ref()
+            .map(|email| format!("mailto:{email}"))
+    });
     html! {
         footer.site-footer {
             div.container.footer-inner {
-                span { "© Tally" }
-                span.muted { (visitor.t("layout.footer_tagline")) }
+                span data-testid="footer-brand" { "© " (branding.name) }
+                @if let Some(support) = support {
+                    a.muted href=(support) data-testid="support-link" {
+                        (visitor.t("layout.support"))
+                    }
+                } @else {
+                    span.muted { (visitor.t("layout.footer_tagline")) }
+                }
             }
         }
     }
+}
+
+/// The brand in the header: the logo (an image the browser loads from the operator's URL) or
+/// the name's initial, and the name; it leads to the host application's home when configured.
+fn brand(visitor: &Visitor) -> Markup {
+    let branding = &visitor.branding;
+    let home = branding.home_url.as_deref().unwrap_or("/");
+    let initial: String = branding.name.chars().take(1).collect();
+    html! {
+        a.brand href=(home) data-testid="brand" {
+            @if let Some(logo) = &branding.logo_url {
+                img.brand-logo src=(logo) alt="" width="30" height="30";
+            } @else {
+                span.brand-mark aria-hidden="true" { (initial) }
+            }
+            span.brand-name { (branding.name) }
+        }
+    }
+}
+
+/// The stylesheet that sets the accent colour (`/assets/brand.css`): the primary colour and
+/// its hover and soft shades. The colour was validated as `#rrggbb` by the wiring; anything
+/// else gives an empty sheet.
+pub(crate) fn brand_stylesheet(branding: &crate::Branding) -> String {
+    let Some(accent) = branding.accent_color.as_deref().filter(|c| is_hex_color(c)) else {
+        return String::new();
+    };
+    format!(
+        ":root {{ --primary: {accent}; --primary-hover: color-mix(in srgb, {accent} 85%, #000); \
+         --primary-soft: color-mix(in srgb, {accent} 10%, #fff); }}\n\
+         .brand-mark {{ background: {accent}; }}\n"
+    )
+}
+
+/// `#rrggbb`.
+pub(crate) fn is_hex_color(text: &str) -> bool {
+    text.len() == 7 && text.starts_with('#') && text[1..].chars().all(|c| c.is_ascii_hexdigit())
 }

@@ -56,6 +56,59 @@ pub struct PageSettings {
     pub trust_forwarded_for: bool,
 }
 
+/// The operator's branding (`[branding]` in `tally.toml`), applied to every page: the name in
+/// the title, header and footer, a logo, the accent colour, the support contact and the host
+/// application's home. The wiring validates it (an `#rrggbb` colour, https URLs in
+/// production); a logo is only ever an `<img>` the browser loads, never fetched by the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Branding {
+    /// The product's name ("Tally" by default).
+    pub name: String,
+    /// The logo shown in the header instead of the initial.
+    pub logo_url: Option<String>,
+    /// The accent colour, `#rrggbb`.
+    pub accent_color: Option<String>,
+    /// The support e-mail address, linked in the footer.
+    pub support_email: Option<String>,
+    /// The support page, linked in the footer (before the e-mail address).
+    pub support_url: Option<String>,
+    /// The host application's home, where the brand in the header leads.
+    pub home_url: Option<String>,
+}
+
+impl Default for Branding {
+    fn default() -> Self {
+        Self {
+            name: "Tally".to_owned(),
+            logo_url: None,
+            accent_color: None,
+            support_email: None,
+            support_url: None,
+            home_url: None,
+        }
+    }
+}
+
+impl Branding {
+    /// The Content-Security-Policy of the pages: [`CONTENT_SECURITY_POLICY`], with the logo's
+    /// origin allowed as an image source when there is a logo.
+    #[must_use]
+    pub fn content_security_policy(&self) -> String {
+        let logo_origin = self
+            .logo_url
+            .as_deref()
+            .and_then(|url| domain::ReturnUrl::parse(url).ok())
+            .map(|url| url.origin().to_string());
+        match logo_origin {
+            Some(origin) => CONTENT_SECURITY_POLICY.replace(
+                "img-src 'self' data:",
+                &format!("img-src 'self' data: {origin}"),
+            ),
+            None => CONTENT_SECURITY_POLICY.to_owned(),
+        }
+    }
+}
+
 /// Failed sign-ins allowed per e-mail address in each window.
 const SIGN_IN_FAILURES: u32 = 10;
 /// The sign-in throttle's window.
@@ -92,25 +145,57 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'
     style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; \
     form-action 'self' https:; frame-ancestors 'none'; base-uri 'none'; object-src 'none'";
 
-/// Every page route, with security headers and panic catching.
+/// Every page route, with security headers and panic catching, under Tally's own branding.
 pub fn routes(ports: Ports, settings: PageSettings) -> impl Endpoint<Output = Response> + 'static {
+    branded_routes(ports, settings, Branding::default())
+}
+
+/// Every page route, with security headers and panic catching, under `branding`.
+pub fn branded_routes(
+    ports: Ports,
+    settings: PageSettings,
+    branding: Branding,
+) -> impl Endpoint<Output = Response> + 'static {
     i18n::load();
+    let branding = Arc::new(branding);
+    let csp: Arc<str> = branding.content_security_policy().into();
     let state = Arc::new(PageState {
         ports,
         settings,
         sign_in_throttle: throttle::Throttle::new(SIGN_IN_FAILURES, SIGN_IN_WINDOW_MS),
+        branding: branding.clone(),
     });
     let s = &state;
     admin_routes(buyer_routes(Route::new(), s), s)
         .at("/assets/:name", get(make(assets::serve)))
-        .around(move |endpoint, request| fallback_and_headers(settings, endpoint, request))
+        .at(BRAND_CSS_PATH, get(brand_css(&branding)))
+        .around(move |endpoint, request| {
+            fallback_and_headers((settings, branding.clone(), csp.clone()), endpoint, request)
+        })
         .with(CatchPanic::new())
         .map_to_response()
 }
 
+/// The stylesheet carrying the branding's accent colour, as CSS variables (the pages' policy
+/// allows no inline style).
+const BRAND_CSS_PATH: &str = "/assets/brand.css";
+
+fn brand_css(branding: &Branding) -> impl Endpoint<Output = Response> + 'static {
+    let body = layout::brand_stylesheet(branding);
+    make(move |_request: Request| {
+        let body = body.clone();
+        async move {
+            Response::builder()
+                .header(header::CONTENT_TYPE, "text/css; charset=utf-8")
+                .header(header::CACHE_CONTROL, "no-cache")
+                .body(body)
+        }
+    })
+}
+
 /// The visitor's and buyer's pages: home, sign-in, pricing, checkout results, dashboard.
 fn buyer_routes(route: Route, s: &Arc<PageState>) -> Route {
-    use pages::{auth, dashboard, dashboard_switch, home, payment, pricing};
+    use pages::{auth, dashboard, dashboard_switch, home, payment, portal, pricing};
     route
         .at("/", get(page(s, home::show)))
         .at(
@@ -128,6 +213,7 @@ fn buyer_routes(route: Route, s: &Arc<PageState>) -> Route {
         .at("/pay/qr/:order_id", get(page(s, payment::qr)))
         .at(PAYMENT_SUCCESS_PATH, get(page(s, payment::success)))
         .at(PAYMENT_CANCEL_PATH, get(page(s, payment::cancel)))
+        .at("/portal/:token", get(page(s, portal::open)))
         .at("/dashboard", get(page(s, dashboard::show)))
         .at(
             "/dashboard/subscription/cancel",
@@ -216,7 +302,7 @@ where
             let visitor = match state.visitor(&request).await {
                 Ok(visitor) => visitor,
                 Err((lang, error)) => {
-                    let visitor = Visitor::anonymous(lang, &state.settings);
+                    let visitor = Visitor::anonymous(lang, &state.settings, &state.branding);
                     return layout::error_page(&visitor, &error);
                 }
             };
@@ -232,7 +318,7 @@ where
 /// Answer a path under these routes that does not exist with the 404 page, and add the
 /// security headers to every response.
 async fn fallback_and_headers<E: Endpoint<Output = Response>>(
-    settings: PageSettings,
+    (settings, branding, csp): (PageSettings, Arc<Branding>, Arc<str>),
     endpoint: Arc<E>,
     request: Request,
 ) -> poem::Result<Response> {
@@ -240,19 +326,21 @@ async fn fallback_and_headers<E: Endpoint<Output = Response>>(
     let response = match endpoint.call(request).await {
         Ok(response) => response,
         Err(error) if error.status() == StatusCode::NOT_FOUND => {
-            let visitor = state::Visitor::anonymous(lang, &settings);
+            let visitor = state::Visitor::anonymous(lang, &settings, &branding);
             layout::error_page(&visitor, &PageError::NotFound)
         }
         Err(error) => error.into_response(),
     };
-    Ok(with_security_headers(response))
+    Ok(with_security_headers(response, &csp))
 }
 
 /// Add the security headers every page and asset carries.
-fn with_security_headers(mut response: Response) -> Response {
+fn with_security_headers(mut response: Response, csp: &str) -> Response {
     let headers = response.headers_mut();
+    let csp = HeaderValue::from_str(csp)
+        .unwrap_or_else(|_| HeaderValue::from_static(CONTENT_SECURITY_POLICY));
+    headers.insert("content-security-policy", csp);
     let fixed = [
-        ("content-security-policy", CONTENT_SECURITY_POLICY),
         ("x-content-type-options", "nosniff"),
         ("referrer-policy", "same-origin"),
         ("x-frame-options", "DENY"),

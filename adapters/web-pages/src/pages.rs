@@ -7,6 +7,7 @@ pub(crate) mod dashboard;
 pub(crate) mod dashboard_switch;
 pub(crate) mod home;
 pub(crate) mod payment;
+pub(crate) mod portal;
 pub(crate) mod pricing;
 
 use std::collections::BTreeMap;

@@ -2,19 +2,22 @@
 //! reading ([`Visitor`]: language, user, CSRF secret), the error pages ([`PageError`]), and the
 //! helpers that read a CSRF-checked form and finish a response with its cookies.
 
+use std::sync::Arc;
+
 use application::accounts::{Role, User};
 use application::inbound::Ports;
 use application::use_cases::InfraError;
 use application::use_cases::sessions::{AccountsError, Principal};
+use domain::ReturnUrl;
 use poem::http::{StatusCode, header};
 use poem::{Request, Response};
 use serde::de::DeserializeOwned;
 
-use crate::PageSettings;
 use crate::cookies::{self, SESSION_COOKIE};
 use crate::csrf::{self, CSRF_COOKIE, CSRF_COOKIE_MAX_AGE_SECONDS, CSRF_FIELD};
 use crate::i18n::{self, LANG_COOKIE, Lang, LangSource};
 use crate::throttle::Throttle;
+use crate::{Branding, PageSettings};
 
 /// The largest form body read, in bytes (the admin plan form is the biggest, a few KiB).
 const MAX_FORM_BYTES: usize = 64 * 1024;
@@ -30,6 +33,8 @@ pub(crate) struct PageState {
     pub(crate) settings: PageSettings,
     /// Failed sign-ins per e-mail address.
     pub(crate) sign_in_throttle: Throttle,
+    /// The operator's branding.
+    pub(crate) branding: Arc<Branding>,
 }
 
 /// Who is reading the page, in which language, with which CSRF secret.
@@ -48,6 +53,11 @@ pub(crate) struct Visitor {
     secure_cookies: bool,
     /// Show the "sandbox, no real money" notice.
     pub(crate) sandbox_notice: bool,
+    /// The operator's branding.
+    pub(crate) branding: Arc<Branding>,
+    /// In a customer-portal session: where "Back to the app" leads. Such a visitor's user may
+    /// act only on their billing.
+    pub(crate) portal_return: Option<ReturnUrl>,
 }
 
 impl Visitor {
@@ -114,7 +124,7 @@ impl Visitor {
     }
 
     /// A signed-out visitor, for error pages rendered without a request's cookies.
-    pub(crate) fn anonymous(lang: Lang, settings: &PageSettings) -> Self {
+    pub(crate) fn anonymous(lang: Lang, settings: &PageSettings, branding: &Arc<Branding>) -> Self {
         Visitor {
             lang,
             user: None,
@@ -126,7 +136,14 @@ impl Visitor {
             query: Vec::new(),
             secure_cookies: settings.secure_cookies,
             sandbox_notice: settings.sandbox_notice,
+            branding: branding.clone(),
+            portal_return: None,
         }
+    }
+
+    /// Whether cookies are marked `Secure`.
+    pub(crate) fn secure_cookies(&self) -> bool {
+        self.secure_cookies
     }
 }
 
@@ -156,6 +173,10 @@ pub(crate) enum PageError {
     CsrfRejected,
     /// 404.
     NotFound,
+    /// 410: a customer-portal link that was used or has expired.
+    PortalLinkGone,
+    /// 403: a checkout return link that is forged, expired or for another order.
+    ReturnLinkInvalid,
     /// 503: the database is unavailable.
     Unavailable,
     /// 500: anything else (the cause was logged where it happened).
@@ -202,6 +223,12 @@ impl PageError {
                 "error.not_found",
                 "error.not_found_text",
             ),
+            PageError::PortalLinkGone => (StatusCode::GONE, "portal.gone", "portal.gone_text"),
+            PageError::ReturnLinkInvalid => (
+                StatusCode::FORBIDDEN,
+                "payment.return_invalid",
+                "payment.return_invalid_text",
+            ),
             PageError::Unavailable => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "error.unavailable",
@@ -227,14 +254,15 @@ impl PageState {
     pub(crate) async fn visitor(&self, request: &Request) -> Result<Visitor, (Lang, PageError)> {
         let (lang, lang_source) = i18n::negotiate(request);
         let cookie_token = cookies::get(request, SESSION_COOKIE);
-        let user = match cookie_token {
+        let (user, portal_return) = match cookie_token {
             Some(token) => match self.ports.accounts.authenticate(token).await {
-                Ok(Principal::User(user)) => Some(user),
-                Ok(Principal::Service(_)) => None,
+                Ok(Principal::User(user)) => (Some(user), None),
+                Ok(Principal::Portal(portal)) => (Some(portal.user), Some(portal.return_url)),
+                Ok(Principal::Service(_)) => (None, None),
                 Err(AccountsError::Infra(e)) => return Err((lang, e.into())),
-                Err(_) => None,
+                Err(_) => (None, None),
             },
-            None => None,
+            None => (None, None),
         };
         let (csrf_secret, csrf_secret_is_new) =
             match cookies::get(request, CSRF_COOKIE).filter(|s| csrf::is_plausible_secret(s)) {
@@ -258,6 +286,8 @@ impl PageState {
             query: serde_urlencoded::from_str(query).unwrap_or_default(),
             secure_cookies: self.settings.secure_cookies,
             sandbox_notice: self.settings.sandbox_notice,
+            branding: self.branding.clone(),
+            portal_return,
         })
     }
 }

@@ -8,6 +8,9 @@ use crate::authorization::{Acting, OwnerError};
 use crate::ports::{Clock, IdGenerator, SecretHasher, Store};
 use crate::service::Service;
 use crate::sign_up::ClientAddress;
+use crate::use_cases::portal::{
+    CreatePortalSession, OpenPortalError, OpenedPortal, PortalError, PortalLink,
+};
 use crate::use_cases::sessions::{AccountsError, Principal, SignedIn};
 
 /// Sign-up, sign-in, sign-out and who is calling.
@@ -48,6 +51,16 @@ pub trait AccountsService: Send + Sync + 'static {
         scope: Scope,
         named: Option<&'a str>,
     ) -> Result<Acting, OwnerError>;
+
+    /// Make a single-use customer-portal link (see [`Service::create_portal_session`]).
+    async fn create_portal_session(
+        &self,
+        principal: Principal,
+        request: CreatePortalSession,
+    ) -> Result<PortalLink, PortalError>;
+
+    /// Open a customer-portal link once (see [`Service::open_portal`]).
+    async fn open_portal(&self, link_token: &str) -> Result<OpenedPortal, OpenPortalError>;
 
     /// Now, by the service's clock (session lifetimes, throttles, request times).
     fn now(&self) -> Timestamp;
@@ -102,6 +115,18 @@ where
         named: Option<&'a str>,
     ) -> Result<Acting, OwnerError> {
         Service::acting_for(self, principal, scope, named).await
+    }
+
+    async fn create_portal_session(
+        &self,
+        principal: Principal,
+        request: CreatePortalSession,
+    ) -> Result<PortalLink, PortalError> {
+        Service::create_portal_session(self, principal, request).await
+    }
+
+    async fn open_portal(&self, link_token: &str) -> Result<OpenedPortal, OpenPortalError> {
+        Service::open_portal(self, link_token).await
     }
 
     fn now(&self) -> Timestamp {

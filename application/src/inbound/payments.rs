@@ -17,6 +17,7 @@ use crate::use_cases::change_plan::{ChangePlanError, PlanChangeOutcome, PlanSwit
 use crate::use_cases::handle_webhook::{HandleWebhookError, WebhookHandled};
 use crate::use_cases::initiate_payment::{InitiatePayment, InitiatePaymentError, PaymentStarted};
 use crate::use_cases::query_payment::QueryPaymentError;
+use crate::use_cases::return_from_checkout::{CheckoutReturn, ReturnError, Returned};
 
 /// Orders, provider webhooks and a buyer's subscriptions.
 #[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
@@ -51,6 +52,10 @@ pub trait PaymentsService: Send + Sync + 'static {
         user: &User,
         order_id: &OrderId,
     ) -> Result<OrderRecord, QueryPaymentError>;
+
+    /// A buyer back from the checkout with a return token (see
+    /// [`Service::return_from_checkout`]).
+    async fn return_from_checkout(&self, request: CheckoutReturn) -> Result<Returned, ReturnError>;
 
     /// Cancel one of `user`'s pending orders (see [`Service::cancel_payment`]).
     async fn cancel_payment(
@@ -188,6 +193,10 @@ where
         order_id: &OrderId,
     ) -> Result<OrderRecord, QueryPaymentError> {
         Service::confirm_payment(self, user, order_id).await
+    }
+
+    async fn return_from_checkout(&self, request: CheckoutReturn) -> Result<Returned, ReturnError> {
+        Service::return_from_checkout(self, request).await
     }
 
     async fn cancel_payment(

@@ -37,6 +37,17 @@ pub trait SecretHasher: Send + Sync + 'static {
     fn hash_token(&self, token: &str) -> TokenHash;
 }
 
+/// Signs short messages with the server's secret (HMAC-SHA256 in production), so that a value
+/// handed to a browser (a checkout's return token) can be checked when it comes back.
+pub trait MessageSigner: Send + Sync + 'static {
+    /// The tag of `message`: URL-safe text.
+    fn sign(&self, message: &str) -> String;
+
+    /// Whether `tag` is the tag of `message`, compared in constant time. A malformed tag is
+    /// never valid.
+    fn verify(&self, message: &str, tag: &str) -> bool;
+}
+
 /// Who a valid host-application token names, and what it may do for this request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostIdentity {

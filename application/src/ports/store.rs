@@ -13,7 +13,9 @@ use domain::{
     TransactionKind, UserId,
 };
 
-use crate::accounts::{ApiKey, BuyerContact, Email, PasswordHash, Role, TokenHash, User};
+use crate::accounts::{
+    ApiKey, BuyerContact, Email, PasswordHash, PortalSession, Role, TokenHash, User,
+};
 use crate::pagination::{Page, PageRequest};
 use crate::sign_up::SignupIdentity;
 
@@ -167,6 +169,56 @@ pub trait UserRepository: Send + Sync + 'static {
     /// # Errors
     /// Storage failures only.
     async fn delete_session(&self, token: &TokenHash) -> Result<(), StoreError>;
+
+    /// Store a customer-portal link (its token's digest) for a user, unopened.
+    ///
+    /// # Errors
+    /// Storage failures only.
+    async fn create_portal_link(&self, link: &NewPortalLink) -> Result<(), StoreError>;
+
+    /// Open the portal link `link` once: only if it was never opened and `now` is before its
+    /// end, mark it opened at `now` with the session `session` lasting until
+    /// `session_expires_at`, in one conditional statement (two requests with the same link
+    /// never both open it). `None` when the link is unknown, used or expired.
+    ///
+    /// # Errors
+    /// Storage failures only.
+    async fn open_portal_link(
+        &self,
+        link: &TokenHash,
+        session: &TokenHash,
+        now: Timestamp,
+        session_expires_at: Timestamp,
+    ) -> Result<Option<PortalSession>, StoreError>;
+
+    /// The unexpired portal session `session`, with its user.
+    ///
+    /// # Errors
+    /// Storage failures only; unknown or expired sessions are `Ok(None)`.
+    async fn find_portal_session(
+        &self,
+        session: &TokenHash,
+        now: Timestamp,
+    ) -> Result<Option<PortalSession>, StoreError>;
+}
+
+/// A customer-portal link to store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewPortalLink {
+    /// The digest of the link's token (the token itself is only in the URL).
+    pub link: TokenHash,
+    /// Whose billing it opens.
+    pub user_id: UserId,
+    /// Where "Back to the app" leads.
+    pub return_url: domain::ReturnUrl,
+    /// The page language asked for.
+    pub locale: Option<String>,
+    /// The API key that asked for it (its id).
+    pub created_by: String,
+    /// When.
+    pub created_at: Timestamp,
+    /// Until when it can be opened.
+    pub expires_at: Timestamp,
 }
 
 /// Service API keys (stored hashed).

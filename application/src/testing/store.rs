@@ -16,7 +16,9 @@ use domain::{
 
 use super::ledger::Ledger;
 use super::lock;
-use crate::accounts::{ApiKey, BuyerContact, Email, PasswordHash, Role, TokenHash, User};
+use crate::accounts::{
+    ApiKey, BuyerContact, Email, PasswordHash, PortalSession, Role, TokenHash, User,
+};
 use crate::pagination::{Page, PageRequest};
 use crate::ports::*;
 
@@ -27,6 +29,8 @@ struct State {
     /// Host users' contact details, as their tokens last said them.
     host_contacts: BTreeMap<UserId, BuyerContact>,
     sessions: BTreeMap<TokenHash, (UserId, Timestamp)>,
+    /// Portal links by their digest, and the session each opened (digest, end).
+    portal_links: BTreeMap<TokenHash, (NewPortalLink, Option<(TokenHash, Timestamp)>)>,
     api_keys: Vec<(ApiKey, TokenHash)>,
     plans: BTreeMap<PlanId, StoredPlan>,
     plan_allowances: BTreeMap<(UserId, PlanId), PlanAllowance>,
@@ -262,6 +266,60 @@ impl UserRepository for InMemoryStore {
     async fn delete_session(&self, token: &TokenHash) -> Result<(), StoreError> {
         lock(&self.0).sessions.remove(token);
         Ok(())
+    }
+
+    async fn create_portal_link(&self, link: &NewPortalLink) -> Result<(), StoreError> {
+        lock(&self.0)
+            .portal_links
+            .insert(link.link.clone(), (link.clone(), None));
+        Ok(())
+    }
+
+    async fn open_portal_link(
+        &self,
+        link: &TokenHash,
+        session: &TokenHash,
+        now: Timestamp,
+        session_expires_at: Timestamp,
+    ) -> Result<Option<PortalSession>, StoreError> {
+        let mut s = lock(&self.0);
+        let Some((stored, opened)) = s.portal_links.get_mut(link) else {
+            return Ok(None);
+        };
+        if opened.is_some() || stored.expires_at <= now {
+            return Ok(None);
+        }
+        *opened = Some((session.clone(), session_expires_at));
+        let stored = stored.clone();
+        Ok(s.users.get(&stored.user_id).map(|(user, _)| PortalSession {
+            user: user.clone(),
+            return_url: stored.return_url,
+            locale: stored.locale,
+            expires_at: session_expires_at,
+        }))
+    }
+
+    async fn find_portal_session(
+        &self,
+        session: &TokenHash,
+        now: Timestamp,
+    ) -> Result<Option<PortalSession>, StoreError> {
+        let s = lock(&self.0);
+        let found = s
+            .portal_links
+            .values()
+            .find_map(|(link, opened)| match opened {
+                Some((hash, ends)) if hash == session && *ends > now => Some((link, *ends)),
+                _ => None,
+            });
+        Ok(found.and_then(|(link, ends)| {
+            s.users.get(&link.user_id).map(|(user, _)| PortalSession {
+                user: user.clone(),
+                return_url: link.return_url.clone(),
+                locale: link.locale.clone(),
+                expires_at: ends,
+            })
+        }))
     }
 }
 
@@ -586,6 +644,7 @@ fn with_status(order: &Order, status: OrderStatus) -> Order {
         status,
         created_at: order.created_at(),
         expires_at: order.expires_at(),
+        returns: order.returns().clone(),
     })
 }
 

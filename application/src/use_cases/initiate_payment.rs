@@ -3,11 +3,13 @@
 
 use domain::{
     AccessEnd, CapabilityError, IdempotencyKey, Order, OrderId, OrderStatus, Plan, PlanId,
-    PlanNotAvailable, PlanSnapshot, PlanType, ProviderId, Standing, SubscriptionId, UserId,
+    PlanNotAvailable, PlanSnapshot, PlanType, ProviderId, ReturnField, ReturnUrlRefused,
+    ReturnUrls, Standing, SubscriptionId, UserId,
 };
 
 use super::InfraError;
 use super::plans::find_plan;
+use super::return_from_checkout::ReturnPage;
 use crate::accounts::{BuyerContact, User};
 use crate::authorization::Actor;
 use crate::ports::{
@@ -27,6 +29,9 @@ pub struct InitiatePayment {
     pub provider: ProviderId,
     /// The caller's idempotency key: the same key replays the first order.
     pub idempotency_key: Option<IdempotencyKey>,
+    /// Where the host application wants the buyer back (parsed by the caller; whether their
+    /// origins are allowed is decided here).
+    pub returns: ReturnUrls,
 }
 
 /// The started payment.
@@ -90,6 +95,9 @@ pub enum InitiatePaymentError {
     /// and name come from their account or host token).
     #[error("only an API key acting for a user may name the buyer's {0}")]
     BuyerDetailNotAllowed(BuyerDetail),
+    /// A return URL outside the allowed origins (`[hostApp] returnOrigins`).
+    #[error(transparent)]
+    ReturnUrlNotAllowed(#[from] ReturnUrlRefused),
     /// The gateway failed; the order is `failed`.
     #[error("payment provider failed: {reason}")]
     Gateway {
@@ -164,6 +172,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         stated: BuyerContact,
     ) -> Result<PaymentStarted, InitiatePaymentError> {
         check_stated_by(actor, &stated)?;
+        self.check_returns(&request.returns)?;
         let (plan, provider) = self.sellable_plan(&request).await?;
         let gateway = self
             .gateways
@@ -192,7 +201,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             PlanSnapshot::of(&plan, plan.price_in(self.config.environment)),
             now,
             self.config.order_lifetime_ms,
-        );
+        )
+        .returning_to(request.returns.clone());
         match self
             .store
             .create_order(&order, idempotency.as_ref())
@@ -285,11 +295,27 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             customer_name: buyer.name.map(|name| name.as_str().to_owned()),
             snapshot: order.plan().clone(),
             plan,
-            success_url: callbacks.success(order_id),
-            cancel_url: callbacks.cancel(order_id),
+            success_url: self.return_page_url(order, ReturnPage::Success),
+            cancel_url: self.return_page_url(order, ReturnPage::Cancel),
             notify_url: callbacks.webhook(order.provider()),
             expires_at: order.expires_at(),
         }
+    }
+
+    /// Refuse a return URL whose origin is not allowed (`domain::ReturnOrigins`), naming its
+    /// field, before anything is written.
+    fn check_returns(&self, returns: &ReturnUrls) -> Result<(), ReturnUrlRefused> {
+        let origins = &self.host_app.return_origins;
+        let fields = [
+            (ReturnField::SuccessUrl, &returns.success),
+            (ReturnField::CancelUrl, &returns.cancel),
+        ];
+        for (field, url) in fields {
+            if let Some(url) = url {
+                origins.check(field, url.as_str())?;
+            }
+        }
+        Ok(())
     }
 
     /// The plan asked for and its provider, when that provider can sell it.

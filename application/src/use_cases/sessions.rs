@@ -6,7 +6,8 @@ use domain::UserId;
 
 use super::InfraError;
 use crate::accounts::{
-    AccountError, ApiKey, BuyerContact, CustomerName, Email, Password, Role, Scope, User,
+    AccountError, ApiKey, BuyerContact, CustomerName, Email, Password, PortalSession, Role, Scope,
+    User,
 };
 use crate::ports::{
     Clock, HostIdentity, IdGenerator, NewHostUser, NewUser, SecretHasher, Store, StoreError,
@@ -29,11 +30,18 @@ pub struct SignedIn {
     pub expires_at: domain::Timestamp,
 }
 
+/// The prefix of every customer-portal session token, so that a request presenting one is
+/// looked up among portal sessions only.
+pub const PORTAL_SESSION_PREFIX: &str = "tlp_";
+
 /// Who is calling.
 #[derive(Debug, Clone)]
 pub enum Principal {
     /// A signed-in user (session cookie, bearer session token or host token).
     User(User),
+    /// A customer-portal session: one user's billing, and nothing else
+    /// (see [`crate::authorization`]).
+    Portal(PortalSession),
     /// A server-side caller with a service API key.
     Service(ApiKey),
 }
@@ -144,6 +152,18 @@ fn host_signup_identity(
             &identity.subject,
         )),
         (None, SignupCreditsFor::VerifiedEmail) => None,
+    }
+}
+
+/// A portal session's user always acts with the role `user`, whatever their account's role: a
+/// link an API key opened never administers.
+fn billing_only(portal: PortalSession) -> PortalSession {
+    PortalSession {
+        user: User {
+            role: Role::User,
+            ..portal.user
+        },
+        ..portal
     }
 }
 
@@ -277,6 +297,14 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 .find_api_key(&hash)
                 .await?
                 .map(Principal::Service)
+                .ok_or(AccountsError::Unauthenticated);
+        }
+        if token.starts_with(PORTAL_SESSION_PREFIX) {
+            return self
+                .store
+                .find_portal_session(&hash, now)
+                .await?
+                .map(|portal| Principal::Portal(billing_only(portal)))
                 .ok_or(AccountsError::Unauthenticated);
         }
         if let Some(user) = self.store.find_session_user(&hash, now).await? {

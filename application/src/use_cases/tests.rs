@@ -7,6 +7,7 @@ mod credits;
 mod entitlements;
 mod harness;
 mod hidden_plans;
+mod host_returns;
 mod host_sign_in;
 mod metrics;
 mod ownership;

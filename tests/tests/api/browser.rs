@@ -10,6 +10,7 @@ mod admin_console;
 mod every_page;
 mod offers;
 mod plan_switch;
+mod portal;
 mod webdriver;
 
 use application::accounts::Role;

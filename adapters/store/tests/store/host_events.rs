@@ -165,6 +165,7 @@ impl World {
             plan_id: domain::PlanId::new(plan).unwrap(),
             provider: "card_gateway".parse().unwrap(),
             idempotency_key: None,
+            returns: Default::default(),
         };
         let started = self.service.initiate_payment(request).await.unwrap();
         started.order.order.id().clone()

@@ -307,6 +307,7 @@ async fn run_case(
         plan_id: domain::PlanId::new("pro-monthly").unwrap(),
         provider: "card_gateway".parse().unwrap(),
         idempotency_key: None,
+        returns: Default::default(),
     };
     let order = service
         .initiate_payment(request)

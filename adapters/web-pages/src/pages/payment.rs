@@ -16,6 +16,9 @@ use application::accounts::User;
 use application::ports::{CheckoutTarget, OrderRecord};
 use application::use_cases::cancel_payment::CancelOutcome;
 use application::use_cases::query_payment::QueryPaymentError;
+use application::use_cases::return_from_checkout::{
+    CheckoutReturn, ReturnError, ReturnPage, Returned,
+};
 use domain::{Duration, OrderId, OrderStatus, PlanType, SubscriptionStatus};
 use maud::{Markup, PreEscaped, html};
 use poem::Request;
@@ -71,9 +74,46 @@ pub(crate) async fn qr(state: Arc<PageState>, v: Visitor, request: Request) -> P
     ))
 }
 
-/// `GET /payment-success?orderId=…`.
+/// The buyer is back from the checkout with a return token (`rt`): the return does the page's
+/// work without a session and says where the host application wants the buyer. `None` when the
+/// query carries no token; an invalid token is refused unless the reader is signed in (then
+/// the page is the session's, as without a token).
+async fn returned(
+    state: &PageState,
+    v: &Visitor,
+    page: ReturnPage,
+) -> Result<Option<Returned>, PageError> {
+    let (Some(raw_order), Some(token)) = (v.query("orderId"), v.query("rt")) else {
+        return Ok(None);
+    };
+    let order_id = parse_id(raw_order, OrderId::new).ok_or(PageError::ReturnLinkInvalid)?;
+    let request = CheckoutReturn {
+        order_id,
+        token: token.to_owned(),
+        page,
+    };
+    match state.ports.payments.return_from_checkout(request).await {
+        Ok(returned) => Ok(Some(returned)),
+        Err(ReturnError::InvalidToken | ReturnError::NotFound) if v.user.is_some() => Ok(None),
+        Err(ReturnError::InvalidToken | ReturnError::NotFound) => Err(PageError::ReturnLinkInvalid),
+        Err(ReturnError::Infra(infra)) => Err(infra.into()),
+    }
+}
+
+/// `GET /payment-success?orderId=…[&rt=…]`.
 pub(crate) async fn success(state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
-    let user = require_user(&v)?;
+    let returned = returned(&state, &v, ReturnPage::Success).await?;
+    if let Some(Returned {
+        host_url: Some(url),
+        ..
+    }) = &returned
+    {
+        return Ok(redirect(url));
+    }
+    let user = match &returned {
+        Some(returned) => returned.user.clone(),
+        None => require_user(&v)?,
+    };
     let Some(raw) = v.query("orderId").map(str::to_owned) else {
         let actions =
             html! { a.btn.btn-primary href="/dashboard" { (v.t("payment.to_dashboard")) } };
@@ -92,13 +132,17 @@ pub(crate) async fn success(state: Arc<PageState>, v: Visitor, _request: Request
     };
     let order_id = parse_id(&raw, OrderId::new).ok_or(PageError::NotFound)?;
     // The buyer is back from the provider: a payment that waits for the merchant's capture
-    // (PayPal) is captured now, so that this page shows the result at once.
-    let record = state
-        .ports
-        .payments
-        .confirm_payment(&user, &order_id)
-        .await
-        .map_err(page_error)?;
+    // (PayPal) is captured now (the return did it already), so that this page shows the result
+    // at once.
+    let record = match returned {
+        Some(returned) => returned.record,
+        None => state
+            .ports
+            .payments
+            .confirm_payment(&user, &order_id)
+            .await
+            .map_err(page_error)?,
+    };
     let names = PlanNames::load(&state, &v).await?;
     let body = match record.order.status() {
         OrderStatus::Pending => pending(&v, &record, &names),
@@ -116,11 +160,18 @@ pub(crate) async fn success(state: Arc<PageState>, v: Visitor, _request: Request
     ))
 }
 
-/// `GET /payment-cancel?orderId=…`.
+/// `GET /payment-cancel?orderId=…[&rt=…]`.
 pub(crate) async fn cancel(state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
-    let record = match (&v.user, v.query("orderId")) {
-        (Some(user), Some(order_id)) => left_checkout(&state, user, order_id).await,
-        _ => None,
+    let record = match returned(&state, &v, ReturnPage::Cancel).await? {
+        Some(Returned {
+            host_url: Some(url),
+            ..
+        }) => return Ok(redirect(&url)),
+        Some(returned) => Some(returned.record),
+        None => match (&v.user, v.query("orderId")) {
+            (Some(user), Some(order_id)) => left_checkout(&state, user, order_id).await,
+            _ => None,
+        },
     };
     let names = PlanNames::load(&state, &v).await?;
     let (title, text) = record

@@ -332,6 +332,7 @@ pub(crate) async fn buy(state: Arc<PageState>, v: Visitor, mut request: Request)
             plan_id,
             provider,
             idempotency_key: None,
+            returns: Default::default(),
         })
         .await;
     let record = match started {

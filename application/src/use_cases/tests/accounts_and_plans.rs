@@ -221,6 +221,7 @@ async fn plans_of_a_provider_without_a_gateway_are_neither_listed_nor_sold() {
             plan_id: off.id().clone(),
             provider: off.provider(),
             idempotency_key: None,
+            returns: Default::default(),
         })
         .await
         .unwrap_err();

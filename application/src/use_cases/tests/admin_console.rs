@@ -303,6 +303,7 @@ async fn an_administrators_cancel_is_audited_with_its_write_once_and_again_after
         plan_id: domain::PlanId::new("pro-monthly").unwrap(),
         provider: "card_gateway".parse().unwrap(),
         idempotency_key: None,
+        returns: Default::default(),
     };
     let order = s.initiate_payment(request).await.unwrap();
     let activated = PaymentEvent::SubscriptionActivated {

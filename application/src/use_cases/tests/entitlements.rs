@@ -44,6 +44,7 @@ async fn subscribe(h: &Harness, user: &User, plan: &str) -> OrderId {
         plan_id: domain::PlanId::new(plan).unwrap(),
         provider: "card_gateway".parse().unwrap(),
         idempotency_key: None,
+        returns: Default::default(),
     };
     let order = h.service.initiate_payment(request).await.unwrap();
     let id = order.order.order.id().clone();

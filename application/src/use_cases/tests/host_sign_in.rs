@@ -50,7 +50,9 @@ async fn signed_in(
 ) -> Result<crate::accounts::User, AccountsError> {
     match service.authenticate(token).await? {
         Principal::User(user) => Ok(user),
-        Principal::Service(_) => panic!("a host token is never a service key"),
+        Principal::Service(_) | Principal::Portal(_) => {
+            panic!("a host token is never a service key or a portal session")
+        }
     }
 }
 

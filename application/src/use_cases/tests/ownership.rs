@@ -28,6 +28,7 @@ async fn initiate(h: &Harness, user: &User, plan: &str) -> Result<OrderId, Initi
         plan_id: domain::PlanId::new(plan).unwrap(),
         provider: "card_gateway".parse().unwrap(),
         idempotency_key: None,
+        returns: Default::default(),
     };
     let started = h.service.initiate_payment(request).await?;
     Ok(started.order.order.id().clone())
@@ -287,6 +288,7 @@ async fn a_retry_with_the_same_key_replays_its_order_even_once_the_subscription_
         plan_id: domain::PlanId::new("pro-monthly").unwrap(),
         provider: "card_gateway".parse().unwrap(),
         idempotency_key: Some(domain::IdempotencyKey::new(key).unwrap()),
+        returns: Default::default(),
     };
     let first = h.service.initiate_payment(request("buy-1")).await.unwrap();
     let id = first.order.order.id().clone();

@@ -21,6 +21,7 @@ fn request(
         plan_id: domain::PlanId::new(plan).unwrap(),
         provider: provider.parse().unwrap(),
         idempotency_key: key.map(|k| IdempotencyKey::new(k).unwrap()),
+        returns: Default::default(),
     }
 }
 
@@ -288,6 +289,7 @@ async fn a_placeholder_address_is_never_sent_to_a_provider() {
         plan_id: domain::PlanId::new("credits-100").unwrap(),
         provider: domain::ProviderId::CardGateway,
         idempotency_key: None,
+        returns: Default::default(),
     };
     h.service.initiate_payment(request).await.unwrap();
     let buyer = h.user("buyer@example.com").await;
@@ -296,6 +298,7 @@ async fn a_placeholder_address_is_never_sent_to_a_provider() {
         plan_id: domain::PlanId::new("credits-100").unwrap(),
         provider: domain::ProviderId::CardGateway,
         idempotency_key: None,
+        returns: Default::default(),
     };
     h.service.initiate_payment(request).await.unwrap();
     let sent: Vec<Option<String>> = (h.fake(domain::ProviderId::CardGateway).checkouts())

@@ -77,6 +77,7 @@ async fn subscribed(h: &Harness) -> (User, String) {
         plan_id: domain::PlanId::new("pro-monthly").unwrap(),
         provider: "card_gateway".parse().unwrap(),
         idempotency_key: None,
+        returns: Default::default(),
     };
     let order = h.service.initiate_payment(request).await.unwrap();
     let activated = PaymentEvent::SubscriptionActivated {

@@ -70,6 +70,7 @@ async fn asked_to_switch(h: &Harness) -> (User, String) {
         plan_id: domain::PlanId::new("pp-basic").unwrap(),
         provider: ProviderId::WalletGlobal,
         idempotency_key: None,
+        returns: Default::default(),
     };
     let order = h.service.initiate_payment(request).await.unwrap();
     let activated = PaymentEvent::SubscriptionActivated {

@@ -18,6 +18,7 @@ async fn order(h: &Harness, user: &User, plan: &str, provider: &str) -> OrderId 
         plan_id: domain::PlanId::new(plan).unwrap(),
         provider: provider.parse().unwrap(),
         idempotency_key: None,
+        returns: Default::default(),
     };
     h.service
         .initiate_payment(request)

@@ -41,6 +41,7 @@ async fn subscribed(h: &Harness) -> (User, String) {
         plan_id: domain::PlanId::new("pro-monthly").unwrap(),
         provider: "card_gateway".parse().unwrap(),
         idempotency_key: None,
+        returns: Default::default(),
     };
     let order = h.service.initiate_payment(request).await.unwrap();
     let order = order.order.order.id().clone();

@@ -17,6 +17,7 @@ async fn order(h: &Harness, user: &User, plan: &str) -> OrderId {
         plan_id: domain::PlanId::new(plan).unwrap(),
         provider: "card_gateway".parse().unwrap(),
         idempotency_key: None,
+        returns: Default::default(),
     };
     h.service
         .initiate_payment(request)
