@@ -16,11 +16,16 @@ export interface paths {
         /**
          * Start a payment for a plan: creates a pending order and the provider's checkout.
          * @description Send an `Idempotency-Key` to make retries safe: the same key and body answer the first
-         *     response again.
+         *     response again. The user's own credential buys for them; an API key with
+         *     `billing:write` buys for the user `?userId=` names (the host application's backend
+         *     acting for its signed-in user), and may name the buyer's e-mail address and name.
          */
         post: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description The user to buy for (API keys with `billing:write` only; users buy for themselves). */
+                    userId?: string;
+                };
                 header?: {
                     /** @description Makes a retry return the first outcome (at most 255 printable characters). */
                     "Idempotency-Key"?: string;
@@ -50,7 +55,10 @@ export interface paths {
                         "application/json; charset=utf-8": components["schemas"]["OrderView"];
                     };
                 };
-                /** @description `validation_failed`: the body or the `Idempotency-Key` is malformed. */
+                /**
+                 * @description `validation_failed`: the body or the `Idempotency-Key` is malformed, or an API key
+                 *     named no `userId`.
+                 */
                 400: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -72,7 +80,7 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: an API key cannot buy. */
+                /** @description `forbidden`: an API key without `billing:write`, or a user naming another user. */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -83,7 +91,7 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `plan_not_found`. */
+                /** @description `plan_not_found`; `user_not_found`: the `userId` an API key named does not exist. */
                 404: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -125,6 +133,8 @@ export interface paths {
                  * @description `unknown_provider`, `provider_mismatch`, `provider_not_supported`,
                  *     `provider_unavailable` (the plan's provider is not configured here),
                  *     `plan_not_available` (a hidden plan, not offered to this buyer) or
+                 *     `validation_failed` naming `customerEmail` or `customerName` (malformed, or sent
+                 *     with the user's own credential rather than an API key acting for them).
                  *     `return_url_not_allowed` (`successUrl` or `cancelUrl`, named in the detail, is not an
                  *     absolute http(s) URL under an allowed origin).
                  */
@@ -199,10 +209,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The caller's order: its status and, while pending, where to pay. */
+        /** The user's order: its status and, while pending, where to pay. */
         get: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description The user whose order it is (API keys with `billing:read` only). */
+                    userId?: string;
+                };
                 header?: never;
                 path: {
                     /** @description The order id. */
@@ -223,6 +236,17 @@ export interface paths {
                         "application/json; charset=utf-8": components["schemas"]["OrderView"];
                     };
                 };
+                /** @description `validation_failed`: an API key named no `userId`. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
                 /** @description `unauthorized`: not signed in. */
                 401: {
                     headers: {
@@ -234,7 +258,7 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: an API key cannot read orders. */
+                /** @description `forbidden`: an API key without `billing:read`, or a user naming another user. */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -245,7 +269,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `order_not_found`: no such order of the caller (another user's order included). */
+                /**
+                 * @description `order_not_found`: no such order of the user (another user's order included);
+                 *     `user_not_found`: the `userId` an API key named does not exist.
+                 */
                 404: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -298,12 +325,15 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Cancel the caller's payment: a pending order is cancelled; a subscription order's
+         * Cancel the user's payment: a pending order is cancelled; a subscription order's
          *     subscription is cancelled at the end of its period.
          */
         post: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description The user whose order it is (API keys with `billing:write` only). */
+                    userId?: string;
+                };
                 header?: never;
                 path: {
                     /** @description The order id. */
@@ -324,6 +354,17 @@ export interface paths {
                         "application/json; charset=utf-8": components["schemas"]["CancelView"];
                     };
                 };
+                /** @description `validation_failed`: an API key named no `userId`. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
                 /** @description `unauthorized`: not signed in. */
                 401: {
                     headers: {
@@ -335,7 +376,7 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: an API key cannot cancel. */
+                /** @description `forbidden`: an API key without `billing:write`, or a user naming another user. */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -346,7 +387,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `order_not_found`: no such order of the caller. */
+                /**
+                 * @description `order_not_found`: no such order of the user; `user_not_found`: the `userId` an API
+                 *     key named does not exist.
+                 */
                 404: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -416,7 +460,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The caller's orders, newest first. */
+        /** The user's orders, newest first. */
         get: {
             parameters: {
                 query?: {
@@ -424,6 +468,8 @@ export interface paths {
                     page?: string;
                     /** @description Page size, 1 to 100 (default 20). */
                     limit?: string;
+                    /** @description The user whose orders to list (API keys with `billing:read` only). */
+                    userId?: string;
                 };
                 header?: never;
                 path?: never;
@@ -442,7 +488,10 @@ export interface paths {
                         "application/json; charset=utf-8": components["schemas"]["OrderPage"];
                     };
                 };
-                /** @description `invalid_pagination`: page or limit out of range. */
+                /**
+                 * @description `invalid_pagination`: page or limit out of range; `validation_failed`: an API key
+                 *     named no `userId`.
+                 */
                 400: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -464,8 +513,19 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: an API key cannot read orders. */
+                /** @description `forbidden`: an API key without `billing:read`, or a user naming another user. */
                 403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `user_not_found`: the `userId` an API key named does not exist. */
+                404: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
                         "X-REQUEST-ID": string;
@@ -507,6 +567,308 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/subscriptions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The user's subscriptions, newest first: each with its status, period, whether it ends
+         *     with the period, and any switch pending or scheduled.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Page number, from 1 (default 1). */
+                    page?: string;
+                    /** @description Page size, 1 to 100 (default 20). */
+                    limit?: string;
+                    /** @description The user whose subscriptions to list (API keys with `billing:read` only). */
+                    userId?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of the user's subscriptions, newest first. */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["SubscriptionPage"];
+                    };
+                };
+                /**
+                 * @description `invalid_pagination`: page or limit out of range; `validation_failed`: an API key
+                 *     named no `userId`.
+                 */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: not signed in. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `forbidden`: an API key without `billing:read` (or `billing:write`), or a user
+                 *     naming another user.
+                 */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `user_not_found`: the `userId` an API key named does not exist. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/subscriptions/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel the user's subscription: at the end of its paid period (the default; access runs
+         *     until then and nothing renews), or now (`{"when": "now"}`) where the provider can end a
+         *     subscription at once. Resume undoes a cancel at the period's end where the provider
+         *     allows.
+         */
+        post: {
+            parameters: {
+                query?: {
+                    /** @description The user whose subscription it is (API keys with `billing:write` only). */
+                    userId?: string;
+                };
+                header?: never;
+                path: {
+                    /** @description The subscription id. */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: {
+                content: {
+                    "application/json": components["schemas"]["CancelSubscriptionBody"];
+                };
+            };
+            responses: {
+                /**
+                 * @description `period_end`: the subscription ends when its period does (`cancelAtPeriodEnd`
+                 *     true; asking again answers the same). `now`: the provider ended it, and its ended
+                 *     event has arrived (`status` `canceled`).
+                 */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["SubscriptionView"];
+                    };
+                };
+                /**
+                 * @description `now`: the provider accepted ending it, and the subscription ends here when the
+                 *     provider's ended event arrives; the subscription as it stands now.
+                 */
+                202: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["SubscriptionView"];
+                    };
+                };
+                /**
+                 * @description `validation_failed`: the body is not `{"when": "period_end" | "now"}`, or an API
+                 *     key named no `userId`.
+                 */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: not signed in. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `forbidden`: an API key without `billing:write`, or a user naming another user;
+                 *     `not_owner`: another user's subscription.
+                 */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `subscription_not_found`; `user_not_found`: the `userId` an API key named does not
+                 *     exist.
+                 */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `subscription_not_live`: it is over already (canceled or expired). */
+                409: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `cancel_now_not_supported`: `now`, and the provider cannot end a subscription at
+                 *     once (cancel at the period's end instead).
+                 */
+                422: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `provider_error`: the provider could not be told; nothing changed, retry. */
+                502: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/subscriptions/{id}/change-plan": {
         parameters: {
             query?: never;
@@ -517,13 +879,16 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Switch the caller's subscription to another recurring plan: now, through the provider's
+         * Switch the user's subscription to another recurring plan: now, through the provider's
          *     own plan-change API (the subscription's plan, price and credits follow the provider's
          *     event), or at the period's end (`"when": "period_end"`). One switch at a time.
          */
         post: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description The user whose subscription it is (API keys with `billing:write` only). */
+                    userId?: string;
+                };
                 header?: never;
                 path: {
                     /** @description The subscription id. */
@@ -550,7 +915,7 @@ export interface paths {
                 };
                 /**
                  * @description `bad_request`: no JSON body, or not `application/json`; `validation_failed`: the
-                 *     body does not match the schema.
+                 *     body does not match the schema, or an API key named no `userId`.
                  */
                 400: {
                     headers: {
@@ -573,7 +938,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: an API key cannot switch; `not_owner`: another user's subscription. */
+                /**
+                 * @description `forbidden`: an API key without `billing:write`, or a user naming another user;
+                 *     `not_owner`: another user's subscription.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -584,7 +952,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `subscription_not_found`, `plan_not_found`. */
+                /**
+                 * @description `subscription_not_found`, `plan_not_found`; `user_not_found`: the `userId` an API
+                 *     key named does not exist.
+                 */
                 404: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -673,12 +1044,15 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Withdraw the scheduled cancellation of the caller's subscription, where the provider
+         * Withdraw the scheduled cancellation of the user's subscription, where the provider
          *     allows it: it renews again.
          */
         post: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description The user whose subscription it is (API keys with `billing:write` only). */
+                    userId?: string;
+                };
                 header?: never;
                 path: {
                     /** @description The subscription id. */
@@ -699,6 +1073,17 @@ export interface paths {
                         "application/json; charset=utf-8": components["schemas"]["SubscriptionView"];
                     };
                 };
+                /** @description `validation_failed`: an API key named no `userId`. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
                 /** @description `unauthorized`: not signed in. */
                 401: {
                     headers: {
@@ -710,7 +1095,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: an API key cannot resume; `not_owner`: another user's subscription. */
+                /**
+                 * @description `forbidden`: an API key without `billing:write`, or a user naming another user;
+                 *     `not_owner`: another user's subscription.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -721,7 +1109,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `subscription_not_found`. */
+                /**
+                 * @description `subscription_not_found`; `user_not_found`: the `userId` an API key named does not
+                 *     exist.
+                 */
                 404: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -798,12 +1189,15 @@ export interface paths {
         put?: never;
         post?: never;
         /**
-         * Withdraw the caller's switch at the period's end: the scheduled plan is forgotten, and
+         * Withdraw the user's switch at the period's end: the scheduled plan is forgotten, and
          *     the subscription still ends with its period (resume it to keep it).
          */
         delete: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description The user whose subscription it is (API keys with `billing:write` only). */
+                    userId?: string;
+                };
                 header?: never;
                 path: {
                     /** @description The subscription id. */
@@ -824,6 +1218,17 @@ export interface paths {
                         "application/json; charset=utf-8": components["schemas"]["SubscriptionView"];
                     };
                 };
+                /** @description `validation_failed`: an API key named no `userId`. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
                 /** @description `unauthorized`: not signed in. */
                 401: {
                     headers: {
@@ -835,7 +1240,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: an API key cannot withdraw; `not_owner`: another user's subscription. */
+                /**
+                 * @description `forbidden`: an API key without `billing:write`, or a user naming another user;
+                 *     `not_owner`: another user's subscription.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -846,7 +1254,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `subscription_not_found`. */
+                /**
+                 * @description `subscription_not_found`; `user_not_found`: the `userId` an API key named does not
+                 *     exist.
+                 */
                 404: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -2222,6 +2633,138 @@ export interface paths {
                 };
                 /** @description `validation_failed`: a malformed query. */
                 400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/offers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The plans on offer grouped as `/pricing` groups them (no sign-in needed): one entry per
+         *     offer (plan `group`) and billing interval, its payment options one per provider, prices
+         *     as charged in this environment and in production. With a user's credential, or an API
+         *     key naming a user, each entry also says what that user holds of it.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /**
+                     * @description A locale tag such as `en` or `zh-CN` (else `Accept-Language`, else `en`): the texts'
+                     *     language and the currency shown where an offer has it.
+                     */
+                    locale?: string;
+                    /** @description Only offers priced in this currency (ISO 4217, e.g. `USD`). */
+                    currency?: string;
+                    /** @description Only this billing interval (`month`, `year`, `months-2`, `lifetime`, `one_time` …). */
+                    interval?: string;
+                    /** @description The user whose holdings to tell (API keys only; users see their own). */
+                    userId?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The offers. */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["OfferList"];
+                    };
+                };
+                /** @description `validation_failed`: a malformed query. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: a credential that is not valid, or `userId` without one. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: another user's holdings, or an API key without the scope. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `user_not_found`: the `userId` an API key named does not exist. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `validation_failed`: `currency` or `interval` names none (the error names the field). */
+                422: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
                         "X-REQUEST-ID": string;
@@ -6868,6 +7411,24 @@ export interface components {
             balanceHundredths: number;
         };
         /**
+         * CancelSubscriptionBody
+         * @description `POST /api/subscriptions/{id}/cancel` (the body is optional).
+         */
+        CancelSubscriptionBody: {
+            /**
+             * @description `period_end` (the default): the subscription ends when its paid period does, nothing
+             *     renews; `now`: the provider ends it at once (Stripe, Creem, Dodo Payments, PayPal; other
+             *     providers answer 422 `cancel_now_not_supported`).
+             * @default period_end
+             */
+            when?: components["schemas"]["CancelSubscriptionWhen"] & unknown;
+        };
+        /**
+         * @description When a cancel takes effect.
+         * @enum {string}
+         */
+        CancelSubscriptionWhen: "period_end" | "now";
+        /**
          * CancelView
          * @description What cancelling did: the order, and for a subscription order the subscription that now
          *     ends at its period's end.
@@ -6946,7 +7507,11 @@ export interface components {
         CreateApiKeyBody: {
             /** @description A label. */
             name: string;
-            /** @description `credits:consume`, `credits:read`, `events:read`, `entitlements:read`. */
+            /**
+             * @description `credits:consume`, `credits:read`, `events:read`, `entitlements:read`, `billing:read`
+             *     (a named user's orders and subscriptions), `billing:write` (buy, cancel, resume and
+             *     switch for a named user; also every `billing:read` read).
+             */
             scopes: string[];
         };
         /**
@@ -7212,6 +7777,19 @@ export interface components {
             /** @description The provider id to pay through (must be the plan's provider). */
             provider: string;
             /**
+             * @description The buyer's e-mail address, told to the provider (receipts, a Merchant of Record's
+             *     invoices, a pre-filled checkout) instead of the one Tally knows. Only for an API key
+             *     acting for the user (`billing:write` and `?userId=`): the user's own credential sending
+             *     it is a 422. At most 254 bytes, never in the reserved `.invalid` domain.
+             */
+            customerEmail?: string;
+            /**
+             * @description The buyer's name, told to the providers that take one (Dodo Payments), instead of the
+             *     one Tally knows. Only for an API key acting for the user, like `customerEmail`. 1 to
+             *     200 characters, without control or formatting characters.
+             */
+            customerName?: string;
+            /**
              * @description Where the buyer goes after the checkout: an absolute http(s) URL under an allowed
              *     origin (`[hostApp] returnOrigins`; any loopback origin in development). Tally's own
              *     result page does its work first, then sends the buyer here with `orderId` and `outcome`
@@ -7223,6 +7801,91 @@ export interface components {
              *     cancelled first). Without it a cancel goes to `successUrl`.
              */
             cancelUrl?: string;
+        };
+        /**
+         * OfferList
+         * @description The offers, grouped as `/pricing` groups them.
+         */
+        OfferList: {
+            /** @description `development` or `production`: in development `price` is a plan's development price. */
+            environment: string;
+            /** @description The billing intervals sold (in the asked currency), shortest first: a toggle's choices. */
+            intervals: string[];
+            /** @description The user whose holdings `held` tells, when there is one. */
+            userId?: string;
+            /** @description One entry per offer and interval, in listing order, shortest interval first. */
+            offers: components["schemas"]["OfferView"][];
+        };
+        /**
+         * OfferOptionView
+         * @description One way to pay an offer: a plan and its provider.
+         */
+        OfferOptionView: {
+            /** @description The plan id (`planId` when buying). */
+            planId: string;
+            /** @description The provider id (`provider` when buying). */
+            provider: string;
+            /**
+             * @description The price charged in this environment (in development a plan's `developmentAmount`,
+             *     when it has one).
+             */
+            price: components["schemas"]["PriceView"] & unknown;
+            /** @description The configured price, charged in production. */
+            productionPrice: components["schemas"]["PriceView"] & unknown;
+            /** @description The struck-through original price. */
+            originalPrice?: components["schemas"]["PriceView"] & unknown;
+        };
+        /**
+         * OfferView
+         * @description One pricing card: an offer at one billing interval and currency.
+         */
+        OfferView: {
+            /** @description The offer: `group-<group>`, or `plan-<id>` for a plan that is an offer of its own. */
+            key: string;
+            /** @description The plans' `group`, when they have one. */
+            group?: string;
+            /** @description `one_time`, `recurring` or `credits`. */
+            type: string;
+            /**
+             * @description The billing interval: `month`, `quarter`, `half_year`, `year`, `months-<n>`,
+             *     `lifetime` or `one_time` (what `?interval=` takes).
+             */
+            interval: string;
+            /** @description The currency the card is shown in. */
+            currency: string;
+            /** @description The first option's texts, in the requested locale. */
+            text: components["schemas"]["PlanTextView"] & unknown;
+            /** @description The first option's price charged in this environment. */
+            price: components["schemas"]["PriceView"] & unknown;
+            /** @description The first option's configured (production) price. */
+            productionPrice: components["schemas"]["PriceView"] & unknown;
+            /** @description The first option's struck-through original price. */
+            originalPrice?: components["schemas"]["PriceView"] & unknown;
+            /**
+             * Format: uint32
+             * @description What paying at this interval saves over paying monthly, in whole percent.
+             */
+            savingPercent?: number;
+            /** @description Whether one of the options is highlighted. */
+            recommended: boolean;
+            /** @description Credits granted (per period for a subscription), a decimal string. */
+            credits?: string;
+            /**
+             * Format: int64
+             * @description Credits granted, in hundredths.
+             */
+            creditsHundredths?: number;
+            /** @description What the first option unlocks in the host app. */
+            entitlements: {
+                [key: string]: true | number;
+            };
+            /**
+             * @description With a user: `current` (a live subscription of theirs is on this card), `owned` (a
+             *     one-time purchase whose access still runs) or `none`; absent without one.
+             */
+            held?: string;
+            /** @description The ways to pay, one plan per provider, in listing order. */
+            options: components["schemas"]["OfferOptionView"][];
         };
         /**
          * OneTimeAccessView
@@ -7553,6 +8216,21 @@ export interface components {
             expiresAt: string;
         };
         /**
+         * PriceView
+         * @description An amount of money.
+         */
+        PriceView: {
+            /** @description Major units, a decimal string (`"9.99"`). */
+            amount: string;
+            /**
+             * Format: int64
+             * @description Minor units (`999`).
+             */
+            amountMinor: number;
+            /** @description ISO 4217 code. */
+            currency: string;
+        };
+        /**
          * Problem
          * @description An RFC 9457 problem: what went wrong, with a stable `code` and, for some codes, extension
          *     members.
@@ -7775,6 +8453,34 @@ export interface components {
             entitlements: {
                 [key: string]: true | number;
             };
+        };
+        /**
+         * SubscriptionPage
+         * @description A page of subscriptions, newest first.
+         */
+        SubscriptionPage: {
+            /** @description The subscriptions on this page. */
+            items: components["schemas"]["SubscriptionView"][];
+            /**
+             * Format: uint32
+             * @description This page's number, from 1.
+             */
+            page: number;
+            /**
+             * Format: uint32
+             * @description The page size.
+             */
+            limit: number;
+            /**
+             * Format: uint64
+             * @description Items in the whole list.
+             */
+            total: number;
+            /**
+             * Format: uint64
+             * @description Pages in the whole list (0 for an empty list).
+             */
+            totalPages: number;
         };
         /**
          * SubscriptionView

@@ -62,6 +62,10 @@ impl Mocks {
                     user,
                     actor: Actor::TheUser,
                 }),
+                Principal::Portal(portal) => Ok(Acting {
+                    user: portal.user,
+                    actor: Actor::TheUser,
+                }),
                 Principal::Service(_) => Err(Denied::MissingScope(scope).into()),
             });
         Self {

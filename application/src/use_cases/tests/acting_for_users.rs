@@ -40,6 +40,7 @@ fn buy(user: &User, plan: &str) -> InitiatePayment {
         plan_id: PlanId::new(plan).unwrap(),
         provider: ProviderId::CardGateway,
         idempotency_key: None,
+        returns: Default::default(),
     }
 }
 
