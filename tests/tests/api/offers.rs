@@ -187,7 +187,7 @@ async fn a_user_sees_what_they_hold_and_a_key_reads_it_for_the_user_it_names() {
         .await;
     assert_eq!((status, refused["code"].as_str()), (403, Some("forbidden")));
 
-    let body = json!({"name": "backend", "scopes": ["credits:read"]});
+    let body = json!({"name": "backend", "scopes": ["billing:read"]});
     let (status, key) = app.post(&admin, "/api/admin/api-keys", &body, None).await;
     assert_eq!(status, 201, "{key}");
     let key = key["secret"].as_str().expect("secret");
