@@ -3,8 +3,17 @@
 //! (CORRECTNESS.md invariant 13), read back through the catch-up feed and delivered to webhook
 //! endpoints.
 //!
-//! The JSON shape of each event is the store's business (one module renders them); this module
-//! only names them. `docs/events.md` lists each type's `data` and when it fires.
+//! This module names the types and decides which events a change tells ([`told`]); the JSON
+//! shape is the encoder's (`ports::HostEventEncoder`, implemented by the HTTP adapter with the
+//! API's own views). `docs/events.md` lists each type's `data` and when it fires.
+
+mod told;
+
+pub use told::{
+    HostEvent, HostEventData, MismatchTold, balance_alerts, consumed, credits_changed,
+    entitlements_changed, mismatch, mismatch_of, order_changed, payment_event_told,
+    recorded_event_told, reservation_step, subscription_changed,
+};
 
 /// A type of event the host application can be told about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -110,7 +110,9 @@ pub async fn connect_store(settings: &Settings) -> anyhow::Result<SeaOrmStore> {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
     }
-    let store = SeaOrmStore::connect(&settings.database)
+    // Host events are stored as the API shows their objects.
+    let events = std::sync::Arc::new(http_api::HostEventJson);
+    let store = SeaOrmStore::connect(&settings.database, events)
         .await
         .context("connecting to DATABASE_URL")?;
     if settings.migrate_on_start {

@@ -10,7 +10,7 @@ use application::pagination::{PageRequest, PaginationError};
 use application::ports::{CheckoutTarget, OrderRecord, Reservation, ReservationStatus};
 use chrono::{DateTime, SecondsFormat};
 use domain::{
-    CreditDelta, Credits, IdempotencyKey, Money, OrderStatus, RenewalIntent, Subscription,
+    CreditDelta, Credits, IdempotencyKey, Money, Order, OrderStatus, RenewalIntent, Subscription,
     SubscriptionAccess, Timestamp,
 };
 use poem::Request;
@@ -178,13 +178,27 @@ pub struct OrderView {
 
 impl From<&OrderRecord> for OrderView {
     fn from(record: &OrderRecord) -> Self {
-        let order = &record.order;
-        let pending = *order.status() == OrderStatus::Pending;
+        let mut view = Self::of(&record.order);
         let target = record
             .checkout
             .as_ref()
-            .filter(|_| pending)
+            .filter(|_| *record.order.status() == OrderStatus::Pending)
             .map(|c| &c.target);
+        view.payment_url = match target {
+            Some(CheckoutTarget::Redirect(url)) => Some(url.clone()),
+            _ => None,
+        };
+        view.qr_code_url = match target {
+            Some(CheckoutTarget::QrCode(url)) => Some(url.clone()),
+            _ => None,
+        };
+        view
+    }
+}
+
+impl OrderView {
+    /// The view of `order` without where to pay it (as events show orders).
+    pub(crate) fn of(order: &Order) -> Self {
         let paid_at = match order.status() {
             OrderStatus::Paid { paid_at }
             | OrderStatus::PartiallyRefunded { paid_at, .. }
@@ -205,14 +219,8 @@ impl From<&OrderRecord> for OrderView {
             created_at: timestamp(order.created_at()),
             expires_at: timestamp(order.expires_at()),
             paid_at,
-            payment_url: match target {
-                Some(CheckoutTarget::Redirect(url)) => Some(url.clone()),
-                _ => None,
-            },
-            qr_code_url: match target {
-                Some(CheckoutTarget::QrCode(url)) => Some(url.clone()),
-                _ => None,
-            },
+            payment_url: None,
+            qr_code_url: None,
         }
     }
 }

@@ -30,6 +30,7 @@ mod consumption;
 mod credits;
 mod dto;
 mod entitlements;
+mod event_json;
 mod events;
 mod header_limit;
 mod health;
@@ -58,6 +59,7 @@ use poem::{EndpointExt, IntoEndpoint, Route};
 use poem_openapi::registry::{MetaApi, Registry};
 use poem_openapi::{ExtraHeader, OpenApi, OpenApiService};
 
+pub use event_json::HostEventJson;
 pub use header_limit::{
     HTTP1_MAX_HEADERS_PARSED, HeaderLimit, HeaderLimitEndpoint, MAX_REQUEST_HEADER_BYTES,
     MAX_REQUEST_HEADERS,

@@ -173,7 +173,11 @@ where
 /// One timed run on a fresh database: transactions per second and the average group size in
 /// tenths.
 async fn run(setup: Setup, hot: bool, plan: Plan) -> Result<(u128, u128), Failure> {
-    let store = SeaOrmStore::connect(&setup.settings).await?;
+    let store = SeaOrmStore::connect(
+        &setup.settings,
+        std::sync::Arc::new(http_api::HostEventJson),
+    )
+    .await?;
     Migrator::up(store.connection(), None).await?;
     let accounts = if hot { 1 } else { plan.clients };
     let users = seed(&store, accounts, plan.consumes).await?;

@@ -20,9 +20,9 @@ use application::accounts::User;
 use application::cursor::{Keyset, KeysetPage};
 use application::ports::{
     AdjustCommand, AdminConsoleStore, AdminWrite, AuditAction, AuditEntry, AuditFacts, AuditValue,
-    CreditTransaction, CustomerSearch, EmailKey, EventAudit, IdMatch, InboxEntry, InboxFilter,
-    LedgerEffect, NewAudit, OrderFilter, OrderRecord, PaymentEventCommand, PaymentEventOutcome,
-    PaymentTotal, RecordedEvent, SpendError, StoreError, TimeNumberKey, TimeTextKey,
+    CreditTransaction, CustomerSearch, EmailKey, IdMatch, InboxFilter, LedgerEffect, NewAudit,
+    OrderFilter, OrderRecord, PaymentTotal, RecordedEvent, SpendError, StoreError, TimeNumberKey,
+    TimeTextKey,
 };
 use async_trait::async_trait;
 use domain::{Currency, Timestamp, UserId};
@@ -225,6 +225,7 @@ async fn adjust_and_audit(
     tx: &DatabaseTransaction,
     command: &AdjustCommand,
     admin: &UserId,
+    events: &crate::Enc,
 ) -> Result<End<Spent<LedgerEffect>>, Fail> {
     let hash = format!("{}|{}", command.user_id, adjust_hash(command));
     let sql = "SELECT request_hash FROM idempotency_records \
@@ -242,7 +243,7 @@ async fn adjust_and_audit(
         };
         return Ok(End::Rollback(earlier));
     }
-    let decided = adjust_in(tx, command).await?;
+    let decided = adjust_in(tx, command, events).await?;
     if let End::Commit(Spent::Done(LedgerEffect::Written(written))) = &decided {
         insert_audit(tx, &adjustment_audit(written, command, admin)).await?;
         let sql = "INSERT INTO idempotency_records (user_id, scope, idempotency_key, \
@@ -528,7 +529,7 @@ impl AdminConsoleStore for SeaOrmStore {
             .retry
             .run("adjust_audited", || async {
                 let (_turn, tx) = self.begin_write().await?;
-                let body = adjust_and_audit(&tx, command, admin).await;
+                let body = adjust_and_audit(&tx, command, admin, &*self.events).await;
                 sql::finish(tx, body).await
             })
             .await?;
@@ -541,22 +542,6 @@ impl AdminConsoleStore for SeaOrmStore {
         entry: &NewAudit,
     ) -> Result<(), StoreError> {
         self.audited_write(write, entry).await
-    }
-
-    async fn apply_payment_event_audited(
-        &self,
-        command: &PaymentEventCommand,
-        audit: &EventAudit,
-    ) -> Result<PaymentEventOutcome, StoreError> {
-        self.apply_audited(command, audit).await
-    }
-
-    async fn record_event_audited(
-        &self,
-        entry: &InboxEntry,
-        audit: &EventAudit,
-    ) -> Result<bool, StoreError> {
-        self.record_audited(entry, audit).await
     }
 
     async fn record_audit(&self, entry: &NewAudit) -> Result<i64, StoreError> {

@@ -19,15 +19,14 @@
 
 use std::collections::BTreeMap;
 
-use application::host_events::HostEventKind;
-use application::ports::{EntitlementRules, LivePlans};
+use application::host_events;
+use application::ports::{EntitlementRules, EntitlementsMoved, LivePlans};
 use domain::entitlements::{EffectiveEntitlements, Entitlements, Holding, effective_entitlements};
-use domain::{PlanId, Subscription, SubscriptionId, Timestamp, UserId};
+use domain::{PlanId, Subscription, Timestamp, UserId};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, FromQueryResult};
-use serde_json::{Map, Value as Json};
-use sha2::{Digest, Sha256};
+use serde_json::Value as Json;
 
-use crate::outbox::{NewEvent, Outbox};
+use crate::outbox::Outbox;
 use crate::retry::Fail;
 use crate::rows::{
     ORDER_COLUMNS, OrderRow, PLAN_COLUMNS, PlanRow, SUBSCRIPTION_COLUMNS, SubscriptionRow, corrupt,
@@ -73,18 +72,6 @@ async fn lock_told(
         .ok_or(Fail::Retry("the entitlements row vanished"))
 }
 
-/// What a payment event's change replaced: a user with no stored record is told, as
-/// `previous`, what they held before the change, worked out from their purchases as read in the
-/// transaction with these put back as they were.
-#[derive(Debug, Default)]
-pub(crate) struct Replaced {
-    /// The subscription the change wrote, by id, and its state before (`None`: the change
-    /// created it).
-    pub(crate) subscription: Option<(SubscriptionId, Option<Subscription>)>,
-    /// The order the change moved, as it was before.
-    pub(crate) order: Option<domain::Order>,
-}
-
 /// A user's purchases that may grant access: every subscription (with the id of the order that
 /// started it) and the orders by id.
 type Purchases = (
@@ -92,26 +79,25 @@ type Purchases = (
     BTreeMap<String, domain::Order>,
 );
 
-impl Replaced {
-    /// `purchases` as they were before the change.
-    fn undo(&self, (mut subscriptions, mut orders): Purchases) -> Purchases {
-        if let Some((id, before)) = &self.subscription {
-            match before {
-                Some(before) => {
-                    for (s, _) in &mut subscriptions {
-                        if s.id() == id {
-                            *s = before.clone();
-                        }
+/// `purchases` as they were before the change `moved` tells of: the states it replaced put
+/// back, a subscription it created taken out.
+fn undo(moved: &EntitlementsMoved, (mut subscriptions, mut orders): Purchases) -> Purchases {
+    if let Some((id, before)) = &moved.subscription_before {
+        match before {
+            Some(before) => {
+                for (s, _) in &mut subscriptions {
+                    if s.id() == id {
+                        *s = before.clone();
                     }
                 }
-                None => subscriptions.retain(|(s, _)| s.id() != id),
             }
+            None => subscriptions.retain(|(s, _)| s.id() != id),
         }
-        if let Some(order) = &self.order {
-            orders.insert(order.id().as_str().to_owned(), order.clone());
-        }
-        (subscriptions, orders)
     }
+    if let Some(order) = &moved.order_before {
+        orders.insert(order.id().as_str().to_owned(), order.clone());
+    }
+    (subscriptions, orders)
 }
 
 /// The purchases of `user` that may grant access: every subscription (with the order that
@@ -219,38 +205,17 @@ fn object(entitlements: &Entitlements) -> Json {
     Json::Object(entitlements_object(entitlements).into_iter().collect())
 }
 
-/// The `entitlements.changed` of `user` going from `previous` to `now_held` at `at`.
-fn changed_event(
-    user: &UserId,
-    previous: &Entitlements,
-    held: &EffectiveEntitlements,
-    at: Timestamp,
-) -> NewEvent {
-    let (old, new) = (object(previous), object(&held.entitlements));
-    let digest = Sha256::digest(format!("{old}\n{new}").as_bytes());
-    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    let mut data = Map::new();
-    data.insert("entitlements".into(), new);
-    data.insert("previous".into(), old);
-    NewEvent::new(
-        HostEventKind::EntitlementsChanged,
-        format!("{user}|{}|{hex}", at.unix_millis()),
-        Some(user.clone()),
-        data,
-        at,
-    )
-}
-
 /// Work `user`'s entitlements out again at `now` (after the caller's changes, inside its
 /// transaction), tell them to `outbox` when they differ from those last told, and keep the
 /// row. A user with no row yet (nothing told since entitlements were released) is compared
-/// with what they held before the changes `replaced`. Returns whether they changed.
+/// with what they held before the change `moved` (none: the passing of time). Returns whether
+/// they changed.
 pub(crate) async fn tell_changes(
     tx: &DatabaseTransaction,
     user: &UserId,
+    moved: Option<&EntitlementsMoved>,
     rules: &EntitlementRules,
     now: Timestamp,
-    replaced: &Replaced,
     outbox: &mut Outbox,
 ) -> Result<bool, Fail> {
     let told = lock_told(tx, user, now).await?;
@@ -265,13 +230,22 @@ pub(crate) async fn tell_changes(
             (stored.clone(), stored, row.next_change_at)
         }
         None => {
-            let (before, _) = effective(tx, &replaced.undo(held_by), rules, now).await?;
+            let before_change = match moved {
+                Some(moved) => undo(moved, held_by),
+                None => held_by,
+            };
+            let (before, _) = effective(tx, &before_change, rules, now).await?;
             (Entitlements::none(), before.entitlements, None)
         }
     };
     let changed = held.entitlements != previous;
     if changed {
-        outbox.push(changed_event(user, &previous, &held, now));
+        outbox.push(host_events::entitlements_changed(
+            user,
+            &previous,
+            &held.entitlements,
+            now,
+        ));
     }
     let next = next.map(Timestamp::unix_millis);
     if held.entitlements != stored || next != stored_next {
@@ -317,9 +291,10 @@ pub(crate) async fn tell_lapse(
     user: &UserId,
     rules: &EntitlementRules,
     now: Timestamp,
+    events: &crate::Enc,
 ) -> Result<End<bool>, Fail> {
     let mut outbox = Outbox::default();
-    let changed = tell_changes(tx, user, rules, now, &Replaced::default(), &mut outbox).await?;
-    outbox.write(tx).await?;
+    let changed = tell_changes(tx, user, None, rules, now, &mut outbox).await?;
+    outbox.write(tx, events).await?;
     Ok(End::Commit(changed))
 }

@@ -41,8 +41,8 @@ use async_trait::async_trait;
 use domain::{Credits, ReservationId, Timestamp, UserId};
 
 pub(crate) use self::grants::{NewGrant, clawback, grant, source_parts};
-pub(crate) use self::group_commands::LedgerCommand;
 use self::group_commands::{Consumed, Reserved};
+pub(crate) use self::group_commands::{LedgerCommand, LedgerJob};
 use self::reservations::Resolution;
 pub(crate) use self::spend::{adjust as adjust_in, adjust_hash};
 use crate::SeaOrmStore;
@@ -113,7 +113,7 @@ impl SeaOrmStore {
         self.retry
             .run("consume", || async {
                 let (_turn, tx) = self.begin_write().await?;
-                let body = spend::consume(&tx, command, wanted).await;
+                let body = spend::consume(&tx, command, wanted, &*self.events).await;
                 sql::finish(tx, body).await
             })
             .await
@@ -127,7 +127,7 @@ impl SeaOrmStore {
         self.retry
             .run("reserve", || async {
                 let (_turn, tx) = self.begin_write().await?;
-                let body = reservations::reserve(&tx, command, wanted).await;
+                let body = reservations::reserve(&tx, command, wanted, &*self.events).await;
                 sql::finish(tx, body).await
             })
             .await
@@ -146,7 +146,7 @@ impl SeaOrmStore {
         self.retry
             .run("grant", || async {
                 let (_turn, tx) = self.begin_write().await?;
-                let body = grants::grant_command(&tx, command).await;
+                let body = grants::grant_command(&tx, command, &*self.events).await;
                 sql::finish(tx, body).await
             })
             .await
@@ -207,7 +207,12 @@ impl CreditLedger for SeaOrmStore {
             && !wanted.wants(HostEventKind::CreditsConsumed)
         {
             let outcome = group
-                .submit(|reply| LedgerCommand::Consume(Job::new(command.clone(), reply)))
+                .submit(|reply| {
+                    LedgerCommand::new(
+                        LedgerJob::Consume(Job::new(command.clone(), reply)),
+                        &self.events,
+                    )
+                })
                 .await;
             if let Grouped::Done(spent) = outcome {
                 return spent?.into_result();
@@ -222,7 +227,12 @@ impl CreditLedger for SeaOrmStore {
             && !wanted.wants(HostEventKind::CreditsReserved)
         {
             let outcome = group
-                .submit(|reply| LedgerCommand::Reserve(Job::new(command.clone(), reply)))
+                .submit(|reply| {
+                    LedgerCommand::new(
+                        LedgerJob::Reserve(Job::new(command.clone(), reply)),
+                        &self.events,
+                    )
+                })
                 .await;
             if let Grouped::Done(spent) = outcome {
                 return spent?.into_result();
@@ -243,7 +253,8 @@ impl CreditLedger for SeaOrmStore {
             .retry
             .run("settle", || async {
                 let (_turn, tx) = self.begin_write().await?;
-                let body = reservations::settle(&tx, user, id, actual, now, wanted).await;
+                let body =
+                    reservations::settle(&tx, user, id, actual, now, wanted, &*self.events).await;
                 sql::finish(tx, body).await
             })
             .await?;
@@ -262,7 +273,8 @@ impl CreditLedger for SeaOrmStore {
             .run("release", || async {
                 let (_turn, tx) = self.begin_write().await?;
                 let to = ReservationStatus::Released;
-                let body = reservations::release(&tx, user, id, now, to, wanted).await;
+                let body =
+                    reservations::release(&tx, user, id, now, to, wanted, &*self.events).await;
                 sql::finish(tx, body).await
             })
             .await?;
@@ -296,7 +308,8 @@ impl CreditLedger for SeaOrmStore {
                 .run("expire_reservation", || async {
                     let (_turn, tx) = self.begin_write().await?;
                     let to = ReservationStatus::Expired;
-                    let body = reservations::release(&tx, user, id, now, to, wanted).await;
+                    let body =
+                        reservations::release(&tx, user, id, now, to, wanted, &*self.events).await;
                     sql::finish(tx, body).await
                 })
                 .await?;
@@ -311,7 +324,12 @@ impl CreditLedger for SeaOrmStore {
     async fn grant(&self, command: &GrantCommand) -> Result<LedgerEffect, StoreError> {
         if let Some(group) = &self.group {
             let outcome = group
-                .submit(|reply| LedgerCommand::Grant(Job::new(command.clone(), reply)))
+                .submit(|reply| {
+                    LedgerCommand::new(
+                        LedgerJob::Grant(Job::new(command.clone(), reply)),
+                        &self.events,
+                    )
+                })
                 .await;
             if let Grouped::Done(effect) = outcome {
                 return effect;
@@ -331,7 +349,7 @@ impl CreditLedger for SeaOrmStore {
                 .retry
                 .run("expire_grant", || async {
                     let (_turn, tx) = self.begin_write().await?;
-                    let body = grants::expire_lot(&tx, *id, user, now).await;
+                    let body = grants::expire_lot(&tx, *id, user, now, &*self.events).await;
                     sql::finish(tx, body).await
                 })
                 .await?;
@@ -346,7 +364,7 @@ impl CreditLedger for SeaOrmStore {
             .run("adjust", || async {
                 let (_turn, tx) = self.begin_write().await?;
                 // `adjust` tells an adjustment written now to the host in this transaction.
-                let body = spend::adjust(&tx, command).await;
+                let body = spend::adjust(&tx, command, &*self.events).await;
                 sql::finish(tx, body).await
             })
             .await?;

@@ -76,7 +76,15 @@ pub struct SeaOrmStore {
     /// Credits every new user is given in the transaction that creates them
     /// ([`SeaOrmStore::with_signup_grant`]).
     signup: Option<application::ports::SignupGrant>,
+    /// Renders the host events the store writes (the wiring's: the API's JSON).
+    events: Encoder,
 }
+
+/// The host-event encoder the store writes with, shared by its clones and its writers.
+pub(crate) type Encoder = std::sync::Arc<Enc>;
+
+/// A host-event encoder, as the write paths take it.
+pub(crate) type Enc = dyn application::ports::HostEventEncoder;
 
 /// The entitlement rules the service configured, shared by the store's clones.
 pub(crate) type EntitlementRulesSlot =
@@ -114,8 +122,11 @@ impl SeaOrmStore {
     /// when every clone of the store has been dropped.
     ///
     /// # Errors
+    /// Host events are written as `events` renders them.
+    ///
+    /// # Errors
     /// [`StoreError::Busy`] when the database cannot be reached.
-    pub async fn connect(settings: &StoreSettings) -> Result<Self, StoreError> {
+    pub async fn connect(settings: &StoreSettings, events: Encoder) -> Result<Self, StoreError> {
         let db = Database::connect(settings.connect_options())
             .await
             .map_err(|e| match e {
@@ -157,6 +168,7 @@ impl SeaOrmStore {
             entitlement_rules: EntitlementRulesSlot::default(),
             turn,
             signup: None,
+            events,
         })
     }
 

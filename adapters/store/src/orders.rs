@@ -1,6 +1,7 @@
 //! Orders: idempotent creation, checkout, compare-and-set transitions, listing, and the
 //! reconciler's claims on pending orders.
 
+use application::host_events::HostEvent;
 use application::pagination::{Page, PageRequest};
 use application::ports::{
     CheckoutRecord, CheckoutTarget, CreateOrderOutcome, IdempotencyRecord, OrderRecord,
@@ -11,7 +12,7 @@ use domain::{Order, OrderId, OrderStatus, ProviderId, Timestamp, UserId};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, FromQueryResult};
 
 use crate::SeaOrmStore;
-use crate::outbox::{self, Outbox};
+use crate::outbox::Outbox;
 use crate::retry::Fail;
 use crate::rows::{ORDER_COLUMNS, OrderRow, corrupt, entitlements_value, order_status_values};
 use crate::sql::{self, End};
@@ -31,8 +32,9 @@ struct IdempotencyRow {
     order_id: Option<String>,
 }
 
-/// Move order `id` from `expected` to `status` (and record `mismatch` when given), only if it is
-/// still in `expected`. Returns the number of rows changed (0 or 1).
+/// Move order `id` to `status` (and record `mismatch` when given), only if it still has
+/// `expected_version` (compare-and-set); the version moves on. Returns the number of rows
+/// changed (0 or 1).
 pub(crate) async fn transition<C: ConnectionTrait>(
     conn: &C,
     id: &OrderId,
@@ -58,38 +60,6 @@ pub(crate) async fn transition<C: ConnectionTrait>(
     sql::execute(conn, sql, values).await
 }
 
-/// Move order `id` to `status` if it still has `version` (the webhook pipeline's
-/// compare-and-set); the version moves on. Returns the order as changed, `None` when it did not
-/// change (unknown, or another version).
-pub(crate) async fn transition_versioned<C: ConnectionTrait>(
-    conn: &C,
-    id: &OrderId,
-    version: i64,
-    status: &OrderStatus,
-    mismatch: Option<&str>,
-    now: Timestamp,
-) -> Result<Option<OrderRecord>, Fail> {
-    let sql = format!(
-        "UPDATE orders SET status = $3, paid_at = $4, failure_reason = $5, \
-        refunded_minor = COALESCE($6, amount_minor), mismatch = COALESCE($7, mismatch), \
-        updated_at = $8, version = version + 1 WHERE id = $1 AND version = $2 \
-        RETURNING {ORDER_COLUMNS}"
-    );
-    let (code, paid_at, reason, refunded) = order_status_values(status);
-    let values = vec![
-        id.as_str().into(),
-        version.into(),
-        code.into(),
-        paid_at.into(),
-        reason.into(),
-        refunded.into(),
-        mismatch.map(str::to_owned).into(),
-        now.unix_millis().into(),
-    ];
-    let row: Option<OrderRow> = sql::one(conn, &sql, values).await?;
-    Ok(row.map(OrderRow::into_domain).transpose()?)
-}
-
 /// Whether order `id` exists.
 pub(crate) async fn order_exists<C: ConnectionTrait>(
     conn: &C,
@@ -108,20 +78,6 @@ pub(crate) async fn find<C: ConnectionTrait>(
 ) -> Result<Option<OrderRecord>, Fail> {
     let sql = format!("SELECT {ORDER_COLUMNS} FROM orders WHERE id = $1");
     let row: Option<OrderRow> = sql::one(conn, &sql, vec![id.into()]).await?;
-    Ok(row.map(OrderRow::into_domain).transpose()?)
-}
-
-/// Order `id`, locked until the end of the transaction on PostgreSQL (a payment event reads
-/// the state its change replaces).
-pub(crate) async fn find_for_update<C: ConnectionTrait>(
-    conn: &C,
-    id: &OrderId,
-) -> Result<Option<OrderRecord>, Fail> {
-    let sql = format!(
-        "SELECT {ORDER_COLUMNS} FROM orders WHERE id = $1{}",
-        sql::for_update(conn)
-    );
-    let row: Option<OrderRow> = sql::one(conn, &sql, vec![id.as_str().into()]).await?;
     Ok(row.map(OrderRow::into_domain).transpose()?)
 }
 
@@ -213,25 +169,23 @@ async fn create_in(
     Ok(End::Commit(CreateOrderOutcome::Created))
 }
 
-/// Move order `id` from `expected` to a failed, cancelled or expired `status` and write the
-/// event that tells it; returns the rows changed (0 or 1).
+/// Move order `id` from `expected_version` to `status` and write the events `told` with it;
+/// returns the rows changed (0 or 1).
 async fn told_in(
     tx: &DatabaseTransaction,
     id: &OrderId,
     expected_version: i64,
     status: &OrderStatus,
     now: Timestamp,
+    told: (&[HostEvent], &crate::Enc),
 ) -> Result<End<u64>, Fail> {
-    let before = find_for_update(tx, id).await?;
     if transition(tx, id, expected_version, status, None, now).await? == 0 {
         return Ok(End::Rollback(0));
     }
-    let after = find(tx, id.as_str()).await?;
-    if let (Some(before), Some(after)) = (before, after)
-        && let Some(event) = outbox::order_changed(&before, &after, status.code(), now)
-    {
-        Outbox::write_one(tx, event).await?;
-    }
+    let (events, encoder) = told;
+    let mut outbox = Outbox::default();
+    outbox.extend(events.iter().cloned());
+    outbox.write(tx, encoder).await?;
     Ok(End::Commit(1))
 }
 
@@ -283,22 +237,19 @@ impl OrderRepository for SeaOrmStore {
         expected_version: i64,
         status: &OrderStatus,
         now: Timestamp,
+        told: &[HostEvent],
     ) -> Result<(), StoreError> {
         let changed = self
             .retry
             .run("transition_order", || async {
-                if !matches!(
-                    status,
-                    OrderStatus::Failed { .. } | OrderStatus::Cancelled | OrderStatus::Expired
-                ) {
+                if told.is_empty() {
                     return Ok(
                         transition(&self.db, id, expected_version, status, None, now).await?,
                     );
                 }
-                // A failure, a cancellation or an expiry is told to the host (`order.failed`,
-                // `order.cancelled`, `order.expired`) in the same transaction.
                 let (_turn, tx) = self.begin_write().await?;
-                let body = told_in(&tx, id, expected_version, status, now).await;
+                let events = (told, &*self.events);
+                let body = told_in(&tx, id, expected_version, status, now, events).await;
                 sql::finish(tx, body).await
             })
             .await?;

@@ -1,18 +1,15 @@
-//! The transactional outbox of host events (issue 17, CORRECTNESS.md invariant 13): the one
-//! place where an event is rendered to JSON and written, always inside the caller's transaction,
-//! and the reads of the catch-up feed.
+//! The transactional outbox of host events (CORRECTNESS.md invariant 13): where the events a
+//! write tells are stored, always inside that write's transaction, and the reads of the
+//! catch-up feed.
 //!
-//! A transaction body collects what it changed into an [`Outbox`] and calls [`Outbox::write`]
+//! A transaction body collects the events it was given or that its ledger writes tell
+//! (`application::host_events` decides which) into an [`Outbox`] and calls [`Outbox::write`]
 //! before it commits: one multi-row `INSERT` for every event of the transaction, nothing at all
-//! when it changed nothing. The envelope is the Standard Webhooks payload shape,
-//! `{"id": "evt_…", "type": "order.paid", "timestamp": RFC 3339, "data": {…}}`, and the objects
-//! in `data` use the HTTP API's field names (`OrderView`, `SubscriptionView`, `TransactionView`).
-//!
-//! Event ids are derived from the fact they tell (its type and the unique thing that changed:
-//! the provider event that caused it, the ledger transaction, the order) and from when it
-//! happened: `evt_`, 12 hex digits of the time, 20 of a SHA-256 ([`event_id`]). Writing the same
-//! fact twice is therefore a no-op (`ON CONFLICT DO NOTHING`), new ids append to the `event_id`
-//! index, and the store needs no source of randomness.
+//! when it changed nothing. The store keeps the bytes the wiring's
+//! [`HostEventEncoder`] renders, and the id each event derives from the fact it tells
+//! ([`HostEvent::event_id`]): writing the same fact twice is a no-op
+//! (`ON CONFLICT DO NOTHING`), new ids append to the `event_id` index, and the store needs no
+//! source of randomness.
 //!
 //! Visibility (PostgreSQL): transactions commit in any order, so [`events_after`] returns only
 //! rows whose writing transaction (`txid`) is older than every transaction still running, and
@@ -21,76 +18,45 @@
 //! moves its cursor past an event that commits later. SQLite has one writer at a time, so id
 //! order is commit order there.
 
-use application::host_events::HostEventKind;
 use std::sync::Arc;
 
+use application::host_events::{HostEvent, HostEventKind};
 use application::ports::{
-    CreditTransaction, EntitlementRules, EventsRead, HOST_USER_ID_PREFIX, HostEventLog,
-    MAX_EVENTS_PER_READ, OrderRecord, Reservation, ReservationStatus, StoreError, StoredEvent,
+    EntitlementRules, EventsRead, HOST_USER_ID_PREFIX, HostEventEncoder, HostEventLog,
+    MAX_EVENTS_PER_READ, StoreError, StoredEvent,
 };
 use async_trait::async_trait;
-use chrono::{DateTime, SecondsFormat};
-use domain::{BalanceAlert, Money, OrderStatus, RenewalIntent, Subscription, Timestamp, UserId};
+use domain::{Timestamp, UserId};
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, FromQueryResult, Value};
-use serde_json::{Map, Value as Json, json};
-use sha2::{Digest, Sha256};
 
-use crate::opt_in::Wanted;
 use crate::retry::Fail;
 use crate::rows::corrupt;
 use crate::sql;
 use crate::{SeaOrmStore, entitlements_told};
 
-/// One event to write: its type, whose, what (`data` without the user fields) and when.
-#[derive(Debug, Clone)]
-pub(crate) struct NewEvent {
-    kind: HostEventKind,
-    /// What makes this fact unique among facts of its type (its event id derives from it).
-    fact: String,
-    user: Option<UserId>,
-    data: Map<String, Json>,
-    occurred_at: Timestamp,
-}
-
-impl NewEvent {
-    /// An event of `kind` telling `fact` (unique among facts of its type; its id derives from
-    /// it), about `user`, with `data` besides the user fields, that happened `at`.
-    pub(crate) fn new(
-        kind: HostEventKind,
-        fact: String,
-        user: Option<UserId>,
-        data: Map<String, Json>,
-        occurred_at: Timestamp,
-    ) -> Self {
-        Self {
-            kind,
-            fact,
-            user,
-            data,
-            occurred_at,
-        }
-    }
-}
-
 /// The events one transaction collected, written together by [`Outbox::write`].
 #[derive(Debug, Default)]
-pub(crate) struct Outbox(Vec<NewEvent>);
+pub(crate) struct Outbox(Vec<HostEvent>);
 
 impl Outbox {
     /// Add an event.
-    pub(crate) fn push(&mut self, event: NewEvent) {
+    pub(crate) fn push(&mut self, event: HostEvent) {
         self.0.push(event);
     }
 
     /// Add every event of `events`.
-    pub(crate) fn extend(&mut self, events: impl IntoIterator<Item = NewEvent>) {
+    pub(crate) fn extend(&mut self, events: impl IntoIterator<Item = HostEvent>) {
         self.0.extend(events);
     }
 
-    /// Write every collected event in one statement, inside the caller's transaction; nothing
-    /// when there is none.
-    pub(crate) async fn write<C: ConnectionTrait>(self, conn: &C) -> Result<(), DbErr> {
-        match self.statement(conn, 1).await? {
+    /// Write every collected event in one statement, inside the caller's transaction, rendered
+    /// by `encoder`; nothing when there is none.
+    pub(crate) async fn write<C: ConnectionTrait>(
+        self,
+        conn: &C,
+        encoder: &dyn HostEventEncoder,
+    ) -> Result<(), DbErr> {
+        match self.statement(conn, 1, encoder).await? {
             Some((sql, values)) => sql::execute(conn, &sql, values).await.map(drop),
             None => Ok(()),
         }
@@ -103,6 +69,7 @@ impl Outbox {
         self,
         conn: &C,
         first: usize,
+        encoder: &dyn HostEventEncoder,
     ) -> Result<Option<(String, Vec<Value>)>, DbErr> {
         if self.0.is_empty() {
             return Ok(None);
@@ -124,17 +91,16 @@ impl Outbox {
                 .user
                 .as_ref()
                 .and_then(|u| subjects.iter().find(|(id, _)| id == u.as_str()))
-                .map(|(_, subject)| subject.clone());
-            let (code, occurred_at) = (event.kind.code(), event.occurred_at.unix_millis());
+                .map(|(_, subject)| subject.as_str());
+            let event_id = event.event_id();
+            let payload = encoder.encode(&event, &event_id, subject);
             let user = event.user.as_ref().map(|u| u.as_str().to_owned());
-            let (event_id, payload) =
-                envelope(event, subject).map_err(|e| DbErr::Custom(format!("event JSON: {e}")))?;
             values.extend([
                 event_id.into(),
-                code.into(),
+                event.kind.code().into(),
                 user.into(),
                 payload.into(),
-                occurred_at.into(),
+                event.occurred_at.unix_millis().into(),
             ]);
         }
         let sql = format!(
@@ -148,16 +114,17 @@ impl Outbox {
     /// Write one event on its own (inside the caller's transaction).
     pub(crate) async fn write_one<C: ConnectionTrait>(
         conn: &C,
-        event: NewEvent,
+        event: HostEvent,
+        encoder: &dyn HostEventEncoder,
     ) -> Result<(), DbErr> {
-        Outbox(vec![event]).write(conn).await
+        Outbox(vec![event]).write(conn, encoder).await
     }
 }
 
 /// `(user id, host subject)` of the events' users that sign in through a host application.
 async fn host_subjects<C: ConnectionTrait>(
     conn: &C,
-    events: &[NewEvent],
+    events: &[HostEvent],
 ) -> Result<Vec<(String, String)>, DbErr> {
     // Only a host identity's own user has a subject: its id is derived from the identity when
     // both are created together (`users::create_host_user`), so other users need no read.
@@ -177,453 +144,6 @@ async fn host_subjects<C: ConnectionTrait>(
         }
     }
     Ok(found)
-}
-
-/// The id of the event of type `code` telling `fact` at `at`: `evt_`, then 12 hex digits of
-/// `at` in milliseconds and 20 of a SHA-256 of the type and the fact.
-///
-/// The time comes first so that ids grow with time: each new id lands at the right-hand end of
-/// the `event_id` index instead of on a random page of it (on SQLite, one page written per commit
-/// instead of one per event; issue 17's outbox cost). The same fact told at the same moment (a
-/// transaction run again, a change applied twice) still gets the same id, which the index turns
-/// into a no-op; and every event's `at` is fixed by what caused it (the provider event's arrival,
-/// the ledger transaction's time, the reconciler pass's moment), not by when it is written.
-fn event_id(code: &str, fact: &str, at: Timestamp) -> String {
-    use std::fmt::Write as _;
-    let digest = Sha256::digest(format!("{code}\n{fact}").as_bytes());
-    // 48 bits of milliseconds reach the year 10889; a time before 1970 counts as 0.
-    let millis = u64::try_from(at.unix_millis()).unwrap_or(0) & 0xffff_ffff_ffff;
-    let mut id = format!("evt_{millis:012x}");
-    for b in &digest[..10] {
-        let _ = write!(id, "{b:02x}");
-    }
-    id
-}
-
-/// The Standard Webhooks envelope, serialized straight from borrowed parts.
-#[derive(serde::Serialize)]
-struct Envelope<'a> {
-    id: &'a str,
-    #[serde(rename = "type")]
-    kind: &'a str,
-    timestamp: String,
-    data: &'a Map<String, Json>,
-}
-
-/// The event id and the complete JSON envelope of `event` (serializing strings, numbers and
-/// maps of them does not fail; the error is passed on all the same).
-fn envelope(
-    event: NewEvent,
-    host_subject: Option<String>,
-) -> Result<(String, String), serde_json::Error> {
-    let code = event.kind.code();
-    let event_id = event_id(code, &event.fact, event.occurred_at);
-    let mut data = Map::new();
-    data.insert(
-        "userId".into(),
-        event
-            .user
-            .as_ref()
-            .map_or(Json::Null, |u| Json::String(u.as_str().to_owned())),
-    );
-    if let Some(subject) = host_subject {
-        data.insert("hostSubject".into(), Json::String(subject));
-    }
-    data.extend(event.data);
-    let envelope = Envelope {
-        id: &event_id,
-        kind: code,
-        timestamp: timestamp(event.occurred_at),
-        data: &data,
-    };
-    let payload = serde_json::to_string(&envelope)?;
-    Ok((event_id, payload))
-}
-
-/// A timestamp as the API shows it: RFC 3339 in UTC with milliseconds.
-fn timestamp(t: Timestamp) -> String {
-    DateTime::from_timestamp_millis(t.unix_millis())
-        .map(|d| d.to_rfc3339_opts(SecondsFormat::Millis, true))
-        .unwrap_or_else(|| t.unix_millis().to_string())
-}
-
-fn money_fields(prefix: &str, money: Money, into: &mut Map<String, Json>) {
-    into.insert(
-        prefix.to_owned(),
-        Json::String(money.to_decimal().to_string()),
-    );
-    into.insert(format!("{prefix}Minor"), json!(money.amount_minor()));
-}
-
-/// An order as `OrderView` shows it (an order that is told about is never pending, so it has
-/// no payment URL).
-fn order_view(record: &OrderRecord) -> Json {
-    let order = &record.order;
-    let plan = order.plan();
-    let mut view = Map::new();
-    view.insert("orderId".into(), json!(order.id().as_str()));
-    view.insert("status".into(), json!(order.status().code()));
-    view.insert("planId".into(), json!(plan.plan_id.as_str()));
-    view.insert("planType".into(), json!(plan.plan_type.as_str()));
-    view.insert("provider".into(), json!(order.provider().as_str()));
-    money_fields("amount", plan.price, &mut view);
-    view.insert("currency".into(), json!(plan.price.currency().code()));
-    if let Some(credits) = plan.credits {
-        view.insert("credits".into(), json!(credits.to_string()));
-        view.insert("creditsHundredths".into(), json!(credits.hundredths()));
-    }
-    view.insert("createdAt".into(), json!(timestamp(order.created_at())));
-    view.insert("expiresAt".into(), json!(timestamp(order.expires_at())));
-    if let OrderStatus::Paid { paid_at }
-    | OrderStatus::PartiallyRefunded { paid_at, .. }
-    | OrderStatus::Refunded { paid_at } = order.status()
-    {
-        view.insert("paidAt".into(), json!(timestamp(*paid_at)));
-    }
-    Json::Object(view)
-}
-
-/// A subscription as `SubscriptionView` shows it, without `accessUntil` (which depends on the
-/// service's past-due grace; the status and period say when access ends).
-fn subscription_view(s: &Subscription) -> Json {
-    let mut view = json!({
-        "id": s.id().as_str(),
-        "planId": s.plan_id().as_str(),
-        "provider": s.provider().as_str(),
-        "status": s.status().code(),
-        "currentPeriodStart": timestamp(s.current_period().start()),
-        "currentPeriodEnd": timestamp(s.current_period().end()),
-        "cancelAtPeriodEnd": s.renewal() == RenewalIntent::EndsAtPeriodEnd,
-    });
-    // The plan a switch at the period's end starts when it ends (`subscription.ended` tells it).
-    if let (Some(switch), Json::Object(fields)) = (s.scheduled_switch(), &mut view) {
-        fields.insert("scheduledPlanId".into(), json!(switch.plan_id().as_str()));
-    }
-    view
-}
-
-/// A credit transaction as `TransactionView` shows it, without the localised description.
-fn transaction_view(t: &CreditTransaction) -> Json {
-    let amount = if t.amount.is_decrease() {
-        format!("-{}", t.amount.magnitude())
-    } else {
-        t.amount.magnitude().to_string()
-    };
-    let mut view = Map::new();
-    view.insert("id".into(), json!(t.id));
-    view.insert("type".into(), json!(t.kind.code()));
-    view.insert("amount".into(), json!(amount));
-    view.insert("amountHundredths".into(), json!(t.amount.hundredths()));
-    view.insert("balanceAfter".into(), json!(t.balance_after.to_string()));
-    view.insert(
-        "balanceAfterHundredths".into(),
-        json!(t.balance_after.hundredths()),
-    );
-    let c = &t.context;
-    let optional = [
-        ("orderId", c.order_id.as_ref().map(|o| json!(o.as_str()))),
-        (
-            "reservationId",
-            c.reservation_id.as_ref().map(|r| json!(r.as_str())),
-        ),
-        (
-            "subscriptionId",
-            c.subscription_id.as_ref().map(|s| json!(s.as_str())),
-        ),
-        ("feature", c.feature.as_ref().map(|f| json!(f))),
-        ("model", c.model.as_ref().map(|m| json!(m))),
-        ("tokens", c.tokens.map(|t| json!(t))),
-    ];
-    for (name, value) in optional {
-        if let Some(value) = value {
-            view.insert(name.into(), value);
-        }
-    }
-    view.insert("createdAt".into(), json!(timestamp(t.created_at)));
-    Json::Object(view)
-}
-
-fn one(name: &str, value: Json) -> Map<String, Json> {
-    let mut data = Map::new();
-    data.insert(name.to_owned(), value);
-    data
-}
-
-/// The event an order's change tells, if any: paid, failed, cancelled, expired, or refunded (by
-/// how much). `cause` names what changed it uniquely (the provider event, or the order itself
-/// for a change that happens once).
-pub(crate) fn order_changed(
-    before: &OrderRecord,
-    after: &OrderRecord,
-    cause: &str,
-    at: Timestamp,
-) -> Option<NewEvent> {
-    let (old, new) = (before.order.status(), after.order.status());
-    let order = after.order.id().as_str();
-    let event = |kind, fact: String, data| NewEvent {
-        kind,
-        fact,
-        user: Some(after.order.user_id().clone()),
-        data,
-        occurred_at: at,
-    };
-    if new.code() == "paid" && old.code() != "paid" {
-        let data = one("order", order_view(after));
-        return Some(event(HostEventKind::OrderPaid, order.to_owned(), data));
-    }
-    if new.code() == "failed" && old.code() != "failed" {
-        let mut data = one("order", order_view(after));
-        if let OrderStatus::Failed { reason } = new {
-            data.insert("reason".into(), json!(reason));
-        }
-        return Some(event(HostEventKind::OrderFailed, order.to_owned(), data));
-    }
-    // An unpaid order that stops waiting for its payment (only a pending order can).
-    let stopped = match new {
-        OrderStatus::Cancelled => Some(HostEventKind::OrderCancelled),
-        OrderStatus::Expired => Some(HostEventKind::OrderExpired),
-        _ => None,
-    };
-    if let Some(kind) = stopped
-        && old.code() != new.code()
-    {
-        let data = one("order", order_view(after));
-        return Some(event(kind, order.to_owned(), data));
-    }
-    let (Some(was), Some(now)) = (before.order.refunded(), after.order.refunded()) else {
-        return None;
-    };
-    let refunded = now.amount_minor() - was.amount_minor();
-    if refunded <= 0 {
-        return None;
-    }
-    let mut refund = Map::new();
-    money_fields(
-        "amount",
-        Money::from_minor(refunded, now.currency()).ok()?,
-        &mut refund,
-    );
-    money_fields("refundedTotal", now, &mut refund);
-    refund.insert("currency".into(), json!(now.currency().code()));
-    refund.insert("full".into(), json!(new.code() == "refunded"));
-    let mut data = one("order", order_view(after));
-    data.insert("refund".into(), Json::Object(refund));
-    let fact = format!("{order}|{}|{cause}", now.amount_minor());
-    Some(event(HostEventKind::OrderRefunded, fact, data))
-}
-
-/// The events a subscription's change tells: `before` is `None` for a new subscription.
-pub(crate) fn subscription_changed(
-    before: Option<&Subscription>,
-    after: &Subscription,
-    cause: &str,
-    at: Timestamp,
-) -> Vec<NewEvent> {
-    use domain::SubscriptionStatus::{Active, Canceled, Expired, PastDue};
-    let ended = |s: &Subscription| matches!(s.status(), Canceled | Expired);
-    let mut kinds = Vec::new();
-    match before {
-        None if after.is_live() => kinds.push(HostEventKind::SubscriptionActivated),
-        None => {}
-        Some(old) => {
-            if after.status() == Active
-                && after.current_period().start() > old.current_period().start()
-            {
-                kinds.push(HostEventKind::SubscriptionRenewed);
-            }
-            if after.status() == PastDue && old.status() != PastDue {
-                kinds.push(HostEventKind::SubscriptionPastDue);
-            }
-            if after.is_live()
-                && after.renewal() == RenewalIntent::EndsAtPeriodEnd
-                && old.renewal() != RenewalIntent::EndsAtPeriodEnd
-            {
-                kinds.push(HostEventKind::SubscriptionCancelScheduled);
-            }
-            if after.is_live()
-                && old.is_live()
-                && old.renewal() == RenewalIntent::EndsAtPeriodEnd
-                && after.renewal() != RenewalIntent::EndsAtPeriodEnd
-            {
-                kinds.push(HostEventKind::SubscriptionResumed);
-            }
-            if after.is_live() && after.plan_id() != old.plan_id() {
-                kinds.push(HostEventKind::SubscriptionPlanChanged);
-            }
-            if ended(after) && !ended(old) {
-                kinds.push(HostEventKind::SubscriptionEnded);
-            }
-        }
-    }
-    kinds
-        .into_iter()
-        .map(|kind| NewEvent {
-            kind,
-            fact: format!("{}|{cause}", after.id()),
-            user: Some(after.user_id().clone()),
-            data: one("subscription", subscription_view(after)),
-            occurred_at: at,
-        })
-        .collect()
-}
-
-/// The event a written credit transaction tells: granted, clawed back or expired (consumption
-/// and reservations tell nothing here).
-pub(crate) fn credits_changed(t: &CreditTransaction) -> Option<NewEvent> {
-    use domain::TransactionKind as K;
-    let kind = match t.kind {
-        K::PurchaseGrant | K::SubscriptionGrant => HostEventKind::CreditsGranted,
-        K::AdminAdjustment if !t.amount.is_decrease() => HostEventKind::CreditsGranted,
-        K::AdminAdjustment | K::RefundClawback => HostEventKind::CreditsClawedBack,
-        K::Expiry => HostEventKind::CreditsExpired,
-        K::Consumption | K::ReservationHold | K::ReservationSettle | K::ReservationRelease => {
-            return None;
-        }
-    };
-    Some(NewEvent {
-        kind,
-        fact: t.id.to_string(),
-        user: Some(t.user_id.clone()),
-        data: one("transaction", transaction_view(t)),
-        occurred_at: t.created_at,
-    })
-}
-
-/// The events of the balance crossings of a written spend (`domain::balance_alerts`):
-/// `credits.low_balance` and `credits.depleted`, each carrying the spend that crossed.
-pub(crate) fn balance_alerts(
-    spend: &CreditTransaction,
-    low_below: Option<domain::Credits>,
-) -> Vec<NewEvent> {
-    let after = spend.balance_after;
-    let Some(before) = after.checked_add(spend.amount.magnitude()).ok() else {
-        return Vec::new();
-    };
-    domain::balance_alerts(before, after, low_below)
-        .into_iter()
-        .map(|alert| {
-            let kind = match alert {
-                BalanceAlert::LowBalance { .. } => HostEventKind::CreditsLowBalance,
-                BalanceAlert::Depleted => HostEventKind::CreditsDepleted,
-            };
-            let mut data = Map::new();
-            data.insert("balance".into(), json!(after.to_string()));
-            data.insert("balanceHundredths".into(), json!(after.hundredths()));
-            if let BalanceAlert::LowBalance { threshold } = alert {
-                data.insert("threshold".into(), json!(threshold.to_string()));
-                data.insert("thresholdHundredths".into(), json!(threshold.hundredths()));
-            }
-            data.insert("transaction".into(), transaction_view(spend));
-            NewEvent {
-                kind,
-                fact: format!("{}:{}", spend.id, kind.code()),
-                user: Some(spend.user_id.clone()),
-                data,
-                occurred_at: spend.created_at,
-            }
-        })
-        .collect()
-}
-
-/// A reservation as `ReservationView` shows it.
-fn reservation_view(r: &Reservation) -> Json {
-    let mut view = Map::new();
-    view.insert("id".into(), json!(r.id.as_str()));
-    view.insert("userId".into(), json!(r.user_id.as_str()));
-    view.insert("status".into(), json!(r.status.code()));
-    view.insert("held".into(), json!(r.held.to_string()));
-    view.insert("heldHundredths".into(), json!(r.held.hundredths()));
-    if let ReservationStatus::Settled { actual, charged } = r.status {
-        view.insert("actual".into(), json!(actual.to_string()));
-        view.insert("charged".into(), json!(charged.to_string()));
-        view.insert("chargedHundredths".into(), json!(charged.hundredths()));
-    }
-    let c = &r.context;
-    let optional = [
-        ("feature", c.feature.as_ref().map(|f| json!(f))),
-        ("model", c.model.as_ref().map(|m| json!(m))),
-        ("tokens", c.tokens.map(|t| json!(t))),
-    ];
-    for (name, value) in optional {
-        if let Some(value) = value {
-            view.insert(name.into(), value);
-        }
-    }
-    view.insert("createdAt".into(), json!(timestamp(r.created_at)));
-    view.insert("expiresAt".into(), json!(timestamp(r.expires_at)));
-    Json::Object(view)
-}
-
-/// The opt-in `credits.consumed` of a written consumption, when `wanted`.
-pub(crate) fn consumed(t: &CreditTransaction, wanted: Wanted) -> Option<NewEvent> {
-    let kind = HostEventKind::CreditsConsumed;
-    wanted.wants(kind).then(|| NewEvent {
-        kind,
-        fact: t.id.to_string(),
-        user: Some(t.user_id.clone()),
-        data: one("transaction", transaction_view(t)),
-        occurred_at: t.created_at,
-    })
-}
-
-/// The opt-in event of a reservation's step, when `wanted`: `credits.reserved` (`kind`
-/// [`HostEventKind::CreditsReserved`]), `credits.settled` or `credits.released` (a release or
-/// a lapse), with the reservation as it is after the step and the ledger transaction the step
-/// wrote (a settle of exactly the held amount writes none).
-pub(crate) fn reservation_step(
-    kind: HostEventKind,
-    reservation: &Reservation,
-    transaction: Option<&CreditTransaction>,
-    at: Timestamp,
-    wanted: Wanted,
-) -> Option<NewEvent> {
-    if !wanted.wants(kind) {
-        return None;
-    }
-    let mut data = one("reservation", reservation_view(reservation));
-    if let Some(t) = transaction {
-        data.insert("transaction".into(), transaction_view(t));
-    }
-    Some(NewEvent {
-        kind,
-        fact: reservation.id.as_str().to_owned(),
-        user: Some(reservation.user_id.clone()),
-        data,
-        occurred_at: at,
-    })
-}
-
-/// What a `payment.mismatch` says: the verified provider event that did not match, for the
-/// operator (no payload, nothing of the user beyond the id).
-pub(crate) struct Mismatch<'a> {
-    pub(crate) provider: &'a str,
-    pub(crate) event_id: &'a str,
-    pub(crate) event_type: &'a str,
-    pub(crate) detail: Option<&'a str>,
-    pub(crate) order: Option<&'a OrderRecord>,
-    pub(crate) user: Option<UserId>,
-    pub(crate) at: Timestamp,
-}
-
-/// The `payment.mismatch` event of a provider event recorded with outcome `mismatch`.
-pub(crate) fn mismatch(m: Mismatch<'_>) -> NewEvent {
-    let mut data = Map::new();
-    data.insert("provider".into(), json!(m.provider));
-    data.insert("providerEventId".into(), json!(m.event_id));
-    data.insert("providerEventType".into(), json!(m.event_type));
-    data.insert("detail".into(), json!(m.detail));
-    if let Some(order) = m.order {
-        data.insert("order".into(), order_view(order));
-    }
-    NewEvent {
-        kind: HostEventKind::PaymentMismatch,
-        fact: format!("{}|{}", m.provider, m.event_id),
-        user: m
-            .user
-            .or_else(|| m.order.map(|o| o.order.user_id().clone())),
-        data,
-        occurred_at: m.at,
-    }
 }
 
 #[derive(Debug, FromQueryResult)]
@@ -811,7 +331,8 @@ impl HostEventLog for SeaOrmStore {
                 .retry
                 .run("tell_entitlement_lapse", || async {
                     let (_turn, tx) = self.begin_write().await?;
-                    let body = entitlements_told::tell_lapse(&tx, user, &rules, now).await;
+                    let body =
+                        entitlements_told::tell_lapse(&tx, user, &rules, now, &*self.events).await;
                     sql::finish(tx, body).await
                 })
                 .await?;
@@ -825,48 +346,5 @@ impl SeaOrmStore {
     /// The entitlement rules the service configured, if it did.
     pub(crate) fn entitlement_rules(&self) -> Option<Arc<EntitlementRules>> {
         self.entitlement_rules.read().ok()?.clone()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn event_ids_derive_from_the_fact_and_the_envelope_has_the_standard_shape() {
-        let event = NewEvent {
-            kind: HostEventKind::OrderPaid,
-            fact: "ord_1".into(),
-            user: Some(UserId::new("hst_1").unwrap()),
-            data: one("order", json!({"orderId": "ord_1"})),
-            occurred_at: Timestamp::from_unix_millis(1_767_225_600_000),
-        };
-        let (id, payload) = envelope(event.clone(), Some("auth0|42".into())).unwrap();
-        let (again, _) = envelope(event.clone(), None).unwrap();
-        assert_eq!(id, again);
-        assert!(id.starts_with("evt_") && id.len() == 36, "{id}");
-        // The time leads, so ids grow with it: 2026-01-01T00:00:00Z is 0x19b76daa800 ms.
-        assert!(id.starts_with("evt_019b76daa800"), "{id}");
-        let later = NewEvent {
-            occurred_at: Timestamp::from_unix_millis(1_767_225_600_001),
-            ..event.clone()
-        };
-        let later_id = envelope(later, None).unwrap().0;
-        assert!(
-            later_id > id && later_id[16..] == id[16..],
-            "{later_id} after {id}"
-        );
-        let other = NewEvent {
-            kind: HostEventKind::OrderFailed,
-            ..event.clone()
-        };
-        assert_ne!(envelope(other, None).unwrap().0, id);
-        let parsed: Json = serde_json::from_str(&payload).unwrap();
-        assert_eq!(parsed["id"], json!(id));
-        assert_eq!(parsed["type"], json!("order.paid"));
-        assert_eq!(parsed["timestamp"], json!("2026-01-01T00:00:00.000Z"));
-        assert_eq!(parsed["data"]["userId"], json!("hst_1"));
-        assert_eq!(parsed["data"]["hostSubject"], json!("auth0|42"));
-        assert_eq!(parsed["data"]["order"]["orderId"], json!("ord_1"));
     }
 }

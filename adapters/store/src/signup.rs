@@ -38,13 +38,14 @@ pub(crate) async fn give_signup_grant(
     created_at: Timestamp,
     grant: SignupGrant,
     identity: Option<&SignupIdentity>,
+    events: &crate::Enc,
 ) -> Result<SignupGrantOutcome, Fail> {
     let outcome = match identity {
         None => SignupGrantOutcome::NotEligible,
         Some(identity) => claim(tx, user, created_at, grant, identity).await?,
     };
     if outcome == SignupGrantOutcome::Granted {
-        write_grant(tx, user, created_at, grant).await?;
+        write_grant(tx, user, created_at, grant, events).await?;
     }
     match outcome {
         SignupGrantOutcome::DailyCapReached => tracing::warn!(
@@ -88,6 +89,7 @@ async fn write_grant(
     user: &UserId,
     created_at: Timestamp,
     grant: SignupGrant,
+    events: &crate::Enc,
 ) -> Result<(), Fail> {
     let source = GrantSource::Admin(format!("signup:{user}"));
     let context = UsageContext {
@@ -109,6 +111,7 @@ async fn write_grant(
             key: None,
         },
         &mut crate::outbox::Outbox::default(),
+        events,
     )
     .await
     .map(drop)

@@ -11,7 +11,6 @@ use domain::{
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, Value};
 
 use crate::SeaOrmStore;
-use crate::retry::Fail;
 use crate::rows::{ORDER_COLUMNS, OrderRow, SUBSCRIPTION_COLUMNS, SubscriptionRow};
 
 fn state_values(s: &Subscription) -> [Value; 5] {
@@ -183,59 +182,6 @@ pub(crate) async fn update<C: ConnectionTrait>(
     );
     let values = replacement_values(s, expected, now);
     Ok(crate::sql::execute(conn, &sql, values).await? == 1)
-}
-
-/// Replace the state of `s` if its `last_event_at` is still `expected` and its claim still the
-/// one `s` was read with ([`claim_as_read`]), and return the state it replaced (`None`: it had
-/// changed since it was read, and nothing was written).
-///
-/// PostgreSQL does it in one statement: the row is locked and read as it was by a sub-select in
-/// the `UPDATE`'s `FROM` (`FOR UPDATE`, so a concurrent change is waited for and the newest
-/// version read; named `prior`, since PostgreSQL 18 gives `old` a meaning of its own in
-/// `RETURNING`), and the `RETURNING` clause hands back that old version, which is exactly the
-/// state the compare-and-set replaced. SQLite cannot return another table's columns from an
-/// `UPDATE`; it reads the row first (in-process, and `BEGIN IMMEDIATE` already holds the write
-/// lock), then updates.
-pub(crate) async fn replace<C: ConnectionTrait>(
-    conn: &C,
-    s: &Subscription,
-    expected: Timestamp,
-    now: Timestamp,
-) -> Result<Option<Subscription>, Fail> {
-    if conn.get_database_backend() != DbBackend::Postgres {
-        let before = find_for_update(conn, s.id()).await?;
-        let before = before.filter(|b| b.last_event_at() == expected);
-        if before.is_none() || !update(conn, s, expected, now).await? {
-            return Ok(None);
-        }
-        return Ok(before);
-    }
-    let sql = format!(
-        "UPDATE subscriptions SET {REPLACED_COLUMNS} \
-         FROM (SELECT {SUBSCRIPTION_COLUMNS} FROM subscriptions WHERE id = $1 FOR UPDATE) AS prior \
-         WHERE subscriptions.id = prior.id AND subscriptions.last_event_at = $2 \
-         AND prior.last_event_at = $2 AND {} AND {} RETURNING prior.*",
-        claim_kept("prior."),
-        claim_as_read("prior.", DbBackend::Postgres)
-    );
-    let values = replacement_values(s, expected, now);
-    let row: Option<SubscriptionRow> = crate::sql::one(conn, &sql, values).await?;
-    Ok(row.map(SubscriptionRow::into_domain).transpose()?)
-}
-
-/// Subscription `id`, locked until the end of the transaction on PostgreSQL (a payment event
-/// reads the state its change replaces; order → subscription is the lock order).
-pub(crate) async fn find_for_update<C: ConnectionTrait>(
-    conn: &C,
-    id: &SubscriptionId,
-) -> Result<Option<Subscription>, Fail> {
-    let sql = format!(
-        "SELECT {SUBSCRIPTION_COLUMNS} FROM subscriptions WHERE id = $1{}",
-        crate::sql::for_update(conn)
-    );
-    let row: Option<SubscriptionRow> =
-        crate::sql::one(conn, &sql, vec![id.as_str().into()]).await?;
-    Ok(row.map(SubscriptionRow::into_domain).transpose()?)
 }
 
 impl SeaOrmStore {

@@ -76,11 +76,12 @@ async fn host_user(
     tx: &DatabaseTransaction,
     user: &NewHostUser,
     signup: Option<SignupGrant>,
+    events: &crate::Enc,
 ) -> Result<End<User>, Fail> {
     let found = match mapped_user(tx, user).await? {
         Some(found) => Some(found),
         None => {
-            create_host_user(tx, user, signup).await?;
+            create_host_user(tx, user, signup, events).await?;
             mapped_user(tx, user).await?
         }
     };
@@ -111,6 +112,7 @@ async fn create_host_user(
     tx: &DatabaseTransaction,
     user: &NewHostUser,
     signup: Option<SignupGrant>,
+    events: &crate::Enc,
 ) -> Result<(), Fail> {
     let id = host_user_id(&user.issuer, &user.subject)?;
     let now = user.created_at.unix_millis();
@@ -134,6 +136,7 @@ async fn create_host_user(
             user.created_at,
             grant,
             user.signup_identity.as_ref(),
+            events,
         )
         .await?;
     }
@@ -192,6 +195,7 @@ impl UserRepository for SeaOrmStore {
                                 user.created_at,
                                 grant,
                                 user.signup_identity.as_ref(),
+                                &*self.events,
                             )
                             .await?;
                             Ok(End::Commit(()))
@@ -253,7 +257,7 @@ impl UserRepository for SeaOrmStore {
         self.retry
             .run("find_or_create_host_user", || async {
                 let (_turn, tx) = self.begin_write().await?;
-                let body = host_user(&tx, user, self.signup_grant()).await;
+                let body = host_user(&tx, user, self.signup_grant(), &*self.events).await;
                 sql::finish(tx, body).await
             })
             .await

@@ -14,8 +14,8 @@ use domain::{Currency, PlanId, ProviderId, Timestamp, UserId};
 
 use super::store::StoredPlan;
 use super::store::{
-    AdjustCommand, CreditTransaction, InboxEntry, InboxFilter, LedgerEffect, OrderRecord,
-    PaymentEventCommand, PaymentEventOutcome, RecordedEvent, SpendError, StoreError,
+    AdjustCommand, CreditTransaction, InboxFilter, LedgerEffect, OrderRecord, RecordedEvent,
+    SpendError, StoreError,
 };
 use crate::accounts::{ApiKey, TokenHash, User};
 use crate::cursor::{Keyset, KeysetPage};
@@ -396,31 +396,6 @@ pub trait AdminConsoleStore: Send + Sync + 'static {
         write: AdminWrite<'_>,
         entry: &NewAudit,
     ) -> Result<(), StoreError>;
-
-    /// [`super::PaymentEventStore::apply_payment_event`] with an administrator's action: in the
-    /// same transaction, `audit.entry` is written when the command is applied; a duplicate
-    /// inbox row or a refused command (a conflict, a missing row) writes neither. A `mismatch`
-    /// outcome is told to the host only under [`MismatchNotice::Tell`].
-    ///
-    /// # Errors
-    /// As [`super::PaymentEventStore::apply_payment_event`]; nothing is written when it fails.
-    async fn apply_payment_event_audited(
-        &self,
-        command: &PaymentEventCommand,
-        audit: &EventAudit,
-    ) -> Result<PaymentEventOutcome, StoreError>;
-
-    /// [`super::PaymentEventStore::record_event`] with an administrator's action: the inbox row
-    /// and `audit.entry` in one transaction, neither when the row exists (`Ok(false)`). A
-    /// `mismatch` is told to the host only under [`MismatchNotice::Tell`].
-    ///
-    /// # Errors
-    /// Storage failures; nothing is written when it fails.
-    async fn record_event_audited(
-        &self,
-        entry: &InboxEntry,
-        audit: &EventAudit,
-    ) -> Result<bool, StoreError>;
 
     /// Write one audit entry (for an action whose only write is this entry, like a refund
     /// asked of a provider); returns its id.

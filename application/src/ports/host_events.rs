@@ -10,7 +10,17 @@ use domain::entitlements::Entitlements;
 use domain::{PlanId, Timestamp, UserId};
 
 use super::StoreError;
-use crate::host_events::HostEventKind;
+use crate::host_events::{HostEvent, HostEventKind};
+
+/// Renders an event as the host receives it. The store calls it when it writes an event and
+/// keeps the bytes; the HTTP adapter implements it with the API's own views, so an event's
+/// `data` shows an order, a subscription or a transaction exactly as the API does.
+pub trait HostEventEncoder: std::fmt::Debug + Send + Sync + 'static {
+    /// The complete Standard Webhooks envelope of `event` as JSON:
+    /// `{"id": event_id, "type", "timestamp", "data": {"userId", "hostSubject"?, …}}`, where
+    /// `host_subject` is the host application's id of the event's user, when it has one.
+    fn encode(&self, event: &HostEvent, event_id: &str, host_subject: Option<&str>) -> String;
+}
 
 /// One event as the outbox keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,9 +13,11 @@ use domain::{
     TransactionKind, UserId,
 };
 
+use super::NewAudit;
 use crate::accounts::{
     ApiKey, BuyerContact, Email, PasswordHash, PortalSession, Role, TokenHash, User,
 };
+use crate::host_events::HostEvent;
 use crate::pagination::{Page, PageRequest};
 use crate::sign_up::SignupIdentity;
 
@@ -456,7 +458,8 @@ pub trait OrderRepository: Send + Sync + 'static {
 
     /// Move an order to `status`, only if it still has `expected_version` (the version of the
     /// record the caller decided from: compare-and-set, as the webhook pipeline does); the
-    /// version moves on.
+    /// version moves on. The host events `told` (what the caller decided the move tells) are
+    /// written in the same transaction.
     ///
     /// # Errors
     /// [`StoreError::NotFound`]; [`StoreError::Conflict`] when the order changed since it was read.
@@ -466,6 +469,7 @@ pub trait OrderRepository: Send + Sync + 'static {
         expected_version: i64,
         status: &OrderStatus,
         now: Timestamp,
+        told: &[crate::host_events::HostEvent],
     ) -> Result<(), StoreError>;
 
     /// One order.
@@ -1065,18 +1069,18 @@ pub struct InboxEntry {
     pub user_id: Option<UserId>,
 }
 
-/// An order change within a payment event.
+/// An order change within a payment event: `before` becomes `after` (compare-and-set on the
+/// version `before` was read at). Only the status and the mismatch are written: an order's
+/// other parts never change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OrderChange {
-    /// The order.
-    pub order_id: OrderId,
+    /// The order as read.
+    pub before: Order,
     /// The version it must still have (compare-and-set); the change bumps it.
     pub expected_version: i64,
-    /// Its status at that version (what the change replaces, told to the host with it).
-    pub previous: OrderStatus,
-    /// Its new status (may equal the old one when only `mismatch` is recorded, or a refund is
-    /// kept against a pending order).
-    pub status: OrderStatus,
+    /// The order after the change (its status may equal `before`'s when only `mismatch` is
+    /// recorded, or a refund is kept against a pending order).
+    pub after: Order,
     /// A mismatch to record on the order.
     pub mismatch: Option<String>,
 }
@@ -1086,17 +1090,51 @@ pub struct OrderChange {
 pub enum SubscriptionChange {
     /// Create it (UNIQUE on provider and provider subscription id).
     Create(Subscription, Option<OrderId>),
-    /// Replace it, only if its `last_event_at` is still `expected_last_event_at` and its switch
-    /// claim still the one `subscription` was read with
+    /// Replace `before` by `subscription`, only if the stored one's `last_event_at` is still
+    /// `before`'s and its switch claim still the one `subscription` was read with
     /// ([`domain::Subscription::claim_unchanged_since_read`]) (compare-and-set), and only if it
     /// does not replace one switch claim by another
     /// ([`domain::Subscription::overwrites_claim_of`]): otherwise a [`StoreError::Conflict`].
     Update {
+        /// The state as read.
+        before: Subscription,
         /// The new state.
         subscription: Subscription,
-        /// The state's `last_event_at` when it was read.
-        expected_last_event_at: Timestamp,
     },
+}
+
+impl SubscriptionChange {
+    /// The subscription as the change writes it.
+    #[must_use]
+    pub fn written(&self) -> &Subscription {
+        match self {
+            SubscriptionChange::Create(s, _) => s,
+            SubscriptionChange::Update { subscription, .. } => subscription,
+        }
+    }
+
+    /// The state it replaces (`None` for one it creates).
+    #[must_use]
+    pub fn replaced(&self) -> Option<&Subscription> {
+        match self {
+            SubscriptionChange::Create(..) => None,
+            SubscriptionChange::Update { before, .. } => Some(before),
+        }
+    }
+}
+
+/// A change that may move a user's effective entitlements: the store works them out again in
+/// the write's transaction and tells `entitlements.changed` when they differ from those last
+/// told. A user never told anything is compared with what they held before the change: their
+/// purchases as read, with the states the change replaced put back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntitlementsMoved {
+    /// Whose.
+    pub user: UserId,
+    /// The order the change moved, as it was before.
+    pub order_before: Option<Order>,
+    /// The subscription the change wrote, by id, and its state before (`None`: created).
+    pub subscription_before: Option<(SubscriptionId, Option<Subscription>)>,
 }
 
 /// Everything one verified provider event changes, applied in one transaction.
@@ -1117,6 +1155,15 @@ pub struct PaymentEventCommand {
     pub charge: Option<ChargeChange>,
     /// A refund report to keep (a report kept before makes the store refuse with a conflict).
     pub refund: Option<RefundRecord>,
+    /// The host events the order, subscription and inbox changes tell, decided from the states
+    /// before and after (`host_events::payment_event_told`); the grant and clawbacks tell theirs
+    /// as they are written.
+    pub told: Vec<HostEvent>,
+    /// Whose entitlements the change may move.
+    pub entitlements: Option<EntitlementsMoved>,
+    /// The administrator's action the event carries, if any: its audit entry is written in the
+    /// same transaction, and neither is written when the command is a duplicate or refused.
+    pub audit: Option<NewAudit>,
 }
 
 /// Which recorded provider events to list.
@@ -1163,11 +1210,18 @@ pub trait PaymentEventStore: Send + Sync + 'static {
         command: &PaymentEventCommand,
     ) -> Result<PaymentEventOutcome, StoreError>;
 
-    /// Record an event that changes nothing (unknown type, stale, unverifiable order), once.
+    /// Record an event that changes nothing (unknown type, stale, unverifiable order), once,
+    /// with the host events it tells (a `payment.mismatch`) and the audit entry of the
+    /// administrator's action it carries, in one transaction; none of them when the row exists.
     ///
     /// # Errors
     /// Storage failures; a duplicate is `Ok(false)`.
-    async fn record_event(&self, entry: &InboxEntry) -> Result<bool, StoreError>;
+    async fn record_event(
+        &self,
+        entry: &InboxEntry,
+        told: &[HostEvent],
+        audit: Option<&NewAudit>,
+    ) -> Result<bool, StoreError>;
 
     /// The recorded provider events matching `filter`, newest first.
     ///

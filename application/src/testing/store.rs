@@ -548,6 +548,7 @@ impl OrderRepository for InMemoryStore {
         expected_version: i64,
         status: &OrderStatus,
         now: Timestamp,
+        _told: &[crate::host_events::HostEvent],
     ) -> Result<(), StoreError> {
         self.atomically(|s| transition(s, id, expected_version, status, now))
     }
@@ -931,11 +932,11 @@ fn apply_event(s: &mut State, c: &PaymentEventCommand) -> Result<PaymentEventOut
     }
     s.inbox_entries.push(c.inbox.clone());
     if let Some(o) = &c.order {
-        let r = s.orders.get_mut(&o.order_id).ok_or(StoreError::NotFound)?;
+        let r = s.orders.get_mut(o.after.id()).ok_or(StoreError::NotFound)?;
         if r.version != o.expected_version {
             return Err(StoreError::Conflict("order changed".into()));
         }
-        r.order = with_status(&r.order, o.status.clone());
+        r.order = with_status(&r.order, o.after.status().clone());
         if let Some(m) = &o.mismatch {
             r.mismatch = Some(m.clone());
         }
@@ -960,6 +961,10 @@ fn apply_event(s: &mut State, c: &PaymentEventCommand) -> Result<PaymentEventOut
     for cb in &c.clawbacks {
         ledger.push(s.ledger.clawback(cb)?);
     }
+    // This fake keeps no host events; an administrator's action is audited with the event.
+    if let Some(audit) = &c.audit {
+        admin::push_audit(s, audit);
+    }
     Ok(PaymentEventOutcome::Applied { ledger })
 }
 
@@ -982,8 +987,8 @@ fn apply_subscription_change(
                 .insert(sub.id().clone(), (sub.clone().as_stored(), order.clone()));
         }
         Some(SubscriptionChange::Update {
+            before,
             subscription,
-            expected_last_event_at,
         }) => {
             let (stored, _) = s
                 .subscriptions
@@ -991,7 +996,7 @@ fn apply_subscription_change(
                 .ok_or(StoreError::NotFound)?;
             // Compare-and-set on the last event and on the claim as it was read: a write decided
             // before a claim was written never clears or replaces it.
-            if stored.last_event_at() != *expected_last_event_at
+            if stored.last_event_at() != before.last_event_at()
                 || !subscription.claim_unchanged_since_read(stored)
             {
                 return Err(StoreError::Conflict("subscription changed".into()));
@@ -1051,8 +1056,18 @@ impl PaymentEventStore for InMemoryStore {
         Ok(paged(all, page))
     }
 
-    async fn record_event(&self, entry: &InboxEntry) -> Result<bool, StoreError> {
-        Ok(record_entry(&mut lock(&self.0), entry))
+    async fn record_event(
+        &self,
+        entry: &InboxEntry,
+        _told: &[crate::host_events::HostEvent],
+        audit: Option<&NewAudit>,
+    ) -> Result<bool, StoreError> {
+        let mut state = lock(&self.0);
+        let fresh = record_entry(&mut state, entry);
+        if fresh && let Some(audit) = audit {
+            admin::push_audit(&mut state, audit);
+        }
+        Ok(fresh)
     }
 }
 

@@ -9,6 +9,7 @@ use domain::{
 use super::InfraError;
 use super::query_payment::QueryPaymentError;
 use crate::accounts::User;
+use crate::host_events;
 use crate::ports::{
     Clock, EventAudit, GatewayError, IdGenerator, InboxEntry, OrderRecord, PaymentEventCommand,
     SecretHasher, Store, StoreError, SubscriptionChange,
@@ -98,13 +99,16 @@ fn cancel_command(
         },
         order: None,
         subscription: Some(SubscriptionChange::Update {
+            before: before.clone(),
             subscription: after.clone(),
-            expected_last_event_at: before.last_event_at(),
         }),
         grant: None,
         clawbacks: Vec::new(),
         charge: None,
         refund: None,
+        told: Vec::new(),
+        entitlements: None,
+        audit: None,
     }
 }
 
@@ -141,13 +145,17 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         // an "expired" or "closed" event, which must then find a cancelled order, not race it.
         let mut cancelled = order.clone();
         if cancelled.cancel() == Ok(Transition::Applied) {
+            let now = self.clock.now();
+            let cause = cancelled.status().code();
+            let told = host_events::order_changed(order, &cancelled, cause, now);
             match self
                 .store
                 .transition_order(
                     order.id(),
                     record.version,
                     cancelled.status(),
-                    self.clock.now(),
+                    now,
+                    told.as_slice(),
                 )
                 .await
             {
@@ -242,15 +250,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             "the subscriber"
         };
         let command = cancel_command(&record, &subscription, &updated, self.clock.now(), by);
-        let applied = match audit {
-            None => self.store.apply_payment_event(&command).await,
-            Some(audit) => {
-                let audit = audit(&subscription, &updated);
-                self.store
-                    .apply_payment_event_audited(&command, &audit)
-                    .await
-            }
-        };
+        let audit = audit.map(|audit| audit(&subscription, &updated));
+        let applied = self.write_payment_event(&command, audit).await;
         match applied {
             Ok(_) | Err(StoreError::Conflict(_)) => {}
             Err(e) => return Err(e.into()),

@@ -197,7 +197,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             "tally.subscription.resume_requested",
             "resumed by the subscriber".into(),
         );
-        match self.store.apply_payment_event(&command).await {
+        match self.write_payment_event(&command, None).await {
             Ok(_) | Err(StoreError::Conflict(_)) => {}
             Err(e) => return Err(e.into()),
         }
@@ -313,7 +313,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 change.plan_id()
             ),
         );
-        match self.store.apply_payment_event(&command).await {
+        match self.write_payment_event(&command, None).await {
             Ok(PaymentEventOutcome::Applied { .. }) => Ok(asked),
             // The same request id (same subscription and millisecond) committed first.
             Ok(PaymentEventOutcome::Duplicate) => Err(in_progress()),
@@ -361,7 +361,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 change.plan_id()
             ),
         );
-        match self.store.apply_payment_event(&command).await {
+        match self.write_payment_event(&command, None).await {
             Ok(_) | Err(StoreError::Conflict(_)) => Ok(()),
             Err(e) => Err(e.into()),
         }
@@ -399,13 +399,16 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             },
             order: None,
             subscription: Some(SubscriptionChange::Update {
+                before: before.clone(),
                 subscription: after.clone(),
-                expected_last_event_at: before.last_event_at(),
             }),
             grant: None,
             clawbacks: Vec::new(),
             charge: None,
             refund: None,
+            told: Vec::new(),
+            entitlements: None,
+            audit: None,
         }
     }
 }

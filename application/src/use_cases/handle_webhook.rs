@@ -12,19 +12,20 @@ use std::sync::Arc;
 
 use domain::{
     ActivationDecision, ActivationFacts, ActivationTarget, BillingPeriod, EventOutcome,
-    FailureDecision, KeptRefund, LifecycleDecision, Money, OrderStatus, PaymentDecision,
+    FailureDecision, KeptRefund, LifecycleDecision, Money, Order, OrderStatus, PaymentDecision,
     PeriodCharge, PlanType, PriceChange, ProviderId, RenewalDecision, RenewalFacts, SoldTerms,
     SoldTermsMismatch, Subscription, SubscriptionEvent, SubscriptionId, Timestamp, UserId,
     decide_activation, decide_failure, decide_lifecycle, decide_payment, decide_renewal,
 };
 
 use super::InfraError;
+use crate::host_events;
 use crate::ports::{
     AckFor, ChargeChange, ClawbackCommand, Clock, EventAudit, GatewayError, GrantCommand,
-    GrantSource, IdGenerator, InboxEntry, LedgerEffect, OrderChange, OrderLocator, OrderRecord,
-    PaymentEvent, PaymentEventCommand, PaymentEventOutcome, PaymentStatus, RefundTarget,
-    SecretHasher, Store, StoreError, SubscriptionChange, SubscriptionCharge, VerifiedWebhook,
-    WebhookAck, WebhookError, WebhookRequest, WebhookResult,
+    GrantSource, IdGenerator, InboxEntry, LedgerEffect, MismatchNotice, OrderChange, OrderLocator,
+    OrderRecord, PaymentEvent, PaymentEventCommand, PaymentEventOutcome, PaymentStatus,
+    RefundTarget, SecretHasher, Store, StoreError, SubscriptionChange, SubscriptionCharge,
+    VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest, WebhookResult,
 };
 
 mod change_invoices;
@@ -162,21 +163,16 @@ struct Change {
 }
 
 impl Change {
-    /// Move (or touch) `before`'s order to `status`, if it still has the version read.
-    fn order(
-        mut self,
-        before: &OrderRecord,
-        status: OrderStatus,
-        mismatch: Option<String>,
-    ) -> Self {
-        if status.code() != before.order.status().code() {
-            self.moved_to = Some(status.clone());
+    /// Replace `before`'s order by `after` (or touch it, when they are the same), if it still
+    /// has the version read.
+    fn order(mut self, before: &OrderRecord, after: &Order, mismatch: Option<String>) -> Self {
+        if after.status().code() != before.order.status().code() {
+            self.moved_to = Some(after.status().clone());
         }
         self.command.order = Some(OrderChange {
-            order_id: before.order.id().clone(),
+            before: before.order.clone(),
             expected_version: before.version,
-            previous: before.order.status().clone(),
-            status,
+            after: after.clone(),
             mismatch,
         });
         self
@@ -229,6 +225,9 @@ impl Received {
                 clawbacks: Vec::new(),
                 charge: None,
                 refund: None,
+                told: Vec::new(),
+                entitlements: None,
+                audit: None,
             },
             moved_to: None,
         }
@@ -512,13 +511,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ) -> Result<EventResult, HandleWebhookError> {
         let mut entry = received.entry(outcome, detail);
         entry.user_id = user;
-        let fresh = match &received.audit {
-            None => self.store.record_event(&entry).await?,
-            Some(audit) => {
-                let audit = audit(outcome, None);
-                self.store.record_event_audited(&entry, &audit).await?
-            }
-        };
+        let audit = received.audit.as_ref().map(|audit| audit(outcome, None));
+        let fresh = self.write_recorded_event(&entry, audit).await?;
         let outcome = if fresh {
             outcome
         } else {
@@ -565,13 +559,38 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         received: &Received,
         change: &Change,
     ) -> Result<PaymentEventOutcome, StoreError> {
-        let Some(audit) = &received.audit else {
-            return self.store.apply_payment_event(&change.command).await;
-        };
-        let audit = audit(change.outcome, change.moved_to.as_ref());
-        self.store
-            .apply_payment_event_audited(&change.command, &audit)
-            .await
+        let audit =
+            (received.audit.as_ref()).map(|audit| audit(change.outcome, change.moved_to.as_ref()));
+        self.write_payment_event(&change.command, audit).await
+    }
+
+    /// Write a payment event's `command` with what it tells, decided here from its states
+    /// before and after ([`host_events::payment_event_told`]), and the audit entry of the
+    /// administrator's action that carries it, if any.
+    pub(crate) async fn write_payment_event(
+        &self,
+        command: &PaymentEventCommand,
+        audit: Option<EventAudit>,
+    ) -> Result<PaymentEventOutcome, StoreError> {
+        let mut command = command.clone();
+        let notice = audit.as_ref().map_or(MismatchNotice::Tell, |a| a.mismatch);
+        let grace = self.config.past_due_grace_ms;
+        host_events::payment_event_told(&mut command, grace, notice);
+        command.audit = audit.map(|a| a.entry);
+        self.store.apply_payment_event(&command).await
+    }
+
+    /// Record `entry` alone, with what it tells and the audit entry of the administrator's
+    /// action that carries it, if any; false when it was recorded before.
+    pub(crate) async fn write_recorded_event(
+        &self,
+        entry: &InboxEntry,
+        audit: Option<EventAudit>,
+    ) -> Result<bool, StoreError> {
+        let notice = audit.as_ref().map_or(MismatchNotice::Tell, |a| a.mismatch);
+        let told = host_events::recorded_event_told(entry, notice);
+        let audit = audit.map(|a| a.entry);
+        self.store.record_event(entry, &told, audit.as_ref()).await
     }
 
     async fn decide(
@@ -923,8 +942,8 @@ fn kept_amounts(records: &[crate::ports::RefundRecord]) -> Vec<KeptRefund> {
 fn update(r: &Received, current: &Subscription, next: &Subscription) -> Change {
     let mut change = r.change(EventOutcome::Applied, None);
     change.command.subscription = Some(SubscriptionChange::Update {
+        before: current.clone(),
         subscription: next.clone(),
-        expected_last_event_at: current.last_event_at(),
     });
     change
 }
@@ -939,7 +958,7 @@ fn mismatch_on_order(r: &Received, record: &OrderRecord, detail: &str) -> Decisi
 /// nothing is granted.
 fn on_order(r: &Received, record: &OrderRecord, outcome: EventOutcome, detail: String) -> Decision {
     r.change(outcome, Some(detail.clone()))
-        .order(record, record.order.status().clone(), Some(detail))
+        .order(record, &record.order, Some(detail))
         .apply()
 }
 
@@ -991,7 +1010,7 @@ fn activation_change(
         }
     };
     if let Some(order) = order {
-        change = change.order(record, order.status().clone(), None);
+        change = change.order(record, &order, None);
     }
     let order_id = Some(record.order.id().clone());
     period_paid(r, change, &subscription, &charge, charge_ref, order_id).apply()
@@ -1148,7 +1167,7 @@ fn decide_failed(r: &Received, record: &OrderRecord, reason: &str) -> Decision {
     match decide_failure(&record.order, reason) {
         FailureDecision::Failed(next) => r
             .change(EventOutcome::Applied, None)
-            .order(record, next.status().clone(), None)
+            .order(record, &next, None)
             .apply(),
         FailureDecision::Ignored(why) => Decision::Record(EventOutcome::Ignored, Some(why)),
     }
@@ -1166,7 +1185,7 @@ fn decide_paid(
     let order = &record.order;
     let on_order = |outcome, detail: String| {
         r.change(outcome, Some(detail.clone()))
-            .order(record, order.status().clone(), Some(detail))
+            .order(record, order, Some(detail))
             .apply()
     };
     let (next, grant, clawback) = match decide_payment(order, amount, occurred_at, kept) {
@@ -1197,7 +1216,7 @@ fn decide_paid(
         now: r.now,
     }));
     if let Some(next) = next {
-        change = change.order(record, next.status().clone(), None);
+        change = change.order(record, &next, None);
     }
     change.apply()
 }

@@ -4,7 +4,7 @@
 use domain::{
     AccessEnd, CapabilityError, IdempotencyKey, Order, OrderId, OrderStatus, Plan, PlanId,
     PlanNotAvailable, PlanSnapshot, PlanType, ProviderId, ReturnField, ReturnUrlRefused,
-    ReturnUrls, Standing, SubscriptionId, UserId,
+    ReturnUrls, Standing, SubscriptionId, Transition, UserId,
 };
 
 use super::InfraError;
@@ -12,6 +12,7 @@ use super::plans::find_plan;
 use super::return_from_checkout::ReturnPage;
 use crate::accounts::{BuyerContact, User};
 use crate::authorization::Actor;
+use crate::host_events;
 use crate::ports::{
     CheckoutRecord, CheckoutRequest, Clock, CreateOrderOutcome, IdGenerator, IdempotencyRecord,
     OrderRecord, Replay, SecretHasher, Store,
@@ -217,7 +218,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let stored = self.store.find_buyer_contact(&request.user.id).await?;
         let checkout_request = self.checkout_request(&order, plan, stated.or(stored));
         let checkout = gateway.create_checkout(&checkout_request).await;
-        self.attach_or_fail(&order_id, checkout).await?;
+        self.attach_or_fail(&order, checkout).await?;
         let order = self
             .store
             .find_order(&order_id)
@@ -233,7 +234,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// provider could not open one.
     async fn attach_or_fail(
         &self,
-        order_id: &OrderId,
+        order: &Order,
         checkout: Result<crate::ports::Checkout, crate::ports::GatewayError>,
     ) -> Result<(), InitiatePaymentError> {
         match checkout {
@@ -243,20 +244,22 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                     target: checkout.target,
                 };
                 let now = self.clock.now();
-                Ok(self.store.attach_checkout(order_id, &record, now).await?)
+                Ok(self.store.attach_checkout(order.id(), &record, now).await?)
             }
             Err(e) => {
                 let reason = e.to_string();
-                let failed = OrderStatus::Failed {
-                    reason: reason.clone(),
-                };
+                let mut failed = order.clone();
+                let moved = failed.mark_failed(reason.clone());
+                debug_assert_eq!(moved, Ok(Transition::Applied), "a new order is pending");
                 // The order was created just before and nothing else knows it yet.
                 let version = OrderRecord::FIRST_VERSION;
+                let now = self.clock.now();
+                let told = host_events::order_changed(order, &failed, failed.status().code(), now);
                 self.store
-                    .transition_order(order_id, version, &failed, self.clock.now())
+                    .transition_order(order.id(), version, failed.status(), now, told.as_slice())
                     .await?;
-                self.metrics.order_moved(&failed);
-                let order_id = order_id.clone();
+                self.metrics.order_moved(failed.status());
+                let order_id = order.id().clone();
                 Err(InitiatePaymentError::Gateway { order_id, reason })
             }
         }

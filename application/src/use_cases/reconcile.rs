@@ -7,6 +7,7 @@ use domain::{OrderStatus, Transition};
 
 use super::InfraError;
 use super::handle_webhook::HandleWebhookError;
+use crate::host_events;
 use crate::ports::{
     Clock, GatewayError, IdGenerator, OrderLocator, OrderRecord, PaymentEvent, PaymentStatus,
     SecretHasher, Store, StoreError,
@@ -144,13 +145,16 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         if next.expire() != Ok(Transition::Applied) {
             return Ok(None);
         }
+        let now = self.clock.now();
+        let told = host_events::order_changed(order, &next, next.status().code(), now);
         match self
             .store
             .transition_order(
                 order.id(),
                 record.version,
-                &OrderStatus::Expired,
-                self.clock.now(),
+                next.status(),
+                now,
+                told.as_slice(),
             )
             .await
         {

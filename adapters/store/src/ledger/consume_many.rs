@@ -43,7 +43,10 @@ use sea_orm::{
 };
 
 use super::{Spent, postings, spend};
-use crate::outbox::{self, Outbox};
+use application::host_events;
+
+use crate::Enc;
+use crate::outbox::Outbox;
 use crate::retry::Fail;
 use crate::rows::{LotRow, TRANSACTION_COLUMNS, TransactionRow, tokens_value};
 use crate::sql::{self, End};
@@ -81,6 +84,7 @@ struct Fresh<'a> {
 pub(crate) async fn consume_many(
     tx: &DatabaseTransaction,
     commands: &[&ConsumeCommand],
+    events: &Enc,
 ) -> Result<Vec<Decided>, Fail> {
     let users: BTreeSet<&str> = commands.iter().map(|c| c.user_id.as_str()).collect();
     let (balances, lots) = balances_with_lots(tx, &users, Lock::Rows).await?;
@@ -89,13 +93,13 @@ pub(crate) async fn consume_many(
         .decide_and_write(tx, commands, Keys::Read)
         .await?;
     // The balance crossings of the fresh spends are told in the same transaction.
-    let mut events = Outbox::default();
+    let mut told = Outbox::default();
     for (c, outcome) in commands.iter().zip(&outcomes) {
         if let Ok(End::Commit(Spent::Done((spend, Replay::Fresh)))) = outcome {
-            events.extend(outbox::balance_alerts(spend, c.low_balance_below));
+            told.extend(host_events::balance_alerts(spend, c.low_balance_below));
         }
     }
-    events.write(tx).await?;
+    told.write(tx, events).await?;
     Ok(outcomes)
 }
 

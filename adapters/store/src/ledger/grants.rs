@@ -10,7 +10,10 @@ use domain::{Credits, Timestamp, TransactionKind, UserId};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, FromQueryResult};
 
 use super::postings::{self, Posted, Posting};
-use crate::outbox::{self, Outbox};
+use application::host_events;
+
+use crate::Enc;
+use crate::outbox::Outbox;
 use crate::retry::Fail;
 use crate::rows::corrupt;
 use crate::sql::{self, End};
@@ -91,17 +94,22 @@ fn kind_and_context(source: &GrantSource) -> (TransactionKind, UsageContext) {
 pub(crate) async fn grant_command(
     tx: &DatabaseTransaction,
     c: &GrantCommand,
+    events: &Enc,
 ) -> Result<End<LedgerEffect>, Fail> {
-    let effect = grant(tx, &NewGrant::of(c), &mut Outbox::default()).await?;
+    let effect = grant(tx, &NewGrant::of(c), &mut Outbox::default(), events).await?;
     Ok(End::Commit(effect))
 }
 
 /// Write the host event a ledger effect tells, if any, inside `tx`.
-pub(crate) async fn tell(tx: &DatabaseTransaction, effect: &LedgerEffect) -> Result<(), Fail> {
+pub(crate) async fn tell(
+    tx: &DatabaseTransaction,
+    effect: &LedgerEffect,
+    events: &Enc,
+) -> Result<(), Fail> {
     if let LedgerEffect::Written(t) = effect
-        && let Some(event) = outbox::credits_changed(t)
+        && let Some(event) = host_events::credits_changed(t)
     {
-        Outbox::write_one(tx, event).await?;
+        Outbox::write_one(tx, event, events).await?;
     }
     Ok(())
 }
@@ -125,6 +133,7 @@ pub(crate) async fn grant(
     tx: &DatabaseTransaction,
     g: &NewGrant<'_>,
     told: &mut Outbox,
+    events: &Enc,
 ) -> Result<LedgerEffect, Fail> {
     if g.amount.is_zero() {
         return Ok(LedgerEffect::Nothing);
@@ -150,7 +159,7 @@ pub(crate) async fn grant(
             "an increase was refused"
         ))));
     };
-    told.extend(outbox::credits_changed(&written));
+    told.extend(host_events::credits_changed(&written));
     let mut values = vec![
         g.user.as_str().into(),
         written.id.into(),
@@ -162,7 +171,7 @@ pub(crate) async fn grant(
     ];
     let told = std::mem::take(told);
     let lots = if tx.get_database_backend() == DbBackend::Postgres {
-        match told.statement(tx, values.len() + 1).await? {
+        match told.statement(tx, values.len() + 1, events).await? {
             Some((events, event_values)) => {
                 // Both inserts run to completion whatever the outer query reads.
                 let sql = format!(
@@ -178,7 +187,7 @@ pub(crate) async fn grant(
         // SQLite: one writer at a time and no round trip to save; a lot that is not written
         // rolls everything back anyway.
         let lots = i64::try_from(sql::execute(tx, INSERT_LOT, values).await?).unwrap_or(1);
-        told.write(tx).await?;
+        told.write(tx, events).await?;
         lots
     };
     if lots == 0 {
@@ -272,6 +281,7 @@ pub(crate) async fn expire_lot(
     id: i64,
     user: &UserId,
     now: Timestamp,
+    events: &Enc,
 ) -> Result<End<bool>, Fail> {
     let balance = postings::lock_balance(tx, user).await?;
     let condition = "id = $1 AND expired = FALSE AND remaining_hundredths > 0 \
@@ -295,7 +305,7 @@ pub(crate) async fn expire_lot(
         let Posted::Done(written) = postings::post(tx, &posting).await? else {
             return Err(Fail::Retry("the balance changed under its lock"));
         };
-        tell(tx, &LedgerEffect::Written(written)).await?;
+        tell(tx, &LedgerEffect::Written(written), events).await?;
     }
     let sql = "UPDATE credit_grants SET remaining_hundredths = 0, expired = TRUE, \
         shortfall_hundredths = shortfall_hundredths + $3 WHERE id = $1 AND remaining_hundredths = $2";

@@ -10,17 +10,35 @@ use application::ports::{
 use sea_orm::{DatabaseConnection, DatabaseTransaction};
 
 use super::{Spent, consume_many, grants, reservations, spend};
+use crate::Encoder;
 use crate::group_commit::{GroupedCommand, Job, Unlocked};
 use crate::opt_in::Wanted;
 use crate::retry::Fail;
+use std::sync::Arc;
 
 /// What a consume decides.
 pub(crate) type Consumed = Spent<(CreditTransaction, Replay)>;
 /// What a reservation decides.
 pub(crate) type Reserved = Spent<(Reservation, Replay)>;
 
-/// A ledger command waiting for its group.
-pub(crate) enum LedgerCommand {
+/// A ledger command waiting for its group, and how the host events it writes are rendered.
+pub(crate) struct LedgerCommand {
+    job: LedgerJob,
+    events: Encoder,
+}
+
+impl LedgerCommand {
+    /// `job`, whose events `events` renders.
+    pub(crate) fn new(job: LedgerJob, events: &Encoder) -> Self {
+        Self {
+            job,
+            events: Arc::clone(events),
+        }
+    }
+}
+
+/// What a [`LedgerCommand`] asks for.
+pub(crate) enum LedgerJob {
     /// `CreditLedger::consume`.
     Consume(Job<ConsumeCommand, Consumed>),
     /// `CreditLedger::reserve`.
@@ -33,41 +51,45 @@ impl GroupedCommand for LedgerCommand {
     type Known = consume_many::Known;
 
     fn user(&self) -> &str {
-        match self {
-            LedgerCommand::Consume(job) => job.command.user_id.as_str(),
-            LedgerCommand::Reserve(job) => job.command.user_id.as_str(),
-            LedgerCommand::Grant(job) => job.command.user_id.as_str(),
+        match &self.job {
+            LedgerJob::Consume(job) => job.command.user_id.as_str(),
+            LedgerJob::Reserve(job) => job.command.user_id.as_str(),
+            LedgerJob::Grant(job) => job.command.user_id.as_str(),
         }
     }
 
     async fn run(&mut self, tx: &DatabaseTransaction) -> bool {
-        match self {
-            LedgerCommand::Consume(job) => {
+        let events = &*self.events;
+        match &mut self.job {
+            LedgerJob::Consume(job) => {
                 // Grouped only while no endpoint opted in to consumption events.
-                let body = spend::consume(tx, &job.command, Wanted::NONE).await;
+                let body = spend::consume(tx, &job.command, Wanted::NONE, events).await;
                 job.settle(body)
             }
-            LedgerCommand::Reserve(job) => {
-                let body = reservations::reserve(tx, &job.command, Wanted::NONE).await;
+            LedgerJob::Reserve(job) => {
+                let body = reservations::reserve(tx, &job.command, Wanted::NONE, events).await;
                 job.settle(body)
             }
-            LedgerCommand::Grant(job) => {
-                let body = grants::grant_command(tx, &job.command).await;
+            LedgerJob::Grant(job) => {
+                let body = grants::grant_command(tx, &job.command, events).await;
                 job.settle(body)
             }
         }
     }
 
     fn batchable(&self) -> bool {
-        matches!(self, LedgerCommand::Consume(_))
+        matches!(self.job, LedgerJob::Consume(_))
     }
 
     async fn run_many(batch: &mut [Self], tx: &DatabaseTransaction) -> bool {
+        let Some(events) = batch.first().map(|c| Arc::clone(&c.events)) else {
+            return false;
+        };
         let Some(mut jobs) = consume_jobs(batch) else {
             return false;
         };
         let commands: Vec<&ConsumeCommand> = jobs.iter().map(|job| &job.command).collect();
-        match consume_many::consume_many(tx, &commands).await {
+        match consume_many::consume_many(tx, &commands, &*events).await {
             Ok(outcomes) => settle_all(&mut jobs, outcomes),
             Err(why) => {
                 tracing::debug!(error = ?why, "a batch of consumptions runs alone");
@@ -107,26 +129,26 @@ impl GroupedCommand for LedgerCommand {
     }
 
     fn decided(&self) -> bool {
-        match self {
-            LedgerCommand::Consume(job) => job.decided(),
-            LedgerCommand::Reserve(job) => job.decided(),
-            LedgerCommand::Grant(job) => job.decided(),
+        match &self.job {
+            LedgerJob::Consume(job) => job.decided(),
+            LedgerJob::Reserve(job) => job.decided(),
+            LedgerJob::Grant(job) => job.decided(),
         }
     }
 
     fn deliver(self) {
-        match self {
-            LedgerCommand::Consume(job) => job.deliver(),
-            LedgerCommand::Reserve(job) => job.deliver(),
-            LedgerCommand::Grant(job) => job.deliver(),
+        match self.job {
+            LedgerJob::Consume(job) => job.deliver(),
+            LedgerJob::Reserve(job) => job.deliver(),
+            LedgerJob::Grant(job) => job.deliver(),
         }
     }
 
     fn run_alone(self) {
-        match self {
-            LedgerCommand::Consume(job) => job.run_alone(),
-            LedgerCommand::Reserve(job) => job.run_alone(),
-            LedgerCommand::Grant(job) => job.run_alone(),
+        match self.job {
+            LedgerJob::Consume(job) => job.run_alone(),
+            LedgerJob::Reserve(job) => job.run_alone(),
+            LedgerJob::Grant(job) => job.run_alone(),
         }
     }
 }
@@ -135,8 +157,8 @@ impl GroupedCommand for LedgerCommand {
 fn consume_jobs(batch: &mut [LedgerCommand]) -> Option<Vec<&mut Job<ConsumeCommand, Consumed>>> {
     batch
         .iter_mut()
-        .map(|command| match command {
-            LedgerCommand::Consume(job) => Some(job),
+        .map(|command| match &mut command.job {
+            LedgerJob::Consume(job) => Some(job),
             _ => None,
         })
         .collect()

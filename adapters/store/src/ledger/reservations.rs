@@ -15,7 +15,10 @@ use sea_orm::{DatabaseTransaction, FromQueryResult};
 use super::Spent;
 use super::postings::{self, Posted, Posting};
 use crate::opt_in::Wanted;
-use crate::outbox::{self, Outbox};
+use application::host_events;
+
+use crate::Enc;
+use crate::outbox::Outbox;
 use crate::retry::Fail;
 use crate::rows::{RESERVATION_COLUMNS, ReservationRow, tokens_value};
 use crate::sql::{self, End};
@@ -45,6 +48,7 @@ pub(crate) async fn reserve(
     tx: &DatabaseTransaction,
     c: &ReserveCommand,
     wanted: Wanted,
+    events: &Enc,
 ) -> Result<End<Spent<(Reservation, Replay)>>, Fail> {
     if c.amount.is_zero() {
         return Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
@@ -81,17 +85,18 @@ pub(crate) async fn reserve(
             let reservation = row
                 .ok_or(Fail::Retry("the new reservation vanished"))?
                 .into_domain()?;
-            let mut events = Outbox::default();
+            let mut told = Outbox::default();
             let kind = HostEventKind::CreditsReserved;
-            events.extend(outbox::reservation_step(
-                kind,
-                &reservation,
-                Some(&hold),
-                c.now,
-                wanted,
-            ));
-            events.extend(outbox::balance_alerts(&hold, c.low_balance_below));
-            events.write(tx).await?;
+            if wanted.wants(kind) {
+                told.push(host_events::reservation_step(
+                    kind,
+                    &reservation,
+                    Some(&hold),
+                    c.now,
+                ));
+            }
+            told.extend(host_events::balance_alerts(&hold, c.low_balance_below));
+            told.write(tx, events).await?;
             Ok(End::Commit(Spent::Done((reservation, Replay::Fresh))))
         }
         Posted::Insufficient(available) => Ok(End::Rollback(Spent::Insufficient {
@@ -201,6 +206,7 @@ pub(crate) async fn settle(
     actual: Credits,
     now: Timestamp,
     wanted: Wanted,
+    events: &Enc,
 ) -> Result<End<Resolution>, Fail> {
     let Some(r) = locked(tx, user, id).await? else {
         return Ok(End::Rollback(Resolution::NotFound));
@@ -246,8 +252,9 @@ pub(crate) async fn settle(
     )
     .await?;
     let kind = HostEventKind::CreditsSettled;
-    if let Some(event) = outbox::reservation_step(kind, &settled, written.as_ref(), now, wanted) {
-        Outbox::write_one(tx, event).await?;
+    if wanted.wants(kind) {
+        let event = host_events::reservation_step(kind, &settled, written.as_ref(), now);
+        Outbox::write_one(tx, event, events).await?;
     }
     Ok(End::Commit(Resolution::Done(settled, Replay::Fresh)))
 }
@@ -260,6 +267,7 @@ pub(crate) async fn release(
     now: Timestamp,
     to: ReservationStatus,
     wanted: Wanted,
+    events: &Enc,
 ) -> Result<End<Resolution>, Fail> {
     let Some(r) = locked(tx, user, id).await? else {
         return Ok(End::Rollback(Resolution::NotFound));
@@ -285,8 +293,9 @@ pub(crate) async fn release(
     };
     let released = set_status(tx, &r, to, now).await?;
     let kind = HostEventKind::CreditsReleased;
-    if let Some(event) = outbox::reservation_step(kind, &released, Some(&returned), now, wanted) {
-        Outbox::write_one(tx, event).await?;
+    if wanted.wants(kind) {
+        let event = host_events::reservation_step(kind, &released, Some(&returned), now);
+        Outbox::write_one(tx, event, events).await?;
     }
     Ok(End::Commit(Resolution::Done(released, Replay::Fresh)))
 }

@@ -1,5 +1,6 @@
 //! Spending now (`consume`) and administrators' signed corrections (`adjust`).
 
+use application::host_events::HostEventKind;
 use application::ports::{
     AdjustCommand, ConsumeCommand, CreditTransaction, GrantSource, LedgerEffect, Replay,
     StoreError, UsageContext,
@@ -12,7 +13,10 @@ use super::Spent;
 use super::grants::{self, NewGrant};
 use super::postings::{self, Posted, Posting};
 use crate::opt_in::Wanted;
-use crate::outbox::{self, Outbox};
+use application::host_events;
+
+use crate::Enc;
+use crate::outbox::Outbox;
 use crate::retry::Fail;
 use crate::sql::End;
 
@@ -22,6 +26,7 @@ pub(crate) async fn consume(
     tx: &DatabaseTransaction,
     c: &ConsumeCommand,
     wanted: Wanted,
+    events: &Enc,
 ) -> Result<End<Spent<(CreditTransaction, Replay)>>, Fail> {
     if c.amount.is_zero() {
         return Err(zero_consumption());
@@ -42,10 +47,12 @@ pub(crate) async fn consume(
         Posted::Done(written) => {
             postings::draw_lots(tx, &c.user_id, c.amount).await?;
             // A crossing of the low-balance threshold or to zero is told with the spend.
-            let mut events = Outbox::default();
-            events.extend(outbox::consumed(&written, wanted));
-            events.extend(outbox::balance_alerts(&written, c.low_balance_below));
-            events.write(tx).await?;
+            let mut told = Outbox::default();
+            if wanted.wants(HostEventKind::CreditsConsumed) {
+                told.push(host_events::consumed(&written));
+            }
+            told.extend(host_events::balance_alerts(&written, c.low_balance_below));
+            told.write(tx, events).await?;
             Ok(End::Commit(Spent::Done((written, Replay::Fresh))))
         }
         Posted::Insufficient(available) => {
@@ -121,6 +128,7 @@ pub(crate) fn adjust_hash(c: &AdjustCommand) -> String {
 pub(crate) async fn adjust(
     tx: &DatabaseTransaction,
     c: &AdjustCommand,
+    events: &Enc,
 ) -> Result<End<Spent<LedgerEffect>>, Fail> {
     let hash = adjust_hash(c);
     if let Some(seen) = earlier_adjustment(tx, c, &hash).await? {
@@ -134,7 +142,7 @@ pub(crate) async fn adjust(
         ..UsageContext::default()
     };
     if !c.amount.is_decrease() {
-        return grant_adjustment(tx, c, &hash, &context).await;
+        return grant_adjustment(tx, c, &hash, &context, events).await;
     }
     let posting = Posting {
         user: &c.user_id,
@@ -148,7 +156,7 @@ pub(crate) async fn adjust(
         Posted::Done(written) => {
             postings::draw_lots(tx, &c.user_id, c.amount.magnitude()).await?;
             let effect = LedgerEffect::Written(written);
-            grants::tell(tx, &effect).await?;
+            grants::tell(tx, &effect, events).await?;
             Ok(End::Commit(Spent::Done(effect)))
         }
         Posted::Insufficient(available) => {
@@ -167,6 +175,7 @@ async fn grant_adjustment(
     c: &AdjustCommand,
     hash: &str,
     context: &UsageContext,
+    events: &Enc,
 ) -> Result<End<Spent<LedgerEffect>>, Fail> {
     // The domain decides whether the balance can take the grant, on the balance locked for the
     // rest of this transaction: the database's CHECK never has to refuse it.
@@ -189,7 +198,7 @@ async fn grant_adjustment(
         context: Some(context),
         key: Some((&c.reference, hash)),
     };
-    let effect = grants::grant(tx, &grant, &mut Outbox::default()).await?;
+    let effect = grants::grant(tx, &grant, &mut Outbox::default(), events).await?;
     if effect == LedgerEffect::Nothing {
         // The lot's source is taken: by this very adjustment, committed by a concurrent retry
         // since the caller's lookup (replayed), or by another user's adjustment or sign-up

@@ -372,7 +372,7 @@ async fn a_ledger_and_the_inbox_are_walked_by_keyset(store: &TestStore) {
     {
         let mut entry = inbox(&format!("evt-{n}"), 10 + n as i64);
         entry.outcome = outcome;
-        store.record_event(&entry).await.unwrap();
+        store.record_event(&entry, &[], None).await.unwrap();
     }
     let filter = |outcome: Option<&str>| InboxFilter {
         provider: Some(ProviderId::CardGateway),

@@ -3,12 +3,12 @@
 //! end, a replay) or records, and every change to the webhook endpoints. A refused or
 //! duplicate action writes no entry; a replayed mismatch is not told to the host twice.
 
-use application::host_events::HostEventKind;
+use application::host_events::{self, HostEventKind};
 use application::ports::{
     AdminConsoleStore, AuditAction, CreditLedger, EndpointChange, EndpointWrite, EndpointWritten,
     EventAudit, InboxEntry, MismatchNotice, NewAudit, OrderRepository, PaymentEventCommand,
-    PaymentEventOutcome, RedeliveryTarget, StoreError, WebhookEndpoint, WebhookSecret,
-    WebhookStore,
+    PaymentEventOutcome, PaymentEventStore, RedeliveryTarget, StoreError, WebhookEndpoint,
+    WebhookSecret, WebhookStore,
 };
 use domain::{EventOutcome, UserId};
 use sea_orm::ConnectionTrait;
@@ -34,6 +34,28 @@ fn audit(
         },
         mismatch,
     }
+}
+
+/// `command` with the action's audit entry, telling what the service decides it tells.
+async fn apply_audited(
+    store: &TestStore,
+    command: &PaymentEventCommand,
+    audit: &EventAudit,
+) -> Result<PaymentEventOutcome, StoreError> {
+    let mut command = command.clone();
+    host_events::payment_event_told(&mut command, 0, audit.mismatch);
+    command.audit = Some(audit.entry.clone());
+    store.apply_payment_event(&command).await
+}
+
+/// `entry` recorded with the action's audit entry, telling what the service decides it tells.
+async fn record_audited(
+    store: &TestStore,
+    entry: &InboxEntry,
+    audit: &EventAudit,
+) -> Result<bool, StoreError> {
+    let told = host_events::recorded_event_told(entry, audit.mismatch);
+    store.record_event(entry, &told, Some(&audit.entry)).await
 }
 
 async fn audits(store: &TestStore) -> i64 {
@@ -65,22 +87,19 @@ async fn a_payment_event_and_its_audit_entry_commit_together_or_not_at_all(store
         MismatchNotice::Tell,
     );
     let command = payment("evt-1", first.id(), &buyer, true);
-    let applied = store
-        .apply_payment_event_audited(&command, &refund)
-        .await
-        .unwrap();
+    let applied = apply_audited(store, &command, &refund).await.unwrap();
     assert!(matches!(applied, PaymentEventOutcome::Applied { .. }));
     assert_eq!(audits(store).await, 1, "the action and its entry");
     assert_eq!(store.balance(&buyer).await.unwrap(), c(10_000));
 
-    let again = store.apply_payment_event_audited(&command, &refund).await;
+    let again = apply_audited(store, &command, &refund).await;
     assert_eq!(again.unwrap(), PaymentEventOutcome::Duplicate);
     assert_eq!(audits(store).await, 1, "a duplicate writes no entry");
 
     // Refused: the order's version moved since it was read (the event paid it): nothing of the
     // command, and no entry.
     let stale = payment("evt-2", first.id(), &buyer, true);
-    let refused = store.apply_payment_event_audited(&stale, &refund).await;
+    let refused = apply_audited(store, &stale, &refund).await;
     assert!(
         matches!(refused, Err(StoreError::Conflict(_))),
         "{refused:?}"
@@ -98,19 +117,9 @@ async fn a_payment_event_and_its_audit_entry_commit_together_or_not_at_all(store
         "3",
         MismatchNotice::Tell,
     );
-    assert!(
-        store
-            .record_event_audited(&recorded, &replay)
-            .await
-            .unwrap()
-    );
+    assert!(record_audited(store, &recorded, &replay).await.unwrap());
     assert_eq!(audits(store).await, 2);
-    assert!(
-        !store
-            .record_event_audited(&recorded, &replay)
-            .await
-            .unwrap()
-    );
+    assert!(!record_audited(store, &recorded, &replay).await.unwrap());
     assert_eq!(
         audits(store).await,
         2,
@@ -147,6 +156,9 @@ fn mismatch_command(event_id: &str, user: &UserId) -> PaymentEventCommand {
         clawbacks: Vec::new(),
         charge: None,
         refund: None,
+        told: Vec::new(),
+        entitlements: None,
+        audit: None,
     }
 }
 
@@ -171,33 +183,17 @@ async fn a_replayed_mismatch_told_before_is_not_told_again(store: &TestStore) {
     };
 
     let recorded = mismatch("evt-1#replay-rp_1", &buyer);
-    assert!(
-        store
-            .record_event_audited(&recorded, &told("1"))
-            .await
-            .unwrap()
-    );
+    assert!(record_audited(store, &recorded, &told("1")).await.unwrap());
     let applied = mismatch_command("evt-2#replay-rp_2", &buyer);
-    store
-        .apply_payment_event_audited(&applied, &told("2"))
-        .await
-        .unwrap();
+    apply_audited(store, &applied, &told("2")).await.unwrap();
     assert_eq!(mismatches_told(store).await, 0, "told when they arrived");
     assert_eq!(audits(store).await, 2, "each replay is audited");
 
     // A mismatch the original did not tell (it was, say, an unknown order then) is told.
     let recorded = mismatch("evt-3#replay-rp_3", &buyer);
-    assert!(
-        store
-            .record_event_audited(&recorded, &tell("3"))
-            .await
-            .unwrap()
-    );
+    assert!(record_audited(store, &recorded, &tell("3")).await.unwrap());
     let applied = mismatch_command("evt-4#replay-rp_4", &buyer);
-    store
-        .apply_payment_event_audited(&applied, &tell("4"))
-        .await
-        .unwrap();
+    apply_audited(store, &applied, &tell("4")).await.unwrap();
     assert_eq!(mismatches_told(store).await, 2);
 }
 

@@ -32,7 +32,9 @@ async fn sqlite_files_run_in_wal_mode_with_foreign_keys_and_the_chosen_durabilit
         busy_timeout_ms: 1234,
         ..StoreSettings::new(format!("sqlite://{}", dir.path().join("n.db").display()))
     };
-    let normal = SeaOrmStore::connect(&settings).await.unwrap();
+    let normal = SeaOrmStore::connect(&settings, crate::support::events())
+        .await
+        .unwrap();
     assert_eq!(pragma(&normal, "synchronous").await, "1");
     assert_eq!(pragma(&normal, "busy_timeout").await, "1234");
 }
@@ -44,7 +46,7 @@ async fn an_unreachable_database_is_busy() {
         ..StoreSettings::new("postgres://tally:x@127.0.0.1:1/none")
     };
     assert!(matches!(
-        SeaOrmStore::connect(&settings).await,
+        SeaOrmStore::connect(&settings, crate::support::events()).await,
         Err(StoreError::Busy(_))
     ));
 }

@@ -6,9 +6,9 @@ use application::ports::{
     StoreError, SubscriptionChange, SubscriptionRepository,
 };
 use domain::{
-    BillingPeriod, Currency, Duration, Money, OrderId, OrderStatus, PlanId, ProviderId,
-    RenewalIntent, SoldTerms, Subscription, SubscriptionId, SubscriptionParts, SubscriptionStatus,
-    UserId,
+    BillingPeriod, Currency, Duration, Money, Order, OrderId, OrderParts, OrderStatus, PlanId,
+    ProviderId, RenewalIntent, SoldTerms, Subscription, SubscriptionId, SubscriptionParts,
+    SubscriptionStatus, UserId,
 };
 
 use crate::support::{
@@ -37,12 +37,9 @@ pub fn payment(
 ) -> PaymentEventCommand {
     PaymentEventCommand {
         inbox: inbox(event_id, 50),
-        order: with_order_change.then(|| OrderChange {
-            order_id: order.clone(),
-            expected_version: 0,
-            previous: OrderStatus::Pending,
-            status: OrderStatus::Paid { paid_at: t(50) },
-            mismatch: None,
+        order: with_order_change.then(|| {
+            let paid = OrderStatus::Paid { paid_at: t(50) };
+            order_change(order, user, 0, OrderStatus::Pending, paid)
         }),
         subscription: None,
         grant: Some(GrantCommand {
@@ -55,6 +52,39 @@ pub fn payment(
         clawbacks: Vec::new(),
         charge: None,
         refund: None,
+        told: Vec::new(),
+        entitlements: None,
+        audit: None,
+    }
+}
+
+/// The change of order `id` (as `support::order` makes it for `user`) from `previous` to
+/// `status`, at `expected_version`.
+pub fn order_change(
+    id: &OrderId,
+    user: &UserId,
+    expected_version: i64,
+    previous: OrderStatus,
+    status: OrderStatus,
+) -> OrderChange {
+    let placed = crate::support::order(id.as_str(), user, 10);
+    let with = |status| {
+        Order::restore(OrderParts {
+            id: placed.id().clone(),
+            user_id: placed.user_id().clone(),
+            provider: placed.provider(),
+            plan: placed.plan().clone(),
+            status,
+            created_at: placed.created_at(),
+            expires_at: placed.expires_at(),
+            returns: placed.returns().clone(),
+        })
+    };
+    OrderChange {
+        before: with(previous),
+        expected_version,
+        after: with(status),
+        mismatch: None,
     }
 }
 
@@ -98,6 +128,9 @@ async fn a_subscription_keeps_the_terms_it_was_sold_at(store: &TestStore) {
         clawbacks: Vec::new(),
         charge: None,
         refund: None,
+        told: Vec::new(),
+        entitlements: None,
+        audit: None,
     };
     // Yearly, in a currency without minor units, without credits.
     let yearly_parts = SubscriptionParts {
@@ -132,8 +165,8 @@ async fn a_subscription_keeps_the_terms_it_was_sold_at(store: &TestStore) {
     let update = PaymentEventCommand {
         inbox: inbox("evt_3", 60),
         subscription: Some(SubscriptionChange::Update {
+            before: yearly.clone(),
             subscription: renewed.clone(),
-            expected_last_event_at: t(40),
         }),
         ..create(&yearly, "evt_3")
     };
@@ -253,8 +286,18 @@ async fn a_failed_compare_and_set_rolls_back_the_inbox_row_too(store: &TestStore
         .await;
     assert!(matches!(missing, Err(StoreError::NotFound)), "{missing:?}");
     // The caller re-reads and records the event as stale, once.
-    assert!(store.record_event(&inbox("evt_late", 60)).await.unwrap());
-    assert!(!store.record_event(&inbox("evt_late", 61)).await.unwrap());
+    assert!(
+        store
+            .record_event(&inbox("evt_late", 60), &[], None)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .record_event(&inbox("evt_late", 61), &[], None)
+            .await
+            .unwrap()
+    );
     assert_ledger_consistent(store, &u).await;
 }
 
@@ -269,6 +312,9 @@ async fn subscription_changes_are_compare_and_set(store: &TestStore) {
         clawbacks: Vec::new(),
         charge: None,
         refund: None,
+        told: Vec::new(),
+        entitlements: None,
+        audit: None,
     };
     store.apply_payment_event(&create).await.unwrap();
     let twice = PaymentEventCommand {
@@ -288,8 +334,8 @@ async fn subscription_changes_are_compare_and_set(store: &TestStore) {
     let update = |event: &str, expected: i64| PaymentEventCommand {
         inbox: inbox(event, 60),
         subscription: Some(SubscriptionChange::Update {
+            before: subscription(&u, expected),
             subscription: renewed.clone(),
-            expected_last_event_at: t(expected),
         }),
         ..create.clone()
     };
@@ -328,14 +374,14 @@ async fn a_refund_claws_back_what_is_left_and_records_the_shortfall(store: &Test
     let refund = |event: &str, expected_version: i64, status: OrderStatus, wanted: i64| {
         PaymentEventCommand {
             inbox: inbox(event, 70),
-            order: Some(OrderChange {
-                order_id: oid("o1"),
+            // Paid before the first refund (what a later one replaced is not asserted).
+            order: Some(order_change(
+                &oid("o1"),
+                &u,
                 expected_version,
-                // Paid before the first refund (what a later one replaced is not asserted).
-                previous: OrderStatus::Paid { paid_at: t(50) },
+                OrderStatus::Paid { paid_at: t(50) },
                 status,
-                mismatch: None,
-            }),
+            )),
             subscription: None,
             grant: None,
             clawbacks: vec![ClawbackCommand {
@@ -346,6 +392,9 @@ async fn a_refund_claws_back_what_is_left_and_records_the_shortfall(store: &Test
             }],
             charge: None,
             refund: None,
+            told: Vec::new(),
+            entitlements: None,
+            audit: None,
         }
     };
     let half = OrderStatus::PartiallyRefunded {
@@ -415,6 +464,9 @@ async fn a_clawback_never_takes_more_than_the_balance(store: &TestStore) {
         }],
         charge: None,
         refund: None,
+        told: Vec::new(),
+        entitlements: None,
+        audit: None,
     };
     store.apply_payment_event(&command).await.unwrap();
     assert_eq!(store.balance(&u).await.unwrap(), c(0));
@@ -490,6 +542,9 @@ async fn charges_and_refund_reports_round_trip_and_are_compare_and_set(store: &T
         clawbacks: Vec::new(),
         charge: Some(ChargeChange::Record(charge.clone())),
         refund: None,
+        told: Vec::new(),
+        entitlements: None,
+        audit: None,
     };
     store.apply_payment_event(&start).await.unwrap();
     let found = store
@@ -519,6 +574,9 @@ async fn charges_and_refund_reports_round_trip_and_are_compare_and_set(store: &T
             refunded: usd(999),
         }),
         refund: Some(report.clone()),
+        told: Vec::new(),
+        entitlements: None,
+        audit: None,
     };
     // Read with a stale refunded total: refused, and nothing of it stays.
     assert!(matches!(
@@ -586,6 +644,9 @@ async fn a_prorations_refund_takes_back_from_its_changes_credits(store: &TestSto
         clawbacks: Vec::new(),
         charge: None,
         refund: None,
+        told: Vec::new(),
+        entitlements: None,
+        audit: None,
     };
     store.apply_payment_event(&start).await.unwrap();
     let proration = SubscriptionCharge {
@@ -666,7 +727,7 @@ async fn the_inbox_is_listed_newest_first_by_provider_and_outcome(store: &TestSt
         entry.provider = provider;
         entry.outcome = domain::EventOutcome::parse(outcome).unwrap();
         entry.detail = Some(format!("detail {i}"));
-        assert!(store.record_event(&entry).await.unwrap());
+        assert!(store.record_event(&entry, &[], None).await.unwrap());
     }
     let page = |p, l| PageRequest::new(Some(p), Some(l)).unwrap();
     let all = store
@@ -724,6 +785,9 @@ async fn a_subscriptions_change_lots_are_listed_and_taken_back_together(store: &
         clawbacks: Vec::new(),
         charge: None,
         refund: None,
+        told: Vec::new(),
+        entitlements: None,
+        audit: None,
     };
     store.apply_payment_event(&start).await.unwrap();
     for (n, (asked, amount)) in [(1500, 2_000), (900, 1_000), (10_000, 3_000)]

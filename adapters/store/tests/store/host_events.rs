@@ -1021,6 +1021,9 @@ pub async fn a_refund_kept_while_its_charge_landed_is_applied_by_the_reconciler(
             },
             received_at: at_days(31),
         }),
+        told: Vec::new(),
+        entitlements: None,
+        audit: None,
     };
     store.apply_payment_event(&late).await.unwrap();
     let found = store.charges_with_unapplied_refunds(10).await.unwrap();
@@ -1068,7 +1071,9 @@ pub async fn a_change_that_rolls_back_tells_nothing(store: &TestStore) {
         last_event_at: at_days(0),
         sold_terms: None,
     });
-    let command = PaymentEventCommand {
+    let mut paid = record.order.clone();
+    paid.mark_paid(at_days(0)).unwrap();
+    let mut command = PaymentEventCommand {
         inbox: application::ports::InboxEntry {
             provider: ProviderId::CardGateway,
             event_id: "rolls-back".into(),
@@ -1080,23 +1085,30 @@ pub async fn a_change_that_rolls_back_tells_nothing(store: &TestStore) {
             user_id: None,
         },
         order: Some(OrderChange {
-            order_id: order.clone(),
+            before: record.order.clone(),
             expected_version: record.version,
-            previous: record.order.status().clone(),
-            status: OrderStatus::Paid {
-                paid_at: at_days(0),
-            },
+            after: paid,
             mismatch: None,
         }),
         subscription: Some(SubscriptionChange::Update {
+            before: missing.clone(),
             subscription: missing,
-            expected_last_event_at: at_days(0),
         }),
         grant: None,
         clawbacks: Vec::new(),
         charge: None,
         refund: None,
+        told: Vec::new(),
+        entitlements: None,
+        audit: None,
     };
+    // What the service would tell with it (the order's `order.paid`) is rolled back too.
+    application::host_events::payment_event_told(
+        &mut command,
+        0,
+        application::ports::MismatchNotice::Tell,
+    );
+    assert!(!command.told.is_empty());
     let refused = store.apply_payment_event(&command).await;
     assert!(
         matches!(refused, Err(StoreError::Conflict(_))),

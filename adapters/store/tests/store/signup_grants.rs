@@ -127,7 +127,9 @@ async fn past_the_days_cap_a_user_is_created_without_credits_and_counted(store: 
 /// Twelve sign-ups at once, on two instances, with a cap of five: exactly five are given
 /// credits and seven counted as capped.
 async fn the_days_cap_holds_under_concurrent_sign_ups_on_two_instances(store: &TestStore) {
-    let other = SeaOrmStore::connect(&store.settings).await.unwrap();
+    let other = SeaOrmStore::connect(&store.settings, crate::support::events())
+        .await
+        .unwrap();
     let instances = [
         SeaOrmStore::clone(store).with_signup_grant(Some(grant(5))),
         other.with_signup_grant(Some(grant(5))),

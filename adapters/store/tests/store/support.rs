@@ -26,6 +26,11 @@ use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement};
 use store::{GroupCommit, SeaOrmStore, SqliteSynchronous, StoreSettings};
 use tempfile::TempDir;
 
+/// How the test stores render host events: as the service does, with the API's views.
+pub fn events() -> std::sync::Arc<dyn application::ports::HostEventEncoder> {
+    std::sync::Arc::new(http_api::HostEventJson)
+}
+
 /// A migrated store for one test.
 pub struct TestStore {
     store: SeaOrmStore,
@@ -64,7 +69,9 @@ impl Deref for TestStore {
 }
 
 async fn migrated(settings: &StoreSettings) -> SeaOrmStore {
-    let store = SeaOrmStore::connect(settings).await.expect("connect");
+    let store = SeaOrmStore::connect(settings, events())
+        .await
+        .expect("connect");
     Migrator::up(store.connection(), None)
         .await
         .expect("migrate");
@@ -180,7 +187,9 @@ impl TestStore {
             group_commit,
             ..self.settings.clone()
         };
-        SeaOrmStore::connect(&settings).await.expect("reconnect")
+        SeaOrmStore::connect(&settings, events())
+            .await
+            .expect("reconnect")
     }
 
     /// Drop the test's PostgreSQL schema.
@@ -397,7 +406,7 @@ pub async fn paid_order(store: &SeaOrmStore, id: &str, user: &UserId) -> OrderId
     let o = order(id, user, 10);
     store.create_order(&o, None).await.expect("create order");
     store
-        .transition_order(o.id(), 0, &OrderStatus::Paid { paid_at: t(20) }, t(20))
+        .transition_order(o.id(), 0, &OrderStatus::Paid { paid_at: t(20) }, t(20), &[])
         .await
         .expect("pay");
     o.id().clone()

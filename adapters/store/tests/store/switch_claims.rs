@@ -58,13 +58,16 @@ fn update(event_id: &str, before: &Subscription, after: &Subscription) -> Paymen
         inbox: inbox(event_id),
         order: None,
         subscription: Some(SubscriptionChange::Update {
+            before: before.clone(),
             subscription: after.clone(),
-            expected_last_event_at: before.last_event_at(),
         }),
         grant: None,
         clawbacks: Vec::new(),
         charge: None,
         refund: None,
+        told: Vec::new(),
+        entitlements: None,
+        audit: None,
     }
 }
 

@@ -12,10 +12,10 @@ use crate::accounts::User;
 use crate::cursor::{Keyset, KeysetPage};
 use crate::ports::{
     AdjustCommand, AdminConsoleStore, AdminWrite, ApiKeyRepository, AuditAction, AuditEntry,
-    AuditFacts, AuditValue, CreditTransaction, CustomerSearch, EmailKey, EventAudit, GrantCommand,
-    GrantSource, IdMatch, InboxEntry, InboxFilter, LedgerEffect, NewAudit, OrderFilter,
-    OrderRecord, PaymentEventCommand, PaymentEventOutcome, PaymentTotal, PlanRepository,
-    RecordedEvent, SignupGrantOutcome, SpendError, StoreError, TimeNumberKey, TimeTextKey,
+    AuditFacts, AuditValue, CreditTransaction, CustomerSearch, EmailKey, GrantCommand, GrantSource,
+    IdMatch, InboxFilter, LedgerEffect, NewAudit, OrderFilter, OrderRecord, PaymentTotal,
+    PlanRepository, RecordedEvent, SignupGrantOutcome, SpendError, StoreError, TimeNumberKey,
+    TimeTextKey,
 };
 use crate::sign_up::SignupIdentity;
 use crate::testing::lock;
@@ -52,7 +52,7 @@ fn render(facts: Option<&AuditFacts>) -> Option<String> {
     })
 }
 
-fn push_audit(state: &mut State, entry: &NewAudit) -> i64 {
+pub(super) fn push_audit(state: &mut State, entry: &NewAudit) -> i64 {
     let id = state.audit.last().map_or(1, |e| e.id + 1);
     state.audit.push(AuditEntry {
         id,
@@ -350,34 +350,6 @@ impl AdminConsoleStore for InMemoryStore {
         }
         push_audit(&mut lock(&self.0), entry);
         Ok(())
-    }
-
-    async fn apply_payment_event_audited(
-        &self,
-        command: &PaymentEventCommand,
-        audit: &EventAudit,
-    ) -> Result<PaymentEventOutcome, StoreError> {
-        // This fake tells the host nothing by itself, so the mismatch notice has no effect.
-        self.atomically(|s| {
-            let outcome = super::apply_event(s, command)?;
-            if let PaymentEventOutcome::Applied { .. } = outcome {
-                push_audit(s, &audit.entry);
-            }
-            Ok(outcome)
-        })
-    }
-
-    async fn record_event_audited(
-        &self,
-        entry: &InboxEntry,
-        audit: &EventAudit,
-    ) -> Result<bool, StoreError> {
-        let mut state = lock(&self.0);
-        let fresh = super::record_entry(&mut state, entry);
-        if fresh {
-            push_audit(&mut state, &audit.entry);
-        }
-        Ok(fresh)
     }
 
     async fn record_audit(&self, entry: &NewAudit) -> Result<i64, StoreError> {

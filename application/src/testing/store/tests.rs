@@ -61,6 +61,9 @@ fn command(event_id: &str, change: SubscriptionChange) -> PaymentEventCommand {
         clawbacks: Vec::new(),
         charge: None,
         refund: None,
+        told: Vec::new(),
+        entitlements: None,
+        audit: None,
     }
 }
 
@@ -68,8 +71,8 @@ fn update(event_id: &str, read: &Subscription, after: &Subscription) -> PaymentE
     command(
         event_id,
         SubscriptionChange::Update {
+            before: read.clone(),
             subscription: after.clone(),
-            expected_last_event_at: read.last_event_at(),
         },
     )
 }

@@ -185,7 +185,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             "tally.subscription.plan_claim_released",
             "an unsettled plan change was abandoned".into(),
         );
-        match self.store.apply_payment_event(&command).await {
+        match self.write_payment_event(&command, None).await {
             // Written: the claim is gone from the store too, so the next write expects none.
             Ok(PaymentEventOutcome::Applied { .. }) => Ok(released.as_stored()),
             Ok(PaymentEventOutcome::Duplicate) | Err(StoreError::Conflict(_)) => Err(in_progress()),
@@ -216,7 +216,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 switch.plan_id()
             ),
         );
-        match self.store.apply_payment_event(&command).await {
+        match self.write_payment_event(&command, None).await {
             Ok(PaymentEventOutcome::Applied { .. }) => Ok(claimed),
             // The same request id (same subscription and millisecond) committed first.
             Ok(PaymentEventOutcome::Duplicate) => Err(in_progress()),
@@ -263,7 +263,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 switch.plan_id()
             ),
         );
-        match self.store.apply_payment_event(&command).await {
+        match self.write_payment_event(&command, None).await {
             Ok(_) | Err(StoreError::Conflict(_)) => {}
             Err(e) => return Err(e.into()),
         }
@@ -295,7 +295,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             "tally.subscription.plan_switch_dropped",
             format!("switch to plan {}: {why}", switch.plan_id()),
         );
-        match self.store.apply_payment_event(&command).await {
+        match self.write_payment_event(&command, None).await {
             Ok(_) | Err(StoreError::Conflict(_)) => Ok(()),
             Err(e) => Err(e.into()),
         }

@@ -94,7 +94,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         };
         let mut change = r.change(outcome, detail);
         if let Some(next) = next {
-            change = change.order(record, next.status().clone(), None);
+            change = change.order(record, &next, None);
         }
         change.command.refund = Some(new);
         change.command.clawbacks = Vec::from_iter(clawback.map(|wanted| ClawbackCommand {
@@ -170,7 +170,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             let detail = "refunds kept before their charge landed, applied by the reconciler";
             let change = r.change(EventOutcome::Applied, Some(detail.into()));
             let change = self.charge_refund(change, &charge, &step).await?;
-            match self.store.apply_payment_event(&change.command).await {
+            match self.write_payment_event(&change.command, None).await {
                 Ok(PaymentEventOutcome::Applied { .. }) => applied += 1,
                 Ok(PaymentEventOutcome::Duplicate) | Err(StoreError::Conflict(_)) => {}
                 Err(e) => return Err(e.into()),
@@ -194,7 +194,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             if order.plan().price == charge.amount
                 && order.refund(step.after) == Ok(Transition::Applied)
             {
-                change = change.order(&record, order.status().clone(), None);
+                change = change.order(&record, &order, None);
             }
         }
         change.command.charge = Some(ChargeChange::Refund {

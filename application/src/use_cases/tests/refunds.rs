@@ -590,6 +590,9 @@ async fn a_refund_kept_while_its_renewal_landed_is_applied_by_the_reconciler_onc
             },
             received_at: at(40),
         }),
+        told: Vec::new(),
+        entitlements: None,
+        audit: None,
     };
     h.service.store().apply_payment_event(&late).await.unwrap();
     assert_eq!(balance(&h, &user).await, 10_000, "nothing applied it yet");

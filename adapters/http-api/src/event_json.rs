@@ -1,0 +1,133 @@
+//! Host events as JSON: the Standard Webhooks envelope
+//! `{"id": "evt_…", "type": "order.paid", "timestamp": RFC 3339, "data": {…}}`, whose `data`
+//! shows orders, subscriptions, transactions and reservations with the API's own views. The
+//! wiring gives it to the store, which keeps the bytes it renders.
+
+use application::host_events::{HostEvent, HostEventData, MismatchTold};
+use application::ports::HostEventEncoder;
+use domain::{Money, OrderStatus};
+use poem_openapi::types::ToJSON;
+use serde_json::{Map, Value, json};
+
+use crate::credits::TransactionView;
+use crate::dto::{OrderView, ReservationView, SubscriptionView, major_units, timestamp};
+use crate::entitlements::entitlements_json;
+use crate::i18n::Language;
+
+/// The JSON encoder of host events.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostEventJson;
+
+impl HostEventEncoder for HostEventJson {
+    fn encode(&self, event: &HostEvent, event_id: &str, host_subject: Option<&str>) -> String {
+        let mut data = Map::new();
+        let user = event.user.as_ref().map(|u| u.as_str());
+        data.insert("userId".into(), json!(user));
+        if let Some(subject) = host_subject {
+            data.insert("hostSubject".into(), json!(subject));
+        }
+        fill(&mut data, &event.data);
+        json!({
+            "id": event_id,
+            "type": event.kind.code(),
+            "timestamp": timestamp(event.occurred_at),
+            "data": data,
+        })
+        .to_string()
+    }
+}
+
+fn view(value: &impl ToJSON) -> Value {
+    value.to_json().unwrap_or(Value::Null)
+}
+
+fn money(prefix: &str, amount: Money, into: &mut Map<String, Value>) {
+    into.insert(prefix.to_owned(), json!(major_units(amount)));
+    into.insert(format!("{prefix}Minor"), json!(amount.amount_minor()));
+}
+
+fn transaction(t: &application::ports::CreditTransaction) -> Value {
+    view(&TransactionView::new(t, Language::English))
+}
+
+/// `data`'s fields besides the user's.
+fn fill(data: &mut Map<String, Value>, what: &HostEventData) {
+    match what {
+        HostEventData::Order(order) => {
+            data.insert("order".into(), view(&OrderView::of(order)));
+            if let OrderStatus::Failed { reason } = order.status() {
+                data.insert("reason".into(), json!(reason));
+            }
+        }
+        HostEventData::OrderRefunded {
+            order,
+            amount,
+            refunded_total,
+        } => {
+            let mut refund = Map::new();
+            money("amount", *amount, &mut refund);
+            money("refundedTotal", *refunded_total, &mut refund);
+            refund.insert("currency".into(), json!(refunded_total.currency().code()));
+            let full = matches!(order.status(), OrderStatus::Refunded { .. });
+            refund.insert("full".into(), json!(full));
+            data.insert("order".into(), view(&OrderView::of(order)));
+            data.insert("refund".into(), Value::Object(refund));
+        }
+        HostEventData::Subscription {
+            subscription,
+            access,
+        } => {
+            let shown = SubscriptionView::new(subscription, *access);
+            data.insert("subscription".into(), view(&shown));
+        }
+        HostEventData::Transaction(t) => {
+            data.insert("transaction".into(), transaction(t));
+        }
+        HostEventData::Balance {
+            balance,
+            threshold,
+            transaction: spend,
+        } => {
+            data.insert("balance".into(), json!(balance.to_string()));
+            data.insert("balanceHundredths".into(), json!(balance.hundredths()));
+            if let Some(threshold) = threshold {
+                data.insert("threshold".into(), json!(threshold.to_string()));
+                data.insert("thresholdHundredths".into(), json!(threshold.hundredths()));
+            }
+            data.insert("transaction".into(), transaction(spend));
+        }
+        HostEventData::Reservation {
+            reservation,
+            transaction: written,
+        } => {
+            data.insert(
+                "reservation".into(),
+                view(&ReservationView::from(reservation)),
+            );
+            if let Some(t) = written {
+                data.insert("transaction".into(), transaction(t));
+            }
+        }
+        HostEventData::Mismatch(told) => mismatch(data, told),
+        HostEventData::Entitlements {
+            entitlements,
+            previous,
+        } => {
+            data.insert(
+                "entitlements".into(),
+                view(&entitlements_json(entitlements)),
+            );
+            data.insert("previous".into(), view(&entitlements_json(previous)));
+        }
+    }
+}
+
+fn mismatch(data: &mut Map<String, Value>, told: &MismatchTold) {
+    data.insert("provider".into(), json!(told.provider.as_str()));
+    data.insert("providerEventId".into(), json!(told.event_id));
+    data.insert("providerEventType".into(), json!(told.event_type));
+    data.insert("detail".into(), json!(told.detail));
+    if let Some(order) = &told.order {
+        data.insert("order".into(), view(&OrderView::of(order)));
+    }
+}

@@ -1,0 +1,469 @@
+//! Which host events a change tells, decided from the state before and after it.
+//!
+//! These are the rules of the outbox (CORRECTNESS.md invariant 13): the use cases call them
+//! with the entities a write replaces and writes, and hand the events to the store with the
+//! write; the store calls the ledger's ones ([`credits_changed`], [`balance_alerts`],
+//! [`consumed`], [`reservation_step`]) with the transactions it has just written. The events are
+//! typed values: the JSON the host receives is rendered by the
+//! [`HostEventEncoder`](crate::ports::HostEventEncoder) the wiring gives the store.
+
+use domain::entitlements::Entitlements;
+use domain::{
+    BalanceAlert, Credits, EventOutcome, Money, Order, OrderStatus, PlanType, ProviderId,
+    RenewalIntent, Subscription, SubscriptionAccess, SubscriptionStatus, Timestamp,
+    TransactionKind, UserId,
+};
+use sha2::{Digest, Sha256};
+
+use super::HostEventKind;
+use crate::ports::{
+    CreditTransaction, EntitlementsMoved, InboxEntry, MismatchNotice, PaymentEventCommand,
+    Reservation,
+};
+
+/// One event to tell the host: its type, the fact it tells, whose, what, and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostEvent {
+    /// Its type.
+    pub kind: HostEventKind,
+    /// What makes this fact unique among facts of its type: its id derives from it, so the
+    /// same fact told twice is written once.
+    pub fact: String,
+    /// Whose change it tells, when it concerns a user.
+    pub user: Option<UserId>,
+    /// What it carries.
+    pub data: HostEventData,
+    /// When the change happened (fixed by what caused it, not by when it is written).
+    pub occurred_at: Timestamp,
+}
+
+/// What an event carries: the entities it tells of, as they are after the change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostEventData {
+    /// An order (`order.paid`, `order.failed`, `order.cancelled`, `order.expired`).
+    Order(Order),
+    /// A refund of an order: `amount` this time, `refunded_total` in all.
+    OrderRefunded {
+        /// The order after the refund.
+        order: Order,
+        /// Refunded by this change.
+        amount: Money,
+        /// Refunded in all.
+        refunded_total: Money,
+    },
+    /// A subscription and the access it gives.
+    Subscription {
+        /// The subscription after the change.
+        subscription: Subscription,
+        /// How long it gives access (the service's past-due grace included).
+        access: SubscriptionAccess,
+    },
+    /// A written credit transaction.
+    Transaction(CreditTransaction),
+    /// A balance crossing: the balance after the spend that crossed, the threshold crossed
+    /// (none for `credits.depleted`), and that spend.
+    Balance {
+        /// The balance after the spend.
+        balance: Credits,
+        /// The low-balance threshold crossed.
+        threshold: Option<Credits>,
+        /// The spend.
+        transaction: CreditTransaction,
+    },
+    /// A reservation's step and the ledger transaction it wrote, if any.
+    Reservation {
+        /// The reservation after the step.
+        reservation: Reservation,
+        /// What the step wrote (a settle of exactly the held amount writes nothing).
+        transaction: Option<CreditTransaction>,
+    },
+    /// A verified provider event that did not match what was sold.
+    Mismatch(MismatchTold),
+    /// A user's effective entitlements, before and after.
+    Entitlements {
+        /// What they hold now.
+        entitlements: Entitlements,
+        /// What they held before.
+        previous: Entitlements,
+    },
+}
+
+/// What `payment.mismatch` tells the operator: the provider event, never its payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MismatchTold {
+    /// The provider.
+    pub provider: ProviderId,
+    /// The provider's event id.
+    pub event_id: String,
+    /// The provider's event type.
+    pub event_type: String,
+    /// What did not match.
+    pub detail: Option<String>,
+    /// The order it was about, when known.
+    pub order: Option<Order>,
+}
+
+impl HostEvent {
+    /// The event's id: `evt_`, 12 hex digits of its time in milliseconds and 20 of a SHA-256
+    /// of its type and fact.
+    ///
+    /// The time comes first so that ids grow with time: each new id lands at the right-hand end
+    /// of the `event_id` index instead of on a random page of it. The same fact told at the same
+    /// moment (a transaction run again, a change applied twice) gets the same id, which the
+    /// store's unique index turns into a no-op.
+    #[must_use]
+    pub fn event_id(&self) -> String {
+        use std::fmt::Write as _;
+        let code = self.kind.code();
+        let digest = Sha256::digest(format!("{code}\n{}", self.fact).as_bytes());
+        // 48 bits of milliseconds reach the year 10889; a time before 1970 counts as 0.
+        let millis = u64::try_from(self.occurred_at.unix_millis()).unwrap_or(0) & 0xffff_ffff_ffff;
+        let mut id = format!("evt_{millis:012x}");
+        for b in &digest[..10] {
+            let _ = write!(id, "{b:02x}");
+        }
+        id
+    }
+}
+
+/// The event an order's change tells, if any: paid, failed, cancelled, expired, or refunded
+/// (by how much). `cause` names what changed it uniquely (the provider event, or the order
+/// itself for a change that happens once).
+#[must_use]
+pub fn order_changed(
+    before: &Order,
+    after: &Order,
+    cause: &str,
+    at: Timestamp,
+) -> Option<HostEvent> {
+    let (old, new) = (before.status(), after.status());
+    let id = after.id().as_str();
+    let event = |kind, fact: String, data| HostEvent {
+        kind,
+        fact,
+        user: Some(after.user_id().clone()),
+        data,
+        occurred_at: at,
+    };
+    let kind = match (old, new) {
+        (OrderStatus::Paid { .. }, OrderStatus::Paid { .. }) => None,
+        (_, OrderStatus::Paid { .. }) => Some(HostEventKind::OrderPaid),
+        (OrderStatus::Failed { .. }, OrderStatus::Failed { .. }) => None,
+        (_, OrderStatus::Failed { .. }) => Some(HostEventKind::OrderFailed),
+        // An unpaid order that stops waiting for its payment (only a pending order can).
+        (OrderStatus::Cancelled, OrderStatus::Cancelled) => None,
+        (_, OrderStatus::Cancelled) => Some(HostEventKind::OrderCancelled),
+        (OrderStatus::Expired, OrderStatus::Expired) => None,
+        (_, OrderStatus::Expired) => Some(HostEventKind::OrderExpired),
+        _ => None,
+    };
+    if let Some(kind) = kind {
+        return Some(event(
+            kind,
+            id.to_owned(),
+            HostEventData::Order(after.clone()),
+        ));
+    }
+    let (Some(was), Some(now)) = (before.refunded(), after.refunded()) else {
+        return None;
+    };
+    let amount = Money::from_minor(
+        now.amount_minor().checked_sub(was.amount_minor())?,
+        now.currency(),
+    )
+    .ok()?;
+    if amount.amount_minor() <= 0 {
+        return None;
+    }
+    let data = HostEventData::OrderRefunded {
+        order: after.clone(),
+        amount,
+        refunded_total: now,
+    };
+    let fact = format!("{id}|{}|{cause}", now.amount_minor());
+    Some(event(HostEventKind::OrderRefunded, fact, data))
+}
+
+/// The events a subscription's change tells: `before` is `None` for a new subscription.
+/// `past_due_grace_ms` is how long a past-due subscription keeps access (what the events' access
+/// says).
+#[must_use]
+pub fn subscription_changed(
+    before: Option<&Subscription>,
+    after: &Subscription,
+    cause: &str,
+    at: Timestamp,
+    past_due_grace_ms: i64,
+) -> Vec<HostEvent> {
+    use SubscriptionStatus::{Active, Canceled, Expired, PastDue};
+    let ended = |s: &Subscription| matches!(s.status(), Canceled | Expired);
+    let ends_at_period_end = |s: &Subscription| s.renewal() == RenewalIntent::EndsAtPeriodEnd;
+    let mut kinds = Vec::new();
+    match before {
+        None if after.is_live() => kinds.push(HostEventKind::SubscriptionActivated),
+        None => {}
+        Some(old) => {
+            if after.status() == Active
+                && after.current_period().start() > old.current_period().start()
+            {
+                kinds.push(HostEventKind::SubscriptionRenewed);
+            }
+            if after.status() == PastDue && old.status() != PastDue {
+                kinds.push(HostEventKind::SubscriptionPastDue);
+            }
+            if after.is_live() && ends_at_period_end(after) && !ends_at_period_end(old) {
+                kinds.push(HostEventKind::SubscriptionCancelScheduled);
+            }
+            if after.is_live()
+                && old.is_live()
+                && ends_at_period_end(old)
+                && !ends_at_period_end(after)
+            {
+                kinds.push(HostEventKind::SubscriptionResumed);
+            }
+            if after.is_live() && after.plan_id() != old.plan_id() {
+                kinds.push(HostEventKind::SubscriptionPlanChanged);
+            }
+            if ended(after) && !ended(old) {
+                kinds.push(HostEventKind::SubscriptionEnded);
+            }
+        }
+    }
+    kinds
+        .into_iter()
+        .map(|kind| HostEvent {
+            kind,
+            fact: format!("{}|{cause}", after.id()),
+            user: Some(after.user_id().clone()),
+            data: HostEventData::Subscription {
+                subscription: after.clone(),
+                access: after.access(past_due_grace_ms),
+            },
+            occurred_at: at,
+        })
+        .collect()
+}
+
+/// The event a written credit transaction tells: granted, clawed back or expired (consumption
+/// and reservations tell nothing here).
+#[must_use]
+pub fn credits_changed(t: &CreditTransaction) -> Option<HostEvent> {
+    use TransactionKind as K;
+    let kind = match t.kind {
+        K::PurchaseGrant | K::SubscriptionGrant => HostEventKind::CreditsGranted,
+        K::AdminAdjustment if !t.amount.is_decrease() => HostEventKind::CreditsGranted,
+        K::AdminAdjustment | K::RefundClawback => HostEventKind::CreditsClawedBack,
+        K::Expiry => HostEventKind::CreditsExpired,
+        K::Consumption | K::ReservationHold | K::ReservationSettle | K::ReservationRelease => {
+            return None;
+        }
+    };
+    Some(transaction_event(kind, t))
+}
+
+/// `credits.consumed` of a written consumption (an opt-in type: the store writes it only while
+/// an endpoint wants it).
+#[must_use]
+pub fn consumed(t: &CreditTransaction) -> HostEvent {
+    transaction_event(HostEventKind::CreditsConsumed, t)
+}
+
+fn transaction_event(kind: HostEventKind, t: &CreditTransaction) -> HostEvent {
+    HostEvent {
+        kind,
+        fact: t.id.to_string(),
+        user: Some(t.user_id.clone()),
+        data: HostEventData::Transaction(t.clone()),
+        occurred_at: t.created_at,
+    }
+}
+
+/// The events of the balance crossings of a written spend (`domain::balance_alerts`):
+/// `credits.low_balance` and `credits.depleted`, each carrying the spend that crossed.
+#[must_use]
+pub fn balance_alerts(spend: &CreditTransaction, low_below: Option<Credits>) -> Vec<HostEvent> {
+    let after = spend.balance_after;
+    let Ok(before) = after.checked_add(spend.amount.magnitude()) else {
+        return Vec::new();
+    };
+    domain::balance_alerts(before, after, low_below)
+        .into_iter()
+        .map(|alert| {
+            let (kind, threshold) = match alert {
+                BalanceAlert::LowBalance { threshold } => {
+                    (HostEventKind::CreditsLowBalance, Some(threshold))
+                }
+                BalanceAlert::Depleted => (HostEventKind::CreditsDepleted, None),
+            };
+            HostEvent {
+                kind,
+                fact: format!("{}:{}", spend.id, kind.code()),
+                user: Some(spend.user_id.clone()),
+                data: HostEventData::Balance {
+                    balance: after,
+                    threshold,
+                    transaction: spend.clone(),
+                },
+                occurred_at: spend.created_at,
+            }
+        })
+        .collect()
+}
+
+/// The event of a reservation's step (`credits.reserved`, `credits.settled`, or
+/// `credits.released` for a release or a lapse; opt-in types), with the reservation as it is
+/// after the step and the ledger transaction the step wrote.
+#[must_use]
+pub fn reservation_step(
+    kind: HostEventKind,
+    reservation: &Reservation,
+    transaction: Option<&CreditTransaction>,
+    at: Timestamp,
+) -> HostEvent {
+    HostEvent {
+        kind,
+        fact: reservation.id.as_str().to_owned(),
+        user: Some(reservation.user_id.clone()),
+        data: HostEventData::Reservation {
+            reservation: reservation.clone(),
+            transaction: transaction.cloned(),
+        },
+        occurred_at: at,
+    }
+}
+
+/// The `payment.mismatch` of a provider event recorded with outcome `mismatch`, about `user`
+/// (or the order's buyer).
+#[must_use]
+pub fn mismatch(told: MismatchTold, user: Option<UserId>, at: Timestamp) -> HostEvent {
+    let user = user.or_else(|| told.order.as_ref().map(|o| o.user_id().clone()));
+    HostEvent {
+        kind: HostEventKind::PaymentMismatch,
+        fact: format!("{}|{}", told.provider.as_str(), told.event_id),
+        user,
+        data: HostEventData::Mismatch(told),
+        occurred_at: at,
+    }
+}
+
+/// `entitlements.changed` of `user` going from `previous` to `entitlements` at `at`.
+#[must_use]
+pub fn entitlements_changed(
+    user: &UserId,
+    previous: &Entitlements,
+    entitlements: &Entitlements,
+    at: Timestamp,
+) -> HostEvent {
+    let digest = Sha256::digest(format!("{previous:?}\n{entitlements:?}").as_bytes());
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    HostEvent {
+        kind: HostEventKind::EntitlementsChanged,
+        fact: format!("{user}|{}|{hex}", at.unix_millis()),
+        user: Some(user.clone()),
+        data: HostEventData::Entitlements {
+            entitlements: entitlements.clone(),
+            previous: previous.clone(),
+        },
+        occurred_at: at,
+    }
+}
+
+/// Whether `a` and `b` grant the same access on the same plan (so a change from one to the
+/// other changes nothing in its user's entitlements, now or later): same plan, status and
+/// renewal intent, and the same period end unless access lasts as long as it renews (a
+/// renewal).
+fn same_access(a: &Subscription, b: &Subscription) -> bool {
+    a.plan_id() == b.plan_id()
+        && a.status() == b.status()
+        && a.renewal() == b.renewal()
+        && (a.access(0) == SubscriptionAccess::WhileItRenews
+            || a.current_period().end() == b.current_period().end())
+}
+
+/// The user whose entitlements `command` may move: the subscription's when its access moved,
+/// or a one-time order's when its status moves (credits packs, renewals and unmoved orders
+/// change no access).
+fn entitlements_user(command: &PaymentEventCommand) -> Option<UserId> {
+    if let Some(change) = &command.subscription {
+        let moved = change
+            .replaced()
+            .is_none_or(|before| !same_access(before, change.written()));
+        if moved {
+            return Some(change.written().user_id().clone());
+        }
+    }
+    let change = command.order.as_ref()?;
+    let moved = change.before.status().code() != change.after.status().code();
+    (moved && change.after.plan().plan_type == PlanType::OneTime)
+        .then(|| change.after.user_id().clone())
+}
+
+/// Decide what a payment event's write tells, from its states before and after, into
+/// `command`: the events of its order and subscription changes, its `payment.mismatch` when its
+/// outcome is one and `mismatch` says to tell it, and whose entitlements it may move. The events
+/// of its grant and clawbacks are decided as the store writes them ([`credits_changed`]).
+pub fn payment_event_told(
+    command: &mut PaymentEventCommand,
+    past_due_grace_ms: i64,
+    mismatch_notice: MismatchNotice,
+) {
+    let inbox = &command.inbox;
+    let now = inbox.received_at;
+    let cause = format!("{}|{}", inbox.provider.as_str(), inbox.event_id);
+    let mut told = Vec::new();
+    if let Some(change) = &command.order {
+        told.extend(order_changed(&change.before, &change.after, &cause, now));
+    }
+    if let Some(change) = &command.subscription {
+        let (before, after) = (change.replaced(), change.written());
+        told.extend(subscription_changed(
+            before,
+            after,
+            &cause,
+            now,
+            past_due_grace_ms,
+        ));
+    }
+    if inbox.outcome == EventOutcome::Mismatch && mismatch_notice == MismatchNotice::Tell {
+        let user = command
+            .subscription
+            .as_ref()
+            .map(|s| s.written().user_id().clone())
+            .or_else(|| command.grant.as_ref().map(|g| g.user_id.clone()))
+            .or_else(|| inbox.user_id.clone());
+        let order = command.order.as_ref().map(|o| o.after.clone());
+        told.push(mismatch(mismatch_of(inbox, order), user, now));
+    }
+    command.entitlements = entitlements_user(command).map(|user| EntitlementsMoved {
+        user,
+        order_before: command.order.as_ref().map(|o| o.before.clone()),
+        subscription_before: command
+            .subscription
+            .as_ref()
+            .map(|s| (s.written().id().clone(), s.replaced().cloned())),
+    });
+    command.told = told;
+}
+
+/// What `payment.mismatch` tells of the provider event `entry` (and its order, when known).
+#[must_use]
+pub fn mismatch_of(entry: &InboxEntry, order: Option<Order>) -> MismatchTold {
+    MismatchTold {
+        provider: entry.provider,
+        event_id: entry.event_id.clone(),
+        event_type: entry.event_type.clone(),
+        detail: entry.detail.clone(),
+        order,
+    }
+}
+
+/// The events recording `entry` alone (a change of nothing else) tells: its `payment.mismatch`
+/// when its outcome is one and `mismatch_notice` says to tell it.
+#[must_use]
+pub fn recorded_event_told(entry: &InboxEntry, mismatch_notice: MismatchNotice) -> Vec<HostEvent> {
+    if entry.outcome != EventOutcome::Mismatch || mismatch_notice != MismatchNotice::Tell {
+        return Vec::new();
+    }
+    let told = mismatch_of(entry, None);
+    vec![mismatch(told, entry.user_id.clone(), entry.received_at)]
+}
