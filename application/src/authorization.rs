@@ -163,6 +163,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// As [`Service::acting_for`].
+    #[tracing::instrument(skip_all, fields(scope = ?scope, named_user = named))]
     pub async fn data_owner(
         &self,
         principal: Principal,
@@ -181,6 +182,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// # Errors
     /// [`Denied::OthersData`], [`Denied::MissingScope`], [`Denied::NoUserNamed`],
     /// [`Denied::UserNotFound`]; infrastructure.
+    #[tracing::instrument(skip_all, fields(scope = ?scope, named_user = named))]
     pub async fn acting_for(
         &self,
         principal: Principal,

@@ -1,11 +1,11 @@
-//! The admin console's reads as the customer base grows (issue 18): the customer search
+//! The admin console's reads as the customer base grows: the customer search
 //! (`GET /api/admin/users?query=`) and a customer's page (`GET /api/admin/users/{id}` followed by
 //! the first page of `GET /api/admin/users/{id}/transactions`), timed over HTTP as the
 //! administrator at 1 thousand customers (10 thousand of their ledger rows), then again after the
 //! same database has grown to 100 thousand customers and 1 million ledger rows.
 //!
-//! The customers are written with bulk SQL straight into the schema the migrations created
-//! (`generate_series` on PostgreSQL, a recursive CTE on SQLite, 10 000 customers per statement),
+//! The customers are written by the store's bulk seeding (`store::bench::seed_customers`:
+//! `generate_series` on PostgreSQL, a recursive CTE on SQLite, 10 000 customers per statement),
 //! keeping the ledger's invariants: each customer has an admin grant, nine consumptions of 5
 //! credits, the grant's lot holding what is left, and a balance row that adds up.
 //!
@@ -16,14 +16,14 @@
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
 
 use anyhow::{Context, bail, ensure};
 use serde::Serialize;
 use serde_json::Value;
+use store::bench::{ROWS_PER_CUSTOMER, customer_id, seed_customers, users_and_ledger_rows};
 
 use crate::api::Api;
-use crate::database::{Backend, Pool, Val};
+use crate::database::Pool;
 use crate::load;
 use crate::report::{BackendReport, Target, rows_label};
 use crate::stats::Summary;
@@ -34,14 +34,6 @@ pub const SEARCH: &str = "customer search";
 pub const PAGE: &str = "customer page";
 /// The customer counts measured: the small base, then the large one.
 pub const SIZES: [i64; 2] = [1_000, 100_000];
-/// Ledger rows of each seeded customer (so 100 thousand customers hold 1 million rows).
-const ROWS_PER_CUSTOMER: i64 = 10;
-/// What each seeded customer was granted, in hundredths (10 000 credits).
-const GRANT: i64 = 1_000_000;
-/// What one consumption spent, in hundredths (5 credits).
-const COST: i64 = 500;
-/// Customers inserted per statement.
-const CHUNK: i64 = 10_000;
 /// Unmeasured requests before each series.
 const WARMUP: usize = 20;
 /// The judged ratio of the large size's median to the small one's.
@@ -69,156 +61,6 @@ pub struct AdminRow {
     pub summary: Summary,
     /// Seconds the bulk insert up to this size took.
     pub seed_seconds: f64,
-}
-
-const USERS_SQLITE: &str = "WITH RECURSIVE s(i) AS (SELECT $1 UNION ALL SELECT i + 1 FROM s \
-    WHERE i < $2) INSERT INTO users (id, email, password_hash, role, created_at) \
-    SELECT 'adm-' || (1000000 + i), 'customer' || (1000000 + i) || '@bench.example.com', NULL, \
-    'user', CAST($3 AS BIGINT) + i FROM s";
-
-const USERS_POSTGRES: &str = "INSERT INTO users (id, email, password_hash, role, created_at) \
-    SELECT 'adm-' || (1000000 + i), 'customer' || (1000000 + i) || '@bench.example.com', NULL, \
-    'user', CAST($3 AS BIGINT) + i FROM generate_series($1::bigint, $2::bigint) AS s(i)";
-
-/// The ledger's columns and values per customer `i` and row `j` (0 = the grant).
-const LEDGER_SELECT: &str = "SELECT 'adm-' || (1000000 + i), \
-    CASE WHEN j = 0 THEN 'admin_adjustment' ELSE 'consumption' END, \
-    CASE WHEN j = 0 THEN CAST($4 AS BIGINT) ELSE -500 END, CAST($4 AS BIGINT) - 500 * j, \
-    CASE WHEN j = 0 THEN 'bench funding' END, CASE WHEN j = 0 THEN NULL ELSE 'image' END, \
-    CASE WHEN j = 0 THEN 'bench-funding' ELSE 'hist-' || j END, 'bench', CAST($5 AS BIGINT) + i * 100 + j";
-
-const LEDGER_INTO: &str = "INSERT INTO credit_transactions (user_id, kind, amount_hundredths, \
-    balance_after_hundredths, note, feature, idempotency_key, request_hash, created_at) ";
-
-const BALANCES_SQLITE: &str = "WITH RECURSIVE s(i) AS (SELECT $1 UNION ALL SELECT i + 1 FROM s \
-    WHERE i < $2) INSERT INTO credit_balances (user_id, balance_hundredths, transaction_count, \
-    updated_at) SELECT 'adm-' || (1000000 + i), CAST($3 AS BIGINT), CAST($4 AS BIGINT), \
-    CAST($5 AS BIGINT) FROM s";
-
-const BALANCES_POSTGRES: &str = "INSERT INTO credit_balances (user_id, balance_hundredths, \
-    transaction_count, updated_at) SELECT 'adm-' || (1000000 + i), CAST($3 AS BIGINT), \
-    CAST($4 AS BIGINT), CAST($5 AS BIGINT) \
-    FROM generate_series($1::bigint, $2::bigint) AS s(i)";
-
-/// The grant lots of the customers whose ids lie in `[$2, $3]` (ids of one length sort as
-/// their numbers).
-const GRANTS: &str = "INSERT INTO credit_grants (user_id, transaction_id, source_kind, \
-    source_key, amount_hundredths, remaining_hundredths, expires_at, granted_at) \
-    SELECT user_id, id, 'admin', 'bench-funding-' || user_id, amount_hundredths, CAST($1 AS BIGINT), NULL, \
-    created_at FROM credit_transactions WHERE user_id >= $2 AND user_id <= $3 \
-    AND kind = 'admin_adjustment'";
-
-/// The ledger insert of one chunk on `backend` (built once per process).
-fn ledger_sql(backend: Backend) -> &'static str {
-    static SQLITE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    static POSTGRES: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    match backend {
-        Backend::Sqlite => SQLITE.get_or_init(|| {
-            format!(
-                "WITH RECURSIVE s(i) AS (SELECT $1 UNION ALL SELECT i + 1 FROM s WHERE i < $2), \
-                 t(j) AS (SELECT 0 UNION ALL SELECT j + 1 FROM t WHERE j < $3 - 1) \
-                 {LEDGER_INTO}{LEDGER_SELECT} FROM s CROSS JOIN t"
-            )
-        }),
-        Backend::Postgres => POSTGRES.get_or_init(|| {
-            format!(
-                "{LEDGER_INTO}{LEDGER_SELECT} FROM generate_series($1::bigint, $2::bigint) AS \
-                 s(i) CROSS JOIN generate_series(0, $3::bigint - 1) AS t(j)"
-            )
-        }),
-    }
-}
-
-fn customer_id(n: i64) -> String {
-    format!("adm-{}", 1_000_000 + n)
-}
-
-/// Insert customers `from..=to` with their ledgers, lots and balances.
-async fn seed_chunk(pool: &Pool, from: i64, to: i64, base_ms: i64) -> anyhow::Result<()> {
-    let backend = pool.backend();
-    let (users, balances) = match backend {
-        Backend::Sqlite => (USERS_SQLITE, BALANCES_SQLITE),
-        Backend::Postgres => (USERS_POSTGRES, BALANCES_POSTGRES),
-    };
-    let left = GRANT - COST * (ROWS_PER_CUSTOMER - 1);
-    pool.execute(users, &[Val::I(from), Val::I(to), Val::I(base_ms)])
-        .await
-        .context("inserting customers")?;
-    let ledger = [
-        Val::I(from),
-        Val::I(to),
-        Val::I(ROWS_PER_CUSTOMER),
-        Val::I(GRANT),
-        Val::I(base_ms),
-    ];
-    pool.execute(ledger_sql(backend), &ledger)
-        .await
-        .context("inserting their ledgers")?;
-    let range = [
-        Val::I(left),
-        Val::T(customer_id(from)),
-        Val::T(customer_id(to)),
-    ];
-    pool.execute(GRANTS, &range)
-        .await
-        .context("inserting their lots")?;
-    let rows = [
-        Val::I(from),
-        Val::I(to),
-        Val::I(left),
-        Val::I(ROWS_PER_CUSTOMER),
-        Val::I(base_ms),
-    ];
-    pool.execute(balances, &rows)
-        .await
-        .context("inserting their balances")?;
-    Ok(())
-}
-
-/// Grow the customer base from `have` to `want` customers; the seconds it took.
-async fn grow(pool: &Pool, have: i64, want: i64, base_ms: i64) -> anyhow::Result<f64> {
-    let started = Instant::now();
-    let mut from = have + 1;
-    while from <= want {
-        let to = (from + CHUNK - 1).min(want);
-        seed_chunk(pool, from, to, base_ms).await?;
-        from = to + 1;
-    }
-    if pool.backend() == Backend::Postgres {
-        // As autovacuum would after such an insert; the service's plans depend on it.
-        pool.execute(
-            "ANALYZE users, credit_transactions, credit_grants, credit_balances",
-            &[],
-        )
-        .await?;
-    }
-    check(pool, want).await?;
-    Ok(started.elapsed().as_secs_f64())
-}
-
-/// The seeded customers add up: count, balances = ledger sums, one lot each.
-async fn check(pool: &Pool, want: i64) -> anyhow::Result<()> {
-    let customers = pool
-        .scalar(
-            "SELECT COUNT(*) FROM credit_balances b WHERE b.user_id LIKE 'adm-%' AND \
-             b.balance_hundredths = (SELECT SUM(t.amount_hundredths) FROM credit_transactions t \
-             WHERE t.user_id = b.user_id) AND b.transaction_count = (SELECT COUNT(*) FROM \
-             credit_transactions t WHERE t.user_id = b.user_id)",
-            &[],
-        )
-        .await?;
-    let lots = pool
-        .scalar(
-            "SELECT COUNT(*) FROM credit_grants WHERE source_key LIKE 'bench-funding-adm-%'",
-            &[],
-        )
-        .await?;
-    ensure!(
-        customers == Some(want) && lots == Some(want),
-        "seeded customers do not add up: {customers:?} consistent balances and {lots:?} lots \
-         for {want} customers"
-    );
-    Ok(())
 }
 
 /// `GET path` as `token`: the JSON of a 200.
@@ -305,14 +147,6 @@ async fn measure(
     Ok([search, page])
 }
 
-async fn count(pool: &Pool, table: &'static str) -> anyhow::Result<i64> {
-    let sql = match table {
-        "users" => "SELECT COUNT(*) FROM users",
-        _ => "SELECT COUNT(*) FROM credit_transactions",
-    };
-    Ok(pool.scalar(sql, &[]).await?.unwrap_or(0))
-}
-
 /// Seed each size in turn on the running service's database and time both figures there, as
 /// the administrator `token`.
 ///
@@ -330,10 +164,9 @@ pub async fn run(
     let mut have = 0;
     let mut rows = Vec::new();
     for customers in SIZES {
-        let seed_seconds = grow(pool, have, customers, base_ms).await?;
+        let seed_seconds = seed_customers(pool, have, customers, base_ms).await?;
         have = customers;
-        let (users_total, ledger_rows_total) =
-            (count(pool, "users").await?, count(pool, "ledger").await?);
+        let (users_total, ledger_rows_total) = users_and_ledger_rows(pool).await?;
         eprintln!(
             "  admin console: {customers} customers seeded in {seed_seconds:.1} s \
              ({users_total} users, {ledger_rows_total} ledger rows)"

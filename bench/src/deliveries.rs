@@ -21,7 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::api::Api;
-use crate::database::{Backend, Pool, Val};
+use crate::database::Pool;
 
 /// Concurrent deliveries per instance during the measurement.
 pub const CONCURRENCY: usize = 32;
@@ -79,7 +79,7 @@ pub async fn run(
     // moment, so that none of the measured events is older than its cursor.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let started = Instant::now();
-    write_events(pool, events).await?;
+    store::bench::write_events(pool, events, crate::now_ms()).await?;
     let result = wait_for(&seen, events, started).await;
     receiver.abort();
     let seconds = result?;
@@ -105,44 +105,6 @@ async fn wait_for(seen: &Mutex<Seen>, events: usize, started: Instant) -> anyhow
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-}
-
-const EVENTS_POSTGRES: &str = "INSERT INTO events (event_id, event_type, user_id, payload, \
-    occurred_at) SELECT 'evt_bench_' || $3 || '_' || g, 'credits.granted', NULL, \
-    '{\"id\":\"evt_bench_' || $3 || '_' || g || '\",\"type\":\"credits.granted\",\
-    \"timestamp\":\"2026-01-01T00:00:00Z\",\"data\":{}}', $4 \
-    FROM generate_series(CAST($1 AS BIGINT), CAST($2 AS BIGINT)) AS g";
-
-const EVENTS_SQLITE: &str = "WITH RECURSIVE s(g) AS (SELECT $1 UNION ALL SELECT g + 1 FROM s \
-    WHERE g < $2) INSERT INTO events (event_id, event_type, user_id, payload, occurred_at) \
-    SELECT 'evt_bench_' || $3 || '_' || g, 'credits.granted', NULL, \
-    '{\"id\":\"evt_bench_' || $3 || '_' || g || '\",\"type\":\"credits.granted\",\
-    \"timestamp\":\"2026-01-01T00:00:00Z\",\"data\":{}}', $4 FROM s";
-
-/// Write `events` `credits.granted` events in one statement.
-async fn write_events(pool: &Pool, events: usize) -> anyhow::Result<()> {
-    let sql = match pool.backend() {
-        Backend::Sqlite => EVENTS_SQLITE,
-        Backend::Postgres => EVENTS_POSTGRES,
-    };
-    let last = i64::try_from(events)?;
-    let now = crate::now_ms();
-    let written = pool
-        .execute(
-            sql,
-            &[
-                Val::I(1),
-                Val::I(last),
-                Val::T(now.to_string()),
-                Val::I(now),
-            ],
-        )
-        .await
-        .context("writing the events")?;
-    if written != u64::try_from(events)? {
-        bail!("wrote {written} events of {events}");
-    }
-    Ok(())
 }
 
 /// Accept connections until aborted.

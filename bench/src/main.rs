@@ -18,7 +18,8 @@
 //!
 //! It writes `target/bench/report.json` and `target/bench/report.md`, prints the Markdown, and
 //! judges the targets (MET / NOT MET). Setup that the API cannot do (funding users, a
-//! million ledger rows) is written with SQL straight into the service's database ([`seed`]).
+//! million ledger rows) is written with SQL straight into the service's database by
+//! `store::bench`.
 //! The benchmark is a tool, not a test: nothing here runs under `cargo test` but two unit tests.
 
 #![allow(
@@ -38,7 +39,6 @@ mod machine;
 mod reads;
 mod report;
 mod run;
-mod seed;
 mod server;
 mod stats;
 mod tables;

@@ -8,7 +8,6 @@ use serde::Serialize;
 use crate::api::Api;
 use crate::database::Pool;
 use crate::load;
-use crate::seed;
 use crate::stats::Summary;
 
 /// The reads measured at each ledger size.
@@ -62,8 +61,8 @@ pub async fn growth(
     for &rows in sizes {
         let email = format!("growth-{rows}@bench.example.com");
         let (token, user) = api.register(&email, crate::PASSWORD).await?;
-        let seconds = seed::history(pool, &user, rows, now_ms()).await?;
-        seed::check_ledger(pool, &user).await?;
+        let seconds = store::bench::history(pool, &user, rows, now_ms()).await?;
+        store::bench::check_ledger(pool, &user).await?;
         eprintln!("  ledger of {rows} rows inserted in {seconds:.1} s");
         seeded.push(Seeded { rows, seconds });
         users.push((rows, token));

@@ -24,7 +24,7 @@ use crate::load::Spec;
 use crate::report::{BackendReport, DbRow, GROUPED, HttpRow, MemoryRow, PER_TRANSACTION, Startup};
 use crate::server::{Launch, RssSampler, Server};
 use crate::stats::Summary;
-use crate::{consume, cpu, deliveries, reads, seed, webhooks};
+use crate::{consume, cpu, deliveries, reads, webhooks};
 
 /// The client count the targets are judged at (and the hot-account variant runs at).
 pub const TARGET_CLIENTS: usize = 32;
@@ -286,10 +286,12 @@ async fn setup(launch: &Launch, api: &Api, pool: &Pool) -> anyhow::Result<Setup>
     let hot = vec!["bench-hot".to_owned()];
     let all: Vec<String> = users.iter().chain(&hot).cloned().collect();
     let now = crate::now_ms();
-    seed::create_users(pool, &all, now)
+    store::bench::create_users(pool, &all, now)
         .await
         .context("creating users")?;
-    seed::fund(pool, &all, now).await.context("funding users")?;
+    store::bench::fund(pool, &all, now)
+        .await
+        .context("funding users")?;
     Ok(Setup {
         admin_token: token,
         api_key,

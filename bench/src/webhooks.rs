@@ -22,9 +22,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::api::Api;
-use crate::database::{Pool, Val};
+use crate::database::Pool;
 use crate::load;
-use crate::seed;
 use crate::stats::Summary;
 
 /// The credits pack bought through each benchmarked provider.
@@ -283,38 +282,12 @@ impl Run<'_> {
                 && paid == expected
                 && grants == expected
                 && distinct == expected,
-            ledger_consistent: seed::check_ledger(self.pool, buyer).await.is_ok(),
+            ledger_consistent: store::bench::check_ledger(self.pool, buyer).await.is_ok(),
         })
     }
 
     async fn counts(&self, buyer: &str) -> anyhow::Result<(i64, i64, i64)> {
-        let user = [Val::T(buyer.to_owned())];
-        let paid = self
-            .pool
-            .scalar(
-                "SELECT COUNT(*) FROM orders WHERE user_id = $1 AND status = 'paid'",
-                &user,
-            )
-            .await?
-            .unwrap_or(0);
-        let grants = self
-            .pool
-            .scalar(
-                "SELECT COUNT(*) FROM credit_grants WHERE user_id = $1 AND source_kind = 'order'",
-                &user,
-            )
-            .await?
-            .unwrap_or(0);
-        let distinct = self
-            .pool
-            .scalar(
-                "SELECT COUNT(DISTINCT source_key) FROM credit_grants \
-                 WHERE user_id = $1 AND source_kind = 'order'",
-                &user,
-            )
-            .await?
-            .unwrap_or(0);
-        Ok((paid, grants, distinct))
+        store::bench::order_grants(self.pool, buyer).await
     }
 }
 

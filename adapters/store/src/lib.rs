@@ -24,6 +24,8 @@
 //! `migrations` crate, which never imports anything from here.
 
 mod admin;
+#[cfg(feature = "bench")]
+pub mod bench;
 mod entitlements_told;
 mod events;
 mod group_commit;

@@ -145,6 +145,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// Infrastructure.
+    #[tracing::instrument(skip_all, fields(provider = ?filter.provider, outcome = ?filter.outcome))]
     pub async fn list_webhook_events(
         &self,
         filter: &InboxFilter,

@@ -122,6 +122,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// None today (kept for adapters that may refuse the whole overview).
+    #[tracing::instrument(skip_all)]
     pub async fn admin_overview(&self) -> Result<AdminOverview, InfraError> {
         let today = self.clock.now().unix_millis().div_euclid(DAY_MS);
         let days = ReportWindow {

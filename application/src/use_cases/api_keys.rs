@@ -45,6 +45,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// A name that is empty or over 100 characters, no or unknown scopes.
+    #[tracing::instrument(skip_all, fields(admin_id = %admin.id))]
     pub async fn create_api_key(
         &self,
         admin: &User,
@@ -100,6 +101,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// Infrastructure only.
+    #[tracing::instrument(skip_all)]
     pub async fn list_api_keys(&self) -> Result<Vec<ApiKey>, ApiKeyError> {
         Ok(self.store.list_api_keys().await?)
     }
@@ -108,6 +110,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// [`ApiKeyError::NotFound`].
+    #[tracing::instrument(skip_all, fields(api_key_id = %id))]
     pub async fn revoke_api_key(&self, id: &ApiKeyId) -> Result<(), ApiKeyError> {
         Ok(self
             .store

@@ -133,6 +133,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// The store cannot be read.
+    #[tracing::instrument(skip_all, fields(user_id = %user.id))]
     pub async fn list_subscriptions(
         &self,
         user: &User,

@@ -209,6 +209,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// The dynamic plan table cannot be read.
+    #[tracing::instrument(skip_all, fields(subscription_id = %current.id()))]
     pub async fn switch_options(&self, current: &Subscription) -> Result<Vec<Plan>, InfraError> {
         if !switch_support(current.provider()).change_plan {
             return Ok(Vec::new());

@@ -63,6 +63,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// Infrastructure only.
+    #[tracing::instrument(skip_all)]
     pub async fn entitlements_of(
         &self,
         status: &StatusReport,

@@ -135,6 +135,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// See [`FeedError`].
+    #[tracing::instrument(skip_all)]
     pub async fn read_events(&self, query: &FeedQuery) -> Result<FeedPage, FeedError> {
         let after = query.after.as_deref().map(cursor).transpose()?;
         let limit = limit(query.limit)?;
@@ -166,6 +167,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// Infrastructure (what earlier batches deleted stays deleted).
+    #[tracing::instrument(skip_all, fields(retention_ms = retention_ms))]
     pub async fn purge_events(&self, retention_ms: i64) -> Result<u32, InfraError> {
         let before: Timestamp = self.clock.now().plus_millis(-retention_ms.max(0));
         let mut total = 0_u32;

@@ -142,6 +142,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// See [`InitiatePaymentError`]; a gateway failure leaves the order `failed`.
+    #[tracing::instrument(skip_all, fields(user_id = %request.user.id, plan_id = %request.plan_id))]
     pub async fn initiate_payment(
         &self,
         request: InitiatePayment,

@@ -119,6 +119,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// Invalid input, an existing id, infrastructure.
+    #[tracing::instrument(skip_all)]
     pub async fn create_plan(&self, input: &PlanInput) -> Result<StoredPlan, ManagePlansError> {
         let plan = validate(input)?;
         self.store.create_plan(&plan, self.clock.now()).await?;
@@ -129,6 +130,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// Invalid input, unknown plan, infrastructure.
+    #[tracing::instrument(skip_all, fields(plan_id = id))]
     pub async fn update_plan(
         &self,
         id: &str,
@@ -143,6 +145,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// Unknown plan, infrastructure.
+    #[tracing::instrument(skip_all, fields(plan_id = %id, hidden = hidden))]
     pub async fn set_plan_hidden(
         &self,
         id: &PlanId,
@@ -178,6 +181,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// Unknown plan, infrastructure.
+    #[tracing::instrument(skip_all, fields(plan_id = %id))]
     pub async fn delete_plan(&self, id: &PlanId) -> Result<(), ManagePlansError> {
         Ok(self.store.delete_plan(id).await?)
     }
@@ -186,6 +190,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// An unknown id (nothing changes), infrastructure.
+    #[tracing::instrument(skip_all, fields(plans = ids.len()))]
     pub async fn reorder_plans(&self, ids: &[PlanId]) -> Result<(), ManagePlansError> {
         Ok(self.store.reorder_plans(ids, self.clock.now()).await?)
     }
@@ -194,6 +199,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// Infrastructure only.
+    #[tracing::instrument(skip_all)]
     pub async fn import_static_plans(&self) -> Result<ImportReport, ManagePlansError> {
         Ok(self
             .store

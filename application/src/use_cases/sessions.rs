@@ -273,6 +273,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// Infrastructure only.
+    #[tracing::instrument(skip_all)]
     pub async fn sign_out(&self, token: &str) -> Result<(), AccountsError> {
         Ok(self
             .store
@@ -336,6 +337,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// Infrastructure only.
+    #[tracing::instrument(skip_all, fields(user_id = %id))]
     pub async fn find_user(&self, id: &UserId) -> Result<Option<User>, InfraError> {
         Ok(self.store.find_user(id).await?)
     }
@@ -344,6 +346,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// Unknown user, infrastructure.
+    #[tracing::instrument(skip_all)]
     pub async fn promote_to_admin(&self, email: &str) -> Result<User, AccountsError> {
         let email = Email::parse(email)?;
         let (user, _) = self

@@ -15,7 +15,9 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use cargo_metadata::{DependencyKind, MetadataCommand};
+use cargo_metadata::DependencyKind;
+
+use crate::source_tree::workspace_metadata;
 
 /// Crates that mean I/O, async runtimes, wire formats or a web/database framework.
 const FORBIDDEN: &[&str] = &[
@@ -161,12 +163,7 @@ fn allowed(from: Role, to: &str, to_role: Role) -> bool {
 /// Each workspace crate: its folder relative to the workspace root, and its direct normal and
 /// build dependencies on other workspace crates.
 fn workspace_crates() -> BTreeMap<String, (String, Vec<String>)> {
-    let metadata = MetadataCommand::new()
-        .manifest_path(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"))
-        .no_deps()
-        .other_options(vec!["--offline".to_owned()])
-        .exec()
-        .expect("cargo metadata runs");
+    let metadata = workspace_metadata();
     let root = metadata.workspace_root.clone();
     let packages = metadata.workspace_packages();
     let names: Vec<String> = packages.iter().map(|p| p.name.to_string()).collect();

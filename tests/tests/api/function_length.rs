@@ -9,9 +9,10 @@
 
 use std::path::{Path, PathBuf};
 
-use cargo_metadata::MetadataCommand;
 use syn::visit::{self, Visit};
-use syn::{Attribute, ImplItemFn, ItemFn, ItemMod, TraitItemFn};
+use syn::{ImplItemFn, ItemFn, ItemMod, TraitItemFn};
+
+use crate::source_tree::{module_tree, target_roots, test_only};
 
 /// The longest a function may be, in lines.
 const MAX_LINES: usize = 70;
@@ -25,30 +26,10 @@ struct LongFunction {
     lines: usize,
 }
 
-/// Whether the attributes switch an item off outside tests (`#[cfg(test)]`, `#[test]`,
-/// `#[tokio::test]`).
-fn test_only(attrs: &[Attribute]) -> bool {
-    attrs.iter().any(|attr| {
-        let path = attr.path();
-        if path.is_ident("test") || path.segments.last().is_some_and(|s| s.ident == "test") {
-            return true;
-        }
-        path.is_ident("cfg")
-            && attr
-                .parse_args::<syn::Meta>()
-                .is_ok_and(|meta| meta.path().is_ident("test"))
-    })
-}
-
-/// Walks one file: measures functions, collects the files of its out-of-line modules.
+/// Walks one file: measures its non-test functions.
 struct FileVisitor<'a> {
     file: &'a Path,
-    /// The folder where this file's child modules live.
-    module_dir: PathBuf,
-    /// Inline modules entered so far (their names extend `module_dir`).
-    inline: Vec<String>,
     long: Vec<LongFunction>,
-    children: Vec<PathBuf>,
 }
 
 impl FileVisitor<'_> {
@@ -63,53 +44,13 @@ impl FileVisitor<'_> {
             });
         }
     }
-
-    fn child_file(&self, module: &ItemMod) -> Option<PathBuf> {
-        let mut dir = self.module_dir.clone();
-        dir.extend(&self.inline);
-        if let Some(path) = module.attrs.iter().find_map(path_attribute) {
-            return Some(dir.join(path));
-        }
-        let name = module.ident.to_string();
-        [
-            dir.join(format!("{name}.rs")),
-            dir.join(&name).join("mod.rs"),
-        ]
-        .into_iter()
-        .find(|candidate| candidate.exists())
-    }
-}
-
-/// The value of a `#[path = "…"]` attribute.
-fn path_attribute(attr: &Attribute) -> Option<String> {
-    let syn::Meta::NameValue(pair) = &attr.meta else {
-        return None;
-    };
-    if !pair.path.is_ident("path") {
-        return None;
-    }
-    match &pair.value {
-        syn::Expr::Lit(syn::ExprLit {
-            lit: syn::Lit::Str(text),
-            ..
-        }) => Some(text.value()),
-        _ => None,
-    }
 }
 
 impl<'ast> Visit<'ast> for FileVisitor<'_> {
     fn visit_item_mod(&mut self, module: &'ast ItemMod) {
-        if test_only(&module.attrs) {
-            return;
+        if !test_only(&module.attrs) {
+            visit::visit_item_mod(self, module);
         }
-        if module.content.is_none() {
-            let child = self.child_file(module);
-            self.children.extend(child);
-            return;
-        }
-        self.inline.push(module.ident.to_string());
-        visit::visit_item_mod(self, module);
-        self.inline.pop();
     }
 
     fn visit_item_fn(&mut self, function: &'ast ItemFn) {
@@ -148,68 +89,33 @@ impl<'ast> Visit<'ast> for FileVisitor<'_> {
     }
 }
 
-/// The folder where the child modules of `file` live: its own folder for a crate root or a
-/// `mod.rs`, else a folder named after the file.
-fn module_dir(file: &Path, is_root: bool) -> PathBuf {
-    let dir = file.parent().unwrap_or(Path::new(".")).to_path_buf();
-    let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("");
-    if is_root || stem == "mod" {
-        dir
-    } else {
-        dir.join(stem)
-    }
-}
-
 /// Every function over the limit in the module tree rooted at `root`.
 fn long_functions_from(root: &Path) -> Vec<LongFunction> {
     let mut long = Vec::new();
-    let mut pending = vec![(root.to_path_buf(), true)];
-    while let Some((file, is_root)) = pending.pop() {
-        let text = std::fs::read_to_string(&file)
-            .unwrap_or_else(|e| panic!("{} cannot be read: {e}", file.display()));
-        let parsed = syn::parse_file(&text)
-            .unwrap_or_else(|e| panic!("{} does not parse: {e}", file.display()));
+    for source in module_tree(root) {
         let mut visitor = FileVisitor {
-            file: &file,
-            module_dir: module_dir(&file, is_root),
-            inline: Vec::new(),
+            file: &source.path,
             long: Vec::new(),
-            children: Vec::new(),
         };
-        visitor.visit_file(&parsed);
+        visitor.visit_file(&source.syntax);
         long.append(&mut visitor.long);
-        pending.extend(visitor.children.into_iter().map(|child| (child, false)));
     }
     long
 }
 
 /// The roots of every library, binary and example target of the workspace, but the `tests`
 /// crate's.
-fn target_roots() -> Vec<PathBuf> {
-    let metadata = MetadataCommand::new()
-        .manifest_path(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"))
-        .no_deps()
-        .other_options(vec!["--offline".to_owned()])
-        .exec()
-        .expect("cargo metadata runs");
-    let mut roots: Vec<PathBuf> = metadata
-        .workspace_packages()
+fn roots() -> Vec<PathBuf> {
+    target_roots()
         .into_iter()
-        .filter(|package| package.name.as_str() != "tests")
-        .flat_map(|package| package.targets.iter())
-        .filter(|target| {
-            target.is_lib() || target.is_bin() || target.is_proc_macro() || target.is_example()
-        })
-        .map(|target| target.src_path.clone().into_std_path_buf())
-        .collect();
-    roots.sort();
-    roots.dedup();
-    roots
+        .filter(|(package, _)| package != "tests")
+        .map(|(_, root)| root)
+        .collect()
 }
 
 #[test]
 fn no_non_test_function_is_longer_than_seventy_lines() {
-    let roots = target_roots();
+    let roots = roots();
     assert!(
         roots.iter().any(|r| r.ends_with("domain/src/lib.rs")),
         "the workspace was read: {roots:?}"

@@ -28,3 +28,6 @@ mod purchases;
 mod reliability;
 mod service;
 mod sign_up_abuse;
+mod source_tree;
+mod sql_placement;
+mod use_case_spans;

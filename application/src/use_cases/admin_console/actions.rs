@@ -138,6 +138,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// See [`AdminCancelError`].
+    #[tracing::instrument(skip_all, fields(admin_id = %admin.id, subscription_id = %subscription_id))]
     pub async fn cancel_subscription_for_customer(
         &self,
         admin: &User,
@@ -171,6 +172,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// # Errors
     /// See [`AdminCancelError`]: [`AdminCancelError::NowNotSupported`] for a provider without
     /// an immediate cancel; `NotCancellable` for a subscription that is over.
+    #[tracing::instrument(skip_all, fields(admin_id = %admin.id, subscription_id = %subscription_id))]
     pub async fn cancel_subscription_now_for_customer(
         &self,
         admin: &User,
@@ -219,6 +221,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// See [`RefundOrderError`]; nothing is logged for a refused refund.
+    #[tracing::instrument(skip_all, fields(admin_id = %admin.id, order_id = %request.order_id))]
     pub async fn refund_order_by(
         &self,
         admin: &User,

@@ -93,6 +93,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// As [`Service::create_plan`].
+    #[tracing::instrument(skip_all, fields(admin_id = %admin.id))]
     pub async fn create_plan_by(
         &self,
         admin: &User,
@@ -117,6 +118,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// As [`Service::update_plan`].
+    #[tracing::instrument(skip_all, fields(admin_id = %admin.id, plan_id = id))]
     pub async fn update_plan_by(
         &self,
         admin: &User,
@@ -132,6 +134,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// As [`Service::set_plan_hidden`].
+    #[tracing::instrument(skip_all, fields(admin_id = %admin.id, plan_id = %id, hidden = hidden))]
     pub async fn set_plan_hidden_by(
         &self,
         admin: &User,
@@ -146,6 +149,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// As [`Service::delete_plan`].
+    #[tracing::instrument(skip_all, fields(admin_id = %admin.id, plan_id = %id))]
     pub async fn delete_plan_by(
         &self,
         admin: &User,
@@ -169,6 +173,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// As [`Service::reorder_plans`].
+    #[tracing::instrument(skip_all, fields(admin_id = %admin.id, plans = ids.len()))]
     pub async fn reorder_plans_by(
         &self,
         admin: &User,
@@ -194,6 +199,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// As [`Service::create_api_key`].
+    #[tracing::instrument(skip_all, fields(admin_id = %admin.id))]
     pub async fn create_api_key_by(
         &self,
         admin: &User,
@@ -226,6 +232,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// As [`Service::revoke_api_key`].
+    #[tracing::instrument(skip_all, fields(admin_id = %admin.id, api_key_id = %id))]
     pub async fn revoke_api_key_by(
         &self,
         admin: &User,
@@ -270,6 +277,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// [`PlanAllowanceError::UserNotFound`], or the store cannot be read.
+    #[tracing::instrument(skip_all, fields(user_id = %user))]
     pub async fn plan_allowances(
         &self,
         user: &domain::UserId,

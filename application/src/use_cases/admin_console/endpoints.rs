@@ -117,6 +117,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// As [`Webhooks::create_endpoint`].
+    #[tracing::instrument(skip_all, fields(admin_id = %admin.id))]
     pub async fn create_endpoint_by(
         &self,
         admin: &User,
@@ -141,6 +142,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// As [`Webhooks::update_endpoint`].
+    #[tracing::instrument(skip_all, fields(admin_id = %admin.id, endpoint_id = id))]
     pub async fn update_endpoint_by(
         &self,
         admin: &User,
@@ -166,6 +168,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// As [`Webhooks::delete_endpoint`].
+    #[tracing::instrument(skip_all, fields(admin_id = %admin.id, endpoint_id = %id))]
     pub async fn delete_endpoint_by(
         &self,
         admin: &User,
@@ -187,6 +190,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// As [`Webhooks::rotate_secret`].
+    #[tracing::instrument(skip_all, fields(admin_id = %admin.id, endpoint_id = %id))]
     pub async fn rotate_secret_by(
         &self,
         admin: &User,
@@ -215,6 +219,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// As [`Webhooks::redeliver`].
+    #[tracing::instrument(skip_all, fields(admin_id = %admin.id, endpoint_id = %endpoint_id))]
     pub async fn redeliver_by(
         &self,
         admin: &User,

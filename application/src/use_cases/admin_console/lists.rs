@@ -114,6 +114,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// # Errors
     /// [`AdminListError::Page`] for a bad cursor or limit; [`AdminListError::Invalid`] for a
     /// query over [`MAX_QUERY_CHARS`]; infrastructure.
+    #[tracing::instrument(skip_all)]
     pub async fn find_customers(
         &self,
         query: Option<&str>,
@@ -155,6 +156,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// [`AdminListError::UserNotFound`]; infrastructure.
+    #[tracing::instrument(skip_all, fields(user_id = %user_id))]
     pub async fn customer_overview(
         &self,
         user_id: &UserId,
@@ -175,6 +177,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// [`AdminListError::UserNotFound`]; a bad cursor or limit; infrastructure.
+    #[tracing::instrument(skip_all, fields(user_id = %user_id))]
     pub async fn customer_transactions(
         &self,
         user_id: &UserId,
@@ -195,6 +198,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// # Errors
     /// [`AdminListError::Invalid`] for an unknown status; a bad cursor or limit;
     /// infrastructure.
+    #[tracing::instrument(skip_all)]
     pub async fn admin_orders(
         &self,
         filter: &OrderFilter,
@@ -217,6 +221,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// A bad cursor or limit; infrastructure.
+    #[tracing::instrument(skip_all)]
     pub async fn webhook_inbox(
         &self,
         filter: &InboxFilter,
@@ -230,6 +235,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// A bad cursor or limit; infrastructure.
+    #[tracing::instrument(skip_all)]
     pub async fn audit_log(
         &self,
         page: &PageAfter,

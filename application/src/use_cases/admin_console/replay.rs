@@ -162,6 +162,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// See [`ReplayError`].
+    #[tracing::instrument(skip_all, fields(admin_id = %admin.id, event_row = id))]
     pub async fn replay_webhook_event(
         &self,
         admin: &User,

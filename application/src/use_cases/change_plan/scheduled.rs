@@ -134,6 +134,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// The dynamic plan table cannot be read.
+    #[tracing::instrument(skip_all, fields(subscription_id = %current.id()))]
     pub async fn period_end_switch_options(
         &self,
         current: &Subscription,

@@ -1,12 +1,15 @@
-//! Bulk setup written straight to the database, keeping the ledger's invariants: every balance
-//! equals the sum of its user's transactions, `transaction_count` counts them, and the grant lot
-//! holds what is left. There is no admin grant endpoint, and a million ledger rows could not be
-//! made through the API in reasonable time, so the benchmark writes these rows itself (the
-//! users it funds this way have no password; users that sign in are registered over the API).
+//! The benchmark's users and ledgers, written straight to the database, keeping the ledger's
+//! invariants: every balance equals the sum of its user's transactions, `transaction_count`
+//! counts them, and the grant lot holds what is left. A million ledger rows could not be made
+//! through the API in reasonable time, so they are written here (the users funded this way have
+//! no password; users that sign in are registered over the API). Also the checks the benchmark
+//! makes of what the service wrote, and the host events its delivery figure starts from.
 
 use std::time::Instant;
 
-use crate::database::{Backend, Pool, Val};
+use anyhow::{Context, bail};
+
+use super::pool::{Pool, Val};
 
 /// What each benchmark user is funded with, in hundredths (10^10 credits).
 pub const FUNDING: i64 = 1_000_000_000_000;
@@ -121,9 +124,10 @@ pub async fn history(pool: &Pool, user: &str, rows: i64, now_ms: i64) -> anyhow:
     let first_ms = now_ms - rows - 60_000;
     let spent = HISTORY_COST * (rows - 1);
     grant(pool, user, FUNDING, FUNDING - spent, rows, first_ms).await?;
-    let (sql, chunk) = match pool.backend() {
-        Backend::Sqlite => (HISTORY_SQLITE, 10_000),
-        Backend::Postgres => (HISTORY_POSTGRES, 100_000),
+    let (sql, chunk) = if pool.is_postgres() {
+        (HISTORY_POSTGRES, 100_000)
+    } else {
+        (HISTORY_SQLITE, 10_000)
     };
     let mut from = 1;
     while from < rows {
@@ -141,7 +145,7 @@ pub async fn history(pool: &Pool, user: &str, rows: i64, now_ms: i64) -> anyhow:
         .await?;
         from = to + 1;
     }
-    if pool.backend() == Backend::Postgres {
+    if pool.is_postgres() {
         pool.execute("ANALYZE credit_transactions", &[]).await?;
     }
     Ok(started.elapsed().as_secs_f64())
@@ -183,5 +187,78 @@ pub async fn check_ledger(pool: &Pool, user: &str) -> anyhow::Result<()> {
         "ledger of {user} inconsistent: sum {sum:?} vs balance {balance:?}, {count:?} rows vs \
          transaction_count {counted:?}"
     );
+    Ok(())
+}
+
+/// What the service wrote for `buyer`'s paid orders: its paid orders, its orders' grant lots,
+/// and the distinct orders those lots are for.
+///
+/// # Errors
+/// The database refuses.
+pub async fn order_grants(pool: &Pool, buyer: &str) -> anyhow::Result<(i64, i64, i64)> {
+    let user = [Val::T(buyer.to_owned())];
+    let paid = pool
+        .scalar(
+            "SELECT COUNT(*) FROM orders WHERE user_id = $1 AND status = 'paid'",
+            &user,
+        )
+        .await?
+        .unwrap_or(0);
+    let grants = pool
+        .scalar(
+            "SELECT COUNT(*) FROM credit_grants WHERE user_id = $1 AND source_kind = 'order'",
+            &user,
+        )
+        .await?
+        .unwrap_or(0);
+    let distinct = pool
+        .scalar(
+            "SELECT COUNT(DISTINCT source_key) FROM credit_grants \
+             WHERE user_id = $1 AND source_kind = 'order'",
+            &user,
+        )
+        .await?
+        .unwrap_or(0);
+    Ok((paid, grants, distinct))
+}
+
+const EVENTS_POSTGRES: &str = "INSERT INTO events (event_id, event_type, user_id, payload, \
+    occurred_at) SELECT 'evt_bench_' || $3 || '_' || g, 'credits.granted', NULL, \
+    '{\"id\":\"evt_bench_' || $3 || '_' || g || '\",\"type\":\"credits.granted\",\
+    \"timestamp\":\"2026-01-01T00:00:00Z\",\"data\":{}}', $4 \
+    FROM generate_series(CAST($1 AS BIGINT), CAST($2 AS BIGINT)) AS g";
+
+const EVENTS_SQLITE: &str = "WITH RECURSIVE s(g) AS (SELECT $1 UNION ALL SELECT g + 1 FROM s \
+    WHERE g < $2) INSERT INTO events (event_id, event_type, user_id, payload, occurred_at) \
+    SELECT 'evt_bench_' || $3 || '_' || g, 'credits.granted', NULL, \
+    '{\"id\":\"evt_bench_' || $3 || '_' || g || '\",\"type\":\"credits.granted\",\
+    \"timestamp\":\"2026-01-01T00:00:00Z\",\"data\":{}}', $4 FROM s";
+
+/// Write `events` `credits.granted` events in one statement, at `now` (milliseconds).
+///
+/// # Errors
+/// The database refuses, or writes another number of events.
+pub async fn write_events(pool: &Pool, events: usize, now: i64) -> anyhow::Result<()> {
+    let sql = if pool.is_postgres() {
+        EVENTS_POSTGRES
+    } else {
+        EVENTS_SQLITE
+    };
+    let last = i64::try_from(events)?;
+    let written = pool
+        .execute(
+            sql,
+            &[
+                Val::I(1),
+                Val::I(last),
+                Val::T(now.to_string()),
+                Val::I(now),
+            ],
+        )
+        .await
+        .context("writing the events")?;
+    if written != u64::try_from(events)? {
+        bail!("wrote {written} events of {events}");
+    }
     Ok(())
 }
