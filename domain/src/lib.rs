@@ -45,7 +45,8 @@ pub use ledger::{
 };
 pub use money::{Currency, Money, MoneyError};
 pub use order::{
-    AccessEnd, Order, OrderParts, OrderStatus, OrderTransitionError, PlanSnapshot, Transition,
+    AccessEnd, Order, OrderParts, OrderStatus, OrderStatusKind, OrderTransitionError, PlanSnapshot,
+    Transition,
 };
 pub use order_events::{
     FailureDecision, OrderGrant, OrderRefundDecision, PaymentDecision, decide_failure,

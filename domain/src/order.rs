@@ -85,19 +85,70 @@ pub enum OrderStatus {
     },
 }
 
+/// Which state an order is in, without the state's data: what storage filters on and what a
+/// handled webhook reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OrderStatusKind {
+    /// [`OrderStatus::Pending`].
+    Pending,
+    /// [`OrderStatus::Paid`].
+    Paid,
+    /// [`OrderStatus::Failed`].
+    Failed,
+    /// [`OrderStatus::Cancelled`].
+    Cancelled,
+    /// [`OrderStatus::Expired`].
+    Expired,
+    /// [`OrderStatus::PartiallyRefunded`].
+    PartiallyRefunded,
+    /// [`OrderStatus::Refunded`].
+    Refunded,
+}
+
+impl OrderStatusKind {
+    /// The states of an order whose payment arrived, whatever was refunded since.
+    pub const PAYMENT_ARRIVED: [Self; 3] = [Self::Paid, Self::PartiallyRefunded, Self::Refunded];
+
+    /// The stable status code used in storage and the API.
+    #[must_use]
+    pub const fn code(self) -> &'static str {
+        match self {
+            OrderStatusKind::Pending => "pending",
+            OrderStatusKind::Paid => "paid",
+            OrderStatusKind::Failed => "failed",
+            OrderStatusKind::Cancelled => "cancelled",
+            OrderStatusKind::Expired => "expired",
+            OrderStatusKind::PartiallyRefunded => "partially_refunded",
+            OrderStatusKind::Refunded => "refunded",
+        }
+    }
+}
+
+impl fmt::Display for OrderStatusKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
 impl OrderStatus {
+    /// Which state this is, without its data.
+    #[must_use]
+    pub const fn kind(&self) -> OrderStatusKind {
+        match self {
+            OrderStatus::Pending => OrderStatusKind::Pending,
+            OrderStatus::Paid { .. } => OrderStatusKind::Paid,
+            OrderStatus::Failed { .. } => OrderStatusKind::Failed,
+            OrderStatus::Cancelled => OrderStatusKind::Cancelled,
+            OrderStatus::Expired => OrderStatusKind::Expired,
+            OrderStatus::PartiallyRefunded { .. } => OrderStatusKind::PartiallyRefunded,
+            OrderStatus::Refunded { .. } => OrderStatusKind::Refunded,
+        }
+    }
+
     /// The stable status code used in storage and the API.
     #[must_use]
     pub const fn code(&self) -> &'static str {
-        match self {
-            OrderStatus::Pending => "pending",
-            OrderStatus::Paid { .. } => "paid",
-            OrderStatus::Failed { .. } => "failed",
-            OrderStatus::Cancelled => "cancelled",
-            OrderStatus::Expired => "expired",
-            OrderStatus::PartiallyRefunded { .. } => "partially_refunded",
-            OrderStatus::Refunded { .. } => "refunded",
-        }
+        self.kind().code()
     }
 
     /// Whether no transition leaves this state.
