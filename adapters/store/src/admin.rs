@@ -495,8 +495,8 @@ impl AdminConsoleStore for SeaOrmStore {
         if let Some(provider) = filter.provider {
             conditions.add("provider = ?", vec![provider.as_str().into()]);
         }
-        if let Some(outcome) = &filter.outcome {
-            conditions.add("outcome = ?", vec![outcome.clone().into()]);
+        if let Some(outcome) = filter.outcome {
+            conditions.add("outcome = ?", vec![outcome.code().into()]);
         }
         if let Some(id) = keyset.after {
             conditions.add("id < ?", vec![id.into()]);

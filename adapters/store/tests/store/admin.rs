@@ -374,9 +374,9 @@ async fn a_ledger_and_the_inbox_are_walked_by_keyset(store: &TestStore) {
         entry.outcome = outcome;
         store.record_event(&entry).await.unwrap();
     }
-    let filter = |outcome: Option<&str>| InboxFilter {
+    let filter = |outcome: Option<EventOutcome>| InboxFilter {
         provider: Some(ProviderId::CardGateway),
-        outcome: outcome.map(str::to_owned),
+        outcome,
     };
     let (all, _) = walk(2, |k| {
         let f = filter(None);
@@ -386,7 +386,7 @@ async fn a_ledger_and_the_inbox_are_walked_by_keyset(store: &TestStore) {
     let ids: Vec<&str> = all.iter().map(|e| e.entry.event_id.as_str()).collect();
     assert_eq!(ids, ["evt-2", "evt-1", "evt-0"]);
     let (mismatches, _) = walk(2, |k| {
-        let f = filter(Some("mismatch"));
+        let f = filter(Some(EventOutcome::Mismatch));
         async move { store.inbox_page(&f, &k).await.unwrap() }
     })
     .await;
