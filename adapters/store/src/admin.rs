@@ -25,7 +25,7 @@ use application::ports::{
     PaymentTotal, RecordedEvent, SpendError, StoreError, TimeNumberKey, TimeTextKey,
 };
 use async_trait::async_trait;
-use domain::{Currency, Timestamp, UserId};
+use domain::{Currency, OrderStatusKind, Timestamp, UserId};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, FromQueryResult, Value};
 
 use crate::SeaOrmStore;
@@ -308,11 +308,12 @@ struct TotalRow {
 }
 
 /// Orders paid (whatever was refunded since) and renewal charges (a first period's charge is its
-/// order's payment, counted once), summed per currency.
+/// order's payment, counted once), summed per currency. `$2` to `$4` are
+/// [`OrderStatusKind::PAYMENT_ARRIVED`].
 const PAYMENT_TOTALS: &str = "SELECT currency, CAST(SUM(paid) AS BIGINT) AS paid_minor, \
     CAST(SUM(refunded) AS BIGINT) AS refunded_minor FROM ( \
       SELECT currency, amount_minor AS paid, refunded_minor AS refunded FROM orders \
-      WHERE user_id = $1 AND status IN ('paid', 'partially_refunded', 'refunded') \
+      WHERE user_id = $1 AND status IN ($2, $3, $4) \
       UNION ALL \
       SELECT c.currency, c.amount_minor, c.refunded_minor FROM subscription_charges c \
       JOIN subscriptions s ON s.id = c.subscription_id \
@@ -413,8 +414,10 @@ impl AdminConsoleStore for SeaOrmStore {
     }
 
     async fn payment_totals(&self, user: &UserId) -> Result<Vec<PaymentTotal>, StoreError> {
+        let mut values: Vec<Value> = vec![user.as_str().into()];
+        values.extend(OrderStatusKind::PAYMENT_ARRIVED.map(|s| s.code().into()));
         let rows: Vec<TotalRow> = self
-            .fetch_all("payment_totals", PAYMENT_TOTALS, vec![user.as_str().into()])
+            .fetch_all("payment_totals", PAYMENT_TOTALS, values)
             .await?;
         rows.into_iter()
             .map(|r| {
