@@ -81,7 +81,7 @@ pub use scheduled_switch::{
 pub use subscription::{
     BillingPeriod, RenewalIntent, RenewalRefusal, SoldTerms, SoldTermsMismatch, Subscription,
     SubscriptionAccess, SubscriptionError, SubscriptionEvent, SubscriptionParts,
-    SubscriptionStatus, check_activation,
+    SubscriptionStatus, SwitchClaim, check_activation,
 };
 pub use subscription_events::{
     ActivationDecision, ActivationFacts, ActivationTarget, LifecycleDecision, PeriodCharge,
