@@ -460,6 +460,12 @@ impl Order {
                 refunded: total_refunded,
             }
         };
+        assert!(
+            self.refunded().is_some_and(
+                |r| r.amount_minor() > already && r.amount_minor() <= price.amount_minor()
+            ),
+            "a refund raises the refunded total, never past the price"
+        );
         Ok(Transition::Applied)
     }
 

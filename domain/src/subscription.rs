@@ -684,7 +684,12 @@ impl Subscription {
                 last_event_at: self.last_event_at,
             });
         }
+        let paid_until = self.current_period.end;
         let outcome = self.transition(event, event_at)?;
+        assert!(
+            self.current_period.end >= paid_until,
+            "the paid period only moves forward"
+        );
         self.last_event_at = event_at;
         Ok(outcome)
     }

@@ -247,6 +247,7 @@ pub(crate) async fn clawback(
         let Posted::Done(written) = postings::post(tx, &posting).await? else {
             return Err(Fail::Retry("the balance changed under its lock"));
         };
+        postings::assert_moved_from(balance, &written);
         effect = LedgerEffect::Written(written);
     }
     let sql = "UPDATE credit_grants SET remaining_hundredths = remaining_hundredths - $2, \
@@ -295,6 +296,7 @@ pub(crate) async fn expire_lot(
         let Posted::Done(written) = postings::post(tx, &posting).await? else {
             return Err(Fail::Retry("the balance changed under its lock"));
         };
+        postings::assert_moved_from(balance, &written);
         tell(tx, &LedgerEffect::Written(written)).await?;
     }
     let sql = "UPDATE credit_grants SET remaining_hundredths = 0, expired = TRUE, \

@@ -230,7 +230,10 @@ pub(crate) async fn settle(
             now,
         };
         match postings::post(tx, &posting).await? {
-            Posted::Done(t) => written = Some(t),
+            Posted::Done(t) => {
+                postings::assert_moved_from(available, &t);
+                written = Some(t);
+            }
             Posted::Insufficient(_) => {
                 return Err(Fail::Retry("the balance changed under its lock"));
             }
