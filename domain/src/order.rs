@@ -106,6 +106,17 @@ pub enum OrderStatusKind {
 }
 
 impl OrderStatusKind {
+    /// Every state, in the order of an order's life.
+    pub const ALL: [Self; 7] = [
+        Self::Pending,
+        Self::Paid,
+        Self::Failed,
+        Self::Cancelled,
+        Self::Expired,
+        Self::PartiallyRefunded,
+        Self::Refunded,
+    ];
+
     /// The states of an order whose payment arrived, whatever was refunded since.
     pub const PAYMENT_ARRIVED: [Self; 3] = [Self::Paid, Self::PartiallyRefunded, Self::Refunded];
 
@@ -121,6 +132,12 @@ impl OrderStatusKind {
             OrderStatusKind::PartiallyRefunded => "partially_refunded",
             OrderStatusKind::Refunded => "refunded",
         }
+    }
+
+    /// The state a stable status code names, if any.
+    #[must_use]
+    pub fn parse(code: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.code() == code)
     }
 }
 

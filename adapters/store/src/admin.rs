@@ -440,8 +440,8 @@ impl AdminConsoleStore for SeaOrmStore {
         keyset: &Keyset<TimeTextKey>,
     ) -> Result<KeysetPage<OrderRecord, TimeTextKey>, StoreError> {
         let mut conditions = Conditions::default();
-        if let Some(status) = &filter.status {
-            conditions.add("status = ?", vec![status.clone().into()]);
+        if let Some(status) = filter.status {
+            conditions.add("status = ?", vec![status.code().into()]);
         }
         if let Some(provider) = filter.provider {
             conditions.add("provider = ?", vec![provider.as_str().into()]);

@@ -12,8 +12,8 @@ use application::ports::{
 };
 use application::sign_up::SignupIdentity;
 use domain::{
-    CreditDelta, Currency, EventOutcome, Plan, PlanDraft, PlanId, PlanText, ProviderId, UserId,
-    Visibility,
+    CreditDelta, Currency, EventOutcome, OrderStatusKind, Plan, PlanDraft, PlanId, PlanText,
+    ProviderId, UserId, Visibility,
 };
 use store::SeaOrmStore;
 
@@ -158,7 +158,7 @@ async fn orders_are_listed_newest_first_by_status_provider_and_buyer(store: &Tes
         ["ord_4", "ord_3", "ord_2", "ord_1", "ord_0"]
     );
     let paid = OrderFilter {
-        status: Some("paid".into()),
+        status: Some(OrderStatusKind::Paid),
         ..OrderFilter::default()
     };
     assert_eq!(list(paid).await, ["ord_4", "ord_2", "ord_0"]);
@@ -168,7 +168,7 @@ async fn orders_are_listed_newest_first_by_status_provider_and_buyer(store: &Tes
     };
     assert_eq!(list(qr).await, ["ord_1"]);
     let bob_paid = OrderFilter {
-        status: Some("refunded".into()),
+        status: Some(OrderStatusKind::Refunded),
         provider: Some(ProviderId::CardGateway),
         user_id: Some(uid("usr_beta01")),
     };

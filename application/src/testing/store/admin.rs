@@ -224,10 +224,7 @@ impl AdminConsoleStore for InMemoryStore {
             .values()
             .filter(|r| {
                 let o = &r.order;
-                filter
-                    .status
-                    .as_deref()
-                    .is_none_or(|s| s == o.status().code())
+                filter.status.is_none_or(|s| s == o.status().kind())
                     && filter.provider.is_none_or(|p| p == o.provider())
                     && filter.user_id.as_ref().is_none_or(|u| u == o.user_id())
             })
