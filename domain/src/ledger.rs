@@ -174,7 +174,14 @@ pub fn post(
     if !sign_ok {
         return Err(LedgerError::WrongSign { kind, amount });
     }
-    Ok(balance.apply(amount)?)
+    let after = balance.apply(amount)?;
+    // Both sides are at most `Credits::MAX` in magnitude: no overflow in `i64`.
+    assert_eq!(
+        after.hundredths(),
+        balance.hundredths() + amount.hundredths(),
+        "a posting moves the balance by exactly its amount"
+    );
+    Ok(after)
 }
 
 /// What a request whose idempotency key was used before comes to.
@@ -242,8 +249,21 @@ pub fn decide_spend(
         return Ok(SpendDecision::Reused(KeyReuse::of(stored, request_hash)));
     }
     match post(balance, kind, delta) {
-        Ok(after) => Ok(SpendDecision::Post { after }),
+        Ok(after) => {
+            assert!(after <= balance, "a spend never raises the balance");
+            assert_eq!(
+                after.hundredths() + amount.hundredths(),
+                balance.hundredths(),
+                "a spend takes exactly its amount, never more than the balance"
+            );
+            Ok(SpendDecision::Post { after })
+        }
         Err(LedgerError::InsufficientCredits { available, .. }) => {
+            assert!(
+                available < amount,
+                "only a spend over the balance is refused"
+            );
+            assert_eq!(available, balance, "a refusal names the whole balance");
             Ok(SpendDecision::Insufficient { available })
         }
         Err(e) => Err(e),
@@ -303,6 +323,15 @@ pub fn settle(held: Credits, actual: Credits, available: Credits) -> Settlement 
     let charged = actual.min(ceiling);
     let amount = CreditDelta::from_hundredths(held.hundredths() - charged.hundredths())
         .expect("the difference of two valid amounts is a valid delta");
+    assert!(
+        charged <= actual,
+        "a settle never charges more than was used"
+    );
+    // The balance after the settle, `available + held - charged`, is never negative.
+    assert!(
+        charged.hundredths() <= held.hundredths() + available.hundredths(),
+        "a settle never charges more than the hold and the balance"
+    );
     Settlement { charged, amount }
 }
 
@@ -336,6 +365,17 @@ pub fn allocate_spend(lots: &[GrantLot], amount: Credits) -> Vec<(i64, Credits)>
         draws.push((lot.id, take));
         left = left.checked_sub(take).expect("take is at most left");
     }
+    debug_assert_eq!(
+        draws.iter().map(|(_, c)| c.hundredths()).sum::<i64>() + left.hundredths(),
+        amount.hundredths(),
+        "the draws and what is left unattributed make up the spend"
+    );
+    debug_assert!(
+        draws.iter().all(|(id, take)| lots
+            .iter()
+            .any(|l| l.id == *id && *take <= l.remaining && !take.is_zero())),
+        "each draw takes a positive part of a lot, at most what it holds"
+    );
     draws
 }
 
@@ -352,10 +392,17 @@ pub struct Takeback {
 #[must_use]
 pub fn take_back(wanted: Credits, lot_remaining: Credits, balance: Credits) -> Takeback {
     let taken = wanted.min(lot_remaining).min(balance);
-    Takeback {
-        taken,
-        shortfall: wanted.checked_sub(taken).unwrap_or(Credits::ZERO),
-    }
+    let shortfall = wanted.checked_sub(taken).unwrap_or(Credits::ZERO);
+    assert!(
+        taken <= lot_remaining && taken <= balance,
+        "a takeback never takes more than the lot holds or the balance"
+    );
+    assert_eq!(
+        taken.hundredths() + shortfall.hundredths(),
+        wanted.hundredths(),
+        "what is taken and what is short make up what was wanted"
+    );
+    Takeback { taken, shortfall }
 }
 
 /// The credits a refund of `refunded_minor` out of `price_minor` should take back from a grant of
@@ -368,9 +415,14 @@ pub fn refund_share(granted: Credits, refunded_minor: i64, price_minor: i64) -> 
     let refunded = i128::from(refunded_minor.max(0));
     let share = (i128::from(granted.hundredths()) * refunded + i128::from(price_minor) - 1)
         / i128::from(price_minor);
-    Credits::from_hundredths(i64::try_from(share).unwrap_or(i64::MAX))
+    let taken = Credits::from_hundredths(i64::try_from(share).unwrap_or(i64::MAX))
         .unwrap_or(granted)
-        .min(granted)
+        .min(granted);
+    assert!(
+        taken <= granted,
+        "a refund never takes back more than was granted"
+    );
+    taken
 }
 
 /// One ledger entry as the pure account model records it.
@@ -420,6 +472,13 @@ impl CreditAccount {
         amount: CreditDelta,
     ) -> Result<&LedgerEntry, LedgerError> {
         let balance_after = post(self.balance, kind, amount)?;
+        debug_assert_eq!(
+            self.entries
+                .last()
+                .map_or(Credits::ZERO, |e| e.balance_after),
+            self.balance,
+            "the balance is the last entry's balance after"
+        );
         self.balance = balance_after;
         self.entries.push(LedgerEntry {
             kind,

@@ -45,7 +45,8 @@ pub use ledger::{
 };
 pub use money::{Currency, Money, MoneyError};
 pub use order::{
-    AccessEnd, Order, OrderParts, OrderStatus, OrderTransitionError, PlanSnapshot, Transition,
+    AccessEnd, Order, OrderParts, OrderStatus, OrderStatusKind, OrderTransitionError, PlanSnapshot,
+    Transition,
 };
 pub use order_events::{
     FailureDecision, OrderGrant, OrderRefundDecision, PaymentDecision, decide_failure,
@@ -80,7 +81,7 @@ pub use scheduled_switch::{
 pub use subscription::{
     BillingPeriod, RenewalIntent, RenewalRefusal, SoldTerms, SoldTermsMismatch, Subscription,
     SubscriptionAccess, SubscriptionError, SubscriptionEvent, SubscriptionParts,
-    SubscriptionStatus, check_activation,
+    SubscriptionStatus, SwitchClaim, check_activation,
 };
 pub use subscription_events::{
     ActivationDecision, ActivationFacts, ActivationTarget, LifecycleDecision, PeriodCharge,

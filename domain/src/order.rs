@@ -85,19 +85,87 @@ pub enum OrderStatus {
     },
 }
 
+/// Which state an order is in, without the state's data: what storage filters on and what a
+/// handled webhook reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OrderStatusKind {
+    /// [`OrderStatus::Pending`].
+    Pending,
+    /// [`OrderStatus::Paid`].
+    Paid,
+    /// [`OrderStatus::Failed`].
+    Failed,
+    /// [`OrderStatus::Cancelled`].
+    Cancelled,
+    /// [`OrderStatus::Expired`].
+    Expired,
+    /// [`OrderStatus::PartiallyRefunded`].
+    PartiallyRefunded,
+    /// [`OrderStatus::Refunded`].
+    Refunded,
+}
+
+impl OrderStatusKind {
+    /// Every state, in the order of an order's life.
+    pub const ALL: [Self; 7] = [
+        Self::Pending,
+        Self::Paid,
+        Self::Failed,
+        Self::Cancelled,
+        Self::Expired,
+        Self::PartiallyRefunded,
+        Self::Refunded,
+    ];
+
+    /// The states of an order whose payment arrived, whatever was refunded since.
+    pub const PAYMENT_ARRIVED: [Self; 3] = [Self::Paid, Self::PartiallyRefunded, Self::Refunded];
+
+    /// The stable status code used in storage and the API.
+    #[must_use]
+    pub const fn code(self) -> &'static str {
+        match self {
+            OrderStatusKind::Pending => "pending",
+            OrderStatusKind::Paid => "paid",
+            OrderStatusKind::Failed => "failed",
+            OrderStatusKind::Cancelled => "cancelled",
+            OrderStatusKind::Expired => "expired",
+            OrderStatusKind::PartiallyRefunded => "partially_refunded",
+            OrderStatusKind::Refunded => "refunded",
+        }
+    }
+
+    /// The state a stable status code names, if any.
+    #[must_use]
+    pub fn parse(code: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.code() == code)
+    }
+}
+
+impl fmt::Display for OrderStatusKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
 impl OrderStatus {
+    /// Which state this is, without its data.
+    #[must_use]
+    pub const fn kind(&self) -> OrderStatusKind {
+        match self {
+            OrderStatus::Pending => OrderStatusKind::Pending,
+            OrderStatus::Paid { .. } => OrderStatusKind::Paid,
+            OrderStatus::Failed { .. } => OrderStatusKind::Failed,
+            OrderStatus::Cancelled => OrderStatusKind::Cancelled,
+            OrderStatus::Expired => OrderStatusKind::Expired,
+            OrderStatus::PartiallyRefunded { .. } => OrderStatusKind::PartiallyRefunded,
+            OrderStatus::Refunded { .. } => OrderStatusKind::Refunded,
+        }
+    }
+
     /// The stable status code used in storage and the API.
     #[must_use]
     pub const fn code(&self) -> &'static str {
-        match self {
-            OrderStatus::Pending => "pending",
-            OrderStatus::Paid { .. } => "paid",
-            OrderStatus::Failed { .. } => "failed",
-            OrderStatus::Cancelled => "cancelled",
-            OrderStatus::Expired => "expired",
-            OrderStatus::PartiallyRefunded { .. } => "partially_refunded",
-            OrderStatus::Refunded { .. } => "refunded",
-        }
+        self.kind().code()
     }
 
     /// Whether no transition leaves this state.
@@ -409,6 +477,12 @@ impl Order {
                 refunded: total_refunded,
             }
         };
+        assert!(
+            self.refunded().is_some_and(
+                |r| r.amount_minor() > already && r.amount_minor() <= price.amount_minor()
+            ),
+            "a refund raises the refunded total, never past the price"
+        );
         Ok(Transition::Applied)
     }
 

@@ -95,6 +95,12 @@ pub fn decide_payment(
         clawback = granted.map(|_| step.clawback);
     }
     let moved = next.status() != order.status();
+    if let (Some(grant), Some(back)) = (grant, clawback) {
+        assert!(
+            back <= grant.credits,
+            "a payment never takes back more than it grants"
+        );
+    }
     PaymentDecision::Paid {
         order: moved.then_some(next),
         grant,
@@ -155,6 +161,12 @@ pub fn decide_order_refund(order: &Order, all: &[KeptRefund]) -> OrderRefundDeci
     let mut next = order.clone();
     match refund_step(price, granted, applied, all) {
         Some(step) if next.refund(step.after) == Ok(Transition::Applied) => {
+            assert!(
+                next.refunded()
+                    .is_some_and(|r| r.amount_minor() > applied.amount_minor()
+                        && r.amount_minor() <= price.amount_minor()),
+                "a refund moves the refunded total up, never past the order's price"
+            );
             OrderRefundDecision::Refund {
                 order: next,
                 clawback: granted.map(|_| step.clawback),

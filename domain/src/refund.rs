@@ -119,7 +119,12 @@ pub fn refunded_total(paid: Money, kept: &[KeptRefund]) -> Money {
         }
     }
     let total = largest_total.max(sum_of_ones).min(price);
-    Money::from_minor(total, paid.currency()).unwrap_or(paid)
+    let refunded = Money::from_minor(total, paid.currency()).unwrap_or(paid);
+    assert!(
+        refunded.amount_minor() <= price,
+        "a payment's refunded total never exceeds the payment"
+    );
+    refunded
 }
 
 /// What new refunds of one payment take back, given what was applied before.
@@ -169,6 +174,15 @@ pub fn refund_step(
         };
         now.checked_sub(then).unwrap_or(Credits::ZERO)
     });
+    assert!(
+        after.amount_minor() > applied.amount_minor()
+            && after.amount_minor() <= paid.amount_minor(),
+        "a refund step moves the refunded total up, never past the payment"
+    );
+    assert!(
+        granted.is_none_or(|g| clawback <= g),
+        "a refund step never takes back more than the payment granted"
+    );
     Some(RefundStep {
         before: applied,
         after,

@@ -284,8 +284,8 @@ pub enum RenewalRefusal {
 /// was read ([`Subscription::pending_change_as_read`], [`Subscription::scheduled_switch_as_read`]):
 /// a store replaces the subscription only where the claim is still that one, so a write decided
 /// from an older read never clears or replaces a claim written since. It is set by
-/// [`Subscription::with_pending_change`] and [`Subscription::with_scheduled_switch`] (a store's
-/// row mapping) and [`Subscription::as_stored`], never by a transition, and equality ignores it.
+/// [`Subscription::restore_claimed`] (a store's row mapping) and [`Subscription::as_stored`],
+/// never by a transition, and equality ignores it.
 #[derive(Debug, Clone, Eq)]
 pub struct Subscription {
     /// Our id.
@@ -380,6 +380,17 @@ pub struct SubscriptionParts {
     pub sold_terms: Option<SoldTerms>,
 }
 
+/// The switch claim a store keeps beside a subscription's row, for
+/// [`Subscription::restore_claimed`]: the plan change asked of the provider and not yet
+/// confirmed, and the switch at the period's end.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SwitchClaim {
+    /// The plan change asked of the provider and not yet confirmed by its event.
+    pub pending_change: Option<PlanChange>,
+    /// The plan the subscriber starts when it ends.
+    pub scheduled_switch: Option<ScheduledSwitch>,
+}
+
 impl Subscription {
     /// A subscription just started by a verified activation at the provider time `at`: active
     /// for `period`, renewing, and keeping the `terms` its recurring order sold.
@@ -423,6 +434,13 @@ impl Subscription {
     /// uses [`Subscription::start`].
     #[must_use]
     pub fn restore(parts: SubscriptionParts) -> Self {
+        Self::restore_claimed(parts, SwitchClaim::default())
+    }
+
+    /// A subscription exactly as a store wrote it, with the switch claim it kept beside it: that
+    /// claim is also the claim as read. Trusted as [`Subscription::restore`] is.
+    #[must_use]
+    pub fn restore_claimed(parts: SubscriptionParts, claim: SwitchClaim) -> Self {
         let SubscriptionParts {
             id,
             user_id,
@@ -446,29 +464,11 @@ impl Subscription {
             renewal,
             last_event_at,
             sold_terms,
-            pending_change: None,
-            scheduled_switch: None,
-            pending_change_as_read: None,
-            scheduled_switch_as_read: None,
+            pending_change_as_read: claim.pending_change.clone(),
+            scheduled_switch_as_read: claim.scheduled_switch.clone(),
+            pending_change: claim.pending_change,
+            scheduled_switch: claim.scheduled_switch,
         }
-    }
-
-    /// The same subscription with the plan change a store kept for it (read back with the row):
-    /// also the pending change as read.
-    #[must_use]
-    pub fn with_pending_change(mut self, change: Option<PlanChange>) -> Self {
-        self.pending_change_as_read.clone_from(&change);
-        self.pending_change = change;
-        self
-    }
-
-    /// The same subscription with the switch at the period's end a store kept for it: also the
-    /// scheduled switch as read.
-    #[must_use]
-    pub fn with_scheduled_switch(mut self, switch: Option<ScheduledSwitch>) -> Self {
-        self.scheduled_switch_as_read.clone_from(&switch);
-        self.scheduled_switch = switch;
-        self
     }
 
     /// The same subscription as a store holds it once it has written it: its claim as read is
@@ -684,7 +684,12 @@ impl Subscription {
                 last_event_at: self.last_event_at,
             });
         }
+        let paid_until = self.current_period.end;
         let outcome = self.transition(event, event_at)?;
+        assert!(
+            self.current_period.end >= paid_until,
+            "the paid period only moves forward"
+        );
         self.last_event_at = event_at;
         Ok(outcome)
     }
@@ -927,7 +932,9 @@ mod tests {
             t(20),
         );
         let free = sub(SubscriptionStatus::Active);
-        let read = free.clone().with_pending_change(Some(change.clone()));
+        let mut read = free.clone();
+        read.ask_plan_change(change.clone());
+        let read = read.as_stored();
         assert_eq!(read.pending_change_as_read(), Some(&change));
         // A transition or a dropped claim keeps what was read; equality ignores it.
         let mut next = read.clone();
@@ -946,7 +953,9 @@ mod tests {
         let stored = unread.as_stored();
         assert!(stored.claim_unchanged_since_read(&read));
         let switch = ScheduledSwitch::new(PlanId::new("team").unwrap(), t(40));
-        let switched = free.clone().with_scheduled_switch(Some(switch.clone()));
+        let mut switched = free.clone();
+        switched.schedule_switch(switch.clone());
+        let switched = switched.as_stored();
         assert_eq!(switched.scheduled_switch_as_read(), Some(&switch));
         assert!(!free.claim_unchanged_since_read(&switched));
     }

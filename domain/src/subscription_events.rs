@@ -13,7 +13,7 @@ use crate::outcome::EventOutcome;
 use crate::refund::{KeptRefund, refund_step};
 use crate::subscription::{
     BillingPeriod, RenewalRefusal, SoldTerms, SoldTermsMismatch, Subscription, SubscriptionEvent,
-    check_activation,
+    SubscriptionStatus, check_activation,
 };
 use crate::time::Timestamp;
 
@@ -49,12 +49,17 @@ impl PeriodCharge {
         let credits = terms.credits_per_period();
         let zero = Money::zero(amount.currency());
         let step = refund_step(amount, credits, zero, kept);
+        let refunded = step.map_or(zero, |s| s.after);
+        assert!(
+            refunded.amount_minor() <= amount.amount_minor().max(0),
+            "a charge's refunds never exceed it"
+        );
         Self {
             period,
             amount,
             credits,
             clawback: step.map(|s| s.clawback),
-            refunded: step.map_or(zero, |s| s.after),
+            refunded,
             paid_at,
         }
     }
@@ -373,6 +378,10 @@ pub fn decide_renewal(
         Ok(Transition::AlreadyDone) => return RenewalDecision::AlreadyDone,
         Err(e) => return RenewalDecision::Stale(e.to_string()),
     }
+    assert!(
+        next.current_period() == facts.period && next.status() == SubscriptionStatus::Active,
+        "a renewal pays exactly its period and leaves the subscription active"
+    );
     RenewalDecision::Renew {
         charge: PeriodCharge::paid(facts.period, facts.amount, facts.occurred_at, terms, kept),
         subscription: next,

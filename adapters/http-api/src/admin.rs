@@ -12,7 +12,9 @@ use application::use_cases::admin_console::{AdjustCredits, AdjustCreditsError};
 use application::use_cases::api_keys::ApiKeyError;
 use application::use_cases::manage_plans::{ManagePlansError, PlanInput};
 use application::use_cases::refund_order::{RefundOrder, RefundOrderError};
-use domain::{ApiKeyId, OrderId, PlanDraft, PlanId, PlanText, ProviderId, ProviderRefs, UserId};
+use domain::{
+    ApiKeyId, EventOutcome, OrderId, PlanDraft, PlanId, PlanText, ProviderId, ProviderRefs, UserId,
+};
 use poem::Request;
 use poem_openapi::param::{Header, Path, Query};
 use poem_openapi::payload::Json;
@@ -508,16 +510,28 @@ impl AdminApi {
                         .map_err(|e| Problem::new(Code::UnknownProvider, e.to_string()))
                 })
                 .transpose()?;
-            let filter = InboxFilter {
-                provider,
-                outcome: outcome.0.map(|o| o.chars().take(64).collect()),
+            // Every recorded event has one of the known outcomes, so a name that is none of
+            // them lists nothing, once the cursor and limit are checked as for any filter.
+            let (outcome, unknown) = match outcome.0 {
+                Some(code) => match EventOutcome::parse(&code) {
+                    Some(known) => (Some(known), false),
+                    None => (None, true),
+                },
+                None => (None, false),
             };
-            self.state
+            let filter = InboxFilter { provider, outcome };
+            let mut page = self
+                .state
                 .ports
                 .admin
                 .webhook_inbox(&filter, &page)
                 .await
-                .map_err(crate::admin_customers::list_problem)
+                .map_err(crate::admin_customers::list_problem)?;
+            if unknown {
+                page.items.clear();
+                page.next_cursor = None;
+            }
+            Ok::<_, Problem>(page)
         };
         match result.await {
             Ok(page) => WebhookEventsResponse::Ok(Json((&page).into())),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use application::ports::OrderFilter;
 use application::use_cases::admin_console::{
-    AdminCancelError, AdminListError, PageAfter, PlanAllowanceError,
+    AdminCancelError, AdminListError, PageAfter, PlanAllowanceError, order_status,
 };
 use domain::{PlanId, ProviderId, SubscriptionId, UserId};
 use poem::Request;
@@ -69,12 +69,8 @@ pub(crate) fn page_after(
     Ok(PageAfter { cursor, limit })
 }
 
-/// The order filter from query parameters.
-fn order_filter(
-    status: Option<String>,
-    provider: Option<String>,
-    user_id: Option<String>,
-) -> Result<OrderFilter, Problem> {
+/// The order filter from query parameters but the status ([`with_status`]).
+fn order_filter(provider: Option<String>, user_id: Option<String>) -> Result<OrderFilter, Problem> {
     let provider = provider
         .map(|p| {
             p.parse::<ProviderId>()
@@ -85,10 +81,18 @@ fn order_filter(
         .map(|u| UserId::new(u).map_err(|e| Problem::invalid_field("userId", e.to_string())))
         .transpose()?;
     Ok(OrderFilter {
-        status: status.map(|s| s.trim().to_owned()),
+        status: None,
         provider,
         user_id,
     })
+}
+
+/// `filter` with the order status named by `status`, if any: an unknown status is refused.
+fn with_status(filter: OrderFilter, status: Option<String>) -> Result<OrderFilter, Problem> {
+    let status = status
+        .map(|s| order_status(s.trim()).map_err(list_problem))
+        .transpose()?;
+    Ok(OrderFilter { status, ..filter })
 }
 
 #[OpenApi(tag = "Tag::AdminConsole")]
@@ -240,8 +244,10 @@ impl AdminConsoleApi {
             self.state.admin(&credential).await?;
             let csv = wants_csv(format.0.as_deref(), request)
                 .map_err(|m| Problem::invalid_field("format", m))?;
-            let filter = order_filter(status.0, provider.0, user_id.0)?;
+            let filter = order_filter(provider.0, user_id.0)?;
             let page = export_page_after(csv, cursor.0, limit.0)?;
+            // A bad page size is answered before a bad status, a bad status before a bad cursor.
+            let filter = with_status(filter, status.0)?;
             let first = self
                 .state
                 .ports

@@ -25,7 +25,7 @@ use application::ports::{
     TimeTextKey,
 };
 use async_trait::async_trait;
-use domain::{Currency, Timestamp, UserId};
+use domain::{Currency, OrderStatusKind, Timestamp, UserId};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, FromQueryResult, Value};
 
 use crate::SeaOrmStore;
@@ -309,11 +309,12 @@ struct TotalRow {
 }
 
 /// Orders paid (whatever was refunded since) and renewal charges (a first period's charge is its
-/// order's payment, counted once), summed per currency.
+/// order's payment, counted once), summed per currency. `$2` to `$4` are
+/// [`OrderStatusKind::PAYMENT_ARRIVED`].
 const PAYMENT_TOTALS: &str = "SELECT currency, CAST(SUM(paid) AS BIGINT) AS paid_minor, \
     CAST(SUM(refunded) AS BIGINT) AS refunded_minor FROM ( \
       SELECT currency, amount_minor AS paid, refunded_minor AS refunded FROM orders \
-      WHERE user_id = $1 AND status IN ('paid', 'partially_refunded', 'refunded') \
+      WHERE user_id = $1 AND status IN ($2, $3, $4) \
       UNION ALL \
       SELECT c.currency, c.amount_minor, c.refunded_minor FROM subscription_charges c \
       JOIN subscriptions s ON s.id = c.subscription_id \
@@ -414,8 +415,10 @@ impl AdminConsoleStore for SeaOrmStore {
     }
 
     async fn payment_totals(&self, user: &UserId) -> Result<Vec<PaymentTotal>, StoreError> {
+        let mut values: Vec<Value> = vec![user.as_str().into()];
+        values.extend(OrderStatusKind::PAYMENT_ARRIVED.map(|s| s.code().into()));
         let rows: Vec<TotalRow> = self
-            .fetch_all("payment_totals", PAYMENT_TOTALS, vec![user.as_str().into()])
+            .fetch_all("payment_totals", PAYMENT_TOTALS, values)
             .await?;
         rows.into_iter()
             .map(|r| {
@@ -438,8 +441,8 @@ impl AdminConsoleStore for SeaOrmStore {
         keyset: &Keyset<TimeTextKey>,
     ) -> Result<KeysetPage<OrderRecord, TimeTextKey>, StoreError> {
         let mut conditions = Conditions::default();
-        if let Some(status) = &filter.status {
-            conditions.add("status = ?", vec![status.clone().into()]);
+        if let Some(status) = filter.status {
+            conditions.add("status = ?", vec![status.code().into()]);
         }
         if let Some(provider) = filter.provider {
             conditions.add("provider = ?", vec![provider.as_str().into()]);
@@ -496,8 +499,8 @@ impl AdminConsoleStore for SeaOrmStore {
         if let Some(provider) = filter.provider {
             conditions.add("provider = ?", vec![provider.as_str().into()]);
         }
-        if let Some(outcome) = &filter.outcome {
-            conditions.add("outcome = ?", vec![outcome.clone().into()]);
+        if let Some(outcome) = filter.outcome {
+            conditions.add("outcome = ?", vec![outcome.code().into()]);
         }
         if let Some(id) = keyset.after {
             conditions.add("id < ?", vec![id.into()]);

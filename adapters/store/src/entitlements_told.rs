@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use application::host_events;
 use application::ports::{EntitlementRules, EntitlementsMoved, LivePlans};
 use domain::entitlements::{EffectiveEntitlements, Entitlements, Holding, effective_entitlements};
-use domain::{PlanId, Subscription, Timestamp, UserId};
+use domain::{OrderStatusKind, PlanId, Subscription, Timestamp, UserId};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, FromQueryResult};
 use serde_json::Value as Json;
 
@@ -114,9 +114,14 @@ async fn purchases(tx: &DatabaseTransaction, user: &UserId) -> Result<Purchases,
     let sql = format!(
         "SELECT {ORDER_COLUMNS} FROM orders WHERE user_id = $1 AND (id IN \
          (SELECT order_id FROM subscriptions WHERE user_id = $1) OR (plan_type = 'one_time' \
-         AND status IN ('paid', 'partially_refunded')))"
+         AND status IN ($2, $3)))"
     );
-    let rows: Vec<OrderRow> = sql::all(tx, &sql, vec![user.as_str().into()]).await?;
+    let values = vec![
+        user.as_str().into(),
+        OrderStatusKind::Paid.code().into(),
+        OrderStatusKind::PartiallyRefunded.code().into(),
+    ];
+    let rows: Vec<OrderRow> = sql::all(tx, &sql, values).await?;
     let mut orders = BTreeMap::new();
     for row in rows {
         let record = row.into_domain()?;

@@ -253,7 +253,7 @@ impl PaymentEventStore for SeaOrmStore {
         );
         let filters = vec![
             filter.provider.map(|p| p.as_str().to_owned()).into(),
-            filter.outcome.clone().into(),
+            filter.outcome.map(|o| o.code()).into(),
         ];
         let mut item_values = filters.clone();
         item_values.push(i64::from(page.limit()).into());

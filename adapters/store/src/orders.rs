@@ -8,7 +8,7 @@ use application::ports::{
     OrderRepository, StoreError,
 };
 use async_trait::async_trait;
-use domain::{Order, OrderId, OrderStatus, ProviderId, Timestamp, UserId};
+use domain::{Order, OrderId, OrderStatus, OrderStatusKind, ProviderId, Timestamp, UserId};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, FromQueryResult};
 
 use crate::SeaOrmStore;
@@ -216,13 +216,14 @@ impl OrderRepository for SeaOrmStore {
             CheckoutTarget::QrCode(url) => ("qr_code", url),
         };
         let sql = "UPDATE orders SET provider_reference = $2, checkout_kind = $3, checkout_url = $4, \
-                   updated_at = $5 WHERE id = $1 AND status = 'pending'";
+                   updated_at = $5 WHERE id = $1 AND status = $6";
         let values = vec![
             id.as_str().into(),
             checkout.provider_reference.clone().into(),
             kind.into(),
             url.as_str().into(),
             now.unix_millis().into(),
+            OrderStatusKind::Pending.code().into(),
         ];
         if self.run_execute("attach_checkout", sql, values).await? > 0 {
             return Ok(());
@@ -340,7 +341,7 @@ impl OrderRepository for SeaOrmStore {
         };
         let sql = format!(
             "UPDATE orders SET claimed_until = $3 WHERE id IN (SELECT id FROM orders \
-             WHERE status = 'pending' AND created_at < $1 AND (claimed_until IS NULL OR claimed_until < $2) \
+             WHERE status = $5 AND created_at < $1 AND (claimed_until IS NULL OR claimed_until < $2) \
              ORDER BY created_at, id LIMIT $4{lock}) RETURNING {ORDER_COLUMNS}"
         );
         let values = vec![
@@ -348,6 +349,7 @@ impl OrderRepository for SeaOrmStore {
             now.unix_millis().into(),
             now.plus_millis(lease_ms).unix_millis().into(),
             i64::from(limit).into(),
+            OrderStatusKind::Pending.code().into(),
         ];
         let rows: Vec<OrderRow> = self.fetch_all("claim_pending_orders", &sql, values).await?;
         let mut claimed = rows

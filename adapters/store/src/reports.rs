@@ -13,18 +13,19 @@ use application::ports::{
     StoreError, SubscriptionsDay,
 };
 use async_trait::async_trait;
-use domain::{CreditsTotal, Currency};
+use domain::{CreditsTotal, Currency, OrderStatusKind, SubscriptionStatus};
 use sea_orm::{FromQueryResult, Value};
 
 use crate::SeaOrmStore;
 use crate::rows::corrupt;
 
 /// Payments: paid orders by their payment time, and renewal charges (a first period's charge
-/// is its order, counted once). `{sums}` is [`split_sums`] of the amounts.
+/// is its order, counted once). `{sums}` is [`split_sums`] of the amounts; `$3` to `$5` are
+/// [`OrderStatusKind::PAYMENT_ARRIVED`].
 const REVENUE_SQL: &str = "SELECT day, currency, {sums} FROM ( \
         SELECT paid_at / 86400000 AS day, currency, amount_minor, refunded_minor FROM orders \
         WHERE paid_at >= $1 AND paid_at < $2 \
-          AND status IN ('paid', 'partially_refunded', 'refunded') \
+          AND status IN ($3, $4, $5) \
         UNION ALL \
         SELECT paid_at / 86400000 AS day, currency, amount_minor, refunded_minor \
         FROM subscription_charges \
@@ -43,13 +44,14 @@ const CREDITS_SQL: &str = "SELECT created_at / 86400000 AS day, {sums} \
     FROM credit_transactions WHERE created_at >= $1 AND created_at < $2 \
     GROUP BY created_at / 86400000 ORDER BY day";
 
+/// Started and ended subscriptions per day; `$3` and `$4` are the ended statuses.
 const SUBSCRIPTIONS_SQL: &str = "SELECT day, CAST(SUM(started) AS BIGINT) AS started, \
     CAST(SUM(ended) AS BIGINT) AS ended FROM ( \
         SELECT created_at / 86400000 AS day, 1 AS started, 0 AS ended FROM subscriptions \
         WHERE created_at >= $1 AND created_at < $2 \
         UNION ALL \
         SELECT updated_at / 86400000 AS day, 0 AS started, 1 AS ended FROM subscriptions \
-        WHERE updated_at >= $1 AND updated_at < $2 AND status IN ('canceled', 'expired') \
+        WHERE updated_at >= $1 AND updated_at < $2 AND status IN ($3, $4) \
     ) changes GROUP BY day ORDER BY day";
 
 /// `{column}` is `feature` or `model`, chosen from an enum, never from input; `{sums}` is
@@ -138,9 +140,9 @@ impl ReportRepository for SeaOrmStore {
     async fn revenue_by_day(&self, window: ReportWindow) -> Result<Vec<RevenueDay>, StoreError> {
         let sums = split_sums(&[("amount_minor", "paid"), ("refunded_minor", "refunded")]);
         let sql = REVENUE_SQL.replace("{sums}", &sums);
-        let rows: Vec<RevenueRow> = self
-            .fetch_all("revenue_by_day", &sql, window_values(window))
-            .await?;
+        let mut values = window_values(window);
+        values.extend(OrderStatusKind::PAYMENT_ARRIVED.map(|s| s.code().into()));
+        let rows: Vec<RevenueRow> = self.fetch_all("revenue_by_day", &sql, values).await?;
         rows.into_iter()
             .map(|r| {
                 let currency: Currency = r
@@ -177,12 +179,12 @@ impl ReportRepository for SeaOrmStore {
         &self,
         window: ReportWindow,
     ) -> Result<Vec<SubscriptionsDay>, StoreError> {
+        let mut values = window_values(window);
+        values.extend(
+            [SubscriptionStatus::Canceled, SubscriptionStatus::Expired].map(|s| s.code().into()),
+        );
         let rows: Vec<SubscriptionsRow> = self
-            .fetch_all(
-                "subscriptions_by_day",
-                SUBSCRIPTIONS_SQL,
-                window_values(window),
-            )
+            .fetch_all("subscriptions_by_day", SUBSCRIPTIONS_SQL, values)
             .await?;
         Ok(rows
             .into_iter()

@@ -20,7 +20,7 @@ use domain::{
     BillingPeriod, ChangeDirection, CreditDelta, Credits, Currency, Duration, GrantLot, Money,
     Order, OrderId, OrderParts, OrderStatus, PlanChange, PlanId, PlanSnapshot, PlanType,
     ProviderId, RenewalIntent, ReservationId, ReturnUrl, ReturnUrls, ScheduledSwitch, SoldTerms,
-    Subscription, SubscriptionId, SubscriptionParts, SubscriptionStatus, Timestamp,
+    Subscription, SubscriptionId, SubscriptionParts, SubscriptionStatus, SwitchClaim, Timestamp,
     TransactionKind, UserId,
 };
 use sea_orm::FromQueryResult;
@@ -439,31 +439,34 @@ impl SubscriptionRow {
     pub(crate) fn into_domain(self) -> Result<Subscription, StoreError> {
         let bad = |what: String| corrupt("subscriptions", &self.id, what);
         let sold_terms = self.sold_terms().map_err(bad)?;
-        let pending = self.pending_change().map_err(bad)?;
-        let scheduled = self.scheduled_switch().map_err(bad)?;
-        Ok(Subscription::restore(SubscriptionParts {
-            id: SubscriptionId::new(self.id.clone()).map_err(|e| bad(e.to_string()))?,
-            user_id: UserId::new(self.user_id.clone()).map_err(|e| bad(e.to_string()))?,
-            plan_id: PlanId::new(self.plan_id.clone()).map_err(|e| bad(e.to_string()))?,
-            provider: self
-                .provider
-                .parse::<ProviderId>()
-                .map_err(|e| bad(e.to_string()))?,
-            status: SubscriptionStatus::parse(&self.status)
-                .ok_or_else(|| bad(format!("unknown status {:?}", self.status)))?,
-            current_period: BillingPeriod::new(ts(self.period_start), ts(self.period_end))
-                .ok_or_else(|| bad("period ends before it starts".into()))?,
-            renewal: if self.cancel_at_period_end {
-                RenewalIntent::EndsAtPeriodEnd
-            } else {
-                RenewalIntent::Renews
+        let claim = SwitchClaim {
+            pending_change: self.pending_change().map_err(bad)?,
+            scheduled_switch: self.scheduled_switch().map_err(bad)?,
+        };
+        Ok(Subscription::restore_claimed(
+            SubscriptionParts {
+                id: SubscriptionId::new(self.id.clone()).map_err(|e| bad(e.to_string()))?,
+                user_id: UserId::new(self.user_id.clone()).map_err(|e| bad(e.to_string()))?,
+                plan_id: PlanId::new(self.plan_id.clone()).map_err(|e| bad(e.to_string()))?,
+                provider: self
+                    .provider
+                    .parse::<ProviderId>()
+                    .map_err(|e| bad(e.to_string()))?,
+                status: SubscriptionStatus::parse(&self.status)
+                    .ok_or_else(|| bad(format!("unknown status {:?}", self.status)))?,
+                current_period: BillingPeriod::new(ts(self.period_start), ts(self.period_end))
+                    .ok_or_else(|| bad("period ends before it starts".into()))?,
+                renewal: if self.cancel_at_period_end {
+                    RenewalIntent::EndsAtPeriodEnd
+                } else {
+                    RenewalIntent::Renews
+                },
+                provider_subscription_id: self.provider_subscription_id,
+                last_event_at: ts(self.last_event_at),
+                sold_terms,
             },
-            provider_subscription_id: self.provider_subscription_id,
-            last_event_at: ts(self.last_event_at),
-            sold_terms,
-        })
-        .with_pending_change(pending)
-        .with_scheduled_switch(scheduled))
+            claim,
+        ))
     }
 
     /// The plan it starts when it ends (a switch at the period's end); both or neither.

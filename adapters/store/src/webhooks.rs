@@ -191,13 +191,16 @@ async fn abandon_open(
 ) -> Result<u64, Fail> {
     Ok(sql::execute(
         tx,
-        "UPDATE webhook_deliveries SET status = 'abandoned', next_attempt_at = NULL, \
+        "UPDATE webhook_deliveries SET status = $4, next_attempt_at = NULL, \
          locked_until = NULL, last_error = $3, updated_at = $2 \
-         WHERE endpoint_id = $1 AND status IN ('pending', 'failed')",
+         WHERE endpoint_id = $1 AND status IN ($5, $6)",
         vec![
             endpoint_id.into(),
             now.unix_millis().into(),
             ABANDONED_DISABLED.into(),
+            DeliveryStatus::Abandoned.as_str().into(),
+            DeliveryStatus::Pending.as_str().into(),
+            DeliveryStatus::Failed.as_str().into(),
         ],
     )
     .await?)
@@ -294,17 +297,17 @@ async fn insert_deliveries(
     events: &[(String, i64)],
     now: Timestamp,
 ) -> Result<u64, Fail> {
-    let mut values: Vec<Value> = vec![endpoint_id.into(), now.unix_millis().into()];
+    let mut values: Vec<Value> = vec![
+        endpoint_id.into(),
+        now.unix_millis().into(),
+        DeliveryStatus::Pending.as_str().into(),
+    ];
     let mut rows = Vec::with_capacity(events.len());
     for (_, event_row) in events {
         let n = values.len();
         values.push(delivery_id(endpoint_id, *event_row).into());
         values.push((*event_row).into());
-        rows.push(format!(
-            "(${}, $1, ${}, 'pending', 0, $2, $2, $2)",
-            n + 1,
-            n + 2
-        ));
+        rows.push(format!("(${}, $1, ${}, $3, 0, $2, $2, $2)", n + 1, n + 2));
     }
     let query = format!(
         "INSERT INTO webhook_deliveries (id, endpoint_id, event_row, status, attempts, \
@@ -445,10 +448,15 @@ async fn redeliver_in(
         RedeliveryTarget::Delivery(id) => {
             let row: Option<IdRow> = sql::one(
                 tx,
-                "UPDATE webhook_deliveries SET status = 'pending', attempts = 0, \
+                "UPDATE webhook_deliveries SET status = $4, attempts = 0, \
                  next_attempt_at = $3, locked_until = NULL, updated_at = $3 \
                  WHERE id = $1 AND endpoint_id = $2 RETURNING id",
-                vec![id.as_str().into(), endpoint_id.into(), now_ms.into()],
+                vec![
+                    id.as_str().into(),
+                    endpoint_id.into(),
+                    now_ms.into(),
+                    DeliveryStatus::Pending.as_str().into(),
+                ],
             )
             .await?;
             Ok(End::Commit(row.map(|r| r.id)))
@@ -468,10 +476,16 @@ async fn redeliver_in(
             sql::execute(
                 tx,
                 "INSERT INTO webhook_deliveries (id, endpoint_id, event_row, status, attempts, \
-                 next_attempt_at, created_at, updated_at) VALUES ($1, $2, $3, 'pending', 0, $4, $4, $4) \
-                 ON CONFLICT (endpoint_id, event_row) DO UPDATE SET status = 'pending', attempts = 0, \
+                 next_attempt_at, created_at, updated_at) VALUES ($1, $2, $3, $5, 0, $4, $4, $4) \
+                 ON CONFLICT (endpoint_id, event_row) DO UPDATE SET status = $5, attempts = 0, \
                  next_attempt_at = $4, locked_until = NULL, updated_at = $4",
-                vec![id.as_str().into(), endpoint_id.into(), event_row.into(), now_ms.into()],
+                vec![
+                    id.as_str().into(),
+                    endpoint_id.into(),
+                    event_row.into(),
+                    now_ms.into(),
+                    DeliveryStatus::Pending.as_str().into(),
+                ],
             )
             .await?;
             Ok(End::Commit(Some(id)))

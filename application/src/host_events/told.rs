@@ -393,7 +393,7 @@ fn entitlements_user(command: &PaymentEventCommand) -> Option<UserId> {
         }
     }
     let change = command.order.as_ref()?;
-    let moved = change.before.status().code() != change.after.status().code();
+    let moved = change.before.status().kind() != change.after.status().kind();
     (moved && change.after.plan().plan_type == PlanType::OneTime)
         .then(|| change.after.user_id().clone())
 }

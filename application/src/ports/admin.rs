@@ -80,8 +80,8 @@ pub enum SignupGrantOutcome {
 /// Which orders to list (every filter optional; together they all apply).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OrderFilter {
-    /// Only orders in this status (its code: `pending`, `paid`, `refunded`, …).
-    pub status: Option<String>,
+    /// Only orders in this state.
+    pub status: Option<domain::OrderStatusKind>,
     /// Only this provider's.
     pub provider: Option<ProviderId>,
     /// Only this user's.

@@ -1171,8 +1171,8 @@ pub struct PaymentEventCommand {
 pub struct InboxFilter {
     /// Only this provider's.
     pub provider: Option<ProviderId>,
-    /// Only this outcome (`mismatch`, `foreign_merchant`, …).
-    pub outcome: Option<String>,
+    /// Only this outcome.
+    pub outcome: Option<domain::EventOutcome>,
 }
 
 /// A recorded provider event, as the inbox keeps it.

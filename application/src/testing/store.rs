@@ -1043,10 +1043,7 @@ impl PaymentEventStore for InMemoryStore {
             .rev()
             .filter(|(_, e)| {
                 filter.provider.is_none_or(|p| p == e.provider)
-                    && filter
-                        .outcome
-                        .as_ref()
-                        .is_none_or(|o| o == e.outcome.code())
+                    && filter.outcome.is_none_or(|o| o == e.outcome)
             })
             .map(|(i, e)| RecordedEvent {
                 id: i64::try_from(i).unwrap_or(i64::MAX) + 1,

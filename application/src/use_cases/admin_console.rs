@@ -13,7 +13,9 @@ mod replay;
 
 pub use actions::AdminCancelError;
 pub use audited::PlanAllowanceError;
-pub use lists::{AdminListError, CursorPage, CustomerOverview, MAX_QUERY_CHARS, PageAfter};
+pub use lists::{
+    AdminListError, CursorPage, CustomerOverview, MAX_QUERY_CHARS, PageAfter, order_status,
+};
 pub use replay::{ReplayError, Replayed};
 
 use domain::credits::MAX_CREDITS_HUNDREDTHS;

@@ -12,10 +12,11 @@ use std::sync::Arc;
 
 use domain::{
     ActivationDecision, ActivationFacts, ActivationTarget, BillingPeriod, EventOutcome,
-    FailureDecision, KeptRefund, LifecycleDecision, Money, Order, OrderStatus, PaymentDecision,
-    PeriodCharge, PlanType, PriceChange, ProviderId, RenewalDecision, RenewalFacts, SoldTerms,
-    SoldTermsMismatch, Subscription, SubscriptionEvent, SubscriptionId, Timestamp, UserId,
-    decide_activation, decide_failure, decide_lifecycle, decide_payment, decide_renewal,
+    FailureDecision, KeptRefund, LifecycleDecision, Money, Order, OrderStatus, OrderStatusKind,
+    PaymentDecision, PeriodCharge, PlanType, PriceChange, ProviderId, RenewalDecision,
+    RenewalFacts, SoldTerms, SoldTermsMismatch, Subscription, SubscriptionEvent, SubscriptionId,
+    Timestamp, UserId, decide_activation, decide_failure, decide_lifecycle, decide_payment,
+    decide_renewal,
 };
 
 use super::InfraError;
@@ -71,8 +72,8 @@ impl From<StoreError> for HandleWebhookError {
 pub struct WebhookHandled {
     /// The answer the provider expects.
     pub ack: WebhookAck,
-    /// The status codes orders moved to.
-    pub order_statuses: Vec<&'static str>,
+    /// The states orders moved to.
+    pub order_statuses: Vec<OrderStatusKind>,
     /// What each event came to (counted by [`Service::handle_webhook`]).
     results: Vec<EventOutcome>,
     /// Credits granted by these events.
@@ -84,14 +85,14 @@ pub struct WebhookHandled {
 impl WebhookHandled {
     /// What each event came to: `applied`, `duplicate`, `ignored`, `stale`, `mismatch`, …
     #[must_use]
-    pub fn outcomes(&self) -> Vec<String> {
-        self.results.iter().map(|o| o.code().to_owned()).collect()
+    pub fn outcomes(&self) -> &[EventOutcome] {
+        &self.results
     }
 
     fn add(&mut self, result: EventResult) {
         self.results.push(result.outcome);
         self.order_statuses
-            .extend(result.order_status.as_ref().map(OrderStatus::code));
+            .extend(result.order_status.as_ref().map(OrderStatus::kind));
         self.credits_granted = self
             .credits_granted
             .checked_add(result.granted)
@@ -166,7 +167,7 @@ impl Change {
     /// Replace `before`'s order by `after` (or touch it, when they are the same), if it still
     /// has the version read.
     fn order(mut self, before: &OrderRecord, after: &Order, mismatch: Option<String>) -> Self {
-        if after.status().code() != before.order.status().code() {
+        if after.status().kind() != before.order.status().kind() {
             self.moved_to = Some(after.status().clone());
         }
         self.command.order = Some(OrderChange {

@@ -449,6 +449,7 @@ fn scheduled_subscription() -> domain::Subscription {
     use domain::{
         BillingPeriod, Money, PlanId, PlanSnapshot, PlanType, RenewalIntent, ScheduledSwitch,
         SoldTerms, Subscription, SubscriptionId, SubscriptionParts, SubscriptionStatus,
+        SwitchClaim,
     };
     let at = Timestamp::from_unix_millis;
     let snapshot = PlanSnapshot {
@@ -459,22 +460,27 @@ fn scheduled_subscription() -> domain::Subscription {
         duration: domain::Duration::from_months_value(3),
         entitlements: None,
     };
-    Subscription::restore(SubscriptionParts {
-        id: SubscriptionId::new("sub_1").unwrap(),
-        user_id: UserId::new("usr_customer").unwrap(),
-        plan_id: PlanId::new("pro").unwrap(),
-        provider: ProviderId::MorC,
-        provider_subscription_id: "order_1".into(),
-        status: SubscriptionStatus::Active,
-        current_period: BillingPeriod::new(at(NOW_MS), at(NOW_MS + 1_000)).unwrap(),
-        renewal: RenewalIntent::EndsAtPeriodEnd,
-        last_event_at: at(NOW_MS),
-        sold_terms: Some(SoldTerms::of_order(&snapshot).unwrap()),
-    })
-    .with_scheduled_switch(Some(ScheduledSwitch::new(
-        PlanId::new("team").unwrap(),
-        at(NOW_MS),
-    )))
+    Subscription::restore_claimed(
+        SubscriptionParts {
+            id: SubscriptionId::new("sub_1").unwrap(),
+            user_id: UserId::new("usr_customer").unwrap(),
+            plan_id: PlanId::new("pro").unwrap(),
+            provider: ProviderId::MorC,
+            provider_subscription_id: "order_1".into(),
+            status: SubscriptionStatus::Active,
+            current_period: BillingPeriod::new(at(NOW_MS), at(NOW_MS + 1_000)).unwrap(),
+            renewal: RenewalIntent::EndsAtPeriodEnd,
+            last_event_at: at(NOW_MS),
+            sold_terms: Some(SoldTerms::of_order(&snapshot).unwrap()),
+        },
+        SwitchClaim {
+            pending_change: None,
+            scheduled_switch: Some(ScheduledSwitch::new(
+                PlanId::new("team").unwrap(),
+                at(NOW_MS),
+            )),
+        },
+    )
 }
 
 async fn change_plan(

@@ -447,6 +447,11 @@ impl<'a> Run<'a> {
             (Ok(SpendDecision::Post { after }), _) => after,
         };
         let amount = c.amount.hundredths();
+        assert_eq!(
+            before.hundredths() - after.hundredths(),
+            amount,
+            "a batched spend takes exactly its amount from the run's balance"
+        );
         balance.hundredths = Some(after.hundredths());
         balance.debited += amount;
         balance.postings += 1;
@@ -470,6 +475,13 @@ fn draw(
     amount: Credits,
     takes: &mut Vec<(i64, i64)>,
 ) -> Result<(), Fail> {
+    let held = |lots: &[GrantLot]| lots.iter().map(|l| l.remaining.hundredths()).sum::<i64>();
+    let before = if cfg!(debug_assertions) {
+        held(user_lots)
+    } else {
+        0
+    };
+    let taken_before = takes.len();
     for (id, take) in allocate_spend(user_lots, amount) {
         takes.push((id, take.hundredths()));
         if let Some(lot) = user_lots.iter_mut().find(|l| l.id == id) {
@@ -479,6 +491,13 @@ fn draw(
                 .map_err(|_| Fail::Retry("a lot drawn beyond what it holds"))?;
         }
     }
+    debug_assert!(
+        {
+            let drawn: i64 = takes[taken_before..].iter().map(|(_, t)| t).sum();
+            drawn <= amount.hundredths() && held(user_lots) == before - drawn
+        },
+        "the lots drop by exactly what the spend draws, at most its amount"
+    );
     Ok(())
 }
 

@@ -256,6 +256,7 @@ pub(crate) async fn clawback(
         let Posted::Done(written) = postings::post(tx, &posting).await? else {
             return Err(Fail::Retry("the balance changed under its lock"));
         };
+        postings::assert_moved_from(balance, &written);
         effect = LedgerEffect::Written(written);
     }
     let sql = "UPDATE credit_grants SET remaining_hundredths = remaining_hundredths - $2, \
@@ -305,6 +306,7 @@ pub(crate) async fn expire_lot(
         let Posted::Done(written) = postings::post(tx, &posting).await? else {
             return Err(Fail::Retry("the balance changed under its lock"));
         };
+        postings::assert_moved_from(balance, &written);
         tell(tx, &LedgerEffect::Written(written), events).await?;
     }
     let sql = "UPDATE credit_grants SET remaining_hundredths = 0, expired = TRUE, \

@@ -127,10 +127,28 @@ pub(crate) async fn post(tx: &DatabaseTransaction, posting: &Posting<'_>) -> Res
         credit(tx, posting.user, magnitude, posting.now).await?
     };
     check_against_domain(posting, after)?;
-    let written = insert_transaction(tx, posting, after).await?;
-    Ok(Posted::Done(written.ok_or(Fail::Retry(
-        "a concurrent request with the same key committed first",
-    ))?))
+    let written = insert_transaction(tx, posting, after)
+        .await?
+        .ok_or(Fail::Retry(
+            "a concurrent request with the same key committed first",
+        ))?;
+    assert!(
+        written.kind == posting.kind
+            && written.amount == posting.amount
+            && written.balance_after == after,
+        "the transaction row records the posting and the balance it left"
+    );
+    Ok(Posted::Done(written))
+}
+
+/// Pair assertion for a posting made under the balance row's lock ([`lock_balance`]): the
+/// balance it left is the locked balance moved by exactly its amount.
+pub(crate) fn assert_moved_from(before: Credits, written: &CreditTransaction) {
+    assert_eq!(
+        written.balance_after.hundredths(),
+        before.hundredths() + written.amount.hundredths(),
+        "a posting under the balance lock moves the balance by exactly its amount"
+    );
 }
 
 /// Pair assertion: the database's arithmetic must agree with the domain's rule for this kind.

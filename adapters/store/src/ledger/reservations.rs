@@ -110,7 +110,7 @@ pub(crate) async fn reserve(
 async fn insert(tx: &DatabaseTransaction, c: &ReserveCommand) -> Result<bool, Fail> {
     let sql = "INSERT INTO credit_reservations (id, user_id, held_hundredths, status, \
         idempotency_key, request_hash, feature, model, tokens, note, created_at, expires_at) \
-        VALUES ($1, $2, $3, 'pending', $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING";
+        VALUES ($1, $2, $3, $12, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING";
     let values = vec![
         c.reservation_id.as_str().into(),
         c.user_id.as_str().into(),
@@ -123,6 +123,7 @@ async fn insert(tx: &DatabaseTransaction, c: &ReserveCommand) -> Result<bool, Fa
         c.context.note.clone().into(),
         c.now.unix_millis().into(),
         c.expires_at.unix_millis().into(),
+        ReservationStatus::Pending.code().into(),
     ];
     Ok(sql::execute(tx, sql, values).await? == 1)
 }
@@ -173,13 +174,14 @@ async fn set_status(
         _ => (None, None),
     };
     let sql = "UPDATE credit_reservations SET status = $2, actual_hundredths = $3, \
-        charged_hundredths = $4, resolved_at = $5 WHERE id = $1 AND status = 'pending'";
+        charged_hundredths = $4, resolved_at = $5 WHERE id = $1 AND status = $6";
     let values = vec![
         r.id.as_str().into(),
         status.code().into(),
         actual.into(),
         charged.into(),
         now.unix_millis().into(),
+        ReservationStatus::Pending.code().into(),
     ];
     if sql::execute(tx, sql, values).await? != 1 {
         return Err(Fail::Retry("the reservation was resolved concurrently"));
@@ -234,7 +236,10 @@ pub(crate) async fn settle(
             now,
         };
         match postings::post(tx, &posting).await? {
-            Posted::Done(t) => written = Some(t),
+            Posted::Done(t) => {
+                postings::assert_moved_from(available, &t);
+                written = Some(t);
+            }
             Posted::Insufficient(_) => {
                 return Err(Fail::Retry("the balance changed under its lock"));
             }
@@ -312,12 +317,16 @@ pub(crate) async fn due(
     now: Timestamp,
     limit: u32,
 ) -> Result<Vec<(UserId, ReservationId)>, Fail> {
-    let sql = "SELECT id, user_id FROM credit_reservations WHERE status = 'pending' AND expires_at <= $1 \
+    let sql = "SELECT id, user_id FROM credit_reservations WHERE status = $3 AND expires_at <= $1 \
                ORDER BY expires_at, id LIMIT $2";
     let rows: Vec<DueRow> = sql::all(
         db,
         sql,
-        vec![now.unix_millis().into(), i64::from(limit).into()],
+        vec![
+            now.unix_millis().into(),
+            i64::from(limit).into(),
+            ReservationStatus::Pending.code().into(),
+        ],
     )
     .await?;
     rows.into_iter()
@@ -339,10 +348,14 @@ pub(crate) async fn pending(
     user: &UserId,
 ) -> Result<Vec<Reservation>, Fail> {
     let sql = format!(
-        "SELECT {RESERVATION_COLUMNS} FROM credit_reservations WHERE user_id = $1 AND status = 'pending' \
+        "SELECT {RESERVATION_COLUMNS} FROM credit_reservations WHERE user_id = $1 AND status = $2 \
          ORDER BY created_at, id"
     );
-    let rows: Vec<ReservationRow> = sql::all(db, &sql, vec![user.as_str().into()]).await?;
+    let values = vec![
+        user.as_str().into(),
+        ReservationStatus::Pending.code().into(),
+    ];
+    let rows: Vec<ReservationRow> = sql::all(db, &sql, values).await?;
     Ok(rows
         .into_iter()
         .map(ReservationRow::into_domain)

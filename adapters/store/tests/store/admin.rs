@@ -12,8 +12,8 @@ use application::ports::{
 };
 use application::sign_up::SignupIdentity;
 use domain::{
-    CreditDelta, Currency, EventOutcome, Plan, PlanDraft, PlanId, PlanText, ProviderId, UserId,
-    Visibility,
+    CreditDelta, Currency, EventOutcome, OrderStatusKind, Plan, PlanDraft, PlanId, PlanText,
+    ProviderId, UserId, Visibility,
 };
 use store::SeaOrmStore;
 
@@ -158,7 +158,7 @@ async fn orders_are_listed_newest_first_by_status_provider_and_buyer(store: &Tes
         ["ord_4", "ord_3", "ord_2", "ord_1", "ord_0"]
     );
     let paid = OrderFilter {
-        status: Some("paid".into()),
+        status: Some(OrderStatusKind::Paid),
         ..OrderFilter::default()
     };
     assert_eq!(list(paid).await, ["ord_4", "ord_2", "ord_0"]);
@@ -168,7 +168,7 @@ async fn orders_are_listed_newest_first_by_status_provider_and_buyer(store: &Tes
     };
     assert_eq!(list(qr).await, ["ord_1"]);
     let bob_paid = OrderFilter {
-        status: Some("refunded".into()),
+        status: Some(OrderStatusKind::Refunded),
         provider: Some(ProviderId::CardGateway),
         user_id: Some(uid("usr_beta01")),
     };
@@ -374,9 +374,9 @@ async fn a_ledger_and_the_inbox_are_walked_by_keyset(store: &TestStore) {
         entry.outcome = outcome;
         store.record_event(&entry, &[], None).await.unwrap();
     }
-    let filter = |outcome: Option<&str>| InboxFilter {
+    let filter = |outcome: Option<EventOutcome>| InboxFilter {
         provider: Some(ProviderId::CardGateway),
-        outcome: outcome.map(str::to_owned),
+        outcome,
     };
     let (all, _) = walk(2, |k| {
         let f = filter(None);
@@ -386,7 +386,7 @@ async fn a_ledger_and_the_inbox_are_walked_by_keyset(store: &TestStore) {
     let ids: Vec<&str> = all.iter().map(|e| e.entry.event_id.as_str()).collect();
     assert_eq!(ids, ["evt-2", "evt-1", "evt-0"]);
     let (mismatches, _) = walk(2, |k| {
-        let f = filter(Some("mismatch"));
+        let f = filter(Some(EventOutcome::Mismatch));
         async move { store.inbox_page(&f, &k).await.unwrap() }
     })
     .await;

@@ -745,7 +745,7 @@ async fn the_inbox_is_listed_newest_first_by_provider_and_outcome(store: &TestSt
     assert_eq!(all.items[0].entry.detail.as_deref(), Some("detail 3"));
     let filter = InboxFilter {
         provider: Some(ProviderId::CardGateway),
-        outcome: Some("mismatch".into()),
+        outcome: Some(domain::EventOutcome::Mismatch),
     };
     let mismatches = store.list_events(&filter, page(1, 10)).await.unwrap();
     let ids: Vec<&str> = mismatches
@@ -756,7 +756,7 @@ async fn the_inbox_is_listed_newest_first_by_provider_and_outcome(store: &TestSt
     assert_eq!((mismatches.total, ids), (1, vec!["evt_2"]));
     let by_outcome = InboxFilter {
         provider: None,
-        outcome: Some("mismatch".into()),
+        outcome: Some(domain::EventOutcome::Mismatch),
     };
     let second = store.list_events(&by_outcome, page(2, 1)).await.unwrap();
     assert_eq!(second.total, 2);

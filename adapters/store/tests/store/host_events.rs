@@ -192,7 +192,13 @@ impl World {
             .service
             .handle_webhook(Some(domain::ProviderId::CardGateway), request)
             .await;
-        handled.expect("handled").outcomes().join(",")
+        handled
+            .expect("handled")
+            .outcomes()
+            .iter()
+            .map(|o| o.code())
+            .collect::<Vec<_>>()
+            .join(",")
     }
 }
 

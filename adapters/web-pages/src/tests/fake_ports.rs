@@ -490,7 +490,7 @@ async fn without_webhook_delivery_the_endpoints_page_says_so_and_offers_no_actio
 fn switching_to_team(status: domain::SubscriptionStatus) -> domain::Subscription {
     use domain::{
         BillingPeriod, Money, PlanSnapshot, PlanType, ProviderId, RenewalIntent, ScheduledSwitch,
-        SoldTerms, Subscription, SubscriptionParts,
+        SoldTerms, Subscription, SubscriptionParts, SwitchClaim,
     };
     let at = Timestamp::from_unix_millis;
     let snapshot = PlanSnapshot {
@@ -501,22 +501,27 @@ fn switching_to_team(status: domain::SubscriptionStatus) -> domain::Subscription
         duration: domain::Duration::from_months_value(3),
         entitlements: None,
     };
-    Subscription::restore(SubscriptionParts {
-        id: SubscriptionId::new("sub_ours").unwrap(),
-        user_id: UserId::new("u_reader").unwrap(),
-        plan_id: PlanId::new("pro").unwrap(),
-        provider: ProviderId::MorC,
-        provider_subscription_id: "order_1".into(),
-        status,
-        current_period: BillingPeriod::new(at(START_MS), at(START_MS + 86_400_000)).unwrap(),
-        renewal: RenewalIntent::EndsAtPeriodEnd,
-        last_event_at: at(START_MS),
-        sold_terms: Some(SoldTerms::of_order(&snapshot).unwrap()),
-    })
-    .with_scheduled_switch(Some(ScheduledSwitch::new(
-        PlanId::new("team").unwrap(),
-        at(START_MS),
-    )))
+    Subscription::restore_claimed(
+        SubscriptionParts {
+            id: SubscriptionId::new("sub_ours").unwrap(),
+            user_id: UserId::new("u_reader").unwrap(),
+            plan_id: PlanId::new("pro").unwrap(),
+            provider: ProviderId::MorC,
+            provider_subscription_id: "order_1".into(),
+            status,
+            current_period: BillingPeriod::new(at(START_MS), at(START_MS + 86_400_000)).unwrap(),
+            renewal: RenewalIntent::EndsAtPeriodEnd,
+            last_event_at: at(START_MS),
+            sold_terms: Some(SoldTerms::of_order(&snapshot).unwrap()),
+        },
+        SwitchClaim {
+            pending_change: None,
+            scheduled_switch: Some(ScheduledSwitch::new(
+                PlanId::new("team").unwrap(),
+                at(START_MS),
+            )),
+        },
+    )
 }
 
 /// The dashboard's expectations for a reader whose status is `report`.

@@ -224,10 +224,7 @@ impl AdminConsoleStore for InMemoryStore {
             .values()
             .filter(|r| {
                 let o = &r.order;
-                filter
-                    .status
-                    .as_deref()
-                    .is_none_or(|s| s == o.status().code())
+                filter.status.is_none_or(|s| s == o.status().kind())
                     && filter.provider.is_none_or(|p| p == o.provider())
                     && filter.user_id.as_ref().is_none_or(|u| u == o.user_id())
             })
@@ -266,10 +263,7 @@ impl AdminConsoleStore for InMemoryStore {
             .rev()
             .filter(|(_, e)| {
                 filter.provider.is_none_or(|p| p == e.provider)
-                    && filter
-                        .outcome
-                        .as_ref()
-                        .is_none_or(|o| o == e.outcome.code())
+                    && filter.outcome.is_none_or(|o| o == e.outcome)
             })
             .map(|(i, e)| RecordedEvent {
                 id: i64::try_from(i).unwrap_or(i64::MAX) + 1,

@@ -252,7 +252,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let outcome = handled
             .outcomes()
             .first()
-            .and_then(|code| EventOutcome::parse(code))
+            .copied()
             .unwrap_or(EventOutcome::Ignored);
         Ok((outcome, as_id))
     }

@@ -3,7 +3,8 @@
 //! told, and a subscriber's cancel and list of subscriptions.
 
 use domain::{
-    CancelRefusal, CancelWhen, PlanId, ProviderId, SubscriptionStatus, Timestamp, UserId,
+    CancelRefusal, CancelWhen, EventOutcome, PlanId, ProviderId, SubscriptionStatus, Timestamp,
+    UserId,
 };
 
 use super::harness::*;
@@ -69,7 +70,7 @@ async fn subscribe(h: &Harness, user: &User, sub: &str) -> domain::SubscriptionI
     };
     let event_id = format!("act-{sub}");
     let handled = h.deliver(ProviderId::CardGateway, &event_id, vec![activated]);
-    assert_eq!(handled.await.unwrap().outcomes(), ["applied"]);
+    assert_eq!(handled.await.unwrap().outcomes(), [EventOutcome::Applied]);
     let owned = h
         .service
         .store()
@@ -329,7 +330,7 @@ async fn a_cancel_is_refused_for_another_user_an_unknown_or_ended_subscription()
         occurred_at: Timestamp::from_unix_millis(START_MS + 20),
     };
     let handled = h.deliver(ProviderId::CardGateway, "ended", vec![ended]);
-    assert_eq!(handled.await.unwrap().outcomes(), ["applied"]);
+    assert_eq!(handled.await.unwrap().outcomes(), [EventOutcome::Applied]);
     for when in [CancelWhen::PeriodEnd, CancelWhen::Now] {
         let over = h.service.cancel_subscription_for(&ada, &id, when).await;
         assert!(

@@ -3,7 +3,7 @@
 use domain::entitlements::{
     EntitlementDraft, EntitlementKey, EntitlementValue, GrantSource, HeldUntil,
 };
-use domain::{Order, OrderId, PlanSnapshot, ProviderId, Timestamp};
+use domain::{EventOutcome, Order, OrderId, PlanSnapshot, ProviderId, Timestamp};
 
 use super::harness::*;
 use crate::accounts::User;
@@ -58,7 +58,7 @@ async fn subscribe(h: &Harness, user: &User, plan: &str) -> OrderId {
     };
     let event_id = format!("act-{id}");
     let handled = h.deliver(ProviderId::CardGateway, &event_id, vec![activated]);
-    assert_eq!(handled.await.unwrap().outcomes(), ["applied"]);
+    assert_eq!(handled.await.unwrap().outcomes(), [EventOutcome::Applied]);
     id
 }
 

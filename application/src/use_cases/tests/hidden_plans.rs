@@ -1,7 +1,7 @@
 //! Hidden plans are not for sale to newcomers: a purchase or a switch to one is refused with
 //! `PlanNotAvailable`, except for a buyer an administrator allowed (audited) or who holds it.
 
-use domain::{Plan, PlanId, PlanNotAvailable, ProviderId, Timestamp};
+use domain::{EventOutcome, Plan, PlanId, PlanNotAvailable, ProviderId, Timestamp};
 
 use super::harness::*;
 use crate::accounts::{Role, User};
@@ -155,7 +155,7 @@ async fn a_subscriber_cannot_switch_to_a_hidden_plan_unless_allowed() {
         occurred_at: Timestamp::from_unix_millis(START_MS),
     };
     let handled = h.deliver(ProviderId::CardGateway, "act", vec![activated]);
-    assert_eq!(handled.await.unwrap().outcomes(), ["applied"]);
+    assert_eq!(handled.await.unwrap().outcomes(), [EventOutcome::Applied]);
     let status = h.service.report_status(&user).await.unwrap();
     let id = status.subscription.unwrap().id().clone();
     let legacy = PlanId::new("legacy").unwrap();

@@ -2,7 +2,7 @@
 //! purchase of a one-time plan whose access still runs, finite one-time access in calendar
 //! months, past-due access for a grace period only, and a status that shows all of it.
 
-use domain::{AccessEnd, OrderId, Plan, ProviderId, SubscriptionAccess, Timestamp};
+use domain::{AccessEnd, EventOutcome, OrderId, Plan, ProviderId, SubscriptionAccess, Timestamp};
 
 use super::harness::*;
 use crate::accounts::User;
@@ -34,9 +34,9 @@ async fn initiate(h: &Harness, user: &User, plan: &str) -> Result<OrderId, Initi
     Ok(started.order.order.id().clone())
 }
 
-async fn deliver(h: &Harness, event_id: &str, event: PaymentEvent) -> Vec<String> {
+async fn deliver(h: &Harness, event_id: &str, event: PaymentEvent) -> Vec<EventOutcome> {
     let handled = h.deliver(ProviderId::CardGateway, event_id, vec![event]);
-    handled.await.unwrap().outcomes()
+    handled.await.unwrap().outcomes().to_vec()
 }
 
 fn at_day(days: i64) -> Timestamp {
@@ -56,7 +56,7 @@ async fn subscribe(h: &Harness, user: &User, sub: &str) -> OrderId {
     };
     assert_eq!(
         deliver(h, &format!("act-{sub}"), activated).await,
-        ["applied"]
+        [EventOutcome::Applied]
     );
     id
 }
@@ -64,7 +64,7 @@ async fn subscribe(h: &Harness, user: &User, sub: &str) -> OrderId {
 async fn buy(h: &Harness, user: &User, plan: &str, amount_minor: i64) -> OrderId {
     let id = initiate(h, user, plan).await.unwrap();
     let outcomes = deliver(h, &format!("paid-{id}"), paid(&id, usd(amount_minor))).await;
-    assert_eq!(outcomes, ["applied"]);
+    assert_eq!(outcomes, [EventOutcome::Applied]);
     id
 }
 
@@ -106,7 +106,7 @@ async fn a_second_subscription_is_refused_while_one_is_live() {
             },
         ),
     ] {
-        assert_eq!(deliver(&h, event_id, event).await, ["applied"]);
+        assert_eq!(deliver(&h, event_id, event).await, [EventOutcome::Applied]);
         let again = initiate(&h, &user, "pro-monthly").await;
         assert!(
             matches!(again, Err(InitiatePaymentError::AlreadySubscribed { .. })),
@@ -118,7 +118,10 @@ async fn a_second_subscription_is_refused_while_one_is_live() {
         provider_subscription_id: "sub_1".into(),
         occurred_at: at_day(3),
     };
-    assert_eq!(deliver(&h, "canceled", canceled).await, ["applied"]);
+    assert_eq!(
+        deliver(&h, "canceled", canceled).await,
+        [EventOutcome::Applied]
+    );
     initiate(&h, &user, "credits-100").await.unwrap();
     initiate(&h, &user, "pro-monthly").await.unwrap();
 }
@@ -216,7 +219,10 @@ async fn past_due_keeps_access_for_the_grace_after_the_failed_renewal_then_not()
         provider_subscription_id: "sub_1".into(),
         occurred_at: at_day(30),
     };
-    assert_eq!(deliver(&h, "past-due", past_due).await, ["applied"]);
+    assert_eq!(
+        deliver(&h, "past-due", past_due).await,
+        [EventOutcome::Applied]
+    );
     let grace_ends = at_day(30 + 7);
     let status = h.service.report_status(&user).await.unwrap();
     assert_eq!(
@@ -240,7 +246,10 @@ async fn past_due_keeps_access_for_the_grace_after_the_failed_renewal_then_not()
         charge_ref: None,
         occurred_at: at_day(37),
     };
-    assert_eq!(deliver(&h, "renewed", renewed).await, ["applied"]);
+    assert_eq!(
+        deliver(&h, "renewed", renewed).await,
+        [EventOutcome::Applied]
+    );
     assert!(has_access(&h, &user).await);
 }
 
@@ -300,7 +309,7 @@ async fn a_retry_with_the_same_key_replays_its_order_even_once_the_subscription_
         charge_ref: None,
         occurred_at: Timestamp::from_unix_millis(START_MS + 10),
     };
-    assert_eq!(deliver(&h, "act", activated).await, ["applied"]);
+    assert_eq!(deliver(&h, "act", activated).await, [EventOutcome::Applied]);
     let retry = h.service.initiate_payment(request("buy-1")).await.unwrap();
     assert_eq!(
         *retry.order.order.id(),

@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 
 use domain::{
-    BillingPeriod, NewPeriodLine, Plan, PlanDraft, PlanText, ProviderId, ProviderRefs, Timestamp,
+    BillingPeriod, EventOutcome, NewPeriodLine, Plan, PlanDraft, PlanText, ProviderId,
+    ProviderRefs, Timestamp,
 };
 
 use super::harness::*;
@@ -64,9 +65,9 @@ async fn balance(h: &Harness, user: &User) -> i64 {
     h.service.balance(&user.id).await.unwrap().hundredths()
 }
 
-async fn deliver(h: &Harness, event_id: &str, event: PaymentEvent) -> Vec<String> {
+async fn deliver(h: &Harness, event_id: &str, event: PaymentEvent) -> Vec<EventOutcome> {
     let handled = h.deliver(ProviderId::CardGateway, event_id, vec![event]);
-    handled.await.unwrap().outcomes()
+    handled.await.unwrap().outcomes().to_vec()
 }
 
 /// A user with an active `pro-monthly` subscription `sub_1`, days 0..30, 50 credits granted.
@@ -88,7 +89,7 @@ async fn subscribed(h: &Harness) -> (User, String) {
         charge_ref: None,
         occurred_at: at(0),
     };
-    assert_eq!(deliver(h, "act", activated).await, ["applied"]);
+    assert_eq!(deliver(h, "act", activated).await, [EventOutcome::Applied]);
     let status = h.service.report_status(&user).await.unwrap();
     let id = status.subscription.unwrap().id().to_string();
     (user, id)
@@ -123,7 +124,7 @@ async fn refunding_an_upgrades_proration_takes_back_its_credits_in_proportion_on
         interval_months: Some(1),
         occurred_at: at(1),
     };
-    assert_eq!(deliver(&h, "upd", switched).await, ["applied"]);
+    assert_eq!(deliver(&h, "upd", switched).await, [EventOutcome::Applied]);
     // 200 a period now, 50 granted already: 150 more.
     assert_eq!(balance(&h, &user).await, 5_000 + 15_000);
 
@@ -135,29 +136,35 @@ async fn refunding_an_upgrades_proration_takes_back_its_credits_in_proportion_on
         charge_ref: Some("in_proration".into()),
         occurred_at: at(1),
     };
-    assert_eq!(deliver(&h, "inv", proration.clone()).await, ["applied"]);
-    assert_eq!(deliver(&h, "inv", proration).await, ["duplicate"]);
+    assert_eq!(
+        deliver(&h, "inv", proration.clone()).await,
+        [EventOutcome::Applied]
+    );
+    assert_eq!(
+        deliver(&h, "inv", proration).await,
+        [EventOutcome::Duplicate]
+    );
 
     // Half the proration refunded: half the upgrade's 150 credits back; the period's 50 stay.
     assert_eq!(
         deliver(&h, "re1", refund_of("in_proration", 500, 2)).await,
-        ["applied"]
+        [EventOutcome::Applied]
     );
     assert_eq!(balance(&h, &user).await, 5_000 + 7_500);
     assert_eq!(
         deliver(&h, "re1-again", refund_of("in_proration", 500, 2)).await,
-        ["duplicate_state"]
+        [EventOutcome::DuplicateState]
     );
     // The rest: the rest of the 150.
     assert_eq!(
         deliver(&h, "re2", refund_of("in_proration", 1000, 3)).await,
-        ["applied"]
+        [EventOutcome::Applied]
     );
     assert_eq!(balance(&h, &user).await, 5_000);
     // More than was paid: a mismatch, nothing taken.
     assert_eq!(
         deliver(&h, "re3", refund_of("in_proration", 1001, 3)).await,
-        ["mismatch"]
+        [EventOutcome::Mismatch]
     );
     assert_eq!(balance(&h, &user).await, 5_000);
 }
@@ -181,18 +188,18 @@ async fn a_proration_invoiced_before_the_change_is_confirmed_is_kept_against_it(
         charge_ref: Some("in_early".into()),
         occurred_at: at(1),
     };
-    assert_eq!(deliver(&h, "inv", proration).await, ["applied"]);
+    assert_eq!(deliver(&h, "inv", proration).await, [EventOutcome::Applied]);
     let switched = PaymentEvent::SubscriptionPlanChanged {
         provider_subscription_id: "sub_1".into(),
         price: usd(1999),
         interval_months: Some(1),
         occurred_at: at(1),
     };
-    assert_eq!(deliver(&h, "upd", switched).await, ["applied"]);
+    assert_eq!(deliver(&h, "upd", switched).await, [EventOutcome::Applied]);
     assert_eq!(balance(&h, &user).await, 20_000);
     assert_eq!(
         deliver(&h, "re", refund_of("in_early", 1000, 2)).await,
-        ["applied"]
+        [EventOutcome::Applied]
     );
     assert_eq!(balance(&h, &user).await, 5_000);
 }
@@ -214,7 +221,7 @@ async fn a_change_to_yearly_is_applied_by_the_invoice_of_its_new_period() {
         interval_months: Some(12),
         occurred_at: at(10),
     };
-    assert_eq!(deliver(&h, "upd", switched).await, ["ignored"]);
+    assert_eq!(deliver(&h, "upd", switched).await, [EventOutcome::Ignored]);
     let status = h.service.report_status(&user).await.unwrap();
     assert_eq!(
         status.subscription.unwrap().plan_id().as_str(),
@@ -234,7 +241,10 @@ async fn a_change_to_yearly_is_applied_by_the_invoice_of_its_new_period() {
         charge_ref: Some("in_yearly".into()),
         occurred_at: at(10),
     };
-    assert_eq!(deliver(&h, "inv", invoice.clone()).await, ["applied"]);
+    assert_eq!(
+        deliver(&h, "inv", invoice.clone()).await,
+        [EventOutcome::Applied]
+    );
     let now = h.service.report_status(&user).await.unwrap();
     let now = now.subscription.unwrap();
     assert_eq!(now.plan_id().as_str(), "pro-yearly");
@@ -243,13 +253,19 @@ async fn a_change_to_yearly_is_applied_by_the_invoice_of_its_new_period() {
     // 600 for the year; two thirds of the month's 50 were unused by time and went back.
     assert_eq!(balance(&h, &user).await, 5_000 - 3_333 + 60_000);
     // Once, whichever way it comes again.
-    assert_eq!(deliver(&h, "inv", invoice.clone()).await, ["duplicate"]);
-    assert_eq!(deliver(&h, "inv-again", invoice).await, ["duplicate_state"]);
+    assert_eq!(
+        deliver(&h, "inv", invoice.clone()).await,
+        [EventOutcome::Duplicate]
+    );
+    assert_eq!(
+        deliver(&h, "inv-again", invoice).await,
+        [EventOutcome::DuplicateState]
+    );
     assert_eq!(balance(&h, &user).await, 5_000 - 3_333 + 60_000);
     // Refunding half of it takes back half of the year's 600.
     assert_eq!(
         deliver(&h, "re", refund_of("in_yearly", 4662, 11)).await,
-        ["applied"]
+        [EventOutcome::Applied]
     );
     assert_eq!(balance(&h, &user).await, 5_000 - 3_333 + 30_000);
 }
@@ -275,7 +291,7 @@ async fn a_new_period_invoice_billing_another_price_is_a_mismatch_and_changes_no
         charge_ref: Some("in_cheap".into()),
         occurred_at: at(10),
     };
-    assert_eq!(deliver(&h, "inv", invoice).await, ["mismatch"]);
+    assert_eq!(deliver(&h, "inv", invoice).await, [EventOutcome::Mismatch]);
     let status = h.service.report_status(&user).await.unwrap();
     let held = status.subscription.unwrap();
     assert_eq!(held.plan_id().as_str(), "pro-monthly");

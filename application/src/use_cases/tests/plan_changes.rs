@@ -3,7 +3,7 @@
 //! moves the subscription, grants an upgrade's extra credits once, and a downgrade's lower
 //! credits start at the next renewal.
 
-use domain::{ChangeDirection, OrderId, ProviderId, Timestamp};
+use domain::{ChangeDirection, EventOutcome, OrderId, ProviderId, Timestamp};
 
 use super::harness::*;
 use crate::accounts::User;
@@ -43,9 +43,9 @@ async fn balance(h: &Harness, user: &User) -> i64 {
     h.service.balance(&user.id).await.unwrap().hundredths()
 }
 
-async fn deliver(h: &Harness, event_id: &str, event: PaymentEvent) -> Vec<String> {
+async fn deliver(h: &Harness, event_id: &str, event: PaymentEvent) -> Vec<EventOutcome> {
     let handled = h.deliver(ProviderId::CardGateway, event_id, vec![event]);
-    handled.await.unwrap().outcomes()
+    handled.await.unwrap().outcomes().to_vec()
 }
 
 /// A user with an active `pro-monthly` subscription (`sub_1`) whose first period granted 50.
@@ -68,7 +68,7 @@ async fn subscribed(h: &Harness) -> (User, OrderId, String) {
         charge_ref: None,
         occurred_at: at(0),
     };
-    assert_eq!(deliver(h, "act", activated).await, ["applied"]);
+    assert_eq!(deliver(h, "act", activated).await, [EventOutcome::Applied]);
     assert_eq!(balance(h, &user).await, CREDITS_50);
     let status = h.service.report_status(&user).await.unwrap();
     let id = status.subscription.unwrap().id().to_string();
@@ -117,7 +117,10 @@ async fn an_upgrade_waits_for_the_provider_then_moves_the_plan_and_grants_the_di
         "nothing before the provider"
     );
 
-    assert_eq!(deliver(&h, "upd", switched(1999, 1)).await, ["applied"]);
+    assert_eq!(
+        deliver(&h, "upd", switched(1999, 1)).await,
+        [EventOutcome::Applied]
+    );
     let now = held(&h, &user).await;
     assert_eq!(now.plan_id().as_str(), "pro-plus");
     assert_eq!(now.pending_change(), None);
@@ -126,10 +129,13 @@ async fn an_upgrade_waits_for_the_provider_then_moves_the_plan_and_grants_the_di
     assert_eq!(balance(&h, &user).await, CREDITS_50 + 15_000);
 
     // Delivered again, or reported again under another id: nothing more.
-    assert_eq!(deliver(&h, "upd", switched(1999, 1)).await, ["duplicate"]);
+    assert_eq!(
+        deliver(&h, "upd", switched(1999, 1)).await,
+        [EventOutcome::Duplicate]
+    );
     assert_eq!(
         deliver(&h, "upd-again", switched(1999, 2)).await,
-        ["duplicate_state"]
+        [EventOutcome::DuplicateState]
     );
     assert_eq!(balance(&h, &user).await, CREDITS_50 + 15_000);
 
@@ -141,7 +147,7 @@ async fn an_upgrade_waits_for_the_provider_then_moves_the_plan_and_grants_the_di
         charge_ref: None,
         occurred_at: at(30),
     };
-    assert_eq!(deliver(&h, "renew", renewal).await, ["applied"]);
+    assert_eq!(deliver(&h, "renew", renewal).await, [EventOutcome::Applied]);
     assert_eq!(balance(&h, &user).await, CREDITS_50 + 15_000 + 20_000);
 }
 
@@ -152,7 +158,7 @@ async fn a_provider_event_billing_another_price_than_asked_is_a_mismatch_and_cha
     // Nothing asked: a switch to 19.99 is a mismatch.
     assert_eq!(
         deliver(&h, "unasked", switched(1999, 1)).await,
-        ["mismatch"]
+        [EventOutcome::Mismatch]
     );
     assert_eq!(held(&h, &user).await.plan_id().as_str(), "pro-monthly");
 
@@ -163,7 +169,7 @@ async fn a_provider_event_billing_another_price_than_asked_is_a_mismatch_and_cha
     for (event_id, minor) in [("cent", 1), ("lite", 499)] {
         assert_eq!(
             deliver(&h, event_id, switched(minor, 1)).await,
-            ["mismatch"]
+            [EventOutcome::Mismatch]
         );
     }
     let still = held(&h, &user).await;
@@ -185,7 +191,10 @@ async fn a_downgrade_grants_nothing_now_and_the_next_renewal_grants_the_lower_cr
         .await
         .unwrap();
     assert_eq!(outcome.change.direction(), ChangeDirection::Downgrade);
-    assert_eq!(deliver(&h, "upd", switched(499, 1)).await, ["applied"]);
+    assert_eq!(
+        deliver(&h, "upd", switched(499, 1)).await,
+        [EventOutcome::Applied]
+    );
     assert_eq!(held(&h, &user).await.plan_id().as_str(), "pro-lite");
     assert_eq!(balance(&h, &user).await, CREDITS_50);
     let renewal = PaymentEvent::SubscriptionRenewed {
@@ -195,7 +204,7 @@ async fn a_downgrade_grants_nothing_now_and_the_next_renewal_grants_the_lower_cr
         charge_ref: None,
         occurred_at: at(30),
     };
-    assert_eq!(deliver(&h, "renew", renewal).await, ["applied"]);
+    assert_eq!(deliver(&h, "renew", renewal).await, [EventOutcome::Applied]);
     assert_eq!(balance(&h, &user).await, CREDITS_50 + 2_000);
 }
 
@@ -304,7 +313,7 @@ async fn switch_and_confirm(h: &Harness, user: &User, id: &str, plan: &str, mino
         occurred_at: Timestamp::from_unix_millis(START_MS + n * 3_600_000 + 1),
     };
     let outcome = deliver(h, &format!("switch-{n}"), event).await;
-    assert_eq!(outcome, ["applied"], "switch {n} to {plan}");
+    assert_eq!(outcome, [EventOutcome::Applied], "switch {n} to {plan}");
 }
 
 #[tokio::test]

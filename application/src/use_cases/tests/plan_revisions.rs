@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use domain::{Plan, PlanDraft, PlanText, ProviderId, ProviderRefs, Timestamp};
+use domain::{EventOutcome, Plan, PlanDraft, PlanText, ProviderId, ProviderRefs, Timestamp};
 
 use super::harness::*;
 use crate::accounts::User;
@@ -56,9 +56,9 @@ fn at(days: i64) -> Timestamp {
     Timestamp::from_unix_millis(START_MS).plus_days(days)
 }
 
-async fn deliver(h: &Harness, event_id: &str, event: PaymentEvent) -> Vec<String> {
+async fn deliver(h: &Harness, event_id: &str, event: PaymentEvent) -> Vec<EventOutcome> {
     let handled = h.deliver(ProviderId::WalletGlobal, event_id, vec![event]);
-    handled.await.unwrap().outcomes()
+    handled.await.unwrap().outcomes().to_vec()
 }
 
 /// A user subscribed to `pp-basic` (`I-1`, 50 credits granted) who asked to switch to
@@ -81,7 +81,7 @@ async fn asked_to_switch(h: &Harness) -> (User, String) {
         charge_ref: None,
         occurred_at: at(0),
     };
-    assert_eq!(deliver(h, "act", activated).await, ["applied"]);
+    assert_eq!(deliver(h, "act", activated).await, [EventOutcome::Applied]);
     let id = held(h, &user).await.id().to_string();
     h.service
         .change_plan(&user, &sub_id(&id), &plan_id("pp-plus"))
@@ -134,7 +134,7 @@ async fn an_approved_revision_to_the_asked_paypal_plan_moves_the_plan_and_grants
 
     assert_eq!(
         deliver(&h, "upd", revised("P-PLUS", 1999, 3)).await,
-        ["applied"]
+        [EventOutcome::Applied]
     );
     let now = held(&h, &user).await;
     assert_eq!(now.plan_id().as_str(), "pp-plus");
@@ -145,7 +145,7 @@ async fn an_approved_revision_to_the_asked_paypal_plan_moves_the_plan_and_grants
     // The same update again, under another id: the plan it already bills.
     assert_eq!(
         deliver(&h, "upd-again", revised("P-PLUS", 1999, 4)).await,
-        ["duplicate_state"]
+        [EventOutcome::DuplicateState]
     );
     // The next cycle bills the new price and grants the new plan's credits.
     let renewal = PaymentEvent::SubscriptionRenewed {
@@ -155,7 +155,10 @@ async fn an_approved_revision_to_the_asked_paypal_plan_moves_the_plan_and_grants
         charge_ref: Some("SALE-2".into()),
         occurred_at: at(30),
     };
-    assert_eq!(deliver(&h, "sale-2", renewal).await, ["applied"]);
+    assert_eq!(
+        deliver(&h, "sale-2", renewal).await,
+        [EventOutcome::Applied]
+    );
     assert_eq!(
         h.service.balance(&user.id).await.unwrap().hundredths(),
         before.hundredths() + 20_000
@@ -168,16 +171,16 @@ async fn a_revision_to_another_paypal_plan_or_price_is_a_mismatch_that_changes_n
     let (user, _) = asked_to_switch(&h).await;
     assert_eq!(
         deliver(&h, "other", revised("P-SOMEONE-ELSE", 1999, 3)).await,
-        ["mismatch"]
+        [EventOutcome::Mismatch]
     );
     assert_eq!(
         deliver(&h, "cheaper", revised("P-PLUS", 1499, 3)).await,
-        ["mismatch"]
+        [EventOutcome::Mismatch]
     );
     // PayPal still on the subscription's own plan (not approved yet): nothing to do.
     assert_eq!(
         deliver(&h, "same", revised("P-BASIC", 999, 3)).await,
-        ["duplicate_state"]
+        [EventOutcome::DuplicateState]
     );
     let now = held(&h, &user).await;
     assert_eq!(now.plan_id().as_str(), "pp-basic");

@@ -3,7 +3,7 @@
 //! add up once each; a lost dispute is a full refund; a refund that arrives before its payment
 //! is kept and applied with it.
 
-use domain::{Currency, Money, OrderId, OrderStatus, ProviderId, Timestamp};
+use domain::{Currency, EventOutcome, Money, OrderId, OrderStatus, ProviderId, Timestamp};
 
 use super::harness::*;
 use crate::accounts::User;
@@ -34,9 +34,9 @@ async fn balance(h: &Harness, user: &User) -> i64 {
     h.service.balance(&user.id).await.unwrap().hundredths()
 }
 
-async fn deliver(h: &Harness, provider: ProviderId, id: &str, event: PaymentEvent) -> String {
+async fn deliver(h: &Harness, provider: ProviderId, id: &str, event: PaymentEvent) -> EventOutcome {
     let handled = h.deliver(provider, id, vec![event]).await.unwrap();
-    handled.outcomes()[0].clone()
+    handled.outcomes()[0]
 }
 
 async fn status(h: &Harness, user: &User, id: &OrderId) -> OrderStatus {
@@ -94,7 +94,7 @@ async fn subscriber_with_two_periods(h: &Harness) -> (User, OrderId) {
     };
     assert_eq!(
         deliver(h, ProviderId::CardGateway, "act", activated).await,
-        "applied"
+        EventOutcome::Applied
     );
     let renewed = PaymentEvent::SubscriptionRenewed {
         provider_subscription_id: "sub_1".into(),
@@ -105,7 +105,7 @@ async fn subscriber_with_two_periods(h: &Harness) -> (User, OrderId) {
     };
     assert_eq!(
         deliver(h, ProviderId::CardGateway, "ren", renewed).await,
-        "applied"
+        EventOutcome::Applied
     );
     assert_eq!(balance(h, &user).await, 10_000);
     (user, id)
@@ -118,19 +118,19 @@ async fn a_refunded_renewal_takes_back_that_period_s_credits_in_steps_once_each(
     let half = refund(of_charge("in_2"), RefundReport::Total(usd(500)));
     assert_eq!(
         deliver(&h, ProviderId::CardGateway, "r1", half.clone()).await,
-        "applied"
+        EventOutcome::Applied
     );
     // 500 of 999 is 50.06 % of 50 credits: 25.03, rounded up to the hundredth.
     assert_eq!(balance(&h, &user).await, 10_000 - 2_503);
     // The same running total under a new event id takes nothing more.
     assert_eq!(
         deliver(&h, ProviderId::CardGateway, "r1-again", half).await,
-        "duplicate_state"
+        EventOutcome::DuplicateState
     );
     let rest = refund(of_charge("in_2"), RefundReport::Total(usd(999)));
     assert_eq!(
         deliver(&h, ProviderId::CardGateway, "r2", rest).await,
-        "applied"
+        EventOutcome::Applied
     );
     assert_eq!(balance(&h, &user).await, 5_000);
 }
@@ -146,7 +146,7 @@ async fn refunding_the_first_charge_by_its_order_takes_back_the_first_period_and
     );
     assert_eq!(
         deliver(&h, ProviderId::CardGateway, "r", full).await,
-        "applied"
+        EventOutcome::Applied
     );
     assert_eq!(balance(&h, &user).await, 5_000);
     assert!(matches!(
@@ -167,12 +167,12 @@ async fn a_lost_dispute_takes_back_the_whole_period() {
     );
     assert_eq!(
         deliver(&h, ProviderId::CardGateway, "d", dispute.clone()).await,
-        "applied"
+        EventOutcome::Applied
     );
     assert_eq!(balance(&h, &user).await, 5_000);
     assert_eq!(
         deliver(&h, ProviderId::CardGateway, "d2", dispute).await,
-        "duplicate_state"
+        EventOutcome::DuplicateState
     );
     assert_eq!(balance(&h, &user).await, 5_000);
 }
@@ -188,18 +188,18 @@ async fn two_partial_wechat_refunds_of_half_take_back_every_credit() {
     let second = refund(RefundedCharge::Order(by_id(&id)), one("5030002", cny(50)));
     assert_eq!(
         deliver(&h, ProviderId::WalletQr, "n1", first.clone()).await,
-        "applied"
+        EventOutcome::Applied
     );
     assert_eq!(balance(&h, &user).await, 500);
     // WeChat notifies again under a new notification id: the refund id is applied once.
     assert_eq!(
         deliver(&h, ProviderId::WalletQr, "n1-again", first).await,
-        "duplicate_state"
+        EventOutcome::DuplicateState
     );
     assert_eq!(balance(&h, &user).await, 500);
     assert_eq!(
         deliver(&h, ProviderId::WalletQr, "n2", second).await,
-        "applied"
+        EventOutcome::Applied
     );
     assert_eq!(balance(&h, &user).await, 0);
     assert!(matches!(
@@ -219,12 +219,12 @@ async fn a_refund_before_its_payment_is_kept_and_applied_with_the_payment() {
     );
     assert_eq!(
         deliver(&h, ProviderId::CardGateway, "r", early).await,
-        "refund_kept"
+        EventOutcome::RefundKept
     );
     assert_eq!(status(&h, &user, &id).await, OrderStatus::Pending);
     assert_eq!(
         deliver(&h, ProviderId::CardGateway, "p", paid(&id, usd(1000))).await,
-        "applied"
+        EventOutcome::Applied
     );
     assert!(matches!(
         status(&h, &user, &id).await,
@@ -240,7 +240,7 @@ async fn a_refund_of_a_renewal_not_seen_yet_is_applied_when_the_renewal_lands() 
     let early = refund(of_charge("in_3"), RefundReport::Total(usd(999)));
     assert_eq!(
         deliver(&h, ProviderId::CardGateway, "r3", early).await,
-        "refund_kept"
+        EventOutcome::RefundKept
     );
     let renewed = PaymentEvent::SubscriptionRenewed {
         provider_subscription_id: "sub_1".into(),
@@ -251,7 +251,7 @@ async fn a_refund_of_a_renewal_not_seen_yet_is_applied_when_the_renewal_lands() 
     };
     assert_eq!(
         deliver(&h, ProviderId::CardGateway, "ren3", renewed).await,
-        "applied"
+        EventOutcome::Applied
     );
     assert_eq!(balance(&h, &user).await, 10_000);
 }
@@ -268,7 +268,7 @@ async fn refunds_in_another_currency_or_above_the_payment_change_nothing() {
     ];
     for (i, case) in cases.into_iter().enumerate() {
         let outcome = deliver(&h, ProviderId::CardGateway, &format!("m{i}"), case).await;
-        assert_eq!(outcome, "mismatch");
+        assert_eq!(outcome, EventOutcome::Mismatch);
     }
     assert_eq!(balance(&h, &user).await, 10_000);
     // Each is recorded naming the subscriber, whose `payment.mismatch` then carries the user.
@@ -311,12 +311,12 @@ async fn a_provider_side_price_change_to_another_plan_of_ours_moves_the_terms_an
     let unknown = renewed(period(60, 90), usd(1_234), "in_x");
     assert_eq!(
         deliver(&h, ProviderId::CardGateway, "x", unknown).await,
-        "mismatch"
+        EventOutcome::Mismatch
     );
     let moved = renewed(period(60, 90), usd(1_999), "in_3");
     assert_eq!(
         deliver(&h, ProviderId::CardGateway, "up", moved).await,
-        "applied"
+        EventOutcome::Applied
     );
     assert_eq!(balance(&h, &user).await, 10_000 + 12_000);
     let entry = h.service.store().inbox().last().cloned().unwrap();
@@ -336,7 +336,7 @@ async fn a_provider_side_price_change_to_another_plan_of_ours_moves_the_terms_an
     let old_price = renewed(period(90, 120), usd(999), "in_4");
     assert_eq!(
         deliver(&h, ProviderId::CardGateway, "old", old_price).await,
-        "applied"
+        EventOutcome::Applied
     );
     assert_eq!(
         h.service
@@ -367,12 +367,12 @@ async fn a_second_activation_naming_the_first_charge_lets_its_refund_be_found() 
     };
     assert_eq!(
         deliver(&h, ProviderId::CardGateway, "a1", activated(None)).await,
-        "applied"
+        EventOutcome::Applied
     );
     let named = activated(Some("SALE-1"));
     assert_eq!(
         deliver(&h, ProviderId::CardGateway, "a2", named).await,
-        "duplicate_state"
+        EventOutcome::DuplicateState
     );
     assert_eq!(balance(&h, &user).await, 5_000);
     let refund = refund(
@@ -384,7 +384,7 @@ async fn a_second_activation_naming_the_first_charge_lets_its_refund_be_found() 
     );
     assert_eq!(
         deliver(&h, ProviderId::CardGateway, "r", refund).await,
-        "applied"
+        EventOutcome::Applied
     );
     assert_eq!(balance(&h, &user).await, 0);
 }
@@ -433,7 +433,7 @@ mod from_tally {
         );
         assert_eq!(
             deliver(&h, ProviderId::CardGateway, "e1", same).await,
-            "duplicate_state"
+            EventOutcome::DuplicateState
         );
         let total = refund(
             RefundedCharge::Order(by_id(&id)),
@@ -441,7 +441,7 @@ mod from_tally {
         );
         assert_eq!(
             deliver(&h, ProviderId::CardGateway, "e2", total).await,
-            "duplicate_state"
+            EventOutcome::DuplicateState
         );
         assert_eq!(balance(&h, &user).await, 6_000);
         // The rest, by default everything left.
@@ -518,7 +518,7 @@ mod from_tally {
         );
         assert_eq!(
             deliver(&h, ProviderId::CardGateway, "e", event).await,
-            "applied"
+            EventOutcome::Applied
         );
         assert_eq!(balance(&h, &user).await, 0);
     }

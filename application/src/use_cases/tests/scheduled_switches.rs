@@ -3,7 +3,7 @@
 //! cancellation, dropped when the provider refuses, cleared by a resume; a claim holds off other
 //! switches until it settles or goes stale.
 
-use domain::{CLAIM_HOLD_MS, ProviderId, RenewalIntent, Timestamp};
+use domain::{CLAIM_HOLD_MS, EventOutcome, ProviderId, RenewalIntent, Timestamp};
 
 use super::harness::*;
 use crate::accounts::User;
@@ -24,9 +24,9 @@ fn switching_config() -> crate::service::ServiceConfig {
     config
 }
 
-async fn deliver(h: &Harness, event_id: &str, event: PaymentEvent) -> Vec<String> {
+async fn deliver(h: &Harness, event_id: &str, event: PaymentEvent) -> Vec<EventOutcome> {
     let handled = h.deliver(ProviderId::CardGateway, event_id, vec![event]);
-    handled.await.unwrap().outcomes()
+    handled.await.unwrap().outcomes().to_vec()
 }
 
 fn at(ms: i64) -> Timestamp {
@@ -53,7 +53,7 @@ async fn subscribed(h: &Harness) -> (User, String) {
         charge_ref: None,
         occurred_at: at(0),
     };
-    assert_eq!(deliver(h, "act", activated).await, ["applied"]);
+    assert_eq!(deliver(h, "act", activated).await, [EventOutcome::Applied]);
     let id = held(h, &user).await.id().to_string();
     (user, id)
 }
@@ -116,7 +116,10 @@ async fn a_switch_at_period_end_cancels_keeps_the_plan_and_holds_off_other_switc
         provider_subscription_id: "sub_1".into(),
         occurred_at: at(3_600_000),
     };
-    assert_eq!(deliver(&h, "resumed", withdrawn).await, ["applied"]);
+    assert_eq!(
+        deliver(&h, "resumed", withdrawn).await,
+        [EventOutcome::Applied]
+    );
     let now = held(&h, &user).await;
     assert_eq!(now.renewal(), RenewalIntent::Renews);
     assert_eq!(now.scheduled_switch(), None);

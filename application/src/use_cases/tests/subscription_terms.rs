@@ -4,7 +4,8 @@
 //! happened to the plan since.
 
 use domain::{
-    BillingPeriod, Currency, Money, OrderId, OrderStatus, ProviderId, Timestamp, TransactionKind,
+    BillingPeriod, Currency, EventOutcome, Money, OrderId, OrderStatus, ProviderId, Timestamp,
+    TransactionKind,
 };
 
 use super::harness::*;
@@ -67,9 +68,9 @@ fn renewed(period: BillingPeriod, amount: Money, occurred_ms: i64) -> PaymentEve
     }
 }
 
-async fn deliver(h: &Harness, event_id: &str, event: PaymentEvent) -> Vec<String> {
+async fn deliver(h: &Harness, event_id: &str, event: PaymentEvent) -> Vec<EventOutcome> {
     let handled = h.deliver(ProviderId::CardGateway, event_id, vec![event]);
-    handled.await.unwrap().outcomes()
+    handled.await.unwrap().outcomes().to_vec()
 }
 
 /// A user with an active `pro-monthly` subscription whose first period (days 0 to 30) granted.
@@ -77,7 +78,7 @@ async fn subscribed(h: &Harness) -> User {
     let user = h.user("a@example.com").await;
     let id = order(h, &user, "pro-monthly").await;
     let outcomes = deliver(h, "act", activated(&id, Some(usd(999)))).await;
-    assert_eq!(outcomes, ["applied"]);
+    assert_eq!(outcomes, [EventOutcome::Applied]);
     assert_eq!(balance(h, &user).await, PERIOD_CREDITS);
     user
 }
@@ -103,11 +104,11 @@ async fn an_activation_naming_a_credits_order_is_a_mismatch_and_changes_nothing(
     let user = h.user("a@example.com").await;
     let id = order(&h, &user, "credits-100").await;
     let outcomes = deliver(&h, "act", activated(&id, Some(usd(1)))).await;
-    assert_eq!(outcomes, ["mismatch"]);
+    assert_eq!(outcomes, [EventOutcome::Mismatch]);
     assert_untouched_order(&h, &user, &id).await;
     // Without an amount it is refused just the same: the plan type alone decides.
     let outcomes = deliver(&h, "act-2", activated(&id, None)).await;
-    assert_eq!(outcomes, ["mismatch"]);
+    assert_eq!(outcomes, [EventOutcome::Mismatch]);
     assert_untouched_order(&h, &user, &id).await;
 }
 
@@ -118,17 +119,17 @@ async fn an_activation_paying_another_amount_or_currency_is_a_mismatch() {
     let id = order(&h, &user, "pro-monthly").await;
     assert_eq!(
         deliver(&h, "cent", activated(&id, Some(usd(1)))).await,
-        ["mismatch"]
+        [EventOutcome::Mismatch]
     );
     assert_eq!(
         deliver(&h, "euro", activated(&id, Some(eur(999)))).await,
-        ["mismatch"]
+        [EventOutcome::Mismatch]
     );
     assert_untouched_order(&h, &user, &id).await;
     // The right price activates it.
     assert_eq!(
         deliver(&h, "right", activated(&id, Some(usd(999)))).await,
-        ["applied"]
+        [EventOutcome::Applied]
     );
     assert_eq!(balance(&h, &user).await, PERIOD_CREDITS);
 }
@@ -138,7 +139,7 @@ async fn a_renewal_paying_less_than_the_price_grants_nothing() {
     let h = Harness::new();
     let user = subscribed(&h).await;
     let outcomes = deliver(&h, "r", renewed(period(30, 60), usd(1), 100)).await;
-    assert_eq!(outcomes, ["mismatch"]);
+    assert_eq!(outcomes, [EventOutcome::Mismatch]);
     assert_eq!(balance(&h, &user).await, PERIOD_CREDITS);
     assert_eq!(current_period(&h, &user).await, period(0, 30));
 }
@@ -148,7 +149,7 @@ async fn a_renewal_in_another_currency_grants_nothing() {
     let h = Harness::new();
     let user = subscribed(&h).await;
     let outcomes = deliver(&h, "r", renewed(period(30, 60), eur(999), 100)).await;
-    assert_eq!(outcomes, ["mismatch"]);
+    assert_eq!(outcomes, [EventOutcome::Mismatch]);
     assert_eq!(balance(&h, &user).await, PERIOD_CREDITS);
     assert_eq!(current_period(&h, &user).await, period(0, 30));
 }
@@ -158,7 +159,7 @@ async fn a_renewal_for_a_period_before_the_subscription_began_grants_nothing() {
     let h = Harness::new();
     let user = subscribed(&h).await;
     let outcomes = deliver(&h, "r", renewed(period(-90, -60), usd(999), 100)).await;
-    assert_eq!(outcomes, ["stale"]);
+    assert_eq!(outcomes, [EventOutcome::Stale]);
     assert_eq!(balance(&h, &user).await, PERIOD_CREDITS);
     assert_eq!(grants(&h), 1);
     assert_eq!(current_period(&h, &user).await, period(0, 30));
@@ -174,13 +175,13 @@ async fn a_renewal_overlapping_a_granted_period_grants_nothing() {
         period(30, 60).end(),
     );
     let outcomes = deliver(&h, "r1", renewed(early.unwrap(), usd(999), 100)).await;
-    assert_eq!(outcomes, ["applied"]);
+    assert_eq!(outcomes, [EventOutcome::Applied]);
     assert_eq!(balance(&h, &user).await, 2 * PERIOD_CREDITS);
     // Half a period into the one just granted is not.
     let outcomes = deliver(&h, "r2", renewed(period(45, 75), usd(999), 200)).await;
-    assert_eq!(outcomes, ["stale"]);
+    assert_eq!(outcomes, [EventOutcome::Stale]);
     let outcomes = deliver(&h, "r3", renewed(period(15, 45), usd(999), 300)).await;
-    assert_eq!(outcomes, ["stale"]);
+    assert_eq!(outcomes, [EventOutcome::Stale]);
     assert_eq!(balance(&h, &user).await, 2 * PERIOD_CREDITS);
     assert_eq!(grants(&h), 2);
 }
@@ -190,15 +191,24 @@ async fn a_renewal_told_twice_grants_once() {
     let h = Harness::new();
     let user = subscribed(&h).await;
     let renewal = renewed(period(30, 60), usd(999), 100);
-    assert_eq!(deliver(&h, "r1", renewal.clone()).await, ["applied"]);
-    assert_eq!(deliver(&h, "r1", renewal.clone()).await, ["duplicate"]);
+    assert_eq!(
+        deliver(&h, "r1", renewal.clone()).await,
+        [EventOutcome::Applied]
+    );
+    assert_eq!(
+        deliver(&h, "r1", renewal.clone()).await,
+        [EventOutcome::Duplicate]
+    );
     // The same payment under another event id, and told again later.
     assert_eq!(
         deliver(&h, "r1-other-id", renewal).await,
-        ["duplicate_state"]
+        [EventOutcome::DuplicateState]
     );
     let later = renewed(period(30, 60), usd(999), 500);
-    assert_eq!(deliver(&h, "r1-later", later).await, ["duplicate_state"]);
+    assert_eq!(
+        deliver(&h, "r1-later", later).await,
+        [EventOutcome::DuplicateState]
+    );
     assert_eq!(balance(&h, &user).await, 2 * PERIOD_CREDITS);
     assert_eq!(grants(&h), 2);
 }
@@ -208,9 +218,12 @@ async fn an_activation_told_twice_grants_once() {
     let h = Harness::new();
     let user = h.user("a@example.com").await;
     let id = order(&h, &user, "pro-monthly").await;
-    assert_eq!(deliver(&h, "a1", activated(&id, None)).await, ["applied"]);
+    assert_eq!(
+        deliver(&h, "a1", activated(&id, None)).await,
+        [EventOutcome::Applied]
+    );
     let again = deliver(&h, "a2", activated(&id, Some(usd(999)))).await;
-    assert_eq!(again, ["duplicate_state"]);
+    assert_eq!(again, [EventOutcome::DuplicateState]);
     assert_eq!(balance(&h, &user).await, PERIOD_CREDITS);
 }
 
@@ -236,14 +249,14 @@ async fn renewals_grant_the_credits_sold_after_the_plan_is_edited_or_deleted() {
     };
     h.service.update_plan("pro-monthly", &edited).await.unwrap();
     let outcomes = deliver(&h, "r1", renewed(period(30, 60), usd(999), 100)).await;
-    assert_eq!(outcomes, ["applied"]);
+    assert_eq!(outcomes, [EventOutcome::Applied]);
     assert_eq!(balance(&h, &user).await, 2 * PERIOD_CREDITS);
     h.service
         .delete_plan(&plan_id("pro-monthly"))
         .await
         .unwrap();
     let outcomes = deliver(&h, "r2", renewed(period(60, 90), usd(999), 200)).await;
-    assert_eq!(outcomes, ["applied"]);
+    assert_eq!(outcomes, [EventOutcome::Applied]);
     assert_eq!(balance(&h, &user).await, 3 * PERIOD_CREDITS);
     let history = h.service.store().all_transactions();
     let grants = history
@@ -259,7 +272,7 @@ async fn a_second_provider_subscription_naming_a_paid_order_grants_nothing() {
     let id = order(&h, &user, "pro-monthly").await;
     assert_eq!(
         deliver(&h, "act", activated(&id, Some(usd(999)))).await,
-        ["applied"]
+        [EventOutcome::Applied]
     );
     let again = PaymentEvent::SubscriptionActivated {
         order: by_id(&id),
@@ -269,7 +282,10 @@ async fn a_second_provider_subscription_naming_a_paid_order_grants_nothing() {
         charge_ref: None,
         occurred_at: at(20),
     };
-    assert_eq!(deliver(&h, "act-other", again).await, ["mismatch"]);
+    assert_eq!(
+        deliver(&h, "act-other", again).await,
+        [EventOutcome::Mismatch]
+    );
     assert_eq!(balance(&h, &user).await, PERIOD_CREDITS, "one grant");
     assert_eq!(grants(&h), 1);
     let subscriptions = h
@@ -291,10 +307,10 @@ async fn an_activation_for_a_failed_order_is_a_late_payment_and_starts_nothing()
         reason: "card declined".into(),
         occurred_at: at(5),
     };
-    assert_eq!(deliver(&h, "fail", failed).await, ["applied"]);
+    assert_eq!(deliver(&h, "fail", failed).await, [EventOutcome::Applied]);
     assert_eq!(
         deliver(&h, "act", activated(&id, Some(usd(999)))).await,
-        ["late_payment"]
+        [EventOutcome::LatePayment]
     );
     let status = h.service.report_status(&user).await.unwrap();
     assert!(status.subscription.is_none());

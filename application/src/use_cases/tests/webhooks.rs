@@ -1,7 +1,10 @@
 //! The webhook pipeline: one grant per payment, mismatches, stale events, subscriptions,
 //! refunds and reconciliation.
 
-use domain::{OrderId, OrderStatus, ProviderId, SubscriptionStatus, Timestamp, TransactionKind};
+use domain::{
+    EventOutcome, OrderId, OrderStatus, OrderStatusKind, ProviderId, SubscriptionStatus, Timestamp,
+    TransactionKind,
+};
 
 use super::harness::*;
 use crate::accounts::User;
@@ -52,15 +55,15 @@ async fn a_paid_credits_order_grants_its_credits_exactly_once() {
         .await
         .unwrap();
     assert_eq!(first.ack.verdict, crate::ports::AckVerdict::Accepted);
-    assert_eq!(first.outcomes(), vec!["applied".to_owned()]);
-    assert_eq!(first.order_statuses, vec!["paid"]);
+    assert_eq!(first.outcomes(), [EventOutcome::Applied]);
+    assert_eq!(first.order_statuses, vec![OrderStatusKind::Paid]);
     assert_eq!(first.credits_granted, credits(100));
     // The same event again, and a different event for the same payment.
     let again = h
         .deliver(ProviderId::CardGateway, "evt_1", vec![paid(&id, usd(1000))])
         .await
         .unwrap();
-    assert_eq!(again.outcomes(), vec!["duplicate".to_owned()]);
+    assert_eq!(again.outcomes(), [EventOutcome::Duplicate]);
     let other = h
         .deliver(ProviderId::CardGateway, "evt_2", vec![paid(&id, usd(1000))])
         .await
@@ -122,7 +125,7 @@ async fn an_amount_mismatch_is_recorded_and_grants_nothing() {
     let record = h.service.query_payment(&user, &id).await.unwrap();
     assert_eq!(*record.order.status(), OrderStatus::Pending);
     assert!(record.mismatch.unwrap().contains("0.01 USD"));
-    assert_eq!(h.service.store().inbox()[0].outcome.code(), "mismatch");
+    assert_eq!(h.service.store().inbox()[0].outcome, EventOutcome::Mismatch);
 }
 
 #[tokio::test]
@@ -134,7 +137,10 @@ async fn an_event_for_another_providers_order_changes_nothing() {
         .await
         .unwrap();
     assert_eq!(balance(&h, &user).await, 0);
-    assert_eq!(h.service.store().inbox()[0].outcome.code(), "unknown_order");
+    assert_eq!(
+        h.service.store().inbox()[0].outcome,
+        EventOutcome::UnknownOrder
+    );
 }
 
 #[tokio::test]
@@ -185,8 +191,8 @@ async fn subscriptions_grant_each_paid_period_once_and_ignore_stale_events() {
     assert_eq!(sub.status(), SubscriptionStatus::Active);
     assert_eq!(sub.current_period(), period(30, 60));
     assert_eq!(
-        h.service.store().inbox().last().unwrap().outcome.code(),
-        "stale"
+        h.service.store().inbox().last().unwrap().outcome,
+        EventOutcome::Stale
     );
     let order = h.service.query_payment(&user, &id).await.unwrap();
     assert!(matches!(order.order.status(), OrderStatus::Paid { .. }));
@@ -349,16 +355,16 @@ async fn a_validly_signed_event_for_another_merchant_is_acknowledged_recorded_an
         .handle_webhook(Some(domain::ProviderId::CardGateway), request.clone())
         .await
         .unwrap();
-    assert_eq!(handled.outcomes(), ["foreign_merchant"]);
+    assert_eq!(handled.outcomes(), [EventOutcome::ForeignMerchant]);
     assert_eq!(handled.ack.verdict, crate::ports::AckVerdict::Accepted);
     let again = h
         .service
         .handle_webhook(Some(domain::ProviderId::CardGateway), request)
         .await
         .unwrap();
-    assert_eq!(again.outcomes(), ["duplicate"]);
+    assert_eq!(again.outcomes(), [EventOutcome::Duplicate]);
     let entry = h.service.store().inbox().last().cloned().unwrap();
-    assert_eq!(entry.outcome.code(), "foreign_merchant");
+    assert_eq!(entry.outcome, EventOutcome::ForeignMerchant);
     assert!(entry.detail.unwrap().contains("livemode"));
     let record = h.service.query_payment(&user, &id).await.unwrap();
     assert_eq!(*record.order.status(), OrderStatus::Pending);
@@ -400,8 +406,8 @@ async fn an_approval_of_our_pending_order_is_captured_and_paid_once() {
         )
         .await
         .unwrap();
-    assert_eq!(first.outcomes(), vec!["applied".to_owned()]);
-    assert_eq!(first.order_statuses, vec!["paid"]);
+    assert_eq!(first.outcomes(), [EventOutcome::Applied]);
+    assert_eq!(first.order_statuses, vec![OrderStatusKind::Paid]);
     assert_eq!(first.credits_granted, credits(100));
     let captures = fake.captures();
     assert_eq!(captures.len(), 1);
@@ -416,7 +422,7 @@ async fn an_approval_of_our_pending_order_is_captured_and_paid_once() {
         )
         .await
         .unwrap();
-    assert_eq!(again.outcomes(), vec!["duplicate".to_owned()]);
+    assert_eq!(again.outcomes(), [EventOutcome::Duplicate]);
     let other = h
         .deliver(
             ProviderId::CardGateway,
@@ -425,7 +431,7 @@ async fn an_approval_of_our_pending_order_is_captured_and_paid_once() {
         )
         .await
         .unwrap();
-    assert_eq!(other.outcomes(), vec!["duplicate_state".to_owned()]);
+    assert_eq!(other.outcomes(), [EventOutcome::DuplicateState]);
     assert_eq!(fake.captures().len(), 1);
     assert_eq!(balance(&h, &user).await, 10_000);
     assert_eq!(grants(&h), 1);
@@ -447,7 +453,7 @@ async fn an_approval_of_a_cancelled_order_is_not_captured() {
         )
         .await
         .unwrap();
-    assert_eq!(handled.outcomes(), vec!["ignored".to_owned()]);
+    assert_eq!(handled.outcomes(), [EventOutcome::Ignored]);
     assert!(fake.captures().is_empty());
     let record = h.service.query_payment(&user, &id).await.unwrap();
     assert_eq!(*record.order.status(), OrderStatus::Cancelled);
@@ -473,7 +479,7 @@ async fn an_approval_of_an_unknown_or_foreign_order_is_not_captured() {
         )
         .await
         .unwrap();
-    assert_eq!(handled.outcomes(), vec!["unknown_order".to_owned()]);
+    assert_eq!(handled.outcomes(), [EventOutcome::UnknownOrder]);
     // Our order id in the reference field of another provider order (another integration).
     let foreign = PaymentEvent::PaymentApproved {
         order: OrderLocator {
@@ -487,7 +493,7 @@ async fn an_approval_of_an_unknown_or_foreign_order_is_not_captured() {
         .deliver(ProviderId::CardGateway, "evt_f", vec![foreign])
         .await
         .unwrap();
-    assert_eq!(handled.outcomes(), vec!["unknown_order".to_owned()]);
+    assert_eq!(handled.outcomes(), [EventOutcome::UnknownOrder]);
     // Another provider's approval never touches this provider's order.
     let handled = h
         .deliver(
@@ -497,7 +503,7 @@ async fn an_approval_of_an_unknown_or_foreign_order_is_not_captured() {
         )
         .await
         .unwrap();
-    assert_eq!(handled.outcomes(), vec!["unknown_order".to_owned()]);
+    assert_eq!(handled.outcomes(), [EventOutcome::UnknownOrder]);
     // Another amount.
     let handled = h
         .deliver(
@@ -507,7 +513,7 @@ async fn an_approval_of_an_unknown_or_foreign_order_is_not_captured() {
         )
         .await
         .unwrap();
-    assert_eq!(handled.outcomes(), vec!["mismatch".to_owned()]);
+    assert_eq!(handled.outcomes(), [EventOutcome::Mismatch]);
     assert!(fake.captures().is_empty());
     assert!(h.fake(ProviderId::WalletGlobal).captures().is_empty());
     let record = h.service.query_payment(&user, &id).await.unwrap();
@@ -529,7 +535,7 @@ async fn a_held_or_refused_capture_leaves_the_order_pending() {
         )
         .await
         .unwrap();
-    assert_eq!(handled.outcomes(), vec!["ignored".to_owned()]);
+    assert_eq!(handled.outcomes(), [EventOutcome::Ignored]);
     assert_eq!(fake.captures().len(), 1);
     let record = h.service.query_payment(&user, &id).await.unwrap();
     assert_eq!(*record.order.status(), OrderStatus::Pending);
@@ -564,7 +570,7 @@ async fn the_buyers_return_captures_their_own_pending_order() {
         )
         .await
         .unwrap();
-    assert_eq!(late.outcomes(), vec!["duplicate_state".to_owned()]);
+    assert_eq!(late.outcomes(), [EventOutcome::DuplicateState]);
     assert_eq!(fake.captures().len(), 2);
     assert_eq!(grants(&h), 1);
 }
@@ -599,6 +605,6 @@ async fn an_approval_whose_capture_cannot_reach_the_provider_is_refused_for_rede
         )
         .await
         .unwrap();
-    assert_eq!(redelivered.outcomes(), ["applied"]);
+    assert_eq!(redelivered.outcomes(), [EventOutcome::Applied]);
     assert_eq!(balance(&h, &user).await, 10_000);
 }

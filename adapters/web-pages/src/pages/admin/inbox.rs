@@ -34,21 +34,21 @@ pub(crate) async fn list(state: Arc<PageState>, v: Visitor, _request: Request) -
         ),
         None => None,
     };
-    let outcome = v.query("outcome").filter(|o| !o.is_empty());
-    if outcome.is_some_and(|o| !EventOutcome::ALL.iter().any(|k| k.code() == o)) {
-        return Err(PageError::BadRequest);
-    }
-    let filter = InboxFilter {
-        provider,
-        outcome: outcome.map(str::to_owned),
+    let outcome = match v.query("outcome").filter(|o| !o.is_empty()) {
+        Some(code) => Some(EventOutcome::parse(code).ok_or(PageError::BadRequest)?),
+        None => None,
     };
+    let filter = InboxFilter { provider, outcome };
     let page = state
         .ports
         .admin
         .webhook_inbox(&filter, &console::page_after(&v))
         .await
         .map_err(console::list_error)?;
-    let filters = [("provider", v.query("provider")), ("outcome", outcome)];
+    let filters = [
+        ("provider", v.query("provider")),
+        ("outcome", outcome.map(EventOutcome::code)),
+    ];
     let body = html! {
         (console::sections(&v, PATH))
         section.page-intro {
@@ -89,7 +89,7 @@ fn filter_form(v: &Visitor, filter: &InboxFilter) -> Markup {
             (console::select(v, "provider", "console.col_provider", &providers,
                 filter.provider.map(ProviderId::as_str)))
             (console::select(v, "outcome", "console.col_outcome", &outcomes,
-                filter.outcome.as_deref()))
+                filter.outcome.map(EventOutcome::code)))
             div.form-actions {
                 button.btn.btn-secondary type="submit" data-testid="filter" {
                     (v.t("console.filter"))

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use application::ports::{OrderFilter, OrderRecord};
-use domain::{ProviderId, UserId};
+use application::use_cases::admin_console::order_status;
+use domain::{OrderStatusKind, ProviderId, UserId};
 use maud::{Markup, html};
 use poem::Request;
 use poem::http::StatusCode;
@@ -19,23 +20,15 @@ use crate::state::{PageError, PageResult, PageState, Visitor};
 
 const PATH: &str = "/admin/orders";
 
-/// The statuses the filter offers.
-const STATUSES: [&str; 7] = [
-    "pending",
-    "paid",
-    "failed",
-    "cancelled",
-    "expired",
-    "partially_refunded",
-    "refunded",
-];
-
 /// `GET /admin/orders?status=&provider=&userId=&cursor=`.
 pub(crate) async fn list(state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
     gate(&v)?;
     let given = |name: &str| v.query(name).map(str::trim).filter(|s| !s.is_empty());
     let filter = OrderFilter {
-        status: given("status").map(str::to_owned),
+        status: match given("status") {
+            Some(code) => Some(order_status(code).map_err(console::list_error)?),
+            None => None,
+        },
         provider: match given("provider") {
             Some(p) => Some(p.parse::<ProviderId>().map_err(|_| PageError::BadRequest)?),
             None => None,
@@ -74,9 +67,9 @@ pub(crate) async fn list(state: Arc<PageState>, v: Visitor, _request: Request) -
 }
 
 fn filters(v: &Visitor, filter: &OrderFilter) -> Markup {
-    let statuses: Vec<(String, String)> = STATUSES
+    let statuses: Vec<(String, String)> = OrderStatusKind::ALL
         .iter()
-        .map(|s| ((*s).to_owned(), (*s).to_owned()))
+        .map(|s| (s.code().to_owned(), s.code().to_owned()))
         .collect();
     let providers: Vec<(String, String)> = ProviderId::ALL
         .iter()
@@ -84,7 +77,8 @@ fn filters(v: &Visitor, filter: &OrderFilter) -> Markup {
         .collect();
     html! {
         form.card.section-card.filter-bar method="get" action=(PATH) role="search" {
-            (console::select(v, "status", "console.col_status", &statuses, filter.status.as_deref()))
+            (console::select(v, "status", "console.col_status", &statuses,
+                filter.status.map(OrderStatusKind::code)))
             (console::select(v, "provider", "console.col_provider", &providers,
                 filter.provider.map(ProviderId::as_str)))
             div.field {
