@@ -12,7 +12,9 @@ use application::use_cases::admin_console::{AdjustCredits, AdjustCreditsError};
 use application::use_cases::api_keys::ApiKeyError;
 use application::use_cases::manage_plans::{ManagePlansError, PlanInput};
 use application::use_cases::refund_order::{RefundOrder, RefundOrderError};
-use domain::{ApiKeyId, OrderId, PlanDraft, PlanId, PlanText, ProviderId, ProviderRefs, UserId};
+use domain::{
+    ApiKeyId, OrderId, PlanDraft, PlanId, PlanText, ProviderId, ProviderRefs, RefField, UserId,
+};
 use poem::Request;
 use poem_openapi::param::{Header, Path, Query};
 use poem_openapi::payload::Json;
@@ -68,7 +70,7 @@ pub struct PlanTextBody {
 
 /// A dynamic plan as admins read and write it: the spec's fields (2.2, 2.3) plus the listing
 /// extras (`sortOrder`, `locales`).
-#[derive(Debug, Clone, Object)]
+#[derive(Debug, Clone, Default, Object)]
 #[oai(rename_all = "camelCase")]
 pub struct AdminPlan {
     /// Unique id: lower-case letters, digits, `-`, `_`.
@@ -134,6 +136,30 @@ pub struct AdminPlan {
 }
 
 impl AdminPlan {
+    /// The body's field for `provider`'s catalog reference, named as
+    /// [`domain::ProviderId::reference`] names it; `None` for a provider that takes none.
+    fn ref_slot(&mut self, provider: ProviderId) -> Option<&mut Option<String>> {
+        match provider {
+            ProviderId::WalletQr | ProviderId::WalletWeb => None,
+            ProviderId::CardGateway => Some(&mut self.card_gateway_price_id),
+            ProviderId::WalletGlobal => Some(&mut self.wallet_global_plan_id),
+            ProviderId::MorA => Some(&mut self.mor_a_product_id),
+            ProviderId::MorB => Some(&mut self.mor_b_product_id),
+            ProviderId::MorC => Some(&mut self.mor_c_product_id),
+        }
+    }
+
+    /// The catalog references in the body.
+    fn provider_refs(&self) -> ProviderRefs {
+        let mut body = self.clone();
+        let mut refs = ProviderRefs::default();
+        for field in RefField::all() {
+            let id = body.ref_slot(field.provider).and_then(Option::take);
+            refs.set(field, id);
+        }
+        refs
+    }
+
     /// The application's input (its rules are checked by the use case).
     fn to_input(&self) -> PlanInput {
         let duration = self.duration.clone().unwrap_or_default();
@@ -151,13 +177,7 @@ impl AdminPlan {
                 months: duration.months,
                 duration_type: duration.duration_type,
                 credits: duration.credits,
-                provider_refs: ProviderRefs {
-                    card_gateway_price_id: self.card_gateway_price_id.clone(),
-                    wallet_global_plan_id: self.wallet_global_plan_id.clone(),
-                    mor_a_product_id: self.mor_a_product_id.clone(),
-                    mor_b_product_id: self.mor_b_product_id.clone(),
-                    mor_c_product_id: self.mor_c_product_id.clone(),
-                },
+                provider_refs: self.provider_refs(),
                 i18n: self
                     .i18n
                     .iter()
@@ -182,7 +202,7 @@ impl AdminPlan {
 impl From<&StoredPlan> for AdminPlan {
     fn from(stored: &StoredPlan) -> Self {
         let d = stored.plan.to_draft();
-        Self {
+        let mut plan = Self {
             id: d.id,
             provider: d.provider,
             amount: d.amount,
@@ -197,11 +217,6 @@ impl From<&StoredPlan> for AdminPlan {
                 duration_type: d.duration_type,
                 credits: d.credits,
             }),
-            card_gateway_price_id: d.provider_refs.card_gateway_price_id,
-            wallet_global_plan_id: d.provider_refs.wallet_global_plan_id,
-            mor_a_product_id: d.provider_refs.mor_a_product_id,
-            mor_b_product_id: d.provider_refs.mor_b_product_id,
-            mor_c_product_id: d.provider_refs.mor_c_product_id,
             i18n: d
                 .i18n
                 .into_iter()
@@ -223,7 +238,14 @@ impl From<&StoredPlan> for AdminPlan {
                 .map(ToString::to_string)
                 .collect(),
             entitlements: crate::entitlements::entitlements_json(stored.plan.entitlements()),
+            ..Self::default()
+        };
+        for (field, id) in d.provider_refs.fields() {
+            if let Some(slot) = plan.ref_slot(field.provider) {
+                *slot = Some(id.to_owned());
+            }
         }
+        plan
     }
 }
 
