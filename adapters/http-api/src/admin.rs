@@ -149,19 +149,19 @@ impl AdminPlan {
         }
     }
 
-    /// The catalog references in the body.
-    fn provider_refs(&self) -> ProviderRefs {
-        let mut body = self.clone();
+    /// The catalog references in the body, taken out of it.
+    fn take_provider_refs(&mut self) -> ProviderRefs {
         let mut refs = ProviderRefs::default();
         for field in RefField::all() {
-            let id = body.ref_slot(field.provider).and_then(Option::take);
+            let id = self.ref_slot(field.provider).and_then(Option::take);
             refs.set(field, id);
         }
         refs
     }
 
     /// The application's input (its rules are checked by the use case).
-    fn to_input(&self) -> PlanInput {
+    fn into_input(mut self) -> PlanInput {
+        let provider_refs = self.take_provider_refs();
         let duration = self.duration.clone().unwrap_or_default();
         PlanInput {
             draft: PlanDraft {
@@ -177,7 +177,7 @@ impl AdminPlan {
                 months: duration.months,
                 duration_type: duration.duration_type,
                 credits: duration.credits,
-                provider_refs: self.provider_refs(),
+                provider_refs,
                 i18n: self
                     .i18n
                     .iter()
@@ -646,7 +646,7 @@ impl AdminApi {
             self.state
                 .ports
                 .admin
-                .create_plan_by(&admin, &body.0.to_input())
+                .create_plan_by(&admin, &body.0.into_input())
                 .await
                 .map_err(plan_problem)
         };
@@ -670,7 +670,7 @@ impl AdminApi {
             self.state
                 .ports
                 .admin
-                .update_plan_by(&admin, &id.0, &body.0.to_input())
+                .update_plan_by(&admin, &id.0, &body.0.into_input())
                 .await
                 .map_err(plan_problem)
         };
