@@ -196,15 +196,7 @@ pub fn sample_ids_in(plans: &[Plan]) -> Vec<String> {
 
 /// A plan's provider-side ids, each with its `payment.toml` field name.
 pub(crate) fn ref_fields(refs: &ProviderRefs) -> impl Iterator<Item = (&'static str, &str)> {
-    [
-        ("cardGatewayPriceId", &refs.card_gateway_price_id),
-        ("walletGlobalPlanId", &refs.wallet_global_plan_id),
-        ("morAProductId", &refs.mor_a_product_id),
-        ("morBProductId", &refs.mor_b_product_id),
-        ("morCProductId", &refs.mor_c_product_id),
-    ]
-    .into_iter()
-    .filter_map(|(field, value)| value.as_deref().map(|v| (field, v)))
+    refs.fields().map(|(r, id)| (r.field, id))
 }
 
 type FileText = Result<(String, String), Vec<ConfigError>>;

@@ -18,9 +18,19 @@ use sandbox::Sandbox;
 
 use crate::settings::Settings;
 
-/// Live providers that refuse a plain-http callback URL in their API calls (WeChat Pay's
+/// Whether a live `provider` refuses a plain-http callback URL in its API calls (WeChat Pay's
 /// `notify_url` must be https), so that Tally refuses to start rather than fail every checkout.
-const NEEDS_HTTPS_CALLBACKS: [ProviderId; 1] = [ProviderId::WalletQr];
+const fn needs_https_callbacks(provider: ProviderId) -> bool {
+    match provider {
+        ProviderId::WalletQr => true,
+        ProviderId::WalletWeb
+        | ProviderId::CardGateway
+        | ProviderId::WalletGlobal
+        | ProviderId::MorA
+        | ProviderId::MorB
+        | ProviderId::MorC => false,
+    }
+}
 
 /// How a provider runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,7 +172,7 @@ impl ProviderReport {
         let needs_https: Vec<&str> = self
             .live
             .iter()
-            .filter(|p| NEEDS_HTTPS_CALLBACKS.contains(p))
+            .filter(|p| needs_https_callbacks(**p))
             .map(|p| p.as_str())
             .collect();
         if !https && !needs_https.is_empty() {

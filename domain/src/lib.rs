@@ -55,7 +55,8 @@ pub use order_events::{
 pub use outcome::EventOutcome;
 pub use plan::{
     AppEnvironment, Duration, Locale, Months, Plan, PlanDraft, PlanError, PlanErrors, PlanGroup,
-    PlanInterval, PlanNotAvailable, PlanText, PlanType, ProviderRefs, Standing, Visibility,
+    PlanInterval, PlanNotAvailable, PlanText, PlanType, ProviderRef, ProviderRefs, Standing,
+    Visibility,
 };
 pub use plan_change::{
     ChangeDirection, PlanChange, PlanChangeRefusal, PlanChangedDecision, PlanChangedFacts,
@@ -67,7 +68,7 @@ pub use plan_change::{
 };
 pub use plan_change::{PeriodGrants, PeriodLot, PeriodLotSource, SwitchKind};
 pub use plan_change::{RevisedTo, decide_plan_revised};
-pub use provider::{CapabilityError, ProviderId, TestMode};
+pub use provider::{CapabilityError, ProviderId, RefField, RefKind, RefNeed, TestMode};
 pub use refund::{
     KeptRefund, RefundForm, RefundMismatch, RefundStep, check_refund, refund_step, refunded_total,
 };

@@ -15,7 +15,7 @@ use crate::credits::Credits;
 use crate::entitlements::{EntitlementDraft, Entitlements};
 use crate::ids::PlanId;
 use crate::money::{Currency, Money};
-use crate::provider::{CapabilityError, ProviderId};
+use crate::provider::{CapabilityError, ProviderId, RefField, RefKind, RefNeed};
 
 pub use offer::{
     CurrencyChoice, Held, Holdings, MAX_GROUP_CHARS, Offer, OfferCard, OfferChoice, OfferKey,
@@ -237,20 +237,82 @@ pub struct PlanText {
     pub features: Vec<String>,
 }
 
+/// One provider-side id a plan carries, typed by what it names ([`RefKind`]). The text is as
+/// written; [`Plan::from_draft`] checks it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ProviderRef {
+    kind: RefKind,
+    id: String,
+}
+
+impl ProviderRef {
+    /// What the id names.
+    #[must_use]
+    pub const fn kind(&self) -> RefKind {
+        self.kind
+    }
+
+    /// The id as the provider spells it.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
 /// The provider-side ids a plan may carry (spec 2.2, plus `morCProductId` and
-/// `walletGlobalPlanId`, which the spec leaves unnamed).
+/// `walletGlobalPlanId`, which the spec leaves unnamed), at most one per provider that takes
+/// one ([`ProviderId::reference`] says which provider takes which kind, under which name).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-pub struct ProviderRefs {
-    /// `cardGatewayPriceId`: the card gateway's price id.
-    pub card_gateway_price_id: Option<String>,
-    /// `walletGlobalPlanId`: the global wallet's billing plan id, needed for subscriptions.
-    pub wallet_global_plan_id: Option<String>,
-    /// `morAProductId`.
-    pub mor_a_product_id: Option<String>,
-    /// `morBProductId`.
-    pub mor_b_product_id: Option<String>,
-    /// `morCProductId`.
-    pub mor_c_product_id: Option<String>,
+pub struct ProviderRefs(BTreeMap<ProviderId, ProviderRef>);
+
+impl ProviderRefs {
+    /// The id carried for `provider`, if any.
+    #[must_use]
+    pub fn get(&self, provider: ProviderId) -> Option<&str> {
+        self.0.get(&provider).map(ProviderRef::id)
+    }
+
+    /// The reference carried for `provider`, with its kind.
+    #[must_use]
+    pub fn reference(&self, provider: ProviderId) -> Option<&ProviderRef> {
+        self.0.get(&provider)
+    }
+
+    /// Set (`Some`) or clear (`None`) the id of `field`'s provider.
+    pub fn set(&mut self, field: RefField, id: Option<String>) {
+        match id {
+            Some(id) => {
+                self.0.insert(
+                    field.provider,
+                    ProviderRef {
+                        kind: field.kind,
+                        id,
+                    },
+                );
+            }
+            None => {
+                self.0.remove(&field.provider);
+            }
+        }
+    }
+
+    /// These references with `provider`'s id set to `id`, for building plans in code.
+    ///
+    /// # Panics
+    /// `provider` takes no reference ([`ProviderId::reference`] is `None`).
+    #[must_use]
+    pub fn with(mut self, provider: ProviderId, id: impl Into<String>) -> Self {
+        let field = provider
+            .reference()
+            .unwrap_or_else(|| panic!("{provider} takes no catalog reference"));
+        self.set(field, Some(id.into()));
+        self
+    }
+
+    /// Every reference's field and id, in the spec's order of providers.
+    pub fn fields(&self) -> impl Iterator<Item = (RefField, &str)> {
+        RefField::all().filter_map(|f| self.get(f.provider).map(|id| (f, id)))
+    }
 }
 
 /// A plan as written in a catalog file or an admin form, before validation.
@@ -748,42 +810,28 @@ fn check_provider_refs(
     plan_type: PlanType,
     refs: &ProviderRefs,
 ) {
-    let fields = [
-        ("cardGatewayPriceId", &refs.card_gateway_price_id),
-        ("walletGlobalPlanId", &refs.wallet_global_plan_id),
-        ("morAProductId", &refs.mor_a_product_id),
-        ("morBProductId", &refs.mor_b_product_id),
-        ("morCProductId", &refs.mor_c_product_id),
-    ];
-    for (field, value) in fields {
-        if let Some(v) = value
-            && (v.trim().is_empty()
-                || v.chars().count() > MAX_PROVIDER_REF_CHARS
-                || v.chars().any(char::is_control))
+    for (field, v) in refs.fields() {
+        if v.trim().is_empty()
+            || v.chars().count() > MAX_PROVIDER_REF_CHARS
+            || v.chars().any(char::is_control)
         {
             c.fail(
-                field,
+                field.field,
                 PlanProblem::Invalid(format!(
                     "must be 1 to {MAX_PROVIDER_REF_CHARS} printable characters"
                 )),
             );
         }
     }
-    let recurring = plan_type == PlanType::Recurring;
-    let required: Option<(&str, &Option<String>)> = match provider {
-        ProviderId::MorA => Some(("morAProductId", &refs.mor_a_product_id)),
-        ProviderId::MorB => Some(("morBProductId", &refs.mor_b_product_id)),
-        ProviderId::MorC => Some(("morCProductId", &refs.mor_c_product_id)),
-        ProviderId::CardGateway if recurring => {
-            Some(("cardGatewayPriceId", &refs.card_gateway_price_id))
-        }
-        ProviderId::WalletGlobal if recurring => {
-            Some(("walletGlobalPlanId", &refs.wallet_global_plan_id))
-        }
-        _ => None,
+    let Some(field) = provider.reference() else {
+        return;
     };
-    if let Some((field, None)) = required {
-        c.fail(field, PlanProblem::Missing);
+    let needed = match field.need {
+        RefNeed::EveryPlan => true,
+        RefNeed::Subscriptions => plan_type == PlanType::Recurring,
+    };
+    if needed && refs.get(provider).is_none() {
+        c.fail(field.field, PlanProblem::Missing);
     }
 }
 

@@ -65,7 +65,7 @@ pub const fn switch_support(provider: ProviderId) -> SwitchSupport {
             resume: false,
             cancel_now: true,
         },
-        _ => SwitchSupport {
+        ProviderId::MorC | ProviderId::WalletQr | ProviderId::WalletWeb => SwitchSupport {
             change_plan: false,
             resume: false,
             cancel_now: false,
@@ -82,7 +82,15 @@ pub const fn switch_support(provider: ProviderId) -> SwitchSupport {
 /// new period Tally could check: they keep refusing (`docs/subscriptions-and-refunds.md`).
 #[must_use]
 pub const fn changes_interval(provider: ProviderId) -> bool {
-    matches!(provider, ProviderId::CardGateway)
+    match provider {
+        ProviderId::CardGateway => true,
+        ProviderId::WalletQr
+        | ProviderId::WalletWeb
+        | ProviderId::WalletGlobal
+        | ProviderId::MorA
+        | ProviderId::MorB
+        | ProviderId::MorC => false,
+    }
 }
 
 /// Whether a switch raises or lowers what the subscriber pays per month.

@@ -47,6 +47,51 @@ pub enum CurrencyRule {
     AnyButNotForSubscriptions(Currency),
 }
 
+/// What a provider's catalog reference names on the provider's side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RefKind {
+    /// A price (Stripe's `price_…`): the amount and interval live at the provider.
+    PriceId,
+    /// A billing plan (PayPal's `P-…`), needed to start a subscription.
+    PlanId,
+    /// A product (the merchants of record): the provider's own catalog entry.
+    ProductId,
+}
+
+/// When a plan must carry its provider's reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RefNeed {
+    /// Every plan sold through the provider.
+    EveryPlan,
+    /// Only recurring plans; one-time and credits plans are priced per order.
+    Subscriptions,
+}
+
+/// The catalog reference one provider takes, and its names at every edge
+/// ([`ProviderId::reference`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RefField {
+    /// The provider.
+    pub provider: ProviderId,
+    /// What the id names.
+    pub kind: RefKind,
+    /// The field as catalogs, the API and the store's plan document spell it (camelCase).
+    pub field: &'static str,
+    /// The same field in snake case, as Rust fields and i18n keys spell it.
+    pub key: &'static str,
+    /// When a plan needs it.
+    pub need: RefNeed,
+}
+
+impl RefField {
+    /// The reference of every provider that takes one, in the spec's order of providers.
+    pub fn all() -> impl Iterator<Item = RefField> {
+        ProviderId::ALL
+            .into_iter()
+            .filter_map(ProviderId::reference)
+    }
+}
+
 /// Why a provider cannot take a plan.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CapabilityError {
@@ -106,7 +151,11 @@ impl ProviderId {
     pub const fn plan_types(self) -> &'static [PlanType] {
         match self {
             ProviderId::WalletQr | ProviderId::WalletWeb => &[PlanType::OneTime, PlanType::Credits],
-            _ => &[PlanType::OneTime, PlanType::Recurring, PlanType::Credits],
+            ProviderId::CardGateway
+            | ProviderId::WalletGlobal
+            | ProviderId::MorA
+            | ProviderId::MorB
+            | ProviderId::MorC => &[PlanType::OneTime, PlanType::Recurring, PlanType::Credits],
         }
     }
 
@@ -116,7 +165,10 @@ impl ProviderId {
         match self {
             ProviderId::WalletQr | ProviderId::WalletWeb => CurrencyRule::Only(Currency::Cny),
             ProviderId::MorC => CurrencyRule::AnyButNotForSubscriptions(Currency::Cny),
-            _ => CurrencyRule::Any,
+            ProviderId::CardGateway
+            | ProviderId::WalletGlobal
+            | ProviderId::MorA
+            | ProviderId::MorB => CurrencyRule::Any,
         }
     }
 
@@ -126,14 +178,74 @@ impl ProviderId {
         match self {
             ProviderId::CardGateway | ProviderId::MorA => TestMode::Available,
             ProviderId::WalletQr => TestMode::RealPaymentsOnly,
-            _ => TestMode::Unspecified,
+            ProviderId::WalletWeb
+            | ProviderId::WalletGlobal
+            | ProviderId::MorB
+            | ProviderId::MorC => TestMode::Unspecified,
         }
     }
 
     /// Whether checkout for this provider is shown as a QR code rather than a redirect.
     #[must_use]
     pub const fn pays_by_qr_code(self) -> bool {
-        matches!(self, ProviderId::WalletQr)
+        match self {
+            ProviderId::WalletQr => true,
+            ProviderId::WalletWeb
+            | ProviderId::CardGateway
+            | ProviderId::WalletGlobal
+            | ProviderId::MorA
+            | ProviderId::MorB
+            | ProviderId::MorC => false,
+        }
+    }
+
+    /// The catalog reference a plan sold through this provider carries, if the provider takes
+    /// one: what kind of id it is, how every edge names its field, and when a plan needs it.
+    /// This is the one table of those names; the catalog, the admin API and form, the store's
+    /// plan document and the i18n labels all read it.
+    #[must_use]
+    pub const fn reference(self) -> Option<RefField> {
+        let (kind, field, key, need) = match self {
+            // The Chinese wallets are paid per order; there is nothing to refer to.
+            ProviderId::WalletQr | ProviderId::WalletWeb => return None,
+            ProviderId::CardGateway => (
+                RefKind::PriceId,
+                "cardGatewayPriceId",
+                "card_gateway_price_id",
+                RefNeed::Subscriptions,
+            ),
+            ProviderId::WalletGlobal => (
+                RefKind::PlanId,
+                "walletGlobalPlanId",
+                "wallet_global_plan_id",
+                RefNeed::Subscriptions,
+            ),
+            ProviderId::MorA => (
+                RefKind::ProductId,
+                "morAProductId",
+                "mor_a_product_id",
+                RefNeed::EveryPlan,
+            ),
+            ProviderId::MorB => (
+                RefKind::ProductId,
+                "morBProductId",
+                "mor_b_product_id",
+                RefNeed::EveryPlan,
+            ),
+            ProviderId::MorC => (
+                RefKind::ProductId,
+                "morCProductId",
+                "mor_c_product_id",
+                RefNeed::EveryPlan,
+            ),
+        };
+        Some(RefField {
+            provider: self,
+            kind,
+            field,
+            key,
+            need,
+        })
     }
 
     /// Check that this provider can sell a plan of `plan_type` priced in `currency`.
@@ -243,6 +355,32 @@ mod tests {
             ProviderId::MorC.supports(Recurring, Cny),
             Err(CapabilityError::CurrencyNotSupported { .. })
         ));
+    }
+
+    #[test]
+    fn every_reference_is_named_after_its_provider_and_kind() {
+        for r in RefField::all() {
+            let kind = match r.kind {
+                RefKind::PriceId => "price_id",
+                RefKind::PlanId => "plan_id",
+                RefKind::ProductId => "product_id",
+            };
+            assert_eq!(r.key, format!("{}_{kind}", r.provider.as_str()));
+            let mut camel = String::new();
+            let mut upper = false;
+            for c in r.key.chars() {
+                if c == '_' {
+                    upper = true;
+                } else if upper {
+                    camel.extend(c.to_uppercase());
+                    upper = false;
+                } else {
+                    camel.push(c);
+                }
+            }
+            assert_eq!(r.field, camel);
+        }
+        assert_eq!(RefField::all().count(), 5);
     }
 
     #[test]

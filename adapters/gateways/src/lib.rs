@@ -37,4 +37,8 @@ pub mod wallet_qr;
 #[cfg(feature = "wallet_web")]
 pub mod wallet_web;
 
+/// The skeleton of the next provider's gateway, compiled and tested with the crate's tests.
+#[cfg(test)]
+pub mod template;
+
 pub use shared::{ConfigError, GatewayContext, HttpSettings, install_crypto_provider};

@@ -303,8 +303,8 @@ impl MorAGateway {
         let product_id = request
             .plan
             .provider_refs()
-            .mor_a_product_id
-            .clone()
+            .get(ProviderId::MorA)
+            .map(str::to_owned)
             .ok_or_else(|| GatewayError::Rejected("plan has no morAProductId".into()))?;
         let price = request.snapshot.price;
         let interval_months = match (request.snapshot.plan_type, request.snapshot.duration) {

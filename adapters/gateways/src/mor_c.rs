@@ -333,8 +333,8 @@ impl MorCGateway {
         let product_id = request
             .plan
             .provider_refs()
-            .mor_c_product_id
-            .clone()
+            .get(ProviderId::MorC)
+            .map(str::to_owned)
             .ok_or_else(|| GatewayError::Rejected("plan has no morCProductId".into()))?;
         let mut metadata =
             BTreeMap::from([("orderId".to_owned(), request.order_id.as_str().to_owned())]);

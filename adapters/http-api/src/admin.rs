@@ -13,7 +13,8 @@ use application::use_cases::api_keys::ApiKeyError;
 use application::use_cases::manage_plans::{ManagePlansError, PlanInput};
 use application::use_cases::refund_order::{RefundOrder, RefundOrderError};
 use domain::{
-    ApiKeyId, EventOutcome, OrderId, PlanDraft, PlanId, PlanText, ProviderId, ProviderRefs, UserId,
+    ApiKeyId, EventOutcome, OrderId, PlanDraft, PlanId, PlanText, ProviderId, ProviderRefs,
+    RefField, UserId,
 };
 use poem::Request;
 use poem_openapi::param::{Header, Path, Query};
@@ -70,7 +71,7 @@ pub struct PlanTextBody {
 
 /// A dynamic plan as admins read and write it: the spec's fields (2.2, 2.3) plus the listing
 /// extras (`sortOrder`, `locales`).
-#[derive(Debug, Clone, Object)]
+#[derive(Debug, Clone, Default, Object)]
 #[oai(rename_all = "camelCase")]
 pub struct AdminPlan {
     /// Unique id: lower-case letters, digits, `-`, `_`.
@@ -136,8 +137,32 @@ pub struct AdminPlan {
 }
 
 impl AdminPlan {
+    /// The body's field for `provider`'s catalog reference, named as
+    /// [`domain::ProviderId::reference`] names it; `None` for a provider that takes none.
+    fn ref_slot(&mut self, provider: ProviderId) -> Option<&mut Option<String>> {
+        match provider {
+            ProviderId::WalletQr | ProviderId::WalletWeb => None,
+            ProviderId::CardGateway => Some(&mut self.card_gateway_price_id),
+            ProviderId::WalletGlobal => Some(&mut self.wallet_global_plan_id),
+            ProviderId::MorA => Some(&mut self.mor_a_product_id),
+            ProviderId::MorB => Some(&mut self.mor_b_product_id),
+            ProviderId::MorC => Some(&mut self.mor_c_product_id),
+        }
+    }
+
+    /// The catalog references in the body, taken out of it.
+    fn take_provider_refs(&mut self) -> ProviderRefs {
+        let mut refs = ProviderRefs::default();
+        for field in RefField::all() {
+            let id = self.ref_slot(field.provider).and_then(Option::take);
+            refs.set(field, id);
+        }
+        refs
+    }
+
     /// The application's input (its rules are checked by the use case).
-    fn to_input(&self) -> PlanInput {
+    fn into_input(mut self) -> PlanInput {
+        let provider_refs = self.take_provider_refs();
         let duration = self.duration.clone().unwrap_or_default();
         PlanInput {
             draft: PlanDraft {
@@ -153,13 +178,7 @@ impl AdminPlan {
                 months: duration.months,
                 duration_type: duration.duration_type,
                 credits: duration.credits,
-                provider_refs: ProviderRefs {
-                    card_gateway_price_id: self.card_gateway_price_id.clone(),
-                    wallet_global_plan_id: self.wallet_global_plan_id.clone(),
-                    mor_a_product_id: self.mor_a_product_id.clone(),
-                    mor_b_product_id: self.mor_b_product_id.clone(),
-                    mor_c_product_id: self.mor_c_product_id.clone(),
-                },
+                provider_refs,
                 i18n: self
                     .i18n
                     .iter()
@@ -184,7 +203,7 @@ impl AdminPlan {
 impl From<&StoredPlan> for AdminPlan {
     fn from(stored: &StoredPlan) -> Self {
         let d = stored.plan.to_draft();
-        Self {
+        let mut plan = Self {
             id: d.id,
             provider: d.provider,
             amount: d.amount,
@@ -199,11 +218,6 @@ impl From<&StoredPlan> for AdminPlan {
                 duration_type: d.duration_type,
                 credits: d.credits,
             }),
-            card_gateway_price_id: d.provider_refs.card_gateway_price_id,
-            wallet_global_plan_id: d.provider_refs.wallet_global_plan_id,
-            mor_a_product_id: d.provider_refs.mor_a_product_id,
-            mor_b_product_id: d.provider_refs.mor_b_product_id,
-            mor_c_product_id: d.provider_refs.mor_c_product_id,
             i18n: d
                 .i18n
                 .into_iter()
@@ -225,7 +239,14 @@ impl From<&StoredPlan> for AdminPlan {
                 .map(ToString::to_string)
                 .collect(),
             entitlements: crate::entitlements::entitlements_json(stored.plan.entitlements()),
+            ..Self::default()
+        };
+        for (field, id) in d.provider_refs.fields() {
+            if let Some(slot) = plan.ref_slot(field.provider) {
+                *slot = Some(id.to_owned());
+            }
         }
+        plan
     }
 }
 
@@ -638,7 +659,7 @@ impl AdminApi {
             self.state
                 .ports
                 .admin
-                .create_plan_by(&admin, &body.0.to_input())
+                .create_plan_by(&admin, &body.0.into_input())
                 .await
                 .map_err(plan_problem)
         };
@@ -662,7 +683,7 @@ impl AdminApi {
             self.state
                 .ports
                 .admin
-                .update_plan_by(&admin, &id.0, &body.0.to_input())
+                .update_plan_by(&admin, &id.0, &body.0.into_input())
                 .await
                 .map_err(plan_problem)
         };

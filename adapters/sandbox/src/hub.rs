@@ -940,7 +940,7 @@ fn charge_prefix(provider: ProviderId) -> &'static str {
         ProviderId::WalletGlobal => "SALE-SANDBOX-",
         ProviderId::MorA => "tran_sandbox_",
         ProviderId::MorB => "pay_sandbox_",
-        _ => "pmt_sandbox_",
+        ProviderId::MorC | ProviderId::WalletQr | ProviderId::WalletWeb => "pmt_sandbox_",
     }
 }
 

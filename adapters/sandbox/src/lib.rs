@@ -31,6 +31,10 @@ pub mod wallet_qr;
 #[cfg(feature = "wallet_web")]
 pub mod wallet_web;
 
+/// The skeleton of the next provider's simulator, compiled and tested with the crate's tests.
+#[cfg(test)]
+pub mod template;
+
 use std::sync::Arc;
 
 use application::ports::Clock;

@@ -56,10 +56,7 @@ fn plan(
         },
         duration_type: Some(kind.into()),
         credits: (kind == "credits").then(|| "1000".parse().ok()).flatten(),
-        provider_refs: ProviderRefs {
-            card_gateway_price_id: Some("price_preview".into()),
-            ..ProviderRefs::default()
-        },
+        provider_refs: ProviderRefs::default().with(ProviderId::CardGateway, "price_preview"),
         i18n,
         ..PlanDraft::default()
     }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use domain::consumption::ConsumptionSettings;
 use domain::{
     AppEnvironment, ConsumptionMode, ConsumptionRules, Credits, FeatureName, ModelName, Multiplier,
-    Plan, PlanDraft, PlanText, ProviderRefs, UnknownModelPolicy,
+    Plan, PlanDraft, PlanText, ProviderId, ProviderRefs, UnknownModelPolicy,
 };
 
 use crate::service::ServiceConfig;
@@ -44,10 +44,7 @@ pub fn plan(
         },
         duration_type: Some(kind.into()),
         credits: credits.map(|c| c.parse().unwrap()),
-        provider_refs: ProviderRefs {
-            card_gateway_price_id: Some("price_x".into()),
-            ..ProviderRefs::default()
-        },
+        provider_refs: ProviderRefs::default().with(ProviderId::CardGateway, "price_x"),
         i18n,
         ..PlanDraft::default()
     })

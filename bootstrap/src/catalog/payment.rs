@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use domain::{Plan, PlanDraft, PlanText};
+use domain::{Plan, PlanDraft, PlanText, RefField};
 use toml::de::{DeTable, DeValue};
 
 use super::toml_source::{self, Key, SourceFile, Value};
@@ -17,8 +17,8 @@ use super::{ConfigError, MAX_PLANS};
 /// The most locales one plan may have texts in.
 const MAX_LOCALES: usize = 50;
 
-/// The keys a plan table may have.
-const PLAN_FIELDS: [&str; 17] = [
+/// The keys a plan table may have before the provider references ([`RefField::all`]).
+const PLAN_FIELDS_BEFORE_REFS: [&str; 9] = [
     "id",
     "provider",
     "amount",
@@ -28,15 +28,19 @@ const PLAN_FIELDS: [&str; 17] = [
     "recommended",
     "hidden",
     "duration",
-    "cardGatewayPriceId",
-    "walletGlobalPlanId",
-    "morAProductId",
-    "morBProductId",
-    "morCProductId",
-    "i18n",
-    "entitlements",
-    "group",
 ];
+/// The keys a plan table may have after the provider references.
+const PLAN_FIELDS_AFTER_REFS: [&str; 3] = ["i18n", "entitlements", "group"];
+
+/// Every key a plan table may have, in the order an error lists them.
+fn plan_fields() -> Vec<&'static str> {
+    PLAN_FIELDS_BEFORE_REFS
+        .into_iter()
+        .chain(RefField::all().map(|r| r.field))
+        .chain(PLAN_FIELDS_AFTER_REFS)
+        .collect()
+}
+
 const DURATION_FIELDS: [&str; 3] = ["months", "type", "credits"];
 const TEXT_FIELDS: [&str; 4] = ["name", "description", "duration", "features"];
 
@@ -250,22 +254,13 @@ impl<'f> PlanEntry<'f> {
             "duration" => self.read_duration(value),
             "i18n" => self.read_i18n(value),
             "entitlements" => self.read_entitlements(value),
-            "cardGatewayPriceId" => {
-                self.draft.provider_refs.card_gateway_price_id = self.read(name, value, string);
-            }
-            "walletGlobalPlanId" => {
-                self.draft.provider_refs.wallet_global_plan_id = self.read(name, value, string);
-            }
-            "morAProductId" => {
-                self.draft.provider_refs.mor_a_product_id = self.read(name, value, string);
-            }
-            "morBProductId" => {
-                self.draft.provider_refs.mor_b_product_id = self.read(name, value, string);
-            }
-            "morCProductId" => {
-                self.draft.provider_refs.mor_c_product_id = self.read(name, value, string);
-            }
-            _ => self.unknown_field(name, name, value, &PLAN_FIELDS),
+            _ => match RefField::all().find(|r| r.field == name) {
+                Some(r) => {
+                    let id = self.read(name, value, string);
+                    self.draft.provider_refs.set(r, id);
+                }
+                None => self.unknown_field(name, name, value, &plan_fields()),
+            },
         }
     }
 

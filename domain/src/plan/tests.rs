@@ -27,13 +27,12 @@ fn draft(provider: &str, kind: &str, currency: &str) -> PlanDraft {
         },
         duration_type: Some(kind.into()),
         credits: (kind == "credits").then(|| "100".parse().unwrap()),
-        provider_refs: ProviderRefs {
-            card_gateway_price_id: Some("price_1".into()),
-            wallet_global_plan_id: Some("P-1".into()),
-            mor_a_product_id: Some("prod_a".into()),
-            mor_b_product_id: Some("pdt_b".into()),
-            mor_c_product_id: Some("PROD_c".into()),
-        },
+        provider_refs: ProviderRefs::default()
+            .with(ProviderId::CardGateway, "price_1")
+            .with(ProviderId::WalletGlobal, "P-1")
+            .with(ProviderId::MorA, "prod_a")
+            .with(ProviderId::MorB, "pdt_b")
+            .with(ProviderId::MorC, "PROD_c"),
         i18n: en("Pro"),
         ..PlanDraft::default()
     }

@@ -15,7 +15,7 @@
 //!   cancellation was withdrawn.
 
 use application::ports::{GatewayError, PaymentEvent, PlanChangeRequest, WebhookError};
-use domain::{ChangeDirection, Duration, Timestamp};
+use domain::{ChangeDirection, Duration, ProviderId, Timestamp};
 use serde::Deserialize;
 
 use super::transformers::{Event, money};
@@ -140,8 +140,8 @@ pub fn plan_change_form(
     let price_id = request
         .plan
         .provider_refs()
-        .card_gateway_price_id
-        .clone()
+        .get(ProviderId::CardGateway)
+        .map(str::to_owned)
         .ok_or_else(|| {
             GatewayError::Rejected(format!(
                 "plan {} has no cardGatewayPriceId",

@@ -13,7 +13,8 @@ use application::ports::{
     RefundRequest, RefundStarted, RefundState, RefundedCharge, WebhookError,
 };
 use domain::{
-    BillingPeriod, Currency, Duration, Locale, Money, NewPeriodLine, OrderId, PlanType, Timestamp,
+    BillingPeriod, Currency, Duration, Locale, Money, NewPeriodLine, OrderId, PlanType, ProviderId,
+    Timestamp,
 };
 use serde::Deserialize;
 
@@ -178,11 +179,7 @@ fn purpose_of(request: &CheckoutRequest) -> Result<SessionPurpose, GatewayError>
 /// ad-hoc `price_data` instead, so that Stripe charges exactly the order's amount. Recurring
 /// orders always use the Price when there is one: Stripe bills renewals from it.
 fn price_id_for(request: &CheckoutRequest, purpose: SessionPurpose) -> Option<&str> {
-    let price_id = request
-        .plan
-        .provider_refs()
-        .card_gateway_price_id
-        .as_deref()?;
+    let price_id = request.plan.provider_refs().get(ProviderId::CardGateway)?;
     match purpose {
         SessionPurpose::Subscription { .. } => Some(price_id),
         SessionPurpose::Payment => {

@@ -18,7 +18,7 @@
 //! `sandbox_product` (the new price and interval), as it adds `notifyUrl` at checkout.
 
 use application::ports::{GatewayError, PaymentEvent, PlanChangeRequest, WebhookError};
-use domain::{ChangeDirection, Duration, Timestamp};
+use domain::{ChangeDirection, Duration, ProviderId, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -58,8 +58,8 @@ pub fn upgrade_body(
     let product_id = request
         .plan
         .provider_refs()
-        .mor_a_product_id
-        .clone()
+        .get(ProviderId::MorA)
+        .map(str::to_owned)
         .ok_or_else(|| {
             GatewayError::Rejected(format!(
                 "plan {} has no morAProductId",

@@ -16,7 +16,7 @@
 //!   `payment_frequency_count` are what Tally checks against the change asked for.
 
 use application::ports::{GatewayError, PaymentEvent, PlanChangeRequest, WebhookError};
-use domain::{ChangeDirection, Duration, Timestamp};
+use domain::{ChangeDirection, Duration, ProviderId, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use super::transformers::{AMOUNT_KEY, money};
@@ -42,8 +42,8 @@ pub fn change_plan_body(request: &PlanChangeRequest) -> Result<ChangePlanBody, G
     let product_id = request
         .plan
         .provider_refs()
-        .mor_b_product_id
-        .clone()
+        .get(ProviderId::MorB)
+        .map(str::to_owned)
         .ok_or_else(|| {
             GatewayError::Rejected(format!(
                 "plan {} has no morBProductId",

@@ -14,7 +14,7 @@ use application::ports::{
 };
 #[cfg(test)]
 use domain::Currency;
-use domain::{BillingPeriod, Duration, Money, OrderId, PlanType, Timestamp};
+use domain::{BillingPeriod, Duration, Money, OrderId, PlanType, ProviderId, Timestamp};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::shared::http::HttpReply;
@@ -86,8 +86,8 @@ pub fn checkout_request(
     let product_id = request
         .plan
         .provider_refs()
-        .mor_b_product_id
-        .clone()
+        .get(ProviderId::MorB)
+        .map(str::to_owned)
         .ok_or_else(|| GatewayError::Rejected("plan has no morBProductId".into()))?;
     let price = request.snapshot.price;
     let mut metadata = BTreeMap::new();

@@ -16,7 +16,7 @@ use reqwest::Url;
 use serde::{Deserialize, Serialize};
 
 use super::transformers::{Amount, Link, PlanOverride};
-use domain::Money;
+use domain::{Money, ProviderId};
 
 /// The registrable domain of PayPal's own pages (`www.paypal.com`, `www.sandbox.paypal.com`).
 const PAYPAL_DOMAIN: &str = "paypal.com";
@@ -49,8 +49,7 @@ impl<'a> ReviseSubscription<'a> {
         let plan_id = request
             .plan
             .provider_refs()
-            .wallet_global_plan_id
-            .as_deref()
+            .get(ProviderId::WalletGlobal)
             .map(str::trim)
             .filter(|p| !p.is_empty())
             .ok_or_else(|| {

@@ -9,7 +9,9 @@ use application::ports::{
     CheckoutRequest, GatewayError, OrderLocator, PaymentEvent, PaymentStatus, RefundReport,
     RefundState, RefundedCharge, WebhookError, WebhookRequest,
 };
-use domain::{BillingPeriod, Currency, Duration, Locale, Money, OrderId, PlanSnapshot, Timestamp};
+use domain::{
+    BillingPeriod, Currency, Duration, Locale, Money, OrderId, PlanSnapshot, ProviderId, Timestamp,
+};
 use secrecy::SecretString;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -696,8 +698,7 @@ impl<'a> TryFrom<&'a CheckoutRequest> for CreateSubscription<'a> {
         let plan_id = request
             .plan
             .provider_refs()
-            .wallet_global_plan_id
-            .as_deref()
+            .get(ProviderId::WalletGlobal)
             .filter(|p| !p.trim().is_empty())
             .ok_or_else(|| GatewayError::Rejected("the plan has no walletGlobalPlanId".into()))?;
         let email = request

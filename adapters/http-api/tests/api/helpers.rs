@@ -135,10 +135,7 @@ fn plan(id: &str, provider: &str, kind: &str, amount: &str, currency: &str) -> P
         },
         duration_type: Some(kind.to_owned()),
         credits: (kind == "credits").then(|| "100".parse().unwrap()),
-        provider_refs: ProviderRefs {
-            card_gateway_price_id: Some("price_1".to_owned()),
-            ..ProviderRefs::default()
-        },
+        provider_refs: ProviderRefs::default().with(ProviderId::CardGateway, "price_1"),
         hidden: id.starts_with("hidden"),
         i18n: text(id),
         ..PlanDraft::default()

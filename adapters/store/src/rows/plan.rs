@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use application::ports::{Listing, StoreError, StoredPlan};
-use domain::{Credits, Currency, Locale, Money, Plan, PlanDraft, PlanText, ProviderRefs};
+use domain::{Credits, Currency, Locale, Money, Plan, PlanDraft, PlanText, ProviderRefs, RefField};
 use sea_orm::{FromQueryResult, Value};
 use serde::{Deserialize, Serialize};
 
@@ -61,14 +61,27 @@ struct TextData {
     features: Vec<String>,
 }
 
+/// The provider references, keyed by their catalog field names ([`RefField::field`]); every
+/// provider that takes one is written, `null` when the plan has none.
 #[derive(Debug, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RefsData {
-    card_gateway_price_id: Option<String>,
-    wallet_global_plan_id: Option<String>,
-    mor_a_product_id: Option<String>,
-    mor_b_product_id: Option<String>,
-    mor_c_product_id: Option<String>,
+struct RefsData(BTreeMap<String, Option<String>>);
+
+impl RefsData {
+    fn of(refs: &ProviderRefs) -> Self {
+        Self(
+            RefField::all()
+                .map(|r| (r.field.to_owned(), refs.get(r.provider).map(str::to_owned)))
+                .collect(),
+        )
+    }
+
+    fn into_domain(mut self) -> ProviderRefs {
+        let mut refs = ProviderRefs::default();
+        for r in RefField::all() {
+            refs.set(r, self.0.remove(r.field).flatten());
+        }
+        refs
+    }
 }
 
 impl PlanRow {
@@ -104,13 +117,7 @@ impl PlanRow {
             months: data.months,
             duration_type: Some(self.plan_type.clone()),
             credits,
-            provider_refs: ProviderRefs {
-                card_gateway_price_id: data.provider_refs.card_gateway_price_id,
-                wallet_global_plan_id: data.provider_refs.wallet_global_plan_id,
-                mor_a_product_id: data.provider_refs.mor_a_product_id,
-                mor_b_product_id: data.provider_refs.mor_b_product_id,
-                mor_c_product_id: data.provider_refs.mor_c_product_id,
-            },
+            provider_refs: data.provider_refs.into_domain(),
             i18n: data
                 .i18n
                 .into_iter()
@@ -172,13 +179,7 @@ pub(crate) fn plan_values(stored: &StoredPlan) -> Result<Vec<Value>, StoreError>
         months: plan.duration().map(domain::Duration::months_value),
         credits_hundredths: plan.credits().map(Credits::hundredths),
         development_amount_minor: plan.development_price().map(|m| m.amount_minor()),
-        provider_refs: RefsData {
-            card_gateway_price_id: refs.card_gateway_price_id.clone(),
-            wallet_global_plan_id: refs.wallet_global_plan_id.clone(),
-            mor_a_product_id: refs.mor_a_product_id.clone(),
-            mor_b_product_id: refs.mor_b_product_id.clone(),
-            mor_c_product_id: refs.mor_c_product_id.clone(),
-        },
+        provider_refs: RefsData::of(refs),
         recommended: plan.prominence() == domain::plan::Prominence::Recommended,
         entitlements: super::entitlements::to_object(plan.entitlements()),
         group: plan.group().map(|g| g.as_str().to_owned()),

@@ -114,10 +114,7 @@ async fn a_dynamic_plan_keeps_its_entitlements(store: &TestStore) {
         currency: Some("USD".into()),
         months: Some(1),
         duration_type: Some("recurring".into()),
-        provider_refs: ProviderRefs {
-            card_gateway_price_id: Some("price_team".into()),
-            ..ProviderRefs::default()
-        },
+        provider_refs: ProviderRefs::default().with(ProviderId::CardGateway, "price_team"),
         i18n: [(
             "en".to_owned(),
             PlanText {

@@ -81,10 +81,7 @@ fn entitled_plan(
         currency: Some("USD".into()),
         months,
         duration_type: Some(kind.into()),
-        provider_refs: ProviderRefs {
-            card_gateway_price_id: Some("price_x".into()),
-            ..ProviderRefs::default()
-        },
+        provider_refs: ProviderRefs::default().with(ProviderId::CardGateway, "price_x"),
         entitlements: entitlements
             .iter()
             .map(|(key, value)| ((*key).to_owned(), value.clone()))

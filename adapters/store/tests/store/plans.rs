@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use application::ports::{ImportReport, Listing, PlanRepository, StoreError, StoredPlan};
-use domain::{Locale, Plan, PlanDraft, PlanId, PlanText, ProviderRefs};
+use domain::{Locale, Plan, PlanDraft, PlanId, PlanText, ProviderId, ProviderRefs};
 
 use crate::support::{TestStore, contract_tests, t};
 
@@ -36,13 +36,11 @@ fn rich_plan(id: &str) -> Plan {
         months: Some(12),
         duration_type: Some("credits".into()),
         credits: Some("100.5".parse().unwrap()),
-        provider_refs: ProviderRefs {
-            card_gateway_price_id: Some("price_1".into()),
-            wallet_global_plan_id: Some("P-1".into()),
-            mor_a_product_id: Some("prod_a".into()),
-            mor_b_product_id: None,
-            mor_c_product_id: Some("PROD_c".into()),
-        },
+        provider_refs: ProviderRefs::default()
+            .with(ProviderId::CardGateway, "price_1")
+            .with(ProviderId::WalletGlobal, "P-1")
+            .with(ProviderId::MorA, "prod_a")
+            .with(ProviderId::MorC, "PROD_c"),
         i18n: texts(),
         entitlements: BTreeMap::new(),
         group: Some("pro".into()),

@@ -157,7 +157,12 @@ fn other_interval(subscription: &Subscription, plan: &Plan) -> bool {
 fn explain_key(provider: domain::ProviderId) -> &'static str {
     match provider {
         domain::ProviderId::WalletGlobal => "switch.explain_approval",
-        _ => "switch.explain",
+        domain::ProviderId::WalletQr
+        | domain::ProviderId::WalletWeb
+        | domain::ProviderId::CardGateway
+        | domain::ProviderId::MorA
+        | domain::ProviderId::MorB
+        | domain::ProviderId::MorC => "switch.explain",
     }
 }
 

@@ -62,10 +62,7 @@ pub(crate) fn plan(
         },
         duration_type: Some(kind.into()),
         credits: (kind != "one_time").then(|| "100".parse().unwrap()),
-        provider_refs: ProviderRefs {
-            card_gateway_price_id: Some("price_x".into()),
-            ..ProviderRefs::default()
-        },
+        provider_refs: ProviderRefs::default().with(ProviderId::CardGateway, "price_x"),
         i18n,
         ..PlanDraft::default()
     }

@@ -31,9 +31,9 @@ fn pack(id: &str, provider: &str, amount: &str, currency: &str, months: Option<i
 /// in CNY; a plan of its own; and credit packs in USD (valid 12 months), CNY and JPY.
 fn offers_catalog() -> Vec<Plan> {
     let mut paypal = plan("pro-paypal", "wallet_global", "recurring", "10", "USD");
-    paypal.provider_refs.wallet_global_plan_id = Some("P-1".into());
+    paypal.provider_refs = paypal.provider_refs.with(ProviderId::WalletGlobal, "P-1");
     let mut eur = plan("pro-eur", "mor_a", "recurring", "9.50", "EUR");
-    eur.provider_refs.mor_a_product_id = Some("prod_1".into());
+    eur.provider_refs = eur.provider_refs.with(ProviderId::MorA, "prod_1");
     let mut life_qr = plan("life-qr", "wallet_qr", "one_time", "299", "CNY");
     life_qr.group = Some("life".into());
     let mut life_card = plan("life-card", "card_gateway", "one_time", "199", "USD");

@@ -4,8 +4,8 @@
 //! event's one transaction; any other is a mismatch and changes nothing.
 
 use domain::{
-    EventOutcome, PeriodGrants, Plan, PlanChangedDecision, PlanChangedFacts, PlanId, ProviderId,
-    RevisedTo, Subscription, decide_plan_changed, decide_plan_revised,
+    EventOutcome, PeriodGrants, Plan, PlanChangedDecision, PlanChangedFacts, PlanId, RevisedTo,
+    Subscription, decide_plan_changed, decide_plan_revised,
 };
 
 use super::{Decision, HandleWebhookError, Received, unknown_subscription, update};
@@ -183,14 +183,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
 
 /// The provider's id for `plan` at the provider that sells it (its price, plan or product).
 fn provider_plan_ref(plan: &Plan) -> Option<&str> {
-    let refs = plan.provider_refs();
-    let id = match plan.provider() {
-        ProviderId::CardGateway => &refs.card_gateway_price_id,
-        ProviderId::WalletGlobal => &refs.wallet_global_plan_id,
-        ProviderId::MorA => &refs.mor_a_product_id,
-        ProviderId::MorB => &refs.mor_b_product_id,
-        ProviderId::MorC => &refs.mor_c_product_id,
-        ProviderId::WalletQr | ProviderId::WalletWeb => return None,
-    };
-    id.as_deref().map(str::trim).filter(|id| !id.is_empty())
+    plan.provider_refs()
+        .get(plan.provider())
+        .map(str::trim)
+        .filter(|id| !id.is_empty())
 }

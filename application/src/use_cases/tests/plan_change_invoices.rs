@@ -38,10 +38,7 @@ fn recurring(id: &str, amount: &str, months: u32, credits: &str) -> Plan {
         months: Some(months.into()),
         duration_type: Some("recurring".into()),
         credits: Some(credits.parse().unwrap()),
-        provider_refs: ProviderRefs {
-            card_gateway_price_id: Some(format!("price_{id}")),
-            ..ProviderRefs::default()
-        },
+        provider_refs: ProviderRefs::default().with(ProviderId::CardGateway, format!("price_{id}")),
         i18n,
         ..PlanDraft::default()
     })

@@ -21,10 +21,7 @@ fn paypal_plan(id: &str, amount: &str, credits: &str, paypal_id: &str) -> Plan {
         months: Some(1),
         duration_type: Some("recurring".into()),
         credits: Some(credits.parse().unwrap()),
-        provider_refs: ProviderRefs {
-            wallet_global_plan_id: Some(paypal_id.into()),
-            ..ProviderRefs::default()
-        },
+        provider_refs: ProviderRefs::default().with(ProviderId::WalletGlobal, paypal_id),
         i18n: BTreeMap::from([(
             "en".to_owned(),
             PlanText {

@@ -2,6 +2,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::plan::{PlanDraft, PlanProblem, PlanText, ProviderRefs};
+use crate::provider::ProviderId;
 
 fn plan(
     id: &str,
@@ -27,12 +28,10 @@ fn plan(
         currency: Some(currency.to_owned()),
         months: Some(months),
         duration_type: Some(if recurring { "recurring" } else { "one_time" }.to_owned()),
-        provider_refs: ProviderRefs {
-            card_gateway_price_id: Some("price_1".into()),
-            wallet_global_plan_id: Some("P-1".into()),
-            mor_a_product_id: Some("prod_a".into()),
-            ..ProviderRefs::default()
-        },
+        provider_refs: ProviderRefs::default()
+            .with(ProviderId::CardGateway, "price_1")
+            .with(ProviderId::WalletGlobal, "P-1")
+            .with(ProviderId::MorA, "prod_a"),
         i18n,
         group: group.map(str::to_owned),
         ..PlanDraft::default()

@@ -10,7 +10,7 @@ use domain::entitlements::{EntitlementDraft, Entitlements};
 use domain::plan::PlanProblem;
 use domain::{
     CapabilityError, Currency, Locale, Plan, PlanDraft, PlanText, PlanType, ProviderId,
-    ProviderRefs,
+    ProviderRefs, RefField,
 };
 use maud::{Markup, html};
 use rust_decimal::Decimal;
@@ -24,22 +24,11 @@ use crate::state::Visitor;
 const FORM_LOCALES: [&str; 2] = ["en", "zh-CN"];
 /// The entitlements input (one `key = value` per line).
 const ENTITLEMENTS: &str = "entitlements";
-/// The provider-side id fields.
-const PROVIDER_REF_FIELDS: [&str; 5] = [
-    "cardGatewayPriceId",
-    "walletGlobalPlanId",
-    "morAProductId",
-    "morBProductId",
-    "morCProductId",
-];
-/// Their labels' catalog keys, in the same order.
-const PROVIDER_REF_LABELS: [&str; 5] = [
-    "admin.field_card_gateway_price_id",
-    "admin.field_wallet_global_plan_id",
-    "admin.field_mor_a_product_id",
-    "admin.field_mor_b_product_id",
-    "admin.field_mor_c_product_id",
-];
+/// The label's catalog key of a provider-side id field: `admin.field_` and the field in snake
+/// case (`admin.field_card_gateway_price_id`).
+pub(crate) fn ref_label(field: RefField) -> String {
+    format!("admin.field_{}", field.key)
+}
 
 /// Submitted (or stored) values by field name.
 #[derive(Debug, Clone, Default)]
@@ -85,9 +74,9 @@ impl PlanForm {
         if draft.hidden {
             put("hidden", "on".into());
         }
-        let refs = &draft.provider_refs;
-        for (field, value) in PROVIDER_REF_FIELDS.iter().zip(ref_values(refs)) {
-            put(field, value.clone().unwrap_or_default());
+        for field in RefField::all() {
+            let id = draft.provider_refs.get(field.provider).unwrap_or_default();
+            put(field.field, id.to_owned());
         }
         let locales: Vec<&str> = stored.listing.locales.iter().map(Locale::as_str).collect();
         put("locales", locales.join(", "));
@@ -219,12 +208,12 @@ impl PlanForm {
             months,
             duration_type: optional("duration.type"),
             credits,
-            provider_refs: ProviderRefs {
-                card_gateway_price_id: optional("cardGatewayPriceId"),
-                wallet_global_plan_id: optional("walletGlobalPlanId"),
-                mor_a_product_id: optional("morAProductId"),
-                mor_b_product_id: optional("morBProductId"),
-                mor_c_product_id: optional("morCProductId"),
+            provider_refs: {
+                let mut refs = ProviderRefs::default();
+                for field in RefField::all() {
+                    refs.set(field, optional(field.field));
+                }
+                refs
             },
             i18n: self.texts(existing),
             entitlements: self.entitlements(lang, errors),
@@ -335,16 +324,6 @@ fn decimal_text(value: Option<Decimal>) -> String {
     value.map(|d| d.normalize().to_string()).unwrap_or_default()
 }
 
-fn ref_values(refs: &ProviderRefs) -> [&Option<String>; 5] {
-    [
-        &refs.card_gateway_price_id,
-        &refs.wallet_global_plan_id,
-        &refs.mor_a_product_id,
-        &refs.mor_b_product_id,
-        &refs.mor_c_product_id,
-    ]
-}
-
 /// A plan rule's message in the admin's language.
 pub(crate) fn problem_text(lang: Lang, problem: &PlanProblem) -> String {
     match problem {
@@ -425,8 +404,8 @@ pub(crate) fn render(
                 legend { (v.t("admin.section_provider_ids")) }
                 p.hint { (v.t("admin.hint_provider_ids")) }
                 div.form-grid {
-                    @for (name, label) in PROVIDER_REF_FIELDS.into_iter().zip(PROVIDER_REF_LABELS) {
-                        (f.input(name, label, Input::Text, None))
+                    @for field in RefField::all() {
+                        (f.input(field.field, &ref_label(field), Input::Text, None))
                     }
                 }
             }
@@ -618,6 +597,21 @@ impl Fields<'_> {
                 @if let Some(messages) = messages {
                     p.field-error data-field=(name) { @for m in messages { (m) " " } }
                 }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_provider_reference_has_a_label_in_both_languages() {
+        for lang in Lang::ALL {
+            for field in RefField::all() {
+                let key = ref_label(field);
+                assert_ne!(lang.t(&key), key, "{key} in {}", lang.tag());
             }
         }
     }

@@ -1,9 +1,9 @@
-#![cfg(feature = "mor_a")]
 //! The Creem gateway against a wiremock Creem and recorded webhook payloads (`fixtures/mor_a`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::support::{self, eur, usd};
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, CredentialMode, GatewayError, OrderLocator,
     PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundedCharge,
@@ -11,7 +11,7 @@ use application::ports::{
 };
 use application::testing::FixedClock;
 use domain::{
-    BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderRefs,
+    BillingPeriod, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId, ProviderRefs,
     Timestamp, UserId,
 };
 use gateways::GatewayContext;
@@ -38,12 +38,7 @@ fn settings(base_url: &str) -> MorASettings {
 }
 
 fn gateway_with(settings: &MorASettings, sandbox: bool) -> MorAGateway {
-    let http = ProviderHttp::new(&settings.http()).unwrap();
-    let context = GatewayContext {
-        http,
-        clock: Arc::new(FixedClock::at(NOW_MS)),
-        sandbox,
-    };
+    let context = support::context(&settings.http(), NOW_MS, sandbox);
     MorAGateway::new(settings, context).unwrap()
 }
 
@@ -72,10 +67,7 @@ fn plan(
         months,
         duration_type: Some(duration_type.into()),
         credits: credits.map(|c| c.parse().unwrap()),
-        provider_refs: ProviderRefs {
-            mor_a_product_id: Some(format!("prod_{id}")),
-            ..ProviderRefs::default()
-        },
+        provider_refs: ProviderRefs::default().with(ProviderId::MorA, format!("prod_{id}")),
         i18n: BTreeMap::from([("en".to_owned(), text)]),
         ..PlanDraft::default()
     };
@@ -97,14 +89,6 @@ fn checkout_request(plan: &Plan) -> CheckoutRequest {
     }
 }
 
-fn usd(minor: i64) -> Money {
-    Money::from_minor(minor, Currency::Usd).unwrap()
-}
-
-fn eur(minor: i64) -> Money {
-    Money::from_minor(minor, Currency::Eur).unwrap()
-}
-
 fn at(text: &str) -> Timestamp {
     Timestamp::from_unix_millis(
         chrono::DateTime::parse_from_rfc3339(text)
@@ -121,11 +105,7 @@ fn order(id: &str, reference: Option<&str>) -> OrderLocator {
 }
 
 fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(format!(
-        "{}/fixtures/mor_a/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap()
+    support::fixture("mor_a", name)
 }
 
 fn signed(body: Vec<u8>, secret: &str) -> WebhookRequest {
@@ -790,11 +770,7 @@ const STANDARD_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 fn standard_gateway(now_ms: i64) -> MorAGateway {
     let mut settings = MorASettings::new(API_KEY, STANDARD_SECRET);
     settings.base_url = Some(PRODUCTION_BASE_URL.to_owned());
-    let context = GatewayContext {
-        http: ProviderHttp::new(&settings.http()).unwrap(),
-        clock: Arc::new(FixedClock::at(now_ms)),
-        sandbox: false,
-    };
+    let context = support::context(&settings.http(), now_ms, false);
     MorAGateway::new(&settings, context).unwrap()
 }
 

@@ -1,21 +1,17 @@
-#![cfg(feature = "wallet_web")]
 //! The Alipay PC website payment gateway against wiremock and against fixtures computed
 //! independently (Python `cryptography` and `openssl dgst`, see
 //! `fixtures/wallet_web/generate.py`).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
+use crate::support::{self, cny};
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, CredentialMode, GatewayError, PaymentEvent,
     PaymentGateway, PaymentRef, PaymentStatus, WebhookError, WebhookRequest,
 };
-use application::testing::FixedClock;
 use domain::{
-    Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, PlanType, Timestamp, UserId,
+    Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanType, Timestamp, UserId,
 };
-use gateways::GatewayContext;
-use gateways::shared::ProviderHttp;
 use gateways::shared::signing::{
     b64, private_key, public_key, public_key_base64, rsa_sha256_sign, rsa_sha256_verify, unb64,
 };
@@ -25,24 +21,24 @@ use serde_json::{Value, json};
 use wiremock::matchers::{header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-const APP_PRIVATE: &str = include_str!("../../sandbox/keys/merchant_private.pem");
-const APP_PUBLIC: &str = include_str!("../../sandbox/keys/merchant_public.pem");
-const ALIPAY_PRIVATE: &str = include_str!("../../sandbox/keys/provider_private.pem");
-const ALIPAY_PUBLIC: &str = include_str!("../../sandbox/keys/provider_public.pem");
-const PAGE_PAY: &str = include_str!("../fixtures/wallet_web/page_pay.json");
-const NOTIFY_SUCCESS: &str = include_str!("../fixtures/wallet_web/notify_trade_success.form");
-const NOTIFY_CLOSED: &str = include_str!("../fixtures/wallet_web/notify_trade_closed.form");
+const APP_PRIVATE: &str = include_str!("../../../sandbox/keys/merchant_private.pem");
+const APP_PUBLIC: &str = include_str!("../../../sandbox/keys/merchant_public.pem");
+const ALIPAY_PRIVATE: &str = include_str!("../../../sandbox/keys/provider_private.pem");
+const ALIPAY_PUBLIC: &str = include_str!("../../../sandbox/keys/provider_public.pem");
+const PAGE_PAY: &str = include_str!("../../fixtures/wallet_web/page_pay.json");
+const NOTIFY_SUCCESS: &str = include_str!("../../fixtures/wallet_web/notify_trade_success.form");
+const NOTIFY_CLOSED: &str = include_str!("../../fixtures/wallet_web/notify_trade_closed.form");
 const NOTIFY_REFUND_PARTIAL: &str =
-    include_str!("../fixtures/wallet_web/notify_refund_partial.form");
-const NOTIFY_REFUND_FULL: &str = include_str!("../fixtures/wallet_web/notify_refund_full.form");
-const NOTIFY_WAIT: &str = include_str!("../fixtures/wallet_web/notify_wait_buyer_pay.form");
-const QUERY_SUCCESS: &str = include_str!("../fixtures/wallet_web/query_trade_success.json");
-const QUERY_CLOSED: &str = include_str!("../fixtures/wallet_web/query_trade_closed.json");
-const QUERY_WAIT: &str = include_str!("../fixtures/wallet_web/query_wait_buyer_pay.json");
-const QUERY_NOT_EXIST: &str = include_str!("../fixtures/wallet_web/query_trade_not_exist.json");
-const CLOSE_SUCCESS: &str = include_str!("../fixtures/wallet_web/close_success.json");
-const CLOSE_NOT_EXIST: &str = include_str!("../fixtures/wallet_web/close_trade_not_exist.json");
-const CLOSE_STATUS_ERROR: &str = include_str!("../fixtures/wallet_web/close_status_error.json");
+    include_str!("../../fixtures/wallet_web/notify_refund_partial.form");
+const NOTIFY_REFUND_FULL: &str = include_str!("../../fixtures/wallet_web/notify_refund_full.form");
+const NOTIFY_WAIT: &str = include_str!("../../fixtures/wallet_web/notify_wait_buyer_pay.form");
+const QUERY_SUCCESS: &str = include_str!("../../fixtures/wallet_web/query_trade_success.json");
+const QUERY_CLOSED: &str = include_str!("../../fixtures/wallet_web/query_trade_closed.json");
+const QUERY_WAIT: &str = include_str!("../../fixtures/wallet_web/query_wait_buyer_pay.json");
+const QUERY_NOT_EXIST: &str = include_str!("../../fixtures/wallet_web/query_trade_not_exist.json");
+const CLOSE_SUCCESS: &str = include_str!("../../fixtures/wallet_web/close_success.json");
+const CLOSE_NOT_EXIST: &str = include_str!("../../fixtures/wallet_web/close_trade_not_exist.json");
+const CLOSE_STATUS_ERROR: &str = include_str!("../../fixtures/wallet_web/close_status_error.json");
 const APP_ID: &str = "wx_sandbox_tally";
 const ORDER: &str = "ord_000000000001";
 /// 2026-01-01T00:00:00Z = 08:00 in Beijing.
@@ -61,11 +57,7 @@ fn settings_json(base_url: &str) -> Value {
 
 fn gateway_with(settings: Value) -> WalletWebGateway {
     let settings: WalletWebSettings = serde_json::from_value(settings).unwrap();
-    let context = GatewayContext {
-        http: ProviderHttp::new(&settings.http()).unwrap(),
-        clock: Arc::new(FixedClock::at(NOW_MS)),
-        sandbox: false,
-    };
+    let context = support::context(&settings.http(), NOW_MS, false);
     WalletWebGateway::new(&settings, context).unwrap()
 }
 
@@ -74,14 +66,7 @@ fn gateway(base_url: &str) -> WalletWebGateway {
 }
 
 fn checkout_request(currency: &str) -> CheckoutRequest {
-    let mut i18n = BTreeMap::new();
-    i18n.insert(
-        "en".to_owned(),
-        PlanText {
-            name: "Pro lifetime".into(),
-            ..PlanText::default()
-        },
-    );
+    let i18n = support::english("Pro lifetime");
     let plan = Plan::from_draft(&PlanDraft {
         id: "pro-lifetime".into(),
         provider: Some(
@@ -119,10 +104,6 @@ fn payment_ref() -> PaymentRef {
         order_id: OrderId::new(ORDER).unwrap(),
         provider_reference: None,
     }
-}
-
-fn cny(fen: i64) -> Money {
-    Money::from_minor(fen, Currency::Cny).unwrap()
 }
 
 fn form(body: &str) -> BTreeMap<String, String> {
@@ -479,11 +460,7 @@ fn settings_take_bare_base64_or_pem_keys_and_never_show_the_private_key() {
     let settings: WalletWebSettings = serde_json::from_value(json).unwrap();
     assert!(!format!("{settings:?}").contains("PRIVATE KEY"));
     assert_eq!(settings.http().base_url, "http://x");
-    let context = GatewayContext {
-        http: ProviderHttp::new(&settings.http()).unwrap(),
-        clock: Arc::new(FixedClock::at(NOW_MS)),
-        sandbox: true,
-    };
+    let context = support::context(&settings.http(), NOW_MS, true);
     let gateway = WalletWebGateway::new(&settings, context).unwrap();
     assert!(gateway.is_sandbox());
     let mut defaults = settings_json("http://x");
@@ -505,11 +482,7 @@ fn unreadable_keys_are_configuration_errors_naming_the_field_and_not_the_value()
         let mut json = settings_json("http://x");
         json[field] = json!(value);
         let settings: WalletWebSettings = serde_json::from_value(json).unwrap();
-        let context = GatewayContext {
-            http: ProviderHttp::new(&settings.http()).unwrap(),
-            clock: Arc::new(FixedClock::at(NOW_MS)),
-            sandbox: false,
-        };
+        let context = support::context(&settings.http(), NOW_MS, false);
         let error = WalletWebGateway::new(&settings, context).unwrap_err();
         assert_eq!(error.field, field);
         assert!(!error.to_string().contains("TUlJc2VjcmV0"));

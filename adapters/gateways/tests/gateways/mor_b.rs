@@ -1,22 +1,18 @@
-#![cfg(feature = "mor_b")]
 //! The Dodo Payments gateway against a wiremock Dodo and recorded webhook payloads.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
+use crate::support::{self, usd};
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, CredentialMode, GatewayError, OrderLocator,
     PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundRequest,
     RefundStarted, RefundState, RefundedCharge, WebhookError, WebhookRequest,
 };
-use application::testing::FixedClock;
 use domain::{
-    BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
+    BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, ProviderId,
     ProviderRefs, Timestamp, UserId,
 };
-use gateways::GatewayContext;
 use gateways::mor_b::{MorBGateway, MorBSettings};
-use gateways::shared::ProviderHttp;
 use gateways::shared::signing::{b64, hmac_sha256, unb64};
 use wiremock::matchers::{bearer_token, method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -35,19 +31,11 @@ const FIRST_CHARGE: &str = "pay_4Ij7lM0nB3zE6xDp";
 const RENEWAL_CHARGE: &str = "pay_9Tq4sV7wE1hK3mNb";
 
 fn fixture(name: &str) -> Vec<u8> {
-    let path = format!("{}/fixtures/mor_b/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    support::fixture("mor_b", name)
 }
 
 fn plan(kind: &str, amount: &str, product_id: Option<&str>) -> Plan {
-    let mut i18n = BTreeMap::new();
-    i18n.insert(
-        "en".to_owned(),
-        PlanText {
-            name: "Pro plan".into(),
-            ..PlanText::default()
-        },
-    );
+    let i18n = support::english("Pro plan");
     let draft = PlanDraft {
         id: format!("{kind}-plan"),
         provider: Some("mor_b".into()),
@@ -60,10 +48,9 @@ fn plan(kind: &str, amount: &str, product_id: Option<&str>) -> Plan {
         },
         duration_type: Some(kind.into()),
         credits: (kind == "credits").then(|| "500".parse().unwrap()),
-        provider_refs: ProviderRefs {
-            mor_b_product_id: product_id.map(str::to_owned),
-            ..ProviderRefs::default()
-        },
+        provider_refs: product_id.map_or_else(ProviderRefs::default, |id| {
+            ProviderRefs::default().with(ProviderId::MorB, id)
+        }),
         i18n,
         ..PlanDraft::default()
     };
@@ -87,11 +74,7 @@ fn checkout_request(plan: Plan, order_id: &str) -> CheckoutRequest {
 
 fn gateway_with(base_url: &str, secret: &str, now_s: i64) -> MorBGateway {
     let settings = MorBSettings::new(API_KEY, secret, Some(base_url.to_owned()));
-    let context = GatewayContext {
-        http: ProviderHttp::new(&settings.http()).unwrap(),
-        clock: Arc::new(FixedClock::at(now_s * 1000)),
-        sandbox: false,
-    };
+    let context = support::context(&settings.http(), now_s * 1000, false);
     MorBGateway::new(&settings, context).unwrap()
 }
 
@@ -125,10 +108,6 @@ fn signed_webhook(name: &str) -> WebhookRequest {
             ("webhook-signature", &sig),
         ],
     )
-}
-
-fn usd(minor: i64) -> Money {
-    Money::from_minor(minor, Currency::Usd).unwrap()
 }
 
 fn time(rfc3339: &str) -> Timestamp {
@@ -897,11 +876,11 @@ fn test_mode_picks_dodos_test_api_and_settings_never_print_secrets() {
 
 #[test]
 fn a_webhook_secret_that_is_not_base64_is_a_configuration_error() {
-    let context = GatewayContext {
-        http: ProviderHttp::new(&gateways::HttpSettings::new("http://unused.invalid")).unwrap(),
-        clock: Arc::new(FixedClock::at(0)),
-        sandbox: false,
-    };
+    let context = support::context(
+        &gateways::HttpSettings::new("http://unused.invalid"),
+        0,
+        false,
+    );
     let settings = MorBSettings::new(API_KEY, "whsec_***", None);
     let error = MorBGateway::new(&settings, context).unwrap_err();
     assert_eq!(error.field, "webhookSecret");
@@ -1228,11 +1207,7 @@ async fn a_checkout_reference_that_is_not_an_id_never_reaches_dodo() {
 fn gateway_of_business(base_url: &str, business_id: Option<&str>) -> MorBGateway {
     let mut settings = MorBSettings::new(API_KEY, WEBHOOK_SECRET, Some(base_url.to_owned()));
     settings.business_id = business_id.map(str::to_owned);
-    let context = GatewayContext {
-        http: ProviderHttp::new(&settings.http()).unwrap(),
-        clock: Arc::new(FixedClock::at(NOW_S * 1000)),
-        sandbox: false,
-    };
+    let context = support::context(&settings.http(), NOW_S * 1000, false);
     MorBGateway::new(&settings, context).unwrap()
 }
 
@@ -1296,11 +1271,7 @@ async fn our_business_events_are_ours_and_without_a_business_id_every_business_i
 fn a_business_id_that_is_not_an_id_is_a_configuration_error() {
     let mut settings = MorBSettings::new(API_KEY, WEBHOOK_SECRET, None);
     settings.business_id = Some("bus 1/..".into());
-    let context = GatewayContext {
-        http: ProviderHttp::new(&settings.http()).unwrap(),
-        clock: Arc::new(FixedClock::at(0)),
-        sandbox: false,
-    };
+    let context = support::context(&settings.http(), 0, false);
     assert_eq!(
         MorBGateway::new(&settings, context).unwrap_err().field,
         "businessId"
@@ -1316,15 +1287,7 @@ async fn five_minutes_either_way_is_accepted_to_the_second_as_standardwebhooks_f
     let request = signed_webhook("payment.succeeded.json");
     let at = |now_ms: i64| {
         let settings = MorBSettings::new(API_KEY, WEBHOOK_SECRET, None);
-        MorBGateway::new(
-            &settings,
-            GatewayContext {
-                http: ProviderHttp::new(&settings.http()).unwrap(),
-                clock: Arc::new(FixedClock::at(now_ms)),
-                sandbox: false,
-            },
-        )
-        .unwrap()
+        MorBGateway::new(&settings, support::context(&settings.http(), now_ms, false)).unwrap()
     };
     // `now - t > 300` is too old and `t > now + 300` too new, with now in whole seconds.
     for now_ms in [

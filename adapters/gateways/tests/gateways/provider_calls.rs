@@ -1,4 +1,3 @@
-#![cfg(feature = "mor_a")]
 //! One structured log line per outbound provider call, emitted by the shared HTTP client for
 //! every gateway: provider, method, path without the query string, status and latency; `info`
 //! for an answer, `warn` for a failure; never a key, header, body or query string.
@@ -6,12 +5,10 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
+use crate::support::{self};
 use application::ports::{PaymentGateway, PaymentRef};
-use application::testing::FixedClock;
 use domain::OrderId;
-use gateways::GatewayContext;
 use gateways::mor_a::{MorAGateway, MorASettings};
-use gateways::shared::ProviderHttp;
 use gateways::shared::http::CALL_LOG_TARGET;
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
@@ -64,11 +61,7 @@ async fn query_logged(base_url: &str) -> Captured {
     let mut settings = MorASettings::new(API_KEY, "whsec_creem_test");
     settings.base_url = Some(base_url.to_owned());
     settings.timeout_ms = 2_000;
-    let context = GatewayContext {
-        http: ProviderHttp::new(&settings.http()).unwrap(),
-        clock: Arc::new(FixedClock::at(1_728_734_400_000)),
-        sandbox: false,
-    };
+    let context = support::context(&settings.http(), 1_728_734_400_000, false);
     let gateway = MorAGateway::new(&settings, context).unwrap();
     let payment = PaymentRef {
         order_id: OrderId::new("ord_01J9ZK4M2QW").unwrap(),

@@ -1,16 +1,14 @@
-#![cfg(feature = "mor_c")]
 //! End to end over real HTTP: the real Waffo Pancake gateway signs its requests to the sandbox,
 //! which verifies them with the merchant public key, and verifies the webhooks the sandbox signs
 //! with the platform key, as it would with Pancake.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use application::ports::{
-    AckFor, CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentEvent, PaymentGateway,
-    PaymentRef, PaymentStatus, RefundReport, RefundedCharge, VerifiedWebhook, WebhookError,
-    WebhookRequest,
+    CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentEvent, PaymentGateway, PaymentRef,
+    PaymentStatus, RefundReport, RefundedCharge, VerifiedWebhook,
 };
 use domain::{
     BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
@@ -20,12 +18,10 @@ use gateways::GatewayContext;
 use gateways::mor_c::{MorCGateway, MorCSettings, PancakeMode};
 use gateways::shared::ProviderHttp;
 use gateways::shared::signing::{b64, private_key, rsa_sha256_sign};
-use poem::http::StatusCode;
-use poem::listener::{Acceptor, Listener, TcpListener};
-use poem::web::Data;
-use poem::{Body, EndpointExt, Request, Response, Route, Server, handler, post};
 use sandbox::hub::SimSubscriptionStatus;
-use sandbox::{CREDENTIALS, Sandbox};
+
+use crate::support::{self, Served};
+use sandbox::CREDENTIALS;
 
 /// Real time shifted by an offset (zero for the honest gateway).
 struct SystemClock(i64);
@@ -44,62 +40,7 @@ impl Clock for SystemClock {
     }
 }
 
-/// Tally's webhook endpoint, reduced to the gateway's verification.
-#[derive(Clone)]
-struct Receiver {
-    gateway: Arc<MorCGateway>,
-    verified: Arc<Mutex<Vec<VerifiedWebhook>>>,
-    refused: Arc<Mutex<Vec<WebhookError>>>,
-}
-
-#[handler]
-async fn receive(request: &Request, body: Body, receiver: Data<&Receiver>) -> Response {
-    let headers = request
-        .headers()
-        .iter()
-        .filter_map(|(name, value)| {
-            Some((
-                name.as_str().to_ascii_lowercase(),
-                value.to_str().ok()?.to_owned(),
-            ))
-        })
-        .collect();
-    let body = body.into_vec().await.unwrap_or_default();
-    let outcome = match receiver
-        .gateway
-        .verify_webhook(&WebhookRequest { headers, body })
-        .await
-    {
-        Ok(verified) => {
-            receiver
-                .verified
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(verified);
-            AckFor::Accepted
-        }
-        Err(reason) => {
-            receiver
-                .refused
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(reason.clone());
-            AckFor::Refused(reason)
-        }
-    };
-    let ack = receiver.gateway.webhook_ack(&outcome);
-    Response::builder()
-        .status(ack_status(ack.verdict))
-        .content_type(ack.content_type)
-        .body(ack.body)
-}
-
-struct Harness {
-    base: String,
-    sandbox: Sandbox,
-    gateway: Arc<MorCGateway>,
-    receiver: Receiver,
-}
+type Harness = Served<MorCGateway>;
 
 fn connect(settings: &MorCSettings, clock: Arc<dyn Clock>) -> MorCGateway {
     let http = ProviderHttp::new(&settings.http()).unwrap();
@@ -115,50 +56,17 @@ fn connect(settings: &MorCSettings, clock: Arc<dyn Clock>) -> MorCGateway {
 }
 
 async fn start() -> Harness {
-    let acceptor = TcpListener::bind("127.0.0.1:0")
-        .into_acceptor()
-        .await
-        .unwrap();
-    let address = *acceptor.local_addr()[0].as_socket_addr().unwrap();
-    let base = format!("http://{address}");
     let clock: Arc<dyn Clock> = Arc::new(SystemClock(0));
-    let sandbox = Sandbox::new(&base, clock.clone());
-    let settings = gateway_settings(&sandbox.api_base_url(ProviderId::MorC));
-    let gateway = Arc::new(connect(&settings, clock));
-    let receiver = Receiver {
-        gateway: gateway.clone(),
-        verified: Arc::default(),
-        refused: Arc::default(),
-    };
-    let app = Route::new()
-        .nest("/sandbox", sandbox.routes())
-        .at("/webhook", post(receive).data(receiver.clone()));
-    tokio::spawn(Server::new_with_acceptor(acceptor).run(app));
-    Harness {
-        base,
-        sandbox,
-        gateway,
-        receiver,
-    }
+    support::serve(clock.clone(), "/webhook", |sandbox| {
+        let settings = gateway_settings(&sandbox.api_base_url(ProviderId::MorC));
+        Arc::new(connect(&settings, clock))
+    })
+    .await
 }
 
 impl Harness {
     fn take_verified(&self) -> Vec<VerifiedWebhook> {
-        assert!(
-            self.receiver
-                .refused
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .is_empty(),
-            "a sandbox webhook was refused"
-        );
-        std::mem::take(
-            &mut *self
-                .receiver
-                .verified
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        )
+        self.receiver.take_accepted()
     }
 
     fn take_events(&self) -> Vec<PaymentEvent> {
@@ -369,10 +277,7 @@ fn plan(id: &str, duration_type: &str, amount: &str, currency: &str, months: Opt
         months,
         duration_type: Some(duration_type.into()),
         credits: (duration_type == "credits").then(|| "1200".parse().unwrap()),
-        provider_refs: ProviderRefs {
-            mor_c_product_id: Some(format!("PROD_{id}")),
-            ..ProviderRefs::default()
-        },
+        provider_refs: ProviderRefs::default().with(ProviderId::MorC, format!("PROD_{id}")),
         i18n: BTreeMap::from([("en".to_owned(), text)]),
         ..PlanDraft::default()
     };
@@ -713,13 +618,4 @@ async fn another_stores_or_the_other_modes_webhooks_for_our_order_are_foreign_an
 fn gateway_settings(api_base_url: &str) -> gateways::mor_c::MorCSettings {
     serde_json::from_value(sandbox::mor_c::gateway_settings(api_base_url))
         .expect("the sandbox's settings table fits the gateway")
-}
-
-/// The status Tally's webhook endpoint answers with for `verdict`.
-fn ack_status(verdict: application::ports::AckVerdict) -> StatusCode {
-    match verdict {
-        application::ports::AckVerdict::Accepted => StatusCode::OK,
-        application::ports::AckVerdict::Refused => StatusCode::BAD_REQUEST,
-        application::ports::AckVerdict::Unauthenticated => StatusCode::UNAUTHORIZED,
-    }
 }

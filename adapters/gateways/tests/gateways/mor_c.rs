@@ -1,23 +1,19 @@
-#![cfg(feature = "mor_c")]
 //! The Waffo Pancake gateway against a wiremock Pancake and recorded webhook payloads
 //! (`fixtures/mor_c`), with signatures checked against vectors computed by `openssl`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
+use crate::support::{self};
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, CredentialMode, GatewayError, OrderLocator,
     PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundRequest,
     RefundedCharge, WebhookError, WebhookRequest,
 };
-use application::testing::FixedClock;
 use domain::{
     BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, PlanType,
-    ProviderRefs, Timestamp, UserId,
+    ProviderId, ProviderRefs, Timestamp, UserId,
 };
-use gateways::GatewayContext;
 use gateways::mor_c::{MorCGateway, MorCSettings, PRODUCTION_BASE_URL, PancakeMode};
-use gateways::shared::ProviderHttp;
 use gateways::shared::signing::{b64, private_key, public_key, rsa_sha256_sign, rsa_sha256_verify};
 use secrecy::SecretString;
 use serde_json::{Value, json};
@@ -26,10 +22,10 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const NOW_MS: i64 = 1_775_000_000_000;
 const MERCHANT_ID: &str = "MER_2aUyqjCzEIiEcYMKj7TZtw";
-const MERCHANT_PRIVATE: &str = include_str!("../../sandbox/keys/merchant_private.pem");
-const MERCHANT_PUBLIC: &str = include_str!("../../sandbox/keys/merchant_public.pem");
-const PROVIDER_PRIVATE: &str = include_str!("../../sandbox/keys/provider_private.pem");
-const PROVIDER_PUBLIC: &str = include_str!("../../sandbox/keys/provider_public.pem");
+const MERCHANT_PRIVATE: &str = include_str!("../../../sandbox/keys/merchant_private.pem");
+const MERCHANT_PUBLIC: &str = include_str!("../../../sandbox/keys/merchant_public.pem");
+const PROVIDER_PRIVATE: &str = include_str!("../../../sandbox/keys/provider_private.pem");
+const PROVIDER_PUBLIC: &str = include_str!("../../../sandbox/keys/provider_public.pem");
 /// The store (and mode, `test`) of every fixture.
 const STORE_ID: &str = "STO_2aUyqjCzEIiEcYMKj7TZtw";
 
@@ -46,12 +42,7 @@ fn settings(base_url: &str) -> MorCSettings {
 }
 
 fn gateway_with(settings: &MorCSettings, sandbox: bool) -> MorCGateway {
-    let http = ProviderHttp::new(&settings.http()).unwrap();
-    let context = GatewayContext {
-        http,
-        clock: Arc::new(FixedClock::at(NOW_MS)),
-        sandbox,
-    };
+    let context = support::context(&settings.http(), NOW_MS, sandbox);
     MorCGateway::new(settings, context).unwrap()
 }
 
@@ -74,10 +65,7 @@ fn plan(id: &str, duration_type: &str, amount: &str, currency: &str, months: Opt
         months,
         duration_type: Some(duration_type.into()),
         credits: (duration_type == "credits").then(|| "100".parse().unwrap()),
-        provider_refs: ProviderRefs {
-            mor_c_product_id: Some(format!("PROD_{id}")),
-            ..ProviderRefs::default()
-        },
+        provider_refs: ProviderRefs::default().with(ProviderId::MorC, format!("PROD_{id}")),
         i18n: BTreeMap::from([("en".to_owned(), text)]),
         ..PlanDraft::default()
     };
@@ -441,11 +429,7 @@ async fn orders_cannot_be_closed_nor_refunded_through_pancakes_api() {
 }
 
 fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(format!(
-        "{}/fixtures/mor_c/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap()
+    support::fixture("mor_c", name)
 }
 
 fn signed_at(body: Vec<u8>, t_ms: i64, key_pem: &str) -> WebhookRequest {
@@ -572,11 +556,7 @@ async fn the_window_is_exactly_45_minutes_back_and_one_minute_ahead_to_the_milli
     let settings = settings(PRODUCTION_BASE_URL);
     let later = MorCGateway::new(
         &settings,
-        GatewayContext {
-            http: ProviderHttp::new(&settings.http()).unwrap(),
-            clock: Arc::new(FixedClock::at(NOW_MS + 999)),
-            sandbox: false,
-        },
+        support::context(&settings.http(), NOW_MS + 999, false),
     )
     .unwrap();
     assert_eq!(
@@ -1092,11 +1072,7 @@ fn unreadable_keys_and_unknown_tax_categories_are_configuration_errors_naming_th
     let check = |change: &dyn Fn(&mut MorCSettings), field: &str| {
         let mut s = settings("http://localhost");
         change(&mut s);
-        let context = GatewayContext {
-            http: ProviderHttp::new(&s.http()).unwrap(),
-            clock: Arc::new(FixedClock::at(NOW_MS)),
-            sandbox: false,
-        };
+        let context = support::context(&s.http(), NOW_MS, false);
         let error = MorCGateway::new(&s, context).unwrap_err();
         assert_eq!(error.field, field);
         assert!(

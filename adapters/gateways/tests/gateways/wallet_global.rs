@@ -1,4 +1,3 @@
-#![cfg(feature = "wallet_global")]
 //! The PayPal gateway (`wallet_global`) against a wiremock PayPal: OAuth, Orders v2, the
 //! idempotent capture, Subscriptions v1, `verify-webhook-signature`, and the mapping of every
 //! handled webhook event from recorded payloads in `fixtures/wallet_global/`.
@@ -6,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::support::{self, usd};
 use application::ports::{
     AckFor, Checkout, CheckoutRequest, CheckoutTarget, CredentialMode, GatewayError, OrderLocator,
     PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundRequest,
@@ -13,8 +13,8 @@ use application::ports::{
 };
 use application::testing::FixedClock;
 use domain::{
-    BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderRefs,
-    Timestamp, UserId,
+    BillingPeriod, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
+    ProviderRefs, Timestamp, UserId,
 };
 use gateways::GatewayContext;
 use gateways::shared::http::ProviderHttp;
@@ -40,11 +40,7 @@ const SUBSCRIPTION: &str = "I-BW452GLLEP1G";
 const SALE: &str = "9T2590785R617035G";
 
 fn fixture(name: &str) -> String {
-    let file = format!(
-        "{}/fixtures/wallet_global/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file}: {e}"))
+    String::from_utf8(support::fixture("wallet_global", name)).unwrap()
 }
 
 fn json_reply(status: u16, name: &str) -> ResponseTemplate {
@@ -53,10 +49,6 @@ fn json_reply(status: u16, name: &str) -> ResponseTemplate {
 
 fn at(rfc3339: &str) -> Timestamp {
     gateways::wallet_global::transformers::parse_time(rfc3339).expect("test time")
-}
-
-fn usd(minor: i64) -> Money {
-    Money::from_minor(minor, Currency::Usd).unwrap()
 }
 
 fn order_id() -> OrderId {
@@ -177,14 +169,7 @@ fn delivery(body: &str, transmission_time: &str) -> WebhookRequest {
 }
 
 fn plan(kind: &str, amount: &str, currency: &str) -> Plan {
-    let mut i18n = BTreeMap::new();
-    i18n.insert(
-        "en".to_owned(),
-        PlanText {
-            name: "2,000 credits (PayPal)".into(),
-            ..PlanText::default()
-        },
-    );
+    let i18n = support::english("2,000 credits (PayPal)");
     Plan::from_draft(&PlanDraft {
         id: format!("{kind}-plan"),
         provider: Some("wallet_global".into()),
@@ -193,10 +178,8 @@ fn plan(kind: &str, amount: &str, currency: &str) -> Plan {
         months: Some(if kind == "recurring" { 1 } else { 12 }),
         duration_type: Some(kind.into()),
         credits: (kind == "credits").then(|| "2000".parse().unwrap()),
-        provider_refs: ProviderRefs {
-            wallet_global_plan_id: Some("P-5ML4271244454362WXNWU5NQ".into()),
-            ..ProviderRefs::default()
-        },
+        provider_refs: ProviderRefs::default()
+            .with(ProviderId::WalletGlobal, "P-5ML4271244454362WXNWU5NQ"),
         i18n,
         ..PlanDraft::default()
     })
@@ -313,11 +296,7 @@ async fn wrong_client_credentials_are_reported_without_any_secret() {
         .await;
     let settings =
         WalletGlobalSettings::new(Some(server.uri()), CLIENT_ID, CLIENT_SECRET, WEBHOOK_ID);
-    let context = GatewayContext {
-        http: ProviderHttp::new(&settings.http()).unwrap(),
-        clock: Arc::new(FixedClock::at(NOW_MS)),
-        sandbox: false,
-    };
+    let context = support::context(&settings.http(), NOW_MS, false);
     let gateway = WalletGlobalGateway::new(&settings, context).unwrap();
     let error = gateway
         .create_checkout(&checkout_request(plan("credits", "17.99", "USD")))
@@ -1605,10 +1584,12 @@ fn settings_refuse_unknown_fields_and_unusable_values() {
     )
     .unwrap();
     assert_eq!(with_merchant.merchant_id.as_deref(), Some("C7CYMKZDG8D6E"));
-    let context = || GatewayContext {
-        http: ProviderHttp::new(&gateways::HttpSettings::new("http://127.0.0.1:9")).unwrap(),
-        clock: Arc::new(FixedClock::at(NOW_MS)),
-        sandbox: false,
+    let context = || {
+        support::context(
+            &gateways::HttpSettings::new("http://127.0.0.1:9"),
+            NOW_MS,
+            false,
+        )
     };
     let cases = [
         (
@@ -1947,8 +1928,10 @@ async fn a_recorded_event_replays_without_asking_paypal_to_verify_it_again() {
 /// `P-7GL4271244454362WXNWU5NQ`).
 fn revise_request() -> application::ports::PlanChangeRequest {
     let mut draft_plan = plan("recurring", "19.99", "USD");
-    let mut refs = draft_plan.provider_refs().clone();
-    refs.wallet_global_plan_id = Some("P-7GL4271244454362WXNWU5NQ".into());
+    let refs = draft_plan
+        .provider_refs()
+        .clone()
+        .with(ProviderId::WalletGlobal, "P-7GL4271244454362WXNWU5NQ");
     draft_plan = Plan::from_draft(&PlanDraft {
         id: "pro-plus".into(),
         provider: Some("wallet_global".into()),
@@ -2263,11 +2246,7 @@ async fn a_credential_check_reports_paypals_oauth_error_without_any_secret() {
         .await;
     let settings =
         WalletGlobalSettings::new(Some(server.uri()), CLIENT_ID, CLIENT_SECRET, WEBHOOK_ID);
-    let context = GatewayContext {
-        http: ProviderHttp::new(&settings.http()).unwrap(),
-        clock: Arc::new(FixedClock::at(NOW_MS)),
-        sandbox: false,
-    };
+    let context = support::context(&settings.http(), NOW_MS, false);
     let check = WalletGlobalGateway::new(&settings, context)
         .unwrap()
         .check_credentials()
@@ -2295,11 +2274,7 @@ async fn a_credential_check_of_an_unreachable_api_is_unreachable() {
         CLIENT_SECRET,
         WEBHOOK_ID,
     );
-    let context = GatewayContext {
-        http: ProviderHttp::new(&settings.http()).unwrap(),
-        clock: Arc::new(FixedClock::at(NOW_MS)),
-        sandbox: false,
-    };
+    let context = support::context(&settings.http(), NOW_MS, false);
     let check = WalletGlobalGateway::new(&settings, context)
         .unwrap()
         .check_credentials()

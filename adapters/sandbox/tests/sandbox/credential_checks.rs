@@ -1,42 +1,19 @@
-#![cfg(all(
-    feature = "wallet_qr",
-    feature = "wallet_web",
-    feature = "card_gateway",
-    feature = "wallet_global",
-    feature = "mor_a",
-    feature = "mor_b",
-    feature = "mor_c"
-))]
 //! Every gateway's credential check (`tally check-config --online`) against the sandbox over
 //! real HTTP: the sandbox accepts its own published credentials on the same read the real
 //! provider answers, and refuses a wrong key, secret or signature as the real provider does.
 
 use std::sync::Arc;
 
-use application::ports::{Clock, CredentialMode, GatewayError, PaymentGateway};
-use domain::{ProviderId, Timestamp};
+use application::ports::{CredentialMode, GatewayError, PaymentGateway};
+use domain::ProviderId;
 use gateways::GatewayContext;
 use gateways::shared::{HttpSettings, ProviderHttp};
 use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::{Route, Server};
 use sandbox::{CREDENTIALS, Sandbox};
+
+use crate::support::SystemClock;
 use serde_json::{Value, json};
-
-/// Real time: the simulators check request timestamps against it.
-struct SystemClock;
-
-impl Clock for SystemClock {
-    #[allow(
-        clippy::disallowed_methods,
-        reason = "the end-to-end tests run on real time"
-    )]
-    fn now(&self) -> Timestamp {
-        let since_epoch = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        Timestamp::from_unix_millis(i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX))
-    }
-}
 
 /// A sandbox served on a free port.
 async fn serve_sandbox() -> Sandbox {

@@ -1,15 +1,13 @@
-#![cfg(feature = "mor_b")]
 //! End to end over real HTTP: the Dodo Payments gateway talks to the simulated Dodo, the buyer pays on
 //! the sandbox, and the sandbox's signed webhooks come back to a receiver that verifies them with
 //! the real gateway. Proves that signing and verification, encodings and mappings interoperate.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use application::ports::{
-    AckFor, CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentEvent, PaymentGateway,
-    PaymentRef, PaymentStatus, RefundReport, RefundRequest, RefundState, RefundedCharge,
-    VerifiedWebhook, WebhookError, WebhookRequest,
+    CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentEvent, PaymentGateway, PaymentRef,
+    PaymentStatus, RefundReport, RefundRequest, RefundState, RefundedCharge, WebhookError,
 };
 use domain::{
     BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
@@ -19,74 +17,12 @@ use gateways::GatewayContext;
 use gateways::mor_b::{MorBGateway, MorBSettings};
 use gateways::shared::ProviderHttp;
 use gateways::shared::signing::{b64, hmac_sha256, unb64};
-use poem::http::StatusCode;
-use poem::listener::{Acceptor, Listener, TcpListener};
-use poem::web::Data;
-use poem::{EndpointExt, Request, Response, Route, Server, handler, post};
 use sandbox::hub::SimSubscriptionStatus;
-use sandbox::{CREDENTIALS, Sandbox};
 
-/// Real time: webhook timestamps are checked against it.
-struct SystemClock;
+use crate::support::{self, Served, SystemClock, usd};
+use sandbox::CREDENTIALS;
 
-impl Clock for SystemClock {
-    #[allow(
-        clippy::disallowed_methods,
-        reason = "the end-to-end tests run on real time"
-    )]
-    fn now(&self) -> Timestamp {
-        let since_epoch = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        Timestamp::from_unix_millis(i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX))
-    }
-}
-
-/// Tally's webhook endpoint, reduced to verification: what it accepted and what it refused.
-struct Receiver {
-    gateway: Arc<dyn PaymentGateway>,
-    accepted: Mutex<Vec<VerifiedWebhook>>,
-    refused: Mutex<Vec<WebhookError>>,
-}
-
-#[handler]
-async fn receive(request: &Request, body: Vec<u8>, receiver: Data<&Arc<Receiver>>) -> Response {
-    let headers: BTreeMap<String, String> = request
-        .headers()
-        .iter()
-        .filter_map(|(name, value)| {
-            Some((
-                name.as_str().to_ascii_lowercase(),
-                value.to_str().ok()?.to_owned(),
-            ))
-        })
-        .collect();
-    let ack = match receiver
-        .gateway
-        .verify_webhook(&WebhookRequest { headers, body })
-        .await
-    {
-        Ok(verified) => {
-            receiver.accepted.lock().unwrap().push(verified);
-            receiver.gateway.webhook_ack(&AckFor::Accepted)
-        }
-        Err(reason) => {
-            receiver.refused.lock().unwrap().push(reason.clone());
-            receiver.gateway.webhook_ack(&AckFor::Refused(reason))
-        }
-    };
-    Response::builder()
-        .status(ack_status(ack.verdict))
-        .content_type(ack.content_type)
-        .body(ack.body)
-}
-
-struct World {
-    base: String,
-    sandbox: Sandbox,
-    gateway: Arc<MorBGateway>,
-    receiver: Arc<Receiver>,
-}
+type World = Served<MorBGateway>;
 
 fn gateway_for(settings: &MorBSettings) -> Arc<MorBGateway> {
     let context = GatewayContext {
@@ -99,38 +35,22 @@ fn gateway_for(settings: &MorBSettings) -> Arc<MorBGateway> {
 
 /// A server on a free port with the sandbox at `/sandbox` and Tally's webhook endpoint.
 async fn world_with_webhook_secret(webhook_secret: &str) -> World {
-    let acceptor = TcpListener::bind("127.0.0.1:0")
-        .into_acceptor()
-        .await
-        .unwrap();
-    let address = *acceptor.local_addr()[0].as_socket_addr().unwrap();
-    let base = format!("http://{address}");
-    let sandbox = Sandbox::new(&base, Arc::new(SystemClock));
-    let mut settings = gateway_settings(&sandbox.api_base_url(ProviderId::MorB));
-    if webhook_secret != CREDENTIALS.standard_webhooks_secret {
-        settings = MorBSettings::new(
-            CREDENTIALS.api_key,
-            webhook_secret,
-            settings.base_url.clone(),
-        );
-    }
-    let gateway = gateway_for(&settings);
-    let receiver = Arc::new(Receiver {
-        gateway: gateway.clone(),
-        accepted: Mutex::new(Vec::new()),
-        refused: Mutex::new(Vec::new()),
-    });
-    let app = Route::new()
-        .nest("/sandbox", sandbox.routes())
-        .at("/api/payment/webhook/mor_b", post(receive))
-        .data(receiver.clone());
-    tokio::spawn(Server::new_with_acceptor(acceptor).run(app));
-    World {
-        base,
-        sandbox,
-        gateway,
-        receiver,
-    }
+    support::serve(
+        Arc::new(SystemClock),
+        "/api/payment/webhook/mor_b",
+        |sandbox| {
+            let mut settings = gateway_settings(&sandbox.api_base_url(ProviderId::MorB));
+            if webhook_secret != CREDENTIALS.standard_webhooks_secret {
+                settings = MorBSettings::new(
+                    CREDENTIALS.api_key,
+                    webhook_secret,
+                    settings.base_url.clone(),
+                );
+            }
+            gateway_for(&settings)
+        },
+    )
+    .await
 }
 
 async fn world() -> World {
@@ -158,10 +78,7 @@ fn plan(kind: &str, amount: &str, currency: &str, product_id: &str) -> Plan {
         },
         duration_type: Some(kind.into()),
         credits: (kind == "credits").then(|| "500".parse().unwrap()),
-        provider_refs: ProviderRefs {
-            mor_b_product_id: Some(product_id.to_owned()),
-            ..ProviderRefs::default()
-        },
+        provider_refs: ProviderRefs::default().with(ProviderId::MorB, product_id),
         i18n,
         ..PlanDraft::default()
     };
@@ -209,22 +126,12 @@ impl World {
 
     /// The events of the webhooks accepted since the last call.
     fn take_events(&self) -> Vec<(String, Vec<PaymentEvent>)> {
-        assert!(
-            self.receiver.refused.lock().unwrap().is_empty(),
-            "a sandbox webhook was refused"
-        );
         self.receiver
-            .accepted
-            .lock()
-            .unwrap()
-            .drain(..)
+            .take_accepted()
+            .into_iter()
             .map(|v| (v.event_type, v.events))
             .collect()
     }
-}
-
-fn usd(minor: i64) -> Money {
-    Money::from_minor(minor, Currency::Usd).unwrap()
 }
 
 #[tokio::test]
@@ -636,10 +543,7 @@ async fn webhooks_are_refused_by_a_gateway_holding_another_signing_secret() {
 
     world.pay(&session_id).await;
 
-    assert_eq!(
-        *world.receiver.refused.lock().unwrap(),
-        vec![WebhookError::BadSignature]
-    );
+    assert_eq!(world.receiver.refused(), vec![WebhookError::BadSignature]);
     assert_eq!(
         world.sandbox.hub().deliveries().last().unwrap().status,
         Some(400)
@@ -845,13 +749,7 @@ async fn a_validly_signed_webhook_of_another_business_is_foreign_and_changes_not
         .await;
     world.pay(&session_id).await;
     // The sandbox's own webhook names the configured business: ours.
-    let ours = world
-        .receiver
-        .accepted
-        .lock()
-        .unwrap()
-        .drain(..)
-        .collect::<Vec<_>>();
+    let ours = world.receiver.drain_accepted();
     assert_eq!(ours.len(), 1);
     assert_eq!(ours[0].foreign, None);
 
@@ -893,13 +791,7 @@ async fn a_validly_signed_webhook_of_another_business_is_foreign_and_changes_not
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
-    let verified = world
-        .receiver
-        .accepted
-        .lock()
-        .unwrap()
-        .drain(..)
-        .collect::<Vec<_>>();
+    let verified = world.receiver.drain_accepted();
     assert_eq!(verified.len(), 1);
     assert!(verified[0].foreign.is_some());
     assert!(verified[0].events.is_empty());
@@ -918,15 +810,6 @@ async fn a_validly_signed_webhook_of_another_business_is_foreign_and_changes_not
 fn gateway_settings(api_base_url: &str) -> gateways::mor_b::MorBSettings {
     serde_json::from_value(sandbox::mor_b::gateway_settings(api_base_url))
         .expect("the sandbox's settings table fits the gateway")
-}
-
-/// The status Tally's webhook endpoint answers with for `verdict`.
-fn ack_status(verdict: application::ports::AckVerdict) -> StatusCode {
-    match verdict {
-        application::ports::AckVerdict::Accepted => StatusCode::OK,
-        application::ports::AckVerdict::Refused => StatusCode::BAD_REQUEST,
-        application::ports::AckVerdict::Unauthenticated => StatusCode::UNAUTHORIZED,
-    }
 }
 
 #[tokio::test]

@@ -1,103 +1,26 @@
-#![cfg(feature = "mor_a")]
 //! End to end over real HTTP: the real Creem gateway creates checkouts, queries and cancels at the
 //! sandbox, and verifies the webhooks the sandbox signs, as it would with Creem.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
 
 use application::ports::{
-    AckFor, CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentEvent, PaymentGateway,
-    PaymentRef, PaymentStatus, RefundReport, RefundedCharge, VerifiedWebhook, WebhookError,
-    WebhookRequest,
+    CheckoutRequest, CheckoutTarget, Clock, GatewayError, PaymentEvent, PaymentGateway, PaymentRef,
+    PaymentStatus, RefundReport, RefundedCharge, VerifiedWebhook, WebhookError, WebhookRequest,
 };
 use domain::{
-    BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
+    BillingPeriod, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
     ProviderRefs, Timestamp, UserId,
 };
 use gateways::GatewayContext;
 use gateways::mor_a::{MorAGateway, MorASettings};
 use gateways::shared::ProviderHttp;
-use poem::http::StatusCode;
-use poem::listener::{Acceptor, Listener, TcpListener};
-use poem::web::Data;
-use poem::{Body, EndpointExt, Request, Response, Route, Server, handler, post};
+use sandbox::CREDENTIALS;
 use sandbox::hub::SimSubscriptionStatus;
-use sandbox::{CREDENTIALS, Sandbox};
 
-/// Real time: the sandbox stamps and the gateway checks webhooks as they happen.
-struct SystemClock;
+use crate::support::{self, Served, SystemClock, usd};
 
-impl Clock for SystemClock {
-    #[allow(
-        clippy::disallowed_methods,
-        reason = "an end-to-end test runs on the real clock, like the sandbox"
-    )]
-    fn now(&self) -> Timestamp {
-        let ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis())
-            .unwrap_or_default();
-        Timestamp::from_unix_millis(i64::try_from(ms).unwrap_or(i64::MAX))
-    }
-}
-
-/// Tally's webhook endpoint, reduced to the gateway's verification.
-#[derive(Clone)]
-struct Receiver {
-    gateway: Arc<MorAGateway>,
-    verified: Arc<Mutex<Vec<VerifiedWebhook>>>,
-    refused: Arc<Mutex<Vec<WebhookError>>>,
-}
-
-#[handler]
-async fn receive(request: &Request, body: Body, receiver: Data<&Receiver>) -> Response {
-    let headers = request
-        .headers()
-        .iter()
-        .filter_map(|(name, value)| {
-            Some((
-                name.as_str().to_ascii_lowercase(),
-                value.to_str().ok()?.to_owned(),
-            ))
-        })
-        .collect();
-    let body = body.into_vec().await.unwrap_or_default();
-    let outcome = match receiver
-        .gateway
-        .verify_webhook(&WebhookRequest { headers, body })
-        .await
-    {
-        Ok(verified) => {
-            receiver
-                .verified
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(verified);
-            AckFor::Accepted
-        }
-        Err(reason) => {
-            receiver
-                .refused
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(reason.clone());
-            AckFor::Refused(reason)
-        }
-    };
-    let ack = receiver.gateway.webhook_ack(&outcome);
-    Response::builder()
-        .status(ack_status(ack.verdict))
-        .content_type(ack.content_type)
-        .body(ack.body)
-}
-
-struct Harness {
-    base: String,
-    sandbox: Sandbox,
-    gateway: Arc<MorAGateway>,
-    receiver: Receiver,
-}
+type Harness = Served<MorAGateway>;
 
 fn connect(settings: &MorASettings, clock: Arc<dyn Clock>) -> MorAGateway {
     let http = ProviderHttp::new(&settings.http()).unwrap();
@@ -113,51 +36,18 @@ fn connect(settings: &MorASettings, clock: Arc<dyn Clock>) -> MorAGateway {
 }
 
 async fn start() -> Harness {
-    let acceptor = TcpListener::bind("127.0.0.1:0")
-        .into_acceptor()
-        .await
-        .unwrap();
-    let address = *acceptor.local_addr()[0].as_socket_addr().unwrap();
-    let base = format!("http://{address}");
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let sandbox = Sandbox::new(&base, clock.clone());
-    let settings = gateway_settings(&sandbox.api_base_url(ProviderId::MorA));
-    let gateway = Arc::new(connect(&settings, clock));
-    let receiver = Receiver {
-        gateway: gateway.clone(),
-        verified: Arc::default(),
-        refused: Arc::default(),
-    };
-    let app = Route::new()
-        .nest("/sandbox", sandbox.routes())
-        .at("/webhook", post(receive).data(receiver.clone()));
-    tokio::spawn(Server::new_with_acceptor(acceptor).run(app));
-    Harness {
-        base,
-        sandbox,
-        gateway,
-        receiver,
-    }
+    support::serve(clock.clone(), "/webhook", |sandbox| {
+        let settings = gateway_settings(&sandbox.api_base_url(ProviderId::MorA));
+        Arc::new(connect(&settings, clock))
+    })
+    .await
 }
 
 impl Harness {
     /// The webhooks verified since the last call.
     fn take_verified(&self) -> Vec<VerifiedWebhook> {
-        assert!(
-            self.receiver
-                .refused
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .is_empty(),
-            "a sandbox webhook was refused"
-        );
-        std::mem::take(
-            &mut *self
-                .receiver
-                .verified
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        )
+        self.receiver.take_accepted()
     }
 
     /// The events of the webhooks verified since the last call.
@@ -380,18 +270,11 @@ fn plan(
         months,
         duration_type: Some(duration_type.into()),
         credits: credits.map(|c| c.parse().unwrap()),
-        provider_refs: ProviderRefs {
-            mor_a_product_id: Some(format!("prod_{id}")),
-            ..ProviderRefs::default()
-        },
+        provider_refs: ProviderRefs::default().with(ProviderId::MorA, format!("prod_{id}")),
         i18n: BTreeMap::from([("en".to_owned(), text)]),
         ..PlanDraft::default()
     };
     Plan::from_draft(&draft).unwrap()
-}
-
-fn usd(minor: i64) -> Money {
-    Money::from_minor(minor, Currency::Usd).unwrap()
 }
 
 fn order_of(event: &PaymentEvent) -> Option<&OrderId> {
@@ -793,15 +676,6 @@ async fn creem_has_no_refund_api_so_the_gateway_refuses_a_refund_without_calling
 fn gateway_settings(api_base_url: &str) -> gateways::mor_a::MorASettings {
     serde_json::from_value(sandbox::mor_a::gateway_settings(api_base_url))
         .expect("the sandbox's settings table fits the gateway")
-}
-
-/// The status Tally's webhook endpoint answers with for `verdict`.
-fn ack_status(verdict: application::ports::AckVerdict) -> StatusCode {
-    match verdict {
-        application::ports::AckVerdict::Accepted => StatusCode::OK,
-        application::ports::AckVerdict::Refused => StatusCode::BAD_REQUEST,
-        application::ports::AckVerdict::Unauthenticated => StatusCode::UNAUTHORIZED,
-    }
 }
 
 #[tokio::test]

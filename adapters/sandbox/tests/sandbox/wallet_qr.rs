@@ -1,72 +1,36 @@
-#![cfg(feature = "wallet_qr")]
 //! End to end over real HTTP: the real WeChat Pay gateway talks to the sandbox's WeChat Pay,
 //! and the sandbox's notifications reach a receiver that verifies them with the same gateway.
 //! This proves that the request signatures, answer signatures, notification signatures and
 //! resource encryption of the two sides interoperate.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use application::ports::{
-    AckFor, CheckoutRequest, CheckoutTarget, GatewayError, PaymentEvent, PaymentGateway,
-    PaymentRef, PaymentStatus, RefundReport, RefundRequest, RefundState, RefundedCharge,
-    VerifiedWebhook, WebhookError, WebhookRequest,
+    CheckoutRequest, CheckoutTarget, GatewayError, PaymentEvent, PaymentGateway, PaymentRef,
+    PaymentStatus, RefundReport, RefundRequest, RefundState, RefundedCharge, VerifiedWebhook,
+    WebhookError, WebhookRequest,
 };
 use application::testing::FixedClock;
 use domain::{
-    Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId, Timestamp,
-    UserId,
+    Currency, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId, Timestamp, UserId,
 };
 use gateways::GatewayContext;
 use gateways::shared::ProviderHttp;
 use gateways::wallet_qr::WalletQrGateway;
 use gateways::wallet_qr::WalletQrSettings;
-use poem::http::StatusCode;
-use poem::listener::TcpAcceptor;
-use poem::web::Data;
-use poem::{EndpointExt, Request, Response, Route, Server, handler, post};
+
+use crate::support::{self, Receiver, cny};
 use sandbox::{CREDENTIALS, Sandbox, SimStatus};
 
 /// 2026-01-01T00:00:00Z.
 const NOW_MS: i64 = 1_767_225_600_000;
 
-type Received = Arc<Mutex<Vec<Result<VerifiedWebhook, WebhookError>>>>;
-
-#[derive(Clone)]
-struct Receiver {
-    gateway: Arc<dyn PaymentGateway>,
-    received: Received,
-}
-
-/// Tally's webhook endpoint, reduced to the gateway's part: verify, record, acknowledge.
-#[handler]
-async fn receive(request: &Request, body: Vec<u8>, receiver: Data<&Receiver>) -> Response {
-    let headers = request
-        .headers()
-        .iter()
-        .filter_map(|(n, v)| Some((n.as_str().to_ascii_lowercase(), v.to_str().ok()?.to_owned())))
-        .collect::<BTreeMap<_, _>>();
-    let result = receiver
-        .gateway
-        .verify_webhook(&WebhookRequest { headers, body })
-        .await;
-    let outcome = match &result {
-        Ok(_) => AckFor::Accepted,
-        Err(e) => AckFor::Refused(e.clone()),
-    };
-    let ack = receiver.gateway.webhook_ack(&outcome);
-    receiver.received.lock().unwrap().push(result);
-    Response::builder()
-        .status(ack_status(ack.verdict))
-        .content_type(ack.content_type)
-        .body(ack.body)
-}
-
 struct App {
     base: String,
     sandbox: Sandbox,
     gateway: WalletQrGateway,
-    received: Received,
+    received: Arc<Receiver>,
 }
 
 async fn spawn() -> App {
@@ -75,25 +39,15 @@ async fn spawn() -> App {
 
 /// The sandbox and a receiver, both gateways configured by `settings`.
 async fn spawn_with(settings: fn(&str) -> WalletQrSettings) -> App {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let clock = Arc::new(FixedClock::at(NOW_MS));
-    let sandbox = Sandbox::new(&base, clock.clone());
-    let received = Received::default();
-    let receiver = Receiver {
-        gateway: Arc::new(gateway_of(&sandbox, NOW_MS, settings)),
-        received: received.clone(),
-    };
-    let app = Route::new()
-        .nest("/sandbox", sandbox.routes())
-        .at("/webhook", post(receive).data(receiver));
-    let acceptor = TcpAcceptor::from_tokio(listener).unwrap();
-    tokio::spawn(Server::new_with_acceptor(acceptor).run(app));
+    let served = support::serve(Arc::new(FixedClock::at(NOW_MS)), "/webhook", |sandbox| {
+        Arc::new(gateway_of(sandbox, NOW_MS, settings))
+    })
+    .await;
     App {
-        gateway: gateway_of(&sandbox, NOW_MS, settings),
-        base,
-        sandbox,
-        received,
+        gateway: gateway_of(&served.sandbox, NOW_MS, settings),
+        base: served.base,
+        sandbox: served.sandbox,
+        received: served.receiver,
     }
 }
 
@@ -172,11 +126,7 @@ async fn open_checkout(app: &App, order: &str) -> String {
 }
 
 fn take_received(app: &App) -> Vec<Result<VerifiedWebhook, WebhookError>> {
-    std::mem::take(&mut *app.received.lock().unwrap())
-}
-
-fn cny(fen: i64) -> Money {
-    Money::from_minor(fen, Currency::Cny).unwrap()
+    app.received.take()
 }
 
 #[tokio::test]
@@ -702,13 +652,4 @@ fn gateway_settings_certificate_mode(api_base_url: &str) -> gateways::wallet_qr:
         api_base_url,
     ))
     .expect("the sandbox's settings table fits the gateway")
-}
-
-/// The status Tally's webhook endpoint answers with for `verdict`.
-fn ack_status(verdict: application::ports::AckVerdict) -> StatusCode {
-    match verdict {
-        application::ports::AckVerdict::Accepted => StatusCode::OK,
-        application::ports::AckVerdict::Refused => StatusCode::BAD_REQUEST,
-        application::ports::AckVerdict::Unauthenticated => StatusCode::UNAUTHORIZED,
-    }
 }

@@ -1,23 +1,19 @@
-#![cfg(feature = "card_gateway")]
 //! The Stripe Checkout gateway against a wiremock Stripe and recorded event payloads.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
+use crate::support::{self, usd};
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, CredentialMode, GatewayError, OrderLocator,
     PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundRequest,
     RefundStarted, RefundState, RefundedCharge, WebhookError, WebhookRequest,
 };
-use application::testing::FixedClock;
 use domain::{
-    BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
+    BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, ProviderId,
     ProviderRefs, Timestamp, UserId,
 };
-use gateways::GatewayContext;
 use gateways::card_gateway::transformers::encode_form;
 use gateways::card_gateway::{CardGatewayGateway, CardGatewaySettings};
-use gateways::shared::ProviderHttp;
 use gateways::shared::signing::{hex, hmac_sha256};
 use wiremock::matchers::{bearer_token, header, method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -28,22 +24,11 @@ const WEBHOOK_SECRET: &str = "whsec_vectorSecret0123456789";
 const NOW_S: i64 = 1_731_766_000;
 
 fn fixture(name: &str) -> Vec<u8> {
-    let path = format!(
-        "{}/fixtures/card_gateway/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    support::fixture("card_gateway", name)
 }
 
 fn plan(kind: &str, amount: &str, currency: &str, price_id: Option<&str>) -> Plan {
-    let mut i18n = BTreeMap::new();
-    i18n.insert(
-        "en".to_owned(),
-        PlanText {
-            name: "Pro plan".into(),
-            ..PlanText::default()
-        },
-    );
+    let i18n = support::english("Pro plan");
     let draft = PlanDraft {
         id: format!("{kind}-plan"),
         provider: Some("card_gateway".into()),
@@ -56,10 +41,9 @@ fn plan(kind: &str, amount: &str, currency: &str, price_id: Option<&str>) -> Pla
         },
         duration_type: Some(kind.into()),
         credits: (kind == "credits").then(|| "500".parse().unwrap()),
-        provider_refs: ProviderRefs {
-            card_gateway_price_id: price_id.map(str::to_owned),
-            ..ProviderRefs::default()
-        },
+        provider_refs: price_id.map_or_else(ProviderRefs::default, |id| {
+            ProviderRefs::default().with(ProviderId::CardGateway, id)
+        }),
         i18n,
         ..PlanDraft::default()
     };
@@ -84,11 +68,7 @@ fn checkout_request(plan: Plan, order_id: &str) -> CheckoutRequest {
 
 fn gateway_at(base_url: &str, now_s: i64) -> CardGatewayGateway {
     let settings = CardGatewaySettings::new(SECRET_KEY, WEBHOOK_SECRET, Some(base_url.to_owned()));
-    let context = GatewayContext {
-        http: ProviderHttp::new(&settings.http()).unwrap(),
-        clock: Arc::new(FixedClock::at(now_s * 1000)),
-        sandbox: false,
-    };
+    let context = support::context(&settings.http(), now_s * 1000, false);
     CardGatewayGateway::new(&settings, context).unwrap()
 }
 
@@ -115,10 +95,6 @@ fn signed_webhook(name: &str) -> WebhookRequest {
     let body = fixture(name);
     let signature = signed(&body, WEBHOOK_SECRET, NOW_S);
     webhook(body, Some(format!("t={NOW_S},v1={signature}")))
-}
-
-fn usd(minor: i64) -> Money {
-    Money::from_minor(minor, Currency::Usd).unwrap()
 }
 
 fn at(seconds: i64) -> Timestamp {
@@ -531,11 +507,7 @@ async fn a_timestamp_more_than_five_minutes_old_is_stale_and_one_in_the_future_p
     let request = signed_webhook("checkout.session.completed.json");
     let at_ms = |ms: i64| {
         let settings = CardGatewaySettings::new(SECRET_KEY, WEBHOOK_SECRET, None);
-        let context = GatewayContext {
-            http: ProviderHttp::new(&settings.http()).unwrap(),
-            clock: Arc::new(FixedClock::at(ms)),
-            sandbox: false,
-        };
+        let context = support::context(&settings.http(), ms, false);
         CardGatewayGateway::new(&settings, context).unwrap()
     };
     let edge = at_ms((NOW_S + 300) * 1000).verify_webhook(&request).await;
@@ -959,10 +931,12 @@ fn settings_are_camel_case_refuse_unknown_keys_and_never_print_secrets() {
 
 #[test]
 fn keys_that_are_not_stripe_secrets_are_configuration_errors() {
-    let context = || GatewayContext {
-        http: ProviderHttp::new(&gateways::HttpSettings::new("http://unused.invalid")).unwrap(),
-        clock: Arc::new(FixedClock::at(0)),
-        sandbox: false,
+    let context = || {
+        support::context(
+            &gateways::HttpSettings::new("http://unused.invalid"),
+            0,
+            false,
+        )
     };
     let publishable = CardGatewaySettings::new("pk_test_1234567890", WEBHOOK_SECRET, None);
     let error = CardGatewayGateway::new(&publishable, context()).unwrap_err();
@@ -1006,11 +980,7 @@ fn event_as(livemode: bool, account: Option<&str>) -> WebhookRequest {
 fn gateway_with(secret_key: &str, account_id: Option<&str>) -> CardGatewayGateway {
     let mut settings = CardGatewaySettings::new(secret_key, WEBHOOK_SECRET, None);
     settings.account_id = account_id.map(str::to_owned);
-    let context = GatewayContext {
-        http: ProviderHttp::new(&settings.http()).unwrap(),
-        clock: Arc::new(FixedClock::at(NOW_S * 1000)),
-        sandbox: false,
-    };
+    let context = support::context(&settings.http(), NOW_S * 1000, false);
     CardGatewayGateway::new(&settings, context).unwrap()
 }
 
@@ -1094,11 +1064,7 @@ async fn a_foreign_refund_event_is_not_traced_through_stripes_api() {
 fn an_account_id_that_is_not_a_connected_account_is_a_configuration_error() {
     let mut settings = CardGatewaySettings::new(SECRET_KEY, WEBHOOK_SECRET, None);
     settings.account_id = Some("../v1/accounts".into());
-    let context = GatewayContext {
-        http: ProviderHttp::new(&settings.http()).unwrap(),
-        clock: Arc::new(FixedClock::at(0)),
-        sandbox: false,
-    };
+    let context = support::context(&settings.http(), 0, false);
     assert_eq!(
         CardGatewayGateway::new(&settings, context)
             .unwrap_err()

@@ -1,17 +1,17 @@
-#![cfg(feature = "wallet_qr")]
 //! The WeChat Pay Native gateway against wiremock and against fixtures computed independently
 //! (Python `cryptography` and `openssl dgst`, see `fixtures/wallet_qr/generate.py`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::support::{self, cny};
 use application::ports::{
     AckFor, CheckoutRequest, CheckoutTarget, CredentialMode, GatewayError, PaymentEvent,
     PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundedCharge, WebhookError,
     WebhookRequest,
 };
 use application::testing::FixedClock;
-use domain::{Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, PlanType, UserId};
+use domain::{Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanType, UserId};
 use gateways::GatewayContext;
 use gateways::shared::ProviderHttp;
 use gateways::shared::signing::{
@@ -23,16 +23,16 @@ use serde_json::{Value, json};
 use wiremock::matchers::{header, method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-const MERCHANT_PRIVATE: &str = include_str!("../../sandbox/keys/merchant_private.pem");
-const MERCHANT_PUBLIC: &str = include_str!("../../sandbox/keys/merchant_public.pem");
-const PLATFORM_PRIVATE: &str = include_str!("../../sandbox/keys/provider_private.pem");
-const PLATFORM_PUBLIC: &str = include_str!("../../sandbox/keys/provider_public.pem");
-const AUTHORIZATION_VECTORS: &str = include_str!("../fixtures/wallet_qr/authorization.json");
-const TRANSACTION_SUCCESS: &str = include_str!("../fixtures/wallet_qr/transaction_success.json");
-const REFUND_SUCCESS: &str = include_str!("../fixtures/wallet_qr/refund_success.json");
-const REFUND_ABNORMAL: &str = include_str!("../fixtures/wallet_qr/refund_abnormal.json");
-const REFUND_PARTIAL_1: &str = include_str!("../fixtures/wallet_qr/refund_partial_1.json");
-const REFUND_PARTIAL_2: &str = include_str!("../fixtures/wallet_qr/refund_partial_2.json");
+const MERCHANT_PRIVATE: &str = include_str!("../../../sandbox/keys/merchant_private.pem");
+const MERCHANT_PUBLIC: &str = include_str!("../../../sandbox/keys/merchant_public.pem");
+const PLATFORM_PRIVATE: &str = include_str!("../../../sandbox/keys/provider_private.pem");
+const PLATFORM_PUBLIC: &str = include_str!("../../../sandbox/keys/provider_public.pem");
+const AUTHORIZATION_VECTORS: &str = include_str!("../../fixtures/wallet_qr/authorization.json");
+const TRANSACTION_SUCCESS: &str = include_str!("../../fixtures/wallet_qr/transaction_success.json");
+const REFUND_SUCCESS: &str = include_str!("../../fixtures/wallet_qr/refund_success.json");
+const REFUND_ABNORMAL: &str = include_str!("../../fixtures/wallet_qr/refund_abnormal.json");
+const REFUND_PARTIAL_1: &str = include_str!("../../fixtures/wallet_qr/refund_partial_1.json");
+const REFUND_PARTIAL_2: &str = include_str!("../../fixtures/wallet_qr/refund_partial_2.json");
 const API_V3_KEY: &str = "tallysandboxapiv3key000000000000";
 const MCH_ID: &str = "1900000109";
 const SERIAL: &str = "5157F09EFDC096DE15EBE81A47057A7232F1B8E1";
@@ -59,11 +59,7 @@ fn settings_json(base_url: &str) -> Value {
 
 fn gateway_with(settings: Value, now_ms: i64) -> WalletQrGateway {
     let settings: WalletQrSettings = serde_json::from_value(settings).unwrap();
-    let context = GatewayContext {
-        http: ProviderHttp::new(&settings.http()).unwrap(),
-        clock: Arc::new(FixedClock::at(now_ms)),
-        sandbox: false,
-    };
+    let context = support::context(&settings.http(), now_ms, false);
     WalletQrGateway::new(&settings, context).unwrap()
 }
 
@@ -72,14 +68,7 @@ fn gateway(base_url: &str, now_ms: i64) -> WalletQrGateway {
 }
 
 fn plan(currency: &str) -> Plan {
-    let mut i18n = BTreeMap::new();
-    i18n.insert(
-        "en".to_owned(),
-        PlanText {
-            name: "Pro lifetime".into(),
-            ..PlanText::default()
-        },
-    );
+    let i18n = support::english("Pro lifetime");
     Plan::from_draft(&PlanDraft {
         id: "pro-lifetime".into(),
         provider: Some(
@@ -121,10 +110,6 @@ fn payment_ref() -> PaymentRef {
         order_id: OrderId::new(ORDER).unwrap(),
         provider_reference: None,
     }
-}
-
-fn cny(fen: i64) -> Money {
-    Money::from_minor(fen, Currency::Cny).unwrap()
 }
 
 /// An answer signed as WeChat Pay signs its answers, with `key`.
@@ -823,11 +808,7 @@ fn settings_are_camel_case_strict_and_never_show_their_secrets() {
 
 #[test]
 fn unreadable_keys_are_configuration_errors_naming_the_field_and_not_the_value() {
-    let context = || GatewayContext {
-        http: ProviderHttp::new(&gateways::HttpSettings::new("http://x")).unwrap(),
-        clock: Arc::new(FixedClock::at(NOW_MS)),
-        sandbox: false,
-    };
+    let context = || support::context(&gateways::HttpSettings::new("http://x"), NOW_MS, false);
     for (field, value) in [
         (
             "merchantPrivateKey",
@@ -850,8 +831,8 @@ fn unreadable_keys_are_configuration_errors_naming_the_field_and_not_the_value()
 // ---------------------------------------------------------------------------------------------
 // Wechatpay-Serial on requests, refunds, platform-certificate mode (issue 15).
 
-const CERT_PEM: &str = include_str!("../../sandbox/keys/wechat_platform_cert.pem");
-const CERT_PRIVATE: &str = include_str!("../../sandbox/keys/wechat_platform_cert_private.pem");
+const CERT_PEM: &str = include_str!("../../../sandbox/keys/wechat_platform_cert.pem");
+const CERT_PRIVATE: &str = include_str!("../../../sandbox/keys/wechat_platform_cert_private.pem");
 const CERT_SERIAL: &str = "3775B6A45ACD588826FF00C1EB6FC7FF2F5C2CC0";
 
 /// An answer signed with `key_pem` under `serial`.
@@ -1321,11 +1302,7 @@ async fn api_answers_signed_by_a_platform_certificate_verify_in_certificate_mode
 
 #[test]
 fn a_merchant_needs_the_public_key_with_its_id_or_certificate_mode() {
-    let context = || GatewayContext {
-        http: ProviderHttp::new(&gateways::HttpSettings::new("http://x")).unwrap(),
-        clock: Arc::new(FixedClock::at(NOW_MS)),
-        sandbox: false,
-    };
+    let context = || support::context(&gateways::HttpSettings::new("http://x"), NOW_MS, false);
     let build = |json: Value| {
         let settings: WalletQrSettings = serde_json::from_value(json).unwrap();
         WalletQrGateway::new(&settings, context())

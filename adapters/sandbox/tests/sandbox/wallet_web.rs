@@ -1,4 +1,3 @@
-#![cfg(feature = "wallet_web")]
 //! End to end over real HTTP: the real Alipay gateway's signed page-pay URL is opened on the
 //! sandbox's Alipay, the sandbox's notifications reach a receiver that verifies them with the
 //! same gateway, and query and close go through the sandbox's `gateway.do`. This proves that
@@ -6,92 +5,45 @@
 //! interoperate.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use application::ports::{
-    AckFor, CheckoutRequest, CheckoutTarget, GatewayError, PaymentEvent, PaymentGateway,
-    PaymentRef, PaymentStatus, RefundReport, RefundRequest, RefundStarted, RefundState,
-    VerifiedWebhook, WebhookError, WebhookRequest,
+    CheckoutRequest, CheckoutTarget, GatewayError, PaymentEvent, PaymentGateway, PaymentRef,
+    PaymentStatus, RefundReport, RefundRequest, RefundStarted, RefundState, VerifiedWebhook,
+    WebhookError, WebhookRequest,
 };
 use application::testing::FixedClock;
-use domain::{
-    Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId, Timestamp,
-    UserId,
-};
+use domain::{OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId, Timestamp, UserId};
 use gateways::GatewayContext;
 use gateways::shared::ProviderHttp;
 use gateways::shared::signing::{public_key, rsa_sha256_verify, unb64};
 use gateways::wallet_web::WalletWebGateway;
 use gateways::wallet_web::transformers::notification_sign_content;
-use poem::http::StatusCode;
-use poem::listener::TcpAcceptor;
-use poem::web::Data;
-use poem::{EndpointExt, Request, Response, Route, Server, handler, post};
 use sandbox::{CREDENTIALS, Sandbox, SimStatus};
+
+use crate::support::{self, Receiver, cny};
 
 /// 2026-01-01T00:00:00Z.
 const NOW_MS: i64 = 1_767_225_600_000;
-
-type Received = Arc<Mutex<Vec<Result<VerifiedWebhook, WebhookError>>>>;
-
-#[derive(Clone)]
-struct Receiver {
-    gateway: Arc<dyn PaymentGateway>,
-    received: Received,
-}
-
-/// Tally's webhook endpoint, reduced to the gateway's part: verify, record, acknowledge.
-#[handler]
-async fn receive(request: &Request, body: Vec<u8>, receiver: Data<&Receiver>) -> Response {
-    let headers = request
-        .headers()
-        .iter()
-        .filter_map(|(n, v)| Some((n.as_str().to_ascii_lowercase(), v.to_str().ok()?.to_owned())))
-        .collect::<BTreeMap<_, _>>();
-    let result = receiver
-        .gateway
-        .verify_webhook(&WebhookRequest { headers, body })
-        .await;
-    let outcome = match &result {
-        Ok(_) => AckFor::Accepted,
-        Err(e) => AckFor::Refused(e.clone()),
-    };
-    let ack = receiver.gateway.webhook_ack(&outcome);
-    receiver.received.lock().unwrap().push(result);
-    Response::builder()
-        .status(ack_status(ack.verdict))
-        .content_type(ack.content_type)
-        .body(ack.body)
-}
 
 struct App {
     base: String,
     sandbox: Sandbox,
     gateway: WalletWebGateway,
-    received: Received,
+    received: Arc<Receiver>,
     browser: reqwest::Client,
 }
 
 async fn spawn() -> App {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let clock = Arc::new(FixedClock::at(NOW_MS));
-    let sandbox = Sandbox::new(&base, clock.clone());
-    let received = Received::default();
-    let receiver = Receiver {
-        gateway: Arc::new(gateway(&sandbox)),
-        received: received.clone(),
-    };
-    let app = Route::new()
-        .nest("/sandbox", sandbox.routes())
-        .at("/webhook", post(receive).data(receiver));
-    let acceptor = TcpAcceptor::from_tokio(listener).unwrap();
-    tokio::spawn(Server::new_with_acceptor(acceptor).run(app));
+    let served = support::serve(Arc::new(FixedClock::at(NOW_MS)), "/webhook", |sandbox| {
+        Arc::new(gateway(sandbox))
+    })
+    .await;
     App {
-        gateway: gateway(&sandbox),
-        base,
-        sandbox,
-        received,
+        gateway: gateway(&served.sandbox),
+        base: served.base,
+        sandbox: served.sandbox,
+        received: served.receiver,
         browser: reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()
@@ -172,11 +124,7 @@ async fn open_cashier(app: &App, url: &str) -> String {
 }
 
 fn take_received(app: &App) -> Vec<Result<VerifiedWebhook, WebhookError>> {
-    std::mem::take(&mut *app.received.lock().unwrap())
-}
-
-fn cny(fen: i64) -> Money {
-    Money::from_minor(fen, Currency::Cny).unwrap()
+    app.received.take()
 }
 
 fn single_event(app: &App) -> (String, PaymentEvent) {
@@ -563,13 +511,4 @@ async fn the_sandboxs_notifications_name_the_configured_app_and_seller() {
 fn gateway_settings(api_base_url: &str) -> gateways::wallet_web::WalletWebSettings {
     serde_json::from_value(sandbox::wallet_web::gateway_settings(api_base_url))
         .expect("the sandbox's settings table fits the gateway")
-}
-
-/// The status Tally's webhook endpoint answers with for `verdict`.
-fn ack_status(verdict: application::ports::AckVerdict) -> StatusCode {
-    match verdict {
-        application::ports::AckVerdict::Accepted => StatusCode::OK,
-        application::ports::AckVerdict::Refused => StatusCode::BAD_REQUEST,
-        application::ports::AckVerdict::Unauthenticated => StatusCode::UNAUTHORIZED,
-    }
 }

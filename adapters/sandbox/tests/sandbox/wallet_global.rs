@@ -1,103 +1,33 @@
-#![cfg(feature = "wallet_global")]
 //! End to end over real HTTP: the PayPal gateway against the PayPal simulator, with the
 //! simulator's webhooks delivered to a receiver that runs the real gateway's `verify_webhook`
 //! (which calls back into the simulator's `verify-webhook-signature`).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use application::ports::{
-    AckFor, CheckoutRequest, CheckoutTarget, Clock, GatewayError, OrderLocator, PaymentEvent,
+    CheckoutRequest, CheckoutTarget, Clock, GatewayError, OrderLocator, PaymentEvent,
     PaymentGateway, PaymentRef, PaymentStatus, RefundReport, RefundRequest, RefundState,
-    RefundedCharge, VerifiedWebhook, WebhookError, WebhookRequest,
+    RefundedCharge, WebhookError, WebhookRequest,
 };
 use domain::{
-    BillingPeriod, Currency, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
+    BillingPeriod, Money, OrderId, Plan, PlanDraft, PlanSnapshot, PlanText, ProviderId,
     ProviderRefs, Timestamp, UserId,
 };
 use gateways::GatewayContext;
 use gateways::shared::http::ProviderHttp;
 use gateways::wallet_global::{WalletGlobalGateway, WalletGlobalSettings};
-use poem::http::StatusCode;
-use poem::listener::{Acceptor, Listener, TcpListener};
-use poem::web::Data;
-use poem::{EndpointExt, Request, Response, Route, Server, handler, post};
 use sandbox::{CREDENTIALS, Sandbox, SimEvent, SimPayment, SimStatus, SimWebhook};
 use serde_json::{Value, json};
 
-/// The wall clock: the simulator and the gateway check transmission times against each other.
-struct SystemClock;
-
-impl Clock for SystemClock {
-    #[allow(
-        clippy::disallowed_methods,
-        reason = "the end-to-end tests run on real time"
-    )]
-    fn now(&self) -> Timestamp {
-        let since_epoch = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        Timestamp::from_unix_millis(i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX))
-    }
-}
-
-/// What the webhook receiver saw: each delivery's verification result.
-#[derive(Default)]
-struct Inbox(Mutex<Vec<Result<VerifiedWebhook, WebhookError>>>);
-
-impl Inbox {
-    fn all(&self) -> Vec<Result<VerifiedWebhook, WebhookError>> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-}
-
-struct Receiver {
-    gateway: Arc<WalletGlobalGateway>,
-    inbox: Arc<Inbox>,
-}
-
-/// Tally's webhook endpoint, reduced to the gateway's verification.
-#[handler]
-async fn receive(request: &Request, body: Vec<u8>, receiver: Data<&Arc<Receiver>>) -> Response {
-    let headers = request
-        .headers()
-        .iter()
-        .filter_map(|(name, value)| {
-            Some((
-                name.as_str().to_ascii_lowercase(),
-                value.to_str().ok()?.to_owned(),
-            ))
-        })
-        .collect();
-    let result = receiver
-        .gateway
-        .verify_webhook(&WebhookRequest { headers, body })
-        .await;
-    let outcome = match &result {
-        Ok(_) => AckFor::Accepted,
-        Err(e) => AckFor::Refused(e.clone()),
-    };
-    receiver
-        .inbox
-        .0
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(result);
-    let ack = receiver.gateway.webhook_ack(&outcome);
-    Response::builder()
-        .status(ack_status(ack.verdict))
-        .content_type(ack.content_type)
-        .body(ack.body)
-}
+use crate::support::{self, Receiver, SystemClock, usd};
 
 struct World {
     base: String,
     sandbox: Sandbox,
     gateway: Arc<WalletGlobalGateway>,
-    inbox: Arc<Inbox>,
+    /// What the webhook receiver saw: each delivery's verification result.
+    inbox: Arc<Receiver>,
     http: reqwest::Client,
 }
 
@@ -112,31 +42,21 @@ fn gateway(settings: &WalletGlobalSettings) -> WalletGlobalGateway {
 
 /// The sandbox and a webhook receiver on one real server on 127.0.0.1.
 async fn world() -> World {
-    let acceptor = TcpListener::bind("127.0.0.1:0")
-        .into_acceptor()
-        .await
-        .unwrap();
-    let address = *acceptor.local_addr()[0].as_socket_addr().unwrap();
-    let base = format!("http://{address}");
-    let sandbox = Sandbox::new(&base, Arc::new(SystemClock));
-    let gateway = Arc::new(gateway(&gateway_settings(
-        &sandbox.api_base_url(ProviderId::WalletGlobal),
-    )));
-    let inbox = Arc::new(Inbox::default());
-    let receiver = Arc::new(Receiver {
-        gateway: gateway.clone(),
-        inbox: inbox.clone(),
-    });
-    let app = Route::new().nest("/sandbox", sandbox.routes()).at(
+    let served = support::serve(
+        Arc::new(SystemClock),
         "/api/payment/webhook/wallet_global",
-        post(receive).data(receiver),
-    );
-    tokio::spawn(Server::new_with_acceptor(acceptor).run(app));
+        |sandbox| {
+            Arc::new(gateway(&gateway_settings(
+                &sandbox.api_base_url(ProviderId::WalletGlobal),
+            )))
+        },
+    )
+    .await;
     World {
-        base,
-        sandbox,
-        gateway,
-        inbox,
+        base: served.base,
+        sandbox: served.sandbox,
+        gateway: served.gateway,
+        inbox: served.receiver,
         http: reqwest::Client::new(),
     }
 }
@@ -158,18 +78,12 @@ fn plan(kind: &str, amount: &str) -> Plan {
         months: Some(if kind == "recurring" { 1 } else { 12 }),
         duration_type: Some(kind.into()),
         credits: (kind == "credits").then(|| "2000".parse().unwrap()),
-        provider_refs: ProviderRefs {
-            wallet_global_plan_id: Some("P-5ML4271244454362WXNWU5NQ".into()),
-            ..ProviderRefs::default()
-        },
+        provider_refs: ProviderRefs::default()
+            .with(ProviderId::WalletGlobal, "P-5ML4271244454362WXNWU5NQ"),
         i18n,
         ..PlanDraft::default()
     })
     .unwrap()
-}
-
-fn usd(minor: i64) -> Money {
-    Money::from_minor(minor, Currency::Usd).unwrap()
 }
 
 impl World {
@@ -853,15 +767,6 @@ fn gateway_settings(api_base_url: &str) -> gateways::wallet_global::WalletGlobal
         .expect("the sandbox's settings table fits the gateway")
 }
 
-/// The status Tally's webhook endpoint answers with for `verdict`.
-fn ack_status(verdict: application::ports::AckVerdict) -> StatusCode {
-    match verdict {
-        application::ports::AckVerdict::Accepted => StatusCode::OK,
-        application::ports::AckVerdict::Refused => StatusCode::BAD_REQUEST,
-        application::ports::AckVerdict::Unauthenticated => StatusCode::UNAUTHORIZED,
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revise_is_approved_on_the_simulators_page_and_told_by_a_signed_update() {
     let w = world().await;
@@ -876,10 +781,8 @@ async fn a_revise_is_approved_on_the_simulators_page_and_told_by_a_signed_update
         currency: Some("USD".into()),
         months: Some(1),
         duration_type: Some("recurring".into()),
-        provider_refs: ProviderRefs {
-            wallet_global_plan_id: Some("P-7GL4271244454362WXNWU5NQ".into()),
-            ..ProviderRefs::default()
-        },
+        provider_refs: ProviderRefs::default()
+            .with(ProviderId::WalletGlobal, "P-7GL4271244454362WXNWU5NQ"),
         i18n: BTreeMap::from([(
             "en".to_owned(),
             PlanText {
