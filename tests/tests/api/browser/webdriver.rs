@@ -315,6 +315,15 @@ impl Browser {
         value.as_str().unwrap_or_default().to_owned()
     }
 
+    /// The rendered text of the element matching `css` now, if there is one and it is still
+    /// on the page when read.
+    async fn try_text(&self, css: &str) -> Option<String> {
+        let id = self.try_find(css).await?;
+        let path = format!("/element/{id}/text");
+        let value = self.try_command("GET", &path, None).await.ok()?;
+        Some(value.as_str().unwrap_or_default().to_owned())
+    }
+
     /// Wait until the element matching `css` shows text containing `needle`; the text.
     ///
     /// # Panics
@@ -322,8 +331,9 @@ impl Browser {
     pub async fn wait_for_text(&self, css: &str, needle: &str) -> String {
         let deadline = Instant::now() + WAIT;
         loop {
-            if self.try_find(css).await.is_some() {
-                let text = self.text(css).await;
+            // The page may be replaced between finding the element and reading it (a form
+            // posted just before reloads it): a stale element is looked for again.
+            if let Some(text) = self.try_text(css).await {
                 if text.contains(needle) {
                     return text;
                 }
