@@ -101,8 +101,6 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         gateways: Gateways,
         config: ServiceConfig,
     ) -> Self {
-        // The store tells `entitlements.changed` by the service's rules.
-        store.configure_entitlements(crate::use_cases::entitlements::entitlement_rules(&config));
         Self {
             store,
             clock,

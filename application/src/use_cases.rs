@@ -39,6 +39,16 @@ pub enum InfraError {
     Unexpected(#[source] anyhow::Error),
 }
 
+impl InfraError {
+    /// The store error this stands for, for a caller that answers in store errors.
+    pub(crate) fn into_store_error(self) -> StoreError {
+        match self {
+            InfraError::Unavailable(cause) => StoreError::Busy(cause),
+            InfraError::Unexpected(cause) => StoreError::Unexpected(cause),
+        }
+    }
+}
+
 impl From<StoreError> for InfraError {
     fn from(e: StoreError) -> Self {
         match e {

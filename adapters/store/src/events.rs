@@ -8,9 +8,8 @@
 use application::host_events::{self, HostEvent};
 use application::pagination::{Page, PageRequest};
 use application::ports::{
-    EntitlementRules, InboxEntry, InboxFilter, LedgerEffect, NewAudit, OrderChange,
-    PaymentEventCommand, PaymentEventOutcome, PaymentEventStore, RecordedEvent, StoreError,
-    SubscriptionChange,
+    InboxEntry, InboxFilter, LedgerEffect, NewAudit, OrderChange, PaymentEventCommand,
+    PaymentEventOutcome, PaymentEventStore, RecordedEvent, StoreError, SubscriptionChange,
 };
 use async_trait::async_trait;
 use domain::{EventOutcome, Timestamp};
@@ -134,7 +133,6 @@ async fn apply_order(
 async fn apply(
     tx: &DatabaseTransaction,
     c: &PaymentEventCommand,
-    rules: Option<&EntitlementRules>,
     events: &Enc,
 ) -> Result<End<PaymentEventOutcome>, Fail> {
     // The inbox row first: a duplicate delivery stops here (PostgreSQL makes a concurrent
@@ -171,9 +169,9 @@ async fn apply(
         }
         effects.push(effect);
     }
-    if let (Some(rules), Some(moved)) = (rules, &c.entitlements) {
-        let user = &moved.user;
-        entitlements_told::tell_changes(tx, user, Some(moved), rules, now, &mut outbox).await?;
+    if let Some(told) = &c.entitlements {
+        entitlements_told::write(tx, &told.write).await?;
+        outbox.extend(told.event.clone());
     }
     if let Some(entry) = &c.audit {
         crate::admin::insert_audit(tx, entry).await?;
@@ -228,11 +226,10 @@ impl PaymentEventStore for SeaOrmStore {
         &self,
         command: &PaymentEventCommand,
     ) -> Result<PaymentEventOutcome, StoreError> {
-        let rules = self.entitlement_rules();
         self.retry
             .run("apply_payment_event", || async {
                 let (_turn, tx) = self.begin_write().await?;
-                let body = apply(&tx, command, rules.as_deref(), &*self.events).await;
+                let body = apply(&tx, command, &*self.events).await;
                 sql::finish(tx, body).await
             })
             .await

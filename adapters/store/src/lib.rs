@@ -69,9 +69,6 @@ pub struct SeaOrmStore {
     keys: KeyCache,
     /// Which opt-in (consumption) event types an enabled endpoint names (`opt_in`).
     opt_in: opt_in::OptInCache,
-    /// How `entitlements.changed` works entitlements out (`entitlements_told`); nothing is
-    /// told until the service configures it.
-    entitlement_rules: EntitlementRulesSlot,
     /// SQLite files: one write transaction of this process at a time, in arrival order
     /// ([`SeaOrmStore::begin_write`]).
     turn: Option<WriteTurn>,
@@ -87,10 +84,6 @@ pub(crate) type Encoder = std::sync::Arc<Enc>;
 
 /// A host-event encoder, as the write paths take it.
 pub(crate) type Enc = dyn application::ports::HostEventEncoder;
-
-/// The entitlement rules the service configured, shared by the store's clones.
-pub(crate) type EntitlementRulesSlot =
-    std::sync::Arc<std::sync::RwLock<Option<std::sync::Arc<application::ports::EntitlementRules>>>>;
 
 /// The process's queue for SQLite's write lock.
 pub(crate) type WriteTurn = std::sync::Arc<tokio::sync::Mutex<()>>;
@@ -167,7 +160,6 @@ impl SeaOrmStore {
             group,
             keys: KeyCache::new(std::time::Duration::from_millis(settings.api_key_cache_ms)),
             opt_in: opt_in::OptInCache::default(),
-            entitlement_rules: EntitlementRulesSlot::default(),
             turn,
             signup: None,
             events,

@@ -18,12 +18,10 @@
 //! moves its cursor past an event that commits later. SQLite has one writer at a time, so id
 //! order is commit order there.
 
-use std::sync::Arc;
-
 use application::host_events::{HostEvent, HostEventKind};
 use application::ports::{
-    EntitlementRules, EventsRead, HOST_USER_ID_PREFIX, HostEventEncoder, HostEventLog,
-    MAX_EVENTS_PER_READ, StoreError, StoredEvent,
+    EntitlementBasis, EntitlementsWrite, EventsRead, HOST_USER_ID_PREFIX, HostEventEncoder,
+    HostEventLog, MAX_EVENTS_PER_READ, StoreError, StoredEvent,
 };
 use async_trait::async_trait;
 use domain::{Timestamp, UserId};
@@ -309,42 +307,44 @@ impl HostEventLog for SeaOrmStore {
         Ok(u32::try_from(purged).unwrap_or(u32::MAX))
     }
 
-    fn configure_entitlements(&self, rules: EntitlementRules) {
-        if let Ok(mut slot) = self.entitlement_rules.write() {
-            *slot = Some(Arc::new(rules));
-        }
+    async fn entitlement_basis(&self, user: &UserId) -> Result<EntitlementBasis, StoreError> {
+        self.retry
+            .run("entitlement_basis", || {
+                entitlements_told::basis(&self.db, user)
+            })
+            .await
     }
 
-    async fn tell_entitlement_lapses(&self, now: Timestamp, limit: u32) -> Result<u32, StoreError> {
-        let Some(rules) = self.entitlement_rules() else {
-            return Ok(0);
-        };
-        let due = self
-            .retry
+    async fn entitlements_due(
+        &self,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<UserId>, StoreError> {
+        self.retry
             .run("entitlements_due", || {
                 entitlements_told::due(&self.db, now, limit)
             })
-            .await?;
-        let mut changed = 0;
-        for user in &due {
-            let told = self
-                .retry
-                .run("tell_entitlement_lapse", || async {
-                    let (_turn, tx) = self.begin_write().await?;
-                    let body =
-                        entitlements_told::tell_lapse(&tx, user, &rules, now, &*self.events).await;
-                    sql::finish(tx, body).await
-                })
-                .await?;
-            changed += u32::from(told);
-        }
-        Ok(changed)
+            .await
     }
-}
 
-impl SeaOrmStore {
-    /// The entitlement rules the service configured, if it did.
-    pub(crate) fn entitlement_rules(&self) -> Option<Arc<EntitlementRules>> {
-        self.entitlement_rules.read().ok()?.clone()
+    async fn write_entitlements(
+        &self,
+        write: &EntitlementsWrite,
+        told: &[HostEvent],
+    ) -> Result<(), StoreError> {
+        self.retry
+            .run("write_entitlements", || async {
+                let (_turn, tx) = self.begin_write().await?;
+                let body = async {
+                    entitlements_told::write(&tx, write).await?;
+                    let mut outbox = Outbox::default();
+                    outbox.extend(told.iter().cloned());
+                    outbox.write(&tx, &*self.events).await?;
+                    Ok(sql::End::Commit(()))
+                }
+                .await;
+                sql::finish(tx, body).await
+            })
+            .await
     }
 }

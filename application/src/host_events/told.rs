@@ -17,8 +17,7 @@ use sha2::{Digest, Sha256};
 
 use super::HostEventKind;
 use crate::ports::{
-    CreditTransaction, EntitlementsMoved, InboxEntry, MismatchNotice, PaymentEventCommand,
-    Reservation,
+    CreditTransaction, InboxEntry, MismatchNotice, PaymentEventCommand, Reservation,
 };
 
 /// One event to tell the host: its type, the fact it tells, whose, what, and when.
@@ -399,14 +398,16 @@ fn entitlements_user(command: &PaymentEventCommand) -> Option<UserId> {
 }
 
 /// Decide what a payment event's write tells, from its states before and after, into
-/// `command`: the events of its order and subscription changes, its `payment.mismatch` when its
-/// outcome is one and `mismatch` says to tell it, and whose entitlements it may move. The events
-/// of its grant and clawbacks are decided as the store writes them ([`credits_changed`]).
+/// `command.told`: the events of its order and subscription changes, and its `payment.mismatch`
+/// when its outcome is one and `mismatch_notice` says to tell it. Returns the user whose
+/// effective entitlements the change may move (the caller works them out with the change). The
+/// events of its grant and clawbacks are decided as the store writes them
+/// ([`credits_changed`]).
 pub fn payment_event_told(
     command: &mut PaymentEventCommand,
     past_due_grace_ms: i64,
     mismatch_notice: MismatchNotice,
-) {
+) -> Option<UserId> {
     let inbox = &command.inbox;
     let now = inbox.received_at;
     let cause = format!("{}|{}", inbox.provider.as_str(), inbox.event_id);
@@ -434,15 +435,8 @@ pub fn payment_event_told(
         let order = command.order.as_ref().map(|o| o.after.clone());
         told.push(mismatch(mismatch_of(inbox, order), user, now));
     }
-    command.entitlements = entitlements_user(command).map(|user| EntitlementsMoved {
-        user,
-        order_before: command.order.as_ref().map(|o| o.before.clone()),
-        subscription_before: command
-            .subscription
-            .as_ref()
-            .map(|s| (s.written().id().clone(), s.replaced().cloned())),
-    });
     command.told = told;
+    entitlements_user(command)
 }
 
 /// What `payment.mismatch` tells of the provider event `entry` (and its order, when known).

@@ -1,13 +1,14 @@
-//! The outbox of host events, as the catch-up feed and the delivery worker read it.
+//! The outbox of host events, as the catch-up feed and the delivery worker read it, and what the
+//! host was last told of each user's entitlements.
 //!
-//! Events are written by the store itself, inside the transaction of the change they describe
-//! (no port method writes one on its own); this port only reads them back and forgets old ones.
-
-use std::collections::BTreeMap;
+//! Events are written inside the transaction of the change they describe: with the write that
+//! carries them (a payment event's command, an order's transition, the ledger's entries), never
+//! on their own. This port reads them back and forgets old ones, and keeps the entitlements
+//! record the service works `entitlements.changed` out against.
 
 use async_trait::async_trait;
 use domain::entitlements::Entitlements;
-use domain::{PlanId, Timestamp, UserId};
+use domain::{Order, OrderId, Subscription, Timestamp, UserId};
 
 use super::StoreError;
 use crate::host_events::{HostEvent, HostEventKind};
@@ -39,27 +40,56 @@ pub struct StoredEvent {
     pub occurred_at: Timestamp,
 }
 
-/// What decides a user's effective entitlements inside a store transaction, so that
-/// `entitlements.changed` is written with the change that causes it (and by the reconciler
-/// when one-time access or a subscription's paid time runs out). The same rules as
-/// `Service::report_entitlements`: each purchase grants what its order was sold with; a
-/// purchase without that (an order stored before orders kept entitlements, a subscription the
-/// provider moved to another plan) grants its plan's entitlements as they are now.
+/// What the host was last told of a user's effective entitlements.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EntitlementRules {
-    /// How long a past-due subscription keeps access after its period ends.
-    pub past_due_grace_ms: i64,
-    /// Where a plan's entitlements as they are now are found.
-    pub live_plans: LivePlans,
+pub struct ToldEntitlements {
+    /// The map told.
+    pub entitlements: Entitlements,
+    /// The earliest moment after it was told at which one of the user's purchases stops
+    /// granting access by the passing of time (the reconciler works the user out again then).
+    pub next_change_at: Option<Timestamp>,
+    /// Moves on with every write: what [`EntitlementsWrite::expected_version`] compares.
+    pub version: i64,
 }
 
-/// Where the store finds a plan's entitlements as they are now.
+/// What a user's effective entitlements are worked out from: what was last told, and their
+/// purchases that may grant access. The record is read first: a change of the purchases that
+/// commits after it moves its version, so a write decided from an older read is refused.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EntitlementBasis {
+    /// What was last told (`None`: nothing since entitlements were released).
+    pub told: Option<ToldEntitlements>,
+    /// Every subscription of the user, with the id of the order that started it.
+    pub subscriptions: Vec<(Subscription, Option<OrderId>)>,
+    /// The orders that may grant access: the one-time orders paid (or partly refunded), and
+    /// those that started a subscription.
+    pub orders: Vec<Order>,
+}
+
+/// What to keep as last told of a user's entitlements, written only if the record still has
+/// the version it was decided from (else [`StoreError::Conflict`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LivePlans {
-    /// Static pricing: the catalog's plans (a plan not listed grants nothing).
-    Catalog(BTreeMap<PlanId, Entitlements>),
-    /// Dynamic pricing: the stored plans.
-    Stored,
+pub struct EntitlementsWrite {
+    /// Whose.
+    pub user: UserId,
+    /// The version read (`None`: there was no record; the write creates it).
+    pub expected_version: Option<i64>,
+    /// The map now.
+    pub entitlements: Entitlements,
+    /// When the passing of time changes them next.
+    pub next_change_at: Option<Timestamp>,
+    /// When they were worked out.
+    pub at: Timestamp,
+}
+
+/// A write's entitlements: what to keep, and the `entitlements.changed` it tells when they
+/// changed (written after the write's other events).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntitlementsTold {
+    /// What to keep.
+    pub write: EntitlementsWrite,
+    /// The event, when they changed.
+    pub event: Option<HostEvent>,
 }
 
 /// What one read of the outbox found.
@@ -115,26 +145,28 @@ pub trait HostEventLog: Send + Sync + 'static {
     /// Storage failures.
     async fn purge_events(&self, before: Timestamp, limit: u32) -> Result<u32, StoreError>;
 
-    /// How the store works a user's effective entitlements out when it tells
-    /// `entitlements.changed` (in the transaction of each payment event that changes an order or
-    /// a subscription, and in [`HostEventLog::tell_entitlement_lapses`]). Until this is called
-    /// nothing is told; the service calls it when it is made. The default keeps nothing (an
-    /// adapter without an outbox).
-    fn configure_entitlements(&self, rules: EntitlementRules) {
-        let _ = rules;
-    }
+    /// What `user`'s effective entitlements are worked out from (see [`EntitlementBasis`]).
+    ///
+    /// # Errors
+    /// Storage failures; [`StoreError::Corrupt`] for an invalid row.
+    async fn entitlement_basis(&self, user: &UserId) -> Result<EntitlementBasis, StoreError>;
 
-    /// Tell `entitlements.changed` for up to `limit` users a purchase of whose stopped granting
-    /// access by the passing of time (one-time access ran out, a cancelled or past-due
-    /// subscription's paid time or grace ended) at or before `now`, each in a transaction of its
-    /// own; returns how many users' entitlements changed. Each change is told exactly once,
-    /// however many instances run this. The default tells nothing (an adapter without an
-    /// outbox).
+    /// Up to `limit` users one of whose purchases stopped granting access by the passing of time
+    /// at or before `now` (their record's `next_change_at`), soonest first.
     ///
     /// # Errors
     /// Storage failures.
-    async fn tell_entitlement_lapses(&self, now: Timestamp, limit: u32) -> Result<u32, StoreError> {
-        let _ = (now, limit);
-        Ok(0)
-    }
+    async fn entitlements_due(&self, now: Timestamp, limit: u32)
+    -> Result<Vec<UserId>, StoreError>;
+
+    /// Keep `write` and the events `told` in one transaction, only if the record still has the
+    /// version `write` expects.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] when it moved (nothing is written); storage failures.
+    async fn write_entitlements(
+        &self,
+        write: &EntitlementsWrite,
+        told: &[HostEvent],
+    ) -> Result<(), StoreError>;
 }

@@ -13,7 +13,7 @@ use domain::{
     TransactionKind, UserId,
 };
 
-use super::NewAudit;
+use super::{EntitlementsTold, NewAudit};
 use crate::accounts::{
     ApiKey, BuyerContact, Email, PasswordHash, PortalSession, Role, TokenHash, User,
 };
@@ -1123,20 +1123,6 @@ impl SubscriptionChange {
     }
 }
 
-/// A change that may move a user's effective entitlements: the store works them out again in
-/// the write's transaction and tells `entitlements.changed` when they differ from those last
-/// told. A user never told anything is compared with what they held before the change: their
-/// purchases as read, with the states the change replaced put back.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EntitlementsMoved {
-    /// Whose.
-    pub user: UserId,
-    /// The order the change moved, as it was before.
-    pub order_before: Option<Order>,
-    /// The subscription the change wrote, by id, and its state before (`None`: created).
-    pub subscription_before: Option<(SubscriptionId, Option<Subscription>)>,
-}
-
 /// Everything one verified provider event changes, applied in one transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PaymentEventCommand {
@@ -1159,8 +1145,9 @@ pub struct PaymentEventCommand {
     /// before and after (`host_events::payment_event_told`); the grant and clawbacks tell theirs
     /// as they are written.
     pub told: Vec<HostEvent>,
-    /// Whose entitlements the change may move.
-    pub entitlements: Option<EntitlementsMoved>,
+    /// The entitlements of the user whose access the change moves, worked out with the change
+    /// (compare-and-set on their record's version).
+    pub entitlements: Option<EntitlementsTold>,
     /// The administrator's action the event carries, if any: its audit entry is written in the
     /// same transaction, and neither is written when the command is a duplicate or refused.
     pub audit: Option<NewAudit>,

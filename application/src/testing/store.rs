@@ -52,6 +52,8 @@ struct State {
     signup_identities: BTreeSet<String>,
     /// Per UTC day (days since the epoch): sign-up grants given, sign-ups past the cap.
     signup_days: BTreeMap<i64, (u32, u32)>,
+    /// What each user was last told of their entitlements.
+    entitlements_told: BTreeMap<UserId, ToldEntitlements>,
 }
 
 /// Every storage port in memory. Cheap to create; one per test.
@@ -961,6 +963,9 @@ fn apply_event(s: &mut State, c: &PaymentEventCommand) -> Result<PaymentEventOut
     for cb in &c.clawbacks {
         ledger.push(s.ledger.clawback(cb)?);
     }
+    if let Some(told) = &c.entitlements {
+        keep_entitlements(s, &told.write)?;
+    }
     // This fake keeps no host events; an administrator's action is audited with the event.
     if let Some(audit) = &c.audit {
         admin::push_audit(s, audit);
@@ -1009,6 +1014,21 @@ fn apply_subscription_change(
         }
         None => {}
     }
+    Ok(())
+}
+
+/// Keep `write` in `s` if the record still has the version it expects.
+fn keep_entitlements(s: &mut State, write: &EntitlementsWrite) -> Result<(), StoreError> {
+    let version = s.entitlements_told.get(&write.user).map(|t| t.version);
+    if version != write.expected_version {
+        return Err(StoreError::Conflict("entitlements changed".into()));
+    }
+    let told = ToldEntitlements {
+        entitlements: write.entitlements.clone(),
+        next_change_at: write.next_change_at,
+        version: version.map_or(1, |v| v + 1),
+    };
+    s.entitlements_told.insert(write.user.clone(), told);
     Ok(())
 }
 
@@ -1117,5 +1137,54 @@ impl HostEventLog for InMemoryStore {
             }
         });
         Ok(purged)
+    }
+
+    async fn entitlement_basis(&self, user: &UserId) -> Result<EntitlementBasis, StoreError> {
+        let state = lock(&self.0);
+        let subscriptions: Vec<(Subscription, Option<OrderId>)> = (state.subscriptions.values())
+            .filter(|(s, _)| s.user_id() == user)
+            .cloned()
+            .collect();
+        let orders = (state.orders.values())
+            .filter(|r| r.order.user_id() == user)
+            .filter(|r| {
+                r.order.one_time_access().is_some()
+                    || subscriptions
+                        .iter()
+                        .any(|(_, origin)| origin.as_ref() == Some(r.order.id()))
+            })
+            .map(|r| r.order.clone())
+            .collect();
+        Ok(EntitlementBasis {
+            told: state.entitlements_told.get(user).cloned(),
+            subscriptions,
+            orders,
+        })
+    }
+
+    async fn entitlements_due(
+        &self,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<UserId>, StoreError> {
+        let state = lock(&self.0);
+        let mut due: Vec<(Timestamp, UserId)> = (state.entitlements_told.iter())
+            .filter_map(|(user, told)| told.next_change_at.map(|at| (at, user.clone())))
+            .filter(|(at, _)| *at <= now)
+            .collect();
+        due.sort_by_key(|(at, user)| (at.unix_millis(), user.clone()));
+        Ok(due
+            .into_iter()
+            .take(limit as usize)
+            .map(|(_, u)| u)
+            .collect())
+    }
+
+    async fn write_entitlements(
+        &self,
+        write: &EntitlementsWrite,
+        _told: &[crate::host_events::HostEvent],
+    ) -> Result<(), StoreError> {
+        keep_entitlements(&mut lock(&self.0), write)
     }
 }

@@ -162,16 +162,16 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use async_trait::async_trait;
-    use domain::Timestamp;
     use domain::delivery::{EndpointHealth, RetrySchedule, TargetRefusal};
+    use domain::{Timestamp, UserId};
 
     use super::*;
     use crate::host_events::HostEventKind;
     use crate::pagination::{Page, PageRequest};
     use crate::ports::{
-        DeliveryRecord, EndpointAudit, EndpointChange, EndpointWrite, EndpointWritten, EventsRead,
-        HostEventLog, RedeliveryTarget, StoreError, WebhookEndpoint, WebhookSecret, WebhookSender,
-        WebhookStore,
+        DeliveryRecord, EndpointAudit, EndpointChange, EndpointWrite, EndpointWritten,
+        EntitlementBasis, EntitlementsWrite, EventsRead, HostEventLog, RedeliveryTarget,
+        StoreError, WebhookEndpoint, WebhookSecret, WebhookSender, WebhookStore,
     };
     use crate::testing::{FixedClock, SequentialIds};
     use crate::use_cases::webhook_endpoints::DeliverySettings;
@@ -284,6 +284,19 @@ mod tests {
         }
         async fn purge_events(&self, _: Timestamp, _: u32) -> Result<u32, StoreError> {
             Ok(0)
+        }
+        async fn entitlement_basis(&self, _: &UserId) -> Result<EntitlementBasis, StoreError> {
+            Ok(EntitlementBasis::default())
+        }
+        async fn entitlements_due(&self, _: Timestamp, _: u32) -> Result<Vec<UserId>, StoreError> {
+            Ok(Vec::new())
+        }
+        async fn write_entitlements(
+            &self,
+            _: &EntitlementsWrite,
+            _: &[crate::host_events::HostEvent],
+        ) -> Result<(), StoreError> {
+            Ok(())
         }
     }
 

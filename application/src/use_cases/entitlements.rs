@@ -11,39 +11,21 @@
 use std::collections::BTreeMap;
 
 use domain::entitlements::{EffectiveEntitlements, Entitlements, Holding, effective_entitlements};
-use domain::{PlanId, Subscription};
+use domain::{Order, OrderId, PlanId, Subscription, Timestamp, UserId};
 
 use super::InfraError;
-use super::plans::{PricingMode, find_plan};
+use super::plans::find_plan;
 use super::report_status::StatusReport;
 use crate::accounts::User;
-use crate::ports::{self, Clock, EntitlementRules, IdGenerator, SecretHasher, Store};
-use crate::service::{Service, ServiceConfig};
+use crate::host_events::{self, HostEvent};
+use crate::ports::{
+    Clock, EntitlementBasis, EntitlementsTold, EntitlementsWrite, IdGenerator, OrderChange,
+    SecretHasher, Store, StoreError, SubscriptionChange,
+};
+use crate::service::Service;
 
 /// Live plans' entitlements, looked up once per plan per report.
 type LivePlans = BTreeMap<PlanId, Entitlements>;
-
-/// The rules the store works entitlements out by when it tells `entitlements.changed`: the
-/// same as [`Service::report_entitlements`] (the past-due grace, and the catalog's plans in
-/// static pricing or the stored plans in dynamic pricing for purchases without entitlements of
-/// their own).
-#[must_use]
-pub fn entitlement_rules(config: &ServiceConfig) -> EntitlementRules {
-    let live_plans = match config.pricing_mode {
-        PricingMode::Static => ports::LivePlans::Catalog(
-            config
-                .catalog
-                .iter()
-                .map(|plan| (plan.id().clone(), plan.entitlements().clone()))
-                .collect(),
-        ),
-        PricingMode::Dynamic => ports::LivePlans::Stored,
-    };
-    EntitlementRules {
-        past_due_grace_ms: config.past_due_grace_ms,
-        live_plans,
-    }
-}
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// The effective entitlements of `user` now, and the purchase granting each key.
@@ -130,5 +112,180 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let entitlements = plan.map(|p| p.entitlements().clone()).unwrap_or_default();
         live.insert(id.clone(), entitlements.clone());
         Ok(entitlements)
+    }
+
+    /// What to keep of `user`'s entitlements at `now` after `change` (a payment event's order
+    /// and subscription changes; none for the passing of time), worked out from `basis`, and the
+    /// `entitlements.changed` it tells when they differ from what the host was last told (a
+    /// user never told anything is compared with what they held before the change).
+    ///
+    /// # Errors
+    /// Infrastructure only.
+    pub(crate) async fn entitlements_after(
+        &self,
+        user: &UserId,
+        basis: EntitlementBasis,
+        change: Changed<'_>,
+        now: Timestamp,
+    ) -> Result<EntitlementsTold, InfraError> {
+        let before = Purchases::of(basis.subscriptions, basis.orders);
+        let mut after = before.with(change);
+        // A subscription the change creates names an order the read could not link to it yet.
+        for origin in after.unlinked_origins() {
+            if let Some(record) = self.store.find_order(&origin).await? {
+                after.orders.insert(origin, record.order);
+            }
+        }
+        let mut live = LivePlans::new();
+        let (held, next) = self.effective_at(&after, &mut live, now).await?;
+        let (previous, expected_version) = match basis.told {
+            Some(told) => (told.entitlements, Some(told.version)),
+            None => {
+                let (before, _) = self.effective_at(&before, &mut live, now).await?;
+                (before.entitlements, None)
+            }
+        };
+        let event: Option<HostEvent> = (held.entitlements != previous)
+            .then(|| host_events::entitlements_changed(user, &previous, &held.entitlements, now));
+        Ok(EntitlementsTold {
+            write: EntitlementsWrite {
+                user: user.clone(),
+                expected_version,
+                entitlements: held.entitlements,
+                next_change_at: next,
+                at: now,
+            },
+            event,
+        })
+    }
+
+    /// The effective entitlements `purchases` grant at `now`, and the earliest moment after
+    /// `now` one of them stops granting access by the passing of time.
+    async fn effective_at(
+        &self,
+        purchases: &Purchases,
+        live: &mut LivePlans,
+        now: Timestamp,
+    ) -> Result<(EffectiveEntitlements, Option<Timestamp>), InfraError> {
+        let grace = self.config.past_due_grace_ms;
+        let mut holdings = Vec::new();
+        for (subscription, origin) in &purchases.subscriptions {
+            // What the order that started it sold, when it sold the plan it is on now.
+            let sold = origin
+                .as_ref()
+                .and_then(|id| purchases.orders.get(id))
+                .filter(|order| &order.plan().plan_id == subscription.plan_id())
+                .and_then(|order| order.plan().entitlements.clone());
+            let entitlements = match sold {
+                Some(sold) => sold,
+                None => self.live_entitlements(live, subscription.plan_id()).await?,
+            };
+            holdings.extend(Holding::of_subscription(
+                subscription,
+                entitlements,
+                grace,
+                now,
+            ));
+        }
+        for order in purchases.orders.values() {
+            if order.one_time_access().is_none() {
+                continue;
+            }
+            let entitlements = match &order.plan().entitlements {
+                Some(sold) => sold.clone(),
+                None => self.live_entitlements(live, &order.plan().plan_id).await?,
+            };
+            holdings.extend(Holding::of_order(order, entitlements, now));
+        }
+        let next = holdings
+            .iter()
+            .filter_map(|h| h.until.ends_at())
+            .min_by_key(|end| end.unix_millis());
+        Ok((effective_entitlements(&holdings), next))
+    }
+
+    /// Tell `entitlements.changed` for up to `limit` users a purchase of whose stopped granting
+    /// access by the passing of time at or before `now`, each in a write of its own; returns how
+    /// many users' entitlements changed. A user another instance (or a payment event) worked
+    /// out first is left to it: each change is told once, however many instances run this.
+    ///
+    /// # Errors
+    /// Infrastructure only.
+    pub(crate) async fn tell_entitlement_lapses(
+        &self,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<u32, InfraError> {
+        let mut changed = 0;
+        for user in self.store.entitlements_due(now, limit).await? {
+            let basis = self.store.entitlement_basis(&user).await?;
+            let told = self.entitlements_after(&user, basis, None, now).await?;
+            let events: Vec<HostEvent> = told.event.into_iter().collect();
+            match self.store.write_entitlements(&told.write, &events).await {
+                Ok(()) => changed += u32::from(!events.is_empty()),
+                Err(StoreError::Conflict(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(changed)
+    }
+}
+
+/// A payment event's order and subscription changes, as [`Service::entitlements_after`] applies
+/// them to what was read.
+pub(crate) type Changed<'a> = Option<(Option<&'a OrderChange>, Option<&'a SubscriptionChange>)>;
+
+/// A user's purchases that may grant access: every subscription with the id of the order that
+/// started it, and the orders that may grant access, by id.
+struct Purchases {
+    subscriptions: Vec<(Subscription, Option<OrderId>)>,
+    orders: BTreeMap<OrderId, Order>,
+}
+
+impl Purchases {
+    fn of(subscriptions: Vec<(Subscription, Option<OrderId>)>, orders: Vec<Order>) -> Self {
+        let orders = orders.into_iter().map(|o| (o.id().clone(), o)).collect();
+        Self {
+            subscriptions,
+            orders,
+        }
+    }
+
+    /// The orders that started a subscription here and are not held here.
+    fn unlinked_origins(&self) -> Vec<OrderId> {
+        (self.subscriptions.iter())
+            .filter_map(|(_, origin)| origin.clone())
+            .filter(|origin| !self.orders.contains_key(origin))
+            .collect()
+    }
+
+    /// These purchases with `change` applied.
+    fn with(&self, change: Changed<'_>) -> Self {
+        let mut after = Self {
+            subscriptions: self.subscriptions.clone(),
+            orders: self.orders.clone(),
+        };
+        let Some((order, subscription)) = change else {
+            return after;
+        };
+        if let Some(change) = order {
+            let order = &change.after;
+            after.orders.insert(order.id().clone(), order.clone());
+        }
+        match subscription {
+            Some(SubscriptionChange::Create(s, origin)) => {
+                after.subscriptions.retain(|(held, _)| held.id() != s.id());
+                after.subscriptions.push((s.clone(), origin.clone()));
+            }
+            Some(SubscriptionChange::Update { subscription, .. }) => {
+                for (held, _) in &mut after.subscriptions {
+                    if held.id() == subscription.id() {
+                        *held = subscription.clone();
+                    }
+                }
+            }
+            None => {}
+        }
+        after
     }
 }

@@ -34,6 +34,10 @@ mod plan_changes;
 mod refunds;
 use crate::service::Service;
 
+/// How many times a payment event's write is worked out again when its user's entitlements
+/// moved since they were read.
+const ENTITLEMENT_ATTEMPTS: u32 = 5;
+
 /// The largest webhook body kept in the inbox, in bytes.
 pub const MAX_STORED_PAYLOAD_BYTES: usize = 256 * 1024;
 
@@ -566,8 +570,11 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     }
 
     /// Write a payment event's `command` with what it tells, decided here from its states
-    /// before and after ([`host_events::payment_event_told`]), and the audit entry of the
-    /// administrator's action that carries it, if any.
+    /// before and after ([`host_events::payment_event_told`]), the entitlements of the user whose
+    /// access it moves, worked out with it, and the audit entry of the administrator's action
+    /// that carries it, if any. A write refused because that user's entitlements moved since
+    /// they were read (another change of their purchases) is worked out again, a bounded number
+    /// of times; any other conflict is the caller's.
     pub(crate) async fn write_payment_event(
         &self,
         command: &PaymentEventCommand,
@@ -576,9 +583,31 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let mut command = command.clone();
         let notice = audit.as_ref().map_or(MismatchNotice::Tell, |a| a.mismatch);
         let grace = self.config.past_due_grace_ms;
-        host_events::payment_event_told(&mut command, grace, notice);
+        let moved = host_events::payment_event_told(&mut command, grace, notice);
         command.audit = audit.map(|a| a.entry);
-        self.store.apply_payment_event(&command).await
+        let Some(user) = moved else {
+            return self.store.apply_payment_event(&command).await;
+        };
+        let now = command.inbox.received_at;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let basis = self.store.entitlement_basis(&user).await?;
+            let change = Some((command.order.as_ref(), command.subscription.as_ref()));
+            let told = (self.entitlements_after(&user, basis, change, now).await)
+                .map_err(InfraError::into_store_error)?;
+            let expected = told.write.expected_version;
+            command.entitlements = Some(told);
+            match self.store.apply_payment_event(&command).await {
+                Err(StoreError::Conflict(why)) if attempt < ENTITLEMENT_ATTEMPTS => {
+                    let read = self.store.entitlement_basis(&user).await?;
+                    if read.told.map(|t| t.version) == expected {
+                        return Err(StoreError::Conflict(why));
+                    }
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Record `entry` alone, with what it tells and the audit entry of the administrator's

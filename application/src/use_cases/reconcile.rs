@@ -77,10 +77,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         }
         report.reservations_released = self.store.expire_reservations(now, settings.batch).await?;
         report.grants_expired = self.store.expire_grants(now, settings.batch).await?;
-        report.entitlement_lapses_told = self
-            .store
-            .tell_entitlement_lapses(now, settings.batch)
-            .await?;
+        report.entitlement_lapses_told = self.tell_entitlement_lapses(now, settings.batch).await?;
         report.kept_refunds_applied =
             match self.apply_unapplied_charge_refunds(settings.batch).await {
                 Ok(applied) => applied,
