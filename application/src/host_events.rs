@@ -1,11 +1,12 @@
-//! The vocabulary of events told to the host application (issue 17): what happened to an order,
+//! The vocabulary of events told to the host application: what happened to an order,
 //! a subscription or a balance, written by the store in the same transaction as the change
 //! (CORRECTNESS.md invariant 13), read back through the catch-up feed and delivered to webhook
 //! endpoints.
 //!
-//! This module names the types and decides which events a change tells ([`told`]); the JSON
-//! shape is the encoder's (`ports::HostEventEncoder`, implemented by the HTTP adapter with the
-//! API's own views). `docs/events.md` lists each type's `data` and when it fires.
+//! This module names the types and decides which events a change tells
+//! ([`payment_event_told`] and the functions beside it); the JSON shape is the encoder's
+//! (`ports::HostEventEncoder`, implemented by the HTTP adapter with the API's own views).
+//! `docs/events.md` lists each type's `data` and when it fires.
 
 mod told;
 

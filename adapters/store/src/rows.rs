@@ -18,10 +18,10 @@ use application::ports::{
 };
 use domain::{
     BillingPeriod, ChangeDirection, CreditDelta, Credits, Currency, Duration, GrantLot, Money,
-    Order, OrderId, OrderParts, OrderStatus, PlanChange, PlanId, PlanSnapshot, PlanType,
-    ProviderId, RenewalIntent, ReservationId, ReturnUrl, ReturnUrls, ScheduledSwitch, SoldTerms,
-    Subscription, SubscriptionId, SubscriptionParts, SubscriptionStatus, SwitchClaim, Timestamp,
-    TransactionKind, UserId,
+    Order, OrderId, OrderParts, OrderStatus, OrderStatusKind, PlanChange, PlanId, PlanSnapshot,
+    PlanType, ProviderId, RenewalIntent, ReservationId, ReturnUrl, ReturnUrls, ScheduledSwitch,
+    SoldTerms, Subscription, SubscriptionId, SubscriptionParts, SubscriptionStatus, SwitchClaim,
+    Timestamp, TransactionKind, UserId,
 };
 use sea_orm::FromQueryResult;
 
@@ -317,17 +317,19 @@ impl OrderRow {
                 .map(ts)
                 .ok_or_else(|| format!("{} without paid_at", self.status))
         };
-        Ok(match self.status.as_str() {
-            "pending" => OrderStatus::Pending,
-            "paid" => OrderStatus::Paid {
+        let kind = OrderStatusKind::parse(&self.status)
+            .ok_or_else(|| format!("unknown status {:?}", self.status))?;
+        Ok(match kind {
+            OrderStatusKind::Pending => OrderStatus::Pending,
+            OrderStatusKind::Paid => OrderStatus::Paid {
                 paid_at: paid_at()?,
             },
-            "failed" => OrderStatus::Failed {
+            OrderStatusKind::Failed => OrderStatus::Failed {
                 reason: self.failure_reason.clone().unwrap_or_default(),
             },
-            "cancelled" => OrderStatus::Cancelled,
-            "expired" => OrderStatus::Expired,
-            "partially_refunded" => {
+            OrderStatusKind::Cancelled => OrderStatus::Cancelled,
+            OrderStatusKind::Expired => OrderStatus::Expired,
+            OrderStatusKind::PartiallyRefunded => {
                 if self.refunded_minor <= 0 || self.refunded_minor >= price.amount_minor() {
                     return Err(format!(
                         "partial refund of {} minor units",
@@ -341,10 +343,9 @@ impl OrderRow {
                     refunded,
                 }
             }
-            "refunded" => OrderStatus::Refunded {
+            OrderStatusKind::Refunded => OrderStatus::Refunded {
                 paid_at: paid_at()?,
             },
-            other => return Err(format!("unknown status {other:?}")),
         })
     }
 

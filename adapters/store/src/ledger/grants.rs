@@ -127,7 +127,7 @@ const INSERT_LOT: &str = "INSERT INTO credit_grants (user_id, transaction_id, so
 /// A grant written now adds its `credits.granted` to `told` and writes every event collected
 /// there (the caller's, such as the `order.paid` of the payment it grants for) with its lot: on
 /// PostgreSQL in the same statement, so that the balance row the grant locked is held for no
-/// extra round trip (every grant of one user waits for that lock; issue 17's outbox cost).
+/// extra round trip (every grant of one user waits for that lock).
 /// `told` is empty afterwards; a grant that writes nothing leaves it as it was.
 pub(crate) async fn grant(
     tx: &DatabaseTransaction,
