@@ -5,6 +5,7 @@
 //! clock, ids and secrets); `testing` has in-memory fakes.
 
 pub mod admin;
+pub mod change_set;
 pub mod gateway;
 pub mod host_events;
 pub mod metrics;
@@ -14,6 +15,7 @@ pub mod store;
 pub mod webhooks;
 
 pub use admin::*;
+pub use change_set::*;
 pub use gateway::*;
 pub use host_events::*;
 pub use metrics::*;

@@ -19,9 +19,10 @@
 use std::time::{Duration, Instant};
 
 use application::accounts::{Email, Role};
+use application::ports::Writes;
 use application::ports::{
-    ConsumeCommand, CreditLedger, GrantCommand, GrantSource, IdempotencyRecord, NewUser,
-    UsageContext, UserRepository,
+    ConsumeCommand, GrantCommand, GrantSource, IdempotencyRecord, NewUser, UsageContext,
+    UserRepository,
 };
 use domain::{Credits, IdempotencyKey, Timestamp, UserId};
 use migrations::{Migrator, MigratorTrait};

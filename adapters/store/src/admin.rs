@@ -12,17 +12,16 @@
 //! database's collation; on SQLite with the default `BINARY` collation. An e-mail match and an
 //! id match are two index ranges, merged here.
 
-use std::collections::BTreeMap;
-
 mod audited;
+
+pub(crate) use audited::write;
 
 use application::accounts::User;
 use application::cursor::{Keyset, KeysetPage};
 use application::ports::{
-    AdjustCommand, AdminConsoleStore, AdminWrite, AuditAction, AuditEntry, AuditFacts, AuditValue,
+    AdjustCommand, AdminConsoleStore, AuditAction, AuditEntry, AuditFacts, AuditValue,
     CreditTransaction, CustomerSearch, EmailKey, IdMatch, InboxFilter, LedgerEffect, NewAudit,
-    OrderFilter, OrderRecord, PaymentTotal, RecordedEvent, SpendError, StoreError, TimeNumberKey,
-    TimeTextKey,
+    OrderFilter, OrderRecord, PaymentTotal, RecordedEvent, StoreError, TimeNumberKey, TimeTextKey,
 };
 use async_trait::async_trait;
 use domain::{Currency, OrderStatusKind, Timestamp, UserId};
@@ -176,52 +175,14 @@ pub(crate) async fn insert_audit<C: ConnectionTrait>(
     id.ok_or_else(|| Fail::Store(StoreError::Unexpected(anyhow::anyhow!("no audit id"))))
 }
 
-fn balance_facts(hundredths: i64) -> AuditFacts {
-    BTreeMap::from([(
-        "balanceHundredths".to_owned(),
-        AuditValue::Integer(hundredths),
-    )])
-}
-
-/// The audit entry of an adjustment written now: the balance before is the entry's balance
-/// after less its amount (exact, whatever ran concurrently).
-fn adjustment_audit(tx: &CreditTransaction, command: &AdjustCommand, admin: &UserId) -> NewAudit {
-    let after_hundredths = tx.balance_after.hundredths();
-    let mut after = balance_facts(after_hundredths);
-    after.insert("transactionId".into(), AuditValue::Integer(tx.id));
-    after.insert(
-        "amountHundredths".into(),
-        AuditValue::Integer(tx.amount.hundredths()),
-    );
-    after.insert("note".into(), AuditValue::Text(command.note.clone()));
-    after.insert(
-        "expiresAt".into(),
-        command
-            .expires_at
-            .map_or(AuditValue::Null, |at| AuditValue::Integer(at.unix_millis())),
-    );
-    NewAudit {
-        admin_id: admin.clone(),
-        action: if command.amount.is_decrease() {
-            AuditAction::CreditsDebited
-        } else {
-            AuditAction::CreditsGranted
-        },
-        object_kind: "user",
-        object_id: command.user_id.to_string(),
-        before: Some(balance_facts(after_hundredths - tx.amount.hundredths())),
-        after: Some(after),
-        at: command.now,
-    }
-}
-
 /// The scope of an administrator's adjustment keys in `idempotency_records`.
 const ADJUST_SCOPE: &str = "admin_adjustment";
 
-/// The adjustment, the host event telling it, and its audit entry, in `tx`. The key is the
+/// An administrator's adjustment and the host event telling it, in `tx`. The key is the
 /// administrator's, recorded with the target user and the request: used again for the same
-/// adjustment it replays; for another user, amount, reason or expiry it is a conflict.
-async fn adjust_and_audit(
+/// adjustment it answers `Nothing` (rolling back); for another user, amount, reason or expiry
+/// it is a conflict.
+pub(crate) async fn adjust_keyed(
     tx: &DatabaseTransaction,
     command: &AdjustCommand,
     admin: &UserId,
@@ -244,8 +205,7 @@ async fn adjust_and_audit(
         return Ok(End::Rollback(earlier));
     }
     let decided = adjust_in(tx, command, events).await?;
-    if let End::Commit(Spent::Done(LedgerEffect::Written(written))) = &decided {
-        insert_audit(tx, &adjustment_audit(written, command, admin)).await?;
+    if let End::Commit(Spent::Done(LedgerEffect::Written(_))) = &decided {
         let sql = "INSERT INTO idempotency_records (user_id, scope, idempotency_key, \
                    request_hash, order_id, created_at) VALUES ($1, $2, $3, $4, NULL, $5) \
                    ON CONFLICT DO NOTHING";
@@ -521,30 +481,6 @@ impl AdminConsoleStore for SeaOrmStore {
             .fetch_one("find_recorded_event", &sql, vec![id.into()])
             .await?;
         row.map(InboxRow::into_domain).transpose()
-    }
-
-    async fn adjust_audited(
-        &self,
-        command: &AdjustCommand,
-        admin: &UserId,
-    ) -> Result<LedgerEffect, SpendError> {
-        let spent = self
-            .retry
-            .run("adjust_audited", || async {
-                let (_turn, tx) = self.begin_write().await?;
-                let body = adjust_and_audit(&tx, command, admin, &*self.events).await;
-                sql::finish(tx, body).await
-            })
-            .await?;
-        spent.into_result()
-    }
-
-    async fn write_audited(
-        &self,
-        write: AdminWrite<'_>,
-        entry: &NewAudit,
-    ) -> Result<(), StoreError> {
-        self.audited_write(write, entry).await
     }
 
     async fn record_audit(&self, entry: &NewAudit) -> Result<i64, StoreError> {

@@ -1,27 +1,20 @@
-//! The webhook inbox and the single transaction of a payment event (CORRECTNESS.md invariant 5):
-//! the inbox row, the order transition, the subscription change, the grant and the clawback
-//! commit together or not at all, and with them the host events that tell of them (`outbox`,
-//! invariant 13) and the audit entry of an administrator's action that carries the event. What
-//! the changes tell was decided by the application from the states before and after; the store
-//! writes it, adding the events of the ledger entries it writes.
+//! The webhook inbox, and the parts of a change set that move orders and subscriptions by
+//! compare-and-set (`crate::apply` runs them with the rest of the set in one transaction:
+//! CORRECTNESS.md invariant 5).
 
-use application::host_events::{self, HostEvent};
 use application::pagination::{Page, PageRequest};
 use application::ports::{
-    InboxEntry, InboxFilter, LedgerEffect, NewAudit, OrderChange, PaymentEventCommand,
-    PaymentEventOutcome, PaymentEventStore, RecordedEvent, StoreError, SubscriptionChange,
+    InboxEntry, InboxFilter, OrderChange, PaymentEventStore, RecordedEvent, StoreError,
+    SubscriptionChange,
 };
 use async_trait::async_trait;
 use domain::{EventOutcome, Timestamp};
-use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, FromQueryResult};
+use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, FromQueryResult};
 
-use crate::entitlements_told;
-use crate::ledger::{self, NewGrant};
-use crate::outbox::Outbox;
+use crate::SeaOrmStore;
 use crate::retry::Fail;
-use crate::sql::{self, End};
-use crate::{Enc, SeaOrmStore};
-use crate::{orders, refunds, subscriptions};
+use crate::sql;
+use crate::{orders, subscriptions};
 
 /// A `webhook_inbox` row.
 #[derive(Debug, FromQueryResult)]
@@ -63,7 +56,10 @@ impl InboxRow {
 }
 
 /// Insert the inbox row; false when `(provider, event_id)` was seen before.
-async fn insert_inbox<C: ConnectionTrait>(conn: &C, e: &InboxEntry) -> Result<bool, DbErr> {
+pub(crate) async fn insert_inbox<C: ConnectionTrait>(
+    conn: &C,
+    e: &InboxEntry,
+) -> Result<bool, DbErr> {
     let sql = "INSERT INTO webhook_inbox (provider, event_id, event_type, payload, outcome, detail, \
                received_at) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING";
     let values = vec![
@@ -78,12 +74,12 @@ async fn insert_inbox<C: ConnectionTrait>(conn: &C, e: &InboxEntry) -> Result<bo
     Ok(sql::execute(conn, sql, values).await? == 1)
 }
 
-fn conflict(why: &str) -> Fail {
+pub(crate) fn conflict(why: &str) -> Fail {
     Fail::Store(StoreError::Conflict(why.to_owned()))
 }
 
 /// Apply a subscription change: create, or compare-and-set on the state it replaces.
-async fn apply_subscription(
+pub(crate) async fn apply_subscription(
     tx: &DatabaseTransaction,
     change: &SubscriptionChange,
     now: Timestamp,
@@ -112,7 +108,7 @@ async fn apply_subscription(
 }
 
 /// Apply an order change (compare-and-set on its version).
-async fn apply_order(
+pub(crate) async fn apply_order(
     tx: &DatabaseTransaction,
     change: &OrderChange,
     now: Timestamp,
@@ -130,111 +126,8 @@ async fn apply_order(
     Ok(())
 }
 
-async fn apply(
-    tx: &DatabaseTransaction,
-    c: &PaymentEventCommand,
-    events: &Enc,
-) -> Result<End<PaymentEventOutcome>, Fail> {
-    // The inbox row first: a duplicate delivery stops here (PostgreSQL makes a concurrent
-    // duplicate wait for the first one's commit, then do nothing).
-    if !insert_inbox(tx, &c.inbox).await? {
-        return Ok(End::Rollback(PaymentEventOutcome::Duplicate));
-    }
-    let now = c.inbox.received_at;
-    if let Some(change) = &c.order {
-        apply_order(tx, change, now).await?;
-    }
-    if let Some(change) = &c.subscription {
-        apply_subscription(tx, change, now).await?;
-    }
-    if let Some(refund) = &c.refund
-        && !refunds::keep(tx, refund).await?
-    {
-        return Err(conflict("the refund report was kept before"));
-    }
-    if let Some(change) = &c.charge {
-        refunds::apply_charge(tx, change).await?;
-    }
-    let mut outbox = Outbox::default();
-    outbox.extend(c.told.iter().cloned());
-    let mut effects = Vec::new();
-    if let Some(grant) = &c.grant {
-        // A grant written now writes the events collected so far with its lot, and its own.
-        effects.push(ledger::grant(tx, &NewGrant::of(grant), &mut outbox, events).await?);
-    }
-    for clawback in &c.clawbacks {
-        let effect = ledger::clawback(tx, clawback).await?;
-        if let LedgerEffect::Written(t) = &effect {
-            outbox.extend(host_events::credits_changed(t));
-        }
-        effects.push(effect);
-    }
-    if let Some(told) = &c.entitlements {
-        entitlements_told::write(tx, &told.write).await?;
-        outbox.extend(told.event.clone());
-    }
-    if let Some(entry) = &c.audit {
-        crate::admin::insert_audit(tx, entry).await?;
-    }
-    outbox.write(tx, events).await?;
-    Ok(End::Commit(PaymentEventOutcome::Applied {
-        ledger: effects,
-    }))
-}
-
-/// Record an event that changes nothing, with the events it tells and the audit entry it
-/// carries: all of them or, when its row exists, none.
-async fn record(
-    db: &DatabaseConnection,
-    turn: Option<&crate::WriteTurn>,
-    recorded: Recorded<'_>,
-) -> Result<bool, Fail> {
-    let Recorded(entry, told, audit, events) = recorded;
-    if told.is_empty() && audit.is_none() {
-        return Ok(insert_inbox(db, entry).await?);
-    }
-    let (_turn, tx) = crate::begin_in_turn(db, turn).await?;
-    let body = async {
-        if !insert_inbox(&tx, entry).await? {
-            return Ok(End::Rollback(false));
-        }
-        let mut outbox = Outbox::default();
-        outbox.extend(told.iter().cloned());
-        outbox.write(&tx, events).await?;
-        if let Some(entry) = audit {
-            crate::admin::insert_audit(&tx, entry).await?;
-        }
-        Ok(End::Commit(true))
-    }
-    .await;
-    sql::finish(tx, body).await
-}
-
-/// What [`record`] writes: the inbox row, the events it tells, the audit entry it carries, and
-/// how the events are rendered.
-#[derive(Clone, Copy)]
-struct Recorded<'a>(
-    &'a InboxEntry,
-    &'a [HostEvent],
-    Option<&'a NewAudit>,
-    &'a Enc,
-);
-
 #[async_trait]
 impl PaymentEventStore for SeaOrmStore {
-    async fn apply_payment_event(
-        &self,
-        command: &PaymentEventCommand,
-    ) -> Result<PaymentEventOutcome, StoreError> {
-        self.retry
-            .run("apply_payment_event", || async {
-                let (_turn, tx) = self.begin_write().await?;
-                let body = apply(&tx, command, &*self.events).await;
-                sql::finish(tx, body).await
-            })
-            .await
-    }
-
     async fn list_events(
         &self,
         filter: &InboxFilter,
@@ -276,19 +169,5 @@ impl PaymentEventStore for SeaOrmStore {
             request: page,
             total: u64::try_from(total).unwrap_or(0),
         })
-    }
-
-    async fn record_event(
-        &self,
-        entry: &InboxEntry,
-        told: &[HostEvent],
-        audit: Option<&NewAudit>,
-    ) -> Result<bool, StoreError> {
-        let recorded = Recorded(entry, told, audit, &*self.events);
-        self.retry
-            .run("record_event", || {
-                record(&self.db, self.turn.as_ref(), recorded)
-            })
-            .await
     }
 }

@@ -30,20 +30,21 @@ mod postings;
 mod reservations;
 mod spend;
 
-use application::host_events::HostEventKind;
 use application::pagination::{Page, PageRequest};
 use application::ports::{
-    AdjustCommand, ConsumeCommand, CreditLedger, CreditTransaction, GrantCommand, LedgerEffect,
-    Replay, Reservation, ReservationError, ReservationStatus, ReserveCommand, SpendError,
-    StoreError,
+    ConsumeCommand, CreditLedger, CreditTransaction, GrantCommand, LedgerEffect, Replay,
+    Reservation, ReservationStatus, ReserveCommand, StoreError,
 };
 use async_trait::async_trait;
-use domain::{Credits, ReservationId, Timestamp, UserId};
+use domain::{Credits, Timestamp, UserId};
 
 pub(crate) use self::grants::{NewGrant, clawback, grant, source_parts};
 use self::group_commands::{Consumed, Reserved};
 pub(crate) use self::group_commands::{LedgerCommand, LedgerJob};
-use self::reservations::Resolution;
+pub(crate) use self::reservations::{
+    Resolution, release as release_in, reserve as reserve_in, settle as settle_in,
+};
+pub(crate) use self::spend::consume as consume_in;
 pub(crate) use self::spend::{adjust as adjust_in, adjust_hash};
 use crate::SeaOrmStore;
 use crate::group_commit::{Grouped, Job};
@@ -74,80 +75,77 @@ pub(crate) enum Spent<T> {
     },
 }
 
-impl<T> Spent<T> {
-    pub(crate) fn into_result(self) -> Result<T, SpendError> {
-        match self {
-            Spent::Done(value) => Ok(value),
-            Spent::Insufficient {
-                requested,
-                available,
-            } => Err(SpendError::Insufficient {
-                requested,
-                available,
-            }),
-            Spent::KeyConflict => Err(SpendError::IdempotencyConflict),
-            Spent::BalanceLimit { balance, amount } => {
-                Err(SpendError::BalanceLimit { balance, amount })
-            }
-        }
-    }
-}
-
-impl Resolution {
-    fn into_result(self) -> Result<(Reservation, Replay), ReservationError> {
-        match self {
-            Resolution::Done(r, replay) => Ok((r, replay)),
-            Resolution::NotFound => Err(ReservationError::NotFound),
-            Resolution::AlreadyResolved(code) => Err(ReservationError::AlreadyResolved(code)),
-        }
-    }
-}
-
-/// The ungrouped paths of the grouped commands: one transaction each, under the retry policy.
+/// The grouped paths: a lone consumption, reservation or grant handed to the group-commit
+/// writer; `None` when it could not take it (the set then runs alone).
 impl SeaOrmStore {
-    async fn consume_alone(
+    pub(crate) async fn consume_grouped(
         &self,
         command: &ConsumeCommand,
-        wanted: Wanted,
-    ) -> Result<Consumed, StoreError> {
-        self.retry
-            .run("consume", || async {
-                let (_turn, tx) = self.begin_write().await?;
-                let body = spend::consume(&tx, command, wanted, &*self.events).await;
-                sql::finish(tx, body).await
+    ) -> Result<Option<Consumed>, StoreError> {
+        let Some(group) = &self.group else {
+            return Ok(None);
+        };
+        let outcome = group
+            .submit(|reply| {
+                LedgerCommand::new(
+                    LedgerJob::Consume(Job::new(command.clone(), reply)),
+                    &self.events,
+                )
             })
-            .await
+            .await;
+        match outcome {
+            Grouped::Done(spent) => spent.map(Some),
+            Grouped::Alone => Ok(None),
+        }
     }
 
-    async fn reserve_alone(
+    pub(crate) async fn reserve_grouped(
         &self,
         command: &ReserveCommand,
-        wanted: Wanted,
-    ) -> Result<Reserved, StoreError> {
-        self.retry
-            .run("reserve", || async {
-                let (_turn, tx) = self.begin_write().await?;
-                let body = reservations::reserve(&tx, command, wanted, &*self.events).await;
-                sql::finish(tx, body).await
+    ) -> Result<Option<Reserved>, StoreError> {
+        let Some(group) = &self.group else {
+            return Ok(None);
+        };
+        let outcome = group
+            .submit(|reply| {
+                LedgerCommand::new(
+                    LedgerJob::Reserve(Job::new(command.clone(), reply)),
+                    &self.events,
+                )
             })
-            .await
+            .await;
+        match outcome {
+            Grouped::Done(spent) => spent.map(Some),
+            Grouped::Alone => Ok(None),
+        }
+    }
+
+    pub(crate) async fn grant_grouped(
+        &self,
+        command: &GrantCommand,
+    ) -> Result<Option<LedgerEffect>, StoreError> {
+        let Some(group) = &self.group else {
+            return Ok(None);
+        };
+        let outcome = group
+            .submit(|reply| {
+                LedgerCommand::new(
+                    LedgerJob::Grant(Job::new(command.clone(), reply)),
+                    &self.events,
+                )
+            })
+            .await;
+        match outcome {
+            Grouped::Done(effect) => effect.map(Some),
+            Grouped::Alone => Ok(None),
+        }
     }
 
     /// The opt-in event types some enabled endpoint names (kept for `opt_in::TTL`).
-    async fn wanted(&self) -> Result<Wanted, StoreError> {
+    pub(crate) async fn wanted(&self) -> Result<Wanted, StoreError> {
         self.retry
             .run("opt_in_types", || async {
                 Ok(self.opt_in.wanted(&self.db).await?)
-            })
-            .await
-    }
-
-    async fn grant_alone(&self, command: &GrantCommand) -> Result<LedgerEffect, StoreError> {
-        self.retry
-            .run("grant", || async {
-                let (_turn, tx) = self.begin_write().await?;
-                let body = grants::grant_command(&tx, command, &*self.events).await;
-                sql::finish(tx, body).await
             })
             .await
     }
@@ -196,91 +194,6 @@ impl CreditLedger for SeaOrmStore {
         })
     }
 
-    async fn consume(
-        &self,
-        command: &ConsumeCommand,
-    ) -> Result<(CreditTransaction, Replay), SpendError> {
-        // An endpoint that opted in to `credits.consumed` gets it in the spend's own
-        // transaction, which the grouped, batched path has not got: such spends run alone.
-        let wanted = self.wanted().await?;
-        if let Some(group) = &self.group
-            && !wanted.wants(HostEventKind::CreditsConsumed)
-        {
-            let outcome = group
-                .submit(|reply| {
-                    LedgerCommand::new(
-                        LedgerJob::Consume(Job::new(command.clone(), reply)),
-                        &self.events,
-                    )
-                })
-                .await;
-            if let Grouped::Done(spent) = outcome {
-                return spent?.into_result();
-            }
-        }
-        self.consume_alone(command, wanted).await?.into_result()
-    }
-
-    async fn reserve(&self, command: &ReserveCommand) -> Result<(Reservation, Replay), SpendError> {
-        let wanted = self.wanted().await?;
-        if let Some(group) = &self.group
-            && !wanted.wants(HostEventKind::CreditsReserved)
-        {
-            let outcome = group
-                .submit(|reply| {
-                    LedgerCommand::new(
-                        LedgerJob::Reserve(Job::new(command.clone(), reply)),
-                        &self.events,
-                    )
-                })
-                .await;
-            if let Grouped::Done(spent) = outcome {
-                return spent?.into_result();
-            }
-        }
-        self.reserve_alone(command, wanted).await?.into_result()
-    }
-
-    async fn settle(
-        &self,
-        user: &UserId,
-        id: &ReservationId,
-        actual: Credits,
-        now: Timestamp,
-    ) -> Result<(Reservation, Replay), ReservationError> {
-        let wanted = self.wanted().await?;
-        let resolution = self
-            .retry
-            .run("settle", || async {
-                let (_turn, tx) = self.begin_write().await?;
-                let body =
-                    reservations::settle(&tx, user, id, actual, now, wanted, &*self.events).await;
-                sql::finish(tx, body).await
-            })
-            .await?;
-        resolution.into_result()
-    }
-
-    async fn release(
-        &self,
-        user: &UserId,
-        id: &ReservationId,
-        now: Timestamp,
-    ) -> Result<(Reservation, Replay), ReservationError> {
-        let wanted = self.wanted().await?;
-        let resolution = self
-            .retry
-            .run("release", || async {
-                let (_turn, tx) = self.begin_write().await?;
-                let to = ReservationStatus::Released;
-                let body =
-                    reservations::release(&tx, user, id, now, to, wanted, &*self.events).await;
-                sql::finish(tx, body).await
-            })
-            .await?;
-        resolution.into_result()
-    }
-
     async fn pending_reservations(&self, user: &UserId) -> Result<Vec<Reservation>, StoreError> {
         self.retry
             .run("pending_reservations", || {
@@ -321,23 +234,6 @@ impl CreditLedger for SeaOrmStore {
         Ok(expired)
     }
 
-    async fn grant(&self, command: &GrantCommand) -> Result<LedgerEffect, StoreError> {
-        if let Some(group) = &self.group {
-            let outcome = group
-                .submit(|reply| {
-                    LedgerCommand::new(
-                        LedgerJob::Grant(Job::new(command.clone(), reply)),
-                        &self.events,
-                    )
-                })
-                .await;
-            if let Grouped::Done(effect) = outcome {
-                return effect;
-            }
-        }
-        self.grant_alone(command).await
-    }
-
     async fn expire_grants(&self, now: Timestamp, limit: u32) -> Result<u32, StoreError> {
         let due = self
             .retry
@@ -356,18 +252,5 @@ impl CreditLedger for SeaOrmStore {
             expired += u32::from(done);
         }
         Ok(expired)
-    }
-
-    async fn adjust(&self, command: &AdjustCommand) -> Result<LedgerEffect, SpendError> {
-        let spent = self
-            .retry
-            .run("adjust", || async {
-                let (_turn, tx) = self.begin_write().await?;
-                // `adjust` tells an adjustment written now to the host in this transaction.
-                let body = spend::adjust(&tx, command, &*self.events).await;
-                sql::finish(tx, body).await
-            })
-            .await?;
-        spent.into_result()
     }
 }

@@ -1,8 +1,8 @@
 //! Tally adapter: the SeaORM implementation of the store ports, for SQLite and PostgreSQL from
 //! the same code.
 //!
-//! [`SeaOrmStore`] implements every trait of `application::ports::store`. Each port method is one
-//! database transaction (or one statement), run under `retry`'s bounded retry policy; SQL is
+//! [`SeaOrmStore`] implements every trait of `application::ports::store`; every write goes through
+//! `apply`. Each port method is one database transaction (or one statement), run under `retry`'s bounded retry policy; SQL is
 //! written once with `$N` placeholders (`sql`); rows are decoded into the private structs of
 //! `rows` and re-validated through the domain's constructors on every read.
 //!
@@ -15,7 +15,9 @@
 //! - `orders`: orders, idempotent creation, the reconciler's claims; `subscriptions`: reads, and
 //!   the writes the payment-event transaction makes;
 //! - `ledger`: balances, the append-only transaction ledger, grant lots and reservations;
-//! - `events`: the webhook inbox and the single transaction of a payment event;
+//! - `apply`: the one write, [`ChangeStore::apply`](application::ports::ChangeStore::apply): a
+//!   change set's parts in one transaction, or a lone ledger operation through group commit;
+//! - `events`: the webhook inbox and the order and subscription compare-and-sets;
 //! - `outbox`: the host events written inside those transactions, and the catch-up feed;
 //! - `webhooks`: the host application's webhook endpoints and the deliveries to them;
 //! - `admin`: the admin console's lists by keyset, payment totals and the audit log.
@@ -24,6 +26,7 @@
 //! `migrations` crate, which never imports anything from here.
 
 mod admin;
+mod apply;
 #[cfg(feature = "bench")]
 pub mod bench;
 mod entitlements_told;

@@ -1,7 +1,6 @@
 //! Orders: idempotent creation, checkout, compare-and-set transitions, listing, and the
 //! reconciler's claims on pending orders.
 
-use application::host_events::HostEvent;
 use application::pagination::{Page, PageRequest};
 use application::ports::{
     CheckoutRecord, CheckoutTarget, CreateOrderOutcome, IdempotencyRecord, OrderRecord,
@@ -12,7 +11,6 @@ use domain::{Order, OrderId, OrderStatus, OrderStatusKind, ProviderId, Timestamp
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, FromQueryResult};
 
 use crate::SeaOrmStore;
-use crate::outbox::Outbox;
 use crate::retry::Fail;
 use crate::rows::{ORDER_COLUMNS, OrderRow, corrupt, entitlements_value, order_status_values};
 use crate::sql::{self, End};
@@ -169,26 +167,6 @@ async fn create_in(
     Ok(End::Commit(CreateOrderOutcome::Created))
 }
 
-/// Move order `id` from `expected_version` to `status` and write the events `told` with it;
-/// returns the rows changed (0 or 1).
-async fn told_in(
-    tx: &DatabaseTransaction,
-    id: &OrderId,
-    expected_version: i64,
-    status: &OrderStatus,
-    now: Timestamp,
-    told: (&[HostEvent], &crate::Enc),
-) -> Result<End<u64>, Fail> {
-    if transition(tx, id, expected_version, status, None, now).await? == 0 {
-        return Ok(End::Rollback(0));
-    }
-    let (events, encoder) = told;
-    let mut outbox = Outbox::default();
-    outbox.extend(events.iter().cloned());
-    outbox.write(tx, encoder).await?;
-    Ok(End::Commit(1))
-}
-
 #[async_trait]
 impl OrderRepository for SeaOrmStore {
     async fn create_order(
@@ -229,35 +207,6 @@ impl OrderRepository for SeaOrmStore {
             return Ok(());
         }
         self.missing_or_conflict(id, "the order is no longer pending")
-            .await
-    }
-
-    async fn transition_order(
-        &self,
-        id: &OrderId,
-        expected_version: i64,
-        status: &OrderStatus,
-        now: Timestamp,
-        told: &[HostEvent],
-    ) -> Result<(), StoreError> {
-        let changed = self
-            .retry
-            .run("transition_order", || async {
-                if told.is_empty() {
-                    return Ok(
-                        transition(&self.db, id, expected_version, status, None, now).await?,
-                    );
-                }
-                let (_turn, tx) = self.begin_write().await?;
-                let events = (told, &*self.events);
-                let body = told_in(&tx, id, expected_version, status, now, events).await;
-                sql::finish(tx, body).await
-            })
-            .await?;
-        if changed > 0 {
-            return Ok(());
-        }
-        self.missing_or_conflict(id, "the order changed since it was read")
             .await
     }
 

@@ -20,8 +20,8 @@
 
 use application::host_events::{HostEvent, HostEventKind};
 use application::ports::{
-    EntitlementBasis, EntitlementsWrite, EventsRead, HOST_USER_ID_PREFIX, HostEventEncoder,
-    HostEventLog, MAX_EVENTS_PER_READ, StoreError, StoredEvent,
+    EntitlementBasis, EventsRead, HOST_USER_ID_PREFIX, HostEventEncoder, HostEventLog,
+    MAX_EVENTS_PER_READ, StoreError, StoredEvent,
 };
 use async_trait::async_trait;
 use domain::{Timestamp, UserId};
@@ -323,27 +323,6 @@ impl HostEventLog for SeaOrmStore {
         self.retry
             .run("entitlements_due", || {
                 entitlements_told::due(&self.db, now, limit)
-            })
-            .await
-    }
-
-    async fn write_entitlements(
-        &self,
-        write: &EntitlementsWrite,
-        told: &[HostEvent],
-    ) -> Result<(), StoreError> {
-        self.retry
-            .run("write_entitlements", || async {
-                let (_turn, tx) = self.begin_write().await?;
-                let body = async {
-                    entitlements_told::write(&tx, write).await?;
-                    let mut outbox = Outbox::default();
-                    outbox.extend(told.iter().cloned());
-                    outbox.write(&tx, &*self.events).await?;
-                    Ok(sql::End::Commit(()))
-                }
-                .await;
-                sql::finish(tx, body).await
             })
             .await
     }

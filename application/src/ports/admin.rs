@@ -13,10 +13,7 @@ use async_trait::async_trait;
 use domain::{Currency, PlanId, ProviderId, Timestamp, UserId};
 
 use super::store::StoredPlan;
-use super::store::{
-    AdjustCommand, CreditTransaction, InboxFilter, LedgerEffect, OrderRecord, RecordedEvent,
-    SpendError, StoreError,
-};
+use super::store::{CreditTransaction, InboxFilter, OrderRecord, RecordedEvent, StoreError};
 use crate::accounts::{ApiKey, TokenHash, User};
 use crate::cursor::{Keyset, KeysetPage};
 
@@ -112,6 +109,15 @@ pub enum AuditValue {
 
 /// A before or after state: named values the store renders as one JSON object.
 pub type AuditFacts = BTreeMap<String, AuditValue>;
+
+/// The facts of a balance: `balanceHundredths`.
+#[must_use]
+pub fn balance_facts(hundredths: i64) -> AuditFacts {
+    BTreeMap::from([(
+        "balanceHundredths".to_owned(),
+        AuditValue::Integer(hundredths),
+    )])
+}
 
 /// What an administrator did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -228,9 +234,9 @@ pub struct NewAudit {
     pub at: Timestamp,
 }
 
-/// A write an administrator makes, which the store performs in one transaction with the
-/// action's audit entry ([`AdminConsoleStore::write_audited`]); each means what the store method
-/// it names means, at the entry's time.
+/// A write an administrator makes: the `admin` part of a [`super::ChangeSet`], performed in one
+/// transaction with the set's audit entry; each means what the store method it names means, at
+/// the set's time.
 #[derive(Debug, Clone, Copy)]
 pub enum AdminWrite<'a> {
     /// [`super::PlanRepository::create_plan`].
@@ -372,30 +378,6 @@ pub trait AdminConsoleStore: Send + Sync + 'static {
     /// # Errors
     /// As [`AdminConsoleStore::search_users`].
     async fn find_recorded_event(&self, id: i64) -> Result<Option<RecordedEvent>, StoreError>;
-
-    /// [`super::CreditLedger::adjust`], and in the same transaction an audit entry by `admin`
-    /// ([`AuditAction::CreditsGranted`] or [`AuditAction::CreditsDebited`], object the user)
-    /// whose before and after hold the balance and whose after names the ledger entry. An
-    /// adjustment replayed by its key writes no second entry.
-    ///
-    /// # Errors
-    /// As [`super::CreditLedger::adjust`]; nothing is written when it fails.
-    async fn adjust_audited(
-        &self,
-        command: &AdjustCommand,
-        admin: &UserId,
-    ) -> Result<LedgerEffect, SpendError>;
-
-    /// Perform `write` and, in the same transaction, write `entry`: both are stored or
-    /// neither (a refused write, like an unknown plan or a taken id, writes no entry).
-    ///
-    /// # Errors
-    /// As the store method `write` names.
-    async fn write_audited(
-        &self,
-        write: AdminWrite<'_>,
-        entry: &NewAudit,
-    ) -> Result<(), StoreError>;
 
     /// Write one audit entry (for an action whose only write is this entry, like a refund
     /// asked of a provider); returns its id.

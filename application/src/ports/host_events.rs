@@ -158,15 +158,4 @@ pub trait HostEventLog: Send + Sync + 'static {
     /// Storage failures.
     async fn entitlements_due(&self, now: Timestamp, limit: u32)
     -> Result<Vec<UserId>, StoreError>;
-
-    /// Keep `write` and the events `told` in one transaction, only if the record still has the
-    /// version `write` expects.
-    ///
-    /// # Errors
-    /// [`StoreError::Conflict`] when it moved (nothing is written); storage failures.
-    async fn write_entitlements(
-        &self,
-        write: &EntitlementsWrite,
-        told: &[HostEvent],
-    ) -> Result<(), StoreError>;
 }

@@ -9,7 +9,7 @@
 use async_trait::async_trait;
 use domain::{
     BillingPeriod, CreditDelta, Credits, IdempotencyKey, KeptRefund, Locale, Money, Order, OrderId,
-    OrderStatus, Plan, PlanId, ProviderId, ReservationId, Subscription, SubscriptionId, Timestamp,
+    Plan, PlanId, ProviderId, ReservationId, Subscription, SubscriptionId, Timestamp,
     TransactionKind, UserId,
 };
 
@@ -456,22 +456,6 @@ pub trait OrderRepository: Send + Sync + 'static {
         now: Timestamp,
     ) -> Result<(), StoreError>;
 
-    /// Move an order to `status`, only if it still has `expected_version` (the version of the
-    /// record the caller decided from: compare-and-set, as the webhook pipeline does); the
-    /// version moves on. The host events `told` (what the caller decided the move tells) are
-    /// written in the same transaction.
-    ///
-    /// # Errors
-    /// [`StoreError::NotFound`]; [`StoreError::Conflict`] when the order changed since it was read.
-    async fn transition_order(
-        &self,
-        id: &OrderId,
-        expected_version: i64,
-        status: &OrderStatus,
-        now: Timestamp,
-        told: &[crate::host_events::HostEvent],
-    ) -> Result<(), StoreError>;
-
     /// One order.
     ///
     /// # Errors
@@ -838,12 +822,58 @@ impl ReservationStatus {
     /// The stable code.
     #[must_use]
     pub const fn code(&self) -> &'static str {
+        self.kind().code()
+    }
+
+    /// Which status it is, without its amounts.
+    #[must_use]
+    pub const fn kind(&self) -> ReservationStatusKind {
         match self {
-            ReservationStatus::Pending => "pending",
-            ReservationStatus::Settled { .. } => "settled",
-            ReservationStatus::Released => "released",
-            ReservationStatus::Expired => "expired",
+            ReservationStatus::Pending => ReservationStatusKind::Pending,
+            ReservationStatus::Settled { .. } => ReservationStatusKind::Settled,
+            ReservationStatus::Released => ReservationStatusKind::Released,
+            ReservationStatus::Expired => ReservationStatusKind::Expired,
         }
+    }
+}
+
+/// A [`ReservationStatus`] without its amounts: what a store keeps as the status code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReservationStatusKind {
+    /// [`ReservationStatus::Pending`].
+    Pending,
+    /// [`ReservationStatus::Settled`].
+    Settled,
+    /// [`ReservationStatus::Released`].
+    Released,
+    /// [`ReservationStatus::Expired`].
+    Expired,
+}
+
+impl ReservationStatusKind {
+    /// Every kind.
+    pub const ALL: [ReservationStatusKind; 4] = [
+        ReservationStatusKind::Pending,
+        ReservationStatusKind::Settled,
+        ReservationStatusKind::Released,
+        ReservationStatusKind::Expired,
+    ];
+
+    /// The stable code.
+    #[must_use]
+    pub const fn code(self) -> &'static str {
+        match self {
+            ReservationStatusKind::Pending => "pending",
+            ReservationStatusKind::Settled => "settled",
+            ReservationStatusKind::Released => "released",
+            ReservationStatusKind::Expired => "expired",
+        }
+    }
+
+    /// The kind a stored code names.
+    #[must_use]
+    pub fn parse(code: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.code() == code)
     }
 }
 
@@ -971,48 +1001,6 @@ pub trait CreditLedger: Send + Sync + 'static {
         page: PageRequest,
     ) -> Result<Page<CreditTransaction>, StoreError>;
 
-    /// Spend `amount`: conditional decrement and ledger insert in one transaction. The same key
-    /// and request hash return the first transaction with [`Replay::Replayed`].
-    ///
-    /// # Errors
-    /// [`SpendError::Insufficient`] (nothing written); [`SpendError::IdempotencyConflict`].
-    async fn consume(
-        &self,
-        command: &ConsumeCommand,
-    ) -> Result<(CreditTransaction, Replay), SpendError>;
-
-    /// Hold `amount` under a new reservation. The same key and request hash return the first
-    /// reservation.
-    ///
-    /// # Errors
-    /// As [`CreditLedger::consume`].
-    async fn reserve(&self, command: &ReserveCommand) -> Result<(Reservation, Replay), SpendError>;
-
-    /// Settle a pending reservation of `user` with the actual usage: the unused part of the hold
-    /// returns to the balance, an overrun is taken up to what is available. Settling again with
-    /// the same `actual` returns the first outcome.
-    ///
-    /// # Errors
-    /// [`ReservationError::NotFound`]; [`ReservationError::AlreadyResolved`].
-    async fn settle(
-        &self,
-        user: &UserId,
-        id: &ReservationId,
-        actual: Credits,
-        now: Timestamp,
-    ) -> Result<(Reservation, Replay), ReservationError>;
-
-    /// Release a pending reservation unused. Releasing again returns the first outcome.
-    ///
-    /// # Errors
-    /// [`ReservationError::NotFound`]; [`ReservationError::AlreadyResolved`] when settled or expired.
-    async fn release(
-        &self,
-        user: &UserId,
-        id: &ReservationId,
-        now: Timestamp,
-    ) -> Result<(Reservation, Replay), ReservationError>;
-
     /// A user's pending reservations.
     ///
     /// # Errors
@@ -1025,23 +1013,11 @@ pub trait CreditLedger: Send + Sync + 'static {
     /// Storage failures.
     async fn expire_reservations(&self, now: Timestamp, limit: u32) -> Result<u32, StoreError>;
 
-    /// Grant credits once per source.
-    ///
-    /// # Errors
-    /// Storage failures; a second grant for the same source is `Ok(LedgerEffect::Nothing)`.
-    async fn grant(&self, command: &GrantCommand) -> Result<LedgerEffect, StoreError>;
-
     /// Write `expiry` transactions for up to `limit` grants past their expiry with credits left.
     ///
     /// # Errors
     /// Storage failures.
     async fn expire_grants(&self, now: Timestamp, limit: u32) -> Result<u32, StoreError>;
-
-    /// An administrator's signed correction; a negative one never takes the balance below zero.
-    ///
-    /// # Errors
-    /// [`SpendError::Insufficient`] for a decrease larger than the balance.
-    async fn adjust(&self, command: &AdjustCommand) -> Result<LedgerEffect, SpendError>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1083,6 +1059,19 @@ pub struct OrderChange {
     pub after: Order,
     /// A mismatch to record on the order.
     pub mismatch: Option<String>,
+}
+
+impl OrderChange {
+    /// `before`, read at `expected_version`, becomes `after`; no mismatch recorded.
+    #[must_use]
+    pub fn new(before: &Order, expected_version: i64, after: Order) -> Self {
+        Self {
+            before: before.clone(),
+            expected_version,
+            after,
+            mismatch: None,
+        }
+    }
 }
 
 /// A subscription change within a payment event.
@@ -1186,30 +1175,6 @@ pub enum PaymentEventOutcome {
 /// The webhook inbox and the single transaction of the webhook pipeline.
 #[async_trait]
 pub trait PaymentEventStore: Send + Sync + 'static {
-    /// Apply every part of `command` in one transaction, or none of it.
-    ///
-    /// # Errors
-    /// MUST return [`StoreError::Conflict`] when a compare-and-set fails (another event changed
-    /// the order or subscription since it was read; the caller re-reads and retries), and roll
-    /// back everything.
-    async fn apply_payment_event(
-        &self,
-        command: &PaymentEventCommand,
-    ) -> Result<PaymentEventOutcome, StoreError>;
-
-    /// Record an event that changes nothing (unknown type, stale, unverifiable order), once,
-    /// with the host events it tells (a `payment.mismatch`) and the audit entry of the
-    /// administrator's action it carries, in one transaction; none of them when the row exists.
-    ///
-    /// # Errors
-    /// Storage failures; a duplicate is `Ok(false)`.
-    async fn record_event(
-        &self,
-        entry: &InboxEntry,
-        told: &[HostEvent],
-        audit: Option<&NewAudit>,
-    ) -> Result<bool, StoreError>;
-
     /// The recorded provider events matching `filter`, newest first.
     ///
     /// # Errors
@@ -1231,6 +1196,7 @@ pub trait Store:
     + RefundRepository
     + CreditLedger
     + PaymentEventStore
+    + super::ChangeStore
     + super::HostEventLog
     + super::ReportRepository
     + super::AdminConsoleStore
@@ -1246,6 +1212,7 @@ impl<T> Store for T where
         + RefundRepository
         + CreditLedger
         + PaymentEventStore
+        + super::ChangeStore
         + super::HostEventLog
         + super::ReportRepository
         + super::AdminConsoleStore

@@ -1,6 +1,7 @@
 //! `InMemoryStore`: every storage port over one mutex-guarded state.
 
 mod admin;
+mod apply;
 mod reports;
 #[cfg(test)]
 mod tests;
@@ -10,10 +11,11 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use domain::{
-    Credits, Order, OrderId, OrderParts, OrderStatus, Plan, PlanId, ProviderId, ReservationId,
-    Subscription, SubscriptionId, Timestamp, UserId,
+    Credits, Order, OrderId, OrderParts, OrderStatus, Plan, PlanId, ProviderId, Subscription,
+    SubscriptionId, Timestamp, UserId,
 };
 
+use self::apply::admin_write;
 use super::ledger::Ledger;
 use super::lock;
 use crate::accounts::{
@@ -329,11 +331,11 @@ impl UserRepository for InMemoryStore {
 impl ApiKeyRepository for InMemoryStore {
     async fn create_api_key(&self, key: &ApiKey, hash: &TokenHash) -> Result<(), StoreError> {
         self.atomically(|s| {
-            if s.api_keys.iter().any(|(k, h)| k.id == key.id || h == hash) {
-                return Err(StoreError::Conflict("api key exists".into()));
-            }
-            s.api_keys.push((key.clone(), hash.clone()));
-            Ok(())
+            admin_write(
+                s,
+                AdminWrite::CreateApiKey(key, hash),
+                Timestamp::from_unix_millis(0),
+            )
         })
     }
 
@@ -355,15 +357,7 @@ impl ApiKeyRepository for InMemoryStore {
     }
 
     async fn revoke_api_key(&self, id: &str, now: Timestamp) -> Result<(), StoreError> {
-        self.atomically(|s| {
-            let (key, _) = s
-                .api_keys
-                .iter_mut()
-                .find(|(k, _)| k.id == id)
-                .ok_or(StoreError::NotFound)?;
-            key.revoked_at.get_or_insert(now);
-            Ok(())
-        })
+        self.atomically(|s| admin_write(s, AdminWrite::RevokeApiKey(id), now))
     }
 }
 
@@ -393,43 +387,26 @@ impl PlanRepository for InMemoryStore {
             .collect())
     }
 
-    async fn create_plan(&self, plan: &StoredPlan, _now: Timestamp) -> Result<(), StoreError> {
-        self.atomically(|s| {
-            if s.plans.contains_key(plan.plan.id()) {
-                return Err(StoreError::Conflict("plan exists".into()));
-            }
-            s.plans.insert(plan.plan.id().clone(), plan.clone());
-            Ok(())
-        })
+    async fn create_plan(&self, plan: &StoredPlan, now: Timestamp) -> Result<(), StoreError> {
+        self.atomically(|s| admin_write(s, AdminWrite::CreatePlan(plan), now))
     }
 
-    async fn update_plan(&self, plan: &StoredPlan, _now: Timestamp) -> Result<(), StoreError> {
-        self.atomically(|s| {
-            let stored = s
-                .plans
-                .get_mut(plan.plan.id())
-                .ok_or(StoreError::NotFound)?;
-            *stored = plan.clone();
-            Ok(())
-        })
+    async fn update_plan(&self, plan: &StoredPlan, now: Timestamp) -> Result<(), StoreError> {
+        self.atomically(|s| admin_write(s, AdminWrite::UpdatePlan(plan), now))
     }
 
     async fn delete_plan(&self, id: &PlanId) -> Result<(), StoreError> {
-        self.atomically(|s| s.plans.remove(id).map(|_| ()).ok_or(StoreError::NotFound))
+        self.atomically(|s| {
+            admin_write(
+                s,
+                AdminWrite::DeletePlan(id),
+                Timestamp::from_unix_millis(0),
+            )
+        })
     }
 
-    async fn reorder_plans(&self, ids: &[PlanId], _now: Timestamp) -> Result<(), StoreError> {
-        self.atomically(|s| {
-            let count = i32::try_from(ids.len()).unwrap_or(i32::MAX);
-            for (position, id) in ids.iter().enumerate() {
-                let plan = s.plans.get_mut(id).ok_or(StoreError::NotFound)?;
-                plan.listing.sort_order = i32::try_from(position).unwrap_or(i32::MAX);
-            }
-            for plan in s.plans.values_mut().filter(|p| !ids.contains(p.plan.id())) {
-                plan.listing.sort_order = plan.listing.sort_order.saturating_add(count);
-            }
-            Ok(())
-        })
+    async fn reorder_plans(&self, ids: &[PlanId], now: Timestamp) -> Result<(), StoreError> {
+        self.atomically(|s| admin_write(s, AdminWrite::ReorderPlans(ids), now))
     }
 
     async fn import_plans(
@@ -544,17 +521,6 @@ impl OrderRepository for InMemoryStore {
         })
     }
 
-    async fn transition_order(
-        &self,
-        id: &OrderId,
-        expected_version: i64,
-        status: &OrderStatus,
-        now: Timestamp,
-        _told: &[crate::host_events::HostEvent],
-    ) -> Result<(), StoreError> {
-        self.atomically(|s| transition(s, id, expected_version, status, now))
-    }
-
     async fn find_order(&self, id: &OrderId) -> Result<Option<OrderRecord>, StoreError> {
         Ok(lock(&self.0).orders.get(id).cloned())
     }
@@ -613,27 +579,6 @@ impl OrderRepository for InMemoryStore {
         due.truncate(limit as usize);
         Ok(due)
     }
-}
-
-fn transition(
-    s: &mut State,
-    id: &OrderId,
-    expected_version: i64,
-    status: &OrderStatus,
-    now: Timestamp,
-) -> Result<(), StoreError> {
-    let r = s.orders.get_mut(id).ok_or(StoreError::NotFound)?;
-    if r.version != expected_version {
-        return Err(StoreError::Conflict(format!(
-            "order is {} at version {}, not {expected_version}",
-            r.order.status(),
-            r.version
-        )));
-    }
-    r.order = with_status(&r.order, status.clone());
-    r.version += 1;
-    r.updated_at = now;
-    Ok(())
 }
 
 /// `order` with `status` written over its status, as the SQL store updates that column and
@@ -867,44 +812,6 @@ impl CreditLedger for InMemoryStore {
         Ok(paged(all, page))
     }
 
-    async fn consume(
-        &self,
-        command: &ConsumeCommand,
-    ) -> Result<(CreditTransaction, Replay), SpendError> {
-        self.atomically(|s| s.ledger.consume(command))
-    }
-
-    async fn reserve(&self, command: &ReserveCommand) -> Result<(Reservation, Replay), SpendError> {
-        self.atomically(|s| {
-            // As in the database: the reservation row's foreign key to its user fails first.
-            if !s.users.contains_key(&command.user_id) {
-                return Err(SpendError::Store(StoreError::Conflict(
-                    "refers to a missing row".into(),
-                )));
-            }
-            s.ledger.reserve(command)
-        })
-    }
-
-    async fn settle(
-        &self,
-        user: &UserId,
-        id: &ReservationId,
-        actual: Credits,
-        now: Timestamp,
-    ) -> Result<(Reservation, Replay), ReservationError> {
-        self.atomically(|s| s.ledger.settle(user, id, actual, now))
-    }
-
-    async fn release(
-        &self,
-        user: &UserId,
-        id: &ReservationId,
-        now: Timestamp,
-    ) -> Result<(Reservation, Replay), ReservationError> {
-        self.atomically(|s| s.ledger.release(user, id, now, ReservationStatus::Released))
-    }
-
     async fn pending_reservations(&self, user: &UserId) -> Result<Vec<Reservation>, StoreError> {
         Ok(lock(&self.0).ledger.pending_reservations(user))
     }
@@ -913,39 +820,32 @@ impl CreditLedger for InMemoryStore {
         self.atomically(|s| Ok(s.ledger.expire_reservations(now, limit)))
     }
 
-    async fn grant(&self, command: &GrantCommand) -> Result<LedgerEffect, StoreError> {
-        self.atomically(|s| s.ledger.grant(command))
-    }
-
     async fn expire_grants(&self, now: Timestamp, limit: u32) -> Result<u32, StoreError> {
         self.atomically(|s| Ok(s.ledger.expire_grants(now, limit)))
     }
-
-    async fn adjust(&self, command: &AdjustCommand) -> Result<LedgerEffect, SpendError> {
-        self.atomically(|s| s.ledger.adjust(command))
-    }
 }
 
-/// Apply `c` to `s` (the caller keeps or drops `s` as a whole): the in-memory
-/// [`PaymentEventStore::apply_payment_event`].
-fn apply_event(s: &mut State, c: &PaymentEventCommand) -> Result<PaymentEventOutcome, StoreError> {
-    if !s.inbox.insert((c.inbox.provider, c.inbox.event_id.clone())) {
-        return Ok(PaymentEventOutcome::Duplicate);
-    }
-    s.inbox_entries.push(c.inbox.clone());
-    if let Some(o) = &c.order {
+/// The order, refund, charge and subscription parts of `set` on `s` (the caller keeps or
+/// drops `s` as a whole).
+fn apply_event_parts(s: &mut State, set: &ChangeSet<'_>) -> Result<(), StoreError> {
+    if let Some(o) = &set.order {
         let r = s.orders.get_mut(o.after.id()).ok_or(StoreError::NotFound)?;
         if r.version != o.expected_version {
-            return Err(StoreError::Conflict("order changed".into()));
+            return Err(StoreError::Conflict(format!(
+                "order is {} at version {}, not {}",
+                r.order.status(),
+                r.version,
+                o.expected_version
+            )));
         }
         r.order = with_status(&r.order, o.after.status().clone());
         if let Some(m) = &o.mismatch {
             r.mismatch = Some(m.clone());
         }
         r.version += 1;
-        r.updated_at = c.inbox.received_at;
+        r.updated_at = set.at;
     }
-    if let Some(refund) = &c.refund {
+    if let Some(refund) = &set.refund {
         if s.refunds
             .iter()
             .any(|k| k.provider == refund.provider && k.key == refund.key)
@@ -954,26 +854,11 @@ fn apply_event(s: &mut State, c: &PaymentEventCommand) -> Result<PaymentEventOut
         }
         s.refunds.push(refund.clone());
     }
-    apply_charge(s, c.charge.as_ref())?;
-    apply_subscription_change(s, c.subscription.as_ref())?;
-    let mut ledger = Vec::new();
-    if let Some(g) = &c.grant {
-        ledger.push(s.ledger.grant(g)?);
-    }
-    for cb in &c.clawbacks {
-        ledger.push(s.ledger.clawback(cb)?);
-    }
-    if let Some(told) = &c.entitlements {
-        keep_entitlements(s, &told.write)?;
-    }
-    // This fake keeps no host events; an administrator's action is audited with the event.
-    if let Some(audit) = &c.audit {
-        admin::push_audit(s, audit);
-    }
-    Ok(PaymentEventOutcome::Applied { ledger })
+    apply_charge(s, set.charge.as_ref())?;
+    apply_subscription_change(s, set.subscription.as_ref())
 }
 
-/// The subscription part of [`apply_event`]: create, or compare-and-set on the last event and
+/// The subscription part of [`apply_event_parts`]: create, or compare-and-set on the last event and
 /// on the claim as it was read.
 fn apply_subscription_change(
     s: &mut State,
@@ -1032,25 +917,8 @@ fn keep_entitlements(s: &mut State, write: &EntitlementsWrite) -> Result<(), Sto
     Ok(())
 }
 
-/// Record `entry` in `s` unless its inbox row exists: the in-memory
-/// [`PaymentEventStore::record_event`].
-fn record_entry(s: &mut State, entry: &InboxEntry) -> bool {
-    if !s.inbox.insert((entry.provider, entry.event_id.clone())) {
-        return false;
-    }
-    s.inbox_entries.push(entry.clone());
-    true
-}
-
 #[async_trait]
 impl PaymentEventStore for InMemoryStore {
-    async fn apply_payment_event(
-        &self,
-        c: &PaymentEventCommand,
-    ) -> Result<PaymentEventOutcome, StoreError> {
-        self.atomically(|s| apply_event(s, c))
-    }
-
     async fn list_events(
         &self,
         filter: &InboxFilter,
@@ -1071,20 +939,6 @@ impl PaymentEventStore for InMemoryStore {
             })
             .collect();
         Ok(paged(all, page))
-    }
-
-    async fn record_event(
-        &self,
-        entry: &InboxEntry,
-        _told: &[crate::host_events::HostEvent],
-        audit: Option<&NewAudit>,
-    ) -> Result<bool, StoreError> {
-        let mut state = lock(&self.0);
-        let fresh = record_entry(&mut state, entry);
-        if fresh && let Some(audit) = audit {
-            admin::push_audit(&mut state, audit);
-        }
-        Ok(fresh)
     }
 }
 
@@ -1178,13 +1032,5 @@ impl HostEventLog for InMemoryStore {
             .take(limit as usize)
             .map(|(_, u)| u)
             .collect())
-    }
-
-    async fn write_entitlements(
-        &self,
-        write: &EntitlementsWrite,
-        _told: &[crate::host_events::HostEvent],
-    ) -> Result<(), StoreError> {
-        keep_entitlements(&mut lock(&self.0), write)
     }
 }

@@ -25,6 +25,7 @@ use rust_decimal::Decimal;
 use super::InfraError;
 use crate::accounts::User;
 use crate::pagination::{Page, PageRequest};
+use crate::ports::Writes;
 use crate::ports::{
     AdjustCommand, Clock, CreditTransaction, IdGenerator, InboxFilter, LedgerEffect, RecordedEvent,
     SecretHasher, SpendError, Store,
@@ -205,7 +206,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         };
         let effect = self
             .store
-            .adjust_audited(&command, &request.admin.id)
+            .adjust(&command, &request.admin.id)
             .await
             .map_err(adjust_error)?;
         let transaction = match effect {

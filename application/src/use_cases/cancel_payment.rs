@@ -14,6 +14,7 @@ use crate::ports::{
     Clock, EventAudit, GatewayError, IdGenerator, InboxEntry, OrderRecord, PaymentEventCommand,
     SecretHasher, Store, StoreError, SubscriptionChange,
 };
+use crate::ports::{OrderChange, Writes};
 use crate::service::Service;
 
 /// Builds an administrator's entry for a cancellation from the subscription before and after.
@@ -151,9 +152,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             match self
                 .store
                 .transition_order(
-                    order.id(),
-                    record.version,
-                    cancelled.status(),
+                    OrderChange::new(order, record.version, cancelled.clone()),
                     now,
                     told.as_slice(),
                 )

@@ -8,6 +8,7 @@ use domain::{
 
 use super::InfraError;
 use crate::pagination::{Page, PageRequest};
+use crate::ports::Writes;
 use crate::ports::{
     Clock, ConsumeCommand, CreditTransaction, IdGenerator, IdempotencyRecord, Replay, Reservation,
     ReservationError, ReserveCommand, SecretHasher, SpendError, Store, StoreError, UsageContext,

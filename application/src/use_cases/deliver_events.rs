@@ -170,8 +170,8 @@ mod tests {
     use crate::pagination::{Page, PageRequest};
     use crate::ports::{
         DeliveryRecord, EndpointAudit, EndpointChange, EndpointWrite, EndpointWritten,
-        EntitlementBasis, EntitlementsWrite, EventsRead, HostEventLog, RedeliveryTarget,
-        StoreError, WebhookEndpoint, WebhookSecret, WebhookSender, WebhookStore,
+        EntitlementBasis, EventsRead, HostEventLog, RedeliveryTarget, StoreError, WebhookEndpoint,
+        WebhookSecret, WebhookSender, WebhookStore,
     };
     use crate::testing::{FixedClock, SequentialIds};
     use crate::use_cases::webhook_endpoints::DeliverySettings;
@@ -290,13 +290,6 @@ mod tests {
         }
         async fn entitlements_due(&self, _: Timestamp, _: u32) -> Result<Vec<UserId>, StoreError> {
             Ok(Vec::new())
-        }
-        async fn write_entitlements(
-            &self,
-            _: &EntitlementsWrite,
-            _: &[crate::host_events::HostEvent],
-        ) -> Result<(), StoreError> {
-            Ok(())
         }
     }
 

@@ -18,6 +18,7 @@ use super::plans::find_plan;
 use super::report_status::StatusReport;
 use crate::accounts::User;
 use crate::host_events::{self, HostEvent};
+use crate::ports::Writes;
 use crate::ports::{
     Clock, EntitlementBasis, EntitlementsTold, EntitlementsWrite, IdGenerator, OrderChange,
     SecretHasher, Store, StoreError, SubscriptionChange,
@@ -220,9 +221,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         for user in self.store.entitlements_due(now, limit).await? {
             let basis = self.store.entitlement_basis(&user).await?;
             let told = self.entitlements_after(&user, basis, None, now).await?;
-            let events: Vec<HostEvent> = told.event.into_iter().collect();
-            match self.store.write_entitlements(&told.write, &events).await {
-                Ok(()) => changed += u32::from(!events.is_empty()),
+            let tells = told.event.is_some();
+            match self.store.write_entitlements(told).await {
+                Ok(()) => changed += u32::from(tells),
                 Err(StoreError::Conflict(_)) => {}
                 Err(e) => return Err(e.into()),
             }

@@ -32,6 +32,7 @@ use crate::ports::{
 mod change_invoices;
 mod plan_changes;
 mod refunds;
+use crate::ports::Writes;
 use crate::service::Service;
 
 /// How many times a payment event's write is worked out again when its user's entitlements

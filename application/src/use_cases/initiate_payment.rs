@@ -17,6 +17,7 @@ use crate::ports::{
     CheckoutRecord, CheckoutRequest, Clock, CreateOrderOutcome, IdGenerator, IdempotencyRecord,
     OrderRecord, Replay, SecretHasher, Store,
 };
+use crate::ports::{OrderChange, Writes};
 use crate::service::Service;
 
 /// A buyer asks to pay for a plan through a provider.
@@ -257,7 +258,11 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 let now = self.clock.now();
                 let told = host_events::order_changed(order, &failed, failed.status().code(), now);
                 self.store
-                    .transition_order(order.id(), version, failed.status(), now, told.as_slice())
+                    .transition_order(
+                        OrderChange::new(order, version, failed.clone()),
+                        now,
+                        told.as_slice(),
+                    )
                     .await?;
                 self.metrics.order_moved(failed.status());
                 let order_id = order.id().clone();

@@ -12,6 +12,7 @@ use crate::ports::{
     Clock, GatewayError, IdGenerator, OrderLocator, OrderRecord, PaymentEvent, PaymentStatus,
     SecretHasher, Store, StoreError,
 };
+use crate::ports::{OrderChange, Writes};
 use crate::service::Service;
 
 /// Bounds of one reconciliation pass.
@@ -147,9 +148,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         match self
             .store
             .transition_order(
-                order.id(),
-                record.version,
-                next.status(),
+                OrderChange::new(order, record.version, next.clone()),
                 now,
                 told.as_slice(),
             )

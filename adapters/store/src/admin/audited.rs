@@ -1,11 +1,10 @@
-//! An administrator's write and its audit entry in one transaction (issue 18):
-//! [`AdminConsoleStore::write_audited`](application::ports::AdminConsoleStore::write_audited).
+//! An administrator's change to the plans, API keys and plan allowances: the part of a change
+//! set (`crate::apply`) that runs it, with the set's audit entry in the same transaction.
 
-use application::ports::{AdminWrite, NewAudit, StoreError};
+use application::ports::{AdminWrite, StoreError};
+use domain::Timestamp;
 use sea_orm::DatabaseTransaction;
 
-use super::insert_audit;
-use crate::SeaOrmStore;
 use crate::plans::{ALLOW, DISALLOW, INSERT, UPDATE, allowance_values, reorder, with_time};
 use crate::retry::Fail;
 use crate::rows::plan_values;
@@ -20,13 +19,12 @@ fn changed_one(rows: u64) -> Result<(), Fail> {
     }
 }
 
-/// `write`, then `entry`, inside `tx`.
-async fn write_and_audit(
+/// An administrator's configuration `write` inside `tx`, stamped `at`.
+pub(crate) async fn write(
     tx: &DatabaseTransaction,
     write: AdminWrite<'_>,
-    entry: &NewAudit,
+    at: Timestamp,
 ) -> Result<End<()>, Fail> {
-    let at = entry.at;
     match write {
         AdminWrite::CreatePlan(plan) => {
             let values = with_time(plan_values(plan).map_err(Fail::Store)?, at);
@@ -60,29 +58,5 @@ async fn write_and_audit(
             sql::execute(tx, DISALLOW, values).await?;
         }
     }
-    insert_audit(tx, entry).await?;
     Ok(End::Commit(()))
-}
-
-impl SeaOrmStore {
-    /// [`write_and_audit`] in a write transaction, under the retry policy.
-    pub(super) async fn audited_write(
-        &self,
-        write: AdminWrite<'_>,
-        entry: &NewAudit,
-    ) -> Result<(), StoreError> {
-        let written = self
-            .retry
-            .run("write_audited", || async {
-                let (_turn, tx) = self.begin_write().await?;
-                let body = write_and_audit(&tx, write, entry).await;
-                sql::finish(tx, body).await
-            })
-            .await;
-        if matches!(write, AdminWrite::RevokeApiKey(_)) {
-            // Forget cached keys whatever the outcome: a failed commit may still have happened.
-            self.keys.clear();
-        }
-        written
-    }
 }

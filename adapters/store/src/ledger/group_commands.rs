@@ -39,11 +39,11 @@ impl LedgerCommand {
 
 /// What a [`LedgerCommand`] asks for.
 pub(crate) enum LedgerJob {
-    /// `CreditLedger::consume`.
+    /// A lone `LedgerOp::Consume`.
     Consume(Job<ConsumeCommand, Consumed>),
-    /// `CreditLedger::reserve`.
+    /// A lone `LedgerOp::Reserve`.
     Reserve(Job<ReserveCommand, Reserved>),
-    /// `CreditLedger::grant`.
+    /// A lone `LedgerOp::Grant`.
     Grant(Job<GrantCommand, LedgerEffect>),
 }
 

@@ -7,8 +7,7 @@ use application::cursor::{Keyset, KeysetPage, decode, encode};
 use application::ports::{
     AdjustCommand, AdminConsoleStore, AdminWrite, ApiKeyRepository, AuditAction, CreditLedger,
     CustomerSearch, IdMatch, InboxFilter, LedgerEffect, Listing, NewAudit, NewHostUser, NewUser,
-    OrderFilter, PaymentEventStore, PlanRepository, SignupGrant, SpendError, StoreError,
-    StoredPlan, UserRepository,
+    OrderFilter, PlanRepository, SignupGrant, SpendError, StoreError, StoredPlan, UserRepository,
 };
 use application::sign_up::SignupIdentity;
 use domain::{
@@ -19,6 +18,7 @@ use store::SeaOrmStore;
 
 use crate::events::inbox;
 use crate::support::{TestStore, c, contract_tests, t, uid, user};
+use application::ports::Writes;
 
 const DAY_MS: i64 = 86_400_000;
 
@@ -213,7 +213,7 @@ async fn an_adjustment_and_its_audit_entry_commit_together(store: &TestStore) {
     let u = user(store, "u1").await;
     let admin = user(store, "boss").await;
     let LedgerEffect::Written(up) = store
-        .adjust_audited(&adjust("u1", 500, "t-1"), &admin)
+        .adjust(&adjust("u1", 500, "t-1"), &admin)
         .await
         .unwrap()
     else {
@@ -222,20 +222,18 @@ async fn an_adjustment_and_its_audit_entry_commit_together(store: &TestStore) {
     assert_eq!(up.balance_after.hundredths(), 500);
     assert_eq!(
         store
-            .adjust_audited(&adjust("u1", 500, "t-1"), &admin)
+            .adjust(&adjust("u1", 500, "t-1"), &admin)
             .await
             .unwrap(),
         LedgerEffect::Nothing,
         "a replay by its key"
     );
     assert!(matches!(
-        store
-            .adjust_audited(&adjust("u1", -900, "t-2"), &admin)
-            .await,
+        store.adjust(&adjust("u1", -900, "t-2"), &admin).await,
         Err(SpendError::Insufficient { .. })
     ));
     store
-        .adjust_audited(&adjust("u1", -200, "t-3"), &admin)
+        .adjust(&adjust("u1", -200, "t-3"), &admin)
         .await
         .unwrap();
     assert_eq!(
@@ -285,15 +283,13 @@ async fn an_adjustment_key_is_bound_to_its_user_and_request(store: &TestStore) {
     let bob = user(store, "bob").await;
     let admin = user(store, "boss").await;
     store
-        .adjust_audited(&adjust("ada", 500, "k-1"), &admin)
+        .adjust(&adjust("ada", 500, "k-1"), &admin)
         .await
         .unwrap();
-    let replay = store
-        .adjust_audited(&adjust("ada", 500, "k-1"), &admin)
-        .await;
+    let replay = store.adjust(&adjust("ada", 500, "k-1"), &admin).await;
     assert_eq!(replay.unwrap(), LedgerEffect::Nothing);
     store
-        .adjust_audited(&adjust("bob", 900, "bob-own"), &admin)
+        .adjust(&adjust("bob", 900, "bob-own"), &admin)
         .await
         .unwrap();
     for other in [
@@ -301,14 +297,14 @@ async fn an_adjustment_key_is_bound_to_its_user_and_request(store: &TestStore) {
         adjust("bob", -100, "k-1"),
         adjust("ada", 700, "k-1"),
     ] {
-        let refused = store.adjust_audited(&other, &admin).await;
+        let refused = store.adjust(&other, &admin).await;
         assert!(
             matches!(refused, Err(SpendError::IdempotencyConflict)),
             "{other:?}: {refused:?}"
         );
     }
-    // Through the ledger port too (no administrator): the lot's source is ada's.
-    let plain = store.adjust(&adjust("bob", 500, "k-1")).await;
+    // By another administrator too: the lot's source is the first one's.
+    let plain = store.adjust(&adjust("bob", 500, "k-1"), &bob).await;
     assert!(
         matches!(plain, Err(SpendError::IdempotencyConflict)),
         "{plain:?}"
@@ -325,18 +321,18 @@ async fn a_grant_past_the_largest_balance_is_refused_before_it_is_written(store:
     let admin = user(store, "boss").await;
     let near_max = 99_999_999_900_000;
     let first = adjust("ada", near_max, "big-1");
-    store.adjust_audited(&first, &admin).await.unwrap();
+    store.adjust(&first, &admin).await.unwrap();
     let refused = store
-        .adjust_audited(&adjust("ada", near_max, "big-2"), &admin)
+        .adjust(&adjust("ada", near_max, "big-2"), &admin)
         .await;
     assert!(
         matches!(refused, Err(SpendError::BalanceLimit { balance, .. }) if balance.hundredths() == near_max),
         "{refused:?}"
     );
-    let replay = store.adjust_audited(&first, &admin).await.unwrap();
+    let replay = store.adjust(&first, &admin).await.unwrap();
     assert_eq!(replay, LedgerEffect::Nothing);
     store
-        .adjust_audited(&adjust("ada", 100_000, "fits"), &admin)
+        .adjust(&adjust("ada", 100_000, "fits"), &admin)
         .await
         .unwrap();
     assert_eq!(
@@ -351,7 +347,7 @@ async fn a_ledger_and_the_inbox_are_walked_by_keyset(store: &TestStore) {
     let admin = user(store, "boss").await;
     for n in 1..=5 {
         store
-            .adjust_audited(&adjust("u1", n * 100, &format!("g-{n}")), &admin)
+            .adjust(&adjust("u1", n * 100, &format!("g-{n}")), &admin)
             .await
             .unwrap();
     }
@@ -508,13 +504,13 @@ async fn plan_and_key_writes_commit_with_their_audit_entry_or_not_at_all(store: 
     let plan = audited_plan("life", "99", false);
     let created = entry(&admin, AuditAction::PlanCreated, "life", 10);
     store
-        .write_audited(AdminWrite::CreatePlan(&plan), &created)
+        .write_admin(AdminWrite::CreatePlan(&plan), &created)
         .await
         .unwrap();
     assert_eq!(audits().await, 1);
     assert!(
         store
-            .write_audited(AdminWrite::CreatePlan(&plan), &created)
+            .write_admin(AdminWrite::CreatePlan(&plan), &created)
             .await
             .is_err(),
         "a taken id"
@@ -522,7 +518,7 @@ async fn plan_and_key_writes_commit_with_their_audit_entry_or_not_at_all(store: 
     assert_eq!(audits().await, 1, "no entry for the refused create");
     let hidden = audited_plan("life", "99", true);
     store
-        .write_audited(
+        .write_admin(
             AdminWrite::UpdatePlan(&hidden),
             &entry(&admin, AuditAction::PlanUpdated, "life", 20),
         )
@@ -542,7 +538,7 @@ async fn plan_and_key_writes_commit_with_their_audit_entry_or_not_at_all(store: 
         AdminWrite::RevokeApiKey("key_none"),
     ] {
         let refused = store
-            .write_audited(write, &entry(&admin, AuditAction::PlanUpdated, "ghost", 30))
+            .write_admin(write, &entry(&admin, AuditAction::PlanUpdated, "ghost", 30))
             .await;
         assert!(
             matches!(refused, Err(StoreError::NotFound)),
@@ -561,7 +557,7 @@ async fn plan_and_key_writes_commit_with_their_audit_entry_or_not_at_all(store: 
     };
     let hash = TokenHash("digest".into());
     store
-        .write_audited(
+        .write_admin(
             AdminWrite::CreateApiKey(&key, &hash),
             &entry(&admin, AuditAction::ApiKeyCreated, "key_1", 40),
         )
@@ -572,7 +568,7 @@ async fn plan_and_key_writes_commit_with_their_audit_entry_or_not_at_all(store: 
         "key_1"
     );
     store
-        .write_audited(
+        .write_admin(
             AdminWrite::RevokeApiKey("key_1"),
             &entry(&admin, AuditAction::ApiKeyRevoked, "key_1", 50),
         )
@@ -584,7 +580,7 @@ async fn plan_and_key_writes_commit_with_their_audit_entry_or_not_at_all(store: 
         "revoked at once"
     );
     store
-        .write_audited(
+        .write_admin(
             AdminWrite::DeletePlan(&PlanId::new("life").unwrap()),
             &entry(&admin, AuditAction::PlanDeleted, "life", 60),
         )

@@ -7,14 +7,15 @@ use application::host_events::{self, HostEventKind};
 use application::ports::{
     AdminConsoleStore, AuditAction, CreditLedger, EndpointChange, EndpointWrite, EndpointWritten,
     EventAudit, InboxEntry, MismatchNotice, NewAudit, OrderRepository, PaymentEventCommand,
-    PaymentEventOutcome, PaymentEventStore, RedeliveryTarget, StoreError, WebhookEndpoint,
-    WebhookSecret, WebhookStore,
+    PaymentEventOutcome, RedeliveryTarget, StoreError, WebhookEndpoint, WebhookSecret,
+    WebhookStore,
 };
 use domain::{EventOutcome, UserId};
 use sea_orm::ConnectionTrait;
 
 use crate::events::{inbox, payment};
 use crate::support::{TestStore, c, contract_tests, order, t, user};
+use application::ports::Writes;
 
 fn audit(
     admin: &UserId,
@@ -365,7 +366,7 @@ async fn plan_allowances_are_kept_once_and_written_with_their_entry(store: &Test
     for at in [60, 70] {
         let write = AdminWrite::AllowPlan(&allowance(at));
         store
-            .write_audited(write, &entry(AuditAction::PlanAllowed))
+            .write_admin(write, &entry(AuditAction::PlanAllowed))
             .await
             .unwrap();
     }
@@ -379,7 +380,7 @@ async fn plan_allowances_are_kept_once_and_written_with_their_entry(store: &Test
     for _ in 0..2 {
         let write = AdminWrite::RemovePlanAllowance(&buyer, &legacy);
         let removed = entry(AuditAction::PlanAllowanceRemoved);
-        store.write_audited(write, &removed).await.unwrap();
+        store.write_admin(write, &removed).await.unwrap();
     }
     assert!(!store.plan_allowed(&buyer, &legacy).await.unwrap());
     assert_eq!(audits(store).await, 4);

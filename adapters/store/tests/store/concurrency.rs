@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use application::ports::{
     CreditLedger, GrantCommand, GrantSource, LedgerEffect, OrderRepository, PaymentEventOutcome,
-    PaymentEventStore, Replay, SpendError, StoreError,
+    Replay, SpendError, StoreError,
 };
 use domain::{OrderStatus, ReservationId};
 use tokio::task::JoinSet;
@@ -15,6 +15,7 @@ use crate::ledger::reserve_command;
 use crate::support::{
     TestStore, assert_ledger_consistent, c, concurrency_tests, consume, grant, oid, order, t, user,
 };
+use application::ports::Writes;
 
 async fn thirty_two_spends_at_once_never_overdraw(store: &TestStore) {
     let u = user(store, "u1").await;

@@ -14,6 +14,7 @@ use domain::{
 use crate::support::{
     TestStore, assert_ledger_consistent, c, contract_tests, oid, order, paid_order, t, user,
 };
+use application::ports::Writes;
 
 pub fn inbox(event_id: &str, at: i64) -> InboxEntry {
     InboxEntry {

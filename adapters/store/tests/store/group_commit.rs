@@ -20,6 +20,7 @@ use crate::support::{
     Backend, TestStore, assert_ledger_consistent, backend_tests, c, consume, exact_groups, grant,
     grouped, t, user,
 };
+use application::ports::Writes;
 
 type Spend = Result<(application::ports::CreditTransaction, Replay), SpendError>;
 

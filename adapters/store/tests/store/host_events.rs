@@ -10,10 +10,10 @@ use application::accounts::{Role, User};
 use application::host_events::HostEventKind;
 use application::ports::{
     AdjustCommand, Clock, CreditLedger, Gateways, GrantCommand, GrantSource, HostEventLog,
-    OrderChange, OrderLocator, OrderRepository, PaymentEvent, PaymentEventCommand,
-    PaymentEventStore, PaymentGateway, RefundRecord, RefundReport, RefundRepository, RefundTarget,
-    RefundedCharge, StoreError, StoredEvent, SubscriptionChange, VerifiedWebhook, WebhookEndpoint,
-    WebhookRequest, WebhookSecret, WebhookStore,
+    OrderChange, OrderLocator, OrderRepository, PaymentEvent, PaymentEventCommand, PaymentGateway,
+    RefundRecord, RefundReport, RefundRepository, RefundTarget, RefundedCharge, StoreError,
+    StoredEvent, SubscriptionChange, VerifiedWebhook, WebhookEndpoint, WebhookRequest,
+    WebhookSecret, WebhookStore,
 };
 use application::service::{Service, ServiceConfig};
 use application::testing::fixtures::config;
@@ -33,6 +33,7 @@ use serde_json::Value;
 use store::SeaOrmStore;
 
 use crate::support::{TestStore, contract_tests};
+use application::ports::Writes;
 
 const START_MS: i64 = 1_800_000_000_000;
 
@@ -436,9 +437,12 @@ async fn the_ledger_tells_grants_debits_and_expiries(world: &World, store: &Test
         expires_at: None,
         now: at_days(2),
     };
-    store.adjust(&adjust(500, "adj-1")).await.unwrap();
-    store.adjust(&adjust(500, "adj-1")).await.unwrap();
-    store.adjust(&adjust(-200, "adj-2")).await.unwrap();
+    store.adjust(&adjust(500, "adj-1"), &user.id).await.unwrap();
+    store.adjust(&adjust(500, "adj-1"), &user.id).await.unwrap();
+    store
+        .adjust(&adjust(-200, "adj-2"), &user.id)
+        .await
+        .unwrap();
     let grant = GrantCommand {
         user_id: user.id.clone(),
         amount: crate::support::c(300),

@@ -10,6 +10,7 @@ use domain::{BillingPeriod, CreditDelta, ReservationId, SubscriptionId, Transact
 use crate::support::{
     TestStore, assert_ledger_consistent, c, consume, contract_tests, grant, key, t, uid, user,
 };
+use application::ports::Writes;
 
 pub fn reserve_command(user: &UserId, id: &str, amount: i64, key_text: &str) -> ReserveCommand {
     ReserveCommand {
@@ -416,7 +417,8 @@ async fn adjustments_apply_once_per_reference(store: &TestStore) {
         expires_at: None,
         now: t(10),
     };
-    let LedgerEffect::Written(up) = store.adjust(&adjust(500, "ticket-1")).await.unwrap() else {
+    let LedgerEffect::Written(up) = store.adjust(&adjust(500, "ticket-1"), &u).await.unwrap()
+    else {
         panic!("not written")
     };
     assert_eq!(
@@ -424,22 +426,23 @@ async fn adjustments_apply_once_per_reference(store: &TestStore) {
         (TransactionKind::AdminAdjustment, Some("goodwill"))
     );
     assert_eq!(
-        store.adjust(&adjust(500, "ticket-1")).await.unwrap(),
+        store.adjust(&adjust(500, "ticket-1"), &u).await.unwrap(),
         LedgerEffect::Nothing
     );
     assert!(matches!(
-        store.adjust(&adjust(400, "ticket-1")).await,
+        store.adjust(&adjust(400, "ticket-1"), &u).await,
         Err(SpendError::IdempotencyConflict)
     ));
-    let LedgerEffect::Written(down) = store.adjust(&adjust(-200, "ticket-2")).await.unwrap() else {
+    let LedgerEffect::Written(down) = store.adjust(&adjust(-200, "ticket-2"), &u).await.unwrap()
+    else {
         panic!("not written")
     };
     assert_eq!(down.balance_after, c(300));
     assert_eq!(
-        store.adjust(&adjust(-200, "ticket-2")).await.unwrap(),
+        store.adjust(&adjust(-200, "ticket-2"), &u).await.unwrap(),
         LedgerEffect::Nothing
     );
-    let too_much = store.adjust(&adjust(-301, "ticket-3")).await;
+    let too_much = store.adjust(&adjust(-301, "ticket-3"), &u).await;
     assert!(
         matches!(too_much, Err(SpendError::Insufficient { available, .. }) if available == c(300))
     );
@@ -537,7 +540,7 @@ async fn an_admin_grant_keeps_its_expiry(store: &TestStore) {
         expires_at: expires.map(t),
         now: t(10),
     };
-    store.adjust(&grant(Some(5_000))).await.unwrap();
+    store.adjust(&grant(Some(5_000)), &u).await.unwrap();
     assert_eq!(
         store
             .raw_i64("SELECT expires_at FROM credit_grants WHERE source_kind = 'admin'")
@@ -545,11 +548,11 @@ async fn an_admin_grant_keeps_its_expiry(store: &TestStore) {
         5_000
     );
     assert_eq!(
-        store.adjust(&grant(Some(5_000))).await.unwrap(),
+        store.adjust(&grant(Some(5_000)), &u).await.unwrap(),
         LedgerEffect::Nothing
     );
     assert!(matches!(
-        store.adjust(&grant(Some(6_000))).await,
+        store.adjust(&grant(Some(6_000)), &u).await,
         Err(SpendError::IdempotencyConflict)
     ));
     assert_ledger_consistent(store, &u).await;

@@ -9,6 +9,7 @@ use domain::{
 };
 
 use crate::support::{TestStore, contract_tests, key, oid, order, t, user};
+use application::ports::Writes;
 
 fn record(order: Order) -> OrderRecord {
     OrderRecord {
@@ -148,7 +149,17 @@ async fn checkout_is_attached_to_pending_orders_only(store: &TestStore) {
         Err(StoreError::NotFound)
     ));
     store
-        .transition_order(&oid("o2"), 0, &OrderStatus::Cancelled, t(17), &[])
+        .transition_order(
+            crate::events::order_change(
+                &oid("o2"),
+                &u,
+                0,
+                OrderStatus::Pending,
+                OrderStatus::Cancelled,
+            ),
+            t(17),
+            &[],
+        )
         .await
         .unwrap();
     let redirect = CheckoutRecord {
@@ -167,17 +178,37 @@ async fn transitions_are_compare_and_set_and_every_status_round_trips(store: &Te
     store.create_order(&o, None).await.unwrap();
     let paid = OrderStatus::Paid { paid_at: t(20) };
     store
-        .transition_order(o.id(), 0, &paid, t(20), &[])
+        .transition_order(
+            crate::events::order_change(o.id(), &u, 0, OrderStatus::Pending, (paid).clone()),
+            t(20),
+            &[],
+        )
         .await
         .unwrap();
     // The version read before that change is stale now.
     assert!(matches!(
-        store.transition_order(o.id(), 0, &paid, t(21), &[]).await,
+        store
+            .transition_order(
+                crate::events::order_change(o.id(), &u, 0, OrderStatus::Pending, (paid).clone()),
+                t(21),
+                &[],
+            )
+            .await,
         Err(StoreError::Conflict(_))
     ));
     assert!(matches!(
         store
-            .transition_order(&oid("nope"), 0, &paid, t(21), &[])
+            .transition_order(
+                crate::events::order_change(
+                    &oid("nope"),
+                    &u,
+                    0,
+                    OrderStatus::Pending,
+                    (paid).clone()
+                ),
+                t(21),
+                &[],
+            )
             .await,
         Err(StoreError::NotFound)
     ));
@@ -188,7 +219,17 @@ async fn transitions_are_compare_and_set_and_every_status_round_trips(store: &Te
     let full = OrderStatus::Refunded { paid_at: t(20) };
     for (version, to) in [(1, &partial), (2, &full)] {
         store
-            .transition_order(o.id(), version, to, t(30), &[])
+            .transition_order(
+                crate::events::order_change(
+                    o.id(),
+                    &u,
+                    version,
+                    OrderStatus::Pending,
+                    (to).clone(),
+                ),
+                t(30),
+                &[],
+            )
             .await
             .unwrap();
         let found = store.find_order(o.id()).await.unwrap().unwrap();
@@ -200,7 +241,11 @@ async fn transitions_are_compare_and_set_and_every_status_round_trips(store: &Te
         reason: "card declined".into(),
     };
     store
-        .transition_order(failed.id(), 0, &reason, t(40), &[])
+        .transition_order(
+            crate::events::order_change(failed.id(), &u, 0, OrderStatus::Pending, (reason).clone()),
+            t(40),
+            &[],
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -267,7 +312,17 @@ async fn the_reconciler_claims_pending_orders_once_per_lease(store: &TestStore) 
         .await
         .unwrap();
     store
-        .transition_order(&oid("o1"), 0, &OrderStatus::Expired, t(200), &[])
+        .transition_order(
+            crate::events::order_change(
+                &oid("o1"),
+                &u,
+                0,
+                OrderStatus::Pending,
+                OrderStatus::Expired,
+            ),
+            t(200),
+            &[],
+        )
         .await
         .unwrap();
     let claimed = store

@@ -13,6 +13,7 @@ use std::ops::Deref;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use application::accounts::{Email, Role};
+use application::ports::Writes;
 use application::ports::{
     ConsumeCommand, CreditLedger, GrantCommand, GrantSource, IdempotencyRecord, LedgerEffect,
     NewUser, OrderRepository, UsageContext, UserRepository,
@@ -406,7 +407,17 @@ pub async fn paid_order(store: &SeaOrmStore, id: &str, user: &UserId) -> OrderId
     let o = order(id, user, 10);
     store.create_order(&o, None).await.expect("create order");
     store
-        .transition_order(o.id(), 0, &OrderStatus::Paid { paid_at: t(20) }, t(20), &[])
+        .transition_order(
+            crate::events::order_change(
+                o.id(),
+                user,
+                0,
+                OrderStatus::Pending,
+                OrderStatus::Paid { paid_at: t(20) },
+            ),
+            t(20),
+            &[],
+        )
         .await
         .expect("pay");
     o.id().clone()

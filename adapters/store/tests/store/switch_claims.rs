@@ -5,8 +5,8 @@
 //! never clears it.
 
 use application::ports::{
-    InboxEntry, PaymentEventCommand, PaymentEventOutcome, PaymentEventStore, StoreError,
-    SubscriptionChange, SubscriptionRepository,
+    InboxEntry, PaymentEventCommand, PaymentEventOutcome, StoreError, SubscriptionChange,
+    SubscriptionRepository,
 };
 use domain::{
     BillingPeriod, ChangeDirection, Currency, Duration, Money, PlanChange, PlanId, ProviderId,
@@ -17,6 +17,7 @@ use store::GroupCommit;
 use tokio::task::JoinSet;
 
 use crate::support::{Backend, backend_tests, c, t, user};
+use application::ports::Writes;
 
 fn inbox(event_id: &str) -> InboxEntry {
     InboxEntry {

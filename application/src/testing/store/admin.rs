@@ -11,10 +11,9 @@ use super::{InMemoryStore, State};
 use crate::accounts::User;
 use crate::cursor::{Keyset, KeysetPage};
 use crate::ports::{
-    AdjustCommand, AdminConsoleStore, AdminWrite, ApiKeyRepository, AuditAction, AuditEntry,
-    AuditFacts, AuditValue, CreditTransaction, CustomerSearch, EmailKey, GrantCommand, GrantSource,
-    IdMatch, InboxFilter, LedgerEffect, NewAudit, OrderFilter, OrderRecord, PaymentTotal,
-    PlanRepository, RecordedEvent, SignupGrantOutcome, SpendError, StoreError, TimeNumberKey,
+    AdminConsoleStore, AuditEntry, AuditFacts, AuditValue, CreditTransaction, CustomerSearch,
+    EmailKey, GrantCommand, GrantSource, IdMatch, InboxFilter, LedgerEffect, NewAudit, OrderFilter,
+    OrderRecord, PaymentTotal, RecordedEvent, SignupGrantOutcome, StoreError, TimeNumberKey,
     TimeTextKey,
 };
 use crate::sign_up::SignupIdentity;
@@ -116,13 +115,6 @@ pub(super) fn give_signup_grant(
         written.context.note = Some(SIGNUP_NOTE.to_owned());
     }
     Ok(SignupGrantOutcome::Granted)
-}
-
-fn balance_facts(hundredths: i64) -> AuditFacts {
-    BTreeMap::from([(
-        "balanceHundredths".to_owned(),
-        AuditValue::Integer(hundredths),
-    )])
 }
 
 fn add_total(
@@ -281,69 +273,6 @@ impl AdminConsoleStore for InMemoryStore {
                 entry: e.clone(),
             })
         }))
-    }
-
-    async fn adjust_audited(
-        &self,
-        command: &AdjustCommand,
-        admin: &UserId,
-    ) -> Result<LedgerEffect, SpendError> {
-        self.atomically(|s| {
-            let before = s.ledger.balance(&command.user_id).hundredths();
-            let effect = s.ledger.adjust_as(admin, command)?;
-            if let LedgerEffect::Written(tx) = &effect {
-                let mut after = balance_facts(tx.balance_after.hundredths());
-                after.insert("transactionId".into(), AuditValue::Integer(tx.id));
-                let action = if command.amount.is_decrease() {
-                    AuditAction::CreditsDebited
-                } else {
-                    AuditAction::CreditsGranted
-                };
-                push_audit(
-                    s,
-                    &NewAudit {
-                        admin_id: admin.clone(),
-                        action,
-                        object_kind: "user",
-                        object_id: command.user_id.to_string(),
-                        before: Some(balance_facts(before)),
-                        after: Some(after),
-                        at: command.now,
-                    },
-                );
-            }
-            Ok(effect)
-        })
-    }
-
-    async fn write_audited(
-        &self,
-        write: AdminWrite<'_>,
-        entry: &NewAudit,
-    ) -> Result<(), StoreError> {
-        // Each write below is atomic on its own; the entry follows only a write that happened,
-        // and nothing can fail between the two in memory.
-        let at = entry.at;
-        match write {
-            AdminWrite::CreatePlan(plan) => self.create_plan(plan, at).await?,
-            AdminWrite::UpdatePlan(plan) => self.update_plan(plan, at).await?,
-            AdminWrite::DeletePlan(id) => self.delete_plan(id).await?,
-            AdminWrite::ReorderPlans(ids) => self.reorder_plans(ids, at).await?,
-            AdminWrite::CreateApiKey(key, hash) => self.create_api_key(key, hash).await?,
-            AdminWrite::RevokeApiKey(id) => self.revoke_api_key(id, at).await?,
-            AdminWrite::AllowPlan(allowance) => {
-                let key = (allowance.user_id.clone(), allowance.plan_id.clone());
-                (lock(&self.0).plan_allowances)
-                    .entry(key)
-                    .or_insert_with(|| allowance.clone());
-            }
-            AdminWrite::RemovePlanAllowance(user, plan) => {
-                let key = (user.clone(), plan.clone());
-                lock(&self.0).plan_allowances.remove(&key);
-            }
-        }
-        push_audit(&mut lock(&self.0), entry);
-        Ok(())
     }
 
     async fn record_audit(&self, entry: &NewAudit) -> Result<i64, StoreError> {

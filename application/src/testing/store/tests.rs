@@ -8,9 +8,10 @@ use domain::{
 };
 
 use super::InMemoryStore;
+use crate::ports::Writes;
 use crate::ports::{
-    InboxEntry, PaymentEventCommand, PaymentEventOutcome, PaymentEventStore, StoreError,
-    SubscriptionChange, SubscriptionRepository,
+    InboxEntry, PaymentEventCommand, PaymentEventOutcome, StoreError, SubscriptionChange,
+    SubscriptionRepository,
 };
 
 fn t(ms: i64) -> Timestamp {

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use super::super::api_keys::{ApiKeyError, CreatedApiKey};
 use super::super::manage_plans::{ManagePlansError, PlanInput, replacement, validate};
 use crate::accounts::User;
+use crate::ports::Writes;
 use crate::ports::{
     AdminWrite, AuditAction, AuditFacts, AuditValue, Clock, IdGenerator, NewAudit, PlanAllowance,
     SecretHasher, Store, StoreError, StoredPlan,
@@ -61,7 +62,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             after: entry.after,
             at: self.clock.now(),
         };
-        self.store.write_audited(write, &audit).await
+        self.store.write_admin(write, &audit).await
     }
 
     async fn stored_plan(&self, id: &domain::PlanId) -> Option<StoredPlan> {

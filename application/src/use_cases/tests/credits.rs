@@ -4,7 +4,8 @@ use domain::{IdempotencyKey, ProviderId, Timestamp, TransactionKind};
 
 use super::harness::*;
 use crate::accounts::User;
-use crate::ports::{CreditLedger, GrantCommand, GrantSource, Replay, ReservationStatus};
+use crate::ports::Writes;
+use crate::ports::{GrantCommand, GrantSource, Replay, ReservationStatus};
 use crate::use_cases::credits::{ConsumeCredits, CreditsError, UsageRequest};
 
 async fn funded(h: &Harness, whole: i64) -> User {

@@ -7,8 +7,9 @@ use domain::{Credits, EventOutcome, IdempotencyKey, OrderId, OrderStatus, Provid
 
 use super::harness::*;
 use crate::accounts::User;
+use crate::ports::Writes;
 use crate::ports::{
-    CreditLedger, GrantCommand, GrantSource, Metrics, PaymentStatus, WebhookRequest, WebhookResult,
+    GrantCommand, GrantSource, Metrics, PaymentStatus, WebhookRequest, WebhookResult,
 };
 use crate::use_cases::credits::{ConsumeCredits, UsageRequest};
 use crate::use_cases::initiate_payment::InitiatePayment;

@@ -1,0 +1,301 @@
+//! [`ChangeStore::apply`]: the one write of the store. A set is executed as the core decided
+//! it, part by part in one transaction; the store decides nothing about what it means.
+//!
+//! Strategies, chosen by the set's shape and invisible in its outcome:
+//! - one consumption, reservation or grant alone goes to the group-commit writer when it is
+//!   on (`crate::group_commit`: many callers' operations in one transaction, a run of
+//!   consumptions decided and written as one set of statements), else runs alone;
+//! - an inbox row alone is one statement;
+//! - anything else is one write transaction under the retry policy.
+
+use application::host_events::{self, HostEventKind};
+use application::ports::{
+    AdminWrite, Applied, ApplyError, Audit, ChangeSet, ChangeStore, Done, LedgerEffect, LedgerOp,
+    LedgerOutcome, Refusal, ReservationStatus, StoreError,
+};
+use async_trait::async_trait;
+use sea_orm::DatabaseTransaction;
+
+use crate::events::{apply_order, apply_subscription, conflict, insert_inbox};
+use crate::ledger::{self, NewGrant, Resolution, Spent};
+use crate::opt_in::Wanted;
+use crate::outbox::Outbox;
+use crate::retry::Fail;
+use crate::sql::{self, End};
+use crate::{Enc, SeaOrmStore, admin, entitlements_told, refunds};
+
+/// What one ledger operation did inside a set's transaction.
+enum Step {
+    /// Done now: the set goes on.
+    Done(LedgerOutcome),
+    /// Answered from an earlier write (a replayed key): the set stops and writes nothing.
+    Earlier(LedgerOutcome),
+    /// Refused by a ledger rule: the set writes nothing.
+    Refused(Refusal),
+}
+
+impl<T> Spent<T> {
+    /// As a step of a set: `earlier` when the operation rolled back with an answer.
+    fn step(self, earlier: bool, outcome: impl FnOnce(T) -> LedgerOutcome) -> Step {
+        match self {
+            Spent::Done(value) if earlier => Step::Earlier(outcome(value)),
+            Spent::Done(value) => Step::Done(outcome(value)),
+            Spent::Insufficient {
+                requested,
+                available,
+            } => Step::Refused(Refusal::Insufficient {
+                requested,
+                available,
+            }),
+            Spent::KeyConflict => Step::Refused(Refusal::KeyConflict),
+            Spent::BalanceLimit { balance, amount } => {
+                Step::Refused(Refusal::BalanceLimit { balance, amount })
+            }
+        }
+    }
+}
+
+impl Resolution {
+    fn step(self, earlier: bool) -> Step {
+        match self {
+            Resolution::Done(r, replay) if earlier => Step::Earlier(LedgerOutcome::Held(r, replay)),
+            Resolution::Done(r, replay) => Step::Done(LedgerOutcome::Held(r, replay)),
+            Resolution::NotFound => Step::Refused(Refusal::ReservationNotFound),
+            Resolution::AlreadyResolved(code) => Step::Refused(Refusal::ReservationResolved(code)),
+        }
+    }
+}
+
+/// An operation's end as a step.
+fn ended<T>(end: End<T>, step: impl FnOnce(T, bool) -> Step) -> Step {
+    match end {
+        End::Commit(value) => step(value, false),
+        End::Rollback(value) => step(value, true),
+    }
+}
+
+/// One ledger operation inside `tx`; a grant writes the events collected so far in `outbox`
+/// with its lot, a clawback's are added to it.
+async fn ledger_op(
+    tx: &DatabaseTransaction,
+    op: &LedgerOp,
+    outbox: &mut Outbox,
+    wanted: Wanted,
+    events: &Enc,
+) -> Result<Step, Fail> {
+    Ok(match op {
+        LedgerOp::Grant(c) => {
+            let effect = ledger::grant(tx, &NewGrant::of(c), outbox, events).await?;
+            Step::Done(LedgerOutcome::Effect(effect))
+        }
+        LedgerOp::Clawback(c) => {
+            let effect = ledger::clawback(tx, c).await?;
+            if let LedgerEffect::Written(t) = &effect {
+                outbox.extend(host_events::credits_changed(t));
+            }
+            Step::Done(LedgerOutcome::Effect(effect))
+        }
+        LedgerOp::Adjust { command, admin } => {
+            let end = admin::adjust_keyed(tx, command, admin, events).await?;
+            ended(end, |spent, earlier| {
+                spent.step(earlier, LedgerOutcome::Effect)
+            })
+        }
+        LedgerOp::Consume(c) => {
+            let end = ledger::consume_in(tx, c, wanted, events).await?;
+            ended(end, |spent, earlier| {
+                spent.step(earlier, |(t, replay)| LedgerOutcome::Spent(t, replay))
+            })
+        }
+        LedgerOp::Reserve(c) => {
+            let end = ledger::reserve_in(tx, c, wanted, events).await?;
+            ended(end, |spent, earlier| {
+                spent.step(earlier, |(r, replay)| LedgerOutcome::Held(r, replay))
+            })
+        }
+        LedgerOp::Settle {
+            user,
+            id,
+            actual,
+            now,
+        } => {
+            let end = ledger::settle_in(tx, user, id, *actual, *now, wanted, events).await?;
+            ended(end, Resolution::step)
+        }
+        LedgerOp::Release { user, id, now } => {
+            let to = ReservationStatus::Released;
+            let end = ledger::release_in(tx, user, id, *now, to, wanted, events).await?;
+            ended(end, Resolution::step)
+        }
+    })
+}
+
+/// Every part of `set` inside `tx`, in the order [`ChangeSet`] names.
+async fn execute(
+    tx: &DatabaseTransaction,
+    set: &ChangeSet<'_>,
+    wanted: Wanted,
+    events: &Enc,
+) -> Result<End<Result<Applied, Refusal>>, Fail> {
+    // The inbox row first: a duplicate delivery stops here (PostgreSQL makes a concurrent
+    // duplicate wait for the first one's commit, then do nothing).
+    if let Some(entry) = &set.inbox
+        && !insert_inbox(tx, entry).await?
+    {
+        return Ok(End::Rollback(Ok(Applied::Duplicate)));
+    }
+    let now = set.at;
+    if let Some(change) = &set.order {
+        apply_order(tx, change, now).await?;
+    }
+    if let Some(change) = &set.subscription {
+        apply_subscription(tx, change, now).await?;
+    }
+    if let Some(refund) = &set.refund
+        && !refunds::keep(tx, refund).await?
+    {
+        return Err(conflict("the refund report was kept before"));
+    }
+    if let Some(change) = &set.charge {
+        refunds::apply_charge(tx, change).await?;
+    }
+    if let Some(write) = set.admin
+        && let End::Rollback(()) = admin::write(tx, write, now).await?
+    {
+        return Ok(End::Rollback(Ok(Applied::Done(Done::default()))));
+    }
+    let mut outbox = Outbox::default();
+    outbox.extend(set.told.iter().cloned());
+    let mut done = Done::default();
+    for op in &set.ledger {
+        match ledger_op(tx, op, &mut outbox, wanted, events).await? {
+            Step::Done(outcome) => done.ledger.push(outcome),
+            Step::Earlier(outcome) => {
+                done.ledger.push(outcome);
+                return Ok(End::Rollback(Ok(Applied::Done(done))));
+            }
+            Step::Refused(refusal) => return Ok(End::Rollback(Err(refusal))),
+        }
+    }
+    if let Some(told) = &set.entitlements {
+        entitlements_told::write(tx, &told.write).await?;
+        outbox.extend(told.event.clone());
+    }
+    outbox.write(tx, events).await?;
+    let entry = match &set.audit {
+        Some(Audit::Entry(entry)) => Some(entry.clone()),
+        Some(Audit::Of(build)) => build(&done),
+        None => None,
+    };
+    if let Some(entry) = entry {
+        admin::insert_audit(tx, &entry).await?;
+    }
+    Ok(End::Commit(Ok(Applied::Done(done))))
+}
+
+/// Whether a set spends, holds or frees credits (and so may tell an opt-in event).
+fn tells_opt_in(set: &ChangeSet<'_>) -> bool {
+    set.ledger.iter().any(|op| {
+        matches!(
+            op,
+            LedgerOp::Consume(_)
+                | LedgerOp::Reserve(_)
+                | LedgerOp::Settle { .. }
+                | LedgerOp::Release { .. }
+        )
+    })
+}
+
+/// Whether the set is an inbox row and nothing else.
+fn inbox_alone(set: &ChangeSet<'_>) -> bool {
+    set.inbox.is_some()
+        && set.order.is_none()
+        && set.subscription.is_none()
+        && set.refund.is_none()
+        && set.charge.is_none()
+        && set.admin.is_none()
+        && set.ledger.is_empty()
+        && set.entitlements.is_none()
+        && set.told.is_empty()
+        && set.audit.is_none()
+}
+
+impl SeaOrmStore {
+    /// A lone consumption, reservation or grant through the group-commit writer when it may
+    /// take it; `None` when it runs as any other set.
+    async fn grouped(&self, op: &LedgerOp) -> Result<Option<Step>, StoreError> {
+        Ok(match op {
+            LedgerOp::Consume(c) => {
+                let wanted = self.wanted().await?;
+                if wanted.wants(HostEventKind::CreditsConsumed) {
+                    return Ok(None);
+                }
+                self.consume_grouped(c)
+                    .await?
+                    .map(|spent| spent.step(false, |(t, r)| LedgerOutcome::Spent(t, r)))
+            }
+            LedgerOp::Reserve(c) => {
+                let wanted = self.wanted().await?;
+                if wanted.wants(HostEventKind::CreditsReserved) {
+                    return Ok(None);
+                }
+                self.reserve_grouped(c)
+                    .await?
+                    .map(|spent| spent.step(false, |(r, replay)| LedgerOutcome::Held(r, replay)))
+            }
+            LedgerOp::Grant(c) => self
+                .grant_grouped(c)
+                .await?
+                .map(|effect| Step::Done(LedgerOutcome::Effect(effect))),
+            _ => None,
+        })
+    }
+}
+
+#[async_trait]
+impl ChangeStore for SeaOrmStore {
+    async fn apply(&self, set: ChangeSet<'_>) -> Result<Applied, ApplyError> {
+        if let Some(op) = set.lone_ledger_op()
+            && self.group.is_some()
+            && let Some(step) = self.grouped(op).await?
+        {
+            return match step {
+                Step::Done(outcome) | Step::Earlier(outcome) => Ok(Applied::Done(Done {
+                    ledger: vec![outcome],
+                })),
+                Step::Refused(refusal) => Err(ApplyError::Refused(refusal)),
+            };
+        }
+        if let Some(entry) = set.inbox.as_ref().filter(|_| inbox_alone(&set)) {
+            let fresh = self
+                .retry
+                .run("record_event", || async {
+                    Ok(insert_inbox(&self.db, entry).await?)
+                })
+                .await?;
+            return Ok(if fresh {
+                Applied::Done(Done::default())
+            } else {
+                Applied::Duplicate
+            });
+        }
+        let wanted = if tells_opt_in(&set) {
+            self.wanted().await?
+        } else {
+            Wanted::NONE
+        };
+        let applied = self
+            .retry
+            .run("apply", || async {
+                let (_turn, tx) = self.begin_write().await?;
+                let body = execute(&tx, &set, wanted, &*self.events).await;
+                sql::finish(tx, body).await
+            })
+            .await;
+        if matches!(set.admin, Some(AdminWrite::RevokeApiKey(_))) {
+            // Forget cached keys whatever the outcome: a failed commit may still have happened.
+            self.keys.clear();
+        }
+        applied?.map_err(ApplyError::Refused)
+    }
+}

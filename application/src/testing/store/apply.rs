@@ -1,0 +1,150 @@
+//! The in-memory [`ChangeStore::apply`]: every part of a set on a draft of the state, kept
+//! whole or dropped whole.
+
+use async_trait::async_trait;
+use domain::Timestamp;
+
+use super::{InMemoryStore, State, admin::push_audit, apply_event_parts, keep_entitlements};
+use crate::ports::{
+    AdminWrite, Applied, ApplyError, Audit, ChangeSet, ChangeStore, Done, LedgerOp, LedgerOutcome,
+    ReservationStatus, StoreError,
+};
+
+/// An administrator's configuration write on `s`.
+pub(super) fn admin_write(
+    s: &mut State,
+    write: AdminWrite<'_>,
+    at: Timestamp,
+) -> Result<(), StoreError> {
+    match write {
+        AdminWrite::CreatePlan(plan) => {
+            if s.plans.contains_key(plan.plan.id()) {
+                return Err(StoreError::Conflict("plan exists".into()));
+            }
+            s.plans.insert(plan.plan.id().clone(), plan.clone());
+        }
+        AdminWrite::UpdatePlan(plan) => {
+            let stored = s
+                .plans
+                .get_mut(plan.plan.id())
+                .ok_or(StoreError::NotFound)?;
+            *stored = plan.clone();
+        }
+        AdminWrite::DeletePlan(id) => {
+            s.plans.remove(id).ok_or(StoreError::NotFound)?;
+        }
+        AdminWrite::ReorderPlans(ids) => {
+            let count = i32::try_from(ids.len()).unwrap_or(i32::MAX);
+            for (position, id) in ids.iter().enumerate() {
+                let plan = s.plans.get_mut(id).ok_or(StoreError::NotFound)?;
+                plan.listing.sort_order = i32::try_from(position).unwrap_or(i32::MAX);
+            }
+            for plan in s.plans.values_mut().filter(|p| !ids.contains(p.plan.id())) {
+                plan.listing.sort_order = plan.listing.sort_order.saturating_add(count);
+            }
+        }
+        AdminWrite::CreateApiKey(key, hash) => {
+            if s.api_keys.iter().any(|(k, h)| k.id == key.id || h == hash) {
+                return Err(StoreError::Conflict("api key exists".into()));
+            }
+            s.api_keys.push((key.clone(), hash.clone()));
+        }
+        AdminWrite::RevokeApiKey(id) => {
+            let (key, _) = s
+                .api_keys
+                .iter_mut()
+                .find(|(k, _)| k.id == id)
+                .ok_or(StoreError::NotFound)?;
+            key.revoked_at.get_or_insert(at);
+        }
+        AdminWrite::AllowPlan(allowance) => {
+            let key = (allowance.user_id.clone(), allowance.plan_id.clone());
+            s.plan_allowances
+                .entry(key)
+                .or_insert_with(|| allowance.clone());
+        }
+        AdminWrite::RemovePlanAllowance(user, plan) => {
+            s.plan_allowances.remove(&(user.clone(), plan.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// One ledger operation on `s`.
+fn ledger_op(s: &mut State, op: &LedgerOp) -> Result<LedgerOutcome, ApplyError> {
+    Ok(match op {
+        LedgerOp::Grant(c) => LedgerOutcome::Effect(s.ledger.grant(c)?),
+        LedgerOp::Clawback(c) => LedgerOutcome::Effect(s.ledger.clawback(c)?),
+        LedgerOp::Adjust { command, admin } => {
+            LedgerOutcome::Effect(s.ledger.adjust_as(admin, command)?)
+        }
+        LedgerOp::Consume(c) => {
+            let (tx, replay) = s.ledger.consume(c)?;
+            LedgerOutcome::Spent(tx, replay)
+        }
+        LedgerOp::Reserve(c) => {
+            // As in the database: the reservation row's foreign key to its user fails first.
+            if !s.users.contains_key(&c.user_id) {
+                return Err(StoreError::Conflict("refers to a missing row".into()).into());
+            }
+            let (r, replay) = s.ledger.reserve(c)?;
+            LedgerOutcome::Held(r, replay)
+        }
+        LedgerOp::Settle {
+            user,
+            id,
+            actual,
+            now,
+        } => {
+            let (r, replay) = s.ledger.settle(user, id, *actual, *now)?;
+            LedgerOutcome::Held(r, replay)
+        }
+        LedgerOp::Release { user, id, now } => {
+            let (r, replay) = s
+                .ledger
+                .release(user, id, *now, ReservationStatus::Released)?;
+            LedgerOutcome::Held(r, replay)
+        }
+    })
+}
+
+/// Every part of `set` on `s` (the caller keeps or drops `s` whole). This fake keeps no host
+/// events.
+fn apply_set(s: &mut State, set: &ChangeSet<'_>) -> Result<Applied, ApplyError> {
+    if let Some(entry) = &set.inbox {
+        if !s.inbox.insert((entry.provider, entry.event_id.clone())) {
+            return Ok(Applied::Duplicate);
+        }
+        s.inbox_entries.push(entry.clone());
+    }
+    apply_event_parts(s, set)?;
+    if let Some(write) = set.admin {
+        admin_write(s, write, set.at)?;
+    }
+    let mut done = Done::default();
+    for op in &set.ledger {
+        done.ledger.push(ledger_op(s, op)?);
+    }
+    if let Some(told) = &set.entitlements {
+        keep_entitlements(s, &told.write)?;
+    }
+    match &set.audit {
+        Some(Audit::Entry(entry)) => {
+            push_audit(s, entry);
+        }
+        Some(Audit::Of(build)) => {
+            if let Some(entry) = build(&done) {
+                push_audit(s, &entry);
+            }
+        }
+        None => {}
+    }
+    Ok(Applied::Done(done))
+}
+
+#[async_trait]
+impl ChangeStore for InMemoryStore {
+    async fn apply(&self, set: ChangeSet<'_>) -> Result<Applied, ApplyError> {
+        self.atomically(|s| apply_set(s, &set))
+    }
+}
