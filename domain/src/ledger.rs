@@ -99,6 +99,30 @@ impl TransactionKind {
         }
     }
 
+    /// Whether this kind is usage: a spend or a reservation's step (the hold, and its settle or
+    /// release giving back what was not used), so that its amounts, negated and summed, are what
+    /// was consumed.
+    #[must_use]
+    pub const fn is_usage(self) -> bool {
+        matches!(
+            self,
+            TransactionKind::Consumption
+                | TransactionKind::ReservationHold
+                | TransactionKind::ReservationSettle
+                | TransactionKind::ReservationRelease
+        )
+    }
+
+    /// Whether an increase of this kind gives back part of a hold rather than granting
+    /// credits.
+    #[must_use]
+    pub const fn returns_a_hold(self) -> bool {
+        matches!(
+            self,
+            TransactionKind::ReservationSettle | TransactionKind::ReservationRelease
+        )
+    }
+
     /// Whether this kind creates a grant lot (credits that can later expire or be clawed back).
     #[must_use]
     pub const fn creates_lot(self) -> bool {

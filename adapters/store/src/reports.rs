@@ -13,7 +13,7 @@ use application::ports::{
     StoreError, SubscriptionsDay,
 };
 use async_trait::async_trait;
-use domain::{CreditsTotal, Currency, OrderStatusKind, SubscriptionStatus};
+use domain::{CreditsTotal, Currency, OrderStatusKind, SubscriptionStatus, TransactionKind};
 use sea_orm::{FromQueryResult, Value};
 
 use crate::SeaOrmStore;
@@ -32,14 +32,34 @@ const REVENUE_SQL: &str = "SELECT day, currency, {sums} FROM ( \
         WHERE paid_at >= $1 AND paid_at < $2 AND order_id IS NULL \
     ) payments GROUP BY day, currency ORDER BY day, currency";
 
-/// Granted: every increase but a reservation's returns.
-const GRANTED: &str = "CASE WHEN amount_hundredths > 0 AND kind NOT IN \
-    ('reservation_settle', 'reservation_release') THEN amount_hundredths ELSE 0 END";
-/// Consumed: the spend kinds, negated.
-const CONSUMED: &str = "CASE WHEN kind IN ('consumption', 'reservation_hold', \
-    'reservation_settle', 'reservation_release') THEN -amount_hundredths ELSE 0 END";
+/// The codes of the transaction kinds `pick` keeps, quoted for an `IN (…)` list: the kinds
+/// are the domain's (`TransactionKind::code`), never input.
+fn kinds(pick: fn(TransactionKind) -> bool) -> String {
+    let codes: Vec<String> = TransactionKind::ALL
+        .into_iter()
+        .filter(|k| pick(*k))
+        .map(|k| format!("'{}'", k.code()))
+        .collect();
+    codes.join(", ")
+}
 
-/// Granted and consumed per day; `{sums}` is [`split_sums`] of [`GRANTED`] and [`CONSUMED`].
+/// Granted: every increase but a reservation's returns.
+fn granted() -> String {
+    format!(
+        "CASE WHEN amount_hundredths > 0 AND kind NOT IN ({}) THEN amount_hundredths ELSE 0 END",
+        kinds(TransactionKind::returns_a_hold)
+    )
+}
+
+/// Consumed: the usage kinds, negated.
+fn consumed() -> String {
+    format!(
+        "CASE WHEN kind IN ({}) THEN -amount_hundredths ELSE 0 END",
+        kinds(TransactionKind::is_usage)
+    )
+}
+
+/// Granted and consumed per day; `{sums}` is [`split_sums`] of [`granted`] and [`consumed`].
 const CREDITS_SQL: &str = "SELECT created_at / 86400000 AS day, {sums} \
     FROM credit_transactions WHERE created_at >= $1 AND created_at < $2 \
     GROUP BY created_at / 86400000 ORDER BY day";
@@ -54,13 +74,13 @@ const SUBSCRIPTIONS_SQL: &str = "SELECT day, CAST(SUM(started) AS BIGINT) AS sta
         WHERE updated_at >= $1 AND updated_at < $2 AND status IN ($3, $4) \
     ) changes GROUP BY day ORDER BY day";
 
-/// `{column}` is `feature` or `model`, chosen from an enum, never from input; `{sums}` is
+/// `{column}` is `feature` or `model`, chosen from an enum, never from input; `{usage}` the
+/// usage kinds ([`kinds`]); `{sums}` is
 /// [`split_sums`] of the amounts consumed and `{total}` their whole sum, which PostgreSQL
 /// computes as `NUMERIC` and SQLite, past `i64`, as an approximate number: used only to keep
 /// and order the shares, never read.
 const CONSUMPTION_SQL: &str = "SELECT {column} AS name, {sums} FROM credit_transactions \
-    WHERE created_at >= $1 AND created_at < $2 AND kind IN ('consumption', \
-        'reservation_hold', 'reservation_settle', 'reservation_release') \
+    WHERE created_at >= $1 AND created_at < $2 AND kind IN ({usage}) \
     GROUP BY {column} HAVING {total} > 0 ORDER BY {total} DESC, name LIMIT $3";
 
 /// Where a sum is split: each part's sum fits `i64` for any number of rows a day can hold.
@@ -160,7 +180,7 @@ impl ReportRepository for SeaOrmStore {
     }
 
     async fn credits_by_day(&self, window: ReportWindow) -> Result<Vec<CreditsDay>, StoreError> {
-        let sums = split_sums(&[(GRANTED, "granted"), (CONSUMED, "consumed")]);
+        let sums = split_sums(&[(&granted(), "granted"), (&consumed(), "consumed")]);
         let sql = CREDITS_SQL.replace("{sums}", &sums);
         let rows: Vec<CreditsRow> = self
             .fetch_all("credits_by_day", &sql, window_values(window))
@@ -210,6 +230,7 @@ impl ReportRepository for SeaOrmStore {
         let total = format!("(SUM({spent} / {SPLIT}) * {SPLIT} + SUM({spent} % {SPLIT}))");
         let sql = CONSUMPTION_SQL
             .replace("{column}", column)
+            .replace("{usage}", &kinds(TransactionKind::is_usage))
             .replace("{sums}", &split_sums(&[(spent, "consumed")]))
             .replace("{total}", &total);
         let mut values = window_values(window);

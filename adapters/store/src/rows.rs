@@ -14,7 +14,7 @@ use application::accounts::{
 };
 use application::ports::{
     CheckoutRecord, CheckoutTarget, CreditTransaction, OrderRecord, Reservation, ReservationStatus,
-    StoreError, UsageContext,
+    ReservationStatusKind, StoreError, UsageContext,
 };
 use domain::{
     BillingPeriod, ChangeDirection, CreditDelta, Credits, Currency, Duration, GrantLot, Money,
@@ -654,15 +654,16 @@ impl ReservationRow {
                 h.ok_or_else(|| corrupt(table, &self.id, format_args!("settled without {field}")))?;
             credits(table, &self.id, field, h)
         };
-        let status = match self.status.as_str() {
-            "pending" => ReservationStatus::Pending,
-            "settled" => ReservationStatus::Settled {
+        let kind = ReservationStatusKind::parse(&self.status)
+            .ok_or_else(|| bad(format!("unknown status {:?}", self.status)))?;
+        let status = match kind {
+            ReservationStatusKind::Pending => ReservationStatus::Pending,
+            ReservationStatusKind::Settled => ReservationStatus::Settled {
                 actual: amount("actual", self.actual_hundredths)?,
                 charged: amount("charged", self.charged_hundredths)?,
             },
-            "released" => ReservationStatus::Released,
-            "expired" => ReservationStatus::Expired,
-            other => return Err(bad(format!("unknown status {other:?}"))),
+            ReservationStatusKind::Released => ReservationStatus::Released,
+            ReservationStatusKind::Expired => ReservationStatus::Expired,
         };
         Ok(Reservation {
             id: ReservationId::new(self.id.clone()).map_err(|e| bad(e.to_string()))?,
