@@ -7,6 +7,7 @@ use crate::ports::{
     Clock, IdGenerator, ImportReport, Listing, SecretHasher, Store, StoreError, StoredPlan,
 };
 use crate::service::Service;
+use crate::use_cases::plans::{Audience, PricingMode, list_plans};
 
 /// The most locales one plan may be restricted to.
 pub const MAX_LOCALES: usize = 20;
@@ -115,6 +116,22 @@ pub(crate) fn replacement(id: &str, input: &PlanInput) -> Result<StoredPlan, Man
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
+    /// Every dynamic plan, hidden ones included, in listing order.
+    ///
+    /// # Errors
+    /// The dynamic plans cannot be read.
+    pub async fn admin_plans(&self) -> Result<Vec<StoredPlan>, InfraError> {
+        list_plans(
+            PricingMode::Dynamic,
+            &self.config.catalog,
+            &self.gateways,
+            &self.store,
+            Audience::Admin,
+            None,
+        )
+        .await
+    }
+
     /// Add a dynamic plan.
     ///
     /// # Errors

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use domain::delivery::DeliveryStatus;
 use domain::{Timestamp, WebhookEndpointId};
 
 use super::super::InfraError;
@@ -15,6 +16,7 @@ use super::super::webhook_endpoints::{
     CreatedEndpoint, EndpointUpdate, WebhookEndpointError, Webhooks,
 };
 use crate::accounts::User;
+use crate::pagination::{Page, PageRequest};
 use crate::ports::{
     AuditAction, AuditFacts, AuditValue, Clock, DeliveryRecord, EndpointWrite, EndpointWritten,
     IdGenerator, NewAudit, RedeliveryTarget, SecretHasher, Store, WebhookEndpoint,
@@ -100,6 +102,43 @@ fn unexpected(written: &EndpointWritten) -> WebhookEndpointError {
     WebhookEndpointError::Infra(InfraError::Unexpected(anyhow::anyhow!(what)))
 }
 
+impl<S, C, I, H> Service<S, C, I, H> {
+    /// Whether webhook delivery is wired in this process.
+    pub fn delivery_configured(&self) -> bool {
+        self.webhooks.is_some()
+    }
+
+    /// The delivery wiring, or [`WebhookEndpointError::NotConfigured`].
+    fn wired(&self) -> Result<&Webhooks, WebhookEndpointError> {
+        self.webhooks
+            .as_deref()
+            .ok_or(WebhookEndpointError::NotConfigured)
+    }
+
+    /// Every endpoint (see [`Webhooks::list_endpoints`]).
+    ///
+    /// # Errors
+    /// Delivery is not wired, infrastructure.
+    pub async fn list_endpoints(&self) -> Result<Vec<WebhookEndpoint>, WebhookEndpointError> {
+        self.wired()?.list_endpoints().await
+    }
+
+    /// An endpoint's deliveries, newest first (see [`Webhooks::list_deliveries`]).
+    ///
+    /// # Errors
+    /// Delivery is not wired, no such endpoint, infrastructure.
+    pub async fn list_deliveries(
+        &self,
+        endpoint_id: &WebhookEndpointId,
+        status: Option<DeliveryStatus>,
+        page: PageRequest,
+    ) -> Result<Page<DeliveryRecord>, WebhookEndpointError> {
+        self.wired()?
+            .list_deliveries(endpoint_id, status, page)
+            .await
+    }
+}
+
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// Store `write` with `admin`'s entry, in one transaction; `None` when it was refused.
     async fn write_endpoint(
@@ -121,10 +160,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     pub async fn create_endpoint_by(
         &self,
         admin: &User,
-        hooks: &Webhooks,
         url: &str,
         event_types: &[String],
     ) -> Result<CreatedEndpoint, WebhookEndpointError> {
+        let hooks = self.wired()?;
         let new = hooks.new_endpoint(url, event_types).await?;
         let write = EndpointWrite::Create(&new.endpoint);
         match self.write_endpoint(admin, hooks, write).await? {
@@ -146,10 +185,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     pub async fn update_endpoint_by(
         &self,
         admin: &User,
-        hooks: &Webhooks,
         id: &str,
         update: &EndpointUpdate,
     ) -> Result<WebhookEndpoint, WebhookEndpointError> {
+        let hooks = self.wired()?;
         let change = hooks.endpoint_change(update).await?;
         let write = EndpointWrite::Update {
             id,
@@ -172,9 +211,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     pub async fn delete_endpoint_by(
         &self,
         admin: &User,
-        hooks: &Webhooks,
         id: &WebhookEndpointId,
     ) -> Result<(), WebhookEndpointError> {
+        let hooks = self.wired()?;
         match self
             .write_endpoint(admin, hooks, EndpointWrite::Delete(id.as_str()))
             .await?
@@ -194,9 +233,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     pub async fn rotate_secret_by(
         &self,
         admin: &User,
-        hooks: &Webhooks,
         id: &WebhookEndpointId,
     ) -> Result<CreatedEndpoint, WebhookEndpointError> {
+        let hooks = self.wired()?;
         let rotation = hooks.new_rotation();
         let write = EndpointWrite::Rotate {
             id: id.as_str(),
@@ -223,10 +262,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     pub async fn redeliver_by(
         &self,
         admin: &User,
-        hooks: &Webhooks,
         endpoint_id: &WebhookEndpointId,
         target: &RedeliveryTarget,
     ) -> Result<DeliveryRecord, WebhookEndpointError> {
+        let hooks = self.wired()?;
         if hooks
             .store
             .find_endpoint(endpoint_id.as_str())
