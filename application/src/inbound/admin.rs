@@ -1,7 +1,7 @@
 //! [`AdminService`]: the administrators' console — plans, API keys, customers, orders,
 //! refunds, the webhook inbox, the audit log and the overview's figures.
 //!
-//! Methods named `…_by` take the acting administrator and write an audit entry; the caller has
+//! Every change takes the acting administrator and writes an audit entry with it; the caller has
 //! checked that the principal is an administrator (`authorization::administrator`).
 
 use domain::{ApiKeyId, PlanId, Subscription, SubscriptionId, UserId};
@@ -32,42 +32,42 @@ inbound_port! {
         /// [`Service::admin_plans`]).
         async fn admin_plans(&self) -> Result<Vec<StoredPlan>, InfraError>;
 
-        /// Create a dynamic plan (see [`Service::create_plan_by`]).
-        async fn create_plan_by(
+        /// Create a dynamic plan (see [`Service::create_plan`]).
+        async fn create_plan(
             &self,
             admin: &User,
             input: &PlanInput,
         ) -> Result<StoredPlan, ManagePlansError>;
 
-        /// Replace a dynamic plan (see [`Service::update_plan_by`]).
-        async fn update_plan_by(
+        /// Replace a dynamic plan (see [`Service::update_plan`]).
+        async fn update_plan(
             &self,
             admin: &User,
             id: &str,
             input: &PlanInput,
         ) -> Result<StoredPlan, ManagePlansError>;
 
-        /// Hide or show a dynamic plan (see [`Service::set_plan_hidden_by`]).
-        async fn set_plan_hidden_by(
+        /// Hide or show a dynamic plan (see [`Service::set_plan_hidden`]).
+        async fn set_plan_hidden(
             &self,
             admin: &User,
             id: &PlanId,
             hidden: bool,
         ) -> Result<StoredPlan, ManagePlansError>;
 
-        /// Delete a dynamic plan (see [`Service::delete_plan_by`]).
-        async fn delete_plan_by(&self, admin: &User, id: &PlanId) -> Result<(), ManagePlansError>;
+        /// Delete a dynamic plan (see [`Service::delete_plan`]).
+        async fn delete_plan(&self, admin: &User, id: &PlanId) -> Result<(), ManagePlansError>;
 
-        /// Set the dynamic plans' listing order (see [`Service::reorder_plans_by`]).
-        async fn reorder_plans_by(&self, admin: &User, ids: &[PlanId]) -> Result<(), ManagePlansError>;
+        /// Set the dynamic plans' listing order (see [`Service::reorder_plans`]).
+        async fn reorder_plans(&self, admin: &User, ids: &[PlanId]) -> Result<(), ManagePlansError>;
 
         /// Copy the static catalogue into the dynamic table (see
         /// [`Service::import_static_plans`]).
         async fn import_static_plans(&self) -> Result<ImportReport, ManagePlansError>;
 
         /// Create an API key; its secret is in the answer only (see
-        /// [`Service::create_api_key_by`]).
-        async fn create_api_key_by(
+        /// [`Service::create_api_key`]).
+        async fn create_api_key(
             &self,
             admin: &User,
             name: &str,
@@ -77,8 +77,8 @@ inbound_port! {
         /// Every API key, newest first (see [`Service::list_api_keys`]).
         async fn list_api_keys(&self) -> Result<Vec<ApiKey>, ApiKeyError>;
 
-        /// Revoke an API key (see [`Service::revoke_api_key_by`]).
-        async fn revoke_api_key_by(&self, admin: &User, id: &ApiKeyId) -> Result<(), ApiKeyError>;
+        /// Revoke an API key (see [`Service::revoke_api_key`]).
+        async fn revoke_api_key(&self, admin: &User, id: &ApiKeyId) -> Result<(), ApiKeyError>;
 
         /// Grant or take credits by hand (see [`Service::adjust_credits`]).
         async fn adjust_credits(
@@ -86,8 +86,8 @@ inbound_port! {
             request: &AdjustCredits,
         ) -> Result<AdjustedCredits, AdjustCreditsError>;
 
-        /// Refund a paid order through its provider (see [`Service::refund_order_by`]).
-        async fn refund_order_by(
+        /// Refund a paid order through its provider (see [`Service::refund_order`]).
+        async fn refund_order(
             &self,
             admin: &User,
             request: &RefundOrder,
@@ -159,16 +159,16 @@ inbound_port! {
             user: &UserId,
         ) -> Result<Vec<PlanAllowance>, PlanAllowanceError>;
 
-        /// Allow a user a hidden plan (see [`Service::allow_plan_by`]).
-        async fn allow_plan_by(
+        /// Allow a user a hidden plan (see [`Service::allow_plan`]).
+        async fn allow_plan(
             &self,
             admin: &User,
             user: &UserId,
             plan: &PlanId,
         ) -> Result<PlanAllowance, PlanAllowanceError>;
 
-        /// Withdraw a user's allowance of a plan (see [`Service::remove_plan_allowance_by`]).
-        async fn remove_plan_allowance_by(
+        /// Withdraw a user's allowance of a plan (see [`Service::remove_plan_allowance`]).
+        async fn remove_plan_allowance(
             &self,
             admin: &User,
             user: &UserId,

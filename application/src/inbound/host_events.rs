@@ -15,8 +15,8 @@ inbound_port! {
     /// The host events feed and the webhook endpoints.
     ///
     /// Every endpoint method answers [`WebhookEndpointError::NotConfigured`] while delivery is not
-    /// wired ([`HostEventsService::delivery_configured`]); the `…_by` methods take the acting
-    /// administrator and write an audit entry.
+    /// wired ([`HostEventsService::delivery_configured`]); every change takes the acting
+    /// administrator and writes an audit entry with it.
     #[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
     #[async_trait::async_trait]
     pub trait HostEventsService {
@@ -27,8 +27,8 @@ inbound_port! {
         fn delivery_configured(&self) -> bool;
 
         /// Register an endpoint; its secret is in the answer only (see
-        /// [`Service::create_endpoint_by`]).
-        async fn create_endpoint_by(
+        /// [`Service::create_endpoint`]).
+        async fn create_endpoint(
             &self,
             admin: &User,
             url: &str,
@@ -38,26 +38,26 @@ inbound_port! {
         /// Every endpoint (see [`Service::list_endpoints`]).
         async fn list_endpoints(&self) -> Result<Vec<WebhookEndpoint>, WebhookEndpointError>;
 
-        /// Change an endpoint (see [`Service::update_endpoint_by`]). `id` stays text: the update
+        /// Change an endpoint (see [`Service::update_endpoint`]). `id` stays text: the update
         /// is checked before the id is looked up, so a malformed id must answer a bad update
         /// exactly as an unknown id does.
-        async fn update_endpoint_by(
+        async fn update_endpoint(
             &self,
             admin: &User,
             id: &str,
             update: &EndpointUpdate,
         ) -> Result<WebhookEndpoint, WebhookEndpointError>;
 
-        /// Remove an endpoint (see [`Service::delete_endpoint_by`]).
-        async fn delete_endpoint_by(
+        /// Remove an endpoint (see [`Service::delete_endpoint`]).
+        async fn delete_endpoint(
             &self,
             admin: &User,
             id: &WebhookEndpointId,
         ) -> Result<(), WebhookEndpointError>;
 
         /// Give an endpoint a new secret, the old one kept for a while (see
-        /// [`Service::rotate_secret_by`]).
-        async fn rotate_secret_by(
+        /// [`Service::rotate_secret`]).
+        async fn rotate_secret(
             &self,
             admin: &User,
             id: &WebhookEndpointId,
@@ -71,8 +71,8 @@ inbound_port! {
             page: PageRequest,
         ) -> Result<Page<DeliveryRecord>, WebhookEndpointError>;
 
-        /// Send an event to an endpoint again (see [`Service::redeliver_by`]).
-        async fn redeliver_by(
+        /// Send an event to an endpoint again (see [`Service::redeliver`]).
+        async fn redeliver(
             &self,
             admin: &User,
             endpoint_id: &WebhookEndpointId,

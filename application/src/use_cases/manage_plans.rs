@@ -1,4 +1,6 @@
-//! Manage dynamic plans (admin): create, update, hide, delete, reorder, import from config.
+//! Manage dynamic plans (admin): the rules a plan must keep, the admin listing, and the import
+//! from config. An administrator's create, update, hide, delete and reorder are written with
+//! their audit entry (`admin_console::audited`).
 
 use domain::{Locale, Plan, PlanDraft, PlanError, PlanId};
 
@@ -132,47 +134,6 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         .await
     }
 
-    /// Add a dynamic plan.
-    ///
-    /// # Errors
-    /// Invalid input, an existing id, infrastructure.
-    #[tracing::instrument(skip_all)]
-    pub async fn create_plan(&self, input: &PlanInput) -> Result<StoredPlan, ManagePlansError> {
-        let plan = validate(input)?;
-        self.store.create_plan(&plan, self.clock.now()).await?;
-        Ok(plan)
-    }
-
-    /// Replace dynamic plan `id` (the id in the input must match).
-    ///
-    /// # Errors
-    /// Invalid input, unknown plan, infrastructure.
-    #[tracing::instrument(skip_all, fields(plan_id = id))]
-    pub async fn update_plan(
-        &self,
-        id: &str,
-        input: &PlanInput,
-    ) -> Result<StoredPlan, ManagePlansError> {
-        let plan = replacement(id, input)?;
-        self.store.update_plan(&plan, self.clock.now()).await?;
-        Ok(plan)
-    }
-
-    /// Hide or list a dynamic plan.
-    ///
-    /// # Errors
-    /// Unknown plan, infrastructure.
-    #[tracing::instrument(skip_all, fields(plan_id = %id, hidden = hidden))]
-    pub async fn set_plan_hidden(
-        &self,
-        id: &PlanId,
-        hidden: bool,
-    ) -> Result<StoredPlan, ManagePlansError> {
-        let updated = self.hidden_plan(id, hidden).await?;
-        self.store.update_plan(&updated, self.clock.now()).await?;
-        Ok(updated)
-    }
-
     /// Stored plan `id`, hidden or listed (not yet written).
     pub(crate) async fn hidden_plan(
         &self,
@@ -192,24 +153,6 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             plan,
             listing: stored.listing,
         })
-    }
-
-    /// Delete a dynamic plan (orders keep their snapshot).
-    ///
-    /// # Errors
-    /// Unknown plan, infrastructure.
-    #[tracing::instrument(skip_all, fields(plan_id = %id))]
-    pub async fn delete_plan(&self, id: &PlanId) -> Result<(), ManagePlansError> {
-        Ok(self.store.delete_plan(id).await?)
-    }
-
-    /// Put dynamic plans in this order.
-    ///
-    /// # Errors
-    /// An unknown id (nothing changes), infrastructure.
-    #[tracing::instrument(skip_all, fields(plans = ids.len()))]
-    pub async fn reorder_plans(&self, ids: &[PlanId]) -> Result<(), ManagePlansError> {
-        Ok(self.store.reorder_plans(ids, self.clock.now()).await?)
     }
 
     /// Copy the static catalog into the dynamic table (existing ids are replaced, listings kept).

@@ -1,5 +1,6 @@
-//! Administrators' changes to the host's webhook endpoints (issue 18), each stored with its
-//! audit entry: create, update, delete, rotate the secret, deliver again. The endpoints' own
+//! Administrators' changes to the host's webhook endpoints, each stored with its audit entry:
+//! create, update, delete, rotate the secret, deliver again. Every change takes the acting
+//! administrator: there is no way to make one without an entry. The endpoints' own
 //! port writes the change and the entry in one transaction
 //! ([`crate::ports::WebhookStore::write_endpoint_audited`]), the entry built from what the
 //! change did (the endpoint before and after, read in that transaction): an action is never
@@ -152,12 +153,14 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         Ok(hooks.store.write_endpoint_audited(write, &audit).await?)
     }
 
-    /// [`Webhooks::create_endpoint`] by `admin`, audited (`webhook_endpoint.created`).
+    /// `admin` registers an endpoint (enabled), which receives events from now on; its secret
+    /// is in the answer only. Audited (`webhook_endpoint.created`).
     ///
     /// # Errors
-    /// As [`Webhooks::create_endpoint`].
+    /// Delivery not wired, a refused URL, an unknown type, too many endpoints (the store counts
+    /// them in the insert's own transaction), infrastructure.
     #[tracing::instrument(skip_all, fields(admin_id = %admin.id))]
-    pub async fn create_endpoint_by(
+    pub async fn create_endpoint(
         &self,
         admin: &User,
         url: &str,
@@ -176,13 +179,14 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         }
     }
 
-    /// [`Webhooks::update_endpoint`] by `admin`, audited with the endpoint before and after
-    /// (`webhook_endpoint.updated`).
+    /// `admin` changes an endpoint's URL, types or enabled state, audited with the endpoint
+    /// before and after (`webhook_endpoint.updated`). `id` stays text: the update is checked
+    /// before the id is looked up.
     ///
     /// # Errors
-    /// As [`Webhooks::update_endpoint`].
+    /// Delivery not wired, a refused URL, an unknown type, no such endpoint, infrastructure.
     #[tracing::instrument(skip_all, fields(admin_id = %admin.id, endpoint_id = id))]
-    pub async fn update_endpoint_by(
+    pub async fn update_endpoint(
         &self,
         admin: &User,
         id: &str,
@@ -202,13 +206,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         }
     }
 
-    /// [`Webhooks::delete_endpoint`] by `admin`, audited with the endpoint as it was
+    /// `admin` deletes an endpoint and its deliveries, audited with the endpoint as it was
     /// (`webhook_endpoint.deleted`).
     ///
     /// # Errors
-    /// As [`Webhooks::delete_endpoint`].
+    /// Delivery not wired, no such endpoint, infrastructure.
     #[tracing::instrument(skip_all, fields(admin_id = %admin.id, endpoint_id = %id))]
-    pub async fn delete_endpoint_by(
+    pub async fn delete_endpoint(
         &self,
         admin: &User,
         id: &WebhookEndpointId,
@@ -224,13 +228,16 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         }
     }
 
-    /// [`Webhooks::rotate_secret`] by `admin`, audited without either secret
+    /// `admin` gives an endpoint a new secret; the old one stays valid (both signatures are
+    /// sent) for a day ([`PREVIOUS_SECRET_VALIDITY_MS`]). Audited without either secret
     /// (`webhook_endpoint.rotated`).
     ///
+    /// [`PREVIOUS_SECRET_VALIDITY_MS`]: crate::use_cases::webhook_endpoints::PREVIOUS_SECRET_VALIDITY_MS
+    ///
     /// # Errors
-    /// As [`Webhooks::rotate_secret`].
+    /// Delivery not wired, no such endpoint, infrastructure.
     #[tracing::instrument(skip_all, fields(admin_id = %admin.id, endpoint_id = %id))]
-    pub async fn rotate_secret_by(
+    pub async fn rotate_secret(
         &self,
         admin: &User,
         id: &WebhookEndpointId,
@@ -253,13 +260,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         }
     }
 
-    /// [`Webhooks::redeliver`] by `admin`, audited with the delivery scheduled again
-    /// (`webhook_delivery.redelivered`).
+    /// `admin` schedules a delivery (or an event) to the endpoint again, now, with a fresh
+    /// schedule; audited with the delivery scheduled again (`webhook_delivery.redelivered`).
     ///
     /// # Errors
-    /// As [`Webhooks::redeliver`].
+    /// Delivery not wired, no such endpoint, delivery or event; infrastructure.
     #[tracing::instrument(skip_all, fields(admin_id = %admin.id, endpoint_id = %endpoint_id))]
-    pub async fn redeliver_by(
+    pub async fn redeliver(
         &self,
         admin: &User,
         endpoint_id: &WebhookEndpointId,
