@@ -154,6 +154,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// The store cannot be read.
+    #[tracing::instrument(skip_all, fields(order_id = %order_id))]
     pub async fn subscription_started_by(
         &self,
         order_id: &OrderId,

@@ -122,6 +122,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// The dynamic plans cannot be read.
+    #[tracing::instrument(skip_all)]
     pub async fn admin_plans(&self) -> Result<Vec<StoredPlan>, InfraError> {
         list_plans(
             PricingMode::Dynamic,

@@ -127,6 +127,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// The dynamic plans cannot be read.
+    #[tracing::instrument(skip_all)]
     pub async fn public_plans(
         &self,
         locale: Option<&Locale>,
@@ -147,6 +148,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// The dynamic plans cannot be read.
+    #[tracing::instrument(skip_all)]
     pub async fn plan_names(
         &self,
         locale: &Locale,

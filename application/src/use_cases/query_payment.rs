@@ -26,6 +26,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// The store cannot be read.
+    #[tracing::instrument(skip_all, fields(order_id = %order_id))]
     pub async fn ordered_plan(&self, order_id: &OrderId) -> Result<Option<PlanId>, InfraError> {
         let record = self.store.find_order(order_id).await?;
         Ok(record.map(|r| r.order.plan().plan_id.clone()))

@@ -120,6 +120,7 @@ impl<S, C, I, H> Service<S, C, I, H> {
     ///
     /// # Errors
     /// Delivery is not wired, infrastructure.
+    #[tracing::instrument(skip_all)]
     pub async fn list_endpoints(&self) -> Result<Vec<WebhookEndpoint>, WebhookEndpointError> {
         self.wired()?.list_endpoints().await
     }
@@ -128,6 +129,7 @@ impl<S, C, I, H> Service<S, C, I, H> {
     ///
     /// # Errors
     /// Delivery is not wired, no such endpoint, infrastructure.
+    #[tracing::instrument(skip_all, fields(endpoint_id = %endpoint_id))]
     pub async fn list_deliveries(
         &self,
         endpoint_id: &WebhookEndpointId,
