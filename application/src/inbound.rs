@@ -13,6 +13,100 @@
 //! [`Ports`] bundles the six as `Arc<dyn …>`: the one non-generic value an adapter holds, and
 //! what a handler test builds from fakes (with feature `mocks`, each trait has a `mockall`
 //! mock: `MockPaymentsService`, …).
+//!
+//! Each trait is declared once, through `inbound_port!`: the macro writes the trait and its
+//! implementation for [`Service`], every method of which calls the `Service` method of the same
+//! name and arguments. A use case is written once, as that `Service` method.
+
+/// Declares an inbound port: the trait as written (with its docs, object-safe through
+/// `async_trait`, with a `mockall` mock under `test` or feature `mocks`) and its implementation
+/// for [`Service`], each method calling the inherent `Service` method of the same name with the
+/// same arguments (and awaiting it for an `async fn`).
+///
+/// Methods take `&self` and `name: Type` arguments, optionally with lifetime parameters. The
+/// inherent method must exist: the macro checks it from a module where the trait is out of
+/// scope, so a missing one is a compile error instead of a trait method calling itself.
+macro_rules! inbound_port {
+    (
+        $(#[$($trait_attr:tt)*])*
+        pub trait $port:ident {
+            $($methods:tt)*
+        }
+    ) => {
+        // The declaration keeps the tokens as written: `mockall` cannot read types that went
+        // through a `ty` fragment, and the `self` of the bodies it writes must be the `self` of
+        // the signatures, which are the invoker's.
+        $(#[$($trait_attr)*])*
+        pub trait $port: Send + Sync + 'static {
+            $($methods)*
+        }
+
+        inbound_port!(@delegate $port [] [] $($methods)*);
+    };
+    (
+        @delegate $port:ident [$($impls:tt)*] [$($names:ident)*]
+        $(#[$attr:meta])*
+        async fn $name:ident $(<$($lt:lifetime),+>)? (&self $(, $arg:ident: $ty:ty)* $(,)?)
+            -> $ret:ty;
+        $($rest:tt)*
+    ) => {
+        inbound_port!(
+            @delegate $port
+            [
+                $($impls)*
+                async fn $name $(<$($lt),+>)? (&self $(, $arg: $ty)*) -> $ret {
+                    $crate::service::Service::$name(self $(, $arg)*).await
+                }
+            ]
+            [$($names)* $name]
+            $($rest)*
+        );
+    };
+    (
+        @delegate $port:ident [$($impls:tt)*] [$($names:ident)*]
+        $(#[$attr:meta])*
+        fn $name:ident $(<$($lt:lifetime),+>)? (&self $(, $arg:ident: $ty:ty)* $(,)?) -> $ret:ty;
+        $($rest:tt)*
+    ) => {
+        inbound_port!(
+            @delegate $port
+            [
+                $($impls)*
+                fn $name $(<$($lt),+>)? (&self $(, $arg: $ty)*) -> $ret {
+                    $crate::service::Service::$name(self $(, $arg)*)
+                }
+            ]
+            [$($names)* $name]
+            $($rest)*
+        );
+    };
+    (@delegate $port:ident [$($impls:tt)*] [$($names:ident)*]) => {
+        #[async_trait::async_trait]
+        impl<S, C, I, H> $port for $crate::service::Service<S, C, I, H>
+        where
+            S: $crate::ports::Store,
+            C: $crate::ports::Clock,
+            I: $crate::ports::IdGenerator,
+            H: $crate::ports::SecretHasher,
+        {
+            $($impls)*
+        }
+
+        /// Where the port is out of scope, so `Service::name` can only be an inherent method.
+        mod inherent {
+            #[allow(dead_code)]
+            fn exists<S, C, I, H>()
+            where
+                S: $crate::ports::Store,
+                C: $crate::ports::Clock,
+                I: $crate::ports::IdGenerator,
+                H: $crate::ports::SecretHasher,
+            {
+                $(let _ = $crate::service::Service::<S, C, I, H>::$names;)*
+            }
+        }
+    };
+}
 
 pub mod accounts;
 pub mod admin;

@@ -192,4 +192,14 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     pub fn ids(&self) -> &I {
         &self.ids
     }
+
+    /// Now, by the service's clock (session lifetimes, throttles, request times).
+    pub fn now(&self) -> domain::Timestamp {
+        self.clock.now()
+    }
+
+    /// A new URL-safe secret of at least 128 bits (a form's anti-forgery secret).
+    pub fn new_secret(&self) -> String {
+        self.ids.new_secret()
+    }
 }

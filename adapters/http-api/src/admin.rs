@@ -620,7 +620,7 @@ impl AdminApi {
             self.state
                 .ports
                 .admin
-                .refund_order_by(&admin, &request)
+                .refund_order(&admin, &request)
                 .await
                 .map_err(refund_problem)
         };
@@ -659,7 +659,7 @@ impl AdminApi {
             self.state
                 .ports
                 .admin
-                .create_plan_by(&admin, &body.0.into_input())
+                .create_plan(&admin, &body.0.into_input())
                 .await
                 .map_err(plan_problem)
         };
@@ -683,7 +683,7 @@ impl AdminApi {
             self.state
                 .ports
                 .admin
-                .update_plan_by(&admin, &id.0, &body.0.into_input())
+                .update_plan(&admin, &id.0, &body.0.into_input())
                 .await
                 .map_err(plan_problem)
         };
@@ -711,7 +711,7 @@ impl AdminApi {
             self.state
                 .ports
                 .admin
-                .delete_plan_by(&admin, &id)
+                .delete_plan(&admin, &id)
                 .await
                 .map_err(plan_problem)
         };
@@ -739,7 +739,7 @@ impl AdminApi {
             self.state
                 .ports
                 .admin
-                .reorder_plans_by(&admin, &ids)
+                .reorder_plans(&admin, &ids)
                 .await
                 .map_err(plan_problem)
         };
@@ -782,7 +782,7 @@ impl AdminApi {
             self.state
                 .ports
                 .admin
-                .create_api_key_by(&admin, &body.0.name, &body.0.scopes)
+                .create_api_key(&admin, &body.0.name, &body.0.scopes)
                 .await
                 .map_err(api_key_problem)
         };
@@ -831,7 +831,7 @@ impl AdminApi {
             self.state
                 .ports
                 .admin
-                .revoke_api_key_by(&admin, &id)
+                .revoke_api_key(&admin, &id)
                 .await
                 .map_err(api_key_problem)
         };
@@ -854,7 +854,7 @@ impl AdminApi {
         self.state
             .ports
             .admin
-            .set_plan_hidden_by(&admin, &id, hidden)
+            .set_plan_hidden(&admin, &id, hidden)
             .await
             .map_err(plan_problem)
     }

@@ -344,7 +344,7 @@ impl AdminConsoleApi {
             let admin = self.state.admin(&credential).await?;
             let (user, plan) = allowance_ids(&id.0, &plan_id.0)?;
             let port = &self.state.ports.admin;
-            port.allow_plan_by(&admin, &user, &plan)
+            port.allow_plan(&admin, &user, &plan)
                 .await
                 .map_err(allowance_problem)
         };
@@ -370,7 +370,7 @@ impl AdminConsoleApi {
             let admin = self.state.admin(&credential).await?;
             let (user, plan) = allowance_ids(&id.0, &plan_id.0)?;
             let port = &self.state.ports.admin;
-            port.remove_plan_allowance_by(&admin, &user, &plan)
+            port.remove_plan_allowance(&admin, &user, &plan)
                 .await
                 .map_err(allowance_problem)
         };

@@ -427,7 +427,7 @@ impl AdminWebhooksApi {
             self.state
                 .ports
                 .host_events
-                .create_endpoint_by(&admin, &body.0.url, &body.0.event_types)
+                .create_endpoint(&admin, &body.0.url, &body.0.event_types)
                 .await
                 .map_err(endpoint_problem)
         };
@@ -476,7 +476,7 @@ impl AdminWebhooksApi {
             self.state
                 .ports
                 .host_events
-                .update_endpoint_by(&admin, &id.0, &update)
+                .update_endpoint(&admin, &id.0, &update)
                 .await
                 .map_err(endpoint_problem)
         };
@@ -500,7 +500,7 @@ impl AdminWebhooksApi {
             self.state
                 .ports
                 .host_events
-                .delete_endpoint_by(&admin, &id)
+                .delete_endpoint(&admin, &id)
                 .await
                 .map_err(endpoint_problem)
         };
@@ -528,7 +528,7 @@ impl AdminWebhooksApi {
             self.state
                 .ports
                 .host_events
-                .rotate_secret_by(&admin, &id)
+                .rotate_secret(&admin, &id)
                 .await
                 .map_err(endpoint_problem)
         };
@@ -617,7 +617,7 @@ impl AdminWebhooksApi {
             self.state
                 .ports
                 .host_events
-                .redeliver_by(&admin, &endpoint_id, target)
+                .redeliver(&admin, &endpoint_id, target)
                 .await
                 .map_err(endpoint_problem)
         };

@@ -1,11 +1,10 @@
 //! [`AccountsService`]: sign-up, sign-in, sign-out and who is calling.
 
-use async_trait::async_trait;
 use domain::Timestamp;
 
 use crate::accounts::{Role, Scope, User};
 use crate::authorization::{Acting, OwnerError};
-use crate::ports::{Clock, IdGenerator, SecretHasher, Store};
+#[cfg(doc)]
 use crate::service::Service;
 use crate::sign_up::ClientAddress;
 use crate::use_cases::portal::{
@@ -13,127 +12,60 @@ use crate::use_cases::portal::{
 };
 use crate::use_cases::sessions::{AccountsError, Principal, SignedIn};
 
-/// Sign-up, sign-in, sign-out and who is calling.
-#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
-#[async_trait]
-pub trait AccountsService: Send + Sync + 'static {
-    /// Create an account for `client` and sign it in (see [`Service::register`]).
-    async fn register(
-        &self,
-        email: &str,
-        password: String,
-        role: Role,
-        client: &ClientAddress,
-    ) -> Result<SignedIn, AccountsError>;
+inbound_port! {
+    /// Sign-up, sign-in, sign-out and who is calling.
+    #[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+    #[async_trait::async_trait]
+    pub trait AccountsService {
+        /// Create an account for `client` and sign it in (see [`Service::register`]).
+        async fn register(
+            &self,
+            email: &str,
+            password: String,
+            role: Role,
+            client: &ClientAddress,
+        ) -> Result<SignedIn, AccountsError>;
 
-    /// Sign in with a password (see [`Service::sign_in`]).
-    async fn sign_in(&self, email: &str, password: String) -> Result<SignedIn, AccountsError>;
+        /// Sign in with a password (see [`Service::sign_in`]).
+        async fn sign_in(&self, email: &str, password: String) -> Result<SignedIn, AccountsError>;
 
-    /// End a session (see [`Service::sign_out`]).
-    async fn sign_out(&self, token: &str) -> Result<(), AccountsError>;
+        /// End a session (see [`Service::sign_out`]).
+        async fn sign_out(&self, token: &str) -> Result<(), AccountsError>;
 
-    /// Who holds `token`: a session, a host application's token or an API key (see
-    /// [`Service::authenticate`]).
-    async fn authenticate(&self, token: &str) -> Result<Principal, AccountsError>;
+        /// Who holds `token`: a session, a host application's token or an API key (see
+        /// [`Service::authenticate`]).
+        async fn authenticate(&self, token: &str) -> Result<Principal, AccountsError>;
 
-    /// Whose data a read guarded by `scope` is about (see [`Service::data_owner`]).
-    async fn data_owner<'a>(
-        &self,
-        principal: Principal,
-        scope: Scope,
-        named: Option<&'a str>,
-    ) -> Result<User, OwnerError>;
+        /// Whose data a read guarded by `scope` is about (see [`Service::data_owner`]).
+        async fn data_owner<'a>(
+            &self,
+            principal: Principal,
+            scope: Scope,
+            named: Option<&'a str>,
+        ) -> Result<User, OwnerError>;
 
-    /// Whom an action guarded by `scope` is for, and who acts (see [`Service::acting_for`]).
-    async fn acting_for<'a>(
-        &self,
-        principal: Principal,
-        scope: Scope,
-        named: Option<&'a str>,
-    ) -> Result<Acting, OwnerError>;
+        /// Whom an action guarded by `scope` is for, and who acts (see [`Service::acting_for`]).
+        async fn acting_for<'a>(
+            &self,
+            principal: Principal,
+            scope: Scope,
+            named: Option<&'a str>,
+        ) -> Result<Acting, OwnerError>;
 
-    /// Make a single-use customer-portal link (see [`Service::create_portal_session`]).
-    async fn create_portal_session(
-        &self,
-        principal: Principal,
-        request: CreatePortalSession,
-    ) -> Result<PortalLink, PortalError>;
+        /// Make a single-use customer-portal link (see [`Service::create_portal_session`]).
+        async fn create_portal_session(
+            &self,
+            principal: Principal,
+            request: CreatePortalSession,
+        ) -> Result<PortalLink, PortalError>;
 
-    /// Open a customer-portal link once (see [`Service::open_portal`]).
-    async fn open_portal(&self, link_token: &str) -> Result<OpenedPortal, OpenPortalError>;
+        /// Open a customer-portal link once (see [`Service::open_portal`]).
+        async fn open_portal(&self, link_token: &str) -> Result<OpenedPortal, OpenPortalError>;
 
-    /// Now, by the service's clock (session lifetimes, throttles, request times).
-    fn now(&self) -> Timestamp;
+        /// Now, by the service's clock (session lifetimes, throttles, request times).
+        fn now(&self) -> Timestamp;
 
-    /// A new URL-safe secret of at least 128 bits (a form's anti-forgery secret).
-    fn new_secret(&self) -> String;
-}
-
-#[async_trait]
-impl<S, C, I, H> AccountsService for Service<S, C, I, H>
-where
-    S: Store,
-    C: Clock,
-    I: IdGenerator,
-    H: SecretHasher,
-{
-    async fn register(
-        &self,
-        email: &str,
-        password: String,
-        role: Role,
-        client: &ClientAddress,
-    ) -> Result<SignedIn, AccountsError> {
-        Service::register(self, email, password, role, client).await
-    }
-
-    async fn sign_in(&self, email: &str, password: String) -> Result<SignedIn, AccountsError> {
-        Service::sign_in(self, email, password).await
-    }
-
-    async fn sign_out(&self, token: &str) -> Result<(), AccountsError> {
-        Service::sign_out(self, token).await
-    }
-
-    async fn authenticate(&self, token: &str) -> Result<Principal, AccountsError> {
-        Service::authenticate(self, token).await
-    }
-
-    async fn data_owner<'a>(
-        &self,
-        principal: Principal,
-        scope: Scope,
-        named: Option<&'a str>,
-    ) -> Result<User, OwnerError> {
-        Service::data_owner(self, principal, scope, named).await
-    }
-
-    async fn acting_for<'a>(
-        &self,
-        principal: Principal,
-        scope: Scope,
-        named: Option<&'a str>,
-    ) -> Result<Acting, OwnerError> {
-        Service::acting_for(self, principal, scope, named).await
-    }
-
-    async fn create_portal_session(
-        &self,
-        principal: Principal,
-        request: CreatePortalSession,
-    ) -> Result<PortalLink, PortalError> {
-        Service::create_portal_session(self, principal, request).await
-    }
-
-    async fn open_portal(&self, link_token: &str) -> Result<OpenedPortal, OpenPortalError> {
-        Service::open_portal(self, link_token).await
-    }
-
-    fn now(&self) -> Timestamp {
-        self.clock.now()
-    }
-
-    fn new_secret(&self) -> String {
-        self.ids.new_secret()
+        /// A new URL-safe secret of at least 128 bits (a form's anti-forgery secret).
+        fn new_secret(&self) -> String;
     }
 }

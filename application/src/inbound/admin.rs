@@ -1,17 +1,17 @@
 //! [`AdminService`]: the administrators' console — plans, API keys, customers, orders,
 //! refunds, the webhook inbox, the audit log and the overview's figures.
 //!
-//! Methods named `…_by` take the acting administrator and write an audit entry; the caller has
+//! Every change takes the acting administrator and writes an audit entry with it; the caller has
 //! checked that the principal is an administrator (`authorization::administrator`).
 
-use async_trait::async_trait;
 use domain::{ApiKeyId, PlanId, Subscription, SubscriptionId, UserId};
 
 use crate::accounts::{ApiKey, User};
 use crate::ports::{
-    AuditEntry, Clock, CreditTransaction, IdGenerator, ImportReport, InboxFilter, OrderFilter,
-    OrderRecord, PlanAllowance, RecordedEvent, SecretHasher, Store, StoredPlan,
+    AuditEntry, CreditTransaction, ImportReport, InboxFilter, OrderFilter, OrderRecord,
+    PlanAllowance, RecordedEvent, StoredPlan,
 };
+#[cfg(doc)]
 use crate::service::Service;
 use crate::use_cases::InfraError;
 use crate::use_cases::admin_console::{
@@ -21,347 +21,162 @@ use crate::use_cases::admin_console::{
 use crate::use_cases::admin_reports::AdminOverview;
 use crate::use_cases::api_keys::{ApiKeyError, CreatedApiKey};
 use crate::use_cases::manage_plans::{ManagePlansError, PlanInput};
-use crate::use_cases::plans::{Audience, PricingMode, list_plans};
 use crate::use_cases::refund_order::{RefundAccepted, RefundOrder, RefundOrderError};
 
-/// The administrators' console.
-#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
-#[async_trait]
-pub trait AdminService: Send + Sync + 'static {
-    /// Every dynamic plan, hidden ones included, in listing order.
-    ///
-    /// # Errors
-    /// The dynamic plans cannot be read.
-    async fn admin_plans(&self) -> Result<Vec<StoredPlan>, InfraError>;
+inbound_port! {
+    /// The administrators' console.
+    #[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+    #[async_trait::async_trait]
+    pub trait AdminService {
+        /// Every dynamic plan, hidden ones included, in listing order (see
+        /// [`Service::admin_plans`]).
+        async fn admin_plans(&self) -> Result<Vec<StoredPlan>, InfraError>;
 
-    /// Create a dynamic plan (see [`Service::create_plan_by`]).
-    async fn create_plan_by(
-        &self,
-        admin: &User,
-        input: &PlanInput,
-    ) -> Result<StoredPlan, ManagePlansError>;
+        /// Create a dynamic plan (see [`Service::create_plan`]).
+        async fn create_plan(
+            &self,
+            admin: &User,
+            input: &PlanInput,
+        ) -> Result<StoredPlan, ManagePlansError>;
 
-    /// Replace a dynamic plan (see [`Service::update_plan_by`]).
-    async fn update_plan_by(
-        &self,
-        admin: &User,
-        id: &str,
-        input: &PlanInput,
-    ) -> Result<StoredPlan, ManagePlansError>;
+        /// Replace a dynamic plan (see [`Service::update_plan`]).
+        async fn update_plan(
+            &self,
+            admin: &User,
+            id: &str,
+            input: &PlanInput,
+        ) -> Result<StoredPlan, ManagePlansError>;
 
-    /// Hide or show a dynamic plan (see [`Service::set_plan_hidden_by`]).
-    async fn set_plan_hidden_by(
-        &self,
-        admin: &User,
-        id: &PlanId,
-        hidden: bool,
-    ) -> Result<StoredPlan, ManagePlansError>;
+        /// Hide or show a dynamic plan (see [`Service::set_plan_hidden`]).
+        async fn set_plan_hidden(
+            &self,
+            admin: &User,
+            id: &PlanId,
+            hidden: bool,
+        ) -> Result<StoredPlan, ManagePlansError>;
 
-    /// Delete a dynamic plan (see [`Service::delete_plan_by`]).
-    async fn delete_plan_by(&self, admin: &User, id: &PlanId) -> Result<(), ManagePlansError>;
+        /// Delete a dynamic plan (see [`Service::delete_plan`]).
+        async fn delete_plan(&self, admin: &User, id: &PlanId) -> Result<(), ManagePlansError>;
 
-    /// Set the dynamic plans' listing order (see [`Service::reorder_plans_by`]).
-    async fn reorder_plans_by(&self, admin: &User, ids: &[PlanId]) -> Result<(), ManagePlansError>;
+        /// Set the dynamic plans' listing order (see [`Service::reorder_plans`]).
+        async fn reorder_plans(&self, admin: &User, ids: &[PlanId]) -> Result<(), ManagePlansError>;
 
-    /// Copy the static catalogue into the dynamic table (see
-    /// [`Service::import_static_plans`]).
-    async fn import_static_plans(&self) -> Result<ImportReport, ManagePlansError>;
+        /// Copy the static catalogue into the dynamic table (see
+        /// [`Service::import_static_plans`]).
+        async fn import_static_plans(&self) -> Result<ImportReport, ManagePlansError>;
 
-    /// Create an API key; its secret is in the answer only (see
-    /// [`Service::create_api_key_by`]).
-    async fn create_api_key_by(
-        &self,
-        admin: &User,
-        name: &str,
-        scopes: &[String],
-    ) -> Result<CreatedApiKey, ApiKeyError>;
+        /// Create an API key; its secret is in the answer only (see
+        /// [`Service::create_api_key`]).
+        async fn create_api_key(
+            &self,
+            admin: &User,
+            name: &str,
+            scopes: &[String],
+        ) -> Result<CreatedApiKey, ApiKeyError>;
 
-    /// Every API key, newest first (see [`Service::list_api_keys`]).
-    async fn list_api_keys(&self) -> Result<Vec<ApiKey>, ApiKeyError>;
+        /// Every API key, newest first (see [`Service::list_api_keys`]).
+        async fn list_api_keys(&self) -> Result<Vec<ApiKey>, ApiKeyError>;
 
-    /// Revoke an API key (see [`Service::revoke_api_key_by`]).
-    async fn revoke_api_key_by(&self, admin: &User, id: &ApiKeyId) -> Result<(), ApiKeyError>;
+        /// Revoke an API key (see [`Service::revoke_api_key`]).
+        async fn revoke_api_key(&self, admin: &User, id: &ApiKeyId) -> Result<(), ApiKeyError>;
 
-    /// Grant or take credits by hand (see [`Service::adjust_credits`]).
-    async fn adjust_credits(
-        &self,
-        request: &AdjustCredits,
-    ) -> Result<AdjustedCredits, AdjustCreditsError>;
+        /// Grant or take credits by hand (see [`Service::adjust_credits`]).
+        async fn adjust_credits(
+            &self,
+            request: &AdjustCredits,
+        ) -> Result<AdjustedCredits, AdjustCreditsError>;
 
-    /// Refund a paid order through its provider (see [`Service::refund_order_by`]).
-    async fn refund_order_by(
-        &self,
-        admin: &User,
-        request: &RefundOrder,
-    ) -> Result<RefundAccepted, RefundOrderError>;
+        /// Refund a paid order through its provider (see [`Service::refund_order`]).
+        async fn refund_order(
+            &self,
+            admin: &User,
+            request: &RefundOrder,
+        ) -> Result<RefundAccepted, RefundOrderError>;
 
-    /// Recorded provider events, newest first (see [`Service::webhook_inbox`]).
-    async fn webhook_inbox(
-        &self,
-        filter: &InboxFilter,
-        page: &PageAfter,
-    ) -> Result<CursorPage<RecordedEvent>, AdminListError>;
+        /// Recorded provider events, newest first (see [`Service::webhook_inbox`]).
+        async fn webhook_inbox(
+            &self,
+            filter: &InboxFilter,
+            page: &PageAfter,
+        ) -> Result<CursorPage<RecordedEvent>, AdminListError>;
 
-    /// Apply a recorded event again (see [`Service::replay_webhook_event`]).
-    async fn replay_webhook_event(&self, admin: &User, id: i64) -> Result<Replayed, ReplayError>;
+        /// Apply a recorded event again (see [`Service::replay_webhook_event`]).
+        async fn replay_webhook_event(&self, admin: &User, id: i64)
+            -> Result<Replayed, ReplayError>;
 
-    /// Customers by e-mail prefix or id, newest first (see [`Service::find_customers`]).
-    async fn find_customers<'a>(
-        &self,
-        query: Option<&'a str>,
-        page: &PageAfter,
-    ) -> Result<CursorPage<User>, AdminListError>;
+        /// Customers by e-mail prefix or id, newest first (see [`Service::find_customers`]).
+        async fn find_customers<'a>(
+            &self,
+            query: Option<&'a str>,
+            page: &PageAfter,
+        ) -> Result<CursorPage<User>, AdminListError>;
 
-    /// One customer's account, holdings and payments (see [`Service::customer_overview`]).
-    async fn customer_overview(&self, user_id: &UserId)
-    -> Result<CustomerOverview, AdminListError>;
+        /// One customer's account, holdings and payments (see [`Service::customer_overview`]).
+        async fn customer_overview(&self, user_id: &UserId)
+        -> Result<CustomerOverview, AdminListError>;
 
-    /// One customer's credit transactions, newest first (see
-    /// [`Service::customer_transactions`]).
-    async fn customer_transactions(
-        &self,
-        user_id: &UserId,
-        page: &PageAfter,
-    ) -> Result<CursorPage<CreditTransaction>, AdminListError>;
+        /// One customer's credit transactions, newest first (see
+        /// [`Service::customer_transactions`]).
+        async fn customer_transactions(
+            &self,
+            user_id: &UserId,
+            page: &PageAfter,
+        ) -> Result<CursorPage<CreditTransaction>, AdminListError>;
 
-    /// Orders by status, provider and user, newest first (see [`Service::admin_orders`]).
-    async fn admin_orders(
-        &self,
-        filter: &OrderFilter,
-        page: &PageAfter,
-    ) -> Result<CursorPage<OrderRecord>, AdminListError>;
+        /// Orders by status, provider and user, newest first (see [`Service::admin_orders`]).
+        async fn admin_orders(
+            &self,
+            filter: &OrderFilter,
+            page: &PageAfter,
+        ) -> Result<CursorPage<OrderRecord>, AdminListError>;
 
-    /// The administrators' actions, newest first (see [`Service::audit_log`]).
-    async fn audit_log(&self, page: &PageAfter) -> Result<CursorPage<AuditEntry>, AdminListError>;
+        /// The administrators' actions, newest first (see [`Service::audit_log`]).
+        async fn audit_log(&self, page: &PageAfter)
+            -> Result<CursorPage<AuditEntry>, AdminListError>;
 
-    /// Cancel a customer's subscription at its period end (see
-    /// [`Service::cancel_subscription_for_customer`]).
-    async fn cancel_subscription_for_customer(
-        &self,
-        admin: &User,
-        subscription_id: &SubscriptionId,
-    ) -> Result<Subscription, AdminCancelError>;
+        /// Cancel a customer's subscription at its period end (see
+        /// [`Service::cancel_subscription_for_customer`]).
+        async fn cancel_subscription_for_customer(
+            &self,
+            admin: &User,
+            subscription_id: &SubscriptionId,
+        ) -> Result<Subscription, AdminCancelError>;
 
-    /// Cancel a customer's subscription now (see
-    /// [`Service::cancel_subscription_now_for_customer`]).
-    async fn cancel_subscription_now_for_customer(
-        &self,
-        admin: &User,
-        subscription_id: &SubscriptionId,
-    ) -> Result<Subscription, AdminCancelError>;
+        /// Cancel a customer's subscription now (see
+        /// [`Service::cancel_subscription_now_for_customer`]).
+        async fn cancel_subscription_now_for_customer(
+            &self,
+            admin: &User,
+            subscription_id: &SubscriptionId,
+        ) -> Result<Subscription, AdminCancelError>;
 
-    /// The overview's figures (see [`Service::admin_overview`]).
-    async fn admin_overview(&self) -> Result<AdminOverview, InfraError>;
+        /// The overview's figures (see [`Service::admin_overview`]).
+        async fn admin_overview(&self) -> Result<AdminOverview, InfraError>;
 
-    /// The hidden plans allowed to a user (see [`Service::plan_allowances`]).
-    async fn plan_allowances(
-        &self,
-        user: &UserId,
-    ) -> Result<Vec<PlanAllowance>, PlanAllowanceError>;
+        /// The hidden plans allowed to a user (see [`Service::plan_allowances`]).
+        async fn plan_allowances(
+            &self,
+            user: &UserId,
+        ) -> Result<Vec<PlanAllowance>, PlanAllowanceError>;
 
-    /// Allow a user a hidden plan (see [`Service::allow_plan_by`]).
-    async fn allow_plan_by(
-        &self,
-        admin: &User,
-        user: &UserId,
-        plan: &PlanId,
-    ) -> Result<PlanAllowance, PlanAllowanceError>;
+        /// Allow a user a hidden plan (see [`Service::allow_plan`]).
+        async fn allow_plan(
+            &self,
+            admin: &User,
+            user: &UserId,
+            plan: &PlanId,
+        ) -> Result<PlanAllowance, PlanAllowanceError>;
 
-    /// Withdraw a user's allowance of a plan (see [`Service::remove_plan_allowance_by`]).
-    async fn remove_plan_allowance_by(
-        &self,
-        admin: &User,
-        user: &UserId,
-        plan: &PlanId,
-    ) -> Result<(), PlanAllowanceError>;
+        /// Withdraw a user's allowance of a plan (see [`Service::remove_plan_allowance`]).
+        async fn remove_plan_allowance(
+            &self,
+            admin: &User,
+            user: &UserId,
+            plan: &PlanId,
+        ) -> Result<(), PlanAllowanceError>;
 
-    /// A new idempotency key (`adm_…`) for an administrator's action a form confirms.
-    fn new_action_key(&self) -> String;
-}
-
-#[async_trait]
-impl<S, C, I, H> AdminService for Service<S, C, I, H>
-where
-    S: Store,
-    C: Clock,
-    I: IdGenerator,
-    H: SecretHasher,
-{
-    async fn admin_plans(&self) -> Result<Vec<StoredPlan>, InfraError> {
-        list_plans(
-            PricingMode::Dynamic,
-            &self.config.catalog,
-            &self.gateways,
-            &self.store,
-            Audience::Admin,
-            None,
-        )
-        .await
-    }
-
-    async fn create_plan_by(
-        &self,
-        admin: &User,
-        input: &PlanInput,
-    ) -> Result<StoredPlan, ManagePlansError> {
-        Service::create_plan_by(self, admin, input).await
-    }
-
-    async fn plan_allowances(
-        &self,
-        user: &UserId,
-    ) -> Result<Vec<PlanAllowance>, PlanAllowanceError> {
-        Service::plan_allowances(self, user).await
-    }
-
-    async fn allow_plan_by(
-        &self,
-        admin: &User,
-        user: &UserId,
-        plan: &PlanId,
-    ) -> Result<PlanAllowance, PlanAllowanceError> {
-        Service::allow_plan_by(self, admin, user, plan).await
-    }
-
-    async fn remove_plan_allowance_by(
-        &self,
-        admin: &User,
-        user: &UserId,
-        plan: &PlanId,
-    ) -> Result<(), PlanAllowanceError> {
-        Service::remove_plan_allowance_by(self, admin, user, plan).await
-    }
-
-    async fn update_plan_by(
-        &self,
-        admin: &User,
-        id: &str,
-        input: &PlanInput,
-    ) -> Result<StoredPlan, ManagePlansError> {
-        Service::update_plan_by(self, admin, id, input).await
-    }
-
-    async fn set_plan_hidden_by(
-        &self,
-        admin: &User,
-        id: &PlanId,
-        hidden: bool,
-    ) -> Result<StoredPlan, ManagePlansError> {
-        Service::set_plan_hidden_by(self, admin, id, hidden).await
-    }
-
-    async fn delete_plan_by(&self, admin: &User, id: &PlanId) -> Result<(), ManagePlansError> {
-        Service::delete_plan_by(self, admin, id).await
-    }
-
-    async fn reorder_plans_by(&self, admin: &User, ids: &[PlanId]) -> Result<(), ManagePlansError> {
-        Service::reorder_plans_by(self, admin, ids).await
-    }
-
-    async fn import_static_plans(&self) -> Result<ImportReport, ManagePlansError> {
-        Service::import_static_plans(self).await
-    }
-
-    async fn create_api_key_by(
-        &self,
-        admin: &User,
-        name: &str,
-        scopes: &[String],
-    ) -> Result<CreatedApiKey, ApiKeyError> {
-        Service::create_api_key_by(self, admin, name, scopes).await
-    }
-
-    async fn list_api_keys(&self) -> Result<Vec<ApiKey>, ApiKeyError> {
-        Service::list_api_keys(self).await
-    }
-
-    async fn revoke_api_key_by(&self, admin: &User, id: &ApiKeyId) -> Result<(), ApiKeyError> {
-        Service::revoke_api_key_by(self, admin, id).await
-    }
-
-    async fn adjust_credits(
-        &self,
-        request: &AdjustCredits,
-    ) -> Result<AdjustedCredits, AdjustCreditsError> {
-        Service::adjust_credits(self, request).await
-    }
-
-    async fn refund_order_by(
-        &self,
-        admin: &User,
-        request: &RefundOrder,
-    ) -> Result<RefundAccepted, RefundOrderError> {
-        Service::refund_order_by(self, admin, request).await
-    }
-
-    async fn webhook_inbox(
-        &self,
-        filter: &InboxFilter,
-        page: &PageAfter,
-    ) -> Result<CursorPage<RecordedEvent>, AdminListError> {
-        Service::webhook_inbox(self, filter, page).await
-    }
-
-    async fn replay_webhook_event(&self, admin: &User, id: i64) -> Result<Replayed, ReplayError> {
-        Service::replay_webhook_event(self, admin, id).await
-    }
-
-    async fn find_customers<'a>(
-        &self,
-        query: Option<&'a str>,
-        page: &PageAfter,
-    ) -> Result<CursorPage<User>, AdminListError> {
-        Service::find_customers(self, query, page).await
-    }
-
-    async fn customer_overview(
-        &self,
-        user_id: &UserId,
-    ) -> Result<CustomerOverview, AdminListError> {
-        Service::customer_overview(self, user_id).await
-    }
-
-    async fn customer_transactions(
-        &self,
-        user_id: &UserId,
-        page: &PageAfter,
-    ) -> Result<CursorPage<CreditTransaction>, AdminListError> {
-        Service::customer_transactions(self, user_id, page).await
-    }
-
-    async fn admin_orders(
-        &self,
-        filter: &OrderFilter,
-        page: &PageAfter,
-    ) -> Result<CursorPage<OrderRecord>, AdminListError> {
-        Service::admin_orders(self, filter, page).await
-    }
-
-    async fn audit_log(&self, page: &PageAfter) -> Result<CursorPage<AuditEntry>, AdminListError> {
-        Service::audit_log(self, page).await
-    }
-
-    async fn cancel_subscription_for_customer(
-        &self,
-        admin: &User,
-        subscription_id: &SubscriptionId,
-    ) -> Result<Subscription, AdminCancelError> {
-        Service::cancel_subscription_for_customer(self, admin, subscription_id).await
-    }
-
-    async fn cancel_subscription_now_for_customer(
-        &self,
-        admin: &User,
-        subscription_id: &SubscriptionId,
-    ) -> Result<Subscription, AdminCancelError> {
-        Service::cancel_subscription_now_for_customer(self, admin, subscription_id).await
-    }
-
-    async fn admin_overview(&self) -> Result<AdminOverview, InfraError> {
-        Service::admin_overview(self).await
-    }
-
-    fn new_action_key(&self) -> String {
-        self.ids.new_id("adm")
+        /// A new idempotency key for an administrator's action a form confirms (see
+        /// [`Service::new_action_key`]).
+        fn new_action_key(&self) -> String;
     }
 }

@@ -1,139 +1,73 @@
 //! [`CreditsService`]: balances, spending, a user's status and entitlements.
 
-use async_trait::async_trait;
 use domain::entitlements::EffectiveEntitlements;
 use domain::{Credits, ReservationId, UserId};
 
 use crate::accounts::User;
 use crate::pagination::{Page, PageRequest};
-use crate::ports::{
-    Clock, CreditTransaction, IdGenerator, Replay, Reservation, SecretHasher, Store,
-};
+use crate::ports::{CreditTransaction, Replay, Reservation};
+#[cfg(doc)]
 use crate::service::Service;
 use crate::use_cases::InfraError;
 use crate::use_cases::credits::{ConsumeCredits, CreditsError, UsageRequest};
 use crate::use_cases::report_status::StatusReport;
 
-/// Balances, spending, a user's status and entitlements.
-#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
-#[async_trait]
-pub trait CreditsService: Send + Sync + 'static {
-    /// A user's balance (see [`Service::balance`]).
-    async fn balance(&self, user: &UserId) -> Result<Credits, InfraError>;
+inbound_port! {
+    /// Balances, spending, a user's status and entitlements.
+    #[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+    #[async_trait::async_trait]
+    pub trait CreditsService {
+        /// A user's balance (see [`Service::balance`]).
+        async fn balance(&self, user: &UserId) -> Result<Credits, InfraError>;
 
-    /// A page of a user's credit transactions, newest first (see
-    /// [`Service::transaction_history`]).
-    async fn transaction_history(
-        &self,
-        user: &UserId,
-        page: PageRequest,
-    ) -> Result<Page<CreditTransaction>, InfraError>;
+        /// A page of a user's credit transactions, newest first (see
+        /// [`Service::transaction_history`]).
+        async fn transaction_history(
+            &self,
+            user: &UserId,
+            page: PageRequest,
+        ) -> Result<Page<CreditTransaction>, InfraError>;
 
-    /// Spend credits once per idempotency key (see [`Service::consume_credits`]).
-    async fn consume_credits(
-        &self,
-        request: ConsumeCredits,
-    ) -> Result<(CreditTransaction, Replay), CreditsError>;
+        /// Spend credits once per idempotency key (see [`Service::consume_credits`]).
+        async fn consume_credits(
+            &self,
+            request: ConsumeCredits,
+        ) -> Result<(CreditTransaction, Replay), CreditsError>;
 
-    /// Hold credits for a later settle or release (see [`Service::reserve_credits`]).
-    async fn reserve_credits(
-        &self,
-        request: ConsumeCredits,
-    ) -> Result<(Reservation, Replay), CreditsError>;
+        /// Hold credits for a later settle or release (see [`Service::reserve_credits`]).
+        async fn reserve_credits(
+            &self,
+            request: ConsumeCredits,
+        ) -> Result<(Reservation, Replay), CreditsError>;
 
-    /// Spend a reservation's actual usage and free the rest (see
-    /// [`Service::settle_reservation`]).
-    async fn settle_reservation(
-        &self,
-        user_id: &UserId,
-        reservation_id: &ReservationId,
-        actual: &UsageRequest,
-    ) -> Result<(Reservation, Replay), CreditsError>;
+        /// Spend a reservation's actual usage and free the rest (see
+        /// [`Service::settle_reservation`]).
+        async fn settle_reservation(
+            &self,
+            user_id: &UserId,
+            reservation_id: &ReservationId,
+            actual: &UsageRequest,
+        ) -> Result<(Reservation, Replay), CreditsError>;
 
-    /// Free a reservation whole (see [`Service::release_reservation`]).
-    async fn release_reservation(
-        &self,
-        user_id: &UserId,
-        reservation_id: &ReservationId,
-    ) -> Result<(Reservation, Replay), CreditsError>;
+        /// Free a reservation whole (see [`Service::release_reservation`]).
+        async fn release_reservation(
+            &self,
+            user_id: &UserId,
+            reservation_id: &ReservationId,
+        ) -> Result<(Reservation, Replay), CreditsError>;
 
-    /// What `user` holds now (see [`Service::report_status`]).
-    async fn report_status(&self, user: &User) -> Result<StatusReport, InfraError>;
+        /// What `user` holds now (see [`Service::report_status`]).
+        async fn report_status(&self, user: &User) -> Result<StatusReport, InfraError>;
 
-    /// `user`'s effective entitlements now (see [`Service::report_entitlements`]).
-    async fn report_entitlements(&self, user: &User) -> Result<EffectiveEntitlements, InfraError>;
+        /// `user`'s effective entitlements now (see [`Service::report_entitlements`]).
+        async fn report_entitlements(&self, user: &User)
+            -> Result<EffectiveEntitlements, InfraError>;
 
-    /// The effective entitlements of the purchases in `status` (see
-    /// [`Service::entitlements_of`]).
-    async fn entitlements_of(
-        &self,
-        status: &StatusReport,
-    ) -> Result<EffectiveEntitlements, InfraError>;
-}
-
-#[async_trait]
-impl<S, C, I, H> CreditsService for Service<S, C, I, H>
-where
-    S: Store,
-    C: Clock,
-    I: IdGenerator,
-    H: SecretHasher,
-{
-    async fn balance(&self, user: &UserId) -> Result<Credits, InfraError> {
-        Service::balance(self, user).await
-    }
-
-    async fn transaction_history(
-        &self,
-        user: &UserId,
-        page: PageRequest,
-    ) -> Result<Page<CreditTransaction>, InfraError> {
-        Service::transaction_history(self, user, page).await
-    }
-
-    async fn consume_credits(
-        &self,
-        request: ConsumeCredits,
-    ) -> Result<(CreditTransaction, Replay), CreditsError> {
-        Service::consume_credits(self, request).await
-    }
-
-    async fn reserve_credits(
-        &self,
-        request: ConsumeCredits,
-    ) -> Result<(Reservation, Replay), CreditsError> {
-        Service::reserve_credits(self, request).await
-    }
-
-    async fn settle_reservation(
-        &self,
-        user_id: &UserId,
-        reservation_id: &ReservationId,
-        actual: &UsageRequest,
-    ) -> Result<(Reservation, Replay), CreditsError> {
-        Service::settle_reservation(self, user_id, reservation_id, actual).await
-    }
-
-    async fn release_reservation(
-        &self,
-        user_id: &UserId,
-        reservation_id: &ReservationId,
-    ) -> Result<(Reservation, Replay), CreditsError> {
-        Service::release_reservation(self, user_id, reservation_id).await
-    }
-
-    async fn report_status(&self, user: &User) -> Result<StatusReport, InfraError> {
-        Service::report_status(self, user).await
-    }
-
-    async fn report_entitlements(&self, user: &User) -> Result<EffectiveEntitlements, InfraError> {
-        Service::report_entitlements(self, user).await
-    }
-
-    async fn entitlements_of(
-        &self,
-        status: &StatusReport,
-    ) -> Result<EffectiveEntitlements, InfraError> {
-        Service::entitlements_of(self, status).await
+        /// The effective entitlements of the purchases in `status` (see
+        /// [`Service::entitlements_of`]).
+        async fn entitlements_of(
+            &self,
+            status: &StatusReport,
+        ) -> Result<EffectiveEntitlements, InfraError>;
     }
 }

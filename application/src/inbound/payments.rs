@@ -1,6 +1,5 @@
 //! [`PaymentsService`]: orders, provider webhooks and a buyer's subscriptions.
 
-use async_trait::async_trait;
 use domain::{
     CancelWhen, OrderId, Plan, PlanId, ProviderId, Subscription, SubscriptionAccess, SubscriptionId,
 };
@@ -8,7 +7,8 @@ use domain::{
 use crate::accounts::{BuyerContact, User};
 use crate::authorization::Actor;
 use crate::pagination::{Page, PageRequest};
-use crate::ports::{Clock, IdGenerator, OrderRecord, SecretHasher, Store, WebhookRequest};
+use crate::ports::{OrderRecord, WebhookRequest};
+#[cfg(doc)]
 use crate::service::Service;
 use crate::use_cases::InfraError;
 use crate::use_cases::cancel_payment::{CancelOutcome, CancelPaymentError};
@@ -19,286 +19,136 @@ use crate::use_cases::initiate_payment::{InitiatePayment, InitiatePaymentError, 
 use crate::use_cases::query_payment::QueryPaymentError;
 use crate::use_cases::return_from_checkout::{CheckoutReturn, ReturnError, Returned};
 
-/// Orders, provider webhooks and a buyer's subscriptions.
-#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
-#[async_trait]
-pub trait PaymentsService: Send + Sync + 'static {
-    /// Start a payment (see [`Service::initiate_payment`]).
-    async fn initiate_payment(
-        &self,
-        request: InitiatePayment,
-    ) -> Result<PaymentStarted, InitiatePaymentError>;
+inbound_port! {
+    /// Orders, provider webhooks and a buyer's subscriptions.
+    #[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+    #[async_trait::async_trait]
+    pub trait PaymentsService {
+        /// Start a payment (see [`Service::initiate_payment`]).
+        async fn initiate_payment(
+            &self,
+            request: InitiatePayment,
+        ) -> Result<PaymentStarted, InitiatePaymentError>;
 
-    /// Start a payment by `actor`, with the buyer's contact details it states (see
-    /// [`Service::initiate_payment_as`]).
-    async fn initiate_payment_as(
-        &self,
-        request: InitiatePayment,
-        actor: Actor,
-        stated: BuyerContact,
-    ) -> Result<PaymentStarted, InitiatePaymentError>;
+        /// Start a payment by `actor`, with the buyer's contact details it states (see
+        /// [`Service::initiate_payment_as`]).
+        async fn initiate_payment_as(
+            &self,
+            request: InitiatePayment,
+            actor: Actor,
+            stated: BuyerContact,
+        ) -> Result<PaymentStarted, InitiatePaymentError>;
 
-    /// One of `user`'s orders (see [`Service::query_payment`]).
-    async fn query_payment(
-        &self,
-        user: &User,
-        order_id: &OrderId,
-    ) -> Result<OrderRecord, QueryPaymentError>;
+        /// One of `user`'s orders (see [`Service::query_payment`]).
+        async fn query_payment(
+            &self,
+            user: &User,
+            order_id: &OrderId,
+        ) -> Result<OrderRecord, QueryPaymentError>;
 
-    /// One of `user`'s orders, asking the provider when it is still pending (see
-    /// [`Service::confirm_payment`]).
-    async fn confirm_payment(
-        &self,
-        user: &User,
-        order_id: &OrderId,
-    ) -> Result<OrderRecord, QueryPaymentError>;
+        /// One of `user`'s orders, asking the provider when it is still pending (see
+        /// [`Service::confirm_payment`]).
+        async fn confirm_payment(
+            &self,
+            user: &User,
+            order_id: &OrderId,
+        ) -> Result<OrderRecord, QueryPaymentError>;
 
-    /// A buyer back from the checkout with a return token (see
-    /// [`Service::return_from_checkout`]).
-    async fn return_from_checkout(&self, request: CheckoutReturn) -> Result<Returned, ReturnError>;
+        /// A buyer back from the checkout with a return token (see
+        /// [`Service::return_from_checkout`]).
+        async fn return_from_checkout(&self, request: CheckoutReturn)
+            -> Result<Returned, ReturnError>;
 
-    /// Cancel one of `user`'s pending orders (see [`Service::cancel_payment`]).
-    async fn cancel_payment(
-        &self,
-        user: &User,
-        order_id: &OrderId,
-    ) -> Result<CancelOutcome, CancelPaymentError>;
+        /// Cancel one of `user`'s pending orders (see [`Service::cancel_payment`]).
+        async fn cancel_payment(
+            &self,
+            user: &User,
+            order_id: &OrderId,
+        ) -> Result<CancelOutcome, CancelPaymentError>;
 
-    /// `user`'s orders, newest first (see [`Service::list_orders`]).
-    async fn list_orders(
-        &self,
-        user: &User,
-        page: PageRequest,
-    ) -> Result<Page<OrderRecord>, InfraError>;
+        /// `user`'s orders, newest first (see [`Service::list_orders`]).
+        async fn list_orders(
+            &self,
+            user: &User,
+            page: PageRequest,
+        ) -> Result<Page<OrderRecord>, InfraError>;
 
-    /// Verify and apply a provider's webhook (see [`Service::handle_webhook`]).
-    async fn handle_webhook(
-        &self,
-        known: Option<ProviderId>,
-        request: WebhookRequest,
-    ) -> Result<WebhookHandled, HandleWebhookError>;
+        /// Verify and apply a provider's webhook (see [`Service::handle_webhook`]).
+        async fn handle_webhook(
+            &self,
+            known: Option<ProviderId>,
+            request: WebhookRequest,
+        ) -> Result<WebhookHandled, HandleWebhookError>;
 
-    /// Move one of `user`'s subscriptions to another plan (see [`Service::change_plan`]).
-    async fn change_plan(
-        &self,
-        user: &User,
-        subscription_id: &SubscriptionId,
-        plan_id: &PlanId,
-    ) -> Result<PlanChangeOutcome, ChangePlanError>;
+        /// Move one of `user`'s subscriptions to another plan (see [`Service::change_plan`]).
+        async fn change_plan(
+            &self,
+            user: &User,
+            subscription_id: &SubscriptionId,
+            plan_id: &PlanId,
+        ) -> Result<PlanChangeOutcome, ChangePlanError>;
 
-    /// Cancel one of `user`'s subscriptions at its period's end or now (see
-    /// [`Service::cancel_subscription_for`]).
-    async fn cancel_subscription_for(
-        &self,
-        user: &User,
-        subscription_id: &SubscriptionId,
-        when: CancelWhen,
-    ) -> Result<SubscriptionCancelled, CancelSubscriptionError>;
+        /// Cancel one of `user`'s subscriptions at its period's end or now (see
+        /// [`Service::cancel_subscription_for`]).
+        async fn cancel_subscription_for(
+            &self,
+            user: &User,
+            subscription_id: &SubscriptionId,
+            when: CancelWhen,
+        ) -> Result<SubscriptionCancelled, CancelSubscriptionError>;
 
-    /// `user`'s subscriptions, newest first (see [`Service::list_subscriptions`]).
-    async fn list_subscriptions(
-        &self,
-        user: &User,
-        page: PageRequest,
-    ) -> Result<Page<Subscription>, InfraError>;
+        /// `user`'s subscriptions, newest first (see [`Service::list_subscriptions`]).
+        async fn list_subscriptions(
+            &self,
+            user: &User,
+            page: PageRequest,
+        ) -> Result<Page<Subscription>, InfraError>;
 
-    /// Withdraw a scheduled cancellation (see [`Service::resume_subscription`]).
-    async fn resume_subscription(
-        &self,
-        user: &User,
-        subscription_id: &SubscriptionId,
-    ) -> Result<Subscription, ChangePlanError>;
+        /// Withdraw a scheduled cancellation (see [`Service::resume_subscription`]).
+        async fn resume_subscription(
+            &self,
+            user: &User,
+            subscription_id: &SubscriptionId,
+        ) -> Result<Subscription, ChangePlanError>;
 
-    /// The plans `current` may switch to (see [`Service::switch_options`]).
-    async fn switch_options(&self, current: &Subscription) -> Result<Vec<Plan>, InfraError>;
+        /// The plans `current` may switch to (see [`Service::switch_options`]).
+        async fn switch_options(&self, current: &Subscription) -> Result<Vec<Plan>, InfraError>;
 
-    /// Switch one of `user`'s subscriptions to another plan when its period ends (see
-    /// [`Service::schedule_plan_switch`]).
-    async fn schedule_plan_switch(
-        &self,
-        user: &User,
-        subscription_id: &SubscriptionId,
-        plan_id: &PlanId,
-    ) -> Result<PlanSwitchScheduled, ChangePlanError>;
+        /// Switch one of `user`'s subscriptions to another plan when its period ends (see
+        /// [`Service::schedule_plan_switch`]).
+        async fn schedule_plan_switch(
+            &self,
+            user: &User,
+            subscription_id: &SubscriptionId,
+            plan_id: &PlanId,
+        ) -> Result<PlanSwitchScheduled, ChangePlanError>;
 
-    /// Withdraw a switch at the period's end (see [`Service::cancel_scheduled_switch`]).
-    async fn cancel_scheduled_switch(
-        &self,
-        user: &User,
-        subscription_id: &SubscriptionId,
-    ) -> Result<Subscription, ChangePlanError>;
+        /// Withdraw a switch at the period's end (see [`Service::cancel_scheduled_switch`]).
+        async fn cancel_scheduled_switch(
+            &self,
+            user: &User,
+            subscription_id: &SubscriptionId,
+        ) -> Result<Subscription, ChangePlanError>;
 
-    /// The plans `current` may switch to at its period's end (see
-    /// [`Service::period_end_switch_options`]).
-    async fn period_end_switch_options(
-        &self,
-        current: &Subscription,
-    ) -> Result<Vec<Plan>, InfraError>;
+        /// The plans `current` may switch to at its period's end (see
+        /// [`Service::period_end_switch_options`]).
+        async fn period_end_switch_options(
+            &self,
+            current: &Subscription,
+        ) -> Result<Vec<Plan>, InfraError>;
 
-    /// Until when `subscription` gives access, by the configured past-due grace.
-    fn subscription_access(&self, subscription: &Subscription) -> SubscriptionAccess;
+        /// Until when `subscription` gives access (see [`Service::subscription_access`]).
+        fn subscription_access(&self, subscription: &Subscription) -> SubscriptionAccess;
 
-    /// The plan order `order_id` bought, when the order exists (to name the purchase behind a
-    /// ledger entry of the order's own user).
-    ///
-    /// # Errors
-    /// The store cannot be read.
-    async fn ordered_plan(&self, order_id: &OrderId) -> Result<Option<PlanId>, InfraError>;
+        /// The plan order `order_id` bought, when the order exists (see
+        /// [`Service::ordered_plan`]).
+        async fn ordered_plan(&self, order_id: &OrderId) -> Result<Option<PlanId>, InfraError>;
 
-    /// The subscription order `order_id` started, if any.
-    ///
-    /// # Errors
-    /// The store cannot be read.
-    async fn subscription_started_by(
-        &self,
-        order_id: &OrderId,
-    ) -> Result<Option<SubscriptionId>, InfraError>;
-}
-
-#[async_trait]
-impl<S, C, I, H> PaymentsService for Service<S, C, I, H>
-where
-    S: Store,
-    C: Clock,
-    I: IdGenerator,
-    H: SecretHasher,
-{
-    async fn initiate_payment(
-        &self,
-        request: InitiatePayment,
-    ) -> Result<PaymentStarted, InitiatePaymentError> {
-        Service::initiate_payment(self, request).await
-    }
-
-    async fn initiate_payment_as(
-        &self,
-        request: InitiatePayment,
-        actor: Actor,
-        stated: BuyerContact,
-    ) -> Result<PaymentStarted, InitiatePaymentError> {
-        Service::initiate_payment_as(self, request, actor, stated).await
-    }
-
-    async fn query_payment(
-        &self,
-        user: &User,
-        order_id: &OrderId,
-    ) -> Result<OrderRecord, QueryPaymentError> {
-        Service::query_payment(self, user, order_id).await
-    }
-
-    async fn confirm_payment(
-        &self,
-        user: &User,
-        order_id: &OrderId,
-    ) -> Result<OrderRecord, QueryPaymentError> {
-        Service::confirm_payment(self, user, order_id).await
-    }
-
-    async fn return_from_checkout(&self, request: CheckoutReturn) -> Result<Returned, ReturnError> {
-        Service::return_from_checkout(self, request).await
-    }
-
-    async fn cancel_payment(
-        &self,
-        user: &User,
-        order_id: &OrderId,
-    ) -> Result<CancelOutcome, CancelPaymentError> {
-        Service::cancel_payment(self, user, order_id).await
-    }
-
-    async fn list_orders(
-        &self,
-        user: &User,
-        page: PageRequest,
-    ) -> Result<Page<OrderRecord>, InfraError> {
-        Service::list_orders(self, user, page).await
-    }
-
-    async fn handle_webhook(
-        &self,
-        known: Option<ProviderId>,
-        request: WebhookRequest,
-    ) -> Result<WebhookHandled, HandleWebhookError> {
-        Service::handle_webhook(self, known, request).await
-    }
-
-    async fn change_plan(
-        &self,
-        user: &User,
-        subscription_id: &SubscriptionId,
-        plan_id: &PlanId,
-    ) -> Result<PlanChangeOutcome, ChangePlanError> {
-        Service::change_plan(self, user, subscription_id, plan_id).await
-    }
-
-    async fn cancel_subscription_for(
-        &self,
-        user: &User,
-        subscription_id: &SubscriptionId,
-        when: CancelWhen,
-    ) -> Result<SubscriptionCancelled, CancelSubscriptionError> {
-        Service::cancel_subscription_for(self, user, subscription_id, when).await
-    }
-
-    async fn list_subscriptions(
-        &self,
-        user: &User,
-        page: PageRequest,
-    ) -> Result<Page<Subscription>, InfraError> {
-        Service::list_subscriptions(self, user, page).await
-    }
-
-    async fn resume_subscription(
-        &self,
-        user: &User,
-        subscription_id: &SubscriptionId,
-    ) -> Result<Subscription, ChangePlanError> {
-        Service::resume_subscription(self, user, subscription_id).await
-    }
-
-    async fn switch_options(&self, current: &Subscription) -> Result<Vec<Plan>, InfraError> {
-        Service::switch_options(self, current).await
-    }
-
-    async fn schedule_plan_switch(
-        &self,
-        user: &User,
-        subscription_id: &SubscriptionId,
-        plan_id: &PlanId,
-    ) -> Result<PlanSwitchScheduled, ChangePlanError> {
-        Service::schedule_plan_switch(self, user, subscription_id, plan_id).await
-    }
-
-    async fn cancel_scheduled_switch(
-        &self,
-        user: &User,
-        subscription_id: &SubscriptionId,
-    ) -> Result<Subscription, ChangePlanError> {
-        Service::cancel_scheduled_switch(self, user, subscription_id).await
-    }
-
-    async fn period_end_switch_options(
-        &self,
-        current: &Subscription,
-    ) -> Result<Vec<Plan>, InfraError> {
-        Service::period_end_switch_options(self, current).await
-    }
-
-    fn subscription_access(&self, subscription: &Subscription) -> SubscriptionAccess {
-        subscription.access(self.config.past_due_grace_ms)
-    }
-
-    async fn ordered_plan(&self, order_id: &OrderId) -> Result<Option<PlanId>, InfraError> {
-        let record = self.store.find_order(order_id).await?;
-        Ok(record.map(|r| r.order.plan().plan_id.clone()))
-    }
-
-    async fn subscription_started_by(
-        &self,
-        order_id: &OrderId,
-    ) -> Result<Option<SubscriptionId>, InfraError> {
-        let started = self.store.find_subscription_by_order(order_id).await?;
-        Ok(started.map(|s| s.id().clone()))
+        /// The subscription order `order_id` started, if any (see
+        /// [`Service::subscription_started_by`]).
+        async fn subscription_started_by(
+            &self,
+            order_id: &OrderId,
+        ) -> Result<Option<SubscriptionId>, InfraError>;
     }
 }

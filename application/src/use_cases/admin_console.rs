@@ -144,6 +144,11 @@ fn delta(amount: Decimal) -> Result<CreditDelta, AdjustCreditsError> {
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
+    /// A new idempotency key (`adm_…`) for an administrator's action a form confirms.
+    pub fn new_action_key(&self) -> String {
+        self.ids.new_id("adm")
+    }
+
     /// Recorded provider events matching `filter`, newest first, one numbered page.
     ///
     /// # Errors

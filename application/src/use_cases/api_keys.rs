@@ -1,6 +1,6 @@
-//! Service API keys: created by admins, shown once, stored hashed, scoped, revocable.
-
-use domain::ApiKeyId;
+//! Service API keys: created by admins, shown once, stored hashed, scoped, revocable. An
+//! administrator's create and revoke are written with their audit entry
+//! (`admin_console::audited`).
 
 use super::InfraError;
 use super::sessions::API_KEY_PREFIX;
@@ -41,24 +41,6 @@ impl From<StoreError> for ApiKeyError {
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
-    /// Create a key named `name` with `scopes`, owned by `admin`.
-    ///
-    /// # Errors
-    /// A name that is empty or over 100 characters, no or unknown scopes.
-    #[tracing::instrument(skip_all, fields(admin_id = %admin.id))]
-    pub async fn create_api_key(
-        &self,
-        admin: &User,
-        name: &str,
-        scopes: &[String],
-    ) -> Result<CreatedApiKey, ApiKeyError> {
-        let created = self.new_api_key(admin, name, scopes)?;
-        self.store
-            .create_api_key(&created.key, &self.hasher.hash_token(&created.secret))
-            .await?;
-        Ok(created)
-    }
-
     /// A key and its secret, checked and not yet stored.
     pub(crate) fn new_api_key(
         &self,
@@ -104,17 +86,5 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     #[tracing::instrument(skip_all)]
     pub async fn list_api_keys(&self) -> Result<Vec<ApiKey>, ApiKeyError> {
         Ok(self.store.list_api_keys().await?)
-    }
-
-    /// Revoke a key; it stops working at once.
-    ///
-    /// # Errors
-    /// [`ApiKeyError::NotFound`].
-    #[tracing::instrument(skip_all, fields(api_key_id = %id))]
-    pub async fn revoke_api_key(&self, id: &ApiKeyId) -> Result<(), ApiKeyError> {
-        Ok(self
-            .store
-            .revoke_api_key(id.as_str(), self.clock.now())
-            .await?)
     }
 }

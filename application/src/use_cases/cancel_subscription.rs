@@ -4,7 +4,10 @@
 //! end a subscription at once (`domain::decide_cancel`). Also the subscriber's subscriptions,
 //! a page at a time.
 
-use domain::{CancelRefusal, CancelStep, CancelWhen, Subscription, SubscriptionId, decide_cancel};
+use domain::{
+    CancelRefusal, CancelStep, CancelWhen, OrderId, Subscription, SubscriptionAccess,
+    SubscriptionId, decide_cancel,
+};
 
 use super::InfraError;
 use super::cancel_payment::{CancelOutcome, CancelPaymentError};
@@ -140,5 +143,23 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         page: PageRequest,
     ) -> Result<Page<Subscription>, InfraError> {
         Ok(self.store.page_subscriptions(&user.id, page).await?)
+    }
+
+    /// Until when `subscription` gives access, by the configured past-due grace.
+    pub fn subscription_access(&self, subscription: &Subscription) -> SubscriptionAccess {
+        subscription.access(self.config.past_due_grace_ms)
+    }
+
+    /// The subscription order `order_id` started, if any.
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    #[tracing::instrument(skip_all, fields(order_id = %order_id))]
+    pub async fn subscription_started_by(
+        &self,
+        order_id: &OrderId,
+    ) -> Result<Option<SubscriptionId>, InfraError> {
+        let started = self.store.find_subscription_by_order(order_id).await?;
+        Ok(started.map(|s| s.id().clone()))
     }
 }

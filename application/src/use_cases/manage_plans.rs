@@ -1,4 +1,6 @@
-//! Manage dynamic plans (admin): create, update, hide, delete, reorder, import from config.
+//! Manage dynamic plans (admin): the rules a plan must keep, the admin listing, and the import
+//! from config. An administrator's create, update, hide, delete and reorder are written with
+//! their audit entry (`admin_console::audited`).
 
 use domain::{Locale, Plan, PlanDraft, PlanError, PlanId};
 
@@ -7,6 +9,7 @@ use crate::ports::{
     Clock, IdGenerator, ImportReport, Listing, SecretHasher, Store, StoreError, StoredPlan,
 };
 use crate::service::Service;
+use crate::use_cases::plans::{Audience, PricingMode, list_plans};
 
 /// The most locales one plan may be restricted to.
 pub const MAX_LOCALES: usize = 20;
@@ -115,45 +118,21 @@ pub(crate) fn replacement(id: &str, input: &PlanInput) -> Result<StoredPlan, Man
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
-    /// Add a dynamic plan.
+    /// Every dynamic plan, hidden ones included, in listing order.
     ///
     /// # Errors
-    /// Invalid input, an existing id, infrastructure.
+    /// The dynamic plans cannot be read.
     #[tracing::instrument(skip_all)]
-    pub async fn create_plan(&self, input: &PlanInput) -> Result<StoredPlan, ManagePlansError> {
-        let plan = validate(input)?;
-        self.store.create_plan(&plan, self.clock.now()).await?;
-        Ok(plan)
-    }
-
-    /// Replace dynamic plan `id` (the id in the input must match).
-    ///
-    /// # Errors
-    /// Invalid input, unknown plan, infrastructure.
-    #[tracing::instrument(skip_all, fields(plan_id = id))]
-    pub async fn update_plan(
-        &self,
-        id: &str,
-        input: &PlanInput,
-    ) -> Result<StoredPlan, ManagePlansError> {
-        let plan = replacement(id, input)?;
-        self.store.update_plan(&plan, self.clock.now()).await?;
-        Ok(plan)
-    }
-
-    /// Hide or list a dynamic plan.
-    ///
-    /// # Errors
-    /// Unknown plan, infrastructure.
-    #[tracing::instrument(skip_all, fields(plan_id = %id, hidden = hidden))]
-    pub async fn set_plan_hidden(
-        &self,
-        id: &PlanId,
-        hidden: bool,
-    ) -> Result<StoredPlan, ManagePlansError> {
-        let updated = self.hidden_plan(id, hidden).await?;
-        self.store.update_plan(&updated, self.clock.now()).await?;
-        Ok(updated)
+    pub async fn admin_plans(&self) -> Result<Vec<StoredPlan>, InfraError> {
+        list_plans(
+            PricingMode::Dynamic,
+            &self.config.catalog,
+            &self.gateways,
+            &self.store,
+            Audience::Admin,
+            None,
+        )
+        .await
     }
 
     /// Stored plan `id`, hidden or listed (not yet written).
@@ -175,24 +154,6 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             plan,
             listing: stored.listing,
         })
-    }
-
-    /// Delete a dynamic plan (orders keep their snapshot).
-    ///
-    /// # Errors
-    /// Unknown plan, infrastructure.
-    #[tracing::instrument(skip_all, fields(plan_id = %id))]
-    pub async fn delete_plan(&self, id: &PlanId) -> Result<(), ManagePlansError> {
-        Ok(self.store.delete_plan(id).await?)
-    }
-
-    /// Put dynamic plans in this order.
-    ///
-    /// # Errors
-    /// An unknown id (nothing changes), infrastructure.
-    #[tracing::instrument(skip_all, fields(plans = ids.len()))]
-    pub async fn reorder_plans(&self, ids: &[PlanId]) -> Result<(), ManagePlansError> {
-        Ok(self.store.reorder_plans(ids, self.clock.now()).await?)
     }
 
     /// Copy the static catalog into the dynamic table (existing ids are replaced, listings kept).

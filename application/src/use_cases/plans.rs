@@ -1,9 +1,14 @@
 //! List plans (static catalog or dynamic table, by `PRICING_MODE`) and resolve one plan.
 
-use domain::{Locale, Plan, PlanId, Visibility};
+use std::collections::BTreeMap;
+
+use domain::{AppEnvironment, Locale, Plan, PlanId, Visibility};
 
 use super::InfraError;
-use crate::ports::{Gateways, Listing, PlanRepository, StoredPlan};
+use crate::ports::{
+    Clock, Gateways, IdGenerator, Listing, PlanRepository, SecretHasher, Store, StoredPlan,
+};
+use crate::service::Service;
 
 /// Where `/pricing` and purchases take plans from (`PRICING_MODE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,5 +118,62 @@ pub async fn find_plan(
     match mode {
         PricingMode::Static => Ok(catalog.iter().find(|p| p.id() == id).cloned()),
         PricingMode::Dynamic => Ok(store.find_plan(id).await?.map(|p| p.plan)),
+    }
+}
+
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
+    /// The plans of the live pricing mode that are on sale in `locale` (or in any language),
+    /// in listing order: hidden plans and plans of a provider without a gateway left out.
+    ///
+    /// # Errors
+    /// The dynamic plans cannot be read.
+    #[tracing::instrument(skip_all)]
+    pub async fn public_plans(
+        &self,
+        locale: Option<&Locale>,
+    ) -> Result<Vec<StoredPlan>, InfraError> {
+        list_plans(
+            self.config.pricing_mode,
+            &self.config.catalog,
+            &self.gateways,
+            &self.store,
+            Audience::Public,
+            locale,
+        )
+        .await
+    }
+
+    /// Every plan's display name in `locale`, from the static catalogue and the dynamic table
+    /// (the live mode's wins), for purchases whose plan has since changed mode or vanished.
+    ///
+    /// # Errors
+    /// The dynamic plans cannot be read.
+    #[tracing::instrument(skip_all)]
+    pub async fn plan_names(
+        &self,
+        locale: &Locale,
+    ) -> Result<BTreeMap<PlanId, String>, InfraError> {
+        let dynamic = self.store.list_plans().await?;
+        let statics = static_listing(&self.config.catalog);
+        let (first, second) = match self.config.pricing_mode {
+            PricingMode::Static => (dynamic, statics),
+            PricingMode::Dynamic => (statics, dynamic),
+        };
+        let mut names = BTreeMap::new();
+        for stored in first.into_iter().chain(second) {
+            let name = stored.plan.text_for(locale).name.clone();
+            names.insert(stored.plan.id().clone(), name);
+        }
+        Ok(names)
+    }
+
+    /// Which of a plan's prices apply (`APP_ENV`).
+    pub fn environment(&self) -> AppEnvironment {
+        self.config.environment
+    }
+
+    /// Where plans come from (`PRICING_MODE`).
+    pub fn pricing_mode(&self) -> PricingMode {
+        self.config.pricing_mode
     }
 }

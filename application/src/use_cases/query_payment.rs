@@ -1,6 +1,6 @@
 //! Query a payment: the caller's own order; anyone else's is "not found".
 
-use domain::{OrderId, OrderStatus};
+use domain::{OrderId, OrderStatus, PlanId};
 
 use super::InfraError;
 use super::handle_webhook::{Captured, HandleWebhookError};
@@ -21,6 +21,17 @@ pub enum QueryPaymentError {
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
+    /// The plan order `order_id` bought, when the order exists (to name the purchase behind a
+    /// ledger entry of the order's own user).
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    #[tracing::instrument(skip_all, fields(order_id = %order_id))]
+    pub async fn ordered_plan(&self, order_id: &OrderId) -> Result<Option<PlanId>, InfraError> {
+        let record = self.store.find_order(order_id).await?;
+        Ok(record.map(|r| r.order.plan().plan_id.clone()))
+    }
+
     /// The caller's order `order_id`.
     ///
     /// # Errors

@@ -110,19 +110,6 @@ fn refundable(record: &OrderRecord) -> Result<(Money, Money), RefundOrderError> 
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
-    /// An administrator refunds part or all of a paid order.
-    ///
-    /// # Errors
-    /// See [`RefundOrderError`].
-    #[tracing::instrument(skip_all, fields(order_id = %request.order_id))]
-    pub async fn refund_order(
-        &self,
-        request: &RefundOrder,
-    ) -> Result<RefundAccepted, RefundOrderError> {
-        let refund = self.ask_refund(request).await?;
-        self.finish_refund(refund, None).await
-    }
-
     /// Check `request` against its order and ask the provider for the refund.
     pub(crate) async fn ask_refund(
         &self,

@@ -1,6 +1,7 @@
-//! Managing the host application's webhook endpoints (issue 17, "Managing it"): create (the
-//! secret is shown once), list, update, delete, rotate the secret, list an endpoint's
-//! deliveries and schedule one again.
+//! Managing the host application's webhook endpoints: the checks of a new endpoint and of a
+//! change (the secret of a new one is shown once), the list of endpoints and of an endpoint's
+//! deliveries. An administrator's create, update, delete, secret rotation and redelivery are
+//! written with their audit entry (`admin_console::endpoints`).
 //!
 //! [`Webhooks`] holds the ports delivery needs; the service carries it when `tally serve` wires
 //! it ([`crate::service::Service::with_webhooks`]). Every URL is checked against the operator's
@@ -16,7 +17,7 @@ use crate::host_events::HostEventKind;
 use crate::pagination::{Page, PageRequest};
 use crate::ports::{
     Clock, DeliveryRecord, EndpointChange, HostEventLog, IdGenerator, MAX_ENDPOINTS,
-    RedeliveryTarget, WebhookEndpoint, WebhookSecret, WebhookSender, WebhookStore,
+    WebhookEndpoint, WebhookSecret, WebhookSender, WebhookStore,
 };
 
 /// How long the secret replaced by a rotation stays valid: a day.
@@ -178,29 +179,6 @@ impl Webhooks {
         Ok(url.to_owned())
     }
 
-    /// Register an endpoint (enabled); it receives events from now on.
-    ///
-    /// # Errors
-    /// A refused URL, an unknown type, too many endpoints, infrastructure.
-    pub async fn create_endpoint(
-        &self,
-        url: &str,
-        event_types: &[String],
-    ) -> Result<CreatedEndpoint, WebhookEndpointError> {
-        let new = self.new_endpoint(url, event_types).await?;
-        // The store counts the endpoints in the insert's own transaction (a concurrent create
-        // cannot slip past the cap).
-        let endpoint = self
-            .store
-            .create_endpoint(&new.endpoint)
-            .await?
-            .ok_or(WebhookEndpointError::TooMany)?;
-        Ok(CreatedEndpoint {
-            endpoint,
-            secret: new.secret,
-        })
-    }
-
     /// A new endpoint for `url` and `event_types`, checked, with its new secret; not stored.
     pub(crate) async fn new_endpoint(
         &self,
@@ -235,22 +213,6 @@ impl Webhooks {
         Ok(self.store.list_endpoints().await?)
     }
 
-    /// Change an endpoint's URL, types or enabled state.
-    ///
-    /// # Errors
-    /// A refused URL, an unknown type, no such endpoint, infrastructure.
-    pub async fn update_endpoint(
-        &self,
-        id: &WebhookEndpointId,
-        update: &EndpointUpdate,
-    ) -> Result<WebhookEndpoint, WebhookEndpointError> {
-        let change = self.endpoint_change(update).await?;
-        self.store
-            .update_endpoint(id.as_str(), &change, self.clock.now())
-            .await?
-            .ok_or(WebhookEndpointError::NotFound)
-    }
-
     /// `update` checked: the change to store.
     pub(crate) async fn endpoint_change(
         &self,
@@ -269,47 +231,6 @@ impl Webhooks {
             url,
             event_types,
             enabled: update.enabled,
-        })
-    }
-
-    /// Delete an endpoint and its deliveries.
-    ///
-    /// # Errors
-    /// No such endpoint, infrastructure.
-    pub async fn delete_endpoint(
-        &self,
-        id: &WebhookEndpointId,
-    ) -> Result<(), WebhookEndpointError> {
-        if self.store.delete_endpoint(id.as_str()).await? {
-            Ok(())
-        } else {
-            Err(WebhookEndpointError::NotFound)
-        }
-    }
-
-    /// Give an endpoint a new secret; the old one stays valid (both signatures are sent) for
-    /// [`PREVIOUS_SECRET_VALIDITY_MS`].
-    ///
-    /// # Errors
-    /// No such endpoint, infrastructure.
-    pub async fn rotate_secret(
-        &self,
-        id: &WebhookEndpointId,
-    ) -> Result<CreatedEndpoint, WebhookEndpointError> {
-        let rotation = self.new_rotation();
-        let endpoint = self
-            .store
-            .rotate_secret(
-                id.as_str(),
-                &rotation.secret,
-                rotation.previous_until,
-                rotation.now,
-            )
-            .await?
-            .ok_or(WebhookEndpointError::NotFound)?;
-        Ok(CreatedEndpoint {
-            endpoint,
-            secret: rotation.secret,
         })
     }
 
@@ -345,29 +266,6 @@ impl Webhooks {
             .store
             .list_deliveries(endpoint_id.as_str(), status, page)
             .await?)
-    }
-
-    /// Schedule a delivery (or an event) to the endpoint again, now, with a fresh schedule.
-    ///
-    /// # Errors
-    /// No such endpoint, delivery or event; infrastructure.
-    pub async fn redeliver(
-        &self,
-        endpoint_id: &WebhookEndpointId,
-        target: &RedeliveryTarget,
-    ) -> Result<DeliveryRecord, WebhookEndpointError> {
-        if self
-            .store
-            .find_endpoint(endpoint_id.as_str())
-            .await?
-            .is_none()
-        {
-            return Err(WebhookEndpointError::NotFound);
-        }
-        self.store
-            .redeliver(endpoint_id.as_str(), target, self.clock.now())
-            .await?
-            .ok_or(WebhookEndpointError::DeliveryNotFound)
     }
 
     /// Now, from the clock port.

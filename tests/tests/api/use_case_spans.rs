@@ -1,7 +1,7 @@
 //! Every public use case runs in a `tracing` span: each `pub fn` of an inherent `impl Service`
 //! block anywhere in the `application` crate's non-test module tree (`service.rs`,
 //! `authorization.rs`, `use_cases/**`) carries `#[tracing::instrument(…)]`, but for the
-//! construction and accessors in [`NOT_USE_CASES`], which do no work worth a span.
+//! construction, accessors and settings in [`NOT_USE_CASES`], which do no work worth a span.
 
 use std::path::Path;
 
@@ -10,8 +10,9 @@ use syn::{ImplItem, ItemImpl, ItemMod, Visibility};
 
 use crate::source_tree::{module_tree, test_only};
 
-/// Public methods of `Service` that are not use cases: building the service, and handing out
-/// its parts. None of them reads, writes or asks a provider anything.
+/// Public methods of `Service` that are not use cases: building the service, handing out its
+/// parts, and its settings and fresh values. None of them reads, writes or asks a provider
+/// anything.
 const NOT_USE_CASES: &[&str] = &[
     // Construction (`service.rs`).
     "new",
@@ -28,6 +29,15 @@ const NOT_USE_CASES: &[&str] = &[
     "gateways",
     "clock",
     "ids",
+    // Settings and fresh values: a setting, the clock, a new id or secret, a computation on a
+    // value the caller holds.
+    "environment",
+    "pricing_mode",
+    "delivery_configured",
+    "subscription_access",
+    "now",
+    "new_secret",
+    "new_action_key",
 ];
 
 /// What the check found: public methods without a span (`file:line name`), and the names of

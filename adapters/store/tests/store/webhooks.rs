@@ -5,11 +5,14 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use application::accounts::Role;
 use application::ports::{
-    HostEventLog, MAX_ENDPOINTS, OutgoingWebhook, RedeliveryTarget, SendOutcome, WebhookEndpoint,
-    WebhookSecret, WebhookSender, WebhookStore,
+    Clock, EndpointChange, Gateways, HostEventLog, MAX_ENDPOINTS, OutgoingWebhook,
+    RedeliveryTarget, SendOutcome, WebhookEndpoint, WebhookSecret, WebhookSender, WebhookStore,
 };
-use application::testing::{FixedClock, SequentialIds};
+use application::service::Service;
+use application::testing::fixtures::config;
+use application::testing::{FixedClock, PlainHasher, SequentialIds};
 use application::use_cases::webhook_endpoints::{DeliverySettings, WebhookEndpointError, Webhooks};
 use async_trait::async_trait;
 use domain::delivery::{DeliveryStatus, EndpointHealth, RetrySchedule, TargetRefusal};
@@ -152,8 +155,11 @@ async fn two_instances_deliver_each_event_once_per_endpoint(store: &TestStore) {
         clock,
         RetrySchedule::standard(),
     );
-    for url in ["https://one.example/hook", "https://two.example/hook"] {
-        a.create_endpoint(url, &[]).await.expect("endpoint");
+    for (n, url) in ["https://one.example/hook", "https://two.example/hook"]
+        .into_iter()
+        .enumerate()
+    {
+        register(store, n, url).await;
     }
     let events = insert_events(store, 0, 60).await;
     wait_visible(store, 60).await;
@@ -179,11 +185,8 @@ async fn a_failing_endpoint_is_retried_abandoned_and_disabled(store: &TestStore)
     let sender = RecordingSender::answering(500);
     let schedule = RetrySchedule::new(vec![0, 1_000, 2_000]).unwrap();
     let hooks = webhooks(store, sender.clone(), clock.clone(), schedule);
-    let created = hooks
-        .create_endpoint("https://down.example/", &[])
-        .await
-        .unwrap();
-    let endpoint = domain::WebhookEndpointId::new(created.endpoint.id.clone()).unwrap();
+    let created = register(store, 0, "https://down.example/").await;
+    let endpoint = domain::WebhookEndpointId::new(created.id.clone()).unwrap();
     insert_events(store, 100, 1).await;
     wait_visible(store, 1).await;
     drain(&hooks).await;
@@ -227,21 +230,27 @@ async fn a_failing_endpoint_is_retried_abandoned_and_disabled(store: &TestStore)
 
     // Fixed and enabled again: a redelivery goes out once, with a fresh schedule.
     *sender.status.lock().unwrap() = 200;
-    let change = application::use_cases::webhook_endpoints::EndpointUpdate {
+    let change = EndpointChange {
         enabled: Some(true),
         ..Default::default()
     };
-    let enabled = hooks.update_endpoint(&endpoint, &change).await.unwrap();
+    let enabled = store
+        .update_endpoint(endpoint.as_str(), &change, clock.now())
+        .await
+        .unwrap()
+        .expect("the endpoint");
     assert!(
         enabled.enabled && enabled.disabled_reason.is_none() && enabled.failing_since.is_none()
     );
-    let again = hooks
+    let again = store
         .redeliver(
-            &endpoint,
+            endpoint.as_str(),
             &RedeliveryTarget::Delivery(page.items[0].id.clone()),
+            clock.now(),
         )
         .await
-        .unwrap();
+        .unwrap()
+        .expect("the delivery");
     assert_eq!((again.status, again.attempts), (DeliveryStatus::Pending, 0));
     drain(&hooks).await;
     assert_eq!(sender.sent().len(), 4);
@@ -262,10 +271,7 @@ async fn an_expired_lease_is_claimed_again(store: &TestStore) {
     let clock = Arc::new(FixedClock::at(START_MS));
     let sender = RecordingSender::answering(200);
     let hooks = webhooks(store, sender, clock.clone(), RetrySchedule::standard());
-    hooks
-        .create_endpoint("https://slow.example/", &[])
-        .await
-        .unwrap();
+    register(store, 0, "https://slow.example/").await;
     insert_events(store, 200, 1).await;
     wait_visible(store, 1).await;
     hooks.dispatch(10).await.unwrap();
@@ -296,6 +302,20 @@ async fn an_expired_lease_is_claimed_again(store: &TestStore) {
         (page.items[0].status, page.items[0].attempts),
         (DeliveryStatus::Succeeded, 1)
     );
+}
+
+/// Register an endpoint `we_<n>` for `url` through the store port (what an administrator's
+/// create stores, its audit entry aside).
+async fn register(store: &SeaOrmStore, n: usize, url: &str) -> WebhookEndpoint {
+    let endpoint = WebhookEndpoint {
+        url: url.to_owned(),
+        ..endpoint(n)
+    };
+    store
+        .create_endpoint(&endpoint)
+        .await
+        .expect("create")
+        .expect("under the cap")
 }
 
 /// An endpoint as the use case would make it, with id `we_<n>`.
@@ -345,14 +365,35 @@ async fn concurrent_creates_never_exceed_the_endpoint_cap(store: &TestStore) {
             .await,
         i64::try_from(cap).unwrap()
     );
-    // Full: the use case answers "too many".
+    // Full: an administrator's create answers "too many".
     let hooks = webhooks(
         store,
         RecordingSender::answering(200),
         Arc::new(FixedClock::at(START_MS)),
         RetrySchedule::standard(),
     );
-    let refused = hooks.create_endpoint("https://late.example/", &[]).await;
+    let service = Service::new(
+        (**store).clone(),
+        FixedClock::at(START_MS),
+        SequentialIds::default(),
+        PlainHasher,
+        Gateways::new(),
+        config(),
+    )
+    .with_webhooks(Arc::new(hooks));
+    let admin = service
+        .register(
+            "admin@example.com",
+            "password123".into(),
+            Role::Admin,
+            &application::testing::client_of("admin@example.com"),
+        )
+        .await
+        .unwrap()
+        .user;
+    let refused = service
+        .create_endpoint(&admin, "https://late.example/", &[])
+        .await;
     assert!(
         matches!(refused, Err(WebhookEndpointError::TooMany)),
         "{refused:?}"

@@ -322,7 +322,7 @@ pub(crate) async fn create(state: Arc<PageState>, v: Visitor, mut request: Reque
         }
     };
     let admin = v.user.clone().ok_or(PageError::Forbidden)?;
-    match state.ports.admin.create_plan_by(&admin, &input).await {
+    match state.ports.admin.create_plan(&admin, &input).await {
         Ok(_) => Ok(redirect("/admin/pricing?notice=created")),
         Err(ManagePlansError::Exists) => {
             let errors = single_error("id", v.t("admin.error.exists"));
@@ -369,7 +369,7 @@ pub(crate) async fn update(state: Arc<PageState>, v: Visitor, mut request: Reque
         }
     };
     let admin = v.user.clone().ok_or(PageError::Forbidden)?;
-    match state.ports.admin.update_plan_by(&admin, &id, &input).await {
+    match state.ports.admin.update_plan(&admin, &id, &input).await {
         Ok(_) => Ok(redirect("/admin/pricing?notice=updated")),
         Err(ManagePlansError::Invalid(list)) => Ok(form_page(
             &v,
@@ -413,17 +413,17 @@ pub(crate) async fn act(state: Arc<PageState>, v: Visitor, mut request: Request)
     let notice = match action.as_str() {
         "hide" => ports
             .admin
-            .set_plan_hidden_by(&admin, &id, true)
+            .set_plan_hidden(&admin, &id, true)
             .await
             .map(|_| "hidden"),
         "unhide" => ports
             .admin
-            .set_plan_hidden_by(&admin, &id, false)
+            .set_plan_hidden(&admin, &id, false)
             .await
             .map(|_| "shown"),
         "delete" => ports
             .admin
-            .delete_plan_by(&admin, &id)
+            .delete_plan(&admin, &id)
             .await
             .map(|()| "deleted"),
         "up" | "down" => {
@@ -431,7 +431,7 @@ pub(crate) async fn act(state: Arc<PageState>, v: Visitor, mut request: Request)
                 .ok_or(PageError::NotFound)?;
             ports
                 .admin
-                .reorder_plans_by(&admin, &ids)
+                .reorder_plans(&admin, &ids)
                 .await
                 .map(|()| "moved")
         }
@@ -454,7 +454,7 @@ pub(crate) async fn reorder(state: Arc<PageState>, v: Visitor, mut request: Requ
     state
         .ports
         .admin
-        .reorder_plans_by(&admin, &ids)
+        .reorder_plans(&admin, &ids)
         .await
         .map_err(manage_error)?;
     Ok(redirect("/admin/pricing?notice=moved"))

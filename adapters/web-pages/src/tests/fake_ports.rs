@@ -316,7 +316,7 @@ async fn a_form_without_a_valid_csrf_token_is_refused_before_any_port_is_called(
     fakes.payments.expect_initiate_payment().never();
     fakes.payments.expect_cancel_payment().never();
     fakes.admin.expect_adjust_credits().never();
-    fakes.admin.expect_create_plan_by().never();
+    fakes.admin.expect_create_plan().never();
     fakes.accounts.expect_sign_out().never();
     let pages = fakes.pages();
     let forged = "0".repeat(64);
@@ -466,7 +466,7 @@ async fn without_webhook_delivery_the_endpoints_page_says_so_and_offers_no_actio
         .expect_delivery_configured()
         .return_const(false);
     fakes.host_events.expect_list_endpoints().never();
-    fakes.host_events.expect_create_endpoint_by().never();
+    fakes.host_events.expect_create_endpoint().never();
     let pages = fakes.pages();
     let page = pages.get_signed_in("/admin/webhook-endpoints").await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);

@@ -214,15 +214,15 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         Ok(current)
     }
 
-    /// `admin` refunds an order through its provider ([`Service::refund_order`]),
-    /// audited with the refund asked of the provider and its state. A refund the provider
+    /// `admin` refunds part or all of a paid order through its provider, audited with the
+    /// refund asked of the provider and its state. A refund the provider
     /// reports done at once is applied with its entry in one transaction (the same refund applied
     /// before writes none); one the provider completes later has the entry as its only write.
     ///
     /// # Errors
     /// See [`RefundOrderError`]; nothing is logged for a refused refund.
     #[tracing::instrument(skip_all, fields(admin_id = %admin.id, order_id = %request.order_id))]
-    pub async fn refund_order_by(
+    pub async fn refund_order(
         &self,
         admin: &User,
         request: &RefundOrder,

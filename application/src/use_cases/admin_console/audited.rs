@@ -1,8 +1,9 @@
-//! Administrators' changes to plans and API keys, each stored with its audit entry (issue 18).
-//! These actions keep their own checks (`manage_plans`, `api_keys`); the functions here run
-//! those checks for an acting administrator and hand the write and its entry to the store
-//! together ([`crate::ports::AdminConsoleStore::write_audited`]): one transaction, so an action
-//! is never stored without its entry nor an entry without its action.
+//! Administrators' changes to plans, plan allowances and API keys, each stored with its audit
+//! entry. Every change takes the acting administrator: there is no way to make one without an
+//! entry. The checks live with the plans and keys (`manage_plans`, `api_keys`); the methods here
+//! run them and hand the write and its entry to the store together
+//! ([`crate::ports::AdminConsoleStore::write_audited`]): one transaction, so an action is never
+//! stored without its entry nor an entry without its action.
 
 use std::collections::BTreeMap;
 
@@ -90,12 +91,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         Ok(plan)
     }
 
-    /// [`Service::create_plan`] by `admin`, audited (`plan.created`).
+    /// `admin` adds a dynamic plan, audited (`plan.created`).
     ///
     /// # Errors
-    /// As [`Service::create_plan`].
+    /// Invalid input, an existing id, infrastructure.
     #[tracing::instrument(skip_all, fields(admin_id = %admin.id))]
-    pub async fn create_plan_by(
+    pub async fn create_plan(
         &self,
         admin: &User,
         input: &PlanInput,
@@ -114,13 +115,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         Ok(plan)
     }
 
-    /// [`Service::update_plan`] by `admin`, audited with the plan before and after
-    /// (`plan.updated`).
+    /// `admin` replaces dynamic plan `id` (the id in the input must match), audited with the
+    /// plan before and after (`plan.updated`).
     ///
     /// # Errors
-    /// As [`Service::update_plan`].
+    /// Invalid input, unknown plan, infrastructure.
     #[tracing::instrument(skip_all, fields(admin_id = %admin.id, plan_id = id))]
-    pub async fn update_plan_by(
+    pub async fn update_plan(
         &self,
         admin: &User,
         id: &str,
@@ -130,13 +131,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         self.write_plan_update(admin, plan).await
     }
 
-    /// [`Service::set_plan_hidden`] by `admin`, audited with the plan before and after
+    /// `admin` hides or lists a dynamic plan, audited with the plan before and after
     /// (`plan.updated`).
     ///
     /// # Errors
-    /// As [`Service::set_plan_hidden`].
+    /// Unknown plan, infrastructure.
     #[tracing::instrument(skip_all, fields(admin_id = %admin.id, plan_id = %id, hidden = hidden))]
-    pub async fn set_plan_hidden_by(
+    pub async fn set_plan_hidden(
         &self,
         admin: &User,
         id: &domain::PlanId,
@@ -146,12 +147,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         self.write_plan_update(admin, plan).await
     }
 
-    /// [`Service::delete_plan`] by `admin`, audited with the plan as it was (`plan.deleted`).
+    /// `admin` deletes a dynamic plan (orders keep their snapshot), audited with the plan as it
+    /// was (`plan.deleted`).
     ///
     /// # Errors
-    /// As [`Service::delete_plan`].
+    /// Unknown plan, infrastructure.
     #[tracing::instrument(skip_all, fields(admin_id = %admin.id, plan_id = %id))]
-    pub async fn delete_plan_by(
+    pub async fn delete_plan(
         &self,
         admin: &User,
         id: &domain::PlanId,
@@ -170,12 +172,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         Ok(())
     }
 
-    /// [`Service::reorder_plans`] by `admin`, audited with the new order (`plans.reordered`).
+    /// `admin` puts dynamic plans in this order, audited with the new order
+    /// (`plans.reordered`).
     ///
     /// # Errors
-    /// As [`Service::reorder_plans`].
+    /// An unknown id (nothing changes), infrastructure.
     #[tracing::instrument(skip_all, fields(admin_id = %admin.id, plans = ids.len()))]
-    pub async fn reorder_plans_by(
+    pub async fn reorder_plans(
         &self,
         admin: &User,
         ids: &[domain::PlanId],
@@ -195,13 +198,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         Ok(())
     }
 
-    /// [`Service::create_api_key`] by `admin`, audited with its name and scopes, never its
-    /// secret (`api_key.created`).
+    /// `admin` creates a key named `name` with `scopes`, owned by `admin`, audited with its
+    /// name and scopes, never its secret (`api_key.created`).
     ///
     /// # Errors
-    /// As [`Service::create_api_key`].
+    /// A name that is empty or over 100 characters, no or unknown scopes, infrastructure.
     #[tracing::instrument(skip_all, fields(admin_id = %admin.id))]
-    pub async fn create_api_key_by(
+    pub async fn create_api_key(
         &self,
         admin: &User,
         name: &str,
@@ -229,12 +232,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         Ok(created)
     }
 
-    /// [`Service::revoke_api_key`] by `admin`, audited (`api_key.revoked`).
+    /// `admin` revokes a key, which stops working at once, audited (`api_key.revoked`).
     ///
     /// # Errors
-    /// As [`Service::revoke_api_key`].
+    /// [`ApiKeyError::NotFound`], infrastructure.
     #[tracing::instrument(skip_all, fields(admin_id = %admin.id, api_key_id = %id))]
-    pub async fn revoke_api_key_by(
+    pub async fn revoke_api_key(
         &self,
         admin: &User,
         id: &domain::ApiKeyId,
@@ -293,7 +296,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// # Errors
     /// No such user or plan, or the store cannot be written.
     #[tracing::instrument(skip_all, fields(admin_id = %admin.id, user_id = %user, plan_id = %plan))]
-    pub async fn allow_plan_by(
+    pub async fn allow_plan(
         &self,
         admin: &User,
         user: &domain::UserId,
@@ -330,7 +333,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// # Errors
     /// No such user, or the store cannot be written.
     #[tracing::instrument(skip_all, fields(admin_id = %admin.id, user_id = %user, plan_id = %plan))]
-    pub async fn remove_plan_allowance_by(
+    pub async fn remove_plan_allowance(
         &self,
         admin: &User,
         user: &domain::UserId,

@@ -1,5 +1,6 @@
-//! Administrators' changes to the host's webhook endpoints (issue 18), each stored with its
-//! audit entry: create, update, delete, rotate the secret, deliver again. The endpoints' own
+//! Administrators' changes to the host's webhook endpoints, each stored with its audit entry:
+//! create, update, delete, rotate the secret, deliver again. Every change takes the acting
+//! administrator: there is no way to make one without an entry. The endpoints' own
 //! port writes the change and the entry in one transaction
 //! ([`crate::ports::WebhookStore::write_endpoint_audited`]), the entry built from what the
 //! change did (the endpoint before and after, read in that transaction): an action is never
@@ -8,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use domain::delivery::DeliveryStatus;
 use domain::{Timestamp, WebhookEndpointId};
 
 use super::super::InfraError;
@@ -15,6 +17,7 @@ use super::super::webhook_endpoints::{
     CreatedEndpoint, EndpointUpdate, WebhookEndpointError, Webhooks,
 };
 use crate::accounts::User;
+use crate::pagination::{Page, PageRequest};
 use crate::ports::{
     AuditAction, AuditFacts, AuditValue, Clock, DeliveryRecord, EndpointWrite, EndpointWritten,
     IdGenerator, NewAudit, RedeliveryTarget, SecretHasher, Store, WebhookEndpoint,
@@ -100,6 +103,45 @@ fn unexpected(written: &EndpointWritten) -> WebhookEndpointError {
     WebhookEndpointError::Infra(InfraError::Unexpected(anyhow::anyhow!(what)))
 }
 
+impl<S, C, I, H> Service<S, C, I, H> {
+    /// Whether webhook delivery is wired in this process.
+    pub fn delivery_configured(&self) -> bool {
+        self.webhooks.is_some()
+    }
+
+    /// The delivery wiring, or [`WebhookEndpointError::NotConfigured`].
+    fn wired(&self) -> Result<&Webhooks, WebhookEndpointError> {
+        self.webhooks
+            .as_deref()
+            .ok_or(WebhookEndpointError::NotConfigured)
+    }
+
+    /// Every endpoint (see [`Webhooks::list_endpoints`]).
+    ///
+    /// # Errors
+    /// Delivery is not wired, infrastructure.
+    #[tracing::instrument(skip_all)]
+    pub async fn list_endpoints(&self) -> Result<Vec<WebhookEndpoint>, WebhookEndpointError> {
+        self.wired()?.list_endpoints().await
+    }
+
+    /// An endpoint's deliveries, newest first (see [`Webhooks::list_deliveries`]).
+    ///
+    /// # Errors
+    /// Delivery is not wired, no such endpoint, infrastructure.
+    #[tracing::instrument(skip_all, fields(endpoint_id = %endpoint_id))]
+    pub async fn list_deliveries(
+        &self,
+        endpoint_id: &WebhookEndpointId,
+        status: Option<DeliveryStatus>,
+        page: PageRequest,
+    ) -> Result<Page<DeliveryRecord>, WebhookEndpointError> {
+        self.wired()?
+            .list_deliveries(endpoint_id, status, page)
+            .await
+    }
+}
+
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// Store `write` with `admin`'s entry, in one transaction; `None` when it was refused.
     async fn write_endpoint(
@@ -113,18 +155,20 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         Ok(hooks.store.write_endpoint_audited(write, &audit).await?)
     }
 
-    /// [`Webhooks::create_endpoint`] by `admin`, audited (`webhook_endpoint.created`).
+    /// `admin` registers an endpoint (enabled), which receives events from now on; its secret
+    /// is in the answer only. Audited (`webhook_endpoint.created`).
     ///
     /// # Errors
-    /// As [`Webhooks::create_endpoint`].
+    /// Delivery not wired, a refused URL, an unknown type, too many endpoints (the store counts
+    /// them in the insert's own transaction), infrastructure.
     #[tracing::instrument(skip_all, fields(admin_id = %admin.id))]
-    pub async fn create_endpoint_by(
+    pub async fn create_endpoint(
         &self,
         admin: &User,
-        hooks: &Webhooks,
         url: &str,
         event_types: &[String],
     ) -> Result<CreatedEndpoint, WebhookEndpointError> {
+        let hooks = self.wired()?;
         let new = hooks.new_endpoint(url, event_types).await?;
         let write = EndpointWrite::Create(&new.endpoint);
         match self.write_endpoint(admin, hooks, write).await? {
@@ -137,19 +181,20 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         }
     }
 
-    /// [`Webhooks::update_endpoint`] by `admin`, audited with the endpoint before and after
-    /// (`webhook_endpoint.updated`).
+    /// `admin` changes an endpoint's URL, types or enabled state, audited with the endpoint
+    /// before and after (`webhook_endpoint.updated`). `id` stays text: the update is checked
+    /// before the id is looked up.
     ///
     /// # Errors
-    /// As [`Webhooks::update_endpoint`].
+    /// Delivery not wired, a refused URL, an unknown type, no such endpoint, infrastructure.
     #[tracing::instrument(skip_all, fields(admin_id = %admin.id, endpoint_id = id))]
-    pub async fn update_endpoint_by(
+    pub async fn update_endpoint(
         &self,
         admin: &User,
-        hooks: &Webhooks,
         id: &str,
         update: &EndpointUpdate,
     ) -> Result<WebhookEndpoint, WebhookEndpointError> {
+        let hooks = self.wired()?;
         let change = hooks.endpoint_change(update).await?;
         let write = EndpointWrite::Update {
             id,
@@ -163,18 +208,18 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         }
     }
 
-    /// [`Webhooks::delete_endpoint`] by `admin`, audited with the endpoint as it was
+    /// `admin` deletes an endpoint and its deliveries, audited with the endpoint as it was
     /// (`webhook_endpoint.deleted`).
     ///
     /// # Errors
-    /// As [`Webhooks::delete_endpoint`].
+    /// Delivery not wired, no such endpoint, infrastructure.
     #[tracing::instrument(skip_all, fields(admin_id = %admin.id, endpoint_id = %id))]
-    pub async fn delete_endpoint_by(
+    pub async fn delete_endpoint(
         &self,
         admin: &User,
-        hooks: &Webhooks,
         id: &WebhookEndpointId,
     ) -> Result<(), WebhookEndpointError> {
+        let hooks = self.wired()?;
         match self
             .write_endpoint(admin, hooks, EndpointWrite::Delete(id.as_str()))
             .await?
@@ -185,18 +230,21 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         }
     }
 
-    /// [`Webhooks::rotate_secret`] by `admin`, audited without either secret
+    /// `admin` gives an endpoint a new secret; the old one stays valid (both signatures are
+    /// sent) for a day ([`PREVIOUS_SECRET_VALIDITY_MS`]). Audited without either secret
     /// (`webhook_endpoint.rotated`).
     ///
+    /// [`PREVIOUS_SECRET_VALIDITY_MS`]: crate::use_cases::webhook_endpoints::PREVIOUS_SECRET_VALIDITY_MS
+    ///
     /// # Errors
-    /// As [`Webhooks::rotate_secret`].
+    /// Delivery not wired, no such endpoint, infrastructure.
     #[tracing::instrument(skip_all, fields(admin_id = %admin.id, endpoint_id = %id))]
-    pub async fn rotate_secret_by(
+    pub async fn rotate_secret(
         &self,
         admin: &User,
-        hooks: &Webhooks,
         id: &WebhookEndpointId,
     ) -> Result<CreatedEndpoint, WebhookEndpointError> {
+        let hooks = self.wired()?;
         let rotation = hooks.new_rotation();
         let write = EndpointWrite::Rotate {
             id: id.as_str(),
@@ -214,19 +262,19 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         }
     }
 
-    /// [`Webhooks::redeliver`] by `admin`, audited with the delivery scheduled again
-    /// (`webhook_delivery.redelivered`).
+    /// `admin` schedules a delivery (or an event) to the endpoint again, now, with a fresh
+    /// schedule; audited with the delivery scheduled again (`webhook_delivery.redelivered`).
     ///
     /// # Errors
-    /// As [`Webhooks::redeliver`].
+    /// Delivery not wired, no such endpoint, delivery or event; infrastructure.
     #[tracing::instrument(skip_all, fields(admin_id = %admin.id, endpoint_id = %endpoint_id))]
-    pub async fn redeliver_by(
+    pub async fn redeliver(
         &self,
         admin: &User,
-        hooks: &Webhooks,
         endpoint_id: &WebhookEndpointId,
         target: &RedeliveryTarget,
     ) -> Result<DeliveryRecord, WebhookEndpointError> {
+        let hooks = self.wired()?;
         if hooks
             .store
             .find_endpoint(endpoint_id.as_str())

@@ -90,7 +90,10 @@ async fn api_keys_are_shown_once_scoped_and_revocable() {
             .is_err()
     );
     h.service
-        .revoke_api_key(&domain::ApiKeyId::new(created.key.id.clone()).unwrap())
+        .revoke_api_key(
+            &admin,
+            &domain::ApiKeyId::new(created.key.id.clone()).unwrap(),
+        )
         .await
         .unwrap();
     assert!(h.service.authenticate(&created.secret).await.is_err());
@@ -99,6 +102,7 @@ async fn api_keys_are_shown_once_scoped_and_revocable() {
 #[tokio::test]
 async fn static_listing_hides_hidden_plans_and_dynamic_listing_follows_sort_order_and_locales() {
     let h = Harness::new();
+    let administrator = h.admin().await;
     let catalog = catalog();
     let listed = list_plans(
         PricingMode::Static,
@@ -113,11 +117,14 @@ async fn static_listing_hides_hidden_plans_and_dynamic_listing_follows_sort_orde
     assert_eq!(listed.len(), 4);
     assert_eq!(h.service.import_static_plans().await.unwrap().created, 4);
     h.service
-        .set_plan_hidden(&plan_id("lifetime"), true)
+        .set_plan_hidden(&administrator, &plan_id("lifetime"), true)
         .await
         .unwrap();
     h.service
-        .reorder_plans(&[plan_id("qr-credits"), plan_id("credits-100")])
+        .reorder_plans(
+            &administrator,
+            &[plan_id("qr-credits"), plan_id("credits-100")],
+        )
         .await
         .unwrap();
     let mut restricted = PlanInput {
@@ -125,7 +132,10 @@ async fn static_listing_hides_hidden_plans_and_dynamic_listing_follows_sort_orde
         sort_order: 99,
         locales: vec!["zh-CN".into()],
     };
-    h.service.create_plan(&restricted).await.unwrap();
+    h.service
+        .create_plan(&administrator, &restricted)
+        .await
+        .unwrap();
     let en = Locale::parse("en").unwrap();
     let zh = Locale::parse("zh-CN").unwrap();
     let ids = |plans: Vec<crate::ports::StoredPlan>| {
@@ -171,7 +181,7 @@ async fn static_listing_hides_hidden_plans_and_dynamic_listing_follows_sort_orde
     restricted.locales.push("not a locale".into());
     let ManagePlansError::Invalid(errors) = h
         .service
-        .update_plan("zh-only", &restricted)
+        .update_plan(&administrator, "zh-only", &restricted)
         .await
         .unwrap_err()
     else {

@@ -65,7 +65,8 @@ async fn subscribe(h: &Harness, user: &User, plan: &str) -> OrderId {
 #[tokio::test]
 async fn a_subscriber_keeps_the_entitlements_sold_when_the_plan_is_edited_or_deleted() {
     let h = dynamic_harness();
-    h.service.create_plan(&team_plan(5)).await.unwrap();
+    let admin = h.admin().await;
+    h.service.create_plan(&admin, &team_plan(5)).await.unwrap();
     let user = h.user("a@example.com").await;
     subscribe(&h, &user, "team").await;
     let held = h.service.report_entitlements(&user).await.unwrap();
@@ -79,19 +80,26 @@ async fn a_subscriber_keeps_the_entitlements_sold_when_the_plan_is_edited_or_del
     ));
     assert_eq!(held.grants[0].until, HeldUntil::Open, "it renews");
 
-    h.service.update_plan("team", &team_plan(99)).await.unwrap();
+    h.service
+        .update_plan(&admin, "team", &team_plan(99))
+        .await
+        .unwrap();
     assert_eq!(h.service.report_entitlements(&user).await.unwrap(), held);
-    h.service.delete_plan(&plan_id("team")).await.unwrap();
+    h.service
+        .delete_plan(&admin, &plan_id("team"))
+        .await
+        .unwrap();
     assert_eq!(h.service.report_entitlements(&user).await.unwrap(), held);
 }
 
 #[tokio::test]
 async fn an_order_stored_without_entitlements_falls_back_to_the_live_plan() {
     let h = dynamic_harness();
+    let admin = h.admin().await;
     let mut pass = team_plan(7);
     pass.draft.duration_type = Some("one_time".into());
     pass.draft.months = Some(999_999);
-    let stored = h.service.create_plan(&pass).await.unwrap();
+    let stored = h.service.create_plan(&admin, &pass).await.unwrap();
     let user = h.user("a@example.com").await;
     let now = Timestamp::from_unix_millis(START_MS);
     let snapshot = PlanSnapshot {
@@ -119,7 +127,10 @@ async fn an_order_stored_without_entitlements_falls_back_to_the_live_plan() {
         GrantSource::Order(OrderId::new("old-order").unwrap())
     );
     // Without a snapshot the live plan decides, and a deleted plan grants nothing.
-    h.service.delete_plan(&plan_id("team")).await.unwrap();
+    h.service
+        .delete_plan(&admin, &plan_id("team"))
+        .await
+        .unwrap();
     let held = h.service.report_entitlements(&user).await.unwrap();
     assert!(held.entitlements.is_empty(), "{held:?}");
 }

@@ -99,6 +99,30 @@ impl Harness {
             .user
     }
 
+    /// The administrator who makes the console's changes (registered on first use).
+    pub async fn admin(&self) -> User {
+        let email = "admin@example.com";
+        match self
+            .service
+            .register(
+                email,
+                "password123".into(),
+                Role::Admin,
+                &crate::testing::client_of(email),
+            )
+            .await
+        {
+            Ok(signed_in) => signed_in.user,
+            Err(_) => {
+                self.service
+                    .sign_in(email, "password123".into())
+                    .await
+                    .unwrap()
+                    .user
+            }
+        }
+    }
+
     /// Deliver a webhook for `provider` carrying `events` under `event_id`.
     pub async fn deliver(
         &self,

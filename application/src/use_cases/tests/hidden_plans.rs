@@ -82,7 +82,7 @@ async fn an_allowed_user_buys_the_hidden_plan_and_the_allowance_is_audited() {
     let legacy = PlanId::new("legacy").unwrap();
     let allowed = h
         .service
-        .allow_plan_by(&admin, &user.id, &legacy)
+        .allow_plan(&admin, &user.id, &legacy)
         .await
         .unwrap();
     assert_eq!(allowed.allowed_by, admin.id);
@@ -101,7 +101,7 @@ async fn an_allowed_user_buys_the_hidden_plan_and_the_allowance_is_audited() {
     assert_eq!(entry.object_id, user.id.to_string());
     // Withdrawn: no longer for sale to that user either (they hold no subscription yet).
     h.service
-        .remove_plan_allowance_by(&admin, &user.id, &legacy)
+        .remove_plan_allowance(&admin, &user.id, &legacy)
         .await
         .unwrap();
     let log = h.service.audit_log(&PageAfter::default()).await.unwrap();
@@ -127,12 +127,12 @@ async fn an_allowance_names_an_existing_user_and_plan() {
     let nobody = domain::UserId::new("usr_nobody").unwrap();
     let legacy = PlanId::new("legacy").unwrap();
     assert!(matches!(
-        h.service.allow_plan_by(&admin, &nobody, &legacy).await,
+        h.service.allow_plan(&admin, &nobody, &legacy).await,
         Err(PlanAllowanceError::UserNotFound)
     ));
     let unknown = PlanId::new("no-such-plan").unwrap();
     assert!(matches!(
-        h.service.allow_plan_by(&admin, &user.id, &unknown).await,
+        h.service.allow_plan(&admin, &user.id, &unknown).await,
         Err(PlanAllowanceError::PlanNotFound)
     ));
 }
@@ -170,7 +170,7 @@ async fn a_subscriber_cannot_switch_to_a_hidden_plan_unless_allowed() {
     assert!(h.fake(ProviderId::CardGateway).plan_changes().is_empty());
     let admin = admin(&h).await;
     h.service
-        .allow_plan_by(&admin, &user.id, &legacy)
+        .allow_plan(&admin, &user.id, &legacy)
         .await
         .unwrap();
     h.service.change_plan(&user, &id, &legacy).await.unwrap();

@@ -413,11 +413,12 @@ mod from_tally {
     async fn a_refund_done_at_once_is_applied_once_and_its_provider_event_adds_nothing() {
         let h = Harness::new();
         let (user, id) = paid_pack(&h).await;
+        let admin = h.admin().await;
         h.fake(ProviderId::CardGateway)
             .answer_refunds(Some(RefundState::Succeeded));
         let done = h
             .service
-            .refund_order(&asked(&id, Some("4.00")))
+            .refund_order(&admin, &asked(&id, Some("4.00")))
             .await
             .unwrap();
         assert_eq!(done.refund_id, format!("rf_{id}_400"));
@@ -445,11 +446,15 @@ mod from_tally {
         );
         assert_eq!(balance(&h, &user).await, 6_000);
         // The rest, by default everything left.
-        let rest = h.service.refund_order(&asked(&id, None)).await.unwrap();
+        let rest = h
+            .service
+            .refund_order(&admin, &asked(&id, None))
+            .await
+            .unwrap();
         assert_eq!(rest.amount, usd(600));
         assert_eq!(balance(&h, &user).await, 0);
         assert!(matches!(
-            h.service.refund_order(&asked(&id, None)).await,
+            h.service.refund_order(&admin, &asked(&id, None)).await,
             Err(RefundOrderError::NotRefundable("refunded"))
         ));
     }
@@ -465,14 +470,14 @@ mod from_tally {
         h.fake(ProviderId::CardGateway)
             .answer_refunds(Some(RefundState::Succeeded));
         h.service
-            .refund_order_by(&admin, &asked(&id, Some("4.00")))
+            .refund_order(&admin, &asked(&id, Some("4.00")))
             .await
             .unwrap();
         assert_eq!(balance(&h, &user).await, 6_000);
         h.fake(ProviderId::CardGateway)
             .answer_refunds(Some(RefundState::Pending));
         h.service
-            .refund_order_by(&admin, &asked(&id, Some("1.00")))
+            .refund_order(&admin, &asked(&id, Some("1.00")))
             .await
             .unwrap();
         let page = PageAfter {
@@ -501,10 +506,19 @@ mod from_tally {
     async fn a_pending_refund_waits_for_the_provider_event_and_a_repeat_asks_with_the_same_id() {
         let h = Harness::new();
         let (user, id) = paid_pack(&h).await;
+        let admin = h.admin().await;
         let fake = h.fake(ProviderId::CardGateway);
         fake.answer_refunds(Some(RefundState::Pending));
-        let first = h.service.refund_order(&asked(&id, None)).await.unwrap();
-        let again = h.service.refund_order(&asked(&id, None)).await.unwrap();
+        let first = h
+            .service
+            .refund_order(&admin, &asked(&id, None))
+            .await
+            .unwrap();
+        let again = h
+            .service
+            .refund_order(&admin, &asked(&id, None))
+            .await
+            .unwrap();
         assert_eq!(first.refund_id, again.refund_id, "one idempotency key");
         assert_eq!(fake.refunds().len(), 2);
         assert_eq!(
@@ -527,8 +541,9 @@ mod from_tally {
     async fn refunds_out_of_range_unpaid_or_without_a_refund_api_are_refused_and_change_nothing() {
         let h = Harness::new();
         let (user, id) = paid_pack(&h).await;
+        let admin = h.admin().await;
         assert!(matches!(
-            h.service.refund_order(&asked(&id, None)).await,
+            h.service.refund_order(&admin, &asked(&id, None)).await,
             Err(RefundOrderError::NotSupported(_))
         ));
         h.fake(ProviderId::CardGateway)
@@ -536,7 +551,9 @@ mod from_tally {
         for amount in ["0", "10.01", "-1", "0.001"] {
             assert!(
                 matches!(
-                    h.service.refund_order(&asked(&id, Some(amount))).await,
+                    h.service
+                        .refund_order(&admin, &asked(&id, Some(amount)))
+                        .await,
                     Err(RefundOrderError::InvalidAmount(_))
                 ),
                 "{amount}"
@@ -544,12 +561,12 @@ mod from_tally {
         }
         let pending = order(&h, &user, "credits-100", "card_gateway").await;
         assert!(matches!(
-            h.service.refund_order(&asked(&pending, None)).await,
+            h.service.refund_order(&admin, &asked(&pending, None)).await,
             Err(RefundOrderError::NotRefundable("pending"))
         ));
         let unknown = OrderId::new("ord_nope").unwrap();
         assert!(matches!(
-            h.service.refund_order(&asked(&unknown, None)).await,
+            h.service.refund_order(&admin, &asked(&unknown, None)).await,
             Err(RefundOrderError::NotFound)
         ));
         assert_eq!(balance(&h, &user).await, 10_000);

@@ -232,6 +232,7 @@ async fn renewals_grant_the_credits_sold_after_the_plan_is_edited_or_deleted() {
     let mut config = config();
     config.pricing_mode = PricingMode::Dynamic;
     let h = Harness::with(config, |_| None);
+    let admin = h.admin().await;
     h.service.import_static_plans().await.unwrap();
     let user = subscribed(&h).await;
     let edited = PlanInput {
@@ -247,12 +248,15 @@ async fn renewals_grant_the_credits_sold_after_the_plan_is_edited_or_deleted() {
         sort_order: 0,
         locales: Vec::new(),
     };
-    h.service.update_plan("pro-monthly", &edited).await.unwrap();
+    h.service
+        .update_plan(&admin, "pro-monthly", &edited)
+        .await
+        .unwrap();
     let outcomes = deliver(&h, "r1", renewed(period(30, 60), usd(999), 100)).await;
     assert_eq!(outcomes, [EventOutcome::Applied]);
     assert_eq!(balance(&h, &user).await, 2 * PERIOD_CREDITS);
     h.service
-        .delete_plan(&plan_id("pro-monthly"))
+        .delete_plan(&admin, &plan_id("pro-monthly"))
         .await
         .unwrap();
     let outcomes = deliver(&h, "r2", renewed(period(60, 90), usd(999), 200)).await;

@@ -41,7 +41,7 @@ pub(crate) async fn create(state: Arc<PageState>, v: Visitor, mut request: Reque
     match state
         .ports
         .admin
-        .create_api_key_by(&admin, name, &scopes)
+        .create_api_key(&admin, name, &scopes)
         .await
     {
         Ok(created) => render(&state, &v, Some(&created), None, StatusCode::CREATED).await,
@@ -69,7 +69,7 @@ pub(crate) async fn revoke(state: Arc<PageState>, v: Visitor, mut request: Reque
     // A malformed id is answered like an unknown one.
     let raw = request.raw_path_param("id").unwrap_or_default();
     let id = parse_id(raw, ApiKeyId::new).ok_or(PageError::NotFound)?;
-    match state.ports.admin.revoke_api_key_by(&admin, &id).await {
+    match state.ports.admin.revoke_api_key(&admin, &id).await {
         Ok(()) => Ok(redirect(&format!("{PATH}?notice=key_revoked"))),
         Err(ApiKeyError::NotFound | ApiKeyError::Invalid(_)) => Err(PageError::NotFound),
         Err(ApiKeyError::Infra(e)) => Err(e.into()),

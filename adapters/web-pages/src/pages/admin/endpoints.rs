@@ -74,11 +74,7 @@ pub(crate) async fn create(state: Arc<PageState>, v: Visitor, mut request: Reque
         .filter(|(k, _)| k == "type")
         .map(|(_, value)| value.clone())
         .collect();
-    match ports
-        .host_events
-        .create_endpoint_by(&admin, url, &types)
-        .await
-    {
+    match ports.host_events.create_endpoint(&admin, url, &types).await {
         Ok(created) => {
             let shown = (v.t("console.endpoint_created"), created);
             render(&state, &v, Some(shown), None, StatusCode::CREATED).await
@@ -114,23 +110,23 @@ pub(crate) async fn act(state: Arc<PageState>, v: Visitor, mut request: Request)
     let notice = match action {
         "enable" => ports
             .host_events
-            .update_endpoint_by(&admin, id.as_str(), &enabled(true))
+            .update_endpoint(&admin, id.as_str(), &enabled(true))
             .await
             .map(|_| "enabled"),
         "disable" => ports
             .host_events
-            .update_endpoint_by(&admin, id.as_str(), &enabled(false))
+            .update_endpoint(&admin, id.as_str(), &enabled(false))
             .await
             .map(|_| "disabled"),
         "delete" => ports
             .host_events
-            .delete_endpoint_by(&admin, &id)
+            .delete_endpoint(&admin, &id)
             .await
             .map(|()| "deleted"),
         "rotate" => {
             let rotated = ports
                 .host_events
-                .rotate_secret_by(&admin, &id)
+                .rotate_secret(&admin, &id)
                 .await
                 .map_err(endpoint_error)?;
             let shown = (v.t("console.endpoint_rotated"), rotated);
@@ -414,7 +410,7 @@ pub(crate) async fn redeliver(
     state
         .ports
         .host_events
-        .redeliver_by(&admin, &id, &RedeliveryTarget::Delivery(delivery))
+        .redeliver(&admin, &id, &RedeliveryTarget::Delivery(delivery))
         .await
         .map_err(endpoint_error)?;
     Ok(redirect(&format!("{PATH}/{id}?notice=redelivered")))

@@ -183,7 +183,7 @@ pub(crate) async fn apply(state: Arc<PageState>, v: Visitor, mut request: Reques
                 amount: None,
                 reason: field(&fields, "reason").to_owned(),
             };
-            match ports.admin.refund_order_by(&admin, &request).await {
+            match ports.admin.refund_order(&admin, &request).await {
                 Ok(_) => Ok("refunded"),
                 Err(RefundOrderError::NotFound) => return Err(PageError::NotFound),
                 Err(RefundOrderError::Infra(e)) => return Err(e.into()),
@@ -251,12 +251,9 @@ async fn allowance(
     };
     let admin_port = &state.ports.admin;
     let result = if remove {
-        (admin_port
-            .remove_plan_allowance_by(admin, &user, &plan)
-            .await)
-            .map(|()| "allowance_removed")
+        (admin_port.remove_plan_allowance(admin, &user, &plan).await).map(|()| "allowance_removed")
     } else {
-        (admin_port.allow_plan_by(admin, &user, &plan).await).map(|_| "allowed")
+        (admin_port.allow_plan(admin, &user, &plan).await).map(|_| "allowed")
     };
     match result {
         Ok(notice) => Ok(Ok(notice)),
