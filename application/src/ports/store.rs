@@ -36,6 +36,18 @@ pub enum StoreError {
     /// A stored row failed validation.
     #[error("corrupt row: {0}")]
     Corrupt(String),
+    /// The database's guard (a conditional decrement, a `CHECK`) refused, or left another
+    /// balance than, a posting the ledger's rules decided on the balance its transaction locked:
+    /// an invariant broke, and nothing was written. Never turned into an answer such as
+    /// "insufficient"; the use case that meets it logs and counts it
+    /// ([`crate::ports::Metrics::spend_disagreement`]).
+    #[error("the spend rule and the database disagree on {user}'s balance: {disagreement}")]
+    SpendDisagreement {
+        /// Whose balance.
+        user: UserId,
+        /// What was decided, and what the guard did.
+        disagreement: domain::SpendDisagreement,
+    },
     /// Anything else.
     #[error(transparent)]
     Unexpected(#[from] anyhow::Error),
@@ -971,11 +983,15 @@ pub trait CreditLedger: Send + Sync + 'static {
         page: PageRequest,
     ) -> Result<Page<CreditTransaction>, StoreError>;
 
-    /// Spend `amount`: conditional decrement and ledger insert in one transaction. The same key
-    /// and request hash return the first transaction with [`Replay::Replayed`].
+    /// Spend `amount`: decided by `domain::decide_spend` on the balance as the transaction reads
+    /// it under the balance row's lock, written by a conditional decrement and a ledger insert in
+    /// that transaction. The same key and request hash return the first transaction with
+    /// [`Replay::Replayed`].
     ///
     /// # Errors
-    /// [`SpendError::Insufficient`] (nothing written); [`SpendError::IdempotencyConflict`].
+    /// [`SpendError::Insufficient`] (nothing written); [`SpendError::IdempotencyConflict`];
+    /// [`StoreError::SpendDisagreement`] when the database's guard did not write what the rule
+    /// decided (nothing written).
     async fn consume(
         &self,
         command: &ConsumeCommand,

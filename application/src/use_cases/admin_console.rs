@@ -22,7 +22,7 @@ use domain::credits::MAX_CREDITS_HUNDREDTHS;
 use domain::{CreditDelta, Credits, CreditsError, IdempotencyKey, Timestamp, UserId};
 use rust_decimal::Decimal;
 
-use super::InfraError;
+use super::{InfraError, noted};
 use crate::accounts::User;
 use crate::pagination::{Page, PageRequest};
 use crate::ports::{
@@ -203,11 +203,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             expires_at: request.expires_at,
             now,
         };
-        let effect = self
-            .store
+        let adjusted = (self.store)
             .adjust_audited(&command, &request.admin.id)
-            .await
-            .map_err(adjust_error)?;
+            .await;
+        let effect = noted(&*self.metrics, adjusted).map_err(adjust_error)?;
         let transaction = match effect {
             LedgerEffect::Written(tx) => Some(tx),
             LedgerEffect::Nothing => None,
