@@ -3,13 +3,14 @@
 //! payment event's transaction tells of its grant and clawback itself.
 
 use application::ports::{
-    ClawbackCommand, GrantCommand, GrantSource, LedgerEffect, StoreError, UsageContext,
+    ClawbackCommand, CreditTransaction, GrantCommand, GrantSource, LedgerEffect, StoreError,
+    UsageContext,
 };
-use domain::ledger::take_back;
+use domain::ledger::{DecidedPosting, take_back};
 use domain::{Credits, Timestamp, TransactionKind, UserId};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, FromQueryResult};
 
-use super::postings::{self, Posted, Posting};
+use super::postings::{self, Posting};
 use application::host_events;
 
 use crate::Enc;
@@ -154,11 +155,7 @@ pub(crate) async fn grant(
         key: g.key,
         now: g.now,
     };
-    let Posted::Done(written) = postings::post(tx, &posting).await? else {
-        return Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
-            "an increase was refused"
-        ))));
-    };
+    let written = postings::post_increase(tx, &posting).await?;
     told.extend(host_events::credits_changed(&written));
     let mut values = vec![
         g.user.as_str().into(),
@@ -253,10 +250,7 @@ pub(crate) async fn clawback(
             key: None,
             now: c.now,
         };
-        let Posted::Done(written) = postings::post(tx, &posting).await? else {
-            return Err(Fail::Retry("the balance changed under its lock"));
-        };
-        postings::assert_moved_from(balance, &written);
+        let written = post_taken(tx, &posting, balance).await?;
         effect = LedgerEffect::Written(written);
     }
     let sql = "UPDATE credit_grants SET remaining_hundredths = remaining_hundredths - $2, \
@@ -303,10 +297,7 @@ pub(crate) async fn expire_lot(
             key: None,
             now,
         };
-        let Posted::Done(written) = postings::post(tx, &posting).await? else {
-            return Err(Fail::Retry("the balance changed under its lock"));
-        };
-        postings::assert_moved_from(balance, &written);
+        let written = post_taken(tx, &posting, balance).await?;
         tell(tx, &LedgerEffect::Written(written), events).await?;
     }
     let sql = "UPDATE credit_grants SET remaining_hundredths = 0, expired = TRUE, \
@@ -320,6 +311,24 @@ pub(crate) async fn expire_lot(
         return Err(Fail::Retry("a grant lot changed during its expiry"));
     }
     Ok(End::Commit(true))
+}
+
+/// Write a takeback (`take_back`, decided on the locked `balance`) through the spend rule's
+/// guarded write: the database must leave what the ledger's rules decide.
+async fn post_taken(
+    tx: &DatabaseTransaction,
+    posting: &Posting<'_>,
+    balance: Credits,
+) -> Result<CreditTransaction, Fail> {
+    let decided = DecidedPosting::decide(balance, posting.kind, posting.amount).map_err(|e| {
+        StoreError::Unexpected(anyhow::anyhow!(
+            "a {} of {} for {}: {e}",
+            posting.kind,
+            posting.amount,
+            posting.user
+        ))
+    })?;
+    postings::post_decided(tx, posting, decided).await
 }
 
 /// Lots due for expiry: `(id, user)`, soonest first.
