@@ -159,8 +159,8 @@ async fn apply(
     outbox.extend(c.told.iter().cloned());
     let mut effects = Vec::new();
     if let Some(grant) = &c.grant {
-        // A grant written now writes the events collected so far with its lot, and its own.
-        effects.push(ledger::grant(tx, &NewGrant::of(grant), &mut outbox, events).await?);
+        // A grant written now adds its own event to the transaction's.
+        effects.push(ledger::grant(tx, &NewGrant::of(grant), &mut outbox).await?);
     }
     for clawback in &c.clawbacks {
         let effect = ledger::clawback(tx, clawback).await?;

@@ -214,7 +214,9 @@ async fn grant_adjustment(
         context: Some(context),
         key: Some((&c.reference, hash)),
     };
-    let effect = grants::grant(tx, &grant, &mut Outbox::default(), events).await?;
+    let mut told = Outbox::default();
+    let effect = grants::grant(tx, &grant, &mut told).await?;
+    told.write(tx, events).await?;
     if effect == LedgerEffect::Nothing {
         // The lot's source is taken: by this very adjustment, committed by a concurrent retry
         // since the caller's lookup (replayed), or by another user's adjustment or sign-up
