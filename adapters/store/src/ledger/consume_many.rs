@@ -464,11 +464,8 @@ impl<'a> Run<'a> {
             (Ok(SpendDecision::Post { after }), _) => after,
         };
         let amount = c.amount.hundredths();
-        assert_eq!(
-            before.hundredths() - after.hundredths(),
-            amount,
-            "a batched spend takes exactly its amount from the run's balance"
-        );
+        let taken = before.hundredths() - after.hundredths();
+        assert_eq!(taken, amount, "a batched spend takes exactly its amount");
         balance.hundredths = Some(after.hundredths());
         balance.debited += amount;
         balance.postings += 1;
