@@ -26,7 +26,7 @@ pub mod webhook_endpoints;
 #[cfg(test)]
 mod tests;
 
-use crate::ports::StoreError;
+use crate::ports::{Metrics, ReservationError, SpendError, StoreError};
 
 /// Failures every use case shares: the database is unavailable, or something unexpected.
 #[derive(Debug, thiserror::Error)]
@@ -56,4 +56,57 @@ impl From<StoreError> for InfraError {
             other => InfraError::Unexpected(anyhow::Error::new(other)),
         }
     }
+}
+
+/// The store error a use case's error carries, if any.
+pub(crate) trait StoreCause {
+    /// The store error, if this is one.
+    fn store_cause(&self) -> Option<&StoreError>;
+}
+
+impl StoreCause for StoreError {
+    fn store_cause(&self) -> Option<&StoreError> {
+        Some(self)
+    }
+}
+
+impl StoreCause for SpendError {
+    fn store_cause(&self) -> Option<&StoreError> {
+        match self {
+            SpendError::Store(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl StoreCause for ReservationError {
+    fn store_cause(&self) -> Option<&StoreError> {
+        match self {
+            ReservationError::Store(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// `result`, after logging and counting a posting the database's guard did not write as the
+/// ledger's rules decided ([`StoreError::SpendDisagreement`]): an invariant broke, so it is an
+/// error line and a count (`Metrics::spend_disagreement`) here, where the use case meets it,
+/// and an internal error to the caller. Every other outcome passes untouched.
+pub(crate) fn noted<T, E: StoreCause>(metrics: &dyn Metrics, result: Result<T, E>) -> Result<T, E> {
+    if let Err(e) = &result
+        && let Some(StoreError::SpendDisagreement { user, disagreement }) = e.store_cause()
+    {
+        let decided = &disagreement.decided;
+        tracing::error!(
+            user_id = %user,
+            kind = %decided.kind,
+            amount_hundredths = decided.amount.hundredths(),
+            before_hundredths = decided.before.hundredths(),
+            decided_after_hundredths = decided.after.hundredths(),
+            guarded_after_hundredths = ?disagreement.guarded.map(domain::Credits::hundredths),
+            "the database's guard did not write a posting as the ledger's rules decided it"
+        );
+        metrics.spend_disagreement(decided.kind);
+    }
+    result
 }

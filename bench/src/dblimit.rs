@@ -4,10 +4,11 @@
 //! concurrent workers.
 //!
 //! [`Shape::Store`] is the store's whole transaction: `BEGIN IMMEDIATE` on SQLite (a plain
-//! `BEGIN`, READ COMMITTED, on PostgreSQL); the idempotency-key lookup; the conditional decrement
-//! `UPDATE … WHERE balance >= $n RETURNING`; the ledger insert `… ON CONFLICT DO NOTHING
-//! RETURNING`; the lot read and the conditional lot draw-down; `COMMIT`. [`Shape::Core`] is the
-//! decrement and the insert alone.
+//! `BEGIN`, READ COMMITTED, on PostgreSQL); the idempotency-key lookup; the read the spend is
+//! decided from, the balance with its lots (the balance row locked on PostgreSQL); the
+//! conditional decrement `UPDATE … WHERE balance >= $n RETURNING`; the ledger insert `… ON
+//! CONFLICT DO NOTHING RETURNING`; the conditional lot draw-down; `COMMIT`. [`Shape::Core`] is
+//! the decrement and the insert alone.
 
 use std::sync::Arc;
 

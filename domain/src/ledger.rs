@@ -294,6 +294,102 @@ pub fn decide_spend(
     }
 }
 
+/// A balance change decided by the ledger's rules on the balance as its transaction read it
+/// under the balance row's lock: what the database's guarded write (a conditional decrement, an
+/// upsert under `CHECK`) must leave. The rule decides; the guard stays as the database's last
+/// word, and the two must agree ([`DecidedPosting::check`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecidedPosting {
+    /// The kind.
+    pub kind: TransactionKind,
+    /// The signed amount.
+    pub amount: CreditDelta,
+    /// The balance it was decided on.
+    pub before: Credits,
+    /// The balance it leaves.
+    pub after: Credits,
+}
+
+impl DecidedPosting {
+    /// A posting of `amount` as `kind` on `before`, decided by [`post`].
+    ///
+    /// # Errors
+    /// As [`post`].
+    pub fn decide(
+        before: Credits,
+        kind: TransactionKind,
+        amount: CreditDelta,
+    ) -> Result<Self, LedgerError> {
+        let after = post(before, kind, amount)?;
+        Ok(Self {
+            kind,
+            amount,
+            before,
+            after,
+        })
+    }
+
+    /// A spend [`decide_spend`] decided to post (`SpendDecision::Post { after }`) on `before`.
+    #[must_use]
+    pub fn spend(kind: TransactionKind, amount: Credits, before: Credits, after: Credits) -> Self {
+        assert_eq!(
+            after.hundredths() + amount.hundredths(),
+            before.hundredths(),
+            "a decided spend takes exactly its amount"
+        );
+        Self {
+            kind,
+            amount: amount.as_decrease(),
+            before,
+            after,
+        }
+    }
+
+    /// What the database's guarded statement did, against the decision: `guarded` is the
+    /// balance it left, `None` when its guard refused to write. Anything but the decided balance
+    /// is a disagreement: an invariant broke (the rule, the guard or the lock), never an answer
+    /// such as "insufficient".
+    ///
+    /// # Errors
+    /// [`SpendDisagreement`] when `guarded` is not `Some(self.after)`.
+    pub fn check(self, guarded: Option<Credits>) -> Result<Credits, SpendDisagreement> {
+        match guarded {
+            Some(left) if left == self.after => Ok(left),
+            _ => Err(SpendDisagreement {
+                decided: self,
+                guarded,
+            }),
+        }
+    }
+}
+
+/// The database's guard refused, or left another balance than, a posting the ledger's rules
+/// decided under the balance row's lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpendDisagreement {
+    /// What the rule decided.
+    pub decided: DecidedPosting,
+    /// The balance the guarded statement left; `None` when it refused to write.
+    pub guarded: Option<Credits>,
+}
+
+impl fmt::Display for SpendDisagreement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = &self.decided;
+        write!(
+            f,
+            "a {} of {} decided on a balance of {} to leave {}; the database's guard ",
+            d.kind, d.amount, d.before, d.after
+        )?;
+        match self.guarded {
+            Some(left) => write!(f, "left {left}"),
+            None => f.write_str("refused it"),
+        }
+    }
+}
+
+impl std::error::Error for SpendDisagreement {}
+
 /// A balance crossing the host application is told about (`credits.low_balance`,
 /// `credits.depleted`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -622,6 +718,35 @@ mod tests {
             decide_spend(TransactionKind::PurchaseGrant, c(5), "h", None, c(10)),
             Err(LedgerError::WrongSign { .. })
         ));
+    }
+
+    #[test]
+    fn a_guard_agrees_only_by_leaving_the_decided_balance() {
+        let decided = DecidedPosting::spend(TransactionKind::Consumption, c(300), c(500), c(200));
+        assert_eq!(decided.amount, c(300).as_decrease());
+        assert_eq!(decided.check(Some(c(200))), Ok(c(200)));
+        // A guard that refused what the rule allowed is not "insufficient": it is a disagreement.
+        let refused = decided.check(None).unwrap_err();
+        assert_eq!(refused.decided, decided);
+        assert_eq!(refused.guarded, None);
+        assert!(refused.to_string().contains("refused it"), "{refused}");
+        // So is a write that left another balance.
+        let other = decided.check(Some(c(199))).unwrap_err();
+        assert_eq!(other.guarded, Some(c(199)));
+        assert!(other.to_string().contains("left 1.99"), "{other}");
+        let settle = DecidedPosting::decide(
+            c(100),
+            TransactionKind::ReservationSettle,
+            CreditDelta::from_hundredths(-40).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(settle.after, c(60));
+        assert_eq!(settle.check(Some(c(60))), Ok(c(60)));
+        assert!(
+            DecidedPosting::decide(c(10), TransactionKind::Consumption, c(20).as_decrease())
+                .is_err(),
+            "the rule refuses before any write"
+        );
     }
 
     proptest! {

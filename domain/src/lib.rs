@@ -40,8 +40,8 @@ pub use ids::{
     WebhookEndpointId,
 };
 pub use ledger::{
-    BalanceAlert, GrantLot, KeyReuse, LedgerError, SpendDecision, TransactionKind, balance_alerts,
-    decide_spend,
+    BalanceAlert, DecidedPosting, GrantLot, KeyReuse, LedgerError, SpendDecision,
+    SpendDisagreement, TransactionKind, balance_alerts, decide_spend,
 };
 pub use money::{Currency, Money, MoneyError};
 pub use order::{

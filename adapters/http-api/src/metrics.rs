@@ -1,7 +1,7 @@
 //! Prometheus metrics through the `metrics` facade: requests by route and status and a latency
 //! histogram (this adapter's own), and, through the use cases' [`Metrics`] port, order
-//! transitions, webhook results by provider and credits consumed, reserved, granted and taken
-//! back.
+//! transitions, webhook results by provider, credits consumed, reserved, granted and taken
+//! back, and postings the database's guard did not write as the ledger's rules decided.
 //!
 //! One recorder is built and installed globally, once per process (tests build many apps).
 
@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use application::ports::{Metrics, WebhookResult};
-use domain::{Credits, OrderStatus, ProviderId};
+use domain::{Credits, OrderStatus, ProviderId, TransactionKind};
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -38,6 +38,9 @@ pub(crate) const CREDITS_GRANTED_HUNDREDTHS_TOTAL: &str = "tally_credits_granted
 /// Credits taken back by refunds, in hundredths.
 pub(crate) const CREDITS_CLAWED_BACK_HUNDREDTHS_TOTAL: &str =
     "tally_credits_clawed_back_hundredths_total";
+/// Postings the ledger's rules decided that the database's guard refused or wrote otherwise, by
+/// transaction kind: an invariant broke (the request got a 500; nothing was written).
+pub(crate) const SPEND_DISAGREEMENTS_TOTAL: &str = "tally_spend_disagreements_total";
 
 /// Latency buckets, in seconds.
 const LATENCY_BUCKETS_SECONDS: &[f64] = &[
@@ -140,6 +143,10 @@ impl Metrics for PrometheusMetrics {
 
     fn credits_clawed_back(&self, amount: Credits) {
         add(CREDITS_CLAWED_BACK_HUNDREDTHS_TOTAL, amount);
+    }
+
+    fn spend_disagreement(&self, kind: TransactionKind) {
+        metrics::counter!(SPEND_DISAGREEMENTS_TOTAL, "kind" => kind.code()).increment(1);
     }
 }
 

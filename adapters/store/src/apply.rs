@@ -85,7 +85,7 @@ async fn ledger_op(
 ) -> Result<Step, Fail> {
     Ok(match op {
         LedgerOp::Grant(c) => {
-            let effect = ledger::grant(tx, &NewGrant::of(c), outbox, events).await?;
+            let effect = ledger::grant(tx, &NewGrant::of(c), outbox).await?;
             Step::Done(LedgerOutcome::Effect(effect))
         }
         LedgerOp::Clawback(c) => {

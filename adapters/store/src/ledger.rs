@@ -1,9 +1,12 @@
 //! The credit ledger: balances, the append-only transaction ledger, grant lots and reservations.
 //!
 //! How the invariants of CORRECTNESS.md hold here:
-//! - A balance never goes below zero: every decrease is one conditional statement
-//!   (`UPDATE credit_balances SET balance = balance - $n WHERE user_id = $u AND balance >= $n
-//!   RETURNING balance`), every increase one upsert, never a read-then-write in Rust; the column
+//! - A balance never goes below zero: one spend rule decides every decrease, the domain's
+//!   `decide_spend` (or `post`, for a settle's overrun, a clawback, an expiry) on the balance read
+//!   under the balance row's lock, before anything is written; the write is still one conditional
+//!   statement (`UPDATE credit_balances SET balance = balance - $n WHERE user_id = $u AND
+//!   balance >= $n RETURNING balance`) and the balance it returns must be the one decided, else
+//!   `StoreError::SpendDisagreement` (see `postings`). Every increase is one upsert; the column
 //!   has `CHECK (balance_hundredths >= 0)`.
 //! - The ledger explains the balance: the balance change and the transaction insert (which
 //!   records the balance after it) are in one transaction, and the same statement counts the

@@ -54,19 +54,16 @@ impl Outbox {
         conn: &C,
         encoder: &dyn HostEventEncoder,
     ) -> Result<(), DbErr> {
-        match self.statement(conn, 1, encoder).await? {
+        match self.statement(conn, encoder).await? {
             Some((sql, values)) => sql::execute(conn, &sql, values).await.map(drop),
             None => Ok(()),
         }
     }
 
-    /// The one `INSERT` of every collected event, its placeholders numbered from `$first` (so
-    /// that a caller can send it in one statement with another, as a grant does with its lot),
-    /// and its values; `None` when there is none.
-    pub(crate) async fn statement<C: ConnectionTrait>(
+    /// The one `INSERT` of every collected event and its values; `None` when there is none.
+    async fn statement<C: ConnectionTrait>(
         self,
         conn: &C,
-        first: usize,
         encoder: &dyn HostEventEncoder,
     ) -> Result<Option<(String, Vec<Value>)>, DbErr> {
         if self.0.is_empty() {
@@ -76,7 +73,7 @@ impl Outbox {
         let mut placeholders = Vec::with_capacity(self.0.len());
         let mut values: Vec<Value> = Vec::with_capacity(self.0.len() * 5);
         for (i, event) in self.0.into_iter().enumerate() {
-            let n = first + i * 5;
+            let n = 1 + i * 5;
             placeholders.push(format!(
                 "(${}, ${}, ${}, ${}, ${})",
                 n,

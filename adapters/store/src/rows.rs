@@ -683,9 +683,6 @@ impl ReservationRow {
     }
 }
 
-/// The columns of [`LotRow`].
-pub(crate) const LOT_COLUMNS: &str = "id, remaining_hundredths, expires_at, granted_at";
-
 /// The spendable part of a `credit_grants` row.
 #[derive(Debug, FromQueryResult)]
 pub(crate) struct LotRow {

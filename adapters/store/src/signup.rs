@@ -99,6 +99,7 @@ async fn write_grant(
     let expires_at = grant.expires_after_days.map(|days| {
         Timestamp::from_unix_millis(created_at.unix_millis() + i64::from(days) * DAY_MS)
     });
+    let mut told = crate::outbox::Outbox::default();
     crate::ledger::grant(
         tx,
         &crate::ledger::NewGrant {
@@ -110,11 +111,10 @@ async fn write_grant(
             context: Some(&context),
             key: None,
         },
-        &mut crate::outbox::Outbox::default(),
-        events,
+        &mut told,
     )
-    .await
-    .map(drop)
+    .await?;
+    Ok(told.write(tx, events).await?)
 }
 
 impl SeaOrmStore {

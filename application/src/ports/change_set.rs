@@ -506,10 +506,15 @@ pub trait Writes: ChangeStore {
             .map_err(ApplyError::into_store_error)
     }
 
-    /// Spend credits once per idempotency key.
+    /// Spend credits once per idempotency key: decided by `domain::decide_spend` on the balance
+    /// as the transaction reads it under the balance row's lock, written by a conditional
+    /// decrement and a ledger insert in that transaction. The same key and request hash return
+    /// the first transaction with [`Replay::Replayed`].
     ///
     /// # Errors
-    /// [`SpendError::Insufficient`]; [`SpendError::IdempotencyConflict`]; storage failures.
+    /// [`SpendError::Insufficient`] (nothing written); [`SpendError::IdempotencyConflict`];
+    /// [`StoreError::SpendDisagreement`] when the database's guard did not write what the rule
+    /// decided (nothing written); storage failures.
     async fn consume(
         &self,
         command: &ConsumeCommand,

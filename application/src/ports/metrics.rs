@@ -4,7 +4,7 @@
 //! not commit, and a replayed request counts nothing; an administrator's replay of a recorded
 //! webhook event is counted as such ([`Metrics::webhook_replayed`]), apart from deliveries.
 
-use domain::{Credits, EventOutcome, OrderStatus, ProviderId};
+use domain::{Credits, EventOutcome, OrderStatus, ProviderId, TransactionKind};
 
 /// How one delivered webhook event ended, for `tally_webhooks_total{result}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +55,10 @@ pub trait Metrics: Send + Sync {
     fn credits_granted(&self, amount: Credits);
     /// Credits taken back by refunds and lost disputes.
     fn credits_clawed_back(&self, amount: Credits);
+    /// The database's guard refused, or left another balance than, a `kind` posting the
+    /// ledger's rules decided ([`crate::ports::StoreError::SpendDisagreement`]): an invariant
+    /// broke. Worth an alert at the first one.
+    fn spend_disagreement(&self, kind: TransactionKind);
 }
 
 /// Counts nothing (the default, for services that export no metrics, and tests).
@@ -69,4 +73,5 @@ impl Metrics for NoMetrics {
     fn credits_reserved(&self, _: Credits) {}
     fn credits_granted(&self, _: Credits) {}
     fn credits_clawed_back(&self, _: Credits) {}
+    fn spend_disagreement(&self, _: TransactionKind) {}
 }

@@ -36,6 +36,18 @@ pub enum StoreError {
     /// A stored row failed validation.
     #[error("corrupt row: {0}")]
     Corrupt(String),
+    /// The database's guard (a conditional decrement, a `CHECK`) refused, or left another
+    /// balance than, a posting the ledger's rules decided on the balance its transaction locked:
+    /// an invariant broke, and nothing was written. Never turned into an answer such as
+    /// "insufficient"; the use case that meets it logs and counts it
+    /// ([`crate::ports::Metrics::spend_disagreement`]).
+    #[error("the spend rule and the database disagree on {user}'s balance: {disagreement}")]
+    SpendDisagreement {
+        /// Whose balance.
+        user: UserId,
+        /// What was decided, and what the guard did.
+        disagreement: domain::SpendDisagreement,
+    },
     /// Anything else.
     #[error(transparent)]
     Unexpected(#[from] anyhow::Error),

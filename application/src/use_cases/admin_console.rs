@@ -22,7 +22,7 @@ use domain::credits::MAX_CREDITS_HUNDREDTHS;
 use domain::{CreditDelta, Credits, CreditsError, IdempotencyKey, Timestamp, UserId};
 use rust_decimal::Decimal;
 
-use super::InfraError;
+use super::{InfraError, noted};
 use crate::accounts::User;
 use crate::pagination::{Page, PageRequest};
 use crate::ports::Writes;
@@ -209,11 +209,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             expires_at: request.expires_at,
             now,
         };
-        let effect = self
-            .store
-            .adjust(&command, &request.admin.id)
-            .await
-            .map_err(adjust_error)?;
+        let adjusted = self.store.adjust(&command, &request.admin.id).await;
+        let effect = noted(&*self.metrics, adjusted).map_err(adjust_error)?;
         let transaction = match effect {
             LedgerEffect::Written(tx) => Some(tx),
             LedgerEffect::Nothing => None,

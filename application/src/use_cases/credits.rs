@@ -6,7 +6,7 @@ use domain::{
     Usage, UserId,
 };
 
-use super::InfraError;
+use super::{InfraError, noted};
 use crate::pagination::{Page, PageRequest};
 use crate::ports::Writes;
 use crate::ports::{
@@ -204,7 +204,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             now: self.clock.now(),
             low_balance_below: self.low_balance_below,
         };
-        let spent = self.store.consume(&command).await;
+        let spent = noted(&*self.metrics, self.store.consume(&command).await);
         let spent = self.unless_unknown(&command.user_id, spent).await?;
         if spent.1 == Replay::Fresh {
             self.metrics.credits_consumed(spent.0.amount.magnitude());
@@ -263,7 +263,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             expires_at: now.plus_millis(self.config.reservation_lifetime_ms),
             low_balance_below: self.low_balance_below,
         };
-        let held = self.store.reserve(&command).await;
+        let held = noted(&*self.metrics, self.store.reserve(&command).await);
         let held = self.unless_unknown(&command.user_id, held).await?;
         if held.1 == Replay::Fresh {
             self.metrics.credits_reserved(held.0.held);
@@ -285,10 +285,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let user_id = self.existing_user(user_id).await?;
         let (usage, _) = parse_usage(actual)?;
         let cost = self.config.consumption.cost(&usage)?;
-        let settled = self
-            .store
-            .settle(&user_id, reservation_id, cost, self.clock.now())
-            .await?;
+        let settled = noted(
+            &*self.metrics,
+            (self.store)
+                .settle(&user_id, reservation_id, cost, self.clock.now())
+                .await,
+        )?;
         if let (Replay::Fresh, crate::ports::ReservationStatus::Settled { charged, .. }) =
             (settled.1, &settled.0.status)
         {

@@ -19,7 +19,7 @@ use domain::{
     decide_renewal,
 };
 
-use super::InfraError;
+use super::{InfraError, noted};
 use crate::host_events;
 use crate::ports::{
     AckFor, ChargeChange, ClawbackCommand, Clock, EventAudit, GatewayError, GrantCommand,
@@ -587,7 +587,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let moved = host_events::payment_event_told(&mut command, grace, notice);
         command.audit = audit.map(|a| a.entry);
         let Some(user) = moved else {
-            return self.store.apply_payment_event(&command).await;
+            return noted(
+                &*self.metrics,
+                self.store.apply_payment_event(&command).await,
+            );
         };
         let now = command.inbox.received_at;
         let mut attempt = 0;
@@ -599,7 +602,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 .map_err(InfraError::into_store_error)?;
             let expected = told.write.expected_version;
             command.entitlements = Some(told);
-            match self.store.apply_payment_event(&command).await {
+            match noted(
+                &*self.metrics,
+                self.store.apply_payment_event(&command).await,
+            ) {
                 Err(StoreError::Conflict(why)) if attempt < ENTITLEMENT_ATTEMPTS => {
                     let read = self.store.entitlement_basis(&user).await?;
                     if read.told.map(|t| t.version) == expected {

@@ -5,8 +5,8 @@
 
 use domain::{OrderStatus, Transition};
 
-use super::InfraError;
 use super::handle_webhook::HandleWebhookError;
+use super::{InfraError, noted};
 use crate::host_events;
 use crate::ports::{
     Clock, GatewayError, IdGenerator, OrderLocator, OrderRecord, PaymentEvent, PaymentStatus,
@@ -77,7 +77,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             }
         }
         report.reservations_released = self.store.expire_reservations(now, settings.batch).await?;
-        report.grants_expired = self.store.expire_grants(now, settings.batch).await?;
+        report.grants_expired = noted(
+            &*self.metrics,
+            self.store.expire_grants(now, settings.batch).await,
+        )?;
         report.entitlement_lapses_told = self.tell_entitlement_lapses(now, settings.batch).await?;
         report.kept_refunds_applied =
             match self.apply_unapplied_charge_refunds(settings.batch).await {

@@ -2,10 +2,11 @@
 //! `postings.rs`), issued straight through sqlx on the benchmark's [`Pool`].
 //!
 //! [`Shape::Store`] is the store's whole transaction: `BEGIN IMMEDIATE` on SQLite (a plain
-//! `BEGIN`, READ COMMITTED, on PostgreSQL); the idempotency-key lookup; the conditional decrement
-//! `UPDATE … WHERE balance >= $n RETURNING`; the ledger insert `… ON CONFLICT DO NOTHING
-//! RETURNING`; the lot read and the conditional lot draw-down; `COMMIT`. [`Shape::Core`] is the
-//! decrement and the insert alone.
+//! `BEGIN`, READ COMMITTED, on PostgreSQL); the idempotency-key lookup; the read the spend is
+//! decided from, the balance with its lots (the balance row locked `FOR UPDATE OF b` on
+//! PostgreSQL); the conditional decrement `UPDATE … WHERE balance >= $n RETURNING`; the ledger
+//! insert `… ON CONFLICT DO NOTHING RETURNING`; the conditional lot draw-down; `COMMIT`.
+//! [`Shape::Core`] is the decrement and the insert alone.
 
 use anyhow::{Context, bail};
 use sea_orm::sqlx;
@@ -36,8 +37,16 @@ const INSERT: &str = concat!(
      ON CONFLICT DO NOTHING RETURNING ",
     transaction_columns!()
 );
-const LOTS: &str = "SELECT id, remaining_hundredths, expires_at, granted_at FROM credit_grants \
-    WHERE user_id = $1 AND NOT expired AND remaining_hundredths > 0";
+/// The balance with its spendable lots (`postings::lock_balance_with_lots`), without the lock.
+macro_rules! balance_with_lots {
+    () => {
+        "SELECT b.balance_hundredths, g.id, g.remaining_hundredths FROM credit_balances b \
+         LEFT JOIN credit_grants g ON g.user_id = b.user_id AND NOT g.expired \
+         AND g.remaining_hundredths > 0 WHERE b.user_id = $1"
+    };
+}
+const LOCK_SQLITE: &str = balance_with_lots!();
+const LOCK_POSTGRES: &str = concat!(balance_with_lots!(), " FOR UPDATE OF b");
 const DRAW: &str = "UPDATE credit_grants SET remaining_hundredths = remaining_hundredths - $2 \
     WHERE id = $1 AND remaining_hundredths >= $2";
 
@@ -66,8 +75,9 @@ pub struct Consume<'a> {
 
 /// The statements of one consume, inside the open transaction `$tx` (either backend).
 macro_rules! consume_body {
-    ($tx:expr, $c:expr, $shape:expr) => {{
+    ($tx:expr, $c:expr, $shape:expr, $lock:expr) => {{
         let c: &Consume<'_> = $c;
+        let mut lots: Vec<(i64, Option<i64>, Option<i64>)> = Vec::new();
         if $shape == Shape::Store {
             let seen = sqlx::query(REPLAY)
                 .bind(c.user)
@@ -77,6 +87,13 @@ macro_rules! consume_body {
                 .await?;
             if seen.is_some() {
                 bail!("idempotency key {} used twice", c.key);
+            }
+            lots = sqlx::query_as($lock)
+                .bind(c.user)
+                .fetch_all(&mut *$tx)
+                .await?;
+            if lots.first().is_none_or(|lot| lot.0 < c.amount) {
+                bail!("the balance does not cover the consumption");
             }
         }
         let after: Option<i64> = sqlx::query_scalar(DEBIT)
@@ -107,16 +124,15 @@ macro_rules! consume_body {
             bail!("the ledger insert wrote nothing");
         }
         if $shape == Shape::Store {
-            let lots: Vec<(i64, i64, Option<i64>, i64)> = sqlx::query_as(LOTS)
-                .bind(c.user)
-                .fetch_all(&mut *$tx)
-                .await?;
             let lot = lots
                 .iter()
-                .find(|lot| lot.1 >= c.amount)
+                .find_map(|lot| match (lot.1, lot.2) {
+                    (Some(id), Some(remaining)) if remaining >= c.amount => Some(id),
+                    _ => None,
+                })
                 .context("no lot covers the consumption")?;
             let drawn = sqlx::query(DRAW)
-                .bind(lot.0)
+                .bind(lot)
                 .bind(c.amount)
                 .execute(&mut *$tx)
                 .await?
@@ -136,12 +152,12 @@ pub async fn consume(pool: &Pool, shape: Shape, c: &Consume<'_>) -> anyhow::Resu
     match &pool.0 {
         Backend::Sqlite(p) => {
             let mut tx = p.begin_with("BEGIN IMMEDIATE").await?;
-            consume_body!(tx, c, shape);
+            consume_body!(tx, c, shape, LOCK_SQLITE);
             tx.commit().await?;
         }
         Backend::Postgres(p) => {
             let mut tx = p.begin().await?;
-            consume_body!(tx, c, shape);
+            consume_body!(tx, c, shape, LOCK_POSTGRES);
             tx.commit().await?;
         }
     }

@@ -1,7 +1,8 @@
 //! Many consumptions as one set of statements, for group commit.
 //!
 //! Run one by one, each consumption of a group costs about six statements (savepoint, key
-//! lookup, conditional decrement, ledger insert, lot read, lot draw-down), and the group's
+//! lookup, locked read of the balance and its lots, conditional decrement, ledger insert, lot
+//! draw-down), and the group's
 //! single writer issues them one after the other: on PostgreSQL each is a network round trip,
 //! and the writer ends up slower than eight connections working side by side. [`consume_many`]
 //! decides a whole run of consumptions from two reads and writes them with one statement
@@ -25,19 +26,28 @@
 //! Each statement's result is checked against the decision (rows written, balances after,
 //! lots changed). Any difference, like any database error, is a [`Fail`]: the writer rolls the
 //! run back to its savepoint and every command of it runs alone on the ordinary path, so a
-//! batch never acknowledges anything the one-by-one path would not have.
+//! batch never acknowledges anything the one-by-one path would not have. One difference is not
+//! run again: a decrement the database's guard refused, or that left another balance than the
+//! decided one, under the locks of [`consume_many`] is a disagreement between the spending rule
+//! and the guard ([`StoreError::SpendDisagreement`], as on the one-by-one path), which the
+//! user's commands of the run answer; the others run alone.
 //!
 //! On PostgreSQL a group of consumptions only first tries [`consume_many_unlocked`]: the same
 //! decision from a read without locks (and without the keys, looked up only for refusals),
 //! written by the same single statement outside any transaction. Its updates are conditional on
 //! each balance and lot still holding what was read, and the statement checks its own row
 //! counts and fails (so writes nothing) on any difference; then the group runs the locked way.
+//! There, and from the writer's memory ([`Known`]), the decrement's conditions are a
+//! compare-and-set on the balance read: a refusal cannot be told from a balance that moved since,
+//! so it is never an answer; the locked way decides again and checks the guard as above.
 
 use std::collections::{BTreeSet, HashMap};
 
 use application::ports::{ConsumeCommand, CreditTransaction, Replay, StoreError};
-use domain::ledger::{self, GrantLot, KeyReuse, LedgerError, SpendDecision, allocate_spend};
-use domain::{Credits, TransactionKind};
+use domain::ledger::{
+    self, DecidedPosting, GrantLot, KeyReuse, LedgerError, SpendDecision, allocate_spend,
+};
+use domain::{Credits, TransactionKind, UserId};
 use sea_orm::{
     ConnectionTrait, DatabaseTransaction, DbBackend, FromQueryResult, QueryResult, Value,
 };
@@ -89,7 +99,7 @@ pub(crate) async fn consume_many(
     let users: BTreeSet<&str> = commands.iter().map(|c| c.user_id.as_str()).collect();
     let (balances, lots) = balances_with_lots(tx, &users, Lock::Rows).await?;
     let seen = stored_keys(tx, commands).await?;
-    let outcomes = Run::new(balances, lots, seen)
+    let outcomes = Run::new(balances, lots, seen, Lock::Rows)
         .decide_and_write(tx, commands, Keys::Read)
         .await?;
     // The balance crossings of the fresh spends are told in the same transaction.
@@ -135,7 +145,7 @@ pub(crate) async fn consume_many_unlocked<C: ConnectionTrait>(
 ) -> Result<(Vec<Decided>, Source), Fail> {
     let users: BTreeSet<&str> = commands.iter().map(|c| c.user_id.as_str()).collect();
     if let Some((balances, lots)) = known.recall(&users) {
-        let mut run = Run::new(balances, lots, HashMap::new());
+        let mut run = Run::new(balances, lots, HashMap::new(), Lock::None);
         let decisions = run.decide_all(commands)?;
         run.refuse_crossings()?;
         // A refusal decided from memory is not checked by any write: read instead.
@@ -153,7 +163,7 @@ pub(crate) async fn consume_many_unlocked<C: ConnectionTrait>(
         }
     }
     let (balances, lots) = balances_with_lots(db, &users, Lock::None).await?;
-    let mut run = Run::new(balances, lots, HashMap::new());
+    let mut run = Run::new(balances, lots, HashMap::new(), Lock::None);
     let mut decisions = run.decide_all(commands)?;
     run.refuse_crossings()?;
     replay_refusals(db, commands, &mut decisions).await?;
@@ -307,6 +317,10 @@ struct Run<'a> {
     /// `(lot id, hundredths)` drawn, in decision order.
     takes: Vec<(i64, i64)>,
     fresh: Vec<Fresh<'a>>,
+    /// Whether the balances were read under their rows' locks ([`consume_many`]), so that a
+    /// decrement the database refuses is a disagreement with the decision, not a balance that
+    /// moved since the read.
+    lock: Lock,
 }
 
 impl<'a> Run<'a> {
@@ -314,6 +328,7 @@ impl<'a> Run<'a> {
         balances: Balances,
         lots: HashMap<String, Vec<GrantLot>>,
         seen: HashMap<(String, String), Seen>,
+        lock: Lock,
     ) -> Self {
         Run {
             balances,
@@ -321,6 +336,7 @@ impl<'a> Run<'a> {
             lots,
             takes: Vec::new(),
             fresh: Vec::new(),
+            lock,
         }
     }
 
@@ -404,6 +420,7 @@ impl<'a> Run<'a> {
             lots,
             takes,
             fresh,
+            ..
         } = self;
         let user = c.user_id.as_str();
         let hash = c.idempotency.request_hash.as_str();
@@ -447,11 +464,8 @@ impl<'a> Run<'a> {
             (Ok(SpendDecision::Post { after }), _) => after,
         };
         let amount = c.amount.hundredths();
-        assert_eq!(
-            before.hundredths() - after.hundredths(),
-            amount,
-            "a batched spend takes exactly its amount from the run's balance"
-        );
+        let taken = before.hundredths() - after.hundredths();
+        assert_eq!(taken, amount, "a batched spend takes exactly its amount");
         balance.hundredths = Some(after.hundredths());
         balance.debited += amount;
         balance.postings += 1;
@@ -621,7 +635,8 @@ async fn balances_with_lots<C: ConnectionTrait>(
 ) -> Result<(Balances, HashMap<String, Vec<GrantLot>>), Fail> {
     let postgres = is_postgres(tx);
     let (users, values) = member_of(postgres, "b.user_id", 1, users);
-    // `NOT g.expired`: see `postings::draw_lots` (keeps SQLite on the per-user lot index).
+    // `NOT g.expired`: see `postings::lock_balance_with_lots` (keeps SQLite on the per-user lot
+    // index).
     let sql = format!(
         "SELECT b.user_id, b.balance_hundredths, b.transaction_count, g.id, \
          g.remaining_hundredths, g.expires_at, g.granted_at FROM credit_balances b LEFT JOIN credit_grants g \
@@ -981,10 +996,17 @@ impl Run<'_> {
             }
             None => (String::new(), "0", "0", 0),
         };
+        // Under the locks, the decrements are checked one by one against the decisions after
+        // the statement (`check_debited`): a refusal there is a disagreement to report, not a
+        // reason to fail the statement.
+        let debits_written = match self.lock {
+            Lock::Rows => "TRUE",
+            Lock::None => "(SELECT count(*) FROM deb) = (SELECT count(*) FROM d)",
+        };
         let sql = format!(
             "WITH {}, ins AS ({}), deb AS ({}){draw_cte}, \
-             chk AS MATERIALIZED (SELECT CASE WHEN (SELECT count(*) FROM deb) = \
-             (SELECT count(*) FROM d) AND {drawn_count} = {draws_expected} \
+             chk AS MATERIALIZED (SELECT CASE WHEN {debits_written} \
+             AND {drawn_count} = {draws_expected} \
              AND (SELECT count(*) FROM ins) = (SELECT count(*) FROM t) THEN 0 ELSE CAST('tally: a batched spend no \
              longer matches the database: ' || (SELECT count(*) FROM ins) || ' ' || \
              (SELECT count(*) FROM deb) || ' ' || {drawn_count} AS INT) END AS ok) \
@@ -1043,8 +1065,17 @@ impl Run<'_> {
             .collect()
     }
 
-    /// Every decremented balance is the one decided, and none is missing.
+    /// Every decremented balance is the one decided, and none is missing. Under the locks, the
+    /// first that is not is a [`StoreError::SpendDisagreement`] (the database's guard refused,
+    /// or wrote otherwise, what the spending rule decided); unlocked, a balance that moved
+    /// since the read, and the run takes the locked path.
     fn check_debited(&self, after: &[(String, i64)], expected: usize) -> Result<(), Fail> {
+        if self.lock == Lock::Rows {
+            for (user, b) in self.balances.iter().filter(|(_, b)| b.postings > 0) {
+                let left = after.iter().find(|(u, _)| u == user).map(|(_, left)| *left);
+                self.check_guard(user, b, left)?;
+            }
+        }
         let agrees = after.len() == expected
             && after.iter().all(|(user, balance)| {
                 self.balances.get(user).and_then(|b| b.hundredths) == Some(*balance)
@@ -1054,6 +1085,23 @@ impl Run<'_> {
         } else {
             Err(Fail::Retry("a balance changed during a batched spend"))
         }
+    }
+
+    /// The decrement of `user`'s balance (`b`, as the run decided it) against what the
+    /// guarded statement left (`left`; `None` when it refused).
+    fn check_guard(&self, user: &str, b: &Balance, left: Option<i64>) -> Result<(), Fail> {
+        let after = postings::credits(b.hundredths.unwrap_or(0))?;
+        let before = postings::credits(after.hundredths() + b.debited)?;
+        let debited = postings::credits(b.debited)?;
+        let decided = DecidedPosting::spend(TransactionKind::Consumption, debited, before, after);
+        let guarded = left.map(postings::credits).transpose()?;
+        decided.check(guarded).map(drop).map_err(|disagreement| {
+            let user = UserId::new(user).map_err(|e| StoreError::Unexpected(e.into()));
+            match user {
+                Ok(user) => Fail::Store(StoreError::SpendDisagreement { user, disagreement }),
+                Err(e) => Fail::Store(e),
+            }
+        })
     }
 }
 

@@ -1,15 +1,17 @@
 //! Grants (once per source), refund clawbacks and grant expiry: the operations on grant lots.
-//! A grant or an expiry written in a transaction of its own tells the host in it (`tell`); the
-//! payment event's transaction tells of its grant and clawback itself.
+//! A grant adds the event it tells to its caller's [`Outbox`], which the caller writes with the
+//! rest of its transaction's events; an expiry written in a transaction of its own tells the
+//! host in it (`tell`); the payment event's transaction tells of its clawbacks itself.
 
 use application::ports::{
-    ClawbackCommand, GrantCommand, GrantSource, LedgerEffect, StoreError, UsageContext,
+    ClawbackCommand, CreditTransaction, GrantCommand, GrantSource, LedgerEffect, StoreError,
+    UsageContext,
 };
-use domain::ledger::take_back;
+use domain::ledger::{DecidedPosting, take_back};
 use domain::{Credits, Timestamp, TransactionKind, UserId};
-use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, FromQueryResult};
+use sea_orm::{DatabaseTransaction, FromQueryResult};
 
-use super::postings::{self, Posted, Posting};
+use super::postings::{self, Posting};
 use application::host_events;
 
 use crate::Enc;
@@ -96,7 +98,9 @@ pub(crate) async fn grant_command(
     c: &GrantCommand,
     events: &Enc,
 ) -> Result<End<LedgerEffect>, Fail> {
-    let effect = grant(tx, &NewGrant::of(c), &mut Outbox::default(), events).await?;
+    let mut told = Outbox::default();
+    let effect = grant(tx, &NewGrant::of(c), &mut told).await?;
+    told.write(tx, events).await?;
     Ok(End::Commit(effect))
 }
 
@@ -119,21 +123,18 @@ const INSERT_LOT: &str = "INSERT INTO credit_grants (user_id, transaction_id, so
     source_key, amount_hundredths, remaining_hundredths, expires_at, granted_at) \
     VALUES ($1, $2, $3, $4, $5, $5, $6, $7) ON CONFLICT DO NOTHING";
 
-/// Grant once per source, and tell it: a source that already has a lot is `Nothing`. The
-/// existence check runs first so that PostgreSQL never sees a failing statement in the common
-/// duplicate case; a concurrent grant of the same source that commits first makes the lot
-/// insert do nothing, and the whole operation runs again (and then finds the lot).
+/// Grant once per source: a source that already has a lot is `Nothing`. The existence check
+/// runs first so that PostgreSQL never sees a failing statement in the common duplicate case; a
+/// concurrent grant of the same source that commits first makes the lot insert do nothing, and
+/// the whole operation runs again (and then finds the lot).
 ///
-/// A grant written now adds its `credits.granted` to `told` and writes every event collected
-/// there (the caller's, such as the `order.paid` of the payment it grants for) with its lot: on
-/// PostgreSQL in the same statement, so that the balance row the grant locked is held for no
-/// extra round trip (every grant of one user waits for that lock).
-/// `told` is empty afterwards; a grant that writes nothing leaves it as it was.
+/// A grant written now adds its `credits.granted` to `told`, the caller's outbox, which the
+/// caller writes with every other event of its transaction (`Outbox::write`); a grant that
+/// writes nothing leaves it as it was.
 pub(crate) async fn grant(
     tx: &DatabaseTransaction,
     g: &NewGrant<'_>,
     told: &mut Outbox,
-    events: &Enc,
 ) -> Result<LedgerEffect, Fail> {
     if g.amount.is_zero() {
         return Ok(LedgerEffect::Nothing);
@@ -154,13 +155,8 @@ pub(crate) async fn grant(
         key: g.key,
         now: g.now,
     };
-    let Posted::Done(written) = postings::post(tx, &posting).await? else {
-        return Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
-            "an increase was refused"
-        ))));
-    };
-    told.extend(host_events::credits_changed(&written));
-    let mut values = vec![
+    let written = postings::post_increase(tx, &posting).await?;
+    let values = vec![
         g.user.as_str().into(),
         written.id.into(),
         source_kind.into(),
@@ -169,32 +165,12 @@ pub(crate) async fn grant(
         g.expires_at.map(Timestamp::unix_millis).into(),
         g.now.unix_millis().into(),
     ];
-    let told = std::mem::take(told);
-    let lots = if tx.get_database_backend() == DbBackend::Postgres {
-        match told.statement(tx, values.len() + 1, events).await? {
-            Some((events, event_values)) => {
-                // Both inserts run to completion whatever the outer query reads.
-                let sql = format!(
-                    "WITH lot AS ({INSERT_LOT} RETURNING 1), told AS ({events} RETURNING 1) \
-                     SELECT COUNT(*) AS n FROM lot"
-                );
-                values.extend(event_values);
-                sql::one_i64(tx, &sql, values, "n").await?.unwrap_or(0)
-            }
-            None => i64::try_from(sql::execute(tx, INSERT_LOT, values).await?).unwrap_or(1),
-        }
-    } else {
-        // SQLite: one writer at a time and no round trip to save; a lot that is not written
-        // rolls everything back anyway.
-        let lots = i64::try_from(sql::execute(tx, INSERT_LOT, values).await?).unwrap_or(1);
-        told.write(tx, events).await?;
-        lots
-    };
-    if lots == 0 {
+    if sql::execute(tx, INSERT_LOT, values).await? == 0 {
         return Err(Fail::Retry(
             "a concurrent grant of the same source committed first",
         ));
     }
+    told.extend(host_events::credits_changed(&written));
     Ok(LedgerEffect::Written(written))
 }
 
@@ -253,10 +229,7 @@ pub(crate) async fn clawback(
             key: None,
             now: c.now,
         };
-        let Posted::Done(written) = postings::post(tx, &posting).await? else {
-            return Err(Fail::Retry("the balance changed under its lock"));
-        };
-        postings::assert_moved_from(balance, &written);
+        let written = post_taken(tx, &posting, balance).await?;
         effect = LedgerEffect::Written(written);
     }
     let sql = "UPDATE credit_grants SET remaining_hundredths = remaining_hundredths - $2, \
@@ -303,10 +276,7 @@ pub(crate) async fn expire_lot(
             key: None,
             now,
         };
-        let Posted::Done(written) = postings::post(tx, &posting).await? else {
-            return Err(Fail::Retry("the balance changed under its lock"));
-        };
-        postings::assert_moved_from(balance, &written);
+        let written = post_taken(tx, &posting, balance).await?;
         tell(tx, &LedgerEffect::Written(written), events).await?;
     }
     let sql = "UPDATE credit_grants SET remaining_hundredths = 0, expired = TRUE, \
@@ -320,6 +290,24 @@ pub(crate) async fn expire_lot(
         return Err(Fail::Retry("a grant lot changed during its expiry"));
     }
     Ok(End::Commit(true))
+}
+
+/// Write a takeback (`take_back`, decided on the locked `balance`) through the spend rule's
+/// guarded write: the database must leave what the ledger's rules decide.
+async fn post_taken(
+    tx: &DatabaseTransaction,
+    posting: &Posting<'_>,
+    balance: Credits,
+) -> Result<CreditTransaction, Fail> {
+    let decided = DecidedPosting::decide(balance, posting.kind, posting.amount).map_err(|e| {
+        StoreError::Unexpected(anyhow::anyhow!(
+            "a {} of {} for {}: {e}",
+            posting.kind,
+            posting.amount,
+            posting.user
+        ))
+    })?;
+    postings::post_decided(tx, posting, decided).await
 }
 
 /// Lots due for expiry: `(id, user)`, soonest first.

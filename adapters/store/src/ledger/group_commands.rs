@@ -5,7 +5,7 @@
 
 use application::ports::{
     ConsumeCommand, CreditTransaction, GrantCommand, LedgerEffect, Replay, Reservation,
-    ReserveCommand,
+    ReserveCommand, StoreError,
 };
 use sea_orm::{DatabaseConnection, DatabaseTransaction};
 
@@ -91,6 +91,21 @@ impl GroupedCommand for LedgerCommand {
         let commands: Vec<&ConsumeCommand> = jobs.iter().map(|job| &job.command).collect();
         match consume_many::consume_many(tx, &commands, &*events).await {
             Ok(outcomes) => settle_all(&mut jobs, outcomes),
+            // The database's guard refused what the spending rule decided for this user under
+            // the balance lock: an invariant broke. The batch is undone; the user's commands
+            // answer the disagreement (never relabelled, never run again), the rest run alone.
+            Err(Fail::Store(StoreError::SpendDisagreement { user, disagreement })) => {
+                for job in &mut jobs {
+                    let outcome = if job.command.user_id == user {
+                        let user = user.clone();
+                        Fail::Store(StoreError::SpendDisagreement { user, disagreement })
+                    } else {
+                        Fail::Retry("another user's spend in the batch disagreed")
+                    };
+                    job.settle(Err(outcome));
+                }
+                false
+            }
             Err(why) => {
                 tracing::debug!(error = ?why, "a batch of consumptions runs alone");
                 for job in &mut jobs {

@@ -2,17 +2,25 @@
 //! balance changes as single conditional statements, the append-only transaction insert, and
 //! drawing grant lots down in spend order.
 //!
+//! One spend rule: every decrease is decided by the domain (`decide_spend`, or `post` through
+//! [`DecidedPosting`] for a settle's overrun, a clawback, an expiry) on the balance read under
+//! the balance row's lock ([`lock_balance`], [`lock_balance_with_lots`]), before anything is
+//! written; [`post_decided`] then writes it with the database's guard still in place (the
+//! conditional decrement, the `CHECK`) and checks the guard's answer against the decision. A
+//! guard that refuses, or leaves another balance than, what was decided is
+//! [`StoreError::SpendDisagreement`]: never relabelled as insufficient, never run again.
+//!
 //! Lock order (PostgreSQL), the same in every operation so that they cannot deadlock:
 //! order → subscription → reservation → balance row → grant lots. Every statement that changes a
 //! lot runs after its user's balance row is locked, so the balance lock serializes a user's lots.
 
 use application::ports::{CreditTransaction, StoreError, UsageContext};
-use domain::ledger::{self, allocate_spend};
+use domain::ledger::{self, DecidedPosting, GrantLot, allocate_spend};
 use domain::{CreditDelta, Credits, Timestamp, TransactionKind, UserId};
-use sea_orm::{ConnectionTrait, DatabaseTransaction};
+use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, FromQueryResult};
 
 use crate::retry::Fail;
-use crate::rows::{LOT_COLUMNS, LotRow, TRANSACTION_COLUMNS, TransactionRow, tokens_value};
+use crate::rows::{LotRow, TRANSACTION_COLUMNS, TransactionRow, tokens_value};
 use crate::sql;
 
 /// One transaction to append.
@@ -29,14 +37,6 @@ pub(crate) struct Posting<'a> {
     pub(crate) key: Option<(&'a str, &'a str)>,
     /// When.
     pub(crate) now: Timestamp,
-}
-
-/// The outcome of a posting that may find the balance short.
-pub(crate) enum Posted {
-    /// Written.
-    Done(CreditTransaction),
-    /// The balance does not cover the decrease; nothing was written.
-    Insufficient(Credits),
 }
 
 /// A balance read from the database, as credits (`Corrupt` if it is not a valid amount).
@@ -56,8 +56,9 @@ pub(crate) async fn read_balance<C: ConnectionTrait>(
 }
 
 /// The balance, with the row locked until the end of the transaction on PostgreSQL (on SQLite
-/// the transaction already holds the write lock). Used where a rule needs the amount itself
-/// (settle's cap, clawback's and expiry's take); the change that follows is still conditional.
+/// the transaction already holds the write lock): what a decrease is decided from (a hold, a
+/// clawback's and an expiry's take, an administrator's grant's limit); the change that follows
+/// is still guarded ([`post_decided`]).
 pub(crate) async fn lock_balance(tx: &DatabaseTransaction, user: &UserId) -> Result<Credits, Fail> {
     let sql = format!(
         "SELECT balance_hundredths FROM credit_balances WHERE user_id = $1{}",
@@ -65,6 +66,38 @@ pub(crate) async fn lock_balance(tx: &DatabaseTransaction, user: &UserId) -> Res
     );
     let balance = sql::one_i64(tx, &sql, vec![user.as_str().into()], "balance_hundredths").await?;
     credits(balance.unwrap_or(0))
+}
+
+/// The balance and the user's spendable lots in one statement, with the balance row locked as
+/// by [`lock_balance`] (`FOR UPDATE OF b`: the balance row only; the lots change only under
+/// it): what a spend that draws lots down is decided from, and the lots it draws
+/// ([`draw_from`]). A user without a balance row has 0 and no lots.
+pub(crate) async fn lock_balance_with_lots(
+    tx: &DatabaseTransaction,
+    user: &UserId,
+) -> Result<(Credits, Vec<GrantLot>), Fail> {
+    // `NOT g.expired`, not `g.expired = FALSE`: SQLite would take the equality for the better
+    // index and walk every unexpired lot of every user (credit_grants_due) instead of this
+    // user's.
+    let lock = match tx.get_database_backend() {
+        DbBackend::Postgres => " FOR UPDATE OF b",
+        _ => "",
+    };
+    let sql = format!(
+        "SELECT b.balance_hundredths, g.id, g.remaining_hundredths, g.expires_at, g.granted_at \
+         FROM credit_balances b LEFT JOIN credit_grants g ON g.user_id = b.user_id \
+         AND NOT g.expired AND g.remaining_hundredths > 0 WHERE b.user_id = $1{lock}"
+    );
+    let rows = sql::rows(tx, &sql, vec![user.as_str().into()]).await?;
+    let mut balance = 0;
+    let mut lots = Vec::new();
+    for row in rows {
+        balance = row.try_get("", "balance_hundredths")?;
+        if row.try_get::<Option<i64>>("", "id")?.is_some() {
+            lots.push(LotRow::from_query_result(&row, "")?.into_domain()?);
+        }
+    }
+    Ok((credits(balance)?, lots))
 }
 
 /// Add `amount`: one upsert that also counts the transaction; returns the balance after it.
@@ -113,20 +146,62 @@ async fn debit(
     }
 }
 
-/// Change the balance by `posting.amount` and append the transaction. A duplicate key (a
-/// concurrent request with the same key committed first) is [`Fail::Retry`]: run again, the
-/// operation finds the winner's transaction and replays it.
-pub(crate) async fn post(tx: &DatabaseTransaction, posting: &Posting<'_>) -> Result<Posted, Fail> {
-    let magnitude = posting.amount.magnitude();
-    let after = if posting.amount.is_decrease() {
-        match debit(tx, posting.user, magnitude, posting.now).await? {
-            Some(after) => after,
-            None => return Ok(Posted::Insufficient(read_balance(tx, posting.user).await?)),
-        }
-    } else {
-        credit(tx, posting.user, magnitude, posting.now).await?
-    };
+/// Add `posting.amount` (an increase: a grant, a release) and append the transaction. A
+/// duplicate key (a concurrent request with the same key committed first) is [`Fail::Retry`]:
+/// run again, the operation finds the winner's transaction and replays it.
+pub(crate) async fn post_increase(
+    tx: &DatabaseTransaction,
+    posting: &Posting<'_>,
+) -> Result<CreditTransaction, Fail> {
+    if posting.amount.is_decrease() {
+        return Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
+            "a {} of {} is a decrease, posted only as decided under the balance lock",
+            posting.kind,
+            posting.amount
+        ))));
+    }
+    let after = credit(tx, posting.user, posting.amount.magnitude(), posting.now).await?;
     check_against_domain(posting, after)?;
+    append(tx, posting, after).await
+}
+
+/// Write `decided`, a balance change the domain decided on the balance this transaction locked
+/// (`decided.before`), and append its transaction: the guarded statement (the conditional
+/// decrement for a decrease, the upsert under the `CHECK` for an increase), whose answer must
+/// be the decided balance ([`DecidedPosting::check`]), else [`StoreError::SpendDisagreement`]
+/// and nothing is kept. A duplicate key is [`Fail::Retry`], as for [`post_increase`].
+pub(crate) async fn post_decided(
+    tx: &DatabaseTransaction,
+    posting: &Posting<'_>,
+    decided: DecidedPosting,
+) -> Result<CreditTransaction, Fail> {
+    assert!(
+        decided.kind == posting.kind && decided.amount == posting.amount,
+        "a decided posting writes what was decided"
+    );
+    let magnitude = posting.amount.magnitude();
+    let guarded = if posting.amount.is_decrease() {
+        debit(tx, posting.user, magnitude, posting.now).await?
+    } else {
+        Some(credit(tx, posting.user, magnitude, posting.now).await?)
+    };
+    let after = decided.check(guarded).map_err(|disagreement| {
+        Fail::Store(StoreError::SpendDisagreement {
+            user: posting.user.clone(),
+            disagreement,
+        })
+    })?;
+    let written = append(tx, posting, after).await?;
+    assert_moved_from(decided.before, &written);
+    Ok(written)
+}
+
+/// Append the transaction of a balance change that left `after`.
+async fn append(
+    tx: &DatabaseTransaction,
+    posting: &Posting<'_>,
+    after: Credits,
+) -> Result<CreditTransaction, Fail> {
     let written = insert_transaction(tx, posting, after)
         .await?
         .ok_or(Fail::Retry(
@@ -138,7 +213,7 @@ pub(crate) async fn post(tx: &DatabaseTransaction, posting: &Posting<'_>) -> Res
             && written.balance_after == after,
         "the transaction row records the posting and the balance it left"
     );
-    Ok(Posted::Done(written))
+    Ok(written)
 }
 
 /// Pair assertion for a posting made under the balance row's lock ([`lock_balance`]): the
@@ -223,30 +298,17 @@ pub(crate) async fn keyed_transaction<C: ConnectionTrait>(
     Ok(Some((row.into_domain()?, hash)))
 }
 
-/// Draw `amount` from `user`'s unexpired lots, soonest expiry first, then oldest
-/// ([`allocate_spend`]). Lots that hold less than `amount` in total are drawn to zero and the
-/// rest stays unattributed. Each draw is conditional; a lot that changed under us means the
-/// lock order was broken somewhere, and the operation runs again.
-pub(crate) async fn draw_lots(
+/// Draw `amount` from `lots` (a user's spendable lots, read under their balance row's lock:
+/// [`lock_balance_with_lots`]), soonest expiry first, then oldest ([`allocate_spend`]). Lots
+/// that hold less than `amount` in total are drawn to zero and the rest stays unattributed.
+/// Each draw is conditional; a lot that changed under the lock means the lock order was broken
+/// somewhere, and the operation runs again.
+pub(crate) async fn draw_from(
     tx: &DatabaseTransaction,
-    user: &UserId,
+    lots: &[GrantLot],
     amount: Credits,
 ) -> Result<(), Fail> {
-    if amount.is_zero() {
-        return Ok(());
-    }
-    // `NOT expired`, not `expired = FALSE`: SQLite would take the equality for the better index
-    // and walk every unexpired lot of every user (credit_grants_due) instead of this user's.
-    let sql = format!(
-        "SELECT {LOT_COLUMNS} FROM credit_grants \
-         WHERE user_id = $1 AND NOT expired AND remaining_hundredths > 0"
-    );
-    let rows: Vec<LotRow> = sql::all(tx, &sql, vec![user.as_str().into()]).await?;
-    let lots = rows
-        .into_iter()
-        .map(LotRow::into_domain)
-        .collect::<Result<Vec<_>, _>>()?;
-    for (id, take) in allocate_spend(&lots, amount) {
+    for (id, take) in allocate_spend(lots, amount) {
         let sql = "UPDATE credit_grants SET remaining_hundredths = remaining_hundredths - $2 \
                    WHERE id = $1 AND remaining_hundredths >= $2";
         if sql::execute(tx, sql, vec![id.into(), take.hundredths().into()]).await? != 1 {

@@ -8,12 +8,12 @@ use application::host_events::HostEventKind;
 use application::ports::{
     Replay, Reservation, ReservationStatus, ReserveCommand, StoreError, UsageContext,
 };
-use domain::ledger::settle as settlement;
+use domain::ledger::{DecidedPosting, settle as settlement};
 use domain::{Credits, KeyReuse, ReservationId, Timestamp, TransactionKind, UserId};
 use sea_orm::{DatabaseTransaction, FromQueryResult};
 
-use super::Spent;
-use super::postings::{self, Posted, Posting};
+use super::postings::{self, Posting};
+use super::{Spent, spend};
 use crate::opt_in::Wanted;
 use application::host_events;
 
@@ -42,8 +42,9 @@ async fn find(
     Ok(sql::one(tx, &sql, values).await?)
 }
 
-/// Reserve: replay a known key, else insert the pending reservation, decrement the balance
-/// conditionally and write the hold.
+/// Reserve: replay a known key, else insert the pending reservation and hold its amount: a spend
+/// decided by the domain's spending rule on the locked balance, written by the conditional
+/// decrement and checked against the decision (`postings::post_decided`).
 pub(crate) async fn reserve(
     tx: &DatabaseTransaction,
     c: &ReserveCommand,
@@ -64,9 +65,25 @@ pub(crate) async fn reserve(
         };
         return Ok(End::Rollback(seen));
     }
-    if !insert(tx, c).await? {
+    let Some(row) = insert(tx, c).await? else {
         return Err(id_taken(tx, c).await?);
-    }
+    };
+    let balance = postings::lock_balance(tx, &c.user_id).await?;
+    let hold = (
+        TransactionKind::ReservationHold,
+        c.amount,
+        c.idempotency.request_hash.as_str(),
+    );
+    let decided = match spend::decide(hold, &c.user_id, balance)? {
+        Ok(decided) => decided,
+        // The reservation's row is undone with the rest.
+        Err(available) => {
+            return Ok(End::Rollback(Spent::Insufficient {
+                requested: c.amount,
+                available,
+            }));
+        }
+    };
     let context = UsageContext {
         reservation_id: Some(c.reservation_id.clone()),
         ..c.context.clone()
@@ -79,38 +96,34 @@ pub(crate) async fn reserve(
         key: None,
         now: c.now,
     };
-    match postings::post(tx, &posting).await? {
-        Posted::Done(hold) => {
-            let row = find(tx, "id = $1", vec![c.reservation_id.as_str().into()]).await?;
-            let reservation = row
-                .ok_or(Fail::Retry("the new reservation vanished"))?
-                .into_domain()?;
-            let mut told = Outbox::default();
-            let kind = HostEventKind::CreditsReserved;
-            if wanted.wants(kind) {
-                told.push(host_events::reservation_step(
-                    kind,
-                    &reservation,
-                    Some(&hold),
-                    c.now,
-                ));
-            }
-            told.extend(host_events::balance_alerts(&hold, c.low_balance_below));
-            told.write(tx, events).await?;
-            Ok(End::Commit(Spent::Done((reservation, Replay::Fresh))))
-        }
-        Posted::Insufficient(available) => Ok(End::Rollback(Spent::Insufficient {
-            requested: c.amount,
-            available,
-        })),
+    let hold = postings::post_decided(tx, &posting, decided).await?;
+    let reservation = row.into_domain()?;
+    let mut told = Outbox::default();
+    let kind = HostEventKind::CreditsReserved;
+    if wanted.wants(kind) {
+        told.push(host_events::reservation_step(
+            kind,
+            &reservation,
+            Some(&hold),
+            c.now,
+        ));
     }
+    told.extend(host_events::balance_alerts(&hold, c.low_balance_below));
+    told.write(tx, events).await?;
+    Ok(End::Commit(Spent::Done((reservation, Replay::Fresh))))
 }
 
-/// Insert the pending reservation; false when its id or key is taken.
-async fn insert(tx: &DatabaseTransaction, c: &ReserveCommand) -> Result<bool, Fail> {
-    let sql = "INSERT INTO credit_reservations (id, user_id, held_hundredths, status, \
-        idempotency_key, request_hash, feature, model, tokens, note, created_at, expires_at) \
-        VALUES ($1, $2, $3, $12, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING";
+/// Insert the pending reservation and return its row; `None` when its id or key is taken.
+async fn insert(
+    tx: &DatabaseTransaction,
+    c: &ReserveCommand,
+) -> Result<Option<ReservationRow>, Fail> {
+    let sql = format!(
+        "INSERT INTO credit_reservations (id, user_id, held_hundredths, status, \
+         idempotency_key, request_hash, feature, model, tokens, note, created_at, expires_at) \
+         VALUES ($1, $2, $3, $12, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING \
+         RETURNING {RESERVATION_COLUMNS}"
+    );
     let values = vec![
         c.reservation_id.as_str().into(),
         c.user_id.as_str().into(),
@@ -125,7 +138,7 @@ async fn insert(tx: &DatabaseTransaction, c: &ReserveCommand) -> Result<bool, Fa
         c.expires_at.unix_millis().into(),
         ReservationStatus::Pending.code().into(),
     ];
-    Ok(sql::execute(tx, sql, values).await? == 1)
+    Ok(sql::one(tx, &sql, values).await?)
 }
 
 /// Why the insert did nothing: the same key committed concurrently (run again and replay), or
@@ -222,30 +235,25 @@ pub(crate) async fn settle(
         }
         other => return Ok(End::Rollback(Resolution::AlreadyResolved(other.code()))),
     }
-    let available = postings::lock_balance(tx, user).await?;
+    let (available, lots) = postings::lock_balance_with_lots(tx, user).await?;
     let s = settlement(r.held, actual, available);
     let mut written = None;
     if s.amount.hundredths() != 0 {
+        let kind = TransactionKind::ReservationSettle;
+        let decided = DecidedPosting::decide(available, kind, s.amount)
+            .map_err(|e| StoreError::Unexpected(anyhow::anyhow!("a settle of {id}: {e}")))?;
         let context = resolve_context(&r);
         let posting = Posting {
             user,
-            kind: TransactionKind::ReservationSettle,
+            kind,
             amount: s.amount,
             context: &context,
             key: None,
             now,
         };
-        match postings::post(tx, &posting).await? {
-            Posted::Done(t) => {
-                postings::assert_moved_from(available, &t);
-                written = Some(t);
-            }
-            Posted::Insufficient(_) => {
-                return Err(Fail::Retry("the balance changed under its lock"));
-            }
-        }
+        written = Some(postings::post_decided(tx, &posting, decided).await?);
     }
-    postings::draw_lots(tx, user, s.charged).await?;
+    postings::draw_from(tx, &lots, s.charged).await?;
     let settled = set_status(
         tx,
         &r,
@@ -291,11 +299,7 @@ pub(crate) async fn release(
         key: None,
         now,
     };
-    let Posted::Done(returned) = postings::post(tx, &posting).await? else {
-        return Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
-            "an increase was refused"
-        ))));
-    };
+    let returned = postings::post_increase(tx, &posting).await?;
     let released = set_status(tx, &r, to, now).await?;
     let kind = HostEventKind::CreditsReleased;
     if wanted.wants(kind) {

@@ -5,13 +5,13 @@ use application::ports::{
     AdjustCommand, ConsumeCommand, CreditTransaction, GrantSource, LedgerEffect, Replay,
     StoreError, UsageContext,
 };
-use domain::ledger::{self, LedgerError};
-use domain::{Credits, KeyReuse, SpendDecision, TransactionKind, decide_spend};
+use domain::ledger::{self, DecidedPosting, LedgerError};
+use domain::{Credits, KeyReuse, SpendDecision, TransactionKind, UserId, decide_spend};
 use sea_orm::DatabaseTransaction;
 
 use super::Spent;
 use super::grants::{self, NewGrant};
-use super::postings::{self, Posted, Posting};
+use super::postings::{self, Posting};
 use crate::opt_in::Wanted;
 use application::host_events;
 
@@ -20,8 +20,11 @@ use crate::outbox::Outbox;
 use crate::retry::Fail;
 use crate::sql::End;
 
-/// Consume: replay a known key, else conditional decrement + ledger insert + lot draw-down;
-/// `credits.consumed` is written with it when `wanted` (an endpoint opted in).
+/// Consume: replay a known key; else decide with the domain's spending rule (`decide_spend`)
+/// on the balance locked for the rest of the transaction, then write what it decided (the
+/// conditional decrement, checked against the decision: `postings::post_decided`), the ledger
+/// row and the lot draw-down; `credits.consumed` is written with it when `wanted` (an endpoint
+/// opted in).
 pub(crate) async fn consume(
     tx: &DatabaseTransaction,
     c: &ConsumeCommand,
@@ -31,9 +34,31 @@ pub(crate) async fn consume(
     if c.amount.is_zero() {
         return Err(zero_consumption());
     }
+    // The key is looked up before the balance row is locked, so that a replay waits for no
+    // lock and a fresh spend holds it no longer than its writes.
     if let Some(seen) = replay(tx, c).await? {
         return Ok(End::Rollback(seen));
     }
+    let (balance, lots) = postings::lock_balance_with_lots(tx, &c.user_id).await?;
+    let spend = (
+        TransactionKind::Consumption,
+        c.amount,
+        c.idempotency.request_hash.as_str(),
+    );
+    let decided = match decide(spend, &c.user_id, balance)? {
+        Ok(decided) => decided,
+        Err(available) => {
+            // On PostgreSQL a concurrent request with this key may have committed while this one
+            // waited for the balance row; its outcome is the answer, not "insufficient".
+            if let Some(seen) = replay(tx, c).await? {
+                return Ok(End::Rollback(seen));
+            }
+            return Ok(End::Rollback(Spent::Insufficient {
+                requested: c.amount,
+                available,
+            }));
+        }
+    };
     let key = c.idempotency.key.as_str();
     let posting = Posting {
         user: &c.user_id,
@@ -43,50 +68,38 @@ pub(crate) async fn consume(
         key: Some((key, c.idempotency.request_hash.as_str())),
         now: c.now,
     };
-    match postings::post(tx, &posting).await? {
-        Posted::Done(written) => {
-            postings::draw_lots(tx, &c.user_id, c.amount).await?;
-            // A crossing of the low-balance threshold or to zero is told with the spend.
-            let mut told = Outbox::default();
-            if wanted.wants(HostEventKind::CreditsConsumed) {
-                told.push(host_events::consumed(&written));
-            }
-            told.extend(host_events::balance_alerts(&written, c.low_balance_below));
-            told.write(tx, events).await?;
-            Ok(End::Commit(Spent::Done((written, Replay::Fresh))))
-        }
-        Posted::Insufficient(available) => {
-            // On PostgreSQL a concurrent request with this key may have committed while this one
-            // waited for the balance row; its outcome is the answer, not "insufficient".
-            if let Some(seen) = replay(tx, c).await? {
-                return Ok(End::Rollback(seen));
-            }
-            refused(c, available)
-        }
+    let written = postings::post_decided(tx, &posting, decided).await?;
+    postings::draw_from(tx, &lots, c.amount).await?;
+    // A crossing of the low-balance threshold or to zero is told with the spend.
+    let mut told = Outbox::default();
+    if wanted.wants(HostEventKind::CreditsConsumed) {
+        told.push(host_events::consumed(&written));
     }
+    told.extend(host_events::balance_alerts(&written, c.low_balance_below));
+    told.write(tx, events).await?;
+    Ok(End::Commit(Spent::Done((written, Replay::Fresh))))
 }
 
-/// A consumption the conditional decrement refused, decided by the domain's spending rule
-/// (the same `decide_spend` the grouped path takes) on the balance read after it: insufficient,
-/// or - when a grant committed between the decrement and the read - tried again.
-fn refused(
-    c: &ConsumeCommand,
-    available: Credits,
-) -> Result<End<Spent<(CreditTransaction, Replay)>>, Fail> {
-    let hash = c.idempotency.request_hash.as_str();
-    match decide_spend(
-        TransactionKind::Consumption,
-        c.amount,
-        hash,
-        None,
-        available,
-    ) {
-        Ok(SpendDecision::Insufficient { available }) => Ok(End::Rollback(Spent::Insufficient {
-            requested: c.amount,
-            available,
-        })),
-        Ok(_) => Err(Fail::Retry("the balance grew while the spend was refused")),
-        Err(e) => Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!("{e}")))),
+/// The domain's spending rule (`decide_spend`, the one the grouped paths take too) for a
+/// `kind` spend of `amount` (fingerprinted `hash`) from `user`'s locked `balance`, its key
+/// already known to be unused:
+/// the posting to write, or the balance that does not cover it.
+pub(super) fn decide(
+    (kind, amount, hash): (TransactionKind, Credits, &str),
+    user: &UserId,
+    balance: Credits,
+) -> Result<Result<DecidedPosting, Credits>, Fail> {
+    match decide_spend(kind, amount, hash, None, balance) {
+        Ok(SpendDecision::Post { after }) => {
+            Ok(Ok(DecidedPosting::spend(kind, amount, balance, after)))
+        }
+        Ok(SpendDecision::Insufficient { available }) => Ok(Err(available)),
+        Ok(SpendDecision::Reused(_)) => Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
+            "a spend of {user} decided as a reused key without one"
+        )))),
+        Err(e) => Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
+            "a {kind} of {amount} for {user}: {e}"
+        )))),
     }
 }
 
@@ -123,8 +136,8 @@ pub(crate) fn adjust_hash(c: &AdjustCommand) -> String {
 }
 
 /// Adjust: keyed by `reference` (a second call with the same one is `Nothing`). An increase is
-/// a grant lot with source `admin`/`reference`; a decrease spends like a consumption but never
-/// below zero. Either is told to the host in `tx`.
+/// a grant lot with source `admin`/`reference`; a decrease spends like a consumption (decided
+/// by the same rule on the locked balance), never below zero. Either is told to the host in `tx`.
 pub(crate) async fn adjust(
     tx: &DatabaseTransaction,
     c: &AdjustCommand,
@@ -144,29 +157,32 @@ pub(crate) async fn adjust(
     if !c.amount.is_decrease() {
         return grant_adjustment(tx, c, &hash, &context, events).await;
     }
+    // A debit is a spend: decided like a consumption, on the locked balance.
+    let requested = c.amount.magnitude();
+    let kind = TransactionKind::AdminAdjustment;
+    let (balance, lots) = postings::lock_balance_with_lots(tx, &c.user_id).await?;
+    let decided = match decide((kind, requested, &hash), &c.user_id, balance)? {
+        Ok(decided) => decided,
+        Err(available) => {
+            return Ok(End::Rollback(Spent::Insufficient {
+                requested,
+                available,
+            }));
+        }
+    };
     let posting = Posting {
         user: &c.user_id,
-        kind: TransactionKind::AdminAdjustment,
+        kind,
         amount: c.amount,
         context: &context,
         key: Some((&c.reference, &hash)),
         now: c.now,
     };
-    match postings::post(tx, &posting).await? {
-        Posted::Done(written) => {
-            postings::draw_lots(tx, &c.user_id, c.amount.magnitude()).await?;
-            let effect = LedgerEffect::Written(written);
-            grants::tell(tx, &effect, events).await?;
-            Ok(End::Commit(Spent::Done(effect)))
-        }
-        Posted::Insufficient(available) => {
-            let requested: Credits = c.amount.magnitude();
-            Ok(End::Rollback(Spent::Insufficient {
-                requested,
-                available,
-            }))
-        }
-    }
+    let written = postings::post_decided(tx, &posting, decided).await?;
+    postings::draw_from(tx, &lots, requested).await?;
+    let effect = LedgerEffect::Written(written);
+    grants::tell(tx, &effect, events).await?;
+    Ok(End::Commit(Spent::Done(effect)))
 }
 
 /// An administrator's grant: a lot with source `admin`/`reference`, if the balance can take it.
@@ -198,7 +214,9 @@ async fn grant_adjustment(
         context: Some(context),
         key: Some((&c.reference, hash)),
     };
-    let effect = grants::grant(tx, &grant, &mut Outbox::default(), events).await?;
+    let mut told = Outbox::default();
+    let effect = grants::grant(tx, &grant, &mut told).await?;
+    told.write(tx, events).await?;
     if effect == LedgerEffect::Nothing {
         // The lot's source is taken: by this very adjustment, committed by a concurrent retry
         // since the caller's lookup (replayed), or by another user's adjustment or sign-up

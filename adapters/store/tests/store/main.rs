@@ -21,6 +21,7 @@ mod orders;
 mod plans;
 mod reports;
 mod signup_grants;
+mod spend_rule;
 mod subscription_events;
 mod switch_claims;
 mod users;

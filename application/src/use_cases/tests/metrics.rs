@@ -1,18 +1,24 @@
 //! What the use cases count through the `Metrics` port, whoever started them: the reconciler's
-//! payments and expiries, cancellations, webhooks of every ending, spends once per request.
+//! payments and expiries, cancellations, webhooks of every ending, spends once per request, and
+//! every posting the database's guard did not write as the ledger's rules decided.
 
 use std::sync::{Arc, Mutex};
 
-use domain::{Credits, EventOutcome, IdempotencyKey, OrderId, OrderStatus, ProviderId, Timestamp};
+use domain::{
+    Credits, DecidedPosting, EventOutcome, IdempotencyKey, OrderId, OrderStatus, ProviderId,
+    Timestamp, TransactionKind, UserId,
+};
 
 use super::harness::*;
 use crate::accounts::User;
 use crate::ports::Writes;
 use crate::ports::{
-    GrantCommand, GrantSource, Metrics, PaymentStatus, WebhookRequest, WebhookResult,
+    GrantCommand, GrantSource, Metrics, PaymentStatus, ReservationError, SpendError, StoreError,
+    WebhookRequest, WebhookResult,
 };
 use crate::use_cases::credits::{ConsumeCredits, UsageRequest};
 use crate::use_cases::initiate_payment::InitiatePayment;
+use crate::use_cases::noted;
 use crate::use_cases::reconcile::ReconcileSettings;
 
 /// Every call, in order, as text.
@@ -51,6 +57,9 @@ impl Metrics for Recording {
     }
     fn credits_clawed_back(&self, amount: Credits) {
         self.push(format!("clawed back {}", amount.hundredths()));
+    }
+    fn spend_disagreement(&self, kind: TransactionKind) {
+        self.push(format!("disagreement {kind}"));
     }
 }
 
@@ -179,4 +188,50 @@ async fn a_spend_is_counted_once_however_often_it_is_sent() {
     h.service.consume_credits(spend()).await.unwrap();
     h.service.consume_credits(spend()).await.unwrap();
     assert_eq!(recording.take(), ["consumed 300"]);
+}
+
+/// A disagreement between the spend rule and the database's guard, on `user`'s balance.
+fn disagreement(kind: TransactionKind) -> StoreError {
+    let c = |h| Credits::from_hundredths(h).unwrap();
+    let decided = DecidedPosting::spend(kind, c(300), c(500), c(200));
+    StoreError::SpendDisagreement {
+        user: UserId::new("u1").unwrap(),
+        disagreement: decided.check(None).unwrap_err(),
+    }
+}
+
+#[test]
+fn a_disagreement_is_counted_by_kind_and_passed_on_and_nothing_else_is() {
+    let recording = Recording::default();
+    let spent: Result<(), SpendError> = Err(disagreement(TransactionKind::Consumption).into());
+    let spent = noted(&recording, spent);
+    assert!(
+        matches!(
+            spent,
+            Err(SpendError::Store(StoreError::SpendDisagreement { .. }))
+        ),
+        "passed on as it came: {spent:?}"
+    );
+    let settled: Result<(), ReservationError> =
+        Err(disagreement(TransactionKind::ReservationSettle).into());
+    assert!(noted(&recording, settled).is_err());
+    let clawed: Result<(), StoreError> = Err(disagreement(TransactionKind::RefundClawback));
+    assert!(noted(&recording, clawed).is_err());
+    assert_eq!(
+        recording.take(),
+        [
+            "disagreement consumption",
+            "disagreement reservation_settle",
+            "disagreement refund_clawback"
+        ]
+    );
+    // A refusal, another failure or a success counts nothing.
+    let refused: Result<(), SpendError> = Err(SpendError::Insufficient {
+        requested: credits(5),
+        available: credits(1),
+    });
+    assert!(noted(&recording, refused).is_err());
+    assert!(noted(&recording, Err::<(), _>(StoreError::NotFound)).is_err());
+    assert!(noted(&recording, Ok::<_, StoreError>(())).is_ok());
+    assert!(recording.take().is_empty());
 }
