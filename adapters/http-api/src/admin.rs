@@ -753,11 +753,11 @@ impl AdminApi {
     #[oai(path = "/api/admin/plans/import", method = "post")]
     async fn import_plans(&self, credential: Credential) -> ImportResponse {
         let result = async {
-            self.state.admin(&credential).await?;
+            let admin = self.state.admin(&credential).await?;
             self.state
                 .ports
                 .admin
-                .import_static_plans()
+                .import_static_plans(&admin)
                 .await
                 .map_err(plan_problem)
         };

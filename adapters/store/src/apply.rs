@@ -159,14 +159,15 @@ async fn execute(
     if let Some(change) = &set.charge {
         refunds::apply_charge(tx, change).await?;
     }
-    if let Some(write) = set.admin
-        && let End::Rollback(()) = admin::write(tx, write, now).await?
-    {
-        return Ok(End::Rollback(Ok(Applied::Done(Done::default()))));
+    let mut done = Done::default();
+    if let Some(write) = set.admin {
+        match admin::write(tx, write, now).await? {
+            End::Commit(imported) => done.imported = imported,
+            End::Rollback(_) => return Ok(End::Rollback(Ok(Applied::Done(done)))),
+        }
     }
     let mut outbox = Outbox::default();
     outbox.extend(set.told.iter().cloned());
-    let mut done = Done::default();
     for op in &set.ledger {
         match ledger_op(tx, op, &mut outbox, wanted, events).await? {
             Step::Done(outcome) => done.ledger.push(outcome),
@@ -262,6 +263,7 @@ impl ChangeStore for SeaOrmStore {
             return match step {
                 Step::Done(outcome) | Step::Earlier(outcome) => Ok(Applied::Done(Done {
                     ledger: vec![outcome],
+                    imported: None,
                 })),
                 Step::Refused(refusal) => Err(ApplyError::Refused(refusal)),
             };

@@ -141,20 +141,6 @@ impl PlanRepository for SeaOrmStore {
             })
             .await
     }
-
-    async fn import_plans(
-        &self,
-        plans: &[Plan],
-        now: Timestamp,
-    ) -> Result<ImportReport, StoreError> {
-        self.retry
-            .run("import_plans", || async {
-                let (_turn, tx) = self.begin_write().await?;
-                let body = import(&tx, plans, now).await;
-                sql::finish(tx, body).await
-            })
-            .await
-    }
 }
 
 #[derive(Debug, sea_orm::FromQueryResult)]
@@ -206,7 +192,7 @@ pub(crate) async fn reorder(
     Ok(End::Commit(()))
 }
 
-async fn import(
+pub(crate) async fn import(
     tx: &DatabaseTransaction,
     plans: &[Plan],
     now: Timestamp,

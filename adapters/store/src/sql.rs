@@ -119,6 +119,16 @@ pub(crate) enum End<T> {
     Rollback(T),
 }
 
+impl<T> End<T> {
+    /// The same end with its value mapped.
+    pub(crate) fn map<U>(self, f: impl FnOnce(T) -> U) -> End<U> {
+        match self {
+            End::Commit(value) => End::Commit(f(value)),
+            End::Rollback(value) => End::Rollback(f(value)),
+        }
+    }
+}
+
 /// Commit or roll back `tx` as the body decided; a failed body always rolls back.
 pub(crate) async fn finish<T>(
     tx: DatabaseTransaction,

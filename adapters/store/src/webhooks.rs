@@ -736,11 +736,11 @@ impl WebhookStore for SeaOrmStore {
         }
     }
 
-    async fn write_endpoint_audited(
+    async fn write_endpoint(
         &self,
         write: EndpointWrite<'_>,
         audit: &EndpointAudit<'_>,
     ) -> Result<Option<EndpointWritten>, StoreError> {
-        self.endpoint_write_audited(write, audit).await
+        self.endpoint_write(write, audit).await
     }
 }

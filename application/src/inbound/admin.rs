@@ -63,7 +63,7 @@ inbound_port! {
 
         /// Copy the static catalogue into the dynamic table (see
         /// [`Service::import_static_plans`]).
-        async fn import_static_plans(&self) -> Result<ImportReport, ManagePlansError>;
+        async fn import_static_plans(&self, admin: &User) -> Result<ImportReport, ManagePlansError>;
 
         /// Create an API key; its secret is in the answer only (see
         /// [`Service::create_api_key`]).

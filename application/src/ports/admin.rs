@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use domain::{Currency, PlanId, ProviderId, Timestamp, UserId};
+use domain::{Currency, Plan, PlanId, ProviderId, Timestamp, UserId};
 
 use super::store::StoredPlan;
 use super::store::{CreditTransaction, InboxFilter, OrderRecord, RecordedEvent, StoreError};
@@ -158,11 +158,13 @@ pub enum AuditAction {
     PlanAllowed,
     /// A plan's allowance to one user withdrawn.
     PlanAllowanceRemoved,
+    /// The configured catalogue copied into the plans table.
+    PlansImported,
 }
 
 impl AuditAction {
     /// Every action.
-    pub const ALL: [AuditAction; 18] = [
+    pub const ALL: [AuditAction; 19] = [
         Self::CreditsGranted,
         Self::CreditsDebited,
         Self::OrderRefunded,
@@ -181,6 +183,7 @@ impl AuditAction {
         Self::WebhookRedelivered,
         Self::PlanAllowed,
         Self::PlanAllowanceRemoved,
+        Self::PlansImported,
     ];
 
     /// The stable code stored and shown (`credits.granted`, `order.refunded`, …).
@@ -205,6 +208,7 @@ impl AuditAction {
             Self::WebhookRedelivered => "webhook_delivery.redelivered",
             Self::PlanAllowed => "plan.allowed",
             Self::PlanAllowanceRemoved => "plan.allowance_removed",
+            Self::PlansImported => "plans.imported",
         }
     }
 
@@ -256,6 +260,9 @@ pub enum AdminWrite<'a> {
     AllowPlan(&'a PlanAllowance),
     /// Withdraw a user's allowance of a plan (nothing to withdraw is not an error).
     RemovePlanAllowance(&'a UserId, &'a PlanId),
+    /// These plans inserted, or replacing the stored plan of the same id (its listing kept);
+    /// new ones listed after the stored ones.
+    ImportPlans(&'a [Plan]),
 }
 
 /// A hidden plan an administrator allowed one user to buy or switch to.

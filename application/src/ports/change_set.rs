@@ -14,14 +14,14 @@
 //! caller's [`Audit::Of`] from the set's outcome.
 
 use async_trait::async_trait;
-use domain::{Credits, ReservationId, Timestamp, UserId};
+use domain::{Credits, Plan, ReservationId, Timestamp, UserId};
 
 use super::admin::{AdminWrite, AuditAction, AuditValue, NewAudit, balance_facts};
 use super::host_events::EntitlementsTold;
 use super::store::{
     AdjustCommand, ChargeChange, ClawbackCommand, ConsumeCommand, CreditTransaction, GrantCommand,
-    InboxEntry, LedgerEffect, OrderChange, PaymentEventCommand, PaymentEventOutcome, RefundRecord,
-    Replay, Reservation, ReservationError, ReserveCommand, SpendError, StoreError,
+    ImportReport, InboxEntry, LedgerEffect, OrderChange, PaymentEventCommand, PaymentEventOutcome,
+    RefundRecord, Replay, Reservation, ReservationError, ReserveCommand, SpendError, StoreError,
     SubscriptionChange,
 };
 use crate::host_events::HostEvent;
@@ -239,6 +239,8 @@ pub enum Applied {
 pub struct Done {
     /// Each ledger operation's, in order (up to the one that answered from an earlier write).
     pub ledger: Vec<LedgerOutcome>,
+    /// What an [`AdminWrite::ImportPlans`] created and replaced.
+    pub imported: Option<ImportReport>,
 }
 
 /// Why a set was refused; nothing of it was written.
@@ -296,7 +298,7 @@ pub trait ChangeStore: Send + Sync + 'static {
 /// The outcome of a set of one ledger operation, or the store's answer was not what it asks.
 fn lone(applied: Applied) -> Result<LedgerOutcome, StoreError> {
     match applied {
-        Applied::Done(Done { mut ledger }) if ledger.len() == 1 => {
+        Applied::Done(Done { mut ledger, .. }) if ledger.len() == 1 => {
             Ok(ledger.pop().expect("one outcome"))
         }
         other => Err(StoreError::Unexpected(anyhow::anyhow!(
@@ -627,7 +629,7 @@ pub trait Writes: ChangeStore {
         };
         let applied = self.apply(set).await?;
         match applied {
-            Applied::Done(Done { ledger }) => match ledger.as_slice() {
+            Applied::Done(Done { ledger, .. }) => match ledger.as_slice() {
                 [LedgerOutcome::Effect(effect)] => Ok(effect.clone()),
                 _ => Err(SpendError::Store(StoreError::Unexpected(anyhow::anyhow!(
                     "an adjustment answered with {ledger:?}"
@@ -653,6 +655,32 @@ pub trait Writes: ChangeStore {
             .await
             .map(drop)
             .map_err(ApplyError::into_store_error)
+    }
+
+    /// Insert or replace `plans` (stored listings kept), with the administrator's audit entry.
+    ///
+    /// # Errors
+    /// Storage failures; nothing is written on error.
+    async fn import_plans(
+        &self,
+        plans: &[Plan],
+        entry: &NewAudit,
+    ) -> Result<ImportReport, StoreError> {
+        let set = ChangeSet {
+            admin: Some(AdminWrite::ImportPlans(plans)),
+            audit: Some(Audit::Entry(entry.clone())),
+            ..ChangeSet::at(entry.at)
+        };
+        match self.apply(set).await {
+            Ok(Applied::Done(Done {
+                imported: Some(report),
+                ..
+            })) => Ok(report),
+            Ok(other) => Err(StoreError::Unexpected(anyhow::anyhow!(
+                "an import answered with {other:?}"
+            ))),
+            Err(e) => Err(e.into_store_error()),
+        }
     }
 }
 

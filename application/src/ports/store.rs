@@ -346,16 +346,6 @@ pub trait PlanRepository: Send + Sync + 'static {
     /// # Errors
     /// MUST return [`StoreError::NotFound`] when an id is unknown (and change nothing).
     async fn reorder_plans(&self, ids: &[PlanId], now: Timestamp) -> Result<(), StoreError>;
-
-    /// Insert or replace these plans, in one transaction, keeping stored listings.
-    ///
-    /// # Errors
-    /// Storage failures; nothing is written on error.
-    async fn import_plans(
-        &self,
-        plans: &[Plan],
-        now: Timestamp,
-    ) -> Result<ImportReport, StoreError>;
 }
 
 // ---------------------------------------------------------------------------------------------

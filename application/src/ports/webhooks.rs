@@ -166,7 +166,7 @@ pub enum RedeliveryTarget {
 }
 
 /// An administrator's change to the webhook endpoints, which the store makes in one transaction
-/// with its audit entry ([`WebhookStore::write_endpoint_audited`]); each means what the store
+/// with its audit entry ([`WebhookStore::write_endpoint`]); each means what the store
 /// method it names means.
 #[derive(Debug, Clone, Copy)]
 pub enum EndpointWrite<'a> {
@@ -357,7 +357,7 @@ pub trait WebhookStore: Send + Sync + 'static {
     ///
     /// # Errors
     /// Storage failures; nothing is written when it fails.
-    async fn write_endpoint_audited(
+    async fn write_endpoint(
         &self,
         write: EndpointWrite<'_>,
         audit: &EndpointAudit<'_>,

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use domain::{
-    Credits, Order, OrderId, OrderParts, OrderStatus, Plan, PlanId, ProviderId, Subscription,
+    Credits, Order, OrderId, OrderParts, OrderStatus, PlanId, ProviderId, Subscription,
     SubscriptionId, Timestamp, UserId,
 };
 
@@ -336,6 +336,7 @@ impl ApiKeyRepository for InMemoryStore {
                 AdminWrite::CreateApiKey(key, hash),
                 Timestamp::from_unix_millis(0),
             )
+            .map(drop)
         })
     }
 
@@ -357,7 +358,7 @@ impl ApiKeyRepository for InMemoryStore {
     }
 
     async fn revoke_api_key(&self, id: &str, now: Timestamp) -> Result<(), StoreError> {
-        self.atomically(|s| admin_write(s, AdminWrite::RevokeApiKey(id), now))
+        self.atomically(|s| admin_write(s, AdminWrite::RevokeApiKey(id), now).map(drop))
     }
 }
 
@@ -388,11 +389,11 @@ impl PlanRepository for InMemoryStore {
     }
 
     async fn create_plan(&self, plan: &StoredPlan, now: Timestamp) -> Result<(), StoreError> {
-        self.atomically(|s| admin_write(s, AdminWrite::CreatePlan(plan), now))
+        self.atomically(|s| admin_write(s, AdminWrite::CreatePlan(plan), now).map(drop))
     }
 
     async fn update_plan(&self, plan: &StoredPlan, now: Timestamp) -> Result<(), StoreError> {
-        self.atomically(|s| admin_write(s, AdminWrite::UpdatePlan(plan), now))
+        self.atomically(|s| admin_write(s, AdminWrite::UpdatePlan(plan), now).map(drop))
     }
 
     async fn delete_plan(&self, id: &PlanId) -> Result<(), StoreError> {
@@ -402,44 +403,12 @@ impl PlanRepository for InMemoryStore {
                 AdminWrite::DeletePlan(id),
                 Timestamp::from_unix_millis(0),
             )
+            .map(drop)
         })
     }
 
     async fn reorder_plans(&self, ids: &[PlanId], now: Timestamp) -> Result<(), StoreError> {
-        self.atomically(|s| admin_write(s, AdminWrite::ReorderPlans(ids), now))
-    }
-
-    async fn import_plans(
-        &self,
-        plans: &[Plan],
-        _now: Timestamp,
-    ) -> Result<ImportReport, StoreError> {
-        self.atomically(|s| {
-            let mut report = ImportReport::default();
-            for plan in plans {
-                match s.plans.get_mut(plan.id()) {
-                    Some(stored) => {
-                        stored.plan = plan.clone();
-                        report.updated += 1;
-                    }
-                    None => {
-                        let listing = Listing {
-                            sort_order: i32::try_from(s.plans.len()).unwrap_or(i32::MAX),
-                            locales: Vec::new(),
-                        };
-                        s.plans.insert(
-                            plan.id().clone(),
-                            StoredPlan {
-                                plan: plan.clone(),
-                                listing,
-                            },
-                        );
-                        report.created += 1;
-                    }
-                }
-            }
-            Ok(report)
-        })
+        self.atomically(|s| admin_write(s, AdminWrite::ReorderPlans(ids), now).map(drop))
     }
 }
 

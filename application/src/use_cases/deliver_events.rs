@@ -258,7 +258,7 @@ mod tests {
         ) -> Result<Option<DeliveryRecord>, StoreError> {
             Ok(None)
         }
-        async fn write_endpoint_audited(
+        async fn write_endpoint(
             &self,
             _: EndpointWrite<'_>,
             _: &EndpointAudit<'_>,

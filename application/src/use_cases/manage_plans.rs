@@ -2,11 +2,15 @@
 //! from config. An administrator's create, update, hide, delete and reorder are written with
 //! their audit entry (`admin_console::audited`).
 
+use std::collections::BTreeMap;
+
 use domain::{Locale, Plan, PlanDraft, PlanError, PlanId};
 
 use super::InfraError;
+use crate::accounts::User;
 use crate::ports::{
-    Clock, IdGenerator, ImportReport, Listing, SecretHasher, Store, StoreError, StoredPlan,
+    AuditAction, AuditValue, Clock, IdGenerator, ImportReport, Listing, NewAudit, SecretHasher,
+    Store, StoreError, StoredPlan, Writes,
 };
 use crate::service::Service;
 use crate::use_cases::plans::{Audience, PricingMode, list_plans};
@@ -156,15 +160,31 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         })
     }
 
-    /// Copy the static catalog into the dynamic table (existing ids are replaced, listings kept).
+    /// Copy the static catalog into the dynamic table (existing ids are replaced, listings
+    /// kept) by `admin`, audited with the ids imported (`plans.imported`).
     ///
     /// # Errors
     /// Infrastructure only.
-    #[tracing::instrument(skip_all)]
-    pub async fn import_static_plans(&self) -> Result<ImportReport, ManagePlansError> {
-        Ok(self
-            .store
-            .import_plans(&self.config.catalog, self.clock.now())
-            .await?)
+    #[tracing::instrument(skip_all, fields(admin_id = %admin.id))]
+    pub async fn import_static_plans(
+        &self,
+        admin: &User,
+    ) -> Result<ImportReport, ManagePlansError> {
+        let catalog = &self.config.catalog;
+        let ids: Vec<&str> = catalog.iter().map(|p| p.id().as_str()).collect();
+        let count = i64::try_from(ids.len()).unwrap_or(i64::MAX);
+        let entry = NewAudit {
+            admin_id: admin.id.clone(),
+            action: AuditAction::PlansImported,
+            object_kind: "plan",
+            object_id: "catalog".to_owned(),
+            before: None,
+            after: Some(BTreeMap::from([
+                ("planIds".to_owned(), AuditValue::Text(ids.join(","))),
+                ("count".to_owned(), AuditValue::Integer(count)),
+            ])),
+            at: self.clock.now(),
+        };
+        Ok(self.store.import_plans(catalog, &entry).await?)
     }
 }

@@ -1,11 +1,11 @@
 //! An administrator's change to the plans, API keys and plan allowances: the part of a change
 //! set (`crate::apply`) that runs it, with the set's audit entry in the same transaction.
 
-use application::ports::{AdminWrite, StoreError};
+use application::ports::{AdminWrite, ImportReport, StoreError};
 use domain::Timestamp;
 use sea_orm::DatabaseTransaction;
 
-use crate::plans::{ALLOW, DISALLOW, INSERT, UPDATE, allowance_values, reorder, with_time};
+use crate::plans::{ALLOW, DISALLOW, INSERT, UPDATE, allowance_values, import, reorder, with_time};
 use crate::retry::Fail;
 use crate::rows::plan_values;
 use crate::sql::{self, End};
@@ -19,13 +19,16 @@ fn changed_one(rows: u64) -> Result<(), Fail> {
     }
 }
 
-/// An administrator's configuration `write` inside `tx`, stamped `at`.
+/// An administrator's configuration `write` inside `tx`, stamped `at`; an import's report.
 pub(crate) async fn write(
     tx: &DatabaseTransaction,
     write: AdminWrite<'_>,
     at: Timestamp,
-) -> Result<End<()>, Fail> {
+) -> Result<End<Option<ImportReport>>, Fail> {
     match write {
+        AdminWrite::ImportPlans(plans) => {
+            return import(tx, plans, at).await.map(|end| end.map(Some));
+        }
         AdminWrite::CreatePlan(plan) => {
             let values = with_time(plan_values(plan).map_err(Fail::Store)?, at);
             sql::execute(tx, INSERT, values).await?;
@@ -40,7 +43,7 @@ pub(crate) async fn write(
         }
         AdminWrite::ReorderPlans(ids) => {
             if let End::Rollback(()) = reorder(tx, ids, at).await? {
-                return Ok(End::Rollback(()));
+                return Ok(End::Rollback(None));
             }
         }
         AdminWrite::CreateApiKey(key, hash) => {
@@ -58,5 +61,5 @@ pub(crate) async fn write(
             sql::execute(tx, DISALLOW, values).await?;
         }
     }
-    Ok(End::Commit(()))
+    Ok(End::Commit(None))
 }

@@ -1,5 +1,5 @@
 //! An administrator's change to the webhook endpoints and its audit entry in one transaction
-//! (issue 18): [`WebhookStore::write_endpoint_audited`](application::ports::WebhookStore).
+//! (issue 18): [`WebhookStore::write_endpoint`](application::ports::WebhookStore).
 //!
 //! Each write is the statement of the store method it names, run in the caller's write
 //! transaction; what it did is read in that transaction (the endpoint before and after, the
@@ -120,14 +120,14 @@ async fn write_in(
 impl SeaOrmStore {
     /// [`write_in`], then the entry `audit` builds from what it did, in one write transaction
     /// under the retry policy.
-    pub(super) async fn endpoint_write_audited(
+    pub(super) async fn endpoint_write(
         &self,
         write: EndpointWrite<'_>,
         audit: &EndpointAudit<'_>,
     ) -> Result<Option<EndpointWritten>, StoreError> {
         let written = self
             .retry
-            .run("write_endpoint_audited", || async {
+            .run("write_endpoint", || async {
                 let (_turn, tx) = self.begin_write().await?;
                 let body = async {
                     let Some(written) = write_in(&tx, write).await? else {

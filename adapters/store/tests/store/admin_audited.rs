@@ -248,7 +248,7 @@ async fn logged(store: &TestStore) -> Vec<AuditAction> {
 async fn endpoint_writes_commit_with_their_audit_entry_or_not_at_all(store: &TestStore) {
     let admin = user(store, "boss").await;
     let build = |written: &EndpointWritten| entry_of(&admin, written);
-    let write = |w| store.write_endpoint_audited(w, &build);
+    let write = |w| store.write_endpoint(w, &build);
     let new = endpoint("we_1");
     let created = write(EndpointWrite::Create(&new)).await.unwrap();
     assert!(matches!(created, Some(EndpointWritten::Created(ref e)) if e.id == "we_1"));

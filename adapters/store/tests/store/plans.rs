@@ -2,7 +2,11 @@
 
 use std::collections::BTreeMap;
 
-use application::ports::{ImportReport, Listing, PlanRepository, StoreError, StoredPlan};
+use application::cursor::Keyset;
+use application::ports::{
+    AdminConsoleStore, AuditAction, ImportReport, Listing, NewAudit, PlanRepository, StoreError,
+    StoredPlan, Writes,
+};
 use domain::{Locale, Plan, PlanDraft, PlanId, PlanText, ProviderId, ProviderRefs};
 
 use crate::support::{TestStore, contract_tests, t};
@@ -156,12 +160,22 @@ async fn reorder_lists_the_given_plans_first_and_refuses_unknown_ids(store: &Tes
 }
 
 async fn import_creates_and_replaces_plans_keeping_their_listing(store: &TestStore) {
+    let admin = crate::support::user(store, "admin").await;
+    let entry = |at: i64| NewAudit {
+        admin_id: admin.clone(),
+        action: AuditAction::PlansImported,
+        object_kind: "plan",
+        object_id: "catalog".into(),
+        before: None,
+        after: None,
+        at: t(at),
+    };
     store
         .create_plan(&stored(plain_plan("life", "1.00"), 5, &["de"]), t(1))
         .await
         .unwrap();
     let report = store
-        .import_plans(&[plain_plan("life", "3.00"), rich_plan("pro")], t(2))
+        .import_plans(&[plain_plan("life", "3.00"), rich_plan("pro")], &entry(2))
         .await
         .unwrap();
     assert_eq!(
@@ -179,7 +193,10 @@ async fn import_creates_and_replaces_plans_keeping_their_listing(store: &TestSto
         store.find_plan(&pid("pro")).await.unwrap(),
         Some(stored(rich_plan("pro"), 6, &[]))
     );
-    let again = store.import_plans(&[rich_plan("pro")], t(3)).await.unwrap();
+    let again = store
+        .import_plans(&[rich_plan("pro")], &entry(3))
+        .await
+        .unwrap();
     assert_eq!(
         again,
         ImportReport {
@@ -187,6 +204,13 @@ async fn import_creates_and_replaces_plans_keeping_their_listing(store: &TestSto
             updated: 1
         }
     );
+    let log = store.audit_page(&Keyset::first(10)).await.unwrap();
+    let imports = log
+        .items
+        .iter()
+        .filter(|e| e.action == AuditAction::PlansImported)
+        .count();
+    assert_eq!(imports, 2, "each import is written with its audit entry");
 }
 
 contract_tests!(

@@ -532,10 +532,11 @@ fn moved(plans: &[StoredPlan], id: &PlanId, up: bool) -> Option<Vec<PlanId>> {
 pub(crate) async fn import(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let _: serde::de::IgnoredAny = read_form(&v, &mut request).await?;
     gate(&v)?;
+    let admin = v.user.clone().ok_or(PageError::Forbidden)?;
     let report = state
         .ports
         .admin
-        .import_static_plans()
+        .import_static_plans(&admin)
         .await
         .map_err(manage_error)?;
     Ok(redirect(&format!(

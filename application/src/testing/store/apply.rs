@@ -2,12 +2,12 @@
 //! whole or dropped whole.
 
 use async_trait::async_trait;
-use domain::Timestamp;
+use domain::{Plan, Timestamp};
 
 use super::{InMemoryStore, State, admin::push_audit, apply_event_parts, keep_entitlements};
 use crate::ports::{
-    AdminWrite, Applied, ApplyError, Audit, ChangeSet, ChangeStore, Done, LedgerOp, LedgerOutcome,
-    ReservationStatus, StoreError,
+    AdminWrite, Applied, ApplyError, Audit, ChangeSet, ChangeStore, Done, ImportReport, LedgerOp,
+    LedgerOutcome, Listing, ReservationStatus, StoreError, StoredPlan,
 };
 
 /// An administrator's configuration write on `s`.
@@ -15,8 +15,9 @@ pub(super) fn admin_write(
     s: &mut State,
     write: AdminWrite<'_>,
     at: Timestamp,
-) -> Result<(), StoreError> {
+) -> Result<Option<ImportReport>, StoreError> {
     match write {
+        AdminWrite::ImportPlans(plans) => return Ok(Some(import(s, plans))),
         AdminWrite::CreatePlan(plan) => {
             if s.plans.contains_key(plan.plan.id()) {
                 return Err(StoreError::Conflict("plan exists".into()));
@@ -67,7 +68,33 @@ pub(super) fn admin_write(
             s.plan_allowances.remove(&(user.clone(), plan.clone()));
         }
     }
-    Ok(())
+    Ok(None)
+}
+
+/// Insert or replace `plans` in `s`, keeping stored listings; new ones listed last.
+fn import(s: &mut State, plans: &[Plan]) -> ImportReport {
+    let mut report = ImportReport::default();
+    for plan in plans {
+        match s.plans.get_mut(plan.id()) {
+            Some(stored) => {
+                stored.plan = plan.clone();
+                report.updated += 1;
+            }
+            None => {
+                let listing = Listing {
+                    sort_order: i32::try_from(s.plans.len()).unwrap_or(i32::MAX),
+                    locales: Vec::new(),
+                };
+                let stored = StoredPlan {
+                    plan: plan.clone(),
+                    listing,
+                };
+                s.plans.insert(plan.id().clone(), stored);
+                report.created += 1;
+            }
+        }
+    }
+    report
 }
 
 /// One ledger operation on `s`.
@@ -118,10 +145,10 @@ fn apply_set(s: &mut State, set: &ChangeSet<'_>) -> Result<Applied, ApplyError> 
         s.inbox_entries.push(entry.clone());
     }
     apply_event_parts(s, set)?;
-    if let Some(write) = set.admin {
-        admin_write(s, write, set.at)?;
-    }
     let mut done = Done::default();
+    if let Some(write) = set.admin {
+        done.imported = admin_write(s, write, set.at)?;
+    }
     for op in &set.ledger {
         done.ledger.push(ledger_op(s, op)?);
     }

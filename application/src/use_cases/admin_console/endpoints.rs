@@ -2,7 +2,7 @@
 //! create, update, delete, rotate the secret, deliver again. Every change takes the acting
 //! administrator: there is no way to make one without an entry. The endpoints' own
 //! port writes the change and the entry in one transaction
-//! ([`crate::ports::WebhookStore::write_endpoint_audited`]), the entry built from what the
+//! ([`crate::ports::WebhookStore::write_endpoint`]), the entry built from what the
 //! change did (the endpoint before and after, read in that transaction): an action is never
 //! stored without its entry, nor an entry without its action, and a refused change (no such
 //! endpoint, the cap reached) writes none. Secrets are never in an entry.
@@ -152,7 +152,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ) -> Result<Option<EndpointWritten>, WebhookEndpointError> {
         let at = self.clock.now();
         let audit = move |written: &EndpointWritten| endpoint_entry(admin, at, written);
-        Ok(hooks.store.write_endpoint_audited(write, &audit).await?)
+        Ok(hooks.store.write_endpoint(write, &audit).await?)
     }
 
     /// `admin` registers an endpoint (enabled), which receives events from now on; its secret

@@ -4,6 +4,8 @@ use domain::{Locale, ProviderId};
 
 use super::harness::*;
 use crate::accounts::{Role, Scope};
+use crate::ports::AuditAction;
+use crate::use_cases::admin_console::PageAfter;
 use crate::use_cases::initiate_payment::{InitiatePayment, InitiatePaymentError};
 use crate::use_cases::manage_plans::{ManagePlansError, PlanInput};
 use crate::use_cases::plans::{Audience, PricingMode, list_plans};
@@ -115,7 +117,22 @@ async fn static_listing_hides_hidden_plans_and_dynamic_listing_follows_sort_orde
     .await
     .unwrap();
     assert_eq!(listed.len(), 4);
-    assert_eq!(h.service.import_static_plans().await.unwrap().created, 4);
+    let importer = h.admin().await;
+    assert_eq!(
+        h.service
+            .import_static_plans(&importer)
+            .await
+            .unwrap()
+            .created,
+        4
+    );
+    // The import is an administrator's change like any other: audited with its write.
+    let log = h.service.audit_log(&PageAfter::default()).await.unwrap();
+    let entry = &log.items[0];
+    assert_eq!(
+        (entry.action, entry.admin_id.clone()),
+        (AuditAction::PlansImported, importer.id.clone())
+    );
     h.service
         .set_plan_hidden(&administrator, &plan_id("lifetime"), true)
         .await

@@ -233,7 +233,10 @@ async fn renewals_grant_the_credits_sold_after_the_plan_is_edited_or_deleted() {
     config.pricing_mode = PricingMode::Dynamic;
     let h = Harness::with(config, |_| None);
     let admin = h.admin().await;
-    h.service.import_static_plans().await.unwrap();
+    h.service
+        .import_static_plans(&h.admin().await)
+        .await
+        .unwrap();
     let user = subscribed(&h).await;
     let edited = PlanInput {
         draft: plan(
