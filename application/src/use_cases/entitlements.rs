@@ -42,7 +42,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         self.entitlements_of(&status).await
     }
 
-    /// The effective entitlements of the purchases in `status`, at the service clock's now.
+    /// The effective entitlements of the purchases in `status`, at the service clock's now:
+    /// worked out by the same function as the entitlements a write keeps ([`Self::effective_at`]).
     ///
     /// # Errors
     /// Infrastructure only.
@@ -51,51 +52,29 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         &self,
         status: &StatusReport,
     ) -> Result<EffectiveEntitlements, InfraError> {
-        let now = self.clock.now();
-        let mut live = LivePlans::new();
-        let mut holdings = Vec::new();
+        let mut purchases = Purchases::of(Vec::new(), Vec::new());
         for held in &status.subscriptions {
-            let subscription = &held.subscription;
-            let entitlements = match self.sold_to_subscription(subscription).await? {
-                Some(sold) => sold,
-                None => {
-                    self.live_entitlements(&mut live, subscription.plan_id())
-                        .await?
-                }
-            };
-            holdings.extend(Holding::of_subscription(
-                subscription,
-                entitlements,
-                status.past_due_grace_ms,
-                now,
-            ));
+            let subscription = held.subscription.clone();
+            let origin = self.store.subscription_order(subscription.id()).await?;
+            let origin_id = origin.map(|record| {
+                let id = record.order.id().clone();
+                purchases.orders.insert(id.clone(), record.order);
+                id
+            });
+            purchases.subscriptions.push((subscription, origin_id));
         }
         for access in &status.one_time_access {
-            let Some(record) = self.store.find_order(&access.order_id).await? else {
-                continue;
-            };
-            let entitlements = match &record.order.plan().entitlements {
-                Some(sold) => sold.clone(),
-                None => self.live_entitlements(&mut live, &access.plan_id).await?,
-            };
-            holdings.extend(Holding::of_order(&record.order, entitlements, now));
+            if let Some(record) = self.store.find_order(&access.order_id).await? {
+                purchases
+                    .orders
+                    .insert(access.order_id.clone(), record.order);
+            }
         }
-        Ok(effective_entitlements(&holdings))
-    }
-
-    /// The entitlements kept in the snapshot of the order that started `subscription`, when
-    /// that order is of the plan the subscription is on now.
-    async fn sold_to_subscription(
-        &self,
-        subscription: &Subscription,
-    ) -> Result<Option<Entitlements>, InfraError> {
-        let order = self.store.subscription_order(subscription.id()).await?;
-        Ok(order.and_then(|record| {
-            let plan = record.order.plan();
-            (&plan.plan_id == subscription.plan_id())
-                .then(|| plan.entitlements.clone())
-                .flatten()
-        }))
+        let now = self.clock.now();
+        let (held, _) = self
+            .effective_at(&purchases, &mut LivePlans::new(), now)
+            .await?;
+        Ok(held)
     }
 
     /// The entitlements of plan `id` as it is now in the live pricing mode; none once the plan
