@@ -10,7 +10,7 @@
 
 use application::host_events::{self, HostEventKind};
 use application::ports::{
-    AdminWrite, Applied, ApplyError, Audit, ChangeSet, ChangeStore, Done, LedgerEffect, LedgerOp,
+    AdminWrite, Applied, ApplyError, ChangeSet, ChangeStore, Done, LedgerEffect, LedgerOp,
     LedgerOutcome, Refusal, ReservationStatus, StoreError,
 };
 use async_trait::async_trait;
@@ -183,12 +183,7 @@ async fn execute(
         outbox.extend(told.event.clone());
     }
     outbox.write(tx, events).await?;
-    let entry = match &set.audit {
-        Some(Audit::Entry(entry)) => Some(entry.clone()),
-        Some(Audit::Of(build)) => build(&done),
-        None => None,
-    };
-    if let Some(entry) = entry {
+    if let Some(entry) = set.audit.as_ref().and_then(|audit| audit.entry(&done)) {
         admin::insert_audit(tx, &entry).await?;
     }
     Ok(End::Commit(Ok(Applied::Done(done))))

@@ -81,67 +81,46 @@ pub(crate) enum Spent<T> {
 /// The grouped paths: a lone consumption, reservation or grant handed to the group-commit
 /// writer; `None` when it could not take it (the set then runs alone).
 impl SeaOrmStore {
-    pub(crate) async fn consume_grouped(
+    /// The ledger job `job` builds around its reply channel, through the group-commit writer;
+    /// `None` when group commit is off or the writer did not take it.
+    async fn submit_grouped<T>(
         &self,
-        command: &ConsumeCommand,
-    ) -> Result<Option<Consumed>, StoreError> {
+        job: impl FnOnce(tokio::sync::oneshot::Sender<Grouped<T>>) -> LedgerJob,
+    ) -> Result<Option<T>, StoreError> {
         let Some(group) = &self.group else {
             return Ok(None);
         };
         let outcome = group
-            .submit(|reply| {
-                LedgerCommand::new(
-                    LedgerJob::Consume(Job::new(command.clone(), reply)),
-                    &self.events,
-                )
-            })
+            .submit(|reply| LedgerCommand::new(job(reply), &self.events))
             .await;
         match outcome {
-            Grouped::Done(spent) => spent.map(Some),
+            Grouped::Done(done) => done.map(Some),
             Grouped::Alone => Ok(None),
         }
+    }
+
+    pub(crate) async fn consume_grouped(
+        &self,
+        command: &ConsumeCommand,
+    ) -> Result<Option<Consumed>, StoreError> {
+        self.submit_grouped(|reply| LedgerJob::Consume(Job::new(command.clone(), reply)))
+            .await
     }
 
     pub(crate) async fn reserve_grouped(
         &self,
         command: &ReserveCommand,
     ) -> Result<Option<Reserved>, StoreError> {
-        let Some(group) = &self.group else {
-            return Ok(None);
-        };
-        let outcome = group
-            .submit(|reply| {
-                LedgerCommand::new(
-                    LedgerJob::Reserve(Job::new(command.clone(), reply)),
-                    &self.events,
-                )
-            })
-            .await;
-        match outcome {
-            Grouped::Done(spent) => spent.map(Some),
-            Grouped::Alone => Ok(None),
-        }
+        self.submit_grouped(|reply| LedgerJob::Reserve(Job::new(command.clone(), reply)))
+            .await
     }
 
     pub(crate) async fn grant_grouped(
         &self,
         command: &GrantCommand,
     ) -> Result<Option<LedgerEffect>, StoreError> {
-        let Some(group) = &self.group else {
-            return Ok(None);
-        };
-        let outcome = group
-            .submit(|reply| {
-                LedgerCommand::new(
-                    LedgerJob::Grant(Job::new(command.clone(), reply)),
-                    &self.events,
-                )
-            })
-            .await;
-        match outcome {
-            Grouped::Done(effect) => effect.map(Some),
-            Grouped::Alone => Ok(None),
-        }
+        self.submit_grouped(|reply| LedgerJob::Grant(Job::new(command.clone(), reply)))
+            .await
     }
 
     /// The opt-in event types some enabled endpoint names (kept for `opt_in::TTL`).

@@ -89,6 +89,17 @@ pub enum Audit<'a> {
     Of(&'a AuditOf<'a>),
 }
 
+impl Audit<'_> {
+    /// The entry to write after the rest of the set did `done`; `None` for none.
+    #[must_use]
+    pub fn entry(&self, done: &Done) -> Option<NewAudit> {
+        match self {
+            Audit::Entry(entry) => Some(entry.clone()),
+            Audit::Of(build) => build(done),
+        }
+    }
+}
+
 impl std::fmt::Debug for Audit<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

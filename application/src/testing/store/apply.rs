@@ -6,7 +6,7 @@ use domain::{Plan, Timestamp};
 
 use super::{InMemoryStore, State, admin::push_audit, apply_event_parts, keep_entitlements};
 use crate::ports::{
-    AdminWrite, Applied, ApplyError, Audit, ChangeSet, ChangeStore, Done, ImportReport, LedgerOp,
+    AdminWrite, Applied, ApplyError, ChangeSet, ChangeStore, Done, ImportReport, LedgerOp,
     LedgerOutcome, Listing, ReservationStatus, StoreError, StoredPlan,
 };
 
@@ -155,16 +155,8 @@ fn apply_set(s: &mut State, set: &ChangeSet<'_>) -> Result<Applied, ApplyError> 
     if let Some(told) = &set.entitlements {
         keep_entitlements(s, &told.write)?;
     }
-    match &set.audit {
-        Some(Audit::Entry(entry)) => {
-            push_audit(s, entry);
-        }
-        Some(Audit::Of(build)) => {
-            if let Some(entry) = build(&done) {
-                push_audit(s, &entry);
-            }
-        }
-        None => {}
+    if let Some(entry) = set.audit.as_ref().and_then(|audit| audit.entry(&done)) {
+        push_audit(s, &entry);
     }
     Ok(Applied::Done(done))
 }
