@@ -549,6 +549,18 @@ fn group_commit(
     if !is_sqlite {
         group_commit.refill_us = 500;
     }
+    // A lone request is written at once rather than handed to the writer (the hop costs it
+    // latency and buys nothing when there is no company): on unless said off.
+    group_commit.direct_when_idle = match env.get("TALLY_GROUP_COMMIT_DIRECT").as_deref() {
+        None | Some("on") => true,
+        Some("off") => false,
+        Some(other) => {
+            return Err(bad(
+                "TALLY_GROUP_COMMIT_DIRECT",
+                format!("{other:?} is not on or off"),
+            ));
+        }
+    };
     if let Some(refill_us) = ranged(
         env,
         "TALLY_GROUP_COMMIT_REFILL_US",
@@ -742,15 +754,21 @@ mod tests {
             &env(&[
                 ("TALLY_GROUP_COMMIT_REFILL_US", "250"),
                 ("TALLY_GROUP_COMMIT_WRITERS", "2"),
+                ("TALLY_GROUP_COMMIT_DIRECT", "off"),
             ]),
         )
         .unwrap();
         assert_eq!(
             (
                 tuned.database.group_commit.refill_us,
-                tuned.database.group_commit.writers
+                tuned.database.group_commit.writers,
+                tuned.database.group_commit.direct_when_idle,
             ),
-            (250, 2)
+            (250, 2, false)
+        );
+        assert!(
+            sqlite.database.group_commit.direct_when_idle,
+            "on unless off"
         );
         assert_eq!(s.pricing_mode, PricingMode::Dynamic);
         for (var, value) in [
@@ -764,6 +782,7 @@ mod tests {
             ("TALLY_GROUP_COMMIT_REFILL_US", "2000000"),
             ("TALLY_GROUP_COMMIT_REFILL_US", "soon"),
             ("TALLY_GROUP_COMMIT_WRITERS", "0"),
+            ("TALLY_GROUP_COMMIT_DIRECT", "sometimes"),
         ] {
             let err = resolve(FileSettings::default(), &env(&[(var, value)])).unwrap_err();
             assert_eq!(err.setting, var);

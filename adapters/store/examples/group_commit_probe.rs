@@ -150,6 +150,7 @@ where
         max_wait_us: plan.wait_us,
         refill_us: plan.refill_us,
         writers: plan.writers,
+        direct_when_idle: true,
     };
     let (mut off_rate, mut on_rate, mut avg) = (0, 0, 0);
     for _ in 0..plan.rounds.max(1) {

@@ -3,8 +3,9 @@
 //!
 //! Strategies, chosen by the set's shape and invisible in its outcome:
 //! - one consumption, reservation or grant alone goes to the group-commit writer when it is
-//!   on (`crate::group_commit`: many callers' operations in one transaction, a run of
-//!   consumptions decided and written as one set of statements), else runs alone;
+//!   on and another such command is in flight (`crate::group_commit`: many callers' operations
+//!   in one transaction, a run of consumptions decided and written as one set of statements),
+//!   else runs alone at once;
 //! - an inbox row alone is one statement;
 //! - anything else is one write transaction under the retry policy.
 
@@ -17,6 +18,7 @@ use async_trait::async_trait;
 use sea_orm::DatabaseTransaction;
 
 use crate::events::{apply_order, apply_subscription, conflict, insert_inbox};
+use crate::group_commit::Committer;
 use crate::ledger::{self, NewGrant, Resolution, Spent};
 use crate::opt_in::Wanted;
 use crate::outbox::Outbox;
@@ -251,8 +253,13 @@ impl SeaOrmStore {
 #[async_trait]
 impl ChangeStore for SeaOrmStore {
     async fn apply(&self, set: ChangeSet<'_>) -> Result<Applied, ApplyError> {
-        if let Some(op) = set.lone_ledger_op()
-            && self.group.is_some()
+        // A lone ledger op is admitted among the grouped commands in flight: alone, it is
+        // written at once on the ordinary path below (the flight held until it is); with
+        // company, it goes to the writer.
+        let lone = set.lone_ledger_op();
+        let flight = lone.and(self.group.as_ref()).map(Committer::admit);
+        if let Some(op) = lone
+            && flight.as_ref().is_some_and(|f| !f.direct())
             && let Some(step) = self.grouped(op).await?
         {
             return match step {
@@ -289,6 +296,7 @@ impl ChangeStore for SeaOrmStore {
                 sql::finish(tx, body).await
             })
             .await;
+        drop(flight);
         if matches!(set.admin, Some(AdminWrite::RevokeApiKey(_))) {
             // Forget cached keys whatever the outcome: a failed commit may still have happened.
             self.keys.clear();

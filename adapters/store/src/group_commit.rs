@@ -74,7 +74,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use application::ports::StoreError;
@@ -241,6 +241,9 @@ pub struct GroupCommitStats {
     /// Commands that ran alone on the ordinary path instead: from a failed group, after a lost
     /// race or contention inside a group, or because the writer had stopped.
     pub alone: u64,
+    /// Commands that went straight through: each found no other grouped command in flight and
+    /// was written on the ordinary path without the writer ([`GroupCommit::direct_when_idle`]).
+    pub direct: u64,
 }
 
 #[derive(Debug, Default)]
@@ -251,6 +254,7 @@ struct Counters {
     batched: AtomicU64,
     from_memory: AtomicU64,
     alone: AtomicU64,
+    direct: AtomicU64,
 }
 
 impl Counters {
@@ -267,6 +271,31 @@ pub(crate) struct Committer<C> {
     stop: Arc<watch::Sender<bool>>,
     stopped: watch::Receiver<()>,
     counters: Arc<Counters>,
+    /// Grouped commands of this process admitted and not yet answered ([`Committer::admit`]).
+    in_flight: Arc<AtomicUsize>,
+    /// Whether a command admitted with nothing else in flight goes straight through.
+    direct_when_idle: bool,
+}
+
+/// A grouped command's place among those in flight, from its admission until it is dropped
+/// (after its answer, whichever path wrote it).
+pub(crate) struct Flight {
+    in_flight: Arc<AtomicUsize>,
+    direct: bool,
+}
+
+impl Flight {
+    /// Whether the command is to be written straight away on the ordinary path: nothing else
+    /// was in flight when it was admitted, so there is no group to join.
+    pub(crate) fn direct(&self) -> bool {
+        self.direct
+    }
+}
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl<C> std::fmt::Debug for Committer<C> {
@@ -292,6 +321,8 @@ impl<C> Clone for Committer<C> {
             stop: Arc::clone(&self.stop),
             stopped: self.stopped.clone(),
             counters: Arc::clone(&self.counters),
+            in_flight: Arc::clone(&self.in_flight),
+            direct_when_idle: self.direct_when_idle,
         }
     }
 }
@@ -339,7 +370,26 @@ impl<C: GroupedCommand> Committer<C> {
             stop: Arc::new(stop),
             stopped,
             counters,
+            in_flight: Arc::new(AtomicUsize::new(0)),
+            direct_when_idle: config.direct_when_idle,
         })
+    }
+
+    /// Admit one grouped command. It goes straight through ([`Flight::direct`]) when nothing
+    /// else is in flight and [`GroupCommit::direct_when_idle`] is on: a lone request is then
+    /// committed at once, with no hop to the writer; a command arriving while another is in
+    /// flight is submitted and groups with whatever else arrives. Keep the [`Flight`] until the
+    /// command has its answer.
+    pub(crate) fn admit(&self) -> Flight {
+        let before = self.in_flight.fetch_add(1, Ordering::AcqRel);
+        let direct = self.direct_when_idle && before == 0;
+        if direct {
+            Counters::add(&self.counters.direct, 1);
+        }
+        Flight {
+            in_flight: Arc::clone(&self.in_flight),
+            direct,
+        }
     }
 
     /// Queue the command `make` builds around a reply channel and wait for its outcome.
@@ -384,6 +434,7 @@ impl<C> Committer<C> {
             batched: c.batched.load(Ordering::Relaxed),
             from_memory: c.from_memory.load(Ordering::Relaxed),
             alone: c.alone.load(Ordering::Relaxed),
+            direct: c.direct.load(Ordering::Relaxed),
         }
     }
 }

@@ -71,6 +71,12 @@ pub struct GroupCommit {
     /// `1..=16`. One writer on SQLite (which has one write lock anyway); on PostgreSQL several
     /// overlap one group's round trips and flush with the next ones'.
     pub writers: usize,
+    /// Whether a lone command goes straight through: one that finds no other grouped command
+    /// in flight in this process is written on the ordinary path (its own transaction on the
+    /// store's pool), without the hop to the writer and back. Under load the commands arriving
+    /// while one is in flight queue and group as before, so the window opens only when there
+    /// is company to wait for. On by default; tests of the writer itself turn it off.
+    pub direct_when_idle: bool,
 }
 
 impl GroupCommit {
@@ -88,6 +94,7 @@ impl GroupCommit {
             max_wait_us: 0,
             refill_us: 0,
             writers: 1,
+            direct_when_idle: true,
         }
     }
 
@@ -291,6 +298,7 @@ mod tests {
             max_wait_us: u64::MAX,
             refill_us: u64::MAX,
             writers: 0,
+            direct_when_idle: true,
         };
         assert_eq!(wild.batch_limit(), 1);
         assert_eq!(wild.writer_count(), 1);

@@ -303,6 +303,43 @@ async fn thirty_two_spenders_share_commits_and_never_overdraw(backend: Backend) 
     store.cleanup().await;
 }
 
+/// A lone spend goes straight through, on the ordinary path; spends that arrive while one is
+/// in flight go to the writer and share its groups. Either way the ledger is exact.
+async fn a_lone_spend_goes_straight_through_and_company_groups(backend: Backend) {
+    let direct = GroupCommit {
+        max_wait_us: 5_000,
+        ..GroupCommit::on()
+    };
+    assert!(direct.direct_when_idle, "on by default");
+    let Some(store) = backend.store(direct).await else {
+        return;
+    };
+    let u = user(&store, "u1").await;
+    grant(&store, &u, "g1", 10_000, None).await;
+    let granted = store.group_commit_stats().unwrap();
+    assert_eq!((granted.direct, granted.groups), (1, 0), "{granted:?}");
+    store.consume(&consume(&u, 100, "lone")).await.unwrap();
+    let lone = store.group_commit_stats().unwrap();
+    assert_eq!((lone.direct, lone.groups), (2, 0), "{lone:?}");
+    // Sixteen at once from one task: the first is admitted with nothing in flight and goes
+    // straight through; it is still in flight when the other fifteen are admitted.
+    let spends: Vec<_> = (0..16)
+        .map(|i| consume(&u, 100, &format!("together-{i}")))
+        .collect();
+    let results = futures_util::future::join_all(spends.iter().map(|c| store.consume(c))).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    let stats = store.group_commit_stats().unwrap();
+    assert_eq!(
+        (stats.direct, stats.grouped, stats.alone),
+        (3, 15, 0),
+        "one straight through, fifteen grouped: {stats:?}"
+    );
+    assert!(stats.groups < 15, "the fifteen shared groups: {stats:?}");
+    assert_eq!(store.balance(&u).await.unwrap(), c(10_000 - 17 * 100));
+    assert_ledger_consistent(&store, &u).await;
+    store.cleanup().await;
+}
+
 /// With several writers (commands sharded by user), spenders of several accounts still spend
 /// exactly what each account holds, and nothing runs alone.
 async fn several_writers_keep_every_account_exact(backend: Backend) {
@@ -670,6 +707,7 @@ backend_tests!(
     one_group_answers_each_command_with_its_own_outcome,
     a_failed_commit_acknowledges_nothing_it_did_not_commit,
     thirty_two_spenders_share_commits_and_never_overdraw,
+    a_lone_spend_goes_straight_through_and_company_groups,
     groups_hold_at_most_max_batch_commands,
     several_writers_keep_every_account_exact,
     the_writer_stops_with_the_store,

@@ -46,6 +46,7 @@ pub struct TestStore {
 pub fn grouped() -> GroupCommit {
     GroupCommit {
         max_wait_us: 200,
+        direct_when_idle: false,
         ..GroupCommit::on()
     }
 }
@@ -59,6 +60,7 @@ pub fn exact_groups(n: usize) -> GroupCommit {
         max_wait_us: 5_000_000,
         refill_us: 0,
         writers: 1,
+        direct_when_idle: false,
     }
 }
 
