@@ -204,20 +204,6 @@ fn tells_opt_in(set: &ChangeSet<'_>) -> bool {
     })
 }
 
-/// Whether the set is an inbox row and nothing else.
-fn inbox_alone(set: &ChangeSet<'_>) -> bool {
-    set.inbox.is_some()
-        && set.order.is_none()
-        && set.subscription.is_none()
-        && set.refund.is_none()
-        && set.charge.is_none()
-        && set.admin.is_none()
-        && set.ledger.is_empty()
-        && set.entitlements.is_none()
-        && set.told.is_empty()
-        && set.audit.is_none()
-}
-
 impl SeaOrmStore {
     /// A lone consumption, reservation or grant through the group-commit writer when it may
     /// take it; `None` when it runs as any other set.
@@ -270,7 +256,7 @@ impl ChangeStore for SeaOrmStore {
                 Step::Refused(refusal) => Err(ApplyError::Refused(refusal)),
             };
         }
-        if let Some(entry) = set.inbox.as_ref().filter(|_| inbox_alone(&set)) {
+        if let Some(entry) = set.inbox_alone() {
             let fresh = self
                 .retry
                 .run("record_event", || async {

@@ -219,19 +219,44 @@ impl<'a> ChangeSet<'a> {
     /// with other such sets in one transaction.
     #[must_use]
     pub fn lone_ledger_op(&self) -> Option<&LedgerOp> {
-        let only_ledger = self.inbox.is_none()
-            && self.order.is_none()
-            && self.subscription.is_none()
-            && self.refund.is_none()
-            && self.charge.is_none()
-            && self.admin.is_none()
-            && self.entitlements.is_none()
-            && self.told.is_empty()
-            && self.audit.is_none();
         match self.ledger.as_slice() {
-            [op] if only_ledger => Some(op),
+            [op] if self.inbox.is_none() && self.holds_nothing_else() => Some(op),
             _ => None,
         }
+    }
+
+    /// The inbox row, when the set is that row and nothing else (an event recorded that
+    /// changes nothing): the store may write it as one statement.
+    #[must_use]
+    pub fn inbox_alone(&self) -> Option<&InboxEntry> {
+        self.inbox
+            .as_ref()
+            .filter(|_| self.ledger.is_empty() && self.holds_nothing_else())
+    }
+
+    /// Whether every part but the inbox row and the ledger operations is empty.
+    fn holds_nothing_else(&self) -> bool {
+        let Self {
+            at: _,
+            inbox: _,
+            ledger: _,
+            order,
+            subscription,
+            refund,
+            charge,
+            admin,
+            entitlements,
+            told,
+            audit,
+        } = self;
+        order.is_none()
+            && subscription.is_none()
+            && refund.is_none()
+            && charge.is_none()
+            && admin.is_none()
+            && entitlements.is_none()
+            && told.is_empty()
+            && audit.is_none()
     }
 }
 
