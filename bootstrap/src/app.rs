@@ -116,11 +116,26 @@ pub async fn connect_store(settings: &Settings) -> anyhow::Result<SeaOrmStore> {
         .await
         .context("connecting to DATABASE_URL")?;
     if settings.migrate_on_start {
-        Migrator::up(store.connection(), None)
-            .await
-            .context("applying migrations")?;
+        migrate_up(settings, &store).await?;
     }
     Ok(store)
+}
+
+/// Apply pending migrations: over `DATABASE_DIRECT_URL` when it is set (past the connection
+/// pooler, on a session of their own), else over the store's pool.
+///
+/// # Errors
+/// The direct URL is unreachable or a migration fails.
+pub async fn migrate_up(settings: &Settings, store: &SeaOrmStore) -> anyhow::Result<()> {
+    let direct = SeaOrmStore::connect_direct(&settings.database)
+        .await
+        .context("connecting to DATABASE_DIRECT_URL")?;
+    let applied = Migrator::up(direct.as_ref().unwrap_or(store.connection()), None).await;
+    if let Some(direct) = direct {
+        // Closing a connection the migrations are done with: a failure here changes nothing.
+        let _ = direct.close().await;
+    }
+    applied.context("applying migrations")
 }
 
 impl Application {

@@ -12,7 +12,7 @@ use application::use_cases::plans::PricingMode;
 use application::use_cases::reconcile::ReconcileSettings;
 use domain::{AppEnvironment, Credits, ProviderId};
 use serde::Deserialize;
-use store::{GroupCommit, SqliteSynchronous, StoreSettings};
+use store::{GroupCommit, PreparedStatements, SqliteSynchronous, StoreSettings};
 
 use crate::host_tokens::{self, HostJwtFile, HostJwtSettings};
 
@@ -200,6 +200,8 @@ struct EventsFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct DatabaseFile {
+    direct_url: Option<String>,
+    prepared_statements: Option<bool>,
     max_connections: Option<u32>,
     sqlite_synchronous: Option<String>,
     busy_timeout_ms: Option<u64>,
@@ -461,6 +463,11 @@ fn database(
         return Err(bad("DATABASE_URL", "must be a sqlite: or postgres:// URL"));
     }
     let mut settings = StoreSettings::new(url);
+    settings.direct_url = direct_url(
+        pick(env, "DATABASE_DIRECT_URL", file.direct_url.clone()),
+        settings.is_sqlite(),
+    )?;
+    settings.prepared_statements = prepared_statements(file, env)?;
     if let Some(n) = file.max_connections {
         settings.max_connections = n.clamp(1, 500);
     }
@@ -498,6 +505,48 @@ fn database(
     };
     let is_sqlite = settings.is_sqlite();
     Ok((settings, migrate || is_sqlite))
+}
+
+/// `DATABASE_DIRECT_URL` (`[database] directUrl`): a PostgreSQL URL past the connection
+/// pooler, for migrations; only with a PostgreSQL `DATABASE_URL`.
+fn direct_url(raw: Option<String>, is_sqlite: bool) -> Result<Option<String>, SettingsError> {
+    let Some(url) = raw.filter(|u| !u.trim().is_empty()) else {
+        return Ok(None);
+    };
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(bad("DATABASE_DIRECT_URL", "must be a postgres:// URL"));
+    }
+    if is_sqlite {
+        return Err(bad(
+            "DATABASE_DIRECT_URL",
+            "is for PostgreSQL behind a connection pooler; DATABASE_URL names SQLite",
+        ));
+    }
+    Ok(Some(url))
+}
+
+/// `DATABASE_PREPARED_STATEMENTS` (`[database] preparedStatements`): kept unless it says false
+/// (behind a transaction pooler).
+fn prepared_statements(
+    file: &DatabaseFile,
+    env: &dyn Env,
+) -> Result<PreparedStatements, SettingsError> {
+    let kept = match env.get("DATABASE_PREPARED_STATEMENTS").as_deref() {
+        None => file.prepared_statements.unwrap_or(true),
+        Some("true" | "1") => true,
+        Some("false" | "0") => false,
+        Some(other) => {
+            return Err(bad(
+                "DATABASE_PREPARED_STATEMENTS",
+                format!("{other:?} is not true or false"),
+            ));
+        }
+    };
+    Ok(if kept {
+        PreparedStatements::Kept
+    } else {
+        PreparedStatements::Off
+    })
 }
 
 /// `SQLITE_SYNCHRONOUS`: full unless it says normal.
@@ -786,6 +835,54 @@ mod tests {
         ] {
             let err = resolve(FileSettings::default(), &env(&[(var, value)])).unwrap_err();
             assert_eq!(err.setting, var);
+        }
+    }
+
+    #[test]
+    fn a_pooled_database_takes_a_direct_url_and_prepared_statements_off() {
+        let s = resolve(FileSettings::default(), &env(&[])).unwrap();
+        assert_eq!(s.database.direct_url, None);
+        assert_eq!(s.database.prepared_statements, PreparedStatements::Kept);
+        let pooled = [
+            ("DATABASE_URL", "postgres://t:pw@pooler:6543/t"),
+            ("DATABASE_DIRECT_URL", "postgres://t:pw@db:5432/t"),
+            ("DATABASE_PREPARED_STATEMENTS", "false"),
+        ];
+        let s = resolve(FileSettings::default(), &env(&pooled)).unwrap();
+        assert_eq!(
+            s.database.direct_url.as_deref(),
+            Some("postgres://t:pw@db:5432/t")
+        );
+        assert_eq!(s.database.prepared_statements, PreparedStatements::Off);
+        let file: FileSettings = toml::from_str(
+            "databaseUrl = \"postgres://t@pooler/t\"\n[database]\n\
+             directUrl = \"postgresql://t@db/t\"\npreparedStatements = false\n",
+        )
+        .unwrap();
+        let s = resolve(file, &env(&[])).unwrap();
+        assert_eq!(
+            s.database.direct_url.as_deref(),
+            Some("postgresql://t@db/t")
+        );
+        assert_eq!(s.database.prepared_statements, PreparedStatements::Off);
+        let file: FileSettings =
+            toml::from_str("[database]\npreparedStatements = false\n").unwrap();
+        let overridden = resolve(file, &env(&[("DATABASE_PREPARED_STATEMENTS", "true")]));
+        assert_eq!(
+            overridden.unwrap().database.prepared_statements,
+            PreparedStatements::Kept,
+            "the environment wins"
+        );
+        for pairs in [
+            vec![("DATABASE_PREPARED_STATEMENTS", "no")],
+            vec![
+                ("DATABASE_URL", "postgres://t@pooler/t"),
+                ("DATABASE_DIRECT_URL", "mysql://t@db/t"),
+            ],
+            vec![("DATABASE_DIRECT_URL", "postgres://t@db/t")],
+        ] {
+            let err = resolve(FileSettings::default(), &env(&pairs)).unwrap_err();
+            assert_eq!(err.setting, pairs.last().unwrap().0, "{err}");
         }
     }
 

@@ -7,8 +7,8 @@
 //! `rows` and re-validated through the domain's constructors on every read.
 //!
 //! Codemap:
-//! - `settings`: [`StoreSettings`] (URL, pool, SQLite durability, timeouts, retries, group
-//!   commit);
+//! - `settings`: [`StoreSettings`] (URL and direct URL, pool, prepared statements, SQLite
+//!   durability, timeouts, retries, group commit);
 //! - `group_commit`: the writer that commits consumes, reservations and grants in groups
 //!   ([`GroupCommit`]);
 //! - `users`: users, sessions, API keys; `plans`: the dynamic plans table;
@@ -60,7 +60,7 @@ use crate::group_commit::{Committer, Home};
 use crate::key_cache::KeyCache;
 use crate::ledger::LedgerCommand;
 use crate::retry::{RetryPolicy, store_error};
-pub use crate::settings::{GroupCommit, SqliteSynchronous, StoreSettings};
+pub use crate::settings::{GroupCommit, PreparedStatements, SqliteSynchronous, StoreSettings};
 
 /// The store: a connection pool, the retry policy and, with group commit on, the handle on its
 /// writer; cheap to clone (clones share the pool and the writer).
@@ -195,18 +195,51 @@ impl SeaOrmStore {
         &self.db
     }
 
+    /// A connection to [`StoreSettings::direct_url`], past any connection pooler, for work that
+    /// needs a database session of its own (migrations: their DDL and the migration table are
+    /// best not spread over a transaction pooler's server connections); `None` when no direct
+    /// URL is set, and then [`SeaOrmStore::connection`] serves. One connection, with named
+    /// prepared statements; close it when done.
+    ///
+    /// # Errors
+    /// [`StoreError::Busy`] when the database cannot be reached.
+    pub async fn connect_direct(
+        settings: &StoreSettings,
+    ) -> Result<Option<DatabaseConnection>, StoreError> {
+        let Some(options) = settings.direct_connect_options() else {
+            return Ok(None);
+        };
+        Database::connect(options)
+            .await
+            .map(Some)
+            .map_err(|e| StoreError::Busy(e.into()))
+    }
+
     /// Which database this is.
     #[must_use]
     pub fn backend(&self) -> DbBackend {
         self.db.get_database_backend()
     }
 
-    /// Check that the database answers (readiness).
+    /// Check that the database answers queries (readiness): one query with a bound parameter
+    /// through the pool, as every request's queries are, whose answer must echo the parameter.
+    /// A protocol-level ping would pass where every query fails, as behind a transaction pooler
+    /// with prepared statements kept.
     ///
     /// # Errors
-    /// [`StoreError::Busy`] when it does not.
+    /// [`StoreError::Busy`] when the query fails or answers something else.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        self.db.ping().await.map_err(|e| StoreError::Busy(e.into()))
+        const PROBE: i64 = 7_340_033;
+        let answer = sql::one_i64(&self.db, "SELECT $1 AS ready", vec![PROBE.into()], "ready")
+            .await
+            .map_err(|e| StoreError::Busy(e.into()))?;
+        if answer == Some(PROBE) {
+            Ok(())
+        } else {
+            Err(StoreError::Busy(anyhow::anyhow!(
+                "the readiness query answered {answer:?}"
+            )))
+        }
     }
 
     /// Stop the group-commit writer (after the group it is writing, which is answered), then

@@ -1,5 +1,6 @@
-//! How to reach the database: URL, pool size, SQLite durability, the limits on waiting, and
-//! whether credit-ledger writes are committed in groups.
+//! How to reach the database: URL (and the direct URL past a connection pooler), pool size,
+//! prepared statements, SQLite durability, the limits on waiting, and whether credit-ledger
+//! writes are committed in groups.
 
 use std::fmt;
 use std::time::Duration;
@@ -24,6 +25,27 @@ pub enum SqliteSynchronous {
     /// `synchronous=FULL`: every acknowledged commit survives a power loss.
     #[default]
     Full,
+}
+
+/// Whether PostgreSQL connections keep named prepared statements between queries.
+///
+/// A transaction pooler (PgBouncer with `pool_mode = transaction`, Supabase's and Neon's pooled
+/// connection strings) hands each transaction to whichever server connection is free, so a
+/// statement prepared on one server connection is missing on the next (`prepared statement
+/// "sqlx_s_5" does not exist`), and two clients' statements of the same name meet on one
+/// (`prepared statement "sqlx_s_1" already exists`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PreparedStatements {
+    /// Each connection keeps up to 100 named statements, so a query it has run before is not
+    /// parsed and planned again. Needs a server session per connection: a direct connection,
+    /// or a pooler in session mode.
+    #[default]
+    Kept,
+    /// Every query is parsed again as the unnamed statement, in the same message batch as its
+    /// execution, so that a transaction pooler keeps the two on one server connection; and the
+    /// `extra_float_digits` start-up parameter, which PgBouncer refuses by default, is not sent
+    /// (Tally reads no floating-point columns). Costs a parse per query.
+    Off,
 }
 
 /// Group commit of the credit ledger's hot writes (`consume`, `reserve`, `grant`): see the
@@ -147,6 +169,12 @@ impl Default for GroupCommit {
 pub struct StoreSettings {
     /// `sqlite://path/to/file.db`, `sqlite::memory:` or `postgres://user:password@host/db`.
     pub url: String,
+    /// PostgreSQL past any connection pooler, for work that needs a session of its own:
+    /// migrations ([`SeaOrmStore::connect_direct`](crate::SeaOrmStore::connect_direct)).
+    /// `None`: `url` serves for that too.
+    pub direct_url: Option<String>,
+    /// Named prepared statements on PostgreSQL connections; ignored for SQLite.
+    pub prepared_statements: PreparedStatements,
     /// Pool size. For `sqlite::memory:` the pool always has exactly one connection (each
     /// connection to a private in-memory database would see its own empty database).
     pub max_connections: u32,
@@ -170,12 +198,15 @@ pub struct StoreSettings {
 }
 
 impl StoreSettings {
-    /// The defaults for `url`: 8 connections, `synchronous=FULL`, 5 s busy and acquire timeouts,
-    /// 6 attempts with a 5 ms first backoff, group commit off, API keys kept for 1 s.
+    /// The defaults for `url`: no direct URL, prepared statements kept, 8 connections,
+    /// `synchronous=FULL`, 5 s busy and acquire timeouts, 6 attempts with a 5 ms first backoff,
+    /// group commit off, API keys kept for 1 s.
     #[must_use]
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
+            direct_url: None,
+            prepared_statements: PreparedStatements::Kept,
             max_connections: 8,
             sqlite_synchronous: SqliteSynchronous::Full,
             busy_timeout_ms: 5_000,
@@ -197,6 +228,19 @@ impl StoreSettings {
         self.is_sqlite() && (self.url.contains(":memory:") || self.url.contains("mode=memory"))
     }
 
+    /// The sea-orm options of the direct connection: `direct_url` with one connection and named
+    /// prepared statements (a session of its own); `None` when there is no direct URL.
+    pub(crate) fn direct_connect_options(&self) -> Option<ConnectOptions> {
+        let url = self.direct_url.clone()?;
+        let mut options = ConnectOptions::new(url);
+        options
+            .acquire_timeout(Duration::from_millis(self.acquire_timeout_ms))
+            .connect_timeout(Duration::from_millis(self.acquire_timeout_ms))
+            .max_connections(1)
+            .sqlx_logging(false);
+        Some(options)
+    }
+
     /// The sea-orm options these settings stand for.
     pub(crate) fn connect_options(&self) -> ConnectOptions {
         let mut options = ConnectOptions::new(self.url.clone());
@@ -204,6 +248,12 @@ impl StoreSettings {
             .acquire_timeout(Duration::from_millis(self.acquire_timeout_ms))
             .connect_timeout(Duration::from_millis(self.acquire_timeout_ms))
             .sqlx_logging(false);
+        if !self.is_sqlite() && self.prepared_statements == PreparedStatements::Off {
+            // With the cache off, the patched sqlx-postgres (vendor/README.md) uses the unnamed
+            // statement and parses it again with each execution.
+            options
+                .map_sqlx_postgres_opts(|o| o.statement_cache_capacity(0).extra_float_digits(None));
+        }
         if self.is_sqlite_memory() {
             // One connection that never closes: the in-memory database lives as long as it does.
             options
@@ -243,6 +293,8 @@ impl fmt::Debug for StoreSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StoreSettings")
             .field("url", &redacted(&self.url))
+            .field("direct_url", &self.direct_url.as_deref().map(redacted))
+            .field("prepared_statements", &self.prepared_statements)
             .field("max_connections", &self.max_connections)
             .field("sqlite_synchronous", &self.sqlite_synchronous)
             .field("busy_timeout_ms", &self.busy_timeout_ms)
@@ -275,13 +327,21 @@ mod tests {
 
     #[test]
     fn debug_output_never_shows_the_password() {
-        let s = StoreSettings::new("postgres://tally:hunter2@db:5432/tally");
+        let s = StoreSettings {
+            direct_url: Some("postgres://tally:swordfish@db-direct:5432/tally".into()),
+            ..StoreSettings::new("postgres://tally:hunter2@db:5432/tally")
+        };
         let printed = format!("{s:?}");
         assert!(
             printed.contains("postgres://tally:***@db:5432/tally"),
             "{printed}"
         );
+        assert!(
+            printed.contains("postgres://tally:***@db-direct:5432/tally"),
+            "{printed}"
+        );
         assert!(!printed.contains("hunter2"));
+        assert!(!printed.contains("swordfish"));
         assert_eq!(redacted("sqlite://data/tally.db"), "sqlite://data/tally.db");
     }
 

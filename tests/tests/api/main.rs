@@ -30,4 +30,5 @@ mod service;
 mod sign_up_abuse;
 mod source_tree;
 mod sql_placement;
+mod transaction_pooler;
 mod use_case_spans;

@@ -14,8 +14,8 @@
 //! time), [`crash`] and [`outage`], on the machinery of [`cluster`]. `just reliability` runs
 //! everything, including the schemathesis run against the OpenAPI document.
 
-mod api;
-mod cluster;
+pub(crate) mod api;
+pub(crate) mod cluster;
 mod crash;
 mod duplicates;
 mod hostile;

@@ -1,0 +1,3 @@
+mod date;
+mod datetime;
+mod time;
