@@ -102,7 +102,8 @@ impl Api {
         Ok((text(&session, "token")?, text(&session["user"], "id")?))
     }
 
-    /// A service API key with scope `credits:consume`, made by the administrator `admin_token`.
+    /// A service API key with scopes `credits:consume` and `billing:write` (spending and buying
+    /// for a user), made by the administrator `admin_token`.
     ///
     /// # Errors
     /// Refused, or the service is unreachable.
@@ -111,27 +112,29 @@ impl Api {
             .http
             .post(format!("{}/api/admin/api-keys", self.base))
             .bearer_auth(admin_token)
-            .json(&json!({ "name": "tally-bench", "scopes": ["credits:consume"] }))
+            .json(&json!({ "name": "tally-bench", "scopes": ["credits:consume", "billing:write"] }))
             .send()
             .await?;
         text(&expect(answer, 201, "create API key").await?, "secret")
     }
 
-    /// Start a payment of `plan` through `provider`: the order id.
+    /// Start a payment of `plan` through `provider` for `user`, by the service API key
+    /// `api_key` acting for them (`?userId=`, as a host app's backend does): the order id.
     ///
     /// # Errors
     /// Refused, or the service is unreachable.
-    pub async fn initiate(
+    pub async fn initiate_for(
         &self,
-        token: &str,
-        plan: &str,
-        provider: &str,
+        api_key: &str,
+        user: &str,
+        (plan, provider): (&str, &str),
         key: &str,
     ) -> anyhow::Result<String> {
         let answer = self
             .http
             .post(format!("{}/api/payment/initiate", self.base))
-            .bearer_auth(token)
+            .query(&[("userId", user)])
+            .bearer_auth(api_key)
             .header("idempotency-key", key)
             .header("x-forwarded-for", forwarded())
             .json(&json!({ "planId": plan, "provider": provider }))

@@ -187,7 +187,7 @@ async fn phases(ctx: &Ctx, db: &Provisioned, report: &mut BackendReport) -> anyh
     let idle = server.rss_kib()?;
     let sampler = RssSampler::start(server.pid);
     paired_points(ctx, db, (&pool, &api, server.pid), &setup, report).await?;
-    webhook_points(ctx, &api, &pool, PER_TRANSACTION, report).await;
+    webhook_points(ctx, (&api, &setup), &pool, PER_TRANSACTION, report).await;
     if !ctx.plan.ingestion_only {
         delivery_point(ctx, &api, &pool, &setup, report).await;
     }
@@ -226,7 +226,7 @@ async fn grouped_phase(
         let row = http_point(ctx, (&api, server.pid), setup, GROUPED, point).await;
         report.consume.push(row);
     }
-    webhook_points(ctx, &api, pool, GROUPED, report).await;
+    webhook_points(ctx, (&api, setup), pool, GROUPED, report).await;
     let peak = sampler.finish().await;
     let plan = &ctx.plan;
     if !plan.ingestion_only {
@@ -436,10 +436,17 @@ async fn delivery_point(
     }
 }
 
-async fn webhook_points(ctx: &Ctx, api: &Api, pool: &Pool, mode: &str, report: &mut BackendReport) {
+async fn webhook_points(
+    ctx: &Ctx,
+    (api, setup): (&Api, &Setup),
+    pool: &Pool,
+    mode: &str,
+    report: &mut BackendReport,
+) {
     let run = webhooks::Run {
         api,
         pool,
+        api_key: &setup.api_key,
         sandbox: &ctx.sandbox,
         mode,
         per_point: ctx.plan.webhooks_per_point,
@@ -448,7 +455,10 @@ async fn webhook_points(ctx: &Ctx, api: &Api, pool: &Pool, mode: &str, report: &
         Ok((rows, verification)) => {
             for row in &rows {
                 progress(
-                    &format!("webhooks {mode} {} {} clients", row.provider, row.clients),
+                    &format!(
+                        "webhooks {mode} {} {} clients, buyers: {}",
+                        row.provider, row.clients, row.buyers
+                    ),
                     &row.summary,
                 );
             }

@@ -197,18 +197,20 @@ fn webhooks(b: &BackendReport) -> String {
         return String::new();
     }
     let mut md = String::from(
-        "Signed webhooks (payment succeeded), each for its own pending order:\n\n\
-         | mode | provider | clients | webhooks | req/s | p50 | p99 | p99.9 | errors |\n\
-         |---|---|---|---|---|---|---|---|---|\n",
+        "Signed webhooks (payment succeeded), each for its own pending order; each order of a \
+         `distinct` point has a buyer of its own, every order of a `one` point the same buyer:\n\n\
+         | mode | provider | clients | buyers | webhooks | req/s | p50 | p99 | p99.9 | errors |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
     );
     for row in &b.webhooks {
         let s = &row.summary;
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {:.0} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {:.0} | {} | {} |",
             row.mode,
             row.provider,
             row.clients,
+            row.buyers,
             s.ok + s.errors,
             s.per_second,
             latencies(Some(s)),
@@ -218,10 +220,11 @@ fn webhooks(b: &BackendReport) -> String {
     for v in &b.webhook_checks {
         let _ = writeln!(
             md,
-            "\n{}: {} delivered, {} orders paid, {} grants for {} orders, {} delivered again; \
-             granted exactly once: **{}**; ledger adds up: **{}**.",
+            "\n{}: {} delivered to {} buyers, {} orders paid, {} grants for {} orders, {} delivered \
+             again; granted exactly once: **{}**; every buyer's ledger adds up: **{}**.",
             v.mode,
             v.delivered,
+            v.buyers,
             v.paid_orders,
             v.grants,
             v.granted_orders,

@@ -3,13 +3,15 @@
 //! AES-256-GCM sealed resource).
 //!
 //! For each point, pending orders are created through `POST /api/payment/initiate` (credits
-//! packs `credits_card_500` and `credits_cn_qr_1000`), which makes the service's sandbox open a
-//! checkout for each. The benchmark reads those checkouts back (`GET /sandbox/api/payments`) and
+//! packs `credits_card_500` and `credits_cn_qr_1000`, bought by a service API key acting for
+//! the buyer, as a host app's backend does), which makes the service's sandbox open a checkout
+//! for each. Each order of a point has a buyer of its own, as a day of real payments has, and
+//! one more point sends every webhook for one buyer (one hot balance row). The benchmark reads those checkouts back (`GET /sandbox/api/payments`) and
 //! has its own copy of the sandbox simulators sign the "payment succeeded" notification for
 //! each, exactly as the provider would (signing happens before the clock starts). The signed
 //! webhooks are then posted to `/api/payment/webhook/<provider>` by N concurrent clients.
 //! Afterwards every order must be paid and granted exactly once, also after a second delivery
-//! of some of them, and the buyer's ledger must add up.
+//! of some of them, and every buyer's ledger must add up.
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -33,6 +35,8 @@ pub const PROVIDERS: [(&str, &str); 2] = [
 ];
 /// Concurrent clients of the webhook points.
 pub const CLIENTS: [usize; 2] = [8, 32];
+/// The one-buyer point: its provider and clients.
+const HOT_POINT: ((&str, &str), usize) = (PROVIDERS[0], 32);
 /// Concurrent initiate calls while preparing orders.
 const SETUP_CLIENTS: usize = 8;
 /// Webhooks delivered a second time per point, to check that a duplicate grants nothing.
@@ -47,6 +51,8 @@ pub struct WebhookRow {
     pub provider: String,
     /// Concurrent clients.
     pub clients: usize,
+    /// `distinct` (a buyer per order) or `one` (every order for one buyer).
+    pub buyers: &'static str,
     /// What it came to.
     pub summary: Summary,
 }
@@ -58,9 +64,11 @@ pub struct Verification {
     pub mode: String,
     /// Webhooks answered with a 2xx (first deliveries).
     pub delivered: u64,
-    /// Orders of the buyer now paid.
+    /// Buyers of the mode's orders.
+    pub buyers: usize,
+    /// Orders of those buyers now paid.
     pub paid_orders: i64,
-    /// Order grants of the buyer.
+    /// Order grants of those buyers.
     pub grants: i64,
     /// Distinct orders among those grants.
     pub granted_orders: i64,
@@ -68,32 +76,37 @@ pub struct Verification {
     pub redelivered: usize,
     /// Paid = grants = distinct = delivered, also after the second deliveries.
     pub granted_once: bool,
-    /// The buyer's balance equals the sum of its transactions.
+    /// Every buyer's balance equals the sum of its transactions.
     pub ledger_consistent: bool,
 }
 
-/// Create `count` pending orders of `plan` through `provider` for the buyer `token`.
+/// Create one pending order of `plan` through `provider` for each of `buyers` (the same buyer
+/// may appear many times), bought by the API key `api_key` acting for them.
 async fn create_orders(
     api: &Api,
-    token: &str,
+    api_key: &str,
     (provider, plan): (&str, &str),
-    count: usize,
+    buyers: Vec<String>,
     tag: &str,
 ) -> anyhow::Result<Vec<String>> {
+    let count = buyers.len();
     let ids = Arc::new(Mutex::new(Vec::with_capacity(count)));
-    let (api2, token, tag, ids2) = (
+    let (api2, api_key, tag, ids2, buyers) = (
         api.clone(),
-        Arc::new(token.to_owned()),
+        Arc::new(api_key.to_owned()),
         Arc::new(format!("{tag}-{provider}")),
         ids.clone(),
+        Arc::new(buyers),
     );
     let (provider, plan) = (provider.to_owned(), plan.to_owned());
     let summary = load::drain(SETUP_CLIENTS, count, move |job| {
-        let (api, token, tag, ids) = (api2.clone(), token.clone(), tag.clone(), ids2.clone());
-        let (provider, plan) = (provider.clone(), plan.clone());
+        let (api, api_key, tag, ids) = (api2.clone(), api_key.clone(), tag.clone(), ids2.clone());
+        let (provider, plan, buyers) = (provider.clone(), plan.clone(), buyers.clone());
         async move {
             let key = format!("{tag}-{job}");
-            let id = api.initiate(&token, &plan, &provider, &key).await?;
+            let id = api
+                .initiate_for(&api_key, &buyers[job], (&plan, &provider), &key)
+                .await?;
             ids.lock()
                 .map_err(|_| anyhow::anyhow!("poisoned"))?
                 .push(id);
@@ -199,6 +212,8 @@ pub struct Run<'a> {
     pub api: &'a Api,
     /// The benchmark's pool on the service's database.
     pub pool: &'a Pool,
+    /// A service API key that may buy for a user (`billing:write`).
+    pub api_key: &'a str,
     /// The bench's own simulators.
     pub sandbox: &'a Sandbox,
     /// `per_transaction` or `grouped`.
@@ -208,21 +223,40 @@ pub struct Run<'a> {
 }
 
 impl Run<'_> {
-    /// Register a buyer, create the orders, measure every point, verify.
+    /// Create the buyers and their orders, measure every point, verify.
     ///
     /// # Errors
     /// Setup or verification queries fail.
     pub async fn measure(&self) -> anyhow::Result<(Vec<WebhookRow>, Verification)> {
-        let email = format!("buyer-{}@bench.example.com", self.mode);
-        let (token, buyer) = self.api.register(&email, crate::PASSWORD).await?;
-        let mut points = Vec::new();
+        let mut plan: Vec<((&str, &str), usize, &'static str)> = Vec::new();
         for provider in PROVIDERS {
             for clients in CLIENTS {
-                let tag = format!("wh-{}-{clients}", self.mode);
-                let orders =
-                    create_orders(self.api, &token, provider, self.per_point, &tag).await?;
-                points.push((provider.0, clients, orders));
+                plan.push((provider, clients, "distinct"));
             }
+        }
+        plan.push((HOT_POINT.0, HOT_POINT.1, "one"));
+        let mut buyers = Vec::new();
+        let mut points = Vec::new();
+        for (provider, clients, who) in plan {
+            let tag = format!("wh-{}-{}-{clients}-{who}", self.mode, provider.0);
+            // A user id is at most 64 characters: the buyer's is the mode's prefix and the
+            // point without the mode again.
+            let buyer = format!("{}{}-{clients}-{who}", self.prefix(), provider.0);
+            let of_point: Vec<String> = match who {
+                "one" => vec![buyer],
+                _ => (0..self.per_point)
+                    .map(|i| format!("{buyer}-{i:05}"))
+                    .collect(),
+            };
+            store::bench::create_users(self.pool, &of_point, crate::now_ms())
+                .await
+                .context("creating buyers")?;
+            let orders_of: Vec<String> = (0..self.per_point)
+                .map(|i| of_point[i % of_point.len()].clone())
+                .collect();
+            let orders = create_orders(self.api, self.api_key, provider, orders_of, &tag).await?;
+            buyers.extend(of_point);
+            points.push((provider.0, clients, who, orders));
         }
         let checkouts: HashMap<String, Value> = self
             .api
@@ -236,9 +270,12 @@ impl Run<'_> {
         let mut rows = Vec::new();
         let mut delivered = 0;
         let mut duplicates = Vec::new();
-        for (provider, clients, orders) in points {
+        for (provider, clients, who, orders) in points {
             let hooks = Arc::new(sign_all(self.sandbox, &checkouts, &orders)?);
-            eprintln!("  webhooks {provider} x{clients}: {} signed", hooks.len());
+            eprintln!(
+                "  webhooks {provider} x{clients} (buyers: {who}): {} signed",
+                hooks.len()
+            );
             let summary = post_all(self.api, provider, clients, hooks.clone()).await;
             delivered += summary.ok;
             for hook in hooks.iter().take(DUPLICATES) {
@@ -248,32 +285,43 @@ impl Run<'_> {
                 mode: self.mode.to_owned(),
                 provider: provider.to_owned(),
                 clients,
+                buyers: who,
                 summary,
             });
         }
-        let verification = self.verify(&buyer, delivered, &duplicates).await?;
+        let verification = self.verify(&buyers, delivered, &duplicates).await?;
         Ok((rows, verification))
     }
 
-    /// Check the orders and grants of `buyer`, deliver `duplicates` again, check again.
+    /// The id prefix of this mode's buyers (every buyer id of the mode starts with it).
+    fn prefix(&self) -> String {
+        format!("whb-{}-", self.mode)
+    }
+
+    /// Check the orders and grants of `buyers`, deliver `duplicates` again, check again.
     async fn verify(
         &self,
-        buyer: &str,
+        buyers: &[String],
         delivered: u64,
         duplicates: &[(&str, SimWebhook)],
     ) -> anyhow::Result<Verification> {
-        let before = self.counts(buyer).await?;
+        let before = self.counts().await?;
         for (provider, hook) in duplicates {
             if let Err(e) = deliver(self.api, provider, hook).await {
                 eprintln!("  a duplicate webhook was refused: {e:#}");
             }
         }
-        let after = self.counts(buyer).await?;
+        let after = self.counts().await?;
         let expected = i64::try_from(delivered).unwrap_or(i64::MAX);
         let (paid, grants, distinct) = after;
+        let mut ledger_consistent = true;
+        for buyer in buyers {
+            ledger_consistent &= store::bench::check_ledger(self.pool, buyer).await.is_ok();
+        }
         Ok(Verification {
             mode: self.mode.to_owned(),
             delivered,
+            buyers: buyers.len(),
             paid_orders: paid,
             grants,
             granted_orders: distinct,
@@ -282,12 +330,13 @@ impl Run<'_> {
                 && paid == expected
                 && grants == expected
                 && distinct == expected,
-            ledger_consistent: store::bench::check_ledger(self.pool, buyer).await.is_ok(),
+            ledger_consistent,
         })
     }
 
-    async fn counts(&self, buyer: &str) -> anyhow::Result<(i64, i64, i64)> {
-        store::bench::order_grants(self.pool, buyer).await
+    /// Paid orders, order grants and distinct granted orders of every buyer of this mode.
+    async fn counts(&self) -> anyhow::Result<(i64, i64, i64)> {
+        store::bench::order_grants_of_prefix(self.pool, &self.prefix()).await
     }
 }
 

@@ -14,4 +14,6 @@ mod seed;
 pub use customers::{ROWS_PER_CUSTOMER, customer_id, seed_customers, users_and_ledger_rows};
 pub use limit::{Consume, Shape, consume};
 pub use pool::{Pool, create_database, drop_database};
-pub use seed::{FUNDING, check_ledger, create_users, fund, history, order_grants, write_events};
+pub use seed::{
+    FUNDING, check_ledger, create_users, fund, history, order_grants_of_prefix, write_events,
+};

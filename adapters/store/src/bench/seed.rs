@@ -190,32 +190,42 @@ pub async fn check_ledger(pool: &Pool, user: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What the service wrote for `buyer`'s paid orders: its paid orders, its orders' grant lots,
-/// and the distinct orders those lots are for.
+/// What the service wrote for the paid orders of every buyer whose id starts with `prefix`:
+/// their paid orders, their orders' grant lots, and the distinct orders those lots are for
+/// (`prefix` ≤ id < `prefix` with its last character incremented: a range of the index).
 ///
 /// # Errors
-/// The database refuses.
-pub async fn order_grants(pool: &Pool, buyer: &str) -> anyhow::Result<(i64, i64, i64)> {
-    let user = [Val::T(buyer.to_owned())];
+/// The database refuses, or `prefix` is empty.
+pub async fn order_grants_of_prefix(pool: &Pool, prefix: &str) -> anyhow::Result<(i64, i64, i64)> {
+    let mut end: Vec<char> = prefix.chars().collect();
+    let last = end
+        .pop()
+        .ok_or_else(|| anyhow::anyhow!("an empty buyer prefix"))?;
+    let next = char::from_u32(u32::from(last) + 1)
+        .ok_or_else(|| anyhow::anyhow!("a buyer prefix ending in {last:?}"))?;
+    end.push(next);
+    let range = || [Val::T(prefix.to_owned()), Val::T(end.iter().collect())];
     let paid = pool
         .scalar(
-            "SELECT COUNT(*) FROM orders WHERE user_id = $1 AND status = 'paid'",
-            &user,
+            "SELECT COUNT(*) FROM orders WHERE user_id >= $1 AND user_id < $2 \
+             AND status = 'paid'",
+            &range(),
         )
         .await?
         .unwrap_or(0);
     let grants = pool
         .scalar(
-            "SELECT COUNT(*) FROM credit_grants WHERE user_id = $1 AND source_kind = 'order'",
-            &user,
+            "SELECT COUNT(*) FROM credit_grants WHERE user_id >= $1 AND user_id < $2 \
+             AND source_kind = 'order'",
+            &range(),
         )
         .await?
         .unwrap_or(0);
     let distinct = pool
         .scalar(
             "SELECT COUNT(DISTINCT source_key) FROM credit_grants \
-             WHERE user_id = $1 AND source_kind = 'order'",
-            &user,
+             WHERE user_id >= $1 AND user_id < $2 AND source_kind = 'order'",
+            &range(),
         )
         .await?
         .unwrap_or(0);
