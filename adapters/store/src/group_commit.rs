@@ -84,6 +84,7 @@ use sea_orm::{
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::WriteTurn;
+use crate::observe::Watch;
 use crate::retry::{ErrorClass, Fail, classify, store_error};
 use crate::settings::GroupCommit;
 use crate::sql::End;
@@ -356,13 +357,13 @@ impl<C: GroupedCommand> Committer<C> {
         };
         match home {
             Home::Shared(db) => crew.spawn(&db),
-            Home::Own(options) => {
+            Home::Own(options, seen) => {
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()?;
                 std::thread::Builder::new()
                     .name("tally-group-commit".to_owned())
-                    .spawn(move || runtime.block_on(crew.run_own(options)))?;
+                    .spawn(move || runtime.block_on(crew.run_own(options, seen)))?;
             }
         }
         Ok(Self {
@@ -464,7 +465,9 @@ pub(crate) enum Home {
     /// on PostgreSQL, the group's read took 1.5 ms from send to wake-up for 0.1 ms of execution
     /// in the server, and the writer was busy 93% of the time. On their own thread the
     /// operating system's scheduler wakes them when their socket is ready.
-    Own(ConnectOptions),
+    ///
+    /// The [`Watch`] is shown their statements, as the store's pool shows it its own.
+    Own(ConnectOptions, Watch),
 }
 
 /// The writers before they start.
@@ -514,18 +517,19 @@ impl<C: GroupedCommand> Crew<C> {
 
     /// Open the writers' pool, run them until they stop, then close it. When the pool cannot
     /// be made, no writer runs: the queues are dropped and every command runs alone.
-    async fn run_own(self, mut options: ConnectOptions) {
+    async fn run_own(self, mut options: ConnectOptions, seen: Watch) {
         options
             .max_connections(u32::try_from(self.intakes.len()).unwrap_or(u32::MAX))
             .min_connections(0)
             .connect_lazy(true);
-        let db = match sea_orm::Database::connect(options).await {
+        let mut db = match sea_orm::Database::connect(options).await {
             Ok(db) => db,
             Err(e) => {
                 tracing::error!(error = %e, "the group-commit writers could not open their pool; every command runs alone");
                 return;
             }
         };
+        seen.attach(&mut db);
         let (writers, stopped) = self.writers(&db);
         let mut running = tokio::task::JoinSet::new();
         for writer in writers {

@@ -20,7 +20,9 @@
 //! - `events`: the webhook inbox and the order and subscription compare-and-sets;
 //! - `outbox`: the host events written inside those transactions, and the catch-up feed;
 //! - `webhooks`: the host application's webhook endpoints and the deliveries to them;
-//! - `admin`: the admin console's lists by keyset, payment totals and the audit log.
+//! - `admin`: the admin console's lists by keyset, payment totals and the audit log;
+//! - `observe`: every statement sent, shown to a test (feature `testing`,
+//!   `SeaOrmStore::connect_observed`).
 //!
 //! Architecture Invariant: no SQL and no sea-orm type leaves this crate; the schema lives in the
 //! `migrations` crate, which never imports anything from here.
@@ -34,6 +36,7 @@ mod events;
 mod group_commit;
 mod key_cache;
 mod ledger;
+mod observe;
 mod opt_in;
 mod orders;
 mod outbox;
@@ -59,6 +62,9 @@ pub use crate::group_commit::GroupCommitStats;
 use crate::group_commit::{Committer, Home};
 use crate::key_cache::KeyCache;
 use crate::ledger::LedgerCommand;
+use crate::observe::Watch;
+#[cfg(feature = "testing")]
+pub use crate::observe::{SentStatement, StatementObserver};
 use crate::retry::{RetryPolicy, store_error};
 pub use crate::settings::{GroupCommit, PreparedStatements, SqliteSynchronous, StoreSettings};
 
@@ -125,7 +131,29 @@ impl SeaOrmStore {
     /// # Errors
     /// [`StoreError::Busy`] when the database cannot be reached.
     pub async fn connect(settings: &StoreSettings, events: Encoder) -> Result<Self, StoreError> {
-        let db = Database::connect(settings.connect_options())
+        Self::connect_watched(settings, events, Watch::default()).await
+    }
+
+    /// [`SeaOrmStore::connect`], with every statement the store runs (on its pool and on the
+    /// group-commit writers' connections) shown to `observer` as it completes (`observe`).
+    ///
+    /// # Errors
+    /// As [`SeaOrmStore::connect`].
+    #[cfg(feature = "testing")]
+    pub async fn connect_observed(
+        settings: &StoreSettings,
+        events: Encoder,
+        observer: StatementObserver,
+    ) -> Result<Self, StoreError> {
+        Self::connect_watched(settings, events, Watch::new(observer)).await
+    }
+
+    async fn connect_watched(
+        settings: &StoreSettings,
+        events: Encoder,
+        watch: Watch,
+    ) -> Result<Self, StoreError> {
+        let mut db = Database::connect(settings.connect_options())
             .await
             .map_err(|e| match e {
                 sea_orm::DbErr::Conn(_) | sea_orm::DbErr::ConnectionAcquire(_) => {
@@ -133,6 +161,7 @@ impl SeaOrmStore {
                 }
                 other => store_error(other),
             })?;
+        watch.attach(&mut db);
         // SQLite files: writers of this process queue here, first come first served, instead of
         // in SQLite's busy handler, which sleeps in growing steps (up to 100 ms) and wakes
         // whoever polls first, so that under 32 concurrent writers the slowest waited hundreds
@@ -145,7 +174,7 @@ impl SeaOrmStore {
             let home = if settings.is_sqlite_memory() {
                 Home::Shared(db.clone())
             } else {
-                Home::Own(settings.connect_options())
+                Home::Own(settings.connect_options(), watch)
             };
             Some(
                 Committer::spawn(home, turn.clone(), settings.group_commit)

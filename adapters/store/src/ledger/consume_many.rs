@@ -898,6 +898,7 @@ fn draw_part(postgres: bool, first: usize, draws: &[Draw]) -> Option<(Part, usiz
         .map(|d| {
             vec![
                 Cell::Int(Some(d.lot)),
+                Cell::text(&d.user),
                 Cell::Int(Some(d.take)),
                 Cell::Int(Some(d.was)),
             ]
@@ -906,12 +907,18 @@ fn draw_part(postgres: bool, first: usize, draws: &[Draw]) -> Option<(Part, usiz
     let (cte, values) = rows(
         postgres,
         ("l", first),
-        &[("lot", "bigint"), ("take", "bigint"), ("was", "bigint")],
+        &[
+            ("lot", "bigint"),
+            ("uid", "text"),
+            ("take", "bigint"),
+            ("was", "bigint"),
+        ],
         table,
     );
+    // The owner too: a lot is found by its account first (docs/scaling.md).
     let statement =
         "UPDATE credit_grants SET remaining_hundredths = remaining_hundredths - l.take \
-         FROM l WHERE id = l.lot AND remaining_hundredths = l.was \
+         FROM l WHERE id = l.lot AND user_id = l.uid AND remaining_hundredths = l.was \
          AND remaining_hundredths >= l.take RETURNING id"
             .to_owned();
     Some((
@@ -927,6 +934,8 @@ fn draw_part(postgres: bool, first: usize, draws: &[Draw]) -> Option<(Part, usiz
 /// What a run takes from one lot in total.
 struct Draw {
     lot: i64,
+    /// Whose lot it is.
+    user: String,
     take: i64,
     /// What the lot held when the run read it.
     was: i64,
@@ -1112,18 +1121,26 @@ impl Run<'_> {
         for &(lot, take) in &self.takes {
             match draws.iter_mut().find(|d| d.lot == lot) {
                 Some(d) => d.take += take,
-                None => draws.push(Draw { lot, take, was: 0 }),
+                None => draws.push(Draw {
+                    lot,
+                    user: String::new(),
+                    take,
+                    was: 0,
+                }),
             }
         }
         // Each lot now holds what it held minus what the run took.
         for d in &mut draws {
-            let now = self
+            let owned = self
                 .lots
-                .values()
-                .flatten()
-                .find(|l| l.id == d.lot)
-                .map_or(0, |l| l.remaining.hundredths());
-            d.was = now + d.take;
+                .iter()
+                .find_map(|(user, lots)| Some((user, lots.iter().find(|l| l.id == d.lot)?)));
+            if let Some((user, lot)) = owned {
+                d.user.clone_from(user);
+                d.was = lot.remaining.hundredths() + d.take;
+            } else {
+                d.was = d.take;
+            }
         }
         draws
     }

@@ -235,11 +235,12 @@ pub(crate) async fn clawback(
     let sql = "UPDATE credit_grants SET remaining_hundredths = remaining_hundredths - $2, \
         clawed_back_hundredths = clawed_back_hundredths + $2, \
         shortfall_hundredths = shortfall_hundredths + $3 \
-        WHERE id = $1 AND remaining_hundredths >= $2";
+        WHERE id = $1 AND user_id = $4 AND remaining_hundredths >= $2";
     let values = vec![
         lot.id.into(),
         t.taken.hundredths().into(),
         t.shortfall.hundredths().into(),
+        c.user_id.as_str().into(),
     ];
     if sql::execute(tx, sql, values).await? != 1 {
         return Err(Fail::Retry("a grant lot changed during a clawback"));

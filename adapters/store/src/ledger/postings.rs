@@ -298,20 +298,23 @@ pub(crate) async fn keyed_transaction<C: ConnectionTrait>(
     Ok(Some((row.into_domain()?, hash)))
 }
 
-/// Draw `amount` from `lots` (a user's spendable lots, read under their balance row's lock:
+/// Draw `amount` from `lots` (`user`'s spendable lots, read under their balance row's lock:
 /// [`lock_balance_with_lots`]), soonest expiry first, then oldest ([`allocate_spend`]). Lots
 /// that hold less than `amount` in total are drawn to zero and the rest stays unattributed.
 /// Each draw is conditional; a lot that changed under the lock means the lock order was broken
 /// somewhere, and the operation runs again.
 pub(crate) async fn draw_from(
     tx: &DatabaseTransaction,
+    user: &UserId,
     lots: &[GrantLot],
     amount: Credits,
 ) -> Result<(), Fail> {
     for (id, take) in allocate_spend(lots, amount) {
+        // The owner too: a lot is found by its account first (docs/scaling.md).
         let sql = "UPDATE credit_grants SET remaining_hundredths = remaining_hundredths - $2 \
-                   WHERE id = $1 AND remaining_hundredths >= $2";
-        if sql::execute(tx, sql, vec![id.into(), take.hundredths().into()]).await? != 1 {
+                   WHERE id = $1 AND user_id = $3 AND remaining_hundredths >= $2";
+        let values = vec![id.into(), take.hundredths().into(), user.as_str().into()];
+        if sql::execute(tx, sql, values).await? != 1 {
             return Err(Fail::Retry("a grant lot changed during a spend"));
         }
     }

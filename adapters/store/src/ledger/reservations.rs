@@ -187,7 +187,7 @@ async fn set_status(
         _ => (None, None),
     };
     let sql = "UPDATE credit_reservations SET status = $2, actual_hundredths = $3, \
-        charged_hundredths = $4, resolved_at = $5 WHERE id = $1 AND status = $6";
+        charged_hundredths = $4, resolved_at = $5 WHERE id = $1 AND user_id = $7 AND status = $6";
     let values = vec![
         r.id.as_str().into(),
         status.code().into(),
@@ -195,6 +195,7 @@ async fn set_status(
         charged.into(),
         now.unix_millis().into(),
         ReservationStatus::Pending.code().into(),
+        r.user_id.as_str().into(),
     ];
     if sql::execute(tx, sql, values).await? != 1 {
         return Err(Fail::Retry("the reservation was resolved concurrently"));
@@ -253,7 +254,7 @@ pub(crate) async fn settle(
         };
         written = Some(postings::post_decided(tx, &posting, decided).await?);
     }
-    postings::draw_from(tx, &lots, s.charged).await?;
+    postings::draw_from(tx, user, &lots, s.charged).await?;
     let settled = set_status(
         tx,
         &r,

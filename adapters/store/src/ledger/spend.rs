@@ -69,7 +69,7 @@ pub(crate) async fn consume(
         now: c.now,
     };
     let written = postings::post_decided(tx, &posting, decided).await?;
-    postings::draw_from(tx, &lots, c.amount).await?;
+    postings::draw_from(tx, &c.user_id, &lots, c.amount).await?;
     // A crossing of the low-balance threshold or to zero is told with the spend.
     let mut told = Outbox::default();
     if wanted.wants(HostEventKind::CreditsConsumed) {
@@ -179,7 +179,7 @@ pub(crate) async fn adjust(
         now: c.now,
     };
     let written = postings::post_decided(tx, &posting, decided).await?;
-    postings::draw_from(tx, &lots, requested).await?;
+    postings::draw_from(tx, &c.user_id, &lots, requested).await?;
     let effect = LedgerEffect::Written(written);
     grants::tell(tx, &effect, events).await?;
     Ok(End::Commit(Spent::Done(effect)))

@@ -16,6 +16,7 @@ mod entitlements;
 mod events;
 mod group_commit;
 mod host_events;
+mod key_audit;
 mod ledger;
 mod orders;
 mod plans;
