@@ -48,7 +48,7 @@ macro_rules! balance_with_lots {
 const LOCK_SQLITE: &str = balance_with_lots!();
 const LOCK_POSTGRES: &str = concat!(balance_with_lots!(), " FOR UPDATE OF b");
 const DRAW: &str = "UPDATE credit_grants SET remaining_hundredths = remaining_hundredths - $2 \
-    WHERE id = $1 AND remaining_hundredths >= $2";
+    WHERE id = $1 AND user_id = $3 AND remaining_hundredths >= $2";
 
 /// Which statements a transaction runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -134,6 +134,7 @@ macro_rules! consume_body {
             let drawn = sqlx::query(DRAW)
                 .bind(lot)
                 .bind(c.amount)
+                .bind(c.user)
                 .execute(&mut *$tx)
                 .await?
                 .rows_affected();
