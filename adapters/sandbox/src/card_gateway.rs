@@ -51,8 +51,6 @@ const MIN_EXPIRY_S: i64 = 30 * 60;
 const MAX_EXPIRY_S: i64 = 24 * 60 * 60;
 /// The most form fields read from one request (a bound on parsing work).
 const MAX_FIELDS: usize = 200;
-/// The most payments scanned for an idempotency key.
-const MAX_SCANNED: usize = 10_000;
 
 /// The simulated Stripe.
 pub struct CardGatewaySimulator;
@@ -73,6 +71,10 @@ pub fn gateway_settings(api_base_url: &str) -> Value {
 impl Simulator for CardGatewaySimulator {
     fn provider(&self) -> ProviderId {
         ProviderId::CardGateway
+    }
+
+    fn lookup_keys(&self) -> &'static [&'static str] {
+        &[objects::IDEMPOTENCY_KEY]
     }
 
     fn api(&self, _hub: Arc<Hub>) -> Route {
@@ -565,12 +567,7 @@ fn kept(
 
 /// The session an earlier request with the same `Idempotency-Key` created.
 fn replayed(hub: &Hub, key: &str) -> Option<SimPayment> {
-    hub.payments().into_iter().take(MAX_SCANNED).find(|p| {
-        p.provider == ProviderId::CardGateway
-            && p.extra
-                .get(objects::IDEMPOTENCY_KEY)
-                .is_some_and(|k| k == key)
-    })
+    hub.payment_by(ProviderId::CardGateway, objects::IDEMPOTENCY_KEY, key)
 }
 
 #[handler]

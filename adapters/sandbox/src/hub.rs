@@ -1,6 +1,8 @@
 //! The sandbox's state: simulated payments and subscriptions, and webhook delivery.
 
-use std::collections::BTreeMap;
+mod store;
+
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -10,8 +12,16 @@ use serde::Serialize;
 
 use crate::simulator::Simulator;
 
-/// The most payments the sandbox keeps (oldest are dropped first); it is a development tool.
+use store::{BoundedMap, Payments};
+
+/// The most payments the sandbox keeps (the oldest created are dropped first); it is a
+/// development tool. A thousand checkouts a minute stay for ten minutes.
 const MAX_PAYMENTS: usize = 10_000;
+/// The most subscriptions it keeps (the oldest started are dropped first).
+const MAX_SUBSCRIPTIONS: usize = 10_000;
+/// The most webhook deliveries it remembers (the oldest are forgotten first); each keeps its
+/// request, a few kilobytes, so that it can be sent again.
+const MAX_DELIVERIES: usize = 1_000;
 /// The longest billing interval a test may give a subscription it starts, in months.
 const MAX_INTERVAL_MONTHS: u32 = 12;
 /// How long a webhook delivery may take.
@@ -259,13 +269,33 @@ pub struct Delivery {
     pub webhook: Option<SimWebhook>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct State {
-    payments: BTreeMap<String, SimPayment>,
-    subscriptions: BTreeMap<String, SimSubscription>,
-    deliveries: Vec<Delivery>,
+    payments: Payments,
+    subscriptions: BoundedMap<SimSubscription>,
+    /// The latest deliveries, oldest first.
+    deliveries: VecDeque<Delivery>,
     drop_webhooks: u32,
     counter: u64,
+}
+
+impl State {
+    fn new() -> Self {
+        Self {
+            payments: Payments::new(MAX_PAYMENTS),
+            subscriptions: BoundedMap::new(MAX_SUBSCRIPTIONS),
+            deliveries: VecDeque::new(),
+            drop_webhooks: 0,
+            counter: 0,
+        }
+    }
+
+    fn record(&mut self, delivery: Delivery) {
+        if self.deliveries.len() >= MAX_DELIVERIES {
+            self.deliveries.pop_front();
+        }
+        self.deliveries.push_back(delivery);
+    }
 }
 
 /// The sandbox's state and webhook sender.
@@ -294,7 +324,7 @@ impl Hub {
             .build()
             .unwrap_or_else(|_| reqwest::Client::new());
         Self {
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State::new()),
             http,
             public_base_url: public_base_url.trim_end_matches('/').to_owned(),
             clock,
@@ -305,6 +335,9 @@ impl Hub {
     }
 
     pub(crate) fn register(&self, simulator: Arc<dyn Simulator>) {
+        lock(&self.state)
+            .payments
+            .index(simulator.provider(), simulator.lookup_keys());
         lock(&self.simulators).insert(simulator.provider(), simulator);
         let _ = self.started.set(());
     }
@@ -408,14 +441,7 @@ impl Hub {
         self.own_url(fields[0], &payment.success_url)?;
         self.own_url(fields[1], &payment.cancel_url)?;
         self.own_url(fields[2], &payment.notify_url)?;
-        let mut state = lock(&self.state);
-        if state.payments.len() >= MAX_PAYMENTS {
-            let oldest = state.payments.keys().next().cloned();
-            if let Some(oldest) = oldest {
-                state.payments.remove(&oldest);
-            }
-        }
-        state.payments.insert(payment.id.clone(), payment);
+        lock(&self.state).payments.insert(payment);
         Ok(())
     }
 
@@ -430,16 +456,49 @@ impl Hub {
     pub fn payment_for_order(&self, provider: ProviderId, order_id: &str) -> Option<SimPayment> {
         lock(&self.state)
             .payments
-            .values()
-            .filter(|p| p.provider == provider && p.order_id == order_id)
-            .max_by_key(|p| p.created_at_ms)
+            .newest_for_order(provider, order_id)
             .cloned()
+    }
+
+    /// Every payment for Tally's order `order_id`, newest first.
+    #[must_use]
+    pub fn payments_for_order(&self, order_id: &str) -> Vec<SimPayment> {
+        let mut all: Vec<SimPayment> = lock(&self.state)
+            .payments
+            .for_order(order_id)
+            .cloned()
+            .collect();
+        all.reverse();
+        all.sort_by_key(|p| std::cmp::Reverse(p.created_at_ms));
+        all
+    }
+
+    /// The payment of `provider` that last took `value` under `extra[name]`; `name` MUST be one
+    /// of the provider simulator's [`Simulator::lookup_keys`].
+    #[must_use]
+    pub fn payment_by(
+        &self,
+        provider: ProviderId,
+        name: &'static str,
+        value: &str,
+    ) -> Option<SimPayment> {
+        lock(&self.state)
+            .payments
+            .looked_up(provider, name, value)
+            .cloned()
+    }
+
+    /// How many payments the sandbox keeps now.
+    #[must_use]
+    pub fn payment_count(&self) -> usize {
+        lock(&self.state).payments.len()
     }
 
     /// Every payment, newest first.
     #[must_use]
     pub fn payments(&self) -> Vec<SimPayment> {
-        let mut all: Vec<SimPayment> = lock(&self.state).payments.values().cloned().collect();
+        let mut all: Vec<SimPayment> = lock(&self.state).payments.newest_first().cloned().collect();
+        // Created in the order they were stored, unless a simulator dated one otherwise.
         all.sort_by_key(|p| std::cmp::Reverse(p.created_at_ms));
         all
     }
@@ -453,9 +512,10 @@ impl Hub {
         id: &str,
         change: impl FnOnce(&mut SimPayment) -> Result<T, SandboxError>,
     ) -> Result<T, SandboxError> {
-        let mut state = lock(&self.state);
-        let payment = state.payments.get_mut(id).ok_or(SandboxError::NotFound)?;
-        change(payment)
+        lock(&self.state)
+            .payments
+            .update(id, change)
+            .unwrap_or(Err(SandboxError::NotFound))
     }
 
     /// A subscription by id.
@@ -464,10 +524,14 @@ impl Hub {
         lock(&self.state).subscriptions.get(id).cloned()
     }
 
-    /// Every subscription.
+    /// Every subscription, newest first.
     #[must_use]
     pub fn subscriptions(&self) -> Vec<SimSubscription> {
-        lock(&self.state).subscriptions.values().cloned().collect()
+        lock(&self.state)
+            .subscriptions
+            .newest_first()
+            .cloned()
+            .collect()
     }
 
     /// Change a subscription.
@@ -487,10 +551,10 @@ impl Hub {
         change(subscription)
     }
 
-    /// Every delivery attempt so far.
+    /// The latest delivery attempts (at most a thousand), oldest first.
     #[must_use]
     pub fn deliveries(&self) -> Vec<Delivery> {
-        lock(&self.state).deliveries.clone()
+        lock(&self.state).deliveries.iter().cloned().collect()
     }
 
     /// Drop the next `count` webhooks instead of sending them (to test reconciliation).
@@ -538,7 +602,8 @@ impl Hub {
                         refunded_minor: 0,
                     }],
                 };
-                lock(&self.state)
+                // The oldest subscription may be dropped to make room: see `store`.
+                let _oldest = lock(&self.state)
                     .subscriptions
                     .insert(subscription.id.clone(), subscription.clone());
                 self.update_payment(id, |p| {
@@ -870,7 +935,7 @@ impl Hub {
             };
             delivery.payment_id = payment_id.clone();
             delivery.webhook = Some(webhook);
-            lock(&self.state).deliveries.push(delivery);
+            lock(&self.state).record(delivery);
         }
     }
 }

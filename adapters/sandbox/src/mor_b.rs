@@ -73,6 +73,10 @@ impl Simulator for MorBSimulator {
         ProviderId::MorB
     }
 
+    fn lookup_keys(&self) -> &'static [&'static str] {
+        &[objects::PAYMENT_ID]
+    }
+
     fn api(&self, _hub: Arc<Hub>) -> Route {
         // The hub reaches the handlers as data of the enclosing sandbox route.
         Route::new()
@@ -788,13 +792,21 @@ struct RefundItem {
     amount: Option<i64>,
 }
 
-/// The session whose payment (or whose subscription's first charge) is `payment_id`.
+/// The session whose payment (or whose subscription's first charge) is `payment_id`: the one
+/// that keeps it as its payment id, or else (a session that keeps none) the session `pay_<id>`
+/// names.
 fn session_of_payment(hub: &Hub, payment_id: &str) -> Option<SimPayment> {
-    hub.payments().into_iter().take(MAX_SCANNED).find(|p| {
-        p.provider == ProviderId::MorB
-            && p.status == SimStatus::Paid
-            && objects::session_payment_id(p) == payment_id
-    })
+    hub.payment_by(ProviderId::MorB, objects::PAYMENT_ID, payment_id)
+        .or_else(|| {
+            payment_id
+                .strip_prefix("pay_")
+                .and_then(|id| hub.payment(id))
+        })
+        .filter(|p| {
+            p.provider == ProviderId::MorB
+                && p.status == SimStatus::Paid
+                && objects::session_payment_id(p) == payment_id
+        })
 }
 
 /// `POST /refunds`: refund the whole payment (no `items`) or an item's `amount` of it, then

@@ -311,12 +311,10 @@ struct PaymentsQuery {
 
 #[handler]
 fn api_payments(Query(q): Query<PaymentsQuery>, hub: Data<&Arc<Hub>>) -> Json<Vec<SimPayment>> {
-    Json(
-        hub.payments()
-            .into_iter()
-            .filter(|p| q.order_id.as_ref().is_none_or(|o| &p.order_id == o))
-            .collect(),
-    )
+    Json(match q.order_id {
+        Some(order_id) => hub.payments_for_order(&order_id),
+        None => hub.payments(),
+    })
 }
 
 #[derive(Debug, Deserialize, Default)]

@@ -22,6 +22,13 @@ pub trait Simulator: Send + Sync + 'static {
     /// the provider sends nothing for that event.
     fn webhooks(&self, hub: &Hub, event: &SimEvent) -> Vec<SimWebhook>;
 
+    /// The names in [`SimPayment::extra`] this provider's API finds payments by (an idempotency
+    /// key, a capture id): the hub indexes them, so that [`Hub::payment_by`] costs the same
+    /// however many payments it keeps. None by default.
+    fn lookup_keys(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// A checkout opened for a one-time payment is about to be billed as a subscription (see
     /// [`Hub::complete_as_subscription`]): carry over what the provider's subscription would
     /// take from it (Stripe copies no session metadata onto a subscription, so the sandbox

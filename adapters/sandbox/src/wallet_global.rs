@@ -92,6 +92,10 @@ impl Simulator for WalletGlobalSimulator {
         ProviderId::WalletGlobal
     }
 
+    fn lookup_keys(&self) -> &'static [&'static str] {
+        &[resources::CREATE_REQUEST_ID, resources::CAPTURE_ID]
+    }
+
     fn api(&self, _hub: Arc<Hub>) -> Route {
         Route::new()
             .at("/v1/oauth2/token", post(api::token))

@@ -130,10 +130,7 @@ fn request_id(request: &Request) -> Option<String> {
 /// The payment first created with `request_id`, for an idempotent replay.
 fn created_with(hub: &Hub, request_id: Option<&str>) -> Option<SimPayment> {
     let request_id = request_id?;
-    hub.payments().into_iter().find(|p| {
-        p.provider == ProviderId::WalletGlobal
-            && p.extra.get(CREATE_REQUEST_ID).map(String::as_str) == Some(request_id)
-    })
+    hub.payment_by(ProviderId::WalletGlobal, CREATE_REQUEST_ID, request_id)
 }
 
 fn one_time(hub: &Hub, id: &str) -> Option<SimPayment> {
@@ -495,10 +492,7 @@ pub(super) fn get_capture(
     if let Err(refusal) = authorized(request) {
         return refusal.into_response();
     }
-    let found = hub
-        .payments()
-        .into_iter()
-        .find(|p| p.provider == ProviderId::WalletGlobal && p.extra.get(CAPTURE_ID) == Some(&id));
+    let found = hub.payment_by(ProviderId::WalletGlobal, CAPTURE_ID, &id);
     match found {
         Some(payment) => Json(capture_json(&hub, &payment)).into_response(),
         None => not_found().into_response(),
@@ -581,9 +575,7 @@ pub(super) async fn refund_capture(
     if let Err(refusal) = authorized(request) {
         return refusal.into_response();
     }
-    let Some(payment) = hub.payments().into_iter().find(|p| {
-        p.provider == ProviderId::WalletGlobal && p.extra.get(CAPTURE_ID) == Some(&capture_id)
-    }) else {
+    let Some(payment) = hub.payment_by(ProviderId::WalletGlobal, CAPTURE_ID, &capture_id) else {
         return not_found().into_response();
     };
     let input: RefundInput = match read_json(body).await {
