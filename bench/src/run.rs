@@ -30,6 +30,10 @@ use crate::{consume, cpu, deliveries, reads, webhooks};
 pub const TARGET_CLIENTS: usize = 32;
 /// Users funded for consumption (one per client at the largest client count).
 const USERS: usize = 128;
+/// How long the service idles before its resident memory is read, idle and after a load:
+/// longer than the 10 s over which the `tally` binary's allocator (jemalloc) gives freed pages
+/// back, so that what is read is what the service holds, not garbage not yet returned.
+const IDLE_SETTLE: Duration = Duration::from_secs(12);
 
 /// How much to measure.
 #[derive(Debug, Clone)]
@@ -183,7 +187,7 @@ async fn phases(ctx: &Ctx, db: &Provisioned, report: &mut BackendReport) -> anyh
     let pool = db.pool().await?;
     report.version = pool.version().await?;
     let setup = setup(&launch1, &api, &pool).await?;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::time::sleep(IDLE_SETTLE).await;
     let idle = server.rss_kib()?;
     let sampler = RssSampler::start(server.pid);
     paired_points(ctx, db, (&pool, &api, server.pid), &setup, report).await?;
@@ -192,7 +196,7 @@ async fn phases(ctx: &Ctx, db: &Provisioned, report: &mut BackendReport) -> anyh
         delivery_point(ctx, &api, &pool, &setup, report).await;
     }
     let peak = sampler.finish().await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::time::sleep(IDLE_SETTLE).await;
     report.memory.push(MemoryRow {
         mode: PER_TRANSACTION.to_owned(),
         idle_mb: mib(idle),
@@ -219,7 +223,7 @@ async fn grouped_phase(
         ms: server.startup.as_secs_f64() * 1000.0,
     });
     let api = Api::new(&server.base_url)?;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::time::sleep(IDLE_SETTLE).await;
     let idle = server.rss_kib()?;
     let sampler = RssSampler::start(server.pid);
     for point in consume_levels(&ctx.plan) {
@@ -232,7 +236,7 @@ async fn grouped_phase(
     if !plan.ingestion_only {
         after_ingestion(ctx, pool, setup, &api, report).await;
     }
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::time::sleep(IDLE_SETTLE).await;
     report.memory.push(MemoryRow {
         mode: GROUPED.to_owned(),
         idle_mb: mib(idle),

@@ -91,6 +91,7 @@ async fn create_orders(
 ) -> anyhow::Result<Vec<String>> {
     let count = buyers.len();
     let ids = Arc::new(Mutex::new(Vec::with_capacity(count)));
+    let through = provider.to_owned();
     let (api2, api_key, tag, ids2, buyers) = (
         api.clone(),
         Arc::new(api_key.to_owned()),
@@ -114,6 +115,11 @@ async fn create_orders(
         }
     })
     .await;
+    // The sandbox's checkouts grow with every point: an initiate that slows as they do shows here.
+    eprintln!(
+        "  {count} initiates through {through}: p50 {:.2} ms, p99 {:.2} ms",
+        summary.p50_ms, summary.p99_ms
+    );
     if summary.errors > 0 {
         bail!(
             "{} of {count} initiates failed: {}",
