@@ -492,17 +492,11 @@ fn database(
     }
     .min(60_000);
     settings.group_commit = group_commit(file, env, settings.is_sqlite())?;
-    let migrate = match env.get("MIGRATE_ON_START").as_deref() {
-        None => file.migrate_on_start.unwrap_or(false),
-        Some("true" | "1") => true,
-        Some("false" | "0") => false,
-        Some(other) => {
-            return Err(bad(
-                "MIGRATE_ON_START",
-                format!("{other:?} is not true or false"),
-            ));
-        }
-    };
+    let migrate = true_or_false(
+        env,
+        "MIGRATE_ON_START",
+        file.migrate_on_start.unwrap_or(false),
+    )?;
     let is_sqlite = settings.is_sqlite();
     Ok((settings, migrate || is_sqlite))
 }
@@ -531,17 +525,11 @@ fn prepared_statements(
     file: &DatabaseFile,
     env: &dyn Env,
 ) -> Result<PreparedStatements, SettingsError> {
-    let kept = match env.get("DATABASE_PREPARED_STATEMENTS").as_deref() {
-        None => file.prepared_statements.unwrap_or(true),
-        Some("true" | "1") => true,
-        Some("false" | "0") => false,
-        Some(other) => {
-            return Err(bad(
-                "DATABASE_PREPARED_STATEMENTS",
-                format!("{other:?} is not true or false"),
-            ));
-        }
-    };
+    let kept = true_or_false(
+        env,
+        "DATABASE_PREPARED_STATEMENTS",
+        file.prepared_statements.unwrap_or(true),
+    )?;
     Ok(if kept {
         PreparedStatements::Kept
     } else {
@@ -561,6 +549,25 @@ fn sqlite_synchronous(raw: Option<&str>) -> Result<SqliteSynchronous, SettingsEr
     }
 }
 
+/// The environment variable `name` as a flag (`true`/`1` or `false`/`0`), else `default`.
+fn true_or_false(env: &dyn Env, name: &str, default: bool) -> Result<bool, SettingsError> {
+    match env.get(name).as_deref() {
+        None => Ok(default),
+        Some("true" | "1") => Ok(true),
+        Some("false" | "0") => Ok(false),
+        Some(other) => Err(bad(name, format!("{other:?} is not true or false"))),
+    }
+}
+
+/// A switch named `name` that is on unless `value` says `off`.
+fn on_or_off(name: &str, value: Option<String>) -> Result<bool, SettingsError> {
+    match value.as_deref() {
+        None | Some("on") => Ok(true),
+        Some("off") => Ok(false),
+        Some(other) => Err(bad(name, format!("{other:?} is not on or off"))),
+    }
+}
+
 /// Group commit: on unless `TALLY_GROUP_COMMIT` says off, with its writers and refill wait.
 fn group_commit(
     file: &DatabaseFile,
@@ -569,16 +576,10 @@ fn group_commit(
 ) -> Result<GroupCommit, SettingsError> {
     // Group commit wins on both databases at 32 clients and more, and on hot accounts
     // (docs/performance.md): on by default.
-    let grouped = match pick(env, "TALLY_GROUP_COMMIT", file.group_commit.clone()).as_deref() {
-        None | Some("on") => true,
-        Some("off") => false,
-        Some(other) => {
-            return Err(bad(
-                "TALLY_GROUP_COMMIT",
-                format!("{other:?} is not on or off"),
-            ));
-        }
-    };
+    let grouped = on_or_off(
+        "TALLY_GROUP_COMMIT",
+        pick(env, "TALLY_GROUP_COMMIT", file.group_commit.clone()),
+    )?;
     let mut group_commit = if grouped {
         GroupCommit::on()
     } else {
@@ -600,16 +601,10 @@ fn group_commit(
     }
     // A lone request is written at once rather than handed to the writer (the hop costs it
     // latency and buys nothing when there is no company): on unless said off.
-    group_commit.direct_when_idle = match env.get("TALLY_GROUP_COMMIT_DIRECT").as_deref() {
-        None | Some("on") => true,
-        Some("off") => false,
-        Some(other) => {
-            return Err(bad(
-                "TALLY_GROUP_COMMIT_DIRECT",
-                format!("{other:?} is not on or off"),
-            ));
-        }
-    };
+    group_commit.direct_when_idle = on_or_off(
+        "TALLY_GROUP_COMMIT_DIRECT",
+        env.get("TALLY_GROUP_COMMIT_DIRECT"),
+    )?;
     if let Some(refill_us) = ranged(
         env,
         "TALLY_GROUP_COMMIT_REFILL_US",
