@@ -42,6 +42,25 @@ const SETUP_CLIENTS: usize = 8;
 /// Webhooks delivered a second time per point, to check that a duplicate grants nothing.
 const DUPLICATES: usize = 20;
 
+/// Whose orders a webhook point pays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Buyers {
+    /// A buyer per order, as a day of payments has.
+    Distinct,
+    /// Every order the same buyer: one hot balance row.
+    One,
+}
+
+impl std::fmt::Display for Buyers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Distinct => "distinct",
+            Self::One => "one",
+        })
+    }
+}
+
 /// One measured point.
 #[derive(Debug, Clone, Serialize)]
 pub struct WebhookRow {
@@ -51,8 +70,8 @@ pub struct WebhookRow {
     pub provider: String,
     /// Concurrent clients.
     pub clients: usize,
-    /// `distinct` (a buyer per order) or `one` (every order for one buyer).
-    pub buyers: &'static str,
+    /// Whose orders it paid.
+    pub buyers: Buyers,
     /// What it came to.
     pub summary: Summary,
 }
@@ -234,13 +253,13 @@ impl Run<'_> {
     /// # Errors
     /// Setup or verification queries fail.
     pub async fn measure(&self) -> anyhow::Result<(Vec<WebhookRow>, Verification)> {
-        let mut plan: Vec<((&str, &str), usize, &'static str)> = Vec::new();
+        let mut plan: Vec<((&str, &str), usize, Buyers)> = Vec::new();
         for provider in PROVIDERS {
             for clients in CLIENTS {
-                plan.push((provider, clients, "distinct"));
+                plan.push((provider, clients, Buyers::Distinct));
             }
         }
-        plan.push((HOT_POINT.0, HOT_POINT.1, "one"));
+        plan.push((HOT_POINT.0, HOT_POINT.1, Buyers::One));
         let mut buyers = Vec::new();
         let mut points = Vec::new();
         for (provider, clients, who) in plan {
@@ -249,8 +268,8 @@ impl Run<'_> {
             // point without the mode again.
             let buyer = format!("{}{}-{clients}-{who}", self.prefix(), provider.0);
             let of_point: Vec<String> = match who {
-                "one" => vec![buyer],
-                _ => (0..self.per_point)
+                Buyers::One => vec![buyer],
+                Buyers::Distinct => (0..self.per_point)
                     .map(|i| format!("{buyer}-{i:05}"))
                     .collect(),
             };
