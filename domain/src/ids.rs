@@ -102,6 +102,11 @@ string_id!(
     UserId, "user id", 64, id_char, "ASCII letters, digits, '-' and '_'"
 );
 string_id!(
+    /// An account: who owns credits. A user's personal account has the user's id; a team's is
+    /// issued as `acct_…` by the id generator.
+    AccountId, "account id", 64, id_char, "ASCII letters, digits, '-' and '_'"
+);
+string_id!(
     /// An order: one attempt to buy one plan.
     OrderId, "order id", 64, id_char, "ASCII letters, digits, '-' and '_'"
 );

@@ -8,6 +8,7 @@
 //! poem or reqwest). `tests/tests/api/dependency_rule.rs` enforces it.
 #![deny(missing_docs)]
 
+pub mod account;
 pub mod cancellation;
 pub mod consumption;
 pub mod credits;
@@ -29,6 +30,11 @@ pub mod subscription;
 pub mod subscription_events;
 pub mod time;
 
+pub use account::{
+    AccountKind, LimitReached, LimitWindow, MemberChange, MemberChangeRefusal, MemberFacts,
+    MemberLimit, MemberRole, WindowCount, count_spend, decide_member_change, give_back, headroom,
+    settle_ceiling,
+};
 pub use cancellation::{CancelRefusal, CancelStep, CancelWhen, decide_cancel};
 pub use consumption::{
     ConsumptionError, ConsumptionMode, ConsumptionRules, FeatureName, ModelName, Multiplier,
@@ -36,8 +42,8 @@ pub use consumption::{
 };
 pub use credits::{CreditDelta, Credits, CreditsError, CreditsTotal};
 pub use ids::{
-    ApiKeyId, IdError, IdempotencyKey, OrderId, PlanId, ReservationId, SubscriptionId, UserId,
-    WebhookEndpointId,
+    AccountId, ApiKeyId, IdError, IdempotencyKey, OrderId, PlanId, ReservationId, SubscriptionId,
+    UserId, WebhookEndpointId,
 };
 pub use ledger::{
     BalanceAlert, DecidedPosting, GrantLot, KeyReuse, LedgerError, SpendDecision,

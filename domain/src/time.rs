@@ -64,6 +64,11 @@ impl Timestamp {
     }
 }
 
+/// The day of the month (1-31, UTC) of `at`.
+pub(crate) fn day_of_month(at: Timestamp) -> u32 {
+    civil_from_days(at.0.div_euclid(MS_PER_DAY)).2
+}
+
 /// Days since 1970-01-01 of the civil date `year`-`month`-`day` (Hinnant's `days_from_civil`).
 fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
     let year = if month <= 2 { year - 1 } else { year };

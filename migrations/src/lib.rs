@@ -30,6 +30,7 @@
 //! | `m20260813_000022_host_user_contact` | acting for users | `host_identities.email` and `.name`: a host user's contact details from the host's token, told to the payment provider |
 //! | `m20260813_000023_host_returns_and_portal` | host app | `orders.success_url`/`cancel_url`: where the host wants its buyer back; `portal_sessions`: single-use portal links and the billing-only sessions they open |
 //! | `m20260814_000024_entitlements_told_version` | the house | `entitlements_told.version`: the compare-and-set of the entitlements the service works out and the store writes |
+//! | `m20260901_000025_accounts` | teams | `accounts` (every user's personal account, with the user's id, and team accounts) and `account_members` (role, spend limit per window and its counter); the credit tables' `user_id` becomes `account_id`, a reference to `accounts`; `member_id` on ledger rows and holds |
 //!
 //! Every step migrates down as well as up; the tests in `tests/migrations.rs` prove it on SQLite
 //! and, when `TEST_DATABASE_URL` is set, on PostgreSQL.
@@ -57,6 +58,7 @@ mod m20260812_000021_plan_allowances;
 mod m20260813_000022_host_user_contact;
 mod m20260813_000023_host_returns_and_portal;
 mod m20260814_000024_entitlements_told_version;
+mod m20260901_000025_accounts;
 mod sql;
 
 pub use sea_orm_migration::MigratorTrait;
@@ -93,6 +95,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20260813_000022_host_user_contact::Migration),
             Box::new(m20260813_000023_host_returns_and_portal::Migration),
             Box::new(m20260814_000024_entitlements_told_version::Migration),
+            Box::new(m20260901_000025_accounts::Migration),
         ]
     }
 }

@@ -204,7 +204,7 @@ async fn step_one_data_survives_the_credits_release(t: &TestDb) {
     // The new tables work with the old rows.
     exec(
         &t.db,
-        "INSERT INTO credit_balances (user_id, balance_hundredths, transaction_count, updated_at)
+        "INSERT INTO credit_balances (account_id, balance_hundredths, transaction_count, updated_at)
          VALUES ('u2', 0, 0, 1)",
     )
     .await;
@@ -552,18 +552,23 @@ async fn earlier_host_users_are_mapped_to_themselves(t: &TestDb) {
 async fn the_database_refuses_rows_that_break_the_invariants(t: &TestDb) {
     Migrator::up(&t.db, None).await.expect("up");
     exec(&t.db, STEP_ONE_DATA[0]).await;
+    exec(
+        &t.db,
+        "INSERT INTO accounts (id, kind, created_by, created_at) VALUES ('u1', 'personal', 'u1', 1)",
+    )
+    .await;
     let refused = [
         // A negative balance.
-        "INSERT INTO credit_balances (user_id, balance_hundredths, transaction_count, updated_at)
+        "INSERT INTO credit_balances (account_id, balance_hundredths, transaction_count, updated_at)
          VALUES ('u1', -1, 0, 1)",
         // A grant with the wrong sign.
-        "INSERT INTO credit_transactions (user_id, kind, amount_hundredths, balance_after_hundredths,
+        "INSERT INTO credit_transactions (account_id, kind, amount_hundredths, balance_after_hundredths,
             created_at) VALUES ('u1', 'purchase_grant', -5, 0, 1)",
         // An unknown kind.
-        "INSERT INTO credit_transactions (user_id, kind, amount_hundredths, balance_after_hundredths,
+        "INSERT INTO credit_transactions (account_id, kind, amount_hundredths, balance_after_hundredths,
             created_at) VALUES ('u1', 'gift', 5, 5, 1)",
-        // A user that does not exist (foreign keys are on).
-        "INSERT INTO credit_balances (user_id, balance_hundredths, transaction_count, updated_at)
+        // An account that does not exist (foreign keys are on).
+        "INSERT INTO credit_balances (account_id, balance_hundredths, transaction_count, updated_at)
          VALUES ('nobody', 1, 0, 1)",
         // An unknown order status.
         "INSERT INTO orders (id, user_id, provider, plan_id, plan_type, amount_minor, currency,
@@ -867,5 +872,234 @@ async fn postgres_sign_up_grant_identities_are_unique_and_outlive_their_accounts
         return;
     };
     sign_up_grant_identities_are_unique_and_outlive_their_accounts(&t).await;
+    t.cleanup().await;
+}
+
+/// A populated ledger as step 24 left it: two users, a paid order, a grant lot, a consumption, a
+/// pending hold and a settled one.
+const LEDGER_AT_STEP_24: &[&str] = &[
+    "INSERT INTO credit_reservations (id, user_id, held_hundredths, status, actual_hundredths,
+        charged_hundredths, idempotency_key, request_hash, feature, model, tokens, note,
+        created_at, expires_at, resolved_at)
+     VALUES ('r1', 'u1', 300, 'pending', NULL, NULL, 'k-r1', 'h1', 'chat', 'gpt', 12, NULL,
+        1700000002000, 1700000900000, NULL),
+            ('r2', 'u2', 100, 'settled', 80, 80, 'k-r2', 'h2', NULL, NULL, NULL, 'n',
+        1700000002100, 1700000900000, 1700000002200)",
+    "INSERT INTO credit_transactions (id, user_id, kind, amount_hundredths,
+        balance_after_hundredths, order_id, subscription_id, reservation_id, feature, model,
+        tokens, note, idempotency_key, request_hash, created_at)
+     VALUES (1, 'u1', 'purchase_grant', 10000, 10000, 'o1', NULL, NULL, NULL, NULL, NULL, NULL,
+        NULL, NULL, 1700000001000),
+            (2, 'u1', 'consumption', -250, 9750, NULL, NULL, NULL, 'chat', 'gpt', 40, NULL,
+        'k-c1', 'hc1', 1700000001500),
+            (3, 'u1', 'reservation_hold', -300, 9450, NULL, NULL, 'r1', NULL, NULL, NULL, NULL,
+        NULL, NULL, 1700000002000),
+            (4, 'u2', 'admin_adjustment', 500, 500, NULL, NULL, NULL, NULL, NULL, NULL, 'gift',
+        'ref-1', 'ha', 1700000002050),
+            (5, 'u2', 'reservation_hold', -100, 400, NULL, NULL, 'r2', NULL, NULL, NULL, NULL,
+        NULL, NULL, 1700000002100),
+            (6, 'u2', 'reservation_settle', 20, 420, NULL, NULL, 'r2', NULL, NULL, NULL, NULL,
+        NULL, NULL, 1700000002200)",
+    "INSERT INTO credit_grants (id, user_id, transaction_id, source_kind, source_key,
+        amount_hundredths, remaining_hundredths, clawed_back_hundredths, shortfall_hundredths,
+        expires_at, expired, granted_at)
+     VALUES (1, 'u1', 1, 'order', 'o1', 10000, 9450, 0, 0, NULL, FALSE, 1700000001000),
+            (2, 'u2', 4, 'admin', 'ref-1', 500, 420, 0, 0, 1800000000000, FALSE, 1700000002050)",
+    "INSERT INTO credit_balances (user_id, balance_hundredths, transaction_count, updated_at)
+     VALUES ('u1', 9450, 3, 1700000002000), ('u2', 420, 3, 1700000002200)",
+];
+
+/// Every row of the four credit tables as text, owner first, in key order; `owner` names the
+/// owner column (`user_id` before step 25, `account_id` after).
+async fn ledger_rows(db: &DatabaseConnection, owner: &str) -> Vec<String> {
+    let tables: [(&str, &str, &[&str]); 4] = [
+        (
+            "credit_balances",
+            "1",
+            &["balance_hundredths", "transaction_count", "updated_at"],
+        ),
+        (
+            "credit_reservations",
+            "id",
+            &[
+                "id",
+                "held_hundredths",
+                "status",
+                "actual_hundredths",
+                "charged_hundredths",
+                "idempotency_key",
+                "request_hash",
+                "feature",
+                "model",
+                "tokens",
+                "note",
+                "created_at",
+                "expires_at",
+                "resolved_at",
+            ],
+        ),
+        (
+            "credit_transactions",
+            "id",
+            &[
+                "id",
+                "kind",
+                "amount_hundredths",
+                "balance_after_hundredths",
+                "order_id",
+                "subscription_id",
+                "reservation_id",
+                "feature",
+                "model",
+                "tokens",
+                "note",
+                "idempotency_key",
+                "request_hash",
+                "created_at",
+            ],
+        ),
+        (
+            "credit_grants",
+            "id",
+            &[
+                "id",
+                "transaction_id",
+                "source_kind",
+                "source_key",
+                "amount_hundredths",
+                "remaining_hundredths",
+                "clawed_back_hundredths",
+                "shortfall_hundredths",
+                "expires_at",
+                "granted_at",
+            ],
+        ),
+    ];
+    let backend = db.get_database_backend();
+    let mut out = Vec::new();
+    for (table, order, columns) in tables {
+        let text: Vec<String> = std::iter::once(owner)
+            .chain(columns.iter().copied())
+            .map(|c| format!("COALESCE(CAST({c} AS TEXT), '-')"))
+            .collect();
+        let sql = format!(
+            "SELECT {} AS row_text FROM {table} ORDER BY {owner}, {order}",
+            text.join(" || '|' || ")
+        );
+        let rows = db
+            .query_all_raw(Statement::from_string(backend, sql))
+            .await
+            .unwrap_or_else(|e| panic!("{table}: {e}"));
+        for row in rows {
+            let text: String = row.try_get("", "row_text").expect("row_text");
+            out.push(format!("{table} {text}"));
+        }
+    }
+    out
+}
+
+async fn count(db: &DatabaseConnection, sql: &str) -> i64 {
+    let row = db
+        .query_one_raw(Statement::from_string(db.get_database_backend(), sql))
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .expect("a row");
+    row.try_get_by_index::<i64>(0).expect("a count")
+}
+
+/// Step 25 on a populated copy: every credit row keeps its values and belongs to its user's
+/// personal account (same id); a team account can own credits; down refuses while a team
+/// exists, then gives back exactly the rows it was given; up again works.
+async fn credits_move_to_personal_accounts_and_back(t: &TestDb) {
+    let before_step = u32::try_from(Migrator::migrations().len() - 1).expect("few steps");
+    Migrator::up(&t.db, Some(before_step))
+        .await
+        .expect("up to step 24");
+    for sql in STEP_ONE_DATA.iter().chain(LEDGER_AT_STEP_24) {
+        exec(&t.db, sql).await;
+    }
+    let before = ledger_rows(&t.db, "user_id").await;
+    assert_eq!(before.len(), 12, "{before:#?}");
+    let people = users_and_orders(&t.db).await;
+    Migrator::up(&t.db, None).await.expect("step 25");
+    assert_eq!(ledger_rows(&t.db, "account_id").await, before);
+    assert_eq!(users_and_orders(&t.db).await, people);
+    assert_eq!(
+        count(
+            &t.db,
+            "SELECT COUNT(*) FROM accounts a JOIN users u ON u.id = a.id \
+             WHERE a.kind = 'personal' AND a.created_by = u.id AND a.created_at = u.created_at"
+        )
+        .await,
+        2
+    );
+    // The rebuilt tables keep their constraints: a second consumption under a used key, a
+    // negative balance and an unknown account are refused.
+    for refused in [
+        "INSERT INTO credit_transactions (account_id, kind, amount_hundredths, \
+         balance_after_hundredths, idempotency_key, created_at) \
+         VALUES ('u1', 'consumption', -1, 9449, 'k-c1', 1)",
+        "UPDATE credit_balances SET balance_hundredths = -1 WHERE account_id = 'u1'",
+        "INSERT INTO credit_balances (account_id, balance_hundredths, transaction_count, \
+         updated_at) VALUES ('nobody', 1, 0, 1)",
+    ] {
+        assert!(
+            t.db.execute_unprepared(refused).await.is_err(),
+            "accepted: {refused}"
+        );
+    }
+    // A team account owns a balance and a member's spend.
+    for sql in [
+        "INSERT INTO accounts (id, kind, name, created_by, created_at) \
+         VALUES ('team_1', 'team', 'Acme', 'u1', 1)",
+        "INSERT INTO account_members (account_id, user_id, role, added_at) \
+         VALUES ('team_1', 'u2', 'member', 1)",
+        "INSERT INTO credit_balances (account_id, balance_hundredths, transaction_count, \
+         updated_at) VALUES ('team_1', 0, 1, 1)",
+        // The fixture's rows name their ids, which PostgreSQL's sequence does not see.
+        "INSERT INTO credit_transactions (id, account_id, member_id, kind, amount_hundredths, \
+         balance_after_hundredths, created_at) \
+         VALUES (7, 'team_1', 'u2', 'admin_adjustment', 5, 5, 2)",
+    ] {
+        exec(&t.db, sql).await;
+    }
+    let refused = Migrator::down(&t.db, Some(1)).await;
+    assert!(refused.is_err(), "down with a team account");
+    for sql in [
+        "DELETE FROM credit_transactions WHERE account_id = 'team_1'",
+        "DELETE FROM credit_balances WHERE account_id = 'team_1'",
+        "DELETE FROM account_members",
+        "DELETE FROM accounts WHERE id = 'team_1'",
+    ] {
+        exec(&t.db, sql).await;
+    }
+    Migrator::down(&t.db, Some(1)).await.expect("down step 25");
+    assert_eq!(ledger_rows(&t.db, "user_id").await, before);
+    assert!(!tables(&t.db).await.contains(&"accounts".to_owned()));
+    // The owner refers to users again.
+    assert!(
+        t.db.execute_unprepared(
+            "INSERT INTO credit_balances (user_id, balance_hundredths, transaction_count, \
+             updated_at) VALUES ('nobody', 1, 0, 1)"
+        )
+        .await
+        .is_err()
+    );
+    Migrator::up(&t.db, None).await.expect("step 25 again");
+    assert_eq!(ledger_rows(&t.db, "account_id").await, before);
+}
+
+#[tokio::test]
+async fn sqlite_credits_move_to_personal_accounts_and_back() {
+    let t = TestDb::sqlite().await;
+    credits_move_to_personal_accounts_and_back(&t).await;
+}
+
+#[tokio::test]
+async fn postgres_credits_move_to_personal_accounts_and_back() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    credits_move_to_personal_accounts_and_back(&t).await;
     t.cleanup().await;
 }

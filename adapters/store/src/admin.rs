@@ -434,7 +434,7 @@ impl AdminConsoleStore for SeaOrmStore {
         keyset: &Keyset<TimeNumberKey>,
     ) -> Result<KeysetPage<CreditTransaction, TimeNumberKey>, StoreError> {
         let mut conditions = Conditions::default();
-        conditions.add("user_id = ?", vec![user.as_str().into()]);
+        conditions.add("account_id = ?", vec![user.as_str().into()]);
         if let Some((at, id)) = keyset.after {
             conditions.add("(created_at, id) < (?, ?)", vec![at.into(), id.into()]);
         }

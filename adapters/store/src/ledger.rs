@@ -148,9 +148,9 @@ impl CreditLedger for SeaOrmStore {
     ) -> Result<Page<CreditTransaction>, StoreError> {
         // The total is the counter kept with the balance; the page is a walk down the index on
         // (user_id, created_at, id) that stops after `limit` rows.
-        let count = "SELECT transaction_count AS total FROM credit_balances WHERE user_id = $1";
+        let count = "SELECT transaction_count AS total FROM credit_balances WHERE account_id = $1";
         let items = format!(
-            "SELECT {TRANSACTION_COLUMNS} FROM credit_transactions WHERE user_id = $1 \
+            "SELECT {TRANSACTION_COLUMNS} FROM credit_transactions WHERE account_id = $1 \
              ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3"
         );
         let (total, rows) = self

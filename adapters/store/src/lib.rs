@@ -27,6 +27,7 @@
 //! Architecture Invariant: no SQL and no sea-orm type leaves this crate; the schema lives in the
 //! `migrations` crate, which never imports anything from here.
 
+mod accounts;
 mod admin;
 mod apply;
 #[cfg(feature = "bench")]

@@ -551,7 +551,7 @@ impl SubscriptionRow {
 // The credit ledger
 
 /// The columns of [`TransactionRow`].
-pub(crate) const TRANSACTION_COLUMNS: &str = "id, user_id, kind, amount_hundredths, \
+pub(crate) const TRANSACTION_COLUMNS: &str = "id, account_id, kind, amount_hundredths, \
     balance_after_hundredths, order_id, subscription_id, reservation_id, feature, model, tokens, \
     note, created_at, request_hash";
 
@@ -559,7 +559,7 @@ pub(crate) const TRANSACTION_COLUMNS: &str = "id, user_id, kind, amount_hundredt
 #[derive(Debug, FromQueryResult)]
 pub(crate) struct TransactionRow {
     id: i64,
-    user_id: String,
+    account_id: String,
     kind: String,
     amount_hundredths: i64,
     balance_after_hundredths: i64,
@@ -603,7 +603,7 @@ impl TransactionRow {
         };
         Ok(CreditTransaction {
             id: self.id,
-            user_id: UserId::new(self.user_id).map_err(|e| bad(e.to_string()))?,
+            user_id: UserId::new(self.account_id).map_err(|e| bad(e.to_string()))?,
             kind: TransactionKind::parse(&self.kind)
                 .ok_or_else(|| bad(format!("unknown kind {:?}", self.kind)))?,
             amount: CreditDelta::from_hundredths(self.amount_hundredths)
@@ -621,7 +621,7 @@ impl TransactionRow {
 }
 
 /// The columns of [`ReservationRow`].
-pub(crate) const RESERVATION_COLUMNS: &str = "id, user_id, held_hundredths, status, \
+pub(crate) const RESERVATION_COLUMNS: &str = "id, account_id, held_hundredths, status, \
     actual_hundredths, charged_hundredths, idempotency_key, request_hash, feature, model, tokens, \
     note, created_at, expires_at";
 
@@ -629,7 +629,7 @@ pub(crate) const RESERVATION_COLUMNS: &str = "id, user_id, held_hundredths, stat
 #[derive(Debug, FromQueryResult)]
 pub(crate) struct ReservationRow {
     pub(crate) id: String,
-    pub(crate) user_id: String,
+    pub(crate) account_id: String,
     pub(crate) held_hundredths: i64,
     pub(crate) status: String,
     actual_hundredths: Option<i64>,
@@ -667,7 +667,7 @@ impl ReservationRow {
         };
         Ok(Reservation {
             id: ReservationId::new(self.id.clone()).map_err(|e| bad(e.to_string()))?,
-            user_id: UserId::new(self.user_id.clone()).map_err(|e| bad(e.to_string()))?,
+            user_id: UserId::new(self.account_id.clone()).map_err(|e| bad(e.to_string()))?,
             held: credits(table, &self.id, "held", self.held_hundredths)?,
             status,
             context: UsageContext {

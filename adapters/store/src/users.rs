@@ -125,11 +125,13 @@ async fn create_host_user(
         format!("{id}@host.invalid").into(),
         now.into(),
     ];
-    // Only the instance whose insert made the user gives the sign-up credits (the lot is keyed
-    // by the user as well).
-    if sql::execute(tx, sql, values).await? == 1
-        && let Some(grant) = signup
-    {
+    // Only the instance whose insert made the user opens their account and gives the sign-up
+    // credits (the lot is keyed by the user as well).
+    let made = sql::execute(tx, sql, values).await? == 1;
+    if made {
+        crate::accounts::open_personal(tx, &id, user.created_at).await?;
+    }
+    if made && let Some(grant) = signup {
         crate::signup::give_signup_grant(
             tx,
             &id,
@@ -178,34 +180,31 @@ impl UserRepository for SeaOrmStore {
             user.role.code().into(),
             user.created_at.unix_millis().into(),
         ];
-        match self.signup_grant() {
-            None => {
-                self.run_execute("create_user", sql, values).await?;
-            }
-            // The user and their sign-up credits commit together.
-            Some(grant) => {
-                self.retry
-                    .run("create_user", || async {
-                        let (_turn, tx) = self.begin_write().await?;
-                        let body = async {
-                            sql::execute(&tx, sql, values.clone()).await?;
-                            crate::signup::give_signup_grant(
-                                &tx,
-                                &user.id,
-                                user.created_at,
-                                grant,
-                                user.signup_identity.as_ref(),
-                                &*self.events,
-                            )
-                            .await?;
-                            Ok(End::Commit(()))
-                        }
-                        .await;
-                        sql::finish(tx, body).await
-                    })
-                    .await?;
-            }
-        }
+        let grant = self.signup_grant();
+        // The user, their personal account and their sign-up credits commit together.
+        self.retry
+            .run("create_user", || async {
+                let (_turn, tx) = self.begin_write().await?;
+                let body = async {
+                    sql::execute(&tx, sql, values.clone()).await?;
+                    crate::accounts::open_personal(&tx, &user.id, user.created_at).await?;
+                    if let Some(grant) = grant {
+                        crate::signup::give_signup_grant(
+                            &tx,
+                            &user.id,
+                            user.created_at,
+                            grant,
+                            user.signup_identity.as_ref(),
+                            &*self.events,
+                        )
+                        .await?;
+                    }
+                    Ok(End::Commit(()))
+                }
+                .await;
+                sql::finish(tx, body).await
+            })
+            .await?;
         Ok(User {
             id: user.id.clone(),
             email: user.email.clone(),

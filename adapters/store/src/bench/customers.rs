@@ -53,25 +53,25 @@ const LEDGER_SELECT: &str = "SELECT 'adm-' || (1000000 + i), \
     CASE WHEN j = 0 THEN 'bench funding' END, CASE WHEN j = 0 THEN NULL ELSE 'image' END, \
     CASE WHEN j = 0 THEN 'bench-funding' ELSE 'hist-' || j END, 'bench', CAST($5 AS BIGINT) + i * 100 + j";
 
-const LEDGER_INTO: &str = "INSERT INTO credit_transactions (user_id, kind, amount_hundredths, \
+const LEDGER_INTO: &str = "INSERT INTO credit_transactions (account_id, kind, amount_hundredths, \
     balance_after_hundredths, note, feature, idempotency_key, request_hash, created_at) ";
 
 const BALANCES_SQLITE: &str = "WITH RECURSIVE s(i) AS (SELECT $1 UNION ALL SELECT i + 1 FROM s \
-    WHERE i < $2) INSERT INTO credit_balances (user_id, balance_hundredths, transaction_count, \
+    WHERE i < $2) INSERT INTO credit_balances (account_id, balance_hundredths, transaction_count, \
     updated_at) SELECT 'adm-' || (1000000 + i), CAST($3 AS BIGINT), CAST($4 AS BIGINT), \
     CAST($5 AS BIGINT) FROM s";
 
-const BALANCES_POSTGRES: &str = "INSERT INTO credit_balances (user_id, balance_hundredths, \
+const BALANCES_POSTGRES: &str = "INSERT INTO credit_balances (account_id, balance_hundredths, \
     transaction_count, updated_at) SELECT 'adm-' || (1000000 + i), CAST($3 AS BIGINT), \
     CAST($4 AS BIGINT), CAST($5 AS BIGINT) \
     FROM generate_series($1::bigint, $2::bigint) AS s(i)";
 
 /// The grant lots of the customers whose ids lie in `[$2, $3]` (ids of one length sort as
 /// their numbers).
-const GRANTS: &str = "INSERT INTO credit_grants (user_id, transaction_id, source_kind, \
+const GRANTS: &str = "INSERT INTO credit_grants (account_id, transaction_id, source_kind, \
     source_key, amount_hundredths, remaining_hundredths, expires_at, granted_at) \
-    SELECT user_id, id, 'admin', 'bench-funding-' || user_id, amount_hundredths, CAST($1 AS BIGINT), NULL, \
-    created_at FROM credit_transactions WHERE user_id >= $2 AND user_id <= $3 \
+    SELECT account_id, id, 'admin', 'bench-funding-' || account_id, amount_hundredths, CAST($1 AS BIGINT), NULL, \
+    created_at FROM credit_transactions WHERE account_id >= $2 AND account_id <= $3 \
     AND kind = 'admin_adjustment'";
 
 /// The ledger insert of one chunk on `backend` (built once per process).
@@ -112,6 +112,15 @@ async fn seed_chunk(pool: &Pool, from: i64, to: i64, base_ms: i64) -> anyhow::Re
     pool.execute(users, &[Val::I(from), Val::I(to), Val::I(base_ms)])
         .await
         .context("inserting customers")?;
+    // Each customer's personal account, as the store opens it with the user.
+    pool.execute(
+        "INSERT INTO accounts (id, kind, name, created_by, created_at) \
+         SELECT id, 'personal', NULL, id, created_at FROM users \
+         WHERE id >= $1 AND id <= $2",
+        &[Val::T(customer_id(from)), Val::T(customer_id(to))],
+    )
+    .await
+    .context("opening the customers' accounts")?;
     let ledger = [
         Val::I(from),
         Val::I(to),
@@ -177,10 +186,10 @@ pub async fn seed_customers(
 async fn check(pool: &Pool, want: i64) -> anyhow::Result<()> {
     let customers = pool
         .scalar(
-            "SELECT COUNT(*) FROM credit_balances b WHERE b.user_id LIKE 'adm-%' AND \
+            "SELECT COUNT(*) FROM credit_balances b WHERE b.account_id LIKE 'adm-%' AND \
              b.balance_hundredths = (SELECT SUM(t.amount_hundredths) FROM credit_transactions t \
-             WHERE t.user_id = b.user_id) AND b.transaction_count = (SELECT COUNT(*) FROM \
-             credit_transactions t WHERE t.user_id = b.user_id)",
+             WHERE t.account_id = b.account_id) AND b.transaction_count = (SELECT COUNT(*) FROM \
+             credit_transactions t WHERE t.account_id = b.account_id)",
             &[],
         )
         .await?;

@@ -17,7 +17,7 @@ use super::pool::{Backend, Pool};
 /// The columns the store reads back (`rows::TRANSACTION_COLUMNS`).
 macro_rules! transaction_columns {
     () => {
-        "id, user_id, kind, amount_hundredths, balance_after_hundredths, order_id, \
+        "id, account_id, kind, amount_hundredths, balance_after_hundredths, order_id, \
          subscription_id, reservation_id, feature, model, tokens, note, created_at, request_hash"
     };
 }
@@ -25,13 +25,13 @@ macro_rules! transaction_columns {
 const REPLAY: &str = concat!(
     "SELECT ",
     transaction_columns!(),
-    " FROM credit_transactions WHERE user_id = $1 AND kind = $2 AND idempotency_key = $3"
+    " FROM credit_transactions WHERE account_id = $1 AND kind = $2 AND idempotency_key = $3"
 );
 const DEBIT: &str = "UPDATE credit_balances SET balance_hundredths = balance_hundredths - $2, \
     transaction_count = transaction_count + 1, updated_at = $3 \
-    WHERE user_id = $1 AND balance_hundredths >= $2 RETURNING balance_hundredths";
+    WHERE account_id = $1 AND balance_hundredths >= $2 RETURNING balance_hundredths";
 const INSERT: &str = concat!(
-    "INSERT INTO credit_transactions (user_id, kind, amount_hundredths, balance_after_hundredths, \
+    "INSERT INTO credit_transactions (account_id, kind, amount_hundredths, balance_after_hundredths, \
      order_id, subscription_id, reservation_id, feature, model, tokens, note, idempotency_key, \
      request_hash, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
      ON CONFLICT DO NOTHING RETURNING ",
@@ -41,14 +41,14 @@ const INSERT: &str = concat!(
 macro_rules! balance_with_lots {
     () => {
         "SELECT b.balance_hundredths, g.id, g.remaining_hundredths FROM credit_balances b \
-         LEFT JOIN credit_grants g ON g.user_id = b.user_id AND NOT g.expired \
-         AND g.remaining_hundredths > 0 WHERE b.user_id = $1"
+         LEFT JOIN credit_grants g ON g.account_id = b.account_id AND NOT g.expired \
+         AND g.remaining_hundredths > 0 WHERE b.account_id = $1"
     };
 }
 const LOCK_SQLITE: &str = balance_with_lots!();
 const LOCK_POSTGRES: &str = concat!(balance_with_lots!(), " FOR UPDATE OF b");
 const DRAW: &str = "UPDATE credit_grants SET remaining_hundredths = remaining_hundredths - $2 \
-    WHERE id = $1 AND user_id = $3 AND remaining_hundredths >= $2";
+    WHERE id = $1 AND account_id = $3 AND remaining_hundredths >= $2";
 
 /// Which statements a transaction runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -32,6 +32,12 @@ pub async fn create_users(pool: &Pool, ids: &[String], now_ms: i64) -> anyhow::R
             ],
         )
         .await?;
+        pool.execute(
+            "INSERT INTO accounts (id, kind, name, created_by, created_at) \
+             VALUES ($1, 'personal', NULL, $1, $2)",
+            &[Val::T(id.clone()), Val::I(now_ms)],
+        )
+        .await?;
     }
     Ok(())
 }
@@ -48,7 +54,7 @@ async fn grant(
 ) -> anyhow::Result<()> {
     let transaction = pool
         .scalar(
-            "INSERT INTO credit_transactions (user_id, kind, amount_hundredths, \
+            "INSERT INTO credit_transactions (account_id, kind, amount_hundredths, \
              balance_after_hundredths, note, idempotency_key, request_hash, created_at) \
              VALUES ($1, 'admin_adjustment', $2, $2, 'bench funding', 'bench-funding', $3, $4) \
              RETURNING id",
@@ -62,7 +68,7 @@ async fn grant(
         .await?
         .ok_or_else(|| anyhow::anyhow!("the funding insert returned no id"))?;
     pool.execute(
-        "INSERT INTO credit_grants (user_id, transaction_id, source_kind, source_key, \
+        "INSERT INTO credit_grants (account_id, transaction_id, source_kind, source_key, \
          amount_hundredths, remaining_hundredths, expires_at, granted_at) \
          VALUES ($1, $2, 'admin', $3, $4, $5, NULL, $6)",
         &[
@@ -76,7 +82,7 @@ async fn grant(
     )
     .await?;
     pool.execute(
-        "INSERT INTO credit_balances (user_id, balance_hundredths, transaction_count, updated_at) \
+        "INSERT INTO credit_balances (account_id, balance_hundredths, transaction_count, updated_at) \
          VALUES ($1, $2, $3, $4)",
         &[
             Val::T(user.to_owned()),
@@ -101,11 +107,11 @@ pub async fn fund(pool: &Pool, users: &[String], now_ms: i64) -> anyhow::Result<
 }
 
 const HISTORY_SQLITE: &str = "WITH RECURSIVE seq(i) AS (SELECT $1 UNION ALL SELECT i + 1 FROM seq \
-    WHERE i < $2) INSERT INTO credit_transactions (user_id, kind, amount_hundredths, \
+    WHERE i < $2) INSERT INTO credit_transactions (account_id, kind, amount_hundredths, \
     balance_after_hundredths, feature, idempotency_key, request_hash, created_at) \
     SELECT $3, 'consumption', -500, $4 - 500 * i, 'image', 'hist-' || i, 'bench', $5 + i FROM seq";
 
-const HISTORY_POSTGRES: &str = "INSERT INTO credit_transactions (user_id, kind, amount_hundredths, \
+const HISTORY_POSTGRES: &str = "INSERT INTO credit_transactions (account_id, kind, amount_hundredths, \
     balance_after_hundredths, feature, idempotency_key, request_hash, created_at) \
     SELECT $3, 'consumption', -500, $4 - 500 * i, 'image', 'hist-' || i, 'bench', $5 + i \
     FROM generate_series($1::bigint, $2::bigint) AS s(i)";
@@ -160,25 +166,25 @@ pub async fn check_ledger(pool: &Pool, user: &str) -> anyhow::Result<()> {
     let sum = pool
         .scalar(
             "SELECT CAST(COALESCE(SUM(amount_hundredths), 0) AS BIGINT) FROM credit_transactions \
-             WHERE user_id = $1",
+             WHERE account_id = $1",
             &u(),
         )
         .await?;
     let count = pool
         .scalar(
-            "SELECT COUNT(*) FROM credit_transactions WHERE user_id = $1",
+            "SELECT COUNT(*) FROM credit_transactions WHERE account_id = $1",
             &u(),
         )
         .await?;
     let balance = pool
         .scalar(
-            "SELECT balance_hundredths FROM credit_balances WHERE user_id = $1",
+            "SELECT balance_hundredths FROM credit_balances WHERE account_id = $1",
             &u(),
         )
         .await?;
     let counted = pool
         .scalar(
-            "SELECT transaction_count FROM credit_balances WHERE user_id = $1",
+            "SELECT transaction_count FROM credit_balances WHERE account_id = $1",
             &u(),
         )
         .await?;
@@ -215,7 +221,7 @@ pub async fn order_grants_of_prefix(pool: &Pool, prefix: &str) -> anyhow::Result
         .unwrap_or(0);
     let grants = pool
         .scalar(
-            "SELECT COUNT(*) FROM credit_grants WHERE user_id >= $1 AND user_id < $2 \
+            "SELECT COUNT(*) FROM credit_grants WHERE account_id >= $1 AND account_id < $2 \
              AND source_kind = 'order'",
             &range(),
         )
@@ -224,7 +230,7 @@ pub async fn order_grants_of_prefix(pool: &Pool, prefix: &str) -> anyhow::Result
     let distinct = pool
         .scalar(
             "SELECT COUNT(DISTINCT source_key) FROM credit_grants \
-             WHERE user_id >= $1 AND user_id < $2 AND source_kind = 'order'",
+             WHERE account_id >= $1 AND account_id < $2 AND source_kind = 'order'",
             &range(),
         )
         .await?

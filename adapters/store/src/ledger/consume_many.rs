@@ -634,14 +634,14 @@ async fn balances_with_lots<C: ConnectionTrait>(
     lock: Lock,
 ) -> Result<(Balances, HashMap<String, Vec<GrantLot>>), Fail> {
     let postgres = is_postgres(tx);
-    let (users, values) = member_of(postgres, "b.user_id", 1, users);
+    let (users, values) = member_of(postgres, "b.account_id", 1, users);
     // `NOT g.expired`: see `postings::lock_balance_with_lots` (keeps SQLite on the per-user lot
     // index).
     let sql = format!(
-        "SELECT b.user_id, b.balance_hundredths, b.transaction_count, g.id, \
+        "SELECT b.account_id, b.balance_hundredths, b.transaction_count, g.id, \
          g.remaining_hundredths, g.expires_at, g.granted_at FROM credit_balances b LEFT JOIN credit_grants g \
-         ON g.user_id = b.user_id AND NOT g.expired AND g.remaining_hundredths > 0 \
-         WHERE {users} ORDER BY b.user_id{}",
+         ON g.account_id = b.account_id AND NOT g.expired AND g.remaining_hundredths > 0 \
+         WHERE {users} ORDER BY b.account_id{}",
         if postgres && lock == Lock::Rows {
             " FOR UPDATE OF b"
         } else {
@@ -651,7 +651,7 @@ async fn balances_with_lots<C: ConnectionTrait>(
     let mut balances = Balances::new();
     let mut lots: HashMap<String, Vec<GrantLot>> = HashMap::new();
     for row in sql::rows(tx, &sql, values).await? {
-        let user: String = row.try_get("", "user_id")?;
+        let user: String = row.try_get("", "account_id")?;
         let hundredths: i64 = row.try_get("", "balance_hundredths")?;
         let count: i64 = row.try_get("", "transaction_count")?;
         balances
@@ -691,7 +691,7 @@ async fn stored_keys<C: ConnectionTrait>(
     let sql = format!(
         "WITH {cte} SELECT idempotency_key, {TRANSACTION_COLUMNS} FROM k \
          CROSS JOIN credit_transactions t \
-         WHERE t.user_id = k.uid AND t.kind = $1 AND t.idempotency_key = k.ikey"
+         WHERE t.account_id = k.uid AND t.kind = $1 AND t.idempotency_key = k.ikey"
     );
     let mut seen = HashMap::new();
     for row in sql::rows(tx, &sql, values).await? {
@@ -775,7 +775,7 @@ impl Part {
 /// The ledger insert of the fresh postings (parameters from `$first`).
 fn insert_part(postgres: bool, first: usize, fresh: &[Fresh<'_>]) -> Result<Part, Fail> {
     const COLUMNS: [(&str, &str); 14] = [
-        ("user_id", "text"),
+        ("account_id", "text"),
         ("kind", "text"),
         ("amount_hundredths", "bigint"),
         ("balance_after_hundredths", "bigint"),
@@ -861,8 +861,8 @@ fn debit_part(postgres: bool, first: usize, balances: &Balances) -> (Part, usize
     // them in, so that two instances' batches wait for each other instead of deadlocking.
     let gate = if postgres {
         cte.push_str(
-            ", lk AS MATERIALIZED (SELECT user_id FROM credit_balances \
-             WHERE user_id IN (SELECT uid FROM d) ORDER BY user_id FOR UPDATE)",
+            ", lk AS MATERIALIZED (SELECT account_id FROM credit_balances \
+             WHERE account_id IN (SELECT uid FROM d) ORDER BY account_id FOR UPDATE)",
         );
         "(SELECT count(*) FROM lk) >= 0 AND "
     } else {
@@ -871,9 +871,9 @@ fn debit_part(postgres: bool, first: usize, balances: &Balances) -> (Part, usize
     let statement = format!(
         "UPDATE credit_balances SET balance_hundredths = balance_hundredths - d.amount, \
          transaction_count = transaction_count + d.n, updated_at = d.at \
-         FROM d WHERE {gate}user_id = d.uid AND balance_hundredths = d.was \
+         FROM d WHERE {gate}account_id = d.uid AND balance_hundredths = d.was \
          AND transaction_count = d.was_n AND balance_hundredths >= d.amount \
-         RETURNING user_id, balance_hundredths"
+         RETURNING account_id, balance_hundredths"
     );
     (
         Part {
@@ -918,7 +918,7 @@ fn draw_part(postgres: bool, first: usize, draws: &[Draw]) -> Option<(Part, usiz
     // The owner too: a lot is found by its account first (docs/scaling.md).
     let statement =
         "UPDATE credit_grants SET remaining_hundredths = remaining_hundredths - l.take \
-         FROM l WHERE id = l.lot AND user_id = l.uid AND remaining_hundredths = l.was \
+         FROM l WHERE id = l.lot AND account_id = l.uid AND remaining_hundredths = l.was \
          AND remaining_hundredths >= l.take RETURNING id"
             .to_owned();
     Some((
@@ -962,7 +962,7 @@ impl Run<'_> {
             .iter()
             .map(|row| {
                 Ok((
-                    row.try_get("", "user_id")?,
+                    row.try_get("", "account_id")?,
                     row.try_get("", "balance_hundredths")?,
                 ))
             })
@@ -1020,7 +1020,7 @@ impl Run<'_> {
              longer matches the database: ' || (SELECT count(*) FROM ins) || ' ' || \
              (SELECT count(*) FROM deb) || ' ' || {drawn_count} AS INT) END AS ok) \
              SELECT chk.ok, ins.*, \
-             (SELECT json_agg(json_build_array(user_id, balance_hundredths)) FROM deb)::text \
+             (SELECT json_agg(json_build_array(account_id, balance_hundredths)) FROM deb)::text \
              AS debits, CAST({drawn_count} AS BIGINT) AS drawn FROM chk LEFT JOIN ins ON TRUE",
             ctes.join(", "),
             insert.statement,

@@ -119,7 +119,7 @@ pub(crate) async fn tell(
 }
 
 /// The lot of a grant; its values: user, transaction id, source kind and key, amount, expiry, time.
-const INSERT_LOT: &str = "INSERT INTO credit_grants (user_id, transaction_id, source_kind, \
+const INSERT_LOT: &str = "INSERT INTO credit_grants (account_id, transaction_id, source_kind, \
     source_key, amount_hundredths, remaining_hundredths, expires_at, granted_at) \
     VALUES ($1, $2, $3, $4, $5, $5, $6, $7) ON CONFLICT DO NOTHING";
 
@@ -177,7 +177,7 @@ pub(crate) async fn grant(
 #[derive(Debug, FromQueryResult)]
 struct LotState {
     id: i64,
-    user_id: String,
+    account_id: String,
     remaining_hundredths: i64,
 }
 
@@ -187,7 +187,7 @@ async fn lot_state(
     values: Vec<sea_orm::Value>,
 ) -> Result<Option<LotState>, Fail> {
     let sql =
-        format!("SELECT id, user_id, remaining_hundredths FROM credit_grants WHERE {condition}");
+        format!("SELECT id, account_id, remaining_hundredths FROM credit_grants WHERE {condition}");
     Ok(sql::one(tx, &sql, values).await?)
 }
 
@@ -208,7 +208,7 @@ pub(crate) async fn clawback(
     // The balance row first (lock order), then the lot, which only changes under that lock.
     let balance = postings::lock_balance(tx, &c.user_id).await?;
     let (source_kind, source_key) = source_parts(&c.source);
-    let condition = "source_kind = $1 AND source_key = $2 AND user_id = $3";
+    let condition = "source_kind = $1 AND source_key = $2 AND account_id = $3";
     let values = vec![
         source_kind.into(),
         source_key.into(),
@@ -235,7 +235,7 @@ pub(crate) async fn clawback(
     let sql = "UPDATE credit_grants SET remaining_hundredths = remaining_hundredths - $2, \
         clawed_back_hundredths = clawed_back_hundredths + $2, \
         shortfall_hundredths = shortfall_hundredths + $3 \
-        WHERE id = $1 AND user_id = $4 AND remaining_hundredths >= $2";
+        WHERE id = $1 AND account_id = $4 AND remaining_hundredths >= $2";
     let values = vec![
         lot.id.into(),
         t.taken.hundredths().into(),
@@ -317,7 +317,7 @@ pub(crate) async fn due_lots(
     now: Timestamp,
     limit: u32,
 ) -> Result<Vec<(i64, UserId)>, Fail> {
-    let sql = "SELECT id, user_id, remaining_hundredths FROM credit_grants \
+    let sql = "SELECT id, account_id, remaining_hundredths FROM credit_grants \
         WHERE expired = FALSE AND expires_at IS NOT NULL AND expires_at <= $1 AND remaining_hundredths > 0 \
         ORDER BY expires_at, id LIMIT $2";
     let rows: Vec<LotState> = sql::all(
@@ -328,7 +328,7 @@ pub(crate) async fn due_lots(
     .await?;
     rows.into_iter()
         .map(|r| {
-            let user = UserId::new(r.user_id)
+            let user = UserId::new(r.account_id)
                 .map_err(|e| Fail::Store(corrupt("credit_grants", &r.id.to_string(), e)))?;
             Ok((r.id, user))
         })

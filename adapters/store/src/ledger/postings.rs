@@ -50,7 +50,7 @@ pub(crate) async fn read_balance<C: ConnectionTrait>(
     conn: &C,
     user: &UserId,
 ) -> Result<Credits, Fail> {
-    let sql = "SELECT balance_hundredths FROM credit_balances WHERE user_id = $1";
+    let sql = "SELECT balance_hundredths FROM credit_balances WHERE account_id = $1";
     let balance = sql::one_i64(conn, sql, vec![user.as_str().into()], "balance_hundredths").await?;
     credits(balance.unwrap_or(0))
 }
@@ -61,7 +61,7 @@ pub(crate) async fn read_balance<C: ConnectionTrait>(
 /// is still guarded ([`post_decided`]).
 pub(crate) async fn lock_balance(tx: &DatabaseTransaction, user: &UserId) -> Result<Credits, Fail> {
     let sql = format!(
-        "SELECT balance_hundredths FROM credit_balances WHERE user_id = $1{}",
+        "SELECT balance_hundredths FROM credit_balances WHERE account_id = $1{}",
         sql::for_update(tx)
     );
     let balance = sql::one_i64(tx, &sql, vec![user.as_str().into()], "balance_hundredths").await?;
@@ -85,8 +85,8 @@ pub(crate) async fn lock_balance_with_lots(
     };
     let sql = format!(
         "SELECT b.balance_hundredths, g.id, g.remaining_hundredths, g.expires_at, g.granted_at \
-         FROM credit_balances b LEFT JOIN credit_grants g ON g.user_id = b.user_id \
-         AND NOT g.expired AND g.remaining_hundredths > 0 WHERE b.user_id = $1{lock}"
+         FROM credit_balances b LEFT JOIN credit_grants g ON g.account_id = b.account_id \
+         AND NOT g.expired AND g.remaining_hundredths > 0 WHERE b.account_id = $1{lock}"
     );
     let rows = sql::rows(tx, &sql, vec![user.as_str().into()]).await?;
     let mut balance = 0;
@@ -107,8 +107,8 @@ async fn credit(
     amount: Credits,
     now: Timestamp,
 ) -> Result<Credits, Fail> {
-    let sql = "INSERT INTO credit_balances (user_id, balance_hundredths, transaction_count, updated_at) \
-        VALUES ($1, $2, 1, $3) ON CONFLICT (user_id) DO UPDATE SET \
+    let sql = "INSERT INTO credit_balances (account_id, balance_hundredths, transaction_count, updated_at) \
+        VALUES ($1, $2, 1, $3) ON CONFLICT (account_id) DO UPDATE SET \
         balance_hundredths = credit_balances.balance_hundredths + excluded.balance_hundredths, \
         transaction_count = credit_balances.transaction_count + 1, updated_at = excluded.updated_at \
         RETURNING balance_hundredths";
@@ -134,7 +134,7 @@ async fn debit(
 ) -> Result<Option<Credits>, Fail> {
     let sql = "UPDATE credit_balances SET balance_hundredths = balance_hundredths - $2, \
         transaction_count = transaction_count + 1, updated_at = $3 \
-        WHERE user_id = $1 AND balance_hundredths >= $2 RETURNING balance_hundredths";
+        WHERE account_id = $1 AND balance_hundredths >= $2 RETURNING balance_hundredths";
     let values = vec![
         user.as_str().into(),
         amount.hundredths().into(),
@@ -247,7 +247,7 @@ async fn insert_transaction(
     after: Credits,
 ) -> Result<Option<CreditTransaction>, Fail> {
     let sql = format!(
-        "INSERT INTO credit_transactions (user_id, kind, amount_hundredths, balance_after_hundredths, \
+        "INSERT INTO credit_transactions (account_id, kind, amount_hundredths, balance_after_hundredths, \
          order_id, subscription_id, reservation_id, feature, model, tokens, note, idempotency_key, \
          request_hash, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
          ON CONFLICT DO NOTHING RETURNING {TRANSACTION_COLUMNS}"
@@ -288,7 +288,7 @@ pub(crate) async fn keyed_transaction<C: ConnectionTrait>(
 ) -> Result<Option<(CreditTransaction, Option<String>)>, Fail> {
     let sql = format!(
         "SELECT {TRANSACTION_COLUMNS} FROM credit_transactions \
-         WHERE user_id = $1 AND kind = $2 AND idempotency_key = $3"
+         WHERE account_id = $1 AND kind = $2 AND idempotency_key = $3"
     );
     let values = vec![user.as_str().into(), kind.code().into(), key.into()];
     let Some(row) = sql::one::<TransactionRow, _>(conn, &sql, values).await? else {
@@ -312,7 +312,7 @@ pub(crate) async fn draw_from(
     for (id, take) in allocate_spend(lots, amount) {
         // The owner too: a lot is found by its account first (docs/scaling.md).
         let sql = "UPDATE credit_grants SET remaining_hundredths = remaining_hundredths - $2 \
-                   WHERE id = $1 AND user_id = $3 AND remaining_hundredths >= $2";
+                   WHERE id = $1 AND account_id = $3 AND remaining_hundredths >= $2";
         let values = vec![id.into(), take.hundredths().into(), user.as_str().into()];
         if sql::execute(tx, sql, values).await? != 1 {
             return Err(Fail::Retry("a grant lot changed during a spend"));

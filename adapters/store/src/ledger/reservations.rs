@@ -56,7 +56,7 @@ pub(crate) async fn reserve(
             "a reservation of zero credits"
         ))));
     }
-    let by_key = "user_id = $1 AND idempotency_key = $2";
+    let by_key = "account_id = $1 AND idempotency_key = $2";
     let values = vec![c.user_id.as_str().into(), c.idempotency.key.as_str().into()];
     if let Some(row) = find(tx, by_key, values).await? {
         let seen = match KeyReuse::of(Some(&row.request_hash), &c.idempotency.request_hash) {
@@ -119,7 +119,7 @@ async fn insert(
     c: &ReserveCommand,
 ) -> Result<Option<ReservationRow>, Fail> {
     let sql = format!(
-        "INSERT INTO credit_reservations (id, user_id, held_hundredths, status, \
+        "INSERT INTO credit_reservations (id, account_id, held_hundredths, status, \
          idempotency_key, request_hash, feature, model, tokens, note, created_at, expires_at) \
          VALUES ($1, $2, $3, $12, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING \
          RETURNING {RESERVATION_COLUMNS}"
@@ -146,7 +146,7 @@ async fn insert(
 async fn id_taken(tx: &DatabaseTransaction, c: &ReserveCommand) -> Result<Fail, Fail> {
     let row = find(tx, "id = $1", vec![c.reservation_id.as_str().into()]).await?;
     let other = row.is_some_and(|r| {
-        r.user_id != c.user_id.as_str() || r.idempotency_key != c.idempotency.key.as_str()
+        r.account_id != c.user_id.as_str() || r.idempotency_key != c.idempotency.key.as_str()
     });
     Ok(if other {
         Fail::Store(StoreError::Conflict(format!(
@@ -164,7 +164,7 @@ async fn locked(
     user: &UserId,
     id: &ReservationId,
 ) -> Result<Option<Reservation>, Fail> {
-    let condition = format!("id = $1 AND user_id = $2{}", sql::for_update(tx));
+    let condition = format!("id = $1 AND account_id = $2{}", sql::for_update(tx));
     let row = find(
         tx,
         &condition,
@@ -187,7 +187,7 @@ async fn set_status(
         _ => (None, None),
     };
     let sql = "UPDATE credit_reservations SET status = $2, actual_hundredths = $3, \
-        charged_hundredths = $4, resolved_at = $5 WHERE id = $1 AND user_id = $7 AND status = $6";
+        charged_hundredths = $4, resolved_at = $5 WHERE id = $1 AND account_id = $7 AND status = $6";
     let values = vec![
         r.id.as_str().into(),
         status.code().into(),
@@ -313,7 +313,7 @@ pub(crate) async fn release(
 #[derive(Debug, FromQueryResult)]
 struct DueRow {
     id: String,
-    user_id: String,
+    account_id: String,
 }
 
 /// Pending reservations past their expiry: `(user, id)`, soonest first.
@@ -322,7 +322,7 @@ pub(crate) async fn due(
     now: Timestamp,
     limit: u32,
 ) -> Result<Vec<(UserId, ReservationId)>, Fail> {
-    let sql = "SELECT id, user_id FROM credit_reservations WHERE status = $3 AND expires_at <= $1 \
+    let sql = "SELECT id, account_id FROM credit_reservations WHERE status = $3 AND expires_at <= $1 \
                ORDER BY expires_at, id LIMIT $2";
     let rows: Vec<DueRow> = sql::all(
         db,
@@ -340,7 +340,7 @@ pub(crate) async fn due(
                 Fail::Store(crate::rows::corrupt("credit_reservations", &r.id, e))
             };
             Ok((
-                UserId::new(r.user_id.clone()).map_err(bad)?,
+                UserId::new(r.account_id.clone()).map_err(bad)?,
                 ReservationId::new(r.id.clone()).map_err(bad)?,
             ))
         })
@@ -353,7 +353,7 @@ pub(crate) async fn pending(
     user: &UserId,
 ) -> Result<Vec<Reservation>, Fail> {
     let sql = format!(
-        "SELECT {RESERVATION_COLUMNS} FROM credit_reservations WHERE user_id = $1 AND status = $2 \
+        "SELECT {RESERVATION_COLUMNS} FROM credit_reservations WHERE account_id = $1 AND status = $2 \
          ORDER BY created_at, id"
     );
     let values = vec![

@@ -60,6 +60,12 @@ async fn seed_users(store: &TestStore) {
                  VALUES ('{id}', '{email}', 'user', {created})"
             ))
             .await;
+        store
+            .raw(&format!(
+                "INSERT INTO accounts (id, kind, created_by, created_at) \
+                 VALUES ('{id}', 'personal', '{id}', {created})"
+            ))
+            .await;
     }
 }
 
@@ -431,7 +437,7 @@ async fn new_users_get_the_signup_grant_once_in_their_creation(store: &TestStore
     );
     assert_eq!(
         store
-            .raw_i64("SELECT expires_at FROM credit_grants WHERE user_id = 'usr_new'")
+            .raw_i64("SELECT expires_at FROM credit_grants WHERE account_id = 'usr_new'")
             .await,
         31 * DAY_MS
     );

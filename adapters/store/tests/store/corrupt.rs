@@ -91,14 +91,14 @@ async fn corrupt_accounts_and_subscriptions_are_reported(store: &TestStore) {
 async fn corrupt_ledger_rows_are_reported(store: &TestStore) {
     let u = user(store, "u1").await;
     // Beyond the largest amount the domain represents (10^12 credits).
-    store.raw("INSERT INTO credit_transactions (user_id, kind, amount_hundredths, balance_after_hundredths, created_at) \
+    store.raw("INSERT INTO credit_transactions (account_id, kind, amount_hundredths, balance_after_hundredths, created_at) \
         VALUES ('u1', 'admin_adjustment', 1, 200000000000000, 1)").await;
     assert!(is_corrupt(
         store
             .transactions(&u, PageRequest::new(None, None).unwrap())
             .await
     ));
-    store.raw("INSERT INTO credit_reservations (id, user_id, held_hundredths, status, idempotency_key, \
+    store.raw("INSERT INTO credit_reservations (id, account_id, held_hundredths, status, idempotency_key, \
         request_hash, created_at, expires_at) VALUES ('r1', 'u1', 200000000000000, 'pending', 'k', 'h', 1, 2)").await;
     assert!(is_corrupt(store.pending_reservations(&u).await));
 }

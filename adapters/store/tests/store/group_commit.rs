@@ -490,7 +490,7 @@ async fn a_batch_of_spends_draws_lots_as_one_by_one_spends_do(backend: Backend) 
             let remaining = setup
                 .raw_i64(&format!(
                     "SELECT remaining_hundredths FROM credit_grants \
-                     WHERE user_id = '{name}' AND source_key = '{name}-{lot}'"
+                     WHERE account_id = '{name}' AND source_key = '{name}-{lot}'"
                 ))
                 .await;
             assert_eq!(remaining, left, "lot {lot} of {name}");
@@ -520,7 +520,7 @@ async fn postgres_a_batch_whose_balance_moved_since_its_read_writes_nothing_and_
         .unwrap();
     let holder = other.begin().await.unwrap();
     holder
-        .execute_unprepared("SELECT 1 FROM credit_balances WHERE user_id = 'u1' FOR UPDATE")
+        .execute_unprepared("SELECT 1 FROM credit_balances WHERE account_id = 'u1' FOR UPDATE")
         .await
         .unwrap();
     let spends = tokio::spawn({
@@ -552,8 +552,8 @@ async fn postgres_a_batch_whose_balance_moved_since_its_read_writes_nothing_and_
     holder
         .execute_unprepared(
             "UPDATE credit_balances SET balance_hundredths = balance_hundredths + 500, \
-             transaction_count = transaction_count + 1 WHERE user_id = 'u1'; \
-             INSERT INTO credit_transactions (user_id, kind, amount_hundredths, \
+             transaction_count = transaction_count + 1 WHERE account_id = 'u1'; \
+             INSERT INTO credit_transactions (account_id, kind, amount_hundredths, \
              balance_after_hundredths, note, idempotency_key, created_at) \
              VALUES ('u1', 'admin_adjustment', 500, 1500, 'moved', 'adj-1', 150)",
         )

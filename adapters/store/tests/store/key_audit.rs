@@ -1,15 +1,15 @@
 //! The key audit (PostgreSQL): every statement the store sends on the hot paths names the
 //! account key of each distributed table it touches.
 //!
-//! `docs/scaling.md` plans Tally past one PostgreSQL on Citus, with the account key (today
-//! `user_id`) as the distribution column. A statement that touches a distributed table without
+//! `docs/scaling.md` plans Tally past one PostgreSQL on Citus, with the account key (`account_id`
+//! on the credit tables, still `user_id` on the purchase tables) as the distribution column. A statement that touches a distributed table without
 //! filtering by that column is sent by Citus to every shard; one that binds it to one value goes
 //! to one shard. This file holds the plan's list of distributed tables ([`DISTRIBUTED`]; the doc
 //! refers to it rather than repeating it) and checks the store against it: it records every
 //! statement the store sends (`SeaOrmStore::connect_observed`, feature `testing`) while the real
 //! use cases run a consume, a reserve then settle, a reserve then release, a paid webhook's grant
 //! and a refund's clawback, and fails on any statement that touches a distributed table
-//! without filtering by the key (`user_id = $n`, `user_id IN (…)`, `= ANY(…)`, or a join on it),
+//! without filtering by the key (`account_id = $n`, `… IN (…)`, `= ANY(…)`, or a join on it),
 //! naming the statement and the table.
 //!
 //! With group commit off every statement must bind the key to the acting user alone (one shard
@@ -45,10 +45,10 @@ use crate::support::{self, TestStore};
 /// `docs/scaling.md`, "Which table goes where"). Every other table is a reference table or stays
 /// on the coordinator.
 pub const DISTRIBUTED: &[(&str, &str)] = &[
-    ("credit_balances", "user_id"),
-    ("credit_transactions", "user_id"),
-    ("credit_grants", "user_id"),
-    ("credit_reservations", "user_id"),
+    ("credit_balances", "account_id"),
+    ("credit_transactions", "account_id"),
+    ("credit_grants", "account_id"),
+    ("credit_reservations", "account_id"),
     ("orders", "user_id"),
     ("subscriptions", "user_id"),
     ("subscription_charges", "user_id"),
@@ -76,7 +76,7 @@ pub const NOT_KEYED: &[(&str, &str)] = &[
 /// the key but span the users of the batch, so on Citus they are multi-shard statements.
 pub const BATCH_SPANS_USERS: &[&str] = &[
     // The read of the batch's balances and lots (`balances_with_lots`).
-    "WHERE b.user_id = ANY(ARRAY(SELECT json_array_elements_text($1::json)))",
+    "WHERE b.account_id = ANY(ARRAY(SELECT json_array_elements_text($1::json)))",
     // The one writing statement: ledger rows, decrements, draw-downs (`write_postgres`).
     "ins AS (INSERT INTO credit_transactions",
 ];
@@ -867,7 +867,7 @@ fn the_audit_reads_how_each_table_is_filtered() {
     };
     assert_eq!(
         routes(
-            "SELECT b.x FROM credit_balances b LEFT JOIN credit_grants g ON g.user_id = b.user_id WHERE b.user_id = $1 FOR UPDATE OF b"
+            "SELECT b.x FROM credit_balances b LEFT JOIN credit_grants g ON g.account_id = b.account_id WHERE b.account_id = $1 FOR UPDATE OF b"
         ),
         [
             ("credit_balances", keys(&["u1"])),
@@ -887,7 +887,7 @@ fn the_audit_reads_how_each_table_is_filtered() {
     assert_eq!(
         routes(
             "WITH d AS (SELECT * FROM json_to_recordset($1::json) AS r(uid text)), \
-                lk AS MATERIALIZED (SELECT user_id FROM credit_balances WHERE user_id IN (SELECT uid FROM d)) \
+                lk AS MATERIALIZED (SELECT account_id FROM credit_balances WHERE account_id IN (SELECT uid FROM d)) \
                 UPDATE credit_grants SET remaining = 0 FROM d WHERE id = d.lot"
         ),
         [
@@ -896,7 +896,7 @@ fn the_audit_reads_how_each_table_is_filtered() {
         ]
     );
     assert_eq!(
-        routes("UPDATE credit_balances SET n = n + 1 FROM d WHERE user_id = d.uid"),
+        routes("UPDATE credit_balances SET n = n + 1 FROM d WHERE account_id = d.uid"),
         [("credit_balances", Routing::Joined)]
     );
     assert!(routes("INSERT INTO events (event_id) VALUES ($1)").is_empty());

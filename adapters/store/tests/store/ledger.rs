@@ -478,9 +478,9 @@ async fn transactions_are_paged_newest_first_with_a_total(store: &TestStore) {
 async fn a_transactions_page_walks_the_index_instead_of_sorting(store: &TestStore) {
     let u = user(store, "u1").await;
     user(store, "u2").await;
-    let seed = "INSERT INTO credit_transactions (user_id, kind, amount_hundredths, balance_after_hundredths, created_at) \
+    let seed = "INSERT INTO credit_transactions (account_id, kind, amount_hundredths, balance_after_hundredths, created_at) \
         SELECT CASE WHEN g % 2 = 0 THEN 'u1' ELSE 'u2' END, 'admin_adjustment', 1, g, g FROM";
-    let query = "SELECT * FROM credit_transactions WHERE user_id = 'u1' ORDER BY created_at DESC, id DESC LIMIT 20 OFFSET 0";
+    let query = "SELECT * FROM credit_transactions WHERE account_id = 'u1' ORDER BY created_at DESC, id DESC LIMIT 20 OFFSET 0";
     let plan = match store.backend() {
         sea_orm::DbBackend::Postgres => {
             store

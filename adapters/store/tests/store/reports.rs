@@ -26,6 +26,12 @@ async fn seed(store: &TestStore) {
         ('usr_a', 'a@example.com', 'user', 0)",
     )
     .await;
+    run(
+        store,
+        "INSERT INTO accounts (id, kind, created_by, created_at) VALUES \
+        ('usr_a', 'personal', 'usr_a', 0)",
+    )
+    .await;
     let order =
         |id: &str, amount: i64, currency: &str, status: &str, paid: Option<i64>, refunded: i64| {
             let paid = paid.map_or("NULL".to_owned(), |p| p.to_string());
@@ -76,7 +82,7 @@ async fn seed(store: &TestStore) {
     .await;
     let tx = |kind: &str, amount: i64, feature: &str, model: &str, at: i64| {
         format!(
-            "INSERT INTO credit_transactions (user_id, kind, amount_hundredths, \
+            "INSERT INTO credit_transactions (account_id, kind, amount_hundredths, \
              balance_after_hundredths, feature, model, created_at) VALUES ('usr_a', '{kind}', \
              {amount}, 0, {feature}, {model}, {at})"
         )
@@ -211,7 +217,7 @@ async fn sums_beyond_a_balance_and_beyond_i64_are_exact(store: &TestStore) {
     let huge = 5_000_000_000_000_000_000_i64;
     let tx = |kind: &str, amount: i64, feature: &str, at: i64| {
         format!(
-            "INSERT INTO credit_transactions (user_id, kind, amount_hundredths, \
+            "INSERT INTO credit_transactions (account_id, kind, amount_hundredths, \
              balance_after_hundredths, feature, created_at) VALUES ('usr_a', '{kind}', \
              {amount}, 0, {feature}, {at})"
         )

@@ -29,7 +29,7 @@ async fn break_the_guard(store: &TestStore, user: &UserId) {
         store
             .raw(&format!(
                 "CREATE FUNCTION refuse_decrease() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
-                 IF OLD.user_id = '{u}' AND NEW.balance_hundredths < OLD.balance_hundredths \
+                 IF OLD.account_id = '{u}' AND NEW.balance_hundredths < OLD.balance_hundredths \
                  THEN RETURN NULL; END IF; RETURN NEW; END $$"
             ))
             .await;
@@ -43,7 +43,7 @@ async fn break_the_guard(store: &TestStore, user: &UserId) {
         store
             .raw(&format!(
                 "CREATE TRIGGER refuse_decrease BEFORE UPDATE ON credit_balances FOR EACH ROW \
-                 WHEN OLD.user_id = '{u}' AND NEW.balance_hundredths < OLD.balance_hundredths \
+                 WHEN OLD.account_id = '{u}' AND NEW.balance_hundredths < OLD.balance_hundredths \
                  BEGIN SELECT RAISE(IGNORE); END"
             ))
             .await;
@@ -64,7 +64,7 @@ async fn transaction_count(store: &TestStore, user: &UserId) -> i64 {
     let u = user.as_str();
     store
         .raw_i64(&format!(
-            "SELECT COUNT(*) FROM credit_transactions WHERE user_id = '{u}'"
+            "SELECT COUNT(*) FROM credit_transactions WHERE account_id = '{u}'"
         ))
         .await
 }

@@ -365,7 +365,7 @@ async fn run_case(
     let lots: Vec<(i64, i64, i64)> = store
         .raw_rows(&format!(
             "SELECT source_key, amount_hundredths, clawed_back_hundredths + shortfall_hundredths \
-             AS taken FROM credit_grants WHERE user_id = '{}' AND source_kind = 'subscription_period' \
+             AS taken FROM credit_grants WHERE account_id = '{}' AND source_kind = 'subscription_period' \
              ORDER BY source_key",
             user.id
         ))

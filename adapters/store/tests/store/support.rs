@@ -469,7 +469,7 @@ pub async fn assert_ledger_consistent(store: &TestStore, user: &UserId) {
     let balance = store.balance(user).await.expect("balance").hundredths();
     let sum = store
         .raw_i64(&format!(
-            "SELECT CAST(COALESCE(SUM(amount_hundredths), 0) AS BIGINT) FROM credit_transactions WHERE user_id = '{u}'"
+            "SELECT CAST(COALESCE(SUM(amount_hundredths), 0) AS BIGINT) FROM credit_transactions WHERE account_id = '{u}'"
         ))
         .await;
     assert_eq!(
@@ -478,13 +478,13 @@ pub async fn assert_ledger_consistent(store: &TestStore, user: &UserId) {
     );
     let count = store
         .raw_i64(&format!(
-            "SELECT COUNT(*) FROM credit_transactions WHERE user_id = '{u}'"
+            "SELECT COUNT(*) FROM credit_transactions WHERE account_id = '{u}'"
         ))
         .await;
     if count > 0 {
         let last = store
             .raw_i64(&format!(
-                "SELECT balance_after_hundredths FROM credit_transactions WHERE user_id = '{u}' ORDER BY id DESC LIMIT 1"
+                "SELECT balance_after_hundredths FROM credit_transactions WHERE account_id = '{u}' ORDER BY id DESC LIMIT 1"
             ))
             .await;
         assert_eq!(
@@ -493,7 +493,7 @@ pub async fn assert_ledger_consistent(store: &TestStore, user: &UserId) {
         );
         let counted = store
             .raw_i64(&format!(
-                "SELECT transaction_count FROM credit_balances WHERE user_id = '{u}'"
+                "SELECT transaction_count FROM credit_balances WHERE account_id = '{u}'"
             ))
             .await;
         assert_eq!(counted, count, "transaction_count of {u} is off");
@@ -501,13 +501,13 @@ pub async fn assert_ledger_consistent(store: &TestStore, user: &UserId) {
     let lots = store
         .raw_i64(&format!(
             "SELECT CAST(COALESCE(SUM(remaining_hundredths), 0) AS BIGINT) FROM credit_grants \
-             WHERE user_id = '{u}' AND expired = FALSE"
+             WHERE account_id = '{u}' AND expired = FALSE"
         ))
         .await;
     let held = store
         .raw_i64(&format!(
             "SELECT CAST(COALESCE(SUM(held_hundredths), 0) AS BIGINT) FROM credit_reservations \
-             WHERE user_id = '{u}' AND status = 'pending'"
+             WHERE account_id = '{u}' AND status = 'pending'"
         ))
         .await;
     assert!(

@@ -1,0 +1,428 @@
+//! Accounts: who owns credits, who may spend them, and how much a member may spend per window.
+//!
+//! Every user has a personal account whose id is the user's id; a team account has members with
+//! a role. A spend charges exactly one account and names the acting member. A member of a team
+//! may carry a limit: at most so many credits per calendar window (UTC day, ISO week starting
+//! Monday, calendar month). The counter of a member's window lives with the member and moves in
+//! the spend's own transaction; the rules here decide every move, so the per-request path, the
+//! tests and the property tests share one definition.
+//!
+//! What counts against a window: a consumption when it is posted; a hold when it is taken (at
+//! its held amount); when a hold is settled, the part returned gives headroom back to the window
+//! it counted in (if that window is still the current one) and an overrun past the hold is a new
+//! spend in the current window, allowed only within what is left of it. A release gives the whole
+//! hold back to its window on the same terms.
+
+use crate::credits::Credits;
+use crate::ids::{AccountId, UserId};
+use crate::time::Timestamp;
+
+/// Milliseconds in a day.
+const DAY_MS: i64 = 86_400_000;
+
+impl AccountId {
+    /// The personal account of `user`: the same id.
+    #[must_use]
+    pub fn personal(user: &UserId) -> Self {
+        Self::new(user.as_str()).expect("a user id is a valid account id")
+    }
+
+    /// Whether this is `user`'s personal account.
+    #[must_use]
+    pub fn is_personal_of(&self, user: &UserId) -> bool {
+        self.as_str() == user.as_str()
+    }
+}
+
+/// What kind of account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AccountKind {
+    /// One user's own.
+    Personal,
+    /// Shared by members.
+    Team,
+}
+
+impl AccountKind {
+    /// The stored and wire code.
+    #[must_use]
+    pub const fn code(self) -> &'static str {
+        match self {
+            Self::Personal => "personal",
+            Self::Team => "team",
+        }
+    }
+
+    /// The kind a code names.
+    #[must_use]
+    pub fn parse(code: &str) -> Option<Self> {
+        match code {
+            "personal" => Some(Self::Personal),
+            "team" => Some(Self::Team),
+            _ => None,
+        }
+    }
+}
+
+/// A member's role in a team.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MemberRole {
+    /// Spends.
+    Member,
+    /// Spends, and manages members and their limits (not owners).
+    Admin,
+    /// Everything an admin does, for every member, owners included.
+    Owner,
+}
+
+impl MemberRole {
+    /// Every role.
+    pub const ALL: [MemberRole; 3] = [Self::Owner, Self::Admin, Self::Member];
+
+    /// The stored and wire code.
+    #[must_use]
+    pub const fn code(self) -> &'static str {
+        match self {
+            Self::Owner => "owner",
+            Self::Admin => "admin",
+            Self::Member => "member",
+        }
+    }
+
+    /// The role a code names.
+    #[must_use]
+    pub fn parse(code: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.code() == code)
+    }
+
+    /// Whether this role manages members: adds, removes, changes roles and limits.
+    #[must_use]
+    pub const fn manages_members(self) -> bool {
+        matches!(self, Self::Owner | Self::Admin)
+    }
+
+    /// Whether this role buys for the account.
+    #[must_use]
+    pub const fn buys(self) -> bool {
+        self.manages_members()
+    }
+}
+
+/// The calendar window a member's limit counts in (UTC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LimitWindow {
+    /// From 00:00 UTC to the next.
+    Day,
+    /// From Monday 00:00 UTC (ISO week) to the next.
+    Week,
+    /// From the first of the month 00:00 UTC to the next.
+    Month,
+}
+
+impl LimitWindow {
+    /// Every window.
+    pub const ALL: [LimitWindow; 3] = [Self::Day, Self::Week, Self::Month];
+
+    /// The stored and wire code.
+    #[must_use]
+    pub const fn code(self) -> &'static str {
+        match self {
+            Self::Day => "day",
+            Self::Week => "week",
+            Self::Month => "month",
+        }
+    }
+
+    /// The window a code names.
+    #[must_use]
+    pub fn parse(code: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|w| w.code() == code)
+    }
+
+    /// The start of the window that contains `at`.
+    #[must_use]
+    pub fn start_of(self, at: Timestamp) -> Timestamp {
+        let day = at.unix_millis().div_euclid(DAY_MS);
+        let start_day = match self {
+            Self::Day => day,
+            // 1970-01-01 was a Thursday: Monday is three days before a multiple of seven.
+            Self::Week => day - (day + 3).rem_euclid(7),
+            Self::Month => day - i64::from(crate::time::day_of_month(at)) + 1,
+        };
+        Timestamp::from_unix_millis(start_day.saturating_mul(DAY_MS))
+    }
+
+    /// The end of the window that starts at `start` (the next one's start).
+    #[must_use]
+    pub fn end_of(self, start: Timestamp) -> Timestamp {
+        match self {
+            Self::Day => start.plus_days(1),
+            Self::Week => start.plus_days(7),
+            Self::Month => start.plus_calendar_months(1),
+        }
+    }
+}
+
+/// A member's limit: at most `credits` per `window`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemberLimit {
+    /// The most a member spends in one window (never zero).
+    pub credits: Credits,
+    /// The window.
+    pub window: LimitWindow,
+}
+
+/// What a member has spent in the window that starts at `start`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowCount {
+    /// The start of the window the count is for.
+    pub start: Timestamp,
+    /// What counts against the limit in it.
+    pub spent: Credits,
+}
+
+impl WindowCount {
+    /// Nothing counted yet.
+    pub const NONE: WindowCount = WindowCount {
+        start: Timestamp::from_unix_millis(0),
+        spent: Credits::ZERO,
+    };
+
+    /// The count as it stands at `now` under `window`: a count of an earlier window is zero.
+    #[must_use]
+    pub fn at(self, window: LimitWindow, now: Timestamp) -> WindowCount {
+        let start = window.start_of(now);
+        if start == self.start {
+            self
+        } else {
+            WindowCount {
+                start,
+                spent: Credits::ZERO,
+            }
+        }
+    }
+}
+
+/// A spend refused by a member's limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitReached {
+    /// The limit.
+    pub limit: MemberLimit,
+    /// What is left in the current window.
+    pub left: Credits,
+    /// When the window ends and the count starts again.
+    pub resets_at: Timestamp,
+}
+
+/// Count a spend of `amount` at `now` against `limit`, given the member's stored `count`: the
+/// count to store, or the refusal. Without a limit the count is left as it is.
+///
+/// # Errors
+/// [`LimitReached`] when the window's count plus `amount` would pass the limit.
+pub fn count_spend(
+    limit: Option<MemberLimit>,
+    count: WindowCount,
+    amount: Credits,
+    now: Timestamp,
+) -> Result<WindowCount, LimitReached> {
+    let Some(limit) = limit else {
+        return Ok(count);
+    };
+    let current = count.at(limit.window, now);
+    let left = limit
+        .credits
+        .checked_sub(current.spent)
+        .unwrap_or(Credits::ZERO);
+    match current.spent.checked_add(amount) {
+        Ok(spent) if spent <= limit.credits => Ok(WindowCount {
+            start: current.start,
+            spent,
+        }),
+        _ => Err(LimitReached {
+            limit,
+            left,
+            resets_at: limit.window.end_of(current.start),
+        }),
+    }
+}
+
+/// What `limit` leaves for a spend at `now`: `None` without a limit.
+#[must_use]
+pub fn headroom(limit: Option<MemberLimit>, count: WindowCount, now: Timestamp) -> Option<Credits> {
+    let limit = limit?;
+    let current = count.at(limit.window, now);
+    Some(
+        limit
+            .credits
+            .checked_sub(current.spent)
+            .unwrap_or(Credits::ZERO),
+    )
+}
+
+/// Give `amount` of headroom back after a hold counted in the window starting `counted_in` is
+/// released or settled for less: only while that window is still the current one (a past
+/// window's count no longer matters, and the current one never counted the hold).
+#[must_use]
+pub fn give_back(
+    limit: Option<MemberLimit>,
+    count: WindowCount,
+    counted_in: Option<Timestamp>,
+    amount: Credits,
+    now: Timestamp,
+) -> WindowCount {
+    let (Some(limit), Some(counted_in)) = (limit, counted_in) else {
+        return count;
+    };
+    let current = count.at(limit.window, now);
+    if current.start != counted_in || count.start != counted_in {
+        return current;
+    }
+    WindowCount {
+        start: current.start,
+        spent: current.spent.checked_sub(amount).unwrap_or(Credits::ZERO),
+    }
+}
+
+/// How a member's hold settles: the most the settle may take past the hold, given the
+/// account's `available` balance, the member's limit and whether they are still a member (a
+/// removed member's hold settles only within what it held).
+#[must_use]
+pub fn settle_ceiling(
+    available: Credits,
+    limit: Option<MemberLimit>,
+    count: WindowCount,
+    still_member: bool,
+    now: Timestamp,
+) -> Credits {
+    if !still_member {
+        return Credits::ZERO;
+    }
+    match headroom(limit, count, now) {
+        Some(room) => available.min(room),
+        None => available,
+    }
+}
+
+/// A change to a team's members that the rules refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberChangeRefusal {
+    /// The acting user may not make this change.
+    NotAllowed,
+    /// The change would leave the team without an owner.
+    LastOwner,
+    /// The user is already a member.
+    AlreadyMember,
+    /// The user is not a member.
+    NotAMember,
+    /// Personal accounts have no other members.
+    PersonalAccount,
+}
+
+/// A change to a team's members.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberChange {
+    /// Add a user with a role.
+    Add(MemberRole),
+    /// Change a member's role.
+    SetRole(MemberRole),
+    /// Set or clear a member's limit.
+    SetLimit(Option<MemberLimit>),
+    /// Remove a member (themselves: leaving).
+    Remove,
+}
+
+/// The facts a member change is decided on, read in the change's transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemberFacts {
+    /// The account's kind.
+    pub kind: AccountKind,
+    /// The acting user's role, if they are a member.
+    pub actor: Option<MemberRole>,
+    /// Whether the acting user is the target.
+    pub to_self: bool,
+    /// The target's role, if they are a member.
+    pub target: Option<MemberRole>,
+    /// How many owners the team has.
+    pub owners: u32,
+}
+
+/// Decide a member change: who may do what. Owners manage everyone; admins manage admins and
+/// members and grant at most admin; every member may leave (remove themselves); only an owner
+/// sets their own limit; the last owner can neither leave, be removed nor stop being an owner.
+///
+/// # Errors
+/// The refusal.
+pub fn decide_member_change(
+    facts: MemberFacts,
+    change: MemberChange,
+) -> Result<(), MemberChangeRefusal> {
+    if facts.kind == AccountKind::Personal {
+        return Err(MemberChangeRefusal::PersonalAccount);
+    }
+    let actor = facts.actor.ok_or(MemberChangeRefusal::NotAllowed)?;
+    let last_owner = facts.target == Some(MemberRole::Owner) && facts.owners <= 1;
+    if let MemberChange::Add(role) = change {
+        if facts.target.is_some() {
+            return Err(MemberChangeRefusal::AlreadyMember);
+        }
+        return may_grant(actor, role);
+    }
+    let target = facts.target.ok_or(MemberChangeRefusal::NotAMember)?;
+    match change {
+        MemberChange::Add(_) => unreachable!("handled above"),
+        MemberChange::Remove => {
+            if !facts.to_self {
+                may_manage(actor, target)?;
+            }
+            if last_owner {
+                return Err(MemberChangeRefusal::LastOwner);
+            }
+            Ok(())
+        }
+        MemberChange::SetRole(role) => {
+            may_manage(actor, target)?;
+            may_grant(actor, role)?;
+            if last_owner && role != MemberRole::Owner {
+                return Err(MemberChangeRefusal::LastOwner);
+            }
+            Ok(())
+        }
+        MemberChange::SetLimit(_) => {
+            if facts.to_self && actor != MemberRole::Owner {
+                return Err(MemberChangeRefusal::NotAllowed);
+            }
+            may_manage(actor, target)
+        }
+    }
+}
+
+/// Whether `actor` manages a member whose role is `target`.
+fn may_manage(actor: MemberRole, target: MemberRole) -> Result<(), MemberChangeRefusal> {
+    let allowed = match actor {
+        MemberRole::Owner => true,
+        MemberRole::Admin => target != MemberRole::Owner,
+        MemberRole::Member => false,
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(MemberChangeRefusal::NotAllowed)
+    }
+}
+
+/// Whether `actor` gives someone `role`.
+fn may_grant(actor: MemberRole, role: MemberRole) -> Result<(), MemberChangeRefusal> {
+    let allowed = match actor {
+        MemberRole::Owner => true,
+        MemberRole::Admin => role != MemberRole::Owner,
+        MemberRole::Member => false,
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(MemberChangeRefusal::NotAllowed)
+    }
+}
+
+#[cfg(test)]
+mod tests;
