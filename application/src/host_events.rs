@@ -12,7 +12,7 @@ mod told;
 
 pub use told::{
     HostEvent, HostEventData, MismatchTold, balance_alerts, consumed, credits_changed,
-    entitlements_changed, mismatch, mismatch_of, order_changed, payment_event_told,
+    entitlements_changed, member_changed, mismatch, mismatch_of, order_changed, payment_event_told,
     recorded_event_told, reservation_step, subscription_changed,
 };
 
@@ -69,11 +69,17 @@ pub enum HostEventKind {
     /// A user's effective entitlements changed (a purchase, a subscription starting or ending,
     /// a refund, one-time access running out); carries the new map and the previous one.
     EntitlementsChanged,
+    /// A user joined a team's account (added, or created it).
+    AccountMemberAdded,
+    /// A member left a team's account or was removed.
+    AccountMemberRemoved,
+    /// A member's role changed.
+    AccountMemberRoleChanged,
 }
 
 impl HostEventKind {
     /// Every type, in the order the documentation lists them.
-    pub const ALL: [HostEventKind; 23] = [
+    pub const ALL: [HostEventKind; 26] = [
         HostEventKind::OrderPaid,
         HostEventKind::OrderFailed,
         HostEventKind::OrderRefunded,
@@ -97,6 +103,9 @@ impl HostEventKind {
         HostEventKind::CreditsReleased,
         HostEventKind::PaymentMismatch,
         HostEventKind::EntitlementsChanged,
+        HostEventKind::AccountMemberAdded,
+        HostEventKind::AccountMemberRemoved,
+        HostEventKind::AccountMemberRoleChanged,
     ];
 
     /// The high-volume consumption types: written only while an enabled endpoint names one of
@@ -147,6 +156,9 @@ impl HostEventKind {
             HostEventKind::CreditsReleased => "credits.released",
             HostEventKind::PaymentMismatch => "payment.mismatch",
             HostEventKind::EntitlementsChanged => "entitlements.changed",
+            HostEventKind::AccountMemberAdded => "account.member_added",
+            HostEventKind::AccountMemberRemoved => "account.member_removed",
+            HostEventKind::AccountMemberRoleChanged => "account.member_role_changed",
         }
     }
 

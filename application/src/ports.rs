@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod reports;
 pub mod runtime;
 pub mod store;
+pub mod teams;
 pub mod webhooks;
 
 pub use admin::*;
@@ -22,4 +23,5 @@ pub use metrics::*;
 pub use reports::*;
 pub use runtime::*;
 pub use store::*;
+pub use teams::*;
 pub use webhooks::*;

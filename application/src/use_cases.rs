@@ -21,6 +21,7 @@ pub mod refund_order;
 pub mod report_status;
 pub mod return_from_checkout;
 pub mod sessions;
+pub mod teams;
 pub mod webhook_endpoints;
 
 #[cfg(test)]
@@ -94,11 +95,14 @@ impl StoreCause for ReservationError {
 /// and an internal error to the caller. Every other outcome passes untouched.
 pub(crate) fn noted<T, E: StoreCause>(metrics: &dyn Metrics, result: Result<T, E>) -> Result<T, E> {
     if let Err(e) = &result
-        && let Some(StoreError::SpendDisagreement { user, disagreement }) = e.store_cause()
+        && let Some(StoreError::SpendDisagreement {
+            account,
+            disagreement,
+        }) = e.store_cause()
     {
         let decided = &disagreement.decided;
         tracing::error!(
-            user_id = %user,
+            account_id = %account,
             kind = %decided.kind,
             amount_hundredths = decided.amount.hundredths(),
             before_hundredths = decided.before.hundredths(),

@@ -21,6 +21,27 @@ use crate::time::Timestamp;
 const DAY_MS: i64 = 86_400_000;
 
 impl AccountId {
+    /// How every team account's id starts. No user id starts so (users are `usr_…` or host
+    /// users' prefix; the accounts step refuses a database where one does), so an account id
+    /// tells by itself whether it is a team's or a user's personal one.
+    pub const TEAM_PREFIX: &'static str = "team_";
+
+    /// Whether this is a team's account.
+    #[must_use]
+    pub fn is_team(&self) -> bool {
+        self.as_str().starts_with(Self::TEAM_PREFIX)
+    }
+
+    /// The user whose personal account this is (`None` for a team's).
+    #[must_use]
+    pub fn owner(&self) -> Option<UserId> {
+        if self.is_team() {
+            None
+        } else {
+            UserId::new(self.as_str()).ok()
+        }
+    }
+
     /// The personal account of `user`: the same id.
     #[must_use]
     pub fn personal(user: &UserId) -> Self {

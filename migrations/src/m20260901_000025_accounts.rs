@@ -82,6 +82,17 @@ const DROP: &[&str] = &["DROP TABLE account_members", "DROP TABLE accounts"];
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        // A team account's id starts with `team_`; a personal one is its user's id.
+        let clashing = count(
+            manager,
+            "SELECT COUNT(*) AS n FROM users WHERE substr(id, 1, 5) = 'team_'",
+        )
+        .await?;
+        if clashing > 0 {
+            return Err(DbErr::Migration(format!(
+                "{clashing} user id(s) start with `team_`, the prefix of team accounts"
+            )));
+        }
         sql::run(manager, CREATE).await?;
         for table in OWNED {
             move_owner(
@@ -98,16 +109,11 @@ impl MigrationTrait for Migration {
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let connection = manager.get_connection();
-        let teams = connection
-            .query_one_raw(Statement::from_string(
-                manager.get_database_backend(),
-                "SELECT COUNT(*) AS n FROM accounts WHERE kind = 'team'",
-            ))
-            .await?
-            .map(|row| row.try_get::<i64>("", "n"))
-            .transpose()?
-            .unwrap_or(0);
+        let teams = count(
+            manager,
+            "SELECT COUNT(*) AS n FROM accounts WHERE kind = 'team'",
+        )
+        .await?;
         if teams > 0 {
             return Err(DbErr::Migration(format!(
                 "{teams} team account(s) exist: their credits belong to no user, so this step \
@@ -138,6 +144,20 @@ impl MigrationTrait for Migration {
     fn use_transaction(&self) -> Option<bool> {
         Some(true)
     }
+}
+
+/// The count `query` (`SELECT COUNT(*) AS n …`) answers.
+async fn count(manager: &SchemaManager<'_>, query: &str) -> Result<i64, DbErr> {
+    Ok(manager
+        .get_connection()
+        .query_one_raw(Statement::from_string(
+            manager.get_database_backend(),
+            query,
+        ))
+        .await?
+        .map(|row| row.try_get::<i64>("", "n"))
+        .transpose()?
+        .unwrap_or(0))
 }
 
 /// Rename `table`'s owner column `from.0` (a reference to `from.1`) to `to.0`, referring to

@@ -13,8 +13,8 @@ use application::use_cases::api_keys::ApiKeyError;
 use application::use_cases::manage_plans::{ManagePlansError, PlanInput};
 use application::use_cases::refund_order::{RefundOrder, RefundOrderError};
 use domain::{
-    ApiKeyId, EventOutcome, OrderId, PlanDraft, PlanId, PlanText, ProviderId, ProviderRefs,
-    RefField, UserId,
+    AccountId, ApiKeyId, EventOutcome, OrderId, PlanDraft, PlanId, PlanText, ProviderId,
+    ProviderRefs, RefField, UserId,
 };
 use poem::Request;
 use poem_openapi::param::{Header, Path, Query};
@@ -570,33 +570,31 @@ impl AdminApi {
         body: Json<AdjustCreditsBody>,
         request: &Request,
     ) -> AdjustCreditsResponse {
-        let result = async {
-            let admin = self.state.admin(&credential).await?;
-            let key = parse_idempotency_key(idempotency_key.0, request)?
-                .ok_or_else(|| Problem::bad_input("Idempotency-Key is required"))?;
-            let expires_at = parse_expiry(body.0.expires_at.as_deref())?;
-            let user_id = parse_id(&id.0, UserId::new, || {
-                adjust_problem(AdjustCreditsError::UserNotFound)
-            })?;
-            let adjust = AdjustCredits {
-                admin,
-                user_id,
-                amount: body.0.amount,
-                reason: body.0.reason,
-                expires_at,
-                idempotency_key: key,
-            };
-            self.state
-                .ports
-                .admin
-                .adjust_credits(&adjust)
-                .await
-                .map_err(adjust_problem)
-        };
-        match result.await {
-            Ok(done) => AdjustCreditsResponse::Ok(Json(AdjustedCreditsView::new(&done))),
-            Err(problem) => problem.into(),
-        }
+        // A malformed id names nobody, as the use case answers an unknown user.
+        let account = parse_id(&id.0, UserId::new, || {
+            adjust_problem(AdjustCreditsError::UserNotFound)
+        })
+        .map(|user| AccountId::personal(&user));
+        let key = (idempotency_key.0, request);
+        self.adjust(&credential, account, key, body.0).await
+    }
+
+    /// Grant credits to a team's account, or debit them, once per key: how a team's pool is
+    /// funded by hand (`team_…` ids; a user's own id adjusts their personal account).
+    #[oai(path = "/api/admin/accounts/:id/credits", method = "post")]
+    async fn adjust_account_credits(
+        &self,
+        credential: Credential,
+        id: Path<String>,
+        #[oai(name = "Idempotency-Key")] idempotency_key: Header<Option<String>>,
+        body: Json<AdjustCreditsBody>,
+        request: &Request,
+    ) -> AdjustCreditsResponse {
+        let account = parse_id(&id.0, AccountId::new, || {
+            adjust_problem(AdjustCreditsError::UserNotFound)
+        });
+        let key = (idempotency_key.0, request);
+        self.adjust(&credential, account, key, body.0).await
     }
 
     /// Refund a paid order, fully or in part, through its provider's refund API.
@@ -890,5 +888,41 @@ fn api_key_problem(e: ApiKeyError) -> Problem {
         ApiKeyError::Invalid(message) => Problem::new(Code::ValidationFailed, message),
         ApiKeyError::NotFound => Problem::new(Code::ApiKeyNotFound, "no such API key"),
         ApiKeyError::Infra(infra) => infra.into(),
+    }
+}
+
+impl AdminApi {
+    /// An administrator's adjustment of `account` (an unknown one answers `user_not_found`).
+    async fn adjust(
+        &self,
+        credential: &Credential,
+        account: Result<AccountId, Problem>,
+        (idempotency_key, request): (Option<String>, &Request),
+        body: AdjustCreditsBody,
+    ) -> AdjustCreditsResponse {
+        let result = async {
+            let admin = self.state.admin(credential).await?;
+            let key = parse_idempotency_key(idempotency_key, request)?
+                .ok_or_else(|| Problem::bad_input("Idempotency-Key is required"))?;
+            let expires_at = parse_expiry(body.expires_at.as_deref())?;
+            let adjust = AdjustCredits {
+                admin,
+                account_id: account?,
+                amount: body.amount,
+                reason: body.reason,
+                expires_at,
+                idempotency_key: key,
+            };
+            self.state
+                .ports
+                .admin
+                .adjust_credits(&adjust)
+                .await
+                .map_err(adjust_problem)
+        };
+        match result.await {
+            Ok(done) => AdjustCreditsResponse::Ok(Json(AdjustedCreditsView::new(&done))),
+            Err(problem) => problem.into(),
+        }
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use application::accounts::Scope;
 use application::ports::{CreditTransaction, Replay};
 use application::use_cases::credits::{ConsumeCredits, CreditsError, UsageRequest};
-use domain::{ReservationId, UserId};
+use domain::{AccountId, ReservationId, UserId};
 use poem::Request;
 use poem_openapi::param::{Header, Path};
 use poem_openapi::payload::Json;
@@ -25,9 +25,14 @@ use crate::problem::{Code, Problem, api_response};
 #[derive(Debug, Clone, Object)]
 #[oai(rename_all = "camelCase")]
 pub struct UsageBody {
-    /// Whose credits.
+    /// Who spends: their personal account is charged unless `accountId` names a team they
+    /// belong to.
     #[oai(validator(min_length = 1, max_length = 64))]
     pub user_id: String,
+    /// The team account to charge (the user must be a member; their limit applies). Omitted,
+    /// or the user's own id: their personal account.
+    #[oai(validator(min_length = 1, max_length = 64))]
+    pub account_id: Option<String>,
     /// A fixed-cost feature (`chat`, `image`, …); omit for a per-token chat.
     #[oai(validator(min_length = 1, max_length = 64))]
     pub feature: Option<String>,
@@ -53,9 +58,12 @@ impl UsageBody {
 #[derive(Debug, Clone, Object)]
 #[oai(rename_all = "camelCase")]
 pub struct ReleaseBody {
-    /// Whose reservation.
+    /// Who releases it: on a team's account, the member who holds it or an owner or admin.
     #[oai(validator(min_length = 1, max_length = 64))]
     pub user_id: String,
+    /// The team account that holds it (omitted: the user's personal account).
+    #[oai(validator(min_length = 1, max_length = 64))]
+    pub account_id: Option<String>,
 }
 
 /// A consumption: what it cost and the balance after it.
@@ -64,8 +72,10 @@ pub struct ReleaseBody {
 pub struct ConsumptionView {
     /// The credit transaction's id.
     pub transaction_id: i64,
-    /// Whose credits.
+    /// Who spent.
     pub user_id: String,
+    /// The account charged (the user's own id for their personal account).
+    pub account_id: String,
     /// The cost, decimal string with two places.
     pub cost: String,
     /// The cost, in hundredths.
@@ -92,7 +102,8 @@ impl From<&CreditTransaction> for ConsumptionView {
         let cost = t.amount.magnitude();
         Self {
             transaction_id: t.id,
-            user_id: t.user_id.to_string(),
+            user_id: crate::dto::spender(&t.account_id, t.member_id.as_ref()),
+            account_id: t.account_id.to_string(),
             cost: cost.to_string(),
             cost_hundredths: cost.hundredths(),
             balance_after: t.balance_after.to_string(),
@@ -121,9 +132,11 @@ api_response! {
         /// `unauthorized`: no valid credential.
         401 Unauthorized,
         /// `insufficient_credits`: the balance does not cover the cost (`available`,
-        /// `requested`); nothing was spent.
+        /// `requested`); `limit_reached`: the member's limit does not leave room for it
+        /// (`limit`: what is left and when it resets); nothing was spent.
         402 PaymentRequired,
-        /// `forbidden`: not an API key with `credits:consume`.
+        /// `forbidden`: not an API key with `credits:consume`; `not_a_member`: the user does
+        /// not belong to the account named.
         403 Forbidden,
         /// `user_not_found`.
         404 NotFound,
@@ -152,9 +165,10 @@ api_response! {
         400 BadRequest,
         /// `unauthorized`: no valid credential.
         401 Unauthorized,
-        /// `insufficient_credits`: the balance does not cover the estimate; nothing was held.
+        /// `insufficient_credits`: the balance does not cover the estimate; `limit_reached`: the
+        /// member's limit does not leave room for it; nothing was held.
         402 PaymentRequired,
-        /// `forbidden`: not an API key with `credits:consume`.
+        /// `forbidden`: not an API key with `credits:consume`; `not_a_member`.
         403 Forbidden,
         /// `user_not_found`.
         404 NotFound,
@@ -292,10 +306,11 @@ impl ConsumptionApi {
                 .service_key(&credential, Scope::CreditsConsume)
                 .await?;
             let (user, id) = reservation_of(&body.0.user_id, &id.0)?;
+            let account = account_id(body.0.account_id.as_deref())?;
             self.state
                 .ports
                 .credits
-                .settle_reservation(&user, &id, &body.0.usage())
+                .settle_reservation(&user, account, &id, &body.0.usage())
                 .await
                 .map_err(credits_problem)
         };
@@ -321,10 +336,11 @@ impl ConsumptionApi {
                 .service_key(&credential, Scope::CreditsConsume)
                 .await?;
             let (user, id) = reservation_of(&body.0.user_id, &id.0)?;
+            let account = account_id(body.0.account_id.as_deref())?;
             self.state
                 .ports
                 .credits
-                .release_reservation(&user, &id)
+                .release_reservation(&user, account, &id)
                 .await
                 .map_err(credits_problem)
         };
@@ -350,9 +366,20 @@ fn consume_request(
         .ok_or_else(|| Problem::bad_input("the Idempotency-Key header is required"))?;
     Ok(ConsumeCredits {
         user_id: user_id(&body.user_id)?,
+        account_id: account_id(body.account_id.as_deref())?,
         usage: body.usage(),
         idempotency_key,
     })
+}
+
+/// The account a body names, if any: a malformed id is one the user does not belong to.
+fn account_id(raw: Option<&str>) -> Result<Option<AccountId>, Problem> {
+    raw.map(|raw| {
+        parse_id(raw, AccountId::new, || {
+            credits_problem(CreditsError::NotAMember)
+        })
+    })
+    .transpose()
 }
 
 /// The user a body names: a malformed id names nobody.
@@ -381,6 +408,8 @@ fn credits_problem(e: CreditsError) -> Problem {
         CreditsError::IdempotencyConflict => Problem::new(Code::IdempotencyConflict, e.to_string()),
         CreditsError::ReservationNotFound => Problem::new(Code::ReservationNotFound, e.to_string()),
         CreditsError::AlreadyResolved(_) => Problem::new(Code::ReservationResolved, e.to_string()),
+        CreditsError::NotAMember => Problem::new(Code::NotAMember, e.to_string()),
+        CreditsError::LimitReached(reached) => Problem::limit_reached(&reached),
         CreditsError::Infra(infra) => infra.into(),
     }
 }

@@ -80,6 +80,9 @@ pub struct TransactionView {
     /// Tokens used.
     #[oai(skip_serializing_if_is_none)]
     pub tokens: Option<u64>,
+    /// The team member who spent (team accounts only).
+    #[oai(skip_serializing_if_is_none)]
+    pub member_id: Option<String>,
     /// When.
     pub created_at: String,
 }
@@ -100,6 +103,7 @@ impl TransactionView {
             feature: t.context.feature.clone(),
             model: t.context.model.clone(),
             tokens: t.context.tokens,
+            member_id: t.member_id.as_ref().map(ToString::to_string),
             created_at: timestamp(t.created_at),
         }
     }
@@ -246,7 +250,8 @@ api_response! {
         401 Unauthorized,
         /// `forbidden`: another user's credits, or an API key without `credits:read`.
         403 Forbidden,
-        /// `user_not_found`: the `userId` an API key named does not exist.
+        /// `user_not_found`: the `userId` an API key named does not exist; `account_not_found`:
+        /// the user does not belong to the `accountId` named.
         404 NotFound,
     }
 }
@@ -265,7 +270,8 @@ api_response! {
         401 Unauthorized,
         /// `forbidden`: another user's credits, or an API key without `credits:read`.
         403 Forbidden,
-        /// `user_not_found`: the `userId` an API key named does not exist.
+        /// `user_not_found`: the `userId` an API key named does not exist; `account_not_found`:
+        /// the user does not belong to the `accountId` named.
         404 NotFound,
     }
 }
@@ -316,13 +322,20 @@ impl CreditsApi {
         /// The user (API keys with `credits:read` only; users read their own).
         #[oai(name = "userId", validator(max_length = 64))]
         user_id: Query<Option<String>>,
+        /// A team account the user belongs to (omitted: their personal account).
+        #[oai(name = "accountId", validator(max_length = 64))]
+        account_id: Query<Option<String>>,
     ) -> BalanceResponse {
         let result = async {
             let user = self
                 .state
                 .credits_owner(&credential, user_id.0.as_deref())
                 .await?;
-            Ok::<_, Problem>(self.state.ports.credits.balance(&user.id).await?)
+            let account = self
+                .state
+                .account_for(&user.id, account_id.0.as_deref())
+                .await?;
+            Ok::<_, Problem>(self.state.ports.credits.balance(&account).await?)
         };
         match result.await {
             Ok(balance) => BalanceResponse::Ok(Json(balance.into())),
@@ -332,6 +345,7 @@ impl CreditsApi {
 
     /// A page of credit transactions, newest first, described in the requested language.
     #[oai(path = "/api/credits/transactions", method = "get")]
+    #[allow(clippy::too_many_arguments)] // reason: one parameter per query parameter of the endpoint
     async fn transactions(
         &self,
         credential: Credential,
@@ -346,6 +360,9 @@ impl CreditsApi {
         /// The user (API keys with `credits:read` only; users read their own).
         #[oai(name = "userId", validator(max_length = 64))]
         user_id: Query<Option<String>>,
+        /// A team account the user belongs to (omitted: their personal account).
+        #[oai(name = "accountId", validator(max_length = 64))]
+        account_id: Query<Option<String>>,
     ) -> TransactionsResponse {
         let language = text_language(locale.0.as_deref(), request);
         let result = async {
@@ -353,12 +370,16 @@ impl CreditsApi {
                 .state
                 .credits_owner(&credential, user_id.0.as_deref())
                 .await?;
+            let account = self
+                .state
+                .account_for(&user.id, account_id.0.as_deref())
+                .await?;
             let page = page_request(page.0.as_deref(), limit.0.as_deref())?;
             Ok::<_, Problem>(
                 self.state
                     .ports
                     .credits
-                    .transaction_history(&user.id, page)
+                    .transaction_history(&account, page)
                     .await?,
             )
         };

@@ -287,6 +287,8 @@ pub struct ReservationView {
     pub id: String,
     /// Whose credits.
     pub user_id: String,
+    /// The account whose credits it holds (the user's own id for their personal account).
+    pub account_id: String,
     /// `pending`, `settled`, `released` or `expired`.
     pub status: String,
     /// Credits held (decimal string).
@@ -317,6 +319,15 @@ pub struct ReservationView {
     pub expires_at: String,
 }
 
+/// Who a spend or hold is by: the member of a team's account who made it, else the user whose
+/// personal account it is.
+pub(crate) fn spender(account: &domain::AccountId, member: Option<&domain::UserId>) -> String {
+    member
+        .cloned()
+        .or_else(|| account.owner())
+        .map_or_else(|| account.to_string(), |u| u.to_string())
+}
+
 impl From<&Reservation> for ReservationView {
     fn from(r: &Reservation) -> Self {
         let (actual, charged) = match r.status {
@@ -325,7 +336,8 @@ impl From<&Reservation> for ReservationView {
         };
         Self {
             id: r.id.to_string(),
-            user_id: r.user_id.to_string(),
+            user_id: spender(&r.account_id, r.member_id.as_ref()),
+            account_id: r.account_id.to_string(),
             status: r.status.code().to_owned(),
             held: r.held.to_string(),
             held_hundredths: r.held.hundredths(),

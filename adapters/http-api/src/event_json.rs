@@ -23,6 +23,17 @@ impl HostEventEncoder for HostEventJson {
         let mut data = Map::new();
         let user = event.user.as_ref().map(|u| u.as_str());
         data.insert("userId".into(), json!(user));
+        // The account the event is about: the ledger's and members' own, else the user's
+        // personal account (orders, subscriptions and entitlements belong to users).
+        let account = event
+            .data
+            .account()
+            .map(ToString::to_string)
+            .or_else(|| user.map(str::to_owned));
+        data.insert("accountId".into(), json!(account));
+        if let Some(member) = event.data.member() {
+            data.insert("memberId".into(), json!(member.as_str()));
+        }
         if let Some(subject) = host_subject {
             data.insert("hostSubject".into(), json!(subject));
         }
@@ -87,15 +98,7 @@ fn fill(data: &mut Map<String, Value>, what: &HostEventData) {
             balance,
             threshold,
             transaction: spend,
-        } => {
-            data.insert("balance".into(), json!(balance.to_string()));
-            data.insert("balanceHundredths".into(), json!(balance.hundredths()));
-            if let Some(threshold) = threshold {
-                data.insert("threshold".into(), json!(threshold.to_string()));
-                data.insert("thresholdHundredths".into(), json!(threshold.hundredths()));
-            }
-            data.insert("transaction".into(), transaction(spend));
-        }
+        } => crossing(data, *balance, *threshold, spend),
         HostEventData::Reservation {
             reservation,
             transaction: written,
@@ -109,6 +112,11 @@ fn fill(data: &mut Map<String, Value>, what: &HostEventData) {
             }
         }
         HostEventData::Mismatch(told) => mismatch(data, told),
+        HostEventData::Member {
+            member,
+            previous_role,
+            by,
+        } => member_changed(data, member, *previous_role, by),
         HostEventData::Entitlements {
             entitlements,
             previous,
@@ -120,6 +128,36 @@ fn fill(data: &mut Map<String, Value>, what: &HostEventData) {
             data.insert("previous".into(), view(&entitlements_json(previous)));
         }
     }
+}
+
+/// A balance crossing: the balance after the spend, the threshold crossed, and the spend.
+fn crossing(
+    data: &mut Map<String, Value>,
+    balance: domain::Credits,
+    threshold: Option<domain::Credits>,
+    spend: &application::ports::CreditTransaction,
+) {
+    data.insert("balance".into(), json!(balance.to_string()));
+    data.insert("balanceHundredths".into(), json!(balance.hundredths()));
+    if let Some(threshold) = threshold {
+        data.insert("threshold".into(), json!(threshold.to_string()));
+        data.insert("thresholdHundredths".into(), json!(threshold.hundredths()));
+    }
+    data.insert("transaction".into(), transaction(spend));
+}
+
+/// A member change: the member's role now (as it was, for a removal), before, and who acted.
+fn member_changed(
+    data: &mut Map<String, Value>,
+    member: &application::ports::Member,
+    previous: Option<domain::MemberRole>,
+    by: &domain::UserId,
+) {
+    data.insert("role".into(), json!(member.role.code()));
+    if let Some(previous) = previous {
+        data.insert("previousRole".into(), json!(previous.code()));
+    }
+    data.insert("by".into(), json!(by.as_str()));
 }
 
 fn mismatch(data: &mut Map<String, Value>, told: &MismatchTold) {

@@ -45,6 +45,7 @@ mod portal;
 mod problem;
 mod rate_limit;
 mod subscriptions;
+mod teams;
 mod webhook;
 
 use std::collections::HashMap;
@@ -143,6 +144,7 @@ type Apis = (
     auth_routes::AuthApi,
     health::HealthApi,
     portal::PortalApi,
+    teams::TeamsApi,
 );
 
 fn openapi_service(state: &Arc<AppState>) -> OpenApiService<Apis, ()> {
@@ -162,6 +164,7 @@ fn openapi_service(state: &Arc<AppState>) -> OpenApiService<Apis, ()> {
         auth_routes::AuthApi::new(state.clone()),
         health::HealthApi::new(state.clone()),
         portal::PortalApi::new(state.clone()),
+        teams::TeamsApi::new(state.clone()),
     ))
 }
 

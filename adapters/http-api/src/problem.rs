@@ -71,6 +71,13 @@ pub(crate) enum Code {
     PlanExists,
     ReservationResolved,
     InsufficientCredits,
+    LimitReached,
+    NotAMember,
+    AccountNotFound,
+    MemberNotFound,
+    AlreadyMember,
+    LastOwner,
+    PersonalAccount,
     PayloadTooLarge,
     RequestHeaderFieldsTooLarge,
     UriTooLong,
@@ -132,6 +139,13 @@ impl Code {
             Code::PlanExists => "plan_exists",
             Code::ReservationResolved => "reservation_resolved",
             Code::InsufficientCredits => "insufficient_credits",
+            Code::LimitReached => "limit_reached",
+            Code::NotAMember => "not_a_member",
+            Code::AccountNotFound => "account_not_found",
+            Code::MemberNotFound => "member_not_found",
+            Code::AlreadyMember => "already_member",
+            Code::LastOwner => "last_owner",
+            Code::PersonalAccount => "personal_account",
             Code::PayloadTooLarge => "payload_too_large",
             Code::RequestHeaderFieldsTooLarge => "request_header_fields_too_large",
             Code::UriTooLong => "uri_too_long",
@@ -194,6 +208,13 @@ impl Code {
             Code::PlanExists => S::CONFLICT,
             Code::ReservationResolved => S::CONFLICT,
             Code::InsufficientCredits => S::PAYMENT_REQUIRED,
+            Code::LimitReached => S::PAYMENT_REQUIRED,
+            Code::NotAMember => S::FORBIDDEN,
+            Code::AccountNotFound => S::NOT_FOUND,
+            Code::MemberNotFound => S::NOT_FOUND,
+            Code::AlreadyMember => S::CONFLICT,
+            Code::LastOwner => S::CONFLICT,
+            Code::PersonalAccount => S::CONFLICT,
             Code::PayloadTooLarge => S::PAYLOAD_TOO_LARGE,
             Code::RequestHeaderFieldsTooLarge => S::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Code::UriTooLong => S::URI_TOO_LONG,
@@ -255,6 +276,13 @@ impl Code {
             Code::PlanExists => "Plan exists",
             Code::ReservationResolved => "Reservation already resolved",
             Code::InsufficientCredits => "Insufficient credits",
+            Code::LimitReached => "Spend limit reached",
+            Code::NotAMember => "Not a member of this account",
+            Code::AccountNotFound => "Account not found",
+            Code::MemberNotFound => "Member not found",
+            Code::AlreadyMember => "Already a member",
+            Code::LastOwner => "The last owner stays",
+            Code::PersonalAccount => "A personal account has no other members",
             Code::PayloadTooLarge => "Request body too large",
             Code::RequestHeaderFieldsTooLarge => "Request header fields too large",
             Code::UriTooLong => "URI too long",
@@ -319,6 +347,29 @@ pub struct ProblemBody {
     /// `rate_limited`: seconds to wait (also sent as `Retry-After`).
     #[oai(skip_serializing_if_is_none)]
     pub retry_after_seconds: Option<u64>,
+    /// `limit_reached`: the limit that refused the spend.
+    #[oai(skip_serializing_if_is_none)]
+    pub limit: Option<LimitReachedView>,
+}
+
+/// `limit_reached`: which limit, what is left of it, and when it resets.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct LimitReachedView {
+    /// Who the limit applies to: `member` (a team member's limit).
+    pub scope: String,
+    /// The most that may be spent in one window (decimal string, two places).
+    pub credits: String,
+    /// The same, in hundredths.
+    pub credits_hundredths: i64,
+    /// The window: `day`, `week` or `month` (UTC calendar).
+    pub window: String,
+    /// What is left in the current window (decimal string).
+    pub left: String,
+    /// The same, in hundredths.
+    pub left_hundredths: i64,
+    /// When the window ends and the count starts again (RFC 3339).
+    pub resets_at: String,
 }
 
 /// A problem on its way out: the body (boxed: problems travel in `Result`s), and the status it
@@ -351,6 +402,7 @@ impl Problem {
                 requested: None,
                 requested_hundredths: None,
                 retry_after_seconds: None,
+                limit: None,
             }),
         }
     }
@@ -389,6 +441,32 @@ impl Problem {
         problem.body.available_hundredths = Some(available.hundredths());
         problem.body.requested = Some(requested.to_string());
         problem.body.requested_hundredths = Some(requested.hundredths());
+        problem
+    }
+
+    /// `limit_reached`: the member's limit leaves less than the spend; what is left and when it
+    /// resets.
+    pub(crate) fn limit_reached(reached: &domain::LimitReached) -> Self {
+        let limit = reached.limit;
+        let mut problem = Self::new(
+            Code::LimitReached,
+            format!(
+                "this spend would pass the limit of {} credits per {}: {} left until {}",
+                limit.credits,
+                limit.window.code(),
+                reached.left,
+                crate::dto::timestamp(reached.resets_at)
+            ),
+        );
+        problem.body.limit = Some(LimitReachedView {
+            scope: "member".into(),
+            credits: limit.credits.to_string(),
+            credits_hundredths: limit.credits.hundredths(),
+            window: limit.window.code().into(),
+            left: reached.left.to_string(),
+            left_hundredths: reached.left.hundredths(),
+            resets_at: crate::dto::timestamp(reached.resets_at),
+        });
         problem
     }
 

@@ -222,7 +222,7 @@ async fn seed(
         };
         store.create_user(&user).await?;
         let grant = GrantCommand {
-            user_id: id.clone(),
+            account_id: domain::AccountId::personal(&id),
             amount: Credits::from_hundredths(credits)?,
             source: GrantSource::Admin(format!("seed-{i}")),
             expires_at: None,
@@ -265,7 +265,8 @@ async fn spend_all(
 
 fn command(user: &UserId, key: &str) -> Result<ConsumeCommand, Failure> {
     Ok(ConsumeCommand {
-        user_id: user.clone(),
+        account_id: domain::AccountId::personal(user),
+        member_id: None,
         amount: Credits::from_hundredths(100)?,
         idempotency: IdempotencyRecord {
             key: IdempotencyKey::new(key)?,

@@ -1,10 +1,25 @@
 //! Accounts: every user's personal account, and teams with their members.
+//!
+//! A member's row carries their limit and the count of their current window; a spend from a
+//! team reads it locked, after the account's balance row (one lock order for every spend), and
+//! writes the count the domain decided in the same transaction.
 
-use domain::{Timestamp, UserId};
-use sea_orm::DatabaseTransaction;
+use application::ports::{
+    Account, Member, MemberChangeError, MemberChanged, MemberCommand, MemberEvents, Membership,
+    NewTeam, StoreError, TeamStore,
+};
+use async_trait::async_trait;
+use domain::{
+    AccountId, AccountKind, Credits, LimitWindow, MemberChange, MemberFacts, MemberLimit,
+    MemberRole, Timestamp, UserId, WindowCount, decide_member_change,
+};
+use sea_orm::{DatabaseTransaction, FromQueryResult};
 
+use crate::SeaOrmStore;
+use crate::outbox::Outbox;
 use crate::retry::Fail;
-use crate::sql;
+use crate::rows::corrupt;
+use crate::sql::{self, End};
 
 /// Open `user`'s personal account (its id is the user's), created `at`; nothing if it exists.
 pub(crate) async fn open_personal(
@@ -16,4 +31,423 @@ pub(crate) async fn open_personal(
                VALUES ($1, 'personal', NULL, $1, $2) ON CONFLICT (id) DO NOTHING";
     sql::execute(tx, sql, vec![user.as_str().into(), at.unix_millis().into()]).await?;
     Ok(())
+}
+
+const ACCOUNT_COLUMNS: &str = "a.id, a.kind, a.name, a.created_at";
+
+#[derive(Debug, FromQueryResult)]
+struct AccountRow {
+    id: String,
+    kind: String,
+    name: Option<String>,
+    created_at: i64,
+}
+
+impl AccountRow {
+    fn into_domain(self) -> Result<Account, StoreError> {
+        let bad = |what: String| corrupt("accounts", &self.id, what);
+        Ok(Account {
+            id: AccountId::new(self.id.clone()).map_err(|e| bad(e.to_string()))?,
+            kind: AccountKind::parse(&self.kind)
+                .ok_or_else(|| bad(format!("unknown kind {:?}", self.kind)))?,
+            name: self.name,
+            created_at: Timestamp::from_unix_millis(self.created_at),
+        })
+    }
+}
+
+const MEMBER_COLUMNS: &str = "m.account_id, m.user_id, u.email, m.role, m.limit_hundredths, \
+    m.limit_window, m.window_start, m.window_spent_hundredths, m.added_at";
+
+#[derive(Debug, FromQueryResult)]
+struct MemberRow {
+    account_id: String,
+    user_id: String,
+    email: Option<String>,
+    role: String,
+    limit_hundredths: Option<i64>,
+    limit_window: Option<String>,
+    window_start: i64,
+    window_spent_hundredths: i64,
+    added_at: i64,
+}
+
+impl MemberRow {
+    fn into_domain(self) -> Result<Member, StoreError> {
+        let key = format!("{}/{}", self.account_id, self.user_id);
+        let bad = |what: String| corrupt("account_members", &key, what);
+        let credits = |h: i64| Credits::from_hundredths(h).map_err(|e| bad(e.to_string()));
+        let limit = match (self.limit_hundredths, self.limit_window.as_deref()) {
+            (Some(h), Some(window)) => Some(MemberLimit {
+                credits: credits(h)?,
+                window: LimitWindow::parse(window)
+                    .ok_or_else(|| bad(format!("unknown window {window:?}")))?,
+            }),
+            (None, None) => None,
+            _ => return Err(bad("a limit without its window".into())),
+        };
+        Ok(Member {
+            account_id: AccountId::new(self.account_id.clone()).map_err(|e| bad(e.to_string()))?,
+            user_id: UserId::new(self.user_id.clone()).map_err(|e| bad(e.to_string()))?,
+            email: self.email,
+            role: MemberRole::parse(&self.role)
+                .ok_or_else(|| bad(format!("unknown role {:?}", self.role)))?,
+            limit,
+            count: WindowCount {
+                start: Timestamp::from_unix_millis(self.window_start),
+                spent: credits(self.window_spent_hundredths)?,
+            },
+            added_at: Timestamp::from_unix_millis(self.added_at),
+        })
+    }
+}
+
+/// `user`'s membership of `account`, its row locked until the end of the transaction on
+/// PostgreSQL (SQLite's transaction holds the write lock already).
+pub(crate) async fn locked_member(
+    tx: &DatabaseTransaction,
+    account: &AccountId,
+    user: &UserId,
+) -> Result<Option<Member>, Fail> {
+    let lock = match sql::for_update(tx) {
+        "" => "",
+        _ => " FOR UPDATE OF m",
+    };
+    let sql = format!(
+        "SELECT {MEMBER_COLUMNS} FROM account_members m JOIN users u ON u.id = m.user_id \
+         WHERE m.account_id = $1 AND m.user_id = $2{lock}"
+    );
+    let row: Option<MemberRow> = sql::one(
+        tx,
+        &sql,
+        vec![account.as_str().into(), user.as_str().into()],
+    )
+    .await?;
+    Ok(row.map(MemberRow::into_domain).transpose()?)
+}
+
+/// Write a member's window count as the domain decided it.
+pub(crate) async fn write_count(
+    tx: &DatabaseTransaction,
+    account: &AccountId,
+    user: &UserId,
+    count: WindowCount,
+) -> Result<(), Fail> {
+    let sql = "UPDATE account_members SET window_start = $3, window_spent_hundredths = $4 \
+               WHERE account_id = $1 AND user_id = $2";
+    let values = vec![
+        account.as_str().into(),
+        user.as_str().into(),
+        count.start.unix_millis().into(),
+        count.spent.hundredths().into(),
+    ];
+    if sql::execute(tx, sql, values).await? != 1 {
+        return Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
+            "the member {user} of {account} went while their row was locked"
+        ))));
+    }
+    Ok(())
+}
+
+/// What a member's spends count against a window since `start`, from the ledger: their
+/// consumptions and holds less what settles and releases of those gave back, never below zero
+/// (a hold made before `start` and released after gives nothing back to this window). The
+/// count a limit set in the middle of a window starts from.
+async fn spent_since(
+    tx: &DatabaseTransaction,
+    account: &AccountId,
+    user: &UserId,
+    start: Timestamp,
+) -> Result<Credits, Fail> {
+    let sql = "SELECT CAST(COALESCE(SUM(amount_hundredths), 0) AS BIGINT) AS net \
+               FROM credit_transactions WHERE account_id = $1 AND member_id = $2 \
+               AND created_at >= $3";
+    let net = sql::one_i64(
+        tx,
+        sql,
+        vec![
+            account.as_str().into(),
+            user.as_str().into(),
+            start.unix_millis().into(),
+        ],
+        "net",
+    )
+    .await?
+    .unwrap_or(0);
+    let spent = (-net).max(0);
+    Credits::from_hundredths(spent)
+        .map_err(|e| Fail::Store(StoreError::Unexpected(anyhow::anyhow!("{e}"))))
+}
+
+/// How many owners `account` has.
+async fn owners(tx: &DatabaseTransaction, account: &AccountId) -> Result<u32, Fail> {
+    let sql = "SELECT COUNT(*) AS n FROM account_members WHERE account_id = $1 AND role = 'owner'";
+    let n = sql::one_i64(tx, sql, vec![account.as_str().into()], "n")
+        .await?
+        .unwrap_or(0);
+    Ok(u32::try_from(n).unwrap_or(u32::MAX))
+}
+
+async fn account_kind(
+    tx: &DatabaseTransaction,
+    account: &AccountId,
+) -> Result<Option<AccountKind>, Fail> {
+    let sql = "SELECT kind FROM accounts WHERE id = $1";
+    let row = sql::rows(tx, sql, vec![account.as_str().into()]).await?;
+    let Some(row) = row.first() else {
+        return Ok(None);
+    };
+    let kind: String = row.try_get("", "kind")?;
+    Ok(Some(AccountKind::parse(&kind).ok_or_else(|| {
+        corrupt(
+            "accounts",
+            account.as_str(),
+            format!("unknown kind {kind:?}"),
+        )
+    })?))
+}
+
+async fn user_exists(tx: &DatabaseTransaction, user: &UserId) -> Result<bool, Fail> {
+    let sql = "SELECT COUNT(*) AS n FROM users WHERE id = $1";
+    Ok(sql::one_i64(tx, sql, vec![user.as_str().into()], "n")
+        .await?
+        .unwrap_or(0)
+        > 0)
+}
+
+/// One member change, decided on what `tx` reads now and written in it.
+async fn apply_change(
+    tx: &DatabaseTransaction,
+    command: &MemberCommand,
+    change: MemberChange,
+) -> Result<Result<(), MemberChangeError>, Fail> {
+    let account = &command.account;
+    let Some(kind) = account_kind(tx, account).await? else {
+        return Ok(Err(MemberChangeError::AccountNotFound));
+    };
+    let actor = locked_member(tx, account, &command.actor).await?;
+    let target = if command.target == command.actor {
+        actor.clone()
+    } else {
+        locked_member(tx, account, &command.target).await?
+    };
+    let facts = MemberFacts {
+        kind,
+        actor: actor.as_ref().map(|m| m.role),
+        to_self: command.target == command.actor,
+        target: target.as_ref().map(|m| m.role),
+        owners: owners(tx, account).await?,
+    };
+    if let Err(refusal) = decide_member_change(facts, change) {
+        return Ok(Err(MemberChangeError::Refused(refusal)));
+    }
+    write_change(tx, command, change).await
+}
+
+/// Write a member change the rules allowed.
+async fn write_change(
+    tx: &DatabaseTransaction,
+    command: &MemberCommand,
+    change: MemberChange,
+) -> Result<Result<(), MemberChangeError>, Fail> {
+    let account = &command.account;
+    let who = vec![account.as_str().into(), command.target.as_str().into()];
+    match change {
+        MemberChange::Add(role) => {
+            if !user_exists(tx, &command.target).await? {
+                return Ok(Err(MemberChangeError::UserNotFound));
+            }
+            let sql = "INSERT INTO account_members (account_id, user_id, role, added_at) \
+                       VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING";
+            let mut values = who;
+            values.extend([role.code().into(), command.now.unix_millis().into()]);
+            if sql::execute(tx, sql, values).await? != 1 {
+                // Added concurrently: decided again on what is there now.
+                return Err(Fail::Retry("a member was added concurrently"));
+            }
+        }
+        MemberChange::SetRole(role) => {
+            let sql = "UPDATE account_members SET role = $3 WHERE account_id = $1 AND user_id = $2";
+            let mut values = who;
+            values.push(role.code().into());
+            sql::execute(tx, sql, values).await?;
+        }
+        MemberChange::SetLimit(limit) => {
+            // A limit counts from what the member already spent in its current window.
+            let (hundredths, window, start, spent) = match limit {
+                Some(limit) => {
+                    let start = limit.window.start_of(command.now);
+                    let spent = spent_since(tx, account, &command.target, start).await?;
+                    (
+                        Some(limit.credits.hundredths()),
+                        Some(limit.window.code()),
+                        start.unix_millis(),
+                        spent.hundredths(),
+                    )
+                }
+                None => (None, None, 0, 0),
+            };
+            let sql = "UPDATE account_members SET limit_hundredths = $3, limit_window = $4, \
+                       window_start = $5, window_spent_hundredths = $6 \
+                       WHERE account_id = $1 AND user_id = $2";
+            let mut values = who;
+            values.extend([hundredths.into(), window.into(), start.into(), spent.into()]);
+            sql::execute(tx, sql, values).await?;
+        }
+        MemberChange::Remove => {
+            let sql = "DELETE FROM account_members WHERE account_id = $1 AND user_id = $2";
+            sql::execute(tx, sql, who).await?;
+        }
+    }
+    Ok(Ok(()))
+}
+
+#[async_trait]
+impl TeamStore for SeaOrmStore {
+    async fn create_team(&self, team: &NewTeam) -> Result<Account, StoreError> {
+        self.retry
+            .run("create_team", || async {
+                let (_turn, tx) = self.begin_write().await?;
+                let body = async {
+                    let sql = "INSERT INTO accounts (id, kind, name, created_by, created_at) \
+                               VALUES ($1, 'team', $2, $3, $4)";
+                    let values = vec![
+                        team.id.as_str().into(),
+                        team.name.as_str().into(),
+                        team.owner.as_str().into(),
+                        team.now.unix_millis().into(),
+                    ];
+                    sql::execute(&tx, sql, values).await?;
+                    let sql = "INSERT INTO account_members (account_id, user_id, role, added_at) \
+                               VALUES ($1, $2, 'owner', $3)";
+                    let values = vec![
+                        team.id.as_str().into(),
+                        team.owner.as_str().into(),
+                        team.now.unix_millis().into(),
+                    ];
+                    sql::execute(&tx, sql, values).await?;
+                    let owner = locked_member(&tx, &team.id, &team.owner)
+                        .await?
+                        .ok_or_else(|| {
+                            StoreError::Unexpected(anyhow::anyhow!("the owner just added"))
+                        })?;
+                    let command = MemberCommand {
+                        account: team.id.clone(),
+                        actor: team.owner.clone(),
+                        target: team.owner.clone(),
+                        changes: vec![MemberChange::Add(MemberRole::Owner)],
+                        now: team.now,
+                    };
+                    let changed = MemberChanged {
+                        before: None,
+                        after: Some(owner),
+                    };
+                    let told = application::host_events::member_changed(&command, &changed);
+                    Outbox::from(told).write(&tx, &*self.events).await?;
+                    Ok(End::Commit(Account {
+                        id: team.id.clone(),
+                        kind: AccountKind::Team,
+                        name: Some(team.name.clone()),
+                        created_at: team.now,
+                    }))
+                }
+                .await;
+                sql::finish(tx, body).await
+            })
+            .await
+    }
+
+    async fn account(&self, id: &AccountId) -> Result<Option<Account>, StoreError> {
+        let sql = format!("SELECT {ACCOUNT_COLUMNS} FROM accounts a WHERE a.id = $1");
+        let row: Option<AccountRow> = self
+            .fetch_one("account", &sql, vec![id.as_str().into()])
+            .await?;
+        row.map(AccountRow::into_domain).transpose()
+    }
+
+    async fn memberships(&self, user: &UserId) -> Result<Vec<Membership>, StoreError> {
+        let sql = format!(
+            "SELECT {ACCOUNT_COLUMNS}, m.role FROM account_members m \
+             JOIN accounts a ON a.id = m.account_id WHERE m.user_id = $1 \
+             ORDER BY m.added_at, a.id"
+        );
+        let rows = self
+            .retry
+            .run("memberships", || async {
+                Ok(sql::rows(&self.db, &sql, vec![user.as_str().into()]).await?)
+            })
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let role: String = row
+                    .try_get("", "role")
+                    .map_err(|e| StoreError::Unexpected(e.into()))?;
+                let account = AccountRow::from_query_result(row, "")
+                    .map_err(|e| StoreError::Unexpected(e.into()))?
+                    .into_domain()?;
+                let role = MemberRole::parse(&role).ok_or_else(|| {
+                    corrupt("account_members", account.id.as_str(), "unknown role")
+                })?;
+                Ok(Membership { account, role })
+            })
+            .collect()
+    }
+
+    async fn member(
+        &self,
+        account: &AccountId,
+        user: &UserId,
+    ) -> Result<Option<Member>, StoreError> {
+        let sql = format!(
+            "SELECT {MEMBER_COLUMNS} FROM account_members m JOIN users u ON u.id = m.user_id \
+             WHERE m.account_id = $1 AND m.user_id = $2"
+        );
+        let row: Option<MemberRow> = self
+            .fetch_one(
+                "member",
+                &sql,
+                vec![account.as_str().into(), user.as_str().into()],
+            )
+            .await?;
+        row.map(MemberRow::into_domain).transpose()
+    }
+
+    async fn members(&self, account: &AccountId) -> Result<Vec<Member>, StoreError> {
+        let sql = format!(
+            "SELECT {MEMBER_COLUMNS} FROM account_members m JOIN users u ON u.id = m.user_id \
+             WHERE m.account_id = $1 ORDER BY m.added_at, m.user_id"
+        );
+        let rows: Vec<MemberRow> = self
+            .fetch_all("members", &sql, vec![account.as_str().into()])
+            .await?;
+        rows.into_iter().map(MemberRow::into_domain).collect()
+    }
+
+    async fn change_member(
+        &self,
+        command: &MemberCommand,
+        told: MemberEvents,
+    ) -> Result<MemberChanged, MemberChangeError> {
+        self.retry
+            .run("change_member", || async {
+                let (_turn, tx) = self.begin_write().await?;
+                let body = async {
+                    let before = locked_member(&tx, &command.account, &command.target).await?;
+                    for change in &command.changes {
+                        if let Err(refused) = apply_change(&tx, command, *change).await? {
+                            return Ok(End::Rollback(Err(refused)));
+                        }
+                    }
+                    let after = locked_member(&tx, &command.account, &command.target).await?;
+                    let changed = MemberChanged { before, after };
+                    Outbox::from(told(command, &changed))
+                        .write(&tx, &*self.events)
+                        .await?;
+                    Ok(End::Commit(Ok(changed)))
+                }
+                .await;
+                sql::finish(tx, body).await
+            })
+            .await?
+    }
 }

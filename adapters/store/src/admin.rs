@@ -21,7 +21,8 @@ use application::cursor::{Keyset, KeysetPage};
 use application::ports::{
     AdjustCommand, AdminConsoleStore, AuditAction, AuditEntry, AuditFacts, AuditValue,
     CreditTransaction, CustomerSearch, EmailKey, IdMatch, InboxFilter, LedgerEffect, NewAudit,
-    OrderFilter, OrderRecord, PaymentTotal, RecordedEvent, StoreError, TimeNumberKey, TimeTextKey,
+    OrderFilter, OrderRecord, PaymentTotal, RecordedEvent, Refusal, StoreError, TimeNumberKey,
+    TimeTextKey,
 };
 use async_trait::async_trait;
 use domain::{Currency, OrderStatusKind, Timestamp, UserId};
@@ -188,7 +189,7 @@ pub(crate) async fn adjust_keyed(
     admin: &UserId,
     events: &crate::Enc,
 ) -> Result<End<Spent<LedgerEffect>>, Fail> {
-    let hash = format!("{}|{}", command.user_id, adjust_hash(command));
+    let hash = format!("{}|{}", command.account_id, adjust_hash(command));
     let sql = "SELECT request_hash FROM idempotency_records \
                WHERE user_id = $1 AND scope = $2 AND idempotency_key = $3";
     let key = vec![
@@ -200,7 +201,7 @@ pub(crate) async fn adjust_keyed(
         let earlier = if seen.request_hash == hash {
             Spent::Done(LedgerEffect::Nothing)
         } else {
-            Spent::KeyConflict
+            Spent::Refused(Refusal::KeyConflict)
         };
         return Ok(End::Rollback(earlier));
     }

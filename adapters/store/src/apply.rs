@@ -42,17 +42,7 @@ impl<T> Spent<T> {
         match self {
             Spent::Done(value) if earlier => Step::Earlier(outcome(value)),
             Spent::Done(value) => Step::Done(outcome(value)),
-            Spent::Insufficient {
-                requested,
-                available,
-            } => Step::Refused(Refusal::Insufficient {
-                requested,
-                available,
-            }),
-            Spent::KeyConflict => Step::Refused(Refusal::KeyConflict),
-            Spent::BalanceLimit { balance, amount } => {
-                Step::Refused(Refusal::BalanceLimit { balance, amount })
-            }
+            Spent::Refused(refusal) => Step::Refused(refusal),
         }
     }
 }
@@ -116,17 +106,25 @@ async fn ledger_op(
             })
         }
         LedgerOp::Settle {
-            user,
+            account,
+            member,
             id,
             actual,
             now,
         } => {
-            let end = ledger::settle_in(tx, user, id, *actual, *now, wanted, events).await?;
+            let by = (account, member.as_ref());
+            let end = ledger::settle_in(tx, by, id, *actual, *now, wanted, events).await?;
             ended(end, Resolution::step)
         }
-        LedgerOp::Release { user, id, now } => {
+        LedgerOp::Release {
+            account,
+            member,
+            id,
+            now,
+        } => {
             let to = ReservationStatus::Released;
-            let end = ledger::release_in(tx, user, id, *now, to, wanted, events).await?;
+            let by = (account, member.as_ref());
+            let end = ledger::release_in(tx, by, id, *now, to, wanted, events).await?;
             ended(end, Resolution::step)
         }
     })

@@ -35,11 +35,11 @@ mod spend;
 
 use application::pagination::{Page, PageRequest};
 use application::ports::{
-    ConsumeCommand, CreditLedger, CreditTransaction, GrantCommand, LedgerEffect, Replay,
+    ConsumeCommand, CreditLedger, CreditTransaction, GrantCommand, LedgerEffect, Refusal, Replay,
     Reservation, ReservationStatus, ReserveCommand, StoreError,
 };
 use async_trait::async_trait;
-use domain::{Credits, Timestamp, UserId};
+use domain::{AccountId, Credits, Timestamp};
 
 pub(crate) use self::grants::{NewGrant, clawback, grant, source_parts};
 use self::group_commands::{Consumed, Reserved};
@@ -60,22 +60,8 @@ use crate::sql;
 pub(crate) enum Spent<T> {
     /// Done now or earlier.
     Done(T),
-    /// The balance does not cover it; nothing was written.
-    Insufficient {
-        /// The amount asked for.
-        requested: Credits,
-        /// The balance.
-        available: Credits,
-    },
-    /// The key was used with another request.
-    KeyConflict,
-    /// An increase would take the balance past the largest one; nothing was written.
-    BalanceLimit {
-        /// The balance.
-        balance: Credits,
-        /// The increase refused.
-        amount: Credits,
-    },
+    /// A ledger rule refused it; nothing was written.
+    Refused(Refusal),
 }
 
 /// The grouped paths: a lone consumption, reservation or grant handed to the group-commit
@@ -135,7 +121,7 @@ impl SeaOrmStore {
 
 #[async_trait]
 impl CreditLedger for SeaOrmStore {
-    async fn balance(&self, user: &UserId) -> Result<Credits, StoreError> {
+    async fn balance(&self, user: &AccountId) -> Result<Credits, StoreError> {
         self.retry
             .run("balance", || postings::read_balance(&self.db, user))
             .await
@@ -143,7 +129,7 @@ impl CreditLedger for SeaOrmStore {
 
     async fn transactions(
         &self,
-        user: &UserId,
+        user: &AccountId,
         page: PageRequest,
     ) -> Result<Page<CreditTransaction>, StoreError> {
         // The total is the counter kept with the balance; the page is a walk down the index on
@@ -176,7 +162,7 @@ impl CreditLedger for SeaOrmStore {
         })
     }
 
-    async fn pending_reservations(&self, user: &UserId) -> Result<Vec<Reservation>, StoreError> {
+    async fn pending_reservations(&self, user: &AccountId) -> Result<Vec<Reservation>, StoreError> {
         self.retry
             .run("pending_reservations", || {
                 reservations::pending(&self.db, user)
@@ -203,8 +189,16 @@ impl CreditLedger for SeaOrmStore {
                 .run("expire_reservation", || async {
                     let (_turn, tx) = self.begin_write().await?;
                     let to = ReservationStatus::Expired;
-                    let body =
-                        reservations::release(&tx, user, id, now, to, wanted, &*self.events).await;
+                    let body = reservations::release(
+                        &tx,
+                        (user, None),
+                        id,
+                        now,
+                        to,
+                        wanted,
+                        &*self.events,
+                    )
+                    .await;
                     sql::finish(tx, body).await
                 })
                 .await?;

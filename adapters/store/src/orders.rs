@@ -313,10 +313,10 @@ impl OrderRepository for SeaOrmStore {
 }
 
 /// `[user, limit, offset]` for a page query.
-pub(crate) fn page_values(user: &UserId, page: PageRequest) -> Vec<sea_orm::Value> {
+pub(crate) fn page_values(owner: &impl AsRef<str>, page: PageRequest) -> Vec<sea_orm::Value> {
     let offset = i64::try_from(page.offset()).unwrap_or(i64::MAX);
     vec![
-        user.as_str().into(),
+        owner.as_ref().into(),
         i64::from(page.limit()).into(),
         offset.into(),
     ]

@@ -36,6 +36,12 @@ use crate::{SeaOrmStore, entitlements_told};
 #[derive(Debug, Default)]
 pub(crate) struct Outbox(Vec<HostEvent>);
 
+impl From<Vec<HostEvent>> for Outbox {
+    fn from(events: Vec<HostEvent>) -> Self {
+        Outbox(events)
+    }
+}
+
 impl Outbox {
     /// Add an event.
     pub(crate) fn push(&mut self, event: HostEvent) {

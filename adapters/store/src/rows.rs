@@ -17,11 +17,11 @@ use application::ports::{
     ReservationStatusKind, StoreError, UsageContext,
 };
 use domain::{
-    BillingPeriod, ChangeDirection, CreditDelta, Credits, Currency, Duration, GrantLot, Money,
-    Order, OrderId, OrderParts, OrderStatus, OrderStatusKind, PlanChange, PlanId, PlanSnapshot,
-    PlanType, ProviderId, RenewalIntent, ReservationId, ReturnUrl, ReturnUrls, ScheduledSwitch,
-    SoldTerms, Subscription, SubscriptionId, SubscriptionParts, SubscriptionStatus, SwitchClaim,
-    Timestamp, TransactionKind, UserId,
+    AccountId, BillingPeriod, ChangeDirection, CreditDelta, Credits, Currency, Duration, GrantLot,
+    Money, Order, OrderId, OrderParts, OrderStatus, OrderStatusKind, PlanChange, PlanId,
+    PlanSnapshot, PlanType, ProviderId, RenewalIntent, ReservationId, ReturnUrl, ReturnUrls,
+    ScheduledSwitch, SoldTerms, Subscription, SubscriptionId, SubscriptionParts,
+    SubscriptionStatus, SwitchClaim, Timestamp, TransactionKind, UserId,
 };
 use sea_orm::FromQueryResult;
 
@@ -551,7 +551,7 @@ impl SubscriptionRow {
 // The credit ledger
 
 /// The columns of [`TransactionRow`].
-pub(crate) const TRANSACTION_COLUMNS: &str = "id, account_id, kind, amount_hundredths, \
+pub(crate) const TRANSACTION_COLUMNS: &str = "id, account_id, member_id, kind, amount_hundredths, \
     balance_after_hundredths, order_id, subscription_id, reservation_id, feature, model, tokens, \
     note, created_at, request_hash";
 
@@ -560,6 +560,7 @@ pub(crate) const TRANSACTION_COLUMNS: &str = "id, account_id, kind, amount_hundr
 pub(crate) struct TransactionRow {
     id: i64,
     account_id: String,
+    member_id: Option<String>,
     kind: String,
     amount_hundredths: i64,
     balance_after_hundredths: i64,
@@ -603,7 +604,12 @@ impl TransactionRow {
         };
         Ok(CreditTransaction {
             id: self.id,
-            user_id: UserId::new(self.account_id).map_err(|e| bad(e.to_string()))?,
+            account_id: AccountId::new(self.account_id).map_err(|e| bad(e.to_string()))?,
+            member_id: self
+                .member_id
+                .map(UserId::new)
+                .transpose()
+                .map_err(|e| bad(e.to_string()))?,
             kind: TransactionKind::parse(&self.kind)
                 .ok_or_else(|| bad(format!("unknown kind {:?}", self.kind)))?,
             amount: CreditDelta::from_hundredths(self.amount_hundredths)
@@ -621,7 +627,7 @@ impl TransactionRow {
 }
 
 /// The columns of [`ReservationRow`].
-pub(crate) const RESERVATION_COLUMNS: &str = "id, account_id, held_hundredths, status, \
+pub(crate) const RESERVATION_COLUMNS: &str = "id, account_id, member_id, window_start, held_hundredths, status, \
     actual_hundredths, charged_hundredths, idempotency_key, request_hash, feature, model, tokens, \
     note, created_at, expires_at";
 
@@ -630,6 +636,9 @@ pub(crate) const RESERVATION_COLUMNS: &str = "id, account_id, held_hundredths, s
 pub(crate) struct ReservationRow {
     pub(crate) id: String,
     pub(crate) account_id: String,
+    pub(crate) member_id: Option<String>,
+    /// The start of the member's limit window the hold counted in, if it counted.
+    pub(crate) window_start: Option<i64>,
     pub(crate) held_hundredths: i64,
     pub(crate) status: String,
     actual_hundredths: Option<i64>,
@@ -667,7 +676,13 @@ impl ReservationRow {
         };
         Ok(Reservation {
             id: ReservationId::new(self.id.clone()).map_err(|e| bad(e.to_string()))?,
-            user_id: UserId::new(self.account_id.clone()).map_err(|e| bad(e.to_string()))?,
+            account_id: AccountId::new(self.account_id.clone()).map_err(|e| bad(e.to_string()))?,
+            member_id: self
+                .member_id
+                .clone()
+                .map(UserId::new)
+                .transpose()
+                .map_err(|e| bad(e.to_string()))?,
             held: credits(table, &self.id, "held", self.held_hundredths)?,
             status,
             context: UsageContext {

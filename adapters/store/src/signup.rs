@@ -100,10 +100,11 @@ async fn write_grant(
         Timestamp::from_unix_millis(created_at.unix_millis() + i64::from(days) * DAY_MS)
     });
     let mut told = crate::outbox::Outbox::default();
+    let account = domain::AccountId::personal(user);
     crate::ledger::grant(
         tx,
         &crate::ledger::NewGrant {
-            user,
+            user: &account,
             amount: grant.amount,
             source: &source,
             expires_at,

@@ -9,15 +9,16 @@
 
 use domain::entitlements::Entitlements;
 use domain::{
-    BalanceAlert, Credits, EventOutcome, Money, Order, OrderStatus, PlanType, ProviderId,
-    RenewalIntent, Subscription, SubscriptionAccess, SubscriptionStatus, Timestamp,
-    TransactionKind, UserId,
+    AccountId, BalanceAlert, Credits, EventOutcome, MemberRole, Money, Order, OrderStatus,
+    PlanType, ProviderId, RenewalIntent, Subscription, SubscriptionAccess, SubscriptionStatus,
+    Timestamp, TransactionKind, UserId,
 };
 use sha2::{Digest, Sha256};
 
 use super::HostEventKind;
 use crate::ports::{
-    CreditTransaction, InboxEntry, MismatchNotice, PaymentEventCommand, Reservation,
+    CreditTransaction, InboxEntry, Member, MemberChanged, MemberCommand, MismatchNotice,
+    PaymentEventCommand, Reservation,
 };
 
 /// One event to tell the host: its type, the fact it tells, whose, what, and when.
@@ -85,6 +86,46 @@ pub enum HostEventData {
         /// What they held before.
         previous: Entitlements,
     },
+    /// A team's member as they are after the change (as they were, for a removal), their role
+    /// before it, and who made it.
+    Member {
+        /// The member.
+        member: Member,
+        /// Their role before (`None` for an addition).
+        previous_role: Option<MemberRole>,
+        /// Who made the change (the member themself when they leave).
+        by: UserId,
+    },
+}
+
+impl HostEventData {
+    /// The account an event is about, when it names one: the ledger's and members' own; for
+    /// the others (orders, subscriptions, entitlements, which belong to users) the user's
+    /// personal account.
+    #[must_use]
+    pub fn account(&self) -> Option<&AccountId> {
+        match self {
+            HostEventData::Transaction(t) | HostEventData::Balance { transaction: t, .. } => {
+                Some(&t.account_id)
+            }
+            HostEventData::Reservation { reservation, .. } => Some(&reservation.account_id),
+            HostEventData::Member { member, .. } => Some(&member.account_id),
+            _ => None,
+        }
+    }
+
+    /// The member of a team's account who acted, when one did.
+    #[must_use]
+    pub fn member(&self) -> Option<&UserId> {
+        match self {
+            HostEventData::Transaction(t) | HostEventData::Balance { transaction: t, .. } => {
+                t.member_id.as_ref()
+            }
+            HostEventData::Reservation { reservation, .. } => reservation.member_id.as_ref(),
+            HostEventData::Member { member, .. } => Some(&member.user_id),
+            _ => None,
+        }
+    }
 }
 
 /// What `payment.mismatch` tells the operator: the provider event, never its payload.
@@ -260,6 +301,48 @@ pub fn credits_changed(t: &CreditTransaction) -> Option<HostEvent> {
     Some(transaction_event(kind, t))
 }
 
+/// The events of a member change: `account.member_added`, `account.member_removed` or
+/// `account.member_role_changed` (a change of limit alone tells nothing).
+#[must_use]
+pub fn member_changed(command: &MemberCommand, changed: &MemberChanged) -> Vec<HostEvent> {
+    let (kind, member, previous_role) = match (&changed.before, &changed.after) {
+        (None, Some(after)) => (HostEventKind::AccountMemberAdded, after, None),
+        (Some(before), None) => (
+            HostEventKind::AccountMemberRemoved,
+            before,
+            Some(before.role),
+        ),
+        (Some(before), Some(after)) if before.role != after.role => (
+            HostEventKind::AccountMemberRoleChanged,
+            after,
+            Some(before.role),
+        ),
+        _ => return Vec::new(),
+    };
+    vec![HostEvent {
+        kind,
+        fact: format!(
+            "{}:{}:{}",
+            member.account_id,
+            member.user_id,
+            command.now.unix_millis()
+        ),
+        user: Some(member.user_id.clone()),
+        data: HostEventData::Member {
+            member: member.clone(),
+            previous_role,
+            by: command.actor.clone(),
+        },
+        occurred_at: command.now,
+    }]
+}
+
+/// The user a ledger event is about: the member who acted on a team's account, else the user
+/// whose personal account it is (`None` for a team's grant: no user acted).
+fn whose(account: &domain::AccountId, member: Option<&UserId>) -> Option<UserId> {
+    member.cloned().or_else(|| account.owner())
+}
+
 /// `credits.consumed` of a written consumption (an opt-in type: the store writes it only while
 /// an endpoint wants it).
 #[must_use]
@@ -271,7 +354,7 @@ fn transaction_event(kind: HostEventKind, t: &CreditTransaction) -> HostEvent {
     HostEvent {
         kind,
         fact: t.id.to_string(),
-        user: Some(t.user_id.clone()),
+        user: whose(&t.account_id, t.member_id.as_ref()),
         data: HostEventData::Transaction(t.clone()),
         occurred_at: t.created_at,
     }
@@ -297,7 +380,7 @@ pub fn balance_alerts(spend: &CreditTransaction, low_below: Option<Credits>) -> 
             HostEvent {
                 kind,
                 fact: format!("{}:{}", spend.id, kind.code()),
-                user: Some(spend.user_id.clone()),
+                user: whose(&spend.account_id, spend.member_id.as_ref()),
                 data: HostEventData::Balance {
                     balance: after,
                     threshold,
@@ -322,7 +405,7 @@ pub fn reservation_step(
     HostEvent {
         kind,
         fact: reservation.id.as_str().to_owned(),
-        user: Some(reservation.user_id.clone()),
+        user: whose(&reservation.account_id, reservation.member_id.as_ref()),
         data: HostEventData::Reservation {
             reservation: reservation.clone(),
             transaction: transaction.cloned(),
@@ -430,7 +513,7 @@ pub fn payment_event_told(
             .subscription
             .as_ref()
             .map(|s| s.written().user_id().clone())
-            .or_else(|| command.grant.as_ref().map(|g| g.user_id.clone()))
+            .or_else(|| command.grant.as_ref().and_then(|g| g.account_id.owner()))
             .or_else(|| inbox.user_id.clone());
         let order = command.order.as_ref().map(|o| o.after.clone());
         told.push(mismatch(mismatch_of(inbox, order), user, now));

@@ -1,9 +1,10 @@
 //! [`AccountsService`]: sign-up, sign-in, sign-out and who is calling.
 
-use domain::Timestamp;
+use domain::{AccountId, MemberRole, Timestamp, UserId};
 
 use crate::accounts::{Role, Scope, User};
 use crate::authorization::{Acting, OwnerError};
+use crate::ports::{Member, Membership};
 #[cfg(doc)]
 use crate::service::Service;
 use crate::sign_up::ClientAddress;
@@ -11,6 +12,7 @@ use crate::use_cases::portal::{
     CreatePortalSession, OpenPortalError, OpenedPortal, PortalError, PortalLink,
 };
 use crate::use_cases::sessions::{AccountsError, Principal, SignedIn};
+use crate::use_cases::teams::{AccountEntry, MemberRequest, TeamError};
 
 inbound_port! {
     /// Sign-up, sign-in, sign-out and who is calling.
@@ -61,6 +63,36 @@ inbound_port! {
 
         /// Open a customer-portal link once (see [`Service::open_portal`]).
         async fn open_portal(&self, link_token: &str) -> Result<OpenedPortal, OpenPortalError>;
+
+        /// Create a team with `user` as its owner (see [`Service::create_team`]).
+        async fn create_team(&self, user: &UserId, name: &str) -> Result<Membership, TeamError>;
+
+        /// The accounts `user` acts in, personal first (see [`Service::my_accounts`]).
+        async fn my_accounts(&self, user: &UserId) -> Result<Vec<AccountEntry>, TeamError>;
+
+        /// The account `user` acts in when naming `account`, and their role (see
+        /// [`Service::account_of`]).
+        async fn account_of(
+            &self,
+            user: &UserId,
+            account: Option<AccountId>,
+        ) -> Result<(AccountId, MemberRole), TeamError>;
+
+        /// A team's members, for one of them (see [`Service::team_members`]).
+        async fn team_members(
+            &self,
+            user: &UserId,
+            account: &AccountId,
+        ) -> Result<Vec<Member>, TeamError>;
+
+        /// Add, change or remove a team's member (see [`Service::change_team_member`]).
+        async fn change_team_member(
+            &self,
+            actor: &UserId,
+            account: &AccountId,
+            target: &UserId,
+            request: MemberRequest,
+        ) -> Result<Option<Member>, TeamError>;
 
         /// Now, by the service's clock (session lifetimes, throttles, request times).
         fn now(&self) -> Timestamp;

@@ -1,7 +1,7 @@
 //! [`CreditsService`]: balances, spending, a user's status and entitlements.
 
 use domain::entitlements::EffectiveEntitlements;
-use domain::{Credits, ReservationId, UserId};
+use domain::{AccountId, Credits, ReservationId, UserId};
 
 use crate::accounts::User;
 use crate::pagination::{Page, PageRequest};
@@ -17,14 +17,14 @@ inbound_port! {
     #[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
     #[async_trait::async_trait]
     pub trait CreditsService {
-        /// A user's balance (see [`Service::balance`]).
-        async fn balance(&self, user: &UserId) -> Result<Credits, InfraError>;
+        /// An account's balance (see [`Service::balance`]).
+        async fn balance(&self, account: &AccountId) -> Result<Credits, InfraError>;
 
-        /// A page of a user's credit transactions, newest first (see
+        /// A page of an account's credit transactions, newest first (see
         /// [`Service::transaction_history`]).
         async fn transaction_history(
             &self,
-            user: &UserId,
+            account: &AccountId,
             page: PageRequest,
         ) -> Result<Page<CreditTransaction>, InfraError>;
 
@@ -45,6 +45,7 @@ inbound_port! {
         async fn settle_reservation(
             &self,
             user_id: &UserId,
+            account: Option<AccountId>,
             reservation_id: &ReservationId,
             actual: &UsageRequest,
         ) -> Result<(Reservation, Replay), CreditsError>;
@@ -53,6 +54,7 @@ inbound_port! {
         async fn release_reservation(
             &self,
             user_id: &UserId,
+            account: Option<AccountId>,
             reservation_id: &ReservationId,
         ) -> Result<(Reservation, Replay), CreditsError>;
 

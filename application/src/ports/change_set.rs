@@ -14,7 +14,7 @@
 //! caller's [`Audit::Of`] from the set's outcome.
 
 use async_trait::async_trait;
-use domain::{Credits, Plan, ReservationId, Timestamp, UserId};
+use domain::{AccountId, Credits, Plan, ReservationId, Timestamp, UserId};
 
 use super::admin::{AdminWrite, AuditAction, AuditValue, NewAudit, balance_facts};
 use super::host_events::EntitlementsTold;
@@ -46,8 +46,11 @@ pub enum LedgerOp {
     Reserve(ReserveCommand),
     /// Spend a pending reservation's actual usage and free the rest.
     Settle {
-        /// Whose reservation.
-        user: UserId,
+        /// The account whose credits it holds.
+        account: AccountId,
+        /// On a team's account, the member settling it: the one who holds it, or an owner or
+        /// admin (`None` on a personal account).
+        member: Option<UserId>,
         /// Which.
         id: ReservationId,
         /// The actual usage.
@@ -57,8 +60,10 @@ pub enum LedgerOp {
     },
     /// Free a pending reservation whole.
     Release {
-        /// Whose reservation.
-        user: UserId,
+        /// The account whose credits it holds.
+        account: AccountId,
+        /// As for [`LedgerOp::Settle`].
+        member: Option<UserId>,
         /// Which.
         id: ReservationId,
         /// Now.
@@ -300,6 +305,10 @@ pub enum Refusal {
     },
     /// No such reservation for this user.
     ReservationNotFound,
+    /// The spender is not a member of the team's account.
+    NotAMember,
+    /// The member's limit leaves no room for the spend.
+    LimitReached(domain::LimitReached),
     /// The reservation was resolved otherwise (its status code).
     ReservationResolved(&'static str),
 }
@@ -361,6 +370,10 @@ impl From<ApplyError> for SpendError {
             ApplyError::Refused(Refusal::BalanceLimit { balance, amount }) => {
                 SpendError::BalanceLimit { balance, amount }
             }
+            ApplyError::Refused(Refusal::NotAMember) => SpendError::NotAMember,
+            ApplyError::Refused(Refusal::LimitReached(reached)) => {
+                SpendError::LimitReached(reached)
+            }
             ApplyError::Refused(other) => SpendError::Store(StoreError::Unexpected(
                 anyhow::anyhow!("a spend refused as {other:?}"),
             )),
@@ -397,6 +410,10 @@ impl From<SpendError> for ApplyError {
             SpendError::IdempotencyConflict => ApplyError::Refused(Refusal::KeyConflict),
             SpendError::BalanceLimit { balance, amount } => {
                 ApplyError::Refused(Refusal::BalanceLimit { balance, amount })
+            }
+            SpendError::NotAMember => ApplyError::Refused(Refusal::NotAMember),
+            SpendError::LimitReached(reached) => {
+                ApplyError::Refused(Refusal::LimitReached(reached))
             }
             SpendError::Store(e) => ApplyError::Store(e),
         }
@@ -458,7 +475,7 @@ pub fn adjustment_audit(
             AuditAction::CreditsGranted
         },
         object_kind: "user",
-        object_id: command.user_id.to_string(),
+        object_id: command.account_id.to_string(),
         before: Some(balance_facts(after_hundredths - tx.amount.hundredths())),
         after: Some(after),
         at: command.now,
@@ -583,13 +600,14 @@ pub trait Writes: ChangeStore {
     /// [`ReservationError::NotFound`]; [`ReservationError::AlreadyResolved`].
     async fn settle(
         &self,
-        user: &UserId,
+        (account, member): (&AccountId, Option<&UserId>),
         id: &ReservationId,
         actual: Credits,
         now: Timestamp,
     ) -> Result<(Reservation, Replay), ReservationError> {
         let op = LedgerOp::Settle {
-            user: user.clone(),
+            account: account.clone(),
+            member: member.cloned(),
             id: id.clone(),
             actual,
             now,
@@ -606,12 +624,13 @@ pub trait Writes: ChangeStore {
     /// As [`Writes::settle`].
     async fn release(
         &self,
-        user: &UserId,
+        (account, member): (&AccountId, Option<&UserId>),
         id: &ReservationId,
         now: Timestamp,
     ) -> Result<(Reservation, Replay), ReservationError> {
         let op = LedgerOp::Release {
-            user: user.clone(),
+            account: account.clone(),
+            member: member.cloned(),
             id: id.clone(),
             now,
         };

@@ -8,9 +8,9 @@
 
 use async_trait::async_trait;
 use domain::{
-    BillingPeriod, CreditDelta, Credits, IdempotencyKey, KeptRefund, Locale, Money, Order, OrderId,
-    Plan, PlanId, ProviderId, ReservationId, Subscription, SubscriptionId, Timestamp,
-    TransactionKind, UserId,
+    AccountId, BillingPeriod, CreditDelta, Credits, IdempotencyKey, KeptRefund, Locale, Money,
+    Order, OrderId, Plan, PlanId, ProviderId, ReservationId, Subscription, SubscriptionId,
+    Timestamp, TransactionKind, UserId,
 };
 
 use super::{EntitlementsTold, NewAudit};
@@ -41,10 +41,10 @@ pub enum StoreError {
     /// an invariant broke, and nothing was written. Never turned into an answer such as
     /// "insufficient"; the use case that meets it logs and counts it
     /// ([`crate::ports::Metrics::spend_disagreement`]).
-    #[error("the spend rule and the database disagree on {user}'s balance: {disagreement}")]
+    #[error("the spend rule and the database disagree on {account}'s balance: {disagreement}")]
     SpendDisagreement {
         /// Whose balance.
-        user: UserId,
+        account: AccountId,
         /// What was decided, and what the guard did.
         disagreement: domain::SpendDisagreement,
     },
@@ -705,8 +705,11 @@ pub trait RefundRepository: Send + Sync + 'static {
 pub struct CreditTransaction {
     /// Id (increasing).
     pub id: i64,
-    /// Whose balance.
-    pub user_id: UserId,
+    /// Whose balance: the account charged or credited.
+    pub account_id: AccountId,
+    /// The member of a team's account who spent (`None` on a personal account, whose only
+    /// member is its user, and on grants).
+    pub member_id: Option<UserId>,
     /// Kind (its code localises the description).
     pub kind: TransactionKind,
     /// Signed amount.
@@ -741,8 +744,11 @@ pub struct UsageContext {
 /// Spend credits now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumeCommand {
-    /// Whose credits.
-    pub user_id: UserId,
+    /// The account charged.
+    pub account_id: AccountId,
+    /// The member who spends from a team's account (`None` for a personal account: its user).
+    /// The store checks the membership and the member's limit in the spend's transaction.
+    pub member_id: Option<UserId>,
     /// The cost.
     pub amount: Credits,
     /// Makes the call safe to retry.
@@ -769,6 +775,12 @@ pub enum SpendError {
     /// The idempotency key was used with a different request.
     #[error("idempotency key reused with a different request")]
     IdempotencyConflict,
+    /// The spender is not a member of the team's account (any more): nothing written.
+    #[error("not a member of this account")]
+    NotAMember,
+    /// The member's limit does not leave room for the spend: nothing written.
+    #[error("the member's limit leaves {} of {} this {}", .0.left, .0.limit.credits, .0.limit.window.code())]
+    LimitReached(domain::LimitReached),
     /// An increase would take the balance past the ledger's largest balance
     /// ([`domain::credits::MAX_CREDITS_HUNDREDTHS`]); nothing was written.
     #[error("the balance {balance} plus {amount} would exceed the largest balance")]
@@ -788,8 +800,10 @@ pub enum SpendError {
 pub struct Reservation {
     /// Id.
     pub id: ReservationId,
-    /// Whose credits.
-    pub user_id: UserId,
+    /// The account whose credits are held.
+    pub account_id: AccountId,
+    /// The member of a team's account who holds them (`None` on a personal account).
+    pub member_id: Option<UserId>,
     /// Held amount.
     pub held: Credits,
     /// Where it is.
@@ -884,8 +898,10 @@ impl ReservationStatusKind {
 pub struct ReserveCommand {
     /// The new reservation's id.
     pub reservation_id: ReservationId,
-    /// Whose credits.
-    pub user_id: UserId,
+    /// The account whose credits are held.
+    pub account_id: AccountId,
+    /// The member who holds them on a team's account (`None` for a personal account).
+    pub member_id: Option<UserId>,
     /// The estimate to hold.
     pub amount: Credits,
     /// Makes the call safe to retry.
@@ -932,8 +948,8 @@ pub enum GrantSource {
 /// Grant credits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GrantCommand {
-    /// To whom.
-    pub user_id: UserId,
+    /// To which account (a buyer's personal account).
+    pub account_id: AccountId,
     /// How much.
     pub amount: Credits,
     /// From what (unique).
@@ -947,8 +963,8 @@ pub struct GrantCommand {
 /// Take back the unspent part of an order's grant after a refund.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClawbackCommand {
-    /// Whose credits.
-    pub user_id: UserId,
+    /// Whose credits: the account the grant went to.
+    pub account_id: AccountId,
     /// The grant clawed back: a refunded order's, or a refunded subscription period's.
     pub source: GrantSource,
     /// How much the refund should take back (the refunded share of the grant, not yet clawed back).
@@ -969,8 +985,8 @@ pub enum LedgerEffect {
 /// An administrator's signed correction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdjustCommand {
-    /// Whose credits.
-    pub user_id: UserId,
+    /// Whose credits: a user's personal account or a team's.
+    pub account_id: AccountId,
     /// Signed amount.
     pub amount: CreditDelta,
     /// Why, shown in the history.
@@ -991,7 +1007,7 @@ pub trait CreditLedger: Send + Sync + 'static {
     ///
     /// # Errors
     /// Storage failures.
-    async fn balance(&self, user: &UserId) -> Result<Credits, StoreError>;
+    async fn balance(&self, account: &AccountId) -> Result<Credits, StoreError>;
 
     /// A page of a user's transactions, newest first.
     ///
@@ -999,7 +1015,7 @@ pub trait CreditLedger: Send + Sync + 'static {
     /// Storage failures; [`StoreError::Corrupt`] for an invalid row.
     async fn transactions(
         &self,
-        user: &UserId,
+        account: &AccountId,
         page: PageRequest,
     ) -> Result<Page<CreditTransaction>, StoreError>;
 
@@ -1007,7 +1023,10 @@ pub trait CreditLedger: Send + Sync + 'static {
     ///
     /// # Errors
     /// Storage failures.
-    async fn pending_reservations(&self, user: &UserId) -> Result<Vec<Reservation>, StoreError>;
+    async fn pending_reservations(
+        &self,
+        account: &AccountId,
+    ) -> Result<Vec<Reservation>, StoreError>;
 
     /// Release up to `limit` pending reservations whose `expires_at` has passed; returns how many.
     ///
@@ -1202,6 +1221,7 @@ pub trait Store:
     + super::HostEventLog
     + super::ReportRepository
     + super::AdminConsoleStore
+    + super::TeamStore
 {
 }
 
@@ -1218,5 +1238,6 @@ impl<T> Store for T where
         + super::HostEventLog
         + super::ReportRepository
         + super::AdminConsoleStore
+        + super::TeamStore
 {
 }

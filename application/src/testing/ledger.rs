@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 
 use domain::ledger::{self, GrantLot};
 use domain::{
-    CreditDelta, Credits, ReservationId, SubscriptionId, Timestamp, TransactionKind, UserId,
+    AccountId, CreditDelta, Credits, ReservationId, SubscriptionId, Timestamp, TransactionKind,
+    UserId,
 };
 
 use crate::ports::{
@@ -16,7 +17,7 @@ use crate::ports::{
 #[derive(Debug, Clone)]
 pub(super) struct Lot {
     lot: GrantLot,
-    user: UserId,
+    user: AccountId,
     source: String,
     /// What the lot was granted with.
     granted: Credits,
@@ -24,12 +25,12 @@ pub(super) struct Lot {
 
 #[derive(Debug, Clone, Default)]
 pub(super) struct Ledger {
-    pub(super) balances: BTreeMap<UserId, Credits>,
+    pub(super) balances: BTreeMap<AccountId, Credits>,
     pub(super) transactions: Vec<CreditTransaction>,
     lots: Vec<Lot>,
     reservations: BTreeMap<ReservationId, (Reservation, String, String)>,
-    spend_keys: BTreeMap<(UserId, String), (String, i64)>,
-    adjust_keys: BTreeMap<(UserId, String), String>,
+    spend_keys: BTreeMap<(AccountId, String), (String, i64)>,
+    adjust_keys: BTreeMap<(AccountId, String), String>,
     /// An administrator's adjustment keys: `(admin, key)` to the target user and request.
     admin_keys: BTreeMap<(UserId, String), String>,
 }
@@ -48,13 +49,13 @@ fn source_key(source: &GrantSource) -> String {
 }
 
 impl Ledger {
-    pub(super) fn balance(&self, user: &UserId) -> Credits {
+    pub(super) fn balance(&self, user: &AccountId) -> Credits {
         self.balances.get(user).copied().unwrap_or_default()
     }
 
     fn write(
         &mut self,
-        user: &UserId,
+        user: &AccountId,
         kind: TransactionKind,
         amount: CreditDelta,
         context: UsageContext,
@@ -73,7 +74,8 @@ impl Ledger {
         self.balances.insert(user.clone(), after);
         let tx = CreditTransaction {
             id: i64::try_from(self.transactions.len()).unwrap_or(i64::MAX) + 1,
-            user_id: user.clone(),
+            account_id: user.clone(),
+            member_id: None,
             kind,
             amount,
             balance_after: after,
@@ -84,7 +86,7 @@ impl Ledger {
         Ok(tx)
     }
 
-    fn draw_lots(&mut self, user: &UserId, amount: Credits) {
+    fn draw_lots(&mut self, user: &AccountId, amount: Credits) {
         let lots: Vec<GrantLot> = self
             .lots
             .iter()
@@ -102,7 +104,7 @@ impl Ledger {
         &mut self,
         c: &ConsumeCommand,
     ) -> Result<(CreditTransaction, Replay), SpendError> {
-        let key = (c.user_id.clone(), c.idempotency.key.as_str().to_owned());
+        let key = (c.account_id.clone(), c.idempotency.key.as_str().to_owned());
         if let Some((hash, id)) = self.spend_keys.get(&key) {
             if hash != &c.idempotency.request_hash {
                 return Err(SpendError::IdempotencyConflict);
@@ -115,14 +117,15 @@ impl Ledger {
                 .ok_or(StoreError::NotFound)?;
             return Ok((tx, Replay::Replayed));
         }
-        let tx = self.write(
-            &c.user_id,
+        let mut tx = self.write(
+            &c.account_id,
             TransactionKind::Consumption,
             c.amount.as_decrease(),
             c.context.clone(),
             c.now,
         )?;
-        self.draw_lots(&c.user_id, c.amount);
+        self.by_member(&mut tx, c.member_id.as_ref());
+        self.draw_lots(&c.account_id, c.amount);
         self.spend_keys
             .insert(key, (c.idempotency.request_hash.clone(), tx.id));
         Ok((tx, Replay::Fresh))
@@ -135,7 +138,7 @@ impl Ledger {
         let existing = self
             .reservations
             .values()
-            .find(|(r, _, key)| r.user_id == c.user_id && key == c.idempotency.key.as_str());
+            .find(|(r, _, key)| r.account_id == c.account_id && key == c.idempotency.key.as_str());
         if let Some((r, hash, _)) = existing {
             if hash != &c.idempotency.request_hash {
                 return Err(SpendError::IdempotencyConflict);
@@ -146,16 +149,18 @@ impl Ledger {
             reservation_id: Some(c.reservation_id.clone()),
             ..c.context.clone()
         };
-        self.write(
-            &c.user_id,
+        let mut tx = self.write(
+            &c.account_id,
             TransactionKind::ReservationHold,
             c.amount.as_decrease(),
             context,
             c.now,
         )?;
+        self.by_member(&mut tx, c.member_id.as_ref());
         let r = Reservation {
             id: c.reservation_id.clone(),
-            user_id: c.user_id.clone(),
+            account_id: c.account_id.clone(),
+            member_id: c.member_id.clone(),
             held: c.amount,
             status: ReservationStatus::Pending,
             context: c.context.clone(),
@@ -171,10 +176,14 @@ impl Ledger {
         Ok((r, Replay::Fresh))
     }
 
-    fn pending(&self, user: &UserId, id: &ReservationId) -> Result<Reservation, ReservationError> {
+    fn pending(
+        &self,
+        user: &AccountId,
+        id: &ReservationId,
+    ) -> Result<Reservation, ReservationError> {
         self.reservations
             .get(id)
-            .filter(|(r, ..)| &r.user_id == user)
+            .filter(|(r, ..)| &r.account_id == user)
             .map(|(r, ..)| r.clone())
             .ok_or(ReservationError::NotFound)
     }
@@ -192,14 +201,39 @@ impl Ledger {
         }
     }
 
+    /// A hold as it stands (for the member's count a release gives back).
+    pub(super) fn pending_hold(&self, user: &AccountId, id: &ReservationId) -> Option<Reservation> {
+        self.pending(user, id).ok()
+    }
+
+    /// Whether `by` may resolve `r`: on a personal account its user (naming no member), on a
+    /// team's the member who holds it. (The SQL store also lets the team's owners and admins
+    /// resolve a member's hold, and lets a member's overrun spend within their limit; this fake
+    /// settles a member's hold within what it holds.)
+    fn resolvable_by(r: &Reservation, by: Option<&UserId>) -> bool {
+        r.member_id.as_ref() == by
+    }
+
+    /// Set the member of the transaction `tx` (the last written).
+    fn by_member(&mut self, tx: &mut CreditTransaction, member: Option<&UserId>) {
+        tx.member_id = member.cloned();
+        if let Some(last) = self.transactions.last_mut() {
+            last.member_id = member.cloned();
+        }
+    }
+
     pub(super) fn settle(
         &mut self,
-        user: &UserId,
+        user: &AccountId,
+        by: Option<&UserId>,
         id: &ReservationId,
         actual: Credits,
         now: Timestamp,
     ) -> Result<(Reservation, Replay), ReservationError> {
         let r = self.pending(user, id)?;
+        if !Self::resolvable_by(&r, by) {
+            return Err(ReservationError::NotFound);
+        }
         match r.status {
             ReservationStatus::Settled { actual: a, .. } if a == actual => {
                 return Ok((r, Replay::Replayed));
@@ -207,16 +241,22 @@ impl Ledger {
             ReservationStatus::Pending => {}
             other => return Err(ReservationError::AlreadyResolved(other.code())),
         }
-        let s = ledger::settle(r.held, actual, self.balance(user));
+        let available = match r.member_id {
+            None => self.balance(user),
+            Some(_) => Credits::ZERO,
+        };
+        let s = ledger::settle(r.held, actual, available);
         if s.amount.hundredths() != 0 {
-            self.write(
-                user,
-                TransactionKind::ReservationSettle,
-                s.amount,
-                Self::resolve_context(&r),
-                now,
-            )
-            .map_err(spend_to_reservation)?;
+            let mut tx = self
+                .write(
+                    user,
+                    TransactionKind::ReservationSettle,
+                    s.amount,
+                    Self::resolve_context(&r),
+                    now,
+                )
+                .map_err(spend_to_reservation)?;
+            self.by_member(&mut tx, r.member_id.as_ref());
         }
         self.draw_lots(user, s.charged);
         Ok((
@@ -233,50 +273,56 @@ impl Ledger {
 
     pub(super) fn release(
         &mut self,
-        user: &UserId,
+        user: &AccountId,
+        by: Option<&UserId>,
         id: &ReservationId,
         now: Timestamp,
         status: ReservationStatus,
     ) -> Result<(Reservation, Replay), ReservationError> {
         let r = self.pending(user, id)?;
+        if by.is_some() && !Self::resolvable_by(&r, by) {
+            return Err(ReservationError::NotFound);
+        }
         match r.status {
             s if s == status => return Ok((r, Replay::Replayed)),
             ReservationStatus::Pending => {}
             other => return Err(ReservationError::AlreadyResolved(other.code())),
         }
-        self.write(
-            user,
-            TransactionKind::ReservationRelease,
-            r.held.as_increase(),
-            Self::resolve_context(&r),
-            now,
-        )
-        .map_err(spend_to_reservation)?;
+        let mut tx = self
+            .write(
+                user,
+                TransactionKind::ReservationRelease,
+                r.held.as_increase(),
+                Self::resolve_context(&r),
+                now,
+            )
+            .map_err(spend_to_reservation)?;
+        self.by_member(&mut tx, r.member_id.as_ref());
         Ok((self.set_status(id, status), Replay::Fresh))
     }
 
-    pub(super) fn pending_reservations(&self, user: &UserId) -> Vec<Reservation> {
+    pub(super) fn pending_reservations(&self, user: &AccountId) -> Vec<Reservation> {
         self.reservations
             .values()
             .map(|(r, ..)| r)
-            .filter(|r| &r.user_id == user && r.status == ReservationStatus::Pending)
+            .filter(|r| &r.account_id == user && r.status == ReservationStatus::Pending)
             .cloned()
             .collect()
     }
 
     pub(super) fn expire_reservations(&mut self, now: Timestamp, limit: u32) -> u32 {
-        let due: Vec<(UserId, ReservationId)> = self
+        let due: Vec<(AccountId, ReservationId)> = self
             .reservations
             .values()
             .map(|(r, ..)| r)
             .filter(|r| r.status == ReservationStatus::Pending && r.expires_at <= now)
             .take(limit as usize)
-            .map(|r| (r.user_id.clone(), r.id.clone()))
+            .map(|r| (r.account_id.clone(), r.id.clone()))
             .collect();
         let mut n = 0;
         for (user, id) in due {
             if self
-                .release(&user, &id, now, ReservationStatus::Expired)
+                .release(&user, None, &id, now, ReservationStatus::Expired)
                 .is_ok()
             {
                 n += 1;
@@ -314,7 +360,7 @@ impl Ledger {
             ),
         };
         let tx = self
-            .write(&c.user_id, kind, c.amount.as_increase(), context, c.now)
+            .write(&c.account_id, kind, c.amount.as_increase(), context, c.now)
             .map_err(spend_to_store)?;
         let lot = GrantLot {
             id: tx.id,
@@ -324,7 +370,7 @@ impl Ledger {
         };
         self.lots.push(Lot {
             lot,
-            user: c.user_id.clone(),
+            user: c.account_id.clone(),
             source: key,
             granted: c.amount,
         });
@@ -362,7 +408,7 @@ impl Ledger {
         let t = ledger::take_back(
             c.wanted,
             self.lots[index].lot.remaining,
-            self.balance(&c.user_id),
+            self.balance(&c.account_id),
         );
         if t.taken.is_zero() {
             return Ok(LedgerEffect::Nothing);
@@ -381,7 +427,7 @@ impl Ledger {
         };
         let tx = self
             .write(
-                &c.user_id,
+                &c.account_id,
                 TransactionKind::RefundClawback,
                 t.taken.as_decrease(),
                 context,
@@ -421,7 +467,7 @@ impl Ledger {
 
     pub(super) fn adjust(&mut self, c: &AdjustCommand) -> Result<LedgerEffect, SpendError> {
         let hash = format!("{}|{}|{:?}", c.amount.hundredths(), c.note, c.expires_at);
-        let key = (c.user_id.clone(), c.reference.clone());
+        let key = (c.account_id.clone(), c.reference.clone());
         match self.adjust_keys.get(&key) {
             Some(seen) if *seen == hash => return Ok(LedgerEffect::Nothing),
             Some(_) => return Err(SpendError::IdempotencyConflict),
@@ -441,7 +487,7 @@ impl Ledger {
     ) -> Result<LedgerEffect, SpendError> {
         let hash = format!(
             "{}|{}|{}|{:?}",
-            c.user_id,
+            c.account_id,
             c.amount.hundredths(),
             c.note,
             c.expires_at
@@ -466,16 +512,16 @@ impl Ledger {
                 ..UsageContext::default()
             };
             let tx = self.write(
-                &c.user_id,
+                &c.account_id,
                 TransactionKind::AdminAdjustment,
                 c.amount,
                 context,
                 c.now,
             )?;
-            self.draw_lots(&c.user_id, c.amount.magnitude());
+            self.draw_lots(&c.account_id, c.amount.magnitude());
             return Ok(LedgerEffect::Written(tx));
         }
-        let balance = self.balance(&c.user_id);
+        let balance = self.balance(&c.account_id);
         if let Err(domain::LedgerError::Overflow) =
             domain::ledger::post(balance, TransactionKind::AdminAdjustment, c.amount)
         {
@@ -485,7 +531,7 @@ impl Ledger {
             });
         }
         let grant = GrantCommand {
-            user_id: c.user_id.clone(),
+            account_id: c.account_id.clone(),
             amount: c.amount.magnitude(),
             source: GrantSource::Admin(c.reference.clone()),
             expires_at: c.expires_at,

@@ -3,6 +3,7 @@
 mod admin;
 mod apply;
 mod reports;
+mod teams;
 #[cfg(test)]
 mod tests;
 
@@ -56,6 +57,10 @@ struct State {
     signup_days: BTreeMap<i64, (u32, u32)>,
     /// What each user was last told of their entitlements.
     entitlements_told: BTreeMap<UserId, ToldEntitlements>,
+    /// Team accounts (a personal account is its user).
+    accounts: BTreeMap<domain::AccountId, Account>,
+    /// Teams' members.
+    members: BTreeMap<(domain::AccountId, UserId), Member>,
 }
 
 /// Every storage port in memory. Cheap to create; one per test.
@@ -761,13 +766,13 @@ impl SubscriptionRepository for InMemoryStore {
 
 #[async_trait]
 impl CreditLedger for InMemoryStore {
-    async fn balance(&self, user: &UserId) -> Result<Credits, StoreError> {
+    async fn balance(&self, user: &domain::AccountId) -> Result<Credits, StoreError> {
         Ok(lock(&self.0).ledger.balance(user))
     }
 
     async fn transactions(
         &self,
-        user: &UserId,
+        user: &domain::AccountId,
         page: PageRequest,
     ) -> Result<Page<CreditTransaction>, StoreError> {
         let all: Vec<CreditTransaction> = lock(&self.0)
@@ -775,13 +780,16 @@ impl CreditLedger for InMemoryStore {
             .transactions
             .iter()
             .rev()
-            .filter(|t| &t.user_id == user)
+            .filter(|t| &t.account_id == user)
             .cloned()
             .collect();
         Ok(paged(all, page))
     }
 
-    async fn pending_reservations(&self, user: &UserId) -> Result<Vec<Reservation>, StoreError> {
+    async fn pending_reservations(
+        &self,
+        user: &domain::AccountId,
+    ) -> Result<Vec<Reservation>, StoreError> {
         Ok(lock(&self.0).ledger.pending_reservations(user))
     }
 

@@ -19,7 +19,7 @@ pub use lists::{
 pub use replay::{ReplayError, Replayed};
 
 use domain::credits::MAX_CREDITS_HUNDREDTHS;
-use domain::{CreditDelta, Credits, CreditsError, IdempotencyKey, Timestamp, UserId};
+use domain::{AccountId, CreditDelta, Credits, CreditsError, IdempotencyKey, Timestamp};
 use rust_decimal::Decimal;
 
 use super::{InfraError, noted};
@@ -37,8 +37,8 @@ use crate::service::Service;
 pub struct AdjustCredits {
     /// Who adjusts (kept in the ledger entry's note).
     pub admin: User,
-    /// Whose credits.
-    pub user_id: UserId,
+    /// Whose credits: a user's personal account (its id is the user's) or a team's.
+    pub account_id: AccountId,
     /// Credits to add (positive) or take (negative), two decimal places at most.
     pub amount: Decimal,
     /// Why, shown in the user's history.
@@ -120,6 +120,10 @@ fn adjust_error(e: SpendError) -> AdjustCreditsError {
             ),
         ),
         SpendError::Store(s) => AdjustCreditsError::Infra(s.into()),
+        // An adjustment names no member and no member's limit applies to it.
+        e @ (SpendError::NotAMember | SpendError::LimitReached(_)) => AdjustCreditsError::Infra(
+            crate::ports::StoreError::Unexpected(anyhow::anyhow!(e.to_string())).into(),
+        ),
     }
 }
 
@@ -171,21 +175,19 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         skip_all,
         fields(
             admin_id = %request.admin.id,
-            user_id = %request.user_id,
+            account_id = %request.account_id,
         )
     )]
     pub async fn adjust_credits(
         &self,
         request: &AdjustCredits,
     ) -> Result<AdjustedCredits, AdjustCreditsError> {
-        let user_id = &request.user_id;
-        if self
-            .store
-            .find_user(user_id)
-            .await
-            .map_err(InfraError::from)?
-            .is_none()
-        {
+        let account = &request.account_id;
+        let known = match account.owner() {
+            Some(user) => self.store.find_user(&user).await.map(|u| u.is_some()),
+            None => self.store.account(account).await.map(|a| a.is_some()),
+        };
+        if !known.map_err(InfraError::from)? {
             return Err(AdjustCreditsError::UserNotFound);
         }
         let amount = delta(request.amount)?;
@@ -202,7 +204,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             _ => {}
         }
         let command = AdjustCommand {
-            user_id: user_id.clone(),
+            account_id: account.clone(),
             amount,
             note: format!("{reason} ({})", request.admin.id),
             reference: request.idempotency_key.as_str().to_owned(),
@@ -217,7 +219,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         };
         let balance = self
             .store
-            .balance(user_id)
+            .balance(account)
             .await
             .map_err(InfraError::from)?;
         Ok(AdjustedCredits {

@@ -2,8 +2,8 @@
 //! reserve / settle / release.
 
 use domain::{
-    ConsumptionError, Credits, FeatureName, IdempotencyKey, ModelName, ReservationId, TokenCount,
-    Usage, UserId,
+    AccountId, ConsumptionError, Credits, FeatureName, IdempotencyKey, ModelName, ReservationId,
+    TokenCount, Usage, UserId,
 };
 
 use super::{InfraError, noted};
@@ -29,8 +29,11 @@ pub struct UsageRequest {
 /// Spend credits for one use.
 #[derive(Debug, Clone)]
 pub struct ConsumeCredits {
-    /// Whose credits.
+    /// Who spends.
     pub user_id: UserId,
+    /// The account charged: a team's the user belongs to, or (`None`, or the user's own id)
+    /// their personal account.
+    pub account_id: Option<AccountId>,
     /// What was used.
     pub usage: UsageRequest,
     /// The caller's idempotency key (required): the same key replays the first answer.
@@ -60,6 +63,12 @@ pub enum CreditsError {
     /// No such reservation of this user.
     #[error("reservation not found")]
     ReservationNotFound,
+    /// The user is not a member of the account named.
+    #[error("not a member of this account")]
+    NotAMember,
+    /// The member's spend limit does not leave room for the spend.
+    #[error("the member's limit leaves {} of {} this {}", .0.left, .0.limit.credits, .0.limit.window.code())]
+    LimitReached(domain::LimitReached),
     /// The reservation was resolved differently before.
     #[error("reservation is already {0}")]
     AlreadyResolved(&'static str),
@@ -85,6 +94,8 @@ impl From<SpendError> for CreditsError {
                 available,
             },
             SpendError::IdempotencyConflict => CreditsError::IdempotencyConflict,
+            SpendError::NotAMember => CreditsError::NotAMember,
+            SpendError::LimitReached(reached) => CreditsError::LimitReached(reached),
             SpendError::Store(s) => s.into(),
             // A spend never increases a balance.
             limit @ SpendError::BalanceLimit { .. } => {
@@ -140,6 +151,17 @@ pub fn parse_usage(request: &UsageRequest) -> Result<(Usage, UsageContext), Cons
     Ok((usage, context))
 }
 
+/// The account `user` spends from when they name `account`, and the member recorded: their
+/// personal account (no member: it is theirs) unless they name another account, whose
+/// membership the store checks in the spend's transaction.
+#[must_use]
+pub fn spender(user: &UserId, account: Option<AccountId>) -> (AccountId, Option<UserId>) {
+    match account {
+        Some(account) if !account.is_personal_of(user) => (account, Some(user.clone())),
+        _ => (AccountId::personal(user), None),
+    }
+}
+
 fn fingerprint(kind: &str, user: &str, usage: &UsageRequest) -> String {
     format!(
         "{kind}:{user}:{:?}:{:?}:{:?}",
@@ -148,26 +170,26 @@ fn fingerprint(kind: &str, user: &str, usage: &UsageRequest) -> String {
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
-    /// A user's balance.
+    /// An account's balance.
     ///
     /// # Errors
     /// Infrastructure only.
-    #[tracing::instrument(skip_all, fields(user_id = %user))]
-    pub async fn balance(&self, user: &UserId) -> Result<Credits, InfraError> {
-        Ok(self.store.balance(user).await?)
+    #[tracing::instrument(skip_all, fields(account_id = %account))]
+    pub async fn balance(&self, account: &AccountId) -> Result<Credits, InfraError> {
+        Ok(self.store.balance(account).await?)
     }
 
-    /// A page of a user's credit transactions, newest first.
+    /// A page of an account's credit transactions, newest first.
     ///
     /// # Errors
     /// Infrastructure only.
-    #[tracing::instrument(skip_all, fields(user_id = %user))]
+    #[tracing::instrument(skip_all, fields(account_id = %account))]
     pub async fn transaction_history(
         &self,
-        user: &UserId,
+        account: &AccountId,
         page: PageRequest,
     ) -> Result<Page<CreditTransaction>, InfraError> {
-        Ok(self.store.transactions(user, page).await?)
+        Ok(self.store.transactions(account, page).await?)
     }
 
     async fn existing_user(&self, id: &UserId) -> Result<UserId, CreditsError> {
@@ -193,19 +215,21 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let user_id = request.user_id;
         let (usage, context) = parse_usage(&request.usage)?;
         let amount = self.config.consumption.cost(&usage)?;
+        let (account_id, member_id) = spender(&user_id, request.account_id);
         let command = ConsumeCommand {
             idempotency: IdempotencyRecord {
                 key: request.idempotency_key,
                 request_hash: fingerprint("consume", user_id.as_str(), &request.usage),
             },
-            user_id,
+            account_id,
+            member_id,
             amount,
             context,
             now: self.clock.now(),
             low_balance_below: self.low_balance_below,
         };
         let spent = noted(&*self.metrics, self.store.consume(&command).await);
-        let spent = self.unless_unknown(&command.user_id, spent).await?;
+        let spent = self.unless_unknown(&user_id, spent).await?;
         if spent.1 == Replay::Fresh {
             self.metrics.credits_consumed(spent.0.amount.magnitude());
         }
@@ -247,6 +271,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let user_id = request.user_id;
         let (usage, context) = parse_usage(&request.usage)?;
         let amount = self.config.consumption.cost(&usage)?;
+        let (account_id, member_id) = spender(&user_id, request.account_id);
         let now = self.clock.now();
         let reservation_id = ReservationId::new(self.ids.new_id("res"))
             .map_err(|e| InfraError::Unexpected(e.into()))?;
@@ -256,7 +281,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 key: request.idempotency_key,
                 request_hash: fingerprint("reserve", user_id.as_str(), &request.usage),
             },
-            user_id,
+            account_id,
+            member_id,
             amount,
             context,
             now,
@@ -264,7 +290,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             low_balance_below: self.low_balance_below,
         };
         let held = noted(&*self.metrics, self.store.reserve(&command).await);
-        let held = self.unless_unknown(&command.user_id, held).await?;
+        let held = self.unless_unknown(&user_id, held).await?;
         if held.1 == Replay::Fresh {
             self.metrics.credits_reserved(held.0.held);
         }
@@ -279,16 +305,23 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     pub async fn settle_reservation(
         &self,
         user_id: &UserId,
+        account: Option<AccountId>,
         reservation_id: &ReservationId,
         actual: &UsageRequest,
     ) -> Result<(Reservation, Replay), CreditsError> {
         let user_id = self.existing_user(user_id).await?;
+        let (account, member) = spender(&user_id, account);
         let (usage, _) = parse_usage(actual)?;
         let cost = self.config.consumption.cost(&usage)?;
         let settled = noted(
             &*self.metrics,
             (self.store)
-                .settle(&user_id, reservation_id, cost, self.clock.now())
+                .settle(
+                    (&account, member.as_ref()),
+                    reservation_id,
+                    cost,
+                    self.clock.now(),
+                )
                 .await,
         )?;
         if let (Replay::Fresh, crate::ports::ReservationStatus::Settled { charged, .. }) =
@@ -307,12 +340,18 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     pub async fn release_reservation(
         &self,
         user_id: &UserId,
+        account: Option<AccountId>,
         reservation_id: &ReservationId,
     ) -> Result<(Reservation, Replay), CreditsError> {
         let user_id = self.existing_user(user_id).await?;
+        let (account, member) = spender(&user_id, account);
         Ok(self
             .store
-            .release(&user_id, reservation_id, self.clock.now())
+            .release(
+                (&account, member.as_ref()),
+                reservation_id,
+                self.clock.now(),
+            )
             .await?)
     }
 }

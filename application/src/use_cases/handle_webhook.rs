@@ -1101,14 +1101,14 @@ fn period_paid(
 ) -> Change {
     let source = GrantSource::SubscriptionPeriod(subscription.id().clone(), charge.period);
     change.command.grant = charge.credits.map(|amount| GrantCommand {
-        user_id: subscription.user_id().clone(),
+        account_id: domain::AccountId::personal(subscription.user_id()),
         amount,
         source: source.clone(),
         expires_at: Some(charge.period.end()),
         now: r.now,
     });
     change.command.clawbacks = Vec::from_iter(charge.clawback.map(|wanted| ClawbackCommand {
-        user_id: subscription.user_id().clone(),
+        account_id: domain::AccountId::personal(subscription.user_id()),
         source,
         wanted,
         now: r.now,
@@ -1240,14 +1240,14 @@ fn decide_paid(
     let source = GrantSource::Order(order.id().clone());
     let mut change = r.change(EventOutcome::Applied, None);
     change.command.grant = grant.map(|g| GrantCommand {
-        user_id: order.user_id().clone(),
+        account_id: domain::AccountId::personal(order.user_id()),
         amount: g.credits,
         source: source.clone(),
         expires_at: g.expires_at,
         now: r.now,
     });
     change.command.clawbacks = Vec::from_iter(clawback.map(|wanted| ClawbackCommand {
-        user_id: order.user_id().clone(),
+        account_id: domain::AccountId::personal(order.user_id()),
         source,
         wanted,
         now: r.now,

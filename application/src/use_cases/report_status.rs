@@ -3,7 +3,7 @@
 
 use domain::plan::Holdings;
 use domain::{
-    AccessEnd, Credits, Duration, OrderId, PlanId, Subscription, SubscriptionAccess,
+    AccessEnd, AccountId, Credits, Duration, OrderId, PlanId, Subscription, SubscriptionAccess,
     SubscriptionStatus, Timestamp, UserId,
 };
 
@@ -104,7 +104,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     #[tracing::instrument(skip_all, fields(user_id = %user.id))]
     pub async fn report_status(&self, user: &User) -> Result<StatusReport, InfraError> {
         let now = self.clock.now();
-        let balance = self.store.balance(&user.id).await?;
+        let balance = self.store.balance(&AccountId::personal(&user.id)).await?;
         let all = self.store.list_subscriptions(&user.id).await?;
         let grace_ms = self.config.past_due_grace_ms;
         let subscriptions: Vec<HeldSubscription> = all
@@ -122,7 +122,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 all.into_iter()
                     .find(|s| s.status() != SubscriptionStatus::Expired)
             });
-        let pending_reservations = self.store.pending_reservations(&user.id).await?;
+        let pending_reservations = self
+            .store
+            .pending_reservations(&AccountId::personal(&user.id))
+            .await?;
         let owned = self.one_time_orders(&user.id, now).await?;
         let lifetime_order = owned
             .iter()

@@ -30,5 +30,6 @@ mod service;
 mod sign_up_abuse;
 mod source_tree;
 mod sql_placement;
+mod teams;
 mod transaction_pooler;
 mod use_case_spans;

@@ -43,11 +43,11 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use application::ports::{ConsumeCommand, CreditTransaction, Replay, StoreError};
+use application::ports::{ConsumeCommand, CreditTransaction, Refusal, Replay, StoreError};
 use domain::ledger::{
     self, DecidedPosting, GrantLot, KeyReuse, LedgerError, SpendDecision, allocate_spend,
 };
-use domain::{Credits, TransactionKind, UserId};
+use domain::{AccountId, Credits, TransactionKind};
 use sea_orm::{
     ConnectionTrait, DatabaseTransaction, DbBackend, FromQueryResult, QueryResult, Value,
 };
@@ -96,7 +96,7 @@ pub(crate) async fn consume_many(
     commands: &[&ConsumeCommand],
     events: &Enc,
 ) -> Result<Vec<Decided>, Fail> {
-    let users: BTreeSet<&str> = commands.iter().map(|c| c.user_id.as_str()).collect();
+    let users: BTreeSet<&str> = commands.iter().map(|c| c.account_id.as_str()).collect();
     let (balances, lots) = balances_with_lots(tx, &users, Lock::Rows).await?;
     let seen = stored_keys(tx, commands).await?;
     let outcomes = Run::new(balances, lots, seen, Lock::Rows)
@@ -143,7 +143,7 @@ pub(crate) async fn consume_many_unlocked<C: ConnectionTrait>(
     commands: &[&ConsumeCommand],
     known: &mut Known,
 ) -> Result<(Vec<Decided>, Source), Fail> {
-    let users: BTreeSet<&str> = commands.iter().map(|c| c.user_id.as_str()).collect();
+    let users: BTreeSet<&str> = commands.iter().map(|c| c.account_id.as_str()).collect();
     if let Some((balances, lots)) = known.recall(&users) {
         let mut run = Run::new(balances, lots, HashMap::new(), Lock::None);
         let decisions = run.decide_all(commands)?;
@@ -422,7 +422,7 @@ impl<'a> Run<'a> {
             fresh,
             ..
         } = self;
-        let user = c.user_id.as_str();
+        let user = c.account_id.as_str();
         let hash = c.idempotency.request_hash.as_str();
         let key = (user.to_owned(), c.idempotency.key.as_str().to_owned());
         let earlier = seen.get(&key);
@@ -452,14 +452,13 @@ impl<'a> Run<'a> {
             (Ok(SpendDecision::Reused(KeyReuse::Replay)), Some(Seen::Fresh(n, _))) => {
                 return Ok(Decision::ReplayOfFresh(*n));
             }
-            (Ok(SpendDecision::Reused(_)), _) => {
-                return Ok(Decision::Refused(Ok(End::Rollback(Spent::KeyConflict))));
-            }
+            (Ok(SpendDecision::Reused(_)), _) => return Ok(refused(Refusal::KeyConflict)),
             (Ok(SpendDecision::Insufficient { available }), _) => {
-                return Ok(Decision::Refused(Ok(End::Rollback(Spent::Insufficient {
-                    requested: c.amount,
+                let requested = c.amount;
+                return Ok(refused(Refusal::Insufficient {
+                    requested,
                     available,
-                }))));
+                }));
             }
             (Ok(SpendDecision::Post { after }), _) => after,
         };
@@ -674,7 +673,7 @@ async fn stored_keys<C: ConnectionTrait>(
 ) -> Result<HashMap<(String, String), Seen>, Fail> {
     let pairs: BTreeSet<(&str, &str)> = commands
         .iter()
-        .map(|c| (c.user_id.as_str(), c.idempotency.key.as_str()))
+        .map(|c| (c.account_id.as_str(), c.idempotency.key.as_str()))
         .collect();
     let table = pairs
         .iter()
@@ -700,7 +699,7 @@ async fn stored_keys<C: ConnectionTrait>(
         let hash = stored.request_hash.clone();
         let stored = stored.into_domain()?;
         seen.insert(
-            (stored.user_id.as_str().to_owned(), key),
+            (stored.account_id.as_str().to_owned(), key),
             Seen::Stored(stored, hash),
         );
     }
@@ -712,15 +711,22 @@ async fn stored_keys<C: ConnectionTrait>(
 fn stored_outcome(earlier: &CreditTransaction, stored: &Option<String>, hash: &str) -> Decision {
     match KeyReuse::of(stored.as_deref(), hash) {
         KeyReuse::Replay => Decision::Replay(earlier.clone()),
-        KeyReuse::Conflict => Decision::Refused(Ok(End::Rollback(Spent::KeyConflict))),
+        KeyReuse::Conflict => refused(Refusal::KeyConflict),
     }
+}
+
+/// A command refused by a ledger rule: it writes nothing.
+fn refused(refusal: Refusal) -> Decision {
+    Decision::Refused(Ok(End::Rollback(Spent::Refused(refusal))))
 }
 
 /// A refusal for want of credits.
 fn is_insufficient(decision: &Decision) -> bool {
     matches!(
         decision,
-        Decision::Refused(Ok(End::Rollback(Spent::Insufficient { .. })))
+        Decision::Refused(Ok(End::Rollback(Spent::Refused(
+            Refusal::Insufficient { .. }
+        ))))
     )
 }
 
@@ -744,7 +750,7 @@ async fn replay_refusals<C: ConnectionTrait>(
     let stored = stored_keys(conn, &refused).await?;
     for (c, decision) in commands.iter().zip(decisions.iter_mut()) {
         let key = (
-            c.user_id.as_str().to_owned(),
+            c.account_id.as_str().to_owned(),
             c.idempotency.key.as_str().to_owned(),
         );
         if let (true, Some(Seen::Stored(earlier, stored))) =
@@ -796,7 +802,7 @@ fn insert_part(postgres: bool, first: usize, fresh: &[Fresh<'_>]) -> Result<Part
         let u = &c.context;
         let id = |id: Option<&str>| Cell::Text(id.map(str::to_owned));
         table.push(vec![
-            Cell::text(c.user_id.as_str()),
+            Cell::text(c.account_id.as_str()),
             Cell::text(TransactionKind::Consumption.code()),
             Cell::Int(Some(c.amount.as_decrease().hundredths())),
             Cell::Int(Some(f.balance_after)),
@@ -1054,13 +1060,13 @@ impl Run<'_> {
         for row in rows {
             let key: String = row.try_get("", "idempotency_key")?;
             let written = TransactionRow::from_query_result(row, "")?.into_domain()?;
-            by_key.insert((written.user_id.as_str().to_owned(), key), written);
+            by_key.insert((written.account_id.as_str().to_owned(), key), written);
         }
         self.fresh
             .iter()
             .map(|f| {
                 let key = (
-                    f.command.user_id.as_str().to_owned(),
+                    f.command.account_id.as_str().to_owned(),
                     f.command.idempotency.key.as_str().to_owned(),
                 );
                 match by_key.remove(&key) {
@@ -1105,9 +1111,12 @@ impl Run<'_> {
         let decided = DecidedPosting::spend(TransactionKind::Consumption, debited, before, after);
         let guarded = left.map(postings::credits).transpose()?;
         decided.check(guarded).map(drop).map_err(|disagreement| {
-            let user = UserId::new(user).map_err(|e| StoreError::Unexpected(e.into()));
-            match user {
-                Ok(user) => Fail::Store(StoreError::SpendDisagreement { user, disagreement }),
+            let account = AccountId::new(user).map_err(|e| StoreError::Unexpected(e.into()));
+            match account {
+                Ok(account) => Fail::Store(StoreError::SpendDisagreement {
+                    account,
+                    disagreement,
+                }),
                 Err(e) => Fail::Store(e),
             }
         })

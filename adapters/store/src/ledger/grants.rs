@@ -8,7 +8,7 @@ use application::ports::{
     UsageContext,
 };
 use domain::ledger::{DecidedPosting, take_back};
-use domain::{Credits, Timestamp, TransactionKind, UserId};
+use domain::{AccountId, Credits, Timestamp, TransactionKind};
 use sea_orm::{DatabaseTransaction, FromQueryResult};
 
 use super::postings::{self, Posting};
@@ -22,7 +22,7 @@ use crate::sql::{self, End};
 
 /// A grant to write.
 pub(crate) struct NewGrant<'a> {
-    pub(crate) user: &'a UserId,
+    pub(crate) user: &'a AccountId,
     pub(crate) amount: Credits,
     pub(crate) source: &'a GrantSource,
     pub(crate) expires_at: Option<Timestamp>,
@@ -37,7 +37,7 @@ impl<'a> NewGrant<'a> {
     /// The grant a [`GrantCommand`] asks for.
     pub(crate) fn of(c: &'a GrantCommand) -> Self {
         Self {
-            user: &c.user_id,
+            user: &c.account_id,
             amount: c.amount,
             source: &c.source,
             expires_at: c.expires_at,
@@ -149,6 +149,7 @@ pub(crate) async fn grant(
     let (kind, derived) = kind_and_context(g.source);
     let posting = Posting {
         user: g.user,
+        member: None,
         kind,
         amount: g.amount.as_increase(),
         context: g.context.unwrap_or(&derived),
@@ -206,13 +207,13 @@ pub(crate) async fn clawback(
         return Ok(LedgerEffect::Nothing);
     }
     // The balance row first (lock order), then the lot, which only changes under that lock.
-    let balance = postings::lock_balance(tx, &c.user_id).await?;
+    let balance = postings::lock_balance(tx, &c.account_id).await?;
     let (source_kind, source_key) = source_parts(&c.source);
     let condition = "source_kind = $1 AND source_key = $2 AND account_id = $3";
     let values = vec![
         source_kind.into(),
         source_key.into(),
-        c.user_id.as_str().into(),
+        c.account_id.as_str().into(),
     ];
     let Some(lot) = lot_state(tx, condition, values).await? else {
         return Ok(LedgerEffect::Nothing);
@@ -222,7 +223,8 @@ pub(crate) async fn clawback(
     if !t.taken.is_zero() {
         let (_, context) = kind_and_context(&c.source);
         let posting = Posting {
-            user: &c.user_id,
+            user: &c.account_id,
+            member: None,
             kind: TransactionKind::RefundClawback,
             amount: t.taken.as_decrease(),
             context: &context,
@@ -240,7 +242,7 @@ pub(crate) async fn clawback(
         lot.id.into(),
         t.taken.hundredths().into(),
         t.shortfall.hundredths().into(),
-        c.user_id.as_str().into(),
+        c.account_id.as_str().into(),
     ];
     if sql::execute(tx, sql, values).await? != 1 {
         return Err(Fail::Retry("a grant lot changed during a clawback"));
@@ -254,7 +256,7 @@ pub(crate) async fn clawback(
 pub(crate) async fn expire_lot(
     tx: &DatabaseTransaction,
     id: i64,
-    user: &UserId,
+    user: &AccountId,
     now: Timestamp,
     events: &Enc,
 ) -> Result<End<bool>, Fail> {
@@ -271,6 +273,7 @@ pub(crate) async fn expire_lot(
         let context = UsageContext::default();
         let posting = Posting {
             user,
+            member: None,
             kind: TransactionKind::Expiry,
             amount: t.taken.as_decrease(),
             context: &context,
@@ -316,7 +319,7 @@ pub(crate) async fn due_lots(
     db: &sea_orm::DatabaseConnection,
     now: Timestamp,
     limit: u32,
-) -> Result<Vec<(i64, UserId)>, Fail> {
+) -> Result<Vec<(i64, AccountId)>, Fail> {
     let sql = "SELECT id, account_id, remaining_hundredths FROM credit_grants \
         WHERE expired = FALSE AND expires_at IS NOT NULL AND expires_at <= $1 AND remaining_hundredths > 0 \
         ORDER BY expires_at, id LIMIT $2";
@@ -328,7 +331,7 @@ pub(crate) async fn due_lots(
     .await?;
     rows.into_iter()
         .map(|r| {
-            let user = UserId::new(r.account_id)
+            let user = AccountId::new(r.account_id)
                 .map_err(|e| Fail::Store(corrupt("credit_grants", &r.id.to_string(), e)))?;
             Ok((r.id, user))
         })

@@ -52,9 +52,9 @@ impl GroupedCommand for LedgerCommand {
 
     fn user(&self) -> &str {
         match &self.job {
-            LedgerJob::Consume(job) => job.command.user_id.as_str(),
-            LedgerJob::Reserve(job) => job.command.user_id.as_str(),
-            LedgerJob::Grant(job) => job.command.user_id.as_str(),
+            LedgerJob::Consume(job) => job.command.account_id.as_str(),
+            LedgerJob::Reserve(job) => job.command.account_id.as_str(),
+            LedgerJob::Grant(job) => job.command.account_id.as_str(),
         }
     }
 
@@ -77,8 +77,10 @@ impl GroupedCommand for LedgerCommand {
         }
     }
 
+    /// A consumption from a personal account: the batch (`consume_many`) knows no members; a
+    /// team member's spend runs on its own inside the group, with its limit.
     fn batchable(&self) -> bool {
-        matches!(self.job, LedgerJob::Consume(_))
+        matches!(&self.job, LedgerJob::Consume(job) if job.command.member_id.is_none())
     }
 
     async fn run_many(batch: &mut [Self], tx: &DatabaseTransaction) -> bool {
@@ -94,11 +96,17 @@ impl GroupedCommand for LedgerCommand {
             // The database's guard refused what the spending rule decided for this user under
             // the balance lock: an invariant broke. The batch is undone; the user's commands
             // answer the disagreement (never relabelled, never run again), the rest run alone.
-            Err(Fail::Store(StoreError::SpendDisagreement { user, disagreement })) => {
+            Err(Fail::Store(StoreError::SpendDisagreement {
+                account,
+                disagreement,
+            })) => {
                 for job in &mut jobs {
-                    let outcome = if job.command.user_id == user {
-                        let user = user.clone();
-                        Fail::Store(StoreError::SpendDisagreement { user, disagreement })
+                    let outcome = if job.command.account_id == account {
+                        let account = account.clone();
+                        Fail::Store(StoreError::SpendDisagreement {
+                            account,
+                            disagreement,
+                        })
                     } else {
                         Fail::Retry("another user's spend in the batch disagreed")
                     };

@@ -16,7 +16,7 @@
 
 use application::ports::{CreditTransaction, StoreError, UsageContext};
 use domain::ledger::{self, DecidedPosting, GrantLot, allocate_spend};
-use domain::{CreditDelta, Credits, Timestamp, TransactionKind, UserId};
+use domain::{AccountId, CreditDelta, Credits, Timestamp, TransactionKind, UserId};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, FromQueryResult};
 
 use crate::retry::Fail;
@@ -26,7 +26,9 @@ use crate::sql;
 /// One transaction to append.
 pub(crate) struct Posting<'a> {
     /// Whose balance.
-    pub(crate) user: &'a UserId,
+    pub(crate) user: &'a AccountId,
+    /// The member of a team's account it is spent by or returned to.
+    pub(crate) member: Option<&'a UserId>,
     /// Its kind.
     pub(crate) kind: TransactionKind,
     /// Its signed amount.
@@ -48,7 +50,7 @@ pub(super) fn credits(hundredths: i64) -> Result<Credits, Fail> {
 /// The balance, read without a lock (0 for a user without a balance row).
 pub(crate) async fn read_balance<C: ConnectionTrait>(
     conn: &C,
-    user: &UserId,
+    user: &AccountId,
 ) -> Result<Credits, Fail> {
     let sql = "SELECT balance_hundredths FROM credit_balances WHERE account_id = $1";
     let balance = sql::one_i64(conn, sql, vec![user.as_str().into()], "balance_hundredths").await?;
@@ -59,7 +61,10 @@ pub(crate) async fn read_balance<C: ConnectionTrait>(
 /// the transaction already holds the write lock): what a decrease is decided from (a hold, a
 /// clawback's and an expiry's take, an administrator's grant's limit); the change that follows
 /// is still guarded ([`post_decided`]).
-pub(crate) async fn lock_balance(tx: &DatabaseTransaction, user: &UserId) -> Result<Credits, Fail> {
+pub(crate) async fn lock_balance(
+    tx: &DatabaseTransaction,
+    user: &AccountId,
+) -> Result<Credits, Fail> {
     let sql = format!(
         "SELECT balance_hundredths FROM credit_balances WHERE account_id = $1{}",
         sql::for_update(tx)
@@ -74,7 +79,7 @@ pub(crate) async fn lock_balance(tx: &DatabaseTransaction, user: &UserId) -> Res
 /// ([`draw_from`]). A user without a balance row has 0 and no lots.
 pub(crate) async fn lock_balance_with_lots(
     tx: &DatabaseTransaction,
-    user: &UserId,
+    user: &AccountId,
 ) -> Result<(Credits, Vec<GrantLot>), Fail> {
     // `NOT g.expired`, not `g.expired = FALSE`: SQLite would take the equality for the better
     // index and walk every unexpired lot of every user (credit_grants_due) instead of this
@@ -103,7 +108,7 @@ pub(crate) async fn lock_balance_with_lots(
 /// Add `amount`: one upsert that also counts the transaction; returns the balance after it.
 async fn credit(
     tx: &DatabaseTransaction,
-    user: &UserId,
+    user: &AccountId,
     amount: Credits,
     now: Timestamp,
 ) -> Result<Credits, Fail> {
@@ -128,7 +133,7 @@ async fn credit(
 /// transaction; `None` (nothing changed) when it does not.
 async fn debit(
     tx: &DatabaseTransaction,
-    user: &UserId,
+    user: &AccountId,
     amount: Credits,
     now: Timestamp,
 ) -> Result<Option<Credits>, Fail> {
@@ -187,7 +192,7 @@ pub(crate) async fn post_decided(
     };
     let after = decided.check(guarded).map_err(|disagreement| {
         Fail::Store(StoreError::SpendDisagreement {
-            user: posting.user.clone(),
+            account: posting.user.clone(),
             disagreement,
         })
     })?;
@@ -249,7 +254,8 @@ async fn insert_transaction(
     let sql = format!(
         "INSERT INTO credit_transactions (account_id, kind, amount_hundredths, balance_after_hundredths, \
          order_id, subscription_id, reservation_id, feature, model, tokens, note, idempotency_key, \
-         request_hash, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+         request_hash, created_at, member_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
          ON CONFLICT DO NOTHING RETURNING {TRANSACTION_COLUMNS}"
     );
     let c = posting.context;
@@ -274,6 +280,7 @@ async fn insert_transaction(
         posting.key.map(|(key, _)| key.to_owned()).into(),
         posting.key.map(|(_, hash)| hash.to_owned()).into(),
         posting.now.unix_millis().into(),
+        posting.member.map(|m| m.as_str().to_owned()).into(),
     ];
     let row: Option<TransactionRow> = sql::one(tx, &sql, values).await?;
     Ok(row.map(TransactionRow::into_domain).transpose()?)
@@ -282,7 +289,7 @@ async fn insert_transaction(
 /// The transaction `user` wrote with `kind` under idempotency key `key`, if any.
 pub(crate) async fn keyed_transaction<C: ConnectionTrait>(
     conn: &C,
-    user: &UserId,
+    user: &AccountId,
     kind: TransactionKind,
     key: &str,
 ) -> Result<Option<(CreditTransaction, Option<String>)>, Fail> {
@@ -305,7 +312,7 @@ pub(crate) async fn keyed_transaction<C: ConnectionTrait>(
 /// somewhere, and the operation runs again.
 pub(crate) async fn draw_from(
     tx: &DatabaseTransaction,
-    user: &UserId,
+    user: &AccountId,
     lots: &[GrantLot],
     amount: Credits,
 ) -> Result<(), Fail> {

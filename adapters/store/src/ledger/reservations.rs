@@ -5,15 +5,21 @@
 //! down by `charged`; releasing or expiring writes `reservation_release` for the whole hold.
 
 use application::host_events::HostEventKind;
+use application::ports::Member;
 use application::ports::{
-    Replay, Reservation, ReservationStatus, ReserveCommand, StoreError, UsageContext,
+    CreditTransaction, Refusal, Replay, Reservation, ReservationStatus, ReserveCommand, StoreError,
+    UsageContext,
 };
 use domain::ledger::{DecidedPosting, settle as settlement};
-use domain::{Credits, KeyReuse, ReservationId, Timestamp, TransactionKind, UserId};
+use domain::{
+    AccountId, Credits, KeyReuse, ReservationId, Timestamp, TransactionKind, UserId, WindowCount,
+    count_spend, give_back, settle_ceiling,
+};
 use sea_orm::{DatabaseTransaction, FromQueryResult};
 
 use super::postings::{self, Posting};
 use super::{Spent, spend};
+use crate::accounts;
 use crate::opt_in::Wanted;
 use application::host_events;
 
@@ -56,40 +62,46 @@ pub(crate) async fn reserve(
             "a reservation of zero credits"
         ))));
     }
-    let by_key = "account_id = $1 AND idempotency_key = $2";
-    let values = vec![c.user_id.as_str().into(), c.idempotency.key.as_str().into()];
-    if let Some(row) = find(tx, by_key, values).await? {
-        let seen = match KeyReuse::of(Some(&row.request_hash), &c.idempotency.request_hash) {
-            KeyReuse::Replay => Spent::Done((row.into_domain()?, Replay::Replayed)),
-            KeyReuse::Conflict => Spent::KeyConflict,
-        };
+    if let Some(seen) = earlier_reservation(tx, c).await? {
         return Ok(End::Rollback(seen));
     }
-    let Some(row) = insert(tx, c).await? else {
+    let (balance, counted) = match member_hold(tx, c).await? {
+        Ok(counted) => counted,
+        Err(refused) => return Ok(End::Rollback(refused)),
+    };
+    let window = counted.map(|(_, count)| count.start);
+    let Some(row) = insert(tx, c, window).await? else {
         return Err(id_taken(tx, c).await?);
     };
-    let balance = postings::lock_balance(tx, &c.user_id).await?;
+    let balance = match balance {
+        Some(balance) => balance,
+        None => postings::lock_balance(tx, &c.account_id).await?,
+    };
     let hold = (
         TransactionKind::ReservationHold,
         c.amount,
         c.idempotency.request_hash.as_str(),
     );
-    let decided = match spend::decide(hold, &c.user_id, balance)? {
+    let decided = match spend::decide(hold, &c.account_id, balance)? {
         Ok(decided) => decided,
         // The reservation's row is undone with the rest.
         Err(available) => {
-            return Ok(End::Rollback(Spent::Insufficient {
+            return Ok(End::Rollback(Spent::Refused(Refusal::Insufficient {
                 requested: c.amount,
                 available,
-            }));
+            })));
         }
     };
+    if let Some((member, count)) = counted {
+        accounts::write_count(tx, &c.account_id, member, count).await?;
+    }
     let context = UsageContext {
         reservation_id: Some(c.reservation_id.clone()),
         ..c.context.clone()
     };
     let posting = Posting {
-        user: &c.user_id,
+        user: &c.account_id,
+        member: c.member_id.as_ref(),
         kind: TransactionKind::ReservationHold,
         amount: c.amount.as_decrease(),
         context: &context,
@@ -98,35 +110,90 @@ pub(crate) async fn reserve(
     };
     let hold = postings::post_decided(tx, &posting, decided).await?;
     let reservation = row.into_domain()?;
+    tell_reserved(tx, (&reservation, &hold), c, wanted, events).await?;
+    Ok(End::Commit(Spent::Done((reservation, Replay::Fresh))))
+}
+
+/// `credits.reserved` (when an endpoint opted in) and the balance crossings of a hold.
+async fn tell_reserved(
+    tx: &DatabaseTransaction,
+    (reservation, hold): (&Reservation, &CreditTransaction),
+    c: &ReserveCommand,
+    wanted: Wanted,
+    events: &Enc,
+) -> Result<(), Fail> {
     let mut told = Outbox::default();
     let kind = HostEventKind::CreditsReserved;
     if wanted.wants(kind) {
         told.push(host_events::reservation_step(
             kind,
-            &reservation,
-            Some(&hold),
+            reservation,
+            Some(hold),
             c.now,
         ));
     }
-    told.extend(host_events::balance_alerts(&hold, c.low_balance_below));
+    told.extend(host_events::balance_alerts(hold, c.low_balance_below));
     told.write(tx, events).await?;
-    Ok(End::Commit(Spent::Done((reservation, Replay::Fresh))))
+    Ok(())
+}
+
+/// The reservation made earlier under `c`'s key: its replay, or a key conflict.
+async fn earlier_reservation(
+    tx: &DatabaseTransaction,
+    c: &ReserveCommand,
+) -> Result<Option<Spent<(Reservation, Replay)>>, Fail> {
+    let by_key = "account_id = $1 AND idempotency_key = $2";
+    let values = vec![
+        c.account_id.as_str().into(),
+        c.idempotency.key.as_str().into(),
+    ];
+    let Some(row) = find(tx, by_key, values).await? else {
+        return Ok(None);
+    };
+    Ok(Some(
+        match KeyReuse::of(Some(&row.request_hash), &c.idempotency.request_hash) {
+            KeyReuse::Replay => Spent::Done((row.into_domain()?, Replay::Replayed)),
+            KeyReuse::Conflict => Spent::Refused(Refusal::KeyConflict),
+        },
+    ))
+}
+
+/// The balance already locked and the member's new count, counted against their limit, for a
+/// team member's hold (`(None, None)` on a personal account): after the balance row, one lock
+/// order for every spend, and before the hold is inserted with the window it counts in.
+type MemberHold<'a> = (Option<Credits>, Option<(&'a UserId, WindowCount)>);
+
+async fn member_hold<'a>(
+    tx: &DatabaseTransaction,
+    c: &'a ReserveCommand,
+) -> Result<Result<MemberHold<'a>, Spent<(Reservation, Replay)>>, Fail> {
+    let Some(member) = &c.member_id else {
+        return Ok(Ok((None, None)));
+    };
+    let balance = postings::lock_balance(tx, &c.account_id).await?;
+    Ok(
+        spend::count_member_spend(tx, &c.account_id, member, c.amount, c.now)
+            .await?
+            .map(|count| (Some(balance), Some((member, count)))),
+    )
 }
 
 /// Insert the pending reservation and return its row; `None` when its id or key is taken.
 async fn insert(
     tx: &DatabaseTransaction,
     c: &ReserveCommand,
+    window: Option<Timestamp>,
 ) -> Result<Option<ReservationRow>, Fail> {
     let sql = format!(
         "INSERT INTO credit_reservations (id, account_id, held_hundredths, status, \
-         idempotency_key, request_hash, feature, model, tokens, note, created_at, expires_at) \
-         VALUES ($1, $2, $3, $12, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING \
-         RETURNING {RESERVATION_COLUMNS}"
+         idempotency_key, request_hash, feature, model, tokens, note, created_at, expires_at, \
+         member_id, window_start) \
+         VALUES ($1, $2, $3, $12, $4, $5, $6, $7, $8, $9, $10, $11, $13, $14) \
+         ON CONFLICT DO NOTHING RETURNING {RESERVATION_COLUMNS}"
     );
     let values = vec![
         c.reservation_id.as_str().into(),
-        c.user_id.as_str().into(),
+        c.account_id.as_str().into(),
         c.amount.hundredths().into(),
         c.idempotency.key.as_str().into(),
         c.idempotency.request_hash.as_str().into(),
@@ -137,6 +204,8 @@ async fn insert(
         c.now.unix_millis().into(),
         c.expires_at.unix_millis().into(),
         ReservationStatus::Pending.code().into(),
+        c.member_id.as_ref().map(|m| m.as_str().to_owned()).into(),
+        window.map(Timestamp::unix_millis).into(),
     ];
     Ok(sql::one(tx, &sql, values).await?)
 }
@@ -146,7 +215,7 @@ async fn insert(
 async fn id_taken(tx: &DatabaseTransaction, c: &ReserveCommand) -> Result<Fail, Fail> {
     let row = find(tx, "id = $1", vec![c.reservation_id.as_str().into()]).await?;
     let other = row.is_some_and(|r| {
-        r.account_id != c.user_id.as_str() || r.idempotency_key != c.idempotency.key.as_str()
+        r.account_id != c.account_id.as_str() || r.idempotency_key != c.idempotency.key.as_str()
     });
     Ok(if other {
         Fail::Store(StoreError::Conflict(format!(
@@ -158,20 +227,80 @@ async fn id_taken(tx: &DatabaseTransaction, c: &ReserveCommand) -> Result<Fail, 
     })
 }
 
-/// Lock the reservation row and return it if it belongs to `user`.
+/// Lock the reservation row and return it if it belongs to `account`, with the start of the
+/// member's window it counted in (if it counted).
 async fn locked(
     tx: &DatabaseTransaction,
-    user: &UserId,
+    account: &AccountId,
     id: &ReservationId,
-) -> Result<Option<Reservation>, Fail> {
+) -> Result<Option<(Reservation, Option<Timestamp>)>, Fail> {
     let condition = format!("id = $1 AND account_id = $2{}", sql::for_update(tx));
     let row = find(
         tx,
         &condition,
-        vec![id.as_str().into(), user.as_str().into()],
+        vec![id.as_str().into(), account.as_str().into()],
     )
     .await?;
-    Ok(row.map(ReservationRow::into_domain).transpose()?)
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let window = row.window_start.map(Timestamp::from_unix_millis);
+    Ok(Some((row.into_domain()?, window)))
+}
+
+/// The member a team's hold counts against, as their row stands (locked; `None` once they left
+/// the team), and the window it counted in.
+struct Holder<'a> {
+    user: &'a UserId,
+    row: Option<Member>,
+    counted_in: Option<Timestamp>,
+}
+
+impl Holder<'_> {
+    /// Write the count `f` makes of the member's, if they are still a member.
+    async fn recount(
+        &self,
+        tx: &DatabaseTransaction,
+        account: &AccountId,
+        f: impl FnOnce(&Member) -> WindowCount,
+    ) -> Result<(), Fail> {
+        match &self.row {
+            Some(row) => accounts::write_count(tx, account, self.user, f(row)).await,
+            None => Ok(()),
+        }
+    }
+}
+
+/// Whether `by` may resolve `r` (on a team's account: the member who holds it, or an owner or
+/// admin; on a personal account: its user, who names no member), and the member it counts
+/// against. Read after the account's balance row is locked: one lock order for every spend.
+/// `None`: not theirs to resolve (answered as not found).
+async fn holder<'a>(
+    tx: &DatabaseTransaction,
+    (account, by): (&AccountId, Option<&UserId>),
+    r: &'a Reservation,
+    counted_in: Option<Timestamp>,
+) -> Result<Option<Option<Holder<'a>>>, Fail> {
+    let Some(member) = &r.member_id else {
+        // A personal account's hold: its user (no member named) or the expiry sweep.
+        return Ok(by.is_none().then_some(None));
+    };
+    let row = accounts::locked_member(tx, account, member).await?;
+    if let Some(actor) = by
+        && actor != member
+    {
+        let manages = accounts::locked_member(tx, account, actor)
+            .await?
+            .is_some_and(|m| m.role.manages_members());
+        if !manages {
+            return Ok(None);
+        }
+    }
+    Ok(Some(Some(Holder {
+        user: member,
+        row,
+        counted_in,
+    })))
 }
 
 async fn set_status(
@@ -195,7 +324,7 @@ async fn set_status(
         charged.into(),
         now.unix_millis().into(),
         ReservationStatus::Pending.code().into(),
-        r.user_id.as_str().into(),
+        r.account_id.as_str().into(),
     ];
     if sql::execute(tx, sql, values).await? != 1 {
         return Err(Fail::Retry("the reservation was resolved concurrently"));
@@ -213,18 +342,48 @@ fn resolve_context(r: &Reservation) -> UsageContext {
     }
 }
 
+/// What a settle may take past the hold: the available balance; for a member's hold, no more
+/// than their limit leaves (an overrun is a new spend), and nothing once they left the team (a
+/// removed member's hold settles within what it holds).
+fn ceiling(holder: Option<&Holder<'_>>, available: Credits, now: Timestamp) -> Credits {
+    match holder {
+        None => available,
+        Some(h) => match &h.row {
+            Some(m) => settle_ceiling(available, m.limit, m.count, true, now),
+            None => Credits::ZERO,
+        },
+    }
+}
+
+/// A member's count after their hold of `held` settled for `charged`: an overrun counts now
+/// (the ceiling left room for it); the unused part goes back to the window the hold counted in.
+fn settled_count(
+    m: &Member,
+    h: &Holder<'_>,
+    (held, charged): (Credits, Credits),
+    now: Timestamp,
+) -> WindowCount {
+    match charged.checked_sub(held) {
+        Ok(over) if !over.is_zero() => count_spend(m.limit, m.count, over, now).unwrap_or(m.count),
+        _ => {
+            let back = held.checked_sub(charged).unwrap_or(Credits::ZERO);
+            give_back(m.limit, m.count, h.counted_in, back, now)
+        }
+    }
+}
+
 /// Settle with the actual usage: the unused part of the hold returns, an overrun is taken up to
 /// what is available ([`settlement`]), and lots are drawn down by what is finally charged.
 pub(crate) async fn settle(
     tx: &DatabaseTransaction,
-    user: &UserId,
+    (user, by): (&AccountId, Option<&UserId>),
     id: &ReservationId,
     actual: Credits,
     now: Timestamp,
     wanted: Wanted,
     events: &Enc,
 ) -> Result<End<Resolution>, Fail> {
-    let Some(r) = locked(tx, user, id).await? else {
+    let Some((r, counted_in)) = locked(tx, user, id).await? else {
         return Ok(End::Rollback(Resolution::NotFound));
     };
     match r.status {
@@ -237,7 +396,10 @@ pub(crate) async fn settle(
         other => return Ok(End::Rollback(Resolution::AlreadyResolved(other.code()))),
     }
     let (available, lots) = postings::lock_balance_with_lots(tx, user).await?;
-    let s = settlement(r.held, actual, available);
+    let Some(holder) = holder(tx, (user, by), &r, counted_in).await? else {
+        return Ok(End::Rollback(Resolution::NotFound));
+    };
+    let s = settlement(r.held, actual, ceiling(holder.as_ref(), available, now));
     let mut written = None;
     if s.amount.hundredths() != 0 {
         let kind = TransactionKind::ReservationSettle;
@@ -246,6 +408,7 @@ pub(crate) async fn settle(
         let context = resolve_context(&r);
         let posting = Posting {
             user,
+            member: r.member_id.as_ref(),
             kind,
             amount: s.amount,
             context: &context,
@@ -255,6 +418,10 @@ pub(crate) async fn settle(
         written = Some(postings::post_decided(tx, &posting, decided).await?);
     }
     postings::draw_from(tx, user, &lots, s.charged).await?;
+    if let Some(h) = &holder {
+        h.recount(tx, user, |m| settled_count(m, h, (r.held, s.charged), now))
+            .await?;
+    }
     let settled = set_status(
         tx,
         &r,
@@ -276,14 +443,14 @@ pub(crate) async fn settle(
 /// Release (or, for the expiry sweep, expire) a pending hold: the whole hold returns.
 pub(crate) async fn release(
     tx: &DatabaseTransaction,
-    user: &UserId,
+    (user, by): (&AccountId, Option<&UserId>),
     id: &ReservationId,
     now: Timestamp,
     to: ReservationStatus,
     wanted: Wanted,
     events: &Enc,
 ) -> Result<End<Resolution>, Fail> {
-    let Some(r) = locked(tx, user, id).await? else {
+    let Some((r, counted_in)) = locked(tx, user, id).await? else {
         return Ok(End::Rollback(Resolution::NotFound));
     };
     match r.status {
@@ -291,9 +458,21 @@ pub(crate) async fn release(
         s if s == to => return Ok(End::Rollback(Resolution::Done(r, Replay::Replayed))),
         other => return Ok(End::Rollback(Resolution::AlreadyResolved(other.code()))),
     }
+    // A team's hold: the balance row first (one lock order for every spend), then the member.
+    let holder = match &r.member_id {
+        None => holder(tx, (user, by), &r, counted_in).await?,
+        Some(_) => {
+            postings::lock_balance(tx, user).await?;
+            holder(tx, (user, by), &r, counted_in).await?
+        }
+    };
+    let Some(holder) = holder else {
+        return Ok(End::Rollback(Resolution::NotFound));
+    };
     let context = resolve_context(&r);
     let posting = Posting {
         user,
+        member: r.member_id.as_ref(),
         kind: TransactionKind::ReservationRelease,
         amount: r.held.as_increase(),
         context: &context,
@@ -301,6 +480,12 @@ pub(crate) async fn release(
         now,
     };
     let returned = postings::post_increase(tx, &posting).await?;
+    if let Some(h) = &holder {
+        h.recount(tx, user, |m| {
+            give_back(m.limit, m.count, h.counted_in, r.held, now)
+        })
+        .await?;
+    }
     let released = set_status(tx, &r, to, now).await?;
     let kind = HostEventKind::CreditsReleased;
     if wanted.wants(kind) {
@@ -321,7 +506,7 @@ pub(crate) async fn due(
     db: &sea_orm::DatabaseConnection,
     now: Timestamp,
     limit: u32,
-) -> Result<Vec<(UserId, ReservationId)>, Fail> {
+) -> Result<Vec<(AccountId, ReservationId)>, Fail> {
     let sql = "SELECT id, account_id FROM credit_reservations WHERE status = $3 AND expires_at <= $1 \
                ORDER BY expires_at, id LIMIT $2";
     let rows: Vec<DueRow> = sql::all(
@@ -340,7 +525,7 @@ pub(crate) async fn due(
                 Fail::Store(crate::rows::corrupt("credit_reservations", &r.id, e))
             };
             Ok((
-                UserId::new(r.account_id.clone()).map_err(bad)?,
+                AccountId::new(r.account_id.clone()).map_err(bad)?,
                 ReservationId::new(r.id.clone()).map_err(bad)?,
             ))
         })
@@ -350,7 +535,7 @@ pub(crate) async fn due(
 /// A user's pending reservations, oldest first.
 pub(crate) async fn pending(
     db: &sea_orm::DatabaseConnection,
-    user: &UserId,
+    user: &AccountId,
 ) -> Result<Vec<Reservation>, Fail> {
     let sql = format!(
         "SELECT {RESERVATION_COLUMNS} FROM credit_reservations WHERE account_id = $1 AND status = $2 \

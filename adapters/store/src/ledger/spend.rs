@@ -2,16 +2,20 @@
 
 use application::host_events::HostEventKind;
 use application::ports::{
-    AdjustCommand, ConsumeCommand, CreditTransaction, GrantSource, LedgerEffect, Replay,
+    AdjustCommand, ConsumeCommand, CreditTransaction, GrantSource, LedgerEffect, Refusal, Replay,
     StoreError, UsageContext,
 };
 use domain::ledger::{self, DecidedPosting, LedgerError};
-use domain::{Credits, KeyReuse, SpendDecision, TransactionKind, UserId, decide_spend};
+use domain::{
+    AccountId, Credits, KeyReuse, SpendDecision, Timestamp, TransactionKind, UserId, WindowCount,
+    count_spend, decide_spend,
+};
 use sea_orm::DatabaseTransaction;
 
 use super::Spent;
 use super::grants::{self, NewGrant};
 use super::postings::{self, Posting};
+use crate::accounts;
 use crate::opt_in::Wanted;
 use application::host_events;
 
@@ -39,13 +43,23 @@ pub(crate) async fn consume(
     if let Some(seen) = replay(tx, c).await? {
         return Ok(End::Rollback(seen));
     }
-    let (balance, lots) = postings::lock_balance_with_lots(tx, &c.user_id).await?;
+    let (balance, lots) = postings::lock_balance_with_lots(tx, &c.account_id).await?;
+    // A team's member: their membership and limit, read after the balance row (one lock order
+    // for every spend), decided before the balance.
+    let counted = match &c.member_id {
+        None => None,
+        Some(member) => match count_member_spend(tx, &c.account_id, member, c.amount, c.now).await?
+        {
+            Ok(count) => Some((member, count)),
+            Err(refused) => return Ok(End::Rollback(refused)),
+        },
+    };
     let spend = (
         TransactionKind::Consumption,
         c.amount,
         c.idempotency.request_hash.as_str(),
     );
-    let decided = match decide(spend, &c.user_id, balance)? {
+    let decided = match decide(spend, &c.account_id, balance)? {
         Ok(decided) => decided,
         Err(available) => {
             // On PostgreSQL a concurrent request with this key may have committed while this one
@@ -53,15 +67,16 @@ pub(crate) async fn consume(
             if let Some(seen) = replay(tx, c).await? {
                 return Ok(End::Rollback(seen));
             }
-            return Ok(End::Rollback(Spent::Insufficient {
+            return Ok(End::Rollback(Spent::Refused(Refusal::Insufficient {
                 requested: c.amount,
                 available,
-            }));
+            })));
         }
     };
     let key = c.idempotency.key.as_str();
     let posting = Posting {
-        user: &c.user_id,
+        user: &c.account_id,
+        member: c.member_id.as_ref(),
         kind: TransactionKind::Consumption,
         amount: c.amount.as_decrease(),
         context: &c.context,
@@ -69,7 +84,10 @@ pub(crate) async fn consume(
         now: c.now,
     };
     let written = postings::post_decided(tx, &posting, decided).await?;
-    postings::draw_from(tx, &c.user_id, &lots, c.amount).await?;
+    postings::draw_from(tx, &c.account_id, &lots, c.amount).await?;
+    if let Some((member, count)) = counted {
+        accounts::write_count(tx, &c.account_id, member, count).await?;
+    }
     // A crossing of the low-balance threshold or to zero is told with the spend.
     let mut told = Outbox::default();
     if wanted.wants(HostEventKind::CreditsConsumed) {
@@ -86,7 +104,7 @@ pub(crate) async fn consume(
 /// the posting to write, or the balance that does not cover it.
 pub(super) fn decide(
     (kind, amount, hash): (TransactionKind, Credits, &str),
-    user: &UserId,
+    user: &AccountId,
     balance: Credits,
 ) -> Result<Result<DecidedPosting, Credits>, Fail> {
     match decide_spend(kind, amount, hash, None, balance) {
@@ -103,6 +121,23 @@ pub(super) fn decide(
     }
 }
 
+/// Count a spend of `amount` by `member` of `account` against their limit (`domain::count_spend`
+/// on their row, locked): the count to write once the spend is written, or the refusal (not a
+/// member, or past the limit).
+pub(super) async fn count_member_spend<T>(
+    tx: &DatabaseTransaction,
+    account: &AccountId,
+    member: &UserId,
+    amount: Credits,
+    now: Timestamp,
+) -> Result<Result<WindowCount, Spent<T>>, Fail> {
+    let Some(row) = accounts::locked_member(tx, account, member).await? else {
+        return Ok(Err(Spent::Refused(Refusal::NotAMember)));
+    };
+    Ok(count_spend(row.limit, row.count, amount, now)
+        .map_err(|reached| Spent::Refused(Refusal::LimitReached(reached))))
+}
+
 /// The refusal of a consumption of nothing (the use case never asks for one).
 pub(super) fn zero_consumption() -> Fail {
     Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
@@ -116,11 +151,11 @@ async fn replay(
 ) -> Result<Option<Spent<(CreditTransaction, Replay)>>, Fail> {
     let key = c.idempotency.key.as_str();
     let found =
-        postings::keyed_transaction(tx, &c.user_id, TransactionKind::Consumption, key).await?;
+        postings::keyed_transaction(tx, &c.account_id, TransactionKind::Consumption, key).await?;
     Ok(found.map(|(earlier, hash)| {
         match KeyReuse::of(hash.as_deref(), &c.idempotency.request_hash) {
             KeyReuse::Replay => Spent::Done((earlier, Replay::Replayed)),
-            KeyReuse::Conflict => Spent::KeyConflict,
+            KeyReuse::Conflict => Spent::Refused(Refusal::KeyConflict),
         }
     }))
 }
@@ -160,18 +195,19 @@ pub(crate) async fn adjust(
     // A debit is a spend: decided like a consumption, on the locked balance.
     let requested = c.amount.magnitude();
     let kind = TransactionKind::AdminAdjustment;
-    let (balance, lots) = postings::lock_balance_with_lots(tx, &c.user_id).await?;
-    let decided = match decide((kind, requested, &hash), &c.user_id, balance)? {
+    let (balance, lots) = postings::lock_balance_with_lots(tx, &c.account_id).await?;
+    let decided = match decide((kind, requested, &hash), &c.account_id, balance)? {
         Ok(decided) => decided,
         Err(available) => {
-            return Ok(End::Rollback(Spent::Insufficient {
+            return Ok(End::Rollback(Spent::Refused(Refusal::Insufficient {
                 requested,
                 available,
-            }));
+            })));
         }
     };
     let posting = Posting {
-        user: &c.user_id,
+        user: &c.account_id,
+        member: None,
         kind,
         amount: c.amount,
         context: &context,
@@ -179,7 +215,7 @@ pub(crate) async fn adjust(
         now: c.now,
     };
     let written = postings::post_decided(tx, &posting, decided).await?;
-    postings::draw_from(tx, &c.user_id, &lots, requested).await?;
+    postings::draw_from(tx, &c.account_id, &lots, requested).await?;
     let effect = LedgerEffect::Written(written);
     grants::tell(tx, &effect, events).await?;
     Ok(End::Commit(Spent::Done(effect)))
@@ -195,18 +231,18 @@ async fn grant_adjustment(
 ) -> Result<End<Spent<LedgerEffect>>, Fail> {
     // The domain decides whether the balance can take the grant, on the balance locked for the
     // rest of this transaction: the database's CHECK never has to refuse it.
-    let balance = postings::lock_balance(tx, &c.user_id).await?;
+    let balance = postings::lock_balance(tx, &c.account_id).await?;
     if let Err(LedgerError::Overflow) =
         ledger::post(balance, TransactionKind::AdminAdjustment, c.amount)
     {
-        return Ok(End::Rollback(Spent::BalanceLimit {
+        return Ok(End::Rollback(Spent::Refused(Refusal::BalanceLimit {
             balance,
             amount: c.amount.magnitude(),
-        }));
+        })));
     }
     let source = GrantSource::Admin(c.reference.clone());
     let grant = NewGrant {
-        user: &c.user_id,
+        user: &c.account_id,
         amount: c.amount.magnitude(),
         source: &source,
         expires_at: c.expires_at,
@@ -222,7 +258,9 @@ async fn grant_adjustment(
         // since the caller's lookup (replayed), or by another user's adjustment or sign-up
         // grant under the same key (a conflict, never a silent nothing).
         let seen = earlier_adjustment(tx, c, hash).await?;
-        return Ok(End::Rollback(seen.unwrap_or(Spent::KeyConflict)));
+        return Ok(End::Rollback(
+            seen.unwrap_or(Spent::Refused(Refusal::KeyConflict)),
+        ));
     }
     Ok(End::Commit(Spent::Done(effect)))
 }
@@ -236,7 +274,7 @@ async fn earlier_adjustment(
 ) -> Result<Option<Spent<LedgerEffect>>, Fail> {
     let found = postings::keyed_transaction(
         tx,
-        &c.user_id,
+        &c.account_id,
         TransactionKind::AdminAdjustment,
         &c.reference,
     )
@@ -244,7 +282,7 @@ async fn earlier_adjustment(
     Ok(found.map(
         |(_, earlier)| match KeyReuse::of(earlier.as_deref(), hash) {
             KeyReuse::Replay => Spent::Done(LedgerEffect::Nothing),
-            KeyReuse::Conflict => Spent::KeyConflict,
+            KeyReuse::Conflict => Spent::Refused(Refusal::KeyConflict),
         },
     ))
 }

@@ -206,7 +206,7 @@ async fn orders_are_listed_newest_first_by_status_provider_and_buyer(store: &Tes
 
 fn adjust(user: &str, amount: i64, reference: &str) -> AdjustCommand {
     AdjustCommand {
-        user_id: uid(user),
+        account_id: domain::AccountId::personal(&uid(user)),
         amount: CreditDelta::from_hundredths(amount).unwrap(),
         note: format!("goodwill ({reference})"),
         reference: reference.into(),
@@ -315,8 +315,22 @@ async fn an_adjustment_key_is_bound_to_its_user_and_request(store: &TestStore) {
         matches!(plain, Err(SpendError::IdempotencyConflict)),
         "{plain:?}"
     );
-    assert_eq!(store.balance(&ada).await.unwrap().hundredths(), 500);
-    assert_eq!(store.balance(&bob).await.unwrap().hundredths(), 900);
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&ada))
+            .await
+            .unwrap()
+            .hundredths(),
+        500
+    );
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&bob))
+            .await
+            .unwrap()
+            .hundredths(),
+        900
+    );
     assert_eq!(store.raw_i64("SELECT COUNT(*) FROM admin_audit").await, 2);
 }
 
@@ -342,7 +356,11 @@ async fn a_grant_past_the_largest_balance_is_refused_before_it_is_written(store:
         .await
         .unwrap();
     assert_eq!(
-        store.balance(&ada).await.unwrap().hundredths(),
+        store
+            .balance(&domain::AccountId::personal(&ada))
+            .await
+            .unwrap()
+            .hundredths(),
         near_max + 100_000
     );
     assert_eq!(store.raw_i64("SELECT COUNT(*) FROM admin_audit").await, 2);
@@ -416,7 +434,13 @@ async fn new_users_get_the_signup_grant_once_in_their_creation(store: &TestStore
         )),
     };
     granting.create_user(&new).await.unwrap();
-    assert_eq!(granting.balance(&new.id).await.unwrap(), c(1_000));
+    assert_eq!(
+        granting
+            .balance(&domain::AccountId::personal(&new.id))
+            .await
+            .unwrap(),
+        c(1_000)
+    );
     let taken = NewUser {
         id: uid("usr_other"),
         ..new.clone()
@@ -454,10 +478,20 @@ async fn new_users_get_the_signup_grant_once_in_their_creation(store: &TestStore
     let first = granting.find_or_create_host_user(&host).await.unwrap();
     let again = granting.find_or_create_host_user(&host).await.unwrap();
     assert_eq!(first.id, again.id);
-    assert_eq!(granting.balance(&first.id).await.unwrap(), c(1_000), "once");
+    assert_eq!(
+        granting
+            .balance(&domain::AccountId::personal(&first.id))
+            .await
+            .unwrap(),
+        c(1_000),
+        "once"
+    );
     let plain = user(store, "usr_plain").await;
     assert_eq!(
-        store.balance(&plain).await.unwrap(),
+        store
+            .balance(&domain::AccountId::personal(&plain))
+            .await
+            .unwrap(),
         c(0),
         "no grant configured"
     );

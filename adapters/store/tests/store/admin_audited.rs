@@ -91,7 +91,13 @@ async fn a_payment_event_and_its_audit_entry_commit_together_or_not_at_all(store
     let applied = apply_audited(store, &command, &refund).await.unwrap();
     assert!(matches!(applied, PaymentEventOutcome::Applied { .. }));
     assert_eq!(audits(store).await, 1, "the action and its entry");
-    assert_eq!(store.balance(&buyer).await.unwrap(), c(10_000));
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&buyer))
+            .await
+            .unwrap(),
+        c(10_000)
+    );
 
     let again = apply_audited(store, &command, &refund).await;
     assert_eq!(again.unwrap(), PaymentEventOutcome::Duplicate);
@@ -107,7 +113,13 @@ async fn a_payment_event_and_its_audit_entry_commit_together_or_not_at_all(store
     );
     assert_eq!(audits(store).await, 1, "a refused command writes no entry");
     assert_eq!(inbox_rows(store, "evt-2").await, 0);
-    assert_eq!(store.balance(&buyer).await.unwrap(), c(10_000));
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&buyer))
+            .await
+            .unwrap(),
+        c(10_000)
+    );
 
     // An event recorded without a change: its row and the entry, once.
     let mut recorded = inbox("evt-3", 70);

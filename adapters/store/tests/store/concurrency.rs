@@ -38,7 +38,13 @@ async fn thirty_two_spends_at_once_never_overdraw(store: &TestStore) {
         }
     }
     assert_eq!(spent, 14, "floor(100.00 / 7.00) spends succeed");
-    assert_eq!(store.balance(&u).await.unwrap(), c(10_000 - 14 * 700));
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(10_000 - 14 * 700)
+    );
     assert_ledger_consistent(store, &u).await;
 }
 
@@ -73,7 +79,13 @@ async fn eight_deliveries_of_one_payment_grant_once(store: &TestStore) {
     }
     assert_eq!(written, 1, "exactly one grant");
     assert_eq!(store.raw_i64("SELECT COUNT(*) FROM credit_grants").await, 1);
-    assert_eq!(store.balance(&u).await.unwrap(), c(10_000));
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(10_000)
+    );
     let paid = store.find_order(&oid("o1")).await.unwrap().unwrap();
     assert_eq!(*paid.order.status(), OrderStatus::Paid { paid_at: t(50) });
     assert_ledger_consistent(store, &u).await;
@@ -95,7 +107,13 @@ async fn one_key_sent_by_eight_tasks_spends_once(store: &TestStore) {
         ids.insert(tx.id);
     }
     assert_eq!((fresh, ids.len()), (1, 1), "one spend, seven replays of it");
-    assert_eq!(store.balance(&u).await.unwrap(), c(10_000 - 700));
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(10_000 - 700)
+    );
     assert_ledger_consistent(store, &u).await;
 }
 
@@ -157,7 +175,12 @@ async fn a_mixed_workload_keeps_the_ledger_exact(store: &TestStore) {
                         .reserve(&reserve_command(&u, id.as_str(), 300, &format!("h{i}")))
                         .await?;
                     store
-                        .settle(&u, &id, c(40 * i), t(500))
+                        .settle(
+                            (&domain::AccountId::personal(&u), None),
+                            &id,
+                            c(40 * i),
+                            t(500),
+                        )
                         .await
                         .map(drop)
                         .map_err(|e| SpendError::Store(StoreError::Conflict(e.to_string())))
@@ -167,7 +190,7 @@ async fn a_mixed_workload_keeps_the_ledger_exact(store: &TestStore) {
                         .reserve(&reserve_command(&u, id.as_str(), 200, &format!("h{i}")))
                         .await?;
                     store
-                        .release(&u, &id, t(500))
+                        .release((&domain::AccountId::personal(&u), None), &id, t(500))
                         .await
                         .map(drop)
                         .map_err(|e| SpendError::Store(StoreError::Conflict(e.to_string())))
@@ -175,7 +198,7 @@ async fn a_mixed_workload_keeps_the_ledger_exact(store: &TestStore) {
                 _ => {
                     let source = GrantSource::Admin(format!("g{i}"));
                     let command = GrantCommand {
-                        user_id: u.clone(),
+                        account_id: domain::AccountId::personal(&u),
                         amount: c(100),
                         source,
                         expires_at: Some(t(0)),

@@ -95,12 +95,19 @@ async fn corrupt_ledger_rows_are_reported(store: &TestStore) {
         VALUES ('u1', 'admin_adjustment', 1, 200000000000000, 1)").await;
     assert!(is_corrupt(
         store
-            .transactions(&u, PageRequest::new(None, None).unwrap())
+            .transactions(
+                &domain::AccountId::personal(&u),
+                PageRequest::new(None, None).unwrap()
+            )
             .await
     ));
     store.raw("INSERT INTO credit_reservations (id, account_id, held_hundredths, status, idempotency_key, \
         request_hash, created_at, expires_at) VALUES ('r1', 'u1', 200000000000000, 'pending', 'k', 'h', 1, 2)").await;
-    assert!(is_corrupt(store.pending_reservations(&u).await));
+    assert!(is_corrupt(
+        store
+            .pending_reservations(&domain::AccountId::personal(&u))
+            .await
+    ));
 }
 
 contract_tests!(

@@ -44,7 +44,7 @@ pub fn payment(
         }),
         subscription: None,
         grant: Some(GrantCommand {
-            user_id: user.clone(),
+            account_id: domain::AccountId::personal(user),
             amount: c(10_000),
             source: GrantSource::Order(order.clone()),
             expires_at: None,
@@ -188,7 +188,7 @@ async fn a_payment_event_applies_order_subscription_and_grant_together(store: &T
     let command = PaymentEventCommand {
         subscription: Some(SubscriptionChange::Create(s.clone(), Some(oid("o1")))),
         grant: Some(GrantCommand {
-            user_id: u.clone(),
+            account_id: domain::AccountId::personal(&u),
             amount: c(5_000),
             source: GrantSource::SubscriptionPeriod(s.id().clone(), period),
             expires_at: Some(t(2000)),
@@ -204,7 +204,13 @@ async fn a_payment_event_applies_order_subscription_and_grant_together(store: &T
     assert!(
         matches!(&ledger[..], [LedgerEffect::Written(tx)] if tx.amount.hundredths() == 5_000 && tx.context.subscription_id == Some(s.id().clone()))
     );
-    assert_eq!(store.balance(&u).await.unwrap(), c(5_000));
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(5_000)
+    );
     let paid = store.find_order(&oid("o1")).await.unwrap().unwrap();
     assert_eq!(
         (paid.order.status().clone(), paid.updated_at),
@@ -264,7 +270,13 @@ async fn a_duplicate_event_changes_nothing(store: &TestStore) {
             ledger: vec![LedgerEffect::Nothing]
         }
     );
-    assert_eq!(store.balance(&u).await.unwrap(), c(10_000));
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(10_000)
+    );
     assert_eq!(store.raw_i64("SELECT COUNT(*) FROM webhook_inbox").await, 2);
     assert_ledger_consistent(store, &u).await;
 }
@@ -276,7 +288,14 @@ async fn a_failed_compare_and_set_rolls_back_the_inbox_row_too(store: &TestStore
         .apply_payment_event(&payment("evt_late", &id, &u, true))
         .await;
     assert!(matches!(stale, Err(StoreError::Conflict(_))), "{stale:?}");
-    assert_eq!(store.balance(&u).await.unwrap(), c(0), "no grant");
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(0),
+        "no grant"
+    );
     assert_eq!(
         store.raw_i64("SELECT COUNT(*) FROM webhook_inbox").await,
         0,
@@ -386,7 +405,7 @@ async fn a_refund_claws_back_what_is_left_and_records_the_shortfall(store: &Test
             subscription: None,
             grant: None,
             clawbacks: vec![ClawbackCommand {
-                user_id: u.clone(),
+                account_id: domain::AccountId::personal(&u),
                 source: GrantSource::Order(oid("o1")),
                 wanted: c(wanted),
                 now: t(70),
@@ -409,14 +428,26 @@ async fn a_refund_claws_back_what_is_left_and_records_the_shortfall(store: &Test
     assert!(
         matches!(&out, PaymentEventOutcome::Applied { ledger } if matches!(&ledger[..], [LedgerEffect::Written(tx)] if tx.amount.hundredths() == -5_000))
     );
-    assert_eq!(store.balance(&u).await.unwrap(), c(2_000));
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(2_000)
+    );
     // The rest of the refund wants 5 000 more, but only 2 000 of the lot is left (3 000 spent).
     let full = OrderStatus::Refunded { paid_at: t(50) };
     store
         .apply_payment_event(&refund("evt_r2", 2, full, 5_000))
         .await
         .unwrap();
-    assert_eq!(store.balance(&u).await.unwrap(), c(0));
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(0)
+    );
     let lot = "FROM credit_grants WHERE source_key = 'o1'";
     assert_eq!(
         store
@@ -458,7 +489,7 @@ async fn a_clawback_never_takes_more_than_the_balance(store: &TestStore) {
         subscription: None,
         grant: None,
         clawbacks: vec![ClawbackCommand {
-            user_id: u.clone(),
+            account_id: domain::AccountId::personal(&u),
             source: GrantSource::Order(oid("o1")),
             wanted: c(10_000),
             now: t(80),
@@ -470,7 +501,13 @@ async fn a_clawback_never_takes_more_than_the_balance(store: &TestStore) {
         audit: None,
     };
     store.apply_payment_event(&command).await.unwrap();
-    assert_eq!(store.balance(&u).await.unwrap(), c(0));
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(0)
+    );
     assert_eq!(
         store
             .raw_i64("SELECT shortfall_hundredths FROM credit_grants")
@@ -534,7 +571,7 @@ async fn charges_and_refund_reports_round_trip_and_are_compare_and_set(store: &T
         order: None,
         subscription: Some(SubscriptionChange::Create(s.clone(), None)),
         grant: Some(GrantCommand {
-            user_id: u.clone(),
+            account_id: domain::AccountId::personal(&u),
             amount: c(5_000),
             source: GrantSource::SubscriptionPeriod(s.id().clone(), s.current_period()),
             expires_at: None,
@@ -563,7 +600,7 @@ async fn charges_and_refund_reports_round_trip_and_are_compare_and_set(store: &T
         subscription: None,
         grant: None,
         clawbacks: vec![ClawbackCommand {
-            user_id: u.clone(),
+            account_id: domain::AccountId::personal(&u),
             source: GrantSource::SubscriptionPeriod(s.id().clone(), s.current_period()),
             wanted: c(5_000),
             now: t(50),
@@ -596,7 +633,13 @@ async fn charges_and_refund_reports_round_trip_and_are_compare_and_set(store: &T
         .apply_payment_event(&refund("evt_3", 0))
         .await
         .unwrap();
-    assert_eq!(store.balance(&u).await.unwrap(), c(0));
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(0)
+    );
     let kept = store
         .refunds_of(ProviderId::CardGateway, &target)
         .await
@@ -631,7 +674,7 @@ async fn a_prorations_refund_takes_back_from_its_changes_credits(store: &TestSto
     let period_lot = GrantSource::SubscriptionPeriod(s.id().clone(), s.current_period());
     let change_lot = GrantSource::PlanChange(s.id().clone(), t(1500));
     let grant = |source: &GrantSource, amount| GrantCommand {
-        user_id: u.clone(),
+        account_id: domain::AccountId::personal(&u),
         amount: c(amount),
         source: source.clone(),
         expires_at: None,
@@ -688,7 +731,7 @@ async fn a_prorations_refund_takes_back_from_its_changes_credits(store: &TestSto
         subscription: None,
         grant: None,
         clawbacks: vec![ClawbackCommand {
-            user_id: u.clone(),
+            account_id: domain::AccountId::personal(&u),
             source: change_lot.clone(),
             wanted: c(7_500),
             now: t(42),
@@ -702,7 +745,13 @@ async fn a_prorations_refund_takes_back_from_its_changes_credits(store: &TestSto
         ..start.clone()
     };
     store.apply_payment_event(&half).await.unwrap();
-    assert_eq!(store.balance(&u).await.unwrap(), c(5_000 + 7_500));
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(5_000 + 7_500)
+    );
     let refunded = store
         .find_charge(ProviderId::CardGateway, "in_proration")
         .await
@@ -772,7 +821,7 @@ async fn a_subscriptions_change_lots_are_listed_and_taken_back_together(store: &
     let s = subscription(&u, 40);
     let period_lot = GrantSource::SubscriptionPeriod(s.id().clone(), s.current_period());
     let grant = |source: GrantSource, amount| GrantCommand {
-        user_id: u.clone(),
+        account_id: domain::AccountId::personal(&u),
         amount: c(amount),
         source,
         expires_at: None,
@@ -818,7 +867,7 @@ async fn a_subscriptions_change_lots_are_listed_and_taken_back_together(store: &
     let other = domain::SubscriptionId::new(format!("{}x", s.id())).unwrap();
     assert!(store.change_grants(&other).await.unwrap().is_empty());
     let take = |source: GrantSource, wanted| ClawbackCommand {
-        user_id: u.clone(),
+        account_id: domain::AccountId::personal(&u),
         source,
         wanted: c(wanted),
         now: t(42),
@@ -834,7 +883,13 @@ async fn a_subscriptions_change_lots_are_listed_and_taken_back_together(store: &
         ..start.clone()
     };
     store.apply_payment_event(&settle).await.unwrap();
-    assert_eq!(store.balance(&u).await.unwrap(), c(5_000 + 6_000 - 4_500));
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(5_000 + 6_000 - 4_500)
+    );
     assert_ledger_consistent(store, &u).await;
 }
 

@@ -51,7 +51,7 @@ fn balances_after(results: &[Spend]) -> Vec<i64> {
 
 fn admin_grant(user: &domain::UserId, reference: &str, amount: i64) -> GrantCommand {
     GrantCommand {
-        user_id: user.clone(),
+        account_id: domain::AccountId::personal(user),
         amount: c(amount),
         source: GrantSource::Admin(reference.into()),
         expires_at: None,
@@ -131,10 +131,22 @@ async fn one_group_answers_each_command_with_its_own_outcome(backend: Backend) {
 }
 
 async fn assert_final_state(setup: &TestStore, [u1, u2, u3]: [&domain::UserId; 3]) {
-    assert_eq!(setup.balance(u1).await.unwrap(), c(0));
-    assert_eq!(setup.balance(u3).await.unwrap(), c(200));
+    assert_eq!(
+        setup
+            .balance(&domain::AccountId::personal(u1))
+            .await
+            .unwrap(),
+        c(0)
+    );
+    assert_eq!(
+        setup
+            .balance(&domain::AccountId::personal(u3))
+            .await
+            .unwrap(),
+        c(200)
+    );
     let pending: Vec<String> = setup
-        .pending_reservations(u3)
+        .pending_reservations(&domain::AccountId::personal(u3))
         .await
         .unwrap()
         .iter()
@@ -266,7 +278,13 @@ async fn a_failed_commit_acknowledges_nothing_it_did_not_commit(backend: Backend
         3,
         "each sound spend once, the poisoned one never"
     );
-    assert_eq!(setup.balance(&u).await.unwrap(), c(700));
+    assert_eq!(
+        setup
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(700)
+    );
     assert_ledger_consistent(&setup, &u).await;
     store.close().await.unwrap();
     setup.cleanup().await;
@@ -298,7 +316,13 @@ async fn thirty_two_spenders_share_commits_and_never_overdraw(backend: Backend) 
     let stats = store.group_commit_stats().unwrap();
     assert_eq!(stats.grouped, 33, "the grant and the 32 spends: {stats:?}");
     assert!(stats.groups < 32, "no sharing at all: {stats:?}");
-    assert_eq!(store.balance(&u).await.unwrap(), c(10_000 - 14 * 700));
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(10_000 - 14 * 700)
+    );
     assert_ledger_consistent(&store, &u).await;
     store.cleanup().await;
 }
@@ -335,7 +359,13 @@ async fn a_lone_spend_goes_straight_through_and_company_groups(backend: Backend)
         "one straight through, fifteen grouped: {stats:?}"
     );
     assert!(stats.groups < 15, "the fifteen shared groups: {stats:?}");
-    assert_eq!(store.balance(&u).await.unwrap(), c(10_000 - 17 * 100));
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(10_000 - 17 * 100)
+    );
     assert_ledger_consistent(&store, &u).await;
     store.cleanup().await;
 }
@@ -365,7 +395,13 @@ async fn several_writers_keep_every_account_exact(backend: Backend) {
         let mine = &results[n * 12..(n + 1) * 12];
         let fresh = mine.iter().filter(|r| r.is_ok()).count();
         assert_eq!(fresh, 10, "10.00 buys ten spends of 1.00 for {u}: {mine:?}");
-        assert_eq!(store.balance(u).await.unwrap(), c(0));
+        assert_eq!(
+            store
+                .balance(&domain::AccountId::personal(u))
+                .await
+                .unwrap(),
+            c(0)
+        );
         assert_ledger_consistent(&store, u).await;
     }
     let stats = store.group_commit_stats().unwrap();
@@ -428,7 +464,13 @@ async fn the_writer_stops_with_the_store(backend: Backend) {
     // A spend first asks which endpoints opted in to consumption events (issue 17); the closed
     // store cannot read that, so the call is refused before it reaches the stopped writer.
     assert_eq!(survivor.group_commit_stats().unwrap().alone, 0);
-    assert_eq!(setup.balance(&u).await.unwrap(), c(900));
+    assert_eq!(
+        setup
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(900)
+    );
     setup.cleanup().await;
 }
 
@@ -484,7 +526,13 @@ async fn a_batch_of_spends_draws_lots_as_one_by_one_spends_do(backend: Backend) 
         results[13]
     );
     for u in &users {
-        assert_eq!(setup.balance(u).await.unwrap(), c(600));
+        assert_eq!(
+            setup
+                .balance(&domain::AccountId::personal(u))
+                .await
+                .unwrap(),
+            c(600)
+        );
         let name = u.as_str();
         for (lot, left) in [("soon", 0), ("later", 0), ("never", 600)] {
             let remaining = setup
@@ -566,7 +614,13 @@ async fn postgres_a_batch_whose_balance_moved_since_its_read_writes_nothing_and_
         [1_300, 1_400],
         "each spend saw the 5.00 added under it"
     );
-    assert_eq!(setup.balance(&u).await.unwrap(), c(1_300));
+    assert_eq!(
+        setup
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(1_300)
+    );
     assert_eq!(
         setup
             .raw_i64("SELECT COUNT(*) FROM credit_transactions WHERE kind = 'consumption'")
@@ -635,7 +689,13 @@ async fn postgres_a_writer_spends_from_what_it_wrote_and_rereads_what_moved() {
         (5, 10, 0),
         "{stats:?}"
     );
-    assert_eq!(setup.balance(&u).await.unwrap(), c(100));
+    assert_eq!(
+        setup
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(100)
+    );
     assert_ledger_consistent(&setup, &u).await;
     store.close().await.unwrap();
     setup.cleanup().await;
@@ -688,7 +748,13 @@ async fn a_batch_replays_stored_keys_whatever_the_balance(backend: Backend) {
 
     let stats = store.group_commit_stats().unwrap();
     assert_eq!((stats.groups, stats.alone), (3, 0), "{stats:?}");
-    assert_eq!(setup.balance(&u).await.unwrap(), c(30));
+    assert_eq!(
+        setup
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(30)
+    );
     assert_eq!(
         setup
             .raw_i64("SELECT COUNT(*) FROM credit_transactions WHERE kind = 'consumption'")

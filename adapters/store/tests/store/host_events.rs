@@ -430,7 +430,7 @@ async fn the_ledger_tells_grants_debits_and_expiries(world: &World, store: &Test
     let before = all_events(store).await.len();
     let user = world.user("ledger@example.com").await;
     let adjust = |amount: i64, reference: &str| AdjustCommand {
-        user_id: user.id.clone(),
+        account_id: domain::AccountId::personal(&user.id),
         amount: CreditDelta::from_hundredths(amount).unwrap(),
         note: "support".into(),
         reference: reference.into(),
@@ -444,7 +444,7 @@ async fn the_ledger_tells_grants_debits_and_expiries(world: &World, store: &Test
         .await
         .unwrap();
     let grant = GrantCommand {
-        user_id: user.id.clone(),
+        account_id: domain::AccountId::personal(&user.id),
         amount: crate::support::c(300),
         source: GrantSource::Admin("promo-1".into()),
         expires_at: Some(at_days(3)),
@@ -478,7 +478,7 @@ async fn spends_tell_each_balance_crossing_once(world: &World, store: &TestStore
     let before = all_events(store).await.len();
     let user = world.user("spender@example.com").await;
     let grant = |credits: i64, reference: &str| GrantCommand {
-        user_id: user.id.clone(),
+        account_id: domain::AccountId::personal(&user.id),
         amount: crate::support::c(credits * 100),
         source: GrantSource::Admin(reference.into()),
         expires_at: None,
@@ -487,6 +487,7 @@ async fn spends_tell_each_balance_crossing_once(world: &World, store: &TestStore
     // 1500 tokens of model "big" cost 3.00 credits.
     let spend = |credits: i64, key: &str| ConsumeCredits {
         user_id: user.id.clone(),
+        account_id: None,
         usage: UsageRequest {
             feature: None,
             model: Some("big".into()),
@@ -866,7 +867,7 @@ async fn consumption_is_told_only_while_an_endpoint_opts_in(world: &World, store
     let before = all_events(store).await.len();
     let user = world.user("metered@example.com").await;
     let grant = GrantCommand {
-        user_id: user.id.clone(),
+        account_id: domain::AccountId::personal(&user.id),
         amount: crate::support::c(100_000),
         source: GrantSource::Admin("metered".into()),
         expires_at: None,
@@ -875,6 +876,7 @@ async fn consumption_is_told_only_while_an_endpoint_opts_in(world: &World, store
     store.grant(&grant).await.unwrap();
     let spend = |key: &str| ConsumeCredits {
         user_id: user.id.clone(),
+        account_id: None,
         usage: UsageRequest {
             feature: Some("chat".into()),
             model: None,
@@ -896,11 +898,23 @@ async fn consumption_is_told_only_while_an_endpoint_opts_in(world: &World, store
     let now = world.service.clock().now();
     let (held, _) = world.service.reserve_credits(spend("r1")).await.unwrap();
     store
-        .settle(&user.id, &held.id, crate::support::c(50), now)
+        .settle(
+            (&domain::AccountId::personal(&user.id), None),
+            &held.id,
+            crate::support::c(50),
+            now,
+        )
         .await
         .unwrap();
     let (released, _) = world.service.reserve_credits(spend("r2")).await.unwrap();
-    store.release(&user.id, &released.id, now).await.unwrap();
+    store
+        .release(
+            (&domain::AccountId::personal(&user.id), None),
+            &released.id,
+            now,
+        )
+        .await
+        .unwrap();
     let off = application::ports::EndpointChange {
         enabled: Some(false),
         ..Default::default()
@@ -937,6 +951,41 @@ async fn consumption_is_told_only_while_an_endpoint_opts_in(world: &World, store
     );
 }
 
+/// A team created, a member added, promoted and removed: `account.member_added` (the owner,
+/// then the member), `account.member_role_changed`, `account.member_removed`.
+async fn team_changes_tell_member_events(store: &TestStore) {
+    use application::ports::{MemberCommand, NewTeam, TeamStore};
+    use domain::{AccountId, MemberChange, MemberRole};
+    let owner = crate::support::user(store, "team-owner").await;
+    let member = crate::support::user(store, "team-member").await;
+    let team = AccountId::new("team_told").unwrap();
+    let now = at_days(40);
+    let new = NewTeam {
+        id: team.clone(),
+        name: "Told".into(),
+        owner: owner.clone(),
+        now,
+    };
+    store.create_team(&new).await.unwrap();
+    for change in [
+        MemberChange::Add(MemberRole::Member),
+        MemberChange::SetRole(MemberRole::Admin),
+        MemberChange::Remove,
+    ] {
+        let command = MemberCommand {
+            account: team.clone(),
+            actor: owner.clone(),
+            target: member.clone(),
+            changes: vec![change],
+            now,
+        };
+        store
+            .change_member(&command, application::host_events::member_changed)
+            .await
+            .unwrap();
+    }
+}
+
 pub async fn every_change_tells_its_event_once_in_its_own_transaction(store: &TestStore) {
     let world = World::new(store);
     orders_tell_paid_refunded_mismatch_and_failed(&world, store).await;
@@ -948,6 +997,7 @@ pub async fn every_change_tells_its_event_once_in_its_own_transaction(store: &Te
     consumption_is_told_only_while_an_endpoint_opts_in(&world, store).await;
     unpaid_orders_tell_cancelled_and_expired(&world, store).await;
     entitlement_changes_are_told_once_each(&world, store).await;
+    team_changes_tell_member_events(store).await;
     let events = all_events(store).await;
     let mut ids: Vec<&str> = events.iter().map(|e| e.event_id.as_str()).collect();
     ids.sort_unstable();
@@ -1036,7 +1086,11 @@ pub async fn a_refund_kept_while_its_charge_landed_is_applied_by_the_reconciler(
     let found = store.charges_with_unapplied_refunds(10).await.unwrap();
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].charge_ref.as_deref(), Some("in_r1"));
-    let before = world.service.balance(&subscriber.id).await.unwrap();
+    let before = world
+        .service
+        .balance(&domain::AccountId::personal(&subscriber.id))
+        .await
+        .unwrap();
     let settings = ReconcileSettings {
         pending_after_ms: 60_000,
         batch: 10,
@@ -1044,7 +1098,11 @@ pub async fn a_refund_kept_while_its_charge_landed_is_applied_by_the_reconciler(
     };
     let report = world.service.reconcile(settings).await.unwrap();
     assert_eq!(report.kept_refunds_applied, 1);
-    let after = world.service.balance(&subscriber.id).await.unwrap();
+    let after = world
+        .service
+        .balance(&domain::AccountId::personal(&subscriber.id))
+        .await
+        .unwrap();
     assert!(
         after < before,
         "the second period's credits were taken back"
@@ -1058,7 +1116,14 @@ pub async fn a_refund_kept_while_its_charge_landed_is_applied_by_the_reconciler(
     );
     let again = world.service.reconcile(settings).await.unwrap();
     assert_eq!(again.kept_refunds_applied, 0);
-    assert_eq!(world.service.balance(&subscriber.id).await.unwrap(), after);
+    assert_eq!(
+        world
+            .service
+            .balance(&domain::AccountId::personal(&subscriber.id))
+            .await
+            .unwrap(),
+        after
+    );
 }
 
 pub async fn a_change_that_rolls_back_tells_nothing(store: &TestStore) {
@@ -1131,7 +1196,7 @@ pub async fn old_events_are_purged_in_bounded_batches(store: &TestStore) {
     let user = world.user("purge@example.com").await;
     for (i, day) in [1, 2, 3, 10].into_iter().enumerate() {
         let grant = GrantCommand {
-            user_id: user.id.clone(),
+            account_id: domain::AccountId::personal(&user.id),
             amount: crate::support::c(100),
             source: GrantSource::Admin(format!("purge-{i}")),
             expires_at: None,
@@ -1154,7 +1219,7 @@ pub async fn the_issued_high_water_mark_outlives_a_purge(store: &TestStore) {
     let user = world.user("issued@example.com").await;
     for i in 0..3 {
         let grant = GrantCommand {
-            user_id: user.id.clone(),
+            account_id: domain::AccountId::personal(&user.id),
             amount: crate::support::c(100),
             source: GrantSource::Admin(format!("issued-{i}")),
             expires_at: None,

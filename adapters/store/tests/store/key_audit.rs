@@ -198,6 +198,7 @@ impl World {
 fn spend(user: &UserId, key: &str) -> ConsumeCredits {
     ConsumeCredits {
         user_id: user.clone(),
+        account_id: None,
         usage: UsageRequest {
             feature: Some("chat".into()),
             model: None,
@@ -268,7 +269,9 @@ async fn hot_paths(world: &World) -> Vec<Phase> {
 
     world.recorder.start();
     let usage = spend(&user, "unused").usage;
-    let settle = world.service.settle_reservation(&user, &held.id, &usage);
+    let settle = world
+        .service
+        .settle_reservation(&user, None, &held.id, &usage);
     settle.await.unwrap();
     record("a settle", world.recorder.stop());
 
@@ -278,7 +281,7 @@ async fn hot_paths(world: &World) -> Vec<Phase> {
         .await
         .unwrap();
     world.recorder.start();
-    let release = world.service.release_reservation(&user, &held.id);
+    let release = world.service.release_reservation(&user, None, &held.id);
     release.await.unwrap();
     record("a release", world.recorder.stop());
 
@@ -413,7 +416,7 @@ async fn a_grouped_batch_spans_accounts_only_in_its_listed_statements() {
     for email in ["one@example.com", "two@example.com"] {
         let user = world.user(email).await;
         let command = application::ports::GrantCommand {
-            user_id: user.id.clone(),
+            account_id: domain::AccountId::personal(&user.id),
             amount: support::c(10_000),
             source: application::ports::GrantSource::Admin(format!("seed-{email}")),
             expires_at: None,

@@ -15,7 +15,8 @@ use application::ports::Writes;
 pub fn reserve_command(user: &UserId, id: &str, amount: i64, key_text: &str) -> ReserveCommand {
     ReserveCommand {
         reservation_id: ReservationId::new(id).unwrap(),
-        user_id: user.clone(),
+        account_id: domain::AccountId::personal(user),
+        member_id: None,
         amount: c(amount),
         idempotency: key(key_text, &format!("hash-{amount}")),
         context: UsageContext {
@@ -37,9 +38,18 @@ fn rid(id: &str) -> ReservationId {
 
 async fn the_balance_of_an_unknown_user_is_zero(store: &TestStore) {
     let ghost = uid("ghost");
-    assert_eq!(store.balance(&ghost).await.unwrap(), c(0));
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&ghost))
+            .await
+            .unwrap(),
+        c(0)
+    );
     let page = store
-        .transactions(&ghost, PageRequest::new(None, None).unwrap())
+        .transactions(
+            &domain::AccountId::personal(&ghost),
+            PageRequest::new(None, None).unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!((page.items.len(), page.total), (0, 0));
@@ -55,7 +65,7 @@ async fn a_source_grants_once(store: &TestStore) {
     let s = SubscriptionId::new("s1").unwrap();
     let period = |start| BillingPeriod::new(t(start), t(start + 100)).unwrap();
     let command = |source| GrantCommand {
-        user_id: u.clone(),
+        account_id: domain::AccountId::personal(&u),
         amount: c(1_000),
         source,
         expires_at: None,
@@ -103,7 +113,13 @@ async fn a_source_grants_once(store: &TestStore) {
             .unwrap(),
         LedgerEffect::Nothing
     );
-    assert_eq!(store.balance(&u).await.unwrap(), c(3_000));
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(3_000)
+    );
     assert_ledger_consistent(store, &u).await;
 }
 
@@ -159,12 +175,29 @@ async fn settling_returns_the_unused_part_and_replays(store: &TestStore) {
         (ReservationStatus::Pending, c(500), Replay::Fresh)
     );
     assert_eq!(r.context.model.as_deref(), Some("gpt"));
-    assert_eq!(store.balance(&u).await.unwrap(), c(500));
     assert_eq!(
-        store.pending_reservations(&u).await.unwrap(),
+        store
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(500)
+    );
+    assert_eq!(
+        store
+            .pending_reservations(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
         vec![r.clone()]
     );
-    let (settled, replay) = store.settle(&u, &rid("r1"), c(300), t(400)).await.unwrap();
+    let (settled, replay) = store
+        .settle(
+            (&domain::AccountId::personal(&u), None),
+            &rid("r1"),
+            c(300),
+            t(400),
+        )
+        .await
+        .unwrap();
     assert_eq!(
         (settled.status, replay),
         (
@@ -175,24 +208,63 @@ async fn settling_returns_the_unused_part_and_replays(store: &TestStore) {
             Replay::Fresh
         )
     );
-    assert_eq!(store.balance(&u).await.unwrap(), c(700));
-    let (_, replay) = store.settle(&u, &rid("r1"), c(300), t(401)).await.unwrap();
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(700)
+    );
+    let (_, replay) = store
+        .settle(
+            (&domain::AccountId::personal(&u), None),
+            &rid("r1"),
+            c(300),
+            t(401),
+        )
+        .await
+        .unwrap();
     assert_eq!(replay, Replay::Replayed);
     assert!(matches!(
-        store.settle(&u, &rid("r1"), c(301), t(402)).await,
+        store
+            .settle(
+                (&domain::AccountId::personal(&u), None),
+                &rid("r1"),
+                c(301),
+                t(402)
+            )
+            .await,
         Err(ReservationError::AlreadyResolved("settled"))
     ));
     assert!(matches!(
-        store.release(&u, &rid("r1"), t(403)).await,
+        store
+            .release((&domain::AccountId::personal(&u), None), &rid("r1"), t(403))
+            .await,
         Err(ReservationError::AlreadyResolved("settled"))
     ));
     assert!(matches!(
-        store.settle(&uid("other"), &rid("r1"), c(1), t(404)).await,
+        store
+            .settle(
+                (&domain::AccountId::personal(&uid("other")), None),
+                &rid("r1"),
+                c(1),
+                t(404)
+            )
+            .await,
         Err(ReservationError::NotFound)
     ));
-    assert_eq!(store.pending_reservations(&u).await.unwrap(), Vec::new());
+    assert_eq!(
+        store
+            .pending_reservations(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        Vec::new()
+    );
     let page = store
-        .transactions(&u, PageRequest::new(None, None).unwrap())
+        .transactions(
+            &domain::AccountId::personal(&u),
+            PageRequest::new(None, None).unwrap(),
+        )
         .await
         .unwrap();
     let kinds: Vec<(TransactionKind, i64)> = page
@@ -226,7 +298,12 @@ async fn settling_caps_an_overrun_at_what_is_available(store: &TestStore) {
         .await
         .unwrap();
     let (settled, _) = store
-        .settle(&u, &rid("r1"), c(5_000), t(400))
+        .settle(
+            (&domain::AccountId::personal(&u), None),
+            &rid("r1"),
+            c(5_000),
+            t(400),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -236,14 +313,28 @@ async fn settling_caps_an_overrun_at_what_is_available(store: &TestStore) {
             charged: c(1_000)
         }
     );
-    assert_eq!(store.balance(&u).await.unwrap(), c(0));
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(0)
+    );
     // Settling exactly the hold writes no settle transaction.
     grant(store, &u, "g2", 300, None).await;
     store
         .reserve(&reserve_command(&u, "r2", 300, "hold-2"))
         .await
         .unwrap();
-    store.settle(&u, &rid("r2"), c(300), t(500)).await.unwrap();
+    store
+        .settle(
+            (&domain::AccountId::personal(&u), None),
+            &rid("r2"),
+            c(300),
+            t(500),
+        )
+        .await
+        .unwrap();
     assert_eq!(
         store
             .raw_i64("SELECT COUNT(*) FROM credit_transactions WHERE kind = 'reservation_settle'")
@@ -260,22 +351,48 @@ async fn releasing_returns_the_hold_and_replays(store: &TestStore) {
         .reserve(&reserve_command(&u, "r1", 600, "hold-1"))
         .await
         .unwrap();
-    let (released, replay) = store.release(&u, &rid("r1"), t(400)).await.unwrap();
+    let (released, replay) = store
+        .release((&domain::AccountId::personal(&u), None), &rid("r1"), t(400))
+        .await
+        .unwrap();
     assert_eq!(
         (released.status, replay),
         (ReservationStatus::Released, Replay::Fresh)
     );
-    assert_eq!(store.balance(&u).await.unwrap(), c(1_000));
     assert_eq!(
-        store.release(&u, &rid("r1"), t(401)).await.unwrap().1,
+        store
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(1_000)
+    );
+    assert_eq!(
+        store
+            .release((&domain::AccountId::personal(&u), None), &rid("r1"), t(401))
+            .await
+            .unwrap()
+            .1,
         Replay::Replayed
     );
     assert!(matches!(
-        store.settle(&u, &rid("r1"), c(1), t(402)).await,
+        store
+            .settle(
+                (&domain::AccountId::personal(&u), None),
+                &rid("r1"),
+                c(1),
+                t(402)
+            )
+            .await,
         Err(ReservationError::AlreadyResolved("released"))
     ));
     assert!(matches!(
-        store.release(&u, &rid("nope"), t(403)).await,
+        store
+            .release(
+                (&domain::AccountId::personal(&u), None),
+                &rid("nope"),
+                t(403)
+            )
+            .await,
         Err(ReservationError::NotFound)
     ));
     assert_ledger_consistent(store, &u).await;
@@ -304,7 +421,11 @@ async fn reserving_replays_and_refuses(store: &TestStore) {
         matches!(short, Err(SpendError::Insufficient { available, .. }) if available == c(600))
     );
     assert_eq!(
-        store.pending_reservations(&u).await.unwrap().len(),
+        store
+            .pending_reservations(&domain::AccountId::personal(&u))
+            .await
+            .unwrap()
+            .len(),
         1,
         "a refused hold leaves no reservation"
     );
@@ -343,9 +464,15 @@ async fn lapsed_reservations_expire_and_return_their_hold(store: &TestStore) {
         0,
         "expired once"
     );
-    assert_eq!(store.balance(&u).await.unwrap(), c(800));
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(800)
+    );
     let pending: Vec<String> = store
-        .pending_reservations(&u)
+        .pending_reservations(&domain::AccountId::personal(&u))
         .await
         .unwrap()
         .iter()
@@ -353,11 +480,20 @@ async fn lapsed_reservations_expire_and_return_their_hold(store: &TestStore) {
         .collect();
     assert_eq!(pending, vec!["r2"]);
     assert!(matches!(
-        store.settle(&u, &rid("r1"), c(1), t(901)).await,
+        store
+            .settle(
+                (&domain::AccountId::personal(&u), None),
+                &rid("r1"),
+                c(1),
+                t(901)
+            )
+            .await,
         Err(ReservationError::AlreadyResolved("expired"))
     ));
     assert!(matches!(
-        store.release(&u, &rid("r1"), t(901)).await,
+        store
+            .release((&domain::AccountId::personal(&u), None), &rid("r1"), t(901))
+            .await,
         Err(ReservationError::AlreadyResolved("expired"))
     ));
     assert_ledger_consistent(store, &u).await;
@@ -376,9 +512,18 @@ async fn grants_expire_with_an_expiry_transaction(store: &TestStore) {
         0,
         "expired once"
     );
-    assert_eq!(store.balance(&u).await.unwrap(), c(1_000));
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(1_000)
+    );
     let page = store
-        .transactions(&u, PageRequest::new(None, None).unwrap())
+        .transactions(
+            &domain::AccountId::personal(&u),
+            PageRequest::new(None, None).unwrap(),
+        )
         .await
         .unwrap();
     let newest = &page.items[0];
@@ -397,7 +542,13 @@ async fn grants_expire_with_an_expiry_transaction(store: &TestStore) {
         .await
         .unwrap();
     assert_eq!(store.expire_grants(t(600), 10).await.unwrap(), 1);
-    assert_eq!(store.balance(&u).await.unwrap(), c(0));
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(0)
+    );
     assert_eq!(
         store
             .raw_i64("SELECT shortfall_hundredths FROM credit_grants WHERE source_key = 'soon'")
@@ -410,7 +561,7 @@ async fn grants_expire_with_an_expiry_transaction(store: &TestStore) {
 async fn adjustments_apply_once_per_reference(store: &TestStore) {
     let u = user(store, "u1").await;
     let adjust = |amount: i64, reference: &str| AdjustCommand {
-        user_id: u.clone(),
+        account_id: domain::AccountId::personal(&u),
         amount: CreditDelta::from_hundredths(amount).unwrap(),
         note: "goodwill".into(),
         reference: reference.into(),
@@ -458,7 +609,10 @@ async fn transactions_are_paged_newest_first_with_a_total(store: &TestStore) {
         store.consume(&command).await.unwrap();
     }
     let page = |n| PageRequest::new(Some(n), Some(3)).unwrap();
-    let first = store.transactions(&u, page(1)).await.unwrap();
+    let first = store
+        .transactions(&domain::AccountId::personal(&u), page(1))
+        .await
+        .unwrap();
     let amounts: Vec<i64> = first
         .items
         .iter()
@@ -468,7 +622,10 @@ async fn transactions_are_paged_newest_first_with_a_total(store: &TestStore) {
         (amounts, first.total, first.total_pages()),
         (vec![-15, -14, -13], 7, 3)
     );
-    let third = store.transactions(&u, page(3)).await.unwrap();
+    let third = store
+        .transactions(&domain::AccountId::personal(&u), page(3))
+        .await
+        .unwrap();
     let kinds: Vec<TransactionKind> = third.items.iter().map(|tx| tx.kind).collect();
     assert_eq!(kinds, vec![TransactionKind::AdminAdjustment]);
     assert_ledger_consistent(store, &u).await;
@@ -500,7 +657,10 @@ async fn a_transactions_page_walks_the_index_instead_of_sorting(store: &TestStor
         "the page sorts: {plan}"
     );
     let page = store
-        .transactions(&u, PageRequest::new(Some(1), Some(20)).unwrap())
+        .transactions(
+            &domain::AccountId::personal(&u),
+            PageRequest::new(Some(1), Some(20)).unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -533,7 +693,7 @@ async fn explain(store: &TestStore, sql: &str) -> String {
 async fn an_admin_grant_keeps_its_expiry(store: &TestStore) {
     let u = user(store, "u1").await;
     let grant = |expires: Option<i64>| AdjustCommand {
-        user_id: u.clone(),
+        account_id: domain::AccountId::personal(&u),
         amount: CreditDelta::from_hundredths(1_000).unwrap(),
         note: "promotion".into(),
         reference: "promo-1".into(),

@@ -25,5 +25,6 @@ mod signup_grants;
 mod spend_rule;
 mod subscription_events;
 mod switch_claims;
+mod teams;
 mod users;
 mod webhooks;

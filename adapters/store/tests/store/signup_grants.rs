@@ -45,7 +45,13 @@ async fn sign_up_credits_are_given_once_per_identity(store: &TestStore) {
         Some(identity("ada@example.com")),
     );
     granting.create_user(&first).await.unwrap();
-    assert_eq!(granting.balance(&first.id).await.unwrap(), c(700));
+    assert_eq!(
+        granting
+            .balance(&domain::AccountId::personal(&first.id))
+            .await
+            .unwrap(),
+        c(700)
+    );
     // Another account of the same identity (a plus tag, another case): no credits.
     let again = new_user(
         "usr_b",
@@ -54,7 +60,13 @@ async fn sign_up_credits_are_given_once_per_identity(store: &TestStore) {
         Some(identity("ada+2@example.com")),
     );
     granting.create_user(&again).await.unwrap();
-    assert_eq!(granting.balance(&again.id).await.unwrap(), c(0));
+    assert_eq!(
+        granting
+            .balance(&domain::AccountId::personal(&again.id))
+            .await
+            .unwrap(),
+        c(0)
+    );
     // A host user re-appearing under another subject with the same verified address.
     let host = NewHostUser {
         issuer: "https://host.example".into(),
@@ -64,11 +76,23 @@ async fn sign_up_credits_are_given_once_per_identity(store: &TestStore) {
         contact: Default::default(),
     };
     let host = granting.find_or_create_host_user(&host).await.unwrap();
-    assert_eq!(granting.balance(&host.id).await.unwrap(), c(0));
+    assert_eq!(
+        granting
+            .balance(&domain::AccountId::personal(&host.id))
+            .await
+            .unwrap(),
+        c(0)
+    );
     // No identity, nothing given; and it is not counted against the day.
     let plain = new_user("usr_c", "cy@example.com", DAY_MS, None);
     granting.create_user(&plain).await.unwrap();
-    assert_eq!(granting.balance(&plain.id).await.unwrap(), c(0));
+    assert_eq!(
+        granting
+            .balance(&domain::AccountId::personal(&plain.id))
+            .await
+            .unwrap(),
+        c(0)
+    );
     assert_eq!(
         store
             .raw_i64("SELECT granted FROM signup_grant_days WHERE day = 1")
@@ -89,7 +113,13 @@ async fn sign_up_credits_are_given_once_per_identity(store: &TestStore) {
         Some(identity("gone@example.com")),
     );
     granting.create_user(&returning).await.unwrap();
-    assert_eq!(granting.balance(&returning.id).await.unwrap(), c(0));
+    assert_eq!(
+        granting
+            .balance(&domain::AccountId::personal(&returning.id))
+            .await
+            .unwrap(),
+        c(0)
+    );
 }
 
 async fn past_the_days_cap_a_user_is_created_without_credits_and_counted(store: &TestStore) {
@@ -109,8 +139,20 @@ async fn past_the_days_cap_a_user_is_created_without_credits_and_counted(store: 
     );
     granting.create_user(&first).await.unwrap();
     granting.create_user(&second).await.unwrap();
-    assert_eq!(granting.balance(&first.id).await.unwrap(), c(700));
-    assert_eq!(granting.balance(&second.id).await.unwrap(), c(0));
+    assert_eq!(
+        granting
+            .balance(&domain::AccountId::personal(&first.id))
+            .await
+            .unwrap(),
+        c(700)
+    );
+    assert_eq!(
+        granting
+            .balance(&domain::AccountId::personal(&second.id))
+            .await
+            .unwrap(),
+        c(0)
+    );
     let day = "SELECT granted * 1000 + capped FROM signup_grant_days WHERE day = 3";
     assert_eq!(store.raw_i64(day).await, 1_001);
     // The refused identity is not used up: the next day it is given its credits.
@@ -121,7 +163,13 @@ async fn past_the_days_cap_a_user_is_created_without_credits_and_counted(store: 
         Some(identity("b@example.com")),
     );
     granting.create_user(&next_day).await.unwrap();
-    assert_eq!(granting.balance(&next_day.id).await.unwrap(), c(700));
+    assert_eq!(
+        granting
+            .balance(&domain::AccountId::personal(&next_day.id))
+            .await
+            .unwrap(),
+        c(700)
+    );
 }
 
 /// Twelve sign-ups at once, on two instances, with a cap of five: exactly five are given
@@ -146,7 +194,10 @@ async fn the_days_cap_holds_under_concurrent_sign_ups_on_two_instances(store: &T
         );
         tasks.spawn(async move {
             instance.create_user(&new).await.unwrap();
-            instance.balance(&new.id).await.unwrap()
+            instance
+                .balance(&domain::AccountId::personal(&new.id))
+                .await
+                .unwrap()
         });
     }
     let mut given = 0;

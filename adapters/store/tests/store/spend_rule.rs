@@ -73,9 +73,9 @@ async fn transaction_count(store: &TestStore, user: &UserId) -> i64 {
 fn disagreement(e: &StoreError, user: &UserId) -> SpendDisagreement {
     match e {
         StoreError::SpendDisagreement {
-            user: whose,
+            account: whose,
             disagreement,
-        } if whose == user => *disagreement,
+        } if whose.is_personal_of(user) => *disagreement,
         other => panic!("not a disagreement on {user}'s balance: {other:?}"),
     }
 }
@@ -89,7 +89,7 @@ fn spend_disagreement(e: &SpendError, user: &UserId) -> SpendDisagreement {
 
 fn debit(user: &UserId, amount: i64, reference: &str) -> AdjustCommand {
     AdjustCommand {
-        user_id: user.clone(),
+        account_id: domain::AccountId::personal(user),
         amount: CreditDelta::from_hundredths(-amount).unwrap(),
         note: "correction".into(),
         reference: reference.into(),
@@ -122,7 +122,13 @@ async fn a_spend_the_rule_allows_is_written_and_one_it_refuses_writes_nothing(st
         matches!(debited, Err(SpendError::Insufficient { available, .. }) if available == c(700)),
         "{debited:?}"
     );
-    assert_eq!(store.balance(&u).await.unwrap(), c(700));
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&u))
+            .await
+            .unwrap(),
+        c(700)
+    );
     assert_eq!(
         transaction_count(store, &u).await,
         2,
@@ -169,7 +175,14 @@ async fn a_guard_that_refuses_a_decided_spend_is_a_disagreement(store: &TestStor
     );
 
     // A settle whose overrun the rule takes from the balance.
-    let settled = store.settle(&u1, &hold.id, c(300), t(500)).await;
+    let settled = store
+        .settle(
+            (&domain::AccountId::personal(&u1), None),
+            &hold.id,
+            c(300),
+            t(500),
+        )
+        .await;
     let Err(ReservationError::Store(e)) = settled else {
         panic!("{settled:?}")
     };
@@ -180,9 +193,18 @@ async fn a_guard_that_refuses_a_decided_spend_is_a_disagreement(store: &TestStor
     );
 
     // Nothing of any of them was written, and the hold is still pending.
-    assert_eq!(store.balance(&u1).await.unwrap(), c(900));
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&u1))
+            .await
+            .unwrap(),
+        c(900)
+    );
     assert_eq!(transaction_count(store, &u1).await, before);
-    let pending = store.pending_reservations(&u1).await.unwrap();
+    let pending = store
+        .pending_reservations(&domain::AccountId::personal(&u1))
+        .await
+        .unwrap();
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].status, ReservationStatus::Pending);
     // What the rule refuses is still refused, before any write.
@@ -230,7 +252,13 @@ mod batched {
         assert_eq!(b.unwrap().0.balance_after, c(700));
         let stats = store.group_commit_stats().unwrap();
         assert_eq!((stats.batched, stats.alone), (0, 1), "{stats:?}");
-        assert_eq!(setup.balance(&u1).await.unwrap(), c(1_000));
+        assert_eq!(
+            setup
+                .balance(&domain::AccountId::personal(&u1))
+                .await
+                .unwrap(),
+            c(1_000)
+        );
         assert_eq!(transaction_count(&setup, &u1).await, 1);
         store.close().await.unwrap();
         assert_ledger_consistent(&setup, &u1).await;

@@ -434,7 +434,7 @@ pub async fn grant(
     expires_at: Option<i64>,
 ) {
     let command = GrantCommand {
-        user_id: user.clone(),
+        account_id: domain::AccountId::personal(user),
         amount: c(amount),
         source: GrantSource::Admin(reference.into()),
         expires_at: expires_at.map(t),
@@ -447,7 +447,8 @@ pub async fn grant(
 /// A consumption of `amount` hundredths under `key`.
 pub fn consume(user: &UserId, amount: i64, key_text: &str) -> ConsumeCommand {
     ConsumeCommand {
-        user_id: user.clone(),
+        account_id: domain::AccountId::personal(user),
+        member_id: None,
         amount: c(amount),
         idempotency: key(key_text, &format!("hash-{amount}")),
         context: UsageContext {
@@ -466,7 +467,11 @@ pub fn consume(user: &UserId, amount: i64, key_text: &str) -> ConsumeCommand {
 /// more than the balance plus the pending holds.
 pub async fn assert_ledger_consistent(store: &TestStore, user: &UserId) {
     let u = user.as_str();
-    let balance = store.balance(user).await.expect("balance").hundredths();
+    let balance = store
+        .balance(&domain::AccountId::personal(user))
+        .await
+        .expect("balance")
+        .hundredths();
     let sum = store
         .raw_i64(&format!(
             "SELECT CAST(COALESCE(SUM(amount_hundredths), 0) AS BIGINT) FROM credit_transactions WHERE account_id = '{u}'"

@@ -313,7 +313,7 @@ async fn credits_panel(
     let history = state
         .ports
         .credits
-        .transaction_history(&user.id, page)
+        .transaction_history(&domain::AccountId::personal(&user.id), page)
         .await?;
     let purchases = purchase_names(state, &history.items, report, names).await?;
     let held_hundredths: i64 = report

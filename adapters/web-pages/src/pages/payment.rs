@@ -371,7 +371,11 @@ async fn paid(
     let snapshot = record.order.plan();
     let what = match snapshot.plan_type {
         PlanType::Credits => {
-            let balance = state.ports.credits.balance(&user.id).await?;
+            let balance = state
+                .ports
+                .credits
+                .balance(&domain::AccountId::personal(&user.id))
+                .await?;
             let added = snapshot.credits.map(format::credits).unwrap_or_default();
             html! {
                 p.outcome data-testid="credits-added" {

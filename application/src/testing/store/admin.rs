@@ -96,7 +96,7 @@ pub(super) fn give_signup_grant(
     *granted += 1;
     state.signup_identities.insert(identity.as_str().to_owned());
     let command = GrantCommand {
-        user_id: user.clone(),
+        account_id: domain::AccountId::personal(user),
         amount: grant.amount,
         source: GrantSource::Admin(format!("signup:{user}")),
         expires_at: grant.expires_after_days.map(|days| {
@@ -236,7 +236,7 @@ impl AdminConsoleStore for InMemoryStore {
             .ledger
             .transactions
             .iter()
-            .filter(|t| &t.user_id == user)
+            .filter(|t| t.account_id.is_personal_of(user))
             .cloned()
             .collect();
         all.sort_by_key(|t| std::cmp::Reverse(key(t)));

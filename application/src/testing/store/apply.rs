@@ -106,30 +106,59 @@ fn ledger_op(s: &mut State, op: &LedgerOp) -> Result<LedgerOutcome, ApplyError> 
             LedgerOutcome::Effect(s.ledger.adjust_as(admin, command)?)
         }
         LedgerOp::Consume(c) => {
+            if let Some(member) = &c.member_id {
+                super::teams::member_spend(s, &c.account_id, member, c.amount, c.now)?;
+            }
             let (tx, replay) = s.ledger.consume(c)?;
             LedgerOutcome::Spent(tx, replay)
         }
         LedgerOp::Reserve(c) => {
-            // As in the database: the reservation row's foreign key to its user fails first.
-            if !s.users.contains_key(&c.user_id) {
+            // As in the database: the reservation row's foreign key to its account fails first.
+            let known = match c.account_id.owner() {
+                Some(user) => s.users.contains_key(&user),
+                None => s.accounts.contains_key(&c.account_id),
+            };
+            if !known {
                 return Err(StoreError::Conflict("refers to a missing row".into()).into());
+            }
+            if let Some(member) = &c.member_id {
+                super::teams::member_spend(s, &c.account_id, member, c.amount, c.now)?;
             }
             let (r, replay) = s.ledger.reserve(c)?;
             LedgerOutcome::Held(r, replay)
         }
         LedgerOp::Settle {
-            user,
+            account,
+            member,
             id,
             actual,
             now,
         } => {
-            let (r, replay) = s.ledger.settle(user, id, *actual, *now)?;
-            LedgerOutcome::Held(r, replay)
-        }
-        LedgerOp::Release { user, id, now } => {
             let (r, replay) = s
                 .ledger
-                .release(user, id, *now, ReservationStatus::Released)?;
+                .settle(account, member.as_ref(), id, *actual, *now)?;
+            LedgerOutcome::Held(r, replay)
+        }
+        LedgerOp::Release {
+            account,
+            member,
+            id,
+            now,
+        } => {
+            let held = s.ledger.pending_hold(account, id);
+            let (r, replay) = s.ledger.release(
+                account,
+                member.as_ref(),
+                id,
+                *now,
+                ReservationStatus::Released,
+            )?;
+            if let (Some(hold), crate::ports::Replay::Fresh) = (held, replay)
+                && let Some(holder) = &hold.member_id
+                && let Some(window) = super::teams::window_of(s, account, holder, hold.created_at)
+            {
+                super::teams::member_give_back(s, account, holder, window, hold.held, *now);
+            }
             LedgerOutcome::Held(r, replay)
         }
     })

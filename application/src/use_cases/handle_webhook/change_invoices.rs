@@ -123,7 +123,7 @@ fn starts_period(
     let id = subscription.id();
     applied.command.clawbacks = (starts.unused.iter())
         .map(|&(lot, wanted)| ClawbackCommand {
-            user_id: subscription.user_id().clone(),
+            account_id: domain::AccountId::personal(subscription.user_id()),
             source: match lot {
                 PeriodLotSource::Period => GrantSource::SubscriptionPeriod(id.clone(), old_period),
                 PeriodLotSource::Change(asked) => GrantSource::PlanChange(id.clone(), asked),
@@ -147,7 +147,7 @@ fn proration(
     let detail = proration_detail(current, charge.credits);
     let mut applied = r.change(EventOutcome::Applied, Some(detail));
     applied.command.clawbacks = Vec::from_iter(charge.clawback.map(|wanted| ClawbackCommand {
-        user_id: current.user_id().clone(),
+        account_id: domain::AccountId::personal(current.user_id()),
         source,
         wanted,
         now: r.now,

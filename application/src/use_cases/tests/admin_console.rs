@@ -87,7 +87,7 @@ async fn an_adjustment_is_audited_once_with_its_admin_and_balances() {
     admin.role = Role::Admin;
     let grant = AdjustCredits {
         admin: admin.clone(),
-        user_id: user.id.clone(),
+        account_id: domain::AccountId::personal(&user.id),
         amount: Decimal::new(1250, 2),
         reason: "outage".into(),
         expires_at: None,
@@ -143,7 +143,7 @@ async fn an_adjustment_key_used_again_for_another_user_or_request_is_a_conflict(
     let admin = administrator(&h, "boss-key@example.com").await;
     let adjust = |user: &crate::accounts::User, hundredths: i64| AdjustCredits {
         admin: admin.clone(),
-        user_id: user.id.clone(),
+        account_id: domain::AccountId::personal(&user.id),
         amount: Decimal::new(hundredths, 2),
         reason: "goodwill".into(),
         expires_at: None,
@@ -175,7 +175,7 @@ async fn a_grant_past_the_largest_balance_is_refused_naming_the_amount_and_the_l
     let admin = administrator(&h, "boss-big@example.com").await;
     let grant = |key: &str, amount: Decimal| AdjustCredits {
         admin: admin.clone(),
-        user_id: ada.id.clone(),
+        account_id: domain::AccountId::personal(&ada.id),
         amount,
         reason: "big".into(),
         expires_at: None,
@@ -236,9 +236,18 @@ async fn the_in_memory_store_gives_sign_up_credits_once_with_each_new_user() {
         .create_user(&new_user("usr_ada", "ada@example.com"))
         .await
         .unwrap();
-    assert_eq!(store.balance(&ada.id).await.unwrap(), grant.amount);
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&ada.id))
+            .await
+            .unwrap(),
+        grant.amount
+    );
     let page = PageRequest::new(None, Some(10)).unwrap();
-    let ledger = store.transactions(&ada.id, page).await.unwrap();
+    let ledger = store
+        .transactions(&domain::AccountId::personal(&ada.id), page)
+        .await
+        .unwrap();
     assert_eq!(ledger.items.len(), 1);
     let entry = &ledger.items[0];
     assert_eq!(entry.kind, TransactionKind::AdminAdjustment);
@@ -265,20 +274,38 @@ async fn the_in_memory_store_gives_sign_up_credits_once_with_each_new_user() {
     let first_visit = store.find_or_create_host_user(&host).await.unwrap();
     let again = store.find_or_create_host_user(&host).await.unwrap();
     assert_eq!(first_visit.id, again.id);
-    assert_eq!(store.balance(&again.id).await.unwrap(), grant.amount);
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&again.id))
+            .await
+            .unwrap(),
+        grant.amount
+    );
     assert_eq!(store.all_transactions().len(), 2, "given once per user");
 
     // The lot expires with the grant's days, like any other lot.
     let expired_at = Timestamp::from_unix_millis(at.unix_millis() + 30 * DAY_MS + 1);
     assert_eq!(store.expire_grants(expired_at, 10).await.unwrap(), 2);
-    assert_eq!(store.balance(&ada.id).await.unwrap(), Credits::ZERO);
+    assert_eq!(
+        store
+            .balance(&domain::AccountId::personal(&ada.id))
+            .await
+            .unwrap(),
+        Credits::ZERO
+    );
 
     let plain = InMemoryStore::new();
     let bob = plain
         .create_user(&new_user("usr_bob", "bob@example.com"))
         .await
         .unwrap();
-    assert_eq!(plain.balance(&bob.id).await.unwrap(), Credits::ZERO);
+    assert_eq!(
+        plain
+            .balance(&domain::AccountId::personal(&bob.id))
+            .await
+            .unwrap(),
+        Credits::ZERO
+    );
     assert!(plain.all_transactions().is_empty());
 }
 

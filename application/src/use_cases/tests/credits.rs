@@ -11,7 +11,7 @@ use crate::use_cases::credits::{ConsumeCredits, CreditsError, UsageRequest};
 async fn funded(h: &Harness, whole: i64) -> User {
     let user = h.user("a@example.com").await;
     let grant = GrantCommand {
-        user_id: user.id.clone(),
+        account_id: domain::AccountId::personal(&user.id),
         amount: credits(whole),
         source: GrantSource::Admin("seed".into()),
         expires_at: None,
@@ -24,6 +24,7 @@ async fn funded(h: &Harness, whole: i64) -> User {
 fn chat(user: &User, model: &str, tokens: i64, key: &str) -> ConsumeCredits {
     ConsumeCredits {
         user_id: user.id.clone(),
+        account_id: None,
         usage: UsageRequest {
             feature: None,
             model: Some(model.into()),
@@ -58,7 +59,14 @@ async fn per_token_consumption_charges_tokens_times_rate_times_multiplier() {
         .await
         .unwrap();
     assert_eq!((again.id, replay), (tx.id, Replay::Replayed));
-    assert_eq!(h.service.balance(&user.id).await.unwrap().hundredths(), 700);
+    assert_eq!(
+        h.service
+            .balance(&domain::AccountId::personal(&user.id))
+            .await
+            .unwrap()
+            .hundredths(),
+        700
+    );
     let conflict = h
         .service
         .consume_credits(chat(&user, "big", 10, "k1"))
@@ -73,6 +81,7 @@ async fn insufficient_credits_reports_the_balance_and_writes_nothing() {
     let user = funded(&h, 1).await;
     let image = ConsumeCredits {
         user_id: user.id.clone(),
+        account_id: None,
         usage: UsageRequest {
             feature: Some("image".into()),
             model: None,
@@ -134,7 +143,14 @@ async fn a_reservation_holds_then_settles_the_actual_cost_and_returns_the_rest()
         .await
         .unwrap();
     assert_eq!(reservation.held.hundredths(), 400);
-    assert_eq!(h.service.balance(&user.id).await.unwrap().hundredths(), 600);
+    assert_eq!(
+        h.service
+            .balance(&domain::AccountId::personal(&user.id))
+            .await
+            .unwrap()
+            .hundredths(),
+        600
+    );
     let status = h.service.report_status(&user).await.unwrap();
     assert_eq!(status.pending_reservations.len(), 1);
     let actual = UsageRequest {
@@ -144,20 +160,27 @@ async fn a_reservation_holds_then_settles_the_actual_cost_and_returns_the_rest()
     };
     let (settled, _) = h
         .service
-        .settle_reservation(&user.id, &reservation.id, &actual)
+        .settle_reservation(&user.id, None, &reservation.id, &actual)
         .await
         .unwrap();
     assert!(matches!(settled.status, ReservationStatus::Settled { .. }));
-    assert_eq!(h.service.balance(&user.id).await.unwrap().hundredths(), 900);
+    assert_eq!(
+        h.service
+            .balance(&domain::AccountId::personal(&user.id))
+            .await
+            .unwrap()
+            .hundredths(),
+        900
+    );
     let (_, replay) = h
         .service
-        .settle_reservation(&user.id, &reservation.id, &actual)
+        .settle_reservation(&user.id, None, &reservation.id, &actual)
         .await
         .unwrap();
     assert_eq!(replay, Replay::Replayed);
     let err = h
         .service
-        .release_reservation(&user.id, &reservation.id)
+        .release_reservation(&user.id, None, &reservation.id)
         .await
         .unwrap_err();
     assert!(matches!(err, CreditsError::AlreadyResolved("settled")));
@@ -173,7 +196,7 @@ async fn released_and_expired_reservations_return_everything() {
         .await
         .unwrap();
     h.service
-        .release_reservation(&user.id, &r1.id)
+        .release_reservation(&user.id, None, &r1.id)
         .await
         .unwrap();
     let (_r2, _) = h
@@ -181,7 +204,14 @@ async fn released_and_expired_reservations_return_everything() {
         .reserve_credits(chat(&user, "big", 1000, "r2"))
         .await
         .unwrap();
-    assert_eq!(h.service.balance(&user.id).await.unwrap().hundredths(), 800);
+    assert_eq!(
+        h.service
+            .balance(&domain::AccountId::personal(&user.id))
+            .await
+            .unwrap()
+            .hundredths(),
+        800
+    );
     h.service.clock().advance_ms(600_001);
     let settings = crate::use_cases::reconcile::ReconcileSettings {
         pending_after_ms: 1,
@@ -191,7 +221,11 @@ async fn released_and_expired_reservations_return_everything() {
     let report = h.service.reconcile(settings).await.unwrap();
     assert_eq!(report.reservations_released, 1);
     assert_eq!(
-        h.service.balance(&user.id).await.unwrap().hundredths(),
+        h.service
+            .balance(&domain::AccountId::personal(&user.id))
+            .await
+            .unwrap()
+            .hundredths(),
         1000
     );
     let kinds: Vec<TransactionKind> = h

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use domain::{
     Credits, DecidedPosting, EventOutcome, IdempotencyKey, OrderId, OrderStatus, ProviderId,
-    Timestamp, TransactionKind, UserId,
+    Timestamp, TransactionKind,
 };
 
 use super::harness::*;
@@ -169,7 +169,7 @@ async fn a_spend_is_counted_once_however_often_it_is_sent() {
     let (h, recording) = counted();
     let user = h.user("a@example.com").await;
     let grant = GrantCommand {
-        user_id: user.id.clone(),
+        account_id: domain::AccountId::personal(&user.id),
         amount: Credits::from_whole(10).unwrap(),
         source: GrantSource::Admin("seed".into()),
         expires_at: None,
@@ -178,6 +178,7 @@ async fn a_spend_is_counted_once_however_often_it_is_sent() {
     h.service.store().grant(&grant).await.unwrap();
     let spend = || ConsumeCredits {
         user_id: user.id.clone(),
+        account_id: None,
         usage: UsageRequest {
             feature: None,
             model: Some("big".into()),
@@ -195,7 +196,7 @@ fn disagreement(kind: TransactionKind) -> StoreError {
     let c = |h| Credits::from_hundredths(h).unwrap();
     let decided = DecidedPosting::spend(kind, c(300), c(500), c(200));
     StoreError::SpendDisagreement {
-        user: UserId::new("u1").unwrap(),
+        account: domain::AccountId::new("u1").unwrap(),
         disagreement: decided.check(None).unwrap_err(),
     }
 }

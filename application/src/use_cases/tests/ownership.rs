@@ -171,7 +171,13 @@ async fn an_owned_lifetime_plan_cannot_be_bought_again_but_credit_packs_can() {
     );
     buy(&h, &user, "credits-100", 1_000).await;
     buy(&h, &user, "credits-100", 1_000).await;
-    assert_eq!(h.service.balance(&user.id).await.unwrap(), credits(200));
+    assert_eq!(
+        h.service
+            .balance(&domain::AccountId::personal(&user.id))
+            .await
+            .unwrap(),
+        credits(200)
+    );
     // Another user may buy it.
     let other = h.user("b@example.com").await;
     initiate(&h, &other, "lifetime").await.unwrap();
@@ -277,15 +283,33 @@ async fn a_credit_pack_valid_for_a_month_expires_a_calendar_month_after_payment(
         .expire_grants(paid_at.plus_days(30), 10)
         .await
         .unwrap();
-    assert_eq!(h.service.balance(&user.id).await.unwrap(), credits(40));
+    assert_eq!(
+        h.service
+            .balance(&domain::AccountId::personal(&user.id))
+            .await
+            .unwrap(),
+        credits(40)
+    );
     let just_before = paid_at.plus_days(31).plus_millis(-1);
     store.expire_grants(just_before, 10).await.unwrap();
-    assert_eq!(h.service.balance(&user.id).await.unwrap(), credits(40));
+    assert_eq!(
+        h.service
+            .balance(&domain::AccountId::personal(&user.id))
+            .await
+            .unwrap(),
+        credits(40)
+    );
     store
         .expire_grants(paid_at.plus_days(31), 10)
         .await
         .unwrap();
-    assert_eq!(h.service.balance(&user.id).await.unwrap(), credits(0));
+    assert_eq!(
+        h.service
+            .balance(&domain::AccountId::personal(&user.id))
+            .await
+            .unwrap(),
+        credits(0)
+    );
 }
 
 #[tokio::test]

@@ -59,7 +59,11 @@ fn config_with_plans() -> crate::service::ServiceConfig {
 }
 
 async fn balance(h: &Harness, user: &User) -> i64 {
-    h.service.balance(&user.id).await.unwrap().hundredths()
+    h.service
+        .balance(&domain::AccountId::personal(&user.id))
+        .await
+        .unwrap()
+        .hundredths()
 }
 
 async fn deliver(h: &Harness, event_id: &str, event: PaymentEvent) -> Vec<EventOutcome> {

@@ -40,7 +40,11 @@ fn at(days: i64) -> Timestamp {
 }
 
 async fn balance(h: &Harness, user: &User) -> i64 {
-    h.service.balance(&user.id).await.unwrap().hundredths()
+    h.service
+        .balance(&domain::AccountId::personal(&user.id))
+        .await
+        .unwrap()
+        .hundredths()
 }
 
 async fn deliver(h: &Harness, event_id: &str, event: PaymentEvent) -> Vec<EventOutcome> {

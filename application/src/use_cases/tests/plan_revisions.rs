@@ -127,7 +127,11 @@ async fn the_revise_request_carries_the_deployments_return_pages() {
 async fn an_approved_revision_to_the_asked_paypal_plan_moves_the_plan_and_grants_nothing_yet() {
     let h = Harness::with(paypal_config(), |_| None);
     let (user, _) = asked_to_switch(&h).await;
-    let before = h.service.balance(&user.id).await.unwrap();
+    let before = h
+        .service
+        .balance(&domain::AccountId::personal(&user.id))
+        .await
+        .unwrap();
 
     assert_eq!(
         deliver(&h, "upd", revised("P-PLUS", 1999, 3)).await,
@@ -137,7 +141,13 @@ async fn an_approved_revision_to_the_asked_paypal_plan_moves_the_plan_and_grants
     assert_eq!(now.plan_id().as_str(), "pp-plus");
     assert_eq!(now.pending_change(), None);
     assert_eq!(now.sold_terms().unwrap().price(), usd(1999));
-    assert_eq!(h.service.balance(&user.id).await.unwrap(), before);
+    assert_eq!(
+        h.service
+            .balance(&domain::AccountId::personal(&user.id))
+            .await
+            .unwrap(),
+        before
+    );
 
     // The same update again, under another id: the plan it already bills.
     assert_eq!(
@@ -157,7 +167,11 @@ async fn an_approved_revision_to_the_asked_paypal_plan_moves_the_plan_and_grants
         [EventOutcome::Applied]
     );
     assert_eq!(
-        h.service.balance(&user.id).await.unwrap().hundredths(),
+        h.service
+            .balance(&domain::AccountId::personal(&user.id))
+            .await
+            .unwrap()
+            .hundredths(),
         before.hundredths() + 20_000
     );
 }

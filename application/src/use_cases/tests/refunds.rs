@@ -31,7 +31,11 @@ async fn order(h: &Harness, user: &User, plan: &str, provider: &str) -> OrderId 
 }
 
 async fn balance(h: &Harness, user: &User) -> i64 {
-    h.service.balance(&user.id).await.unwrap().hundredths()
+    h.service
+        .balance(&domain::AccountId::personal(&user.id))
+        .await
+        .unwrap()
+        .hundredths()
 }
 
 async fn deliver(h: &Harness, provider: ProviderId, id: &str, event: PaymentEvent) -> EventOutcome {

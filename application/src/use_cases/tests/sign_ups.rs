@@ -91,7 +91,11 @@ async fn host_user(service: &TestService, subject: &str, email: &str) -> User {
 }
 
 async fn balance(service: &TestService, user: &User) -> Credits {
-    service.store.balance(&user.id).await.unwrap()
+    service
+        .store
+        .balance(&domain::AccountId::personal(&user.id))
+        .await
+        .unwrap()
 }
 
 #[tokio::test]

@@ -31,7 +31,11 @@ async fn order(h: &Harness, user: &User, plan: &str) -> OrderId {
 }
 
 async fn balance(h: &Harness, user: &User) -> i64 {
-    h.service.balance(&user.id).await.unwrap().hundredths()
+    h.service
+        .balance(&domain::AccountId::personal(&user.id))
+        .await
+        .unwrap()
+        .hundredths()
 }
 
 fn grants(h: &Harness) -> usize {

@@ -33,7 +33,11 @@ async fn order(h: &Harness, user: &User, plan: &str) -> OrderId {
 }
 
 async fn balance(h: &Harness, user: &User) -> i64 {
-    h.service.balance(&user.id).await.unwrap().hundredths()
+    h.service
+        .balance(&domain::AccountId::personal(&user.id))
+        .await
+        .unwrap()
+        .hundredths()
 }
 
 fn grants(h: &Harness) -> usize {
@@ -236,7 +240,10 @@ async fn a_refund_claws_back_the_unspent_share_and_records_what_was_spent() {
     ));
     let history = h
         .service
-        .transaction_history(&user.id, PageRequest::new(None, None).unwrap())
+        .transaction_history(
+            &domain::AccountId::personal(&user.id),
+            PageRequest::new(None, None).unwrap(),
+        )
         .await
         .unwrap();
     let clawbacks = history

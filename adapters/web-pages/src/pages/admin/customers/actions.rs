@@ -160,7 +160,7 @@ pub(crate) async fn apply(state: Arc<PageState>, v: Visitor, mut request: Reques
             let user_id = parse_id(&id, UserId::new).ok_or(PageError::NotFound)?;
             let request = AdjustCredits {
                 admin,
-                user_id,
+                account_id: domain::AccountId::personal(&user_id),
                 amount,
                 reason: field(&fields, "reason").to_owned(),
                 expires_at,

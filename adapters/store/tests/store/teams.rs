@@ -1,0 +1,451 @@
+//! Teams: creating a team, changing its members by the rules, and members spending the team's
+//! pool within their limits, on both databases, with group commit off and on.
+
+use std::collections::BTreeMap;
+
+use application::host_events::{self, HostEventKind};
+use application::ports::{
+    ConsumeCommand, CreditLedger, GrantCommand, GrantSource, HostEventLog, IdempotencyRecord,
+    MemberChangeError, MemberCommand, NewTeam, ReservationError, ReserveCommand, SpendError,
+    TeamStore, UsageContext, Writes,
+};
+use domain::{
+    AccountId, LimitWindow, MemberChange, MemberChangeRefusal, MemberLimit, MemberRole,
+    ReservationId, UserId,
+};
+use serde_json::Value;
+
+use crate::support::{TestStore, c, contract_tests, t, user};
+
+/// 2026-11-29T15:30:00Z.
+const NOW: i64 = 1_795_966_200_000;
+
+fn team_id(name: &str) -> AccountId {
+    AccountId::new(format!("team_{name}")).unwrap()
+}
+
+async fn team(store: &TestStore, name: &str, owner: &UserId) -> AccountId {
+    let id = team_id(name);
+    let team = NewTeam {
+        id: id.clone(),
+        name: format!("Team {name}"),
+        owner: owner.clone(),
+        now: t(NOW),
+    };
+    store.create_team(&team).await.expect("create team");
+    id
+}
+
+async fn change(
+    store: &TestStore,
+    (account, actor, target): (&AccountId, &UserId, &UserId),
+    changes: Vec<MemberChange>,
+) -> Result<(), MemberChangeError> {
+    let command = MemberCommand {
+        account: account.clone(),
+        actor: actor.clone(),
+        target: target.clone(),
+        changes,
+        now: t(NOW),
+    };
+    store
+        .change_member(&command, host_events::member_changed)
+        .await
+        .map(drop)
+}
+
+fn refused(result: Result<(), MemberChangeError>) -> MemberChangeRefusal {
+    match result {
+        Err(MemberChangeError::Refused(refusal)) => refusal,
+        other => panic!("not refused: {other:?}"),
+    }
+}
+
+fn daily(credits: i64) -> MemberLimit {
+    MemberLimit {
+        credits: c(credits * 100),
+        window: LimitWindow::Day,
+    }
+}
+
+/// Fund `account` with `whole` credits.
+async fn fund(store: &TestStore, account: &AccountId, whole: i64) {
+    let grant = GrantCommand {
+        account_id: account.clone(),
+        amount: c(whole * 100),
+        source: GrantSource::Admin(format!("fund-{account}")),
+        expires_at: None,
+        now: t(NOW),
+    };
+    store.grant(&grant).await.expect("fund");
+}
+
+fn spend(account: &AccountId, member: &UserId, whole: i64, key: &str, at: i64) -> ConsumeCommand {
+    ConsumeCommand {
+        account_id: account.clone(),
+        member_id: Some(member.clone()),
+        amount: c(whole * 100),
+        idempotency: IdempotencyRecord {
+            key: domain::IdempotencyKey::new(key).unwrap(),
+            request_hash: format!("{member}:{whole}"),
+        },
+        context: UsageContext {
+            feature: Some("chat".into()),
+            ..UsageContext::default()
+        },
+        now: t(at),
+        low_balance_below: None,
+    }
+}
+
+fn hold(account: &AccountId, member: &UserId, whole: i64, id: &str, at: i64) -> ReserveCommand {
+    ReserveCommand {
+        reservation_id: ReservationId::new(id).unwrap(),
+        account_id: account.clone(),
+        member_id: Some(member.clone()),
+        amount: c(whole * 100),
+        idempotency: IdempotencyRecord {
+            key: domain::IdempotencyKey::new(id).unwrap(),
+            request_hash: format!("{member}:{whole}"),
+        },
+        context: UsageContext::default(),
+        now: t(at),
+        expires_at: t(at + 3_600_000),
+        low_balance_below: None,
+    }
+}
+
+/// The events a team's changes told, as `(type, data)`.
+async fn member_events(store: &TestStore) -> Vec<(HostEventKind, Value)> {
+    let events = store.events_after(None, 1_000, &[]).await.unwrap().events;
+    events
+        .into_iter()
+        .filter(|e| e.kind.code().starts_with("account."))
+        .map(|e| {
+            let payload: Value = serde_json::from_str(&e.payload).unwrap();
+            (e.kind, payload["data"].clone())
+        })
+        .collect()
+}
+
+pub async fn members_change_by_the_rules_and_each_change_is_told(store: &TestStore) {
+    let ada = user(store, "ada").await;
+    let bob = user(store, "bob").await;
+    let cy = user(store, "cy").await;
+    let acme = team(store, "acme", &ada).await;
+    let members = store.members(&acme).await.unwrap();
+    assert_eq!(members.len(), 1);
+    assert_eq!(members[0].role, MemberRole::Owner);
+    assert_eq!(members[0].email.as_deref(), Some("ada@example.com"));
+    // Owners add; members do not; nobody is added twice.
+    change(
+        store,
+        (&acme, &ada, &bob),
+        vec![MemberChange::Add(MemberRole::Admin)],
+    )
+    .await
+    .unwrap();
+    let add_cy = vec![MemberChange::Add(MemberRole::Member)];
+    change(store, (&acme, &bob, &cy), add_cy.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        refused(change(store, (&acme, &bob, &cy), add_cy).await),
+        MemberChangeRefusal::AlreadyMember
+    );
+    let nobody = UserId::new("nobody").unwrap();
+    assert!(matches!(
+        change(
+            store,
+            (&acme, &ada, &nobody),
+            vec![MemberChange::Add(MemberRole::Member)]
+        )
+        .await,
+        Err(MemberChangeError::UserNotFound)
+    ));
+    // An admin neither makes nor touches an owner; the last owner stays.
+    let promote = vec![MemberChange::SetRole(MemberRole::Owner)];
+    assert_eq!(
+        refused(change(store, (&acme, &bob, &cy), promote).await),
+        MemberChangeRefusal::NotAllowed
+    );
+    assert_eq!(
+        refused(change(store, (&acme, &bob, &ada), vec![MemberChange::Remove]).await),
+        MemberChangeRefusal::NotAllowed
+    );
+    assert_eq!(
+        refused(change(store, (&acme, &ada, &ada), vec![MemberChange::Remove]).await),
+        MemberChangeRefusal::LastOwner
+    );
+    // Several changes are one: a refused second change undoes the first.
+    let both = vec![
+        MemberChange::SetLimit(Some(daily(5))),
+        MemberChange::SetRole(MemberRole::Owner),
+    ];
+    assert_eq!(
+        refused(change(store, (&acme, &bob, &cy), both).await),
+        MemberChangeRefusal::NotAllowed
+    );
+    assert_eq!(store.member(&acme, &cy).await.unwrap().unwrap().limit, None);
+    change(
+        store,
+        (&acme, &ada, &cy),
+        vec![MemberChange::SetRole(MemberRole::Admin)],
+    )
+    .await
+    .unwrap();
+    change(store, (&acme, &cy, &cy), vec![MemberChange::Remove])
+        .await
+        .unwrap();
+    assert!(store.member(&acme, &cy).await.unwrap().is_none());
+    let teams = store.memberships(&bob).await.unwrap();
+    assert_eq!(teams.len(), 1);
+    assert_eq!(teams[0].account.name.as_deref(), Some("Team acme"));
+    assert_eq!(teams[0].role, MemberRole::Admin);
+    // Personal accounts have no other members.
+    let personal = AccountId::personal(&ada);
+    assert_eq!(
+        refused(
+            change(
+                store,
+                (&personal, &ada, &bob),
+                vec![MemberChange::Add(MemberRole::Member)]
+            )
+            .await
+        ),
+        MemberChangeRefusal::PersonalAccount
+    );
+    let told = member_events(store).await;
+    let kinds: Vec<&str> = told.iter().map(|(k, _)| k.code()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "account.member_added",
+            "account.member_added",
+            "account.member_added",
+            "account.member_role_changed",
+            "account.member_removed",
+        ]
+    );
+    for (_, data) in &told {
+        assert_eq!(data["accountId"], acme.as_str(), "{data}");
+    }
+    assert_eq!(told[2].1["memberId"], cy.as_str());
+    assert_eq!(told[2].1["by"], bob.as_str());
+    assert_eq!(told[3].1["role"], "admin");
+    assert_eq!(told[3].1["previousRole"], "member");
+    assert_eq!(told[4].1["by"], cy.as_str(), "cy left");
+}
+
+pub async fn a_member_spends_the_pool_within_their_limit(store: &TestStore) {
+    let ada = user(store, "ada").await;
+    let bob = user(store, "bob").await;
+    let eve = user(store, "eve").await;
+    let acme = team(store, "acme", &ada).await;
+    fund(store, &acme, 100).await;
+    change(
+        store,
+        (&acme, &ada, &bob),
+        vec![
+            MemberChange::Add(MemberRole::Member),
+            MemberChange::SetLimit(Some(daily(10))),
+        ],
+    )
+    .await
+    .unwrap();
+    // Within the limit: the pool pays and the ledger names the member.
+    let (spent, _) = store
+        .consume(&spend(&acme, &bob, 6, "k1", NOW))
+        .await
+        .unwrap();
+    assert_eq!(spent.account_id, acme);
+    assert_eq!(spent.member_id.as_ref(), Some(&bob));
+    assert_eq!(store.balance(&acme).await.unwrap(), c(9_400));
+    // Past it: refused with what is left and when it resets; nothing written.
+    let past = store.consume(&spend(&acme, &bob, 5, "k2", NOW)).await;
+    let Err(SpendError::LimitReached(reached)) = past else {
+        panic!("{past:?}");
+    };
+    assert_eq!(reached.left, c(400));
+    assert_eq!(reached.resets_at, t(1_795_996_800_000));
+    assert_eq!(store.balance(&acme).await.unwrap(), c(9_400));
+    // A hold counts while held; its release gives the headroom back.
+    store
+        .reserve(&hold(&acme, &bob, 4, "r1", NOW))
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.consume(&spend(&acme, &bob, 1, "k3", NOW)).await,
+        Err(SpendError::LimitReached(_))
+    ));
+    let rid = ReservationId::new("r1").unwrap();
+    store
+        .release((&acme, Some(&bob)), &rid, t(NOW + 1))
+        .await
+        .unwrap();
+    store
+        .consume(&spend(&acme, &bob, 4, "k4", NOW + 2))
+        .await
+        .unwrap();
+    // The next day starts from nothing.
+    let tomorrow = NOW + 86_400_000;
+    store
+        .consume(&spend(&acme, &bob, 10, "k5", tomorrow))
+        .await
+        .unwrap();
+    // Someone outside the team spends nothing from it, and cannot resolve a member's hold.
+    assert!(matches!(
+        store.consume(&spend(&acme, &eve, 1, "k6", tomorrow)).await,
+        Err(SpendError::NotAMember)
+    ));
+    let day3 = tomorrow + 86_400_000;
+    store
+        .reserve(&hold(&acme, &bob, 5, "r2", day3))
+        .await
+        .unwrap();
+    let r2 = ReservationId::new("r2").unwrap();
+    assert!(matches!(
+        store.release((&acme, Some(&eve)), &r2, t(day3)).await,
+        Err(ReservationError::NotFound)
+    ));
+    // An overrun is a new spend within the limit: 5 held, 12 used, 10 allowed: 10 charged.
+    let (settled, _) = store
+        .settle((&acme, Some(&bob)), &r2, c(1_200), t(day3 + 1))
+        .await
+        .unwrap();
+    assert!(matches!(
+        settled.status,
+        application::ports::ReservationStatus::Settled { charged, .. } if charged == c(1_000)
+    ));
+    // A removed member's hold settles within what it holds; they spend nothing more.
+    let day4 = day3 + 86_400_000;
+    store
+        .reserve(&hold(&acme, &bob, 3, "r3", day4))
+        .await
+        .unwrap();
+    change(store, (&acme, &ada, &bob), vec![MemberChange::Remove])
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.consume(&spend(&acme, &bob, 1, "k7", day4)).await,
+        Err(SpendError::NotAMember)
+    ));
+    let r3 = ReservationId::new("r3").unwrap();
+    let (settled, _) = store
+        .settle((&acme, Some(&bob)), &r3, c(900), t(day4 + 1))
+        .await
+        .unwrap();
+    assert!(matches!(
+        settled.status,
+        application::ports::ReservationStatus::Settled { charged, .. } if charged == c(300)
+    ));
+    // 100 - 6 - 4 - 10 - 10 - 3.
+    assert_eq!(store.balance(&acme).await.unwrap(), c(6_700));
+    assert_ledger_adds_up(store, &acme).await;
+}
+
+pub async fn a_limit_set_mid_window_counts_what_was_spent(store: &TestStore) {
+    let ada = user(store, "ada").await;
+    let bob = user(store, "bob").await;
+    let acme = team(store, "acme", &ada).await;
+    fund(store, &acme, 100).await;
+    change(
+        store,
+        (&acme, &ada, &bob),
+        vec![MemberChange::Add(MemberRole::Member)],
+    )
+    .await
+    .unwrap();
+    store
+        .consume(&spend(&acme, &bob, 7, "k1", NOW - 1_000))
+        .await
+        .unwrap();
+    change(
+        store,
+        (&acme, &ada, &bob),
+        vec![MemberChange::SetLimit(Some(daily(10)))],
+    )
+    .await
+    .unwrap();
+    let member = store.member(&acme, &bob).await.unwrap().unwrap();
+    assert_eq!(member.count.spent, c(700));
+    assert!(matches!(
+        store.consume(&spend(&acme, &bob, 4, "k2", NOW)).await,
+        Err(SpendError::LimitReached(r)) if r.left == c(300)
+    ));
+}
+
+/// The balance is the sum of the account's ledger, and the last row records it.
+async fn assert_ledger_adds_up(store: &TestStore, account: &AccountId) {
+    let page = application::pagination::PageRequest::new(Some(1), Some(100)).unwrap();
+    let rows = store.transactions(account, page).await.unwrap().items;
+    let sum: i64 = rows.iter().map(|t| t.amount.hundredths()).sum();
+    let balance = store.balance(account).await.unwrap();
+    assert_eq!(sum, balance.hundredths());
+    assert_eq!(rows.first().map(|t| t.balance_after), Some(balance));
+}
+
+pub async fn members_never_pass_their_limits_under_concurrency(store: &TestStore) {
+    let owner = user(store, "owner").await;
+    let pool = team(store, "pool", &owner).await;
+    fund(store, &pool, 1_000).await;
+    let mut members = Vec::new();
+    for i in 0..8 {
+        let m = user(store, &format!("m{i}")).await;
+        change(
+            store,
+            (&pool, &owner, &m),
+            vec![
+                MemberChange::Add(MemberRole::Member),
+                MemberChange::SetLimit(Some(daily(25))),
+            ],
+        )
+        .await
+        .unwrap();
+        members.push(m);
+    }
+    // Each member tries 12 spends of 3 credits at once (36 wanted, 25 allowed: 8 pass).
+    let mut tasks = Vec::new();
+    for m in &members {
+        for k in 0..12 {
+            let store = (**store).clone();
+            let command = spend(&pool, m, 3, &format!("{m}-{k}"), NOW);
+            tasks.push(tokio::spawn(async move { store.consume(&command).await }));
+        }
+    }
+    let mut passed: BTreeMap<String, i64> = BTreeMap::new();
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok((t, _)) => {
+                *passed.entry(t.member_id.unwrap().to_string()).or_default() += 1;
+            }
+            Err(SpendError::LimitReached(_)) => {}
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    for m in &members {
+        assert_eq!(passed.get(m.as_str()), Some(&8), "{m}: {passed:?}");
+        let row = store.member(&pool, m).await.unwrap().unwrap();
+        assert_eq!(row.count.spent, c(2_400));
+    }
+    assert_eq!(
+        store.balance(&pool).await.unwrap(),
+        c(100_000 - 8 * 8 * 300)
+    );
+    assert_ledger_adds_up(store, &pool).await;
+}
+
+contract_tests!(
+    members_change_by_the_rules_and_each_change_is_told,
+    a_member_spends_the_pool_within_their_limit,
+    a_limit_set_mid_window_counts_what_was_spent,
+);
+
+/// Many members of one team spending at once.
+mod concurrent {
+    use crate::support::concurrency_tests;
+
+    use super::members_never_pass_their_limits_under_concurrency;
+
+    concurrency_tests!(members_never_pass_their_limits_under_concurrency);
+}

@@ -1,0 +1,165 @@
+//! Team accounts and their members.
+//!
+//! A team is an account with members. Who may change the members is decided by
+//! [`domain::decide_member_change`] on the facts the store reads in the change's own
+//! transaction, so that two concurrent changes cannot both pass a rule (the last owner leaving
+//! while another owner is removed, say).
+
+use async_trait::async_trait;
+use domain::{
+    AccountId, AccountKind, MemberChange, MemberChangeRefusal, MemberLimit, MemberRole, Timestamp,
+    UserId, WindowCount,
+};
+
+use super::StoreError;
+use crate::host_events::HostEvent;
+
+/// An account as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    /// Its id (a personal account's is its user's).
+    pub id: AccountId,
+    /// Personal or team.
+    pub kind: AccountKind,
+    /// A team's name (`None` for a personal account).
+    pub name: Option<String>,
+    /// When it was opened.
+    pub created_at: Timestamp,
+}
+
+/// A member of a team.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// The team's account.
+    pub account_id: AccountId,
+    /// The member.
+    pub user_id: UserId,
+    /// Their e-mail address, as their account or their host's token gave it.
+    pub email: Option<String>,
+    /// Their role.
+    pub role: MemberRole,
+    /// Their spend limit, if any.
+    pub limit: Option<MemberLimit>,
+    /// What counts against it, as last written.
+    pub count: WindowCount,
+    /// When they joined.
+    pub added_at: Timestamp,
+}
+
+/// A team a user belongs to, and their role in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Membership {
+    /// The team's account.
+    pub account: Account,
+    /// The user's role.
+    pub role: MemberRole,
+}
+
+/// A team to create, its creator its first owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewTeam {
+    /// The new account's id (`team_…`).
+    pub id: AccountId,
+    /// Its name.
+    pub name: String,
+    /// Its first owner.
+    pub owner: UserId,
+    /// Now.
+    pub now: Timestamp,
+}
+
+/// A change to a team's members, asked by `actor`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberCommand {
+    /// The team.
+    pub account: AccountId,
+    /// Who asks.
+    pub actor: UserId,
+    /// Whom it changes.
+    pub target: UserId,
+    /// What, in order: each decided on the state the ones before it left (an addition with a
+    /// limit is an `Add` then a `SetLimit`), all written or none.
+    pub changes: Vec<MemberChange>,
+    /// Now.
+    pub now: Timestamp,
+}
+
+/// What a member change did: the member before and after (`None` before an add and after a
+/// removal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberChanged {
+    /// Before.
+    pub before: Option<Member>,
+    /// After.
+    pub after: Option<Member>,
+}
+
+/// Why a member change wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum MemberChangeError {
+    /// The rules refused it.
+    #[error("refused: {0:?}")]
+    Refused(MemberChangeRefusal),
+    /// No such account.
+    #[error("account not found")]
+    AccountNotFound,
+    /// The user to add does not exist.
+    #[error("user not found")]
+    UserNotFound,
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The events of a member change, told in its transaction (built by
+/// `host_events::member_changed`).
+pub type MemberEvents = fn(&MemberCommand, &MemberChanged) -> Vec<HostEvent>;
+
+/// Team accounts and their members.
+#[async_trait]
+pub trait TeamStore: Send + Sync + 'static {
+    /// Create a team with its creator as owner.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] for a taken id; storage failures.
+    async fn create_team(&self, team: &NewTeam) -> Result<Account, StoreError>;
+
+    /// An account by id.
+    ///
+    /// # Errors
+    /// Storage failures; [`StoreError::Corrupt`] for an invalid row.
+    async fn account(&self, id: &AccountId) -> Result<Option<Account>, StoreError>;
+
+    /// The teams `user` belongs to, oldest membership first.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn memberships(&self, user: &UserId) -> Result<Vec<Membership>, StoreError>;
+
+    /// `user`'s membership of the team `account`, if any.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn member(
+        &self,
+        account: &AccountId,
+        user: &UserId,
+    ) -> Result<Option<Member>, StoreError>;
+
+    /// A team's members, oldest first.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn members(&self, account: &AccountId) -> Result<Vec<Member>, StoreError>;
+
+    /// Change a team's members as `domain::decide_member_change` allows on what the
+    /// transaction reads, with the events `told` builds from the outcome, in one transaction.
+    ///
+    /// # Errors
+    /// See [`MemberChangeError`].
+    async fn change_member(
+        &self,
+        command: &MemberCommand,
+        told: MemberEvents,
+    ) -> Result<MemberChanged, MemberChangeError>;
+}

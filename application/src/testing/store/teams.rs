@@ -1,0 +1,268 @@
+//! Team accounts and their members in memory, decided by the same rules as the SQL store.
+
+use async_trait::async_trait;
+use domain::{
+    AccountId, AccountKind, Credits, MemberChange, MemberFacts, MemberRole, Timestamp, UserId,
+    WindowCount, count_spend, decide_member_change,
+};
+
+use super::{InMemoryStore, State, lock};
+use crate::ports::{
+    Account, ApplyError, Member, MemberChangeError, MemberChanged, MemberCommand, MemberEvents,
+    Membership, NewTeam, Refusal, StoreError, TeamStore,
+};
+
+fn account_of(s: &State, id: &AccountId) -> Option<Account> {
+    if let Some(team) = s.accounts.get(id) {
+        return Some(team.clone());
+    }
+    let user = id.owner()?;
+    s.users.get(&user).map(|(u, _)| Account {
+        id: id.clone(),
+        kind: AccountKind::Personal,
+        name: None,
+        created_at: u.created_at,
+    })
+}
+
+/// Count a spend of `amount` by `member` of `account` against their limit, writing the count:
+/// refused when they are not a member or the limit leaves no room (as the SQL store does).
+pub(super) fn member_spend(
+    s: &mut State,
+    account: &AccountId,
+    member: &UserId,
+    amount: Credits,
+    now: Timestamp,
+) -> Result<Option<Timestamp>, ApplyError> {
+    let key = (account.clone(), member.clone());
+    let row = s
+        .members
+        .get_mut(&key)
+        .ok_or(ApplyError::Refused(Refusal::NotAMember))?;
+    let count = count_spend(row.limit, row.count, amount, now)
+        .map_err(|reached| ApplyError::Refused(Refusal::LimitReached(reached)))?;
+    row.count = count;
+    Ok(row.limit.map(|_| count.start))
+}
+
+/// Give `amount` of headroom back to `member`'s window that started at `counted_in`.
+pub(super) fn member_give_back(
+    s: &mut State,
+    account: &AccountId,
+    member: &UserId,
+    counted_in: Timestamp,
+    amount: Credits,
+    now: Timestamp,
+) {
+    if let Some(row) = s.members.get_mut(&(account.clone(), member.clone())) {
+        row.count = domain::give_back(row.limit, row.count, Some(counted_in), amount, now);
+    }
+}
+
+/// The window a hold taken at `at` counted in, under `member`'s limit.
+pub(super) fn window_of(
+    s: &State,
+    account: &AccountId,
+    member: &UserId,
+    at: Timestamp,
+) -> Option<Timestamp> {
+    let row = s.members.get(&(account.clone(), member.clone()))?;
+    row.limit.map(|l| l.window.start_of(at))
+}
+
+fn apply(
+    s: &mut State,
+    command: &MemberCommand,
+    change: MemberChange,
+) -> Result<(), MemberChangeError> {
+    let account = &command.account;
+    let kind = account_of(s, account)
+        .ok_or(MemberChangeError::AccountNotFound)?
+        .kind;
+    let role = |user: &UserId| {
+        s.members
+            .get(&(account.clone(), user.clone()))
+            .map(|m| m.role)
+    };
+    let facts = MemberFacts {
+        kind,
+        actor: role(&command.actor),
+        to_self: command.actor == command.target,
+        target: role(&command.target),
+        owners: u32::try_from(
+            s.members
+                .iter()
+                .filter(|((a, _), m)| a == account && m.role == MemberRole::Owner)
+                .count(),
+        )
+        .unwrap_or(u32::MAX),
+    };
+    decide_member_change(facts, change).map_err(MemberChangeError::Refused)?;
+    write(s, command, change)
+}
+
+/// Write a member change the rules allowed.
+fn write(
+    s: &mut State,
+    command: &MemberCommand,
+    change: MemberChange,
+) -> Result<(), MemberChangeError> {
+    let account = &command.account;
+    let key = (account.clone(), command.target.clone());
+    match change {
+        MemberChange::Add(role) => {
+            let email = s
+                .users
+                .get(&command.target)
+                .map(|(u, _)| u.email.as_str().to_owned())
+                .ok_or(MemberChangeError::UserNotFound)?;
+            s.members.insert(
+                key,
+                Member {
+                    account_id: account.clone(),
+                    user_id: command.target.clone(),
+                    email: Some(email),
+                    role,
+                    limit: None,
+                    count: WindowCount::NONE,
+                    added_at: command.now,
+                },
+            );
+        }
+        MemberChange::SetRole(role) => {
+            if let Some(m) = s.members.get_mut(&key) {
+                m.role = role;
+            }
+        }
+        MemberChange::SetLimit(limit) => {
+            let start = limit.map(|l| l.window.start_of(command.now));
+            let spent = start.map_or(0, |start| spent_since(s, account, &command.target, start));
+            if let Some(m) = s.members.get_mut(&key) {
+                m.limit = limit;
+                m.count = WindowCount {
+                    start: start.unwrap_or(Timestamp::from_unix_millis(0)),
+                    spent: Credits::from_hundredths(spent.max(0)).unwrap_or(Credits::ZERO),
+                };
+            }
+        }
+        MemberChange::Remove => {
+            s.members.remove(&key);
+        }
+    }
+    Ok(())
+}
+
+/// What `member` spent from `account` since `start`, net of what came back (as the SQL store
+/// counts a limit set in the middle of a window).
+fn spent_since(s: &State, account: &AccountId, member: &UserId, start: Timestamp) -> i64 {
+    -s.ledger
+        .transactions
+        .iter()
+        .filter(|t| {
+            &t.account_id == account
+                && t.member_id.as_ref() == Some(member)
+                && t.created_at >= start
+        })
+        .map(|t| t.amount.hundredths())
+        .sum::<i64>()
+}
+
+#[async_trait]
+impl TeamStore for InMemoryStore {
+    async fn create_team(&self, team: &NewTeam) -> Result<Account, StoreError> {
+        let mut s = lock(&self.0);
+        if s.accounts.contains_key(&team.id) {
+            return Err(StoreError::Conflict(format!("account {} exists", team.id)));
+        }
+        let account = Account {
+            id: team.id.clone(),
+            kind: AccountKind::Team,
+            name: Some(team.name.clone()),
+            created_at: team.now,
+        };
+        s.accounts.insert(team.id.clone(), account.clone());
+        let email = s
+            .users
+            .get(&team.owner)
+            .map(|(u, _)| u.email.as_str().to_owned());
+        s.members.insert(
+            (team.id.clone(), team.owner.clone()),
+            Member {
+                account_id: team.id.clone(),
+                user_id: team.owner.clone(),
+                email,
+                role: MemberRole::Owner,
+                limit: None,
+                count: WindowCount::NONE,
+                added_at: team.now,
+            },
+        );
+        Ok(account)
+    }
+
+    async fn account(&self, id: &AccountId) -> Result<Option<Account>, StoreError> {
+        Ok(account_of(&lock(&self.0), id))
+    }
+
+    async fn memberships(&self, user: &UserId) -> Result<Vec<Membership>, StoreError> {
+        let s = lock(&self.0);
+        let mut out: Vec<(Timestamp, Membership)> = s
+            .members
+            .values()
+            .filter(|m| &m.user_id == user)
+            .filter_map(|m| {
+                let account = s.accounts.get(&m.account_id)?.clone();
+                Some((
+                    m.added_at,
+                    Membership {
+                        account,
+                        role: m.role,
+                    },
+                ))
+            })
+            .collect();
+        out.sort_by(|a, b| (a.0, &a.1.account.id).cmp(&(b.0, &b.1.account.id)));
+        Ok(out.into_iter().map(|(_, m)| m).collect())
+    }
+
+    async fn member(
+        &self,
+        account: &AccountId,
+        user: &UserId,
+    ) -> Result<Option<Member>, StoreError> {
+        Ok(lock(&self.0)
+            .members
+            .get(&(account.clone(), user.clone()))
+            .cloned())
+    }
+
+    async fn members(&self, account: &AccountId) -> Result<Vec<Member>, StoreError> {
+        let s = lock(&self.0);
+        let mut out: Vec<Member> = s
+            .members
+            .values()
+            .filter(|m| &m.account_id == account)
+            .cloned()
+            .collect();
+        out.sort_by(|a, b| (a.added_at, &a.user_id).cmp(&(b.added_at, &b.user_id)));
+        Ok(out)
+    }
+
+    async fn change_member(
+        &self,
+        command: &MemberCommand,
+        _told: MemberEvents,
+    ) -> Result<MemberChanged, MemberChangeError> {
+        self.atomically(|s| {
+            let key = (command.account.clone(), command.target.clone());
+            let before = s.members.get(&key).cloned();
+            for change in &command.changes {
+                apply(s, command, *change)?;
+            }
+            Ok(MemberChanged {
+                before,
+                after: s.members.get(&key).cloned(),
+            })
+        })
+    }
+}

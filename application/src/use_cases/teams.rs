@@ -1,0 +1,279 @@
+//! Teams: accounts whose credits several users spend, each within the limit an owner or admin
+//! set for them.
+//!
+//! Every user acts in their personal account unless they name a team they belong to. A team's
+//! members are listed and changed only by its members (changed as `domain::decide_member_change`
+//! allows, decided in the store's transaction); a user who names an account they do not belong
+//! to is told it does not exist, so that account ids cannot be probed.
+
+use domain::{
+    AccountId, AccountKind, Credits, LimitWindow, MemberChange, MemberChangeRefusal, MemberLimit,
+    MemberRole, UserId,
+};
+
+use super::InfraError;
+use crate::host_events;
+use crate::ports::{
+    Account, Clock, IdGenerator, Member, MemberChangeError, MemberCommand, Membership, NewTeam,
+    SecretHasher, Store, StoreError,
+};
+use crate::service::Service;
+
+/// The longest team name, in characters.
+pub const MAX_TEAM_NAME: usize = 100;
+
+/// Why a team request was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum TeamError {
+    /// A field is out of form.
+    #[error("{field}: {message}")]
+    Invalid {
+        /// The field.
+        field: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// No such account, or the user is not a member of it.
+    #[error("account not found")]
+    AccountNotFound,
+    /// The user to add does not exist.
+    #[error("user not found")]
+    UserNotFound,
+    /// The rules refused the change.
+    #[error("refused: {0:?}")]
+    Refused(MemberChangeRefusal),
+    /// Infrastructure.
+    #[error(transparent)]
+    Infra(#[from] InfraError),
+}
+
+impl From<StoreError> for TeamError {
+    fn from(e: StoreError) -> Self {
+        TeamError::Infra(e.into())
+    }
+}
+
+impl From<MemberChangeError> for TeamError {
+    fn from(e: MemberChangeError) -> Self {
+        match e {
+            MemberChangeError::Refused(refusal) => TeamError::Refused(refusal),
+            MemberChangeError::AccountNotFound => TeamError::AccountNotFound,
+            MemberChangeError::UserNotFound => TeamError::UserNotFound,
+            MemberChangeError::Store(e) => e.into(),
+        }
+    }
+}
+
+/// An account a user acts in, and their role in it (`owner` of their personal account).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountEntry {
+    /// The account.
+    pub account: Account,
+    /// The user's role.
+    pub role: MemberRole,
+    /// Its balance.
+    pub balance: Credits,
+}
+
+/// A member change as a caller asks it: a role and a limit to set, or a removal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemberRequest {
+    /// Add `user` with `role` and, optionally, a limit.
+    Add {
+        /// The role.
+        role: MemberRole,
+        /// The limit.
+        limit: Option<MemberLimit>,
+    },
+    /// Change the role and/or the limit (`Some(None)` clears it).
+    Update {
+        /// The new role.
+        role: Option<MemberRole>,
+        /// The new limit.
+        limit: Option<Option<MemberLimit>>,
+    },
+    /// Remove the member (themselves: leave).
+    Remove,
+}
+
+/// A limit as a caller gives it: whole or fractional credits and a window code.
+///
+/// # Errors
+/// [`TeamError::Invalid`] for a non-positive or too large amount or an unknown window.
+pub fn parse_limit(credits: Credits, window: &str) -> Result<MemberLimit, TeamError> {
+    if credits.is_zero() {
+        return Err(TeamError::Invalid {
+            field: "limit.credits",
+            message: "must be more than zero".into(),
+        });
+    }
+    let window = LimitWindow::parse(window).ok_or_else(|| TeamError::Invalid {
+        field: "limit.window",
+        message: "must be day, week or month".into(),
+    })?;
+    Ok(MemberLimit { credits, window })
+}
+
+fn team_name(name: &str) -> Result<String, TeamError> {
+    let name = name.trim();
+    let invalid = |message: &str| TeamError::Invalid {
+        field: "name",
+        message: message.into(),
+    };
+    if name.is_empty() {
+        return Err(invalid("must not be empty"));
+    }
+    if name.chars().count() > MAX_TEAM_NAME {
+        return Err(invalid("is longer than 100 characters"));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(invalid("must not contain control characters"));
+    }
+    Ok(name.to_owned())
+}
+
+impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
+    /// Create a team named `name` with `user` as its owner.
+    ///
+    /// # Errors
+    /// [`TeamError::Invalid`] for a bad name; infrastructure.
+    #[tracing::instrument(skip_all, fields(user_id = %user))]
+    pub async fn create_team(&self, user: &UserId, name: &str) -> Result<Membership, TeamError> {
+        let name = team_name(name)?;
+        let id = AccountId::new(self.ids.new_id("team"))
+            .map_err(|e| InfraError::Unexpected(e.into()))?;
+        if !id.is_team() {
+            return Err(InfraError::Unexpected(anyhow::anyhow!(
+                "the id generator made {id}, not a team's id"
+            ))
+            .into());
+        }
+        let team = NewTeam {
+            id,
+            name,
+            owner: user.clone(),
+            now: self.clock.now(),
+        };
+        let account = self.store.create_team(&team).await?;
+        Ok(Membership {
+            account,
+            role: MemberRole::Owner,
+        })
+    }
+
+    /// The accounts `user` acts in: their personal account first, then their teams, each with
+    /// its balance.
+    ///
+    /// # Errors
+    /// Infrastructure.
+    #[tracing::instrument(skip_all, fields(user_id = %user))]
+    pub async fn my_accounts(&self, user: &UserId) -> Result<Vec<AccountEntry>, TeamError> {
+        let personal = AccountId::personal(user);
+        let own = self
+            .store
+            .account(&personal)
+            .await?
+            .unwrap_or_else(|| Account {
+                id: personal.clone(),
+                kind: AccountKind::Personal,
+                name: None,
+                created_at: domain::Timestamp::from_unix_millis(0),
+            });
+        let mut entries = vec![AccountEntry {
+            balance: self.store.balance(&personal).await?,
+            account: own,
+            role: MemberRole::Owner,
+        }];
+        for membership in self.store.memberships(user).await? {
+            entries.push(AccountEntry {
+                balance: self.store.balance(&membership.account.id).await?,
+                account: membership.account,
+                role: membership.role,
+            });
+        }
+        Ok(entries)
+    }
+
+    /// The account `user` acts in when they name `account`: their personal account (`None` or
+    /// their own id), or a team they belong to, with their role in it.
+    ///
+    /// # Errors
+    /// [`TeamError::AccountNotFound`] for an account they do not belong to; infrastructure.
+    #[tracing::instrument(skip_all, fields(user_id = %user))]
+    pub async fn account_of(
+        &self,
+        user: &UserId,
+        account: Option<AccountId>,
+    ) -> Result<(AccountId, MemberRole), TeamError> {
+        match account {
+            Some(account) if !account.is_personal_of(user) => {
+                let member = self
+                    .store
+                    .member(&account, user)
+                    .await?
+                    .ok_or(TeamError::AccountNotFound)?;
+                Ok((account, member.role))
+            }
+            _ => Ok((AccountId::personal(user), MemberRole::Owner)),
+        }
+    }
+
+    /// A team's members, for one of them.
+    ///
+    /// # Errors
+    /// [`TeamError::AccountNotFound`] unless `user` is a member; infrastructure.
+    #[tracing::instrument(skip_all, fields(user_id = %user, account_id = %account))]
+    pub async fn team_members(
+        &self,
+        user: &UserId,
+        account: &AccountId,
+    ) -> Result<Vec<Member>, TeamError> {
+        if self.store.member(account, user).await?.is_none() {
+            return Err(TeamError::AccountNotFound);
+        }
+        Ok(self.store.members(account).await?)
+    }
+
+    /// Change `target`'s membership of the team `account` as `actor` asks.
+    ///
+    /// # Errors
+    /// [`TeamError::AccountNotFound`] unless `actor` is a member; [`TeamError::Refused`] by
+    /// the rules; [`TeamError::UserNotFound`] for an unknown user to add; infrastructure.
+    #[tracing::instrument(skip_all, fields(actor = %actor, account_id = %account, target = %target))]
+    pub async fn change_team_member(
+        &self,
+        actor: &UserId,
+        account: &AccountId,
+        target: &UserId,
+        request: MemberRequest,
+    ) -> Result<Option<Member>, TeamError> {
+        if !account.is_team() || self.store.member(account, actor).await?.is_none() {
+            return Err(TeamError::AccountNotFound);
+        }
+        let changes: Vec<MemberChange> = match request {
+            MemberRequest::Add { role, limit } => std::iter::once(MemberChange::Add(role))
+                .chain(limit.map(|l| MemberChange::SetLimit(Some(l))))
+                .collect(),
+            MemberRequest::Update { role, limit } => role
+                .map(MemberChange::SetRole)
+                .into_iter()
+                .chain(limit.map(MemberChange::SetLimit))
+                .collect(),
+            MemberRequest::Remove => vec![MemberChange::Remove],
+        };
+        if changes.is_empty() {
+            return Ok(self.store.member(account, target).await?);
+        }
+        let command = MemberCommand {
+            account: account.clone(),
+            actor: actor.clone(),
+            target: target.clone(),
+            changes,
+            now: self.clock.now(),
+        };
+        let changed = (self.store)
+            .change_member(&command, host_events::member_changed)
+            .await?;
+        Ok(changed.after)
+    }
+}

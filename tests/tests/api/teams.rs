@@ -1,0 +1,184 @@
+//! Teams through HTTP: a user creates a team, adds a member with a daily limit, the pool is
+//! funded, the member spends from it through the app's API key until the limit refuses, an
+//! outsider is refused, and the last owner stays.
+
+use serde_json::{Value, json};
+use tests::{TestApp, spawn_app_with_admin};
+
+async fn api_key(app: &TestApp, admin: &str, scopes: &[&str]) -> String {
+    let body = json!({"name": "app backend", "scopes": scopes});
+    let (status, key) = app.post(admin, "/api/admin/api-keys", &body, None).await;
+    assert_eq!(status, 201, "{key}");
+    key["secret"].as_str().expect("secret").to_owned()
+}
+
+/// A registered user: its id and session token.
+async fn user(app: &TestApp, email: &str) -> (String, String) {
+    let token = app.register(email).await;
+    let (status, me) = app.get(&token, "/api/auth/me").await;
+    assert_eq!(status, 200, "{me}");
+    (me["id"].as_str().expect("id").to_owned(), token)
+}
+
+async fn send(
+    app: &TestApp,
+    token: &str,
+    (method, path): (&str, &str),
+    body: Option<&Value>,
+) -> (u16, Value) {
+    let url = app.url(path);
+    let request = match method {
+        "PATCH" => app.client.patch(url),
+        "DELETE" => app.client.delete(url),
+        _ => app.client.post(url),
+    };
+    let request = match body {
+        Some(body) => request.json(body),
+        None => request,
+    };
+    let response = request.bearer_auth(token).send().await.expect("request");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn a_member_spends_the_team_pool_within_their_limit() {
+    let (app, admin) = spawn_app_with_admin(|_| {}).await;
+    let (ada, ada_token) = user(&app, "ada@example.com").await;
+    let (bob, bob_token) = user(&app, "bob@example.com").await;
+    let (eve, _) = user(&app, "eve@example.com").await;
+    let backend = api_key(&app, &admin, &["credits:consume", "credits:read"]).await;
+
+    // Ada creates a team; she is its owner and it is empty.
+    let (status, team) = app
+        .post(
+            &ada_token,
+            "/api/accounts",
+            &json!({"name": "  Acme  "}),
+            None,
+        )
+        .await;
+    assert_eq!(status, 201, "{team}");
+    assert_eq!(team["name"], "Acme");
+    assert_eq!(team["role"], "owner");
+    assert_eq!(team["balanceHundredths"], 0);
+    let team_id = team["id"].as_str().expect("id").to_owned();
+    assert!(team_id.starts_with("team_"), "{team_id}");
+    let members = format!("/api/accounts/{team_id}/members");
+
+    // Bob joins with 10 credits a day; a member cannot add anyone.
+    let add = json!({"memberId": bob, "limit": {"credits": "10", "window": "day"}});
+    let (status, added) = app.post(&ada_token, &members, &add, None).await;
+    assert_eq!(status, 201, "{added}");
+    assert_eq!(added["role"], "member");
+    assert_eq!(added["limit"]["creditsHundredths"], 1000);
+    assert_eq!(added["limit"]["usedHundredths"], 0);
+    let (status, refused) = app
+        .post(&bob_token, &members, &json!({"memberId": eve}), None)
+        .await;
+    assert_eq!((status, refused["code"].as_str()), (403, Some("forbidden")));
+
+    // The pool is funded by an administrator.
+    let grant = json!({"amount": "100", "reason": "team pool"});
+    let path = format!("/api/admin/accounts/{team_id}/credits");
+    let (status, funded) = app.post(&admin, &path, &grant, Some("fund-1")).await;
+    assert_eq!(status, 200, "{funded}");
+
+    // Bob spends from the pool through the app's key: "image" costs 5 credits.
+    let spend = |key: &str, who: &str| {
+        let body = json!({"userId": who, "accountId": team_id, "feature": "image"});
+        let key = key.to_owned();
+        let (app, backend) = (&app, &backend);
+        async move {
+            app.post(backend, "/api/credits/consume", &body, Some(&key))
+                .await
+        }
+    };
+    let (status, first) = spend("s1", &bob).await;
+    assert_eq!(status, 201, "{first}");
+    assert_eq!(first["accountId"], team_id.as_str());
+    assert_eq!(first["userId"], bob.as_str());
+    assert_eq!(first["balanceAfterHundredths"], 9_500);
+    let (status, _) = spend("s2", &bob).await;
+    assert_eq!(status, 201);
+    let (status, limited) = spend("s3", &bob).await;
+    assert_eq!(status, 402, "{limited}");
+    assert_eq!(limited["code"], "limit_reached");
+    assert_eq!(limited["limit"]["leftHundredths"], 0);
+    assert_eq!(limited["limit"]["window"], "day");
+    // Eve is no member; Bob's own account is untouched.
+    let (status, outsider) = spend("s4", &eve).await;
+    assert_eq!(
+        (status, outsider["code"].as_str()),
+        (403, Some("not_a_member"))
+    );
+    assert_eq!(app.balance_hundredths(&bob_token).await, 0);
+
+    // The team's balance and history, for its members only.
+    let (status, balance) = app
+        .get(
+            &bob_token,
+            &format!("/api/credits/balance?accountId={team_id}"),
+        )
+        .await;
+    assert_eq!(status, 200, "{balance}");
+    assert_eq!(balance["balanceHundredths"], 9_000);
+    let (status, history) = app
+        .get(
+            &ada_token,
+            &format!("/api/credits/transactions?accountId={team_id}"),
+        )
+        .await;
+    assert_eq!(status, 200, "{history}");
+    assert_eq!(history["items"][0]["memberId"], bob.as_str());
+    let (status, hidden) = app
+        .get(
+            &app.register("mallory@example.com").await,
+            &format!("/api/credits/balance?accountId={team_id}"),
+        )
+        .await;
+    assert_eq!(
+        (status, hidden["code"].as_str()),
+        (404, Some("account_not_found"))
+    );
+
+    // Listing: Bob sees the team with his role and usage.
+    let (status, list) = app.get(&bob_token, "/api/accounts").await;
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(list["items"][0]["kind"], "personal");
+    assert_eq!(list["items"][1]["id"], team_id.as_str());
+    assert_eq!(list["items"][1]["role"], "member");
+    let (status, roster) = app.get(&bob_token, &members).await;
+    assert_eq!(status, 200, "{roster}");
+    assert_eq!(roster["items"][1]["limit"]["usedHundredths"], 1000);
+
+    // Ada lifts Bob's limit; the last owner cannot leave; Bob leaves.
+    let bob_path = format!("{members}/{bob}");
+    let (status, lifted) = send(
+        &app,
+        &ada_token,
+        ("PATCH", &bob_path),
+        Some(&json!({"limit": null})),
+    )
+    .await;
+    assert_eq!(status, 200, "{lifted}");
+    assert!(lifted.get("limit").is_none(), "{lifted}");
+    let (status, _) = spend("s5", &bob).await;
+    assert_eq!(status, 201);
+    let ada_path = format!("{members}/{ada}");
+    let (status, stays) = send(&app, &ada_token, ("DELETE", &ada_path), None).await;
+    assert_eq!((status, stays["code"].as_str()), (409, Some("last_owner")));
+    let (status, _) = send(&app, &bob_token, ("DELETE", &bob_path), None).await;
+    assert_eq!(status, 204);
+    let (status, gone) = spend("s6", &bob).await;
+    assert_eq!((status, gone["code"].as_str()), (403, Some("not_a_member")));
+
+    // A bad limit and a bad name are 422s naming the field.
+    let bad = json!({"memberId": eve, "limit": {"credits": "-1", "window": "day"}});
+    let (status, invalid) = app.post(&ada_token, &members, &bad, None).await;
+    assert_eq!(status, 422, "{invalid}");
+    let (status, invalid) = app
+        .post(&ada_token, "/api/accounts", &json!({"name": "   "}), None)
+        .await;
+    assert_eq!(status, 422, "{invalid}");
+}
