@@ -121,12 +121,6 @@ impl MemberRole {
     pub const fn manages_members(self) -> bool {
         matches!(self, Self::Owner | Self::Admin)
     }
-
-    /// Whether this role buys for the account.
-    #[must_use]
-    pub const fn buys(self) -> bool {
-        self.manages_members()
-    }
 }
 
 /// The calendar window a member's limit counts in (UTC).
@@ -383,10 +377,11 @@ pub fn decide_member_change(
     let actor = facts.actor.ok_or(MemberChangeRefusal::NotAllowed)?;
     let last_owner = facts.target == Some(MemberRole::Owner) && facts.owners <= 1;
     if let MemberChange::Add(role) = change {
+        may_grant(actor, role)?;
         if facts.target.is_some() {
             return Err(MemberChangeRefusal::AlreadyMember);
         }
-        return may_grant(actor, role);
+        return Ok(());
     }
     let target = facts.target.ok_or(MemberChangeRefusal::NotAMember)?;
     match change {

@@ -591,7 +591,7 @@ impl AdminApi {
         request: &Request,
     ) -> AdjustCreditsResponse {
         let account = parse_id(&id.0, AccountId::new, || {
-            adjust_problem(AdjustCreditsError::UserNotFound)
+            adjust_problem(AdjustCreditsError::AccountNotFound)
         });
         let key = (idempotency_key.0, request);
         self.adjust(&credential, account, key, body.0).await

@@ -175,6 +175,9 @@ pub(crate) fn parse_expiry(raw: Option<&str>) -> Result<Option<Timestamp>, Probl
 pub(crate) fn adjust_problem(e: AdjustCreditsError) -> Problem {
     match e {
         AdjustCreditsError::UserNotFound => Problem::new(Code::UserNotFound, "no such user"),
+        AdjustCreditsError::AccountNotFound => {
+            Problem::new(Code::AccountNotFound, "no such account")
+        }
         AdjustCreditsError::Invalid { field, message } => Problem::invalid_field(field, message),
         AdjustCreditsError::Insufficient {
             requested,

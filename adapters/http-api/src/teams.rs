@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use application::accounts::Scope;
 use application::ports::Member;
+use application::use_cases::sessions::Principal;
 use application::use_cases::teams::{AccountEntry, MemberRequest, TeamError, parse_limit};
 use domain::{AccountId, Credits, MemberChangeRefusal, MemberLimit, MemberRole, UserId};
 use poem_openapi::param::{Path, Query};
@@ -32,7 +33,7 @@ use crate::problem::{Code, Problem, api_response};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
 #[oai(rename_all = "snake_case")]
 pub enum RoleBody {
-    /// Manages everyone, buys for the team.
+    /// Manages everyone, other owners included.
     Owner,
     /// Manages admins and members.
     Admin,
@@ -265,12 +266,35 @@ api_response! {
 }
 
 api_response! {
-    /// `POST /api/accounts/{accountId}/members` and `PATCH …/members/{memberId}`.
+    /// `POST /api/accounts/{accountId}/members`.
+    pub enum AddMemberResponse {
+        /// Added.
+        201 Created(Json<MemberView>),
+    }
+    problems {
+        /// `validation_failed`: the body is malformed, or an API key named no `userId`.
+        400 BadRequest,
+        /// `unauthorized`: no valid credential.
+        401 Unauthorized,
+        /// `forbidden`: the user's role does not allow the change (or an API key without
+        /// `billing:write`, or a customer-portal session).
+        403 Forbidden,
+        /// `account_not_found` or `user_not_found`.
+        404 NotFound,
+        /// `already_member`.
+        409 Conflict,
+        /// `payload_too_large`: the body is over 64 KiB.
+        413 PayloadTooLarge,
+        /// `validation_failed`: a bad limit.
+        422 Unprocessable,
+    }
+}
+
+api_response! {
+    /// `PATCH /api/accounts/{accountId}/members/{memberId}`.
     pub enum MemberResponse {
         /// The member as they are now.
         200 Ok(Json<MemberView>),
-        /// Added.
-        201 Created(Json<MemberView>),
     }
     problems {
         /// `validation_failed`: the body is malformed, or an API key named no `userId`.
@@ -322,12 +346,20 @@ impl TeamsApi {
         Self { state }
     }
 
+    /// Who acts: the caller, or the user an API key names. A customer-portal session is for
+    /// billing only and manages no team.
     async fn acting(
         &self,
         credential: &Credential,
         scope: Scope,
         user_id: Option<&str>,
     ) -> Result<UserId, Problem> {
+        if let Principal::Portal(_) = self.state.principal(credential).await? {
+            return Err(Problem::new(
+                Code::Forbidden,
+                "a customer-portal session does not manage teams",
+            ));
+        }
         Ok(self
             .state
             .acting_for(credential, scope, user_id)
@@ -426,11 +458,12 @@ impl TeamsApi {
     }
 
     /// A team's members, with their roles and limits (for its members).
-    #[oai(path = "/api/accounts/:account_id/members", method = "get")]
+    #[oai(path = "/api/accounts/:accountId/members", method = "get")]
     async fn members(
         &self,
         credential: Credential,
         /// The team's account id.
+        #[oai(name = "accountId")]
         account_id: Path<String>,
         /// The user (API keys with `billing:read` only).
         #[oai(name = "userId", validator(max_length = 64))]
@@ -457,17 +490,18 @@ impl TeamsApi {
     }
 
     /// Add a user to a team (owners and admins).
-    #[oai(path = "/api/accounts/:account_id/members", method = "post")]
+    #[oai(path = "/api/accounts/:accountId/members", method = "post")]
     async fn add_member(
         &self,
         credential: Credential,
         /// The team's account id.
+        #[oai(name = "accountId")]
         account_id: Path<String>,
         /// The acting user (API keys with `billing:write` only).
         #[oai(name = "userId", validator(max_length = 64))]
         user_id: Query<Option<String>>,
         body: Json<AddMemberBody>,
-    ) -> MemberResponse {
+    ) -> AddMemberResponse {
         let result = async {
             let request = MemberRequest::Add {
                 role: body.0.role.map_or(MemberRole::Member, MemberRole::from),
@@ -478,7 +512,7 @@ impl TeamsApi {
                 .await
         };
         match result.await {
-            Ok(Some(member)) => MemberResponse::Created(Json(MemberView::new(
+            Ok(Some(member)) => AddMemberResponse::Created(Json(MemberView::new(
                 &member,
                 self.state.ports.accounts.now(),
             ))),
@@ -488,16 +522,15 @@ impl TeamsApi {
     }
 
     /// Change a member's role or limit (owners and admins; admins not for owners).
-    #[oai(
-        path = "/api/accounts/:account_id/members/:member_id",
-        method = "patch"
-    )]
+    #[oai(path = "/api/accounts/:accountId/members/:memberId", method = "patch")]
     async fn update_member(
         &self,
         credential: Credential,
         /// The team's account id.
+        #[oai(name = "accountId")]
         account_id: Path<String>,
         /// The member's user id.
+        #[oai(name = "memberId")]
         member_id: Path<String>,
         /// The acting user (API keys with `billing:write` only).
         #[oai(name = "userId", validator(max_length = 64))]
@@ -529,16 +562,15 @@ impl TeamsApi {
     }
 
     /// Remove a member; a member removes themself to leave. The last owner stays.
-    #[oai(
-        path = "/api/accounts/:account_id/members/:member_id",
-        method = "delete"
-    )]
+    #[oai(path = "/api/accounts/:accountId/members/:memberId", method = "delete")]
     async fn remove_member(
         &self,
         credential: Credential,
         /// The team's account id.
+        #[oai(name = "accountId")]
         account_id: Path<String>,
         /// The member's user id.
+        #[oai(name = "memberId")]
         member_id: Path<String>,
         /// The acting user (API keys with `billing:write` only).
         #[oai(name = "userId", validator(max_length = 64))]

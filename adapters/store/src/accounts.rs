@@ -56,8 +56,14 @@ impl AccountRow {
     }
 }
 
-const MEMBER_COLUMNS: &str = "m.account_id, m.user_id, u.email, m.role, m.limit_hundredths, \
-    m.limit_window, m.window_start, m.window_spent_hundredths, m.added_at";
+const MEMBER_COLUMNS: &str = "m.account_id, m.user_id, COALESCE(h.email, u.email) AS email, \
+    m.role, m.limit_hundredths, m.limit_window, m.window_start, m.window_spent_hundredths, \
+    m.added_at";
+
+/// The members' rows with their users and, for host users, their host identity (whose e-mail
+/// address is the one their host's token gave; their account's is a placeholder).
+const MEMBERS_FROM: &str = "account_members m JOIN users u ON u.id = m.user_id \
+    LEFT JOIN host_identities h ON h.user_id = m.user_id";
 
 #[derive(Debug, FromQueryResult)]
 struct MemberRow {
@@ -114,7 +120,7 @@ pub(crate) async fn locked_member(
         _ => " FOR UPDATE OF m",
     };
     let sql = format!(
-        "SELECT {MEMBER_COLUMNS} FROM account_members m JOIN users u ON u.id = m.user_id \
+        "SELECT {MEMBER_COLUMNS} FROM {MEMBERS_FROM} \
          WHERE m.account_id = $1 AND m.user_id = $2{lock}"
     );
     let row: Option<MemberRow> = sql::one(
@@ -150,18 +156,23 @@ pub(crate) async fn write_count(
 }
 
 /// What a member's spends count against a window since `start`, from the ledger: their
-/// consumptions and holds less what settles and releases of those gave back, never below zero
-/// (a hold made before `start` and released after gives nothing back to this window). The
-/// count a limit set in the middle of a window starts from.
+/// consumptions, holds and overruns less what settles and releases of holds taken in the
+/// window gave back, never below zero (a hold made before `start` and released after gives
+/// nothing back to this window). The count a limit set in the middle of a window starts from.
 async fn spent_since(
     tx: &DatabaseTransaction,
     account: &AccountId,
     user: &UserId,
     start: Timestamp,
 ) -> Result<Credits, Fail> {
-    let sql = "SELECT CAST(COALESCE(SUM(amount_hundredths), 0) AS BIGINT) AS net \
-               FROM credit_transactions WHERE account_id = $1 AND member_id = $2 \
-               AND created_at >= $3";
+    // The returns (settles and releases) of holds taken before `start` gave back to their own
+    // window; an overrun past a hold is a spend when it was settled.
+    let sql = "SELECT CAST(COALESCE(SUM(t.amount_hundredths), 0) AS BIGINT) AS net \
+               FROM credit_transactions t LEFT JOIN credit_reservations r \
+               ON r.id = t.reservation_id AND r.account_id = t.account_id \
+               WHERE t.account_id = $1 AND t.member_id = $2 AND t.created_at >= $3 \
+               AND (t.reservation_id IS NULL OR r.created_at >= $3 \
+                    OR (t.kind = 'reservation_settle' AND t.amount_hundredths < 0))";
     let net = sql::one_i64(
         tx,
         sql,
@@ -188,12 +199,18 @@ async fn owners(tx: &DatabaseTransaction, account: &AccountId) -> Result<u32, Fa
     Ok(u32::try_from(n).unwrap_or(u32::MAX))
 }
 
-async fn account_kind(
+/// The account's kind, its row locked until the end of the transaction on PostgreSQL: every
+/// change of a team's members takes this lock first, so that two changes are decided one after
+/// the other (two owners leaving at once cannot both pass the last-owner rule).
+async fn locked_account_kind(
     tx: &DatabaseTransaction,
     account: &AccountId,
 ) -> Result<Option<AccountKind>, Fail> {
-    let sql = "SELECT kind FROM accounts WHERE id = $1";
-    let row = sql::rows(tx, sql, vec![account.as_str().into()]).await?;
+    let sql = format!(
+        "SELECT kind FROM accounts WHERE id = $1{}",
+        sql::for_update(tx)
+    );
+    let row = sql::rows(tx, &sql, vec![account.as_str().into()]).await?;
     let Some(row) = row.first() else {
         return Ok(None);
     };
@@ -222,14 +239,20 @@ async fn apply_change(
     change: MemberChange,
 ) -> Result<Result<(), MemberChangeError>, Fail> {
     let account = &command.account;
-    let Some(kind) = account_kind(tx, account).await? else {
+    let Some(kind) = locked_account_kind(tx, account).await? else {
         return Ok(Err(MemberChangeError::AccountNotFound));
     };
-    let actor = locked_member(tx, account, &command.actor).await?;
-    let target = if command.target == command.actor {
-        actor.clone()
+    let (actor, target) = (&command.actor, &command.target);
+    // Two members' rows are locked in the order of their ids, as a settle locks them.
+    let (actor, target) = if actor == target {
+        let row = locked_member(tx, account, actor).await?;
+        (row.clone(), row)
+    } else if actor < target {
+        let a = locked_member(tx, account, actor).await?;
+        (a, locked_member(tx, account, target).await?)
     } else {
-        locked_member(tx, account, &command.target).await?
+        let t = locked_member(tx, account, target).await?;
+        (locked_member(tx, account, actor).await?, t)
     };
     let facts = MemberFacts {
         kind,
@@ -290,8 +313,16 @@ async fn write_change(
             let sql = "UPDATE account_members SET limit_hundredths = $3, limit_window = $4, \
                        window_start = $5, window_spent_hundredths = $6 \
                        WHERE account_id = $1 AND user_id = $2";
-            let mut values = who;
+            let mut values = who.clone();
             values.extend([hundredths.into(), window.into(), start.into(), spent.into()]);
+            sql::execute(tx, sql, values).await?;
+            // The member's pending holds taken in the window count in it now (their release
+            // gives the headroom back); older ones, or all without a limit, count in none.
+            let sql = "UPDATE credit_reservations SET window_start = CASE \
+                       WHEN $3 > 0 AND created_at >= $3 THEN $3 ELSE NULL END \
+                       WHERE account_id = $1 AND member_id = $2 AND status = $4";
+            let mut values = who;
+            values.extend([start.into(), "pending".into()]);
             sql::execute(tx, sql, values).await?;
         }
         MemberChange::Remove => {
@@ -399,7 +430,7 @@ impl TeamStore for SeaOrmStore {
         user: &UserId,
     ) -> Result<Option<Member>, StoreError> {
         let sql = format!(
-            "SELECT {MEMBER_COLUMNS} FROM account_members m JOIN users u ON u.id = m.user_id \
+            "SELECT {MEMBER_COLUMNS} FROM {MEMBERS_FROM} \
              WHERE m.account_id = $1 AND m.user_id = $2"
         );
         let row: Option<MemberRow> = self
@@ -414,7 +445,7 @@ impl TeamStore for SeaOrmStore {
 
     async fn members(&self, account: &AccountId) -> Result<Vec<Member>, StoreError> {
         let sql = format!(
-            "SELECT {MEMBER_COLUMNS} FROM account_members m JOIN users u ON u.id = m.user_id \
+            "SELECT {MEMBER_COLUMNS} FROM {MEMBERS_FROM} \
              WHERE m.account_id = $1 ORDER BY m.added_at, m.user_id"
         );
         let rows: Vec<MemberRow> = self

@@ -55,6 +55,9 @@ pub enum AdjustCreditsError {
     /// No such user.
     #[error("user not found")]
     UserNotFound,
+    /// No such team account.
+    #[error("account not found")]
+    AccountNotFound,
     /// The amount, reason or expiry is not acceptable; names the field.
     #[error("{field}: {message}")]
     Invalid {
@@ -183,12 +186,29 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         request: &AdjustCredits,
     ) -> Result<AdjustedCredits, AdjustCreditsError> {
         let account = &request.account_id;
-        let known = match account.owner() {
-            Some(user) => self.store.find_user(&user).await.map(|u| u.is_some()),
-            None => self.store.account(account).await.map(|a| a.is_some()),
-        };
-        if !known.map_err(InfraError::from)? {
-            return Err(AdjustCreditsError::UserNotFound);
+        match account.owner() {
+            Some(user) => {
+                if self
+                    .store
+                    .find_user(&user)
+                    .await
+                    .map_err(InfraError::from)?
+                    .is_none()
+                {
+                    return Err(AdjustCreditsError::UserNotFound);
+                }
+            }
+            None => {
+                if self
+                    .store
+                    .account(account)
+                    .await
+                    .map_err(InfraError::from)?
+                    .is_none()
+                {
+                    return Err(AdjustCreditsError::AccountNotFound);
+                }
+            }
         }
         let amount = delta(request.amount)?;
         let reason = request.reason.trim();

@@ -69,7 +69,7 @@ pub(crate) async fn reserve(
         Ok(counted) => counted,
         Err(refused) => return Ok(End::Rollback(refused)),
     };
-    let window = counted.map(|(_, count)| count.start);
+    let window = counted.and_then(|(_, _, window)| window);
     let Some(row) = insert(tx, c, window).await? else {
         return Err(id_taken(tx, c).await?);
     };
@@ -92,7 +92,7 @@ pub(crate) async fn reserve(
             })));
         }
     };
-    if let Some((member, count)) = counted {
+    if let Some((member, count, _)) = counted {
         accounts::write_count(tx, &c.account_id, member, count).await?;
     }
     let context = UsageContext {
@@ -158,10 +158,13 @@ async fn earlier_reservation(
     ))
 }
 
-/// The balance already locked and the member's new count, counted against their limit, for a
-/// team member's hold (`(None, None)` on a personal account): after the balance row, one lock
-/// order for every spend, and before the hold is inserted with the window it counts in.
-type MemberHold<'a> = (Option<Credits>, Option<(&'a UserId, WindowCount)>);
+/// The balance already locked and, for a team member's hold, the member, their new count and
+/// the window it counted in (`None` without a limit): after the balance row, one lock order for
+/// every spend, and before the hold is inserted with the window it counts in.
+type MemberHold<'a> = (
+    Option<Credits>,
+    Option<(&'a UserId, WindowCount, Option<Timestamp>)>,
+);
 
 async fn member_hold<'a>(
     tx: &DatabaseTransaction,
@@ -171,11 +174,14 @@ async fn member_hold<'a>(
         return Ok(Ok((None, None)));
     };
     let balance = postings::lock_balance(tx, &c.account_id).await?;
-    Ok(
-        spend::count_member_spend(tx, &c.account_id, member, c.amount, c.now)
+    match spend::count_member_spend(tx, &c.account_id, member, c.amount, c.now).await? {
+        Ok((count, window)) => Ok(Ok((Some(balance), Some((member, count, window))))),
+        // A concurrent request with this key may have committed while this one waited for the
+        // rows: its outcome is the answer.
+        Err(refusal) => Ok(Err(earlier_reservation(tx, c)
             .await?
-            .map(|count| (Some(balance), Some((member, count)))),
-    )
+            .unwrap_or(Spent::Refused(refusal)))),
+    }
 }
 
 /// Insert the pending reservation and return its row; `None` when its id or key is taken.
@@ -285,16 +291,24 @@ async fn holder<'a>(
         // A personal account's hold: its user (no member named) or the expiry sweep.
         return Ok(by.is_none().then_some(None));
     };
-    let row = accounts::locked_member(tx, account, member).await?;
-    if let Some(actor) = by
-        && actor != member
-    {
-        let manages = accounts::locked_member(tx, account, actor)
-            .await?
-            .is_some_and(|m| m.role.manages_members());
-        if !manages {
-            return Ok(None);
+    let actor = by.filter(|actor| *actor != member);
+    // Two members' rows are locked in the order of their ids, as a member change locks them.
+    let (row, actor_row) = match actor {
+        Some(actor) if actor < member => {
+            let actor_row = accounts::locked_member(tx, account, actor).await?;
+            (
+                accounts::locked_member(tx, account, member).await?,
+                actor_row,
+            )
         }
+        Some(actor) => {
+            let row = accounts::locked_member(tx, account, member).await?;
+            (row, accounts::locked_member(tx, account, actor).await?)
+        }
+        None => (accounts::locked_member(tx, account, member).await?, None),
+    };
+    if actor.is_some() && !actor_row.is_some_and(|m| m.role.manages_members()) {
+        return Ok(None);
     }
     Ok(Some(Some(Holder {
         user: member,
@@ -386,6 +400,11 @@ pub(crate) async fn settle(
     let Some((r, counted_in)) = locked(tx, user, id).await? else {
         return Ok(End::Rollback(Resolution::NotFound));
     };
+    // Whose it is to resolve first: someone else learns nothing of it, not even its status.
+    let (available, lots) = postings::lock_balance_with_lots(tx, user).await?;
+    let Some(holder) = holder(tx, (user, by), &r, counted_in).await? else {
+        return Ok(End::Rollback(Resolution::NotFound));
+    };
     match r.status {
         ReservationStatus::Pending => {}
         ReservationStatus::Settled {
@@ -395,10 +414,6 @@ pub(crate) async fn settle(
         }
         other => return Ok(End::Rollback(Resolution::AlreadyResolved(other.code()))),
     }
-    let (available, lots) = postings::lock_balance_with_lots(tx, user).await?;
-    let Some(holder) = holder(tx, (user, by), &r, counted_in).await? else {
-        return Ok(End::Rollback(Resolution::NotFound));
-    };
     let s = settlement(r.held, actual, ceiling(holder.as_ref(), available, now));
     let mut written = None;
     if s.amount.hundredths() != 0 {
@@ -453,22 +468,19 @@ pub(crate) async fn release(
     let Some((r, counted_in)) = locked(tx, user, id).await? else {
         return Ok(End::Rollback(Resolution::NotFound));
     };
+    // A team's hold: the balance row first (one lock order for every spend), then the member;
+    // whose it is to resolve before its status, which someone else does not learn.
+    if r.member_id.is_some() {
+        postings::lock_balance(tx, user).await?;
+    }
+    let Some(holder) = holder(tx, (user, by), &r, counted_in).await? else {
+        return Ok(End::Rollback(Resolution::NotFound));
+    };
     match r.status {
         ReservationStatus::Pending => {}
         s if s == to => return Ok(End::Rollback(Resolution::Done(r, Replay::Replayed))),
         other => return Ok(End::Rollback(Resolution::AlreadyResolved(other.code()))),
     }
-    // A team's hold: the balance row first (one lock order for every spend), then the member.
-    let holder = match &r.member_id {
-        None => holder(tx, (user, by), &r, counted_in).await?,
-        Some(_) => {
-            postings::lock_balance(tx, user).await?;
-            holder(tx, (user, by), &r, counted_in).await?
-        }
-    };
-    let Some(holder) = holder else {
-        return Ok(End::Rollback(Resolution::NotFound));
-    };
     let context = resolve_context(&r);
     let posting = Posting {
         user,

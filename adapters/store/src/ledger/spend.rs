@@ -48,11 +48,20 @@ pub(crate) async fn consume(
     // for every spend), decided before the balance.
     let counted = match &c.member_id {
         None => None,
-        Some(member) => match count_member_spend(tx, &c.account_id, member, c.amount, c.now).await?
-        {
-            Ok(count) => Some((member, count)),
-            Err(refused) => return Ok(End::Rollback(refused)),
-        },
+        Some(member) => {
+            let counted = count_member_spend(tx, &c.account_id, member, c.amount, c.now).await?;
+            match counted {
+                Ok((count, _)) => Some((member, count)),
+                Err(refusal) => {
+                    // A concurrent request with this key may have committed while this one
+                    // waited for the rows: its outcome is the answer.
+                    if let Some(seen) = replay(tx, c).await? {
+                        return Ok(End::Rollback(seen));
+                    }
+                    return Ok(End::Rollback(Spent::Refused(refusal)));
+                }
+            }
+        }
     };
     let spend = (
         TransactionKind::Consumption,
@@ -122,20 +131,22 @@ pub(super) fn decide(
 }
 
 /// Count a spend of `amount` by `member` of `account` against their limit (`domain::count_spend`
-/// on their row, locked): the count to write once the spend is written, or the refusal (not a
-/// member, or past the limit).
-pub(super) async fn count_member_spend<T>(
+/// on their row, locked): the count to write once the spend is written and the window it
+/// counted in (`None` without a limit: nothing counted), or the refusal (not a member, or past
+/// the limit).
+pub(super) async fn count_member_spend(
     tx: &DatabaseTransaction,
     account: &AccountId,
     member: &UserId,
     amount: Credits,
     now: Timestamp,
-) -> Result<Result<WindowCount, Spent<T>>, Fail> {
+) -> Result<Result<(WindowCount, Option<Timestamp>), Refusal>, Fail> {
     let Some(row) = accounts::locked_member(tx, account, member).await? else {
-        return Ok(Err(Spent::Refused(Refusal::NotAMember)));
+        return Ok(Err(Refusal::NotAMember));
     };
     Ok(count_spend(row.limit, row.count, amount, now)
-        .map_err(|reached| Spent::Refused(Refusal::LimitReached(reached))))
+        .map(|count| (count, row.limit.map(|_| count.start)))
+        .map_err(Refusal::LimitReached))
 }
 
 /// The refusal of a consumption of nothing (the use case never asks for one).

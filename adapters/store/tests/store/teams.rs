@@ -375,6 +375,60 @@ pub async fn a_limit_set_mid_window_counts_what_was_spent(store: &TestStore) {
     ));
 }
 
+pub async fn a_limit_counts_holds_of_its_window_and_not_older_ones(store: &TestStore) {
+    let ada = user(store, "ada").await;
+    let bob = user(store, "bob").await;
+    let acme = team(store, "acme", &ada).await;
+    fund(store, &acme, 100).await;
+    change(
+        store,
+        (&acme, &ada, &bob),
+        vec![MemberChange::Add(MemberRole::Member)],
+    )
+    .await
+    .unwrap();
+    // A hold from yesterday, released today, gives nothing back to today's window.
+    let yesterday = NOW - 86_400_000;
+    store
+        .reserve(&hold(&acme, &bob, 5, "old", yesterday))
+        .await
+        .unwrap();
+    store
+        .consume(&spend(&acme, &bob, 3, "k1", NOW - 2_000))
+        .await
+        .unwrap();
+    let old = ReservationId::new("old").unwrap();
+    store
+        .release((&acme, Some(&bob)), &old, t(NOW - 1_500))
+        .await
+        .unwrap();
+    // A hold of today, pending when the limit is set, counts; its release gives it back.
+    store
+        .reserve(&hold(&acme, &bob, 4, "today", NOW - 1_000))
+        .await
+        .unwrap();
+    change(
+        store,
+        (&acme, &ada, &bob),
+        vec![MemberChange::SetLimit(Some(daily(10)))],
+    )
+    .await
+    .unwrap();
+    let member = store.member(&acme, &bob).await.unwrap().unwrap();
+    assert_eq!(member.count.spent, c(700), "3 spent and 4 held today");
+    let today = ReservationId::new("today").unwrap();
+    store
+        .release((&acme, Some(&bob)), &today, t(NOW))
+        .await
+        .unwrap();
+    let member = store.member(&acme, &bob).await.unwrap().unwrap();
+    assert_eq!(member.count.spent, c(300));
+    store
+        .consume(&spend(&acme, &bob, 7, "k2", NOW))
+        .await
+        .unwrap();
+}
+
 /// The balance is the sum of the account's ledger, and the last row records it.
 async fn assert_ledger_adds_up(store: &TestStore, account: &AccountId) {
     let page = application::pagination::PageRequest::new(Some(1), Some(100)).unwrap();
@@ -439,13 +493,53 @@ contract_tests!(
     members_change_by_the_rules_and_each_change_is_told,
     a_member_spends_the_pool_within_their_limit,
     a_limit_set_mid_window_counts_what_was_spent,
+    a_limit_counts_holds_of_its_window_and_not_older_ones,
 );
 
-/// Many members of one team spending at once.
+pub async fn two_owners_leaving_at_once_leave_one_owner(store: &TestStore) {
+    for round in 0..4 {
+        let ada = user(store, &format!("ada{round}")).await;
+        let bob = user(store, &format!("bob{round}")).await;
+        let acme = team(store, &format!("acme{round}"), &ada).await;
+        let promote = vec![MemberChange::Add(MemberRole::Owner)];
+        change(store, (&acme, &ada, &bob), promote).await.unwrap();
+        let leave = |who: UserId| {
+            let (store, acme) = ((**store).clone(), acme.clone());
+            tokio::spawn(async move {
+                let command = MemberCommand {
+                    account: acme,
+                    actor: who.clone(),
+                    target: who,
+                    changes: vec![MemberChange::Remove],
+                    now: t(NOW),
+                };
+                store
+                    .change_member(&command, host_events::member_changed)
+                    .await
+                    .map(drop)
+            })
+        };
+        let (a, b) = (leave(ada.clone()), leave(bob.clone()));
+        let outcomes = [a.await.unwrap(), b.await.unwrap()];
+        let left = outcomes.iter().filter(|o| o.is_ok()).count();
+        assert_eq!(left, 1, "{outcomes:?}");
+        let owners = store.members(&acme).await.unwrap();
+        assert_eq!(owners.len(), 1);
+        assert_eq!(owners[0].role, MemberRole::Owner);
+    }
+}
+
+/// Many members of one team spending at once, and owners leaving at once.
 mod concurrent {
     use crate::support::concurrency_tests;
 
-    use super::members_never_pass_their_limits_under_concurrency;
+    use super::{
+        members_never_pass_their_limits_under_concurrency,
+        two_owners_leaving_at_once_leave_one_owner,
+    };
 
-    concurrency_tests!(members_never_pass_their_limits_under_concurrency);
+    concurrency_tests!(
+        members_never_pass_their_limits_under_concurrency,
+        two_owners_leaving_at_once_leave_one_owner,
+    );
 }

@@ -169,7 +169,9 @@ pub(crate) async fn apply(state: Arc<PageState>, v: Visitor, mut request: Reques
             match ports.admin.adjust_credits(&request).await {
                 Ok(_) if amount.is_sign_negative() => Ok("debited"),
                 Ok(_) => Ok("granted"),
-                Err(AdjustCreditsError::UserNotFound) => return Err(PageError::NotFound),
+                Err(AdjustCreditsError::UserNotFound | AdjustCreditsError::AccountNotFound) => {
+                    return Err(PageError::NotFound);
+                }
                 Err(AdjustCreditsError::Infra(e)) => return Err(e.into()),
                 Err(e) => Err(e.to_string()),
             }
