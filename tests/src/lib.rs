@@ -207,6 +207,28 @@ impl TestApp {
         body["token"].as_str().expect("token").to_owned()
     }
 
+    /// A registered user: its id and session token.
+    ///
+    /// # Panics
+    /// When registration fails.
+    pub async fn user(&self, email: &str) -> (String, String) {
+        let token = self.register(email).await;
+        let (status, me) = self.get(&token, "/api/auth/me").await;
+        assert_eq!(status, 200, "{me}");
+        (me["id"].as_str().expect("id").to_owned(), token)
+    }
+
+    /// A new service API key with `scopes`, made by the administrator `admin`: its secret.
+    ///
+    /// # Panics
+    /// When the key is not created.
+    pub async fn api_key(&self, admin: &str, scopes: &[&str]) -> String {
+        let body = json!({"name": "host backend", "scopes": scopes});
+        let (status, key) = self.post(admin, "/api/admin/api-keys", &body, None).await;
+        assert_eq!(status, 201, "{key}");
+        key["secret"].as_str().expect("secret").to_owned()
+    }
+
     /// GET `path` with a bearer token, as JSON.
     ///
     /// # Panics

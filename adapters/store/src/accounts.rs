@@ -60,6 +60,10 @@ const MEMBER_COLUMNS: &str = "m.account_id, m.user_id, COALESCE(h.email, u.email
     m.role, m.limit_hundredths, m.limit_window, m.window_start, m.window_spent_hundredths, \
     m.added_at";
 
+/// A member's row as a spend or a change reads it, locked: everything but the address.
+const LOCKED_COLUMNS: &str = "m.account_id, m.user_id, CAST(NULL AS TEXT) AS email, m.role, \
+    m.limit_hundredths, m.limit_window, m.window_start, m.window_spent_hundredths, m.added_at";
+
 /// The members' rows with their users and, for host users, their host identity (whose e-mail
 /// address is the one their host's token gave; their account's is a placeholder).
 const MEMBERS_FROM: &str = "account_members m JOIN users u ON u.id = m.user_id \
@@ -108,20 +112,18 @@ impl MemberRow {
     }
 }
 
-/// `user`'s membership of `account`, its row locked until the end of the transaction on
-/// PostgreSQL (SQLite's transaction holds the write lock already).
+/// `user`'s membership of `account` (without their address), its row locked until the end of
+/// the transaction on PostgreSQL (SQLite's transaction holds the write lock already).
 pub(crate) async fn locked_member(
     tx: &DatabaseTransaction,
     account: &AccountId,
     user: &UserId,
 ) -> Result<Option<Member>, Fail> {
-    let lock = match sql::for_update(tx) {
-        "" => "",
-        _ => " FOR UPDATE OF m",
-    };
+    // The member's own row alone (no address): a spend reads it on the account's key only.
     let sql = format!(
-        "SELECT {MEMBER_COLUMNS} FROM {MEMBERS_FROM} \
-         WHERE m.account_id = $1 AND m.user_id = $2{lock}"
+        "SELECT {LOCKED_COLUMNS} FROM account_members m \
+         WHERE m.account_id = $1 AND m.user_id = $2{}",
+        sql::for_update(tx)
     );
     let row: Option<MemberRow> = sql::one(
         tx,

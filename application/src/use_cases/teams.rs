@@ -274,6 +274,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let changed = (self.store)
             .change_member(&command, host_events::member_changed)
             .await?;
-        Ok(changed.after)
+        // The member as they are now, with their address (the change reads their row alone).
+        match changed.after {
+            Some(_) => Ok(self.store.member(account, target).await?),
+            None => Ok(None),
+        }
     }
 }

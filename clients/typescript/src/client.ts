@@ -49,6 +49,14 @@ export type Entitlements = Omit<Schemas["EntitlementsView"], "entitlements"> & {
 };
 /** A new webhook endpoint with its `whsec_` secret, shown this once. */
 export type CreatedWebhookEndpoint = Schemas["CreatedWebhookEndpointView"];
+/** An account a user acts in: their personal account, or a team with their role in it. */
+export type Account = Schemas["AccountView"];
+/** A team's member: role, limit and what counts against it now. */
+export type Member = Schemas["MemberView"];
+/** A member's spend limit: credits per `day`, `week` or `month` (UTC calendar). */
+export type MemberLimit = Schemas["LimitBody"];
+/** What `limit_reached` says: the limit, what is left in the window, and when it resets. */
+export type LimitReached = Schemas["LimitReachedView"];
 /** A subscription: its plan, status, paid period and any switch pending or scheduled. */
 export type Subscription = Schemas["SubscriptionView"];
 /** What a plan change did (see `confirmed` and `approvalUrl`). */
@@ -242,6 +250,12 @@ export interface ForUser {
   readonly userId?: string;
 }
 
+/** Which account a credits call is about: a team the user belongs to (default: their personal account). */
+export interface ForAccount {
+  /** A team's account id (`team_…`); the user's own id, or none, is their personal account. */
+  readonly accountId?: string;
+}
+
 /** A page of a paginated list. */
 export interface PageOptions {
   /** The page number, from 1. */
@@ -261,20 +275,50 @@ export interface TallyClient {
   me(): Promise<User>;
   /** Credits: reads, spends and the reserve → settle/release pattern. */
   readonly credits: {
-    /** The available balance. */
-    balance(who?: ForUser): Promise<Balance>;
+    /** The available balance (of a team with `accountId`). */
+    balance(who?: ForUser & ForAccount): Promise<Balance>;
     /** The balance plus subscriptions, one-time access and pending holds. */
     status(who?: ForUser): Promise<CreditsStatus>;
-    /** The ledger, newest first. */
-    transactions(options?: ForUser & PageOptions & { readonly locale?: string }): Promise<TransactionPage>;
-    /** Spend for one use: a fixed-cost `feature`, or `model` and `tokens` (API key with `credits:consume`). */
+    /** The ledger, newest first (a team's with `accountId`: each row names the `memberId` who spent). */
+    transactions(options?: ForUser & ForAccount & PageOptions & { readonly locale?: string }): Promise<TransactionPage>;
+    /**
+     * Spend for one use: a fixed-cost `feature`, or `model` and `tokens` (API key with `credits:consume`).
+     * With `accountId`, from a team's pool within the member's limit (`limit_reached` past it).
+     */
     consume(usage: Usage, options?: SpendOptions): Promise<Spent<Consumption>>;
     /** Hold an estimate before a call whose cost is known only at its end (a streamed completion). */
     reserve(usage: Usage, options?: SpendOptions): Promise<Spent<Reservation>>;
     /** Charge a reservation for what was actually used; the rest of the hold returns. */
     settle(reservationId: string, usage: Usage): Promise<Reservation>;
     /** Give a reservation's hold back (the call failed). */
-    release(reservationId: string, who: { readonly userId: string }): Promise<Reservation>;
+    release(reservationId: string, who: { readonly userId: string } & ForAccount): Promise<Reservation>;
+  };
+  /**
+   * Accounts and teams: the accounts a user acts in, creating a team, and its members (the
+   * user's own credential, or an API key with `billing:read`/`billing:write` naming `userId`).
+   */
+  readonly accounts: {
+    /** The user's personal account, then their teams, each with its balance and their role. */
+    list(who?: ForUser): Promise<Account[]>;
+    /** Create a team with the user as its owner. */
+    createTeam(name: string, who?: ForUser): Promise<Account>;
+    /** A team's members (for its members). */
+    members(accountId: string, who?: ForUser): Promise<Member[]>;
+    /** Add a user (owners and admins): role `member` unless said, and an optional limit. */
+    addMember(
+      accountId: string,
+      member: { readonly memberId: string; readonly role?: "owner" | "admin" | "member"; readonly limit?: MemberLimit },
+      who?: ForUser,
+    ): Promise<Member>;
+    /** Change a member's role or limit (`limit: null` lifts it). */
+    updateMember(
+      accountId: string,
+      memberId: string,
+      change: { readonly role?: "owner" | "admin" | "member"; readonly limit?: MemberLimit | null },
+      who?: ForUser,
+    ): Promise<Member>;
+    /** Remove a member; a member removes themself to leave. The last owner stays. */
+    removeMember(accountId: string, memberId: string, who?: ForUser): Promise<void>;
   };
   /** What the user may use now (API key with `entitlements:read` naming the user, or the user's own token). */
   readonly entitlements: {
@@ -343,6 +387,12 @@ export interface TallyClient {
     createApiKey(body: Schemas["CreateApiKeyBody"]): Promise<CreatedApiKey>;
     /** Grant (positive `amount`) or take (negative) credits. */
     adjustCredits(userId: string, body: Schemas["AdjustCreditsBody"], options?: SpendOptions): Promise<Spent<CreditAdjustment>>;
+    /** Grant credits to a team's pool (or take them). */
+    adjustAccountCredits(
+      accountId: string,
+      body: Schemas["AdjustCreditsBody"],
+      options?: SpendOptions,
+    ): Promise<Spent<CreditAdjustment>>;
     /** Refund an order, all of what is not refunded yet unless `amount` says less. */
     refundOrder(orderId: string, body?: Schemas["RefundBody"]): Promise<Refund>;
     /** Register a webhook endpoint for `eventTypes` (every type when absent); its `secret` is shown this once. */
@@ -386,6 +436,7 @@ export function createTallyClient(options: TallyClientOptions): TallyClient {
     },
     me: () => ctx.call((signal) => raw.GET("/api/auth/me", { signal })),
     credits: creditsMethods(ctx),
+    accounts: accountsMethods(ctx),
     entitlements: {
       get: async (who = {}) =>
         (await ctx.call((signal) =>
@@ -439,12 +490,17 @@ function context(raw: Client<paths>, policy: RetryPolicy): Context {
 
 function creditsMethods({ raw, call, spend }: Context): TallyClient["credits"] {
   return {
-    balance: (who = {}) => call((signal) => raw.GET("/api/credits/balance", { params: { query: { userId: who.userId } }, signal })),
+    balance: (who = {}) =>
+      call((signal) =>
+        raw.GET("/api/credits/balance", { params: { query: { userId: who.userId, accountId: who.accountId } }, signal }),
+      ),
     status: (who = {}) => call((signal) => raw.GET("/api/credits/status", { params: { query: { userId: who.userId } }, signal })),
     transactions: (o = {}) =>
       call((signal) =>
         raw.GET("/api/credits/transactions", {
-          params: { query: { userId: o.userId, page: text(o.page), limit: text(o.limit), locale: o.locale } },
+          params: {
+            query: { userId: o.userId, accountId: o.accountId, page: text(o.page), limit: text(o.limit), locale: o.locale },
+          },
           signal,
         }),
       ),
@@ -460,8 +516,55 @@ function creditsMethods({ raw, call, spend }: Context): TallyClient["credits"] {
       call((signal) => raw.POST("/api/credits/reservations/{id}/settle", { params: { path: { id } }, body: usage, signal })),
     release: (id, who) =>
       call((signal) =>
-        raw.POST("/api/credits/reservations/{id}/release", { params: { path: { id } }, body: { userId: who.userId }, signal }),
+        raw.POST("/api/credits/reservations/{id}/release", {
+          params: { path: { id } },
+          body: { userId: who.userId, accountId: who.accountId },
+          signal,
+        }),
       ),
+  };
+}
+
+function accountsMethods({ raw, call }: Context): TallyClient["accounts"] {
+  const query = (who: ForUser) => ({ userId: who.userId });
+  return {
+    list: async (who = {}) =>
+      (await call((signal) => raw.GET("/api/accounts", { params: { query: query(who) }, signal }))).items,
+    createTeam: (name, who = {}) =>
+      call((signal) => raw.POST("/api/accounts", { params: { query: query(who) }, body: { name }, signal }), "once"),
+    members: async (accountId, who = {}) =>
+      (
+        await call((signal) =>
+          raw.GET("/api/accounts/{accountId}/members", { params: { path: { accountId }, query: query(who) }, signal }),
+        )
+      ).items,
+    addMember: (accountId, member, who = {}) =>
+      call(
+        (signal) =>
+          raw.POST("/api/accounts/{accountId}/members", {
+            params: { path: { accountId }, query: query(who) },
+            body: member,
+            signal,
+          }),
+        "once",
+      ),
+    updateMember: (accountId, memberId, change, who = {}) =>
+      call((signal) =>
+        raw.PATCH("/api/accounts/{accountId}/members/{memberId}", {
+          params: { path: { accountId, memberId }, query: query(who) },
+          // `limit: null` lifts the limit; the generated schema has no way to say `null` here.
+          body: change as Schemas["UpdateMemberBody"],
+          signal,
+        }),
+      ),
+    removeMember: async (accountId, memberId, who = {}) => {
+      await call((signal) =>
+        raw.DELETE("/api/accounts/{accountId}/members/{memberId}", {
+          params: { path: { accountId, memberId }, query: query(who) },
+          signal,
+        }),
+      );
+    },
   };
 }
 
@@ -564,6 +667,14 @@ function adminMethods({ raw, call, spend }: Context): TallyClient["admin"] {
       spend(o.idempotencyKey, (key, signal) =>
         raw.POST("/api/admin/users/{id}/credits", {
           params: { path: { id: userId }, header: { "Idempotency-Key": key } },
+          body,
+          signal,
+        }),
+      ),
+    adjustAccountCredits: (accountId, body, o = {}) =>
+      spend(o.idempotencyKey, (key, signal) =>
+        raw.POST("/api/admin/accounts/{id}/credits", {
+          params: { path: { id: accountId }, header: { "Idempotency-Key": key } },
           body,
           signal,
         }),

@@ -3,8 +3,8 @@
  *
  * Every error answer of Tally is RFC 9457 problem JSON with a stable `code`; the client turns
  * it into a {@link TallyError} carrying that code, the HTTP status and the problem's extension
- * members (`available` and `requested` for `insufficient_credits`, `errors` for
- * `validation_failed`, `retryAfterSeconds` for `rate_limited`).
+ * members (`available` and `requested` for `insufficient_credits`, `limit` for
+ * `limit_reached`, `errors` for `validation_failed`, `retryAfterSeconds` for `rate_limited`).
  */
 import type { components } from "./openapi.js";
 
@@ -62,6 +62,14 @@ export class TallyError extends Error {
       requestId,
     );
   }
+}
+
+/**
+ * The limit a `limit_reached` error names (a team member's spend limit): the cap, what is left
+ * in the window and when it resets; `undefined` for any other error.
+ */
+export function limitReached(error: unknown): components["schemas"]["LimitReachedView"] | undefined {
+  return isTallyError(error, "limit_reached") ? (error.problem.limit ?? undefined) : undefined;
 }
 
 /** Whether `error` is a {@link TallyError}, with `code` when one is given. */

@@ -35,6 +35,9 @@ export const EVENT_TYPES = [
   "credits.released",
   "payment.mismatch",
   "entitlements.changed",
+  "account.member_added",
+  "account.member_removed",
+  "account.member_role_changed",
 ] as const;
 
 /**
@@ -48,12 +51,26 @@ export type EventType = (typeof EVENT_TYPES)[number];
 
 type Schemas = components["schemas"];
 
-/** Whose event it is: the Tally user, and your app's own subject for a host-token user. */
+/** Whose event it is: the Tally user, your app's own subject for a host-token user, and the account. */
 export interface EventUser {
-  /** The Tally user id (`hst_…` for a host-token user). */
-  readonly userId?: string;
+  /** The Tally user id (`hst_…` for a host-token user): the member who acted on a team's account. */
+  readonly userId?: string | null;
   /** The `sub` of the user's host tokens, when they sign in through your app. */
   readonly hostSubject?: string;
+  /** The account the event is about: the user's own id for their personal account, `team_…` for a team's. */
+  readonly accountId?: string | null;
+  /** The member of a team's account who acted (spends, holds and member changes on a team). */
+  readonly memberId?: string;
+}
+
+/** A change of a team's members (`account.member_added`, `…_removed`, `…_role_changed`). */
+export interface MemberFacts {
+  /** The member's role after the change (before it, for a removal). */
+  readonly role: "owner" | "admin" | "member";
+  /** Their role before the change (absent for an addition). */
+  readonly previousRole?: "owner" | "admin" | "member";
+  /** Who made the change (the member themself when they left). */
+  readonly by: string;
 }
 
 /** How much of an order a refund gave back. */
@@ -134,6 +151,9 @@ export interface EventData {
     /** Those told before; for a user told nothing yet, those held just before the change. */
     readonly previous: EntitlementMap;
   };
+  "account.member_added": MemberFacts;
+  "account.member_removed": MemberFacts;
+  "account.member_role_changed": MemberFacts;
 }
 
 /** One event (the Standard Webhooks payload shape): what happened, to whom, and when. */

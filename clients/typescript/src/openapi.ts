@@ -1437,6 +1437,8 @@ export interface paths {
                 query?: {
                     /** @description The user (API keys with `credits:read` only; users read their own). */
                     userId?: string;
+                    /** @description A team account the user belongs to (omitted: their personal account). */
+                    accountId?: string;
                 };
                 header?: never;
                 path?: never;
@@ -1488,7 +1490,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `user_not_found`: the `userId` an API key named does not exist. */
+                /**
+                 * @description `user_not_found`: the `userId` an API key named does not exist; `account_not_found`:
+                 *     the user does not belong to the `accountId` named.
+                 */
                 404: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -1550,6 +1555,8 @@ export interface paths {
                     locale?: string;
                     /** @description The user (API keys with `credits:read` only; users read their own). */
                     userId?: string;
+                    /** @description A team account the user belongs to (omitted: their personal account). */
+                    accountId?: string;
                 };
                 header?: never;
                 path?: never;
@@ -1604,7 +1611,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `user_not_found`: the `userId` an API key named does not exist. */
+                /**
+                 * @description `user_not_found`: the `userId` an API key named does not exist; `account_not_found`:
+                 *     the user does not belong to the `accountId` named.
+                 */
                 404: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -1820,7 +1830,8 @@ export interface paths {
                 };
                 /**
                  * @description `insufficient_credits`: the balance does not cover the cost (`available`,
-                 *     `requested`); nothing was spent.
+                 *     `requested`); `limit_reached`: the member's limit does not leave room for it
+                 *     (`limit`: what is left and when it resets); nothing was spent.
                  */
                 402: {
                     headers: {
@@ -1832,7 +1843,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: not an API key with `credits:consume`. */
+                /**
+                 * @description `forbidden`: not an API key with `credits:consume`; `not_a_member`: the user does
+                 *     not belong to the account named.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -1981,7 +1995,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `insufficient_credits`: the balance does not cover the estimate; nothing was held. */
+                /**
+                 * @description `insufficient_credits`: the balance does not cover the estimate; `limit_reached`: the
+                 *     member's limit does not leave room for it; nothing was held.
+                 */
                 402: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -1992,7 +2009,7 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: not an API key with `credits:consume`. */
+                /** @description `forbidden`: not an API key with `credits:consume`; `not_a_member`. */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -2929,6 +2946,154 @@ export interface paths {
         get?: never;
         put?: never;
         /** Grant credits (optionally expiring) or debit them (never below zero), once per key. */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    "Idempotency-Key"?: string;
+                };
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["AdjustCreditsBody"];
+                };
+            };
+            responses: {
+                /** @description Adjusted (or, with a key used before for the same adjustment, already adjusted). */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["AdjustedCreditsView"];
+                    };
+                };
+                /** @description `bad_request`: the body is malformed or `Idempotency-Key` is missing or invalid. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: not signed in. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `insufficient_credits`: a debit larger than the balance. */
+                402: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: not an administrator. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `user_not_found`. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `idempotency_conflict`: the key was used for another adjustment. */
+                409: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `validation_failed`: amount, reason or expiresAt (named in `errors`). */
+                422: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/accounts/{id}/credits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Grant credits to a team's account, or debit them, once per key: how a team's pool is
+         *     funded by hand (`team_…` ids; a user's own id adjusts their personal account).
+         */
         post: {
             parameters: {
                 query?: never;
@@ -7068,10 +7233,781 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/accounts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The accounts the user acts in: their personal account, then their teams. */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description The user (API keys with `billing:read` only). */
+                    userId?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The accounts. */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["AccountList"];
+                    };
+                };
+                /** @description `validation_failed`: an API key named no `userId`. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: no valid credential. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: an API key without `billing:read`. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `user_not_found`. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /** Create a team with the user as its owner. */
+        post: {
+            parameters: {
+                query?: {
+                    /** @description The user (API keys with `billing:write` only). */
+                    userId?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["CreateTeamBody"];
+                };
+            };
+            responses: {
+                /** @description Created, with the caller as its owner. */
+                201: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["AccountView"];
+                    };
+                };
+                /** @description `validation_failed`: the body is malformed, or an API key named no `userId`. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: no valid credential. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: an API key without `billing:write`. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `user_not_found`. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `payload_too_large`: the body is over 64 KiB. */
+                413: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `validation_failed`: the name is empty, too long or has control characters. */
+                422: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/accounts/{accountId}/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A team's members, with their roles and limits (for its members). */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description The user (API keys with `billing:read` only). */
+                    userId?: string;
+                };
+                header?: never;
+                path: {
+                    /** @description The team's account id. */
+                    accountId: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The members. */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["MemberList"];
+                    };
+                };
+                /** @description `validation_failed`: an API key named no `userId`. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: no valid credential. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: an API key without `billing:read`. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `account_not_found`: no such team, or the user is not a member. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /** Add a user to a team (owners and admins). */
+        post: {
+            parameters: {
+                query?: {
+                    /** @description The acting user (API keys with `billing:write` only). */
+                    userId?: string;
+                };
+                header?: never;
+                path: {
+                    /** @description The team's account id. */
+                    accountId: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["AddMemberBody"];
+                };
+            };
+            responses: {
+                /** @description Added. */
+                201: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["MemberView"];
+                    };
+                };
+                /** @description `validation_failed`: the body is malformed, or an API key named no `userId`. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: no valid credential. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `forbidden`: the user's role does not allow the change (or an API key without
+                 *     `billing:write`, or a customer-portal session).
+                 */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `account_not_found` or `user_not_found`. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `already_member`. */
+                409: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `payload_too_large`: the body is over 64 KiB. */
+                413: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `validation_failed`: a bad limit. */
+                422: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/accounts/{accountId}/members/{memberId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove a member; a member removes themself to leave. The last owner stays. */
+        delete: {
+            parameters: {
+                query?: {
+                    /** @description The acting user (API keys with `billing:write` only). */
+                    userId?: string;
+                };
+                header?: never;
+                path: {
+                    /** @description The team's account id. */
+                    accountId: string;
+                    /** @description The member's user id. */
+                    memberId: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Removed (or left). Their pending holds settle within what they hold. */
+                204: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description `validation_failed`: an API key named no `userId`. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: no valid credential. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: the user's role does not allow it. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `account_not_found` or `member_not_found`. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `last_owner`: the last owner cannot leave or be removed. */
+                409: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        /** Change a member's role or limit (owners and admins; admins not for owners). */
+        patch: {
+            parameters: {
+                query?: {
+                    /** @description The acting user (API keys with `billing:write` only). */
+                    userId?: string;
+                };
+                header?: never;
+                path: {
+                    /** @description The team's account id. */
+                    accountId: string;
+                    /** @description The member's user id. */
+                    memberId: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["UpdateMemberBody"];
+                };
+            };
+            responses: {
+                /** @description The member as they are now. */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["MemberView"];
+                    };
+                };
+                /** @description `validation_failed`: the body is malformed, or an API key named no `userId`. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: no valid credential. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `forbidden`: the user's role does not allow the change (or an API key without
+                 *     `billing:write`).
+                 */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `account_not_found`, `member_not_found` or `user_not_found`. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `already_member`; `last_owner`: the team would have no owner;
+                 *     `personal_account`.
+                 */
+                409: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `payload_too_large`: the body is over 64 KiB. */
+                413: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `validation_failed`: a bad limit. */
+                422: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * AccountList
+         * @description The accounts a user acts in.
+         */
+        AccountList: {
+            /** @description Their personal account first, then their teams, oldest membership first. */
+            items: components["schemas"]["AccountView"][];
+        };
+        /**
+         * AccountView
+         * @description An account the user acts in.
+         */
+        AccountView: {
+            /** @description Its id: the user's own for their personal account, `team_…` for a team's. */
+            id: string;
+            /** @description `personal` or `team`. */
+            kind: string;
+            /** @description A team's name. */
+            name?: string;
+            /** @description The user's role in it (`owner` of their personal account). */
+            role: string;
+            /** @description Its balance (decimal string). */
+            balance: string;
+            /**
+             * Format: int64
+             * @description Its balance in hundredths.
+             */
+            balanceHundredths: number;
+            /** @description When it was opened. */
+            createdAt: string;
+        };
+        /**
+         * AddMemberBody
+         * @description `POST /api/accounts/{accountId}/members`.
+         */
+        AddMemberBody: {
+            /** @description The user to add: a Tally user id (a host-app user's id is in every event about them). */
+            memberId: string;
+            /** @description Their role (default `member`). */
+            role?: components["schemas"]["RoleBody"] & unknown;
+            /** @description Their spend limit (default none). */
+            limit?: components["schemas"]["LimitBody"] & unknown;
+        };
         /**
          * AdjustCreditsBody
          * @description A credit adjustment.
@@ -7331,6 +8267,8 @@ export interface components {
              * @description Tokens used.
              */
             tokens?: number;
+            /** @description The team member who spent (team accounts only). */
+            memberId?: string;
             /** @description When. */
             createdAt: string;
             /** @description The note kept with it. */
@@ -7472,8 +8410,10 @@ export interface components {
              * @description The credit transaction's id.
              */
             transactionId: number;
-            /** @description Whose credits. */
+            /** @description Who spent. */
             userId: string;
+            /** @description The account charged (the user's own id for their personal account). */
+            accountId: string;
             /** @description The cost, decimal string with two places. */
             cost: string;
             /**
@@ -7513,6 +8453,14 @@ export interface components {
              *     switch for a named user; also every `billing:read` read).
              */
             scopes: string[];
+        };
+        /**
+         * CreateTeamBody
+         * @description `POST /api/accounts`.
+         */
+        CreateTeamBody: {
+            /** @description The team's name (1 to 100 characters). */
+            name: string;
         };
         /**
          * CreateWebhookEndpointBody
@@ -7801,6 +8749,92 @@ export interface components {
              *     cancelled first). Without it a cancel goes to `successUrl`.
              */
             cancelUrl?: string;
+        };
+        /**
+         * LimitBody
+         * @description A member's spend limit.
+         */
+        LimitBody: {
+            /** @description The most the member spends per window, in credits (decimal string, up to two places). */
+            credits: string;
+            /** @description `day` (from 00:00 UTC), `week` (from Monday 00:00 UTC) or `month` (from the 1st, UTC). */
+            window: string;
+        };
+        /**
+         * LimitReachedView
+         * @description `limit_reached`: which limit, what is left of it, and when it resets.
+         */
+        LimitReachedView: {
+            /** @description Who the limit applies to: `member` (a team member's limit). */
+            scope: string;
+            /** @description The most that may be spent in one window (decimal string, two places). */
+            credits: string;
+            /**
+             * Format: int64
+             * @description The same, in hundredths.
+             */
+            creditsHundredths: number;
+            /** @description The window: `day`, `week` or `month` (UTC calendar). */
+            window: string;
+            /** @description What is left in the current window (decimal string). */
+            left: string;
+            /**
+             * Format: int64
+             * @description The same, in hundredths.
+             */
+            leftHundredths: number;
+            /** @description When the window ends and the count starts again (RFC 3339). */
+            resetsAt: string;
+        };
+        /**
+         * LimitView
+         * @description A member's limit as shown: the cap, what counts in the current window and when it resets.
+         */
+        LimitView: {
+            /** @description The most per window (decimal string). */
+            credits: string;
+            /**
+             * Format: int64
+             * @description The same, in hundredths.
+             */
+            creditsHundredths: number;
+            /** @description `day`, `week` or `month`. */
+            window: string;
+            /** @description What counts against it in the current window (decimal string). */
+            used: string;
+            /**
+             * Format: int64
+             * @description The same, in hundredths.
+             */
+            usedHundredths: number;
+            /** @description When the current window ends (RFC 3339). */
+            resetsAt: string;
+        };
+        /**
+         * MemberList
+         * @description A team's members.
+         */
+        MemberList: {
+            /** @description Oldest first. */
+            items: components["schemas"]["MemberView"][];
+        };
+        /**
+         * MemberView
+         * @description A team's member.
+         */
+        MemberView: {
+            /** @description The team's account. */
+            accountId: string;
+            /** @description The member's user id. */
+            memberId: string;
+            /** @description Their e-mail address, when known. */
+            email?: string;
+            /** @description `owner`, `admin` or `member`. */
+            role: string;
+            /** @description Their spend limit, if any. */
+            limit?: components["schemas"]["LimitView"] & unknown;
+            /** @description When they joined. */
+            addedAt: string;
         };
         /**
          * OfferList
@@ -8270,6 +9304,8 @@ export interface components {
              * @description `rate_limited`: seconds to wait (also sent as `Retry-After`).
              */
             retryAfterSeconds?: number;
+            /** @description `limit_reached`: the limit that refused the spend. */
+            limit?: components["schemas"]["LimitReachedView"] & unknown;
         };
         /**
          * RedeliverEventBody
@@ -8329,8 +9365,10 @@ export interface components {
          * @description `POST /api/credits/reservations/{id}/release`.
          */
         ReleaseBody: {
-            /** @description Whose reservation. */
+            /** @description Who releases it: on a team's account, the member who holds it or an owner or admin. */
             userId: string;
+            /** @description The team account that holds it (omitted: the user's personal account). */
+            accountId?: string;
         };
         /**
          * ReorderBody
@@ -8367,6 +9405,8 @@ export interface components {
             id: string;
             /** @description Whose credits. */
             userId: string;
+            /** @description The account whose credits it holds (the user's own id for their personal account). */
+            accountId: string;
             /** @description `pending`, `settled`, `released` or `expired`. */
             status: string;
             /** @description Credits held (decimal string). */
@@ -8399,6 +9439,11 @@ export interface components {
             /** @description When an unsettled hold is released by itself. */
             expiresAt: string;
         };
+        /**
+         * @description A member's role.
+         * @enum {string}
+         */
+        RoleBody: "owner" | "admin" | "member";
         /**
          * SessionView
          * @description A new session.
@@ -8599,8 +9644,20 @@ export interface components {
              * @description Tokens used.
              */
             tokens?: number;
+            /** @description The team member who spent (team accounts only). */
+            memberId?: string;
             /** @description When. */
             createdAt: string;
+        };
+        /**
+         * UpdateMemberBody
+         * @description `PATCH /api/accounts/{accountId}/members/{memberId}`.
+         */
+        UpdateMemberBody: {
+            /** @description A new role. */
+            role?: components["schemas"]["RoleBody"] & unknown;
+            /** @description A new limit; `null` removes the limit; omitted leaves it. */
+            limit?: components["schemas"]["LimitBody"] & unknown;
         };
         /**
          * UpdateWebhookEndpointBody
@@ -8622,8 +9679,16 @@ export interface components {
          * @description What was used (consume, settle) or is about to be used (reserve).
          */
         UsageBody: {
-            /** @description Whose credits. */
+            /**
+             * @description Who spends: their personal account is charged unless `accountId` names a team they
+             *     belong to.
+             */
             userId: string;
+            /**
+             * @description The team account to charge (the user must be a member; their limit applies). Omitted,
+             *     or the user's own id: their personal account.
+             */
+            accountId?: string;
             /** @description A fixed-cost feature (`chat`, `image`, …); omit for a per-token chat. */
             feature?: string;
             /** @description The AI model (its multiplier applies). */

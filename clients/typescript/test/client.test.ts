@@ -9,7 +9,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, it } from "node:test";
 
-import { createTallyClient, isTallyError, TallyError, type TallyClient } from "@tally/client";
+import { createTallyClient, isTallyError, limitReached, TallyError, type TallyClient } from "@tally/client";
 import { simulateReadableStream } from "ai";
 import { SignJWT } from "jose";
 import { MockLanguageModelV3 } from "ai/test";
@@ -313,6 +313,69 @@ describe("buying and spending", () => {
       .catch((e: unknown) => e);
     assert.ok(isTallyError(invalid, "validation_failed"), String(invalid));
     assert.equal(invalid.status, 400);
+  });
+});
+
+describe("teams", () => {
+  it("creates a team, adds a member with a daily limit, and spends its pool until the limit refuses", async () => {
+    const backend = examples.lib.tally();
+    const owner = await examples.lib.tallyUserId(appUser("tess"));
+    const member = await examples.lib.tallyUserId(appUser("milo"));
+    const team = await backend.accounts.createTeam("Tess & co", { userId: owner });
+    assert.match(team.id, /^team_/);
+    assert.equal(team.role, "owner");
+    const added = await backend.accounts.addMember(
+      team.id,
+      { memberId: member, limit: { credits: "6", window: "day" } },
+      { userId: owner },
+    );
+    assert.equal(added.role, "member");
+    assert.equal(added.limit?.creditsHundredths, 600);
+
+    // An administrator funds the pool.
+    const anonymous = createTallyClient({ baseUrl: server.url });
+    const { data: session } = await anonymous.raw.POST("/api/auth/login", {
+      body: { email: ADMIN.email, password: ADMIN.password },
+    });
+    assert.ok(session, "the administrator signs in");
+    const admin = createTallyClient({ baseUrl: server.url, sessionToken: session.token });
+    await admin.admin.adjustAccountCredits(team.id, { amount: "50", reason: "team pool" });
+
+    // "image" costs 5 credits: the first fits the member's 6, the second does not.
+    const spent = await backend.credits.consume({ userId: member, accountId: team.id, feature: "image" });
+    assert.equal(spent.accountId, team.id);
+    assert.equal(spent.userId, member);
+    const refused = await backend.credits
+      .consume({ userId: member, accountId: team.id, feature: "image" })
+      .then(() => undefined, (error: unknown) => error);
+    const limit = limitReached(refused);
+    assert.ok(limit, `a limit_reached error: ${String(refused)}`);
+    assert.equal(limit.leftHundredths, 100);
+    assert.equal(limit.window, "day");
+    assert.equal((await backend.credits.balance({ userId: member, accountId: team.id })).balanceHundredths, 4_500);
+
+    const members = await backend.accounts.members(team.id, { userId: owner });
+    assert.deepEqual(
+      members.map((m) => [m.memberId, m.role, m.limit?.usedHundredths]),
+      [
+        [owner, "owner", undefined],
+        [member, "member", 500],
+      ],
+    );
+    const lifted = await backend.accounts.updateMember(team.id, member, { limit: null }, { userId: owner });
+    assert.equal(lifted.limit, undefined);
+    await backend.credits.consume({ userId: member, accountId: team.id, feature: "image" });
+    await backend.accounts.removeMember(team.id, member, { userId: member });
+    const accounts = await backend.accounts.list({ userId: member });
+    assert.deepEqual(
+      accounts.map((a) => a.kind),
+      ["personal"],
+      "the member left",
+    );
+    const outsider = await backend.credits
+      .consume({ userId: member, accountId: team.id, feature: "image" })
+      .then(() => undefined, (error: unknown) => error);
+    assert.ok(isTallyError(outsider, "not_a_member"));
   });
 });
 

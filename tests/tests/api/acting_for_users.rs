@@ -14,21 +14,6 @@ const SECRET: &str = "a-host-secret-of-at-least-32-bytes!!";
 /// 2100-01-01: far enough ahead not to need the clock.
 const EXP: i64 = 4_102_444_800;
 
-async fn api_key(app: &TestApp, admin: &str, scopes: &[&str]) -> String {
-    let body = json!({"name": "app backend", "scopes": scopes});
-    let (status, key) = app.post(admin, "/api/admin/api-keys", &body, None).await;
-    assert_eq!(status, 201, "{key}");
-    key["secret"].as_str().expect("secret").to_owned()
-}
-
-/// A registered user: its id and session token.
-async fn user(app: &TestApp, email: &str) -> (String, String) {
-    let token = app.register(email).await;
-    let (status, me) = app.get(&token, "/api/auth/me").await;
-    assert_eq!(status, 200, "{me}");
-    (me["id"].as_str().expect("id").to_owned(), token)
-}
-
 /// `method` `path` with `token` and an optional JSON body: status and JSON answer.
 async fn call(
     app: &TestApp,
@@ -78,8 +63,8 @@ async fn subscriptions(app: &TestApp, token: &str, query: &str) -> Vec<Value> {
 #[tokio::test]
 async fn an_api_key_with_billing_write_manages_a_subscription_for_the_user_it_names() {
     let (app, admin) = spawn_app_with_admin(|_| {}).await;
-    let key = api_key(&app, &admin, &["billing:write"]).await;
-    let (id, token) = user(&app, "subscriber@example.com").await;
+    let key = app.api_key(&admin, &["billing:write"]).await;
+    let (id, token) = app.user("subscriber@example.com").await;
     let q = format!("?userId={id}");
 
     let order = buy_paid(&app, &key, &q, "pro_monthly", "card_gateway").await;
@@ -152,7 +137,7 @@ async fn an_api_key_with_billing_write_manages_a_subscription_for_the_user_it_na
 #[tokio::test]
 async fn a_subscriber_cancels_with_their_own_token_and_now_is_refused_where_the_provider_cannot() {
     let (app, _admin) = spawn_app_with_admin(|_| {}).await;
-    let (_, token) = user(&app, "pancake@example.com").await;
+    let (_, token) = app.user("pancake@example.com").await;
     buy_paid(&app, &token, "", "pro_quarterly", "mor_c").await;
     let sub = subscriptions(&app, &token, "").await[0]["id"]
         .as_str()
@@ -234,16 +219,18 @@ fn endpoints(sub: &str, order: &str) -> Vec<(&'static str, String, Option<Value>
 async fn every_billing_endpoint_refuses_other_users_keys_without_the_scope_and_no_or_unknown_users()
 {
     let (app, admin) = spawn_app_with_admin(|_| {}).await;
-    let (ada, ada_token) = user(&app, "ada@example.com").await;
-    let (bo, bo_token) = user(&app, "bo@example.com").await;
+    let (ada, ada_token) = app.user("ada@example.com").await;
+    let (bo, bo_token) = app.user("bo@example.com").await;
     let order = buy_paid(&app, &ada_token, "", "pro_monthly", "card_gateway").await;
     let sub = subscriptions(&app, &ada_token, "").await[0]["id"]
         .as_str()
         .expect("id")
         .to_owned();
-    let credits_key = api_key(&app, &admin, &["credits:read", "credits:consume"]).await;
-    let reader = api_key(&app, &admin, &["billing:read"]).await;
-    let writer = api_key(&app, &admin, &["billing:write"]).await;
+    let credits_key = app
+        .api_key(&admin, &["credits:read", "credits:consume"])
+        .await;
+    let reader = app.api_key(&admin, &["billing:read"]).await;
+    let writer = app.api_key(&admin, &["billing:write"]).await;
     let code = |body: &Value| body["code"].as_str().map(str::to_owned);
     let with = |path: &str, query: &str| {
         let sep = if path.contains('?') { '&' } else { '?' };
@@ -324,8 +311,8 @@ async fn every_billing_endpoint_refuses_other_users_keys_without_the_scope_and_n
 #[tokio::test]
 async fn the_buyers_details_come_from_the_key_only_and_bad_ones_write_nothing() {
     let (app, admin) = spawn_app_with_admin(|_| {}).await;
-    let writer = api_key(&app, &admin, &["billing:write"]).await;
-    let (id, token) = user(&app, "buyer@example.com").await;
+    let writer = app.api_key(&admin, &["billing:write"]).await;
+    let (id, token) = app.user("buyer@example.com").await;
     let plan = json!({"planId": "credits_mor_b_10000", "provider": "mor_b"});
     let with = |extra: Value| {
         let mut body = plan.clone();

@@ -36,13 +36,6 @@ async fn buy(app: &TestApp, token: &str, plan: &str) -> String {
     order
 }
 
-async fn api_key(app: &TestApp, admin: &str, scopes: &[&str]) -> String {
-    let body = json!({"name": "host backend", "scopes": scopes});
-    let (status, key) = app.post(admin, "/api/admin/api-keys", &body, None).await;
-    assert_eq!(status, 201, "{key}");
-    key["secret"].as_str().expect("secret").to_owned()
-}
-
 #[tokio::test]
 async fn a_bought_plans_entitlements_are_read_by_the_buyer_and_by_a_key_with_the_scope() {
     let (app, admin) = app_with_admin(PricingMode::Static).await;
@@ -67,13 +60,13 @@ async fn a_bought_plans_entitlements_are_read_by_the_buyer_and_by_a_key_with_the
     let (_, status_view) = app.get(&token, "/api/credits/status").await;
     assert_eq!(status_view["entitlements"], held["entitlements"]);
 
-    let reader = api_key(&app, &admin, &["entitlements:read"]).await;
+    let reader = app.api_key(&admin, &["entitlements:read"]).await;
     let path = format!("/api/entitlements?userId={user_id}");
     let (status, by_key) = app.get(&reader, &path).await;
     assert_eq!(status, 200, "{by_key}");
     assert_eq!(by_key, held);
 
-    let credits_reader = api_key(&app, &admin, &["credits:read"]).await;
+    let credits_reader = app.api_key(&admin, &["credits:read"]).await;
     let (status, refused) = app.get(&credits_reader, &path).await;
     assert_eq!(status, 403, "{refused}");
     assert_eq!(refused["code"], "forbidden");

@@ -7,13 +7,6 @@ use tests::{TestApp, spawn_app_with_admin};
 
 const RETURN: &str = "http://localhost:3000/account";
 
-async fn api_key(app: &TestApp, admin: &str, scopes: &[&str]) -> String {
-    let body = json!({"name": "host backend", "scopes": scopes});
-    let (status, key) = app.post(admin, "/api/admin/api-keys", &body, None).await;
-    assert_eq!(status, 201, "{key}");
-    key["secret"].as_str().expect("secret").to_owned()
-}
-
 async fn user_id(app: &TestApp, token: &str) -> String {
     let (_, me) = app.get(token, "/api/auth/me").await;
     me["id"].as_str().expect("id").to_owned()
@@ -58,8 +51,8 @@ async fn only_a_key_with_billing_write_makes_portal_links_for_existing_users_and
     let (app, admin) = spawn_app_with_admin(|_| {}).await;
     let buyer = app.register("portal-scope@example.com").await;
     let user = user_id(&app, &buyer).await;
-    let reader = api_key(&app, &admin, &["credits:read"]).await;
-    let billing = api_key(&app, &admin, &["billing:write"]).await;
+    let reader = app.api_key(&admin, &["credits:read"]).await;
+    let billing = app.api_key(&admin, &["billing:write"]).await;
     for (token, who) in [
         (&reader, "a key without the scope"),
         (&buyer, "the user"),
@@ -97,7 +90,7 @@ async fn a_portal_link_opens_once_into_the_dashboard_and_then_says_it_is_gone() 
     let (app, admin) = spawn_app_with_admin(|_| {}).await;
     let buyer = app.register("portal-once@example.com").await;
     let user = user_id(&app, &buyer).await;
-    let billing = api_key(&app, &admin, &["billing:write"]).await;
+    let billing = app.api_key(&admin, &["billing:write"]).await;
     let (_, link) = portal_link(&app, &billing, &user).await;
     let url = link["url"].as_str().unwrap();
     let (status, location, session) = open(&app, url).await;
@@ -132,7 +125,7 @@ async fn a_portal_session_reaches_its_users_billing_and_nothing_else() {
     let buyer = app.register("portal-reach@example.com").await;
     let other = app.register("portal-other@example.com").await;
     let other_id = user_id(&app, &other).await;
-    let billing = api_key(&app, &admin, &["billing:write"]).await;
+    let billing = app.api_key(&admin, &["billing:write"]).await;
     // Even a link made for an administrator opens no console.
     let admin_id = user_id(&app, &admin).await;
     for user in [user_id(&app, &buyer).await, admin_id] {

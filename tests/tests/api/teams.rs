@@ -5,21 +5,6 @@
 use serde_json::{Value, json};
 use tests::{TestApp, spawn_app_with_admin};
 
-async fn api_key(app: &TestApp, admin: &str, scopes: &[&str]) -> String {
-    let body = json!({"name": "app backend", "scopes": scopes});
-    let (status, key) = app.post(admin, "/api/admin/api-keys", &body, None).await;
-    assert_eq!(status, 201, "{key}");
-    key["secret"].as_str().expect("secret").to_owned()
-}
-
-/// A registered user: its id and session token.
-async fn user(app: &TestApp, email: &str) -> (String, String) {
-    let token = app.register(email).await;
-    let (status, me) = app.get(&token, "/api/auth/me").await;
-    assert_eq!(status, 200, "{me}");
-    (me["id"].as_str().expect("id").to_owned(), token)
-}
-
 async fn send(
     app: &TestApp,
     token: &str,
@@ -44,10 +29,12 @@ async fn send(
 #[tokio::test]
 async fn a_member_spends_the_team_pool_within_their_limit() {
     let (app, admin) = spawn_app_with_admin(|_| {}).await;
-    let (ada, ada_token) = user(&app, "ada@example.com").await;
-    let (bob, bob_token) = user(&app, "bob@example.com").await;
-    let (eve, _) = user(&app, "eve@example.com").await;
-    let backend = api_key(&app, &admin, &["credits:consume", "credits:read"]).await;
+    let (ada, ada_token) = app.user("ada@example.com").await;
+    let (bob, bob_token) = app.user("bob@example.com").await;
+    let (eve, _) = app.user("eve@example.com").await;
+    let backend = app
+        .api_key(&admin, &["credits:consume", "credits:read"])
+        .await;
 
     // Ada creates a team; she is its owner and it is empty.
     let (status, team) = app

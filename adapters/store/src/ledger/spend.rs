@@ -46,22 +46,9 @@ pub(crate) async fn consume(
     let (balance, lots) = postings::lock_balance_with_lots(tx, &c.account_id).await?;
     // A team's member: their membership and limit, read after the balance row (one lock order
     // for every spend), decided before the balance.
-    let counted = match &c.member_id {
-        None => None,
-        Some(member) => {
-            let counted = count_member_spend(tx, &c.account_id, member, c.amount, c.now).await?;
-            match counted {
-                Ok((count, _)) => Some((member, count)),
-                Err(refusal) => {
-                    // A concurrent request with this key may have committed while this one
-                    // waited for the rows: its outcome is the answer.
-                    if let Some(seen) = replay(tx, c).await? {
-                        return Ok(End::Rollback(seen));
-                    }
-                    return Ok(End::Rollback(Spent::Refused(refusal)));
-                }
-            }
-        }
+    let counted = match member_counted(tx, c).await? {
+        Ok(counted) => counted,
+        Err(refused) => return Ok(End::Rollback(refused)),
     };
     let spend = (
         TransactionKind::Consumption,
@@ -127,6 +114,22 @@ pub(super) fn decide(
         Err(e) => Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
             "a {kind} of {amount} for {user}: {e}"
         )))),
+    }
+}
+
+/// The member of `c` (on a team's account) and their count with `c` counted: `None` on a
+/// personal account; the refusal (not a member, past the limit), unless a concurrent request
+/// with `c`'s key committed while this one waited for the rows: its outcome is the answer.
+async fn member_counted<'a>(
+    tx: &DatabaseTransaction,
+    c: &'a ConsumeCommand,
+) -> Result<Result<Option<(&'a UserId, WindowCount)>, Spent<(CreditTransaction, Replay)>>, Fail> {
+    let Some(member) = &c.member_id else {
+        return Ok(Ok(None));
+    };
+    match count_member_spend(tx, &c.account_id, member, c.amount, c.now).await? {
+        Ok((count, _)) => Ok(Ok(Some((member, count)))),
+        Err(refusal) => Ok(Err(replay(tx, c).await?.unwrap_or(Spent::Refused(refusal)))),
     }
 }
 

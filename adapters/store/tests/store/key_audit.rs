@@ -49,6 +49,7 @@ pub const DISTRIBUTED: &[(&str, &str)] = &[
     ("credit_transactions", "account_id"),
     ("credit_grants", "account_id"),
     ("credit_reservations", "account_id"),
+    ("account_members", "account_id"),
     ("orders", "user_id"),
     ("subscriptions", "user_id"),
     ("subscription_charges", "user_id"),
@@ -219,10 +220,10 @@ fn usd(minor: i64) -> Money {
     Money::from_minor(minor, Currency::Usd).unwrap()
 }
 
-/// One hot path's statements, with who acted.
+/// One hot path's statements, with the account it acted on.
 struct Phase {
     name: &'static str,
-    user: UserId,
+    account: String,
     sent: Vec<SentStatement>,
 }
 
@@ -236,7 +237,7 @@ async fn hot_paths(world: &World) -> Vec<Phase> {
     let mut record = |name, sent| {
         phases.push(Phase {
             name,
-            user: user.clone(),
+            account: user.as_str().to_owned(),
             sent,
         });
     };
@@ -293,7 +294,50 @@ async fn hot_paths(world: &World) -> Vec<Phase> {
     };
     assert_eq!(world.deliver("refund-1", refund).await, "applied");
     record("a refund's clawback", world.recorder.stop());
+    phases.push(team_member_spends(world, &buyer).await);
     phases
+}
+
+/// A member's consumption from a team's pool (`buyer` owns the team): the member's row is read
+/// and written by the team's key.
+async fn team_member_spends(world: &World, owner: &User) -> Phase {
+    use application::ports::Writes;
+    use application::use_cases::teams::MemberRequest;
+    let member = world.user("member@example.com").await;
+    let team = world
+        .service
+        .create_team(&owner.id, "Audit")
+        .await
+        .unwrap()
+        .account
+        .id;
+    let add = MemberRequest::Add {
+        role: domain::MemberRole::Member,
+        limit: application::use_cases::teams::parse_limit(support::c(100_000), "day").ok(),
+    };
+    let added = world
+        .service
+        .change_team_member(&owner.id, &team, &member.id, add);
+    added.await.unwrap();
+    let fund = application::ports::GrantCommand {
+        account_id: team.clone(),
+        amount: support::c(10_000),
+        source: application::ports::GrantSource::Admin("audit-team".into()),
+        expires_at: None,
+        now: Timestamp::from_unix_millis(START_MS),
+    };
+    world.observed.grant(&fund).await.unwrap();
+    world.recorder.start();
+    let spend = ConsumeCredits {
+        account_id: Some(team.clone()),
+        ..spend(&member.id, "team-1")
+    };
+    world.service.consume_credits(spend).await.unwrap();
+    Phase {
+        name: "a team member's consume",
+        account: team.as_str().to_owned(),
+        sent: world.recorder.stop(),
+    }
 }
 
 /// Where a statement's rows of one distributed table lie, as far as its text and values say.
@@ -345,7 +389,7 @@ fn audit(phases: &[Phase], batch_allowed: bool) -> (Vec<String>, BTreeSet<usize>
                         None => Some("does not filter by the account key"),
                     },
                     Routing::Keys(keys)
-                        if keys.len() == 1 && keys.contains(phase.user.as_str()) =>
+                        if keys.len() == 1 && keys.contains(phase.account.as_str()) =>
                     {
                         None
                     }
@@ -449,7 +493,7 @@ async fn a_grouped_batch_spans_accounts_only_in_its_listed_statements() {
             } else {
                 "a batch of two accounts' consumptions (from what the writer knows)"
             },
-            user: users[0].0.clone(),
+            account: users[0].0.as_str().to_owned(),
             sent: world.recorder.stop(),
         });
     }
