@@ -2,9 +2,15 @@
 //! `TALLY_RELIABILITY=1`). Every provider's success webhooks, delivered five more times at once
 //! and spread over the three, grant once per order (invariant 3); 64 clients spending one
 //! account across the three spend exactly what it holds, never below zero, and the ledger
-//! explains the balance (invariants 1 and 2).
+//! explains the balance (invariants 1 and 2); 64 members of one team spending its pool across
+//! the three, each within a daily limit, never pass their limits nor overdraw the pool
+//! (invariants 18 and 19).
 
-use super::api::{assert_ledger_explains_balance, types};
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use super::api::{Api, assert_ledger_explains_balance, types};
 use super::cluster::{Cluster, TALLY_TOML, enabled};
 use super::duplicates::{
     CREDIT_PLANS, assert_one_grant_per_order, assert_spent_exactly_what_was_there, redeliver,
@@ -92,4 +98,178 @@ async fn sixty_four_clients_spending_one_account_across_three_instances_spend_ex
         "{} spends across {INSTANCES} instances in {elapsed:?}",
         outcomes.len()
     );
+}
+
+/// The team test's instances may take 64 sign-ups from one address at once.
+const TEAM_TOML: &str = "\
+[database]
+maxConnections = 16
+acquireTimeoutMs = 2000
+retryAttempts = 6
+
+[reconciler]
+enabled = false
+
+[signup]
+perAddressBurst = 100
+perAddressPerHour = 1000
+perDomainBurst = 100
+perDomainPerHour = 1000
+";
+
+/// Members of the team; what each may spend a day: four images of 5 credits.
+const MEMBERS: usize = 64;
+const IMAGE_CREDITS: i64 = 5;
+const IMAGES_PER_DAY: i64 = 4;
+/// Each member asks for twice their limit, all at once: 512 spends for a pool of 200 images,
+/// which runs out before every member reaches their limit.
+const TRIES_PER_MEMBER: i64 = 2 * IMAGES_PER_DAY;
+const POOL_IMAGES: i64 = 200;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_members_spending_one_team_across_three_instances_stay_within_their_limits() {
+    let Some(_serial) = enabled("several_instances_team").await else {
+        return;
+    };
+    let cluster = Cluster::start("several_instances_team", INSTANCES, TEAM_TOML).await;
+    let (api, owner) = (&cluster.api, &cluster.buyer);
+    let team = api
+        .post(
+            &owner.token,
+            "/api/accounts",
+            &json!({"name": "Pool"}),
+            None,
+        )
+        .await;
+    assert_eq!(team.status, 201, "{team:?}");
+    let team = team.body["id"].as_str().expect("team id").to_owned();
+    let admin = api.login("admin@example.com").await;
+    let pool = (POOL_IMAGES * IMAGE_CREDITS).to_string();
+    let fund = json!({"amount": pool, "reason": "pool"});
+    let path = format!("/api/admin/accounts/{team}/credits");
+    let funded = api
+        .post(&admin.token, &path, &fund, Some("fund-pool"))
+        .await;
+    assert_eq!(funded.status, 200, "{funded:?}");
+    let members = join_members(api, &owner.token, &team).await;
+    let apis = cluster.apis();
+    let spent = spend_from_team(&apis, &cluster.api_key, &team, &members).await;
+
+    let total: i64 = spent.values().sum();
+    assert_eq!(
+        total, POOL_IMAGES,
+        "the pool is spent to the last credit: {spent:?}"
+    );
+    for (member, count) in &spent {
+        assert!(*count <= IMAGES_PER_DAY, "{member} spent {count} images");
+    }
+    let roster = api
+        .get(&owner.token, &format!("/api/accounts/{team}/members"))
+        .await;
+    assert_eq!(roster.status, 200, "{roster:?}");
+    for row in roster.body["items"].as_array().expect("members") {
+        let member = row["memberId"].as_str().expect("member");
+        if member == owner.user_id {
+            continue;
+        }
+        let used = row["limit"]["usedHundredths"].as_i64().expect("used");
+        let images = spent.get(member).copied().unwrap_or(0);
+        assert_eq!(used, 100 * IMAGE_CREDITS * images, "{row}");
+    }
+    let balance = api
+        .get(
+            &owner.token,
+            &format!("/api/credits/balance?accountId={team}"),
+        )
+        .await;
+    assert_eq!(balance.body["balanceHundredths"], 0, "{balance:?}");
+    let ledger = team_ledger(api, &owner.token, &team).await;
+    assert_ledger_explains_balance(&ledger, 0);
+    let by_member = ledger.iter().filter(|t| t["type"] == "consumption").fold(
+        BTreeMap::<String, i64>::new(),
+        |mut counts, t| {
+            let member = t["memberId"].as_str().expect("memberId").to_owned();
+            *counts.entry(member).or_default() += 1;
+            counts
+        },
+    );
+    assert_eq!(by_member, spent, "the ledger names every spend's member");
+    println!("{MEMBERS} members spent {total} images from one pool across {INSTANCES} instances");
+}
+
+/// Register the members and add each to `team` with the daily limit: their user ids.
+async fn join_members(api: &Api, owner: &str, team: &str) -> Vec<String> {
+    let mut members = Vec::new();
+    for n in 0..MEMBERS {
+        let member = api.register(&format!("member{n}@example.com")).await;
+        let add = json!({
+            "memberId": member.user_id,
+            "limit": {"credits": (IMAGES_PER_DAY * IMAGE_CREDITS).to_string(), "window": "day"},
+        });
+        let path = format!("/api/accounts/{team}/members");
+        let added = api.post(owner, &path, &add, None).await;
+        assert_eq!(added.status, 201, "{added:?}");
+        members.push(member.user_id);
+    }
+    members
+}
+
+/// Every member spends images from `team` at once, spread over the instances: how many each
+/// spent. Every refusal is the limit's or the pool's.
+async fn spend_from_team(
+    apis: &[Api],
+    api_key: &str,
+    team: &str,
+    members: &[String],
+) -> BTreeMap<String, i64> {
+    let tasks: Vec<_> = members
+        .iter()
+        .enumerate()
+        .map(|(n, member)| {
+            let api = apis[n % apis.len()].clone();
+            let (api_key, team, member) = (api_key.to_owned(), team.to_owned(), member.clone());
+            tokio::spawn(async move {
+                let mut spent = 0;
+                for attempt in 0..TRIES_PER_MEMBER {
+                    let body = json!({"userId": member, "accountId": team, "feature": "image"});
+                    let key = format!("team-{member}-{attempt}");
+                    let reply = api
+                        .post(&api_key, "/api/credits/consume", &body, Some(&key))
+                        .await;
+                    match reply.status {
+                        201 => spent += 1,
+                        402 if reply.is_problem("limit_reached")
+                            || reply.is_problem("insufficient_credits") => {}
+                        other => panic!("{member}: {other} {reply:?}"),
+                    }
+                }
+                (member, spent)
+            })
+        })
+        .collect();
+    let mut spent = BTreeMap::new();
+    for task in tasks {
+        let (member, count) = task.await.expect("member");
+        if count > 0 {
+            spent.insert(member, count);
+        }
+    }
+    spent
+}
+
+/// Every transaction of `team`, in the order they were written.
+async fn team_ledger(api: &Api, owner: &str, team: &str) -> Vec<serde_json::Value> {
+    let mut items = Vec::new();
+    for page in 1_u64..=50 {
+        let path = format!("/api/credits/transactions?accountId={team}&page={page}&limit=100");
+        let reply = api.get(owner, &path).await;
+        assert_eq!(reply.status, 200, "{reply:?}");
+        items.extend(reply.body["items"].as_array().cloned().unwrap_or_default());
+        if page >= reply.body["totalPages"].as_u64().unwrap_or(0) {
+            break;
+        }
+    }
+    // In the order the balance lock let them write (ids), not by their request times.
+    items.sort_by_key(|t| t["id"].as_i64());
+    items
 }
