@@ -42,6 +42,13 @@ impl AccountId {
         }
     }
 
+    /// The user a ledger entry or hold of this account is about: the member of a team who acted,
+    /// else the user whose personal account this is (`None` for a team's entry no member made).
+    #[must_use]
+    pub fn acting_user(&self, member: Option<&UserId>) -> Option<UserId> {
+        member.cloned().or_else(|| self.owner())
+    }
+
     /// The personal account of `user`: the same id.
     #[must_use]
     pub fn personal(user: &UserId) -> Self {

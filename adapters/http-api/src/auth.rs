@@ -173,6 +173,19 @@ impl AppState {
         user_id: Option<&str>,
     ) -> Result<Acting, Problem> {
         let principal = self.principal(credential).await?;
+        self.principal_acting_for(principal, scope, user_id).await
+    }
+
+    /// [`AppState::acting_for`] for a caller already authenticated as `principal`.
+    ///
+    /// # Errors
+    /// As [`AppState::data_owner`], but for the credential itself.
+    pub(crate) async fn principal_acting_for(
+        &self,
+        principal: Principal,
+        scope: Scope,
+        user_id: Option<&str>,
+    ) -> Result<Acting, Problem> {
         self.ports
             .accounts
             .acting_for(principal, scope, user_id)

@@ -322,9 +322,8 @@ pub struct ReservationView {
 /// Who a spend or hold is by: the member of a team's account who made it, else the user whose
 /// personal account it is.
 pub(crate) fn spender(account: &domain::AccountId, member: Option<&domain::UserId>) -> String {
-    member
-        .cloned()
-        .or_else(|| account.owner())
+    account
+        .acting_user(member)
         .map_or_else(|| account.to_string(), |u| u.to_string())
 }
 

@@ -354,18 +354,21 @@ impl TeamsApi {
         scope: Scope,
         user_id: Option<&str>,
     ) -> Result<UserId, Problem> {
-        if let Principal::Portal(_) = self.state.principal(credential).await? {
+        let principal = self.state.principal(credential).await?;
+        if let Principal::Portal(_) = principal {
             return Err(Problem::new(
                 Code::Forbidden,
                 "a customer-portal session does not manage teams",
             ));
         }
-        Ok(self
-            .state
-            .acting_for(credential, scope, user_id)
-            .await?
-            .user
-            .id)
+        let acting = self.state.principal_acting_for(principal, scope, user_id);
+        Ok(acting.await?.user.id)
+    }
+
+    /// A member as a change answers them, their limit's usage as of now.
+    fn shown(&self, member: Option<Member>) -> Result<MemberView, Problem> {
+        let member = member.ok_or_else(|| Problem::new(Code::MemberNotFound, "no such member"))?;
+        Ok(MemberView::new(&member, self.state.ports.accounts.now()))
     }
 
     async fn change(
@@ -511,12 +514,8 @@ impl TeamsApi {
             self.change(&credential, user_id.0.as_deref(), ids, request)
                 .await
         };
-        match result.await {
-            Ok(Some(member)) => AddMemberResponse::Created(Json(MemberView::new(
-                &member,
-                self.state.ports.accounts.now(),
-            ))),
-            Ok(None) => Problem::new(Code::MemberNotFound, "no such member").into(),
+        match result.await.and_then(|member| self.shown(member)) {
+            Ok(view) => AddMemberResponse::Created(Json(view)),
             Err(problem) => problem.into(),
         }
     }
@@ -551,12 +550,8 @@ impl TeamsApi {
             self.change(&credential, user_id.0.as_deref(), ids, request)
                 .await
         };
-        match result.await {
-            Ok(Some(member)) => MemberResponse::Ok(Json(MemberView::new(
-                &member,
-                self.state.ports.accounts.now(),
-            ))),
-            Ok(None) => Problem::new(Code::MemberNotFound, "no such member").into(),
+        match result.await.and_then(|member| self.shown(member)) {
+            Ok(view) => MemberResponse::Ok(Json(view)),
             Err(problem) => problem.into(),
         }
     }

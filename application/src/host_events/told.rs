@@ -337,12 +337,6 @@ pub fn member_changed(command: &MemberCommand, changed: &MemberChanged) -> Vec<H
     }]
 }
 
-/// The user a ledger event is about: the member who acted on a team's account, else the user
-/// whose personal account it is (`None` for a team's grant: no user acted).
-fn whose(account: &domain::AccountId, member: Option<&UserId>) -> Option<UserId> {
-    member.cloned().or_else(|| account.owner())
-}
-
 /// `credits.consumed` of a written consumption (an opt-in type: the store writes it only while
 /// an endpoint wants it).
 #[must_use]
@@ -354,7 +348,7 @@ fn transaction_event(kind: HostEventKind, t: &CreditTransaction) -> HostEvent {
     HostEvent {
         kind,
         fact: t.id.to_string(),
-        user: whose(&t.account_id, t.member_id.as_ref()),
+        user: t.account_id.acting_user(t.member_id.as_ref()),
         data: HostEventData::Transaction(t.clone()),
         occurred_at: t.created_at,
     }
@@ -380,7 +374,7 @@ pub fn balance_alerts(spend: &CreditTransaction, low_below: Option<Credits>) -> 
             HostEvent {
                 kind,
                 fact: format!("{}:{}", spend.id, kind.code()),
-                user: whose(&spend.account_id, spend.member_id.as_ref()),
+                user: spend.account_id.acting_user(spend.member_id.as_ref()),
                 data: HostEventData::Balance {
                     balance: after,
                     threshold,
@@ -405,7 +399,9 @@ pub fn reservation_step(
     HostEvent {
         kind,
         fact: reservation.id.as_str().to_owned(),
-        user: whose(&reservation.account_id, reservation.member_id.as_ref()),
+        user: reservation
+            .account_id
+            .acting_user(reservation.member_id.as_ref()),
         data: HostEventData::Reservation {
             reservation: reservation.clone(),
             transaction: transaction.cloned(),
