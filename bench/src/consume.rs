@@ -1,6 +1,7 @@
 //! Consume over HTTP: N clients, each in a closed loop of `POST /api/credits/consume` with the
 //! service API key, a unique `Idempotency-Key` per request, and the fixed-cost feature `image`
-//! (5 credits) for its own user (or all for one user: the hot-account variant).
+//! (5 credits) for its own user (or all for one user: the hot-account variant; or as members of a
+//! team, from its pool: [`crate::team`]).
 
 use std::sync::Arc;
 
@@ -10,12 +11,26 @@ use crate::api::Api;
 use crate::load::{self, Spec};
 use crate::stats::Summary;
 
-/// Run the closed loop: worker `w` spends for `users[w % users.len()]`; keys start with `tag`.
-pub async fn run(api: &Api, api_key: &str, users: &[String], tag: &str, spec: Spec) -> Summary {
+/// Run the closed loop: worker `w` spends for `users[w % users.len()]` (from `account` when
+/// given, else their own); keys start with `tag`.
+pub async fn run(
+    api: &Api,
+    api_key: &str,
+    users: &[String],
+    account: Option<&str>,
+    tag: &str,
+    spec: Spec,
+) -> Summary {
     let bodies: Arc<Vec<String>> = Arc::new(
         users
             .iter()
-            .map(|user| json!({ "userId": user, "feature": "image" }).to_string())
+            .map(|user| match account {
+                Some(account) => {
+                    json!({ "userId": user, "accountId": account, "feature": "image" })
+                }
+                None => json!({ "userId": user, "feature": "image" }),
+            })
+            .map(|body| body.to_string())
             .collect(),
     );
     let (api, api_key, tag) = (

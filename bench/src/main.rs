@@ -7,7 +7,8 @@
 //! 1. the database's own limit: the store's consume transaction issued straight through sqlx at
 //!    the service's pool size and durability settings ([`dblimit`]);
 //! 2. consume over HTTP at 1, 8, 32 and 128 clients, one transaction per request and with group
-//!    commit, against that limit ([`consume`]);
+//!    commit, against that limit, and from a team's pool (members with limits) against one
+//!    personal account at 32 and 128 clients ([`consume`], [`team`]);
 //! 3. really signed webhooks: `card_gateway` (HMAC) and `wallet_qr` (RSA + AES-GCM)
 //!    ([`webhooks`]);
 //! 4. balance and transaction pages at 10 thousand and 1 million ledger rows ([`reads`]);
@@ -42,6 +43,7 @@ mod run;
 mod server;
 mod stats;
 mod tables;
+mod team;
 mod webhooks;
 
 use std::path::{Path, PathBuf};

@@ -82,6 +82,8 @@ pub struct BackendReport {
     pub db_limit: Vec<DbRow>,
     /// Consume over HTTP.
     pub consume: Vec<HttpRow>,
+    /// Consume from a team's pool against one personal account.
+    pub team: Vec<crate::team::TeamRow>,
     /// Webhooks over HTTP.
     pub webhooks: Vec<WebhookRow>,
     /// What the database said after them.
@@ -255,6 +257,7 @@ pub fn targets(backends: &[BackendReport], sizes: &[i64]) -> Vec<Target> {
                 all.push(target("p99 under 20 ms at 32 clients", name, mode, judged));
             }
         }
+        all.extend(crate::team::targets(b));
         all.extend(growth_targets(b, sizes));
         all.extend(crate::admin_console::targets(b));
         for m in &b.memory {

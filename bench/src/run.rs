@@ -62,7 +62,7 @@ pub struct Plan {
 }
 
 impl Plan {
-    fn spec(&self, workers: usize) -> Spec {
+    pub(crate) fn spec(&self, workers: usize) -> Spec {
         Spec {
             workers,
             warmup: self.warmup,
@@ -95,6 +95,17 @@ struct Setup {
     api_key: String,
     users: Vec<String>,
     hot: Vec<String>,
+    members: Vec<String>,
+}
+
+impl Setup {
+    fn spenders(&self) -> crate::team::Spenders<'_> {
+        crate::team::Spenders {
+            personal: &self.hot,
+            members: &self.members,
+            api_key: &self.api_key,
+        }
+    }
 }
 
 /// Print one figure as it is measured.
@@ -191,6 +202,8 @@ async fn phases(ctx: &Ctx, db: &Provisioned, report: &mut BackendReport) -> anyh
     let idle = server.rss_kib()?;
     let sampler = RssSampler::start(server.pid);
     paired_points(ctx, db, (&pool, &api, server.pid), &setup, report).await?;
+    let team = crate::team::points(ctx, &api, &setup.spenders(), PER_TRANSACTION).await;
+    report.team.extend(team);
     webhook_points(ctx, (&api, &setup), &pool, PER_TRANSACTION, report).await;
     if !ctx.plan.ingestion_only {
         delivery_point(ctx, &api, &pool, &setup, report).await;
@@ -230,6 +243,9 @@ async fn grouped_phase(
         let row = http_point(ctx, (&api, server.pid), setup, GROUPED, point).await;
         report.consume.push(row);
     }
+    let team = crate::team::points(ctx, &api, &setup.spenders(), GROUPED).await;
+    report.team.extend(team);
+    team_ledger(pool, report).await;
     webhook_points(ctx, (&api, setup), pool, GROUPED, report).await;
     let peak = sampler.finish().await;
     let plan = &ctx.plan;
@@ -244,6 +260,13 @@ async fn grouped_phase(
         idle_after_load_mb: mib(server.rss_kib()?),
     });
     server.stop().await
+}
+
+/// After both modes spent the team's pool: its ledger adds up.
+async fn team_ledger(pool: &Pool, report: &mut BackendReport) {
+    if let Err(e) = store::bench::check_ledger(pool, crate::team::TEAM).await {
+        report.problems.push(format!("the team's ledger: {e:#}"));
+    }
 }
 
 /// The grouped phase's figures after ingestion: the admin console, the reads as the ledger
@@ -289,6 +312,9 @@ async fn setup(launch: &Launch, api: &Api, pool: &Pool) -> anyhow::Result<Setup>
     let users: Vec<String> = (0..USERS).map(|i| format!("bench-u-{i:03}")).collect();
     let hot = vec!["bench-hot".to_owned()];
     let all: Vec<String> = users.iter().chain(&hot).cloned().collect();
+    let members: Vec<String> = (0..crate::team::MEMBERS)
+        .map(|i| format!("bench-m-{i:03}"))
+        .collect();
     let now = crate::now_ms();
     store::bench::create_users(pool, &all, now)
         .await
@@ -296,11 +322,24 @@ async fn setup(launch: &Launch, api: &Api, pool: &Pool) -> anyhow::Result<Setup>
     store::bench::fund(pool, &all, now)
         .await
         .context("funding users")?;
+    store::bench::create_users(pool, &members, now)
+        .await
+        .context("creating the team's members")?;
+    store::bench::create_team(
+        pool,
+        crate::team::TEAM,
+        &members,
+        crate::team::MEMBER_LIMIT,
+        now,
+    )
+    .await
+    .context("creating the team")?;
     Ok(Setup {
         admin_token: token,
         api_key,
         users,
         hot,
+        members,
     })
 }
 
@@ -354,7 +393,7 @@ async fn http_point(
     let tag = format!("http-{mode}-{clients}-{hot}");
     let spec = ctx.plan.spec(clients);
     let cpu = cpu::watch(Some(pid), spec, ctx.ticks);
-    let summary = consume::run(api, &setup.api_key, users, &tag, spec).await;
+    let summary = consume::run(api, &setup.api_key, users, None, &tag, spec).await;
     progress(
         &format!(
             "HTTP consume {mode} {clients} clients{}",

@@ -38,6 +38,7 @@ pub fn backend(b: &BackendReport) -> String {
         let _ = writeln!(md, "**Failed:** {problem}\n");
     }
     md.push_str(&consume(b));
+    md.push_str(&crate::team::table(b));
     md.push_str(&cpu(b));
     md.push_str(&webhooks(b));
     md.push_str(&deliveries(b));

@@ -15,5 +15,6 @@ pub use customers::{ROWS_PER_CUSTOMER, customer_id, seed_customers, users_and_le
 pub use limit::{Consume, Shape, consume};
 pub use pool::{Pool, create_database, drop_database};
 pub use seed::{
-    FUNDING, check_ledger, create_users, fund, history, order_grants_of_prefix, write_events,
+    FUNDING, check_ledger, create_team, create_users, fund, history, order_grants_of_prefix,
+    write_events,
 };

@@ -106,6 +106,48 @@ pub async fn fund(pool: &Pool, users: &[String], now_ms: i64) -> anyhow::Result<
     Ok(())
 }
 
+/// A team account `team` funded with [`FUNDING`], its members `members` (users created by
+/// [`create_users`]; the first is the owner, the rest plain members), each with a daily limit of
+/// `limit` hundredths: a limit checked on every spend but never reached by the benchmark.
+///
+/// # Errors
+/// The database refuses.
+pub async fn create_team(
+    pool: &Pool,
+    team: &str,
+    members: &[String],
+    limit: i64,
+    now_ms: i64,
+) -> anyhow::Result<()> {
+    let owner = members.first().context("a team needs an owner")?;
+    pool.execute(
+        "INSERT INTO accounts (id, kind, name, created_by, created_at) \
+         VALUES ($1, 'team', 'Bench team', $2, $3)",
+        &[
+            Val::T(team.to_owned()),
+            Val::T(owner.clone()),
+            Val::I(now_ms),
+        ],
+    )
+    .await?;
+    for (i, member) in members.iter().enumerate() {
+        pool.execute(
+            "INSERT INTO account_members (account_id, user_id, role, limit_hundredths, \
+             limit_window, window_start, window_spent_hundredths, added_at) \
+             VALUES ($1, $2, $3, $4, 'day', 0, 0, $5)",
+            &[
+                Val::T(team.to_owned()),
+                Val::T(member.clone()),
+                Val::T(if i == 0 { "owner" } else { "member" }.to_owned()),
+                Val::I(limit),
+                Val::I(now_ms),
+            ],
+        )
+        .await?;
+    }
+    grant(pool, team, FUNDING, FUNDING, 1, now_ms).await
+}
+
 const HISTORY_SQLITE: &str = "WITH RECURSIVE seq(i) AS (SELECT $1 UNION ALL SELECT i + 1 FROM seq \
     WHERE i < $2) INSERT INTO credit_transactions (account_id, kind, amount_hundredths, \
     balance_after_hundredths, feature, idempotency_key, request_hash, created_at) \
