@@ -14,6 +14,7 @@
 //! hold back to its window on the same terms.
 
 use crate::credits::Credits;
+use crate::entitlements::{EntitlementKey, EntitlementValue, Entitlements};
 use crate::ids::{AccountId, UserId};
 use crate::time::Timestamp;
 
@@ -126,6 +127,13 @@ impl MemberRole {
     /// Whether this role manages members: adds, removes, changes roles and limits.
     #[must_use]
     pub const fn manages_members(self) -> bool {
+        matches!(self, Self::Owner | Self::Admin)
+    }
+
+    /// Whether this role manages the team's billing: buys plans and packs for it, cancels and
+    /// changes its subscriptions, opens its billing portal. A member only spends.
+    #[must_use]
+    pub const fn manages_billing(self) -> bool {
         matches!(self, Self::Owner | Self::Admin)
     }
 }
@@ -338,6 +346,11 @@ pub enum MemberChangeRefusal {
     NotAMember,
     /// Personal accounts have no other members.
     PersonalAccount,
+    /// The team has as many members as its seats, or more (after a downgrade): nobody is added.
+    SeatsExhausted {
+        /// The seats the team holds.
+        seats: u64,
+    },
 }
 
 /// A change to a team's members.
@@ -366,11 +379,31 @@ pub struct MemberFacts {
     pub target: Option<MemberRole>,
     /// How many owners the team has.
     pub owners: u32,
+    /// How many members the team has.
+    pub members: u64,
+    /// The seats the team holds (its `seats` entitlement, [`seat_cap`]); `None`: no cap.
+    pub seats: Option<u64>,
+}
+
+/// The entitlement key whose limit caps a team's members.
+pub const SEATS_KEY: &str = "seats";
+
+/// The members a team holding `entitlements` may have: the limit of its `seats` entitlement;
+/// `None` (no cap) when it holds none, or holds it as a plain `true`.
+#[must_use]
+pub fn seat_cap(entitlements: &Entitlements) -> Option<u64> {
+    let key = EntitlementKey::new(SEATS_KEY).ok()?;
+    match entitlements.get(&key)? {
+        EntitlementValue::Limit(seats) => Some(seats),
+        EntitlementValue::Enabled => None,
+    }
 }
 
 /// Decide a member change: who may do what. Owners manage everyone; admins manage admins and
 /// members and grant at most admin; every member may leave (remove themselves); only an owner
-/// sets their own limit; the last owner can neither leave, be removed nor stop being an owner.
+/// sets their own limit; the last owner can neither leave, be removed nor stop being an owner;
+/// nobody is added once the members fill the team's seats (a team over its seats after a
+/// downgrade keeps everyone).
 ///
 /// # Errors
 /// The refusal.
@@ -387,6 +420,11 @@ pub fn decide_member_change(
         may_grant(actor, role)?;
         if facts.target.is_some() {
             return Err(MemberChangeRefusal::AlreadyMember);
+        }
+        if let Some(seats) = facts.seats
+            && facts.members >= seats
+        {
+            return Err(MemberChangeRefusal::SeatsExhausted { seats });
         }
         return Ok(());
     }

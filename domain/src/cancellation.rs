@@ -75,6 +75,7 @@ mod tests {
         Subscription::restore(SubscriptionParts {
             id: SubscriptionId::new("s1").unwrap(),
             user_id: UserId::new("u1").unwrap(),
+            account: None,
             plan_id: PlanId::new("basic").unwrap(),
             provider,
             provider_subscription_id: "sub_1".into(),

@@ -32,8 +32,8 @@ pub mod time;
 
 pub use account::{
     AccountKind, LimitReached, LimitWindow, MemberChange, MemberChangeRefusal, MemberFacts,
-    MemberLimit, MemberRole, WindowCount, count_spend, decide_member_change, give_back, headroom,
-    settle_ceiling,
+    MemberLimit, MemberRole, SEATS_KEY, WindowCount, count_spend, decide_member_change, give_back,
+    headroom, seat_cap, settle_ceiling,
 };
 pub use cancellation::{CancelRefusal, CancelStep, CancelWhen, decide_cancel};
 pub use consumption::{

@@ -12,7 +12,7 @@ use std::fmt;
 
 use crate::credits::Credits;
 use crate::entitlements::Entitlements;
-use crate::ids::{OrderId, PlanId, UserId};
+use crate::ids::{AccountId, OrderId, PlanId, UserId};
 use crate::money::{Money, MoneyError};
 use crate::plan::{Duration, Plan, PlanType};
 use crate::provider::ProviderId;
@@ -226,6 +226,9 @@ pub struct Order {
     id: OrderId,
     /// Who buys.
     user_id: UserId,
+    /// The account what is bought belongs to: the buyer's personal account, or a team they
+    /// buy for.
+    account_id: AccountId,
     /// Who takes the payment.
     provider: ProviderId,
     /// What is bought, frozen at creation.
@@ -247,6 +250,9 @@ pub struct OrderParts {
     pub id: OrderId,
     /// Who buys.
     pub user_id: UserId,
+    /// The account what is bought belongs to; `None` for the buyer's personal account (an
+    /// order stored before accounts could buy).
+    pub account: Option<AccountId>,
     /// Who takes the payment.
     pub provider: ProviderId,
     /// What is bought, frozen at creation.
@@ -274,6 +280,7 @@ impl Order {
     ) -> Self {
         Self {
             id,
+            account_id: AccountId::personal(&user_id),
             user_id,
             provider,
             plan,
@@ -282,6 +289,14 @@ impl Order {
             expires_at: now.plus_millis(lifetime_ms),
             returns: ReturnUrls::default(),
         }
+    }
+
+    /// The same new order, buying for `account` (a team the buyer may buy for: the caller
+    /// checked) instead of the buyer's personal account.
+    #[must_use]
+    pub fn for_account(mut self, account: AccountId) -> Self {
+        self.account_id = account;
+        self
     }
 
     /// The same new order, sending its buyer back to the host application's `returns`.
@@ -306,6 +321,7 @@ impl Order {
         let OrderParts {
             id,
             user_id,
+            account,
             provider,
             plan,
             status,
@@ -315,6 +331,7 @@ impl Order {
         } = parts;
         Self {
             id,
+            account_id: account.unwrap_or_else(|| AccountId::personal(&user_id)),
             user_id,
             provider,
             plan,
@@ -335,6 +352,12 @@ impl Order {
     #[must_use]
     pub const fn user_id(&self) -> &UserId {
         &self.user_id
+    }
+
+    /// The account what is bought belongs to: its credits, access and subscription.
+    #[must_use]
+    pub const fn account_id(&self) -> &AccountId {
+        &self.account_id
     }
 
     /// Who takes the payment.
@@ -606,6 +629,7 @@ mod tests {
         let restored = Order::restore(OrderParts {
             id: o.id().clone(),
             user_id: o.user_id().clone(),
+            account: Some(o.account_id().clone()),
             provider: o.provider(),
             plan: o.plan().clone(),
             status: o.status().clone(),

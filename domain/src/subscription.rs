@@ -16,7 +16,7 @@
 use std::fmt;
 
 use crate::credits::Credits;
-use crate::ids::{PlanId, SubscriptionId, UserId};
+use crate::ids::{AccountId, PlanId, SubscriptionId, UserId};
 use crate::money::Money;
 use crate::order::{PlanSnapshot, Transition};
 use crate::plan::{Duration, Months, PlanType};
@@ -292,6 +292,8 @@ pub struct Subscription {
     id: SubscriptionId,
     /// The subscriber.
     user_id: UserId,
+    /// The account it belongs to (its order's): the subscriber's personal account or a team.
+    account_id: AccountId,
     /// The recurring plan.
     plan_id: PlanId,
     /// The provider billing it.
@@ -326,6 +328,7 @@ impl PartialEq for Subscription {
         let Self {
             id,
             user_id,
+            account_id,
             plan_id,
             provider,
             provider_subscription_id,
@@ -341,6 +344,7 @@ impl PartialEq for Subscription {
         } = self;
         *id == other.id
             && *user_id == other.user_id
+            && *account_id == other.account_id
             && *plan_id == other.plan_id
             && *provider == other.provider
             && *provider_subscription_id == other.provider_subscription_id
@@ -361,6 +365,9 @@ pub struct SubscriptionParts {
     pub id: SubscriptionId,
     /// The subscriber.
     pub user_id: UserId,
+    /// The account it belongs to; `None` for the subscriber's personal account (a subscription
+    /// stored before accounts could buy).
+    pub account: Option<AccountId>,
     /// The recurring plan.
     pub plan_id: PlanId,
     /// The provider billing it.
@@ -399,7 +406,7 @@ impl Subscription {
         reason = "each argument has its own type, so none can be passed in another's place"
     )]
     #[must_use]
-    pub const fn start(
+    pub fn start(
         id: SubscriptionId,
         user_id: UserId,
         plan_id: PlanId,
@@ -411,6 +418,7 @@ impl Subscription {
     ) -> Self {
         Self {
             id,
+            account_id: AccountId::personal(&user_id),
             user_id,
             plan_id,
             provider,
@@ -444,6 +452,7 @@ impl Subscription {
         let SubscriptionParts {
             id,
             user_id,
+            account,
             plan_id,
             provider,
             provider_subscription_id,
@@ -455,6 +464,7 @@ impl Subscription {
         } = parts;
         Self {
             id,
+            account_id: account.unwrap_or_else(|| AccountId::personal(&user_id)),
             user_id,
             plan_id,
             provider,
@@ -469,6 +479,14 @@ impl Subscription {
             pending_change: claim.pending_change,
             scheduled_switch: claim.scheduled_switch,
         }
+    }
+
+    /// The same new subscription, belonging to `account` (its order's) instead of the
+    /// subscriber's personal account.
+    #[must_use]
+    pub fn belonging_to(mut self, account: AccountId) -> Self {
+        self.account_id = account;
+        self
     }
 
     /// The same subscription as a store holds it once it has written it: its claim as read is
@@ -579,6 +597,12 @@ impl Subscription {
     #[must_use]
     pub const fn user_id(&self) -> &UserId {
         &self.user_id
+    }
+
+    /// The account it belongs to: whose credits its periods grant and whose access it is.
+    #[must_use]
+    pub const fn account_id(&self) -> &AccountId {
+        &self.account_id
     }
 
     /// The recurring plan.
@@ -860,6 +884,7 @@ mod tests {
         Subscription {
             id: SubscriptionId::new("s1").unwrap(),
             user_id: UserId::new("u1").unwrap(),
+            account_id: AccountId::new("u1").unwrap(),
             plan_id: PlanId::new("pro-monthly").unwrap(),
             provider: ProviderId::CardGateway,
             provider_subscription_id: "sub_1".into(),
@@ -911,6 +936,7 @@ mod tests {
         let restored = Subscription::restore(SubscriptionParts {
             id: s.id().clone(),
             user_id: s.user_id().clone(),
+            account: Some(s.account_id().clone()),
             plan_id: s.plan_id().clone(),
             provider: s.provider(),
             provider_subscription_id: s.provider_subscription_id().to_owned(),

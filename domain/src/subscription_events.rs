@@ -192,7 +192,8 @@ pub fn decide_activation(
                 facts.period,
                 terms,
                 facts.occurred_at,
-            );
+            )
+            .belonging_to(order.account_id().clone());
             (started, true)
         }
     };
@@ -533,6 +534,24 @@ mod tests {
             );
             assert_eq!(decision.outcome(), EventOutcome::Mismatch);
         }
+    }
+
+    #[test]
+    fn a_subscription_belongs_to_the_account_its_order_bought_for() {
+        assert!(
+            activated()
+                .account_id()
+                .is_personal_of(&UserId::new("usr_1").unwrap())
+        );
+        let team = crate::AccountId::new("team_1").unwrap();
+        let bought = order(PlanType::Recurring).for_account(team.clone());
+        let ActivationDecision::Activate { subscription, .. } =
+            decide_activation(&bought, new_target(), &facts(Some(usd(999))), &[])
+        else {
+            panic!("activates")
+        };
+        assert_eq!(subscription.account_id(), &team);
+        assert_eq!(subscription.user_id().as_str(), "usr_1");
     }
 
     #[test]

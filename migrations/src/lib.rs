@@ -31,6 +31,7 @@
 //! | `m20260813_000023_host_returns_and_portal` | host app | `orders.success_url`/`cancel_url`: where the host wants its buyer back; `portal_sessions`: single-use portal links and the billing-only sessions they open |
 //! | `m20260814_000024_entitlements_told_version` | the house | `entitlements_told.version`: the compare-and-set of the entitlements the service works out and the store writes |
 //! | `m20260901_000025_accounts` | teams | `accounts` (every user's personal account, with the user's id, and team accounts) and `account_members` (role, spend limit per window and its counter); the credit tables' `user_id` becomes `account_id`, a reference to `accounts`; `member_id` on ledger rows and holds |
+//! | `m20260902_000026_account_purchases` | teams | `orders.account_id` and `subscriptions.account_id`: the account a purchase belongs to (the buyer's personal account, filled in for every existing row, or a team an owner or admin bought for) |
 //!
 //! Every step migrates down as well as up; the tests in `tests/migrations.rs` prove it on SQLite
 //! and, when `TEST_DATABASE_URL` is set, on PostgreSQL.
@@ -59,6 +60,7 @@ mod m20260813_000022_host_user_contact;
 mod m20260813_000023_host_returns_and_portal;
 mod m20260814_000024_entitlements_told_version;
 mod m20260901_000025_accounts;
+mod m20260902_000026_account_purchases;
 mod sql;
 
 pub use sea_orm_migration::MigratorTrait;
@@ -96,6 +98,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20260813_000023_host_returns_and_portal::Migration),
             Box::new(m20260814_000024_entitlements_told_version::Migration),
             Box::new(m20260901_000025_accounts::Migration),
+            Box::new(m20260902_000026_account_purchases::Migration),
         ]
     }
 }

@@ -147,7 +147,7 @@ impl MigrationTrait for Migration {
 }
 
 /// The count `query` (`SELECT COUNT(*) AS n …`) answers.
-async fn count(manager: &SchemaManager<'_>, query: &str) -> Result<i64, DbErr> {
+pub(crate) async fn count(manager: &SchemaManager<'_>, query: &str) -> Result<i64, DbErr> {
     Ok(manager
         .get_connection()
         .query_one_raw(Statement::from_string(
@@ -229,7 +229,7 @@ async fn rebuild(manager: &SchemaManager<'_>, table: &str, definition: &str) -> 
 /// copy `columns` back and create its indexes again. Other tables keep their references to it
 /// by name; the rows that refer to it are orphaned between the drop and the copy back, which
 /// `defer_foreign_keys` lets the transaction finish (SQLite checks them again at commit).
-async fn rebuild_with(
+pub(crate) async fn rebuild_with(
     manager: &SchemaManager<'_>,
     table: &str,
     definition: &str,
@@ -263,7 +263,10 @@ async fn rebuild_with(
 }
 
 /// `table`'s `CREATE TABLE` statement as SQLite stores it.
-async fn stored_definition(manager: &SchemaManager<'_>, table: &str) -> Result<String, DbErr> {
+pub(crate) async fn stored_definition(
+    manager: &SchemaManager<'_>,
+    table: &str,
+) -> Result<String, DbErr> {
     let rows = strings(
         manager,
         "SELECT sql AS s FROM sqlite_master WHERE type = 'table' AND name = $1",
@@ -287,7 +290,10 @@ async fn index_definitions(manager: &SchemaManager<'_>, table: &str) -> Result<V
 }
 
 /// `table`'s columns in order.
-async fn columns_of(manager: &SchemaManager<'_>, table: &str) -> Result<Vec<String>, DbErr> {
+pub(crate) async fn columns_of(
+    manager: &SchemaManager<'_>,
+    table: &str,
+) -> Result<Vec<String>, DbErr> {
     strings(
         manager,
         "SELECT name AS s FROM pragma_table_info($1) ORDER BY cid",

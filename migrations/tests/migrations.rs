@@ -1007,12 +1007,20 @@ async fn count(db: &DatabaseConnection, sql: &str) -> i64 {
     row.try_get_by_index::<i64>(0).expect("a count")
 }
 
+/// How many steps come before the step named `name`.
+fn step_index(name: &str) -> u32 {
+    let at = Migrator::migrations()
+        .iter()
+        .position(|m| m.name() == name)
+        .unwrap_or_else(|| panic!("no step {name}"));
+    u32::try_from(at).expect("few steps")
+}
+
 /// Step 25 on a populated copy: every credit row keeps its values and belongs to its user's
 /// personal account (same id); a team account can own credits; down refuses while a team
 /// exists, then gives back exactly the rows it was given; up again works.
 async fn credits_move_to_personal_accounts_and_back(t: &TestDb) {
-    let before_step = u32::try_from(Migrator::migrations().len() - 1).expect("few steps");
-    Migrator::up(&t.db, Some(before_step))
+    Migrator::up(&t.db, Some(step_index("m20260901_000025_accounts")))
         .await
         .expect("up to step 24");
     for sql in STEP_ONE_DATA.iter().chain(LEDGER_AT_STEP_24) {
@@ -1021,7 +1029,7 @@ async fn credits_move_to_personal_accounts_and_back(t: &TestDb) {
     let before = ledger_rows(&t.db, "user_id").await;
     assert_eq!(before.len(), 12, "{before:#?}");
     let people = users_and_orders(&t.db).await;
-    Migrator::up(&t.db, None).await.expect("step 25");
+    Migrator::up(&t.db, Some(1)).await.expect("step 25");
     assert_eq!(ledger_rows(&t.db, "account_id").await, before);
     assert_eq!(users_and_orders(&t.db).await, people);
     assert_eq!(
@@ -1101,5 +1109,124 @@ async fn postgres_credits_move_to_personal_accounts_and_back() {
         return;
     };
     credits_move_to_personal_accounts_and_back(&t).await;
+    t.cleanup().await;
+}
+
+/// The orders and subscriptions as `(id, user_id, account_id)`.
+async fn purchase_owners(db: &DatabaseConnection) -> Vec<(String, String, Option<String>)> {
+    let mut out = Vec::new();
+    for table in ["orders", "subscriptions"] {
+        let rows = db
+            .query_all_raw(Statement::from_string(
+                db.get_database_backend(),
+                format!("SELECT id, user_id, account_id FROM {table} ORDER BY id"),
+            ))
+            .await
+            .expect("purchases");
+        for row in rows {
+            out.push((
+                row.try_get("", "id").unwrap(),
+                row.try_get("", "user_id").unwrap(),
+                row.try_get("", "account_id").unwrap(),
+            ));
+        }
+    }
+    out
+}
+
+/// Step 26 on a populated copy: every order and subscription belongs to its buyer's personal
+/// account; one can belong to a team; down refuses while one does, then drops the column with
+/// every row and constraint kept; up again fills it in again.
+async fn purchases_belong_to_accounts_and_back(t: &TestDb) {
+    Migrator::up(
+        &t.db,
+        Some(step_index("m20260902_000026_account_purchases")),
+    )
+    .await
+    .expect("up to step 25");
+    for sql in STEP_ONE_DATA {
+        exec(&t.db, sql).await;
+    }
+    exec(
+        &t.db,
+        "INSERT INTO subscriptions (id, user_id, order_id, plan_id, provider,
+            provider_subscription_id, status, period_start, period_end, last_event_at,
+            created_at, updated_at)
+         VALUES ('s1', 'u1', 'o1', 'pro', 'card_gateway', 'sub_1', 'active', 1, 2, 1, 1, 1)",
+    )
+    .await;
+    let people = users_and_orders(&t.db).await;
+    Migrator::up(&t.db, Some(1)).await.expect("step 26");
+    let personal = vec![
+        ("o1".to_owned(), "u1".to_owned(), Some("u1".to_owned())),
+        ("o2".to_owned(), "u2".to_owned(), Some("u2".to_owned())),
+        ("s1".to_owned(), "u1".to_owned(), Some("u1".to_owned())),
+    ];
+    assert_eq!(purchase_owners(&t.db).await, personal);
+    assert_eq!(users_and_orders(&t.db).await, people);
+    // An unknown account is refused; a team's purchase is kept.
+    assert!(
+        t.db.execute_unprepared("UPDATE orders SET account_id = 'nobody' WHERE id = 'o1'")
+            .await
+            .is_err()
+    );
+    for sql in [
+        "INSERT INTO accounts (id, kind, name, created_by, created_at) \
+         VALUES ('team_1', 'team', 'Acme', 'u1', 1)",
+        "UPDATE orders SET account_id = 'team_1' WHERE id = 'o1'",
+        "UPDATE subscriptions SET account_id = 'team_1' WHERE id = 's1'",
+    ] {
+        exec(&t.db, sql).await;
+    }
+    assert!(
+        Migrator::down(&t.db, Some(1)).await.is_err(),
+        "down with a team's purchases"
+    );
+    for sql in [
+        "UPDATE orders SET account_id = 'u1' WHERE id = 'o1'",
+        "UPDATE subscriptions SET account_id = 'u1' WHERE id = 's1'",
+    ] {
+        exec(&t.db, sql).await;
+    }
+    Migrator::down(&t.db, Some(1)).await.expect("down step 26");
+    assert_eq!(users_and_orders(&t.db).await, people);
+    assert_eq!(
+        count(
+            &t.db,
+            "SELECT COUNT(*) FROM subscriptions WHERE order_id = 'o1'"
+        )
+        .await,
+        1
+    );
+    // The rebuilt tables keep their references and keys.
+    for refused in [
+        "UPDATE orders SET user_id = 'nobody' WHERE id = 'o1'",
+        "UPDATE subscriptions SET order_id = 'nothing' WHERE id = 's1'",
+        "INSERT INTO subscriptions (id, user_id, order_id, plan_id, provider,
+            provider_subscription_id, status, period_start, period_end, last_event_at,
+            created_at, updated_at)
+         VALUES ('s1', 'u1', 'o1', 'pro', 'card_gateway', 'sub_9', 'active', 1, 2, 1, 1, 1)",
+    ] {
+        assert!(
+            t.db.execute_unprepared(refused).await.is_err(),
+            "accepted: {refused}"
+        );
+    }
+    Migrator::up(&t.db, None).await.expect("step 26 again");
+    assert_eq!(purchase_owners(&t.db).await, personal);
+}
+
+#[tokio::test]
+async fn sqlite_purchases_belong_to_accounts_and_back() {
+    let t = TestDb::sqlite().await;
+    purchases_belong_to_accounts_and_back(&t).await;
+}
+
+#[tokio::test]
+async fn postgres_purchases_belong_to_accounts_and_back() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    purchases_belong_to_accounts_and_back(&t).await;
     t.cleanup().await;
 }

@@ -289,7 +289,8 @@ api_response! {
         401 Unauthorized,
         /// `forbidden`: another user's credits, or an API key without `credits:read`.
         403 Forbidden,
-        /// `user_not_found`: the `userId` an API key named does not exist.
+        /// `user_not_found`: the `userId` an API key named does not exist;
+        /// `account_not_found`: the user is not a member of the `accountId` named.
         404 NotFound,
     }
 }
@@ -405,13 +406,22 @@ impl CreditsApi {
         /// The user (API keys with `credits:read` only; users read their own).
         #[oai(name = "userId", validator(max_length = 64))]
         user_id: Query<Option<String>>,
+        /// A team account the user belongs to: its balance, purchases and entitlements
+        /// (omitted: the user's personal account's).
+        #[oai(name = "accountId", validator(max_length = 64))]
+        account_id: Query<Option<String>>,
     ) -> StatusResponse {
         let result = async {
             let user = self
                 .state
                 .credits_owner(&credential, user_id.0.as_deref())
                 .await?;
-            let report = self.state.ports.credits.report_status(&user).await?;
+            let account = self
+                .state
+                .account_for(&user.id, account_id.0.as_deref())
+                .await?;
+            let credits = &self.state.ports.credits;
+            let report = credits.report_account_status(&account).await?;
             let effective = self.state.ports.credits.entitlements_of(&report).await?;
             Ok::<_, Problem>((report, effective.entitlements))
         };

@@ -141,6 +141,8 @@ impl<T> From<&application::pagination::Page<T>> for PageInfo {
 pub struct OrderView {
     /// The order id.
     pub order_id: String,
+    /// The account it buys for: the buyer's personal account (the buyer's own id) or a team.
+    pub account_id: String,
     /// `pending`, `paid`, `failed`, `cancelled`, `expired`, `partially_refunded` or `refunded`.
     pub status: String,
     /// The plan bought.
@@ -207,6 +209,7 @@ impl OrderView {
         };
         Self {
             order_id: order.id().to_string(),
+            account_id: order.account_id().to_string(),
             status: order.status().code().to_owned(),
             plan_id: order.plan().plan_id.to_string(),
             plan_type: order.plan().plan_type.as_str().to_owned(),
@@ -231,6 +234,8 @@ impl OrderView {
 pub struct SubscriptionView {
     /// The subscription id.
     pub id: String,
+    /// The account it belongs to: the subscriber's personal account (their own id) or a team.
+    pub account_id: String,
     /// The plan subscribed to.
     pub plan_id: String,
     /// The provider id.
@@ -264,6 +269,7 @@ impl SubscriptionView {
     pub(crate) fn new(s: &Subscription, access: SubscriptionAccess) -> Self {
         Self {
             id: s.id().to_string(),
+            account_id: s.account_id().to_string(),
             plan_id: s.plan_id().to_string(),
             provider: s.provider().as_str().to_owned(),
             status: s.status().code().to_owned(),

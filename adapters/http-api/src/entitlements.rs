@@ -10,11 +10,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use application::accounts::{Scope, User};
-use domain::UserId;
 use domain::entitlements::{
     EffectiveEntitlements, EntitlementDraft, EntitlementGrant, EntitlementValue, Entitlements,
     GrantSource,
 };
+use domain::{AccountId, UserId};
 use poem_openapi::param::Query;
 use poem_openapi::payload::Json;
 use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
@@ -169,6 +169,9 @@ impl From<&EntitlementGrant> for EntitlementGrantView {
 pub struct EntitlementsView {
     /// The user.
     pub user_id: String,
+    /// The account whose purchases these are: the user's personal account (their own id), or
+    /// the team named by `accountId`.
+    pub account_id: String,
     /// Every feature key the user holds now, mapped to `true` or a limit: the union over live
     /// subscriptions (past due within the grace), one-time passes still running and lifetime
     /// purchases; a number wins over `true`, the largest number wins.
@@ -178,9 +181,10 @@ pub struct EntitlementsView {
 }
 
 impl EntitlementsView {
-    fn new(user_id: &UserId, effective: &EffectiveEntitlements) -> Self {
+    fn new(user_id: &UserId, account: &AccountId, effective: &EffectiveEntitlements) -> Self {
         Self {
             user_id: user_id.to_string(),
+            account_id: account.to_string(),
             entitlements: entitlements_json(&effective.entitlements),
             grants: effective
                 .grants
@@ -204,7 +208,8 @@ api_response! {
         401 Unauthorized,
         /// `forbidden`: another user's entitlements, or an API key without `entitlements:read`.
         403 Forbidden,
-        /// `user_not_found`: the `userId` an API key named does not exist.
+        /// `user_not_found`: the `userId` an API key named does not exist;
+        /// `account_not_found`: the user is not a member of the `accountId` named.
         404 NotFound,
     }
 }
@@ -229,7 +234,8 @@ enum Tag {
 
 #[OpenApi(tag = "Tag::Entitlements")]
 impl EntitlementsApi {
-    /// The user's effective entitlements now, and which purchase grants each key.
+    /// The user's effective entitlements now, and which purchase grants each key: those of the
+    /// account they act in (their personal account, or a team they belong to by `accountId`).
     #[oai(path = "/api/entitlements", method = "get")]
     async fn entitlements(
         &self,
@@ -237,11 +243,21 @@ impl EntitlementsApi {
         /// The user (API keys with `entitlements:read` only; users read their own).
         #[oai(name = "userId", validator(max_length = 64))]
         user_id: Query<Option<String>>,
+        /// A team account the user belongs to: its purchases' entitlements (omitted: the
+        /// user's personal account's).
+        #[oai(name = "accountId", validator(max_length = 64))]
+        account_id: Query<Option<String>>,
     ) -> EntitlementsResponse {
         let result = async {
             let user = self.owner(&credential, user_id.0.as_deref()).await?;
-            let effective = self.state.ports.credits.report_entitlements(&user).await?;
-            Ok::<_, Problem>(EntitlementsView::new(&user.id, &effective))
+            let account = self
+                .state
+                .account_for(&user.id, account_id.0.as_deref())
+                .await?;
+            let credits = &self.state.ports.credits;
+            let status = credits.report_account_status(&account).await?;
+            let effective = credits.entitlements_of(&status).await?;
+            Ok::<_, Problem>(EntitlementsView::new(&user.id, &account, &effective))
         };
         match result.await {
             Ok(view) => EntitlementsResponse::Ok(Json(view)),

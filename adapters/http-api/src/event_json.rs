@@ -23,8 +23,8 @@ impl HostEventEncoder for HostEventJson {
         let mut data = Map::new();
         let user = event.user.as_ref().map(|u| u.as_str());
         data.insert("userId".into(), json!(user));
-        // The account the event is about: the ledger's and members' own, else the user's
-        // personal account (orders, subscriptions and entitlements belong to users).
+        // The account the event is about: the ledger's, a member's, an order's or a
+        // subscription's own, else the user's personal account (entitlements are a user's).
         let account = event
             .data
             .account()

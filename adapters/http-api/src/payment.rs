@@ -54,6 +54,12 @@ pub struct InitiatePaymentBody {
     /// cancelled first). Without it a cancel goes to `successUrl`.
     #[oai(validator(max_length = 2048))]
     pub cancel_url: Option<String>,
+    /// The account bought for: a team (`team_…`) whose owner or admin the buyer is; what is
+    /// bought (its credits, access or subscription) belongs to the team. Without it, or with the
+    /// buyer's own id, the buyer's personal account. A team the buyer is not a member of is a
+    /// 404 `account_not_found`; a plain member is a 403 `not_billing_manager`.
+    #[oai(validator(max_length = 64))]
+    pub account_id: Option<String>,
 }
 
 /// What cancelling did: the order, and for a subscription order the subscription that now
@@ -96,9 +102,12 @@ api_response! {
         400 BadRequest,
         /// `unauthorized`: not signed in.
         401 Unauthorized,
-        /// `forbidden`: an API key without `billing:write`, or a user naming another user.
+        /// `forbidden`: an API key without `billing:write`, or a user naming another user;
+        /// `not_billing_manager`: a member of the team `accountId` names who is neither an
+        /// owner nor an admin.
         403 Forbidden,
-        /// `plan_not_found`; `user_not_found`: the `userId` an API key named does not exist.
+        /// `plan_not_found`; `user_not_found`: the `userId` an API key named does not exist;
+        /// `account_not_found`: the buyer is not a member of the team `accountId` names.
         404 NotFound,
         /// `idempotency_conflict`: the key was used with another plan or provider;
         /// `already_subscribed`: the user holds a live subscription (the detail names it) and
@@ -179,7 +188,8 @@ api_response! {
         401 Unauthorized,
         /// `forbidden`: an API key without `billing:read`, or a user naming another user.
         403 Forbidden,
-        /// `user_not_found`: the `userId` an API key named does not exist.
+        /// `user_not_found`: the `userId` an API key named does not exist;
+        /// `account_not_found`: the user is not a member of the `accountId` named.
         404 NotFound,
     }
 }
@@ -330,18 +340,26 @@ impl PaymentApi {
         /// The user whose orders to list (API keys with `billing:read` only).
         #[oai(name = "userId", validator(max_length = 64))]
         user_id: Query<Option<String>>,
+        /// A team account the user belongs to: its orders, whoever placed them (omitted: the
+        /// user's personal account's).
+        #[oai(name = "accountId", validator(max_length = 64))]
+        account_id: Query<Option<String>>,
     ) -> OrdersResponse {
         let result = async {
             let user = self
                 .state
                 .billing_user(&credential, Scope::BillingRead, user_id.0.as_deref())
                 .await?;
+            let account = self
+                .state
+                .account_for(&user.id, account_id.0.as_deref())
+                .await?;
             let request = page_request(page.0.as_deref(), limit.0.as_deref())?;
             Ok::<_, Problem>(
                 self.state
                     .ports
                     .payments
-                    .list_orders(&user, request)
+                    .list_orders(&account, request)
                     .await?,
             )
         };
@@ -384,6 +402,11 @@ impl PaymentApi {
             .initiate_payment_as(
                 InitiatePayment {
                     user: acting.user,
+                    account: body
+                        .account_id
+                        .as_deref()
+                        .map(crate::teams::team_id)
+                        .transpose()?,
                     plan_id,
                     provider,
                     idempotency_key,
@@ -483,6 +506,10 @@ fn initiate_problem(e: InitiatePaymentError) -> Problem {
         }
         InitiatePaymentError::ProviderUnavailable(_) => {
             Problem::new(Code::ProviderUnavailable, e.to_string())
+        }
+        InitiatePaymentError::AccountNotFound => Problem::new(Code::AccountNotFound, e.to_string()),
+        InitiatePaymentError::NotBillingManager => {
+            Problem::new(Code::NotBillingManager, e.to_string())
         }
         InitiatePaymentError::IdempotencyConflict => {
             Problem::new(Code::IdempotencyConflict, e.to_string())

@@ -78,6 +78,8 @@ pub(crate) enum Code {
     AlreadyMember,
     LastOwner,
     PersonalAccount,
+    NotBillingManager,
+    SeatsExceeded,
     PayloadTooLarge,
     RequestHeaderFieldsTooLarge,
     UriTooLong,
@@ -145,6 +147,8 @@ impl Code {
             Code::MemberNotFound => "member_not_found",
             Code::AlreadyMember => "already_member",
             Code::LastOwner => "last_owner",
+            Code::NotBillingManager => "not_billing_manager",
+            Code::SeatsExceeded => "seats_exceeded",
             Code::PersonalAccount => "personal_account",
             Code::PayloadTooLarge => "payload_too_large",
             Code::RequestHeaderFieldsTooLarge => "request_header_fields_too_large",
@@ -214,6 +218,8 @@ impl Code {
             Code::MemberNotFound => S::NOT_FOUND,
             Code::AlreadyMember => S::CONFLICT,
             Code::LastOwner => S::CONFLICT,
+            Code::NotBillingManager => S::FORBIDDEN,
+            Code::SeatsExceeded => S::CONFLICT,
             Code::PersonalAccount => S::CONFLICT,
             Code::PayloadTooLarge => S::PAYLOAD_TOO_LARGE,
             Code::RequestHeaderFieldsTooLarge => S::REQUEST_HEADER_FIELDS_TOO_LARGE,
@@ -282,6 +288,8 @@ impl Code {
             Code::MemberNotFound => "Member not found",
             Code::AlreadyMember => "Already a member",
             Code::LastOwner => "The last owner stays",
+            Code::NotBillingManager => "Only a team's owners and admins manage its billing",
+            Code::SeatsExceeded => "The team's seats are taken",
             Code::PersonalAccount => "A personal account has no other members",
             Code::PayloadTooLarge => "Request body too large",
             Code::RequestHeaderFieldsTooLarge => "Request header fields too large",
@@ -350,6 +358,9 @@ pub struct ProblemBody {
     /// `limit_reached`: the limit that refused the spend.
     #[oai(skip_serializing_if_is_none)]
     pub limit: Option<LimitReachedView>,
+    /// `seats_exceeded`: the seats the team holds (its plan's `seats` entitlement).
+    #[oai(skip_serializing_if_is_none)]
+    pub seats: Option<u64>,
 }
 
 /// `limit_reached`: which limit, what is left of it, and when it resets.
@@ -403,6 +414,7 @@ impl Problem {
                 requested_hundredths: None,
                 retry_after_seconds: None,
                 limit: None,
+                seats: None,
             }),
         }
     }
@@ -441,6 +453,19 @@ impl Problem {
         problem.body.available_hundredths = Some(available.hundredths());
         problem.body.requested = Some(requested.to_string());
         problem.body.requested_hundredths = Some(requested.hundredths());
+        problem
+    }
+
+    /// `seats_exceeded`: the team's members fill its `seats`.
+    pub(crate) fn seats_exceeded(seats: u64) -> Self {
+        let mut problem = Self::new(
+            Code::SeatsExceeded,
+            format!(
+                "the team holds {seats} seats and its members fill them: remove a member or buy \
+                 a plan with more seats"
+            ),
+        );
+        problem.body.seats = Some(seats);
         problem
     }
 

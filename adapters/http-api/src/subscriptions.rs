@@ -207,7 +207,8 @@ api_response! {
         /// `forbidden`: an API key without `billing:read` (or `billing:write`), or a user
         /// naming another user.
         403 Forbidden,
-        /// `user_not_found`: the `userId` an API key named does not exist.
+        /// `user_not_found`: the `userId` an API key named does not exist;
+        /// `account_not_found`: the user is not a member of the `accountId` named.
         404 NotFound,
     }
 }
@@ -278,15 +279,23 @@ impl SubscriptionsApi {
         /// The user whose subscriptions to list (API keys with `billing:read` only).
         #[oai(name = "userId", validator(max_length = 64))]
         user_id: Query<Option<String>>,
+        /// A team account the user belongs to: its subscriptions (omitted: the user's personal
+        /// account's).
+        #[oai(name = "accountId", validator(max_length = 64))]
+        account_id: Query<Option<String>>,
     ) -> ListSubscriptionsResponse {
         let result = async {
             let user = self
                 .state
                 .billing_user(&credential, Scope::BillingRead, user_id.0.as_deref())
                 .await?;
+            let account = self
+                .state
+                .account_for(&user.id, account_id.0.as_deref())
+                .await?;
             let request = page_request(page.0.as_deref(), limit.0.as_deref())?;
             let payments = &self.state.ports.payments;
-            Ok::<_, Problem>(payments.list_subscriptions(&user, request).await?)
+            Ok::<_, Problem>(payments.list_subscriptions(&account, request).await?)
         };
         match result.await {
             Ok(page) => ListSubscriptionsResponse::Ok(Json(SubscriptionPage {

@@ -588,7 +588,7 @@ impl TeamsApi {
 }
 
 /// A team's account id as a path names it: a malformed one names no team.
-fn team_id(raw: &str) -> Result<AccountId, Problem> {
+pub(crate) fn team_id(raw: &str) -> Result<AccountId, Problem> {
     parse_id(raw, AccountId::new, || {
         team_problem(TeamError::AccountNotFound)
     })
@@ -615,27 +615,30 @@ pub(crate) fn team_problem(e: TeamError) -> Problem {
         TeamError::Invalid { field, message } => Problem::invalid_field(field, message),
         TeamError::AccountNotFound => Problem::new(Code::AccountNotFound, e.to_string()),
         TeamError::UserNotFound => Problem::new(Code::UserNotFound, e.to_string()),
-        TeamError::Refused(refusal) => {
-            let (code, detail) = match refusal {
-                MemberChangeRefusal::NotAllowed => {
-                    (Code::Forbidden, "your role does not allow this change")
-                }
-                MemberChangeRefusal::LastOwner => (
-                    Code::LastOwner,
-                    "the team's last owner cannot leave, be removed or stop being an owner",
-                ),
-                MemberChangeRefusal::AlreadyMember => {
-                    (Code::AlreadyMember, "the user is already a member")
-                }
-                MemberChangeRefusal::NotAMember => (Code::MemberNotFound, "no such member"),
-                MemberChangeRefusal::PersonalAccount => (
-                    Code::PersonalAccount,
-                    "a personal account has no other members",
-                ),
-            };
-            Problem::new(code, detail)
-        }
+        TeamError::Refused(refusal) => refusal_problem(refusal),
         TeamError::Infra(infra) => infra.into(),
+    }
+}
+
+/// The answer to a member change the rules refused.
+fn refusal_problem(refusal: MemberChangeRefusal) -> Problem {
+    match refusal {
+        MemberChangeRefusal::NotAllowed => {
+            Problem::new(Code::Forbidden, "your role does not allow this change")
+        }
+        MemberChangeRefusal::LastOwner => Problem::new(
+            Code::LastOwner,
+            "the team's last owner cannot leave, be removed or stop being an owner",
+        ),
+        MemberChangeRefusal::AlreadyMember => {
+            Problem::new(Code::AlreadyMember, "the user is already a member")
+        }
+        MemberChangeRefusal::NotAMember => Problem::new(Code::MemberNotFound, "no such member"),
+        MemberChangeRefusal::PersonalAccount => Problem::new(
+            Code::PersonalAccount,
+            "a personal account has no other members",
+        ),
+        MemberChangeRefusal::SeatsExhausted { seats } => Problem::seats_exceeded(seats),
     }
 }
 

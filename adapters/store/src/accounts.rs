@@ -256,17 +256,32 @@ async fn apply_change(
         let t = locked_member(tx, account, target).await?;
         (locked_member(tx, account, actor).await?, t)
     };
+    // The members are counted under the account's lock, which every change takes first: two
+    // additions never both take the last seat.
+    let members = match (change, command.seats) {
+        (MemberChange::Add(_), Some(_)) => member_count(tx, account).await?,
+        _ => 0,
+    };
     let facts = MemberFacts {
         kind,
         actor: actor.as_ref().map(|m| m.role),
         to_self: command.target == command.actor,
         target: target.as_ref().map(|m| m.role),
         owners: owners(tx, account).await?,
+        members,
+        seats: command.seats,
     };
     if let Err(refusal) = decide_member_change(facts, change) {
         return Ok(Err(MemberChangeError::Refused(refusal)));
     }
     write_change(tx, command, change).await
+}
+
+/// How many members `account` has.
+async fn member_count(tx: &DatabaseTransaction, account: &AccountId) -> Result<u64, Fail> {
+    let sql = "SELECT COUNT(*) AS n FROM account_members WHERE account_id = $1";
+    let n = sql::one_i64(tx, sql, vec![account.as_str().into()], "n").await?;
+    Ok(u64::try_from(n.unwrap_or(0)).unwrap_or(0))
 }
 
 /// Write a member change the rules allowed.
@@ -369,6 +384,7 @@ impl TeamStore for SeaOrmStore {
                         actor: team.owner.clone(),
                         target: team.owner.clone(),
                         changes: vec![MemberChange::Add(MemberRole::Owner)],
+                        seats: None,
                         now: team.now,
                     };
                     let changed = MemberChanged {

@@ -13,7 +13,7 @@ use sea_orm::{ConnectionTrait, DatabaseTransaction, FromQueryResult};
 
 use crate::retry::Fail;
 use crate::rows::{
-    ORDER_COLUMNS, OrderRow, SUBSCRIPTION_COLUMNS, SubscriptionRow, corrupt,
+    ORDER_COLUMNS, OWNED_BY_ACCOUNT, OrderRow, SUBSCRIPTION_COLUMNS, SubscriptionRow, corrupt,
     entitlements_from_column, entitlements_object,
 };
 use crate::sql;
@@ -59,12 +59,14 @@ pub(crate) async fn basis<C: ConnectionTrait>(
     })
 }
 
-/// The purchases of `user` that may grant access: every subscription (with the order that
-/// started it) and the orders that may grant access (every paid one-time order, and those
-/// that started a subscription).
+/// The purchases of `user` that may grant access: every subscription of their personal account
+/// (whose id is theirs; what they bought for a team is the team's) with the order that started
+/// it, and the orders that may grant access (every paid one-time order, and those that started
+/// a subscription).
 async fn purchases<C: ConnectionTrait>(conn: &C, user: &UserId) -> Result<Purchases, Fail> {
-    let sql =
-        format!("SELECT {SUBSCRIPTION_COLUMNS}, order_id FROM subscriptions WHERE user_id = $1");
+    let sql = format!(
+        "SELECT {SUBSCRIPTION_COLUMNS}, order_id FROM subscriptions WHERE {OWNED_BY_ACCOUNT}"
+    );
     let mut subscriptions = Vec::new();
     for row in sql::rows(conn, &sql, vec![user.as_str().into()]).await? {
         let origin: Option<String> = row.try_get("", "order_id")?;
@@ -79,8 +81,8 @@ async fn purchases<C: ConnectionTrait>(conn: &C, user: &UserId) -> Result<Purcha
         subscriptions.push((subscription, origin));
     }
     let sql = format!(
-        "SELECT {ORDER_COLUMNS} FROM orders WHERE user_id = $1 AND (id IN \
-         (SELECT order_id FROM subscriptions WHERE user_id = $1) OR (plan_type = 'one_time' \
+        "SELECT {ORDER_COLUMNS} FROM orders WHERE {OWNED_BY_ACCOUNT} AND (id IN \
+         (SELECT order_id FROM subscriptions WHERE {OWNED_BY_ACCOUNT}) OR (plan_type = 'one_time' \
          AND status IN ($2, $3)))"
     );
     let values = vec![

@@ -7,12 +7,16 @@ use application::ports::{
     OrderRepository, StoreError,
 };
 use async_trait::async_trait;
-use domain::{Order, OrderId, OrderStatus, OrderStatusKind, ProviderId, Timestamp, UserId};
+use domain::{
+    AccountId, Order, OrderId, OrderStatus, OrderStatusKind, ProviderId, Timestamp, UserId,
+};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, FromQueryResult};
 
 use crate::SeaOrmStore;
 use crate::retry::Fail;
-use crate::rows::{ORDER_COLUMNS, OrderRow, corrupt, entitlements_value, order_status_values};
+use crate::rows::{
+    ORDER_COLUMNS, OWNED_BY_ACCOUNT, OrderRow, corrupt, entitlements_value, order_status_values,
+};
 use crate::sql::{self, End};
 
 /// The idempotency scope of order creation.
@@ -20,9 +24,9 @@ const CREATE_ORDER_SCOPE: &str = "create_order";
 
 const INSERT: &str = "INSERT INTO orders (id, user_id, provider, plan_id, plan_type, amount_minor, \
     currency, credits_hundredths, months, status, failure_reason, paid_at, refunded_minor, \
-    expires_at, created_at, updated_at, plan_entitlements, success_url, cancel_url) \
+    expires_at, created_at, updated_at, plan_entitlements, success_url, cancel_url, account_id) \
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, COALESCE($13, $6), $14, $15, $15, \
-    $16, $17, $18)";
+    $16, $17, $18, $19)";
 
 #[derive(Debug, FromQueryResult)]
 struct IdempotencyRow {
@@ -101,6 +105,7 @@ async fn insert(tx: &DatabaseTransaction, order: &Order) -> Result<(), DbErr> {
         entitlements_value(plan.entitlements.as_ref()).into(),
         url_value(order.returns().success.as_ref()).into(),
         url_value(order.returns().cancel.as_ref()).into(),
+        order.account_id().as_str().into(),
     ];
     sql::execute(tx, INSERT, values).await.map(drop)
 }
@@ -245,12 +250,12 @@ impl OrderRepository for SeaOrmStore {
 
     async fn list_orders(
         &self,
-        user: &UserId,
+        account: &AccountId,
         page: PageRequest,
     ) -> Result<Page<OrderRecord>, StoreError> {
-        let count = "SELECT COUNT(*) AS total FROM orders WHERE user_id = $1";
+        let count = format!("SELECT COUNT(*) AS total FROM orders WHERE {OWNED_BY_ACCOUNT}");
         let items = format!(
-            "SELECT {ORDER_COLUMNS} FROM orders WHERE user_id = $1 \
+            "SELECT {ORDER_COLUMNS} FROM orders WHERE {OWNED_BY_ACCOUNT} \
              ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3"
         );
         let (total, rows) = self
@@ -258,10 +263,10 @@ impl OrderRepository for SeaOrmStore {
             .run("list_orders", || {
                 sql::page::<OrderRow>(
                     &self.db,
-                    count,
-                    vec![user.as_str().into()],
+                    &count,
+                    vec![account.as_str().into()],
                     &items,
-                    page_values(user, page),
+                    page_values(account, page),
                 )
             })
             .await?;

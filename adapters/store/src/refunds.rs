@@ -8,8 +8,8 @@ use application::ports::{
 };
 use async_trait::async_trait;
 use domain::{
-    BillingPeriod, Credits, Currency, KeptRefund, Money, OrderId, ProviderId, RefundForm,
-    SubscriptionId, Timestamp, UserId,
+    AccountId, BillingPeriod, Credits, Currency, KeptRefund, Money, OrderId, ProviderId,
+    RefundForm, SubscriptionId, Timestamp, UserId,
 };
 use sea_orm::{DatabaseTransaction, DbErr, FromQueryResult};
 
@@ -138,6 +138,7 @@ impl RefundRow {
 struct ChargeRow {
     subscription_id: String,
     user_id: String,
+    account_id: String,
     provider: String,
     charge_ref: Option<String>,
     order_id: Option<String>,
@@ -151,7 +152,8 @@ struct ChargeRow {
     plan_change_at: Option<i64>,
 }
 
-const CHARGE_COLUMNS: &str = "c.subscription_id, s.user_id, c.provider, c.charge_ref, \
+const CHARGE_COLUMNS: &str = "c.subscription_id, s.user_id, \
+    COALESCE(s.account_id, s.user_id) AS account_id, c.provider, c.charge_ref, \
     c.order_id, c.period_start, c.period_end, c.amount_minor, c.currency, \
     c.credits_hundredths, c.refunded_minor, c.paid_at, c.plan_change_at";
 
@@ -165,6 +167,7 @@ impl ChargeRow {
             subscription_id: SubscriptionId::new(self.subscription_id.clone())
                 .map_err(|e| bad(e.to_string()))?,
             user_id: UserId::new(self.user_id.clone()).map_err(|e| bad(e.to_string()))?,
+            account_id: AccountId::new(self.account_id.clone()).map_err(|e| bad(e.to_string()))?,
             provider: self.provider.parse().map_err(|e| bad(format!("{e}")))?,
             charge_ref: self.charge_ref.clone(),
             order_id: self

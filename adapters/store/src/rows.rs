@@ -219,7 +219,7 @@ pub(crate) fn scopes_value(scopes: &[Scope]) -> String {
 // Orders
 
 /// The columns of [`OrderRow`].
-pub(crate) const ORDER_COLUMNS: &str = "id, user_id, provider, plan_id, plan_type, amount_minor, \
+pub(crate) const ORDER_COLUMNS: &str = "id, user_id, account_id, provider, plan_id, plan_type, amount_minor, \
     currency, credits_hundredths, months, status, failure_reason, paid_at, refunded_minor, \
     provider_reference, checkout_kind, checkout_url, mismatch, expires_at, created_at, updated_at, \
     version, plan_entitlements, success_url, cancel_url";
@@ -229,6 +229,7 @@ pub(crate) const ORDER_COLUMNS: &str = "id, user_id, provider, plan_id, plan_typ
 pub(crate) struct OrderRow {
     id: String,
     user_id: String,
+    account_id: Option<String>,
     provider: String,
     plan_id: String,
     plan_type: String,
@@ -251,6 +252,19 @@ pub(crate) struct OrderRow {
     plan_entitlements: Option<String>,
     success_url: Option<String>,
     cancel_url: Option<String>,
+}
+
+/// The rows of `orders` or `subscriptions` that belong to account `$1`: those naming it, and
+/// those naming no account whose buyer's personal account it is (a row written by a binary from
+/// before purchases named their account, during a rolling deploy).
+pub(crate) const OWNED_BY_ACCOUNT: &str =
+    "(account_id = $1 OR (account_id IS NULL AND user_id = $1))";
+
+/// A purchase's stored account (`NULL`: a row written before purchases named one, which is its
+/// buyer's personal account).
+fn account(raw: Option<&str>) -> Result<Option<domain::AccountId>, String> {
+    raw.map(|id| domain::AccountId::new(id).map_err(|e| format!("account: {e}")))
+        .transpose()
 }
 
 /// A stored return URL, read through the same parser that accepted it.
@@ -287,6 +301,7 @@ impl OrderRow {
         let order = Order::restore(OrderParts {
             id: OrderId::new(self.id.clone()).map_err(|e| bad(e.to_string()))?,
             user_id: UserId::new(self.user_id.clone()).map_err(|e| bad(e.to_string()))?,
+            account: account(self.account_id.as_deref()).map_err(bad)?,
             provider: self
                 .provider
                 .parse::<ProviderId>()
@@ -399,7 +414,7 @@ pub(crate) fn duration_from_months(months: i64) -> Result<Duration, String> {
 // Subscriptions
 
 /// The columns of [`SubscriptionRow`].
-pub(crate) const SUBSCRIPTION_COLUMNS: &str = "id, user_id, plan_id, provider, \
+pub(crate) const SUBSCRIPTION_COLUMNS: &str = "id, user_id, account_id, plan_id, provider, \
     provider_subscription_id, status, period_start, period_end, cancel_at_period_end, last_event_at, \
     price_minor, currency, CAST(interval_months AS BIGINT) AS interval_months, \
     credits_per_period_hundredths, pending_plan_id, pending_price_minor, pending_currency, \
@@ -412,6 +427,7 @@ pub(crate) const SUBSCRIPTION_COLUMNS: &str = "id, user_id, plan_id, provider, \
 pub(crate) struct SubscriptionRow {
     id: String,
     user_id: String,
+    account_id: Option<String>,
     plan_id: String,
     provider: String,
     provider_subscription_id: String,
@@ -448,6 +464,7 @@ impl SubscriptionRow {
             SubscriptionParts {
                 id: SubscriptionId::new(self.id.clone()).map_err(|e| bad(e.to_string()))?,
                 user_id: UserId::new(self.user_id.clone()).map_err(|e| bad(e.to_string()))?,
+                account: account(self.account_id.as_deref()).map_err(bad)?,
                 plan_id: PlanId::new(self.plan_id.clone()).map_err(|e| bad(e.to_string()))?,
                 provider: self
                     .provider

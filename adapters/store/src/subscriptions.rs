@@ -5,8 +5,8 @@ use application::pagination::{Page, PageRequest};
 use application::ports::{OrderRecord, StoreError, SubscriptionRepository};
 use async_trait::async_trait;
 use domain::{
-    Credits, OrderId, PlanChange, ProviderId, RenewalIntent, ScheduledSwitch, SoldTerms,
-    Subscription, SubscriptionId, Timestamp, UserId,
+    AccountId, Credits, OrderId, PlanChange, ProviderId, RenewalIntent, ScheduledSwitch, SoldTerms,
+    Subscription, SubscriptionId, Timestamp,
 };
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, Value};
 
@@ -35,9 +35,9 @@ pub(crate) async fn create<C: ConnectionTrait>(
         last_event_at, created_at, updated_at, price_minor, currency, interval_months, \
         credits_per_period_hundredths, pending_plan_id, pending_price_minor, pending_currency, \
         pending_interval_months, pending_credits_hundredths, pending_direction, \
-        pending_requested_at, scheduled_plan_id, scheduled_requested_at) \
+        pending_requested_at, scheduled_plan_id, scheduled_requested_at, account_id) \
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, $14, $15, $16, \
-        $17, $18, $19, $20, $21, $22, $23, $24, $25) \
+        $17, $18, $19, $20, $21, $22, $23, $24, $25, $26) \
         ON CONFLICT DO NOTHING";
     let mut values: Vec<Value> = vec![
         s.id().as_str().into(),
@@ -52,6 +52,7 @@ pub(crate) async fn create<C: ConnectionTrait>(
     values.extend(sold_terms_values(s.sold_terms().as_ref()));
     values.extend(pending_change_values(s.pending_change()));
     values.extend(scheduled_switch_values(s.scheduled_switch()));
+    values.push(s.account_id().as_str().into());
     Ok(crate::sql::execute(conn, sql, values).await? == 1)
 }
 
@@ -253,23 +254,27 @@ impl SubscriptionRepository for SeaOrmStore {
         Ok(found.into_iter().next())
     }
 
-    async fn list_subscriptions(&self, user: &UserId) -> Result<Vec<Subscription>, StoreError> {
+    async fn list_subscriptions(
+        &self,
+        account: &AccountId,
+    ) -> Result<Vec<Subscription>, StoreError> {
         self.subscriptions_where(
             "list_subscriptions",
-            "user_id = $1",
-            vec![user.as_str().into()],
+            crate::rows::OWNED_BY_ACCOUNT,
+            vec![account.as_str().into()],
         )
         .await
     }
 
     async fn page_subscriptions(
         &self,
-        user: &UserId,
+        account: &AccountId,
         page: PageRequest,
     ) -> Result<Page<Subscription>, StoreError> {
-        let count = "SELECT COUNT(*) AS total FROM subscriptions WHERE user_id = $1";
+        let owned = crate::rows::OWNED_BY_ACCOUNT;
+        let count = format!("SELECT COUNT(*) AS total FROM subscriptions WHERE {owned}");
         let items = format!(
-            "SELECT {SUBSCRIPTION_COLUMNS} FROM subscriptions WHERE user_id = $1 \
+            "SELECT {SUBSCRIPTION_COLUMNS} FROM subscriptions WHERE {owned} \
              ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3"
         );
         let (total, rows) = self
@@ -277,10 +282,10 @@ impl SubscriptionRepository for SeaOrmStore {
             .run("page_subscriptions", || {
                 crate::sql::page::<SubscriptionRow>(
                     &self.db,
-                    count,
-                    vec![user.as_str().into()],
+                    &count,
+                    vec![account.as_str().into()],
                     &items,
-                    crate::orders::page_values(user, page),
+                    crate::orders::page_values(account, page),
                 )
             })
             .await?;

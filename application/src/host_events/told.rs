@@ -99,12 +99,16 @@ pub enum HostEventData {
 }
 
 impl HostEventData {
-    /// The account an event is about, when it names one: the ledger's and members' own; for
-    /// the others (orders, subscriptions, entitlements, which belong to users) the user's
-    /// personal account.
+    /// The account an event is about, when it names one: the ledger's and members' own, the
+    /// account an order or subscription belongs to (the buyer's personal account or a team);
+    /// for the others (entitlements, mismatches) none, which is the user's personal account.
     #[must_use]
     pub fn account(&self) -> Option<&AccountId> {
         match self {
+            HostEventData::Order(order) | HostEventData::OrderRefunded { order, .. } => {
+                Some(order.account_id())
+            }
+            HostEventData::Subscription { subscription, .. } => Some(subscription.account_id()),
             HostEventData::Transaction(t) | HostEventData::Balance { transaction: t, .. } => {
                 Some(&t.account_id)
             }

@@ -61,6 +61,10 @@ inbound_port! {
         /// What `user` holds now (see [`Service::report_status`]).
         async fn report_status(&self, user: &User) -> Result<StatusReport, InfraError>;
 
+        /// What an account holds now (see [`Service::report_account_status`]).
+        async fn report_account_status(&self, account: &AccountId)
+            -> Result<StatusReport, InfraError>;
+
         /// `user`'s effective entitlements now (see [`Service::report_entitlements`]).
         async fn report_entitlements(&self, user: &User)
             -> Result<EffectiveEntitlements, InfraError>;

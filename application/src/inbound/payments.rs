@@ -1,7 +1,8 @@
 //! [`PaymentsService`]: orders, provider webhooks and a buyer's subscriptions.
 
 use domain::{
-    CancelWhen, OrderId, Plan, PlanId, ProviderId, Subscription, SubscriptionAccess, SubscriptionId,
+    AccountId, CancelWhen, OrderId, Plan, PlanId, ProviderId, Subscription, SubscriptionAccess,
+    SubscriptionId,
 };
 
 use crate::accounts::{BuyerContact, User};
@@ -66,10 +67,10 @@ inbound_port! {
             order_id: &OrderId,
         ) -> Result<CancelOutcome, CancelPaymentError>;
 
-        /// `user`'s orders, newest first (see [`Service::list_orders`]).
+        /// An account's orders, newest first (see [`Service::list_orders`]).
         async fn list_orders(
             &self,
-            user: &User,
+            account: &AccountId,
             page: PageRequest,
         ) -> Result<Page<OrderRecord>, InfraError>;
 
@@ -97,10 +98,10 @@ inbound_port! {
             when: CancelWhen,
         ) -> Result<SubscriptionCancelled, CancelSubscriptionError>;
 
-        /// `user`'s subscriptions, newest first (see [`Service::list_subscriptions`]).
+        /// An account's subscriptions, newest first (see [`Service::list_subscriptions`]).
         async fn list_subscriptions(
             &self,
-            user: &User,
+            account: &AccountId,
             page: PageRequest,
         ) -> Result<Page<Subscription>, InfraError>;
 

@@ -474,13 +474,13 @@ pub trait OrderRepository: Send + Sync + 'static {
         reference: &str,
     ) -> Result<Option<OrderRecord>, StoreError>;
 
-    /// A user's orders, newest first.
+    /// An account's orders (what was bought for it, by whichever member), newest first.
     ///
     /// # Errors
     /// As [`OrderRepository::find_order`].
     async fn list_orders(
         &self,
-        user: &UserId,
+        account: &AccountId,
         page: PageRequest,
     ) -> Result<Page<OrderRecord>, StoreError>;
 
@@ -533,19 +533,22 @@ pub trait SubscriptionRepository: Send + Sync + 'static {
         order: &OrderId,
     ) -> Result<Option<Subscription>, StoreError>;
 
-    /// A user's subscriptions, most recently changed first.
+    /// An account's subscriptions, most recently changed first.
     ///
     /// # Errors
     /// As [`SubscriptionRepository::find_subscription`].
-    async fn list_subscriptions(&self, user: &UserId) -> Result<Vec<Subscription>, StoreError>;
+    async fn list_subscriptions(
+        &self,
+        account: &AccountId,
+    ) -> Result<Vec<Subscription>, StoreError>;
 
-    /// One page of a user's subscriptions, newest first (by when each started, then by id).
+    /// One page of an account's subscriptions, newest first (by when each started, then by id).
     ///
     /// # Errors
     /// As [`SubscriptionRepository::find_subscription`].
     async fn page_subscriptions(
         &self,
-        user: &UserId,
+        account: &AccountId,
         page: PageRequest,
     ) -> Result<Page<Subscription>, StoreError>;
 
@@ -569,8 +572,10 @@ pub trait SubscriptionRepository: Send + Sync + 'static {
 pub struct SubscriptionCharge {
     /// The subscription.
     pub subscription_id: SubscriptionId,
-    /// Whose subscription (the grant's owner).
+    /// Whose subscription.
     pub user_id: UserId,
+    /// The account it belongs to: the owner of its credits.
+    pub account_id: AccountId,
     /// Its provider.
     pub provider: ProviderId,
     /// The provider's id for the charge (what its refunds name), when the provider gave one.

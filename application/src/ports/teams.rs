@@ -80,6 +80,10 @@ pub struct MemberCommand {
     /// What, in order: each decided on the state the ones before it left (an addition with a
     /// limit is an `Add` then a `SetLimit`), all written or none.
     pub changes: Vec<MemberChange>,
+    /// The seats the team holds as the caller read its entitlements (`domain::seat_cap`):
+    /// an addition is decided against them and the members counted in the change's own
+    /// transaction. `None`: no cap.
+    pub seats: Option<u64>,
     /// Now.
     pub now: Timestamp,
 }

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use domain::{
-    Credits, Order, OrderId, OrderParts, OrderStatus, PlanId, ProviderId, Subscription,
+    AccountId, Credits, Order, OrderId, OrderParts, OrderStatus, PlanId, ProviderId, Subscription,
     SubscriptionId, Timestamp, UserId,
 };
 
@@ -519,13 +519,13 @@ impl OrderRepository for InMemoryStore {
 
     async fn list_orders(
         &self,
-        user: &UserId,
+        account: &AccountId,
         page: PageRequest,
     ) -> Result<Page<OrderRecord>, StoreError> {
         let mut all: Vec<OrderRecord> = lock(&self.0)
             .orders
             .values()
-            .filter(|r| r.order.user_id() == user)
+            .filter(|r| r.order.account_id() == account)
             .cloned()
             .collect();
         all.sort_by(|a, b| {
@@ -561,6 +561,7 @@ fn with_status(order: &Order, status: OrderStatus) -> Order {
     Order::restore(OrderParts {
         id: order.id().clone(),
         user_id: order.user_id().clone(),
+        account: Some(order.account_id().clone()),
         provider: order.provider(),
         plan: order.plan().clone(),
         status,
@@ -727,11 +728,14 @@ impl SubscriptionRepository for InMemoryStore {
             .map(|(s, _)| s.clone()))
     }
 
-    async fn list_subscriptions(&self, user: &UserId) -> Result<Vec<Subscription>, StoreError> {
+    async fn list_subscriptions(
+        &self,
+        account: &AccountId,
+    ) -> Result<Vec<Subscription>, StoreError> {
         let mut subs: Vec<Subscription> = lock(&self.0)
             .subscriptions
             .values()
-            .filter(|(s, _)| s.user_id() == user)
+            .filter(|(s, _)| s.account_id() == account)
             .map(|(s, _)| s.clone())
             .collect();
         subs.sort_by_key(|s| std::cmp::Reverse(s.last_event_at()));
@@ -740,10 +744,10 @@ impl SubscriptionRepository for InMemoryStore {
 
     async fn page_subscriptions(
         &self,
-        user: &UserId,
+        account: &AccountId,
         page: PageRequest,
     ) -> Result<Page<Subscription>, StoreError> {
-        let mut subs = self.list_subscriptions(user).await?;
+        let mut subs = self.list_subscriptions(account).await?;
         // This fake keeps no creation time: the period's start, then the id, stand in for it.
         subs.sort_by(|a, b| {
             (b.current_period().start(), b.id()).cmp(&(a.current_period().start(), a.id()))
@@ -972,12 +976,13 @@ impl HostEventLog for InMemoryStore {
 
     async fn entitlement_basis(&self, user: &UserId) -> Result<EntitlementBasis, StoreError> {
         let state = lock(&self.0);
+        // The user's personal account's purchases (its id is theirs).
         let subscriptions: Vec<(Subscription, Option<OrderId>)> = (state.subscriptions.values())
-            .filter(|(s, _)| s.user_id() == user)
+            .filter(|(s, _)| s.account_id().is_personal_of(user))
             .cloned()
             .collect();
         let orders = (state.orders.values())
-            .filter(|r| r.order.user_id() == user)
+            .filter(|r| r.order.account_id().is_personal_of(user))
             .filter(|r| {
                 r.order.one_time_access().is_some()
                     || subscriptions

@@ -5,7 +5,7 @@
 //! a page at a time.
 
 use domain::{
-    CancelRefusal, CancelStep, CancelWhen, OrderId, Subscription, SubscriptionAccess,
+    AccountId, CancelRefusal, CancelStep, CancelWhen, OrderId, Subscription, SubscriptionAccess,
     SubscriptionId, decide_cancel,
 };
 
@@ -84,7 +84,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .find_subscription(subscription_id)
             .await?
             .ok_or(CancelSubscriptionError::NotFound)?;
-        if current.user_id() != &user.id {
+        if !self
+            .manages_billing_of(&user.id, current.account_id())
+            .await?
+        {
             return Err(CancelSubscriptionError::NotOwner);
         }
         match decide_cancel(&current, when)? {
@@ -132,17 +135,18 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         Ok(SubscriptionCancelled::Now(fresh.unwrap_or(current)))
     }
 
-    /// One page of `user`'s subscriptions, newest first.
+    /// One page of an account's subscriptions, newest first (the caller checked who may read
+    /// them).
     ///
     /// # Errors
     /// The store cannot be read.
-    #[tracing::instrument(skip_all, fields(user_id = %user.id))]
+    #[tracing::instrument(skip_all, fields(account_id = %account))]
     pub async fn list_subscriptions(
         &self,
-        user: &User,
+        account: &AccountId,
         page: PageRequest,
     ) -> Result<Page<Subscription>, InfraError> {
-        Ok(self.store.page_subscriptions(&user.id, page).await?)
+        Ok(self.store.page_subscriptions(account, page).await?)
     }
 
     /// Until when `subscription` gives access, by the configured past-due grace.

@@ -246,7 +246,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .find_subscription(id)
             .await?
             .ok_or(ChangePlanError::NotFound)?;
-        if subscription.user_id() != &user.id {
+        if !self
+            .manages_billing_of(&user.id, subscription.account_id())
+            .await?
+        {
             return Err(ChangePlanError::NotOwner);
         }
         Ok(subscription)

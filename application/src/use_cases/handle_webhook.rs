@@ -1101,14 +1101,14 @@ fn period_paid(
 ) -> Change {
     let source = GrantSource::SubscriptionPeriod(subscription.id().clone(), charge.period);
     change.command.grant = charge.credits.map(|amount| GrantCommand {
-        account_id: domain::AccountId::personal(subscription.user_id()),
+        account_id: subscription.account_id().clone(),
         amount,
         source: source.clone(),
         expires_at: Some(charge.period.end()),
         now: r.now,
     });
     change.command.clawbacks = Vec::from_iter(charge.clawback.map(|wanted| ClawbackCommand {
-        account_id: domain::AccountId::personal(subscription.user_id()),
+        account_id: subscription.account_id().clone(),
         source,
         wanted,
         now: r.now,
@@ -1128,6 +1128,7 @@ fn charge_record(
     ChargeChange::Record(SubscriptionCharge {
         subscription_id: subscription.id().clone(),
         user_id: subscription.user_id().clone(),
+        account_id: subscription.account_id().clone(),
         provider: r.provider,
         charge_ref: charge_ref.map(str::to_owned),
         order_id,
@@ -1240,14 +1241,14 @@ fn decide_paid(
     let source = GrantSource::Order(order.id().clone());
     let mut change = r.change(EventOutcome::Applied, None);
     change.command.grant = grant.map(|g| GrantCommand {
-        account_id: domain::AccountId::personal(order.user_id()),
+        account_id: order.account_id().clone(),
         amount: g.credits,
         source: source.clone(),
         expires_at: g.expires_at,
         now: r.now,
     });
     change.command.clawbacks = Vec::from_iter(clawback.map(|wanted| ClawbackCommand {
-        account_id: domain::AccountId::personal(order.user_id()),
+        account_id: order.account_id().clone(),
         source,
         wanted,
         now: r.now,

@@ -2,8 +2,8 @@
 //! the plan, ask the gateway for a checkout.
 
 use domain::{
-    AccessEnd, CapabilityError, IdempotencyKey, Order, OrderId, OrderStatus, Plan, PlanId,
-    PlanNotAvailable, PlanSnapshot, PlanType, ProviderId, ReturnField, ReturnUrlRefused,
+    AccessEnd, AccountId, CapabilityError, IdempotencyKey, Order, OrderId, OrderStatus, Plan,
+    PlanId, PlanNotAvailable, PlanSnapshot, PlanType, ProviderId, ReturnField, ReturnUrlRefused,
     ReturnUrls, Standing, SubscriptionId, Transition, UserId,
 };
 
@@ -25,6 +25,9 @@ use crate::service::Service;
 pub struct InitiatePayment {
     /// The buyer.
     pub user: User,
+    /// The account bought for: `None` (or the buyer's own id) for their personal account, or a
+    /// team whose billing they manage (an owner or admin).
+    pub account: Option<AccountId>,
     /// The plan (parsed by the caller, who answers a malformed id as an unknown one).
     pub plan_id: PlanId,
     /// The provider (parsed by the caller: an unknown id never reaches the use case).
@@ -92,6 +95,12 @@ pub enum InitiatePaymentError {
     /// The idempotency key was used with another request.
     #[error("idempotency key reused with a different request")]
     IdempotencyConflict,
+    /// The buyer is not a member of the account named (or there is no such account).
+    #[error("no such account for this user")]
+    AccountNotFound,
+    /// The buyer is a member of the team named, but not one who manages its billing.
+    #[error("only a team's owners and admins buy for it")]
+    NotBillingManager,
     /// The user's own credential named the buyer's e-mail address or name: only the host
     /// application's backend, acting for its user with an API key, may (a user's own address
     /// and name come from their account or host token).
@@ -176,6 +185,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ) -> Result<PaymentStarted, InitiatePaymentError> {
         check_stated_by(actor, &stated)?;
         self.check_returns(&request.returns)?;
+        let account = self
+            .billing_account(&request.user.id, request.account.as_ref())
+            .await?;
         let (plan, provider) = self.sellable_plan(&request).await?;
         let gateway = self
             .gateways
@@ -184,7 +196,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .clone();
         let idempotency = request.idempotency_key.map(|key| IdempotencyRecord {
             key,
-            request_hash: format!("initiate:{}:{provider}", plan.id()),
+            request_hash: initiate_hash(&plan, provider, &request.user.id, &account),
         });
         // A retry replays its first answer, even if what it bought is now held.
         if let Some(earlier) = self
@@ -193,7 +205,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         {
             return Ok(earlier);
         }
-        self.check_not_held(&request.user.id, &plan).await?;
+        self.check_not_held(&account, &plan).await?;
         let now = self.clock.now();
         let order_id =
             OrderId::new(self.ids.new_id("ord")).map_err(|e| InfraError::Unexpected(e.into()))?;
@@ -205,6 +217,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             now,
             self.config.order_lifetime_ms,
         )
+        .for_account(account)
         .returning_to(request.returns.clone());
         match self
             .store
@@ -273,6 +286,31 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
+    /// The account `user` buys for when they name `account`: their personal account (`None` or
+    /// their own id), or a team in which their role manages billing.
+    ///
+    /// # Errors
+    /// [`InitiatePaymentError::AccountNotFound`] unless they are a member;
+    /// [`InitiatePaymentError::NotBillingManager`] for a member who only spends.
+    async fn billing_account(
+        &self,
+        user: &UserId,
+        account: Option<&AccountId>,
+    ) -> Result<AccountId, InitiatePaymentError> {
+        match account {
+            Some(account) if !account.is_personal_of(user) => {
+                match self.store.member(account, user).await? {
+                    None => Err(InitiatePaymentError::AccountNotFound),
+                    Some(member) if !member.role.manages_billing() => {
+                        Err(InitiatePaymentError::NotBillingManager)
+                    }
+                    Some(_) => Ok(account.clone()),
+                }
+            }
+            _ => Ok(AccountId::personal(user)),
+        }
+    }
+
     /// The first answer to an earlier request with the same key, if there was one.
     async fn earlier_answer(
         &self,
@@ -387,31 +425,38 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         }
     }
 
-    /// Whether `user` holds `plan` now: a live subscription to it, or running access it sold.
+    /// Whether `user` holds `plan` now in their personal account: a live subscription to it, or
+    /// running access it sold.
     async fn holds(&self, user: &UserId, plan: &Plan) -> Result<bool, InfraError> {
-        let subscribed = (self.store.list_subscriptions(user).await?)
+        let account = AccountId::personal(user);
+        let subscribed = (self.store.list_subscriptions(&account).await?)
             .iter()
             .any(|s| s.is_live() && s.plan_id() == plan.id());
         if subscribed || plan.plan_type() != PlanType::OneTime {
             return Ok(subscribed);
         }
-        let owned = self.one_time_orders(user, self.clock.now()).await?;
+        let owned = self.one_time_orders(&account, self.clock.now()).await?;
         Ok(owned
             .iter()
             .any(|r| &r.order.plan().plan_id == plan.id() && r.order.one_time_access().is_some()))
     }
 
-    /// Refuse to sell what the user already holds: a second live subscription (unless several
-    /// are allowed) or a one-time plan whose access still runs. Credit packs are always sold.
+    /// Refuse to sell what the account already holds: a second live subscription (unless
+    /// several are allowed) or a one-time plan whose access still runs. Credit packs are always
+    /// sold.
     ///
     /// This is checked when the payment starts; two checkouts started before either is paid
     /// can both be paid (the provider takes the money), and both then show in the status.
-    async fn check_not_held(&self, user: &UserId, plan: &Plan) -> Result<(), InitiatePaymentError> {
+    async fn check_not_held(
+        &self,
+        account: &AccountId,
+        plan: &Plan,
+    ) -> Result<(), InitiatePaymentError> {
         match plan.plan_type() {
             PlanType::Credits => Ok(()),
             PlanType::Recurring if self.config.allow_several_subscriptions => Ok(()),
             PlanType::Recurring => {
-                let subscriptions = self.store.list_subscriptions(user).await?;
+                let subscriptions = self.store.list_subscriptions(account).await?;
                 match subscriptions
                     .into_iter()
                     .find(domain::Subscription::is_live)
@@ -424,7 +469,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 }
             }
             PlanType::OneTime => {
-                let owned = self.one_time_orders(user, self.clock.now()).await?;
+                let owned = self.one_time_orders(account, self.clock.now()).await?;
                 let same = owned
                     .into_iter()
                     .find(|r| &r.order.plan().plan_id == plan.id());
@@ -465,5 +510,15 @@ fn replay(existing: OrderRecord) -> Result<PaymentStarted, InitiatePaymentError>
             order: existing,
             replay: Replay::Replayed,
         }),
+    }
+}
+
+/// What an idempotency key of a payment start protects: the plan and provider, and the account
+/// bought for when it is not the buyer's own (a key reused for another account is a conflict).
+fn initiate_hash(plan: &Plan, provider: ProviderId, user: &UserId, account: &AccountId) -> String {
+    if account.is_personal_of(user) {
+        format!("initiate:{}:{provider}", plan.id())
+    } else {
+        format!("initiate:{}:{provider}:{account}", plan.id())
     }
 }

@@ -1,6 +1,6 @@
 //! Query a payment: the caller's own order; anyone else's is "not found".
 
-use domain::{OrderId, OrderStatus, PlanId};
+use domain::{AccountId, OrderId, OrderStatus, PlanId};
 
 use super::InfraError;
 use super::handle_webhook::{Captured, HandleWebhookError};
@@ -102,16 +102,16 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .ok_or(QueryPaymentError::NotFound)
     }
 
-    /// The caller's orders, newest first.
+    /// An account's orders, newest first (the caller checked who may read them).
     ///
     /// # Errors
     /// Infrastructure only.
-    #[tracing::instrument(skip_all, fields(user_id = %user.id))]
+    #[tracing::instrument(skip_all, fields(account_id = %account))]
     pub async fn list_orders(
         &self,
-        user: &User,
+        account: &AccountId,
         page: PageRequest,
     ) -> Result<Page<OrderRecord>, InfraError> {
-        Ok(self.store.list_orders(&user.id, page).await?)
+        Ok(self.store.list_orders(account, page).await?)
     }
 }

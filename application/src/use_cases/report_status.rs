@@ -4,7 +4,7 @@
 use domain::plan::Holdings;
 use domain::{
     AccessEnd, AccountId, Credits, Duration, OrderId, PlanId, Subscription, SubscriptionAccess,
-    SubscriptionStatus, Timestamp, UserId,
+    SubscriptionStatus, Timestamp,
 };
 
 use super::InfraError;
@@ -97,15 +97,30 @@ impl StatusReport {
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
-    /// Credits, subscriptions, one-time access and pending reservations of `user`.
+    /// Credits, subscriptions, one-time access and pending reservations of `user`'s personal
+    /// account.
     ///
     /// # Errors
     /// Infrastructure only.
     #[tracing::instrument(skip_all, fields(user_id = %user.id))]
     pub async fn report_status(&self, user: &User) -> Result<StatusReport, InfraError> {
+        self.report_account_status(&AccountId::personal(&user.id))
+            .await
+    }
+
+    /// Credits, subscriptions, one-time access and pending reservations of `account` (the
+    /// caller checked who may read it).
+    ///
+    /// # Errors
+    /// Infrastructure only.
+    #[tracing::instrument(skip_all, fields(account_id = %account))]
+    pub async fn report_account_status(
+        &self,
+        account: &AccountId,
+    ) -> Result<StatusReport, InfraError> {
         let now = self.clock.now();
-        let balance = self.store.balance(&AccountId::personal(&user.id)).await?;
-        let all = self.store.list_subscriptions(&user.id).await?;
+        let balance = self.store.balance(account).await?;
+        let all = self.store.list_subscriptions(account).await?;
         let grace_ms = self.config.past_due_grace_ms;
         let subscriptions: Vec<HeldSubscription> = all
             .iter()
@@ -122,11 +137,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 all.into_iter()
                     .find(|s| s.status() != SubscriptionStatus::Expired)
             });
-        let pending_reservations = self
-            .store
-            .pending_reservations(&AccountId::personal(&user.id))
-            .await?;
-        let owned = self.one_time_orders(&user.id, now).await?;
+        let pending_reservations = self.store.pending_reservations(account).await?;
+        let owned = self.one_time_orders(account, now).await?;
         let lifetime_order = owned
             .iter()
             .find(|r| r.order.plan().duration == Some(Duration::Lifetime))
@@ -153,18 +165,18 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         })
     }
 
-    /// The user's paid one-time orders whose access runs at `now`, newest first (the newest
+    /// The account's paid one-time orders whose access runs at `now`, newest first (the newest
     /// [`MAX_ORDER_PAGES_SCANNED`] pages of orders are looked at).
     pub(crate) async fn one_time_orders(
         &self,
-        user: &UserId,
+        account: &AccountId,
         now: Timestamp,
     ) -> Result<Vec<OrderRecord>, InfraError> {
         let mut found = Vec::new();
         for page_number in 1..=MAX_ORDER_PAGES_SCANNED {
             let page = PageRequest::new(Some(i64::from(page_number)), Some(ORDERS_PER_PAGE))
                 .map_err(|e| InfraError::Unexpected(e.into()))?;
-            let orders = self.store.list_orders(user, page).await?;
+            let orders = self.store.list_orders(account, page).await?;
             found.extend(
                 orders
                     .items

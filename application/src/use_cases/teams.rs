@@ -218,6 +218,35 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         }
     }
 
+    /// Whether `user` manages the billing of `account`: their own personal account, or a team in
+    /// which their role does ([`MemberRole::manages_billing`]), read now.
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    pub(crate) async fn manages_billing_of(
+        &self,
+        user: &UserId,
+        account: &AccountId,
+    ) -> Result<bool, crate::ports::StoreError> {
+        if account.is_personal_of(user) {
+            return Ok(true);
+        }
+        Ok(account.is_team()
+            && self
+                .store
+                .member(account, user)
+                .await?
+                .is_some_and(|m| m.role.manages_billing()))
+    }
+
+    /// The seats `account` holds now: the `seats` entitlement of what it bought
+    /// ([`domain::seat_cap`]); `None` when it holds none.
+    async fn seats_of(&self, account: &AccountId) -> Result<Option<u64>, InfraError> {
+        let status = self.report_account_status(account).await?;
+        let held = self.entitlements_of(&status).await?;
+        Ok(domain::seat_cap(&held.entitlements))
+    }
+
     /// A team's members, for one of them.
     ///
     /// # Errors
@@ -264,11 +293,17 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         if changes.is_empty() {
             return Ok(self.store.member(account, target).await?);
         }
+        let seats = if changes.iter().any(|c| matches!(c, MemberChange::Add(_))) {
+            self.seats_of(account).await?
+        } else {
+            None
+        };
         let command = MemberCommand {
             account: account.clone(),
             actor: actor.clone(),
             target: target.clone(),
             changes,
+            seats,
             now: self.clock.now(),
         };
         let changed = (self.store)

@@ -19,4 +19,5 @@ mod refunds;
 mod scheduled_switches;
 mod sign_ups;
 mod subscription_terms;
+mod team_purchases;
 mod webhooks;

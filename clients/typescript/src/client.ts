@@ -135,8 +135,11 @@ export interface OffersOptions extends ForUser {
   readonly interval?: string;
 }
 
-/** A checkout to start (see {@link TallyClient.initiatePayment}). */
-export interface InitiatePaymentRequest extends ForUser {
+/**
+ * A checkout to start (see {@link TallyClient.initiatePayment}). With `accountId`, for a team
+ * whose owner or admin the buyer is: the credits, access or subscription are the team's.
+ */
+export interface InitiatePaymentRequest extends ForUser, ForAccount {
   /** The plan to buy. */
   readonly planId: string;
   /** The provider to pay through (the plan's). */
@@ -250,7 +253,7 @@ export interface ForUser {
   readonly userId?: string;
 }
 
-/** Which account a credits call is about: a team the user belongs to (default: their personal account). */
+/** Which account a call is about: a team the user belongs to (default: their personal account). */
 export interface ForAccount {
   /** A team's account id (`team_…`); the user's own id, or none, is their personal account. */
   readonly accountId?: string;
@@ -277,8 +280,8 @@ export interface TallyClient {
   readonly credits: {
     /** The available balance (of a team with `accountId`). */
     balance(who?: ForUser & ForAccount): Promise<Balance>;
-    /** The balance plus subscriptions, one-time access and pending holds. */
-    status(who?: ForUser): Promise<CreditsStatus>;
+    /** The balance plus subscriptions, one-time access and pending holds (a team's with `accountId`). */
+    status(who?: ForUser & ForAccount): Promise<CreditsStatus>;
     /** The ledger, newest first (a team's with `accountId`: each row names the `memberId` who spent). */
     transactions(options?: ForUser & ForAccount & PageOptions & { readonly locale?: string }): Promise<TransactionPage>;
     /**
@@ -322,8 +325,8 @@ export interface TallyClient {
   };
   /** What the user may use now (API key with `entitlements:read` naming the user, or the user's own token). */
   readonly entitlements: {
-    /** The effective entitlements and the purchase granting each key. */
-    get(who?: ForUser): Promise<Entitlements>;
+    /** The effective entitlements and the purchase granting each key (a team's with `accountId`). */
+    get(who?: ForUser & ForAccount): Promise<Entitlements>;
   };
   /**
    * The events feed, page by page from `after` until no more events are readable now (an
@@ -339,8 +342,8 @@ export interface TallyClient {
     status(orderId: string): Promise<Order>;
     /** Cancel a pending order, or a subscription at the end of its paid period. */
     cancel(orderId: string): Promise<Cancellation>;
-    /** The user's orders, newest first. */
-    orders(options?: PageOptions): Promise<OrderPage>;
+    /** The user's orders, newest first (a team's with `accountId`). */
+    orders(options?: PageOptions & ForAccount): Promise<OrderPage>;
   };
   /**
    * The plans on offer grouped as Tally's `/pricing` groups them: one entry per offer and
@@ -356,10 +359,10 @@ export interface TallyClient {
   initiatePayment(request: InitiatePaymentRequest, options?: SpendOptions): Promise<Spent<Order>>;
   /** An order (the user's own, or `userId`'s with an API key). */
   getOrder(orderId: string, who?: ForUser): Promise<Order>;
-  /** The user's orders, newest first. */
-  listOrders(options?: ForUser & PageOptions): Promise<OrderPage>;
-  /** The user's subscriptions, newest first. */
-  listSubscriptions(options?: ForUser & PageOptions): Promise<SubscriptionPage>;
+  /** The user's orders, newest first (a team's with `accountId`, whoever bought). */
+  listOrders(options?: ForUser & ForAccount & PageOptions): Promise<OrderPage>;
+  /** The user's subscriptions, newest first (a team's with `accountId`). */
+  listSubscriptions(options?: ForUser & ForAccount & PageOptions): Promise<SubscriptionPage>;
   /** Cancel a subscription at the end of its paid period (default), or `now` where the provider can. */
   cancelSubscription(
     subscriptionId: string,
@@ -440,7 +443,7 @@ export function createTallyClient(options: TallyClientOptions): TallyClient {
     entitlements: {
       get: async (who = {}) =>
         (await ctx.call((signal) =>
-          raw.GET("/api/entitlements", { params: { query: { userId: who.userId } }, signal }),
+          raw.GET("/api/entitlements", { params: { query: { userId: who.userId, accountId: who.accountId } }, signal }),
         )) as Entitlements,
     },
     listEvents: (o = {}) => listEvents(ctx, o),
@@ -494,7 +497,10 @@ function creditsMethods({ raw, call, spend }: Context): TallyClient["credits"] {
       call((signal) =>
         raw.GET("/api/credits/balance", { params: { query: { userId: who.userId, accountId: who.accountId } }, signal }),
       ),
-    status: (who = {}) => call((signal) => raw.GET("/api/credits/status", { params: { query: { userId: who.userId } }, signal })),
+    status: (who = {}) =>
+      call((signal) =>
+        raw.GET("/api/credits/status", { params: { query: { userId: who.userId, accountId: who.accountId } }, signal }),
+      ),
     transactions: (o = {}) =>
       call((signal) =>
         raw.GET("/api/credits/transactions", {
@@ -577,7 +583,12 @@ function paymentsMethods({ raw, call, spend }: Context): TallyClient["payments"]
     status: (orderId) => call((signal) => raw.GET("/api/payment/query/{orderId}", { params: { path: { orderId } }, signal })),
     cancel: (orderId) => call((signal) => raw.POST("/api/payment/cancel/{orderId}", { params: { path: { orderId } }, signal })),
     orders: (o = {}) =>
-      call((signal) => raw.GET("/api/orders", { params: { query: { page: text(o.page), limit: text(o.limit) } }, signal })),
+      call((signal) =>
+        raw.GET("/api/orders", {
+          params: { query: { page: text(o.page), limit: text(o.limit), accountId: o.accountId } },
+          signal,
+        }),
+      ),
   };
 }
 
@@ -624,11 +635,17 @@ function billingMethods({ raw, call, spend }: Context): BillingMethods {
       ) as Promise<Order>,
     listOrders: (o = {}) =>
       call((signal) =>
-        loose.GET("/api/orders", { params: { query: { ...user(o), page: text(o.page), limit: text(o.limit) } }, signal }),
+        loose.GET("/api/orders", {
+          params: { query: { ...user(o), accountId: o.accountId, page: text(o.page), limit: text(o.limit) } },
+          signal,
+        }),
       ) as Promise<OrderPage>,
     listSubscriptions: (o = {}) =>
       call((signal) =>
-        loose.GET("/api/subscriptions", { params: { query: { ...user(o), page: text(o.page), limit: text(o.limit) } }, signal }),
+        loose.GET("/api/subscriptions", {
+          params: { query: { ...user(o), accountId: o.accountId, page: text(o.page), limit: text(o.limit) } },
+          signal,
+        }),
       ) as Promise<SubscriptionPage>,
     cancelSubscription: (id, o = {}) =>
       call((signal) =>

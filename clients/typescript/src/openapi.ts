@@ -80,7 +80,11 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: an API key without `billing:write`, or a user naming another user. */
+                /**
+                 * @description `forbidden`: an API key without `billing:write`, or a user naming another user;
+                 *     `not_billing_manager`: a member of the team `accountId` names who is neither an
+                 *     owner nor an admin.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -91,7 +95,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `plan_not_found`; `user_not_found`: the `userId` an API key named does not exist. */
+                /**
+                 * @description `plan_not_found`; `user_not_found`: the `userId` an API key named does not exist;
+                 *     `account_not_found`: the buyer is not a member of the team `accountId` names.
+                 */
                 404: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -470,6 +477,11 @@ export interface paths {
                     limit?: string;
                     /** @description The user whose orders to list (API keys with `billing:read` only). */
                     userId?: string;
+                    /**
+                     * @description A team account the user belongs to: its orders, whoever placed them (omitted: the
+                     *     user's personal account's).
+                     */
+                    accountId?: string;
                 };
                 header?: never;
                 path?: never;
@@ -524,7 +536,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `user_not_found`: the `userId` an API key named does not exist. */
+                /**
+                 * @description `user_not_found`: the `userId` an API key named does not exist;
+                 *     `account_not_found`: the user is not a member of the `accountId` named.
+                 */
                 404: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -587,6 +602,11 @@ export interface paths {
                     limit?: string;
                     /** @description The user whose subscriptions to list (API keys with `billing:read` only). */
                     userId?: string;
+                    /**
+                     * @description A team account the user belongs to: its subscriptions (omitted: the user's personal
+                     *     account's).
+                     */
+                    accountId?: string;
                 };
                 header?: never;
                 path?: never;
@@ -644,7 +664,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `user_not_found`: the `userId` an API key named does not exist. */
+                /**
+                 * @description `user_not_found`: the `userId` an API key named does not exist;
+                 *     `account_not_found`: the user is not a member of the `accountId` named.
+                 */
                 404: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -1673,6 +1696,11 @@ export interface paths {
                 query?: {
                     /** @description The user (API keys with `credits:read` only; users read their own). */
                     userId?: string;
+                    /**
+                     * @description A team account the user belongs to: its balance, purchases and entitlements
+                     *     (omitted: the user's personal account's).
+                     */
+                    accountId?: string;
                 };
                 header?: never;
                 path?: never;
@@ -1724,7 +1752,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `user_not_found`: the `userId` an API key named does not exist. */
+                /**
+                 * @description `user_not_found`: the `userId` an API key named does not exist;
+                 *     `account_not_found`: the user is not a member of the `accountId` named.
+                 */
                 404: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -2396,12 +2427,20 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The user's effective entitlements now, and which purchase grants each key. */
+        /**
+         * The user's effective entitlements now, and which purchase grants each key: those of the
+         *     account they act in (their personal account, or a team they belong to by `accountId`).
+         */
         get: {
             parameters: {
                 query?: {
                     /** @description The user (API keys with `entitlements:read` only; users read their own). */
                     userId?: string;
+                    /**
+                     * @description A team account the user belongs to: its purchases' entitlements (omitted: the
+                     *     user's personal account's).
+                     */
+                    accountId?: string;
                 };
                 header?: never;
                 path?: never;
@@ -2453,7 +2492,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `user_not_found`: the `userId` an API key named does not exist. */
+                /**
+                 * @description `user_not_found`: the `userId` an API key named does not exist;
+                 *     `account_not_found`: the user is not a member of the `accountId` named.
+                 */
                 404: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -8072,6 +8114,8 @@ export interface components {
             userId: string;
             /** @description The order id. */
             orderId: string;
+            /** @description The account it buys for: the buyer's personal account (the buyer's own id) or a team. */
+            accountId: string;
             /** @description `pending`, `paid`, `failed`, `cancelled`, `expired`, `partially_refunded` or `refunded`. */
             status: string;
             /** @description The plan bought. */
@@ -8644,6 +8688,11 @@ export interface components {
             /** @description The user. */
             userId: string;
             /**
+             * @description The account whose purchases these are: the user's personal account (their own id), or
+             *     the team named by `accountId`.
+             */
+            accountId: string;
+            /**
              * @description Every feature key the user holds now, mapped to `true` or a limit: the union over live
              *     subscriptions (past due within the grace), one-time passes still running and lifetime
              *     purchases; a number wins over `true`, the largest number wins.
@@ -8749,6 +8798,13 @@ export interface components {
              *     cancelled first). Without it a cancel goes to `successUrl`.
              */
             cancelUrl?: string;
+            /**
+             * @description The account bought for: a team (`team_…`) whose owner or admin the buyer is; what is
+             *     bought (its credits, access or subscription) belongs to the team. Without it, or with the
+             *     buyer's own id, the buyer's personal account. A team the buyer is not a member of is a
+             *     404 `account_not_found`; a plain member is a 403 `not_billing_manager`.
+             */
+            accountId?: string;
         };
         /**
          * LimitBody
@@ -8968,6 +9024,8 @@ export interface components {
         OrderView: {
             /** @description The order id. */
             orderId: string;
+            /** @description The account it buys for: the buyer's personal account (the buyer's own id) or a team. */
+            accountId: string;
             /** @description `pending`, `paid`, `failed`, `cancelled`, `expired`, `partially_refunded` or `refunded`. */
             status: string;
             /** @description The plan bought. */
@@ -9306,6 +9364,11 @@ export interface components {
             retryAfterSeconds?: number;
             /** @description `limit_reached`: the limit that refused the spend. */
             limit?: components["schemas"]["LimitReachedView"] & unknown;
+            /**
+             * Format: uint64
+             * @description `seats_exceeded`: the seats the team holds (its plan's `seats` entitlement).
+             */
+            seats?: number;
         };
         /**
          * RedeliverEventBody
@@ -9534,6 +9597,8 @@ export interface components {
         SubscriptionView: {
             /** @description The subscription id. */
             id: string;
+            /** @description The account it belongs to: the subscriber's personal account (their own id) or a team. */
+            accountId: string;
             /** @description The plan subscribed to. */
             planId: string;
             /** @description The provider id. */

@@ -377,6 +377,38 @@ describe("teams", () => {
       .then(() => undefined, (error: unknown) => error);
     assert.ok(isTallyError(outsider, "not_a_member"));
   });
+
+  it("the owner buys a credits pack for the team: its credits go to the team's pool", async () => {
+    const backend = examples.lib.tally();
+    const owner = await examples.lib.tallyUserId(appUser("oona"));
+    const member = await examples.lib.tallyUserId(appUser("pim"));
+    const team = await backend.accounts.createTeam("Oona & co", { userId: owner });
+    await backend.accounts.addMember(team.id, { memberId: member }, { userId: owner });
+
+    const own = (await backend.credits.balance({ userId: owner })).balanceHundredths;
+    const buyer = examples.lib.tallyAs(appUser("oona"));
+    const order = await buyer.initiatePayment({ planId: "credits_card_500", provider: "card_gateway", accountId: team.id });
+    assert.equal(order.accountId, team.id);
+    await sandboxPay(server, order.orderId);
+    const pool = await eventually("the team's pool", async () => {
+      const balance = await backend.credits.balance({ userId: member, accountId: team.id });
+      return balance.balanceHundredths >= 50_000 ? balance : undefined;
+    });
+    assert.equal(pool.balanceHundredths, 50_000);
+    assert.equal((await backend.credits.balance({ userId: owner })).balanceHundredths, own, "nothing to the buyer");
+    const orders = await backend.listOrders({ userId: member, accountId: team.id });
+    assert.deepEqual(
+      orders.items.map((o) => [o.orderId, o.accountId]),
+      [[order.orderId, team.id]],
+    );
+
+    // A plain member cannot buy for the team.
+    const refused = await examples.lib
+      .tallyAs(appUser("pim"))
+      .initiatePayment({ planId: "credits_card_500", provider: "card_gateway", accountId: team.id })
+      .then(() => undefined, (error: unknown) => error);
+    assert.ok(isTallyError(refused, "not_billing_manager"), String(refused));
+  });
 });
 
 describe("reserve → settle/release around a streamed completion", () => {

@@ -17,6 +17,15 @@ fn credits(whole: i64) -> Credits {
 const SUNDAY: i64 = 1_795_966_200_000;
 
 #[test]
+fn owners_and_admins_manage_a_team_s_billing_and_members_only_spend() {
+    let billing: Vec<MemberRole> = MemberRole::ALL
+        .into_iter()
+        .filter(|r| r.manages_billing())
+        .collect();
+    assert_eq!(billing, [MemberRole::Owner, MemberRole::Admin]);
+}
+
+#[test]
 fn windows_start_at_midnight_monday_and_the_first_utc() {
     let now = at(SUNDAY);
     // 2026-11-29T00:00Z, 2026-11-23T00:00Z (Monday), 2026-11-01T00:00Z.
@@ -90,7 +99,59 @@ fn facts(actor: Option<MemberRole>, target: Option<MemberRole>, owners: u32) -> 
         to_self: false,
         target,
         owners,
+        members: 3,
+        seats: None,
     }
+}
+
+#[test]
+fn nobody_is_added_once_the_members_fill_the_seats_and_nobody_is_removed_for_it() {
+    use MemberRole::*;
+    let add = MemberChange::Add(Member);
+    let full = |members, seats| MemberFacts {
+        members,
+        seats,
+        ..facts(Some(Owner), None, 1)
+    };
+    assert_eq!(decide_member_change(full(4, Some(5)), add), Ok(()));
+    assert_eq!(
+        decide_member_change(full(5, Some(5)), add),
+        Err(MemberChangeRefusal::SeatsExhausted { seats: 5 })
+    );
+    // After a downgrade below the count: additions are refused, nothing else is.
+    let over = full(7, Some(5));
+    assert_eq!(
+        decide_member_change(over, add),
+        Err(MemberChangeRefusal::SeatsExhausted { seats: 5 })
+    );
+    let member = MemberFacts {
+        target: Some(Member),
+        ..over
+    };
+    assert_eq!(decide_member_change(member, MemberChange::Remove), Ok(()));
+    assert_eq!(
+        decide_member_change(member, MemberChange::SetRole(Admin)),
+        Ok(())
+    );
+    assert_eq!(decide_member_change(full(500, None), add), Ok(()));
+    // A member without the right to add is told so before the seats.
+    let plain = MemberFacts {
+        actor: Some(Member),
+        ..full(5, Some(5))
+    };
+    assert_eq!(
+        decide_member_change(plain, add),
+        Err(MemberChangeRefusal::NotAllowed)
+    );
+}
+
+#[test]
+fn the_seats_are_the_limit_of_the_seats_entitlement() {
+    use crate::entitlements::{EntitlementKey, EntitlementValue, Entitlements};
+    let with = |value| Entitlements::from_pairs([(EntitlementKey::new(SEATS_KEY).unwrap(), value)]);
+    assert_eq!(seat_cap(&with(EntitlementValue::Limit(10))), Some(10));
+    assert_eq!(seat_cap(&with(EntitlementValue::Enabled)), None);
+    assert_eq!(seat_cap(&Entitlements::none()), None);
 }
 
 #[test]

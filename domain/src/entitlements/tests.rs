@@ -38,6 +38,7 @@ fn subscription(
     Subscription::restore(SubscriptionParts {
         id: SubscriptionId::new("sub-1").unwrap(),
         user_id: UserId::new("u1").unwrap(),
+        account: None,
         plan_id: PlanId::new("pro-monthly").unwrap(),
         provider: ProviderId::CardGateway,
         provider_subscription_id: "sub_provider_1".into(),
@@ -53,6 +54,7 @@ fn one_time_order(months: Option<Duration>, plan_type: PlanType, paid_at: i64) -
     Order::restore(OrderParts {
         id: OrderId::new("order-1").unwrap(),
         user_id: UserId::new("u1").unwrap(),
+        account: None,
         provider: ProviderId::CardGateway,
         plan: PlanSnapshot {
             plan_id: PlanId::new("pass").unwrap(),

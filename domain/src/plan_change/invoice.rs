@@ -335,6 +335,7 @@ mod tests {
         let s = Subscription::restore(SubscriptionParts {
             id: SubscriptionId::new("s1").unwrap(),
             user_id: UserId::new("u1").unwrap(),
+            account: None,
             plan_id: monthly.plan_id.clone(),
             provider: ProviderId::CardGateway,
             provider_subscription_id: "sub_1".into(),

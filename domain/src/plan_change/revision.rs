@@ -116,6 +116,7 @@ mod tests {
         let mut s = Subscription::restore(SubscriptionParts {
             id: SubscriptionId::new("s1").unwrap(),
             user_id: UserId::new("u1").unwrap(),
+            account: None,
             plan_id: PlanId::new("basic").unwrap(),
             provider: ProviderId::WalletGlobal,
             provider_subscription_id: "I-1".into(),

@@ -39,6 +39,7 @@ fn basic() -> Subscription {
     Subscription::restore(SubscriptionParts {
         id: SubscriptionId::new("s1").unwrap(),
         user_id: UserId::new("u1").unwrap(),
+        account: None,
         plan_id: PlanId::new("basic").unwrap(),
         provider: ProviderId::CardGateway,
         provider_subscription_id: "sub_1".into(),
@@ -128,6 +129,7 @@ fn a_switch_needs_an_active_renewing_subscription_and_another_recurring_plan_in_
     parts = Subscription::restore(SubscriptionParts {
         id: parts.id().clone(),
         user_id: parts.user_id().clone(),
+        account: Some(parts.account_id().clone()),
         plan_id: parts.plan_id().clone(),
         provider: ProviderId::MorB,
         provider_subscription_id: "sub_dodo".into(),

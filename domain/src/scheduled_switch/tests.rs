@@ -27,6 +27,7 @@ fn monthly() -> Subscription {
     Subscription::restore(SubscriptionParts {
         id: SubscriptionId::new("s1").unwrap(),
         user_id: UserId::new("u1").unwrap(),
+        account: None,
         plan_id: PlanId::new("basic").unwrap(),
         provider: ProviderId::MorC,
         provider_subscription_id: "order_1".into(),

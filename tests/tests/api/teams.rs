@@ -169,3 +169,93 @@ async fn a_member_spends_the_team_pool_within_their_limit() {
         .await;
     assert_eq!(status, 422, "{invalid}");
 }
+
+/// Poll `path` as `token` until `pick` of the answer is `want` (at most 10 s).
+async fn eventually(app: &TestApp, token: &str, path: &str, pick: &str, want: &Value) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..100 {
+        let (_, answer) = app.get(token, path).await;
+        if answer.pointer(pick) == Some(want) {
+            return answer;
+        }
+        last = answer;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("{path}: {pick} never became {want}: {last}");
+}
+
+#[tokio::test]
+async fn an_owner_buys_team_yearly_for_the_team_and_its_members_hold_it() {
+    let (app, _admin) = spawn_app_with_admin(|_| {}).await;
+    let (_, ada_token) = app.user("ada@example.com").await;
+    let (bob, bob_token) = app.user("bob@example.com").await;
+    let (_, eve_token) = app.user("eve@example.com").await;
+    let (_, team) = app
+        .post(&ada_token, "/api/accounts", &json!({"name": "Acme"}), None)
+        .await;
+    let team_id = team["id"].as_str().expect("id").to_owned();
+    let members = format!("/api/accounts/{team_id}/members");
+    let (status, _) = app
+        .post(&ada_token, &members, &json!({"memberId": bob}), None)
+        .await;
+    assert_eq!(status, 201);
+
+    // A plain member and an outsider cannot buy for the team.
+    let body = json!({"planId": "team_yearly", "provider": "mor_b", "accountId": team_id});
+    let initiate = "/api/payment/initiate";
+    let (status, refused) = app.post(&bob_token, initiate, &body, None).await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (403, Some("not_billing_manager"))
+    );
+    let (status, refused) = app.post(&eve_token, initiate, &body, None).await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (404, Some("account_not_found"))
+    );
+
+    // The owner buys it; the year's credits go to the team's pool.
+    let (status, started) = app.post(&ada_token, initiate, &body, Some("team-1")).await;
+    assert_eq!(status, 201, "{started}");
+    let order = started["orderId"].as_str().expect("order id").to_owned();
+    app.sandbox_action(&order, "pay", &json!({})).await;
+    app.wait_for_status(&ada_token, &order, "paid").await;
+    let balance = format!("/api/credits/balance?accountId={team_id}");
+    eventually(
+        &app,
+        &bob_token,
+        &balance,
+        "/balanceHundredths",
+        &json!(6_000_000),
+    )
+    .await;
+    let (_, own) = app.get(&ada_token, "/api/credits/balance").await;
+    assert_eq!(own["balanceHundredths"], 0, "{own}");
+
+    // Every member holds the team's entitlements in the team, not in their own account.
+    let path = format!("/api/entitlements?accountId={team_id}");
+    let (status, held) = app.get(&bob_token, &path).await;
+    assert_eq!(status, 200, "{held}");
+    assert_eq!(held["accountId"], team_id.as_str());
+    assert_eq!(held["entitlements"]["seats"], 10, "{held}");
+    let (_, own) = app.get(&bob_token, "/api/entitlements").await;
+    assert!(own["entitlements"].get("seats").is_none(), "{own}");
+    let (_, outsider) = app.get(&eve_token, &path).await;
+    assert_eq!(outsider["code"], "account_not_found");
+
+    // The subscription is listed by the team; a member cannot cancel it, the owner can.
+    let path = format!("/api/subscriptions?accountId={team_id}");
+    let (_, listed) = app.get(&bob_token, &path).await;
+    let subscription = listed["items"][0]["id"]
+        .as_str()
+        .expect("listed")
+        .to_owned();
+    let (_, own) = app.get(&ada_token, "/api/subscriptions").await;
+    assert_eq!(own["items"].as_array().map(Vec::len), Some(0), "{own}");
+    let cancel = format!("/api/subscriptions/{subscription}/cancel");
+    let (status, refused) = app.post(&bob_token, &cancel, &json!({}), None).await;
+    assert_eq!((status, refused["code"].as_str()), (403, Some("not_owner")));
+    let (status, cancelled) = app.post(&ada_token, &cancel, &json!({}), None).await;
+    assert_eq!(status, 200, "{cancelled}");
+    assert_eq!(cancelled["cancelAtPeriodEnd"], true, "{cancelled}");
+}

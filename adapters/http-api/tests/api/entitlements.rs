@@ -51,7 +51,7 @@ async fn a_user_without_purchases_holds_no_entitlements() {
     answer.expect(200, None);
     assert_eq!(
         answer.body,
-        json!({"userId": user_id, "entitlements": {}, "grants": []})
+        json!({"userId": user_id, "accountId": user_id, "entitlements": {}, "grants": []})
     );
 }
 

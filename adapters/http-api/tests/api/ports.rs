@@ -464,6 +464,7 @@ fn scheduled_subscription() -> domain::Subscription {
         SubscriptionParts {
             id: SubscriptionId::new("sub_1").unwrap(),
             user_id: UserId::new("usr_customer").unwrap(),
+            account: None,
             plan_id: PlanId::new("pro").unwrap(),
             provider: ProviderId::MorC,
             provider_subscription_id: "order_1".into(),

@@ -6,7 +6,7 @@ use application::ports::{
     ApiKeyRepository, CreditLedger, OrderRepository, PlanRepository, StoreError,
     SubscriptionRepository, UserRepository,
 };
-use domain::{PlanId, SubscriptionId};
+use domain::{AccountId, PlanId, SubscriptionId};
 
 use crate::support::{TestStore, contract_tests, oid, uid, user};
 
@@ -29,7 +29,10 @@ async fn corrupt_orders_are_reported(store: &TestStore) {
     }
     assert!(is_corrupt(
         store
-            .list_orders(&u, PageRequest::new(None, None).unwrap())
+            .list_orders(
+                &AccountId::personal(&u),
+                PageRequest::new(None, None).unwrap()
+            )
             .await
     ));
     assert!(is_corrupt(
@@ -85,7 +88,11 @@ async fn corrupt_accounts_and_subscriptions_are_reported(store: &TestStore) {
             .find_subscription(&SubscriptionId::new("s1").unwrap())
             .await
     ));
-    assert!(is_corrupt(store.list_subscriptions(&uid("u1")).await));
+    assert!(is_corrupt(
+        store
+            .list_subscriptions(&AccountId::new("u1").unwrap())
+            .await
+    ));
 }
 
 async fn corrupt_ledger_rows_are_reported(store: &TestStore) {

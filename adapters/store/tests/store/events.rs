@@ -6,8 +6,8 @@ use application::ports::{
     StoreError, SubscriptionChange, SubscriptionRepository,
 };
 use domain::{
-    BillingPeriod, Currency, Duration, Money, Order, OrderId, OrderParts, OrderStatus, PlanId,
-    ProviderId, RenewalIntent, SoldTerms, Subscription, SubscriptionId, SubscriptionParts,
+    AccountId, BillingPeriod, Currency, Duration, Money, Order, OrderId, OrderParts, OrderStatus,
+    PlanId, ProviderId, RenewalIntent, SoldTerms, Subscription, SubscriptionId, SubscriptionParts,
     SubscriptionStatus, UserId,
 };
 
@@ -73,6 +73,7 @@ pub fn order_change(
         Order::restore(OrderParts {
             id: placed.id().clone(),
             user_id: placed.user_id().clone(),
+            account: Some(placed.account_id().clone()),
             provider: placed.provider(),
             plan: placed.plan().clone(),
             status,
@@ -97,6 +98,7 @@ fn parts(user: &UserId, last_event_at: i64) -> SubscriptionParts {
     SubscriptionParts {
         id: SubscriptionId::new("s1").unwrap(),
         user_id: user.clone(),
+        account: None,
         plan_id: PlanId::new("pro-monthly").unwrap(),
         provider: ProviderId::CardGateway,
         provider_subscription_id: "sub_123".into(),
@@ -231,7 +233,13 @@ async fn a_payment_event_applies_order_subscription_and_grant_together(store: &T
         store.find_subscription_by_order(&oid("o1")).await.unwrap(),
         Some(s.clone())
     );
-    assert_eq!(store.list_subscriptions(&u).await.unwrap(), vec![s]);
+    assert_eq!(
+        store
+            .list_subscriptions(&AccountId::personal(&u))
+            .await
+            .unwrap(),
+        vec![s]
+    );
     assert_eq!(
         store
             .find_subscription(&SubscriptionId::new("s9").unwrap())
@@ -546,6 +554,7 @@ async fn charges_and_refund_reports_round_trip_and_are_compare_and_set(store: &T
     let charge = SubscriptionCharge {
         subscription_id: s.id().clone(),
         user_id: u.clone(),
+        account_id: s.account_id().clone(),
         provider: ProviderId::CardGateway,
         charge_ref: Some("in_1".into()),
         order_id: None,
@@ -696,6 +705,7 @@ async fn a_prorations_refund_takes_back_from_its_changes_credits(store: &TestSto
     let proration = SubscriptionCharge {
         subscription_id: s.id().clone(),
         user_id: u.clone(),
+        account_id: s.account_id().clone(),
         provider: ProviderId::CardGateway,
         charge_ref: Some("in_proration".into()),
         order_id: None,

@@ -160,6 +160,7 @@ impl World {
     async fn order(&self, user: &User, plan: &str) -> OrderId {
         let request = InitiatePayment {
             user: user.clone(),
+            account: None,
             plan_id: domain::PlanId::new(plan).unwrap(),
             provider: "card_gateway".parse().unwrap(),
             idempotency_key: None,
@@ -977,6 +978,7 @@ async fn team_changes_tell_member_events(store: &TestStore) {
             actor: owner.clone(),
             target: member.clone(),
             changes: vec![change],
+            seats: None,
             now,
         };
         store
@@ -1134,6 +1136,7 @@ pub async fn a_change_that_rolls_back_tells_nothing(store: &TestStore) {
     let missing = Subscription::restore(domain::SubscriptionParts {
         id: SubscriptionId::new("sub_missing").unwrap(),
         user_id: user.id.clone(),
+        account: None,
         plan_id: domain::PlanId::new("pro-monthly").unwrap(),
         provider: ProviderId::CardGateway,
         provider_subscription_id: "sub_missing".into(),

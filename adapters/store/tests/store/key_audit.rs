@@ -158,6 +158,7 @@ impl World {
     async fn order(&self, user: &User) -> OrderId {
         let request = InitiatePayment {
             user: user.clone(),
+            account: None,
             plan_id: domain::PlanId::new("credits-100").unwrap(),
             provider: "card_gateway".parse().unwrap(),
             idempotency_key: None,

@@ -5,7 +5,8 @@ use application::ports::{
     CheckoutRecord, CheckoutTarget, CreateOrderOutcome, OrderRecord, OrderRepository, StoreError,
 };
 use domain::{
-    Currency, Duration, Money, Order, OrderStatus, PlanId, PlanSnapshot, PlanType, ProviderId,
+    AccountId, Currency, Duration, Money, Order, OrderStatus, PlanId, PlanSnapshot, PlanType,
+    ProviderId,
 };
 
 use crate::support::{TestStore, contract_tests, key, oid, order, t, user};
@@ -278,7 +279,10 @@ async fn orders_are_listed_newest_first_in_pages(store: &TestStore) {
         .await
         .unwrap();
     let first = store
-        .list_orders(&u, PageRequest::new(Some(1), Some(4)).unwrap())
+        .list_orders(
+            &AccountId::personal(&u),
+            PageRequest::new(Some(1), Some(4)).unwrap(),
+        )
         .await
         .unwrap();
     let ids: Vec<&str> = first.items.iter().map(|r| r.order.id().as_str()).collect();
@@ -287,13 +291,19 @@ async fn orders_are_listed_newest_first_in_pages(store: &TestStore) {
         (vec!["same-time-b", "o4", "o3", "o2"], 6, 2)
     );
     let second = store
-        .list_orders(&u, PageRequest::new(Some(2), Some(4)).unwrap())
+        .list_orders(
+            &AccountId::personal(&u),
+            PageRequest::new(Some(2), Some(4)).unwrap(),
+        )
         .await
         .unwrap();
     let ids: Vec<&str> = second.items.iter().map(|r| r.order.id().as_str()).collect();
     assert_eq!(ids, vec!["o1", "o0"]);
     let empty = store
-        .list_orders(&u, PageRequest::new(Some(9), Some(4)).unwrap())
+        .list_orders(
+            &AccountId::personal(&u),
+            PageRequest::new(Some(9), Some(4)).unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!((empty.items.len(), empty.total), (0, 6));

@@ -310,6 +310,7 @@ async fn run_case(
         .user;
     let request = InitiatePayment {
         user: user.clone(),
+        account: None,
         plan_id: domain::PlanId::new("pro-monthly").unwrap(),
         provider: "card_gateway".parse().unwrap(),
         idempotency_key: None,

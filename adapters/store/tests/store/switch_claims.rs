@@ -39,6 +39,7 @@ fn subscription(user: &UserId) -> Subscription {
     Subscription::restore(SubscriptionParts {
         id: SubscriptionId::new("s1").unwrap(),
         user_id: user.clone(),
+        account: None,
         plan_id: PlanId::new("basic").unwrap(),
         provider: ProviderId::MorC,
         provider_subscription_id: "order_1".into(),

@@ -4,14 +4,17 @@
 use std::collections::BTreeMap;
 
 use application::host_events::{self, HostEventKind};
+use application::pagination::{Page, PageRequest};
 use application::ports::{
     ConsumeCommand, CreditLedger, GrantCommand, GrantSource, HostEventLog, IdempotencyRecord,
-    MemberChangeError, MemberCommand, NewTeam, ReservationError, ReserveCommand, SpendError,
-    TeamStore, UsageContext, Writes,
+    InboxEntry, MemberChangeError, MemberCommand, NewTeam, OrderRecord, OrderRepository,
+    PaymentEventCommand, ReservationError, ReserveCommand, SpendError, SubscriptionChange,
+    SubscriptionRepository, TeamStore, UsageContext, Writes,
 };
 use domain::{
-    AccountId, LimitWindow, MemberChange, MemberChangeRefusal, MemberLimit, MemberRole,
-    ReservationId, UserId,
+    AccountId, BillingPeriod, LimitWindow, MemberChange, MemberChangeRefusal, MemberLimit,
+    MemberRole, PlanId, ProviderId, RenewalIntent, ReservationId, Subscription, SubscriptionId,
+    SubscriptionParts, SubscriptionStatus, UserId,
 };
 use serde_json::Value;
 
@@ -46,6 +49,7 @@ async fn change(
         actor: actor.clone(),
         target: target.clone(),
         changes,
+        seats: None,
         now: t(NOW),
     };
     store
@@ -489,7 +493,94 @@ pub async fn members_never_pass_their_limits_under_concurrency(store: &TestStore
     assert_ledger_adds_up(store, &pool).await;
 }
 
+/// An order an owner places for a team, the subscription it starts and the period's grant are
+/// the team's: listed by its account, not by the buyer's personal one, and its credits in the
+/// team's pool.
+pub async fn a_team_s_purchases_are_listed_by_its_account(store: &TestStore) {
+    let ada = user(store, "ada").await;
+    let acme = team(store, "acme", &ada).await;
+    let personal = AccountId::personal(&ada);
+    let order = crate::support::order("o1", &ada, 10).for_account(acme.clone());
+    store.create_order(&order, None).await.unwrap();
+    let own = crate::support::order("o2", &ada, 20);
+    store.create_order(&own, None).await.unwrap();
+    let found = store.find_order(order.id()).await.unwrap().unwrap();
+    assert_eq!(found.order.account_id(), &acme);
+    assert_eq!(found.order.user_id(), &ada);
+    let page = PageRequest::new(None, None).unwrap();
+    let ids = |p: Page<OrderRecord>| -> Vec<String> {
+        p.items.iter().map(|r| r.order.id().to_string()).collect()
+    };
+    assert_eq!(ids(store.list_orders(&acme, page).await.unwrap()), ["o1"]);
+    assert_eq!(
+        ids(store.list_orders(&personal, page).await.unwrap()),
+        ["o2"]
+    );
+    let subscription = Subscription::restore(SubscriptionParts {
+        id: SubscriptionId::new("s1").unwrap(),
+        user_id: ada.clone(),
+        account: Some(acme.clone()),
+        plan_id: PlanId::new("team-yearly").unwrap(),
+        provider: ProviderId::CardGateway,
+        provider_subscription_id: "sub_1".into(),
+        status: SubscriptionStatus::Active,
+        current_period: BillingPeriod::new(t(NOW), t(NOW + 1_000)).unwrap(),
+        renewal: RenewalIntent::Renews,
+        last_event_at: t(NOW),
+        sold_terms: None,
+    });
+    let command = PaymentEventCommand {
+        inbox: InboxEntry {
+            provider: ProviderId::CardGateway,
+            event_id: "evt_1".into(),
+            event_type: "customer.subscription.created".into(),
+            payload: String::new(),
+            outcome: domain::EventOutcome::Applied,
+            detail: None,
+            received_at: t(NOW),
+            user_id: Some(ada.clone()),
+        },
+        order: None,
+        subscription: Some(SubscriptionChange::Create(
+            subscription.clone(),
+            Some(order.id().clone()),
+        )),
+        grant: Some(GrantCommand {
+            account_id: subscription.account_id().clone(),
+            amount: c(500),
+            source: GrantSource::Order(order.id().clone()),
+            expires_at: None,
+            now: t(NOW),
+        }),
+        clawbacks: Vec::new(),
+        charge: None,
+        refund: None,
+        told: Vec::new(),
+        entitlements: None,
+        audit: None,
+    };
+    store.apply_payment_event(&command).await.unwrap();
+    let stored = store.find_subscription(subscription.id()).await.unwrap();
+    assert_eq!(stored.as_ref().map(Subscription::account_id), Some(&acme));
+    assert_eq!(
+        store.list_subscriptions(&acme).await.unwrap(),
+        [subscription]
+    );
+    assert!(
+        store
+            .list_subscriptions(&personal)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let team_page = store.page_subscriptions(&acme, page).await.unwrap();
+    assert_eq!(team_page.total, 1);
+    assert_eq!(store.balance(&acme).await.unwrap(), c(500));
+    assert_eq!(store.balance(&personal).await.unwrap(), c(0));
+}
+
 contract_tests!(
+    a_team_s_purchases_are_listed_by_its_account,
     members_change_by_the_rules_and_each_change_is_told,
     a_member_spends_the_pool_within_their_limit,
     a_limit_set_mid_window_counts_what_was_spent,
@@ -511,6 +602,7 @@ pub async fn two_owners_leaving_at_once_leave_one_owner(store: &TestStore) {
                     actor: who.clone(),
                     target: who,
                     changes: vec![MemberChange::Remove],
+                    seats: None,
                     now: t(NOW),
                 };
                 store
@@ -529,17 +621,69 @@ pub async fn two_owners_leaving_at_once_leave_one_owner(store: &TestStore) {
     }
 }
 
-/// Many members of one team spending at once, and owners leaving at once.
+/// Eight additions at once to a team of two with three seats: one takes the last seat, the
+/// others are refused for the seats, and the team has three members.
+pub async fn additions_at_once_never_pass_the_seats(store: &TestStore) {
+    let ada = user(store, "ada").await;
+    let bob = user(store, "bob").await;
+    let acme = team(store, "acme", &ada).await;
+    let add = vec![MemberChange::Add(MemberRole::Member)];
+    change(store, (&acme, &ada, &bob), add.clone())
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let newcomer = user(store, &format!("new{i}")).await;
+        let (store, acme, ada, add) = ((**store).clone(), acme.clone(), ada.clone(), add.clone());
+        tasks.push(tokio::spawn(async move {
+            let command = MemberCommand {
+                account: acme,
+                actor: ada,
+                target: newcomer,
+                changes: add,
+                seats: Some(3),
+                now: t(NOW),
+            };
+            store
+                .change_member(&command, host_events::member_changed)
+                .await
+                .map(drop)
+        }));
+    }
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        outcomes.push(task.await.unwrap());
+    }
+    let added = outcomes.iter().filter(|o| o.is_ok()).count();
+    assert_eq!(added, 1, "{outcomes:?}");
+    let seats = |o: &Result<(), MemberChangeError>| {
+        matches!(
+            o,
+            Err(MemberChangeError::Refused(
+                MemberChangeRefusal::SeatsExhausted { seats: 3 }
+            ))
+        )
+    };
+    assert_eq!(
+        outcomes.iter().filter(|o| seats(o)).count(),
+        7,
+        "{outcomes:?}"
+    );
+    assert_eq!(store.members(&acme).await.unwrap().len(), 3);
+}
+
+/// Many members of one team spending at once, owners leaving at once, additions at once.
 mod concurrent {
     use crate::support::concurrency_tests;
 
     use super::{
-        members_never_pass_their_limits_under_concurrency,
+        additions_at_once_never_pass_the_seats, members_never_pass_their_limits_under_concurrency,
         two_owners_leaving_at_once_leave_one_owner,
     };
 
     concurrency_tests!(
         members_never_pass_their_limits_under_concurrency,
         two_owners_leaving_at_once_leave_one_owner,
+        additions_at_once_never_pass_the_seats,
     );
 }

@@ -11,7 +11,7 @@ use application::ports::{CheckoutTarget, CreditTransaction, OrderRecord};
 use application::use_cases::cancel_payment::CancelPaymentError;
 use application::use_cases::report_status::{OneTimeAccess, StatusReport};
 use domain::{
-    AccessEnd, Credits, OrderId, OrderStatus, PlanType, RenewalIntent, Subscription,
+    AccessEnd, AccountId, Credits, OrderId, OrderStatus, PlanType, RenewalIntent, Subscription,
     SubscriptionAccess, SubscriptionId, SubscriptionStatus, Timestamp,
 };
 use maud::{Markup, html};
@@ -92,7 +92,9 @@ async fn overview_panel(
     names: &PlanNames,
 ) -> Result<Markup, PageError> {
     let page = page_request(v.page_number("orders_page"))?;
-    let orders = state.ports.payments.list_orders(user, page).await?;
+    let orders = (state.ports.payments)
+        .list_orders(&AccountId::personal(&user.id), page)
+        .await?;
     let switch = super::dashboard_switch::SwitchChoices::load(state, report).await?;
     Ok(html! {
         div.dashboard-grid {
@@ -493,7 +495,9 @@ async fn subscription_order(
 ) -> Result<Option<OrderId>, PageError> {
     for number in 1..=MAX_ORDER_PAGES_SCANNED {
         let page = PageRequest::new(Some(number), Some(100)).map_err(|_| PageError::Unexpected)?;
-        let orders = state.ports.payments.list_orders(user, page).await?;
+        let orders = (state.ports.payments)
+            .list_orders(&AccountId::personal(&user.id), page)
+            .await?;
         for record in &orders.items {
             let order = &record.order;
             // Any recurring order: a switched subscription bills another plan than its order.

@@ -329,6 +329,7 @@ pub(crate) async fn buy(state: Arc<PageState>, v: Visitor, mut request: Request)
         .payments
         .initiate_payment(InitiatePayment {
             user,
+            account: None,
             plan_id,
             provider,
             idempotency_key: None,

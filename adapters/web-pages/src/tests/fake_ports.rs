@@ -505,6 +505,7 @@ fn switching_to_team(status: domain::SubscriptionStatus) -> domain::Subscription
         SubscriptionParts {
             id: SubscriptionId::new("sub_ours").unwrap(),
             user_id: UserId::new("u_reader").unwrap(),
+            account: None,
             plan_id: PlanId::new("pro").unwrap(),
             provider: ProviderId::MorC,
             provider_subscription_id: "order_1".into(),

@@ -96,6 +96,9 @@ fn apply(
                 .count(),
         )
         .unwrap_or(u32::MAX),
+        members: u64::try_from(s.members.keys().filter(|(a, _)| a == account).count())
+            .unwrap_or(u64::MAX),
+        seats: command.seats,
     };
     decide_member_change(facts, change).map_err(MemberChangeError::Refused)?;
     write(s, command, change)

@@ -33,6 +33,7 @@ fn subscription() -> Subscription {
     Subscription::restore(SubscriptionParts {
         id: SubscriptionId::new("s1").unwrap(),
         user_id: UserId::new("u1").unwrap(),
+        account: None,
         plan_id: PlanId::new("basic").unwrap(),
         provider: ProviderId::CardGateway,
         provider_subscription_id: "sub_1".into(),

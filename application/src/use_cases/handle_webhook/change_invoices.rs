@@ -123,7 +123,7 @@ fn starts_period(
     let id = subscription.id();
     applied.command.clawbacks = (starts.unused.iter())
         .map(|&(lot, wanted)| ClawbackCommand {
-            account_id: domain::AccountId::personal(subscription.user_id()),
+            account_id: subscription.account_id().clone(),
             source: match lot {
                 PeriodLotSource::Period => GrantSource::SubscriptionPeriod(id.clone(), old_period),
                 PeriodLotSource::Change(asked) => GrantSource::PlanChange(id.clone(), asked),
@@ -147,7 +147,7 @@ fn proration(
     let detail = proration_detail(current, charge.credits);
     let mut applied = r.change(EventOutcome::Applied, Some(detail));
     applied.command.clawbacks = Vec::from_iter(charge.clawback.map(|wanted| ClawbackCommand {
-        account_id: domain::AccountId::personal(current.user_id()),
+        account_id: current.account_id().clone(),
         source,
         wanted,
         now: r.now,
@@ -155,6 +155,7 @@ fn proration(
     applied.command.charge = Some(ChargeChange::Record(SubscriptionCharge {
         subscription_id: current.id().clone(),
         user_id: current.user_id().clone(),
+        account_id: current.account_id().clone(),
         provider: r.provider,
         charge_ref: charge_ref.map(str::to_owned),
         order_id: None,

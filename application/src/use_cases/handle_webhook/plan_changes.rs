@@ -98,7 +98,7 @@ fn command_of(r: &Received, current: &Subscription, decision: PlanChangedDecisio
             ));
             // The upgrade's extra credits, keyed by the request's time: one request grants once.
             applied.command.grant = credits.map(|extra| GrantCommand {
-                account_id: domain::AccountId::personal(subscription.user_id()),
+                account_id: subscription.account_id().clone(),
                 amount: extra.amount,
                 source: GrantSource::PlanChange(subscription.id().clone(), change.requested_at()),
                 expires_at: Some(extra.period.end()),

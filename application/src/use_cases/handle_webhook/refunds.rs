@@ -98,7 +98,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         }
         change.command.refund = Some(new);
         change.command.clawbacks = Vec::from_iter(clawback.map(|wanted| ClawbackCommand {
-            account_id: domain::AccountId::personal(order.user_id()),
+            account_id: order.account_id().clone(),
             source: GrantSource::Order(order.id().clone()),
             wanted,
             now: r.now,
@@ -210,7 +210,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             None => GrantSource::SubscriptionPeriod(charge.subscription_id.clone(), charge.period),
         };
         change.command.clawbacks = Vec::from_iter(charge.credits.map(|_| ClawbackCommand {
-            account_id: domain::AccountId::personal(&charge.user_id),
+            account_id: charge.account_id.clone(),
             source,
             wanted: step.clawback,
             now: change.command.inbox.received_at,

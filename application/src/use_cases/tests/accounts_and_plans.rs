@@ -245,6 +245,7 @@ async fn plans_of_a_provider_without_a_gateway_are_neither_listed_nor_sold() {
         .service
         .initiate_payment(InitiatePayment {
             user: buyer,
+            account: None,
             plan_id: off.id().clone(),
             provider: off.provider(),
             idempotency_key: None,

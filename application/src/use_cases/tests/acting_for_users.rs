@@ -38,6 +38,7 @@ fn denied(result: Result<crate::authorization::Acting, OwnerError>) -> Denied {
 fn buy(user: &User, plan: &str) -> InitiatePayment {
     InitiatePayment {
         user: user.clone(),
+        account: None,
         plan_id: PlanId::new(plan).unwrap(),
         provider: ProviderId::CardGateway,
         idempotency_key: None,
@@ -74,7 +75,7 @@ async fn subscribe(h: &Harness, user: &User, sub: &str) -> domain::SubscriptionI
     let owned = h
         .service
         .store()
-        .list_subscriptions(&user.id)
+        .list_subscriptions(&domain::AccountId::personal(&user.id))
         .await
         .unwrap();
     owned
@@ -170,9 +171,10 @@ async fn a_users_own_credential_may_not_state_the_buyers_details_and_nothing_is_
             "{refused:?}"
         );
     }
+    let account = domain::AccountId::personal(&ada.id);
     let orders = h
         .service
-        .list_orders(&ada, PageRequest::new(None, None).unwrap());
+        .list_orders(&account, PageRequest::new(None, None).unwrap());
     assert_eq!(orders.await.unwrap().total, 0);
     assert!(h.fake(ProviderId::CardGateway).checkouts().is_empty());
 }
@@ -356,8 +358,16 @@ async fn subscriptions_are_listed_a_page_at_a_time_for_their_user_only() {
     let first = subscribe(&h, &ada, "sub_1").await;
     let second = subscribe(&h, &ada, "sub_2").await;
     let page = |n| PageRequest::new(Some(n), Some(1)).unwrap();
-    let one = h.service.list_subscriptions(&ada, page(1)).await.unwrap();
-    let two = h.service.list_subscriptions(&ada, page(2)).await.unwrap();
+    let one = h
+        .service
+        .list_subscriptions(&domain::AccountId::personal(&ada.id), page(1))
+        .await
+        .unwrap();
+    let two = h
+        .service
+        .list_subscriptions(&domain::AccountId::personal(&ada.id), page(2))
+        .await
+        .unwrap();
     assert_eq!(one.total, 2);
     let ids: Vec<_> = [one.items, two.items]
         .concat()
@@ -369,6 +379,10 @@ async fn subscriptions_are_listed_a_page_at_a_time_for_their_user_only() {
     let mut got = ids.clone();
     got.sort();
     assert_eq!(got, expected);
-    let none = h.service.list_subscriptions(&bo, page(1)).await.unwrap();
+    let none = h
+        .service
+        .list_subscriptions(&domain::AccountId::personal(&bo.id), page(1))
+        .await
+        .unwrap();
     assert_eq!(none.total, 0);
 }

@@ -323,6 +323,7 @@ async fn an_administrators_cancel_is_audited_with_its_write_once_and_again_after
     let admin = h.user("boss@example.com").await;
     let request = InitiatePayment {
         user: user.clone(),
+        account: None,
         plan_id: domain::PlanId::new("pro-monthly").unwrap(),
         provider: "card_gateway".parse().unwrap(),
         idempotency_key: None,

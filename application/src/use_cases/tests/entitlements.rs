@@ -41,6 +41,7 @@ fn dynamic_harness() -> Harness {
 async fn subscribe(h: &Harness, user: &User, plan: &str) -> OrderId {
     let request = InitiatePayment {
         user: user.clone(),
+        account: None,
         plan_id: domain::PlanId::new(plan).unwrap(),
         provider: "card_gateway".parse().unwrap(),
         idempotency_key: None,

@@ -41,6 +41,7 @@ fn config_with_hidden() -> crate::service::ServiceConfig {
 fn buy(user: &User, plan: &str) -> InitiatePayment {
     InitiatePayment {
         user: user.clone(),
+        account: None,
         plan_id: PlanId::new(plan).unwrap(),
         provider: ProviderId::CardGateway,
         idempotency_key: None,

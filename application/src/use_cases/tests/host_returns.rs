@@ -58,6 +58,7 @@ fn returns(success: &str, cancel: Option<&str>) -> ReturnUrls {
 fn buy(user: &crate::accounts::User, returns: ReturnUrls) -> InitiatePayment {
     InitiatePayment {
         user: user.clone(),
+        account: None,
         plan_id: domain::PlanId::new("credits-100").unwrap(),
         provider: "card_gateway".parse().unwrap(),
         idempotency_key: None,
@@ -92,7 +93,11 @@ async fn a_return_url_outside_the_allowed_origins_is_refused_naming_it_before_an
             .is_empty()
     );
     let page = crate::pagination::PageRequest::new(None, None).unwrap();
-    let orders = h.service.list_orders(&user, page).await.unwrap();
+    let orders = h
+        .service
+        .list_orders(&domain::AccountId::personal(&user.id), page)
+        .await
+        .unwrap();
     assert!(orders.items.is_empty());
 }
 

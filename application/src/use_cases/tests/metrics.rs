@@ -73,6 +73,7 @@ fn counted() -> (Harness, Arc<Recording>) {
 async fn order(h: &Harness, user: &User, plan: &str) -> OrderId {
     let request = InitiatePayment {
         user: user.clone(),
+        account: None,
         plan_id: domain::PlanId::new(plan).unwrap(),
         provider: "card_gateway".parse().unwrap(),
         idempotency_key: None,

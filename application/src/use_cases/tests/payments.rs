@@ -18,6 +18,7 @@ fn request(
 ) -> InitiatePayment {
     InitiatePayment {
         user: user.clone(),
+        account: None,
         plan_id: domain::PlanId::new(plan).unwrap(),
         provider: provider.parse().unwrap(),
         idempotency_key: key.map(|k| IdempotencyKey::new(k).unwrap()),
@@ -90,7 +91,7 @@ async fn bad_plans_and_providers_are_refused_before_any_order_exists() {
     let orders = h
         .service
         .list_orders(
-            &user,
+            &domain::AccountId::personal(&user.id),
             crate::pagination::PageRequest::new(None, None).unwrap(),
         )
         .await
@@ -286,6 +287,7 @@ async fn a_placeholder_address_is_never_sent_to_a_provider() {
     assert!(!host_user.email.is_deliverable());
     let request = crate::use_cases::initiate_payment::InitiatePayment {
         user: host_user,
+        account: None,
         plan_id: domain::PlanId::new("credits-100").unwrap(),
         provider: domain::ProviderId::CardGateway,
         idempotency_key: None,
@@ -295,6 +297,7 @@ async fn a_placeholder_address_is_never_sent_to_a_provider() {
     let buyer = h.user("buyer@example.com").await;
     let request = crate::use_cases::initiate_payment::InitiatePayment {
         user: buyer,
+        account: None,
         plan_id: domain::PlanId::new("credits-100").unwrap(),
         provider: domain::ProviderId::CardGateway,
         idempotency_key: None,

@@ -76,6 +76,7 @@ async fn subscribed(h: &Harness) -> (User, String) {
     let user = h.user("a@example.com").await;
     let request = InitiatePayment {
         user: user.clone(),
+        account: None,
         plan_id: domain::PlanId::new("pro-monthly").unwrap(),
         provider: "card_gateway".parse().unwrap(),
         idempotency_key: None,

@@ -64,6 +64,7 @@ async fn asked_to_switch(h: &Harness) -> (User, String) {
     let user = h.user("pp@example.com").await;
     let request = InitiatePayment {
         user: user.clone(),
+        account: None,
         plan_id: domain::PlanId::new("pp-basic").unwrap(),
         provider: ProviderId::WalletGlobal,
         idempotency_key: None,

@@ -21,6 +21,7 @@ const PERIOD_CREDITS: i64 = 5_000;
 async fn order(h: &Harness, user: &User, plan: &str) -> OrderId {
     let request = InitiatePayment {
         user: user.clone(),
+        account: None,
         plan_id: domain::PlanId::new(plan).unwrap(),
         provider: "card_gateway".parse().unwrap(),
         idempotency_key: None,
@@ -302,7 +303,7 @@ async fn a_second_provider_subscription_naming_a_paid_order_grants_nothing() {
     let subscriptions = h
         .service
         .store()
-        .list_subscriptions(&user.id)
+        .list_subscriptions(&domain::AccountId::personal(&user.id))
         .await
         .unwrap();
     assert_eq!(subscriptions.len(), 1, "no second subscription");

@@ -17,6 +17,7 @@ use crate::use_cases::reconcile::ReconcileSettings;
 async fn order(h: &Harness, user: &User, plan: &str) -> OrderId {
     let request = InitiatePayment {
         user: user.clone(),
+        account: None,
         plan_id: domain::PlanId::new(plan).unwrap(),
         provider: "card_gateway".parse().unwrap(),
         idempotency_key: None,

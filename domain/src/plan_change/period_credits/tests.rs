@@ -46,6 +46,7 @@ fn subscribed(to: &PlanSnapshot) -> Subscription {
     Subscription::restore(SubscriptionParts {
         id: SubscriptionId::new("s1").unwrap(),
         user_id: UserId::new("u1").unwrap(),
+        account: None,
         plan_id: to.plan_id.clone(),
         provider: ProviderId::CardGateway,
         provider_subscription_id: "sub_1".into(),
