@@ -464,20 +464,28 @@ fn same_access(a: &Subscription, b: &Subscription) -> bool {
 
 /// The user whose entitlements `command` may move: the subscription's when its access moved,
 /// or a one-time order's when its status moves (credits packs, renewals and unmoved orders
-/// change no access).
+/// change no access). Entitlements are told for users' personal accounts: a purchase that
+/// belongs to a team moves no user's own entitlements.
 fn entitlements_user(command: &PaymentEventCommand) -> Option<UserId> {
+    let personal =
+        |user: &UserId, account: &AccountId| account.is_personal_of(user).then(|| user.clone());
     if let Some(change) = &command.subscription {
         let moved = change
             .replaced()
             .is_none_or(|before| !same_access(before, change.written()));
         if moved {
-            return Some(change.written().user_id().clone());
+            let written = change.written();
+            return personal(written.user_id(), written.account_id());
         }
     }
     let change = command.order.as_ref()?;
     let moved = change.before.status().kind() != change.after.status().kind();
-    (moved && change.after.plan().plan_type == PlanType::OneTime)
-        .then(|| change.after.user_id().clone())
+    let after = &change.after;
+    if moved && after.plan().plan_type == PlanType::OneTime {
+        personal(after.user_id(), after.account_id())
+    } else {
+        None
+    }
 }
 
 /// Decide what a payment event's write tells, from its states before and after, into
