@@ -173,7 +173,8 @@ pub fn targets(b: &BackendReport) -> Vec<crate::report::Target> {
             );
             all.push(crate::report::Target {
                 target: format!(
-                    "team pool with member limits at {clients} clients within 15% of one personal account"
+                    "team pool consume with member limits at {clients} clients within 15% of one \
+                     personal account's consume"
                 ),
                 backend: b.backend.clone(),
                 mode: mode.to_owned(),
