@@ -39,7 +39,7 @@ const UP: &[&str] = &[
     "ALTER TABLE subscriptions ADD COLUMN account_id TEXT NULL REFERENCES accounts (id)",
     "UPDATE orders SET account_id = user_id",
     "UPDATE subscriptions SET account_id = user_id",
-    "CREATE INDEX orders_account ON orders (account_id, created_at)",
+    "CREATE INDEX orders_account ON orders (account_id, created_at, id)",
     "CREATE INDEX subscriptions_account ON subscriptions (account_id)",
 ];
 

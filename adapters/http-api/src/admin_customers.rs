@@ -257,6 +257,8 @@ pub(crate) fn cancel_problem(e: AdminCancelError) -> Problem {
             &reason,
         ),
         AdminCancelError::Cancel(E::Infra(infra)) => infra.into(),
+        // An administrator's cancel is not a member's: it never asks who manages billing.
+        AdminCancelError::Cancel(E::NotOwner) => Problem::new(Code::Forbidden, e.to_string()),
         AdminCancelError::NowNotSupported => {
             Problem::new(Code::CancelNowNotSupported, e.to_string())
         }

@@ -162,7 +162,9 @@ api_response! {
         400 BadRequest,
         /// `unauthorized`: not signed in.
         401 Unauthorized,
-        /// `forbidden`: an API key without `billing:write`, or a user naming another user.
+        /// `forbidden`: an API key without `billing:write`, or a user naming another user;
+        /// `not_owner`: the paid order's subscription belongs to a team whose billing the
+        /// buyer no longer manages.
         403 Forbidden,
         /// `order_not_found`: no such order of the user; `user_not_found`: the `userId` an API
         /// key named does not exist.
@@ -542,6 +544,7 @@ fn cancel_problem(e: CancelPaymentError) -> Problem {
     match e {
         CancelPaymentError::NotFound => order_not_found(),
         CancelPaymentError::NotCancellable(_) => Problem::new(Code::NotCancellable, e.to_string()),
+        CancelPaymentError::NotOwner => Problem::new(Code::NotOwner, e.to_string()),
         CancelPaymentError::Gateway(reason) => Problem::provider_error(
             "the payment provider could not be told; nothing changed, retry later",
             &reason,

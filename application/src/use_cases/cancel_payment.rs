@@ -50,6 +50,10 @@ pub enum CancelPaymentError {
     /// The order is paid (one-time or credits), failed or expired.
     #[error("order is {0} and cannot be cancelled")]
     NotCancellable(&'static str),
+    /// The order's subscription belongs to a team whose billing the buyer no longer manages
+    /// (they were made a plain member, or left).
+    #[error("only the owners and admins of the account the subscription belongs to end it")]
+    NotOwner,
     /// The provider could not be told; nothing changed, the caller may retry.
     #[error("payment provider failed: {0}")]
     Gateway(String),
@@ -131,6 +135,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 Ok(CancelOutcome::OrderCancelled(record, ProviderClose::Closed))
             }
             (OrderStatus::Paid { .. }, PlanType::Recurring) => {
+                if !self
+                    .manages_billing_of(&user.id, record.order.account_id())
+                    .await?
+                {
+                    return Err(CancelPaymentError::NotOwner);
+                }
                 self.cancel_subscription(record).await
             }
             (status, _) => Err(CancelPaymentError::NotCancellable(status.code())),

@@ -57,6 +57,7 @@ impl From<CancelPaymentError> for CancelSubscriptionError {
     fn from(e: CancelPaymentError) -> Self {
         match e {
             CancelPaymentError::NotFound => CancelSubscriptionError::NotFound,
+            CancelPaymentError::NotOwner => CancelSubscriptionError::NotOwner,
             CancelPaymentError::NotCancellable(status) => CancelRefusal::NotLive(status).into(),
             CancelPaymentError::Gateway(reason) => CancelSubscriptionError::Gateway(reason),
             CancelPaymentError::Infra(infra) => CancelSubscriptionError::Infra(infra),

@@ -278,7 +278,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 current.provider()
             )));
         }
-        self.check_offered::<ChangePlanError>(current.user_id(), &plan)
+        self.check_offered::<ChangePlanError>(current.user_id(), current.account_id(), &plan)
             .await?;
         let snapshot = PlanSnapshot::of(&plan, plan.price_in(self.config.environment));
         Ok((snapshot, plan))

@@ -188,7 +188,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let account = self
             .billing_account(&request.user.id, request.account.as_ref())
             .await?;
-        let (plan, provider) = self.sellable_plan(&request).await?;
+        let (plan, provider) = self.sellable_plan(&request, &account).await?;
         let gateway = self
             .gateways
             .get(provider)
@@ -369,6 +369,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     async fn sellable_plan(
         &self,
         request: &InitiatePayment,
+        account: &AccountId,
     ) -> Result<(Plan, ProviderId), InitiatePaymentError> {
         let plan_id = request.plan_id.clone();
         let plan = find_plan(
@@ -393,17 +394,22 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .map_err(|e: CapabilityError| {
                 InitiatePaymentError::ProviderNotSupported(e.to_string())
             })?;
-        self.check_offered::<InitiatePaymentError>(&request.user.id, &plan)
+        self.check_offered::<InitiatePaymentError>(&request.user.id, account, &plan)
             .await?;
         Ok((plan, provider))
     }
 
-    /// Refuse a hidden plan to a buyer who neither holds it nor was allowed it by an operator
-    /// (`domain::Visibility::offered_to`).
+    /// Refuse a hidden plan to a buyer who was not allowed it by an operator and whose
+    /// `account` (the one bought for) does not hold it (`domain::Visibility::offered_to`).
     ///
     /// # Errors
     /// [`PlanNotAvailable`], or the store cannot be read.
-    pub(crate) async fn check_offered<E>(&self, user: &UserId, plan: &Plan) -> Result<(), E>
+    pub(crate) async fn check_offered<E>(
+        &self,
+        user: &UserId,
+        account: &AccountId,
+        plan: &Plan,
+    ) -> Result<(), E>
     where
         E: From<PlanNotAvailable> + From<crate::ports::StoreError> + From<InfraError>,
     {
@@ -413,7 +419,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         }
         let standing = if self.store.plan_allowed(user, plan.id()).await? {
             Standing::Allowed
-        } else if self.holds(user, plan).await? {
+        } else if self.holds(account, plan).await? {
             Standing::Holder
         } else {
             Standing::Newcomer
@@ -425,17 +431,15 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         }
     }
 
-    /// Whether `user` holds `plan` now in their personal account: a live subscription to it, or
-    /// running access it sold.
-    async fn holds(&self, user: &UserId, plan: &Plan) -> Result<bool, InfraError> {
-        let account = AccountId::personal(user);
-        let subscribed = (self.store.list_subscriptions(&account).await?)
+    /// Whether `account` holds `plan` now: a live subscription to it, or running access it sold.
+    async fn holds(&self, account: &AccountId, plan: &Plan) -> Result<bool, InfraError> {
+        let subscribed = (self.store.list_subscriptions(account).await?)
             .iter()
             .any(|s| s.is_live() && s.plan_id() == plan.id());
         if subscribed || plan.plan_type() != PlanType::OneTime {
             return Ok(subscribed);
         }
-        let owned = self.one_time_orders(&account, self.clock.now()).await?;
+        let owned = self.one_time_orders(account, self.clock.now()).await?;
         Ok(owned
             .iter()
             .any(|r| &r.order.plan().plan_id == plan.id() && r.order.one_time_access().is_some()))

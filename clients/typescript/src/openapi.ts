@@ -383,7 +383,11 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: an API key without `billing:write`, or a user naming another user. */
+                /**
+                 * @description `forbidden`: an API key without `billing:write`, or a user naming another user;
+                 *     `not_owner`: the paid order's subscription belongs to a team whose billing the
+                 *     buyer no longer manages.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */

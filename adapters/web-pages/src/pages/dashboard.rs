@@ -475,9 +475,11 @@ pub(crate) async fn cancel_subscription(
     };
     let notice = match state.ports.payments.cancel_payment(&user, &order_id).await {
         Ok(_) => "subscription_cancelled",
-        Err(CancelPaymentError::NotCancellable(_) | CancelPaymentError::NotFound) => {
-            "not_cancellable"
-        }
+        Err(
+            CancelPaymentError::NotCancellable(_)
+            | CancelPaymentError::NotFound
+            | CancelPaymentError::NotOwner,
+        ) => "not_cancellable",
         Err(CancelPaymentError::Gateway(reason)) => {
             tracing::warn!(%reason, "page: subscription cancel failed at the provider");
             "cancel_failed"

@@ -371,24 +371,35 @@ async fn paid(
     let snapshot = record.order.plan();
     let what = match snapshot.plan_type {
         PlanType::Credits => {
-            let balance = state
-                .ports
-                .credits
-                .balance(&domain::AccountId::personal(&user.id))
-                .await?;
+            // The buyer's own balance; a pack bought for a team shows no balance here (the
+            // buyer may no longer be a member when they come back to this page).
+            let own = record.order.account_id().is_personal_of(&user.id);
+            let balance = if own {
+                Some(
+                    state
+                        .ports
+                        .credits
+                        .balance(record.order.account_id())
+                        .await?,
+                )
+            } else {
+                None
+            };
             let added = snapshot.credits.map(format::credits).unwrap_or_default();
             html! {
                 p.outcome data-testid="credits-added" {
                     (v.tf("payment.credits_added", &[("amount", &added)]))
                 }
-                p.balance-line {
-                    (v.t("payment.new_balance")) " "
-                    strong data-testid="balance" { (format::credits(balance)) }
-                    " " (v.t("credits.unit"))
+                @if let Some(balance) = balance {
+                    p.balance-line {
+                        (v.t("payment.new_balance")) " "
+                        strong data-testid="balance" { (format::credits(balance)) }
+                        " " (v.t("credits.unit"))
+                    }
                 }
             }
         }
-        PlanType::Recurring => subscription_outcome(state, v, user, record).await?,
+        PlanType::Recurring => subscription_outcome(state, v, record).await?,
         PlanType::OneTime => match snapshot.duration {
             Some(Duration::Months(months)) => html! {
                 p.outcome {
@@ -420,10 +431,11 @@ async fn paid(
 async fn subscription_outcome(
     state: &PageState,
     v: &Visitor,
-    user: &User,
     record: &OrderRecord,
 ) -> Result<Markup, PageError> {
-    let report = state.ports.credits.report_status(user).await?;
+    let report = (state.ports.credits)
+        .report_account_status(record.order.account_id())
+        .await?;
     let subscription = report.subscription.filter(|s| {
         *s.plan_id() == record.order.plan().plan_id && s.status() != SubscriptionStatus::Expired
     });

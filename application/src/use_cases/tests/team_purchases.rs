@@ -265,3 +265,59 @@ async fn a_team_s_plan_caps_its_members_and_a_downgrade_removes_nobody() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_buyer_made_a_plain_member_can_no_longer_end_the_team_s_subscription_by_its_order() {
+    use crate::use_cases::cancel_payment::{CancelOutcome, CancelPaymentError};
+
+    let h = Harness::new();
+    let (ada, bo, cy) = (
+        h.user("ada@example.com").await,
+        h.user("bo@example.com").await,
+        h.user("cy@example.com").await,
+    );
+    let team = team(&h, &ada, &bo, &cy).await;
+    let id = started(&h, buy(&bo, Some(&team), "pro-monthly")).await;
+    let activated = PaymentEvent::SubscriptionActivated {
+        order: by_id(&id),
+        provider_subscription_id: "sub_1".into(),
+        period: period(0, 30),
+        amount: Some(usd(999)),
+        charge_ref: Some("in_1".into()),
+        occurred_at: domain::Timestamp::from_unix_millis(START_MS + 10),
+    };
+    let handled = h.deliver(ProviderId::CardGateway, "act", vec![activated]);
+    assert_eq!(handled.await.unwrap().outcomes(), [EventOutcome::Applied]);
+    let demote = MemberRequest::Update {
+        role: Some(MemberRole::Member),
+        limit: None,
+    };
+    h.service
+        .change_team_member(&ada.id, &team, &bo.id, demote)
+        .await
+        .unwrap();
+    let refused = h.service.cancel_payment(&bo, &id).await;
+    assert!(
+        matches!(refused, Err(CancelPaymentError::NotOwner)),
+        "{refused:?}"
+    );
+    assert!(
+        h.fake(ProviderId::CardGateway)
+            .cancelled_subscriptions()
+            .is_empty()
+    );
+    // Made an admin again, they may.
+    let promote = MemberRequest::Update {
+        role: Some(MemberRole::Admin),
+        limit: None,
+    };
+    h.service
+        .change_team_member(&ada.id, &team, &bo.id, promote)
+        .await
+        .unwrap();
+    let ended = h.service.cancel_payment(&bo, &id).await.unwrap();
+    assert!(
+        matches!(ended, CancelOutcome::SubscriptionEndsAtPeriodEnd(..)),
+        "{ended:?}"
+    );
+}
