@@ -65,10 +65,6 @@ inbound_port! {
         async fn report_account_status(&self, account: &AccountId)
             -> Result<StatusReport, InfraError>;
 
-        /// `user`'s effective entitlements now (see [`Service::report_entitlements`]).
-        async fn report_entitlements(&self, user: &User)
-            -> Result<EffectiveEntitlements, InfraError>;
-
         /// The effective entitlements of the purchases in `status` (see
         /// [`Service::entitlements_of`]).
         async fn entitlements_of(

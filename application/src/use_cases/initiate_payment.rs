@@ -297,17 +297,11 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         user: &UserId,
         account: Option<&AccountId>,
     ) -> Result<AccountId, InitiatePaymentError> {
-        match account {
-            Some(account) if !account.is_personal_of(user) => {
-                match self.store.member(account, user).await? {
-                    None => Err(InitiatePaymentError::AccountNotFound),
-                    Some(member) if !member.role.manages_billing() => {
-                        Err(InitiatePaymentError::NotBillingManager)
-                    }
-                    Some(_) => Ok(account.clone()),
-                }
-            }
-            _ => Ok(AccountId::personal(user)),
+        let account = account.map_or_else(|| AccountId::personal(user), Clone::clone);
+        match self.role_in(user, &account).await? {
+            None => Err(InitiatePaymentError::AccountNotFound),
+            Some(role) if !role.manages_billing() => Err(InitiatePaymentError::NotBillingManager),
+            Some(_) => Ok(account),
         }
     }
 

@@ -205,17 +205,25 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         user: &UserId,
         account: Option<AccountId>,
     ) -> Result<(AccountId, MemberRole), TeamError> {
-        match account {
-            Some(account) if !account.is_personal_of(user) => {
-                let member = self
-                    .store
-                    .member(&account, user)
-                    .await?
-                    .ok_or(TeamError::AccountNotFound)?;
-                Ok((account, member.role))
-            }
-            _ => Ok((AccountId::personal(user), MemberRole::Owner)),
+        let account = account.unwrap_or_else(|| AccountId::personal(user));
+        let role = (self.role_in(user, &account).await?).ok_or(TeamError::AccountNotFound)?;
+        Ok((account, role))
+    }
+
+    /// `user`'s role in `account`, read now: `Owner` of their own personal account, their role
+    /// in a team they belong to, `None` for any other account.
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    pub(crate) async fn role_in(
+        &self,
+        user: &UserId,
+        account: &AccountId,
+    ) -> Result<Option<MemberRole>, crate::ports::StoreError> {
+        if account.is_personal_of(user) {
+            return Ok(Some(MemberRole::Owner));
         }
+        Ok(self.store.member(account, user).await?.map(|m| m.role))
     }
 
     /// Whether `user` manages the billing of `account`: their own personal account, or a team in
@@ -228,15 +236,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         user: &UserId,
         account: &AccountId,
     ) -> Result<bool, crate::ports::StoreError> {
-        if account.is_personal_of(user) {
-            return Ok(true);
-        }
-        Ok(account.is_team()
-            && self
-                .store
-                .member(account, user)
-                .await?
-                .is_some_and(|m| m.role.manages_billing()))
+        let role = self.role_in(user, account).await?;
+        Ok(role.is_some_and(MemberRole::manages_billing))
     }
 
     /// The seats `account` holds now: the `seats` entitlement of what it bought
