@@ -13,7 +13,7 @@ mod told;
 pub use told::{
     HostEvent, HostEventData, MismatchTold, balance_alerts, consumed, credits_changed,
     entitlements_changed, member_changed, mismatch, mismatch_of, order_changed, payment_event_told,
-    recorded_event_told, reservation_step, subscription_changed,
+    recorded_event_told, reservation_step, seats_exceeded, subscription_changed,
 };
 
 /// A type of event the host application can be told about.
@@ -75,11 +75,14 @@ pub enum HostEventKind {
     AccountMemberRemoved,
     /// A member's role changed.
     AccountMemberRoleChanged,
+    /// A user was not added to a team because its members fill its seats (its owners are told
+    /// once per state: further refusals at the same seats and member count tell nothing).
+    AccountSeatsExceeded,
 }
 
 impl HostEventKind {
     /// Every type, in the order the documentation lists them.
-    pub const ALL: [HostEventKind; 26] = [
+    pub const ALL: [HostEventKind; 27] = [
         HostEventKind::OrderPaid,
         HostEventKind::OrderFailed,
         HostEventKind::OrderRefunded,
@@ -106,6 +109,7 @@ impl HostEventKind {
         HostEventKind::AccountMemberAdded,
         HostEventKind::AccountMemberRemoved,
         HostEventKind::AccountMemberRoleChanged,
+        HostEventKind::AccountSeatsExceeded,
     ];
 
     /// The high-volume consumption types: written only while an enabled endpoint names one of
@@ -159,6 +163,7 @@ impl HostEventKind {
             HostEventKind::AccountMemberAdded => "account.member_added",
             HostEventKind::AccountMemberRemoved => "account.member_removed",
             HostEventKind::AccountMemberRoleChanged => "account.member_role_changed",
+            HostEventKind::AccountSeatsExceeded => "account.seats_exceeded",
         }
     }
 

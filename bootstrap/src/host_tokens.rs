@@ -13,8 +13,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use application::accounts::Role;
-use application::ports::{HostIdentity, HostTokenVerifier};
+use application::ports::{
+    HostIdentity, HostOrganisation, HostOrganisationClaim, HostTokenVerifier,
+};
 use async_trait::async_trait;
+use domain::MemberRole;
 
 use domain::{AppEnvironment, Timestamp};
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet, KeyAlgorithm, PublicKeyUse};
@@ -140,6 +143,71 @@ impl ContactClaims {
     }
 }
 
+/// Where a host token names its user's organisation and their role in it
+/// (`hostJwt.orgClaim`, off unless set; `hostJwt.orgRoleClaim`, default `org_role`;
+/// `hostJwt.orgNameClaim`, off unless set; `hostJwt.orgRoles`, the role each value of the role
+/// claim gives).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrgClaims {
+    /// The organisation id's claim (Clerk: `org_id`; its v2 session token: `o.id`).
+    pub id: ClaimPath,
+    /// The role's claim (Clerk: `org_role`, or `o.rol`).
+    pub role: ClaimPath,
+    /// The organisation name's claim, if any (Clerk: `org_slug`, or `o.slg`).
+    pub name: Option<ClaimPath>,
+    /// The role claim's values that make an owner or an admin; any other value, or none, is a
+    /// member.
+    pub roles: Vec<(String, MemberRole)>,
+}
+
+/// The role claim values understood without `hostJwt.orgRoles`: Clerk's (`org:admin`, or
+/// `admin` in its v2 session token) and the plain words.
+const DEFAULT_ORG_ROLES: &[(&str, MemberRole)] = &[
+    ("owner", MemberRole::Owner),
+    ("org:owner", MemberRole::Owner),
+    ("admin", MemberRole::Admin),
+    ("org:admin", MemberRole::Admin),
+];
+
+/// The longest organisation name claim kept, in bytes (a longer one is ignored).
+const MAX_ORG_NAME_CLAIM_BYTES: usize = 1024;
+
+impl OrgClaims {
+    /// What `claims` say of the organisation: none when the id claim is absent, not a string,
+    /// or empty.
+    fn organisation(&self, claims: &Value) -> HostOrganisationClaim {
+        let Some(id) = self.id.find(claims).and_then(Value::as_str) else {
+            return HostOrganisationClaim::NoOrganisation;
+        };
+        if id.is_empty() {
+            return HostOrganisationClaim::NoOrganisation;
+        }
+        let role = self
+            .role
+            .find(claims)
+            .and_then(Value::as_str)
+            .and_then(|text| {
+                self.roles
+                    .iter()
+                    .find(|(value, _)| value == text)
+                    .map(|(_, role)| *role)
+            })
+            .unwrap_or(MemberRole::Member);
+        let name = self
+            .name
+            .as_ref()
+            .and_then(|path| path.find(claims))
+            .and_then(Value::as_str)
+            .filter(|name| name.len() <= MAX_ORG_NAME_CLAIM_BYTES)
+            .map(str::to_owned);
+        HostOrganisationClaim::Organisation(HostOrganisation {
+            id: id.to_owned(),
+            role,
+            name,
+        })
+    }
+}
+
 /// How host tokens are verified.
 #[derive(Debug, Clone)]
 pub struct HostJwtSettings {
@@ -153,6 +221,9 @@ pub struct HostJwtSettings {
     pub admin_claim: Option<AdminClaim>,
     /// `hostJwt.emailClaim`, `hostJwt.emailVerifiedClaim` and `hostJwt.nameClaim`.
     pub contact_claims: ContactClaims,
+    /// `hostJwt.orgClaim` and the settings that go with it: `None` when organisations are not
+    /// mapped.
+    pub org_claims: Option<OrgClaims>,
 }
 
 /// The `[hostJwt]` table of `tally.toml`.
@@ -169,6 +240,10 @@ pub(crate) struct HostJwtFile {
     email_claim: Option<String>,
     email_verified_claim: Option<String>,
     name_claim: Option<String>,
+    org_claim: Option<String>,
+    org_role_claim: Option<String>,
+    org_name_claim: Option<String>,
+    org_roles: Option<std::collections::BTreeMap<String, String>>,
 }
 
 fn bad(setting: &str, problem: impl Into<String>) -> SettingsError {
@@ -256,6 +331,12 @@ pub(crate) fn resolve(
         .transpose()?;
     let contact_claims =
         contact_claims(file.email_claim, file.email_verified_claim, file.name_claim)?;
+    let org_claims = org_claims(
+        file.org_claim,
+        file.org_role_claim,
+        file.org_name_claim,
+        file.org_roles,
+    )?;
     let key = match sources.len() {
         0 if issuer.is_some() || audience.is_some() || admin_claim.is_some() => {
             return Err(bad(
@@ -279,6 +360,61 @@ pub(crate) fn resolve(
         audience,
         admin_claim,
         contact_claims,
+        org_claims,
+    }))
+}
+
+/// `hostJwt.orgClaim` with `orgRoleClaim`, `orgNameClaim` and `orgRoles`; `None` without
+/// `orgClaim` (the others are then refused: they would do nothing).
+///
+/// # Errors
+/// A claim path that does not parse, an `orgRoles` role other than owner, admin or member, or
+/// a setting without `orgClaim`.
+pub fn org_claims(
+    id: Option<String>,
+    role: Option<String>,
+    name: Option<String>,
+    roles: Option<std::collections::BTreeMap<String, String>>,
+) -> Result<Option<OrgClaims>, SettingsError> {
+    let path = |setting: &str, text: String| ClaimPath::parse(&text).map_err(|e| bad(setting, e));
+    let Some(id) = id else {
+        if role.is_some() || name.is_some() || roles.is_some() {
+            return Err(bad(
+                "hostJwt.orgClaim",
+                "must be set for orgRoleClaim, orgNameClaim or orgRoles to apply",
+            ));
+        }
+        return Ok(None);
+    };
+    let roles = match roles {
+        None => DEFAULT_ORG_ROLES
+            .iter()
+            .map(|(value, role)| ((*value).to_owned(), *role))
+            .collect(),
+        Some(table) => table
+            .into_iter()
+            .map(|(value, role)| {
+                if value.is_empty() || value.len() > MAX_SETTING_BYTES {
+                    return Err(bad("hostJwt.orgRoles", "a value must be 1 to 512 bytes"));
+                }
+                let role = MemberRole::parse(&role).ok_or_else(|| {
+                    bad(
+                        "hostJwt.orgRoles",
+                        format!("{role:?} is not owner, admin or member"),
+                    )
+                })?;
+                Ok((value, role))
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    Ok(Some(OrgClaims {
+        id: path("hostJwt.orgClaim", id)?,
+        role: path(
+            "hostJwt.orgRoleClaim",
+            role.unwrap_or_else(|| "org_role".to_owned()),
+        )?,
+        name: name.map(|n| path("hostJwt.orgNameClaim", n)).transpose()?,
+        roles,
     }))
 }
 
@@ -383,6 +519,7 @@ pub struct HostJwtVerifier {
     audience: Option<String>,
     admin_claim: Option<AdminClaim>,
     contact_claims: ContactClaims,
+    org_claims: Option<OrgClaims>,
 }
 
 impl std::fmt::Debug for HostJwtVerifier {
@@ -426,6 +563,7 @@ impl HostJwtVerifier {
             audience: settings.audience.clone(),
             admin_claim: settings.admin_claim.clone(),
             contact_claims: settings.contact_claims.clone(),
+            org_claims: settings.org_claims.clone(),
         })
     }
 
@@ -482,6 +620,12 @@ impl HostJwtVerifier {
             verified_email: self.contact_claims.verified_email(claims),
             email: self.contact_claims.email(claims),
             name: self.contact_claims.name(claims),
+            organisation: self
+                .org_claims
+                .as_ref()
+                .map_or(HostOrganisationClaim::NotMapped, |org| {
+                    org.organisation(claims)
+                }),
         })
     }
 }
@@ -708,6 +852,7 @@ mod tests {
             audience: None,
             admin_claim: None,
             contact_claims: ContactClaims::default(),
+            org_claims: None,
         }
     }
 
@@ -743,6 +888,7 @@ mod tests {
                 verified_email: None,
                 email: None,
                 name: None,
+                organisation: HostOrganisationClaim::NotMapped,
             }
         );
         let other = sign(
@@ -1012,6 +1158,81 @@ mod tests {
         assert_eq!(contact(nested, deep).await, (None, Some("Bo".into())));
         let odd = json!({"email": 7, "name": "x".repeat(2000)});
         assert_eq!(contact(secret_verifier(), odd).await, (None, None));
+    }
+
+    #[tokio::test]
+    async fn an_organisation_and_its_role_come_from_the_mapped_claims() {
+        let org = |v: HostJwtVerifier, extra: Value| async move {
+            let mut claims = claims();
+            if let (Some(all), Value::Object(more)) = (claims.as_object_mut(), extra) {
+                all.extend(more);
+            }
+            v.verify(&hs256(&claims), now()).await.unwrap().organisation
+        };
+        let mapped = |roles| {
+            HostJwtVerifier::new(&HostJwtSettings {
+                org_claims: org_claims(Some("org_id".into()), None, Some("org_slug".into()), roles)
+                    .unwrap(),
+                ..settings(HostJwtKey::Secret(SecretString::from(SECRET)))
+            })
+            .unwrap()
+        };
+        let named = |id: &str, role, name: Option<&str>| {
+            HostOrganisationClaim::Organisation(HostOrganisation {
+                id: id.into(),
+                role,
+                name: name.map(str::to_owned),
+            })
+        };
+        // Clerk's claims: org_id, org_role ("org:admin"), org_slug.
+        let clerk = json!({"org_id": "org_2x", "org_role": "org:admin", "org_slug": "acme"});
+        assert_eq!(
+            org(mapped(None), clerk.clone()).await,
+            named("org_2x", MemberRole::Admin, Some("acme"))
+        );
+        assert_eq!(
+            org(secret_verifier(), clerk).await,
+            HostOrganisationClaim::NotMapped,
+            "not mapped"
+        );
+        for (extra, want) in [
+            (
+                json!({"org_id": "o", "org_role": "org:member"}),
+                named("o", MemberRole::Member, None),
+            ),
+            (json!({"org_id": "o"}), named("o", MemberRole::Member, None)),
+            (
+                json!({"org_id": "o", "org_role": ["admin"]}),
+                named("o", MemberRole::Member, None),
+            ),
+            (json!({"org_id": ""}), HostOrganisationClaim::NoOrganisation),
+            (json!({"org_id": 7}), HostOrganisationClaim::NoOrganisation),
+            (json!({}), HostOrganisationClaim::NoOrganisation),
+        ] {
+            assert_eq!(org(mapped(None), extra.clone()).await, want, "{extra}");
+        }
+        // A mapping of one's own replaces the default one.
+        let roles = [("boss".to_owned(), "owner".to_owned())]
+            .into_iter()
+            .collect();
+        let own = json!({"org_id": "o", "org_role": "boss"});
+        assert_eq!(
+            org(mapped(Some(roles)), own).await,
+            named("o", MemberRole::Owner, None)
+        );
+        let roles = [("boss".to_owned(), "owner".to_owned())]
+            .into_iter()
+            .collect();
+        let admin = json!({"org_id": "o", "org_role": "admin"});
+        assert_eq!(
+            org(mapped(Some(roles)), admin).await,
+            named("o", MemberRole::Member, None)
+        );
+        // Settings that would do nothing, or cannot be read, stop the start.
+        assert!(org_claims(None, Some("org_role".into()), None, None).is_err());
+        let wrong = [("x".to_owned(), "boss".to_owned())].into_iter().collect();
+        assert!(org_claims(Some("org_id".into()), None, None, Some(wrong)).is_err());
+        assert!(org_claims(Some("a..b".into()), None, None, None).is_err());
     }
 
     async fn jwks_server(first: &str, then: Option<&str>) -> MockServer {

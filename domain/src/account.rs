@@ -346,6 +346,9 @@ pub enum MemberChangeRefusal {
     NotAMember,
     /// Personal accounts have no other members.
     PersonalAccount,
+    /// The host application decides who belongs to the team and with which role (it mirrors
+    /// a host organisation): only limits are set here.
+    HostManaged,
     /// The team has as many members as its seats, or more (after a downgrade): nobody is added.
     SeatsExhausted {
         /// The seats the team holds.
@@ -383,6 +386,9 @@ pub struct MemberFacts {
     pub members: u64,
     /// The seats the team holds (its `seats` entitlement, [`seat_cap`]); `None`: no cap.
     pub seats: Option<u64>,
+    /// Whether the team mirrors a host organisation ([`AccountId::is_host_org`]): the host's
+    /// tokens decide who is a member and with which role.
+    pub host_managed: bool,
 }
 
 /// The entitlement key whose limit caps a team's members.
@@ -403,7 +409,7 @@ pub fn seat_cap(entitlements: &Entitlements) -> Option<u64> {
 /// members and grant at most admin; every member may leave (remove themselves); only an owner
 /// sets their own limit; the last owner can neither leave, be removed nor stop being an owner;
 /// nobody is added once the members fill the team's seats (a team over its seats after a
-/// downgrade keeps everyone).
+/// downgrade keeps everyone); in a team mirroring a host organisation only limits change here.
 ///
 /// # Errors
 /// The refusal.
@@ -415,18 +421,16 @@ pub fn decide_member_change(
         return Err(MemberChangeRefusal::PersonalAccount);
     }
     let actor = facts.actor.ok_or(MemberChangeRefusal::NotAllowed)?;
+    if facts.host_managed && !matches!(change, MemberChange::SetLimit(_)) {
+        return Err(MemberChangeRefusal::HostManaged);
+    }
     let last_owner = facts.target == Some(MemberRole::Owner) && facts.owners <= 1;
     if let MemberChange::Add(role) = change {
         may_grant(actor, role)?;
         if facts.target.is_some() {
             return Err(MemberChangeRefusal::AlreadyMember);
         }
-        if let Some(seats) = facts.seats
-            && facts.members >= seats
-        {
-            return Err(MemberChangeRefusal::SeatsExhausted { seats });
-        }
-        return Ok(());
+        return seat_free(facts.members, facts.seats);
     }
     let target = facts.target.ok_or(MemberChangeRefusal::NotAMember)?;
     match change {
@@ -484,6 +488,12 @@ fn may_grant(actor: MemberRole, role: MemberRole) -> Result<(), MemberChangeRefu
         Err(MemberChangeRefusal::NotAllowed)
     }
 }
+
+mod host_org;
+
+pub use host_org::{
+    HOST_ORG_TEAM_PREFIX, HostOrgClaim, HostOrgMembership, HostOrgSteps, plan_host_org, seat_free,
+};
 
 #[cfg(test)]
 mod tests;

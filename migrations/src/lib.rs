@@ -32,6 +32,7 @@
 //! | `m20260814_000024_entitlements_told_version` | the house | `entitlements_told.version`: the compare-and-set of the entitlements the service works out and the store writes |
 //! | `m20260901_000025_accounts` | teams | `accounts` (every user's personal account, with the user's id, and team accounts) and `account_members` (role, spend limit per window and its counter); the credit tables' `user_id` becomes `account_id`, a reference to `accounts`; `member_id` on ledger rows and holds |
 //! | `m20260902_000026_account_purchases` | teams | `orders.account_id` and `subscriptions.account_id`: the account a purchase belongs to (the buyer's personal account, filled in for every existing row, or a team an owner or admin bought for) |
+//! | `m20261001_000027_host_organisations` | teams | `accounts.host_organisation` (the host's id of the organisation a team mirrors) and `account_members_away` (the rows of members whose latest host token named another organisation, or none, kept for their return) |
 //!
 //! Every step migrates down as well as up; the tests in `tests/migrations.rs` prove it on SQLite
 //! and, when `TEST_DATABASE_URL` is set, on PostgreSQL.
@@ -61,6 +62,7 @@ mod m20260813_000023_host_returns_and_portal;
 mod m20260814_000024_entitlements_told_version;
 mod m20260901_000025_accounts;
 mod m20260902_000026_account_purchases;
+mod m20261001_000027_host_organisations;
 mod sql;
 
 pub use sea_orm_migration::MigratorTrait;
@@ -99,6 +101,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20260814_000024_entitlements_told_version::Migration),
             Box::new(m20260901_000025_accounts::Migration),
             Box::new(m20260902_000026_account_purchases::Migration),
+            Box::new(m20261001_000027_host_organisations::Migration),
         ]
     }
 }

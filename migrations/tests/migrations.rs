@@ -1230,3 +1230,93 @@ async fn postgres_purchases_belong_to_accounts_and_back() {
     purchases_belong_to_accounts_and_back(&t).await;
     t.cleanup().await;
 }
+
+/// Step 27 on a populated copy: teams keep their rows and may name a host organisation; a
+/// member's row can wait away from the team; down refuses while one does, then drops both
+/// with every other row kept; up again works.
+async fn host_organisations_and_back(t: &TestDb) {
+    Migrator::up(
+        &t.db,
+        Some(step_index("m20261001_000027_host_organisations")),
+    )
+    .await
+    .expect("up to step 26");
+    for sql in STEP_ONE_DATA.iter().chain(&[
+        "INSERT INTO accounts (id, kind, name, created_by, created_at) \
+         VALUES ('team_1', 'team', 'Acme', 'u1', 1)",
+        "INSERT INTO account_members (account_id, user_id, role, added_at) \
+         VALUES ('team_1', 'u1', 'owner', 1)",
+    ]) {
+        exec(&t.db, sql).await;
+    }
+    let people = users_and_orders(&t.db).await;
+    Migrator::up(&t.db, Some(1)).await.expect("step 27");
+    assert_eq!(
+        count(
+            &t.db,
+            "SELECT COUNT(*) FROM accounts WHERE host_organisation IS NULL"
+        )
+        .await,
+        count(&t.db, "SELECT COUNT(*) FROM accounts").await,
+    );
+    for sql in [
+        "INSERT INTO accounts (id, kind, name, created_by, created_at, host_organisation) \
+         VALUES ('team_org_1', 'team', 'Org', 'u2', 2, 'org_1')",
+        "INSERT INTO account_members_away (account_id, user_id, role, limit_hundredths, \
+         limit_window, added_at, away_since) \
+         VALUES ('team_org_1', 'u2', 'member', 500, 'day', 2, 3)",
+    ] {
+        exec(&t.db, sql).await;
+    }
+    // The away table keeps the member table's rules.
+    for refused in [
+        "INSERT INTO account_members_away (account_id, user_id, role, added_at, away_since) \
+         VALUES ('team_org_1', 'nobody', 'member', 2, 3)",
+        "INSERT INTO account_members_away (account_id, user_id, role, added_at, away_since) \
+         VALUES ('team_org_1', 'u1', 'boss', 2, 3)",
+        "INSERT INTO account_members_away (account_id, user_id, role, limit_hundredths, \
+         added_at, away_since) VALUES ('team_org_1', 'u1', 'member', 5, 2, 3)",
+        "INSERT INTO account_members_away (account_id, user_id, role, added_at, away_since) \
+         VALUES ('team_org_1', 'u2', 'member', 2, 3)",
+    ] {
+        assert!(
+            t.db.execute_unprepared(refused).await.is_err(),
+            "accepted: {refused}"
+        );
+    }
+    assert!(
+        Migrator::down(&t.db, Some(1)).await.is_err(),
+        "down with a member away"
+    );
+    exec(&t.db, "DELETE FROM account_members_away").await;
+    Migrator::down(&t.db, Some(1)).await.expect("down step 27");
+    assert_eq!(users_and_orders(&t.db).await, people);
+    assert_eq!(
+        count(&t.db, "SELECT COUNT(*) FROM account_members").await,
+        1
+    );
+    assert_eq!(
+        count(
+            &t.db,
+            "SELECT COUNT(*) FROM accounts WHERE id = 'team_org_1'"
+        )
+        .await,
+        1
+    );
+    Migrator::up(&t.db, None).await.expect("step 27 again");
+}
+
+#[tokio::test]
+async fn sqlite_host_organisations_and_back() {
+    let t = TestDb::sqlite().await;
+    host_organisations_and_back(&t).await;
+}
+
+#[tokio::test]
+async fn postgres_host_organisations_and_back() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    host_organisations_and_back(&t).await;
+    t.cleanup().await;
+}

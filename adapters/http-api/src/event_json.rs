@@ -117,6 +117,9 @@ fn fill(data: &mut Map<String, Value>, what: &HostEventData) {
             previous_role,
             by,
         } => member_changed(data, member, *previous_role, by),
+        HostEventData::SeatsExceeded {
+            seats, members, by, ..
+        } => seats_exceeded(data, *seats, *members, by),
         HostEventData::Entitlements {
             entitlements,
             previous,
@@ -157,6 +160,12 @@ fn member_changed(
     if let Some(previous) = previous {
         data.insert("previousRole".into(), json!(previous.code()));
     }
+    data.insert("by".into(), json!(by.as_str()));
+}
+
+fn seats_exceeded(data: &mut Map<String, Value>, seats: u64, members: u64, by: &domain::UserId) {
+    data.insert("seats".into(), json!(seats));
+    data.insert("members".into(), json!(members));
     data.insert("by".into(), json!(by.as_str()));
 }
 

@@ -169,6 +169,10 @@ pub struct AccountView {
     /// A team's name.
     #[oai(skip_serializing_if_is_none)]
     pub name: Option<String>,
+    /// The host application's id of the organisation this team mirrors (`hostJwt.orgClaim`):
+    /// its members and their roles follow the host's tokens.
+    #[oai(skip_serializing_if_is_none)]
+    pub host_organisation: Option<String>,
     /// The user's role in it (`owner` of their personal account).
     pub role: String,
     /// Its balance (decimal string).
@@ -185,6 +189,7 @@ impl From<&AccountEntry> for AccountView {
             id: e.account.id.to_string(),
             kind: e.account.kind.code().to_owned(),
             name: e.account.name.clone(),
+            host_organisation: e.account.host_organisation.clone(),
             role: e.role.code().to_owned(),
             balance: e.balance.to_string(),
             balance_hundredths: e.balance.hundredths(),
@@ -281,7 +286,8 @@ api_response! {
         403 Forbidden,
         /// `account_not_found` or `user_not_found`.
         404 NotFound,
-        /// `already_member`.
+        /// `already_member`; `seats_exceeded`: the team's seats are taken; `host_managed`: the
+        /// team mirrors a host organisation, whose members change in the host.
         409 Conflict,
         /// `payload_too_large`: the body is over 64 KiB.
         413 PayloadTooLarge,
@@ -307,7 +313,8 @@ api_response! {
         /// `account_not_found`, `member_not_found` or `user_not_found`.
         404 NotFound,
         /// `already_member`; `last_owner`: the team would have no owner;
-        /// `personal_account`.
+        /// `personal_account`; `host_managed`: the team mirrors a host organisation, whose
+        /// members and roles change in the host.
         409 Conflict,
         /// `payload_too_large`: the body is over 64 KiB.
         413 PayloadTooLarge,
@@ -331,7 +338,8 @@ api_response! {
         403 Forbidden,
         /// `account_not_found` or `member_not_found`.
         404 NotFound,
-        /// `last_owner`: the last owner cannot leave or be removed.
+        /// `last_owner`: the last owner cannot leave or be removed; `host_managed`: the team
+        /// mirrors a host organisation, whose members leave in the host.
         409 Conflict,
     }
 }
@@ -639,6 +647,11 @@ fn refusal_problem(refusal: MemberChangeRefusal) -> Problem {
             "a personal account has no other members",
         ),
         MemberChangeRefusal::SeatsExhausted { seats } => Problem::seats_exceeded(seats),
+        MemberChangeRefusal::HostManaged => Problem::new(
+            Code::HostManaged,
+            "this team mirrors an organisation of the host application: its members and their \
+             roles change there",
+        ),
     }
 }
 

@@ -5,13 +5,14 @@
 //! writes the count the domain decided in the same transaction.
 
 use application::ports::{
-    Account, Member, MemberChangeError, MemberChanged, MemberCommand, MemberEvents, Membership,
-    NewTeam, StoreError, TeamStore,
+    Account, HostOrgSync, Member, MemberChangeError, MemberChanged, MemberCommand, MemberEvents,
+    Membership, NewTeam, StoreError, TeamStore,
 };
 use async_trait::async_trait;
 use domain::{
-    AccountId, AccountKind, Credits, LimitWindow, MemberChange, MemberFacts, MemberLimit,
-    MemberRole, Timestamp, UserId, WindowCount, decide_member_change,
+    AccountId, AccountKind, Credits, HostOrgMembership, LimitWindow, MemberChange,
+    MemberChangeRefusal, MemberFacts, MemberLimit, MemberRole, Timestamp, UserId, WindowCount,
+    decide_member_change,
 };
 use sea_orm::{DatabaseTransaction, FromQueryResult};
 
@@ -33,13 +34,14 @@ pub(crate) async fn open_personal(
     Ok(())
 }
 
-const ACCOUNT_COLUMNS: &str = "a.id, a.kind, a.name, a.created_at";
+const ACCOUNT_COLUMNS: &str = "a.id, a.kind, a.name, a.host_organisation, a.created_at";
 
 #[derive(Debug, FromQueryResult)]
 struct AccountRow {
     id: String,
     kind: String,
     name: Option<String>,
+    host_organisation: Option<String>,
     created_at: i64,
 }
 
@@ -51,6 +53,7 @@ impl AccountRow {
             kind: AccountKind::parse(&self.kind)
                 .ok_or_else(|| bad(format!("unknown kind {:?}", self.kind)))?,
             name: self.name,
+            host_organisation: self.host_organisation,
             created_at: Timestamp::from_unix_millis(self.created_at),
         })
     }
@@ -270,6 +273,7 @@ async fn apply_change(
         owners: owners(tx, account).await?,
         members,
         seats: command.seats,
+        host_managed: account.is_host_org(),
     };
     if let Err(refusal) = decide_member_change(facts, change) {
         return Ok(Err(MemberChangeError::Refused(refusal)));
@@ -350,6 +354,238 @@ async fn write_change(
     Ok(Ok(()))
 }
 
+/// `user`'s rows in host organisations' teams ($1), present and away: the member table and the
+/// away table, both read on `user_id`'s index.
+const HOST_MEMBERSHIPS: &str = "SELECT account_id, role, 0 AS away FROM account_members \
+    WHERE user_id = $1 AND substr(account_id, 1, 9) = 'team_org_' \
+    UNION ALL SELECT account_id, role, 1 AS away FROM account_members_away WHERE user_id = $1 \
+    ORDER BY account_id";
+
+#[derive(Debug, FromQueryResult)]
+struct HostMembershipRow {
+    account_id: String,
+    role: String,
+    away: i32,
+}
+
+impl HostMembershipRow {
+    fn into_domain(self) -> Result<HostOrgMembership, StoreError> {
+        let bad = |what: String| corrupt("account_members", &self.account_id, what);
+        Ok(HostOrgMembership {
+            account: AccountId::new(self.account_id.clone()).map_err(|e| bad(e.to_string()))?,
+            role: MemberRole::parse(&self.role)
+                .ok_or_else(|| bad(format!("unknown role {:?}", self.role)))?,
+            away: self.away != 0,
+        })
+    }
+}
+
+/// The member columns both tables share.
+const MEMBER_ROW: &str = "account_id, user_id, role, limit_hundredths, limit_window, \
+    window_start, window_spent_hundredths, added_at";
+
+/// Move `user`'s row in `account` from the member table to the away table, or back (`away`
+/// false); `now` is when they stepped away.
+async fn move_member(
+    tx: &DatabaseTransaction,
+    account: &AccountId,
+    user: &UserId,
+    away: bool,
+    now: Timestamp,
+) -> Result<(), Fail> {
+    let who = vec![account.as_str().into(), user.as_str().into()];
+    let (insert, from) = if away {
+        (
+            format!(
+                "INSERT INTO account_members_away ({MEMBER_ROW}, away_since) \
+                 SELECT {MEMBER_ROW}, $3 FROM account_members \
+                 WHERE account_id = $1 AND user_id = $2"
+            ),
+            "account_members",
+        )
+    } else {
+        (
+            format!(
+                "INSERT INTO account_members ({MEMBER_ROW}) SELECT {MEMBER_ROW} \
+                 FROM account_members_away WHERE account_id = $1 AND user_id = $2"
+            ),
+            "account_members_away",
+        )
+    };
+    let mut values = who.clone();
+    if away {
+        values.push(now.unix_millis().into());
+    }
+    if sql::execute(tx, &insert, values).await? != 1 {
+        return Err(Fail::Retry("a host member's row moved concurrently"));
+    }
+    let delete = format!("DELETE FROM {from} WHERE account_id = $1 AND user_id = $2");
+    sql::execute(tx, &delete, who).await?;
+    Ok(())
+}
+
+/// Open the team of the organisation `sync` claims unless it exists (whichever instance commits
+/// first creates it), and take its lock, which every change of its members takes first.
+async fn open_host_team(tx: &DatabaseTransaction, sync: &HostOrgSync) -> Result<(), Fail> {
+    let (Some(claim), Some((organisation, name))) = (&sync.claim, &sync.organisation) else {
+        return Ok(());
+    };
+    let sql = "INSERT INTO accounts (id, kind, name, created_by, created_at, \
+               host_organisation) VALUES ($1, 'team', $2, $3, $4, $5) \
+               ON CONFLICT (id) DO NOTHING";
+    let values = vec![
+        claim.account.as_str().into(),
+        name.as_str().into(),
+        sync.user.as_str().into(),
+        sync.now.unix_millis().into(),
+        organisation.as_str().into(),
+    ];
+    sql::execute(tx, sql, values).await?;
+    locked_account_kind(tx, &claim.account).await?;
+    Ok(())
+}
+
+/// `user`'s rows in host organisations' teams, read in `tx`.
+async fn held_host_rows(
+    tx: &DatabaseTransaction,
+    user: &UserId,
+) -> Result<Vec<HostOrgMembership>, Fail> {
+    let held: Vec<HostMembershipRow> =
+        sql::all(tx, HOST_MEMBERSHIPS, vec![user.as_str().into()]).await?;
+    Ok(held
+        .into_iter()
+        .map(HostMembershipRow::into_domain)
+        .collect::<Result<Vec<_>, _>>()?)
+}
+
+/// Whether a seat is free for `sync.user` in the claimed team, counted under its lock; when
+/// none is, `account.seats_exceeded` is written.
+async fn seat_for(
+    tx: &DatabaseTransaction,
+    sync: &HostOrgSync,
+    account: &AccountId,
+    events: &crate::Enc,
+) -> Result<Result<(), MemberChangeRefusal>, Fail> {
+    let members = member_count(tx, account).await?;
+    let refusal = match domain::seat_free(members, sync.seats) {
+        Ok(()) => return Ok(Ok(())),
+        Err(refusal) => refusal,
+    };
+    let seats = sync.seats.unwrap_or(members);
+    let who = (account, &sync.user, &sync.user);
+    tell_seats_exceeded(tx, who, (seats, members), sync.now, events).await?;
+    Ok(Err(refusal))
+}
+
+/// Tell `account.seats_exceeded` for `user`, refused by `by`, unless the team's owners were
+/// told already at these seats and this count (`accounts.seats_told`, written under the team's
+/// lock): a full team's refusals tell once until its seats or members change.
+async fn tell_seats_exceeded(
+    tx: &DatabaseTransaction,
+    who: (&AccountId, &UserId, &UserId),
+    (seats, members): (u64, u64),
+    now: Timestamp,
+    events: &crate::Enc,
+) -> Result<(), Fail> {
+    let state = format!("{seats}:{members}");
+    let sql = "UPDATE accounts SET seats_told = $2 \
+               WHERE id = $1 AND (seats_told IS NULL OR seats_told <> $2)";
+    let values = vec![who.0.as_str().into(), state.into()];
+    if sql::execute(tx, sql, values).await? == 1 {
+        let told = application::host_events::seats_exceeded(who, seats, members, now);
+        Outbox::from(vec![told]).write(tx, events).await?;
+    }
+    Ok(())
+}
+
+/// Write the steps that bring `sync.user` into the claimed team, or change their role there.
+async fn join_host_team(
+    tx: &DatabaseTransaction,
+    sync: &HostOrgSync,
+    account: &AccountId,
+    steps: &domain::HostOrgSteps,
+) -> Result<(), Fail> {
+    let who = || vec![account.as_str().into(), sync.user.as_str().into()];
+    if let Some(role) = steps.join {
+        let sql = "INSERT INTO account_members (account_id, user_id, role, added_at) \
+                   VALUES ($1, $2, $3, $4)";
+        let mut values = who();
+        values.extend([role.code().into(), sync.now.unix_millis().into()]);
+        sql::execute(tx, sql, values).await?;
+    }
+    if steps.come_back {
+        move_member(tx, account, &sync.user, false, sync.now).await?;
+    }
+    if let Some(role) = steps.set_role {
+        let sql = "UPDATE account_members SET role = $3 WHERE account_id = $1 AND user_id = $2";
+        let mut values = who();
+        values.push(role.code().into());
+        sql::execute(tx, sql, values).await?;
+    }
+    Ok(())
+}
+
+/// Keep `sync.user`'s memberships in step with their token, in `tx` (see
+/// [`TeamStore::sync_host_org`]).
+async fn sync_host_org(
+    tx: &DatabaseTransaction,
+    sync: &HostOrgSync,
+    told: MemberEvents,
+    events: &crate::Enc,
+) -> Result<End<Result<(), MemberChangeRefusal>>, Fail> {
+    open_host_team(tx, sync).await?;
+    let held = held_host_rows(tx, &sync.user).await?;
+    let steps = domain::plan_host_org(&held, sync.claim.as_ref());
+    for account in &steps.step_away {
+        move_member(tx, account, &sync.user, true, sync.now).await?;
+    }
+    let Some(claim) = &sync.claim else {
+        return Ok(End::Commit(Ok(())));
+    };
+    if steps.takes_a_seat()
+        && let Err(refusal) = seat_for(tx, sync, &claim.account, events).await?
+    {
+        return Ok(End::Commit(Err(refusal)));
+    }
+    let before = locked_member(tx, &claim.account, &sync.user).await?;
+    join_host_team(tx, sync, &claim.account, &steps).await?;
+    let after = locked_member(tx, &claim.account, &sync.user).await?;
+    // A join tells `account.member_added`, a role change `account.member_role_changed`; coming
+    // back and stepping away tell nothing (a member switching organisations is not news): one
+    // coming back is "before" as they were while away.
+    let before = match before {
+        None if steps.come_back => {
+            let away_role = held
+                .iter()
+                .find(|m| m.account == claim.account)
+                .map(|m| m.role);
+            after.clone().map(|a| Member {
+                role: away_role.unwrap_or(a.role),
+                ..a
+            })
+        }
+        before => before,
+    };
+    let command = MemberCommand {
+        account: claim.account.clone(),
+        actor: sync.user.clone(),
+        target: sync.user.clone(),
+        changes: steps
+            .join
+            .map(MemberChange::Add)
+            .into_iter()
+            .chain(steps.set_role.map(MemberChange::SetRole))
+            .collect(),
+        seats: sync.seats,
+        now: sync.now,
+    };
+    let changed = MemberChanged { before, after };
+    Outbox::from(told(&command, &changed))
+        .write(tx, events)
+        .await?;
+    Ok(End::Commit(Ok(())))
+}
+
 #[async_trait]
 impl TeamStore for SeaOrmStore {
     async fn create_team(&self, team: &NewTeam) -> Result<Account, StoreError> {
@@ -397,6 +633,7 @@ impl TeamStore for SeaOrmStore {
                         id: team.id.clone(),
                         kind: AccountKind::Team,
                         name: Some(team.name.clone()),
+                        host_organisation: None,
                         created_at: team.now,
                     }))
                 }
@@ -483,8 +720,22 @@ impl TeamStore for SeaOrmStore {
                 let body = async {
                     let before = locked_member(&tx, &command.account, &command.target).await?;
                     for change in &command.changes {
-                        if let Err(refused) = apply_change(&tx, command, *change).await? {
-                            return Ok(End::Rollback(Err(refused)));
+                        match apply_change(&tx, command, *change).await? {
+                            Ok(()) => {}
+                            Err(MemberChangeError::Refused(
+                                MemberChangeRefusal::SeatsExhausted { seats },
+                            )) => {
+                                // The addition comes first and wrote nothing: the owners are
+                                // told, and that alone is committed.
+                                let members = member_count(&tx, &command.account).await?;
+                                let who = (&command.account, &command.target, &command.actor);
+                                let state = (seats, members);
+                                let events = &*self.events;
+                                tell_seats_exceeded(&tx, who, state, command.now, events).await?;
+                                let refused = MemberChangeRefusal::SeatsExhausted { seats };
+                                return Ok(End::Commit(Err(MemberChangeError::Refused(refused))));
+                            }
+                            Err(refused) => return Ok(End::Rollback(Err(refused))),
                         }
                     }
                     let after = locked_member(&tx, &command.account, &command.target).await?;
@@ -498,5 +749,32 @@ impl TeamStore for SeaOrmStore {
                 sql::finish(tx, body).await
             })
             .await?
+    }
+
+    async fn host_memberships(&self, user: &UserId) -> Result<Vec<HostOrgMembership>, StoreError> {
+        let rows: Vec<HostMembershipRow> = self
+            .fetch_all(
+                "host_memberships",
+                HOST_MEMBERSHIPS,
+                vec![user.as_str().into()],
+            )
+            .await?;
+        rows.into_iter()
+            .map(HostMembershipRow::into_domain)
+            .collect()
+    }
+
+    async fn sync_host_org(
+        &self,
+        sync: &HostOrgSync,
+        told: MemberEvents,
+    ) -> Result<Result<(), MemberChangeRefusal>, StoreError> {
+        self.retry
+            .run("sync_host_org", || async {
+                let (_turn, tx) = self.begin_write().await?;
+                let body = sync_host_org(&tx, sync, told, &*self.events).await;
+                sql::finish(tx, body).await
+            })
+            .await
     }
 }

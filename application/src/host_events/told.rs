@@ -96,6 +96,18 @@ pub enum HostEventData {
         /// Who made the change (the member themself when they leave).
         by: UserId,
     },
+    /// A user a team had no seat for.
+    SeatsExceeded {
+        /// The team.
+        account: AccountId,
+        /// The seats it holds.
+        seats: u64,
+        /// Its members when the addition was refused.
+        members: u64,
+        /// Who asked for the addition (the user themself when their host token named the team's
+        /// organisation).
+        by: UserId,
+    },
 }
 
 impl HostEventData {
@@ -114,6 +126,7 @@ impl HostEventData {
             }
             HostEventData::Reservation { reservation, .. } => Some(&reservation.account_id),
             HostEventData::Member { member, .. } => Some(&member.account_id),
+            HostEventData::SeatsExceeded { account, .. } => Some(account),
             _ => None,
         }
     }
@@ -339,6 +352,29 @@ pub fn member_changed(command: &MemberCommand, changed: &MemberChanged) -> Vec<H
         },
         occurred_at: command.now,
     }]
+}
+
+/// `account.seats_exceeded`: `user` was not added to `account` (by `by`) because its `members`
+/// fill its `seats`. The store tells it once per seats and count (`accounts.seats_told`).
+#[must_use]
+pub fn seats_exceeded(
+    (account, user, by): (&AccountId, &UserId, &UserId),
+    seats: u64,
+    members: u64,
+    now: Timestamp,
+) -> HostEvent {
+    HostEvent {
+        kind: HostEventKind::AccountSeatsExceeded,
+        fact: format!("{account}:{user}:{seats}:{members}"),
+        user: Some(user.clone()),
+        data: HostEventData::SeatsExceeded {
+            account: account.clone(),
+            seats,
+            members,
+            by: by.clone(),
+        },
+        occurred_at: now,
+    }
 }
 
 /// `credits.consumed` of a written consumption (an opt-in type: the store writes it only while

@@ -66,6 +66,31 @@ pub struct HostIdentity {
     pub email: Option<String>,
     /// The user's name as the token's name claim says it; `None` without the claim.
     pub name: Option<String>,
+    /// The organisation the token names, when the operator maps organisation claims.
+    pub organisation: HostOrganisationClaim,
+}
+
+/// What a host token says of its user's organisation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostOrganisationClaim {
+    /// The operator maps no organisation claim: host tokens say nothing of organisations and
+    /// the memberships of host organisations' teams are left as they are.
+    NotMapped,
+    /// The token names no organisation (the user acts in none).
+    NoOrganisation,
+    /// The token names this organisation.
+    Organisation(HostOrganisation),
+}
+
+/// An organisation a host token names, and its user's role in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostOrganisation {
+    /// The host's id of the organisation (Clerk's `org_id`, say).
+    pub id: String,
+    /// The user's role in it, as the operator's role mapping reads the token's role claim.
+    pub role: domain::MemberRole,
+    /// Its name, when the token carries one.
+    pub name: Option<String>,
 }
 
 /// Verifies tokens issued by a host application that already signs its users in (JWTs signed

@@ -7,8 +7,8 @@
 
 use async_trait::async_trait;
 use domain::{
-    AccountId, AccountKind, MemberChange, MemberChangeRefusal, MemberLimit, MemberRole, Timestamp,
-    UserId, WindowCount,
+    AccountId, AccountKind, HostOrgClaim, HostOrgMembership, MemberChange, MemberChangeRefusal,
+    MemberLimit, MemberRole, Timestamp, UserId, WindowCount,
 };
 
 use super::StoreError;
@@ -23,6 +23,8 @@ pub struct Account {
     pub kind: AccountKind,
     /// A team's name (`None` for a personal account).
     pub name: Option<String>,
+    /// The host application's id of the organisation this team mirrors, if it mirrors one.
+    pub host_organisation: Option<String>,
     /// When it was opened.
     pub created_at: Timestamp,
 }
@@ -115,6 +117,25 @@ pub enum MemberChangeError {
     Store(#[from] StoreError),
 }
 
+/// Keeping a user's memberships of host organisations' teams in step with their host token
+/// (see [`domain::plan_host_org`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostOrgSync {
+    /// The user.
+    pub user: UserId,
+    /// The organisation their token names, as a team and a role; `None`: none.
+    pub claim: Option<HostOrgClaim>,
+    /// The claimed organisation's id as the host spells it, and the name a team created for it
+    /// on first sight takes.
+    pub organisation: Option<(String, String)>,
+    /// The seats the claimed team holds, as the caller read its entitlements (`None`: no cap);
+    /// joining or coming back is decided against them on the members counted in the sync's
+    /// own transaction.
+    pub seats: Option<u64>,
+    /// Now.
+    pub now: Timestamp,
+}
+
 /// The events of a member change, told in its transaction (built by
 /// `host_events::member_changed`).
 pub type MemberEvents = fn(&MemberCommand, &MemberChanged) -> Vec<HostEvent>;
@@ -166,4 +187,25 @@ pub trait TeamStore: Send + Sync + 'static {
         command: &MemberCommand,
         told: MemberEvents,
     ) -> Result<MemberChanged, MemberChangeError>;
+
+    /// `user`'s memberships of host organisations' teams, present and away.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn host_memberships(&self, user: &UserId) -> Result<Vec<HostOrgMembership>, StoreError>;
+
+    /// Keep `sync.user`'s memberships of host organisations' teams in step with their token, in
+    /// one transaction: create the claimed team on first sight, then write what
+    /// [`domain::plan_host_org`] decides on the rows the transaction reads, a join or a return
+    /// only while [`domain::seat_free`] allows it (the other steps are written either way), with
+    /// the events `told` builds for a join and a role change.
+    ///
+    /// # Errors
+    /// `Ok(Err(refusal))` when no seat was free for the user in the claimed team; storage
+    /// failures.
+    async fn sync_host_org(
+        &self,
+        sync: &HostOrgSync,
+        told: MemberEvents,
+    ) -> Result<Result<(), MemberChangeRefusal>, StoreError>;
 }

@@ -61,6 +61,8 @@ struct State {
     accounts: BTreeMap<domain::AccountId, Account>,
     /// Teams' members.
     members: BTreeMap<(domain::AccountId, UserId), Member>,
+    /// Members of host organisations' teams who are away, their rows kept.
+    away: BTreeMap<(domain::AccountId, UserId), Member>,
 }
 
 /// Every storage port in memory. Cheap to create; one per test.

@@ -326,6 +326,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             Err(StoreError::Conflict(_)) => return Err(AccountsError::Unauthenticated),
             Err(e) => return Err(e.into()),
         };
+        // Before the request acts: a user the host removed from an organisation acts in its
+        // team no more from this request on.
+        self.keep_host_org_in_step(&user.id, &identity).await?;
         // The role is the token's for this request only; a host user's stored role is `user`.
         Ok(Principal::User(User {
             role: identity.role,

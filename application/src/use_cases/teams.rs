@@ -11,11 +11,13 @@ use domain::{
     MemberRole, UserId,
 };
 
+use sha2::{Digest, Sha256};
+
 use super::InfraError;
 use crate::host_events;
 use crate::ports::{
-    Account, Clock, IdGenerator, Member, MemberChangeError, MemberCommand, Membership, NewTeam,
-    SecretHasher, Store, StoreError,
+    Account, Clock, HostIdentity, HostOrgSync, HostOrganisationClaim, IdGenerator, Member,
+    MemberChangeError, MemberCommand, Membership, NewTeam, SecretHasher, Store, StoreError,
 };
 use crate::service::Service;
 
@@ -114,6 +116,31 @@ pub fn parse_limit(credits: Credits, window: &str) -> Result<MemberLimit, TeamEr
     Ok(MemberLimit { credits, window })
 }
 
+/// The team that mirrors the host organisation `organisation` of the host `issuer`:
+/// [`domain::HOST_ORG_TEAM_PREFIX`] and 26 hex digits (104 bits) of
+/// SHA-256(`org` || 0x00 || issuer || 0x00 || organisation), so instances racing on an
+/// organisation's first request compute the same id, and no team created here (`team_` and a
+/// random id without `org_`) meets one.
+#[must_use]
+pub fn host_team_id(issuer: &str, organisation: &str) -> AccountId {
+    let mut digest = Sha256::new();
+    digest.update(b"org\0");
+    digest.update(issuer.as_bytes());
+    digest.update([0_u8]);
+    digest.update(organisation.as_bytes());
+    let hex: String = digest
+        .finalize()
+        .iter()
+        .take(13)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    AccountId::new(format!("{}{hex}", domain::HOST_ORG_TEAM_PREFIX))
+        .expect("the prefix and hex digits are a valid account id")
+}
+
+/// The longest host organisation id accepted, in bytes (a longer one names no organisation).
+pub const MAX_HOST_ORG_BYTES: usize = 512;
+
 fn team_name(name: &str) -> Result<String, TeamError> {
     let name = name.trim();
     let invalid = |message: &str| TeamError::Invalid {
@@ -177,6 +204,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 id: personal.clone(),
                 kind: AccountKind::Personal,
                 name: None,
+                host_organisation: None,
                 created_at: domain::Timestamp::from_unix_millis(0),
             });
         let mut entries = vec![AccountEntry {
@@ -246,6 +274,72 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let status = self.report_account_status(account).await?;
         let held = self.entitlements_of(&status).await?;
         Ok(domain::seat_cap(&held.entitlements))
+    }
+
+    /// Keep `user`'s memberships of host organisations' teams in step with the token that
+    /// named them `identity` (see [`domain::plan_host_org`]): one read when they already are,
+    /// else one transaction. A user for whom no seat is free in the claimed team does not join
+    /// it (they act in their personal account); the refusal is logged.
+    ///
+    /// # Errors
+    /// Infrastructure.
+    #[tracing::instrument(skip_all, fields(user_id = %user))]
+    pub async fn keep_host_org_in_step(
+        &self,
+        user: &UserId,
+        identity: &HostIdentity,
+    ) -> Result<(), InfraError> {
+        let (claim, organisation) = match &identity.organisation {
+            HostOrganisationClaim::NotMapped => return Ok(()),
+            HostOrganisationClaim::NoOrganisation => (None, None),
+            HostOrganisationClaim::Organisation(org) => {
+                let acceptable = !org.id.is_empty()
+                    && org.id.len() <= MAX_HOST_ORG_BYTES
+                    && !org.id.chars().any(char::is_control);
+                if acceptable {
+                    let account = host_team_id(&identity.issuer, &org.id);
+                    let name = org
+                        .name
+                        .as_deref()
+                        .and_then(|n| team_name(n).ok())
+                        .or_else(|| team_name(&org.id).ok())
+                        .unwrap_or_else(|| org.id.chars().take(MAX_TEAM_NAME).collect());
+                    let claim = domain::HostOrgClaim {
+                        account,
+                        role: org.role,
+                    };
+                    (Some(claim), Some((org.id.clone(), name)))
+                } else {
+                    (None, None)
+                }
+            }
+        };
+        let held = self.store.host_memberships(user).await?;
+        let steps = domain::plan_host_org(&held, claim.as_ref());
+        if steps.is_empty() {
+            return Ok(());
+        }
+        let seats = match &claim {
+            Some(claim) if steps.takes_a_seat() => self.seats_of(&claim.account).await?,
+            _ => None,
+        };
+        let sync = HostOrgSync {
+            user: user.clone(),
+            claim,
+            organisation,
+            seats,
+            now: self.clock.now(),
+        };
+        if let Err(refusal) = (self.store)
+            .sync_host_org(&sync, host_events::member_changed)
+            .await?
+        {
+            tracing::warn!(
+                ?refusal,
+                "a host organisation's team has no seat for its member"
+            );
+        }
+        Ok(())
     }
 
     /// A team's members, for one of them.

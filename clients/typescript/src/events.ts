@@ -38,6 +38,7 @@ export const EVENT_TYPES = [
   "account.member_added",
   "account.member_removed",
   "account.member_role_changed",
+  "account.seats_exceeded",
 ] as const;
 
 /**
@@ -154,6 +155,14 @@ export interface EventData {
   "account.member_added": MemberFacts;
   "account.member_removed": MemberFacts;
   "account.member_role_changed": MemberFacts;
+  "account.seats_exceeded": {
+    /** The seats the team holds. */
+    readonly seats: number;
+    /** Its present members when the addition was refused. */
+    readonly members: number;
+    /** Who asked for the addition (the refused user themself when their host token named the team's organisation). */
+    readonly by: string;
+  };
 }
 
 /** One event (the Standard Webhooks payload shape): what happened, to whom, and when. */

@@ -7684,7 +7684,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `already_member`. */
+                /**
+                 * @description `already_member`; `seats_exceeded`: the team's seats are taken; `host_managed`: the
+                 *     team mirrors a host organisation, whose members change in the host.
+                 */
                 409: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -7828,7 +7831,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `last_owner`: the last owner cannot leave or be removed. */
+                /**
+                 * @description `last_owner`: the last owner cannot leave or be removed; `host_managed`: the team
+                 *     mirrors a host organisation, whose members leave in the host.
+                 */
                 409: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -7947,7 +7953,8 @@ export interface paths {
                 };
                 /**
                  * @description `already_member`; `last_owner`: the team would have no owner;
-                 *     `personal_account`.
+                 *     `personal_account`; `host_managed`: the team mirrors a host organisation, whose
+                 *     members and roles change in the host.
                  */
                 409: {
                     headers: {
@@ -8030,6 +8037,11 @@ export interface components {
             kind: string;
             /** @description A team's name. */
             name?: string;
+            /**
+             * @description The host application's id of the organisation this team mirrors (`hostJwt.orgClaim`):
+             *     its members and their roles follow the host's tokens.
+             */
+            hostOrganisation?: string;
             /** @description The user's role in it (`owner` of their personal account). */
             role: string;
             /** @description Its balance (decimal string). */

@@ -101,6 +101,7 @@ fn facts(actor: Option<MemberRole>, target: Option<MemberRole>, owners: u32) -> 
         owners,
         members: 3,
         seats: None,
+        host_managed: false,
     }
 }
 
@@ -371,4 +372,32 @@ proptest! {
             );
         }
     }
+}
+
+#[test]
+fn in_a_host_organisation_s_team_only_limits_change_here() {
+    use MemberRole::*;
+    let host = MemberFacts {
+        host_managed: true,
+        ..facts(Some(Owner), Some(Member), 1)
+    };
+    let limit = MemberLimit {
+        credits: credits(5),
+        window: LimitWindow::Day,
+    };
+    for change in [
+        MemberChange::Add(Member),
+        MemberChange::SetRole(Admin),
+        MemberChange::Remove,
+    ] {
+        assert_eq!(
+            decide_member_change(host, change),
+            Err(MemberChangeRefusal::HostManaged),
+            "{change:?}"
+        );
+    }
+    assert_eq!(
+        decide_member_change(host, MemberChange::SetLimit(Some(limit))),
+        Ok(())
+    );
 }

@@ -413,6 +413,7 @@ async fn a_host_users_email_and_name_claims_reach_the_provider_and_follow_the_to
             audience: None,
             admin_claim: None,
             contact_claims: ContactClaims::default(),
+            org_claims: None,
         });
     })
     .await;

@@ -33,6 +33,7 @@ async fn a_host_token_for_an_admins_id_is_another_user_and_admin_only_by_the_map
             audience: None,
             admin_claim: Some(AdminClaim::parse("app_metadata.role=admin").expect("mapping")),
             contact_claims: ContactClaims::default(),
+            org_claims: None,
         });
         settings = Some(s.clone());
     })
@@ -81,4 +82,192 @@ async fn a_host_token_for_an_admins_id_is_another_user_and_admin_only_by_the_map
         .expect("read")
         .expect("admin");
     assert_eq!(stored, admin);
+}
+
+/// Sends `method path` with `token` and an optional JSON body.
+async fn send(
+    app: &tests::TestApp,
+    token: &str,
+    (method, path): (&str, &str),
+    body: &Value,
+) -> (u16, Value) {
+    let url = app.url(path);
+    let request = match method {
+        "PATCH" => app.client.patch(url),
+        "DELETE" => app.client.delete(url),
+        _ => app.client.post(url),
+    };
+    let response = request
+        .json(body)
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("request");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn a_host_organisation_is_a_team_whose_members_follow_the_tokens() {
+    let (app, admin) = tests::spawn_app_with_admin(|s| {
+        s.host_jwt = Some(HostJwtSettings {
+            key: HostJwtKey::Secret(SecretString::from(SECRET)),
+            issuer: None,
+            audience: None,
+            admin_claim: None,
+            contact_claims: ContactClaims::default(),
+            org_claims: bootstrap::host_tokens::org_claims(
+                Some("org_id".into()),
+                None,
+                Some("org_slug".into()),
+                None,
+            )
+            .expect("org claims"),
+        });
+    })
+    .await;
+    let token = |sub: &str, org: Option<&str>| {
+        let mut claims = json!({"sub": sub, "exp": EXP, "email": format!("{sub}@example.com")});
+        if let Some(role) = org {
+            claims["org_id"] = json!("org_acme");
+            claims["org_role"] = json!(role);
+            claims["org_slug"] = json!("acme");
+        }
+        host_token(&claims)
+    };
+    let accounts = |token: String| {
+        let app = &app;
+        async move {
+            let (status, list) = app.get(&token, "/api/accounts").await;
+            assert_eq!(status, 200, "{list}");
+            list["items"].as_array().expect("items").clone()
+        }
+    };
+    // First sight: the organisation is a team, its token's user an admin of it.
+    let ada = accounts(token("ada", Some("org:admin"))).await;
+    assert_eq!(ada.len(), 2, "{ada:?}");
+    let team = ada[1]["id"].as_str().expect("id").to_owned();
+    assert!(team.starts_with("team_org_"), "{team}");
+    assert_eq!(ada[1]["hostOrganisation"], "org_acme");
+    assert_eq!(ada[1]["name"], "acme");
+    assert_eq!(ada[1]["role"], "admin");
+    let ada_id = ada[0]["id"].as_str().expect("id").to_owned();
+    let bob = accounts(token("bob", Some("org:member"))).await;
+    assert_eq!(
+        (bob[1]["id"].as_str(), bob[1]["role"].as_str()),
+        (Some(&*team), Some("member"))
+    );
+    let bob_id = bob[0]["id"].as_str().expect("id").to_owned();
+
+    // The pool is funded; the app's backend spends from it for Bob.
+    let grant = json!({"amount": "100", "reason": "org pool"});
+    let path = format!("/api/admin/accounts/{team}/credits");
+    let (status, funded) = app.post(&admin, &path, &grant, Some("fund-1")).await;
+    assert_eq!(status, 200, "{funded}");
+    let backend = app.api_key(&admin, &["credits:consume"]).await;
+    let spend = |key: &str| {
+        let body = json!({"userId": bob_id, "accountId": team, "feature": "image"});
+        let key = key.to_owned();
+        let (app, backend) = (&app, &backend);
+        async move {
+            app.post(backend, "/api/credits/consume", &body, Some(&key))
+                .await
+        }
+    };
+    let (status, spent) = spend("s1").await;
+    assert_eq!(status, 201, "{spent}");
+    assert_eq!(spent["balanceAfterHundredths"], 9_500);
+
+    // Members and roles change in the host; a limit is set here.
+    let ada_token = token("ada", Some("org:admin"));
+    let members = format!("/api/accounts/{team}/members");
+    let bob_member = format!("{members}/{bob_id}");
+    let (status, refused) = send(&app, &ada_token, ("DELETE", &bob_member), &json!({})).await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (409, Some("host_managed")),
+        "{refused}"
+    );
+    let (status, refused) = send(
+        &app,
+        &ada_token,
+        ("POST", &members),
+        &json!({"memberId": ada_id}),
+    )
+    .await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (409, Some("host_managed")),
+        "{refused}"
+    );
+    let limit = json!({"limit": {"credits": "20", "window": "day"}});
+    let (status, limited) = send(&app, &ada_token, ("PATCH", &bob_member), &limit).await;
+    assert_eq!(status, 200, "{limited}");
+
+    // Removed from the organisation: Bob's next token names none, and from that request on he
+    // neither reads nor spends the team's credits.
+    let balance = format!("/api/credits/balance?accountId={team}");
+    let (status, gone) = app.get(&token("bob", None), &balance).await;
+    assert_eq!(
+        (status, gone["code"].as_str()),
+        (404, Some("account_not_found")),
+        "{gone}"
+    );
+    let (status, refused) = spend("s2").await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (403, Some("not_a_member")),
+        "{refused}"
+    );
+    // Back in it: his limit and what he spent today are as he left them.
+    let (status, back) = app.get(&token("bob", Some("org:member")), &balance).await;
+    assert_eq!(
+        (status, back["balanceHundredths"].as_i64()),
+        (200, Some(9_500)),
+        "{back}"
+    );
+    let (status, listed) = app.get(&ada_token, &members).await;
+    assert_eq!(status, 200, "{listed}");
+    let bob_row = listed["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .find(|m| m["memberId"] == bob_id.as_str())
+        .expect("bob listed")
+        .clone();
+    assert_eq!(bob_row["limit"]["usedHundredths"], 500, "{bob_row}");
+
+    // Joining and role changes are told, with the team's id; comings and goings are not.
+    let (status, events) = app
+        .get(
+            &admin,
+            "/api/events?type=account.member_added,account.member_role_changed",
+        )
+        .await;
+    assert_eq!(status, 200, "{events}");
+    let told: Vec<(String, String)> = events["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap_or_default().to_owned(),
+                e["data"]["userId"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        told,
+        [
+            ("account.member_added".to_owned(), ada_id.clone()),
+            ("account.member_added".to_owned(), bob_id.clone()),
+        ]
+    );
+    assert!(
+        events["data"]
+            .as_array()
+            .expect("data")
+            .iter()
+            .all(|e| e["data"]["accountId"] == team.as_str())
+    );
 }

@@ -204,7 +204,7 @@ impl World {
 /// Every event the feed returns once every committed one is readable. On PostgreSQL the feed
 /// holds events back while any older transaction of the cluster runs (other tests' included),
 /// so this waits, up to ten seconds, until it returns as many as the table holds.
-async fn all_events(store: &SeaOrmStore) -> Vec<StoredEvent> {
+pub async fn all_events(store: &SeaOrmStore) -> Vec<StoredEvent> {
     let backend = store.connection().get_database_backend();
     let count = sea_orm::Statement::from_string(backend, "SELECT COUNT(*) AS n FROM events");
     for _ in 0..200 {
@@ -986,6 +986,21 @@ async fn team_changes_tell_member_events(store: &TestStore) {
             .await
             .unwrap();
     }
+    // One seat, taken by the owner: adding the member again is refused, and told.
+    let full = MemberCommand {
+        account: team.clone(),
+        actor: owner.clone(),
+        target: member.clone(),
+        changes: vec![MemberChange::Add(MemberRole::Member)],
+        seats: Some(1),
+        now,
+    };
+    assert!(
+        store
+            .change_member(&full, application::host_events::member_changed)
+            .await
+            .is_err()
+    );
 }
 
 pub async fn every_change_tells_its_event_once_in_its_own_transaction(store: &TestStore) {

@@ -6,11 +6,12 @@ use std::collections::BTreeMap;
 use application::host_events::{self, HostEventKind};
 use application::pagination::{Page, PageRequest};
 use application::ports::{
-    ConsumeCommand, CreditLedger, GrantCommand, GrantSource, HostEventLog, IdempotencyRecord,
+    ConsumeCommand, CreditLedger, GrantCommand, GrantSource, HostOrgSync, IdempotencyRecord,
     InboxEntry, MemberChangeError, MemberCommand, NewTeam, OrderRecord, OrderRepository,
     PaymentEventCommand, ReservationError, ReserveCommand, SpendError, SubscriptionChange,
     SubscriptionRepository, TeamStore, UsageContext, Writes,
 };
+use application::use_cases::teams::host_team_id;
 use domain::{
     AccountId, BillingPeriod, LimitWindow, MemberChange, MemberChangeRefusal, MemberLimit,
     MemberRole, PlanId, ProviderId, RenewalIntent, ReservationId, Subscription, SubscriptionId,
@@ -121,7 +122,9 @@ fn hold(account: &AccountId, member: &UserId, whole: i64, id: &str, at: i64) -> 
 
 /// The events a team's changes told, as `(type, data)`.
 async fn member_events(store: &TestStore) -> Vec<(HostEventKind, Value)> {
-    let events = store.events_after(None, 1_000, &[]).await.unwrap().events;
+    // Once every committed event is readable (the PostgreSQL feed holds back events while an
+    // older transaction of the cluster runs, other tests' included).
+    let events = crate::host_events::all_events(store).await;
     events
         .into_iter()
         .filter(|e| e.kind.code().starts_with("account."))
@@ -579,7 +582,247 @@ pub async fn a_team_s_purchases_are_listed_by_its_account(store: &TestStore) {
     assert_eq!(store.balance(&personal).await.unwrap(), c(0));
 }
 
+fn org_sync(
+    user: &UserId,
+    org: Option<(&str, MemberRole)>,
+    seats: Option<u64>,
+    at: i64,
+) -> HostOrgSync {
+    HostOrgSync {
+        user: user.clone(),
+        claim: org.map(|(id, role)| domain::HostOrgClaim {
+            account: host_team_id("iss", id),
+            role,
+        }),
+        organisation: org.map(|(id, _)| (id.to_owned(), format!("Org {id}"))),
+        seats,
+        now: t(at),
+    }
+}
+
+async fn sync(store: &TestStore, sync: HostOrgSync) -> Result<(), MemberChangeRefusal> {
+    store
+        .sync_host_org(&sync, host_events::member_changed)
+        .await
+        .expect("sync")
+}
+
+/// Members of a host organisation's team follow their tokens: the team is created on first
+/// sight, a token naming another organisation or none steps its user away (they spend nothing
+/// and hold no seat, their limit and count kept), a token naming it again brings them back
+/// while a seat is free; joins and role changes are told, comings and goings are not.
+pub async fn a_host_organisation_s_members_follow_their_tokens(store: &TestStore) {
+    let ada = user(store, "ada").await;
+    let bob = user(store, "bob").await;
+    let cy = user(store, "cy").await;
+    let org = host_team_id("iss", "org_1");
+    sync(
+        store,
+        org_sync(&ada, Some(("org_1", MemberRole::Admin)), Some(2), NOW),
+    )
+    .await
+    .unwrap();
+    let account = store.account(&org).await.unwrap().expect("created");
+    assert_eq!(account.name.as_deref(), Some("Org org_1"));
+    assert_eq!(account.host_organisation.as_deref(), Some("org_1"));
+    sync(
+        store,
+        org_sync(&bob, Some(("org_1", MemberRole::Member)), Some(2), NOW),
+    )
+    .await
+    .unwrap();
+    // The seats are full: cy does not join.
+    assert_eq!(
+        sync(
+            store,
+            org_sync(&cy, Some(("org_1", MemberRole::Member)), Some(2), NOW)
+        )
+        .await,
+        Err(MemberChangeRefusal::SeatsExhausted { seats: 2 })
+    );
+    assert!(store.member(&org, &cy).await.unwrap().is_none());
+    // Limits are set here; members change only in the host.
+    change(
+        store,
+        (&org, &ada, &bob),
+        vec![MemberChange::SetLimit(Some(daily(10)))],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        refused(change(store, (&org, &ada, &bob), vec![MemberChange::Remove]).await),
+        MemberChangeRefusal::HostManaged
+    );
+    fund(store, &org, 100).await;
+    store
+        .consume(&spend(&org, &bob, 3, "h1", NOW))
+        .await
+        .unwrap();
+    // A token naming no organisation: bob is away, spends nothing, holds no seat.
+    sync(store, org_sync(&bob, None, None, NOW + 1))
+        .await
+        .unwrap();
+    let held = store.host_memberships(&bob).await.unwrap();
+    assert_eq!(held.len(), 1);
+    assert!(held[0].away);
+    assert!(store.member(&org, &bob).await.unwrap().is_none());
+    assert!(store.memberships(&bob).await.unwrap().is_empty());
+    assert!(matches!(
+        store.consume(&spend(&org, &bob, 1, "h2", NOW + 2)).await,
+        Err(SpendError::NotAMember)
+    ));
+    sync(
+        store,
+        org_sync(&cy, Some(("org_1", MemberRole::Member)), Some(2), NOW + 3),
+    )
+    .await
+    .unwrap();
+    // Bob's token names it again, but the seats are taken; once one is free he comes back
+    // with his limit and what he spent today.
+    assert!(
+        sync(
+            store,
+            org_sync(&bob, Some(("org_1", MemberRole::Member)), Some(2), NOW + 4)
+        )
+        .await
+        .is_err()
+    );
+    assert!(store.member(&org, &bob).await.unwrap().is_none());
+    sync(
+        store,
+        org_sync(&bob, Some(("org_1", MemberRole::Admin)), Some(3), NOW + 5),
+    )
+    .await
+    .unwrap();
+    let back = store.member(&org, &bob).await.unwrap().expect("back");
+    assert_eq!(back.role, MemberRole::Admin);
+    assert_eq!(back.limit, Some(daily(10)));
+    assert_eq!(back.count.spent, c(300));
+    assert!(matches!(
+        store.consume(&spend(&org, &bob, 8, "h3", NOW + 6)).await,
+        Err(SpendError::LimitReached(_))
+    ));
+    // Another organisation: ada steps away from the first and joins the second.
+    sync(
+        store,
+        org_sync(&ada, Some(("org_2", MemberRole::Owner)), None, NOW + 7),
+    )
+    .await
+    .unwrap();
+    let held = store.host_memberships(&ada).await.unwrap();
+    let present: Vec<_> = held
+        .iter()
+        .filter(|m| !m.away)
+        .map(|m| m.account.clone())
+        .collect();
+    assert_eq!(present, [host_team_id("iss", "org_2")]);
+    assert_eq!(store.members(&org).await.unwrap().len(), 2);
+    let told = member_events(store).await;
+    let full = told
+        .iter()
+        .find(|(k, _)| k.code() == "account.seats_exceeded")
+        .expect("told")
+        .1
+        .clone();
+    assert_eq!(
+        (full["seats"].as_u64(), full["members"].as_u64()),
+        (Some(2), Some(2)),
+        "{full}"
+    );
+    assert_eq!(full["accountId"], org.as_str());
+    // A refusal is told once per state: dan's tokens at the count cy's refusal was told at
+    // tell nothing new.
+    let dan = user(store, "dan").await;
+    for at in [NOW + 8, NOW + 9] {
+        let claim = Some(("org_1", MemberRole::Member));
+        assert!(
+            sync(store, org_sync(&dan, claim, Some(2), at))
+                .await
+                .is_err()
+        );
+    }
+    let told_dan = member_events(store)
+        .await
+        .into_iter()
+        .filter(|(_, data)| data["userId"] == dan.as_str())
+        .count();
+    assert_eq!(told_dan, 0);
+    let kinds: Vec<_> = told
+        .iter()
+        .map(|(kind, data)| {
+            (
+                kind.code(),
+                data["userId"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("account.member_added", ada.to_string()),
+            ("account.member_added", bob.to_string()),
+            ("account.seats_exceeded", cy.to_string()),
+            ("account.member_added", cy.to_string()),
+            // Bob's refusal came at the seats and count cy's was told at: nothing new.
+            ("account.member_role_changed", bob.to_string()),
+            ("account.member_added", ada.to_string()),
+        ],
+        "{told:#?}"
+    );
+    assert_ledger_adds_up(store, &org).await;
+}
+
+/// An addition refused for seats writes nothing but tells the owners, once per state.
+pub async fn an_addition_past_the_seats_is_told_once(store: &TestStore) {
+    let ada = user(store, "ada").await;
+    let bob = user(store, "bob").await;
+    let acme = team(store, "acme", &ada).await;
+    for _ in 0..2 {
+        let command = MemberCommand {
+            account: acme.clone(),
+            actor: ada.clone(),
+            target: bob.clone(),
+            changes: vec![
+                MemberChange::Add(MemberRole::Member),
+                MemberChange::SetLimit(Some(daily(5))),
+            ],
+            seats: Some(1),
+            now: t(NOW),
+        };
+        let refused = store
+            .change_member(&command, host_events::member_changed)
+            .await;
+        assert!(
+            matches!(
+                refused,
+                Err(MemberChangeError::Refused(
+                    MemberChangeRefusal::SeatsExhausted { seats: 1 }
+                ))
+            ),
+            "{refused:?}"
+        );
+    }
+    assert!(store.member(&acme, &bob).await.unwrap().is_none());
+    let told = member_events(store).await;
+    let kinds: Vec<&str> = told.iter().map(|(k, _)| k.code()).collect();
+    assert_eq!(
+        kinds,
+        ["account.member_added", "account.seats_exceeded"],
+        "told once"
+    );
+    let data = &told[1].1;
+    assert_eq!(data["userId"], bob.as_str());
+    assert_eq!(data["accountId"], acme.as_str());
+    assert_eq!(data["by"], ada.as_str());
+    assert_eq!(
+        (data["seats"].as_u64(), data["members"].as_u64()),
+        (Some(1), Some(1))
+    );
+}
+
 contract_tests!(
+    an_addition_past_the_seats_is_told_once,
+    a_host_organisation_s_members_follow_their_tokens,
     a_team_s_purchases_are_listed_by_its_account,
     members_change_by_the_rules_and_each_change_is_told,
     a_member_spends_the_pool_within_their_limit,

@@ -2,14 +2,14 @@
 
 use async_trait::async_trait;
 use domain::{
-    AccountId, AccountKind, Credits, MemberChange, MemberFacts, MemberRole, Timestamp, UserId,
-    WindowCount, count_spend, decide_member_change,
+    AccountId, AccountKind, Credits, HostOrgMembership, MemberChange, MemberChangeRefusal,
+    MemberFacts, MemberRole, Timestamp, UserId, WindowCount, count_spend, decide_member_change,
 };
 
 use super::{InMemoryStore, State, lock};
 use crate::ports::{
-    Account, ApplyError, Member, MemberChangeError, MemberChanged, MemberCommand, MemberEvents,
-    Membership, NewTeam, Refusal, StoreError, TeamStore,
+    Account, ApplyError, HostOrgSync, Member, MemberChangeError, MemberChanged, MemberCommand,
+    MemberEvents, Membership, NewTeam, Refusal, StoreError, TeamStore,
 };
 
 fn account_of(s: &State, id: &AccountId) -> Option<Account> {
@@ -21,6 +21,7 @@ fn account_of(s: &State, id: &AccountId) -> Option<Account> {
         id: id.clone(),
         kind: AccountKind::Personal,
         name: None,
+        host_organisation: None,
         created_at: u.created_at,
     })
 }
@@ -99,6 +100,7 @@ fn apply(
         members: u64::try_from(s.members.keys().filter(|(a, _)| a == account).count())
             .unwrap_or(u64::MAX),
         seats: command.seats,
+        host_managed: account.is_host_org(),
     };
     decide_member_change(facts, change).map_err(MemberChangeError::Refused)?;
     write(s, command, change)
@@ -181,6 +183,7 @@ impl TeamStore for InMemoryStore {
             id: team.id.clone(),
             kind: AccountKind::Team,
             name: Some(team.name.clone()),
+            host_organisation: None,
             created_at: team.now,
         };
         s.accounts.insert(team.id.clone(), account.clone());
@@ -268,4 +271,91 @@ impl TeamStore for InMemoryStore {
             })
         })
     }
+
+    async fn host_memberships(&self, user: &UserId) -> Result<Vec<HostOrgMembership>, StoreError> {
+        Ok(host_memberships(&lock(&self.0), user))
+    }
+
+    async fn sync_host_org(
+        &self,
+        sync: &HostOrgSync,
+        _told: MemberEvents,
+    ) -> Result<Result<(), MemberChangeRefusal>, StoreError> {
+        let mut s = lock(&self.0);
+        if let (Some(claim), Some((org, name))) = (&sync.claim, &sync.organisation) {
+            s.accounts
+                .entry(claim.account.clone())
+                .or_insert_with(|| Account {
+                    id: claim.account.clone(),
+                    kind: AccountKind::Team,
+                    name: Some(name.clone()),
+                    host_organisation: Some(org.clone()),
+                    created_at: sync.now,
+                });
+        }
+        let steps = domain::plan_host_org(&host_memberships(&s, &sync.user), sync.claim.as_ref());
+        for account in &steps.step_away {
+            let key = (account.clone(), sync.user.clone());
+            if let Some(row) = s.members.remove(&key) {
+                s.away.insert(key, row);
+            }
+        }
+        let Some(claim) = &sync.claim else {
+            return Ok(Ok(()));
+        };
+        let key = (claim.account.clone(), sync.user.clone());
+        if steps.takes_a_seat() {
+            let members = s
+                .members
+                .keys()
+                .filter(|(a, _)| a == &claim.account)
+                .count();
+            let members = u64::try_from(members).unwrap_or(u64::MAX);
+            if let Err(refusal) = domain::seat_free(members, sync.seats) {
+                return Ok(Err(refusal));
+            }
+        }
+        if let Some(role) = steps.join {
+            let email = s
+                .users
+                .get(&sync.user)
+                .map(|(u, _)| u.email.as_str().to_owned());
+            let row = Member {
+                account_id: claim.account.clone(),
+                user_id: sync.user.clone(),
+                email,
+                role,
+                limit: None,
+                count: WindowCount::NONE,
+                added_at: sync.now,
+            };
+            s.members.insert(key.clone(), row);
+        }
+        if steps.come_back
+            && let Some(row) = s.away.remove(&key)
+        {
+            s.members.insert(key.clone(), row);
+        }
+        if let (Some(role), Some(row)) = (steps.set_role, s.members.get_mut(&key)) {
+            row.role = role;
+        }
+        Ok(Ok(()))
+    }
+}
+
+/// `user`'s rows in host organisations' teams, present and away.
+fn host_memberships(s: &State, user: &UserId) -> Vec<HostOrgMembership> {
+    let rows = |map: &std::collections::BTreeMap<(AccountId, UserId), Member>, away: bool| {
+        map.values()
+            .filter(|m| &m.user_id == user && m.account_id.is_host_org())
+            .map(|m| HostOrgMembership {
+                account: m.account_id.clone(),
+                role: m.role,
+                away,
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut held = rows(&s.members, false);
+    held.extend(rows(&s.away, true));
+    held
 }

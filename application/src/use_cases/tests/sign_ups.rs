@@ -35,6 +35,7 @@ impl HostTokenVerifier for FakeVerifier {
             verified_email: (email != "-").then(|| email.to_owned()),
             email: None,
             name: None,
+            organisation: crate::ports::HostOrganisationClaim::NotMapped,
         })
     }
 }
