@@ -12,6 +12,7 @@ pub mod entitlements;
 pub mod event_feed;
 pub mod handle_webhook;
 pub mod initiate_payment;
+pub mod invitations;
 pub mod manage_plans;
 pub mod plans;
 pub mod portal;

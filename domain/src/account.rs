@@ -490,9 +490,13 @@ fn may_grant(actor: MemberRole, role: MemberRole) -> Result<(), MemberChangeRefu
 }
 
 mod host_org;
+mod invitation;
 
 pub use host_org::{
     HOST_ORG_TEAM_PREFIX, HostOrgClaim, HostOrgMembership, HostOrgSteps, plan_host_org, seat_free,
+};
+pub use invitation::{
+    INVITATION_LIFETIME_MS, InvitationFacts, InvitationRefusal, decide_acceptance,
 };
 
 #[cfg(test)]

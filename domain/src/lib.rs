@@ -31,10 +31,11 @@ pub mod subscription_events;
 pub mod time;
 
 pub use account::{
-    AccountKind, HOST_ORG_TEAM_PREFIX, HostOrgClaim, HostOrgMembership, HostOrgSteps, LimitReached,
-    LimitWindow, MemberChange, MemberChangeRefusal, MemberFacts, MemberLimit, MemberRole,
-    SEATS_KEY, WindowCount, count_spend, decide_member_change, give_back, headroom, plan_host_org,
-    seat_cap, seat_free, settle_ceiling,
+    AccountKind, HOST_ORG_TEAM_PREFIX, HostOrgClaim, HostOrgMembership, HostOrgSteps,
+    INVITATION_LIFETIME_MS, InvitationFacts, InvitationRefusal, LimitReached, LimitWindow,
+    MemberChange, MemberChangeRefusal, MemberFacts, MemberLimit, MemberRole, SEATS_KEY,
+    WindowCount, count_spend, decide_acceptance, decide_member_change, give_back, headroom,
+    plan_host_org, seat_cap, seat_free, settle_ceiling,
 };
 pub use cancellation::{CancelRefusal, CancelStep, CancelWhen, decide_cancel};
 pub use consumption::{

@@ -32,7 +32,8 @@
 //! | `m20260814_000024_entitlements_told_version` | the house | `entitlements_told.version`: the compare-and-set of the entitlements the service works out and the store writes |
 //! | `m20260901_000025_accounts` | teams | `accounts` (every user's personal account, with the user's id, and team accounts) and `account_members` (role, spend limit per window and its counter); the credit tables' `user_id` becomes `account_id`, a reference to `accounts`; `member_id` on ledger rows and holds |
 //! | `m20260902_000026_account_purchases` | teams | `orders.account_id` and `subscriptions.account_id`: the account a purchase belongs to (the buyer's personal account, filled in for every existing row, or a team an owner or admin bought for) |
-//! | `m20261001_000027_host_organisations` | teams | `accounts.host_organisation` (the host's id of the organisation a team mirrors) and `account_members_away` (the rows of members whose latest host token named another organisation, or none, kept for their return) |
+//! | `m20261001_000027_host_organisations` | teams | `accounts.host_organisation` (the host's id of the organisation a team mirrors), `accounts.seats_told` (when the owners were last told a team is full) and `account_members_away` (the rows of members whose latest host token named another organisation, or none, kept for their return) |
+//! | `m20261002_000028_invitations` | teams | `account_invitations`: invitations to a team by e-mail (address, role, limit, the digest of the token, expiry; who accepted it and when, or when it was revoked) |
 //!
 //! Every step migrates down as well as up; the tests in `tests/migrations.rs` prove it on SQLite
 //! and, when `TEST_DATABASE_URL` is set, on PostgreSQL.
@@ -63,6 +64,7 @@ mod m20260814_000024_entitlements_told_version;
 mod m20260901_000025_accounts;
 mod m20260902_000026_account_purchases;
 mod m20261001_000027_host_organisations;
+mod m20261002_000028_invitations;
 mod sql;
 
 pub use sea_orm_migration::MigratorTrait;
@@ -102,6 +104,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20260901_000025_accounts::Migration),
             Box::new(m20260902_000026_account_purchases::Migration),
             Box::new(m20261001_000027_host_organisations::Migration),
+            Box::new(m20261002_000028_invitations::Migration),
         ]
     }
 }

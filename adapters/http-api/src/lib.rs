@@ -35,6 +35,7 @@ mod events;
 mod header_limit;
 mod health;
 mod i18n;
+mod invitations;
 mod metrics;
 mod middleware;
 mod offers;
@@ -144,7 +145,9 @@ type Apis = (
     auth_routes::AuthApi,
     health::HealthApi,
     portal::PortalApi,
-    teams::TeamsApi,
+    // Teams and their invitations, one element: poem-openapi implements `OpenApi` for
+    // tuples of at most sixteen.
+    (teams::TeamsApi, invitations::InvitationsApi),
 );
 
 fn openapi_service(state: &Arc<AppState>) -> OpenApiService<Apis, ()> {
@@ -164,7 +167,10 @@ fn openapi_service(state: &Arc<AppState>) -> OpenApiService<Apis, ()> {
         auth_routes::AuthApi::new(state.clone()),
         health::HealthApi::new(state.clone()),
         portal::PortalApi::new(state.clone()),
-        teams::TeamsApi::new(state.clone()),
+        (
+            teams::TeamsApi::new(state.clone()),
+            invitations::InvitationsApi::new(state.clone()),
+        ),
     ))
 }
 

@@ -134,7 +134,7 @@ pub struct MemberView {
 }
 
 impl MemberView {
-    fn new(m: &Member, now: domain::Timestamp) -> Self {
+    pub(crate) fn new(m: &Member, now: domain::Timestamp) -> Self {
         Self {
             account_id: m.account_id.to_string(),
             member_id: m.user_id.to_string(),
@@ -354,23 +354,13 @@ impl TeamsApi {
         Self { state }
     }
 
-    /// Who acts: the caller, or the user an API key names. A customer-portal session is for
-    /// billing only and manages no team.
     async fn acting(
         &self,
         credential: &Credential,
         scope: Scope,
         user_id: Option<&str>,
     ) -> Result<UserId, Problem> {
-        let principal = self.state.principal(credential).await?;
-        if let Principal::Portal(_) = principal {
-            return Err(Problem::new(
-                Code::Forbidden,
-                "a customer-portal session does not manage teams",
-            ));
-        }
-        let acting = self.state.principal_acting_for(principal, scope, user_id);
-        Ok(acting.await?.user.id)
+        acting_in_teams(&self.state, credential, scope, user_id).await
     }
 
     /// A member as a change answers them, their limit's usage as of now.
@@ -595,6 +585,28 @@ impl TeamsApi {
     }
 }
 
+/// Who acts on a team: the caller, or the user an API key names. A customer-portal session is
+/// for billing only and manages no team.
+///
+/// # Errors
+/// 401; 403 for a portal session or a key without `scope`; as `AppState::acting_for`.
+pub(crate) async fn acting_in_teams(
+    state: &AppState,
+    credential: &Credential,
+    scope: Scope,
+    user_id: Option<&str>,
+) -> Result<UserId, Problem> {
+    let principal = state.principal(credential).await?;
+    if let Principal::Portal(_) = principal {
+        return Err(Problem::new(
+            Code::Forbidden,
+            "a customer-portal session does not manage teams",
+        ));
+    }
+    let acting = state.principal_acting_for(principal, scope, user_id);
+    Ok(acting.await?.user.id)
+}
+
 /// A team's account id as a path names it: a malformed one names no team.
 pub(crate) fn team_id(raw: &str) -> Result<AccountId, Problem> {
     parse_id(raw, AccountId::new, || {
@@ -603,7 +615,7 @@ pub(crate) fn team_id(raw: &str) -> Result<AccountId, Problem> {
 }
 
 /// A limit as a body gives it.
-fn limit(body: &LimitBody) -> Result<MemberLimit, Problem> {
+pub(crate) fn limit(body: &LimitBody) -> Result<MemberLimit, Problem> {
     let credits = body
         .credits
         .parse::<rust_decimal::Decimal>()
@@ -623,6 +635,7 @@ pub(crate) fn team_problem(e: TeamError) -> Problem {
         TeamError::Invalid { field, message } => Problem::invalid_field(field, message),
         TeamError::AccountNotFound => Problem::new(Code::AccountNotFound, e.to_string()),
         TeamError::UserNotFound => Problem::new(Code::UserNotFound, e.to_string()),
+        TeamError::InvitationNotFound => Problem::new(Code::InvitationNotFound, e.to_string()),
         TeamError::Refused(refusal) => refusal_problem(refusal),
         TeamError::Infra(infra) => infra.into(),
     }

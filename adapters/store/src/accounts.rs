@@ -4,9 +4,11 @@
 //! team reads it locked, after the account's balance row (one lock order for every spend), and
 //! writes the count the domain decided in the same transaction.
 
+use application::accounts::TokenHash;
 use application::ports::{
-    Account, HostOrgSync, Member, MemberChangeError, MemberChanged, MemberCommand, MemberEvents,
-    Membership, NewTeam, StoreError, TeamStore,
+    AcceptError, AcceptInvitation, Account, HostOrgSync, Invitation, Member, MemberChangeError,
+    MemberChanged, MemberCommand, MemberEvents, Membership, NewInvitation, NewTeam, StoreError,
+    TeamStore,
 };
 use async_trait::async_trait;
 use domain::{
@@ -15,6 +17,8 @@ use domain::{
     decide_member_change,
 };
 use sea_orm::{DatabaseTransaction, FromQueryResult};
+
+mod invitations;
 
 use crate::SeaOrmStore;
 use crate::outbox::Outbox;
@@ -213,7 +217,7 @@ async fn locked_account_kind(
 ) -> Result<Option<AccountKind>, Fail> {
     let sql = format!(
         "SELECT kind FROM accounts WHERE id = $1{}",
-        sql::for_update(tx)
+        sql::for_no_key_update(tx)
     );
     let row = sql::rows(tx, &sql, vec![account.as_str().into()]).await?;
     let Some(row) = row.first() else {
@@ -309,6 +313,7 @@ async fn write_change(
                 // Added concurrently: decided again on what is there now.
                 return Err(Fail::Retry("a member was added concurrently"));
             }
+            members_changed(tx, account).await?;
         }
         MemberChange::SetRole(role) => {
             let sql = "UPDATE account_members SET role = $3 WHERE account_id = $1 AND user_id = $2";
@@ -349,6 +354,7 @@ async fn write_change(
         MemberChange::Remove => {
             let sql = "DELETE FROM account_members WHERE account_id = $1 AND user_id = $2";
             sql::execute(tx, sql, who).await?;
+            members_changed(tx, account).await?;
         }
     }
     Ok(Ok(()))
@@ -394,6 +400,20 @@ async fn move_member(
     now: Timestamp,
 ) -> Result<(), Fail> {
     let who = vec![account.as_str().into(), user.as_str().into()];
+    // The row is locked before it is copied, so that the copy is the row as a change that
+    // committed just before left it (a limit set, a spend counted), never an older version.
+    let lock = format!(
+        "SELECT user_id FROM {} WHERE account_id = $1 AND user_id = $2{}",
+        if away {
+            "account_members"
+        } else {
+            "account_members_away"
+        },
+        sql::for_update(tx)
+    );
+    if sql::rows(tx, &lock, who.clone()).await?.is_empty() {
+        return Err(Fail::Retry("a host member's row moved concurrently"));
+    }
     let (insert, from) = if away {
         (
             format!(
@@ -421,11 +441,18 @@ async fn move_member(
     }
     let delete = format!("DELETE FROM {from} WHERE account_id = $1 AND user_id = $2");
     sql::execute(tx, &delete, who).await?;
+    members_changed(tx, account).await
+}
+
+/// A team's members changed: the owners are told again at the next refusal for seats.
+async fn members_changed(tx: &DatabaseTransaction, account: &AccountId) -> Result<(), Fail> {
+    let sql = "UPDATE accounts SET seats_told = NULL WHERE id = $1 AND seats_told IS NOT NULL";
+    sql::execute(tx, sql, vec![account.as_str().into()]).await?;
     Ok(())
 }
 
 /// Open the team of the organisation `sync` claims unless it exists (whichever instance commits
-/// first creates it), and take its lock, which every change of its members takes first.
+/// first creates it).
 async fn open_host_team(tx: &DatabaseTransaction, sync: &HostOrgSync) -> Result<(), Fail> {
     let (Some(claim), Some((organisation, name))) = (&sync.claim, &sync.organisation) else {
         return Ok(());
@@ -441,7 +468,17 @@ async fn open_host_team(tx: &DatabaseTransaction, sync: &HostOrgSync) -> Result<
         organisation.as_str().into(),
     ];
     sql::execute(tx, sql, values).await?;
-    locked_account_kind(tx, &claim.account).await?;
+    Ok(())
+}
+
+/// Lock `user`'s row: every sync of one user's memberships takes it first, so that two
+/// requests of theirs at once are written one after the other on what the first left.
+async fn lock_user(tx: &DatabaseTransaction, user: &UserId) -> Result<(), Fail> {
+    let sql = format!(
+        "SELECT id FROM users WHERE id = $1{}",
+        sql::for_no_key_update(tx)
+    );
+    sql::rows(tx, &sql, vec![user.as_str().into()]).await?;
     Ok(())
 }
 
@@ -512,6 +549,7 @@ async fn join_host_team(
         let mut values = who();
         values.extend([role.code().into(), sync.now.unix_millis().into()]);
         sql::execute(tx, sql, values).await?;
+        members_changed(tx, account).await?;
     }
     if steps.come_back {
         move_member(tx, account, &sync.user, false, sync.now).await?;
@@ -533,9 +571,18 @@ async fn sync_host_org(
     told: MemberEvents,
     events: &crate::Enc,
 ) -> Result<End<Result<(), MemberChangeRefusal>>, Fail> {
+    lock_user(tx, &sync.user).await?;
     open_host_team(tx, sync).await?;
     let held = held_host_rows(tx, &sync.user).await?;
     let steps = domain::plan_host_org(&held, sync.claim.as_ref());
+    // The lock every change of a team's members takes, on each team this sync changes, in the
+    // order of their ids (two users' syncs in opposite directions take them in the same order).
+    let mut teams: Vec<&AccountId> = steps.step_away.iter().collect();
+    teams.extend(sync.claim.as_ref().map(|c| &c.account));
+    teams.sort_unstable();
+    for team in teams {
+        locked_account_kind(tx, team).await?;
+    }
     for account in &steps.step_away {
         move_member(tx, account, &sync.user, true, sync.now).await?;
     }
@@ -718,6 +765,8 @@ impl TeamStore for SeaOrmStore {
             .run("change_member", || async {
                 let (_turn, tx) = self.begin_write().await?;
                 let body = async {
+                    // The team's lock before any member's row, as every change takes them.
+                    locked_account_kind(&tx, &command.account).await?;
                     let before = locked_member(&tx, &command.account, &command.target).await?;
                     for change in &command.changes {
                         match apply_change(&tx, command, *change).await? {
@@ -746,6 +795,78 @@ impl TeamStore for SeaOrmStore {
                     Ok(End::Commit(Ok(changed)))
                 }
                 .await;
+                sql::finish(tx, body).await
+            })
+            .await?
+    }
+
+    async fn create_invitation(&self, new: &NewInvitation) -> Result<(), MemberChangeError> {
+        self.retry
+            .run("create_invitation", || async {
+                let (_turn, tx) = self.begin_write().await?;
+                let body = invitations::create(&tx, new).await;
+                sql::finish(tx, body).await
+            })
+            .await?
+    }
+
+    async fn invitation_by_token(
+        &self,
+        token: &TokenHash,
+    ) -> Result<Option<Invitation>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM account_invitations WHERE token_hash = $1",
+            invitations::INVITATION_COLUMNS
+        );
+        let row: Option<invitations::InvitationRow> = self
+            .fetch_one("invitation_by_token", &sql, vec![token.0.as_str().into()])
+            .await?;
+        row.map(invitations::InvitationRow::into_domain).transpose()
+    }
+
+    async fn open_invitations(
+        &self,
+        account: &AccountId,
+        now: Timestamp,
+    ) -> Result<Vec<Invitation>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM account_invitations WHERE account_id = $1 AND accepted_at IS NULL \
+             AND revoked_at IS NULL AND expires_at > $2 ORDER BY created_at DESC, id DESC",
+            invitations::INVITATION_COLUMNS
+        );
+        let values = vec![account.as_str().into(), now.unix_millis().into()];
+        let rows: Vec<invitations::InvitationRow> =
+            self.fetch_all("open_invitations", &sql, values).await?;
+        rows.into_iter()
+            .map(invitations::InvitationRow::into_domain)
+            .collect()
+    }
+
+    async fn revoke_invitation(
+        &self,
+        account: &AccountId,
+        id: &str,
+        actor: &UserId,
+        now: Timestamp,
+    ) -> Result<(), MemberChangeError> {
+        self.retry
+            .run("revoke_invitation", || async {
+                let (_turn, tx) = self.begin_write().await?;
+                let body = invitations::revoke(&tx, (account, id), actor, now).await;
+                sql::finish(tx, body).await
+            })
+            .await?
+    }
+
+    async fn accept_invitation(
+        &self,
+        accept: &AcceptInvitation,
+        told: MemberEvents,
+    ) -> Result<Member, AcceptError> {
+        self.retry
+            .run("accept_invitation", || async {
+                let (_turn, tx) = self.begin_write().await?;
+                let body = invitations::accept(&tx, accept, told, &*self.events).await;
                 sql::finish(tx, body).await
             })
             .await?

@@ -102,6 +102,17 @@ pub(crate) async fn begin_read(db: &DatabaseConnection) -> Result<DatabaseTransa
     }
 }
 
+/// ` FOR NO KEY UPDATE` on PostgreSQL (nothing on SQLite, whose write transaction holds the
+/// database's lock): a lock that serialises its takers like `FOR UPDATE` but does not block a
+/// row elsewhere that references this one from being written (the `FOR KEY SHARE` a foreign
+/// key check takes), for rows locked to order decisions, never to change their key.
+pub(crate) fn for_no_key_update<C: ConnectionTrait>(conn: &C) -> &'static str {
+    match conn.get_database_backend() {
+        DbBackend::Postgres => " FOR NO KEY UPDATE",
+        _ => "",
+    }
+}
+
 /// ` FOR UPDATE` on PostgreSQL; nothing on SQLite, where `BEGIN IMMEDIATE` already holds the
 /// database's write lock.
 pub(crate) fn for_update<C: ConnectionTrait>(conn: &C) -> &'static str {

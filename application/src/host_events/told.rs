@@ -355,7 +355,8 @@ pub fn member_changed(command: &MemberCommand, changed: &MemberChanged) -> Vec<H
 }
 
 /// `account.seats_exceeded`: `user` was not added to `account` (by `by`) because its `members`
-/// fill its `seats`. The store tells it once per seats and count (`accounts.seats_told`).
+/// fill its `seats`. The store tells it once while the team's seats and members stay as they are
+/// (`accounts.seats_told`, cleared by every change of its members).
 #[must_use]
 pub fn seats_exceeded(
     (account, user, by): (&AccountId, &UserId, &UserId),
@@ -365,7 +366,7 @@ pub fn seats_exceeded(
 ) -> HostEvent {
     HostEvent {
         kind: HostEventKind::AccountSeatsExceeded,
-        fact: format!("{account}:{user}:{seats}:{members}"),
+        fact: format!("{account}:{user}:{seats}:{members}:{}", now.unix_millis()),
         user: Some(user.clone()),
         data: HostEventData::SeatsExceeded {
             account: account.clone(),

@@ -1,13 +1,14 @@
 //! [`AccountsService`]: sign-up, sign-in, sign-out and who is calling.
 
-use domain::{AccountId, MemberRole, Timestamp, UserId};
+use domain::{AccountId, MemberLimit, MemberRole, Timestamp, UserId};
 
 use crate::accounts::{Role, Scope, User};
 use crate::authorization::{Acting, OwnerError};
-use crate::ports::{Member, Membership};
+use crate::ports::{Invitation, Member, Membership};
 #[cfg(doc)]
 use crate::service::Service;
 use crate::sign_up::ClientAddress;
+use crate::use_cases::invitations::{AcceptInvitationError, CreatedInvitation};
 use crate::use_cases::portal::{
     CreatePortalSession, OpenPortalError, OpenedPortal, PortalError, PortalLink,
 };
@@ -93,6 +94,37 @@ inbound_port! {
             target: &UserId,
             request: MemberRequest,
         ) -> Result<Option<Member>, TeamError>;
+
+        /// Invite an address to a team (see [`Service::invite_member`]).
+        async fn invite_member(
+            &self,
+            actor: &UserId,
+            account: &AccountId,
+            email: &str,
+            join: (MemberRole, Option<MemberLimit>),
+        ) -> Result<CreatedInvitation, TeamError>;
+
+        /// A team's open invitations (see [`Service::open_invitations`]).
+        async fn open_invitations(
+            &self,
+            user: &UserId,
+            account: &AccountId,
+        ) -> Result<Vec<Invitation>, TeamError>;
+
+        /// Revoke an open invitation (see [`Service::revoke_invitation`]).
+        async fn revoke_invitation(
+            &self,
+            actor: &UserId,
+            account: &AccountId,
+            id: &str,
+        ) -> Result<(), TeamError>;
+
+        /// Accept an invitation with its token (see [`Service::accept_invitation`]).
+        async fn accept_invitation(
+            &self,
+            credential: &str,
+            invitation: &str,
+        ) -> Result<Member, AcceptInvitationError>;
 
         /// Now, by the service's clock (session lifetimes, throttles, request times).
         fn now(&self) -> Timestamp;

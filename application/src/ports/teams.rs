@@ -7,11 +7,12 @@
 
 use async_trait::async_trait;
 use domain::{
-    AccountId, AccountKind, HostOrgClaim, HostOrgMembership, MemberChange, MemberChangeRefusal,
-    MemberLimit, MemberRole, Timestamp, UserId, WindowCount,
+    AccountId, AccountKind, HostOrgClaim, HostOrgMembership, InvitationRefusal, MemberChange,
+    MemberChangeRefusal, MemberLimit, MemberRole, Timestamp, UserId, WindowCount,
 };
 
 use super::StoreError;
+use crate::accounts::TokenHash;
 use crate::host_events::HostEvent;
 
 /// An account as stored.
@@ -136,6 +137,72 @@ pub struct HostOrgSync {
     pub now: Timestamp,
 }
 
+/// An invitation to join a team, by e-mail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invitation {
+    /// Its id (`inv_…`).
+    pub id: String,
+    /// The team.
+    pub account_id: AccountId,
+    /// The address invited, as `accounts::Email` normalises it.
+    pub email: String,
+    /// The role the invitee joins with.
+    pub role: MemberRole,
+    /// The limit they join with, if any.
+    pub limit: Option<MemberLimit>,
+    /// Who invited them.
+    pub invited_by: UserId,
+    /// When.
+    pub created_at: Timestamp,
+    /// Until when it may be accepted.
+    pub expires_at: Timestamp,
+}
+
+/// An invitation to store, decided as an addition by its inviter (see
+/// [`TeamStore::create_invitation`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewInvitation {
+    /// The invitation.
+    pub invitation: Invitation,
+    /// The digest of its secret token (only digests are stored).
+    pub token: TokenHash,
+    /// The seats the team holds, as the caller read them (`None`: no cap).
+    pub seats: Option<u64>,
+}
+
+/// A user accepting an invitation with its token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcceptInvitation {
+    /// The digest of the token presented.
+    pub token: TokenHash,
+    /// Who accepts.
+    pub user: UserId,
+    /// The address they are signed in as (a password account's, a host token's verified
+    /// address), normalised; `None` when they have none.
+    pub email: Option<String>,
+    /// The seats the team holds, as the caller read them (`None`: no cap).
+    pub seats: Option<u64>,
+    /// Now.
+    pub now: Timestamp,
+}
+
+/// Why an invitation was not accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum AcceptError {
+    /// No invitation has this token.
+    #[error("invitation not found")]
+    NotFound,
+    /// The invitation cannot be accepted.
+    #[error("refused: {0:?}")]
+    Refused(InvitationRefusal),
+    /// The user cannot join: a member already, or no seat is free.
+    #[error("cannot join: {0:?}")]
+    Join(MemberChangeRefusal),
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
 /// The events of a member change, told in its transaction (built by
 /// `host_events::member_changed`).
 pub type MemberEvents = fn(&MemberCommand, &MemberChanged) -> Vec<HostEvent>;
@@ -208,4 +275,57 @@ pub trait TeamStore: Send + Sync + 'static {
         sync: &HostOrgSync,
         told: MemberEvents,
     ) -> Result<Result<(), MemberChangeRefusal>, StoreError>;
+
+    /// Store an invitation, decided in one transaction as an addition of its role by its
+    /// inviter (`domain::decide_member_change`, the target not yet a member).
+    ///
+    /// # Errors
+    /// As [`TeamStore::change_member`].
+    async fn create_invitation(&self, new: &NewInvitation) -> Result<(), MemberChangeError>;
+
+    /// The invitation whose token's digest is `token`, in any state.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn invitation_by_token(
+        &self,
+        token: &TokenHash,
+    ) -> Result<Option<Invitation>, StoreError>;
+
+    /// A team's invitations still open at `now` (neither accepted, revoked nor expired), newest
+    /// first.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn open_invitations(
+        &self,
+        account: &AccountId,
+        now: Timestamp,
+    ) -> Result<Vec<Invitation>, StoreError>;
+
+    /// Revoke the open invitation `id` of `account`, as `actor` (an owner or admin of it).
+    ///
+    /// # Errors
+    /// [`MemberChangeError::Refused`] (`NotAllowed`) for another actor,
+    /// [`MemberChangeError::AccountNotFound`] for no such open invitation; storage failures.
+    async fn revoke_invitation(
+        &self,
+        account: &AccountId,
+        id: &str,
+        actor: &UserId,
+        now: Timestamp,
+    ) -> Result<(), MemberChangeError>;
+
+    /// Accept an invitation in one transaction: decided on its state as read locked
+    /// (`domain::decide_acceptance`: single-use), then as a join (not a member yet, a seat free
+    /// under the team's lock); the user joins with its role and limit, `account.member_added`
+    /// is told with the inviter as `by`, and the invitation is used up.
+    ///
+    /// # Errors
+    /// See [`AcceptError`].
+    async fn accept_invitation(
+        &self,
+        accept: &AcceptInvitation,
+        told: MemberEvents,
+    ) -> Result<Member, AcceptError>;
 }

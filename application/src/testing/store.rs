@@ -63,6 +63,8 @@ struct State {
     members: BTreeMap<(domain::AccountId, UserId), Member>,
     /// Members of host organisations' teams who are away, their rows kept.
     away: BTreeMap<(domain::AccountId, UserId), Member>,
+    /// Invitations by id, with their token's digest, and whether used or revoked.
+    invitations: BTreeMap<String, (crate::ports::Invitation, TokenHash, bool, bool)>,
 }
 
 /// Every storage port in memory. Cheap to create; one per test.

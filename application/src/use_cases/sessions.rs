@@ -287,6 +287,19 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// [`AccountsError::Unauthenticated`] when nothing matches.
     #[tracing::instrument(skip_all)]
     pub async fn authenticate(&self, token: &str) -> Result<Principal, AccountsError> {
+        Ok(self.authenticate_with_address(token).await?.0)
+    }
+
+    /// [`Service::authenticate`], with the address the user is signed in as: a password
+    /// account's own, or the address a host token says its host verified (`None` without one,
+    /// and for API keys and portal sessions).
+    ///
+    /// # Errors
+    /// As [`Service::authenticate`].
+    pub(crate) async fn authenticate_with_address(
+        &self,
+        token: &str,
+    ) -> Result<(Principal, Option<Email>), AccountsError> {
         if token.is_empty() || token.len() > 4096 {
             return Err(AccountsError::Unauthenticated);
         }
@@ -297,7 +310,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 .store
                 .find_api_key(&hash)
                 .await?
-                .map(Principal::Service)
+                .map(|key| (Principal::Service(key), None))
                 .ok_or(AccountsError::Unauthenticated);
         }
         if token.starts_with(PORTAL_SESSION_PREFIX) {
@@ -305,11 +318,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 .store
                 .find_portal_session(&hash, now)
                 .await?
-                .map(|portal| Principal::Portal(billing_only(portal)))
+                .map(|portal| (Principal::Portal(billing_only(portal)), None))
                 .ok_or(AccountsError::Unauthenticated);
         }
         if let Some(user) = self.store.find_session_user(&hash, now).await? {
-            return Ok(Principal::User(user));
+            let address = Some(user.email.clone());
+            return Ok((Principal::User(user), address));
         }
         let Some(verifier) = &self.host_tokens else {
             return Err(AccountsError::Unauthenticated);
@@ -329,11 +343,16 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         // Before the request acts: a user the host removed from an organisation acts in its
         // team no more from this request on.
         self.keep_host_org_in_step(&user.id, &identity).await?;
+        let address = identity
+            .verified_email
+            .as_deref()
+            .and_then(|raw| Email::parse(raw).ok());
         // The role is the token's for this request only; a host user's stored role is `user`.
-        Ok(Principal::User(User {
+        let user = User {
             role: identity.role,
             ..user
-        }))
+        };
+        Ok((Principal::User(user), address))
     }
 
     /// The user `id`, if it exists (for a service API key acting on a user's behalf).

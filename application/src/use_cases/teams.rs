@@ -41,6 +41,9 @@ pub enum TeamError {
     /// The user to add does not exist.
     #[error("user not found")]
     UserNotFound,
+    /// No such open invitation.
+    #[error("invitation not found")]
+    InvitationNotFound,
     /// The rules refused the change.
     #[error("refused: {0:?}")]
     Refused(MemberChangeRefusal),
@@ -270,7 +273,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
 
     /// The seats `account` holds now: the `seats` entitlement of what it bought
     /// ([`domain::seat_cap`]); `None` when it holds none.
-    async fn seats_of(&self, account: &AccountId) -> Result<Option<u64>, InfraError> {
+    pub(crate) async fn seats_of(&self, account: &AccountId) -> Result<Option<u64>, InfraError> {
         let status = self.report_account_status(account).await?;
         let held = self.entitlements_of(&status).await?;
         Ok(domain::seat_cap(&held.entitlements))
@@ -310,7 +313,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                     };
                     (Some(claim), Some((org.id.clone(), name)))
                 } else {
-                    (None, None)
+                    // An id that cannot be kept says nothing: memberships stay as they are.
+                    tracing::warn!("a host token's organisation id is not acceptable");
+                    return Ok(());
                 }
             }
         };
@@ -319,9 +324,11 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         if steps.is_empty() {
             return Ok(());
         }
+        // The store plans again on what its transaction reads, where a concurrent request may
+        // have left the user away: the seats are known whenever there is a team to come to.
         let seats = match &claim {
-            Some(claim) if steps.takes_a_seat() => self.seats_of(&claim.account).await?,
-            _ => None,
+            Some(claim) => self.seats_of(&claim.account).await?,
+            None => None,
         };
         let sync = HostOrgSync {
             user: user.clone(),

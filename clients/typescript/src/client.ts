@@ -55,6 +55,10 @@ export type Account = Schemas["AccountView"];
 export type Member = Schemas["MemberView"];
 /** A member's spend limit: credits per `day`, `week` or `month` (UTC calendar). */
 export type MemberLimit = Schemas["LimitBody"];
+/** An open invitation to a team: the address, the role and limit it joins with, and its expiry. */
+export type Invitation = Schemas["InvitationView"];
+/** A new invitation with its `tinv_` token, shown this once: send it to the invitee in a link of your app. */
+export type CreatedInvitation = Schemas["CreatedInvitationView"];
 /** What `limit_reached` says: the limit, what is left in the window, and when it resets. */
 export type LimitReached = Schemas["LimitReachedView"];
 /** A subscription: its plan, status, paid period and any switch pending or scheduled. */
@@ -322,6 +326,24 @@ export interface TallyClient {
     ): Promise<Member>;
     /** Remove a member; a member removes themself to leave. The last owner stays. */
     removeMember(accountId: string, memberId: string, who?: ForUser): Promise<void>;
+    /**
+     * Invite an address (owners and admins): role `member` unless said, and an optional limit.
+     * The answer's `token` is shown this once; Tally sends no mail, your app sends the link.
+     */
+    invite(
+      accountId: string,
+      invitation: { readonly email: string; readonly role?: "owner" | "admin" | "member"; readonly limit?: MemberLimit },
+      who?: ForUser,
+    ): Promise<CreatedInvitation>;
+    /** A team's open invitations, newest first (for its members). */
+    invitations(accountId: string, who?: ForUser): Promise<Invitation[]>;
+    /** Revoke an open invitation (owners and admins). */
+    revokeInvitation(accountId: string, invitationId: string, who?: ForUser): Promise<void>;
+    /**
+     * Accept an invitation with its token, as the invitee: the client's credential must be the
+     * invitee's own (a host token whose host verified the address invited, or a session), never an API key.
+     */
+    acceptInvitation(token: string): Promise<Member>;
   };
   /** What the user may use now (API key with `entitlements:read` naming the user, or the user's own token). */
   readonly entitlements: {
@@ -571,6 +593,32 @@ function accountsMethods({ raw, call }: Context): TallyClient["accounts"] {
         }),
       );
     },
+    invite: (accountId, invitation, who = {}) =>
+      call(
+        (signal) =>
+          raw.POST("/api/accounts/{accountId}/invitations", {
+            params: { path: { accountId }, query: query(who) },
+            body: invitation,
+            signal,
+          }),
+        "once",
+      ),
+    invitations: async (accountId, who = {}) =>
+      (
+        await call((signal) =>
+          raw.GET("/api/accounts/{accountId}/invitations", { params: { path: { accountId }, query: query(who) }, signal }),
+        )
+      ).items,
+    revokeInvitation: async (accountId, invitationId, who = {}) => {
+      await call((signal) =>
+        raw.DELETE("/api/accounts/{accountId}/invitations/{invitationId}", {
+          params: { path: { accountId, invitationId }, query: query(who) },
+          signal,
+        }),
+      );
+    },
+    acceptInvitation: (token) =>
+      call((signal) => raw.POST("/api/invitations/accept", { body: { token }, signal }), "once"),
   };
 }
 

@@ -16,7 +16,7 @@ import { MockLanguageModelV3 } from "ai/test";
 
 import type { AppUser } from "../examples/nextjs/lib/tally.ts";
 import { operator, operatorSetup } from "./support/setup.js";
-import { ADMIN, eventually, sandboxPay, startTally, type TallyServer } from "./support/tally.js";
+import { ADMIN, eventually, HOST_JWT_SECRET, sandboxPay, startTally, type TallyServer } from "./support/tally.js";
 
 let server: TallyServer;
 let app: Server;
@@ -376,6 +376,43 @@ describe("teams", () => {
       .consume({ userId: member, accountId: team.id, feature: "image" })
       .then(() => undefined, (error: unknown) => error);
     assert.ok(isTallyError(outsider, "not_a_member"));
+  });
+
+  it("invites an address; the invitee accepts once with a token whose host verified it", async () => {
+    const backend = examples.lib.tally();
+    const owner = await examples.lib.tallyUserId(appUser("ines"));
+    const team = await backend.accounts.createTeam("Ines & co", { userId: owner });
+    const created = await backend.accounts.invite(
+      team.id,
+      { email: "jude@example.com", role: "admin", limit: { credits: "4", window: "week" } },
+      { userId: owner },
+    );
+    assert.match(created.token, /^tinv_/);
+    assert.deepEqual(
+      (await backend.accounts.invitations(team.id, { userId: owner })).map((i) => [i.email, i.role]),
+      [["jude@example.com", "admin"]],
+    );
+    const secret = new TextEncoder().encode(HOST_JWT_SECRET);
+    const token = await new SignJWT({ email: "jude@example.com", email_verified: true })
+      .setProtectedHeader({ alg: "HS256" })
+      .setSubject("app-user-jude")
+      .setIssuer("https://app.example.com")
+      .setAudience("tally")
+      .setExpirationTime("5m")
+      .sign(secret);
+    const jude = createTallyClient({ baseUrl: server.url, hostToken: token });
+    const joined = await jude.accounts.acceptInvitation(created.token);
+    assert.equal(joined.accountId, team.id);
+    assert.equal(joined.role, "admin");
+    assert.equal(joined.limit?.creditsHundredths, 400);
+    const again = await jude.accounts.acceptInvitation(created.token).catch((e: unknown) => e);
+    assert.ok(isTallyError(again, "invitation_used"), String(again));
+    assert.equal((await backend.accounts.invitations(team.id, { userId: owner })).length, 0);
+
+    const second = await backend.accounts.invite(team.id, { email: "kai@example.com" }, { userId: owner });
+    await backend.accounts.revokeInvitation(team.id, second.invitation.id, { userId: owner });
+    const revoked = await jude.accounts.acceptInvitation(second.token).catch((e: unknown) => e);
+    assert.ok(isTallyError(revoked, "invitation_revoked"), String(revoked));
   });
 
   it("the owner buys a credits pack for the team: its credits go to the team's pool", async () => {

@@ -271,3 +271,52 @@ async fn a_host_organisation_is_a_team_whose_members_follow_the_tokens() {
             .all(|e| e["data"]["accountId"] == team.as_str())
     );
 }
+
+#[tokio::test]
+async fn a_host_user_accepts_an_invitation_to_the_address_their_host_verified() {
+    let app = spawn_app_with(|s| {
+        s.host_jwt = Some(HostJwtSettings {
+            key: HostJwtKey::Secret(SecretString::from(SECRET)),
+            issuer: None,
+            audience: None,
+            admin_claim: None,
+            contact_claims: ContactClaims::default(),
+            org_claims: None,
+        });
+    })
+    .await;
+    let (_, ada) = app.user("ada@example.com").await;
+    let (_, team) = app
+        .post(&ada, "/api/accounts", &json!({"name": "Acme"}), None)
+        .await;
+    let team_id = team["id"].as_str().expect("id");
+    let invite = json!({"email": "bo@example.com"});
+    let path = format!("/api/accounts/{team_id}/invitations");
+    let (status, created) = app.post(&ada, &path, &invite, None).await;
+    assert_eq!(status, 201, "{created}");
+    let accept = json!({"token": created["token"]});
+    let bo = |verified: bool| {
+        host_token(&json!({"sub": "bo", "exp": EXP, "email": "Bo@example.com",
+            "email_verified": verified}))
+    };
+    // The address claimed but not verified by the host is not enough.
+    let (status, refused) = app
+        .post(&bo(false), "/api/invitations/accept", &accept, None)
+        .await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (403, Some("invitation_email_mismatch")),
+        "{refused}"
+    );
+    let (status, joined) = app
+        .post(&bo(true), "/api/invitations/accept", &accept, None)
+        .await;
+    assert_eq!(status, 200, "{joined}");
+    assert_eq!(joined["accountId"], team_id);
+    assert!(
+        joined["memberId"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("hst_")),
+        "{joined}"
+    );
+}

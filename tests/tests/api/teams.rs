@@ -259,3 +259,123 @@ async fn an_owner_buys_team_yearly_for_the_team_and_its_members_hold_it() {
     assert_eq!(status, 200, "{cancelled}");
     assert_eq!(cancelled["cancelAtPeriodEnd"], true, "{cancelled}");
 }
+
+#[tokio::test]
+async fn an_invitation_is_accepted_once_by_the_address_invited() {
+    let (app, admin) = spawn_app_with_admin(|_| {}).await;
+    let (_, ada_token) = app.user("ada@example.com").await;
+    let (bob, bob_token) = app.user("bob@example.com").await;
+    let (_, eve_token) = app.user("eve@example.com").await;
+    let (_, team) = app
+        .post(&ada_token, "/api/accounts", &json!({"name": "Acme"}), None)
+        .await;
+    let team_id = team["id"].as_str().expect("id").to_owned();
+    let invitations = format!("/api/accounts/{team_id}/invitations");
+
+    // Ada invites Bob's address as an admin with 10 credits a day; the token is shown once.
+    let invite = json!({"email": "  Bob@Example.com ", "role": "admin",
+        "limit": {"credits": "10", "window": "day"}});
+    let (status, created) = app.post(&ada_token, &invitations, &invite, None).await;
+    assert_eq!(status, 201, "{created}");
+    let token = created["token"].as_str().expect("token").to_owned();
+    assert!(token.starts_with("tinv_"), "{token}");
+    assert_eq!(created["invitation"]["email"], "bob@example.com");
+    assert_eq!(created["invitation"]["limit"]["creditsHundredths"], 1000);
+    let (status, open) = app.get(&ada_token, &invitations).await;
+    assert_eq!(status, 200, "{open}");
+    assert_eq!(open["items"].as_array().map(Vec::len), Some(1));
+    assert!(open["items"][0].get("token").is_none(), "{open}");
+    // A member who is not in the team, and a bad address, are refused.
+    let (status, refused) = app.post(&eve_token, &invitations, &invite, None).await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (404, Some("account_not_found"))
+    );
+    let (status, refused) = app
+        .post(
+            &ada_token,
+            &invitations,
+            &json!({"email": "not an address"}),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (422, Some("validation_failed"))
+    );
+
+    // Only Bob's own sign-in accepts it, once.
+    let accept = json!({"token": token});
+    let path = "/api/invitations/accept";
+    let (status, refused) = app.post(&eve_token, path, &accept, None).await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (403, Some("invitation_email_mismatch")),
+        "{refused}"
+    );
+    let key = app.api_key(&admin, &["billing:write"]).await;
+    let (status, _) = app.post(&key, path, &accept, None).await;
+    assert_eq!(status, 401, "an API key accepts nothing");
+    let (status, joined) = app.post(&bob_token, path, &accept, None).await;
+    assert_eq!(status, 200, "{joined}");
+    assert_eq!(joined["memberId"], bob.as_str());
+    assert_eq!(joined["role"], "admin");
+    assert_eq!(joined["limit"]["creditsHundredths"], 1000);
+    let (status, again) = app.post(&bob_token, path, &accept, None).await;
+    assert_eq!(
+        (status, again["code"].as_str()),
+        (409, Some("invitation_used"))
+    );
+    let (status, open) = app.get(&bob_token, &invitations).await;
+    assert_eq!(
+        (status, open["items"].as_array().map(Vec::len)),
+        (200, Some(0))
+    );
+
+    // Revoked by an admin (Bob now), the next invitation accepts nothing; an unknown token is
+    // not found.
+    let (_, second) = app
+        .post(
+            &ada_token,
+            &invitations,
+            &json!({"email": "eve@example.com"}),
+            None,
+        )
+        .await;
+    let id = second["invitation"]["id"].as_str().expect("id");
+    let (status, _) = send(
+        &app,
+        &bob_token,
+        ("DELETE", &format!("{invitations}/{id}")),
+        None,
+    )
+    .await;
+    assert_eq!(status, 204);
+    let revoked = json!({"token": second["token"]});
+    let (status, refused) = app.post(&eve_token, path, &revoked, None).await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (409, Some("invitation_revoked"))
+    );
+    let unknown = json!({"token": "tinv_nothing"});
+    let (status, refused) = app.post(&eve_token, path, &unknown, None).await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (404, Some("invitation_not_found"))
+    );
+
+    // The join is told, by the inviter.
+    let (status, events) = app
+        .get(&admin, "/api/events?type=account.member_added")
+        .await;
+    assert_eq!(status, 200, "{events}");
+    let joined = events["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .find(|e| e["data"]["userId"] == bob.as_str())
+        .expect("bob's join")
+        .clone();
+    assert_eq!(joined["data"]["accountId"], team_id.as_str());
+    assert_eq!(joined["data"]["role"], "admin");
+}

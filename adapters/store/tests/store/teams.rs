@@ -3,15 +3,18 @@
 
 use std::collections::BTreeMap;
 
+use application::accounts::TokenHash;
 use application::host_events::{self, HostEventKind};
 use application::pagination::{Page, PageRequest};
 use application::ports::{
-    ConsumeCommand, CreditLedger, GrantCommand, GrantSource, HostOrgSync, IdempotencyRecord,
-    InboxEntry, MemberChangeError, MemberCommand, NewTeam, OrderRecord, OrderRepository,
-    PaymentEventCommand, ReservationError, ReserveCommand, SpendError, SubscriptionChange,
-    SubscriptionRepository, TeamStore, UsageContext, Writes,
+    AcceptError, AcceptInvitation, ConsumeCommand, CreditLedger, GrantCommand, GrantSource,
+    HostOrgSync, IdempotencyRecord, InboxEntry, Invitation, Member, MemberChangeError,
+    MemberCommand, NewInvitation, NewTeam, OrderRecord, OrderRepository, PaymentEventCommand,
+    ReservationError, ReserveCommand, SpendError, SubscriptionChange, SubscriptionRepository,
+    TeamStore, UsageContext, Writes,
 };
 use application::use_cases::teams::host_team_id;
+use domain::InvitationRefusal;
 use domain::{
     AccountId, BillingPeriod, LimitWindow, MemberChange, MemberChangeRefusal, MemberLimit,
     MemberRole, PlanId, ProviderId, RenewalIntent, ReservationId, Subscription, SubscriptionId,
@@ -730,8 +733,8 @@ pub async fn a_host_organisation_s_members_follow_their_tokens(store: &TestStore
         "{full}"
     );
     assert_eq!(full["accountId"], org.as_str());
-    // A refusal is told once per state: dan's tokens at the count cy's refusal was told at
-    // tell nothing new.
+    // A refusal is told once while the members stay as they are: dan's second token tells
+    // nothing new.
     let dan = user(store, "dan").await;
     for at in [NOW + 8, NOW + 9] {
         let claim = Some(("org_1", MemberRole::Member));
@@ -746,7 +749,7 @@ pub async fn a_host_organisation_s_members_follow_their_tokens(store: &TestStore
         .into_iter()
         .filter(|(_, data)| data["userId"] == dan.as_str())
         .count();
-    assert_eq!(told_dan, 0);
+    assert_eq!(told_dan, 1);
     let kinds: Vec<_> = told
         .iter()
         .map(|(kind, data)| {
@@ -763,7 +766,8 @@ pub async fn a_host_organisation_s_members_follow_their_tokens(store: &TestStore
             ("account.member_added", bob.to_string()),
             ("account.seats_exceeded", cy.to_string()),
             ("account.member_added", cy.to_string()),
-            // Bob's refusal came at the seats and count cy's was told at: nothing new.
+            // Cy's join changed the members since: Bob's refusal is told again.
+            ("account.seats_exceeded", bob.to_string()),
             ("account.member_role_changed", bob.to_string()),
             ("account.member_added", ada.to_string()),
         ],
@@ -820,7 +824,198 @@ pub async fn an_addition_past_the_seats_is_told_once(store: &TestStore) {
     );
 }
 
+fn invitation(account: &AccountId, by: &UserId, email: &str, id: &str) -> NewInvitation {
+    NewInvitation {
+        invitation: Invitation {
+            id: id.to_owned(),
+            account_id: account.clone(),
+            email: email.to_owned(),
+            role: MemberRole::Admin,
+            limit: Some(daily(7)),
+            invited_by: by.clone(),
+            created_at: t(NOW),
+            expires_at: t(NOW + domain::INVITATION_LIFETIME_MS),
+        },
+        token: TokenHash(format!("digest-{id}")),
+        seats: None,
+    }
+}
+
+fn accepting(id: &str, user: &UserId, email: &str, at: i64) -> AcceptInvitation {
+    AcceptInvitation {
+        token: TokenHash(format!("digest-{id}")),
+        user: user.clone(),
+        email: Some(email.to_owned()),
+        seats: None,
+        now: t(at),
+    }
+}
+
+async fn accept(store: &TestStore, accepting: &AcceptInvitation) -> Result<Member, AcceptError> {
+    store
+        .accept_invitation(accepting, host_events::member_changed)
+        .await
+}
+
+/// Invitations: made as an addition by their inviter, accepted once by the address invited
+/// while open and a seat is free, joining with their role and limit; revoked by an owner or
+/// admin.
+pub async fn an_invitation_is_accepted_once_by_its_address(store: &TestStore) {
+    let ada = user(store, "ada").await;
+    let bob = user(store, "bob").await;
+    let cy = user(store, "cy").await;
+    let acme = team(store, "acme", &ada).await;
+    store
+        .create_invitation(&invitation(&acme, &ada, "bob@example.com", "inv_1"))
+        .await
+        .unwrap();
+    // A plain member may not invite; nobody invites to a host organisation's team.
+    change(
+        store,
+        (&acme, &ada, &cy),
+        vec![MemberChange::Add(MemberRole::Member)],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        refused(
+            store
+                .create_invitation(&invitation(&acme, &cy, "x@example.com", "inv_2"))
+                .await
+        ),
+        MemberChangeRefusal::NotAllowed
+    );
+    let open = store.open_invitations(&acme, t(NOW)).await.unwrap();
+    assert_eq!(open.len(), 1);
+    assert_eq!(open[0].email, "bob@example.com");
+    assert_eq!(open[0].limit, Some(daily(7)));
+    assert!(
+        store
+            .open_invitations(&acme, t(NOW + domain::INVITATION_LIFETIME_MS))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Another address is refused; the address invited joins with the role and limit.
+    assert!(matches!(
+        accept(store, &accepting("inv_1", &cy, "cy@example.com", NOW + 1)).await,
+        Err(AcceptError::Refused(InvitationRefusal::OtherEmail))
+    ));
+    let member = accept(store, &accepting("inv_1", &bob, "bob@example.com", NOW + 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        (member.role, member.limit),
+        (MemberRole::Admin, Some(daily(7)))
+    );
+    assert!(store.member(&acme, &bob).await.unwrap().is_some());
+    assert!(matches!(
+        accept(store, &accepting("inv_1", &bob, "bob@example.com", NOW + 2)).await,
+        Err(AcceptError::Refused(InvitationRefusal::Used))
+    ));
+    assert!(
+        store
+            .open_invitations(&acme, t(NOW + 2))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let told = member_events(store).await;
+    let (kind, data) = told.last().expect("told");
+    assert_eq!(kind.code(), "account.member_added");
+    assert_eq!(
+        (
+            data["userId"].as_str(),
+            data["by"].as_str(),
+            data["role"].as_str()
+        ),
+        (Some(bob.as_str()), Some(ada.as_str()), Some("admin"))
+    );
+    // Revoked, expired, unknown, a member already, no seat.
+    let dan = user(store, "dan").await;
+    store
+        .create_invitation(&invitation(&acme, &bob, "dan@example.com", "inv_3"))
+        .await
+        .unwrap();
+    assert_eq!(
+        refused(
+            store
+                .revoke_invitation(&acme, "inv_3", &cy, t(NOW + 3))
+                .await
+        ),
+        MemberChangeRefusal::NotAllowed
+    );
+    store
+        .revoke_invitation(&acme, "inv_3", &bob, t(NOW + 3))
+        .await
+        .unwrap();
+    assert!(matches!(
+        store
+            .revoke_invitation(&acme, "inv_3", &bob, t(NOW + 3))
+            .await,
+        Err(MemberChangeError::AccountNotFound)
+    ));
+    assert!(matches!(
+        accept(store, &accepting("inv_3", &dan, "dan@example.com", NOW + 4)).await,
+        Err(AcceptError::Refused(InvitationRefusal::Revoked))
+    ));
+    store
+        .create_invitation(&invitation(&acme, &ada, "dan@example.com", "inv_4"))
+        .await
+        .unwrap();
+    let late = NOW + domain::INVITATION_LIFETIME_MS;
+    assert!(matches!(
+        accept(store, &accepting("inv_4", &dan, "dan@example.com", late)).await,
+        Err(AcceptError::Refused(InvitationRefusal::Expired))
+    ));
+    assert!(matches!(
+        accept(store, &accepting("inv_0", &dan, "dan@example.com", NOW)).await,
+        Err(AcceptError::NotFound)
+    ));
+    store
+        .create_invitation(&invitation(&acme, &ada, "cy@example.com", "inv_5"))
+        .await
+        .unwrap();
+    assert!(matches!(
+        accept(store, &accepting("inv_5", &cy, "cy@example.com", NOW + 5)).await,
+        Err(AcceptError::Join(MemberChangeRefusal::AlreadyMember))
+    ));
+    store
+        .create_invitation(&invitation(&acme, &ada, "dan@example.com", "inv_6"))
+        .await
+        .unwrap();
+    let full = AcceptInvitation {
+        seats: Some(3),
+        ..accepting("inv_6", &dan, "dan@example.com", NOW + 6)
+    };
+    assert!(matches!(
+        accept(store, &full).await,
+        Err(AcceptError::Join(MemberChangeRefusal::SeatsExhausted {
+            seats: 3
+        }))
+    ));
+    assert!(store.member(&acme, &dan).await.unwrap().is_none());
+    // The invitation stays open for when a seat is free.
+    accept(store, &accepting("inv_6", &dan, "dan@example.com", NOW + 7))
+        .await
+        .unwrap();
+    // An inviter removed before the acceptance leaves nothing to accept.
+    let eve = user(store, "eve").await;
+    store
+        .create_invitation(&invitation(&acme, &bob, "eve@example.com", "inv_7"))
+        .await
+        .unwrap();
+    change(store, (&acme, &ada, &bob), vec![MemberChange::Remove])
+        .await
+        .unwrap();
+    assert!(matches!(
+        accept(store, &accepting("inv_7", &eve, "eve@example.com", NOW + 8)).await,
+        Err(AcceptError::Refused(InvitationRefusal::Revoked))
+    ));
+}
+
 contract_tests!(
+    an_invitation_is_accepted_once_by_its_address,
     an_addition_past_the_seats_is_told_once,
     a_host_organisation_s_members_follow_their_tokens,
     a_team_s_purchases_are_listed_by_its_account,
@@ -866,6 +1061,51 @@ pub async fn two_owners_leaving_at_once_leave_one_owner(store: &TestStore) {
 
 /// Eight additions at once to a team of two with three seats: one takes the last seat, the
 /// others are refused for the seats, and the team has three members.
+/// An invitation accepted eight times at once (a double submit, two tabs) joins once.
+pub async fn an_invitation_accepted_at_once_joins_once(store: &TestStore) {
+    let ada = user(store, "ada").await;
+    let bob = user(store, "bob").await;
+    let acme = team(store, "acme", &ada).await;
+    store
+        .create_invitation(&invitation(&acme, &ada, "bob@example.com", "inv_race"))
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let (store, bob) = ((**store).clone(), bob.clone());
+        tasks.push(tokio::spawn(async move {
+            let accepting = accepting("inv_race", &bob, "bob@example.com", NOW + 1);
+            store
+                .accept_invitation(&accepting, host_events::member_changed)
+                .await
+                .map(drop)
+        }));
+    }
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        outcomes.push(task.await.unwrap());
+    }
+    assert_eq!(
+        outcomes.iter().filter(|o| o.is_ok()).count(),
+        1,
+        "{outcomes:?}"
+    );
+    let used = |o: &Result<(), AcceptError>| {
+        matches!(o, Err(AcceptError::Refused(InvitationRefusal::Used)))
+    };
+    assert_eq!(
+        outcomes.iter().filter(|o| used(o)).count(),
+        7,
+        "{outcomes:?}"
+    );
+    let added = member_events(store)
+        .await
+        .into_iter()
+        .filter(|(_, data)| data["userId"] == bob.as_str())
+        .count();
+    assert_eq!(added, 1);
+}
+
 pub async fn additions_at_once_never_pass_the_seats(store: &TestStore) {
     let ada = user(store, "ada").await;
     let bob = user(store, "bob").await;
@@ -915,12 +1155,14 @@ pub async fn additions_at_once_never_pass_the_seats(store: &TestStore) {
     assert_eq!(store.members(&acme).await.unwrap().len(), 3);
 }
 
-/// Many members of one team spending at once, owners leaving at once, additions at once.
+/// Many members of one team spending at once, owners leaving at once, additions and
+/// acceptances at once.
 mod concurrent {
     use crate::support::concurrency_tests;
 
     use super::{
-        additions_at_once_never_pass_the_seats, members_never_pass_their_limits_under_concurrency,
+        additions_at_once_never_pass_the_seats, an_invitation_accepted_at_once_joins_once,
+        members_never_pass_their_limits_under_concurrency,
         two_owners_leaving_at_once_leave_one_owner,
     };
 
@@ -928,5 +1170,6 @@ mod concurrent {
         members_never_pass_their_limits_under_concurrency,
         two_owners_leaving_at_once_leave_one_owner,
         additions_at_once_never_pass_the_seats,
+        an_invitation_accepted_at_once_joins_once,
     );
 }

@@ -7,9 +7,11 @@ use domain::{
 };
 
 use super::{InMemoryStore, State, lock};
+use crate::accounts::TokenHash;
 use crate::ports::{
-    Account, ApplyError, HostOrgSync, Member, MemberChangeError, MemberChanged, MemberCommand,
-    MemberEvents, Membership, NewTeam, Refusal, StoreError, TeamStore,
+    AcceptError, AcceptInvitation, Account, ApplyError, HostOrgSync, Invitation, Member,
+    MemberChangeError, MemberChanged, MemberCommand, MemberEvents, Membership, NewInvitation,
+    NewTeam, Refusal, StoreError, TeamStore,
 };
 
 fn account_of(s: &State, id: &AccountId) -> Option<Account> {
@@ -76,10 +78,15 @@ fn apply(
     command: &MemberCommand,
     change: MemberChange,
 ) -> Result<(), MemberChangeError> {
+    let facts = facts_of(s, command).ok_or(MemberChangeError::AccountNotFound)?;
+    decide_member_change(facts, change).map_err(MemberChangeError::Refused)?;
+    write(s, command, change)
+}
+
+/// The facts `command` is decided on, read from `s`; `None` for no such account.
+fn facts_of(s: &State, command: &MemberCommand) -> Option<MemberFacts> {
     let account = &command.account;
-    let kind = account_of(s, account)
-        .ok_or(MemberChangeError::AccountNotFound)?
-        .kind;
+    let kind = account_of(s, account)?.kind;
     let role = |user: &UserId| {
         s.members
             .get(&(account.clone(), user.clone()))
@@ -102,8 +109,7 @@ fn apply(
         seats: command.seats,
         host_managed: account.is_host_org(),
     };
-    decide_member_change(facts, change).map_err(MemberChangeError::Refused)?;
-    write(s, command, change)
+    Some(facts)
 }
 
 /// Write a member change the rules allowed.
@@ -341,6 +347,164 @@ impl TeamStore for InMemoryStore {
         }
         Ok(Ok(()))
     }
+
+    async fn create_invitation(&self, new: &NewInvitation) -> Result<(), MemberChangeError> {
+        let invitation = &new.invitation;
+        let command = MemberCommand {
+            account: invitation.account_id.clone(),
+            actor: invitation.invited_by.clone(),
+            target: invitation.invited_by.clone(),
+            changes: Vec::new(),
+            seats: new.seats,
+            now: invitation.created_at,
+        };
+        let mut s = lock(&self.0);
+        let facts = {
+            let mut facts = facts_of(&s, &command).ok_or(MemberChangeError::AccountNotFound)?;
+            facts.to_self = false;
+            facts.target = None;
+            facts
+        };
+        decide_member_change(facts, MemberChange::Add(invitation.role))
+            .map_err(MemberChangeError::Refused)?;
+        s.invitations.insert(
+            invitation.id.clone(),
+            (invitation.clone(), new.token.clone(), false, false),
+        );
+        Ok(())
+    }
+
+    async fn invitation_by_token(
+        &self,
+        token: &TokenHash,
+    ) -> Result<Option<Invitation>, StoreError> {
+        Ok(lock(&self.0)
+            .invitations
+            .values()
+            .find(|(_, t, _, _)| t == token)
+            .map(|(inv, _, _, _)| inv.clone()))
+    }
+
+    async fn open_invitations(
+        &self,
+        account: &AccountId,
+        now: Timestamp,
+    ) -> Result<Vec<Invitation>, StoreError> {
+        let mut open: Vec<Invitation> = lock(&self.0)
+            .invitations
+            .values()
+            .filter(|(inv, _, used, revoked)| {
+                &inv.account_id == account && !used && !revoked && inv.expires_at > now
+            })
+            .map(|(inv, _, _, _)| inv.clone())
+            .collect();
+        open.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+        Ok(open)
+    }
+
+    async fn revoke_invitation(
+        &self,
+        account: &AccountId,
+        id: &str,
+        actor: &UserId,
+        now: Timestamp,
+    ) -> Result<(), MemberChangeError> {
+        let mut s = lock(&self.0);
+        let role = s
+            .members
+            .get(&(account.clone(), actor.clone()))
+            .map(|m| m.role);
+        if !role.is_some_and(MemberRole::manages_members) {
+            return Err(MemberChangeError::Refused(MemberChangeRefusal::NotAllowed));
+        }
+        match s.invitations.get_mut(id) {
+            Some((inv, _, false, revoked @ false))
+                if &inv.account_id == account && inv.expires_at > now =>
+            {
+                *revoked = true;
+                Ok(())
+            }
+            _ => Err(MemberChangeError::AccountNotFound),
+        }
+    }
+
+    async fn accept_invitation(
+        &self,
+        accepting: &AcceptInvitation,
+        _told: MemberEvents,
+    ) -> Result<Member, AcceptError> {
+        accept(&mut lock(&self.0), accepting)
+    }
+}
+
+/// Accept `accept` in `s` as the SQL store does (see [`TeamStore::accept_invitation`]).
+fn accept(s: &mut State, accept: &AcceptInvitation) -> Result<Member, AcceptError> {
+    let (id, invitation, accepted, revoked) = s
+        .invitations
+        .iter()
+        .find(|(_, (_, token, _, _))| token == &accept.token)
+        .map(|(id, (inv, _, used, revoked))| (id.clone(), inv.clone(), *used, *revoked))
+        .ok_or(AcceptError::NotFound)?;
+    let facts = domain::InvitationFacts {
+        expires_at: invitation.expires_at,
+        accepted,
+        revoked,
+        same_email: accept.email.as_deref() == Some(invitation.email.as_str()),
+    };
+    domain::decide_acceptance(facts, accept.now).map_err(AcceptError::Refused)?;
+    // An inviter who may no longer grant the role leaves nothing to accept (as the SQL store).
+    let by_inviter = MemberCommand {
+        account: invitation.account_id.clone(),
+        actor: invitation.invited_by.clone(),
+        target: invitation.invited_by.clone(),
+        changes: Vec::new(),
+        seats: None,
+        now: accept.now,
+    };
+    let may_grant = facts_of(s, &by_inviter).is_some_and(|facts| {
+        let facts = MemberFacts {
+            to_self: false,
+            target: None,
+            ..facts
+        };
+        decide_member_change(facts, MemberChange::Add(invitation.role)).is_ok()
+    });
+    if !may_grant {
+        return Err(AcceptError::Refused(domain::InvitationRefusal::Revoked));
+    }
+    let account = invitation.account_id.clone();
+    let key = (account.clone(), accept.user.clone());
+    if s.members.contains_key(&key) {
+        return Err(AcceptError::Join(MemberChangeRefusal::AlreadyMember));
+    }
+    let members = s.members.keys().filter(|(a, _)| a == &account).count();
+    domain::seat_free(u64::try_from(members).unwrap_or(u64::MAX), accept.seats)
+        .map_err(AcceptError::Join)?;
+    let email = s
+        .users
+        .get(&accept.user)
+        .map(|(u, _)| u.email.as_str().to_owned());
+    let member = Member {
+        account_id: account,
+        user_id: accept.user.clone(),
+        email,
+        role: invitation.role,
+        limit: invitation.limit,
+        count: WindowCount {
+            start: invitation
+                .limit
+                .map_or(Timestamp::from_unix_millis(0), |l| {
+                    l.window.start_of(accept.now)
+                }),
+            spent: Credits::ZERO,
+        },
+        added_at: accept.now,
+    };
+    s.members.insert(key, member.clone());
+    if let Some(entry) = s.invitations.get_mut(&id) {
+        entry.2 = true;
+    }
+    Ok(member)
 }
 
 /// `user`'s rows in host organisations' teams, present and away.
