@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use application::accounts::Scope;
 use application::ports::Member;
-use application::use_cases::sessions::Principal;
+use application::use_cases::sessions::{API_KEY_PREFIX, Principal};
 use application::use_cases::teams::{AccountEntry, MemberRequest, TeamError, parse_limit};
 use domain::{AccountId, Credits, MemberChangeRefusal, MemberLimit, MemberRole, UserId};
 use poem_openapi::param::{Path, Query};
@@ -363,6 +363,33 @@ impl TeamsApi {
         acting_in_teams(&self.state, credential, scope, user_id).await
     }
 
+    /// The host's backend saying a member left a host organisation's team: `None` unless the
+    /// credential is an API key and the team mirrors a host organisation (then the request is
+    /// the usual removal, which names the acting user).
+    async fn host_member_left(
+        &self,
+        credential: &Credential,
+        (account, member): (&str, &str),
+    ) -> Option<Result<(), Problem>> {
+        let account = team_id(account).ok()?;
+        if !account.is_host_org() || !credential.token().starts_with(API_KEY_PREFIX) {
+            return None;
+        }
+        let left = async {
+            self.state
+                .service_key(credential, Scope::BillingWrite)
+                .await?;
+            let member = parse_id(member, UserId::new, || {
+                Problem::new(Code::MemberNotFound, "no such member")
+            })?;
+            (self.state.ports.accounts)
+                .host_member_left(&account, &member)
+                .await
+                .map_err(team_problem)
+        };
+        Some(left.await)
+    }
+
     /// A member as a change answers them, their limit's usage as of now.
     fn shown(&self, member: Option<Member>) -> Result<MemberView, Problem> {
         let member = member.ok_or_else(|| Problem::new(Code::MemberNotFound, "no such member"))?;
@@ -554,7 +581,10 @@ impl TeamsApi {
         }
     }
 
-    /// Remove a member; a member removes themself to leave. The last owner stays.
+    /// Remove a member; a member removes themself to leave. The last owner stays. In a team
+    /// that mirrors a host organisation, the app's backend (an API key with `billing:write`
+    /// naming no `userId`) says the member left the organisation: they are away from the team
+    /// until a token of theirs names it again.
     #[oai(path = "/api/accounts/:accountId/members/:memberId", method = "delete")]
     async fn remove_member(
         &self,
@@ -570,6 +600,14 @@ impl TeamsApi {
         user_id: Query<Option<String>>,
     ) -> RemoveMemberResponse {
         let ids = (account_id.0.as_str(), member_id.0.as_str());
+        if user_id.0.is_none()
+            && let Some(left) = self.host_member_left(&credential, ids).await
+        {
+            return match left {
+                Ok(()) => RemoveMemberResponse::Removed,
+                Err(problem) => problem.into(),
+            };
+        }
         match self
             .change(
                 &credential,

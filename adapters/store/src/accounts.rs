@@ -800,6 +800,34 @@ impl TeamStore for SeaOrmStore {
             .await?
     }
 
+    async fn step_away(
+        &self,
+        account: &AccountId,
+        user: &UserId,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        if !account.is_host_org() {
+            return Ok(false);
+        }
+        self.retry
+            .run("step_away", || async {
+                let (_turn, tx) = self.begin_write().await?;
+                let body = async {
+                    // The locks a sync takes, in its order: the user's, then the team's.
+                    lock_user(&tx, user).await?;
+                    locked_account_kind(&tx, account).await?;
+                    if locked_member(&tx, account, user).await?.is_none() {
+                        return Ok(End::Rollback(false));
+                    }
+                    move_member(&tx, account, user, true, now).await?;
+                    Ok(End::Commit(true))
+                }
+                .await;
+                sql::finish(tx, body).await
+            })
+            .await
+    }
+
     async fn create_invitation(&self, new: &NewInvitation) -> Result<(), MemberChangeError> {
         self.retry
             .run("create_invitation", || async {

@@ -10,7 +10,6 @@ use application::ports::{
 use async_trait::async_trait;
 use domain::{Timestamp, UserId};
 use sea_orm::DatabaseTransaction;
-use sha2::{Digest, Sha256};
 
 use crate::SeaOrmStore;
 use crate::retry::Fail;
@@ -21,16 +20,7 @@ use crate::sql::{self, End};
 /// (104 bits) of SHA-256(issuer || 0x00 || subject). Password accounts are `usr_…`, so the two
 /// never meet; instances racing on a first request compute the same id.
 fn host_user_id(issuer: &str, subject: &str) -> Result<UserId, StoreError> {
-    let mut digest = Sha256::new();
-    digest.update(issuer.as_bytes());
-    digest.update([0_u8]);
-    digest.update(subject.as_bytes());
-    let hex: String = digest
-        .finalize()
-        .iter()
-        .take(13)
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = application::ports::derived_id_digits(&[issuer, subject]);
     UserId::new(format!("{HOST_USER_ID_PREFIX}{hex}")).map_err(|e| StoreError::Unexpected(e.into()))
 }
 

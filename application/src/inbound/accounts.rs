@@ -95,6 +95,10 @@ inbound_port! {
             request: MemberRequest,
         ) -> Result<Option<Member>, TeamError>;
 
+        /// The host says a member left its organisation (see [`Service::host_member_left`]).
+        async fn host_member_left(&self, account: &AccountId, member: &UserId)
+        -> Result<(), TeamError>;
+
         /// Invite an address to a team (see [`Service::invite_member`]).
         async fn invite_member(
             &self,

@@ -102,6 +102,28 @@ pub struct NewHostUser {
 /// The id prefix of users created for host identities (password accounts are `usr_…`).
 pub const HOST_USER_ID_PREFIX: &str = "hst_";
 
+/// 26 hex digits (104 bits) of SHA-256 of `parts` joined by a 0x00 byte: the part of an id
+/// derived from a host's identity (a host user's from issuer and subject, a host organisation's
+/// team from its issuer and id), the same on every instance that derives it. No part holds a
+/// NUL (the callers refuse control characters), so the input is unambiguous.
+#[must_use]
+pub fn derived_id_digits(parts: &[&str]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut digest = Sha256::new();
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            digest.update([0_u8]);
+        }
+        digest.update(part.as_bytes());
+    }
+    digest
+        .finalize()
+        .iter()
+        .take(13)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// Users and their sign-in sessions.
 #[async_trait]
 pub trait UserRepository: Send + Sync + 'static {
@@ -1245,4 +1267,24 @@ impl<T> Store for T where
         + super::AdminConsoleStore
         + super::TeamStore
 {
+}
+
+#[cfg(test)]
+mod derived_id_tests {
+    use super::derived_id_digits;
+
+    /// The digits are SHA-256 of the parts joined by NUL, cut to 13 bytes: a host user's id has
+    /// been derived so since host identities existed, and must never change (checked against
+    /// Python's hashlib).
+    #[test]
+    fn derived_ids_are_the_sha256_of_their_parts_joined_by_nul() {
+        assert_eq!(
+            derived_id_digits(&["https://app.example.com", "user-1"]),
+            "3a5b2a07dc2d010fe173ae2e57"
+        );
+        assert_eq!(
+            derived_id_digits(&["org", "https://app.example.com", "org_1"]),
+            "8eae00bbc805eaf5d890bc7a93"
+        );
+    }
 }

@@ -276,6 +276,19 @@ pub trait TeamStore: Send + Sync + 'static {
         told: MemberEvents,
     ) -> Result<Result<(), MemberChangeRefusal>, StoreError>;
 
+    /// Make `user` away from the host organisation's team `account` (the host says they left
+    /// it), as a token naming another organisation would: their row kept for a token naming it
+    /// again. `false` when they are not present in it.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn step_away(
+        &self,
+        account: &AccountId,
+        user: &UserId,
+        now: Timestamp,
+    ) -> Result<bool, StoreError>;
+
     /// Store an invitation, decided in one transaction as an addition of its role by its
     /// inviter (`domain::decide_member_change`, the target not yet a member).
     ///

@@ -11,8 +11,6 @@ use domain::{
     MemberRole, UserId,
 };
 
-use sha2::{Digest, Sha256};
-
 use super::InfraError;
 use crate::host_events;
 use crate::ports::{
@@ -126,17 +124,7 @@ pub fn parse_limit(credits: Credits, window: &str) -> Result<MemberLimit, TeamEr
 /// random id without `org_`) meets one.
 #[must_use]
 pub fn host_team_id(issuer: &str, organisation: &str) -> AccountId {
-    let mut digest = Sha256::new();
-    digest.update(b"org\0");
-    digest.update(issuer.as_bytes());
-    digest.update([0_u8]);
-    digest.update(organisation.as_bytes());
-    let hex: String = digest
-        .finalize()
-        .iter()
-        .take(13)
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = crate::ports::derived_id_digits(&["org", issuer, organisation]);
     AccountId::new(format!("{}{hex}", domain::HOST_ORG_TEAM_PREFIX))
         .expect("the prefix and hex digits are a valid account id")
 }
@@ -347,6 +335,34 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             );
         }
         Ok(())
+    }
+
+    /// The host says `member` left its organisation that the team `account` mirrors (its
+    /// backend, with an API key, on the host's own membership event): they are away from the
+    /// team from now on, as if their token named another organisation, until a token names it
+    /// again.
+    ///
+    /// # Errors
+    /// [`TeamError::AccountNotFound`] for a team that mirrors no host organisation;
+    /// [`TeamError::Refused`] (`NotAMember`) when they are not present in it; infrastructure.
+    #[tracing::instrument(skip_all, fields(account_id = %account, member = %member))]
+    pub async fn host_member_left(
+        &self,
+        account: &AccountId,
+        member: &UserId,
+    ) -> Result<(), TeamError> {
+        if !account.is_host_org() {
+            return Err(TeamError::AccountNotFound);
+        }
+        if self
+            .store
+            .step_away(account, member, self.clock.now())
+            .await?
+        {
+            Ok(())
+        } else {
+            Err(TeamError::Refused(MemberChangeRefusal::NotAMember))
+        }
     }
 
     /// A team's members, for one of them.

@@ -7760,7 +7760,12 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Remove a member; a member removes themself to leave. The last owner stays. */
+        /**
+         * Remove a member; a member removes themself to leave. The last owner stays. In a team
+         *     that mirrors a host organisation, the app's backend (an API key with `billing:write`
+         *     naming no `userId`) says the member left the organisation: they are away from the team
+         *     until a token of theirs names it again.
+         */
         delete: {
             parameters: {
                 query?: {

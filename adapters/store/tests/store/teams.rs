@@ -773,6 +773,14 @@ pub async fn a_host_organisation_s_members_follow_their_tokens(store: &TestStore
         ],
         "{told:#?}"
     );
+    // The host says cy left: away at once, and only from this team; not a member: nothing.
+    assert!(store.step_away(&org, &cy, t(NOW + 10)).await.unwrap());
+    assert!(store.member(&org, &cy).await.unwrap().is_none());
+    assert!(!store.step_away(&org, &cy, t(NOW + 10)).await.unwrap());
+    assert!(matches!(
+        store.consume(&spend(&org, &cy, 1, "h4", NOW + 11)).await,
+        Err(SpendError::NotAMember)
+    ));
     assert_ledger_adds_up(store, &org).await;
 }
 

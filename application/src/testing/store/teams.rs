@@ -348,6 +348,27 @@ impl TeamStore for InMemoryStore {
         Ok(Ok(()))
     }
 
+    async fn step_away(
+        &self,
+        account: &AccountId,
+        user: &UserId,
+        _now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let mut s = lock(&self.0);
+        let key = (account.clone(), user.clone());
+        match s.members.remove(&key) {
+            Some(row) if account.is_host_org() => {
+                s.away.insert(key, row);
+                Ok(true)
+            }
+            Some(row) => {
+                s.members.insert(key, row);
+                Ok(false)
+            }
+            None => Ok(false),
+        }
+    }
+
     async fn create_invitation(&self, new: &NewInvitation) -> Result<(), MemberChangeError> {
         let invitation = &new.invitation;
         let command = MemberCommand {
