@@ -5,6 +5,7 @@ pub(crate) mod admin;
 pub(crate) mod auth;
 pub(crate) mod dashboard;
 pub(crate) mod dashboard_switch;
+pub(crate) mod dashboard_teams;
 pub(crate) mod home;
 pub(crate) mod payment;
 pub(crate) mod portal;

@@ -8,3 +8,4 @@ mod harness;
 mod offers;
 mod public_pages;
 mod purchases;
+mod teams;

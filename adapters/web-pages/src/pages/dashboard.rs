@@ -1,6 +1,7 @@
 //! `/dashboard`: everything the user holds (every subscription with its renewal or end date and
 //! its own cancel button, every one-time purchase with its end) and the order history, and the independent "Credits Status" tab (`?tab=credits`) with the balance
-//! and the paginated transaction history, each transaction described from its type code.
+//! and the paginated transaction history, each transaction described from its type code; the
+//! "Teams" tab (`?tab=teams`, [`super::dashboard_teams`]) shows the user's teams.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -39,11 +40,14 @@ pub(crate) struct CancelForm {
 /// `GET /dashboard` and `GET /dashboard?tab=credits`.
 pub(crate) async fn show(state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
     let user = require_user(&v)?;
-    let credits_tab = v.query("tab") == Some("credits");
+    let tab = v.query("tab");
+    let (credits_tab, teams_tab) = (tab == Some("credits"), tab == Some("teams"));
     let report = state.ports.credits.report_status(&user).await?;
     let names = PlanNames::load(&state, &v).await?;
     let panel = if credits_tab {
         credits_panel(&state, &v, &user, &report, &names).await?
+    } else if teams_tab {
+        super::dashboard_teams::panel(&state, &v, &user).await?
     } else {
         overview_panel(&state, &v, &user, &report, &names).await?
     };
@@ -54,13 +58,17 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, _request: Request) -
         }
         (notice(&v))
         nav.tabs.tabs-links aria-label=(v.t("dashboard.tabs_label")) {
-            a.tab href="/dashboard" aria-current=[(!credits_tab).then_some("page")]
+            a.tab href="/dashboard" aria-current=[(!credits_tab && !teams_tab).then_some("page")]
                 data-testid="tab-overview" {
                 (v.t("dashboard.tab_overview"))
             }
             a.tab href="/dashboard?tab=credits" aria-current=[credits_tab.then_some("page")]
                 data-testid="tab-credits" {
                 (v.t("dashboard.tab_credits"))
+            }
+            a.tab href="/dashboard?tab=teams" aria-current=[teams_tab.then_some("page")]
+                data-testid="tab-teams" {
+                (v.t("dashboard.tab_teams"))
             }
         }
         (panel)

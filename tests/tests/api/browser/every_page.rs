@@ -274,9 +274,44 @@ async fn visitor_and_buyer_pages(
     findings
         .check(browser, &format!("{lang}_dashboard_credits"))
         .await;
+    team_page(app, browser, findings, (lang, email)).await;
     browser.goto(&app.url("/sandbox/")).await;
     findings
         .check(browser, &format!("{lang}_sandbox_dashboard"))
+        .await;
+}
+
+/// The dashboard's "Teams" tab, with a team of the user's own holding a member with a limit and
+/// an open invitation (made through the API with the user's session token).
+async fn team_page(
+    app: &TestApp,
+    browser: &Browser,
+    findings: &mut Findings,
+    (lang, email): (&str, &str),
+) {
+    let login = serde_json::json!({"email": email, "password": PASSWORD});
+    let (status, session) = app.post("", "/api/auth/login", &login, None).await;
+    assert_eq!(status, 200, "{session}");
+    let token = session["token"].as_str().expect("a session token");
+    let name = serde_json::json!({"name": "Research & evaluation team of the lab"});
+    let (_, team) = app.post(token, "/api/accounts", &name, None).await;
+    let team = team["id"].as_str().expect("a team").to_owned();
+    let (colleague, _) = app.user(&format!("colleague-{lang}@example.com")).await;
+    let member = serde_json::json!({"memberId": colleague,
+        "limit": {"credits": "2500", "window": "week"}});
+    let path = format!("/api/accounts/{team}/members");
+    let (status, added) = app.post(token, &path, &member, None).await;
+    assert_eq!(status, 201, "{added}");
+    let invite = serde_json::json!({
+        "email": format!("a-colleague-with-a-rather-long-address-{lang}@research.example.com")
+    });
+    let path = format!("/api/accounts/{team}/invitations");
+    let (status, invited) = app.post(token, &path, &invite, None).await;
+    assert_eq!(status, 201, "{invited}");
+    browser.goto(&app.url("/dashboard?tab=teams")).await;
+    browser.find("[data-testid=team-members]").await;
+    findings
+        .check(browser, &format!("{lang}_dashboard_teams"))
         .await;
 }
 
