@@ -187,6 +187,8 @@ api_response! {
         200 Ok(Json<MemberView>),
     }
     problems {
+        /// `bad_request`: no JSON body.
+        400 BadRequest,
         /// `unauthorized`: no valid credential, or an API key or portal session (only the
         /// invitee accepts).
         401 Unauthorized,

@@ -8410,6 +8410,17 @@ export interface paths {
                         "application/json; charset=utf-8": components["schemas"]["MemberView"];
                     };
                 };
+                /** @description `bad_request`: no JSON body. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
                 /**
                  * @description `unauthorized`: no valid credential, or an API key or portal session (only the
                  *     invitee accepts).
