@@ -151,6 +151,16 @@ async fn a_portal_session_reaches_its_users_billing_and_nothing_else() {
             let (status, _) = with_cookie(&app, &session, path).await;
             assert_eq!(status, 403, "{path}");
         }
+        // No team is shown to it: the Teams tab is not offered, and asking for it shows the
+        // overview.
+        let (status, page) = with_cookie(&app, &session, "/dashboard?tab=teams").await;
+        assert_eq!(status, 200);
+        assert!(!page.contains("data-testid=\"tab-teams\""), "no Teams tab");
+        assert!(!page.contains("data-testid=\"team\""), "no team");
+        assert!(
+            !page.contains("data-testid=\"no-teams\""),
+            "not the Teams panel"
+        );
         let consume = json!({"userId": user, "feature": "chat"});
         let (status, _) = app
             .post(&session, "/api/credits/consume", &consume, Some("c1"))

@@ -41,7 +41,9 @@ pub(crate) struct CancelForm {
 pub(crate) async fn show(state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
     let user = require_user(&v)?;
     let tab = v.query("tab");
-    let (credits_tab, teams_tab) = (tab == Some("credits"), tab == Some("teams"));
+    // A customer-portal session is one user's billing: it manages no team, and sees none.
+    let portal = v.portal_return.is_some();
+    let (credits_tab, teams_tab) = (tab == Some("credits"), tab == Some("teams") && !portal);
     let report = state.ports.credits.report_status(&user).await?;
     let names = PlanNames::load(&state, &v).await?;
     let panel = if credits_tab {
@@ -66,9 +68,11 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, _request: Request) -
                 data-testid="tab-credits" {
                 (v.t("dashboard.tab_credits"))
             }
-            a.tab href="/dashboard?tab=teams" aria-current=[teams_tab.then_some("page")]
-                data-testid="tab-teams" {
-                (v.t("dashboard.tab_teams"))
+            @if !portal {
+                a.tab href="/dashboard?tab=teams" aria-current=[teams_tab.then_some("page")]
+                    data-testid="tab-teams" {
+                    (v.t("dashboard.tab_teams"))
+                }
             }
         }
         (panel)

@@ -1,7 +1,9 @@
 //! `/dashboard?tab=teams`: the teams the user belongs to, each with its shared balance, their
 //! role, its members (role, and each limit with what counts against it this window), its seats,
 //! and, for its owners and admins, the invitations still open. Read-only: teams are created,
-//! joined and changed through the API (or, for a host organisation, in the host app).
+//! joined and changed through the API (or, for a host organisation, in the host app). Never
+//! shown to a customer-portal session (one user's billing, as the API's teams endpoints refuse
+//! it too).
 
 use application::accounts::User;
 use application::ports::{Invitation, Member};
