@@ -193,6 +193,7 @@ impl Application {
                     secure_cookies: settings.secure_cookies,
                     sandbox_notice: !report.sandboxed.is_empty(),
                     trust_forwarded_for: settings.trust_forwarded_for,
+                    public_base_url: Some(base_url.clone()),
                 },
                 settings.branding.clone(),
             )

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use application::accounts::Scope;
 use application::ports::Member;
 use application::use_cases::sessions::{API_KEY_PREFIX, Principal};
-use application::use_cases::teams::{AccountEntry, MemberRequest, TeamError, parse_limit};
+use application::use_cases::teams::{AccountEntry, MemberRequest, TeamError, parse_limit_text};
 use domain::{AccountId, Credits, MemberChangeRefusal, MemberLimit, MemberRole, UserId};
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
@@ -654,18 +654,7 @@ pub(crate) fn team_id(raw: &str) -> Result<AccountId, Problem> {
 
 /// A limit as a body gives it.
 pub(crate) fn limit(body: &LimitBody) -> Result<MemberLimit, Problem> {
-    let credits = body
-        .credits
-        .parse::<rust_decimal::Decimal>()
-        .ok()
-        .and_then(|d| Credits::from_decimal(d).ok())
-        .ok_or_else(|| {
-            Problem::invalid_field(
-                "limit.credits",
-                "must be a positive number of credits with at most two decimal places",
-            )
-        })?;
-    parse_limit(credits, &body.window).map_err(team_problem)
+    parse_limit_text(&body.credits, &body.window).map_err(team_problem)
 }
 
 pub(crate) fn team_problem(e: TeamError) -> Problem {

@@ -224,6 +224,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         secure_cookies: false,
         sandbox_notice: true,
         trust_forwarded_for: false,
+        public_base_url: None,
     };
     println!("serving the pages on http://{address}");
     Server::new(TcpListener::bind(address))

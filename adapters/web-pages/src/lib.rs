@@ -45,7 +45,7 @@ use poem::{Endpoint, EndpointExt, Request, Response, Route, get, post};
 use crate::state::{PageError, PageResult, PageState, Visitor};
 
 /// How the pages behave.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageSettings {
     /// Mark cookies `Secure` (every environment but development).
     pub secure_cookies: bool,
@@ -54,6 +54,9 @@ pub struct PageSettings {
     /// Take the client address for the sign-up limits from `X-Forwarded-For` (only behind a
     /// proxy that sets it), instead of the peer address; as the JSON API does.
     pub trust_forwarded_for: bool,
+    /// The service's own address (`APP_BASE_URL`), for links a user sends to someone else (an
+    /// invitation's); `None` shows such a link as a path on this site.
+    pub public_base_url: Option<String>,
 }
 
 /// The operator's branding (`[branding]` in `tally.toml`), applied to every page: the name in
@@ -161,7 +164,7 @@ pub fn branded_routes(
     let csp: Arc<str> = branding.content_security_policy().into();
     let state = Arc::new(PageState {
         ports,
-        settings,
+        settings: settings.clone(),
         sign_in_throttle: throttle::Throttle::new(SIGN_IN_FAILURES, SIGN_IN_WINDOW_MS),
         branding: branding.clone(),
     });
@@ -170,7 +173,8 @@ pub fn branded_routes(
         .at("/assets/:name", get(make(assets::serve)))
         .at(BRAND_CSS_PATH, get(brand_css(&branding)))
         .around(move |endpoint, request| {
-            fallback_and_headers((settings, branding.clone(), csp.clone()), endpoint, request)
+            let context = (settings.clone(), branding.clone(), csp.clone());
+            fallback_and_headers(context, endpoint, request)
         })
         .with(CatchPanic::new())
         .map_to_response()
@@ -195,7 +199,10 @@ fn brand_css(branding: &Branding) -> impl Endpoint<Output = Response> + 'static 
 
 /// The visitor's and buyer's pages: home, sign-in, pricing, checkout results, dashboard.
 fn buyer_routes(route: Route, s: &Arc<PageState>) -> Route {
-    use pages::{auth, dashboard, dashboard_switch, home, payment, portal, pricing};
+    use pages::{
+        auth, dashboard, dashboard_switch, dashboard_team_forms, home, invitation, payment, portal,
+        pricing,
+    };
     route
         .at("/", get(page(s, home::show)))
         .at(
@@ -222,6 +229,14 @@ fn buyer_routes(route: Route, s: &Arc<PageState>) -> Route {
         .at(
             "/dashboard/subscription/:action",
             post(page(s, dashboard_switch::act)),
+        )
+        .at(
+            "/dashboard/teams/:action",
+            post(page(s, dashboard_team_forms::act)),
+        )
+        .at(
+            "/invitations/accept",
+            get(page(s, invitation::show)).post(page(s, invitation::accept)),
         )
 }
 

@@ -117,6 +117,25 @@ pub fn parse_limit(credits: Credits, window: &str) -> Result<MemberLimit, TeamEr
     Ok(MemberLimit { credits, window })
 }
 
+/// A limit as a form or a JSON body writes it: `credits` a decimal text (at most two fraction
+/// digits) and a window code.
+///
+/// # Errors
+/// [`TeamError::Invalid`] on `limit.credits` for text that is not such a positive amount, else
+/// as [`parse_limit`].
+pub fn parse_limit_text(credits: &str, window: &str) -> Result<MemberLimit, TeamError> {
+    let credits = credits
+        .trim()
+        .parse::<rust_decimal::Decimal>()
+        .ok()
+        .and_then(|d| Credits::from_decimal(d).ok())
+        .ok_or_else(|| TeamError::Invalid {
+            field: "limit.credits",
+            message: "must be a positive number of credits with at most two decimal places".into(),
+        })?;
+    parse_limit(credits, window)
+}
+
 /// The team that mirrors the host organisation `organisation` of the host `issuer`:
 /// [`domain::HOST_ORG_TEAM_PREFIX`] and 26 hex digits (104 bits) of
 /// SHA-256(`org` || 0x00 || issuer || 0x00 || organisation), so instances racing on an

@@ -302,7 +302,7 @@ pub(crate) fn notice(v: &Visitor) -> Markup {
         Some("change_in_progress") => ("alert-warning", "switch.notice_in_progress"),
         Some("not_switchable") => ("alert-warning", "switch.notice_not_switchable"),
         Some("switch_failed") => ("alert-danger", "switch.notice_failed"),
-        _ => return html! {},
+        _ => return super::dashboard_team_forms::notice(v),
     };
     html! { div.alert.(tone) role="status" data-testid="notice" { (v.t(key)) } }
 }

@@ -1,16 +1,17 @@
 //! `/dashboard?tab=teams`: the teams the user belongs to, each with its shared balance, their
 //! role, its members (role, and each limit with what counts against it this window), its seats,
-//! and, for its owners and admins, the invitations still open. Read-only: teams are created,
-//! joined and changed through the API (or, for a host organisation, in the host app). Never
-//! shown to a customer-portal session (one user's billing, as the API's teams endpoints refuse
-//! it too).
+//! and, for its owners and admins, the invitations still open, with the forms of
+//! [`super::dashboard_team_forms`] (create, invite, edit, remove, leave, revoke). Never shown
+//! to a customer-portal session (one user's billing, as the API's teams endpoints refuse it
+//! too).
 
 use application::accounts::User;
 use application::ports::{Invitation, Member};
 use application::use_cases::teams::{AccountEntry, TeamError};
-use domain::{AccountKind, MemberRole, Timestamp};
+use domain::{AccountId, AccountKind, MemberRole, Timestamp};
 use maud::{Markup, html};
 
+use super::dashboard_team_forms as forms;
 use crate::format;
 use crate::state::{PageError, PageState, Visitor};
 
@@ -50,6 +51,7 @@ pub(crate) async fn panel(
             }
         }
         @for team in &teams { (team_card(v, team, now)) }
+        (forms::create_form(v))
     })
 }
 
@@ -86,7 +88,7 @@ fn page_error(e: TeamError) -> PageError {
     }
 }
 
-fn role_label(v: &Visitor, role: MemberRole) -> &'static str {
+pub(crate) fn role_label(v: &Visitor, role: MemberRole) -> &'static str {
     v.t(match role {
         MemberRole::Owner => "teams.role_owner",
         MemberRole::Admin => "teams.role_admin",
@@ -108,6 +110,8 @@ fn team_card(v: &Visitor, team: &TeamView, now: Timestamp) -> Markup {
         ),
         None => v.tf("teams.members_count", &[("members", &count)]),
     };
+    let manages = team.entry.role.manages_members();
+    let host = account.host_organisation.is_some();
     let full = team
         .seats
         .is_some_and(|seats| u64::try_from(team.members.len()).unwrap_or(u64::MAX) >= seats);
@@ -117,7 +121,7 @@ fn team_card(v: &Visitor, team: &TeamView, now: Timestamp) -> Markup {
                 (name) " "
                 span.badge.badge-neutral data-testid="team-role" { (role_label(v, team.entry.role)) }
             }
-            @if account.host_organisation.is_some() {
+            @if host {
                 p.muted data-testid="team-host" { (v.t("teams.host_managed")) }
             }
             p.stat {
@@ -131,15 +135,25 @@ fn team_card(v: &Visitor, team: &TeamView, now: Timestamp) -> Markup {
                     (v.t("teams.seats_full"))
                 }
             }
-            (members_table(v, &team.members, now))
+            (members_table(v, team, now))
+            @if manages && !host {
+                (forms::invite_form(v, &account.id, team.entry.role))
+            }
             @if !team.invitations.is_empty() {
-                (invitations_table(v, &team.invitations))
+                (invitations_table(v, &account.id, &team.invitations))
+            }
+            @if !host {
+                div.team-leave { (forms::leave_form(v, &account.id)) }
             }
         }
     }
 }
 
-fn members_table(v: &Visitor, members: &[Member], now: Timestamp) -> Markup {
+fn members_table(v: &Visitor, team: &TeamView, now: Timestamp) -> Markup {
+    let viewer = team.entry.role;
+    let manages = viewer.manages_members();
+    let host = team.entry.account.host_organisation.is_some();
+    let id = &team.entry.account.id;
     html! {
         h3 { (v.t("teams.members_title")) }
         div.table-wrap {
@@ -148,9 +162,10 @@ fn members_table(v: &Visitor, members: &[Member], now: Timestamp) -> Markup {
                     th scope="col" { (v.t("teams.col_member")) }
                     th scope="col" { (v.t("teams.col_role")) }
                     th scope="col" { (v.t("teams.col_limit")) }
+                    @if manages { th scope="col" { span.sr-only { (v.t("teams.col_actions")) } } }
                 } }
                 tbody {
-                    @for m in members {
+                    @for m in &team.members {
                         tr {
                             td data-label=(v.t("teams.col_member")) {
                                 span.cell-title {
@@ -159,6 +174,9 @@ fn members_table(v: &Visitor, members: &[Member], now: Timestamp) -> Markup {
                             }
                             td data-label=(v.t("teams.col_role")) { (role_label(v, m.role)) }
                             td data-label=(v.t("teams.col_limit")) { (limit_cell(v, m, now)) }
+                            @if manages {
+                                td.actions-cell { (forms::member_actions(v, id, m, (viewer, host))) }
+                            }
                         }
                     }
                 }
@@ -193,7 +211,7 @@ fn limit_cell(v: &Visitor, m: &Member, now: Timestamp) -> Markup {
     }
 }
 
-fn invitations_table(v: &Visitor, invitations: &[Invitation]) -> Markup {
+fn invitations_table(v: &Visitor, team: &AccountId, invitations: &[Invitation]) -> Markup {
     html! {
         h3 { (v.t("teams.invitations_title")) }
         div.table-wrap {
@@ -202,6 +220,7 @@ fn invitations_table(v: &Visitor, invitations: &[Invitation]) -> Markup {
                     th scope="col" { (v.t("teams.col_email")) }
                     th scope="col" { (v.t("teams.col_role")) }
                     th scope="col" { (v.t("teams.col_expires")) }
+                    th scope="col" { span.sr-only { (v.t("teams.col_actions")) } }
                 } }
                 tbody {
                     @for i in invitations {
@@ -211,6 +230,7 @@ fn invitations_table(v: &Visitor, invitations: &[Invitation]) -> Markup {
                             td.nowrap data-label=(v.t("teams.col_expires")) {
                                 (format::day(i.expires_at, v.lang))
                             }
+                            td.actions-cell { (forms::revoke_form(v, team, i)) }
                         }
                     }
                 }

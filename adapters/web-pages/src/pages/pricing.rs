@@ -12,6 +12,7 @@
 //! are never rendered. A signed-out buyer's Buy goes through sign-in to
 //! `/pricing/continue`, which shows what they chose and continues with one click.
 
+mod account;
 mod cards;
 
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use application::accounts::User;
 use application::ports::{CheckoutTarget, StoredPlan};
 use application::use_cases::initiate_payment::{InitiatePayment, InitiatePaymentError};
 use domain::plan::{CurrencyChoice, Holdings, Offer, PlanInterval, group_offers};
-use domain::{Currency, Plan, PlanId, PlanType, ProviderId};
+use domain::{AccountId, Currency, Plan, PlanId, PlanType, ProviderId};
 use maud::{Markup, html};
 use poem::Request;
 use poem::http::StatusCode;
@@ -84,6 +85,9 @@ pub(crate) struct BuyForm {
     plan_id: String,
     #[serde(default)]
     provider: String,
+    /// The team bought for; absent for the buyer's own account.
+    #[serde(rename = "accountId", default)]
+    account_id: String,
 }
 
 /// What the signed-in reader already holds (nothing when signed out).
@@ -100,17 +104,46 @@ pub(crate) struct Choices {
     period: Option<PlanInterval>,
     /// `?currency=` when it names a currency, then the language's currency.
     currency: CurrencyChoice,
+    /// The team the reader buys for (`?account=`), kept by every link.
+    account: Option<String>,
 }
 
 impl Choices {
     /// This page with `tab`, `period` and `currency` set (`None` leaves a value out).
     fn link(&self, tab: Tab, period: Option<PlanInterval>, currency: Option<Currency>) -> String {
+        self.link_in(self.account.as_deref(), tab, period, currency)
+    }
+
+    /// The dashboard of the account bought for.
+    fn dashboard_link(&self) -> String {
+        let pairs: Vec<(String, String)> = (self.account.iter())
+            .map(|a| ("account".to_owned(), a.clone()))
+            .collect();
+        with_query("/dashboard", pairs.iter())
+    }
+
+    /// This page as it is, buying for `account` (`None`: the reader's own).
+    fn account_link(&self, account: Option<&str>) -> String {
+        let currency = self.currency.asked();
+        self.link_in(account, self.tab, self.period, currency)
+    }
+
+    fn link_in(
+        &self,
+        account: Option<&str>,
+        tab: Tab,
+        period: Option<PlanInterval>,
+        currency: Option<Currency>,
+    ) -> String {
         let mut pairs = vec![("tab".to_owned(), tab.slug().to_owned())];
         if let Some(period) = period {
             pairs.push(("period".to_owned(), period_slug(period)));
         }
         if let Some(currency) = currency {
             pairs.push(("currency".to_owned(), currency.code().to_owned()));
+        }
+        if let Some(account) = account {
+            pairs.push(("account".to_owned(), account.to_owned()));
         }
         with_query("/pricing", pairs.iter())
     }
@@ -124,7 +157,14 @@ pub(crate) fn period_slug(interval: PlanInterval) -> String {
 /// `GET /pricing`.
 pub(crate) async fn show(state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
     let plans = listed_plans(&state, &v).await?;
-    let holdings = holdings(&state, v.user.as_ref()).await?;
+    let buying = account::BuyingFor::load(&state, &v).await?;
+    let holdings = match buying.chosen() {
+        Some(team) => (state.ports.credits)
+            .report_account_status(&team.account.id)
+            .await?
+            .holdings(),
+        None => holdings(&state, v.user.as_ref()).await?,
+    };
     let plans: Vec<&Plan> = plans.iter().map(|p| &p.plan).collect();
     let offers_in = |tab: Tab| {
         group_offers(
@@ -150,6 +190,7 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, _request: Request) -
         .or_else(|| Tab::ALL.into_iter().find(|t| count(*t) > 0))
         .unwrap_or(Tab::Subscriptions);
     choices.tab = selected;
+    choices.account = buying.chosen().map(|t| t.account.id.to_string());
     let development = state.ports.plans.environment() == domain::AppEnvironment::Development;
     let context = cards::CardContext {
         v: &v,
@@ -162,6 +203,7 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, _request: Request) -
             h1 { (v.t("pricing.title")) }
             p.lead { (v.t("pricing.lead")) }
         }
+        (account::picker(&v, &choices, &buying))
         (cards::currency_picker(&context, &plans))
         div.tabs-wrap {
             div.tabs role="tablist" aria-label=(v.t("pricing.tabs_label")) data-tabs {
@@ -219,6 +261,7 @@ fn choices(v: &Visitor, subscriptions: &[Offer<'_>]) -> Choices {
         tab,
         period: currency.default_interval(subscriptions, asked),
         currency,
+        account: None,
     }
 }
 
@@ -231,7 +274,7 @@ fn tab_link(v: &Visitor, choices: &Choices, tab: Tab, selected: bool, count: usi
             asked_currency,
         )
     } else {
-        format!("/pricing?tab={}", tab.slug())
+        choices.link(tab, None, None)
     };
     html! {
         a.tab id={"tab-" (tab.slug())} role="tab" href=(href)
@@ -303,6 +346,9 @@ pub(crate) fn buy_fields(v: &Visitor, plan: &Plan) -> Markup {
         (csrf_field(v))
         input type="hidden" name="planId" value=(plan.id());
         input type="hidden" name="provider" value=(plan.provider().as_str());
+        @if let Some(account) = account::form_account(v) {
+            input type="hidden" name="accountId" value=(account);
+        }
     }
 }
 
@@ -324,12 +370,16 @@ pub(crate) async fn buy(state: Arc<PageState>, v: Visitor, mut request: Request)
     let Ok(plan_id) = PlanId::new(form.plan_id.clone()) else {
         return buy_failed(&v, InitiatePaymentError::PlanNotFound(form.plan_id));
     };
+    let account = match form.account_id.as_str() {
+        "" => None,
+        raw => Some(super::parse_id(raw, AccountId::new).ok_or(PageError::NotFound)?),
+    };
     let started = state
         .ports
         .payments
         .initiate_payment(InitiatePayment {
             user,
-            account: None,
+            account,
             plan_id,
             provider,
             idempotency_key: None,
@@ -375,6 +425,12 @@ fn buy_failed(v: &Visitor, error: InitiatePaymentError) -> PageResult {
                 ("/dashboard", "pricing.dashboard_link"),
             ));
         }
+        InitiatePaymentError::AccountNotFound => return Err(PageError::NotFound),
+        InitiatePaymentError::NotBillingManager => (
+            StatusCode::FORBIDDEN,
+            "pricing.not_billing_manager_title",
+            "pricing.not_billing_manager_text",
+        ),
         other => {
             tracing::info!(error = %other, "page: plan cannot be bought");
             (

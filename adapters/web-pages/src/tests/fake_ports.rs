@@ -87,6 +87,7 @@ impl Fakes {
             secure_cookies: true,
             sandbox_notice: false,
             trust_forwarded_for: false,
+            public_base_url: None,
         };
         Pages {
             client: TestClient::new(crate::routes(ports, settings).boxed()),

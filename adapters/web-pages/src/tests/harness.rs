@@ -141,6 +141,7 @@ impl App {
                 secure_cookies: true,
                 sandbox_notice: true,
                 trust_forwarded_for: false,
+                public_base_url: None,
             },
         )
     }

@@ -78,6 +78,7 @@ fn app() -> App {
             secure_cookies: true,
             sandbox_notice: true,
             trust_forwarded_for: false,
+            public_base_url: None,
         },
     )
 }

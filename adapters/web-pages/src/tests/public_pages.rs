@@ -143,6 +143,7 @@ async fn cookies_are_not_secure_in_development() {
             secure_cookies: false,
             sandbox_notice: false,
             trust_forwarded_for: false,
+            public_base_url: None,
         },
     );
     let browser = app.browser();

@@ -375,6 +375,7 @@ async fn the_dashboard_lists_every_subscription_with_its_own_cancel_button_and_e
         secure_cookies: true,
         sandbox_notice: true,
         trust_forwarded_for: false,
+        public_base_url: None,
     };
     let app = App::with_config(several, settings);
     let browser = app.signed_in("ida@example.com", false).await;

@@ -5,6 +5,8 @@ use application::use_cases::plans::PricingMode;
 use application::use_cases::teams::MemberRequest;
 use domain::{Credits, LimitWindow, MemberLimit, MemberRole, UserId};
 
+use poem::http::StatusCode;
+
 use super::harness::App;
 
 async fn user_id(app: &App, email: &str) -> UserId {
@@ -86,4 +88,271 @@ async fn the_teams_tab_shows_each_team_its_members_limits_and_invitations() {
         "{}",
         as_member.body
     );
+}
+
+/// The id of the one team `user` created, from the Teams tab's forms.
+fn team_id_in(body: &str) -> String {
+    let marker = "name=\"accountId\" value=\"";
+    let start = body.find(marker).expect("a team form") + marker.len();
+    let end = start + body[start..].find('"').unwrap();
+    body[start..end].to_owned()
+}
+
+#[tokio::test]
+async fn a_team_is_created_filled_and_left_through_the_tab_s_forms() {
+    let app = App::new(PricingMode::Static);
+    let ada = app.signed_in("ada@example.com", false).await;
+    let bob = app.signed_in("bob@example.com", false).await;
+    let tab = "/dashboard?tab=teams";
+    let created = ada
+        .submit(tab, "/dashboard/teams/create", &[("name", "Acme")])
+        .await;
+    assert_eq!(
+        created.location(),
+        "/dashboard?tab=teams&notice=team_created"
+    );
+    let page = ada.get(created.location()).await;
+    assert!(page.body.contains("The team was created."), "{}", page.body);
+    let team = team_id_in(&page.body);
+
+    // An invitation's link is shown once, on the answer to the form.
+    let bad = ada
+        .submit(
+            tab,
+            "/dashboard/teams/invite",
+            &[("accountId", &team), ("email", "nope")],
+        )
+        .await;
+    assert_eq!(
+        bad.location(),
+        "/dashboard?tab=teams&notice=team_invalid_email"
+    );
+    let invited = ada
+        .submit(
+            tab,
+            "/dashboard/teams/invite",
+            &[
+                ("accountId", &team),
+                ("email", "bob@example.com"),
+                ("role", "member"),
+                ("limitCredits", "12.5"),
+                ("limitWindow", "week"),
+            ],
+        )
+        .await;
+    assert_eq!(invited.status, StatusCode::CREATED, "{}", invited.body);
+    let marker = "/invitations/accept?token=";
+    let start = invited.body.find(marker).expect("the link") + marker.len();
+    let token: String = invited.body[start..]
+        .chars()
+        .take_while(|c| *c != '"')
+        .collect();
+    assert!(token.starts_with("tinv_"), "{token}");
+    assert!(!ada.get(tab).await.body.contains(&token), "shown once");
+
+    // Someone else's address is refused; the invitee joins with one button.
+    let accept = format!("{marker}{token}");
+    let carol = app.signed_in("carol@example.com", false).await;
+    let other = carol
+        .submit(&accept, "/invitations/accept", &[("token", &token)])
+        .await;
+    assert_eq!(other.status, StatusCode::FORBIDDEN);
+    let form = bob.get(&accept).await;
+    assert!(form.body.contains("data-testid=\"accept-invitation\""));
+    let joined = bob
+        .submit(&accept, "/invitations/accept", &[("token", &token)])
+        .await;
+    assert_eq!(joined.location(), "/dashboard?tab=teams&notice=team_joined");
+    let again = bob
+        .submit(&accept, "/invitations/accept", &[("token", &token)])
+        .await;
+    assert_eq!(again.status, StatusCode::CONFLICT, "single use");
+    let seen = bob.get(tab).await.body;
+    assert!(seen.contains("0.00 of 12.50 credits this week"), "{seen}");
+    assert!(
+        !seen.contains("data-testid=\"member-edit\""),
+        "a member edits nobody"
+    );
+
+    // The owner changes the member's limit, then cannot leave as the last owner.
+    let bob_id = user_id(&app, "bob@example.com").await;
+    let saved = ada
+        .submit(
+            tab,
+            "/dashboard/teams/member",
+            &[
+                ("accountId", &team),
+                ("memberId", bob_id.as_str()),
+                ("role", "admin"),
+                ("limitCredits", "3"),
+                ("limitWindow", "day"),
+            ],
+        )
+        .await;
+    assert_eq!(saved.location(), "/dashboard?tab=teams&notice=member_saved");
+    let seen = ada.get(tab).await.body;
+    assert!(seen.contains("0.00 of 3.00 credits this day"), "{seen}");
+    let bad_limit = ada
+        .submit(
+            tab,
+            "/dashboard/teams/member",
+            &[
+                ("accountId", &team),
+                ("memberId", bob_id.as_str()),
+                ("limitCredits", "-1"),
+                ("limitWindow", "day"),
+            ],
+        )
+        .await;
+    assert_eq!(
+        bad_limit.location(),
+        "/dashboard?tab=teams&notice=team_invalid_limit"
+    );
+    let last = ada
+        .submit(tab, "/dashboard/teams/leave", &[("accountId", &team)])
+        .await;
+    assert_eq!(
+        last.location(),
+        "/dashboard?tab=teams&notice=team_last_owner"
+    );
+    // An admin may not make an owner.
+    let ada_id = user_id(&app, "ada@example.com").await;
+    let demote = bob
+        .submit(
+            tab,
+            "/dashboard/teams/member",
+            &[
+                ("accountId", &team),
+                ("memberId", ada_id.as_str()),
+                ("role", "member"),
+            ],
+        )
+        .await;
+    assert_eq!(
+        demote.location(),
+        "/dashboard?tab=teams&notice=team_not_allowed"
+    );
+
+    // Revoking an open invitation; removing a member; a stranger's team is not found.
+    let cy = app
+        .service
+        .invite_member(
+            &ada_id,
+            &domain::AccountId::new(team.clone()).unwrap(),
+            "cy@example.com",
+            (MemberRole::Member, None),
+        )
+        .await
+        .unwrap();
+    let revoked = ada
+        .submit(
+            tab,
+            "/dashboard/teams/revoke",
+            &[("accountId", &team), ("invitationId", &cy.invitation.id)],
+        )
+        .await;
+    assert_eq!(
+        revoked.location(),
+        "/dashboard?tab=teams&notice=invitation_revoked"
+    );
+    let stranger = carol
+        .submit(tab, "/dashboard/teams/leave", &[("accountId", &team)])
+        .await;
+    assert_eq!(stranger.status, StatusCode::NOT_FOUND);
+    let removed = ada
+        .submit(
+            tab,
+            "/dashboard/teams/remove",
+            &[("accountId", &team), ("memberId", bob_id.as_str())],
+        )
+        .await;
+    assert_eq!(
+        removed.location(),
+        "/dashboard?tab=teams&notice=member_removed"
+    );
+    assert!(bob.get(tab).await.body.contains("data-testid=\"no-teams\""));
+}
+
+#[tokio::test]
+async fn an_owner_buys_for_their_team_from_the_pricing_page() {
+    let app = App::new(PricingMode::Static);
+    let ada = app.signed_in("ada@example.com", false).await;
+    let bob = app.signed_in("bob@example.com", false).await;
+    let (ada_id, bob_id) = (
+        user_id(&app, "ada@example.com").await,
+        user_id(&app, "bob@example.com").await,
+    );
+    // Nobody who manages no team's billing is offered a choice.
+    assert!(
+        !ada.get("/pricing")
+            .await
+            .body
+            .contains("data-testid=\"buying-for\"")
+    );
+    let team = app.service.create_team(&ada_id, "Acme").await.unwrap();
+    let id = team.account.id.to_string();
+    let member = MemberRequest::Add {
+        role: MemberRole::Member,
+        limit: None,
+    };
+    app.service
+        .change_team_member(&ada_id, &team.account.id, &bob_id, member)
+        .await
+        .unwrap();
+
+    let page = ada.get("/pricing").await;
+    assert!(
+        page.body.contains("data-testid=\"buying-for\""),
+        "{}",
+        page.body
+    );
+    let for_team = format!("/pricing?tab=credits&account={id}");
+    let page = ada.get(&for_team).await;
+    assert!(page.body.contains("data-testid=\"buying-for-team\""));
+    assert!(
+        page.body
+            .contains(&format!("name=\"accountId\" value=\"{id}\""))
+    );
+    let bought = ada
+        .submit(
+            &for_team,
+            "/pricing/buy",
+            &[
+                ("planId", "credits-100"),
+                ("provider", "card_gateway"),
+                ("accountId", &id),
+            ],
+        )
+        .await;
+    assert_eq!(bought.status, StatusCode::SEE_OTHER, "{}", bought.body);
+    let orders = app
+        .service
+        .list_orders(
+            &team.account.id,
+            application::pagination::PageRequest::new(None, None).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(orders.items.len(), 1, "the order is the team's");
+
+    // A plain member is offered no choice, cannot open one, and cannot post one.
+    assert!(
+        !bob.get("/pricing")
+            .await
+            .body
+            .contains("data-testid=\"buying-for\"")
+    );
+    assert_eq!(bob.get(&for_team).await.status, StatusCode::NOT_FOUND);
+    let refused = bob
+        .submit(
+            "/pricing",
+            "/pricing/buy",
+            &[
+                ("planId", "credits-100"),
+                ("provider", "card_gateway"),
+                ("accountId", &id),
+            ],
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
 }

@@ -313,6 +313,28 @@ async fn team_page(
     findings
         .check(browser, &format!("{lang}_dashboard_teams"))
         .await;
+    // The forms unfolded: inviting, and editing the member's role and limit.
+    browser
+        .script("document.querySelectorAll('details.disclosure').forEach(d => d.open = true)")
+        .await;
+    findings
+        .check(browser, &format!("{lang}_dashboard_teams_forms"))
+        .await;
+    let token = invited["token"].as_str().expect("the invitation's token");
+    browser
+        .goto(&app.url(&format!("/invitations/accept?token={token}")))
+        .await;
+    browser.find("[data-testid=accept-invitation]").await;
+    findings
+        .check(browser, &format!("{lang}_invitation_accept"))
+        .await; // Buying for the team from the pricing page.
+    browser
+        .goto(&app.url(&format!("/pricing?account={team}")))
+        .await;
+    browser.find("[data-testid=buying-for-team]").await;
+    findings
+        .check(browser, &format!("{lang}_pricing_for_team"))
+        .await;
 }
 
 /// At most this many admin pages are checked per language (a bound on the crawl).

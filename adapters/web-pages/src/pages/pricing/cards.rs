@@ -299,7 +299,7 @@ fn methods(c: &CardContext<'_>, choice: &domain::plan::OfferChoice<'_>, held: He
     let several = choice.methods.len() > 1;
     html! {
         @if held != Held::Nothing {
-            a.btn.btn-block.btn-secondary href="/dashboard" data-testid="manage" {
+            a.btn.btn-block.btn-secondary href=(c.choices.dashboard_link()) data-testid="manage" {
                 (v.t("pricing.dashboard_link"))
             }
         } @else {
