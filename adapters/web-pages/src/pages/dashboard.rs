@@ -9,10 +9,10 @@ use std::sync::Arc;
 use application::accounts::User;
 use application::pagination::PageRequest;
 use application::ports::{CheckoutTarget, CreditTransaction, OrderRecord};
-use application::use_cases::cancel_payment::CancelPaymentError;
+use application::use_cases::cancel_subscription::CancelSubscriptionError;
 use application::use_cases::report_status::{OneTimeAccess, StatusReport};
 use domain::{
-    AccessEnd, AccountId, Credits, OrderId, OrderStatus, PlanType, RenewalIntent, Subscription,
+    AccessEnd, CancelWhen, Credits, OrderId, OrderStatus, RenewalIntent, Subscription,
     SubscriptionAccess, SubscriptionId, SubscriptionStatus, Timestamp,
 };
 use maud::{Markup, html};
@@ -20,21 +20,23 @@ use poem::Request;
 use poem::http::StatusCode;
 use serde::Deserialize;
 
+use super::dashboard_account::Acting;
 use super::{PlanNames, order_status_label, pagination, plan_type_key, require_user, status_tone};
 use crate::format;
-use crate::layout::{self, Nav, csrf_field};
+use crate::layout::{self, Nav};
 use crate::state::{PageError, PageResult, PageState, Visitor, read_form, redirect};
 
 /// Rows per page of orders and of transactions.
 const ROWS_PER_PAGE: i64 = 10;
-/// How many pages of orders are searched for a subscription's order (a bound on the work).
-const MAX_ORDER_PAGES_SCANNED: i64 = 5;
 
 /// `POST /dashboard/subscription/cancel`.
 #[derive(Debug, Deserialize)]
 pub(crate) struct CancelForm {
     #[serde(rename = "subscriptionId", default)]
     subscription_id: String,
+    /// The team shown, to come back to; empty for the user's own account.
+    #[serde(rename = "accountId", default)]
+    account_id: String,
 }
 
 /// `GET /dashboard` and `GET /dashboard?tab=credits`.
@@ -44,14 +46,23 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, _request: Request) -
     // A customer-portal session is one user's billing: it manages no team, and sees none.
     let portal = v.portal_return.is_some();
     let (credits_tab, teams_tab) = (tab == Some("credits"), tab == Some("teams") && !portal);
-    let report = state.ports.credits.report_status(&user).await?;
+    let acting = Acting::load(&state, &v, &user).await?;
+    let report = match acting.team() {
+        Some(team) => {
+            (state.ports.credits)
+                .report_account_status(&team.account.id)
+                .await?
+        }
+        None => state.ports.credits.report_status(&user).await?,
+    };
     let names = PlanNames::load(&state, &v).await?;
+    let shown = (&user, &acting);
     let panel = if credits_tab {
-        credits_panel(&state, &v, &user, &report, &names).await?
+        credits_panel(&state, &v, shown, &report, &names).await?
     } else if teams_tab {
         super::dashboard_teams::panel(&state, &v, &user).await?
     } else {
-        overview_panel(&state, &v, &user, &report, &names).await?
+        overview_panel(&state, &v, shown, &report, &names).await?
     };
     let body = html! {
         section.page-intro {
@@ -59,12 +70,17 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, _request: Request) -
             p.muted { (v.tf("dashboard.signed_in_as", &[("email", user.email.as_str())])) }
         }
         (notice(&v))
+        @if !teams_tab {
+            (super::dashboard_account::switcher(&v, &acting, credits_tab.then_some("credits")))
+        }
         nav.tabs.tabs-links aria-label=(v.t("dashboard.tabs_label")) {
-            a.tab href="/dashboard" aria-current=[(!credits_tab && !teams_tab).then_some("page")]
+            a.tab href=(acting.href("/dashboard"))
+                aria-current=[(!credits_tab && !teams_tab).then_some("page")]
                 data-testid="tab-overview" {
                 (v.t("dashboard.tab_overview"))
             }
-            a.tab href="/dashboard?tab=credits" aria-current=[credits_tab.then_some("page")]
+            a.tab href=(acting.href("/dashboard?tab=credits"))
+                aria-current=[credits_tab.then_some("page")]
                 data-testid="tab-credits" {
                 (v.t("dashboard.tab_credits"))
             }
@@ -99,28 +115,37 @@ fn notice(v: &Visitor) -> Markup {
 async fn overview_panel(
     state: &PageState,
     v: &Visitor,
-    user: &User,
+    (user, acting): (&User, &Acting),
     report: &StatusReport,
     names: &PlanNames,
 ) -> Result<Markup, PageError> {
     let page = page_request(v.page_number("orders_page"))?;
     let orders = (state.ports.payments)
-        .list_orders(&AccountId::personal(&user.id), page)
+        .list_orders(&acting.account_id(user), page)
         .await?;
-    let switch = super::dashboard_switch::SwitchChoices::load(state, report).await?;
+    let manages = acting.manages_billing();
+    let switch = if manages {
+        super::dashboard_switch::SwitchChoices::load(state, report).await?
+    } else {
+        super::dashboard_switch::SwitchChoices::none()
+    };
     Ok(html! {
         div.dashboard-grid {
-            (subscription_card(v, report, names))
-            (credits_summary(v, report))
+            (subscription_card(v, report, names, acting))
+            (credits_summary(v, report, acting))
         }
-        (super::dashboard_switch::start_section(v, report, names))
+        @if manages {
+            (super::dashboard_switch::start_section(v, report, names))
+        }
         (super::dashboard_switch::section(v, &switch, names))
         section.card.section-card {
             h2 { (v.t("dashboard.orders_title")) }
             @if orders.items.is_empty() {
                 div.empty-state {
                     p { (v.t("dashboard.no_orders")) }
-                    a.btn.btn-secondary href="/pricing" { (v.t("dashboard.see_plans")) }
+                    @if manages {
+                        a.btn.btn-secondary href=(acting.href("/pricing")) { (v.t("dashboard.see_plans")) }
+                    }
                 }
             } @else {
                 div.table-wrap {
@@ -137,7 +162,8 @@ async fn overview_panel(
                         }
                     }
                 }
-                (pagination(v, "/dashboard", "orders_page", page.page(), orders.total_pages()))
+                (pagination(v, &acting.href("/dashboard"), "orders_page", page.page(),
+                    orders.total_pages()))
             }
         }
     })
@@ -183,7 +209,13 @@ fn order_row(v: &Visitor, record: &OrderRecord, names: &PlanNames) -> Markup {
 
 /// Everything the user holds: every subscription (each with its own cancel button) and every
 /// one-time purchase whose access runs, with its end.
-fn subscription_card(v: &Visitor, report: &StatusReport, names: &PlanNames) -> Markup {
+fn subscription_card(
+    v: &Visitor,
+    report: &StatusReport,
+    names: &PlanNames,
+    acting: &Acting,
+) -> Markup {
+    let manages = acting.manages_billing();
     let nothing_held = report.subscriptions.is_empty() && report.one_time_access.is_empty();
     html! {
         section.card.section-card data-testid="subscription" {
@@ -191,7 +223,7 @@ fn subscription_card(v: &Visitor, report: &StatusReport, names: &PlanNames) -> M
             div.held-list {
                 @for held in &report.subscriptions {
                     div.held-item data-testid="held-subscription" {
-                        (subscription_details(v, &held.subscription, held.access, names))
+                        (subscription_details(v, &held.subscription, (held.access, manages), names))
                     }
                 }
                 @for access in &report.one_time_access {
@@ -202,11 +234,13 @@ fn subscription_card(v: &Visitor, report: &StatusReport, names: &PlanNames) -> M
             }
             @if nothing_held {
                 @if let Some(subscription) = &report.subscription {
-                    (subscription_details(v, subscription, report.access_of(subscription), names))
+                    (subscription_details(v, subscription, (report.access_of(subscription), manages), names))
                 } @else {
                     p.muted { (v.t("dashboard.no_subscription")) }
-                    a.btn.btn-primary href="/pricing?tab=subscriptions" {
-                        (v.t("dashboard.see_plans"))
+                    @if manages {
+                        a.btn.btn-primary href=(acting.href("/pricing?tab=subscriptions")) {
+                            (v.t("dashboard.see_plans"))
+                        }
                     }
                 }
             }
@@ -229,7 +263,7 @@ fn one_time_details(v: &Visitor, access: &OneTimeAccess, names: &PlanNames) -> M
 fn subscription_details(
     v: &Visitor,
     subscription: &Subscription,
-    access: SubscriptionAccess,
+    (access, manages): (SubscriptionAccess, bool),
     names: &PlanNames,
 ) -> Markup {
     let code = subscription.status().code();
@@ -261,7 +295,7 @@ fn subscription_details(
                     (dated(v, "dashboard.renews_on", end_at))
                 }
             }
-            (cancel_form(v, subscription, end_at))
+            @if manages { (cancel_form(v, subscription, end_at)) }
         }
     }
 }
@@ -283,7 +317,7 @@ fn cancel_form(v: &Visitor, subscription: &Subscription, end: Timestamp) -> Mark
             div.confirm-body {
                 p { (dated(v, "dashboard.cancel_explain", end)) }
                 form method="post" action="/dashboard/subscription/cancel" data-busy {
-                    (csrf_field(v))
+                    (super::dashboard_account::form_fields(v))
                     input type="hidden" name="subscriptionId" value=(subscription.id());
                     button.btn.btn-danger type="submit" data-testid="confirm-cancel" {
                         (v.t("dashboard.cancel_confirm"))
@@ -304,12 +338,12 @@ fn balance_stat(v: &Visitor, report: &StatusReport, test_id: Option<&str>) -> Ma
     }
 }
 
-fn credits_summary(v: &Visitor, report: &StatusReport) -> Markup {
+fn credits_summary(v: &Visitor, report: &StatusReport, acting: &Acting) -> Markup {
     html! {
         section.card.section-card {
             h2 { (v.t("dashboard.credits_title")) }
             (balance_stat(v, report, None))
-            a.btn.btn-secondary.btn-sm href="/dashboard?tab=credits" {
+            a.btn.btn-secondary.btn-sm href=(acting.href("/dashboard?tab=credits")) {
                 (v.t("dashboard.view_credits"))
             }
         }
@@ -319,7 +353,7 @@ fn credits_summary(v: &Visitor, report: &StatusReport) -> Markup {
 async fn credits_panel(
     state: &PageState,
     v: &Visitor,
-    user: &User,
+    (user, acting): (&User, &Acting),
     report: &StatusReport,
     names: &PlanNames,
 ) -> Result<Markup, PageError> {
@@ -327,7 +361,7 @@ async fn credits_panel(
     let history = state
         .ports
         .credits
-        .transaction_history(&domain::AccountId::personal(&user.id), page)
+        .transaction_history(&acting.account_id(user), page)
         .await?;
     let purchases = purchase_names(state, &history.items, report, names).await?;
     let held_hundredths: i64 = report
@@ -347,7 +381,11 @@ async fn credits_panel(
                     p.muted { (v.tf("dashboard.held", &[("amount", &format::credits(held))])) }
                 }
             }
-            a.btn.btn-primary href="/pricing?tab=credits" { (v.t("dashboard.buy_credits")) }
+            @if acting.manages_billing() {
+                a.btn.btn-primary href=(acting.href("/pricing?tab=credits")) {
+                    (v.t("dashboard.buy_credits"))
+                }
+            }
         }
         section.card.section-card {
             h2 { (v.t("dashboard.transactions_title")) }
@@ -363,11 +401,13 @@ async fn credits_panel(
                             th.num scope="col" { (v.t("dashboard.col_balance_after")) }
                         } }
                         tbody {
-                            @for tx in &history.items { (transaction_row(v, tx, &purchases)) }
+                            @for tx in &history.items {
+                                (transaction_row(v, tx, &purchases, acting))
+                            }
                         }
                     }
                 }
-                (pagination(v, "/dashboard?tab=credits", "page", page.page(),
+                (pagination(v, &acting.href("/dashboard?tab=credits"), "page", page.page(),
                     history.total_pages()))
             }
         }
@@ -427,7 +467,17 @@ async fn purchase_names(
     })
 }
 
-fn transaction_row(v: &Visitor, tx: &CreditTransaction, purchases: &Purchases) -> Markup {
+fn transaction_row(
+    v: &Visitor,
+    tx: &CreditTransaction,
+    purchases: &Purchases,
+    acting: &Acting,
+) -> Markup {
+    let spender = tx
+        .member_id
+        .as_ref()
+        .filter(|_| acting.team().is_some())
+        .map(|member| acting.member_name(member));
     let detail = [tx.context.feature.as_deref(), tx.context.model.as_deref()]
         .into_iter()
         .flatten()
@@ -448,6 +498,11 @@ fn transaction_row(v: &Visitor, tx: &CreditTransaction, purchases: &Purchases) -
                     (v.t(&format!("transaction.{}", tx.kind.code())))
                 }
                 @if !detail.is_empty() { span.cell-sub { (detail) } }
+                @if let Some(spender) = &spender {
+                    span.cell-sub data-testid="transaction-member" {
+                        (v.tf("dashboard.spent_by", &[("member", spender)]))
+                    }
+                }
                 @if let Some(plan) = purchases.plan_of(tx) {
                     span.cell-sub data-testid="transaction-plan" { (plan) }
                 }
@@ -465,7 +520,9 @@ fn transaction_row(v: &Visitor, tx: &CreditTransaction, purchases: &Purchases) -
     }
 }
 
-/// `POST /dashboard/subscription/cancel`: the subscription ends at its period's end.
+/// `POST /dashboard/subscription/cancel`: the subscription ends at its period's end. Decided by
+/// the same use case as the API's cancel: the user's own subscription, or a team's whose billing
+/// they manage; any other is not found.
 pub(crate) async fn cancel_subscription(
     state: Arc<PageState>,
     v: Visitor,
@@ -473,63 +530,25 @@ pub(crate) async fn cancel_subscription(
 ) -> PageResult {
     let form: CancelForm = read_form(&v, &mut request).await?;
     let user = require_user(&v)?;
-    let report = state.ports.credits.report_status(&user).await?;
-    let Some(subscription) = report
-        .subscriptions
-        .into_iter()
-        .map(|held| held.subscription)
-        .find(|s| s.id().as_str() == form.subscription_id)
-    else {
-        return Err(PageError::NotFound);
-    };
-    let Some(order_id) = subscription_order(&state, &user, &subscription).await? else {
-        return Ok(redirect("/dashboard?notice=not_cancellable"));
-    };
-    let notice = match state.ports.payments.cancel_payment(&user, &order_id).await {
+    let id =
+        super::parse_id(&form.subscription_id, SubscriptionId::new).ok_or(PageError::NotFound)?;
+    let cancelled = (state.ports.payments)
+        .cancel_subscription_for(&user, &id, CancelWhen::PeriodEnd)
+        .await;
+    let notice = match cancelled {
         Ok(_) => "subscription_cancelled",
-        Err(
-            CancelPaymentError::NotCancellable(_)
-            | CancelPaymentError::NotFound
-            | CancelPaymentError::NotOwner,
-        ) => "not_cancellable",
-        Err(CancelPaymentError::Gateway(reason)) => {
+        Err(CancelSubscriptionError::NotFound | CancelSubscriptionError::NotOwner) => {
+            return Err(PageError::NotFound);
+        }
+        Err(CancelSubscriptionError::Refused(_)) => "not_cancellable",
+        Err(CancelSubscriptionError::Gateway(reason)) => {
             tracing::warn!(%reason, "page: subscription cancel failed at the provider");
             "cancel_failed"
         }
-        Err(CancelPaymentError::Infra(e)) => return Err(e.into()),
+        Err(CancelSubscriptionError::Infra(e)) => return Err(e.into()),
     };
-    Ok(redirect(&format!("/dashboard?notice={notice}")))
-}
-
-/// The paid order that started `subscription`, among the user's recent orders.
-async fn subscription_order(
-    state: &PageState,
-    user: &User,
-    subscription: &Subscription,
-) -> Result<Option<OrderId>, PageError> {
-    for number in 1..=MAX_ORDER_PAGES_SCANNED {
-        let page = PageRequest::new(Some(number), Some(100)).map_err(|_| PageError::Unexpected)?;
-        let orders = (state.ports.payments)
-            .list_orders(&AccountId::personal(&user.id), page)
-            .await?;
-        for record in &orders.items {
-            let order = &record.order;
-            // Any recurring order: a switched subscription bills another plan than its order.
-            if order.plan().plan_type != PlanType::Recurring {
-                continue;
-            }
-            let started = state
-                .ports
-                .payments
-                .subscription_started_by(order.id())
-                .await?;
-            if started.is_some_and(|id| &id == subscription.id()) {
-                return Ok(Some(order.id().clone()));
-            }
-        }
-        if u64::try_from(number).unwrap_or(u64::MAX) >= orders.total_pages() {
-            break;
-        }
-    }
-    Ok(None)
+    Ok(redirect(&super::dashboard_account::back(
+        &form.account_id,
+        notice,
+    )))
 }

@@ -19,15 +19,20 @@ use maud::{Markup, html};
 use poem::Request;
 use serde::Deserialize;
 
+use super::dashboard_account::back;
 use super::{PlanNames, parse_id, require_user};
 use crate::format;
-use crate::layout::csrf_field;
 use crate::state::{PageError, PageResult, PageState, Visitor, read_form, redirect};
 
 /// The plans each live subscription can switch to, loaded before the page renders.
 pub(crate) struct SwitchChoices(Vec<(Subscription, Vec<(Plan, Money)>)>);
 
 impl SwitchChoices {
+    /// No choices: the user does not manage the account's billing.
+    pub(crate) fn none() -> Self {
+        Self(Vec::new())
+    }
+
     /// The choices of every live subscription in `report`.
     ///
     /// # Errors
@@ -117,7 +122,7 @@ fn actions(
     }
     html! {
         form.stack method="post" action="/dashboard/subscription/change-plan" data-busy {
-            (csrf_field(v))
+            (super::dashboard_account::form_fields(v))
             input type="hidden" name="subscriptionId" value=(subscription.id());
             div.field {
                 label for={ "switch-" (subscription.id()) } { (v.t("switch.choose")) }
@@ -179,7 +184,7 @@ fn at_period_end(
         p.muted data-testid="switch-at-period-end" { (v.t("switch.at_period_end")) }
         @if !options.is_empty() {
             form.stack method="post" action="/dashboard/subscription/change-plan" data-busy {
-                (csrf_field(v))
+                (super::dashboard_account::form_fields(v))
                 input type="hidden" name="subscriptionId" value=(subscription.id());
                 input type="hidden" name="when" value="period_end";
                 div.field {
@@ -224,7 +229,7 @@ fn scheduled(
         div.actions {
             @if switch_support(subscription.provider()).resume {
                 form method="post" action="/dashboard/subscription/resume" data-busy {
-                    (csrf_field(v))
+                    (super::dashboard_account::form_fields(v))
                     input type="hidden" name="subscriptionId" value=(subscription.id());
                     button.btn.btn-primary type="submit" data-testid="resume-subscription" {
                         (v.t("switch.keep_button"))
@@ -232,7 +237,7 @@ fn scheduled(
                 }
             }
             form method="post" action="/dashboard/subscription/withdraw-switch" data-busy {
-                (csrf_field(v))
+                (super::dashboard_account::form_fields(v))
                 input type="hidden" name="subscriptionId" value=(subscription.id());
                 button.btn.btn-secondary type="submit" data-testid="withdraw-switch" {
                     (v.t("switch.withdraw_button"))
@@ -267,7 +272,7 @@ pub(crate) fn start_section(v: &Visitor, report: &StatusReport, names: &PlanName
             h2 { (v.t("switch.start_title")) }
             p { (v.tf("switch.start_text", &[("plan", &plan), ("old", &old)])) }
             form method="post" action="/pricing/buy" data-busy {
-                (csrf_field(v))
+                (super::dashboard_account::form_fields(v))
                 input type="hidden" name="planId" value=(switch.plan_id());
                 input type="hidden" name="provider" value=(ended.provider().as_str());
                 button.btn.btn-primary type="submit" data-testid="start-scheduled-plan" {
@@ -281,7 +286,7 @@ pub(crate) fn start_section(v: &Visitor, report: &StatusReport, names: &PlanName
 fn resume_form(v: &Visitor, subscription: &Subscription) -> Markup {
     html! {
         form method="post" action="/dashboard/subscription/resume" data-busy {
-            (csrf_field(v))
+            (super::dashboard_account::form_fields(v))
             input type="hidden" name="subscriptionId" value=(subscription.id());
             button.btn.btn-primary type="submit" data-testid="resume-subscription" {
                 (v.t("switch.resume_button"))
@@ -316,6 +321,9 @@ pub(crate) struct SwitchForm {
     /// `period_end` for a switch at the period's end; anything else switches now.
     #[serde(default)]
     when: String,
+    /// The team shown, to come back to; empty for the user's own account.
+    #[serde(rename = "accountId", default)]
+    account_id: String,
 }
 
 /// `POST /dashboard/subscription/change-plan` and `POST /dashboard/subscription/resume` (the
@@ -336,10 +344,8 @@ async fn change_plan(state: Arc<PageState>, v: Visitor, mut request: Request) ->
     let id = form_subscription(&form)?;
     let Some(plan) = parse_id(&form.plan_id, PlanId::new) else {
         let unknown = ChangePlanError::PlanNotFound(form.plan_id.clone());
-        return Ok(redirect(&format!(
-            "/dashboard?notice={}",
-            refused(&user, unknown)?
-        )));
+        let notice = refused(&user, unknown)?;
+        return Ok(redirect(&back(&form.account_id, notice)));
     };
     if form.when == "period_end" {
         let notice = match state
@@ -351,7 +357,7 @@ async fn change_plan(state: Arc<PageState>, v: Visitor, mut request: Request) ->
             Ok(_) => "switch_scheduled",
             Err(e) => refused(&user, e)?,
         };
-        return Ok(redirect(&format!("/dashboard?notice={notice}")));
+        return Ok(redirect(&back(&form.account_id, notice)));
     }
     let outcome = state.ports.payments.change_plan(&user, &id, &plan).await;
     let notice = match outcome {
@@ -362,7 +368,7 @@ async fn change_plan(state: Arc<PageState>, v: Visitor, mut request: Request) ->
         },
         Err(e) => refused(&user, e)?,
     };
-    Ok(redirect(&format!("/dashboard?notice={notice}")))
+    Ok(redirect(&back(&form.account_id, notice)))
 }
 
 /// `POST /dashboard/subscription/resume`.
@@ -374,7 +380,7 @@ async fn resume(state: Arc<PageState>, v: Visitor, mut request: Request) -> Page
         Ok(_) => "subscription_resumed",
         Err(e) => refused(&user, e)?,
     };
-    Ok(redirect(&format!("/dashboard?notice={notice}")))
+    Ok(redirect(&back(&form.account_id, notice)))
 }
 
 /// `POST /dashboard/subscription/withdraw-switch`.
@@ -391,7 +397,7 @@ async fn withdraw_switch(state: Arc<PageState>, v: Visitor, mut request: Request
         Ok(_) => "switch_withdrawn",
         Err(e) => refused(&user, e)?,
     };
-    Ok(redirect(&format!("/dashboard?notice={notice}")))
+    Ok(redirect(&back(&form.account_id, notice)))
 }
 
 /// The subscription a form names; a malformed id is not found, as [`refused`] answers an

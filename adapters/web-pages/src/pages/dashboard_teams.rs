@@ -81,7 +81,7 @@ async fn load(state: &PageState, user: &User, entry: AccountEntry) -> Result<Tea
 
 /// A team read that failed: infrastructure, or a membership that ended between two reads
 /// (shown as not found; the next load no longer lists the team).
-fn page_error(e: TeamError) -> PageError {
+pub(crate) fn page_error(e: TeamError) -> PageError {
     match e {
         TeamError::Infra(infra) => infra.into(),
         _ => PageError::NotFound,

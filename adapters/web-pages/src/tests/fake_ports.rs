@@ -63,6 +63,10 @@ impl Fakes {
             .expect_authenticate()
             .withf(|token| token == SESSION)
             .returning(move |_| Ok(Principal::User(reader(role))));
+        // In no team: the dashboard and pricing offer no other account.
+        self.accounts
+            .expect_my_accounts()
+            .returning(|_| Ok(Vec::new()));
         self
     }
 

@@ -102,7 +102,10 @@ fn rules() -> ConsumptionRules {
         mode: ConsumptionMode::Dynamic,
         fixed_costs: BTreeMap::new(),
         cost_per_kilo_token: Credits::from_whole(1).unwrap(),
-        model_multipliers: BTreeMap::new(),
+        model_multipliers: BTreeMap::from([(
+            domain::consumption::ModelName::new("gpt-test").unwrap(),
+            Multiplier::ONE,
+        )]),
         default_multiplier: Multiplier::ONE,
         unknown_model: UnknownModelPolicy::Refuse,
     })

@@ -334,6 +334,59 @@ async fn an_owner_buys_for_their_team_from_the_pricing_page() {
         .await
         .unwrap();
     assert_eq!(orders.items.len(), 1, "the order is the team's");
+    let order = orders.items[0].order.id().to_string();
+    app.deliver(
+        domain::ProviderId::CardGateway,
+        "team-paid",
+        vec![application::ports::PaymentEvent::PaymentSucceeded {
+            order: application::ports::OrderLocator {
+                order_id: Some(domain::OrderId::new(order).unwrap()),
+                provider_reference: None,
+            },
+            amount: domain::Money::from_minor(1_000, domain::Currency::Usd).unwrap(),
+            occurred_at: domain::Timestamp::from_unix_millis(super::harness::START_MS + 1_000),
+        }],
+    )
+    .await;
+    app.service
+        .consume_credits(application::use_cases::credits::ConsumeCredits {
+            user_id: bob_id.clone(),
+            account_id: Some(team.account.id.clone()),
+            usage: application::use_cases::credits::UsageRequest {
+                feature: None,
+                model: Some("gpt-test".into()),
+                tokens: Some(5_000),
+            },
+            idempotency_key: domain::IdempotencyKey::new("bob-1").unwrap(),
+        })
+        .await
+        .unwrap();
+
+    // The dashboard's switcher shows the team: its ledger says who spent.
+    let own = ada.get("/dashboard").await.body;
+    assert!(own.contains("data-testid=\"account-switcher\""), "{own}");
+    let ledger = ada
+        .get(&format!("/dashboard?tab=credits&account={id}"))
+        .await
+        .body;
+    assert!(ledger.contains("95.00"), "{ledger}");
+    assert!(ledger.contains("By bob@example.com"), "{ledger}");
+    assert!(
+        ledger.contains(&format!("/pricing?tab=credits&amp;account={id}")),
+        "{ledger}"
+    );
+    let seen_by_member = bob
+        .get(&format!("/dashboard?tab=credits&account={id}"))
+        .await
+        .body;
+    assert!(seen_by_member.contains("95.00"));
+    assert!(
+        !seen_by_member.contains("/pricing?tab=credits"),
+        "a member buys nothing for it"
+    );
+    let carol = app.signed_in("carol@example.com", false).await;
+    let stranger = carol.get(&format!("/dashboard?account={id}")).await;
+    assert_eq!(stranger.status, StatusCode::NOT_FOUND);
 
     // A plain member is offered no choice, cannot open one, and cannot post one.
     assert!(

@@ -334,6 +334,19 @@ async fn team_page(
     browser.find("[data-testid=buying-for-team]").await;
     findings
         .check(browser, &format!("{lang}_pricing_for_team"))
+        .await; // The dashboard switched to the team: its holdings, then its ledger.
+    browser
+        .goto(&app.url(&format!("/dashboard?account={team}")))
+        .await;
+    browser.find("[data-testid=account-switcher]").await;
+    findings
+        .check(browser, &format!("{lang}_dashboard_team_account"))
+        .await;
+    browser
+        .goto(&app.url(&format!("/dashboard?tab=credits&account={team}")))
+        .await;
+    findings
+        .check(browser, &format!("{lang}_dashboard_team_credits"))
         .await;
 }
 

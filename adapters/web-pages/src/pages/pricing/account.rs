@@ -36,7 +36,7 @@ impl BuyingFor {
         let teams: Vec<AccountEntry> = (state.ports.accounts)
             .my_accounts(&user.id)
             .await
-            .map_err(|_| PageError::NotFound)?
+            .map_err(crate::pages::dashboard_teams::page_error)?
             .into_iter()
             .filter(|e| e.account.kind == AccountKind::Team && e.role.manages_billing())
             .collect();
