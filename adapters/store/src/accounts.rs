@@ -68,7 +68,7 @@ const MEMBER_COLUMNS: &str = "m.account_id, m.user_id, COALESCE(h.email, u.email
     m.added_at";
 
 /// A member's row as a spend or a change reads it, locked: everything but the address.
-const LOCKED_COLUMNS: &str = "m.account_id, m.user_id, CAST(NULL AS TEXT) AS email, m.role, \
+pub(crate) const LOCKED_COLUMNS: &str = "m.account_id, m.user_id, CAST(NULL AS TEXT) AS email, m.role, \
     m.limit_hundredths, m.limit_window, m.window_start, m.window_spent_hundredths, m.added_at";
 
 /// The members' rows with their users and, for host users, their host identity (whose e-mail
@@ -77,7 +77,7 @@ const MEMBERS_FROM: &str = "account_members m JOIN users u ON u.id = m.user_id \
     LEFT JOIN host_identities h ON h.user_id = m.user_id";
 
 #[derive(Debug, FromQueryResult)]
-struct MemberRow {
+pub(crate) struct MemberRow {
     account_id: String,
     user_id: String,
     email: Option<String>,
@@ -90,7 +90,7 @@ struct MemberRow {
 }
 
 impl MemberRow {
-    fn into_domain(self) -> Result<Member, StoreError> {
+    pub(crate) fn into_domain(self) -> Result<Member, StoreError> {
         let key = format!("{}/{}", self.account_id, self.user_id);
         let bad = |what: String| corrupt("account_members", &key, what);
         let credits = |h: i64| Credits::from_hundredths(h).map_err(|e| bad(e.to_string()));

@@ -41,6 +41,8 @@
 //! compare-and-set on the balance read: a refusal cannot be told from a balance that moved since,
 //! so it is never an answer; the locked way decides again and checks the guard as above.
 
+mod members;
+
 use std::collections::{BTreeSet, HashMap};
 
 use application::ports::{ConsumeCommand, CreditTransaction, Refusal, Replay, StoreError};
@@ -98,8 +100,11 @@ pub(crate) async fn consume_many(
 ) -> Result<Vec<Decided>, Fail> {
     let users: BTreeSet<&str> = commands.iter().map(|c| c.account_id.as_str()).collect();
     let (balances, lots) = balances_with_lots(tx, &users, Lock::Rows).await?;
+    // The members' rows after the balances: the one lock order of every spend.
+    let members = members::read(tx, commands, Lock::Rows).await?;
     let seen = stored_keys(tx, commands).await?;
     let outcomes = Run::new(balances, lots, seen, Lock::Rows)
+        .with_members(members)
         .decide_and_write(tx, commands, Keys::Read)
         .await?;
     // The balance crossings of the fresh spends are told in the same transaction.
@@ -144,12 +149,12 @@ pub(crate) async fn consume_many_unlocked<C: ConnectionTrait>(
     known: &mut Known,
 ) -> Result<(Vec<Decided>, Source), Fail> {
     let users: BTreeSet<&str> = commands.iter().map(|c| c.account_id.as_str()).collect();
-    if let Some((balances, lots)) = known.recall(&users) {
-        let mut run = Run::new(balances, lots, HashMap::new(), Lock::None);
+    if let Some((balances, lots, members)) = known.recall(&users, &members::keys(commands)) {
+        let mut run = Run::new(balances, lots, HashMap::new(), Lock::None).with_members(members);
         let decisions = run.decide_all(commands)?;
         run.refuse_crossings()?;
         // A refusal decided from memory is not checked by any write: read instead.
-        if !decisions.iter().any(is_insufficient) {
+        if !decisions.iter().any(is_refusal) {
             match run.write_decided(db, decisions).await {
                 Ok(outcomes) => {
                     known.keep(&run);
@@ -163,7 +168,8 @@ pub(crate) async fn consume_many_unlocked<C: ConnectionTrait>(
         }
     }
     let (balances, lots) = balances_with_lots(db, &users, Lock::None).await?;
-    let mut run = Run::new(balances, lots, HashMap::new(), Lock::None);
+    let members = members::read(db, commands, Lock::None).await?;
+    let mut run = Run::new(balances, lots, HashMap::new(), Lock::None).with_members(members);
     let mut decisions = run.decide_all(commands)?;
     run.refuse_crossings()?;
     replay_refusals(db, commands, &mut decisions).await?;
@@ -197,6 +203,8 @@ pub(crate) enum Source {
 #[derive(Debug, Default)]
 pub(crate) struct Known {
     users: HashMap<String, KnownBalance>,
+    /// The member rows those runs counted in, as they left them (see [`members`]).
+    members: members::Members,
 }
 
 #[derive(Debug, Clone)]
@@ -210,8 +218,19 @@ impl Known {
     /// At most this many users are remembered; past it, the memory starts again.
     const MOST: usize = 4096;
 
-    /// The balances and lots of `users`, if every one of them is known.
-    fn recall(&self, users: &BTreeSet<&str>) -> Option<(Balances, HashMap<String, Vec<GrantLot>>)> {
+    /// The balances and lots of `users`, and the rows of `members`, if every one of them is
+    /// known.
+    fn recall(
+        &self,
+        users: &BTreeSet<&str>,
+        members: &BTreeSet<(&str, &str)>,
+    ) -> Option<(Balances, HashMap<String, Vec<GrantLot>>, members::Members)> {
+        let mut known_members = members::Members::new();
+        for (account, user) in members {
+            let key = ((*account).to_owned(), (*user).to_owned());
+            let row = self.members.get(&key)?;
+            known_members.insert(key, members::MemberCount::read(row.limit, row.now));
+        }
         let mut balances = Balances::new();
         let mut lots = HashMap::new();
         for user in users {
@@ -222,13 +241,19 @@ impl Known {
             );
             lots.insert((*user).to_owned(), known.lots.clone());
         }
-        Some((balances, lots))
+        Some((balances, lots, known_members))
     }
 
     /// Remember what `run` wrote (or found) for each of its users.
     fn keep(&mut self, run: &Run<'_>) {
-        if self.users.len() + run.balances.len() > Self::MOST {
+        if self.users.len() + run.balances.len() > Self::MOST
+            || self.members.len() + run.members.len() > Self::MOST
+        {
             self.users.clear();
+            self.members.clear();
+        }
+        for (key, row) in &run.members {
+            self.members.insert(key.clone(), *row);
         }
         for (user, balance) in &run.balances {
             let Some(hundredths) = balance.hundredths else {
@@ -256,6 +281,7 @@ impl Known {
     pub(crate) fn forget<'u>(&mut self, users: impl IntoIterator<Item = &'u str>) {
         for user in users {
             self.users.remove(user);
+            self.members.retain(|(account, _), _| account != user);
         }
     }
 }
@@ -317,6 +343,8 @@ struct Run<'a> {
     /// `(lot id, hundredths)` drawn, in decision order.
     takes: Vec<(i64, i64)>,
     fresh: Vec<Fresh<'a>>,
+    /// The members the run's spends act as, as its spends left them.
+    members: members::Members,
     /// Whether the balances were read under their rows' locks ([`consume_many`]), so that a
     /// decrement the database refuses is a disagreement with the decision, not a balance that
     /// moved since the read.
@@ -336,8 +364,15 @@ impl<'a> Run<'a> {
             lots,
             takes: Vec::new(),
             fresh: Vec::new(),
+            members: members::Members::new(),
             lock,
         }
+    }
+
+    /// The run with the rows of the members its spends act as.
+    fn with_members(mut self, members: members::Members) -> Self {
+        self.members = members;
+        self
     }
 
     /// Decide every command in arrival order, write the fresh ones on `conn`, and return one
@@ -420,6 +455,7 @@ impl<'a> Run<'a> {
             lots,
             takes,
             fresh,
+            members,
             ..
         } = self;
         let user = c.account_id.as_str();
@@ -439,7 +475,7 @@ impl<'a> Run<'a> {
             key_used,
             before,
         );
-        let after = match (decision, earlier) {
+        let decision = match (decision, earlier) {
             (Err(LedgerError::WrongSign { .. }), _) if c.amount.is_zero() => {
                 return Ok(Decision::Refused(Err(spend::zero_consumption())));
             }
@@ -453,18 +489,28 @@ impl<'a> Run<'a> {
                 return Ok(Decision::ReplayOfFresh(*n));
             }
             (Ok(SpendDecision::Reused(_)), _) => return Ok(refused(Refusal::KeyConflict)),
-            (Ok(SpendDecision::Insufficient { available }), _) => {
+            (Ok(decision), _) => decision,
+        };
+        // A member's limit is decided before the balance, as on the one-by-one path.
+        let counted = match members::count(members, c) {
+            Ok(counted) => counted,
+            Err(refusal) => return Ok(refused(refusal)),
+        };
+        let after = match decision {
+            SpendDecision::Insufficient { available } => {
                 let requested = c.amount;
                 return Ok(refused(Refusal::Insufficient {
                     requested,
                     available,
                 }));
             }
-            (Ok(SpendDecision::Post { after }), _) => after,
+            SpendDecision::Post { after } => after,
+            SpendDecision::Reused(_) => return Ok(refused(Refusal::KeyConflict)),
         };
         let amount = c.amount.hundredths();
         let taken = before.hundredths() - after.hundredths();
         assert_eq!(taken, amount, "a batched spend takes exactly its amount");
+        members::apply(members, counted);
         balance.hundredths = Some(after.hundredths());
         balance.debited += amount;
         balance.postings += 1;
@@ -720,12 +766,14 @@ fn refused(refusal: Refusal) -> Decision {
     Decision::Refused(Ok(End::Rollback(Spent::Refused(refusal))))
 }
 
-/// A refusal for want of credits.
-fn is_insufficient(decision: &Decision) -> bool {
+/// A refusal for want of credits, or by a member's row (not a member, past their limit):
+/// a refusal no write checks, whose key must be looked up before it is answered (a retry of a
+/// spend that succeeded replays it).
+fn is_refusal(decision: &Decision) -> bool {
     matches!(
         decision,
         Decision::Refused(Ok(End::Rollback(Spent::Refused(
-            Refusal::Insufficient { .. }
+            Refusal::Insufficient { .. } | Refusal::NotAMember | Refusal::LimitReached(_)
         ))))
     )
 }
@@ -741,7 +789,7 @@ async fn replay_refusals<C: ConnectionTrait>(
     let refused: Vec<&ConsumeCommand> = commands
         .iter()
         .zip(decisions.iter())
-        .filter(|(_, d)| is_insufficient(d))
+        .filter(|(_, d)| is_refusal(d))
         .map(|(c, _)| *c)
         .collect();
     if refused.is_empty() {
@@ -754,7 +802,7 @@ async fn replay_refusals<C: ConnectionTrait>(
             c.idempotency.key.as_str().to_owned(),
         );
         if let (true, Some(Seen::Stored(earlier, stored))) =
-            (is_insufficient(decision), stored.get(&key))
+            (is_refusal(decision), stored.get(&key))
         {
             *decision = stored_outcome(earlier, stored, c.idempotency.request_hash.as_str());
         }
@@ -780,8 +828,9 @@ impl Part {
 
 /// The ledger insert of the fresh postings (parameters from `$first`).
 fn insert_part(postgres: bool, first: usize, fresh: &[Fresh<'_>]) -> Result<Part, Fail> {
-    const COLUMNS: [(&str, &str); 14] = [
+    const COLUMNS: [(&str, &str); 15] = [
         ("account_id", "text"),
+        ("member_id", "text"),
         ("kind", "text"),
         ("amount_hundredths", "bigint"),
         ("balance_after_hundredths", "bigint"),
@@ -803,6 +852,7 @@ fn insert_part(postgres: bool, first: usize, fresh: &[Fresh<'_>]) -> Result<Part
         let id = |id: Option<&str>| Cell::Text(id.map(str::to_owned));
         table.push(vec![
             Cell::text(c.account_id.as_str()),
+            Cell::Text(c.member_id.as_ref().map(|m| m.as_str().to_owned())),
             Cell::text(TransactionKind::Consumption.code()),
             Cell::Int(Some(c.amount.as_decrease().hundredths())),
             Cell::Int(Some(f.balance_after)),
@@ -978,6 +1028,10 @@ impl Run<'_> {
             let drawn = sql::rows(tx, &draw.alone(), draw.values).await?;
             check_drawn(drawn.len(), lots)?;
         }
+        if let Some((counts, rows)) = members::part(false, 1, &self.members) {
+            let counted = sql::rows(tx, &counts.alone(), counts.values).await?;
+            members::check_counted(counted.len(), rows)?;
+        }
         Ok(written)
     }
 
@@ -1011,6 +1065,20 @@ impl Run<'_> {
             }
             None => (String::new(), "0", "0", 0),
         };
+        let counts = members::part(true, values.len() + 1, &self.members);
+        let (count_cte, counted_count, counts_expected, counted_rows) = match counts {
+            Some((part, rows)) => {
+                ctes.push(part.cte);
+                values.extend(part.values);
+                (
+                    format!(", mem AS ({})", part.statement),
+                    "(SELECT count(*) FROM mem)",
+                    "(SELECT count(*) FROM mc)",
+                    rows,
+                )
+            }
+            None => (String::new(), "0", "0", 0),
+        };
         // Under the locks, the decrements are checked one by one against the decisions after
         // the statement (`check_debited`): a refusal there is a disagreement to report, not a
         // reason to fail the statement.
@@ -1019,15 +1087,17 @@ impl Run<'_> {
             Lock::None => "(SELECT count(*) FROM deb) = (SELECT count(*) FROM d)",
         };
         let sql = format!(
-            "WITH {}, ins AS ({}), deb AS ({}){draw_cte}, \
+            "WITH {}, ins AS ({}), deb AS ({}){count_cte}{draw_cte}, \
              chk AS MATERIALIZED (SELECT CASE WHEN {debits_written} \
+             AND {counted_count} = {counts_expected} \
              AND {drawn_count} = {draws_expected} \
              AND (SELECT count(*) FROM ins) = (SELECT count(*) FROM t) THEN 0 ELSE CAST('tally: a batched spend no \
              longer matches the database: ' || (SELECT count(*) FROM ins) || ' ' || \
              (SELECT count(*) FROM deb) || ' ' || {drawn_count} AS INT) END AS ok) \
              SELECT chk.ok, ins.*, \
              (SELECT json_agg(json_build_array(account_id, balance_hundredths)) FROM deb)::text \
-             AS debits, CAST({drawn_count} AS BIGINT) AS drawn FROM chk LEFT JOIN ins ON TRUE",
+             AS debits, CAST({drawn_count} AS BIGINT) AS drawn, \
+             CAST({counted_count} AS BIGINT) AS counted FROM chk LEFT JOIN ins ON TRUE",
             ctes.join(", "),
             insert.statement,
             debit.statement,
@@ -1050,6 +1120,8 @@ impl Run<'_> {
         self.check_debited(&after, debits)?;
         let drawn: i64 = first.try_get("", "drawn")?;
         check_drawn(usize::try_from(drawn).unwrap_or(usize::MAX), lots)?;
+        let counted: i64 = first.try_get("", "counted")?;
+        members::check_counted(usize::try_from(counted).unwrap_or(usize::MAX), counted_rows)?;
         Ok(written)
     }
 

@@ -77,10 +77,10 @@ impl GroupedCommand for LedgerCommand {
         }
     }
 
-    /// A consumption from a personal account: the batch (`consume_many`) knows no members; a
-    /// team member's spend runs on its own inside the group, with its limit.
+    /// A consumption, from a personal account or by a team's member (the batch counts each
+    /// member's spends against their limit as the one-by-one path does).
     fn batchable(&self) -> bool {
-        matches!(&self.job, LedgerJob::Consume(job) if job.command.member_id.is_none())
+        matches!(&self.job, LedgerJob::Consume(_))
     }
 
     async fn run_many(batch: &mut [Self], tx: &DatabaseTransaction) -> bool {

@@ -354,6 +354,58 @@ pub async fn a_member_spends_the_pool_within_their_limit(store: &TestStore) {
     assert_ledger_adds_up(store, &acme).await;
 }
 
+/// A member's limit or membership changed between two of their spends applies to the second,
+/// including under group commit, whose batches decide members' spends from rows read (or
+/// remembered from the writer's last batch) and write them only if the rows still hold them.
+pub async fn a_changed_limit_or_membership_applies_to_the_next_spend(store: &TestStore) {
+    let ada = user(store, "ada").await;
+    let bob = user(store, "bob").await;
+    let acme = team(store, "acme", &ada).await;
+    fund(store, &acme, 100).await;
+    let add = vec![
+        MemberChange::Add(MemberRole::Member),
+        MemberChange::SetLimit(Some(daily(10))),
+    ];
+    change(store, (&acme, &ada, &bob), add).await.unwrap();
+    for key in ["k1", "k2"] {
+        store
+            .consume(&spend(&acme, &bob, 3, key, NOW))
+            .await
+            .unwrap();
+    }
+    // Lowered to what was spent: nothing is left.
+    let lowered = vec![MemberChange::SetLimit(Some(daily(6)))];
+    change(store, (&acme, &ada, &bob), lowered).await.unwrap();
+    let past = store.consume(&spend(&acme, &bob, 1, "k3", NOW + 1)).await;
+    let Err(SpendError::LimitReached(reached)) = past else {
+        panic!("{past:?}");
+    };
+    assert_eq!(reached.left, c(0));
+    // No limit: the pool alone bounds them.
+    let lifted = vec![MemberChange::SetLimit(None)];
+    change(store, (&acme, &ada, &bob), lifted).await.unwrap();
+    store
+        .consume(&spend(&acme, &bob, 50, "k4", NOW + 2))
+        .await
+        .unwrap();
+    // Removed: they spend nothing more, and a retry of a spend they made still replays.
+    change(store, (&acme, &ada, &bob), vec![MemberChange::Remove])
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.consume(&spend(&acme, &bob, 1, "k5", NOW + 3)).await,
+        Err(SpendError::NotAMember)
+    ));
+    let (again, replay) = store
+        .consume(&spend(&acme, &bob, 50, "k4", NOW + 2))
+        .await
+        .unwrap();
+    assert_eq!(replay, application::ports::Replay::Replayed);
+    assert_eq!(again.member_id.as_ref(), Some(&bob));
+    assert_eq!(store.balance(&acme).await.unwrap(), c(4_400));
+    assert_ledger_adds_up(store, &acme).await;
+}
+
 pub async fn a_limit_set_mid_window_counts_what_was_spent(store: &TestStore) {
     let ada = user(store, "ada").await;
     let bob = user(store, "bob").await;
@@ -1029,6 +1081,7 @@ contract_tests!(
     a_team_s_purchases_are_listed_by_its_account,
     members_change_by_the_rules_and_each_change_is_told,
     a_member_spends_the_pool_within_their_limit,
+    a_changed_limit_or_membership_applies_to_the_next_spend,
     a_limit_set_mid_window_counts_what_was_spent,
     a_limit_counts_holds_of_its_window_and_not_older_ones,
 );
