@@ -237,6 +237,7 @@ pub(crate) fn list_problem(e: AdminListError) -> Problem {
         AdminListError::Page(e) => Problem::new(Code::InvalidPagination, e.to_string()),
         AdminListError::Invalid { field, message } => Problem::invalid_field(field, message),
         AdminListError::UserNotFound => Problem::new(Code::UserNotFound, "no such user"),
+        AdminListError::AccountNotFound => Problem::new(Code::AccountNotFound, "no such account"),
         AdminListError::Infra(infra) => infra.into(),
     }
 }

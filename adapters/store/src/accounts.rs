@@ -8,7 +8,7 @@ use application::accounts::TokenHash;
 use application::ports::{
     AcceptError, AcceptInvitation, Account, HostOrgSync, Invitation, Member, MemberChangeError,
     MemberChanged, MemberCommand, MemberEvents, Membership, NewInvitation, NewTeam, StoreError,
-    TeamStore,
+    TeamAccountSummary, TeamStore,
 };
 use async_trait::async_trait;
 use domain::{
@@ -59,6 +59,47 @@ impl AccountRow {
             name: self.name,
             host_organisation: self.host_organisation,
             created_at: Timestamp::from_unix_millis(self.created_at),
+        })
+    }
+}
+
+/// The columns of [`TeamAccountRow`] over `accounts a` joined with its balance `b` (`LEFT JOIN
+/// credit_balances b ON b.account_id = a.id`): the present members are counted on
+/// `account_members`' primary key, whose first column is the account.
+pub(crate) const TEAM_SUMMARY_COLUMNS: &str = "a.id, a.kind, a.name, a.host_organisation, \
+    a.created_at, COALESCE(b.balance_hundredths, 0) AS balance_hundredths, \
+    (SELECT COUNT(*) FROM account_members m WHERE m.account_id = a.id) AS members";
+
+/// A team account with its balance and how many members are present, as the console lists it.
+#[derive(Debug, FromQueryResult)]
+pub(crate) struct TeamAccountRow {
+    id: String,
+    kind: String,
+    name: Option<String>,
+    host_organisation: Option<String>,
+    created_at: i64,
+    balance_hundredths: i64,
+    members: i64,
+}
+
+impl TeamAccountRow {
+    pub(crate) fn into_domain(self) -> Result<TeamAccountSummary, StoreError> {
+        let bad = |what: String| corrupt("accounts", &self.id, what);
+        let balance = Credits::from_hundredths(self.balance_hundredths)
+            .map_err(|e| bad(format!("balance: {e}")))?;
+        let members = u64::try_from(self.members).map_err(|e| bad(format!("members: {e}")))?;
+        let account = AccountRow {
+            id: self.id,
+            kind: self.kind,
+            name: self.name,
+            host_organisation: self.host_organisation,
+            created_at: self.created_at,
+        }
+        .into_domain()?;
+        Ok(TeamAccountSummary {
+            account,
+            balance,
+            members,
         })
     }
 }

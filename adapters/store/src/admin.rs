@@ -1,11 +1,12 @@
-//! The admin console's port (issue 18): customer search, every order, a customer's ledger and
-//! the webhook inbox by keyset, payment totals, and the audit log.
+//! The admin console's port (issue 18): customer search, every order, every team account, a
+//! customer's ledger and the webhook inbox by keyset, payment totals, and the audit log.
 //!
 //! Every list is one index range walked in the order of the index and stopped after a page
-//! (step 12's indexes, besides `orders_user_created`, `credit_transactions_user_created` and the
-//! inbox's of step 6): the keyset condition is a row comparison `(created_at, id) < ($a, $b)`,
-//! which both databases turn into an index bound, and the SQL names only the filters given, so a
-//! PostgreSQL plan never has to serve a `$n IS NULL OR …` mix.
+//! (step 12's indexes, besides `orders_user_created`, `credit_transactions_user_created`, the
+//! inbox's of step 6 and step 29's `accounts_kind_created` for the team accounts): the keyset
+//! condition is a row comparison `(created_at, id) < ($a, $b)`, which both databases turn into an
+//! index bound, and the SQL names only the filters given, so a PostgreSQL plan never has to serve
+//! a `$n IS NULL OR …` mix.
 //!
 //! Customer search compares e-mails byte by byte (code point order): on PostgreSQL with the
 //! `text_pattern_ops` operators (`~>=~`, `~<~`), which the step-12 index serves whatever the
@@ -21,14 +22,15 @@ use application::cursor::{Keyset, KeysetPage};
 use application::ports::{
     AdjustCommand, AdminConsoleStore, AuditAction, AuditEntry, AuditFacts, AuditValue,
     CreditTransaction, CustomerSearch, EmailKey, IdMatch, InboxFilter, LedgerEffect, NewAudit,
-    OrderFilter, OrderRecord, PaymentTotal, RecordedEvent, Refusal, StoreError, TimeNumberKey,
-    TimeTextKey,
+    OrderFilter, OrderRecord, PaymentTotal, RecordedEvent, Refusal, StoreError, TeamAccountSummary,
+    TimeNumberKey, TimeTextKey,
 };
 use async_trait::async_trait;
-use domain::{Currency, OrderStatusKind, Timestamp, UserId};
+use domain::{AccountKind, Currency, OrderStatusKind, Timestamp, UserId};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, FromQueryResult, Value};
 
 use crate::SeaOrmStore;
+use crate::accounts::{TEAM_SUMMARY_COLUMNS, TeamAccountRow};
 use crate::events::InboxRow;
 use crate::ledger::{Spent, adjust_hash, adjust_in};
 use crate::retry::Fail;
@@ -426,6 +428,33 @@ impl AdminConsoleStore for SeaOrmStore {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(KeysetPage::from_rows(records, keyset.limit, |r| {
             (r.order.created_at().unix_millis(), r.order.id().to_string())
+        }))
+    }
+
+    async fn team_accounts(
+        &self,
+        keyset: &Keyset<TimeTextKey>,
+    ) -> Result<KeysetPage<TeamAccountSummary, TimeTextKey>, StoreError> {
+        let mut conditions = Conditions::default();
+        conditions.add("a.kind = ?", vec![AccountKind::Team.code().into()]);
+        if let Some((at, id)) = &keyset.after {
+            conditions.add(
+                "(a.created_at, a.id) < (?, ?)",
+                vec![(*at).into(), id.clone().into()],
+            );
+        }
+        let (tail, values) = conditions.finish("a.created_at DESC, a.id DESC", keyset.fetch());
+        let sql = format!(
+            "SELECT {TEAM_SUMMARY_COLUMNS} FROM accounts a \
+             LEFT JOIN credit_balances b ON b.account_id = a.id{tail}"
+        );
+        let rows: Vec<TeamAccountRow> = self.fetch_all("team_accounts", &sql, values).await?;
+        let items = rows
+            .into_iter()
+            .map(TeamAccountRow::into_domain)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(KeysetPage::from_rows(items, keyset.limit, |t| {
+            (t.account.created_at.unix_millis(), t.account.id.to_string())
         }))
     }
 

@@ -284,6 +284,8 @@ fn admin_routes(route: Route, s: &Arc<PageState>) -> Route {
             "/admin/customers/:id/apply",
             post(page(s, admin::customers::apply)),
         )
+        .at("/admin/accounts", get(page(s, admin::accounts::list)))
+        .at("/admin/accounts/:id", get(page(s, admin::accounts::show)))
         .at("/admin/orders", get(page(s, admin::orders::list)))
         .at("/admin/audit", get(page(s, admin::audit::list)))
         .at(

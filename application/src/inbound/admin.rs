@@ -1,15 +1,15 @@
-//! [`AdminService`]: the administrators' console — plans, API keys, customers, orders,
-//! refunds, the webhook inbox, the audit log and the overview's figures.
+//! [`AdminService`]: the administrators' console — plans, API keys, customers, team accounts,
+//! orders, refunds, the webhook inbox, the audit log and the overview's figures.
 //!
 //! Every change takes the acting administrator and writes an audit entry with it; the caller has
 //! checked that the principal is an administrator (`authorization::administrator`).
 
-use domain::{ApiKeyId, PlanId, Subscription, SubscriptionId, UserId};
+use domain::{AccountId, ApiKeyId, PlanId, Subscription, SubscriptionId, UserId};
 
 use crate::accounts::{ApiKey, User};
 use crate::ports::{
     AuditEntry, CreditTransaction, ImportReport, InboxFilter, OrderFilter, OrderRecord,
-    PlanAllowance, RecordedEvent, StoredPlan,
+    PlanAllowance, RecordedEvent, StoredPlan, TeamAccountSummary,
 };
 #[cfg(doc)]
 use crate::service::Service;
@@ -17,6 +17,7 @@ use crate::use_cases::InfraError;
 use crate::use_cases::admin_console::{
     AdjustCredits, AdjustCreditsError, AdjustedCredits, AdminCancelError, AdminListError,
     CursorPage, CustomerOverview, PageAfter, PlanAllowanceError, ReplayError, Replayed,
+    TeamOverview,
 };
 use crate::use_cases::admin_reports::AdminOverview;
 use crate::use_cases::api_keys::{ApiKeyError, CreatedApiKey};
@@ -129,6 +130,19 @@ inbound_port! {
             filter: &OrderFilter,
             page: &PageAfter,
         ) -> Result<CursorPage<OrderRecord>, AdminListError>;
+
+        /// Every team account, newest first (see [`Service::admin_team_accounts`]).
+        async fn admin_team_accounts(
+            &self,
+            page: &PageAfter,
+        ) -> Result<CursorPage<TeamAccountSummary>, AdminListError>;
+
+        /// One team account with its members and seats (see
+        /// [`Service::admin_team_account`]).
+        async fn admin_team_account(
+            &self,
+            account_id: &AccountId,
+        ) -> Result<TeamOverview, AdminListError>;
 
         /// The administrators' actions, newest first (see [`Service::audit_log`]).
         async fn audit_log(&self, page: &PageAfter)

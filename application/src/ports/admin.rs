@@ -1,6 +1,6 @@
-//! The admin console's storage port (issue 18): finding customers, listing every order and a
-//! customer's ledger by cursor, the webhook inbox by cursor, payment totals per currency, and the
-//! audit log written in the transaction of each administrator's action.
+//! The admin console's storage port (issue 18): finding customers, listing every order, every
+//! team account and a customer's ledger by cursor, the webhook inbox by cursor, payment totals
+//! per currency, and the audit log written in the transaction of each administrator's action.
 //!
 //! Contract for every adapter, besides the one in [`super::store`]: every list is newest first
 //! (customer search: by e-mail) and served by an index, so a page costs the same at a million
@@ -10,10 +10,11 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use domain::{Currency, Plan, PlanId, ProviderId, Timestamp, UserId};
+use domain::{Credits, Currency, Plan, PlanId, ProviderId, Timestamp, UserId};
 
 use super::store::StoredPlan;
 use super::store::{CreditTransaction, InboxFilter, OrderRecord, RecordedEvent, StoreError};
+use super::teams::Account;
 use crate::accounts::{ApiKey, TokenHash, User};
 use crate::cursor::{Keyset, KeysetPage};
 
@@ -83,6 +84,18 @@ pub struct OrderFilter {
     pub provider: Option<ProviderId>,
     /// Only this user's.
     pub user_id: Option<UserId>,
+}
+
+/// A team account as the console lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TeamAccountSummary {
+    /// The account (its kind is always [`domain::AccountKind::Team`]).
+    pub account: Account,
+    /// Its balance (zero when it never held credits).
+    pub balance: Credits,
+    /// Its present members: a host organisation's members who are away are not counted, as
+    /// they hold none of its seats.
+    pub members: u64,
 }
 
 /// What a customer paid and was refunded in one currency, in minor units.
@@ -359,6 +372,16 @@ pub trait AdminConsoleStore: Send + Sync + 'static {
         filter: &OrderFilter,
         keyset: &Keyset<TimeTextKey>,
     ) -> Result<KeysetPage<OrderRecord, TimeTextKey>, StoreError>;
+
+    /// Every team account, newest first (by creation time, then id), each with its balance and
+    /// its present members counted; personal accounts are never listed.
+    ///
+    /// # Errors
+    /// As [`AdminConsoleStore::search_users`].
+    async fn team_accounts(
+        &self,
+        keyset: &Keyset<TimeTextKey>,
+    ) -> Result<KeysetPage<TeamAccountSummary, TimeTextKey>, StoreError>;
 
     /// `user`'s credit transactions, newest first (by creation time, then id).
     ///

@@ -2,15 +2,17 @@
 //! recorded it — every outcome, mismatches and foreign-merchant events included, which
 //! CORRECTNESS.md promises are visible to administrators — and credit adjustments (a grant with
 //! an optional expiry, or a debit that never goes below zero), idempotent per key, written to the
-//! audit log in its own transaction. `lists` holds the console's cursor-paginated reads and
-//! `actions` the audited cancel and refund.
+//! audit log in its own transaction. `lists` holds the console's cursor-paginated reads,
+//! `accounts` the team accounts' and `actions` the audited cancel and refund.
 
+mod accounts;
 mod actions;
 mod audited;
 mod endpoints;
 mod lists;
 mod replay;
 
+pub use accounts::TeamOverview;
 pub use actions::AdminCancelError;
 pub use audited::PlanAllowanceError;
 pub use lists::{

@@ -17,6 +17,7 @@ use domain::{
 use store::SeaOrmStore;
 
 use crate::events::inbox;
+use crate::ledger::explain;
 use crate::support::{TestStore, c, contract_tests, t, uid, user};
 use application::ports::Writes;
 
@@ -641,7 +642,113 @@ async fn plan_and_key_writes_commit_with_their_audit_entry_or_not_at_all(store: 
     );
 }
 
+async fn team_accounts_are_listed_newest_first_with_balance_and_present_members(store: &TestStore) {
+    use application::ports::{NewTeam, TeamStore};
+    use domain::AccountId;
+    seed_users(store).await;
+    for (id, owner, created) in [
+        ("team_a", "usr_alpha1", 100),
+        ("team_b", "usr_beta01", 200),
+        ("team_c", "usr_gamma1", 200),
+    ] {
+        let team = NewTeam {
+            id: AccountId::new(id).unwrap(),
+            name: format!("Team {id}"),
+            owner: uid(owner),
+            now: t(created),
+        };
+        store.create_team(&team).await.unwrap();
+    }
+    store
+        .raw(
+            "INSERT INTO account_members (account_id, user_id, role, added_at) \
+             VALUES ('team_a', 'usr_alpha2', 'member', 150)",
+        )
+        .await;
+    // Away from a host organisation's team: kept, but not a present member.
+    store
+        .raw(
+            "INSERT INTO account_members_away (account_id, user_id, role, added_at, away_since) \
+             VALUES ('team_a', 'usr_beta02', 'member', 150, 160)",
+        )
+        .await;
+    store
+        .raw(
+            "INSERT INTO credit_balances (account_id, balance_hundredths, transaction_count, \
+             updated_at) VALUES ('team_a', 4200, 1, 150), ('usr_alpha1', 900, 1, 150)",
+        )
+        .await;
+    store
+        .raw("UPDATE accounts SET host_organisation = 'org_42' WHERE id = 'team_b'")
+        .await;
+    let (teams, pages) = walk(2, |k| async move { store.team_accounts(&k).await.unwrap() }).await;
+    let listed: Vec<(&str, i64, u64, Option<&str>)> = teams
+        .iter()
+        .map(|t| {
+            (
+                t.account.id.as_str(),
+                t.balance.hundredths(),
+                t.members,
+                t.account.host_organisation.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("team_c", 0, 1, None),
+            ("team_b", 0, 1, Some("org_42")),
+            ("team_a", 4200, 2, None),
+        ],
+        "newest first, ties by id; no personal account"
+    );
+    assert_eq!(pages, 2);
+    assert_eq!(teams[2].account.name.as_deref(), Some("Team team_a"));
+    assert_eq!(teams[2].account.created_at, t(100));
+}
+
+/// The team accounts' page as the store sends it, as the planner sees it among 5 000 accounts:
+/// one range of `accounts_kind_created`, never a sort of every account.
+async fn a_team_accounts_page_walks_the_index_instead_of_sorting(store: &TestStore) {
+    let seed = "INSERT INTO accounts (id, kind, name, created_by, created_at) \
+        SELECT CASE WHEN g % 250 = 0 THEN 'team_' ELSE 'usr_' END || CAST(g AS TEXT), \
+        CASE WHEN g % 250 = 0 THEN 'team' ELSE 'personal' END, \
+        CASE WHEN g % 250 = 0 THEN 'Team' END, NULL, g FROM";
+    let query = "SELECT a.id, a.kind, a.name, a.host_organisation, a.created_at, \
+        COALESCE(b.balance_hundredths, 0) AS balance_hundredths, \
+        (SELECT COUNT(*) FROM account_members m WHERE m.account_id = a.id) AS members \
+        FROM accounts a LEFT JOIN credit_balances b ON b.account_id = a.id \
+        WHERE a.kind = 'team' AND (a.created_at, a.id) < (4000, 'team_4000') \
+        ORDER BY a.created_at DESC, a.id DESC LIMIT 26";
+    let plan = match store.backend() {
+        sea_orm::DbBackend::Postgres => {
+            store
+                .raw(&format!("{seed} generate_series(1, 5000) AS g"))
+                .await;
+            store.raw("ANALYZE accounts").await;
+            explain(store, &format!("EXPLAIN {query}")).await
+        }
+        _ => {
+            store
+                .raw(&format!(
+                    "WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s \
+                     WHERE g < 5000) {seed} s"
+                ))
+                .await;
+            let plan = explain(store, &format!("EXPLAIN QUERY PLAN {query}")).await;
+            assert!(!plan.contains("TEMP B-TREE"), "the page sorts: {plan}");
+            plan
+        }
+    };
+    assert!(plan.contains("accounts_kind_created"), "{plan}");
+    let page = store.team_accounts(&Keyset::first(25)).await.unwrap();
+    assert_eq!(page.items.len(), 20);
+    assert_eq!(page.items[0].account.id.as_str(), "team_5000");
+}
+
 contract_tests!(
+    team_accounts_are_listed_newest_first_with_balance_and_present_members,
+    a_team_accounts_page_walks_the_index_instead_of_sorting,
     new_users_get_the_signup_grant_once_in_their_creation,
     customers_are_found_by_email_or_id_prefix,
     orders_are_listed_newest_first_by_status_provider_and_buyer,

@@ -669,7 +669,8 @@ async fn a_transactions_page_walks_the_index_instead_of_sorting(store: &TestStor
     );
 }
 
-async fn explain(store: &TestStore, sql: &str) -> String {
+/// The plan `sql` (an `EXPLAIN …` statement) gets, one line per row.
+pub(crate) async fn explain(store: &TestStore, sql: &str) -> String {
     use sea_orm::ConnectionTrait;
     let backend = store.connection().get_database_backend();
     let rows = store

@@ -3,6 +3,7 @@
 //! `PRICING_MODE` is live. With `PRICING_MODE=static` the page still works and says that
 //! `/pricing` shows the static catalog.
 
+pub(crate) mod accounts;
 pub(crate) mod api_keys;
 pub(crate) mod audit;
 mod charts;

@@ -88,6 +88,7 @@ pub(crate) fn page_error(e: TeamError) -> PageError {
     }
 }
 
+/// A member's role, in the reader's language (the dashboard's and the console's word for it).
 pub(crate) fn role_label(v: &Visitor, role: MemberRole) -> &'static str {
     v.t(match role {
         MemberRole::Owner => "teams.role_owner",
@@ -185,7 +186,10 @@ fn members_table(v: &Visitor, team: &TeamView, now: Timestamp) -> Markup {
     }
 }
 
-fn limit_cell(v: &Visitor, m: &Member, now: Timestamp) -> Markup {
+/// A member's limit as a table cell shows it: what counts against it in the window running at
+/// `now` (a window that ended counts nothing), out of the limit, and when the window resets; or
+/// that they have none. Shared by the dashboard's and the console's members tables.
+pub(crate) fn limit_cell(v: &Visitor, m: &Member, now: Timestamp) -> Markup {
     let Some(limit) = m.limit else {
         return html! { span.muted { (v.t("teams.no_limit")) } };
     };

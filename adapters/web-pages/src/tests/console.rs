@@ -11,9 +11,10 @@ use poem::http::StatusCode;
 use super::harness::{App, Browser, START_MS};
 
 /// Every console page this module serves.
-const PAGES: [&str; 7] = [
+const PAGES: [&str; 8] = [
     "/admin",
     "/admin/customers",
+    "/admin/accounts",
     "/admin/orders",
     "/admin/webhooks",
     "/admin/api-keys",

@@ -209,8 +209,16 @@ async fn the_admin_console_refuses_a_user_without_asking_the_admin_port() {
     fakes.admin.expect_find_customers().never();
     fakes.admin.expect_admin_plans().never();
     fakes.admin.expect_adjust_credits().never();
+    fakes.admin.expect_admin_team_accounts().never();
+    fakes.admin.expect_admin_team_account().never();
     let pages = fakes.pages();
-    for path in ["/admin", "/admin/customers", "/admin/pricing"] {
+    for path in [
+        "/admin",
+        "/admin/customers",
+        "/admin/accounts",
+        "/admin/accounts/team_1",
+        "/admin/pricing",
+    ] {
         let page = pages.get_signed_in(path).await;
         assert_eq!(page.status, StatusCode::FORBIDDEN, "{path}");
         assert!(page.body.contains("This page is for administrators."));

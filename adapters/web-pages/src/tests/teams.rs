@@ -1,5 +1,6 @@
 //! The dashboard's "Teams" tab: the user's teams with their balance, members, limits, seats and
-//! open invitations, read as their owner and as a plain member.
+//! open invitations, read as their owner and as a plain member; and the console's team
+//! accounts, read by an administrator only.
 
 use application::use_cases::plans::PricingMode;
 use application::use_cases::teams::MemberRequest;
@@ -10,6 +11,10 @@ use poem::http::StatusCode;
 use super::harness::App;
 
 async fn user_id(app: &App, email: &str) -> UserId {
+    user(app, email).await.id
+}
+
+async fn user(app: &App, email: &str) -> application::accounts::User {
     let email = application::accounts::Email::parse(email).unwrap();
     use application::ports::UserRepository;
     let (user, _) = app
@@ -19,7 +24,7 @@ async fn user_id(app: &App, email: &str) -> UserId {
         .await
         .unwrap()
         .unwrap();
-    user.id
+    user
 }
 
 #[tokio::test]
@@ -408,4 +413,135 @@ async fn an_owner_buys_for_their_team_from_the_pricing_page() {
         )
         .await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+}
+
+/// A team of Ada's (`Acme <research>`) with Bob as a member with a daily limit, funded with
+/// 42 credits by the administrator; its id.
+async fn funded_team(app: &App) -> domain::AccountId {
+    use application::use_cases::admin_console::AdjustCredits;
+    let (ada, bob) = (
+        user_id(app, "ada@example.com").await,
+        user_id(app, "bob@example.com").await,
+    );
+    let team = app
+        .service
+        .create_team(&ada, "Acme <research>")
+        .await
+        .unwrap();
+    let id = team.account.id;
+    let add = MemberRequest::Add {
+        role: MemberRole::Member,
+        limit: Some(MemberLimit {
+            credits: Credits::from_whole(10).unwrap(),
+            window: LimitWindow::Day,
+        }),
+    };
+    app.service
+        .change_team_member(&ada, &id, &bob, add)
+        .await
+        .unwrap();
+    let grant = AdjustCredits {
+        admin: user(app, "admin@example.com").await,
+        account_id: id.clone(),
+        amount: rust_decimal::Decimal::from(42),
+        reason: "pilot".into(),
+        expires_at: None,
+        idempotency_key: domain::IdempotencyKey::new("team-pilot").unwrap(),
+    };
+    app.service.adjust_credits(&grant).await.unwrap();
+    id
+}
+
+#[tokio::test]
+async fn the_console_lists_team_accounts_and_shows_one_with_its_members_and_limits() {
+    let app = App::new(PricingMode::Static);
+    let ada = app.signed_in("ada@example.com", false).await;
+    app.signed_in("bob@example.com", false).await;
+    let admin = app.signed_in("admin@example.com", true).await;
+    let empty = admin.get("/admin/accounts").await;
+    assert!(
+        empty.body.contains("No team accounts yet."),
+        "{}",
+        empty.body
+    );
+    let team = funded_team(&app).await;
+    let (ada_id, bob_id) = (
+        user_id(&app, "ada@example.com").await,
+        user_id(&app, "bob@example.com").await,
+    );
+
+    let list = admin.get("/admin/accounts").await;
+    assert_eq!(list.status, StatusCode::OK);
+    let body = &list.body;
+    assert!(body.contains("href=\"/admin/accounts\" aria-current=\"page\""));
+    assert!(
+        body.contains(&format!("data-account-id=\"{team}\"")),
+        "{body}"
+    );
+    assert!(body.contains(&format!("href=\"/admin/accounts/{team}\"")));
+    assert!(body.contains("Acme &lt;research&gt;"), "escaped: {body}");
+    assert!(body.contains("42.00"), "the balance: {body}");
+    assert!(body.contains("<span>2</span>"), "two members: {body}");
+    assert!(
+        !body.contains(&format!("data-account-id=\"{ada_id}\"")),
+        "no personal account"
+    );
+
+    let page = admin.get(&format!("/admin/accounts/{team}")).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let body = &page.body;
+    assert!(
+        body.contains("data-testid=\"account-balance\">42.00<"),
+        "{body}"
+    );
+    assert!(body.contains("2 members, no seat cap"), "{body}");
+    for id in [&ada_id, &bob_id] {
+        assert!(
+            body.contains(&format!("href=\"/admin/customers/{id}\"")),
+            "{id}: {body}"
+        );
+    }
+    assert!(body.contains(">bob@example.com</a>"));
+    assert!(body.contains("0.00 of 10.00 credits this day"), "{body}");
+    assert!(body.contains("No limit"), "the owner has none: {body}");
+    let chinese = admin
+        .get(&format!("/admin/accounts/{team}?lang=zh-CN"))
+        .await;
+    assert!(
+        chinese.body.contains("本天已用 0.00 / 10.00 积分"),
+        "{}",
+        chinese.body
+    );
+    assert!(chinese.body.contains("团队账户"));
+
+    // The customer's page links to their teams.
+    let customer = admin.get(&format!("/admin/customers/{bob_id}")).await;
+    assert!(
+        customer
+            .body
+            .contains(&format!("href=\"/admin/accounts/{team}\"")),
+        "{}",
+        customer.body
+    );
+
+    for missing in [
+        "/admin/accounts/team_nobody".to_owned(),
+        "/admin/accounts/not%20an%20id".to_owned(),
+        format!("/admin/accounts/{ada_id}"),
+    ] {
+        assert_eq!(
+            admin.get(&missing).await.status,
+            StatusCode::NOT_FOUND,
+            "{missing}"
+        );
+    }
+    // A member of the team is no administrator.
+    for path in [
+        "/admin/accounts".to_owned(),
+        format!("/admin/accounts/{team}"),
+    ] {
+        assert_eq!(ada.get(&path).await.status, StatusCode::FORBIDDEN, "{path}");
+        let visitor = app.browser().get(&path).await;
+        assert_eq!(visitor.status, StatusCode::SEE_OTHER, "{path}");
+    }
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use domain::{Currency, OrderStatus, Timestamp, UserId};
+use domain::{AccountKind, Currency, OrderStatus, Timestamp, UserId};
 
 use super::{InMemoryStore, State};
 use crate::accounts::User;
@@ -13,8 +13,8 @@ use crate::cursor::{Keyset, KeysetPage};
 use crate::ports::{
     AdminConsoleStore, AuditEntry, AuditFacts, AuditValue, CreditTransaction, CustomerSearch,
     EmailKey, GrantCommand, GrantSource, IdMatch, InboxFilter, LedgerEffect, NewAudit, OrderFilter,
-    OrderRecord, PaymentTotal, RecordedEvent, SignupGrantOutcome, StoreError, TimeNumberKey,
-    TimeTextKey,
+    OrderRecord, PaymentTotal, RecordedEvent, SignupGrantOutcome, StoreError, TeamAccountSummary,
+    TimeNumberKey, TimeTextKey,
 };
 use crate::sign_up::SignupIdentity;
 use crate::testing::lock;
@@ -223,6 +223,28 @@ impl AdminConsoleStore for InMemoryStore {
             .cloned()
             .collect();
         all.sort_by_key(|r| std::cmp::Reverse(key(r)));
+        Ok(page_of(all, keyset, key, true))
+    }
+
+    async fn team_accounts(
+        &self,
+        keyset: &Keyset<TimeTextKey>,
+    ) -> Result<KeysetPage<TeamAccountSummary, TimeTextKey>, StoreError> {
+        let key =
+            |t: &TeamAccountSummary| (t.account.created_at.unix_millis(), t.account.id.to_string());
+        let state = lock(&self.0);
+        let mut all: Vec<TeamAccountSummary> = state
+            .accounts
+            .values()
+            .filter(|a| a.kind == AccountKind::Team)
+            .map(|a| TeamAccountSummary {
+                account: a.clone(),
+                balance: state.ledger.balance(&a.id),
+                members: u64::try_from(state.members.keys().filter(|(id, _)| *id == a.id).count())
+                    .unwrap_or(u64::MAX),
+            })
+            .collect();
+        all.sort_by_key(|t| std::cmp::Reverse(key(t)));
         Ok(page_of(all, keyset, key, true))
     }
 

@@ -1,6 +1,7 @@
 //! The admin console's reads (issue 18): customers found by e-mail or id, a customer's overview
 //! and ledger, every order, the webhook inbox and the audit log, each one page at a time by an
-//! opaque cursor, newest first (customer search: by e-mail).
+//! opaque cursor, newest first (customer search: by e-mail). The team accounts are in
+//! `accounts`.
 //!
 //! Every driving adapter (the JSON API, the admin pages) calls these same functions; their
 //! results are the contract each renders.
@@ -14,7 +15,7 @@ use crate::accounts::User;
 use crate::cursor::{CursorError, CursorKey, Keyset, KeysetPage};
 use crate::ports::{
     AuditEntry, Clock, CreditTransaction, CustomerSearch, IdGenerator, IdMatch, InboxFilter,
-    OrderFilter, OrderRecord, PaymentTotal, RecordedEvent, SecretHasher, Store,
+    Membership, OrderFilter, OrderRecord, PaymentTotal, RecordedEvent, SecretHasher, Store,
 };
 use crate::service::Service;
 
@@ -70,6 +71,9 @@ pub enum AdminListError {
     /// No such user.
     #[error("user not found")]
     UserNotFound,
+    /// No such team account.
+    #[error("account not found")]
+    AccountNotFound,
     /// Infrastructure.
     #[error(transparent)]
     Infra(#[from] InfraError),
@@ -93,6 +97,9 @@ pub struct CustomerOverview {
     pub entitlements: EffectiveEntitlements,
     /// Paid and refunded per currency, in minor units.
     pub totals: Vec<PaymentTotal>,
+    /// The teams the customer is a present member of, and their role in each, oldest
+    /// membership first.
+    pub teams: Vec<Membership>,
 }
 
 /// The order status a filter names by its code; a code that is not an order status is refused
@@ -156,7 +163,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     }
 
     /// A customer's balance, subscriptions, one-time access, open
-    /// reservations, entitlements and payment totals.
+    /// reservations, entitlements, payment totals and teams.
     ///
     /// # Errors
     /// [`AdminListError::UserNotFound`]; infrastructure.
@@ -169,11 +176,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let status = self.report_status(&user).await?;
         let entitlements = self.entitlements_of(&status).await?;
         let totals = self.store.payment_totals(&user.id).await?;
+        let teams = self.store.memberships(&user.id).await?;
         Ok(CustomerOverview {
             user,
             status,
             entitlements,
             totals,
+            teams,
         })
     }
 

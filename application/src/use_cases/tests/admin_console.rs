@@ -381,3 +381,83 @@ async fn an_administrators_cancel_is_audited_with_its_write_once_and_again_after
         ["sub_1", "sub_1", "sub_1"]
     );
 }
+
+#[tokio::test]
+async fn team_accounts_are_listed_newest_first_and_read_with_members_and_seats() {
+    use crate::use_cases::teams::MemberRequest;
+    use domain::{AccountId, MemberRole};
+    let h = Harness::new();
+    let ada = h.user("ada-team@example.com").await;
+    let bob = h.user("bob-team@example.com").await;
+    let admin = administrator(&h, "boss-team@example.com").await;
+    let s = &h.service;
+    let first_team = s.create_team(&ada.id, "First").await.unwrap().account.id;
+    s.clock().advance_ms(1_000);
+    let second_team = s.create_team(&bob.id, "Second").await.unwrap().account.id;
+    s.clock().advance_ms(1_000);
+    let add = MemberRequest::Add {
+        role: MemberRole::Member,
+        limit: None,
+    };
+    s.change_team_member(&ada.id, &first_team, &bob.id, add)
+        .await
+        .unwrap();
+    let grant = AdjustCredits {
+        admin,
+        account_id: first_team.clone(),
+        amount: Decimal::new(4200, 2),
+        reason: "pilot".into(),
+        expires_at: None,
+        idempotency_key: IdempotencyKey::new("team-grant").unwrap(),
+    };
+    s.adjust_credits(&grant).await.unwrap();
+
+    let page = s.admin_team_accounts(&first(1)).await.unwrap();
+    assert_eq!(page.items[0].account.id, second_team, "newest first");
+    assert_eq!(page.items[0].members, 1);
+    let next = PageAfter {
+        cursor: page.next_cursor.clone(),
+        limit: Some(1),
+    };
+    let rest = s.admin_team_accounts(&next).await.unwrap();
+    let listed = &rest.items[0];
+    assert_eq!(listed.account.id, first_team);
+    assert_eq!((listed.members, listed.balance.hundredths()), (2, 4200));
+    assert_eq!(rest.next_cursor, None, "personal accounts are never listed");
+
+    let team = s.admin_team_account(&first_team).await.unwrap();
+    assert_eq!(team.account.name.as_deref(), Some("First"));
+    assert_eq!(team.balance.hundredths(), 4200);
+    let members: Vec<_> = team.members.iter().map(|m| (&m.user_id, m.role)).collect();
+    assert_eq!(
+        members,
+        [(&ada.id, MemberRole::Owner), (&bob.id, MemberRole::Member)]
+    );
+    assert_eq!(team.seats, None, "no seats plan held: no cap");
+    for unknown in [
+        AccountId::personal(&ada.id),
+        AccountId::new("team_nobody").unwrap(),
+    ] {
+        assert!(
+            matches!(
+                s.admin_team_account(&unknown).await,
+                Err(AdminListError::AccountNotFound)
+            ),
+            "{unknown}"
+        );
+    }
+    // Bob's teams, oldest membership first: his own, then the one he joined later.
+    let overview = s.customer_overview(&bob.id).await.unwrap();
+    let teams: Vec<_> = overview
+        .teams
+        .iter()
+        .map(|m| (&m.account.id, m.role))
+        .collect();
+    assert_eq!(
+        teams,
+        [
+            (&second_team, MemberRole::Owner),
+            (&first_team, MemberRole::Member)
+        ]
+    );
+}

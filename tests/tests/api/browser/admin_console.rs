@@ -11,9 +11,10 @@ use super::webdriver::{Browser, Viewport, browser_available};
 use super::{buy_through_the_sandbox, sign_in, sign_up};
 
 /// The console's pages, photographed on both viewports (the customer's page separately).
-const PAGES: [(&str, &str); 8] = [
+const PAGES: [(&str, &str); 9] = [
     ("overview", "/admin"),
     ("customers", "/admin/customers"),
+    ("accounts", "/admin/accounts"),
     ("orders", "/admin/orders"),
     ("webhooks", "/admin/webhooks"),
     ("api_keys", "/admin/api-keys"),

@@ -6,9 +6,10 @@ use maud::{Markup, html};
 use crate::state::{PageError, Visitor, with_query};
 
 /// A console section: its path and catalog key.
-pub(crate) const SECTIONS: [(&str, &str); 8] = [
+pub(crate) const SECTIONS: [(&str, &str); 9] = [
     ("/admin", "console.nav_overview"),
     ("/admin/customers", "console.nav_customers"),
+    ("/admin/accounts", "console.nav_accounts"),
     ("/admin/orders", "console.nav_orders"),
     ("/admin/webhooks", "console.nav_webhooks"),
     ("/admin/api-keys", "console.nav_api_keys"),
@@ -48,7 +49,7 @@ pub(crate) fn notice(v: &Visitor, known: &[&str]) -> Markup {
 pub(crate) fn list_error(e: AdminListError) -> PageError {
     match e {
         AdminListError::Page(_) | AdminListError::Invalid { .. } => PageError::BadRequest,
-        AdminListError::UserNotFound => PageError::NotFound,
+        AdminListError::UserNotFound | AdminListError::AccountNotFound => PageError::NotFound,
         AdminListError::Infra(infra) => infra.into(),
     }
 }

@@ -1,16 +1,17 @@
 //! `/admin/customers`: find a customer by e-mail or id (prefix), and a customer's page — balance,
 //! subscriptions, one-time access, entitlements, open reservations, paid and refunded per
-//! currency, the ledger and the orders — with the actions an operator takes: grant or debit
-//! credits, refund an order, cancel a subscription at period end, allow a hidden plan. Each action goes through a
-//! confirmation page (no script needed) carrying an idempotency key made when it is shown, so a
-//! form sent twice acts once.
+//! currency, the teams they belong to (linked to `/admin/accounts/{id}`), the ledger and the
+//! orders — with the actions an operator takes: grant or debit credits, refund an order, cancel a
+//! subscription at period end, allow a hidden plan. Each action goes through a confirmation page
+//! (no script needed) carrying an idempotency key made when it is shown, so a form sent twice
+//! acts once.
 
 mod actions;
 
 use std::sync::Arc;
 
 use application::accounts::User;
-use application::ports::{CreditTransaction, OrderFilter, OrderRecord, PlanAllowance};
+use application::ports::{CreditTransaction, Membership, OrderFilter, OrderRecord, PlanAllowance};
 use application::use_cases::admin_console::{CustomerOverview, PageAfter, PlanAllowanceError};
 use domain::{Money, UserId};
 use maud::{Markup, html};
@@ -18,9 +19,10 @@ use poem::Request;
 use poem::http::StatusCode;
 
 use super::orders::order_table;
-use super::{console, gate};
+use super::{accounts, console, gate};
 use crate::format;
 use crate::layout::{self, Nav, csrf_field};
+use crate::pages::dashboard_teams::role_label;
 use crate::pages::{parse_id, provider_key};
 use crate::state::{PageError, PageResult, PageState, Visitor};
 
@@ -143,6 +145,7 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, request: Request) ->
         (summary(&v, &overview))
         (adjust_form(&v, id.as_str()))
         (holdings(&v, &overview, id.as_str()))
+        (teams_card(&v, &overview.teams))
         (allowances_card(&v, &allowances, id.as_str()))
         section.card.section-card {
             h2 { (v.t("console.customer_orders")) }
@@ -200,6 +203,29 @@ fn allowances_card(v: &Visitor, allowances: &[PlanAllowance], id: &str) -> Marku
                 div.form-actions {
                     button.btn.btn-secondary type="submit" data-testid="allow" {
                         (v.t("console.allowance_add"))
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The teams the customer is a present member of, each linked to its page in the console.
+fn teams_card(v: &Visitor, teams: &[Membership]) -> Markup {
+    html! {
+        section.card.section-card data-testid="customer-teams" {
+            h2 { (v.t("console.customer_teams")) }
+            @if teams.is_empty() { p.muted { (v.t("console.customer_teams_none")) } }
+            ul.plain-list {
+                @for membership in teams {
+                    @let account = &membership.account;
+                    li {
+                        a href={(accounts::PATH) "/" (account.id.as_str())}
+                            data-testid="customer-team" {
+                            (account.name.as_deref().unwrap_or(account.id.as_str()))
+                        }
+                        " · " (role_label(v, membership.role))
+                        " · " code { (account.id.as_str()) }
                     }
                 }
             }
