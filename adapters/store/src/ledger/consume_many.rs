@@ -5,20 +5,23 @@
 //! draw-down), and the group's
 //! single writer issues them one after the other: on PostgreSQL each is a network round trip,
 //! and the writer ends up slower than eight connections working side by side. [`consume_many`]
-//! decides a whole run of consumptions from two reads and writes them with one statement
-//! (PostgreSQL) or three (SQLite), whatever their number:
+//! decides a whole run of consumptions from two reads (three with team members) and writes them
+//! with one statement (PostgreSQL) or three (SQLite; four with members), whatever their number:
 //!
 //! 1. read, with the balance rows locked on PostgreSQL (`FOR UPDATE OF b`, in user order, the
 //!    order every group takes them in): the balances of the run's users joined with their
 //!    spendable lots (lots are serialized by the balance locks, like every lot change: see
-//!    `postings`); then the consumptions already written under the run's keys;
+//!    `postings`); then the rows of the team members the run's spends act as (locked after the
+//!    balances, see [`members`]); then the consumptions already written under the run's keys;
 //! 2. decide each consumption in arrival order with the same rules as [`super::spend::consume`]
-//!    (a known key replays or conflicts, a balance that does not cover the cost refuses with the
+//!    (a known key replays or conflicts, a member past their limit or not a member is refused,
+//!    a balance that does not cover the cost refuses with the
 //!    balance as it stands after the earlier consumptions of the run, else the domain's posting
 //!    rule and spend order), against the balances and lots as the earlier ones left them;
 //! 3. write the fresh ones: one multi-row ledger insert, one decrement per user (a single
 //!    `UPDATE … FROM` a row set, still conditional on the balance covering it) and one
-//!    draw-down per lot (likewise conditional); three statements on SQLite, ONE on PostgreSQL
+//!    draw-down per lot (likewise conditional), and one count update per member who spent;
+//!    three or four statements on SQLite, ONE on PostgreSQL
 //!    (data-modifying common table expressions). On PostgreSQL the row sets travel as one JSON
 //!    parameter each, so every statement has one text whatever the run's size and is prepared
 //!    once per connection.
@@ -1093,7 +1096,8 @@ impl Run<'_> {
              AND {drawn_count} = {draws_expected} \
              AND (SELECT count(*) FROM ins) = (SELECT count(*) FROM t) THEN 0 ELSE CAST('tally: a batched spend no \
              longer matches the database: ' || (SELECT count(*) FROM ins) || ' ' || \
-             (SELECT count(*) FROM deb) || ' ' || {drawn_count} AS INT) END AS ok) \
+             (SELECT count(*) FROM deb) || ' ' || {drawn_count} || ' ' || {counted_count} \
+             AS INT) END AS ok) \
              SELECT chk.ok, ins.*, \
              (SELECT json_agg(json_build_array(account_id, balance_hundredths)) FROM deb)::text \
              AS debits, CAST({drawn_count} AS BIGINT) AS drawn, \

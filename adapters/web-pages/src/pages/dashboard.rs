@@ -158,7 +158,7 @@ async fn overview_panel(
                             th scope="col" { span.sr-only { (v.t("dashboard.col_actions")) } }
                         } }
                         tbody {
-                            @for record in &orders.items { (order_row(v, record, names)) }
+                            @for record in &orders.items { (order_row(v, record, names, user)) }
                         }
                     }
                 }
@@ -173,10 +173,15 @@ fn page_request(page: i64) -> Result<PageRequest, PageError> {
     PageRequest::new(Some(page), Some(ROWS_PER_PAGE)).map_err(|_| PageError::BadRequest)
 }
 
-fn order_row(v: &Visitor, record: &OrderRecord, names: &PlanNames) -> Markup {
+/// An order's row; a pending order's way back to its checkout is its buyer's alone (a team's
+/// other members see the order, not the provider's link to pay it).
+fn order_row(v: &Visitor, record: &OrderRecord, names: &PlanNames, viewer: &User) -> Markup {
     let order = &record.order;
     let code = order.status().code();
-    let continue_link = match (order.status(), record.checkout.as_ref().map(|c| &c.target)) {
+    let checkout = (order.user_id() == &viewer.id)
+        .then(|| record.checkout.as_ref().map(|c| &c.target))
+        .flatten();
+    let continue_link = match (order.status(), checkout) {
         (OrderStatus::Pending, Some(CheckoutTarget::Redirect(url))) => Some(url.clone()),
         (OrderStatus::Pending, Some(CheckoutTarget::QrCode(_))) => {
             Some(format!("/pay/qr/{}", order.id()))
@@ -532,6 +537,7 @@ pub(crate) async fn cancel_subscription(
     let user = require_user(&v)?;
     let id =
         super::parse_id(&form.subscription_id, SubscriptionId::new).ok_or(PageError::NotFound)?;
+    super::dashboard_account::portal_may_act_on(&state, &v, &user, &id).await?;
     let cancelled = (state.ports.payments)
         .cancel_subscription_for(&user, &id, CancelWhen::PeriodEnd)
         .await;

@@ -118,6 +118,34 @@ impl Acting {
     }
 }
 
+/// A customer-portal session acts on its user's own billing alone: a subscription of any other
+/// account (a team's they manage) is not found to it. Any other session is let through to the
+/// use case, which checks the user's role in the subscription's account.
+///
+/// # Errors
+/// [`PageError::NotFound`] for a portal session and a subscription not the user's own; the
+/// store's errors.
+pub(crate) async fn portal_may_act_on(
+    state: &PageState,
+    v: &Visitor,
+    user: &User,
+    subscription: &domain::SubscriptionId,
+) -> Result<(), PageError> {
+    if v.portal_return.is_none() {
+        return Ok(());
+    }
+    let own = state.ports.credits.report_status(user).await?;
+    let held = own.subscriptions.iter().map(|h| &h.subscription);
+    if held
+        .chain(own.subscription.as_ref())
+        .any(|s| s.id() == subscription)
+    {
+        Ok(())
+    } else {
+        Err(PageError::NotFound)
+    }
+}
+
 /// The CSRF field, and the account shown, of a form on the dashboard: its answer comes back to
 /// the same account (the use case checks the user's role in it again).
 pub(crate) fn form_fields(v: &Visitor) -> Markup {

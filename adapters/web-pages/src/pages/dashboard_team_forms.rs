@@ -46,6 +46,22 @@ pub(crate) struct TeamForm {
     /// `day`, `week` or `month`; empty (or `none`) for no limit.
     #[serde(rename = "limitWindow", default)]
     limit_window: String,
+    /// The member's role and limit as the edit form showed them ([`was`]): only what the
+    /// editor changed is asked for.
+    #[serde(rename = "roleWas", default)]
+    role_was: String,
+    #[serde(rename = "limitWas", default)]
+    limit_was: String,
+}
+
+/// A role and a limit as an edit form carries what it showed: the role's code, and
+/// `hundredths|window` or `-` for no limit.
+fn was(role: MemberRole, limit: Option<MemberLimit>) -> (String, String) {
+    let limit = limit.map_or_else(
+        || "-".to_owned(),
+        |l| format!("{}|{}", l.credits.hundredths(), l.window.code()),
+    );
+    (role.code().to_owned(), limit)
 }
 
 impl TeamForm {
@@ -92,10 +108,13 @@ pub(crate) async fn act(state: Arc<PageState>, v: Visitor, mut request: Request)
                 Ok(limit) => limit,
                 Err(e) => return answer(Err(e)),
             };
-            let request = MemberRequest::Update {
-                role: form.role(),
-                limit: Some(limit),
-            };
+            // Only what changed: an unchanged limit is not set again (which would count the
+            // window anew), an unchanged role not asked for (an admin may edit their own role
+            // but not their own limit).
+            let role = form.role().filter(|r| r.code() != form.role_was);
+            let (_, limit_now) = was(MemberRole::Member, limit);
+            let limit = (limit_now != form.limit_was).then_some(limit);
+            let request = MemberRequest::Update { role, limit };
             let (team, member) = (form.team()?, form.member()?);
             let changed = accounts.change_team_member(&user.id, &team, &member, request);
             changed.await.map(|_| "member_saved")
@@ -337,6 +356,7 @@ pub(crate) fn member_actions(
     } else {
         grantable(viewer)
     };
+    let (role_was, limit_was) = was(member.role, member.limit);
     html! {
         details.disclosure data-testid="member-edit" {
             summary { (v.t("teams.edit")) }
@@ -344,6 +364,8 @@ pub(crate) fn member_actions(
                 (csrf_field(v))
                 input type="hidden" name="accountId" value=(team);
                 input type="hidden" name="memberId" value=(member.user_id);
+                input type="hidden" name="roleWas" value=(role_was);
+                input type="hidden" name="limitWas" value=(limit_was);
                 (role_and_limit(v, &key, roles, (member.role, member.limit)))
                 div.actions {
                     button.btn.btn-primary.btn-sm type="submit" data-testid="member-save" {

@@ -372,6 +372,8 @@ pub(crate) async fn buy(state: Arc<PageState>, v: Visitor, mut request: Request)
     };
     let account = match form.account_id.as_str() {
         "" => None,
+        // A customer-portal session buys for its own user alone.
+        _ if v.portal_return.is_some() => return Err(PageError::NotFound),
         raw => Some(super::parse_id(raw, AccountId::new).ok_or(PageError::NotFound)?),
     };
     let started = state

@@ -238,6 +238,28 @@ async fn a_team_is_created_filled_and_left_through_the_tab_s_forms() {
         "/dashboard?tab=teams&notice=team_not_allowed"
     );
 
+    // An admin edits their own role alone (their own limit is an owner's to set): the form
+    // asks only for what changed.
+    let own_role = bob
+        .submit(
+            tab,
+            "/dashboard/teams/member",
+            &[
+                ("accountId", &team),
+                ("memberId", bob_id.as_str()),
+                ("role", "member"),
+                ("roleWas", "admin"),
+                ("limitCredits", "3.00"),
+                ("limitWindow", "day"),
+                ("limitWas", "300|day"),
+            ],
+        )
+        .await;
+    assert_eq!(
+        own_role.location(),
+        "/dashboard?tab=teams&notice=member_saved"
+    );
+
     // Revoking an open invitation; removing a member; a stranger's team is not found.
     let cy = app
         .service

@@ -11,7 +11,7 @@
 //! locked path. A member not found (never one, removed, or away) is refused as on the one-by-one
 //! path.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use application::ports::{ConsumeCommand, Refusal};
 use domain::{MemberLimit, WindowCount, count_spend};
@@ -50,8 +50,8 @@ impl MemberCount {
     }
 }
 
-/// The members the run's spends act as; a key absent is not a member.
-pub(super) type Members = HashMap<MemberKey, MemberCount>;
+/// The members the run's spends act as, in (account, user) order; a key absent is not a member.
+pub(super) type Members = BTreeMap<MemberKey, MemberCount>;
 
 /// The (account, member) pairs of the run's spends by members.
 pub(super) fn keys<'c>(commands: &[&'c ConsumeCommand]) -> BTreeSet<(&'c str, &'c str)> {
@@ -160,7 +160,7 @@ pub(super) fn part(postgres: bool, first: usize, members: &Members) -> Option<(P
         return None;
     }
     let count = table.len();
-    let (cte, values) = rows(
+    let (mut cte, values) = rows(
         postgres,
         ("mc", first),
         &[
@@ -181,9 +181,22 @@ pub(super) fn part(postgres: bool, first: usize, members: &Members) -> Option<(P
     } else {
         "IS"
     };
+    // PostgreSQL: lock the rows in (account, user) order first (`mlk`, read to the end by the
+    // UPDATE's one-time filter before it touches a row), the order a member change takes them
+    // in, so that a batch and a change wait for each other instead of deadlocking.
+    let gate = if postgres {
+        cte.push_str(
+            ", mlk AS MATERIALIZED (SELECT m.account_id FROM account_members m \
+             JOIN mc ON m.account_id = mc.aid AND m.user_id = mc.uid \
+             ORDER BY m.account_id, m.user_id FOR UPDATE OF m)",
+        );
+        "(SELECT count(*) FROM mlk) >= 0 AND "
+    } else {
+        ""
+    };
     let statement = format!(
         "UPDATE account_members SET window_start = mc.ws, window_spent_hundredths = mc.wsp \
-         FROM mc WHERE account_id = mc.aid AND user_id = mc.uid \
+         FROM mc WHERE {gate}account_id = mc.aid AND user_id = mc.uid \
          AND window_start = mc.was_ws AND window_spent_hundredths = mc.was_wsp \
          AND limit_hundredths {same} mc.lim AND limit_window {same} mc.lw RETURNING account_id"
     );
