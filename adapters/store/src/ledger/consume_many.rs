@@ -478,21 +478,9 @@ impl<'a> Run<'a> {
             key_used,
             before,
         );
-        let decision = match (decision, earlier) {
-            (Err(LedgerError::WrongSign { .. }), _) if c.amount.is_zero() => {
-                return Ok(Decision::Refused(Err(spend::zero_consumption())));
-            }
-            (Err(e), _) => {
-                return Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!("{e}"))));
-            }
-            (Ok(SpendDecision::Reused(KeyReuse::Replay)), Some(Seen::Stored(earlier, _))) => {
-                return Ok(Decision::Replay(earlier.clone()));
-            }
-            (Ok(SpendDecision::Reused(KeyReuse::Replay)), Some(Seen::Fresh(n, _))) => {
-                return Ok(Decision::ReplayOfFresh(*n));
-            }
-            (Ok(SpendDecision::Reused(_)), _) => return Ok(refused(Refusal::KeyConflict)),
-            (Ok(decision), _) => decision,
+        let decision = match keyed(decision, earlier, c)? {
+            Ok(decision) => decision,
+            Err(answered) => return Ok(answered),
         };
         // A member's limit is decided before the balance, as on the one-by-one path.
         let counted = match members::count(members, c) {
@@ -529,6 +517,32 @@ impl<'a> Run<'a> {
         seen.insert(key, Seen::Fresh(n, hash.to_owned()));
         Ok(Decision::Fresh(n))
     }
+}
+
+/// The spending rule's `decision` for `c` with its key's earlier use (`earlier`): what is left to
+/// decide (`Ok`: post it or refuse it for want of credits), or the answer a used key (a replay,
+/// a conflict) or a malformed command already gives.
+fn keyed(
+    decision: Result<SpendDecision, LedgerError>,
+    earlier: Option<&Seen>,
+    c: &ConsumeCommand,
+) -> Result<Result<SpendDecision, Decision>, Fail> {
+    Ok(Err(match (decision, earlier) {
+        (Err(LedgerError::WrongSign { .. }), _) if c.amount.is_zero() => {
+            Decision::Refused(Err(spend::zero_consumption()))
+        }
+        (Err(e), _) => {
+            return Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!("{e}"))));
+        }
+        (Ok(SpendDecision::Reused(KeyReuse::Replay)), Some(Seen::Stored(earlier, _))) => {
+            Decision::Replay(earlier.clone())
+        }
+        (Ok(SpendDecision::Reused(KeyReuse::Replay)), Some(Seen::Fresh(n, _))) => {
+            Decision::ReplayOfFresh(*n)
+        }
+        (Ok(SpendDecision::Reused(_)), _) => refused(Refusal::KeyConflict),
+        (Ok(decision), _) => return Ok(Ok(decision)),
+    }))
 }
 
 /// Draw `amount` from a user's lots in the domain's spend order, recording each take.
@@ -1055,33 +1069,12 @@ impl Run<'_> {
         let mut ctes = vec![insert.cte, debit.cte];
         let mut values = insert.values;
         values.extend(debit.values);
-        let (draw_cte, drawn_count, draws_expected, lots) = match draw {
-            Some((part, lots)) => {
-                ctes.push(part.cte);
-                values.extend(part.values);
-                (
-                    format!(", drw AS ({})", part.statement),
-                    "(SELECT count(*) FROM drw)",
-                    "(SELECT count(*) FROM l)",
-                    lots,
-                )
-            }
-            None => (String::new(), "0", "0", 0),
-        };
-        let counts = members::part(true, values.len() + 1, &self.members);
-        let (count_cte, counted_count, counts_expected, counted_rows) = match counts {
-            Some((part, rows)) => {
-                ctes.push(part.cte);
-                values.extend(part.values);
-                (
-                    format!(", mem AS ({})", part.statement),
-                    "(SELECT count(*) FROM mem)",
-                    "(SELECT count(*) FROM mc)",
-                    rows,
-                )
-            }
-            None => (String::new(), "0", "0", 0),
-        };
+        let mut statement = (&mut ctes, &mut values);
+        let (draw_cte, drawn_count, draws_expected, lots) =
+            optional_part(draw, ("drw", "l"), &mut statement);
+        let counts = members::part(true, statement.1.len() + 1, &self.members);
+        let (count_cte, counted_count, counts_expected, counted_rows) =
+            optional_part(counts, ("mem", "mc"), &mut statement);
         // Under the locks, the decrements are checked one by one against the decisions after
         // the statement (`check_debited`): a refusal there is a disagreement to report, not a
         // reason to fail the statement.
@@ -1228,6 +1221,30 @@ impl Run<'_> {
             }
         }
         draws
+    }
+}
+
+/// A part of the single PostgreSQL statement that may have nothing to write (`None`): its CTE
+/// and values added to `statement`'s, and how the check reads it: the part named `name` as a
+/// CTE, the count of rows it wrote, the count of rows of its input `input`, and how many it must
+/// write. Without a part, both counts are `0`.
+fn optional_part(
+    part: Option<(Part, usize)>,
+    (name, input): (&str, &str),
+    (ctes, values): &mut (&mut Vec<String>, &mut Vec<Value>),
+) -> (String, String, String, usize) {
+    match part {
+        Some((part, expected)) => {
+            ctes.push(part.cte);
+            values.extend(part.values);
+            (
+                format!(", {name} AS ({})", part.statement),
+                format!("(SELECT count(*) FROM {name})"),
+                format!("(SELECT count(*) FROM {input})"),
+                expected,
+            )
+        }
+        None => (String::new(), "0".to_owned(), "0".to_owned(), 0),
     }
 }
 

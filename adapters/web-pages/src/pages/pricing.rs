@@ -90,11 +90,20 @@ pub(crate) struct BuyForm {
     account_id: String,
 }
 
-/// What the signed-in reader already holds (nothing when signed out).
-async fn holdings(state: &PageState, user: Option<&User>) -> Result<Holdings, PageError> {
-    Ok(match user {
-        Some(user) => state.ports.credits.report_status(user).await?.holdings(),
-        None => Holdings::default(),
+/// What the account bought for already holds: the team chosen, else the signed-in reader's own
+/// (nothing when signed out).
+async fn holdings(
+    state: &PageState,
+    user: Option<&User>,
+    buying: &account::BuyingFor,
+) -> Result<Holdings, PageError> {
+    Ok(match (buying.chosen(), user) {
+        (Some(team), _) => (state.ports.credits)
+            .report_account_status(&team.account.id)
+            .await?
+            .holdings(),
+        (None, Some(user)) => state.ports.credits.report_status(user).await?.holdings(),
+        (None, None) => Holdings::default(),
     })
 }
 
@@ -158,13 +167,7 @@ pub(crate) fn period_slug(interval: PlanInterval) -> String {
 pub(crate) async fn show(state: Arc<PageState>, v: Visitor, _request: Request) -> PageResult {
     let plans = listed_plans(&state, &v).await?;
     let buying = account::BuyingFor::load(&state, &v).await?;
-    let holdings = match buying.chosen() {
-        Some(team) => (state.ports.credits)
-            .report_account_status(&team.account.id)
-            .await?
-            .holdings(),
-        None => holdings(&state, v.user.as_ref()).await?,
-    };
+    let holdings = holdings(&state, v.user.as_ref(), &buying).await?;
     let plans: Vec<&Plan> = plans.iter().map(|p| &p.plan).collect();
     let offers_in = |tab: Tab| {
         group_offers(
