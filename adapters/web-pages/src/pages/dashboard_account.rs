@@ -12,6 +12,7 @@ use application::use_cases::teams::AccountEntry;
 use domain::{AccountId, AccountKind, UserId};
 use maud::{Markup, html};
 
+use super::dashboard_teams::team_name;
 use crate::layout::csrf_field;
 use crate::state::{PageError, PageState, Visitor, with_query};
 
@@ -34,31 +35,7 @@ impl Acting {
         v: &Visitor,
         user: &User,
     ) -> Result<Self, PageError> {
-        let asked = v.query("account");
-        if v.portal_return.is_some() {
-            return match asked {
-                Some(_) => Err(PageError::NotFound),
-                None => Ok(Self {
-                    teams: Vec::new(),
-                    chosen: None,
-                    members: BTreeMap::new(),
-                }),
-            };
-        }
-        let teams: Vec<AccountEntry> = (state.ports.accounts)
-            .my_accounts(&user.id)
-            .await
-            .map_err(super::dashboard_teams::page_error)?
-            .into_iter()
-            .filter(|e| e.account.kind == AccountKind::Team)
-            .collect();
-        let chosen = match asked {
-            Some(raw) => Some(
-                (teams.iter().find(|e| e.account.id.as_str() == raw).cloned())
-                    .ok_or(PageError::NotFound)?,
-            ),
-            None => None,
-        };
+        let (teams, chosen) = teams_and_chosen(state, v, user, |_| true).await?;
         let mut members = BTreeMap::new();
         if let Some(team) = &chosen {
             let listed = (state.ports.accounts)
@@ -116,6 +93,38 @@ impl Acting {
             .cloned()
             .unwrap_or_else(|| id.to_string())
     }
+}
+
+/// The user's teams that `keep` keeps, and the one `?account=` names among them. A
+/// customer-portal session has none (it is one user's billing).
+///
+/// # Errors
+/// [`PageError::NotFound`] for an `?account=` naming no such team; the store's errors.
+pub(crate) async fn teams_and_chosen(
+    state: &PageState,
+    v: &Visitor,
+    user: &User,
+    keep: impl Fn(&AccountEntry) -> bool,
+) -> Result<(Vec<AccountEntry>, Option<AccountEntry>), PageError> {
+    let teams: Vec<AccountEntry> = if v.portal_return.is_some() {
+        Vec::new()
+    } else {
+        (state.ports.accounts)
+            .my_accounts(&user.id)
+            .await
+            .map_err(super::dashboard_teams::page_error)?
+            .into_iter()
+            .filter(|e| e.account.kind == AccountKind::Team && keep(e))
+            .collect()
+    };
+    let chosen = match v.query("account") {
+        Some(raw) => Some(
+            (teams.iter().find(|e| e.account.id.as_str() == raw).cloned())
+                .ok_or(PageError::NotFound)?,
+        ),
+        None => None,
+    };
+    Ok((teams, chosen))
 }
 
 /// A customer-portal session acts on its user's own billing alone: a subscription of any other
@@ -187,21 +196,23 @@ pub(crate) fn switcher(v: &Visitor, acting: &Acting, tab: Option<&str>) -> Marku
         nav.currency-picker.account-switcher aria-label=(v.t("dashboard.account_label"))
             data-testid="account-switcher" {
             span.currency-label { (v.t("dashboard.account_label")) }
-            (option(&link(None), v.t("dashboard.account_own"), chosen.is_none()))
+            (account_option(&link(None), v.t("dashboard.account_own"), chosen.is_none(), "personal"))
             @for team in &acting.teams {
-                @let name = team.account.name.clone().unwrap_or_else(|| team.account.id.to_string());
-                (option(&link(Some(&team.account.id)), &name, chosen == Some(&team.account.id)))
+                @let id = &team.account.id;
+                (account_option(&link(Some(id)), team_name(&team.account), chosen == Some(id), id.as_str()))
             }
         }
     }
 }
 
-fn option(href: &str, label: &str, selected: bool) -> Markup {
+/// One account of a picker (the dashboard's switcher, `/pricing`'s "Buying for"): a link to the
+/// page showing it, marked when it is the one shown; `id` is the account's id, or `personal`.
+pub(crate) fn account_option(href: &str, label: &str, selected: bool, id: &str) -> Markup {
     html! {
         @if selected {
-            a.currency-option.is-selected href=(href) aria-current="true" { (label) }
+            a.currency-option.is-selected href=(href) aria-current="true" data-account=(id) { (label) }
         } @else {
-            a.currency-option href=(href) { (label) }
+            a.currency-option href=(href) data-account=(id) { (label) }
         }
     }
 }

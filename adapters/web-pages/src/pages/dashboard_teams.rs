@@ -6,7 +6,7 @@
 //! too).
 
 use application::accounts::User;
-use application::ports::{Invitation, Member};
+use application::ports::{Account, Invitation, Member};
 use application::use_cases::teams::{AccountEntry, TeamError};
 use domain::{AccountId, AccountKind, MemberRole, Timestamp};
 use maud::{Markup, html};
@@ -88,6 +88,11 @@ pub(crate) fn page_error(e: TeamError) -> PageError {
     }
 }
 
+/// A team's name as the pages show it: its name, else its id.
+pub(crate) fn team_name(account: &Account) -> &str {
+    account.name.as_deref().unwrap_or(account.id.as_str())
+}
+
 /// A member's role, in the reader's language (the dashboard's and the console's word for it).
 pub(crate) fn role_label(v: &Visitor, role: MemberRole) -> &'static str {
     v.t(match role {
@@ -99,10 +104,7 @@ pub(crate) fn role_label(v: &Visitor, role: MemberRole) -> &'static str {
 
 fn team_card(v: &Visitor, team: &TeamView, now: Timestamp) -> Markup {
     let account = &team.entry.account;
-    let name = account
-        .name
-        .clone()
-        .unwrap_or_else(|| account.id.to_string());
+    let name = team_name(account);
     let count = team.members.len().to_string();
     let seats = match team.seats {
         Some(seats) => v.tf(

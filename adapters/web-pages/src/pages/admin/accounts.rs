@@ -19,7 +19,7 @@ use poem::http::StatusCode;
 use super::{console, gate};
 use crate::format;
 use crate::layout::{self, Nav};
-use crate::pages::dashboard_teams::{limit_cell, role_label};
+use crate::pages::dashboard_teams::{limit_cell, role_label, team_name};
 use crate::pages::parse_id;
 use crate::state::{PageError, PageResult, PageState, Visitor};
 
@@ -51,12 +51,6 @@ pub(crate) async fn list(state: Arc<PageState>, v: Visitor, _request: Request) -
     Ok(layout::page(&v, StatusCode::OK, title, Nav::Admin, body))
 }
 
-/// A team's name, or its id for a team without one (never stored so, but shown rather than
-/// left blank).
-fn team_name<'a>(name: Option<&'a str>, id: &'a AccountId) -> &'a str {
-    name.unwrap_or(id.as_str())
-}
-
 /// The host organisation a team mirrors, or a muted word that it mirrors none.
 fn host_cell(v: &Visitor, organisation: Option<&str>) -> Markup {
     html! {
@@ -83,7 +77,7 @@ fn account_table(v: &Visitor, teams: &[TeamAccountSummary]) -> Markup {
                     tr data-account-id=(id) {
                         td data-label=(v.t("console.col_team")) {
                             a href={(PATH) "/" (id)} data-testid="account-link" {
-                                (team_name(account.name.as_deref(), &account.id))
+                                (team_name(account))
                             }
                         }
                         td data-label=(v.t("console.col_account_id")) { code { (id) } }
@@ -116,7 +110,7 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, request: Request) ->
         .await
         .map_err(console::list_error)?;
     let now = state.ports.accounts.now();
-    let name = team_name(team.account.name.as_deref(), &team.account.id).to_owned();
+    let name = team_name(&team.account).to_owned();
     let body = html! {
         (console::sections(&v, PATH))
         nav.breadcrumb { a href=(PATH) { "← " (v.t("console.accounts_title")) } }

@@ -4,10 +4,11 @@
 //! form carries the team's id, which the purchase checks again (`accountId` on initiate).
 
 use application::use_cases::teams::AccountEntry;
-use domain::AccountKind;
 use maud::{Markup, html};
 
 use super::Choices;
+use crate::pages::dashboard_account::{account_option, teams_and_chosen};
+use crate::pages::dashboard_teams::team_name;
 use crate::state::{PageError, PageState, Visitor};
 
 /// The teams the reader may buy for, and the one chosen.
@@ -22,34 +23,15 @@ impl BuyingFor {
     /// # Errors
     /// [`PageError::NotFound`] for an `?account=` that is not such a team; the store's errors.
     pub(crate) async fn load(state: &PageState, v: &Visitor) -> Result<Self, PageError> {
-        let asked = v.query("account");
         let Some(user) = &v.user else {
-            return match asked {
+            return match v.query("account") {
                 Some(_) => Err(PageError::NotFound),
                 None => Ok(Self::nobody()),
             };
         };
-        if v.portal_return.is_some() {
-            // A customer-portal session buys for its own user alone.
-            return asked.map_or_else(|| Ok(Self::nobody()), |_| Err(PageError::NotFound));
-        }
-        let teams: Vec<AccountEntry> = (state.ports.accounts)
-            .my_accounts(&user.id)
-            .await
-            .map_err(crate::pages::dashboard_teams::page_error)?
-            .into_iter()
-            .filter(|e| e.account.kind == AccountKind::Team && e.role.manages_billing())
-            .collect();
-        let chosen = match asked {
-            Some(raw) => Some(
-                teams
-                    .iter()
-                    .find(|e| e.account.id.as_str() == raw)
-                    .cloned()
-                    .ok_or(PageError::NotFound)?,
-            ),
-            None => None,
-        };
+        // A customer-portal session buys for its own user alone (it has no team here).
+        let manages = |e: &AccountEntry| e.role.manages_billing();
+        let (teams, chosen) = teams_and_chosen(state, v, user, manages).await?;
         Ok(Self { teams, chosen })
     }
 
@@ -72,10 +54,6 @@ pub(crate) fn form_account(v: &Visitor) -> Option<&str> {
     v.query("account")
 }
 
-fn team_name(entry: &AccountEntry) -> String {
-    (entry.account.name.clone()).unwrap_or_else(|| entry.account.id.to_string())
-}
-
 /// "Buying for: Yourself · Team A · …", when the reader manages a team's billing.
 pub(crate) fn picker(v: &Visitor, choices: &Choices, buying: &BuyingFor) -> Markup {
     if buying.teams.is_empty() {
@@ -87,26 +65,16 @@ pub(crate) fn picker(v: &Visitor, choices: &Choices, buying: &BuyingFor) -> Mark
         nav.currency-picker.account-picker aria-label=(v.t("pricing.buying_for"))
             data-testid="buying-for" {
             span.currency-label { (v.t("pricing.buying_for")) }
-            (option(&link(None), v.t("pricing.for_yourself"), chosen.is_none(), "personal"))
+            (account_option(&link(None), v.t("pricing.for_yourself"), chosen.is_none(), "personal"))
             @for team in &buying.teams {
                 @let id = team.account.id.as_str();
-                (option(&link(Some(id)), &team_name(team), chosen == Some(id), id))
+                (account_option(&link(Some(id)), team_name(&team.account), chosen == Some(id), id))
             }
         }
         @if let Some(team) = buying.chosen() {
             p.muted.center data-testid="buying-for-team" {
-                (v.tf("pricing.buying_for_team", &[("team", &team_name(team))]))
+                (v.tf("pricing.buying_for_team", &[("team", team_name(&team.account))]))
             }
-        }
-    }
-}
-
-fn option(href: &str, label: &str, selected: bool, id: &str) -> Markup {
-    html! {
-        @if selected {
-            a.currency-option.is-selected href=(href) aria-current="true" data-account=(id) { (label) }
-        } @else {
-            a.currency-option href=(href) data-account=(id) { (label) }
         }
     }
 }
