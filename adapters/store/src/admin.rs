@@ -1,4 +1,4 @@
-//! The admin console's port (issue 18): customer search, every order, every team account, a
+//! The admin console's port: customer search, every order, every team account, a
 //! customer's ledger and the webhook inbox by keyset, payment totals, and the audit log.
 //!
 //! Every list is one index range walked in the order of the index and stopped after a page

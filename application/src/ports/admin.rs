@@ -1,4 +1,4 @@
-//! The admin console's storage port (issue 18): finding customers, listing every order, every
+//! The admin console's storage port: finding customers, listing every order, every
 //! team account and a customer's ledger by cursor, the webhook inbox by cursor, payment totals
 //! per currency, and the audit log written in the transaction of each administrator's action.
 //!
