@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use domain::{Timestamp, UserId};
+use domain::{AccountId, Timestamp, UserId};
 use unicode_normalization::UnicodeNormalization;
 
 /// Why an account value was refused.
@@ -319,6 +319,13 @@ impl Scope {
         self == needed || (self == Scope::BillingWrite && needed == Scope::BillingRead)
     }
 
+    /// Whether the scope reaches beyond any one account (the host events feed): a key bound to
+    /// an account may not carry it.
+    #[must_use]
+    pub const fn is_app_wide(self) -> bool {
+        matches!(self, Scope::EventsRead)
+    }
+
     /// Parse a scope code.
     ///
     /// # Errors
@@ -358,6 +365,9 @@ pub struct ApiKey {
     pub prefix: String,
     /// What it may do.
     pub scopes: Vec<Scope>,
+    /// The one account it acts for, when it is bound to one: it then reads and charges that
+    /// account alone, for its members alone, and none of the app-wide calls.
+    pub account: Option<AccountId>,
     /// When made.
     pub created_at: Timestamp,
     /// When revoked, if it was.

@@ -2,7 +2,7 @@
 //! authenticated. The adapters only say which permission an action needs and turn a
 //! [`Denied`] into their own answer; the policy lives here, once.
 
-use domain::UserId;
+use domain::{AccountId, OrderId, SubscriptionId, UserId};
 
 use crate::accounts::{ApiKey, Role, Scope, User};
 use crate::ports::{Clock, IdGenerator, SecretHasher, Store};
@@ -53,6 +53,9 @@ pub enum Denied {
     /// The user a key named does not exist.
     #[error("no such user")]
     UserNotFound,
+    /// A key bound to an account, asked about another account or an app-wide call.
+    #[error("this API key acts only for account {0}")]
+    KeyBoundTo(AccountId),
 }
 
 /// Whether `principal` has `permission`.
@@ -75,6 +78,9 @@ pub fn authorize(principal: &Principal, permission: Permission) -> Result<(), De
         (Permission::Administer, _) => Err(Denied::AdministratorsOnly),
         (Permission::Service(scope), _) if principal.has_scope(scope) => Ok(()),
         (Permission::Service(scope), _) => Err(Denied::MissingScope(scope)),
+        (Permission::ReadEvents, Principal::Service(key)) if key.account.is_some() => {
+            Err(Denied::EventsReadersOnly)
+        }
         (Permission::ReadEvents, _) if admin || principal.has_scope(Scope::EventsRead) => Ok(()),
         (Permission::ReadEvents, _) => Err(Denied::EventsReadersOnly),
     }
@@ -115,15 +121,42 @@ pub fn administrator(principal: Principal) -> Result<User, Denied> {
     signed_in_user(principal)
 }
 
-/// The API key behind `principal`, when it carries `scope`.
+/// The API key behind `principal`, when it carries `scope`, for a call about the whole app
+/// (a key bound to an account is refused: see [`account_key`] for calls about one account).
+///
+/// # Errors
+/// [`Denied::MissingScope`] for a user or a key without it; [`Denied::KeyBoundTo`].
+pub fn service_key(principal: Principal, scope: Scope) -> Result<ApiKey, Denied> {
+    let key = account_key(principal, scope)?;
+    match key.account {
+        Some(bound) => Err(Denied::KeyBoundTo(bound)),
+        None => Ok(key),
+    }
+}
+
+/// The API key behind `principal`, when it carries `scope`, for a call about one account (a
+/// spend or a reservation): the caller then settles the account with [`key_account`].
 ///
 /// # Errors
 /// [`Denied::MissingScope`] for a user or a key without it.
-pub fn service_key(principal: Principal, scope: Scope) -> Result<ApiKey, Denied> {
+pub fn account_key(principal: Principal, scope: Scope) -> Result<ApiKey, Denied> {
     authorize(&principal, Permission::Service(scope))?;
     match principal {
         Principal::Service(key) => Ok(key),
         Principal::User(_) | Principal::Portal(_) => Err(Denied::MissingScope(scope)),
+    }
+}
+
+/// The account a call by `key` is about when the request names `named` (or none): a bound
+/// key's own account (naming another is refused); for an unbound key, what the request named.
+///
+/// # Errors
+/// [`Denied::KeyBoundTo`].
+pub fn key_account(key: &ApiKey, named: Option<AccountId>) -> Result<Option<AccountId>, Denied> {
+    match (&key.account, named) {
+        (None, named) => Ok(named),
+        (Some(bound), Some(named)) if &named != bound => Err(Denied::KeyBoundTo(bound.clone())),
+        (Some(bound), _) => Ok(Some(bound.clone())),
     }
 }
 
@@ -147,30 +180,140 @@ pub enum Actor {
     ServiceKey,
 }
 
-/// A user whose data a request is about, and who acts on it.
+/// Which accounts a request may read and act on. Within them, the user's role in each
+/// account decides (the use cases check it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reach {
+    /// Every account the user belongs to: the user's own credential, or an unbound API key.
+    Memberships,
+    /// The user's personal account alone: a customer-portal session.
+    Portal(AccountId),
+    /// One account alone: an API key bound to it.
+    Key(AccountId),
+}
+
+/// A user whose data a request is about, who acts on it, and which accounts it may reach.
 #[derive(Debug, Clone)]
 pub struct Acting {
     /// The user.
     pub user: User,
     /// Who acts.
     pub actor: Actor,
+    /// Which accounts.
+    pub reach: Reach,
+}
+
+/// An object a request acts on by its id, whose account must be within the request's reach.
+#[derive(Debug, Clone, Copy)]
+pub enum Owned<'a> {
+    /// A subscription.
+    Subscription(&'a SubscriptionId),
+    /// An order.
+    Order(&'a OrderId),
+}
+
+impl Acting {
+    /// The user's own credential acting on every account they belong to.
+    #[must_use]
+    pub fn user(user: User) -> Self {
+        Acting {
+            user,
+            actor: Actor::TheUser,
+            reach: Reach::Memberships,
+        }
+    }
+
+    /// The account a request naming `named` (or none) is about: the named one when it is
+    /// within reach; otherwise the personal account, or the one account a bound key or a
+    /// portal session reaches. Whether the user belongs to it is the use case's to check.
+    ///
+    /// # Errors
+    /// [`Denied::PortalBillingOnly`] or [`Denied::KeyBoundTo`] for an account out of reach.
+    pub fn account(&self, named: Option<AccountId>) -> Result<AccountId, Denied> {
+        match (&self.reach, named) {
+            (_, Some(named)) => {
+                self.reaches(&named)?;
+                Ok(named)
+            }
+            (Reach::Memberships, None) => Ok(AccountId::personal(&self.user.id)),
+            (Reach::Portal(only) | Reach::Key(only), None) => Ok(only.clone()),
+        }
+    }
+
+    /// Whether the request may reach every account the user belongs to (a list of them, a new
+    /// team): only with the user's own credential or an unbound key.
+    ///
+    /// # Errors
+    /// [`Denied::PortalBillingOnly`] or [`Denied::KeyBoundTo`].
+    pub fn reaches_every_account(&self) -> Result<(), Denied> {
+        match &self.reach {
+            Reach::Memberships => Ok(()),
+            Reach::Portal(_) => Err(Denied::PortalBillingOnly),
+            Reach::Key(only) => Err(Denied::KeyBoundTo(only.clone())),
+        }
+    }
+
+    /// Whether `account` is within reach.
+    ///
+    /// # Errors
+    /// [`Denied::PortalBillingOnly`] or [`Denied::KeyBoundTo`].
+    pub fn reaches(&self, account: &AccountId) -> Result<(), Denied> {
+        match &self.reach {
+            Reach::Memberships => Ok(()),
+            Reach::Portal(only) | Reach::Key(only) if only == account => Ok(()),
+            Reach::Portal(_) => Err(Denied::PortalBillingOnly),
+            Reach::Key(only) => Err(Denied::KeyBoundTo(only.clone())),
+        }
+    }
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
-    /// Whose data a read guarded by `scope` (credits, entitlements) is about: a signed-in
-    /// user's own (naming another user is refused), or, for an API key with `scope`, the user
-    /// it names.
+    /// [`Service::acting_for`], for a request about an object by its id: its account must be
+    /// within the request's reach. An unknown object passes (the use case answers not found).
     ///
     /// # Errors
-    /// As [`Service::acting_for`].
+    /// As [`Service::acting_for`]; [`Denied::PortalBillingOnly`], [`Denied::KeyBoundTo`].
     #[tracing::instrument(skip_all, fields(scope = ?scope, named_user = named))]
-    pub async fn data_owner(
+    pub async fn acting_on(
         &self,
         principal: Principal,
         scope: Scope,
         named: Option<&str>,
-    ) -> Result<User, OwnerError> {
-        Ok(self.acting_for(principal, scope, named).await?.user)
+        owned: Owned<'_>,
+    ) -> Result<Acting, OwnerError> {
+        let acting = self.acting_for(principal, scope, named).await?;
+        self.within_reach(&acting, owned).await?;
+        Ok(acting)
+    }
+
+    /// Whether `owned`'s account is within `acting`'s reach. An unknown object passes (the use
+    /// case answers not found).
+    ///
+    /// # Errors
+    /// [`Denied::PortalBillingOnly`], [`Denied::KeyBoundTo`]; infrastructure.
+    #[tracing::instrument(skip_all, fields(user_id = %acting.user.id))]
+    pub async fn within_reach(&self, acting: &Acting, owned: Owned<'_>) -> Result<(), OwnerError> {
+        if acting.reach == Reach::Memberships {
+            return Ok(());
+        }
+        let account = match owned {
+            Owned::Subscription(id) => self
+                .store
+                .find_subscription(id)
+                .await
+                .map_err(InfraError::from)?
+                .map(|s| s.account_id().clone()),
+            Owned::Order(id) => self
+                .store
+                .find_order(id)
+                .await
+                .map_err(InfraError::from)?
+                .map(|r| r.order.account_id().clone()),
+        };
+        if let Some(account) = account {
+            acting.reaches(&account)?;
+        }
+        Ok(())
     }
 
     /// Whom an action guarded by `scope` is for, and who acts: a signed-in user acts for
@@ -189,25 +332,37 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         scope: Scope,
         named: Option<&str>,
     ) -> Result<Acting, OwnerError> {
-        let own = |user: User| match named {
+        let own = |user: User, reach: fn(&User) -> Reach| match named {
             Some(other) if other != user.id.as_str() => Err(Denied::OthersData(scope).into()),
             _ => Ok(Acting {
+                reach: reach(&user),
                 user,
                 actor: Actor::TheUser,
             }),
         };
         match principal {
-            Principal::User(user) => own(user),
+            Principal::User(user) => own(user, |_| Reach::Memberships),
             // A portal session is its user's billing, and nothing but that user's.
-            Principal::Portal(portal) => own(billing_user(Principal::Portal(portal))?),
+            Principal::Portal(portal) => own(billing_user(Principal::Portal(portal))?, |user| {
+                Reach::Portal(AccountId::personal(&user.id))
+            }),
             Principal::Service(key) => {
-                authorize(&Principal::Service(key), Permission::Service(scope))?;
+                let key = account_key(Principal::Service(key), scope)?;
                 let raw = named.ok_or(Denied::NoUserNamed)?;
                 let id = UserId::new(raw).map_err(|_| Denied::UserNotFound)?;
+                let reach = match key.account {
+                    // A key bound to someone's personal account acts for that one user.
+                    Some(bound) if !bound.is_team() && !bound.is_personal_of(&id) => {
+                        return Err(Denied::KeyBoundTo(bound).into());
+                    }
+                    Some(bound) => Reach::Key(bound),
+                    None => Reach::Memberships,
+                };
                 let user = self.store.find_user(&id).await.map_err(InfraError::from)?;
                 Ok(Acting {
                     user: user.ok_or(Denied::UserNotFound)?,
                     actor: Actor::ServiceKey,
+                    reach,
                 })
             }
         }
@@ -237,6 +392,7 @@ mod tests {
             name: "backend".into(),
             prefix: "tly_abcd".into(),
             scopes: scopes.to_vec(),
+            account: None,
             created_at: Timestamp::from_unix_millis(0),
             revoked_at: None,
         })
@@ -342,6 +498,87 @@ mod tests {
         for scope in Scope::ALL {
             assert_eq!(Scope::parse(scope.code()), Ok(scope));
         }
+    }
+
+    fn bound(account: &str) -> ApiKey {
+        let Principal::Service(key) = key(&[Scope::CreditsConsume, Scope::EventsRead]) else {
+            unreachable!()
+        };
+        ApiKey {
+            account: Some(AccountId::new(account).unwrap()),
+            ..key
+        }
+    }
+
+    #[test]
+    fn a_bound_key_reaches_its_account_alone_and_no_app_wide_call() {
+        let team = AccountId::new("team_a").unwrap();
+        let other = AccountId::new("team_b").unwrap();
+        let key = bound("team_a");
+        assert_eq!(key_account(&key, None), Ok(Some(team.clone())));
+        assert_eq!(
+            key_account(&key, Some(team.clone())),
+            Ok(Some(team.clone()))
+        );
+        assert_eq!(
+            key_account(&key, Some(other.clone())),
+            Err(Denied::KeyBoundTo(team.clone()))
+        );
+        let Principal::Service(unbound) = self::key(&[Scope::CreditsConsume]) else {
+            unreachable!()
+        };
+        assert_eq!(key_account(&unbound, Some(other.clone())), Ok(Some(other)));
+        assert_eq!(key_account(&unbound, None), Ok(None));
+        // App-wide calls: a host's call about any user, the events feed.
+        let principal = Principal::Service(key);
+        assert_eq!(
+            service_key(principal.clone(), Scope::CreditsConsume).unwrap_err(),
+            Denied::KeyBoundTo(team)
+        );
+        assert!(account_key(principal.clone(), Scope::CreditsConsume).is_ok());
+        assert_eq!(
+            authorize(&principal, Permission::ReadEvents),
+            Err(Denied::EventsReadersOnly)
+        );
+    }
+
+    #[test]
+    fn a_request_names_accounts_within_its_reach() {
+        let Principal::User(user) = user(Role::User) else {
+            unreachable!()
+        };
+        let personal = AccountId::personal(&user.id);
+        let team = AccountId::new("team_a").unwrap();
+        let other = AccountId::new("team_b").unwrap();
+        let acting = |reach| Acting {
+            user: user.clone(),
+            actor: Actor::TheUser,
+            reach,
+        };
+        let own = acting(Reach::Memberships);
+        assert_eq!(own.account(None), Ok(personal.clone()));
+        assert_eq!(own.account(Some(other.clone())), Ok(other.clone()));
+        assert_eq!(own.reaches_every_account(), Ok(()));
+        let portal = acting(Reach::Portal(personal.clone()));
+        assert_eq!(portal.account(None), Ok(personal.clone()));
+        assert_eq!(
+            portal.account(Some(team.clone())),
+            Err(Denied::PortalBillingOnly)
+        );
+        assert_eq!(
+            portal.reaches_every_account(),
+            Err(Denied::PortalBillingOnly)
+        );
+        let key = acting(Reach::Key(team.clone()));
+        assert_eq!(key.account(None), Ok(team.clone()));
+        assert_eq!(key.account(Some(team.clone())), Ok(team.clone()));
+        for out in [personal, other] {
+            assert_eq!(
+                key.account(Some(out)),
+                Err(Denied::KeyBoundTo(team.clone()))
+            );
+        }
+        assert_eq!(key.reaches_every_account(), Err(Denied::KeyBoundTo(team)));
     }
 
     #[test]

@@ -35,6 +35,7 @@
 //! | `m20261001_000027_host_organisations` | teams | `accounts.host_organisation` (the host's id of the organisation a team mirrors), `accounts.seats_told` (when the owners were last told a team is full) and `account_members_away` (the rows of members whose latest host token named another organisation, or none, kept for their return) |
 //! | `m20261002_000028_invitations` | teams | `account_invitations`: invitations to a team by e-mail (address, role, limit, the digest of the token, expiry; who accepted it and when, or when it was revoked) |
 //! | `m20261003_000029_team_accounts_index` | admin console | `accounts (kind, created_at, id)`: the team accounts newest first, one index range per page |
+//! | `m20261004_000030_api_key_accounts` | API keys | `api_keys.account_id`: the one account a key acts for (NULL: the whole app) |
 //!
 //! Every step migrates down as well as up; the tests in `tests/migrations.rs` prove it on SQLite
 //! and, when `TEST_DATABASE_URL` is set, on PostgreSQL.
@@ -67,6 +68,7 @@ mod m20260902_000026_account_purchases;
 mod m20261001_000027_host_organisations;
 mod m20261002_000028_invitations;
 mod m20261003_000029_team_accounts_index;
+mod m20261004_000030_api_key_accounts;
 mod sql;
 
 pub use sea_orm_migration::MigratorTrait;
@@ -108,6 +110,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261001_000027_host_organisations::Migration),
             Box::new(m20261002_000028_invitations::Migration),
             Box::new(m20261003_000029_team_accounts_index::Migration),
+            Box::new(m20261004_000030_api_key_accounts::Migration),
         ]
     }
 }

@@ -292,6 +292,11 @@ pub struct CreateApiKeyBody {
     /// switch for a named user; also every `billing:read` read).
     #[oai(validator(max_items = 10))]
     pub scopes: Vec<String>,
+    /// Bind the key to this account (a user's personal account, whose id is the user's, or a
+    /// team's): it then reads and charges that account alone, for its members alone, and makes
+    /// no app-wide call (so it cannot carry `events:read`). Omitted: the key acts for any user.
+    #[oai(validator(max_length = 64))]
+    pub account_id: Option<String>,
 }
 
 /// A service API key (never the key itself).
@@ -306,6 +311,9 @@ pub struct ApiKeyView {
     pub prefix: String,
     /// What it may do.
     pub scopes: Vec<String>,
+    /// The account it is bound to (absent: it acts for any user).
+    #[oai(skip_serializing_if_is_none)]
+    pub account_id: Option<String>,
     /// When made.
     pub created_at: String,
     /// When revoked.
@@ -320,6 +328,7 @@ impl From<&ApiKey> for ApiKeyView {
             name: k.name.clone(),
             prefix: k.prefix.clone(),
             scopes: k.scopes.iter().map(|s| s.code().to_owned()).collect(),
+            account_id: k.account.as_ref().map(ToString::to_string),
             created_at: timestamp(k.created_at),
             revoked_at: k.revoked_at.map(timestamp),
         }
@@ -452,7 +461,8 @@ api_response! {
         403 Forbidden,
         /// `payload_too_large`: the body is over 64 KiB.
         413 PayloadTooLarge,
-        /// `validation_failed`: an empty name, or no or unknown scopes.
+        /// `validation_failed`: an empty name, no or unknown scopes, an `accountId` naming no
+        /// account, or `events:read` on a key bound to an account.
         422 Unprocessable,
     }
 }
@@ -780,7 +790,12 @@ impl AdminApi {
             self.state
                 .ports
                 .admin
-                .create_api_key(&admin, &body.0.name, &body.0.scopes)
+                .create_api_key(
+                    &admin,
+                    &body.0.name,
+                    &body.0.scopes,
+                    body.0.account_id.as_deref(),
+                )
                 .await
                 .map_err(api_key_problem)
         };

@@ -7,8 +7,9 @@
 //! refusal into a 403 `forbidden` (400, 404 for a read naming no or an unknown user).
 
 use application::accounts::{ApiKey, Scope, User};
-use application::authorization::{self, Acting, Denied, OwnerError};
+use application::authorization::{self, Acting, Denied, Owned, OwnerError};
 use application::use_cases::sessions::{AccountsError, Principal};
+use domain::AccountId;
 use poem_openapi::SecurityScheme;
 use poem_openapi::auth::{ApiKey as ApiKeyToken, Bearer};
 
@@ -136,36 +137,73 @@ impl AppState {
         authorization::service_key(self.principal(credential).await?, scope).map_err(denied)
     }
 
-    /// Whose data a read guarded by `scope` is about: the signed-in user's own, or, for an API
-    /// key with `scope`, the user named by `?userId=` (decided by
-    /// [`application::inbound::AccountsService::data_owner`]).
+    /// An API key carrying `scope` for a call about one account (a spend, a reservation),
+    /// bound to one or not: the account then comes from
+    /// [`application::authorization::key_account`].
     ///
     /// # Errors
-    /// 401; 403 for another user's data or a key without the scope; 400 when a key names no
-    /// user; 404 `user_not_found`.
-    pub(crate) async fn data_owner(
+    /// 401 without a valid credential; 403 for a user or a key without the scope.
+    pub(crate) async fn account_key(
+        &self,
+        credential: &Credential,
+        scope: Scope,
+    ) -> Result<ApiKey, Problem> {
+        authorization::account_key(self.principal(credential).await?, scope).map_err(denied)
+    }
+
+    /// Whom a request guarded by `scope` about one account is for, and that account: the
+    /// caller's own (or an API key's with `scope`, for the user named by `?userId=`), the
+    /// account `accountId` names when the caller reaches it and the user belongs to it, else the
+    /// user's personal account (a bound key's own account; see
+    /// [`application::authorization::Acting::account`]).
+    ///
+    /// # Errors
+    /// 401; 403 for another user's data, a key without the scope or an account out of the
+    /// caller's reach; 400 when a key names no user; 404 `user_not_found`, `account_not_found`.
+    pub(crate) async fn acting_in(
         &self,
         credential: &Credential,
         scope: Scope,
         user_id: Option<&str>,
-    ) -> Result<User, Problem> {
-        let principal = self.principal(credential).await?;
-        self.ports
-            .accounts
-            .data_owner(principal, scope, user_id)
-            .await
-            .map_err(|e| match e {
-                OwnerError::Denied(why) => denied(why),
-                OwnerError::Infra(infra) => infra.into(),
-            })
+        account_id: Option<&str>,
+    ) -> Result<(Acting, AccountId), Problem> {
+        let acting = self.acting_for(credential, scope, user_id).await?;
+        let named = account_id.map(crate::teams::team_id).transpose()?;
+        let account = acting.account(named).map_err(denied)?;
+        let account = self.account_for(&acting.user.id, account).await?;
+        Ok((acting, account))
     }
 
-    /// Whom a billing action or read guarded by `scope` (`billing:read`, `billing:write`) is
-    /// for, and who acts: the caller's own account, or, for an API key with `scope`, the user
-    /// named by `?userId=` (decided by [`application::inbound::AccountsService::acting_for`]).
+    /// Whom a request guarded by `scope` about an object by its id is for (the caller already
+    /// authenticated as `principal`, before the id is read): as
+    /// [`AppState::acting_in`], the object's account being within the caller's reach (decided
+    /// by [`application::inbound::AccountsService::acting_on`]); whether the user may act on it
+    /// is the use case's to say.
     ///
     /// # Errors
-    /// As [`AppState::data_owner`].
+    /// As [`AppState::acting_in`].
+    pub(crate) async fn acting_on(
+        &self,
+        principal: Principal,
+        scope: Scope,
+        user_id: Option<&str>,
+        owned: Owned<'_>,
+    ) -> Result<User, Problem> {
+        self.ports
+            .accounts
+            .acting_on(principal, scope, user_id, owned)
+            .await
+            .map(|acting| acting.user)
+            .map_err(owner_problem)
+    }
+
+    /// Whom a billing action or read guarded by `scope` is for, and who acts: the caller's own
+    /// account, or, for an API key with `scope`, the user named by `?userId=` (decided by
+    /// [`application::inbound::AccountsService::acting_for`]). Which accounts the request
+    /// reaches is for its caller to settle ([`AppState::acting_in`], [`AppState::acting_on`]).
+    ///
+    /// # Errors
+    /// As [`AppState::acting_in`].
     pub(crate) async fn acting_for(
         &self,
         credential: &Credential,
@@ -179,7 +217,7 @@ impl AppState {
     /// [`AppState::acting_for`] for a caller already authenticated as `principal`.
     ///
     /// # Errors
-    /// As [`AppState::data_owner`], but for the credential itself.
+    /// As [`AppState::acting_in`], but for the credential itself.
     pub(crate) async fn principal_acting_for(
         &self,
         principal: Principal,
@@ -190,38 +228,7 @@ impl AppState {
             .accounts
             .acting_for(principal, scope, user_id)
             .await
-            .map_err(|e| match e {
-                OwnerError::Denied(why) => denied(why),
-                OwnerError::Infra(infra) => infra.into(),
-            })
-    }
-
-    /// The user a billing action or read guarded by `scope` is for (see
-    /// [`AppState::acting_for`]).
-    ///
-    /// # Errors
-    /// As [`AppState::data_owner`].
-    pub(crate) async fn billing_user(
-        &self,
-        credential: &Credential,
-        scope: Scope,
-        user_id: Option<&str>,
-    ) -> Result<User, Problem> {
-        Ok(self.acting_for(credential, scope, user_id).await?.user)
-    }
-
-    /// Whose credits a read is about: the signed-in user's own, or, for an API key with
-    /// `credits:read`, the user named by `?userId=`.
-    ///
-    /// # Errors
-    /// As [`AppState::data_owner`].
-    pub(crate) async fn credits_owner(
-        &self,
-        credential: &Credential,
-        user_id: Option<&str>,
-    ) -> Result<User, Problem> {
-        self.data_owner(credential, Scope::CreditsRead, user_id)
-            .await
+            .map_err(owner_problem)
     }
 
     /// The `Set-Cookie` value that stores a session token for `max_age_seconds`.
@@ -269,6 +276,18 @@ pub(crate) fn denied(why: Denied) -> Problem {
         }),
         Denied::NoUserNamed => Problem::bad_input("an API key must name the user with ?userId="),
         Denied::UserNotFound => Problem::new(Code::UserNotFound, "no such user"),
+        Denied::KeyBoundTo(account) => forbidden(format!(
+            "this API key acts only for account {account}: it reads and charges that account \
+             alone, for its members, and makes no app-wide call"
+        )),
+    }
+}
+
+/// The problem for a request whose acting user could not be settled.
+pub(crate) fn owner_problem(e: OwnerError) -> Problem {
+    match e {
+        OwnerError::Denied(why) => denied(why),
+        OwnerError::Infra(infra) => infra.into(),
     }
 }
 

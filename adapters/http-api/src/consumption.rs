@@ -7,7 +7,8 @@
 
 use std::sync::Arc;
 
-use application::accounts::Scope;
+use application::accounts::{ApiKey, Scope};
+use application::authorization;
 use application::ports::{CreditTransaction, Replay};
 use application::use_cases::credits::{ConsumeCredits, CreditsError, UsageRequest};
 use domain::{AccountId, ReservationId, UserId};
@@ -17,7 +18,7 @@ use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
 
 use crate::AppState;
-use crate::auth::Credential;
+use crate::auth::{Credential, denied};
 use crate::dto::{ReservationView, parse_id, parse_idempotency_key, timestamp};
 use crate::problem::{Code, Problem, api_response};
 
@@ -241,10 +242,10 @@ impl ConsumptionApi {
         body: Json<UsageBody>,
     ) -> ConsumeResponse {
         let result = async {
-            self.state
-                .service_key(&credential, Scope::CreditsConsume)
+            let key = (self.state)
+                .account_key(&credential, Scope::CreditsConsume)
                 .await?;
-            let request = consume_request(idempotency_key.0, request, &body.0)?;
+            let request = consume_request(&key, idempotency_key.0, request, &body.0)?;
             self.state
                 .ports
                 .credits
@@ -272,10 +273,10 @@ impl ConsumptionApi {
         body: Json<UsageBody>,
     ) -> ReserveResponse {
         let result = async {
-            self.state
-                .service_key(&credential, Scope::CreditsConsume)
+            let key = (self.state)
+                .account_key(&credential, Scope::CreditsConsume)
                 .await?;
-            let request = consume_request(idempotency_key.0, request, &body.0)?;
+            let request = consume_request(&key, idempotency_key.0, request, &body.0)?;
             self.state
                 .ports
                 .credits
@@ -302,11 +303,11 @@ impl ConsumptionApi {
         body: Json<UsageBody>,
     ) -> ResolveResponse {
         let result = async {
-            self.state
-                .service_key(&credential, Scope::CreditsConsume)
+            let key = (self.state)
+                .account_key(&credential, Scope::CreditsConsume)
                 .await?;
             let (user, id) = reservation_of(&body.0.user_id, &id.0)?;
-            let account = account_id(body.0.account_id.as_deref())?;
+            let account = account_id(&key, body.0.account_id.as_deref())?;
             self.state
                 .ports
                 .credits
@@ -332,11 +333,11 @@ impl ConsumptionApi {
         body: Json<ReleaseBody>,
     ) -> ResolveResponse {
         let result = async {
-            self.state
-                .service_key(&credential, Scope::CreditsConsume)
+            let key = (self.state)
+                .account_key(&credential, Scope::CreditsConsume)
                 .await?;
             let (user, id) = reservation_of(&body.0.user_id, &id.0)?;
-            let account = account_id(body.0.account_id.as_deref())?;
+            let account = account_id(&key, body.0.account_id.as_deref())?;
             self.state
                 .ports
                 .credits
@@ -358,6 +359,7 @@ fn replayed(replay: Replay) -> Option<bool> {
 }
 
 fn consume_request(
+    api_key: &ApiKey,
     key: Option<String>,
     request: &Request,
     body: &UsageBody,
@@ -366,20 +368,24 @@ fn consume_request(
         .ok_or_else(|| Problem::bad_input("the Idempotency-Key header is required"))?;
     Ok(ConsumeCredits {
         user_id: user_id(&body.user_id)?,
-        account_id: account_id(body.account_id.as_deref())?,
+        account_id: account_id(api_key, body.account_id.as_deref())?,
         usage: body.usage(),
         idempotency_key,
     })
 }
 
-/// The account a body names, if any: a malformed id is one the user does not belong to.
-fn account_id(raw: Option<&str>) -> Result<Option<AccountId>, Problem> {
-    raw.map(|raw| {
-        parse_id(raw, AccountId::new, || {
-            credits_problem(CreditsError::NotAMember)
+/// The account a spend by `key` is charged to: the one a body names (a malformed id is one the
+/// user does not belong to), or none (the user's personal account), as the key's binding
+/// allows ([`authorization::key_account`]).
+fn account_id(key: &ApiKey, raw: Option<&str>) -> Result<Option<AccountId>, Problem> {
+    let named = raw
+        .map(|raw| {
+            parse_id(raw, AccountId::new, || {
+                credits_problem(CreditsError::NotAMember)
+            })
         })
-    })
-    .transpose()
+        .transpose()?;
+    authorization::key_account(key, named).map_err(denied)
 }
 
 /// The user a body names: a malformed id names nobody.

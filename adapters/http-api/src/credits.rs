@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use application::accounts::Scope;
 use application::ports::{CreditTransaction, Reservation};
 use application::use_cases::report_status::{OneTimeAccess, StatusReport};
 use domain::entitlements::Entitlements;
@@ -328,13 +329,14 @@ impl CreditsApi {
         account_id: Query<Option<String>>,
     ) -> BalanceResponse {
         let result = async {
-            let user = self
+            let (_, account) = self
                 .state
-                .credits_owner(&credential, user_id.0.as_deref())
-                .await?;
-            let account = self
-                .state
-                .account_for(&user.id, account_id.0.as_deref())
+                .acting_in(
+                    &credential,
+                    Scope::CreditsRead,
+                    user_id.0.as_deref(),
+                    account_id.0.as_deref(),
+                )
                 .await?;
             Ok::<_, Problem>(self.state.ports.credits.balance(&account).await?)
         };
@@ -367,13 +369,14 @@ impl CreditsApi {
     ) -> TransactionsResponse {
         let language = text_language(locale.0.as_deref(), request);
         let result = async {
-            let user = self
+            let (_, account) = self
                 .state
-                .credits_owner(&credential, user_id.0.as_deref())
-                .await?;
-            let account = self
-                .state
-                .account_for(&user.id, account_id.0.as_deref())
+                .acting_in(
+                    &credential,
+                    Scope::CreditsRead,
+                    user_id.0.as_deref(),
+                    account_id.0.as_deref(),
+                )
                 .await?;
             let page = page_request(page.0.as_deref(), limit.0.as_deref())?;
             Ok::<_, Problem>(
@@ -412,13 +415,14 @@ impl CreditsApi {
         account_id: Query<Option<String>>,
     ) -> StatusResponse {
         let result = async {
-            let user = self
+            let (_, account) = self
                 .state
-                .credits_owner(&credential, user_id.0.as_deref())
-                .await?;
-            let account = self
-                .state
-                .account_for(&user.id, account_id.0.as_deref())
+                .acting_in(
+                    &credential,
+                    Scope::CreditsRead,
+                    user_id.0.as_deref(),
+                    account_id.0.as_deref(),
+                )
                 .await?;
             let credits = &self.state.ports.credits;
             let report = credits.report_account_status(&account).await?;

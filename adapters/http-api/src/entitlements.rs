@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use application::accounts::{Scope, User};
+use application::accounts::Scope;
 use domain::entitlements::{
     EffectiveEntitlements, EntitlementDraft, EntitlementGrant, EntitlementValue, Entitlements,
     GrantSource,
@@ -249,11 +249,16 @@ impl EntitlementsApi {
         account_id: Query<Option<String>>,
     ) -> EntitlementsResponse {
         let result = async {
-            let user = self.owner(&credential, user_id.0.as_deref()).await?;
-            let account = self
+            let (acting, account) = self
                 .state
-                .account_for(&user.id, account_id.0.as_deref())
+                .acting_in(
+                    &credential,
+                    Scope::EntitlementsRead,
+                    user_id.0.as_deref(),
+                    account_id.0.as_deref(),
+                )
                 .await?;
+            let user = acting.user;
             let credits = &self.state.ports.credits;
             let status = credits.report_account_status(&account).await?;
             let effective = credits.entitlements_of(&status).await?;
@@ -263,15 +268,5 @@ impl EntitlementsApi {
             Ok(view) => EntitlementsResponse::Ok(Json(view)),
             Err(problem) => problem.into(),
         }
-    }
-}
-
-impl EntitlementsApi {
-    /// Whose entitlements are read: the signed-in user's own, or, for an API key with
-    /// `entitlements:read`, the user named by `?userId=`.
-    async fn owner(&self, credential: &Credential, user_id: Option<&str>) -> Result<User, Problem> {
-        self.state
-            .data_owner(credential, Scope::EntitlementsRead, user_id)
-            .await
     }
 }

@@ -271,14 +271,15 @@ impl InvitationsApi {
         body: Json<InviteBody>,
     ) -> InviteResponse {
         let result = async {
+            let account = team_id(&account_id.0)?;
             let actor = acting_in_teams(
                 &self.state,
                 &credential,
                 Scope::BillingWrite,
                 user_id.0.as_deref(),
+                Some(&account),
             )
             .await?;
-            let account = team_id(&account_id.0)?;
             let role = body.0.role.map_or(MemberRole::Member, MemberRole::from);
             let limit = body.0.limit.as_ref().map(limit).transpose()?;
             let created: CreatedInvitation = (self.state.ports.accounts)
@@ -309,14 +310,15 @@ impl InvitationsApi {
         user_id: Query<Option<String>>,
     ) -> InvitationsResponse {
         let result = async {
+            let account = team_id(&account_id.0)?;
             let user = acting_in_teams(
                 &self.state,
                 &credential,
                 Scope::BillingRead,
                 user_id.0.as_deref(),
+                Some(&account),
             )
             .await?;
-            let account = team_id(&account_id.0)?;
             let open = (self.state.ports.accounts)
                 .open_invitations(&user, &account)
                 .await
@@ -350,14 +352,15 @@ impl InvitationsApi {
         user_id: Query<Option<String>>,
     ) -> RevokeResponse {
         let result = async {
+            let account = team_id(&account_id.0)?;
             let actor = acting_in_teams(
                 &self.state,
                 &credential,
                 Scope::BillingWrite,
                 user_id.0.as_deref(),
+                Some(&account),
             )
             .await?;
-            let account = team_id(&account_id.0)?;
             (self.state.ports.accounts)
                 .revoke_invitation(&actor, &account, &invitation_id.0)
                 .await

@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 
 use application::accounts::{Scope, User};
-use application::authorization::OwnerError;
 use application::use_cases::sessions::{AccountsError, Principal};
 use domain::plan::{
     CurrencyChoice, Held, Holdings, OfferCard, PlanInterval, Prominence, group_offers,
@@ -194,11 +193,7 @@ pub(crate) async fn offers(
             })
         })
         .transpose()?;
-    let user = holder(state, credential, query.user_id).await?;
-    let holdings = match &user {
-        Some(user) => Some(state.ports.credits.report_status(user).await?.holdings()),
-        None => None,
-    };
+    let (user, holdings) = holder(state, credential, query.user_id).await?.unzip();
     let listed = state
         .ports
         .plans
@@ -234,13 +229,14 @@ pub(crate) async fn offers(
     })
 }
 
-/// Whose holdings the offers tell: nobody without a credential, or for an API key naming no
-/// user; the signed-in user; the user an API key with the scope names.
+/// Whose holdings the offers tell, and what they hold: nobody without a credential, or for an API key naming no
+/// user; the signed-in user's personal account; for an API key with the scope, the personal
+/// account of the user it names, or the account it is bound to.
 async fn holder(
     state: &AppState,
     credential: &OptionalCredential,
     user_id: Option<&str>,
-) -> Result<Option<User>, Problem> {
+) -> Result<Option<(User, Holdings)>, Problem> {
     let Some(token) = credential.token() else {
         return match user_id {
             Some(_) => Err(unauthorized()),
@@ -259,16 +255,13 @@ async fn holder(
     if matches!(principal, Principal::Service(_)) && user_id.is_none() {
         return Ok(None);
     }
-    let user = state
-        .ports
-        .accounts
-        .data_owner(principal, READ_SCOPE, user_id)
-        .await
-        .map_err(|e| match e {
-            OwnerError::Denied(why) => denied(why),
-            OwnerError::Infra(infra) => infra.into(),
-        })?;
-    Ok(Some(user))
+    let acting = state
+        .principal_acting_for(principal, READ_SCOPE, user_id)
+        .await?;
+    let account = acting.account(None).map_err(denied)?;
+    let account = state.account_for(&acting.user.id, account).await?;
+    let report = state.ports.credits.report_account_status(&account).await?;
+    Ok(Some((acting.user, report.holdings())))
 }
 
 /// What every entry needs besides its card.

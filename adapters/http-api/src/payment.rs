@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use application::accounts::{BuyerContact, CustomerName, Email, Scope};
+use application::authorization::Owned;
 use application::ports::Replay;
 use application::use_cases::cancel_payment::{CancelOutcome, CancelPaymentError, ProviderClose};
 use application::use_cases::initiate_payment::{
@@ -16,7 +17,7 @@ use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
 
 use crate::AppState;
-use crate::auth::Credential;
+use crate::auth::{Credential, denied};
 use crate::dto::{
     OrderView, PageInfo, SubscriptionView, page_request, parse_id, parse_idempotency_key,
 };
@@ -258,11 +259,13 @@ impl PaymentApi {
         user_id: Query<Option<String>>,
     ) -> QueryResponse {
         let result = async {
+            let principal = self.state.principal(&credential).await?;
+            let order_id = parse_id(&order_id.0, OrderId::new, order_not_found)?;
+            let owned = Owned::Order(&order_id);
             let user = self
                 .state
-                .billing_user(&credential, Scope::BillingRead, user_id.0.as_deref())
+                .acting_on(principal, Scope::BillingRead, user_id.0.as_deref(), owned)
                 .await?;
-            let order_id = parse_id(&order_id.0, OrderId::new, order_not_found)?;
             self.state
                 .ports
                 .payments
@@ -293,11 +296,13 @@ impl PaymentApi {
         user_id: Query<Option<String>>,
     ) -> CancelResponse {
         let result = async {
+            let principal = self.state.principal(&credential).await?;
+            let order_id = parse_id(&order_id.0, OrderId::new, order_not_found)?;
+            let owned = Owned::Order(&order_id);
             let user = self
                 .state
-                .billing_user(&credential, Scope::BillingWrite, user_id.0.as_deref())
+                .acting_on(principal, Scope::BillingWrite, user_id.0.as_deref(), owned)
                 .await?;
-            let order_id = parse_id(&order_id.0, OrderId::new, order_not_found)?;
             self.state
                 .ports
                 .payments
@@ -348,13 +353,14 @@ impl PaymentApi {
         account_id: Query<Option<String>>,
     ) -> OrdersResponse {
         let result = async {
-            let user = self
+            let (_, account) = self
                 .state
-                .billing_user(&credential, Scope::BillingRead, user_id.0.as_deref())
-                .await?;
-            let account = self
-                .state
-                .account_for(&user.id, account_id.0.as_deref())
+                .acting_in(
+                    &credential,
+                    Scope::BillingRead,
+                    user_id.0.as_deref(),
+                    account_id.0.as_deref(),
+                )
                 .await?;
             let request = page_request(page.0.as_deref(), limit.0.as_deref())?;
             Ok::<_, Problem>(
@@ -388,6 +394,10 @@ impl PaymentApi {
             .state
             .acting_for(credential, Scope::BillingWrite, named)
             .await?;
+        // The account bought for: the one named when within the caller's reach, else the
+        // personal account (a bound key's own); the use case checks the buyer's role in it.
+        let named_account = body.account_id.as_deref().map(crate::teams::team_id);
+        let account = acting.account(named_account.transpose()?).map_err(denied)?;
         self.state.limits.check(Action::Initiate, request)?;
         let idempotency_key = parse_idempotency_key(idempotency_key, request)?;
         let returns = parse_returns(&body)?;
@@ -404,11 +414,7 @@ impl PaymentApi {
             .initiate_payment_as(
                 InitiatePayment {
                     user: acting.user,
-                    account: body
-                        .account_id
-                        .as_deref()
-                        .map(crate::teams::team_id)
-                        .transpose()?,
+                    account: Some(account),
                     plan_id,
                     provider,
                     idempotency_key,

@@ -13,6 +13,7 @@
 use std::sync::Arc;
 
 use application::accounts::{Scope, User};
+use application::authorization::Owned;
 use application::use_cases::cancel_subscription::{CancelSubscriptionError, SubscriptionCancelled};
 use application::use_cases::change_plan::{
     ChangePlanError, PlanChangeOutcome, PlanSwitchScheduled,
@@ -285,13 +286,14 @@ impl SubscriptionsApi {
         account_id: Query<Option<String>>,
     ) -> ListSubscriptionsResponse {
         let result = async {
-            let user = self
+            let (_, account) = self
                 .state
-                .billing_user(&credential, Scope::BillingRead, user_id.0.as_deref())
-                .await?;
-            let account = self
-                .state
-                .account_for(&user.id, account_id.0.as_deref())
+                .acting_in(
+                    &credential,
+                    Scope::BillingRead,
+                    user_id.0.as_deref(),
+                    account_id.0.as_deref(),
+                )
                 .await?;
             let request = page_request(page.0.as_deref(), limit.0.as_deref())?;
             let payments = &self.state.ports.payments;
@@ -322,7 +324,7 @@ impl SubscriptionsApi {
         body: OptionalJson<CancelSubscriptionBody>,
     ) -> CancelSubscriptionResponse {
         let result = async {
-            let user = self.acting_user(&credential, user_id.0.as_deref()).await?;
+            let (user, id) = (self.acting_user(&credential, user_id.0.as_deref(), &id.0)).await?;
             let when = match body.0 {
                 Ok(body) => body.map_or(CancelWhen::PeriodEnd, |b| match b.when {
                     CancelSubscriptionWhen::PeriodEnd => CancelWhen::PeriodEnd,
@@ -334,7 +336,6 @@ impl SubscriptionsApi {
                     ));
                 }
             };
-            let id = subscription_id(&id.0)?;
             let payments = &self.state.ports.payments;
             (payments.cancel_subscription_for(&user, &id, when).await).map_err(cancel_problem)
         };
@@ -367,9 +368,8 @@ impl SubscriptionsApi {
         body: Json<ChangePlanBody>,
     ) -> ChangePlanResponse {
         let result = async {
-            let user = self.acting_user(&credential, user_id.0.as_deref()).await?;
+            let (user, id) = (self.acting_user(&credential, user_id.0.as_deref(), &id.0)).await?;
             let payments = &self.state.ports.payments;
-            let id = subscription_id(&id.0)?;
             let raw_plan = &body.0.plan_id;
             let plan = &parse_id(raw_plan, PlanId::new, || {
                 problem(ChangePlanError::PlanNotFound(
@@ -407,8 +407,7 @@ impl SubscriptionsApi {
         user_id: Query<Option<String>>,
     ) -> ResumeResponse {
         let result = async {
-            let user = self.acting_user(&credential, user_id.0.as_deref()).await?;
-            let id = subscription_id(&id.0)?;
+            let (user, id) = (self.acting_user(&credential, user_id.0.as_deref(), &id.0)).await?;
             self.state
                 .ports
                 .payments
@@ -435,8 +434,7 @@ impl SubscriptionsApi {
         user_id: Query<Option<String>>,
     ) -> WithdrawSwitchResponse {
         let result = async {
-            let user = self.acting_user(&credential, user_id.0.as_deref()).await?;
-            let id = subscription_id(&id.0)?;
+            let (user, id) = (self.acting_user(&credential, user_id.0.as_deref(), &id.0)).await?;
             self.state
                 .ports
                 .payments
@@ -452,15 +450,23 @@ impl SubscriptionsApi {
 }
 
 impl SubscriptionsApi {
-    /// The user a write is for: the caller, or the user an API key with `billing:write` names.
+    /// The user a write on subscription `raw` is for (the caller, or the user an API key with
+    /// `billing:write` names), the subscription's account being within the caller's reach,
+    /// and the subscription's id.
     async fn acting_user(
         &self,
         credential: &Credential,
         user_id: Option<&str>,
-    ) -> Result<User, Problem> {
-        self.state
-            .billing_user(credential, Scope::BillingWrite, user_id)
-            .await
+        raw: &str,
+    ) -> Result<(User, SubscriptionId), Problem> {
+        let principal = self.state.principal(credential).await?;
+        let id = subscription_id(raw)?;
+        let owned = Owned::Subscription(&id);
+        let user = self
+            .state
+            .acting_on(principal, Scope::BillingWrite, user_id, owned)
+            .await?;
+        Ok((user, id))
     }
 
     fn view(&self, s: &Subscription) -> SubscriptionView {

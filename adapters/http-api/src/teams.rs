@@ -359,8 +359,9 @@ impl TeamsApi {
         credential: &Credential,
         scope: Scope,
         user_id: Option<&str>,
+        account: Option<&AccountId>,
     ) -> Result<UserId, Problem> {
-        acting_in_teams(&self.state, credential, scope, user_id).await
+        acting_in_teams(&self.state, credential, scope, user_id, account).await
     }
 
     /// The host's backend saying a member left a host organisation's team: `None` unless the
@@ -403,10 +404,10 @@ impl TeamsApi {
         (account, member): (&str, &str),
         request: MemberRequest,
     ) -> Result<Option<Member>, Problem> {
-        let actor = self
-            .acting(credential, Scope::BillingWrite, user_id)
-            .await?;
         let account = team_id(account)?;
+        let actor = self
+            .acting(credential, Scope::BillingWrite, user_id, Some(&account))
+            .await?;
         let member = parse_id(member, UserId::new, || {
             Problem::new(Code::MemberNotFound, "no such member")
         })?;
@@ -439,7 +440,7 @@ impl TeamsApi {
     ) -> AccountsResponse {
         let result = async {
             let user = self
-                .acting(&credential, Scope::BillingRead, user_id.0.as_deref())
+                .acting(&credential, Scope::BillingRead, user_id.0.as_deref(), None)
                 .await?;
             let entries = (self.state.ports.accounts)
                 .my_accounts(&user)
@@ -467,7 +468,7 @@ impl TeamsApi {
     ) -> CreateTeamResponse {
         let result = async {
             let user = self
-                .acting(&credential, Scope::BillingWrite, user_id.0.as_deref())
+                .acting(&credential, Scope::BillingWrite, user_id.0.as_deref(), None)
                 .await?;
             let membership = (self.state.ports.accounts)
                 .create_team(&user, &body.0.name)
@@ -498,10 +499,15 @@ impl TeamsApi {
         user_id: Query<Option<String>>,
     ) -> MembersResponse {
         let result = async {
-            let user = self
-                .acting(&credential, Scope::BillingRead, user_id.0.as_deref())
-                .await?;
             let account = team_id(&account_id.0)?;
+            let user = self
+                .acting(
+                    &credential,
+                    Scope::BillingRead,
+                    user_id.0.as_deref(),
+                    Some(&account),
+                )
+                .await?;
             let members = (self.state.ports.accounts)
                 .team_members(&user, &account)
                 .await
@@ -623,16 +629,19 @@ impl TeamsApi {
     }
 }
 
-/// Who acts on a team: the caller, or the user an API key names. A customer-portal session is
-/// for billing only and manages no team.
+/// Who acts on a team (`account`), or on every account they are in (`None`: the list, a new
+/// team): the caller, or the user an API key names. A customer-portal session is for billing
+/// only and manages no team; a key bound to an account reaches that team alone.
 ///
 /// # Errors
-/// 401; 403 for a portal session or a key without `scope`; as `AppState::acting_for`.
+/// 401; 403 for a portal session, a key without `scope` or an account out of the key's reach;
+/// as `AppState::acting_for`.
 pub(crate) async fn acting_in_teams(
     state: &AppState,
     credential: &Credential,
     scope: Scope,
     user_id: Option<&str>,
+    account: Option<&AccountId>,
 ) -> Result<UserId, Problem> {
     let principal = state.principal(credential).await?;
     if let Principal::Portal(_) = principal {
@@ -641,8 +650,15 @@ pub(crate) async fn acting_in_teams(
             "a customer-portal session does not manage teams",
         ));
     }
-    let acting = state.principal_acting_for(principal, scope, user_id);
-    Ok(acting.await?.user.id)
+    let acting = state
+        .principal_acting_for(principal, scope, user_id)
+        .await?;
+    match account {
+        Some(account) => acting.reaches(account),
+        None => acting.reaches_every_account(),
+    }
+    .map_err(crate::auth::denied)?;
+    Ok(acting.user.id)
 }
 
 /// A team's account id as a path names it: a malformed one names no team.
@@ -696,25 +712,22 @@ fn refusal_problem(refusal: MemberChangeRefusal) -> Problem {
 }
 
 impl AppState {
-    /// The account a credits read names for `user`: their personal account (`None`, or their
-    /// own id), or a team they belong to.
+    /// `account` when `user` may read it: their personal account, or a team they belong to.
     ///
     /// # Errors
     /// 404 `account_not_found` for an account they do not belong to.
     pub(crate) async fn account_for(
         &self,
         user: &UserId,
-        account: Option<&str>,
+        account: AccountId,
     ) -> Result<AccountId, Problem> {
-        let account = match account.map(team_id).transpose()? {
-            // Their own: nothing to ask.
-            Some(named) if !named.is_personal_of(user) => Some(named),
-            _ => return Ok(AccountId::personal(user)),
-        };
+        if account.is_personal_of(user) {
+            return Ok(account);
+        }
         let (account, _role) = self
             .ports
             .accounts
-            .account_of(user, account)
+            .account_of(user, Some(account))
             .await
             .map_err(team_problem)?;
         Ok(account)

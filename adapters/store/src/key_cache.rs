@@ -74,6 +74,7 @@ mod tests {
             name: "service".into(),
             prefix: "tk_live_abcd".into(),
             scopes: vec![Scope::CreditsConsume],
+            account: None,
             created_at: domain::Timestamp::from_unix_millis(0),
             revoked_at: None,
         }

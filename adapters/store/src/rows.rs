@@ -170,7 +170,7 @@ pub(crate) fn contact(
 
 /// The columns of [`ApiKeyRow`].
 pub(crate) const API_KEY_COLUMNS: &str =
-    "id, owner_id, name, prefix, scopes, created_at, revoked_at";
+    "id, owner_id, name, prefix, scopes, account_id, created_at, revoked_at";
 
 /// An `api_keys` row.
 #[derive(Debug, FromQueryResult)]
@@ -180,6 +180,7 @@ pub(crate) struct ApiKeyRow {
     name: String,
     prefix: String,
     scopes: String,
+    account_id: Option<String>,
     created_at: i64,
     revoked_at: Option<i64>,
 }
@@ -194,12 +195,18 @@ impl ApiKeyRow {
             .map(Scope::parse)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| corrupt("api_keys", &self.id, e))?;
+        let account = self
+            .account_id
+            .map(AccountId::new)
+            .transpose()
+            .map_err(|e| corrupt("api_keys", &self.id, e))?;
         Ok(ApiKey {
             id: self.id,
             owner,
             name: self.name,
             prefix: self.prefix,
             scopes,
+            account,
             created_at: ts(self.created_at),
             revoked_at: self.revoked_at.map(ts),
         })

@@ -8,7 +8,7 @@ use application::ports::{
     StoreError, UserRepository,
 };
 use async_trait::async_trait;
-use domain::{Timestamp, UserId};
+use domain::{AccountId, Timestamp, UserId};
 use sea_orm::DatabaseTransaction;
 
 use crate::SeaOrmStore;
@@ -346,7 +346,8 @@ impl UserRepository for SeaOrmStore {
 
 /// Store an API key: [`api_key_values`].
 pub(crate) const INSERT_API_KEY: &str = "INSERT INTO api_keys (id, owner_id, name, prefix, \
-    key_hash, scopes, created_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+    key_hash, scopes, created_at, revoked_at, account_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, \
+    $9)";
 
 /// Revoke key `$1` at `$2`; the first revocation's time is kept.
 pub(crate) const REVOKE_API_KEY: &str =
@@ -363,6 +364,7 @@ pub(crate) fn api_key_values(key: &ApiKey, hash: &TokenHash) -> Vec<sea_orm::Val
         scopes_value(&key.scopes).into(),
         key.created_at.unix_millis().into(),
         key.revoked_at.map(Timestamp::unix_millis).into(),
+        key.account.as_ref().map(AccountId::as_str).into(),
     ]
 }
 

@@ -2,8 +2,8 @@
 
 use domain::{AccountId, MemberLimit, MemberRole, Timestamp, UserId};
 
-use crate::accounts::{Role, Scope, User};
-use crate::authorization::{Acting, OwnerError};
+use crate::accounts::{Role, Scope};
+use crate::authorization::{Acting, Owned, OwnerError};
 use crate::ports::{Invitation, Member, Membership};
 #[cfg(doc)]
 use crate::service::Service;
@@ -39,13 +39,23 @@ inbound_port! {
         /// [`Service::authenticate`]).
         async fn authenticate(&self, token: &str) -> Result<Principal, AccountsError>;
 
-        /// Whose data a read guarded by `scope` is about (see [`Service::data_owner`]).
-        async fn data_owner<'a>(
+        /// Whom a request about an object by its id is for, within reach (see
+        /// [`Service::acting_on`]).
+        async fn acting_on<'a>(
             &self,
             principal: Principal,
             scope: Scope,
             named: Option<&'a str>,
-        ) -> Result<User, OwnerError>;
+            owned: Owned<'a>,
+        ) -> Result<Acting, OwnerError>;
+
+        /// Whether an object's account is within a request's reach (see
+        /// [`Service::within_reach`]).
+        async fn within_reach<'a>(
+            &self,
+            acting: &Acting,
+            owned: Owned<'a>,
+        ) -> Result<(), OwnerError>;
 
         /// Whom an action guarded by `scope` is for, and who acts (see [`Service::acting_for`]).
         async fn acting_for<'a>(

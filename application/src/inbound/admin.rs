@@ -68,11 +68,12 @@ inbound_port! {
 
         /// Create an API key; its secret is in the answer only (see
         /// [`Service::create_api_key`]).
-        async fn create_api_key(
+        async fn create_api_key<'a>(
             &self,
             admin: &User,
             name: &str,
             scopes: &[String],
+            account: Option<&'a str>,
         ) -> Result<CreatedApiKey, ApiKeyError>;
 
         /// Every API key, newest first (see [`Service::list_api_keys`]).

@@ -2,6 +2,8 @@
 //! administrator's create and revoke are written with their audit entry
 //! (`admin_console::audited`).
 
+use domain::AccountId;
+
 use super::InfraError;
 use super::sessions::API_KEY_PREFIX;
 use crate::accounts::{AccountError, ApiKey, Scope, User};
@@ -41,12 +43,14 @@ impl From<StoreError> for ApiKeyError {
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
-    /// A key and its secret, checked and not yet stored.
-    pub(crate) fn new_api_key(
+    /// A key and its secret, checked and not yet stored: bound to `account` when one is named,
+    /// which must exist, and then without app-wide scopes.
+    pub(crate) async fn new_api_key(
         &self,
         admin: &User,
         name: &str,
         scopes: &[String],
+        account: Option<&str>,
     ) -> Result<CreatedApiKey, ApiKeyError> {
         let name = name.trim();
         if name.is_empty() || name.chars().count() > 100 {
@@ -66,6 +70,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 "at least one scope is required".into(),
             ));
         }
+        let account = match account {
+            Some(raw) => Some(self.key_account(raw, &parsed).await?),
+            None => None,
+        };
         let secret = format!("{API_KEY_PREFIX}{}", self.ids.new_secret());
         let key = ApiKey {
             id: self.ids.new_id("key"),
@@ -73,10 +81,27 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             name: name.to_owned(),
             prefix: secret.chars().take(API_KEY_PREFIX.len() + 6).collect(),
             scopes: parsed,
+            account,
             created_at: self.clock.now(),
             revoked_at: None,
         };
         Ok(CreatedApiKey { key, secret })
+    }
+
+    /// The account a new key is bound to: one that exists, for a key without app-wide scopes.
+    async fn key_account(&self, raw: &str, scopes: &[Scope]) -> Result<AccountId, ApiKeyError> {
+        if let Some(wide) = scopes.iter().find(|s| s.is_app_wide()) {
+            return Err(ApiKeyError::Invalid(format!(
+                "a key bound to an account cannot carry {}, which reaches the whole app",
+                wide.code()
+            )));
+        }
+        let unknown = || ApiKeyError::Invalid("accountId names no account".into());
+        let id = AccountId::new(raw).map_err(|_| unknown())?;
+        match self.store.account(&id).await? {
+            Some(_) => Ok(id),
+            None => Err(unknown()),
+        }
     }
 
     /// Every key, newest first.

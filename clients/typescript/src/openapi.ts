@@ -4448,7 +4448,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `validation_failed`: an empty name, or no or unknown scopes. */
+                /**
+                 * @description `validation_failed`: an empty name, no or unknown scopes, an `accountId` naming no
+                 *     account, or `events:read` on a key bound to an account.
+                 */
                 422: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -8883,6 +8886,8 @@ export interface components {
             prefix: string;
             /** @description What it may do. */
             scopes: string[];
+            /** @description The account it is bound to (absent: it acts for any user). */
+            accountId?: string;
             /** @description When made. */
             createdAt: string;
             /** @description When revoked. */
@@ -9041,6 +9046,12 @@ export interface components {
              *     switch for a named user; also every `billing:read` read).
              */
             scopes: string[];
+            /**
+             * @description Bind the key to this account (a user's personal account, whose id is the user's, or a
+             *     team's): it then reads and charges that account alone, for its members alone, and makes
+             *     no app-wide call (so it cannot carry `events:read`). Omitted: the key acts for any user.
+             */
+            accountId?: string;
         };
         /**
          * CreateTeamBody
@@ -9081,6 +9092,8 @@ export interface components {
             prefix: string;
             /** @description What it may do. */
             scopes: string[];
+            /** @description The account it is bound to (absent: it acts for any user). */
+            accountId?: string;
             /** @description When made. */
             createdAt: string;
             /** @description When revoked. */

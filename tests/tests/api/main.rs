@@ -3,6 +3,7 @@
 mod acting_for_users;
 mod admin_adjustments;
 mod admin_replay;
+mod bound_keys;
 mod branding;
 mod browser;
 mod dependency_rule;

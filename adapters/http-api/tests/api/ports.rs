@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use application::accounts::{ApiKey, Email, Role, Scope, User};
-use application::authorization::{Acting, Actor, Denied};
+use application::authorization::{Acting, Actor, Denied, Reach};
 use application::cursor::CursorError;
 use application::inbound::{
     MockAccountsService, MockAdminService, MockCreditsService, MockHostEventsService,
@@ -17,7 +17,7 @@ use application::use_cases::admin_console::{AdminListError, CursorPage};
 use application::use_cases::credits::CreditsError;
 use application::use_cases::handle_webhook::HandleWebhookError;
 use application::use_cases::sessions::{AccountsError, Principal};
-use domain::{Credits, ProviderId, Timestamp, UserId};
+use domain::{AccountId, Credits, ProviderId, Timestamp, UserId};
 use http_api::{ApiSettings, Readiness, build_api};
 use poem::endpoint::BoxEndpoint;
 use poem::test::TestClient;
@@ -58,14 +58,20 @@ impl Mocks {
         accounts
             .expect_acting_for()
             .returning(|principal, scope, _| match principal {
-                Principal::User(user) => Ok(Acting {
-                    user,
-                    actor: Actor::TheUser,
-                }),
+                Principal::User(user) => Ok(Acting::user(user)),
                 Principal::Portal(portal) => Ok(Acting {
+                    reach: Reach::Portal(AccountId::personal(&portal.user.id)),
                     user: portal.user,
                     actor: Actor::TheUser,
                 }),
+                Principal::Service(_) => Err(Denied::MissingScope(scope).into()),
+            });
+        // Requests about an object by its id ask the same, the object within reach.
+        accounts
+            .expect_acting_on()
+            .returning(|principal, scope, _, _| match principal {
+                Principal::User(user) => Ok(Acting::user(user)),
+                Principal::Portal(_) => Err(Denied::PortalBillingOnly.into()),
                 Principal::Service(_) => Err(Denied::MissingScope(scope).into()),
             });
         Self {
@@ -120,6 +126,7 @@ fn key(scopes: Vec<Scope>) -> ApiKey {
         name: "backend".to_owned(),
         prefix: "tly_key".to_owned(),
         scopes,
+        account: None,
         created_at: Timestamp::from_unix_millis(NOW_MS),
         revoked_at: None,
     }
@@ -399,16 +406,6 @@ async fn webhook_endpoints_are_a_503_while_delivery_is_not_wired() {
 #[tokio::test]
 async fn a_balance_is_read_for_the_owner_the_port_names() {
     let mut mocks = Mocks::new();
-    mocks
-        .accounts
-        .expect_data_owner()
-        .withf(|principal, scope, named| {
-            matches!(principal, Principal::User(u) if u.id.as_str() == "usr_customer")
-                && *scope == Scope::CreditsRead
-                && named.is_none()
-        })
-        .times(1)
-        .returning(|_, _, _| Ok(user("usr_customer", Role::User)));
     mocks
         .credits
         .expect_balance()

@@ -593,6 +593,7 @@ async fn plan_and_key_writes_commit_with_their_audit_entry_or_not_at_all(store: 
         name: "backend".into(),
         prefix: "tly_abcd".into(),
         scopes: vec![Scope::CreditsRead],
+        account: None,
         created_at: t(40),
         revoked_at: None,
     };

@@ -216,10 +216,18 @@ async fn api_keys_are_found_until_revoked_and_listed_newest_first(store: &TestSt
         name: format!("key {id}"),
         prefix: "tly_abcd".into(),
         scopes: vec![Scope::CreditsConsume, Scope::CreditsRead],
+        account: None,
         created_at: t(at),
         revoked_at: None,
     };
-    let (k1, k2) = (key("k1", 10), key("k2", 20));
+    // One bound to an account, one not: the binding is stored and read back.
+    let (k1, k2) = (
+        key("k1", 10),
+        ApiKey {
+            account: Some(domain::AccountId::personal(&owner)),
+            ..key("k2", 20)
+        },
+    );
     store
         .create_api_key(&k1, &TokenHash("h1".into()))
         .await

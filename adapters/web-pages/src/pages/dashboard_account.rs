@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use application::accounts::User;
+use application::authorization::{self, Actor, Owned, OwnerError, Reach};
 use application::use_cases::teams::AccountEntry;
 use domain::{AccountId, AccountKind, UserId};
 use maud::{Markup, html};
@@ -127,9 +128,10 @@ pub(crate) async fn teams_and_chosen(
     Ok((teams, chosen))
 }
 
-/// A customer-portal session acts on its user's own billing alone: a subscription of any other
-/// account (a team's they manage) is not found to it. Any other session is let through to the
-/// use case, which checks the user's role in the subscription's account.
+/// A customer-portal session acts on its user's own billing alone (the application's
+/// [`Reach::Portal`]): a subscription of any other account (a team's they manage) is not found
+/// to it. Any other session is let through to the use case, which checks the user's role in the
+/// subscription's account.
 ///
 /// # Errors
 /// [`PageError::NotFound`] for a portal session and a subscription not the user's own; the
@@ -143,15 +145,16 @@ pub(crate) async fn portal_may_act_on(
     if v.portal_return.is_none() {
         return Ok(());
     }
-    let own = state.ports.credits.report_status(user).await?;
-    let held = own.subscriptions.iter().map(|h| &h.subscription);
-    if held
-        .chain(own.subscription.as_ref())
-        .any(|s| s.id() == subscription)
-    {
-        Ok(())
-    } else {
-        Err(PageError::NotFound)
+    let acting = authorization::Acting {
+        user: user.clone(),
+        actor: Actor::TheUser,
+        reach: Reach::Portal(AccountId::personal(&user.id)),
+    };
+    let owned = Owned::Subscription(subscription);
+    match state.ports.accounts.within_reach(&acting, owned).await {
+        Ok(()) => Ok(()),
+        Err(OwnerError::Denied(_)) => Err(PageError::NotFound),
+        Err(OwnerError::Infra(e)) => Err(e.into()),
     }
 }
 

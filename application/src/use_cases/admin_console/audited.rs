@@ -198,26 +198,32 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         Ok(())
     }
 
-    /// `admin` creates a key named `name` with `scopes`, owned by `admin`, audited with its
-    /// name and scopes, never its secret (`api_key.created`).
+    /// `admin` creates a key named `name` with `scopes`, owned by `admin` and bound to
+    /// `account` when one is named, audited with its name, scopes and account, never its secret
+    /// (`api_key.created`).
     ///
     /// # Errors
-    /// A name that is empty or over 100 characters, no or unknown scopes, infrastructure.
+    /// A name that is empty or over 100 characters, no or unknown scopes, an unknown account or
+    /// an app-wide scope on a bound key, infrastructure.
     #[tracing::instrument(skip_all, fields(admin_id = %admin.id))]
     pub async fn create_api_key(
         &self,
         admin: &User,
         name: &str,
         scopes: &[String],
+        account: Option<&str>,
     ) -> Result<CreatedApiKey, ApiKeyError> {
-        let created = self.new_api_key(admin, name, scopes)?;
+        let created = self.new_api_key(admin, name, scopes, account).await?;
         let key = &created.key;
         let scopes: Vec<String> = key.scopes.iter().map(|s| format!("{s:?}")).collect();
-        let after = BTreeMap::from([
+        let mut after = BTreeMap::from([
             ("name".to_owned(), text(&key.name)),
             ("prefix".to_owned(), text(&key.prefix)),
             ("scopes".to_owned(), text(scopes.join(","))),
         ]);
+        if let Some(account) = &key.account {
+            after.insert("account".to_owned(), text(account.as_str()));
+        }
         let entry = Entry {
             admin,
             action: AuditAction::ApiKeyCreated,

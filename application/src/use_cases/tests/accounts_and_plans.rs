@@ -78,7 +78,7 @@ async fn api_keys_are_shown_once_scoped_and_revocable() {
         .user;
     let created = h
         .service
-        .create_api_key(&admin, "backend", &["credits:consume".into()])
+        .create_api_key(&admin, "backend", &["credits:consume".into()], None)
         .await
         .unwrap();
     assert!(created.secret.starts_with("tly_"));
@@ -87,7 +87,7 @@ async fn api_keys_are_shown_once_scoped_and_revocable() {
     assert!(!principal.has_scope(Scope::CreditsRead));
     assert!(
         h.service
-            .create_api_key(&admin, "x", &["credits:everything".into()])
+            .create_api_key(&admin, "x", &["credits:everything".into()], None)
             .await
             .is_err()
     );

@@ -23,6 +23,7 @@ fn key(scopes: &[Scope]) -> Principal {
         name: "app backend".into(),
         prefix: "tly_abcd".into(),
         scopes: scopes.to_vec(),
+        account: None,
         created_at: Timestamp::from_unix_millis(START_MS),
         revoked_at: None,
     })

@@ -222,6 +222,7 @@ fn key(scopes: &[Scope]) -> Principal {
         name: "backend".into(),
         prefix: "tly_abcd".into(),
         scopes: scopes.to_vec(),
+        account: None,
         created_at: domain::Timestamp::from_unix_millis(0),
         revoked_at: None,
     })

@@ -38,10 +38,15 @@ pub(crate) async fn create(state: Arc<PageState>, v: Visitor, mut request: Reque
         .filter(|(k, _)| k == "scope")
         .map(|(_, value)| value.clone())
         .collect();
+    let account = fields
+        .iter()
+        .find(|(k, _)| k == "account")
+        .map(|(_, value)| value.trim())
+        .filter(|value| !value.is_empty());
     match state
         .ports
         .admin
-        .create_api_key(&admin, name, &scopes)
+        .create_api_key(&admin, name, &scopes, account)
         .await
     {
         Ok(created) => render(&state, &v, Some(&created), None, StatusCode::CREATED).await,
@@ -144,6 +149,13 @@ fn create_form(v: &Visitor, error: Option<&str>) -> Markup {
                 input #key-name type="text" name="name" required maxlength="100"
                     autocomplete="off" data-testid="key-name";
             }
+            div.field {
+                label for="key-account" { (v.t("console.keys_account")) }
+                input #key-account type="text" name="account" maxlength="64"
+                    autocomplete="off" aria-describedby="key-account-hint"
+                    data-testid="key-account";
+                p.hint #key-account-hint { (v.t("console.keys_account_hint")) }
+            }
             fieldset.checks {
                 legend { (v.t("console.keys_scopes")) }
                 @for scope in Scope::ALL {
@@ -170,6 +182,7 @@ fn key_table(v: &Visitor, keys: &[ApiKey]) -> Markup {
                 th scope="col" { (v.t("console.keys_name")) }
                 th scope="col" { (v.t("console.keys_prefix")) }
                 th scope="col" { (v.t("console.keys_scopes")) }
+                th scope="col" { (v.t("console.keys_account_col")) }
                 th scope="col" { (v.t("console.col_created")) }
                 th scope="col" { (v.t("console.col_status")) }
                 th scope="col" { span.sr-only { (v.t("console.col_actions")) } }
@@ -181,6 +194,12 @@ fn key_table(v: &Visitor, keys: &[ApiKey]) -> Markup {
                         td data-label=(v.t("console.keys_prefix")) { code { (key.prefix) "…" } }
                         td data-label=(v.t("console.keys_scopes")) {
                             span { (key.scopes.iter().map(|s| s.code()).collect::<Vec<_>>().join(", ")) }
+                        }
+                        td data-label=(v.t("console.keys_account_col")) {
+                            @match &key.account {
+                                Some(account) => code { (account) },
+                                None => span.muted { (v.t("console.keys_all_users")) },
+                            }
                         }
                         td data-label=(v.t("console.col_created")) {
                             span { (format::date_time(key.created_at, v.lang)) }
