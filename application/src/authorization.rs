@@ -268,24 +268,6 @@ impl Acting {
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
-    /// [`Service::acting_for`], for a request about an object by its id: its account must be
-    /// within the request's reach. An unknown object passes (the use case answers not found).
-    ///
-    /// # Errors
-    /// As [`Service::acting_for`]; [`Denied::PortalBillingOnly`], [`Denied::KeyBoundTo`].
-    #[tracing::instrument(skip_all, fields(scope = ?scope, named_user = named))]
-    pub async fn acting_on(
-        &self,
-        principal: Principal,
-        scope: Scope,
-        named: Option<&str>,
-        owned: Owned<'_>,
-    ) -> Result<Acting, OwnerError> {
-        let acting = self.acting_for(principal, scope, named).await?;
-        self.within_reach(&acting, owned).await?;
-        Ok(acting)
-    }
-
     /// Whether `owned`'s account is within `acting`'s reach. An unknown object passes (the use
     /// case answers not found).
     ///
@@ -351,11 +333,16 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 let raw = named.ok_or(Denied::NoUserNamed)?;
                 let id = UserId::new(raw).map_err(|_| Denied::UserNotFound)?;
                 let reach = match key.account {
-                    // A key bound to someone's personal account acts for that one user.
-                    Some(bound) if !bound.is_team() && !bound.is_personal_of(&id) => {
-                        return Err(Denied::KeyBoundTo(bound).into());
+                    // A bound key acts for its account's members alone (its user, for a
+                    // personal account): anyone else, existing or not, is answered alike, so
+                    // the key cannot tell which user ids exist.
+                    Some(bound) => {
+                        let member = (self.role_in(&id, &bound).await).map_err(InfraError::from)?;
+                        if member.is_none() {
+                            return Err(Denied::KeyBoundTo(bound).into());
+                        }
+                        Reach::Key(bound)
                     }
-                    Some(bound) => Reach::Key(bound),
                     None => Reach::Memberships,
                 };
                 let user = self.store.find_user(&id).await.map_err(InfraError::from)?;

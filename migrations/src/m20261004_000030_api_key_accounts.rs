@@ -5,6 +5,10 @@
 //! already reads the row by its hash, so it needs no index. There is no foreign key: SQLite
 //! cannot drop a column that takes part in one, and accounts are never deleted (the application
 //! checks the account exists when it makes the key).
+//!
+//! Down is refused while a key that is not revoked is bound to an account: without the column
+//! it would act for every user. Revoke such keys first (a binary from before this step, run on
+//! this schema, would widen them the same way: roll the binary back only after revoking them).
 
 use sea_orm_migration::prelude::*;
 
@@ -31,6 +35,18 @@ impl MigrationTrait for Migration {
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let bound = crate::m20260901_000025_accounts::count(
+            manager,
+            "SELECT COUNT(*) AS n FROM api_keys WHERE account_id IS NOT NULL \
+             AND revoked_at IS NULL",
+        )
+        .await?;
+        if bound > 0 {
+            return Err(DbErr::Migration(format!(
+                "{bound} API key(s) bound to an account are not revoked: without this step they \
+                 would act for every user, so it cannot be undone until they are revoked"
+            )));
+        }
         sql::run(manager, DOWN).await
     }
 }

@@ -1320,3 +1320,72 @@ async fn postgres_host_organisations_and_back() {
     host_organisations_and_back(&t).await;
     t.cleanup().await;
 }
+
+/// Steps 30 and 31: a key's binding, and entitlements told per account. Undoing step 31 keeps
+/// the users' records and drops the teams'; undoing step 30 is refused while a bound key is
+/// live.
+async fn bound_keys_and_account_entitlements_and_back(t: &TestDb) {
+    Migrator::up(&t.db, None).await.expect("up");
+    for sql in [
+        STEP_ONE_DATA[0],
+        "INSERT INTO accounts (id, kind, created_by, created_at) \
+         VALUES ('u1', 'personal', 'u1', 1)",
+        "INSERT INTO accounts (id, kind, name, created_by, created_at) \
+         VALUES ('team_1', 'team', 'Acme', 'u1', 1)",
+        "INSERT INTO entitlements_told (account_id, entitlements, next_change_at, told_at, \
+         version) VALUES ('u1', '{}', NULL, 1, 1)",
+        "INSERT INTO entitlements_told (account_id, entitlements, next_change_at, told_at, \
+         version) VALUES ('team_1', '{\"seats\":5}', 10, 1, 2)",
+        "INSERT INTO api_keys (id, owner_id, name, prefix, key_hash, scopes, created_at, \
+         account_id) VALUES ('k1', 'u1', 'acme', 'tly_a', 'h1', 'credits:consume', 1, 'team_1')",
+    ] {
+        exec(&t.db, sql).await;
+    }
+    // A record names an account that exists.
+    let orphan = "INSERT INTO entitlements_told (account_id, entitlements, told_at) \
+                  VALUES ('nobody', '{}', 1)";
+    assert!(t.db.execute_unprepared(orphan).await.is_err(), "{orphan}");
+    Migrator::down(&t.db, Some(1)).await.expect("down step 31");
+    assert_eq!(
+        count(
+            &t.db,
+            "SELECT COUNT(*) FROM entitlements_told WHERE user_id = 'u1'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        count(&t.db, "SELECT COUNT(*) FROM entitlements_told").await,
+        1
+    );
+    let refused = Migrator::down(&t.db, Some(1)).await;
+    assert!(refused.is_err(), "down with a live bound key");
+    exec(&t.db, "UPDATE api_keys SET revoked_at = 2").await;
+    Migrator::down(&t.db, Some(1)).await.expect("down step 30");
+    Migrator::up(&t.db, None)
+        .await
+        .expect("steps 30 and 31 again");
+    assert_eq!(
+        count(
+            &t.db,
+            "SELECT COUNT(*) FROM entitlements_told WHERE account_id = 'u1' AND version = 1"
+        )
+        .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn sqlite_bound_keys_and_account_entitlements_and_back() {
+    let t = TestDb::sqlite().await;
+    bound_keys_and_account_entitlements_and_back(&t).await;
+}
+
+#[tokio::test]
+async fn postgres_bound_keys_and_account_entitlements_and_back() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    bound_keys_and_account_entitlements_and_back(&t).await;
+    t.cleanup().await;
+}

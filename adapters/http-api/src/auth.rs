@@ -174,33 +174,24 @@ impl AppState {
         Ok((acting, account))
     }
 
-    /// Whom a request guarded by `scope` about an object by its id is for (the caller already
-    /// authenticated as `principal`, before the id is read): as
-    /// [`AppState::acting_in`], the object's account being within the caller's reach (decided
-    /// by [`application::inbound::AccountsService::acting_on`]); whether the user may act on it
-    /// is the use case's to say.
+    /// Whether the object a request names by its id is within the reach of `acting` (decided by
+    /// [`application::inbound::AccountsService::within_reach`]); an unknown object passes, for
+    /// the use case to answer not found. Whether the user may act on it is the use case's to say.
     ///
     /// # Errors
-    /// As [`AppState::acting_in`].
-    pub(crate) async fn acting_on(
+    /// 403 for an object of an account out of reach (the caller may answer it as not found).
+    pub(crate) async fn within_reach(
         &self,
-        principal: Principal,
-        scope: Scope,
-        user_id: Option<&str>,
+        acting: &Acting,
         owned: Owned<'_>,
-    ) -> Result<User, Problem> {
-        self.ports
-            .accounts
-            .acting_on(principal, scope, user_id, owned)
-            .await
-            .map(|acting| acting.user)
-            .map_err(owner_problem)
+    ) -> Result<(), OwnerError> {
+        self.ports.accounts.within_reach(acting, owned).await
     }
 
     /// Whom a billing action or read guarded by `scope` is for, and who acts: the caller's own
     /// account, or, for an API key with `scope`, the user named by `?userId=` (decided by
     /// [`application::inbound::AccountsService::acting_for`]). Which accounts the request
-    /// reaches is for its caller to settle ([`AppState::acting_in`], [`AppState::acting_on`]).
+    /// reaches is for its caller to settle ([`AppState::acting_in`], [`AppState::within_reach`]).
     ///
     /// # Errors
     /// As [`AppState::acting_in`].

@@ -138,6 +138,7 @@ api_response! {
         402 PaymentRequired,
         /// `forbidden`: not an API key with `credits:consume`; `not_a_member`: the user does
         /// not belong to the account named.
+        /// Also `forbidden`: an account other than the one the API key is bound to.
         403 Forbidden,
         /// `user_not_found`.
         404 NotFound,
@@ -170,6 +171,7 @@ api_response! {
         /// member's limit does not leave room for it; nothing was held.
         402 PaymentRequired,
         /// `forbidden`: not an API key with `credits:consume`; `not_a_member`.
+        /// Also `forbidden`: an account other than the one the API key is bound to.
         403 Forbidden,
         /// `user_not_found`.
         404 NotFound,
@@ -198,6 +200,7 @@ api_response! {
         /// `unauthorized`: no valid credential.
         401 Unauthorized,
         /// `forbidden`: not an API key with `credits:consume`.
+        /// Also `forbidden`: an account other than the one the API key is bound to.
         403 Forbidden,
         /// `user_not_found` or `reservation_not_found`.
         404 NotFound,

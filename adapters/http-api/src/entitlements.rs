@@ -207,6 +207,7 @@ api_response! {
         /// `unauthorized`: no valid credential.
         401 Unauthorized,
         /// `forbidden`: another user's entitlements, or an API key without `entitlements:read`.
+        /// Also `forbidden`: an account other than the one the API key is bound to, or a user outside it.
         403 Forbidden,
         /// `user_not_found`: the `userId` an API key named does not exist;
         /// `account_not_found`: the user is not a member of the `accountId` named.

@@ -5,7 +5,7 @@
 
 use application::host_events::{HostEvent, HostEventData, MismatchTold};
 use application::ports::HostEventEncoder;
-use domain::{Money, OrderStatus};
+use domain::{Money, Order, OrderStatus};
 use poem_openapi::types::ToJSON;
 use serde_json::{Map, Value, json};
 
@@ -23,8 +23,9 @@ impl HostEventEncoder for HostEventJson {
         let mut data = Map::new();
         let user = event.user.as_ref().map(|u| u.as_str());
         data.insert("userId".into(), json!(user));
-        // The account the event is about: the ledger's, a member's, an order's or a
-        // subscription's own, else the user's personal account (entitlements are a user's).
+        // The account the event is about: the ledger's, a member's, an order's, a
+        // subscription's or the one whose entitlements changed, else the user's personal
+        // account.
         let account = event
             .data
             .account()
@@ -74,16 +75,7 @@ fn fill(data: &mut Map<String, Value>, what: &HostEventData) {
             order,
             amount,
             refunded_total,
-        } => {
-            let mut refund = Map::new();
-            money("amount", *amount, &mut refund);
-            money("refundedTotal", *refunded_total, &mut refund);
-            refund.insert("currency".into(), json!(refunded_total.currency().code()));
-            let full = matches!(order.status(), OrderStatus::Refunded { .. });
-            refund.insert("full".into(), json!(full));
-            data.insert("order".into(), view(&OrderView::of(order)));
-            data.insert("refund".into(), Value::Object(refund));
-        }
+        } => refunded(data, order, *amount, *refunded_total),
         HostEventData::Subscription {
             subscription,
             access,
@@ -123,6 +115,7 @@ fn fill(data: &mut Map<String, Value>, what: &HostEventData) {
         HostEventData::Entitlements {
             entitlements,
             previous,
+            ..
         } => {
             data.insert(
                 "entitlements".into(),
@@ -131,6 +124,18 @@ fn fill(data: &mut Map<String, Value>, what: &HostEventData) {
             data.insert("previous".into(), view(&entitlements_json(previous)));
         }
     }
+}
+
+/// A refund of `order`: this time's amount, the total, and whether it was full.
+fn refunded(data: &mut Map<String, Value>, order: &Order, amount: Money, refunded_total: Money) {
+    let mut refund = Map::new();
+    money("amount", amount, &mut refund);
+    money("refundedTotal", refunded_total, &mut refund);
+    refund.insert("currency".into(), json!(refunded_total.currency().code()));
+    let full = matches!(order.status(), OrderStatus::Refunded { .. });
+    refund.insert("full".into(), json!(full));
+    data.insert("order".into(), view(&OrderView::of(order)));
+    data.insert("refund".into(), Value::Object(refund));
 }
 
 /// A balance crossing: the balance after the spend, the threshold crossed, and the spend.

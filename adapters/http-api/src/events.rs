@@ -91,6 +91,7 @@ api_response! {
         /// `unauthorized`: no valid session or API key.
         401 Unauthorized,
         /// `forbidden`: neither an administrator nor an API key with scope `events:read`.
+        /// Also `forbidden`: an API key bound to one account.
         403 Forbidden,
         /// `unknown_event_type`: `type` names a type Tally does not know.
         422 UnprocessableEntity,

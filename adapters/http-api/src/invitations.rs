@@ -21,9 +21,7 @@ use crate::AppState;
 use crate::auth::Credential;
 use crate::dto::timestamp;
 use crate::problem::{Code, Problem, api_response};
-use crate::teams::{
-    LimitBody, MemberView, RoleBody, acting_in_teams, limit, team_id, team_problem,
-};
+use crate::teams::{LimitBody, MemberView, RoleBody, acting_in_team, limit, team_problem};
 
 /// `POST /api/accounts/{accountId}/invitations`.
 #[derive(Debug, Clone, Object)]
@@ -131,6 +129,7 @@ api_response! {
         401 Unauthorized,
         /// `forbidden`: the user's role may not grant this role (or an API key without
         /// `billing:write`, or a customer-portal session).
+        /// Also `forbidden`: a team other than the one the API key is bound to.
         403 Forbidden,
         /// `account_not_found`: no such team, or the user is not a member.
         404 NotFound,
@@ -156,6 +155,7 @@ api_response! {
         /// `unauthorized`: no valid credential.
         401 Unauthorized,
         /// `forbidden`: an API key without `billing:read`, or a customer-portal session.
+        /// Also `forbidden`: a team other than the one the API key is bound to.
         403 Forbidden,
         /// `account_not_found`: no such team, or the user is not a member.
         404 NotFound,
@@ -174,6 +174,7 @@ api_response! {
         /// `unauthorized`: no valid credential.
         401 Unauthorized,
         /// `forbidden`: a plain member (or an API key without `billing:write`).
+        /// Also `forbidden`: a team other than the one the API key is bound to.
         403 Forbidden,
         /// `account_not_found`, or `invitation_not_found`: no such open invitation.
         404 NotFound,
@@ -194,6 +195,7 @@ api_response! {
         401 Unauthorized,
         /// `invitation_email_mismatch`: the user is not signed in as the address invited (a
         /// host token must say its host verified the address).
+        /// Also `forbidden`: a team other than the one the API key is bound to.
         403 Forbidden,
         /// `invitation_not_found`.
         404 NotFound,
@@ -271,13 +273,12 @@ impl InvitationsApi {
         body: Json<InviteBody>,
     ) -> InviteResponse {
         let result = async {
-            let account = team_id(&account_id.0)?;
-            let actor = acting_in_teams(
+            let (actor, account) = acting_in_team(
                 &self.state,
                 &credential,
                 Scope::BillingWrite,
                 user_id.0.as_deref(),
-                Some(&account),
+                &account_id.0,
             )
             .await?;
             let role = body.0.role.map_or(MemberRole::Member, MemberRole::from);
@@ -310,13 +311,12 @@ impl InvitationsApi {
         user_id: Query<Option<String>>,
     ) -> InvitationsResponse {
         let result = async {
-            let account = team_id(&account_id.0)?;
-            let user = acting_in_teams(
+            let (user, account) = acting_in_team(
                 &self.state,
                 &credential,
                 Scope::BillingRead,
                 user_id.0.as_deref(),
-                Some(&account),
+                &account_id.0,
             )
             .await?;
             let open = (self.state.ports.accounts)
@@ -352,13 +352,12 @@ impl InvitationsApi {
         user_id: Query<Option<String>>,
     ) -> RevokeResponse {
         let result = async {
-            let account = team_id(&account_id.0)?;
-            let actor = acting_in_teams(
+            let (actor, account) = acting_in_team(
                 &self.state,
                 &credential,
                 Scope::BillingWrite,
                 user_id.0.as_deref(),
-                Some(&account),
+                &account_id.0,
             )
             .await?;
             (self.state.ports.accounts)

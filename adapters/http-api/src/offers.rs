@@ -152,6 +152,7 @@ api_response! {
         /// `unauthorized`: a credential that is not valid, or `userId` without one.
         401 Unauthorized,
         /// `forbidden`: another user's holdings, or an API key without the scope.
+        /// Also `forbidden`: a user outside the account the API key is bound to.
         403 Forbidden,
         /// `user_not_found`: the `userId` an API key named does not exist.
         404 NotFound,

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use application::accounts::{BuyerContact, CustomerName, Email, Scope};
-use application::authorization::Owned;
+use application::authorization::{Acting, Owned, OwnerError};
 use application::ports::Replay;
 use application::use_cases::cancel_payment::{CancelOutcome, CancelPaymentError, ProviderClose};
 use application::use_cases::initiate_payment::{
@@ -106,6 +106,8 @@ api_response! {
         /// `forbidden`: an API key without `billing:write`, or a user naming another user;
         /// `not_billing_manager`: a member of the team `accountId` names who is neither an
         /// owner nor an admin.
+        /// Also `forbidden`: an account out of the caller's reach (not the one its API key is bound to; for a
+        /// customer-portal session, not its user's own).
         403 Forbidden,
         /// `plan_not_found`; `user_not_found`: the `userId` an API key named does not exist;
         /// `account_not_found`: the buyer is not a member of the team `accountId` names.
@@ -145,6 +147,8 @@ api_response! {
         /// `unauthorized`: not signed in.
         401 Unauthorized,
         /// `forbidden`: an API key without `billing:read`, or a user naming another user.
+        /// Also `forbidden`: an account out of the caller's reach (not the one its API key is bound to; for a
+        /// customer-portal session, not its user's own).
         403 Forbidden,
         /// `order_not_found`: no such order of the user (another user's order included);
         /// `user_not_found`: the `userId` an API key named does not exist.
@@ -166,6 +170,8 @@ api_response! {
         /// `forbidden`: an API key without `billing:write`, or a user naming another user;
         /// `not_owner`: the paid order's subscription belongs to a team whose billing the
         /// buyer no longer manages.
+        /// Also `forbidden`: an account out of the caller's reach (not the one its API key is bound to; for a
+        /// customer-portal session, not its user's own).
         403 Forbidden,
         /// `order_not_found`: no such order of the user; `user_not_found`: the `userId` an API
         /// key named does not exist.
@@ -190,6 +196,8 @@ api_response! {
         /// `unauthorized`: not signed in.
         401 Unauthorized,
         /// `forbidden`: an API key without `billing:read`, or a user naming another user.
+        /// Also `forbidden`: an account out of the caller's reach (not the one its API key is bound to; for a
+        /// customer-portal session, not its user's own).
         403 Forbidden,
         /// `user_not_found`: the `userId` an API key named does not exist;
         /// `account_not_found`: the user is not a member of the `accountId` named.
@@ -259,13 +267,13 @@ impl PaymentApi {
         user_id: Query<Option<String>>,
     ) -> QueryResponse {
         let result = async {
-            let principal = self.state.principal(&credential).await?;
-            let order_id = parse_id(&order_id.0, OrderId::new, order_not_found)?;
-            let owned = Owned::Order(&order_id);
-            let user = self
+            let acting = self
                 .state
-                .acting_on(principal, Scope::BillingRead, user_id.0.as_deref(), owned)
+                .acting_for(&credential, Scope::BillingRead, user_id.0.as_deref())
                 .await?;
+            let order_id = parse_id(&order_id.0, OrderId::new, order_not_found)?;
+            self.reachable(&acting, &order_id).await?;
+            let user = acting.user;
             self.state
                 .ports
                 .payments
@@ -296,13 +304,13 @@ impl PaymentApi {
         user_id: Query<Option<String>>,
     ) -> CancelResponse {
         let result = async {
-            let principal = self.state.principal(&credential).await?;
-            let order_id = parse_id(&order_id.0, OrderId::new, order_not_found)?;
-            let owned = Owned::Order(&order_id);
-            let user = self
+            let acting = self
                 .state
-                .acting_on(principal, Scope::BillingWrite, user_id.0.as_deref(), owned)
+                .acting_for(&credential, Scope::BillingWrite, user_id.0.as_deref())
                 .await?;
+            let order_id = parse_id(&order_id.0, OrderId::new, order_not_found)?;
+            self.reachable(&acting, &order_id).await?;
+            let user = acting.user;
             self.state
                 .ports
                 .payments
@@ -382,6 +390,16 @@ impl PaymentApi {
 }
 
 impl PaymentApi {
+    /// Whether order `id` is within the reach of `acting`: one of another account than a bound
+    /// key's or a portal session's is answered as not found, as another user's order is.
+    async fn reachable(&self, acting: &Acting, id: &OrderId) -> Result<(), Problem> {
+        match self.state.within_reach(acting, Owned::Order(id)).await {
+            Ok(()) => Ok(()),
+            Err(OwnerError::Denied(_)) => Err(order_not_found()),
+            Err(OwnerError::Infra(infra)) => Err(infra.into()),
+        }
+    }
+
     async fn initiate_inner(
         &self,
         credential: &Credential,
@@ -394,11 +412,11 @@ impl PaymentApi {
             .state
             .acting_for(credential, Scope::BillingWrite, named)
             .await?;
+        self.state.limits.check(Action::Initiate, request)?;
         // The account bought for: the one named when within the caller's reach, else the
         // personal account (a bound key's own); the use case checks the buyer's role in it.
         let named_account = body.account_id.as_deref().map(crate::teams::team_id);
         let account = acting.account(named_account.transpose()?).map_err(denied)?;
-        self.state.limits.check(Action::Initiate, request)?;
         let idempotency_key = parse_idempotency_key(idempotency_key, request)?;
         let returns = parse_returns(&body)?;
         let provider = parse_provider(&body.provider)?;

@@ -57,6 +57,7 @@ api_response! {
         /// `unauthorized`: no valid credential.
         401 Unauthorized,
         /// `forbidden`: not an API key with scope `billing:write`.
+        /// Also `forbidden`: an API key bound to one account.
         403 Forbidden,
         /// `user_not_found`.
         404 NotFound,

@@ -130,6 +130,8 @@ api_response! {
         401 Unauthorized,
         /// `forbidden`: an API key without `billing:write`, or a user naming another user;
         /// `not_owner`: another user's subscription.
+        /// Also `forbidden`: an account out of the caller's reach (not the one its API key is bound to; for a
+        /// customer-portal session, not its user's own).
         403 Forbidden,
         /// `subscription_not_found`, `plan_not_found`; `user_not_found`: the `userId` an API
         /// key named does not exist.
@@ -159,6 +161,8 @@ api_response! {
         401 Unauthorized,
         /// `forbidden`: an API key without `billing:write`, or a user naming another user;
         /// `not_owner`: another user's subscription.
+        /// Also `forbidden`: an account out of the caller's reach (not the one its API key is bound to; for a
+        /// customer-portal session, not its user's own).
         403 Forbidden,
         /// `subscription_not_found`; `user_not_found`: the `userId` an API key named does not
         /// exist.
@@ -184,6 +188,8 @@ api_response! {
         401 Unauthorized,
         /// `forbidden`: an API key without `billing:write`, or a user naming another user;
         /// `not_owner`: another user's subscription.
+        /// Also `forbidden`: an account out of the caller's reach (not the one its API key is bound to; for a
+        /// customer-portal session, not its user's own).
         403 Forbidden,
         /// `subscription_not_found`; `user_not_found`: the `userId` an API key named does not
         /// exist.
@@ -207,6 +213,8 @@ api_response! {
         401 Unauthorized,
         /// `forbidden`: an API key without `billing:read` (or `billing:write`), or a user
         /// naming another user.
+        /// Also `forbidden`: an account out of the caller's reach (not the one its API key is bound to; for a
+        /// customer-portal session, not its user's own).
         403 Forbidden,
         /// `user_not_found`: the `userId` an API key named does not exist;
         /// `account_not_found`: the user is not a member of the `accountId` named.
@@ -233,6 +241,8 @@ api_response! {
         401 Unauthorized,
         /// `forbidden`: an API key without `billing:write`, or a user naming another user;
         /// `not_owner`: another user's subscription.
+        /// Also `forbidden`: an account out of the caller's reach (not the one its API key is bound to; for a
+        /// customer-portal session, not its user's own).
         403 Forbidden,
         /// `subscription_not_found`; `user_not_found`: the `userId` an API key named does not
         /// exist.
@@ -459,14 +469,17 @@ impl SubscriptionsApi {
         user_id: Option<&str>,
         raw: &str,
     ) -> Result<(User, SubscriptionId), Problem> {
-        let principal = self.state.principal(credential).await?;
-        let id = subscription_id(raw)?;
-        let owned = Owned::Subscription(&id);
-        let user = self
+        let acting = self
             .state
-            .acting_on(principal, Scope::BillingWrite, user_id, owned)
+            .acting_for(credential, Scope::BillingWrite, user_id)
             .await?;
-        Ok((user, id))
+        let id = subscription_id(raw)?;
+        (self
+            .state
+            .within_reach(&acting, Owned::Subscription(&id))
+            .await)
+            .map_err(crate::auth::owner_problem)?;
+        Ok((acting.user, id))
     }
 
     fn view(&self, s: &Subscription) -> SubscriptionView {

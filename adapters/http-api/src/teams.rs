@@ -224,6 +224,7 @@ api_response! {
         /// `unauthorized`: no valid credential.
         401 Unauthorized,
         /// `forbidden`: an API key without `billing:read`.
+        /// Also `forbidden`: a team other than the one the API key is bound to, or every account for a bound key.
         403 Forbidden,
         /// `user_not_found`.
         404 NotFound,
@@ -242,6 +243,7 @@ api_response! {
         /// `unauthorized`: no valid credential.
         401 Unauthorized,
         /// `forbidden`: an API key without `billing:write`.
+        /// Also `forbidden`: a team other than the one the API key is bound to, or every account for a bound key.
         403 Forbidden,
         /// `user_not_found`.
         404 NotFound,
@@ -264,6 +266,7 @@ api_response! {
         /// `unauthorized`: no valid credential.
         401 Unauthorized,
         /// `forbidden`: an API key without `billing:read`.
+        /// Also `forbidden`: a team other than the one the API key is bound to, or every account for a bound key.
         403 Forbidden,
         /// `account_not_found`: no such team, or the user is not a member.
         404 NotFound,
@@ -283,6 +286,7 @@ api_response! {
         401 Unauthorized,
         /// `forbidden`: the user's role does not allow the change (or an API key without
         /// `billing:write`, or a customer-portal session).
+        /// Also `forbidden`: a team other than the one the API key is bound to, or every account for a bound key.
         403 Forbidden,
         /// `account_not_found` or `user_not_found`.
         404 NotFound,
@@ -309,6 +313,7 @@ api_response! {
         401 Unauthorized,
         /// `forbidden`: the user's role does not allow the change (or an API key without
         /// `billing:write`).
+        /// Also `forbidden`: a team other than the one the API key is bound to, or every account for a bound key.
         403 Forbidden,
         /// `account_not_found`, `member_not_found` or `user_not_found`.
         404 NotFound,
@@ -335,6 +340,7 @@ api_response! {
         /// `unauthorized`: no valid credential.
         401 Unauthorized,
         /// `forbidden`: the user's role does not allow it.
+        /// Also `forbidden`: a team other than the one the API key is bound to, or every account for a bound key.
         403 Forbidden,
         /// `account_not_found` or `member_not_found`.
         404 NotFound,
@@ -352,16 +358,6 @@ pub(crate) struct TeamsApi {
 impl TeamsApi {
     pub(crate) fn new(state: Arc<AppState>) -> Self {
         Self { state }
-    }
-
-    async fn acting(
-        &self,
-        credential: &Credential,
-        scope: Scope,
-        user_id: Option<&str>,
-        account: Option<&AccountId>,
-    ) -> Result<UserId, Problem> {
-        acting_in_teams(&self.state, credential, scope, user_id, account).await
     }
 
     /// The host's backend saying a member left a host organisation's team: `None` unless the
@@ -404,10 +400,14 @@ impl TeamsApi {
         (account, member): (&str, &str),
         request: MemberRequest,
     ) -> Result<Option<Member>, Problem> {
-        let account = team_id(account)?;
-        let actor = self
-            .acting(credential, Scope::BillingWrite, user_id, Some(&account))
-            .await?;
+        let (actor, account) = acting_in_team(
+            &self.state,
+            credential,
+            Scope::BillingWrite,
+            user_id,
+            account,
+        )
+        .await?;
         let member = parse_id(member, UserId::new, || {
             Problem::new(Code::MemberNotFound, "no such member")
         })?;
@@ -439,9 +439,13 @@ impl TeamsApi {
         user_id: Query<Option<String>>,
     ) -> AccountsResponse {
         let result = async {
-            let user = self
-                .acting(&credential, Scope::BillingRead, user_id.0.as_deref(), None)
-                .await?;
+            let user = acting_in_every_team(
+                &self.state,
+                &credential,
+                Scope::BillingRead,
+                user_id.0.as_deref(),
+            )
+            .await?;
             let entries = (self.state.ports.accounts)
                 .my_accounts(&user)
                 .await
@@ -467,9 +471,13 @@ impl TeamsApi {
         body: Json<CreateTeamBody>,
     ) -> CreateTeamResponse {
         let result = async {
-            let user = self
-                .acting(&credential, Scope::BillingWrite, user_id.0.as_deref(), None)
-                .await?;
+            let user = acting_in_every_team(
+                &self.state,
+                &credential,
+                Scope::BillingWrite,
+                user_id.0.as_deref(),
+            )
+            .await?;
             let membership = (self.state.ports.accounts)
                 .create_team(&user, &body.0.name)
                 .await
@@ -499,15 +507,14 @@ impl TeamsApi {
         user_id: Query<Option<String>>,
     ) -> MembersResponse {
         let result = async {
-            let account = team_id(&account_id.0)?;
-            let user = self
-                .acting(
-                    &credential,
-                    Scope::BillingRead,
-                    user_id.0.as_deref(),
-                    Some(&account),
-                )
-                .await?;
+            let (user, account) = acting_in_team(
+                &self.state,
+                &credential,
+                Scope::BillingRead,
+                user_id.0.as_deref(),
+                &account_id.0,
+            )
+            .await?;
             let members = (self.state.ports.accounts)
                 .team_members(&user, &account)
                 .await
@@ -629,20 +636,51 @@ impl TeamsApi {
     }
 }
 
-/// Who acts on a team (`account`), or on every account they are in (`None`: the list, a new
-/// team): the caller, or the user an API key names. A customer-portal session is for billing
-/// only and manages no team; a key bound to an account reaches that team alone.
+/// Who acts on the team a path names (`raw`, parsed once the caller is known), and that team:
+/// the caller, or the user an API key names. A customer-portal session is for billing only and
+/// manages no team; a key bound to an account reaches that team alone.
 ///
 /// # Errors
-/// 401; 403 for a portal session, a key without `scope` or an account out of the key's reach;
-/// as `AppState::acting_for`.
-pub(crate) async fn acting_in_teams(
+/// 401; 403 for a portal session, a key without `scope` or a team out of the key's reach; 404
+/// for a malformed id; as `AppState::acting_for`.
+pub(crate) async fn acting_in_team(
     state: &AppState,
     credential: &Credential,
     scope: Scope,
     user_id: Option<&str>,
-    account: Option<&AccountId>,
+    raw: &str,
+) -> Result<(UserId, AccountId), Problem> {
+    let acting = managing_teams(state, credential, scope, user_id).await?;
+    let account = team_id(raw)?;
+    acting.reaches(&account).map_err(crate::auth::denied)?;
+    Ok((acting.user.id, account))
+}
+
+/// Who acts on every account they are in (the list of them, a new team): as
+/// [`acting_in_team`], refused to a key bound to one account.
+///
+/// # Errors
+/// As [`acting_in_team`].
+pub(crate) async fn acting_in_every_team(
+    state: &AppState,
+    credential: &Credential,
+    scope: Scope,
+    user_id: Option<&str>,
 ) -> Result<UserId, Problem> {
+    let acting = managing_teams(state, credential, scope, user_id).await?;
+    acting
+        .reaches_every_account()
+        .map_err(crate::auth::denied)?;
+    Ok(acting.user.id)
+}
+
+/// The caller acting on teams: not a customer-portal session.
+async fn managing_teams(
+    state: &AppState,
+    credential: &Credential,
+    scope: Scope,
+    user_id: Option<&str>,
+) -> Result<application::authorization::Acting, Problem> {
     let principal = state.principal(credential).await?;
     if let Principal::Portal(_) = principal {
         return Err(Problem::new(
@@ -650,15 +688,7 @@ pub(crate) async fn acting_in_teams(
             "a customer-portal session does not manage teams",
         ));
     }
-    let acting = state
-        .principal_acting_for(principal, scope, user_id)
-        .await?;
-    match account {
-        Some(account) => acting.reaches(account),
-        None => acting.reaches_every_account(),
-    }
-    .map_err(crate::auth::denied)?;
-    Ok(acting.user.id)
+    state.principal_acting_for(principal, scope, user_id).await
 }
 
 /// A team's account id as a path names it: a malformed one names no team.

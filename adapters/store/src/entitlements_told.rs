@@ -1,14 +1,14 @@
-//! What the host application was last told of each user's effective entitlements (the
+//! What the host application was last told of each account's effective entitlements (the
 //! `entitlements_told` row: the map, when the passing of time changes it next, and a version),
 //! and the purchases the service works them out from. The rules are the service's
 //! (`application`'s `entitlements_after`): it reads [`basis`], works the map out with the change
 //! it is about to write, and hands the store the row to keep with that change, which [`write`]
-//! keeps only if the row still has the version read. A concurrent change of the same user's
+//! keeps only if the row still has the version read. A concurrent change of the same account's
 //! purchases that commits first moves the version: the later write is refused and worked out
-//! again. The reconciler finds the users whose `next_change_at` has passed ([`due`]).
+//! again. The reconciler finds the accounts whose `next_change_at` has passed ([`due`]).
 
 use application::ports::{EntitlementBasis, EntitlementsWrite, StoreError, ToldEntitlements};
-use domain::{Order, OrderId, OrderStatusKind, Subscription, Timestamp, UserId};
+use domain::{AccountId, Order, OrderId, OrderStatusKind, Subscription, Timestamp};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, FromQueryResult};
 
 use crate::retry::Fail;
@@ -18,7 +18,7 @@ use crate::rows::{
 };
 use crate::sql;
 
-/// A user's `entitlements_told` row.
+/// An account's `entitlements_told` row.
 #[derive(Debug, FromQueryResult)]
 struct ToldRow {
     entitlements: String,
@@ -26,22 +26,22 @@ struct ToldRow {
     version: i64,
 }
 
-/// A user's purchases that may grant access.
+/// An account's purchases that may grant access.
 type Purchases = (Vec<(Subscription, Option<OrderId>)>, Vec<Order>);
 
-/// What `user`'s entitlements are worked out from: the row first, then the purchases (a change
-/// of the purchases committing in between has moved the row's version).
+/// What `account`'s entitlements are worked out from: the row first, then the purchases (a
+/// change of the purchases committing in between has moved the row's version).
 pub(crate) async fn basis<C: ConnectionTrait>(
     conn: &C,
-    user: &UserId,
+    account: &AccountId,
 ) -> Result<EntitlementBasis, Fail> {
     let sql = "SELECT entitlements, next_change_at, version FROM entitlements_told \
-               WHERE user_id = $1";
-    let row: Option<ToldRow> = sql::one(conn, sql, vec![user.as_str().into()]).await?;
+               WHERE account_id = $1";
+    let row: Option<ToldRow> = sql::one(conn, sql, vec![account.as_str().into()]).await?;
     let told = match row {
         Some(row) => {
             let entitlements = entitlements_from_column(Some(&row.entitlements))
-                .map_err(|why| Fail::Store(corrupt("entitlements_told", user.as_str(), why)))?
+                .map_err(|why| Fail::Store(corrupt("entitlements_told", account.as_str(), why)))?
                 .unwrap_or_default();
             Some(ToldEntitlements {
                 entitlements,
@@ -51,7 +51,7 @@ pub(crate) async fn basis<C: ConnectionTrait>(
         }
         None => None,
     };
-    let (subscriptions, orders) = purchases(conn, user).await?;
+    let (subscriptions, orders) = purchases(conn, account).await?;
     Ok(EntitlementBasis {
         told,
         subscriptions,
@@ -59,16 +59,15 @@ pub(crate) async fn basis<C: ConnectionTrait>(
     })
 }
 
-/// The purchases of `user` that may grant access: every subscription of their personal account
-/// (whose id is theirs; what they bought for a team is the team's) with the order that started
-/// it, and the orders that may grant access (every paid one-time order, and those that started
-/// a subscription).
-async fn purchases<C: ConnectionTrait>(conn: &C, user: &UserId) -> Result<Purchases, Fail> {
+/// The purchases of `account` that may grant access: every subscription of the account with the
+/// order that started it, and the orders that may grant access (every paid one-time order, and
+/// those that started a subscription).
+async fn purchases<C: ConnectionTrait>(conn: &C, account: &AccountId) -> Result<Purchases, Fail> {
     let sql = format!(
         "SELECT {SUBSCRIPTION_COLUMNS}, order_id FROM subscriptions WHERE {OWNED_BY_ACCOUNT}"
     );
     let mut subscriptions = Vec::new();
-    for row in sql::rows(conn, &sql, vec![user.as_str().into()]).await? {
+    for row in sql::rows(conn, &sql, vec![account.as_str().into()]).await? {
         let origin: Option<String> = row.try_get("", "order_id")?;
         let subscription = SubscriptionRow::from_query_result(&row, "")?.into_domain()?;
         let origin = origin.map(OrderId::new).transpose().map_err(|e| {
@@ -86,7 +85,7 @@ async fn purchases<C: ConnectionTrait>(conn: &C, user: &UserId) -> Result<Purcha
          AND status IN ($2, $3)))"
     );
     let values = vec![
-        user.as_str().into(),
+        account.as_str().into(),
         OrderStatusKind::Paid.code().into(),
         OrderStatusKind::PartiallyRefunded.code().into(),
     ];
@@ -103,7 +102,7 @@ async fn purchases<C: ConnectionTrait>(conn: &C, user: &UserId) -> Result<Purcha
 pub(crate) async fn write(tx: &DatabaseTransaction, w: &EntitlementsWrite) -> Result<(), Fail> {
     let map = serde_json::Value::Object(entitlements_object(&w.entitlements).into_iter().collect());
     let mut values = vec![
-        w.user.as_str().into(),
+        w.account.as_str().into(),
         map.to_string().into(),
         w.next_change_at.map(Timestamp::unix_millis).into(),
         w.at.unix_millis().into(),
@@ -112,41 +111,42 @@ pub(crate) async fn write(tx: &DatabaseTransaction, w: &EntitlementsWrite) -> Re
         Some(version) => {
             values.push(version.into());
             "UPDATE entitlements_told SET entitlements = $2, next_change_at = $3, told_at = $4, \
-             version = version + 1 WHERE user_id = $1 AND version = $5"
+             version = version + 1 WHERE account_id = $1 AND version = $5"
         }
         None => {
-            "INSERT INTO entitlements_told (user_id, entitlements, next_change_at, told_at, \
-             version) VALUES ($1, $2, $3, $4, 1) ON CONFLICT (user_id) DO NOTHING"
+            "INSERT INTO entitlements_told (account_id, entitlements, next_change_at, told_at, \
+             version) VALUES ($1, $2, $3, $4, 1) ON CONFLICT (account_id) DO NOTHING"
         }
     };
     if sql::execute(tx, sql, values).await? == 0 {
         let why = format!(
             "the entitlements of {} changed since they were read",
-            w.user
+            w.account
         );
         return Err(Fail::Store(StoreError::Conflict(why)));
     }
     Ok(())
 }
 
-/// Users whose `next_change_at` has passed at `now`, soonest first.
+/// Accounts whose `next_change_at` has passed at `now`, soonest first.
 pub(crate) async fn due<C: ConnectionTrait>(
     conn: &C,
     now: Timestamp,
     limit: u32,
-) -> Result<Vec<UserId>, Fail> {
+) -> Result<Vec<AccountId>, Fail> {
     #[derive(Debug, FromQueryResult)]
     struct Due {
-        user_id: String,
+        account_id: String,
     }
-    let sql = "SELECT user_id FROM entitlements_told WHERE next_change_at <= $1 \
-               ORDER BY next_change_at, user_id LIMIT $2";
+    let sql = "SELECT account_id FROM entitlements_told WHERE next_change_at <= $1 \
+               ORDER BY next_change_at, account_id LIMIT $2";
     let values = vec![now.unix_millis().into(), i64::from(limit).into()];
     let rows: Vec<Due> = sql::all(conn, sql, values).await?;
     rows.into_iter()
         .map(|row| {
-            UserId::new(row.user_id.clone())
-                .map_err(|e| Fail::Store(corrupt("entitlements_told", &row.user_id, e.to_string())))
+            AccountId::new(row.account_id.clone()).map_err(|e| {
+                Fail::Store(corrupt("entitlements_told", &row.account_id, e.to_string()))
+            })
         })
         .collect()
 }

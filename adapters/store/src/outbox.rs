@@ -24,7 +24,7 @@ use application::ports::{
     MAX_EVENTS_PER_READ, StoreError, StoredEvent,
 };
 use async_trait::async_trait;
-use domain::{Timestamp, UserId};
+use domain::{AccountId, Timestamp, UserId};
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, FromQueryResult, Value};
 
 use crate::retry::Fail;
@@ -310,10 +310,10 @@ impl HostEventLog for SeaOrmStore {
         Ok(u32::try_from(purged).unwrap_or(u32::MAX))
     }
 
-    async fn entitlement_basis(&self, user: &UserId) -> Result<EntitlementBasis, StoreError> {
+    async fn entitlement_basis(&self, account: &AccountId) -> Result<EntitlementBasis, StoreError> {
         self.retry
             .run("entitlement_basis", || {
-                entitlements_told::basis(&self.db, user)
+                entitlements_told::basis(&self.db, account)
             })
             .await
     }
@@ -322,7 +322,7 @@ impl HostEventLog for SeaOrmStore {
         &self,
         now: Timestamp,
         limit: u32,
-    ) -> Result<Vec<UserId>, StoreError> {
+    ) -> Result<Vec<AccountId>, StoreError> {
         self.retry
             .run("entitlements_due", || {
                 entitlements_told::due(&self.db, now, limit)

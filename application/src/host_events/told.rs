@@ -79,8 +79,10 @@ pub enum HostEventData {
     },
     /// A verified provider event that did not match what was sold.
     Mismatch(MismatchTold),
-    /// A user's effective entitlements, before and after.
+    /// An account's effective entitlements, before and after.
     Entitlements {
+        /// Whose: a user's personal account, or a team's.
+        account: AccountId,
         /// What they hold now.
         entitlements: Entitlements,
         /// What they held before.
@@ -112,8 +114,9 @@ pub enum HostEventData {
 
 impl HostEventData {
     /// The account an event is about, when it names one: the ledger's and members' own, the
-    /// account an order or subscription belongs to (the buyer's personal account or a team);
-    /// for the others (entitlements, mismatches) none, which is the user's personal account.
+    /// account an order or subscription belongs to (the buyer's personal account or a team),
+    /// the account whose entitlements changed; for a mismatch none, which is the user's
+    /// personal account.
     #[must_use]
     pub fn account(&self) -> Option<&AccountId> {
         match self {
@@ -126,7 +129,8 @@ impl HostEventData {
             }
             HostEventData::Reservation { reservation, .. } => Some(&reservation.account_id),
             HostEventData::Member { member, .. } => Some(&member.account_id),
-            HostEventData::SeatsExceeded { account, .. } => Some(account),
+            HostEventData::SeatsExceeded { account, .. }
+            | HostEventData::Entitlements { account, .. } => Some(account),
             _ => None,
         }
     }
@@ -465,10 +469,12 @@ pub fn mismatch(told: MismatchTold, user: Option<UserId>, at: Timestamp) -> Host
     }
 }
 
-/// `entitlements.changed` of `user` going from `previous` to `entitlements` at `at`.
+/// `entitlements.changed` of `account` going from `previous` to `entitlements` at `at`: about
+/// the user whose personal account it is, or about a team (no user; every member holds them
+/// while acting in it).
 #[must_use]
 pub fn entitlements_changed(
-    user: &UserId,
+    account: &AccountId,
     previous: &Entitlements,
     entitlements: &Entitlements,
     at: Timestamp,
@@ -477,9 +483,10 @@ pub fn entitlements_changed(
     let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
     HostEvent {
         kind: HostEventKind::EntitlementsChanged,
-        fact: format!("{user}|{}|{hex}", at.unix_millis()),
-        user: Some(user.clone()),
+        fact: format!("{account}|{}|{hex}", at.unix_millis()),
+        user: account.owner(),
         data: HostEventData::Entitlements {
+            account: account.clone(),
             entitlements: entitlements.clone(),
             previous: previous.clone(),
         },
@@ -503,39 +510,33 @@ fn same_access(a: &Subscription, b: &Subscription) -> bool {
 /// or a one-time order's when its status moves (credits packs, renewals and unmoved orders
 /// change no access). Entitlements are told for users' personal accounts: a purchase that
 /// belongs to a team moves no user's own entitlements.
-fn entitlements_user(command: &PaymentEventCommand) -> Option<UserId> {
-    let personal =
-        |user: &UserId, account: &AccountId| account.is_personal_of(user).then(|| user.clone());
+fn entitlements_account(command: &PaymentEventCommand) -> Option<AccountId> {
     if let Some(change) = &command.subscription {
         let moved = change
             .replaced()
             .is_none_or(|before| !same_access(before, change.written()));
         if moved {
-            let written = change.written();
-            return personal(written.user_id(), written.account_id());
+            return Some(change.written().account_id().clone());
         }
     }
     let change = command.order.as_ref()?;
     let moved = change.before.status().kind() != change.after.status().kind();
     let after = &change.after;
-    if moved && after.plan().plan_type == PlanType::OneTime {
-        personal(after.user_id(), after.account_id())
-    } else {
-        None
-    }
+    (moved && after.plan().plan_type == PlanType::OneTime).then(|| after.account_id().clone())
 }
 
 /// Decide what a payment event's write tells, from its states before and after, into
 /// `command.told`: the events of its order and subscription changes, and its `payment.mismatch`
-/// when its outcome is one and `mismatch_notice` says to tell it. Returns the user whose
-/// effective entitlements the change may move (the caller works them out with the change). The
+/// when its outcome is one and `mismatch_notice` says to tell it. Returns the account (the
+/// buyer's personal account or a team) whose effective entitlements the change may move (the
+/// caller works them out with the change). The
 /// events of its grant and clawbacks are decided as the store writes them
 /// ([`credits_changed`]).
 pub fn payment_event_told(
     command: &mut PaymentEventCommand,
     past_due_grace_ms: i64,
     mismatch_notice: MismatchNotice,
-) -> Option<UserId> {
+) -> Option<AccountId> {
     let inbox = &command.inbox;
     let now = inbox.received_at;
     let cause = format!("{}|{}", inbox.provider.as_str(), inbox.event_id);
@@ -564,7 +565,7 @@ pub fn payment_event_told(
         told.push(mismatch(mismatch_of(inbox, order), user, now));
     }
     command.told = told;
-    entitlements_user(command)
+    entitlements_account(command)
 }
 
 /// What `payment.mismatch` tells of the provider event `entry` (and its order, when known).

@@ -39,16 +39,6 @@ inbound_port! {
         /// [`Service::authenticate`]).
         async fn authenticate(&self, token: &str) -> Result<Principal, AccountsError>;
 
-        /// Whom a request about an object by its id is for, within reach (see
-        /// [`Service::acting_on`]).
-        async fn acting_on<'a>(
-            &self,
-            principal: Principal,
-            scope: Scope,
-            named: Option<&'a str>,
-            owned: Owned<'a>,
-        ) -> Result<Acting, OwnerError>;
-
         /// Whether an object's account is within a request's reach (see
         /// [`Service::within_reach`]).
         async fn within_reach<'a>(

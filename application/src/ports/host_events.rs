@@ -8,7 +8,7 @@
 
 use async_trait::async_trait;
 use domain::entitlements::Entitlements;
-use domain::{Order, OrderId, Subscription, Timestamp, UserId};
+use domain::{AccountId, Order, OrderId, Subscription, Timestamp, UserId};
 
 use super::StoreError;
 use crate::host_events::{HostEvent, HostEventKind};
@@ -52,26 +52,26 @@ pub struct ToldEntitlements {
     pub version: i64,
 }
 
-/// What a user's effective entitlements are worked out from: what was last told, and their
+/// What an account's effective entitlements are worked out from: what was last told, and its
 /// purchases that may grant access. The record is read first: a change of the purchases that
 /// commits after it moves its version, so a write decided from an older read is refused.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EntitlementBasis {
     /// What was last told (`None`: nothing since entitlements were released).
     pub told: Option<ToldEntitlements>,
-    /// Every subscription of the user, with the id of the order that started it.
+    /// Every subscription of the account, with the id of the order that started it.
     pub subscriptions: Vec<(Subscription, Option<OrderId>)>,
     /// The orders that may grant access: the one-time orders paid (or partly refunded), and
     /// those that started a subscription.
     pub orders: Vec<Order>,
 }
 
-/// What to keep as last told of a user's entitlements, written only if the record still has
-/// the version it was decided from (else [`StoreError::Conflict`]).
+/// What to keep as last told of an account's entitlements, written only if the record still
+/// has the version it was decided from (else [`StoreError::Conflict`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EntitlementsWrite {
-    /// Whose.
-    pub user: UserId,
+    /// Whose: a user's personal account, or a team's.
+    pub account: AccountId,
     /// The version read (`None`: there was no record; the write creates it).
     pub expected_version: Option<i64>,
     /// The map now.
@@ -145,17 +145,20 @@ pub trait HostEventLog: Send + Sync + 'static {
     /// Storage failures.
     async fn purge_events(&self, before: Timestamp, limit: u32) -> Result<u32, StoreError>;
 
-    /// What `user`'s effective entitlements are worked out from (see [`EntitlementBasis`]).
+    /// What `account`'s effective entitlements are worked out from (see [`EntitlementBasis`]).
     ///
     /// # Errors
     /// Storage failures; [`StoreError::Corrupt`] for an invalid row.
-    async fn entitlement_basis(&self, user: &UserId) -> Result<EntitlementBasis, StoreError>;
+    async fn entitlement_basis(&self, account: &AccountId) -> Result<EntitlementBasis, StoreError>;
 
-    /// Up to `limit` users one of whose purchases stopped granting access by the passing of time
-    /// at or before `now` (their record's `next_change_at`), soonest first.
+    /// Up to `limit` accounts one of whose purchases stopped granting access by the passing of
+    /// time at or before `now` (their record's `next_change_at`), soonest first.
     ///
     /// # Errors
     /// Storage failures.
-    async fn entitlements_due(&self, now: Timestamp, limit: u32)
-    -> Result<Vec<UserId>, StoreError>;
+    async fn entitlements_due(
+        &self,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<AccountId>, StoreError>;
 }

@@ -56,7 +56,7 @@ struct State {
     /// Per UTC day (days since the epoch): sign-up grants given, sign-ups past the cap.
     signup_days: BTreeMap<i64, (u32, u32)>,
     /// What each user was last told of their entitlements.
-    entitlements_told: BTreeMap<UserId, ToldEntitlements>,
+    entitlements_told: BTreeMap<AccountId, ToldEntitlements>,
     /// Team accounts (a personal account is its user).
     accounts: BTreeMap<domain::AccountId, Account>,
     /// Teams' members.
@@ -889,7 +889,7 @@ fn apply_subscription_change(
 
 /// Keep `write` in `s` if the record still has the version it expects.
 fn keep_entitlements(s: &mut State, write: &EntitlementsWrite) -> Result<(), StoreError> {
-    let version = s.entitlements_told.get(&write.user).map(|t| t.version);
+    let version = s.entitlements_told.get(&write.account).map(|t| t.version);
     if version != write.expected_version {
         return Err(StoreError::Conflict("entitlements changed".into()));
     }
@@ -898,7 +898,7 @@ fn keep_entitlements(s: &mut State, write: &EntitlementsWrite) -> Result<(), Sto
         next_change_at: write.next_change_at,
         version: version.map_or(1, |v| v + 1),
     };
-    s.entitlements_told.insert(write.user.clone(), told);
+    s.entitlements_told.insert(write.account.clone(), told);
     Ok(())
 }
 
@@ -978,15 +978,14 @@ impl HostEventLog for InMemoryStore {
         Ok(purged)
     }
 
-    async fn entitlement_basis(&self, user: &UserId) -> Result<EntitlementBasis, StoreError> {
+    async fn entitlement_basis(&self, account: &AccountId) -> Result<EntitlementBasis, StoreError> {
         let state = lock(&self.0);
-        // The user's personal account's purchases (its id is theirs).
         let subscriptions: Vec<(Subscription, Option<OrderId>)> = (state.subscriptions.values())
-            .filter(|(s, _)| s.account_id().is_personal_of(user))
+            .filter(|(s, _)| s.account_id() == account)
             .cloned()
             .collect();
         let orders = (state.orders.values())
-            .filter(|r| r.order.account_id().is_personal_of(user))
+            .filter(|r| r.order.account_id() == account)
             .filter(|r| {
                 r.order.one_time_access().is_some()
                     || subscriptions
@@ -996,7 +995,7 @@ impl HostEventLog for InMemoryStore {
             .map(|r| r.order.clone())
             .collect();
         Ok(EntitlementBasis {
-            told: state.entitlements_told.get(user).cloned(),
+            told: state.entitlements_told.get(account).cloned(),
             subscriptions,
             orders,
         })
@@ -1006,9 +1005,9 @@ impl HostEventLog for InMemoryStore {
         &self,
         now: Timestamp,
         limit: u32,
-    ) -> Result<Vec<UserId>, StoreError> {
+    ) -> Result<Vec<AccountId>, StoreError> {
         let state = lock(&self.0);
-        let mut due: Vec<(Timestamp, UserId)> = (state.entitlements_told.iter())
+        let mut due: Vec<(Timestamp, AccountId)> = (state.entitlements_told.iter())
             .filter_map(|(user, told)| told.next_change_at.map(|at| (at, user.clone())))
             .filter(|(at, _)| *at <= now)
             .collect();

@@ -162,8 +162,8 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use async_trait::async_trait;
+    use domain::Timestamp;
     use domain::delivery::{EndpointHealth, RetrySchedule, TargetRefusal};
-    use domain::{Timestamp, UserId};
 
     use super::*;
     use crate::host_events::HostEventKind;
@@ -285,10 +285,17 @@ mod tests {
         async fn purge_events(&self, _: Timestamp, _: u32) -> Result<u32, StoreError> {
             Ok(0)
         }
-        async fn entitlement_basis(&self, _: &UserId) -> Result<EntitlementBasis, StoreError> {
+        async fn entitlement_basis(
+            &self,
+            _: &domain::AccountId,
+        ) -> Result<EntitlementBasis, StoreError> {
             Ok(EntitlementBasis::default())
         }
-        async fn entitlements_due(&self, _: Timestamp, _: u32) -> Result<Vec<UserId>, StoreError> {
+        async fn entitlements_due(
+            &self,
+            _: Timestamp,
+            _: u32,
+        ) -> Result<Vec<domain::AccountId>, StoreError> {
             Ok(Vec::new())
         }
     }

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use domain::entitlements::{EffectiveEntitlements, Entitlements, Holding, effective_entitlements};
-use domain::{Order, OrderId, PlanId, Subscription, Timestamp, UserId};
+use domain::{AccountId, Order, OrderId, PlanId, Subscription, Timestamp};
 
 use super::InfraError;
 use super::plans::find_plan;
@@ -94,16 +94,16 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         Ok(entitlements)
     }
 
-    /// What to keep of `user`'s entitlements at `now` after `change` (a payment event's order
-    /// and subscription changes; none for the passing of time), worked out from `basis`, and the
-    /// `entitlements.changed` it tells when they differ from what the host was last told (a
-    /// user never told anything is compared with what they held before the change).
+    /// What to keep of `account`'s entitlements at `now` after `change` (a payment event's
+    /// order and subscription changes; none for the passing of time), worked out from `basis`,
+    /// and the `entitlements.changed` it tells when they differ from what the host was last told
+    /// (an account never told anything is compared with what it held before the change).
     ///
     /// # Errors
     /// Infrastructure only.
     pub(crate) async fn entitlements_after(
         &self,
-        user: &UserId,
+        account: &AccountId,
         basis: EntitlementBasis,
         change: Changed<'_>,
         now: Timestamp,
@@ -125,11 +125,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 (before.entitlements, None)
             }
         };
-        let event: Option<HostEvent> = (held.entitlements != previous)
-            .then(|| host_events::entitlements_changed(user, &previous, &held.entitlements, now));
+        let event: Option<HostEvent> = (held.entitlements != previous).then(|| {
+            host_events::entitlements_changed(account, &previous, &held.entitlements, now)
+        });
         Ok(EntitlementsTold {
             write: EntitlementsWrite {
-                user: user.clone(),
+                account: account.clone(),
                 expected_version,
                 entitlements: held.entitlements,
                 next_change_at: next,
@@ -184,10 +185,11 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         Ok((effective_entitlements(&holdings), next))
     }
 
-    /// Tell `entitlements.changed` for up to `limit` users a purchase of whose stopped granting
-    /// access by the passing of time at or before `now`, each in a write of its own; returns how
-    /// many users' entitlements changed. A user another instance (or a payment event) worked
-    /// out first is left to it: each change is told once, however many instances run this.
+    /// Tell `entitlements.changed` for up to `limit` accounts a purchase of which stopped
+    /// granting access by the passing of time at or before `now`, each in a write of its own;
+    /// returns how many accounts' entitlements changed. An account another instance (or a
+    /// payment event) worked out first is left to it: each change is told once, however many
+    /// instances run this.
     ///
     /// # Errors
     /// Infrastructure only.
@@ -197,9 +199,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         limit: u32,
     ) -> Result<u32, InfraError> {
         let mut changed = 0;
-        for user in self.store.entitlements_due(now, limit).await? {
-            let basis = self.store.entitlement_basis(&user).await?;
-            let told = self.entitlements_after(&user, basis, None, now).await?;
+        for account in self.store.entitlements_due(now, limit).await? {
+            let basis = self.store.entitlement_basis(&account).await?;
+            let told = self.entitlements_after(&account, basis, None, now).await?;
             let tells = told.event.is_some();
             match self.store.write_entitlements(told).await {
                 Ok(()) => changed += u32::from(tells),

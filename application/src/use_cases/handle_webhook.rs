@@ -571,11 +571,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     }
 
     /// Write a payment event's `command` with what it tells, decided here from its states
-    /// before and after ([`host_events::payment_event_told`]), the entitlements of the user whose
-    /// access it moves, worked out with it, and the audit entry of the administrator's action
-    /// that carries it, if any. A write refused because that user's entitlements moved since
-    /// they were read (another change of their purchases) is worked out again, a bounded number
-    /// of times; any other conflict is the caller's.
+    /// before and after ([`host_events::payment_event_told`]), the entitlements of the account
+    /// whose access it moves (the buyer's personal account or a team), worked out with it, and
+    /// the audit entry of the administrator's action that carries it, if any. A write refused
+    /// because that account's entitlements moved since they were read (another change of its
+    /// purchases) is worked out again, a bounded number of times; any other conflict is the
+    /// caller's.
     pub(crate) async fn write_payment_event(
         &self,
         command: &PaymentEventCommand,
@@ -586,7 +587,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let grace = self.config.past_due_grace_ms;
         let moved = host_events::payment_event_told(&mut command, grace, notice);
         command.audit = audit.map(|a| a.entry);
-        let Some(user) = moved else {
+        let Some(account) = moved else {
             return noted(
                 &*self.metrics,
                 self.store.apply_payment_event(&command).await,
@@ -596,9 +597,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let basis = self.store.entitlement_basis(&user).await?;
+            let basis = self.store.entitlement_basis(&account).await?;
             let change = Some((command.order.as_ref(), command.subscription.as_ref()));
-            let told = (self.entitlements_after(&user, basis, change, now).await)
+            let told = (self.entitlements_after(&account, basis, change, now).await)
                 .map_err(InfraError::into_store_error)?;
             let expected = told.write.expected_version;
             command.entitlements = Some(told);
@@ -607,7 +608,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 self.store.apply_payment_event(&command).await,
             ) {
                 Err(StoreError::Conflict(why)) if attempt < ENTITLEMENT_ATTEMPTS => {
-                    let read = self.store.entitlement_basis(&user).await?;
+                    let read = self.store.entitlement_basis(&account).await?;
                     if read.told.map(|t| t.version) == expected {
                         return Err(StoreError::Conflict(why));
                     }

@@ -84,6 +84,8 @@ export interface paths {
                  * @description `forbidden`: an API key without `billing:write`, or a user naming another user;
                  *     `not_billing_manager`: a member of the team `accountId` names who is neither an
                  *     owner nor an admin.
+                 *     Also `forbidden`: an account out of the caller's reach (not the one its API key is bound to; for a
+                 *     customer-portal session, not its user's own).
                  */
                 403: {
                     headers: {
@@ -265,7 +267,11 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: an API key without `billing:read`, or a user naming another user. */
+                /**
+                 * @description `forbidden`: an API key without `billing:read`, or a user naming another user.
+                 *     Also `forbidden`: an account out of the caller's reach (not the one its API key is bound to; for a
+                 *     customer-portal session, not its user's own).
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -387,6 +393,8 @@ export interface paths {
                  * @description `forbidden`: an API key without `billing:write`, or a user naming another user;
                  *     `not_owner`: the paid order's subscription belongs to a team whose billing the
                  *     buyer no longer manages.
+                 *     Also `forbidden`: an account out of the caller's reach (not the one its API key is bound to; for a
+                 *     customer-portal session, not its user's own).
                  */
                 403: {
                     headers: {
@@ -529,7 +537,11 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: an API key without `billing:read`, or a user naming another user. */
+                /**
+                 * @description `forbidden`: an API key without `billing:read`, or a user naming another user.
+                 *     Also `forbidden`: an account out of the caller's reach (not the one its API key is bound to; for a
+                 *     customer-portal session, not its user's own).
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -657,6 +669,8 @@ export interface paths {
                 /**
                  * @description `forbidden`: an API key without `billing:read` (or `billing:write`), or a user
                  *     naming another user.
+                 *     Also `forbidden`: an account out of the caller's reach (not the one its API key is bound to; for a
+                 *     customer-portal session, not its user's own).
                  */
                 403: {
                     headers: {
@@ -805,6 +819,8 @@ export interface paths {
                 /**
                  * @description `forbidden`: an API key without `billing:write`, or a user naming another user;
                  *     `not_owner`: another user's subscription.
+                 *     Also `forbidden`: an account out of the caller's reach (not the one its API key is bound to; for a
+                 *     customer-portal session, not its user's own).
                  */
                 403: {
                     headers: {
@@ -968,6 +984,8 @@ export interface paths {
                 /**
                  * @description `forbidden`: an API key without `billing:write`, or a user naming another user;
                  *     `not_owner`: another user's subscription.
+                 *     Also `forbidden`: an account out of the caller's reach (not the one its API key is bound to; for a
+                 *     customer-portal session, not its user's own).
                  */
                 403: {
                     headers: {
@@ -1125,6 +1143,8 @@ export interface paths {
                 /**
                  * @description `forbidden`: an API key without `billing:write`, or a user naming another user;
                  *     `not_owner`: another user's subscription.
+                 *     Also `forbidden`: an account out of the caller's reach (not the one its API key is bound to; for a
+                 *     customer-portal session, not its user's own).
                  */
                 403: {
                     headers: {
@@ -1270,6 +1290,8 @@ export interface paths {
                 /**
                  * @description `forbidden`: an API key without `billing:write`, or a user naming another user;
                  *     `not_owner`: another user's subscription.
+                 *     Also `forbidden`: an account out of the caller's reach (not the one its API key is bound to; for a
+                 *     customer-portal session, not its user's own).
                  */
                 403: {
                     headers: {
@@ -1506,7 +1528,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: another user's credits, or an API key without `credits:read`. */
+                /**
+                 * @description `forbidden`: another user's credits, or an API key without `credits:read`.
+                 *     Also `forbidden`: an account other than the one the API key is bound to, or a user outside it.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -1627,7 +1652,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: another user's credits, or an API key without `credits:read`. */
+                /**
+                 * @description `forbidden`: another user's credits, or an API key without `credits:read`.
+                 *     Also `forbidden`: an account other than the one the API key is bound to, or a user outside it.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -1745,7 +1773,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: another user's credits, or an API key without `credits:read`. */
+                /**
+                 * @description `forbidden`: another user's credits, or an API key without `credits:read`.
+                 *     Also `forbidden`: an account other than the one the API key is bound to, or a user outside it.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -1881,6 +1912,7 @@ export interface paths {
                 /**
                  * @description `forbidden`: not an API key with `credits:consume`; `not_a_member`: the user does
                  *     not belong to the account named.
+                 *     Also `forbidden`: an account other than the one the API key is bound to.
                  */
                 403: {
                     headers: {
@@ -2044,7 +2076,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: not an API key with `credits:consume`; `not_a_member`. */
+                /**
+                 * @description `forbidden`: not an API key with `credits:consume`; `not_a_member`.
+                 *     Also `forbidden`: an account other than the one the API key is bound to.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -2193,7 +2228,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: not an API key with `credits:consume`. */
+                /**
+                 * @description `forbidden`: not an API key with `credits:consume`.
+                 *     Also `forbidden`: an account other than the one the API key is bound to.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -2339,7 +2377,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: not an API key with `credits:consume`. */
+                /**
+                 * @description `forbidden`: not an API key with `credits:consume`.
+                 *     Also `forbidden`: an account other than the one the API key is bound to.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -2485,7 +2526,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: another user's entitlements, or an API key without `entitlements:read`. */
+                /**
+                 * @description `forbidden`: another user's entitlements, or an API key without `entitlements:read`.
+                 *     Also `forbidden`: an account other than the one the API key is bound to, or a user outside it.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -2606,7 +2650,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: neither an administrator nor an API key with scope `events:read`. */
+                /**
+                 * @description `forbidden`: neither an administrator nor an API key with scope `events:read`.
+                 *     Also `forbidden`: an API key bound to one account.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -2804,7 +2851,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: another user's holdings, or an API key without the scope. */
+                /**
+                 * @description `forbidden`: another user's holdings, or an API key without the scope.
+                 *     Also `forbidden`: a user outside the account the API key is bound to.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -7205,7 +7255,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: not an API key with scope `billing:write`. */
+                /**
+                 * @description `forbidden`: not an API key with scope `billing:write`.
+                 *     Also `forbidden`: an API key bound to one account.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -7335,7 +7388,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: an API key without `billing:read`. */
+                /**
+                 * @description `forbidden`: an API key without `billing:read`.
+                 *     Also `forbidden`: a team other than the one the API key is bound to, or every account for a bound key.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -7432,7 +7488,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: an API key without `billing:write`. */
+                /**
+                 * @description `forbidden`: an API key without `billing:write`.
+                 *     Also `forbidden`: a team other than the one the API key is bound to, or every account for a bound key.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -7562,7 +7621,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: an API key without `billing:read`. */
+                /**
+                 * @description `forbidden`: an API key without `billing:read`.
+                 *     Also `forbidden`: a team other than the one the API key is bound to, or every account for a bound key.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -7665,6 +7727,7 @@ export interface paths {
                 /**
                  * @description `forbidden`: the user's role does not allow the change (or an API key without
                  *     `billing:write`, or a customer-portal session).
+                 *     Also `forbidden`: a team other than the one the API key is bound to, or every account for a bound key.
                  */
                 403: {
                     headers: {
@@ -7817,7 +7880,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: the user's role does not allow it. */
+                /**
+                 * @description `forbidden`: the user's role does not allow it.
+                 *     Also `forbidden`: a team other than the one the API key is bound to, or every account for a bound key.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -7937,6 +8003,7 @@ export interface paths {
                 /**
                  * @description `forbidden`: the user's role does not allow the change (or an API key without
                  *     `billing:write`).
+                 *     Also `forbidden`: a team other than the one the API key is bound to, or every account for a bound key.
                  */
                 403: {
                     headers: {
@@ -8078,7 +8145,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: an API key without `billing:read`, or a customer-portal session. */
+                /**
+                 * @description `forbidden`: an API key without `billing:read`, or a customer-portal session.
+                 *     Also `forbidden`: a team other than the one the API key is bound to.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -8181,6 +8251,7 @@ export interface paths {
                 /**
                  * @description `forbidden`: the user's role may not grant this role (or an API key without
                  *     `billing:write`, or a customer-portal session).
+                 *     Also `forbidden`: a team other than the one the API key is bound to.
                  */
                 403: {
                     headers: {
@@ -8328,7 +8399,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `forbidden`: a plain member (or an API key without `billing:write`). */
+                /**
+                 * @description `forbidden`: a plain member (or an API key without `billing:write`).
+                 *     Also `forbidden`: a team other than the one the API key is bound to.
+                 */
                 403: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -8441,6 +8515,7 @@ export interface paths {
                 /**
                  * @description `invitation_email_mismatch`: the user is not signed in as the address invited (a
                  *     host token must say its host verified the address).
+                 *     Also `forbidden`: a team other than the one the API key is bound to.
                  */
                 403: {
                     headers: {

@@ -129,6 +129,12 @@ async fn a_key_bound_to_a_team_reads_and_charges_that_team_alone() {
         .get(&key, &format!("/api/accounts/{acme}/members?userId={ada}"))
         .await;
     assert_eq!(status, 200);
+    // Whether a user outside the team exists is not the key's to learn.
+    for outsider in [eve.as_str(), "usr_nobody"] {
+        let path = format!("/api/credits/balance?userId={outsider}");
+        let answer = app.get(&key, &path).await;
+        assert_eq!(code(&answer), (403, Some("forbidden")), "{outsider}");
+    }
     // No app-wide call: no team made, no portal link.
     let new_team = format!("/api/accounts?userId={ada}");
     let answer = (app.post(&key, &new_team, &json!({"name": "Gamma"}), None)).await;
@@ -153,7 +159,12 @@ async fn a_key_bound_to_a_team_reads_and_charges_that_team_alone() {
         .await;
     let beta_order = orders["items"][0]["orderId"].as_str().expect("order");
     let query = format!("/api/payment/query/{beta_order}?userId={ada}");
-    assert_eq!(app.get(&key, &query).await.0, 403);
+    let answer = app.get(&key, &query).await;
+    assert_eq!(
+        code(&answer),
+        (404, Some("order_not_found")),
+        "as another's order"
+    );
     let acme_order = started["orderId"].as_str().expect("order");
     let query = format!("/api/payment/query/{acme_order}?userId={ada}");
     assert_eq!(app.get(&key, &query).await.0, 200);

@@ -186,7 +186,7 @@ async fn eventually(app: &TestApp, token: &str, path: &str, pick: &str, want: &V
 
 #[tokio::test]
 async fn an_owner_buys_team_yearly_for_the_team_and_its_members_hold_it() {
-    let (app, _admin) = spawn_app_with_admin(|_| {}).await;
+    let (app, admin) = spawn_app_with_admin(|_| {}).await;
     let (_, ada_token) = app.user("ada@example.com").await;
     let (bob, bob_token) = app.user("bob@example.com").await;
     let (_, eve_token) = app.user("eve@example.com").await;
@@ -231,6 +231,20 @@ async fn an_owner_buys_team_yearly_for_the_team_and_its_members_hold_it() {
     .await;
     let (_, own) = app.get(&ada_token, "/api/credits/balance").await;
     assert_eq!(own["balanceHundredths"], 0, "{own}");
+    // The host is told the team's entitlements changed: about the team, no user.
+    let (status, events) = app
+        .get(&admin, "/api/events?type=entitlements.changed")
+        .await;
+    assert_eq!(status, 200, "{events}");
+    let told = events["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .find(|e| e["data"]["accountId"] == team_id.as_str())
+        .unwrap_or_else(|| panic!("the team's entitlements: {events}"))
+        .clone();
+    assert_eq!(told["data"]["userId"], Value::Null, "{told}");
+    assert_eq!(told["data"]["entitlements"]["seats"], 10, "{told}");
 
     // Every member holds the team's entitlements in the team, not in their own account.
     let path = format!("/api/entitlements?accountId={team_id}");

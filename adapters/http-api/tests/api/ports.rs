@@ -66,13 +66,12 @@ impl Mocks {
                 }),
                 Principal::Service(_) => Err(Denied::MissingScope(scope).into()),
             });
-        // Requests about an object by its id ask the same, the object within reach.
+        // Requests about an object by its id ask whether it is within reach: a user's is.
         accounts
-            .expect_acting_on()
-            .returning(|principal, scope, _, _| match principal {
-                Principal::User(user) => Ok(Acting::user(user)),
-                Principal::Portal(_) => Err(Denied::PortalBillingOnly.into()),
-                Principal::Service(_) => Err(Denied::MissingScope(scope).into()),
+            .expect_within_reach()
+            .returning(|acting, _| match acting.reach {
+                Reach::Memberships => Ok(()),
+                _ => Err(Denied::PortalBillingOnly.into()),
             });
         Self {
             payments: MockPaymentsService::new(),

@@ -754,7 +754,7 @@ async fn forget_told(store: &TestStore, user: &User) {
     let backend = store.connection().get_database_backend();
     let delete = sea_orm::Statement::from_sql_and_values(
         backend,
-        "DELETE FROM entitlements_told WHERE user_id = $1",
+        "DELETE FROM entitlements_told WHERE account_id = $1",
         [user.id.as_str().into()],
     );
     let deleted = store.connection().execute_raw(delete).await.unwrap();
@@ -766,7 +766,7 @@ async fn stored_told(store: &TestStore, user: &User) -> Value {
     let backend = store.connection().get_database_backend();
     let select = sea_orm::Statement::from_sql_and_values(
         backend,
-        "SELECT entitlements FROM entitlements_told WHERE user_id = $1",
+        "SELECT entitlements FROM entitlements_told WHERE account_id = $1",
         [user.id.as_str().into()],
     );
     let row = store.connection().query_one_raw(select).await.unwrap();

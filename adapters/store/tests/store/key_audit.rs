@@ -54,7 +54,7 @@ pub const DISTRIBUTED: &[(&str, &str)] = &[
     ("subscriptions", "user_id"),
     ("subscription_charges", "user_id"),
     ("idempotency_records", "user_id"),
-    ("entitlements_told", "user_id"),
+    ("entitlements_told", "account_id"),
     ("plan_allowances", "user_id"),
 ];
 

@@ -537,7 +537,8 @@ pub(crate) async fn cancel_subscription(
     let user = require_user(&v)?;
     let id =
         super::parse_id(&form.subscription_id, SubscriptionId::new).ok_or(PageError::NotFound)?;
-    super::dashboard_account::portal_may_act_on(&state, &v, &user, &id).await?;
+    let owned = application::authorization::Owned::Subscription(&id);
+    super::dashboard_account::portal_may_act_on(&state, &v, &user, owned).await?;
     let cancelled = (state.ports.payments)
         .cancel_subscription_for(&user, &id, CancelWhen::PeriodEnd)
         .await;

@@ -129,18 +129,18 @@ pub(crate) async fn teams_and_chosen(
 }
 
 /// A customer-portal session acts on its user's own billing alone (the application's
-/// [`Reach::Portal`]): a subscription of any other account (a team's they manage) is not found
-/// to it. Any other session is let through to the use case, which checks the user's role in the
-/// subscription's account.
+/// [`Reach::Portal`]): a subscription or an order of any other account (a team's they manage or
+/// bought for) is not found to it. Any other session is let through to the use case, which
+/// checks the user's role in the object's account.
 ///
 /// # Errors
-/// [`PageError::NotFound`] for a portal session and a subscription not the user's own; the
+/// [`PageError::NotFound`] for a portal session and an object of another account; the
 /// store's errors.
 pub(crate) async fn portal_may_act_on(
     state: &PageState,
     v: &Visitor,
     user: &User,
-    subscription: &domain::SubscriptionId,
+    owned: Owned<'_>,
 ) -> Result<(), PageError> {
     if v.portal_return.is_none() {
         return Ok(());
@@ -150,7 +150,6 @@ pub(crate) async fn portal_may_act_on(
         actor: Actor::TheUser,
         reach: Reach::Portal(AccountId::personal(&user.id)),
     };
-    let owned = Owned::Subscription(subscription);
     match state.ports.accounts.within_reach(&acting, owned).await {
         Ok(()) => Ok(()),
         Err(OwnerError::Denied(_)) => Err(PageError::NotFound),

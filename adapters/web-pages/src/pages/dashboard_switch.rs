@@ -342,7 +342,8 @@ async fn change_plan(state: Arc<PageState>, v: Visitor, mut request: Request) ->
     let form: SwitchForm = read_form(&v, &mut request).await?;
     let user = require_user(&v)?;
     let id = form_subscription(&form)?;
-    super::dashboard_account::portal_may_act_on(&state, &v, &user, &id).await?;
+    let owned = application::authorization::Owned::Subscription(&id);
+    super::dashboard_account::portal_may_act_on(&state, &v, &user, owned).await?;
     let Some(plan) = parse_id(&form.plan_id, PlanId::new) else {
         let unknown = ChangePlanError::PlanNotFound(form.plan_id.clone());
         let notice = refused(&user, unknown)?;
@@ -377,7 +378,8 @@ async fn resume(state: Arc<PageState>, v: Visitor, mut request: Request) -> Page
     let form: SwitchForm = read_form(&v, &mut request).await?;
     let user = require_user(&v)?;
     let id = form_subscription(&form)?;
-    super::dashboard_account::portal_may_act_on(&state, &v, &user, &id).await?;
+    let owned = application::authorization::Owned::Subscription(&id);
+    super::dashboard_account::portal_may_act_on(&state, &v, &user, owned).await?;
     let notice = match state.ports.payments.resume_subscription(&user, &id).await {
         Ok(_) => "subscription_resumed",
         Err(e) => refused(&user, e)?,
@@ -390,7 +392,8 @@ async fn withdraw_switch(state: Arc<PageState>, v: Visitor, mut request: Request
     let form: SwitchForm = read_form(&v, &mut request).await?;
     let user = require_user(&v)?;
     let id = form_subscription(&form)?;
-    super::dashboard_account::portal_may_act_on(&state, &v, &user, &id).await?;
+    let owned = application::authorization::Owned::Subscription(&id);
+    super::dashboard_account::portal_may_act_on(&state, &v, &user, owned).await?;
     let notice = match state
         .ports
         .payments

@@ -13,6 +13,7 @@
 use std::sync::Arc;
 
 use application::accounts::User;
+use application::authorization::Owned;
 use application::ports::{CheckoutTarget, OrderRecord};
 use application::use_cases::cancel_payment::CancelOutcome;
 use application::use_cases::query_payment::QueryPaymentError;
@@ -26,6 +27,7 @@ use poem::http::StatusCode;
 use qrcode::QrCode;
 use qrcode::render::svg;
 
+use super::dashboard_account::portal_may_act_on;
 use super::{PlanNames, message_panel, order_status_label, parse_id, require_user, status_tone};
 use crate::format;
 use crate::layout::{self, Nav};
@@ -36,6 +38,7 @@ pub(crate) async fn qr(state: Arc<PageState>, v: Visitor, request: Request) -> P
     let user = require_user(&v)?;
     let raw = request.raw_path_param("order_id").unwrap_or_default();
     let order_id = parse_id(raw, OrderId::new).ok_or(PageError::NotFound)?;
+    portal_may_act_on(&state, &v, &user, Owned::Order(&order_id)).await?;
     let record = own_order(&state, &user, &order_id).await?;
     let success = format!("/payment-success?orderId={}", record.order.id());
     let target = record.checkout.as_ref().map(|c| &c.target);
@@ -136,12 +139,10 @@ pub(crate) async fn success(state: Arc<PageState>, v: Visitor, _request: Request
     // at once.
     let record = match returned {
         Some(returned) => returned.record,
-        None => state
-            .ports
-            .payments
-            .confirm_payment(&user, &order_id)
-            .await
-            .map_err(page_error)?,
+        None => {
+            portal_may_act_on(&state, &v, &user, Owned::Order(&order_id)).await?;
+            (state.ports.payments.confirm_payment(&user, &order_id).await).map_err(page_error)?
+        }
     };
     let names = PlanNames::load(&state, &v).await?;
     let body = match record.order.status() {
@@ -169,7 +170,7 @@ pub(crate) async fn cancel(state: Arc<PageState>, v: Visitor, _request: Request)
         }) => return Ok(redirect(&url)),
         Some(returned) => Some(returned.record),
         None => match (&v.user, v.query("orderId")) {
-            (Some(user), Some(order_id)) => left_checkout(&state, user, order_id).await,
+            (Some(user), Some(order_id)) => left_checkout(&state, &v, user, order_id).await,
             _ => None,
         },
     };
@@ -208,8 +209,14 @@ pub(crate) async fn cancel(state: Arc<PageState>, v: Visitor, _request: Request)
 /// The buyer came back from the checkout through its cancel link: their own order, cancelled now
 /// if it is still pending (closed at the provider where the protocol allows), in the state it is
 /// really in (paid meanwhile, failed, expired).
-async fn left_checkout(state: &PageState, user: &User, raw: &str) -> Option<OrderRecord> {
+async fn left_checkout(
+    state: &PageState,
+    v: &Visitor,
+    user: &User,
+    raw: &str,
+) -> Option<OrderRecord> {
     let order_id = &parse_id(raw, OrderId::new)?;
+    (portal_may_act_on(state, v, user, Owned::Order(order_id)).await).ok()?;
     let record = state
         .ports
         .payments

@@ -138,9 +138,21 @@ async fn a_team_s_subscription_is_the_team_s_and_its_owners_and_admins_manage_it
         .unwrap();
     assert_eq!(handled.outcomes(), [EventOutcome::Applied]);
     assert_eq!(balance(&h, &team).await, 5_000);
-    // The buyer's own entitlements were not worked out again: the purchase is the team's.
-    let basis = h.service.store().entitlement_basis(&ada.id).await.unwrap();
+    // The team's entitlements were worked out and told, not the buyer's own: the purchase is
+    // the team's.
+    let personal = domain::AccountId::personal(&ada.id);
+    let basis = h
+        .service
+        .store()
+        .entitlement_basis(&personal)
+        .await
+        .unwrap();
     assert!(basis.told.is_none(), "{:?}", basis.told);
+    let basis = h.service.store().entitlement_basis(&team).await.unwrap();
+    assert!(
+        basis.told.is_some(),
+        "the team's entitlements were worked out and kept"
+    );
     let status = h.service.report_account_status(&team).await.unwrap();
     let [held] = status.subscriptions.as_slice() else {
         panic!("one subscription: {:?}", status.subscriptions);
