@@ -223,6 +223,16 @@ impl Acting {
         }
     }
 
+    /// A customer-portal session of `user`: their own credential on their personal account alone.
+    #[must_use]
+    pub fn portal(user: User) -> Self {
+        Acting {
+            reach: Reach::Portal(AccountId::personal(&user.id)),
+            user,
+            actor: Actor::TheUser,
+        }
+    }
+
     /// The account a request naming `named` (or none) is about: the named one when it is
     /// within reach; otherwise the personal account, or the one account a bound key or a
     /// portal session reaches. Whether the user belongs to it is the use case's to check.
@@ -314,20 +324,18 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         scope: Scope,
         named: Option<&str>,
     ) -> Result<Acting, OwnerError> {
-        let own = |user: User, reach: fn(&User) -> Reach| match named {
-            Some(other) if other != user.id.as_str() => Err(Denied::OthersData(scope).into()),
-            _ => Ok(Acting {
-                reach: reach(&user),
-                user,
-                actor: Actor::TheUser,
-            }),
+        let own = |acting: Acting| match named {
+            Some(other) if other != acting.user.id.as_str() => {
+                Err(Denied::OthersData(scope).into())
+            }
+            _ => Ok(acting),
         };
         match principal {
-            Principal::User(user) => own(user, |_| Reach::Memberships),
+            Principal::User(user) => own(Acting::user(user)),
             // A portal session is its user's billing, and nothing but that user's.
-            Principal::Portal(portal) => own(billing_user(Principal::Portal(portal))?, |user| {
-                Reach::Portal(AccountId::personal(&user.id))
-            }),
+            Principal::Portal(portal) => {
+                own(Acting::portal(billing_user(Principal::Portal(portal))?))
+            }
             Principal::Service(key) => {
                 let key = account_key(Principal::Service(key), scope)?;
                 let raw = named.ok_or(Denied::NoUserNamed)?;

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use application::accounts::User;
-use application::authorization::{self, Actor, Owned, OwnerError, Reach};
+use application::authorization::{Acting as Reaching, Owned, OwnerError};
 use application::use_cases::teams::AccountEntry;
 use domain::{AccountId, AccountKind, UserId};
 use maud::{Markup, html};
@@ -129,7 +129,7 @@ pub(crate) async fn teams_and_chosen(
 }
 
 /// A customer-portal session acts on its user's own billing alone (the application's
-/// [`Reach::Portal`]): a subscription or an order of any other account (a team's they manage or
+/// [`application::authorization::Reach::Portal`]): a subscription or an order of any other account (a team's they manage or
 /// bought for) is not found to it. Any other session is let through to the use case, which
 /// checks the user's role in the object's account.
 ///
@@ -145,11 +145,7 @@ pub(crate) async fn portal_may_act_on(
     if v.portal_return.is_none() {
         return Ok(());
     }
-    let acting = authorization::Acting {
-        user: user.clone(),
-        actor: Actor::TheUser,
-        reach: Reach::Portal(AccountId::personal(&user.id)),
-    };
+    let acting = Reaching::portal(user.clone());
     match state.ports.accounts.within_reach(&acting, owned).await {
         Ok(()) => Ok(()),
         Err(OwnerError::Denied(_)) => Err(PageError::NotFound),
