@@ -1,6 +1,8 @@
 /**
- * Before the tests: make sure the `tally` binary is built (`cargo build -p bootstrap --bin
- * tally`, a no-op after `cargo test --workspace` or `.ci/reliability` built it). `TALLY_BIN`
+ * Before the tests: make sure the `tally` binary is built. It is built the way `cargo test
+ * --workspace` builds it (`cargo test --workspace --no-run`, a no-op after that run or
+ * `.ci/reliability`): `cargo build -p bootstrap` resolves features for one package and would
+ * rebuild much of the dependency tree. `TALLY_BIN`
  * names a binary to use instead. With `CI=true` a failed build fails the run; on a developer's
  * machine a stale binary is used with a warning (another change in the workspace may not build).
  */
@@ -17,7 +19,7 @@ if (process.env.TALLY_BIN !== undefined) {
   }
   process.exit(0);
 }
-const build = spawnSync("cargo", ["build", "-p", "bootstrap", "--bin", "tally"], { cwd: REPO_DIR, stdio: "inherit" });
+const build = spawnSync("cargo", ["test", "--workspace", "--no-run"], { cwd: REPO_DIR, stdio: "inherit" });
 if (build.status === 0) {
   process.exit(0);
 }
