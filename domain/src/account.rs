@@ -233,15 +233,44 @@ impl WindowCount {
     }
 }
 
-/// A spend refused by a member's limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Whose limit refused a spend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LimitOwner {
+    /// The acting member's own limit in a team.
+    Member,
+    /// A limit on the account (`feature`: the one feature it counts, if any).
+    Account {
+        /// The limit's id.
+        id: crate::SpendLimitId,
+        /// The feature it counts alone.
+        feature: Option<String>,
+    },
+}
+
+/// A spend refused by a limit: which, what is left in its window and when headroom comes back.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LimitReached {
-    /// The limit.
-    pub limit: MemberLimit,
+    /// Whose limit.
+    pub owner: LimitOwner,
+    /// The most spent per window.
+    pub credits: Credits,
+    /// The window.
+    pub window: crate::SpendWindow,
     /// What is left in the current window.
     pub left: Credits,
-    /// When the window ends and the count starts again.
+    /// When the window ends and the count starts again (for a rolling window, when its oldest
+    /// counted hour leaves it).
     pub resets_at: Timestamp,
+}
+
+impl From<LimitWindow> for crate::SpendWindow {
+    fn from(window: LimitWindow) -> Self {
+        match window {
+            LimitWindow::Day => Self::Day,
+            LimitWindow::Week => Self::Week,
+            LimitWindow::Month => Self::Month,
+        }
+    }
 }
 
 /// Count a spend of `amount` at `now` against `limit`, given the member's stored `count`: the
@@ -269,7 +298,9 @@ pub fn count_spend(
             spent,
         }),
         _ => Err(LimitReached {
-            limit,
+            owner: LimitOwner::Member,
+            credits: limit.credits,
+            window: limit.window.into(),
             left,
             resets_at: limit.window.end_of(current.start),
         }),

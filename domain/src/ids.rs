@@ -123,6 +123,10 @@ string_id!(
     ApiKeyId, "API key id", 64, id_char, "ASCII letters, digits, '-' and '_'"
 );
 string_id!(
+    /// A spend limit on an account: issued as `lim_…` by the id generator.
+    SpendLimitId, "spend limit id", 64, id_char, "ASCII letters, digits, '-' and '_'"
+);
+string_id!(
     /// A host webhook endpoint: issued as `we_…` by the id generator.
     WebhookEndpointId, "webhook endpoint id", 64, id_char, "ASCII letters, digits, '-' and '_'"
 );

@@ -26,16 +26,17 @@ pub mod provider;
 pub mod refund;
 pub mod return_url;
 pub mod scheduled_switch;
+pub mod spend_limit;
 pub mod subscription;
 pub mod subscription_events;
 pub mod time;
 
 pub use account::{
     AccountKind, HOST_ORG_TEAM_PREFIX, HostOrgClaim, HostOrgMembership, HostOrgSteps,
-    INVITATION_LIFETIME_MS, InvitationFacts, InvitationRefusal, LimitReached, LimitWindow,
-    MemberChange, MemberChangeRefusal, MemberFacts, MemberLimit, MemberRole, SEATS_KEY,
-    WindowCount, count_spend, decide_acceptance, decide_member_change, give_back, headroom,
-    plan_host_org, seat_cap, seat_free, settle_ceiling,
+    INVITATION_LIFETIME_MS, InvitationFacts, InvitationRefusal, LimitOwner, LimitReached,
+    LimitWindow, MemberChange, MemberChangeRefusal, MemberFacts, MemberLimit, MemberRole,
+    SEATS_KEY, WindowCount, count_spend, decide_acceptance, decide_member_change, give_back,
+    headroom, plan_host_org, seat_cap, seat_free, settle_ceiling,
 };
 pub use cancellation::{CancelRefusal, CancelStep, CancelWhen, decide_cancel};
 pub use consumption::{
@@ -44,8 +45,8 @@ pub use consumption::{
 };
 pub use credits::{CreditDelta, Credits, CreditsError, CreditsTotal};
 pub use ids::{
-    AccountId, ApiKeyId, IdError, IdempotencyKey, OrderId, PlanId, ReservationId, SubscriptionId,
-    UserId, WebhookEndpointId,
+    AccountId, ApiKeyId, IdError, IdempotencyKey, OrderId, PlanId, ReservationId, SpendLimitId,
+    SubscriptionId, UserId, WebhookEndpointId,
 };
 pub use ledger::{
     BalanceAlert, DecidedPosting, GrantLot, KeyReuse, LedgerError, SpendDecision,
@@ -86,6 +87,10 @@ pub use return_url::{
 pub use scheduled_switch::{
     CLAIM_HOLD_MS, ChangeInProgress, ScheduledSwitch, SwitchAtPeriodEnd,
     check_no_change_in_progress, schedule_switch,
+};
+pub use spend_limit::{
+    Bucket, Counted, Enforcement, LimitRefusal, LimitStanding, MAX_LIMITS_PER_ACCOUNT,
+    MAX_ROLLING_HOURS, SpendLimit, SpendWindow, SpendWindowError,
 };
 pub use subscription::{
     BillingPeriod, RenewalIntent, RenewalRefusal, SoldTerms, SoldTermsMismatch, Subscription,

@@ -1345,7 +1345,12 @@ async fn bound_keys_and_account_entitlements_and_back(t: &TestDb) {
     let orphan = "INSERT INTO entitlements_told (account_id, entitlements, told_at) \
                   VALUES ('nobody', '{}', 1)";
     assert!(t.db.execute_unprepared(orphan).await.is_err(), "{orphan}");
-    Migrator::down(&t.db, Some(1)).await.expect("down step 31");
+    // The steps after 31, then 31.
+    let steps = u32::try_from(Migrator::migrations().len()).expect("few steps");
+    let after = steps - step_index("m20261005_000031_account_entitlements_told");
+    Migrator::down(&t.db, Some(after))
+        .await
+        .expect("down step 31");
     assert_eq!(
         count(
             &t.db,
@@ -1387,5 +1392,86 @@ async fn postgres_bound_keys_and_account_entitlements_and_back() {
         return;
     };
     bound_keys_and_account_entitlements_and_back(&t).await;
+    t.cleanup().await;
+}
+
+/// Step 32: spend limits. Existing balances carry no limits; a limit, its usage and a hold's
+/// count go with the step when it is undone, and the balance rows keep their values.
+async fn spend_limits_and_back(t: &TestDb) {
+    let before = step_index("m20261006_000032_spend_limits");
+    Migrator::up(&t.db, Some(before))
+        .await
+        .expect("up to step 31");
+    exec(&t.db, STEP_ONE_DATA[0]).await;
+    exec(
+        &t.db,
+        "INSERT INTO accounts (id, kind, name, created_by, created_at)
+         VALUES ('u1', 'personal', NULL, 'u1', 1700000000000)",
+    )
+    .await;
+    exec(
+        &t.db,
+        "INSERT INTO credit_balances (account_id, balance_hundredths, transaction_count, updated_at)
+         VALUES ('u1', 500, 1, 1700000002000)",
+    )
+    .await;
+    Migrator::up(&t.db, None).await.expect("step 32");
+    assert_eq!(
+        count(
+            &t.db,
+            "SELECT COUNT(*) FROM credit_balances WHERE limit_count = 0"
+        )
+        .await,
+        1
+    );
+    for sql in [
+        "INSERT INTO spend_limits (id, account_id, feature, limit_window, rolling_hours, \
+         credits_hundredths, enforcement, created_by, created_at) \
+         VALUES ('lim_1', 'u1', NULL, 'rolling', 5, 1000, 'hard', 'u1', 1700000003000)",
+        "INSERT INTO spend_limit_usage (limit_id, bucket_start, spent_hundredths) \
+         VALUES ('lim_1', 1699999200000, 300)",
+        "UPDATE credit_balances SET limit_count = 1 WHERE account_id = 'u1'",
+    ] {
+        exec(&t.db, sql).await;
+    }
+    for bad in [
+        // A rolling window names its hours; a calendar one does not.
+        "INSERT INTO spend_limits (id, account_id, limit_window, credits_hundredths, \
+         enforcement, created_at) VALUES ('lim_2', 'u1', 'rolling', 1000, 'hard', 1)",
+        "INSERT INTO spend_limits (id, account_id, limit_window, rolling_hours, \
+         credits_hundredths, enforcement, created_at) VALUES ('lim_3', 'u1', 'day', 5, 1000, 'hard', 1)",
+        // A limit of nothing, or of an account that does not exist.
+        "INSERT INTO spend_limits (id, account_id, limit_window, credits_hundredths, \
+         enforcement, created_at) VALUES ('lim_4', 'u1', 'day', 0, 'hard', 1)",
+        "INSERT INTO spend_limits (id, account_id, limit_window, credits_hundredths, \
+         enforcement, created_at) VALUES ('lim_5', 'nobody', 'day', 100, 'hard', 1)",
+    ] {
+        assert!(t.db.execute_unprepared(bad).await.is_err(), "{bad}");
+    }
+    Migrator::down(&t.db, Some(1)).await.expect("down step 32");
+    assert!(!tables(&t.db).await.contains(&"spend_limits".to_owned()));
+    assert_eq!(
+        count(
+            &t.db,
+            "SELECT COUNT(*) FROM credit_balances WHERE balance_hundredths = 500"
+        )
+        .await,
+        1
+    );
+    Migrator::up(&t.db, None).await.expect("step 32 again");
+}
+
+#[tokio::test]
+async fn sqlite_spend_limits_and_back() {
+    let t = TestDb::sqlite().await;
+    spend_limits_and_back(&t).await;
+}
+
+#[tokio::test]
+async fn postgres_spend_limits_and_back() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    spend_limits_and_back(&t).await;
     t.cleanup().await;
 }

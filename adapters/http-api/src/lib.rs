@@ -36,6 +36,7 @@ mod header_limit;
 mod health;
 mod i18n;
 mod invitations;
+mod limits;
 mod metrics;
 mod middleware;
 mod offers;
@@ -147,7 +148,11 @@ type Apis = (
     portal::PortalApi,
     // Teams and their invitations, one element: poem-openapi implements `OpenApi` for
     // tuples of at most sixteen.
-    (teams::TeamsApi, invitations::InvitationsApi),
+    (
+        teams::TeamsApi,
+        invitations::InvitationsApi,
+        limits::LimitsApi,
+    ),
 );
 
 fn openapi_service(state: &Arc<AppState>) -> OpenApiService<Apis, ()> {
@@ -170,6 +175,7 @@ fn openapi_service(state: &Arc<AppState>) -> OpenApiService<Apis, ()> {
         (
             teams::TeamsApi::new(state.clone()),
             invitations::InvitationsApi::new(state.clone()),
+            limits::LimitsApi::new(state.clone()),
         ),
     ))
 }

@@ -105,6 +105,8 @@ codes! {
     ReservationResolved => ("reservation_resolved", CONFLICT, "Reservation already resolved"),
     InsufficientCredits => ("insufficient_credits", PAYMENT_REQUIRED, "Insufficient credits"),
     LimitReached => ("limit_reached", PAYMENT_REQUIRED, "Spend limit reached"),
+    LimitNotFound => ("limit_not_found", NOT_FOUND, "Spend limit not found"),
+    TooManyLimits => ("too_many_limits", UNPROCESSABLE_ENTITY, "Too many spend limits"),
     NotAMember => ("not_a_member", FORBIDDEN, "Not a member of this account"),
     AccountNotFound => ("account_not_found", NOT_FOUND, "Account not found"),
     MemberNotFound => ("member_not_found", NOT_FOUND, "Member not found"),
@@ -193,19 +195,30 @@ pub struct ProblemBody {
 #[derive(Debug, Clone, Object)]
 #[oai(rename_all = "camelCase")]
 pub struct LimitReachedView {
-    /// Who the limit applies to: `member` (a team member's limit).
+    /// Whose limit: `member` (the acting member's own limit in a team) or `account` (a limit
+    /// on the account, `GET /api/limits`).
     pub scope: String,
+    /// An account limit's id.
+    #[oai(skip_serializing_if_is_none)]
+    pub id: Option<String>,
+    /// The one feature an account limit counts, if any.
+    #[oai(skip_serializing_if_is_none)]
+    pub feature: Option<String>,
     /// The most that may be spent in one window (decimal string, two places).
     pub credits: String,
     /// The same, in hundredths.
     pub credits_hundredths: i64,
-    /// The window: `day`, `week` or `month` (UTC calendar).
+    /// The window: `hour`, `day`, `week`, `month` (UTC calendar) or `rolling`.
     pub window: String,
+    /// The hours of a rolling window.
+    #[oai(skip_serializing_if_is_none)]
+    pub rolling_hours: Option<u32>,
     /// What is left in the current window (decimal string).
     pub left: String,
     /// The same, in hundredths.
     pub left_hundredths: i64,
-    /// When the window ends and the count starts again (RFC 3339).
+    /// When headroom next comes back (RFC 3339): the end of a calendar window; for a rolling
+    /// window, when its oldest counted hour leaves it.
     pub resets_at: String,
 }
 
@@ -295,25 +308,36 @@ impl Problem {
         problem
     }
 
-    /// `limit_reached`: the member's limit leaves less than the spend; what is left and when it
-    /// resets.
+    /// `limit_reached`: a hard limit (the member's or the account's) leaves less than the
+    /// spend; which, what is left and when it resets.
     pub(crate) fn limit_reached(reached: &domain::LimitReached) -> Self {
-        let limit = reached.limit;
+        let window = match reached.window.rolling_hours() {
+            Some(hours) => format!("{hours} hours"),
+            None => reached.window.code().to_owned(),
+        };
         let mut problem = Self::new(
             Code::LimitReached,
             format!(
-                "this spend would pass the limit of {} credits per {}: {} left until {}",
-                limit.credits,
-                limit.window.code(),
+                "this spend would pass the limit of {} credits per {window}: {} left until {}",
+                reached.credits,
                 reached.left,
                 crate::dto::timestamp(reached.resets_at)
             ),
         );
+        let (scope, id, feature) = match &reached.owner {
+            domain::LimitOwner::Member => ("member", None, None),
+            domain::LimitOwner::Account { id, feature } => {
+                ("account", Some(id.to_string()), feature.clone())
+            }
+        };
         problem.body.limit = Some(LimitReachedView {
-            scope: "member".into(),
-            credits: limit.credits.to_string(),
-            credits_hundredths: limit.credits.hundredths(),
-            window: limit.window.code().into(),
+            scope: scope.into(),
+            id,
+            feature,
+            credits: reached.credits.to_string(),
+            credits_hundredths: reached.credits.hundredths(),
+            window: reached.window.code().into(),
+            rolling_hours: reached.window.rolling_hours(),
             left: reached.left.to_string(),
             left_hundredths: reached.left.hundredths(),
             resets_at: crate::dto::timestamp(reached.resets_at),

@@ -37,6 +37,7 @@ mod events;
 mod group_commit;
 mod key_cache;
 mod ledger;
+mod limits;
 mod observe;
 mod opt_in;
 mod orders;

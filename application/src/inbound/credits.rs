@@ -1,7 +1,7 @@
 //! [`CreditsService`]: balances, spending, a user's status and entitlements.
 
 use domain::entitlements::EffectiveEntitlements;
-use domain::{AccountId, Credits, ReservationId, UserId};
+use domain::{AccountId, Credits, ReservationId, SpendLimitId, UserId};
 
 use crate::accounts::User;
 use crate::pagination::{Page, PageRequest};
@@ -11,6 +11,7 @@ use crate::service::Service;
 use crate::use_cases::InfraError;
 use crate::use_cases::credits::{ConsumeCredits, CreditsError, UsageRequest};
 use crate::use_cases::report_status::StatusReport;
+use crate::use_cases::spend_limits::{LimitDraft, LimitsError, ShownLimit};
 
 inbound_port! {
     /// Balances, spending, a user's status and entitlements.
@@ -49,6 +50,25 @@ inbound_port! {
             reservation_id: &ReservationId,
             actual: &UsageRequest,
         ) -> Result<(Reservation, Replay), CreditsError>;
+
+        /// An account's spend limits with their usage (see [`Service::spend_limits`]).
+        async fn spend_limits(&self, account: &AccountId) -> Result<Vec<ShownLimit>, LimitsError>;
+
+        /// Add a spend limit to an account (see [`Service::add_spend_limit`]).
+        async fn add_spend_limit(
+            &self,
+            user: &UserId,
+            account: &AccountId,
+            draft: LimitDraft,
+        ) -> Result<ShownLimit, LimitsError>;
+
+        /// Remove a spend limit of an account (see [`Service::remove_spend_limit`]).
+        async fn remove_spend_limit(
+            &self,
+            user: &UserId,
+            account: &AccountId,
+            id: &SpendLimitId,
+        ) -> Result<(), LimitsError>;
 
         /// Free a reservation whole (see [`Service::release_reservation`]).
         async fn release_reservation(

@@ -285,7 +285,7 @@ pub struct Done {
 }
 
 /// Why a set was refused; nothing of it was written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     /// A spend the balance does not cover.
     Insufficient {
@@ -307,7 +307,7 @@ pub enum Refusal {
     ReservationNotFound,
     /// The spender is not a member of the team's account.
     NotAMember,
-    /// The member's limit leaves no room for the spend.
+    /// A hard limit (the member's or the account's) leaves no room for the spend.
     LimitReached(domain::LimitReached),
     /// The reservation was resolved otherwise (its status code).
     ReservationResolved(&'static str),

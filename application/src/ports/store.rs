@@ -805,8 +805,9 @@ pub enum SpendError {
     /// The spender is not a member of the team's account (any more): nothing written.
     #[error("not a member of this account")]
     NotAMember,
-    /// The member's limit does not leave room for the spend: nothing written.
-    #[error("the member's limit leaves {} of {} this {}", .0.left, .0.limit.credits, .0.limit.window.code())]
+    /// A spend limit (the member's or the account's) does not leave room for the spend:
+    /// nothing written.
+    #[error("a spend limit leaves {} of {} this {}", .0.left, .0.credits, .0.window.code())]
     LimitReached(domain::LimitReached),
     /// An increase would take the balance past the ledger's largest balance
     /// ([`domain::credits::MAX_CREDITS_HUNDREDTHS`]); nothing was written.
@@ -1249,6 +1250,7 @@ pub trait Store:
     + super::ReportRepository
     + super::AdminConsoleStore
     + super::TeamStore
+    + super::SpendLimitStore
 {
 }
 
@@ -1266,6 +1268,7 @@ impl<T> Store for T where
         + super::ReportRepository
         + super::AdminConsoleStore
         + super::TeamStore
+        + super::SpendLimitStore
 {
 }
 

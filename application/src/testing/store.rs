@@ -2,6 +2,7 @@
 
 mod admin;
 mod apply;
+mod limits;
 mod reports;
 mod teams;
 #[cfg(test)]
@@ -65,6 +66,10 @@ struct State {
     away: BTreeMap<(domain::AccountId, UserId), Member>,
     /// Invitations by id, with their token's digest, and whether used or revoked.
     invitations: BTreeMap<String, (crate::ports::Invitation, TokenHash, bool, bool)>,
+    /// Accounts' spend limits, with their buckets.
+    spend_limits: BTreeMap<domain::SpendLimitId, SpendLimitRecord>,
+    /// What each pending hold counted against limits.
+    hold_limit_counts: BTreeMap<domain::ReservationId, limits::HoldCounts>,
 }
 
 /// Every storage port in memory. Cheap to create; one per test.

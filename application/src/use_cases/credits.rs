@@ -66,8 +66,8 @@ pub enum CreditsError {
     /// The user is not a member of the account named.
     #[error("not a member of this account")]
     NotAMember,
-    /// The member's spend limit does not leave room for the spend.
-    #[error("the member's limit leaves {} of {} this {}", .0.left, .0.limit.credits, .0.limit.window.code())]
+    /// A spend limit (the member's or the account's) does not leave room for the spend.
+    #[error("a spend limit leaves {} of {} this {}", .0.left, .0.credits, .0.window.code())]
     LimitReached(domain::LimitReached),
     /// The reservation was resolved differently before.
     #[error("reservation is already {0}")]

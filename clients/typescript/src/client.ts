@@ -61,6 +61,10 @@ export type Invitation = Schemas["InvitationView"];
 export type CreatedInvitation = Schemas["CreatedInvitationView"];
 /** What `limit_reached` says: the limit, what is left in the window, and when it resets. */
 export type LimitReached = Schemas["LimitReachedView"];
+/** A spend limit on an account, with what it counted in its current window. */
+export type SpendLimit = Schemas["SpendLimitView"];
+/** A spend limit to add: `credits` per `window` (`rollingHours` for `rolling`), hard unless `soft`. */
+export type NewSpendLimit = Schemas["CreateLimitBody"];
 /** A subscription: its plan, status, paid period and any switch pending or scheduled. */
 export type Subscription = Schemas["SubscriptionView"];
 /** What a plan change did (see `confirmed` and `approvalUrl`). */
@@ -301,6 +305,19 @@ export interface TallyClient {
     release(reservationId: string, who: { readonly userId: string } & ForAccount): Promise<Reservation>;
   };
   /**
+   * Spend limits on an account: at most so many credits per hour, day, week, month or rolling
+   * window, checked in each spend's own transaction (`limit_reached` past a hard one). Reads
+   * need `credits:read`; changes `billing:write` and an owner or admin of the account.
+   */
+  readonly limits: {
+    /** The account's limits, oldest first, with their usage in the current window. */
+    list(who?: ForUser & ForAccount): Promise<SpendLimit[]>;
+    /** Add a limit (counting what the window already spent). */
+    create(limit: NewSpendLimit, who?: ForUser & ForAccount): Promise<SpendLimit>;
+    /** Remove a limit. */
+    remove(limitId: string, who?: ForUser & ForAccount): Promise<void>;
+  };
+  /**
    * Accounts and teams: the accounts a user acts in, creating a team, and its members (the
    * user's own credential, or an API key with `billing:read`/`billing:write` naming `userId`).
    */
@@ -462,6 +479,7 @@ export function createTallyClient(options: TallyClientOptions): TallyClient {
     me: () => ctx.call((signal) => raw.GET("/api/auth/me", { signal })),
     credits: creditsMethods(ctx),
     accounts: accountsMethods(ctx),
+    limits: limitsMethods(ctx),
     entitlements: {
       get: async (who = {}) =>
         (await ctx.call((signal) =>
@@ -550,6 +568,21 @@ function creditsMethods({ raw, call, spend }: Context): TallyClient["credits"] {
           signal,
         }),
       ),
+  };
+}
+
+function limitsMethods({ raw, call }: Context): TallyClient["limits"] {
+  const query = (who: ForUser & ForAccount) => ({ userId: who.userId, accountId: who.accountId });
+  return {
+    list: async (who = {}) =>
+      (await call((signal) => raw.GET("/api/limits", { params: { query: query(who) }, signal }))).items,
+    create: (limit, who = {}) =>
+      call((signal) => raw.POST("/api/limits", { params: { query: query(who) }, body: limit, signal }), "once"),
+    remove: async (limitId, who = {}) => {
+      await call((signal) =>
+        raw.DELETE("/api/limits/{limitId}", { params: { path: { limitId }, query: query(who) }, signal }),
+      );
+    },
   };
 }
 

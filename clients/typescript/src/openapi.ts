@@ -8612,6 +8612,359 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An account's spend limits, with what each counted in its current window. */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description The user (API keys with `credits:read` only; users read their own). */
+                    userId?: string;
+                    /** @description A team account the user belongs to (omitted: their personal account). */
+                    accountId?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The account's limits with their usage now. */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["SpendLimitList"];
+                    };
+                };
+                /** @description `validation_failed`: an API key named no `userId`. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: no valid credential. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `forbidden`: another user's account, an API key without `credits:read`, or an
+                 *     account other than the one the API key is bound to.
+                 */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `user_not_found`; `account_not_found`: the user does not belong to the account. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /** Add a spend limit to an account (its owners and admins; a personal account's user). */
+        post: {
+            parameters: {
+                query?: {
+                    /** @description The acting user (API keys with `billing:write` only). */
+                    userId?: string;
+                    /** @description A team account the user belongs to (omitted: their personal account). */
+                    accountId?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["CreateLimitBody"];
+                };
+            };
+            responses: {
+                /** @description The limit, counting from now. */
+                201: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["SpendLimitView"];
+                    };
+                };
+                /** @description `validation_failed`: the body is malformed, or an API key named no `userId`. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: no valid credential. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `not_billing_manager`: not an owner or admin of the account; `forbidden`: an API key
+                 *     without `billing:write`, or an account other than the one the API key is bound to.
+                 */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `user_not_found`; `account_not_found`: the user does not belong to the account. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `payload_too_large`: the body is over 64 KiB. */
+                413: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `validation_failed`: a bad credits, window, rollingHours, feature or enforcement;
+                 *     `too_many_limits`: the account has 20 limits already.
+                 */
+                422: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/limits/{limitId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove a spend limit (its account's owners and admins; a personal account's user). */
+        delete: {
+            parameters: {
+                query?: {
+                    /** @description The acting user (API keys with `billing:write` only). */
+                    userId?: string;
+                    /** @description A team account the user belongs to (omitted: their personal account). */
+                    accountId?: string;
+                };
+                header?: never;
+                path: {
+                    /** @description The limit's id. */
+                    limitId: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Removed: it counts nothing from now on. */
+                204: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description `validation_failed`: an API key named no `userId`. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: no valid credential. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `not_billing_manager`: not an owner or admin of the account; `forbidden`: an API key
+                 *     without `billing:write`, or an account other than the one the API key is bound to.
+                 */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `limit_not_found`: the account has no such limit; `user_not_found`;
+                 *     `account_not_found`.
+                 */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -9129,6 +9482,31 @@ export interface components {
             accountId?: string;
         };
         /**
+         * CreateLimitBody
+         * @description `POST /api/limits`.
+         */
+        CreateLimitBody: {
+            /** @description The most the account spends per window, in credits (decimal string, up to two places). */
+            credits: string;
+            /**
+             * @description `hour`, `day` (from 00:00 UTC), `week` (from Monday 00:00 UTC), `month` (from the 1st,
+             *     UTC) or `rolling` (the last `rollingHours` hours, counted in whole hours).
+             */
+            window: string;
+            /**
+             * Format: uint32
+             * @description The hours of a `rolling` window (1 to 744); absent for the others.
+             */
+            rollingHours?: number;
+            /** @description The one feature the limit counts (absent: every spend of the account). */
+            feature?: string;
+            /**
+             * @description `hard` (default): a spend that would pass it is refused with `limit_reached`; `soft`: it
+             *     goes through.
+             */
+            enforcement?: string;
+        };
+        /**
          * CreateTeamBody
          * @description `POST /api/accounts`.
          */
@@ -9523,8 +9901,15 @@ export interface components {
          * @description `limit_reached`: which limit, what is left of it, and when it resets.
          */
         LimitReachedView: {
-            /** @description Who the limit applies to: `member` (a team member's limit). */
+            /**
+             * @description Whose limit: `member` (the acting member's own limit in a team) or `account` (a limit
+             *     on the account, `GET /api/limits`).
+             */
             scope: string;
+            /** @description An account limit's id. */
+            id?: string;
+            /** @description The one feature an account limit counts, if any. */
+            feature?: string;
             /** @description The most that may be spent in one window (decimal string, two places). */
             credits: string;
             /**
@@ -9532,8 +9917,13 @@ export interface components {
              * @description The same, in hundredths.
              */
             creditsHundredths: number;
-            /** @description The window: `day`, `week` or `month` (UTC calendar). */
+            /** @description The window: `hour`, `day`, `week`, `month` (UTC calendar) or `rolling`. */
             window: string;
+            /**
+             * Format: uint32
+             * @description The hours of a rolling window.
+             */
+            rollingHours?: number;
             /** @description What is left in the current window (decimal string). */
             left: string;
             /**
@@ -9541,7 +9931,10 @@ export interface components {
              * @description The same, in hundredths.
              */
             leftHundredths: number;
-            /** @description When the window ends and the count starts again (RFC 3339). */
+            /**
+             * @description When headroom next comes back (RFC 3339): the end of a calendar window; for a rolling
+             *     window, when its oldest counted hour leaves it.
+             */
             resetsAt: string;
         };
         /**
@@ -10223,6 +10616,63 @@ export interface components {
             token: string;
             /** @description When the session ends. */
             expiresAt: string;
+        };
+        /**
+         * SpendLimitList
+         * @description An account's limits.
+         */
+        SpendLimitList: {
+            /** @description Oldest first. */
+            items: components["schemas"]["SpendLimitView"][];
+        };
+        /**
+         * SpendLimitView
+         * @description A spend limit and where it stands now.
+         */
+        SpendLimitView: {
+            /** @description The limit's id. */
+            id: string;
+            /** @description The account it limits. */
+            accountId: string;
+            /** @description The one feature it counts, if any. */
+            feature?: string;
+            /** @description `hour`, `day`, `week`, `month` or `rolling`. */
+            window: string;
+            /**
+             * Format: uint32
+             * @description The hours of a rolling window.
+             */
+            rollingHours?: number;
+            /** @description `hard` or `soft`. */
+            enforcement: string;
+            /** @description The most per window (decimal string). */
+            credits: string;
+            /**
+             * Format: int64
+             * @description The same, in hundredths.
+             */
+            creditsHundredths: number;
+            /** @description What counts against it in the current window, held reservations included. */
+            used: string;
+            /**
+             * Format: int64
+             * @description The same, in hundredths.
+             */
+            usedHundredths: number;
+            /** @description What is left of it (zero once a soft limit is passed). */
+            left: string;
+            /**
+             * Format: int64
+             * @description The same, in hundredths.
+             */
+            leftHundredths: number;
+            /**
+             * @description When headroom next comes back (RFC 3339): the end of a calendar window; for a rolling
+             *     window, when its oldest counted hour leaves it.
+             */
+            resetsAt: string;
+            /** @description When it was made. */
+            createdAt: string;
         };
         /**
          * StatusView

@@ -448,6 +448,41 @@ describe("teams", () => {
   });
 });
 
+describe("spend limits", () => {
+  it("sets a daily limit on a user's account; the spend past it is a typed limit_reached naming it", async () => {
+    const backend = examples.lib.tally();
+    const user = await examples.lib.tallyUserId(appUser("lena"));
+    const anonymous = createTallyClient({ baseUrl: server.url });
+    const { data: session } = await anonymous.raw.POST("/api/auth/login", {
+      body: { email: ADMIN.email, password: ADMIN.password },
+    });
+    assert.ok(session, "the administrator signs in");
+    const admin = createTallyClient({ baseUrl: server.url, sessionToken: session.token });
+    await admin.admin.adjustAccountCredits(user, { amount: "50", reason: "limits" });
+
+    const limit = await backend.limits.create({ credits: "8", window: "day" }, { userId: user });
+    assert.equal(limit.creditsHundredths, 800);
+    assert.equal(limit.enforcement, "hard");
+    // "image" costs 5 credits: the first fits the 8, the second does not.
+    await backend.credits.consume({ userId: user, feature: "image" });
+    const refused = await backend.credits
+      .consume({ userId: user, feature: "image" })
+      .then(() => undefined, (error: unknown) => error);
+    const reached = limitReached(refused);
+    assert.ok(reached, `a limit_reached error: ${String(refused)}`);
+    assert.equal(reached.scope, "account");
+    assert.equal(reached.id, limit.id);
+    assert.equal(reached.leftHundredths, 300);
+    assert.deepEqual(
+      (await backend.limits.list({ userId: user })).map((l) => [l.id, l.usedHundredths]),
+      [[limit.id, 500]],
+    );
+    await backend.limits.remove(limit.id, { userId: user });
+    assert.deepEqual(await backend.limits.list({ userId: user }), []);
+    await backend.credits.consume({ userId: user, feature: "image" });
+  });
+});
+
 describe("reserve → settle/release around a streamed completion", () => {
   let userId: string;
   before(async () => {

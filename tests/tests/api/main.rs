@@ -14,6 +14,7 @@ mod function_length;
 mod hidden_plans;
 mod host_returns;
 mod host_tokens;
+mod limits;
 mod offers;
 mod ownership;
 mod plan_change_invoices;

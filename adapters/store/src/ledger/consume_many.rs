@@ -689,7 +689,8 @@ fn member_of(
 
 /// The users' balances with their spendable lots, in one statement; with [`Lock::Rows`], the
 /// balance rows locked in user order on PostgreSQL (`FOR UPDATE OF b`: the balance rows only;
-/// the lots are serialized by them).
+/// the lots are serialized by them). A run with an account that has spend limits fails here:
+/// its commands run alone, on the path that counts limits (`super::spend::consume`).
 async fn balances_with_lots<C: ConnectionTrait>(
     tx: &C,
     users: &BTreeSet<&str>,
@@ -700,7 +701,7 @@ async fn balances_with_lots<C: ConnectionTrait>(
     // `NOT g.expired`: see `postings::lock_balance_with_lots` (keeps SQLite on the per-user lot
     // index).
     let sql = format!(
-        "SELECT b.account_id, b.balance_hundredths, b.transaction_count, g.id, \
+        "SELECT b.account_id, b.balance_hundredths, b.transaction_count, b.limit_count, g.id, \
          g.remaining_hundredths, g.expires_at, g.granted_at FROM credit_balances b LEFT JOIN credit_grants g \
          ON g.account_id = b.account_id AND NOT g.expired AND g.remaining_hundredths > 0 \
          WHERE {users} ORDER BY b.account_id{}",
@@ -716,6 +717,10 @@ async fn balances_with_lots<C: ConnectionTrait>(
         let user: String = row.try_get("", "account_id")?;
         let hundredths: i64 = row.try_get("", "balance_hundredths")?;
         let count: i64 = row.try_get("", "transaction_count")?;
+        // An account with spend limits spends on the one-by-one path, which counts them.
+        if row.try_get::<i32>("", "limit_count")? > 0 {
+            return Err(Fail::Retry("an account of the run has spend limits"));
+        }
         balances
             .entry(user.clone())
             .or_insert_with(|| Balance::read(hundredths, count));
@@ -901,7 +906,9 @@ fn insert_part(postgres: bool, first: usize, fresh: &[Fresh<'_>]) -> Result<Part
 }
 
 /// The users' decrements, each conditional on the balance row still holding the balance and
-/// transaction count the run read (parameters from `$first`); returns the part and how many
+/// transaction count the run read, and on the account having no spend limits (a limit made
+/// since the read, or since the writer remembered the row, fails the run: see
+/// [`balances_with_lots`]) (parameters from `$first`); returns the part and how many
 /// balances it must change. (Under the locked read nothing else can have changed them; on the
 /// unlocked path this is what tells a run that something moved since its read.)
 fn debit_part(postgres: bool, first: usize, balances: &Balances) -> (Part, usize) {
@@ -945,7 +952,7 @@ fn debit_part(postgres: bool, first: usize, balances: &Balances) -> (Part, usize
         "UPDATE credit_balances SET balance_hundredths = balance_hundredths - d.amount, \
          transaction_count = transaction_count + d.n, updated_at = d.at \
          FROM d WHERE {gate}account_id = d.uid AND balance_hundredths = d.was \
-         AND transaction_count = d.was_n AND balance_hundredths >= d.amount \
+         AND transaction_count = d.was_n AND limit_count = 0 AND balance_hundredths >= d.amount \
          RETURNING account_id, balance_hundredths"
     );
     (

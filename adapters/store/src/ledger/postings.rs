@@ -65,12 +65,25 @@ pub(crate) async fn lock_balance(
     tx: &DatabaseTransaction,
     user: &AccountId,
 ) -> Result<Credits, Fail> {
+    Ok(lock_balance_limited(tx, user).await?.0)
+}
+
+/// [`lock_balance`], and whether the account has spend limits (`credit_balances.limit_count`).
+pub(crate) async fn lock_balance_limited(
+    tx: &DatabaseTransaction,
+    user: &AccountId,
+) -> Result<(Credits, bool), Fail> {
     let sql = format!(
-        "SELECT balance_hundredths FROM credit_balances WHERE account_id = $1{}",
+        "SELECT balance_hundredths, limit_count FROM credit_balances WHERE account_id = $1{}",
         sql::for_update(tx)
     );
-    let balance = sql::one_i64(tx, &sql, vec![user.as_str().into()], "balance_hundredths").await?;
-    credits(balance.unwrap_or(0))
+    let row = sql::rows(tx, &sql, vec![user.as_str().into()]).await?;
+    let Some(row) = row.first() else {
+        return Ok((Credits::ZERO, false));
+    };
+    let balance: i64 = row.try_get("", "balance_hundredths")?;
+    let limits: i32 = row.try_get("", "limit_count")?;
+    Ok((credits(balance)?, limits > 0))
 }
 
 /// The balance and the user's spendable lots in one statement, with the balance row locked as
@@ -81,6 +94,16 @@ pub(crate) async fn lock_balance_with_lots(
     tx: &DatabaseTransaction,
     user: &AccountId,
 ) -> Result<(Credits, Vec<GrantLot>), Fail> {
+    let (balance, lots, _) = lock_balance_lots_limited(tx, user).await?;
+    Ok((balance, lots))
+}
+
+/// [`lock_balance_with_lots`], and whether the account has spend limits
+/// (`credit_balances.limit_count`, on the row read anyway).
+pub(crate) async fn lock_balance_lots_limited(
+    tx: &DatabaseTransaction,
+    user: &AccountId,
+) -> Result<(Credits, Vec<GrantLot>, bool), Fail> {
     // `NOT g.expired`, not `g.expired = FALSE`: SQLite would take the equality for the better
     // index and walk every unexpired lot of every user (credit_grants_due) instead of this
     // user's.
@@ -89,20 +112,22 @@ pub(crate) async fn lock_balance_with_lots(
         _ => "",
     };
     let sql = format!(
-        "SELECT b.balance_hundredths, g.id, g.remaining_hundredths, g.expires_at, g.granted_at \
-         FROM credit_balances b LEFT JOIN credit_grants g ON g.account_id = b.account_id \
+        "SELECT b.balance_hundredths, b.limit_count, g.id, g.remaining_hundredths, g.expires_at, \
+         g.granted_at FROM credit_balances b LEFT JOIN credit_grants g ON g.account_id = b.account_id \
          AND NOT g.expired AND g.remaining_hundredths > 0 WHERE b.account_id = $1{lock}"
     );
     let rows = sql::rows(tx, &sql, vec![user.as_str().into()]).await?;
     let mut balance = 0;
+    let mut limits: i32 = 0;
     let mut lots = Vec::new();
     for row in rows {
         balance = row.try_get("", "balance_hundredths")?;
+        limits = row.try_get("", "limit_count")?;
         if row.try_get::<Option<i64>>("", "id")?.is_some() {
             lots.push(LotRow::from_query_result(&row, "")?.into_domain()?);
         }
     }
-    Ok((credits(balance)?, lots))
+    Ok((credits(balance)?, lots, limits > 0))
 }
 
 /// Add `amount`: one upsert that also counts the transaction; returns the balance after it.

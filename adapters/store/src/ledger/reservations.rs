@@ -20,6 +20,7 @@ use sea_orm::{DatabaseTransaction, FromQueryResult};
 use super::postings::{self, Posting};
 use super::{Spent, spend};
 use crate::accounts;
+use crate::limits;
 use crate::opt_in::Wanted;
 use application::host_events;
 
@@ -73,9 +74,10 @@ pub(crate) async fn reserve(
     let Some(row) = insert(tx, c, window).await? else {
         return Err(id_taken(tx, c).await?);
     };
-    let balance = match balance {
-        Some(balance) => balance,
-        None => postings::lock_balance(tx, &c.account_id).await?,
+    let (balance, limit_counts) = match counted_by_limits(tx, c, balance).await? {
+        Ok(counted) => counted,
+        // The reservation's row is undone with the rest.
+        Err(refusal) => return Ok(End::Rollback(Spent::Refused(refusal))),
     };
     let hold = (
         TransactionKind::ReservationHold,
@@ -95,6 +97,7 @@ pub(crate) async fn reserve(
     if let Some((member, count, _)) = counted {
         accounts::write_count(tx, &c.account_id, member, count).await?;
     }
+    limits::record_hold(tx, &c.reservation_id, &limit_counts).await?;
     let context = UsageContext {
         reservation_id: Some(c.reservation_id.clone()),
         ..c.context.clone()
@@ -162,7 +165,7 @@ async fn earlier_reservation(
 /// the window it counted in (`None` without a limit): after the balance row, one lock order for
 /// every spend, and before the hold is inserted with the window it counts in.
 type MemberHold<'a> = (
-    Option<Credits>,
+    Option<(Credits, bool)>,
     Option<(&'a UserId, WindowCount, Option<Timestamp>)>,
 );
 
@@ -173,7 +176,7 @@ async fn member_hold<'a>(
     let Some(member) = &c.member_id else {
         return Ok(Ok((None, None)));
     };
-    let balance = postings::lock_balance(tx, &c.account_id).await?;
+    let balance = postings::lock_balance_limited(tx, &c.account_id).await?;
     match spend::count_member_spend(tx, &c.account_id, member, c.amount, c.now).await? {
         Ok((count, window)) => Ok(Ok((Some(balance), Some((member, count, window))))),
         // A concurrent request with this key may have committed while this one waited for the
@@ -182,6 +185,25 @@ async fn member_hold<'a>(
             .await?
             .unwrap_or(Spent::Refused(refusal)))),
     }
+}
+
+/// The balance (locked now unless the member's hold locked it) and what the hold counted
+/// against the account's limits, after the balance row and the member's; or the refusal of a
+/// hard limit.
+async fn counted_by_limits(
+    tx: &DatabaseTransaction,
+    c: &ReserveCommand,
+    locked: Option<(Credits, bool)>,
+) -> Result<Result<(Credits, Vec<limits::LimitCount>), Refusal>, Fail> {
+    let (balance, limited) = match locked {
+        Some(locked) => locked,
+        None => postings::lock_balance_limited(tx, &c.account_id).await?,
+    };
+    let feature = c.context.feature.as_deref();
+    let within = (&c.account_id, limited);
+    Ok(limits::count(tx, within, feature, c.amount, c.now)
+        .await?
+        .map(|counts| (balance, counts)))
 }
 
 /// Insert the pending reservation and return its row; `None` when its id or key is taken.
@@ -401,7 +423,7 @@ pub(crate) async fn settle(
         return Ok(End::Rollback(Resolution::NotFound));
     };
     // Whose it is to resolve first: someone else learns nothing of it, not even its status.
-    let (available, lots) = postings::lock_balance_with_lots(tx, user).await?;
+    let (available, lots, limited) = postings::lock_balance_lots_limited(tx, user).await?;
     let Some(holder) = holder(tx, (user, by), &r, counted_in).await? else {
         return Ok(End::Rollback(Resolution::NotFound));
     };
@@ -414,7 +436,10 @@ pub(crate) async fn settle(
         }
         other => return Ok(End::Rollback(Resolution::AlreadyResolved(other.code()))),
     }
-    let s = settlement(r.held, actual, ceiling(holder.as_ref(), available, now));
+    let feature = r.context.feature.as_deref();
+    let room = limits::room(tx, (user, limited), feature, now).await?;
+    let most = ceiling(holder.as_ref(), available, now);
+    let s = settlement(r.held, actual, room.map_or(most, |room| most.min(room)));
     let mut written = None;
     if s.amount.hundredths() != 0 {
         let kind = TransactionKind::ReservationSettle;
@@ -437,6 +462,7 @@ pub(crate) async fn settle(
         h.recount(tx, user, |m| settled_count(m, h, (r.held, s.charged), now))
             .await?;
     }
+    settle_limits(tx, (user, limited), &r, s.charged, now).await?;
     let settled = set_status(
         tx,
         &r,
@@ -453,6 +479,35 @@ pub(crate) async fn settle(
         Outbox::write_one(tx, event, events).await?;
     }
     Ok(End::Commit(Resolution::Done(settled, Replay::Fresh)))
+}
+
+/// The account's limits after `r` settled for `charged`: the unused part goes back to the
+/// buckets the hold counted in; an overrun is a new spend now, within the room the settle's
+/// ceiling left (a refusal here is a disagreement: the settle fails whole).
+async fn settle_limits(
+    tx: &DatabaseTransaction,
+    within: (&AccountId, bool),
+    r: &Reservation,
+    charged: Credits,
+    now: Timestamp,
+) -> Result<(), Fail> {
+    match charged.checked_sub(r.held) {
+        Ok(over) if !over.is_zero() => {
+            limits::give_back_hold(tx, &r.id, Some(Credits::ZERO)).await?;
+            let feature = r.context.feature.as_deref();
+            if let Err(refusal) = limits::count(tx, within, feature, over, now).await? {
+                return Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
+                    "a settle of {} within its room was refused: {refusal:?}",
+                    r.id
+                ))));
+            }
+            Ok(())
+        }
+        _ => {
+            let unused = r.held.checked_sub(charged).unwrap_or(Credits::ZERO);
+            limits::give_back_hold(tx, &r.id, Some(unused)).await
+        }
+    }
 }
 
 /// Release (or, for the expiry sweep, expire) a pending hold: the whole hold returns.
@@ -492,6 +547,7 @@ pub(crate) async fn release(
         now,
     };
     let returned = postings::post_increase(tx, &posting).await?;
+    limits::give_back_hold(tx, &r.id, None).await?;
     if let Some(h) = &holder {
         h.recount(tx, user, |m| {
             give_back(m.limit, m.count, h.counted_in, r.held, now)

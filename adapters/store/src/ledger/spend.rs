@@ -16,6 +16,7 @@ use super::Spent;
 use super::grants::{self, NewGrant};
 use super::postings::{self, Posting};
 use crate::accounts;
+use crate::limits;
 use crate::opt_in::Wanted;
 use application::host_events;
 
@@ -43,13 +44,20 @@ pub(crate) async fn consume(
     if let Some(seen) = replay(tx, c).await? {
         return Ok(End::Rollback(seen));
     }
-    let (balance, lots) = postings::lock_balance_with_lots(tx, &c.account_id).await?;
+    let (balance, lots, limited) = postings::lock_balance_lots_limited(tx, &c.account_id).await?;
     // A team's member: their membership and limit, read after the balance row (one lock order
-    // for every spend), decided before the balance.
+    // for every spend), decided before the balance; then the account's limits.
     let counted = match member_counted(tx, c).await? {
         Ok(counted) => counted,
         Err(refused) => return Ok(End::Rollback(refused)),
     };
+    let feature = c.context.feature.as_deref();
+    let within = (&c.account_id, limited);
+    if let Err(refusal) = limits::count(tx, within, feature, c.amount, c.now).await? {
+        return Ok(End::Rollback(
+            replay(tx, c).await?.unwrap_or(Spent::Refused(refusal)),
+        ));
+    }
     let spend = (
         TransactionKind::Consumption,
         c.amount,

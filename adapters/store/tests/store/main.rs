@@ -18,6 +18,7 @@ mod group_commit;
 mod host_events;
 mod key_audit;
 mod ledger;
+mod limits;
 mod orders;
 mod plans;
 mod reports;

@@ -2,7 +2,7 @@
 //! whole or dropped whole.
 
 use async_trait::async_trait;
-use domain::{Plan, Timestamp};
+use domain::{Credits, Plan, Timestamp};
 
 use super::{InMemoryStore, State, admin::push_audit, apply_event_parts, keep_entitlements};
 use crate::ports::{
@@ -110,6 +110,11 @@ fn ledger_op(s: &mut State, op: &LedgerOp) -> Result<LedgerOutcome, ApplyError> 
                 super::teams::member_spend(s, &c.account_id, member, c.amount, c.now)?;
             }
             let (tx, replay) = s.ledger.consume(c)?;
+            // A replay counts nothing again (a refusal drops the whole draft).
+            if replay == crate::ports::Replay::Fresh {
+                let feature = c.context.feature.as_deref();
+                super::limits::count(s, &c.account_id, feature, c.amount, c.now)?;
+            }
             LedgerOutcome::Spent(tx, replay)
         }
         LedgerOp::Reserve(c) => {
@@ -125,6 +130,11 @@ fn ledger_op(s: &mut State, op: &LedgerOp) -> Result<LedgerOutcome, ApplyError> 
                 super::teams::member_spend(s, &c.account_id, member, c.amount, c.now)?;
             }
             let (r, replay) = s.ledger.reserve(c)?;
+            if replay == crate::ports::Replay::Fresh {
+                let feature = c.context.feature.as_deref();
+                let counted = super::limits::count(s, &c.account_id, feature, c.amount, c.now)?;
+                s.hold_limit_counts.insert(r.id.clone(), counted);
+            }
             LedgerOutcome::Held(r, replay)
         }
         LedgerOp::Settle {
@@ -133,35 +143,56 @@ fn ledger_op(s: &mut State, op: &LedgerOp) -> Result<LedgerOutcome, ApplyError> 
             id,
             actual,
             now,
-        } => {
-            let (r, replay) = s
-                .ledger
-                .settle(account, member.as_ref(), id, *actual, *now)?;
-            LedgerOutcome::Held(r, replay)
-        }
+        } => settle(s, (account, member.as_ref()), id, *actual, *now)?,
         LedgerOp::Release {
             account,
             member,
             id,
             now,
-        } => {
-            let held = s.ledger.pending_hold(account, id);
-            let (r, replay) = s.ledger.release(
-                account,
-                member.as_ref(),
-                id,
-                *now,
-                ReservationStatus::Released,
-            )?;
-            if let (Some(hold), crate::ports::Replay::Fresh) = (held, replay)
-                && let Some(holder) = &hold.member_id
-                && let Some(window) = super::teams::window_of(s, account, holder, hold.created_at)
-            {
-                super::teams::member_give_back(s, account, holder, window, hold.held, *now);
-            }
-            LedgerOutcome::Held(r, replay)
-        }
+        } => release(s, (account, member.as_ref()), id, *now)?,
     })
+}
+
+/// A settle on `s`: the unused part of the hold goes back to the limits it counted against.
+fn settle(
+    s: &mut State,
+    (account, member): (&domain::AccountId, Option<&domain::UserId>),
+    id: &domain::ReservationId,
+    actual: Credits,
+    now: Timestamp,
+) -> Result<LedgerOutcome, ApplyError> {
+    let (r, replay) = s.ledger.settle(account, member, id, actual, now)?;
+    if let (ReservationStatus::Settled { charged, .. }, crate::ports::Replay::Fresh) =
+        (&r.status, replay)
+    {
+        let unused = r.held.checked_sub(*charged).unwrap_or(Credits::ZERO);
+        super::limits::give_back(s, id, Some(unused));
+    }
+    Ok(LedgerOutcome::Held(r, replay))
+}
+
+/// A release on `s`: the whole hold goes back to the limits and the member's window it counted
+/// in.
+fn release(
+    s: &mut State,
+    (account, member): (&domain::AccountId, Option<&domain::UserId>),
+    id: &domain::ReservationId,
+    now: Timestamp,
+) -> Result<LedgerOutcome, ApplyError> {
+    let held = s.ledger.pending_hold(account, id);
+    let (r, replay) = s
+        .ledger
+        .release(account, member, id, now, ReservationStatus::Released)?;
+    if replay == crate::ports::Replay::Fresh {
+        super::limits::give_back(s, id, None);
+    }
+    if let (Some(hold), crate::ports::Replay::Fresh) = (held, replay)
+        && let Some(holder) = &hold.member_id
+        && let Some(window) = super::teams::window_of(s, account, holder, hold.created_at)
+    {
+        super::teams::member_give_back(s, account, holder, window, hold.held, now);
+    }
+    Ok(LedgerOutcome::Held(r, replay))
 }
 
 /// Every part of `set` on `s` (the caller keeps or drops `s` whole). This fake keeps no host

@@ -1,0 +1,450 @@
+//! Spend limits: the limits themselves ([`SpendLimitStore`]) and what a spend does to them in its
+//! own transaction (count, give back, the room a settle may take).
+//!
+//! Every move of a limit's buckets happens after the account's balance row is locked (the lock
+//! every spend of the account takes first), so a spend decides on buckets no concurrent spend
+//! can move, on several instances alike. Making or removing a limit changes
+//! `credit_balances.limit_count` under the same lock: a spend learns from the balance row it
+//! locks whether it has limits to read, and a grouped spend that compared the row before writing
+//! sees it moved.
+
+use application::ports::{
+    AddLimitError, NewSpendLimit, Refusal, SpendLimitRecord, SpendLimitStore, StoreError,
+};
+use async_trait::async_trait;
+use domain::{
+    AccountId, Bucket, Credits, Enforcement, LimitOwner, LimitReached, MAX_LIMITS_PER_ACCOUNT,
+    ReservationId, SpendLimit, SpendLimitId, SpendWindow, Timestamp, UserId,
+};
+use sea_orm::{ConnectionTrait, DatabaseTransaction, QueryResult};
+
+use crate::SeaOrmStore;
+use crate::retry::Fail;
+use crate::rows::corrupt;
+use crate::sql::{self, End};
+
+/// How far back a read of buckets reaches: every window is at most 31 days long (a month, or
+/// a rolling window of [`domain::MAX_ROLLING_HOURS`]), so 32 days covers them all.
+const REACH_MS: i64 = 32 * 86_400_000;
+
+const LIMIT_COLUMNS: &str = "l.id, l.account_id, l.feature, l.limit_window, l.rolling_hours, \
+     l.credits_hundredths, l.enforcement, l.created_by, l.created_at, u.bucket_start, \
+     u.spent_hundredths";
+
+/// The limits of `account` (those a spend of `feature` counts against when `feature` is
+/// `Some`: the account's own and that feature's), oldest first, with their buckets from 32 days
+/// before `now`.
+async fn read<C: ConnectionTrait>(
+    conn: &C,
+    account: &AccountId,
+    feature: Option<Option<&str>>,
+    now: Timestamp,
+) -> Result<Vec<SpendLimitRecord>, Fail> {
+    let mut values = vec![
+        account.as_str().into(),
+        now.plus_millis(-REACH_MS).unix_millis().into(),
+    ];
+    let only = match feature {
+        None => "",
+        Some(None) => " AND l.feature IS NULL",
+        Some(Some(f)) => {
+            values.push(f.into());
+            " AND (l.feature IS NULL OR l.feature = $3)"
+        }
+    };
+    let sql = format!(
+        "SELECT {LIMIT_COLUMNS} FROM spend_limits l LEFT JOIN spend_limit_usage u \
+         ON u.limit_id = l.id AND u.bucket_start >= $2 WHERE l.account_id = $1{only} \
+         ORDER BY l.created_at, l.id, u.bucket_start"
+    );
+    let mut limits: Vec<SpendLimitRecord> = Vec::new();
+    for row in sql::rows(conn, &sql, values).await? {
+        let id: String = row.try_get("", "id")?;
+        if limits.last().is_none_or(|l| l.id.as_str() != id) {
+            limits.push(record(&row, &id)?);
+        }
+        let start: Option<i64> = row.try_get("", "bucket_start")?;
+        let spent: Option<i64> = row.try_get("", "spent_hundredths")?;
+        if let (Some(start), Some(spent), Some(limit)) = (start, spent, limits.last_mut()) {
+            let spent = Credits::from_hundredths(spent)
+                .map_err(|e| corrupt("spend_limit_usage", &id, e))?;
+            limit.buckets.push(Bucket {
+                start: Timestamp::from_unix_millis(start),
+                spent,
+            });
+        }
+    }
+    Ok(limits)
+}
+
+/// A limit's row, without its buckets.
+fn record(row: &QueryResult, id: &str) -> Result<SpendLimitRecord, Fail> {
+    let bad = |what: String| Fail::Store(corrupt("spend_limits", id, what));
+    let window: String = row.try_get("", "limit_window")?;
+    let hours: Option<i32> = row.try_get("", "rolling_hours")?;
+    let hours = hours
+        .map(u32::try_from)
+        .transpose()
+        .map_err(|e| bad(e.to_string()))?;
+    let window = SpendWindow::parse(&window, hours).map_err(|e| bad(e.to_string()))?;
+    let enforcement: String = row.try_get("", "enforcement")?;
+    let enforcement = Enforcement::parse(&enforcement)
+        .ok_or_else(|| bad(format!("enforcement {enforcement}")))?;
+    let credits: i64 = row.try_get("", "credits_hundredths")?;
+    let credits = Credits::from_hundredths(credits).map_err(|e| bad(e.to_string()))?;
+    let account: String = row.try_get("", "account_id")?;
+    let created_by: Option<String> = row.try_get("", "created_by")?;
+    Ok(SpendLimitRecord {
+        id: SpendLimitId::new(id).map_err(|e| bad(e.to_string()))?,
+        account_id: AccountId::new(account).map_err(|e| bad(e.to_string()))?,
+        feature: row.try_get("", "feature")?,
+        limit: SpendLimit {
+            credits,
+            window,
+            enforcement,
+        },
+        created_by: created_by
+            .map(UserId::new)
+            .transpose()
+            .map_err(|e| bad(e.to_string()))?,
+        created_at: Timestamp::from_unix_millis(row.try_get("", "created_at")?),
+        buckets: Vec::new(),
+    })
+}
+
+/// What one limit counted of a spend.
+#[derive(Debug, Clone)]
+pub(crate) struct LimitCount {
+    /// The limit.
+    pub(crate) id: SpendLimitId,
+    /// The bucket.
+    pub(crate) bucket: Timestamp,
+    /// How much.
+    pub(crate) amount: Credits,
+}
+
+/// The refusal of a spend by a hard limit of the account.
+fn reached(record: &SpendLimitRecord, refusal: domain::LimitRefusal) -> Refusal {
+    Refusal::LimitReached(LimitReached {
+        owner: LimitOwner::Account {
+            id: record.id.clone(),
+            feature: record.feature.clone(),
+        },
+        credits: record.limit.credits,
+        window: record.limit.window,
+        left: refusal.left,
+        resets_at: refusal.resets_at,
+    })
+}
+
+/// Count a spend of `amount` of `feature` by `account` at `now` against every limit it falls
+/// under ([`SpendLimit::count`]), writing the counts: what was counted, or the refusal of a
+/// hard limit it would pass (nothing written; of several, the one with the least left).
+/// `limited`: whether the locked balance row says the account has limits (none read if not).
+pub(crate) async fn count(
+    tx: &DatabaseTransaction,
+    (account, limited): (&AccountId, bool),
+    feature: Option<&str>,
+    amount: Credits,
+    now: Timestamp,
+) -> Result<Result<Vec<LimitCount>, Refusal>, Fail> {
+    if !limited {
+        return Ok(Ok(Vec::new()));
+    }
+    let limits = read(tx, account, Some(feature), now).await?;
+    let mut counted = Vec::with_capacity(limits.len());
+    let mut refused: Option<(&SpendLimitRecord, domain::LimitRefusal)> = None;
+    for record in &limits {
+        match record.limit.count(&record.buckets, amount, now) {
+            Ok(c) => counted.push(LimitCount {
+                id: record.id.clone(),
+                bucket: c.bucket,
+                amount,
+            }),
+            Err(r) => {
+                if refused.as_ref().is_none_or(|(_, was)| r.left < was.left) {
+                    refused = Some((record, r));
+                }
+            }
+        }
+    }
+    if let Some((record, refusal)) = refused {
+        return Ok(Err(reached(record, refusal)));
+    }
+    add(tx, &counted).await?;
+    Ok(Ok(counted))
+}
+
+/// The most a settle at `now` may take past its hold under the account's hard limits that a
+/// spend of `feature` falls under (`None`: no hard limit bounds it).
+pub(crate) async fn room(
+    tx: &DatabaseTransaction,
+    (account, limited): (&AccountId, bool),
+    feature: Option<&str>,
+    now: Timestamp,
+) -> Result<Option<Credits>, Fail> {
+    if !limited {
+        return Ok(None);
+    }
+    let limits = read(tx, account, Some(feature), now).await?;
+    Ok(limits
+        .iter()
+        .filter_map(|l| l.limit.room(&l.buckets, now))
+        .min())
+}
+
+/// Add `counted` to their buckets: one statement.
+async fn add(tx: &DatabaseTransaction, counted: &[LimitCount]) -> Result<(), Fail> {
+    if counted.is_empty() {
+        return Ok(());
+    }
+    let mut rows = Vec::with_capacity(counted.len());
+    let mut values = Vec::with_capacity(counted.len() * 3);
+    for (i, c) in counted.iter().enumerate() {
+        rows.push(format!("(${}, ${}, ${})", 3 * i + 1, 3 * i + 2, 3 * i + 3));
+        values.push(c.id.as_str().into());
+        values.push(c.bucket.unix_millis().into());
+        values.push(c.amount.hundredths().into());
+    }
+    let sql = format!(
+        "INSERT INTO spend_limit_usage (limit_id, bucket_start, spent_hundredths) VALUES {} \
+         ON CONFLICT (limit_id, bucket_start) DO UPDATE SET \
+         spent_hundredths = spend_limit_usage.spent_hundredths + excluded.spent_hundredths",
+        rows.join(", ")
+    );
+    sql::execute(tx, &sql, values).await?;
+    Ok(())
+}
+
+/// Remember what a hold counted, for its release or settle.
+pub(crate) async fn record_hold(
+    tx: &DatabaseTransaction,
+    hold: &ReservationId,
+    counted: &[LimitCount],
+) -> Result<(), Fail> {
+    for c in counted {
+        let sql = "INSERT INTO reservation_limit_counts \
+                   (reservation_id, limit_id, bucket_start, counted_hundredths) VALUES ($1, $2, $3, $4)";
+        let values = vec![
+            hold.as_str().into(),
+            c.id.as_str().into(),
+            c.bucket.unix_millis().into(),
+            c.amount.hundredths().into(),
+        ];
+        sql::execute(tx, sql, values).await?;
+    }
+    Ok(())
+}
+
+/// Give back to the buckets a hold counted in: all of each count (`None`: a release or a
+/// lapse), or at most `unused` of each (a settle for less than the hold). The hold's counts are
+/// then forgotten (a hold is resolved once). A limit removed since gets nothing back.
+pub(crate) async fn give_back_hold(
+    tx: &DatabaseTransaction,
+    hold: &ReservationId,
+    unused: Option<Credits>,
+) -> Result<(), Fail> {
+    let sql = "SELECT limit_id, bucket_start, counted_hundredths FROM reservation_limit_counts \
+               WHERE reservation_id = $1";
+    let rows = sql::rows(tx, sql, vec![hold.as_str().into()]).await?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    for row in rows {
+        let limit: String = row.try_get("", "limit_id")?;
+        let bucket: i64 = row.try_get("", "bucket_start")?;
+        let counted: i64 = row.try_get("", "counted_hundredths")?;
+        let back = unused.map_or(counted, |u| u.hundredths().min(counted));
+        let sql = "UPDATE spend_limit_usage SET spent_hundredths = CASE \
+                   WHEN spent_hundredths > $3 THEN spent_hundredths - $3 ELSE 0 END \
+                   WHERE limit_id = $1 AND bucket_start = $2";
+        sql::execute(tx, sql, vec![limit.into(), bucket.into(), back.into()]).await?;
+    }
+    let sql = "DELETE FROM reservation_limit_counts WHERE reservation_id = $1";
+    sql::execute(tx, sql, vec![hold.as_str().into()]).await?;
+    Ok(())
+}
+
+/// Lock `account`'s balance row (created empty if it has none): the lock every spend of the
+/// account takes first.
+async fn lock_balance_row(
+    tx: &DatabaseTransaction,
+    account: &AccountId,
+    now: Timestamp,
+) -> Result<(), Fail> {
+    let sql = "INSERT INTO credit_balances (account_id, balance_hundredths, transaction_count, \
+               updated_at) VALUES ($1, 0, 0, $2) ON CONFLICT (account_id) DO UPDATE \
+               SET limit_count = credit_balances.limit_count";
+    let values = vec![account.as_str().into(), now.unix_millis().into()];
+    sql::execute(tx, sql, values).await?;
+    Ok(())
+}
+
+/// Move the locked balance row's `limit_count` by `delta`.
+async fn count_limits(
+    tx: &DatabaseTransaction,
+    account: &AccountId,
+    delta: i64,
+) -> Result<(), Fail> {
+    let sql = "UPDATE credit_balances SET limit_count = limit_count + $2 WHERE account_id = $1";
+    sql::execute(tx, sql, vec![account.as_str().into(), delta.into()]).await?;
+    Ok(())
+}
+
+#[async_trait]
+impl SpendLimitStore for SeaOrmStore {
+    async fn spend_limits(
+        &self,
+        account: &AccountId,
+        now: Timestamp,
+    ) -> Result<Vec<SpendLimitRecord>, StoreError> {
+        self.retry
+            .run("spend_limits", || async {
+                read(&self.db, account, None, now).await
+            })
+            .await
+    }
+
+    async fn add_spend_limit(
+        &self,
+        new: &NewSpendLimit,
+    ) -> Result<SpendLimitRecord, AddLimitError> {
+        let added = self
+            .retry
+            .run("add_spend_limit", || async {
+                let (_turn, tx) = self.begin_write().await?;
+                let body = async {
+                    lock_balance_row(&tx, &new.account_id, new.now).await?;
+                    let sql = "SELECT COUNT(*) AS n FROM spend_limits WHERE account_id = $1";
+                    let values = vec![new.account_id.as_str().into()];
+                    let n = sql::one_i64(&tx, sql, values, "n").await?.unwrap_or(0);
+                    if usize::try_from(n).unwrap_or(usize::MAX) >= MAX_LIMITS_PER_ACCOUNT {
+                        return Ok(End::Rollback(None));
+                    }
+                    insert(&tx, new).await?;
+                    seed(&tx, new).await?;
+                    count_limits(&tx, &new.account_id, 1).await?;
+                    let limits = read(&tx, &new.account_id, None, new.now).await?;
+                    let record = limits.into_iter().find(|l| l.id == new.id).ok_or_else(|| {
+                        StoreError::Unexpected(anyhow::anyhow!("the limit just added"))
+                    })?;
+                    Ok(End::Commit(Some(record)))
+                }
+                .await;
+                sql::finish(tx, body).await
+            })
+            .await?;
+        added.ok_or(AddLimitError::TooMany(MAX_LIMITS_PER_ACCOUNT))
+    }
+
+    async fn remove_spend_limit(
+        &self,
+        account: &AccountId,
+        id: &SpendLimitId,
+    ) -> Result<bool, StoreError> {
+        self.retry
+            .run("remove_spend_limit", || async {
+                let (_turn, tx) = self.begin_write().await?;
+                let body = async {
+                    // The balance row first, as every spend takes it (an account without
+                    // one has no limits).
+                    count_limits(&tx, account, 0).await?;
+                    let values = vec![id.as_str().into(), account.as_str().into()];
+                    // Explicitly, not by the cascade: SQLite enforces it only with foreign keys on.
+                    let sql = "DELETE FROM spend_limit_usage WHERE limit_id = \
+                               (SELECT id FROM spend_limits WHERE id = $1 AND account_id = $2)";
+                    sql::execute(&tx, sql, values.clone()).await?;
+                    let sql = "DELETE FROM spend_limits WHERE id = $1 AND account_id = $2";
+                    if sql::execute(&tx, sql, values).await? == 0 {
+                        return Ok(End::Rollback(false));
+                    }
+                    count_limits(&tx, account, -1).await?;
+                    Ok(End::Commit(true))
+                }
+                .await;
+                sql::finish(tx, body).await
+            })
+            .await
+    }
+}
+
+/// Start a new limit from what its window already spent ([`domain::spend_limit::seed`]), read
+/// under the balance row's lock: the ledger's consumptions, and holds (their settles and
+/// releases at the hold's time) of the window and feature; the holds still pending are
+/// remembered as counted, so that their release gives back.
+async fn seed(tx: &DatabaseTransaction, new: &NewSpendLimit) -> Result<(), Fail> {
+    let from = new.limit.window.counts_from(new.now).unix_millis();
+    let mut values = vec![new.account_id.as_str().into(), from.into()];
+    let feature = match &new.feature {
+        Some(f) => {
+            values.push(f.as_str().into());
+            " AND t.feature = $3"
+        }
+        None => "",
+    };
+    let sql = format!(
+        "SELECT COALESCE(r.created_at, t.created_at) AS at, t.amount_hundredths AS amount \
+         FROM credit_transactions t LEFT JOIN credit_reservations r ON r.id = t.reservation_id \
+         WHERE t.account_id = $1 AND t.created_at >= $2 AND t.kind IN ('consumption', \
+         'reservation_hold', 'reservation_settle', 'reservation_release'){feature}"
+    );
+    let mut spends = Vec::new();
+    for row in sql::rows(tx, &sql, values.clone()).await? {
+        let at: i64 = row.try_get("", "at")?;
+        let amount: i64 = row.try_get("", "amount")?;
+        spends.push((Timestamp::from_unix_millis(at), amount.saturating_neg()));
+    }
+    let buckets = domain::spend_limit::seed(new.limit.window, &spends, new.now);
+    let counted: Vec<LimitCount> = buckets
+        .iter()
+        .map(|b| LimitCount {
+            id: new.id.clone(),
+            bucket: b.start,
+            amount: b.spent,
+        })
+        .collect();
+    add(tx, &counted).await?;
+    let feature = feature.replace("t.", "");
+    let sql = format!(
+        "SELECT id, held_hundredths, created_at FROM credit_reservations \
+         WHERE account_id = $1 AND created_at >= $2 AND status = 'pending'{feature}"
+    );
+    for row in sql::rows(tx, &sql, values).await? {
+        let id: String = row.try_get("", "id")?;
+        let held: i64 = row.try_get("", "held_hundredths")?;
+        let at: i64 = row.try_get("", "created_at")?;
+        let hold = ReservationId::new(id.clone())
+            .map_err(|e| Fail::Store(corrupt("credit_reservations", &id, e)))?;
+        let count = LimitCount {
+            id: new.id.clone(),
+            bucket: new.limit.window.bucket_of(Timestamp::from_unix_millis(at)),
+            amount: Credits::from_hundredths(held)
+                .map_err(|e| Fail::Store(corrupt("credit_reservations", &id, e)))?,
+        };
+        record_hold(tx, &hold, &[count]).await?;
+    }
+    Ok(())
+}
+
+async fn insert(tx: &DatabaseTransaction, new: &NewSpendLimit) -> Result<(), Fail> {
+    let sql = "INSERT INTO spend_limits (id, account_id, feature, limit_window, rolling_hours, \
+               credits_hundredths, enforcement, created_by, created_at) \
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+    let hours = new.limit.window.rolling_hours().map(i64::from);
+    let values = vec![
+        new.id.as_str().into(),
+        new.account_id.as_str().into(),
+        new.feature.clone().into(),
+        new.limit.window.code().into(),
+        hours.into(),
+        new.limit.credits.hundredths().into(),
+        new.limit.enforcement.code().into(),
+        new.created_by
+            .as_ref()
+            .map(|u| u.as_str().to_owned())
+            .into(),
+        new.now.unix_millis().into(),
+    ];
+    sql::execute(tx, sql, values).await?;
+    Ok(())
+}

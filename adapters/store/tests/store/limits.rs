@@ -1,0 +1,348 @@
+//! Spend limits on an account: counted in the spend's own transaction, holds included, each
+//! window across its reset, exact under concurrency, on both databases, group commit off and on.
+
+use application::ports::{
+    AddLimitError, ConsumeCommand, CreditLedger, GrantCommand, GrantSource, IdempotencyRecord,
+    NewSpendLimit, ReservationStatus, ReserveCommand, SpendError, SpendLimitStore, UsageContext,
+    Writes,
+};
+use domain::{
+    AccountId, Enforcement, LimitOwner, MAX_LIMITS_PER_ACCOUNT, ReservationId, SpendLimit,
+    SpendLimitId, SpendWindow, Timestamp,
+};
+
+use crate::support::{TestStore, c, concurrency_tests, contract_tests, t, user};
+
+/// 2026-11-29T15:30:00Z (a Sunday).
+const NOW: i64 = 1_795_966_200_000;
+const HOUR: i64 = 3_600_000;
+
+async fn funded(store: &TestStore, id: &str, whole: i64) -> AccountId {
+    let u = user(store, id).await;
+    let account = AccountId::personal(&u);
+    let grant = GrantCommand {
+        account_id: account.clone(),
+        amount: c(whole * 100),
+        source: GrantSource::Admin(format!("fund-{id}")),
+        expires_at: None,
+        now: t(NOW - 30 * 24 * HOUR),
+    };
+    store.grant(&grant).await.expect("fund");
+    account
+}
+
+async fn limit(
+    store: &TestStore,
+    account: &AccountId,
+    (id, feature): (&str, Option<&str>),
+    (whole, window): (i64, SpendWindow),
+    at: i64,
+) -> SpendLimitId {
+    let new = NewSpendLimit {
+        id: SpendLimitId::new(id).unwrap(),
+        account_id: account.clone(),
+        feature: feature.map(str::to_owned),
+        limit: SpendLimit {
+            credits: c(whole * 100),
+            window,
+            enforcement: Enforcement::Hard,
+        },
+        created_by: None,
+        now: t(at),
+    };
+    store.add_spend_limit(&new).await.expect("add limit").id
+}
+
+fn usage(feature: &str) -> UsageContext {
+    UsageContext {
+        feature: Some(feature.into()),
+        ..UsageContext::default()
+    }
+}
+
+fn spend(account: &AccountId, (whole, feature): (i64, &str), key: &str, at: i64) -> ConsumeCommand {
+    ConsumeCommand {
+        account_id: account.clone(),
+        member_id: None,
+        amount: c(whole * 100),
+        idempotency: IdempotencyRecord {
+            key: domain::IdempotencyKey::new(key).unwrap(),
+            request_hash: format!("{key}:{whole}"),
+        },
+        context: usage(feature),
+        now: t(at),
+        low_balance_below: None,
+    }
+}
+
+fn hold(account: &AccountId, whole: i64, id: &str, at: i64) -> ReserveCommand {
+    ReserveCommand {
+        reservation_id: ReservationId::new(id).unwrap(),
+        account_id: account.clone(),
+        member_id: None,
+        amount: c(whole * 100),
+        idempotency: IdempotencyRecord {
+            key: domain::IdempotencyKey::new(id).unwrap(),
+            request_hash: format!("{id}:{whole}"),
+        },
+        context: usage("chat"),
+        now: t(at),
+        expires_at: t(at + HOUR),
+        low_balance_below: None,
+    }
+}
+
+/// What `id` counted in its window at `at`.
+async fn used(store: &TestStore, account: &AccountId, id: &SpendLimitId, at: i64) -> i64 {
+    let limits = store.spend_limits(account, t(at)).await.unwrap();
+    let l = limits.iter().find(|l| &l.id == id).expect("the limit");
+    l.limit.standing(&l.buckets, t(at)).used.hundredths()
+}
+
+/// The refusal of a spend by an account limit: (its id, what is left, when it resets).
+fn refused(result: Result<impl std::fmt::Debug, SpendError>) -> (SpendLimitId, i64, Timestamp) {
+    match result {
+        Err(SpendError::LimitReached(r)) => match r.owner {
+            LimitOwner::Account { id, .. } => (id, r.left.hundredths(), r.resets_at),
+            LimitOwner::Member => panic!("a member's limit: {r:?}"),
+        },
+        other => panic!("not refused by a limit: {other:?}"),
+    }
+}
+
+/// A daily limit refuses the spend that would pass it, naming what is left and the next
+/// midnight, and counts again from zero the next day; an idempotent retry replays.
+pub async fn a_daily_limit_refuses_past_it_and_resets_at_midnight(store: &TestStore) {
+    let ada = funded(store, "ada", 100).await;
+    let day = limit(store, &ada, ("lim_day", None), (10, SpendWindow::Day), NOW).await;
+    store
+        .consume(&spend(&ada, (6, "chat"), "k1", NOW))
+        .await
+        .unwrap();
+    let (id, left, resets) = refused(store.consume(&spend(&ada, (5, "chat"), "k2", NOW)).await);
+    assert_eq!((id, left), (day.clone(), 400));
+    assert_eq!(resets, t(1_795_996_800_000), "2026-11-30T00:00:00Z");
+    // The refusal wrote nothing; a retry of the first spend replays, within the limit.
+    assert_eq!(store.balance(&ada).await.unwrap(), c(9_400));
+    store
+        .consume(&spend(&ada, (6, "chat"), "k1", NOW))
+        .await
+        .unwrap();
+    store
+        .consume(&spend(&ada, (4, "chat"), "k3", NOW))
+        .await
+        .unwrap();
+    assert_eq!(used(store, &ada, &day, NOW).await, 1_000);
+    refused(store.consume(&spend(&ada, (1, "chat"), "k4", NOW)).await);
+    // Tomorrow counts from zero.
+    let tomorrow = 1_795_996_800_000;
+    store
+        .consume(&spend(&ada, (10, "chat"), "k5", tomorrow))
+        .await
+        .unwrap();
+    assert_eq!(used(store, &ada, &day, tomorrow).await, 1_000);
+}
+
+/// Each window kind across its reset: an hour at the top of the next hour, a week on Monday
+/// 00:00 UTC, a month on the 1st, a rolling window when its oldest hour leaves it.
+pub async fn each_window_resets_when_it_says(store: &TestStore) {
+    let cases = [
+        ("hour", SpendWindow::Hour, 1_795_968_000_000),
+        ("week", SpendWindow::Week, 1_795_996_800_000),
+        ("month", SpendWindow::Month, 1_796_083_200_000),
+        (
+            "roll",
+            SpendWindow::Rolling { hours: 5 },
+            NOW - 1_800_000 + 5 * HOUR,
+        ),
+    ];
+    for (name, window, reset) in cases {
+        let account = funded(store, name, 100).await;
+        let lim = limit(
+            store,
+            &account,
+            (&format!("lim_{name}"), None),
+            (5, window),
+            NOW,
+        )
+        .await;
+        let key = |k: &str| format!("{name}-{k}");
+        store
+            .consume(&spend(&account, (5, "chat"), &key("a"), NOW))
+            .await
+            .unwrap();
+        let (_, left, resets) = refused(
+            store
+                .consume(&spend(&account, (1, "chat"), &key("b"), NOW))
+                .await,
+        );
+        assert_eq!((left, resets), (0, t(reset)), "{name}");
+        let (_, _, _) = refused(
+            store
+                .consume(&spend(&account, (1, "chat"), &key("c"), reset - 1))
+                .await,
+        );
+        store
+            .consume(&spend(&account, (5, "chat"), &key("d"), reset))
+            .await
+            .unwrap_or_else(|e| panic!("{name} after its reset: {e:?}"));
+        assert_eq!(used(store, &account, &lim, reset).await, 500, "{name}");
+    }
+}
+
+/// A hold counts while held: a release gives it all back, a settle for less the unused part,
+/// and an overrun is taken only within what the limit leaves.
+pub async fn holds_count_while_held_and_give_back_when_resolved(store: &TestStore) {
+    let ada = funded(store, "ada", 100).await;
+    let day = limit(store, &ada, ("lim_day", None), (10, SpendWindow::Day), NOW).await;
+    store.reserve(&hold(&ada, 8, "r1", NOW)).await.unwrap();
+    refused(store.consume(&spend(&ada, (3, "chat"), "k1", NOW)).await);
+    let r1 = ReservationId::new("r1").unwrap();
+    store.release((&ada, None), &r1, t(NOW)).await.unwrap();
+    assert_eq!(used(store, &ada, &day, NOW).await, 0);
+    store.reserve(&hold(&ada, 6, "r2", NOW)).await.unwrap();
+    let r2 = ReservationId::new("r2").unwrap();
+    store
+        .settle((&ada, None), &r2, c(200), t(NOW))
+        .await
+        .unwrap();
+    assert_eq!(used(store, &ada, &day, NOW).await, 200);
+    // A hold of 5 settled for 12: the overrun takes what the limit leaves (3), no more.
+    store.reserve(&hold(&ada, 5, "r3", NOW)).await.unwrap();
+    let r3 = ReservationId::new("r3").unwrap();
+    let (settled, _) = store
+        .settle((&ada, None), &r3, c(1_200), t(NOW))
+        .await
+        .unwrap();
+    let ReservationStatus::Settled { charged, .. } = settled.status else {
+        panic!("{settled:?}")
+    };
+    assert_eq!(charged, c(800));
+    assert_eq!(used(store, &ada, &day, NOW).await, 1_000);
+    assert_eq!(store.balance(&ada).await.unwrap(), c(10_000 - 1_000));
+}
+
+/// A limit of one feature counts that feature's spends alone; the account's counts them all.
+pub async fn a_feature_limit_counts_its_feature_alone(store: &TestStore) {
+    let ada = funded(store, "ada", 100).await;
+    let images = limit(
+        store,
+        &ada,
+        ("lim_img", Some("image")),
+        (3, SpendWindow::Day),
+        NOW,
+    )
+    .await;
+    let all = limit(store, &ada, ("lim_all", None), (20, SpendWindow::Day), NOW).await;
+    store
+        .consume(&spend(&ada, (3, "image"), "k1", NOW))
+        .await
+        .unwrap();
+    let (id, _, _) = refused(store.consume(&spend(&ada, (1, "image"), "k2", NOW)).await);
+    assert_eq!(id, images);
+    store
+        .consume(&spend(&ada, (10, "chat"), "k3", NOW))
+        .await
+        .unwrap();
+    assert_eq!(used(store, &ada, &images, NOW).await, 300);
+    assert_eq!(used(store, &ada, &all, NOW).await, 1_300);
+    let (id, left, _) = refused(store.consume(&spend(&ada, (8, "chat"), "k4", NOW)).await);
+    assert_eq!((id, left), (all, 700));
+}
+
+/// A limit made mid-window starts from what the window already spent (pending holds included,
+/// given back when released); a removed limit counts nothing; an account carries at most
+/// [`MAX_LIMITS_PER_ACCOUNT`].
+pub async fn a_new_limit_counts_its_window_so_far_and_a_removed_one_nothing(store: &TestStore) {
+    let ada = funded(store, "ada", 100).await;
+    store
+        .consume(&spend(&ada, (4, "chat"), "k1", NOW - 2 * HOUR))
+        .await
+        .unwrap();
+    store
+        .reserve(&hold(&ada, 3, "r1", NOW - HOUR))
+        .await
+        .unwrap();
+    let day = limit(store, &ada, ("lim_day", None), (10, SpendWindow::Day), NOW).await;
+    assert_eq!(used(store, &ada, &day, NOW).await, 700);
+    let r1 = ReservationId::new("r1").unwrap();
+    store.release((&ada, None), &r1, t(NOW)).await.unwrap();
+    assert_eq!(used(store, &ada, &day, NOW).await, 400);
+    refused(store.consume(&spend(&ada, (7, "chat"), "k2", NOW)).await);
+    assert!(store.remove_spend_limit(&ada, &day).await.unwrap());
+    assert!(!store.remove_spend_limit(&ada, &day).await.unwrap());
+    store
+        .consume(&spend(&ada, (7, "chat"), "k2", NOW))
+        .await
+        .unwrap();
+    for i in 0..MAX_LIMITS_PER_ACCOUNT {
+        let id = format!("lim_{i}");
+        limit(store, &ada, (&id, None), (1_000, SpendWindow::Month), NOW).await;
+    }
+    let one_more = NewSpendLimit {
+        id: SpendLimitId::new("lim_more").unwrap(),
+        account_id: ada.clone(),
+        feature: None,
+        limit: SpendLimit {
+            credits: c(100),
+            window: SpendWindow::Hour,
+            enforcement: Enforcement::Hard,
+        },
+        created_by: None,
+        now: t(NOW),
+    };
+    assert!(matches!(
+        store.add_spend_limit(&one_more).await,
+        Err(AddLimitError::TooMany(_))
+    ));
+}
+
+/// Many spends and holds of one account at once, on several connections (and through the
+/// group-commit writer when it is on): the daily limit is never passed by one hundredth.
+pub async fn a_limit_is_never_passed_under_concurrency(store: &TestStore) {
+    let ada = funded(store, "ada", 1_000).await;
+    let day = limit(store, &ada, ("lim_day", None), (50, SpendWindow::Day), NOW).await;
+    let mut tasks = Vec::new();
+    for k in 0..48 {
+        let store = (**store).clone();
+        let ada = ada.clone();
+        tasks.push(tokio::spawn(async move {
+            if k % 4 == 0 {
+                store
+                    .reserve(&hold(&ada, 3, &format!("r{k}"), NOW))
+                    .await
+                    .map(drop)
+            } else {
+                store
+                    .consume(&spend(&ada, (3, "chat"), &format!("k{k}"), NOW))
+                    .await
+                    .map(drop)
+            }
+        }));
+    }
+    let mut passed = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(()) => passed += 1,
+            Err(SpendError::LimitReached(_)) => {}
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(passed, 16, "50 credits hold 16 spends of 3");
+    assert_eq!(used(store, &ada, &day, NOW).await, 4_800);
+    assert_eq!(store.balance(&ada).await.unwrap(), c(100_000 - 4_800));
+}
+
+contract_tests!(
+    a_daily_limit_refuses_past_it_and_resets_at_midnight,
+    each_window_resets_when_it_says,
+    holds_count_while_held_and_give_back_when_resolved,
+    a_feature_limit_counts_its_feature_alone,
+    a_new_limit_counts_its_window_so_far_and_a_removed_one_nothing,
+);
+
+mod concurrency {
+    use super::*;
+
+    concurrency_tests!(a_limit_is_never_passed_under_concurrency);
+}

@@ -1,0 +1,91 @@
+//! Spend limits on an account: what the store keeps of them.
+//!
+//! The store checks an account's limits in the spend's own transaction (see
+//! [`domain::spend_limit`] for what counts and when); these are the reads and writes of the
+//! limits themselves.
+
+use async_trait::async_trait;
+use domain::{AccountId, Bucket, SpendLimit, SpendLimitId, Timestamp, UserId};
+
+use super::StoreError;
+
+/// A limit as stored, with what it counted in the buckets of its current window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpendLimitRecord {
+    /// Its id.
+    pub id: SpendLimitId,
+    /// The account it limits.
+    pub account_id: AccountId,
+    /// The one feature it counts (`None`: every spend of the account).
+    pub feature: Option<String>,
+    /// The limit.
+    pub limit: SpendLimit,
+    /// Who made it (`None`: an operator or the app's backend).
+    pub created_by: Option<UserId>,
+    /// When.
+    pub created_at: Timestamp,
+    /// What it counted in the buckets of its window as of the read.
+    pub buckets: Vec<Bucket>,
+}
+
+/// A limit to add to an account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSpendLimit {
+    /// Its id.
+    pub id: SpendLimitId,
+    /// The account.
+    pub account_id: AccountId,
+    /// The one feature it counts, if any.
+    pub feature: Option<String>,
+    /// The limit.
+    pub limit: SpendLimit,
+    /// Who makes it.
+    pub created_by: Option<UserId>,
+    /// Now.
+    pub now: Timestamp,
+}
+
+/// Why a limit was not added.
+#[derive(Debug, thiserror::Error)]
+pub enum AddLimitError {
+    /// The account already carries [`domain::MAX_LIMITS_PER_ACCOUNT`] limits.
+    #[error("the account already has {0} limits")]
+    TooMany(usize),
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// An account's spend limits.
+#[async_trait]
+pub trait SpendLimitStore: Send + Sync + 'static {
+    /// The limits of `account`, oldest first, with their buckets inside their windows at `now`.
+    ///
+    /// # Errors
+    /// Storage failures; [`StoreError::Corrupt`] for an invalid row.
+    async fn spend_limits(
+        &self,
+        account: &AccountId,
+        now: Timestamp,
+    ) -> Result<Vec<SpendLimitRecord>, StoreError>;
+
+    /// Add a limit, counting from nothing: in one transaction with the account's balance row
+    /// locked (the spends in flight finish first, those after it count against it), refused
+    /// past [`domain::MAX_LIMITS_PER_ACCOUNT`].
+    ///
+    /// # Errors
+    /// [`AddLimitError::TooMany`]; storage failures.
+    async fn add_spend_limit(&self, new: &NewSpendLimit)
+    -> Result<SpendLimitRecord, AddLimitError>;
+
+    /// Remove a limit of `account`, with what it counted; `false` when it has no such limit.
+    /// Holds it counted give nothing back to it once it is gone.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn remove_spend_limit(
+        &self,
+        account: &AccountId,
+        id: &SpendLimitId,
+    ) -> Result<bool, StoreError>;
+}

@@ -1,0 +1,148 @@
+//! Spend limits in memory, counted by the same rules as the SQL store
+//! ([`domain::SpendLimit::count`]): a consumption and a hold count when taken, a release and a
+//! settle for less give back to the bucket the hold counted in. (An overrun at settle is not
+//! counted here: this fake's settles never take more than the hold.)
+
+use async_trait::async_trait;
+use domain::{
+    AccountId, Bucket, Credits, LimitOwner, LimitReached, MAX_LIMITS_PER_ACCOUNT, ReservationId,
+    SpendLimitId, Timestamp,
+};
+
+use super::{InMemoryStore, State, lock};
+use crate::ports::{
+    AddLimitError, ApplyError, NewSpendLimit, Refusal, SpendLimitRecord, SpendLimitStore,
+    StoreError,
+};
+
+/// What a hold counted: (limit, bucket, amount).
+pub(super) type HoldCounts = Vec<(SpendLimitId, Timestamp, Credits)>;
+
+fn add(buckets: &mut Vec<Bucket>, start: Timestamp, amount: Credits) {
+    match buckets.iter_mut().find(|b| b.start == start) {
+        Some(b) => b.spent = b.spent.checked_add(amount).unwrap_or(Credits::MAX),
+        None => buckets.push(Bucket {
+            start,
+            spent: amount,
+        }),
+    }
+}
+
+/// Count a spend of `amount` of `feature` against every limit of `account` it falls under:
+/// what it counted, or the refusal of the first hard limit it would pass (nothing counted).
+pub(super) fn count(
+    s: &mut State,
+    account: &AccountId,
+    feature: Option<&str>,
+    amount: Credits,
+    now: Timestamp,
+) -> Result<HoldCounts, ApplyError> {
+    let mut counted = Vec::new();
+    for record in s.spend_limits.values() {
+        if &record.account_id != account
+            || record
+                .feature
+                .as_deref()
+                .is_some_and(|f| Some(f) != feature)
+        {
+            continue;
+        }
+        let c = record
+            .limit
+            .count(&record.buckets, amount, now)
+            .map_err(|refusal| {
+                ApplyError::Refused(Refusal::LimitReached(LimitReached {
+                    owner: LimitOwner::Account {
+                        id: record.id.clone(),
+                        feature: record.feature.clone(),
+                    },
+                    credits: record.limit.credits,
+                    window: record.limit.window,
+                    left: refusal.left,
+                    resets_at: refusal.resets_at,
+                }))
+            })?;
+        counted.push((record.id.clone(), c.bucket, amount));
+    }
+    for (id, bucket, amount) in &counted {
+        if let Some(record) = s.spend_limits.get_mut(id) {
+            add(&mut record.buckets, *bucket, *amount);
+        }
+    }
+    Ok(counted)
+}
+
+/// Give back what `hold` counted (all of it, or `part` of each count).
+pub(super) fn give_back(s: &mut State, hold: &ReservationId, part: Option<Credits>) {
+    let Some(counts) = s.hold_limit_counts.remove(hold) else {
+        return;
+    };
+    for (id, bucket, amount) in counts {
+        let back = part.map_or(amount, |p| p.min(amount));
+        if let Some(record) = s.spend_limits.get_mut(&id)
+            && let Some(b) = record.buckets.iter_mut().find(|b| b.start == bucket)
+        {
+            b.spent = domain::spend_limit::given_back(b.spent, back);
+        }
+    }
+}
+
+#[async_trait]
+impl SpendLimitStore for InMemoryStore {
+    async fn spend_limits(
+        &self,
+        account: &AccountId,
+        _now: Timestamp,
+    ) -> Result<Vec<SpendLimitRecord>, StoreError> {
+        let s = lock(&self.0);
+        let mut limits: Vec<SpendLimitRecord> = s
+            .spend_limits
+            .values()
+            .filter(|r| &r.account_id == account)
+            .cloned()
+            .collect();
+        limits.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        Ok(limits)
+    }
+
+    async fn add_spend_limit(
+        &self,
+        new: &NewSpendLimit,
+    ) -> Result<SpendLimitRecord, AddLimitError> {
+        let mut s = lock(&self.0);
+        let n = s
+            .spend_limits
+            .values()
+            .filter(|r| r.account_id == new.account_id)
+            .count();
+        if n >= MAX_LIMITS_PER_ACCOUNT {
+            return Err(AddLimitError::TooMany(MAX_LIMITS_PER_ACCOUNT));
+        }
+        let record = SpendLimitRecord {
+            id: new.id.clone(),
+            account_id: new.account_id.clone(),
+            feature: new.feature.clone(),
+            limit: new.limit,
+            created_by: new.created_by.clone(),
+            created_at: new.now,
+            buckets: Vec::new(),
+        };
+        s.spend_limits.insert(new.id.clone(), record.clone());
+        Ok(record)
+    }
+
+    async fn remove_spend_limit(
+        &self,
+        account: &AccountId,
+        id: &SpendLimitId,
+    ) -> Result<bool, StoreError> {
+        let mut s = lock(&self.0);
+        match s.spend_limits.get(id) {
+            Some(r) if &r.account_id == account => {
+                s.spend_limits.remove(id);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+}

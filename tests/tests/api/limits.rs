@@ -1,0 +1,174 @@
+//! Spend limits through HTTP: an owner sets a limit on their account, a spend that would pass it
+//! is `402 limit_reached` naming the limit, what is left and when it resets, holds count while
+//! held, `GET /api/limits` shows the usage, and only owners and admins change limits.
+
+use serde_json::{Value, json};
+use tests::{TestApp, spawn_app_with_admin};
+
+const LIMITS: &str = "/api/limits";
+const CONSUME: &str = "/api/credits/consume";
+
+async fn delete(app: &TestApp, token: &str, path: &str) -> (u16, Value) {
+    let response = app
+        .client
+        .delete(format!("{}{path}", app.address))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("delete");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+fn code(answer: &(u16, Value)) -> (u16, Option<&str>) {
+    (answer.0, answer.1["code"].as_str())
+}
+
+#[tokio::test]
+async fn a_limit_refuses_the_spend_past_it_and_shows_its_usage() {
+    let (app, admin) = spawn_app_with_admin(|_| {}).await;
+    let (ada, token) = app.user("ada@example.com").await;
+    let grant = json!({"amount": "100", "reason": "test"});
+    let fund = format!("/api/admin/accounts/{ada}/credits");
+    assert_eq!(app.post(&admin, &fund, &grant, Some("f1")).await.0, 200);
+
+    // Malformed limits are 422 naming the field.
+    for (body, field) in [
+        (json!({"credits": "12", "window": "fortnight"}), "window"),
+        (
+            json!({"credits": "12", "window": "rolling"}),
+            "rollingHours",
+        ),
+        (
+            json!({"credits": "12", "window": "day", "rollingHours": 5}),
+            "rollingHours",
+        ),
+        (json!({"credits": "0", "window": "day"}), "credits"),
+        (json!({"credits": "1.001", "window": "day"}), "credits"),
+        (
+            json!({"credits": "12", "window": "day", "enforcement": "maybe"}),
+            "enforcement",
+        ),
+    ] {
+        let answer = app.post(&token, LIMITS, &body, None).await;
+        assert_eq!(code(&answer), (422, Some("validation_failed")), "{body}");
+        assert_eq!(answer.1["errors"][0]["field"], field, "{}", answer.1);
+    }
+
+    let body = json!({"credits": "12", "window": "day"});
+    let (status, limit) = app.post(&token, LIMITS, &body, None).await;
+    assert_eq!(status, 201, "{limit}");
+    assert_eq!(limit["enforcement"], "hard");
+    assert_eq!(limit["usedHundredths"], 0);
+    assert!(
+        limit["resetsAt"]
+            .as_str()
+            .unwrap()
+            .ends_with("T00:00:00.000Z"),
+        "{limit}"
+    );
+    let id = limit["id"].as_str().expect("id").to_owned();
+
+    let image = json!({"userId": ada, "feature": "image"});
+    let backend = app.api_key(&admin, &["credits:consume"]).await;
+    for key in ["s1", "s2"] {
+        let (status, spent) = app.post(&backend, CONSUME, &image, Some(key)).await;
+        assert_eq!(status, 201, "{spent}");
+    }
+    let refused = app.post(&backend, CONSUME, &image, Some("s3")).await;
+    assert_eq!(
+        code(&refused),
+        (402, Some("limit_reached")),
+        "{}",
+        refused.1
+    );
+    let named = &refused.1["limit"];
+    assert_eq!(named["scope"], "account");
+    assert_eq!(named["id"], id.as_str());
+    assert_eq!(named["window"], "day");
+    assert_eq!(named["leftHundredths"], 200);
+    assert_eq!(named["resetsAt"], limit["resetsAt"]);
+    // A retry of an earlier spend replays; a hold past the limit is refused too.
+    assert_eq!(app.post(&backend, CONSUME, &image, Some("s1")).await.0, 201);
+    let hold = app
+        .post(&backend, "/api/credits/reservations", &image, Some("r1"))
+        .await;
+    assert_eq!(code(&hold), (402, Some("limit_reached")), "{}", hold.1);
+    assert_eq!(app.balance_hundredths(&token).await, 9_000);
+
+    let (status, listed) = app.get(&token, LIMITS).await;
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["items"][0]["usedHundredths"], 1_000);
+    assert_eq!(listed["items"][0]["left"], "2.00");
+
+    // Removed, it refuses nothing; removed twice, it is not found.
+    let path = format!("{LIMITS}/{id}");
+    assert_eq!(delete(&app, &token, &path).await.0, 204);
+    assert_eq!(
+        code(&delete(&app, &token, &path).await),
+        (404, Some("limit_not_found"))
+    );
+    assert_eq!(app.post(&backend, CONSUME, &image, Some("s3")).await.0, 201);
+    let (_, listed) = app.get(&token, LIMITS).await;
+    assert_eq!(listed["items"], json!([]));
+}
+
+#[tokio::test]
+async fn owners_and_admins_change_a_team_s_limits_and_its_members_read_them() {
+    let (app, admin) = spawn_app_with_admin(|_| {}).await;
+    let (_, ada_token) = app.user("ada@example.com").await;
+    let (bob, bob_token) = app.user("bob@example.com").await;
+    let (status, team) = app
+        .post(&ada_token, "/api/accounts", &json!({"name": "Acme"}), None)
+        .await;
+    assert_eq!(status, 201, "{team}");
+    let team = team["id"].as_str().expect("id").to_owned();
+    let members = format!("/api/accounts/{team}/members");
+    let added = app
+        .post(&ada_token, &members, &json!({"memberId": bob}), None)
+        .await;
+    assert_eq!(added.0, 201, "{}", added.1);
+
+    let on_team = format!("{LIMITS}?accountId={team}");
+    let rolling =
+        json!({"credits": "50", "window": "rolling", "rollingHours": 5, "feature": "image"});
+    let answer = app.post(&bob_token, &on_team, &rolling, None).await;
+    assert_eq!(code(&answer), (403, Some("not_billing_manager")));
+    let (status, limit) = app.post(&ada_token, &on_team, &rolling, None).await;
+    assert_eq!(status, 201, "{limit}");
+    assert_eq!(
+        (&limit["window"], &limit["rollingHours"], &limit["feature"]),
+        (&json!("rolling"), &json!(5), &json!("image"))
+    );
+    let (status, listed) = app.get(&bob_token, &on_team).await;
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["items"][0]["accountId"], team.as_str());
+    let path = format!(
+        "{LIMITS}/{}?accountId={team}",
+        limit["id"].as_str().unwrap()
+    );
+    assert_eq!(
+        code(&delete(&app, &bob_token, &path).await),
+        (403, Some("not_billing_manager"))
+    );
+
+    // An API key reads with credits:read for a member; it changes with billing:write only.
+    let reader = app.api_key(&admin, &["credits:read"]).await;
+    let (status, _) = app.get(&reader, &format!("{on_team}&userId={bob}")).await;
+    assert_eq!(status, 200);
+    let answer = app
+        .post(&reader, &format!("{on_team}&userId={bob}"), &rolling, None)
+        .await;
+    assert_eq!(answer.0, 403, "{}", answer.1);
+    // Someone outside the team reads nothing of it.
+    let (_, eve_token) = app.user("eve@example.com").await;
+    assert_eq!(app.get(&eve_token, &on_team).await.0, 404);
+
+    // An account carries at most 20 limits.
+    let daily = json!({"credits": "1", "window": "hour"});
+    for _ in 1..20 {
+        assert_eq!(app.post(&ada_token, &on_team, &daily, None).await.0, 201);
+    }
+    let answer = app.post(&ada_token, &on_team, &daily, None).await;
+    assert_eq!(code(&answer), (422, Some("too_many_limits")));
+}
