@@ -11,9 +11,10 @@
 mod told;
 
 pub use told::{
-    HostEvent, HostEventData, MismatchTold, balance_alerts, consumed, credits_changed,
-    entitlements_changed, member_changed, mismatch, mismatch_of, order_changed, payment_event_told,
-    recorded_event_told, reservation_step, seats_exceeded, subscription_changed,
+    HostEvent, HostEventData, LimitTold, MismatchTold, balance_alerts, consumed, credits_changed,
+    entitlements_changed, limit_reached, member_changed, mismatch, mismatch_of, order_changed,
+    payment_event_told, recorded_event_told, reservation_step, seats_exceeded,
+    subscription_changed,
 };
 
 /// A type of event the host application can be told about.
@@ -75,6 +76,9 @@ pub enum HostEventKind {
     AccountMemberRemoved,
     /// A member's role changed.
     AccountMemberRoleChanged,
+    /// A spend brought an account's spend limit to its credits or past them (a hard limit's
+    /// window is now used up; a soft limit's is passed): once per crossing.
+    LimitReached,
     /// A user was not added to a team because its members fill its seats (its owners are told
     /// once per state: further refusals at the same seats and member count tell nothing).
     AccountSeatsExceeded,
@@ -82,7 +86,7 @@ pub enum HostEventKind {
 
 impl HostEventKind {
     /// Every type, in the order the documentation lists them.
-    pub const ALL: [HostEventKind; 27] = [
+    pub const ALL: [HostEventKind; 28] = [
         HostEventKind::OrderPaid,
         HostEventKind::OrderFailed,
         HostEventKind::OrderRefunded,
@@ -100,6 +104,7 @@ impl HostEventKind {
         HostEventKind::CreditsExpired,
         HostEventKind::CreditsLowBalance,
         HostEventKind::CreditsDepleted,
+        HostEventKind::LimitReached,
         HostEventKind::CreditsConsumed,
         HostEventKind::CreditsReserved,
         HostEventKind::CreditsSettled,
@@ -154,6 +159,7 @@ impl HostEventKind {
             HostEventKind::CreditsExpired => "credits.expired",
             HostEventKind::CreditsLowBalance => "credits.low_balance",
             HostEventKind::CreditsDepleted => "credits.depleted",
+            HostEventKind::LimitReached => "limit.reached",
             HostEventKind::CreditsConsumed => "credits.consumed",
             HostEventKind::CreditsReserved => "credits.reserved",
             HostEventKind::CreditsSettled => "credits.settled",

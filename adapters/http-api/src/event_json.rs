@@ -3,7 +3,7 @@
 //! shows orders, subscriptions, transactions and reservations with the API's own views. The
 //! wiring gives it to the store, which keeps the bytes it renders.
 
-use application::host_events::{HostEvent, HostEventData, MismatchTold};
+use application::host_events::{HostEvent, HostEventData, LimitTold, MismatchTold};
 use application::ports::HostEventEncoder;
 use domain::{Money, Order, OrderStatus};
 use poem_openapi::types::ToJSON;
@@ -104,6 +104,13 @@ fn fill(data: &mut Map<String, Value>, what: &HostEventData) {
             }
         }
         HostEventData::Mismatch(told) => mismatch(data, told),
+        HostEventData::LimitReached {
+            limit,
+            transaction: spend,
+        } => {
+            data.insert("limit".into(), limit_told(limit, &spend.account_id));
+            data.insert("transaction".into(), transaction(spend));
+        }
         HostEventData::Member {
             member,
             previous_role,
@@ -152,6 +159,36 @@ fn crossing(
         data.insert("thresholdHundredths".into(), json!(threshold.hundredths()));
     }
     data.insert("transaction".into(), transaction(spend));
+}
+
+/// A spend limit as `limit.reached` tells it: as `GET /api/limits` shows one, after the spend.
+fn limit_told(told: &LimitTold, account: &domain::AccountId) -> Value {
+    let limit = &told.limit;
+    let left = limit
+        .credits
+        .checked_sub(told.used)
+        .unwrap_or(domain::Credits::ZERO);
+    let mut shown = json!({
+        "id": told.id.to_string(),
+        "accountId": account.to_string(),
+        "window": limit.window.code(),
+        "enforcement": limit.enforcement.code(),
+        "credits": limit.credits.to_string(),
+        "creditsHundredths": limit.credits.hundredths(),
+        "used": told.used.to_string(),
+        "usedHundredths": told.used.hundredths(),
+        "left": left.to_string(),
+        "leftHundredths": left.hundredths(),
+        "resetsAt": timestamp(told.resets_at),
+        "createdAt": timestamp(told.created_at),
+    });
+    if let Some(feature) = &told.feature {
+        shown["feature"] = json!(feature);
+    }
+    if let Some(hours) = limit.window.rolling_hours() {
+        shown["rollingHours"] = json!(hours);
+    }
+    shown
 }
 
 /// A member change: the member's role now (as it was, for a removal), before, and who acted.

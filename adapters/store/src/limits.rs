@@ -8,8 +8,10 @@
 //! locks whether it has limits to read, and a grouped spend that compared the row before writing
 //! sees it moved.
 
+use application::host_events::{self, HostEvent, LimitTold};
 use application::ports::{
-    AddLimitError, NewSpendLimit, Refusal, SpendLimitRecord, SpendLimitStore, StoreError,
+    AddLimitError, CreditTransaction, NewSpendLimit, Refusal, SpendLimitRecord, SpendLimitStore,
+    StoreError,
 };
 use async_trait::async_trait;
 use domain::{
@@ -121,6 +123,42 @@ pub(crate) struct LimitCount {
     pub(crate) bucket: Timestamp,
     /// How much.
     pub(crate) amount: Credits,
+    /// When the spend took the limit to its credits or past them: what `limit.reached` tells.
+    pub(crate) crossed: Option<LimitTold>,
+}
+
+/// `limit.reached` of every limit `counted` took to its credits or past them, with `spend`.
+pub(crate) fn reached_events(counted: &[LimitCount], spend: &CreditTransaction) -> Vec<HostEvent> {
+    counted
+        .iter()
+        .filter_map(|c| c.crossed.clone())
+        .map(|told| host_events::limit_reached(told, spend))
+        .collect()
+}
+
+/// What `record` tells once a spend of `amount` in `bucket` crossed it at `now`.
+fn told_after(
+    record: &SpendLimitRecord,
+    (bucket, amount): (Timestamp, Credits),
+    now: Timestamp,
+) -> LimitTold {
+    let mut buckets = record.buckets.clone();
+    match buckets.iter_mut().find(|b| b.start == bucket) {
+        Some(b) => b.spent = b.spent.checked_add(amount).unwrap_or(Credits::MAX),
+        None => buckets.push(Bucket {
+            start: bucket,
+            spent: amount,
+        }),
+    }
+    let after = record.limit.standing(&buckets, now);
+    LimitTold {
+        id: record.id.clone(),
+        feature: record.feature.clone(),
+        limit: record.limit,
+        used: after.used,
+        resets_at: after.resets_at,
+        created_at: record.created_at,
+    }
 }
 
 /// The refusal of a spend by a hard limit of the account.
@@ -160,6 +198,9 @@ pub(crate) async fn count(
                 id: record.id.clone(),
                 bucket: c.bucket,
                 amount,
+                crossed: c
+                    .crossed
+                    .then(|| told_after(record, (c.bucket, amount), now)),
             }),
             Err(r) => {
                 if refused.as_ref().is_none_or(|(_, was)| r.left < was.left) {
@@ -401,6 +442,7 @@ async fn seed(tx: &DatabaseTransaction, new: &NewSpendLimit) -> Result<(), Fail>
             id: new.id.clone(),
             bucket: b.start,
             amount: b.spent,
+            crossed: None,
         })
         .collect();
     add(tx, &counted).await?;
@@ -420,6 +462,7 @@ async fn seed(tx: &DatabaseTransaction, new: &NewSpendLimit) -> Result<(), Fail>
             bucket: new.limit.window.bucket_of(Timestamp::from_unix_millis(at)),
             amount: Credits::from_hundredths(held)
                 .map_err(|e| Fail::Store(corrupt("credit_reservations", &id, e)))?,
+            crossed: None,
         };
         record_hold(tx, &hold, &[count]).await?;
     }

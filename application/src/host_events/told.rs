@@ -98,6 +98,13 @@ pub enum HostEventData {
         /// Who made the change (the member themself when they leave).
         by: UserId,
     },
+    /// A spend limit reached or passed, and the spend that took it there.
+    LimitReached {
+        /// The limit, and where it stands after the spend.
+        limit: LimitTold,
+        /// The spend: a consumption, a hold, or a settle's overrun.
+        transaction: CreditTransaction,
+    },
     /// A user a team had no seat for.
     SeatsExceeded {
         /// The team.
@@ -124,9 +131,9 @@ impl HostEventData {
                 Some(order.account_id())
             }
             HostEventData::Subscription { subscription, .. } => Some(subscription.account_id()),
-            HostEventData::Transaction(t) | HostEventData::Balance { transaction: t, .. } => {
-                Some(&t.account_id)
-            }
+            HostEventData::Transaction(t)
+            | HostEventData::Balance { transaction: t, .. }
+            | HostEventData::LimitReached { transaction: t, .. } => Some(&t.account_id),
             HostEventData::Reservation { reservation, .. } => Some(&reservation.account_id),
             HostEventData::Member { member, .. } => Some(&member.account_id),
             HostEventData::SeatsExceeded { account, .. }
@@ -139,13 +146,45 @@ impl HostEventData {
     #[must_use]
     pub fn member(&self) -> Option<&UserId> {
         match self {
-            HostEventData::Transaction(t) | HostEventData::Balance { transaction: t, .. } => {
-                t.member_id.as_ref()
-            }
+            HostEventData::Transaction(t)
+            | HostEventData::Balance { transaction: t, .. }
+            | HostEventData::LimitReached { transaction: t, .. } => t.member_id.as_ref(),
             HostEventData::Reservation { reservation, .. } => reservation.member_id.as_ref(),
             HostEventData::Member { member, .. } => Some(&member.user_id),
             _ => None,
         }
+    }
+}
+
+/// What `limit.reached` tells of the limit: which, and where it stands after the spend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitTold {
+    /// The limit's id.
+    pub id: domain::SpendLimitId,
+    /// The one feature it counts, if any.
+    pub feature: Option<String>,
+    /// The limit.
+    pub limit: domain::SpendLimit,
+    /// What its window counts after the spend.
+    pub used: Credits,
+    /// When headroom next comes back.
+    pub resets_at: Timestamp,
+    /// When the limit was made.
+    pub created_at: Timestamp,
+}
+
+/// `limit.reached` of a spend that took `limit` to its credits or past them.
+#[must_use]
+pub fn limit_reached(limit: LimitTold, spend: &CreditTransaction) -> HostEvent {
+    HostEvent {
+        kind: HostEventKind::LimitReached,
+        fact: format!("{}:{}:limit.reached", spend.id, limit.id),
+        user: spend.account_id.acting_user(spend.member_id.as_ref()),
+        data: HostEventData::LimitReached {
+            limit,
+            transaction: spend.clone(),
+        },
+        occurred_at: spend.created_at,
     }
 }
 

@@ -29,6 +29,7 @@ export const EVENT_TYPES = [
   "credits.expired",
   "credits.low_balance",
   "credits.depleted",
+  "limit.reached",
   "credits.consumed",
   "credits.reserved",
   "credits.settled",
@@ -135,6 +136,12 @@ export interface EventData {
     readonly thresholdHundredths: number;
   };
   "credits.depleted": BalanceFacts;
+  "limit.reached": {
+    /** The spend limit, as `GET /api/limits` shows it, after the spend that reached it. */
+    readonly limit: Schemas["SpendLimitView"];
+    /** The spend: a consumption, a reservation's hold, or a settle's overrun. */
+    readonly transaction: Schemas["TransactionView"];
+  };
   "credits.consumed": { readonly transaction: Schemas["TransactionView"] };
   "credits.reserved": ReservationFacts;
   "credits.settled": ReservationFacts;

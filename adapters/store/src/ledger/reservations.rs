@@ -114,6 +114,9 @@ pub(crate) async fn reserve(
     let hold = postings::post_decided(tx, &posting, decided).await?;
     let reservation = row.into_domain()?;
     tell_reserved(tx, (&reservation, &hold), c, wanted, events).await?;
+    Outbox::from(limits::reached_events(&limit_counts, &hold))
+        .write(tx, events)
+        .await?;
     Ok(End::Commit(Spent::Done((reservation, Replay::Fresh))))
 }
 
@@ -391,6 +394,19 @@ fn ceiling(holder: Option<&Holder<'_>>, available: Credits, now: Timestamp) -> C
     }
 }
 
+/// `most`, or less when the account's hard limits leave less room for a settle of `r` at `now`.
+async fn within_limits(
+    tx: &DatabaseTransaction,
+    within: (&AccountId, bool),
+    r: &Reservation,
+    most: Credits,
+    now: Timestamp,
+) -> Result<Credits, Fail> {
+    let feature = r.context.feature.as_deref();
+    let room = limits::room(tx, within, feature, now).await?;
+    Ok(room.map_or(most, |room| most.min(room)))
+}
+
 /// A member's count after their hold of `held` settled for `charged`: an overrun counts now
 /// (the ceiling left room for it); the unused part goes back to the window the hold counted in.
 fn settled_count(
@@ -436,33 +452,20 @@ pub(crate) async fn settle(
         }
         other => return Ok(End::Rollback(Resolution::AlreadyResolved(other.code()))),
     }
-    let feature = r.context.feature.as_deref();
-    let room = limits::room(tx, (user, limited), feature, now).await?;
     let most = ceiling(holder.as_ref(), available, now);
-    let s = settlement(r.held, actual, room.map_or(most, |room| most.min(room)));
-    let mut written = None;
-    if s.amount.hundredths() != 0 {
-        let kind = TransactionKind::ReservationSettle;
-        let decided = DecidedPosting::decide(available, kind, s.amount)
-            .map_err(|e| StoreError::Unexpected(anyhow::anyhow!("a settle of {id}: {e}")))?;
-        let context = resolve_context(&r);
-        let posting = Posting {
-            user,
-            member: r.member_id.as_ref(),
-            kind,
-            amount: s.amount,
-            context: &context,
-            key: None,
-            now,
-        };
-        written = Some(postings::post_decided(tx, &posting, decided).await?);
-    }
+    let s = settlement(
+        r.held,
+        actual,
+        within_limits(tx, (user, limited), &r, most, now).await?,
+    );
+    let written = post_settle(tx, (&r, s.amount), available, now).await?;
     postings::draw_from(tx, user, &lots, s.charged).await?;
     if let Some(h) = &holder {
         h.recount(tx, user, |m| settled_count(m, h, (r.held, s.charged), now))
             .await?;
     }
-    settle_limits(tx, (user, limited), &r, s.charged, now).await?;
+    let settled_for = (s.charged, written.as_ref());
+    settle_limits(tx, (user, limited), &r, settled_for, (now, events)).await?;
     let settled = set_status(
         tx,
         &r,
@@ -481,25 +484,59 @@ pub(crate) async fn settle(
     Ok(End::Commit(Resolution::Done(settled, Replay::Fresh)))
 }
 
+/// The settle's ledger transaction: the difference between what `r` held and what it charged
+/// (`amount`), decided on the `available` balance; nothing when it charged exactly the hold.
+async fn post_settle(
+    tx: &DatabaseTransaction,
+    (r, amount): (&Reservation, domain::CreditDelta),
+    available: Credits,
+    now: Timestamp,
+) -> Result<Option<CreditTransaction>, Fail> {
+    if amount.hundredths() == 0 {
+        return Ok(None);
+    }
+    let kind = TransactionKind::ReservationSettle;
+    let decided = DecidedPosting::decide(available, kind, amount)
+        .map_err(|e| StoreError::Unexpected(anyhow::anyhow!("a settle of {}: {e}", r.id)))?;
+    let context = resolve_context(r);
+    let posting = Posting {
+        user: &r.account_id,
+        member: r.member_id.as_ref(),
+        kind,
+        amount,
+        context: &context,
+        key: None,
+        now,
+    };
+    Ok(Some(postings::post_decided(tx, &posting, decided).await?))
+}
+
 /// The account's limits after `r` settled for `charged`: the unused part goes back to the
 /// buckets the hold counted in; an overrun is a new spend now, within the room the settle's
-/// ceiling left (a refusal here is a disagreement: the settle fails whole).
+/// ceiling left (a refusal here is a disagreement: the settle fails whole), told with the
+/// settle's transaction (`written`) when it reaches a limit.
 async fn settle_limits(
     tx: &DatabaseTransaction,
     within: (&AccountId, bool),
     r: &Reservation,
-    charged: Credits,
-    now: Timestamp,
+    (charged, written): (Credits, Option<&CreditTransaction>),
+    (now, events): (Timestamp, &Enc),
 ) -> Result<(), Fail> {
     match charged.checked_sub(r.held) {
         Ok(over) if !over.is_zero() => {
             limits::give_back_hold(tx, &r.id, Some(Credits::ZERO)).await?;
             let feature = r.context.feature.as_deref();
-            if let Err(refusal) = limits::count(tx, within, feature, over, now).await? {
-                return Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
-                    "a settle of {} within its room was refused: {refusal:?}",
-                    r.id
-                ))));
+            let counted = limits::count(tx, within, feature, over, now)
+                .await?
+                .map_err(|refusal| {
+                    Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
+                        "a settle of {} within its room was refused: {refusal:?}",
+                        r.id
+                    )))
+                })?;
+            if let Some(overrun) = written {
+                let told = limits::reached_events(&counted, overrun);
+                Outbox::from(told).write(tx, events).await?;
             }
             Ok(())
         }

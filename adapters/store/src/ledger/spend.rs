@@ -51,13 +51,10 @@ pub(crate) async fn consume(
         Ok(counted) => counted,
         Err(refused) => return Ok(End::Rollback(refused)),
     };
-    let feature = c.context.feature.as_deref();
-    let within = (&c.account_id, limited);
-    if let Err(refusal) = limits::count(tx, within, feature, c.amount, c.now).await? {
-        return Ok(End::Rollback(
-            replay(tx, c).await?.unwrap_or(Spent::Refused(refusal)),
-        ));
-    }
+    let limit_counts = match limits_counted(tx, c, limited).await? {
+        Ok(counts) => counts,
+        Err(answer) => return Ok(End::Rollback(answer)),
+    };
     let spend = (
         TransactionKind::Consumption,
         c.amount,
@@ -98,8 +95,25 @@ pub(crate) async fn consume(
         told.push(host_events::consumed(&written));
     }
     told.extend(host_events::balance_alerts(&written, c.low_balance_below));
+    told.extend(limits::reached_events(&limit_counts, &written));
     told.write(tx, events).await?;
     Ok(End::Commit(Spent::Done((written, Replay::Fresh))))
+}
+
+/// What `c` counts against its account's limits (`limited`: the balance row says it has some),
+/// or the answer when a hard limit refuses it: the refusal, unless a concurrent request with
+/// `c`'s key committed while this one waited for the rows (its outcome is the answer).
+async fn limits_counted(
+    tx: &DatabaseTransaction,
+    c: &ConsumeCommand,
+    limited: bool,
+) -> Result<Result<Vec<limits::LimitCount>, Spent<(CreditTransaction, Replay)>>, Fail> {
+    let feature = c.context.feature.as_deref();
+    let within = (&c.account_id, limited);
+    match limits::count(tx, within, feature, c.amount, c.now).await? {
+        Ok(counts) => Ok(Ok(counts)),
+        Err(refusal) => Ok(Err(replay(tx, c).await?.unwrap_or(Spent::Refused(refusal)))),
+    }
 }
 
 /// The domain's spending rule (`decide_spend`, the one the grouped paths take too) for a

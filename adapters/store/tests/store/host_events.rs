@@ -23,6 +23,7 @@ use application::testing::{
 use application::use_cases::credits::{ConsumeCredits, UsageRequest};
 use application::use_cases::initiate_payment::InitiatePayment;
 use application::use_cases::reconcile::ReconcileSettings;
+use application::use_cases::spend_limits::LimitDraft;
 use domain::entitlements::EntitlementDraft;
 use domain::{
     BillingPeriod, CreditDelta, Currency, IdempotencyKey, Money, OrderId, OrderStatus, Plan,
@@ -241,6 +242,59 @@ async fn told_since(store: &SeaOrmStore, after: usize) -> Vec<(HostEventKind, Va
 
 fn kinds(told: &[(HostEventKind, Value)]) -> Vec<&'static str> {
     told.iter().map(|(k, _)| k.code()).collect()
+}
+
+/// A spend that takes a soft limit past its credits tells `limit.reached` once, with the limit
+/// after the spend and the spend; the next spend tells nothing more.
+async fn a_spend_reaching_a_limit_tells_it(world: &World, store: &TestStore) {
+    let user = world.user("limited@example.com").await;
+    let account = domain::AccountId::personal(&user.id);
+    let grant = GrantCommand {
+        account_id: account.clone(),
+        amount: crate::support::c(2_000),
+        source: GrantSource::Admin("limited".into()),
+        expires_at: None,
+        now: at_days(2),
+    };
+    store.grant(&grant).await.unwrap();
+    let draft = LimitDraft {
+        feature: None,
+        window: "month".into(),
+        rolling_hours: None,
+        credits: "5".into(),
+        enforcement: Some("soft".into()),
+    };
+    let limit = world
+        .service
+        .add_spend_limit(&user.id, &account, draft)
+        .await
+        .unwrap();
+    let before = all_events(store).await.len();
+    for key in ["l1", "l2", "l3"] {
+        let spend = ConsumeCredits {
+            user_id: user.id.clone(),
+            account_id: None,
+            usage: UsageRequest {
+                feature: None,
+                model: Some("big".into()),
+                tokens: Some(1_500),
+            },
+            idempotency_key: IdempotencyKey::new(key).unwrap(),
+        };
+        world.service.consume_credits(spend).await.unwrap();
+    }
+    let told = told_since(store, before).await;
+    let reached: Vec<&Value> = told
+        .iter()
+        .filter(|(k, _)| *k == HostEventKind::LimitReached)
+        .map(|(_, payload)| &payload["data"])
+        .collect();
+    assert_eq!(reached.len(), 1, "{told:?}");
+    assert_eq!(reached[0]["limit"]["id"], limit.record.id.as_str());
+    assert_eq!(reached[0]["limit"]["enforcement"], "soft");
+    assert_eq!(reached[0]["limit"]["usedHundredths"], 600);
+    assert_eq!(reached[0]["limit"]["leftHundredths"], 0);
+    assert_eq!(reached[0]["transaction"]["amountHundredths"], -300);
 }
 
 /// A credits order: paid, the same webhook again, partly refunded; another paid with the wrong
@@ -1010,6 +1064,7 @@ pub async fn every_change_tells_its_event_once_in_its_own_transaction(store: &Te
     a_confirmed_switch_tells_the_plan_change(&world, store).await;
     the_ledger_tells_grants_debits_and_expiries(&world, store).await;
     spends_tell_each_balance_crossing_once(&world, store).await;
+    a_spend_reaching_a_limit_tells_it(&world, store).await;
     a_refund_that_ends_access_tells_the_entitlements_gone(&world, store).await;
     consumption_is_told_only_while_an_endpoint_opts_in(&world, store).await;
     unpaid_orders_tell_cancelled_and_expired(&world, store).await;

@@ -333,7 +333,73 @@ pub async fn a_limit_is_never_passed_under_concurrency(store: &TestStore) {
     assert_eq!(store.balance(&ada).await.unwrap(), c(100_000 - 4_800));
 }
 
+/// `limit.reached` is told once per crossing: when a spend brings a hard limit's window to its
+/// credits, and when one takes a soft limit's past them (which it lets through); not again
+/// while it stays there, and again after the window resets.
+pub async fn a_limit_reached_is_told_once_per_crossing(store: &TestStore) {
+    let ada = funded(store, "ada", 100).await;
+    let soft = NewSpendLimit {
+        id: SpendLimitId::new("lim_soft").unwrap(),
+        account_id: ada.clone(),
+        feature: None,
+        limit: SpendLimit {
+            credits: c(500),
+            window: SpendWindow::Hour,
+            enforcement: Enforcement::Soft,
+        },
+        created_by: None,
+        now: t(NOW),
+    };
+    store.add_spend_limit(&soft).await.unwrap();
+    let hard = limit(
+        store,
+        &ada,
+        ("lim_hard", Some("image")),
+        (6, SpendWindow::Day),
+        NOW,
+    )
+    .await;
+    for (key, spent) in [
+        ("k1", (3, "chat")),
+        ("k2", (3, "chat")),
+        ("k3", (6, "image")),
+    ] {
+        store.consume(&spend(&ada, spent, key, NOW)).await.unwrap();
+    }
+    refused(store.consume(&spend(&ada, (1, "image"), "k4", NOW)).await);
+    store
+        .consume(&spend(&ada, (5, "chat"), "k5", NOW + HOUR))
+        .await
+        .unwrap();
+    let told: Vec<(String, i64, String)> = crate::host_events::all_events(store)
+        .await
+        .into_iter()
+        .filter(|e| e.kind.code() == "limit.reached")
+        .map(|e| {
+            let payload: serde_json::Value = serde_json::from_str(&e.payload).unwrap();
+            let limit = &payload["data"]["limit"];
+            (
+                limit["id"].as_str().unwrap().to_owned(),
+                limit["usedHundredths"].as_i64().unwrap(),
+                payload["data"]["transaction"]["type"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        told,
+        vec![
+            ("lim_soft".to_owned(), 600, "consumption".to_owned()),
+            (hard.to_string(), 600, "consumption".to_owned()),
+            ("lim_soft".to_owned(), 500, "consumption".to_owned()),
+        ]
+    );
+}
+
 contract_tests!(
+    a_limit_reached_is_told_once_per_crossing,
     a_daily_limit_refuses_past_it_and_resets_at_midnight,
     each_window_resets_when_it_says,
     holds_count_while_held_and_give_back_when_resolved,
