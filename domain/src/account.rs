@@ -244,6 +244,8 @@ pub enum LimitOwner {
         id: crate::SpendLimitId,
         /// The feature it counts alone.
         feature: Option<String>,
+        /// The API key whose spends it counts alone.
+        api_key: Option<String>,
     },
 }
 

@@ -317,6 +317,17 @@ pub fn seed(window: SpendWindow, spends: &[(Timestamp, i64)], now: Timestamp) ->
         .collect()
 }
 
+/// Whether a limit on `limit_feature` (`None`: every feature) and `limit_key` (`None`: every
+/// API key and none) counts a spend of `feature` made with `key`.
+#[must_use]
+pub fn applies(
+    (limit_feature, limit_key): (Option<&str>, Option<&str>),
+    feature: Option<&str>,
+    key: Option<&str>,
+) -> bool {
+    limit_feature.is_none_or(|f| Some(f) == feature) && limit_key.is_none_or(|k| Some(k) == key)
+}
+
 /// A bucket after `amount` was given back to it (a hold released or settled for less): never
 /// below zero.
 #[must_use]

@@ -1415,7 +1415,7 @@ async fn spend_limits_and_back(t: &TestDb) {
          VALUES ('u1', 500, 1, 1700000002000)",
     )
     .await;
-    Migrator::up(&t.db, None).await.expect("step 32");
+    Migrator::up(&t.db, Some(1)).await.expect("step 32");
     assert_eq!(
         count(
             &t.db,
@@ -1459,6 +1459,63 @@ async fn spend_limits_and_back(t: &TestDb) {
         1
     );
     Migrator::up(&t.db, None).await.expect("step 32 again");
+}
+
+/// Step 33: a limit on an API key, and the key behind each spend. Existing limits count every
+/// spend of their account; undoing the step is refused while a key carries a limit.
+async fn key_limits_and_back(t: &TestDb) {
+    let before = step_index("m20261007_000033_key_limits");
+    Migrator::up(&t.db, Some(before))
+        .await
+        .expect("up to step 32");
+    exec(&t.db, STEP_ONE_DATA[0]).await;
+    for sql in [
+        "INSERT INTO accounts (id, kind, name, created_by, created_at) \
+         VALUES ('u1', 'personal', NULL, 'u1', 1700000000000)",
+        "INSERT INTO spend_limits (id, account_id, feature, limit_window, rolling_hours, \
+         credits_hundredths, enforcement, created_by, created_at) \
+         VALUES ('lim_1', 'u1', NULL, 'day', NULL, 1000, 'hard', 'u1', 1700000003000)",
+    ] {
+        exec(&t.db, sql).await;
+    }
+    Migrator::up(&t.db, Some(1)).await.expect("step 33");
+    assert_eq!(
+        count(
+            &t.db,
+            "SELECT COUNT(*) FROM spend_limits WHERE api_key_id IS NULL"
+        )
+        .await,
+        1
+    );
+    exec(
+        &t.db,
+        "INSERT INTO spend_limits (id, account_id, limit_window, credits_hundredths, \
+         enforcement, created_at, api_key_id) VALUES ('lim_2', 'u1', 'day', 100, 'hard', 1, 'key_1')",
+    )
+    .await;
+    assert!(
+        Migrator::down(&t.db, Some(1)).await.is_err(),
+        "a key's limit would count every spend without the step"
+    );
+    exec(&t.db, "DELETE FROM spend_limits WHERE id = 'lim_2'").await;
+    Migrator::down(&t.db, Some(1)).await.expect("down step 33");
+    assert_eq!(count(&t.db, "SELECT COUNT(*) FROM spend_limits").await, 1);
+    Migrator::up(&t.db, None).await.expect("step 33 again");
+}
+
+#[tokio::test]
+async fn sqlite_key_limits_and_back() {
+    let t = TestDb::sqlite().await;
+    key_limits_and_back(&t).await;
+}
+
+#[tokio::test]
+async fn postgres_key_limits_and_back() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    key_limits_and_back(&t).await;
+    t.cleanup().await;
 }
 
 #[tokio::test]

@@ -374,6 +374,7 @@ fn consume_request(
         account_id: account_id(api_key, body.account_id.as_deref())?,
         usage: body.usage(),
         idempotency_key,
+        api_key_id: Some(api_key.id.clone()),
     })
 }
 

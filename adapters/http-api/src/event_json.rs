@@ -185,6 +185,9 @@ fn limit_told(told: &LimitTold, account: &domain::AccountId) -> Value {
     if let Some(feature) = &told.feature {
         shown["feature"] = json!(feature);
     }
+    if let Some(key) = &told.api_key_id {
+        shown["apiKeyId"] = json!(key);
+    }
     if let Some(hours) = limit.window.rolling_hours() {
         shown["rollingHours"] = json!(hours);
     }

@@ -2,7 +2,8 @@
 //! `POST /api/limits` and `DELETE /api/limits/{limitId}`.
 //!
 //! A limit caps what an account spends per hour, UTC day, ISO week, calendar month or rolling
-//! window of N hours, optionally of one feature. A hard limit refuses a spend that would pass it
+//! window of N hours, optionally of one feature, optionally of the spends made with one API key
+//! bound to the account. A hard limit refuses a spend that would pass it
 //! (`402 limit_reached`, checked in the spend's own transaction); a soft one lets it through.
 //! Anyone acting in the account reads its limits (an API key with `credits:read` for the user
 //! `?userId=` names); its owners and admins, or on a personal account its user, add and remove
@@ -12,7 +13,7 @@ use std::sync::Arc;
 
 use application::accounts::Scope;
 use application::use_cases::spend_limits::{LimitDraft, LimitsError, ShownLimit};
-use domain::SpendLimitId;
+use domain::{AccountId, SpendLimitId};
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
@@ -38,6 +39,11 @@ pub struct CreateLimitBody {
     /// The one feature the limit counts (absent: every spend of the account).
     #[oai(validator(min_length = 1, max_length = 64))]
     pub feature: Option<String>,
+    /// The one API key whose spends the limit counts (absent: every spend of the account): a
+    /// key bound to this account (`accountId` of `POST /api/admin/api-keys`) and not revoked.
+    /// Spends made with other keys, or in the browser, do not count against it.
+    #[oai(validator(min_length = 1, max_length = 64))]
+    pub api_key_id: Option<String>,
     /// `hard` (default): a spend that would pass it is refused with `limit_reached`; `soft`: it
     /// goes through.
     #[oai(validator(min_length = 1, max_length = 16))]
@@ -55,6 +61,9 @@ pub struct SpendLimitView {
     /// The one feature it counts, if any.
     #[oai(skip_serializing_if_is_none)]
     pub feature: Option<String>,
+    /// The one API key whose spends it counts, if any.
+    #[oai(skip_serializing_if_is_none)]
+    pub api_key_id: Option<String>,
     /// `hour`, `day`, `week`, `month` or `rolling`.
     pub window: String,
     /// The hours of a rolling window.
@@ -88,6 +97,7 @@ impl From<&ShownLimit> for SpendLimitView {
             id: r.id.to_string(),
             account_id: r.account_id.to_string(),
             feature: r.feature.clone(),
+            api_key_id: r.api_key_id.clone(),
             window: r.limit.window.code().to_owned(),
             rolling_hours: r.limit.window.rolling_hours(),
             enforcement: r.limit.enforcement.code().to_owned(),
@@ -147,8 +157,9 @@ api_response! {
         404 NotFound,
         /// `payload_too_large`: the body is over 64 KiB.
         413 PayloadTooLarge,
-        /// `validation_failed`: a bad credits, window, rollingHours, feature or enforcement;
-        /// `too_many_limits`: the account has 20 limits already.
+        /// `validation_failed`: a bad credits, window, rollingHours, feature or enforcement, or
+        /// an apiKeyId that is no unrevoked key bound to the account; `too_many_limits`: the
+        /// account has 20 limits already.
         422 Unprocessable,
     }
 }
@@ -169,6 +180,61 @@ api_response! {
         403 Forbidden,
         /// `limit_not_found`: the account has no such limit; `user_not_found`;
         /// `account_not_found`.
+        404 NotFound,
+    }
+}
+
+api_response! {
+    /// `GET /api/admin/accounts/{accountId}/limits`.
+    pub enum AdminLimitsResponse {
+        /// The account's limits with their usage now.
+        200 Ok(Json<SpendLimitList>),
+    }
+    problems {
+        /// `unauthorized`: not signed in.
+        401 Unauthorized,
+        /// `forbidden`: not an administrator.
+        403 Forbidden,
+        /// `account_not_found`.
+        404 NotFound,
+    }
+}
+
+api_response! {
+    /// `POST /api/admin/accounts/{accountId}/limits`.
+    pub enum AdminCreateLimitResponse {
+        /// The limit, counting from what its window already spent.
+        201 Created(Json<SpendLimitView>),
+    }
+    problems {
+        /// `validation_failed`: the body is malformed.
+        400 BadRequest,
+        /// `unauthorized`: not signed in.
+        401 Unauthorized,
+        /// `forbidden`: not an administrator.
+        403 Forbidden,
+        /// `account_not_found`.
+        404 NotFound,
+        /// `payload_too_large`: the body is over 64 KiB.
+        413 PayloadTooLarge,
+        /// `validation_failed`: a bad field, or an apiKeyId that is no unrevoked key bound to
+        /// the account; `too_many_limits`: the account has 20 limits already.
+        422 Unprocessable,
+    }
+}
+
+api_response! {
+    /// `DELETE /api/admin/accounts/{accountId}/limits/{limitId}`.
+    pub enum AdminDeleteLimitResponse {
+        /// Removed.
+        204 Removed,
+    }
+    problems {
+        /// `unauthorized`: not signed in.
+        401 Unauthorized,
+        /// `forbidden`: not an administrator.
+        403 Forbidden,
+        /// `account_not_found`; `limit_not_found`: the account has no such limit.
         404 NotFound,
     }
 }
@@ -250,16 +316,8 @@ impl LimitsApi {
                     account_id.0.as_deref(),
                 )
                 .await?;
-            let body = body.0;
-            let draft = LimitDraft {
-                feature: body.feature,
-                window: body.window,
-                rolling_hours: body.rolling_hours,
-                credits: body.credits,
-                enforcement: body.enforcement,
-            };
             (self.state.ports.credits)
-                .add_spend_limit(&acting.user.id, &account, draft)
+                .add_spend_limit(&acting.user.id, &account, draft_of(body.0))
                 .await
                 .map_err(limits_problem)
         };
@@ -306,6 +364,107 @@ impl LimitsApi {
             Err(problem) => problem.into(),
         }
     }
+
+    /// Any account's spend limits, with their usage now (administrators).
+    #[oai(path = "/api/admin/accounts/:accountId/limits", method = "get")]
+    async fn admin_limits(
+        &self,
+        credential: Credential,
+        /// The account: a user's id (their personal account) or a team's.
+        #[oai(name = "accountId")]
+        account_id: Path<String>,
+    ) -> AdminLimitsResponse {
+        let result = async {
+            self.state.admin(&credential).await?;
+            let account = named_account(&account_id.0)?;
+            let admin = &self.state.ports.admin;
+            admin
+                .customer_limits(&account)
+                .await
+                .map_err(limits_problem)
+        };
+        match result.await {
+            Ok(shown) => AdminLimitsResponse::Ok(Json(SpendLimitList {
+                items: shown.iter().map(SpendLimitView::from).collect(),
+            })),
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// Add a spend limit to any account (administrators), audited (`limit.added`). It counts
+    /// from what its window already spent, and binds the account's owners as any limit does.
+    #[oai(path = "/api/admin/accounts/:accountId/limits", method = "post")]
+    async fn admin_create_limit(
+        &self,
+        credential: Credential,
+        /// The account: a user's id (their personal account) or a team's.
+        #[oai(name = "accountId")]
+        account_id: Path<String>,
+        body: Json<CreateLimitBody>,
+    ) -> AdminCreateLimitResponse {
+        let result = async {
+            let admin = self.state.admin(&credential).await?;
+            let account = named_account(&account_id.0)?;
+            let port = &self.state.ports.admin;
+            port.add_customer_limit(&admin, &account, draft_of(body.0))
+                .await
+                .map_err(limits_problem)
+        };
+        match result.await {
+            Ok(shown) => AdminCreateLimitResponse::Created(Json(SpendLimitView::from(&shown))),
+            Err(problem) => problem.into(),
+        }
+    }
+
+    /// Remove a spend limit of any account (administrators), audited (`limit.removed`).
+    #[oai(
+        path = "/api/admin/accounts/:accountId/limits/:limitId",
+        method = "delete"
+    )]
+    async fn admin_delete_limit(
+        &self,
+        credential: Credential,
+        /// The account.
+        #[oai(name = "accountId")]
+        account_id: Path<String>,
+        /// The limit's id.
+        #[oai(name = "limitId")]
+        limit_id: Path<String>,
+    ) -> AdminDeleteLimitResponse {
+        let result = async {
+            let admin = self.state.admin(&credential).await?;
+            let account = named_account(&account_id.0)?;
+            let id = parse_id(&limit_id.0, SpendLimitId::new, || {
+                limits_problem(LimitsError::NotFound)
+            })?;
+            let port = &self.state.ports.admin;
+            port.remove_customer_limit(&admin, &account, &id)
+                .await
+                .map_err(limits_problem)
+        };
+        match result.await {
+            Ok(()) => AdminDeleteLimitResponse::Removed,
+            Err(problem) => problem.into(),
+        }
+    }
+}
+
+/// An account an administrator names: a malformed id names none.
+fn named_account(raw: &str) -> Result<AccountId, Problem> {
+    parse_id(raw, AccountId::new, || {
+        limits_problem(LimitsError::AccountNotFound)
+    })
+}
+
+fn draft_of(body: CreateLimitBody) -> LimitDraft {
+    LimitDraft {
+        feature: body.feature,
+        api_key_id: body.api_key_id,
+        window: body.window,
+        rolling_hours: body.rolling_hours,
+        credits: body.credits,
+        enforcement: body.enforcement,
+    }
 }
 
 fn limits_problem(e: LimitsError) -> Problem {
@@ -314,6 +473,11 @@ fn limits_problem(e: LimitsError) -> Problem {
         LimitsError::NotAllowed => Problem::new(Code::NotBillingManager, e.to_string()),
         LimitsError::TooMany(_) => Problem::new(Code::TooManyLimits, e.to_string()),
         LimitsError::NotFound => Problem::new(Code::LimitNotFound, e.to_string()),
+        LimitsError::AccountNotFound => Problem::new(Code::AccountNotFound, e.to_string()),
+        LimitsError::NoSuchKey => Problem::invalid_field(
+            "apiKeyId",
+            "is no API key bound to this account (or it is revoked)".to_owned(),
+        ),
         LimitsError::Infra(infra) => infra.into(),
     }
 }

@@ -195,15 +195,19 @@ pub struct ProblemBody {
 #[derive(Debug, Clone, Object)]
 #[oai(rename_all = "camelCase")]
 pub struct LimitReachedView {
-    /// Whose limit: `member` (the acting member's own limit in a team) or `account` (a limit
-    /// on the account, `GET /api/limits`).
+    /// Whose limit: `member` (the acting member's own limit in a team), `account` (a limit on
+    /// the account, `GET /api/limits`) or `key` (a limit on the API key the spend was made
+    /// with, also listed by `GET /api/limits`).
     pub scope: String,
-    /// An account limit's id.
+    /// An account or key limit's id.
     #[oai(skip_serializing_if_is_none)]
     pub id: Option<String>,
-    /// The one feature an account limit counts, if any.
+    /// The one feature an account or key limit counts, if any.
     #[oai(skip_serializing_if_is_none)]
     pub feature: Option<String>,
+    /// The API key a `key` limit counts the spends of.
+    #[oai(skip_serializing_if_is_none)]
+    pub api_key_id: Option<String>,
     /// The most that may be spent in one window (decimal string, two places).
     pub credits: String,
     /// The same, in hundredths.
@@ -324,16 +328,24 @@ impl Problem {
                 crate::dto::timestamp(reached.resets_at)
             ),
         );
-        let (scope, id, feature) = match &reached.owner {
-            domain::LimitOwner::Member => ("member", None, None),
-            domain::LimitOwner::Account { id, feature } => {
-                ("account", Some(id.to_string()), feature.clone())
-            }
+        let (scope, id, feature, api_key_id) = match &reached.owner {
+            domain::LimitOwner::Member => ("member", None, None, None),
+            domain::LimitOwner::Account {
+                id,
+                feature,
+                api_key,
+            } => (
+                if api_key.is_some() { "key" } else { "account" },
+                Some(id.to_string()),
+                feature.clone(),
+                api_key.clone(),
+            ),
         };
         problem.body.limit = Some(LimitReachedView {
             scope: scope.into(),
             id,
             feature,
+            api_key_id,
             credits: reached.credits.to_string(),
             credits_hundredths: reached.credits.hundredths(),
             window: reached.window.code().into(),

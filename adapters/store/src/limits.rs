@@ -11,7 +11,7 @@
 use application::host_events::{self, HostEvent, LimitTold};
 use application::ports::{
     AddLimitError, CreditTransaction, NewSpendLimit, Refusal, SpendLimitRecord, SpendLimitStore,
-    StoreError,
+    StoreError, UsageContext,
 };
 use async_trait::async_trait;
 use domain::{
@@ -29,31 +29,39 @@ use crate::sql::{self, End};
 /// a rolling window of [`domain::MAX_ROLLING_HOURS`]), so 32 days covers them all.
 const REACH_MS: i64 = 32 * 86_400_000;
 
-const LIMIT_COLUMNS: &str = "l.id, l.account_id, l.feature, l.limit_window, l.rolling_hours, \
-     l.credits_hundredths, l.enforcement, l.created_by, l.created_at, u.bucket_start, \
-     u.spent_hundredths";
+const LIMIT_COLUMNS: &str = "l.id, l.account_id, l.feature, l.api_key_id, l.limit_window, \
+     l.rolling_hours, l.credits_hundredths, l.enforcement, l.created_by, l.created_at, \
+     u.bucket_start, u.spent_hundredths";
 
-/// The limits of `account` (those a spend of `feature` counts against when `feature` is
-/// `Some`: the account's own and that feature's), oldest first, with their buckets from 32 days
-/// before `now`.
+/// The limits of `account` (those a spend made in `spend` counts against when it is `Some`:
+/// the account's own, its feature's and its API key's), oldest first, with their buckets from
+/// 32 days before `now`.
 async fn read<C: ConnectionTrait>(
     conn: &C,
     account: &AccountId,
-    feature: Option<Option<&str>>,
+    spend: Option<&UsageContext>,
     now: Timestamp,
 ) -> Result<Vec<SpendLimitRecord>, Fail> {
     let mut values = vec![
         account.as_str().into(),
         now.plus_millis(-REACH_MS).unix_millis().into(),
     ];
-    let only = match feature {
-        None => "",
-        Some(None) => " AND l.feature IS NULL",
-        Some(Some(f)) => {
-            values.push(f.into());
-            " AND (l.feature IS NULL OR l.feature = $3)"
+    let mut only = String::new();
+    if let Some(spend) = spend {
+        for (column, value) in [
+            ("feature", &spend.feature),
+            ("api_key_id", &spend.api_key_id),
+        ] {
+            match value {
+                None => only.push_str(&format!(" AND l.{column} IS NULL")),
+                Some(v) => {
+                    values.push(v.as_str().into());
+                    let n = values.len();
+                    only.push_str(&format!(" AND (l.{column} IS NULL OR l.{column} = ${n})"));
+                }
+            }
         }
-    };
+    }
     let sql = format!(
         "SELECT {LIMIT_COLUMNS} FROM spend_limits l LEFT JOIN spend_limit_usage u \
          ON u.limit_id = l.id AND u.bucket_start >= $2 WHERE l.account_id = $1{only} \
@@ -100,6 +108,7 @@ fn record(row: &QueryResult, id: &str) -> Result<SpendLimitRecord, Fail> {
         id: SpendLimitId::new(id).map_err(|e| bad(e.to_string()))?,
         account_id: AccountId::new(account).map_err(|e| bad(e.to_string()))?,
         feature: row.try_get("", "feature")?,
+        api_key_id: row.try_get("", "api_key_id")?,
         limit: SpendLimit {
             credits,
             window,
@@ -154,6 +163,7 @@ fn told_after(
     LimitTold {
         id: record.id.clone(),
         feature: record.feature.clone(),
+        api_key_id: record.api_key_id.clone(),
         limit: record.limit,
         used: after.used,
         resets_at: after.resets_at,
@@ -167,6 +177,7 @@ fn reached(record: &SpendLimitRecord, refusal: domain::LimitRefusal) -> Refusal 
         owner: LimitOwner::Account {
             id: record.id.clone(),
             feature: record.feature.clone(),
+            api_key: record.api_key_id.clone(),
         },
         credits: record.limit.credits,
         window: record.limit.window,
@@ -175,21 +186,22 @@ fn reached(record: &SpendLimitRecord, refusal: domain::LimitRefusal) -> Refusal 
     })
 }
 
-/// Count a spend of `amount` of `feature` by `account` at `now` against every limit it falls
-/// under ([`SpendLimit::count`]), writing the counts: what was counted, or the refusal of a
-/// hard limit it would pass (nothing written; of several, the one with the least left).
-/// `limited`: whether the locked balance row says the account has limits (none read if not).
+/// Count a spend of `amount` by `account` at `now` (its feature and API key in `spend`) against
+/// every limit it falls under ([`SpendLimit::count`]), writing the counts: what was counted, or
+/// the refusal of a hard limit it would pass (nothing written; of several, the one with the
+/// least left). `limited`: whether the locked balance row says the account has limits (none
+/// read if not).
 pub(crate) async fn count(
     tx: &DatabaseTransaction,
     (account, limited): (&AccountId, bool),
-    feature: Option<&str>,
+    spend: &UsageContext,
     amount: Credits,
     now: Timestamp,
 ) -> Result<Result<Vec<LimitCount>, Refusal>, Fail> {
     if !limited {
         return Ok(Ok(Vec::new()));
     }
-    let limits = read(tx, account, Some(feature), now).await?;
+    let limits = read(tx, account, Some(spend), now).await?;
     let mut counted = Vec::with_capacity(limits.len());
     let mut refused: Option<(&SpendLimitRecord, domain::LimitRefusal)> = None;
     for record in &limits {
@@ -216,18 +228,18 @@ pub(crate) async fn count(
     Ok(Ok(counted))
 }
 
-/// The most a settle at `now` may take past its hold under the account's hard limits that a
-/// spend of `feature` falls under (`None`: no hard limit bounds it).
+/// The most a settle at `now` may take past its hold under the account's hard limits that the
+/// hold made in `spend` falls under (`None`: no hard limit bounds it).
 pub(crate) async fn room(
     tx: &DatabaseTransaction,
     (account, limited): (&AccountId, bool),
-    feature: Option<&str>,
+    spend: &UsageContext,
     now: Timestamp,
 ) -> Result<Option<Credits>, Fail> {
     if !limited {
         return Ok(None);
     }
-    let limits = read(tx, account, Some(feature), now).await?;
+    let limits = read(tx, account, Some(spend), now).await?;
     Ok(limits
         .iter()
         .filter_map(|l| l.limit.room(&l.buckets, now))
@@ -350,32 +362,13 @@ impl SpendLimitStore for SeaOrmStore {
         &self,
         new: &NewSpendLimit,
     ) -> Result<SpendLimitRecord, AddLimitError> {
-        let added = self
-            .retry
+        self.retry
             .run("add_spend_limit", || async {
                 let (_turn, tx) = self.begin_write().await?;
-                let body = async {
-                    lock_balance_row(&tx, &new.account_id, new.now).await?;
-                    let sql = "SELECT COUNT(*) AS n FROM spend_limits WHERE account_id = $1";
-                    let values = vec![new.account_id.as_str().into()];
-                    let n = sql::one_i64(&tx, sql, values, "n").await?.unwrap_or(0);
-                    if usize::try_from(n).unwrap_or(usize::MAX) >= MAX_LIMITS_PER_ACCOUNT {
-                        return Ok(End::Rollback(None));
-                    }
-                    insert(&tx, new).await?;
-                    seed(&tx, new).await?;
-                    count_limits(&tx, &new.account_id, 1).await?;
-                    let limits = read(&tx, &new.account_id, None, new.now).await?;
-                    let record = limits.into_iter().find(|l| l.id == new.id).ok_or_else(|| {
-                        StoreError::Unexpected(anyhow::anyhow!("the limit just added"))
-                    })?;
-                    Ok(End::Commit(Some(record)))
-                }
-                .await;
+                let body = add_in(&tx, new).await;
                 sql::finish(tx, body).await
             })
-            .await?;
-        added.ok_or(AddLimitError::TooMany(MAX_LIMITS_PER_ACCOUNT))
+            .await?
     }
 
     async fn remove_spend_limit(
@@ -386,27 +379,65 @@ impl SpendLimitStore for SeaOrmStore {
         self.retry
             .run("remove_spend_limit", || async {
                 let (_turn, tx) = self.begin_write().await?;
-                let body = async {
-                    // The balance row first, as every spend takes it (an account without
-                    // one has no limits).
-                    count_limits(&tx, account, 0).await?;
-                    let values = vec![id.as_str().into(), account.as_str().into()];
-                    // Explicitly, not by the cascade: SQLite enforces it only with foreign keys on.
-                    let sql = "DELETE FROM spend_limit_usage WHERE limit_id = \
-                               (SELECT id FROM spend_limits WHERE id = $1 AND account_id = $2)";
-                    sql::execute(&tx, sql, values.clone()).await?;
-                    let sql = "DELETE FROM spend_limits WHERE id = $1 AND account_id = $2";
-                    if sql::execute(&tx, sql, values).await? == 0 {
-                        return Ok(End::Rollback(false));
-                    }
-                    count_limits(&tx, account, -1).await?;
-                    Ok(End::Commit(true))
-                }
-                .await;
+                let body = remove_in(&tx, account, id).await;
                 sql::finish(tx, body).await
             })
             .await
     }
+}
+
+/// Add `new` inside `tx`: with the account's balance row locked first (the spends in flight
+/// finish first, those after it count against it), refused past
+/// [`MAX_LIMITS_PER_ACCOUNT`] and on a key not bound to the account (rolled back).
+pub(crate) async fn add_in(
+    tx: &DatabaseTransaction,
+    new: &NewSpendLimit,
+) -> Result<End<Result<SpendLimitRecord, AddLimitError>>, Fail> {
+    lock_balance_row(tx, &new.account_id, new.now).await?;
+    let sql = "SELECT COUNT(*) AS n FROM spend_limits WHERE account_id = $1";
+    let values = vec![new.account_id.as_str().into()];
+    let n = sql::one_i64(tx, sql, values, "n").await?.unwrap_or(0);
+    if usize::try_from(n).unwrap_or(usize::MAX) >= MAX_LIMITS_PER_ACCOUNT {
+        return Ok(End::Rollback(Err(AddLimitError::TooMany(
+            MAX_LIMITS_PER_ACCOUNT,
+        ))));
+    }
+    if let Some(key) = &new.api_key_id
+        && !key_of(tx, key, &new.account_id).await?
+    {
+        return Ok(End::Rollback(Err(AddLimitError::NoSuchKey)));
+    }
+    insert(tx, new).await?;
+    seed(tx, new).await?;
+    count_limits(tx, &new.account_id, 1).await?;
+    let limits = read(tx, &new.account_id, None, new.now).await?;
+    let record = limits
+        .into_iter()
+        .find(|l| l.id == new.id)
+        .ok_or_else(|| StoreError::Unexpected(anyhow::anyhow!("the limit just added")))?;
+    Ok(End::Commit(Ok(record)))
+}
+
+/// Remove `account`'s limit `id` inside `tx`, after the account's balance row as every spend
+/// takes it: whether it had it (rolled back if not).
+pub(crate) async fn remove_in(
+    tx: &DatabaseTransaction,
+    account: &AccountId,
+    id: &SpendLimitId,
+) -> Result<End<bool>, Fail> {
+    // An account without a balance row has no limits.
+    count_limits(tx, account, 0).await?;
+    let values = vec![id.as_str().into(), account.as_str().into()];
+    // Explicitly, not by the cascade: SQLite enforces it only with foreign keys on.
+    let sql = "DELETE FROM spend_limit_usage WHERE limit_id = \
+               (SELECT id FROM spend_limits WHERE id = $1 AND account_id = $2)";
+    sql::execute(tx, sql, values.clone()).await?;
+    let sql = "DELETE FROM spend_limits WHERE id = $1 AND account_id = $2";
+    if sql::execute(tx, sql, values).await? == 0 {
+        return Ok(End::Rollback(false));
+    }
+    count_limits(tx, account, -1).await?;
+    Ok(End::Commit(true))
 }
 
 /// Start a new limit from what its window already spent ([`domain::spend_limit::seed`]), read
@@ -416,18 +447,18 @@ impl SpendLimitStore for SeaOrmStore {
 async fn seed(tx: &DatabaseTransaction, new: &NewSpendLimit) -> Result<(), Fail> {
     let from = new.limit.window.counts_from(new.now).unix_millis();
     let mut values = vec![new.account_id.as_str().into(), from.into()];
-    let feature = match &new.feature {
-        Some(f) => {
-            values.push(f.as_str().into());
-            " AND t.feature = $3"
+    let mut only = String::new();
+    for (column, value) in [("feature", &new.feature), ("api_key_id", &new.api_key_id)] {
+        if let Some(v) = value {
+            values.push(v.as_str().into());
+            only.push_str(&format!(" AND t.{column} = ${}", values.len()));
         }
-        None => "",
-    };
+    }
     let sql = format!(
         "SELECT COALESCE(r.created_at, t.created_at) AS at, t.amount_hundredths AS amount \
          FROM credit_transactions t LEFT JOIN credit_reservations r ON r.id = t.reservation_id \
          WHERE t.account_id = $1 AND t.created_at >= $2 AND t.kind IN ('consumption', \
-         'reservation_hold', 'reservation_settle', 'reservation_release'){feature}"
+         'reservation_hold', 'reservation_settle', 'reservation_release'){only}"
     );
     let mut spends = Vec::new();
     for row in sql::rows(tx, &sql, values.clone()).await? {
@@ -446,10 +477,10 @@ async fn seed(tx: &DatabaseTransaction, new: &NewSpendLimit) -> Result<(), Fail>
         })
         .collect();
     add(tx, &counted).await?;
-    let feature = feature.replace("t.", "");
+    let only = only.replace("t.", "");
     let sql = format!(
         "SELECT id, held_hundredths, created_at FROM credit_reservations \
-         WHERE account_id = $1 AND created_at >= $2 AND status = 'pending'{feature}"
+         WHERE account_id = $1 AND created_at >= $2 AND status = 'pending'{only}"
     );
     for row in sql::rows(tx, &sql, values).await? {
         let id: String = row.try_get("", "id")?;
@@ -471,8 +502,8 @@ async fn seed(tx: &DatabaseTransaction, new: &NewSpendLimit) -> Result<(), Fail>
 
 async fn insert(tx: &DatabaseTransaction, new: &NewSpendLimit) -> Result<(), Fail> {
     let sql = "INSERT INTO spend_limits (id, account_id, feature, limit_window, rolling_hours, \
-               credits_hundredths, enforcement, created_by, created_at) \
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+               credits_hundredths, enforcement, created_by, created_at, api_key_id) \
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
     let hours = new.limit.window.rolling_hours().map(i64::from);
     let values = vec![
         new.id.as_str().into(),
@@ -487,7 +518,16 @@ async fn insert(tx: &DatabaseTransaction, new: &NewSpendLimit) -> Result<(), Fai
             .map(|u| u.as_str().to_owned())
             .into(),
         new.now.unix_millis().into(),
+        new.api_key_id.clone().into(),
     ];
     sql::execute(tx, sql, values).await?;
     Ok(())
+}
+
+/// Whether `key` is an API key bound to `account` and not revoked.
+async fn key_of(tx: &DatabaseTransaction, key: &str, account: &AccountId) -> Result<bool, Fail> {
+    let sql = "SELECT COUNT(*) AS n FROM api_keys \
+               WHERE id = $1 AND account_id = $2 AND revoked_at IS NULL";
+    let values = vec![key.into(), account.as_str().into()];
+    Ok(sql::one_i64(tx, sql, values, "n").await?.unwrap_or(0) > 0)
 }

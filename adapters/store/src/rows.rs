@@ -577,7 +577,7 @@ impl SubscriptionRow {
 /// The columns of [`TransactionRow`].
 pub(crate) const TRANSACTION_COLUMNS: &str = "id, account_id, member_id, kind, amount_hundredths, \
     balance_after_hundredths, order_id, subscription_id, reservation_id, feature, model, tokens, \
-    note, created_at, request_hash";
+    note, created_at, request_hash, api_key_id";
 
 /// A `credit_transactions` row.
 #[derive(Debug, FromQueryResult)]
@@ -598,6 +598,7 @@ pub(crate) struct TransactionRow {
     created_at: i64,
     /// The fingerprint of the request that wrote it, when it was written under a key.
     pub(crate) request_hash: Option<String>,
+    api_key_id: Option<String>,
 }
 
 impl TransactionRow {
@@ -625,6 +626,7 @@ impl TransactionRow {
             model: self.model,
             tokens: tokens("credit_transactions", &id, self.tokens)?,
             note: self.note,
+            api_key_id: self.api_key_id,
         };
         Ok(CreditTransaction {
             id: self.id,
@@ -653,7 +655,7 @@ impl TransactionRow {
 /// The columns of [`ReservationRow`].
 pub(crate) const RESERVATION_COLUMNS: &str = "id, account_id, member_id, window_start, held_hundredths, status, \
     actual_hundredths, charged_hundredths, idempotency_key, request_hash, feature, model, tokens, \
-    note, created_at, expires_at";
+    note, created_at, expires_at, api_key_id";
 
 /// A `credit_reservations` row.
 #[derive(Debug, FromQueryResult)]
@@ -675,6 +677,7 @@ pub(crate) struct ReservationRow {
     note: Option<String>,
     created_at: i64,
     expires_at: i64,
+    api_key_id: Option<String>,
 }
 
 impl ReservationRow {
@@ -714,6 +717,7 @@ impl ReservationRow {
                 model: self.model,
                 tokens: tokens(table, &self.id, self.tokens)?,
                 note: self.note,
+                api_key_id: self.api_key_id,
                 ..UsageContext::default()
             },
             created_at: ts(self.created_at),

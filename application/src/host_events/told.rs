@@ -163,6 +163,8 @@ pub struct LimitTold {
     pub id: domain::SpendLimitId,
     /// The one feature it counts, if any.
     pub feature: Option<String>,
+    /// The one API key whose spends it counts, if any.
+    pub api_key_id: Option<String>,
     /// The limit.
     pub limit: domain::SpendLimit,
     /// What its window counts after the spend.

@@ -4,7 +4,7 @@
 //! Every change takes the acting administrator and writes an audit entry with it; the caller has
 //! checked that the principal is an administrator (`authorization::administrator`).
 
-use domain::{AccountId, ApiKeyId, PlanId, Subscription, SubscriptionId, UserId};
+use domain::{AccountId, ApiKeyId, PlanId, SpendLimitId, Subscription, SubscriptionId, UserId};
 
 use crate::accounts::{ApiKey, User};
 use crate::ports::{
@@ -23,6 +23,7 @@ use crate::use_cases::admin_reports::AdminOverview;
 use crate::use_cases::api_keys::{ApiKeyError, CreatedApiKey};
 use crate::use_cases::manage_plans::{ManagePlansError, PlanInput};
 use crate::use_cases::refund_order::{RefundAccepted, RefundOrder, RefundOrderError};
+use crate::use_cases::spend_limits::{LimitDraft, LimitsError, ShownLimit};
 
 inbound_port! {
     /// The administrators' console.
@@ -189,6 +190,28 @@ inbound_port! {
             user: &UserId,
             plan: &PlanId,
         ) -> Result<(), PlanAllowanceError>;
+
+        /// Any account's spend limits with their usage (see [`Service::customer_limits`]).
+        async fn customer_limits(
+            &self,
+            account: &AccountId,
+        ) -> Result<Vec<ShownLimit>, LimitsError>;
+
+        /// Add a spend limit to any account (see [`Service::add_customer_limit`]).
+        async fn add_customer_limit(
+            &self,
+            admin: &User,
+            account: &AccountId,
+            draft: LimitDraft,
+        ) -> Result<ShownLimit, LimitsError>;
+
+        /// Remove a spend limit of any account (see [`Service::remove_customer_limit`]).
+        async fn remove_customer_limit(
+            &self,
+            admin: &User,
+            account: &AccountId,
+            id: &SpendLimitId,
+        ) -> Result<(), LimitsError>;
 
         /// A new idempotency key for an administrator's action a form confirms (see
         /// [`Service::new_action_key`]).

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use domain::{Credits, Currency, Plan, PlanId, ProviderId, Timestamp, UserId};
+use domain::{AccountId, Credits, Currency, Plan, PlanId, ProviderId, Timestamp, UserId};
 
 use super::store::StoredPlan;
 use super::store::{CreditTransaction, InboxFilter, OrderRecord, RecordedEvent, StoreError};
@@ -173,11 +173,15 @@ pub enum AuditAction {
     PlanAllowanceRemoved,
     /// The configured catalogue copied into the plans table.
     PlansImported,
+    /// A spend limit added to a customer's account.
+    LimitAdded,
+    /// A spend limit removed from a customer's account.
+    LimitRemoved,
 }
 
 impl AuditAction {
     /// Every action.
-    pub const ALL: [AuditAction; 19] = [
+    pub const ALL: [AuditAction; 21] = [
         Self::CreditsGranted,
         Self::CreditsDebited,
         Self::OrderRefunded,
@@ -197,6 +201,8 @@ impl AuditAction {
         Self::PlanAllowed,
         Self::PlanAllowanceRemoved,
         Self::PlansImported,
+        Self::LimitAdded,
+        Self::LimitRemoved,
     ];
 
     /// The stable code stored and shown (`credits.granted`, `order.refunded`, …).
@@ -222,6 +228,8 @@ impl AuditAction {
             Self::PlanAllowed => "plan.allowed",
             Self::PlanAllowanceRemoved => "plan.allowance_removed",
             Self::PlansImported => "plans.imported",
+            Self::LimitAdded => "limit.added",
+            Self::LimitRemoved => "limit.removed",
         }
     }
 
@@ -276,6 +284,12 @@ pub enum AdminWrite<'a> {
     /// These plans inserted, or replacing the stored plan of the same id (its listing kept);
     /// new ones listed after the stored ones.
     ImportPlans(&'a [Plan]),
+    /// [`super::SpendLimitStore::add_spend_limit`]: past the account's most limits it is
+    /// [`StoreError::Conflict`], on a key not bound to the account [`StoreError::NotFound`].
+    AddSpendLimit(&'a super::NewSpendLimit),
+    /// [`super::SpendLimitStore::remove_spend_limit`]: [`StoreError::NotFound`] when the
+    /// account has no such limit.
+    RemoveSpendLimit(&'a AccountId, &'a domain::SpendLimitId),
 }
 
 /// A hidden plan an administrator allowed one user to buy or switch to.

@@ -18,6 +18,9 @@ pub struct SpendLimitRecord {
     pub account_id: AccountId,
     /// The one feature it counts (`None`: every spend of the account).
     pub feature: Option<String>,
+    /// The one API key whose spends it counts (`None`: every spend of the account); a key
+    /// bound to the account.
+    pub api_key_id: Option<String>,
     /// The limit.
     pub limit: SpendLimit,
     /// Who made it (`None`: an operator or the app's backend).
@@ -37,6 +40,8 @@ pub struct NewSpendLimit {
     pub account_id: AccountId,
     /// The one feature it counts, if any.
     pub feature: Option<String>,
+    /// The one API key whose spends it counts, if any.
+    pub api_key_id: Option<String>,
     /// The limit.
     pub limit: SpendLimit,
     /// Who makes it.
@@ -51,6 +56,9 @@ pub enum AddLimitError {
     /// The account already carries [`domain::MAX_LIMITS_PER_ACCOUNT`] limits.
     #[error("the account already has {0} limits")]
     TooMany(usize),
+    /// The limit names an API key that is not bound to its account, or is revoked.
+    #[error("no such API key on this account")]
+    NoSuchKey,
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -71,10 +79,11 @@ pub trait SpendLimitStore: Send + Sync + 'static {
 
     /// Add a limit, counting from nothing: in one transaction with the account's balance row
     /// locked (the spends in flight finish first, those after it count against it), refused
-    /// past [`domain::MAX_LIMITS_PER_ACCOUNT`].
+    /// past [`domain::MAX_LIMITS_PER_ACCOUNT`]. A limit on an API key needs a key bound to the
+    /// account and not revoked, read in the same transaction.
     ///
     /// # Errors
-    /// [`AddLimitError::TooMany`]; storage failures.
+    /// [`AddLimitError::TooMany`], [`AddLimitError::NoSuchKey`]; storage failures.
     async fn add_spend_limit(&self, new: &NewSpendLimit)
     -> Result<SpendLimitRecord, AddLimitError>;
 

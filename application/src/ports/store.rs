@@ -766,6 +766,9 @@ pub struct UsageContext {
     pub tokens: Option<u64>,
     /// A free-text note (admin adjustments).
     pub note: Option<String>,
+    /// The API key the spend or hold was made with (`None`: made in the browser, by an
+    /// operator, or not a spend). The limits on that key count it.
+    pub api_key_id: Option<String>,
 }
 
 /// Spend credits now.

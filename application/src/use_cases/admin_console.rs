@@ -9,6 +9,7 @@ mod accounts;
 mod actions;
 mod audited;
 mod endpoints;
+mod limits;
 mod lists;
 mod replay;
 

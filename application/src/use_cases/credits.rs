@@ -38,6 +38,9 @@ pub struct ConsumeCredits {
     pub usage: UsageRequest,
     /// The caller's idempotency key (required): the same key replays the first answer.
     pub idempotency_key: IdempotencyKey,
+    /// The API key the spend is made with: recorded with it, and the limits on that key count
+    /// it (`None`: not made with a key).
+    pub api_key_id: Option<String>,
 }
 
 /// Why credits could not be spent, held, settled or released.
@@ -213,7 +216,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         // users are never deleted, and one who does not exist has no balance, so the hot path
         // saves a read and an unknown user is still `UserNotFound`.
         let user_id = request.user_id;
-        let (usage, context) = parse_usage(&request.usage)?;
+        let (usage, mut context) = parse_usage(&request.usage)?;
+        context.api_key_id = request.api_key_id;
         let amount = self.config.consumption.cost(&usage)?;
         let (account_id, member_id) = spender(&user_id, request.account_id);
         let command = ConsumeCommand {
@@ -269,7 +273,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ) -> Result<(Reservation, Replay), CreditsError> {
         // As for consume: the user's existence is asked only of a refusal.
         let user_id = request.user_id;
-        let (usage, context) = parse_usage(&request.usage)?;
+        let (usage, mut context) = parse_usage(&request.usage)?;
+        context.api_key_id = request.api_key_id;
         let amount = self.config.consumption.cost(&usage)?;
         let (account_id, member_id) = spender(&user_id, request.account_id);
         let now = self.clock.now();

@@ -20,6 +20,8 @@ use crate::service::Service;
 pub struct LimitDraft {
     /// The one feature it counts (`None`: every spend).
     pub feature: Option<String>,
+    /// The one API key whose spends it counts (`None`: every spend): a key bound to the account.
+    pub api_key_id: Option<String>,
     /// `hour`, `day`, `week`, `month` or `rolling`.
     pub window: String,
     /// The hours of a rolling window.
@@ -59,6 +61,12 @@ pub enum LimitsError {
     /// No such limit on this account.
     #[error("limit not found")]
     NotFound,
+    /// No such account (an operator's request).
+    #[error("account not found")]
+    AccountNotFound,
+    /// The draft names an API key that is not bound to the account, or is revoked.
+    #[error("apiKeyId: no API key bound to this account has this id")]
+    NoSuchKey,
     /// Infrastructure.
     #[error(transparent)]
     Infra(#[from] InfraError),
@@ -163,6 +171,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             id,
             account_id: account.clone(),
             feature,
+            api_key_id: draft.api_key_id,
             limit,
             created_by: Some(user.clone()),
             now,
@@ -170,6 +179,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let record = match self.store.add_spend_limit(&new).await {
             Ok(record) => record,
             Err(AddLimitError::TooMany(n)) => return Err(LimitsError::TooMany(n)),
+            Err(AddLimitError::NoSuchKey) => return Err(LimitsError::NoSuchKey),
             Err(AddLimitError::Store(e)) => return Err(e.into()),
         };
         Ok(ShownLimit {

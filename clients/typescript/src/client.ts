@@ -439,6 +439,12 @@ export interface TallyClient {
     refundOrder(orderId: string, body?: Schemas["RefundBody"]): Promise<Refund>;
     /** Register a webhook endpoint for `eventTypes` (every type when absent); its `secret` is shown this once. */
     createWebhookEndpoint(body: Schemas["CreateWebhookEndpointBody"]): Promise<CreatedWebhookEndpoint>;
+    /** Any account's spend limits (a user's id for their personal account, or a team's), with their usage now. */
+    accountLimits(accountId: string): Promise<SpendLimit[]>;
+    /** Add a spend limit to any account (audited); it counts from what its window already spent. */
+    addAccountLimit(accountId: string, limit: NewSpendLimit): Promise<SpendLimit>;
+    /** Remove a spend limit of any account (audited). */
+    removeAccountLimit(accountId: string, limitId: string): Promise<void>;
   };
   /** The underlying openapi-fetch client, typed from `docs/openapi.json`, for anything not wrapped. */
   readonly raw: Client<paths>;
@@ -781,6 +787,20 @@ function adminMethods({ raw, call, spend }: Context): TallyClient["admin"] {
       call((signal) => raw.POST("/api/admin/orders/{orderId}/refund", { params: { path: { orderId } }, body, signal })),
     // Not retried: a second endpoint would be made if the first answer was lost.
     createWebhookEndpoint: (body) => call((signal) => raw.POST("/api/admin/webhook-endpoints", { body, signal }), "once"),
+    accountLimits: async (accountId) =>
+      (await call((signal) => raw.GET("/api/admin/accounts/{accountId}/limits", { params: { path: { accountId } }, signal })))
+        .items,
+    // Not retried: a second limit would be made if the first answer was lost.
+    addAccountLimit: (accountId, limit) =>
+      call(
+        (signal) => raw.POST("/api/admin/accounts/{accountId}/limits", { params: { path: { accountId } }, body: limit, signal }),
+        "once",
+      ),
+    removeAccountLimit: async (accountId, limitId) => {
+      await call((signal) =>
+        raw.DELETE("/api/admin/accounts/{accountId}/limits/{limitId}", { params: { path: { accountId, limitId } }, signal }),
+      );
+    },
   };
 }
 

@@ -66,8 +66,9 @@ export class TallyError extends Error {
 
 /**
  * The limit a `limit_reached` error names (`scope` `member`: a team member's own limit;
- * `account`: a limit on the account, with its `id`): the cap, what is left in the window and
- * when it resets; `undefined` for any other error.
+ * `account`: a limit on the account, with its `id`; `key`: a limit on the API key that spent,
+ * with its `id` and `apiKeyId`): the cap, what is left in the window and when it resets;
+ * `undefined` for any other error.
  */
 export function limitReached(error: unknown): components["schemas"]["LimitReachedView"] | undefined {
   return isTallyError(error, "limit_reached") ? (error.problem.limit ?? undefined) : undefined;

@@ -481,6 +481,39 @@ describe("spend limits", () => {
     assert.deepEqual(await backend.limits.list({ userId: user }), []);
     await backend.credits.consume({ userId: user, feature: "image" });
   });
+
+  it("caps one API key bound to the account, set by an operator; other keys spend on", async () => {
+    const backend = examples.lib.tally();
+    const user = await examples.lib.tallyUserId(appUser("kemal"));
+    const anonymous = createTallyClient({ baseUrl: server.url });
+    const { data: session } = await anonymous.raw.POST("/api/auth/login", {
+      body: { email: ADMIN.email, password: ADMIN.password },
+    });
+    assert.ok(session, "the administrator signs in");
+    const admin = createTallyClient({ baseUrl: server.url, sessionToken: session.token });
+    await admin.admin.adjustAccountCredits(user, { amount: "50", reason: "key limits" });
+    const agentKey = await admin.admin.createApiKey({ name: "agent", scopes: ["credits:consume"], accountId: user });
+    const agent = createTallyClient({ baseUrl: server.url, apiKey: agentKey.secret });
+
+    const limit = await admin.admin.addAccountLimit(user, { credits: "5", window: "day", apiKeyId: agentKey.id });
+    assert.equal(limit.apiKeyId, agentKey.id);
+    await agent.credits.consume({ userId: user, feature: "image" });
+    const refused = await agent.credits
+      .consume({ userId: user, feature: "image" })
+      .then(() => undefined, (error: unknown) => error);
+    const reached = limitReached(refused);
+    assert.ok(reached, `a limit_reached error: ${String(refused)}`);
+    assert.equal(reached.scope, "key");
+    assert.equal(reached.apiKeyId, agentKey.id);
+    // The app's own key is not capped by it.
+    await backend.credits.consume({ userId: user, feature: "image" });
+    assert.deepEqual(
+      (await admin.admin.accountLimits(user)).map((l) => [l.id, l.usedHundredths]),
+      [[limit.id, 500]],
+    );
+    await admin.admin.removeAccountLimit(user, limit.id);
+    assert.deepEqual(await admin.admin.accountLimits(user), []);
+  });
 });
 
 describe("reserve → settle/release around a streamed completion", () => {

@@ -292,3 +292,30 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_limit_counts_the_spends_of_its_feature_and_its_key() {
+    use super::applies;
+    // Every spend of the account.
+    assert!(applies((None, None), None, None));
+    assert!(applies((None, None), Some("chat"), Some("key_1")));
+    // One feature, with or without a key.
+    assert!(applies((Some("chat"), None), Some("chat"), Some("key_1")));
+    assert!(!applies((Some("chat"), None), Some("image"), None));
+    assert!(!applies((Some("chat"), None), None, None));
+    // One key: not the spends of another key, nor those made without one.
+    assert!(applies((None, Some("key_1")), Some("chat"), Some("key_1")));
+    assert!(!applies((None, Some("key_1")), Some("chat"), Some("key_2")));
+    assert!(!applies((None, Some("key_1")), Some("chat"), None));
+    // Both.
+    assert!(applies(
+        (Some("chat"), Some("key_1")),
+        Some("chat"),
+        Some("key_1")
+    ));
+    assert!(!applies(
+        (Some("chat"), Some("key_1")),
+        Some("image"),
+        Some("key_1")
+    ));
+}

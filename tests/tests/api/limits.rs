@@ -172,3 +172,135 @@ async fn owners_and_admins_change_a_team_s_limits_and_its_members_read_them() {
     let answer = app.post(&ada_token, &on_team, &daily, None).await;
     assert_eq!(code(&answer), (422, Some("too_many_limits")));
 }
+
+/// A limit on an API key bound to an account counts that key's spends alone, and refuses the
+/// key's spend past it as `limit_reached` with `scope: key`; a key of another account, or an
+/// app-wide one, cannot carry one.
+#[tokio::test]
+async fn a_key_limit_caps_the_spends_made_with_that_key() {
+    let (app, admin) = spawn_app_with_admin(|_| {}).await;
+    let (ada, token) = app.user("ada@example.com").await;
+    let (bob, _) = app.user("bob@example.com").await;
+    let grant = json!({"amount": "100", "reason": "test"});
+    let fund = format!("/api/admin/accounts/{ada}/credits");
+    assert_eq!(app.post(&admin, &fund, &grant, Some("f1")).await.0, 200);
+    let key_for = |account: &str, name: &str| json!({"name": name, "scopes": ["credits:consume"], "accountId": account});
+    let mut keys = Vec::new();
+    for (account, name) in [(&ada, "agent"), (&ada, "app"), (&bob, "bob's")] {
+        let (status, key) = app
+            .post(&admin, "/api/admin/api-keys", &key_for(account, name), None)
+            .await;
+        assert_eq!(status, 201, "{key}");
+        keys.push((
+            key["id"].as_str().unwrap().to_owned(),
+            key["secret"].as_str().unwrap().to_owned(),
+        ));
+    }
+    let app_wide = app.api_key(&admin, &["credits:consume"]).await;
+    let (agent_id, agent) = &keys[0];
+    let (_, other) = &keys[1];
+    let (bob_key, _) = &keys[2];
+
+    // Bob's key is not one of Ada's: refused, naming the field.
+    let body = json!({"credits": "5", "window": "day", "apiKeyId": bob_key});
+    let answer = app.post(&token, LIMITS, &body, None).await;
+    assert_eq!(
+        code(&answer),
+        (422, Some("validation_failed")),
+        "{}",
+        answer.1
+    );
+    assert_eq!(answer.1["errors"][0]["field"], "apiKeyId");
+
+    let body = json!({"credits": "5", "window": "day", "apiKeyId": agent_id});
+    let (status, limit) = app.post(&token, LIMITS, &body, None).await;
+    assert_eq!(status, 201, "{limit}");
+    assert_eq!(limit["apiKeyId"], agent_id.as_str());
+
+    // `image` costs 5: the agent's key spends it once; the other keys are not capped by it.
+    let image = json!({"userId": ada, "feature": "image"});
+    assert_eq!(app.post(agent, CONSUME, &image, Some("a1")).await.0, 201);
+    let refused = app.post(agent, CONSUME, &image, Some("a2")).await;
+    assert_eq!(
+        code(&refused),
+        (402, Some("limit_reached")),
+        "{}",
+        refused.1
+    );
+    let named = &refused.1["limit"];
+    assert_eq!(named["scope"], "key", "{named}");
+    assert_eq!(named["apiKeyId"], agent_id.as_str());
+    assert_eq!(named["id"], limit["id"]);
+    assert_eq!(named["leftHundredths"], 0);
+    assert_eq!(app.post(other, CONSUME, &image, Some("o1")).await.0, 201);
+    assert_eq!(
+        app.post(&app_wide, CONSUME, &image, Some("w1")).await.0,
+        201
+    );
+
+    // The list shows the key's limit with what the key spent.
+    let (status, list) = app.get(&token, LIMITS).await;
+    assert_eq!(status, 200, "{list}");
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{list}");
+    assert_eq!(items[0]["apiKeyId"], agent_id.as_str());
+    assert_eq!(items[0]["usedHundredths"], 500);
+    assert_eq!(app.balance_hundredths(&token).await, 8_500);
+}
+
+/// An operator reads, adds and removes any account's limits, each change in the audit log; the
+/// account's owner sees the operator's limit and is bound by it; others are refused.
+#[tokio::test]
+async fn an_operator_sets_a_customer_s_limits_audited() {
+    let (app, admin) = spawn_app_with_admin(|_| {}).await;
+    let (ada, token) = app.user("ada@example.com").await;
+    let grant = json!({"amount": "100", "reason": "test"});
+    let fund = format!("/api/admin/accounts/{ada}/credits");
+    assert_eq!(app.post(&admin, &fund, &grant, Some("f1")).await.0, 200);
+    let path = format!("/api/admin/accounts/{ada}/limits");
+    let body = json!({"credits": "5", "window": "month"});
+
+    assert_eq!(
+        code(&app.post(&token, &path, &body, None).await),
+        (403, Some("forbidden"))
+    );
+    assert_eq!(
+        code(&app.get(&token, &path).await),
+        (403, Some("forbidden"))
+    );
+    let nobody = "/api/admin/accounts/team_nobody/limits";
+    assert_eq!(
+        code(&app.post(&admin, nobody, &body, None).await),
+        (404, Some("account_not_found"))
+    );
+
+    let (status, limit) = app.post(&admin, &path, &body, None).await;
+    assert_eq!(status, 201, "{limit}");
+    let id = limit["id"].as_str().unwrap().to_owned();
+    let (_, mine) = app.get(&token, LIMITS).await;
+    assert_eq!(mine["items"][0]["id"], id.as_str(), "{mine}");
+    let backend = app.api_key(&admin, &["credits:consume"]).await;
+    let image = json!({"userId": ada, "feature": "image"});
+    assert_eq!(app.post(&backend, CONSUME, &image, Some("s1")).await.0, 201);
+    let refused = app.post(&backend, CONSUME, &image, Some("s2")).await;
+    assert_eq!(code(&refused), (402, Some("limit_reached")));
+    let (status, listed) = app.get(&admin, &path).await;
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["items"][0]["usedHundredths"], 500);
+
+    let one = format!("{path}/{id}");
+    assert_eq!(delete(&app, &admin, &one).await.0, 204);
+    assert_eq!(
+        code(&delete(&app, &admin, &one).await),
+        (404, Some("limit_not_found"))
+    );
+    let (_, audit) = app.get(&admin, "/api/admin/audit").await;
+    let actions: Vec<&str> = audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["action"].as_str())
+        .filter(|a| a.starts_with("limit."))
+        .collect();
+    assert_eq!(actions, ["limit.removed", "limit.added"], "{audit}");
+}

@@ -1,10 +1,11 @@
 //! An administrator's change to the plans, API keys and plan allowances: the part of a change
 //! set (`crate::apply`) that runs it, with the set's audit entry in the same transaction.
 
-use application::ports::{AdminWrite, ImportReport, StoreError};
+use application::ports::{AddLimitError, AdminWrite, ImportReport, StoreError};
 use domain::Timestamp;
 use sea_orm::DatabaseTransaction;
 
+use crate::limits;
 use crate::plans::{ALLOW, DISALLOW, INSERT, UPDATE, allowance_values, import, reorder, with_time};
 use crate::retry::Fail;
 use crate::rows::plan_values;
@@ -59,6 +60,30 @@ pub(crate) async fn write(
         AdminWrite::RemovePlanAllowance(user, plan) => {
             let values = vec![user.as_str().into(), plan.as_str().into()];
             sql::execute(tx, DISALLOW, values).await?;
+        }
+        AdminWrite::AddSpendLimit(new) => match limits::add_in(tx, new).await? {
+            End::Commit(Ok(_)) => {}
+            End::Commit(Err(refused)) | End::Rollback(Err(refused)) => {
+                return Err(Fail::Store(match refused {
+                    AddLimitError::TooMany(n) => {
+                        StoreError::Conflict(format!("the account has {n} limits"))
+                    }
+                    AddLimitError::NoSuchKey => StoreError::NotFound,
+                    AddLimitError::Store(e) => e,
+                }));
+            }
+            End::Rollback(Ok(_)) => {
+                return Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
+                    "a limit added and rolled back"
+                ))));
+            }
+        },
+        AdminWrite::RemoveSpendLimit(account, id) => {
+            if let End::Rollback(false) | End::Commit(false) =
+                limits::remove_in(tx, account, id).await?
+            {
+                return Err(Fail::Store(StoreError::NotFound));
+            }
         }
     }
     Ok(End::Commit(None))

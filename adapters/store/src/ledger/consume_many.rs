@@ -850,7 +850,7 @@ impl Part {
 
 /// The ledger insert of the fresh postings (parameters from `$first`).
 fn insert_part(postgres: bool, first: usize, fresh: &[Fresh<'_>]) -> Result<Part, Fail> {
-    const COLUMNS: [(&str, &str); 15] = [
+    const COLUMNS: [(&str, &str); 16] = [
         ("account_id", "text"),
         ("member_id", "text"),
         ("kind", "text"),
@@ -866,6 +866,7 @@ fn insert_part(postgres: bool, first: usize, fresh: &[Fresh<'_>]) -> Result<Part
         ("idempotency_key", "text"),
         ("request_hash", "text"),
         ("created_at", "bigint"),
+        ("api_key_id", "text"),
     ];
     let mut table = Vec::with_capacity(fresh.len());
     for f in fresh {
@@ -888,6 +889,7 @@ fn insert_part(postgres: bool, first: usize, fresh: &[Fresh<'_>]) -> Result<Part
             Cell::text(c.idempotency.key.as_str()),
             Cell::text(c.idempotency.request_hash.as_str()),
             Cell::Int(Some(c.now.unix_millis())),
+            Cell::Text(u.api_key_id.clone()),
         ]);
     }
     let (cte, values) = rows(postgres, ("t", first), &COLUMNS, table);

@@ -279,8 +279,8 @@ async fn insert_transaction(
     let sql = format!(
         "INSERT INTO credit_transactions (account_id, kind, amount_hundredths, balance_after_hundredths, \
          order_id, subscription_id, reservation_id, feature, model, tokens, note, idempotency_key, \
-         request_hash, created_at, member_id) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+         request_hash, created_at, member_id, api_key_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
          ON CONFLICT DO NOTHING RETURNING {TRANSACTION_COLUMNS}"
     );
     let c = posting.context;
@@ -306,6 +306,7 @@ async fn insert_transaction(
         posting.key.map(|(_, hash)| hash.to_owned()).into(),
         posting.now.unix_millis().into(),
         posting.member.map(|m| m.as_str().to_owned()).into(),
+        c.api_key_id.clone().into(),
     ];
     let row: Option<TransactionRow> = sql::one(tx, &sql, values).await?;
     Ok(row.map(TransactionRow::into_domain).transpose()?)

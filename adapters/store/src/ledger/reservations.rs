@@ -202,9 +202,8 @@ async fn counted_by_limits(
         Some(locked) => locked,
         None => postings::lock_balance_limited(tx, &c.account_id).await?,
     };
-    let feature = c.context.feature.as_deref();
     let within = (&c.account_id, limited);
-    Ok(limits::count(tx, within, feature, c.amount, c.now)
+    Ok(limits::count(tx, within, &c.context, c.amount, c.now)
         .await?
         .map(|counts| (balance, counts)))
 }
@@ -218,8 +217,8 @@ async fn insert(
     let sql = format!(
         "INSERT INTO credit_reservations (id, account_id, held_hundredths, status, \
          idempotency_key, request_hash, feature, model, tokens, note, created_at, expires_at, \
-         member_id, window_start) \
-         VALUES ($1, $2, $3, $12, $4, $5, $6, $7, $8, $9, $10, $11, $13, $14) \
+         member_id, window_start, api_key_id) \
+         VALUES ($1, $2, $3, $12, $4, $5, $6, $7, $8, $9, $10, $11, $13, $14, $15) \
          ON CONFLICT DO NOTHING RETURNING {RESERVATION_COLUMNS}"
     );
     let values = vec![
@@ -237,6 +236,7 @@ async fn insert(
         ReservationStatus::Pending.code().into(),
         c.member_id.as_ref().map(|m| m.as_str().to_owned()).into(),
         window.map(Timestamp::unix_millis).into(),
+        c.context.api_key_id.clone().into(),
     ];
     Ok(sql::one(tx, &sql, values).await?)
 }
@@ -402,8 +402,7 @@ async fn within_limits(
     most: Credits,
     now: Timestamp,
 ) -> Result<Credits, Fail> {
-    let feature = r.context.feature.as_deref();
-    let room = limits::room(tx, within, feature, now).await?;
+    let room = limits::room(tx, within, &r.context, now).await?;
     Ok(room.map_or(most, |room| most.min(room)))
 }
 
@@ -525,8 +524,7 @@ async fn settle_limits(
     match charged.checked_sub(r.held) {
         Ok(over) if !over.is_zero() => {
             limits::give_back_hold(tx, &r.id, Some(Credits::ZERO)).await?;
-            let feature = r.context.feature.as_deref();
-            let counted = limits::count(tx, within, feature, over, now)
+            let counted = limits::count(tx, within, &r.context, over, now)
                 .await?
                 .map_err(|refusal| {
                     Fail::Store(StoreError::Unexpected(anyhow::anyhow!(

@@ -108,9 +108,8 @@ async fn limits_counted(
     c: &ConsumeCommand,
     limited: bool,
 ) -> Result<Result<Vec<limits::LimitCount>, Spent<(CreditTransaction, Replay)>>, Fail> {
-    let feature = c.context.feature.as_deref();
     let within = (&c.account_id, limited);
-    match limits::count(tx, within, feature, c.amount, c.now).await? {
+    match limits::count(tx, within, &c.context, c.amount, c.now).await? {
         Ok(counts) => Ok(Ok(counts)),
         Err(refusal) => Ok(Err(replay(tx, c).await?.unwrap_or(Spent::Refused(refusal)))),
     }

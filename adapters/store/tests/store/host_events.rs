@@ -259,6 +259,7 @@ async fn a_spend_reaching_a_limit_tells_it(world: &World, store: &TestStore) {
     store.grant(&grant).await.unwrap();
     let draft = LimitDraft {
         feature: None,
+        api_key_id: None,
         window: "month".into(),
         rolling_hours: None,
         credits: "5".into(),
@@ -280,6 +281,7 @@ async fn a_spend_reaching_a_limit_tells_it(world: &World, store: &TestStore) {
                 tokens: Some(1_500),
             },
             idempotency_key: IdempotencyKey::new(key).unwrap(),
+            api_key_id: None,
         };
         world.service.consume_credits(spend).await.unwrap();
     }
@@ -549,6 +551,7 @@ async fn spends_tell_each_balance_crossing_once(world: &World, store: &TestStore
             tokens: Some(credits * 500),
         },
         idempotency_key: IdempotencyKey::new(key).unwrap(),
+        api_key_id: None,
     };
     store.grant(&grant(15, "spend-1")).await.unwrap();
     for (credits, key) in [(3, "s1"), (4, "s2"), (4, "s2"), (2, "s3"), (6, "s4")] {
@@ -938,6 +941,7 @@ async fn consumption_is_told_only_while_an_endpoint_opts_in(world: &World, store
             tokens: None,
         },
         idempotency_key: IdempotencyKey::new(key).unwrap(),
+        api_key_id: None,
     };
     world.service.consume_credits(spend("m1")).await.unwrap();
     store

@@ -207,6 +207,7 @@ fn spend(user: &UserId, key: &str) -> ConsumeCredits {
             tokens: None,
         },
         idempotency_key: IdempotencyKey::new(key).unwrap(),
+        api_key_id: None,
     }
 }
 

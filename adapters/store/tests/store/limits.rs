@@ -1,10 +1,11 @@
 //! Spend limits on an account: counted in the spend's own transaction, holds included, each
 //! window across its reset, exact under concurrency, on both databases, group commit off and on.
 
+use application::accounts::{ApiKey, Scope, TokenHash};
 use application::ports::{
-    AddLimitError, ConsumeCommand, CreditLedger, GrantCommand, GrantSource, IdempotencyRecord,
-    NewSpendLimit, ReservationStatus, ReserveCommand, SpendError, SpendLimitStore, UsageContext,
-    Writes,
+    AddLimitError, ApiKeyRepository, ConsumeCommand, CreditLedger, GrantCommand, GrantSource,
+    IdempotencyRecord, NewSpendLimit, ReservationStatus, ReserveCommand, SpendError,
+    SpendLimitStore, UsageContext, Writes,
 };
 use domain::{
     AccountId, Enforcement, LimitOwner, MAX_LIMITS_PER_ACCOUNT, ReservationId, SpendLimit,
@@ -39,6 +40,7 @@ async fn limit(
     at: i64,
 ) -> SpendLimitId {
     let new = NewSpendLimit {
+        api_key_id: None,
         id: SpendLimitId::new(id).unwrap(),
         account_id: account.clone(),
         feature: feature.map(str::to_owned),
@@ -280,6 +282,7 @@ pub async fn a_new_limit_counts_its_window_so_far_and_a_removed_one_nothing(stor
         limit(store, &ada, (&id, None), (1_000, SpendWindow::Month), NOW).await;
     }
     let one_more = NewSpendLimit {
+        api_key_id: None,
         id: SpendLimitId::new("lim_more").unwrap(),
         account_id: ada.clone(),
         feature: None,
@@ -339,6 +342,7 @@ pub async fn a_limit_is_never_passed_under_concurrency(store: &TestStore) {
 pub async fn a_limit_reached_is_told_once_per_crossing(store: &TestStore) {
     let ada = funded(store, "ada", 100).await;
     let soft = NewSpendLimit {
+        api_key_id: None,
         id: SpendLimitId::new("lim_soft").unwrap(),
         account_id: ada.clone(),
         feature: None,
@@ -398,7 +402,121 @@ pub async fn a_limit_reached_is_told_once_per_crossing(store: &TestStore) {
     );
 }
 
+/// An API key bound to `account`, stored.
+async fn bound_key(store: &TestStore, account: &AccountId, id: &str) {
+    let owner = user(store, &format!("admin-{id}")).await;
+    let key = ApiKey {
+        id: id.into(),
+        owner,
+        name: format!("key {id}"),
+        prefix: "tly_abcd".into(),
+        scopes: vec![Scope::CreditsConsume],
+        account: Some(account.clone()),
+        created_at: t(NOW - HOUR),
+        revoked_at: None,
+    };
+    let hash = TokenHash(format!("hash-{id}"));
+    store.create_api_key(&key, &hash).await.expect("the key");
+}
+
+/// `spend`, made with API key `key`.
+fn with_key(mut command: ConsumeCommand, key: &str) -> ConsumeCommand {
+    command.context.api_key_id = Some(key.into());
+    command
+}
+
+/// A limit on an API key counts the spends made with that key alone (holds included, and a
+/// settle's overrun against the key that held), starts from what the key already spent in its
+/// window, refuses naming the key, and is made only on an unrevoked key bound to the account.
+pub async fn a_key_limit_counts_its_key_alone(store: &TestStore) {
+    let ada = funded(store, "ada", 100).await;
+    let bob = funded(store, "bob", 100).await;
+    bound_key(store, &ada, "key_a").await;
+    bound_key(store, &ada, "key_b").await;
+    bound_key(store, &bob, "key_bob").await;
+    // Spent with key_a before the limit: the limit starts from it.
+    store
+        .consume(&with_key(spend(&ada, (3, "chat"), "k1", NOW), "key_a"))
+        .await
+        .unwrap();
+    let new = |id: &str, key: &str| NewSpendLimit {
+        id: SpendLimitId::new(id).unwrap(),
+        account_id: ada.clone(),
+        feature: None,
+        api_key_id: Some(key.into()),
+        limit: SpendLimit {
+            credits: c(1_000),
+            window: SpendWindow::Day,
+            enforcement: Enforcement::Hard,
+        },
+        created_by: None,
+        now: t(NOW),
+    };
+    // Another account's key, or no key at all, is refused.
+    for key in ["key_bob", "key_nobody"] {
+        assert!(matches!(
+            store.add_spend_limit(&new("lim_x", key)).await,
+            Err(AddLimitError::NoSuchKey)
+        ));
+    }
+    let capped = store
+        .add_spend_limit(&new("lim_key", "key_a"))
+        .await
+        .unwrap();
+    assert_eq!(capped.api_key_id.as_deref(), Some("key_a"));
+    assert_eq!(used(store, &ada, &capped.id, NOW).await, 300);
+    // Spends with key_b and without a key do not count against it.
+    store
+        .consume(&with_key(spend(&ada, (20, "chat"), "k2", NOW), "key_b"))
+        .await
+        .unwrap();
+    store
+        .consume(&spend(&ada, (20, "chat"), "k3", NOW))
+        .await
+        .unwrap();
+    assert_eq!(used(store, &ada, &capped.id, NOW).await, 300);
+    // A hold with key_a counts, and its settle's overrun too, up to the limit.
+    let mut held = hold(&ada, 4, "r1", NOW);
+    held.context.api_key_id = Some("key_a".into());
+    store.reserve(&held).await.unwrap();
+    assert_eq!(used(store, &ada, &capped.id, NOW).await, 700);
+    let r1 = ReservationId::new("r1").unwrap();
+    let (settled, _) = store
+        .settle((&ada, None), &r1, c(900), t(NOW))
+        .await
+        .unwrap();
+    let ReservationStatus::Settled { charged, .. } = settled.status else {
+        panic!("{settled:?}")
+    };
+    assert_eq!(charged, c(700), "the key's limit left 7 for the settle");
+    assert_eq!(used(store, &ada, &capped.id, NOW).await, 1_000);
+    let refusal = store
+        .consume(&with_key(spend(&ada, (1, "chat"), "k4", NOW), "key_a"))
+        .await;
+    let Err(SpendError::LimitReached(reached)) = refusal else {
+        panic!("not refused: {refusal:?}")
+    };
+    assert_eq!(
+        reached.owner,
+        LimitOwner::Account {
+            id: capped.id.clone(),
+            feature: None,
+            api_key: Some("key_a".into()),
+        }
+    );
+    // key_b still spends.
+    store
+        .consume(&with_key(spend(&ada, (1, "chat"), "k5", NOW), "key_b"))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.balance(&ada).await.unwrap(),
+        c(10_000 - 300 - 2_000 - 2_000 - 700 - 100)
+    );
+}
+
 contract_tests!(
+    a_key_limit_counts_its_key_alone,
     a_limit_reached_is_told_once_per_crossing,
     a_daily_limit_refuses_past_it_and_resets_at_midnight,
     each_window_resets_when_it_says,

@@ -385,6 +385,7 @@ async fn an_owner_buys_for_their_team_from_the_pricing_page() {
                 tokens: Some(5_000),
             },
             idempotency_key: domain::IdempotencyKey::new("bob-1").unwrap(),
+            api_key_id: None,
         })
         .await
         .unwrap();

@@ -6,8 +6,8 @@ use domain::{Credits, Plan, Timestamp};
 
 use super::{InMemoryStore, State, admin::push_audit, apply_event_parts, keep_entitlements};
 use crate::ports::{
-    AdminWrite, Applied, ApplyError, ChangeSet, ChangeStore, Done, ImportReport, LedgerOp,
-    LedgerOutcome, Listing, ReservationStatus, StoreError, StoredPlan,
+    AddLimitError, AdminWrite, Applied, ApplyError, ChangeSet, ChangeStore, Done, ImportReport,
+    LedgerOp, LedgerOutcome, Listing, ReservationStatus, StoreError, StoredPlan,
 };
 
 /// An administrator's configuration write on `s`.
@@ -67,6 +67,16 @@ pub(super) fn admin_write(
         AdminWrite::RemovePlanAllowance(user, plan) => {
             s.plan_allowances.remove(&(user.clone(), plan.clone()));
         }
+        AdminWrite::AddSpendLimit(new) => {
+            super::limits::add_limit(s, new).map_err(|refused| match refused {
+                AddLimitError::TooMany(n) => StoreError::Conflict(format!("{n} limits")),
+                AddLimitError::NoSuchKey => StoreError::NotFound,
+                AddLimitError::Store(e) => e,
+            })?;
+        }
+        AdminWrite::RemoveSpendLimit(account, id) => super::limits::remove_limit(s, account, id)
+            .then_some(())
+            .ok_or(StoreError::NotFound)?,
     }
     Ok(None)
 }
@@ -112,8 +122,7 @@ fn ledger_op(s: &mut State, op: &LedgerOp) -> Result<LedgerOutcome, ApplyError> 
             let (tx, replay) = s.ledger.consume(c)?;
             // A replay counts nothing again (a refusal drops the whole draft).
             if replay == crate::ports::Replay::Fresh {
-                let feature = c.context.feature.as_deref();
-                super::limits::count(s, &c.account_id, feature, c.amount, c.now)?;
+                super::limits::count(s, &c.account_id, &c.context, c.amount, c.now)?;
             }
             LedgerOutcome::Spent(tx, replay)
         }
@@ -131,8 +140,7 @@ fn ledger_op(s: &mut State, op: &LedgerOp) -> Result<LedgerOutcome, ApplyError> 
             }
             let (r, replay) = s.ledger.reserve(c)?;
             if replay == crate::ports::Replay::Fresh {
-                let feature = c.context.feature.as_deref();
-                let counted = super::limits::count(s, &c.account_id, feature, c.amount, c.now)?;
+                let counted = super::limits::count(s, &c.account_id, &c.context, c.amount, c.now)?;
                 s.hold_limit_counts.insert(r.id.clone(), counted);
             }
             LedgerOutcome::Held(r, replay)

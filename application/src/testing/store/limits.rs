@@ -12,7 +12,7 @@ use domain::{
 use super::{InMemoryStore, State, lock};
 use crate::ports::{
     AddLimitError, ApplyError, NewSpendLimit, Refusal, SpendLimitRecord, SpendLimitStore,
-    StoreError,
+    StoreError, UsageContext,
 };
 
 /// What a hold counted: (limit, bucket, amount).
@@ -28,23 +28,22 @@ fn add(buckets: &mut Vec<Bucket>, start: Timestamp, amount: Credits) {
     }
 }
 
-/// Count a spend of `amount` of `feature` against every limit of `account` it falls under:
-/// what it counted, or the refusal of the first hard limit it would pass (nothing counted).
+/// Count a spend of `amount` (its feature and API key in `spend`) against every limit of
+/// `account` it falls under: what it counted, or the refusal of the first hard limit it would
+/// pass (nothing counted).
 pub(super) fn count(
     s: &mut State,
     account: &AccountId,
-    feature: Option<&str>,
+    spend: &UsageContext,
     amount: Credits,
     now: Timestamp,
 ) -> Result<HoldCounts, ApplyError> {
     let mut counted = Vec::new();
     for record in s.spend_limits.values() {
-        if &record.account_id != account
-            || record
-                .feature
-                .as_deref()
-                .is_some_and(|f| Some(f) != feature)
-        {
+        let on = (record.feature.as_deref(), record.api_key_id.as_deref());
+        let applies =
+            domain::spend_limit::applies(on, spend.feature.as_deref(), spend.api_key_id.as_deref());
+        if &record.account_id != account || !applies {
             continue;
         }
         let c = record
@@ -55,6 +54,7 @@ pub(super) fn count(
                     owner: LimitOwner::Account {
                         id: record.id.clone(),
                         feature: record.feature.clone(),
+                        api_key: record.api_key_id.clone(),
                     },
                     credits: record.limit.credits,
                     window: record.limit.window,
@@ -109,26 +109,7 @@ impl SpendLimitStore for InMemoryStore {
         &self,
         new: &NewSpendLimit,
     ) -> Result<SpendLimitRecord, AddLimitError> {
-        let mut s = lock(&self.0);
-        let n = s
-            .spend_limits
-            .values()
-            .filter(|r| r.account_id == new.account_id)
-            .count();
-        if n >= MAX_LIMITS_PER_ACCOUNT {
-            return Err(AddLimitError::TooMany(MAX_LIMITS_PER_ACCOUNT));
-        }
-        let record = SpendLimitRecord {
-            id: new.id.clone(),
-            account_id: new.account_id.clone(),
-            feature: new.feature.clone(),
-            limit: new.limit,
-            created_by: new.created_by.clone(),
-            created_at: new.now,
-            buckets: Vec::new(),
-        };
-        s.spend_limits.insert(new.id.clone(), record.clone());
-        Ok(record)
+        add_limit(&mut lock(&self.0), new)
     }
 
     async fn remove_spend_limit(
@@ -136,13 +117,52 @@ impl SpendLimitStore for InMemoryStore {
         account: &AccountId,
         id: &SpendLimitId,
     ) -> Result<bool, StoreError> {
-        let mut s = lock(&self.0);
-        match s.spend_limits.get(id) {
-            Some(r) if &r.account_id == account => {
-                s.spend_limits.remove(id);
-                Ok(true)
-            }
-            _ => Ok(false),
+        Ok(remove_limit(&mut lock(&self.0), account, id))
+    }
+}
+
+/// Add `new` to `s` (counting from nothing: this fake does not seed from the ledger).
+pub(super) fn add_limit(
+    s: &mut State,
+    new: &NewSpendLimit,
+) -> Result<SpendLimitRecord, AddLimitError> {
+    let n = s
+        .spend_limits
+        .values()
+        .filter(|r| r.account_id == new.account_id)
+        .count();
+    if n >= MAX_LIMITS_PER_ACCOUNT {
+        return Err(AddLimitError::TooMany(MAX_LIMITS_PER_ACCOUNT));
+    }
+    if let Some(key) = &new.api_key_id {
+        let bound = s.api_keys.iter().any(|(k, _)| {
+            &k.id == key && k.account.as_ref() == Some(&new.account_id) && k.revoked_at.is_none()
+        });
+        if !bound {
+            return Err(AddLimitError::NoSuchKey);
         }
+    }
+    let record = SpendLimitRecord {
+        id: new.id.clone(),
+        account_id: new.account_id.clone(),
+        feature: new.feature.clone(),
+        api_key_id: new.api_key_id.clone(),
+        limit: new.limit,
+        created_by: new.created_by.clone(),
+        created_at: new.now,
+        buckets: Vec::new(),
+    };
+    s.spend_limits.insert(new.id.clone(), record.clone());
+    Ok(record)
+}
+
+/// Remove `account`'s limit `id` from `s`: whether it had it.
+pub(super) fn remove_limit(s: &mut State, account: &AccountId, id: &SpendLimitId) -> bool {
+    match s.spend_limits.get(id) {
+        Some(r) if &r.account_id == account => {
+            s.spend_limits.remove(id);
+            true
+        }
+        _ => false,
     }
 }

@@ -17,7 +17,7 @@ use crate::ports::{
 };
 use crate::service::Service;
 
-fn text(value: impl ToString) -> AuditValue {
+pub(super) fn text(value: impl ToString) -> AuditValue {
     AuditValue::Text(value.to_string())
 }
 
@@ -38,18 +38,18 @@ fn plan_facts(p: &StoredPlan) -> AuditFacts {
 }
 
 /// An audit entry about to be written.
-struct Entry<'a> {
-    admin: &'a User,
-    action: AuditAction,
-    object_kind: &'static str,
-    object_id: String,
-    before: Option<AuditFacts>,
-    after: Option<AuditFacts>,
+pub(super) struct Entry<'a> {
+    pub(super) admin: &'a User,
+    pub(super) action: AuditAction,
+    pub(super) object_kind: &'static str,
+    pub(super) object_id: String,
+    pub(super) before: Option<AuditFacts>,
+    pub(super) after: Option<AuditFacts>,
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     /// Store `write` with `entry`, in one transaction.
-    async fn write_audited(
+    pub(super) async fn write_audited(
         &self,
         write: AdminWrite<'_>,
         entry: Entry<'_>,

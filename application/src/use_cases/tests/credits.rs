@@ -31,6 +31,7 @@ fn chat(user: &User, model: &str, tokens: i64, key: &str) -> ConsumeCredits {
             tokens: Some(tokens),
         },
         idempotency_key: IdempotencyKey::new(key).unwrap(),
+        api_key_id: None,
     }
 }
 
@@ -88,6 +89,7 @@ async fn insufficient_credits_reports_the_balance_and_writes_nothing() {
             tokens: None,
         },
         idempotency_key: IdempotencyKey::new("img").unwrap(),
+        api_key_id: None,
     };
     let err = h.service.consume_credits(image).await.unwrap_err();
     let CreditsError::Insufficient {

@@ -186,6 +186,7 @@ async fn a_spend_is_counted_once_however_often_it_is_sent() {
             tokens: Some(1500),
         },
         idempotency_key: IdempotencyKey::new("k1").unwrap(),
+        api_key_id: None,
     };
     h.service.consume_credits(spend()).await.unwrap();
     h.service.consume_credits(spend()).await.unwrap();
