@@ -319,6 +319,11 @@ pub struct ApiKeyView {
     /// When revoked.
     #[oai(skip_serializing_if_is_none)]
     pub revoked_at: Option<String>,
+    /// The spend limits on the key (a key bound to an account), with their usage now: in the
+    /// list of keys, not in a new key's answer (`POST /api/admin/accounts/{accountId}/limits`
+    /// with `apiKeyId` adds one).
+    #[oai(skip_serializing_if_is_none)]
+    pub limits: Option<Vec<crate::limits::SpendLimitView>>,
 }
 
 impl From<&ApiKey> for ApiKeyView {
@@ -331,6 +336,7 @@ impl From<&ApiKey> for ApiKeyView {
             account_id: k.account.as_ref().map(ToString::to_string),
             created_at: timestamp(k.created_at),
             revoked_at: k.revoked_at.map(timestamp),
+            limits: None,
         }
     }
 }
@@ -808,7 +814,7 @@ impl AdminApi {
         }
     }
 
-    /// Every service API key, newest first.
+    /// Every service API key, newest first, each with the spend limits on it.
     #[oai(path = "/api/admin/api-keys", method = "get")]
     async fn list_api_keys(&self, credential: Credential) -> ListApiKeysResponse {
         let result = async {
@@ -816,13 +822,19 @@ impl AdminApi {
             self.state
                 .ports
                 .admin
-                .list_api_keys()
+                .api_keys_with_limits()
                 .await
                 .map_err(api_key_problem)
         };
         match result.await {
             Ok(keys) => ListApiKeysResponse::Ok(Json(ApiKeyList {
-                keys: keys.iter().map(ApiKeyView::from).collect(),
+                keys: keys
+                    .iter()
+                    .map(|listed| ApiKeyView {
+                        limits: Some(listed.limits.iter().map(Into::into).collect()),
+                        ..ApiKeyView::from(&listed.key)
+                    })
+                    .collect(),
             })),
             Err(problem) => problem.into(),
         }

@@ -20,7 +20,7 @@ use crate::use_cases::admin_console::{
     TeamOverview,
 };
 use crate::use_cases::admin_reports::AdminOverview;
-use crate::use_cases::api_keys::{ApiKeyError, CreatedApiKey};
+use crate::use_cases::api_keys::{ApiKeyError, CreatedApiKey, KeyWithLimits};
 use crate::use_cases::manage_plans::{ManagePlansError, PlanInput};
 use crate::use_cases::refund_order::{RefundAccepted, RefundOrder, RefundOrderError};
 use crate::use_cases::spend_limits::{LimitDraft, LimitsError, ShownLimit};
@@ -79,6 +79,9 @@ inbound_port! {
 
         /// Every API key, newest first (see [`Service::list_api_keys`]).
         async fn list_api_keys(&self) -> Result<Vec<ApiKey>, ApiKeyError>;
+
+        /// Every API key with the spend limits on it (see [`Service::api_keys_with_limits`]).
+        async fn api_keys_with_limits(&self) -> Result<Vec<KeyWithLimits>, ApiKeyError>;
 
         /// Revoke an API key (see [`Service::revoke_api_key`]).
         async fn revoke_api_key(&self, admin: &User, id: &ApiKeyId) -> Result<(), ApiKeyError>;

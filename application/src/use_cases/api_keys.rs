@@ -2,10 +2,13 @@
 //! administrator's create and revoke are written with their audit entry
 //! (`admin_console::audited`).
 
+use std::collections::BTreeSet;
+
 use domain::AccountId;
 
 use super::InfraError;
 use super::sessions::API_KEY_PREFIX;
+use super::spend_limits::{LimitsError, ShownLimit};
 use crate::accounts::{AccountError, ApiKey, Scope, User};
 use crate::ports::{Clock, IdGenerator, SecretHasher, Store, StoreError};
 use crate::service::Service;
@@ -112,4 +115,47 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     pub async fn list_api_keys(&self) -> Result<Vec<ApiKey>, ApiKeyError> {
         Ok(self.store.list_api_keys().await?)
     }
+
+    /// Every key, newest first, each with the spend limits on it and their usage now (a
+    /// revoked key's limits spend nothing more and are not read).
+    ///
+    /// # Errors
+    /// Infrastructure only.
+    #[tracing::instrument(skip_all)]
+    pub async fn api_keys_with_limits(&self) -> Result<Vec<KeyWithLimits>, ApiKeyError> {
+        let keys = self.store.list_api_keys().await?;
+        let accounts: BTreeSet<&AccountId> = keys
+            .iter()
+            .filter(|k| k.revoked_at.is_none())
+            .filter_map(|k| k.account.as_ref())
+            .collect();
+        let mut on_keys: Vec<ShownLimit> = Vec::new();
+        for account in accounts {
+            let shown = self.spend_limits(account).await.map_err(|e| match e {
+                LimitsError::Infra(infra) => ApiKeyError::Infra(infra),
+                other => ApiKeyError::Infra(InfraError::Unexpected(other.into())),
+            })?;
+            on_keys.extend(shown.into_iter().filter(|l| l.record.api_key_id.is_some()));
+        }
+        Ok(keys
+            .into_iter()
+            .map(|key| {
+                let limits = on_keys
+                    .iter()
+                    .filter(|l| l.record.api_key_id.as_deref() == Some(key.id.as_str()))
+                    .cloned()
+                    .collect();
+                KeyWithLimits { key, limits }
+            })
+            .collect())
+    }
+}
+
+/// A key with the spend limits on it.
+#[derive(Debug, Clone)]
+pub struct KeyWithLimits {
+    /// The key.
+    pub key: ApiKey,
+    /// Its limits, oldest first, with their usage now.
+    pub limits: Vec<ShownLimit>,
 }

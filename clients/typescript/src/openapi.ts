@@ -4361,7 +4361,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every service API key, newest first. */
+        /** Every service API key, newest first, each with the spend limits on it. */
         get: {
             parameters: {
                 query?: never;
@@ -9636,6 +9636,12 @@ export interface components {
             createdAt: string;
             /** @description When revoked. */
             revokedAt?: string;
+            /**
+             * @description The spend limits on the key (a key bound to an account), with their usage now: in the
+             *     list of keys, not in a new key's answer (`POST /api/admin/accounts/{accountId}/limits`
+             *     with `apiKeyId` adds one).
+             */
+            limits?: components["schemas"]["SpendLimitView"][];
         };
         /**
          * AuditEntryView
@@ -9873,6 +9879,12 @@ export interface components {
             createdAt: string;
             /** @description When revoked. */
             revokedAt?: string;
+            /**
+             * @description The spend limits on the key (a key bound to an account), with their usage now: in the
+             *     list of keys, not in a new key's answer (`POST /api/admin/accounts/{accountId}/limits`
+             *     with `apiKeyId` adds one).
+             */
+            limits?: components["schemas"]["SpendLimitView"][];
             /** @description The key (`tly_…`): store it now, it is never shown again. */
             secret: string;
         };

@@ -246,6 +246,19 @@ async fn a_key_limit_caps_the_spends_made_with_that_key() {
     assert_eq!(items[0]["apiKeyId"], agent_id.as_str());
     assert_eq!(items[0]["usedHundredths"], 500);
     assert_eq!(app.balance_hundredths(&token).await, 8_500);
+
+    // The operator's list of keys shows the limit on the key, and on it alone.
+    let (status, listed) = app.get(&admin, "/api/admin/api-keys").await;
+    assert_eq!(status, 200, "{listed}");
+    let keys = listed["keys"].as_array().unwrap();
+    let limits_of = |id: &str| {
+        let key = keys.iter().find(|k| k["id"] == id).expect("the key");
+        key["limits"].as_array().map_or(0, Vec::len)
+    };
+    assert_eq!(limits_of(agent_id), 1, "{listed}");
+    assert_eq!(limits_of(&keys[1]["id"].as_str().unwrap().to_owned()), 0);
+    let agent_limits = &keys.iter().find(|k| k["id"] == agent_id.as_str()).unwrap()["limits"];
+    assert_eq!(agent_limits[0]["usedHundredths"], 500, "{listed}");
 }
 
 /// An operator reads, adds and removes any account's limits, each change in the audit log; the
