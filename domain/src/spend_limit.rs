@@ -254,9 +254,17 @@ impl SpendLimit {
             });
         }
         let reaches = after.is_none_or(|after| after >= self.credits);
+        let used = after.unwrap_or(Credits::MAX);
         Ok(Counted {
             bucket: self.window.bucket_of(now),
             crossed: standing.used < self.credits && reaches && !amount.is_zero(),
+            // The spend lands in the current bucket, which is never older than the oldest one
+            // counted: when headroom comes back does not move.
+            after: LimitStanding {
+                used,
+                left: self.credits.checked_sub(used).unwrap_or(Credits::ZERO),
+                resets_at: standing.resets_at,
+            },
         })
     }
 
@@ -279,6 +287,37 @@ pub struct Counted {
     /// Whether it brought the window to the limit or past it (told for a soft limit; for a hard
     /// one, the window is now exhausted).
     pub crossed: bool,
+    /// Where the limit stands with the spend counted.
+    pub after: LimitStanding,
+}
+
+/// Count a spend of `amount` at `now` against every limit it falls under (each with its
+/// buckets): what each counted, in order, or the refusal of a hard limit it would pass (of
+/// several, the one with the least left; the first of those on a tie) and its index.
+///
+/// # Errors
+/// `(index, refusal)` of the refusing limit.
+pub fn count_all<'a>(
+    limits: impl IntoIterator<Item = (&'a SpendLimit, &'a [Bucket])>,
+    amount: Credits,
+    now: Timestamp,
+) -> Result<Vec<Counted>, (usize, LimitRefusal)> {
+    let mut counted = Vec::new();
+    let mut refused: Option<(usize, LimitRefusal)> = None;
+    for (i, (limit, buckets)) in limits.into_iter().enumerate() {
+        match limit.count(buckets, amount, now) {
+            Ok(c) => counted.push(c),
+            Err(r) => {
+                if refused.is_none_or(|(_, was)| r.left < was.left) {
+                    refused = Some((i, r));
+                }
+            }
+        }
+    }
+    match refused {
+        Some(refusal) => Err(refusal),
+        None => Ok(counted),
+    }
 }
 
 /// A spend a hard limit refused.

@@ -15,8 +15,8 @@ use application::ports::{
 };
 use async_trait::async_trait;
 use domain::{
-    AccountId, Bucket, Credits, Enforcement, LimitOwner, LimitReached, MAX_LIMITS_PER_ACCOUNT,
-    ReservationId, SpendLimit, SpendLimitId, SpendWindow, Timestamp, UserId,
+    AccountId, Bucket, Credits, Enforcement, LimitStanding, MAX_LIMITS_PER_ACCOUNT, ReservationId,
+    SpendLimit, SpendLimitId, SpendWindow, Timestamp, UserId,
 };
 use sea_orm::{ConnectionTrait, DatabaseTransaction, QueryResult};
 
@@ -145,21 +145,8 @@ pub(crate) fn reached_events(counted: &[LimitCount], spend: &CreditTransaction) 
         .collect()
 }
 
-/// What `record` tells once a spend of `amount` in `bucket` crossed it at `now`.
-fn told_after(
-    record: &SpendLimitRecord,
-    (bucket, amount): (Timestamp, Credits),
-    now: Timestamp,
-) -> LimitTold {
-    let mut buckets = record.buckets.clone();
-    match buckets.iter_mut().find(|b| b.start == bucket) {
-        Some(b) => b.spent = b.spent.checked_add(amount).unwrap_or(Credits::MAX),
-        None => buckets.push(Bucket {
-            start: bucket,
-            spent: amount,
-        }),
-    }
-    let after = record.limit.standing(&buckets, now);
+/// What `record` tells once a spend crossed it (`after`: where it then stands).
+fn told(record: &SpendLimitRecord, after: LimitStanding) -> LimitTold {
     LimitTold {
         id: record.id.clone(),
         feature: record.feature.clone(),
@@ -169,21 +156,6 @@ fn told_after(
         resets_at: after.resets_at,
         created_at: record.created_at,
     }
-}
-
-/// The refusal of a spend by a hard limit of the account.
-fn reached(record: &SpendLimitRecord, refusal: domain::LimitRefusal) -> Refusal {
-    Refusal::LimitReached(LimitReached {
-        owner: LimitOwner::Account {
-            id: record.id.clone(),
-            feature: record.feature.clone(),
-            api_key: record.api_key_id.clone(),
-        },
-        credits: record.limit.credits,
-        window: record.limit.window,
-        left: refusal.left,
-        resets_at: refusal.resets_at,
-    })
 }
 
 /// Count a spend of `amount` by `account` at `now` (its feature and API key in `spend`) against
@@ -202,28 +174,20 @@ pub(crate) async fn count(
         return Ok(Ok(Vec::new()));
     }
     let limits = read(tx, account, Some(spend), now).await?;
-    let mut counted = Vec::with_capacity(limits.len());
-    let mut refused: Option<(&SpendLimitRecord, domain::LimitRefusal)> = None;
-    for record in &limits {
-        match record.limit.count(&record.buckets, amount, now) {
-            Ok(c) => counted.push(LimitCount {
-                id: record.id.clone(),
-                bucket: c.bucket,
-                amount,
-                crossed: c
-                    .crossed
-                    .then(|| told_after(record, (c.bucket, amount), now)),
-            }),
-            Err(r) => {
-                if refused.as_ref().is_none_or(|(_, was)| r.left < was.left) {
-                    refused = Some((record, r));
-                }
-            }
-        }
-    }
-    if let Some((record, refusal)) = refused {
-        return Ok(Err(reached(record, refusal)));
-    }
+    let counts = match SpendLimitRecord::count_all(&limits, amount, now) {
+        Ok(counts) => counts,
+        Err(reached) => return Ok(Err(Refusal::LimitReached(reached))),
+    };
+    let counted: Vec<LimitCount> = limits
+        .iter()
+        .zip(counts)
+        .map(|(record, c)| LimitCount {
+            id: record.id.clone(),
+            bucket: c.bucket,
+            amount,
+            crossed: c.crossed.then(|| told(record, c.after)),
+        })
+        .collect();
     add(tx, &counted).await?;
     Ok(Ok(counted))
 }

@@ -31,6 +31,42 @@ pub struct SpendLimitRecord {
     pub buckets: Vec<Bucket>,
 }
 
+impl SpendLimitRecord {
+    /// The refusal of a spend by this limit (a hard one), as the caller is told it.
+    #[must_use]
+    pub fn refusal(&self, refused: domain::LimitRefusal) -> domain::LimitReached {
+        domain::LimitReached {
+            owner: domain::LimitOwner::Account {
+                id: self.id.clone(),
+                feature: self.feature.clone(),
+                api_key: self.api_key_id.clone(),
+            },
+            credits: self.limit.credits,
+            window: self.limit.window,
+            left: refused.left,
+            resets_at: refused.resets_at,
+        }
+    }
+
+    /// Count a spend of `amount` at `now` against `limits` ([`domain::spend_limit::count_all`]):
+    /// what each counted, or the refusal of the hard limit with the least left.
+    ///
+    /// # Errors
+    /// That refusal.
+    pub fn count_all(
+        limits: &[SpendLimitRecord],
+        amount: domain::Credits,
+        now: Timestamp,
+    ) -> Result<Vec<domain::Counted>, domain::LimitReached> {
+        domain::spend_limit::count_all(
+            limits.iter().map(|l| (&l.limit, l.buckets.as_slice())),
+            amount,
+            now,
+        )
+        .map_err(|(i, refused)| limits[i].refusal(refused))
+    }
+}
+
 /// A limit to add to an account.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewSpendLimit {

@@ -94,9 +94,47 @@ fn a_rolling_window_sums_its_last_hours_and_resets_when_the_oldest_leaves() {
         limit.count(&buckets, c(50), now),
         Ok(Counted {
             bucket: at(20 * HOUR),
-            crossed: true
+            crossed: true,
+            after: LimitStanding {
+                used: c(100),
+                left: c(0),
+                resets_at: at(21 * HOUR)
+            }
         })
     );
+}
+
+#[test]
+fn of_several_limits_the_one_with_the_least_left_refuses() {
+    let now = at(10 * HOUR);
+    let day = hard(10, SpendWindow::Day);
+    let hour = hard(6, SpendWindow::Hour);
+    let soft = SpendLimit {
+        enforcement: Enforcement::Soft,
+        ..hard(1, SpendWindow::Day)
+    };
+    let spent = [Bucket {
+        start: at(10 * HOUR),
+        spent: c(4),
+    }];
+    let day_spent = [Bucket {
+        start: at(0),
+        spent: c(4),
+    }];
+    let limits = [
+        (&soft, &day_spent[..]),
+        (&day, &day_spent[..]),
+        (&hour, &spent[..]),
+    ];
+    // Day leaves 6, hour leaves 2: a spend of 7 is refused by the hour.
+    let refused = count_all(limits, c(7), now).unwrap_err();
+    assert_eq!((refused.0, refused.1.left), (2, c(2)));
+    // A spend of 2 fits both hard limits and crosses the soft one.
+    let counted = count_all(limits, c(2), now).unwrap();
+    assert_eq!(counted.len(), 3);
+    assert!(!counted[0].crossed, "the soft limit was passed before");
+    assert_eq!(counted[1].after.used, c(6));
+    assert!(counted[2].crossed, "the hour is used up");
 }
 
 #[test]

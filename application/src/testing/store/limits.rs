@@ -1,12 +1,11 @@
 //! Spend limits in memory, counted by the same rules as the SQL store
-//! ([`domain::SpendLimit::count`]): a consumption and a hold count when taken, a release and a
+//! ([`SpendLimitRecord::count_all`]): a consumption and a hold count when taken, a release and a
 //! settle for less give back to the bucket the hold counted in. (An overrun at settle is not
 //! counted here: this fake's settles never take more than the hold.)
 
 use async_trait::async_trait;
 use domain::{
-    AccountId, Bucket, Credits, LimitOwner, LimitReached, MAX_LIMITS_PER_ACCOUNT, ReservationId,
-    SpendLimitId, Timestamp,
+    AccountId, Bucket, Credits, MAX_LIMITS_PER_ACCOUNT, ReservationId, SpendLimitId, Timestamp,
 };
 
 use super::{InMemoryStore, State, lock};
@@ -29,8 +28,8 @@ fn add(buckets: &mut Vec<Bucket>, start: Timestamp, amount: Credits) {
 }
 
 /// Count a spend of `amount` (its feature and API key in `spend`) against every limit of
-/// `account` it falls under: what it counted, or the refusal of the first hard limit it would
-/// pass (nothing counted).
+/// `account` it falls under, as the SQL store does ([`SpendLimitRecord::count_all`]): what it
+/// counted, or the refusal of the hard limit with the least left (nothing counted).
 pub(super) fn count(
     s: &mut State,
     account: &AccountId,
@@ -38,32 +37,25 @@ pub(super) fn count(
     amount: Credits,
     now: Timestamp,
 ) -> Result<HoldCounts, ApplyError> {
-    let mut counted = Vec::new();
-    for record in s.spend_limits.values() {
-        let on = (record.feature.as_deref(), record.api_key_id.as_deref());
-        let applies =
-            domain::spend_limit::applies(on, spend.feature.as_deref(), spend.api_key_id.as_deref());
-        if &record.account_id != account || !applies {
-            continue;
-        }
-        let c = record
-            .limit
-            .count(&record.buckets, amount, now)
-            .map_err(|refusal| {
-                ApplyError::Refused(Refusal::LimitReached(LimitReached {
-                    owner: LimitOwner::Account {
-                        id: record.id.clone(),
-                        feature: record.feature.clone(),
-                        api_key: record.api_key_id.clone(),
-                    },
-                    credits: record.limit.credits,
-                    window: record.limit.window,
-                    left: refusal.left,
-                    resets_at: refusal.resets_at,
-                }))
-            })?;
-        counted.push((record.id.clone(), c.bucket, amount));
-    }
+    let mut limits: Vec<SpendLimitRecord> = s
+        .spend_limits
+        .values()
+        .filter(|r| {
+            let on = (r.feature.as_deref(), r.api_key_id.as_deref());
+            let feature = spend.feature.as_deref();
+            &r.account_id == account
+                && domain::spend_limit::applies(on, feature, spend.api_key_id.as_deref())
+        })
+        .cloned()
+        .collect();
+    limits.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+    let counts = SpendLimitRecord::count_all(&limits, amount, now)
+        .map_err(|reached| ApplyError::Refused(Refusal::LimitReached(reached)))?;
+    let counted: HoldCounts = limits
+        .iter()
+        .zip(counts)
+        .map(|(record, c)| (record.id.clone(), c.bucket, amount))
+        .collect();
     for (id, bucket, amount) in &counted {
         if let Some(record) = s.spend_limits.get_mut(id) {
             add(&mut record.buckets, *bucket, *amount);
