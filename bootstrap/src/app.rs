@@ -24,11 +24,11 @@ use tokio::sync::watch;
 use crate::catalog::Catalog;
 use crate::host_tokens::HostJwtVerifier;
 use crate::providers::{ProviderReport, build_gateways};
-use crate::seams::{Argon2Hasher, HmacSigner, RandomIds, SystemClock};
+use crate::seams::{AppClock, Argon2Hasher, HmacSigner, RandomIds, SystemClock};
 use crate::settings::Settings;
 
 /// The service as wired for production.
-pub type TallyService = Service<SeaOrmStore, SystemClock, RandomIds, Argon2Hasher>;
+pub type TallyService = Service<SeaOrmStore, AppClock, RandomIds, Argon2Hasher>;
 
 /// How long in-flight requests get to finish after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -82,6 +82,7 @@ pub struct Application {
     endpoint: poem::endpoint::BoxEndpoint<'static, poem::Response>,
     settings: Settings,
     providers: ProviderReport,
+    clock: AppClock,
 }
 
 struct StoreReadiness(SeaOrmStore);
@@ -160,14 +161,15 @@ impl Application {
         let store = connect_store(&settings)
             .await?
             .with_signup_grant(catalog.signup_grant());
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let app_clock = AppClock::default();
+        let clock: Arc<dyn Clock> = Arc::new(app_clock.clone());
         let sandbox = Sandbox::new(&base_url, clock.clone());
         let (gateways, report) = build_gateways(&settings, &sandbox, &clock)?;
         sellable(&settings, &report, &catalog)?;
         let service = Arc::new(wire_service(
             &settings,
             &catalog,
-            (&store, &clock),
+            (&store, (&clock, &app_clock)),
             gateways,
             base_url.clone(),
         )?);
@@ -209,7 +211,14 @@ impl Application {
             endpoint,
             settings,
             providers: report,
+            clock: app_clock,
         })
+    }
+
+    /// The application's clock (a test moves it with the `test-clock` feature).
+    #[must_use]
+    pub fn clock(&self) -> AppClock {
+        self.clock.clone()
     }
 
     /// The bound port.
@@ -406,7 +415,7 @@ fn host_app(settings: &Settings) -> HostApp {
 fn wire_service(
     settings: &Settings,
     catalog: &Catalog,
-    (store, clock): (&SeaOrmStore, &Arc<dyn Clock>),
+    (store, (clock, app_clock)): (&SeaOrmStore, (&Arc<dyn Clock>, &AppClock)),
     gateways: Gateways,
     base_url: String,
 ) -> anyhow::Result<TallyService> {
@@ -426,7 +435,7 @@ fn wire_service(
     };
     let mut service = Service::new(
         store.clone(),
-        SystemClock,
+        app_clock.clone(),
         RandomIds,
         Argon2Hasher::default(),
         gateways,

@@ -31,6 +31,33 @@ impl Clock for SystemClock {
     }
 }
 
+/// The application's clock: the system clock; in a build with the `test-clock` feature (the
+/// black-box tests' build, never the `tally` binary's), moved forward by what a test asked for,
+/// so that a test can cross a spend limit's reset. No request can move it.
+#[derive(Debug, Clone, Default)]
+pub struct AppClock {
+    #[cfg(feature = "test-clock")]
+    shift_ms: std::sync::Arc<std::sync::atomic::AtomicI64>,
+}
+
+impl AppClock {
+    /// Move the clock forward by `ms` (every part of the application reads the moved time).
+    #[cfg(feature = "test-clock")]
+    pub fn advance(&self, ms: i64) {
+        self.shift_ms
+            .fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Clock for AppClock {
+    fn now(&self) -> Timestamp {
+        let now = SystemClock.now();
+        #[cfg(feature = "test-clock")]
+        let now = now.plus_millis(self.shift_ms.load(std::sync::atomic::Ordering::SeqCst));
+        now
+    }
+}
+
 /// Ids and secrets from the OS random source.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RandomIds;

@@ -22,6 +22,7 @@ pub struct TestApp {
     pub client: reqwest::Client,
     stop: Option<oneshot::Sender<()>>,
     settings: Settings,
+    clock: bootstrap::seams::AppClock,
     _dir: tempfile::TempDir,
 }
 
@@ -78,6 +79,7 @@ pub async fn spawn_app_from(catalog_dir: &Path, adjust: impl FnOnce(&mut Setting
         .await
         .expect("application builds");
     let address = app.base_url().to_owned();
+    let clock = app.clock();
     let (stop, stopped) = oneshot::channel::<()>();
     tokio::spawn(app.run_until_stopped(async move {
         let _ = stopped.await;
@@ -92,6 +94,7 @@ pub async fn spawn_app_from(catalog_dir: &Path, adjust: impl FnOnce(&mut Setting
         client,
         stop: Some(stop),
         settings,
+        clock,
         _dir: dir,
     }
 }
@@ -227,6 +230,11 @@ impl TestApp {
         let (status, key) = self.post(admin, "/api/admin/api-keys", &body, None).await;
         assert_eq!(status, 201, "{key}");
         key["secret"].as_str().expect("secret").to_owned()
+    }
+
+    /// Move the application's clock forward by `ms` (to cross a window's reset).
+    pub fn advance_clock(&self, ms: i64) {
+        self.clock.advance(ms);
     }
 
     /// GET `path` with a bearer token, as JSON.

@@ -317,3 +317,55 @@ async fn an_operator_sets_a_customer_s_limits_audited() {
         .collect();
     assert_eq!(actions, ["limit.removed", "limit.added"], "{audit}");
 }
+
+/// Each window kind across its reset, on the application's clock moved forward (a test-only
+/// seam: no request moves it): the spend refused at the limit goes through once the window
+/// has passed; a rolling window of 5 hours still holds a spend 4 hours later.
+#[tokio::test]
+async fn each_window_kind_resets_on_the_moved_clock() {
+    const HOUR: i64 = 3_600_000;
+    let (app, admin) = spawn_app_with_admin(|_| {}).await;
+    let backend = app
+        .api_key(&admin, &["credits:consume", "billing:write"])
+        .await;
+    let windows = [
+        ("hour", None, HOUR),
+        ("day", None, 24 * HOUR),
+        ("week", None, 7 * 24 * HOUR),
+        ("month", None, 31 * 24 * HOUR),
+        ("rolling", Some(5), 5 * HOUR),
+    ];
+    let mut users = Vec::new();
+    for (window, _, _) in &windows {
+        let (id, _) = app.user(&format!("{window}@example.com")).await;
+        let grant = json!({"amount": "100", "reason": "test"});
+        let fund = format!("/api/admin/accounts/{id}/credits");
+        assert_eq!(app.post(&admin, &fund, &grant, Some(&id)).await.0, 200);
+        users.push(id);
+    }
+    for ((window, hours, length), user) in windows.iter().zip(&users) {
+        let body = json!({"credits": "5", "window": window, "rollingHours": hours});
+        let (status, limit) = app
+            .post(&backend, &format!("{LIMITS}?userId={user}"), &body, None)
+            .await;
+        assert_eq!(status, 201, "{window}: {limit}");
+        let image = json!({"userId": user, "feature": "image"});
+        let spend = |n: u32| format!("{window}-{n}");
+        assert_eq!(
+            app.post(&backend, CONSUME, &image, Some(&spend(1))).await.0,
+            201
+        );
+        let refused = app.post(&backend, CONSUME, &image, Some(&spend(2))).await;
+        assert_eq!(code(&refused), (402, Some("limit_reached")), "{window}");
+        if *window == "rolling" {
+            app.advance_clock(length - HOUR);
+            let still = app.post(&backend, CONSUME, &image, Some(&spend(3))).await;
+            assert_eq!(code(&still), (402, Some("limit_reached")), "4 hours on");
+            app.advance_clock(HOUR);
+        } else {
+            app.advance_clock(*length);
+        }
+        let (status, spent) = app.post(&backend, CONSUME, &image, Some(&spend(4))).await;
+        assert_eq!(status, 201, "{window} after its reset: {spent}");
+    }
+}
