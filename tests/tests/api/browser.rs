@@ -336,3 +336,67 @@ async fn browser_the_dashboard_shows_everything_held_on_a_phone_without_overflow
     assert_eq!(overflow, 0, "no horizontal overflow at 390 px");
     browser.screenshot(TEST, Viewport::Phone).await;
 }
+
+#[tokio::test]
+async fn browser_spend_limits_show_their_usage_on_the_credits_tab() {
+    const TEST: &str = "browser_spend_limits_show_their_usage_on_the_credits_tab";
+    if !browser_available(TEST) {
+        return;
+    }
+    let (app, admin) = tests::spawn_app_with_admin(|_| {}).await;
+    let browser = Browser::start(Viewport::Phone).await;
+    sign_up(&app, &browser, "lin@example.com").await;
+    buy_through_the_sandbox(&app, &browser, "credits", "credits_card_500").await;
+    let (status, me) = app
+        .get(&admin, "/api/admin/users?query=lin@example.com")
+        .await;
+    assert_eq!(status, 200, "{me}");
+    let user = me["items"][0]["id"].as_str().expect("the user").to_owned();
+    let backend = app
+        .api_key(&admin, &["credits:consume", "billing:write"])
+        .await;
+    let limits = format!("/api/limits?userId={user}");
+    for body in [
+        serde_json::json!({"credits": "12", "window": "day"}),
+        serde_json::json!({"credits": "40", "window": "rolling", "rollingHours": 5,
+            "feature": "image", "enforcement": "soft"}),
+    ] {
+        assert_eq!(app.post(&backend, &limits, &body, None).await.0, 201);
+    }
+    let image = serde_json::json!({"userId": user, "feature": "image"});
+    for key in ["i1", "i2"] {
+        assert_eq!(
+            app.post(&backend, "/api/credits/consume", &image, Some(key))
+                .await
+                .0,
+            201
+        );
+    }
+    browser.goto(&app.url("/dashboard?tab=credits")).await;
+    browser
+        .wait_for_text(
+            "[data-testid=spend-limits]",
+            "10.00 of 12.00 credits per day",
+        )
+        .await;
+    assert!(browser.exists("[data-testid=spend-limit] meter").await);
+    let overflow = browser
+        .script(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth",
+        )
+        .await;
+    assert_eq!(overflow, 0, "no horizontal overflow at 390 px");
+    browser
+        .script("document.querySelector('[data-testid=spend-limits]').scrollIntoView(); return 0")
+        .await;
+    browser.screenshot(TEST, Viewport::Phone).await;
+    let desktop = Browser::start(Viewport::Desktop).await;
+    sign_in(&app, &desktop, "lin@example.com").await;
+    desktop.goto(&app.url("/dashboard?tab=credits")).await;
+    desktop
+        .wait_for_text("[data-testid=spend-limits]", "Feature image")
+        .await;
+    desktop
+        .screenshot(&format!("{TEST}_desktop"), Viewport::Desktop)
+        .await;
+}

@@ -11,6 +11,7 @@ use application::pagination::PageRequest;
 use application::ports::{CheckoutTarget, CreditTransaction, OrderRecord};
 use application::use_cases::cancel_subscription::CancelSubscriptionError;
 use application::use_cases::report_status::{OneTimeAccess, StatusReport};
+use application::use_cases::spend_limits::LimitsError;
 use domain::{
     AccessEnd, CancelWhen, Credits, OrderId, OrderStatus, RenewalIntent, Subscription,
     SubscriptionAccess, SubscriptionId, SubscriptionStatus, Timestamp,
@@ -369,6 +370,12 @@ async fn credits_panel(
         .transaction_history(&acting.account_id(user), page)
         .await?;
     let purchases = purchase_names(state, &history.items, report, names).await?;
+    let account = acting.account_id(user);
+    let limits = match state.ports.credits.spend_limits(&account).await {
+        Ok(limits) => limits,
+        Err(LimitsError::Infra(infra)) => return Err(infra.into()),
+        Err(_) => return Err(PageError::Unexpected),
+    };
     let held_hundredths: i64 = report
         .pending_reservations
         .iter()
@@ -392,6 +399,7 @@ async fn credits_panel(
                 }
             }
         }
+        (super::dashboard_limits::section(v, &limits))
         section.card.section-card {
             h2 { (v.t("dashboard.transactions_title")) }
             @if history.items.is_empty() {

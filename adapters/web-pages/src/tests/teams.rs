@@ -568,3 +568,41 @@ async fn the_console_lists_team_accounts_and_shows_one_with_its_members_and_limi
         assert_eq!(visitor.status, StatusCode::SEE_OTHER, "{path}");
     }
 }
+
+/// The credits tab shows the account's spend limits, each with a meter of its window's usage,
+/// what it counts and when it resets; an account without limits shows no such section.
+#[tokio::test]
+async fn the_credits_tab_shows_spend_limits_with_their_usage() {
+    let app = App::new(PricingMode::Static);
+    let browser = app.signed_in("lima@example.com", false).await;
+    let none = browser.get("/dashboard?tab=credits").await.body;
+    assert!(!none.contains("data-testid=\"spend-limits\""), "{none}");
+    let lima = user_id(&app, "lima@example.com").await;
+    let account = domain::AccountId::personal(&lima);
+    for (window, hours, feature) in [("day", None, None), ("rolling", Some(5), Some("image"))] {
+        let draft = application::use_cases::spend_limits::LimitDraft {
+            feature: feature.map(str::to_owned),
+            api_key_id: None,
+            window: window.into(),
+            rolling_hours: hours,
+            credits: "12".into(),
+            enforcement: None,
+        };
+        app.service
+            .add_spend_limit(&lima, &account, draft)
+            .await
+            .unwrap();
+    }
+    let page = browser.get("/dashboard?tab=credits").await.body;
+    assert!(page.contains("data-testid=\"spend-limits\""), "{page}");
+    assert_eq!(page.matches("data-testid=\"spend-limit\"").count(), 2);
+    assert!(
+        page.contains("0.00 of 12.00 credits per day (UTC)"),
+        "{page}"
+    );
+    assert!(page.contains("per 5 hours (rolling)"), "{page}");
+    assert!(page.contains("Feature image"), "{page}");
+    assert!(page.contains("<meter class=\"usage-bar\""), "{page}");
+    let chinese = browser.get("/dashboard?tab=credits&lang=zh-CN").await.body;
+    assert!(chinese.contains("消费限额"), "{chinese}");
+}
