@@ -200,8 +200,8 @@ fn brand_css(branding: &Branding) -> impl Endpoint<Output = Response> + 'static 
 /// The visitor's and buyer's pages: home, sign-in, pricing, checkout results, dashboard.
 fn buyer_routes(route: Route, s: &Arc<PageState>) -> Route {
     use pages::{
-        auth, dashboard, dashboard_switch, dashboard_team_forms, home, invitation, payment, portal,
-        pricing,
+        auth, dashboard, dashboard_limits, dashboard_switch, dashboard_team_forms, home,
+        invitation, payment, portal, pricing,
     };
     route
         .at("/", get(page(s, home::show)))
@@ -233,6 +233,10 @@ fn buyer_routes(route: Route, s: &Arc<PageState>) -> Route {
         .at(
             "/dashboard/teams/:action",
             post(page(s, dashboard_team_forms::act)),
+        )
+        .at(
+            "/dashboard/limits/:action",
+            post(page(s, dashboard_limits::act)),
         )
         .at(
             "/invitations/accept",

@@ -256,7 +256,7 @@ async fn a_key_limit_caps_the_spends_made_with_that_key() {
         key["limits"].as_array().map_or(0, Vec::len)
     };
     assert_eq!(limits_of(agent_id), 1, "{listed}");
-    assert_eq!(limits_of(&keys[1]["id"].as_str().unwrap().to_owned()), 0);
+    assert_eq!(limits_of(keys[1]["id"].as_str().unwrap()), 0);
     let agent_limits = &keys.iter().find(|k| k["id"] == agent_id.as_str()).unwrap()["limits"];
     assert_eq!(agent_limits[0]["usedHundredths"], 500, "{listed}");
 }

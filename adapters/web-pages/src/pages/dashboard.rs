@@ -399,7 +399,8 @@ async fn credits_panel(
                 }
             }
         }
-        (super::dashboard_limits::section(v, &limits))
+        (super::dashboard_limits::notice(v))
+        (super::dashboard_limits::section(v, &limits, (&account, acting.manages_billing())))
         section.card.section-card {
             h2 { (v.t("dashboard.transactions_title")) }
             @if history.items.is_empty() {

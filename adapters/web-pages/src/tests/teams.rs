@@ -570,13 +570,17 @@ async fn the_console_lists_team_accounts_and_shows_one_with_its_members_and_limi
 }
 
 /// The credits tab shows the account's spend limits, each with a meter of its window's usage,
-/// what it counts and when it resets; an account without limits shows no such section.
+/// what it counts and when it resets; without limits, only the form to add one.
 #[tokio::test]
 async fn the_credits_tab_shows_spend_limits_with_their_usage() {
     let app = App::new(PricingMode::Static);
     let browser = app.signed_in("lima@example.com", false).await;
     let none = browser.get("/dashboard?tab=credits").await.body;
-    assert!(!none.contains("data-testid=\"spend-limits\""), "{none}");
+    assert!(!none.contains("data-testid=\"spend-limit\""), "{none}");
+    assert!(
+        none.contains("data-testid=\"add-limit\""),
+        "its user may add one: {none}"
+    );
     let lima = user_id(&app, "lima@example.com").await;
     let account = domain::AccountId::personal(&lima);
     for (window, hours, feature) in [("day", None, None), ("rolling", Some(5), Some("image"))] {
@@ -605,4 +609,70 @@ async fn the_credits_tab_shows_spend_limits_with_their_usage() {
     assert!(page.contains("<meter class=\"usage-bar\""), "{page}");
     let chinese = browser.get("/dashboard?tab=credits&lang=zh-CN").await.body;
     assert!(chinese.contains("消费限额"), "{chinese}");
+}
+
+/// An account's user adds and removes limits through the credits tab's forms; a bad limit, or
+/// one removed already, is a notice.
+#[tokio::test]
+async fn limits_are_added_and_removed_through_the_credits_tab() {
+    let app = App::new(PricingMode::Static);
+    let mila = app.signed_in("mila@example.com", false).await;
+    let tab = "/dashboard?tab=credits";
+    let page = mila.get(tab).await.body;
+    assert!(page.contains("data-testid=\"add-limit\""), "{page}");
+    let bad = mila
+        .submit(
+            tab,
+            "/dashboard/limits/add",
+            &[("credits", "0"), ("window", "day")],
+        )
+        .await;
+    assert_eq!(
+        bad.location(),
+        "/dashboard?tab=credits&notice=limit_invalid"
+    );
+    let added = mila
+        .submit(
+            tab,
+            "/dashboard/limits/add",
+            &[
+                ("credits", "25"),
+                ("window", "rolling"),
+                ("rollingHours", "5"),
+                ("feature", "image"),
+                ("enforcement", "soft"),
+            ],
+        )
+        .await;
+    assert_eq!(
+        added.location(),
+        "/dashboard?tab=credits&notice=limit_added"
+    );
+    let page = mila.get(added.location()).await.body;
+    assert!(
+        page.contains("0.00 of 25.00 credits per 5 hours (rolling)"),
+        "{page}"
+    );
+    assert!(page.contains("Feature image"), "{page}");
+    let mila_id = user_id(&app, "mila@example.com").await;
+    let account = domain::AccountId::personal(&mila_id);
+    let limits = app.service.spend_limits(&account).await.unwrap();
+    assert_eq!(limits.len(), 1);
+    assert_eq!(
+        limits[0].record.limit.enforcement,
+        domain::Enforcement::Soft
+    );
+    let id = limits[0].record.id.to_string();
+    let removed = mila
+        .submit(tab, "/dashboard/limits/remove", &[("limitId", &id)])
+        .await;
+    assert_eq!(
+        removed.location(),
+        "/dashboard?tab=credits&notice=limit_removed"
+    );
+    assert!(app.service.spend_limits(&account).await.unwrap().is_empty());
+    let again = mila
+        .submit(tab, "/dashboard/limits/remove", &[("limitId", &id)])
+        .await;
+    assert_eq!(again.location(), "/dashboard?tab=credits&notice=limit_gone");
 }
