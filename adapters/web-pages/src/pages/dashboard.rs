@@ -11,7 +11,6 @@ use application::pagination::PageRequest;
 use application::ports::{CheckoutTarget, CreditTransaction, OrderRecord};
 use application::use_cases::cancel_subscription::CancelSubscriptionError;
 use application::use_cases::report_status::{OneTimeAccess, StatusReport};
-use application::use_cases::spend_limits::LimitsError;
 use domain::{
     AccessEnd, CancelWhen, Credits, OrderId, OrderStatus, RenewalIntent, Subscription,
     SubscriptionAccess, SubscriptionId, SubscriptionStatus, Timestamp,
@@ -371,11 +370,7 @@ async fn credits_panel(
         .await?;
     let purchases = purchase_names(state, &history.items, report, names).await?;
     let account = acting.account_id(user);
-    let limits = match state.ports.credits.spend_limits(&account).await {
-        Ok(limits) => limits,
-        Err(LimitsError::Infra(infra)) => return Err(infra.into()),
-        Err(_) => return Err(PageError::Unexpected),
-    };
+    let limits = super::dashboard_limits::load(state, &account).await?;
     let held_hundredths: i64 = report
         .pending_reservations
         .iter()

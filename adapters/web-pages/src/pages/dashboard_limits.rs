@@ -107,6 +107,18 @@ async fn add(
         .map(|_| "limit_added")
 }
 
+/// The limits of `account` with their usage now.
+pub(crate) async fn load(
+    state: &PageState,
+    account: &AccountId,
+) -> Result<Vec<ShownLimit>, PageError> {
+    match state.ports.credits.spend_limits(account).await {
+        Ok(limits) => Ok(limits),
+        Err(LimitsError::Infra(infra)) => Err(infra.into()),
+        Err(_) => Err(PageError::Unexpected),
+    }
+}
+
 /// The notice of a limit form's answer, if the page was reached with one.
 pub(crate) fn notice(v: &Visitor) -> Markup {
     let (tone, key) = match v.query("notice") {
