@@ -4,17 +4,18 @@
 //! account across the three spend exactly what it holds, never below zero, and the ledger
 //! explains the balance (invariants 1 and 2); 64 members of one team spending its pool across
 //! the three, each within a daily limit, never pass their limits nor overdraw the pool
-//! (invariants 18 and 19).
+//! (invariants 18 and 19); 64 clients spending one account with a daily limit far below its
+//! balance across the three spend exactly the limit (invariant 19).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::json;
 
-use super::api::{Api, assert_ledger_explains_balance, types};
+use super::api::{Api, assert_ledger_explains_balance, consumption_ids, types};
 use super::cluster::{Cluster, TALLY_TOML, enabled};
 use super::duplicates::{
-    CREDIT_PLANS, assert_one_grant_per_order, assert_spent_exactly_what_was_there, redeliver,
-    spend_at_once,
+    CLIENTS, CREDIT_PLANS, FEATURE, FEATURE_COST_HUNDREDTHS, MAX_RETRIES, SPENDS_PER_CLIENT,
+    assert_one_grant_per_order, assert_spent_exactly_what_was_there, redeliver, spend_at_once,
 };
 
 const INSTANCES: usize = 3;
@@ -98,6 +99,99 @@ async fn sixty_four_clients_spending_one_account_across_three_instances_spend_ex
         "{} spends across {INSTANCES} instances in {elapsed:?}",
         outcomes.len()
     );
+}
+
+/// The account's limit in the limited-spending test: 12 images of 5 credits, far below the 500
+/// credits it holds.
+const LIMIT_IMAGES: i64 = 12;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_clients_across_three_instances_never_pass_an_account_s_daily_limit() {
+    let Some(_serial) = enabled("several_instances_limited").await else {
+        return;
+    };
+    let cluster = Cluster::start("several_instances_limited", INSTANCES, TALLY_TOML).await;
+    let buyer = &cluster.buyer;
+    cluster.buy("credits_card_500", "card_gateway").await;
+    let start = cluster.api.balance(&buyer.token, None).await;
+    assert_eq!(start, 50_000);
+    // A day as 24 rolling hours: no calendar reset can fall inside the test.
+    let credits = (LIMIT_IMAGES * FEATURE_COST_HUNDREDTHS / 100).to_string();
+    let body = json!({"credits": credits, "window": "rolling", "rollingHours": 24});
+    let limit = cluster
+        .api
+        .post(&buyer.token, "/api/limits", &body, None)
+        .await;
+    assert_eq!(limit.status, 201, "{limit:?}");
+    let apis = cluster.apis();
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let api = apis[client % apis.len()].clone();
+            let (api_key, user) = (cluster.api_key.clone(), buyer.user_id.clone());
+            tokio::spawn(async move {
+                let mut spent = Vec::new();
+                for n in 0..SPENDS_PER_CLIENT {
+                    if let Some(id) = spend_within_limit(&api, &api_key, &user, client, n).await {
+                        spent.push(id);
+                    }
+                }
+                spent
+            })
+        })
+        .collect();
+    let mut spent = BTreeSet::new();
+    for client in clients {
+        spent.extend(client.await.expect("client"));
+    }
+    let allowed = usize::try_from(LIMIT_IMAGES).expect("positive");
+    assert_eq!(
+        spent.len(),
+        allowed,
+        "exactly the limit's spends, not one more"
+    );
+    let balance = cluster.api.balance(&buyer.token, None).await;
+    assert_eq!(balance, start - LIMIT_IMAGES * FEATURE_COST_HUNDREDTHS);
+    let ledger = cluster.api.ledger(&buyer.token, None).await;
+    assert_ledger_explains_balance(&ledger, balance);
+    assert_eq!(
+        consumption_ids(&ledger),
+        spent,
+        "the ledger holds the answered spends"
+    );
+    let listed = cluster.api.get(&buyer.token, "/api/limits").await;
+    let used = &listed.body["items"][0]["usedHundredths"];
+    assert_eq!(
+        used.as_i64(),
+        Some(LIMIT_IMAGES * FEATURE_COST_HUNDREDTHS),
+        "{listed:?}"
+    );
+}
+
+/// Spend `n` of `client`: its transaction id, or `None` when the limit refused it (`503`s and
+/// transport errors are asked again with the same key).
+async fn spend_within_limit(
+    api: &Api,
+    api_key: &str,
+    user: &str,
+    client: usize,
+    n: usize,
+) -> Option<i64> {
+    let key = format!("limited-{client}-{n}");
+    for attempt in 0..MAX_RETRIES {
+        match api.try_consume(api_key, user, FEATURE, &key).await {
+            Ok(reply) if reply.status == 201 => return reply.body["transactionId"].as_i64(),
+            Ok(reply) if reply.status == 402 => {
+                assert!(reply.is_problem("limit_reached"), "{reply:?}");
+                return None;
+            }
+            Ok(reply) if reply.status == 503 => {}
+            Ok(reply) => panic!("spend {key}: {reply:?}"),
+            Err(_) => {}
+        }
+        let pause = 50 * u64::try_from(attempt + 1).unwrap_or(1);
+        tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+    }
+    panic!("spend {key} never got an answer");
 }
 
 /// The team test's instances may take 64 sign-ups from one address at once.
