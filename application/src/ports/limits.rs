@@ -100,6 +100,21 @@ pub enum AddLimitError {
     Store(#[from] StoreError),
 }
 
+/// A refused limit as an administrator's change set reports it
+/// ([`super::AdminWrite::AddSpendLimit`]): too many is a conflict, a key not bound to the
+/// account is not found.
+impl From<AddLimitError> for StoreError {
+    fn from(refused: AddLimitError) -> Self {
+        match refused {
+            AddLimitError::TooMany(n) => {
+                StoreError::Conflict(format!("the account has {n} limits"))
+            }
+            AddLimitError::NoSuchKey => StoreError::NotFound,
+            AddLimitError::Store(e) => e,
+        }
+    }
+}
+
 /// An account's spend limits.
 #[async_trait]
 pub trait SpendLimitStore: Send + Sync + 'static {

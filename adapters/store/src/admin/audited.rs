@@ -1,7 +1,7 @@
 //! An administrator's change to the plans, API keys and plan allowances: the part of a change
 //! set (`crate::apply`) that runs it, with the set's audit entry in the same transaction.
 
-use application::ports::{AddLimitError, AdminWrite, ImportReport, StoreError};
+use application::ports::{AdminWrite, ImportReport, StoreError};
 use domain::Timestamp;
 use sea_orm::DatabaseTransaction;
 
@@ -61,23 +61,13 @@ pub(crate) async fn write(
             let values = vec![user.as_str().into(), plan.as_str().into()];
             sql::execute(tx, DISALLOW, values).await?;
         }
-        AdminWrite::AddSpendLimit(new) => match limits::add_in(tx, new).await? {
-            End::Commit(Ok(_)) => {}
-            End::Commit(Err(refused)) | End::Rollback(Err(refused)) => {
-                return Err(Fail::Store(match refused {
-                    AddLimitError::TooMany(n) => {
-                        StoreError::Conflict(format!("the account has {n} limits"))
-                    }
-                    AddLimitError::NoSuchKey => StoreError::NotFound,
-                    AddLimitError::Store(e) => e,
-                }));
+        AdminWrite::AddSpendLimit(new) => {
+            if let End::Commit(Err(refused)) | End::Rollback(Err(refused)) =
+                limits::add_in(tx, new).await?
+            {
+                return Err(Fail::Store(refused.into()));
             }
-            End::Rollback(Ok(_)) => {
-                return Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
-                    "a limit added and rolled back"
-                ))));
-            }
-        },
+        }
         AdminWrite::RemoveSpendLimit(account, id) => {
             if let End::Rollback(false) | End::Commit(false) =
                 limits::remove_in(tx, account, id).await?

@@ -6,8 +6,8 @@ use domain::{Credits, Plan, Timestamp};
 
 use super::{InMemoryStore, State, admin::push_audit, apply_event_parts, keep_entitlements};
 use crate::ports::{
-    AddLimitError, AdminWrite, Applied, ApplyError, ChangeSet, ChangeStore, Done, ImportReport,
-    LedgerOp, LedgerOutcome, Listing, ReservationStatus, StoreError, StoredPlan,
+    AdminWrite, Applied, ApplyError, ChangeSet, ChangeStore, Done, ImportReport, LedgerOp,
+    LedgerOutcome, Listing, ReservationStatus, StoreError, StoredPlan,
 };
 
 /// An administrator's configuration write on `s`.
@@ -68,11 +68,7 @@ pub(super) fn admin_write(
             s.plan_allowances.remove(&(user.clone(), plan.clone()));
         }
         AdminWrite::AddSpendLimit(new) => {
-            super::limits::add_limit(s, new).map_err(|refused| match refused {
-                AddLimitError::TooMany(n) => StoreError::Conflict(format!("{n} limits")),
-                AddLimitError::NoSuchKey => StoreError::NotFound,
-                AddLimitError::Store(e) => e,
-            })?;
+            super::limits::add_limit(s, new).map_err(StoreError::from)?;
         }
         AdminWrite::RemoveSpendLimit(account, id) => super::limits::remove_limit(s, account, id)
             .then_some(())
