@@ -11,10 +11,10 @@
 mod told;
 
 pub use told::{
-    HostEvent, HostEventData, LimitTold, MismatchTold, balance_alerts, consumed, credits_changed,
-    entitlements_changed, limit_reached, member_changed, mismatch, mismatch_of, order_changed,
-    payment_event_told, recorded_event_told, reservation_step, seats_exceeded,
-    subscription_changed,
+    HostEvent, HostEventData, LimitTold, MismatchTold, ThresholdTold, balance_alerts, consumed,
+    credits_changed, entitlements_changed, limit_reached, member_changed, mismatch, mismatch_of,
+    order_changed, payment_event_told, recorded_event_told, reservation_step, seats_exceeded,
+    subscription_changed, threshold_crossings,
 };
 
 /// A type of event the host application can be told about.
@@ -65,6 +65,11 @@ pub enum HostEventKind {
     CreditsLowBalance,
     /// A spend took the balance to zero (once per crossing).
     CreditsDepleted,
+    /// A posting took an account's balance below one of its thresholds (once per crossing).
+    CreditsThresholdCrossed,
+    /// A posting took an account's balance from below one of its thresholds back to it or
+    /// above (once per crossing).
+    CreditsRecovered,
     /// A verified provider event did not match what was sold (for the operator).
     PaymentMismatch,
     /// A user's effective entitlements changed (a purchase, a subscription starting or ending,
@@ -86,7 +91,7 @@ pub enum HostEventKind {
 
 impl HostEventKind {
     /// Every type, in the order the documentation lists them.
-    pub const ALL: [HostEventKind; 28] = [
+    pub const ALL: [HostEventKind; 30] = [
         HostEventKind::OrderPaid,
         HostEventKind::OrderFailed,
         HostEventKind::OrderRefunded,
@@ -104,6 +109,8 @@ impl HostEventKind {
         HostEventKind::CreditsExpired,
         HostEventKind::CreditsLowBalance,
         HostEventKind::CreditsDepleted,
+        HostEventKind::CreditsThresholdCrossed,
+        HostEventKind::CreditsRecovered,
         HostEventKind::LimitReached,
         HostEventKind::CreditsConsumed,
         HostEventKind::CreditsReserved,
@@ -159,6 +166,8 @@ impl HostEventKind {
             HostEventKind::CreditsExpired => "credits.expired",
             HostEventKind::CreditsLowBalance => "credits.low_balance",
             HostEventKind::CreditsDepleted => "credits.depleted",
+            HostEventKind::CreditsThresholdCrossed => "credits.threshold_crossed",
+            HostEventKind::CreditsRecovered => "credits.recovered",
             HostEventKind::LimitReached => "limit.reached",
             HostEventKind::CreditsConsumed => "credits.consumed",
             HostEventKind::CreditsReserved => "credits.reserved",

@@ -14,6 +14,7 @@ pub mod reports;
 pub mod runtime;
 pub mod store;
 pub mod teams;
+pub mod thresholds;
 pub mod webhooks;
 
 pub use admin::*;
@@ -26,4 +27,5 @@ pub use reports::*;
 pub use runtime::*;
 pub use store::*;
 pub use teams::*;
+pub use thresholds::*;
 pub use webhooks::*;

@@ -24,6 +24,7 @@ pub mod return_from_checkout;
 pub mod sessions;
 pub mod spend_limits;
 pub mod teams;
+pub mod thresholds;
 pub mod webhook_endpoints;
 
 #[cfg(test)]

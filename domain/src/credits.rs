@@ -48,6 +48,9 @@ impl Credits {
     /// The largest amount the ledger holds ([`MAX_CREDITS_HUNDREDTHS`]).
     pub const MAX: Credits = Credits(MAX_CREDITS_HUNDREDTHS);
 
+    /// The smallest amount above zero: one hundredth of a credit.
+    pub const SMALLEST: Credits = Credits(1);
+
     /// Credits from integer hundredths.
     ///
     /// # Errors

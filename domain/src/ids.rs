@@ -127,6 +127,10 @@ string_id!(
     SpendLimitId, "spend limit id", 64, id_char, "ASCII letters, digits, '-' and '_'"
 );
 string_id!(
+    /// A balance threshold on an account: issued as `thr_…` by the id generator.
+    ThresholdId, "threshold id", 64, id_char, "ASCII letters, digits, '-' and '_'"
+);
+string_id!(
     /// A host webhook endpoint: issued as `we_…` by the id generator.
     WebhookEndpointId, "webhook endpoint id", 64, id_char, "ASCII letters, digits, '-' and '_'"
 );

@@ -404,7 +404,8 @@ pub enum BalanceAlert {
 }
 
 /// The crossings of a spend that took the balance from `before` to `after`: below `low_below`
-/// (when set and positive) and to zero. Each is told once per crossing: only the spend that
+/// (when set and positive) and to zero, each the downward crossing of a level
+/// ([`crate::threshold::crossing`]). Each is told once per crossing: only the spend that
 /// crosses, never the ones below it, until a grant lifts the balance over again.
 #[must_use]
 pub fn balance_alerts(
@@ -412,14 +413,14 @@ pub fn balance_alerts(
     after: Credits,
     low_below: Option<Credits>,
 ) -> Vec<BalanceAlert> {
+    use crate::threshold::{Crossing, crossing, depleted_level};
     let mut alerts = Vec::new();
     if let Some(threshold) = low_below.filter(|t| !t.is_zero())
-        && before >= threshold
-        && after < threshold
+        && crossing(before, after, threshold) == Some(Crossing::Down)
     {
         alerts.push(BalanceAlert::LowBalance { threshold });
     }
-    if !before.is_zero() && after.is_zero() {
+    if crossing(before, after, depleted_level()) == Some(Crossing::Down) {
         alerts.push(BalanceAlert::Depleted);
     }
     alerts

@@ -29,6 +29,7 @@ pub mod scheduled_switch;
 pub mod spend_limit;
 pub mod subscription;
 pub mod subscription_events;
+pub mod threshold;
 pub mod time;
 
 pub use account::{
@@ -46,7 +47,7 @@ pub use consumption::{
 pub use credits::{CreditDelta, Credits, CreditsError, CreditsTotal};
 pub use ids::{
     AccountId, ApiKeyId, IdError, IdempotencyKey, OrderId, PlanId, ReservationId, SpendLimitId,
-    SubscriptionId, UserId, WebhookEndpointId,
+    SubscriptionId, ThresholdId, UserId, WebhookEndpointId,
 };
 pub use ledger::{
     BalanceAlert, DecidedPosting, GrantLot, KeyReuse, LedgerError, SpendDecision,
@@ -102,4 +103,5 @@ pub use subscription_events::{
     PriceChange, RenewalDecision, RenewalFacts, decide_activation, decide_lifecycle,
     decide_renewal,
 };
+pub use threshold::{Crossing, MAX_THRESHOLDS_PER_ACCOUNT, ThresholdError, ThresholdLevel};
 pub use time::Timestamp;

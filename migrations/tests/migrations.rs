@@ -1532,3 +1532,83 @@ async fn postgres_spend_limits_and_back() {
     spend_limits_and_back(&t).await;
     t.cleanup().await;
 }
+
+/// Step 34: balance thresholds, absolute or a percentage of the last grant, and the count on
+/// the balance row; down drops them and keeps the balances.
+async fn balance_thresholds_and_back(t: &TestDb) {
+    let before = step_index("m20261008_000034_balance_thresholds");
+    Migrator::up(&t.db, Some(before))
+        .await
+        .expect("up to step 33");
+    exec(&t.db, STEP_ONE_DATA[0]).await;
+    for sql in [
+        "INSERT INTO accounts (id, kind, name, created_by, created_at) \
+         VALUES ('u1', 'personal', NULL, 'u1', 1700000000000)",
+        "INSERT INTO credit_balances (account_id, balance_hundredths, transaction_count, \
+         updated_at) VALUES ('u1', 500, 1, 1700000000000)",
+    ] {
+        exec(&t.db, sql).await;
+    }
+    Migrator::up(&t.db, Some(1)).await.expect("step 34");
+    assert_eq!(
+        count(
+            &t.db,
+            "SELECT COUNT(*) FROM credit_balances WHERE threshold_count = 0"
+        )
+        .await,
+        1
+    );
+    for good in [
+        "INSERT INTO balance_thresholds (id, account_id, credits_hundredths, created_at) \
+         VALUES ('thr_1', 'u1', 10000, 1)",
+        "INSERT INTO balance_thresholds (id, account_id, percent_of_grant, created_at) \
+         VALUES ('thr_2', 'u1', 20, 1)",
+    ] {
+        exec(&t.db, good).await;
+    }
+    for bad in [
+        // Neither or both levels; a level of nothing; a percentage past 100; no such account.
+        "INSERT INTO balance_thresholds (id, account_id, created_at) VALUES ('thr_3', 'u1', 1)",
+        "INSERT INTO balance_thresholds (id, account_id, credits_hundredths, percent_of_grant, \
+         created_at) VALUES ('thr_4', 'u1', 100, 10, 1)",
+        "INSERT INTO balance_thresholds (id, account_id, credits_hundredths, created_at) \
+         VALUES ('thr_5', 'u1', 0, 1)",
+        "INSERT INTO balance_thresholds (id, account_id, percent_of_grant, created_at) \
+         VALUES ('thr_6', 'u1', 101, 1)",
+        "INSERT INTO balance_thresholds (id, account_id, credits_hundredths, created_at) \
+         VALUES ('thr_7', 'nobody', 100, 1)",
+        "UPDATE credit_balances SET threshold_count = -1",
+    ] {
+        assert!(t.db.execute_unprepared(bad).await.is_err(), "{bad}");
+    }
+    Migrator::down(&t.db, Some(1)).await.expect("down step 34");
+    assert!(
+        !tables(&t.db)
+            .await
+            .contains(&"balance_thresholds".to_owned())
+    );
+    assert_eq!(
+        count(
+            &t.db,
+            "SELECT COUNT(*) FROM credit_balances WHERE balance_hundredths = 500"
+        )
+        .await,
+        1
+    );
+    Migrator::up(&t.db, None).await.expect("step 34 again");
+}
+
+#[tokio::test]
+async fn sqlite_balance_thresholds_and_back() {
+    let t = TestDb::sqlite().await;
+    balance_thresholds_and_back(&t).await;
+}
+
+#[tokio::test]
+async fn postgres_balance_thresholds_and_back() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    balance_thresholds_and_back(&t).await;
+    t.cleanup().await;
+}

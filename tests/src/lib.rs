@@ -253,6 +253,22 @@ impl TestApp {
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
+    /// DELETE `path` with a bearer token; the body as JSON (`Null` when there is none).
+    ///
+    /// # Panics
+    /// On transport errors.
+    pub async fn delete(&self, token: &str, path: &str) -> (u16, Value) {
+        let response = self
+            .client
+            .delete(self.url(path))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("delete");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
     /// POST JSON to `path` with a bearer token and an optional idempotency key.
     ///
     /// # Panics

@@ -3,7 +3,7 @@
 //! shows orders, subscriptions, transactions and reservations with the API's own views. The
 //! wiring gives it to the store, which keeps the bytes it renders.
 
-use application::host_events::{HostEvent, HostEventData, LimitTold, MismatchTold};
+use application::host_events::{HostEvent, HostEventData, LimitTold, MismatchTold, ThresholdTold};
 use application::ports::HostEventEncoder;
 use domain::{Money, Order, OrderStatus};
 use poem_openapi::types::ToJSON;
@@ -91,18 +91,15 @@ fn fill(data: &mut Map<String, Value>, what: &HostEventData) {
             threshold,
             transaction: spend,
         } => crossing(data, *balance, *threshold, spend),
+        HostEventData::Threshold {
+            threshold,
+            balance,
+            transaction: posting,
+        } => threshold_crossed(data, threshold, *balance, posting),
         HostEventData::Reservation {
             reservation,
             transaction: written,
-        } => {
-            data.insert(
-                "reservation".into(),
-                view(&ReservationView::from(reservation)),
-            );
-            if let Some(t) = written {
-                data.insert("transaction".into(), transaction(t));
-            }
-        }
+        } => reservation_step(data, reservation, written.as_ref()),
         HostEventData::Mismatch(told) => mismatch(data, told),
         HostEventData::LimitReached {
             limit,
@@ -124,12 +121,24 @@ fn fill(data: &mut Map<String, Value>, what: &HostEventData) {
             previous,
             ..
         } => {
-            data.insert(
-                "entitlements".into(),
-                view(&entitlements_json(entitlements)),
-            );
-            data.insert("previous".into(), view(&entitlements_json(previous)));
+            let both = [("entitlements", entitlements), ("previous", previous)];
+            for (name, held) in both {
+                data.insert(name.into(), view(&entitlements_json(held)));
+            }
         }
+    }
+}
+
+/// A reservation's step: the reservation after it, and the transaction it wrote, if any.
+fn reservation_step(
+    data: &mut Map<String, Value>,
+    reservation: &application::ports::Reservation,
+    written: Option<&application::ports::CreditTransaction>,
+) {
+    let shown = view(&ReservationView::from(reservation));
+    data.insert("reservation".into(), shown);
+    if let Some(t) = written {
+        data.insert("transaction".into(), transaction(t));
     }
 }
 
@@ -159,6 +168,42 @@ fn crossing(
         data.insert("thresholdHundredths".into(), json!(threshold.hundredths()));
     }
     data.insert("transaction".into(), transaction(spend));
+}
+
+/// A crossing of one of the account's thresholds: the threshold, the balance after the posting,
+/// and the posting.
+fn threshold_crossed(
+    data: &mut Map<String, Value>,
+    threshold: &ThresholdTold,
+    balance: domain::Credits,
+    posting: &application::ports::CreditTransaction,
+) {
+    data.insert(
+        "threshold".into(),
+        threshold_told(threshold, &posting.account_id),
+    );
+    crossing(data, balance, None, posting);
+}
+
+/// A balance threshold as `credits.threshold_crossed` and `credits.recovered` tell it: how it
+/// is set (as `GET /api/thresholds` shows it) and the level it sat at when crossed.
+fn threshold_told(told: &ThresholdTold, account: &domain::AccountId) -> Value {
+    let mut shown = json!({
+        "id": told.id.to_string(),
+        "accountId": account.to_string(),
+        "level": told.at.to_string(),
+        "levelHundredths": told.at.hundredths(),
+    });
+    match told.level {
+        domain::ThresholdLevel::Credits(c) => {
+            shown["credits"] = json!(c.to_string());
+            shown["creditsHundredths"] = json!(c.hundredths());
+        }
+        domain::ThresholdLevel::PercentOfGrant(p) => {
+            shown["percentOfGrant"] = json!(p);
+        }
+    }
+    shown
 }
 
 /// A spend limit as `limit.reached` tells it: as `GET /api/limits` shows one, after the spend.

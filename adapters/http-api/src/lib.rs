@@ -48,6 +48,7 @@ mod problem;
 mod rate_limit;
 mod subscriptions;
 mod teams;
+mod thresholds;
 mod webhook;
 
 use std::collections::HashMap;
@@ -152,6 +153,7 @@ type Apis = (
         teams::TeamsApi,
         invitations::InvitationsApi,
         limits::LimitsApi,
+        thresholds::ThresholdsApi,
     ),
 );
 
@@ -176,6 +178,7 @@ fn openapi_service(state: &Arc<AppState>) -> OpenApiService<Apis, ()> {
             teams::TeamsApi::new(state.clone()),
             invitations::InvitationsApi::new(state.clone()),
             limits::LimitsApi::new(state.clone()),
+            thresholds::ThresholdsApi::new(state.clone()),
         ),
     ))
 }

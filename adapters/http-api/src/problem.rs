@@ -107,6 +107,8 @@ codes! {
     LimitReached => ("limit_reached", PAYMENT_REQUIRED, "Spend limit reached"),
     LimitNotFound => ("limit_not_found", NOT_FOUND, "Spend limit not found"),
     TooManyLimits => ("too_many_limits", UNPROCESSABLE_ENTITY, "Too many spend limits"),
+    ThresholdNotFound => ("threshold_not_found", NOT_FOUND, "Balance threshold not found"),
+    TooManyThresholds => ("too_many_thresholds", UNPROCESSABLE_ENTITY, "Too many balance thresholds"),
     NotAMember => ("not_a_member", FORBIDDEN, "Not a member of this account"),
     AccountNotFound => ("account_not_found", NOT_FOUND, "Account not found"),
     MemberNotFound => ("member_not_found", NOT_FOUND, "Member not found"),

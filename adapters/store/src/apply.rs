@@ -81,10 +81,12 @@ async fn ledger_op(
             Step::Done(LedgerOutcome::Effect(effect))
         }
         LedgerOp::Clawback(c) => {
-            let effect = ledger::clawback(tx, c).await?;
+            let mut crossings = Outbox::default();
+            let effect = ledger::clawback(tx, c, &mut crossings).await?;
             if let LedgerEffect::Written(t) = &effect {
                 outbox.extend(host_events::credits_changed(t));
             }
+            outbox.extend(crossings);
             Step::Done(LedgerOutcome::Effect(effect))
         }
         LedgerOp::Adjust { command, admin } => {

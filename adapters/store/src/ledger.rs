@@ -44,6 +44,7 @@ use domain::{AccountId, Credits, Timestamp};
 pub(crate) use self::grants::{NewGrant, clawback, grant, source_parts};
 use self::group_commands::{Consumed, Reserved};
 pub(crate) use self::group_commands::{LedgerCommand, LedgerJob};
+pub(crate) use self::postings::read_balance;
 pub(crate) use self::reservations::{
     Resolution, release as release_in, reserve as reserve_in, settle as settle_in,
 };

@@ -52,6 +52,7 @@ mod settings;
 mod signup;
 mod sql;
 mod subscriptions;
+mod thresholds;
 mod users;
 mod webhooks;
 

@@ -42,6 +42,15 @@ impl From<Vec<HostEvent>> for Outbox {
     }
 }
 
+impl IntoIterator for Outbox {
+    type Item = HostEvent;
+    type IntoIter = std::vec::IntoIter<HostEvent>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
 impl Outbox {
     /// Add an event.
     pub(crate) fn push(&mut self, event: HostEvent) {

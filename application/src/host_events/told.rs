@@ -70,6 +70,16 @@ pub enum HostEventData {
         /// The spend.
         transaction: CreditTransaction,
     },
+    /// A balance crossing one of the account's thresholds, either way: the threshold, the
+    /// balance after the posting, and the posting.
+    Threshold {
+        /// The threshold and the level it sat at.
+        threshold: ThresholdTold,
+        /// The balance after the posting.
+        balance: Credits,
+        /// The posting that crossed: a spend, a hold, a grant, a release, a clawback...
+        transaction: CreditTransaction,
+    },
     /// A reservation's step and the ledger transaction it wrote, if any.
     Reservation {
         /// The reservation after the step.
@@ -154,6 +164,58 @@ impl HostEventData {
             _ => None,
         }
     }
+}
+
+/// What `credits.threshold_crossed` and `credits.recovered` tell of the threshold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThresholdTold {
+    /// The threshold's id.
+    pub id: domain::ThresholdId,
+    /// How it was set.
+    pub level: domain::ThresholdLevel,
+    /// The balance it sat at when crossed.
+    pub at: Credits,
+}
+
+/// The `credits.threshold_crossed` and `credits.recovered` of a written posting: one per
+/// threshold of `thresholds` (with the level each sits at, given the account's last grant)
+/// that the posting crossed ([`domain::threshold::crossing`]).
+#[must_use]
+pub fn threshold_crossings(
+    thresholds: &[(domain::ThresholdId, domain::ThresholdLevel)],
+    last_grant: Option<Credits>,
+    posting: &CreditTransaction,
+) -> Vec<HostEvent> {
+    let after = posting.balance_after;
+    let before = after.hundredths() - posting.amount.hundredths();
+    let Ok(before) = Credits::from_hundredths(before) else {
+        return Vec::new();
+    };
+    thresholds
+        .iter()
+        .filter_map(|(id, level)| {
+            let at = level.level(last_grant)?;
+            let kind = match domain::threshold::crossing(before, after, at)? {
+                domain::Crossing::Down => HostEventKind::CreditsThresholdCrossed,
+                domain::Crossing::Up => HostEventKind::CreditsRecovered,
+            };
+            Some(HostEvent {
+                kind,
+                fact: format!("{}:{id}:{}", posting.id, kind.code()),
+                user: posting.account_id.acting_user(posting.member_id.as_ref()),
+                data: HostEventData::Threshold {
+                    threshold: ThresholdTold {
+                        id: id.clone(),
+                        level: *level,
+                        at,
+                    },
+                    balance: after,
+                    transaction: posting.clone(),
+                },
+                occurred_at: posting.created_at,
+            })
+        })
+        .collect()
 }
 
 /// What `limit.reached` tells of the limit: which, and where it stands after the spend.

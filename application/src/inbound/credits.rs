@@ -1,7 +1,7 @@
 //! [`CreditsService`]: balances, spending, a user's status and entitlements.
 
 use domain::entitlements::EffectiveEntitlements;
-use domain::{AccountId, Credits, ReservationId, SpendLimitId, UserId};
+use domain::{AccountId, Credits, ReservationId, SpendLimitId, ThresholdId, UserId};
 
 use crate::accounts::User;
 use crate::pagination::{Page, PageRequest};
@@ -12,6 +12,7 @@ use crate::use_cases::InfraError;
 use crate::use_cases::credits::{ConsumeCredits, CreditsError, UsageRequest};
 use crate::use_cases::report_status::StatusReport;
 use crate::use_cases::spend_limits::{LimitDraft, LimitsError, ShownLimit};
+use crate::use_cases::thresholds::{ShownThreshold, ThresholdDraft, ThresholdsError};
 
 inbound_port! {
     /// Balances, spending, a user's status and entitlements.
@@ -69,6 +70,29 @@ inbound_port! {
             account: &AccountId,
             id: &SpendLimitId,
         ) -> Result<(), LimitsError>;
+
+        /// An account's balance thresholds (see [`Service::balance_thresholds`]).
+        async fn balance_thresholds(
+            &self,
+            account: &AccountId,
+        ) -> Result<Vec<ShownThreshold>, ThresholdsError>;
+
+        /// Add a balance threshold to an account (see [`Service::add_balance_threshold`]).
+        async fn add_balance_threshold(
+            &self,
+            user: &UserId,
+            account: &AccountId,
+            draft: ThresholdDraft,
+        ) -> Result<ShownThreshold, ThresholdsError>;
+
+        /// Remove a balance threshold of an account (see
+        /// [`Service::remove_balance_threshold`]).
+        async fn remove_balance_threshold(
+            &self,
+            user: &UserId,
+            account: &AccountId,
+            id: &ThresholdId,
+        ) -> Result<(), ThresholdsError>;
 
         /// Free a reservation whole (see [`Service::release_reservation`]).
         async fn release_reservation(

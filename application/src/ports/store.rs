@@ -1254,6 +1254,7 @@ pub trait Store:
     + super::AdminConsoleStore
     + super::TeamStore
     + super::SpendLimitStore
+    + super::ThresholdStore
 {
 }
 
@@ -1272,6 +1273,7 @@ impl<T> Store for T where
         + super::AdminConsoleStore
         + super::TeamStore
         + super::SpendLimitStore
+        + super::ThresholdStore
 {
 }
 

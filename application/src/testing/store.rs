@@ -7,6 +7,7 @@ mod reports;
 mod teams;
 #[cfg(test)]
 mod tests;
+mod thresholds;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -70,6 +71,8 @@ struct State {
     spend_limits: BTreeMap<domain::SpendLimitId, SpendLimitRecord>,
     /// What each pending hold counted against limits.
     hold_limit_counts: BTreeMap<domain::ReservationId, limits::HoldCounts>,
+    /// Accounts' balance thresholds.
+    thresholds: BTreeMap<domain::ThresholdId, ThresholdRecord>,
 }
 
 /// Every storage port in memory. Cheap to create; one per test.

@@ -65,6 +65,10 @@ export type LimitReached = Schemas["LimitReachedView"];
 export type SpendLimit = Schemas["SpendLimitView"];
 /** A spend limit to add: `credits` per `window` (`rollingHours` for `rolling`), hard unless `soft`. */
 export type NewSpendLimit = Schemas["CreateLimitBody"];
+/** A balance threshold on an account, with the level it sits at now and whether the balance is below it. */
+export type BalanceThreshold = Schemas["ThresholdView"];
+/** A balance threshold to add: `credits`, or `percentOfGrant` (1 to 100) of the account's last grant. */
+export type NewBalanceThreshold = Schemas["CreateThresholdBody"];
 /** A subscription: its plan, status, paid period and any switch pending or scheduled. */
 export type Subscription = Schemas["SubscriptionView"];
 /** What a plan change did (see `confirmed` and `approvalUrl`). */
@@ -318,6 +322,19 @@ export interface TallyClient {
     remove(limitId: string, who?: ForUser & ForAccount): Promise<void>;
   };
   /**
+   * Balance thresholds on an account: levels whose crossing is told (`credits.threshold_crossed`
+   * downwards, `credits.recovered` back up), once per crossing, in the posting's own transaction.
+   * Reads need `credits:read`; changes `billing:write` and an owner or admin of the account.
+   */
+  readonly thresholds: {
+    /** The account's thresholds, oldest first, with the level each sits at now. */
+    list(who?: ForUser & ForAccount): Promise<BalanceThreshold[]>;
+    /** Add a threshold. */
+    create(threshold: NewBalanceThreshold, who?: ForUser & ForAccount): Promise<BalanceThreshold>;
+    /** Remove a threshold. */
+    remove(thresholdId: string, who?: ForUser & ForAccount): Promise<void>;
+  };
+  /**
    * Accounts and teams: the accounts a user acts in, creating a team, and its members (the
    * user's own credential, or an API key with `billing:read`/`billing:write` naming `userId`).
    */
@@ -486,6 +503,7 @@ export function createTallyClient(options: TallyClientOptions): TallyClient {
     credits: creditsMethods(ctx),
     accounts: accountsMethods(ctx),
     limits: limitsMethods(ctx),
+    thresholds: thresholdsMethods(ctx),
     entitlements: {
       get: async (who = {}) =>
         (await ctx.call((signal) =>
@@ -587,6 +605,24 @@ function limitsMethods({ raw, call }: Context): TallyClient["limits"] {
     remove: async (limitId, who = {}) => {
       await call((signal) =>
         raw.DELETE("/api/limits/{limitId}", { params: { path: { limitId }, query: query(who) }, signal }),
+      );
+    },
+  };
+}
+
+function thresholdsMethods({ raw, call }: Context): TallyClient["thresholds"] {
+  const query = (who: ForUser & ForAccount) => ({ userId: who.userId, accountId: who.accountId });
+  return {
+    list: async (who = {}) =>
+      (await call((signal) => raw.GET("/api/thresholds", { params: { query: query(who) }, signal }))).items,
+    create: (threshold, who = {}) =>
+      call((signal) => raw.POST("/api/thresholds", { params: { query: query(who) }, body: threshold, signal }), "once"),
+    remove: async (thresholdId, who = {}) => {
+      await call((signal) =>
+        raw.DELETE("/api/thresholds/{thresholdId}", {
+          params: { path: { thresholdId }, query: query(who) },
+          signal,
+        }),
       );
     },
   };

@@ -29,6 +29,8 @@ export const EVENT_TYPES = [
   "credits.expired",
   "credits.low_balance",
   "credits.depleted",
+  "credits.threshold_crossed",
+  "credits.recovered",
   "limit.reached",
   "credits.consumed",
   "credits.reserved",
@@ -91,6 +93,29 @@ export interface RefundFacts {
   readonly full: boolean;
 }
 
+/** A balance threshold crossed, the balance after the posting, and the posting (`credits.threshold_crossed`, `credits.recovered`). */
+export interface ThresholdFacts {
+  /** The threshold, and the level it sat at when crossed. */
+  readonly threshold: {
+    readonly id: string;
+    readonly accountId: string;
+    /** The balance it sat at (decimal string). */
+    readonly level: string;
+    readonly levelHundredths: number;
+    /** Set in credits. */
+    readonly credits?: string;
+    readonly creditsHundredths?: number;
+    /** Set as a percentage of the account's last grant. */
+    readonly percentOfGrant?: number;
+  };
+  /** The balance after the posting (decimal string). */
+  readonly balance: string;
+  /** The same, in hundredths of a credit. */
+  readonly balanceHundredths: number;
+  /** The posting that crossed: a spend, a hold, a settle, a release, a grant, a clawback or an expiry. */
+  readonly transaction: Schemas["TransactionView"];
+}
+
 /** The balance after a spend, and the spend (`credits.low_balance`, `credits.depleted`). */
 export interface BalanceFacts {
   /** The balance after the spend (decimal string). */
@@ -136,6 +161,8 @@ export interface EventData {
     readonly thresholdHundredths: number;
   };
   "credits.depleted": BalanceFacts;
+  "credits.threshold_crossed": ThresholdFacts;
+  "credits.recovered": ThresholdFacts;
   "limit.reached": {
     /** The spend limit, as `GET /api/limits` shows it, after the spend that reached it. */
     readonly limit: Schemas["SpendLimitView"];

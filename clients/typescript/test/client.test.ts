@@ -151,6 +151,22 @@ function mockModel(outcome: { input: number; output: number } | "fail"): MockLan
   });
 }
 
+
+let signedIn: Promise<TallyClient> | undefined;
+
+/** The administrator's client, signed in once for the whole run (sign-ins are rate-limited). */
+function administrator(): Promise<TallyClient> {
+  signedIn ??= (async () => {
+    const anonymous = createTallyClient({ baseUrl: server.url });
+    const { data: session } = await anonymous.raw.POST("/api/auth/login", {
+      body: { email: ADMIN.email, password: ADMIN.password },
+    });
+    assert.ok(session, "the administrator signs in");
+    return createTallyClient({ baseUrl: server.url, sessionToken: session.token });
+  })();
+  return signedIn;
+}
+
 describe("the operator's setup and the plans", () => {
   it("lists the plans without a credential", async () => {
     const anonymous = createTallyClient({ baseUrl: server.url });
@@ -333,12 +349,7 @@ describe("teams", () => {
     assert.equal(added.limit?.creditsHundredths, 600);
 
     // An administrator funds the pool.
-    const anonymous = createTallyClient({ baseUrl: server.url });
-    const { data: session } = await anonymous.raw.POST("/api/auth/login", {
-      body: { email: ADMIN.email, password: ADMIN.password },
-    });
-    assert.ok(session, "the administrator signs in");
-    const admin = createTallyClient({ baseUrl: server.url, sessionToken: session.token });
+    const admin = await administrator();
     await admin.admin.adjustAccountCredits(team.id, { amount: "50", reason: "team pool" });
 
     // "image" costs 5 credits: the first fits the member's 6, the second does not.
@@ -448,16 +459,40 @@ describe("teams", () => {
   });
 });
 
+describe("balance thresholds", () => {
+  it("sets thresholds on a user's account and shows the balance below one after a spend", async () => {
+    const backend = examples.lib.tally();
+    const user = await examples.lib.tallyUserId(appUser("thea"));
+    const admin = await administrator();
+    await admin.admin.adjustAccountCredits(user, { amount: "40", reason: "thresholds" });
+
+    const fixed = await backend.thresholds.create({ credits: "36" }, { userId: user });
+    assert.equal(fixed.creditsHundredths, 3600);
+    assert.equal(fixed.below, false);
+    const share = await backend.thresholds.create({ percentOfGrant: 50 }, { userId: user });
+    assert.equal(share.levelHundredths, 2000);
+    // "image" costs 5 credits: 40 → 35, below 36 and not below 20.
+    await backend.credits.consume({ userId: user, feature: "image" });
+    assert.deepEqual(
+      (await backend.thresholds.list({ userId: user })).map((t) => [t.id, t.below]),
+      [
+        [fixed.id, true],
+        [share.id, false],
+      ],
+    );
+    await backend.thresholds.remove(fixed.id, { userId: user });
+    assert.deepEqual(
+      (await backend.thresholds.list({ userId: user })).map((t) => t.id),
+      [share.id],
+    );
+  });
+});
+
 describe("spend limits", () => {
   it("sets a daily limit on a user's account; the spend past it is a typed limit_reached naming it", async () => {
     const backend = examples.lib.tally();
     const user = await examples.lib.tallyUserId(appUser("lena"));
-    const anonymous = createTallyClient({ baseUrl: server.url });
-    const { data: session } = await anonymous.raw.POST("/api/auth/login", {
-      body: { email: ADMIN.email, password: ADMIN.password },
-    });
-    assert.ok(session, "the administrator signs in");
-    const admin = createTallyClient({ baseUrl: server.url, sessionToken: session.token });
+    const admin = await administrator();
     await admin.admin.adjustAccountCredits(user, { amount: "50", reason: "limits" });
 
     const limit = await backend.limits.create({ credits: "8", window: "day" }, { userId: user });
@@ -485,12 +520,7 @@ describe("spend limits", () => {
   it("caps one API key bound to the account, set by an operator; other keys spend on", async () => {
     const backend = examples.lib.tally();
     const user = await examples.lib.tallyUserId(appUser("kemal"));
-    const anonymous = createTallyClient({ baseUrl: server.url });
-    const { data: session } = await anonymous.raw.POST("/api/auth/login", {
-      body: { email: ADMIN.email, password: ADMIN.password },
-    });
-    assert.ok(session, "the administrator signs in");
-    const admin = createTallyClient({ baseUrl: server.url, sessionToken: session.token });
+    const admin = await administrator();
     await admin.admin.adjustAccountCredits(user, { amount: "50", reason: "key limits" });
     const agentKey = await admin.admin.createApiKey({ name: "agent", scopes: ["credits:consume"], accountId: user });
     const agent = createTallyClient({ baseUrl: server.url, apiKey: agentKey.secret });
@@ -623,12 +653,7 @@ describe("entitlements and events", () => {
 
   it("keeps deliveries verifiable with the old and the new secret while the secret rotates", async () => {
     const { db } = examples.db;
-    const anonymous = createTallyClient({ baseUrl: server.url });
-    const { data: session } = await anonymous.raw.POST("/api/auth/login", {
-      body: { email: ADMIN.email, password: ADMIN.password },
-    });
-    assert.ok(session, "the administrator signs in");
-    const admin = createTallyClient({ baseUrl: server.url, sessionToken: session.token });
+    const admin = await administrator();
     const { data: rotated } = await admin.raw.POST("/api/admin/webhook-endpoints/{id}/rotate-secret", {
       params: { path: { id: endpointId } },
     });

@@ -3,22 +3,10 @@
 //! held, `GET /api/limits` shows the usage, and only owners and admins change limits.
 
 use serde_json::{Value, json};
-use tests::{TestApp, spawn_app_with_admin};
+use tests::spawn_app_with_admin;
 
 const LIMITS: &str = "/api/limits";
 const CONSUME: &str = "/api/credits/consume";
-
-async fn delete(app: &TestApp, token: &str, path: &str) -> (u16, Value) {
-    let response = app
-        .client
-        .delete(format!("{}{path}", app.address))
-        .bearer_auth(token)
-        .send()
-        .await
-        .expect("delete");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
 
 fn code(answer: &(u16, Value)) -> (u16, Option<&str>) {
     (answer.0, answer.1["code"].as_str())
@@ -103,9 +91,9 @@ async fn a_limit_refuses_the_spend_past_it_and_shows_its_usage() {
 
     // Removed, it refuses nothing; removed twice, it is not found.
     let path = format!("{LIMITS}/{id}");
-    assert_eq!(delete(&app, &token, &path).await.0, 204);
+    assert_eq!(app.delete(&token, &path).await.0, 204);
     assert_eq!(
-        code(&delete(&app, &token, &path).await),
+        code(&app.delete(&token, &path).await),
         (404, Some("limit_not_found"))
     );
     assert_eq!(app.post(&backend, CONSUME, &image, Some("s3")).await.0, 201);
@@ -148,7 +136,7 @@ async fn owners_and_admins_change_a_team_s_limits_and_its_members_read_them() {
         limit["id"].as_str().unwrap()
     );
     assert_eq!(
-        code(&delete(&app, &bob_token, &path).await),
+        code(&app.delete(&bob_token, &path).await),
         (403, Some("not_billing_manager"))
     );
 
@@ -302,9 +290,9 @@ async fn an_operator_sets_a_customer_s_limits_audited() {
     assert_eq!(listed["items"][0]["usedHundredths"], 500);
 
     let one = format!("{path}/{id}");
-    assert_eq!(delete(&app, &admin, &one).await.0, 204);
+    assert_eq!(app.delete(&admin, &one).await.0, 204);
     assert_eq!(
-        code(&delete(&app, &admin, &one).await),
+        code(&app.delete(&admin, &one).await),
         (404, Some("limit_not_found"))
     );
     let (_, audit) = app.get(&admin, "/api/admin/audit").await;

@@ -33,5 +33,6 @@ mod sign_up_abuse;
 mod source_tree;
 mod sql_placement;
 mod teams;
+mod thresholds;
 mod transaction_pooler;
 mod use_case_spans;

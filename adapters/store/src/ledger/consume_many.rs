@@ -701,7 +701,8 @@ async fn balances_with_lots<C: ConnectionTrait>(
     // `NOT g.expired`: see `postings::lock_balance_with_lots` (keeps SQLite on the per-user lot
     // index).
     let sql = format!(
-        "SELECT b.account_id, b.balance_hundredths, b.transaction_count, b.limit_count, g.id, \
+        "SELECT b.account_id, b.balance_hundredths, b.transaction_count, b.limit_count, \
+         b.threshold_count, g.id, \
          g.remaining_hundredths, g.expires_at, g.granted_at FROM credit_balances b LEFT JOIN credit_grants g \
          ON g.account_id = b.account_id AND NOT g.expired AND g.remaining_hundredths > 0 \
          WHERE {users} ORDER BY b.account_id{}",
@@ -717,9 +718,13 @@ async fn balances_with_lots<C: ConnectionTrait>(
         let user: String = row.try_get("", "account_id")?;
         let hundredths: i64 = row.try_get("", "balance_hundredths")?;
         let count: i64 = row.try_get("", "transaction_count")?;
-        // An account with spend limits spends on the one-by-one path, which counts them.
+        // An account with spend limits or balance thresholds spends on the one-by-one path,
+        // which counts the limits and tells the crossings.
         if row.try_get::<i32>("", "limit_count")? > 0 {
             return Err(Fail::Retry("an account of the run has spend limits"));
+        }
+        if row.try_get::<i32>("", "threshold_count")? > 0 {
+            return Err(Fail::Retry("an account of the run has balance thresholds"));
         }
         balances
             .entry(user.clone())
@@ -954,7 +959,8 @@ fn debit_part(postgres: bool, first: usize, balances: &Balances) -> (Part, usize
         "UPDATE credit_balances SET balance_hundredths = balance_hundredths - d.amount, \
          transaction_count = transaction_count + d.n, updated_at = d.at \
          FROM d WHERE {gate}account_id = d.uid AND balance_hundredths = d.was \
-         AND transaction_count = d.was_n AND limit_count = 0 AND balance_hundredths >= d.amount \
+         AND transaction_count = d.was_n AND limit_count = 0 AND threshold_count = 0 \
+         AND balance_hundredths >= d.amount \
          RETURNING account_id, balance_hundredths"
     );
     (

@@ -156,7 +156,8 @@ pub(crate) async fn grant(
         key: g.key,
         now: g.now,
     };
-    let written = postings::post_increase(tx, &posting).await?;
+    let mut crossings = Outbox::default();
+    let written = postings::post_increase(tx, &posting, &mut crossings).await?;
     let values = vec![
         g.user.as_str().into(),
         written.id.into(),
@@ -172,6 +173,7 @@ pub(crate) async fn grant(
         ));
     }
     told.extend(host_events::credits_changed(&written));
+    told.extend(crossings);
     Ok(LedgerEffect::Written(written))
 }
 
@@ -202,6 +204,7 @@ fn remaining(lot: &LotState) -> Result<Credits, Fail> {
 pub(crate) async fn clawback(
     tx: &DatabaseTransaction,
     c: &ClawbackCommand,
+    crossings: &mut Outbox,
 ) -> Result<LedgerEffect, Fail> {
     if c.wanted.is_zero() {
         return Ok(LedgerEffect::Nothing);
@@ -231,7 +234,7 @@ pub(crate) async fn clawback(
             key: None,
             now: c.now,
         };
-        let written = post_taken(tx, &posting, balance).await?;
+        let written = post_taken(tx, &posting, balance, crossings).await?;
         effect = LedgerEffect::Written(written);
     }
     let sql = "UPDATE credit_grants SET remaining_hundredths = remaining_hundredths - $2, \
@@ -280,8 +283,10 @@ pub(crate) async fn expire_lot(
             key: None,
             now,
         };
-        let written = post_taken(tx, &posting, balance).await?;
+        let mut crossings = Outbox::default();
+        let written = post_taken(tx, &posting, balance, &mut crossings).await?;
         tell(tx, &LedgerEffect::Written(written), events).await?;
+        crossings.write(tx, events).await?;
     }
     let sql = "UPDATE credit_grants SET remaining_hundredths = 0, expired = TRUE, \
         shortfall_hundredths = shortfall_hundredths + $3 WHERE id = $1 AND remaining_hundredths = $2";
@@ -302,6 +307,7 @@ async fn post_taken(
     tx: &DatabaseTransaction,
     posting: &Posting<'_>,
     balance: Credits,
+    crossings: &mut Outbox,
 ) -> Result<CreditTransaction, Fail> {
     let decided = DecidedPosting::decide(balance, posting.kind, posting.amount).map_err(|e| {
         StoreError::Unexpected(anyhow::anyhow!(
@@ -311,7 +317,7 @@ async fn post_taken(
             posting.user
         ))
     })?;
-    postings::post_decided(tx, posting, decided).await
+    postings::post_decided(tx, posting, decided, crossings).await
 }
 
 /// Lots due for expiry: `(id, user)`, soonest first.

@@ -19,9 +19,11 @@ use domain::ledger::{self, DecidedPosting, GrantLot, allocate_spend};
 use domain::{AccountId, CreditDelta, Credits, Timestamp, TransactionKind, UserId};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, FromQueryResult};
 
+use crate::outbox::Outbox;
 use crate::retry::Fail;
 use crate::rows::{LotRow, TRANSACTION_COLUMNS, TransactionRow, tokens_value};
 use crate::sql;
+use crate::thresholds;
 
 /// One transaction to append.
 pub(crate) struct Posting<'a> {
@@ -130,28 +132,48 @@ pub(crate) async fn lock_balance_lots_limited(
     Ok((credits(balance)?, lots, limits > 0))
 }
 
+/// The balance a posting left, and whether the account has balance thresholds
+/// (`credit_balances.threshold_count`, returned by the statement that wrote the balance).
+type Written = (Credits, bool);
+
 /// Add `amount`: one upsert that also counts the transaction; returns the balance after it.
 async fn credit(
     tx: &DatabaseTransaction,
     user: &AccountId,
     amount: Credits,
     now: Timestamp,
-) -> Result<Credits, Fail> {
+) -> Result<Written, Fail> {
     let sql = "INSERT INTO credit_balances (account_id, balance_hundredths, transaction_count, updated_at) \
         VALUES ($1, $2, 1, $3) ON CONFLICT (account_id) DO UPDATE SET \
         balance_hundredths = credit_balances.balance_hundredths + excluded.balance_hundredths, \
         transaction_count = credit_balances.transaction_count + 1, updated_at = excluded.updated_at \
-        RETURNING balance_hundredths";
+        RETURNING balance_hundredths, threshold_count";
     let values = vec![
         user.as_str().into(),
         amount.hundredths().into(),
         now.unix_millis().into(),
     ];
-    let after = sql::one_i64(tx, sql, values, "balance_hundredths").await?;
-    let after = after.ok_or_else(|| {
-        StoreError::Unexpected(anyhow::anyhow!("the balance upsert returned no row"))
-    })?;
-    credits(after)
+    let after = written(tx, sql, values).await?;
+    after.ok_or_else(|| {
+        Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
+            "the balance upsert returned no row"
+        )))
+    })
+}
+
+/// Run a balance write that returns the balance and the threshold count.
+async fn written(
+    tx: &DatabaseTransaction,
+    sql: &str,
+    values: Vec<sea_orm::Value>,
+) -> Result<Option<Written>, Fail> {
+    let rows = sql::rows(tx, sql, values).await?;
+    let Some(row) = rows.first() else {
+        return Ok(None);
+    };
+    let balance: i64 = row.try_get("", "balance_hundredths")?;
+    let thresholds: i32 = row.try_get("", "threshold_count")?;
+    Ok(Some((credits(balance)?, thresholds > 0)))
 }
 
 /// Remove `amount` if the balance covers it: one conditional decrement that also counts the
@@ -161,27 +183,27 @@ async fn debit(
     user: &AccountId,
     amount: Credits,
     now: Timestamp,
-) -> Result<Option<Credits>, Fail> {
+) -> Result<Option<Written>, Fail> {
     let sql = "UPDATE credit_balances SET balance_hundredths = balance_hundredths - $2, \
         transaction_count = transaction_count + 1, updated_at = $3 \
-        WHERE account_id = $1 AND balance_hundredths >= $2 RETURNING balance_hundredths";
+        WHERE account_id = $1 AND balance_hundredths >= $2 \
+        RETURNING balance_hundredths, threshold_count";
     let values = vec![
         user.as_str().into(),
         amount.hundredths().into(),
         now.unix_millis().into(),
     ];
-    match sql::one_i64(tx, sql, values, "balance_hundredths").await? {
-        Some(after) => Ok(Some(credits(after)?)),
-        None => Ok(None),
-    }
+    written(tx, sql, values).await
 }
 
-/// Add `posting.amount` (an increase: a grant, a release) and append the transaction. A
-/// duplicate key (a concurrent request with the same key committed first) is [`Fail::Retry`]:
-/// run again, the operation finds the winner's transaction and replays it.
+/// Add `posting.amount` (an increase: a grant, a release) and append the transaction; the
+/// crossings of the account's balance thresholds it makes go to `told`. A duplicate key (a
+/// concurrent request with the same key committed first) is [`Fail::Retry`]: run again, the
+/// operation finds the winner's transaction and replays it.
 pub(crate) async fn post_increase(
     tx: &DatabaseTransaction,
     posting: &Posting<'_>,
+    told: &mut Outbox,
 ) -> Result<CreditTransaction, Fail> {
     if posting.amount.is_decrease() {
         return Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
@@ -190,20 +212,27 @@ pub(crate) async fn post_increase(
             posting.amount
         ))));
     }
-    let after = credit(tx, posting.user, posting.amount.magnitude(), posting.now).await?;
+    let (after, watched) =
+        credit(tx, posting.user, posting.amount.magnitude(), posting.now).await?;
     check_against_domain(posting, after)?;
-    append(tx, posting, after).await
+    let written = append(tx, posting, after).await?;
+    if watched {
+        thresholds::tell(tx, &written, told).await?;
+    }
+    Ok(written)
 }
 
 /// Write `decided`, a balance change the domain decided on the balance this transaction locked
 /// (`decided.before`), and append its transaction: the guarded statement (the conditional
 /// decrement for a decrease, the upsert under the `CHECK` for an increase), whose answer must
 /// be the decided balance ([`DecidedPosting::check`]), else [`StoreError::SpendDisagreement`]
-/// and nothing is kept. A duplicate key is [`Fail::Retry`], as for [`post_increase`].
+/// and nothing is kept. A duplicate key is [`Fail::Retry`], as for [`post_increase`]; the
+/// crossings of the account's balance thresholds go to `told`, as there.
 pub(crate) async fn post_decided(
     tx: &DatabaseTransaction,
     posting: &Posting<'_>,
     decided: DecidedPosting,
+    told: &mut Outbox,
 ) -> Result<CreditTransaction, Fail> {
     assert!(
         decided.kind == posting.kind && decided.amount == posting.amount,
@@ -215,14 +244,20 @@ pub(crate) async fn post_decided(
     } else {
         Some(credit(tx, posting.user, magnitude, posting.now).await?)
     };
-    let after = decided.check(guarded).map_err(|disagreement| {
-        Fail::Store(StoreError::SpendDisagreement {
-            account: posting.user.clone(),
-            disagreement,
-        })
-    })?;
+    let watched = guarded.is_some_and(|(_, watched)| watched);
+    let after = decided
+        .check(guarded.map(|(after, _)| after))
+        .map_err(|disagreement| {
+            Fail::Store(StoreError::SpendDisagreement {
+                account: posting.user.clone(),
+                disagreement,
+            })
+        })?;
     let written = append(tx, posting, after).await?;
     assert_moved_from(decided.before, &written);
+    if watched {
+        thresholds::tell(tx, &written, told).await?;
+    }
     Ok(written)
 }
 

@@ -111,19 +111,21 @@ pub(crate) async fn reserve(
         key: None,
         now: c.now,
     };
-    let hold = postings::post_decided(tx, &posting, decided).await?;
+    let mut crossings = Outbox::default();
+    let hold = postings::post_decided(tx, &posting, decided, &mut crossings).await?;
     let reservation = row.into_domain()?;
-    tell_reserved(tx, (&reservation, &hold), c, wanted, events).await?;
+    tell_reserved(tx, (&reservation, &hold, crossings), c, wanted, events).await?;
     Outbox::from(limits::reached_events(&limit_counts, &hold))
         .write(tx, events)
         .await?;
     Ok(End::Commit(Spent::Done((reservation, Replay::Fresh))))
 }
 
-/// `credits.reserved` (when an endpoint opted in) and the balance crossings of a hold.
+/// `credits.reserved` (when an endpoint opted in) and the balance crossings of a hold (those
+/// of the account's thresholds collected in `crossings`).
 async fn tell_reserved(
     tx: &DatabaseTransaction,
-    (reservation, hold): (&Reservation, &CreditTransaction),
+    (reservation, hold, crossings): (&Reservation, &CreditTransaction, Outbox),
     c: &ReserveCommand,
     wanted: Wanted,
     events: &Enc,
@@ -139,6 +141,7 @@ async fn tell_reserved(
         ));
     }
     told.extend(host_events::balance_alerts(hold, c.low_balance_below));
+    told.extend(crossings);
     told.write(tx, events).await?;
     Ok(())
 }
@@ -457,7 +460,8 @@ pub(crate) async fn settle(
         actual,
         within_limits(tx, (user, limited), &r, most, now).await?,
     );
-    let written = post_settle(tx, (&r, s.amount), available, now).await?;
+    let mut crossings = Outbox::default();
+    let written = post_settle(tx, (&r, s.amount), available, (now, &mut crossings)).await?;
     postings::draw_from(tx, user, &lots, s.charged).await?;
     if let Some(h) = &holder {
         h.recount(tx, user, |m| settled_count(m, h, (r.held, s.charged), now))
@@ -480,16 +484,18 @@ pub(crate) async fn settle(
         let event = host_events::reservation_step(kind, &settled, written.as_ref(), now);
         Outbox::write_one(tx, event, events).await?;
     }
+    crossings.write(tx, events).await?;
     Ok(End::Commit(Resolution::Done(settled, Replay::Fresh)))
 }
 
 /// The settle's ledger transaction: the difference between what `r` held and what it charged
 /// (`amount`), decided on the `available` balance; nothing when it charged exactly the hold.
+/// The crossings of the account's thresholds go to `crossings`.
 async fn post_settle(
     tx: &DatabaseTransaction,
     (r, amount): (&Reservation, domain::CreditDelta),
     available: Credits,
-    now: Timestamp,
+    (now, crossings): (Timestamp, &mut Outbox),
 ) -> Result<Option<CreditTransaction>, Fail> {
     if amount.hundredths() == 0 {
         return Ok(None);
@@ -507,7 +513,9 @@ async fn post_settle(
         key: None,
         now,
     };
-    Ok(Some(postings::post_decided(tx, &posting, decided).await?))
+    Ok(Some(
+        postings::post_decided(tx, &posting, decided, crossings).await?,
+    ))
 }
 
 /// The account's limits after `r` settled for `charged`: the unused part goes back to the
@@ -581,7 +589,8 @@ pub(crate) async fn release(
         key: None,
         now,
     };
-    let returned = postings::post_increase(tx, &posting).await?;
+    let mut crossings = Outbox::default();
+    let returned = postings::post_increase(tx, &posting, &mut crossings).await?;
     limits::give_back_hold(tx, &r.id, None).await?;
     if let Some(h) = &holder {
         h.recount(tx, user, |m| {
@@ -595,6 +604,7 @@ pub(crate) async fn release(
         let event = host_events::reservation_step(kind, &released, Some(&returned), now);
         Outbox::write_one(tx, event, events).await?;
     }
+    crossings.write(tx, events).await?;
     Ok(End::Commit(Resolution::Done(released, Replay::Fresh)))
 }
 

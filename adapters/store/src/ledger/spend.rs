@@ -84,20 +84,36 @@ pub(crate) async fn consume(
         key: Some((key, c.idempotency.request_hash.as_str())),
         now: c.now,
     };
-    let written = postings::post_decided(tx, &posting, decided).await?;
+    let mut crossings = Outbox::default();
+    let written = postings::post_decided(tx, &posting, decided, &mut crossings).await?;
     postings::draw_from(tx, &c.account_id, &lots, c.amount).await?;
     if let Some((member, count)) = counted {
         accounts::write_count(tx, &c.account_id, member, count).await?;
     }
-    // A crossing of the low-balance threshold or to zero is told with the spend.
+    let spent = (&written, crossings, limit_counts.as_slice());
+    tell_spent(tx, c, spent, wanted, events).await?;
+    Ok(End::Commit(Spent::Done((written, Replay::Fresh))))
+}
+
+/// The events of a fresh spend, in its transaction: `credits.consumed` (when an endpoint opted
+/// in), its crossings of the low-balance threshold, to zero and of the account's thresholds
+/// (`crossings`), and the limits it reached.
+async fn tell_spent(
+    tx: &DatabaseTransaction,
+    c: &ConsumeCommand,
+    (written, crossings, limit_counts): (&CreditTransaction, Outbox, &[limits::LimitCount]),
+    wanted: Wanted,
+    events: &Enc,
+) -> Result<(), Fail> {
     let mut told = Outbox::default();
     if wanted.wants(HostEventKind::CreditsConsumed) {
-        told.push(host_events::consumed(&written));
+        told.push(host_events::consumed(written));
     }
-    told.extend(host_events::balance_alerts(&written, c.low_balance_below));
-    told.extend(limits::reached_events(&limit_counts, &written));
+    told.extend(host_events::balance_alerts(written, c.low_balance_below));
+    told.extend(crossings);
+    told.extend(limits::reached_events(limit_counts, written));
     told.write(tx, events).await?;
-    Ok(End::Commit(Spent::Done((written, Replay::Fresh))))
+    Ok(())
 }
 
 /// What `c` counts against its account's limits (`limited`: the balance row says it has some),
@@ -249,10 +265,12 @@ pub(crate) async fn adjust(
         key: Some((&c.reference, &hash)),
         now: c.now,
     };
-    let written = postings::post_decided(tx, &posting, decided).await?;
+    let mut crossings = Outbox::default();
+    let written = postings::post_decided(tx, &posting, decided, &mut crossings).await?;
     postings::draw_from(tx, &c.account_id, &lots, requested).await?;
     let effect = LedgerEffect::Written(written);
     grants::tell(tx, &effect, events).await?;
+    crossings.write(tx, events).await?;
     Ok(End::Commit(Spent::Done(effect)))
 }
 

@@ -24,6 +24,7 @@ use application::use_cases::credits::{ConsumeCredits, UsageRequest};
 use application::use_cases::initiate_payment::InitiatePayment;
 use application::use_cases::reconcile::ReconcileSettings;
 use application::use_cases::spend_limits::LimitDraft;
+use application::use_cases::thresholds::ThresholdDraft;
 use domain::entitlements::EntitlementDraft;
 use domain::{
     BillingPeriod, CreditDelta, Currency, IdempotencyKey, Money, OrderId, OrderStatus, Plan,
@@ -297,6 +298,133 @@ async fn a_spend_reaching_a_limit_tells_it(world: &World, store: &TestStore) {
     assert_eq!(reached[0]["limit"]["usedHundredths"], 600);
     assert_eq!(reached[0]["limit"]["leftHundredths"], 0);
     assert_eq!(reached[0]["transaction"]["amountHundredths"], -300);
+}
+
+/// An account's balance thresholds: each crossing told once, downwards by spends and holds,
+/// back up by a release and a grant, a percentage taken from the last grant; a removed
+/// threshold tells nothing more.
+async fn balance_thresholds_tell_each_crossing_once(world: &World, store: &TestStore) {
+    let user = world.user("watched@example.com").await;
+    let account = domain::AccountId::personal(&user.id);
+    let grant = |credits: i64, reference: &str| GrantCommand {
+        account_id: account.clone(),
+        amount: crate::support::c(credits * 100),
+        source: GrantSource::Admin(reference.into()),
+        expires_at: None,
+        now: at_days(2),
+    };
+    // 500 tokens of model "big" cost 1.00 credit.
+    let spend = |credits: i64, key: &str| ConsumeCredits {
+        user_id: user.id.clone(),
+        account_id: None,
+        usage: UsageRequest {
+            feature: None,
+            model: Some("big".into()),
+            tokens: Some(credits * 500),
+        },
+        idempotency_key: IdempotencyKey::new(key).unwrap(),
+        api_key_id: None,
+    };
+    store.grant(&grant(40, "watch-1")).await.unwrap();
+    let mut ids = Vec::new();
+    for draft in [
+        ThresholdDraft {
+            credits: Some("10".into()),
+            percent_of_grant: None,
+        },
+        ThresholdDraft {
+            credits: None,
+            percent_of_grant: Some(50),
+        },
+    ] {
+        let shown = world
+            .service
+            .add_balance_threshold(&user.id, &account, draft)
+            .await
+            .unwrap();
+        assert!(!shown.below);
+        ids.push(shown.record.id);
+    }
+    let before = all_events(store).await.len();
+    // 40 → 25 → 19 (below 50% of 40) → 9 (below 10) → 8.
+    for (credits, key) in [(15, "w1"), (6, "w2"), (10, "w3"), (1, "w4")] {
+        world
+            .service
+            .consume_credits(spend(credits, key))
+            .await
+            .unwrap();
+    }
+    // A grant of 10 (the last grant now: 50% is 5): 18, back above 10.
+    store.grant(&grant(10, "watch-2")).await.unwrap();
+    // A hold takes it to 9, its release back to 18.
+    let (held, _) = world.service.reserve_credits(spend(9, "w5")).await.unwrap();
+    let id = held.id.clone();
+    world
+        .service
+        .release_reservation(&user.id, None, &id)
+        .await
+        .unwrap();
+    let told: Vec<(HostEventKind, Value)> = told_since(store, before)
+        .await
+        .into_iter()
+        .filter(|(k, _)| {
+            matches!(
+                k,
+                HostEventKind::CreditsThresholdCrossed | HostEventKind::CreditsRecovered
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds(&told),
+        [
+            "credits.threshold_crossed",
+            "credits.threshold_crossed",
+            "credits.recovered",
+            "credits.threshold_crossed",
+            "credits.recovered",
+        ]
+    );
+    let data = |i: usize| &told[i].1["data"];
+    assert_eq!(data(0)["threshold"]["id"], ids[1].as_str());
+    assert_eq!(data(0)["threshold"]["percentOfGrant"], 50);
+    assert_eq!(data(0)["threshold"]["levelHundredths"], 2_000);
+    assert_eq!(data(0)["balanceHundredths"], 1_900);
+    assert_eq!(data(0)["transaction"]["type"], "consumption");
+    assert_eq!(data(1)["threshold"]["id"], ids[0].as_str());
+    assert_eq!(data(1)["threshold"]["creditsHundredths"], 1_000);
+    assert_eq!(data(1)["balanceHundredths"], 900);
+    assert_eq!(data(2)["threshold"]["id"], ids[0].as_str());
+    assert_eq!(data(2)["balanceHundredths"], 1_800);
+    assert_eq!(data(2)["transaction"]["type"], "admin_adjustment");
+    assert_eq!(data(2)["userId"], user.id.as_str());
+    assert_eq!(data(3)["transaction"]["type"], "reservation_hold");
+    assert_eq!(data(4)["transaction"]["type"], "reservation_release");
+    // Removed, a threshold tells nothing more; the other still does.
+    world
+        .service
+        .remove_balance_threshold(&user.id, &account, &ids[0])
+        .await
+        .unwrap();
+    let before = all_events(store).await.len();
+    world
+        .service
+        .consume_credits(spend(10, "w6"))
+        .await
+        .unwrap();
+    let told = told_since(store, before).await;
+    assert!(
+        told.iter()
+            .all(|(k, _)| *k != HostEventKind::CreditsThresholdCrossed
+                && *k != HostEventKind::CreditsRecovered),
+        "{told:?}"
+    );
+    let listed = world.service.balance_thresholds(&account).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].level, Some(crate::support::c(500)));
+    assert!(
+        !listed[0].below,
+        "8 credits are above 50% of the last grant of 10"
+    );
 }
 
 /// A credits order: paid, the same webhook again, partly refunded; another paid with the wrong
@@ -1069,6 +1197,7 @@ pub async fn every_change_tells_its_event_once_in_its_own_transaction(store: &Te
     the_ledger_tells_grants_debits_and_expiries(&world, store).await;
     spends_tell_each_balance_crossing_once(&world, store).await;
     a_spend_reaching_a_limit_tells_it(&world, store).await;
+    balance_thresholds_tell_each_crossing_once(&world, store).await;
     a_refund_that_ends_access_tells_the_entitlements_gone(&world, store).await;
     consumption_is_told_only_while_an_endpoint_opts_in(&world, store).await;
     unpaid_orders_tell_cancelled_and_expired(&world, store).await;

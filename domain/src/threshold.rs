@@ -1,0 +1,173 @@
+//! Balance thresholds: levels of an account's balance the host application is told about when
+//! the balance crosses them, downwards (`credits.threshold_crossed`) and back up
+//! (`credits.recovered`).
+//!
+//! A threshold is an absolute number of credits, or a percentage of the account's last grant
+//! (a pack of 1,000 credits with a 20% threshold: 200 credits). The crossing rule is the one
+//! the low-balance and depleted alerts have always followed ([`crate::ledger::balance_alerts`]
+//! is built on it): a posting that takes the balance from `before` to `after` crosses a level
+//! downwards when `before >= level > after`, and upwards when `before < level <= after`. So
+//! each crossing is told exactly once without remembering anything: only the posting that
+//! crosses meets the rule, never those on either side of it. `credits.depleted` is the
+//! downward crossing of the smallest level there is, one hundredth of a credit.
+
+use crate::Credits;
+
+/// The most thresholds one account carries.
+pub const MAX_THRESHOLDS_PER_ACCOUNT: usize = 20;
+
+/// Where a threshold sits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThresholdLevel {
+    /// At this many credits (positive).
+    Credits(Credits),
+    /// At this percentage (1 to 100) of the account's last grant.
+    PercentOfGrant(u8),
+}
+
+/// Why a threshold is not a valid one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThresholdError {
+    /// Zero credits.
+    ZeroCredits,
+    /// A percentage outside 1 to 100.
+    Percent,
+}
+
+impl std::fmt::Display for ThresholdError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ThresholdError::ZeroCredits => f.write_str("must be a positive number of credits"),
+            ThresholdError::Percent => f.write_str("must be a whole percentage from 1 to 100"),
+        }
+    }
+}
+
+impl std::error::Error for ThresholdError {}
+
+impl ThresholdLevel {
+    /// An absolute threshold.
+    ///
+    /// # Errors
+    /// [`ThresholdError::ZeroCredits`].
+    pub fn credits(credits: Credits) -> Result<Self, ThresholdError> {
+        if credits.is_zero() {
+            return Err(ThresholdError::ZeroCredits);
+        }
+        Ok(ThresholdLevel::Credits(credits))
+    }
+
+    /// A threshold at `percent` of the last grant.
+    ///
+    /// # Errors
+    /// [`ThresholdError::Percent`].
+    pub fn percent_of_grant(percent: u32) -> Result<Self, ThresholdError> {
+        match u8::try_from(percent) {
+            Ok(p @ 1..=100) => Ok(ThresholdLevel::PercentOfGrant(p)),
+            _ => Err(ThresholdError::Percent),
+        }
+    }
+
+    /// The balance it sits at, given the account's last grant: a percentage of it rounded down
+    /// to the hundredth (at least one hundredth), or `None` for a percentage on an account that
+    /// was never granted anything (there is nothing to take a percentage of).
+    #[must_use]
+    pub fn level(self, last_grant: Option<Credits>) -> Option<Credits> {
+        match self {
+            ThresholdLevel::Credits(c) => Some(c),
+            ThresholdLevel::PercentOfGrant(p) => {
+                let grant = last_grant.filter(|g| !g.is_zero())?;
+                let hundredths = i128::from(grant.hundredths()) * i128::from(p) / 100;
+                let hundredths = i64::try_from(hundredths).ok()?.max(1);
+                Credits::from_hundredths(hundredths).ok()
+            }
+        }
+    }
+}
+
+/// Which way a balance crossed a level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Crossing {
+    /// From at or above it to below it.
+    Down,
+    /// From below it to at or above it.
+    Up,
+}
+
+/// How a posting that took the balance from `before` to `after` crossed `level`, if it did.
+#[must_use]
+pub fn crossing(before: Credits, after: Credits, level: Credits) -> Option<Crossing> {
+    if before >= level && after < level {
+        Some(Crossing::Down)
+    } else if before < level && after >= level {
+        Some(Crossing::Up)
+    } else {
+        None
+    }
+}
+
+/// The level of `credits.depleted`: the balance reaching zero is its downward crossing.
+#[must_use]
+pub fn depleted_level() -> Credits {
+    Credits::SMALLEST
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(hundredths: i64) -> Credits {
+        Credits::from_hundredths(hundredths).unwrap()
+    }
+
+    #[test]
+    fn a_level_is_crossed_once_each_way() {
+        let level = c(1000);
+        assert_eq!(crossing(c(1500), c(900), level), Some(Crossing::Down));
+        assert_eq!(crossing(c(1000), c(999), level), Some(Crossing::Down));
+        assert_eq!(crossing(c(900), c(800), level), None, "already below");
+        assert_eq!(
+            crossing(c(1500), c(1000), level),
+            None,
+            "at the level is above it"
+        );
+        assert_eq!(crossing(c(999), c(1000), level), Some(Crossing::Up));
+        assert_eq!(crossing(c(0), c(5000), level), Some(Crossing::Up));
+        assert_eq!(crossing(c(1200), c(5000), level), None, "already above");
+    }
+
+    #[test]
+    fn depleted_is_the_crossing_of_one_hundredth() {
+        let level = depleted_level();
+        assert_eq!(crossing(c(1), c(0), level), Some(Crossing::Down));
+        assert_eq!(crossing(c(0), c(0), level), None);
+        assert_eq!(crossing(c(0), c(1), level), Some(Crossing::Up));
+    }
+
+    #[test]
+    fn a_percentage_takes_its_level_from_the_last_grant() {
+        let p = ThresholdLevel::percent_of_grant(20).unwrap();
+        assert_eq!(p.level(Some(c(100_000))), Some(c(20_000)));
+        assert_eq!(p.level(Some(c(3))), Some(c(1)), "never below one hundredth");
+        assert_eq!(p.level(None), None);
+        assert_eq!(p.level(Some(c(0))), None);
+        let all = ThresholdLevel::percent_of_grant(100).unwrap();
+        assert_eq!(all.level(Some(c(777))), Some(c(777)));
+        assert_eq!(
+            ThresholdLevel::percent_of_grant(0),
+            Err(ThresholdError::Percent)
+        );
+        assert_eq!(
+            ThresholdLevel::percent_of_grant(101),
+            Err(ThresholdError::Percent)
+        );
+        assert_eq!(
+            ThresholdLevel::credits(c(0)),
+            Err(ThresholdError::ZeroCredits)
+        );
+        assert_eq!(
+            ThresholdLevel::credits(c(5)).unwrap().level(None),
+            Some(c(5))
+        );
+    }
+}
