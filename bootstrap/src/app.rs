@@ -97,6 +97,14 @@ impl Readiness for StoreReadiness {
     }
 }
 
+/// `store`, opening users and accounts as the catalog says: with its sign-up credits and its
+/// monthly ceiling for new accounts.
+fn opening_accounts(store: SeaOrmStore, catalog: &Catalog) -> SeaOrmStore {
+    store
+        .with_signup_grant(catalog.signup_grant())
+        .with_new_account_ceiling(catalog.new_account_ceiling())
+}
+
 /// Connect to the database of `settings` and apply pending migrations when they say so.
 ///
 /// # Errors
@@ -158,9 +166,7 @@ impl Application {
             .app_base_url
             .clone()
             .unwrap_or_else(|| format!("http://{local}"));
-        let store = connect_store(&settings)
-            .await?
-            .with_signup_grant(catalog.signup_grant());
+        let store = opening_accounts(connect_store(&settings).await?, &catalog);
         let app_clock = AppClock::default();
         let clock: Arc<dyn Clock> = Arc::new(app_clock.clone());
         let sandbox = Sandbox::new(&base_url, clock.clone());

@@ -11,6 +11,7 @@
 //! Plans keep the order of `payment.toml`, which is the order the pricing page lists them in.
 
 mod credits;
+mod new_accounts;
 mod payment;
 mod signup;
 mod toml_source;
@@ -39,6 +40,7 @@ pub struct Catalog {
     plans: Vec<Plan>,
     consumption: ConsumptionRules,
     signup_grant: Option<signup::SignupCredits>,
+    new_account_ceiling: Option<domain::Credits>,
 }
 
 impl Catalog {
@@ -58,6 +60,13 @@ impl Catalog {
     #[must_use]
     pub fn consumption(&self) -> &ConsumptionRules {
         &self.consumption
+    }
+
+    /// The monthly credit ceiling every new account opens with (`[newAccounts]
+    /// monthlyCeiling` in `credits.toml`), if any.
+    #[must_use]
+    pub fn new_account_ceiling(&self) -> Option<domain::Credits> {
+        self.new_account_ceiling
     }
 
     /// The credits a new user is given (`[signupGrant]` in `credits.toml`), if any.
@@ -211,22 +220,25 @@ fn parse(payment: FileText, credits: FileText) -> Result<Catalog, Vec<ConfigErro
             let file = toml_source::SourceFile::new(&name, &text);
             let rules = credits::load_rules(&file);
             let signup = signup::load_signup_grant(&file);
-            match (rules, signup) {
-                (Ok(rules), Ok(signup)) => Ok((rules, signup)),
-                (rules, signup) => Err(rules
+            let ceiling = new_accounts::load_ceiling(&file);
+            match (rules, signup, ceiling) {
+                (Ok(rules), Ok(signup), Ok(ceiling)) => Ok((rules, signup, ceiling)),
+                (rules, signup, ceiling) => Err(rules
                     .err()
                     .into_iter()
                     .chain(signup.err())
+                    .chain(ceiling.err())
                     .flatten()
                     .collect()),
             }
         })
         .map_err(in_file_order);
     match (plans, consumption) {
-        (Ok(plans), Ok((consumption, signup_grant))) => Ok(Catalog {
+        (Ok(plans), Ok((consumption, signup_grant, new_account_ceiling))) => Ok(Catalog {
             plans,
             consumption,
             signup_grant,
+            new_account_ceiling,
         }),
         (plans, consumption) => Err(plans
             .err()

@@ -21,6 +21,7 @@ use sea_orm::{DatabaseTransaction, FromQueryResult};
 mod invitations;
 
 use crate::SeaOrmStore;
+use crate::limits;
 use crate::outbox::Outbox;
 use crate::retry::Fail;
 use crate::rows::corrupt;
@@ -31,10 +32,16 @@ pub(crate) async fn open_personal(
     tx: &DatabaseTransaction,
     user: &UserId,
     at: Timestamp,
+    ceiling: Option<Credits>,
 ) -> Result<(), Fail> {
     let sql = "INSERT INTO accounts (id, kind, name, created_by, created_at) \
                VALUES ($1, 'personal', NULL, $1, $2) ON CONFLICT (id) DO NOTHING";
-    sql::execute(tx, sql, vec![user.as_str().into(), at.unix_millis().into()]).await?;
+    let opened = sql::execute(tx, sql, vec![user.as_str().into(), at.unix_millis().into()]).await?;
+    if opened == 1
+        && let Some(ceiling) = ceiling
+    {
+        limits::open_with_ceiling(tx, &AccountId::personal(user), ceiling, at).await?;
+    }
     Ok(())
 }
 
@@ -494,7 +501,11 @@ async fn members_changed(tx: &DatabaseTransaction, account: &AccountId) -> Resul
 
 /// Open the team of the organisation `sync` claims unless it exists (whichever instance commits
 /// first creates it).
-async fn open_host_team(tx: &DatabaseTransaction, sync: &HostOrgSync) -> Result<(), Fail> {
+async fn open_host_team(
+    tx: &DatabaseTransaction,
+    sync: &HostOrgSync,
+    ceiling: Option<Credits>,
+) -> Result<(), Fail> {
     let (Some(claim), Some((organisation, name))) = (&sync.claim, &sync.organisation) else {
         return Ok(());
     };
@@ -508,7 +519,11 @@ async fn open_host_team(tx: &DatabaseTransaction, sync: &HostOrgSync) -> Result<
         sync.now.unix_millis().into(),
         organisation.as_str().into(),
     ];
-    sql::execute(tx, sql, values).await?;
+    if sql::execute(tx, sql, values).await? == 1
+        && let Some(ceiling) = ceiling
+    {
+        limits::open_with_ceiling(tx, &claim.account, ceiling, sync.now).await?;
+    }
     Ok(())
 }
 
@@ -610,10 +625,10 @@ async fn sync_host_org(
     tx: &DatabaseTransaction,
     sync: &HostOrgSync,
     told: MemberEvents,
-    events: &crate::Enc,
+    (events, ceiling): (&crate::Enc, Option<Credits>),
 ) -> Result<End<Result<(), MemberChangeRefusal>>, Fail> {
     lock_user(tx, &sync.user).await?;
-    open_host_team(tx, sync).await?;
+    open_host_team(tx, sync, ceiling).await?;
     let held = held_host_rows(tx, &sync.user).await?;
     let steps = domain::plan_host_org(&held, sync.claim.as_ref());
     // The lock every change of a team's members takes, on each team this sync changes, in the
@@ -690,6 +705,9 @@ impl TeamStore for SeaOrmStore {
                         team.now.unix_millis().into(),
                     ];
                     sql::execute(&tx, sql, values).await?;
+                    if let Some(ceiling) = self.new_account_ceiling() {
+                        limits::open_with_ceiling(&tx, &team.id, ceiling, team.now).await?;
+                    }
                     let sql = "INSERT INTO account_members (account_id, user_id, role, added_at) \
                                VALUES ($1, $2, 'owner', $3)";
                     let values = vec![
@@ -962,7 +980,8 @@ impl TeamStore for SeaOrmStore {
         self.retry
             .run("sync_host_org", || async {
                 let (_turn, tx) = self.begin_write().await?;
-                let body = sync_host_org(&tx, sync, told, &*self.events).await;
+                let opening = (&*self.events, self.new_account_ceiling());
+                let body = sync_host_org(&tx, sync, told, opening).await;
                 sql::finish(tx, body).await
             })
             .await

@@ -87,6 +87,9 @@ pub struct SeaOrmStore {
     /// Credits every new user is given in the transaction that creates them
     /// ([`SeaOrmStore::with_signup_grant`]).
     signup: Option<application::ports::SignupGrant>,
+    /// The monthly credit ceiling every account opened from now on starts with
+    /// ([`SeaOrmStore::with_new_account_ceiling`]).
+    ceiling: Option<domain::Credits>,
     /// Renders the host events the store writes (the wiring's: the API's JSON).
     events: Encoder,
 }
@@ -197,6 +200,7 @@ impl SeaOrmStore {
             opt_in: opt_in::OptInCache::default(),
             turn,
             signup: None,
+            ceiling: None,
             events,
         })
     }

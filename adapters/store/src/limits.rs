@@ -382,6 +382,58 @@ pub(crate) async fn add_in(
     Ok(End::Commit(Ok(record)))
 }
 
+impl SeaOrmStore {
+    /// Open every account from now on (a user's personal account, a team) with a hard monthly
+    /// limit of `ceiling` credits, in the transaction that opens it: the operator's default
+    /// ceiling, which the account's owners may lift or change like any limit; `None` opens
+    /// them without.
+    #[must_use]
+    pub fn with_new_account_ceiling(mut self, ceiling: Option<Credits>) -> Self {
+        self.ceiling = ceiling;
+        self
+    }
+
+    /// The ceiling new accounts open with, if any.
+    pub(crate) fn new_account_ceiling(&self) -> Option<Credits> {
+        self.ceiling
+    }
+}
+
+/// Give `account`, opened in `tx` just now, the operator's default ceiling: a hard monthly
+/// limit of `ceiling`, whose id derives from the account (an account is opened once).
+pub(crate) async fn open_with_ceiling(
+    tx: &DatabaseTransaction,
+    account: &AccountId,
+    ceiling: Credits,
+    now: Timestamp,
+) -> Result<(), Fail> {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("ceiling\0{account}").as_bytes());
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    let id = SpendLimitId::new(format!("lim_{hex}"))
+        .map_err(|e| StoreError::Unexpected(anyhow::anyhow!("a ceiling's id: {e}")))?;
+    let new = NewSpendLimit {
+        id,
+        account_id: account.clone(),
+        feature: None,
+        api_key_id: None,
+        limit: SpendLimit {
+            credits: ceiling,
+            window: SpendWindow::Month,
+            enforcement: Enforcement::Hard,
+        },
+        created_by: None,
+        now,
+    };
+    match add_in(tx, &new).await? {
+        End::Commit(Ok(_)) => Ok(()),
+        End::Commit(Err(e)) | End::Rollback(Err(e)) => Err(Fail::Store(e.into())),
+        End::Rollback(Ok(_)) => Err(Fail::Store(StoreError::Unexpected(anyhow::anyhow!(
+            "the ceiling of {account} was not added"
+        )))),
+    }
+}
+
 /// Remove `account`'s limit `id` inside `tx`, after the account's balance row as every spend
 /// takes it: whether it had it (rolled back if not).
 pub(crate) async fn remove_in(

@@ -65,13 +65,13 @@ fn contact_changed(stored: &BuyerContact, now: &BuyerContact) -> bool {
 async fn host_user(
     tx: &DatabaseTransaction,
     user: &NewHostUser,
-    signup: Option<SignupGrant>,
+    (signup, ceiling): (Option<SignupGrant>, Option<domain::Credits>),
     events: &crate::Enc,
 ) -> Result<End<User>, Fail> {
     let found = match mapped_user(tx, user).await? {
         Some(found) => Some(found),
         None => {
-            create_host_user(tx, user, signup, events).await?;
+            create_host_user(tx, user, (signup, ceiling), events).await?;
             mapped_user(tx, user).await?
         }
     };
@@ -101,7 +101,7 @@ async fn mapped_user(
 async fn create_host_user(
     tx: &DatabaseTransaction,
     user: &NewHostUser,
-    signup: Option<SignupGrant>,
+    (signup, ceiling): (Option<SignupGrant>, Option<domain::Credits>),
     events: &crate::Enc,
 ) -> Result<(), Fail> {
     let id = host_user_id(&user.issuer, &user.subject)?;
@@ -119,7 +119,7 @@ async fn create_host_user(
     // credits (the lot is keyed by the user as well).
     let made = sql::execute(tx, sql, values).await? == 1;
     if made {
-        crate::accounts::open_personal(tx, &id, user.created_at).await?;
+        crate::accounts::open_personal(tx, &id, user.created_at, ceiling).await?;
     }
     if made && let Some(grant) = signup {
         crate::signup::give_signup_grant(
@@ -170,14 +170,14 @@ impl UserRepository for SeaOrmStore {
             user.role.code().into(),
             user.created_at.unix_millis().into(),
         ];
-        let grant = self.signup_grant();
+        let (grant, ceiling) = (self.signup_grant(), self.new_account_ceiling());
         // The user, their personal account and their sign-up credits commit together.
         self.retry
             .run("create_user", || async {
                 let (_turn, tx) = self.begin_write().await?;
                 let body = async {
                     sql::execute(&tx, sql, values.clone()).await?;
-                    crate::accounts::open_personal(&tx, &user.id, user.created_at).await?;
+                    crate::accounts::open_personal(&tx, &user.id, user.created_at, ceiling).await?;
                     if let Some(grant) = grant {
                         crate::signup::give_signup_grant(
                             &tx,
@@ -246,7 +246,8 @@ impl UserRepository for SeaOrmStore {
         self.retry
             .run("find_or_create_host_user", || async {
                 let (_turn, tx) = self.begin_write().await?;
-                let body = host_user(&tx, user, self.signup_grant(), &*self.events).await;
+                let opening = (self.signup_grant(), self.new_account_ceiling());
+                let body = host_user(&tx, user, opening, &*self.events).await;
                 sql::finish(tx, body).await
             })
             .await

@@ -30,13 +30,14 @@ use super::toml_source::{self, SourceFile, Value};
 /// The most entries of `fixedCosts` or `modelMultipliers`.
 const MAX_ENTRIES: usize = 1_000;
 /// The top-level keys.
-const KEYS: [&str; 6] = [
+const KEYS: [&str; 7] = [
     "consumptionMode",
     "dynamicChatCostPerKiloToken",
     "unknownModel",
     "fixedCosts",
     "modelMultipliers",
     super::signup::TABLE,
+    super::new_accounts::TABLE,
 ];
 const MULTIPLIER_PROBLEM: &str = "must be above 0 and at most 1000, with at most 4 decimal places";
 const NAME_PROBLEM: &str = "is not a valid name: use 1 to 64 of A-Z a-z 0-9 . _ : / -";
@@ -116,6 +117,8 @@ impl Reader<'_> {
             "modelMultipliers" => self.read_multipliers(value),
             // Read and checked by `signup`.
             "signupGrant" => {}
+            // Read and checked by `new_accounts`.
+            "newAccounts" => {}
             other => {
                 let line = self.file.line_of(value.span().start);
                 let problem = format!("is not a known key (expected one of: {})", KEYS.join(", "));

@@ -114,7 +114,7 @@ fn read_key(keys: &mut Keys, key: &str, value: &toml::de::DeValue<'_>) -> Result
     Ok(())
 }
 
-fn positive_credits(value: &toml::de::DeValue<'_>) -> Result<Credits, String> {
+pub(super) fn positive_credits(value: &toml::de::DeValue<'_>) -> Result<Credits, String> {
     let credits = Credits::from_decimal(toml_source::decimal(value)?).map_err(|e| match e {
         CreditsError::Negative => "must not be negative".to_owned(),
         CreditsError::TooPrecise => "must have at most two decimal places".to_owned(),

@@ -12,6 +12,8 @@ use domain::{
     SpendLimitId, SpendWindow, Timestamp,
 };
 
+use store::SeaOrmStore;
+
 use crate::support::{TestStore, c, concurrency_tests, contract_tests, t, user};
 
 /// 2026-11-29T15:30:00Z (a Sunday).
@@ -515,7 +517,101 @@ pub async fn a_key_limit_counts_its_key_alone(store: &TestStore) {
     );
 }
 
+/// The operator's ceiling for new accounts: every account opened while it is set (a password
+/// user's, a host user's, a team made through the API, a host organisation's team) starts with
+/// a hard monthly limit of it, in the transaction that opens it, and refuses a spend past it;
+/// an account opened without it has none.
+async fn new_accounts_open_with_the_operator_s_ceiling(store: &TestStore) {
+    use application::accounts::{Email, Role};
+    use application::ports::{
+        HostOrgSync, NewHostUser, NewTeam, NewUser, TeamStore, UserRepository,
+    };
+    let ceiled = SeaOrmStore::clone(store).with_new_account_ceiling(Some(c(500)));
+    let password = NewUser {
+        id: domain::UserId::new("usr_ceiled").unwrap(),
+        email: Email::parse("ceiled@example.com").unwrap(),
+        password_hash: None,
+        role: Role::User,
+        created_at: t(NOW),
+        signup_identity: None,
+    };
+    ceiled.create_user(&password).await.unwrap();
+    let host = NewHostUser {
+        issuer: "https://host.example".into(),
+        subject: "ceiled-1".into(),
+        created_at: t(NOW),
+        signup_identity: None,
+        contact: Default::default(),
+    };
+    let host = ceiled.find_or_create_host_user(&host).await.unwrap();
+    let team = NewTeam {
+        id: AccountId::new("team_ceiled").unwrap(),
+        name: "Ceiled".into(),
+        owner: password.id.clone(),
+        now: t(NOW),
+    };
+    ceiled.create_team(&team).await.unwrap();
+    let org = application::use_cases::teams::host_team_id("https://host.example", "org_c");
+    let sync = HostOrgSync {
+        user: host.id.clone(),
+        claim: Some(domain::HostOrgClaim {
+            account: org.clone(),
+            role: domain::MemberRole::Owner,
+        }),
+        organisation: Some(("org_c".into(), "Org C".into())),
+        seats: None,
+        now: t(NOW),
+    };
+    ceiled
+        .sync_host_org(&sync, application::host_events::member_changed)
+        .await
+        .unwrap()
+        .unwrap();
+    let personal = AccountId::personal(&password.id);
+    for account in [&personal, &AccountId::personal(&host.id), &team.id, &org] {
+        let limits = store.spend_limits(account, t(NOW)).await.unwrap();
+        assert_eq!(limits.len(), 1, "{account}");
+        assert_eq!(limits[0].limit.credits, c(500));
+        assert_eq!(limits[0].limit.window, SpendWindow::Month);
+        assert_eq!(limits[0].limit.enforcement, Enforcement::Hard);
+    }
+    let grant = GrantCommand {
+        account_id: personal.clone(),
+        amount: c(1_000),
+        source: GrantSource::Admin("ceiled".into()),
+        expires_at: None,
+        now: t(NOW),
+    };
+    store.grant(&grant).await.unwrap();
+    store
+        .consume(&spend(&personal, (4, "chat"), "c1", NOW))
+        .await
+        .unwrap();
+    let (id, left, _) = refused(
+        store
+            .consume(&spend(&personal, (2, "chat"), "c2", NOW))
+            .await,
+    );
+    assert_eq!(
+        (id, left),
+        (
+            store.spend_limits(&personal, t(NOW)).await.unwrap()[0]
+                .id
+                .clone(),
+            100
+        )
+    );
+    // Opened without the setting: no limit.
+    let plain = user(store, "unceiled").await;
+    let limits = store
+        .spend_limits(&AccountId::personal(&plain), t(NOW))
+        .await
+        .unwrap();
+    assert!(limits.is_empty());
+}
+
 contract_tests!(
+    new_accounts_open_with_the_operator_s_ceiling,
     a_key_limit_counts_its_key_alone,
     a_limit_reached_is_told_once_per_crossing,
     a_daily_limit_refuses_past_it_and_resets_at_midnight,
