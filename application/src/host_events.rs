@@ -12,9 +12,9 @@ mod told;
 
 pub use told::{
     HostEvent, HostEventData, LimitTold, MismatchTold, ThresholdTold, balance_alerts, consumed,
-    credits_changed, entitlements_changed, limit_reached, member_changed, mismatch, mismatch_of,
-    order_changed, payment_event_told, recorded_event_told, reservation_step, seats_exceeded,
-    subscription_changed, threshold_crossings,
+    credits_changed, entitlements_changed, limit_reached, limit_reset, member_changed, mismatch,
+    mismatch_of, order_changed, payment_event_told, recorded_event_told, reservation_step,
+    seats_exceeded, subscription_changed, threshold_crossings,
 };
 
 /// A type of event the host application can be told about.
@@ -84,6 +84,9 @@ pub enum HostEventKind {
     /// A spend brought an account's spend limit to its credits or past them (a hard limit's
     /// window is now used up; a soft limit's is passed): once per crossing.
     LimitReached,
+    /// A limit that `limit.reached` told of has room again: its window reset (found by the
+    /// reconciler shortly after the reset).
+    LimitReset,
     /// A user was not added to a team because its members fill its seats (its owners are told
     /// once per state: further refusals at the same seats and member count tell nothing).
     AccountSeatsExceeded,
@@ -91,7 +94,7 @@ pub enum HostEventKind {
 
 impl HostEventKind {
     /// Every type, in the order the documentation lists them.
-    pub const ALL: [HostEventKind; 30] = [
+    pub const ALL: [HostEventKind; 31] = [
         HostEventKind::OrderPaid,
         HostEventKind::OrderFailed,
         HostEventKind::OrderRefunded,
@@ -112,6 +115,7 @@ impl HostEventKind {
         HostEventKind::CreditsThresholdCrossed,
         HostEventKind::CreditsRecovered,
         HostEventKind::LimitReached,
+        HostEventKind::LimitReset,
         HostEventKind::CreditsConsumed,
         HostEventKind::CreditsReserved,
         HostEventKind::CreditsSettled,
@@ -169,6 +173,7 @@ impl HostEventKind {
             HostEventKind::CreditsThresholdCrossed => "credits.threshold_crossed",
             HostEventKind::CreditsRecovered => "credits.recovered",
             HostEventKind::LimitReached => "limit.reached",
+            HostEventKind::LimitReset => "limit.reset",
             HostEventKind::CreditsConsumed => "credits.consumed",
             HostEventKind::CreditsReserved => "credits.reserved",
             HostEventKind::CreditsSettled => "credits.settled",

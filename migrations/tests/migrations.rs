@@ -1612,3 +1612,53 @@ async fn postgres_balance_thresholds_and_back() {
     balance_thresholds_and_back(&t).await;
     t.cleanup().await;
 }
+
+/// Step 35: `reached_until` on spend limits, empty on existing ones; down drops it and keeps
+/// the limits.
+async fn limit_resets_and_back(t: &TestDb) {
+    let before = step_index("m20261009_000035_limit_resets");
+    Migrator::up(&t.db, Some(before))
+        .await
+        .expect("up to step 34");
+    exec(&t.db, STEP_ONE_DATA[0]).await;
+    for sql in [
+        "INSERT INTO accounts (id, kind, name, created_by, created_at) \
+         VALUES ('u1', 'personal', NULL, 'u1', 1700000000000)",
+        "INSERT INTO spend_limits (id, account_id, limit_window, credits_hundredths, \
+         enforcement, created_at) VALUES ('lim_1', 'u1', 'day', 100, 'soft', 1)",
+    ] {
+        exec(&t.db, sql).await;
+    }
+    Migrator::up(&t.db, Some(1)).await.expect("step 35");
+    assert_eq!(
+        count(
+            &t.db,
+            "SELECT COUNT(*) FROM spend_limits WHERE reached_until IS NULL"
+        )
+        .await,
+        1
+    );
+    exec(
+        &t.db,
+        "UPDATE spend_limits SET reached_until = 1700086400000 WHERE id = 'lim_1'",
+    )
+    .await;
+    Migrator::down(&t.db, Some(1)).await.expect("down step 35");
+    assert_eq!(count(&t.db, "SELECT COUNT(*) FROM spend_limits").await, 1);
+    Migrator::up(&t.db, None).await.expect("step 35 again");
+}
+
+#[tokio::test]
+async fn sqlite_limit_resets_and_back() {
+    let t = TestDb::sqlite().await;
+    limit_resets_and_back(&t).await;
+}
+
+#[tokio::test]
+async fn postgres_limit_resets_and_back() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    limit_resets_and_back(&t).await;
+    t.cleanup().await;
+}

@@ -108,6 +108,9 @@ fn fill(data: &mut Map<String, Value>, what: &HostEventData) {
             data.insert("limit".into(), limit_told(limit, &spend.account_id));
             data.insert("transaction".into(), transaction(spend));
         }
+        HostEventData::LimitReset { limit, account } => {
+            data.insert("limit".into(), limit_told(limit, account));
+        }
         HostEventData::Member {
             member,
             previous_role,

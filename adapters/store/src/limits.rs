@@ -189,7 +189,81 @@ pub(crate) async fn count(
         })
         .collect();
     add(tx, &counted).await?;
+    mark_reached(tx, &counted).await?;
     Ok(Ok(counted))
+}
+
+/// Remember when each limit `counted` just reached resets: the reconciler tells `limit.reset`
+/// once it has ([`tell_reset`]).
+async fn mark_reached(tx: &DatabaseTransaction, counted: &[LimitCount]) -> Result<(), Fail> {
+    for told in counted.iter().filter_map(|c| c.crossed.as_ref()) {
+        let sql = "UPDATE spend_limits SET reached_until = $2 WHERE id = $1";
+        let values = vec![told.id.as_str().into(), told.resets_at.unix_millis().into()];
+        sql::execute(tx, sql, values).await?;
+    }
+    Ok(())
+}
+
+/// Limits waiting for `limit.reset` whose reset time has come by `now`: `(id, account)`,
+/// soonest first, at most `batch`.
+async fn resets_due(
+    db: &sea_orm::DatabaseConnection,
+    now: Timestamp,
+    batch: u32,
+) -> Result<Vec<(SpendLimitId, AccountId)>, Fail> {
+    let sql = "SELECT id, account_id FROM spend_limits WHERE reached_until IS NOT NULL \
+               AND reached_until <= $1 ORDER BY reached_until, id LIMIT $2";
+    let values = vec![now.unix_millis().into(), i64::from(batch).into()];
+    let mut due = Vec::new();
+    for row in sql::rows(db, sql, values).await? {
+        let id: String = row.try_get("", "id")?;
+        let account: String = row.try_get("", "account_id")?;
+        let bad = |e: domain::IdError| Fail::Store(corrupt("spend_limits", &id, e));
+        due.push((
+            SpendLimitId::new(id.clone()).map_err(bad)?,
+            AccountId::new(account).map_err(bad)?,
+        ));
+    }
+    Ok(due)
+}
+
+/// Tell `limit.reset` of limit `id` of `account` inside `tx`, under the account's balance row
+/// (the lock every spend takes first), if its reset time has come by `now` and it has room
+/// again; a limit a spend filled again since waits for its next reset. Whether it was told (an
+/// instance that told it first leaves nothing to tell).
+async fn tell_reset(
+    tx: &DatabaseTransaction,
+    (id, account): (&SpendLimitId, &AccountId),
+    now: Timestamp,
+    events: &crate::Enc,
+) -> Result<End<bool>, Fail> {
+    lock_balance_row(tx, account, now).await?;
+    let sql = "SELECT reached_until FROM spend_limits WHERE id = $1 AND account_id = $2";
+    let values = vec![id.as_str().into(), account.as_str().into()];
+    let until = sql::rows(tx, sql, values).await?;
+    let until: Option<i64> = match until.first() {
+        Some(row) => row.try_get("", "reached_until")?,
+        None => None,
+    };
+    let Some(until) = until.filter(|u| *u <= now.unix_millis()) else {
+        return Ok(End::Rollback(false));
+    };
+    let limits = read(tx, account, None, now).await?;
+    let Some(record) = limits.iter().find(|l| &l.id == id) else {
+        return Ok(End::Rollback(false));
+    };
+    let standing = record.limit.standing(&record.buckets, now);
+    let sql = "UPDATE spend_limits SET reached_until = $2 WHERE id = $1";
+    if standing.left.is_zero() {
+        let values = vec![id.as_str().into(), standing.resets_at.unix_millis().into()];
+        sql::execute(tx, sql, values).await?;
+        return Ok(End::Commit(false));
+    }
+    sql::execute(tx, sql, vec![id.as_str().into(), None::<i64>.into()]).await?;
+    let until = Timestamp::from_unix_millis(until);
+    let event = host_events::limit_reset(told(record, standing), account, until, now);
+    crate::outbox::Outbox::write_one(tx, event, events).await?;
+    Ok(End::Commit(true))
 }
 
 /// The most a settle at `now` may take past its hold under the account's hard limits that the
@@ -347,6 +421,26 @@ impl SpendLimitStore for SeaOrmStore {
                 sql::finish(tx, body).await
             })
             .await
+    }
+
+    async fn tell_limit_resets(&self, now: Timestamp, batch: u32) -> Result<u32, StoreError> {
+        let due = self
+            .retry
+            .run("limit_resets_due", || resets_due(&self.db, now, batch))
+            .await?;
+        let mut told = 0;
+        for (id, account) in &due {
+            let fresh = self
+                .retry
+                .run("tell_limit_reset", || async {
+                    let (_turn, tx) = self.begin_write().await?;
+                    let body = tell_reset(&tx, (id, account), now, &*self.events).await;
+                    sql::finish(tx, body).await
+                })
+                .await?;
+            told += u32::from(fresh);
+        }
+        Ok(told)
     }
 }
 

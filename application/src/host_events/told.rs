@@ -115,6 +115,13 @@ pub enum HostEventData {
         /// The spend: a consumption, a hold, or a settle's overrun.
         transaction: CreditTransaction,
     },
+    /// A reached spend limit with room again after its window reset.
+    LimitReset {
+        /// The limit, and where it stands now.
+        limit: LimitTold,
+        /// The account it limits.
+        account: AccountId,
+    },
     /// A user a team had no seat for.
     SeatsExceeded {
         /// The team.
@@ -235,6 +242,27 @@ pub struct LimitTold {
     pub resets_at: Timestamp,
     /// When the limit was made.
     pub created_at: Timestamp,
+}
+
+/// `limit.reset` of `limit` on `account`, which was reached and has room again at `at` (its
+/// window reset at `reset`: the fact told once per reset).
+#[must_use]
+pub fn limit_reset(
+    limit: LimitTold,
+    account: &AccountId,
+    reset: Timestamp,
+    at: Timestamp,
+) -> HostEvent {
+    HostEvent {
+        kind: HostEventKind::LimitReset,
+        fact: format!("{}:{}:limit.reset", limit.id, reset.unix_millis()),
+        user: account.acting_user(None),
+        data: HostEventData::LimitReset {
+            limit,
+            account: account.clone(),
+        },
+        occurred_at: at,
+    }
 }
 
 /// `limit.reached` of a spend that took `limit` to its credits or past them.

@@ -148,4 +148,13 @@ pub trait SpendLimitStore: Send + Sync + 'static {
         account: &AccountId,
         id: &SpendLimitId,
     ) -> Result<bool, StoreError>;
+
+    /// Tell `limit.reset` of up to `batch` limits that `limit.reached` told of and whose window
+    /// has reset by `now` with room again, each in its own transaction under its account's
+    /// balance-row lock (a spend that fills it again first is seen); a limit still full waits
+    /// for its next reset. Returns how many were told.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn tell_limit_resets(&self, now: Timestamp, batch: u32) -> Result<u32, StoreError>;
 }

@@ -1,7 +1,7 @@
 //! Reconciliation: recover lost webhooks, expire stale orders, release lapsed reservations and
-//! expired grants. Run periodically by a background worker; safe on several instances because
-//! orders are claimed (`FOR UPDATE SKIP LOCKED` on PostgreSQL) and every effect goes through the
-//! same idempotent path as a webhook.
+//! expired grants, tell spend limits that reset. Run periodically by a background worker; safe
+//! on several instances because orders are claimed (`FOR UPDATE SKIP LOCKED` on PostgreSQL)
+//! and every effect goes through the same idempotent path as a webhook.
 
 use domain::{OrderStatus, Transition};
 
@@ -43,6 +43,8 @@ pub struct ReconcileReport {
     pub kept_refunds_applied: u32,
     /// Users whose entitlements the passing of time changed, told now (`entitlements.changed`).
     pub entitlement_lapses_told: u32,
+    /// Reached spend limits whose window reset with room again, told now (`limit.reset`).
+    pub limit_resets_told: u32,
 }
 
 impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
@@ -82,6 +84,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             self.store.expire_grants(now, settings.batch).await,
         )?;
         report.entitlement_lapses_told = self.tell_entitlement_lapses(now, settings.batch).await?;
+        report.limit_resets_told = self.store.tell_limit_resets(now, settings.batch).await?;
         report.kept_refunds_applied =
             match self.apply_unapplied_charge_refunds(settings.batch).await {
                 Ok(applied) => applied,

@@ -32,6 +32,7 @@ export const EVENT_TYPES = [
   "credits.threshold_crossed",
   "credits.recovered",
   "limit.reached",
+  "limit.reset",
   "credits.consumed",
   "credits.reserved",
   "credits.settled",
@@ -168,6 +169,10 @@ export interface EventData {
     readonly limit: Schemas["SpendLimitView"];
     /** The spend: a consumption, a reservation's hold, or a settle's overrun. */
     readonly transaction: Schemas["TransactionView"];
+  };
+  "limit.reset": {
+    /** The spend limit, as `GET /api/limits` shows it, once its window reset with room again. */
+    readonly limit: Schemas["SpendLimitView"];
   };
   "credits.consumed": { readonly transaction: Schemas["TransactionView"] };
   "credits.reserved": ReservationFacts;

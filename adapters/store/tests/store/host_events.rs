@@ -11,8 +11,8 @@ use application::host_events::HostEventKind;
 use application::ports::{
     AdjustCommand, Clock, CreditLedger, Gateways, GrantCommand, GrantSource, HostEventLog,
     OrderChange, OrderLocator, OrderRepository, PaymentEvent, PaymentEventCommand, PaymentGateway,
-    RefundRecord, RefundReport, RefundRepository, RefundTarget, RefundedCharge, StoreError,
-    StoredEvent, SubscriptionChange, VerifiedWebhook, WebhookEndpoint, WebhookRequest,
+    RefundRecord, RefundReport, RefundRepository, RefundTarget, RefundedCharge, SpendLimitStore,
+    StoreError, StoredEvent, SubscriptionChange, VerifiedWebhook, WebhookEndpoint, WebhookRequest,
     WebhookSecret, WebhookStore,
 };
 use application::service::{Service, ServiceConfig};
@@ -298,6 +298,20 @@ async fn a_spend_reaching_a_limit_tells_it(world: &World, store: &TestStore) {
     assert_eq!(reached[0]["limit"]["usedHundredths"], 600);
     assert_eq!(reached[0]["limit"]["leftHundredths"], 0);
     assert_eq!(reached[0]["transaction"]["amountHundredths"], -300);
+    // Its window has not reset yet: nothing to tell. Once it has, `limit.reset` once.
+    let now = world.service.clock().now();
+    assert_eq!(store.tell_limit_resets(now, 100).await.unwrap(), 0);
+    let before = all_events(store).await.len();
+    let next_month = now.plus_days(32);
+    assert_eq!(store.tell_limit_resets(next_month, 100).await.unwrap(), 1);
+    assert_eq!(store.tell_limit_resets(next_month, 100).await.unwrap(), 0);
+    let told = told_since(store, before).await;
+    assert_eq!(kinds(&told), ["limit.reset"]);
+    let reset = &told[0].1["data"];
+    assert_eq!(reset["userId"], user.id.as_str());
+    assert_eq!(reset["limit"]["id"], limit.record.id.as_str());
+    assert_eq!(reset["limit"]["usedHundredths"], 0);
+    assert_eq!(reset["limit"]["leftHundredths"], 500);
 }
 
 /// An account's balance thresholds: each crossing told once, downwards by spends and holds,

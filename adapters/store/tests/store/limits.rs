@@ -610,7 +610,104 @@ async fn new_accounts_open_with_the_operator_s_ceiling(store: &TestStore) {
     assert!(limits.is_empty());
 }
 
+/// `limit.reset`: a reached limit is told once its window has reset with room again; a soft
+/// rolling limit passed so far that its window is still full at the first reset waits for the
+/// next; a limit never reached, or removed, tells nothing.
+async fn a_reached_limit_is_told_reset_when_it_has_room_again(store: &TestStore) {
+    let account = funded(store, "resets", 100).await;
+    let start = NOW - NOW % HOUR;
+    let day = limit(
+        store,
+        &account,
+        ("lim_day", Some("image")),
+        (10, SpendWindow::Day),
+        start,
+    )
+    .await;
+    let _never = limit(
+        store,
+        &account,
+        ("lim_never", Some("chat")),
+        (50, SpendWindow::Day),
+        start,
+    )
+    .await;
+    let rolling = NewSpendLimit {
+        api_key_id: None,
+        id: SpendLimitId::new("lim_rolling").unwrap(),
+        account_id: account.clone(),
+        feature: Some("tts".into()),
+        limit: SpendLimit {
+            credits: c(1_000),
+            window: SpendWindow::Rolling { hours: 2 },
+            enforcement: Enforcement::Soft,
+        },
+        created_by: None,
+        now: t(start),
+    };
+    let rolling = store.add_spend_limit(&rolling).await.unwrap().id;
+    store
+        .consume(&spend(&account, (10, "image"), "d1", start))
+        .await
+        .unwrap();
+    store
+        .consume(&spend(&account, (4, "tts"), "r1", start))
+        .await
+        .unwrap();
+    store
+        .consume(&spend(&account, (12, "tts"), "r2", start + HOUR))
+        .await
+        .unwrap();
+    store
+        .consume(&spend(&account, (1, "chat"), "n1", start))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.tell_limit_resets(t(start + HOUR), 100).await.unwrap(),
+        0
+    );
+    // Two hours on the rolling window still holds 12 of its 10: it waits for the next hour.
+    assert_eq!(
+        store
+            .tell_limit_resets(t(start + 2 * HOUR), 100)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        store
+            .tell_limit_resets(t(start + 3 * HOUR), 100)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(used(store, &account, &rolling, start + 3 * HOUR).await, 0);
+    // The day limit resets at midnight UTC.
+    let midnight = start - start % (24 * HOUR) + 24 * HOUR;
+    assert_eq!(
+        store.tell_limit_resets(t(midnight - 1), 100).await.unwrap(),
+        0
+    );
+    assert_eq!(store.tell_limit_resets(t(midnight), 100).await.unwrap(), 1);
+    assert_eq!(
+        store
+            .tell_limit_resets(t(midnight + HOUR), 100)
+            .await
+            .unwrap(),
+        0
+    );
+    // Reached again, then removed before its reset: nothing.
+    store
+        .consume(&spend(&account, (10, "image"), "d2", midnight))
+        .await
+        .unwrap();
+    assert!(store.remove_spend_limit(&account, &day).await.unwrap());
+    let next = midnight + 24 * HOUR;
+    assert_eq!(store.tell_limit_resets(t(next), 100).await.unwrap(), 0);
+}
+
 contract_tests!(
+    a_reached_limit_is_told_reset_when_it_has_room_again,
     new_accounts_open_with_the_operator_s_ceiling,
     a_key_limit_counts_its_key_alone,
     a_limit_reached_is_told_once_per_crossing,

@@ -111,6 +111,11 @@ impl SpendLimitStore for InMemoryStore {
     ) -> Result<bool, StoreError> {
         Ok(remove_limit(&mut lock(&self.0), account, id))
     }
+
+    /// This fake tells no host events, so no limit waits for a reset to be told.
+    async fn tell_limit_resets(&self, _now: Timestamp, _batch: u32) -> Result<u32, StoreError> {
+        Ok(0)
+    }
 }
 
 /// Add `new` to `s` (counting from nothing: this fake does not seed from the ledger).
