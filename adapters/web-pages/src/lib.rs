@@ -290,6 +290,10 @@ fn admin_routes(route: Route, s: &Arc<PageState>) -> Route {
         )
         .at("/admin/accounts", get(page(s, admin::accounts::list)))
         .at("/admin/accounts/:id", get(page(s, admin::accounts::show)))
+        .at(
+            "/admin/limits/:action",
+            post(page(s, pages::dashboard_limits::admin_act)),
+        )
         .at("/admin/orders", get(page(s, admin::orders::list)))
         .at("/admin/audit", get(page(s, admin::audit::list)))
         .at(

@@ -34,7 +34,7 @@ use crate::layout::{self, Nav, csrf_field};
 use crate::state::{PageError, PageResult, PageState, Visitor, read_form, redirect, sign_in_then};
 
 /// Anyone but an administrator stops here: a sign-in for visitors, 403 for users.
-fn gate(v: &Visitor) -> Result<(), PageError> {
+pub(crate) fn gate(v: &Visitor) -> Result<(), PageError> {
     match &v.user {
         None => Err(PageError::SignInRequired(sign_in_then(&v.here()))),
         Some(_) if !v.is_admin() => Err(PageError::Forbidden),

@@ -394,8 +394,7 @@ async fn credits_panel(
                 }
             }
         }
-        (super::dashboard_limits::notice(v))
-        (super::dashboard_limits::section(v, &limits, (&account, acting.manages_billing())))
+        (super::dashboard_limits::on_dashboard(v, &limits, (&account, acting.manages_billing())))
         section.card.section-card {
             h2 { (v.t("dashboard.transactions_title")) }
             @if history.items.is_empty() {

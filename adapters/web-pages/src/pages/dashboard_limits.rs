@@ -1,18 +1,21 @@
-//! The spend limits of the account shown, on the dashboard's credits tab: each with what its
-//! current window counted as a meter, what it counts (a feature, an API key) and when it
-//! resets; for the account's owners and admins (on a personal account, its user), a form to add
-//! one and a button to remove each (`POST /dashboard/limits/{add,remove}`), through the same
-//! use cases as `/api/limits`.
+//! The spend limits of an account: each with what its current window counted as a meter, what
+//! it counts (a feature, an API key) and when it resets, with a form to add one and a button to
+//! remove each for those who may. Shown on the dashboard's credits tab, where the account's
+//! owners and admins (on a personal account, its user) change them
+//! (`POST /dashboard/limits/{add,remove}`, the use cases of `/api/limits`), and on the admin
+//! console's customer and team pages, where an administrator does
+//! (`POST /admin/limits/{add,remove}`, the audited use cases of
+//! `/api/admin/accounts/{accountId}/limits`).
 
 use std::sync::Arc;
 
-use application::accounts::User;
 use application::use_cases::spend_limits::{LimitDraft, LimitsError, ShownLimit};
 use domain::{AccountId, Enforcement, SpendLimitId};
 use maud::{Markup, html};
 use poem::Request;
 use serde::Deserialize;
 
+use super::admin::gate;
 use super::require_user;
 use crate::format;
 use crate::layout::csrf_field;
@@ -48,18 +51,68 @@ pub(crate) async fn act(state: Arc<PageState>, v: Visitor, mut request: Request)
         "" => AccountId::personal(&user.id),
         id => AccountId::new(id).map_err(|_| PageError::BadRequest)?,
     };
+    let credits = &state.ports.credits;
     let done = match action.as_str() {
-        "add" => add(&state, &user, &account, &form).await,
+        "add" => match draft_of(&form) {
+            Ok(draft) => credits.add_spend_limit(&user.id, &account, draft).await,
+            Err(e) => Err(e),
+        }
+        .map(|_| "limit_added"),
         "remove" => {
-            let id = SpendLimitId::new(form.limit_id.trim()).map_err(|_| PageError::BadRequest)?;
-            (state.ports.credits)
-                .remove_spend_limit(&user.id, &account, &id)
-                .await
-                .map(|()| "limit_removed")
+            let id = limit_id(&form)?;
+            (credits.remove_spend_limit(&user.id, &account, &id).await).map(|()| "limit_removed")
         }
         _ => return Err(PageError::NotFound),
     };
-    let notice = match done {
+    let mut pairs = vec![("tab".to_owned(), "credits".to_owned())];
+    if account.owner().is_none() {
+        pairs.push(("account".to_owned(), account.to_string()));
+    }
+    pairs.push(("notice".to_owned(), outcome(done)?.to_owned()));
+    Ok(redirect(&with_query("/dashboard", pairs.iter())))
+}
+
+/// `POST /admin/limits/{add,remove}` (administrators): back to the console's page of the
+/// account (its user's for a personal account, the team's otherwise) with a notice.
+pub(crate) async fn admin_act(
+    state: Arc<PageState>,
+    v: Visitor,
+    mut request: Request,
+) -> PageResult {
+    gate(&v)?;
+    let action = request.uri().path().rsplit('/').next().unwrap_or_default();
+    let action = action.to_owned();
+    let form: LimitForm = read_form(&v, &mut request).await?;
+    let admin = require_user(&v)?;
+    let account = AccountId::new(form.account_id.trim()).map_err(|_| PageError::BadRequest)?;
+    let port = &state.ports.admin;
+    let done = match action.as_str() {
+        "add" => match draft_of(&form) {
+            Ok(draft) => port.add_customer_limit(&admin, &account, draft).await,
+            Err(e) => Err(e),
+        }
+        .map(|_| "limit_added"),
+        "remove" => {
+            let id = limit_id(&form)?;
+            (port.remove_customer_limit(&admin, &account, &id).await).map(|()| "limit_removed")
+        }
+        _ => return Err(PageError::NotFound),
+    };
+    let page = match account.owner() {
+        Some(user) => format!("/admin/customers/{user}"),
+        None => format!("/admin/accounts/{account}"),
+    };
+    let notice = [("notice".to_owned(), outcome(done)?.to_owned())];
+    Ok(redirect(&with_query(&page, notice.iter())))
+}
+
+fn limit_id(form: &LimitForm) -> Result<SpendLimitId, PageError> {
+    SpendLimitId::new(form.limit_id.trim()).map_err(|_| PageError::BadRequest)
+}
+
+/// The notice of a form's answer.
+fn outcome(done: Result<&'static str, LimitsError>) -> Result<&'static str, PageError> {
+    Ok(match done {
         Ok(notice) => notice,
         Err(LimitsError::Invalid { .. }) => "limit_invalid",
         Err(LimitsError::NotAllowed) => "limit_not_allowed",
@@ -68,21 +121,11 @@ pub(crate) async fn act(state: Arc<PageState>, v: Visitor, mut request: Request)
             "limit_gone"
         }
         Err(LimitsError::Infra(infra)) => return Err(infra.into()),
-    };
-    let mut pairs = vec![("tab".to_owned(), "credits".to_owned())];
-    if account.owner().is_none() {
-        pairs.push(("account".to_owned(), account.to_string()));
-    }
-    pairs.push(("notice".to_owned(), notice.to_owned()));
-    Ok(redirect(&with_query("/dashboard", pairs.iter())))
+    })
 }
 
-async fn add(
-    state: &PageState,
-    user: &User,
-    account: &AccountId,
-    form: &LimitForm,
-) -> Result<&'static str, LimitsError> {
+/// The limit the add form describes.
+fn draft_of(form: &LimitForm) -> Result<LimitDraft, LimitsError> {
     let text = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
     let rolling_hours = match text(&form.rolling_hours) {
         None => None,
@@ -92,7 +135,7 @@ async fn add(
         })?),
     };
     let window = form.window.trim().to_owned();
-    let draft = LimitDraft {
+    Ok(LimitDraft {
         feature: text(&form.feature),
         api_key_id: None,
         // Hours apply to a rolling window alone; the form keeps the field for every window.
@@ -100,11 +143,7 @@ async fn add(
         window,
         credits: form.credits.clone(),
         enforcement: text(&form.enforcement),
-    };
-    (state.ports.credits)
-        .add_spend_limit(&user.id, account, draft)
-        .await
-        .map(|_| "limit_added")
+    })
 }
 
 /// The limits of `account` with their usage now.
@@ -116,6 +155,18 @@ pub(crate) async fn load(
         Ok(limits) => Ok(limits),
         Err(LimitsError::Infra(infra)) => Err(infra.into()),
         Err(_) => Err(PageError::Unexpected),
+    }
+}
+
+/// The limits of `account` with their usage now, as an administrator reads them.
+pub(crate) async fn load_for_console(
+    state: &PageState,
+    account: &AccountId,
+) -> Result<Vec<ShownLimit>, PageError> {
+    match state.ports.admin.customer_limits(account).await {
+        Ok(limits) => Ok(limits),
+        Err(LimitsError::Infra(infra)) => Err(infra.into()),
+        Err(_) => Err(PageError::NotFound),
     }
 }
 
@@ -133,39 +184,85 @@ pub(crate) fn notice(v: &Visitor) -> Markup {
     html! { div.alert.(tone) role="status" data-testid="notice" { (v.t(key)) } }
 }
 
-/// The section: the account's limits, and for those who manage its billing (`manages`) the
-/// form to add one and a remove button on each; nothing for others when it has none.
-pub(crate) fn section(
+/// The credits tab's part: the notice of a limit form's answer, and the section.
+pub(crate) fn on_dashboard(
     v: &Visitor,
     limits: &[ShownLimit],
     (account, manages): (&AccountId, bool),
 ) -> Markup {
+    html! {
+        (notice(v))
+        (section(v, limits, (account, manages), Audience::Dashboard))
+    }
+}
+
+/// Whose page the limits are on, and so where their forms post.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Audience {
+    /// The dashboard: the account's own people.
+    Dashboard,
+    /// The admin console: an administrator.
+    Console,
+}
+
+/// Where the forms post (`{base}/add`, `{base}/remove`) and the account they name (`None`: the
+/// user's own, on the dashboard).
+#[derive(Debug, Clone, Copy)]
+struct Forms<'a> {
+    base: &'static str,
+    account: Option<&'a str>,
+}
+
+/// The section: the account's limits, and for those who may change them (`manages`) the form
+/// to add one and a remove button on each; nothing for others when it has none.
+pub(crate) fn section(
+    v: &Visitor,
+    limits: &[ShownLimit],
+    (account, manages): (&AccountId, bool),
+    audience: Audience,
+) -> Markup {
     if limits.is_empty() && !manages {
         return html! {};
     }
-    let team = account.owner().is_none().then(|| account.to_string());
+    let named = account.to_string();
+    let (forms, lead) = match audience {
+        Audience::Dashboard => {
+            let team = account.owner().is_none().then_some(named.as_str());
+            (("/dashboard/limits", team), "limits.lead")
+        }
+        Audience::Console => (
+            ("/admin/limits", Some(named.as_str())),
+            "limits.console_lead",
+        ),
+    };
+    let forms = Forms {
+        base: forms.0,
+        account: forms.1,
+    };
     html! {
         section.card.section-card data-testid="spend-limits" {
             h2 { (v.t("limits.title")) }
-            p.muted { (v.t("limits.lead")) }
+            p.muted { (v.t(lead)) }
             @if !limits.is_empty() {
                 ul.limit-list {
-                    @for shown in limits { (row(v, shown, manages.then_some(team.as_deref()))) }
+                    @for shown in limits { (row(v, shown, manages.then_some(forms))) }
                 }
             }
-            @if manages { (add_form(v, team.as_deref())) }
+            @if manages { (add_form(v, forms)) }
         }
     }
 }
 
 /// "Add a limit": credits, window (with hours for a rolling one), an optional feature, hard or
 /// soft.
-fn add_form(v: &Visitor, team: Option<&str>) -> Markup {
+fn add_form(v: &Visitor, forms: Forms<'_>) -> Markup {
     html! {
-        form.stack.limit-form method="post" action="/dashboard/limits/add" data-busy
+        form.stack.limit-form method="post" action=(format!("{}/add", forms.base)) data-busy
             data-testid="add-limit" {
             (csrf_field(v))
-            @if let Some(team) = team { input type="hidden" name="accountId" value=(team); }
+            @if let Some(account) = forms.account {
+                input type="hidden" name="accountId" value=(account);
+            }
             h3 { (v.t("limits.add_title")) }
             div.form-grid {
                 div.field {
@@ -210,12 +307,14 @@ fn add_form(v: &Visitor, team: Option<&str>) -> Markup {
 }
 
 /// "Remove" for one limit.
-fn remove_form(v: &Visitor, shown: &ShownLimit, team: Option<&str>) -> Markup {
+fn remove_form(v: &Visitor, shown: &ShownLimit, forms: Forms<'_>) -> Markup {
     html! {
-        form.inline-form method="post" action="/dashboard/limits/remove" data-busy
+        form.inline-form method="post" action=(format!("{}/remove", forms.base)) data-busy
             data-confirm=(v.t("limits.confirm_remove")) {
             (csrf_field(v))
-            @if let Some(team) = team { input type="hidden" name="accountId" value=(team); }
+            @if let Some(account) = forms.account {
+                input type="hidden" name="accountId" value=(account);
+            }
             input type="hidden" name="limitId" value=(shown.record.id);
             button.btn.btn-danger-ghost.btn-sm type="submit" data-testid="remove-limit" {
                 (v.t("limits.remove"))
@@ -224,8 +323,8 @@ fn remove_form(v: &Visitor, shown: &ShownLimit, team: Option<&str>) -> Markup {
     }
 }
 
-/// One limit; `removable`: for a manager, with its remove button (and the team it is on).
-fn row(v: &Visitor, shown: &ShownLimit, removable: Option<Option<&str>>) -> Markup {
+/// One limit; `removable`: for a manager, with its remove button posting there.
+fn row(v: &Visitor, shown: &ShownLimit, removable: Option<Forms<'_>>) -> Markup {
     let (record, standing) = (&shown.record, &shown.standing);
     let limit = &record.limit;
     let hours = limit.window.rolling_hours().map(|h| h.to_string());
@@ -254,7 +353,7 @@ fn row(v: &Visitor, shown: &ShownLimit, removable: Option<Option<&str>>) -> Mark
                 span.cell-title { (used) }
                 span.limit-tags {
                     span class=(format!("badge {tone}")) { (v.t(enforcement)) }
-                    @if let Some(team) = removable { (remove_form(v, shown, team)) }
+                    @if let Some(forms) = removable { (remove_form(v, shown, forms)) }
                 }
             }
             // A native meter: the page's content security policy allows no inline styles, and

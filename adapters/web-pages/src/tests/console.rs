@@ -72,6 +72,8 @@ async fn only_administrators_reach_the_console_pages() {
         "/admin/pricing/reorder",
         "/admin/customers/usr_1/confirm",
         "/admin/customers/usr_1/apply",
+        "/admin/limits/add",
+        "/admin/limits/remove",
     ];
     for action in posts {
         let forged = admin
@@ -683,4 +685,84 @@ async fn an_admin_allows_a_customer_a_hidden_plan_and_withdraws_it_after_confirm
     let audit = admin.get("/admin/audit").await;
     assert!(audit.body.contains("plan.allowed"), "{}", audit.body);
     drop(buyer);
+}
+
+/// An administrator caps a customer's spending from the customer's page: the limit shows with
+/// its meter, the customer sees it on their own credits tab, both changes are in the audit log;
+/// a bad limit, or one removed already, is a notice.
+#[tokio::test]
+async fn an_admin_sets_and_removes_a_customer_s_limit_from_the_console() {
+    let app = App::new(PricingMode::Static);
+    let customer = app.signed_in("capped@example.com", false).await;
+    let admin = app.signed_in("admin@example.com", true).await;
+    let found = admin.get("/admin/customers?query=capped").await;
+    let marker = "data-user-id=\"";
+    let at = found.body.find(marker).unwrap() + marker.len();
+    let id: String = found.body[at..].chars().take_while(|c| *c != '"').collect();
+    let page = format!("/admin/customers/{id}");
+    let shown = admin.get(&page).await.body;
+    assert!(shown.contains("data-testid=\"spend-limits\""), "{shown}");
+    assert!(shown.contains("action=\"/admin/limits/add\""), "{shown}");
+    let bad = admin
+        .submit(
+            &page,
+            "/admin/limits/add",
+            &[("accountId", &id), ("credits", "0"), ("window", "day")],
+        )
+        .await;
+    assert_eq!(bad.location(), format!("{page}?notice=limit_invalid"));
+    let added = admin
+        .submit(
+            &page,
+            "/admin/limits/add",
+            &[("accountId", &id), ("credits", "40"), ("window", "month")],
+        )
+        .await;
+    assert_eq!(added.location(), format!("{page}?notice=limit_added"));
+    let after = admin.get(added.location()).await.body;
+    assert!(
+        after.contains("0.00 of 40.00 credits per month (UTC)"),
+        "{after}"
+    );
+    let own = customer.get("/dashboard?tab=credits").await.body;
+    assert!(
+        own.contains("0.00 of 40.00 credits per month (UTC)"),
+        "{own}"
+    );
+    let marker = "name=\"limitId\" value=\"";
+    let at = after.find(marker).unwrap() + marker.len();
+    let limit: String = after[at..].chars().take_while(|c| *c != '"').collect();
+    let form = [("accountId", id.as_str()), ("limitId", limit.as_str())];
+    let removed = admin.submit(&page, "/admin/limits/remove", &form).await;
+    assert_eq!(removed.location(), format!("{page}?notice=limit_removed"));
+    let again = admin.submit(&page, "/admin/limits/remove", &form).await;
+    assert_eq!(again.location(), format!("{page}?notice=limit_gone"));
+    // A team's limits are on its page in the console.
+    let owner = domain::UserId::new(id.clone()).unwrap();
+    let team = app.service.create_team(&owner, "Capped").await.unwrap();
+    let team_page = format!("/admin/accounts/{}", team.account.id);
+    let shown = admin.get(&team_page).await.body;
+    assert!(shown.contains("data-testid=\"spend-limits\""), "{shown}");
+    let team_id = team.account.id.to_string();
+    let added = admin
+        .submit(
+            &team_page,
+            "/admin/limits/add",
+            &[
+                ("accountId", &team_id),
+                ("credits", "9"),
+                ("window", "week"),
+            ],
+        )
+        .await;
+    assert_eq!(added.location(), format!("{team_page}?notice=limit_added"));
+    let after = admin.get(added.location()).await.body;
+    assert!(after.contains("0.00 of 9.00 credits per week"), "{after}");
+    let audit = admin.get("/admin/audit").await.body;
+    for action in ["limit.added", "limit.removed"] {
+        assert!(
+            audit.contains(&format!("data-action=\"{action}\"")),
+            "{action}: {audit}"
+        );
+    }
 }

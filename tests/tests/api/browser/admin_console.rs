@@ -205,3 +205,64 @@ async fn sign_in_admin(app: &tests::TestApp, browser: &Browser) {
     );
     sign_in(app, browser, "admin@example.com").await;
 }
+
+/// An administrator caps a customer's monthly spending from the customer's page: the limit
+/// shows with its meter, and the customer's credits tab shows it too. Photographed at 1280 and
+/// 390 px.
+#[tokio::test]
+async fn browser_an_admin_caps_a_customer_s_spending() {
+    const TEST: &str = "browser_an_admin_caps_a_customer_s_spending";
+    if !browser_available(TEST) {
+        return;
+    }
+    let (app, _) = spawn_app_with_admin(|_| {}).await;
+    let customer = Browser::start(Viewport::Phone).await;
+    sign_up(&app, &customer, "dara@example.com").await;
+    let admin = Browser::start(Viewport::Desktop).await;
+    sign_in_admin(&app, &admin).await;
+    admin.goto(&app.url("/admin/customers?query=dara")).await;
+    admin.click("[data-testid=customer-link]").await;
+    admin
+        .wait_for_text("[data-testid=customer-email]", "dara@example.com")
+        .await;
+    let page = admin.url().await;
+    admin.type_into("#limit-credits", "250").await;
+    admin
+        .script("document.querySelector('#limit-window').value = 'month'; return 0")
+        .await;
+    admin.click("[data-testid=add-limit-button]").await;
+    admin.wait_for_url("notice=limit_added").await;
+    admin
+        .wait_for_text(
+            "[data-testid=spend-limits]",
+            "0.00 of 250.00 credits per month",
+        )
+        .await;
+    assert!(admin.exists("[data-testid=spend-limit] meter").await);
+    admin
+        .script("document.querySelector('[data-testid=spend-limits]').scrollIntoView(); return 0")
+        .await;
+    admin
+        .screenshot(&format!("{TEST}_desktop"), Viewport::Desktop)
+        .await;
+    let phone = Browser::start(Viewport::Phone).await;
+    sign_in_admin(&app, &phone).await;
+    phone.goto(&page).await;
+    phone
+        .script("document.querySelector('[data-testid=spend-limits]').scrollIntoView(); return 0")
+        .await;
+    let overflow = phone
+        .script(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth",
+        )
+        .await;
+    assert_eq!(overflow, 0, "no horizontal overflow at 390 px");
+    phone.screenshot(TEST, Viewport::Phone).await;
+    customer.goto(&app.url("/dashboard?tab=credits")).await;
+    customer
+        .wait_for_text(
+            "[data-testid=spend-limits]",
+            "0.00 of 250.00 credits per month",
+        )
+        .await;
+}

@@ -19,6 +19,7 @@ use poem::http::StatusCode;
 use super::{console, gate};
 use crate::format;
 use crate::layout::{self, Nav};
+use crate::pages::dashboard_limits::{self, Audience};
 use crate::pages::dashboard_teams::{limit_cell, role_label, team_name};
 use crate::pages::parse_id;
 use crate::state::{PageError, PageResult, PageState, Visitor};
@@ -110,6 +111,7 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, request: Request) ->
         .await
         .map_err(console::list_error)?;
     let now = state.ports.accounts.now();
+    let limits = dashboard_limits::load_for_console(&state, &id).await?;
     let name = team_name(&team.account).to_owned();
     let body = html! {
         (console::sections(&v, PATH))
@@ -118,12 +120,14 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, request: Request) ->
             h1 data-testid="account-name" { (name) }
             p.muted { code { (id) } }
         }
+        (dashboard_limits::notice(&v))
         (summary(&v, &team))
         section.card.section-card {
             h2 { (v.t("teams.members_title")) }
             @if team.members.is_empty() { p.muted { (v.t("console.account_members_none")) } }
             @else { div.table-wrap { (members_table(&v, &team.members, now)) } }
         }
+        (dashboard_limits::section(&v, &limits, (&id, true), Audience::Console))
     };
     Ok(layout::page(&v, StatusCode::OK, &name, Nav::Admin, body))
 }

@@ -22,6 +22,7 @@ use super::orders::order_table;
 use super::{accounts, console, gate};
 use crate::format;
 use crate::layout::{self, Nav, csrf_field};
+use crate::pages::dashboard_limits::{self, Audience};
 use crate::pages::dashboard_teams::role_label;
 use crate::pages::{parse_id, provider_key};
 use crate::state::{PageError, PageResult, PageState, Visitor};
@@ -133,6 +134,8 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, request: Request) ->
         PlanAllowanceError::Infra(infra) => infra.into(),
         _ => PageError::NotFound,
     })?;
+    let account = domain::AccountId::personal(&id);
+    let limits = dashboard_limits::load_for_console(&state, &account).await?;
     let here = format!("{PATH}/{id}");
     let body = html! {
         (console::sections(&v, PATH))
@@ -142,11 +145,13 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, request: Request) ->
             p.muted { code { (id) } }
         }
         (console::notice(&v, &NOTICES))
+        (dashboard_limits::notice(&v))
         (summary(&v, &overview))
         (adjust_form(&v, id.as_str()))
         (holdings(&v, &overview, id.as_str()))
         (teams_card(&v, &overview.teams))
         (allowances_card(&v, &allowances, id.as_str()))
+        (dashboard_limits::section(&v, &limits, (&account, true), Audience::Console))
         section.card.section-card {
             h2 { (v.t("console.customer_orders")) }
             @if orders.items.is_empty() { p.muted { (v.t("console.orders_none")) } }
