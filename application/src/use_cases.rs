@@ -22,6 +22,7 @@ pub mod refund_order;
 pub mod report_status;
 pub mod return_from_checkout;
 pub mod sessions;
+pub mod spend_chart;
 pub mod spend_limits;
 pub mod teams;
 pub mod thresholds;

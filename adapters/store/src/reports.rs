@@ -10,10 +10,12 @@
 
 use application::ports::{
     ConsumptionDimension, ConsumptionShare, CreditsDay, ReportRepository, ReportWindow, RevenueDay,
-    StoreError, SubscriptionsDay,
+    SpendDay, StoreError, SubscriptionsDay,
 };
 use async_trait::async_trait;
-use domain::{CreditsTotal, Currency, OrderStatusKind, SubscriptionStatus, TransactionKind};
+use domain::{
+    AccountId, CreditsTotal, Currency, OrderStatusKind, SubscriptionStatus, TransactionKind,
+};
 use sea_orm::{FromQueryResult, Value};
 
 use crate::SeaOrmStore;
@@ -83,6 +85,13 @@ const CONSUMPTION_SQL: &str = "SELECT {column} AS name, {sums} FROM credit_trans
     WHERE created_at >= $1 AND created_at < $2 AND kind IN ({usage}) \
     GROUP BY {column} HAVING {total} > 0 ORDER BY {total} DESC, name LIMIT $3";
 
+/// What one account's usage spent per day and `{column}` (`feature` or `model`, from an enum);
+/// `{usage}` and `{sums}` as in [`CONSUMPTION_SQL`]. The account's transactions by time are
+/// the range `credit_transactions_user_created` serves.
+const ACCOUNT_SPEND_SQL: &str = "SELECT created_at / 86400000 AS day, {column} AS name, {sums} \
+    FROM credit_transactions WHERE account_id = $1 AND created_at >= $2 AND created_at < $3 \
+    AND kind IN ({usage}) GROUP BY created_at / 86400000, {column} ORDER BY day, name";
+
 /// Where a sum is split: each part's sum fits `i64` for any number of rows a day can hold.
 const SPLIT: i64 = 1_000_000_000;
 
@@ -102,6 +111,22 @@ fn split_sums(parts: &[(&str, &str)]) -> String {
         })
         .collect();
     sums.join(", ")
+}
+
+/// The column a dimension groups by.
+fn column_of(dimension: ConsumptionDimension) -> &'static str {
+    match dimension {
+        ConsumptionDimension::Feature => "feature",
+        ConsumptionDimension::Model => "model",
+    }
+}
+
+#[derive(Debug, FromQueryResult)]
+struct SpendRow {
+    day: i64,
+    name: Option<String>,
+    spent_high: i64,
+    spent_low: i64,
 }
 
 /// The whole of a split sum.
@@ -216,16 +241,36 @@ impl ReportRepository for SeaOrmStore {
             .collect())
     }
 
+    async fn account_spend_by_day(
+        &self,
+        account: &AccountId,
+        dimension: ConsumptionDimension,
+        window: ReportWindow,
+    ) -> Result<Vec<SpendDay>, StoreError> {
+        let sql = ACCOUNT_SPEND_SQL
+            .replace("{column}", column_of(dimension))
+            .replace("{usage}", &kinds(TransactionKind::is_usage))
+            .replace("{sums}", &split_sums(&[("-amount_hundredths", "spent")]));
+        let mut values = vec![account.as_str().into()];
+        values.extend(window_values(window));
+        let rows: Vec<SpendRow> = self.fetch_all("account_spend_by_day", &sql, values).await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| SpendDay {
+                day: r.day,
+                name: r.name,
+                spent: CreditsTotal::from_hundredths(whole(r.spent_high, r.spent_low)),
+            })
+            .collect())
+    }
+
     async fn consumption_by(
         &self,
         dimension: ConsumptionDimension,
         window: ReportWindow,
         limit: u32,
     ) -> Result<Vec<ConsumptionShare>, StoreError> {
-        let column = match dimension {
-            ConsumptionDimension::Feature => "feature",
-            ConsumptionDimension::Model => "model",
-        };
+        let column = column_of(dimension);
         let spent = "-amount_hundredths";
         let total = format!("(SUM({spent} / {SPLIT}) * {SPLIT} + SUM({spent} % {SPLIT}))");
         let sql = CONSUMPTION_SQL

@@ -11,6 +11,7 @@ use crate::service::Service;
 use crate::use_cases::InfraError;
 use crate::use_cases::credits::{ConsumeCredits, CreditsError, UsageRequest};
 use crate::use_cases::report_status::StatusReport;
+use crate::use_cases::spend_chart::SpendChart;
 use crate::use_cases::spend_limits::{LimitDraft, LimitsError, ShownLimit};
 use crate::use_cases::thresholds::{ShownThreshold, ThresholdDraft, ThresholdsError};
 
@@ -70,6 +71,10 @@ inbound_port! {
             account: &AccountId,
             id: &SpendLimitId,
         ) -> Result<(), LimitsError>;
+
+        /// What an account spent per day over the last 30 days, by feature and by model (see
+        /// [`Service::spend_chart`]).
+        async fn spend_chart(&self, account: &AccountId) -> Result<SpendChart, InfraError>;
 
         /// An account's balance thresholds (see [`Service::balance_thresholds`]).
         async fn balance_thresholds(

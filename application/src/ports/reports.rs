@@ -1,5 +1,5 @@
-//! Reports for the admin overview's charts (issue 18): what the store keeps, added up per UTC
-//! day within a time window.
+//! Reports for the admin overview's charts and an account's spend chart: what the store keeps,
+//! added up per UTC day within a time window.
 //!
 //! Every method reads one window `[from, until)` of one time column, so an adapter can answer
 //! from a range scan; days are whole UTC days counted from 1970-01-01 (`millis / 86_400_000`),
@@ -7,7 +7,7 @@
 //! currency, credits in hundredths: nothing is converted or rounded here.
 
 use async_trait::async_trait;
-use domain::{CreditsTotal, Currency, Timestamp};
+use domain::{AccountId, CreditsTotal, Currency, Timestamp};
 
 use super::StoreError;
 
@@ -78,6 +78,18 @@ pub struct ConsumptionShare {
     pub consumed: CreditsTotal,
 }
 
+/// What one account spent on one day on one feature or model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpendDay {
+    /// Days since 1970-01-01 (UTC).
+    pub day: i64,
+    /// The feature or model; `None` for spends that named none.
+    pub name: Option<String>,
+    /// What usage spent (see [`SPEND_KINDS`]); a day whose releases outweigh its holds counts
+    /// zero.
+    pub spent: CreditsTotal,
+}
+
 /// What consumption is grouped by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConsumptionDimension {
@@ -126,4 +138,16 @@ pub trait ReportRepository: Send + Sync + 'static {
         window: ReportWindow,
         limit: u32,
     ) -> Result<Vec<ConsumptionShare>, StoreError>;
+
+    /// What `account` spent per day and feature (or model) in `window`, by day then name;
+    /// pairs without usage entries are left out.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn account_spend_by_day(
+        &self,
+        account: &AccountId,
+        dimension: ConsumptionDimension,
+        window: ReportWindow,
+    ) -> Result<Vec<SpendDay>, StoreError>;
 }

@@ -399,4 +399,26 @@ async fn browser_spend_limits_show_their_usage_on_the_credits_tab() {
     desktop
         .screenshot(&format!("{TEST}_desktop"), Viewport::Desktop)
         .await;
+    // The spend chart under the limits: today's two images, by feature.
+    desktop
+        .wait_for_text("[data-testid=spend-by-feature]", "10.00")
+        .await;
+    desktop
+        .script("document.querySelector('[data-testid=spend-chart]').scrollIntoView(); return 0")
+        .await;
+    desktop
+        .screenshot(&format!("{TEST}_chart_desktop"), Viewport::Desktop)
+        .await;
+    browser
+        .script("document.querySelector('[data-testid=spend-chart]').scrollIntoView(); return 0")
+        .await;
+    let overflow = browser
+        .script(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth",
+        )
+        .await;
+    assert_eq!(overflow, 0, "the chart fits 390 px");
+    browser
+        .screenshot(&format!("{TEST}_chart"), Viewport::Phone)
+        .await;
 }

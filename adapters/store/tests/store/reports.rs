@@ -209,6 +209,62 @@ async fn consumption_by_feature_and_by_model_largest_first(store: &TestStore) {
     );
 }
 
+/// `account`'s spend per (day from 20 000, name, hundredths) over the first three days, sorted.
+async fn spend_of(
+    store: &TestStore,
+    account: &domain::AccountId,
+    dimension: ConsumptionDimension,
+) -> Vec<(i64, String, i128)> {
+    let rows = store
+        .account_spend_by_day(account, dimension, window(3))
+        .await
+        .unwrap();
+    let mut rows: Vec<(i64, String, i128)> = rows
+        .into_iter()
+        .map(|r| {
+            (
+                r.day - 20_000,
+                r.name.unwrap_or_default(),
+                r.spent.hundredths(),
+            )
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// One account's spend per day and model (or feature): holds net of their settles and
+/// releases (a day of net returns counts zero), another account's nothing.
+async fn an_account_s_spend_per_day_by_feature_and_by_model(store: &TestStore) {
+    seed(store).await;
+    let account = domain::AccountId::new("usr_a").unwrap();
+    let read = |dimension| spend_of(store, &account, dimension);
+    assert_eq!(
+        read(ConsumptionDimension::Model).await,
+        [
+            (0, "gpt-4o".to_owned(), 300),
+            (1, "dall-e".to_owned(), 400),
+            (1, "gpt-4o-mini".to_owned(), 50),
+            (2, "dall-e".to_owned(), 0),
+        ]
+    );
+    assert_eq!(
+        read(ConsumptionDimension::Feature).await,
+        [
+            (0, "chat".to_owned(), 300),
+            (1, "chat".to_owned(), 50),
+            (1, "image".to_owned(), 400),
+            (2, "image".to_owned(), 0),
+        ]
+    );
+    let other = domain::AccountId::new("usr_nobody").unwrap();
+    let none = store
+        .account_spend_by_day(&other, ConsumptionDimension::Model, window(3))
+        .await
+        .unwrap();
+    assert!(none.is_empty());
+}
+
 /// A day's total may exceed the largest balance (two grants of nearly a trillion credits), and
 /// even `i64` (rows written before amounts were bounded): the sums are exact, never an error.
 async fn sums_beyond_a_balance_and_beyond_i64_are_exact(store: &TestStore) {
@@ -257,4 +313,5 @@ contract_tests!(
     credits_granted_and_consumed_per_day,
     subscriptions_started_and_ended_per_day,
     consumption_by_feature_and_by_model_largest_first,
+    an_account_s_spend_per_day_by_feature_and_by_model,
 );

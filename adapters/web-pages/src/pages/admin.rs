@@ -6,7 +6,7 @@
 pub(crate) mod accounts;
 pub(crate) mod api_keys;
 pub(crate) mod audit;
-mod charts;
+pub(crate) mod charts;
 pub(crate) mod console;
 pub(crate) mod customers;
 pub(crate) mod endpoints;

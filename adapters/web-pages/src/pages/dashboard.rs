@@ -371,6 +371,7 @@ async fn credits_panel(
     let purchases = purchase_names(state, &history.items, report, names).await?;
     let account = acting.account_id(user);
     let limits = super::dashboard_limits::load(state, &account).await?;
+    let spend = super::dashboard_spend::load(state, &account).await?;
     let held_hundredths: i64 = report
         .pending_reservations
         .iter()
@@ -395,6 +396,7 @@ async fn credits_panel(
             }
         }
         (super::dashboard_limits::on_dashboard(v, &limits, (&account, acting.manages_billing())))
+        (super::dashboard_spend::section(v, &spend))
         section.card.section-card {
             h2 { (v.t("dashboard.transactions_title")) }
             @if history.items.is_empty() {

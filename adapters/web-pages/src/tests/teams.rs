@@ -676,3 +676,61 @@ async fn limits_are_added_and_removed_through_the_credits_tab() {
         .await;
     assert_eq!(again.location(), "/dashboard?tab=credits&notice=limit_gone");
 }
+
+/// The credits tab charts the account's spend per day over 30 days, by feature and by model,
+/// with the numbers beside each chart; an account that spent nothing shows no chart.
+#[tokio::test]
+async fn the_credits_tab_charts_the_last_thirty_days_of_spend() {
+    use application::use_cases::admin_console::AdjustCredits;
+    use application::use_cases::credits::{ConsumeCredits, UsageRequest};
+    let app = App::new(PricingMode::Static);
+    let browser = app.signed_in("nico@example.com", false).await;
+    app.signed_in("admin@example.com", true).await;
+    let tab = "/dashboard?tab=credits";
+    assert!(
+        !browser
+            .get(tab)
+            .await
+            .body
+            .contains("data-testid=\"spend-chart\"")
+    );
+    let nico = user_id(&app, "nico@example.com").await;
+    let grant = AdjustCredits {
+        admin: user(&app, "admin@example.com").await,
+        account_id: domain::AccountId::personal(&nico),
+        amount: rust_decimal::Decimal::from(100),
+        reason: "trial".into(),
+        expires_at: None,
+        idempotency_key: domain::IdempotencyKey::new("spend-chart").unwrap(),
+    };
+    app.service.adjust_credits(&grant).await.unwrap();
+    for (key, tokens) in [("s1", 2_000), ("s2", 1_000)] {
+        let spend = ConsumeCredits {
+            user_id: nico.clone(),
+            account_id: None,
+            usage: UsageRequest {
+                feature: None,
+                model: Some("gpt-test".into()),
+                tokens: Some(tokens),
+            },
+            idempotency_key: domain::IdempotencyKey::new(key).unwrap(),
+            api_key_id: None,
+        };
+        app.service.consume_credits(spend).await.unwrap();
+    }
+    let page = browser.get(tab).await.body;
+    assert!(page.contains("data-testid=\"spend-chart\""), "{page}");
+    for id in ["spend-by-feature", "spend-by-model"] {
+        assert!(
+            page.contains(&format!("data-testid=\"{id}\"")),
+            "{id}: {page}"
+        );
+    }
+    assert!(page.contains("Per day, by feature"), "{page}");
+    assert!(page.contains("Per day, by model"), "{page}");
+    // Today's 3 credits on gpt-test, and the chat spend that named no feature.
+    assert!(page.contains("gpt-test: 3.00"), "{page}");
+    assert!(page.contains("No feature: 3.00"), "{page}");
+    let chinese = browser.get(&format!("{tab}&lang=zh-CN")).await.body;
+    assert!(chinese.contains("最近 30 天的消费"), "{chinese}");
+}

@@ -12,7 +12,7 @@ use domain::{CreditsTotal, Currency, OrderStatus, SubscriptionStatus, Timestamp}
 use super::{InMemoryStore, State};
 use crate::ports::{
     ConsumptionDimension, ConsumptionShare, CreditsDay, DAY_MS, ReportRepository, ReportWindow,
-    RevenueDay, SPEND_KINDS, StoreError, SubscriptionsDay,
+    RevenueDay, SPEND_KINDS, SpendDay, StoreError, SubscriptionsDay,
 };
 use crate::testing::lock;
 
@@ -144,6 +144,38 @@ impl ReportRepository for InMemoryStore {
                 day,
                 started,
                 ended,
+            })
+            .collect())
+    }
+
+    async fn account_spend_by_day(
+        &self,
+        account: &domain::AccountId,
+        dimension: ConsumptionDimension,
+        window: ReportWindow,
+    ) -> Result<Vec<SpendDay>, StoreError> {
+        let state = lock(&self.0);
+        let mut groups: BTreeMap<(i64, Option<String>), i128> = BTreeMap::new();
+        for tx in &state.ledger.transactions {
+            if &tx.account_id != account
+                || !inside(window, tx.created_at)
+                || !SPEND_KINDS.contains(&tx.kind.code())
+            {
+                continue;
+            }
+            let name = match dimension {
+                ConsumptionDimension::Feature => tx.context.feature.clone(),
+                ConsumptionDimension::Model => tx.context.model.clone(),
+            };
+            *groups.entry((day_of(tx.created_at), name)).or_default() -=
+                i128::from(tx.amount.hundredths());
+        }
+        Ok(groups
+            .into_iter()
+            .map(|((day, name), hundredths)| SpendDay {
+                day,
+                name,
+                spent: credits(hundredths),
             })
             .collect())
     }
