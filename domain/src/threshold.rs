@@ -114,6 +114,8 @@ pub fn depleted_level() -> Credits {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     fn c(hundredths: i64) -> Credits {
@@ -169,5 +171,43 @@ mod tests {
             ThresholdLevel::credits(c(5)).unwrap().level(None),
             Some(c(5))
         );
+    }
+
+    proptest! {
+        /// Over any run of postings (spends and increases, each never taking the balance below
+        /// zero), a level's crossings alternate: the first is downwards exactly when the run
+        /// starts at or above the level, and after the run the last one says which side the
+        /// balance is on. So each crossing is told once, whichever way the balance moves.
+        #[test]
+        fn crossings_of_a_level_alternate_and_end_on_the_balance_s_side(
+            // Small amounts, so that runs often land exactly on the level.
+            start in 0i64..20,
+            level in 1i64..20,
+            moves in prop::collection::vec(-8i64..8, 0..60),
+        ) {
+            let level = c(level);
+            let mut balance = c(start);
+            let mut told = Vec::new();
+            for delta in moves {
+                let after = c((balance.hundredths() + delta).max(0));
+                if let Some(crossed) = crossing(balance, after, level) {
+                    told.push(crossed);
+                }
+                balance = after;
+            }
+            for pair in told.windows(2) {
+                prop_assert_ne!(pair[0], pair[1], "crossings alternate");
+            }
+            if let Some(first) = told.first() {
+                let expected = if c(start) >= level { Crossing::Down } else { Crossing::Up };
+                prop_assert_eq!(*first, expected);
+            }
+            let below_now = balance < level;
+            let below_at_start = c(start) < level;
+            match told.last() {
+                Some(last) => prop_assert_eq!(*last == Crossing::Down, below_now),
+                None => prop_assert_eq!(below_now, below_at_start),
+            }
+        }
     }
 }
