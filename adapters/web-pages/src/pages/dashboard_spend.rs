@@ -26,20 +26,23 @@ pub(crate) fn section(v: &Visitor, chart: &SpendChart) -> Markup {
         section.card.section-card data-testid="spend-chart" {
             h2 { (v.t("spend.title")) }
             div.chart-grid {
-                (drawn(v, chart, "spend-by-feature", "spend.by_feature", &chart.by_feature))
-                (drawn(v, chart, "spend-by-model", "spend.by_model", &chart.by_model))
+                (drawn(v, chart, ("spend-by-feature", "spend.by_feature", "spend.no_feature"),
+                    &chart.by_feature))
+                (drawn(v, chart, ("spend-by-model", "spend.by_model", "spend.no_model"),
+                    &chart.by_model))
             }
         }
     }
 }
 
-fn drawn(v: &Visitor, chart: &SpendChart, id: &str, title: &str, series: &[SpendSeries]) -> Markup {
+/// One chart: its test id, its title's key, the key naming spends without a feature (or model).
+fn drawn(
+    v: &Visitor,
+    chart: &SpendChart,
+    (id, title, unnamed): (&str, &str, &str),
+    series: &[SpendSeries],
+) -> Markup {
     let days = series.first().map_or(0, |s| s.per_day.len());
-    let unnamed = if id == "spend-by-model" {
-        "spend.no_model"
-    } else {
-        "spend.no_feature"
-    };
     charts::columns(
         &Chart {
             id,
