@@ -238,14 +238,12 @@ impl WindowCount {
 pub enum LimitOwner {
     /// The acting member's own limit in a team.
     Member,
-    /// A limit on the account (`feature`: the one feature it counts, if any).
+    /// A limit on the account, maybe narrowed to a feature, a model, a key or a member.
     Account {
         /// The limit's id.
         id: crate::SpendLimitId,
-        /// The feature it counts alone.
-        feature: Option<String>,
-        /// The API key whose spends it counts alone.
-        api_key: Option<String>,
+        /// What it counts (boxed: a refusal travels in `Result`s).
+        scope: Box<crate::LimitScope>,
     },
 }
 

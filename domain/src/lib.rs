@@ -90,7 +90,7 @@ pub use scheduled_switch::{
     check_no_change_in_progress, schedule_switch,
 };
 pub use spend_limit::{
-    Bucket, Counted, Enforcement, LimitRefusal, LimitStanding, MAX_LIMITS_PER_ACCOUNT,
+    Bucket, Counted, Enforcement, LimitRefusal, LimitScope, LimitStanding, MAX_LIMITS_PER_ACCOUNT,
     MAX_ROLLING_HOURS, SpendLimit, SpendWindow, SpendWindowError,
 };
 pub use subscription::{

@@ -1,6 +1,6 @@
 //! Spend limits on an account: at most so many credits per window, hard (refuses) or soft (tells).
 //!
-//! A limit counts what its account spends (optionally of one feature) in **buckets**: one per
+//! A limit counts what its account spends (optionally narrowed, see [`LimitScope`]) in **buckets**: one per
 //! calendar window for an hour, a day, an ISO week or a month (UTC), and one per hour for a
 //! rolling window of N hours. What a limit has used at a moment is the sum of the buckets inside
 //! its current window: for a calendar window, the bucket of that window; for a rolling window,
@@ -20,6 +20,7 @@
 //! bucket it counted in and an overrun is a new spend in the current bucket, within what is left.
 //! A release gives the whole hold back.
 
+use crate::UserId;
 use crate::credits::Credits;
 use crate::time::Timestamp;
 
@@ -356,15 +357,47 @@ pub fn seed(window: SpendWindow, spends: &[(Timestamp, i64)], now: Timestamp) ->
         .collect()
 }
 
-/// Whether a limit on `limit_feature` (`None`: every feature) and `limit_key` (`None`: every
-/// API key and none) counts a spend of `feature` made with `key`.
-#[must_use]
-pub fn applies(
-    (limit_feature, limit_key): (Option<&str>, Option<&str>),
-    feature: Option<&str>,
-    key: Option<&str>,
-) -> bool {
-    limit_feature.is_none_or(|f| Some(f) == feature) && limit_key.is_none_or(|k| Some(k) == key)
+/// What a limit counts of its account's spends: those of one feature, one model, those made
+/// with one API key, those of one team member, or any mix of these (each `None`: any).
+///
+/// The same shape describes a spend: its feature, model, key and member (`None`: it has none).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LimitScope {
+    /// The one feature counted.
+    pub feature: Option<String>,
+    /// The one AI model counted.
+    pub model: Option<String>,
+    /// The one API key whose spends are counted (a key bound to the account).
+    pub api_key: Option<String>,
+    /// The one member of a team whose spends are counted.
+    pub member: Option<UserId>,
+}
+
+impl LimitScope {
+    /// Whether a limit of this scope counts `spend`: each part the limit names is the spend's.
+    #[must_use]
+    pub fn counts(&self, spend: &LimitScope) -> bool {
+        fn fits<T: PartialEq>(on: Option<&T>, of: Option<&T>) -> bool {
+            on.is_none_or(|v| of == Some(v))
+        }
+        fits(self.feature.as_ref(), spend.feature.as_ref())
+            && fits(self.model.as_ref(), spend.model.as_ref())
+            && fits(self.api_key.as_ref(), spend.api_key.as_ref())
+            && fits(self.member.as_ref(), spend.member.as_ref())
+    }
+
+    /// What the limit is on, as its refusal names it: `member` (one member's spends), `key`
+    /// (one API key's) or `account` (the account's, maybe of one feature or model).
+    #[must_use]
+    pub fn owner_code(&self) -> &'static str {
+        if self.member.is_some() {
+            "member"
+        } else if self.api_key.is_some() {
+            "key"
+        } else {
+            "account"
+        }
+    }
 }
 
 /// A bucket after `amount` was given back to it (a hold released or settled for less): never

@@ -41,6 +41,7 @@
 //! | `m20261007_000033_key_limits` | spend controls | `api_key_id` on `spend_limits` (a limit on one key's spends), `credit_transactions` and `credit_reservations` (the key that spent) |
 //! | `m20261008_000034_balance_thresholds` | spend controls | `balance_thresholds` (levels of a balance told when crossed), `credit_balances.threshold_count` |
 //! | `m20261009_000035_limit_resets` | spend controls | `spend_limits.reached_until` (when a reached limit's window resets, for `limit.reset`) |
+//! | `m20261010_000036_limit_scopes` | spend controls | `spend_limits.model` and `spend_limits.member_id` (a limit on one model's spends, on one member's) |
 //!
 //! Every step migrates down as well as up; the tests in `tests/migrations.rs` prove it on SQLite
 //! and, when `TEST_DATABASE_URL` is set, on PostgreSQL.
@@ -79,6 +80,7 @@ mod m20261006_000032_spend_limits;
 mod m20261007_000033_key_limits;
 mod m20261008_000034_balance_thresholds;
 mod m20261009_000035_limit_resets;
+mod m20261010_000036_limit_scopes;
 mod sql;
 
 pub use sea_orm_migration::MigratorTrait;
@@ -126,6 +128,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261007_000033_key_limits::Migration),
             Box::new(m20261008_000034_balance_thresholds::Migration),
             Box::new(m20261009_000035_limit_resets::Migration),
+            Box::new(m20261010_000036_limit_scopes::Migration),
         ]
     }
 }

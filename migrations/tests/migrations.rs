@@ -1662,3 +1662,67 @@ async fn postgres_limit_resets_and_back() {
     limit_resets_and_back(&t).await;
     t.cleanup().await;
 }
+
+/// Step 36: `model` and `member_id` on spend limits, empty on existing ones; down is refused
+/// while a limit names either, and keeps the others.
+async fn limit_scopes_and_back(t: &TestDb) {
+    let before = step_index("m20261010_000036_limit_scopes");
+    Migrator::up(&t.db, Some(before))
+        .await
+        .expect("up to step 35");
+    exec(&t.db, STEP_ONE_DATA[0]).await;
+    for sql in [
+        "INSERT INTO accounts (id, kind, name, created_by, created_at) \
+         VALUES ('u1', 'personal', NULL, 'u1', 1700000000000)",
+        "INSERT INTO spend_limits (id, account_id, limit_window, credits_hundredths, \
+         enforcement, created_at) VALUES ('lim_1', 'u1', 'day', 100, 'hard', 1)",
+    ] {
+        exec(&t.db, sql).await;
+    }
+    Migrator::up(&t.db, Some(1)).await.expect("step 36");
+    assert_eq!(
+        count(
+            &t.db,
+            "SELECT COUNT(*) FROM spend_limits WHERE model IS NULL AND member_id IS NULL"
+        )
+        .await,
+        1
+    );
+    for (id, column) in [("lim_2", "model"), ("lim_3", "member_id")] {
+        exec(
+            &t.db,
+            &format!(
+                "INSERT INTO spend_limits (id, account_id, limit_window, credits_hundredths, \
+                 enforcement, created_at, {column}) VALUES ('{id}', 'u1', 'day', 100, 'hard', 1, 'x')"
+            ),
+        )
+        .await;
+        assert!(
+            Migrator::down(&t.db, Some(1)).await.is_err(),
+            "a limit on a {column} would count every spend without the step"
+        );
+        exec(
+            &t.db,
+            &format!("DELETE FROM spend_limits WHERE id = '{id}'"),
+        )
+        .await;
+    }
+    Migrator::down(&t.db, Some(1)).await.expect("down step 36");
+    assert_eq!(count(&t.db, "SELECT COUNT(*) FROM spend_limits").await, 1);
+    Migrator::up(&t.db, None).await.expect("step 36 again");
+}
+
+#[tokio::test]
+async fn sqlite_limit_scopes_and_back() {
+    let t = TestDb::sqlite().await;
+    limit_scopes_and_back(&t).await;
+}
+
+#[tokio::test]
+async fn postgres_limit_scopes_and_back() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    limit_scopes_and_back(&t).await;
+    t.cleanup().await;
+}

@@ -230,11 +230,18 @@ fn limit_told(told: &LimitTold, account: &domain::AccountId) -> Value {
         "resetsAt": timestamp(told.resets_at),
         "createdAt": timestamp(told.created_at),
     });
-    if let Some(feature) = &told.feature {
+    let scope = &told.scope;
+    if let Some(feature) = &scope.feature {
         shown["feature"] = json!(feature);
     }
-    if let Some(key) = &told.api_key_id {
+    if let Some(model) = &scope.model {
+        shown["model"] = json!(model);
+    }
+    if let Some(key) = &scope.api_key {
         shown["apiKeyId"] = json!(key);
+    }
+    if let Some(member) = &scope.member {
+        shown["memberId"] = json!(member.as_str());
     }
     if let Some(hours) = limit.window.rolling_hours() {
         shown["rollingHours"] = json!(hours);

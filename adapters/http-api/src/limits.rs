@@ -2,8 +2,8 @@
 //! `POST /api/limits` and `DELETE /api/limits/{limitId}`.
 //!
 //! A limit caps what an account spends per hour, UTC day, ISO week, calendar month or rolling
-//! window of N hours, optionally of one feature, optionally of the spends made with one API key
-//! bound to the account. A hard limit refuses a spend that would pass it
+//! window of N hours, optionally of one feature, of one model, of the spends made with one API
+//! key bound to the account or of those of one member of a team. A hard limit refuses a spend that would pass it
 //! (`402 limit_reached`, checked in the spend's own transaction); a soft one lets it through.
 //! Anyone acting in the account reads its limits (an API key with `credits:read` for the user
 //! `?userId=` names); its owners and admins, or on a personal account its user, add and remove
@@ -39,11 +39,19 @@ pub struct CreateLimitBody {
     /// The one feature the limit counts (absent: every spend of the account).
     #[oai(validator(min_length = 1, max_length = 64))]
     pub feature: Option<String>,
+    /// The one AI model the limit counts (absent: every spend of the account), as spends name
+    /// it in `model`.
+    #[oai(validator(min_length = 1, max_length = 64))]
+    pub model: Option<String>,
     /// The one API key whose spends the limit counts (absent: every spend of the account): a
     /// key bound to this account (`accountId` of `POST /api/admin/api-keys`) and not revoked.
     /// Spends made with other keys, or in the browser, do not count against it.
     #[oai(validator(min_length = 1, max_length = 64))]
     pub api_key_id: Option<String>,
+    /// The one member of a team whose spends the limit counts (absent: every spend of the
+    /// account): a user who is a member of this account.
+    #[oai(validator(min_length = 1, max_length = 64))]
+    pub member_id: Option<String>,
     /// `hard` (default): a spend that would pass it is refused with `limit_reached`; `soft`: it
     /// goes through.
     #[oai(validator(min_length = 1, max_length = 16))]
@@ -61,9 +69,15 @@ pub struct SpendLimitView {
     /// The one feature it counts, if any.
     #[oai(skip_serializing_if_is_none)]
     pub feature: Option<String>,
+    /// The one AI model it counts, if any.
+    #[oai(skip_serializing_if_is_none)]
+    pub model: Option<String>,
     /// The one API key whose spends it counts, if any.
     #[oai(skip_serializing_if_is_none)]
     pub api_key_id: Option<String>,
+    /// The one member whose spends it counts, if any.
+    #[oai(skip_serializing_if_is_none)]
+    pub member_id: Option<String>,
     /// `hour`, `day`, `week`, `month` or `rolling`.
     pub window: String,
     /// The hours of a rolling window.
@@ -96,8 +110,10 @@ impl From<&ShownLimit> for SpendLimitView {
         Self {
             id: r.id.to_string(),
             account_id: r.account_id.to_string(),
-            feature: r.feature.clone(),
-            api_key_id: r.api_key_id.clone(),
+            feature: r.scope.feature.clone(),
+            model: r.scope.model.clone(),
+            api_key_id: r.scope.api_key.clone(),
+            member_id: r.scope.member.as_ref().map(ToString::to_string),
             window: r.limit.window.code().to_owned(),
             rolling_hours: r.limit.window.rolling_hours(),
             enforcement: r.limit.enforcement.code().to_owned(),
@@ -157,9 +173,9 @@ api_response! {
         404 NotFound,
         /// `payload_too_large`: the body is over 64 KiB.
         413 PayloadTooLarge,
-        /// `validation_failed`: a bad credits, window, rollingHours, feature or enforcement, or
-        /// an apiKeyId that is no unrevoked key bound to the account; `too_many_limits`: the
-        /// account has 20 limits already.
+        /// `validation_failed`: a bad credits, window, rollingHours, feature, model or
+        /// enforcement, an apiKeyId that is no unrevoked key bound to the account, or a memberId
+        /// that is no member of it; `too_many_limits`: the account has 20 limits already.
         422 Unprocessable,
     }
 }
@@ -217,8 +233,9 @@ api_response! {
         404 NotFound,
         /// `payload_too_large`: the body is over 64 KiB.
         413 PayloadTooLarge,
-        /// `validation_failed`: a bad field, or an apiKeyId that is no unrevoked key bound to
-        /// the account; `too_many_limits`: the account has 20 limits already.
+        /// `validation_failed`: a bad field, an apiKeyId that is no unrevoked key bound to the
+        /// account, or a memberId that is no member of it; `too_many_limits`: the account has
+        /// 20 limits already.
         422 Unprocessable,
     }
 }
@@ -459,7 +476,9 @@ fn named_account(raw: &str) -> Result<AccountId, Problem> {
 fn draft_of(body: CreateLimitBody) -> LimitDraft {
     LimitDraft {
         feature: body.feature,
+        model: body.model,
         api_key_id: body.api_key_id,
+        member_id: body.member_id,
         window: body.window,
         rolling_hours: body.rolling_hours,
         credits: body.credits,
@@ -478,6 +497,9 @@ fn limits_problem(e: LimitsError) -> Problem {
             "apiKeyId",
             "is no API key bound to this account (or it is revoked)".to_owned(),
         ),
+        LimitsError::NoSuchMember => {
+            Problem::invalid_field("memberId", "is no member of this account".to_owned())
+        }
         LimitsError::Infra(infra) => infra.into(),
     }
 }

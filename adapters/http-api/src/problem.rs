@@ -197,19 +197,26 @@ pub struct ProblemBody {
 #[derive(Debug, Clone, Object)]
 #[oai(rename_all = "camelCase")]
 pub struct LimitReachedView {
-    /// Whose limit: `member` (the acting member's own limit in a team), `account` (a limit on
-    /// the account, `GET /api/limits`) or `key` (a limit on the API key the spend was made
-    /// with, also listed by `GET /api/limits`).
+    /// Whose limit: `member` (a limit on the acting member of a team: their seat's own limit,
+    /// without an `id`, or one listed by `GET /api/limits` with its `memberId`), `account` (a
+    /// limit on the account, `GET /api/limits`) or `key` (a limit on the API key the spend was
+    /// made with, also listed by `GET /api/limits`).
     pub scope: String,
-    /// An account or key limit's id.
+    /// The id of a limit `GET /api/limits` lists.
     #[oai(skip_serializing_if_is_none)]
     pub id: Option<String>,
-    /// The one feature an account or key limit counts, if any.
+    /// The one feature the limit counts, if any.
     #[oai(skip_serializing_if_is_none)]
     pub feature: Option<String>,
+    /// The one AI model the limit counts, if any.
+    #[oai(skip_serializing_if_is_none)]
+    pub model: Option<String>,
     /// The API key a `key` limit counts the spends of.
     #[oai(skip_serializing_if_is_none)]
     pub api_key_id: Option<String>,
+    /// The member a listed `member` limit counts the spends of.
+    #[oai(skip_serializing_if_is_none)]
+    pub member_id: Option<String>,
     /// The most that may be spent in one window (decimal string, two places).
     pub credits: String,
     /// The same, in hundredths.
@@ -330,24 +337,20 @@ impl Problem {
                 crate::dto::timestamp(reached.resets_at)
             ),
         );
-        let (scope, id, feature, api_key_id) = match &reached.owner {
-            domain::LimitOwner::Member => ("member", None, None, None),
-            domain::LimitOwner::Account {
-                id,
-                feature,
-                api_key,
-            } => (
-                if api_key.is_some() { "key" } else { "account" },
-                Some(id.to_string()),
-                feature.clone(),
-                api_key.clone(),
-            ),
+        let none = domain::LimitScope::default();
+        let (code, id, scope) = match &reached.owner {
+            domain::LimitOwner::Member => ("member", None, &none),
+            domain::LimitOwner::Account { id, scope } => {
+                (scope.owner_code(), Some(id.to_string()), &**scope)
+            }
         };
         problem.body.limit = Some(LimitReachedView {
-            scope: scope.into(),
+            scope: code.into(),
             id,
-            feature,
-            api_key_id,
+            feature: scope.feature.clone(),
+            model: scope.model.clone(),
+            api_key_id: scope.api_key.clone(),
+            member_id: scope.member.as_ref().map(ToString::to_string),
             credits: reached.credits.to_string(),
             credits_hundredths: reached.credits.hundredths(),
             window: reached.window.code().into(),

@@ -11,12 +11,12 @@
 use application::host_events::{self, HostEvent, LimitTold};
 use application::ports::{
     AddLimitError, CreditTransaction, NewSpendLimit, Refusal, SpendLimitRecord, SpendLimitStore,
-    StoreError, UsageContext,
+    StoreError,
 };
 use async_trait::async_trait;
 use domain::{
-    AccountId, Bucket, Credits, Enforcement, LimitStanding, MAX_LIMITS_PER_ACCOUNT, ReservationId,
-    SpendLimit, SpendLimitId, SpendWindow, Timestamp, UserId,
+    AccountId, Bucket, Credits, Enforcement, LimitScope, LimitStanding, MAX_LIMITS_PER_ACCOUNT,
+    ReservationId, SpendLimit, SpendLimitId, SpendWindow, Timestamp, UserId,
 };
 use sea_orm::{ConnectionTrait, DatabaseTransaction, QueryResult};
 
@@ -29,17 +29,17 @@ use crate::sql::{self, End};
 /// a rolling window of [`domain::MAX_ROLLING_HOURS`]), so 32 days covers them all.
 const REACH_MS: i64 = 32 * 86_400_000;
 
-const LIMIT_COLUMNS: &str = "l.id, l.account_id, l.feature, l.api_key_id, l.limit_window, \
+const LIMIT_COLUMNS: &str = "l.id, l.account_id, l.feature, l.model, l.api_key_id, l.member_id, \
+     l.limit_window, \
      l.rolling_hours, l.credits_hundredths, l.enforcement, l.created_by, l.created_at, \
      u.bucket_start, u.spent_hundredths";
 
-/// The limits of `account` (those a spend made in `spend` counts against when it is `Some`:
-/// the account's own, its feature's and its API key's), oldest first, with their buckets from
-/// 32 days before `now`.
+/// The limits of `account` (those that count a spend of `spend`'s scope when it is `Some`,
+/// [`LimitScope::counts`]), oldest first, with their buckets from 32 days before `now`.
 async fn read<C: ConnectionTrait>(
     conn: &C,
     account: &AccountId,
-    spend: Option<&UsageContext>,
+    spend: Option<&LimitScope>,
     now: Timestamp,
 ) -> Result<Vec<SpendLimitRecord>, Fail> {
     let mut values = vec![
@@ -48,14 +48,11 @@ async fn read<C: ConnectionTrait>(
     ];
     let mut only = String::new();
     if let Some(spend) = spend {
-        for (column, value) in [
-            ("feature", &spend.feature),
-            ("api_key_id", &spend.api_key_id),
-        ] {
+        for (column, value) in scope_columns(spend) {
             match value {
                 None => only.push_str(&format!(" AND l.{column} IS NULL")),
                 Some(v) => {
-                    values.push(v.as_str().into());
+                    values.push(v.into());
                     let n = values.len();
                     only.push_str(&format!(" AND (l.{column} IS NULL OR l.{column} = ${n})"));
                 }
@@ -104,11 +101,19 @@ fn record(row: &QueryResult, id: &str) -> Result<SpendLimitRecord, Fail> {
     let credits = Credits::from_hundredths(credits).map_err(|e| bad(e.to_string()))?;
     let account: String = row.try_get("", "account_id")?;
     let created_by: Option<String> = row.try_get("", "created_by")?;
+    let member: Option<String> = row.try_get("", "member_id")?;
     Ok(SpendLimitRecord {
         id: SpendLimitId::new(id).map_err(|e| bad(e.to_string()))?,
         account_id: AccountId::new(account).map_err(|e| bad(e.to_string()))?,
-        feature: row.try_get("", "feature")?,
-        api_key_id: row.try_get("", "api_key_id")?,
+        scope: LimitScope {
+            feature: row.try_get("", "feature")?,
+            model: row.try_get("", "model")?,
+            api_key: row.try_get("", "api_key_id")?,
+            member: member
+                .map(UserId::new)
+                .transpose()
+                .map_err(|e| bad(e.to_string()))?,
+        },
         limit: SpendLimit {
             credits,
             window,
@@ -149,8 +154,7 @@ pub(crate) fn reached_events(counted: &[LimitCount], spend: &CreditTransaction) 
 fn told(record: &SpendLimitRecord, after: LimitStanding) -> LimitTold {
     LimitTold {
         id: record.id.clone(),
-        feature: record.feature.clone(),
-        api_key_id: record.api_key_id.clone(),
+        scope: record.scope.clone(),
         limit: record.limit,
         used: after.used,
         resets_at: after.resets_at,
@@ -158,7 +162,7 @@ fn told(record: &SpendLimitRecord, after: LimitStanding) -> LimitTold {
     }
 }
 
-/// Count a spend of `amount` by `account` at `now` (its feature and API key in `spend`) against
+/// Count a spend of `amount` by `account` at `now` (its feature, model, key and member in `spend`) against
 /// every limit it falls under ([`SpendLimit::count`]), writing the counts: what was counted, or
 /// the refusal of a hard limit it would pass (nothing written; of several, the one with the
 /// least left). `limited`: whether the locked balance row says the account has limits (none
@@ -166,7 +170,7 @@ fn told(record: &SpendLimitRecord, after: LimitStanding) -> LimitTold {
 pub(crate) async fn count(
     tx: &DatabaseTransaction,
     (account, limited): (&AccountId, bool),
-    spend: &UsageContext,
+    spend: &LimitScope,
     amount: Credits,
     now: Timestamp,
 ) -> Result<Result<Vec<LimitCount>, Refusal>, Fail> {
@@ -271,7 +275,7 @@ async fn tell_reset(
 pub(crate) async fn room(
     tx: &DatabaseTransaction,
     (account, limited): (&AccountId, bool),
-    spend: &UsageContext,
+    spend: &LimitScope,
     now: Timestamp,
 ) -> Result<Option<Credits>, Fail> {
     if !limited {
@@ -460,10 +464,15 @@ pub(crate) async fn add_in(
             MAX_LIMITS_PER_ACCOUNT,
         ))));
     }
-    if let Some(key) = &new.api_key_id
+    if let Some(key) = &new.scope.api_key
         && !key_of(tx, key, &new.account_id).await?
     {
         return Ok(End::Rollback(Err(AddLimitError::NoSuchKey)));
+    }
+    if let Some(member) = &new.scope.member
+        && !member_of(tx, member, &new.account_id).await?
+    {
+        return Ok(End::Rollback(Err(AddLimitError::NoSuchMember)));
     }
     insert(tx, new).await?;
     seed(tx, new).await?;
@@ -509,8 +518,7 @@ pub(crate) async fn open_with_ceiling(
     let new = NewSpendLimit {
         id,
         account_id: account.clone(),
-        feature: None,
-        api_key_id: None,
+        scope: LimitScope::default(),
         limit: SpendLimit {
             credits: ceiling,
             window: SpendWindow::Month,
@@ -552,15 +560,15 @@ pub(crate) async fn remove_in(
 
 /// Start a new limit from what its window already spent ([`domain::spend_limit::seed`]), read
 /// under the balance row's lock: the ledger's consumptions, and holds (their settles and
-/// releases at the hold's time) of the window and feature; the holds still pending are
+/// releases at the hold's time) of the window and scope; the holds still pending are
 /// remembered as counted, so that their release gives back.
 async fn seed(tx: &DatabaseTransaction, new: &NewSpendLimit) -> Result<(), Fail> {
     let from = new.limit.window.counts_from(new.now).unix_millis();
     let mut values = vec![new.account_id.as_str().into(), from.into()];
     let mut only = String::new();
-    for (column, value) in [("feature", &new.feature), ("api_key_id", &new.api_key_id)] {
+    for (column, value) in scope_columns(&new.scope) {
         if let Some(v) = value {
-            values.push(v.as_str().into());
+            values.push(v.into());
             only.push_str(&format!(" AND t.{column} = ${}", values.len()));
         }
     }
@@ -612,13 +620,14 @@ async fn seed(tx: &DatabaseTransaction, new: &NewSpendLimit) -> Result<(), Fail>
 
 async fn insert(tx: &DatabaseTransaction, new: &NewSpendLimit) -> Result<(), Fail> {
     let sql = "INSERT INTO spend_limits (id, account_id, feature, limit_window, rolling_hours, \
-               credits_hundredths, enforcement, created_by, created_at, api_key_id) \
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+               credits_hundredths, enforcement, created_by, created_at, api_key_id, model, \
+               member_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
+    let scope = &new.scope;
     let hours = new.limit.window.rolling_hours().map(i64::from);
     let values = vec![
         new.id.as_str().into(),
         new.account_id.as_str().into(),
-        new.feature.clone().into(),
+        scope.feature.clone().into(),
         new.limit.window.code().into(),
         hours.into(),
         new.limit.credits.hundredths().into(),
@@ -628,10 +637,34 @@ async fn insert(tx: &DatabaseTransaction, new: &NewSpendLimit) -> Result<(), Fai
             .map(|u| u.as_str().to_owned())
             .into(),
         new.now.unix_millis().into(),
-        new.api_key_id.clone().into(),
+        scope.api_key.clone().into(),
+        scope.model.clone().into(),
+        scope.member.as_ref().map(|m| m.as_str().to_owned()).into(),
     ];
     sql::execute(tx, sql, values).await?;
     Ok(())
+}
+
+/// The columns of `spend_limits` (and of the ledger and reservations, which name them alike)
+/// that narrow a limit, with `scope`'s value of each.
+fn scope_columns(scope: &LimitScope) -> [(&'static str, Option<&str>); 4] {
+    [
+        ("feature", scope.feature.as_deref()),
+        ("model", scope.model.as_deref()),
+        ("api_key_id", scope.api_key.as_deref()),
+        ("member_id", scope.member.as_ref().map(UserId::as_str)),
+    ]
+}
+
+/// Whether `member` is a member of `account`.
+async fn member_of(
+    tx: &DatabaseTransaction,
+    member: &UserId,
+    account: &AccountId,
+) -> Result<bool, Fail> {
+    let sql = "SELECT COUNT(*) AS n FROM account_members WHERE account_id = $1 AND user_id = $2";
+    let values = vec![account.as_str().into(), member.as_str().into()];
+    Ok(sql::one_i64(tx, sql, values, "n").await?.unwrap_or(0) > 0)
 }
 
 /// Whether `key` is an API key bound to `account` and not revoked.

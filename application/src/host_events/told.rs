@@ -230,10 +230,8 @@ pub fn threshold_crossings(
 pub struct LimitTold {
     /// The limit's id.
     pub id: domain::SpendLimitId,
-    /// The one feature it counts, if any.
-    pub feature: Option<String>,
-    /// The one API key whose spends it counts, if any.
-    pub api_key_id: Option<String>,
+    /// What it counts of the account's spends.
+    pub scope: domain::LimitScope,
     /// The limit.
     pub limit: domain::SpendLimit,
     /// What its window counts after the spend.

@@ -5,7 +5,7 @@
 //! limits themselves.
 
 use async_trait::async_trait;
-use domain::{AccountId, Bucket, SpendLimit, SpendLimitId, Timestamp, UserId};
+use domain::{AccountId, Bucket, LimitScope, SpendLimit, SpendLimitId, Timestamp, UserId};
 
 use super::StoreError;
 
@@ -16,11 +16,8 @@ pub struct SpendLimitRecord {
     pub id: SpendLimitId,
     /// The account it limits.
     pub account_id: AccountId,
-    /// The one feature it counts (`None`: every spend of the account).
-    pub feature: Option<String>,
-    /// The one API key whose spends it counts (`None`: every spend of the account); a key
-    /// bound to the account.
-    pub api_key_id: Option<String>,
+    /// What it counts of the account's spends (a key bound to the account; a member of it).
+    pub scope: LimitScope,
     /// The limit.
     pub limit: SpendLimit,
     /// Who made it (`None`: an operator or the app's backend).
@@ -38,8 +35,7 @@ impl SpendLimitRecord {
         domain::LimitReached {
             owner: domain::LimitOwner::Account {
                 id: self.id.clone(),
-                feature: self.feature.clone(),
-                api_key: self.api_key_id.clone(),
+                scope: Box::new(self.scope.clone()),
             },
             credits: self.limit.credits,
             window: self.limit.window,
@@ -74,10 +70,8 @@ pub struct NewSpendLimit {
     pub id: SpendLimitId,
     /// The account.
     pub account_id: AccountId,
-    /// The one feature it counts, if any.
-    pub feature: Option<String>,
-    /// The one API key whose spends it counts, if any.
-    pub api_key_id: Option<String>,
+    /// What it counts of the account's spends.
+    pub scope: LimitScope,
     /// The limit.
     pub limit: SpendLimit,
     /// Who makes it.
@@ -95,6 +89,9 @@ pub enum AddLimitError {
     /// The limit names an API key that is not bound to its account, or is revoked.
     #[error("no such API key on this account")]
     NoSuchKey,
+    /// The limit names a user who is not a member of its account (a team).
+    #[error("no such member of this account")]
+    NoSuchMember,
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -109,7 +106,7 @@ impl From<AddLimitError> for StoreError {
             AddLimitError::TooMany(n) => {
                 StoreError::Conflict(format!("the account has {n} limits"))
             }
-            AddLimitError::NoSuchKey => StoreError::NotFound,
+            AddLimitError::NoSuchKey | AddLimitError::NoSuchMember => StoreError::NotFound,
             AddLimitError::Store(e) => e,
         }
     }
@@ -131,10 +128,12 @@ pub trait SpendLimitStore: Send + Sync + 'static {
     /// Add a limit, counting from nothing: in one transaction with the account's balance row
     /// locked (the spends in flight finish first, those after it count against it), refused
     /// past [`domain::MAX_LIMITS_PER_ACCOUNT`]. A limit on an API key needs a key bound to the
-    /// account and not revoked, read in the same transaction.
+    /// account and not revoked, and one on a member a member of the account, each read in the
+    /// same transaction.
     ///
     /// # Errors
-    /// [`AddLimitError::TooMany`], [`AddLimitError::NoSuchKey`]; storage failures.
+    /// [`AddLimitError::TooMany`], [`AddLimitError::NoSuchKey`], [`AddLimitError::NoSuchMember`];
+    /// storage failures.
     async fn add_spend_limit(&self, new: &NewSpendLimit)
     -> Result<SpendLimitRecord, AddLimitError>;
 

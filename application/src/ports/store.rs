@@ -771,6 +771,20 @@ pub struct UsageContext {
     pub api_key_id: Option<String>,
 }
 
+impl UsageContext {
+    /// The spend as limits see it ([`domain::LimitScope::counts`]): its feature, model and
+    /// API key, and the team `member` who made it.
+    #[must_use]
+    pub fn spent_as(&self, member: Option<&UserId>) -> domain::LimitScope {
+        domain::LimitScope {
+            feature: self.feature.clone(),
+            model: self.model.clone(),
+            api_key: self.api_key_id.clone(),
+            member: member.cloned(),
+        }
+    }
+}
+
 /// Spend credits now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumeCommand {

@@ -135,14 +135,18 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 LimitsError::Infra(infra) => ApiKeyError::Infra(infra),
                 other => ApiKeyError::Infra(InfraError::Unexpected(other.into())),
             })?;
-            on_keys.extend(shown.into_iter().filter(|l| l.record.api_key_id.is_some()));
+            on_keys.extend(
+                shown
+                    .into_iter()
+                    .filter(|l| l.record.scope.api_key.is_some()),
+            );
         }
         Ok(keys
             .into_iter()
             .map(|key| {
                 let limits = on_keys
                     .iter()
-                    .filter(|l| l.record.api_key_id.as_deref() == Some(key.id.as_str()))
+                    .filter(|l| l.record.scope.api_key.as_deref() == Some(key.id.as_str()))
                     .cloned()
                     .collect();
                 KeyWithLimits { key, limits }

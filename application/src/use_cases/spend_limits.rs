@@ -4,8 +4,8 @@
 //! its user) add and remove them. The store checks them in every spend's own transaction.
 
 use domain::{
-    AccountId, Credits, Enforcement, FeatureName, LimitStanding, SpendLimit, SpendLimitId,
-    SpendWindow, UserId,
+    AccountId, Credits, Enforcement, FeatureName, LimitScope, LimitStanding, ModelName, SpendLimit,
+    SpendLimitId, SpendWindow, UserId,
 };
 
 use super::InfraError;
@@ -20,8 +20,12 @@ use crate::service::Service;
 pub struct LimitDraft {
     /// The one feature it counts (`None`: every spend).
     pub feature: Option<String>,
+    /// The one AI model it counts (`None`: every spend).
+    pub model: Option<String>,
     /// The one API key whose spends it counts (`None`: every spend): a key bound to the account.
     pub api_key_id: Option<String>,
+    /// The one member whose spends it counts (`None`: every spend): a member of the account.
+    pub member_id: Option<String>,
     /// `hour`, `day`, `week`, `month` or `rolling`.
     pub window: String,
     /// The hours of a rolling window.
@@ -67,6 +71,9 @@ pub enum LimitsError {
     /// The draft names an API key that is not bound to the account, or is revoked.
     #[error("apiKeyId: no API key bound to this account has this id")]
     NoSuchKey,
+    /// The draft names a user who is not a member of the account.
+    #[error("memberId: no member of this account has this id")]
+    NoSuchMember,
     /// Infrastructure.
     #[error(transparent)]
     Infra(#[from] InfraError),
@@ -78,11 +85,22 @@ impl From<StoreError> for LimitsError {
     }
 }
 
+impl From<AddLimitError> for LimitsError {
+    fn from(e: AddLimitError) -> Self {
+        match e {
+            AddLimitError::TooMany(n) => LimitsError::TooMany(n),
+            AddLimitError::NoSuchKey => LimitsError::NoSuchKey,
+            AddLimitError::NoSuchMember => LimitsError::NoSuchMember,
+            AddLimitError::Store(e) => e.into(),
+        }
+    }
+}
+
 /// The limit a draft describes.
 ///
 /// # Errors
 /// [`LimitsError::Invalid`] naming the field.
-pub fn parse_draft(draft: &LimitDraft) -> Result<(Option<String>, SpendLimit), LimitsError> {
+pub fn parse_draft(draft: &LimitDraft) -> Result<(LimitScope, SpendLimit), LimitsError> {
     let invalid = |field, message: &str| LimitsError::Invalid {
         field,
         message: message.to_owned(),
@@ -119,8 +137,26 @@ pub fn parse_draft(draft: &LimitDraft) -> Result<(Option<String>, SpendLimit), L
         .map(|f| FeatureName::new(f).map(|_| f.to_owned()))
         .transpose()
         .map_err(|e| invalid("feature", &e.to_string()))?;
-    Ok((
+    let model = draft
+        .model
+        .as_deref()
+        .map(|m| ModelName::new(m).map(|_| m.to_owned()))
+        .transpose()
+        .map_err(|e| invalid("model", &e.to_string()))?;
+    let member = draft
+        .member_id
+        .as_deref()
+        .map(UserId::new)
+        .transpose()
+        .map_err(|e| invalid("memberId", &e.to_string()))?;
+    let scope = LimitScope {
         feature,
+        model,
+        api_key: draft.api_key_id.clone(),
+        member,
+    };
+    Ok((
+        scope,
         SpendLimit {
             credits,
             window,
@@ -160,7 +196,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         account: &AccountId,
         draft: LimitDraft,
     ) -> Result<ShownLimit, LimitsError> {
-        let (feature, limit) = parse_draft(&draft)?;
+        let (scope, limit) = parse_draft(&draft)?;
         if !self.manages_billing_of(user, account).await? {
             return Err(LimitsError::NotAllowed);
         }
@@ -170,18 +206,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let new = NewSpendLimit {
             id,
             account_id: account.clone(),
-            feature,
-            api_key_id: draft.api_key_id,
+            scope,
             limit,
             created_by: Some(user.clone()),
             now,
         };
-        let record = match self.store.add_spend_limit(&new).await {
-            Ok(record) => record,
-            Err(AddLimitError::TooMany(n)) => return Err(LimitsError::TooMany(n)),
-            Err(AddLimitError::NoSuchKey) => return Err(LimitsError::NoSuchKey),
-            Err(AddLimitError::Store(e)) => return Err(e.into()),
-        };
+        let record = self.store.add_spend_limit(&new).await?;
         Ok(ShownLimit {
             standing: record.limit.standing(&record.buckets, now),
             record,

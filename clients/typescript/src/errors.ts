@@ -65,10 +65,11 @@ export class TallyError extends Error {
 }
 
 /**
- * The limit a `limit_reached` error names (`scope` `member`: a team member's own limit;
- * `account`: a limit on the account, with its `id`; `key`: a limit on the API key that spent,
- * with its `id` and `apiKeyId`): the cap, what is left in the window and when it resets;
- * `undefined` for any other error.
+ * The limit a `limit_reached` error names (`scope` `member`: a limit on the team member who
+ * spent, their seat's own without an `id` or a listed one with its `id` and `memberId`;
+ * `account`: a limit on the account, with its `id` and any `feature` or `model`; `key`: a limit
+ * on the API key that spent, with its `id` and `apiKeyId`): the cap, what is left in the window
+ * and when it resets; `undefined` for any other error.
  */
 export function limitReached(error: unknown): components["schemas"]["LimitReachedView"] | undefined {
   return isTallyError(error, "limit_reached") ? (error.problem.limit ?? undefined) : undefined;

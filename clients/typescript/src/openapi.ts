@@ -8806,9 +8806,9 @@ export interface paths {
                     };
                 };
                 /**
-                 * @description `validation_failed`: a bad credits, window, rollingHours, feature or enforcement, or
-                 *     an apiKeyId that is no unrevoked key bound to the account; `too_many_limits`: the
-                 *     account has 20 limits already.
+                 * @description `validation_failed`: a bad credits, window, rollingHours, feature, model or
+                 *     enforcement, an apiKeyId that is no unrevoked key bound to the account, or a memberId
+                 *     that is no member of it; `too_many_limits`: the account has 20 limits already.
                  */
                 422: {
                     headers: {
@@ -9142,8 +9142,9 @@ export interface paths {
                     };
                 };
                 /**
-                 * @description `validation_failed`: a bad field, or an apiKeyId that is no unrevoked key bound to
-                 *     the account; `too_many_limits`: the account has 20 limits already.
+                 * @description `validation_failed`: a bad field, an apiKeyId that is no unrevoked key bound to the
+                 *     account, or a memberId that is no member of it; `too_many_limits`: the account has
+                 *     20 limits already.
                  */
                 422: {
                     headers: {
@@ -10183,11 +10184,21 @@ export interface components {
             /** @description The one feature the limit counts (absent: every spend of the account). */
             feature?: string;
             /**
+             * @description The one AI model the limit counts (absent: every spend of the account), as spends name
+             *     it in `model`.
+             */
+            model?: string;
+            /**
              * @description The one API key whose spends the limit counts (absent: every spend of the account): a
              *     key bound to this account (`accountId` of `POST /api/admin/api-keys`) and not revoked.
              *     Spends made with other keys, or in the browser, do not count against it.
              */
             apiKeyId?: string;
+            /**
+             * @description The one member of a team whose spends the limit counts (absent: every spend of the
+             *     account): a user who is a member of this account.
+             */
+            memberId?: string;
             /**
              * @description `hard` (default): a spend that would pass it is refused with `limit_reached`; `soft`: it
              *     goes through.
@@ -10610,17 +10621,22 @@ export interface components {
          */
         LimitReachedView: {
             /**
-             * @description Whose limit: `member` (the acting member's own limit in a team), `account` (a limit on
-             *     the account, `GET /api/limits`) or `key` (a limit on the API key the spend was made
-             *     with, also listed by `GET /api/limits`).
+             * @description Whose limit: `member` (a limit on the acting member of a team: their seat's own limit,
+             *     without an `id`, or one listed by `GET /api/limits` with its `memberId`), `account` (a
+             *     limit on the account, `GET /api/limits`) or `key` (a limit on the API key the spend was
+             *     made with, also listed by `GET /api/limits`).
              */
             scope: string;
-            /** @description An account or key limit's id. */
+            /** @description The id of a limit `GET /api/limits` lists. */
             id?: string;
-            /** @description The one feature an account or key limit counts, if any. */
+            /** @description The one feature the limit counts, if any. */
             feature?: string;
+            /** @description The one AI model the limit counts, if any. */
+            model?: string;
             /** @description The API key a `key` limit counts the spends of. */
             apiKeyId?: string;
+            /** @description The member a listed `member` limit counts the spends of. */
+            memberId?: string;
             /** @description The most that may be spent in one window (decimal string, two places). */
             credits: string;
             /**
@@ -11347,8 +11363,12 @@ export interface components {
             accountId: string;
             /** @description The one feature it counts, if any. */
             feature?: string;
+            /** @description The one AI model it counts, if any. */
+            model?: string;
             /** @description The one API key whose spends it counts, if any. */
             apiKeyId?: string;
+            /** @description The one member whose spends it counts, if any. */
+            memberId?: string;
             /** @description `hour`, `day`, `week`, `month` or `rolling`. */
             window: string;
             /**

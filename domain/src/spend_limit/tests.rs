@@ -332,28 +332,57 @@ proptest! {
 }
 
 #[test]
-fn a_limit_counts_the_spends_of_its_feature_and_its_key() {
-    use super::applies;
-    // Every spend of the account.
-    assert!(applies((None, None), None, None));
-    assert!(applies((None, None), Some("chat"), Some("key_1")));
-    // One feature, with or without a key.
-    assert!(applies((Some("chat"), None), Some("chat"), Some("key_1")));
-    assert!(!applies((Some("chat"), None), Some("image"), None));
-    assert!(!applies((Some("chat"), None), None, None));
-    // One key: not the spends of another key, nor those made without one.
-    assert!(applies((None, Some("key_1")), Some("chat"), Some("key_1")));
-    assert!(!applies((None, Some("key_1")), Some("chat"), Some("key_2")));
-    assert!(!applies((None, Some("key_1")), Some("chat"), None));
-    // Both.
-    assert!(applies(
-        (Some("chat"), Some("key_1")),
-        Some("chat"),
-        Some("key_1")
-    ));
-    assert!(!applies(
-        (Some("chat"), Some("key_1")),
-        Some("image"),
-        Some("key_1")
-    ));
+fn a_limit_counts_the_spends_of_its_feature_model_key_and_member() {
+    use super::LimitScope;
+    let scope =
+        |feature: Option<&str>, model: Option<&str>, key: Option<&str>, member: Option<&str>| {
+            LimitScope {
+                feature: feature.map(str::to_owned),
+                model: model.map(str::to_owned),
+                api_key: key.map(str::to_owned),
+                member: member.map(|m| crate::UserId::new(m).unwrap()),
+            }
+        };
+    let spend = scope(Some("chat"), Some("gpt-4o"), Some("key_1"), Some("usr_1"));
+    let bare = scope(None, None, None, None);
+    // Every spend of the account, with or without any part.
+    assert!(bare.counts(&spend));
+    assert!(bare.counts(&bare));
+    // Each part alone: the spend's own, not another's, nor a spend without it.
+    let parts = [
+        (
+            scope(Some("chat"), None, None, None),
+            scope(Some("image"), None, None, None),
+        ),
+        (
+            scope(None, Some("gpt-4o"), None, None),
+            scope(None, Some("o3"), None, None),
+        ),
+        (
+            scope(None, None, Some("key_1"), None),
+            scope(None, None, Some("key_2"), None),
+        ),
+        (
+            scope(None, None, None, Some("usr_1")),
+            scope(None, None, None, Some("usr_2")),
+        ),
+    ];
+    for (mine, other) in parts {
+        assert!(mine.counts(&spend), "{mine:?}");
+        assert!(!other.counts(&spend), "{other:?}");
+        assert!(!mine.counts(&bare), "{mine:?}");
+    }
+    // Several parts: all must be the spend's.
+    assert!(spend.counts(&spend));
+    assert!(scope(Some("chat"), Some("gpt-4o"), None, None).counts(&spend));
+    assert!(!scope(Some("chat"), Some("o3"), None, None).counts(&spend));
+    assert!(!scope(Some("image"), None, Some("key_1"), None).counts(&spend));
+    // What a refusal names.
+    assert_eq!(bare.owner_code(), "account");
+    assert_eq!(
+        scope(Some("chat"), Some("o3"), None, None).owner_code(),
+        "account"
+    );
+    assert_eq!(scope(None, None, Some("key_1"), None).owner_code(), "key");
+    assert_eq!(spend.owner_code(), "member");
 }

@@ -357,3 +357,86 @@ async fn each_window_kind_resets_on_the_moved_clock() {
         assert_eq!(status, 201, "{window} after its reset: {spent}");
     }
 }
+
+/// A limit on a model counts the spends naming that model alone, whoever makes them; one on a
+/// member of a team counts that member's spends alone, whatever the model. A refusal names the
+/// limit's model or member.
+#[tokio::test]
+async fn model_and_member_limits_count_their_own_spends() {
+    let (app, admin) = spawn_app_with_admin(|_| {}).await;
+    let (ada, ada_token) = app.user("ada@example.com").await;
+    let (bob, _) = app.user("bob@example.com").await;
+    let (eve, _) = app.user("eve@example.com").await;
+    let (_, team) = app
+        .post(&ada_token, "/api/accounts", &json!({"name": "Acme"}), None)
+        .await;
+    let team = team["id"].as_str().expect("id").to_owned();
+    let members = format!("/api/accounts/{team}/members");
+    let added = app
+        .post(&ada_token, &members, &json!({"memberId": bob}), None)
+        .await;
+    assert_eq!(added.0, 201, "{}", added.1);
+    let grant = json!({"amount": "100", "reason": "pool"});
+    let fund = format!("/api/admin/accounts/{team}/credits");
+    assert_eq!(app.post(&admin, &fund, &grant, Some("f1")).await.0, 200);
+
+    let on_team = format!("{LIMITS}?accountId={team}");
+    let not_member = json!({"credits": "3", "window": "day", "memberId": eve});
+    let answer = app.post(&ada_token, &on_team, &not_member, None).await;
+    assert_eq!(code(&answer), (422, Some("validation_failed")));
+    assert_eq!(answer.1["errors"][0]["field"], "memberId", "{}", answer.1);
+    let on_bob = json!({"credits": "3", "window": "day", "memberId": bob});
+    let (status, bobs) = app.post(&ada_token, &on_team, &on_bob, None).await;
+    assert_eq!(status, 201, "{bobs}");
+    assert_eq!(bobs["memberId"], bob.as_str());
+    let on_model = json!({"credits": "2", "window": "day", "model": "gpt-4o"});
+    let (status, model) = app.post(&ada_token, &on_team, &on_model, None).await;
+    assert_eq!(status, 201, "{model}");
+    assert_eq!(model["model"], "gpt-4o");
+
+    // A chat of 1,000 tokens costs 1 credit on gpt-4o and 1.25 on claude-sonnet-4.
+    let backend = app.api_key(&admin, &["credits:consume"]).await;
+    let chat = |who: &str, model: &str, key: &str| {
+        let body = json!({"userId": who, "accountId": team, "model": model, "tokens": 1000});
+        let (app, backend, key) = (&app, &backend, key.to_owned());
+        async move { app.post(backend, CONSUME, &body, Some(&key)).await }
+    };
+    assert_eq!(chat(&bob, "gpt-4o", "c1").await.0, 201);
+    assert_eq!(chat(&bob, "gpt-4o", "c2").await.0, 201);
+    let refused = chat(&ada, "gpt-4o", "c3").await;
+    assert_eq!(
+        code(&refused),
+        (402, Some("limit_reached")),
+        "{}",
+        refused.1
+    );
+    let named = &refused.1["limit"];
+    assert_eq!(
+        (&named["scope"], &named["id"], &named["model"]),
+        (&json!("account"), &model["id"], &json!("gpt-4o"))
+    );
+    let refused = chat(&bob, "claude-sonnet-4", "c4").await;
+    assert_eq!(
+        code(&refused),
+        (402, Some("limit_reached")),
+        "{}",
+        refused.1
+    );
+    let named = &refused.1["limit"];
+    assert_eq!(
+        (&named["scope"], &named["id"], &named["memberId"]),
+        (&json!("member"), &bobs["id"], &json!(bob))
+    );
+    assert_eq!(named["leftHundredths"], 100);
+    // Ada's other models are not limited.
+    assert_eq!(chat(&ada, "claude-sonnet-4", "c5").await.0, 201);
+
+    let (_, listed) = app.get(&ada_token, &on_team).await;
+    let used: Vec<_> = listed["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|l| l["usedHundredths"].clone())
+        .collect();
+    assert_eq!(used, [json!(200), json!(200)], "{listed}");
+}

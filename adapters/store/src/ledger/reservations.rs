@@ -206,7 +206,8 @@ async fn counted_by_limits(
         None => postings::lock_balance_limited(tx, &c.account_id).await?,
     };
     let within = (&c.account_id, limited);
-    Ok(limits::count(tx, within, &c.context, c.amount, c.now)
+    let spend = c.context.spent_as(c.member_id.as_ref());
+    Ok(limits::count(tx, within, &spend, c.amount, c.now)
         .await?
         .map(|counts| (balance, counts)))
 }
@@ -405,7 +406,8 @@ async fn within_limits(
     most: Credits,
     now: Timestamp,
 ) -> Result<Credits, Fail> {
-    let room = limits::room(tx, within, &r.context, now).await?;
+    let spend = r.context.spent_as(r.member_id.as_ref());
+    let room = limits::room(tx, within, &spend, now).await?;
     Ok(room.map_or(most, |room| most.min(room)))
 }
 
@@ -532,7 +534,8 @@ async fn settle_limits(
     match charged.checked_sub(r.held) {
         Ok(over) if !over.is_zero() => {
             limits::give_back_hold(tx, &r.id, Some(Credits::ZERO)).await?;
-            let counted = limits::count(tx, within, &r.context, over, now)
+            let spend = r.context.spent_as(r.member_id.as_ref());
+            let counted = limits::count(tx, within, &spend, over, now)
                 .await?
                 .map_err(|refusal| {
                     Fail::Store(StoreError::Unexpected(anyhow::anyhow!(

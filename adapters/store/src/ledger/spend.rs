@@ -125,7 +125,8 @@ async fn limits_counted(
     limited: bool,
 ) -> Result<Result<Vec<limits::LimitCount>, Spent<(CreditTransaction, Replay)>>, Fail> {
     let within = (&c.account_id, limited);
-    match limits::count(tx, within, &c.context, c.amount, c.now).await? {
+    let spend = c.context.spent_as(c.member_id.as_ref());
+    match limits::count(tx, within, &spend, c.amount, c.now).await? {
         Ok(counts) => Ok(Ok(counts)),
         Err(refusal) => Ok(Err(replay(tx, c).await?.unwrap_or(Spent::Refused(refusal)))),
     }

@@ -260,7 +260,9 @@ async fn a_spend_reaching_a_limit_tells_it(world: &World, store: &TestStore) {
     store.grant(&grant).await.unwrap();
     let draft = LimitDraft {
         feature: None,
+        model: None,
         api_key_id: None,
+        member_id: None,
         window: "month".into(),
         rolling_hours: None,
         credits: "5".into(),

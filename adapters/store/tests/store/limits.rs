@@ -2,14 +2,15 @@
 //! window across its reset, exact under concurrency, on both databases, group commit off and on.
 
 use application::accounts::{ApiKey, Scope, TokenHash};
+use application::host_events;
 use application::ports::{
     AddLimitError, ApiKeyRepository, ConsumeCommand, CreditLedger, GrantCommand, GrantSource,
-    IdempotencyRecord, NewSpendLimit, ReservationStatus, ReserveCommand, SpendError,
-    SpendLimitStore, UsageContext, Writes,
+    IdempotencyRecord, MemberCommand, NewSpendLimit, NewTeam, ReservationStatus, ReserveCommand,
+    SpendError, SpendLimitStore, TeamStore, UsageContext, Writes,
 };
 use domain::{
-    AccountId, Enforcement, LimitOwner, MAX_LIMITS_PER_ACCOUNT, ReservationId, SpendLimit,
-    SpendLimitId, SpendWindow, Timestamp,
+    AccountId, Enforcement, LimitOwner, LimitScope, MAX_LIMITS_PER_ACCOUNT, MemberChange,
+    MemberRole, ReservationId, SpendLimit, SpendLimitId, SpendWindow, Timestamp, UserId,
 };
 
 use store::SeaOrmStore;
@@ -42,10 +43,12 @@ async fn limit(
     at: i64,
 ) -> SpendLimitId {
     let new = NewSpendLimit {
-        api_key_id: None,
         id: SpendLimitId::new(id).unwrap(),
         account_id: account.clone(),
-        feature: feature.map(str::to_owned),
+        scope: LimitScope {
+            feature: feature.map(str::to_owned),
+            ..LimitScope::default()
+        },
         limit: SpendLimit {
             credits: c(whole * 100),
             window,
@@ -284,10 +287,9 @@ pub async fn a_new_limit_counts_its_window_so_far_and_a_removed_one_nothing(stor
         limit(store, &ada, (&id, None), (1_000, SpendWindow::Month), NOW).await;
     }
     let one_more = NewSpendLimit {
-        api_key_id: None,
         id: SpendLimitId::new("lim_more").unwrap(),
         account_id: ada.clone(),
-        feature: None,
+        scope: LimitScope::default(),
         limit: SpendLimit {
             credits: c(100),
             window: SpendWindow::Hour,
@@ -344,10 +346,9 @@ pub async fn a_limit_is_never_passed_under_concurrency(store: &TestStore) {
 pub async fn a_limit_reached_is_told_once_per_crossing(store: &TestStore) {
     let ada = funded(store, "ada", 100).await;
     let soft = NewSpendLimit {
-        api_key_id: None,
         id: SpendLimitId::new("lim_soft").unwrap(),
         account_id: ada.clone(),
-        feature: None,
+        scope: LimitScope::default(),
         limit: SpendLimit {
             credits: c(500),
             window: SpendWindow::Hour,
@@ -444,8 +445,10 @@ pub async fn a_key_limit_counts_its_key_alone(store: &TestStore) {
     let new = |id: &str, key: &str| NewSpendLimit {
         id: SpendLimitId::new(id).unwrap(),
         account_id: ada.clone(),
-        feature: None,
-        api_key_id: Some(key.into()),
+        scope: LimitScope {
+            api_key: Some(key.into()),
+            ..LimitScope::default()
+        },
         limit: SpendLimit {
             credits: c(1_000),
             window: SpendWindow::Day,
@@ -465,7 +468,7 @@ pub async fn a_key_limit_counts_its_key_alone(store: &TestStore) {
         .add_spend_limit(&new("lim_key", "key_a"))
         .await
         .unwrap();
-    assert_eq!(capped.api_key_id.as_deref(), Some("key_a"));
+    assert_eq!(capped.scope.api_key.as_deref(), Some("key_a"));
     assert_eq!(used(store, &ada, &capped.id, NOW).await, 300);
     // Spends with key_b and without a key do not count against it.
     store
@@ -502,8 +505,10 @@ pub async fn a_key_limit_counts_its_key_alone(store: &TestStore) {
         reached.owner,
         LimitOwner::Account {
             id: capped.id.clone(),
-            feature: None,
-            api_key: Some("key_a".into()),
+            scope: Box::new(LimitScope {
+                api_key: Some("key_a".into()),
+                ..LimitScope::default()
+            }),
         }
     );
     // key_b still spends.
@@ -633,10 +638,12 @@ async fn a_reached_limit_is_told_reset_when_it_has_room_again(store: &TestStore)
     )
     .await;
     let rolling = NewSpendLimit {
-        api_key_id: None,
         id: SpendLimitId::new("lim_rolling").unwrap(),
         account_id: account.clone(),
-        feature: Some("tts".into()),
+        scope: LimitScope {
+            feature: Some("tts".into()),
+            ..LimitScope::default()
+        },
         limit: SpendLimit {
             credits: c(1_000),
             window: SpendWindow::Rolling { hours: 2 },
@@ -706,7 +713,128 @@ async fn a_reached_limit_is_told_reset_when_it_has_room_again(store: &TestStore)
     assert_eq!(store.tell_limit_resets(t(next), 100).await.unwrap(), 0);
 }
 
+/// A limit on a model counts the spends naming that model alone; one on a member of a team,
+/// that member's spends alone (holds included), and is refused for a user who is no member.
+/// Each starts from what its window already spent of its model or member.
+pub async fn model_and_member_limits_count_their_own_spends(store: &TestStore) {
+    let ada = user(store, "ada").await;
+    let bob = user(store, "bob").await;
+    let cy = user(store, "cy").await;
+    let team = AccountId::new("team_acme").unwrap();
+    let new_team = NewTeam {
+        id: team.clone(),
+        name: "Acme".into(),
+        owner: ada.clone(),
+        now: t(NOW),
+    };
+    store.create_team(&new_team).await.unwrap();
+    let join = MemberCommand {
+        account: team.clone(),
+        actor: ada.clone(),
+        target: bob.clone(),
+        changes: vec![MemberChange::Add(MemberRole::Member)],
+        seats: None,
+        now: t(NOW),
+    };
+    store
+        .change_member(&join, host_events::member_changed)
+        .await
+        .unwrap();
+    let grant = GrantCommand {
+        account_id: team.clone(),
+        amount: c(10_000),
+        source: GrantSource::Admin("fund-team".into()),
+        expires_at: None,
+        now: t(NOW - HOUR),
+    };
+    store.grant(&grant).await.unwrap();
+    let by = |member: &UserId, model: &str, whole: i64, key: &str| {
+        let mut c = spend(&team, (whole, "chat"), key, NOW);
+        c.member_id = Some(member.clone());
+        c.context.model = Some(model.into());
+        c
+    };
+    // Spent before the limits: bob 2 on gpt-4o, ada 3 on o3.
+    store.consume(&by(&bob, "gpt-4o", 2, "s1")).await.unwrap();
+    store.consume(&by(&ada, "o3", 3, "s2")).await.unwrap();
+    let new = |id: &str, scope: LimitScope| NewSpendLimit {
+        id: SpendLimitId::new(id).unwrap(),
+        account_id: team.clone(),
+        scope,
+        limit: SpendLimit {
+            credits: c(500),
+            window: SpendWindow::Day,
+            enforcement: Enforcement::Hard,
+        },
+        created_by: None,
+        now: t(NOW),
+    };
+    let on_model = LimitScope {
+        model: Some("o3".into()),
+        ..LimitScope::default()
+    };
+    let on_bob = LimitScope {
+        member: Some(bob.clone()),
+        ..LimitScope::default()
+    };
+    let on_cy = LimitScope {
+        member: Some(cy.clone()),
+        ..LimitScope::default()
+    };
+    assert!(matches!(
+        store.add_spend_limit(&new("lim_cy", on_cy)).await,
+        Err(AddLimitError::NoSuchMember)
+    ));
+    let model = store
+        .add_spend_limit(&new("lim_o3", on_model.clone()))
+        .await
+        .unwrap();
+    assert_eq!(model.scope, on_model);
+    let member = store
+        .add_spend_limit(&new("lim_bob", on_bob.clone()))
+        .await
+        .unwrap();
+    assert_eq!(member.scope, on_bob);
+    assert_eq!(used(store, &team, &model.id, NOW).await, 300);
+    assert_eq!(used(store, &team, &member.id, NOW).await, 200);
+    // Bob's o3 spends count against both; ada's gpt-4o against neither.
+    store.consume(&by(&bob, "o3", 1, "s3")).await.unwrap();
+    store.consume(&by(&ada, "gpt-4o", 20, "s4")).await.unwrap();
+    assert_eq!(used(store, &team, &model.id, NOW).await, 400);
+    assert_eq!(used(store, &team, &member.id, NOW).await, 300);
+    // Bob's hold on gpt-4o counts against his limit alone, and is refused past it.
+    let mut held = hold(&team, 2, "r1", NOW);
+    held.member_id = Some(bob.clone());
+    held.context.model = Some("gpt-4o".into());
+    store.reserve(&held).await.unwrap();
+    assert_eq!(used(store, &team, &member.id, NOW).await, 500);
+    assert_eq!(used(store, &team, &model.id, NOW).await, 400);
+    let (id, left, _) = refused(store.consume(&by(&bob, "gpt-4o", 1, "s5")).await);
+    assert_eq!((id, left), (member.id.clone(), 0));
+    // Ada's o3 spend past the model's limit is refused, naming it.
+    let refusal = store.consume(&by(&ada, "o3", 2, "s6")).await;
+    let Err(SpendError::LimitReached(reached)) = refusal else {
+        panic!("not refused: {refusal:?}")
+    };
+    assert_eq!(
+        reached.owner,
+        LimitOwner::Account {
+            id: model.id.clone(),
+            scope: Box::new(on_model),
+        }
+    );
+    assert_eq!(reached.left, c(100));
+    // Released, bob's hold gives his headroom back.
+    let r1 = ReservationId::new("r1").unwrap();
+    store
+        .release((&team, Some(&bob)), &r1, t(NOW))
+        .await
+        .unwrap();
+    assert_eq!(used(store, &team, &member.id, NOW).await, 300);
+}
+
 contract_tests!(
+    model_and_member_limits_count_their_own_spends,
     a_reached_limit_is_told_reset_when_it_has_room_again,
     new_accounts_open_with_the_operator_s_ceiling,
     a_key_limit_counts_its_key_alone,

@@ -1,5 +1,5 @@
 //! The spend limits of an account: each with what its current window counted as a meter, what
-//! it counts (a feature, an API key) and when it resets, with a form to add one and a button to
+//! it counts (a feature, a model, an API key, a member) and when it resets, with a form to add one and a button to
 //! remove each for those who may. Shown on the dashboard's credits tab, where the account's
 //! owners and admins (on a personal account, its user) change them
 //! (`POST /dashboard/limits/{add,remove}`, the use cases of `/api/limits`), and on the admin
@@ -37,6 +37,8 @@ pub(crate) struct LimitForm {
     rolling_hours: String,
     #[serde(default)]
     feature: String,
+    #[serde(default)]
+    model: String,
     #[serde(default)]
     enforcement: String,
 }
@@ -117,9 +119,12 @@ fn outcome(done: Result<&'static str, LimitsError>) -> Result<&'static str, Page
         Err(LimitsError::Invalid { .. }) => "limit_invalid",
         Err(LimitsError::NotAllowed) => "limit_not_allowed",
         Err(LimitsError::TooMany(_)) => "limit_too_many",
-        Err(LimitsError::NotFound | LimitsError::NoSuchKey | LimitsError::AccountNotFound) => {
-            "limit_gone"
-        }
+        Err(
+            LimitsError::NotFound
+            | LimitsError::NoSuchKey
+            | LimitsError::NoSuchMember
+            | LimitsError::AccountNotFound,
+        ) => "limit_gone",
         Err(LimitsError::Infra(infra)) => return Err(infra.into()),
     })
 }
@@ -137,7 +142,9 @@ fn draft_of(form: &LimitForm) -> Result<LimitDraft, LimitsError> {
     let window = form.window.trim().to_owned();
     Ok(LimitDraft {
         feature: text(&form.feature),
+        model: text(&form.model),
         api_key_id: None,
+        member_id: None,
         // Hours apply to a rolling window alone; the form keeps the field for every window.
         rolling_hours: rolling_hours.filter(|_| window == "rolling"),
         window,
@@ -290,6 +297,10 @@ fn add_form(v: &Visitor, forms: Forms<'_>) -> Markup {
                     input #limit-feature type="text" name="feature" maxlength="64";
                 }
                 div.field {
+                    label for="limit-model" { (v.t("limits.model_field")) }
+                    input #limit-model type="text" name="model" maxlength="64";
+                }
+                div.field {
                     label for="limit-enforcement" { (v.t("limits.enforcement")) }
                     select #limit-enforcement name="enforcement" {
                         option value="hard" selected { (v.t("limits.hard")) }
@@ -364,11 +375,17 @@ fn row(v: &Visitor, shown: &ShownLimit, removable: Option<Forms<'_>>) -> Markup 
                 (used)
             }
             span.cell-sub {
-                @if let Some(feature) = &record.feature {
+                @if let Some(feature) = &record.scope.feature {
                     (v.tf("limits.feature", &[("feature", feature)])) " · "
                 }
-                @if let Some(key) = &record.api_key_id {
+                @if let Some(model) = &record.scope.model {
+                    (v.tf("limits.model", &[("model", model)])) " · "
+                }
+                @if let Some(key) = &record.scope.api_key {
                     (v.tf("limits.key", &[("key", key)])) " · "
+                }
+                @if let Some(member) = &record.scope.member {
+                    (v.tf("limits.member", &[("member", member.as_str())])) " · "
                 }
                 (v.tf("teams.resets", &[("date", &format::date_time(standing.resets_at, v.lang))]))
             }

@@ -586,7 +586,9 @@ async fn the_credits_tab_shows_spend_limits_with_their_usage() {
     for (window, hours, feature) in [("day", None, None), ("rolling", Some(5), Some("image"))] {
         let draft = application::use_cases::spend_limits::LimitDraft {
             feature: feature.map(str::to_owned),
+            model: None,
             api_key_id: None,
+            member_id: None,
             window: window.into(),
             rolling_hours: hours,
             credits: "12".into(),

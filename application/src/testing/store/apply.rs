@@ -118,7 +118,8 @@ fn ledger_op(s: &mut State, op: &LedgerOp) -> Result<LedgerOutcome, ApplyError> 
             let (tx, replay) = s.ledger.consume(c)?;
             // A replay counts nothing again (a refusal drops the whole draft).
             if replay == crate::ports::Replay::Fresh {
-                super::limits::count(s, &c.account_id, &c.context, c.amount, c.now)?;
+                let spend = c.context.spent_as(c.member_id.as_ref());
+                super::limits::count(s, &c.account_id, &spend, c.amount, c.now)?;
             }
             LedgerOutcome::Spent(tx, replay)
         }
@@ -136,7 +137,8 @@ fn ledger_op(s: &mut State, op: &LedgerOp) -> Result<LedgerOutcome, ApplyError> 
             }
             let (r, replay) = s.ledger.reserve(c)?;
             if replay == crate::ports::Replay::Fresh {
-                let counted = super::limits::count(s, &c.account_id, &c.context, c.amount, c.now)?;
+                let spend = c.context.spent_as(c.member_id.as_ref());
+                let counted = super::limits::count(s, &c.account_id, &spend, c.amount, c.now)?;
                 s.hold_limit_counts.insert(r.id.clone(), counted);
             }
             LedgerOutcome::Held(r, replay)

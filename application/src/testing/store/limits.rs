@@ -5,13 +5,14 @@
 
 use async_trait::async_trait;
 use domain::{
-    AccountId, Bucket, Credits, MAX_LIMITS_PER_ACCOUNT, ReservationId, SpendLimitId, Timestamp,
+    AccountId, Bucket, Credits, LimitScope, MAX_LIMITS_PER_ACCOUNT, ReservationId, SpendLimitId,
+    Timestamp,
 };
 
 use super::{InMemoryStore, State, lock};
 use crate::ports::{
     AddLimitError, ApplyError, NewSpendLimit, Refusal, SpendLimitRecord, SpendLimitStore,
-    StoreError, UsageContext,
+    StoreError,
 };
 
 /// What a hold counted: (limit, bucket, amount).
@@ -27,25 +28,20 @@ fn add(buckets: &mut Vec<Bucket>, start: Timestamp, amount: Credits) {
     }
 }
 
-/// Count a spend of `amount` (its feature and API key in `spend`) against every limit of
+/// Count a spend of `amount` (its feature, model, API key and member in `spend`) against every limit of
 /// `account` it falls under, as the SQL store does ([`SpendLimitRecord::count_all`]): what it
 /// counted, or the refusal of the hard limit with the least left (nothing counted).
 pub(super) fn count(
     s: &mut State,
     account: &AccountId,
-    spend: &UsageContext,
+    spend: &LimitScope,
     amount: Credits,
     now: Timestamp,
 ) -> Result<HoldCounts, ApplyError> {
     let mut limits: Vec<SpendLimitRecord> = s
         .spend_limits
         .values()
-        .filter(|r| {
-            let on = (r.feature.as_deref(), r.api_key_id.as_deref());
-            let feature = spend.feature.as_deref();
-            &r.account_id == account
-                && domain::spend_limit::applies(on, feature, spend.api_key_id.as_deref())
-        })
+        .filter(|r| &r.account_id == account && r.scope.counts(spend))
         .cloned()
         .collect();
     limits.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
@@ -131,7 +127,7 @@ pub(super) fn add_limit(
     if n >= MAX_LIMITS_PER_ACCOUNT {
         return Err(AddLimitError::TooMany(MAX_LIMITS_PER_ACCOUNT));
     }
-    if let Some(key) = &new.api_key_id {
+    if let Some(key) = &new.scope.api_key {
         let bound = s.api_keys.iter().any(|(k, _)| {
             &k.id == key && k.account.as_ref() == Some(&new.account_id) && k.revoked_at.is_none()
         });
@@ -139,11 +135,17 @@ pub(super) fn add_limit(
             return Err(AddLimitError::NoSuchKey);
         }
     }
+    if let Some(member) = &new.scope.member
+        && !s
+            .members
+            .contains_key(&(new.account_id.clone(), member.clone()))
+    {
+        return Err(AddLimitError::NoSuchMember);
+    }
     let record = SpendLimitRecord {
         id: new.id.clone(),
         account_id: new.account_id.clone(),
-        feature: new.feature.clone(),
-        api_key_id: new.api_key_id.clone(),
+        scope: new.scope.clone(),
         limit: new.limit,
         created_by: new.created_by.clone(),
         created_at: new.now,

@@ -27,11 +27,18 @@ fn limit_facts(new: &NewSpendLimit) -> AuditFacts {
     if let Some(hours) = limit.window.rolling_hours() {
         facts.insert("rollingHours".to_owned(), text(hours));
     }
-    if let Some(feature) = &new.feature {
+    let scope = &new.scope;
+    if let Some(feature) = &scope.feature {
         facts.insert("feature".to_owned(), text(feature));
     }
-    if let Some(key) = &new.api_key_id {
+    if let Some(model) = &scope.model {
+        facts.insert("model".to_owned(), text(model));
+    }
+    if let Some(key) = &scope.api_key {
         facts.insert("apiKeyId".to_owned(), text(key));
+    }
+    if let Some(member) = &scope.member {
+        facts.insert("memberId".to_owned(), text(member));
     }
     facts
 }
@@ -55,7 +62,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// [`LimitsError::Invalid`], [`LimitsError::AccountNotFound`], [`LimitsError::TooMany`],
-    /// [`LimitsError::NoSuchKey`], infrastructure.
+    /// [`LimitsError::NoSuchKey`], [`LimitsError::NoSuchMember`], infrastructure.
     #[tracing::instrument(skip_all, fields(admin_id = %admin.id, account_id = %account))]
     pub async fn add_customer_limit(
         &self,
@@ -63,15 +70,14 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         account: &AccountId,
         draft: LimitDraft,
     ) -> Result<ShownLimit, LimitsError> {
-        let (feature, limit) = parse_draft(&draft)?;
+        let (scope, limit) = parse_draft(&draft)?;
         self.known_account(account).await?;
         let id = SpendLimitId::new(self.ids.new_id("lim"))
             .map_err(|e| InfraError::Unexpected(e.into()))?;
         let new = NewSpendLimit {
             id,
             account_id: account.clone(),
-            feature,
-            api_key_id: draft.api_key_id,
+            scope,
             limit,
             created_by: Some(admin.id.clone()),
             now: self.clock.now(),
@@ -92,7 +98,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             Err(StoreError::Conflict(_)) => {
                 return Err(LimitsError::TooMany(domain::MAX_LIMITS_PER_ACCOUNT));
             }
-            Err(StoreError::NotFound) => return Err(LimitsError::NoSuchKey),
+            // The store looks for the key first, then the member: a draft naming both whose
+            // key is bound is refused for its member.
+            Err(StoreError::NotFound) if new.scope.api_key.is_some() => {
+                return Err(LimitsError::NoSuchKey);
+            }
+            Err(StoreError::NotFound) => return Err(LimitsError::NoSuchMember),
             Err(e) => return Err(e.into()),
         }
         self.spend_limits(account)
