@@ -35,6 +35,7 @@ mod cpu;
 mod database;
 mod dblimit;
 mod deliveries;
+mod limits;
 mod load;
 mod machine;
 mod reads;
@@ -105,6 +106,10 @@ struct Args {
     /// docs/performance.md). For before/after comparisons of the write paths.
     #[arg(long, conflicts_with_all = ["admin_console_only", "no_admin_console"])]
     ingestion_only: bool,
+    /// Measure only consume with spend limits against consume without, in both modes (never
+    /// rewrites docs/performance.md). For before/after comparisons of the limits' path.
+    #[arg(long, conflicts_with_all = ["admin_console_only", "ingestion_only"])]
+    limits_only: bool,
     /// Signed webhooks per webhook point (default 1000, or 100 with --quick; at most 20000)
     #[arg(long, value_name = "COUNT")]
     webhooks_per_point: Option<usize>,
@@ -136,6 +141,7 @@ impl Args {
             ),
             admin_console_only: self.admin_console_only,
             ingestion_only: self.ingestion_only,
+            limits_only: self.limits_only,
         }
     }
 }
@@ -318,7 +324,8 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     report.load_average_start = load_start;
     keep_measured_targets(&args, &mut report);
     write(&report, &out)?;
-    if !args.quick && !args.no_docs && !args.admin_console_only && !args.ingestion_only {
+    let partial = args.admin_console_only || args.ingestion_only || args.limits_only;
+    if !args.quick && !args.no_docs && !partial {
         write_docs(&root.join("docs").join("performance.md"), &report)?;
     }
     Ok(())
@@ -334,6 +341,11 @@ fn keep_measured_targets(args: &Args, report: &mut Report) {
         report
             .targets
             .retain(|t| t.target.contains("consume") || t.target.starts_with("p99"));
+    }
+    if args.limits_only {
+        report
+            .targets
+            .retain(|t| t.target.contains("limit and a key limit"));
     }
 }
 
@@ -373,7 +385,8 @@ just bench                           # = cargo run --release -p bench --bin tall
 touching this file; `target/bench/report.json` holds every figure of the last run.
 `--ingestion-only` measures only the database's limit, consume and signed webhooks (it also
 runs against a `tally` from before host events, for before/after comparisons such as the one
-at the end of this file), and `--webhooks-per-point N` sets how many webhooks each point posts.
+at the end of this file), `--limits-only` measures only consume with spend limits against
+consume without, and `--webhooks-per-point N` sets how many webhooks each point posts.
 A full run rewrites this file but keeps what follows its `<!-- Kept by the benchmark … -->` line.
 
 What it does, in one invocation per database (the embedded SQLite default, then PostgreSQL):

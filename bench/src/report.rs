@@ -84,6 +84,8 @@ pub struct BackendReport {
     pub consume: Vec<HttpRow>,
     /// Consume from a team's pool against one personal account.
     pub team: Vec<crate::team::TeamRow>,
+    /// Consume with an account limit and a key limit against consume without.
+    pub limits: Vec<crate::limits::LimitsRow>,
     /// Webhooks over HTTP.
     pub webhooks: Vec<WebhookRow>,
     /// What the database said after them.
@@ -258,6 +260,7 @@ pub fn targets(backends: &[BackendReport], sizes: &[i64]) -> Vec<Target> {
             }
         }
         all.extend(crate::team::targets(b));
+        all.extend(crate::limits::targets(b));
         all.extend(growth_targets(b, sizes));
         all.extend(crate::admin_console::targets(b));
         for m in &b.memory {

@@ -59,6 +59,8 @@ pub struct Plan {
     /// Measure only ingestion (database limit, consume, webhooks): no event delivery, reads
     /// or pricing page.
     pub ingestion_only: bool,
+    /// Only consume with and without spend limits.
+    pub limits_only: bool,
 }
 
 impl Plan {
@@ -96,6 +98,7 @@ struct Setup {
     users: Vec<String>,
     hot: Vec<String>,
     members: Vec<String>,
+    limit_keys: crate::limits::Keys,
 }
 
 impl Setup {
@@ -182,6 +185,9 @@ async fn phases(ctx: &Ctx, db: &Provisioned, report: &mut BackendReport) -> anyh
     if ctx.plan.admin_console_only {
         return crate::admin_console::standalone(ctx, db, report).await;
     }
+    if ctx.plan.limits_only {
+        return limits_alone(ctx, db, report).await;
+    }
     let launch1 = launch(ctx, db, PER_TRANSACTION);
     let server = Server::start(&launch1).await?;
     eprintln!(
@@ -204,6 +210,8 @@ async fn phases(ctx: &Ctx, db: &Provisioned, report: &mut BackendReport) -> anyh
     paired_points(ctx, db, (&pool, &api, server.pid), &setup, report).await?;
     let team = crate::team::points(ctx, &api, &setup.spenders(), PER_TRANSACTION).await;
     report.team.extend(team);
+    let limited = crate::limits::points(ctx, &api, &setup.limit_keys, PER_TRANSACTION).await;
+    report.limits.extend(limited);
     webhook_points(ctx, (&api, &setup), &pool, PER_TRANSACTION, report).await;
     if !ctx.plan.ingestion_only {
         delivery_point(ctx, &api, &pool, &setup, report).await;
@@ -218,6 +226,32 @@ async fn phases(ctx: &Ctx, db: &Provisioned, report: &mut BackendReport) -> anyh
     });
     server.stop().await?;
     grouped_phase(ctx, db, &pool, &setup, report).await?;
+    pool.close().await;
+    Ok(())
+}
+
+/// Consume with and without limits, in each mode, and nothing else.
+async fn limits_alone(
+    ctx: &Ctx,
+    db: &Provisioned,
+    report: &mut BackendReport,
+) -> anyhow::Result<()> {
+    let launch1 = launch(ctx, db, PER_TRANSACTION);
+    let server = Server::start(&launch1).await?;
+    let api = Api::new(&server.base_url)?;
+    let pool = db.pool().await?;
+    report.version = pool.version().await?;
+    let setup = setup(&launch1, &api, &pool).await?;
+    let keys = &setup.limit_keys;
+    let limited = crate::limits::points(ctx, &api, keys, PER_TRANSACTION).await;
+    report.limits.extend(limited);
+    server.stop().await?;
+    let server = Server::start(&launch(ctx, db, GROUPED)).await?;
+    let api = Api::new(&server.base_url)?;
+    report
+        .limits
+        .extend(crate::limits::points(ctx, &api, keys, GROUPED).await);
+    server.stop().await?;
     pool.close().await;
     Ok(())
 }
@@ -245,6 +279,8 @@ async fn grouped_phase(
     }
     let team = crate::team::points(ctx, &api, &setup.spenders(), GROUPED).await;
     report.team.extend(team);
+    let limited = crate::limits::points(ctx, &api, &setup.limit_keys, GROUPED).await;
+    report.limits.extend(limited);
     team_ledger(pool, report).await;
     webhook_points(ctx, (&api, setup), pool, GROUPED, report).await;
     let peak = sampler.finish().await;
@@ -311,7 +347,11 @@ async fn setup(launch: &Launch, api: &Api, pool: &Pool) -> anyhow::Result<Setup>
     let api_key = api.create_api_key(&token).await?;
     let users: Vec<String> = (0..USERS).map(|i| format!("bench-u-{i:03}")).collect();
     let hot = vec!["bench-hot".to_owned()];
-    let all: Vec<String> = users.iter().chain(&hot).cloned().collect();
+    let limited = [
+        crate::limits::FREE.to_owned(),
+        crate::limits::CAPPED.to_owned(),
+    ];
+    let all: Vec<String> = users.iter().chain(&hot).chain(&limited).cloned().collect();
     let members: Vec<String> = (0..crate::team::MEMBERS)
         .map(|i| format!("bench-m-{i:03}"))
         .collect();
@@ -334,7 +374,11 @@ async fn setup(launch: &Launch, api: &Api, pool: &Pool) -> anyhow::Result<Setup>
     )
     .await
     .context("creating the team")?;
+    let limit_keys = crate::limits::prepare(api, &token)
+        .await
+        .context("the accounts with and without limits")?;
     Ok(Setup {
+        limit_keys,
         admin_token: token,
         api_key,
         users,
