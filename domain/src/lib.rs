@@ -103,5 +103,7 @@ pub use subscription_events::{
     PriceChange, RenewalDecision, RenewalFacts, decide_activation, decide_lifecycle,
     decide_renewal,
 };
-pub use threshold::{Crossing, MAX_THRESHOLDS_PER_ACCOUNT, ThresholdError, ThresholdLevel};
+pub use threshold::{
+    Crossing, MAX_THRESHOLDS_PER_ACCOUNT, ThresholdBases, ThresholdError, ThresholdLevel,
+};
 pub use time::Timestamp;

@@ -2,8 +2,10 @@
 //! the balance crosses them, downwards (`credits.threshold_crossed`) and back up
 //! (`credits.recovered`).
 //!
-//! A threshold is an absolute number of credits, or a percentage of the account's last grant
-//! (a pack of 1,000 credits with a 20% threshold: 200 credits). The crossing rule is the one
+//! A threshold is an absolute number of credits, a percentage of the account's last grant
+//! (a pack of 1,000 credits with a 20% threshold: 200 credits), or a percentage of one of the
+//! account's spend limits (a monthly ceiling of 5,000 credits with a 50% threshold: told when
+//! the balance falls below 2,500, less than half a month's allowance). The crossing rule is the one
 //! the low-balance and depleted alerts have always followed ([`crate::ledger::balance_alerts`]
 //! is built on it): a posting that takes the balance from `before` to `after` crosses a level
 //! downwards when `before >= level > after`, and upwards when `before < level <= after`. So
@@ -11,18 +13,34 @@
 //! crosses meets the rule, never those on either side of it. `credits.depleted` is the
 //! downward crossing of the smallest level there is, one hundredth of a credit.
 
-use crate::Credits;
+use crate::{Credits, SpendLimitId};
 
 /// The most thresholds one account carries.
 pub const MAX_THRESHOLDS_PER_ACCOUNT: usize = 20;
 
 /// Where a threshold sits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ThresholdLevel {
     /// At this many credits (positive).
     Credits(Credits),
     /// At this percentage (1 to 100) of the account's last grant.
     PercentOfGrant(u8),
+    /// At this percentage (1 to 100) of the credits of one of the account's spend limits.
+    PercentOfLimit {
+        /// The limit.
+        limit: SpendLimitId,
+        /// The percentage.
+        percent: u8,
+    },
+}
+
+/// What a threshold's percentage is of, as read with it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ThresholdBases {
+    /// The amount of the account's last grant, if it had one.
+    pub last_grant: Option<Credits>,
+    /// The credits of the limit a percentage of a limit is of, while it exists.
+    pub limit: Option<Credits>,
 }
 
 /// Why a threshold is not a valid one.
@@ -62,26 +80,51 @@ impl ThresholdLevel {
     /// # Errors
     /// [`ThresholdError::Percent`].
     pub fn percent_of_grant(percent: u32) -> Result<Self, ThresholdError> {
-        match u8::try_from(percent) {
-            Ok(p @ 1..=100) => Ok(ThresholdLevel::PercentOfGrant(p)),
-            _ => Err(ThresholdError::Percent),
-        }
+        Ok(ThresholdLevel::PercentOfGrant(percentage(percent)?))
     }
 
-    /// The balance it sits at, given the account's last grant: a percentage of it rounded down
-    /// to the hundredth (at least one hundredth), or `None` for a percentage on an account that
-    /// was never granted anything (there is nothing to take a percentage of).
+    /// A threshold at `percent` of the credits of the limit `limit`.
+    ///
+    /// # Errors
+    /// [`ThresholdError::Percent`].
+    pub fn percent_of_limit(limit: SpendLimitId, percent: u32) -> Result<Self, ThresholdError> {
+        Ok(ThresholdLevel::PercentOfLimit {
+            limit,
+            percent: percentage(percent)?,
+        })
+    }
+
+    /// The balance it sits at, given what its percentage is of: a percentage rounded down to
+    /// the hundredth (at least one hundredth), or `None` when there is nothing to take it of (an
+    /// account never granted anything, a limit since removed).
     #[must_use]
-    pub fn level(self, last_grant: Option<Credits>) -> Option<Credits> {
+    pub fn level(&self, bases: ThresholdBases) -> Option<Credits> {
+        let (base, percent) = match self {
+            ThresholdLevel::Credits(c) => return Some(*c),
+            ThresholdLevel::PercentOfGrant(p) => (bases.last_grant, *p),
+            ThresholdLevel::PercentOfLimit { percent, .. } => (bases.limit, *percent),
+        };
+        let base = base.filter(|b| !b.is_zero())?;
+        let hundredths = i128::from(base.hundredths()) * i128::from(percent) / 100;
+        let hundredths = i64::try_from(hundredths).ok()?.max(1);
+        Credits::from_hundredths(hundredths).ok()
+    }
+
+    /// The limit a percentage of a limit is of.
+    #[must_use]
+    pub fn limit(&self) -> Option<&SpendLimitId> {
         match self {
-            ThresholdLevel::Credits(c) => Some(c),
-            ThresholdLevel::PercentOfGrant(p) => {
-                let grant = last_grant.filter(|g| !g.is_zero())?;
-                let hundredths = i128::from(grant.hundredths()) * i128::from(p) / 100;
-                let hundredths = i64::try_from(hundredths).ok()?.max(1);
-                Credits::from_hundredths(hundredths).ok()
-            }
+            ThresholdLevel::PercentOfLimit { limit, .. } => Some(limit),
+            _ => None,
         }
+    }
+}
+
+/// A whole percentage from 1 to 100.
+fn percentage(percent: u32) -> Result<u8, ThresholdError> {
+    match u8::try_from(percent) {
+        Ok(p @ 1..=100) => Ok(p),
+        _ => Err(ThresholdError::Percent),
     }
 }
 
@@ -148,13 +191,21 @@ mod tests {
 
     #[test]
     fn a_percentage_takes_its_level_from_the_last_grant() {
+        let grant = |g: Option<i64>| ThresholdBases {
+            last_grant: g.map(c),
+            limit: Some(c(1)),
+        };
         let p = ThresholdLevel::percent_of_grant(20).unwrap();
-        assert_eq!(p.level(Some(c(100_000))), Some(c(20_000)));
-        assert_eq!(p.level(Some(c(3))), Some(c(1)), "never below one hundredth");
-        assert_eq!(p.level(None), None);
-        assert_eq!(p.level(Some(c(0))), None);
+        assert_eq!(p.level(grant(Some(100_000))), Some(c(20_000)));
+        assert_eq!(
+            p.level(grant(Some(3))),
+            Some(c(1)),
+            "never below one hundredth"
+        );
+        assert_eq!(p.level(grant(None)), None);
+        assert_eq!(p.level(grant(Some(0))), None);
         let all = ThresholdLevel::percent_of_grant(100).unwrap();
-        assert_eq!(all.level(Some(c(777))), Some(c(777)));
+        assert_eq!(all.level(grant(Some(777))), Some(c(777)));
         assert_eq!(
             ThresholdLevel::percent_of_grant(0),
             Err(ThresholdError::Percent)
@@ -168,9 +219,32 @@ mod tests {
             Err(ThresholdError::ZeroCredits)
         );
         assert_eq!(
-            ThresholdLevel::credits(c(5)).unwrap().level(None),
+            ThresholdLevel::credits(c(5)).unwrap().level(grant(None)),
             Some(c(5))
         );
+    }
+
+    #[test]
+    fn a_percentage_of_a_limit_takes_its_level_from_the_limit() {
+        let id = SpendLimitId::new("lim_1").unwrap();
+        let half = ThresholdLevel::percent_of_limit(id.clone(), 50).unwrap();
+        assert_eq!(half.limit(), Some(&id));
+        let of = |limit: Option<i64>| ThresholdBases {
+            last_grant: Some(c(999_999)),
+            limit: limit.map(c),
+        };
+        assert_eq!(half.level(of(Some(500_000))), Some(c(250_000)));
+        assert_eq!(
+            half.level(of(Some(1))),
+            Some(c(1)),
+            "never below one hundredth"
+        );
+        assert_eq!(half.level(of(None)), None, "the limit is gone");
+        assert_eq!(
+            ThresholdLevel::percent_of_limit(id, 101),
+            Err(ThresholdError::Percent)
+        );
+        assert_eq!(ThresholdLevel::percent_of_grant(20).unwrap().limit(), None);
     }
 
     proptest! {

@@ -42,6 +42,7 @@
 //! | `m20261008_000034_balance_thresholds` | spend controls | `balance_thresholds` (levels of a balance told when crossed), `credit_balances.threshold_count` |
 //! | `m20261009_000035_limit_resets` | spend controls | `spend_limits.reached_until` (when a reached limit's window resets, for `limit.reset`) |
 //! | `m20261010_000036_limit_scopes` | spend controls | `spend_limits.model` and `spend_limits.member_id` (a limit on one model's spends, on one member's) |
+//! | `m20261011_000037_limit_thresholds` | spend controls | `balance_thresholds.percent_of_limit` and `limit_id` (a threshold at a percentage of a limit's credits); the table is rebuilt |
 //!
 //! Every step migrates down as well as up; the tests in `tests/migrations.rs` prove it on SQLite
 //! and, when `TEST_DATABASE_URL` is set, on PostgreSQL.
@@ -81,6 +82,7 @@ mod m20261007_000033_key_limits;
 mod m20261008_000034_balance_thresholds;
 mod m20261009_000035_limit_resets;
 mod m20261010_000036_limit_scopes;
+mod m20261011_000037_limit_thresholds;
 mod sql;
 
 pub use sea_orm_migration::MigratorTrait;
@@ -129,6 +131,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261008_000034_balance_thresholds::Migration),
             Box::new(m20261009_000035_limit_resets::Migration),
             Box::new(m20261010_000036_limit_scopes::Migration),
+            Box::new(m20261011_000037_limit_thresholds::Migration),
         ]
     }
 }

@@ -1726,3 +1726,73 @@ async fn postgres_limit_scopes_and_back() {
     limit_scopes_and_back(&t).await;
     t.cleanup().await;
 }
+
+/// Step 37: thresholds at a percentage of a limit; existing thresholds are kept through the
+/// rebuild both ways, exactly one level per threshold holds, and down is refused while a
+/// threshold sits on a limit.
+async fn limit_thresholds_and_back(t: &TestDb) {
+    let before = step_index("m20261011_000037_limit_thresholds");
+    Migrator::up(&t.db, Some(before))
+        .await
+        .expect("up to step 36");
+    exec(&t.db, STEP_ONE_DATA[0]).await;
+    for sql in [
+        "INSERT INTO accounts (id, kind, name, created_by, created_at) \
+         VALUES ('u1', 'personal', NULL, 'u1', 1700000000000)",
+        "INSERT INTO balance_thresholds (id, account_id, credits_hundredths, created_at) \
+         VALUES ('thr_1', 'u1', 500, 1)",
+        "INSERT INTO balance_thresholds (id, account_id, percent_of_grant, created_at) \
+         VALUES ('thr_2', 'u1', 20, 1)",
+    ] {
+        exec(&t.db, sql).await;
+    }
+    Migrator::up(&t.db, Some(1)).await.expect("step 37");
+    assert_eq!(
+        count(
+            &t.db,
+            "SELECT COUNT(*) FROM balance_thresholds WHERE limit_id IS NULL"
+        )
+        .await,
+        2
+    );
+    let on_limit = "INSERT INTO balance_thresholds (id, account_id, percent_of_limit, limit_id, \
+                    created_at) VALUES ('thr_3', 'u1', 50, 'lim_1', 1)";
+    exec(&t.db, on_limit).await;
+    for refused in [
+        // Two levels at once, a percentage without its limit, a limit without its percentage.
+        "INSERT INTO balance_thresholds (id, account_id, credits_hundredths, percent_of_limit, \
+         limit_id, created_at) VALUES ('thr_x', 'u1', 5, 50, 'lim_1', 1)",
+        "INSERT INTO balance_thresholds (id, account_id, percent_of_limit, created_at) \
+         VALUES ('thr_x', 'u1', 50, 1)",
+        "INSERT INTO balance_thresholds (id, account_id, credits_hundredths, limit_id, \
+         created_at) VALUES ('thr_x', 'u1', 5, 'lim_1', 1)",
+    ] {
+        assert!(t.db.execute_unprepared(refused).await.is_err(), "{refused}");
+    }
+    assert!(
+        Migrator::down(&t.db, Some(1)).await.is_err(),
+        "a threshold on a limit has no place before the step"
+    );
+    exec(&t.db, "DELETE FROM balance_thresholds WHERE id = 'thr_3'").await;
+    Migrator::down(&t.db, Some(1)).await.expect("down step 37");
+    assert_eq!(
+        count(&t.db, "SELECT COUNT(*) FROM balance_thresholds").await,
+        2
+    );
+    Migrator::up(&t.db, None).await.expect("step 37 again");
+}
+
+#[tokio::test]
+async fn sqlite_limit_thresholds_and_back() {
+    let t = TestDb::sqlite().await;
+    limit_thresholds_and_back(&t).await;
+}
+
+#[tokio::test]
+async fn postgres_limit_thresholds_and_back() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    limit_thresholds_and_back(&t).await;
+    t.cleanup().await;
+}

@@ -197,13 +197,17 @@ fn threshold_told(told: &ThresholdTold, account: &domain::AccountId) -> Value {
         "level": told.at.to_string(),
         "levelHundredths": told.at.hundredths(),
     });
-    match told.level {
+    match &told.level {
         domain::ThresholdLevel::Credits(c) => {
             shown["credits"] = json!(c.to_string());
             shown["creditsHundredths"] = json!(c.hundredths());
         }
         domain::ThresholdLevel::PercentOfGrant(p) => {
             shown["percentOfGrant"] = json!(p);
+        }
+        domain::ThresholdLevel::PercentOfLimit { limit, percent } => {
+            shown["percentOfLimit"] = json!(percent);
+            shown["limitId"] = json!(limit.as_str());
         }
     }
     shown

@@ -22,7 +22,7 @@ use crate::auth::Credential;
 use crate::dto::{parse_id, timestamp};
 use crate::problem::{Code, Problem, api_response};
 
-/// `POST /api/thresholds`: exactly one of `credits` and `percentOfGrant`.
+/// `POST /api/thresholds`: exactly one of `credits`, `percentOfGrant` and `percentOfLimit`.
 #[derive(Debug, Clone, Object)]
 #[oai(rename_all = "camelCase")]
 pub struct CreateThresholdBody {
@@ -32,6 +32,13 @@ pub struct CreateThresholdBody {
     /// At this percentage (1 to 100) of the account's last grant (a pack bought, a
     /// subscription period's credits, an operator's grant).
     pub percent_of_grant: Option<u32>,
+    /// At this percentage (1 to 100) of the credits of the account's limit `limitId` (50 of a
+    /// monthly ceiling of 5,000: the balance falling below 2,500). Removing the limit removes
+    /// the threshold.
+    pub percent_of_limit: Option<u32>,
+    /// The limit `percentOfLimit` is of (`GET /api/limits`).
+    #[oai(validator(min_length = 1, max_length = 64))]
+    pub limit_id: Option<String>,
 }
 
 /// A balance threshold and where it sits now.
@@ -51,8 +58,14 @@ pub struct ThresholdView {
     /// Its level as a percentage of the last grant, when it was set so.
     #[oai(skip_serializing_if_is_none)]
     pub percent_of_grant: Option<u32>,
-    /// The balance it sits at now (decimal string); absent for a percentage on an account
-    /// never granted anything.
+    /// Its level as a percentage of a limit's credits, when it was set so.
+    #[oai(skip_serializing_if_is_none)]
+    pub percent_of_limit: Option<u32>,
+    /// The limit `percentOfLimit` is of.
+    #[oai(skip_serializing_if_is_none)]
+    pub limit_id: Option<String>,
+    /// The balance it sits at now (decimal string); absent for a percentage of the last grant
+    /// on an account never granted anything.
     #[oai(skip_serializing_if_is_none)]
     pub level: Option<String>,
     /// The same, in hundredths.
@@ -67,16 +80,22 @@ pub struct ThresholdView {
 impl From<&ShownThreshold> for ThresholdView {
     fn from(shown: &ShownThreshold) -> Self {
         let r = &shown.record;
-        let (credits, percent) = match r.level {
-            ThresholdLevel::Credits(c) => (Some(c), None),
-            ThresholdLevel::PercentOfGrant(p) => (None, Some(u32::from(p))),
-        };
+        let (mut credits, mut percent, mut of_limit) = (None, None, None);
+        match &r.level {
+            ThresholdLevel::Credits(c) => credits = Some(*c),
+            ThresholdLevel::PercentOfGrant(p) => percent = Some(u32::from(*p)),
+            ThresholdLevel::PercentOfLimit { limit, percent } => {
+                of_limit = Some((u32::from(*percent), limit.to_string()));
+            }
+        }
         Self {
             id: r.id.to_string(),
             account_id: r.account_id.to_string(),
             credits: credits.map(|c| c.to_string()),
             credits_hundredths: credits.map(domain::Credits::hundredths),
             percent_of_grant: percent,
+            percent_of_limit: of_limit.as_ref().map(|(p, _)| *p),
+            limit_id: of_limit.map(|(_, limit)| limit),
             level: shown.level.map(|l| l.to_string()),
             level_hundredths: shown.level.map(domain::Credits::hundredths),
             below: shown.below,
@@ -129,9 +148,10 @@ api_response! {
         404 NotFound,
         /// `payload_too_large`: the body is over 64 KiB.
         413 PayloadTooLarge,
-        /// `validation_failed`: not exactly one of credits and percentOfGrant, zero credits,
-        /// or a percentage outside 1 to 100; `too_many_thresholds`: the account has 20
-        /// thresholds already.
+        /// `validation_failed`: not exactly one of credits, percentOfGrant and
+        /// percentOfLimit, zero credits, a percentage outside 1 to 100, or a limitId missing,
+        /// without percentOfLimit or naming no limit of the account; `too_many_thresholds`:
+        /// the account has 20 thresholds already.
         422 Unprocessable,
     }
 }
@@ -237,6 +257,8 @@ impl ThresholdsApi {
             let draft = ThresholdDraft {
                 credits: body.0.credits,
                 percent_of_grant: body.0.percent_of_grant,
+                percent_of_limit: body.0.percent_of_limit,
+                limit_id: body.0.limit_id,
             };
             (self.state.ports.credits)
                 .add_balance_threshold(&acting.user.id, &account, draft)
@@ -295,6 +317,9 @@ fn thresholds_problem(e: ThresholdsError) -> Problem {
         ThresholdsError::NotAllowed => Problem::new(Code::NotBillingManager, e.to_string()),
         ThresholdsError::TooMany(_) => Problem::new(Code::TooManyThresholds, e.to_string()),
         ThresholdsError::NotFound => Problem::new(Code::ThresholdNotFound, e.to_string()),
+        ThresholdsError::NoSuchLimit => {
+            Problem::invalid_field("limitId", "is no limit of this account".to_owned())
+        }
         ThresholdsError::Infra(infra) => infra.into(),
     }
 }

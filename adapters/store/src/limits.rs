@@ -536,8 +536,8 @@ pub(crate) async fn open_with_ceiling(
     }
 }
 
-/// Remove `account`'s limit `id` inside `tx`, after the account's balance row as every spend
-/// takes it: whether it had it (rolled back if not).
+/// Remove `account`'s limit `id` inside `tx`, with the thresholds at a percentage of it, after
+/// the account's balance row as every spend takes it: whether it had it (rolled back if not).
 pub(crate) async fn remove_in(
     tx: &DatabaseTransaction,
     account: &AccountId,
@@ -551,10 +551,22 @@ pub(crate) async fn remove_in(
                (SELECT id FROM spend_limits WHERE id = $1 AND account_id = $2)";
     sql::execute(tx, sql, values.clone()).await?;
     let sql = "DELETE FROM spend_limits WHERE id = $1 AND account_id = $2";
-    if sql::execute(tx, sql, values).await? == 0 {
+    if sql::execute(tx, sql, values.clone()).await? == 0 {
         return Ok(End::Rollback(false));
     }
     count_limits(tx, account, -1).await?;
+    // The thresholds at a percentage of it go with it.
+    let sql = "DELETE FROM balance_thresholds WHERE limit_id = $1 AND account_id = $2";
+    let gone = sql::execute(tx, sql, values).await?;
+    if gone > 0 {
+        let sql = "UPDATE credit_balances SET threshold_count = threshold_count - $2 \
+                   WHERE account_id = $1";
+        let values = vec![
+            account.as_str().into(),
+            i64::try_from(gone).unwrap_or(0).into(),
+        ];
+        sql::execute(tx, sql, values).await?;
+    }
     Ok(End::Commit(true))
 }
 

@@ -11,13 +11,13 @@
 
 use application::host_events;
 use application::ports::{
-    AccountThresholds, AddThresholdError, CreditTransaction, StoreError, ThresholdRecord,
-    ThresholdStore,
+    AccountThresholds, AddThresholdError, CreditTransaction, LevelBases, StoreError,
+    ThresholdRecord, ThresholdStore,
 };
 use async_trait::async_trait;
 use domain::{
-    AccountId, Credits, MAX_THRESHOLDS_PER_ACCOUNT, ThresholdId, ThresholdLevel, Timestamp,
-    TransactionKind, UserId,
+    AccountId, Credits, MAX_THRESHOLDS_PER_ACCOUNT, SpendLimitId, ThresholdId, ThresholdLevel,
+    Timestamp, TransactionKind, UserId,
 };
 use sea_orm::{ConnectionTrait, DatabaseTransaction, QueryResult};
 
@@ -27,24 +27,30 @@ use crate::retry::Fail;
 use crate::rows::corrupt;
 use crate::sql::{self, End};
 
-const COLUMNS: &str =
-    "id, account_id, credits_hundredths, percent_of_grant, created_by, created_at";
+const COLUMNS: &str = "id, account_id, credits_hundredths, percent_of_grant, created_by, \
+     created_at, percent_of_limit, limit_id";
 
 fn record(row: &QueryResult) -> Result<ThresholdRecord, Fail> {
     let id: String = row.try_get("", "id")?;
     let account: String = row.try_get("", "account_id")?;
     let credits: Option<i64> = row.try_get("", "credits_hundredths")?;
     let percent: Option<i32> = row.try_get("", "percent_of_grant")?;
+    let of_limit: Option<i32> = row.try_get("", "percent_of_limit")?;
+    let limit: Option<String> = row.try_get("", "limit_id")?;
     let created_by: Option<String> = row.try_get("", "created_by")?;
     let created_at: i64 = row.try_get("", "created_at")?;
     let bad = |what: &dyn std::fmt::Display| corrupt("balance_thresholds", &id, what);
-    let level = match (credits, percent) {
-        (Some(c), None) => Credits::from_hundredths(c)
+    let level = match (credits, percent, of_limit.zip(limit)) {
+        (Some(c), None, None) => Credits::from_hundredths(c)
             .ok()
             .and_then(|c| ThresholdLevel::credits(c).ok()),
-        (None, Some(p)) => u32::try_from(p)
+        (None, Some(p), None) => u32::try_from(p)
             .ok()
             .and_then(|p| ThresholdLevel::percent_of_grant(p).ok()),
+        (None, None, Some((p, limit))) => u32::try_from(p)
+            .ok()
+            .zip(SpendLimitId::new(limit).ok())
+            .and_then(|(p, limit)| ThresholdLevel::percent_of_limit(limit, p).ok()),
         _ => None,
     };
     Ok(ThresholdRecord {
@@ -93,6 +99,27 @@ async fn last_grant<C: ConnectionTrait>(
         .transpose()
 }
 
+/// The credits of `account`'s limits that `thresholds` sit at a percentage of.
+async fn limit_credits<C: ConnectionTrait>(
+    conn: &C,
+    account: &AccountId,
+    thresholds: &[ThresholdRecord],
+) -> Result<Vec<(SpendLimitId, Credits)>, Fail> {
+    if !thresholds.iter().any(|t| t.level.limit().is_some()) {
+        return Ok(Vec::new());
+    }
+    let sql = "SELECT id, credits_hundredths FROM spend_limits WHERE account_id = $1";
+    let mut limits = Vec::new();
+    for row in sql::rows(conn, sql, vec![account.as_str().into()]).await? {
+        let id: String = row.try_get("", "id")?;
+        let credits: i64 = row.try_get("", "credits_hundredths")?;
+        let bad = |e: &dyn std::fmt::Display| Fail::Store(corrupt("spend_limits", &id, e));
+        let credits = Credits::from_hundredths(credits).map_err(|e| bad(&e))?;
+        limits.push((SpendLimitId::new(id.clone()).map_err(|e| bad(&e))?, credits));
+    }
+    Ok(limits)
+}
+
 /// Whether `kind` is a posting that makes a grant lot (its lot is written after it, so it is
 /// the last grant the crossings of its own posting are taken from).
 fn grants(posting: &CreditTransaction) -> bool {
@@ -116,7 +143,7 @@ pub(crate) async fn tell(
     if thresholds.is_empty() {
         return Ok(());
     }
-    let last = if grants(posting) {
+    let last_grant = if grants(posting) {
         Some(posting.amount.magnitude())
     } else if thresholds
         .iter()
@@ -126,9 +153,11 @@ pub(crate) async fn tell(
     } else {
         None
     };
+    let limits = limit_credits(tx, &posting.account_id, &thresholds).await?;
     let levels: Vec<(ThresholdId, ThresholdLevel)> =
         thresholds.into_iter().map(|t| (t.id, t.level)).collect();
-    told.extend(host_events::threshold_crossings(&levels, last, posting));
+    let bases = LevelBases { last_grant, limits };
+    told.extend(host_events::threshold_crossings(&levels, &bases, posting));
     Ok(())
 }
 
@@ -164,11 +193,23 @@ async fn add_in(
             MAX_THRESHOLDS_PER_ACCOUNT,
         ))));
     }
-    let (credits, percent) = match new.level {
-        ThresholdLevel::Credits(c) => (Some(c.hundredths()), None),
-        ThresholdLevel::PercentOfGrant(p) => (None, Some(i32::from(p))),
+    if let Some(limit) = new.level.limit() {
+        let sql = "SELECT COUNT(*) AS n FROM spend_limits WHERE id = $1 AND account_id = $2";
+        let values = vec![limit.as_str().into(), new.account_id.as_str().into()];
+        if sql::one_i64(tx, sql, values, "n").await?.unwrap_or(0) == 0 {
+            return Ok(End::Rollback(Err(AddThresholdError::NoSuchLimit)));
+        }
+    }
+    let (credits, percent, of_limit) = match &new.level {
+        ThresholdLevel::Credits(c) => (Some(c.hundredths()), None, None),
+        ThresholdLevel::PercentOfGrant(p) => (None, Some(i32::from(*p)), None),
+        ThresholdLevel::PercentOfLimit { limit, percent } => {
+            (None, None, Some((i32::from(*percent), limit.as_str())))
+        }
     };
-    let sql = format!("INSERT INTO balance_thresholds ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6)");
+    let sql = format!(
+        "INSERT INTO balance_thresholds ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+    );
     let values = vec![
         new.id.as_str().into(),
         new.account_id.as_str().into(),
@@ -179,6 +220,8 @@ async fn add_in(
             .map(|u| u.as_str().to_owned())
             .into(),
         new.created_at.unix_millis().into(),
+        of_limit.map(|(p, _)| p).into(),
+        of_limit.map(|(_, limit)| limit.to_owned()).into(),
     ];
     sql::execute(tx, &sql, values).await?;
     count_thresholds(tx, &new.account_id, 1, new.created_at).await?;
@@ -214,10 +257,11 @@ impl ThresholdStore for SeaOrmStore {
             .run("balance_thresholds", || async {
                 let items = read(&self.db, account).await?;
                 let last_grant = last_grant(&self.db, account).await?;
+                let limits = limit_credits(&self.db, account, &items).await?;
                 let balance = crate::ledger::read_balance(&self.db, account).await?;
                 Ok(AccountThresholds {
                     items,
-                    last_grant,
+                    bases: LevelBases { last_grant, limits },
                     balance,
                 })
             })

@@ -185,12 +185,12 @@ pub struct ThresholdTold {
 }
 
 /// The `credits.threshold_crossed` and `credits.recovered` of a written posting: one per
-/// threshold of `thresholds` (with the level each sits at, given the account's last grant)
+/// threshold of `thresholds` (with the level each sits at, given what its percentage is of)
 /// that the posting crossed ([`domain::threshold::crossing`]).
 #[must_use]
 pub fn threshold_crossings(
     thresholds: &[(domain::ThresholdId, domain::ThresholdLevel)],
-    last_grant: Option<Credits>,
+    bases: &crate::ports::LevelBases,
     posting: &CreditTransaction,
 ) -> Vec<HostEvent> {
     let after = posting.balance_after;
@@ -201,7 +201,7 @@ pub fn threshold_crossings(
     thresholds
         .iter()
         .filter_map(|(id, level)| {
-            let at = level.level(last_grant)?;
+            let at = bases.level_of(level)?;
             let kind = match domain::threshold::crossing(before, after, at)? {
                 domain::Crossing::Down => HostEventKind::CreditsThresholdCrossed,
                 domain::Crossing::Up => HostEventKind::CreditsRecovered,
@@ -213,7 +213,7 @@ pub fn threshold_crossings(
                 data: HostEventData::Threshold {
                     threshold: ThresholdTold {
                         id: id.clone(),
-                        level: *level,
+                        level: level.clone(),
                         at,
                     },
                     balance: after,

@@ -4,7 +4,10 @@
 //! [`domain::threshold`] for the rule); these are the reads and writes of the thresholds.
 
 use async_trait::async_trait;
-use domain::{AccountId, Credits, ThresholdId, ThresholdLevel, Timestamp, UserId};
+use domain::{
+    AccountId, Credits, SpendLimitId, ThresholdBases, ThresholdId, ThresholdLevel, Timestamp,
+    UserId,
+};
 
 use super::StoreError;
 
@@ -28,10 +31,36 @@ pub struct ThresholdRecord {
 pub struct AccountThresholds {
     /// Oldest first.
     pub items: Vec<ThresholdRecord>,
-    /// The amount of the account's last grant (what a percentage is of), if it had one.
-    pub last_grant: Option<Credits>,
+    /// What their percentages are of.
+    pub bases: LevelBases,
     /// The balance now.
     pub balance: Credits,
+}
+
+/// What the percentages of an account's thresholds are of, as read with them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LevelBases {
+    /// The amount of the account's last grant, if it had one.
+    pub last_grant: Option<Credits>,
+    /// The credits of the account's limits that thresholds sit at a percentage of.
+    pub limits: Vec<(SpendLimitId, Credits)>,
+}
+
+impl LevelBases {
+    /// The balance `level` sits at ([`ThresholdLevel::level`]).
+    #[must_use]
+    pub fn level_of(&self, level: &ThresholdLevel) -> Option<Credits> {
+        let limit = level.limit().and_then(|id| {
+            self.limits
+                .iter()
+                .find(|(l, _)| l == id)
+                .map(|(_, credits)| *credits)
+        });
+        level.level(ThresholdBases {
+            last_grant: self.last_grant,
+            limit,
+        })
+    }
 }
 
 /// Why a threshold was not added.
@@ -40,6 +69,9 @@ pub enum AddThresholdError {
     /// The account already carries [`domain::MAX_THRESHOLDS_PER_ACCOUNT`] thresholds.
     #[error("the account already has {0} thresholds")]
     TooMany(usize),
+    /// The threshold sits at a percentage of a limit the account does not have.
+    #[error("no such limit on this account")]
+    NoSuchLimit,
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -59,10 +91,11 @@ pub trait ThresholdStore: Send + Sync + 'static {
 
     /// Add `new` to its account, in one transaction with the account's balance row locked (the
     /// postings in flight finish first; those after it tell its crossings), refused past
-    /// [`domain::MAX_THRESHOLDS_PER_ACCOUNT`].
+    /// [`domain::MAX_THRESHOLDS_PER_ACCOUNT`]. A threshold at a percentage of a limit needs the
+    /// limit on the account, read in the same transaction (removing the limit removes it).
     ///
     /// # Errors
-    /// [`AddThresholdError::TooMany`]; storage failures.
+    /// [`AddThresholdError::TooMany`], [`AddThresholdError::NoSuchLimit`]; storage failures.
     async fn add_balance_threshold(
         &self,
         new: &ThresholdRecord,

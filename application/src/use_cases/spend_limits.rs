@@ -16,7 +16,7 @@ use crate::ports::{
 use crate::service::Service;
 
 /// A limit to add, as a caller describes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LimitDraft {
     /// The one feature it counts (`None`: every spend).
     pub feature: Option<String>,

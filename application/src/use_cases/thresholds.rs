@@ -4,7 +4,7 @@
 //! account, its user) add and remove them, as for spend limits. The store tells each crossing
 //! in the transaction of the posting that crosses.
 
-use domain::{AccountId, Credits, ThresholdId, ThresholdLevel, UserId};
+use domain::{AccountId, Credits, SpendLimitId, ThresholdId, ThresholdLevel, UserId};
 
 use super::InfraError;
 use crate::ports::{
@@ -13,13 +13,17 @@ use crate::ports::{
 };
 use crate::service::Service;
 
-/// A threshold to add, as a caller describes it: exactly one of the two.
+/// A threshold to add, as a caller describes it: exactly one of the three levels.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ThresholdDraft {
     /// At this many credits (decimal text, up to two places).
     pub credits: Option<String>,
     /// At this percentage (1 to 100) of the account's last grant.
     pub percent_of_grant: Option<u32>,
+    /// At this percentage (1 to 100) of the credits of the limit `limit_id`.
+    pub percent_of_limit: Option<u32>,
+    /// The account's limit a `percent_of_limit` is of.
+    pub limit_id: Option<String>,
 }
 
 /// A threshold with where it sits now.
@@ -53,6 +57,9 @@ pub enum ThresholdsError {
     /// No such threshold on this account.
     #[error("threshold not found")]
     NotFound,
+    /// The draft's `limit_id` names no limit of the account.
+    #[error("limitId: no limit of this account has this id")]
+    NoSuchLimit,
     /// Infrastructure.
     #[error(transparent)]
     Infra(#[from] InfraError),
@@ -70,8 +77,27 @@ impl From<StoreError> for ThresholdsError {
 /// [`ThresholdsError::Invalid`] naming the field.
 pub fn parse_threshold(draft: &ThresholdDraft) -> Result<ThresholdLevel, ThresholdsError> {
     let invalid = |field, message: String| ThresholdsError::Invalid { field, message };
-    match (&draft.credits, draft.percent_of_grant) {
-        (Some(credits), None) => {
+    let limit = |raw: &str| SpendLimitId::new(raw).map_err(|e| invalid("limitId", e.to_string()));
+    match (
+        &draft.credits,
+        draft.percent_of_grant,
+        draft.percent_of_limit,
+    ) {
+        (None, None, Some(percent)) => {
+            let Some(id) = draft.limit_id.as_deref() else {
+                return Err(invalid(
+                    "limitId",
+                    "is required with percentOfLimit".to_owned(),
+                ));
+            };
+            ThresholdLevel::percent_of_limit(limit(id)?, percent)
+                .map_err(|e| invalid("percentOfLimit", e.to_string()))
+        }
+        _ if draft.limit_id.is_some() => Err(invalid(
+            "limitId",
+            "goes with percentOfLimit alone".to_owned(),
+        )),
+        (Some(credits), None, None) => {
             let parsed = credits
                 .trim()
                 .parse::<rust_decimal::Decimal>()
@@ -85,11 +111,11 @@ pub fn parse_threshold(draft: &ThresholdDraft) -> Result<ThresholdLevel, Thresho
                 })?;
             ThresholdLevel::credits(parsed).map_err(|e| invalid("credits", e.to_string()))
         }
-        (None, Some(percent)) => ThresholdLevel::percent_of_grant(percent)
+        (None, Some(percent), None) => ThresholdLevel::percent_of_grant(percent)
             .map_err(|e| invalid("percentOfGrant", e.to_string())),
         _ => Err(invalid(
             "credits",
-            "give exactly one of credits and percentOfGrant".to_owned(),
+            "give exactly one of credits, percentOfGrant and percentOfLimit".to_owned(),
         )),
     }
 }
@@ -98,13 +124,13 @@ pub fn parse_threshold(draft: &ThresholdDraft) -> Result<ThresholdLevel, Thresho
 fn shown(of: AccountThresholds) -> Vec<ShownThreshold> {
     let AccountThresholds {
         items,
-        last_grant,
+        bases,
         balance,
     } = of;
     items
         .into_iter()
         .map(|record| {
-            let level = record.level.level(last_grant);
+            let level = bases.level_of(&record.level);
             ShownThreshold {
                 below: level.is_some_and(|l| balance < l),
                 level,
@@ -157,6 +183,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         match self.store.add_balance_threshold(&new).await {
             Ok(_) => {}
             Err(AddThresholdError::TooMany(n)) => return Err(ThresholdsError::TooMany(n)),
+            Err(AddThresholdError::NoSuchLimit) => return Err(ThresholdsError::NoSuchLimit),
             Err(AddThresholdError::Store(e)) => return Err(e.into()),
         }
         let all = shown(self.store.balance_thresholds(account).await?);

@@ -67,7 +67,10 @@ export type SpendLimit = Schemas["SpendLimitView"];
 export type NewSpendLimit = Schemas["CreateLimitBody"];
 /** A balance threshold on an account, with the level it sits at now and whether the balance is below it. */
 export type BalanceThreshold = Schemas["ThresholdView"];
-/** A balance threshold to add: `credits`, or `percentOfGrant` (1 to 100) of the account's last grant. */
+/**
+ * A balance threshold to add: `credits`, `percentOfGrant` (1 to 100) of the account's last
+ * grant, or `percentOfLimit` (1 to 100) of the credits of the account's limit `limitId`.
+ */
 export type NewBalanceThreshold = Schemas["CreateThresholdBody"];
 /** A subscription: its plan, status, paid period and any switch pending or scheduled. */
 export type Subscription = Schemas["SubscriptionView"];

@@ -108,6 +108,9 @@ export interface ThresholdFacts {
     readonly creditsHundredths?: number;
     /** Set as a percentage of the account's last grant. */
     readonly percentOfGrant?: number;
+    /** Set as a percentage of the credits of the limit `limitId`. */
+    readonly percentOfLimit?: number;
+    readonly limitId?: string;
   };
   /** The balance after the posting (decimal string). */
   readonly balance: string;

@@ -9479,9 +9479,10 @@ export interface paths {
                     };
                 };
                 /**
-                 * @description `validation_failed`: not exactly one of credits and percentOfGrant, zero credits,
-                 *     or a percentage outside 1 to 100; `too_many_thresholds`: the account has 20
-                 *     thresholds already.
+                 * @description `validation_failed`: not exactly one of credits, percentOfGrant and
+                 *     percentOfLimit, zero credits, a percentage outside 1 to 100, or a limitId missing,
+                 *     without percentOfLimit or naming no limit of the account; `too_many_thresholds`:
+                 *     the account has 20 thresholds already.
                  */
                 422: {
                     headers: {
@@ -10215,7 +10216,7 @@ export interface components {
         };
         /**
          * CreateThresholdBody
-         * @description `POST /api/thresholds`: exactly one of `credits` and `percentOfGrant`.
+         * @description `POST /api/thresholds`: exactly one of `credits`, `percentOfGrant` and `percentOfLimit`.
          */
         CreateThresholdBody: {
             /** @description At this many credits (decimal string, up to two places, above zero). */
@@ -10226,6 +10227,15 @@ export interface components {
              *     subscription period's credits, an operator's grant).
              */
             percentOfGrant?: number;
+            /**
+             * Format: uint32
+             * @description At this percentage (1 to 100) of the credits of the account's limit `limitId` (50 of a
+             *     monthly ceiling of 5,000: the balance falling below 2,500). Removing the limit removes
+             *     the threshold.
+             */
+            percentOfLimit?: number;
+            /** @description The limit `percentOfLimit` is of (`GET /api/limits`). */
+            limitId?: string;
         };
         /**
          * CreateWebhookEndpointBody
@@ -11549,8 +11559,15 @@ export interface components {
              */
             percentOfGrant?: number;
             /**
-             * @description The balance it sits at now (decimal string); absent for a percentage on an account
-             *     never granted anything.
+             * Format: uint32
+             * @description Its level as a percentage of a limit's credits, when it was set so.
+             */
+            percentOfLimit?: number;
+            /** @description The limit `percentOfLimit` is of. */
+            limitId?: string;
+            /**
+             * @description The balance it sits at now (decimal string); absent for a percentage of the last grant
+             *     on an account never granted anything.
              */
             level?: string;
             /**

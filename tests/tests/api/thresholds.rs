@@ -106,3 +106,64 @@ async fn thresholds_tell_each_crossing_and_show_where_they_sit() {
     assert_eq!(list["items"].as_array().unwrap().len(), 1);
     assert_eq!(list["items"][0]["levelHundredths"], 5_000);
 }
+
+/// A threshold at a percentage of a limit sits at that share of the limit's credits, shows
+/// which limit it follows, and goes when the limit is removed; a malformed one is 422 naming
+/// the field.
+#[tokio::test]
+async fn a_threshold_at_a_percentage_of_a_limit_follows_the_limit() {
+    let (app, admin) = spawn_app_with_admin(|_| {}).await;
+    let (ada, token) = app.user("ada@example.com").await;
+    let fund = format!("/api/admin/accounts/{ada}/credits");
+    let grant = json!({"amount": "100", "reason": "first"});
+    assert_eq!(app.post(&admin, &fund, &grant, Some("f1")).await.0, 200);
+    let ceiling = json!({"credits": "100", "window": "month"});
+    let (status, limit) = app.post(&token, "/api/limits", &ceiling, None).await;
+    assert_eq!(status, 201, "{limit}");
+    let limit_id = limit["id"].as_str().expect("id");
+
+    for (body, field) in [
+        (json!({"percentOfLimit": 50}), "limitId"),
+        (
+            json!({"percentOfLimit": 0, "limitId": limit_id}),
+            "percentOfLimit",
+        ),
+        (json!({"credits": "5", "limitId": limit_id}), "limitId"),
+        (
+            json!({"percentOfLimit": 50, "limitId": "lim_none"}),
+            "limitId",
+        ),
+    ] {
+        let answer = app.post(&token, THRESHOLDS, &body, None).await;
+        assert_eq!(code(&answer), (422, Some("validation_failed")), "{body}");
+        assert_eq!(answer.1["errors"][0]["field"], field, "{}", answer.1);
+    }
+    let half = json!({"percentOfLimit": 50, "limitId": limit_id});
+    let (status, shown) = app.post(&token, THRESHOLDS, &half, None).await;
+    assert_eq!(status, 201, "{shown}");
+    assert_eq!(
+        (
+            &shown["percentOfLimit"],
+            &shown["limitId"],
+            &shown["levelHundredths"]
+        ),
+        (&json!(50), &json!(limit_id), &json!(5_000))
+    );
+    assert_eq!(shown["below"], false);
+
+    // 100 → 45 with 11 image spends of 5: below half the ceiling of 100.
+    let backend = app.api_key(&admin, &["credits:consume"]).await;
+    let image = json!({"userId": ada, "feature": "image"});
+    for i in 0..11 {
+        let key = format!("s{i}");
+        let answer = app.post(&backend, CONSUME, &image, Some(&key)).await;
+        assert_eq!(answer.0, 201, "{}", answer.1);
+    }
+    let (_, listed) = app.get(&token, THRESHOLDS).await;
+    assert_eq!(listed["items"][0]["below"], true, "{listed}");
+
+    let path = format!("/api/limits/{limit_id}");
+    assert_eq!(app.delete(&token, &path).await.0, 204);
+    let (_, listed) = app.get(&token, THRESHOLDS).await;
+    assert_eq!(listed["items"], json!([]), "{listed}");
+}

@@ -24,7 +24,7 @@ use application::use_cases::credits::{ConsumeCredits, UsageRequest};
 use application::use_cases::initiate_payment::InitiatePayment;
 use application::use_cases::reconcile::ReconcileSettings;
 use application::use_cases::spend_limits::LimitDraft;
-use application::use_cases::thresholds::ThresholdDraft;
+use application::use_cases::thresholds::{ThresholdDraft, ThresholdsError};
 use domain::entitlements::EntitlementDraft;
 use domain::{
     BillingPeriod, CreditDelta, Currency, IdempotencyKey, Money, OrderId, OrderStatus, Plan,
@@ -346,11 +346,11 @@ async fn balance_thresholds_tell_each_crossing_once(world: &World, store: &TestS
     for draft in [
         ThresholdDraft {
             credits: Some("10".into()),
-            percent_of_grant: None,
+            ..ThresholdDraft::default()
         },
         ThresholdDraft {
-            credits: None,
             percent_of_grant: Some(50),
+            ..ThresholdDraft::default()
         },
     ] {
         let shown = world
@@ -440,6 +440,116 @@ async fn balance_thresholds_tell_each_crossing_once(world: &World, store: &TestS
     assert!(
         !listed[0].below,
         "8 credits are above 50% of the last grant of 10"
+    );
+}
+
+/// A threshold at a percentage of a limit sits at that share of the limit's credits, tells
+/// its crossings as any threshold, and goes when its limit is removed; one on a limit the
+/// account does not have is refused.
+async fn a_threshold_on_a_limit_follows_the_limit(world: &World, store: &TestStore) {
+    let user = world.user("ceiling@example.com").await;
+    let account = domain::AccountId::personal(&user.id);
+    let grant = GrantCommand {
+        account_id: account.clone(),
+        amount: crate::support::c(4_000),
+        source: GrantSource::Admin("ceiling".into()),
+        expires_at: None,
+        now: at_days(2),
+    };
+    store.grant(&grant).await.unwrap();
+    let ceiling = LimitDraft {
+        window: "month".into(),
+        credits: "30".into(),
+        ..LimitDraft::default()
+    };
+    let limit = world
+        .service
+        .add_spend_limit(&user.id, &account, ceiling)
+        .await
+        .unwrap();
+    let half = |limit: &str| ThresholdDraft {
+        percent_of_limit: Some(50),
+        limit_id: Some(limit.into()),
+        ..ThresholdDraft::default()
+    };
+    let refused = world
+        .service
+        .add_balance_threshold(&user.id, &account, half("lim_none"))
+        .await;
+    assert!(
+        matches!(refused, Err(ThresholdsError::NoSuchLimit)),
+        "{refused:?}"
+    );
+    let shown = world
+        .service
+        .add_balance_threshold(&user.id, &account, half(limit.record.id.as_str()))
+        .await
+        .unwrap();
+    assert_eq!(shown.level, Some(crate::support::c(1_500)));
+    let spend = |credits: i64, key: &str| ConsumeCredits {
+        user_id: user.id.clone(),
+        account_id: None,
+        usage: UsageRequest {
+            feature: None,
+            model: Some("big".into()),
+            tokens: Some(credits * 500),
+        },
+        idempotency_key: IdempotencyKey::new(key).unwrap(),
+        api_key_id: None,
+    };
+    let before = all_events(store).await.len();
+    // 40 → 20 → 14: below half the ceiling of 30.
+    for (credits, key) in [(20, "c1"), (6, "c2")] {
+        world
+            .service
+            .consume_credits(spend(credits, key))
+            .await
+            .unwrap();
+    }
+    let told: Vec<(HostEventKind, Value)> = told_since(store, before)
+        .await
+        .into_iter()
+        .filter(|(k, _)| *k == HostEventKind::CreditsThresholdCrossed)
+        .collect();
+    assert_eq!(told.len(), 1, "{told:?}");
+    let threshold = &told[0].1["data"]["threshold"];
+    assert_eq!(threshold["percentOfLimit"], 50);
+    assert_eq!(threshold["limitId"], limit.record.id.as_str());
+    assert_eq!(threshold["levelHundredths"], 1_500);
+    assert_eq!(told[0].1["data"]["balanceHundredths"], 1_400);
+    // The limit removed, its threshold is gone with it, and the balance row counts none.
+    world
+        .service
+        .remove_spend_limit(&user.id, &account, &limit.record.id)
+        .await
+        .unwrap();
+    assert!(
+        world
+            .service
+            .balance_thresholds(&account)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    store
+        .grant(&GrantCommand {
+            amount: crate::support::c(2_000),
+            source: GrantSource::Admin("ceiling-2".into()),
+            ..grant
+        })
+        .await
+        .unwrap();
+    let before = all_events(store).await.len();
+    world
+        .service
+        .consume_credits(spend(30, "c3"))
+        .await
+        .unwrap();
+    assert!(
+        told_since(store, before)
+            .await
+            .iter()
+            .all(|(k, _)| *k != HostEventKind::CreditsThresholdCrossed),
     );
 }
 
@@ -1214,6 +1324,7 @@ pub async fn every_change_tells_its_event_once_in_its_own_transaction(store: &Te
     spends_tell_each_balance_crossing_once(&world, store).await;
     a_spend_reaching_a_limit_tells_it(&world, store).await;
     balance_thresholds_tell_each_crossing_once(&world, store).await;
+    a_threshold_on_a_limit_follows_the_limit(&world, store).await;
     a_refund_that_ends_access_tells_the_entitlements_gone(&world, store).await;
     consumption_is_told_only_while_an_endpoint_opts_in(&world, store).await;
     unpaid_orders_tell_cancelled_and_expired(&world, store).await;

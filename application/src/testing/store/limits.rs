@@ -155,11 +155,13 @@ pub(super) fn add_limit(
     Ok(record)
 }
 
-/// Remove `account`'s limit `id` from `s`: whether it had it.
+/// Remove `account`'s limit `id` from `s`, with the thresholds at a percentage of it: whether
+/// it had it.
 pub(super) fn remove_limit(s: &mut State, account: &AccountId, id: &SpendLimitId) -> bool {
     match s.spend_limits.get(id) {
         Some(r) if &r.account_id == account => {
             s.spend_limits.remove(id);
+            s.thresholds.retain(|_, t| t.level.limit() != Some(id));
             true
         }
         _ => false,

@@ -6,7 +6,7 @@ use domain::{AccountId, MAX_THRESHOLDS_PER_ACCOUNT, ThresholdId, TransactionKind
 
 use super::{InMemoryStore, lock};
 use crate::ports::{
-    AccountThresholds, AddThresholdError, StoreError, ThresholdRecord, ThresholdStore,
+    AccountThresholds, AddThresholdError, LevelBases, StoreError, ThresholdRecord, ThresholdStore,
 };
 
 #[async_trait]
@@ -39,9 +39,15 @@ impl ThresholdStore for InMemoryStore {
                     )
             })
             .map(|t| t.amount.magnitude());
+        let limits = s
+            .spend_limits
+            .values()
+            .filter(|l| &l.account_id == account)
+            .map(|l| (l.id.clone(), l.limit.credits))
+            .collect();
         Ok(AccountThresholds {
             items,
-            last_grant,
+            bases: LevelBases { last_grant, limits },
             balance: s.ledger.balance(account),
         })
     }
@@ -58,6 +64,13 @@ impl ThresholdStore for InMemoryStore {
             .count();
         if n >= MAX_THRESHOLDS_PER_ACCOUNT {
             return Err(AddThresholdError::TooMany(MAX_THRESHOLDS_PER_ACCOUNT));
+        }
+        if let Some(limit) = new.level.limit()
+            && s.spend_limits
+                .get(limit)
+                .is_none_or(|l| l.account_id != new.account_id)
+        {
+            return Err(AddThresholdError::NoSuchLimit);
         }
         s.thresholds.insert(new.id.clone(), new.clone());
         Ok(new.clone())
