@@ -371,6 +371,8 @@ async fn credits_panel(
     let purchases = purchase_names(state, &history.items, report, names).await?;
     let account = acting.account_id(user);
     let limits = super::dashboard_limits::load(state, &account).await?;
+    // A team's members name its member limits and are offered by the limit form.
+    let members = super::dashboard_limits::members(state, user, &account).await?;
     let spend = super::dashboard_spend::load(state, &account).await?;
     let held_hundredths: i64 = report
         .pending_reservations
@@ -395,7 +397,7 @@ async fn credits_panel(
                 }
             }
         }
-        (super::dashboard_limits::on_dashboard(v, &limits, (&account, acting.manages_billing())))
+        (super::dashboard_limits::on_dashboard(v, (&limits, &members), (&account, acting.manages_billing())))
         (super::dashboard_spend::section(v, &spend))
         section.card.section-card {
             h2 { (v.t("dashboard.transactions_title")) }

@@ -9,8 +9,10 @@
 
 use std::sync::Arc;
 
+use application::accounts::User;
+use application::ports::Member;
 use application::use_cases::spend_limits::{LimitDraft, LimitsError, ShownLimit};
-use domain::{AccountId, Enforcement, SpendLimitId};
+use domain::{AccountId, Enforcement, SpendLimitId, UserId};
 use maud::{Markup, html};
 use poem::Request;
 use serde::Deserialize;
@@ -39,6 +41,8 @@ pub(crate) struct LimitForm {
     feature: String,
     #[serde(default)]
     model: String,
+    #[serde(default)]
+    member: String,
     #[serde(default)]
     enforcement: String,
 }
@@ -144,7 +148,7 @@ fn draft_of(form: &LimitForm) -> Result<LimitDraft, LimitsError> {
         feature: text(&form.feature),
         model: text(&form.model),
         api_key_id: None,
-        member_id: None,
+        member_id: text(&form.member),
         // Hours apply to a rolling window alone; the form keeps the field for every window.
         rolling_hours: rolling_hours.filter(|_| window == "rolling"),
         window,
@@ -163,6 +167,22 @@ pub(crate) async fn load(
         Err(LimitsError::Infra(infra)) => Err(infra.into()),
         Err(_) => Err(PageError::Unexpected),
     }
+}
+
+/// The members of `account` when it is a team (`user` is one of them), none for a personal
+/// account.
+pub(crate) async fn members(
+    state: &PageState,
+    user: &User,
+    account: &AccountId,
+) -> Result<Vec<Member>, PageError> {
+    if account.owner().is_some() {
+        return Ok(Vec::new());
+    }
+    (state.ports.accounts)
+        .team_members(&user.id, account)
+        .await
+        .map_err(super::dashboard_teams::page_error)
 }
 
 /// The limits of `account` with their usage now, as an administrator reads them.
@@ -194,7 +214,7 @@ pub(crate) fn notice(v: &Visitor) -> Markup {
 /// The credits tab's part: the notice of a limit form's answer, and the section.
 pub(crate) fn on_dashboard(
     v: &Visitor,
-    limits: &[ShownLimit],
+    limits: (&[ShownLimit], &[Member]),
     (account, manages): (&AccountId, bool),
 ) -> Markup {
     html! {
@@ -220,11 +240,21 @@ struct Forms<'a> {
     account: Option<&'a str>,
 }
 
+/// How a member is named on the page: their e-mail address, else their id.
+fn member_label<'m>(members: &'m [Member], id: &'m UserId) -> &'m str {
+    members
+        .iter()
+        .find(|m| &m.user_id == id)
+        .and_then(|m| m.email.as_deref())
+        .unwrap_or(id.as_str())
+}
+
 /// The section: the account's limits, and for those who may change them (`manages`) the form
-/// to add one and a remove button on each; nothing for others when it has none.
+/// to add one and a remove button on each; nothing for others when it has none. A team's
+/// `members` name the member limits and are offered by the form.
 pub(crate) fn section(
     v: &Visitor,
-    limits: &[ShownLimit],
+    (limits, members): (&[ShownLimit], &[Member]),
     (account, manages): (&AccountId, bool),
     audience: Audience,
 ) -> Markup {
@@ -252,17 +282,17 @@ pub(crate) fn section(
             p.muted { (v.t(lead)) }
             @if !limits.is_empty() {
                 ul.limit-list {
-                    @for shown in limits { (row(v, shown, manages.then_some(forms))) }
+                    @for shown in limits { (row(v, shown, members, manages.then_some(forms))) }
                 }
             }
-            @if manages { (add_form(v, forms)) }
+            @if manages { (add_form(v, forms, members)) }
         }
     }
 }
 
-/// "Add a limit": credits, window (with hours for a rolling one), an optional feature, hard or
-/// soft.
-fn add_form(v: &Visitor, forms: Forms<'_>) -> Markup {
+/// "Add a limit": credits, window (with hours for a rolling one), an optional feature and
+/// model, on a team an optional member, hard or soft.
+fn add_form(v: &Visitor, forms: Forms<'_>, members: &[Member]) -> Markup {
     html! {
         form.stack.limit-form method="post" action=(format!("{}/add", forms.base)) data-busy
             data-testid="add-limit" {
@@ -300,6 +330,17 @@ fn add_form(v: &Visitor, forms: Forms<'_>) -> Markup {
                     label for="limit-model" { (v.t("limits.model_field")) }
                     input #limit-model type="text" name="model" maxlength="64";
                 }
+                @if !members.is_empty() {
+                    div.field {
+                        label for="limit-member" { (v.t("limits.member_field")) }
+                        select #limit-member name="member" data-testid="limit-member" {
+                            option value="" selected { (v.t("limits.every_member")) }
+                            @for m in members {
+                                option value=(m.user_id) { (member_label(members, &m.user_id)) }
+                            }
+                        }
+                    }
+                }
                 div.field {
                     label for="limit-enforcement" { (v.t("limits.enforcement")) }
                     select #limit-enforcement name="enforcement" {
@@ -335,7 +376,12 @@ fn remove_form(v: &Visitor, shown: &ShownLimit, forms: Forms<'_>) -> Markup {
 }
 
 /// One limit; `removable`: for a manager, with its remove button posting there.
-fn row(v: &Visitor, shown: &ShownLimit, removable: Option<Forms<'_>>) -> Markup {
+fn row(
+    v: &Visitor,
+    shown: &ShownLimit,
+    members: &[Member],
+    removable: Option<Forms<'_>>,
+) -> Markup {
     let (record, standing) = (&shown.record, &shown.standing);
     let limit = &record.limit;
     let hours = limit.window.rolling_hours().map(|h| h.to_string());
@@ -385,7 +431,7 @@ fn row(v: &Visitor, shown: &ShownLimit, removable: Option<Forms<'_>>) -> Markup 
                     (v.tf("limits.key", &[("key", key)])) " · "
                 }
                 @if let Some(member) = &record.scope.member {
-                    (v.tf("limits.member", &[("member", member.as_str())])) " · "
+                    (v.tf("limits.member", &[("member", member_label(members, member))])) " · "
                 }
                 (v.tf("teams.resets", &[("date", &format::date_time(standing.resets_at, v.lang))]))
             }

@@ -679,6 +679,63 @@ async fn limits_are_added_and_removed_through_the_credits_tab() {
     assert_eq!(again.location(), "/dashboard?tab=credits&notice=limit_gone");
 }
 
+/// On a team's credits tab, an owner limits one member: the form offers the team's members by
+/// e-mail, and the limit names the member it counts.
+#[tokio::test]
+async fn an_owner_limits_one_member_through_the_team_s_credits_tab() {
+    let app = App::new(PricingMode::Static);
+    let ada = app.signed_in("ada@example.com", false).await;
+    app.signed_in("bob@example.com", false).await;
+    let (ada_id, bob_id) = (
+        user_id(&app, "ada@example.com").await,
+        user_id(&app, "bob@example.com").await,
+    );
+    let team = app.service.create_team(&ada_id, "Acme").await.unwrap();
+    let member = MemberRequest::Add {
+        role: MemberRole::Member,
+        limit: None,
+    };
+    app.service
+        .change_team_member(&ada_id, &team.account.id, &bob_id, member)
+        .await
+        .unwrap();
+    let id = team.account.id.to_string();
+    let tab = format!("/dashboard?tab=credits&account={id}");
+    let page = ada.get(&tab).await.body;
+    assert!(page.contains("data-testid=\"limit-member\""), "{page}");
+    assert!(
+        page.contains(&format!(
+            "<option value=\"{bob_id}\">bob@example.com</option>"
+        )),
+        "{page}"
+    );
+    let added = ada
+        .submit(
+            &tab,
+            "/dashboard/limits/add",
+            &[
+                ("accountId", &id),
+                ("credits", "30"),
+                ("window", "week"),
+                ("member", bob_id.as_str()),
+            ],
+        )
+        .await;
+    assert!(
+        added.location().ends_with("notice=limit_added"),
+        "{}",
+        added.location()
+    );
+    let limits = app.service.spend_limits(&team.account.id).await.unwrap();
+    assert_eq!(limits.len(), 1);
+    assert_eq!(limits[0].record.scope.member.as_ref(), Some(&bob_id));
+    let page = ada.get(added.location()).await.body;
+    assert!(page.contains("Member bob@example.com"), "{page}");
+    // A personal account has no members to offer.
+    let own = ada.get("/dashboard?tab=credits").await.body;
+    assert!(!own.contains("data-testid=\"limit-member\""), "{own}");
+}
+
 /// The credits tab charts the account's spend per day over 30 days, by feature and by model,
 /// with the numbers beside each chart; an account that spent nothing shows no chart.
 #[tokio::test]

@@ -127,7 +127,7 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, request: Request) ->
             @if team.members.is_empty() { p.muted { (v.t("console.account_members_none")) } }
             @else { div.table-wrap { (members_table(&v, &team.members, now)) } }
         }
-        (dashboard_limits::section(&v, &limits, (&id, true), Audience::Console))
+        (dashboard_limits::section(&v, (&limits, &team.members), (&id, true), Audience::Console))
     };
     Ok(layout::page(&v, StatusCode::OK, &name, Nav::Admin, body))
 }

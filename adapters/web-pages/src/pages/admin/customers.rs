@@ -151,7 +151,7 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, request: Request) ->
         (holdings(&v, &overview, id.as_str()))
         (teams_card(&v, &overview.teams))
         (allowances_card(&v, &allowances, id.as_str()))
-        (dashboard_limits::section(&v, &limits, (&account, true), Audience::Console))
+        (dashboard_limits::section(&v, (&limits, &[]), (&account, true), Audience::Console))
         section.card.section-card {
             h2 { (v.t("console.customer_orders")) }
             @if orders.items.is_empty() { p.muted { (v.t("console.orders_none")) } }
