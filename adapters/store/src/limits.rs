@@ -197,6 +197,61 @@ pub(crate) async fn count(
     Ok(Ok(counted))
 }
 
+/// The limits of `account` with their buckets, for a grouped run that counts its spends itself
+/// ([`count_in_run`]) under the account's balance-row lock.
+pub(crate) async fn read_for_run(
+    tx: &DatabaseTransaction,
+    account: &AccountId,
+    now: Timestamp,
+) -> Result<Vec<SpendLimitRecord>, Fail> {
+    read(tx, account, None, now).await
+}
+
+/// Count a spend of `amount` at `now` (made in `spend`) against the limits of `limits` it falls
+/// under, as [`count`] does but in memory, for a grouped run: what it counted, the limits'
+/// buckets moved, or the refusal of a hard limit (nothing moved).
+pub(crate) fn count_in_run(
+    limits: &mut [SpendLimitRecord],
+    spend: &LimitScope,
+    amount: Credits,
+    now: Timestamp,
+) -> Result<Vec<LimitCount>, Refusal> {
+    let under: Vec<usize> = (0..limits.len())
+        .filter(|&i| limits[i].scope.counts(spend))
+        .collect();
+    let applicable: Vec<SpendLimitRecord> = under.iter().map(|&i| limits[i].clone()).collect();
+    let counts =
+        SpendLimitRecord::count_all(&applicable, amount, now).map_err(Refusal::LimitReached)?;
+    let mut counted = Vec::with_capacity(counts.len());
+    for (&i, c) in under.iter().zip(counts) {
+        let record = &mut limits[i];
+        match record.buckets.iter_mut().find(|b| b.start == c.bucket) {
+            Some(b) => b.spent = b.spent.checked_add(amount).unwrap_or(Credits::MAX),
+            None => record.buckets.push(Bucket {
+                start: c.bucket,
+                spent: amount,
+            }),
+        }
+        counted.push(LimitCount {
+            id: record.id.clone(),
+            bucket: c.bucket,
+            amount,
+            crossed: c.crossed.then(|| told(record, c.after)),
+        });
+    }
+    Ok(counted)
+}
+
+/// Write what a grouped run counted (`counted`, its fresh spends' counts): the buckets, and
+/// the limits reached marked for their reset.
+pub(crate) async fn write_run_counts(
+    tx: &DatabaseTransaction,
+    counted: &[LimitCount],
+) -> Result<(), Fail> {
+    add(tx, counted).await?;
+    mark_reached(tx, counted).await
+}
+
 /// Remember when each limit `counted` just reached resets: the reconciler tells `limit.reset`
 /// once it has ([`tell_reset`]).
 async fn mark_reached(tx: &DatabaseTransaction, counted: &[LimitCount]) -> Result<(), Fail> {

@@ -48,7 +48,9 @@ mod members;
 
 use std::collections::{BTreeSet, HashMap};
 
-use application::ports::{ConsumeCommand, CreditTransaction, Refusal, Replay, StoreError};
+use application::ports::{
+    ConsumeCommand, CreditTransaction, Refusal, Replay, SpendLimitRecord, StoreError,
+};
 use domain::ledger::{
     self, DecidedPosting, GrantLot, KeyReuse, LedgerError, SpendDecision, allocate_spend,
 };
@@ -61,6 +63,7 @@ use super::{Spent, postings, spend};
 use application::host_events;
 
 use crate::Enc;
+use crate::limits;
 use crate::outbox::Outbox;
 use crate::retry::Fail;
 use crate::rows::{LotRow, TRANSACTION_COLUMNS, TransactionRow, tokens_value};
@@ -105,20 +108,52 @@ pub(crate) async fn consume_many(
     let (balances, lots) = balances_with_lots(tx, &users, Lock::Rows).await?;
     // The members' rows after the balances: the one lock order of every spend.
     let members = members::read(tx, commands, Lock::Rows).await?;
+    let limits = run_limits(tx, &balances, commands).await?;
     let seen = stored_keys(tx, commands).await?;
-    let outcomes = Run::new(balances, lots, seen, Lock::Rows)
+    let mut run = Run::new(balances, lots, seen, Lock::Rows)
         .with_members(members)
-        .decide_and_write(tx, commands, Keys::Read)
-        .await?;
-    // The balance crossings of the fresh spends are told in the same transaction.
+        .with_limits(limits);
+    let outcomes = run.decide_and_write(tx, commands, Keys::Read).await?;
+    let counted: Vec<limits::LimitCount> = run.limit_counts.iter().flatten().cloned().collect();
+    limits::write_run_counts(tx, &counted).await?;
+    // The balance crossings and the limits reached of the fresh spends are told in the same
+    // transaction.
     let mut told = Outbox::default();
+    let mut fresh = run.limit_counts.iter();
     for (c, outcome) in commands.iter().zip(&outcomes) {
         if let Ok(End::Commit(Spent::Done((spend, Replay::Fresh)))) = outcome {
             told.extend(host_events::balance_alerts(spend, c.low_balance_below));
+            if let Some(counts) = fresh.next() {
+                told.extend(limits::reached_events(counts, spend));
+            }
         }
     }
     told.write(tx, events).await?;
     Ok(outcomes)
+}
+
+/// The spend limits, with their buckets, of the run's accounts whose balance rows (read and
+/// locked) say they have any.
+async fn run_limits(
+    tx: &DatabaseTransaction,
+    balances: &Balances,
+    commands: &[&ConsumeCommand],
+) -> Result<HashMap<String, Vec<SpendLimitRecord>>, Fail> {
+    let mut limits = HashMap::new();
+    let Some(earliest) = commands.iter().map(|c| c.now).min() else {
+        return Ok(limits);
+    };
+    for user in balances
+        .iter()
+        .filter(|(_, b)| b.limits > 0)
+        .map(|(u, _)| u)
+    {
+        let account = AccountId::new(user.as_str())
+            .map_err(|e| Fail::Store(StoreError::Unexpected(anyhow::anyhow!("{e}"))))?;
+        let read = limits::read_for_run(tx, &account, earliest).await?;
+        limits.insert(user.clone(), read);
+    }
+    Ok(limits)
 }
 
 /// PostgreSQL: decide and write `commands` without an explicit transaction, in two round trips
@@ -325,9 +360,20 @@ struct Balance {
     postings: i64,
     /// The `updated_at` of the run's last posting.
     updated_at: i64,
+    /// The account's `limit_count` as read (locked runs only; the unlocked ones refuse
+    /// accounts with limits): the run writes only if it still holds.
+    limits: i64,
 }
 
 impl Balance {
+    /// The run's posting of `amount` (hundredths) at `now`, leaving `after`.
+    fn debit(&mut self, after: Credits, amount: i64, now: domain::Timestamp) {
+        self.hundredths = Some(after.hundredths());
+        self.debited += amount;
+        self.postings += 1;
+        self.updated_at = now.unix_millis();
+    }
+
     /// A balance row as read.
     fn read(hundredths: i64, count: i64) -> Self {
         Balance {
@@ -348,6 +394,11 @@ struct Run<'a> {
     fresh: Vec<Fresh<'a>>,
     /// The members the run's spends act as, as its spends left them.
     members: members::Members,
+    /// The spend limits of the run's accounts that have any (locked runs only), with their
+    /// buckets as the run's spends left them.
+    limits: HashMap<String, Vec<SpendLimitRecord>>,
+    /// What each fresh spend counted against them, by fresh posting.
+    limit_counts: Vec<Vec<limits::LimitCount>>,
     /// Whether the balances were read under their rows' locks ([`consume_many`]), so that a
     /// decrement the database refuses is a disagreement with the decision, not a balance that
     /// moved since the read.
@@ -368,8 +419,16 @@ impl<'a> Run<'a> {
             takes: Vec::new(),
             fresh: Vec::new(),
             members: members::Members::new(),
+            limits: HashMap::new(),
+            limit_counts: Vec::new(),
             lock,
         }
+    }
+
+    /// The run with the spend limits of its accounts that have any.
+    fn with_limits(mut self, limits: HashMap<String, Vec<SpendLimitRecord>>) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// The run with the rows of the members its spends act as.
@@ -459,6 +518,8 @@ impl<'a> Run<'a> {
             takes,
             fresh,
             members,
+            limits,
+            limit_counts,
             ..
         } = self;
         let user = c.account_id.as_str();
@@ -482,9 +543,11 @@ impl<'a> Run<'a> {
             Ok(decision) => decision,
             Err(answered) => return Ok(answered),
         };
-        // A member's limit is decided before the balance, as on the one-by-one path.
-        let counted = match members::count(members, c) {
-            Ok(counted) => counted,
+        // A member's limit is decided before the balance, as on the one-by-one path, then the
+        // account's limits; neither moves unless the spend is written.
+        let counts = members::count(members, c).and_then(|m| Ok((m, count_limits(limits, c)?)));
+        let (counted, (account_limits, limits_counted)) = match counts {
+            Ok(counts) => counts,
             Err(refusal) => return Ok(refused(refusal)),
         };
         let after = match decision {
@@ -502,10 +565,9 @@ impl<'a> Run<'a> {
         let taken = before.hundredths() - after.hundredths();
         assert_eq!(taken, amount, "a batched spend takes exactly its amount");
         members::apply(members, counted);
-        balance.hundredths = Some(after.hundredths());
-        balance.debited += amount;
-        balance.postings += 1;
-        balance.updated_at = c.now.unix_millis();
+        limits.extend(account_limits.map(|moved| (user.to_owned(), moved)));
+        limit_counts.push(limits_counted);
+        balance.debit(after, amount, c.now);
         if let Some(user_lots) = lots.get_mut(user) {
             draw(user_lots, c.amount, takes)?;
         }
@@ -517,6 +579,21 @@ impl<'a> Run<'a> {
         seen.insert(key, Seen::Fresh(n, hash.to_owned()));
         Ok(Decision::Fresh(n))
     }
+}
+
+/// What `c` counts against its account's limits in the run (`limits`: as the run's spends left
+/// them): the account's limits with the spend counted, to keep if it is written, and the
+/// counts; or the refusal of a hard limit.
+fn count_limits(
+    limits: &HashMap<String, Vec<SpendLimitRecord>>,
+    c: &ConsumeCommand,
+) -> Result<(Option<Vec<SpendLimitRecord>>, Vec<limits::LimitCount>), Refusal> {
+    let Some(mut of_account) = limits.get(c.account_id.as_str()).cloned() else {
+        return Ok((None, Vec::new()));
+    };
+    let spend = c.context.spent_as(c.member_id.as_ref());
+    let counted = limits::count_in_run(&mut of_account, &spend, c.amount, c.now)?;
+    Ok((Some(of_account), counted))
 }
 
 /// The spending rule's `decision` for `c` with its key's earlier use (`earlier`): what is left to
@@ -689,8 +766,10 @@ fn member_of(
 
 /// The users' balances with their spendable lots, in one statement; with [`Lock::Rows`], the
 /// balance rows locked in user order on PostgreSQL (`FOR UPDATE OF b`: the balance rows only;
-/// the lots are serialized by them). A run with an account that has spend limits fails here:
-/// its commands run alone, on the path that counts limits (`super::spend::consume`).
+/// the lots are serialized by them). An unlocked run with an account that has spend limits
+/// fails here (its limits could move before its write); a locked one reads them next
+/// ([`run_limits`]). A run with an account that has balance thresholds fails here: its commands
+/// run alone, on the path that tells their crossings (`super::spend::consume`).
 async fn balances_with_lots<C: ConnectionTrait>(
     tx: &C,
     users: &BTreeSet<&str>,
@@ -718,17 +797,19 @@ async fn balances_with_lots<C: ConnectionTrait>(
         let user: String = row.try_get("", "account_id")?;
         let hundredths: i64 = row.try_get("", "balance_hundredths")?;
         let count: i64 = row.try_get("", "transaction_count")?;
-        // An account with spend limits or balance thresholds spends on the one-by-one path,
-        // which counts the limits and tells the crossings.
-        if row.try_get::<i32>("", "limit_count")? > 0 {
-            return Err(Fail::Retry("an account of the run has spend limits"));
+        let limit_count = i64::from(row.try_get::<i32>("", "limit_count")?);
+        if limit_count > 0 && lock == Lock::None {
+            return Err(Fail::Retry(
+                "an account of the unlocked run has spend limits",
+            ));
         }
         if row.try_get::<i32>("", "threshold_count")? > 0 {
             return Err(Fail::Retry("an account of the run has balance thresholds"));
         }
-        balances
-            .entry(user.clone())
-            .or_insert_with(|| Balance::read(hundredths, count));
+        balances.entry(user.clone()).or_insert_with(|| Balance {
+            limits: limit_count,
+            ..Balance::read(hundredths, count)
+        });
         if row.try_get::<Option<i64>>("", "id")?.is_some() {
             let lot = LotRow::from_query_result(&row, "")?.into_domain()?;
             lots.entry(user).or_default().push(lot);
@@ -913,9 +994,9 @@ fn insert_part(postgres: bool, first: usize, fresh: &[Fresh<'_>]) -> Result<Part
 }
 
 /// The users' decrements, each conditional on the balance row still holding the balance and
-/// transaction count the run read, and on the account having no spend limits (a limit made
-/// since the read, or since the writer remembered the row, fails the run: see
-/// [`balances_with_lots`]) (parameters from `$first`); returns the part and how many
+/// transaction count the run read, and on the account's `limit_count` being the one read (a
+/// limit made or removed since the read, or since the writer remembered the row, fails the
+/// run: see [`balances_with_lots`]) (parameters from `$first`); returns the part and how many
 /// balances it must change. (Under the locked read nothing else can have changed them; on the
 /// unlocked path this is what tells a run that something moved since its read.)
 fn debit_part(postgres: bool, first: usize, balances: &Balances) -> (Part, usize) {
@@ -930,6 +1011,7 @@ fn debit_part(postgres: bool, first: usize, balances: &Balances) -> (Part, usize
                 Cell::Int(Some(b.updated_at)),
                 Cell::Int(b.hundredths.map(|now| now + b.debited)),
                 Cell::Int(Some(b.count)),
+                Cell::Int(Some(b.limits)),
             ]
         })
         .collect();
@@ -941,6 +1023,7 @@ fn debit_part(postgres: bool, first: usize, balances: &Balances) -> (Part, usize
         ("at", "bigint"),
         ("was", "bigint"),
         ("was_n", "bigint"),
+        ("was_l", "bigint"),
     ];
     let (mut cte, values) = rows(postgres, ("d", first), &columns, table);
     // PostgreSQL: lock the rows in user order first (`lk`, which the UPDATE's one-time filter
@@ -959,7 +1042,7 @@ fn debit_part(postgres: bool, first: usize, balances: &Balances) -> (Part, usize
         "UPDATE credit_balances SET balance_hundredths = balance_hundredths - d.amount, \
          transaction_count = transaction_count + d.n, updated_at = d.at \
          FROM d WHERE {gate}account_id = d.uid AND balance_hundredths = d.was \
-         AND transaction_count = d.was_n AND limit_count = 0 AND threshold_count = 0 \
+         AND transaction_count = d.was_n AND limit_count = d.was_l AND threshold_count = 0 \
          AND balance_hundredths >= d.amount \
          RETURNING account_id, balance_hundredths"
     );

@@ -340,6 +340,81 @@ pub async fn a_limit_is_never_passed_under_concurrency(store: &TestStore) {
     assert_eq!(store.balance(&ada).await.unwrap(), c(100_000 - 4_800));
 }
 
+/// Concurrent spends of two features against a hard limit on every spend and a soft one on
+/// one feature (grouped runs count them in memory, the one-by-one path in the database): the
+/// hard limit passes exactly what it holds, the soft one counts exactly its feature's spends,
+/// and each limit reached is told exactly once, with the spend that reached it.
+pub async fn limits_of_several_scopes_hold_under_concurrency(store: &TestStore) {
+    let ada = funded(store, "ada", 1_000).await;
+    let all = limit(store, &ada, ("lim_all", None), (60, SpendWindow::Day), NOW).await;
+    let soft = NewSpendLimit {
+        id: SpendLimitId::new("lim_img").unwrap(),
+        account_id: ada.clone(),
+        scope: LimitScope {
+            feature: Some("image".into()),
+            ..LimitScope::default()
+        },
+        limit: SpendLimit {
+            credits: c(1_500),
+            window: SpendWindow::Day,
+            enforcement: Enforcement::Soft,
+        },
+        created_by: None,
+        now: t(NOW),
+    };
+    let image = store.add_spend_limit(&soft).await.unwrap().id;
+    let mut tasks = Vec::new();
+    for k in 0..40 {
+        let store = (**store).clone();
+        let ada = ada.clone();
+        let feature = if k % 2 == 0 { "image" } else { "chat" };
+        tasks.push(tokio::spawn(async move {
+            let done = store
+                .consume(&spend(&ada, (3, feature), &format!("k{k}"), NOW))
+                .await;
+            (feature, done.map(drop))
+        }));
+    }
+    let mut images = 0;
+    let mut passed = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            (feature, Ok(())) => {
+                passed += 1;
+                images += i64::from(feature == "image");
+            }
+            (_, Err(SpendError::LimitReached(reached))) => {
+                assert!(
+                    matches!(&reached.owner, LimitOwner::Account { id, .. } if *id == all),
+                    "{reached:?}"
+                );
+            }
+            (_, Err(other)) => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(passed, 20, "60 credits hold 20 spends of 3");
+    assert_eq!(used(store, &ada, &all, NOW).await, 6_000);
+    assert_eq!(used(store, &ada, &image, NOW).await, images * 300);
+    assert_eq!(store.balance(&ada).await.unwrap(), c(100_000 - 6_000));
+    let reached: Vec<String> = crate::host_events::all_events(store)
+        .await
+        .into_iter()
+        .filter(|e| e.kind.code() == "limit.reached")
+        .map(|e| {
+            let payload: serde_json::Value = serde_json::from_str(&e.payload).unwrap();
+            payload["data"]["limit"]["id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    let mut expected = vec![all.to_string()];
+    if images * 3 >= 15 {
+        expected.push(image.to_string());
+    }
+    let mut reached = reached;
+    reached.sort();
+    expected.sort();
+    assert_eq!(reached, expected);
+}
+
 /// `limit.reached` is told once per crossing: when a spend brings a hard limit's window to its
 /// credits, and when one takes a soft limit's past them (which it lets through); not again
 /// while it stays there, and again after the window resets.
@@ -849,5 +924,8 @@ contract_tests!(
 mod concurrency {
     use super::*;
 
-    concurrency_tests!(a_limit_is_never_passed_under_concurrency);
+    concurrency_tests!(
+        a_limit_is_never_passed_under_concurrency,
+        limits_of_several_scopes_hold_under_concurrency,
+    );
 }
