@@ -242,13 +242,32 @@ pub(crate) fn count_in_run(
     Ok(counted)
 }
 
-/// Write what a grouped run counted (`counted`, its fresh spends' counts): the buckets, and
-/// the limits reached marked for their reset.
+/// Write what a grouped run counted (`counted`, its fresh spends' counts): the buckets, each
+/// once with the sum of its counts (one upsert may not touch a row twice), and the limits
+/// reached marked for their reset.
 pub(crate) async fn write_run_counts(
     tx: &DatabaseTransaction,
     counted: &[LimitCount],
 ) -> Result<(), Fail> {
-    add(tx, counted).await?;
+    let mut sums: Vec<LimitCount> = Vec::new();
+    for c in counted {
+        match sums
+            .iter_mut()
+            .find(|s| s.id == c.id && s.bucket == c.bucket)
+        {
+            Some(sum) => {
+                sum.amount = sum
+                    .amount
+                    .checked_add(c.amount)
+                    .map_err(|e| StoreError::Unexpected(anyhow::anyhow!("a run's count: {e}")))?;
+            }
+            None => sums.push(LimitCount {
+                crossed: None,
+                ..c.clone()
+            }),
+        }
+    }
+    add(tx, &sums).await?;
     mark_reached(tx, counted).await
 }
 

@@ -767,7 +767,77 @@ async fn a_batch_replays_stored_keys_whatever_the_balance(backend: Backend) {
     setup.cleanup().await;
 }
 
+/// A batch of spends on an account with spend limits is decided as one batch (on PostgreSQL
+/// after the unlocked attempt steps aside): each spend counted in order against the limits its
+/// scope falls under, the one past a hard limit refused, and the counts written once per bucket.
+async fn a_batch_counts_spend_limits_in_order(backend: Backend) {
+    use application::ports::{NewSpendLimit, SpendLimitStore};
+    use domain::{Enforcement, LimitScope, SpendLimit, SpendLimitId, SpendWindow};
+    let Some(setup) = backend.store(GroupCommit::off()).await else {
+        return;
+    };
+    let u = user(&setup, "u1").await;
+    grant(&setup, &u, "g1", 10_000, None).await;
+    let account = domain::AccountId::personal(&u);
+    let new = |id: &str, model: Option<&str>, credits: i64| NewSpendLimit {
+        id: SpendLimitId::new(id).unwrap(),
+        account_id: account.clone(),
+        scope: LimitScope {
+            model: model.map(str::to_owned),
+            ..LimitScope::default()
+        },
+        limit: SpendLimit {
+            credits: c(credits),
+            window: SpendWindow::Day,
+            enforcement: Enforcement::Hard,
+        },
+        created_by: None,
+        now: t(100),
+    };
+    setup
+        .add_spend_limit(&new("lim_all", None, 350))
+        .await
+        .unwrap();
+    setup
+        .add_spend_limit(&new("lim_other", Some("other"), 100))
+        .await
+        .unwrap();
+    let store = setup.reconnect(exact_groups(4)).await;
+    let commands = (0..4).map(|i| consume(&u, 100, &format!("k{i}")));
+    let results = consume_all(&store, commands.collect()).await;
+    let refused = results
+        .iter()
+        .filter(|r| matches!(r, Err(SpendError::LimitReached(_))))
+        .count();
+    assert_eq!(
+        (results.iter().filter(|r| r.is_ok()).count(), refused),
+        (3, 1),
+        "3.50 a day holds three spends of 1.00: {results:?}"
+    );
+    let stats = store.group_commit_stats().unwrap();
+    assert_eq!(
+        (stats.groups, stats.batched, stats.alone),
+        (1, 4, 0),
+        "{stats:?}"
+    );
+    let limits = setup.spend_limits(&account, t(100)).await.unwrap();
+    let used: Vec<i64> = limits
+        .iter()
+        .map(|l| l.limit.standing(&l.buckets, t(100)).used.hundredths())
+        .collect();
+    assert_eq!(
+        used,
+        [300, 0],
+        "gpt spends do not count against the other model's limit"
+    );
+    assert_eq!(setup.balance(&account).await.unwrap(), c(10_000 - 300));
+    assert_ledger_consistent(&setup, &u).await;
+    store.close().await.unwrap();
+    setup.cleanup().await;
+}
+
 backend_tests!(
+    a_batch_counts_spend_limits_in_order,
     a_batch_replays_stored_keys_whatever_the_balance,
     a_batch_of_spends_draws_lots_as_one_by_one_spends_do,
     one_group_answers_each_command_with_its_own_outcome,
