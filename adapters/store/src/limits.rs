@@ -216,30 +216,17 @@ pub(crate) fn count_in_run(
     amount: Credits,
     now: Timestamp,
 ) -> Result<Vec<LimitCount>, Refusal> {
-    let under: Vec<usize> = (0..limits.len())
-        .filter(|&i| limits[i].scope.counts(spend))
-        .collect();
-    let applicable: Vec<SpendLimitRecord> = under.iter().map(|&i| limits[i].clone()).collect();
     let counts =
-        SpendLimitRecord::count_all(&applicable, amount, now).map_err(Refusal::LimitReached)?;
-    let mut counted = Vec::with_capacity(counts.len());
-    for (&i, c) in under.iter().zip(counts) {
-        let record = &mut limits[i];
-        match record.buckets.iter_mut().find(|b| b.start == c.bucket) {
-            Some(b) => b.spent = b.spent.checked_add(amount).unwrap_or(Credits::MAX),
-            None => record.buckets.push(Bucket {
-                start: c.bucket,
-                spent: amount,
-            }),
-        }
-        counted.push(LimitCount {
-            id: record.id.clone(),
+        SpendLimitRecord::count_among(limits, spend, amount, now).map_err(Refusal::LimitReached)?;
+    Ok(counts
+        .into_iter()
+        .map(|(i, c)| LimitCount {
+            id: limits[i].id.clone(),
             bucket: c.bucket,
             amount,
-            crossed: c.crossed.then(|| told(record, c.after)),
-        });
-    }
-    Ok(counted)
+            crossed: c.crossed.then(|| told(&limits[i], c.after)),
+        })
+        .collect())
 }
 
 /// Write what a grouped run counted (`counted`, its fresh spends' counts): the buckets, each

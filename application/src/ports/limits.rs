@@ -61,6 +61,40 @@ impl SpendLimitRecord {
         )
         .map_err(|(i, refused)| limits[i].refusal(refused))
     }
+
+    /// Count a spend of `amount` at `now`, made in `spend`, against those of `limits` whose
+    /// scope counts it ([`Self::count_all`]), adding it to their buckets: the index in `limits`
+    /// of each limit that counted it, with what it counted; or the refusal (nothing moved).
+    ///
+    /// # Errors
+    /// The refusal of the hard limit with the least left.
+    pub fn count_among(
+        limits: &mut [SpendLimitRecord],
+        spend: &LimitScope,
+        amount: domain::Credits,
+        now: Timestamp,
+    ) -> Result<Vec<(usize, domain::Counted)>, domain::LimitReached> {
+        let under: Vec<usize> = (0..limits.len())
+            .filter(|&i| limits[i].scope.counts(spend))
+            .collect();
+        let applicable: Vec<SpendLimitRecord> = under.iter().map(|&i| limits[i].clone()).collect();
+        let counts = Self::count_all(&applicable, amount, now)?;
+        for (&i, c) in under.iter().zip(&counts) {
+            limits[i].add_to_bucket(c.bucket, amount);
+        }
+        Ok(under.into_iter().zip(counts).collect())
+    }
+
+    /// Add `amount` to the bucket that starts at `start` (made if it has none).
+    pub fn add_to_bucket(&mut self, start: Timestamp, amount: domain::Credits) {
+        match self.buckets.iter_mut().find(|b| b.start == start) {
+            Some(b) => b.spent = b.spent.checked_add(amount).unwrap_or(domain::Credits::MAX),
+            None => self.buckets.push(Bucket {
+                start,
+                spent: amount,
+            }),
+        }
+    }
 }
 
 /// A limit to add to an account.

@@ -5,8 +5,7 @@
 
 use async_trait::async_trait;
 use domain::{
-    AccountId, Bucket, Credits, LimitScope, MAX_LIMITS_PER_ACCOUNT, ReservationId, SpendLimitId,
-    Timestamp,
+    AccountId, Credits, LimitScope, MAX_LIMITS_PER_ACCOUNT, ReservationId, SpendLimitId, Timestamp,
 };
 
 use super::{InMemoryStore, State, lock};
@@ -17,16 +16,6 @@ use crate::ports::{
 
 /// What a hold counted: (limit, bucket, amount).
 pub(super) type HoldCounts = Vec<(SpendLimitId, Timestamp, Credits)>;
-
-fn add(buckets: &mut Vec<Bucket>, start: Timestamp, amount: Credits) {
-    match buckets.iter_mut().find(|b| b.start == start) {
-        Some(b) => b.spent = b.spent.checked_add(amount).unwrap_or(Credits::MAX),
-        None => buckets.push(Bucket {
-            start,
-            spent: amount,
-        }),
-    }
-}
 
 /// Count a spend of `amount` (its feature, model, API key and member in `spend`) against every limit of
 /// `account` it falls under, as the SQL store does ([`SpendLimitRecord::count_all`]): what it
@@ -41,21 +30,19 @@ pub(super) fn count(
     let mut limits: Vec<SpendLimitRecord> = s
         .spend_limits
         .values()
-        .filter(|r| &r.account_id == account && r.scope.counts(spend))
+        .filter(|r| &r.account_id == account)
         .cloned()
         .collect();
     limits.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
-    let counts = SpendLimitRecord::count_all(&limits, amount, now)
+    let counts = SpendLimitRecord::count_among(&mut limits, spend, amount, now)
         .map_err(|reached| ApplyError::Refused(Refusal::LimitReached(reached)))?;
-    let counted: HoldCounts = limits
+    let counted: HoldCounts = counts
         .iter()
-        .zip(counts)
-        .map(|(record, c)| (record.id.clone(), c.bucket, amount))
+        .map(|(i, c)| (limits[*i].id.clone(), c.bucket, amount))
         .collect();
-    for (id, bucket, amount) in &counted {
-        if let Some(record) = s.spend_limits.get_mut(id) {
-            add(&mut record.buckets, *bucket, *amount);
-        }
+    for (i, _) in counts {
+        let moved = &limits[i];
+        s.spend_limits.insert(moved.id.clone(), moved.clone());
     }
     Ok(counted)
 }
