@@ -43,6 +43,7 @@
 //! | `m20261009_000035_limit_resets` | spend controls | `spend_limits.reached_until` (when a reached limit's window resets, for `limit.reset`) |
 //! | `m20261010_000036_limit_scopes` | spend controls | `spend_limits.model` and `spend_limits.member_id` (a limit on one model's spends, on one member's) |
 //! | `m20261011_000037_limit_thresholds` | spend controls | `balance_thresholds.percent_of_limit` and `limit_id` (a threshold at a percentage of a limit's credits); the table is rebuilt |
+//! | `m20261012_000038_limit_changes` | spend controls | `credit_balances.limit_changes` (every limit made or removed counts one: a grouped spend decided without locks checks it) |
 //!
 //! Every step migrates down as well as up; the tests in `tests/migrations.rs` prove it on SQLite
 //! and, when `TEST_DATABASE_URL` is set, on PostgreSQL.
@@ -83,6 +84,7 @@ mod m20261008_000034_balance_thresholds;
 mod m20261009_000035_limit_resets;
 mod m20261010_000036_limit_scopes;
 mod m20261011_000037_limit_thresholds;
+mod m20261012_000038_limit_changes;
 mod sql;
 
 pub use sea_orm_migration::MigratorTrait;
@@ -132,6 +134,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261009_000035_limit_resets::Migration),
             Box::new(m20261010_000036_limit_scopes::Migration),
             Box::new(m20261011_000037_limit_thresholds::Migration),
+            Box::new(m20261012_000038_limit_changes::Migration),
         ]
     }
 }

@@ -8,6 +8,8 @@
 //! locks whether it has limits to read, and a grouped spend that compared the row before writing
 //! sees it moved.
 
+use std::collections::HashMap;
+
 use application::host_events::{self, HostEvent, LimitTold};
 use application::ports::{
     AddLimitError, CreditTransaction, NewSpendLimit, Refusal, SpendLimitRecord, SpendLimitStore,
@@ -18,7 +20,7 @@ use domain::{
     AccountId, Bucket, Credits, Enforcement, LimitScope, LimitStanding, MAX_LIMITS_PER_ACCOUNT,
     ReservationId, SpendLimit, SpendLimitId, SpendWindow, Timestamp, UserId,
 };
-use sea_orm::{ConnectionTrait, DatabaseTransaction, QueryResult};
+use sea_orm::{ConnectionTrait, DatabaseTransaction, QueryResult, Value};
 
 use crate::SeaOrmStore;
 use crate::retry::Fail;
@@ -42,31 +44,45 @@ async fn read<C: ConnectionTrait>(
     spend: Option<&LimitScope>,
     now: Timestamp,
 ) -> Result<Vec<SpendLimitRecord>, Fail> {
-    let mut values = vec![
-        account.as_str().into(),
-        now.plus_millis(-REACH_MS).unix_millis().into(),
-    ];
-    let mut only = String::new();
+    let mut values = vec![account.as_str().into()];
+    let mut only = "l.account_id = $2".to_owned();
     if let Some(spend) = spend {
         for (column, value) in scope_columns(spend) {
             match value {
                 None => only.push_str(&format!(" AND l.{column} IS NULL")),
                 Some(v) => {
                     values.push(v.into());
-                    let n = values.len();
+                    let n = values.len() + 1;
                     only.push_str(&format!(" AND (l.{column} IS NULL OR l.{column} = ${n})"));
                 }
             }
         }
     }
+    let mut by_account = read_where(conn, &only, values, now).await?;
+    Ok(by_account.remove(account.as_str()).unwrap_or_default())
+}
+
+/// The limits `filter` picks (an SQL condition on `l`, the limits, whose parameters, `values`,
+/// start at `$2`), by account, each account's oldest first, with their buckets from 32 days
+/// before `now`.
+async fn read_where<C: ConnectionTrait>(
+    conn: &C,
+    filter: &str,
+    values: Vec<Value>,
+    now: Timestamp,
+) -> Result<HashMap<String, Vec<SpendLimitRecord>>, Fail> {
+    let mut all = vec![now.plus_millis(-REACH_MS).unix_millis().into()];
+    all.extend(values);
     let sql = format!(
         "SELECT {LIMIT_COLUMNS} FROM spend_limits l LEFT JOIN spend_limit_usage u \
-         ON u.limit_id = l.id AND u.bucket_start >= $2 WHERE l.account_id = $1{only} \
+         ON u.limit_id = l.id AND u.bucket_start >= $1 WHERE {filter} \
          ORDER BY l.created_at, l.id, u.bucket_start"
     );
-    let mut limits: Vec<SpendLimitRecord> = Vec::new();
-    for row in sql::rows(conn, &sql, values).await? {
+    let mut by_account: HashMap<String, Vec<SpendLimitRecord>> = HashMap::new();
+    for row in sql::rows(conn, &sql, all).await? {
         let id: String = row.try_get("", "id")?;
+        let account: String = row.try_get("", "account_id")?;
+        let limits = by_account.entry(account).or_default();
         if limits.last().is_none_or(|l| l.id.as_str() != id) {
             limits.push(record(&row, &id)?);
         }
@@ -81,7 +97,7 @@ async fn read<C: ConnectionTrait>(
             });
         }
     }
-    Ok(limits)
+    Ok(by_account)
 }
 
 /// A limit's row, without its buckets.
@@ -197,14 +213,17 @@ pub(crate) async fn count(
     Ok(Ok(counted))
 }
 
-/// The limits of `account` with their buckets, for a grouped run that counts its spends itself
-/// ([`count_in_run`]) under the account's balance-row lock.
-pub(crate) async fn read_for_run(
-    tx: &DatabaseTransaction,
-    account: &AccountId,
+/// The limits with their buckets of the accounts `accounts` picks (an SQL condition on
+/// `l.account_id`, whose parameters start at `$2`), by account, for a grouped run that counts
+/// its spends itself ([`count_in_run`]): under the accounts' balance-row locks, or read after
+/// their balance rows by a run that writes only if those rows still hold what it read (every
+/// change to a limit or its buckets changes the row).
+pub(crate) async fn read_for_run<C: ConnectionTrait>(
+    conn: &C,
+    (accounts, values): (&str, Vec<Value>),
     now: Timestamp,
-) -> Result<Vec<SpendLimitRecord>, Fail> {
-    read(tx, account, None, now).await
+) -> Result<HashMap<String, Vec<SpendLimitRecord>>, Fail> {
+    read_where(conn, accounts, values, now).await
 }
 
 /// Count a spend of `amount` at `now` (made in `spend`) against the limits of `limits` it falls
@@ -229,13 +248,9 @@ pub(crate) fn count_in_run(
         .collect())
 }
 
-/// Write what a grouped run counted (`counted`, its fresh spends' counts): the buckets, each
-/// once with the sum of its counts (one upsert may not touch a row twice), and the limits
-/// reached marked for their reset.
-pub(crate) async fn write_run_counts(
-    tx: &DatabaseTransaction,
-    counted: &[LimitCount],
-) -> Result<(), Fail> {
+/// What a grouped run counted (`counted`, its fresh spends' counts) as one count per bucket,
+/// the sum of its counts: a bucket is written once (one upsert may not touch a row twice).
+pub(crate) fn bucket_sums(counted: &[LimitCount]) -> Result<Vec<LimitCount>, Fail> {
     let mut sums: Vec<LimitCount> = Vec::new();
     for c in counted {
         match sums
@@ -254,13 +269,20 @@ pub(crate) async fn write_run_counts(
             }),
         }
     }
-    add(tx, &sums).await?;
-    mark_reached(tx, counted).await
+    Ok(sums)
 }
+
+/// What adds counts to their buckets, after `INSERT INTO spend_limit_usage (limit_id,
+/// bucket_start, spent_hundredths) …`.
+pub(crate) const ADD_TO_BUCKETS: &str = "ON CONFLICT (limit_id, bucket_start) DO UPDATE SET \
+     spent_hundredths = spend_limit_usage.spent_hundredths + excluded.spent_hundredths";
 
 /// Remember when each limit `counted` just reached resets: the reconciler tells `limit.reset`
 /// once it has ([`tell_reset`]).
-async fn mark_reached(tx: &DatabaseTransaction, counted: &[LimitCount]) -> Result<(), Fail> {
+pub(crate) async fn mark_reached(
+    tx: &DatabaseTransaction,
+    counted: &[LimitCount],
+) -> Result<(), Fail> {
     for told in counted.iter().filter_map(|c| c.crossed.as_ref()) {
         let sql = "UPDATE spend_limits SET reached_until = $2 WHERE id = $1";
         let values = vec![told.id.as_str().into(), told.resets_at.unix_millis().into()];
@@ -364,8 +386,7 @@ async fn add(tx: &DatabaseTransaction, counted: &[LimitCount]) -> Result<(), Fai
     }
     let sql = format!(
         "INSERT INTO spend_limit_usage (limit_id, bucket_start, spent_hundredths) VALUES {} \
-         ON CONFLICT (limit_id, bucket_start) DO UPDATE SET \
-         spent_hundredths = spend_limit_usage.spent_hundredths + excluded.spent_hundredths",
+         {ADD_TO_BUCKETS}",
         rows.join(", ")
     );
     sql::execute(tx, &sql, values).await?;
@@ -436,14 +457,19 @@ async fn lock_balance_row(
     Ok(())
 }
 
-/// Move the locked balance row's `limit_count` by `delta`.
+/// Move the locked balance row's `limit_count` by `delta`, and count the change in
+/// `limit_changes` (what a grouped spend decided without the row's lock checks: a removal
+/// and an addition leave `limit_count` as it was). A `delta` of 0 only locks the row.
 async fn count_limits(
     tx: &DatabaseTransaction,
     account: &AccountId,
     delta: i64,
 ) -> Result<(), Fail> {
-    let sql = "UPDATE credit_balances SET limit_count = limit_count + $2 WHERE account_id = $1";
-    sql::execute(tx, sql, vec![account.as_str().into(), delta.into()]).await?;
+    let sql = "UPDATE credit_balances SET limit_count = limit_count + $2, \
+               limit_changes = limit_changes + $3 WHERE account_id = $1";
+    let changes = i64::from(delta != 0);
+    let values = vec![account.as_str().into(), delta.into(), changes.into()];
+    sql::execute(tx, sql, values).await?;
     Ok(())
 }
 

@@ -20,8 +20,9 @@
 //!    rule and spend order), against the balances and lots as the earlier ones left them;
 //! 3. write the fresh ones: one multi-row ledger insert, one decrement per user (a single
 //!    `UPDATE … FROM` a row set, still conditional on the balance covering it) and one
-//!    draw-down per lot (likewise conditional), and one count update per member who spent;
-//!    three or four statements on SQLite, ONE on PostgreSQL
+//!    draw-down per lot (likewise conditional), one count update per member who spent, and
+//!    one upsert of the spend-limit buckets the run counted in ([`buckets`]); three to five
+//!    statements on SQLite, ONE on PostgreSQL
 //!    (data-modifying common table expressions). On PostgreSQL the row sets travel as one JSON
 //!    parameter each, so every statement has one text whatever the run's size and is prepared
 //!    once per connection.
@@ -44,6 +45,7 @@
 //! compare-and-set on the balance read: a refusal cannot be told from a balance that moved since,
 //! so it is never an answer; the locked way decides again and checks the guard as above.
 
+mod buckets;
 mod members;
 
 use std::collections::{BTreeSet, HashMap};
@@ -115,7 +117,7 @@ pub(crate) async fn consume_many(
         .with_limits(limits);
     let outcomes = run.decide_and_write(tx, commands, Keys::Read).await?;
     let counted: Vec<limits::LimitCount> = run.limit_counts.iter().flatten().cloned().collect();
-    limits::write_run_counts(tx, &counted).await?;
+    limits::mark_reached(tx, &counted).await?;
     // The balance crossings and the limits reached of the fresh spends are told in the same
     // transaction.
     let mut told = Outbox::default();
@@ -132,28 +134,28 @@ pub(crate) async fn consume_many(
     Ok(outcomes)
 }
 
-/// The spend limits, with their buckets, of the run's accounts whose balance rows (read and
-/// locked) say they have any.
-async fn run_limits(
-    tx: &DatabaseTransaction,
+/// The spend limits, with their buckets, of the run's accounts whose balance rows (`balances`,
+/// read first) say they have any, in one statement: read under the rows' locks, or after the
+/// rows by an unlocked run (every change to a limit or its buckets changes the balance row, so
+/// the run's conditional write fails if any came in after the rows were read).
+async fn run_limits<C: ConnectionTrait>(
+    conn: &C,
     balances: &Balances,
     commands: &[&ConsumeCommand],
 ) -> Result<HashMap<String, Vec<SpendLimitRecord>>, Fail> {
-    let mut limits = HashMap::new();
-    let Some(earliest) = commands.iter().map(|c| c.now).min() else {
-        return Ok(limits);
-    };
-    for user in balances
+    let limited: BTreeSet<&str> = balances
         .iter()
         .filter(|(_, b)| b.limits > 0)
-        .map(|(u, _)| u)
-    {
-        let account = AccountId::new(user.as_str())
-            .map_err(|e| Fail::Store(StoreError::Unexpected(anyhow::anyhow!("{e}"))))?;
-        let read = limits::read_for_run(tx, &account, earliest).await?;
-        limits.insert(user.clone(), read);
+        .map(|(u, _)| u.as_str())
+        .collect();
+    let Some(earliest) = commands.iter().map(|c| c.now).min() else {
+        return Ok(HashMap::new());
+    };
+    if limited.is_empty() {
+        return Ok(HashMap::new());
     }
-    Ok(limits)
+    let (accounts, values) = member_of(is_postgres(conn), "l.account_id", 2, &limited);
+    limits::read_for_run(conn, (&accounts, values), earliest).await
 }
 
 /// PostgreSQL: decide and write `commands` without an explicit transaction, in two round trips
@@ -187,8 +189,11 @@ pub(crate) async fn consume_many_unlocked<C: ConnectionTrait>(
     known: &mut Known,
 ) -> Result<(Vec<Decided>, Source), Fail> {
     let users: BTreeSet<&str> = commands.iter().map(|c| c.account_id.as_str()).collect();
-    if let Some((balances, lots, members)) = known.recall(&users, &members::keys(commands)) {
-        let mut run = Run::new(balances, lots, HashMap::new(), Lock::None).with_members(members);
+    if let Some((balances, lots, members, limits)) = known.recall(&users, &members::keys(commands))
+    {
+        let mut run = Run::new(balances, lots, HashMap::new(), Lock::None)
+            .with_members(members)
+            .with_limits(limits);
         let decisions = run.decide_all(commands)?;
         run.refuse_crossings()?;
         // A refusal decided from memory is not checked by any write: read instead.
@@ -207,7 +212,10 @@ pub(crate) async fn consume_many_unlocked<C: ConnectionTrait>(
     }
     let (balances, lots) = balances_with_lots(db, &users, Lock::None).await?;
     let members = members::read(db, commands, Lock::None).await?;
-    let mut run = Run::new(balances, lots, HashMap::new(), Lock::None).with_members(members);
+    let limits = run_limits(db, &balances, commands).await?;
+    let mut run = Run::new(balances, lots, HashMap::new(), Lock::None)
+        .with_members(members)
+        .with_limits(limits);
     let mut decisions = run.decide_all(commands)?;
     run.refuse_crossings()?;
     replay_refusals(db, commands, &mut decisions).await?;
@@ -249,20 +257,20 @@ pub(crate) struct Known {
 struct KnownBalance {
     hundredths: i64,
     count: i64,
+    /// `limit_count` and `limit_changes`.
+    limited: (i64, i64),
     lots: Vec<GrantLot>,
+    /// The account's spend limits with their buckets (none when `limit_count` is 0).
+    limits: Vec<SpendLimitRecord>,
 }
 
 impl Known {
     /// At most this many users are remembered; past it, the memory starts again.
     const MOST: usize = 4096;
 
-    /// The balances and lots of `users`, and the rows of `members`, if every one of them is
-    /// known.
-    fn recall(
-        &self,
-        users: &BTreeSet<&str>,
-        members: &BTreeSet<(&str, &str)>,
-    ) -> Option<(Balances, HashMap<String, Vec<GrantLot>>, members::Members)> {
+    /// The balances, lots and spend limits of `users`, and the rows of `members`, if every one
+    /// of them is known.
+    fn recall(&self, users: &BTreeSet<&str>, members: &BTreeSet<(&str, &str)>) -> Option<Recalled> {
         let mut known_members = members::Members::new();
         for (account, user) in members {
             let key = ((*account).to_owned(), (*user).to_owned());
@@ -271,15 +279,19 @@ impl Known {
         }
         let mut balances = Balances::new();
         let mut lots = HashMap::new();
+        let mut limits = HashMap::new();
         for user in users {
             let known = self.users.get(*user)?;
             balances.insert(
                 (*user).to_owned(),
-                Balance::read(known.hundredths, known.count),
+                Balance::read(known.hundredths, known.count, known.limited),
             );
             lots.insert((*user).to_owned(), known.lots.clone());
+            if known.limited.0 > 0 {
+                limits.insert((*user).to_owned(), known.limits.clone());
+            }
         }
-        Some((balances, lots, known_members))
+        Some((balances, lots, known_members, limits))
     }
 
     /// Remember what `run` wrote (or found) for each of its users.
@@ -309,7 +321,9 @@ impl Known {
                 KnownBalance {
                     hundredths,
                     count: balance.count + balance.postings,
+                    limited: (balance.limits, balance.limit_changes),
                     lots,
+                    limits: run.limits.get(user).cloned().unwrap_or_default(),
                 },
             );
         }
@@ -323,6 +337,14 @@ impl Known {
         }
     }
 }
+
+/// What [`Known::recall`] gives back: the run's balances, lots, members and spend limits.
+type Recalled = (
+    Balances,
+    HashMap<String, Vec<GrantLot>>,
+    members::Members,
+    HashMap<String, Vec<SpendLimitRecord>>,
+);
 
 /// Whether a read locks the balance rows it returns (PostgreSQL; SQLite's write transaction
 /// already holds the database's write lock).
@@ -360,9 +382,11 @@ struct Balance {
     postings: i64,
     /// The `updated_at` of the run's last posting.
     updated_at: i64,
-    /// The account's `limit_count` as read (locked runs only; the unlocked ones refuse
-    /// accounts with limits): the run writes only if it still holds.
+    /// The account's `limit_count` as read: whether the run reads its limits.
     limits: i64,
+    /// The account's `limit_changes` as read: the run writes only if it and `limit_count`
+    /// still hold (no limit was made or removed since).
+    limit_changes: i64,
 }
 
 impl Balance {
@@ -374,11 +398,14 @@ impl Balance {
         self.updated_at = now.unix_millis();
     }
 
-    /// A balance row as read.
-    fn read(hundredths: i64, count: i64) -> Self {
+    /// A balance row as read: its balance, transaction count, and `limit_count` and
+    /// `limit_changes`.
+    fn read(hundredths: i64, count: i64, (limits, limit_changes): (i64, i64)) -> Self {
         Balance {
             hundredths: Some(hundredths),
             count,
+            limits,
+            limit_changes,
             ..Balance::default()
         }
     }
@@ -394,8 +421,8 @@ struct Run<'a> {
     fresh: Vec<Fresh<'a>>,
     /// The members the run's spends act as, as its spends left them.
     members: members::Members,
-    /// The spend limits of the run's accounts that have any (locked runs only), with their
-    /// buckets as the run's spends left them.
+    /// The spend limits of the run's accounts that have any, with their buckets as the run's
+    /// spends left them.
     limits: HashMap<String, Vec<SpendLimitRecord>>,
     /// What each fresh spend counted against them, by fresh posting.
     limit_counts: Vec<Vec<limits::LimitCount>>,
@@ -452,9 +479,10 @@ impl<'a> Run<'a> {
         self.write_decided(conn, decisions).await
     }
 
-    /// A run whose fresh spends take a balance across the low-balance threshold or to zero
-    /// must tell it in the same transaction, which the unlocked path has not got: such a
-    /// (rare) run is refused here, before anything is written, and takes the locked path.
+    /// A run whose fresh spends take a balance across the low-balance threshold or to zero, or
+    /// take a spend limit to its credits, must tell it in the same transaction, which the
+    /// unlocked path has not got: such a (rare) run is refused here, before anything is
+    /// written, and takes the locked path.
     fn refuse_crossings(&self) -> Result<(), Fail> {
         let crosses = self.fresh.iter().any(|f| {
             let after = f.balance_after;
@@ -473,6 +501,14 @@ impl<'a> Run<'a> {
             return Err(Fail::Retry(
                 "a balance crossing is told inside a transaction",
             ));
+        }
+        if self
+            .limit_counts
+            .iter()
+            .flatten()
+            .any(|c| c.crossed.is_some())
+        {
+            return Err(Fail::Retry("a limit reached is told inside a transaction"));
         }
         Ok(())
     }
@@ -766,9 +802,8 @@ fn member_of(
 
 /// The users' balances with their spendable lots, in one statement; with [`Lock::Rows`], the
 /// balance rows locked in user order on PostgreSQL (`FOR UPDATE OF b`: the balance rows only;
-/// the lots are serialized by them). An unlocked run with an account that has spend limits
-/// fails here (its limits could move before its write); a locked one reads them next
-/// ([`run_limits`]). A run with an account that has balance thresholds fails here: its commands
+/// the lots are serialized by them). The run reads the spend limits of the accounts that have
+/// any next ([`run_limits`]). A run with an account that has balance thresholds fails here: its commands
 /// run alone, on the path that tells their crossings (`super::spend::consume`).
 async fn balances_with_lots<C: ConnectionTrait>(
     tx: &C,
@@ -781,7 +816,7 @@ async fn balances_with_lots<C: ConnectionTrait>(
     // index).
     let sql = format!(
         "SELECT b.account_id, b.balance_hundredths, b.transaction_count, b.limit_count, \
-         b.threshold_count, g.id, \
+         b.limit_changes, b.threshold_count, g.id, \
          g.remaining_hundredths, g.expires_at, g.granted_at FROM credit_balances b LEFT JOIN credit_grants g \
          ON g.account_id = b.account_id AND NOT g.expired AND g.remaining_hundredths > 0 \
          WHERE {users} ORDER BY b.account_id{}",
@@ -798,18 +833,13 @@ async fn balances_with_lots<C: ConnectionTrait>(
         let hundredths: i64 = row.try_get("", "balance_hundredths")?;
         let count: i64 = row.try_get("", "transaction_count")?;
         let limit_count = i64::from(row.try_get::<i32>("", "limit_count")?);
-        if limit_count > 0 && lock == Lock::None {
-            return Err(Fail::Retry(
-                "an account of the unlocked run has spend limits",
-            ));
-        }
+        let limit_changes: i64 = row.try_get("", "limit_changes")?;
         if row.try_get::<i32>("", "threshold_count")? > 0 {
             return Err(Fail::Retry("an account of the run has balance thresholds"));
         }
-        balances.entry(user.clone()).or_insert_with(|| Balance {
-            limits: limit_count,
-            ..Balance::read(hundredths, count)
-        });
+        balances
+            .entry(user.clone())
+            .or_insert_with(|| Balance::read(hundredths, count, (limit_count, limit_changes)));
         if row.try_get::<Option<i64>>("", "id")?.is_some() {
             let lot = LotRow::from_query_result(&row, "")?.into_domain()?;
             lots.entry(user).or_default().push(lot);
@@ -994,9 +1024,9 @@ fn insert_part(postgres: bool, first: usize, fresh: &[Fresh<'_>]) -> Result<Part
 }
 
 /// The users' decrements, each conditional on the balance row still holding the balance and
-/// transaction count the run read, and on the account's `limit_count` being the one read (a
-/// limit made or removed since the read, or since the writer remembered the row, fails the
-/// run: see [`balances_with_lots`]) (parameters from `$first`); returns the part and how many
+/// transaction count the run read, and on the account's `limit_count` and `limit_changes`
+/// being the ones read (a limit made or removed since the read, or since the writer
+/// remembered the row, fails the run: see [`buckets`]) (parameters from `$first`); returns the part and how many
 /// balances it must change. (Under the locked read nothing else can have changed them; on the
 /// unlocked path this is what tells a run that something moved since its read.)
 fn debit_part(postgres: bool, first: usize, balances: &Balances) -> (Part, usize) {
@@ -1012,6 +1042,7 @@ fn debit_part(postgres: bool, first: usize, balances: &Balances) -> (Part, usize
                 Cell::Int(b.hundredths.map(|now| now + b.debited)),
                 Cell::Int(Some(b.count)),
                 Cell::Int(Some(b.limits)),
+                Cell::Int(Some(b.limit_changes)),
             ]
         })
         .collect();
@@ -1024,6 +1055,7 @@ fn debit_part(postgres: bool, first: usize, balances: &Balances) -> (Part, usize
         ("was", "bigint"),
         ("was_n", "bigint"),
         ("was_l", "bigint"),
+        ("was_lc", "bigint"),
     ];
     let (mut cte, values) = rows(postgres, ("d", first), &columns, table);
     // PostgreSQL: lock the rows in user order first (`lk`, which the UPDATE's one-time filter
@@ -1042,7 +1074,8 @@ fn debit_part(postgres: bool, first: usize, balances: &Balances) -> (Part, usize
         "UPDATE credit_balances SET balance_hundredths = balance_hundredths - d.amount, \
          transaction_count = transaction_count + d.n, updated_at = d.at \
          FROM d WHERE {gate}account_id = d.uid AND balance_hundredths = d.was \
-         AND transaction_count = d.was_n AND limit_count = d.was_l AND threshold_count = 0 \
+         AND transaction_count = d.was_n AND limit_count = d.was_l \
+         AND limit_changes = d.was_lc AND threshold_count = 0 \
          AND balance_hundredths >= d.amount \
          RETURNING account_id, balance_hundredths"
     );
@@ -1147,6 +1180,10 @@ impl Run<'_> {
             let counted = sql::rows(tx, &counts.alone(), counts.values).await?;
             members::check_counted(counted.len(), rows)?;
         }
+        if let Some((sums, rows)) = buckets::part(false, 1, &self.bucket_sums()?) {
+            let counted = sql::rows(tx, &sums.alone(), sums.values).await?;
+            buckets::check_counted(counted.len(), rows)?;
+        }
         Ok(written)
     }
 
@@ -1155,8 +1192,9 @@ impl Run<'_> {
     /// otherwise fails the statement (a cast error naming the mismatch) so that it changes
     /// nothing even outside a transaction ([`consume_many_unlocked`]). `chk` is a materialized
     /// CTE the final SELECT reads from, so it is evaluated whether or not the insert wrote rows.
-    /// It reads the decrements first, then the draw-downs, then the insert, which is the order
-    /// they run in: balance rows, lots, ledger, as on the one-by-one path (`postings`).
+    /// It reads the decrements first, then the members, the draw-downs, the buckets (whose
+    /// upsert reads the decrements itself: see [`buckets`]), then the insert: balance rows
+    /// first, as on the one-by-one path (`postings`).
     async fn write_postgres<C: ConnectionTrait>(
         &self,
         tx: &C,
@@ -1173,6 +1211,9 @@ impl Run<'_> {
         let counts = members::part(true, statement.1.len() + 1, &self.members);
         let (count_cte, counted_count, counts_expected, counted_rows) =
             optional_part(counts, ("mem", "mc"), &mut statement);
+        let sums = buckets::part(true, statement.1.len() + 1, &self.bucket_sums()?);
+        let (sum_cte, summed_count, sums_expected, summed_rows) =
+            optional_part(sums, ("lim", "lu"), &mut statement);
         // Under the locks, the decrements are checked one by one against the decisions after
         // the statement (`check_debited`): a refusal there is a disagreement to report, not a
         // reason to fail the statement.
@@ -1181,18 +1222,20 @@ impl Run<'_> {
             Lock::None => "(SELECT count(*) FROM deb) = (SELECT count(*) FROM d)",
         };
         let sql = format!(
-            "WITH {}, ins AS ({}), deb AS ({}){count_cte}{draw_cte}, \
+            "WITH {}, ins AS ({}), deb AS ({}){count_cte}{draw_cte}{sum_cte}, \
              chk AS MATERIALIZED (SELECT CASE WHEN {debits_written} \
              AND {counted_count} = {counts_expected} \
              AND {drawn_count} = {draws_expected} \
+             AND {summed_count} = {sums_expected} \
              AND (SELECT count(*) FROM ins) = (SELECT count(*) FROM t) THEN 0 ELSE CAST('tally: a batched spend no \
              longer matches the database: ' || (SELECT count(*) FROM ins) || ' ' || \
              (SELECT count(*) FROM deb) || ' ' || {drawn_count} || ' ' || {counted_count} \
-             AS INT) END AS ok) \
+             || ' ' || {summed_count} AS INT) END AS ok) \
              SELECT chk.ok, ins.*, \
              (SELECT json_agg(json_build_array(account_id, balance_hundredths)) FROM deb)::text \
              AS debits, CAST({drawn_count} AS BIGINT) AS drawn, \
-             CAST({counted_count} AS BIGINT) AS counted FROM chk LEFT JOIN ins ON TRUE",
+             CAST({counted_count} AS BIGINT) AS counted, \
+             CAST({summed_count} AS BIGINT) AS summed FROM chk LEFT JOIN ins ON TRUE",
             ctes.join(", "),
             insert.statement,
             debit.statement,
@@ -1217,6 +1260,8 @@ impl Run<'_> {
         check_drawn(usize::try_from(drawn).unwrap_or(usize::MAX), lots)?;
         let counted: i64 = first.try_get("", "counted")?;
         members::check_counted(usize::try_from(counted).unwrap_or(usize::MAX), counted_rows)?;
+        let summed: i64 = first.try_get("", "summed")?;
+        buckets::check_counted(usize::try_from(summed).unwrap_or(usize::MAX), summed_rows)?;
         Ok(written)
     }
 
@@ -1291,6 +1336,13 @@ impl Run<'_> {
 }
 
 impl Run<'_> {
+    /// What the run's fresh spends counted against their limits, one count per bucket.
+    fn bucket_sums(&self) -> Result<Vec<limits::LimitCount>, Fail> {
+        let counted: Vec<limits::LimitCount> =
+            self.limit_counts.iter().flatten().cloned().collect();
+        limits::bucket_sums(&counted)
+    }
+
     /// What the run takes from each lot, in total, with what the lot held when read.
     fn draws(&self) -> Vec<Draw> {
         let mut draws: Vec<Draw> = Vec::new();

@@ -638,6 +638,98 @@ async fn postgres_a_batch_whose_balance_moved_since_its_read_writes_nothing_and_
     setup.cleanup().await;
 }
 
+/// On PostgreSQL an account with spend limits is batched without locks too: the batch reads
+/// its limits after the balance, counts its spends in them and writes the buckets in its one
+/// statement, and a writer remembers them with the balance. A limit replaced through another
+/// store (one on another model removed, one on every spend added: the account still has one)
+/// leaves the balance and its transaction count as they were, and the batch would write no
+/// bucket of the old limit, so only `limit_changes` tells memory it is stale: the new limit
+/// counts the batch.
+#[tokio::test]
+async fn postgres_a_writer_spends_limited_accounts_from_memory_and_sees_a_limit_replaced() {
+    use application::ports::{NewSpendLimit, SpendLimitStore};
+    use domain::{Enforcement, LimitScope, SpendLimit, SpendLimitId, SpendWindow};
+    let Some(setup) = Backend::Postgres.store(GroupCommit::off()).await else {
+        return;
+    };
+    let u = user(&setup, "u1").await;
+    grant(&setup, &u, "g1", 10_000, None).await;
+    let account = domain::AccountId::personal(&u);
+    let new = |id: &str, model: Option<&str>, credits: i64, at: i64| NewSpendLimit {
+        id: SpendLimitId::new(id).unwrap(),
+        account_id: account.clone(),
+        scope: LimitScope {
+            model: model.map(str::to_owned),
+            ..LimitScope::default()
+        },
+        limit: SpendLimit {
+            credits: c(credits),
+            window: SpendWindow::Day,
+            enforcement: Enforcement::Hard,
+        },
+        created_by: None,
+        now: t(at),
+    };
+    setup
+        .add_spend_limit(&new("lim_a", Some("other"), 5_000, 100))
+        .await
+        .unwrap();
+    let store = setup.reconnect(exact_groups(2)).await;
+    let from_memory = |store: &SeaOrmStore| store.group_commit_stats().unwrap().from_memory;
+    let used = |limits: &[application::ports::SpendLimitRecord]| -> Vec<(String, i64)> {
+        limits
+            .iter()
+            .map(|l| {
+                let used = l.limit.standing(&l.buckets, t(100)).used.hundredths();
+                (l.id.as_str().to_owned(), used)
+            })
+            .collect()
+    };
+
+    let first = consume_all(&store, vec![consume(&u, 100, "k1"), consume(&u, 100, "k2")]).await;
+    assert_eq!(balances_after(&first), [9_800, 9_900]);
+    let second = consume_all(&store, vec![consume(&u, 100, "k3"), consume(&u, 100, "k4")]).await;
+    assert_eq!(balances_after(&second), [9_600, 9_700]);
+    assert_eq!(from_memory(&store), 1, "the second batch did not read");
+    let limits = setup.spend_limits(&account, t(100)).await.unwrap();
+    assert_eq!(used(&limits), [("lim_a".to_owned(), 0)]);
+
+    // Replaced elsewhere: the new limit starts from the day's 4.00 and counts the next batch.
+    // (The spends are on `gpt`: the old limit counted none of them.)
+    assert!(
+        setup
+            .remove_spend_limit(&account, &SpendLimitId::new("lim_a").unwrap())
+            .await
+            .unwrap()
+    );
+    setup
+        .add_spend_limit(&new("lim_b", None, 1_000, 300))
+        .await
+        .unwrap();
+    let third = consume_all(&store, vec![consume(&u, 100, "k5"), consume(&u, 100, "k6")]).await;
+    assert_eq!(balances_after(&third), [9_400, 9_500]);
+    assert_eq!(
+        from_memory(&store),
+        1,
+        "a replaced limit is not spent from memory"
+    );
+    let fourth = consume_all(&store, vec![consume(&u, 100, "k7"), consume(&u, 100, "k8")]).await;
+    assert_eq!(balances_after(&fourth), [9_200, 9_300]);
+    assert_eq!(from_memory(&store), 2);
+    let limits = setup.spend_limits(&account, t(100)).await.unwrap();
+    assert_eq!(used(&limits), [("lim_b".to_owned(), 800)]);
+
+    let stats = store.group_commit_stats().unwrap();
+    assert_eq!(
+        (stats.groups, stats.batched, stats.alone),
+        (4, 8, 0),
+        "{stats:?}"
+    );
+    assert_ledger_consistent(&setup, &u).await;
+    store.close().await.unwrap();
+    setup.cleanup().await;
+}
+
 /// On PostgreSQL a writer remembers the balances and lots its unlocked batches wrote, and
 /// decides the next batch of the same users from them without reading (one round trip instead
 /// of two). What moved since by other means (here grants through another store) must not be
