@@ -13,6 +13,7 @@
 mod credits;
 mod new_accounts;
 mod payment;
+mod price_book;
 mod signup;
 mod toml_source;
 
@@ -221,13 +222,17 @@ fn parse(payment: FileText, credits: FileText) -> Result<Catalog, Vec<ConfigErro
             let rules = credits::load_rules(&file);
             let signup = signup::load_signup_grant(&file);
             let ceiling = new_accounts::load_ceiling(&file);
-            match (rules, signup, ceiling) {
-                (Ok(rules), Ok(signup), Ok(ceiling)) => Ok((rules, signup, ceiling)),
-                (rules, signup, ceiling) => Err(rules
+            let book = price_book::load_price_book(&file);
+            match (rules, signup, ceiling, book) {
+                (Ok(rules), Ok(signup), Ok(ceiling), Ok(book)) => {
+                    Ok((rules.with_price_book(book), signup, ceiling))
+                }
+                (rules, signup, ceiling, book) => Err(rules
                     .err()
                     .into_iter()
                     .chain(signup.err())
                     .chain(ceiling.err())
+                    .chain(book.err())
                     .flatten()
                     .collect()),
             }

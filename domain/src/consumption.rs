@@ -13,6 +13,8 @@ use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;
 
 use crate::credits::Credits;
+use crate::pricing::{PriceBook, Priced, TokenUsage};
+use crate::time::Timestamp;
 
 /// The most tokens one consumption may report; more is treated as a caller bug.
 pub const MAX_TOKENS: u64 = 100_000_000;
@@ -63,6 +65,9 @@ pub enum ConsumptionError {
     /// The cost is larger than any balance can be.
     #[error("cost is too large")]
     TooLarge,
+    /// Two price-book entries of one model take effect at the same instant.
+    #[error("two prices of {0} take effect at the same time")]
+    DuplicatePrice(String),
 }
 
 fn valid_name(value: &str) -> bool {
@@ -203,6 +208,13 @@ pub enum Usage {
         /// Tokens used (prompt plus completion).
         tokens: TokenCount,
     },
+    /// A call to `model` whose tokens are known by kind.
+    Tokens {
+        /// The model.
+        model: ModelName,
+        /// Tokens by kind.
+        usage: TokenUsage,
+    },
 }
 
 /// The consumption configuration as loaded, before validation.
@@ -222,9 +234,9 @@ pub struct ConsumptionSettings {
     pub unknown_model: UnknownModelPolicy,
 }
 
-/// Validated consumption rules.
+/// Validated consumption rules, with the price book that prices the models it lists.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConsumptionRules(ConsumptionSettings);
+pub struct ConsumptionRules(ConsumptionSettings, PriceBook);
 
 impl ConsumptionRules {
     /// Validate settings.
@@ -249,7 +261,50 @@ impl ConsumptionRules {
             {
                 Err(ConsumptionError::UnknownFeature(CHAT_FEATURE.into()))
             }
-            _ => Ok(Self(settings)),
+            _ => Ok(Self(settings, PriceBook::default())),
+        }
+    }
+
+    /// The rules with `book`: a use of a model the book has an entry in force for is priced
+    /// by it ([`ConsumptionRules::price`]).
+    #[must_use]
+    pub fn with_price_book(self, book: PriceBook) -> Self {
+        Self(self.0, book)
+    }
+
+    /// The price book.
+    #[must_use]
+    pub fn price_book(&self) -> &PriceBook {
+        &self.1
+    }
+
+    /// What `usage` at `at` costs, and how it was priced: a model with a price-book entry in
+    /// force at `at` by that entry (tokens given without kinds count as input), anything else
+    /// by [`ConsumptionRules::cost`] (a breakdown by its total tokens).
+    ///
+    /// # Errors
+    /// As [`ConsumptionRules::cost`].
+    pub fn price(&self, usage: &Usage, at: Timestamp) -> Result<Priced, ConsumptionError> {
+        let by_book = |model: &ModelName, tokens: TokenUsage| {
+            self.1.entry_at(model, at).map(|entry| entry.price(&tokens))
+        };
+        match usage {
+            Usage::Feature { .. } => self.cost(usage).map(Priced::by_rules),
+            Usage::Chat { model, tokens } => {
+                let as_input =
+                    TokenUsage::new([i64::try_from(tokens.get()).unwrap_or(i64::MAX), 0, 0, 0, 0])?;
+                by_book(model, as_input).unwrap_or_else(|| self.cost(usage).map(Priced::by_rules))
+            }
+            Usage::Tokens {
+                model,
+                usage: tokens,
+            } => by_book(model, *tokens).unwrap_or_else(|| {
+                let chat = Usage::Chat {
+                    model: model.clone(),
+                    tokens: tokens.total(),
+                };
+                self.cost(&chat).map(Priced::by_rules)
+            }),
         }
     }
 
@@ -286,6 +341,10 @@ impl ConsumptionRules {
                     .map_or(Ok(Multiplier::ONE), |m| self.multiplier_for(m))?;
                 scale(u128::from(base.hundredths().unsigned_abs()), multiplier, 1)
             }
+            Usage::Tokens { model, usage } => self.cost(&Usage::Chat {
+                model: model.clone(),
+                tokens: usage.total(),
+            }),
             Usage::Chat { model, tokens } => {
                 let multiplier = self.multiplier_for(model)?;
                 match self.0.mode {
@@ -395,6 +454,42 @@ mod tests {
             r.cost(&video),
             Err(ConsumptionError::UnknownFeature("video".into()))
         );
+    }
+
+    #[test]
+    fn a_model_in_the_price_book_is_priced_by_its_entry_in_force() {
+        use crate::pricing::{EntryPrices, PerKind, PriceBook, PriceEntry, TokenUsage};
+        let entry = PriceEntry::new(
+            ModelName::new("gpt-4o").unwrap(),
+            Timestamp::from_unix_millis(1_000),
+            EntryPrices::Given {
+                credits: PerKind::new(1_000, [Some(4_000), None, None, None]),
+                cost: None,
+            },
+            None,
+        )
+        .unwrap();
+        let r = rules(ConsumptionMode::Dynamic, UnknownModelPolicy::UseDefault)
+            .with_price_book(PriceBook::new([entry]).unwrap());
+        let by_kind = Usage::Tokens {
+            model: ModelName::new("gpt-4o").unwrap(),
+            usage: TokenUsage::new([1_000_000, 500_000, 0, 0, 0]).unwrap(),
+        };
+        let at = Timestamp::from_unix_millis;
+        // 10 credits per million input, 40 per million output: 10 + 20.
+        let priced = r.price(&by_kind, at(1_000)).unwrap();
+        assert_eq!(priced.cost.hundredths(), 3_000);
+        assert_eq!(priced.entry.unwrap().effective_from, at(1_000));
+        // Before the entry: the per-kilotoken rule on the total, 1.5M × 0.5 / 1000 × 2.
+        let before = r.price(&by_kind, at(999)).unwrap();
+        assert_eq!((before.cost.hundredths(), before.entry), (150_000, None));
+        assert_eq!(r.cost(&by_kind).unwrap().hundredths(), 150_000);
+        // Tokens without kinds on a priced model count as input.
+        let plain = r.price(&chat("gpt-4o", 1_000_000), at(2_000)).unwrap();
+        assert_eq!(plain.cost.hundredths(), 1_000);
+        // Another model: the rules.
+        let other = r.price(&chat("mini", 1_000), at(2_000)).unwrap();
+        assert_eq!((other.cost.hundredths(), other.entry), (13, None));
     }
 
     #[test]

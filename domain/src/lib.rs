@@ -22,6 +22,7 @@ pub mod order_events;
 pub mod outcome;
 pub mod plan;
 pub mod plan_change;
+pub mod pricing;
 pub mod provider;
 pub mod refund;
 pub mod return_url;

@@ -21,6 +21,7 @@ use crate::AppState;
 use crate::auth::{Credential, denied};
 use crate::dto::{ReservationView, parse_id, parse_idempotency_key, timestamp};
 use crate::problem::{Code, Problem, api_response};
+use crate::token_usage::{PricingView, TokenUsageBody};
 
 /// What was used (consume, settle) or is about to be used (reserve).
 #[derive(Debug, Clone, Object)]
@@ -40,9 +41,13 @@ pub struct UsageBody {
     /// The AI model (its multiplier applies).
     #[oai(validator(min_length = 1, max_length = 64))]
     pub model: Option<String>,
-    /// Tokens used (consume, settle) or estimated (reserve).
+    /// Tokens used (consume, settle) or estimated (reserve). With `usage`, omit it or give
+    /// their total.
     #[oai(validator(minimum(value = "1"), maximum(value = "100000000")))]
     pub tokens: Option<i64>,
+    /// The call's tokens by kind (with `model`, without `feature`): each kind priced by the
+    /// model's price-book entry.
+    pub usage: Option<TokenUsageBody>,
 }
 
 impl UsageBody {
@@ -51,6 +56,7 @@ impl UsageBody {
             feature: self.feature.clone(),
             model: self.model.clone(),
             tokens: self.tokens,
+            breakdown: self.usage.as_ref().map(TokenUsageBody::counts),
         }
     }
 }
@@ -94,6 +100,9 @@ pub struct ConsumptionView {
     /// Tokens used.
     #[oai(skip_serializing_if_is_none)]
     pub tokens: Option<u64>,
+    /// How it was priced.
+    #[oai(flatten)]
+    pub pricing: PricingView,
     /// When.
     pub created_at: String,
 }
@@ -112,6 +121,7 @@ impl From<&CreditTransaction> for ConsumptionView {
             feature: t.context.feature.clone(),
             model: t.context.model.clone(),
             tokens: t.context.tokens,
+            pricing: PricingView::from(&t.context),
             created_at: timestamp(t.created_at),
         }
     }

@@ -22,6 +22,7 @@ use crate::dto::{PageInfo, SubscriptionView, page_request, signed_credits, times
 use crate::entitlements::{EntitlementValueJson, entitlements_json};
 use crate::i18n::{Language, text_language, transaction_description};
 use crate::problem::{Problem, api_response};
+use crate::token_usage::PricingView;
 
 /// A credit balance.
 #[derive(Debug, Clone, Object)]
@@ -84,6 +85,9 @@ pub struct TransactionView {
     /// The team member who spent (team accounts only).
     #[oai(skip_serializing_if_is_none)]
     pub member_id: Option<String>,
+    /// How it was priced.
+    #[oai(flatten)]
+    pub pricing: PricingView,
     /// When.
     pub created_at: String,
 }
@@ -105,6 +109,7 @@ impl TransactionView {
             model: t.context.model.clone(),
             tokens: t.context.tokens,
             member_id: t.member_id.as_ref().map(ToString::to_string),
+            pricing: PricingView::from(&t.context),
             created_at: timestamp(t.created_at),
         }
     }

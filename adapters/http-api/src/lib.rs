@@ -49,6 +49,7 @@ mod rate_limit;
 mod subscriptions;
 mod teams;
 mod thresholds;
+mod token_usage;
 mod webhook;
 
 use std::collections::HashMap;

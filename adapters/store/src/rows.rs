@@ -16,6 +16,7 @@ use application::ports::{
     CheckoutRecord, CheckoutTarget, CreditTransaction, OrderRecord, Reservation, ReservationStatus,
     ReservationStatusKind, StoreError, UsageContext,
 };
+use domain::pricing::TokenUsage;
 use domain::{
     AccountId, BillingPeriod, ChangeDirection, CreditDelta, Credits, Currency, Duration, GrantLot,
     Money, Order, OrderId, OrderParts, OrderStatus, OrderStatusKind, PlanChange, PlanId,
@@ -50,6 +51,34 @@ fn tokens(table: &str, id: &str, tokens: Option<i64>) -> Result<Option<u64>, Sto
     tokens
         .map(|t| u64::try_from(t).map_err(|_| corrupt(table, id, "tokens is negative")))
         .transpose()
+}
+
+/// A call's tokens by kind as `usage_tokens` stores them: five counts separated by commas, in
+/// the order of [`domain::pricing::TokenKind::ALL`].
+pub(crate) fn usage_tokens_value(usage: Option<&TokenUsage>) -> Option<String> {
+    usage.map(|u| {
+        u.counts()
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    })
+}
+
+/// [`usage_tokens_value`] read back.
+fn usage_tokens(stored: &str) -> Result<TokenUsage, String> {
+    let mut counts = [0_i64; 5];
+    let mut parts = stored.split(',');
+    for slot in &mut counts {
+        *slot = parts
+            .next()
+            .and_then(|p| p.parse().ok())
+            .ok_or_else(|| format!("usage_tokens {stored:?}"))?;
+    }
+    if parts.next().is_some() {
+        return Err(format!("usage_tokens {stored:?}"));
+    }
+    TokenUsage::new(counts).map_err(|e| format!("usage_tokens {stored:?}: {e}"))
 }
 
 /// `tokens` to store.
@@ -577,7 +606,7 @@ impl SubscriptionRow {
 /// The columns of [`TransactionRow`].
 pub(crate) const TRANSACTION_COLUMNS: &str = "id, account_id, member_id, kind, amount_hundredths, \
     balance_after_hundredths, order_id, subscription_id, reservation_id, feature, model, tokens, \
-    note, created_at, request_hash, api_key_id";
+    note, created_at, request_hash, api_key_id, usage_tokens, price_from, cost_basis_millionths";
 
 /// A `credit_transactions` row.
 #[derive(Debug, FromQueryResult)]
@@ -599,6 +628,9 @@ pub(crate) struct TransactionRow {
     /// The fingerprint of the request that wrote it, when it was written under a key.
     pub(crate) request_hash: Option<String>,
     api_key_id: Option<String>,
+    usage_tokens: Option<String>,
+    price_from: Option<i64>,
+    cost_basis_millionths: Option<i64>,
 }
 
 impl TransactionRow {
@@ -627,6 +659,14 @@ impl TransactionRow {
             tokens: tokens("credit_transactions", &id, self.tokens)?,
             note: self.note,
             api_key_id: self.api_key_id,
+            breakdown: self
+                .usage_tokens
+                .as_deref()
+                .map(usage_tokens)
+                .transpose()
+                .map_err(bad)?,
+            price_from: self.price_from.map(Timestamp::from_unix_millis),
+            cost_basis_millionths: self.cost_basis_millionths,
         };
         Ok(CreditTransaction {
             id: self.id,

@@ -769,6 +769,24 @@ pub struct UsageContext {
     /// The API key the spend or hold was made with (`None`: made in the browser, by an
     /// operator, or not a spend). The limits on that key count it.
     pub api_key_id: Option<String>,
+    /// The call's tokens by kind, when the caller reported them (`tokens` is their total).
+    pub breakdown: Option<domain::pricing::TokenUsage>,
+    /// When the price-book entry that priced the use took effect (the entry of `model`);
+    /// `None`: priced by the per-kilotoken or fixed rules.
+    pub price_from: Option<Timestamp>,
+    /// The provider's cost of the use, in millionths of the price book's cost currency,
+    /// when the entry that priced it records costs.
+    pub cost_basis_millionths: Option<i64>,
+}
+
+impl UsageContext {
+    /// The context with how `priced` priced the use.
+    #[must_use]
+    pub fn priced(mut self, priced: &domain::pricing::Priced) -> Self {
+        self.price_from = priced.entry.as_ref().map(|e| e.effective_from);
+        self.cost_basis_millionths = priced.cost_basis_millionths;
+        self
+    }
 }
 
 impl UsageContext {

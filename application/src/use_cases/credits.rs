@@ -1,6 +1,7 @@
 //! Credits: balance, transaction history, consumption (fixed or per token) and the two-phase
 //! reserve / settle / release.
 
+use domain::pricing::TokenUsage;
 use domain::{
     AccountId, ConsumptionError, Credits, FeatureName, IdempotencyKey, ModelName, ReservationId,
     TokenCount, Usage, UserId,
@@ -24,6 +25,10 @@ pub struct UsageRequest {
     pub model: Option<String>,
     /// Tokens used (consume, settle) or estimated (reserve).
     pub tokens: Option<i64>,
+    /// Tokens by kind, in the order of [`domain::pricing::TokenKind::ALL`] (input, output,
+    /// cache read, cache write, reasoning), for a call to `model`; `tokens`, if given too, must
+    /// be their total.
+    pub breakdown: Option<[i64; 5]>,
 }
 
 /// Spend credits for one use.
@@ -130,16 +135,29 @@ impl From<ConsumptionError> for CreditsError {
 /// Names out of form, a bad token count, or neither a feature nor a model with tokens.
 pub fn parse_usage(request: &UsageRequest) -> Result<(Usage, UsageContext), ConsumptionError> {
     let model = request.model.as_deref().map(ModelName::new).transpose()?;
-    let usage = match (&request.feature, model, request.tokens) {
-        (Some(feature), model, _) => Usage::Feature {
+    let breakdown = request.breakdown.map(TokenUsage::new).transpose()?;
+    if let Some(by_kind) = breakdown {
+        let total = i64::try_from(by_kind.total().get()).unwrap_or(i64::MAX);
+        if request.feature.is_some() || model.is_none() {
+            return Err(ConsumptionError::InvalidName(
+                "tokens by kind are for a call to a model, without a feature".into(),
+            ));
+        }
+        if request.tokens.is_some_and(|t| t != total) {
+            return Err(ConsumptionError::InvalidTokens);
+        }
+    }
+    let usage = match (&request.feature, model, request.tokens, breakdown) {
+        (Some(feature), model, _, _) => Usage::Feature {
             feature: FeatureName::new(feature.as_str())?,
             model,
         },
-        (None, Some(model), Some(tokens)) => Usage::Chat {
+        (None, Some(model), _, Some(usage)) => Usage::Tokens { model, usage },
+        (None, Some(model), Some(tokens), None) => Usage::Chat {
             model,
             tokens: TokenCount::new(tokens)?,
         },
-        (None, _, _) => {
+        (None, _, _, _) => {
             return Err(ConsumptionError::InvalidName(
                 "give a feature, or a model with tokens".into(),
             ));
@@ -148,7 +166,10 @@ pub fn parse_usage(request: &UsageRequest) -> Result<(Usage, UsageContext), Cons
     let context = UsageContext {
         feature: request.feature.clone(),
         model: request.model.clone(),
-        tokens: request.tokens.and_then(|t| u64::try_from(t).ok()),
+        tokens: breakdown
+            .map(|b| b.total().get())
+            .or_else(|| request.tokens.and_then(|t| u64::try_from(t).ok())),
+        breakdown,
         ..UsageContext::default()
     };
     Ok((usage, context))
@@ -167,8 +188,14 @@ pub fn spender(user: &UserId, account: Option<AccountId>) -> (AccountId, Option<
 
 fn fingerprint(kind: &str, user: &str, usage: &UsageRequest) -> String {
     format!(
-        "{kind}:{user}:{:?}:{:?}:{:?}",
-        usage.feature, usage.model, usage.tokens
+        "{kind}:{user}:{:?}:{:?}:{:?}{}",
+        usage.feature,
+        usage.model,
+        usage.tokens,
+        // A request without a breakdown keeps the fingerprint it always had.
+        usage
+            .breakdown
+            .map_or_else(String::new, |b| format!(":{b:?}"))
     )
 }
 
@@ -216,9 +243,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         // users are never deleted, and one who does not exist has no balance, so the hot path
         // saves a read and an unknown user is still `UserNotFound`.
         let user_id = request.user_id;
-        let (usage, mut context) = parse_usage(&request.usage)?;
+        let (usage, context) = parse_usage(&request.usage)?;
+        let now = self.clock.now();
+        let priced = self.config.consumption.price(&usage, now)?;
+        let mut context = context.priced(&priced);
         context.api_key_id = request.api_key_id;
-        let amount = self.config.consumption.cost(&usage)?;
+        let amount = priced.cost;
         let (account_id, member_id) = spender(&user_id, request.account_id);
         let command = ConsumeCommand {
             idempotency: IdempotencyRecord {
@@ -229,7 +259,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             member_id,
             amount,
             context,
-            now: self.clock.now(),
+            now,
             low_balance_below: self.low_balance_below,
         };
         let spent = noted(&*self.metrics, self.store.consume(&command).await);
@@ -273,11 +303,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ) -> Result<(Reservation, Replay), CreditsError> {
         // As for consume: the user's existence is asked only of a refusal.
         let user_id = request.user_id;
-        let (usage, mut context) = parse_usage(&request.usage)?;
-        context.api_key_id = request.api_key_id;
-        let amount = self.config.consumption.cost(&usage)?;
-        let (account_id, member_id) = spender(&user_id, request.account_id);
+        let (usage, context) = parse_usage(&request.usage)?;
         let now = self.clock.now();
+        let priced = self.config.consumption.price(&usage, now)?;
+        let mut context = context.priced(&priced);
+        context.api_key_id = request.api_key_id;
+        let amount = priced.cost;
+        let (account_id, member_id) = spender(&user_id, request.account_id);
         let reservation_id = ReservationId::new(self.ids.new_id("res"))
             .map_err(|e| InfraError::Unexpected(e.into()))?;
         let command = ReserveCommand {
@@ -317,16 +349,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let user_id = self.existing_user(user_id).await?;
         let (account, member) = spender(&user_id, account);
         let (usage, _) = parse_usage(actual)?;
-        let cost = self.config.consumption.cost(&usage)?;
+        let now = self.clock.now();
+        let cost = self.config.consumption.price(&usage, now)?.cost;
         let settled = noted(
             &*self.metrics,
             (self.store)
-                .settle(
-                    (&account, member.as_ref()),
-                    reservation_id,
-                    cost,
-                    self.clock.now(),
-                )
+                .settle((&account, member.as_ref()), reservation_id, cost, now)
                 .await,
         )?;
         if let (Replay::Fresh, crate::ports::ReservationStatus::Settled { charged, .. }) =

@@ -30,7 +30,7 @@ use super::toml_source::{self, SourceFile, Value};
 /// The most entries of `fixedCosts` or `modelMultipliers`.
 const MAX_ENTRIES: usize = 1_000;
 /// The top-level keys.
-const KEYS: [&str; 7] = [
+const KEYS: [&str; 8] = [
     "consumptionMode",
     "dynamicChatCostPerKiloToken",
     "unknownModel",
@@ -38,6 +38,7 @@ const KEYS: [&str; 7] = [
     "modelMultipliers",
     super::signup::TABLE,
     super::new_accounts::TABLE,
+    super::price_book::TABLE,
 ];
 const MULTIPLIER_PROBLEM: &str = "must be above 0 and at most 1000, with at most 4 decimal places";
 const NAME_PROBLEM: &str = "is not a valid name: use 1 to 64 of A-Z a-z 0-9 . _ : / -";
@@ -119,6 +120,8 @@ impl Reader<'_> {
             "signupGrant" => {}
             // Read and checked by `new_accounts`.
             "newAccounts" => {}
+            // Read and checked by `price_book`.
+            "priceBook" => {}
             other => {
                 let line = self.file.line_of(value.span().start);
                 let problem = format!("is not a known key (expected one of: {})", KEYS.join(", "));

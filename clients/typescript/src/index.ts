@@ -10,5 +10,6 @@
 export * from "./client.js";
 export * from "./errors.js";
 export * from "./events.js";
+export * from "./usage.js";
 export type { RetryPolicy } from "./transport.js";
 export type { components, paths } from "./openapi.js";

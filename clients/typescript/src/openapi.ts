@@ -9966,6 +9966,19 @@ export interface components {
             tokens?: number;
             /** @description The team member who spent (team accounts only). */
             memberId?: string;
+            /** @description The call's tokens by kind, when they were reported so. */
+            usage?: components["schemas"]["TokenUsageView"] & unknown;
+            /**
+             * @description When the price-book entry of `model` that priced it took effect; absent: priced by
+             *     the per-kilotoken or fixed rules.
+             */
+            priceFrom?: string;
+            /**
+             * Format: int64
+             * @description The provider's cost of the use, in millionths of the price book's cost currency
+             *     (rounded up), when the entry that priced it records costs.
+             */
+            costBasisMillionths?: number;
             /** @description When. */
             createdAt: string;
             /** @description The note kept with it. */
@@ -10142,6 +10155,19 @@ export interface components {
              * @description Tokens used.
              */
             tokens?: number;
+            /** @description The call's tokens by kind, when they were reported so. */
+            usage?: components["schemas"]["TokenUsageView"] & unknown;
+            /**
+             * @description When the price-book entry of `model` that priced it took effect; absent: priced by
+             *     the per-kilotoken or fixed rules.
+             */
+            priceFrom?: string;
+            /**
+             * Format: int64
+             * @description The provider's cost of the use, in millionths of the price book's cost currency
+             *     (rounded up), when the entry that priced it records costs.
+             */
+            costBasisMillionths?: number;
             /** @description When. */
             createdAt: string;
         };
@@ -11581,6 +11607,71 @@ export interface components {
             createdAt: string;
         };
         /**
+         * TokenUsageBody
+         * @description Tokens of one call by kind, in the shape the AI SDKs report (`usage`). A kind left out is
+         *     0; together they are 1 to 100,000,000. Each kind is priced by the model's price-book entry
+         *     (a kind the entry has no price for costs as input); a model without one is charged for
+         *     their total by the per-kilotoken rule.
+         */
+        TokenUsageBody: {
+            /**
+             * Format: int64
+             * @description Prompt tokens not read from the provider's cache.
+             */
+            inputTokens?: number;
+            /**
+             * Format: int64
+             * @description Completion tokens (without reasoning tokens).
+             */
+            outputTokens?: number;
+            /**
+             * Format: int64
+             * @description Prompt tokens read from the provider's cache.
+             */
+            cacheReadTokens?: number;
+            /**
+             * Format: int64
+             * @description Prompt tokens written to the provider's cache.
+             */
+            cacheWriteTokens?: number;
+            /**
+             * Format: int64
+             * @description Reasoning (thinking) tokens.
+             */
+            reasoningTokens?: number;
+        };
+        /**
+         * TokenUsageView
+         * @description A call's tokens by kind, as recorded.
+         */
+        TokenUsageView: {
+            /**
+             * Format: uint64
+             * @description Prompt tokens not read from the provider's cache.
+             */
+            inputTokens: number;
+            /**
+             * Format: uint64
+             * @description Completion tokens (without reasoning tokens).
+             */
+            outputTokens: number;
+            /**
+             * Format: uint64
+             * @description Prompt tokens read from the provider's cache.
+             */
+            cacheReadTokens: number;
+            /**
+             * Format: uint64
+             * @description Prompt tokens written to the provider's cache.
+             */
+            cacheWriteTokens: number;
+            /**
+             * Format: uint64
+             * @description Reasoning (thinking) tokens.
+             */
+            reasoningTokens: number;
+        };
+        /**
          * TransactionPage
          * @description A page of credit transactions, newest first.
          */
@@ -11657,6 +11748,19 @@ export interface components {
             tokens?: number;
             /** @description The team member who spent (team accounts only). */
             memberId?: string;
+            /** @description The call's tokens by kind, when they were reported so. */
+            usage?: components["schemas"]["TokenUsageView"] & unknown;
+            /**
+             * @description When the price-book entry of `model` that priced it took effect; absent: priced by
+             *     the per-kilotoken or fixed rules.
+             */
+            priceFrom?: string;
+            /**
+             * Format: int64
+             * @description The provider's cost of the use, in millionths of the price book's cost currency
+             *     (rounded up), when the entry that priced it records costs.
+             */
+            costBasisMillionths?: number;
             /** @description When. */
             createdAt: string;
         };
@@ -11706,9 +11810,15 @@ export interface components {
             model?: string;
             /**
              * Format: int64
-             * @description Tokens used (consume, settle) or estimated (reserve).
+             * @description Tokens used (consume, settle) or estimated (reserve). With `usage`, omit it or give
+             *     their total.
              */
             tokens?: number;
+            /**
+             * @description The call's tokens by kind (with `model`, without `feature`): each kind priced by the
+             *     model's price-book entry.
+             */
+            usage?: components["schemas"]["TokenUsageBody"] & unknown;
         };
         /**
          * UserView

@@ -250,3 +250,111 @@ async fn a_reservation_released_unused_returns_its_credits() {
     .await
     .expect(404, Some("reservation_not_found"));
 }
+
+/// `priced-model` has a price-book entry (helpers): 10 credits per million input tokens, 40
+/// output, 1 cache read, the rest as input; the provider's cost 5 and 20 (cost-currency units)
+/// per million input and output tokens.
+#[tokio::test]
+async fn tokens_by_kind_are_priced_by_the_price_book_and_recorded() {
+    let app = spawn_app();
+    let (user_id, token, key) = funded(&app).await;
+    let usage = json!({"inputTokens": 100_000, "outputTokens": 20_000,
+        "cacheReadTokens": 500_000, "reasoningTokens": 1});
+    let answer = consume(
+        &app,
+        &key,
+        Some("k-1"),
+        json!({"userId": user_id, "model": "priced-model", "usage": usage}),
+    )
+    .await;
+    answer.expect(201, None);
+    // 1.00 input + 0.80 output + 0.50 cache read + 0.00001 reasoning (as input) = 2.30001,
+    // rounded up once.
+    assert_eq!(answer.body["cost"], "2.31");
+    assert_eq!(answer.body["tokens"], 620_001);
+    assert_eq!(answer.body["usage"]["cacheReadTokens"], 500_000);
+    assert_eq!(answer.body["usage"]["cacheWriteTokens"], 0);
+    assert_eq!(answer.body["priceFrom"], "1970-01-01T00:00:00.000Z");
+    // Cost basis: 100,001 × 5 + 20,000 × 20 + 500,000 × 5 (cache read at input's cost), in
+    // millionths per million tokens: 500,005 + 400,000 + 2,500,000.
+    assert_eq!(answer.body["costBasisMillionths"], 3_400_005);
+
+    let history = Answer::of(
+        app.client
+            .get("/api/credits/transactions")
+            .header("authorization", bearer(&token))
+            .send()
+            .await,
+    )
+    .await;
+    history.expect(200, None);
+    let spend = &history.body["items"][0];
+    assert_eq!(spend["type"], "consumption");
+    assert_eq!(spend["usage"]["inputTokens"], 100_000);
+    assert_eq!(spend["usage"]["reasoningTokens"], 1);
+    assert_eq!(spend["costBasisMillionths"], 3_400_005);
+
+    // The same key with another breakdown is another request.
+    let other = json!({"inputTokens": 100_000});
+    consume(
+        &app,
+        &key,
+        Some("k-1"),
+        json!({"userId": user_id, "model": "priced-model", "usage": other}),
+    )
+    .await
+    .expect(409, Some("idempotency_conflict"));
+
+    // A model without an entry is charged for the total by the per-kilotoken rule:
+    // 1.5 kilo-tokens × 2 credits × multiplier 2.
+    let unpriced = consume(
+        &app,
+        &key,
+        Some("k-2"),
+        json!({"userId": user_id, "model": "big-model",
+            "usage": {"inputTokens": 1_000, "outputTokens": 500}}),
+    )
+    .await;
+    unpriced.expect(201, None);
+    assert_eq!(unpriced.body["cost"], "6.00");
+    assert!(unpriced.body.get("priceFrom").is_none());
+    assert_eq!(unpriced.body["usage"]["outputTokens"], 500);
+}
+
+#[tokio::test]
+async fn a_breakdown_out_of_form_is_refused_and_spends_nothing() {
+    let app = spawn_app();
+    let (user_id, token, key) = funded(&app).await;
+    let refused = [
+        json!({"userId": user_id, "model": "priced-model", "usage": {}}),
+        json!({"userId": user_id, "model": "priced-model", "usage": {"inputTokens": -1}}),
+        json!({"userId": user_id, "model": "priced-model",
+            "usage": {"inputTokens": 100_000_000, "outputTokens": 1}}),
+        json!({"userId": user_id, "model": "priced-model",
+            "usage": {"inputTokens": 10}, "tokens": 11}),
+        json!({"userId": user_id, "feature": "chat", "usage": {"inputTokens": 10}}),
+        json!({"userId": user_id, "usage": {"inputTokens": 10}}),
+        json!({"userId": user_id, "model": "priced-model",
+            "usage": {"inputTokens": 1_000_000_000_000_000_000_i64}}),
+    ];
+    for (n, body) in refused.into_iter().enumerate() {
+        let answer = consume(&app, &key, Some(&format!("bad-{n}")), body.clone()).await;
+        // Out of the schema's bounds: 400; against the pricing rules: 422. Both are
+        // `validation_failed`.
+        assert!(
+            [400, 422].contains(&answer.status.as_u16()),
+            "{body}: {:?}",
+            answer.body
+        );
+        assert_eq!(answer.body["code"], "validation_failed", "{body}");
+    }
+    let balance = Answer::of(
+        app.client
+            .get("/api/credits/balance")
+            .header("authorization", bearer(&token))
+            .send()
+            .await,
+    )
+    .await;
+    assert_eq!(balance.body["balance"], "100.00");
+}

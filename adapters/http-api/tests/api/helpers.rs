@@ -216,6 +216,27 @@ fn consumption() -> ConsumptionRules {
         unknown_model: UnknownModelPolicy::Refuse,
     })
     .unwrap()
+    .with_price_book(price_book())
+}
+
+/// `priced-model`, from the epoch: 10 credits per million input tokens, 40 output, 1 cache
+/// read (the rest as input); the provider's cost 5 and 20 per million input and output tokens.
+fn price_book() -> domain::pricing::PriceBook {
+    use domain::pricing::{EntryPrices, PerKind, PriceBook, PriceEntry};
+    let entry = PriceEntry::new(
+        ModelName::new("priced-model").unwrap(),
+        domain::Timestamp::from_unix_millis(0),
+        EntryPrices::Given {
+            credits: PerKind::new(1_000, [Some(4_000), Some(100), None, None]),
+            cost: Some(PerKind::new(
+                5_000_000,
+                [Some(20_000_000), None, None, None],
+            )),
+        },
+        None,
+    )
+    .unwrap();
+    PriceBook::new([entry]).unwrap()
 }
 
 /// Settings of the tests: plain cookies, generous limits.

@@ -68,7 +68,7 @@ use crate::Enc;
 use crate::limits;
 use crate::outbox::Outbox;
 use crate::retry::Fail;
-use crate::rows::{LotRow, TRANSACTION_COLUMNS, TransactionRow, tokens_value};
+use crate::rows::{LotRow, TRANSACTION_COLUMNS, TransactionRow, tokens_value, usage_tokens_value};
 use crate::sql::{self, End};
 
 /// What one consumption of a run decided.
@@ -966,7 +966,7 @@ impl Part {
 
 /// The ledger insert of the fresh postings (parameters from `$first`).
 fn insert_part(postgres: bool, first: usize, fresh: &[Fresh<'_>]) -> Result<Part, Fail> {
-    const COLUMNS: [(&str, &str); 16] = [
+    const COLUMNS: [(&str, &str); 19] = [
         ("account_id", "text"),
         ("member_id", "text"),
         ("kind", "text"),
@@ -983,6 +983,9 @@ fn insert_part(postgres: bool, first: usize, fresh: &[Fresh<'_>]) -> Result<Part
         ("request_hash", "text"),
         ("created_at", "bigint"),
         ("api_key_id", "text"),
+        ("usage_tokens", "text"),
+        ("price_from", "bigint"),
+        ("cost_basis_millionths", "bigint"),
     ];
     let mut table = Vec::with_capacity(fresh.len());
     for f in fresh {
@@ -1006,6 +1009,9 @@ fn insert_part(postgres: bool, first: usize, fresh: &[Fresh<'_>]) -> Result<Part
             Cell::text(c.idempotency.request_hash.as_str()),
             Cell::Int(Some(c.now.unix_millis())),
             Cell::Text(u.api_key_id.clone()),
+            Cell::Text(usage_tokens_value(u.breakdown.as_ref())),
+            Cell::Int(u.price_from.map(domain::Timestamp::unix_millis)),
+            Cell::Int(u.cost_basis_millionths),
         ]);
     }
     let (cte, values) = rows(postgres, ("t", first), &COLUMNS, table);

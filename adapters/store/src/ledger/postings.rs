@@ -21,7 +21,7 @@ use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, FromQueryResult};
 
 use crate::outbox::Outbox;
 use crate::retry::Fail;
-use crate::rows::{LotRow, TRANSACTION_COLUMNS, TransactionRow, tokens_value};
+use crate::rows::{LotRow, TRANSACTION_COLUMNS, TransactionRow, tokens_value, usage_tokens_value};
 use crate::sql;
 use crate::thresholds;
 
@@ -314,8 +314,10 @@ async fn insert_transaction(
     let sql = format!(
         "INSERT INTO credit_transactions (account_id, kind, amount_hundredths, balance_after_hundredths, \
          order_id, subscription_id, reservation_id, feature, model, tokens, note, idempotency_key, \
-         request_hash, created_at, member_id, api_key_id) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
+         request_hash, created_at, member_id, api_key_id, usage_tokens, price_from, \
+         cost_basis_millionths) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
+         $18, $19) \
          ON CONFLICT DO NOTHING RETURNING {TRANSACTION_COLUMNS}"
     );
     let c = posting.context;
@@ -342,6 +344,9 @@ async fn insert_transaction(
         posting.now.unix_millis().into(),
         posting.member.map(|m| m.as_str().to_owned()).into(),
         c.api_key_id.clone().into(),
+        usage_tokens_value(c.breakdown.as_ref()).into(),
+        c.price_from.map(Timestamp::unix_millis).into(),
+        c.cost_basis_millionths.into(),
     ];
     let row: Option<TransactionRow> = sql::one(tx, &sql, values).await?;
     Ok(row.map(TransactionRow::into_domain).transpose()?)

@@ -928,7 +928,33 @@ async fn a_batch_counts_spend_limits_in_order(backend: Backend) {
     setup.cleanup().await;
 }
 
+/// A batch writes each spend's tokens by kind, price-book date and cost basis as the
+/// one-by-one path does.
+async fn a_batch_keeps_each_spend_s_tokens_by_kind(backend: Backend) {
+    let Some(setup) = backend.store(GroupCommit::off()).await else {
+        return;
+    };
+    let u = user(&setup, "u1").await;
+    grant(&setup, &u, "g1", 10_000, None).await;
+    let store = setup.reconnect(exact_groups(2)).await;
+    let mut priced = consume(&u, 231, "k1");
+    priced.context.breakdown =
+        Some(domain::pricing::TokenUsage::new([100_000, 20_000, 500_000, 0, 1]).unwrap());
+    priced.context.price_from = Some(t(5));
+    priced.context.cost_basis_millionths = Some(3_400_005);
+    let results = consume_all(&store, vec![priced.clone(), consume(&u, 100, "k2")]).await;
+    let written: Vec<_> = results.into_iter().map(|r| r.unwrap().0.context).collect();
+    assert_eq!(written[0], priced.context);
+    assert_eq!(written[1].breakdown, None);
+    let stats = store.group_commit_stats().unwrap();
+    assert_eq!((stats.batched, stats.alone), (2, 0), "{stats:?}");
+    assert_ledger_consistent(&setup, &u).await;
+    store.close().await.unwrap();
+    setup.cleanup().await;
+}
+
 backend_tests!(
+    a_batch_keeps_each_spend_s_tokens_by_kind,
     a_batch_counts_spend_limits_in_order,
     a_batch_replays_stored_keys_whatever_the_balance,
     a_batch_of_spends_draws_lots_as_one_by_one_spends_do,

@@ -205,6 +205,7 @@ fn spend(user: &UserId, key: &str) -> ConsumeCredits {
             feature: Some("chat".into()),
             model: None,
             tokens: None,
+            breakdown: None,
         },
         idempotency_key: IdempotencyKey::new(key).unwrap(),
         api_key_id: None,

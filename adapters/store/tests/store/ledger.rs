@@ -719,7 +719,42 @@ async fn an_admin_grant_keeps_its_expiry(store: &TestStore) {
     assert_ledger_consistent(store, &u).await;
 }
 
+/// A spend priced by a price-book entry keeps its tokens by kind, the entry's date and the
+/// provider's cost; one priced by the rules keeps none of them.
+async fn a_spend_keeps_its_tokens_by_kind_and_how_it_was_priced(store: &TestStore) {
+    let u = user(store, "u1").await;
+    grant(store, &u, "g1", 10_000, None).await;
+    let by_kind = domain::pricing::TokenUsage::new([100_000, 20_000, 500_000, 0, 1]).unwrap();
+    let mut priced = consume(&u, 231, "k1");
+    priced.context.breakdown = Some(by_kind);
+    priced.context.tokens = Some(620_001);
+    priced.context.price_from = Some(t(5));
+    priced.context.cost_basis_millionths = Some(3_400_005);
+    let (spent, _) = store.consume(&priced).await.unwrap();
+    assert_eq!(spent.context, priced.context);
+    store.consume(&consume(&u, 100, "k2")).await.unwrap();
+    let page = store
+        .transactions(
+            &domain::AccountId::personal(&u),
+            PageRequest::new(None, None).unwrap(),
+        )
+        .await
+        .unwrap();
+    let (plain, by_book) = (&page.items[0], &page.items[1]);
+    assert_eq!(by_book.context, priced.context);
+    assert_eq!(
+        (
+            plain.context.breakdown,
+            plain.context.price_from,
+            plain.context.cost_basis_millionths
+        ),
+        (None, None, None)
+    );
+    assert_ledger_consistent(store, &u).await;
+}
+
 contract_tests!(
+    a_spend_keeps_its_tokens_by_kind_and_how_it_was_priced,
     an_admin_grant_keeps_its_expiry,
     a_transactions_page_walks_the_index_instead_of_sorting,
     the_balance_of_an_unknown_user_is_zero,

@@ -479,6 +479,22 @@ async fn purchase_names(
     })
 }
 
+/// A call's tokens by kind, as one line of its transaction.
+fn tokens_by_kind(v: &Visitor, tokens: &domain::pricing::TokenUsage) -> String {
+    use domain::pricing::TokenKind;
+    let n = |kind| format::count(tokens.get(kind));
+    v.tf(
+        "dashboard.tokens_by_kind",
+        &[
+            ("input", &n(TokenKind::Input)),
+            ("output", &n(TokenKind::Output)),
+            ("cache_read", &n(TokenKind::CacheRead)),
+            ("cache_write", &n(TokenKind::CacheWrite)),
+            ("reasoning", &n(TokenKind::Reasoning)),
+        ],
+    )
+}
+
 fn transaction_row(
     v: &Visitor,
     tx: &CreditTransaction,
@@ -510,6 +526,9 @@ fn transaction_row(
                     (v.t(&format!("transaction.{}", tx.kind.code())))
                 }
                 @if !detail.is_empty() { span.cell-sub { (detail) } }
+                @if let Some(tokens) = &tx.context.breakdown {
+                    span.cell-sub data-testid="transaction-tokens" { (tokens_by_kind(v, tokens)) }
+                }
                 @if let Some(spender) = &spender {
                     span.cell-sub data-testid="transaction-member" {
                         (v.tf("dashboard.spent_by", &[("member", spender)]))

@@ -383,6 +383,7 @@ async fn an_owner_buys_for_their_team_from_the_pricing_page() {
                 feature: None,
                 model: Some("gpt-test".into()),
                 tokens: Some(5_000),
+                breakdown: Some([3_000, 1_500, 500, 0, 0]),
             },
             idempotency_key: domain::IdempotencyKey::new("bob-1").unwrap(),
             api_key_id: None,
@@ -399,6 +400,13 @@ async fn an_owner_buys_for_their_team_from_the_pricing_page() {
         .body;
     assert!(ledger.contains("95.00"), "{ledger}");
     assert!(ledger.contains("By bob@example.com"), "{ledger}");
+    assert!(
+        ledger.contains(
+            "data-testid=\"transaction-tokens\">Tokens: 3,000 in · 1,500 out · 500 cache read · \
+             0 cache write · 0 reasoning<"
+        ),
+        "a spend by token kind shows its kinds: {ledger}"
+    );
     assert!(
         ledger.contains(&format!("/pricing?tab=credits&amp;account={id}")),
         "{ledger}"
@@ -771,6 +779,7 @@ async fn the_credits_tab_charts_the_last_thirty_days_of_spend() {
                 feature: None,
                 model: Some("gpt-test".into()),
                 tokens: Some(tokens),
+                breakdown: None,
             },
             idempotency_key: domain::IdempotencyKey::new(key).unwrap(),
             api_key_id: None,

@@ -29,6 +29,7 @@ fn chat(user: &User, model: &str, tokens: i64, key: &str) -> ConsumeCredits {
             feature: None,
             model: Some(model.into()),
             tokens: Some(tokens),
+            breakdown: None,
         },
         idempotency_key: IdempotencyKey::new(key).unwrap(),
         api_key_id: None,
@@ -87,6 +88,7 @@ async fn insufficient_credits_reports_the_balance_and_writes_nothing() {
             feature: Some("image".into()),
             model: None,
             tokens: None,
+            breakdown: None,
         },
         idempotency_key: IdempotencyKey::new("img").unwrap(),
         api_key_id: None,
@@ -159,6 +161,7 @@ async fn a_reservation_holds_then_settles_the_actual_cost_and_returns_the_rest()
         feature: None,
         model: Some("big".into()),
         tokens: Some(500),
+        breakdown: None,
     };
     let (settled, _) = h
         .service

@@ -184,6 +184,7 @@ async fn a_spend_is_counted_once_however_often_it_is_sent() {
             feature: None,
             model: Some("big".into()),
             tokens: Some(1500),
+            breakdown: None,
         },
         idempotency_key: IdempotencyKey::new("k1").unwrap(),
         api_key_id: None,
