@@ -21,18 +21,29 @@ pub async fn run(
     tag: &str,
     spec: Spec,
 ) -> Summary {
-    let bodies: Arc<Vec<String>> = Arc::new(
-        users
-            .iter()
-            .map(|user| match account {
-                Some(account) => {
-                    json!({ "userId": user, "accountId": account, "feature": "image" })
-                }
-                None => json!({ "userId": user, "feature": "image" }),
-            })
-            .map(|body| body.to_string())
-            .collect(),
-    );
+    let bodies: Vec<String> = users
+        .iter()
+        .map(|user| match account {
+            Some(account) => {
+                json!({ "userId": user, "accountId": account, "feature": "image" })
+            }
+            None => json!({ "userId": user, "feature": "image" }),
+        })
+        .map(|body| body.to_string())
+        .collect();
+    run_bodies(api, api_key, &bodies, tag, spec).await
+}
+
+/// Run the closed loop with worker `w` sending `bodies[w % bodies.len()]`; keys start with
+/// `tag`.
+pub async fn run_bodies(
+    api: &Api,
+    api_key: &str,
+    bodies: &[String],
+    tag: &str,
+    spec: Spec,
+) -> Summary {
+    let bodies = Arc::new(bodies.to_vec());
     let (api, api_key, tag) = (
         api.clone(),
         Arc::new(api_key.to_owned()),

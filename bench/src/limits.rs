@@ -13,6 +13,7 @@ use serde_json::json;
 
 use crate::api::Api;
 use crate::consume;
+use crate::paired::{LEVELS, Names, ROUNDS};
 use crate::report::BackendReport;
 use crate::run::{Ctx, progress};
 use crate::stats::Summary;
@@ -23,10 +24,6 @@ pub const CAPPED: &str = "bench-capped";
 pub const FREE: &str = "bench-free";
 /// Each limit, in credits: checked on every spend, never reached.
 const LIMIT_CREDITS: &str = "1000000000";
-/// The client counts compared.
-const LEVELS: [usize; 2] = [32, 128];
-/// Alternations of the two points at each level.
-const ROUNDS: usize = 2;
 /// The limited point's required share of the free one.
 const NEED: f64 = 0.9;
 
@@ -121,97 +118,36 @@ pub async fn points(ctx: &Ctx, api: &Api, keys: &Keys, mode: &str) -> Vec<Limits
     rows
 }
 
-/// The mean rate over the rounds of `mode` at `clients`: (free, limited).
-fn means(b: &BackendReport, mode: &str, clients: usize) -> Option<(f64, f64)> {
-    let rows: Vec<&LimitsRow> = b
-        .limits
-        .iter()
-        .filter(|r| r.mode == mode && r.clients == clients)
-        .collect();
-    if rows.is_empty() {
-        return None;
+crate::paired::paired_row!(LimitsRow, free, limited);
+
+fn names() -> Names<'static> {
+    Names {
+        intro: "Spend limits: `POST /api/credits/consume` on one personal account with a daily \
+                account limit and a daily limit on the key spending it (both checked on every \
+                spend, never reached), against the same clients on another personal account \
+                without limits (both one balance row, each spent through a key bound to it; \
+                rounds alternate).",
+        base: "no limits",
+        compared: "limits",
+        need: NEED,
+        target: &|clients| {
+            format!(
+                "consume with an account limit and a key limit at {clients} clients within 10% \
+                 of consume without limits"
+            )
+        },
     }
-    #[allow(clippy::cast_precision_loss, reason = "a handful of rounds")]
-    let n = rows.len() as f64;
-    let free = rows.iter().map(|r| r.free.per_second).sum::<f64>() / n;
-    let limited = rows.iter().map(|r| r.limited.per_second).sum::<f64>() / n;
-    Some((free, limited))
 }
 
 /// The table of `b`'s limit points.
 #[must_use]
 pub fn table(b: &BackendReport) -> String {
-    use std::fmt::Write as _;
-    if b.limits.is_empty() {
-        return String::new();
-    }
-    let mut md = "Spend limits: `POST /api/credits/consume` on one personal account with a daily \
-         account limit and a daily limit on the key spending it (both checked on every spend, \
-         never reached), against the same clients on another personal account without limits \
-         (both one balance row, each spent through a key bound to it; rounds alternate).\n\n\
-         | mode | clients | round | no limits req/s | p50 | p99 | limits req/s | p50 | p99 | \
-         limits / none | errors |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
-        .to_owned();
-    for r in &b.limits {
-        let (f, l) = (&r.free, &r.limited);
-        let ratio = if f.per_second > 0.0 {
-            format!("{:.0}%", 100.0 * l.per_second / f.per_second)
-        } else {
-            "–".to_owned()
-        };
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.0} | {:.2} | {:.2} | {ratio} | {} |",
-            r.mode,
-            r.clients,
-            r.round + 1,
-            f.per_second,
-            f.p50_ms,
-            f.p99_ms,
-            l.per_second,
-            l.p50_ms,
-            l.p99_ms,
-            f.errors + l.errors
-        );
-    }
-    md.push('\n');
-    md
+    crate::paired::table(&b.limits, &names())
 }
 
 /// The target: consume with an account limit and a key limit within 10% of consume without,
 /// per mode and client count.
 #[must_use]
 pub fn targets(b: &BackendReport) -> Vec<crate::report::Target> {
-    let mut all = Vec::new();
-    for mode in [crate::report::PER_TRANSACTION, crate::report::GROUPED] {
-        for clients in LEVELS {
-            let judged = means(b, mode, clients).map_or_else(
-                || ("not measured".to_owned(), None),
-                |(free, limited)| {
-                    (
-                        format!(
-                            "mean {limited:.0} req/s vs {free:.0} req/s = {:.0}%",
-                            if free > 0.0 {
-                                100.0 * limited / free
-                            } else {
-                                0.0
-                            }
-                        ),
-                        Some(free > 0.0 && limited >= NEED * free),
-                    )
-                },
-            );
-            all.push(crate::report::Target {
-                target: format!(
-                    "consume with an account limit and a key limit at {clients} clients within \
-                     10% of consume without limits"
-                ),
-                backend: b.backend.clone(),
-                mode: mode.to_owned(),
-                figure: judged.0,
-                met: judged.1,
-            });
-        }
-    }
-    all
+    crate::paired::targets(&b.limits, &b.backend, &names())
 }

@@ -38,6 +38,7 @@ mod deliveries;
 mod limits;
 mod load;
 mod machine;
+mod paired;
 mod reads;
 mod report;
 mod run;
@@ -45,6 +46,7 @@ mod server;
 mod stats;
 mod tables;
 mod team;
+mod usage;
 mod webhooks;
 
 use std::path::{Path, PathBuf};
@@ -110,6 +112,10 @@ struct Args {
     /// rewrites docs/performance.md). For before/after comparisons of the limits' path.
     #[arg(long, conflicts_with_all = ["admin_console_only", "ingestion_only"])]
     limits_only: bool,
+    /// Measure only consume with tokens by kind against consume with one token count, in both
+    /// modes (never rewrites docs/performance.md). For before/after comparisons of pricing.
+    #[arg(long, conflicts_with_all = ["admin_console_only", "ingestion_only", "limits_only"])]
+    usage_only: bool,
     /// Signed webhooks per webhook point (default 1000, or 100 with --quick; at most 20000)
     #[arg(long, value_name = "COUNT")]
     webhooks_per_point: Option<usize>,
@@ -142,6 +148,7 @@ impl Args {
             admin_console_only: self.admin_console_only,
             ingestion_only: self.ingestion_only,
             limits_only: self.limits_only,
+            usage_only: self.usage_only,
         }
     }
 }
@@ -242,12 +249,21 @@ fn mentions(binary: &Path, needle: &[u8]) -> bool {
 /// the run measures only ingestion, sets up host event delivery for the delivery figure (an
 /// ingestion-only run writes no `[webhooks]` table, so that a `tally` from before host events,
 /// which refuses it, can be measured too).
-fn config_dir(root: &Path, out: &Path, delivery: bool) -> anyhow::Result<tempfile::TempDir> {
+fn config_dir(root: &Path, out: &Path, args: &Args) -> anyhow::Result<tempfile::TempDir> {
     let dir = tempfile::Builder::new().prefix("config-").tempdir_in(out)?;
     for file in ["payment.toml", "credits.toml"] {
         std::fs::copy(root.join("config").join(file), dir.path().join(file))
             .with_context(|| format!("copying config/{file}"))?;
     }
+    // The model priced by token kind, for the usage points (not for a partial run that may
+    // measure a `tally` from before the price book, which refuses the table).
+    if args.usage_only || !(args.ingestion_only || args.limits_only) {
+        let credits = dir.path().join("credits.toml");
+        let mut text = std::fs::read_to_string(&credits)?;
+        text.push_str(usage::PRICE_BOOK);
+        std::fs::write(&credits, text)?;
+    }
+    let delivery = !args.ingestion_only;
     let mut settings = String::from(
         "# Written by tally-bench: rate limits keyed by X-Forwarded-For, so that the benchmark\n\
          # can create thousands of orders; everything else is the default.\n\
@@ -271,7 +287,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let binary = tally_binary(&args, &root).await?;
     let group_commit_in_binary = mentions(&binary, b"TALLY_GROUP_COMMIT");
-    let config = config_dir(&root, &out, !args.ingestion_only)?;
+    let config = config_dir(&root, &out, &args)?;
     let plan = args.plan();
     let postgres_url = args.database_url.clone().or_else(|| {
         std::env::var("TEST_DATABASE_URL")
@@ -324,7 +340,8 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     report.load_average_start = load_start;
     keep_measured_targets(&args, &mut report);
     write(&report, &out)?;
-    let partial = args.admin_console_only || args.ingestion_only || args.limits_only;
+    let partial =
+        args.admin_console_only || args.ingestion_only || args.limits_only || args.usage_only;
     if !args.quick && !args.no_docs && !partial {
         write_docs(&root.join("docs").join("performance.md"), &report)?;
     }
@@ -346,6 +363,11 @@ fn keep_measured_targets(args: &Args, report: &mut Report) {
         report
             .targets
             .retain(|t| t.target.contains("limit and a key limit"));
+    }
+    if args.usage_only {
+        report
+            .targets
+            .retain(|t| t.target.contains("usage breakdown"));
     }
 }
 
@@ -386,7 +408,8 @@ touching this file; `target/bench/report.json` holds every figure of the last ru
 `--ingestion-only` measures only the database's limit, consume and signed webhooks (it also
 runs against a `tally` from before host events, for before/after comparisons such as the one
 at the end of this file), `--limits-only` measures only consume with spend limits against
-consume without, and `--webhooks-per-point N` sets how many webhooks each point posts.
+consume without, `--usage-only` only consume with tokens by kind against consume with one token
+count, and `--webhooks-per-point N` sets how many webhooks each point posts.
 A full run rewrites this file but keeps what follows its `<!-- Kept by the benchmark … -->` line.
 
 What it does, in one invocation per database (the embedded SQLite default, then PostgreSQL):

@@ -86,6 +86,8 @@ pub struct BackendReport {
     pub team: Vec<crate::team::TeamRow>,
     /// Consume with an account limit and a key limit against consume without.
     pub limits: Vec<crate::limits::LimitsRow>,
+    /// Consume with tokens by kind against consume with one token count.
+    pub usage: Vec<crate::usage::UsageRow>,
     /// Webhooks over HTTP.
     pub webhooks: Vec<WebhookRow>,
     /// What the database said after them.
@@ -261,6 +263,7 @@ pub fn targets(backends: &[BackendReport], sizes: &[i64]) -> Vec<Target> {
         }
         all.extend(crate::team::targets(b));
         all.extend(crate::limits::targets(b));
+        all.extend(crate::usage::targets(b));
         all.extend(growth_targets(b, sizes));
         all.extend(crate::admin_console::targets(b));
         for m in &b.memory {

@@ -61,6 +61,8 @@ pub struct Plan {
     pub ingestion_only: bool,
     /// Only consume with and without spend limits.
     pub limits_only: bool,
+    /// Only consume with tokens by kind against consume with one token count.
+    pub usage_only: bool,
 }
 
 impl Plan {
@@ -185,8 +187,8 @@ async fn phases(ctx: &Ctx, db: &Provisioned, report: &mut BackendReport) -> anyh
     if ctx.plan.admin_console_only {
         return crate::admin_console::standalone(ctx, db, report).await;
     }
-    if ctx.plan.limits_only {
-        return limits_alone(ctx, db, report).await;
+    if ctx.plan.limits_only || ctx.plan.usage_only {
+        return alone(ctx, db, report).await;
     }
     let launch1 = launch(ctx, db, PER_TRANSACTION);
     let server = Server::start(&launch1).await?;
@@ -212,6 +214,11 @@ async fn phases(ctx: &Ctx, db: &Provisioned, report: &mut BackendReport) -> anyh
     report.team.extend(team);
     let limited = crate::limits::points(ctx, &api, &setup.limit_keys, PER_TRANSACTION).await;
     report.limits.extend(limited);
+    if !ctx.plan.ingestion_only {
+        let spenders = (setup.api_key.as_str(), setup.users.as_slice());
+        let usage = crate::usage::points(ctx, &api, spenders, PER_TRANSACTION).await;
+        report.usage.extend(usage);
+    }
     webhook_points(ctx, (&api, &setup), &pool, PER_TRANSACTION, report).await;
     if !ctx.plan.ingestion_only {
         delivery_point(ctx, &api, &pool, &setup, report).await;
@@ -230,30 +237,36 @@ async fn phases(ctx: &Ctx, db: &Provisioned, report: &mut BackendReport) -> anyh
     Ok(())
 }
 
-/// Consume with and without limits, in each mode, and nothing else.
-async fn limits_alone(
-    ctx: &Ctx,
-    db: &Provisioned,
-    report: &mut BackendReport,
-) -> anyhow::Result<()> {
+/// Consume with and without limits (`--limits-only`), or with tokens by kind and with one
+/// token count (`--usage-only`), in each mode, and nothing else.
+async fn alone(ctx: &Ctx, db: &Provisioned, report: &mut BackendReport) -> anyhow::Result<()> {
     let launch1 = launch(ctx, db, PER_TRANSACTION);
     let server = Server::start(&launch1).await?;
     let api = Api::new(&server.base_url)?;
     let pool = db.pool().await?;
     report.version = pool.version().await?;
     let setup = setup(&launch1, &api, &pool).await?;
-    let keys = &setup.limit_keys;
-    let limited = crate::limits::points(ctx, &api, keys, PER_TRANSACTION).await;
-    report.limits.extend(limited);
+    alone_points(ctx, &api, &setup, PER_TRANSACTION, report).await;
     server.stop().await?;
     let server = Server::start(&launch(ctx, db, GROUPED)).await?;
     let api = Api::new(&server.base_url)?;
-    report
-        .limits
-        .extend(crate::limits::points(ctx, &api, keys, GROUPED).await);
+    alone_points(ctx, &api, &setup, GROUPED, report).await;
     server.stop().await?;
     pool.close().await;
     Ok(())
+}
+
+/// The points of [`alone`] in `mode`.
+async fn alone_points(ctx: &Ctx, api: &Api, setup: &Setup, mode: &str, report: &mut BackendReport) {
+    if ctx.plan.limits_only {
+        let limited = crate::limits::points(ctx, api, &setup.limit_keys, mode).await;
+        report.limits.extend(limited);
+    } else {
+        let spenders = (setup.api_key.as_str(), setup.users.as_slice());
+        report
+            .usage
+            .extend(crate::usage::points(ctx, api, spenders, mode).await);
+    }
 }
 
 async fn grouped_phase(
@@ -281,6 +294,11 @@ async fn grouped_phase(
     report.team.extend(team);
     let limited = crate::limits::points(ctx, &api, &setup.limit_keys, GROUPED).await;
     report.limits.extend(limited);
+    if !ctx.plan.ingestion_only {
+        let spenders = (setup.api_key.as_str(), setup.users.as_slice());
+        let usage = crate::usage::points(ctx, &api, spenders, GROUPED).await;
+        report.usage.extend(usage);
+    }
     team_ledger(pool, report).await;
     webhook_points(ctx, (&api, setup), pool, GROUPED, report).await;
     let peak = sampler.finish().await;

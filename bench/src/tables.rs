@@ -40,6 +40,7 @@ pub fn backend(b: &BackendReport) -> String {
     md.push_str(&consume(b));
     md.push_str(&crate::team::table(b));
     md.push_str(&crate::limits::table(b));
+    md.push_str(&crate::usage::table(b));
     md.push_str(&cpu(b));
     md.push_str(&webhooks(b));
     md.push_str(&deliveries(b));

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::api::Api;
 use crate::consume;
+use crate::paired::{LEVELS, Names, ROUNDS};
 use crate::report::BackendReport;
 use crate::run::{Ctx, progress};
 use crate::stats::Summary;
@@ -19,10 +20,6 @@ pub const TEAM: &str = "team_bench";
 pub const MEMBERS: usize = 128;
 /// Each member's daily limit, in hundredths: checked on every spend, never reached.
 pub const MEMBER_LIMIT: i64 = 100_000_000_000;
-/// The client counts compared.
-const LEVELS: [usize; 2] = [32, 128];
-/// Alternations of the one-account point and the team point at each level.
-const ROUNDS: usize = 2;
 /// The team point's required share of the one-account point.
 const NEED: f64 = 0.85;
 
@@ -96,92 +93,36 @@ pub async fn points(ctx: &Ctx, api: &Api, who: &Spenders<'_>, mode: &str) -> Vec
     rows
 }
 
-/// The mean rate over the rounds of `mode` at `clients`: (one account, team).
-fn means(b: &BackendReport, mode: &str, clients: usize) -> Option<(f64, f64)> {
-    let rows: Vec<&TeamRow> = b
-        .team
-        .iter()
-        .filter(|r| r.mode == mode && r.clients == clients)
-        .collect();
-    if rows.is_empty() {
-        return None;
-    }
-    #[allow(clippy::cast_precision_loss, reason = "a handful of rounds")]
-    let n = rows.len() as f64;
-    let one = rows.iter().map(|r| r.one_account.per_second).sum::<f64>() / n;
-    let team = rows.iter().map(|r| r.team.per_second).sum::<f64>() / n;
-    Some((one, team))
-}
+crate::paired::paired_row!(TeamRow, one_account, team);
 
 /// The table of `b`'s team points.
 #[must_use]
 pub fn table(b: &BackendReport) -> String {
-    use std::fmt::Write as _;
-    if b.team.is_empty() {
-        return String::new();
-    }
-    let mut md = format!(
+    let intro = format!(
         "Team pool: `POST /api/credits/consume` with `accountId` of a team, each client one of \
          {MEMBERS} members with a daily limit checked on every spend, against the same clients \
-         on one personal account (both one balance row; rounds alternate).\n\n\
-         | mode | clients | round | one account req/s | p50 | p99 | team req/s | p50 | p99 | \
-         team / one account | errors |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
+         on one personal account (both one balance row; rounds alternate)."
     );
-    for r in &b.team {
-        let (o, t) = (&r.one_account, &r.team);
-        let ratio = if o.per_second > 0.0 {
-            format!("{:.0}%", 100.0 * t.per_second / o.per_second)
-        } else {
-            "–".to_owned()
-        };
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.0} | {:.2} | {:.2} | {ratio} | {} |",
-            r.mode,
-            r.clients,
-            r.round + 1,
-            o.per_second,
-            o.p50_ms,
-            o.p99_ms,
-            t.per_second,
-            t.p50_ms,
-            t.p99_ms,
-            o.errors + t.errors
-        );
+    crate::paired::table(&b.team, &names(&intro))
+}
+
+fn names(intro: &str) -> Names<'_> {
+    Names {
+        intro,
+        base: "one account",
+        compared: "team",
+        need: NEED,
+        target: &|clients| {
+            format!(
+                "team pool consume with member limits at {clients} clients within 15% of one \
+                 personal account's consume"
+            )
+        },
     }
-    md.push('\n');
-    md
 }
 
 /// The target: the team pool within 15% of one personal account, per mode and client count.
 #[must_use]
 pub fn targets(b: &BackendReport) -> Vec<crate::report::Target> {
-    let mut all = Vec::new();
-    for mode in [crate::report::PER_TRANSACTION, crate::report::GROUPED] {
-        for clients in LEVELS {
-            let judged = means(b, mode, clients).map_or_else(
-                || ("not measured".to_owned(), None),
-                |(one, team)| {
-                    (
-                        format!(
-                            "mean {team:.0} req/s vs {one:.0} req/s = {:.0}%",
-                            if one > 0.0 { 100.0 * team / one } else { 0.0 }
-                        ),
-                        Some(one > 0.0 && team >= NEED * one),
-                    )
-                },
-            );
-            all.push(crate::report::Target {
-                target: format!(
-                    "team pool consume with member limits at {clients} clients within 15% of one \
-                     personal account's consume"
-                ),
-                backend: b.backend.clone(),
-                mode: mode.to_owned(),
-                figure: judged.0,
-                met: judged.1,
-            });
-        }
-    }
-    all
+    crate::paired::targets(&b.team, &b.backend, &names(""))
 }
