@@ -698,6 +698,25 @@ fn an_unknown_key_in_the_consumption_settings_is_refused() {
 }
 
 #[test]
+fn a_spend_order_is_given_first_or_paid_first() {
+    for accepted in ["givenFirst", "paidFirst"] {
+        let credits = FIXTURE_CREDITS.replacen(
+            "unknownModel = \"default\"",
+            &format!("unknownModel = \"default\"\nspendOrder = \"{accepted}\""),
+            1,
+        );
+        let dir = config_dir(&fixture_payment_toml(), &credits);
+        let output = check_config(dir.path());
+        assert_eq!(output.status.code(), Some(0), "{accepted}: {output:?}");
+    }
+    assert_credits_refused(
+        "spendOrder",
+        "unknownModel = \"default\"",
+        "unknownModel = \"default\"\nspendOrder = \"newestFirst\"",
+    );
+}
+
+#[test]
 fn a_catalog_without_plans_is_refused() {
     let dir = config_dir("# nothing for sale\n", FIXTURE_CREDITS);
     let lines = error_lines(&check_config(dir.path()));

@@ -13,6 +13,7 @@ use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;
 
 use crate::credits::Credits;
+use crate::ledger::SpendOrder;
 use crate::pricing::{PriceBook, Priced, TokenUsage};
 use crate::time::Timestamp;
 
@@ -234,9 +235,10 @@ pub struct ConsumptionSettings {
     pub unknown_model: UnknownModelPolicy,
 }
 
-/// Validated consumption rules, with the price book that prices the models it lists.
+/// Validated consumption rules, with the price book that prices the models it lists and the
+/// order spends draw grant lots in.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConsumptionRules(ConsumptionSettings, PriceBook);
+pub struct ConsumptionRules(ConsumptionSettings, PriceBook, SpendOrder);
 
 impl ConsumptionRules {
     /// Validate settings.
@@ -261,7 +263,7 @@ impl ConsumptionRules {
             {
                 Err(ConsumptionError::UnknownFeature(CHAT_FEATURE.into()))
             }
-            _ => Ok(Self(settings, PriceBook::default())),
+            _ => Ok(Self(settings, PriceBook::default(), SpendOrder::default())),
         }
     }
 
@@ -269,7 +271,20 @@ impl ConsumptionRules {
     /// by it ([`ConsumptionRules::price`]).
     #[must_use]
     pub fn with_price_book(self, book: PriceBook) -> Self {
-        Self(self.0, book)
+        Self(self.0, book, self.2)
+    }
+
+    /// The rules with spends drawing given or paid credits first among lots of equal priority
+    /// and expiry (`spendOrder`).
+    #[must_use]
+    pub fn with_spend_order(self, order: SpendOrder) -> Self {
+        Self(self.0, self.1, order)
+    }
+
+    /// The order spends draw grant lots in.
+    #[must_use]
+    pub fn spend_order(&self) -> SpendOrder {
+        self.2
     }
 
     /// The price book.

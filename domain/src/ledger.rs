@@ -456,6 +456,97 @@ pub fn settle(held: Credits, actual: Credits, available: Credits) -> Settlement 
     Settlement { charged, amount }
 }
 
+/// What a grant's credits are, as finance sees them: paid for, or given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum GrantCategory {
+    /// Bought: a credits pack, a subscription period, an upgrade's extra credits.
+    #[default]
+    Paid,
+    /// Given to win or keep a customer: a sign-up grant, a promotion, a promo code.
+    Promotional,
+    /// Given with a purchase: a pack's bonus credits.
+    Bonus,
+    /// Given to make up for something: a refund in credits, goodwill.
+    Compensation,
+}
+
+impl GrantCategory {
+    /// Every category.
+    pub const ALL: [GrantCategory; 4] = [
+        GrantCategory::Paid,
+        GrantCategory::Promotional,
+        GrantCategory::Bonus,
+        GrantCategory::Compensation,
+    ];
+
+    /// The stable code (storage, API, events).
+    #[must_use]
+    pub const fn code(self) -> &'static str {
+        match self {
+            GrantCategory::Paid => "paid",
+            GrantCategory::Promotional => "promotional",
+            GrantCategory::Bonus => "bonus",
+            GrantCategory::Compensation => "compensation",
+        }
+    }
+
+    /// The category of `code`.
+    #[must_use]
+    pub fn parse(code: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.code() == code)
+    }
+
+    /// Whether its credits were paid for.
+    #[must_use]
+    pub const fn is_paid(self) -> bool {
+        matches!(self, GrantCategory::Paid)
+    }
+}
+
+/// The highest grant priority.
+pub const MAX_GRANT_PRIORITY: u16 = 1_000;
+
+/// A grant's priority in spend order: a spend draws the highest first, before any expiry or
+/// category order. 0 (the default) to [`MAX_GRANT_PRIORITY`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct GrantPriority(u16);
+
+impl GrantPriority {
+    /// A priority of `value`, at most [`MAX_GRANT_PRIORITY`].
+    #[must_use]
+    pub fn new(value: u16) -> Option<Self> {
+        (value <= MAX_GRANT_PRIORITY).then_some(Self(value))
+    }
+
+    /// Its value.
+    #[must_use]
+    pub const fn get(self) -> u16 {
+        self.0
+    }
+}
+
+/// Which credits a spend draws first among lots of equal priority and expiry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SpendOrder {
+    /// Given credits (promotional, bonus, compensation) before paid ones: what a customer
+    /// paid for lasts longest, and what was given is used before it can be clawed back or
+    /// lapse unused (the default).
+    #[default]
+    GivenFirst,
+    /// Paid credits before given ones.
+    PaidFirst,
+}
+
+impl SpendOrder {
+    /// Where lots of `category` come among lots of equal priority and expiry (lower first).
+    const fn rank(self, category: GrantCategory) -> u8 {
+        match (self, category.is_paid()) {
+            (SpendOrder::GivenFirst, false) | (SpendOrder::PaidFirst, true) => 0,
+            _ => 1,
+        }
+    }
+}
+
 /// The part of a grant a lot still holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GrantLot {
@@ -467,18 +558,43 @@ pub struct GrantLot {
     pub expires_at: Option<Timestamp>,
     /// When it was granted.
     pub granted_at: Timestamp,
+    /// What its credits are.
+    pub category: GrantCategory,
+    /// Its priority in spend order.
+    pub priority: GrantPriority,
 }
 
-/// How much to draw from which lot to spend `amount`: soonest expiry first (never-expiring
-/// last), then oldest first. Returns `(lot id, amount)` pairs; lots that cover less than
-/// `amount` in total are drawn to zero and the rest is left unattributed.
+/// How much to draw from which lot to spend `amount`, in the default [`SpendOrder`]: see
+/// [`allocate_spend_in`].
 #[must_use]
 pub fn allocate_spend(lots: &[GrantLot], amount: Credits) -> Vec<(i64, Credits)> {
-    let mut order: Vec<&GrantLot> = lots.iter().filter(|l| !l.remaining.is_zero()).collect();
-    order.sort_by_key(|l| (l.expires_at.is_none(), l.expires_at, l.granted_at, l.id));
+    allocate_spend_in(SpendOrder::default(), lots, amount)
+}
+
+/// How much to draw from which lot to spend `amount`: the highest priority first, then the
+/// soonest expiry (never-expiring last), then by category as `order` says, then the oldest.
+/// Returns `(lot id, amount)` pairs; lots that cover less than `amount` in total are drawn to
+/// zero and the rest is left unattributed.
+#[must_use]
+pub fn allocate_spend_in(
+    order: SpendOrder,
+    lots: &[GrantLot],
+    amount: Credits,
+) -> Vec<(i64, Credits)> {
+    let mut in_order: Vec<&GrantLot> = lots.iter().filter(|l| !l.remaining.is_zero()).collect();
+    in_order.sort_by_key(|l| {
+        (
+            std::cmp::Reverse(l.priority),
+            l.expires_at.is_none(),
+            l.expires_at,
+            order.rank(l.category),
+            l.granted_at,
+            l.id,
+        )
+    });
     let mut left = amount;
     let mut draws = Vec::new();
-    for lot in order {
+    for lot in in_order {
         if left.is_zero() {
             break;
         }
@@ -498,6 +614,44 @@ pub fn allocate_spend(lots: &[GrantLot], amount: Credits) -> Vec<(i64, Credits)>
         "each draw takes a positive part of a lot, at most what it holds"
     );
     draws
+}
+
+/// The available `balance` by category: what `lots` hold, less what the pending holds (`held`)
+/// will draw from them when they settle (in `order`, as a settle draws), and at most
+/// `balance` in all (drawn in `order` too). Every category appears, with zero when it has
+/// nothing.
+#[must_use]
+pub fn available_by_category(
+    order: SpendOrder,
+    lots: &[GrantLot],
+    held: Credits,
+    balance: Credits,
+) -> std::collections::BTreeMap<GrantCategory, Credits> {
+    let mut left: Vec<GrantLot> = lots.to_vec();
+    let take = |amount: Credits, left: &mut Vec<GrantLot>| {
+        for (id, taken) in allocate_spend_in(order, left, amount) {
+            if let Some(lot) = left.iter_mut().find(|l| l.id == id) {
+                lot.remaining = lot.remaining.checked_sub(taken).unwrap_or(Credits::ZERO);
+            }
+        }
+    };
+    take(held, &mut left);
+    let total: i64 = left.iter().map(|l| l.remaining.hundredths()).sum();
+    if let Ok(excess) = Credits::from_hundredths(total - balance.hundredths())
+        && !excess.is_zero()
+    {
+        take(excess, &mut left);
+    }
+    let mut by: std::collections::BTreeMap<GrantCategory, Credits> = GrantCategory::ALL
+        .iter()
+        .map(|c| (*c, Credits::ZERO))
+        .collect();
+    for lot in &left {
+        if let Some(sum) = by.get_mut(&lot.category) {
+            *sum = sum.checked_add(lot.remaining).unwrap_or(*sum);
+        }
+    }
+    by
 }
 
 /// What a clawback or expiry takes, and what it could not.
@@ -826,30 +980,168 @@ mod tests {
                 remaining: c(100),
                 expires_at: None,
                 granted_at: t(1),
+                category: GrantCategory::Paid,
+                priority: GrantPriority::default(),
             },
             GrantLot {
                 id: 2,
                 remaining: c(100),
                 expires_at: Some(t(500)),
                 granted_at: t(3),
+                category: GrantCategory::Paid,
+                priority: GrantPriority::default(),
             },
             GrantLot {
                 id: 3,
                 remaining: c(100),
                 expires_at: Some(t(200)),
                 granted_at: t(4),
+                category: GrantCategory::Paid,
+                priority: GrantPriority::default(),
             },
             GrantLot {
                 id: 4,
                 remaining: c(100),
                 expires_at: None,
                 granted_at: t(0),
+                category: GrantCategory::Paid,
+                priority: GrantPriority::default(),
             },
         ];
         assert_eq!(
             allocate_spend(&lots, c(250)),
             vec![(3, c(100)), (2, c(100)), (4, c(50))]
         );
+    }
+
+    fn lot(id: i64, expires: Option<i64>, category: GrantCategory, priority: u16) -> GrantLot {
+        GrantLot {
+            id,
+            remaining: c(100),
+            expires_at: expires.map(Timestamp::from_unix_millis),
+            granted_at: Timestamp::from_unix_millis(id),
+            category,
+            priority: GrantPriority::new(priority).unwrap(),
+        }
+    }
+
+    #[test]
+    fn priority_comes_first_then_expiry_then_given_before_paid() {
+        use GrantCategory::{Bonus, Paid, Promotional};
+        let lots = vec![
+            lot(1, None, Paid, 0),
+            lot(2, None, Promotional, 0),
+            lot(3, Some(900), Paid, 0),
+            lot(4, Some(900), Bonus, 0),
+            lot(5, None, Paid, 7),
+        ];
+        let ids = |order, amount| -> Vec<i64> {
+            allocate_spend_in(order, &lots, c(amount))
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect()
+        };
+        assert_eq!(ids(SpendOrder::GivenFirst, 500), [5, 4, 3, 2, 1]);
+        assert_eq!(ids(SpendOrder::PaidFirst, 500), [5, 3, 4, 1, 2]);
+        assert_eq!(ids(SpendOrder::GivenFirst, 150), [5, 4]);
+        assert_eq!(GrantPriority::new(MAX_GRANT_PRIORITY + 1), None);
+        for category in GrantCategory::ALL {
+            assert_eq!(GrantCategory::parse(category.code()), Some(category));
+        }
+    }
+
+    #[test]
+    fn the_available_balance_splits_by_category_after_the_holds() {
+        use GrantCategory::{Paid, Promotional};
+        let mut lots = vec![lot(1, None, Paid, 0), lot(2, None, Promotional, 0)];
+        lots[0].remaining = c(500);
+        lots[1].remaining = c(300);
+        let by = |order, held, balance| {
+            let split = available_by_category(order, &lots, c(held), c(balance));
+            (split[&Paid].hundredths(), split[&Promotional].hundredths())
+        };
+        // A hold of 1.00 will be drawn from the promotional lot when it settles.
+        assert_eq!(by(SpendOrder::GivenFirst, 100, 700), (500, 200));
+        assert_eq!(by(SpendOrder::PaidFirst, 100, 700), (400, 300));
+        // Less available than the lots hold: the excess goes in spend order too.
+        assert_eq!(by(SpendOrder::GivenFirst, 100, 600), (500, 100));
+        let split = available_by_category(SpendOrder::GivenFirst, &[], c(0), c(0));
+        assert_eq!(split.len(), 4);
+        assert!(split.values().all(|v| v.is_zero()));
+    }
+
+    /// Whether `a` must be drawn before `b`, written out rule by rule.
+    fn drawn_before(order: SpendOrder, a: &GrantLot, b: &GrantLot) -> bool {
+        if a.priority != b.priority {
+            return a.priority > b.priority;
+        }
+        match (a.expires_at, b.expires_at) {
+            (Some(x), Some(y)) if x != y => return x < y,
+            (Some(_), None) => return true,
+            (None, Some(_)) => return false,
+            _ => {}
+        }
+        if a.category.is_paid() != b.category.is_paid() {
+            return match order {
+                SpendOrder::GivenFirst => !a.category.is_paid(),
+                SpendOrder::PaidFirst => a.category.is_paid(),
+            };
+        }
+        (a.granted_at, a.id) < (b.granted_at, b.id)
+    }
+
+    fn any_lot() -> impl Strategy<Value = (Option<i64>, usize, u16, i64)> {
+        (
+            proptest::option::of(0_i64..5),
+            0_usize..4,
+            0_u16..3,
+            1_i64..500,
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn any_sequence_of_grants_and_spends_draws_in_spend_order(
+            grants in proptest::collection::vec(any_lot(), 1..12),
+            spends in proptest::collection::vec(1_i64..800, 1..10),
+            paid_first in any::<bool>(),
+        ) {
+            let order = if paid_first { SpendOrder::PaidFirst } else { SpendOrder::GivenFirst };
+            let mut lots: Vec<GrantLot> = grants
+                .iter()
+                .enumerate()
+                .map(|(i, (expires, category, priority, amount))| GrantLot {
+                    id: i64::try_from(i).unwrap(),
+                    remaining: c(*amount),
+                    expires_at: expires.map(Timestamp::from_unix_millis),
+                    granted_at: Timestamp::from_unix_millis(i64::try_from(i % 3).unwrap()),
+                    category: GrantCategory::ALL[*category],
+                    priority: GrantPriority::new(*priority).unwrap(),
+                })
+                .collect();
+            for amount in spends {
+                let draws = allocate_spend_in(order, &lots, c(amount));
+                let held: i64 = lots.iter().map(|l| l.remaining.hundredths()).sum();
+                let drawn: i64 = draws.iter().map(|(_, t)| t.hundredths()).sum();
+                prop_assert_eq!(drawn, amount.min(held));
+                // A lot is drawn only when every lot before it is drawn to zero.
+                for (id, _) in &draws {
+                    let b = lots.iter().find(|l| l.id == *id).unwrap();
+                    for a in lots.iter().filter(|a| a.id != b.id && drawn_before(order, a, b)) {
+                        let taken = draws.iter().find(|(i, _)| *i == a.id).map(|(_, t)| *t);
+                        prop_assert_eq!(
+                            taken.unwrap_or(Credits::ZERO),
+                            a.remaining,
+                            "lot {} drawn before lot {} was used up", b.id, a.id
+                        );
+                    }
+                }
+                for (id, take) in draws {
+                    let l = lots.iter_mut().find(|l| l.id == id).unwrap();
+                    l.remaining = l.remaining.checked_sub(take).unwrap();
+                }
+            }
+        }
     }
 
     #[test]

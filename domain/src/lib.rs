@@ -51,8 +51,8 @@ pub use ids::{
     SubscriptionId, ThresholdId, UserId, WebhookEndpointId,
 };
 pub use ledger::{
-    BalanceAlert, DecidedPosting, GrantLot, KeyReuse, LedgerError, SpendDecision,
-    SpendDisagreement, TransactionKind, balance_alerts, decide_spend,
+    BalanceAlert, DecidedPosting, GrantCategory, GrantLot, GrantPriority, KeyReuse, LedgerError,
+    SpendDecision, SpendDisagreement, SpendOrder, TransactionKind, balance_alerts, decide_spend,
 };
 pub use money::{Currency, Money, MoneyError};
 pub use order::{

@@ -1796,3 +1796,96 @@ async fn postgres_limit_thresholds_and_back() {
     limit_thresholds_and_back(&t).await;
     t.cleanup().await;
 }
+
+/// Step 40: every lot gets its category from its source (sign-up grants promotional, other
+/// administrator grants compensation, purchases paid) and priority 0, and the ledger's grant
+/// rows the category of their lot; down drops the columns and keeps the lots.
+async fn grant_categories_and_back(t: &TestDb) {
+    let before = step_index("m20261014_000040_grant_categories");
+    Migrator::up(&t.db, Some(before))
+        .await
+        .expect("up to step 39");
+    exec(&t.db, STEP_ONE_DATA[0]).await;
+    exec(
+        &t.db,
+        "INSERT INTO accounts (id, kind, name, created_by, created_at) \
+         VALUES ('u1', 'personal', NULL, 'u1', 1700000000000)",
+    )
+    .await;
+    for (id, kind, source_kind, source_key) in [
+        (1, "purchase_grant", "order", "o1"),
+        (2, "admin_adjustment", "admin", "signup:u1"),
+        (3, "admin_adjustment", "admin", "ticket-7"),
+    ] {
+        exec(
+            &t.db,
+            &format!(
+                "INSERT INTO credit_transactions (id, account_id, kind, amount_hundredths, \
+                 balance_after_hundredths, created_at) VALUES ({id}, 'u1', '{kind}', 100, \
+                 {id}00, 1)"
+            ),
+        )
+        .await;
+        exec(
+            &t.db,
+            &format!(
+                "INSERT INTO credit_grants (account_id, transaction_id, source_kind, source_key, \
+                 amount_hundredths, remaining_hundredths, granted_at) \
+                 VALUES ('u1', {id}, '{source_kind}', '{source_key}', 100, 100, 1)"
+            ),
+        )
+        .await;
+    }
+    exec(
+        &t.db,
+        "INSERT INTO credit_transactions (id, account_id, kind, amount_hundredths, \
+         balance_after_hundredths, created_at) VALUES (4, 'u1', 'consumption', -50, 250, 2)",
+    )
+    .await;
+    Migrator::up(&t.db, Some(1)).await.expect("step 40");
+    for (source_key, category) in [
+        ("o1", "paid"),
+        ("signup:u1", "promotional"),
+        ("ticket-7", "compensation"),
+    ] {
+        let sql = format!(
+            "SELECT COUNT(*) FROM credit_grants g JOIN credit_transactions t \
+             ON t.id = g.transaction_id WHERE g.source_key = '{source_key}' \
+             AND g.category = '{category}' AND g.priority = 0 AND t.grant_category = '{category}'"
+        );
+        assert_eq!(count(&t.db, &sql).await, 1, "{source_key}");
+    }
+    assert_eq!(
+        count(
+            &t.db,
+            "SELECT COUNT(*) FROM credit_transactions WHERE grant_category IS NULL"
+        )
+        .await,
+        1,
+        "the consumption has no category"
+    );
+    for refused in [
+        "UPDATE credit_grants SET category = 'gift' WHERE source_key = 'o1'",
+        "UPDATE credit_grants SET priority = 1001 WHERE source_key = 'o1'",
+    ] {
+        assert!(t.db.execute_unprepared(refused).await.is_err(), "{refused}");
+    }
+    Migrator::down(&t.db, Some(1)).await.expect("down step 40");
+    assert_eq!(count(&t.db, "SELECT COUNT(*) FROM credit_grants").await, 3);
+    Migrator::up(&t.db, None).await.expect("step 40 again");
+}
+
+#[tokio::test]
+async fn sqlite_grant_categories_and_back() {
+    let t = TestDb::sqlite().await;
+    grant_categories_and_back(&t).await;
+}
+
+#[tokio::test]
+async fn postgres_grant_categories_and_back() {
+    let Some(t) = TestDb::postgres().await else {
+        return;
+    };
+    grant_categories_and_back(&t).await;
+    t.cleanup().await;
+}

@@ -938,6 +938,8 @@ impl AdminApi {
                 amount: body.amount,
                 reason: body.reason,
                 expires_at,
+                category: body.category.map(Into::into),
+                priority: body.priority.and_then(|p| u16::try_from(p).ok()),
                 idempotency_key: key,
             };
             self.state

@@ -108,6 +108,42 @@ pub struct AdjustCreditsBody {
     /// When granted credits expire (RFC 3339; a grant only).
     #[oai(skip_serializing_if_is_none)]
     pub expires_at: Option<String>,
+    /// What granted credits are (a grant only; default `compensation`): finance keeps paid
+    /// and given credits apart.
+    #[oai(skip_serializing_if_is_none)]
+    pub category: Option<GrantCategoryName>,
+    /// Their priority in spend order, 0 to 1000 (a grant only; default 0): a spend draws the
+    /// highest first, before expiry and category.
+    #[oai(
+        skip_serializing_if_is_none,
+        validator(minimum(value = "0"), maximum(value = "1000"))
+    )]
+    pub priority: Option<i64>,
+}
+
+/// What a grant's credits are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, poem_openapi::Enum)]
+#[oai(rename_all = "lowercase")]
+pub enum GrantCategoryName {
+    /// Bought.
+    Paid,
+    /// Given to win or keep a customer.
+    Promotional,
+    /// Given with a purchase.
+    Bonus,
+    /// Given to make up for something.
+    Compensation,
+}
+
+impl From<GrantCategoryName> for domain::GrantCategory {
+    fn from(c: GrantCategoryName) -> Self {
+        match c {
+            GrantCategoryName::Paid => domain::GrantCategory::Paid,
+            GrantCategoryName::Promotional => domain::GrantCategory::Promotional,
+            GrantCategoryName::Bonus => domain::GrantCategory::Bonus,
+            GrantCategoryName::Compensation => domain::GrantCategory::Compensation,
+        }
+    }
 }
 
 /// What an adjustment did.

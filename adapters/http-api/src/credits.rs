@@ -85,6 +85,10 @@ pub struct TransactionView {
     /// The team member who spent (team accounts only).
     #[oai(skip_serializing_if_is_none)]
     pub member_id: Option<String>,
+    /// What a grant's credits are: `paid`, `promotional`, `bonus` or `compensation` (grants
+    /// only).
+    #[oai(skip_serializing_if_is_none)]
+    pub category: Option<String>,
     /// How it was priced.
     #[oai(flatten)]
     pub pricing: PricingView,
@@ -109,6 +113,7 @@ impl TransactionView {
             model: t.context.model.clone(),
             tokens: t.context.tokens,
             member_id: t.member_id.as_ref().map(ToString::to_string),
+            category: t.context.grant_category.map(|c| c.code().to_owned()),
             pricing: PricingView::from(&t.context),
             created_at: timestamp(t.created_at),
         }
@@ -185,6 +190,10 @@ pub struct StatusView {
     pub balance: String,
     /// Available credits, in hundredths.
     pub balance_hundredths: i64,
+    /// The available credits by what they are: paid for, or given (promotional, bonus,
+    /// compensation). Together they are `balance`, unless credits were ever spent beyond what
+    /// the grants held (then less).
+    pub balance_by_category: BalanceByCategoryView,
     /// The first of `subscriptions` (else the newest one not expired): kept for clients that
     /// read one subscription.
     #[oai(skip_serializing_if_is_none)]
@@ -208,11 +217,56 @@ pub struct StatusView {
     pub entitlements: BTreeMap<String, EntitlementValueJson>,
 }
 
+/// Available credits by what they are, each as a decimal string and in hundredths.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct BalanceByCategoryView {
+    /// Bought: credits packs, subscription periods, an upgrade's extra credits.
+    pub paid: String,
+    /// `paid` in hundredths.
+    pub paid_hundredths: i64,
+    /// Given to win or keep a customer: sign-up grants, promotions.
+    pub promotional: String,
+    /// `promotional` in hundredths.
+    pub promotional_hundredths: i64,
+    /// Given with a purchase.
+    pub bonus: String,
+    /// `bonus` in hundredths.
+    pub bonus_hundredths: i64,
+    /// Given to make up for something: refunds in credits, goodwill.
+    pub compensation: String,
+    /// `compensation` in hundredths.
+    pub compensation_hundredths: i64,
+}
+
+impl BalanceByCategoryView {
+    fn new(by: &BTreeMap<domain::GrantCategory, domain::Credits>) -> Self {
+        let of = |c| by.get(&c).copied().unwrap_or(domain::Credits::ZERO);
+        let (paid, promotional, bonus, compensation) = (
+            of(domain::GrantCategory::Paid),
+            of(domain::GrantCategory::Promotional),
+            of(domain::GrantCategory::Bonus),
+            of(domain::GrantCategory::Compensation),
+        );
+        Self {
+            paid: paid.to_string(),
+            paid_hundredths: paid.hundredths(),
+            promotional: promotional.to_string(),
+            promotional_hundredths: promotional.hundredths(),
+            bonus: bonus.to_string(),
+            bonus_hundredths: bonus.hundredths(),
+            compensation: compensation.to_string(),
+            compensation_hundredths: compensation.hundredths(),
+        }
+    }
+}
+
 impl StatusView {
     pub(crate) fn new(report: &StatusReport, now: Timestamp, entitlements: &Entitlements) -> Self {
         Self {
             balance: report.balance.to_string(),
             balance_hundredths: report.balance.hundredths(),
+            balance_by_category: BalanceByCategoryView::new(&report.by_category),
             subscription: report
                 .subscription
                 .as_ref()

@@ -278,5 +278,6 @@ fn command(user: &UserId, key: &str) -> Result<ConsumeCommand, Failure> {
         },
         now: Timestamp::from_unix_millis(3),
         low_balance_below: None,
+        spend_order: domain::SpendOrder::default(),
     })
 }

@@ -112,10 +112,12 @@ async fn ledger_op(
             member,
             id,
             actual,
+            order,
             now,
         } => {
             let by = (account, member.as_ref());
-            let end = ledger::settle_in(tx, by, id, *actual, *now, wanted, events).await?;
+            let settled = (*actual, *order);
+            let end = ledger::settle_in(tx, by, id, settled, *now, wanted, events).await?;
             ended(end, Resolution::step)
         }
         LedgerOp::Release {

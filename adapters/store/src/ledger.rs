@@ -171,6 +171,12 @@ impl CreditLedger for SeaOrmStore {
             .await
     }
 
+    async fn grant_lots(&self, user: &AccountId) -> Result<Vec<domain::GrantLot>, StoreError> {
+        self.retry
+            .run("grant_lots", || postings::grant_lots(&self.db, user))
+            .await
+    }
+
     async fn expire_reservations(&self, now: Timestamp, limit: u32) -> Result<u32, StoreError> {
         let due = self
             .retry

@@ -18,11 +18,11 @@ use application::ports::{
 };
 use domain::pricing::TokenUsage;
 use domain::{
-    AccountId, BillingPeriod, ChangeDirection, CreditDelta, Credits, Currency, Duration, GrantLot,
-    Money, Order, OrderId, OrderParts, OrderStatus, OrderStatusKind, PlanChange, PlanId,
-    PlanSnapshot, PlanType, ProviderId, RenewalIntent, ReservationId, ReturnUrl, ReturnUrls,
-    ScheduledSwitch, SoldTerms, Subscription, SubscriptionId, SubscriptionParts,
-    SubscriptionStatus, SwitchClaim, Timestamp, TransactionKind, UserId,
+    AccountId, BillingPeriod, ChangeDirection, CreditDelta, Credits, Currency, Duration,
+    GrantCategory, GrantLot, GrantPriority, Money, Order, OrderId, OrderParts, OrderStatus,
+    OrderStatusKind, PlanChange, PlanId, PlanSnapshot, PlanType, ProviderId, RenewalIntent,
+    ReservationId, ReturnUrl, ReturnUrls, ScheduledSwitch, SoldTerms, Subscription, SubscriptionId,
+    SubscriptionParts, SubscriptionStatus, SwitchClaim, Timestamp, TransactionKind, UserId,
 };
 use sea_orm::FromQueryResult;
 
@@ -606,7 +606,8 @@ impl SubscriptionRow {
 /// The columns of [`TransactionRow`].
 pub(crate) const TRANSACTION_COLUMNS: &str = "id, account_id, member_id, kind, amount_hundredths, \
     balance_after_hundredths, order_id, subscription_id, reservation_id, feature, model, tokens, \
-    note, created_at, request_hash, api_key_id, usage_tokens, price_from, cost_basis_millionths";
+    note, created_at, request_hash, api_key_id, usage_tokens, price_from, cost_basis_millionths, \
+    grant_category";
 
 /// A `credit_transactions` row.
 #[derive(Debug, FromQueryResult)]
@@ -631,6 +632,7 @@ pub(crate) struct TransactionRow {
     usage_tokens: Option<String>,
     price_from: Option<i64>,
     cost_basis_millionths: Option<i64>,
+    grant_category: Option<String>,
 }
 
 impl TransactionRow {
@@ -667,6 +669,12 @@ impl TransactionRow {
                 .map_err(bad)?,
             price_from: self.price_from.map(Timestamp::from_unix_millis),
             cost_basis_millionths: self.cost_basis_millionths,
+            grant_category: self
+                .grant_category
+                .map(|c| {
+                    GrantCategory::parse(&c).ok_or_else(|| bad(format!("grant_category {c:?}")))
+                })
+                .transpose()?,
         };
         Ok(CreditTransaction {
             id: self.id,
@@ -773,7 +781,13 @@ pub(crate) struct LotRow {
     remaining_hundredths: i64,
     expires_at: Option<i64>,
     granted_at: i64,
+    category: String,
+    priority: i32,
 }
+
+/// The columns of [`LotRow`], of `credit_grants` as `g`.
+pub(crate) const LOT_COLUMNS: &str =
+    "g.id, g.remaining_hundredths, g.expires_at, g.granted_at, g.category, g.priority";
 
 impl LotRow {
     /// The lot.
@@ -788,6 +802,23 @@ impl LotRow {
             )?,
             expires_at: self.expires_at.map(ts),
             granted_at: ts(self.granted_at),
+            category: GrantCategory::parse(&self.category).ok_or_else(|| {
+                corrupt(
+                    "credit_grants",
+                    &self.id.to_string(),
+                    format!("category {:?}", self.category),
+                )
+            })?,
+            priority: u16::try_from(self.priority)
+                .ok()
+                .and_then(GrantPriority::new)
+                .ok_or_else(|| {
+                    corrupt(
+                        "credit_grants",
+                        &self.id.to_string(),
+                        format!("priority {}", self.priority),
+                    )
+                })?,
         })
     }
 }

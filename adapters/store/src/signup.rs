@@ -111,6 +111,10 @@ async fn write_grant(
             now: created_at,
             context: Some(&context),
             key: None,
+            grant: (
+                domain::GrantCategory::Promotional,
+                domain::GrantPriority::default(),
+            ),
         },
         &mut told,
     )

@@ -55,6 +55,8 @@ pub enum LedgerOp {
         id: ReservationId,
         /// The actual usage.
         actual: Credits,
+        /// Which lots it draws first among lots of equal priority and expiry.
+        order: domain::SpendOrder,
         /// Now.
         now: Timestamp,
     },
@@ -600,6 +602,22 @@ pub trait Writes: ChangeStore {
     /// [`ReservationError::NotFound`]; [`ReservationError::AlreadyResolved`].
     async fn settle(
         &self,
+        who: (&AccountId, Option<&UserId>),
+        id: &ReservationId,
+        actual: Credits,
+        now: Timestamp,
+    ) -> Result<(Reservation, Replay), ReservationError> {
+        self.settle_in(domain::SpendOrder::default(), who, id, actual, now)
+            .await
+    }
+
+    /// [`Writes::settle`], drawing lots in `order`.
+    ///
+    /// # Errors
+    /// As [`Writes::settle`].
+    async fn settle_in(
+        &self,
+        order: domain::SpendOrder,
         (account, member): (&AccountId, Option<&UserId>),
         id: &ReservationId,
         actual: Credits,
@@ -610,6 +628,7 @@ pub trait Writes: ChangeStore {
             member: member.cloned(),
             id: id.clone(),
             actual,
+            order,
             now,
         };
         match lone(self.apply(ChangeSet::ledger(op, now)).await?)? {

@@ -777,6 +777,8 @@ pub struct UsageContext {
     /// The provider's cost of the use, in millionths of the price book's cost currency,
     /// when the entry that priced it records costs.
     pub cost_basis_millionths: Option<i64>,
+    /// What a grant's credits are (a grant's row only).
+    pub grant_category: Option<domain::GrantCategory>,
 }
 
 impl UsageContext {
@@ -821,6 +823,8 @@ pub struct ConsumeCommand {
     pub now: Timestamp,
     /// The balance below which a crossing is told (`credits.low_balance`), if configured.
     pub low_balance_below: Option<Credits>,
+    /// Which lots the spend draws first among lots of equal priority and expiry.
+    pub spend_order: domain::SpendOrder,
 }
 
 /// Why spending credits was refused.
@@ -1001,11 +1005,25 @@ pub enum GrantSource {
     Order(OrderId),
     /// A paid billing period of a subscription, identified by the period's start.
     SubscriptionPeriod(SubscriptionId, BillingPeriod),
-    /// An administrator's adjustment, by a unique reference.
+    /// An administrator's adjustment (or a sign-up grant), by a unique reference.
     Admin(String),
     /// The extra credits of an upgrade the provider confirmed (issue 19), identified by the
     /// subscription and the time the switch was asked (one request grants once).
     PlanChange(SubscriptionId, Timestamp),
+}
+
+impl GrantSource {
+    /// What the credits of a grant from this source are: bought (an order, a subscription
+    /// period, an upgrade's extra credits) or, from an administrator, compensation.
+    #[must_use]
+    pub fn category(&self) -> domain::GrantCategory {
+        match self {
+            GrantSource::Order(_)
+            | GrantSource::SubscriptionPeriod(..)
+            | GrantSource::PlanChange(..) => domain::GrantCategory::Paid,
+            GrantSource::Admin(_) => domain::GrantCategory::Compensation,
+        }
+    }
 }
 
 /// Grant credits.
@@ -1058,6 +1076,10 @@ pub struct AdjustCommand {
     pub reference: String,
     /// When granted credits expire (an increase only: promotional credits), if they do.
     pub expires_at: Option<Timestamp>,
+    /// What granted credits are (an increase only), and their priority in spend order.
+    pub grant: (domain::GrantCategory, domain::GrantPriority),
+    /// Which lots a debit draws first among lots of equal priority and expiry.
+    pub spend_order: domain::SpendOrder,
     /// Now.
     pub now: Timestamp,
 }
@@ -1090,6 +1112,12 @@ pub trait CreditLedger: Send + Sync + 'static {
         &self,
         account: &AccountId,
     ) -> Result<Vec<Reservation>, StoreError>;
+
+    /// The account's grant lots that still hold credits and have not expired.
+    ///
+    /// # Errors
+    /// Storage failures.
+    async fn grant_lots(&self, account: &AccountId) -> Result<Vec<domain::GrantLot>, StoreError>;
 
     /// Release up to `limit` pending reservations whose `expires_at` has passed; returns how many.
     ///

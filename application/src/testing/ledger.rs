@@ -86,14 +86,14 @@ impl Ledger {
         Ok(tx)
     }
 
-    fn draw_lots(&mut self, user: &AccountId, amount: Credits) {
+    fn draw_lots(&mut self, order: domain::SpendOrder, user: &AccountId, amount: Credits) {
         let lots: Vec<GrantLot> = self
             .lots
             .iter()
             .filter(|l| &l.user == user)
             .map(|l| l.lot.clone())
             .collect();
-        for (id, take) in ledger::allocate_spend(&lots, amount) {
+        for (id, take) in ledger::allocate_spend_in(order, &lots, amount) {
             if let Some(l) = self.lots.iter_mut().find(|l| l.lot.id == id) {
                 l.lot.remaining = l.lot.remaining.checked_sub(take).unwrap_or_default();
             }
@@ -125,7 +125,7 @@ impl Ledger {
             c.now,
         )?;
         self.by_member(&mut tx, c.member_id.as_ref());
-        self.draw_lots(&c.account_id, c.amount);
+        self.draw_lots(c.spend_order, &c.account_id, c.amount);
         self.spend_keys
             .insert(key, (c.idempotency.request_hash.clone(), tx.id));
         Ok((tx, Replay::Fresh))
@@ -224,10 +224,9 @@ impl Ledger {
 
     pub(super) fn settle(
         &mut self,
-        user: &AccountId,
-        by: Option<&UserId>,
+        (user, by): (&AccountId, Option<&UserId>),
         id: &ReservationId,
-        actual: Credits,
+        (actual, order): (Credits, domain::SpendOrder),
         now: Timestamp,
     ) -> Result<(Reservation, Replay), ReservationError> {
         let r = self.pending(user, id)?;
@@ -258,7 +257,7 @@ impl Ledger {
                 .map_err(spend_to_reservation)?;
             self.by_member(&mut tx, r.member_id.as_ref());
         }
-        self.draw_lots(user, s.charged);
+        self.draw_lots(order, user, s.charged);
         Ok((
             self.set_status(
                 id,
@@ -332,6 +331,15 @@ impl Ledger {
     }
 
     pub(super) fn grant(&mut self, c: &GrantCommand) -> Result<LedgerEffect, StoreError> {
+        self.grant_as(c, (c.source.category(), domain::GrantPriority::default()))
+    }
+
+    /// [`Self::grant`] of credits that are `category`, at `priority` in spend order.
+    pub(super) fn grant_as(
+        &mut self,
+        c: &GrantCommand,
+        (category, priority): (domain::GrantCategory, domain::GrantPriority),
+    ) -> Result<LedgerEffect, StoreError> {
         let key = source_key(&c.source);
         if self.lots.iter().any(|l| l.source == key) {
             return Ok(LedgerEffect::Nothing);
@@ -359,6 +367,10 @@ impl Ledger {
                 },
             ),
         };
+        let context = UsageContext {
+            grant_category: Some(category),
+            ..context
+        };
         let tx = self
             .write(&c.account_id, kind, c.amount.as_increase(), context, c.now)
             .map_err(spend_to_store)?;
@@ -367,6 +379,8 @@ impl Ledger {
             remaining: c.amount,
             expires_at: c.expires_at,
             granted_at: c.now,
+            category,
+            priority,
         };
         self.lots.push(Lot {
             lot,
@@ -437,6 +451,15 @@ impl Ledger {
         let lot = &mut self.lots[index].lot;
         lot.remaining = lot.remaining.checked_sub(t.taken).unwrap_or_default();
         Ok(LedgerEffect::Written(tx))
+    }
+
+    /// `user`'s lots that still hold credits (an expired lot holds none).
+    pub(super) fn grant_lots(&self, user: &AccountId) -> Vec<GrantLot> {
+        self.lots
+            .iter()
+            .filter(|l| &l.user == user && !l.lot.remaining.is_zero())
+            .map(|l| l.lot.clone())
+            .collect()
     }
 
     pub(super) fn expire_grants(&mut self, now: Timestamp, limit: u32) -> u32 {
@@ -518,7 +541,7 @@ impl Ledger {
                 context,
                 c.now,
             )?;
-            self.draw_lots(&c.account_id, c.amount.magnitude());
+            self.draw_lots(c.spend_order, &c.account_id, c.amount.magnitude());
             return Ok(LedgerEffect::Written(tx));
         }
         let balance = self.balance(&c.account_id);
@@ -538,7 +561,7 @@ impl Ledger {
             now: c.now,
         };
         // As in the SQL store: an administrator's grant carries the reason, not the key.
-        match self.grant(&grant)? {
+        match self.grant_as(&grant, c.grant)? {
             LedgerEffect::Written(mut tx) => {
                 tx.context.note = Some(c.note.clone());
                 if let Some(last) = self.transactions.iter_mut().rev().find(|t| t.id == tx.id) {

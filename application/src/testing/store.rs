@@ -809,6 +809,13 @@ impl CreditLedger for InMemoryStore {
         Ok(lock(&self.0).ledger.pending_reservations(user))
     }
 
+    async fn grant_lots(
+        &self,
+        user: &domain::AccountId,
+    ) -> Result<Vec<domain::GrantLot>, StoreError> {
+        Ok(lock(&self.0).ledger.grant_lots(user))
+    }
+
     async fn expire_reservations(&self, now: Timestamp, limit: u32) -> Result<u32, StoreError> {
         self.atomically(|s| Ok(s.ledger.expire_reservations(now, limit)))
     }

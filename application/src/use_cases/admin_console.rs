@@ -48,6 +48,10 @@ pub struct AdjustCredits {
     pub reason: String,
     /// When granted credits expire (a grant only).
     pub expires_at: Option<Timestamp>,
+    /// What granted credits are (a grant only; `None`: compensation).
+    pub category: Option<domain::GrantCategory>,
+    /// Their priority in spend order, 0 to 1000 (a grant only; `None`: 0).
+    pub priority: Option<u16>,
     /// Makes the adjustment happen once.
     pub idempotency_key: IdempotencyKey,
 }
@@ -92,6 +96,30 @@ pub struct AdjustedCredits {
     pub transaction: Option<CreditTransaction>,
     /// The balance now.
     pub balance: Credits,
+}
+
+/// What an adjustment's granted credits are and their priority: a category or a priority on
+/// a debit is refused, a priority above [`domain::ledger::MAX_GRANT_PRIORITY`] too.
+fn grant_terms(
+    request: &AdjustCredits,
+    amount: domain::CreditDelta,
+) -> Result<(domain::GrantCategory, domain::GrantPriority), AdjustCreditsError> {
+    if amount.is_decrease() && request.category.is_some() {
+        return Err(invalid("category", "only a grant has a category"));
+    }
+    if amount.is_decrease() && request.priority.is_some() {
+        return Err(invalid("priority", "only a grant has a priority"));
+    }
+    let priority = match request.priority {
+        None => domain::GrantPriority::default(),
+        Some(p) => {
+            domain::GrantPriority::new(p).ok_or_else(|| invalid("priority", "must be 0 to 1000"))?
+        }
+    };
+    let category = request
+        .category
+        .unwrap_or(domain::GrantCategory::Compensation);
+    Ok((category, priority))
 }
 
 fn invalid(field: &'static str, message: impl Into<String>) -> AdjustCreditsError {
@@ -226,12 +254,15 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             Some(at) if at <= now => return Err(invalid("expiresAt", "must be in the future")),
             _ => {}
         }
+        let grant = grant_terms(request, amount)?;
         let command = AdjustCommand {
             account_id: account.clone(),
             amount,
             note: format!("{reason} ({})", request.admin.id),
             reference: request.idempotency_key.as_str().to_owned(),
             expires_at: request.expires_at,
+            grant,
+            spend_order: self.config.consumption.spend_order(),
             now,
         };
         let adjusted = self.store.adjust(&command, &request.admin.id).await;

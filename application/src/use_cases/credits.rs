@@ -261,6 +261,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             context,
             now,
             low_balance_below: self.low_balance_below,
+            spend_order: self.config.consumption.spend_order(),
         };
         let spent = noted(&*self.metrics, self.store.consume(&command).await);
         let spent = self.unless_unknown(&user_id, spent).await?;
@@ -354,7 +355,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         let settled = noted(
             &*self.metrics,
             (self.store)
-                .settle((&account, member.as_ref()), reservation_id, cost, now)
+                .settle_in(
+                    self.config.consumption.spend_order(),
+                    (&account, member.as_ref()),
+                    reservation_id,
+                    cost,
+                    now,
+                )
                 .await,
         )?;
         if let (Replay::Fresh, crate::ports::ReservationStatus::Settled { charged, .. }) =

@@ -23,6 +23,9 @@ const ORDERS_PER_PAGE: i64 = 100;
 pub struct StatusReport {
     /// Available credits (held credits already deducted).
     pub balance: Credits,
+    /// The available credits by what they are (`domain::ledger::available_by_category`):
+    /// every category, zero when it has none.
+    pub by_category: std::collections::BTreeMap<domain::GrantCategory, Credits>,
     /// The first subscription of [`StatusReport::subscriptions`], else the newest one not
     /// expired (a canceled one whose paid time is over), as before several could be held.
     pub subscription: Option<Subscription>,
@@ -138,6 +141,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                     .find(|s| s.status() != SubscriptionStatus::Expired)
             });
         let pending_reservations = self.store.pending_reservations(account).await?;
+        let held = pending_reservations
+            .iter()
+            .try_fold(Credits::ZERO, |sum, r| sum.checked_add(r.held))
+            .map_err(|e| InfraError::Unexpected(e.into()))?;
+        let lots = self.store.grant_lots(account).await?;
+        let order = self.config.consumption.spend_order();
+        let by_category = domain::ledger::available_by_category(order, &lots, held, balance);
         let owned = self.one_time_orders(account, now).await?;
         let lifetime_order = owned
             .iter()
@@ -155,6 +165,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .collect();
         Ok(StatusReport {
             balance,
+            by_category,
             subscription,
             subscriptions,
             lifetime_order,

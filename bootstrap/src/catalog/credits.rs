@@ -4,6 +4,8 @@
 //! consumptionMode = "dynamic"          # or "fixed"
 //! dynamicChatCostPerKiloToken = 0.5    # credits per 1000 chat tokens; required in dynamic mode
 //! unknownModel = "default"             # or "refuse": what a model without a multiplier costs
+//! spendOrder = "givenFirst"            # or "paidFirst": which credits a spend draws first among
+//!                                      # grants of equal priority and expiry
 //!
 //! [fixedCosts]                         # credits per use of a feature; `chat` is required in fixed mode
 //! chat = 1
@@ -21,7 +23,9 @@ use std::collections::BTreeMap;
 use domain::consumption::{
     CHAT_FEATURE, ConsumptionError, ConsumptionSettings, FeatureName, ModelName, Multiplier,
 };
-use domain::{ConsumptionMode, ConsumptionRules, Credits, CreditsError, UnknownModelPolicy};
+use domain::{
+    ConsumptionMode, ConsumptionRules, Credits, CreditsError, SpendOrder, UnknownModelPolicy,
+};
 use toml::de::DeValue;
 
 use super::ConfigError;
@@ -30,8 +34,9 @@ use super::toml_source::{self, SourceFile, Value};
 /// The most entries of `fixedCosts` or `modelMultipliers`.
 const MAX_ENTRIES: usize = 1_000;
 /// The top-level keys.
-const KEYS: [&str; 8] = [
+const KEYS: [&str; 9] = [
     "consumptionMode",
+    "spendOrder",
     "dynamicChatCostPerKiloToken",
     "unknownModel",
     "fixedCosts",
@@ -56,8 +61,11 @@ pub(super) fn load_rules(file: &SourceFile<'_>) -> Result<ConsumptionRules, Vec<
     }
     match reader.settings() {
         Some(settings) if reader.errors.is_empty() => {
+            let order = reader.found.spend_order.unwrap_or_default();
             // The checks above cover the domain's rules; this keeps the two from drifting apart.
-            ConsumptionRules::new(settings).map_err(|e| vec![rule_error(file, &e)])
+            ConsumptionRules::new(settings)
+                .map(|rules| rules.with_spend_order(order))
+                .map_err(|e| vec![rule_error(file, &e)])
         }
         _ => {
             debug_assert!(
@@ -78,6 +86,7 @@ struct Found {
     fixed_costs: BTreeMap<FeatureName, Credits>,
     model_multipliers: BTreeMap<ModelName, Multiplier>,
     default_multiplier: Option<Multiplier>,
+    spend_order: Option<SpendOrder>,
     unreadable: Vec<String>,
 }
 
@@ -114,6 +123,7 @@ impl Reader<'_> {
                 self.found.cost_per_kilo_token = self.read(key, value, positive_credits);
             }
             "unknownModel" => self.found.unknown_model = self.read(key, value, parse_unknown_model),
+            "spendOrder" => self.found.spend_order = self.read(key, value, parse_spend_order),
             "fixedCosts" => self.read_fixed_costs(value),
             "modelMultipliers" => self.read_multipliers(value),
             // Read and checked by `signup`.
@@ -238,6 +248,17 @@ fn parse_mode(value: &DeValue<'_>) -> Result<ConsumptionMode, String> {
         "dynamic" => Ok(ConsumptionMode::Dynamic),
         "fixed" => Ok(ConsumptionMode::Fixed),
         other => Err(format!("must be \"dynamic\" or \"fixed\", found {other:?}")),
+    }
+}
+
+/// `spendOrder`: which credits a spend draws first among grants of equal priority and expiry.
+fn parse_spend_order(value: &DeValue<'_>) -> Result<SpendOrder, String> {
+    match toml_source::string(value)?.as_str() {
+        "givenFirst" => Ok(SpendOrder::GivenFirst),
+        "paidFirst" => Ok(SpendOrder::PaidFirst),
+        other => Err(format!(
+            "must be \"givenFirst\" or \"paidFirst\", found {other:?}"
+        )),
     }
 }
 

@@ -9718,6 +9718,17 @@ export interface components {
             reason: string;
             /** @description When granted credits expire (RFC 3339; a grant only). */
             expiresAt?: string;
+            /**
+             * @description What granted credits are (a grant only; default `compensation`): finance keeps paid
+             *     and given credits apart.
+             */
+            category?: components["schemas"]["GrantCategoryName"] & unknown;
+            /**
+             * Format: int64
+             * @description Their priority in spend order, 0 to 1000 (a grant only; default 0): a spend draws the
+             *     highest first, before expiry and category.
+             */
+            priority?: number;
         };
         /**
          * AdjustedCreditsView
@@ -9966,6 +9977,11 @@ export interface components {
             tokens?: number;
             /** @description The team member who spent (team accounts only). */
             memberId?: string;
+            /**
+             * @description What a grant's credits are: `paid`, `promotional`, `bonus` or `compensation` (grants
+             *     only).
+             */
+            category?: string;
             /** @description The call's tokens by kind, when they were reported so. */
             usage?: components["schemas"]["TokenUsageView"] & unknown;
             /**
@@ -10052,6 +10068,40 @@ export interface components {
             items: components["schemas"]["AuditEntryView"][];
             /** @description Pass as `cursor` for the next page; absent on the last page. */
             nextCursor?: string;
+        };
+        /**
+         * BalanceByCategoryView
+         * @description Available credits by what they are, each as a decimal string and in hundredths.
+         */
+        BalanceByCategoryView: {
+            /** @description Bought: credits packs, subscription periods, an upgrade's extra credits. */
+            paid: string;
+            /**
+             * Format: int64
+             * @description `paid` in hundredths.
+             */
+            paidHundredths: number;
+            /** @description Given to win or keep a customer: sign-up grants, promotions. */
+            promotional: string;
+            /**
+             * Format: int64
+             * @description `promotional` in hundredths.
+             */
+            promotionalHundredths: number;
+            /** @description Given with a purchase. */
+            bonus: string;
+            /**
+             * Format: int64
+             * @description `bonus` in hundredths.
+             */
+            bonusHundredths: number;
+            /** @description Given to make up for something: refunds in credits, goodwill. */
+            compensation: string;
+            /**
+             * Format: int64
+             * @description `compensation` in hundredths.
+             */
+            compensationHundredths: number;
         };
         /**
          * BalanceView
@@ -10526,6 +10576,11 @@ export interface components {
             /** @description What is wrong with it. */
             message: string;
         };
+        /**
+         * @description What a grant's credits are.
+         * @enum {string}
+         */
+        GrantCategoryName: "paid" | "promotional" | "bonus" | "compensation";
         /**
          * ImportView
          * @description What an import did.
@@ -11456,6 +11511,12 @@ export interface components {
              */
             balanceHundredths: number;
             /**
+             * @description The available credits by what they are: paid for, or given (promotional, bonus,
+             *     compensation). Together they are `balance`, unless credits were ever spent beyond what
+             *     the grants held (then less).
+             */
+            balanceByCategory: components["schemas"]["BalanceByCategoryView"] & unknown;
+            /**
              * @description The first of `subscriptions` (else the newest one not expired): kept for clients that
              *     read one subscription.
              */
@@ -11748,6 +11809,11 @@ export interface components {
             tokens?: number;
             /** @description The team member who spent (team accounts only). */
             memberId?: string;
+            /**
+             * @description What a grant's credits are: `paid`, `promotional`, `bonus` or `compensation` (grants
+             *     only).
+             */
+            category?: string;
             /** @description The call's tokens by kind, when they were reported so. */
             usage?: components["schemas"]["TokenUsageView"] & unknown;
             /**

@@ -432,6 +432,7 @@ async fn admins_grant_and_debit_credits_once_per_key_and_never_below_zero() {
     first.expect(200, None);
     assert_eq!(first.body["balanceHundredths"], 10_000);
     assert_eq!(first.body["transaction"]["type"], "admin_adjustment");
+    assert_eq!(first.body["transaction"]["category"], "compensation");
     let again = post("grant-1", grant).await;
     again.expect(200, None);
     assert!(again.body.get("transaction").is_none(), "{:?}", again.body);
@@ -464,11 +465,50 @@ async fn admins_grant_and_debit_credits_once_per_key_and_never_below_zero() {
             json!({"amount": 1, "reason": "x", "expiresAt": "tomorrow"}),
             "expiresAt",
         ),
+        (
+            "bad-7",
+            json!({"amount": -1, "reason": "x", "category": "bonus"}),
+            "category",
+        ),
+        (
+            "bad-8",
+            json!({"amount": -1, "reason": "x", "priority": 3}),
+            "priority",
+        ),
     ] {
         let answer = post(key, body).await;
         answer.expect(422, Some("validation_failed"));
         assert_eq!(answer.body["errors"][0]["field"], field, "{key}");
     }
+    post(
+        "bad-9",
+        json!({"amount": 1, "reason": "x", "priority": 1001}),
+    )
+    .await
+    .expect(400, Some("validation_failed"));
+    // A promotional grant spent before anything else: its category and priority are kept,
+    // and the status splits the balance by what the credits are.
+    let promo = post(
+        "promo-1",
+        json!({"amount": 10, "reason": "launch", "category": "promotional", "priority": 3}),
+    )
+    .await;
+    promo.expect(200, None);
+    assert_eq!(promo.body["transaction"]["category"], "promotional");
+    let status = Answer::of(
+        app.client
+            .get("/api/credits/status")
+            .header("authorization", bearer(&buyer))
+            .send()
+            .await,
+    )
+    .await;
+    status.expect(200, None);
+    let split = &status.body["balanceByCategory"];
+    assert_eq!(split["compensation"], "74.50");
+    assert_eq!(split["promotionalHundredths"], 1_000);
+    assert_eq!(split["paid"], "0.00");
+    assert_eq!(split["bonusHundredths"], 0);
     let no_key = Answer::of(
         app.client
             .post(&path)

@@ -54,7 +54,7 @@ use application::ports::{
     ConsumeCommand, CreditTransaction, Refusal, Replay, SpendLimitRecord, StoreError,
 };
 use domain::ledger::{
-    self, DecidedPosting, GrantLot, KeyReuse, LedgerError, SpendDecision, allocate_spend,
+    self, DecidedPosting, GrantLot, KeyReuse, LedgerError, SpendDecision, allocate_spend_in,
 };
 use domain::{AccountId, Credits, TransactionKind};
 use sea_orm::{
@@ -68,7 +68,9 @@ use crate::Enc;
 use crate::limits;
 use crate::outbox::Outbox;
 use crate::retry::Fail;
-use crate::rows::{LotRow, TRANSACTION_COLUMNS, TransactionRow, tokens_value, usage_tokens_value};
+use crate::rows::{
+    LOT_COLUMNS, LotRow, TRANSACTION_COLUMNS, TransactionRow, tokens_value, usage_tokens_value,
+};
 use crate::sql::{self, End};
 
 /// What one consumption of a run decided.
@@ -605,7 +607,7 @@ impl<'a> Run<'a> {
         limit_counts.push(limits_counted);
         balance.debit(after, amount, c.now);
         if let Some(user_lots) = lots.get_mut(user) {
-            draw(user_lots, c.amount, takes)?;
+            draw(user_lots, (c.amount, c.spend_order), takes)?;
         }
         let n = fresh.len();
         fresh.push(Fresh {
@@ -658,10 +660,10 @@ fn keyed(
     }))
 }
 
-/// Draw `amount` from a user's lots in the domain's spend order, recording each take.
+/// Draw `amount` from a user's lots in the domain's spend order (`order`), recording each take.
 fn draw(
     user_lots: &mut [GrantLot],
-    amount: Credits,
+    (amount, order): (Credits, domain::SpendOrder),
     takes: &mut Vec<(i64, i64)>,
 ) -> Result<(), Fail> {
     let held = |lots: &[GrantLot]| lots.iter().map(|l| l.remaining.hundredths()).sum::<i64>();
@@ -671,7 +673,7 @@ fn draw(
         0
     };
     let taken_before = takes.len();
-    for (id, take) in allocate_spend(user_lots, amount) {
+    for (id, take) in allocate_spend_in(order, user_lots, amount) {
         takes.push((id, take.hundredths()));
         if let Some(lot) = user_lots.iter_mut().find(|l| l.id == id) {
             lot.remaining = lot
@@ -816,8 +818,8 @@ async fn balances_with_lots<C: ConnectionTrait>(
     // index).
     let sql = format!(
         "SELECT b.account_id, b.balance_hundredths, b.transaction_count, b.limit_count, \
-         b.limit_changes, b.threshold_count, g.id, \
-         g.remaining_hundredths, g.expires_at, g.granted_at FROM credit_balances b LEFT JOIN credit_grants g \
+         b.limit_changes, b.threshold_count, {LOT_COLUMNS} \
+         FROM credit_balances b LEFT JOIN credit_grants g \
          ON g.account_id = b.account_id AND NOT g.expired AND g.remaining_hundredths > 0 \
          WHERE {users} ORDER BY b.account_id{}",
         if postgres && lock == Lock::Rows {

@@ -8,7 +8,7 @@ use application::ports::{
     UsageContext,
 };
 use domain::ledger::{DecidedPosting, take_back};
-use domain::{AccountId, Credits, Timestamp, TransactionKind};
+use domain::{AccountId, Credits, GrantCategory, GrantPriority, Timestamp, TransactionKind};
 use sea_orm::{DatabaseTransaction, FromQueryResult};
 
 use super::postings::{self, Posting};
@@ -31,6 +31,8 @@ pub(crate) struct NewGrant<'a> {
     pub(crate) context: Option<&'a UsageContext>,
     /// `(key, request hash)` for a keyed transaction (admin adjustments).
     pub(crate) key: Option<(&'a str, &'a str)>,
+    /// What the credits are, and their priority in spend order.
+    pub(crate) grant: (GrantCategory, GrantPriority),
 }
 
 impl<'a> NewGrant<'a> {
@@ -44,6 +46,7 @@ impl<'a> NewGrant<'a> {
             now: c.now,
             context: None,
             key: None,
+            grant: (c.source.category(), GrantPriority::default()),
         }
     }
 }
@@ -118,10 +121,11 @@ pub(crate) async fn tell(
     Ok(())
 }
 
-/// The lot of a grant; its values: user, transaction id, source kind and key, amount, expiry, time.
+/// The lot of a grant; its values: user, transaction id, source kind and key, amount, expiry,
+/// time, category, priority.
 const INSERT_LOT: &str = "INSERT INTO credit_grants (account_id, transaction_id, source_kind, \
-    source_key, amount_hundredths, remaining_hundredths, expires_at, granted_at) \
-    VALUES ($1, $2, $3, $4, $5, $5, $6, $7) ON CONFLICT DO NOTHING";
+    source_key, amount_hundredths, remaining_hundredths, expires_at, granted_at, category, \
+    priority) VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING";
 
 /// Grant once per source: a source that already has a lot is `Nothing`. The existence check
 /// runs first so that PostgreSQL never sees a failing statement in the common duplicate case; a
@@ -147,12 +151,17 @@ pub(crate) async fn grant(
         return Ok(LedgerEffect::Nothing);
     }
     let (kind, derived) = kind_and_context(g.source);
+    let (category, priority) = g.grant;
+    let context = UsageContext {
+        grant_category: Some(category),
+        ..g.context.unwrap_or(&derived).clone()
+    };
     let posting = Posting {
         user: g.user,
         member: None,
         kind,
         amount: g.amount.as_increase(),
-        context: g.context.unwrap_or(&derived),
+        context: &context,
         key: g.key,
         now: g.now,
     };
@@ -166,6 +175,8 @@ pub(crate) async fn grant(
         g.amount.hundredths().into(),
         g.expires_at.map(Timestamp::unix_millis).into(),
         g.now.unix_millis().into(),
+        category.code().into(),
+        i32::from(priority.get()).into(),
     ];
     if sql::execute(tx, INSERT_LOT, values).await? == 0 {
         return Err(Fail::Retry(

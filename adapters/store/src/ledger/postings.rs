@@ -15,13 +15,15 @@
 //! lot runs after its user's balance row is locked, so the balance lock serializes a user's lots.
 
 use application::ports::{CreditTransaction, StoreError, UsageContext};
-use domain::ledger::{self, DecidedPosting, GrantLot, allocate_spend};
+use domain::ledger::{self, DecidedPosting, GrantLot, SpendOrder, allocate_spend_in};
 use domain::{AccountId, CreditDelta, Credits, Timestamp, TransactionKind, UserId};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, FromQueryResult};
 
 use crate::outbox::Outbox;
 use crate::retry::Fail;
-use crate::rows::{LotRow, TRANSACTION_COLUMNS, TransactionRow, tokens_value, usage_tokens_value};
+use crate::rows::{
+    LOT_COLUMNS, LotRow, TRANSACTION_COLUMNS, TransactionRow, tokens_value, usage_tokens_value,
+};
 use crate::sql;
 use crate::thresholds;
 
@@ -100,6 +102,23 @@ pub(crate) async fn lock_balance_with_lots(
     Ok((balance, lots))
 }
 
+/// `user`'s lots that still hold credits and have not expired, without locks (a report's
+/// read).
+pub(crate) async fn grant_lots<C: ConnectionTrait>(
+    conn: &C,
+    user: &AccountId,
+) -> Result<Vec<GrantLot>, Fail> {
+    let sql = format!(
+        "SELECT {LOT_COLUMNS} FROM credit_grants g WHERE g.account_id = $1 AND NOT g.expired \
+         AND g.remaining_hundredths > 0"
+    );
+    let mut lots = Vec::new();
+    for row in sql::rows(conn, &sql, vec![user.as_str().into()]).await? {
+        lots.push(LotRow::from_query_result(&row, "")?.into_domain()?);
+    }
+    Ok(lots)
+}
+
 /// [`lock_balance_with_lots`], and whether the account has spend limits
 /// (`credit_balances.limit_count`, on the row read anyway).
 pub(crate) async fn lock_balance_lots_limited(
@@ -114,8 +133,8 @@ pub(crate) async fn lock_balance_lots_limited(
         _ => "",
     };
     let sql = format!(
-        "SELECT b.balance_hundredths, b.limit_count, g.id, g.remaining_hundredths, g.expires_at, \
-         g.granted_at FROM credit_balances b LEFT JOIN credit_grants g ON g.account_id = b.account_id \
+        "SELECT b.balance_hundredths, b.limit_count, {LOT_COLUMNS} \
+         FROM credit_balances b LEFT JOIN credit_grants g ON g.account_id = b.account_id \
          AND NOT g.expired AND g.remaining_hundredths > 0 WHERE b.account_id = $1{lock}"
     );
     let rows = sql::rows(tx, &sql, vec![user.as_str().into()]).await?;
@@ -315,9 +334,9 @@ async fn insert_transaction(
         "INSERT INTO credit_transactions (account_id, kind, amount_hundredths, balance_after_hundredths, \
          order_id, subscription_id, reservation_id, feature, model, tokens, note, idempotency_key, \
          request_hash, created_at, member_id, api_key_id, usage_tokens, price_from, \
-         cost_basis_millionths) \
+         cost_basis_millionths, grant_category) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-         $18, $19) \
+         $18, $19, $20) \
          ON CONFLICT DO NOTHING RETURNING {TRANSACTION_COLUMNS}"
     );
     let c = posting.context;
@@ -347,6 +366,7 @@ async fn insert_transaction(
         usage_tokens_value(c.breakdown.as_ref()).into(),
         c.price_from.map(Timestamp::unix_millis).into(),
         c.cost_basis_millionths.into(),
+        c.grant_category.map(|g| g.code().to_owned()).into(),
     ];
     let row: Option<TransactionRow> = sql::one(tx, &sql, values).await?;
     Ok(row.map(TransactionRow::into_domain).transpose()?)
@@ -372,17 +392,17 @@ pub(crate) async fn keyed_transaction<C: ConnectionTrait>(
 }
 
 /// Draw `amount` from `lots` (`user`'s spendable lots, read under their balance row's lock:
-/// [`lock_balance_with_lots`]), soonest expiry first, then oldest ([`allocate_spend`]). Lots
+/// [`lock_balance_with_lots`]) in the domain's spend order (`order`: [`allocate_spend_in`]). Lots
 /// that hold less than `amount` in total are drawn to zero and the rest stays unattributed.
 /// Each draw is conditional; a lot that changed under the lock means the lock order was broken
 /// somewhere, and the operation runs again.
 pub(crate) async fn draw_from(
     tx: &DatabaseTransaction,
-    user: &AccountId,
+    (user, order): (&AccountId, SpendOrder),
     lots: &[GrantLot],
     amount: Credits,
 ) -> Result<(), Fail> {
-    for (id, take) in allocate_spend(lots, amount) {
+    for (id, take) in allocate_spend_in(order, lots, amount) {
         // The owner too: a lot is found by its account first (docs/scaling.md).
         let sql = "UPDATE credit_grants SET remaining_hundredths = remaining_hundredths - $2 \
                    WHERE id = $1 AND account_id = $3 AND remaining_hundredths >= $2";

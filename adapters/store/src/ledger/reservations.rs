@@ -434,7 +434,7 @@ pub(crate) async fn settle(
     tx: &DatabaseTransaction,
     (user, by): (&AccountId, Option<&UserId>),
     id: &ReservationId,
-    actual: Credits,
+    (actual, order): (Credits, domain::SpendOrder),
     now: Timestamp,
     wanted: Wanted,
     events: &Enc,
@@ -464,7 +464,7 @@ pub(crate) async fn settle(
     );
     let mut crossings = Outbox::default();
     let written = post_settle(tx, (&r, s.amount), available, (now, &mut crossings)).await?;
-    postings::draw_from(tx, user, &lots, s.charged).await?;
+    postings::draw_from(tx, (user, order), &lots, s.charged).await?;
     if let Some(h) = &holder {
         h.recount(tx, user, |m| settled_count(m, h, (r.held, s.charged), now))
             .await?;

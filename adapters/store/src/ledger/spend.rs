@@ -86,7 +86,7 @@ pub(crate) async fn consume(
     };
     let mut crossings = Outbox::default();
     let written = postings::post_decided(tx, &posting, decided, &mut crossings).await?;
-    postings::draw_from(tx, &c.account_id, &lots, c.amount).await?;
+    postings::draw_from(tx, (&c.account_id, c.spend_order), &lots, c.amount).await?;
     if let Some((member, count)) = counted {
         accounts::write_count(tx, &c.account_id, member, count).await?;
     }
@@ -268,7 +268,7 @@ pub(crate) async fn adjust(
     };
     let mut crossings = Outbox::default();
     let written = postings::post_decided(tx, &posting, decided, &mut crossings).await?;
-    postings::draw_from(tx, &c.account_id, &lots, requested).await?;
+    postings::draw_from(tx, (&c.account_id, c.spend_order), &lots, requested).await?;
     let effect = LedgerEffect::Written(written);
     grants::tell(tx, &effect, events).await?;
     crossings.write(tx, events).await?;
@@ -303,6 +303,7 @@ async fn grant_adjustment(
         now: c.now,
         context: Some(context),
         key: Some((&c.reference, hash)),
+        grant: c.grant,
     };
     let mut told = Outbox::default();
     let effect = grants::grant(tx, &grant, &mut told).await?;

@@ -212,6 +212,11 @@ fn adjust(user: &str, amount: i64, reference: &str) -> AdjustCommand {
         note: format!("goodwill ({reference})"),
         reference: reference.into(),
         expires_at: None,
+        grant: (
+            domain::GrantCategory::Compensation,
+            domain::GrantPriority::default(),
+        ),
+        spend_order: domain::SpendOrder::default(),
         now: t(1_000 + amount.abs()),
     }
 }

@@ -953,7 +953,60 @@ async fn a_batch_keeps_each_spend_s_tokens_by_kind(backend: Backend) {
     setup.cleanup().await;
 }
 
+/// A batch draws each spend's lots in the order its command says, as the one-by-one path does.
+async fn a_batch_draws_lots_in_each_spend_s_order(backend: Backend) {
+    use application::ports::{AdjustCommand, Writes as _};
+    use domain::{CreditDelta, GrantCategory, GrantPriority, SpendOrder};
+    let Some(setup) = backend.store(GroupCommit::off()).await else {
+        return;
+    };
+    let u = user(&setup, "u1").await;
+    let account = domain::AccountId::personal(&u);
+    for (reference, category) in [
+        ("paid", GrantCategory::Paid),
+        ("promo", GrantCategory::Promotional),
+    ] {
+        let grant = AdjustCommand {
+            account_id: account.clone(),
+            amount: CreditDelta::from_hundredths(500).unwrap(),
+            note: "grant".into(),
+            reference: reference.into(),
+            expires_at: None,
+            grant: (category, GrantPriority::default()),
+            spend_order: SpendOrder::default(),
+            now: t(10),
+        };
+        setup.adjust(&grant, &u).await.unwrap();
+    }
+    let store = setup.reconnect(exact_groups(2)).await;
+    let mut paid_first = consume(&u, 200, "k2");
+    paid_first.spend_order = SpendOrder::PaidFirst;
+    let results = consume_all(&store, vec![consume(&u, 100, "k1"), paid_first]).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    let stats = store.group_commit_stats().unwrap();
+    assert_eq!((stats.batched, stats.alone), (2, 0), "{stats:?}");
+    let mut left: Vec<(GrantCategory, i64)> = setup
+        .grant_lots(&account)
+        .await
+        .unwrap()
+        .iter()
+        .map(|l| (l.category, l.remaining.hundredths()))
+        .collect();
+    left.sort_unstable();
+    assert_eq!(
+        left,
+        [
+            (GrantCategory::Paid, 300),
+            (GrantCategory::Promotional, 400)
+        ]
+    );
+    assert_ledger_consistent(&setup, &u).await;
+    store.close().await.unwrap();
+    setup.cleanup().await;
+}
+
 backend_tests!(
+    a_batch_draws_lots_in_each_spend_s_order,
     a_batch_keeps_each_spend_s_tokens_by_kind,
     a_batch_counts_spend_limits_in_order,
     a_batch_replays_stored_keys_whatever_the_balance,

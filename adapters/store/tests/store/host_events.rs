@@ -749,6 +749,11 @@ async fn the_ledger_tells_grants_debits_and_expiries(world: &World, store: &Test
         note: "support".into(),
         reference: reference.into(),
         expires_at: None,
+        grant: (
+            domain::GrantCategory::Compensation,
+            domain::GrantPriority::default(),
+        ),
+        spend_order: domain::SpendOrder::default(),
         now: at_days(2),
     };
     store.adjust(&adjust(500, "adj-1"), &user.id).await.unwrap();

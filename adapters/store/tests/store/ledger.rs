@@ -566,6 +566,11 @@ async fn adjustments_apply_once_per_reference(store: &TestStore) {
         note: "goodwill".into(),
         reference: reference.into(),
         expires_at: None,
+        grant: (
+            domain::GrantCategory::Compensation,
+            domain::GrantPriority::default(),
+        ),
+        spend_order: domain::SpendOrder::default(),
         now: t(10),
     };
     let LedgerEffect::Written(up) = store.adjust(&adjust(500, "ticket-1"), &u).await.unwrap()
@@ -699,6 +704,11 @@ async fn an_admin_grant_keeps_its_expiry(store: &TestStore) {
         note: "promotion".into(),
         reference: "promo-1".into(),
         expires_at: expires.map(t),
+        grant: (
+            domain::GrantCategory::Compensation,
+            domain::GrantPriority::default(),
+        ),
+        spend_order: domain::SpendOrder::default(),
         now: t(10),
     };
     store.adjust(&grant(Some(5_000)), &u).await.unwrap();
@@ -753,7 +763,97 @@ async fn a_spend_keeps_its_tokens_by_kind_and_how_it_was_priced(store: &TestStor
     assert_ledger_consistent(store, &u).await;
 }
 
+/// Grants keep their category and priority; a spend draws the highest priority first, then
+/// the soonest expiry, then given before paid credits (or paid first, as its command says),
+/// and the ledger's grant rows say what their credits are.
+async fn spends_draw_by_priority_then_expiry_then_category(store: &TestStore) {
+    use domain::{GrantCategory, GrantPriority, SpendOrder};
+    let u = user(store, "u1").await;
+    let account = domain::AccountId::personal(&u);
+    let give = |amount: i64, reference: &str, category, priority: u16| AdjustCommand {
+        account_id: account.clone(),
+        amount: CreditDelta::from_hundredths(amount).unwrap(),
+        note: "grant".into(),
+        reference: reference.into(),
+        expires_at: None,
+        grant: (category, GrantPriority::new(priority).unwrap()),
+        spend_order: SpendOrder::default(),
+        now: t(10),
+    };
+    store
+        .adjust(&give(500, "paid", GrantCategory::Paid, 0), &u)
+        .await
+        .unwrap();
+    store
+        .adjust(&give(300, "promo", GrantCategory::Promotional, 0), &u)
+        .await
+        .unwrap();
+    let left = |lots: Vec<domain::GrantLot>| -> Vec<(GrantCategory, u16, i64)> {
+        let mut v: Vec<_> = lots
+            .iter()
+            .map(|l| (l.category, l.priority.get(), l.remaining.hundredths()))
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    store.consume(&consume(&u, 200, "k1")).await.unwrap();
+    assert_eq!(
+        left(store.grant_lots(&account).await.unwrap()),
+        [
+            (GrantCategory::Paid, 0, 500),
+            (GrantCategory::Promotional, 0, 100)
+        ],
+        "given credits first by default"
+    );
+    let mut paid_first = consume(&u, 200, "k2");
+    paid_first.spend_order = SpendOrder::PaidFirst;
+    store.consume(&paid_first).await.unwrap();
+    assert_eq!(
+        left(store.grant_lots(&account).await.unwrap()),
+        [
+            (GrantCategory::Paid, 0, 300),
+            (GrantCategory::Promotional, 0, 100)
+        ]
+    );
+    store
+        .adjust(&give(100, "first", GrantCategory::Bonus, 5), &u)
+        .await
+        .unwrap();
+    store.consume(&consume(&u, 150, "k3")).await.unwrap();
+    assert_eq!(
+        left(store.grant_lots(&account).await.unwrap()),
+        [
+            (GrantCategory::Paid, 0, 300),
+            (GrantCategory::Promotional, 0, 50)
+        ],
+        "the prioritized lot first, then the given one"
+    );
+    let page = store
+        .transactions(&account, PageRequest::new(None, None).unwrap())
+        .await
+        .unwrap();
+    let categories: Vec<Option<GrantCategory>> = page
+        .items
+        .iter()
+        .map(|tx| tx.context.grant_category)
+        .collect();
+    assert_eq!(
+        categories,
+        // Newest first: the grants are at t(10), the spends at t(200).
+        [
+            None,
+            None,
+            None,
+            Some(GrantCategory::Bonus),
+            Some(GrantCategory::Promotional),
+            Some(GrantCategory::Paid),
+        ]
+    );
+    assert_ledger_consistent(store, &u).await;
+}
+
 contract_tests!(
+    spends_draw_by_priority_then_expiry_then_category,
     a_spend_keeps_its_tokens_by_kind_and_how_it_was_priced,
     an_admin_grant_keeps_its_expiry,
     a_transactions_page_walks_the_index_instead_of_sorting,

@@ -79,6 +79,7 @@ fn spend(account: &AccountId, (whole, feature): (i64, &str), key: &str, at: i64)
         context: usage(feature),
         now: t(at),
         low_balance_below: None,
+        spend_order: domain::SpendOrder::default(),
     }
 }
 

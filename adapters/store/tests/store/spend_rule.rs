@@ -94,6 +94,11 @@ fn debit(user: &UserId, amount: i64, reference: &str) -> AdjustCommand {
         note: "correction".into(),
         reference: reference.into(),
         expires_at: None,
+        grant: (
+            domain::GrantCategory::Compensation,
+            domain::GrantPriority::default(),
+        ),
+        spend_order: domain::SpendOrder::default(),
         now: t(400),
     }
 }

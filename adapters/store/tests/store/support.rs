@@ -459,6 +459,7 @@ pub fn consume(user: &UserId, amount: i64, key_text: &str) -> ConsumeCommand {
         },
         now: t(200),
         low_balance_below: None,
+        spend_order: domain::SpendOrder::default(),
     }
 }
 

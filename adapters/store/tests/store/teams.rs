@@ -103,6 +103,7 @@ fn spend(account: &AccountId, member: &UserId, whole: i64, key: &str, at: i64) -
         },
         now: t(at),
         low_balance_below: None,
+        spend_order: domain::SpendOrder::default(),
     }
 }
 

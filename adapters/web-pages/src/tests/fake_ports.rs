@@ -153,6 +153,7 @@ fn reader(role: Role) -> User {
 fn empty_report() -> StatusReport {
     StatusReport {
         balance: Credits::ZERO,
+        by_category: std::collections::BTreeMap::new(),
         subscription: None,
         subscriptions: Vec::new(),
         lifetime_order: None,

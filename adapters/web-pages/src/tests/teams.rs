@@ -477,6 +477,8 @@ async fn funded_team(app: &App) -> domain::AccountId {
         amount: rust_decimal::Decimal::from(42),
         reason: "pilot".into(),
         expires_at: None,
+        category: None,
+        priority: None,
         idempotency_key: domain::IdempotencyKey::new("team-pilot").unwrap(),
     };
     app.service.adjust_credits(&grant).await.unwrap();
@@ -768,6 +770,8 @@ async fn the_credits_tab_charts_the_last_thirty_days_of_spend() {
         amount: rust_decimal::Decimal::from(100),
         reason: "trial".into(),
         expires_at: None,
+        category: None,
+        priority: None,
         idempotency_key: domain::IdempotencyKey::new("spend-chart").unwrap(),
     };
     app.service.adjust_credits(&grant).await.unwrap();

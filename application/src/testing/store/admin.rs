@@ -104,7 +104,11 @@ pub(super) fn give_signup_grant(
         }),
         now: created_at,
     };
-    if let LedgerEffect::Written(tx) = state.ledger.grant(&command)?
+    let promotional = (
+        domain::GrantCategory::Promotional,
+        domain::GrantPriority::default(),
+    );
+    if let LedgerEffect::Written(tx) = state.ledger.grant_as(&command, promotional)?
         && let Some(written) = state
             .ledger
             .transactions

@@ -148,8 +148,9 @@ fn ledger_op(s: &mut State, op: &LedgerOp) -> Result<LedgerOutcome, ApplyError> 
             member,
             id,
             actual,
+            order,
             now,
-        } => settle(s, (account, member.as_ref()), id, *actual, *now)?,
+        } => settle(s, (account, member.as_ref()), id, (*actual, *order), *now)?,
         LedgerOp::Release {
             account,
             member,
@@ -164,10 +165,10 @@ fn settle(
     s: &mut State,
     (account, member): (&domain::AccountId, Option<&domain::UserId>),
     id: &domain::ReservationId,
-    actual: Credits,
+    actual: (Credits, domain::SpendOrder),
     now: Timestamp,
 ) -> Result<LedgerOutcome, ApplyError> {
-    let (r, replay) = s.ledger.settle(account, member, id, actual, now)?;
+    let (r, replay) = s.ledger.settle((account, member), id, actual, now)?;
     if let (ReservationStatus::Settled { charged, .. }, crate::ports::Replay::Fresh) =
         (&r.status, replay)
     {

@@ -91,6 +91,8 @@ async fn an_adjustment_is_audited_once_with_its_admin_and_balances() {
         amount: Decimal::new(1250, 2),
         reason: "outage".into(),
         expires_at: None,
+        category: None,
+        priority: None,
         idempotency_key: IdempotencyKey::new("grant-1").unwrap(),
     };
     let s = &h.service;
@@ -147,6 +149,8 @@ async fn an_adjustment_key_used_again_for_another_user_or_request_is_a_conflict(
         amount: Decimal::new(hundredths, 2),
         reason: "goodwill".into(),
         expires_at: None,
+        category: None,
+        priority: None,
         idempotency_key: IdempotencyKey::new("same-key").unwrap(),
     };
     let s = &h.service;
@@ -179,6 +183,8 @@ async fn a_grant_past_the_largest_balance_is_refused_naming_the_amount_and_the_l
         amount,
         reason: "big".into(),
         expires_at: None,
+        category: None,
+        priority: None,
         idempotency_key: IdempotencyKey::new(key).unwrap(),
     };
     let s = &h.service;
@@ -408,6 +414,8 @@ async fn team_accounts_are_listed_newest_first_and_read_with_members_and_seats()
         amount: Decimal::new(4200, 2),
         reason: "pilot".into(),
         expires_at: None,
+        category: None,
+        priority: None,
         idempotency_key: IdempotencyKey::new("team-grant").unwrap(),
     };
     s.adjust_credits(&grant).await.unwrap();

@@ -164,6 +164,8 @@ pub(crate) async fn apply(state: Arc<PageState>, v: Visitor, mut request: Reques
                 amount,
                 reason: field(&fields, "reason").to_owned(),
                 expires_at,
+                category: None,
+                priority: None,
                 idempotency_key,
             };
             match ports.admin.adjust_credits(&request).await {
