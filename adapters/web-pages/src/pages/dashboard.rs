@@ -390,6 +390,9 @@ async fn credits_panel(
                 @if let Some(held) = held {
                     p.muted { (v.tf("dashboard.held", &[("amount", &format::credits(held))])) }
                 }
+                @if let Some(parts) = by_category(v, report) {
+                    p.muted data-testid="balance-by-category" { (parts) }
+                }
             }
             @if acting.manages_billing() {
                 a.btn.btn-primary href=(acting.href("/pricing?tab=credits")) {
@@ -477,6 +480,28 @@ async fn purchase_names(
         orders: purchases,
         subscriptions,
     })
+}
+
+/// The available balance by what its credits are, when any of it was given (all paid says
+/// nothing the balance does not): "Of which: 500.00 paid · 200.00 promotional".
+fn by_category(v: &Visitor, report: &StatusReport) -> Option<String> {
+    let given = report
+        .by_category
+        .iter()
+        .any(|(category, credits)| !category.is_paid() && !credits.is_zero());
+    if !given {
+        return None;
+    }
+    let parts: Vec<String> = report
+        .by_category
+        .iter()
+        .filter(|(_, credits)| !credits.is_zero())
+        .map(|(category, credits)| {
+            let key = format!("dashboard.category_{}", category.code());
+            v.tf(&key, &[("amount", &format::credits(*credits))])
+        })
+        .collect();
+    Some(v.tf("dashboard.by_category", &[("parts", &parts.join(" · "))]))
 }
 
 /// A call's tokens by kind, as one line of its transaction.

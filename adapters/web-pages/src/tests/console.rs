@@ -408,6 +408,7 @@ async fn an_admin_finds_a_customer_and_grants_credits_after_confirming_once() {
         ("amount", "100".to_owned()),
         ("reason", "outage".to_owned()),
         ("expiresOn", String::new()),
+        ("category", "promotional".to_owned()),
     ];
     let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
     for _ in 0..2 {
@@ -421,6 +422,13 @@ async fn an_admin_finds_a_customer_and_grants_credits_after_confirming_once() {
             .body
             .contains("data-testid=\"customer-balance\">200.00<"),
         "the same confirmation sent twice grants once"
+    );
+    let credits = buyer.get("/dashboard?tab=credits").await.body;
+    assert!(
+        credits.contains(
+            "data-testid=\"balance-by-category\">Of which: 100.00 paid · 100.00 promotional<"
+        ),
+        "the grant is promotional, as chosen: {credits}"
     );
     let too_much = admin
         .submit(

@@ -391,6 +391,19 @@ async fn an_owner_buys_for_their_team_from_the_pricing_page() {
         .await
         .unwrap();
 
+    app.signed_in("admin@example.com", true).await;
+    let promotion = application::use_cases::admin_console::AdjustCredits {
+        admin: user(&app, "admin@example.com").await,
+        account_id: team.account.id.clone(),
+        amount: rust_decimal::Decimal::from(10),
+        reason: "launch".into(),
+        expires_at: None,
+        category: Some(domain::GrantCategory::Promotional),
+        priority: None,
+        idempotency_key: domain::IdempotencyKey::new("team-launch").unwrap(),
+    };
+    app.service.adjust_credits(&promotion).await.unwrap();
+
     // The dashboard's switcher shows the team: its ledger says who spent.
     let own = ada.get("/dashboard").await.body;
     assert!(own.contains("data-testid=\"account-switcher\""), "{own}");
@@ -400,6 +413,12 @@ async fn an_owner_buys_for_their_team_from_the_pricing_page() {
         .body;
     assert!(ledger.contains("95.00"), "{ledger}");
     assert!(ledger.contains("By bob@example.com"), "{ledger}");
+    assert!(
+        ledger.contains(
+            "data-testid=\"balance-by-category\">Of which: 95.00 paid · 10.00 promotional<"
+        ),
+        "{ledger}"
+    );
     assert!(
         ledger.contains(
             "data-testid=\"transaction-tokens\">Tokens: 3,000 in · 1,500 out · 500 cache read · \

@@ -91,6 +91,14 @@ async fn browser_an_admin_grants_refunds_and_manages_api_keys() {
     customer
         .wait_for_text("[data-testid=transactions]", "+100.00")
         .await;
+    // An administrator's grant is compensation unless the form says otherwise: the balance
+    // says what its credits are.
+    customer
+        .wait_for_text(
+            "[data-testid=balance-by-category]",
+            "500.00 paid · 100.00 compensation",
+        )
+        .await;
     customer
         .screenshot(&format!("{TEST}_customer_dashboard"), Viewport::Desktop)
         .await;

@@ -288,6 +288,22 @@ fn adjust_form(v: &Visitor, id: &str) -> Markup {
                         input #adjust-expires type="date" name="expiresOn";
                         p.hint { (v.t("console.adjust_expires_hint")) }
                     }
+                    div.field {
+                        label for="adjust-category" { (v.t("console.adjust_category")) }
+                        select #adjust-category name="category" data-testid="adjust-category" {
+                            @for category in [
+                                domain::GrantCategory::Compensation,
+                                domain::GrantCategory::Promotional,
+                                domain::GrantCategory::Bonus,
+                                domain::GrantCategory::Paid,
+                            ] {
+                                option value=(category.code()) {
+                                    (v.t(&format!("console.category_{}", category.code())))
+                                }
+                            }
+                        }
+                        p.hint { (v.t("console.adjust_category_hint")) }
+                    }
                 }
                 div.form-actions {
                     button.btn.btn-primary type="submit" data-testid="adjust" {

@@ -59,7 +59,7 @@ fn question(v: &Visitor, fields: &Fields) -> Result<(String, Vec<&'static str>),
                     ("reason", field(fields, "reason")),
                 ],
             );
-            (text, vec!["amount", "reason", "expiresOn"])
+            (text, vec!["amount", "reason", "expiresOn", "category"])
         }
         "refund" => {
             let text = v.tf(
@@ -164,7 +164,9 @@ pub(crate) async fn apply(state: Arc<PageState>, v: Visitor, mut request: Reques
                 amount,
                 reason: field(&fields, "reason").to_owned(),
                 expires_at,
-                category: None,
+                // What a grant's credits are; a debit has none (the form's default is ignored).
+                category: domain::GrantCategory::parse(field(&fields, "category"))
+                    .filter(|_| amount.is_sign_positive()),
                 priority: None,
                 idempotency_key,
             };
