@@ -374,32 +374,8 @@ async fn credits_panel(
     // A team's members name its member limits and are offered by the limit form.
     let members = super::dashboard_limits::members(state, user, &account).await?;
     let spend = super::dashboard_spend::load(state, &account).await?;
-    let held_hundredths: i64 = report
-        .pending_reservations
-        .iter()
-        .map(|r| r.held.hundredths())
-        .sum();
-    let held = Credits::from_hundredths(held_hundredths)
-        .ok()
-        .filter(|c| !c.is_zero());
     Ok(html! {
-        section.card.balance-card data-testid="credits-status" {
-            div {
-                p.eyebrow { (v.t("dashboard.balance")) }
-                (balance_stat(v, report, Some("credit-balance")))
-                @if let Some(held) = held {
-                    p.muted { (v.tf("dashboard.held", &[("amount", &format::credits(held))])) }
-                }
-                @if let Some(parts) = by_category(v, report) {
-                    p.muted data-testid="balance-by-category" { (parts) }
-                }
-            }
-            @if acting.manages_billing() {
-                a.btn.btn-primary href=(acting.href("/pricing?tab=credits")) {
-                    (v.t("dashboard.buy_credits"))
-                }
-            }
-        }
+        (balance_card(v, report, acting))
         (super::dashboard_limits::on_dashboard(v, (&limits, &members), (&account, acting.manages_billing())))
         (super::dashboard_spend::section(v, &spend))
         section.card.section-card {
@@ -480,6 +456,38 @@ async fn purchase_names(
         orders: purchases,
         subscriptions,
     })
+}
+
+/// The credits tab's balance: what is available, what pending holds keep, what the credits
+/// are, and (for whoever manages billing) where to buy more.
+fn balance_card(v: &Visitor, report: &StatusReport, acting: &Acting) -> Markup {
+    let held_hundredths: i64 = report
+        .pending_reservations
+        .iter()
+        .map(|r| r.held.hundredths())
+        .sum();
+    let held = Credits::from_hundredths(held_hundredths)
+        .ok()
+        .filter(|c| !c.is_zero());
+    html! {
+        section.card.balance-card data-testid="credits-status" {
+            div {
+                p.eyebrow { (v.t("dashboard.balance")) }
+                (balance_stat(v, report, Some("credit-balance")))
+                @if let Some(held) = held {
+                    p.muted { (v.tf("dashboard.held", &[("amount", &format::credits(held))])) }
+                }
+                @if let Some(parts) = by_category(v, report) {
+                    p.muted data-testid="balance-by-category" { (parts) }
+                }
+            }
+            @if acting.manages_billing() {
+                a.btn.btn-primary href=(acting.href("/pricing?tab=credits")) {
+                    (v.t("dashboard.buy_credits"))
+                }
+            }
+        }
+    }
 }
 
 /// The available balance by what its credits are, when any of it was given (all paid says
