@@ -76,7 +76,9 @@ impl TokenKind {
         Self::ALL.into_iter().find(|k| k.code() == code)
     }
 
-    const fn index(self) -> usize {
+    /// Its place in [`TokenKind::ALL`] (and in [`TokenUsage::counts`]).
+    #[must_use]
+    pub const fn index(self) -> usize {
         self as usize
     }
 }

@@ -66,15 +66,7 @@ pub(crate) fn money(amount: Money, lang: Lang) -> String {
 
 /// A whole count with thousands separators: `1,234,567`.
 pub(crate) fn count(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, d) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(d);
-    }
-    out
+    decimal(n, 0)
 }
 
 /// A credit amount, always with two decimals (credits are kept in hundredths): `1,000.00`,

@@ -140,7 +140,7 @@ fn entry(
             }
             "markup" => markup = Some(basis_points(v).map_err(at)?),
             other => match TokenKind::parse(other) {
-                Some(kind) => credits[kind_index(kind)] = Some(hundredths(v).map_err(at)?),
+                Some(kind) => credits[kind.index()] = Some(hundredths(v).map_err(at)?),
                 None => return Err(at(format!("is not a known key (expected {ENTRY_KEYS})"))),
             },
         }
@@ -200,13 +200,6 @@ fn entry_prices(
     })
 }
 
-fn kind_index(kind: TokenKind) -> usize {
-    TokenKind::ALL
-        .iter()
-        .position(|k| *k == kind)
-        .unwrap_or_default()
-}
-
 /// An amount for each kind, `input` required: `{ input = …, output = …, … }`.
 fn per_kind(
     value: &DeValue<'_>,
@@ -223,7 +216,7 @@ fn per_kind(
                     .to_owned(),
             )
         })?;
-        amounts[kind_index(kind)] = Some(read(value.get_ref()).map_err(|p| (name.to_owned(), p))?);
+        amounts[kind.index()] = Some(read(value.get_ref()).map_err(|p| (name.to_owned(), p))?);
     }
     let [input, output, cache_read, cache_write, reasoning] = amounts;
     let input = input.ok_or_else(|| ("input".to_owned(), "is required".to_owned()))?;
