@@ -13,8 +13,8 @@ mod told;
 pub use told::{
     HostEvent, HostEventData, LimitTold, MismatchTold, ThresholdTold, balance_alerts, consumed,
     credits_changed, entitlements_changed, limit_reached, limit_reset, member_changed, mismatch,
-    mismatch_of, order_changed, payment_event_told, recorded_event_told, reservation_step,
-    seats_exceeded, subscription_changed, threshold_crossings,
+    mismatch_of, order_changed, payment_event_told, promo_redeemed, recorded_event_told,
+    reservation_step, seats_exceeded, subscription_changed, threshold_crossings,
 };
 
 /// A type of event the host application can be told about.
@@ -90,11 +90,13 @@ pub enum HostEventKind {
     /// A user was not added to a team because its members fill its seats (its owners are told
     /// once per state: further refusals at the same seats and member count tell nothing).
     AccountSeatsExceeded,
+    /// A user redeemed a promo code (its credits are told as `credits.granted` too).
+    PromoCodeRedeemed,
 }
 
 impl HostEventKind {
     /// Every type, in the order the documentation lists them.
-    pub const ALL: [HostEventKind; 31] = [
+    pub const ALL: [HostEventKind; 32] = [
         HostEventKind::OrderPaid,
         HostEventKind::OrderFailed,
         HostEventKind::OrderRefunded,
@@ -126,6 +128,7 @@ impl HostEventKind {
         HostEventKind::AccountMemberRemoved,
         HostEventKind::AccountMemberRoleChanged,
         HostEventKind::AccountSeatsExceeded,
+        HostEventKind::PromoCodeRedeemed,
     ];
 
     /// The high-volume consumption types: written only while an enabled endpoint names one of
@@ -184,6 +187,7 @@ impl HostEventKind {
             HostEventKind::AccountMemberRemoved => "account.member_removed",
             HostEventKind::AccountMemberRoleChanged => "account.member_role_changed",
             HostEventKind::AccountSeatsExceeded => "account.seats_exceeded",
+            HostEventKind::PromoCodeRedeemed => "promo_code.redeemed",
         }
     }
 

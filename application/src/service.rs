@@ -68,6 +68,9 @@ pub struct Service<S, C, I, H> {
     /// The sign-up abuse policy and its rate limits' counts (one per service, so every
     /// driving adapter shares them).
     pub(crate) sign_ups: crate::sign_up::SignUpLimiter,
+    /// Each user's promo code redemptions: 20 an hour, 10 at once, so that codes cannot be
+    /// found by guessing.
+    pub(crate) promo_attempts: crate::sign_up::AttemptLimiter,
     /// Where buyers may be sent back to in the host application, and the signer of the return
     /// tokens (none by default: no return URL is allowed, no page works without a session).
     pub(crate) host_app: HostApp,
@@ -113,6 +116,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             low_balance_below: None,
             webhooks: None,
             sign_ups: crate::sign_up::SignUpLimiter::new(crate::sign_up::SignUpPolicy::default()),
+            promo_attempts: crate::sign_up::AttemptLimiter::new(crate::sign_up::SignUpRate {
+                per_hour: std::num::NonZeroU32::new(20).unwrap_or(std::num::NonZeroU32::MIN),
+                burst: std::num::NonZeroU32::new(10).unwrap_or(std::num::NonZeroU32::MIN),
+            }),
             host_app: HostApp::default(),
         }
     }

@@ -222,6 +222,33 @@ impl SignUpLimiter {
     }
 }
 
+/// Attempts per key (a user's guesses at promo codes), counted in memory per instance with the
+/// same cell rate algorithm as sign-ups.
+#[derive(Debug)]
+pub struct AttemptLimiter {
+    rate: SignUpRate,
+    table: Mutex<HashMap<String, i64>>,
+}
+
+impl AttemptLimiter {
+    /// A limiter allowing `rate` attempts per key, nothing counted yet.
+    #[must_use]
+    pub fn new(rate: SignUpRate) -> Self {
+        Self {
+            rate,
+            table: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Count one attempt of `key` at `now`.
+    ///
+    /// # Errors
+    /// The whole seconds to wait before the next attempt is allowed.
+    pub fn check(&self, key: &str, now: Timestamp) -> Result<(), u64> {
+        take(&self.table, key, self.rate, now)
+    }
+}
+
 /// Take one cell for `key` at `rate` (GCRA: each key keeps the theoretical arrival time of its
 /// next sign-up); `Err` with the whole seconds to wait when the bucket is empty.
 fn take(

@@ -16,6 +16,7 @@ pub mod invitations;
 pub mod manage_plans;
 pub mod plans;
 pub mod portal;
+pub mod promo_codes;
 pub mod query_payment;
 pub mod reconcile;
 pub mod refund_order;

@@ -23,6 +23,7 @@ pub mod outcome;
 pub mod plan;
 pub mod plan_change;
 pub mod pricing;
+pub mod promo;
 pub mod provider;
 pub mod refund;
 pub mod return_url;
@@ -79,6 +80,10 @@ pub use plan_change::{
 };
 pub use plan_change::{PeriodGrants, PeriodLot, PeriodLotSource, SwitchKind};
 pub use plan_change::{RevisedTo, decide_plan_revised};
+pub use promo::{
+    PromoCode, PromoCodeError, PromoRefusal, PromoTerms, PromoTermsError, Redemption,
+    RedemptionFacts, decide_redemption,
+};
 pub use provider::{CapabilityError, ProviderId, RefField, RefKind, RefNeed, TestMode};
 pub use refund::{
     KeptRefund, RefundForm, RefundMismatch, RefundStep, check_refund, refund_step, refunded_total,

@@ -46,6 +46,7 @@
 //! | `m20261012_000038_limit_changes` | spend controls | `credit_balances.limit_changes` (every limit made or removed counts one: a grouped spend decided without locks checks it) |
 //! | `m20261013_000039_token_usage` | usage pricing | `credit_transactions.usage_tokens`, `price_from`, `cost_basis_millionths` (a call's tokens by kind, the price-book entry that priced it, the provider's cost) |
 //! | `m20261014_000040_grant_categories` | usage pricing | `credit_grants.category` and `priority` (paid, promotional, bonus or compensation; spent highest priority first), `credit_transactions.grant_category` |
+//! | `m20261015_000041_promo_codes` | usage pricing | `promo_codes` (terms, active, `redeemed` never past `max_redemptions`) and `promo_redemptions` (unique per code, user and ordinal, and per request key) |
 //!
 //! Every step migrates down as well as up; the tests in `tests/migrations.rs` prove it on SQLite
 //! and, when `TEST_DATABASE_URL` is set, on PostgreSQL.
@@ -89,6 +90,7 @@ mod m20261011_000037_limit_thresholds;
 mod m20261012_000038_limit_changes;
 mod m20261013_000039_token_usage;
 mod m20261014_000040_grant_categories;
+mod m20261015_000041_promo_codes;
 mod sql;
 
 pub use sea_orm_migration::MigratorTrait;
@@ -141,6 +143,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261012_000038_limit_changes::Migration),
             Box::new(m20261013_000039_token_usage::Migration),
             Box::new(m20261014_000040_grant_categories::Migration),
+            Box::new(m20261015_000041_promo_codes::Migration),
         ]
     }
 }

@@ -199,10 +199,15 @@ api_response! {
 
 /// `expiresAt` as a timestamp.
 pub(crate) fn parse_expiry(raw: Option<&str>) -> Result<Option<Timestamp>, Problem> {
+    parse_time("expiresAt", raw)
+}
+
+/// A body's RFC 3339 time `field` as a timestamp; a malformed one is 422 naming the field.
+pub(crate) fn parse_time(field: &str, raw: Option<&str>) -> Result<Option<Timestamp>, Problem> {
     raw.map(|text| {
         DateTime::parse_from_rfc3339(text.trim())
             .map(|d| Timestamp::from_unix_millis(d.timestamp_millis()))
-            .map_err(|e| Problem::invalid_field("expiresAt", format!("not an RFC 3339 time: {e}")))
+            .map_err(|e| Problem::invalid_field(field, format!("not an RFC 3339 time: {e}")))
     })
     .transpose()
 }

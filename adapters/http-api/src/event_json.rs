@@ -119,13 +119,13 @@ fn fill(data: &mut Map<String, Value>, what: &HostEventData) {
         HostEventData::SeatsExceeded {
             seats, members, by, ..
         } => seats_exceeded(data, *seats, *members, by),
+        HostEventData::PromoRedeemed { .. } => promo_redeemed(data, what),
         HostEventData::Entitlements {
             entitlements,
             previous,
             ..
         } => {
-            let both = [("entitlements", entitlements), ("previous", previous)];
-            for (name, held) in both {
+            for (name, held) in [("entitlements", entitlements), ("previous", previous)] {
                 data.insert(name.into(), view(&entitlements_json(held)));
             }
         }
@@ -271,6 +271,24 @@ fn seats_exceeded(data: &mut Map<String, Value>, seats: u64, members: u64, by: &
     data.insert("seats".into(), json!(seats));
     data.insert("members".into(), json!(members));
     data.insert("by".into(), json!(by.as_str()));
+}
+
+/// `promo_code.redeemed`'s code, redemption, credits, their category and expiry.
+fn promo_redeemed(data: &mut Map<String, Value>, what: &HostEventData) {
+    let HostEventData::PromoRedeemed {
+        code,
+        redemption,
+        category,
+        expires_at,
+    } = what
+    else {
+        return;
+    };
+    data.insert("code".into(), json!(code.as_str()));
+    data.insert("redemptionId".into(), json!(redemption.id));
+    data.insert("credits".into(), json!(redemption.credits.to_string()));
+    data.insert("category".into(), json!(category.code()));
+    data.insert("expiresAt".into(), json!(expires_at.map(timestamp)));
 }
 
 fn mismatch(data: &mut Map<String, Value>, told: &MismatchTold) {

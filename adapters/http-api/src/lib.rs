@@ -45,6 +45,7 @@ mod payment;
 mod plans;
 mod portal;
 mod problem;
+mod promo_codes;
 mod rate_limit;
 mod subscriptions;
 mod teams;
@@ -155,6 +156,7 @@ type Apis = (
         invitations::InvitationsApi,
         limits::LimitsApi,
         thresholds::ThresholdsApi,
+        promo_codes::PromoCodesApi,
     ),
 );
 
@@ -180,6 +182,7 @@ fn openapi_service(state: &Arc<AppState>) -> OpenApiService<Apis, ()> {
             invitations::InvitationsApi::new(state.clone()),
             limits::LimitsApi::new(state.clone()),
             thresholds::ThresholdsApi::new(state.clone()),
+            promo_codes::PromoCodesApi::new(state.clone()),
         ),
     ))
 }

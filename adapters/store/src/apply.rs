@@ -170,6 +170,11 @@ async fn execute(
             End::Rollback(_) => return Ok(End::Rollback(Ok(Applied::Done(done)))),
         }
     }
+    if let Some(new) = &set.promo
+        && !crate::promo::redeem(tx, new).await?
+    {
+        return Ok(End::Rollback(Err(Refusal::PromoExhausted)));
+    }
     let mut outbox = Outbox::default();
     outbox.extend(set.told.iter().cloned());
     for op in &set.ledger {

@@ -44,6 +44,7 @@ mod orders;
 mod outbox;
 mod plans;
 mod portal;
+mod promo;
 mod refunds;
 mod reports;
 mod retry;

@@ -200,8 +200,8 @@ fn brand_css(branding: &Branding) -> impl Endpoint<Output = Response> + 'static 
 /// The visitor's and buyer's pages: home, sign-in, pricing, checkout results, dashboard.
 fn buyer_routes(route: Route, s: &Arc<PageState>) -> Route {
     use pages::{
-        auth, dashboard, dashboard_limits, dashboard_switch, dashboard_team_forms, home,
-        invitation, payment, portal, pricing,
+        auth, dashboard, dashboard_limits, dashboard_promo, dashboard_switch, dashboard_team_forms,
+        home, invitation, payment, portal, pricing,
     };
     route
         .at("/", get(page(s, home::show)))
@@ -239,6 +239,10 @@ fn buyer_routes(route: Route, s: &Arc<PageState>) -> Route {
             post(page(s, dashboard_limits::act)),
         )
         .at(
+            "/dashboard/promo-codes/redeem",
+            post(page(s, dashboard_promo::redeem)),
+        )
+        .at(
             "/invitations/accept",
             get(page(s, invitation::show)).post(page(s, invitation::accept)),
         )
@@ -247,7 +251,7 @@ fn buyer_routes(route: Route, s: &Arc<PageState>) -> Route {
 /// The operator's pages under `/admin`.
 fn admin_routes(route: Route, s: &Arc<PageState>) -> Route {
     use pages::admin;
-    route
+    let route = route
         .at(
             "/admin/pricing",
             get(page(s, admin::list)).post(page(s, admin::create)),
@@ -295,7 +299,22 @@ fn admin_routes(route: Route, s: &Arc<PageState>) -> Route {
             post(page(s, pages::dashboard_limits::admin_act)),
         )
         .at("/admin/orders", get(page(s, admin::orders::list)))
-        .at("/admin/audit", get(page(s, admin::audit::list)))
+        .at("/admin/audit", get(page(s, admin::audit::list)));
+    admin_setting_routes(route, s)
+}
+
+/// The console's pages of what an operator sets up: promo codes and webhook endpoints.
+fn admin_setting_routes(route: Route, s: &Arc<PageState>) -> Route {
+    use pages::admin;
+    route
+        .at(
+            "/admin/promo-codes",
+            get(page(s, admin::promo_codes::list)).post(page(s, admin::promo_codes::create)),
+        )
+        .at(
+            "/admin/promo-codes/:id/:action",
+            post(page(s, admin::promo_codes::act)),
+        )
         .at(
             "/admin/webhook-endpoints",
             get(page(s, admin::endpoints::list)).post(page(s, admin::endpoints::create)),

@@ -6,6 +6,7 @@ pub(crate) mod auth;
 pub(crate) mod dashboard;
 pub(crate) mod dashboard_account;
 pub(crate) mod dashboard_limits;
+pub(crate) mod dashboard_promo;
 pub(crate) mod dashboard_spend;
 pub(crate) mod dashboard_switch;
 pub(crate) mod dashboard_team_forms;

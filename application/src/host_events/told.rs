@@ -134,6 +134,17 @@ pub enum HostEventData {
         /// organisation).
         by: UserId,
     },
+    /// A promo code's redemption.
+    PromoRedeemed {
+        /// The code redeemed.
+        code: domain::PromoCode,
+        /// The redemption.
+        redemption: crate::ports::RedemptionRecord,
+        /// What its credits are.
+        category: domain::GrantCategory,
+        /// When they expire.
+        expires_at: Option<Timestamp>,
+    },
 }
 
 impl HostEventData {
@@ -508,6 +519,28 @@ pub fn seats_exceeded(
             by: by.clone(),
         },
         occurred_at: now,
+    }
+}
+
+/// `promo_code.redeemed` of `redemption` of `code`, granting credits of `category` that
+/// expire at `expires_at`: told once per redemption.
+#[must_use]
+pub fn promo_redeemed(
+    code: &domain::PromoCode,
+    redemption: &crate::ports::RedemptionRecord,
+    (category, expires_at): (domain::GrantCategory, Option<Timestamp>),
+) -> HostEvent {
+    HostEvent {
+        kind: HostEventKind::PromoCodeRedeemed,
+        fact: redemption.id.clone(),
+        user: Some(redemption.user_id.clone()),
+        data: HostEventData::PromoRedeemed {
+            code: code.clone(),
+            redemption: redemption.clone(),
+            category,
+            expires_at,
+        },
+        occurred_at: redemption.redeemed_at,
     }
 }
 

@@ -9,15 +9,16 @@ use domain::{AccountId, ApiKeyId, PlanId, SpendLimitId, Subscription, Subscripti
 use crate::accounts::{ApiKey, User};
 use crate::ports::{
     AuditEntry, CreditTransaction, ImportReport, InboxFilter, OrderFilter, OrderRecord,
-    PlanAllowance, RecordedEvent, StoredPlan, TeamAccountSummary,
+    PlanAllowance, RecordedEvent, RedemptionRecord, StoredPlan, StoredPromoCode,
+    TeamAccountSummary,
 };
 #[cfg(doc)]
 use crate::service::Service;
 use crate::use_cases::InfraError;
 use crate::use_cases::admin_console::{
     AdjustCredits, AdjustCreditsError, AdjustedCredits, AdminCancelError, AdminListError,
-    CursorPage, CustomerOverview, PageAfter, PlanAllowanceError, ReplayError, Replayed,
-    TeamOverview,
+    CursorPage, CustomerOverview, PageAfter, PlanAllowanceError, PromoAdminError, PromoDraft,
+    ReplayError, Replayed, TeamOverview,
 };
 use crate::use_cases::admin_reports::AdminOverview;
 use crate::use_cases::api_keys::{ApiKeyError, CreatedApiKey, KeyWithLimits};
@@ -215,6 +216,30 @@ inbound_port! {
             account: &AccountId,
             id: &SpendLimitId,
         ) -> Result<(), LimitsError>;
+
+        /// Every promo code, newest first (see [`Service::promo_codes`]).
+        async fn promo_codes(&self) -> Result<Vec<StoredPromoCode>, InfraError>;
+
+        /// Create a promo code (see [`Service::create_promo_code`]).
+        async fn create_promo_code(
+            &self,
+            admin: &User,
+            draft: &PromoDraft,
+        ) -> Result<StoredPromoCode, PromoAdminError>;
+
+        /// Switch a promo code off or on again (see [`Service::set_promo_code_active`]).
+        async fn set_promo_code_active(
+            &self,
+            admin: &User,
+            id: &str,
+            active: bool,
+        ) -> Result<StoredPromoCode, PromoAdminError>;
+
+        /// A promo code and its latest redemptions (see [`Service::promo_code_detail`]).
+        async fn promo_code_detail(
+            &self,
+            id: &str,
+        ) -> Result<(StoredPromoCode, Vec<RedemptionRecord>), PromoAdminError>;
 
         /// A new idempotency key for an administrator's action a form confirms (see
         /// [`Service::new_action_key`]).

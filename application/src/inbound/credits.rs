@@ -10,6 +10,7 @@ use crate::ports::{CreditTransaction, Replay, Reservation};
 use crate::service::Service;
 use crate::use_cases::InfraError;
 use crate::use_cases::credits::{ConsumeCredits, CreditsError, UsageRequest};
+use crate::use_cases::promo_codes::{RedeemError, Redeemed};
 use crate::use_cases::report_status::StatusReport;
 use crate::use_cases::spend_chart::SpendChart;
 use crate::use_cases::spend_limits::{LimitDraft, LimitsError, ShownLimit};
@@ -98,6 +99,18 @@ inbound_port! {
             account: &AccountId,
             id: &ThresholdId,
         ) -> Result<(), ThresholdsError>;
+
+        /// Redeem a promo code into the user's personal account (see
+        /// [`Service::redeem_promo_code`]).
+        async fn redeem_promo_code(
+            &self,
+            user: &User,
+            code: &str,
+            request_key: Option<String>,
+        ) -> Result<Redeemed, RedeemError>;
+
+        /// A new request key for a promo code form (see [`Service::new_redemption_key`]).
+        fn new_redemption_key(&self) -> String;
 
         /// Free a reservation whole (see [`Service::release_reservation`]).
         async fn release_reservation(

@@ -177,11 +177,15 @@ pub enum AuditAction {
     LimitAdded,
     /// A spend limit removed from a customer's account.
     LimitRemoved,
+    /// A promo code created.
+    PromoCodeCreated,
+    /// A promo code switched off or on again.
+    PromoCodeUpdated,
 }
 
 impl AuditAction {
     /// Every action.
-    pub const ALL: [AuditAction; 21] = [
+    pub const ALL: [AuditAction; 23] = [
         Self::CreditsGranted,
         Self::CreditsDebited,
         Self::OrderRefunded,
@@ -203,6 +207,8 @@ impl AuditAction {
         Self::PlansImported,
         Self::LimitAdded,
         Self::LimitRemoved,
+        Self::PromoCodeCreated,
+        Self::PromoCodeUpdated,
     ];
 
     /// The stable code stored and shown (`credits.granted`, `order.refunded`, …).
@@ -230,6 +236,8 @@ impl AuditAction {
             Self::PlansImported => "plans.imported",
             Self::LimitAdded => "limit.added",
             Self::LimitRemoved => "limit.removed",
+            Self::PromoCodeCreated => "promo_code.created",
+            Self::PromoCodeUpdated => "promo_code.updated",
         }
     }
 
@@ -290,6 +298,11 @@ pub enum AdminWrite<'a> {
     /// [`super::SpendLimitStore::remove_spend_limit`]: [`StoreError::NotFound`] when the
     /// account has no such limit.
     RemoveSpendLimit(&'a AccountId, &'a domain::SpendLimitId),
+    /// A promo code created: [`StoreError::Conflict`] when its code exists.
+    CreatePromoCode(&'a super::StoredPromoCode),
+    /// A promo code switched off (`false`) or on again, by id: [`StoreError::NotFound`] when
+    /// there is none.
+    SetPromoCodeActive(&'a str, bool),
 }
 
 /// A hidden plan an administrator allowed one user to buy or switch to.

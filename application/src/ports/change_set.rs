@@ -117,8 +117,8 @@ impl std::fmt::Debug for Audit<'_> {
 }
 
 /// Everything one write changes, applied in one transaction or not at all, in this order:
-/// inbox, order, subscription, refund report, charge, administrator's write, ledger,
-/// entitlements, host events, audit entry.
+/// inbox, order, subscription, refund report, charge, administrator's write, promo code
+/// redemption, ledger, entitlements, host events, audit entry.
 #[derive(Debug)]
 pub struct ChangeSet<'a> {
     /// When the write happens (the time its rows are stamped with).
@@ -136,6 +136,10 @@ pub struct ChangeSet<'a> {
     pub charge: Option<ChargeChange>,
     /// An administrator's change to the plans, API keys or plan allowances.
     pub admin: Option<AdminWrite<'a>>,
+    /// A promo code's redemption: counted on its code only while the code's count is below the
+    /// code's total limit as stored (else the set is [`Refusal::PromoExhausted`]), written under
+    /// its ordinal and request key (either taken: [`StoreError::Conflict`]).
+    pub promo: Option<super::NewRedemption>,
     /// Ledger operations, in order. One that answers from an earlier write (a replayed key, a
     /// reference used before) stops the set: nothing of it is written, and the answer is the
     /// earlier one.
@@ -161,6 +165,7 @@ impl<'a> ChangeSet<'a> {
             refund: None,
             charge: None,
             admin: None,
+            promo: None,
             ledger: Vec::new(),
             entitlements: None,
             told: Vec::new(),
@@ -252,6 +257,7 @@ impl<'a> ChangeSet<'a> {
             refund,
             charge,
             admin,
+            promo,
             entitlements,
             told,
             audit,
@@ -261,6 +267,7 @@ impl<'a> ChangeSet<'a> {
             && refund.is_none()
             && charge.is_none()
             && admin.is_none()
+            && promo.is_none()
             && entitlements.is_none()
             && told.is_empty()
             && audit.is_none()
@@ -313,6 +320,8 @@ pub enum Refusal {
     LimitReached(domain::LimitReached),
     /// The reservation was resolved otherwise (its status code).
     ReservationResolved(&'static str),
+    /// A promo code's redemptions reached its limit before this one was counted.
+    PromoExhausted,
 }
 
 /// Why [`ChangeStore::apply`] wrote nothing.

@@ -1010,6 +1010,16 @@ pub enum GrantSource {
     /// The extra credits of an upgrade the provider confirmed (issue 19), identified by the
     /// subscription and the time the switch was asked (one request grants once).
     PlanChange(SubscriptionId, Timestamp),
+    /// A promo code's redemption, by the redemption's id; its ledger entry is noted
+    /// "Promo code <code>" and its credits are of the code's category.
+    Promo {
+        /// The redemption's id.
+        redemption: String,
+        /// The code redeemed.
+        code: domain::PromoCode,
+        /// What its credits are.
+        category: domain::GrantCategory,
+    },
 }
 
 impl GrantSource {
@@ -1022,6 +1032,7 @@ impl GrantSource {
             | GrantSource::SubscriptionPeriod(..)
             | GrantSource::PlanChange(..) => domain::GrantCategory::Paid,
             GrantSource::Admin(_) => domain::GrantCategory::Compensation,
+            GrantSource::Promo { category, .. } => *category,
         }
     }
 }
@@ -1315,6 +1326,7 @@ pub trait Store:
     + super::TeamStore
     + super::SpendLimitStore
     + super::ThresholdStore
+    + super::PromoStore
 {
 }
 
@@ -1334,6 +1346,7 @@ impl<T> Store for T where
         + super::TeamStore
         + super::SpendLimitStore
         + super::ThresholdStore
+        + super::PromoStore
 {
 }
 

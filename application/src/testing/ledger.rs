@@ -42,6 +42,7 @@ fn source_key(source: &GrantSource) -> String {
             format!("subscription_period:{s}:{}", p.start().unix_millis())
         }
         GrantSource::Admin(r) => format!("admin:{r}"),
+        GrantSource::Promo { redemption, .. } => format!("admin:promo:{redemption}"),
         GrantSource::PlanChange(s, asked) => {
             format!("subscription_period:{s}:change:{}", asked.unix_millis())
         }
@@ -366,6 +367,13 @@ impl Ledger {
                     ..UsageContext::default()
                 },
             ),
+            GrantSource::Promo { code, .. } => (
+                TransactionKind::AdminAdjustment,
+                UsageContext {
+                    note: Some(domain::promo::grant_note(code)),
+                    ..UsageContext::default()
+                },
+            ),
         };
         let context = UsageContext {
             grant_category: Some(category),
@@ -437,7 +445,7 @@ impl Ledger {
                 subscription_id: Some(subscription.clone()),
                 ..UsageContext::default()
             },
-            GrantSource::Admin(_) => UsageContext::default(),
+            GrantSource::Admin(_) | GrantSource::Promo { .. } => UsageContext::default(),
         };
         let tx = self
             .write(

@@ -3,6 +3,7 @@
 mod admin;
 mod apply;
 mod limits;
+mod promo;
 mod reports;
 mod teams;
 #[cfg(test)]
@@ -73,6 +74,10 @@ struct State {
     hold_limit_counts: BTreeMap<domain::ReservationId, limits::HoldCounts>,
     /// Accounts' balance thresholds.
     thresholds: BTreeMap<domain::ThresholdId, ThresholdRecord>,
+    /// Promo codes by id.
+    promo_codes: BTreeMap<String, StoredPromoCode>,
+    /// Promo code redemptions, oldest first, with their request keys.
+    promo_redemptions: Vec<(RedemptionRecord, String)>,
 }
 
 /// Every storage port in memory. Cheap to create; one per test.

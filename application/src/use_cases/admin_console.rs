@@ -11,6 +11,7 @@ mod audited;
 mod endpoints;
 mod limits;
 mod lists;
+mod promo_codes;
 mod replay;
 
 pub use accounts::TeamOverview;
@@ -19,6 +20,7 @@ pub use audited::PlanAllowanceError;
 pub use lists::{
     AdminListError, CursorPage, CustomerOverview, MAX_QUERY_CHARS, PageAfter, order_status,
 };
+pub use promo_codes::{PromoAdminError, PromoDraft, parse_promo_draft};
 pub use replay::{ReplayError, Replayed};
 
 use domain::credits::MAX_CREDITS_HUNDREDTHS;

@@ -72,6 +72,12 @@ export type BalanceThreshold = Schemas["ThresholdView"];
  * grant, or `percentOfLimit` (1 to 100) of the credits of the account's limit `limitId`.
  */
 export type NewBalanceThreshold = Schemas["CreateThresholdBody"];
+/** A promo code's redemption (or the one an earlier request with the same key made: `replayed`). */
+export type PromoRedemption = Schemas["RedemptionView"];
+/** A promo code, as administrators see it. */
+export type PromoCode = Schemas["PromoCodeView"];
+/** A promo code to create. */
+export type NewPromoCode = Schemas["CreatePromoCodeBody"];
 /** A subscription: its plan, status, paid period and any switch pending or scheduled. */
 export type Subscription = Schemas["SubscriptionView"];
 /** What a plan change did (see `confirmed` and `approvalUrl`). */
@@ -310,6 +316,13 @@ export interface TallyClient {
     settle(reservationId: string, usage: Usage): Promise<Reservation>;
     /** Give a reservation's hold back (the call failed). */
     release(reservationId: string, who: { readonly userId: string } & ForAccount): Promise<Reservation>;
+    /**
+     * Redeem a promo code (case-insensitive) into the user's personal account. Safe to retry: the
+     * same `idempotencyKey` (or none, each time) answers with the same redemption, `replayed`.
+     * Refusals: `promo_code_invalid` (404), `promo_code_already_redeemed` and
+     * `promo_code_exhausted` (409), `promo_code_not_eligible` (403), `rate_limited` (429).
+     */
+    redeemPromoCode(code: string, options?: ForUser & { readonly idempotencyKey?: string }): Promise<PromoRedemption>;
   };
   /**
    * Spend limits on an account: at most so many credits per hour, day, week, month or rolling
@@ -465,6 +478,14 @@ export interface TallyClient {
     addAccountLimit(accountId: string, limit: NewSpendLimit): Promise<SpendLimit>;
     /** Remove a spend limit of any account (audited). */
     removeAccountLimit(accountId: string, limitId: string): Promise<void>;
+    /** Every promo code, newest first. */
+    promoCodes(): Promise<PromoCode[]>;
+    /** Create a promo code (audited); `promo_code_exists` (409) when its text is taken in any case. */
+    createPromoCode(code: NewPromoCode): Promise<PromoCode>;
+    /** A promo code and its latest redemptions. */
+    promoCode(id: string): Promise<Schemas["PromoCodeDetail"]>;
+    /** Switch a promo code off (no more redemptions) or on again (audited). */
+    setPromoCodeActive(id: string, active: boolean): Promise<PromoCode>;
   };
   /** The underlying openapi-fetch client, typed from `docs/openapi.json`, for anything not wrapped. */
   readonly raw: Client<paths>;
@@ -587,6 +608,14 @@ function creditsMethods({ raw, call, spend }: Context): TallyClient["credits"] {
       ),
     settle: (id, usage) =>
       call((signal) => raw.POST("/api/credits/reservations/{id}/settle", { params: { path: { id } }, body: usage, signal })),
+    redeemPromoCode: (code, o = {}) =>
+      call((signal) =>
+        raw.POST("/api/promo-codes/redeem", {
+          params: { query: { userId: o.userId } },
+          body: { code, idempotencyKey: o.idempotencyKey },
+          signal,
+        }),
+      ),
     release: (id, who) =>
       call((signal) =>
         raw.POST("/api/credits/reservations/{id}/release", {
@@ -829,6 +858,12 @@ function adminMethods({ raw, call, spend }: Context): TallyClient["admin"] {
     accountLimits: async (accountId) =>
       (await call((signal) => raw.GET("/api/admin/accounts/{accountId}/limits", { params: { path: { accountId } }, signal })))
         .items,
+    promoCodes: async () => (await call((signal) => raw.GET("/api/admin/promo-codes", { signal }))).items,
+    // Not retried: a lost answer would make the retry a `promo_code_exists`.
+    createPromoCode: (code) => call((signal) => raw.POST("/api/admin/promo-codes", { body: code, signal }), "once"),
+    promoCode: (id) => call((signal) => raw.GET("/api/admin/promo-codes/{id}", { params: { path: { id } }, signal })),
+    setPromoCodeActive: (id, active) =>
+      call((signal) => raw.PATCH("/api/admin/promo-codes/{id}", { params: { path: { id } }, body: { active }, signal })),
     // Not retried: a second limit would be made if the first answer was lost.
     addAccountLimit: (accountId, limit) =>
       call(

@@ -43,6 +43,7 @@ export const EVENT_TYPES = [
   "account.member_removed",
   "account.member_role_changed",
   "account.seats_exceeded",
+  "promo_code.redeemed",
 ] as const;
 
 /**
@@ -204,6 +205,18 @@ export interface EventData {
     readonly members: number;
     /** Who asked for the addition (the refused user themself when their host token named the team's organisation). */
     readonly by: string;
+  };
+  "promo_code.redeemed": {
+    /** The code redeemed (upper-case). */
+    readonly code: string;
+    /** The redemption's id. */
+    readonly redemptionId: string;
+    /** Credits granted (decimal string); `credits.granted` tells the ledger entry. */
+    readonly credits: string;
+    /** What they are: `promotional`, `bonus`, `compensation` or `paid`. */
+    readonly category: string;
+    /** When they expire (RFC 3339), or `null`. */
+    readonly expiresAt: string | null;
   };
 }
 

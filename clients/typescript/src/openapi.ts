@@ -9643,6 +9643,570 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/promo-codes/redeem": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Redeem a promo code: its credits go to the user's personal account, once per request
+         *     key, within the code's limits (exact under concurrency), told as `credits.granted` and
+         *     `promo_code.redeemed`.
+         */
+        post: {
+            parameters: {
+                query?: {
+                    /** @description The user (API keys with `billing:write` only; users redeem for themselves). */
+                    userId?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["RedeemBody"];
+                };
+            };
+            responses: {
+                /**
+                 * @description Redeemed (its credits are in the user's personal account), or the redemption an
+                 *     earlier request with the same key made (`replayed`).
+                 */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["RedemptionView"];
+                    };
+                };
+                /** @description `validation_failed`: the body is malformed, or an API key named no `userId`. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: no valid credential. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `promo_code_not_eligible`: only for users who never paid, or for holders of a plan
+                 *     the user does not hold; `forbidden`: an API key without `billing:write`.
+                 */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `promo_code_invalid`: no such code, or disabled, not yet valid or expired;
+                 *     `user_not_found`.
+                 */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `promo_code_already_redeemed`: the user redeemed it as often as it allows;
+                 *     `promo_code_exhausted`: redeemed as often as its total limit allows.
+                 */
+                409: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `payload_too_large`: the body is over 64 KiB. */
+                413: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `rate_limited`: too many codes tried by this user lately (`Retry-After`). */
+                429: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/promo-codes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every promo code, newest first (administrators). */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Every promo code, newest first. */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["PromoCodeList"];
+                    };
+                };
+                /** @description `unauthorized`: not signed in. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: not an administrator. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /** Create a promo code (administrators). Audited (`promo_code.created`). */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["CreatePromoCodeBody"];
+                };
+            };
+            responses: {
+                /** @description Created: users may redeem it from `validFrom`. */
+                201: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["PromoCodeView"];
+                    };
+                };
+                /** @description `validation_failed`: the body is malformed. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: not signed in. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: not an administrator. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `promo_code_exists`: a code with this text exists (case-insensitive). */
+                409: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `payload_too_large`: the body is over 64 KiB. */
+                413: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `validation_failed`: a field out of form (named in `errors`): the code's length or
+                 *     characters, zero or too precise credits, a category, a window that ends before it
+                 *     starts, a limit of zero, a per-user limit or expiry out of range, a plan the
+                 *     catalogue does not have.
+                 */
+                422: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/promo-codes/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A promo code and its latest redemptions (administrators). */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The code and its latest redemptions. */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["PromoCodeDetail"];
+                    };
+                };
+                /** @description `unauthorized`: not signed in. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: not an administrator. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `promo_code_not_found`. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Switch a promo code off (no more redemptions) or on again (administrators). Audited
+         *     (`promo_code.updated`); what was redeemed stays redeemed.
+         */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["UpdatePromoCodeBody"];
+                };
+            };
+            responses: {
+                /** @description The code as it is now. */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["PromoCodeView"];
+                    };
+                };
+                /** @description `validation_failed`: the body is malformed. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: not signed in. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `forbidden`: not an administrator. */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `promo_code_not_found`. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `payload_too_large`: the body is over 64 KiB. */
+                413: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -10281,6 +10845,44 @@ export interface components {
              *     goes through.
              */
             enforcement?: string;
+        };
+        /**
+         * CreatePromoCodeBody
+         * @description `POST /api/admin/promo-codes`.
+         */
+        CreatePromoCodeBody: {
+            /** @description The code users type: 3 to 40 letters, digits, `-` or `_` (stored upper-case). */
+            code: string;
+            /** @description Credits per redemption (decimal string, up to two places, above zero). */
+            credits: string;
+            /** @description `promotional` (default), `bonus`, `compensation` or `paid`. */
+            category?: string;
+            /**
+             * Format: uint32
+             * @description Days after a redemption when its credits expire (1 to 3650); omitted: they do not.
+             */
+            expiresAfterDays?: number;
+            /** @description From when it can be redeemed (RFC 3339); omitted: now. */
+            validFrom?: string;
+            /** @description Until when (RFC 3339, exclusive); omitted: no end. */
+            validUntil?: string;
+            /**
+             * Format: uint32
+             * @description The most redemptions in total; omitted: no limit.
+             */
+            maxRedemptions?: number;
+            /**
+             * Format: uint32
+             * @description The most redemptions per user (1 to 1000, default 1).
+             */
+            perUser?: number;
+            /**
+             * @description Only users who never paid an order.
+             * @default false
+             */
+            newUsersOnly?: boolean;
+            /** @description Only users who hold this plan now (a live subscription, or one-time access that runs). */
+            planId?: string;
         };
         /**
          * CreateTeamBody
@@ -11284,12 +11886,124 @@ export interface components {
             seats?: number;
         };
         /**
+         * PromoCodeDetail
+         * @description A promo code with its latest redemptions.
+         */
+        PromoCodeDetail: {
+            /** @description The code. */
+            code: components["schemas"]["PromoCodeView"] & unknown;
+            /** @description Its latest redemptions, newest first (up to 100). */
+            redemptions: components["schemas"]["RedemptionView"][];
+        };
+        /**
+         * PromoCodeList
+         * @description Every promo code.
+         */
+        PromoCodeList: {
+            /** @description Newest first (up to 200). */
+            items: components["schemas"]["PromoCodeView"][];
+        };
+        /**
+         * PromoCodeView
+         * @description A promo code.
+         */
+        PromoCodeView: {
+            /** @description Its id. */
+            id: string;
+            /** @description The code (upper-case). */
+            code: string;
+            /** @description Credits per redemption (decimal string). */
+            credits: string;
+            /** @description What they are. */
+            category: string;
+            /**
+             * Format: uint32
+             * @description Days after a redemption when its credits expire.
+             */
+            expiresAfterDays?: number;
+            /** @description From when it can be redeemed. */
+            validFrom?: string;
+            /** @description Until when (exclusive). */
+            validUntil?: string;
+            /**
+             * Format: uint32
+             * @description The most redemptions in total.
+             */
+            maxRedemptions?: number;
+            /**
+             * Format: uint32
+             * @description The most per user.
+             */
+            perUser: number;
+            /** @description Only users who never paid an order. */
+            newUsersOnly: boolean;
+            /** @description Only holders of this plan. */
+            planId?: string;
+            /** @description Whether it may be redeemed. */
+            active: boolean;
+            /**
+             * Format: uint32
+             * @description Its redemptions so far.
+             */
+            redeemed: number;
+            /** @description Who created it. */
+            createdBy: string;
+            /** @description When. */
+            createdAt: string;
+        };
+        /**
+         * RedeemBody
+         * @description `POST /api/promo-codes/redeem`.
+         */
+        RedeemBody: {
+            /** @description The code, as the user typed it (case-insensitive). */
+            code: string;
+            /**
+             * @description The request's key: the same key for the same user and code answers with the redemption
+             *     it made and grants nothing again. Omitted: one key for every request without one, so a
+             *     user's repeated request answers with their first redemption.
+             */
+            idempotencyKey?: string;
+        };
+        /**
          * RedeliverEventBody
          * @description Which event to deliver again.
          */
         RedeliverEventBody: {
             /** @description The event's id (`evt_…`, the `webhook-id`). */
             eventId: string;
+        };
+        /**
+         * RedemptionView
+         * @description A redemption.
+         */
+        RedemptionView: {
+            /** @description The redemption's id. */
+            id: string;
+            /** @description The code redeemed (upper-case). */
+            code: string;
+            /** @description Who redeemed it. */
+            userId: string;
+            /**
+             * Format: uint32
+             * @description The user's how-manieth redemption of the code (from 1).
+             */
+            ordinal: number;
+            /** @description Credits granted (decimal string). */
+            credits: string;
+            /**
+             * Format: int64
+             * @description The same, in hundredths.
+             */
+            creditsHundredths: number;
+            /** @description What they are: `paid`, `promotional`, `bonus` or `compensation`. */
+            category: string;
+            /** @description When they expire, if they do. */
+            expiresAt?: string;
+            /** @description When it was redeemed. */
+            redeemedAt: string;
+            /** @description Whether an earlier request with the same key made it (nothing was granted now). */
+            replayed: boolean;
         };
         /**
          * RefundBody
@@ -11839,6 +12553,14 @@ export interface components {
             role?: components["schemas"]["RoleBody"] & unknown;
             /** @description A new limit; `null` removes the limit; omitted leaves it. */
             limit?: components["schemas"]["LimitBody"] & unknown;
+        };
+        /**
+         * UpdatePromoCodeBody
+         * @description `PATCH /api/admin/promo-codes/{id}`.
+         */
+        UpdatePromoCodeBody: {
+            /** @description `false` switches the code off (no more redemptions), `true` on again. */
+            active: boolean;
         };
         /**
          * UpdateWebhookEndpointBody

@@ -488,6 +488,39 @@ describe("balance thresholds", () => {
   });
 });
 
+describe("promo codes", () => {
+  it("an administrator's code is redeemed once by a host app's user, retries answering the same redemption", async () => {
+    const backend = examples.lib.tally();
+    const admin = await administrator();
+    const code = await admin.admin.createPromoCode({ code: "ts-launch", credits: "12.5", maxRedemptions: 10 });
+    assert.equal(code.code, "TS-LAUNCH");
+    assert.equal(code.category, "promotional");
+    const user = await examples.lib.tallyUserId(appUser("promo"));
+
+    const first = await backend.credits.redeemPromoCode("Ts-Launch", { userId: user });
+    assert.equal(first.creditsHundredths, 1250);
+    assert.equal(first.replayed, false);
+    const again = await backend.credits.redeemPromoCode("TS-LAUNCH", { userId: user });
+    assert.equal(again.id, first.id);
+    assert.equal(again.replayed, true);
+    const refused = await backend.credits
+      .redeemPromoCode("TS-LAUNCH", { userId: user, idempotencyKey: "second" })
+      .then(() => undefined, (error: unknown) => error);
+    assert.ok(isTallyError(refused, "promo_code_already_redeemed"), String(refused));
+    assert.equal((await backend.credits.balance({ userId: user })).balanceHundredths, 1250);
+
+    const off = await admin.admin.setPromoCodeActive(code.id, false);
+    assert.equal(off.active, false);
+    const detail = await admin.admin.promoCode(code.id);
+    assert.equal(detail.code.redeemed, 1);
+    assert.deepEqual(
+      detail.redemptions.map((r) => r.userId),
+      [user],
+    );
+    assert.ok((await admin.admin.promoCodes()).some((c) => c.id === code.id));
+  });
+});
+
 describe("spend limits", () => {
   it("sets a daily limit on a user's account; the spend past it is a typed limit_reached naming it", async () => {
     const backend = examples.lib.tally();

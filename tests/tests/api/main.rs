@@ -25,6 +25,7 @@ mod plan_farming;
 mod plan_switch_at_period_end;
 mod portal;
 mod production;
+mod promo_codes;
 mod providers;
 mod purchases;
 mod reliability;

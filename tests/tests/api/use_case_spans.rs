@@ -38,6 +38,7 @@ const NOT_USE_CASES: &[&str] = &[
     "now",
     "new_secret",
     "new_action_key",
+    "new_redemption_key",
 ];
 
 /// What the check found: public methods without a span (`file:line name`), and the names of

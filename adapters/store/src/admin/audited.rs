@@ -75,6 +75,10 @@ pub(crate) async fn write(
                 return Err(Fail::Store(StoreError::NotFound));
             }
         }
+        AdminWrite::CreatePromoCode(code) => crate::promo::create(tx, code, at).await?,
+        AdminWrite::SetPromoCodeActive(id, active) => {
+            crate::promo::set_active(tx, id, active, at).await?;
+        }
     }
     Ok(End::Commit(None))
 }

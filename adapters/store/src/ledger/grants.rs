@@ -60,6 +60,7 @@ pub(crate) fn source_parts(source: &GrantSource) -> (&'static str, String) {
             format!("{s}:{}", period.start().unix_millis()),
         ),
         GrantSource::Admin(reference) => ("admin", reference.clone()),
+        GrantSource::Promo { redemption, .. } => ("admin", format!("promo:{redemption}")),
         // A subscription's grant like a period's, keyed apart from every period start.
         GrantSource::PlanChange(s, asked) => (
             "subscription_period",
@@ -88,6 +89,13 @@ fn kind_and_context(source: &GrantSource) -> (TransactionKind, UsageContext) {
             TransactionKind::AdminAdjustment,
             UsageContext {
                 note: Some(r.clone()),
+                ..UsageContext::default()
+            },
+        ),
+        GrantSource::Promo { code, .. } => (
+            TransactionKind::AdminAdjustment,
+            UsageContext {
+                note: Some(domain::promo::grant_note(code)),
                 ..UsageContext::default()
             },
         ),

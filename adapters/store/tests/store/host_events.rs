@@ -1340,6 +1340,7 @@ pub async fn every_change_tells_its_event_once_in_its_own_transaction(store: &Te
     unpaid_orders_tell_cancelled_and_expired(&world, store).await;
     entitlement_changes_are_told_once_each(&world, store).await;
     team_changes_tell_member_events(store).await;
+    a_redemption_tells_promo_code_redeemed(&world, store).await;
     let events = all_events(store).await;
     let mut ids: Vec<&str> = events.iter().map(|e| e.event_id.as_str()).collect();
     ids.sort_unstable();
@@ -1360,6 +1361,81 @@ pub async fn every_change_tells_its_event_once_in_its_own_transaction(store: &Te
         store.events_after(None, 3, &[]).await.unwrap().events.len(),
         3
     );
+}
+
+/// A promo code's redemption tells `promo_code.redeemed` and its grant's `credits.granted`
+/// (promotional) once; a retry with the same key answers with it and tells nothing more, and a
+/// redemption past the code's limit writes nothing.
+async fn a_redemption_tells_promo_code_redeemed(world: &World, store: &TestStore) {
+    use application::use_cases::admin_console::PromoDraft;
+    let admin = world.user("promo-admin@example.com").await;
+    let draft = PromoDraft {
+        code: "spring-10".into(),
+        credits: "10".into(),
+        max_redemptions: Some(1),
+        ..PromoDraft::default()
+    };
+    let code = world
+        .service
+        .create_promo_code(&admin, &draft)
+        .await
+        .unwrap();
+    let (first, second) = (
+        world.user("promo-1@example.com").await,
+        world.user("promo-2@example.com").await,
+    );
+    let before = all_events(store).await.len();
+    let redeemed = world
+        .service
+        .redeem_promo_code(&first, "Spring-10", None)
+        .await
+        .unwrap();
+    assert!(!redeemed.replayed);
+    let again = world
+        .service
+        .redeem_promo_code(&first, "SPRING-10", None)
+        .await
+        .unwrap();
+    assert!(again.replayed);
+    assert_eq!(again.redemption.id, redeemed.redemption.id);
+    let refused = world
+        .service
+        .redeem_promo_code(&second, "SPRING-10", None)
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(application::use_cases::promo_codes::RedeemError::Refused(
+                domain::PromoRefusal::Exhausted
+            ))
+        ),
+        "{refused:?}"
+    );
+    let told = told_since(store, before).await;
+    let of = |kind| {
+        let found: Vec<&Value> = told
+            .iter()
+            .filter(|(k, _)| *k == kind)
+            .map(|(_, p)| p)
+            .collect();
+        assert_eq!(found.len(), 1, "{kind}: {told:?}");
+        found[0].clone()
+    };
+    assert_eq!(told.len(), 2, "{told:?}");
+    let granted = of(HostEventKind::CreditsGranted);
+    assert_eq!(granted["data"]["transaction"]["category"], "promotional");
+    assert_eq!(
+        of(HostEventKind::PromoCodeRedeemed)["data"]["code"],
+        "SPRING-10"
+    );
+    let account = domain::AccountId::personal(&first.id);
+    assert_eq!(
+        store.balance(&account).await.unwrap(),
+        crate::support::c(1_000)
+    );
+    let stored = world.service.promo_code_detail(&code.id).await.unwrap();
+    assert_eq!(stored.0.redeemed, 1);
+    assert_eq!(stored.1.len(), 1);
 }
 
 /// A refund of a renewal not seen yet, kept while the renewal itself landed with the reports it

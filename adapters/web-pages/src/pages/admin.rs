@@ -14,6 +14,7 @@ mod form;
 pub(crate) mod inbox;
 pub(crate) mod orders;
 pub(crate) mod overview;
+pub(crate) mod promo_codes;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -29,6 +29,21 @@ use crate::state::{PageError, PageResult, PageState, Visitor, read_form, redirec
 /// Rows per page of orders and of transactions.
 const ROWS_PER_PAGE: i64 = 10;
 
+/// The catalog key of a transaction's description: its kind's, except that credits given as a
+/// promotion or a bonus (a promo code, a sign-up grant, an operator's promotion) read as such
+/// rather than as support's adjustment.
+fn description_key(tx: &CreditTransaction) -> String {
+    match (tx.kind, tx.context.grant_category) {
+        (domain::TransactionKind::AdminAdjustment, Some(domain::GrantCategory::Promotional)) => {
+            "transaction.promotional_grant".to_owned()
+        }
+        (domain::TransactionKind::AdminAdjustment, Some(domain::GrantCategory::Bonus)) => {
+            "transaction.bonus_grant".to_owned()
+        }
+        (kind, _) => format!("transaction.{}", kind.code()),
+    }
+}
+
 /// `POST /dashboard/subscription/cancel`.
 #[derive(Debug, Deserialize)]
 pub(crate) struct CancelForm {
@@ -376,6 +391,9 @@ async fn credits_panel(
     let spend = super::dashboard_spend::load(state, &account).await?;
     Ok(html! {
         (balance_card(v, report, acting))
+        @if account.owner().is_some() {
+            (super::dashboard_promo::section(v, &state.ports.credits.new_redemption_key()))
+        }
         (super::dashboard_limits::on_dashboard(v, (&limits, &members), (&account, acting.manages_billing())))
         (super::dashboard_spend::section(v, &spend))
         section.card.section-card {
@@ -556,7 +574,7 @@ fn transaction_row(
             }
             td data-label=(v.t("dashboard.col_description")) {
                 span.cell-title data-testid="transaction-description" {
-                    (v.t(&format!("transaction.{}", tx.kind.code())))
+                    (v.t(&description_key(tx)))
                 }
                 @if !detail.is_empty() { span.cell-sub { (detail) } }
                 @if let Some(tokens) = &tx.context.breakdown {

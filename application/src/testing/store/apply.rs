@@ -73,6 +73,8 @@ pub(super) fn admin_write(
         AdminWrite::RemoveSpendLimit(account, id) => super::limits::remove_limit(s, account, id)
             .then_some(())
             .ok_or(StoreError::NotFound)?,
+        AdminWrite::CreatePromoCode(code) => super::promo::create(s, code)?,
+        AdminWrite::SetPromoCodeActive(id, active) => super::promo::set_active(s, id, active)?,
     }
     Ok(None)
 }
@@ -215,6 +217,9 @@ fn apply_set(s: &mut State, set: &ChangeSet<'_>) -> Result<Applied, ApplyError> 
     let mut done = Done::default();
     if let Some(write) = set.admin {
         done.imported = admin_write(s, write, set.at)?;
+    }
+    if let Some(new) = &set.promo {
+        super::promo::redeem(s, new)?;
     }
     for op in &set.ledger {
         done.ledger.push(ledger_op(s, op)?);

@@ -11,7 +11,7 @@ use super::webdriver::{Browser, Viewport, browser_available};
 use super::{buy_through_the_sandbox, sign_in, sign_up};
 
 /// The console's pages, photographed on both viewports (the customer's page separately).
-const PAGES: [(&str, &str); 9] = [
+const PAGES: [(&str, &str); 10] = [
     ("overview", "/admin"),
     ("customers", "/admin/customers"),
     ("accounts", "/admin/accounts"),
@@ -21,6 +21,7 @@ const PAGES: [(&str, &str); 9] = [
     ("endpoints", "/admin/webhook-endpoints"),
     ("audit", "/admin/audit"),
     ("pricing", "/admin/pricing"),
+    ("promo_codes", "/admin/promo-codes"),
 ];
 
 /// Reload `url` until `css` shows `needle` (a webhook from the sandbox lands in its own time).
@@ -273,4 +274,89 @@ async fn browser_an_admin_caps_a_customer_s_spending() {
             "0.00 of 250.00 credits per month",
         )
         .await;
+}
+
+/// An administrator creates a promo code on the console; a customer on a phone redeems it on
+/// the credits tab (in lower case), sees the credits as promotional, and a second try is told
+/// it was redeemed already; the console shows the redemption against the code's limit, and
+/// switching the code off makes it invalid. Photographed at 1280 and 390 px.
+#[tokio::test]
+async fn browser_a_promo_code_is_created_on_the_console_and_redeemed_on_the_dashboard() {
+    const TEST: &str =
+        "browser_a_promo_code_is_created_on_the_console_and_redeemed_on_the_dashboard";
+    if !browser_available(TEST) {
+        return;
+    }
+    let (app, _) = spawn_app_with_admin(|_| {}).await;
+    let admin = Browser::start(Viewport::Desktop).await;
+    sign_in_admin(&app, &admin).await;
+    admin.goto(&app.url("/admin")).await;
+    admin
+        .click(".console-nav a[href='/admin/promo-codes']")
+        .await;
+    admin.wait_for_url("/admin/promo-codes").await;
+    admin
+        .type_into("[data-testid=promo-code]", "Launch-50")
+        .await;
+    admin.type_into("[data-testid=promo-credits]", "50").await;
+    admin.type_into("#promo-max", "100").await;
+    admin.click("[data-testid=create-promo-submit]").await;
+    admin.wait_for_url("notice=promo_created").await;
+    admin
+        .wait_for_text("[data-testid=promo-codes]", "LAUNCH-50")
+        .await;
+
+    let customer = Browser::start(Viewport::Phone).await;
+    sign_up(&app, &customer, "ren@example.com").await;
+    customer.goto(&app.url("/dashboard?tab=credits")).await;
+    customer
+        .type_into("[data-testid=promo-code-input]", "launch-50")
+        .await;
+    customer.click("[data-testid=redeem-promo]").await;
+    customer.wait_for_url("notice=promo_redeemed").await;
+    customer
+        .wait_for_text("[data-testid=notice]", "50.00 credits were added")
+        .await;
+    assert_eq!(customer.text("[data-testid=credit-balance]").await, "50.00");
+    customer
+        .wait_for_text("[data-testid=transactions]", "Promotional credits")
+        .await;
+    let overflow = customer
+        .script(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth",
+        )
+        .await;
+    assert_eq!(overflow, 0, "no horizontal overflow at 390 px");
+    customer
+        .screenshot(&format!("{TEST}_customer"), Viewport::Phone)
+        .await;
+    customer
+        .type_into("[data-testid=promo-code-input]", "LAUNCH-50")
+        .await;
+    customer.click("[data-testid=redeem-promo]").await;
+    customer.wait_for_url("notice=promo_already").await;
+    assert_eq!(customer.text("[data-testid=credit-balance]").await, "50.00");
+
+    admin.goto(&app.url("/admin/promo-codes")).await;
+    admin
+        .wait_for_text("[data-testid=promo-codes]", "1 / 100")
+        .await;
+    admin
+        .screenshot(&format!("{TEST}_console"), Viewport::Desktop)
+        .await;
+    admin.click("[data-testid=promo-disable]").await;
+    admin.wait_for_url("notice=promo_disabled").await;
+    let (_, other) = app.user("sol@example.com").await;
+    let (status, refused) = app
+        .post(
+            &other,
+            "/api/promo-codes/redeem",
+            &serde_json::json!({"code": "LAUNCH-50"}),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (404, Some("promo_code_invalid"))
+    );
 }

@@ -367,3 +367,102 @@ async fn team_ledger(api: &Api, owner: &str, team: &str) -> Vec<serde_json::Valu
     items.sort_by_key(|t| t["id"].as_i64());
     items
 }
+
+/// Users redeeming one promo code at once across the instances, and the code's limit.
+const REDEEMERS: usize = 64;
+const CAMPAIGN_LIMIT: usize = 40;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_users_redeeming_a_forty_redemption_code_across_three_instances_redeem_forty() {
+    let Some(_serial) = enabled("several_instances_promo").await else {
+        return;
+    };
+    let cluster = Cluster::start("several_instances_promo", INSTANCES, TEAM_TOML).await;
+    let api = &cluster.api;
+    let admin = api.login("admin@example.com").await;
+    let body = json!({"code": "LAUNCH", "credits": "7", "maxRedemptions": CAMPAIGN_LIMIT});
+    let made = api
+        .post(&admin.token, "/api/admin/promo-codes", &body, None)
+        .await;
+    assert_eq!(made.status, 201, "{made:?}");
+    let mut users = Vec::new();
+    for n in 0..REDEEMERS {
+        users.push(api.register(&format!("redeemer{n}@example.com")).await);
+    }
+    let apis = cluster.apis();
+    // Each user asks twice at once, through two instances, with the same (default) key.
+    let tasks: Vec<_> = users
+        .iter()
+        .enumerate()
+        .flat_map(|(n, user)| {
+            [0, 1].map(|twice| {
+                let api = apis[(n + twice) % apis.len()].clone();
+                let token = user.token.clone();
+                tokio::spawn(async move { redeem_until_answered(&api, &token).await })
+            })
+        })
+        .collect();
+    let mut redemption_ids = BTreeSet::new();
+    let mut exhausted = 0;
+    for task in tasks {
+        match task.await.expect("redeemer") {
+            Some(id) => {
+                redemption_ids.insert(id);
+            }
+            None => exhausted += 1,
+        }
+    }
+    assert_eq!(
+        redemption_ids.len(),
+        CAMPAIGN_LIMIT,
+        "exactly the campaign's redemptions, each user's two requests one redemption"
+    );
+    let mut credited = 0;
+    for user in &users {
+        let balance = api.balance(&user.token, None).await;
+        assert!(
+            balance == 0 || balance == 700,
+            "{}: {balance}",
+            user.user_id
+        );
+        credited += usize::from(balance == 700);
+    }
+    assert_eq!(credited, CAMPAIGN_LIMIT);
+    let id = made.body["id"].as_str().expect("id");
+    let detail = api
+        .get(&admin.token, &format!("/api/admin/promo-codes/{id}"))
+        .await;
+    assert_eq!(
+        detail.body["code"]["redeemed"], CAMPAIGN_LIMIT,
+        "{detail:?}"
+    );
+    println!("{CAMPAIGN_LIMIT} redemptions across {INSTANCES} instances; {exhausted} refused");
+}
+
+/// Redeem `LAUNCH` as `token`: the redemption's id, or `None` when the code is used up (`503`s
+/// and transport errors are asked again; the default key makes a retry find its redemption).
+async fn redeem_until_answered(api: &Api, token: &str) -> Option<String> {
+    let body = json!({"code": "launch"});
+    for attempt in 0..MAX_RETRIES {
+        let request = api
+            .client
+            .post(api.url("/api/promo-codes/redeem"))
+            .bearer_auth(token)
+            .json(&body);
+        match api.try_send(request).await {
+            Ok(reply) if reply.status == 200 => {
+                return reply.body["id"].as_str().map(str::to_owned);
+            }
+            Ok(reply) if reply.status == 409 => {
+                assert!(reply.is_problem("promo_code_exhausted"), "{reply:?}");
+                return None;
+            }
+            Ok(reply) if reply.status == 503 => {}
+            Ok(reply) => panic!("redeem: {reply:?}"),
+            Err(_) => {}
+        }
+        let pause = 50 * u64::try_from(attempt + 1).unwrap_or(1);
+        tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+    }
+    panic!("a redemption never got an answer");
+}

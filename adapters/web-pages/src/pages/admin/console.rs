@@ -6,7 +6,7 @@ use maud::{Markup, html};
 use crate::state::{PageError, Visitor, with_query};
 
 /// A console section: its path and catalog key.
-pub(crate) const SECTIONS: [(&str, &str); 9] = [
+pub(crate) const SECTIONS: [(&str, &str); 10] = [
     ("/admin", "console.nav_overview"),
     ("/admin/customers", "console.nav_customers"),
     ("/admin/accounts", "console.nav_accounts"),
@@ -14,6 +14,7 @@ pub(crate) const SECTIONS: [(&str, &str); 9] = [
     ("/admin/webhooks", "console.nav_webhooks"),
     ("/admin/api-keys", "console.nav_api_keys"),
     ("/admin/webhook-endpoints", "console.nav_endpoints"),
+    ("/admin/promo-codes", "console.nav_promo"),
     ("/admin/audit", "console.nav_audit"),
     ("/admin/pricing", "console.nav_pricing"),
 ];
