@@ -395,11 +395,17 @@ async fn an_admin_finds_a_customer_and_grants_credits_after_confirming_once() {
                 ("action", "credits"),
                 ("amount", "100"),
                 ("reason", "outage"),
+                ("priority", "7"),
             ],
         )
         .await;
     assert_eq!(confirm.status, StatusCode::OK);
     assert!(confirm.body.contains("Grant 100 credits, for: outage"));
+    assert_eq!(
+        hidden(&confirm.body, "priority"),
+        "7",
+        "the confirmation carries it on"
+    );
     let key = hidden(&confirm.body, "key");
     let form = [
         ("csrf", hidden(&confirm.body, "csrf")),
@@ -409,6 +415,7 @@ async fn an_admin_finds_a_customer_and_grants_credits_after_confirming_once() {
         ("reason", "outage".to_owned()),
         ("expiresOn", String::new()),
         ("category", "promotional".to_owned()),
+        ("priority", "7".to_owned()),
     ];
     let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
     for _ in 0..2 {

@@ -304,6 +304,12 @@ fn adjust_form(v: &Visitor, id: &str) -> Markup {
                         }
                         p.hint { (v.t("console.adjust_category_hint")) }
                     }
+                    div.field {
+                        label for="adjust-priority" { (v.t("console.adjust_priority")) }
+                        input #adjust-priority type="number" name="priority" min="0" max="1000"
+                            placeholder="0" data-testid="adjust-priority";
+                        p.hint { (v.t("console.adjust_priority_hint")) }
+                    }
                 }
                 div.form-actions {
                     button.btn.btn-primary type="submit" data-testid="adjust" {

@@ -59,7 +59,10 @@ fn question(v: &Visitor, fields: &Fields) -> Result<(String, Vec<&'static str>),
                     ("reason", field(fields, "reason")),
                 ],
             );
-            (text, vec!["amount", "reason", "expiresOn", "category"])
+            (
+                text,
+                vec!["amount", "reason", "expiresOn", "category", "priority"],
+            )
         }
         "refund" => {
             let text = v.tf(
@@ -167,7 +170,11 @@ pub(crate) async fn apply(state: Arc<PageState>, v: Visitor, mut request: Reques
                 // What a grant's credits are; a debit has none (the form's default is ignored).
                 category: domain::GrantCategory::parse(field(&fields, "category"))
                     .filter(|_| amount.is_sign_positive()),
-                priority: None,
+                priority: match field(&fields, "priority").trim() {
+                    "" => None,
+                    text => Some(text.parse().map_err(|_| PageError::BadRequest)?),
+                }
+                .filter(|_| amount.is_sign_positive()),
                 idempotency_key,
             };
             match ports.admin.adjust_credits(&request).await {
