@@ -61,14 +61,14 @@ pub use order::{
     Transition,
 };
 pub use order_events::{
-    FailureDecision, OrderGrant, OrderRefundDecision, PaymentDecision, decide_failure,
+    FailureDecision, OrderGrant, OrderRefundDecision, PaymentDecision, Takeback, decide_failure,
     decide_order_refund, decide_payment,
 };
 pub use outcome::EventOutcome;
 pub use plan::{
-    AppEnvironment, Duration, Locale, Months, Plan, PlanDraft, PlanError, PlanErrors, PlanGroup,
-    PlanInterval, PlanNotAvailable, PlanText, PlanType, ProviderRef, ProviderRefs, Standing,
-    Visibility,
+    AppEnvironment, Duration, Locale, Months, PackBonus, Plan, PlanDraft, PlanError, PlanErrors,
+    PlanGroup, PlanInterval, PlanNotAvailable, PlanText, PlanType, ProviderRef, ProviderRefs,
+    Standing, Visibility,
 };
 pub use plan_change::{
     ChangeDirection, PlanChange, PlanChangeRefusal, PlanChangedDecision, PlanChangedFacts,

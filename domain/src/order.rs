@@ -30,6 +30,8 @@ pub struct PlanSnapshot {
     pub price: Money,
     /// Credits granted per purchase or per paid period.
     pub credits: Option<Credits>,
+    /// A credits pack's bonus, granted with each purchase as `bonus`.
+    pub bonus: Option<crate::plan::PackBonus>,
     /// Access period, billing period, or credits validity.
     pub duration: Option<Duration>,
     /// The plan's entitlements when the order was placed; `None` for an order stored before
@@ -46,6 +48,7 @@ impl PlanSnapshot {
             plan_type: plan.plan_type(),
             price,
             credits: plan.credits(),
+            bonus: plan.bonus(),
             duration: plan.duration(),
             entitlements: Some(plan.entitlements().clone()),
         }
@@ -580,6 +583,7 @@ mod tests {
 
     fn order() -> Order {
         let plan = PlanSnapshot {
+            bonus: None,
             plan_id: PlanId::new("credits-100").unwrap(),
             plan_type: PlanType::Credits,
             price: Money::from_minor(1000, Currency::Usd).unwrap(),

@@ -7,7 +7,7 @@ use crate::credits::Credits;
 use crate::money::Money;
 use crate::order::{Order, OrderStatus, Transition};
 use crate::plan::{Duration, PlanType};
-use crate::refund::{KeptRefund, refund_step};
+use crate::refund::{KeptRefund, RefundStep, refund_step};
 use crate::time::Timestamp;
 
 /// Credits a paid order grants.
@@ -17,6 +17,34 @@ pub struct OrderGrant {
     pub credits: Credits,
     /// When they expire (credit packs with a validity, in calendar months from the payment).
     pub expires_at: Option<Timestamp>,
+    /// The pack's bonus credits, granted apart as `bonus`, and when they expire.
+    pub bonus: Option<(Credits, Option<Timestamp>)>,
+}
+
+/// What refunds take back of a credits order: the refunded share of its credits, and of its
+/// bonus credits when it had any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Takeback {
+    /// Of the pack's credits.
+    pub credits: Credits,
+    /// Of its bonus credits.
+    pub bonus: Option<Credits>,
+}
+
+/// The share of `order`'s credits and bonus credits that the refunds in `kept` take back, the
+/// refunded total moving from `applied`; `None` when it moves nothing or the order grants
+/// nothing.
+fn takeback(order: &Order, applied: Money, kept: &[KeptRefund]) -> Option<(RefundStep, Takeback)> {
+    let price = order.plan().price;
+    let step = refund_step(price, credits_granted(order), applied, kept)?;
+    let bonus = order.plan().bonus.map(|b| {
+        refund_step(price, Some(b.credits), applied, kept).map_or(Credits::ZERO, |s| s.clawback)
+    });
+    let back = Takeback {
+        credits: step.clawback,
+        bonus,
+    };
+    Some((step, back))
 }
 
 /// What a verified payment of an order comes to.
@@ -37,14 +65,19 @@ pub enum PaymentDecision {
         /// Credits to grant.
         grant: Option<OrderGrant>,
         /// Credits to take back at once for refunds that arrived before the payment.
-        clawback: Option<Credits>,
+        clawback: Option<Takeback>,
     },
 }
 
 /// The credits a credits order grants (other plan types grant access, not credits).
 fn credits_granted(order: &Order) -> Option<Credits> {
-    match order.plan().plan_type {
-        PlanType::Credits => order.plan().credits,
+    let plan = order.plan();
+    match plan.plan_type {
+        // `duration.credits` counts the bonus in; the bonus is granted apart, as `bonus`.
+        PlanType::Credits => plan.credits.map(|total| match plan.bonus {
+            Some(bonus) => total.checked_sub(bonus.credits).unwrap_or(Credits::ZERO),
+            None => total,
+        }),
         _ => None,
     }
 }
@@ -87,17 +120,20 @@ pub fn decide_payment(
     let grant = granted.map(|credits| OrderGrant {
         credits,
         expires_at: credits_expiry(order.plan().duration, at),
+        bonus: order.plan().bonus.map(|b| (b.credits, b.expires_at(at))),
     });
     let mut clawback = None;
-    if let Some(step) = refund_step(price, granted, Money::zero(price.currency()), kept)
+    if let Some((step, back)) = takeback(order, Money::zero(price.currency()), kept)
         && next.refund(step.after) == Ok(Transition::Applied)
     {
-        clawback = granted.map(|_| step.clawback);
+        clawback = granted.map(|_| back);
     }
     let moved = next.status() != order.status();
     if let (Some(grant), Some(back)) = (grant, clawback) {
         assert!(
-            back <= grant.credits,
+            back.credits <= grant.credits
+                && back.bonus.unwrap_or(Credits::ZERO)
+                    <= grant.bonus.map_or(Credits::ZERO, |(b, _)| b),
             "a payment never takes back more than it grants"
         );
     }
@@ -142,7 +178,7 @@ pub enum OrderRefundDecision {
         /// The order after the refund.
         order: Order,
         /// Credits to take back (credits orders).
-        clawback: Option<Credits>,
+        clawback: Option<Takeback>,
     },
 }
 
@@ -159,8 +195,8 @@ pub fn decide_order_refund(order: &Order, all: &[KeptRefund]) -> OrderRefundDeci
     };
     let granted = credits_granted(order);
     let mut next = order.clone();
-    match refund_step(price, granted, applied, all) {
-        Some(step) if next.refund(step.after) == Ok(Transition::Applied) => {
+    match takeback(order, applied, all) {
+        Some((step, back)) if next.refund(step.after) == Ok(Transition::Applied) => {
             assert!(
                 next.refunded()
                     .is_some_and(|r| r.amount_minor() > applied.amount_minor()
@@ -169,7 +205,7 @@ pub fn decide_order_refund(order: &Order, all: &[KeptRefund]) -> OrderRefundDeci
             );
             OrderRefundDecision::Refund {
                 order: next,
-                clawback: granted.map(|_| step.clawback),
+                clawback: granted.map(|_| back),
             }
         }
         _ => OrderRefundDecision::Nothing,
@@ -190,7 +226,12 @@ mod tests {
     }
 
     fn pack() -> Order {
+        pack_with(None)
+    }
+
+    fn pack_with(bonus: Option<crate::plan::PackBonus>) -> Order {
         let plan = PlanSnapshot {
+            bonus,
             plan_id: PlanId::new("pack").unwrap(),
             plan_type: PlanType::Credits,
             price: usd(1000),
@@ -255,7 +296,11 @@ mod tests {
             order.status(),
             OrderStatus::PartiallyRefunded { .. }
         ));
-        assert_eq!(clawback, Credits::from_whole(50).unwrap());
+        assert_eq!(clawback.credits, Credits::from_whole(50).unwrap());
+        assert_eq!(
+            clawback.bonus, None,
+            "a pack without a bonus takes none back"
+        );
     }
 
     #[test]
@@ -291,10 +336,44 @@ mod tests {
             panic!("not refunded")
         };
         assert!(matches!(order.status(), OrderStatus::Refunded { .. }));
-        assert_eq!(clawback, Some(Credits::from_whole(100).unwrap()));
+        assert_eq!(
+            clawback.map(|b| b.credits),
+            Some(Credits::from_whole(100).unwrap())
+        );
         assert_eq!(
             decide_order_refund(&order, &[total(1000), total(400)]),
             OrderRefundDecision::Nothing
         );
+    }
+
+    #[test]
+    fn a_packs_bonus_is_granted_with_its_own_expiry_and_taken_back_in_the_refunded_share() {
+        let bonus = crate::plan::PackBonus {
+            credits: Credits::from_whole(20).unwrap(),
+            expires_in_days: Some(30),
+        };
+        let order = pack_with(Some(bonus));
+        let at = Timestamp::from_unix_millis(1_000);
+        let PaymentDecision::Paid {
+            order: Some(paid),
+            grant: Some(grant),
+            clawback: None,
+        } = decide_payment(&order, usd(1000), at, &[])
+        else {
+            panic!("not paid")
+        };
+        let expiry = Timestamp::from_unix_millis(1_000 + 30 * 86_400_000);
+        assert_eq!(grant.bonus, Some((bonus.credits, Some(expiry))));
+        let OrderRefundDecision::Refund {
+            clawback: Some(back),
+            ..
+        } = decide_order_refund(&paid, &[total(250)])
+        else {
+            panic!("not refunded")
+        };
+        // The pack's 100 credits count the 20 of bonus in: 80 paid, 20 bonus.
+        assert_eq!(grant.credits, Credits::from_whole(80).unwrap());
+        assert_eq!(back.credits, Credits::from_whole(20).unwrap());
+        assert_eq!(back.bonus, Some(Credits::from_whole(5).unwrap()));
     }
 }

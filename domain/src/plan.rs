@@ -16,6 +16,7 @@ use crate::entitlements::{EntitlementDraft, Entitlements};
 use crate::ids::PlanId;
 use crate::money::{Currency, Money};
 use crate::provider::{CapabilityError, ProviderId, RefField, RefKind, RefNeed};
+use crate::time::Timestamp;
 
 pub use offer::{
     CurrencyChoice, Held, Holdings, MAX_GROUP_CHARS, Offer, OfferCard, OfferChoice, OfferKey,
@@ -340,6 +341,12 @@ pub struct PlanDraft {
     pub duration_type: Option<String>,
     /// `duration.credits`.
     pub credits: Option<Decimal>,
+    /// `duration.bonusCredits`: credits given with each purchase of a credits plan on top of
+    /// its credits, as `bonus`.
+    pub bonus_credits: Option<Decimal>,
+    /// `duration.bonusExpiresInDays`: days after the payment when the bonus credits expire;
+    /// `None`: they do not.
+    pub bonus_expires_in_days: Option<i64>,
     /// Provider-side ids.
     pub provider_refs: ProviderRefs,
     /// `i18n`, keyed by locale tag.
@@ -428,12 +435,40 @@ pub struct Plan {
     development_price: Option<Money>,
     duration: Option<Duration>,
     credits: Option<Credits>,
+    bonus: Option<PackBonus>,
     prominence: Prominence,
     visibility: Visibility,
     provider_refs: ProviderRefs,
     texts: BTreeMap<Locale, PlanText>,
     entitlements: Entitlements,
     group: Option<PlanGroup>,
+}
+
+/// The longest a pack's bonus credits may last, in days (ten years).
+pub const MAX_BONUS_EXPIRY_DAYS: i64 = 3650;
+
+/// Credits a pack gives on top of what it sells ("500 + 50 bonus"), granted as `bonus` with
+/// each purchase, with their own expiry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PackBonus {
+    /// How many (positive).
+    pub credits: Credits,
+    /// Days after the payment when they expire; `None`: they do not.
+    pub expires_in_days: Option<u32>,
+}
+
+impl PackBonus {
+    /// When bonus credits of a purchase paid `at` expire.
+    #[must_use]
+    pub fn expires_at(&self, paid_at: Timestamp) -> Option<Timestamp> {
+        self.expires_in_days.map(|days| {
+            Timestamp::from_unix_millis(
+                paid_at
+                    .unix_millis()
+                    .saturating_add(i64::from(days) * 86_400_000),
+            )
+        })
+    }
 }
 
 /// Collects errors for one plan.
@@ -504,6 +539,7 @@ impl Plan {
         check_price_relations(&mut c, price, original_price, development_price);
         let duration = plan_type.and_then(|t| check_duration(&mut c, t, draft.months));
         let credits = plan_type.and_then(|t| check_credits(&mut c, t, draft.credits));
+        let bonus = plan_type.and_then(|t| check_bonus(&mut c, (t, credits), draft));
         if let (Some(p), Some(t)) = (provider, plan_type) {
             check_capability(&mut c, p, t, currency);
             check_provider_refs(&mut c, p, t, &draft.provider_refs);
@@ -533,6 +569,7 @@ impl Plan {
             development_price,
             duration,
             credits,
+            bonus,
             prominence: if draft.recommended {
                 Prominence::Recommended
             } else {
@@ -565,6 +602,8 @@ impl Plan {
             months: self.duration.map(Duration::months_value),
             duration_type: Some(self.plan_type.as_str().to_owned()),
             credits: self.credits.map(Credits::to_decimal),
+            bonus_credits: self.bonus.map(|b| b.credits.to_decimal()),
+            bonus_expires_in_days: self.bonus.and_then(|b| b.expires_in_days).map(i64::from),
             provider_refs: self.provider_refs.clone(),
             i18n: self
                 .texts
@@ -624,6 +663,11 @@ impl Plan {
     #[must_use]
     pub fn credits(&self) -> Option<Credits> {
         self.credits
+    }
+    /// `duration.bonusCredits` and `duration.bonusExpiresInDays` (credits plans only).
+    #[must_use]
+    pub fn bonus(&self) -> Option<PackBonus> {
+        self.bonus
     }
     /// `recommended`.
     #[must_use]
@@ -801,6 +845,61 @@ fn check_credits(
                 None
             }
         },
+    }
+}
+
+/// A credits plan's bonus: positive credits with at most two places, less than the plan's
+/// `credits` (which count the bonus in, so that what is paid for is the rest), and an expiry
+/// of 1 to [`MAX_BONUS_EXPIRY_DAYS`] days, only with bonus credits; no other plan type has one.
+fn check_bonus(
+    c: &mut Checker<'_>,
+    (plan_type, total): (PlanType, Option<Credits>),
+    draft: &PlanDraft,
+) -> Option<PackBonus> {
+    let (field, days_field) = ("duration.bonusCredits", "duration.bonusExpiresInDays");
+    let (credits, days) = (draft.bonus_credits, draft.bonus_expires_in_days);
+    if plan_type != PlanType::Credits {
+        for (name, given) in [(field, credits.is_some()), (days_field, days.is_some())] {
+            if given {
+                c.fail(name, PlanProblem::NotAllowedFor(plan_type));
+            }
+        }
+        return None;
+    }
+    let expires_in_days = match days {
+        None => None,
+        Some(_) if credits.is_none() => {
+            c.fail(
+                days_field,
+                PlanProblem::Invalid("needs bonusCredits".into()),
+            );
+            return None;
+        }
+        Some(d) if (1..=MAX_BONUS_EXPIRY_DAYS).contains(&d) => u32::try_from(d).ok(),
+        Some(_) => {
+            let range = format!("must be 1 to {MAX_BONUS_EXPIRY_DAYS}");
+            c.fail(days_field, PlanProblem::Invalid(range));
+            return None;
+        }
+    };
+    match Credits::from_decimal(credits?) {
+        Ok(credits) if credits.is_zero() => {
+            c.fail(field, PlanProblem::NotPositive);
+            None
+        }
+        Ok(credits) if total.is_some_and(|t| credits >= t) => {
+            let problem = "must be less than duration.credits, which counts the bonus in";
+            c.fail(field, PlanProblem::Invalid(problem.into()));
+            None
+        }
+        Ok(credits) => Some(PackBonus {
+            credits,
+            expires_in_days,
+        }),
+        Err(e) => {
+            c.fail(field, PlanProblem::Invalid(e.to_string()));
+            None
+        }
     }
 }
 

@@ -462,6 +462,7 @@ mod tests {
 
     fn order(plan_type: PlanType) -> Order {
         let plan = PlanSnapshot {
+            bonus: None,
             plan_id: PlanId::new("pro_monthly").unwrap(),
             plan_type,
             price: usd(999),

@@ -47,6 +47,7 @@
 //! | `m20261013_000039_token_usage` | usage pricing | `credit_transactions.usage_tokens`, `price_from`, `cost_basis_millionths` (a call's tokens by kind, the price-book entry that priced it, the provider's cost) |
 //! | `m20261014_000040_grant_categories` | usage pricing | `credit_grants.category` and `priority` (paid, promotional, bonus or compensation; spent highest priority first), `credit_transactions.grant_category` |
 //! | `m20261015_000041_promo_codes` | usage pricing | `promo_codes` (terms, active, `redeemed` never past `max_redemptions`) and `promo_redemptions` (unique per code, user and ordinal, and per request key) |
+//! | `m20261016_000042_pack_bonus` | usage pricing | `orders.bonus_credits_hundredths` and `bonus_expires_in_days`: a credits pack's bonus as sold |
 //!
 //! Every step migrates down as well as up; the tests in `tests/migrations.rs` prove it on SQLite
 //! and, when `TEST_DATABASE_URL` is set, on PostgreSQL.
@@ -91,6 +92,7 @@ mod m20261012_000038_limit_changes;
 mod m20261013_000039_token_usage;
 mod m20261014_000040_grant_categories;
 mod m20261015_000041_promo_codes;
+mod m20261016_000042_pack_bonus;
 mod sql;
 
 pub use sea_orm_migration::MigratorTrait;
@@ -144,6 +146,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261013_000039_token_usage::Migration),
             Box::new(m20261014_000040_grant_categories::Migration),
             Box::new(m20261015_000041_promo_codes::Migration),
+            Box::new(m20261016_000042_pack_bonus::Migration),
         ]
     }
 }

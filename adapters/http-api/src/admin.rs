@@ -49,6 +49,13 @@ pub struct DurationBody {
     /// Credits granted, bonus included (credits plans; optional for subscriptions).
     #[oai(skip_serializing_if_is_none)]
     pub credits: Option<Decimal>,
+    /// Of `credits`, how many are a bonus (credits plans): granted apart as `bonus`, with their
+    /// own expiry, and shown as "500 + 50 bonus". Less than `credits`.
+    #[oai(skip_serializing_if_is_none)]
+    pub bonus_credits: Option<Decimal>,
+    /// Days after the payment when the bonus credits expire (1 to 3650); absent: never.
+    #[oai(skip_serializing_if_is_none)]
+    pub bonus_expires_in_days: Option<i64>,
 }
 
 /// A plan's texts in one locale.
@@ -166,6 +173,8 @@ impl AdminPlan {
         let duration = self.duration.clone().unwrap_or_default();
         PlanInput {
             draft: PlanDraft {
+                bonus_credits: duration.bonus_credits,
+                bonus_expires_in_days: duration.bonus_expires_in_days,
                 id: self.id.clone(),
                 provider: self.provider.clone(),
                 amount: self.amount,
@@ -217,6 +226,8 @@ impl From<&StoredPlan> for AdminPlan {
                 months: d.months,
                 duration_type: d.duration_type,
                 credits: d.credits,
+                bonus_credits: d.bonus_credits,
+                bonus_expires_in_days: d.bonus_expires_in_days,
             }),
             i18n: d
                 .i18n

@@ -163,6 +163,9 @@ pub struct OrderView {
     /// Credits the order grants, in hundredths.
     #[oai(skip_serializing_if_is_none)]
     pub credits_hundredths: Option<i64>,
+    /// Of `credits`, the pack's bonus (granted apart as `bonus`), in hundredths.
+    #[oai(skip_serializing_if_is_none)]
+    pub bonus_credits_hundredths: Option<i64>,
     /// When the order was placed.
     pub created_at: String,
     /// When an unpaid order expires.
@@ -219,6 +222,7 @@ impl OrderView {
             currency: order.plan().price.currency().code().to_owned(),
             credits: order.plan().credits.map(|c| c.to_string()),
             credits_hundredths: order.plan().credits.map(Credits::hundredths),
+            bonus_credits_hundredths: order.plan().bonus.map(|b| b.credits.hundredths()),
             created_at: timestamp(order.created_at()),
             expires_at: timestamp(order.expires_at()),
             paid_at,

@@ -34,6 +34,16 @@ pub struct DurationView {
     /// Credits granted, in hundredths.
     #[oai(skip_serializing_if_is_none)]
     pub credits_hundredths: Option<i64>,
+    /// Of `credits`, the pack's bonus ("500 + 50 bonus": credits 550, bonus 50), decimal string;
+    /// absent without one.
+    #[oai(skip_serializing_if_is_none)]
+    pub bonus_credits: Option<String>,
+    /// The same, in hundredths.
+    #[oai(skip_serializing_if_is_none)]
+    pub bonus_credits_hundredths: Option<i64>,
+    /// Days after the payment when the bonus credits expire; absent: never (or no bonus).
+    #[oai(skip_serializing_if_is_none)]
+    pub bonus_expires_in_days: Option<u32>,
 }
 
 /// A plan's texts in one locale (spec 2.3).
@@ -121,6 +131,9 @@ impl PlanView {
                 duration_type: plan.plan_type().as_str().to_owned(),
                 credits: plan.credits().map(|c| c.to_string()),
                 credits_hundredths: plan.credits().map(Credits::hundredths),
+                bonus_credits: plan.bonus().map(|b| b.credits.to_string()),
+                bonus_credits_hundredths: plan.bonus().map(|b| b.credits.hundredths()),
+                bonus_expires_in_days: plan.bonus().and_then(|b| b.expires_in_days),
             },
             text: PlanTextView::from(text),
             entitlements: entitlements_json(plan.entitlements()),

@@ -24,9 +24,10 @@ const CREATE_ORDER_SCOPE: &str = "create_order";
 
 const INSERT: &str = "INSERT INTO orders (id, user_id, provider, plan_id, plan_type, amount_minor, \
     currency, credits_hundredths, months, status, failure_reason, paid_at, refunded_minor, \
-    expires_at, created_at, updated_at, plan_entitlements, success_url, cancel_url, account_id) \
+    expires_at, created_at, updated_at, plan_entitlements, success_url, cancel_url, account_id, \
+    bonus_credits_hundredths, bonus_expires_in_days) \
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, COALESCE($13, $6), $14, $15, $15, \
-    $16, $17, $18, $19)";
+    $16, $17, $18, $19, $20, $21)";
 
 #[derive(Debug, FromQueryResult)]
 struct IdempotencyRow {
@@ -106,6 +107,11 @@ async fn insert(tx: &DatabaseTransaction, order: &Order) -> Result<(), DbErr> {
         url_value(order.returns().success.as_ref()).into(),
         url_value(order.returns().cancel.as_ref()).into(),
         order.account_id().as_str().into(),
+        plan.bonus.map(|b| b.credits.hundredths()).into(),
+        plan.bonus
+            .and_then(|b| b.expires_in_days)
+            .map(i64::from)
+            .into(),
     ];
     sql::execute(tx, INSERT, values).await.map(drop)
 }

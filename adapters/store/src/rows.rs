@@ -258,7 +258,8 @@ pub(crate) fn scopes_value(scopes: &[Scope]) -> String {
 pub(crate) const ORDER_COLUMNS: &str = "id, user_id, account_id, provider, plan_id, plan_type, amount_minor, \
     currency, credits_hundredths, months, status, failure_reason, paid_at, refunded_minor, \
     provider_reference, checkout_kind, checkout_url, mismatch, expires_at, created_at, updated_at, \
-    version, plan_entitlements, success_url, cancel_url";
+    version, plan_entitlements, success_url, cancel_url, bonus_credits_hundredths, \
+    bonus_expires_in_days";
 
 /// An `orders` row.
 #[derive(Debug, FromQueryResult)]
@@ -288,6 +289,8 @@ pub(crate) struct OrderRow {
     plan_entitlements: Option<String>,
     success_url: Option<String>,
     cancel_url: Option<String>,
+    bonus_credits_hundredths: Option<i64>,
+    bonus_expires_in_days: Option<i32>,
 }
 
 /// The rows of `orders` or `subscriptions` that belong to account `$1`: those naming it, and
@@ -318,7 +321,19 @@ impl OrderRow {
             .map_err(|e| bad(format!("amount: {e}")))?;
         let plan_type = PlanType::parse(&self.plan_type)
             .ok_or_else(|| bad(format!("unknown plan type {:?}", self.plan_type)))?;
+        let bonus = match self.bonus_credits_hundredths {
+            None => None,
+            Some(h) => Some(domain::PackBonus {
+                credits: credits("orders", &self.id, "bonus credits", h)?,
+                expires_in_days: self
+                    .bonus_expires_in_days
+                    .map(u32::try_from)
+                    .transpose()
+                    .map_err(|e| bad(format!("bonus expiry: {e}")))?,
+            }),
+        };
         let plan = PlanSnapshot {
+            bonus,
             plan_id: PlanId::new(self.plan_id.clone()).map_err(|e| bad(e.to_string()))?,
             plan_type,
             price,

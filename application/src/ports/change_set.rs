@@ -187,6 +187,7 @@ impl<'a> ChangeSet<'a> {
     pub fn payment_event(command: &PaymentEventCommand) -> Self {
         let mut ledger = Vec::with_capacity(command.clawbacks.len() + 1);
         ledger.extend(command.grant.clone().map(LedgerOp::Grant));
+        ledger.extend(command.bonus.clone().map(LedgerOp::Grant));
         ledger.extend(command.clawbacks.iter().cloned().map(LedgerOp::Clawback));
         Self {
             inbox: Some(command.inbox.clone()),

@@ -1003,6 +1003,8 @@ pub enum ReservationError {
 pub enum GrantSource {
     /// A paid credits order.
     Order(OrderId),
+    /// The bonus credits of a paid credits order (its pack's `bonusCredits`).
+    OrderBonus(OrderId),
     /// A paid billing period of a subscription, identified by the period's start.
     SubscriptionPeriod(SubscriptionId, BillingPeriod),
     /// An administrator's adjustment (or a sign-up grant), by a unique reference.
@@ -1033,6 +1035,7 @@ impl GrantSource {
             | GrantSource::PlanChange(..) => domain::GrantCategory::Paid,
             GrantSource::Admin(_) => domain::GrantCategory::Compensation,
             GrantSource::Promo { category, .. } => *category,
+            GrantSource::OrderBonus(_) => domain::GrantCategory::Bonus,
         }
     }
 }
@@ -1246,6 +1249,8 @@ pub struct PaymentEventCommand {
     pub subscription: Option<SubscriptionChange>,
     /// Credits to grant (once per source).
     pub grant: Option<GrantCommand>,
+    /// A credits pack's bonus credits to grant with it (once per order).
+    pub bonus: Option<GrantCommand>,
     /// Credits to take back (after a refund, or from the lots of a period a change of billing
     /// interval ended early), each from its own lot.
     pub clawbacks: Vec<ClawbackCommand>,

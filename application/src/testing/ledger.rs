@@ -38,6 +38,7 @@ pub(super) struct Ledger {
 fn source_key(source: &GrantSource) -> String {
     match source {
         GrantSource::Order(o) => format!("order:{o}"),
+        GrantSource::OrderBonus(o) => format!("order:{o}:bonus"),
         GrantSource::SubscriptionPeriod(s, p) => {
             format!("subscription_period:{s}:{}", p.start().unix_millis())
         }
@@ -346,7 +347,7 @@ impl Ledger {
             return Ok(LedgerEffect::Nothing);
         }
         let (kind, context) = match &c.source {
-            GrantSource::Order(o) => (
+            GrantSource::Order(o) | GrantSource::OrderBonus(o) => (
                 TransactionKind::PurchaseGrant,
                 UsageContext {
                     order_id: Some(o.clone()),
@@ -436,7 +437,7 @@ impl Ledger {
             return Ok(LedgerEffect::Nothing);
         }
         let context = match &c.source {
-            GrantSource::Order(order) => UsageContext {
+            GrantSource::Order(order) | GrantSource::OrderBonus(order) => UsageContext {
                 order_id: Some(order.clone()),
                 ..UsageContext::default()
             },

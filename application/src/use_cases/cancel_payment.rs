@@ -89,6 +89,7 @@ fn cancel_command(
 ) -> PaymentEventCommand {
     let replaced = before.last_event_at().unix_millis();
     PaymentEventCommand {
+        bonus: None,
         inbox: InboxEntry {
             provider: before.provider(),
             event_id: format!("tally:cancel-at-period-end:{}:{replaced}", before.id()),

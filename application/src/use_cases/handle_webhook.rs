@@ -224,6 +224,7 @@ impl Received {
         Change {
             outcome,
             command: PaymentEventCommand {
+                bonus: None,
                 inbox: self.entry(outcome, detail),
                 order: None,
                 subscription: None,
@@ -1239,21 +1240,27 @@ fn decide_paid(
             clawback,
         } => (order, grant, clawback),
     };
-    let source = GrantSource::Order(order.id().clone());
     let mut change = r.change(EventOutcome::Applied, None);
+    let to = order.account_id();
     change.command.grant = grant.map(|g| GrantCommand {
-        account_id: order.account_id().clone(),
+        account_id: to.clone(),
         amount: g.credits,
-        source: source.clone(),
+        source: GrantSource::Order(order.id().clone()),
         expires_at: g.expires_at,
         now: r.now,
     });
-    change.command.clawbacks = Vec::from_iter(clawback.map(|wanted| ClawbackCommand {
-        account_id: order.account_id().clone(),
-        source,
-        wanted,
-        now: r.now,
-    }));
+    change.command.bonus = grant
+        .and_then(|g| g.bonus)
+        .map(|(amount, expires_at)| GrantCommand {
+            account_id: to.clone(),
+            amount,
+            source: GrantSource::OrderBonus(order.id().clone()),
+            expires_at,
+            now: r.now,
+        });
+    change.command.clawbacks = clawback.map_or_else(Vec::new, |back| {
+        refunds::order_clawbacks(order.id(), to, back, r.now)
+    });
     if let Some(next) = next {
         change = change.order(record, &next, None);
     }

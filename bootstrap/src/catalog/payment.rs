@@ -41,7 +41,13 @@ fn plan_fields() -> Vec<&'static str> {
         .collect()
 }
 
-const DURATION_FIELDS: [&str; 3] = ["months", "type", "credits"];
+const DURATION_FIELDS: [&str; 5] = [
+    "months",
+    "type",
+    "credits",
+    "bonusCredits",
+    "bonusExpiresInDays",
+];
 const TEXT_FIELDS: [&str; 4] = ["name", "description", "duration", "features"];
 
 /// Read and validate every plan of `payment.toml`, in file order.
@@ -284,6 +290,10 @@ impl<'f> PlanEntry<'f> {
                 "months" => self.draft.months = self.read(&field, value, integer),
                 "type" => self.draft.duration_type = self.read(&field, value, string),
                 "credits" => self.draft.credits = self.read(&field, value, decimal),
+                "bonusCredits" => self.draft.bonus_credits = self.read(&field, value, decimal),
+                "bonusExpiresInDays" => {
+                    self.draft.bonus_expires_in_days = self.read(&field, value, integer);
+                }
                 other => self.unknown_field(&field, other, value, &DURATION_FIELDS),
             }
         }

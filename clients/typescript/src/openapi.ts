@@ -10368,6 +10368,11 @@ export interface components {
              * @description Credits the order grants, in hundredths.
              */
             creditsHundredths?: number;
+            /**
+             * Format: int64
+             * @description Of `credits`, the pack's bonus (granted apart as `bonus`), in hundredths.
+             */
+            bonusCreditsHundredths?: number;
             /** @description When the order was placed. */
             createdAt: string;
             /** @description When an unpaid order expires. */
@@ -11068,6 +11073,17 @@ export interface components {
              * @description Credits granted, bonus included (credits plans; optional for subscriptions).
              */
             credits?: string;
+            /**
+             * Format: decimal
+             * @description Of `credits`, how many are a bonus (credits plans): granted apart as `bonus`, with their
+             *     own expiry, and shown as "500 + 50 bonus". Less than `credits`.
+             */
+            bonusCredits?: string;
+            /**
+             * Format: int64
+             * @description Days after the payment when the bonus credits expire (1 to 3650); absent: never.
+             */
+            bonusExpiresInDays?: number;
         };
         /**
          * DurationView
@@ -11088,6 +11104,21 @@ export interface components {
              * @description Credits granted, in hundredths.
              */
             creditsHundredths?: number;
+            /**
+             * @description Of `credits`, the pack's bonus ("500 + 50 bonus": credits 550, bonus 50), decimal string;
+             *     absent without one.
+             */
+            bonusCredits?: string;
+            /**
+             * Format: int64
+             * @description The same, in hundredths.
+             */
+            bonusCreditsHundredths?: number;
+            /**
+             * Format: uint32
+             * @description Days after the payment when the bonus credits expire; absent: never (or no bonus).
+             */
+            bonusExpiresInDays?: number;
         };
         /**
          * EntitlementGrantView
@@ -11565,6 +11596,11 @@ export interface components {
              * @description Credits the order grants, in hundredths.
              */
             creditsHundredths?: number;
+            /**
+             * Format: int64
+             * @description Of `credits`, the pack's bonus (granted apart as `bonus`), in hundredths.
+             */
+            bonusCreditsHundredths?: number;
             /** @description When the order was placed. */
             createdAt: string;
             /** @description When an unpaid order expires. */

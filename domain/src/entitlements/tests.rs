@@ -57,6 +57,7 @@ fn one_time_order(months: Option<Duration>, plan_type: PlanType, paid_at: i64) -
         account: None,
         provider: ProviderId::CardGateway,
         plan: PlanSnapshot {
+            bonus: None,
             plan_id: PlanId::new("pass").unwrap(),
             plan_type,
             price: Money::from_minor(500, Currency::Usd).unwrap(),

@@ -128,6 +128,47 @@ fn credits_plans_need_positive_credits() {
 }
 
 #[test]
+fn a_packs_bonus_is_part_of_its_credits_with_its_own_expiry() {
+    let mut d = draft("card_gateway", "credits", "USD");
+    d.bonus_credits = Some("10".parse().unwrap());
+    d.bonus_expires_in_days = Some(30);
+    let plan = Plan::from_draft(&d).unwrap();
+    let bonus = plan.bonus().unwrap();
+    assert_eq!(bonus.credits, Credits::from_whole(10).unwrap());
+    assert_eq!(bonus.expires_in_days, Some(30));
+    assert_eq!(Plan::from_draft(&plan.to_draft()).unwrap(), plan);
+    let field = "duration.bonusCredits";
+    for too_much in ["100", "150"] {
+        d.bonus_credits = Some(too_much.parse().unwrap());
+        assert_eq!(
+            only_error(&d).0,
+            field,
+            "{too_much} of 100 leaves nothing paid"
+        );
+    }
+    d.bonus_credits = Some(Decimal::ZERO);
+    assert_eq!(only_error(&d), (field.into(), PlanProblem::NotPositive));
+    d.bonus_credits = None;
+    assert_eq!(
+        only_error(&d).0,
+        "duration.bonusExpiresInDays",
+        "an expiry needs a bonus"
+    );
+    d.bonus_credits = Some("10".parse().unwrap());
+    d.bonus_expires_in_days = Some(0);
+    assert_eq!(only_error(&d).0, "duration.bonusExpiresInDays");
+    let mut monthly = draft("card_gateway", "recurring", "USD");
+    monthly.bonus_credits = Some("10".parse().unwrap());
+    assert_eq!(
+        only_error(&monthly),
+        (
+            field.into(),
+            PlanProblem::NotAllowedFor(PlanType::Recurring)
+        )
+    );
+}
+
+#[test]
 fn amounts_must_be_positive_and_original_at_least_amount() {
     let mut d = draft("card_gateway", "one_time", "USD");
     d.amount = Some(Decimal::ZERO);

@@ -319,6 +319,7 @@ mod tests {
 
     fn snapshot(id: &str, price: i64, months: i64, whole: i64) -> PlanSnapshot {
         PlanSnapshot {
+            bonus: None,
             plan_id: PlanId::new(id).unwrap(),
             plan_type: PlanType::Recurring,
             price: usd(price),

@@ -26,6 +26,7 @@ fn terms(price: i64, months: i64, whole: i64) -> SoldTerms {
 
 fn snapshot(id: &str, price: Money, months: i64, whole: i64) -> PlanSnapshot {
     PlanSnapshot {
+        bonus: None,
         plan_id: PlanId::new(id).unwrap(),
         plan_type: PlanType::Recurring,
         price,

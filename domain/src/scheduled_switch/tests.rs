@@ -13,6 +13,7 @@ fn t(ms: i64) -> Timestamp {
 
 fn snapshot(id: &str, minor: i64, currency: Currency, months: i64) -> PlanSnapshot {
     PlanSnapshot {
+        bonus: None,
         plan_id: PlanId::new(id).unwrap(),
         plan_type: PlanType::Recurring,
         price: Money::from_minor(minor, currency).unwrap(),

@@ -17,6 +17,7 @@ mod host_tokens;
 mod limits;
 mod offers;
 mod ownership;
+mod pack_bonus;
 mod plan_change_invoices;
 mod plan_changes;
 mod plan_changes_paypal;

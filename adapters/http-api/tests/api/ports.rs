@@ -449,6 +449,7 @@ fn scheduled_subscription() -> domain::Subscription {
     };
     let at = Timestamp::from_unix_millis;
     let snapshot = PlanSnapshot {
+        bonus: None,
         plan_id: PlanId::new("pro").unwrap(),
         plan_type: PlanType::Recurring,
         price: Money::from_minor(2697, domain::Currency::Usd).unwrap(),

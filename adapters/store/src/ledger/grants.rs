@@ -55,6 +55,7 @@ impl<'a> NewGrant<'a> {
 pub(crate) fn source_parts(source: &GrantSource) -> (&'static str, String) {
     match source {
         GrantSource::Order(order) => ("order", order.as_str().to_owned()),
+        GrantSource::OrderBonus(order) => ("order", format!("{order}:bonus")),
         GrantSource::SubscriptionPeriod(s, period) => (
             "subscription_period",
             format!("{s}:{}", period.start().unix_millis()),
@@ -71,7 +72,7 @@ pub(crate) fn source_parts(source: &GrantSource) -> (&'static str, String) {
 
 fn kind_and_context(source: &GrantSource) -> (TransactionKind, UsageContext) {
     match source {
-        GrantSource::Order(o) => (
+        GrantSource::Order(o) | GrantSource::OrderBonus(o) => (
             TransactionKind::PurchaseGrant,
             UsageContext {
                 order_id: Some(o.clone()),

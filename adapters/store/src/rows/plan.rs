@@ -48,6 +48,11 @@ struct PlanData {
     /// written before groups, so no column or migration is needed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     group: Option<String>,
+    /// A credits pack's bonus credits and their expiry in days; absent for plans without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bonus_credits_hundredths: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bonus_expires_in_days: Option<i64>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -97,7 +102,14 @@ impl PlanRow {
             .map(|h| Credits::from_hundredths(h).map(Credits::to_decimal))
             .transpose()
             .map_err(|e| bad(format!("credits: {e}")))?;
+        let bonus_credits = data
+            .bonus_credits_hundredths
+            .map(|h| Credits::from_hundredths(h).map(Credits::to_decimal))
+            .transpose()
+            .map_err(|e| bad(format!("bonus credits: {e}")))?;
         let draft = PlanDraft {
+            bonus_credits,
+            bonus_expires_in_days: data.bonus_expires_in_days,
             id: self.id.clone(),
             provider: Some(self.provider.clone()),
             amount: Some(major(self.amount_minor).map_err(|e| bad(format!("amount: {e}")))?),
@@ -183,6 +195,8 @@ pub(crate) fn plan_values(stored: &StoredPlan) -> Result<Vec<Value>, StoreError>
         recommended: plan.prominence() == domain::plan::Prominence::Recommended,
         entitlements: super::entitlements::to_object(plan.entitlements()),
         group: plan.group().map(|g| g.as_str().to_owned()),
+        bonus_credits_hundredths: plan.bonus().map(|b| b.credits.hundredths()),
+        bonus_expires_in_days: plan.bonus().and_then(|b| b.expires_in_days).map(i64::from),
     };
     let data = serde_json::to_string(&data).map_err(|e| StoreError::Unexpected(e.into()))?;
     let locales: Vec<&str> = stored.listing.locales.iter().map(Locale::as_str).collect();

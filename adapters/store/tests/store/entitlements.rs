@@ -30,6 +30,7 @@ fn seats_and_export() -> Entitlements {
 
 fn snapshot(plan_id: &str, entitlements: Option<Entitlements>) -> PlanSnapshot {
     PlanSnapshot {
+        bonus: None,
         plan_id: PlanId::new(plan_id).unwrap(),
         plan_type: PlanType::Recurring,
         price: Money::from_minor(999, Currency::Usd).unwrap(),

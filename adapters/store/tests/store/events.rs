@@ -37,6 +37,7 @@ pub fn payment(
     with_order_change: bool,
 ) -> PaymentEventCommand {
     PaymentEventCommand {
+        bonus: None,
         inbox: inbox(event_id, 50),
         order: with_order_change.then(|| {
             let paid = OrderStatus::Paid { paid_at: t(50) };
@@ -124,6 +125,7 @@ fn terms(price: Money, months: i64, credits_hundredths: Option<i64>) -> SoldTerm
 async fn a_subscription_keeps_the_terms_it_was_sold_at(store: &TestStore) {
     let u = user(store, "u1").await;
     let create = |s: &Subscription, event: &str| PaymentEventCommand {
+        bonus: None,
         inbox: inbox(event, 40),
         order: None,
         subscription: Some(SubscriptionChange::Create(s.clone(), None)),
@@ -333,6 +335,7 @@ async fn subscription_changes_are_compare_and_set(store: &TestStore) {
     let u = user(store, "u1").await;
     let s = subscription(&u, 40);
     let create = PaymentEventCommand {
+        bonus: None,
         inbox: inbox("evt_1", 40),
         order: None,
         subscription: Some(SubscriptionChange::Create(s.clone(), None)),
@@ -401,6 +404,7 @@ async fn a_refund_claws_back_what_is_left_and_records_the_shortfall(store: &Test
         .unwrap();
     let refund = |event: &str, expected_version: i64, status: OrderStatus, wanted: i64| {
         PaymentEventCommand {
+            bonus: None,
             inbox: inbox(event, 70),
             // Paid before the first refund (what a later one replaced is not asserted).
             order: Some(order_change(
@@ -492,6 +496,7 @@ async fn a_clawback_never_takes_more_than_the_balance(store: &TestStore) {
     let hold = crate::ledger::reserve_command(&u, "r1", 9_000, "hold-1");
     store.reserve(&hold).await.unwrap();
     let command = PaymentEventCommand {
+        bonus: None,
         inbox: inbox("evt_refund", 80),
         order: None,
         subscription: None,
@@ -576,6 +581,7 @@ async fn charges_and_refund_reports_round_trip_and_are_compare_and_set(store: &T
         received_at: t(50),
     };
     let start = PaymentEventCommand {
+        bonus: None,
         inbox: inbox("evt_1", 40),
         order: None,
         subscription: Some(SubscriptionChange::Create(s.clone(), None)),
@@ -604,6 +610,7 @@ async fn charges_and_refund_reports_round_trip_and_are_compare_and_set(store: &T
         None
     );
     let refund = |event: &str, expected: i64| PaymentEventCommand {
+        bonus: None,
         inbox: inbox(event, 50),
         order: None,
         subscription: None,
@@ -690,6 +697,7 @@ async fn a_prorations_refund_takes_back_from_its_changes_credits(store: &TestSto
         now: t(40),
     };
     let start = PaymentEventCommand {
+        bonus: None,
         inbox: inbox("evt_1", 40),
         order: None,
         subscription: Some(SubscriptionChange::Create(s.clone(), None)),
@@ -838,6 +846,7 @@ async fn a_subscriptions_change_lots_are_listed_and_taken_back_together(store: &
         now: t(40),
     };
     let start = PaymentEventCommand {
+        bonus: None,
         inbox: inbox("evt_1", 40),
         order: None,
         subscription: Some(SubscriptionChange::Create(s.clone(), None)),

@@ -1471,6 +1471,7 @@ pub async fn a_refund_kept_while_its_charge_landed_is_applied_by_the_reconciler(
             .is_empty()
     );
     let late = PaymentEventCommand {
+        bonus: None,
         inbox: application::ports::InboxEntry {
             provider: ProviderId::CardGateway,
             event_id: "raced-refund".into(),
@@ -1565,6 +1566,7 @@ pub async fn a_change_that_rolls_back_tells_nothing(store: &TestStore) {
     let mut paid = record.order.clone();
     paid.mark_paid(at_days(0)).unwrap();
     let mut command = PaymentEventCommand {
+        bonus: None,
         inbox: application::ports::InboxEntry {
             provider: ProviderId::CardGateway,
             event_id: "rolls-back".into(),

@@ -80,6 +80,7 @@ async fn orders_round_trip_and_a_duplicate_id_conflicts(store: &TestStore) {
         u.clone(),
         ProviderId::CardGateway,
         PlanSnapshot {
+            bonus: None,
             plan_id: PlanId::new("lifetime").unwrap(),
             plan_type: PlanType::OneTime,
             price: Money::from_minor(19_900, Currency::Jpy).unwrap(),

@@ -29,6 +29,8 @@ fn texts() -> BTreeMap<String, PlanText> {
 /// A plan with every optional field set.
 fn rich_plan(id: &str) -> Plan {
     let draft = PlanDraft {
+        bonus_credits: None,
+        bonus_expires_in_days: None,
         id: id.into(),
         provider: Some("mor_a".into()),
         amount: Some("9.99".parse().unwrap()),

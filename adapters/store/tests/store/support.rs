@@ -383,6 +383,7 @@ pub async fn user(store: &SeaOrmStore, id: &str) -> UserId {
 /// A credits plan snapshot: `price_minor` USD for `credits` hundredths.
 pub fn credits_snapshot(price_minor: i64, credits: i64) -> PlanSnapshot {
     PlanSnapshot {
+        bonus: None,
         plan_id: PlanId::new("credits-pack").unwrap(),
         plan_type: PlanType::Credits,
         price: Money::from_minor(price_minor, Currency::Usd).unwrap(),

@@ -57,6 +57,7 @@ fn subscription(user: &UserId) -> Subscription {
 
 fn update(event_id: &str, before: &Subscription, after: &Subscription) -> PaymentEventCommand {
     PaymentEventCommand {
+        bonus: None,
         inbox: inbox(event_id),
         order: None,
         subscription: Some(SubscriptionChange::Update {

@@ -47,6 +47,7 @@ fn subscription() -> Subscription {
 
 fn command(event_id: &str, change: SubscriptionChange) -> PaymentEventCommand {
     PaymentEventCommand {
+        bonus: None,
         inbox: InboxEntry {
             provider: ProviderId::CardGateway,
             event_id: event_id.into(),

@@ -97,12 +97,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             change = change.order(record, &next, None);
         }
         change.command.refund = Some(new);
-        change.command.clawbacks = Vec::from_iter(clawback.map(|wanted| ClawbackCommand {
-            account_id: order.account_id().clone(),
-            source: GrantSource::Order(order.id().clone()),
-            wanted,
-            now: r.now,
-        }));
+        change.command.clawbacks = clawback.map_or_else(Vec::new, |back| {
+            order_clawbacks(order.id(), order.account_id(), back, r.now)
+        });
         Ok(change.apply())
     }
 
@@ -346,4 +343,25 @@ fn kept(
         refund: KeptRefund { form, amount },
         received_at: r.now,
     })
+}
+
+/// What refunds take back of credits order `order` in `account`: the share of its credits,
+/// and of its bonus credits when it had any, each from its own lot.
+pub(super) fn order_clawbacks(
+    order: &domain::OrderId,
+    account: &domain::AccountId,
+    back: domain::Takeback,
+    now: domain::Timestamp,
+) -> Vec<ClawbackCommand> {
+    let of = |source, wanted| ClawbackCommand {
+        account_id: account.clone(),
+        source,
+        wanted,
+        now,
+    };
+    let mut clawbacks = vec![of(GrantSource::Order(order.clone()), back.credits)];
+    if let Some(bonus) = back.bonus {
+        clawbacks.push(of(GrantSource::OrderBonus(order.clone()), bonus));
+    }
+    clawbacks
 }

@@ -587,6 +587,7 @@ async fn a_refund_kept_while_its_renewal_landed_is_applied_by_the_reconciler_onc
     let (user, _) = subscriber_with_two_periods(&h).await;
     // The refund transaction that committed after the renewal (charge `in_2`) read its reports.
     let late = PaymentEventCommand {
+        bonus: None,
         inbox: InboxEntry {
             provider: ProviderId::CardGateway,
             event_id: "refund-raced".into(),

@@ -33,6 +33,7 @@ fn month(n: i64) -> BillingPeriod {
 /// A monthly plan at `price` minor units granting `whole` credits a month (none for 0).
 fn plan(price: i64, whole: i64) -> PlanSnapshot {
     PlanSnapshot {
+        bonus: None,
         plan_id: PlanId::new(format!("plan_{price}_{whole}")).unwrap(),
         plan_type: PlanType::Recurring,
         price: usd(price),

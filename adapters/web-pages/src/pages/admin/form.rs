@@ -68,6 +68,14 @@ impl PlanForm {
             draft.months.map(|m| m.to_string()).unwrap_or_default(),
         );
         put("duration.credits", decimal_text(draft.credits));
+        put("duration.bonusCredits", decimal_text(draft.bonus_credits));
+        put(
+            "duration.bonusExpiresInDays",
+            draft
+                .bonus_expires_in_days
+                .map(|d| d.to_string())
+                .unwrap_or_default(),
+        );
         if draft.recommended {
             put("recommended", "on".into());
         }
@@ -182,20 +190,25 @@ impl PlanForm {
         let original_amount = decimal("originalAmount");
         let development_amount = decimal("developmentAmount");
         let credits = decimal("duration.credits");
-        let months = match self.get("duration.months") {
+        let bonus_credits = decimal("duration.bonusCredits");
+        let mut whole = |name: &str| match self.get(name) {
             "" => None,
             raw => raw
                 .parse::<i64>()
                 .map_err(|_| {
                     errors
-                        .entry("duration.months".to_owned())
+                        .entry(name.to_owned())
                         .or_default()
                         .push(lang.t("admin.error.whole_number").to_owned())
                 })
                 .ok(),
         };
+        let months = whole("duration.months");
+        let bonus_expires_in_days = whole("duration.bonusExpiresInDays");
         let optional = |name: &str| Some(self.get(name).to_owned()).filter(|v| !v.is_empty());
         PlanDraft {
+            bonus_credits,
+            bonus_expires_in_days,
             id: self.get("id").to_owned(),
             provider: optional("provider"),
             amount,
@@ -398,6 +411,10 @@ pub(crate) fn render(
                         Some("admin.hint_months")))
                     (f.input("duration.credits", "admin.field_credits", Input::Number,
                         Some("admin.hint_credits")))
+                    (f.input("duration.bonusCredits", "admin.field_bonus_credits", Input::Number,
+                        Some("admin.hint_bonus_credits")))
+                    (f.input("duration.bonusExpiresInDays", "admin.field_bonus_expiry",
+                        Input::Number, None))
                 }
             }
             fieldset.form-section {
@@ -521,6 +538,8 @@ fn field_label(v: &Visitor, field: &str) -> String {
         "developmentAmount" => "admin.field_development_amount",
         "duration.months" => "admin.field_months",
         "duration.credits" => "admin.field_credits",
+        "duration.bonusCredits" => "admin.field_bonus_credits",
+        "duration.bonusExpiresInDays" => "admin.field_bonus_expiry",
         "locales" => "admin.field_locales",
         ENTITLEMENTS => "admin.field_entitlements",
         other => {

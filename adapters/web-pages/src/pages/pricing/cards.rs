@@ -285,7 +285,20 @@ fn credits_line(v: &Visitor, plan: &Plan, credits: Credits, duration_label: &str
             &[("amount", &amount), ("duration", duration_label)],
         ),
         (PlanType::Recurring, true) => v.tf("pricing.credits_per_period", &[("amount", &amount)]),
-        _ => v.tf("credits.amount", &[("amount", &amount)]),
+        // A pack's credits count its bonus in: "500 + 50 bonus credits".
+        _ => match plan.bonus() {
+            Some(bonus) => {
+                let paid = credits.checked_sub(bonus.credits).unwrap_or(Credits::ZERO);
+                v.tf(
+                    "credits.amount_with_bonus",
+                    &[
+                        ("amount", &format::credits(paid)),
+                        ("bonus", &format::credits(bonus.credits)),
+                    ],
+                )
+            }
+            None => v.tf("credits.amount", &[("amount", &amount)]),
+        },
     }
 }
 

@@ -143,6 +143,32 @@ pub(crate) async fn confirm(state: Arc<PageState>, v: Visitor, mut request: Requ
     ))
 }
 
+/// The adjustment a confirmed credits form asks of customer `id`'s personal account.
+fn adjustment(fields: &Fields, admin: User, id: &str) -> Result<AdjustCredits, PageError> {
+    let amount = Decimal::from_str(field(fields, "amount")).map_err(|_| PageError::BadRequest)?;
+    let expires_at = expiry(field(fields, "expiresOn")).map_err(|()| PageError::BadRequest)?;
+    let idempotency_key =
+        IdempotencyKey::new(field(fields, "key")).map_err(|_| PageError::BadRequest)?;
+    // A malformed id names nobody, as the use case answers an unknown user.
+    let user_id = parse_id(id, UserId::new).ok_or(PageError::NotFound)?;
+    let priority = match field(fields, "priority").trim() {
+        "" => None,
+        text => Some(text.parse().map_err(|_| PageError::BadRequest)?),
+    };
+    Ok(AdjustCredits {
+        admin,
+        account_id: domain::AccountId::personal(&user_id),
+        amount,
+        reason: field(fields, "reason").to_owned(),
+        expires_at,
+        // What a grant's credits are; a debit has none (the form's default is ignored).
+        category: domain::GrantCategory::parse(field(fields, "category"))
+            .filter(|_| amount.is_sign_positive()),
+        priority: priority.filter(|_| amount.is_sign_positive()),
+        idempotency_key,
+    })
+}
+
 /// `POST /admin/customers/{id}/apply`: do the confirmed action.
 pub(crate) async fn apply(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let fields: Fields = read_form(&v, &mut request).await?;
@@ -153,30 +179,8 @@ pub(crate) async fn apply(state: Arc<PageState>, v: Visitor, mut request: Reques
     let ports = &state.ports;
     let outcome: Result<&str, String> = match field(&fields, "action") {
         "credits" => {
-            let amount =
-                Decimal::from_str(field(&fields, "amount")).map_err(|_| PageError::BadRequest)?;
-            let expires_at =
-                expiry(field(&fields, "expiresOn")).map_err(|()| PageError::BadRequest)?;
-            let idempotency_key =
-                IdempotencyKey::new(field(&fields, "key")).map_err(|_| PageError::BadRequest)?;
-            // A malformed id names nobody, as the use case answers an unknown user.
-            let user_id = parse_id(&id, UserId::new).ok_or(PageError::NotFound)?;
-            let request = AdjustCredits {
-                admin,
-                account_id: domain::AccountId::personal(&user_id),
-                amount,
-                reason: field(&fields, "reason").to_owned(),
-                expires_at,
-                // What a grant's credits are; a debit has none (the form's default is ignored).
-                category: domain::GrantCategory::parse(field(&fields, "category"))
-                    .filter(|_| amount.is_sign_positive()),
-                priority: match field(&fields, "priority").trim() {
-                    "" => None,
-                    text => Some(text.parse().map_err(|_| PageError::BadRequest)?),
-                }
-                .filter(|_| amount.is_sign_positive()),
-                idempotency_key,
-            };
+            let request = adjustment(&fields, admin, &id)?;
+            let amount = request.amount;
             match ports.admin.adjust_credits(&request).await {
                 Ok(_) if amount.is_sign_negative() => Ok("debited"),
                 Ok(_) => Ok("granted"),
