@@ -422,3 +422,57 @@ async fn browser_spend_limits_show_their_usage_on_the_credits_tab() {
         .screenshot(&format!("{TEST}_chart"), Viewport::Phone)
         .await;
 }
+
+/// A credits pack with a bonus says which part is bonus on its card ("500.00 + 50.00 bonus
+/// credits"), at 390 px without overflow and at 1280 px. Photographed on both.
+#[tokio::test]
+async fn browser_a_pack_with_a_bonus_says_so_on_its_card() {
+    const TEST: &str = "browser_a_pack_with_a_bonus_says_so_on_its_card";
+    if !browser_available(TEST) {
+        return;
+    }
+    let catalog = tests::catalog_with(
+        r#"
+[plans.credits_bonus_550]
+provider = "card_gateway"
+amount = 4.99
+currency = "USD"
+duration = { type = "credits", credits = 550, bonusCredits = 50, bonusExpiresInDays = 30 }
+
+[plans.credits_bonus_550.i18n.en]
+name = "550 credits"
+description = "500 credits, and 50 more to try new models."
+duration = "one-time pack"
+features = ["500 credits", "50 bonus credits for 30 days"]
+"#,
+    );
+    let app = tests::spawn_app_from(catalog.path(), |_| {}).await;
+    drop(catalog);
+    for viewport in [Viewport::Phone, Viewport::Desktop] {
+        let browser = Browser::start(viewport).await;
+        browser.goto(&app.url("/pricing?tab=credits")).await;
+        browser
+            .wait_for_text(
+                "#plan-credits_bonus_550 .plan-credits",
+                "500.00 + 50.00 bonus credits",
+            )
+            .await;
+        browser
+            .script(
+                "document.querySelector('#plan-credits_bonus_550').scrollIntoView({block: 'center'})",
+            )
+            .await;
+        let overflow = browser
+            .script(
+                "return document.documentElement.scrollWidth - document.documentElement.clientWidth",
+            )
+            .await;
+        assert_eq!(overflow, 0, "no horizontal overflow");
+        let name = if matches!(viewport, Viewport::Phone) {
+            TEST.to_owned()
+        } else {
+            format!("{TEST}_desktop")
+        };
+        browser.screenshot(&name, viewport).await;
+    }
+}
