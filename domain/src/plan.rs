@@ -461,13 +461,8 @@ impl PackBonus {
     /// When bonus credits of a purchase paid `at` expire.
     #[must_use]
     pub fn expires_at(&self, paid_at: Timestamp) -> Option<Timestamp> {
-        self.expires_in_days.map(|days| {
-            Timestamp::from_unix_millis(
-                paid_at
-                    .unix_millis()
-                    .saturating_add(i64::from(days) * 86_400_000),
-            )
-        })
+        self.expires_in_days
+            .map(|days| paid_at.plus_days(i64::from(days)))
     }
 }
 

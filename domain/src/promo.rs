@@ -23,8 +23,6 @@ pub const MAX_REDEMPTIONS_PER_USER: u32 = 1000;
 /// The longest expiry of a code's credits, in days (ten years).
 pub const MAX_PROMO_EXPIRY_DAYS: u32 = 3650;
 
-const DAY_MS: i64 = 86_400_000;
-
 /// A promo code as users type it, normalized: trimmed and upper-case.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PromoCode(String);
@@ -149,6 +147,13 @@ impl std::fmt::Display for PromoTermsError {
 impl std::error::Error for PromoTermsError {}
 
 impl PromoTerms {
+    /// When the credits of a redemption made `at` expire, if they do.
+    #[must_use]
+    pub fn expires_at(&self, at: Timestamp) -> Option<Timestamp> {
+        self.expires_after_days
+            .map(|days| at.plus_days(i64::from(days)))
+    }
+
     /// Check the terms' own rules.
     ///
     /// # Errors
@@ -267,14 +272,11 @@ pub fn decide_redemption(
     if terms.plan.is_some() && !facts.holds_plan {
         return Err(PromoRefusal::PlanRequired);
     }
-    let expires_at = terms
-        .expires_after_days
-        .map(|days| Timestamp::from_unix_millis(now.saturating_add(i64::from(days) * DAY_MS)));
     Ok(Redemption {
         ordinal: facts.by_user + 1,
         credits: terms.credits,
         category: terms.category,
-        expires_at,
+        expires_at: terms.expires_at(facts.now),
     })
 }
 
@@ -364,7 +366,7 @@ mod tests {
         assert_eq!(r.category, GrantCategory::Promotional);
         assert_eq!(
             r.expires_at,
-            Some(Timestamp::from_unix_millis(2_000 + 30 * DAY_MS))
+            Some(Timestamp::from_unix_millis(2_000 + 30 * 86_400_000))
         );
     }
 

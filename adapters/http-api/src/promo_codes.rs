@@ -12,7 +12,7 @@ use application::accounts::Scope;
 use application::ports::{RedemptionRecord, StoredPromoCode};
 use application::use_cases::admin_console::{PromoAdminError, PromoDraft};
 use application::use_cases::promo_codes::{RedeemError, Redeemed};
-use domain::{PromoRefusal, Timestamp};
+use domain::PromoRefusal;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
@@ -66,10 +66,7 @@ pub struct RedemptionView {
 
 impl RedemptionView {
     fn new(code: &StoredPromoCode, r: &RedemptionRecord, replayed: bool) -> Self {
-        let expires_at = code.terms.expires_after_days.map(|days| {
-            let ms = r.redeemed_at.unix_millis() + i64::from(days) * 86_400_000;
-            timestamp(Timestamp::from_unix_millis(ms))
-        });
+        let expires_at = code.terms.expires_at(r.redeemed_at).map(timestamp);
         Self {
             id: r.id.clone(),
             code: code.code.to_string(),

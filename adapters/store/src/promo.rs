@@ -101,10 +101,6 @@ impl RedemptionRow {
     }
 }
 
-fn optional<T: Into<Value>>(value: Option<T>, null: Value) -> Value {
-    value.map_or(null, Into::into)
-}
-
 /// Insert `code`; [`StoreError::Conflict`] when its id or code is taken.
 pub(crate) async fn create(
     tx: &DatabaseTransaction,
@@ -116,22 +112,18 @@ pub(crate) async fn create(
         "INSERT INTO promo_codes ({CODE_COLUMNS}, updated_at) VALUES ($1, $2, $3, $4, $5, $6, \
          $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) ON CONFLICT DO NOTHING"
     );
-    let big = || Value::BigInt(None);
     let values: Vec<Value> = vec![
         code.id.as_str().into(),
         code.code.as_str().into(),
         t.credits.hundredths().into(),
         t.category.code().into(),
-        optional(t.expires_after_days.map(i64::from), big()),
-        optional(t.valid_from.map(Timestamp::unix_millis), big()),
-        optional(t.valid_until.map(Timestamp::unix_millis), big()),
-        optional(t.max_redemptions.map(i64::from), big()),
+        t.expires_after_days.map(i64::from).into(),
+        t.valid_from.map(Timestamp::unix_millis).into(),
+        t.valid_until.map(Timestamp::unix_millis).into(),
+        t.max_redemptions.map(i64::from).into(),
         i64::from(t.per_user).into(),
         t.new_users_only.into(),
-        optional(
-            t.plan.as_ref().map(|p| p.as_str().to_owned()),
-            Value::String(None),
-        ),
+        t.plan.as_ref().map(|p| p.as_str().to_owned()).into(),
         code.active.into(),
         i32::try_from(code.redeemed).unwrap_or(i32::MAX).into(),
         code.created_by.as_str().into(),

@@ -120,11 +120,10 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         self.promo_attempts
             .check(user.id.as_str(), self.clock.now())
             .map_err(RedeemError::TooManyAttempts)?;
-        let refused = RedeemError::Refused(PromoRefusal::Invalid);
-        let code =
-            PromoCode::parse(code).map_err(|_| RedeemError::Refused(PromoRefusal::Invalid))?;
-        let stored = self.store.promo_code(&code).await?.ok_or(refused)?;
-        for _ in 0..ATTEMPTS {
+        let invalid = || RedeemError::Refused(PromoRefusal::Invalid);
+        let code = PromoCode::parse(code).map_err(|_| invalid())?;
+        let stored = self.store.promo_code(&code).await?.ok_or_else(invalid)?;
+        for round in 0..ATTEMPTS {
             if let Some(earlier) = self
                 .store
                 .redemption_by_key(&stored.id, &user.id, key)
@@ -136,12 +135,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                     replayed: true,
                 });
             }
-            // Read again each round: the count and the user's redemptions move under races.
-            let current = self
-                .store
-                .promo_code_by_id(&stored.id)
-                .await?
-                .ok_or(RedeemError::Refused(PromoRefusal::Invalid))?;
+            // A round after a lost race reads the code again: its count moved.
+            let current = if round == 0 {
+                stored.clone()
+            } else {
+                (self.store.promo_code_by_id(&stored.id).await?).ok_or_else(invalid)?
+            };
             match self.try_redeem(user, &current, key).await {
                 Ok(Some(redemption)) => {
                     return Ok(Redeemed {
