@@ -14,7 +14,8 @@ pub use told::{
     HostEvent, HostEventData, LimitTold, MismatchTold, ThresholdTold, balance_alerts, consumed,
     credits_changed, entitlements_changed, limit_reached, limit_reset, member_changed, mismatch,
     mismatch_of, order_changed, payment_event_told, promo_redeemed, recorded_event_told,
-    reservation_step, seats_exceeded, subscription_changed, threshold_crossings,
+    reservation_step, seats_exceeded, subscription_changed, threshold_crossings, top_up_disabled,
+    top_up_moved,
 };
 
 /// A type of event the host application can be told about.
@@ -92,11 +93,24 @@ pub enum HostEventKind {
     AccountSeatsExceeded,
     /// A user redeemed a promo code (its credits are told as `credits.granted` too).
     PromoCodeRedeemed,
+    /// A spend took an account's balance below its automatic top-up threshold: a top-up is
+    /// asked for (at most one in flight per account).
+    AutoTopUpRequested,
+    /// A top-up's payment was confirmed by the provider (its credits are told as
+    /// `credits.granted` too).
+    AutoTopUpSucceeded,
+    /// A top-up failed: declined, or refused before charging (a cap, the ceiling, the rule off).
+    AutoTopUpFailed,
+    /// Tally turned an account's automatic top-up off (declines in a row, a refunded or
+    /// disputed top-up, the saved method removed) until its owner turns it on again.
+    AutoTopUpDisabled,
+    /// A top-up's charge needs the buyer to authenticate: they finish it at `actionUrl`.
+    AutoTopUpAuthenticationRequired,
 }
 
 impl HostEventKind {
     /// Every type, in the order the documentation lists them.
-    pub const ALL: [HostEventKind; 32] = [
+    pub const ALL: [HostEventKind; 37] = [
         HostEventKind::OrderPaid,
         HostEventKind::OrderFailed,
         HostEventKind::OrderRefunded,
@@ -129,6 +143,11 @@ impl HostEventKind {
         HostEventKind::AccountMemberRoleChanged,
         HostEventKind::AccountSeatsExceeded,
         HostEventKind::PromoCodeRedeemed,
+        HostEventKind::AutoTopUpRequested,
+        HostEventKind::AutoTopUpSucceeded,
+        HostEventKind::AutoTopUpFailed,
+        HostEventKind::AutoTopUpDisabled,
+        HostEventKind::AutoTopUpAuthenticationRequired,
     ];
 
     /// The high-volume consumption types: written only while an enabled endpoint names one of
@@ -188,6 +207,11 @@ impl HostEventKind {
             HostEventKind::AccountMemberRoleChanged => "account.member_role_changed",
             HostEventKind::AccountSeatsExceeded => "account.seats_exceeded",
             HostEventKind::PromoCodeRedeemed => "promo_code.redeemed",
+            HostEventKind::AutoTopUpRequested => "auto_top_up.requested",
+            HostEventKind::AutoTopUpSucceeded => "auto_top_up.succeeded",
+            HostEventKind::AutoTopUpFailed => "auto_top_up.failed",
+            HostEventKind::AutoTopUpDisabled => "auto_top_up.disabled",
+            HostEventKind::AutoTopUpAuthenticationRequired => "auto_top_up.authentication_required",
         }
     }
 

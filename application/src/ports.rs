@@ -16,6 +16,7 @@ pub mod runtime;
 pub mod store;
 pub mod teams;
 pub mod thresholds;
+pub mod top_up;
 pub mod webhooks;
 
 pub use admin::*;
@@ -30,4 +31,5 @@ pub use runtime::*;
 pub use store::*;
 pub use teams::*;
 pub use thresholds::*;
+pub use top_up::*;
 pub use webhooks::*;

@@ -74,6 +74,8 @@ pub struct Service<S, C, I, H> {
     /// Where buyers may be sent back to in the host application, and the signer of the return
     /// tokens (none by default: no return URL is allowed, no page works without a session).
     pub(crate) host_app: HostApp,
+    /// The automatic top-up worker's settings and the operator's rails.
+    pub(crate) top_ups: crate::use_cases::auto_top_up::TopUpSettings,
 }
 
 /// The host application's side of checkouts and the customer portal.
@@ -121,7 +123,24 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 burst: std::num::NonZeroU32::new(10).unwrap_or(std::num::NonZeroU32::MIN),
             }),
             host_app: HostApp::default(),
+            top_ups: crate::use_cases::auto_top_up::TopUpSettings::default(),
         }
+    }
+
+    /// Run automatic top-ups under `settings` (the defaults otherwise).
+    #[must_use]
+    pub fn with_top_up_settings(
+        mut self,
+        settings: crate::use_cases::auto_top_up::TopUpSettings,
+    ) -> Self {
+        self.top_ups = settings;
+        self
+    }
+
+    /// The automatic top-up worker's settings (its poll interval is the caller's).
+    #[must_use]
+    pub fn top_up_settings(&self) -> crate::use_cases::auto_top_up::TopUpSettings {
+        self.top_ups
     }
 
     /// Send buyers back to the host application's allowed origins, with return tokens signed

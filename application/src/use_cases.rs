@@ -3,6 +3,7 @@
 pub mod admin_console;
 pub mod admin_reports;
 pub mod api_keys;
+pub mod auto_top_up;
 pub mod cancel_payment;
 pub mod cancel_subscription;
 pub mod change_plan;
@@ -27,6 +28,7 @@ pub mod spend_chart;
 pub mod spend_limits;
 pub mod teams;
 pub mod thresholds;
+pub mod top_up_worker;
 pub mod webhook_endpoints;
 
 #[cfg(test)]

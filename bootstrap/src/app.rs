@@ -276,6 +276,7 @@ impl Application {
                 stop_rx,
             ))
         });
+        let top_ups = tokio::spawn(top_up_loop(self.service.clone(), stop_tx.subscribe()));
         let deliveries = match (self.settings.webhooks.enabled, self.service.webhooks()) {
             (true, Some(webhooks)) => Some(tokio::spawn(crate::webhooks::run(
                 webhooks.clone(),
@@ -293,6 +294,7 @@ impl Application {
         if let Some(deliveries) = deliveries {
             let _ = deliveries.await;
         }
+        let _ = top_ups.await;
         tracing::info!("tally stopped");
         result.context("serving HTTP")
     }
@@ -312,6 +314,24 @@ fn sellable(settings: &Settings, report: &ProviderReport, catalog: &Catalog) -> 
         tracing::warn!(plans = ?stranded, "payment.toml has plans for providers that are off; PRICING_MODE=dynamic does not sell them");
     }
     Ok(())
+}
+
+/// How often the automatic top-up worker looks for top-ups to charge.
+const TOP_UP_POLL: Duration = Duration::from_millis(500);
+
+/// Charge the automatic top-ups spends asked for, every [`TOP_UP_POLL`], until stopped.
+async fn top_up_loop(service: Arc<TallyService>, mut stop: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            () = tokio::time::sleep(TOP_UP_POLL) => {}
+        }
+        match service.run_top_ups().await {
+            Ok(pass) if pass != Default::default() => tracing::info!(?pass, "automatic top-ups"),
+            Ok(_) => {}
+            Err(error) => tracing::warn!(error = %error, "automatic top-up pass failed; retrying"),
+        }
+    }
 }
 
 async fn reconcile_loop(
@@ -450,7 +470,11 @@ fn wire_service(
     .with_metrics(Arc::new(http_api::PrometheusMetrics))
     .with_low_balance_threshold(settings.low_balance_threshold)
     .with_sign_up_policy(settings.sign_up.policy(catalog.signup_credits_for()))
-    .with_host_app(host_app(settings));
+    .with_host_app(host_app(settings))
+    .with_top_up_settings(application::use_cases::auto_top_up::TopUpSettings {
+        rails: catalog.top_up_rails(),
+        ..Default::default()
+    });
     if let Some(host_jwt) = &settings.host_jwt {
         service = service.with_host_tokens(Arc::new(HostJwtVerifier::new(host_jwt)?));
     }

@@ -10,6 +10,7 @@
 //!
 //! Plans keep the order of `payment.toml`, which is the order the pricing page lists them in.
 
+mod auto_top_up;
 mod credits;
 mod new_accounts;
 mod payment;
@@ -42,6 +43,8 @@ pub struct Catalog {
     consumption: ConsumptionRules,
     signup_grant: Option<signup::SignupCredits>,
     new_account_ceiling: Option<domain::Credits>,
+    /// The operator's rails around automatic top-up (`[autoTopUp]`).
+    top_up_rails: domain::TopUpRails,
 }
 
 impl Catalog {
@@ -68,6 +71,12 @@ impl Catalog {
     #[must_use]
     pub fn new_account_ceiling(&self) -> Option<domain::Credits> {
         self.new_account_ceiling
+    }
+
+    /// The operator's rails around automatic top-up (`[autoTopUp]` in `credits.toml`).
+    #[must_use]
+    pub fn top_up_rails(&self) -> domain::TopUpRails {
+        self.top_up_rails
     }
 
     /// The credits a new user is given (`[signupGrant]` in `credits.toml`), if any.
@@ -223,28 +232,33 @@ fn parse(payment: FileText, credits: FileText) -> Result<Catalog, Vec<ConfigErro
             let signup = signup::load_signup_grant(&file);
             let ceiling = new_accounts::load_ceiling(&file);
             let book = price_book::load_price_book(&file);
-            match (rules, signup, ceiling, book) {
-                (Ok(rules), Ok(signup), Ok(ceiling), Ok(book)) => {
-                    Ok((rules.with_price_book(book), signup, ceiling))
+            let rails = auto_top_up::load_rails(&file);
+            match (rules, signup, ceiling, book, rails) {
+                (Ok(rules), Ok(signup), Ok(ceiling), Ok(book), Ok(rails)) => {
+                    Ok((rules.with_price_book(book), signup, (ceiling, rails)))
                 }
-                (rules, signup, ceiling, book) => Err(rules
+                (rules, signup, ceiling, book, rails) => Err(rules
                     .err()
                     .into_iter()
                     .chain(signup.err())
                     .chain(ceiling.err())
                     .chain(book.err())
+                    .chain(rails.err())
                     .flatten()
                     .collect()),
             }
         })
         .map_err(in_file_order);
     match (plans, consumption) {
-        (Ok(plans), Ok((consumption, signup_grant, new_account_ceiling))) => Ok(Catalog {
-            plans,
-            consumption,
-            signup_grant,
-            new_account_ceiling,
-        }),
+        (Ok(plans), Ok((consumption, signup_grant, (new_account_ceiling, top_up_rails)))) => {
+            Ok(Catalog {
+                plans,
+                consumption,
+                signup_grant,
+                new_account_ceiling,
+                top_up_rails,
+            })
+        }
         (plans, consumption) => Err(plans
             .err()
             .into_iter()

@@ -33,6 +33,7 @@ pub mod subscription;
 pub mod subscription_events;
 pub mod threshold;
 pub mod time;
+pub mod top_up;
 
 pub use account::{
     AccountKind, HOST_ORG_TEAM_PREFIX, HostOrgClaim, HostOrgMembership, HostOrgSteps,
@@ -113,3 +114,7 @@ pub use threshold::{
     Crossing, MAX_THRESHOLDS_PER_ACCOUNT, ThresholdBases, ThresholdError, ThresholdLevel,
 };
 pub use time::Timestamp;
+pub use top_up::{
+    AfterDecline, CeilingFacts, DisabledReason, NoTopUp, TopUpRails, TopUpRule, TopUpState,
+    TopUpStatus, decide_charge, decide_decline, decide_request, monthly_ceiling, next_month,
+};

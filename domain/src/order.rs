@@ -244,6 +244,8 @@ pub struct Order {
     expires_at: Timestamp,
     /// Where the host application wants its buyer back, when it said.
     returns: ReturnUrls,
+    /// The buyer consented to keep its payment method for automatic top-ups.
+    save_method: bool,
 }
 
 /// Every field of an [`Order`], as a store wrote it, for [`Order::restore`].
@@ -268,6 +270,8 @@ pub struct OrderParts {
     pub expires_at: Timestamp,
     /// Where the host application wants its buyer back, when it said.
     pub returns: ReturnUrls,
+    /// The buyer consented to keep its payment method for automatic top-ups.
+    pub save_method: bool,
 }
 
 impl Order {
@@ -291,6 +295,7 @@ impl Order {
             created_at: now,
             expires_at: now.plus_millis(lifetime_ms),
             returns: ReturnUrls::default(),
+            save_method: false,
         }
     }
 
@@ -331,6 +336,7 @@ impl Order {
             created_at,
             expires_at,
             returns,
+            save_method,
         } = parts;
         Self {
             id,
@@ -342,7 +348,22 @@ impl Order {
             created_at,
             expires_at,
             returns,
+            save_method,
         }
+    }
+
+    /// The same new order, with the buyer's consent to keep its payment method for automatic
+    /// top-ups.
+    #[must_use]
+    pub fn saving_method(mut self, save: bool) -> Self {
+        self.save_method = save;
+        self
+    }
+
+    /// Whether the buyer consented to keep its payment method for automatic top-ups.
+    #[must_use]
+    pub const fn save_method(&self) -> bool {
+        self.save_method
     }
 
     /// Our id, sent to the provider as its reference.
@@ -640,6 +661,7 @@ mod tests {
             created_at: o.created_at(),
             expires_at: o.expires_at(),
             returns: o.returns().clone(),
+            save_method: o.save_method(),
         });
         assert_eq!(restored, o);
         assert_eq!(restored.expires_at(), Timestamp::from_unix_millis(60_000));

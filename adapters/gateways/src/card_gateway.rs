@@ -14,9 +14,11 @@
 //! A refund or lost dispute whose event does not name the order or invoice is traced through
 //! `GET /v1/charges/{id}` and `GET /v1/invoice_payments` (both pinned to
 //! [`transformers::LOOKUP_API_VERSION`]). Credential check: `GET /v1/balance`, whose `livemode`
-//! is the key's mode. Wire formats and the event mapping are in
-//! [`transformers`]; `docs/providers/card_gateway.md` has the status table.
+//! is the key's mode. Automatic top-up (a card saved at checkout, charged later off-session
+//! with `POST /v1/payment_intents`) is in [`off_session`]. Wire formats and the event mapping
+//! are in [`transformers`]; `docs/providers/card_gateway.md` has the status table.
 
+pub mod off_session;
 pub mod plan_change;
 pub mod transformers;
 
@@ -24,9 +26,10 @@ use std::sync::Arc;
 
 use application::ports::{
     AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, Clock, CredentialCheck,
-    CredentialMode, GatewayError, OrderLocator, PaymentEvent, PaymentGateway, PaymentRef,
-    PaymentStatus, PlanChangeRequest, PlanChangeStarted, RecordedWebhook, RefundRequest,
-    RefundStarted, RefundedCharge, VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
+    CredentialMode, GatewayError, OffSessionCharge, OffSessionOutcome, OrderLocator, PaymentEvent,
+    PaymentGateway, PaymentRef, PaymentStatus, PlanChangeRequest, PlanChangeStarted,
+    RecordedWebhook, RefundRequest, RefundStarted, RefundedCharge, SavedMethod, VerifiedWebhook,
+    WebhookAck, WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::ProviderId;
@@ -40,6 +43,7 @@ use crate::shared::time::from_unix_seconds;
 use crate::shared::wire::clip;
 use crate::shared::{ConfigError, GatewayContext, TestModeSetting};
 use crate::webhook::{self, SignedParts, Verifier, WebhookScheme};
+use off_session::{ChargeAnswer, Intent};
 use plan_change::PricedSubscription;
 use transformers::{
     Balance, Charge, ChargeTarget, CheckoutSession, Event, Interpretation, InvoicePayment,
@@ -293,6 +297,26 @@ impl CardGatewayGateway {
         transformers::read(self.lookup_get("/v1/invoice_payments", &query).await?)
     }
 
+    /// `GET /v1/payment_intents/{id}?expand[]=payment_method`.
+    async fn retrieve_payment_intent(&self, id: &str) -> Result<Intent, GatewayError> {
+        let path = format!("/v1/payment_intents/{}", path_id(id)?);
+        let query = [("expand[]".to_owned(), "payment_method".to_owned())];
+        transformers::read(self.lookup_get(&path, &query).await?)
+    }
+
+    /// The card a paid session saved, read from its PaymentIntent; `None` when Stripe refuses
+    /// the read or the PaymentIntent names no Customer or method.
+    async fn saved_method(
+        &self,
+        payment_intent: &str,
+    ) -> Result<Option<SavedMethod>, WebhookError> {
+        let intent = looked_up(
+            self.retrieve_payment_intent(payment_intent).await,
+            "payment intent",
+        )?;
+        Ok(intent.as_ref().and_then(Intent::saved_method))
+    }
+
     /// Turn an interpretation into events, reading from Stripe what the event does not say.
     async fn resolve(
         &self,
@@ -300,6 +324,21 @@ impl CardGatewayGateway {
     ) -> Result<Vec<PaymentEvent>, WebhookError> {
         let (lookup, refund, occurred_at) = match interpretation {
             Interpretation::Events(events) => return Ok(events),
+            Interpretation::SavedMethod {
+                mut events,
+                payment_intent,
+                order,
+                occurred_at,
+            } => {
+                if let Some(method) = self.saved_method(&payment_intent).await? {
+                    events.push(PaymentEvent::PaymentMethodSaved {
+                        order,
+                        method,
+                        occurred_at,
+                    });
+                }
+                return Ok(events);
+            }
             Interpretation::Lookup {
                 lookup,
                 refund,
@@ -515,6 +554,42 @@ impl PaymentGateway for CardGatewayGateway {
             .await?;
         let refund: Refund = transformers::read(reply)?;
         Ok(refund.started())
+    }
+
+    fn saves_methods(&self) -> bool {
+        true
+    }
+
+    /// `POST /v1/payment_intents` off-session and confirmed at once (see [`off_session`]); a
+    /// PaymentIntent the issuer wants authenticated is cancelled before the answer, so that
+    /// nothing is left open at Stripe while the buyer pays in a checkout instead.
+    async fn charge_saved_method(
+        &self,
+        charge: &OffSessionCharge,
+    ) -> Result<OffSessionOutcome, GatewayError> {
+        // The sandbox cannot know the endpoint registered in a dashboard, so it is told.
+        let notify_url = self.sandbox.then_some(charge.notify_url.as_str());
+        let form = off_session::charge_form(charge, notify_url)?;
+        let key = off_session::idempotency_key(charge)?;
+        let reply = self
+            .post_form("/v1/payment_intents", &form, Some(&key))
+            .await?;
+        match off_session::read_charge(reply)? {
+            ChargeAnswer::Accepted(provider_reference) => {
+                Ok(OffSessionOutcome::Accepted { provider_reference })
+            }
+            ChargeAnswer::Declined(reason) => Ok(OffSessionOutcome::Declined { reason }),
+            ChargeAnswer::NeedsAuthentication(intent) => {
+                if let Some(intent) = intent {
+                    let path = format!("/v1/payment_intents/{}/cancel", path_id(&intent)?);
+                    let reply = self
+                        .post_form(&path, &off_session::cancel_form(), None)
+                        .await?;
+                    off_session::read_cancel(reply)?;
+                }
+                Ok(OffSessionOutcome::AuthenticationRequired)
+            }
+        }
     }
 
     async fn verify_webhook(

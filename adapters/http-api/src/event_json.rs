@@ -120,6 +120,7 @@ fn fill(data: &mut Map<String, Value>, what: &HostEventData) {
             seats, members, by, ..
         } => seats_exceeded(data, *seats, *members, by),
         HostEventData::PromoRedeemed { .. } => promo_redeemed(data, what),
+        HostEventData::TopUp(_) | HostEventData::TopUpDisabled { .. } => top_up(data, what),
         HostEventData::Entitlements {
             entitlements,
             previous,
@@ -271,6 +272,23 @@ fn seats_exceeded(data: &mut Map<String, Value>, seats: u64, members: u64, by: &
     data.insert("seats".into(), json!(seats));
     data.insert("members".into(), json!(members));
     data.insert("by".into(), json!(by.as_str()));
+}
+
+/// An `auto_top_up.*` event's account, and the top-up as it stands (or why the rule was turned
+/// off).
+fn top_up(data: &mut Map<String, Value>, what: &HostEventData) {
+    match what {
+        HostEventData::TopUp(top_up) => {
+            data.insert("accountId".into(), json!(top_up.account_id.as_str()));
+            let shown = crate::auto_top_up::TopUpView::from(top_up);
+            data.insert("topUp".into(), view(&shown));
+        }
+        HostEventData::TopUpDisabled { account, reason } => {
+            data.insert("accountId".into(), json!(account.as_str()));
+            data.insert("reason".into(), json!(reason.code()));
+        }
+        _ => {}
+    }
 }
 
 /// `promo_code.redeemed`'s code, redemption, credits, their category and expiry.

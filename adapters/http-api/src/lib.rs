@@ -26,6 +26,7 @@ mod admin_replay;
 mod admin_webhooks;
 mod auth;
 mod auth_routes;
+mod auto_top_up;
 mod consumption;
 mod credits;
 mod dto;
@@ -156,6 +157,7 @@ type Apis = (
         invitations::InvitationsApi,
         limits::LimitsApi,
         thresholds::ThresholdsApi,
+        auto_top_up::AutoTopUpApi,
         promo_codes::PromoCodesApi,
     ),
 );
@@ -182,6 +184,7 @@ fn openapi_service(state: &Arc<AppState>) -> OpenApiService<Apis, ()> {
             invitations::InvitationsApi::new(state.clone()),
             limits::LimitsApi::new(state.clone()),
             thresholds::ThresholdsApi::new(state.clone()),
+            auto_top_up::AutoTopUpApi::new(state.clone()),
             promo_codes::PromoCodesApi::new(state.clone()),
         ),
     ))

@@ -61,6 +61,11 @@ pub struct InitiatePaymentBody {
     /// 404 `account_not_found`; a plain member is a 403 `not_billing_manager`.
     #[oai(validator(max_length = 64))]
     pub account_id: Option<String>,
+    /// The buyer consents to keep this payment method for automatic top-up (`PUT
+    /// /api/auto-top-up`): a credits pack through a provider that charges saved methods
+    /// off-session (otherwise a 422 `save_method_not_supported`). The consent and its time are
+    /// kept with the order.
+    pub save_for_auto_top_up: Option<bool>,
 }
 
 /// What cancelling did: the order, and for a subscription order the subscription that now
@@ -437,6 +442,7 @@ impl PaymentApi {
                     provider,
                     idempotency_key,
                     returns,
+                    save_method: body.save_for_auto_top_up.unwrap_or(false),
                 },
                 acting.actor,
                 stated,
@@ -553,6 +559,9 @@ fn initiate_problem(e: InitiatePaymentError) -> Problem {
         }
         InitiatePaymentError::AlreadyOwned { .. } => {
             Problem::new(Code::AlreadyOwned, e.to_string())
+        }
+        InitiatePaymentError::SaveMethodNotSupported(_) => {
+            Problem::new(Code::SaveMethodNotSupported, e.to_string())
         }
         InitiatePaymentError::Gateway { order_id, reason } => Problem::provider_error(
             &format!(

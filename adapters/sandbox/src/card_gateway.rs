@@ -11,8 +11,11 @@
 //! `POST /v1/refunds` by `payment_intent` (a one-time session's, or a subscription's first
 //! invoice's), which refunds at once, sends `charge.refunded`, and answers a repeated
 //! `Idempotency-Key` with the first refund; `GET /v1/balance` (the credential check's read: an
-//! empty test-mode balance). Requests must carry `Authorization: Bearer <api key>` (or HTTP
-//! basic with the key as user) and form-encoded bodies; errors come in Stripe's
+//! empty test-mode balance); and for automatic top-up `POST /v1/payment_intents` (a saved card
+//! charged off-session), `GET /v1/payment_intents/{id}` (`expand[]=payment_method` honoured)
+//! and `POST /v1/payment_intents/{id}/cancel` (see `intents.rs`). Requests must carry
+//! `Authorization: Bearer <api key>` (or HTTP basic with the key as user) and form-encoded
+//! bodies; errors come in Stripe's
 //! `{"error": {"type", "message", "param"}}` shape. A repeated `Idempotency-Key` returns the
 //! first session, as Stripe does.
 //!
@@ -23,6 +26,7 @@
 //! webhook URL from `metadata[notifyUrl]` (default `{public base}/api/payment/webhook/card_gateway`).
 //! The gateway sends all of these.
 
+mod intents;
 mod objects;
 mod subscriptions;
 
@@ -40,7 +44,8 @@ use signing::{hex, hmac_sha256, unb64};
 
 use crate::credentials::CREDENTIALS;
 use crate::hub::{
-    Hub, SimCharge, SimEvent, SimKind, SimPayment, SimStatus, SimSubscription, SimWebhook,
+    Hub, SandboxError, SimCharge, SimEvent, SimKind, SimPayment, SimStatus, SimSubscription,
+    SimWebhook,
 };
 use crate::simulator::Simulator;
 use objects::{StripeError, error, missing};
@@ -93,9 +98,22 @@ impl Simulator for CardGatewaySimulator {
             .at("/v1/invoice_payments", get(list_invoice_payments))
             .at("/v1/refunds", post(create_refund))
             .at("/v1/balance", get(retrieve_balance))
+            .at("/v1/payment_intents", post(intents::create_payment_intent))
+            .at(
+                "/v1/payment_intents/:id",
+                get(intents::retrieve_payment_intent),
+            )
+            .at(
+                "/v1/payment_intents/:id/cancel",
+                post(intents::cancel_payment_intent),
+            )
     }
 
     fn webhooks(&self, hub: &Hub, event: &SimEvent) -> Vec<SimWebhook> {
+        // An off-session PaymentIntent's own events (a top-up's), not a Checkout Session's.
+        if let Some(events) = intents::webhooks(hub, event) {
+            return events.iter().map(|e| sign(hub, e)).collect();
+        }
         let events = match event {
             SimEvent::Paid(p) => vec![objects::event(
                 hub,
@@ -151,6 +169,15 @@ impl Simulator for CardGatewaySimulator {
             } => charge_refunded_events(hub, subscription, charge, refund_id, *dispute),
         };
         events.iter().map(|e| sign(hub, e)).collect()
+    }
+
+    /// Paying a session that asked to keep the card (`customer_creation=always`,
+    /// `payment_intent_data[setup_future_usage]`) creates its Customer and saves the card first,
+    /// so that the completed session names the Customer.
+    async fn pay(&self, hub: &Hub, payment_id: &str) -> Result<String, SandboxError> {
+        intents::save_card(hub, payment_id);
+        let payment = hub.complete_payment(payment_id).await?;
+        Ok(self.success_redirect(&payment))
     }
 
     /// The subscription carries the session's metadata (our order id) as
@@ -452,6 +479,12 @@ fn kind(
                     "payment_intent_data",
                 ));
             }
+            if form.contains_key("customer_creation") {
+                return Err(bad(
+                    "`customer_creation` can only be used in `payment` mode.",
+                    "customer_creation",
+                ));
+            }
             let interval = form
                 .get("line_items[0][price_data][recurring][interval_count]")
                 .or(metadata.get("intervalMonths"));
@@ -480,6 +513,7 @@ fn kind(
 fn new_session(hub: &Hub, form: &BTreeMap<String, String>) -> Result<SimPayment, StripeError> {
     let metadata = nested(form, "metadata");
     let kind = kind(form, &metadata)?;
+    intents::check_saving(form)?;
     if form.get("line_items[0][quantity]").map(String::as_str) != Some("1") {
         return Err(bad(
             "The sandbox sells one item: line_items[0][quantity] must be 1.",
@@ -562,6 +596,17 @@ fn kept(
     if let Some(email) = form.get("customer_email") {
         extra.insert(objects::CUSTOMER_EMAIL.to_owned(), email.clone());
     }
+    for (field, key) in [
+        (
+            "payment_intent_data[setup_future_usage]",
+            objects::SETUP_FUTURE_USAGE,
+        ),
+        ("customer_creation", objects::CUSTOMER_CREATION),
+    ] {
+        if let Some(value) = form.get(field) {
+            extra.insert(key.to_owned(), value.clone());
+        }
+    }
     extra
 }
 
@@ -580,10 +625,13 @@ async fn create_session(request: &Request, body: Vec<u8>, hub: Data<&Arc<Hub>>) 
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    if let Some(existing) = idempotency_key
-        .as_deref()
-        .and_then(|key| replayed(&hub, key))
+    if let Some(key) = idempotency_key.as_deref()
+        && let Some(existing) = replayed(&hub, key)
     {
+        if intents::is_intent(&existing) {
+            return intents::other_endpoint(key, "/v1/payment_intents", "/v1/checkout/sessions")
+                .into_response();
+        }
         return Json(objects::session(&hub, &existing)).into_response();
     }
     let form = match form(request, &body) {
@@ -608,9 +656,10 @@ async fn create_session(request: &Request, body: Vec<u8>, hub: Data<&Arc<Hub>>) 
     Json(objects::session(&hub, &payment)).into_response()
 }
 
+/// A Checkout Session of this provider (not an off-session PaymentIntent).
 fn own_session(hub: &Hub, id: &str) -> Option<SimPayment> {
     hub.payment(id)
-        .filter(|p| p.provider == ProviderId::CardGateway)
+        .filter(|p| p.provider == ProviderId::CardGateway && !intents::is_intent(p))
 }
 
 #[handler]
@@ -799,8 +848,14 @@ fn retrieve_charge(request: &Request, Path(id): Path<String>, hub: Data<&Arc<Hub
         .strip_prefix("ch_")
         .and_then(|rest| own_session(&hub, &format!("cs_{rest}")))
         .filter(|p| p.status == SimStatus::Paid && matches!(p.kind, SimKind::OneTime));
-    match session {
-        Some(payment) => Json(objects::charge(&payment)).into_response(),
+    if let Some(payment) = session {
+        return Json(objects::charge(&payment)).into_response();
+    }
+    match id
+        .strip_prefix("ch_")
+        .and_then(|rest| intents::paid_intent(&hub, &format!("pi_{rest}")))
+    {
+        Some(intent) => Json(intents::charge(&intent)).into_response(),
         None => missing("charge", &id).into_response(),
     }
 }
@@ -860,9 +915,16 @@ const REFUND_KEY_PREFIX: &str = "refund:";
 /// The longest `Idempotency-Key` Stripe takes.
 const MAX_IDEMPOTENCY_KEY_CHARS: usize = 255;
 
-/// The payment a PaymentIntent paid: a paid one-time session's (`pi_X` of `cs_X`), or the
-/// subscription payment whose first invoice it paid (`pi_X` of `in_X`).
+/// The payment a PaymentIntent paid: a paid top-up's (the PaymentIntent itself), a paid
+/// one-time session's (`pi_X` of `cs_X`), or the subscription payment whose first invoice it
+/// paid (`pi_X` of `in_X`).
 fn payment_of_intent(hub: &Hub, payment_intent: &str) -> Option<SimPayment> {
+    if let Some(intent) = hub
+        .payment(payment_intent)
+        .filter(|p| p.provider == ProviderId::CardGateway && intents::is_intent(p))
+    {
+        return (intent.status == SimStatus::Paid).then_some(intent);
+    }
     let rest = payment_intent.strip_prefix("pi_")?;
     if let Some(session) = own_session(hub, &format!("cs_{rest}")) {
         return (session.status == SimStatus::Paid && matches!(session.kind, SimKind::OneTime))
@@ -879,7 +941,7 @@ async fn create_refund(request: &Request, body: Vec<u8>, hub: Data<&Arc<Hub>>) -
     if !authorized(request) {
         return unauthorized();
     }
-    let idempotency_key = match refund_idempotency_key(request) {
+    let idempotency_key = match idempotency_key(request) {
         Ok(key) => key,
         Err(refusal) => return refusal.into_response(),
     };
@@ -932,8 +994,8 @@ async fn create_refund(request: &Request, body: Vec<u8>, hub: Data<&Arc<Hub>>) -
     Json(refund).into_response()
 }
 
-/// The refund's `Idempotency-Key`, if any; refused when empty or longer than Stripe takes.
-fn refund_idempotency_key(request: &Request) -> Result<Option<String>, StripeError> {
+/// A request's `Idempotency-Key`, if any; refused when empty or longer than Stripe takes.
+fn idempotency_key(request: &Request) -> Result<Option<String>, StripeError> {
     let key = request
         .headers()
         .get("idempotency-key")

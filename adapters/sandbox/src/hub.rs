@@ -1,5 +1,7 @@
-//! The sandbox's state: simulated payments and subscriptions, and webhook delivery.
+//! The sandbox's state: simulated payments, subscriptions and saved payment methods, and
+//! webhook delivery.
 
+mod methods;
 mod store;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -14,9 +16,13 @@ use crate::simulator::Simulator;
 
 use store::{BoundedMap, Payments};
 
+pub use methods::{SimBehaviour, SimMethod};
+
 /// The most payments the sandbox keeps (the oldest created are dropped first); it is a
 /// development tool. A thousand checkouts a minute stay for ten minutes.
 const MAX_PAYMENTS: usize = 10_000;
+/// The most saved payment methods it keeps (the oldest saved are dropped first).
+const MAX_METHODS: usize = 10_000;
 /// The most subscriptions it keeps (the oldest started are dropped first).
 const MAX_SUBSCRIPTIONS: usize = 10_000;
 /// The most webhook deliveries it remembers (the oldest are forgotten first); each keeps its
@@ -273,6 +279,7 @@ pub struct Delivery {
 struct State {
     payments: Payments,
     subscriptions: BoundedMap<SimSubscription>,
+    methods: BoundedMap<SimMethod>,
     /// The latest deliveries, oldest first.
     deliveries: VecDeque<Delivery>,
     drop_webhooks: u32,
@@ -284,6 +291,7 @@ impl State {
         Self {
             payments: Payments::new(MAX_PAYMENTS),
             subscriptions: BoundedMap::new(MAX_SUBSCRIPTIONS),
+            methods: BoundedMap::new(MAX_METHODS),
             deliveries: VecDeque::new(),
             drop_webhooks: 0,
             counter: 0,

@@ -8,7 +8,8 @@
 //! payments and subscriptions and delivers webhooks; the hosted checkout page
 //! (`/sandbox/checkout/{id}`, a QR code for `wallet_qr`) offers Pay, Decline and Cancel; the
 //! dashboard (`/sandbox`) renews subscriptions and refunds payments. `/sandbox/api/…` drives the
-//! same actions as JSON for tests.
+//! same actions as JSON for tests, and sets what a saved payment method's off-session charges
+//! do (automatic top-up).
 
 pub mod credentials;
 pub mod formats;
@@ -42,8 +43,8 @@ use domain::ProviderId;
 
 pub use credentials::{CREDENTIALS, SandboxCredentials};
 pub use hub::{
-    ForeignUrl, Hub, SimCharge, SimEvent, SimKind, SimPayment, SimPrice, SimStatus,
-    SimSubscription, SimSubscriptionStatus, SimWebhook,
+    ForeignUrl, Hub, SimBehaviour, SimCharge, SimEvent, SimKind, SimMethod, SimPayment, SimPrice,
+    SimStatus, SimSubscription, SimSubscriptionStatus, SimWebhook,
 };
 pub use simulator::Simulator;
 

@@ -7,6 +7,15 @@
 //! a subscription of that amount, whatever it was opened for, and `POST
 //! /api/subscriptions/{id}/renew` with `{"amountMinor", "currency"}` renews at a price changed
 //! at the provider; `/api/drop-webhooks` loses the next webhooks on their way.
+//!
+//! Saved payment methods (automatic top-up): `GET /api/payment-methods` (`?orderId=` for the
+//! ones an order's checkout saved) lists them, newest first; `POST
+//! /api/payment-methods/{id}/behaviour` with `{"next": "succeed" | "decline" |
+//! "authentication_required" | "slow" | "duplicate_webhook" | "late_webhook"}` sets what the
+//! method's off-session charges do from then on; `POST /api/payments/{id}/settle` with
+//! `{"outcome": "succeed" | "fail"}` settles a payment still processing (a `slow` charge), and
+//! `POST /api/payments/{id}/redeliver` (`{"amountMinor": times}`, 3 when absent) sends a held
+//! back (`late_webhook`) or earlier webhook again.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -21,7 +30,9 @@ use qrcode::render::svg;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::hub::{Hub, SandboxError, SimKind, SimPayment, SimPrice, SimStatus};
+use crate::hub::{
+    Hub, SandboxError, SimBehaviour, SimKind, SimMethod, SimPayment, SimPrice, SimStatus,
+};
 
 /// Every sandbox route.
 pub fn routes(hub: Arc<Hub>) -> BoxEndpoint<'static, Response> {
@@ -36,6 +47,11 @@ pub fn routes(hub: Arc<Hub>) -> BoxEndpoint<'static, Response> {
         .at(
             "/api/subscriptions/:id/:action",
             post(api_subscription_action),
+        )
+        .at("/api/payment-methods", get(api_methods))
+        .at(
+            "/api/payment-methods/:id/behaviour",
+            post(api_method_behaviour),
         )
         .at("/api/drop-webhooks", post(api_drop_webhooks))
         .at("/api/deliveries", get(api_deliveries));
@@ -329,6 +345,8 @@ struct ActionBody {
     currency: Option<String>,
     /// `subscribe`: the billing period of the subscription, in months (1 when absent).
     interval_months: Option<u32>,
+    /// `settle`: `succeed` or `fail`.
+    outcome: Option<String>,
 }
 
 impl ActionBody {
@@ -362,7 +380,11 @@ async fn api_payment_action(
             .unwrap_or(3);
         return Json(json!({ "statuses": hub.redeliver(&id, times).await })).into_response();
     }
-    let result = if action == "subscribe" {
+    let result = if action == "settle" {
+        settle(&hub, &id, body.outcome.as_deref())
+            .await
+            .map(|p| json!({ "payment": p }))
+    } else if action == "subscribe" {
         let Some(amount) = body.amount_minor else {
             return error_response(&SandboxError::Conflict("amountMinor is required".into()));
         };
@@ -393,6 +415,56 @@ async fn api_payment_action(
     };
     match result {
         Ok(value) => Json(value).into_response(),
+        Err(e) => error_response(&e),
+    }
+}
+
+/// A payment still processing (an off-session charge the provider answered `processing`)
+/// succeeds or fails, and the provider's webhook follows.
+async fn settle(hub: &Hub, id: &str, outcome: Option<&str>) -> Result<SimPayment, SandboxError> {
+    match outcome {
+        Some("succeed") => hub.complete_payment(id).await,
+        Some("fail") => hub.decline_payment(id).await,
+        _ => Err(SandboxError::Conflict(
+            "outcome must be \"succeed\" or \"fail\"".into(),
+        )),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MethodsQuery {
+    order_id: Option<String>,
+}
+
+#[handler]
+fn api_methods(Query(q): Query<MethodsQuery>, hub: Data<&Arc<Hub>>) -> Json<Vec<SimMethod>> {
+    Json(match q.order_id {
+        Some(order_id) => hub.methods_for_order(&order_id),
+        None => hub.methods(),
+    })
+}
+
+#[derive(Debug, Deserialize)]
+struct BehaviourBody {
+    next: String,
+}
+
+#[handler]
+fn api_method_behaviour(
+    Path(id): Path<String>,
+    Json(body): Json<BehaviourBody>,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    let Some(next) = SimBehaviour::parse(&body.next) else {
+        let known: Vec<&str> = SimBehaviour::ALL.iter().map(|b| b.code()).collect();
+        return error_response(&SandboxError::Conflict(format!(
+            "next must be one of {}",
+            known.join(", ")
+        )));
+    };
+    match hub.set_method_behaviour(&id, next) {
+        Ok(method) => Json(method).into_response(),
         Err(e) => error_response(&e),
     }
 }

@@ -175,6 +175,9 @@ async fn execute(
     {
         return Ok(End::Rollback(Err(Refusal::PromoExhausted)));
     }
+    if let Some(write) = &set.top_up {
+        crate::top_ups::write(tx, write, now).await?;
+    }
     let mut outbox = Outbox::default();
     outbox.extend(set.told.iter().cloned());
     for op in &set.ledger {

@@ -54,6 +54,7 @@ mod signup;
 mod sql;
 mod subscriptions;
 mod thresholds;
+mod top_ups;
 mod users;
 mod webhooks;
 

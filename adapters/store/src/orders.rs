@@ -25,9 +25,9 @@ const CREATE_ORDER_SCOPE: &str = "create_order";
 const INSERT: &str = "INSERT INTO orders (id, user_id, provider, plan_id, plan_type, amount_minor, \
     currency, credits_hundredths, months, status, failure_reason, paid_at, refunded_minor, \
     expires_at, created_at, updated_at, plan_entitlements, success_url, cancel_url, account_id, \
-    bonus_credits_hundredths, bonus_expires_in_days) \
+    bonus_credits_hundredths, bonus_expires_in_days, save_method) \
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, COALESCE($13, $6), $14, $15, $15, \
-    $16, $17, $18, $19, $20, $21)";
+    $16, $17, $18, $19, $20, $21, $22)";
 
 #[derive(Debug, FromQueryResult)]
 struct IdempotencyRow {
@@ -84,7 +84,7 @@ pub(crate) async fn find<C: ConnectionTrait>(
     Ok(row.map(OrderRow::into_domain).transpose()?)
 }
 
-async fn insert(tx: &DatabaseTransaction, order: &Order) -> Result<(), DbErr> {
+pub(crate) async fn insert(tx: &DatabaseTransaction, order: &Order) -> Result<(), DbErr> {
     let plan = order.plan();
     let (code, paid_at, reason, refunded) = order_status_values(order.status());
     let values = vec![
@@ -112,6 +112,7 @@ async fn insert(tx: &DatabaseTransaction, order: &Order) -> Result<(), DbErr> {
             .and_then(|b| b.expires_in_days)
             .map(i64::from)
             .into(),
+        order.save_method().into(),
     ];
     sql::execute(tx, INSERT, values).await.map(drop)
 }

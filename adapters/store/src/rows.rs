@@ -259,7 +259,7 @@ pub(crate) const ORDER_COLUMNS: &str = "id, user_id, account_id, provider, plan_
     currency, credits_hundredths, months, status, failure_reason, paid_at, refunded_minor, \
     provider_reference, checkout_kind, checkout_url, mismatch, expires_at, created_at, updated_at, \
     version, plan_entitlements, success_url, cancel_url, bonus_credits_hundredths, \
-    bonus_expires_in_days";
+    bonus_expires_in_days, save_method";
 
 /// An `orders` row.
 #[derive(Debug, FromQueryResult)]
@@ -291,6 +291,7 @@ pub(crate) struct OrderRow {
     cancel_url: Option<String>,
     bonus_credits_hundredths: Option<i64>,
     bonus_expires_in_days: Option<i32>,
+    save_method: bool,
 }
 
 /// The rows of `orders` or `subscriptions` that belong to account `$1`: those naming it, and
@@ -365,15 +366,23 @@ impl OrderRow {
                 success: return_url(self.success_url.as_deref()).map_err(bad)?,
                 cancel: return_url(self.cancel_url.as_deref()).map_err(bad)?,
             },
+            save_method: self.save_method,
         });
+        let checkout = self
+            .checkout()
+            .map_err(|e| corrupt("orders", &self.id, e))?;
+        // A reference without a checkout is a charge's made off-session.
+        let charge_reference = match checkout {
+            None => self.provider_reference.clone(),
+            Some(_) => None,
+        };
         Ok(OrderRecord {
             order,
-            checkout: self
-                .checkout()
-                .map_err(|e| corrupt("orders", &self.id, e))?,
+            checkout,
             updated_at: ts(self.updated_at),
             mismatch: self.mismatch,
             version: self.version,
+            charge_reference,
         })
     }
 

@@ -139,6 +139,8 @@ pub(crate) async fn tell(
     posting: &CreditTransaction,
     told: &mut Outbox,
 ) -> Result<(), Fail> {
+    // An automatic top-up rule is counted in `threshold_count` too.
+    crate::top_ups::request(tx, posting, told).await?;
     let thresholds = read(tx, &posting.account_id).await?;
     if thresholds.is_empty() {
         return Ok(());

@@ -201,7 +201,7 @@ fn brand_css(branding: &Branding) -> impl Endpoint<Output = Response> + 'static 
 fn buyer_routes(route: Route, s: &Arc<PageState>) -> Route {
     use pages::{
         auth, dashboard, dashboard_limits, dashboard_promo, dashboard_switch, dashboard_team_forms,
-        home, invitation, payment, portal, pricing,
+        dashboard_top_up, home, invitation, payment, portal, pricing,
     };
     route
         .at("/", get(page(s, home::show)))
@@ -241,6 +241,10 @@ fn buyer_routes(route: Route, s: &Arc<PageState>) -> Route {
         .at(
             "/dashboard/promo-codes/redeem",
             post(page(s, dashboard_promo::redeem)),
+        )
+        .at(
+            "/dashboard/auto-top-up/:action",
+            post(page(s, dashboard_top_up::act)),
         )
         .at(
             "/invitations/accept",

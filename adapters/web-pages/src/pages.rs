@@ -11,6 +11,7 @@ pub(crate) mod dashboard_spend;
 pub(crate) mod dashboard_switch;
 pub(crate) mod dashboard_team_forms;
 pub(crate) mod dashboard_teams;
+pub(crate) mod dashboard_top_up;
 pub(crate) mod home;
 pub(crate) mod invitation;
 pub(crate) mod payment;

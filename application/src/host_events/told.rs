@@ -145,6 +145,15 @@ pub enum HostEventData {
         /// When they expire.
         expires_at: Option<Timestamp>,
     },
+    /// A top-up, as it stands after the change.
+    TopUp(crate::ports::TopUpRecord),
+    /// An account's automatic top-up turned off by Tally.
+    TopUpDisabled {
+        /// The account.
+        account: AccountId,
+        /// Why.
+        reason: domain::DisabledReason,
+    },
 }
 
 impl HostEventData {
@@ -165,7 +174,9 @@ impl HostEventData {
             HostEventData::Reservation { reservation, .. } => Some(&reservation.account_id),
             HostEventData::Member { member, .. } => Some(&member.account_id),
             HostEventData::SeatsExceeded { account, .. }
-            | HostEventData::Entitlements { account, .. } => Some(account),
+            | HostEventData::Entitlements { account, .. }
+            | HostEventData::TopUpDisabled { account, .. } => Some(account),
+            HostEventData::TopUp(top_up) => Some(&top_up.account_id),
             _ => None,
         }
     }
@@ -541,6 +552,46 @@ pub fn promo_redeemed(
             expires_at,
         },
         occurred_at: redemption.redeemed_at,
+    }
+}
+
+/// The `auto_top_up.*` event of `top_up` as it stands after a change (`requested`, `succeeded`,
+/// `failed` or `authentication_required`, by its status): told once per top-up and status.
+#[must_use]
+pub fn top_up_moved(top_up: &crate::ports::TopUpRecord) -> Option<HostEvent> {
+    use domain::TopUpStatus;
+    let kind = match top_up.status {
+        TopUpStatus::Requested => HostEventKind::AutoTopUpRequested,
+        TopUpStatus::Succeeded => HostEventKind::AutoTopUpSucceeded,
+        TopUpStatus::Failed => HostEventKind::AutoTopUpFailed,
+        TopUpStatus::AuthenticationRequired => HostEventKind::AutoTopUpAuthenticationRequired,
+        TopUpStatus::Charging => return None,
+    };
+    Some(HostEvent {
+        kind,
+        fact: top_up.id.clone(),
+        user: top_up.account_id.acting_user(None),
+        data: HostEventData::TopUp(top_up.clone()),
+        occurred_at: top_up.updated_at,
+    })
+}
+
+/// `auto_top_up.disabled` of `account`'s rule, turned off for `reason` at `now`.
+#[must_use]
+pub fn top_up_disabled(
+    account: &AccountId,
+    reason: domain::DisabledReason,
+    now: Timestamp,
+) -> HostEvent {
+    HostEvent {
+        kind: HostEventKind::AutoTopUpDisabled,
+        fact: format!("{account}:{}:{}", reason.code(), now.unix_millis()),
+        user: account.acting_user(None),
+        data: HostEventData::TopUpDisabled {
+            account: account.clone(),
+            reason,
+        },
+        occurred_at: now,
     }
 }
 

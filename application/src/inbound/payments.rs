@@ -2,7 +2,7 @@
 
 use domain::{
     AccountId, CancelWhen, OrderId, Plan, PlanId, ProviderId, Subscription, SubscriptionAccess,
-    SubscriptionId,
+    SubscriptionId, UserId,
 };
 
 use crate::accounts::{BuyerContact, User};
@@ -12,6 +12,7 @@ use crate::ports::{OrderRecord, WebhookRequest};
 #[cfg(doc)]
 use crate::service::Service;
 use crate::use_cases::InfraError;
+use crate::use_cases::auto_top_up::{AutoTopUpError, AutoTopUpOverview, SetAutoTopUp};
 use crate::use_cases::cancel_payment::{CancelOutcome, CancelPaymentError};
 use crate::use_cases::cancel_subscription::{CancelSubscriptionError, SubscriptionCancelled};
 use crate::use_cases::change_plan::{ChangePlanError, PlanChangeOutcome, PlanSwitchScheduled};
@@ -151,5 +152,33 @@ inbound_port! {
             &self,
             order_id: &OrderId,
         ) -> Result<Option<SubscriptionId>, InfraError>;
+
+        /// The automatic top-up of an account the user manages (see [`Service::auto_top_up`]).
+        async fn auto_top_up(
+            &self,
+            user: &UserId,
+            account: &AccountId,
+        ) -> Result<AutoTopUpOverview, AutoTopUpError>;
+
+        /// Set an account's automatic top-up rule (see [`Service::set_auto_top_up`]).
+        async fn set_auto_top_up(
+            &self,
+            set: SetAutoTopUp,
+        ) -> Result<AutoTopUpOverview, AutoTopUpError>;
+
+        /// Remove a saved payment method (see [`Service::remove_payment_method`]).
+        async fn remove_payment_method(
+            &self,
+            user: &UserId,
+            account: &AccountId,
+            method_id: &str,
+        ) -> Result<AutoTopUpOverview, AutoTopUpError>;
+
+        /// Any account's automatic top-up, for an administrator (see
+        /// [`Service::top_up_overview`]).
+        async fn top_up_overview(
+            &self,
+            account: &AccountId,
+        ) -> Result<AutoTopUpOverview, InfraError>;
     }
 }

@@ -29,6 +29,10 @@ inbound_port! {
         /// Which of a plan's prices apply (`APP_ENV`).
         fn environment(&self) -> AppEnvironment;
 
+        /// Whether `provider`'s gateway here keeps payment methods for automatic top-up (see
+        /// [`Service::saves_methods`]).
+        fn saves_methods(&self, provider: domain::ProviderId) -> bool;
+
         /// Where plans come from (`PRICING_MODE`).
         fn pricing_mode(&self) -> PricingMode;
     }

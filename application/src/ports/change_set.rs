@@ -118,7 +118,7 @@ impl std::fmt::Debug for Audit<'_> {
 
 /// Everything one write changes, applied in one transaction or not at all, in this order:
 /// inbox, order, subscription, refund report, charge, administrator's write, promo code
-/// redemption, ledger, entitlements, host events, audit entry.
+/// redemption, top-up, ledger, entitlements, host events, audit entry.
 #[derive(Debug)]
 pub struct ChangeSet<'a> {
     /// When the write happens (the time its rows are stamped with).
@@ -140,6 +140,8 @@ pub struct ChangeSet<'a> {
     /// code's total limit as stored (else the set is [`Refusal::PromoExhausted`]), written under
     /// its ordinal and request key (either taken: [`StoreError::Conflict`]).
     pub promo: Option<super::NewRedemption>,
+    /// A change of an automatic top-up or of an account's rule.
+    pub top_up: Option<super::TopUpWrite>,
     /// Ledger operations, in order. One that answers from an earlier write (a replayed key, a
     /// reference used before) stops the set: nothing of it is written, and the answer is the
     /// earlier one.
@@ -166,6 +168,7 @@ impl<'a> ChangeSet<'a> {
             charge: None,
             admin: None,
             promo: None,
+            top_up: None,
             ledger: Vec::new(),
             entitlements: None,
             told: Vec::new(),
@@ -185,6 +188,8 @@ impl<'a> ChangeSet<'a> {
     /// A verified provider event's changes.
     #[must_use]
     pub fn payment_event(command: &PaymentEventCommand) -> Self {
+        let mut told = command.told.clone();
+        told.extend(command.top_up.iter().flat_map(|c| c.told.iter().cloned()));
         let mut ledger = Vec::with_capacity(command.clawbacks.len() + 1);
         ledger.extend(command.grant.clone().map(LedgerOp::Grant));
         ledger.extend(command.bonus.clone().map(LedgerOp::Grant));
@@ -197,8 +202,9 @@ impl<'a> ChangeSet<'a> {
             charge: command.charge.clone(),
             ledger,
             entitlements: command.entitlements.clone(),
-            told: command.told.clone(),
+            told,
             audit: command.audit.clone().map(Audit::Entry),
+            top_up: command.top_up.as_ref().map(|c| c.write.clone()),
             ..Self::at(command.inbox.received_at)
         }
     }
@@ -259,6 +265,7 @@ impl<'a> ChangeSet<'a> {
             charge,
             admin,
             promo,
+            top_up,
             entitlements,
             told,
             audit,
@@ -269,6 +276,7 @@ impl<'a> ChangeSet<'a> {
             && charge.is_none()
             && admin.is_none()
             && promo.is_none()
+            && top_up.is_none()
             && entitlements.is_none()
             && told.is_empty()
             && audit.is_none()

@@ -73,6 +73,65 @@ pub struct CheckoutRequest {
     pub notify_url: String,
     /// When our order expires.
     pub expires_at: Timestamp,
+    /// The buyer consented to keep the payment method for automatic top-ups: the provider is
+    /// asked to save it for charges the merchant starts later, off-session, and the paid event
+    /// reports it ([`PaymentEvent::PaymentMethodSaved`]).
+    pub save_method: bool,
+}
+
+/// A payment method the provider saved for off-session charges, as its event reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SavedMethod {
+    /// The provider's customer the method belongs to (Stripe `cus_…`).
+    pub customer_ref: String,
+    /// The provider's id of the method (Stripe `pm_…`).
+    pub method_ref: String,
+    /// A card's brand (`visa`), for showing.
+    pub brand: Option<String>,
+    /// A card's last four digits, for showing.
+    pub last4: Option<String>,
+    /// A wallet's account (an e-mail address), for showing.
+    pub wallet_account: Option<String>,
+}
+
+/// A charge of a saved method that the merchant starts, without the buyer present.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffSessionCharge {
+    /// Our order for it, sent in the provider's metadata as for any checkout, so that the
+    /// provider's payment event pays that order through the usual checks.
+    pub order_id: OrderId,
+    /// The account's owner the order is for.
+    pub user_id: UserId,
+    /// What to charge.
+    pub amount: Money,
+    /// The saved method.
+    pub method: SavedMethod,
+    /// The provider's idempotency key: the top-up's id, so that a retried call charges once.
+    pub idempotency_key: String,
+    /// What the buyer's statement says.
+    pub description: String,
+    /// Where the provider posts webhooks.
+    pub notify_url: String,
+}
+
+/// What the provider answered an off-session charge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OffSessionOutcome {
+    /// Accepted: succeeded or still processing. Either way, credits come only with the
+    /// provider's payment event.
+    Accepted {
+        /// The provider's id of the charge (Stripe `pi_…`), kept on the order: its refunds
+        /// name it.
+        provider_reference: Option<String>,
+    },
+    /// Declined; nothing was charged.
+    Declined {
+        /// Why, as the provider says (never a secret).
+        reason: String,
+    },
+    /// The buyer must authenticate (3-D Secure): the provider's attempt was cancelled, and
+    /// the buyer is sent to a checkout of the same order instead.
+    AuthenticationRequired,
 }
 
 /// A created checkout.
@@ -173,6 +232,16 @@ pub enum PaymentEvent {
         order: OrderLocator,
         /// What the buyer approved.
         amount: Money,
+        /// When.
+        occurred_at: Timestamp,
+    },
+    /// The provider saved the payment method of an order's payment for later off-session
+    /// charges (the buyer consented on that order). Kept only for an order that asked for it.
+    PaymentMethodSaved {
+        /// Which order.
+        order: OrderLocator,
+        /// The method.
+        method: SavedMethod,
         /// When.
         occurred_at: Timestamp,
     },
@@ -590,6 +659,25 @@ pub trait PaymentGateway: Send + Sync + 'static {
     /// other failures (retrying is safe).
     async fn capture(&self, payment: &PaymentRef) -> Result<PaymentStatus, GatewayError> {
         let _ = payment;
+        Err(GatewayError::NotSupported)
+    }
+
+    /// Whether this provider saves payment methods for charges the merchant starts later
+    /// (automatic top-up).
+    fn saves_methods(&self) -> bool {
+        false
+    }
+
+    /// Charge a saved method off-session, idempotently per `charge.idempotency_key`.
+    ///
+    /// # Errors
+    /// [`GatewayError::NotSupported`] where the provider cannot (the default); other failures
+    /// (retrying with the same key is safe).
+    async fn charge_saved_method(
+        &self,
+        charge: &OffSessionCharge,
+    ) -> Result<OffSessionOutcome, GatewayError> {
+        let _ = charge;
         Err(GatewayError::NotSupported)
     }
 

@@ -404,6 +404,9 @@ pub struct OrderRecord {
     pub mismatch: Option<String>,
     /// Bumped by every change a provider event makes: the webhook pipeline's compare-and-set.
     pub version: i64,
+    /// The provider's id of a charge made without a checkout (an automatic top-up's), which
+    /// its refunds name.
+    pub charge_reference: Option<String>,
 }
 
 impl OrderRecord {
@@ -418,7 +421,8 @@ impl OrderRecord {
             provider_reference: self
                 .checkout
                 .as_ref()
-                .and_then(|c| c.provider_reference.clone()),
+                .and_then(|c| c.provider_reference.clone())
+                .or_else(|| self.charge_reference.clone()),
         }
     }
 }
@@ -1268,6 +1272,10 @@ pub struct PaymentEventCommand {
     /// The administrator's action the event carries, if any: its audit entry is written in the
     /// same transaction, and neither is written when the command is a duplicate or refused.
     pub audit: Option<NewAudit>,
+    /// What the event does to an automatic top-up or its rule (the top-up its order pays
+    /// succeeds or fails, a refunded top-up turns the rule off, a saved method is kept), with
+    /// what that tells.
+    pub top_up: Option<super::TopUpChange>,
 }
 
 /// Which recorded provider events to list.
@@ -1332,6 +1340,7 @@ pub trait Store:
     + super::SpendLimitStore
     + super::ThresholdStore
     + super::PromoStore
+    + super::TopUpStore
 {
 }
 
@@ -1352,6 +1361,7 @@ impl<T> Store for T where
         + super::SpendLimitStore
         + super::ThresholdStore
         + super::PromoStore
+        + super::TopUpStore
 {
 }
 

@@ -9,6 +9,7 @@ mod teams;
 #[cfg(test)]
 mod tests;
 mod thresholds;
+mod top_up;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -78,6 +79,12 @@ struct State {
     promo_codes: BTreeMap<String, StoredPromoCode>,
     /// Promo code redemptions, oldest first, with their request keys.
     promo_redemptions: Vec<(RedemptionRecord, String)>,
+    /// Accounts' automatic top-up rules.
+    auto_top_ups: BTreeMap<domain::AccountId, crate::ports::AutoTopUpRecord>,
+    /// Saved payment methods, oldest first.
+    saved_methods: Vec<crate::ports::SavedMethodRecord>,
+    /// Top-ups, oldest first.
+    top_ups: Vec<crate::ports::TopUpRecord>,
 }
 
 /// Every storage port in memory. Cheap to create; one per test.
@@ -461,14 +468,7 @@ impl OrderRepository for InMemoryStore {
             if s.orders.contains_key(order.id()) {
                 return Err(StoreError::Conflict("order exists".into()));
             }
-            let record = OrderRecord {
-                order: order.clone(),
-                checkout: None,
-                updated_at: order.created_at(),
-                mismatch: None,
-                version: 0,
-            };
-            s.orders.insert(order.id().clone(), record);
+            orders_insert(s, order);
             Ok(CreateOrderOutcome::Created)
         })
     }
@@ -572,6 +572,19 @@ impl OrderRepository for InMemoryStore {
     }
 }
 
+/// Keep a new order at its first version.
+fn orders_insert(s: &mut State, order: &Order) {
+    let record = OrderRecord {
+        order: order.clone(),
+        checkout: None,
+        updated_at: order.created_at(),
+        mismatch: None,
+        version: OrderRecord::FIRST_VERSION,
+        charge_reference: None,
+    };
+    s.orders.insert(order.id().clone(), record);
+}
+
 /// `order` with `status` written over its status, as the SQL store updates that column and
 /// reads the order back.
 fn with_status(order: &Order, status: OrderStatus) -> Order {
@@ -585,6 +598,7 @@ fn with_status(order: &Order, status: OrderStatus) -> Order {
         created_at: order.created_at(),
         expires_at: order.expires_at(),
         returns: order.returns().clone(),
+        save_method: order.save_method(),
     })
 }
 

@@ -89,6 +89,7 @@ fn cancel_command(
 ) -> PaymentEventCommand {
     let replaced = before.last_event_at().unix_millis();
     PaymentEventCommand {
+        top_up: None,
         bonus: None,
         inbox: InboxEntry {
             provider: before.provider(),

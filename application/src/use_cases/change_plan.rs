@@ -391,6 +391,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         detail: String,
     ) -> PaymentEventCommand {
         PaymentEventCommand {
+            top_up: None,
             bonus: None,
             inbox: InboxEntry {
                 provider: before.provider(),

@@ -224,6 +224,7 @@ impl Received {
         Change {
             outcome,
             command: PaymentEventCommand {
+                top_up: None,
                 bonus: None,
                 inbox: self.entry(outcome, detail),
                 order: None,
@@ -545,6 +546,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 }
                 Decision::Apply(change) => change,
             };
+            let change = self.with_top_up(change, received.now).await?;
             match self.store_change(received, &change).await {
                 Ok(outcome) => return Ok(EventResult::of(&change, outcome)),
                 Err(StoreError::Conflict(_)) if attempt < attempts => {}
@@ -698,7 +700,39 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             | PaymentEvent::SubscriptionChangeInvoiced { .. }
             | PaymentEvent::SubscriptionPlanRevised { .. } => self.plan_event(r, event).await,
             PaymentEvent::PaymentApproved { .. } => Ok(approval_not_decided()),
+            PaymentEvent::PaymentMethodSaved { .. } => self.decide_method_saved(r, event).await,
         }
+    }
+
+    /// A payment method the provider saved on an order's payment (see [`method_saved`]).
+    async fn decide_method_saved(
+        &self,
+        r: &Received,
+        event: &PaymentEvent,
+    ) -> Result<Decision, HandleWebhookError> {
+        let PaymentEvent::PaymentMethodSaved { order, method, .. } = event else {
+            return Ok(Decision::Record(EventOutcome::Ignored, None));
+        };
+        let record = self.locate(r.provider, order).await?;
+        Ok(record.map_or_else(unknown_order, |o| method_saved(r, &o, method)))
+    }
+
+    /// `change` with what its order's move does to the automatic top-up that order pays, if
+    /// any, in the same write.
+    async fn with_top_up(
+        &self,
+        mut change: Change,
+        now: Timestamp,
+    ) -> Result<Change, HandleWebhookError> {
+        let Some(order) = &change.command.order else {
+            return Ok(change);
+        };
+        if change.command.top_up.is_none()
+            && let Some((write, told)) = self.top_up_effects(order, now).await?
+        {
+            change.command.top_up = Some(crate::ports::TopUpChange { write, told });
+        }
+        Ok(change)
     }
 
     async fn locate(
@@ -1196,6 +1230,41 @@ fn unknown_subscription(provider_subscription_id: &str) -> Decision {
         EventOutcome::UnknownSubscription,
         Some(provider_subscription_id.chars().take(128).collect()),
     )
+}
+
+/// A payment method the provider saved on `record`'s payment: kept for the order's account only
+/// when the buyer consented on that order and it is paid.
+fn method_saved(
+    r: &Received,
+    record: &OrderRecord,
+    method: &crate::ports::SavedMethod,
+) -> Decision {
+    let order = &record.order;
+    if !order.save_method() {
+        let why = "the buyer did not consent to saving the method on this order";
+        return Decision::Record(EventOutcome::Ignored, Some(why.into()));
+    }
+    if order.status().kind() != domain::OrderStatusKind::Paid {
+        let why = "a method is kept only with a paid order";
+        return Decision::Record(EventOutcome::Ignored, Some(why.into()));
+    }
+    let mut change = r.change(EventOutcome::Applied, None);
+    let saved = crate::ports::TopUpWrite::MethodSaved(crate::ports::SavedMethodRecord {
+        id: format!("spm_{}", order.id()),
+        account_id: order.account_id().clone(),
+        provider: order.provider(),
+        method: method.clone(),
+        order_id: order.id().clone(),
+        consented_by: order.user_id().clone(),
+        consented_at: order.created_at(),
+        created_at: r.now,
+        removed_at: None,
+    });
+    change.command.top_up = Some(crate::ports::TopUpChange {
+        write: saved,
+        told: Vec::new(),
+    });
+    change.apply()
 }
 
 fn unknown_order() -> Decision {

@@ -37,6 +37,9 @@ pub struct InitiatePayment {
     /// Where the host application wants the buyer back (parsed by the caller; whether their
     /// origins are allowed is decided here).
     pub returns: ReturnUrls,
+    /// The buyer consents to keep the payment method for automatic top-ups (a credits pack,
+    /// through a provider that saves methods).
+    pub save_method: bool,
 }
 
 /// The started payment.
@@ -109,6 +112,10 @@ pub enum InitiatePaymentError {
     /// A return URL outside the allowed origins (`[hostApp] returnOrigins`).
     #[error(transparent)]
     ReturnUrlNotAllowed(#[from] ReturnUrlRefused),
+    /// The buyer asked to save the payment method where it cannot be: a plan that is not a
+    /// credits pack, or a provider that keeps no methods for off-session charges.
+    #[error("{0}")]
+    SaveMethodNotSupported(String),
     /// The gateway failed; the order is `failed`.
     #[error("payment provider failed: {reason}")]
     Gateway {
@@ -194,10 +201,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .get(provider)
             .ok_or(InitiatePaymentError::ProviderUnavailable(provider))?
             .clone();
-        let idempotency = request.idempotency_key.map(|key| IdempotencyRecord {
-            key,
-            request_hash: initiate_hash(&plan, provider, &request.user.id, &account),
-        });
+        let idempotency = request
+            .idempotency_key
+            .clone()
+            .map(|key| IdempotencyRecord {
+                key,
+                request_hash: initiate_hash(&plan, provider, &request, &account),
+            });
         // A retry replays its first answer, even if what it bought is now held.
         if let Some(earlier) = self
             .earlier_answer(&request.user, idempotency.as_ref())
@@ -206,19 +216,11 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             return Ok(earlier);
         }
         self.check_not_held(&account, &plan).await?;
-        let now = self.clock.now();
-        let order_id =
-            OrderId::new(self.ids.new_id("ord")).map_err(|e| InfraError::Unexpected(e.into()))?;
-        let order = Order::place(
-            order_id.clone(),
-            request.user.id.clone(),
-            provider,
-            PlanSnapshot::of(&plan, plan.price_in(self.config.environment)),
-            now,
-            self.config.order_lifetime_ms,
-        )
-        .for_account(account)
-        .returning_to(request.returns.clone());
+        if request.save_method {
+            check_saves(&plan, &*gateway)?;
+        }
+        let order = self.new_order(&request, account, &plan)?;
+        let order_id = order.id().clone();
         match self
             .store
             .create_order(&order, idempotency.as_ref())
@@ -243,6 +245,29 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             order,
             replay: Replay::Fresh,
         })
+    }
+
+    /// The pending order `request` places for `account`, with a snapshot of `plan` at its price
+    /// here.
+    fn new_order(
+        &self,
+        request: &InitiatePayment,
+        account: AccountId,
+        plan: &Plan,
+    ) -> Result<Order, InfraError> {
+        let order_id =
+            OrderId::new(self.ids.new_id("ord")).map_err(|e| InfraError::Unexpected(e.into()))?;
+        Ok(Order::place(
+            order_id,
+            request.user.id.clone(),
+            plan.provider(),
+            PlanSnapshot::of(plan, plan.price_in(self.config.environment)),
+            self.clock.now(),
+            self.config.order_lifetime_ms,
+        )
+        .for_account(account)
+        .returning_to(request.returns.clone())
+        .saving_method(request.save_method))
     }
 
     /// Keep the provider's checkout on the new order, or fail the order with the reason the
@@ -323,7 +348,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
 
     /// What the gateway is asked to open a checkout for, telling it `buyer`'s contact details
     /// (whose address is never a `.invalid` placeholder).
-    fn checkout_request(&self, order: &Order, plan: Plan, buyer: BuyerContact) -> CheckoutRequest {
+    pub(crate) fn checkout_request(
+        &self,
+        order: &Order,
+        plan: Plan,
+        buyer: BuyerContact,
+    ) -> CheckoutRequest {
         let callbacks = &self.config.callbacks;
         let order_id = order.id();
         CheckoutRequest {
@@ -340,6 +370,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             cancel_url: self.return_page_url(order, ReturnPage::Cancel),
             notify_url: callbacks.webhook(order.provider()),
             expires_at: order.expires_at(),
+            save_method: order.save_method(),
         }
     }
 
@@ -513,10 +544,39 @@ fn replay(existing: OrderRecord) -> Result<PaymentStarted, InitiatePaymentError>
 
 /// What an idempotency key of a payment start protects: the plan and provider, and the account
 /// bought for when it is not the buyer's own (a key reused for another account is a conflict).
-fn initiate_hash(plan: &Plan, provider: ProviderId, user: &UserId, account: &AccountId) -> String {
+fn initiate_hash(
+    plan: &Plan,
+    provider: ProviderId,
+    request: &InitiatePayment,
+    account: &AccountId,
+) -> String {
+    let user = &request.user.id;
+    // The hash of a request without consent is the one earlier keys were stored with.
+    let saving = if request.save_method { ":save" } else { "" };
     if account.is_personal_of(user) {
-        format!("initiate:{}:{provider}", plan.id())
+        format!("initiate:{}:{provider}{saving}", plan.id())
     } else {
-        format!("initiate:{}:{provider}:{account}", plan.id())
+        format!("initiate:{}:{provider}:{account}{saving}", plan.id())
     }
+}
+
+/// Refuse consent to save the payment method where nothing could be saved: only a credits pack
+/// tops an account up, and only a provider that charges saved methods off-session keeps one.
+fn check_saves(
+    plan: &Plan,
+    gateway: &dyn crate::ports::PaymentGateway,
+) -> Result<(), InitiatePaymentError> {
+    if plan.plan_type() != PlanType::Credits {
+        return Err(InitiatePaymentError::SaveMethodNotSupported(format!(
+            "only a credits pack saves its payment method for automatic top-up; {} is not one",
+            plan.id()
+        )));
+    }
+    if !gateway.saves_methods() {
+        return Err(InitiatePaymentError::SaveMethodNotSupported(format!(
+            "{} does not keep payment methods for automatic top-up",
+            gateway.provider()
+        )));
+    }
+    Ok(())
 }

@@ -172,6 +172,15 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         self.config.environment
     }
 
+    /// Whether `provider`'s gateway here keeps payment methods for automatic top-up (a buyer of
+    /// its credits packs may consent to saving theirs).
+    #[must_use]
+    pub fn saves_methods(&self, provider: domain::ProviderId) -> bool {
+        self.gateways
+            .get(provider)
+            .is_some_and(|g| g.saves_methods())
+    }
+
     /// Where plans come from (`PRICING_MODE`).
     pub fn pricing_mode(&self) -> PricingMode {
         self.config.pricing_mode

@@ -72,6 +72,12 @@ export type BalanceThreshold = Schemas["ThresholdView"];
  * grant, or `percentOfLimit` (1 to 100) of the credits of the account's limit `limitId`.
  */
 export type NewBalanceThreshold = Schemas["CreateThresholdBody"];
+/** An account's automatic top-up: its rule, saved payment methods, latest top-ups and the operator's rails. */
+export type AutoTopUp = Schemas["AutoTopUpView"];
+/** An automatic top-up rule as `autoTopUp.set` takes it. */
+export type AutoTopUpRule = Schemas["SetAutoTopUpBody"];
+/** One automatic top-up. */
+export type TopUp = Schemas["TopUpView"];
 /** A promo code's redemption (or the one an earlier request with the same key made: `replayed`). */
 export type PromoRedemption = Schemas["RedemptionView"];
 /** A promo code, as administrators see it. */
@@ -351,6 +357,19 @@ export interface TallyClient {
     remove(thresholdId: string, who?: ForUser & ForAccount): Promise<void>;
   };
   /**
+   * Automatic top-up: when a spend takes the balance below the threshold, buy the pack with the
+   * payment method saved for it (saved by buying a pack with `saveForAutoTopUp: true`). For an
+   * account's owners and admins (`billing:write`). See `docs/auto-top-up.md`.
+   */
+  readonly autoTopUp: {
+    /** The rule and where it stands, the saved methods, the latest top-ups. */
+    get(who?: ForUser & ForAccount): Promise<AutoTopUp>;
+    /** Set the rule, or turn it on or off. */
+    set(rule: AutoTopUpRule, who?: ForUser & ForAccount): Promise<AutoTopUp>;
+    /** Remove a saved method: never charged again; a rule that charged it is turned off. */
+    removePaymentMethod(methodId: string, who?: ForUser & ForAccount): Promise<AutoTopUp>;
+  };
+  /**
    * Accounts and teams: the accounts a user acts in, creating a team, and its members (the
    * user's own credential, or an API key with `billing:read`/`billing:write` naming `userId`).
    */
@@ -478,6 +497,8 @@ export interface TallyClient {
     addAccountLimit(accountId: string, limit: NewSpendLimit): Promise<SpendLimit>;
     /** Remove a spend limit of any account (audited). */
     removeAccountLimit(accountId: string, limitId: string): Promise<void>;
+    /** Any account's automatic top-up (a user's id for their personal account, or a team's). */
+    accountAutoTopUp(accountId: string): Promise<AutoTopUp>;
     /** Every promo code, newest first. */
     promoCodes(): Promise<PromoCode[]>;
     /** Create a promo code (audited); `promo_code_exists` (409) when its text is taken in any case. */
@@ -528,6 +549,7 @@ export function createTallyClient(options: TallyClientOptions): TallyClient {
     accounts: accountsMethods(ctx),
     limits: limitsMethods(ctx),
     thresholds: thresholdsMethods(ctx),
+    autoTopUp: autoTopUpMethods(ctx),
     entitlements: {
       get: async (who = {}) =>
         (await ctx.call((signal) =>
@@ -657,6 +679,23 @@ function thresholdsMethods({ raw, call }: Context): TallyClient["thresholds"] {
         }),
       );
     },
+  };
+}
+
+function autoTopUpMethods({ raw, call }: Context): TallyClient["autoTopUp"] {
+  const query = (who: ForUser & ForAccount) => ({ userId: who.userId, accountId: who.accountId });
+  return {
+    get: (who = {}) => call((signal) => raw.GET("/api/auto-top-up", { params: { query: query(who) }, signal })),
+    // Setting the same rule twice leaves it as it is (a conflict answers a concurrent change).
+    set: (rule, who = {}) =>
+      call((signal) => raw.PUT("/api/auto-top-up", { params: { query: query(who) }, body: rule, signal }), "once"),
+    removePaymentMethod: (methodId, who = {}) =>
+      call((signal) =>
+        raw.DELETE("/api/auto-top-up/payment-methods/{methodId}", {
+          params: { path: { methodId }, query: query(who) },
+          signal,
+        }),
+      ),
   };
 }
 
@@ -855,6 +894,8 @@ function adminMethods({ raw, call, spend }: Context): TallyClient["admin"] {
       call((signal) => raw.POST("/api/admin/orders/{orderId}/refund", { params: { path: { orderId } }, body, signal })),
     // Not retried: a second endpoint would be made if the first answer was lost.
     createWebhookEndpoint: (body) => call((signal) => raw.POST("/api/admin/webhook-endpoints", { body, signal }), "once"),
+    accountAutoTopUp: (accountId) =>
+      call((signal) => raw.GET("/api/admin/accounts/{accountId}/auto-top-up", { params: { path: { accountId } }, signal })),
     accountLimits: async (accountId) =>
       (await call((signal) => raw.GET("/api/admin/accounts/{accountId}/limits", { params: { path: { accountId } }, signal })))
         .items,

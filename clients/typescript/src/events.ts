@@ -44,6 +44,11 @@ export const EVENT_TYPES = [
   "account.member_role_changed",
   "account.seats_exceeded",
   "promo_code.redeemed",
+  "auto_top_up.requested",
+  "auto_top_up.succeeded",
+  "auto_top_up.failed",
+  "auto_top_up.disabled",
+  "auto_top_up.authentication_required",
 ] as const;
 
 /**
@@ -217,6 +222,42 @@ export interface EventData {
     readonly category: string;
     /** When they expire (RFC 3339), or `null`. */
     readonly expiresAt: string | null;
+  };
+  "auto_top_up.requested": TopUpFacts;
+  "auto_top_up.succeeded": TopUpFacts;
+  "auto_top_up.failed": TopUpFacts;
+  "auto_top_up.authentication_required": TopUpFacts;
+  "auto_top_up.disabled": {
+    /** The account whose automatic top-up Tally turned off. */
+    readonly accountId: string;
+    /** Why: `declines` (too many in a row), `refunded` (a top-up refunded or disputed), `method_removed`. */
+    readonly reason: string;
+  };
+}
+
+/** What an `auto_top_up.*` event tells of one top-up (`GET /api/auto-top-up`'s history items). */
+export interface TopUpFacts {
+  /** The account topped up. */
+  readonly accountId: string;
+  /** The top-up as it stands after the change. */
+  readonly topUp: {
+    readonly id: string;
+    readonly accountId: string;
+    readonly planId: string;
+    /** `requested`, `succeeded`, `failed` or `authentication_required`. */
+    readonly status: string;
+    /** The balance the spend that asked for it left (decimal string). */
+    readonly balance: string;
+    readonly orderId?: string;
+    readonly amountMinor?: number;
+    readonly currency?: string;
+    readonly credits?: string;
+    /** Why it failed, or `authentication_required`. */
+    readonly reason?: string;
+    /** Where the buyer finishes a charge that needs them. */
+    readonly actionUrl?: string;
+    readonly createdAt: string;
+    readonly updatedAt: string;
   };
 }
 

@@ -9643,6 +9643,594 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/auto-top-up": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An account's automatic top-up: its rule, saved methods and latest top-ups. */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description The acting user (API keys with `billing:write` only). */
+                    userId?: string;
+                    /** @description A team account the user manages (omitted: their personal account). */
+                    accountId?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The account's automatic top-up. */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["AutoTopUpView"];
+                    };
+                };
+                /** @description `validation_failed`: the body is malformed, or an API key named no `userId`. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: no valid credential. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `not_billing_manager`: not an owner or admin of the account; `forbidden`: an API key
+                 *     without `billing:write`, or an account other than the one the API key is bound to.
+                 */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `payment_method_not_found`; `user_not_found`; `account_not_found`. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `auto_top_up_conflict`: the rule changed meanwhile (read it again). */
+                409: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `payload_too_large`: the body is over 64 KiB. */
+                413: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `validation_failed`: a threshold that is not above zero or has more than two
+                 *     decimal places, or caps out of bounds; `auto_top_up_plan_not_allowed`: the plan is
+                 *     no listed credits pack, or its provider does not charge saved methods.
+                 */
+                422: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        /** Set an account's automatic top-up rule, or turn it on or off (its owners and admins). */
+        put: {
+            parameters: {
+                query?: {
+                    /** @description The acting user (API keys with `billing:write` only). */
+                    userId?: string;
+                    /** @description A team account the user manages (omitted: their personal account). */
+                    accountId?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["SetAutoTopUpBody"];
+                };
+            };
+            responses: {
+                /** @description The account's automatic top-up. */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["AutoTopUpView"];
+                    };
+                };
+                /** @description `validation_failed`: the body is malformed, or an API key named no `userId`. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: no valid credential. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `not_billing_manager`: not an owner or admin of the account; `forbidden`: an API key
+                 *     without `billing:write`, or an account other than the one the API key is bound to.
+                 */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `payment_method_not_found`; `user_not_found`; `account_not_found`. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `auto_top_up_conflict`: the rule changed meanwhile (read it again). */
+                409: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `payload_too_large`: the body is over 64 KiB. */
+                413: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `validation_failed`: a threshold that is not above zero or has more than two
+                 *     decimal places, or caps out of bounds; `auto_top_up_plan_not_allowed`: the plan is
+                 *     no listed credits pack, or its provider does not charge saved methods.
+                 */
+                422: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auto-top-up/payment-methods/{methodId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove a saved payment method: it is never charged again, and a rule that charged it
+         *     is turned off.
+         */
+        delete: {
+            parameters: {
+                query?: {
+                    /** @description The acting user (API keys with `billing:write` only). */
+                    userId?: string;
+                    /** @description A team account the user manages (omitted: their personal account). */
+                    accountId?: string;
+                };
+                header?: never;
+                path: {
+                    /** @description The method's id. */
+                    methodId: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The account's automatic top-up. */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["AutoTopUpView"];
+                    };
+                };
+                /** @description `validation_failed`: the body is malformed, or an API key named no `userId`. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: no valid credential. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `not_billing_manager`: not an owner or admin of the account; `forbidden`: an API key
+                 *     without `billing:write`, or an account other than the one the API key is bound to.
+                 */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `payment_method_not_found`; `user_not_found`; `account_not_found`. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `auto_top_up_conflict`: the rule changed meanwhile (read it again). */
+                409: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `payload_too_large`: the body is over 64 KiB. */
+                413: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `validation_failed`: a threshold that is not above zero or has more than two
+                 *     decimal places, or caps out of bounds; `auto_top_up_plan_not_allowed`: the plan is
+                 *     no listed credits pack, or its provider does not charge saved methods.
+                 */
+                422: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/accounts/{accountId}/auto-top-up": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Any account's automatic top-up (administrators). */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The account: a user's id (their personal account) or a team's. */
+                    accountId: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The account's automatic top-up. */
+                200: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json; charset=utf-8": components["schemas"]["AutoTopUpView"];
+                    };
+                };
+                /** @description `validation_failed`: the body is malformed, or an API key named no `userId`. */
+                400: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `unauthorized`: no valid credential. */
+                401: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `not_billing_manager`: not an owner or admin of the account; `forbidden`: an API key
+                 *     without `billing:write`, or an account other than the one the API key is bound to.
+                 */
+                403: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `payment_method_not_found`; `user_not_found`; `account_not_found`. */
+                404: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `auto_top_up_conflict`: the rule changed meanwhile (read it again). */
+                409: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `payload_too_large`: the body is over 64 KiB. */
+                413: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /**
+                 * @description `validation_failed`: a threshold that is not above zero or has more than two
+                 *     decimal places, or caps out of bounds; `auto_top_up_plan_not_allowed`: the plan is
+                 *     no listed credits pack, or its provider does not charge saved methods.
+                 */
+                422: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `internal_error`: an unexpected failure (details are logged, never shown). */
+                500: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+                /** @description `service_unavailable`: the database is down or busy; retry later. */
+                503: {
+                    headers: {
+                        /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
+                        "X-REQUEST-ID": string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": components["schemas"]["Problem"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/promo-codes/redeem": {
         parameters: {
             query?: never;
@@ -10639,6 +11227,73 @@ export interface components {
             nextCursor?: string;
         };
         /**
+         * AutoTopUpRuleView
+         * @description An account's rule and where it stands.
+         */
+        AutoTopUpRuleView: {
+            /** @description Whether it is on. */
+            enabled: boolean;
+            /** @description Below this balance a spend asks for a top-up (decimal string). */
+            threshold: string;
+            /** @description The pack. */
+            planId: string;
+            /**
+             * Format: uint32
+             * @description The most top-ups per calendar month.
+             */
+            maxPerMonth: number;
+            /**
+             * Format: int64
+             * @description The most money per calendar month (minor units), if capped.
+             */
+            maxAmountMinor?: number;
+            /** @description The saved method it charges. */
+            paymentMethod?: components["schemas"]["PaymentMethodView"] & unknown;
+            /**
+             * @description Why Tally turned it off (`declines`, `refunded`, `method_removed`) until its owner
+             *     turns it on again.
+             */
+            disabledReason?: string;
+            /**
+             * Format: uint32
+             * @description Declines in a row.
+             */
+            declines: number;
+            /**
+             * @description No charge before this moment (a decline's or an authentication's cool-off, or a
+             *     monthly cap reached).
+             */
+            coolOffUntil?: string;
+            /**
+             * Format: uint32
+             * @description Charges started this calendar month.
+             */
+            monthCount: number;
+            /**
+             * Format: int64
+             * @description Money charged this calendar month (minor units).
+             */
+            monthAmountMinor: number;
+            /** @description When it was last changed. */
+            updatedAt: string;
+        };
+        /**
+         * AutoTopUpView
+         * @description An account's automatic top-up.
+         */
+        AutoTopUpView: {
+            /** @description The account. */
+            accountId: string;
+            /** @description Its rule, if it has one. */
+            rule?: components["schemas"]["AutoTopUpRuleView"] & unknown;
+            /** @description Its saved methods that may be charged, newest first. */
+            paymentMethods: components["schemas"]["PaymentMethodView"][];
+            /** @description Its latest top-ups, newest first. */
+            history: components["schemas"]["TopUpView"][];
+            /** @description The operator's rails. */
+            rails: components["schemas"]["TopUpRailsView"] & unknown;
+        };
+        /**
          * BalanceByCategoryView
          * @description Available credits by what they are, each as a decimal string and in hundredths.
          */
@@ -11271,6 +11926,13 @@ export interface components {
              *     404 `account_not_found`; a plain member is a 403 `not_billing_manager`.
              */
             accountId?: string;
+            /**
+             * @description The buyer consents to keep this payment method for automatic top-up (`PUT
+             *     /api/auto-top-up`): a credits pack through a provider that charges saved methods
+             *     off-session (otherwise a 422 `save_method_not_supported`). The consent and its time are
+             *     kept with the order.
+             */
+            saveForAutoTopUp?: boolean;
         };
         /**
          * InvitationLimitView
@@ -11637,6 +12299,28 @@ export interface components {
              * @description Pages in the whole list (0 for an empty list).
              */
             totalPages: number;
+        };
+        /**
+         * PaymentMethodView
+         * @description A saved payment method.
+         */
+        PaymentMethodView: {
+            /** @description Its id. */
+            id: string;
+            /** @description The provider that keeps it. */
+            provider: string;
+            /** @description A card's brand (`visa`). */
+            brand?: string;
+            /** @description A card's last four digits. */
+            last4?: string;
+            /** @description A wallet's account. */
+            walletAccount?: string;
+            /** @description The order on which the buyer consented. */
+            orderId: string;
+            /** @description Who consented. */
+            consentedBy: string;
+            /** @description When. */
+            consentedAt: string;
         };
         /**
          * PaymentTotalView
@@ -12186,6 +12870,37 @@ export interface components {
             expiresAt: string;
         };
         /**
+         * SetAutoTopUpBody
+         * @description `PUT /api/auto-top-up`.
+         */
+        SetAutoTopUpBody: {
+            /**
+             * @description Whether it is on. Turning it on again forgets why Tally turned it off (declines, a
+             *     refunded top-up, the method removed), its declines and its cool-off.
+             */
+            enabled: boolean;
+            /** @description Below this balance a spend asks for a top-up (credits, decimal string, above zero). */
+            threshold: string;
+            /** @description The credits pack to buy: listed, sold through a provider that charges saved methods. */
+            planId: string;
+            /**
+             * Format: uint32
+             * @description The most top-ups per calendar month (UTC), 1 to 1,000 (default 5).
+             */
+            maxPerMonth?: number;
+            /**
+             * Format: int64
+             * @description The most money per calendar month, in the pack's currency's minor units (cents), if
+             *     capped.
+             */
+            maxAmountMinor?: number;
+            /**
+             * @description The saved method to charge (`GET /api/auto-top-up`'s `paymentMethods`); omitted: the
+             *     newest saved at the pack's provider, or none yet (the next purchase that saves one).
+             */
+            paymentMethodId?: string;
+        };
+        /**
          * SpendLimitList
          * @description An account's limits.
          */
@@ -12481,6 +13196,65 @@ export interface components {
              * @description Reasoning (thinking) tokens.
              */
             reasoningTokens: number;
+        };
+        /**
+         * TopUpRailsView
+         * @description The operator's rails.
+         */
+        TopUpRailsView: {
+            /**
+             * Format: int64
+             * @description Hours without a charge after a decline or a charge that needs the buyer.
+             */
+            coolOffHours: number;
+            /**
+             * Format: uint32
+             * @description Declines in a row that turn the rule off.
+             */
+            maxDeclines: number;
+            /**
+             * Format: uint32
+             * @description The most top-ups per account and calendar month, whatever the rule says.
+             */
+            maxPerMonth: number;
+        };
+        /**
+         * TopUpView
+         * @description One top-up.
+         */
+        TopUpView: {
+            /** @description Its id. */
+            id: string;
+            /** @description The account. */
+            accountId: string;
+            /** @description The pack. */
+            planId: string;
+            /** @description `requested`, `charging`, `succeeded`, `failed` or `authentication_required`. */
+            status: string;
+            /** @description The balance the spend that asked for it left (decimal string). */
+            balance: string;
+            /** @description Its order, once charged. */
+            orderId?: string;
+            /**
+             * Format: int64
+             * @description What it charges, in minor units, once charged.
+             */
+            amountMinor?: number;
+            /** @description The currency. */
+            currency?: string;
+            /** @description The credits it buys (decimal string), once charged. */
+            credits?: string;
+            /**
+             * @description Why it failed (`monthly_cap`, `operator_cap`, `ceiling`, `cooling_off`, `disabled`,
+             *     `no_payment_method`, or the provider's decline), or `authentication_required`.
+             */
+            reason?: string;
+            /** @description Where the buyer finishes a charge that needs them (the provider's checkout). */
+            actionUrl?: string;
+            /** @description When a spend asked for it. */
+            createdAt: string;
+            /** @description When it last moved. */
+            updatedAt: string;
         };
         /**
          * TransactionPage

@@ -71,6 +71,7 @@ fn one_time_order(months: Option<Duration>, plan_type: PlanType, paid_at: i64) -
         created_at: at(paid_at),
         expires_at: at(paid_at + DAY_MS),
         returns: crate::ReturnUrls::default(),
+        save_method: false,
     })
 }
 

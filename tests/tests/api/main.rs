@@ -3,6 +3,7 @@
 mod acting_for_users;
 mod admin_adjustments;
 mod admin_replay;
+mod auto_top_up;
 mod bound_keys;
 mod branding;
 mod browser;

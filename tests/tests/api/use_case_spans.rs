@@ -17,6 +17,9 @@ const NOT_USE_CASES: &[&str] = &[
     // Construction (`service.rs`).
     "new",
     "with_host_app",
+    "with_top_up_settings",
+    "top_up_settings",
+    "saves_methods",
     "with_sign_up_policy",
     "with_low_balance_threshold",
     "with_metrics",

@@ -1,4 +1,4 @@
-//! Stripe subscription updates (issue 19): switching a subscription's Price, withdrawing a
+//! Stripe subscription updates: switching a subscription's Price, withdrawing a
 //! scheduled cancellation, and what `customer.subscription.updated` says about either.
 //!
 //! - Switch: `POST /v1/subscriptions/{id}` with `items[0][id]` (the subscription's one item,

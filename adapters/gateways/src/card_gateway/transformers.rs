@@ -95,7 +95,24 @@ pub fn checkout_form(
             form.put("subscription_data[metadata][orderId]", order_id);
         }
     }
+    save_method(&mut form, request, purpose);
     Ok(form.0)
+}
+
+/// The buyer's consent to keep the card for automatic top-ups: Stripe attaches the card to a
+/// new Customer (`customer_creation=always`) for off-session use
+/// (`payment_intent_data[setup_future_usage]=off_session`), and `metadata[saveMethod]` tells the
+/// completed session's handler to read the method back. Payment mode only: Stripe refuses both
+/// parameters in subscription mode, where it keeps the card for the subscription's own renewals
+/// under the subscription's terms, not for top-ups.
+fn save_method(form: &mut Form, request: &CheckoutRequest, purpose: SessionPurpose) {
+    if !request.save_method || purpose != SessionPurpose::Payment {
+        return;
+    }
+    form.put("customer_creation", "always");
+    form.put("payment_intent_data[setup_future_usage]", "off_session");
+    form.put("metadata[saveMethod]", "1");
+    form.put("payment_intent_data[metadata][saveMethod]", "1");
 }
 
 /// Form fields in the order they are put.
@@ -410,6 +427,15 @@ impl CheckoutSession {
             order_id,
             provider_reference: Some(self.id.clone()),
         }
+    }
+
+    /// Whether the buyer consented to keep the card (`metadata[saveMethod]=1`, sent with
+    /// `setup_future_usage`).
+    #[must_use]
+    pub fn saves_method(&self) -> bool {
+        self.metadata
+            .get(super::off_session::SAVE_METHOD_KEY)
+            .is_some_and(|v| v == "1")
     }
 
     /// What was paid.
@@ -1058,6 +1084,18 @@ pub enum Interpretation {
         /// When.
         occurred_at: Timestamp,
     },
+    /// A paid session that saved the buyer's card: `events`, then the saved method, read from
+    /// the session's PaymentIntent (`GET /v1/payment_intents/{id}?expand[]=payment_method`).
+    SavedMethod {
+        /// The payment's events, reported first.
+        events: Vec<PaymentEvent>,
+        /// The session's PaymentIntent (`pi_…`, checked for a URL path).
+        payment_intent: String,
+        /// The order, as the payment's event locates it.
+        order: OrderLocator,
+        /// When.
+        occurred_at: Timestamp,
+    },
 }
 
 /// What a refund or dispute needs read from Stripe to know the payment it takes back from.
@@ -1077,7 +1115,7 @@ pub fn interpret(event: &Event) -> Result<Interpretation, WebhookError> {
     let at = timestamp(event.created);
     let events = match event.event_type.as_str() {
         "checkout.session.completed" | "checkout.session.async_payment_succeeded" => {
-            session_paid(&object(event)?, at)?
+            return session_paid(&object(event)?, at);
         }
         "checkout.session.async_payment_failed" => vec![session_failed(
             &object(event)?,
@@ -1090,6 +1128,7 @@ pub fn interpret(event: &Event) -> Result<Interpretation, WebhookError> {
             at,
         )],
         "payment_intent.payment_failed" => intent_failed(&object(event)?, at),
+        "payment_intent.succeeded" => super::off_session::intent_succeeded(&object(event)?, at)?,
         "invoice.paid" | "invoice.payment_succeeded" => invoice_paid(&object(event)?, at)?,
         "invoice.payment_failed" => {
             let invoice: Invoice = object(event)?;
@@ -1122,21 +1161,33 @@ pub fn interpret(event: &Event) -> Result<Interpretation, WebhookError> {
 }
 
 /// A completed session pays a one-time or credits order; a subscription's first payment is
-/// reported by its `invoice.paid` (which carries the billing period) instead.
-fn session_paid(
-    session: &CheckoutSession,
-    at: Timestamp,
-) -> Result<Vec<PaymentEvent>, WebhookError> {
+/// reported by its `invoice.paid` (which carries the billing period) instead. A session that
+/// saved the buyer's card has its method read from its PaymentIntent after the payment.
+fn session_paid(session: &CheckoutSession, at: Timestamp) -> Result<Interpretation, WebhookError> {
     if session.mode != SessionMode::Payment || session.payment_status != SessionPaymentStatus::Paid
     {
-        return Ok(Vec::new());
+        return Ok(Interpretation::Events(Vec::new()));
     }
     let amount = session.paid().map_err(WebhookError::Malformed)?;
-    Ok(vec![PaymentEvent::PaymentSucceeded {
+    let events = vec![PaymentEvent::PaymentSucceeded {
         order: session.locator(),
         amount,
         occurred_at: at,
-    }])
+    }];
+    let payment_intent = session
+        .payment_intent
+        .as_ref()
+        .and_then(|intent| path_id(intent.id()).ok())
+        .filter(|_| session.saves_method());
+    Ok(match payment_intent {
+        Some(payment_intent) => Interpretation::SavedMethod {
+            events,
+            payment_intent: payment_intent.to_owned(),
+            order: session.locator(),
+            occurred_at: at,
+        },
+        None => Interpretation::Events(events),
+    })
 }
 
 fn session_failed(session: &CheckoutSession, reason: &str, at: Timestamp) -> PaymentEvent {
@@ -1149,8 +1200,11 @@ fn session_failed(session: &CheckoutSession, reason: &str, at: Timestamp) -> Pay
 
 /// A declined card fails our order with Stripe's reason (`last_payment_error.message`, words
 /// Stripe writes for the buyer). Only a PaymentIntent carrying our order id
-/// (`payment_intent_data[metadata]`, sent for `payment`-mode sessions) names an order; a
-/// subscription invoice's failed PaymentIntent is told by `invoice.payment_failed` instead.
+/// (`payment_intent_data[metadata]`, sent for `payment`-mode sessions, and a top-up's own)
+/// names an order; a subscription invoice's failed PaymentIntent is told by
+/// `invoice.payment_failed` instead. A top-up's PaymentIntent is its order's reference; one that
+/// failed only because the issuer wants the buyer present fails nothing: the charge's answer
+/// said so, and the buyer finishes the same order in a checkout.
 fn intent_failed(intent: &PaymentIntent, at: Timestamp) -> Vec<PaymentEvent> {
     let Some(order_id) = intent
         .metadata
@@ -1159,10 +1213,14 @@ fn intent_failed(intent: &PaymentIntent, at: Timestamp) -> Vec<PaymentEvent> {
     else {
         return Vec::new();
     };
+    let top_up = super::off_session::is_top_up(&intent.metadata);
+    if top_up && super::off_session::needs_authentication(intent.last_payment_error.as_ref()) {
+        return Vec::new();
+    }
     vec![PaymentEvent::PaymentFailed {
         order: OrderLocator {
             order_id: Some(order_id),
-            provider_reference: None,
+            provider_reference: top_up.then(|| intent.id.clone()),
         },
         reason: intent.decline_reason(),
         occurred_at: at,

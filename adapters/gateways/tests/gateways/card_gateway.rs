@@ -52,6 +52,7 @@ fn plan(kind: &str, amount: &str, currency: &str, price_id: Option<&str>) -> Pla
 
 fn checkout_request(plan: Plan, order_id: &str) -> CheckoutRequest {
     CheckoutRequest {
+        save_method: false,
         order_id: OrderId::new(order_id).unwrap(),
         user_id: UserId::new("usr_7").unwrap(),
         customer_email: Some("buyer@example.com".into()),

@@ -74,6 +74,7 @@ fn plan(id: &str, duration_type: &str, amount: &str, currency: &str, months: Opt
 
 fn checkout_request(plan: &Plan) -> CheckoutRequest {
     CheckoutRequest {
+        save_method: false,
         order_id: OrderId::new("ord_01J9ZK4M2QW").unwrap(),
         user_id: UserId::new("user_1").unwrap(),
         customer_email: Some("buyer@example.com".into()),

@@ -188,6 +188,7 @@ fn plan(kind: &str, amount: &str, currency: &str) -> Plan {
 
 fn checkout_request(plan: Plan) -> CheckoutRequest {
     CheckoutRequest {
+        save_method: false,
         order_id: order_id(),
         user_id: UserId::new("user_1").unwrap(),
         customer_email: Some("buyer@example.com".into()),

@@ -92,6 +92,7 @@ fn plan(currency: &str) -> Plan {
 fn checkout_request(currency: &str) -> CheckoutRequest {
     let plan = plan(currency);
     CheckoutRequest {
+        save_method: false,
         order_id: OrderId::new(ORDER).unwrap(),
         user_id: UserId::new("usr_1").unwrap(),
         customer_email: None,

@@ -86,6 +86,7 @@ fn checkout_request(currency: &str) -> CheckoutRequest {
     })
     .unwrap();
     CheckoutRequest {
+        save_method: false,
         order_id: OrderId::new(ORDER).unwrap(),
         user_id: UserId::new("usr_1").unwrap(),
         customer_email: None,

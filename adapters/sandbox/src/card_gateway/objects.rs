@@ -33,24 +33,63 @@ pub const IDEMPOTENCY_KEY: &str = "idempotencyKey";
 pub const CUSTOMER_EMAIL: &str = "customerEmail";
 /// `extra` key: `expires_at`, seconds.
 pub const EXPIRES_AT: &str = "expiresAt";
+/// `extra` key: `payment_intent_data[setup_future_usage]` (`on_session`, `off_session`).
+pub const SETUP_FUTURE_USAGE: &str = "setupFutureUsage";
+/// `extra` key: `customer_creation` (`always`, `if_required`).
+pub const CUSTOMER_CREATION: &str = "customerCreation";
+/// `extra` key: the Customer a paid session created (`customer_creation=always`), or the one
+/// an off-session PaymentIntent charged.
+pub const CUSTOMER: &str = "customer";
+/// `extra` key: the payment method a paid session saved, or an off-session PaymentIntent
+/// charged.
+pub const PAYMENT_METHOD: &str = "paymentMethod";
 
 /// A refused request, answered in Stripe's `{"error": {"type", "message", "param"}}` shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StripeError {
     status: StatusCode,
+    kind: &'static str,
     code: Option<&'static str>,
     message: String,
     param: Option<String>,
+    /// The PaymentIntent the refused request is about, as Stripe adds it to the error.
+    payment_intent: Option<Value>,
+}
+
+impl StripeError {
+    /// The same error with Stripe's `code`.
+    #[must_use]
+    pub fn with_code(mut self, code: &'static str) -> Self {
+        self.code = Some(code);
+        self
+    }
+
+    /// The same error with another `type` (`idempotency_error`).
+    #[must_use]
+    pub fn with_type(mut self, kind: &'static str) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// The same error naming the PaymentIntent it is about.
+    #[must_use]
+    pub fn with_payment_intent(mut self, payment_intent: Value) -> Self {
+        self.payment_intent = Some(payment_intent);
+        self
+    }
 }
 
 impl IntoResponse for StripeError {
     fn into_response(self) -> Response {
-        let mut error = json!({ "type": "invalid_request_error", "message": self.message });
+        let mut error = json!({ "type": self.kind, "message": self.message });
         if let Some(param) = self.param {
             error["param"] = param.into();
         }
         if let Some(code) = self.code {
             error["code"] = code.into();
+        }
+        if let Some(payment_intent) = self.payment_intent {
+            error["payment_intent"] = payment_intent;
         }
         (self.status, Json(json!({ "error": error }))).into_response()
     }
@@ -60,27 +99,41 @@ impl IntoResponse for StripeError {
 pub fn error(status: StatusCode, message: &str, param: Option<&str>) -> StripeError {
     StripeError {
         status,
+        kind: "invalid_request_error",
         code: None,
         message: message.to_owned(),
         param: param.map(truncated),
+        payment_intent: None,
     }
 }
 
 /// `404 resource_missing` for an id.
 pub fn missing(what: &str, id: &str) -> StripeError {
-    StripeError {
-        status: StatusCode::NOT_FOUND,
-        code: Some("resource_missing"),
-        message: format!("No such {what}: '{}'", truncated(id)),
-        param: Some("id".to_owned()),
-    }
+    error(
+        StatusCode::NOT_FOUND,
+        &format!("No such {what}: '{}'", truncated(id)),
+        Some("id"),
+    )
+    .with_code("resource_missing")
+}
+
+/// `400 resource_missing` for an id sent as the parameter `param`, as Stripe answers an unknown
+/// Customer or PaymentMethod in a request body.
+pub fn missing_param(what: &str, id: &str, param: &str) -> StripeError {
+    error(
+        StatusCode::BAD_REQUEST,
+        &format!("No such {what}: '{}'", truncated(id)),
+        Some(param),
+    )
+    .with_code("resource_missing")
 }
 
 fn truncated(text: &str) -> String {
     text.chars().take(64).collect()
 }
 
-fn seconds(ms: i64) -> i64 {
+/// Milliseconds as Stripe's seconds.
+pub fn seconds(ms: i64) -> i64 {
     ms.div_euclid(1000)
 }
 
@@ -97,16 +150,25 @@ pub fn metadata(payment: &SimPayment) -> BTreeMap<String, String> {
     stored_map(payment, METADATA)
 }
 
+/// A payment-mode session's `payment_intent_data[metadata]`.
+pub fn payment_intent_metadata(payment: &SimPayment) -> BTreeMap<String, String> {
+    stored_map(payment, PAYMENT_INTENT_METADATA)
+}
+
 /// A subscription session's `subscription_data[metadata]`.
 pub fn subscription_metadata(payment: &SimPayment) -> BTreeMap<String, String> {
     stored_map(payment, SUBSCRIPTION_METADATA)
 }
 
-fn customer_id(payment: &SimPayment) -> String {
+/// The Customer of a session: `cus_` and the session id's rest, for a subscription's session
+/// and for a paid session that created one (`customer_creation=always`); its card is `pm_` and
+/// the same rest.
+pub fn customer_id(payment: &SimPayment) -> String {
     format!("cus_{}", payment.id.trim_start_matches("cs_"))
 }
 
-fn payment_intent_id(payment: &SimPayment) -> String {
+/// The PaymentIntent of a payment-mode session: `pi_` and the session id's rest.
+pub fn payment_intent_id(payment: &SimPayment) -> String {
     format!("pi_{}", payment.id.trim_start_matches("cs_"))
 }
 
@@ -135,7 +197,12 @@ pub fn session(hub: &Hub, payment: &SimPayment) -> Value {
         "client_reference_id": payment.order_id,
         "created": seconds(payment.created_at_ms),
         "currency": payment.currency.code().to_ascii_lowercase(),
-        "customer": subscription_mode.then(|| customer_id(payment)),
+        "customer": if subscription_mode {
+            Some(customer_id(payment))
+        } else {
+            payment.extra.get(CUSTOMER).cloned()
+        },
+        "customer_creation": payment.extra.get(CUSTOMER_CREATION),
         "customer_email": payment.extra.get(CUSTOMER_EMAIL),
         "expires_at": payment.extra.get(EXPIRES_AT).and_then(|s| s.parse::<i64>().ok()),
         "invoice": first_invoice,

@@ -1,4 +1,4 @@
-//! Stripe's subscription update, as the sandbox simulates it (issue 19): switching the Price of a
+//! Stripe's subscription update, as the sandbox simulates it: switching the Price of a
 //! subscription's one item (`items[0][id]` + `items[0][price]`, `proration_behavior`), and
 //! withdrawing a scheduled cancellation (`cancel_at_period_end=false`). Each sends the events
 //! Stripe sends: `customer.subscription.updated` with `data.previous_attributes`, and for an

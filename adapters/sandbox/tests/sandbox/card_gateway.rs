@@ -2,6 +2,8 @@
 //! the sandbox, and the sandbox's signed webhooks come back to a receiver that verifies them with
 //! the real gateway. Proves that signing and verification, encodings and mappings interoperate.
 
+mod top_up;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -100,6 +102,7 @@ impl World {
             cancel_url: format!("{}/payment-cancel?orderId={order_id}", self.base),
             notify_url: format!("{}/api/payment/webhook/card_gateway", self.base),
             expires_at: SystemClock.now().plus_millis(2 * 3_600_000),
+            save_method: false,
         }
     }
 

@@ -70,6 +70,7 @@ impl Harness {
             cancel_url: format!("{}/payment/cancel", self.base),
             notify_url: format!("{}/webhook", self.base),
             expires_at: Timestamp::from_unix_millis(i64::MAX / 2),
+            save_method: false,
         }
     }
 

@@ -98,6 +98,7 @@ impl World {
             cancel_url: format!("{}/payment-cancel?orderId={order_id}", self.base),
             notify_url: format!("{}/api/payment/webhook/mor_b", self.base),
             expires_at: SystemClock.now().plus_millis(2 * 3_600_000),
+            save_method: false,
         }
     }
 

@@ -88,6 +88,7 @@ impl Harness {
             cancel_url: format!("{}/payment/cancel", self.base),
             notify_url: format!("{}/webhook", self.base),
             expires_at: SystemClock(1_800_000).now(),
+            save_method: false,
         }
     }
 

@@ -99,6 +99,7 @@ impl World {
             cancel_url: format!("{}/payment/cancel?orderId={order}", self.base),
             notify_url: format!("{}/api/payment/webhook/wallet_global", self.base),
             expires_at: SystemClock.now().plus_millis(1_800_000),
+            save_method: false,
         }
     }
 

@@ -101,6 +101,7 @@ fn checkout(app: &App, order: &str) -> CheckoutRequest {
         cancel_url: format!("{}/payment/cancel", app.base),
         notify_url: format!("{}/webhook", app.base),
         expires_at: Timestamp::from_unix_millis(NOW_MS + 30 * 60_000),
+        save_method: false,
     }
 }
 

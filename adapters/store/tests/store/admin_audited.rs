@@ -162,6 +162,7 @@ fn mismatch(event_id: &str, user: &UserId) -> InboxEntry {
 
 fn mismatch_command(event_id: &str, user: &UserId) -> PaymentEventCommand {
     PaymentEventCommand {
+        top_up: None,
         bonus: None,
         inbox: mismatch(event_id, user),
         order: None,

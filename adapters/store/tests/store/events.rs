@@ -37,6 +37,7 @@ pub fn payment(
     with_order_change: bool,
 ) -> PaymentEventCommand {
     PaymentEventCommand {
+        top_up: None,
         bonus: None,
         inbox: inbox(event_id, 50),
         order: with_order_change.then(|| {
@@ -81,6 +82,7 @@ pub fn order_change(
             created_at: placed.created_at(),
             expires_at: placed.expires_at(),
             returns: placed.returns().clone(),
+            save_method: false,
         })
     };
     OrderChange {
@@ -125,6 +127,7 @@ fn terms(price: Money, months: i64, credits_hundredths: Option<i64>) -> SoldTerm
 async fn a_subscription_keeps_the_terms_it_was_sold_at(store: &TestStore) {
     let u = user(store, "u1").await;
     let create = |s: &Subscription, event: &str| PaymentEventCommand {
+        top_up: None,
         bonus: None,
         inbox: inbox(event, 40),
         order: None,
@@ -335,6 +338,7 @@ async fn subscription_changes_are_compare_and_set(store: &TestStore) {
     let u = user(store, "u1").await;
     let s = subscription(&u, 40);
     let create = PaymentEventCommand {
+        top_up: None,
         bonus: None,
         inbox: inbox("evt_1", 40),
         order: None,
@@ -404,6 +408,7 @@ async fn a_refund_claws_back_what_is_left_and_records_the_shortfall(store: &Test
         .unwrap();
     let refund = |event: &str, expected_version: i64, status: OrderStatus, wanted: i64| {
         PaymentEventCommand {
+            top_up: None,
             bonus: None,
             inbox: inbox(event, 70),
             // Paid before the first refund (what a later one replaced is not asserted).
@@ -496,6 +501,7 @@ async fn a_clawback_never_takes_more_than_the_balance(store: &TestStore) {
     let hold = crate::ledger::reserve_command(&u, "r1", 9_000, "hold-1");
     store.reserve(&hold).await.unwrap();
     let command = PaymentEventCommand {
+        top_up: None,
         bonus: None,
         inbox: inbox("evt_refund", 80),
         order: None,
@@ -581,6 +587,7 @@ async fn charges_and_refund_reports_round_trip_and_are_compare_and_set(store: &T
         received_at: t(50),
     };
     let start = PaymentEventCommand {
+        top_up: None,
         bonus: None,
         inbox: inbox("evt_1", 40),
         order: None,
@@ -610,6 +617,7 @@ async fn charges_and_refund_reports_round_trip_and_are_compare_and_set(store: &T
         None
     );
     let refund = |event: &str, expected: i64| PaymentEventCommand {
+        top_up: None,
         bonus: None,
         inbox: inbox(event, 50),
         order: None,
@@ -697,6 +705,7 @@ async fn a_prorations_refund_takes_back_from_its_changes_credits(store: &TestSto
         now: t(40),
     };
     let start = PaymentEventCommand {
+        top_up: None,
         bonus: None,
         inbox: inbox("evt_1", 40),
         order: None,
@@ -846,6 +855,7 @@ async fn a_subscriptions_change_lots_are_listed_and_taken_back_together(store: &
         now: t(40),
     };
     let start = PaymentEventCommand {
+        top_up: None,
         bonus: None,
         inbox: inbox("evt_1", 40),
         order: None,

@@ -161,6 +161,7 @@ impl World {
 
     async fn order(&self, user: &User, plan: &str) -> OrderId {
         let request = InitiatePayment {
+            save_method: false,
             user: user.clone(),
             account: None,
             plan_id: domain::PlanId::new(plan).unwrap(),
@@ -1471,6 +1472,7 @@ pub async fn a_refund_kept_while_its_charge_landed_is_applied_by_the_reconciler(
             .is_empty()
     );
     let late = PaymentEventCommand {
+        top_up: None,
         bonus: None,
         inbox: application::ports::InboxEntry {
             provider: ProviderId::CardGateway,
@@ -1566,6 +1568,7 @@ pub async fn a_change_that_rolls_back_tells_nothing(store: &TestStore) {
     let mut paid = record.order.clone();
     paid.mark_paid(at_days(0)).unwrap();
     let mut command = PaymentEventCommand {
+        top_up: None,
         bonus: None,
         inbox: application::ports::InboxEntry {
             provider: ProviderId::CardGateway,

@@ -157,6 +157,7 @@ impl World {
 
     async fn order(&self, user: &User) -> OrderId {
         let request = InitiatePayment {
+            save_method: false,
             user: user.clone(),
             account: None,
             plan_id: domain::PlanId::new("credits-100").unwrap(),

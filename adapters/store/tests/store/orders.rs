@@ -19,6 +19,7 @@ fn record(order: Order) -> OrderRecord {
         checkout: None,
         mismatch: None,
         version: 0,
+        charge_reference: None,
     }
 }
 

@@ -309,6 +309,7 @@ async fn run_case(
         .unwrap()
         .user;
     let request = InitiatePayment {
+        save_method: false,
         user: user.clone(),
         account: None,
         plan_id: domain::PlanId::new("pro-monthly").unwrap(),

@@ -57,6 +57,7 @@ fn subscription(user: &UserId) -> Subscription {
 
 fn update(event_id: &str, before: &Subscription, after: &Subscription) -> PaymentEventCommand {
     PaymentEventCommand {
+        top_up: None,
         bonus: None,
         inbox: inbox(event_id),
         order: None,

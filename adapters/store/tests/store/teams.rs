@@ -589,6 +589,7 @@ pub async fn a_team_s_purchases_are_listed_by_its_account(store: &TestStore) {
         sold_terms: None,
     });
     let command = PaymentEventCommand {
+        top_up: None,
         bonus: None,
         inbox: InboxEntry {
             provider: ProviderId::CardGateway,

@@ -389,11 +389,13 @@ async fn credits_panel(
     // A team's members name its member limits and are offered by the limit form.
     let members = super::dashboard_limits::members(state, user, &account).await?;
     let spend = super::dashboard_spend::load(state, &account).await?;
+    let top_up = super::dashboard_top_up::load(state, v, &user.id, &account).await?;
     Ok(html! {
         (balance_card(v, report, acting))
         @if account.owner().is_some() {
             (super::dashboard_promo::section(v, &state.ports.credits.new_redemption_key()))
         }
+        @if let Some(top_up) = &top_up { (super::dashboard_top_up::section(v, top_up)) }
         (super::dashboard_limits::on_dashboard(v, (&limits, &members), (&account, acting.manages_billing())))
         (super::dashboard_spend::section(v, &spend))
         section.card.section-card {

@@ -88,6 +88,9 @@ pub(crate) struct BuyForm {
     /// The team bought for; absent for the buyer's own account.
     #[serde(rename = "accountId", default)]
     account_id: String,
+    /// The buyer's consent to keep the payment method for automatic top-up (a ticked box).
+    #[serde(rename = "saveForAutoTopUp", default)]
+    save_for_auto_top_up: Option<String>,
 }
 
 /// What the account bought for already holds: the team chosen, else the signed-in reader's own
@@ -389,6 +392,7 @@ pub(crate) async fn buy(state: Arc<PageState>, v: Visitor, mut request: Request)
             provider,
             idempotency_key: None,
             returns: Default::default(),
+            save_method: form.save_for_auto_top_up.is_some(),
         })
         .await;
     let record = match started {

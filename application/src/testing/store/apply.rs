@@ -221,6 +221,9 @@ fn apply_set(s: &mut State, set: &ChangeSet<'_>) -> Result<Applied, ApplyError> 
     if let Some(new) = &set.promo {
         super::promo::redeem(s, new)?;
     }
+    if let Some(write) = &set.top_up {
+        super::top_up::write(s, write);
+    }
     for op in &set.ledger {
         done.ledger.push(ledger_op(s, op)?);
     }

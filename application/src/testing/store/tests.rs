@@ -47,6 +47,7 @@ fn subscription() -> Subscription {
 
 fn command(event_id: &str, change: SubscriptionChange) -> PaymentEventCommand {
     PaymentEventCommand {
+        top_up: None,
         bonus: None,
         inbox: InboxEntry {
             provider: ProviderId::CardGateway,

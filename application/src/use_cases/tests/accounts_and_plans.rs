@@ -244,6 +244,7 @@ async fn plans_of_a_provider_without_a_gateway_are_neither_listed_nor_sold() {
     let refused = h
         .service
         .initiate_payment(InitiatePayment {
+            save_method: false,
             user: buyer,
             account: None,
             plan_id: off.id().clone(),

@@ -38,6 +38,7 @@ fn denied(result: Result<crate::authorization::Acting, OwnerError>) -> Denied {
 
 fn buy(user: &User, plan: &str) -> InitiatePayment {
     InitiatePayment {
+        save_method: false,
         user: user.clone(),
         account: None,
         plan_id: PlanId::new(plan).unwrap(),

@@ -328,6 +328,7 @@ async fn an_administrators_cancel_is_audited_with_its_write_once_and_again_after
     let user = h.user("ada@example.com").await;
     let admin = h.user("boss@example.com").await;
     let request = InitiatePayment {
+        save_method: false,
         user: user.clone(),
         account: None,
         plan_id: domain::PlanId::new("pro-monthly").unwrap(),

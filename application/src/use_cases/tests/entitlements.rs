@@ -40,6 +40,7 @@ fn dynamic_harness() -> Harness {
 
 async fn subscribe(h: &Harness, user: &User, plan: &str) -> OrderId {
     let request = InitiatePayment {
+        save_method: false,
         user: user.clone(),
         account: None,
         plan_id: domain::PlanId::new(plan).unwrap(),

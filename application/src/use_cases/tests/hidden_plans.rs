@@ -40,6 +40,7 @@ fn config_with_hidden() -> crate::service::ServiceConfig {
 
 fn buy(user: &User, plan: &str) -> InitiatePayment {
     InitiatePayment {
+        save_method: false,
         user: user.clone(),
         account: None,
         plan_id: PlanId::new(plan).unwrap(),

@@ -57,6 +57,7 @@ fn returns(success: &str, cancel: Option<&str>) -> ReturnUrls {
 
 fn buy(user: &crate::accounts::User, returns: ReturnUrls) -> InitiatePayment {
     InitiatePayment {
+        save_method: false,
         user: user.clone(),
         account: None,
         plan_id: domain::PlanId::new("credits-100").unwrap(),

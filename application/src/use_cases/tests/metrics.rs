@@ -72,6 +72,7 @@ fn counted() -> (Harness, Arc<Recording>) {
 
 async fn order(h: &Harness, user: &User, plan: &str) -> OrderId {
     let request = InitiatePayment {
+        save_method: false,
         user: user.clone(),
         account: None,
         plan_id: domain::PlanId::new(plan).unwrap(),

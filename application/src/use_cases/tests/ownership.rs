@@ -24,6 +24,7 @@ fn with_pass(mut config: ServiceConfig) -> ServiceConfig {
 
 async fn initiate(h: &Harness, user: &User, plan: &str) -> Result<OrderId, InitiatePaymentError> {
     let request = InitiatePayment {
+        save_method: false,
         user: user.clone(),
         account: None,
         plan_id: domain::PlanId::new(plan).unwrap(),
@@ -318,6 +319,7 @@ async fn a_retry_with_the_same_key_replays_its_order_even_once_the_subscription_
     let h = Harness::new();
     let user = h.user("a@example.com").await;
     let request = |key: &str| InitiatePayment {
+        save_method: false,
         user: user.clone(),
         account: None,
         plan_id: domain::PlanId::new("pro-monthly").unwrap(),

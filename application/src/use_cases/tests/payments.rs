@@ -17,6 +17,7 @@ fn request(
     key: Option<&str>,
 ) -> InitiatePayment {
     InitiatePayment {
+        save_method: false,
         user: user.clone(),
         account: None,
         plan_id: domain::PlanId::new(plan).unwrap(),
@@ -286,6 +287,7 @@ async fn a_placeholder_address_is_never_sent_to_a_provider() {
     let host_user = store.find_or_create_host_user(&identity).await.unwrap();
     assert!(!host_user.email.is_deliverable());
     let request = crate::use_cases::initiate_payment::InitiatePayment {
+        save_method: false,
         user: host_user,
         account: None,
         plan_id: domain::PlanId::new("credits-100").unwrap(),
@@ -296,6 +298,7 @@ async fn a_placeholder_address_is_never_sent_to_a_provider() {
     h.service.initiate_payment(request).await.unwrap();
     let buyer = h.user("buyer@example.com").await;
     let request = crate::use_cases::initiate_payment::InitiatePayment {
+        save_method: false,
         user: buyer,
         account: None,
         plan_id: domain::PlanId::new("credits-100").unwrap(),

@@ -75,6 +75,7 @@ async fn deliver(h: &Harness, event_id: &str, event: PaymentEvent) -> Vec<EventO
 async fn subscribed(h: &Harness) -> (User, String) {
     let user = h.user("a@example.com").await;
     let request = InitiatePayment {
+        save_method: false,
         user: user.clone(),
         account: None,
         plan_id: domain::PlanId::new("pro-monthly").unwrap(),

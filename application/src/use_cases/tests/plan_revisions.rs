@@ -63,6 +63,7 @@ async fn deliver(h: &Harness, event_id: &str, event: PaymentEvent) -> Vec<EventO
 async fn asked_to_switch(h: &Harness) -> (User, String) {
     let user = h.user("pp@example.com").await;
     let request = InitiatePayment {
+        save_method: false,
         user: user.clone(),
         account: None,
         plan_id: domain::PlanId::new("pp-basic").unwrap(),

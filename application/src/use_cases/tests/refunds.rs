@@ -14,6 +14,7 @@ use crate::use_cases::reconcile::ReconcileSettings;
 
 async fn order(h: &Harness, user: &User, plan: &str, provider: &str) -> OrderId {
     let request = InitiatePayment {
+        save_method: false,
         user: user.clone(),
         account: None,
         plan_id: domain::PlanId::new(plan).unwrap(),
@@ -587,6 +588,7 @@ async fn a_refund_kept_while_its_renewal_landed_is_applied_by_the_reconciler_onc
     let (user, _) = subscriber_with_two_periods(&h).await;
     // The refund transaction that committed after the renewal (charge `in_2`) read its reports.
     let late = PaymentEventCommand {
+        top_up: None,
         bonus: None,
         inbox: InboxEntry {
             provider: ProviderId::CardGateway,

@@ -37,6 +37,7 @@ fn at(ms: i64) -> Timestamp {
 async fn subscribed(h: &Harness) -> (User, String) {
     let user = h.user("a@example.com").await;
     let request = InitiatePayment {
+        save_method: false,
         user: user.clone(),
         account: None,
         plan_id: domain::PlanId::new("pro-monthly").unwrap(),

@@ -20,6 +20,7 @@ const PERIOD_CREDITS: i64 = 5_000;
 
 async fn order(h: &Harness, user: &User, plan: &str) -> OrderId {
     let request = InitiatePayment {
+        save_method: false,
         user: user.clone(),
         account: None,
         plan_id: domain::PlanId::new(plan).unwrap(),

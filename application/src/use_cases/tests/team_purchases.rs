@@ -15,6 +15,7 @@ use crate::use_cases::teams::MemberRequest;
 
 fn buy(user: &User, account: Option<&AccountId>, plan: &str) -> InitiatePayment {
     InitiatePayment {
+        save_method: false,
         user: user.clone(),
         account: account.cloned(),
         plan_id: domain::PlanId::new(plan).unwrap(),

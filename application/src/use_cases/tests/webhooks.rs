@@ -16,6 +16,7 @@ use crate::use_cases::reconcile::ReconcileSettings;
 
 async fn order(h: &Harness, user: &User, plan: &str) -> OrderId {
     let request = InitiatePayment {
+        save_method: false,
         user: user.clone(),
         account: None,
         plan_id: domain::PlanId::new(plan).unwrap(),

@@ -112,6 +112,7 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, request: Request) ->
         .map_err(console::list_error)?;
     let now = state.ports.accounts.now();
     let limits = dashboard_limits::load_for_console(&state, &id).await?;
+    let top_up = super::super::dashboard_top_up::console_section(&state, &v, &id).await?;
     let name = team_name(&team.account).to_owned();
     let body = html! {
         (console::sections(&v, PATH))
@@ -128,6 +129,7 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, request: Request) ->
             @else { div.table-wrap { (members_table(&v, &team.members, now)) } }
         }
         (dashboard_limits::section(&v, (&limits, &team.members), (&id, true), Audience::Console))
+        (top_up)
     };
     Ok(layout::page(&v, StatusCode::OK, &name, Nav::Admin, body))
 }

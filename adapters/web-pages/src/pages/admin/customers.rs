@@ -136,6 +136,7 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, request: Request) ->
     })?;
     let account = domain::AccountId::personal(&id);
     let limits = dashboard_limits::load_for_console(&state, &account).await?;
+    let top_up = super::super::dashboard_top_up::console_section(&state, &v, &account).await?;
     let here = format!("{PATH}/{id}");
     let body = html! {
         (console::sections(&v, PATH))
@@ -152,6 +153,7 @@ pub(crate) async fn show(state: Arc<PageState>, v: Visitor, request: Request) ->
         (teams_card(&v, &overview.teams))
         (allowances_card(&v, &allowances, id.as_str()))
         (dashboard_limits::section(&v, (&limits, &[]), (&account, true), Audience::Console))
+        (top_up)
         section.card.section-card {
             h2 { (v.t("console.customer_orders")) }
             @if orders.items.is_empty() { p.muted { (v.t("console.orders_none")) } }
