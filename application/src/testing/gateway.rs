@@ -45,6 +45,10 @@ struct Script {
     resumed: Vec<String>,
     /// Why cancellations at the period's end are refused, when they are.
     refuse_cancellations: Option<String>,
+    /// What off-session charges answer, in turn (none scripted: the gateway saves no methods).
+    off_session: std::collections::VecDeque<crate::ports::OffSessionOutcome>,
+    /// Off-session charges asked so far.
+    charges: Vec<crate::ports::OffSessionCharge>,
 }
 
 /// A gateway whose answers a test scripts; it records what it was asked.
@@ -133,6 +137,19 @@ impl FakeGateway {
         lock(&self.script).captures.clone()
     }
 
+    /// Save payment methods, and answer the next off-session charges with `outcomes` in turn.
+    pub fn answer_charges(&self, outcomes: &[crate::ports::OffSessionOutcome]) {
+        lock(&self.script)
+            .off_session
+            .extend(outcomes.iter().cloned());
+    }
+
+    /// Off-session charges asked so far.
+    #[must_use]
+    pub fn charges(&self) -> Vec<crate::ports::OffSessionCharge> {
+        lock(&self.script).charges.clone()
+    }
+
     /// Refuse cancellations at the period's end with `reason` from now on (`None`: accept).
     pub fn refuse_cancellations(&self, reason: Option<&str>) {
         lock(&self.script).refuse_cancellations = reason.map(str::to_owned);
@@ -176,6 +193,22 @@ impl PaymentGateway for FakeGateway {
 
     fn is_sandbox(&self) -> bool {
         true
+    }
+
+    fn saves_methods(&self) -> bool {
+        !lock(&self.script).off_session.is_empty()
+    }
+
+    async fn charge_saved_method(
+        &self,
+        charge: &crate::ports::OffSessionCharge,
+    ) -> Result<crate::ports::OffSessionOutcome, GatewayError> {
+        let mut script = lock(&self.script);
+        script.charges.push(charge.clone());
+        script
+            .off_session
+            .pop_front()
+            .ok_or(GatewayError::NotSupported)
     }
 
     async fn create_checkout(&self, request: &CheckoutRequest) -> Result<Checkout, GatewayError> {

@@ -19,7 +19,7 @@ use tests::{TestApp, spawn_app, spawn_app_with};
 
 use self::webdriver::{Browser, Viewport, browser_available};
 
-const PASSWORD: &str = "correct horse battery";
+pub(crate) const PASSWORD: &str = "correct horse battery";
 
 /// Sign up through `/signup` and land on the dashboard.
 async fn sign_up(app: &TestApp, browser: &Browser, email: &str) {

@@ -518,8 +518,11 @@ async fn every_provider_cancels_a_pending_order_and_every_subscription_provider_
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         assert_eq!(answer.0, 200, "{provider}: {}", answer.1);
-        assert_eq!(
-            answer.1["subscription"]["cancelAtPeriodEnd"], true,
+        // Scheduled to cancel; or, at a provider that ends subscriptions at once (PayPal),
+        // already canceled when its webhook beat the answer.
+        let subscription = &answer.1["subscription"];
+        assert!(
+            subscription["cancelAtPeriodEnd"] == true || subscription["status"] == "canceled",
             "{provider}: {}",
             answer.1
         );

@@ -1342,6 +1342,7 @@ pub async fn every_change_tells_its_event_once_in_its_own_transaction(store: &Te
     entitlement_changes_are_told_once_each(&world, store).await;
     team_changes_tell_member_events(store).await;
     a_redemption_tells_promo_code_redeemed(&world, store).await;
+    automatic_top_up_tells_each_step(&world, store).await;
     let events = all_events(store).await;
     let mut ids: Vec<&str> = events.iter().map(|e| e.event_id.as_str()).collect();
     ids.sort_unstable();
@@ -1437,6 +1438,137 @@ async fn a_redemption_tells_promo_code_redeemed(world: &World, store: &TestStore
     let stored = world.service.promo_code_detail(&code.id).await.unwrap();
     assert_eq!(stored.0.redeemed, 1);
     assert_eq!(stored.1.len(), 1);
+}
+
+/// Automatic top-up through the store: a card saved with consent, a spend below the threshold
+/// asks for a top-up (`requested`), its charge is paid by the provider's event (`succeeded`), the
+/// next one needs the buyer (`authentication_required`), whose checkout then fails (`failed`),
+/// and removing the card turns the rule off (`disabled`).
+async fn automatic_top_up_tells_each_step(world: &World, store: &TestStore) {
+    use application::ports::OffSessionOutcome;
+    use application::use_cases::auto_top_up::SetAutoTopUp;
+    let accepted = OffSessionOutcome::Accepted {
+        provider_reference: Some("pi_1".into()),
+    };
+    world.fake.answer_charges(&[
+        accepted,
+        OffSessionOutcome::AuthenticationRequired,
+        OffSessionOutcome::AuthenticationRequired,
+    ]);
+    let user = world.user("topup@example.com").await;
+    let account = domain::AccountId::personal(&user.id);
+    let request = InitiatePayment {
+        save_method: true,
+        user: user.clone(),
+        account: None,
+        plan_id: domain::PlanId::new("credits-100").unwrap(),
+        provider: "card_gateway".parse().unwrap(),
+        idempotency_key: None,
+        returns: Default::default(),
+    };
+    let bought = world.service.initiate_payment(request).await.unwrap();
+    let order = bought.order.order.id().clone();
+    let paid = |order: &OrderId| PaymentEvent::PaymentSucceeded {
+        order: by_id(order),
+        amount: usd(1000),
+        occurred_at: at_days(1),
+    };
+    world.deliver("topup-paid", paid(&order)).await;
+    let method = application::ports::SavedMethod {
+        customer_ref: "cus_1".into(),
+        method_ref: "pm_1".into(),
+        brand: Some("visa".into()),
+        last4: Some("4242".into()),
+        wallet_account: None,
+    };
+    let saved = PaymentEvent::PaymentMethodSaved {
+        order: by_id(&order),
+        method,
+        occurred_at: at_days(1),
+    };
+    assert_eq!(world.deliver("topup-saved", saved).await, "applied");
+    let rule = SetAutoTopUp {
+        user: user.id.clone(),
+        account: account.clone(),
+        enabled: true,
+        threshold: crate::support::c(500_000),
+        plan_id: domain::PlanId::new("credits-100").unwrap(),
+        max_per_month: 5,
+        max_amount_per_month: None,
+        method_id: None,
+    };
+    let overview = world.service.set_auto_top_up(rule).await.unwrap();
+    let method_id = overview.methods[0].id.clone();
+    assert_eq!(overview.record.unwrap().method.unwrap().id, method_id);
+    let before = all_events(store).await.len();
+    let spend = |key: &str| ConsumeCredits {
+        user_id: user.id.clone(),
+        account_id: None,
+        usage: UsageRequest {
+            feature: None,
+            model: Some("big".into()),
+            tokens: Some(500),
+            breakdown: None,
+        },
+        idempotency_key: IdempotencyKey::new(key).unwrap(),
+        api_key_id: None,
+    };
+    world.service.consume_credits(spend("tu1")).await.unwrap();
+    let pass = world.service.run_top_ups().await.unwrap();
+    assert_eq!(pass.charged, 1, "{pass:?}");
+    let history = world
+        .service
+        .top_up_overview(&account)
+        .await
+        .unwrap()
+        .history;
+    let top_up_order = history[0].order_id.clone().expect("the top-up's order");
+    world
+        .deliver("topup-charge-paid", paid(&top_up_order))
+        .await;
+    world.service.consume_credits(spend("tu2")).await.unwrap();
+    let pass = world.service.run_top_ups().await.unwrap();
+    assert_eq!(pass.authentication, 1, "{pass:?}");
+    let history = world
+        .service
+        .top_up_overview(&account)
+        .await
+        .unwrap()
+        .history;
+    let waiting = history[0].order_id.clone().expect("order");
+    let failed = PaymentEvent::PaymentFailed {
+        order: by_id(&waiting),
+        reason: "checkout expired".into(),
+        occurred_at: at_days(2),
+    };
+    world.deliver("topup-checkout-failed", failed).await;
+    world
+        .service
+        .remove_payment_method(&user.id, &account, &method_id)
+        .await
+        .unwrap();
+    let told = told_since(store, before).await;
+    let tops: Vec<&str> = kinds(&told)
+        .into_iter()
+        .filter(|k| k.starts_with("auto_top_up."))
+        .collect();
+    assert_eq!(
+        tops,
+        [
+            "auto_top_up.requested",
+            "auto_top_up.succeeded",
+            "auto_top_up.requested",
+            "auto_top_up.authentication_required",
+            "auto_top_up.failed",
+            "auto_top_up.disabled",
+        ],
+        "{told:?}"
+    );
+    assert_eq!(
+        store.balance(&account).await.unwrap(),
+        crate::support::c(20_000 - 200),
+        "two packs, two spends of 1.00: only the paid top-up granted"
+    );
 }
 
 /// A refund of a renewal not seen yet, kept while the renewal itself landed with the reports it

@@ -360,3 +360,84 @@ async fn browser_a_promo_code_is_created_on_the_console_and_redeemed_on_the_dash
         (404, Some("promo_code_invalid"))
     );
 }
+
+/// A customer on a phone saves a card for automatic top-up from the dashboard's credits tab
+/// (buying the pack with consent in the sandbox), turns the rule on, and a spend below the
+/// threshold buys the pack by itself: the panel shows the card (Visa •••• 4242), the rule and
+/// the paid top-up; the console's customer page shows the same status. Photographed at 390 and
+/// 1280 px.
+#[tokio::test]
+async fn browser_a_card_is_saved_for_automatic_top_up_and_a_spend_refills_the_balance() {
+    const TEST: &str =
+        "browser_a_card_is_saved_for_automatic_top_up_and_a_spend_refills_the_balance";
+    if !browser_available(TEST) {
+        return;
+    }
+    let (app, admin_token) = spawn_app_with_admin(|_| {}).await;
+    let customer = Browser::start(Viewport::Phone).await;
+    sign_up(&app, &customer, "mia@example.com").await;
+    customer.goto(&app.url("/dashboard?tab=credits")).await;
+    customer
+        .wait_for_text("[data-testid=auto-top-up]", "No card saved yet")
+        .await;
+    customer.click("[data-testid=save-card] button").await;
+    customer.wait_for_url("/sandbox/checkout/").await;
+    customer.click("form[action$='/pay'] button").await;
+    customer.wait_for_url("/payment-success?orderId=").await;
+    let panel = app.url("/dashboard?tab=credits");
+    reload_until(&customer, &panel, "[data-testid=saved-method]", "4242").await;
+    customer.type_into("#top-up-threshold", "10000").await;
+    customer.click("[data-testid=save-top-up]").await;
+    customer.wait_for_url("notice=top_up_saved").await;
+    customer
+        .wait_for_text("[data-testid=top-up-status]", "On")
+        .await;
+
+    let login = serde_json::json!({"email": "mia@example.com", "password": super::PASSWORD});
+    let (status, signed_in) = app.post("", "/api/auth/login", &login, None).await;
+    assert_eq!(status, 200, "{signed_in}");
+    let token = signed_in["token"].as_str().expect("token");
+    let (_, me) = app.get(token, "/api/auth/me").await;
+    let user_id = me["id"].as_str().expect("user id").to_owned();
+    let spender = app.api_key(&admin_token, &["credits:consume"]).await;
+    let body = serde_json::json!({"userId": user_id, "feature": "image"});
+    let (status, spent) = app
+        .post(&spender, "/api/credits/consume", &body, Some("b1"))
+        .await;
+    assert_eq!(status, 201, "{spent}");
+    reload_until(&customer, &panel, "[data-testid=top-up-history]", "Paid").await;
+    assert_eq!(
+        customer.text("[data-testid=credit-balance]").await,
+        "995.00"
+    );
+    let overflow = customer
+        .script(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth",
+        )
+        .await;
+    assert_eq!(overflow, 0, "no horizontal overflow at 390 px");
+    customer
+        .screenshot(&format!("{TEST}_phone"), Viewport::Phone)
+        .await;
+
+    let desktop = Browser::start(Viewport::Desktop).await;
+    sign_in(&app, &desktop, "mia@example.com").await;
+    desktop.goto(&panel).await;
+    desktop
+        .wait_for_text("[data-testid=auto-top-up]", "Used for top-ups")
+        .await;
+    desktop
+        .screenshot(&format!("{TEST}_desktop"), Viewport::Desktop)
+        .await;
+    let admin = Browser::start(Viewport::Desktop).await;
+    sign_in_admin(&app, &admin).await;
+    admin
+        .goto(&app.url(&format!("/admin/customers/{user_id}")))
+        .await;
+    admin
+        .wait_for_text("[data-testid=console-auto-top-up]", "4242")
+        .await;
+    admin
+        .screenshot(&format!("{TEST}_console"), Viewport::Desktop)
+        .await;
+}

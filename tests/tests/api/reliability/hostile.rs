@@ -214,9 +214,10 @@ async fn a_correctly_signed_activation_naming_a_credits_order_starts_nothing() {
     assert!(reply.status < 300, "acknowledged: {reply:?}");
     // This app's own inbox, not the process-wide metrics counter, which every in-process
     // app of the test binary moves: a neighbouring test's mismatch must not count here.
+    let admin = api.login("admin@example.com").await;
     let mismatches = api
         .get(
-            &shop.api_key,
+            &admin.token,
             "/api/admin/webhook-events?provider=card_gateway&outcome=mismatch",
         )
         .await;

@@ -5,7 +5,9 @@
 //! explains the balance (invariants 1 and 2); 64 members of one team spending its pool across
 //! the three, each within a daily limit, never pass their limits nor overdraw the pool
 //! (invariants 18 and 19); 64 clients spending one account with a daily limit far below its
-//! balance across the three spend exactly the limit (invariant 19).
+//! balance across the three spend exactly the limit (invariant 19); 64 spends below an
+//! automatic top-up's threshold across the three ask for one top-up, granted once (invariant
+//! 20).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -465,4 +467,116 @@ async fn redeem_until_answered(api: &Api, token: &str) -> Option<String> {
         tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
     }
     panic!("a redemption never got an answer");
+}
+
+/// Automatic top-up across the three instances: a buyer saves a card with a pack bought with
+/// consent, sets a rule whose threshold every spend is below, and 64 clients spend the whole
+/// balance across the three while the top-up's charge is slow. Exactly one top-up is asked for
+/// and charged (each instance's worker claims with `SKIP LOCKED`), and once the provider
+/// settles it, its pack is granted once and the ledger explains the balance (invariant 20).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_spends_below_the_threshold_across_three_instances_ask_for_one_top_up() {
+    let Some(_serial) = enabled("several_instances_top_up").await else {
+        return;
+    };
+    let cluster = Cluster::start("several_instances_top_up", INSTANCES, TALLY_TOML).await;
+    let (api, buyer) = (&cluster.api, &cluster.buyer);
+    let body =
+        json!({"planId": "credits_card_500", "provider": "card_gateway", "saveForAutoTopUp": true});
+    let started = api
+        .post(&buyer.token, "/api/payment/initiate", &body, None)
+        .await;
+    assert_eq!(started.status, 201, "{started:?}");
+    let order = started.body["orderId"].as_str().expect("order").to_owned();
+    api.pay(&order).await;
+    api.wait_for_status(&buyer.token, &order, "paid").await;
+    top_up_until(api, &buyer.token, |o| {
+        o["paymentMethods"].as_array().is_some_and(|m| m.len() == 1)
+    })
+    .await;
+    let methods = api
+        .get("", &format!("/sandbox/api/payment-methods?orderId={order}"))
+        .await;
+    let method = methods.body[0]["id"].as_str().expect("pm").to_owned();
+    let slow = api
+        .post(
+            "",
+            &format!("/sandbox/api/payment-methods/{method}/behaviour"),
+            &json!({"next": "slow"}),
+            None,
+        )
+        .await;
+    assert_eq!(slow.status, 200, "{slow:?}");
+    let rule = json!({"enabled": true, "threshold": "10000", "planId": "credits_card_500", "maxPerMonth": 50});
+    let request = api
+        .client
+        .put(api.url("/api/auto-top-up"))
+        .bearer_auth(&buyer.token)
+        .json(&rule);
+    let set = api.send(request).await;
+    assert_eq!(set.status, 200, "{set:?}");
+
+    let apis = cluster.apis();
+    let outcomes = spend_at_once(&apis, &cluster.api_key, &buyer.user_id).await;
+    assert_spent_exactly_what_was_there(
+        &apis[1],
+        &cluster.api_key,
+        &buyer.user_id,
+        50_000,
+        &outcomes,
+    )
+    .await;
+    let charging = top_up_until(api, &buyer.token, |o| statuses(o) == ["charging"]).await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let still = top_up_until(api, &buyer.token, |_| true).await;
+    assert_eq!(statuses(&still), ["charging"], "one top-up: {still}");
+    let top_up_order = charging["history"][0]["orderId"].as_str().expect("order");
+    let payment = api.sandbox_payment(top_up_order).await;
+    let intent = payment["id"].as_str().expect("pi");
+    let settled = api
+        .post(
+            "",
+            &format!("/sandbox/api/payments/{intent}/settle"),
+            &json!({"outcome": "succeed"}),
+            None,
+        )
+        .await;
+    assert_eq!(settled.status, 200, "{settled:?}");
+    top_up_until(api, &buyer.token, |o| statuses(o) == ["succeeded"]).await;
+    let balance = api.balance(&buyer.token, None).await;
+    assert_eq!(
+        balance, 50_000,
+        "the pack granted once, after the whole balance was spent"
+    );
+    assert_ledger_explains_balance(&api.ledger(&buyer.token, None).await, balance);
+    println!(
+        "{} spends across {INSTANCES} instances; one top-up",
+        outcomes.len()
+    );
+}
+
+/// The statuses of an automatic top-up overview's history, newest first.
+fn statuses(overview: &serde_json::Value) -> Vec<&str> {
+    overview["history"]
+        .as_array()
+        .map(|h| h.iter().filter_map(|t| t["status"].as_str()).collect())
+        .unwrap_or_default()
+}
+
+/// Poll `GET /api/auto-top-up` until `done` holds (at most 20 s).
+async fn top_up_until(
+    api: &Api,
+    token: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let mut last = None;
+    for _ in 0..200 {
+        let reply = api.get(token, "/api/auto-top-up").await;
+        if reply.status == 200 && done(&reply.body) {
+            return reply.body;
+        }
+        last = Some(reply);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("automatic top-up never got there: {last:?}");
 }
