@@ -176,7 +176,7 @@ pub(crate) fn section(v: &Visitor, (overview, packs): &(AutoTopUpOverview, Vec<P
         section.card.section-card data-testid="auto-top-up" {
             h2 { (v.t("top_up.title")) }
             p.muted { (v.t("top_up.lead")) }
-            (status(v, overview))
+            (status(v, overview, packs))
             (rule_form(v, overview, packs, team.as_deref()))
             (methods(v, overview, packs, team.as_deref()))
             (history(v, overview))
@@ -184,19 +184,24 @@ pub(crate) fn section(v: &Visitor, (overview, packs): &(AutoTopUpOverview, Vec<P
     }
 }
 
-/// Whether it is on, and why Tally turned it off or holds it.
-pub(crate) fn status(v: &Visitor, overview: &AutoTopUpOverview) -> Markup {
+/// Whether it is on, and why Tally turned it off or holds it; the pack by its name among
+/// `packs` when it is one of them.
+pub(crate) fn status(v: &Visitor, overview: &AutoTopUpOverview, packs: &[Pack]) -> Markup {
     let Some(record) = &overview.record else {
         return html! { p data-testid="top-up-status" { (v.t("top_up.status_none")) } };
     };
     let state = record.state.as_of(overview.now);
+    let pack = packs
+        .iter()
+        .find(|p| p.id == record.rule.plan)
+        .map_or(record.rule.plan.as_str(), |p| p.label.as_str());
     html! {
         p data-testid="top-up-status" {
             @if record.rule.enabled {
                 span.badge.badge-success { (v.t("top_up.status_on")) }
                 " " (v.tf("top_up.rule_text", &[
                     ("threshold", &record.rule.threshold.to_string()),
-                    ("plan", record.rule.plan.as_str()),
+                    ("plan", pack),
                 ]))
             } @else {
                 span.badge { (v.t("top_up.status_off")) }
@@ -280,7 +285,7 @@ fn methods(
         ul.method-list {
             @for m in &overview.methods {
                 li data-testid="saved-method" {
-                    strong { (m.method.brand.clone().unwrap_or_else(|| m.provider.as_str().to_owned())) }
+                    strong { (brand(m)) }
                     @if let Some(last4) = &m.method.last4 { " •••• " (last4) }
                     @if let Some(wallet) = &m.method.wallet_account { " " (wallet) }
                     @if attached == Some(m.id.as_str()) { " " span.badge.badge-success { (v.t("top_up.charged")) } }
@@ -294,13 +299,13 @@ fn methods(
             }
         }
         @if let Some(pack) = chosen {
-            form.inline-form method="post" action="/pricing/buy" data-busy data-testid="save-card" {
+            form.save-card-form method="post" action="/pricing/buy" data-busy data-testid="save-card" {
                 (csrf_field(v))
                 input type="hidden" name="planId" value=(pack.id);
                 input type="hidden" name="provider" value=(pack.provider.as_str());
                 input type="hidden" name="saveForAutoTopUp" value="on";
                 @if let Some(team) = team { input type="hidden" name="accountId" value=(team); }
-                button.btn.btn-secondary type="submit" { (v.tf("top_up.save_card", &[("pack", &pack.label)])) }
+                button.btn.btn-secondary.btn-block type="submit" { (v.tf("top_up.save_card", &[("pack", &pack.label)])) }
             }
             p.muted.small { (v.t("top_up.consent")) }
         }
@@ -358,14 +363,27 @@ pub(crate) async fn console_section(
     Ok(html! {
         section.card.section-card data-testid="console-auto-top-up" {
             h2 { (v.t("top_up.title")) }
-            (status(v, &overview))
+            (status(v, &overview, &[]))
             @if let Some(m) = card {
                 p { (v.t("top_up.methods")) ": "
-                    strong { (m.method.brand.clone().unwrap_or_else(|| m.provider.as_str().to_owned())) }
+                    strong { (brand(m)) }
                     @if let Some(last4) = &m.method.last4 { " •••• " (last4) }
                 }
             }
             (history(v, &overview))
         }
     })
+}
+
+/// A saved method's brand as people write it (`visa` → `Visa`), else its provider.
+fn brand(m: &application::ports::SavedMethodRecord) -> String {
+    match &m.method.brand {
+        Some(brand) => {
+            let mut chars = brand.chars();
+            chars.next().map_or_else(String::new, |first| {
+                first.to_uppercase().chain(chars).collect()
+            })
+        }
+        None => m.provider.as_str().to_owned(),
+    }
 }

@@ -417,6 +417,9 @@ async fn browser_a_card_is_saved_for_automatic_top_up_and_a_spend_refills_the_ba
         .await;
     assert_eq!(overflow, 0, "no horizontal overflow at 390 px");
     customer
+        .script("document.querySelector('[data-testid=auto-top-up]').scrollIntoView(); return 1")
+        .await;
+    customer
         .screenshot(&format!("{TEST}_phone"), Viewport::Phone)
         .await;
 
