@@ -1451,6 +1451,9 @@ async fn automatic_top_up_tells_each_step(world: &World, store: &TestStore) {
         provider_reference: Some("pi_1".into()),
     };
     world.fake.answer_charges(&[
+        OffSessionOutcome::Declined {
+            reason: "card_declined".into(),
+        },
         accepted,
         OffSessionOutcome::AuthenticationRequired,
         OffSessionOutcome::AuthenticationRequired,
@@ -1497,7 +1500,7 @@ async fn automatic_top_up_tells_each_step(world: &World, store: &TestStore) {
         max_amount_per_month: None,
         method_id: None,
     };
-    let overview = world.service.set_auto_top_up(rule).await.unwrap();
+    let overview = world.service.set_auto_top_up(rule.clone()).await.unwrap();
     let method_id = overview.methods[0].id.clone();
     assert_eq!(overview.record.unwrap().method.unwrap().id, method_id);
     let before = all_events(store).await.len();
@@ -1513,6 +1516,16 @@ async fn automatic_top_up_tells_each_step(world: &World, store: &TestStore) {
         idempotency_key: IdempotencyKey::new(key).unwrap(),
         api_key_id: None,
     };
+    // A decline cools the rule off; its owner setting it again ends the cool-off.
+    world.service.consume_credits(spend("tu0")).await.unwrap();
+    let pass = world.service.run_top_ups().await.unwrap();
+    assert_eq!(pass.declined, 1, "{pass:?}");
+    let declined = world.service.top_up_overview(&account).await.unwrap();
+    let state = declined.record.unwrap().state;
+    assert_eq!((state.declines, state.month_count), (1, 0));
+    assert!(state.cool_off_until.is_some());
+    let again = world.service.set_auto_top_up(rule).await.unwrap();
+    assert_eq!(again.record.unwrap().state.cool_off_until, None);
     world.service.consume_credits(spend("tu1")).await.unwrap();
     let pass = world.service.run_top_ups().await.unwrap();
     assert_eq!(pass.charged, 1, "{pass:?}");
@@ -1556,6 +1569,8 @@ async fn automatic_top_up_tells_each_step(world: &World, store: &TestStore) {
         tops,
         [
             "auto_top_up.requested",
+            "auto_top_up.failed",
+            "auto_top_up.requested",
             "auto_top_up.succeeded",
             "auto_top_up.requested",
             "auto_top_up.authentication_required",
@@ -1566,8 +1581,8 @@ async fn automatic_top_up_tells_each_step(world: &World, store: &TestStore) {
     );
     assert_eq!(
         store.balance(&account).await.unwrap(),
-        crate::support::c(20_000 - 200),
-        "two packs, two spends of 1.00: only the paid top-up granted"
+        crate::support::c(20_000 - 300),
+        "two packs, three spends of 1.00: only the paid top-up granted"
     );
 }
 
