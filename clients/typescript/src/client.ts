@@ -179,6 +179,11 @@ export interface InitiatePaymentRequest extends ForUser, ForAccount {
   readonly customerEmail?: string;
   /** The buyer's name, for providers that take one (an API key acting for a user only). */
   readonly customerName?: string;
+  /**
+   * The buyer consents to keep the card for automatic top-up (a credits pack through
+   * `card_gateway`); see {@link TallyClient.autoTopUp}.
+   */
+  readonly saveForAutoTopUp?: boolean;
 }
 
 /** A page of subscriptions, newest first. */

@@ -488,6 +488,40 @@ describe("balance thresholds", () => {
   });
 });
 
+describe("automatic top-up", () => {
+  it("keeps the card of a pack bought with consent, sets the rule, and turns it off with the card", async () => {
+    const backend = examples.lib.tally();
+    const user = await examples.lib.tallyUserId(appUser("refill"));
+    const buyer = examples.lib.tallyAs(appUser("refill"));
+    const order = await buyer.initiatePayment({
+      planId: "credits_card_500",
+      provider: "card_gateway",
+      saveForAutoTopUp: true,
+    });
+    assert.ok(order.paymentUrl, "a checkout page");
+    await fetch(order.paymentUrl, { redirect: "manual" });
+    await sandboxPay(server, order.orderId);
+    const saved = await eventually("the saved card", async () => {
+      const overview = await backend.autoTopUp.get({ userId: user });
+      return overview.paymentMethods.length === 1 ? overview : undefined;
+    });
+    const card = saved.paymentMethods[0];
+    assert.ok(card, "one saved card");
+    assert.deepEqual([card.brand, card.last4, card.orderId], ["visa", "4242", order.orderId]);
+    const set = await backend.autoTopUp.set(
+      { enabled: true, threshold: "100", planId: "credits_card_500", maxPerMonth: 2 },
+      { userId: user },
+    );
+    assert.equal(set.rule?.enabled, true);
+    assert.equal(set.rule?.paymentMethod?.id, card.id);
+    const admin = await administrator();
+    assert.equal((await admin.admin.accountAutoTopUp(user)).rule?.threshold, "100.00");
+    const removed = await backend.autoTopUp.removePaymentMethod(card.id, { userId: user });
+    assert.equal(removed.rule?.disabledReason, "method_removed");
+    assert.deepEqual(removed.paymentMethods, []);
+  });
+});
+
 describe("promo codes", () => {
   it("an administrator's code is redeemed once by a host app's user, retries answering the same redemption", async () => {
     const backend = examples.lib.tally();
