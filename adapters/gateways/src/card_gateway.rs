@@ -447,6 +447,13 @@ impl PaymentGateway for CardGatewayGateway {
             .provider_reference
             .as_deref()
             .ok_or_else(|| GatewayError::Rejected("order has no checkout session id".into()))?;
+        // A top-up's charge made off-session is a PaymentIntent without a session.
+        if reference.starts_with("pi_") {
+            let path = format!("/v1/payment_intents/{}", path_id(reference)?);
+            let intent: off_session::Intent =
+                transformers::read(self.lookup_get(&path, &[]).await?)?;
+            return intent.payment_status(self.clock.now());
+        }
         let path = format!("/v1/checkout/sessions/{}", path_id(reference)?);
         let request = self
             .http

@@ -139,6 +139,34 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         Ok(Some(true))
     }
 
+    /// Expire an automatic top-up's order and settle its top-up, in one write.
+    async fn expire_top_up_order(
+        &self,
+        change: OrderChange,
+        told: Option<host_events::HostEvent>,
+        (write, top_up_told): (crate::ports::TopUpWrite, Vec<host_events::HostEvent>),
+        now: domain::Timestamp,
+    ) -> Result<Option<bool>, HandleWebhookError> {
+        let mut set = crate::ports::ChangeSet::at(now);
+        set.told.extend(told);
+        set.told.extend(top_up_told);
+        set.order = Some(change);
+        set.top_up = Some(write);
+        match self
+            .store
+            .apply(set)
+            .await
+            .map_err(|e| e.into_store_error())
+        {
+            Ok(_) => {
+                self.metrics.order_moved(&OrderStatus::Expired);
+                Ok(Some(false))
+            }
+            Err(StoreError::Conflict(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     async fn expire_order(&self, record: &OrderRecord) -> Result<Option<bool>, HandleWebhookError> {
         let order = &record.order;
         if let Some(gateway) = self.gateways.get(order.provider()) {
@@ -151,13 +179,14 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         }
         let now = self.clock.now();
         let told = host_events::order_changed(order, &next, next.status().code(), now);
+        let change = OrderChange::new(order, record.version, next.clone());
+        // An automatic top-up's order fails its top-up with it (its link to finish lapses).
+        if let Some(top_up) = self.top_up_effects(&change, now).await? {
+            return self.expire_top_up_order(change, told, top_up, now).await;
+        }
         match self
             .store
-            .transition_order(
-                OrderChange::new(order, record.version, next.clone()),
-                now,
-                told.as_slice(),
-            )
+            .transition_order(change, now, told.as_slice())
             .await
         {
             Ok(()) => {

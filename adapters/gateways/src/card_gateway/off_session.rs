@@ -243,6 +243,39 @@ impl Intent {
         is_top_up(&self.metadata)
     }
 
+    /// Where a top-up's charge stands, for the reconciler (a lost `payment_intent.succeeded`):
+    /// succeeded with what it received, failed once cancelled or back to needing a method,
+    /// pending otherwise.
+    ///
+    /// # Errors
+    /// [`GatewayError::BadResponse`] for a succeeded PaymentIntent without a readable amount.
+    pub fn payment_status(
+        &self,
+        now: Timestamp,
+    ) -> Result<application::ports::PaymentStatus, GatewayError> {
+        use application::ports::PaymentStatus;
+        Ok(match self.status {
+            IntentStatus::Succeeded => {
+                let amount = match (self.amount_received, self.currency.as_deref()) {
+                    (Some(received), Some(currency)) => money(received, currency),
+                    _ => Err("payment intent has no amount_received or currency".into()),
+                }
+                .map_err(GatewayError::BadResponse)?;
+                PaymentStatus::Succeeded {
+                    amount,
+                    paid_at: now,
+                }
+            }
+            IntentStatus::Canceled => PaymentStatus::Failed {
+                reason: "payment canceled".into(),
+            },
+            IntentStatus::RequiresPaymentMethod => PaymentStatus::Failed {
+                reason: "payment declined".into(),
+            },
+            _ => PaymentStatus::Pending,
+        })
+    }
+
     fn order_id(&self) -> Option<OrderId> {
         self.metadata
             .get(ORDER_ID_KEY)

@@ -1542,19 +1542,17 @@ async fn automatic_top_up_tells_each_step(world: &World, store: &TestStore) {
     world.service.consume_credits(spend("tu2")).await.unwrap();
     let pass = world.service.run_top_ups().await.unwrap();
     assert_eq!(pass.authentication, 1, "{pass:?}");
+    // The buyer never finishes: the reconciler expires the order, and the top-up fails with it.
+    world.service.clock().advance_ms(3 * 3_600_000);
+    world.service.reconcile(reconcile_settings()).await.unwrap();
     let history = world
         .service
         .top_up_overview(&account)
         .await
         .unwrap()
         .history;
-    let waiting = history[0].order_id.clone().expect("order");
-    let failed = PaymentEvent::PaymentFailed {
-        order: by_id(&waiting),
-        reason: "checkout expired".into(),
-        occurred_at: at_days(2),
-    };
-    world.deliver("topup-checkout-failed", failed).await;
+    assert_eq!(history[0].status, domain::TopUpStatus::Failed);
+    assert_eq!(history[0].reason.as_deref(), Some("order expired"));
     world
         .service
         .remove_payment_method(&user.id, &account, &method_id)

@@ -342,6 +342,13 @@ async fn a_slow_top_up_is_paid_when_settled_and_a_late_webhook_when_redelivered(
     );
     assert!(world.take_events().is_empty(), "processing: nothing yet");
     let intent = intents_of(&world, "ord_top_slow")[0].id.clone();
+    // The reconciler asks Stripe about the PaymentIntent itself (no session to read).
+    let payment = PaymentRef {
+        order_id: OrderId::new("ord_top_slow").unwrap(),
+        provider_reference: Some(intent.clone()),
+    };
+    let asked = world.gateway.query_payment(&payment).await.unwrap();
+    assert_eq!(asked, application::ports::PaymentStatus::Pending);
     let settled = sandbox_api(
         &world,
         &format!("payments/{intent}/settle"),
@@ -349,6 +356,11 @@ async fn a_slow_top_up_is_paid_when_settled_and_a_late_webhook_when_redelivered(
     )
     .await;
     assert_eq!(settled["payment"]["status"], "paid");
+    let asked = world.gateway.query_payment(&payment).await.unwrap();
+    assert!(
+        matches!(asked, application::ports::PaymentStatus::Succeeded { amount, .. } if amount == usd(500)),
+        "{asked:?}"
+    );
     let events = world.take_events();
     assert_eq!(events[0].0, "payment_intent.succeeded");
     assert!(matches!(
