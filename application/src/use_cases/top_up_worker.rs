@@ -256,7 +256,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             credits: Some(credits),
             ..charge.top_up.clone()
         };
-        self.send_charge(&charge, &charging, &order, pass).await
+        let placed = (&order, OrderRecord::FIRST_VERSION);
+        self.send_charge(&charge, &charging, placed, pass).await
     }
 
     /// Send a charge no event settled by its retry time again, with the same idempotency key,
@@ -271,7 +272,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         match record.order.status().kind() {
             OrderStatusKind::Pending => {
                 pass.retried += 1;
-                self.send_charge(&charge, &charge.top_up, &record.order, pass)
+                let waiting = (&record.order, record.version);
+                self.send_charge(&charge, &charge.top_up, waiting, pass)
                     .await
             }
             OrderStatusKind::Paid => Ok(()),
@@ -291,7 +293,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         &self,
         charge: &Charge,
         charging: &TopUpRecord,
-        order: &Order,
+        (order, version): (&Order, i64),
         pass: &mut TopUpPass,
     ) -> Result<(), InfraError> {
         let Some(method) = &charge.record.method else {
@@ -317,11 +319,13 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             }
             Ok(OffSessionOutcome::Declined { reason }) => {
                 pass.declined += 1;
-                self.top_up_declined(charge, charging, order, reason).await
+                self.top_up_declined(charge, charging, (order, version), reason)
+                    .await
             }
             Ok(OffSessionOutcome::AuthenticationRequired) => {
                 pass.authentication += 1;
-                self.top_up_needs_buyer(charge, charging, order).await
+                self.top_up_needs_buyer(charge, charging, (order, version))
+                    .await
             }
             Err(e @ (GatewayError::Unreachable(_) | GatewayError::BadResponse(_))) => {
                 // Perhaps charged: the provider's event settles it, else the retry sends it
@@ -331,7 +335,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             }
             Err(e) => {
                 pass.declined += 1;
-                self.top_up_declined(charge, charging, order, e.to_string())
+                self.top_up_declined(charge, charging, (order, version), e.to_string())
                     .await
             }
         }
@@ -356,7 +360,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         &self,
         charge: &Charge,
         charging: &TopUpRecord,
-        order: &Order,
+        (order, version): (&Order, i64),
         reason: String,
     ) -> Result<(), InfraError> {
         let now = self.clock.now();
@@ -366,7 +370,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         }
         let effect = self.decline_effect(charging, &charge.record, now);
         let settled = settle(charging, TopUpStatus::Failed, Some(reason), effect, now);
-        let change = OrderChange::new(order, OrderRecord::FIRST_VERSION, failed);
+        let change = OrderChange::new(order, version, failed);
         self.apply_top_up(with_disabled(settled, effect, now), Some(change))
             .await
     }
@@ -377,7 +381,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         &self,
         charge: &Charge,
         charging: &TopUpRecord,
-        order: &Order,
+        (order, version): (&Order, i64),
     ) -> Result<(), InfraError> {
         let contact = self.store.find_buyer_contact(order.user_id()).await?;
         let request = self.checkout_request(order, charge.plan.clone(), contact);
@@ -385,7 +389,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             Ok(checkout) => checkout,
             Err(e) => {
                 let reason = format!("authentication required; no checkout: {e}");
-                return self.top_up_declined(charge, charging, order, reason).await;
+                return self
+                    .top_up_declined(charge, charging, (order, version), reason)
+                    .await;
             }
         };
         let url = match &checkout.target {

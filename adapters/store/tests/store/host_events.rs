@@ -1454,6 +1454,7 @@ async fn automatic_top_up_tells_each_step(world: &World, store: &TestStore) {
         OffSessionOutcome::Declined {
             reason: "card_declined".into(),
         },
+        accepted.clone(),
         accepted,
         OffSessionOutcome::AuthenticationRequired,
         OffSessionOutcome::AuthenticationRequired,
@@ -1529,6 +1530,18 @@ async fn automatic_top_up_tells_each_step(world: &World, store: &TestStore) {
     world.service.consume_credits(spend("tu1")).await.unwrap();
     let pass = world.service.run_top_ups().await.unwrap();
     assert_eq!(pass.charged, 1, "{pass:?}");
+    // No event within ten minutes: the charge is sent again, under the same key.
+    world.service.clock().advance_ms(11 * 60_000);
+    let pass = world.service.run_top_ups().await.unwrap();
+    assert_eq!(pass.retried, 1, "{pass:?}");
+    let charges = world.fake.charges();
+    let keys: Vec<&str> = charges
+        .iter()
+        .rev()
+        .take(2)
+        .map(|c| c.idempotency_key.as_str())
+        .collect();
+    assert_eq!(keys[0], keys[1], "{charges:?}");
     let history = world
         .service
         .top_up_overview(&account)
