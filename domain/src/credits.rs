@@ -76,6 +76,17 @@ impl Credits {
         Self::from_hundredths(hundredths)
     }
 
+    /// A positive amount written as text (`"100"`, `"12.5"`): `None` for anything else (not a
+    /// number, zero or less, more than two fraction digits, too large).
+    #[must_use]
+    pub fn parse_positive(text: &str) -> Option<Self> {
+        text.trim()
+            .parse::<Decimal>()
+            .ok()
+            .and_then(|d| Self::from_decimal(d).ok())
+            .filter(|c| !c.is_zero())
+    }
+
     /// Credits from a decimal such as a configured `2.5`.
     ///
     /// # Errors

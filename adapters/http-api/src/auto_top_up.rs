@@ -422,19 +422,12 @@ fn set_of(
     account: AccountId,
     body: SetAutoTopUpBody,
 ) -> Result<SetAutoTopUp, Problem> {
-    let threshold = body
-        .threshold
-        .trim()
-        .parse::<rust_decimal::Decimal>()
-        .ok()
-        .and_then(|d| Credits::from_decimal(d).ok())
-        .filter(|c| !c.is_zero())
-        .ok_or_else(|| {
-            Problem::invalid_field(
-                "threshold",
-                "must be a number of credits above zero with at most two decimal places",
-            )
-        })?;
+    let threshold = Credits::parse_positive(&body.threshold).ok_or_else(|| {
+        Problem::invalid_field(
+            "threshold",
+            "must be a number of credits above zero with at most two decimal places",
+        )
+    })?;
     let plan_id = PlanId::new(body.plan_id)
         .map_err(|e| top_up_problem(AutoTopUpError::PlanNotAllowed(format!("planId: {e}"))))?;
     Ok(SetAutoTopUp {

@@ -256,11 +256,7 @@ impl Intent {
         use application::ports::PaymentStatus;
         Ok(match self.status {
             IntentStatus::Succeeded => {
-                let amount = match (self.amount_received, self.currency.as_deref()) {
-                    (Some(received), Some(currency)) => money(received, currency),
-                    _ => Err("payment intent has no amount_received or currency".into()),
-                }
-                .map_err(GatewayError::BadResponse)?;
+                let amount = self.received().map_err(GatewayError::BadResponse)?;
                 PaymentStatus::Succeeded {
                     amount,
                     paid_at: now,
@@ -274,6 +270,14 @@ impl Intent {
             },
             _ => PaymentStatus::Pending,
         })
+    }
+
+    /// What it received.
+    fn received(&self) -> Result<domain::Money, String> {
+        match (self.amount_received, self.currency.as_deref()) {
+            (Some(received), Some(currency)) => money(received, currency),
+            _ => Err("payment intent has no amount_received or currency".into()),
+        }
     }
 
     fn order_id(&self) -> Option<OrderId> {
@@ -311,11 +315,7 @@ pub fn intent_succeeded(intent: &Intent, at: Timestamp) -> Result<Vec<PaymentEve
     let Some(order_id) = intent.order_id().filter(|_| intent.is_top_up()) else {
         return Ok(Vec::new());
     };
-    let amount = match (intent.amount_received, intent.currency.as_deref()) {
-        (Some(received), Some(currency)) => money(received, currency),
-        _ => Err("payment intent has no amount_received or currency".into()),
-    }
-    .map_err(WebhookError::Malformed)?;
+    let amount = intent.received().map_err(WebhookError::Malformed)?;
     Ok(vec![PaymentEvent::PaymentSucceeded {
         order: OrderLocator {
             order_id: Some(order_id),

@@ -86,13 +86,7 @@ pub(crate) async fn act(state: Arc<PageState>, v: Visitor, mut request: Request)
 
 /// The rule the save form states, if its numbers read.
 fn rule_of(form: &TopUpForm, user: &domain::UserId, account: &AccountId) -> Option<SetAutoTopUp> {
-    let threshold = form
-        .threshold
-        .trim()
-        .parse::<rust_decimal::Decimal>()
-        .ok()
-        .and_then(|d| Credits::from_decimal(d).ok())
-        .filter(|c| !c.is_zero())?;
+    let threshold = Credits::parse_positive(&form.threshold)?;
     let max_per_month = match form.max_per_month.trim() {
         "" => 5,
         n => n.parse().ok()?,
