@@ -405,10 +405,13 @@ async fn browser_a_card_is_saved_for_automatic_top_up_and_a_spend_refills_the_ba
         .post(&spender, "/api/credits/consume", &body, Some("b1"))
         .await;
     assert_eq!(status, 201, "{spent}");
-    reload_until(&customer, &panel, "[data-testid=top-up-history]", "Paid").await;
-    assert_eq!(
-        customer.text("[data-testid=credit-balance]").await,
-        "995.00"
+    // The page reads the balance before the top-ups: wait for the balance, then the history.
+    reload_until(&customer, &panel, "[data-testid=credit-balance]", "995.00").await;
+    assert!(
+        customer
+            .text("[data-testid=top-up-history]")
+            .await
+            .contains("Paid")
     );
     let overflow = customer
         .script(
