@@ -14,8 +14,8 @@ pub use told::{
     HostEvent, HostEventData, LimitTold, MismatchTold, ThresholdTold, balance_alerts, consumed,
     credits_changed, entitlements_changed, limit_reached, limit_reset, member_changed, mismatch,
     mismatch_of, order_changed, payment_event_told, promo_redeemed, recorded_event_told,
-    reservation_step, seats_exceeded, subscription_changed, threshold_crossings, top_up_disabled,
-    top_up_moved,
+    reservation_step, seats_exceeded, seats_reduced, subscription_changed, threshold_crossings,
+    top_up_disabled, top_up_moved,
 };
 
 /// A type of event the host application can be told about.

@@ -436,6 +436,21 @@ pub fn seat_cap(entitlements: &Entitlements) -> Option<u64> {
     }
 }
 
+/// The seats a change of a team's entitlements from `previous` to `now` left it with, when that
+/// change lowered them below its `members` (a downgrade, a refund, a plan ending): nobody is
+/// removed, nobody more may join, and the owners are told. `None` when the seats did not go
+/// down, or still fit the members.
+#[must_use]
+pub fn seats_reduced_below(
+    previous: &Entitlements,
+    now: &Entitlements,
+    members: u64,
+) -> Option<u64> {
+    let seats = seat_cap(now)?;
+    let lowered = seat_cap(previous).is_none_or(|before| seats < before);
+    (lowered && members > seats).then_some(seats)
+}
+
 /// Decide a member change: who may do what. Owners manage everyone; admins manage admins and
 /// members and grant at most admin; every member may leave (remove themselves); only an owner
 /// sets their own limit; the last owner can neither leave, be removed nor stop being an owner;

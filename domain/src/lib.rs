@@ -40,7 +40,7 @@ pub use account::{
     INVITATION_LIFETIME_MS, InvitationFacts, InvitationRefusal, LimitOwner, LimitReached,
     LimitWindow, MemberChange, MemberChangeRefusal, MemberFacts, MemberLimit, MemberRole,
     SEATS_KEY, WindowCount, count_spend, decide_acceptance, decide_member_change, give_back,
-    headroom, plan_host_org, seat_cap, seat_free, settle_ceiling,
+    headroom, plan_host_org, seat_cap, seat_free, seats_reduced_below, settle_ceiling,
 };
 pub use cancellation::{CancelRefusal, CancelStep, CancelWhen, decide_cancel};
 pub use consumption::{

@@ -118,7 +118,7 @@ fn fill(data: &mut Map<String, Value>, what: &HostEventData) {
         } => member_changed(data, member, *previous_role, by),
         HostEventData::SeatsExceeded {
             seats, members, by, ..
-        } => seats_exceeded(data, *seats, *members, by),
+        } => seats_exceeded(data, *seats, *members, by.as_ref()),
         HostEventData::PromoRedeemed { .. } => promo_redeemed(data, what),
         HostEventData::TopUp(_) | HostEventData::TopUpDisabled { .. } => top_up(data, what),
         HostEventData::Entitlements {
@@ -268,10 +268,23 @@ fn member_changed(
     data.insert("by".into(), json!(by.as_str()));
 }
 
-fn seats_exceeded(data: &mut Map<String, Value>, seats: u64, members: u64, by: &domain::UserId) {
+/// `account.seats_exceeded`: the cap, the members, who asked for the refused addition (`null`
+/// when the team's seats went down below its members), and which of the two it was.
+fn seats_exceeded(
+    data: &mut Map<String, Value>,
+    seats: u64,
+    members: u64,
+    by: Option<&domain::UserId>,
+) {
     data.insert("seats".into(), json!(seats));
     data.insert("members".into(), json!(members));
-    data.insert("by".into(), json!(by.as_str()));
+    data.insert("by".into(), json!(by.map(domain::UserId::as_str)));
+    let cause = if by.is_some() {
+        "addition_refused"
+    } else {
+        "seats_reduced"
+    };
+    data.insert("cause".into(), json!(cause));
 }
 
 /// An `auto_top_up.*` event's account, and the top-up as it stands (or why the rule was turned

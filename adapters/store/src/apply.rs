@@ -192,7 +192,7 @@ async fn execute(
     }
     if let Some(told) = &set.entitlements {
         entitlements_told::write(tx, &told.write).await?;
-        outbox.extend(told.event.clone());
+        outbox.extend(told.events.iter().cloned());
     }
     outbox.write(tx, events).await?;
     if let Some(entry) = set.audit.as_ref().and_then(|audit| audit.entry(&done)) {

@@ -122,17 +122,19 @@ pub enum HostEventData {
         /// The account it limits.
         account: AccountId,
     },
-    /// A user a team had no seat for.
+    /// A user a team had no seat for, or a change of the team's plans that left it fewer seats
+    /// than members.
     SeatsExceeded {
         /// The team.
         account: AccountId,
         /// The seats it holds.
         seats: u64,
-        /// Its members when the addition was refused.
+        /// Its members when the addition was refused, or when the seats went down.
         members: u64,
         /// Who asked for the addition (the user themself when their host token named the team's
-        /// organisation).
-        by: UserId,
+        /// organisation); `None` when no addition was asked for: the team's seats went down
+        /// below its members (a downgrade, a refund, a plan ending), and nobody was removed.
+        by: Option<UserId>,
     },
     /// A promo code's redemption.
     PromoRedeemed {
@@ -527,7 +529,26 @@ pub fn seats_exceeded(
             account: account.clone(),
             seats,
             members,
-            by: by.clone(),
+            by: Some(by.clone()),
+        },
+        occurred_at: now,
+    }
+}
+
+/// `account.seats_exceeded` of a change of `account`'s entitlements, at `now`, that left it
+/// `seats` seats for its `members` ([`domain::seats_reduced_below`]): told in the change's own
+/// write, once per change of its entitlements.
+#[must_use]
+pub fn seats_reduced(account: &AccountId, seats: u64, members: u64, now: Timestamp) -> HostEvent {
+    HostEvent {
+        kind: HostEventKind::AccountSeatsExceeded,
+        fact: format!("{account}:reduced:{seats}:{members}:{}", now.unix_millis()),
+        user: None,
+        data: HostEventData::SeatsExceeded {
+            account: account.clone(),
+            seats,
+            members,
+            by: None,
         },
         occurred_at: now,
     }

@@ -88,8 +88,9 @@ pub struct EntitlementsWrite {
 pub struct EntitlementsTold {
     /// What to keep.
     pub write: EntitlementsWrite,
-    /// The event, when they changed.
-    pub event: Option<HostEvent>,
+    /// What the change tells: `entitlements.changed` when they changed, and
+    /// `account.seats_exceeded` when the change left a team fewer seats than members.
+    pub events: Vec<HostEvent>,
 }
 
 /// What one read of the outbox found.

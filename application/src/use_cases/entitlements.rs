@@ -125,9 +125,19 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 (before.entitlements, None)
             }
         };
-        let event: Option<HostEvent> = (held.entitlements != previous).then(|| {
-            host_events::entitlements_changed(account, &previous, &held.entitlements, now)
-        });
+        let mut events = Vec::new();
+        if held.entitlements != previous {
+            events.push(host_events::entitlements_changed(
+                account,
+                &previous,
+                &held.entitlements,
+                now,
+            ));
+            events.extend(
+                self.seats_told(account, &previous, &held.entitlements, now)
+                    .await?,
+            );
+        }
         Ok(EntitlementsTold {
             write: EntitlementsWrite {
                 account: account.clone(),
@@ -136,8 +146,26 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
                 next_change_at: next,
                 at: now,
             },
-            event,
+            events,
         })
+    }
+
+    /// `account.seats_exceeded` when a change of a team's entitlements from `previous` to
+    /// `now` left it fewer seats than its members (counted as they are read; nobody is removed,
+    /// and an addition counts them again under the team's lock).
+    async fn seats_told(
+        &self,
+        account: &AccountId,
+        previous: &Entitlements,
+        now_held: &Entitlements,
+        now: Timestamp,
+    ) -> Result<Option<HostEvent>, InfraError> {
+        if !account.is_team() || domain::seat_cap(now_held).is_none() {
+            return Ok(None);
+        }
+        let members = u64::try_from(self.store.members(account).await?.len()).unwrap_or(u64::MAX);
+        Ok(domain::seats_reduced_below(previous, now_held, members)
+            .map(|seats| host_events::seats_reduced(account, seats, members, now)))
     }
 
     /// The effective entitlements `purchases` grant at `now`, and the earliest moment after
@@ -202,7 +230,7 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         for account in self.store.entitlements_due(now, limit).await? {
             let basis = self.store.entitlement_basis(&account).await?;
             let told = self.entitlements_after(&account, basis, None, now).await?;
-            let tells = told.event.is_some();
+            let tells = !told.events.is_empty();
             match self.store.write_entitlements(told).await {
                 Ok(()) => changed += u32::from(tells),
                 Err(StoreError::Conflict(_)) => {}

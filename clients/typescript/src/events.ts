@@ -206,10 +206,12 @@ export interface EventData {
   "account.seats_exceeded": {
     /** The seats the team holds. */
     readonly seats: number;
-    /** Its present members when the addition was refused. */
+    /** Its present members when the addition was refused, or when its seats went down. */
     readonly members: number;
-    /** Who asked for the addition (the refused user themself when their host token named the team's organisation). */
-    readonly by: string;
+    /** Who asked for the addition (the refused user themself when their host token named the team's organisation); `null` when the team's seats went down below its members. */
+    readonly by: string | null;
+    /** `addition_refused`: a user was not added; `seats_reduced`: a downgrade, a refund or a plan ending left the team fewer seats than members (nobody was removed). */
+    readonly cause: "addition_refused" | "seats_reduced";
   };
   "promo_code.redeemed": {
     /** The code redeemed (upper-case). */

@@ -156,6 +156,28 @@ fn the_seats_are_the_limit_of_the_seats_entitlement() {
 }
 
 #[test]
+fn a_change_that_lowers_the_seats_below_the_members_says_so_once() {
+    use crate::entitlements::{EntitlementKey, EntitlementValue, Entitlements};
+    let seats = |n| {
+        Entitlements::from_pairs([(
+            EntitlementKey::new(SEATS_KEY).unwrap(),
+            EntitlementValue::Limit(n),
+        )])
+    };
+    let none = Entitlements::none();
+    // Ten seats down to two, five members: over by three.
+    assert_eq!(seats_reduced_below(&seats(10), &seats(2), 5), Some(2));
+    // No cap down to a cap below the members.
+    assert_eq!(seats_reduced_below(&none, &seats(3), 4), Some(3));
+    // Lowered, but the members still fit (or exactly fill it).
+    assert_eq!(seats_reduced_below(&seats(10), &seats(5), 5), None);
+    // Not lowered: the same cap, a raised one, or no cap at all now.
+    assert_eq!(seats_reduced_below(&seats(2), &seats(2), 5), None);
+    assert_eq!(seats_reduced_below(&seats(2), &seats(3), 5), None);
+    assert_eq!(seats_reduced_below(&seats(2), &none, 5), None);
+}
+
+#[test]
 fn who_may_change_members() {
     use MemberChangeRefusal as R;
     use MemberRole::{Admin, Member, Owner};

@@ -1,6 +1,7 @@
 //! Entitlements end to end through the sandbox: a plan's entitlements are held once it is paid,
 //! read by the buyer's session and by an `entitlements:read` API key (a key without the scope is
-//! refused), and kept as sold when an administrator edits or deletes the dynamic plan later.
+//! refused), and kept as sold when an administrator edits or deletes the dynamic plan later; a
+//! refund that leaves a team fewer seats than members tells its owners and removes nobody.
 
 use application::use_cases::plans::PricingMode;
 use serde_json::{Value, json};
@@ -138,4 +139,113 @@ async fn editing_or_deleting_a_dynamic_plan_does_not_change_what_its_buyer_holds
     assert!(deleted.status().is_success(), "{}", deleted.status());
     let (_, after_delete) = app.get(&token, "/api/entitlements").await;
     assert_eq!(after_delete, held);
+}
+
+/// Buy `plan` for `team` through the sandbox's hosted checkout and wait for it to be paid.
+async fn buy_for(app: &TestApp, token: &str, plan: &str, team: &str) -> String {
+    let body = json!({"planId": plan, "provider": "card_gateway", "accountId": team});
+    let key = format!("buy-{plan}-{team}");
+    let (status, started) = app
+        .post(token, "/api/payment/initiate", &body, Some(&key))
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let order = started["orderId"].as_str().expect("order").to_owned();
+    assert!(
+        app.client
+            .get(tests::checkout_url(&started))
+            .send()
+            .await
+            .is_ok()
+    );
+    app.sandbox_action(&order, "pay", &json!({})).await;
+    app.wait_for_status(token, &order, "paid").await;
+    order
+}
+
+#[tokio::test]
+async fn a_refund_that_leaves_a_team_fewer_seats_than_members_tells_its_owners_and_removes_nobody()
+{
+    let (app, admin) = app_with_admin(PricingMode::Dynamic).await;
+    for (id, seats) in [("team_pass", 3), ("team_pass_two", 2)] {
+        let mut plan = pass_plan(seats);
+        plan["id"] = json!(id);
+        let (status, created) = app.post(&admin, "/api/admin/plans", &plan, None).await;
+        assert_eq!(status, 201, "{created}");
+    }
+    let (_, ada) = buyer(&app, "ada@example.com").await;
+    let (status, team) = app
+        .post(&ada, "/api/accounts", &json!({"name": "Acme"}), None)
+        .await;
+    assert_eq!(status, 201, "{team}");
+    let team = team["id"].as_str().expect("team").to_owned();
+    let members = format!("/api/accounts/{team}/members");
+    let big = buy_for(&app, &ada, "team_pass", &team).await;
+    buy_for(&app, &ada, "team_pass_two", &team).await;
+    for email in ["bob@example.com", "cy@example.com"] {
+        let (id, _) = buyer(&app, email).await;
+        let (status, added) = app
+            .post(&ada, &members, &json!({"memberId": id}), None)
+            .await;
+        assert_eq!(status, 201, "{added}");
+    }
+
+    // The three-seat pass is refunded: two seats are left for three members.
+    app.sandbox_action(&big, "refund", &json!({})).await;
+    app.wait_for_status(&ada, &big, "refunded").await;
+    let path = format!("/api/entitlements?accountId={team}");
+    let (_, held) = app.get(&ada, &path).await;
+    assert_eq!(held["entitlements"]["seats"], 2, "{held}");
+    let (status, events) = app
+        .get(&admin, "/api/events?type=account.seats_exceeded")
+        .await;
+    assert_eq!(status, 200, "{events}");
+    let told: Vec<&Value> = events["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter(|e| e["data"]["accountId"] == team.as_str())
+        .collect();
+    assert_eq!(told.len(), 1, "{events}");
+    let data = &told[0]["data"];
+    assert_eq!(
+        (
+            &data["seats"],
+            &data["members"],
+            &data["by"],
+            &data["cause"]
+        ),
+        (&json!(2), &json!(3), &Value::Null, &json!("seats_reduced")),
+        "{data}"
+    );
+
+    // Nobody was removed; nobody more joins; the owner's dashboard says so.
+    let (_, listed) = app.get(&ada, &members).await;
+    assert_eq!(
+        listed["items"].as_array().map(Vec::len),
+        Some(3),
+        "{listed}"
+    );
+    let (dan, _) = buyer(&app, "dan@example.com").await;
+    let (status, refused) = app
+        .post(&ada, &members, &json!({"memberId": dan}), None)
+        .await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (409, Some("seats_exceeded"))
+    );
+    let page = app
+        .client
+        .get(app.url("/dashboard?tab=teams"))
+        .header("Cookie", format!("tally_session={ada}"))
+        .send()
+        .await
+        .expect("dashboard")
+        .text()
+        .await
+        .expect("page");
+    assert!(page.contains("data-testid=\"seats-over\""), "{page}");
+    assert!(
+        page.contains("3 members and its plans now hold 2 seats"),
+        "{page}"
+    );
 }

@@ -115,9 +115,9 @@ fn team_card(v: &Visitor, team: &TeamView, now: Timestamp) -> Markup {
     };
     let manages = team.entry.role.manages_members();
     let host = account.host_organisation.is_some();
-    let full = team
-        .seats
-        .is_some_and(|seats| u64::try_from(team.members.len()).unwrap_or(u64::MAX) >= seats);
+    let members = u64::try_from(team.members.len()).unwrap_or(u64::MAX);
+    let full = team.seats.is_some_and(|seats| members == seats);
+    let over = team.seats.filter(|seats| members > *seats);
     html! {
         section.card.section-card data-testid="team" {
             h2 {
@@ -136,6 +136,11 @@ fn team_card(v: &Visitor, team: &TeamView, now: Timestamp) -> Markup {
             @if full {
                 div.alert.alert-warning role="status" data-testid="seats-full" {
                     (v.t("teams.seats_full"))
+                }
+            }
+            @if let Some(seats) = over {
+                div.alert.alert-warning role="status" data-testid="seats-over" {
+                    (v.tf("teams.seats_over", &[("members", &count), ("seats", &seats.to_string())]))
                 }
             }
             (members_table(v, team, now))
