@@ -344,6 +344,9 @@ impl Scope {
 pub struct PortalSession {
     /// The user, always with the role `user` (a portal never administers).
     pub user: User,
+    /// The account whose billing it shows: the user's personal account, or a team the host
+    /// asked for (where the user's role is checked again at every action).
+    pub account: domain::AccountId,
     /// Where "Back to the app" leads.
     pub return_url: domain::ReturnUrl,
     /// The page language the host asked for, if any.

@@ -186,7 +186,8 @@ pub enum Actor {
 pub enum Reach {
     /// Every account the user belongs to: the user's own credential, or an unbound API key.
     Memberships,
-    /// The user's personal account alone: a customer-portal session.
+    /// The one account a customer-portal session was opened for: the user's personal account,
+    /// or a team the host asked for.
     Portal(AccountId),
     /// One account alone: an API key bound to it.
     Key(AccountId),
@@ -223,11 +224,12 @@ impl Acting {
         }
     }
 
-    /// A customer-portal session of `user`: their own credential on their personal account alone.
+    /// A customer-portal session of `user` opened for `account` (their personal account, or a
+    /// team): their own credential on that account alone.
     #[must_use]
-    pub fn portal(user: User) -> Self {
+    pub fn portal(user: User, account: AccountId) -> Self {
         Acting {
-            reach: Reach::Portal(AccountId::personal(&user.id)),
+            reach: Reach::Portal(account),
             user,
             actor: Actor::TheUser,
         }
@@ -332,9 +334,14 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         };
         match principal {
             Principal::User(user) => own(Acting::user(user)),
-            // A portal session is its user's billing, and nothing but that user's.
+            // A portal session is its user's billing in the account it was opened for, and
+            // nothing else.
             Principal::Portal(portal) => {
-                own(Acting::portal(billing_user(Principal::Portal(portal))?))
+                let account = portal.account.clone();
+                own(Acting::portal(
+                    billing_user(Principal::Portal(portal))?,
+                    account,
+                ))
             }
             Principal::Service(key) => {
                 let key = account_key(Principal::Service(key), scope)?;
@@ -433,6 +440,7 @@ mod tests {
             unreachable!()
         };
         Principal::Portal(PortalSession {
+            account: AccountId::personal(&user.id),
             user,
             return_url: domain::ReturnUrl::parse("https://app.example.com/account").unwrap(),
             locale: None,

@@ -49,6 +49,7 @@
 //! | `m20261015_000041_promo_codes` | usage pricing | `promo_codes` (terms, active, `redeemed` never past `max_redemptions`) and `promo_redemptions` (unique per code, user and ordinal, and per request key) |
 //! | `m20261016_000042_pack_bonus` | usage pricing | `orders.bonus_credits_hundredths` and `bonus_expires_in_days`: a credits pack's bonus as sold |
 //! | `m20261017_000043_auto_top_up` | automatic top-up | `saved_payment_methods`, `auto_top_ups` (rule, caps, cool-off, version) and `top_up_intents` (at most one in flight per account), `orders.save_method` |
+//! | `m20261018_000044_team_portal` | teams | `portal_sessions.account_id`: a customer-portal link for a team's billing |
 //!
 //! Every step migrates down as well as up; the tests in `tests/migrations.rs` prove it on SQLite
 //! and, when `TEST_DATABASE_URL` is set, on PostgreSQL.
@@ -95,6 +96,7 @@ mod m20261014_000040_grant_categories;
 mod m20261015_000041_promo_codes;
 mod m20261016_000042_pack_bonus;
 mod m20261017_000043_auto_top_up;
+mod m20261018_000044_team_portal;
 mod sql;
 
 pub use sea_orm_migration::MigratorTrait;
@@ -150,6 +152,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261015_000041_promo_codes::Migration),
             Box::new(m20261016_000042_pack_bonus::Migration),
             Box::new(m20261017_000043_auto_top_up::Migration),
+            Box::new(m20261018_000044_team_portal::Migration),
         ]
     }
 }

@@ -1,7 +1,8 @@
 //! `POST /api/portal-sessions`: a host application's backend (an API key with `billing:write`)
 //! asks for a single-use link to Tally's customer portal for one of its users. The link opens
 //! once, within five minutes, into a 30-minute browser session restricted to that user's
-//! billing (decided by `application::authorization`), with a "Back to the app" link.
+//! billing (decided by `application::authorization`), with a "Back to the app" link; with
+//! `accountId`, to the billing of a team the user manages.
 
 use std::sync::Arc;
 
@@ -26,6 +27,11 @@ pub struct PortalSessionBody {
     /// The user whose billing the portal shows.
     #[oai(validator(min_length = 1, max_length = 128))]
     pub user_id: String,
+    /// A team whose billing the portal shows in place of the user's own: the user must be one
+    /// of its owners or admins (checked again at every action in the portal). Omitted: the
+    /// user's own billing.
+    #[oai(validator(min_length = 1, max_length = 128))]
+    pub account_id: Option<String>,
     /// Where the portal's "Back to the app" link leads: an absolute http(s) URL under an
     /// allowed origin (`[hostApp] returnOrigins`; any loopback origin in development).
     #[oai(validator(min_length = 1, max_length = 2048))]
@@ -58,8 +64,10 @@ api_response! {
         401 Unauthorized,
         /// `forbidden`: not an API key with scope `billing:write`.
         /// Also `forbidden`: an API key bound to one account.
+        /// Also `not_billing_manager`: `accountId` names a team the user is a plain member of.
         403 Forbidden,
         /// `user_not_found`.
+        /// Also `account_not_found`: `accountId` names no team the user belongs to.
         404 NotFound,
         /// `payload_too_large`: the body is over 64 KiB.
         413 PayloadTooLarge,
@@ -110,6 +118,7 @@ impl PortalApi {
                     principal,
                     CreatePortalSession {
                         user_id: body.user_id,
+                        account_id: body.account_id,
                         return_url: body.return_url,
                         locale: body.locale,
                     },
@@ -155,6 +164,14 @@ fn portal_problem(e: PortalError) -> Problem {
         PortalError::ReturnUrlNotAllowed(refused) => {
             Problem::new(Code::ReturnUrlNotAllowed, refused.to_string())
         }
+        PortalError::AccountNotFound => Problem::new(
+            Code::AccountNotFound,
+            "no such team, or the user is not one of its members",
+        ),
+        PortalError::NotBillingManager => Problem::new(
+            Code::NotBillingManager,
+            "only a team's owners and admins manage its billing",
+        ),
         PortalError::Infra(infra) => infra.into(),
     }
 }

@@ -4,7 +4,7 @@
 
 use application::accounts::{PortalSession, TokenHash};
 use application::ports::{NewPortalLink, StoreError};
-use domain::{ReturnUrl, Timestamp};
+use domain::{AccountId, ReturnUrl, Timestamp};
 use sea_orm::FromQueryResult;
 
 use crate::SeaOrmStore;
@@ -21,6 +21,7 @@ struct PortalRow {
     return_url: String,
     locale: Option<String>,
     session_expires_at: i64,
+    account_id: Option<String>,
 }
 
 impl PortalRow {
@@ -35,7 +36,14 @@ impl PortalRow {
             self.created_at,
         )
         .into_domain()?;
+        let account = match self.account_id {
+            Some(raw) => {
+                AccountId::new(raw).map_err(|e| corrupt("portal_sessions", user.id.as_str(), e))?
+            }
+            None => AccountId::personal(&user.id),
+        };
         Ok(PortalSession {
+            account,
             user,
             return_url,
             locale: self.locale,
@@ -46,14 +54,15 @@ impl PortalRow {
 
 /// The session whose digest is `$1`, unexpired at `$2`.
 const FIND_SESSION: &str = "SELECT u.id, u.email, u.password_hash, u.role, u.created_at, \
-    p.return_url, p.locale, p.session_expires_at \
+    p.return_url, p.locale, p.session_expires_at, p.account_id \
     FROM portal_sessions p JOIN users u ON u.id = p.user_id \
     WHERE p.session_hash = $1 AND p.session_expires_at > $2";
 
 impl SeaOrmStore {
     pub(crate) async fn insert_portal_link(&self, link: &NewPortalLink) -> Result<(), StoreError> {
         let sql = "INSERT INTO portal_sessions (link_hash, user_id, return_url, locale, \
-            created_by, created_at, link_expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)";
+            created_by, created_at, link_expires_at, account_id) \
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
         let values = vec![
             link.link.0.as_str().into(),
             link.user_id.as_str().into(),
@@ -62,6 +71,10 @@ impl SeaOrmStore {
             link.created_by.as_str().into(),
             link.created_at.unix_millis().into(),
             link.expires_at.unix_millis().into(),
+            link.account_id
+                .as_ref()
+                .map(|a| a.as_str().to_owned())
+                .into(),
         ];
         self.run_execute("create_portal_link", sql, values)
             .await

@@ -8,7 +8,7 @@ use application::accounts::{Role, User};
 use application::inbound::Ports;
 use application::use_cases::InfraError;
 use application::use_cases::sessions::{AccountsError, Principal};
-use domain::ReturnUrl;
+use domain::{AccountId, ReturnUrl};
 use poem::http::{StatusCode, header};
 use poem::{Request, Response};
 use serde::de::DeserializeOwned;
@@ -58,9 +58,29 @@ pub(crate) struct Visitor {
     /// In a customer-portal session: where "Back to the app" leads. Such a visitor's user may
     /// act only on their billing.
     pub(crate) portal_return: Option<ReturnUrl>,
+    /// In a customer-portal session: the one account it acts on (the user's own, or a team).
+    pub(crate) portal_account: Option<AccountId>,
 }
 
 impl Visitor {
+    /// The team a customer-portal session was opened for, if it was opened for a team's billing.
+    pub(crate) fn portal_team(&self) -> Option<&AccountId> {
+        self.portal_account.as_ref().filter(|a| a.is_team())
+    }
+
+    /// Whether this visitor may act on `account`: a customer-portal session only on the one
+    /// account it was opened for (the use cases check the user's role in it); anyone else is
+    /// let through to them.
+    ///
+    /// # Errors
+    /// [`PageError::NotFound`] for a portal session and any other account.
+    pub(crate) fn within_portal(&self, account: &AccountId) -> Result<(), PageError> {
+        match &self.portal_account {
+            Some(only) if only != account => Err(PageError::NotFound),
+            _ => Ok(()),
+        }
+    }
+
     /// The catalog text for `key` in the page language.
     pub(crate) fn t<'k>(&self, key: &'k str) -> &'k str {
         self.lang.t(key)
@@ -138,6 +158,7 @@ impl Visitor {
             sandbox_notice: settings.sandbox_notice,
             branding: branding.clone(),
             portal_return: None,
+            portal_account: None,
         }
     }
 
@@ -254,16 +275,19 @@ impl PageState {
     pub(crate) async fn visitor(&self, request: &Request) -> Result<Visitor, (Lang, PageError)> {
         let (lang, lang_source) = i18n::negotiate(request);
         let cookie_token = cookies::get(request, SESSION_COOKIE);
-        let (user, portal_return) = match cookie_token {
+        let (user, portal) = match cookie_token {
             Some(token) => match self.ports.accounts.authenticate(token).await {
                 Ok(Principal::User(user)) => (Some(user), None),
-                Ok(Principal::Portal(portal)) => (Some(portal.user), Some(portal.return_url)),
+                Ok(Principal::Portal(portal)) => {
+                    (Some(portal.user), Some((portal.return_url, portal.account)))
+                }
                 Ok(Principal::Service(_)) => (None, None),
                 Err(AccountsError::Infra(e)) => return Err((lang, e.into())),
                 Err(_) => (None, None),
             },
             None => (None, None),
         };
+        let (portal_return, portal_account) = portal.unzip();
         let (csrf_secret, csrf_secret_is_new) =
             match cookies::get(request, CSRF_COOKIE).filter(|s| csrf::is_plausible_secret(s)) {
                 Some(secret) => (secret.to_owned(), false),
@@ -288,6 +312,7 @@ impl PageState {
             sandbox_notice: self.settings.sandbox_notice,
             branding: self.branding.clone(),
             portal_return,
+            portal_account,
         })
     }
 }

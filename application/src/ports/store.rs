@@ -245,6 +245,8 @@ pub struct NewPortalLink {
     pub link: TokenHash,
     /// Whose billing it opens.
     pub user_id: UserId,
+    /// The team whose billing it opens; `None`: the user's own.
+    pub account_id: Option<domain::AccountId>,
     /// Where "Back to the app" leads.
     pub return_url: domain::ReturnUrl,
     /// The page language asked for.

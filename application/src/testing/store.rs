@@ -325,6 +325,7 @@ impl UserRepository for InMemoryStore {
         *opened = Some((session.clone(), session_expires_at));
         let stored = stored.clone();
         Ok(s.users.get(&stored.user_id).map(|(user, _)| PortalSession {
+            account: (stored.account_id.clone()).unwrap_or_else(|| AccountId::personal(&user.id)),
             user: user.clone(),
             return_url: stored.return_url,
             locale: stored.locale,
@@ -347,6 +348,7 @@ impl UserRepository for InMemoryStore {
             });
         Ok(found.and_then(|(link, ends)| {
             s.users.get(&link.user_id).map(|(user, _)| PortalSession {
+                account: (link.account_id.clone()).unwrap_or_else(|| AccountId::personal(&user.id)),
                 user: user.clone(),
                 return_url: link.return_url.clone(),
                 locale: link.locale.clone(),

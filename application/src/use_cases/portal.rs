@@ -1,9 +1,11 @@
 //! The customer portal: a host application's backend (an API key with `billing:write`) asks for
 //! a link for one of its users; the link opens once, within minutes, and becomes a short
 //! browser session that may do nothing but that user's billing ([`crate::authorization`]),
-//! with a way back to the host. Only digests of the link's and the session's tokens are stored.
+//! with a way back to the host. A link may be for a team's billing: the user must manage it when
+//! the link is made, and every action checks their role in it again. Only digests of the link's
+//! and the session's tokens are stored.
 
-use domain::{ReturnField, ReturnUrlRefused, Timestamp, UserId};
+use domain::{AccountId, ReturnField, ReturnUrlRefused, Timestamp, UserId};
 
 use super::InfraError;
 use super::sessions::{PORTAL_SESSION_PREFIX, Principal};
@@ -24,6 +26,9 @@ const MAX_LOCALE_CHARS: usize = 16;
 pub struct CreatePortalSession {
     /// The user whose billing the portal shows.
     pub user_id: String,
+    /// A team whose billing the portal shows in place of the user's own (the user must be one
+    /// of its owners or admins).
+    pub account_id: Option<String>,
     /// Where "Back to the app" leads (its origin must be allowed).
     pub return_url: String,
     /// The page language, when the host knows it (`en`, `zh-CN`, …).
@@ -57,6 +62,12 @@ pub enum PortalError {
     /// The return URL is malformed or outside the allowed origins.
     #[error(transparent)]
     ReturnUrlNotAllowed(#[from] ReturnUrlRefused),
+    /// The team named is not a team the user belongs to (or no team at all).
+    #[error("account not found")]
+    AccountNotFound,
+    /// The user belongs to the team named but does not manage its billing.
+    #[error("only a team's owners and admins manage its billing")]
+    NotBillingManager,
     /// Infrastructure.
     #[error(transparent)]
     Infra(#[from] InfraError),
@@ -91,7 +102,8 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ///
     /// # Errors
     /// [`PortalError::Denied`] ([`Denied::MissingScope`], [`Denied::UserNotFound`]),
-    /// [`PortalError::ReturnUrlNotAllowed`], infrastructure.
+    /// [`PortalError::ReturnUrlNotAllowed`], [`PortalError::AccountNotFound`],
+    /// [`PortalError::NotBillingManager`], infrastructure.
     #[tracing::instrument(skip_all)]
     pub async fn create_portal_session(
         &self,
@@ -109,12 +121,17 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .find_user(&user_id)
             .await?
             .ok_or(Denied::UserNotFound)?;
+        let account_id = match request.account_id {
+            Some(raw) => Some(self.portal_team(&user.id, raw).await?),
+            None => None,
+        };
         let token = self.ids.new_secret();
         let now = self.clock.now();
         let expires_at = now.plus_millis(PORTAL_LINK_LIFETIME_MS);
         let link = NewPortalLink {
             link: self.hasher.hash_token(&token),
             user_id: user.id,
+            account_id,
             return_url,
             locale: request.locale.filter(|l| plausible_locale(l)),
             created_by: key.id,
@@ -123,6 +140,19 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
         };
         self.store.create_portal_link(&link).await?;
         Ok(PortalLink { token, expires_at })
+    }
+
+    /// The team `raw` names, for a portal link of `user`: a team they manage the billing of.
+    async fn portal_team(&self, user: &UserId, raw: String) -> Result<AccountId, PortalError> {
+        let account = AccountId::new(raw).map_err(|_| PortalError::AccountNotFound)?;
+        if !account.is_team() {
+            return Err(PortalError::AccountNotFound);
+        }
+        match self.role_in(user, &account).await? {
+            None => Err(PortalError::AccountNotFound),
+            Some(role) if !role.manages_billing() => Err(PortalError::NotBillingManager),
+            Some(_) => Ok(account),
+        }
     }
 
     /// Open a portal link: once, before it expires, it becomes a browser session of

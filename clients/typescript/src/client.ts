@@ -207,6 +207,12 @@ export interface PortalSession {
 export interface PortalSessionRequest {
   /** The Tally user (`hst_…`) the portal signs in. */
   readonly userId: string;
+  /**
+   * A team (`team_…`, or the team of a host organisation) whose billing the portal shows instead
+   * of the user's own: the user must be one of its owners or admins (else 403
+   * `not_billing_manager`; 404 `account_not_found` for a team they are not in).
+   */
+  readonly accountId?: string;
   /** Where the portal's "Back to" link goes (an origin Tally allows). */
   readonly returnUrl: string;
   /** The portal's language (`en`, `zh-CN`). */

@@ -7258,6 +7258,7 @@ export interface paths {
                 /**
                  * @description `forbidden`: not an API key with scope `billing:write`.
                  *     Also `forbidden`: an API key bound to one account.
+                 *     Also `not_billing_manager`: `accountId` names a team the user is a plain member of.
                  */
                 403: {
                     headers: {
@@ -7269,7 +7270,10 @@ export interface paths {
                         "application/problem+json": components["schemas"]["Problem"];
                     };
                 };
-                /** @description `user_not_found`. */
+                /**
+                 * @description `user_not_found`.
+                 *     Also `account_not_found`: `accountId` names no team the user belongs to.
+                 */
                 404: {
                     headers: {
                         /** @description The request's id: the client's own `X-Request-Id` when it is at most 64 plain characters, else a new one. Logs of the request carry it. */
@@ -12524,6 +12528,12 @@ export interface components {
         PortalSessionBody: {
             /** @description The user whose billing the portal shows. */
             userId: string;
+            /**
+             * @description A team whose billing the portal shows in place of the user's own: the user must be one
+             *     of its owners or admins (checked again at every action in the portal). Omitted: the
+             *     user's own billing.
+             */
+            accountId?: string;
             /**
              * @description Where the portal's "Back to the app" link leads: an absolute http(s) URL under an
              *     allowed origin (`[hostApp] returnOrigins`; any loopback origin in development).

@@ -144,4 +144,21 @@ describe("the customer portal", () => {
     const asUser = createTallyClient({ baseUrl: server.url, hostToken: () => lib.hostToken(fay) });
     await assert.rejects(asUser.createPortalSession({ userId, returnUrl: `${APP}/account` }), (e: unknown) => isTallyError(e) && e.status === 403);
   });
+
+  it("makes a link to the billing of a team the user manages, and of no other", async () => {
+    const backend = lib.tally();
+    const owner = await lib.tallyUserId(appUser("gus"));
+    const outsider = await lib.tallyUserId(appUser("hal"));
+    const team = await backend.accounts.createTeam("Gus & co", { userId: owner });
+    const portal = await backend.createPortalSession({ userId: owner, accountId: team.id, returnUrl: `${APP}/team` });
+    const opened = await fetch(portal.url, { redirect: "manual" });
+    const session = (opened.headers.get("set-cookie") ?? "").split(";")[0] ?? "";
+    assert.match(session, /^tally_session=/);
+    const held = await fetch(`${server.url}/api/entitlements`, { headers: { cookie: session } });
+    assert.equal(((await held.json()) as { accountId?: string }).accountId, team.id, "the team's entitlements");
+    await assert.rejects(
+      backend.createPortalSession({ userId: outsider, accountId: team.id, returnUrl: `${APP}/team` }),
+      (e: unknown) => isTallyError(e, "account_not_found") && e.status === 404,
+    );
+  });
 });

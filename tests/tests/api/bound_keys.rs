@@ -1,6 +1,7 @@
 //! Reach through HTTP: an API key bound to one account reads and charges that account alone, for
-//! its members, and makes no app-wide call; a customer-portal session buys and cancels for its
-//! user's own account alone, through the API as through the pages.
+//! its members, and makes no app-wide call; a customer-portal session buys and cancels for the
+//! one account it was opened for (the user's own, or a team whose billing they manage), through
+//! the API as through the pages.
 
 use serde_json::{Value, json};
 use tests::{TestApp, spawn_app_with_admin};
@@ -38,6 +39,39 @@ async fn subscription_of(app: &TestApp, token: &str, team: &str) -> String {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     panic!("{team} never held a subscription");
+}
+
+/// The portal link `body` (a user, perhaps a team) asks `billing` for, opened: its session.
+async fn portal_session(app: &TestApp, billing: &str, body: &Value) -> String {
+    let mut body = body.clone();
+    body["returnUrl"] = json!("http://localhost:3000/account");
+    let (status, link) = app.post(billing, "/api/portal-sessions", &body, None).await;
+    assert_eq!(status, 201, "{link}");
+    let opened = app
+        .client
+        .get(link["url"].as_str().expect("url"))
+        .send()
+        .await
+        .expect("open");
+    opened
+        .headers()
+        .get("set-cookie")
+        .and_then(|c| c.to_str().ok())
+        .and_then(|c| c.split(';').next())
+        .and_then(|pair| pair.strip_prefix("tally_session="))
+        .expect("a session")
+        .to_owned()
+}
+
+async fn page(app: &TestApp, session: &str, path: &str) -> (u16, String) {
+    let answer = app
+        .client
+        .get(app.url(path))
+        .header("cookie", format!("tally_session={session}"))
+        .send()
+        .await
+        .expect("page");
+    (answer.status().as_u16(), answer.text().await.expect("text"))
 }
 
 fn code(answer: &(u16, Value)) -> (u16, Option<&str>) {
@@ -200,25 +234,7 @@ async fn a_portal_session_buys_and_cancels_for_its_users_own_account_alone() {
     let acme = team(&app, &ada_token, "Acme").await;
     let subscription = paid_team_yearly(&app, &ada_token, &acme).await;
     let billing = app.api_key(&admin, &["billing:write"]).await;
-    let link = json!({"userId": ada, "returnUrl": "http://localhost:3000/account"});
-    let (status, link) = app
-        .post(&billing, "/api/portal-sessions", &link, None)
-        .await;
-    assert_eq!(status, 201, "{link}");
-    let opened = app
-        .client
-        .get(link["url"].as_str().expect("url"))
-        .send()
-        .await
-        .expect("open");
-    let session = opened
-        .headers()
-        .get("set-cookie")
-        .and_then(|c| c.to_str().ok())
-        .and_then(|c| c.split(';').next())
-        .and_then(|pair| pair.strip_prefix("tally_session="))
-        .expect("a session")
-        .to_owned();
+    let session = portal_session(&app, &billing, &json!({"userId": ada})).await;
 
     // The team Ada owns is out of the portal's reach through the API.
     let body = json!({"planId": "pro_monthly", "provider": "card_gateway", "accountId": acme});
@@ -237,4 +253,85 @@ async fn a_portal_session_buys_and_cancels_for_its_users_own_account_alone() {
     // And Ada herself still cancels the team's subscription.
     let (status, _) = app.post(&ada_token, &cancel, &json!({}), None).await;
     assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn a_portal_link_for_a_team_reaches_that_team_s_billing_alone_while_the_user_manages_it() {
+    let (app, admin) = spawn_app_with_admin(|_| {}).await;
+    let (ada, ada_token) = app.user("ada@example.com").await;
+    let (bob, _) = app.user("bob@example.com").await;
+    let (eve, _) = app.user("eve@example.com").await;
+    let acme = team(&app, &ada_token, "Acme").await;
+    let members = format!("/api/accounts/{acme}/members");
+    let add = json!({"memberId": bob, "role": "admin"});
+    assert_eq!(app.post(&ada_token, &members, &add, None).await.0, 201);
+    let subscription = paid_team_yearly(&app, &ada_token, &acme).await;
+    let billing = app.api_key(&admin, &["billing:write"]).await;
+
+    // Only for a team the user manages: not for an outsider, not for a personal account.
+    for (user, account, expected) in [
+        (&eve, acme.as_str(), (404, Some("account_not_found"))),
+        (&ada, ada.as_str(), (404, Some("account_not_found"))),
+        (&ada, "team_nope", (404, Some("account_not_found"))),
+    ] {
+        let body = json!({"userId": user, "accountId": account,
+                          "returnUrl": "http://localhost:3000/account"});
+        let answer = app
+            .post(&billing, "/api/portal-sessions", &body, None)
+            .await;
+        assert_eq!(code(&answer), expected, "{}", answer.1);
+    }
+
+    // Ada's link for Acme: the team's billing, and nothing of her own.
+    let session = portal_session(&app, &billing, &json!({"userId": ada, "accountId": acme})).await;
+    let (status, balance) = app.get(&session, "/api/credits/balance").await;
+    assert_eq!(
+        (status, balance["balanceHundredths"].as_i64()),
+        (200, Some(6_000_000)),
+        "{balance}"
+    );
+    let (status, listed) = app.get(&session, "/api/subscriptions").await;
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["items"][0]["id"], subscription.as_str(), "{listed}");
+    let own = format!("/api/subscriptions?accountId={ada}");
+    assert_eq!(
+        code(&app.get(&session, &own).await),
+        (403, Some("forbidden"))
+    );
+    let (status, dashboard) = page(&app, &session, "/dashboard").await;
+    assert_eq!(status, 200);
+    assert!(
+        dashboard.contains("Team Yearly"),
+        "the team's plan: {dashboard}"
+    );
+    assert!(
+        !dashboard.contains("data-testid=\"account-switcher\""),
+        "no switcher"
+    );
+    let (status, _) = page(&app, &session, &format!("/dashboard?account={acme}")).await;
+    assert_eq!(status, 200);
+    // A purchase without `accountId` is for the team.
+    let body = json!({"planId": "credits_mor_b_10000", "provider": "mor_b"});
+    let (status, started) = app.post(&session, INITIATE, &body, None).await;
+    assert_eq!(status, 201, "{started}");
+    assert_eq!(started["accountId"], acme.as_str());
+
+    // Bob's link, made while he was an admin: once he is a plain member, it reads the team but
+    // acts on nothing.
+    let bob_session =
+        portal_session(&app, &billing, &json!({"userId": bob, "accountId": acme})).await;
+    let demote = json!({"role": "member"});
+    let member = format!("{members}/{bob}");
+    let request = app
+        .client
+        .patch(app.url(&member))
+        .bearer_auth(&ada_token)
+        .json(&demote);
+    assert_eq!(request.send().await.expect("patch").status(), 200);
+    let cancel = format!("/api/subscriptions/{subscription}/cancel");
+    let answer = app.post(&bob_session, &cancel, &json!({}), None).await;
+    assert_eq!(code(&answer), (403, Some("not_owner")), "{}", answer.1);
+    // Ada's session cancels the team's subscription.
+    let (status, cancelled) = app.post(&session, &cancel, &json!({}), None).await;
+    assert_eq!(status, 200, "{cancelled}");
 }

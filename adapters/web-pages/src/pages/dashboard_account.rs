@@ -2,8 +2,8 @@
 //! of their own account (its subscriptions and purchases, its orders, its shared balance and
 //! ledger, with who spent each credit), and every link and form of the page keeps it. A member
 //! whose role does not include billing sees the team's holdings but no cancel, switch or buy
-//! buttons (the use cases refuse them too). A customer-portal session has no switcher: it is
-//! one user's billing.
+//! buttons (the use cases refuse them too). A customer-portal session has no switcher: it shows
+//! the one account it was opened for (the user's own, or a team's billing they manage).
 
 use std::collections::BTreeMap;
 
@@ -97,40 +97,49 @@ impl Acting {
 }
 
 /// The user's teams that `keep` keeps, and the one `?account=` names among them. A
-/// customer-portal session has none (it is one user's billing).
+/// customer-portal session offers none: it shows the team it was opened for (while the user is
+/// still one of its members that `keep` keeps), or the user's own account.
 ///
 /// # Errors
-/// [`PageError::NotFound`] for an `?account=` naming no such team; the store's errors.
+/// [`PageError::NotFound`] for an `?account=` naming no such team (any other than a portal
+/// session's); the store's errors.
 pub(crate) async fn teams_and_chosen(
     state: &PageState,
     v: &Visitor,
     user: &User,
     keep: impl Fn(&AccountEntry) -> bool,
 ) -> Result<(Vec<AccountEntry>, Option<AccountEntry>), PageError> {
-    let teams: Vec<AccountEntry> = if v.portal_return.is_some() {
-        Vec::new()
-    } else {
-        (state.ports.accounts)
-            .my_accounts(&user.id)
-            .await
-            .map_err(super::dashboard_teams::page_error)?
-            .into_iter()
-            .filter(|e| e.account.kind == AccountKind::Team && keep(e))
-            .collect()
-    };
-    let chosen = match v.query("account") {
-        Some(raw) => Some(
-            (teams.iter().find(|e| e.account.id.as_str() == raw).cloned())
-                .ok_or(PageError::NotFound)?,
-        ),
+    let portal = v.portal_return.is_some();
+    if portal && v.portal_team().is_none() {
+        return match v.query("account") {
+            Some(_) => Err(PageError::NotFound),
+            None => Ok((Vec::new(), None)),
+        };
+    }
+    let teams: Vec<AccountEntry> = (state.ports.accounts)
+        .my_accounts(&user.id)
+        .await
+        .map_err(super::dashboard_teams::page_error)?
+        .into_iter()
+        .filter(|e| e.account.kind == AccountKind::Team && keep(e))
+        .collect();
+    let named = v
+        .query("account")
+        .or(v.portal_team().map(AccountId::as_str));
+    let chosen = match named {
+        Some(raw) => {
+            let id = AccountId::new(raw).map_err(|_| PageError::NotFound)?;
+            v.within_portal(&id)?;
+            Some((teams.iter().find(|e| e.account.id == id).cloned()).ok_or(PageError::NotFound)?)
+        }
         None => None,
     };
-    Ok((teams, chosen))
+    Ok((if portal { Vec::new() } else { teams }, chosen))
 }
 
-/// A customer-portal session acts on its user's own billing alone (the application's
-/// [`application::authorization::Reach::Portal`]): a subscription or an order of any other account (a team's they manage or
-/// bought for) is not found to it. Any other session is let through to the use case, which
+/// A customer-portal session acts on the one account it was opened for alone (the
+/// application's [`application::authorization::Reach::Portal`]): a subscription or an order of
+/// any other account is not found to it. Any other session is let through to the use case, which
 /// checks the user's role in the object's account.
 ///
 /// # Errors
@@ -142,10 +151,10 @@ pub(crate) async fn portal_may_act_on(
     user: &User,
     owned: Owned<'_>,
 ) -> Result<(), PageError> {
-    if v.portal_return.is_none() {
+    let Some(account) = &v.portal_account else {
         return Ok(());
-    }
-    let acting = Reaching::portal(user.clone());
+    };
+    let acting = Reaching::portal(user.clone(), account.clone());
     match state.ports.accounts.within_reach(&acting, owned).await {
         Ok(()) => Ok(()),
         Err(OwnerError::Denied(_)) => Err(PageError::NotFound),
@@ -158,7 +167,7 @@ pub(crate) async fn portal_may_act_on(
 pub(crate) fn form_fields(v: &Visitor) -> Markup {
     html! {
         (csrf_field(v))
-        @if let Some(account) = v.query("account") {
+        @if let Some(account) = v.query("account").or(v.portal_team().map(AccountId::as_str)) {
             input type="hidden" name="accountId" value=(account);
         }
     }

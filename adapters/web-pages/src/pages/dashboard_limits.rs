@@ -57,6 +57,7 @@ pub(crate) async fn act(state: Arc<PageState>, v: Visitor, mut request: Request)
         "" => AccountId::personal(&user.id),
         id => AccountId::new(id).map_err(|_| PageError::BadRequest)?,
     };
+    v.within_portal(&account)?;
     let credits = &state.ports.credits;
     let done = match action.as_str() {
         "add" => match draft_of(&form) {

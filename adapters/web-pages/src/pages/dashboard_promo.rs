@@ -29,6 +29,8 @@ pub(crate) struct RedeemForm {
 pub(crate) async fn redeem(state: Arc<PageState>, v: Visitor, mut request: Request) -> PageResult {
     let form: RedeemForm = read_form(&v, &mut request).await?;
     let user = require_user(&v)?;
+    // Redeemed into the user's own account: not from a portal session opened for a team.
+    v.within_portal(&domain::AccountId::personal(&user.id))?;
     let key = Some(form.key.trim().to_owned()).filter(|k| !k.is_empty());
     let answer = state
         .ports

@@ -55,6 +55,7 @@ pub(crate) async fn act(state: Arc<PageState>, v: Visitor, mut request: Request)
         "" => AccountId::personal(&user.id),
         id => AccountId::new(id).map_err(|_| PageError::BadRequest)?,
     };
+    v.within_portal(&account)?;
     let payments = &state.ports.payments;
     let done = match action.as_str() {
         "save" => match rule_of(&form, &user.id, &account) {

@@ -378,10 +378,13 @@ pub(crate) async fn buy(state: Arc<PageState>, v: Visitor, mut request: Request)
     };
     let account = match form.account_id.as_str() {
         "" => None,
-        // A customer-portal session buys for its own user alone.
-        _ if v.portal_return.is_some() => return Err(PageError::NotFound),
         raw => Some(super::parse_id(raw, AccountId::new).ok_or(PageError::NotFound)?),
     };
+    // A customer-portal session buys for the one account it was opened for alone.
+    let named = account
+        .clone()
+        .unwrap_or_else(|| AccountId::personal(&user.id));
+    v.within_portal(&named)?;
     let started = state
         .ports
         .payments

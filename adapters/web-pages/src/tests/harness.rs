@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use application::accounts::Role;
 use application::inbound::Ports;
 use application::ports::{Gateways, PaymentEvent, VerifiedWebhook, WebhookRequest};
-use application::service::{Service, ServiceConfig};
+use application::service::{HostApp, Service, ServiceConfig};
 use application::testing::{
     FAKE_SIGNATURE_HEADER, FakeGateway, FixedClock, InMemoryStore, PlainHasher, SequentialIds,
 };
@@ -154,6 +154,15 @@ impl App {
     }
 
     pub(crate) fn with_config(config: ServiceConfig, settings: PageSettings) -> Self {
+        Self::with_host_app(config, settings, HostApp::default())
+    }
+
+    /// Pages over a service whose host application is `host_app` (its return origins).
+    pub(crate) fn with_host_app(
+        config: ServiceConfig,
+        settings: PageSettings,
+        host_app: HostApp,
+    ) -> Self {
         let mut gateways = Gateways::new();
         let mut fakes = BTreeMap::new();
         for provider in ProviderId::ALL {
@@ -161,14 +170,17 @@ impl App {
             fakes.insert(provider, fake.clone());
             gateways = gateways.with(fake);
         }
-        let service = Arc::new(Service::new(
-            InMemoryStore::new(),
-            FixedClock::at(START_MS),
-            SequentialIds::default(),
-            PlainHasher,
-            gateways,
-            config,
-        ));
+        let service = Arc::new(
+            Service::new(
+                InMemoryStore::new(),
+                FixedClock::at(START_MS),
+                SequentialIds::default(),
+                PlainHasher,
+                gateways,
+                config,
+            )
+            .with_host_app(host_app),
+        );
         let ports = Ports::new(service.clone());
         let client = TestClient::new(crate::routes(ports, settings).boxed());
         Self {

@@ -825,3 +825,132 @@ async fn the_credits_tab_charts_the_last_thirty_days_of_spend() {
     let chinese = browser.get(&format!("{tab}&lang=zh-CN")).await.body;
     assert!(chinese.contains("最近 30 天的消费"), "{chinese}");
 }
+
+/// A customer-portal link an app's backend made for `user`'s billing in `account`, opened in a
+/// fresh browser.
+async fn portal_in<'a>(
+    app: &'a App,
+    user: &UserId,
+    account: Option<String>,
+) -> super::harness::Browser<'a> {
+    use application::accounts::{ApiKey, Scope};
+    use application::use_cases::portal::CreatePortalSession;
+    use application::use_cases::sessions::Principal;
+    let key = ApiKey {
+        id: "key_backend".into(),
+        owner: user.clone(),
+        name: "backend".into(),
+        prefix: "tly_back".into(),
+        scopes: vec![Scope::BillingWrite],
+        account: None,
+        created_at: domain::Timestamp::from_unix_millis(0),
+        revoked_at: None,
+    };
+    let request = CreatePortalSession {
+        user_id: user.to_string(),
+        account_id: account,
+        return_url: "http://localhost:3000/account".into(),
+        locale: None,
+    };
+    let link = app
+        .service
+        .create_portal_session(Principal::Service(key), request)
+        .await
+        .unwrap();
+    let browser = app.browser();
+    let opened = browser.get(&format!("/portal/{}", link.token)).await;
+    assert_eq!(opened.status, StatusCode::SEE_OTHER, "{}", opened.body);
+    browser
+}
+
+/// A portal link for a team's billing shows that team alone, and refuses every form naming
+/// another account (the user's own included); a portal link for the user's own billing refuses
+/// the team's forms.
+#[tokio::test]
+async fn a_team_s_portal_session_acts_on_that_team_alone() {
+    let host_app = application::service::HostApp {
+        return_origins: domain::ReturnOrigins::new(Vec::new(), true),
+        signer: None,
+    };
+    let settings = crate::PageSettings {
+        secure_cookies: true,
+        sandbox_notice: true,
+        trust_forwarded_for: false,
+        public_base_url: None,
+    };
+    let config = super::harness::config(PricingMode::Static);
+    let app = App::with_host_app(config, settings, host_app);
+    app.signed_in("ada@example.com", false).await;
+    let ada_id = user_id(&app, "ada@example.com").await;
+    let team = app.service.create_team(&ada_id, "Acme").await.unwrap();
+    let id = team.account.id.to_string();
+
+    let portal = portal_in(&app, &ada_id, Some(id.clone())).await;
+    let page = portal.get("/dashboard?tab=credits").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body
+            .contains(&format!("href=\"/dashboard?account={id}\"")),
+        "the tabs stay on the team: {}",
+        page.body
+    );
+    assert!(
+        !page.body.contains("data-testid=\"account-switcher\""),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body
+            .contains(&format!("name=\"accountId\" value=\"{id}\"")),
+        "the forms are for the team: {}",
+        page.body
+    );
+    let own = portal
+        .submit(
+            "/dashboard?tab=credits",
+            "/dashboard/limits/add",
+            &[("accountId", ""), ("credits", "30"), ("window", "week")],
+        )
+        .await;
+    assert_eq!(own.status, StatusCode::NOT_FOUND, "the user's own account");
+    let promo = portal
+        .submit(
+            "/dashboard?tab=credits",
+            "/dashboard/promo-codes/redeem",
+            &[("code", "WELCOME"), ("key", "k1")],
+        )
+        .await;
+    assert_eq!(
+        promo.status,
+        StatusCode::NOT_FOUND,
+        "a code goes to the user's own account"
+    );
+    let added = portal
+        .submit(
+            "/dashboard?tab=credits",
+            "/dashboard/limits/add",
+            &[("accountId", &id), ("credits", "30"), ("window", "week")],
+        )
+        .await;
+    assert!(
+        added.location().ends_with("notice=limit_added"),
+        "{}",
+        added.location()
+    );
+
+    let personal = portal_in(&app, &ada_id, None).await;
+    let dashboard = personal.get(&format!("/dashboard?account={id}")).await;
+    assert_eq!(dashboard.status, StatusCode::NOT_FOUND);
+    let refused = personal
+        .submit(
+            "/dashboard?tab=credits",
+            "/dashboard/limits/add",
+            &[("accountId", &id), ("credits", "30"), ("window", "week")],
+        )
+        .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::NOT_FOUND,
+        "the team, from a personal portal"
+    );
+}

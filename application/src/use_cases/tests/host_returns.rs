@@ -232,6 +232,7 @@ fn key(scopes: &[Scope]) -> Principal {
 fn portal_request(user: &str, url: &str) -> CreatePortalSession {
     CreatePortalSession {
         user_id: user.to_owned(),
+        account_id: None,
         return_url: url.to_owned(),
         locale: Some("zh-CN".into()),
     }

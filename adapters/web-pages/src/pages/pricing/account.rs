@@ -29,7 +29,7 @@ impl BuyingFor {
                 None => Ok(Self::nobody()),
             };
         };
-        // A customer-portal session buys for its own user alone (it has no team here).
+        // A customer-portal session buys for the one account it was opened for.
         let manages = |e: &AccountEntry| e.role.manages_billing();
         let (teams, chosen) = teams_and_chosen(state, v, user, manages).await?;
         Ok(Self { teams, chosen })
@@ -48,10 +48,12 @@ impl BuyingFor {
     }
 }
 
-/// The account a Buy form posts for: the page's `?account=`, which [`BuyingFor::load`] let
-/// through only for a team the reader manages (the purchase checks it again).
+/// The account a Buy form posts for: the page's `?account=` (or a portal session's team), which
+/// [`BuyingFor::load`] let through only for a team the reader manages (the purchase checks it
+/// again).
 pub(crate) fn form_account(v: &Visitor) -> Option<&str> {
     v.query("account")
+        .or(v.portal_team().map(domain::AccountId::as_str))
 }
 
 /// "Buying for: Yourself · Team A · …", when the reader manages a team's billing.
