@@ -17,6 +17,18 @@ export async function openBillingPortal(): Promise<void> {
   redirect(portal.url);
 }
 
+/** Tally's hosted billing pages for a team (`teamId`): Tally lets only its owners and admins in. */
+export async function openTeamBillingPortal(form: FormData): Promise<void> {
+  const user = await requireUser();
+  const portal = await tally().createPortalSession({
+    userId: await tallyUserId(user),
+    accountId: String(form.get("teamId")),
+    returnUrl: appUrl("/account"),
+    locale: "en",
+  });
+  redirect(portal.url);
+}
+
 /** Cancel at the end of the paid period. As the user: Tally refuses a subscription that is not theirs. */
 export async function cancelSubscription(form: FormData): Promise<void> {
   const user = await requireUser();
