@@ -17,18 +17,25 @@
 //! that lost a race (`ORDER_ALREADY_CAPTURED`) reads the order back and reports the winner's
 //! capture. Every path reports the same capture, and `PaymentSucceeded` is applied once by the
 //! webhook pipeline's idempotency.
+//!
+//! **Automatic top-up** ([`vault`]): a consented checkout asks PayPal's vault to keep the
+//! buyer's PayPal account; `VAULT.PAYMENT-TOKEN.CREATED` reports it (after the capture of the
+//! order that saved it), and a top-up charges it by `vault_id` with `PayPal-Request-Id:
+//! topup-<key>`; its `PAYMENT.CAPTURE.COMPLETED` pays the top-up's order like any other.
 
 mod client;
 pub mod revise;
 pub mod transformers;
+pub mod vault;
 
 use std::sync::Arc;
 
 use application::ports::{
     AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, Clock, CredentialCheck,
-    CredentialMode, GatewayError, PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus,
-    PlanChangeRequest, PlanChangeStarted, RecordedWebhook, RefundReport, RefundRequest,
-    RefundStarted, RefundedCharge, VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
+    CredentialMode, GatewayError, OffSessionCharge, OffSessionOutcome, PaymentEvent,
+    PaymentGateway, PaymentRef, PaymentStatus, PlanChangeRequest, PlanChangeStarted,
+    RecordedWebhook, RefundReport, RefundRequest, RefundStarted, RefundedCharge, VerifiedWebhook,
+    WebhookAck, WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::{Money, OrderId, PlanType, ProviderId, Timestamp};
@@ -457,7 +464,52 @@ impl WalletGlobalGateway {
                 self.dispute_lost(&dispute_id, transaction_ids, occurred_at)
                     .await
             }
+            Interpretation::VaultTokenCreated { token, occurred_at } => {
+                self.vaulted(token, occurred_at).await
+            }
         }
+    }
+
+    /// `VAULT.PAYMENT-TOKEN.CREATED` of a purchase: the order that saved the account is read
+    /// back, and its completed capture reported before the method, so that the method meets a
+    /// paid order however PayPal ordered its events (the payment is applied once). A capture
+    /// still pending refuses the event, so that PayPal redelivers it once the capture settles;
+    /// an order PayPal does not know changes nothing.
+    async fn vaulted(
+        &self,
+        token: vault::TokenCreated,
+        occurred_at: Timestamp,
+    ) -> Result<Vec<PaymentEvent>, WebhookError> {
+        let Some(order) = lookup(
+            self.api.get_order(&token.paypal_order_id).await,
+            "vaulting order",
+        )?
+        else {
+            return Ok(Vec::new());
+        };
+        let locator = vault::saving_order(&order);
+        let mut events = Vec::with_capacity(2);
+        if order.status.step() == OrderStep::ReadCapture {
+            let outcome = order
+                .capture_outcome(self.clock.now())
+                .map_err(|e| retry_later("vaulting order's capture", &e))?;
+            if outcome == CaptureOutcome::Pending {
+                return Err(redeliver("the vaulting order's capture is still pending"));
+            }
+            if let Some((amount, paid_at)) = vault::paid(&outcome) {
+                events.push(PaymentEvent::PaymentSucceeded {
+                    order: locator.clone(),
+                    amount,
+                    occurred_at: paid_at,
+                });
+            }
+        }
+        events.push(PaymentEvent::PaymentMethodSaved {
+            order: locator,
+            method: token.method,
+            occurred_at,
+        });
+        Ok(events)
     }
 
     /// A lost dispute: the whole of every disputed transaction PayPal took back.
@@ -744,6 +796,30 @@ impl PaymentGateway for WalletGlobalGateway {
         Ok(RefundStarted {
             provider_refund_id: Some(refund_id.to_owned()),
             state: refund.state(),
+        })
+    }
+
+    /// PayPal's vault saves a PayPal account at a consented checkout (see [`vault`]).
+    fn saves_methods(&self) -> bool {
+        true
+    }
+
+    /// `POST /v2/checkout/orders` with the saved account's `vault_id`, captured at once by
+    /// PayPal, under `PayPal-Request-Id: topup-<key>` (see [`vault`]). Nothing is left to undo
+    /// when PayPal wants the buyer: the refused request created no capture.
+    async fn charge_saved_method(
+        &self,
+        charge: &OffSessionCharge,
+    ) -> Result<OffSessionOutcome, GatewayError> {
+        let body = vault::VaultCharge::for_charge(charge)?;
+        let request_id = vault::request_id(charge)?;
+        let reply = self.api.charge_vault(&body, &request_id).await?;
+        Ok(match vault::read_charge(&reply, self.clock.now())? {
+            vault::ChargeAnswer::Accepted(provider_reference) => {
+                OffSessionOutcome::Accepted { provider_reference }
+            }
+            vault::ChargeAnswer::Declined(reason) => OffSessionOutcome::Declined { reason },
+            vault::ChargeAnswer::NeedsPayer => OffSessionOutcome::AuthenticationRequired,
         })
     }
 

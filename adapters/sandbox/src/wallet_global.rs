@@ -13,6 +13,12 @@
 //! subscription's sale, read for disputes) and `POST /v1/notifications/verify-webhook-signature`.
 //! `GET /v1/billing/subscriptions/{id}?fields=plan` adds the plan's details.
 //!
+//! PayPal's vault (automatic top-up, `api/vault.rs`): an order created with
+//! `payment_source.paypal.attributes.vault` keeps the buyer's account when captured
+//! (`VAULT.PAYMENT-TOKEN.CREATED`, listed by `/sandbox/api/payment-methods`), and an order
+//! created with `payment_source.paypal.vault_id` charges it at once, as the account's test
+//! behaviour says.
+//!
 //! As at PayPal, Pay on the hosted page only *approves* an order (`CHECKOUT.ORDER.APPROVED`)
 //! and sends the browser to the return URL with `?token=<order id>&PayerID=…`; money moves when
 //! the gateway captures, once per order (`PAYMENT.CAPTURE.COMPLETED`). Pay on a subscription
@@ -127,12 +133,20 @@ impl Simulator for WalletGlobalSimulator {
     }
 
     fn webhooks(&self, hub: &Hub, event: &SimEvent) -> Vec<SimWebhook> {
-        events_for(hub, event)
+        let mut webhooks: Vec<SimWebhook> = events_for(hub, event)
             .into_iter()
             .map(|(payment_id, event_type, resource)| {
                 signed_event(hub, &payment_id, event_type, resource)
             })
-            .collect()
+            .collect();
+        // A vaulted account's charge whose method says so: the same event delivered twice.
+        if let SimEvent::Paid(p) = event
+            && api::vault::duplicated(p)
+            && let Some(first) = webhooks.first().cloned()
+        {
+            webhooks.push(first);
+        }
+        webhooks
     }
 
     /// Pay approves a one-time order (the gateway must capture it) and activates a
@@ -195,7 +209,10 @@ fn events_for(hub: &Hub, event: &SimEvent) -> Vec<PayPalEvent> {
         )],
         SimEvent::Declined(p) if p.kind == SimKind::OneTime => {
             let mut capture = capture_json(hub, p);
-            capture["id"] = json!(hub.new_id("CAP"));
+            // A held capture (a vaulted account's `slow` charge) keeps its id when denied.
+            if !p.extra.contains_key(resources::CAPTURE_ID) {
+                capture["id"] = json!(hub.new_id("CAP"));
+            }
             vec![(p.id.clone(), "PAYMENT.CAPTURE.DENIED", capture)]
         }
         // A subscription the buyer could not pay is never activated: PayPal sends nothing.
@@ -347,6 +364,7 @@ fn signed_event(hub: &Hub, payment_id: &str, event_type: &str, resource: Value) 
         "CHECKOUT.ORDER.APPROVED" => "checkout-order",
         "PAYMENT.SALE.COMPLETED" | "PAYMENT.SALE.REFUNDED" => "sale",
         "PAYMENT.CAPTURE.REFUNDED" => "refund",
+        t if t.starts_with("VAULT.PAYMENT-TOKEN.") => "payment_token",
         t if t.starts_with("CUSTOMER.DISPUTE.") => "dispute",
         t if t.starts_with("PAYMENT.CAPTURE.") => "capture",
         _ => "subscription",

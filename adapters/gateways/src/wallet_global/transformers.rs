@@ -290,6 +290,9 @@ struct PaymentSource<'a> {
 #[derive(Debug, Serialize)]
 struct PaypalSource<'a> {
     experience_context: ExperienceContext<'a>,
+    /// Present when the buyer consented to keep the account for automatic top-ups.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attributes: Option<super::vault::Attributes>,
 }
 
 #[derive(Debug, Serialize)]
@@ -324,6 +327,9 @@ impl<'a> From<&'a CheckoutRequest> for CreateOrder<'a> {
                         user_action: "PAY_NOW",
                         shipping_preference: "NO_SHIPPING",
                     },
+                    attributes: request
+                        .save_method
+                        .then(super::vault::Attributes::save_for_merchant),
                 },
             },
         }
@@ -1364,6 +1370,14 @@ pub enum Interpretation {
         /// When.
         occurred_at: Timestamp,
     },
+    /// A PayPal account saved in the vault on a purchase (`VAULT.PAYMENT-TOKEN.CREATED`): the
+    /// purchase's order is read back, its capture reported before the method.
+    VaultTokenCreated {
+        /// The account and the PayPal order that saved it.
+        token: super::vault::TokenCreated,
+        /// When.
+        occurred_at: Timestamp,
+    },
     /// A dispute the buyer won: each disputed transaction is looked up as an order's capture,
     /// else as a subscription's sale.
     DisputeLost {
@@ -1418,6 +1432,17 @@ pub fn interpret(event: &Envelope, now: Timestamp) -> Result<Interpretation, Web
             sale_refunded(&resource(event)?, &event.event_type, at)
         }
         "CUSTOMER.DISPUTE.RESOLVED" => Ok(dispute_resolved(resource(event)?, at)),
+        "VAULT.PAYMENT-TOKEN.CREATED" => {
+            let token: super::vault::PaymentToken = resource(event)?;
+            Ok(match token.created() {
+                Some(token) => Interpretation::VaultTokenCreated {
+                    token,
+                    occurred_at: at,
+                },
+                // Not a PayPal account, or no order named: nothing Tally can attach it to.
+                None => Interpretation::Events(Vec::new()),
+            })
+        }
         "BILLING.SUBSCRIPTION.PAYMENT.FAILED" | "BILLING.SUBSCRIPTION.SUSPENDED" => lifecycle(
             |provider_subscription_id, occurred_at| PaymentEvent::SubscriptionPastDue {
                 provider_subscription_id,

@@ -26,6 +26,8 @@ use serde_json::{Value, json};
 use wiremock::matchers::{body_partial_json, body_string, header, method, path};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
+mod vault;
+
 /// 2024-05-01T10:00:00Z.
 const NOW_MS: i64 = 1_714_557_600_000;
 const TRANSMISSION_TIME: &str = "2024-05-01T09:59:59Z";

@@ -182,8 +182,9 @@ pub(super) fn save_card(hub: &Hub, session_id: &str) {
             id: method,
             provider: ProviderId::CardGateway,
             customer_id: customer,
-            brand: CARD_BRAND.to_owned(),
-            last4: CARD_LAST4.to_owned(),
+            brand: Some(CARD_BRAND.to_owned()),
+            last4: Some(CARD_LAST4.to_owned()),
+            wallet_account: None,
             order_id: session.order_id,
             payment_id: session.id,
             next: SimBehaviour::default(),
@@ -703,8 +704,14 @@ fn render(hub: &Hub, payment: &SimPayment, shown: Shown, expand: bool) -> Value 
 /// A card payment method as Stripe shows it: the saved card's brand and last four digits.
 fn method_object(hub: &Hub, id: &str, customer: Option<&str>) -> Value {
     let saved = hub.method(id);
-    let brand = saved.as_ref().map_or(CARD_BRAND, |m| m.brand.as_str());
-    let last4 = saved.as_ref().map_or(CARD_LAST4, |m| m.last4.as_str());
+    let brand = saved
+        .as_ref()
+        .and_then(|m| m.brand.as_deref())
+        .unwrap_or(CARD_BRAND);
+    let last4 = saved
+        .as_ref()
+        .and_then(|m| m.last4.as_deref())
+        .unwrap_or(CARD_LAST4);
     let created = saved.as_ref().map_or(hub.now_ms(), |m| m.created_at_ms);
     json!({
         "id": id,

@@ -1,7 +1,8 @@
 //! Saved payment methods: what a provider keeps when a buyer consents to charges the merchant
-//! starts later (a Stripe card attached to a Customer), with the behaviour a test gives the
-//! method's next charges; and the two hub operations those charges need: storing a payment
-//! once per idempotency key, and holding a webhook back until a test redelivers it.
+//! starts later (a Stripe card attached to a Customer, a PayPal account in PayPal's vault), with
+//! the behaviour a test gives the method's next charges; and the two hub operations those
+//! charges need: storing a payment once per idempotency key, and holding a webhook back until a
+//! test redelivers it.
 
 use domain::ProviderId;
 use serde::Serialize;
@@ -70,10 +71,15 @@ pub struct SimMethod {
     pub provider: ProviderId,
     /// The provider's customer it belongs to (`cus_…`).
     pub customer_id: String,
-    /// The card's brand.
-    pub brand: String,
-    /// The card's last four digits.
-    pub last4: String,
+    /// A card's brand.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub brand: Option<String>,
+    /// A card's last four digits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last4: Option<String>,
+    /// A wallet's account (the e-mail address of a PayPal account).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wallet_account: Option<String>,
     /// Tally's order whose checkout saved it.
     pub order_id: String,
     /// The checkout that saved it.

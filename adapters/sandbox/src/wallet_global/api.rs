@@ -26,6 +26,7 @@ use crate::credentials::CREDENTIALS;
 use crate::hub::{Hub, SandboxError, SimKind, SimPayment, SimStatus};
 
 pub(super) mod revise;
+pub(super) mod vault;
 
 /// The largest request body read, in bytes (verification requests carry a whole event).
 const MAX_BODY_BYTES: usize = 256 * 1024;
@@ -223,6 +224,12 @@ struct PaymentSourceInput {
 struct PaypalSourceInput {
     #[serde(default)]
     experience_context: Option<ContextInput>,
+    /// The saving instruction of a checkout that keeps the account.
+    #[serde(default)]
+    attributes: Option<vault::AttributesInput>,
+    /// A saved account charged by the merchant.
+    #[serde(default)]
+    vault_id: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -280,6 +287,12 @@ fn order_payment(
         )
     })?;
     let payer_action = input.payment_source.is_some();
+    let saves = vault::asks_to_save(
+        input
+            .payment_source
+            .as_ref()
+            .and_then(|s| s.paypal.attributes.as_ref()),
+    )?;
     let context = input
         .payment_source
         .and_then(|s| s.paypal.experience_context)
@@ -296,6 +309,9 @@ fn order_payment(
     extra.extend(request_id.map(|id| (CREATE_REQUEST_ID.to_owned(), id)));
     if payer_action {
         extra.insert(PAYER_ACTION.to_owned(), "true".to_owned());
+    }
+    if saves {
+        extra.insert(vault::SAVE_ON_SUCCESS.to_owned(), "true".to_owned());
     }
     let id = hub.new_id("SBX");
     let price = (amount_minor, currency);
@@ -352,12 +368,22 @@ pub(super) async fn create_order(request: &Request, body: Body, hub: Data<&Arc<H
     }
     let request_id = request_id(request);
     if let Some(existing) = created_with(&hub, request_id.as_deref()) {
+        if vault::is_charge(&existing) {
+            return vault::replay(&existing);
+        }
         return (StatusCode::OK, Json(order_json(&hub, &existing))).into_response();
     }
-    let input = match read_json(body).await {
+    let input: CreateOrderInput = match read_json(body).await {
         Ok(input) => input,
         Err(refusal) => return refusal.into_response(),
     };
+    let vault_id = input
+        .payment_source
+        .as_ref()
+        .and_then(|s| s.paypal.vault_id.clone());
+    if let Some(vault_id) = vault_id {
+        return vault::charge(&hub, input, &vault_id, request_id).await;
+    }
     match order_payment(&hub, input, request_id) {
         Ok(payment) => match hub.insert_payment(payment.clone(), URL_FIELDS) {
             Ok(()) => (StatusCode::CREATED, Json(order_json(&hub, &payment))).into_response(),
@@ -419,7 +445,11 @@ pub(super) async fn capture_order(
     });
     match claim {
         Ok(Claim::New) => match hub.complete_payment(&id).await {
-            Ok(paid) => (StatusCode::CREATED, Json(order_json(&hub, &paid))).into_response(),
+            Ok(paid) => {
+                vault::save_on_capture(&hub, &paid).await;
+                let paid = hub.payment(&id).unwrap_or(paid);
+                (StatusCode::CREATED, Json(order_json(&hub, &paid))).into_response()
+            }
             Err(e) => unprocessable("ORDER_NOT_APPROVED", &e.to_string()).into_response(),
         },
         Ok(Claim::Repeat) => match one_time(&hub, &id) {

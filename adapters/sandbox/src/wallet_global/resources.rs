@@ -30,6 +30,8 @@ pub(super) const REFUND_ID_AT_PREFIX: &str = "refundIdAt:";
 pub(super) const PLAN_ID: &str = "planId";
 /// `extra` key: whether the order was created with `payment_source` (`PAYER_ACTION_REQUIRED`).
 pub(super) const PAYER_ACTION: &str = "payerAction";
+/// The e-mail address of the simulator's buyer (the PayPal account a vault saves).
+pub(super) const PAYER_EMAIL: &str = "buyer@sandbox.invalid";
 /// `extra` key: the subscriber's e-mail address.
 pub(super) const EMAIL: &str = "email";
 
@@ -96,6 +98,8 @@ fn captured_at(payment: &SimPayment) -> i64 {
 pub(super) fn capture_json(hub: &Hub, payment: &SimPayment) -> Value {
     let status = match payment.status {
         SimStatus::Declined => "DECLINED",
+        // A vaulted account's charge held (`slow`): settled later.
+        SimStatus::Open => "PENDING",
         _ if payment.refunded_minor >= payment.amount_minor && payment.amount_minor > 0 => {
             "REFUNDED"
         }
@@ -134,6 +138,8 @@ pub(super) fn capture_json(hub: &Hub, payment: &SimPayment) -> Value {
 pub(super) fn order_json(hub: &Hub, payment: &SimPayment) -> Value {
     let claimed = payment.extra.contains_key(CAPTURE_ID);
     let status = match payment.status {
+        // A vaulted account's charge is captured at creation; `slow` holds its capture.
+        SimStatus::Open if super::api::vault::is_charge(payment) => "COMPLETED",
         SimStatus::Open if payment.extra.contains_key(PAYER_ACTION) => "PAYER_ACTION_REQUIRED",
         SimStatus::Open => "CREATED",
         SimStatus::Approved if claimed => "COMPLETED",
@@ -177,7 +183,10 @@ pub(super) fn order_json(hub: &Hub, payment: &SimPayment) -> Value {
         "links": links,
     });
     if !matches!(payment.status, SimStatus::Open | SimStatus::Canceled) {
-        order["payer"] = json!({ "payer_id": "SANDBOXPAYER1", "email_address": "buyer@sandbox.invalid", "name": { "given_name": "Sandbox", "surname": "Buyer" } });
+        order["payer"] = json!({ "payer_id": "SANDBOXPAYER1", "email_address": PAYER_EMAIL, "name": { "given_name": "Sandbox", "surname": "Buyer" } });
+    }
+    if let Some(source) = super::api::vault::payment_source(hub, payment) {
+        order["payment_source"] = source;
     }
     order
 }

@@ -22,6 +22,8 @@ use serde_json::{Value, json};
 
 use crate::support::{self, Receiver, SystemClock, usd};
 
+mod top_up;
+
 struct World {
     base: String,
     sandbox: Sandbox,

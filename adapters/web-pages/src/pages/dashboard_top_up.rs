@@ -282,7 +282,7 @@ fn methods(
                 li data-testid="saved-method" {
                     strong { (brand(m)) }
                     @if let Some(last4) = &m.method.last4 { " •••• " (last4) }
-                    @if let Some(wallet) = &m.method.wallet_account { " " (wallet) }
+                    @if let Some(wallet) = &m.method.wallet_account { " · " (wallet) }
                     @if attached == Some(m.id.as_str()) { " " span.badge.badge-success { (v.t("top_up.charged")) } }
                     form.inline-form method="post" action="/dashboard/auto-top-up/remove" data-busy {
                         (csrf_field(v))
@@ -363,6 +363,7 @@ pub(crate) async fn console_section(
                 p { (v.t("top_up.methods")) ": "
                     strong { (brand(m)) }
                     @if let Some(last4) = &m.method.last4 { " •••• " (last4) }
+                    @if let Some(wallet) = &m.method.wallet_account { " · " (wallet) }
                 }
             }
             (history(v, &overview))
@@ -370,9 +371,11 @@ pub(crate) async fn console_section(
     })
 }
 
-/// A saved method's brand as people write it (`visa` → `Visa`), else its provider.
+/// A saved method's brand as people write it (`visa` → `Visa`, `paypal` → `PayPal`), else its
+/// provider.
 fn brand(m: &application::ports::SavedMethodRecord) -> String {
     match &m.method.brand {
+        Some(brand) if brand == "paypal" => "PayPal".to_owned(),
         Some(brand) => {
             let mut chars = brand.chars();
             chars.next().map_or_else(String::new, |first| {
