@@ -12,18 +12,18 @@ use tests::{TestApp, spawn_app_with_admin};
 
 const PACK: &str = "credits_card_500";
 const CONSUME: &str = "/api/credits/consume";
-const TOP_UP: &str = "/api/auto-top-up";
+pub(crate) const TOP_UP: &str = "/api/auto-top-up";
 
 /// A buyer with a saved card and the keys to spend and read events for them.
-struct Buyer {
-    token: String,
-    id: String,
-    spender: String,
-    reader: String,
-    method: String,
+pub(crate) struct Buyer {
+    pub(crate) token: String,
+    pub(crate) id: String,
+    pub(crate) spender: String,
+    pub(crate) reader: String,
+    pub(crate) method: String,
 }
 
-async fn put(app: &TestApp, token: &str, path: &str, body: &Value) -> (u16, Value) {
+pub(crate) async fn put(app: &TestApp, token: &str, path: &str, body: &Value) -> (u16, Value) {
     let response = app
         .client
         .put(app.url(path))
@@ -36,7 +36,7 @@ async fn put(app: &TestApp, token: &str, path: &str, body: &Value) -> (u16, Valu
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
-async fn sandbox_post(app: &TestApp, path: &str, body: &Value) -> Value {
+pub(crate) async fn sandbox_post(app: &TestApp, path: &str, body: &Value) -> Value {
     let response = app
         .client
         .post(app.url(path))
@@ -86,7 +86,7 @@ async fn buyer(app: &TestApp, admin: &str, email: &str) -> Buyer {
 }
 
 /// Poll `GET /api/auto-top-up` until `done` holds (at most 10 s).
-async fn wait_for(app: &TestApp, token: &str, done: impl Fn(&Value) -> bool) -> Value {
+pub(crate) async fn wait_for(app: &TestApp, token: &str, done: impl Fn(&Value) -> bool) -> Value {
     let mut last = Value::Null;
     for _ in 0..100 {
         let (status, overview) = app.get(token, TOP_UP).await;
@@ -100,7 +100,7 @@ async fn wait_for(app: &TestApp, token: &str, done: impl Fn(&Value) -> bool) -> 
     panic!("never got there: {last}");
 }
 
-fn statuses(overview: &Value) -> Vec<&str> {
+pub(crate) fn statuses(overview: &Value) -> Vec<&str> {
     overview["history"]
         .as_array()
         .expect("history")
@@ -109,19 +109,19 @@ fn statuses(overview: &Value) -> Vec<&str> {
         .collect()
 }
 
-async fn spend(app: &TestApp, buyer: &Buyer, key: &str) {
+pub(crate) async fn spend(app: &TestApp, buyer: &Buyer, key: &str) {
     let body = json!({"userId": buyer.id, "feature": "image_hd"});
     let (status, spent) = app.post(&buyer.spender, CONSUME, &body, Some(key)).await;
     assert_eq!(status, 201, "{spent}");
 }
 
-async fn set_rule(app: &TestApp, buyer: &Buyer, rule: &Value) -> Value {
+pub(crate) async fn set_rule(app: &TestApp, buyer: &Buyer, rule: &Value) -> Value {
     let (status, overview) = put(app, &buyer.token, TOP_UP, rule).await;
     assert_eq!(status, 200, "{overview}");
     overview
 }
 
-async fn behave(app: &TestApp, buyer: &Buyer, next: &str) {
+pub(crate) async fn behave(app: &TestApp, buyer: &Buyer, next: &str) {
     let path = format!(
         "/sandbox/api/payment-methods/{}/behaviour",
         sandbox_method(app, buyer).await
@@ -130,7 +130,7 @@ async fn behave(app: &TestApp, buyer: &Buyer, next: &str) {
 }
 
 /// The sandbox's id of the buyer's saved card (Stripe's `pm_…`).
-async fn sandbox_method(app: &TestApp, buyer: &Buyer) -> String {
+pub(crate) async fn sandbox_method(app: &TestApp, buyer: &Buyer) -> String {
     let (_, overview) = app.get(&buyer.token, TOP_UP).await;
     let order = overview["paymentMethods"][0]["orderId"]
         .as_str()
@@ -149,7 +149,7 @@ async fn sandbox_method(app: &TestApp, buyer: &Buyer) -> String {
     listed[0]["id"].as_str().expect("pm id").to_owned()
 }
 
-async fn event_types(app: &TestApp, buyer: &Buyer) -> Vec<String> {
+pub(crate) async fn event_types(app: &TestApp, buyer: &Buyer) -> Vec<String> {
     let feed = "/api/events?type=auto_top_up.requested,auto_top_up.succeeded,auto_top_up.failed,\
                 auto_top_up.disabled,auto_top_up.authentication_required&limit=100";
     let (status, events) = app.get(&buyer.reader, feed).await;
@@ -374,9 +374,10 @@ async fn removing_the_card_turns_it_off_and_consent_is_refused_where_nothing_cou
         (status, refused["code"].as_str()),
         (422, Some("save_method_not_supported"))
     );
-    let alipay = json!({"planId": "credits_wallet_global_2000", "provider": "wallet_global", "saveForAutoTopUp": true});
+    let no_vault =
+        json!({"planId": "credits_cn_qr_1000", "provider": "wallet_qr", "saveForAutoTopUp": true});
     let (status, refused) = app
-        .post(&buyer.token, "/api/payment/initiate", &alipay, None)
+        .post(&buyer.token, "/api/payment/initiate", &no_vault, None)
         .await;
     assert_eq!(status, 422, "{refused}");
     let (status, refused) = put(

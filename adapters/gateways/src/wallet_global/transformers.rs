@@ -1432,17 +1432,7 @@ pub fn interpret(event: &Envelope, now: Timestamp) -> Result<Interpretation, Web
             sale_refunded(&resource(event)?, &event.event_type, at)
         }
         "CUSTOMER.DISPUTE.RESOLVED" => Ok(dispute_resolved(resource(event)?, at)),
-        "VAULT.PAYMENT-TOKEN.CREATED" => {
-            let token: super::vault::PaymentToken = resource(event)?;
-            Ok(match token.created() {
-                Some(token) => Interpretation::VaultTokenCreated {
-                    token,
-                    occurred_at: at,
-                },
-                // Not a PayPal account, or no order named: nothing Tally can attach it to.
-                None => Interpretation::Events(Vec::new()),
-            })
-        }
+        "VAULT.PAYMENT-TOKEN.CREATED" => Ok(token_created(&resource(event)?, at)),
         "BILLING.SUBSCRIPTION.PAYMENT.FAILED" | "BILLING.SUBSCRIPTION.SUSPENDED" => lifecycle(
             |provider_subscription_id, occurred_at| PaymentEvent::SubscriptionPastDue {
                 provider_subscription_id,
@@ -1477,6 +1467,18 @@ fn resource<T: DeserializeOwned>(event: &Envelope) -> Result<T, WebhookError> {
 
 fn malformed(event_type: &str, what: impl std::fmt::Display) -> WebhookError {
     WebhookError::Malformed(format!("{event_type}: {what}"))
+}
+
+/// `VAULT.PAYMENT-TOKEN.CREATED`: a PayPal account saved on a purchase; a card's token, or one
+/// naming no order, is nothing Tally can attach.
+fn token_created(token: &super::vault::PaymentToken, at: Timestamp) -> Interpretation {
+    match token.created() {
+        Some(token) => Interpretation::VaultTokenCreated {
+            token,
+            occurred_at: at,
+        },
+        None => Interpretation::Events(Vec::new()),
+    }
 }
 
 /// `CHECKOUT.ORDER.APPROVED`: reported, never captured here. The service captures it only for

@@ -264,13 +264,7 @@ fn new_charge(
     extra.insert(VAULT_ID.to_owned(), method.id.clone());
     extra.insert(BEHAVIOUR.to_owned(), method.next.code().to_owned());
     extra.extend(request_id.map(|id| (CREATE_REQUEST_ID.to_owned(), id.to_owned())));
-    let status = match method.next {
-        SimBehaviour::Succeed | SimBehaviour::DuplicateWebhook | SimBehaviour::LateWebhook => {
-            SimStatus::Paid
-        }
-        SimBehaviour::Slow => SimStatus::Open,
-        SimBehaviour::Decline | SimBehaviour::AuthenticationRequired => SimStatus::Declined,
-    };
+    let status = status_after(method.next);
     if status != SimStatus::Declined {
         extra.insert(CAPTURE_ID.to_owned(), hub.new_id("CAP"));
         extra.insert(CAPTURED_AT_MS.to_owned(), hub.now_ms().to_string());
@@ -292,6 +286,18 @@ fn new_charge(
         .insert(ANSWER_STATUS.to_owned(), code.to_string());
     payment.extra.insert(ANSWER.to_owned(), body.to_string());
     Ok(payment)
+}
+
+/// Where a charge of an account with behaviour `next` is left: paid, its capture held, or
+/// refused.
+fn status_after(next: SimBehaviour) -> SimStatus {
+    match next {
+        SimBehaviour::Succeed | SimBehaviour::DuplicateWebhook | SimBehaviour::LateWebhook => {
+            SimStatus::Paid
+        }
+        SimBehaviour::Slow => SimStatus::Open,
+        SimBehaviour::Decline | SimBehaviour::AuthenticationRequired => SimStatus::Declined,
+    }
 }
 
 /// What PayPal answers the charge: the completed order, or the `422` of a refused one.
