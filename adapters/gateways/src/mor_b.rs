@@ -21,9 +21,11 @@
 //! already carrying it is answered instead of asking again. Dodo's `refund_id` is the id its
 //! `refund.succeeded` webhook carries.
 //! Credential check: `GET /products?page_size=1&page_number=0`.
+//! Automatic top-up: on-demand subscriptions, see [`on_demand`].
 //! Wire formats and the event mapping are in [`transformers`]; `docs/providers/mor_b.md` has the
 //! status table.
 
+pub mod on_demand;
 pub mod plan_change;
 pub mod transformers;
 
@@ -31,9 +33,10 @@ use std::sync::Arc;
 
 use application::ports::{
     AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, Clock, CredentialCheck,
-    CredentialMode, GatewayError, PaymentEvent, PaymentGateway, PaymentRef, PaymentStatus,
-    PlanChangeRequest, PlanChangeStarted, RecordedWebhook, RefundRequest, RefundStarted,
-    VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
+    CredentialMode, GatewayError, OffSessionCharge, OffSessionOutcome, PaymentEvent,
+    PaymentGateway, PaymentRef, PaymentStatus, PlanChangeRequest, PlanChangeStarted,
+    RecordedWebhook, RefundRequest, RefundStarted, VerifiedWebhook, WebhookAck, WebhookError,
+    WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::{ProviderId, Timestamp};
@@ -82,6 +85,11 @@ pub struct MorBSettings {
     /// webhook naming another `business_id` is acknowledged and changes nothing.
     #[serde(default)]
     pub business_id: Option<String>,
+    /// `onDemandProductId`: `pdt_…`, a subscription product for on-demand subscriptions. Optional;
+    /// when set, a credits pack's buyer may keep the card for automatic top-ups: the consented
+    /// checkout sells this product on demand at the pack's price (see [`on_demand`]).
+    #[serde(default)]
+    pub on_demand_product_id: Option<String>,
 }
 
 impl MorBSettings {
@@ -95,6 +103,7 @@ impl MorBSettings {
             base_url,
             timeout_ms: None,
             business_id: None,
+            on_demand_product_id: None,
         }
     }
 
@@ -137,6 +146,8 @@ pub struct MorBGateway {
     api_key: SecretString,
     webhook_key: SecretBox<[u8]>,
     business_id: Option<String>,
+    /// The subscription product of on-demand subscriptions, if automatic top-up is on.
+    on_demand_product: Option<String>,
     /// Whether the settings name Dodo's test mode (the mode a credential check reports: Dodo's
     /// answers do not say).
     test_mode: bool,
@@ -170,6 +181,15 @@ impl MorBGateway {
                 "must be an id such as bus_…",
             ));
         }
+        if let Some(product) = &settings.on_demand_product_id
+            && path_id(product).is_err()
+        {
+            return Err(ConfigError::new(
+                PROVIDER,
+                "onDemandProductId",
+                "must be a product id such as pdt_…",
+            ));
+        }
         let key = standard::key(settings.webhook_secret.expose_secret()).ok_or_else(|| {
             ConfigError::new(
                 PROVIDER,
@@ -184,6 +204,7 @@ impl MorBGateway {
             api_key: settings.api_key.clone(),
             webhook_key: SecretBox::from(key.into_boxed_slice()),
             business_id: settings.business_id.clone(),
+            on_demand_product: settings.on_demand_product_id.clone(),
             test_mode: settings.test_mode().is_some(),
         })
     }
@@ -211,6 +232,38 @@ impl MorBGateway {
             .json(body);
         let _: transformers::Subscription = transformers::read(self.http.send(request).await?)?;
         Ok(())
+    }
+
+    /// The payment of an order's reference: a top-up's charge is one (`pay_…`); a checkout
+    /// session's is read from it (`GET /checkouts/{id}`), refused while there is none.
+    async fn payment_of(&self, reference: &str) -> Result<String, GatewayError> {
+        if reference.starts_with("pay_") {
+            return Ok(path_id(reference)?.to_owned());
+        }
+        let status: transformers::CheckoutSessionStatus = transformers::read(
+            self.get(&format!("/checkouts/{}", path_id(reference)?))
+                .await?,
+        )?;
+        status.payment_id.ok_or_else(|| {
+            GatewayError::Rejected("the order's checkout has no payment to refund".into())
+        })
+    }
+
+    /// A top-up's charge made before under the same key, if any: the on-demand subscription's
+    /// payments of the last week, one carrying the key (Dodo takes no idempotency key).
+    async fn charged_before(
+        &self,
+        subscription_id: &str,
+        key: &str,
+    ) -> Result<Option<String>, GatewayError> {
+        let query = on_demand::charges_query(subscription_id, self.clock.now());
+        let request = self
+            .http
+            .get("/payments")
+            .query(&query)
+            .bearer_auth(self.api_key.expose_secret());
+        let payments: PaymentList = transformers::read(self.http.send(request).await?)?;
+        Ok(on_demand::charged_before(subscription_id, key, &payments.items).map(str::to_owned))
     }
 
     async fn fetch_payment(&self, payment_id: &str) -> Result<Payment, GatewayError> {
@@ -268,7 +321,13 @@ impl PaymentGateway for MorBGateway {
     async fn create_checkout(&self, request: &CheckoutRequest) -> Result<Checkout, GatewayError> {
         // The sandbox cannot know the endpoint registered in a dashboard, so it is told.
         let notify_url = self.sandbox.then_some(request.notify_url.as_str());
-        let body = transformers::checkout_request(request, notify_url)?;
+        let mut body = transformers::checkout_request(request, notify_url)?;
+        if request.save_method {
+            let product = self.on_demand_product.as_deref().ok_or_else(|| {
+                GatewayError::Rejected("mor_b has no onDemandProductId to keep methods".into())
+            })?;
+            on_demand::consent(&mut body, product, request)?;
+        }
         let http_request = self
             .http
             .post("/checkouts")
@@ -304,6 +363,13 @@ impl PaymentGateway for MorBGateway {
             .provider_reference
             .as_deref()
             .ok_or_else(|| GatewayError::Rejected("order has no checkout session id".into()))?;
+        // A top-up's charge is a payment made without a session.
+        if reference.starts_with("pay_") {
+            return self
+                .fetch_payment(reference)
+                .await?
+                .payment_status(self.clock.now());
+        }
         let status: transformers::CheckoutSessionStatus = transformers::read(
             self.get(&format!("/checkouts/{}", path_id(reference)?))
                 .await?,
@@ -322,18 +388,12 @@ impl PaymentGateway for MorBGateway {
     }
 
     async fn refund(&self, request: &RefundRequest) -> Result<RefundStarted, GatewayError> {
-        let session = request
+        let reference = request
             .payment
             .provider_reference
             .as_deref()
             .ok_or_else(|| GatewayError::Rejected("order has no checkout session id".into()))?;
-        let status: transformers::CheckoutSessionStatus = transformers::read(
-            self.get(&format!("/checkouts/{}", path_id(session)?))
-                .await?,
-        )?;
-        let payment_id = status.payment_id.ok_or_else(|| {
-            GatewayError::Rejected("the order's checkout has no payment to refund".into())
-        })?;
+        let payment_id = self.payment_of(reference).await?;
         let payment = self.fetch_payment(&payment_id).await?;
         if payment.payment_id != payment_id {
             return Err(GatewayError::BadResponse(
@@ -351,6 +411,51 @@ impl PaymentGateway for MorBGateway {
             .json(&body);
         let refund: transformers::Refund = transformers::read(self.http.send(http_request).await?)?;
         transformers::refund_started(&refund, &payment_id)
+    }
+
+    fn saves_methods(&self) -> bool {
+        self.on_demand_product.is_some()
+    }
+
+    /// `POST /subscriptions/{id}/charge` on the saved on-demand subscription, unless a payment
+    /// of it already carries the top-up's key; then the payment is read for the outcome (see
+    /// [`on_demand`]).
+    async fn charge_saved_method(
+        &self,
+        charge: &OffSessionCharge,
+    ) -> Result<OffSessionOutcome, GatewayError> {
+        if self.on_demand_product.is_none() {
+            return Err(GatewayError::NotSupported);
+        }
+        let subscription = on_demand::subscription_of(charge)?;
+        // The sandbox cannot know the endpoint registered in a dashboard, so it is told.
+        let notify_url = self.sandbox.then_some(charge.notify_url.as_str());
+        let body = on_demand::charge_body(charge, notify_url)?;
+        let key = on_demand::marker(charge)?;
+        let payment_id = match self.charged_before(subscription, &key).await? {
+            Some(payment_id) => payment_id,
+            None => {
+                let request = self
+                    .http
+                    .post(&format!("/subscriptions/{subscription}/charge"))
+                    .bearer_auth(self.api_key.expose_secret())
+                    .json(&body);
+                let answer: on_demand::ChargeAnswer =
+                    transformers::read(self.http.send(request).await?)?;
+                answer.payment_id
+            }
+        };
+        path_id(&payment_id).map_err(|_| GatewayError::BadResponse("not a payment id".into()))?;
+        match self.fetch_payment(&payment_id).await {
+            Ok(payment) => on_demand::outcome(&payment, &payment_id),
+            // Charged: the payment's webhook settles it, or the next attempt finds it.
+            Err(GatewayError::Unreachable(_) | GatewayError::BadResponse(_)) => {
+                Ok(OffSessionOutcome::Accepted {
+                    provider_reference: Some(payment_id),
+                })
+            }
+            Err(e) => Err(e),
+        }
     }
 
     async fn cancel_subscription(

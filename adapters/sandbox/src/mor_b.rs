@@ -13,6 +13,9 @@
 //! payments with `subscription_id` set; its first charge is the checkout session's payment. Requests must carry `Authorization: Bearer <api key>` and JSON
 //! bodies; errors come in Dodo's `{"code", "message"}` shape.
 //!
+//! On-demand subscriptions (automatic top-up): a checkout with `subscription_data.on_demand`
+//! and `POST /subscriptions/{id}/charge`, see the `on_demand` module.
+//!
 //! What a real Dodo account knows that the sandbox cannot: a product's price and billing period,
 //! and the registered webhook endpoint. So the sandbox reads `metadata.amountMinor` +
 //! `metadata.currency`, `metadata.intervalMonths` (present = a subscription product) and
@@ -20,6 +23,7 @@
 //! them all.
 
 mod objects;
+mod on_demand;
 mod subscriptions;
 
 use std::collections::BTreeMap;
@@ -53,6 +57,9 @@ const MAX_REFUNDS: usize = 100;
 /// The simulated Dodo Payments.
 pub struct MorBSimulator;
 
+/// The on-demand subscription product the sandbox's gateway settings name.
+pub const ON_DEMAND_PRODUCT_ID: &str = "pdt_sandbox_on_demand";
+
 /// The `[providers.mor_b]` settings table that points the gateway at this sandbox
 /// (`api_base_url` is `{public}/sandbox/mor_b`) with the sandbox's published test credentials,
 /// as an operator would write it; the wiring deserializes it into the gateway's settings.
@@ -64,6 +71,8 @@ pub fn gateway_settings(api_base_url: &str) -> Value {
         "baseUrl": api_base_url,
         // The sandbox's webhooks name its business, as Dodo's name the merchant's.
         "businessId": objects::BUSINESS_ID,
+        // The sandbox takes any product id; this one names the on-demand subscription product.
+        "onDemandProductId": ON_DEMAND_PRODUCT_ID,
     })
 }
 
@@ -94,9 +103,13 @@ impl Simulator for MorBSimulator {
                 "/subscriptions/:id/change-plan",
                 post(subscriptions::change_plan_route),
             )
+            .at("/subscriptions/:id/charge", post(on_demand::charge_route))
     }
 
     fn webhooks(&self, hub: &Hub, event: &SimEvent) -> Vec<SimWebhook> {
+        if let Some(signed) = on_demand::webhooks(hub, event) {
+            return signed;
+        }
         let bodies = match event {
             SimEvent::Paid(p) => vec![objects::envelope(
                 hub,
@@ -146,6 +159,14 @@ impl Simulator for MorBSimulator {
             } => charge_dispute(hub, subscription, charge, refund_id),
         };
         bodies.iter().map(|body| sign(hub, body)).collect()
+    }
+
+    /// Paying a session with `subscription_data.on_demand` sets its on-demand subscription up
+    /// first, so that the payment names it.
+    async fn pay(&self, hub: &Hub, payment_id: &str) -> Result<String, SandboxError> {
+        on_demand::save_mandate(hub, payment_id);
+        let payment = hub.complete_payment(payment_id).await?;
+        Ok(self.success_redirect(&payment))
     }
 
     fn success_redirect(&self, payment: &SimPayment) -> String {
@@ -406,6 +427,8 @@ struct CreateSession {
     return_url: Option<String>,
     #[serde(default)]
     metadata: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    subscription_data: Option<on_demand::SubscriptionData>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -452,6 +475,27 @@ fn string_metadata(
 }
 
 /// Dodo's checks on a session request, and the parts the sandbox needs.
+/// What a session charges, and whether it sets an on-demand subscription up: an on-demand
+/// checkout's first price, else the price the metadata names (the sandbox has no catalog).
+fn session_price(
+    metadata: &BTreeMap<String, String>,
+    subscription_data: Option<&on_demand::SubscriptionData>,
+) -> Result<(i64, Currency, bool), DodoError> {
+    let hint = "the sandbox cannot look up products: send metadata amountMinor and currency";
+    let named_currency = metadata
+        .get("currency")
+        .and_then(|c| Currency::from_str(c).ok());
+    if let Some((amount, currency)) = on_demand::first_price(subscription_data, named_currency)? {
+        return Ok((amount, currency, true));
+    }
+    let amount = metadata
+        .get("amountMinor")
+        .and_then(|a| a.parse().ok())
+        .filter(|a| *a >= 0)
+        .ok_or_else(|| invalid(hint))?;
+    Ok((amount, named_currency.ok_or_else(|| invalid(hint))?, false))
+}
+
 fn new_session(hub: &Hub, request: CreateSession) -> Result<SimPayment, DodoError> {
     let [item] = &request.product_cart[..] else {
         return Err(invalid("the sandbox sells one product per session"));
@@ -460,16 +504,8 @@ fn new_session(hub: &Hub, request: CreateSession) -> Result<SimPayment, DodoErro
         return Err(invalid("product_cart needs one product_id with quantity 1"));
     }
     let metadata = string_metadata(request.metadata)?;
-    let hint = "the sandbox cannot look up products: send metadata amountMinor and currency";
-    let amount_minor: i64 = metadata
-        .get("amountMinor")
-        .and_then(|a| a.parse().ok())
-        .filter(|a| *a >= 0)
-        .ok_or_else(|| invalid(hint))?;
-    let currency = metadata
-        .get("currency")
-        .and_then(|c| Currency::from_str(c).ok())
-        .ok_or_else(|| invalid(hint))?;
+    let (amount_minor, currency, on_demand) =
+        session_price(&metadata, request.subscription_data.as_ref())?;
     let order_id = metadata
         .get("orderId")
         .cloned()
@@ -501,6 +537,9 @@ fn new_session(hub: &Hub, request: CreateSession) -> Result<SimPayment, DodoErro
     );
     if let Some(customer) = request.customer {
         keep_customer(&mut extra, customer);
+    }
+    if on_demand {
+        extra.insert(on_demand::ON_DEMAND.to_owned(), "1".to_owned());
     }
     Ok(SimPayment {
         id: hub.new_id("cks_sandbox_"),
@@ -565,7 +604,11 @@ fn retrieve_session(request: &Request, Path(id): Path<String>, hub: Data<&Arc<Hu
 fn all_payments(hub: &Hub) -> Vec<serde_json::Value> {
     let mut all = Vec::new();
     for session in hub.payments().into_iter().take(MAX_SCANNED) {
-        if session.provider != ProviderId::MorB || session.status == SimStatus::Open {
+        // A session has a payment once paid or declined; an on-demand charge from the start.
+        let processing = session.status == SimStatus::Open && on_demand::is_charge(&session);
+        if session.provider != ProviderId::MorB
+            || (session.status == SimStatus::Open && !processing)
+        {
             continue;
         }
         match session
@@ -714,6 +757,9 @@ fn retrieve_subscription(
 ) -> Response {
     if !authorized(request) {
         return unauthorized();
+    }
+    if let Some(mandate) = on_demand::mandate(&hub, &id) {
+        return Json(on_demand::subscription(&hub, &mandate)).into_response();
     }
     match own_subscription(&hub, &id) {
         Some(subscription) => Json(objects::subscription(&hub, &subscription)).into_response(),

@@ -54,8 +54,20 @@ pub(crate) async fn sandbox_post(app: &TestApp, path: &str, body: &Value) -> Val
 
 /// Buy the pack with consent to save the card, and pay it in the sandbox.
 async fn buyer(app: &TestApp, admin: &str, email: &str) -> Buyer {
+    buyer_of(app, admin, email, PACK, "card_gateway").await
+}
+
+/// Buy `pack` through `provider` with consent to save the card, and pay it in the sandbox; the
+/// sandbox's card is a Visa ending 4242 at every provider.
+pub(crate) async fn buyer_of(
+    app: &TestApp,
+    admin: &str,
+    email: &str,
+    pack: &str,
+    provider: &str,
+) -> Buyer {
     let (id, token) = app.user(email).await;
-    let body = json!({"planId": PACK, "provider": "card_gateway", "saveForAutoTopUp": true});
+    let body = json!({"planId": pack, "provider": provider, "saveForAutoTopUp": true});
     let (status, started) = app.post(&token, "/api/payment/initiate", &body, None).await;
     assert_eq!(status, 201, "{started}");
     let order = started["orderId"].as_str().expect("order").to_owned();
@@ -129,7 +141,8 @@ pub(crate) async fn behave(app: &TestApp, buyer: &Buyer, next: &str) {
     sandbox_post(app, &path, &json!({"next": next})).await;
 }
 
-/// The sandbox's id of the buyer's saved card (Stripe's `pm_…`).
+/// The sandbox's id of the buyer's saved method (Stripe's `pm_…`, PayPal's vault token, Dodo's
+/// on-demand `sub_…`).
 pub(crate) async fn sandbox_method(app: &TestApp, buyer: &Buyer) -> String {
     let (_, overview) = app.get(&buyer.token, TOP_UP).await;
     let order = overview["paymentMethods"][0]["orderId"]

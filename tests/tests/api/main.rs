@@ -4,6 +4,7 @@ mod acting_for_users;
 mod admin_adjustments;
 mod admin_replay;
 mod auto_top_up;
+mod auto_top_up_mor_b;
 mod auto_top_up_wallet_global;
 mod bound_keys;
 mod branding;

@@ -48,6 +48,10 @@ pub struct CheckoutSessionRequest {
     pub return_url: String,
     /// String-to-string metadata: our order id and what the sandbox needs.
     pub metadata: BTreeMap<String, String>,
+    /// An on-demand subscription's terms, for a checkout whose buyer consented to automatic
+    /// top-ups (see [`super::on_demand`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subscription_data: Option<super::on_demand::SubscriptionData>,
 }
 
 /// `product_cart[]`.
@@ -133,6 +137,7 @@ pub fn checkout_request(
         customer,
         return_url: request.success_url.clone(),
         metadata,
+        subscription_data: None,
     })
 }
 
@@ -183,7 +188,7 @@ pub fn read<T: serde::de::DeserializeOwned>(reply: HttpReply) -> Result<T, Gatew
 }
 
 /// Metadata values may come back as strings, numbers or booleans; all become strings.
-fn lenient_metadata<'de, D: Deserializer<'de>>(
+pub(crate) fn lenient_metadata<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<BTreeMap<String, String>, D::Error> {
     let raw: Option<BTreeMap<String, serde_json::Value>> = Option::deserialize(deserializer)?;
@@ -199,7 +204,7 @@ fn lenient_metadata<'de, D: Deserializer<'de>>(
         .collect())
 }
 
-fn order_id_in(metadata: &BTreeMap<String, String>) -> Option<OrderId> {
+pub(crate) fn order_id_in(metadata: &BTreeMap<String, String>) -> Option<OrderId> {
     metadata
         .get(ORDER_ID_KEY)
         .and_then(|id| OrderId::new(id.as_str()).ok())
@@ -338,9 +343,19 @@ pub struct Payment {
     /// Why it failed, in words; null unless it failed.
     #[serde(default)]
     pub error_message: Option<String>,
-    /// The subscription it pays, if any.
+    /// The subscription it pays, if any (an on-demand subscription's for an automatic
+    /// top-up's charge and for the checkout that set the mandate up).
     #[serde(default)]
     pub subscription_id: Option<String>,
+    /// The customer who paid.
+    #[serde(default)]
+    pub customer: Option<PaymentCustomer>,
+    /// The card's network (`VISA`, `MASTERCARD`, …), for a card payment.
+    #[serde(default)]
+    pub card_network: Option<String>,
+    /// The card's last four digits, for a card payment.
+    #[serde(default)]
+    pub card_last_four: Option<String>,
     /// Refunds so far.
     #[serde(default)]
     pub refunds: Vec<PaymentRefund>,
@@ -353,6 +368,13 @@ pub struct Payment {
     /// Last changed.
     #[serde(default)]
     pub updated_at: Option<String>,
+}
+
+/// `payment.customer` (Dodo's `CustomerLimitedDetails`), as far as a saved method needs it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PaymentCustomer {
+    /// `cus_…`.
+    pub customer_id: String,
 }
 
 /// `payment.product_cart[]`.
@@ -558,12 +580,17 @@ pub fn refund_started(refund: &Refund, payment_id: &str) -> Result<RefundStarted
 }
 
 impl Payment {
-    /// Where our order is: its id from metadata, and the checkout session id.
+    /// Where our order is: its id from metadata, and the checkout session id (an automatic
+    /// top-up's charge, made without a session, is its order's reference itself).
     #[must_use]
     pub fn locator(&self) -> OrderLocator {
+        let reference = match &self.checkout_session_id {
+            Some(session) => Some(session.clone()),
+            None => super::on_demand::is_top_up(&self.metadata).then(|| self.payment_id.clone()),
+        };
         OrderLocator {
             order_id: order_id_in(&self.metadata),
-            provider_reference: self.checkout_session_id.clone(),
+            provider_reference: reference,
         }
     }
 
@@ -602,6 +629,10 @@ impl Payment {
     /// # Errors
     /// [`GatewayError::BadResponse`] when a paid payment has no readable amount.
     pub fn payment_status(&self, now: Timestamp) -> Result<PaymentStatus, GatewayError> {
+        // The worker's next attempt turns it into a checkout for the buyer (see `on_demand`).
+        if super::on_demand::needs_buyer(self) {
+            return Ok(PaymentStatus::Pending);
+        }
         Ok(
             match Settlement::from(self.status.unwrap_or(IntentStatus::Unknown)) {
                 Settlement::Open => PaymentStatus::Pending,
@@ -636,9 +667,14 @@ impl Payment {
     }
 
     /// Which charge a refund or dispute of this payment takes money from: a subscription's
-    /// payment by its id (the `charge_ref` of its activation or renewal), else our order.
+    /// payment by its id (the `charge_ref` of its activation or renewal), else our order (an
+    /// on-demand subscription's payments, a top-up's charge or the consented checkout, pay
+    /// orders, never a Tally subscription).
     #[must_use]
     pub fn charge(&self) -> RefundedCharge {
+        if super::on_demand::pays_order(self) {
+            return RefundedCharge::Order(self.locator());
+        }
         match self.subscription_id.clone().filter(|id| !id.is_empty()) {
             Some(subscription_id) => RefundedCharge::SubscriptionCharge {
                 provider_subscription_id: Some(subscription_id),
@@ -694,6 +730,9 @@ pub struct PaymentListItem {
     /// Charged, minor units (zero for a payment that only saved a payment method).
     #[serde(default)]
     pub total_amount: Option<i64>,
+    /// The metadata given at checkout or with an on-demand charge.
+    #[serde(default, deserialize_with = "lenient_metadata")]
+    pub metadata: BTreeMap<String, String>,
 }
 
 /// The answer of `GET /payments`.
@@ -773,6 +812,10 @@ pub struct Subscription {
     /// The metadata given at checkout.
     #[serde(default, deserialize_with = "lenient_metadata")]
     pub metadata: BTreeMap<String, String>,
+    /// An on-demand subscription: a saved method for automatic top-ups, never a Tally
+    /// subscription.
+    #[serde(default)]
+    pub on_demand: bool,
 }
 
 impl Subscription {
@@ -871,10 +914,14 @@ fn data<T: serde::de::DeserializeOwned>(envelope: &Envelope) -> Result<T, Webhoo
 /// [`WebhookError::Malformed`] when a handled event's data cannot be read.
 pub fn meaning_of(envelope: &Envelope) -> Result<Meaning, WebhookError> {
     let at = timestamp(&envelope.timestamp).map_err(WebhookError::Malformed)?;
+    // An on-demand subscription is a saved method: its lifecycle is no Tally subscription's.
+    if super::on_demand::is_mandate_event(envelope) {
+        return Ok(Meaning::Events(Vec::new()));
+    }
     let events = match envelope.event_type.as_str() {
         "payment.succeeded" => payment_succeeded(&data(envelope)?, at)?,
-        "payment.failed" => vec![payment_failed(&data(envelope)?, "payment failed", at)],
-        "payment.cancelled" => vec![payment_failed(&data(envelope)?, "payment cancelled", at)],
+        "payment.failed" => failed(&data(envelope)?, "payment failed", at),
+        "payment.cancelled" => failed(&data(envelope)?, "payment cancelled", at),
         "subscription.active" => {
             return Ok(Meaning::Period(
                 PeriodChange::Activated,
@@ -921,18 +968,32 @@ pub fn meaning_of(envelope: &Envelope) -> Result<Meaning, WebhookError> {
     Ok(Meaning::Events(events))
 }
 
-/// A one-time or credits payment. Subscription charges (`subscription_id` set) are reported by
-/// `subscription.active` and `subscription.renewed`, which carry the billing period.
+/// A one-time or credits payment, an automatic top-up's charge, or the consented checkout that
+/// set an on-demand mandate up (which also saves the method). Tally subscriptions' charges
+/// (`subscription_id` set) are reported by `subscription.active` and `subscription.renewed`,
+/// which carry the billing period.
 fn payment_succeeded(payment: &Payment, at: Timestamp) -> Result<Vec<PaymentEvent>, WebhookError> {
-    if payment.subscription_id.is_some() {
+    if payment.subscription_id.is_some() && !super::on_demand::pays_order(payment) {
         return Ok(Vec::new());
     }
     let amount = payment.paid().map_err(WebhookError::Malformed)?;
-    Ok(vec![PaymentEvent::PaymentSucceeded {
+    let mut events = vec![PaymentEvent::PaymentSucceeded {
         order: payment.locator(),
         amount,
         occurred_at: at,
-    }])
+    }];
+    events.extend(super::on_demand::method_saved(payment, at));
+    Ok(events)
+}
+
+/// A failed or cancelled payment, except an automatic top-up's charge that failed only because
+/// the buyer must authenticate: the charge's answer said so, and the buyer finishes the same
+/// order in a checkout.
+fn failed(payment: &Payment, fallback: &str, at: Timestamp) -> Vec<PaymentEvent> {
+    if super::on_demand::needs_buyer(payment) {
+        return Vec::new();
+    }
+    vec![payment_failed(payment, fallback, at)]
 }
 
 /// A failed or cancelled payment fails its order with Dodo's reason (`error_message`, else
@@ -1117,6 +1178,9 @@ mod tests {
             error_code: None,
             error_message: None,
             subscription_id: None,
+            customer: None,
+            card_network: None,
+            card_last_four: None,
             refunds: Vec::new(),
             product_cart: None,
             created_at: None,
@@ -1199,6 +1263,7 @@ mod tests {
             status: Some(status),
             subscription_id: Some(subscription.into()),
             total_amount: Some(1900),
+            metadata: BTreeMap::new(),
         }
     }
 

@@ -14,6 +14,12 @@ use crate::hub::{Hub, SimCharge, SimPayment, SimStatus, SimSubscription, SimSubs
 
 /// The simulated business.
 pub const BUSINESS_ID: &str = "bus_sandbox_tally";
+/// The customer of every sandbox payment.
+pub const CUSTOMER_ID: &str = "cus_sandbox_tally";
+/// The card of every sandbox payment, as Dodo's payments name its network.
+pub const CARD_NETWORK: &str = "VISA";
+/// Its last four digits.
+pub const CARD_LAST4: &str = "4242";
 /// `extra` key: the session's `metadata`, as JSON.
 pub const METADATA: &str = "metadata";
 /// `extra` key: the payment id the session's payment gets.
@@ -127,7 +133,7 @@ fn customer(payment: Option<&SimPayment>) -> Value {
         .and_then(|p| p.extra.get(CUSTOMER_NAME))
         .cloned()
         .unwrap_or_else(|| "Sandbox Buyer".into());
-    json!({ "customer_id": "cus_sandbox_tally", "email": email, "name": name })
+    json!({ "customer_id": CUSTOMER_ID, "email": email, "name": name })
 }
 
 fn payment_id(payment: &SimPayment) -> String {
@@ -155,6 +161,47 @@ pub fn session_status(payment: &SimPayment) -> Value {
     })
 }
 
+/// What a payment object shows of the session's own payment or of one of its subscription's
+/// charges.
+struct Shown {
+    id: String,
+    amount: i64,
+    refunds: Vec<KeptRefund>,
+    subscription_id: Option<String>,
+    created_at_ms: i64,
+    dispute: Option<String>,
+}
+
+fn shown(session: &SimPayment, charge: Option<(&SimCharge, &SimSubscription)>) -> Shown {
+    match charge {
+        Some((c, s)) => {
+            let mut refunds = charge_refunds(session).remove(&c.id).unwrap_or_default();
+            if s.charges.first().is_some_and(|first| first.id == c.id) {
+                refunds.extend(self::refunds(session));
+            }
+            Shown {
+                id: c.id.clone(),
+                amount: c.amount_minor,
+                refunds,
+                subscription_id: Some(s.id.clone()),
+                created_at_ms: c.period_start_ms,
+                dispute: charge_disputes(session).remove(&c.id),
+            }
+        }
+        None => Shown {
+            id: payment_id(session),
+            amount: session.amount_minor,
+            refunds: self::refunds(session),
+            subscription_id: session
+                .subscription_id
+                .clone()
+                .or_else(|| super::on_demand::subscription_of(session)),
+            created_at_ms: session.created_at_ms,
+            dispute: None,
+        },
+    }
+}
+
 /// A payment: the session's own, or (with `charge`) one of its subscription's charges (the
 /// first period's charge is the session's payment, under the charge's id).
 pub fn payment(
@@ -162,33 +209,19 @@ pub fn payment(
     session: &SimPayment,
     charge: Option<(&SimCharge, &SimSubscription)>,
 ) -> Value {
-    let status = payment_status(session.status);
+    let charged = super::on_demand::is_charge(session);
+    let status = payment_status(session);
     // A charge bills the subscription's price, which may have changed since the session.
     let currency = charge.map_or(session.currency, |(_, s)| s.currency);
-    let (id, amount, refunds, subscription_id, created_at_ms, dispute) = match charge {
-        Some((c, s)) => {
-            let mut refunds = charge_refunds(session).remove(&c.id).unwrap_or_default();
-            if s.charges.first().is_some_and(|first| first.id == c.id) {
-                refunds.extend(self::refunds(session));
-            }
-            (
-                c.id.clone(),
-                c.amount_minor,
-                refunds,
-                Some(s.id.clone()),
-                c.period_start_ms,
-                charge_disputes(session).remove(&c.id),
-            )
-        }
-        None => (
-            payment_id(session),
-            session.amount_minor,
-            self::refunds(session),
-            session.subscription_id.clone(),
-            session.created_at_ms,
-            None,
-        ),
-    };
+    let Shown {
+        id,
+        amount,
+        refunds,
+        subscription_id,
+        created_at_ms,
+        dispute,
+    } = shown(session, charge);
+    let (error_code, error_message) = failure(session);
     let refunds: Vec<Value> = refunds
         .iter()
         .map(|r| refund_object(session, &id, r, false))
@@ -202,15 +235,18 @@ pub fn payment(
         "billing": { "city": "Sandbox", "country": "US", "state": "CA", "street": "1 Test Street", "zipcode": "94103" },
         "brand_id": BUSINESS_ID,
         "business_id": BUSINESS_ID,
-        "checkout_session_id": charge.is_none().then(|| session.id.clone()),
+        "card_issuing_country": "US",
+        "card_last_four": CARD_LAST4,
+        "card_network": CARD_NETWORK,
+        "card_type": "CREDIT",
+        "checkout_session_id": (charge.is_none() && !charged).then(|| session.id.clone()),
         "created_at": rfc3339(created_at_ms),
         "currency": currency.code(),
         "customer": customer(Some(session)),
         "digital_products_delivered": false,
         "disputes": disputes,
-        // Null until a payment fails; a declined card says why, as Dodo's `payment.failed` does.
-        "error_code": (session.status == SimStatus::Declined).then_some(DECLINE_CODE),
-        "error_message": (session.status == SimStatus::Declined).then_some(DECLINE_MESSAGE),
+        "error_code": error_code,
+        "error_message": error_message,
         "metadata": metadata(session),
         "payment_id": id,
         "payment_method": "card",
@@ -232,9 +268,26 @@ pub const DECLINE_CODE: &str = "CARD_DECLINED";
 /// The `error_message` of a declined payment.
 pub const DECLINE_MESSAGE: &str = "The card was declined by the issuing bank.";
 
-/// Dodo's payment `status` for a simulated payment's.
-fn payment_status(status: SimStatus) -> &'static str {
-    match status {
+/// Null until a payment fails; a declined card says why, as Dodo's `payment.failed` does: an
+/// on-demand charge's own `error_code` and `error_message`, else a generic decline.
+fn failure(payment: &SimPayment) -> (Option<&str>, Option<&str>) {
+    if payment.status != SimStatus::Declined {
+        return (None, None);
+    }
+    let kept = |key: &str, otherwise: &'static str| {
+        payment.extra.get(key).map_or(otherwise, String::as_str)
+    };
+    (
+        Some(kept(super::on_demand::ERROR_CODE, DECLINE_CODE)),
+        Some(kept(super::on_demand::ERROR_MESSAGE, DECLINE_MESSAGE)),
+    )
+}
+
+/// Dodo's payment `status` for a simulated payment's: an on-demand charge exists from the
+/// start, `processing` until it settles; a session has a payment once paid or declined.
+fn payment_status(payment: &SimPayment) -> &'static str {
+    match payment.status {
+        SimStatus::Open if super::on_demand::is_charge(payment) => "processing",
         SimStatus::Paid => "succeeded",
         SimStatus::Declined => "failed",
         SimStatus::Canceled => "cancelled",

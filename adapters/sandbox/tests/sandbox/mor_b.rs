@@ -2,6 +2,8 @@
 //! the sandbox, and the sandbox's signed webhooks come back to a receiver that verifies them with
 //! the real gateway. Proves that signing and verification, encodings and mappings interoperate.
 
+mod top_up;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

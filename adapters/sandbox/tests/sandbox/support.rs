@@ -187,3 +187,26 @@ pub fn usd(minor: i64) -> domain::Money {
 pub fn cny(fen: i64) -> domain::Money {
     domain::Money::from_minor(fen, domain::Currency::Cny).unwrap()
 }
+
+/// `POST {base}/sandbox/api/{path}` with a JSON body; the JSON answer, which must be a success.
+pub async fn sandbox_api(base: &str, path: &str, body: serde_json::Value) -> serde_json::Value {
+    let response = reqwest::Client::new()
+        .post(format!("{base}/sandbox/api/{path}"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        response.status().is_success(),
+        "{path}: {}",
+        response.status()
+    );
+    response.json().await.unwrap()
+}
+
+/// Set what the saved method `method_ref`'s next off-session charges do.
+pub async fn set_behaviour(base: &str, method_ref: &str, next: &str) {
+    let path = format!("payment-methods/{method_ref}/behaviour");
+    let answer = sandbox_api(base, &path, serde_json::json!({ "next": next })).await;
+    assert_eq!(answer["next"], next);
+}

@@ -11,7 +11,7 @@ use sandbox::{CREDENTIALS, SimStatus};
 use serde_json::{Value, json};
 
 use super::{World, plan, world};
-use crate::support::usd;
+use crate::support::{self, usd};
 
 /// A credits pack bought with consent to keep the card; the events of its payment.
 async fn buy_keeping_the_card(world: &World, order_id: &str) -> Vec<(String, Vec<PaymentEvent>)> {
@@ -49,24 +49,11 @@ fn top_up(world: &World, method: &SavedMethod, order_id: &str, key: &str) -> Off
 
 /// `POST /sandbox/api/{path}` with a JSON body; the JSON answer.
 async fn sandbox_api(world: &World, path: &str, body: Value) -> Value {
-    let response = reqwest::Client::new()
-        .post(format!("{}/sandbox/api/{path}", world.base))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert!(
-        response.status().is_success(),
-        "{path}: {}",
-        response.status()
-    );
-    response.json().await.unwrap()
+    support::sandbox_api(&world.base, path, body).await
 }
 
 async fn set_behaviour(world: &World, method: &SavedMethod, next: &str) {
-    let path = format!("payment-methods/{}/behaviour", method.method_ref);
-    let answer = sandbox_api(world, &path, json!({ "next": next })).await;
-    assert_eq!(answer["next"], next);
+    support::set_behaviour(&world.base, &method.method_ref, next).await;
 }
 
 /// The sandbox's off-session PaymentIntents of an order, newest first.
