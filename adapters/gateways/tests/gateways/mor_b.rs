@@ -891,6 +891,35 @@ fn a_webhook_secret_that_is_not_base64_is_a_configuration_error() {
     );
 }
 
+#[tokio::test]
+async fn only_an_on_demand_product_keeps_methods_and_it_must_be_an_id() {
+    let context = || {
+        support::context(
+            &gateways::HttpSettings::new("http://unused.invalid"),
+            0,
+            false,
+        )
+    };
+    let mut settings = MorBSettings::new(API_KEY, WEBHOOK_SECRET, None);
+    let without = MorBGateway::new(&settings, context()).unwrap();
+    assert!(!without.saves_methods());
+    let mut consented = checkout_request(plan("credits", "5.00", Some("pdt_pack")), "ord_keep");
+    consented.save_method = true;
+    assert!(matches!(
+        without.create_checkout(&consented).await,
+        Err(GatewayError::Rejected(_))
+    ));
+    settings.on_demand_product_id = Some("pdt_on_demand".into());
+    assert!(
+        MorBGateway::new(&settings, context())
+            .unwrap()
+            .saves_methods()
+    );
+    settings.on_demand_product_id = Some("pdt/../refunds".into());
+    let error = MorBGateway::new(&settings, context()).unwrap_err();
+    assert_eq!(error.field, "onDemandProductId");
+}
+
 #[test]
 fn accepted_webhooks_get_200_and_refused_ones_400_with_a_short_reason() {
     let gateway = gateway("http://unused.invalid");
