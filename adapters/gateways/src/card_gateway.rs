@@ -599,6 +599,18 @@ impl PaymentGateway for CardGatewayGateway {
         }
     }
 
+    /// `POST /v1/payment_methods/{pm}/detach` (<https://docs.stripe.com/api/payment_methods/detach>):
+    /// a detached PaymentMethod can no longer be charged. A method Stripe does not know any more
+    /// counts as forgotten.
+    async fn forget_saved_method(&self, method: &SavedMethod) -> Result<(), GatewayError> {
+        let path = format!(
+            "/v1/payment_methods/{}/detach",
+            path_id(&method.method_ref)?
+        );
+        let reply = self.post_form(&path, &[], None).await?;
+        off_session::read_detach(reply)
+    }
+
     async fn verify_webhook(
         &self,
         request: &WebhookRequest,

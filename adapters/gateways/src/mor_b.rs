@@ -35,8 +35,8 @@ use application::ports::{
     AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, Clock, CredentialCheck,
     CredentialMode, GatewayError, OffSessionCharge, OffSessionOutcome, PaymentEvent,
     PaymentGateway, PaymentRef, PaymentStatus, PlanChangeRequest, PlanChangeStarted,
-    RecordedWebhook, RefundRequest, RefundStarted, VerifiedWebhook, WebhookAck, WebhookError,
-    WebhookRequest,
+    RecordedWebhook, RefundRequest, RefundStarted, SavedMethod, VerifiedWebhook, WebhookAck,
+    WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::{ProviderId, Timestamp};
@@ -480,6 +480,16 @@ impl PaymentGateway for MorBGateway {
             &serde_json::json!({ "status": "cancelled" }),
         )
         .await
+    }
+
+    /// A saved method is an on-demand subscription (its `method_ref`): it is ended with
+    /// `PATCH /subscriptions/{id}` `{"status":"cancelled"}`, after which Dodo charges it no
+    /// more (<https://docs.dodopayments.com/api-reference/subscriptions/patch-subscriptions>).
+    async fn forget_saved_method(&self, method: &SavedMethod) -> Result<(), GatewayError> {
+        if self.on_demand_product.is_none() {
+            return Err(GatewayError::NotSupported);
+        }
+        self.cancel_subscription_now(&method.method_ref).await
     }
 
     async fn change_subscription_plan(

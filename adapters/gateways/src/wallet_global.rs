@@ -34,8 +34,8 @@ use application::ports::{
     AckFor, AckVerdict, Checkout, CheckoutRequest, CheckoutTarget, Clock, CredentialCheck,
     CredentialMode, GatewayError, OffSessionCharge, OffSessionOutcome, PaymentEvent,
     PaymentGateway, PaymentRef, PaymentStatus, PlanChangeRequest, PlanChangeStarted,
-    RecordedWebhook, RefundReport, RefundRequest, RefundStarted, RefundedCharge, VerifiedWebhook,
-    WebhookAck, WebhookError, WebhookRequest,
+    RecordedWebhook, RefundReport, RefundRequest, RefundStarted, RefundedCharge, SavedMethod,
+    VerifiedWebhook, WebhookAck, WebhookError, WebhookRequest,
 };
 use async_trait::async_trait;
 use domain::{Money, OrderId, PlanType, ProviderId, Timestamp};
@@ -850,6 +850,18 @@ impl PaymentGateway for WalletGlobalGateway {
             ) {
                 return Ok(());
             }
+        }
+        checked(reply).map(|_| ())
+    }
+
+    /// `DELETE /v3/vault/payment-tokens/{id}` of the vaulted account
+    /// (<https://developer.paypal.com/docs/api/payment-tokens/v3/>): a deleted payment token can
+    /// no longer be charged. 204 is the answer; a token PayPal does not know (404) is forgotten
+    /// already.
+    async fn forget_saved_method(&self, method: &SavedMethod) -> Result<(), GatewayError> {
+        let reply = self.api.delete_payment_token(&method.method_ref).await?;
+        if reply.status == 404 {
+            return Ok(());
         }
         checked(reply).map(|_| ())
     }

@@ -32,6 +32,19 @@ pub enum GatewayError {
     NotSupported,
 }
 
+impl GatewayError {
+    /// The error's kind without its text, for logs that must not carry what the provider said.
+    #[must_use]
+    pub const fn kind(&self) -> &'static str {
+        match self {
+            Self::Rejected(_) => "rejected",
+            Self::Unreachable(_) => "unreachable",
+            Self::BadResponse(_) => "bad_response",
+            Self::NotSupported => "not_supported",
+        }
+    }
+}
+
 /// Why a webhook was refused before anything changed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WebhookError {
@@ -678,6 +691,18 @@ pub trait PaymentGateway: Send + Sync + 'static {
         charge: &OffSessionCharge,
     ) -> Result<OffSessionOutcome, GatewayError> {
         let _ = charge;
+        Err(GatewayError::NotSupported)
+    }
+
+    /// Make the provider forget a saved method, so that it can no longer be charged there
+    /// (Tally's own removal is authoritative; this only asks the provider to follow it). A
+    /// method the provider no longer knows counts as forgotten.
+    ///
+    /// # Errors
+    /// [`GatewayError::NotSupported`] where the provider cannot (the default); other failures
+    /// (retrying is safe).
+    async fn forget_saved_method(&self, method: &SavedMethod) -> Result<(), GatewayError> {
+        let _ = method;
         Err(GatewayError::NotSupported)
     }
 

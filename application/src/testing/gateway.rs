@@ -49,6 +49,10 @@ struct Script {
     off_session: std::collections::VecDeque<crate::ports::OffSessionOutcome>,
     /// Off-session charges asked so far.
     charges: Vec<crate::ports::OffSessionCharge>,
+    /// Saved methods the provider was asked to forget so far.
+    forgotten: Vec<crate::ports::SavedMethod>,
+    /// Make forgetting fail as if the provider could not be reached.
+    forget_unreachable: bool,
 }
 
 /// A gateway whose answers a test scripts; it records what it was asked.
@@ -150,6 +154,18 @@ impl FakeGateway {
         lock(&self.script).charges.clone()
     }
 
+    /// Saved methods the provider was asked to forget so far (answered or not).
+    #[must_use]
+    pub fn forgotten(&self) -> Vec<crate::ports::SavedMethod> {
+        lock(&self.script).forgotten.clone()
+    }
+
+    /// Make forgetting a saved method fail as if the provider could not be reached (or work
+    /// again with `false`).
+    pub fn forget_unreachable(&self, unreachable: bool) {
+        lock(&self.script).forget_unreachable = unreachable;
+    }
+
     /// Refuse cancellations at the period's end with `reason` from now on (`None`: accept).
     pub fn refuse_cancellations(&self, reason: Option<&str>) {
         lock(&self.script).refuse_cancellations = reason.map(str::to_owned);
@@ -209,6 +225,18 @@ impl PaymentGateway for FakeGateway {
             .off_session
             .pop_front()
             .ok_or(GatewayError::NotSupported)
+    }
+
+    async fn forget_saved_method(
+        &self,
+        method: &crate::ports::SavedMethod,
+    ) -> Result<(), GatewayError> {
+        let mut script = lock(&self.script);
+        script.forgotten.push(method.clone());
+        if script.forget_unreachable {
+            return Err(GatewayError::Unreachable("fake provider is down".into()));
+        }
+        Ok(())
     }
 
     async fn create_checkout(&self, request: &CheckoutRequest) -> Result<Checkout, GatewayError> {

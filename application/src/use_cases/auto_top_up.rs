@@ -247,12 +247,12 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     ) -> Result<AutoTopUpOverview, AutoTopUpError> {
         let account = self.top_up_account(user, account).await?;
         let methods = self.store.saved_methods(&account).await?;
-        if !methods
-            .iter()
-            .any(|m| m.id == method_id && m.removed_at.is_none())
-        {
+        let Some(removed) = methods
+            .into_iter()
+            .find(|m| m.id == method_id && m.removed_at.is_none())
+        else {
             return Err(AutoTopUpError::MethodNotFound);
-        }
+        };
         let now = self.clock.now();
         let mut set = ChangeSet::at(now);
         set.top_up = Some(TopUpWrite::RemoveMethod {
@@ -272,7 +272,30 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
             .apply(set)
             .await
             .map_err(|e| InfraError::from(e.into_store_error()))?;
+        self.forget_at_provider(&removed).await;
         Ok(self.top_up_overview(&account).await?)
+    }
+
+    /// Ask the method's provider to forget a method Tally removed. Tally's removal stands
+    /// whatever the provider answers (the method is never charged again), so a failure is
+    /// only logged: the owner's removal does not fail because the provider is down.
+    async fn forget_at_provider(&self, removed: &SavedMethodRecord) {
+        let Some(gateway) = self.gateways.get(removed.provider) else {
+            tracing::warn!(
+                provider = %removed.provider,
+                method_id = %removed.id,
+                "removed payment method not forgotten: no gateway for its provider"
+            );
+            return;
+        };
+        if let Err(e) = gateway.forget_saved_method(&removed.method).await {
+            tracing::warn!(
+                provider = %removed.provider,
+                method_id = %removed.id,
+                error_kind = e.kind(),
+                "removed payment method not forgotten by its provider"
+            );
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 mod accounts_and_plans;
 mod acting_for_users;
 mod admin_console;
+mod auto_top_up;
 mod credits;
 mod entitlements;
 mod harness;

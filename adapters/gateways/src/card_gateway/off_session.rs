@@ -443,6 +443,30 @@ pub fn read_cancel(reply: HttpReply) -> Result<(), GatewayError> {
     Ok(())
 }
 
+/// Read the answer of `POST /v1/payment_methods/{pm}/detach`
+/// (<https://docs.stripe.com/api/payment_methods/detach>): the detached PaymentMethod. A
+/// method Stripe does not know (404, `resource_missing`) is forgotten already.
+///
+/// # Errors
+/// As [`transformers::read`]: another 4xx [`GatewayError::Rejected`], 5xx
+/// [`GatewayError::Unreachable`], an unreadable body [`GatewayError::BadResponse`].
+pub fn read_detach(reply: HttpReply) -> Result<(), GatewayError> {
+    let missing = reply.status == 404
+        || error_of(&reply).is_some_and(|e| e.code.as_deref() == Some("resource_missing"));
+    if missing {
+        return Ok(());
+    }
+    let _: DetachedMethod = transformers::read(reply)?;
+    Ok(())
+}
+
+/// The PaymentMethod `detach` answers; only its id is read, to know the answer is one.
+#[derive(Debug, Deserialize)]
+struct DetachedMethod {
+    #[serde(rename = "id")]
+    _id: String,
+}
+
 /// A decline in words: the issuer's `decline_code` (else Stripe's `code`) and Stripe's message,
 /// at most [`MAX_REASON_CHARS`] printable characters. Stripe's errors carry no card number or
 /// key.

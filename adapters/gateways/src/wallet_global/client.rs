@@ -257,6 +257,15 @@ impl Api {
         .await
     }
 
+    /// `DELETE /v3/vault/payment-tokens/{id}` (Payment Method Tokens API v3); the raw answer
+    /// (204 on success).
+    pub(super) async fn delete_payment_token(&self, id: &str) -> Result<HttpReply, GatewayError> {
+        let url = self
+            .http
+            .url(&format!("/v3/vault/payment-tokens/{}", path_id(id)?));
+        self.send(|r| r.delete(&url)).await
+    }
+
     /// `POST /v1/notifications/verify-webhook-signature` with a body built by the caller.
     pub(super) async fn verify_signature(
         &self,

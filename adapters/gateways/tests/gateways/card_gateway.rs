@@ -1404,3 +1404,73 @@ fn only_a_live_secret_key_is_live_mode() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Forgetting a saved method
+
+fn saved_card() -> application::ports::SavedMethod {
+    application::ports::SavedMethod {
+        customer_ref: "cus_Qx1".into(),
+        method_ref: "pm_1QKy7pLkdIwHu7ix".into(),
+        brand: Some("visa".into()),
+        last4: Some("4242".into()),
+        wallet_account: None,
+    }
+}
+
+#[tokio::test]
+async fn forgetting_a_method_detaches_it_from_its_customer() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/payment_methods/pm_1QKy7pLkdIwHu7ix/detach"))
+        .and(bearer_token(SECRET_KEY))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "id": "pm_1QKy7pLkdIwHu7ix", "object": "payment_method", "customer": null,
+            "type": "card"})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    gateway(&server.uri())
+        .forget_saved_method(&saved_card())
+        .await
+        .unwrap();
+    let sent = server.received_requests().await.unwrap();
+    assert!(sent[0].body.is_empty(), "detach takes no parameters");
+}
+
+#[tokio::test]
+async fn a_method_stripe_does_not_know_is_forgotten_already_and_other_failures_are_errors() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/payment_methods/pm_1QKy7pLkdIwHu7ix/detach"))
+        .respond_with(ResponseTemplate::new(404).set_body_json(serde_json::json!({
+            "error": {"type": "invalid_request_error", "code": "resource_missing",
+                "param": "payment_method",
+                "message": "No such PaymentMethod: 'pm_1QKy7pLkdIwHu7ix'"}})))
+        .mount(&server)
+        .await;
+    gateway(&server.uri())
+        .forget_saved_method(&saved_card())
+        .await
+        .unwrap();
+
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/payment_methods/pm_1QKy7pLkdIwHu7ix/detach"))
+        .respond_with(ResponseTemplate::new(500).set_body_json(serde_json::json!({
+            "error": {"type": "api_error", "message": "down"}})))
+        .mount(&server)
+        .await;
+    assert!(matches!(
+        gateway(&server.uri())
+            .forget_saved_method(&saved_card())
+            .await,
+        Err(GatewayError::Unreachable(_))
+    ));
+    let mut unsafe_id = saved_card();
+    unsafe_id.method_ref = "pm_1/../../v1/refunds".into();
+    assert!(matches!(
+        gateway(&server.uri()).forget_saved_method(&unsafe_id).await,
+        Err(GatewayError::Rejected(_))
+    ));
+}

@@ -1407,3 +1407,57 @@ fn test_mode_is_the_flag_or_the_test_host() {
     );
     assert_eq!(host.test_mode().unwrap().field, "baseUrl");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Forgetting a saved method
+
+fn on_demand_gateway(base_url: &str) -> MorBGateway {
+    let mut settings = MorBSettings::new(API_KEY, WEBHOOK_SECRET, Some(base_url.to_owned()));
+    settings.on_demand_product_id = Some("pdt_on_demand".into());
+    let context = support::context(&settings.http(), NOW_S * 1000, false);
+    MorBGateway::new(&settings, context).unwrap()
+}
+
+fn on_demand_method() -> application::ports::SavedMethod {
+    application::ports::SavedMethod {
+        customer_ref: "cus_8Vb2nM4kQ7wE1rTy".into(),
+        method_ref: SUBSCRIPTION.into(),
+        brand: Some("visa".into()),
+        last4: Some("4242".into()),
+        wallet_account: None,
+    }
+}
+
+#[tokio::test]
+async fn forgetting_a_method_ends_its_on_demand_subscription_at_once() {
+    let server = MockServer::start().await;
+    let mut subscription: serde_json::Value =
+        serde_json::from_slice(&fixture("subscription.cancelled.json")).unwrap();
+    Mock::given(method("PATCH"))
+        .and(path(format!("/subscriptions/{SUBSCRIPTION}")))
+        .and(bearer_token(API_KEY))
+        .respond_with(ResponseTemplate::new(200).set_body_json(subscription["data"].take()))
+        .expect(1)
+        .mount(&server)
+        .await;
+    on_demand_gateway(&server.uri())
+        .forget_saved_method(&on_demand_method())
+        .await
+        .unwrap();
+    assert_eq!(
+        only_json_body(&server).await,
+        serde_json::json!({"status": "cancelled"})
+    );
+}
+
+#[tokio::test]
+async fn without_an_on_demand_product_no_method_is_forgotten_and_nothing_is_sent() {
+    let server = MockServer::start().await;
+    assert!(matches!(
+        gateway(&server.uri())
+            .forget_saved_method(&on_demand_method())
+            .await,
+        Err(GatewayError::NotSupported)
+    ));
+    assert!(server.received_requests().await.unwrap().is_empty());
+}

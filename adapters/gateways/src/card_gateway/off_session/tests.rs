@@ -402,3 +402,30 @@ fn a_payment_mode_checkout_with_consent_asks_stripe_to_keep_the_card_for_off_ses
         );
     }
 }
+
+#[test]
+fn a_detached_or_unknown_method_is_forgotten_and_other_refusals_are_errors() {
+    let detached = reply(
+        200,
+        json!({"id": "pm_1", "object": "payment_method", "customer": null}),
+    );
+    assert!(read_detach(detached).is_ok());
+    let missing = reply(
+        400,
+        json!({"error": {"type": "invalid_request_error", "code": "resource_missing"}}),
+    );
+    assert!(read_detach(missing).is_ok());
+    assert!(read_detach(reply(404, json!({}))).is_ok());
+    let refused = reply(
+        400,
+        json!({"error": {"type": "invalid_request_error", "message": "not attached"}}),
+    );
+    assert!(matches!(
+        read_detach(refused),
+        Err(GatewayError::Rejected(_))
+    ));
+    assert!(matches!(
+        read_detach(reply(200, json!({"unexpected": true}))),
+        Err(GatewayError::BadResponse(_))
+    ));
+}

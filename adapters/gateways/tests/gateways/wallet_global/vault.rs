@@ -203,3 +203,47 @@ async fn a_refused_instrument_is_a_decline_and_a_payer_action_is_authentication_
         Err(GatewayError::Unreachable(_))
     ));
 }
+
+#[tokio::test]
+async fn forgetting_a_method_deletes_its_payment_token_at_paypal() {
+    let h = harness().await;
+    Mock::given(method("DELETE"))
+        .and(path(format!("/v3/vault/payment-tokens/{VAULT_ID}")))
+        .and(header("authorization", format!("Bearer {TOKEN}").as_str()))
+        .respond_with(ResponseTemplate::new(204))
+        .expect(1)
+        .mount(&h.server)
+        .await;
+    h.gateway.forget_saved_method(&account()).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_payment_token_paypal_does_not_know_is_forgotten_already() {
+    let h = harness().await;
+    Mock::given(method("DELETE"))
+        .and(path(format!("/v3/vault/payment-tokens/{VAULT_ID}")))
+        .respond_with(json_reply(404, "api/error_resource_not_found.json"))
+        .mount(&h.server)
+        .await;
+    h.gateway.forget_saved_method(&account()).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_failed_deletion_is_an_error_and_an_unsafe_id_is_never_sent() {
+    let h = harness().await;
+    Mock::given(method("DELETE"))
+        .and(path(format!("/v3/vault/payment-tokens/{VAULT_ID}")))
+        .respond_with(ResponseTemplate::new(503))
+        .mount(&h.server)
+        .await;
+    assert!(matches!(
+        h.gateway.forget_saved_method(&account()).await,
+        Err(GatewayError::Unreachable(_))
+    ));
+    let mut unsafe_id = account();
+    unsafe_id.method_ref = "../v2/checkout/orders".into();
+    assert!(matches!(
+        h.gateway.forget_saved_method(&unsafe_id).await,
+        Err(GatewayError::Rejected(_))
+    ));
+}
