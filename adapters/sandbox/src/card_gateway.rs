@@ -107,6 +107,10 @@ impl Simulator for CardGatewaySimulator {
                 "/v1/payment_intents/:id/cancel",
                 post(intents::cancel_payment_intent),
             )
+            .at(
+                "/v1/payment_methods/:id/detach",
+                post(intents::detach_payment_method),
+            )
     }
 
     fn webhooks(&self, hub: &Hub, event: &SimEvent) -> Vec<SimWebhook> {

@@ -790,6 +790,11 @@ async fn update_subscription(
         Ok(update) => update,
         Err(refusal) => return refusal.into_response(),
     };
+    if let Some(mandate) = on_demand::mandate(&hub, &id) {
+        let cancel_now = update.cancel_at_next_billing_date.is_none()
+            && update.status.as_deref() == Some("cancelled");
+        return on_demand::update(&hub, &mandate, cancel_now);
+    }
     let Some(subscription) = own_subscription(&hub, &id) else {
         return not_found("Subscription");
     };

@@ -39,7 +39,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use domain::ProviderId;
-use poem::{Route, get, post};
+use poem::{Route, delete, get, post};
 use serde_json::{Value, json};
 
 use self::resources::{
@@ -114,6 +114,10 @@ impl Simulator for WalletGlobalSimulator {
                 post(api::refund_capture),
             )
             .at("/v1/payments/sale/:id", get(api::get_sale))
+            .at(
+                "/v3/vault/payment-tokens/:id",
+                delete(api::vault::delete_payment_token),
+            )
             .at("/v1/billing/subscriptions", post(api::create_subscription))
             .at("/v1/billing/subscriptions/:id", get(api::get_subscription))
             .at(

@@ -36,6 +36,13 @@
 //! payment_intent_unexpected_state`. A paid one is refunded through `POST /v1/refunds`, and its
 //! charge (`ch_` and the PaymentIntent id's rest) carries the PaymentIntent's metadata, as
 //! Stripe copies it.
+//!
+//! Forgetting: `POST /v1/payment_methods/{pm}/detach`
+//! (<https://docs.stripe.com/api/payment_methods/detach>) detaches a saved card from its
+//! Customer and answers the PaymentMethod with `customer: null`; an unknown one is `404
+//! resource_missing`, one detached already `400` (not attached to a customer). A detached card
+//! "is no longer usable for payments": charging it is refused with `400 invalid_request_error`,
+//! param `payment_method` (it may not be used again).
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -188,6 +195,7 @@ pub(super) fn save_card(hub: &Hub, session_id: &str) {
             order_id: session.order_id,
             payment_id: session.id,
             next: SimBehaviour::default(),
+            forgotten_at_ms: None,
             created_at_ms: hub.now_ms(),
         });
     }
@@ -390,6 +398,9 @@ fn method_of(hub: &Hub, form: &BTreeMap<String, String>) -> Result<SimMethod, St
         .method(id)
         .filter(|m| m.provider == ProviderId::CardGateway)
         .ok_or_else(|| missing_param("PaymentMethod", id, "payment_method"))?;
+    if method.forgotten() {
+        return Err(bad(DETACHED, "payment_method"));
+    }
     let Some(customer) = form.get("customer") else {
         return Err(bad(
             "The PaymentMethod is attached to a Customer: pass that customer to charge it.",
@@ -814,6 +825,36 @@ fn expansions(request: &Request) -> Result<bool, StripeError> {
         expand = true;
     }
     Ok(expand)
+}
+
+/// Stripe's refusal of a PaymentMethod detached from its Customer: it may not be used again.
+const DETACHED: &str = "The provided PaymentMethod was previously used with a PaymentIntent \
+    without Customer attachment, shared with a connected account without Customer attachment, or \
+    was detached from a Customer. It may not be used again. To use a PaymentMethod multiple \
+    times, you must attach it to a Customer first.";
+
+/// `POST /v1/payment_methods/{id}/detach`: the saved card is detached from its Customer and can
+/// no longer be charged; the answer is the PaymentMethod without a customer. Detaching one
+/// that is not attached any more is refused as Stripe refuses it.
+#[handler]
+pub(super) fn detach_payment_method(
+    request: &Request,
+    Path(id): Path<String>,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    if !authorized(request) {
+        return unauthorized();
+    }
+    match hub.forget_method(ProviderId::CardGateway, &id) {
+        Err(_) => missing("payment_method", &id).into_response(),
+        Ok(before) if before.forgotten() => bad(
+            "The payment method you provided is not attached to a customer so detachment is \
+             impossible.",
+            "payment_method",
+        )
+        .into_response(),
+        Ok(_) => Json(method_object(&hub, &id, None)).into_response(),
+    }
 }
 
 /// `POST /v1/payment_intents/{id}/cancel`: an off-session PaymentIntent that is not paid is

@@ -86,8 +86,20 @@ pub struct SimMethod {
     pub payment_id: String,
     /// What its next off-session charges do.
     pub next: SimBehaviour,
+    /// The provider forgot it at the merchant's request (Stripe detached it, PayPal deleted its
+    /// payment token, Dodo's on-demand subscription was cancelled), ms since the epoch: it can
+    /// no longer be charged. `null` while it can.
+    pub forgotten_at_ms: Option<i64>,
     /// Saved, ms since the epoch.
     pub created_at_ms: i64,
+}
+
+impl SimMethod {
+    /// Whether the provider forgot it.
+    #[must_use]
+    pub fn forgotten(&self) -> bool {
+        self.forgotten_at_ms.is_some()
+    }
 }
 
 impl Hub {
@@ -133,6 +145,25 @@ impl Hub {
         let method = state.methods.get_mut(id).ok_or(SandboxError::NotFound)?;
         method.next = next;
         Ok(method.clone())
+    }
+
+    /// Forget a saved method of `provider` at the merchant's request: its off-session charges
+    /// are refused from now on. The method as it was before, so that a simulator can answer a
+    /// method forgotten already the way its provider does.
+    ///
+    /// # Errors
+    /// [`SandboxError::NotFound`] for a method unknown or of another provider.
+    pub fn forget_method(&self, provider: ProviderId, id: &str) -> Result<SimMethod, SandboxError> {
+        let now_ms = self.now_ms();
+        let mut state = lock(&self.state);
+        let method = state
+            .methods
+            .get_mut(id)
+            .filter(|m| m.provider == provider)
+            .ok_or(SandboxError::NotFound)?;
+        let before = method.clone();
+        method.forgotten_at_ms = method.forgotten_at_ms.or(Some(now_ms));
+        Ok(before)
     }
 
     /// Store a new payment, once its URLs are the service's own (see [`Hub::insert_payment`]),

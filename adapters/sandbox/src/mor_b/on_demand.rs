@@ -21,6 +21,10 @@
 //! and `authentication_required` with `AUTHENTICATION_REQUIRED` (Dodo's failure codes,
 //! <https://docs.dodopayments.com/api-reference/transaction-failures>), both sending
 //! `payment.failed`. A Tally subscription (not on demand) is refused, an unknown id is `404`.
+//!
+//! Ending: `PATCH /subscriptions/{id}` `{"status": "cancelled"}` cancels the on-demand
+//! subscription at once (`status: cancelled`, `cancelled_at`); the method is forgotten, and a
+//! charge of it is refused with `409` `INVALID_SUBSCRIPTION_STATE`.
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -140,6 +144,7 @@ pub fn save_mandate(hub: &Hub, session_id: &str) {
             order_id: session.order_id,
             payment_id: session.id,
             next: SimBehaviour::default(),
+            forgotten_at_ms: None,
             created_at_ms: hub.now_ms(),
         });
     }
@@ -155,7 +160,7 @@ pub fn subscription(hub: &Hub, method: &SimMethod) -> Value {
         "addons": [],
         "billing": { "city": "Sandbox", "country": "US", "state": "CA", "street": "1 Test Street", "zipcode": "94103" },
         "cancel_at_next_billing_date": false,
-        "cancelled_at": null,
+        "cancelled_at": method.forgotten_at_ms.map(rfc),
         "created_at": created,
         "currency": currency,
         "customer": { "customer_id": method.customer_id, "email": "buyer@sandbox.invalid", "name": "Sandbox Buyer" },
@@ -169,7 +174,7 @@ pub fn subscription(hub: &Hub, method: &SimMethod) -> Value {
         "product_id": session.as_ref().and_then(|p| p.extra.get(objects::PRODUCT_ID).cloned()),
         "quantity": 1,
         "recurring_pre_tax_amount": session.as_ref().map_or(0, |p| p.amount_minor),
-        "status": "active",
+        "status": if method.forgotten() { "cancelled" } else { "active" },
         "subscription_id": method.id,
         "subscription_period_count": 10,
         "subscription_period_interval": "Year",
@@ -180,6 +185,23 @@ pub fn subscription(hub: &Hub, method: &SimMethod) -> Value {
 
 fn rfc(ms: i64) -> String {
     objects::rfc3339(ms)
+}
+
+/// `PATCH /subscriptions/{id}` of an on-demand subscription: `{"status": "cancelled"}` (and
+/// nothing else) ends it at once, as the merchant ends any subscription; its charges are
+/// refused from then on. Cancelling it again answers it cancelled.
+pub fn update(hub: &Hub, method: &SimMethod, cancel_now: bool) -> Response {
+    if !cancel_now {
+        return invalid("the sandbox ends an on-demand subscription with status: cancelled only")
+            .into_response();
+    }
+    match hub.forget_method(ProviderId::MorB, &method.id) {
+        Ok(_) => match mandate(hub, &method.id) {
+            Some(cancelled) => Json(subscription(hub, &cancelled)).into_response(),
+            None => not_found("Subscription"),
+        },
+        Err(_) => not_found("Subscription"),
+    }
 }
 
 /// The on-demand subscription `id`, if the sandbox keeps one.
@@ -268,6 +290,14 @@ pub async fn charge_route(
         }
         return not_found("Subscription");
     };
+    if method.forgotten() {
+        return error(
+            StatusCode::CONFLICT,
+            "INVALID_SUBSCRIPTION_STATE",
+            "the subscription is cancelled",
+        )
+        .into_response();
+    }
     let charge = match new_charge(&hub, &method, input) {
         Ok(charge) => charge,
         Err(refusal) => return refusal.into_response(),

@@ -210,3 +210,18 @@ pub async fn set_behaviour(base: &str, method_ref: &str, next: &str) {
     let answer = sandbox_api(base, &path, serde_json::json!({ "next": next })).await;
     assert_eq!(answer["next"], next);
 }
+
+/// The saved method `method_ref` as `GET {base}/sandbox/api/payment-methods` lists it.
+pub async fn listed_method(base: &str, method_ref: &str) -> serde_json::Value {
+    let listed: Vec<serde_json::Value> =
+        reqwest::get(format!("{base}/sandbox/api/payment-methods"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    listed
+        .into_iter()
+        .find(|m| m["id"] == method_ref)
+        .expect("the method is listed")
+}

@@ -19,13 +19,19 @@
 //! `INSTRUMENT_DECLINED` and `authentication_required` `422` `PAYER_ACTION_REQUIRED`, with no
 //! capture and no webhook. A repeated `PayPal-Request-Id` gets the first answer, status and
 //! body, and charges nothing more. An unknown vault id is `422` `INVALID_RESOURCE_ID`.
+//!
+//! Forgetting: `DELETE /v3/vault/payment-tokens/{id}` (Payment Method Tokens API v3,
+//! <https://developer.paypal.com/docs/api/payment-tokens/v3/>) deletes the token: `204` with no
+//! body; an unknown or already deleted one is `404` `RESOURCE_NOT_FOUND`. A deleted token is
+//! charged no more: a charge naming it is refused like an unknown vault id.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use domain::ProviderId;
 use poem::http::StatusCode;
-use poem::web::Json;
-use poem::{IntoResponse, Response};
+use poem::web::{Data, Json, Path};
+use poem::{IntoResponse, Request, Response, handler};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -33,7 +39,10 @@ use super::super::WalletGlobalSimulator;
 use super::super::resources::{
     CAPTURE_ID, CAPTURED_AT_MS, CREATE_REQUEST_ID, PAYER_EMAIL, iso, order_json,
 };
-use super::{CreateOrderInput, NewPayment, Refusal, URL_FIELDS, amount_of, invalid, unprocessable};
+use super::{
+    CreateOrderInput, NewPayment, Refusal, URL_FIELDS, amount_of, authorized, invalid, not_found,
+    unprocessable,
+};
 use crate::hub::{Hub, SimBehaviour, SimEvent, SimKind, SimMethod, SimPayment, SimStatus};
 use crate::simulator::Simulator;
 
@@ -104,6 +113,23 @@ fn token_of(order: &SimPayment) -> (String, String) {
     (format!("VT{}", order.id), format!("CUS{}", order.id))
 }
 
+/// `DELETE /v3/vault/payment-tokens/{id}`: the payment token is deleted (`204`), and charges
+/// of it are refused from now on; an unknown or deleted one is `404`.
+#[handler]
+pub(in crate::wallet_global) fn delete_payment_token(
+    request: &Request,
+    Path(id): Path<String>,
+    hub: Data<&Arc<Hub>>,
+) -> Response {
+    if let Err(refusal) = authorized(request) {
+        return refusal.into_response();
+    }
+    match hub.forget_method(ProviderId::WalletGlobal, &id) {
+        Ok(before) if !before.forgotten() => StatusCode::NO_CONTENT.into_response(),
+        _ => not_found().into_response(),
+    }
+}
+
 /// `payment_source` of an order that saved (once captured) or charged an account.
 pub(in crate::wallet_global) fn payment_source(hub: &Hub, payment: &SimPayment) -> Option<Value> {
     let vault_id = payment.extra.get(VAULT_ID)?;
@@ -144,6 +170,7 @@ pub(super) async fn save_on_capture(hub: &Hub, order: &SimPayment) {
         order_id: order.order_id.clone(),
         payment_id: order.id.clone(),
         next: SimBehaviour::default(),
+        forgotten_at_ms: None,
         created_at_ms: hub.now_ms(),
     });
     let self_url = format!(
@@ -253,7 +280,7 @@ fn new_charge(
         })?;
     let method = hub
         .method(vault_id)
-        .filter(|m| m.provider == ProviderId::WalletGlobal)
+        .filter(|m| m.provider == ProviderId::WalletGlobal && !m.forgotten())
         .ok_or_else(|| {
             unprocessable(
                 "INVALID_RESOURCE_ID",

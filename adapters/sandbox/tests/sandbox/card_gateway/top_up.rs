@@ -436,3 +436,47 @@ async fn the_simulated_stripe_refuses_a_card_it_does_not_know_or_that_is_another
     let body: Value = answer.json().await.unwrap();
     assert_eq!(body["error"]["param"], "return_url");
 }
+
+async fn listed_method(world: &World, id: &str) -> Value {
+    support::listed_method(&world.base, id).await
+}
+
+#[tokio::test]
+async fn a_forgotten_card_is_detached_at_stripe_and_refused_for_later_charges() {
+    let world = world().await;
+    let card = saved_card(&world, "ord_pack_forget").await;
+    assert!(listed_method(&world, &card.method_ref).await["forgottenAtMs"].is_null());
+    let detach = format!(
+        "{}/v1/payment_methods/{}/detach",
+        world.sandbox.api_base_url(ProviderId::CardGateway),
+        card.method_ref
+    );
+    let without_key = reqwest::Client::new().post(&detach).send().await.unwrap();
+    assert_eq!(without_key.status(), 401);
+    assert!(listed_method(&world, &card.method_ref).await["forgottenAtMs"].is_null());
+
+    world.gateway.forget_saved_method(&card).await.unwrap();
+    assert!(listed_method(&world, &card.method_ref).await["forgottenAtMs"].is_i64());
+    let refused = world
+        .gateway
+        .charge_saved_method(&top_up(&world, &card, "ord_top_forgotten", "tu_f1"))
+        .await;
+    assert!(
+        matches!(&refused, Err(GatewayError::Rejected(m)) if m.contains("detached from a Customer")),
+        "{refused:?}"
+    );
+    assert!(intents_of(&world, "ord_top_forgotten").is_empty());
+
+    // Detaching again is refused as at Stripe; an unknown method is missing, which counts as
+    // forgotten.
+    let again = reqwest::Client::new()
+        .post(&detach)
+        .bearer_auth(CREDENTIALS.api_key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 400);
+    let mut unknown = card.clone();
+    unknown.method_ref = "pm_sandbox_nope".into();
+    world.gateway.forget_saved_method(&unknown).await.unwrap();
+}

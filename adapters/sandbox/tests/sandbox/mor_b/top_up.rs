@@ -381,3 +381,49 @@ async fn the_simulated_dodo_refuses_to_charge_an_unknown_or_a_tally_subscription
         .await;
     assert!(matches!(tally, Err(GatewayError::Rejected(_))), "{tally:?}");
 }
+
+#[tokio::test]
+async fn a_forgotten_method_ends_its_on_demand_subscription_and_is_charged_no_more() {
+    let world = world().await;
+    let method = mandate(&world, "ord_pack_forget").await;
+    assert!(
+        support::listed_method(&world.base, &method.method_ref).await["forgottenAtMs"].is_null()
+    );
+    let subscription_url = format!(
+        "{}/subscriptions/{}",
+        world.sandbox.api_base_url(domain::ProviderId::MorB),
+        method.method_ref
+    );
+    let without_key = reqwest::Client::new()
+        .patch(&subscription_url)
+        .json(&json!({ "status": "cancelled" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(without_key.status(), 401);
+
+    world.gateway.forget_saved_method(&method).await.unwrap();
+    assert!(
+        support::listed_method(&world.base, &method.method_ref).await["forgottenAtMs"].is_i64()
+    );
+    let shown: Value = reqwest::Client::new()
+        .get(&subscription_url)
+        .bearer_auth(sandbox::CREDENTIALS.api_key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(shown["status"], "cancelled");
+    assert!(shown["cancelled_at"].is_string());
+    let refused = world
+        .gateway
+        .charge_saved_method(&top_up(&world, &method, "ord_top_forgotten", "tu_f"))
+        .await;
+    assert!(
+        matches!(&refused, Err(GatewayError::Rejected(why)) if why.contains("cancelled")),
+        "{refused:?}"
+    );
+    assert!(charges_of(&world, "ord_top_forgotten").is_empty());
+}

@@ -273,3 +273,33 @@ async fn the_simulated_vault_refuses_an_account_it_does_not_know() {
         "{refused:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forgotten_account_has_its_payment_token_deleted_and_is_charged_no_more() {
+    let w = world().await;
+    let account = saved_account(&w, "ord_e2e_forget").await;
+    let listed = || crate::support::listed_method(&w.base, &account.method_ref);
+    assert!(listed().await["forgottenAtMs"].is_null());
+    let token_url = format!(
+        "{}/v3/vault/payment-tokens/{}",
+        w.sandbox.api_base_url(domain::ProviderId::WalletGlobal),
+        account.method_ref
+    );
+    let without_token = w.http.delete(&token_url).send().await.unwrap();
+    assert_eq!(without_token.status(), 401);
+    assert!(listed().await["forgottenAtMs"].is_null());
+
+    w.gateway.forget_saved_method(&account).await.unwrap();
+    assert!(listed().await["forgottenAtMs"].is_i64());
+    let refused = w
+        .gateway
+        .charge_saved_method(&top_up(&account, "ord_e2e_top_forgotten", "tu_f"))
+        .await;
+    assert!(
+        matches!(&refused, Err(GatewayError::Rejected(why)) if why.contains("INVALID_RESOURCE_ID")),
+        "{refused:?}"
+    );
+    assert_eq!(captures_of(&w, "ord_e2e_top_forgotten"), 0);
+    // A deleted token is unknown (404): forgetting it again is done already.
+    w.gateway.forget_saved_method(&account).await.unwrap();
+}
