@@ -149,17 +149,45 @@ pub(crate) async fn sandbox_method(app: &TestApp, buyer: &Buyer) -> String {
         .as_str()
         .expect("order")
         .to_owned();
-    let listed: Value = app
-        .client
+    let listed = sandbox_methods(app, &order).await;
+    listed[0]["id"].as_str().expect("pm id").to_owned()
+}
+
+/// The methods the sandbox saved at `order`'s checkout (`GET /sandbox/api/payment-methods`).
+async fn sandbox_methods(app: &TestApp, order: &str) -> Value {
+    app.client
         .get(app.url("/sandbox/api/payment-methods"))
-        .query(&[("orderId", order.as_str())])
+        .query(&[("orderId", order)])
         .send()
         .await
         .expect("methods")
         .json()
         .await
-        .expect("json");
-    listed[0]["id"].as_str().expect("pm id").to_owned()
+        .expect("json")
+}
+
+/// Remove the buyer's saved method (`DELETE /api/auto-top-up/payment-methods/{id}`) and check
+/// that its provider was asked to forget it: the sandbox lists it forgotten. The overview the
+/// removal answered.
+pub(crate) async fn remove_method(app: &TestApp, buyer: &Buyer) -> Value {
+    let (_, overview) = app.get(&buyer.token, TOP_UP).await;
+    let order = overview["paymentMethods"][0]["orderId"]
+        .as_str()
+        .expect("order")
+        .to_owned();
+    assert!(
+        sandbox_methods(app, &order).await[0]["forgottenAtMs"].is_null(),
+        "kept at the provider until removed"
+    );
+    let path = format!("{TOP_UP}/payment-methods/{}", buyer.method);
+    let (status, removed) = app.delete(&buyer.token, &path).await;
+    assert_eq!(status, 200, "{removed}");
+    let listed = sandbox_methods(app, &order).await;
+    assert!(
+        listed[0]["forgottenAtMs"].is_i64(),
+        "the provider forgot it: {listed}"
+    );
+    removed
 }
 
 pub(crate) async fn event_types(app: &TestApp, buyer: &Buyer) -> Vec<String> {
@@ -366,9 +394,7 @@ async fn removing_the_card_turns_it_off_and_consent_is_refused_where_nothing_cou
         &json!({"enabled": true, "threshold": "100", "planId": PACK}),
     )
     .await;
-    let path = format!("{TOP_UP}/payment-methods/{}", buyer.method);
-    let (status, removed) = app.delete(&buyer.token, &path).await;
-    assert_eq!(status, 200, "{removed}");
+    let removed = remove_method(&app, &buyer).await;
     assert_eq!(removed["rule"]["enabled"], false);
     assert_eq!(removed["rule"]["disabledReason"], "method_removed");
     assert!(
@@ -376,6 +402,7 @@ async fn removing_the_card_turns_it_off_and_consent_is_refused_where_nothing_cou
             .as_array()
             .is_some_and(Vec::is_empty)
     );
+    let path = format!("{TOP_UP}/payment-methods/{}", buyer.method);
     assert_eq!(app.delete(&buyer.token, &path).await.0, 404);
 
     let subscription =

@@ -2,7 +2,8 @@
 //! by buying `credits_mor_b_10000` with consent (an on-demand subscription), sets a rule, and a
 //! spend below the threshold buys the pack with `POST /subscriptions/{id}/charge`, paid only by
 //! Dodo's `payment.succeeded`; a decline cools off, a charge that needs the buyer sends them to
-//! a checkout of the same order, and a webhook delivered twice grants once.
+//! a checkout of the same order, and a webhook delivered twice grants once; removing the card
+//! cancels the on-demand subscription at Dodo.
 
 use std::time::Duration;
 
@@ -10,7 +11,8 @@ use serde_json::json;
 use tests::{TestApp, spawn_app_with_admin};
 
 use crate::auto_top_up::{
-    Buyer, behave, buyer_of, event_types, sandbox_method, set_rule, spend, statuses, wait_for,
+    Buyer, behave, buyer_of, event_types, remove_method, sandbox_method, set_rule, spend, statuses,
+    wait_for,
 };
 
 const PACK: &str = "credits_mor_b_10000";
@@ -91,6 +93,9 @@ async fn a_declined_charge_fails_the_top_up_cools_off_and_grants_nothing() {
         PACK_HUNDREDTHS - SPEND_HUNDREDTHS,
         "nothing granted"
     );
+    // The owner removes the card: Dodo's on-demand subscription is cancelled too.
+    let removed = remove_method(&app, &buyer).await;
+    assert_eq!(removed["rule"]["disabledReason"], "method_removed");
 }
 
 #[tokio::test]

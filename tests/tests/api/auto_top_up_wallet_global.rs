@@ -2,14 +2,17 @@
 //! account in PayPal's vault by buying the PayPal pack with consent (approved in the sandbox,
 //! captured by the service), sets a rule, and a spend below the threshold buys the pack with the
 //! vaulted account, paid only by PayPal's capture event; a decline, a charge PayPal wants the
-//! buyer for, and a capture event delivered twice each do what `docs/auto-top-up.md` says.
+//! buyer for, and a capture event delivered twice each do what `docs/auto-top-up.md` says;
+//! removing the account deletes its payment token at PayPal.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tests::{TestApp, spawn_app_with_admin};
 
-use crate::auto_top_up::{Buyer, behave, event_types, set_rule, spend, statuses, wait_for};
+use crate::auto_top_up::{
+    Buyer, behave, event_types, remove_method, set_rule, spend, statuses, wait_for,
+};
 
 const PACK: &str = "credits_wallet_global_2000";
 /// The pack's credits, in hundredths.
@@ -108,6 +111,9 @@ async fn a_declined_paypal_charge_fails_the_top_up_and_grants_nothing() {
         PACK_HUNDREDTHS - SPEND,
         "nothing granted"
     );
+    // The owner removes the account: PayPal deletes its payment token too.
+    let removed = remove_method(&app, &buyer).await;
+    assert_eq!(removed["rule"]["disabledReason"], "method_removed");
 }
 
 #[tokio::test]
