@@ -234,7 +234,9 @@ impl<S: Store, C: Clock, I: IdGenerator, H: SecretHasher> Service<S, C, I, H> {
     }
 
     /// Remove one of an account's saved methods: it is never charged again, and a rule that
-    /// charges it is turned off (`auto_top_up.disabled`).
+    /// charges it is turned off (`auto_top_up.disabled`). Once that is stored, the method's
+    /// provider is asked to forget it too ([`crate::ports::PaymentGateway::forget_saved_method`]);
+    /// its failure is logged and does not fail the removal.
     ///
     /// # Errors
     /// [`AutoTopUpError::MethodNotFound`]; as [`Service::auto_top_up`].
