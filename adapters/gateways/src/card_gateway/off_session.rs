@@ -32,7 +32,7 @@ use super::transformers::{
     self, Expandable, ORDER_ID_KEY, PaymentError, currency_code, money, path_id,
 };
 use crate::shared::http::HttpReply;
-use crate::shared::wire::printable;
+use crate::shared::wire::{prefixed_key, printable};
 
 /// The metadata key that marks a top-up's PaymentIntent; its value is the top-up's idempotency
 /// key. Only a PaymentIntent carrying it pays an order by `payment_intent.succeeded`: a
@@ -62,16 +62,11 @@ const AUTHENTICATION_REQUIRED: &str = "authentication_required";
 /// # Errors
 /// [`GatewayError::Rejected`] for an empty key or one longer than Stripe takes.
 pub fn idempotency_key(charge: &OffSessionCharge) -> Result<String, GatewayError> {
-    let key = format!("{IDEMPOTENCY_PREFIX}{}", charge.idempotency_key);
-    if charge.idempotency_key.trim().is_empty()
-        || key.chars().count() > MAX_IDEMPOTENCY_KEY_CHARS
-        || key.chars().any(char::is_control)
-    {
-        return Err(GatewayError::Rejected(
-            "a top-up's idempotency key must be 1 to 249 printable characters".into(),
-        ));
-    }
-    Ok(key)
+    prefixed_key(
+        IDEMPOTENCY_PREFIX,
+        &charge.idempotency_key,
+        MAX_IDEMPOTENCY_KEY_CHARS,
+    )
 }
 
 /// The form of `POST /v1/payment_intents` for a top-up, in order. `notify_url` is sent only to

@@ -2,7 +2,7 @@
 //! path, quotes of provider text cut to a bound, and descriptions of unreadable JSON that never
 //! echo its content.
 
-use application::ports::CheckoutRequest;
+use application::ports::{CheckoutRequest, GatewayError};
 use domain::Locale;
 
 /// `id` when it is safe in a URL path (or a header): 1 to `max_chars` ASCII letters and digits,
@@ -59,6 +59,25 @@ pub fn unreadable(what: &str, error: &serde_json::Error) -> String {
         error.line(),
         error.column()
     )
+}
+
+/// `prefix` and a top-up's idempotency key, as the provider's idempotency header: at most
+/// `max_chars` in all, the key not blank and free of control characters.
+///
+/// # Errors
+/// [`GatewayError::Rejected`] for a blank key, a control character, or one too long.
+pub fn prefixed_key(prefix: &str, key: &str, max_chars: usize) -> Result<String, GatewayError> {
+    let prefixed = format!("{prefix}{key}");
+    if key.trim().is_empty()
+        || prefixed.chars().count() > max_chars
+        || prefixed.chars().any(char::is_control)
+    {
+        let most = max_chars.saturating_sub(prefix.chars().count());
+        return Err(GatewayError::Rejected(format!(
+            "a top-up's idempotency key must be 1 to {most} printable characters"
+        )));
+    }
+    Ok(prefixed)
 }
 
 #[cfg(test)]

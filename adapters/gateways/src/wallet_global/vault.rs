@@ -36,7 +36,7 @@ use super::transformers::{
     Amount, CaptureOutcome, CaptureStatus, Order, OrderStatus, parse, path_segment,
 };
 use crate::shared::http::HttpReply;
-use crate::shared::wire::printable;
+use crate::shared::wire::{prefixed_key, printable};
 
 /// What a top-up's `PayPal-Request-Id` starts with, so that it never meets a checkout's (our
 /// order id) or a capture's (`capture-…`).
@@ -103,16 +103,11 @@ impl Attributes {
 /// [`GatewayError::Rejected`] for an empty key, one with control characters, or one longer than
 /// PayPal takes.
 pub fn request_id(charge: &OffSessionCharge) -> Result<String, GatewayError> {
-    let id = format!("{REQUEST_ID_PREFIX}{}", charge.idempotency_key);
-    if charge.idempotency_key.trim().is_empty()
-        || id.chars().count() > MAX_REQUEST_ID_CHARS
-        || id.chars().any(char::is_control)
-    {
-        return Err(GatewayError::Rejected(
-            "a top-up's idempotency key must be 1 to 102 printable characters".into(),
-        ));
-    }
-    Ok(id)
+    prefixed_key(
+        REQUEST_ID_PREFIX,
+        &charge.idempotency_key,
+        MAX_REQUEST_ID_CHARS,
+    )
 }
 
 /// `POST /v2/checkout/orders` body of a top-up: the vaulted account charged at once.

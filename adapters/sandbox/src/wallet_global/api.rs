@@ -256,17 +256,14 @@ fn amount_of(amount: &AmountInput) -> Result<(i64, Currency), Refusal> {
     Ok((minor, currency))
 }
 
-/// The payment a create-order request describes.
-fn order_payment(
-    hub: &Hub,
-    input: CreateOrderInput,
-    request_id: Option<String>,
-) -> Result<SimPayment, Refusal> {
+/// The one purchase unit of an order the sandbox captures: `intent` must be `CAPTURE` (else
+/// `UNSUPPORTED_INTENT` saying `only_capture`), with exactly one purchase unit.
+fn capture_unit<'a>(
+    input: &'a CreateOrderInput,
+    only_capture: &str,
+) -> Result<&'a UnitInput, Refusal> {
     if input.intent != "CAPTURE" {
-        return Err(unprocessable(
-            "UNSUPPORTED_INTENT",
-            "The sandbox supports intent CAPTURE only.",
-        ));
+        return Err(unprocessable("UNSUPPORTED_INTENT", only_capture));
     }
     let [unit] = input.purchase_units.as_slice() else {
         return Err(invalid(
@@ -274,6 +271,16 @@ fn order_payment(
             "The sandbox takes exactly one purchase unit.",
         ));
     };
+    Ok(unit)
+}
+
+/// The payment a create-order request describes.
+fn order_payment(
+    hub: &Hub,
+    input: CreateOrderInput,
+    request_id: Option<String>,
+) -> Result<SimPayment, Refusal> {
+    let unit = capture_unit(&input, "The sandbox supports intent CAPTURE only.")?;
     let (amount_minor, currency) = amount_of(&unit.amount)?;
     let order_id = unit
         .custom_id

@@ -40,8 +40,8 @@ use super::super::resources::{
     CAPTURE_ID, CAPTURED_AT_MS, CREATE_REQUEST_ID, PAYER_EMAIL, iso, order_json,
 };
 use super::{
-    CreateOrderInput, NewPayment, Refusal, URL_FIELDS, amount_of, authorized, invalid, not_found,
-    unprocessable,
+    CreateOrderInput, NewPayment, Refusal, URL_FIELDS, amount_of, authorized, capture_unit,
+    invalid, not_found, unprocessable,
 };
 use crate::hub::{Hub, SimBehaviour, SimEvent, SimKind, SimMethod, SimPayment, SimStatus};
 use crate::simulator::Simulator;
@@ -255,18 +255,10 @@ fn new_charge(
     vault_id: &str,
     request_id: Option<&str>,
 ) -> Result<SimPayment, Refusal> {
-    if input.intent != "CAPTURE" {
-        return Err(unprocessable(
-            "UNSUPPORTED_INTENT",
-            "The sandbox charges a vaulted account with intent CAPTURE only.",
-        ));
-    }
-    let [unit] = input.purchase_units.as_slice() else {
-        return Err(invalid(
-            "INVALID_ARRAY_MAX_ITEMS",
-            "The sandbox takes exactly one purchase unit.",
-        ));
-    };
+    let unit = capture_unit(
+        &input,
+        "The sandbox charges a vaulted account with intent CAPTURE only.",
+    )?;
     let price = amount_of(&unit.amount)?;
     let order_id = unit
         .custom_id
